@@ -1,0 +1,77 @@
+//! Layer support: can a backend run a layer, and if not, why.
+
+use backplane_core::{Layer, Network, Op, Tensor, TensorInfo};
+use std::sync::Arc;
+
+/// Everything a backend needs to know about one layer: its op and attributes, input and
+/// output descriptions, and the values of inputs that are constants (weights).
+#[derive(Debug, Clone)]
+pub struct LayerDesc {
+    /// Layer name (for messages).
+    pub name: String,
+    /// The operation.
+    pub op: Op,
+    /// Input descriptions, by slot.
+    pub inputs: Vec<TensorInfo>,
+    /// Output descriptions, by slot.
+    pub outputs: Vec<TensorInfo>,
+    /// For each input slot, its value if it is a constant.
+    pub constants: Vec<Option<Arc<Tensor>>>,
+}
+
+impl LayerDesc {
+    /// Describe `layer` of `network`.
+    pub fn from_layer(network: &Network, layer: &Layer) -> Self {
+        LayerDesc {
+            name: layer.name.clone(),
+            op: layer.op.clone(),
+            inputs: layer
+                .inputs
+                .iter()
+                .map(|t| network.tensor(*t).info.clone())
+                .collect(),
+            outputs: layer
+                .outputs
+                .iter()
+                .map(|t| network.tensor(*t).info.clone())
+                .collect(),
+            constants: layer
+                .inputs
+                .iter()
+                .map(|t| network.tensor(*t).constant().cloned())
+                .collect(),
+        }
+    }
+
+    /// The constant value of input `slot`, if it is one.
+    pub fn constant(&self, slot: usize) -> Option<&Tensor> {
+        self.constants.get(slot).and_then(|c| c.as_deref())
+    }
+}
+
+/// A layer-support answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Support {
+    /// The backend can run the layer.
+    Supported,
+    /// It cannot, and this says why (shown to users when no backend accepts a layer).
+    Unsupported(String),
+}
+
+impl Support {
+    /// True for [`Support::Supported`].
+    pub fn is_supported(&self) -> bool {
+        matches!(self, Support::Supported)
+    }
+
+    /// An unsupported answer with a reason.
+    pub fn no(reason: impl Into<String>) -> Self {
+        Support::Unsupported(reason.into())
+    }
+}
+
+/// A backend's layer-support oracle.
+pub trait LayerSupport: Send + Sync {
+    /// Whether the layer, with these tensor descriptions and attributes, can run here.
+    fn is_layer_supported(&self, layer: &LayerDesc) -> Support;
+}

@@ -1,0 +1,118 @@
+//! Element data types.
+
+use std::fmt;
+
+/// The element type of a tensor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum DataType {
+    /// 32-bit IEEE float.
+    F32,
+    /// 16-bit IEEE float.
+    F16,
+    /// Signed 8-bit integer (also quantized data).
+    I8,
+    /// Unsigned 8-bit integer (also quantized data).
+    U8,
+    /// Signed 32-bit integer.
+    I32,
+    /// Signed 64-bit integer (ONNX shapes and indices).
+    I64,
+    /// Boolean, one byte per element (0 or 1).
+    Bool,
+}
+
+impl DataType {
+    /// All data types, in declaration order.
+    pub const ALL: [DataType; 7] = [
+        DataType::F32,
+        DataType::F16,
+        DataType::I8,
+        DataType::U8,
+        DataType::I32,
+        DataType::I64,
+        DataType::Bool,
+    ];
+
+    /// Size of one element in bytes.
+    pub fn size(self) -> usize {
+        match self {
+            DataType::F32 | DataType::I32 => 4,
+            DataType::F16 => 2,
+            DataType::I8 | DataType::U8 | DataType::Bool => 1,
+            DataType::I64 => 8,
+        }
+    }
+
+    /// The lowercase name used in messages and on the command line (`f32`, `i64`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            DataType::F32 => "f32",
+            DataType::F16 => "f16",
+            DataType::I8 => "i8",
+            DataType::U8 => "u8",
+            DataType::I32 => "i32",
+            DataType::I64 => "i64",
+            DataType::Bool => "bool",
+        }
+    }
+
+    /// True for F32 and F16.
+    pub fn is_float(self) -> bool {
+        matches!(self, DataType::F32 | DataType::F16)
+    }
+
+    /// True for the integer types (not Bool).
+    pub fn is_integer(self) -> bool {
+        matches!(
+            self,
+            DataType::I8 | DataType::U8 | DataType::I32 | DataType::I64
+        )
+    }
+}
+
+impl fmt::Display for DataType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for DataType {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(match s {
+            "f32" | "float32" | "float" => DataType::F32,
+            "f16" | "float16" => DataType::F16,
+            "i8" | "int8" => DataType::I8,
+            "u8" | "uint8" => DataType::U8,
+            "i32" | "int32" => DataType::I32,
+            "i64" | "int64" => DataType::I64,
+            "bool" => DataType::Bool,
+            other => return Err(format!("unknown data type '{other}'")),
+        })
+    }
+}
+
+/// Rust element types that can live in a tensor.
+pub trait Element: bytemuck::Pod + Copy + Send + Sync + 'static {
+    /// The matching [`DataType`].
+    const DTYPE: DataType;
+}
+
+impl Element for f32 {
+    const DTYPE: DataType = DataType::F32;
+}
+impl Element for half::f16 {
+    const DTYPE: DataType = DataType::F16;
+}
+impl Element for i8 {
+    const DTYPE: DataType = DataType::I8;
+}
+impl Element for u8 {
+    const DTYPE: DataType = DataType::U8;
+}
+impl Element for i32 {
+    const DTYPE: DataType = DataType::I32;
+}
+impl Element for i64 {
+    const DTYPE: DataType = DataType::I64;
+}

@@ -1,0 +1,257 @@
+//! The operator set: one closed enum of plain-data descriptors, plus shape inference.
+//!
+//! Descriptors hold attributes already resolved by the importer (e.g. Reshape's target shape,
+//! Clip's bounds): every parameter that ONNX passes as a constant input lives here, so kernels
+//! receive only data tensors (and weights). Shape inference ([`Op::infer`]) validates inputs;
+//! kernels may assume valid inputs.
+
+mod elementwise;
+mod layout;
+mod nn;
+mod reduce;
+mod resize;
+mod spatial;
+
+pub use elementwise::{BinaryOp, UnaryOp};
+pub use layout::{PadDesc, PadMode, SliceDesc, SliceRange};
+pub use nn::{
+    matmul_shape, require_dtype, ConvDesc, ConvTransposeDesc, GemmDesc, PoolDesc, PoolKind,
+};
+pub use reduce::{ReduceDesc, ReduceKind};
+pub use resize::{CoordinateTransform, NearestMode, ResizeDesc, ResizeMode};
+pub use spatial::{AutoPad, Geometry, Window};
+
+use crate::{CoreError, DataType, Result, Tensor, TensorInfo};
+
+/// An attribute value of a [`CustomOp`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum AttrValue {
+    /// Integer.
+    Int(i64),
+    /// Float.
+    Float(f32),
+    /// String.
+    String(String),
+    /// Integer list.
+    Ints(Vec<i64>),
+    /// Float list.
+    Floats(Vec<f32>),
+}
+
+/// An operator outside the standard set, e.g. a fused layer a backend substitutes in
+/// `optimize_subgraph`. Its output descriptions are given, not inferred.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CustomOp {
+    /// Namespace, e.g. the backend id that understands it.
+    pub domain: String,
+    /// Operator name within the domain.
+    pub op_type: String,
+    /// Attributes.
+    pub attributes: Vec<(String, AttrValue)>,
+    /// The output descriptions.
+    pub outputs: Vec<TensorInfo>,
+}
+
+/// A layer's operation and its attributes.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Op {
+    /// Copy the input.
+    Identity,
+    /// One-input elementwise function.
+    Unary(UnaryOp),
+    /// Two-input elementwise function with broadcasting.
+    Binary(BinaryOp),
+    /// Convolution: X, W, optional B.
+    Conv(ConvDesc),
+    /// Transposed convolution: X, W, optional B.
+    ConvTranspose(ConvTransposeDesc),
+    /// Inference batch normalization: X, scale, bias, mean, var.
+    BatchNormalization {
+        /// Added to the variance.
+        epsilon: f32,
+    },
+    /// numpy-style matrix product (batched, broadcasting).
+    MatMul,
+    /// General matrix multiply: A, B, optional C.
+    Gemm(GemmDesc),
+    /// Max or average pooling.
+    Pool(PoolDesc),
+    /// Pooling over all spatial axes.
+    GlobalPool(PoolKind),
+    /// Collapse to 2-D around `axis`.
+    Flatten {
+        /// Dimensions before it form the rows.
+        axis: i64,
+    },
+    /// Reinterpret with a new shape (already resolved: no 0 or -1).
+    Reshape {
+        /// Target shape.
+        shape: Vec<usize>,
+    },
+    /// Permute axes.
+    Transpose {
+        /// Output axis i is input axis perm[i].
+        perm: Vec<usize>,
+    },
+    /// Remove size-1 axes.
+    Squeeze {
+        /// Axes to remove (empty: all size-1 axes).
+        axes: Vec<i64>,
+    },
+    /// Insert size-1 axes.
+    Unsqueeze {
+        /// Positions in the output.
+        axes: Vec<i64>,
+    },
+    /// Join along an axis.
+    Concat {
+        /// The axis.
+        axis: i64,
+    },
+    /// Cut along an axis into pieces of the given sizes.
+    Split {
+        /// The axis.
+        axis: i64,
+        /// Size of each output along `axis`.
+        splits: Vec<usize>,
+    },
+    /// Strided slice.
+    Slice(SliceDesc),
+    /// Take entries along an axis by index (second input).
+    Gather {
+        /// The axis.
+        axis: i64,
+    },
+    /// Softmax along one axis.
+    Softmax {
+        /// The axis.
+        axis: i64,
+    },
+    /// Layer normalization over axes `axis..`: X, scale, optional bias.
+    LayerNormalization {
+        /// First normalized axis.
+        axis: i64,
+        /// Added to the variance.
+        epsilon: f32,
+    },
+    /// Reduction.
+    Reduce(ReduceDesc),
+    /// Element type conversion.
+    Cast {
+        /// Target type.
+        to: DataType,
+    },
+    /// Padding.
+    Pad(PadDesc),
+    /// Resize.
+    Resize(ResizeDesc),
+    /// An operator outside the standard set.
+    Custom(CustomOp),
+}
+
+impl Op {
+    /// The ONNX-style operator name.
+    pub fn name(&self) -> &str {
+        match self {
+            Op::Identity => "Identity",
+            Op::Unary(u) => u.name(),
+            Op::Binary(b) => b.name(),
+            Op::Conv(_) => "Conv",
+            Op::ConvTranspose(_) => "ConvTranspose",
+            Op::BatchNormalization { .. } => "BatchNormalization",
+            Op::MatMul => "MatMul",
+            Op::Gemm(_) => "Gemm",
+            Op::Pool(p) => match p.kind {
+                PoolKind::Max => "MaxPool",
+                PoolKind::Average => "AveragePool",
+            },
+            Op::GlobalPool(PoolKind::Max) => "GlobalMaxPool",
+            Op::GlobalPool(PoolKind::Average) => "GlobalAveragePool",
+            Op::Flatten { .. } => "Flatten",
+            Op::Reshape { .. } => "Reshape",
+            Op::Transpose { .. } => "Transpose",
+            Op::Squeeze { .. } => "Squeeze",
+            Op::Unsqueeze { .. } => "Unsqueeze",
+            Op::Concat { .. } => "Concat",
+            Op::Split { .. } => "Split",
+            Op::Slice(_) => "Slice",
+            Op::Gather { .. } => "Gather",
+            Op::Softmax { .. } => "Softmax",
+            Op::LayerNormalization { .. } => "LayerNormalization",
+            Op::Reduce(r) => r.kind.name(),
+            Op::Cast { .. } => "Cast",
+            Op::Pad(_) => "Pad",
+            Op::Resize(_) => "Resize",
+            Op::Custom(c) => &c.op_type,
+        }
+    }
+
+    /// How many inputs the op takes: (minimum, maximum).
+    pub fn arity(&self) -> (usize, usize) {
+        match self {
+            Op::Binary(_) | Op::MatMul | Op::Gather { .. } => (2, 2),
+            Op::Conv(_) | Op::ConvTranspose(_) | Op::Gemm(_) => (2, 3),
+            Op::LayerNormalization { .. } => (2, 3),
+            Op::BatchNormalization { .. } => (5, 5),
+            Op::Concat { .. } => (1, usize::MAX),
+            Op::Custom(_) => (0, usize::MAX),
+            _ => (1, 1),
+        }
+    }
+
+    /// Infer and validate the output descriptions from the input descriptions.
+    pub fn infer(&self, inputs: &[&TensorInfo]) -> Result<Vec<TensorInfo>> {
+        let (lo, hi) = self.arity();
+        if inputs.len() < lo || inputs.len() > hi {
+            return Err(CoreError::InvalidOp {
+                op: "arity",
+                message: format!(
+                    "{} takes {lo}..={} inputs, got {}",
+                    self.name(),
+                    if hi == usize::MAX {
+                        "n".to_string()
+                    } else {
+                        hi.to_string()
+                    },
+                    inputs.len()
+                ),
+            });
+        }
+        match self {
+            Op::Identity => Ok(vec![inputs[0].clone()]),
+            Op::Unary(_) => elementwise::infer_unary(inputs),
+            Op::Binary(b) => elementwise::infer_binary(*b, inputs),
+            Op::Conv(c) => c.infer(inputs),
+            Op::ConvTranspose(c) => c.infer(inputs),
+            Op::BatchNormalization { .. } => nn::infer_batch_norm(inputs),
+            Op::MatMul => nn::infer_matmul(inputs),
+            Op::Gemm(g) => g.infer(inputs),
+            Op::Pool(p) => p.infer(inputs),
+            Op::GlobalPool(_) => nn::infer_global_pool(inputs),
+            Op::Flatten { axis } => layout::infer_flatten(*axis, inputs),
+            Op::Reshape { shape } => layout::infer_reshape(shape, inputs),
+            Op::Transpose { perm } => layout::infer_transpose(perm, inputs),
+            Op::Squeeze { axes } => layout::infer_squeeze(axes, inputs),
+            Op::Unsqueeze { axes } => layout::infer_unsqueeze(axes, inputs),
+            Op::Concat { axis } => layout::infer_concat(*axis, inputs),
+            Op::Split { axis, splits } => layout::infer_split(*axis, splits, inputs),
+            Op::Slice(s) => layout::infer_slice(s, inputs),
+            Op::Gather { axis } => layout::infer_gather(*axis, inputs),
+            Op::Softmax { axis } => nn::infer_softmax(*axis, inputs),
+            Op::LayerNormalization { axis, .. } => nn::infer_layer_norm(*axis, inputs),
+            Op::Reduce(r) => r.infer(inputs),
+            Op::Cast { to } => Ok(vec![TensorInfo::new(*to, inputs[0].shape.clone())]),
+            Op::Pad(p) => layout::infer_pad(p, inputs),
+            Op::Resize(r) => r.infer(inputs),
+            Op::Custom(c) => Ok(c.outputs.clone()),
+        }
+    }
+}
+
+/// Something that can compute an op on constant tensors: the importer uses it to fold
+/// constant subgraphs (e.g. Shape → Gather → Concat chains), and CpuRef provides one.
+pub trait Evaluator {
+    /// Compute `op` on `inputs`, returning its outputs.
+    fn evaluate(&self, op: &Op, inputs: &[&Tensor]) -> std::result::Result<Vec<Tensor>, String>;
+}

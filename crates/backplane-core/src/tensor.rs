@@ -1,0 +1,317 @@
+//! Tensor descriptions, owned tensors and the borrowed views kernels work on.
+
+use crate::dtype::Element;
+use crate::{CoreError, DataType, Quantization, Result, Shape};
+
+/// What a tensor is, without its data: element type, shape and quantization.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TensorInfo {
+    /// Element type.
+    pub dtype: DataType,
+    /// Dimensions.
+    pub shape: Shape,
+    /// Quantization parameters ([`Quantization::None`] for plain tensors).
+    pub quant: Quantization,
+}
+
+impl TensorInfo {
+    /// A plain (unquantized) tensor description.
+    pub fn new(dtype: DataType, shape: impl Into<Shape>) -> Self {
+        TensorInfo {
+            dtype,
+            shape: shape.into(),
+            quant: Quantization::None,
+        }
+    }
+
+    /// Number of elements (overflow-checked).
+    pub fn num_elements(&self) -> Result<usize> {
+        self.shape.num_elements()
+    }
+
+    /// Size of the data in bytes (overflow-checked).
+    pub fn num_bytes(&self) -> Result<usize> {
+        self.num_elements()?
+            .checked_mul(self.dtype.size())
+            .ok_or_else(|| CoreError::SizeOverflow {
+                shape: self.shape.0.clone(),
+            })
+    }
+
+    /// Same dtype and shape (quantization ignored).
+    pub fn same_layout(&self, other: &TensorInfo) -> bool {
+        self.dtype == other.dtype && self.shape == other.shape
+    }
+}
+
+impl std::fmt::Display for TensorInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}{}", self.dtype, self.shape)
+    }
+}
+
+/// A tensor that owns its data. The buffer is 8-byte aligned so that it can be viewed as any
+/// element type without copying.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tensor {
+    info: TensorInfo,
+    storage: Vec<u64>,
+    len: usize,
+}
+
+fn words_for(bytes: usize) -> usize {
+    bytes.div_ceil(8)
+}
+
+impl Tensor {
+    /// A zero-filled tensor.
+    pub fn zeros(info: TensorInfo) -> Result<Self> {
+        let len = info.num_bytes()?;
+        Ok(Tensor {
+            info,
+            storage: vec![0u64; words_for(len)],
+            len,
+        })
+    }
+
+    /// A tensor from raw little-endian bytes; the length must match the description.
+    pub fn from_bytes(info: TensorInfo, bytes: &[u8]) -> Result<Self> {
+        let mut t = Tensor::zeros(info)?;
+        if bytes.len() != t.len {
+            return Err(CoreError::DataLength {
+                shape: t.info.shape.0.clone(),
+                dtype: t.info.dtype,
+                expected: t.len,
+                actual: bytes.len(),
+            });
+        }
+        t.bytes_mut().copy_from_slice(bytes);
+        Ok(t)
+    }
+
+    /// A tensor from typed values; the count must match the shape.
+    pub fn from_vec<T: Element>(shape: impl Into<Shape>, values: Vec<T>) -> Result<Self> {
+        let info = TensorInfo::new(T::DTYPE, shape);
+        Tensor::from_bytes(info, bytemuck::cast_slice(&values))
+    }
+
+    /// A boolean tensor.
+    pub fn from_bools(shape: impl Into<Shape>, values: &[bool]) -> Result<Self> {
+        let bytes: Vec<u8> = values.iter().map(|&b| u8::from(b)).collect();
+        Tensor::from_bytes(TensorInfo::new(DataType::Bool, shape), &bytes)
+    }
+
+    /// A rank-0 tensor holding one value.
+    pub fn scalar<T: Element>(value: T) -> Self {
+        let mut t = Tensor {
+            info: TensorInfo::new(T::DTYPE, Shape::scalar()),
+            storage: vec![0u64; 1],
+            len: T::DTYPE.size(),
+        };
+        t.bytes_mut().copy_from_slice(bytemuck::bytes_of(&value));
+        t
+    }
+
+    /// The description.
+    pub fn info(&self) -> &TensorInfo {
+        &self.info
+    }
+
+    /// The element type.
+    pub fn dtype(&self) -> DataType {
+        self.info.dtype
+    }
+
+    /// The shape.
+    pub fn shape(&self) -> &Shape {
+        &self.info.shape
+    }
+
+    /// Replace the description by one with the same byte size (e.g. a reshape).
+    pub fn reinterpret(mut self, info: TensorInfo) -> Result<Self> {
+        let len = info.num_bytes()?;
+        if len != self.len {
+            return Err(CoreError::DataLength {
+                shape: info.shape.0.clone(),
+                dtype: info.dtype,
+                expected: len,
+                actual: self.len,
+            });
+        }
+        self.info = info;
+        Ok(self)
+    }
+
+    /// The raw bytes.
+    pub fn bytes(&self) -> &[u8] {
+        &bytemuck::cast_slice::<u64, u8>(&self.storage)[..self.len]
+    }
+
+    /// The raw bytes, writable.
+    pub fn bytes_mut(&mut self) -> &mut [u8] {
+        &mut bytemuck::cast_slice_mut::<u64, u8>(&mut self.storage)[..self.len]
+    }
+
+    /// The elements as `T`; fails if `T` is not the tensor's type.
+    pub fn as_slice<T: Element>(&self) -> Result<&[T]> {
+        self.view().as_slice()
+    }
+
+    /// The elements as `T`, writable; fails if `T` is not the tensor's type.
+    pub fn as_mut_slice<T: Element>(&mut self) -> Result<&mut [T]> {
+        check_dtype(T::DTYPE, self.info.dtype)?;
+        Ok(bytemuck::cast_slice_mut(self.bytes_mut()))
+    }
+
+    /// A borrowed view.
+    pub fn view(&self) -> TensorView<'_> {
+        TensorView {
+            info: &self.info,
+            data: self.bytes(),
+        }
+    }
+
+    /// A borrowed writable view.
+    pub fn view_mut(&mut self) -> TensorViewMut<'_> {
+        let len = self.len;
+        TensorViewMut {
+            info: &self.info,
+            data: &mut bytemuck::cast_slice_mut::<u64, u8>(&mut self.storage)[..len],
+        }
+    }
+
+    /// The values converted to f64 (for printing and comparisons in tools and tests).
+    pub fn to_f64_vec(&self) -> Vec<f64> {
+        self.view().to_f64_vec()
+    }
+}
+
+fn check_dtype(expected: DataType, actual: DataType) -> Result<()> {
+    if expected == actual || (expected == DataType::U8 && actual == DataType::Bool) {
+        Ok(())
+    } else {
+        Err(CoreError::DataTypeMismatch { expected, actual })
+    }
+}
+
+/// A read-only view of a tensor's data in host memory, as kernels receive their inputs.
+#[derive(Debug, Clone, Copy)]
+pub struct TensorView<'a> {
+    /// The description.
+    pub info: &'a TensorInfo,
+    /// The raw bytes (8-byte aligned when the runtime allocated them).
+    pub data: &'a [u8],
+}
+
+impl<'a> TensorView<'a> {
+    /// The shape's dimensions.
+    pub fn dims(&self) -> &'a [usize] {
+        self.info.shape.dims()
+    }
+
+    /// The elements as `T` (U8 may also read Bool); fails on a type or alignment mismatch.
+    pub fn as_slice<T: Element>(&self) -> Result<&'a [T]> {
+        check_dtype(T::DTYPE, self.info.dtype)?;
+        bytemuck::try_cast_slice(self.data).map_err(|e| {
+            CoreError::op(
+                "view",
+                format!("cannot view tensor data as {}: {e}", T::DTYPE),
+            )
+        })
+    }
+
+    /// The values converted to f64.
+    pub fn to_f64_vec(&self) -> Vec<f64> {
+        fn conv<T: Element>(v: &TensorView<'_>, f: impl Fn(T) -> f64) -> Vec<f64> {
+            bytemuck::pod_collect_to_vec::<u8, T>(v.data)
+                .into_iter()
+                .map(f)
+                .collect()
+        }
+        match self.info.dtype {
+            DataType::F32 => conv::<f32>(self, f64::from),
+            DataType::F16 => conv::<half::f16>(self, |x| f64::from(x.to_f32())),
+            DataType::I8 => conv::<i8>(self, f64::from),
+            DataType::U8 | DataType::Bool => conv::<u8>(self, f64::from),
+            DataType::I32 => conv::<i32>(self, f64::from),
+            DataType::I64 => conv::<i64>(self, |x| x as f64),
+        }
+    }
+
+    /// Copy into an owned tensor.
+    pub fn to_tensor(&self) -> Result<Tensor> {
+        Tensor::from_bytes(self.info.clone(), self.data)
+    }
+}
+
+/// A writable view of a tensor's data in host memory, as kernels receive their outputs.
+#[derive(Debug)]
+pub struct TensorViewMut<'a> {
+    /// The description.
+    pub info: &'a TensorInfo,
+    /// The raw bytes.
+    pub data: &'a mut [u8],
+}
+
+impl TensorViewMut<'_> {
+    /// The shape's dimensions.
+    pub fn dims(&self) -> &[usize] {
+        self.info.shape.dims()
+    }
+
+    /// The elements as `T`, writable; fails on a type or alignment mismatch.
+    pub fn as_mut_slice<T: Element>(&mut self) -> Result<&mut [T]> {
+        check_dtype(T::DTYPE, self.info.dtype)?;
+        bytemuck::try_cast_slice_mut(self.data).map_err(|e| {
+            CoreError::op(
+                "view",
+                format!("cannot view tensor data as {}: {e}", T::DTYPE),
+            )
+        })
+    }
+
+    /// Reborrow as a read-only view.
+    pub fn as_view(&self) -> TensorView<'_> {
+        TensorView {
+            info: self.info,
+            data: self.data,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn typed_round_trip() {
+        let t = Tensor::from_vec(vec![2, 2], vec![1.0f32, 2.0, 3.0, 4.0]).unwrap();
+        assert_eq!(t.as_slice::<f32>().unwrap(), &[1.0, 2.0, 3.0, 4.0]);
+        assert!(t.as_slice::<i32>().is_err());
+        assert_eq!(t.info().num_bytes().unwrap(), 16);
+        let i = Tensor::from_vec(vec![3], vec![1i64, -2, 3]).unwrap();
+        assert_eq!(i.to_f64_vec(), vec![1.0, -2.0, 3.0]);
+    }
+
+    #[test]
+    fn wrong_length_is_an_error() {
+        let err = Tensor::from_vec(vec![2, 3], vec![1.0f32; 5]).unwrap_err();
+        assert!(matches!(
+            err,
+            CoreError::DataLength {
+                expected: 24,
+                actual: 20,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn odd_byte_lengths_are_kept_exact() {
+        let t = Tensor::from_bools(vec![3], &[true, false, true]).unwrap();
+        assert_eq!(t.bytes(), &[1, 0, 1]);
+        let s = Tensor::scalar(7i32);
+        assert_eq!(s.as_slice::<i32>().unwrap(), &[7]);
+        assert_eq!(s.shape().rank(), 0);
+    }
+}
