@@ -109,8 +109,13 @@ impl Network {
 
     /// Add a constant tensor (weights, folded values).
     pub fn add_constant(&mut self, name: &str, value: Tensor) -> Result<TensorId> {
+        self.add_shared_constant(name, Arc::new(value))
+    }
+
+    /// Add a constant tensor whose value is shared with other networks (no copy).
+    pub fn add_shared_constant(&mut self, name: &str, value: Arc<Tensor>) -> Result<TensorId> {
         let info = value.info().clone();
-        self.add_tensor(name, info, TensorKind::Constant(Arc::new(value)))
+        self.add_tensor(name, info, TensorKind::Constant(value))
     }
 
     /// Add a layer; output tensors are named `<layer>:<slot>` and their shapes inferred.

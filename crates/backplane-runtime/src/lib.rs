@@ -1,0 +1,26 @@
+//! backplane-runtime: turns a [`Network`](backplane_core::Network) into something that runs.
+//!
+//! * [`BackendRegistry`]: backend factories by id, owned by each runtime (no global state).
+//! * [`optimize`](Runtime::optimize): assigns every layer to the first preferred backend whose
+//!   layer support accepts it (per-layer overrides first), cuts the graph into per-backend
+//!   subgraphs, lets each backend optimize its subgraphs, and re-assigns what a backend
+//!   rejects to the next backends.
+//! * [`Runtime::load_network`]: creates workloads through each backend's workload factory,
+//!   acquires memory managers and notifies the contexts of the backends the network uses.
+//! * [`Runtime::execute`]: checks inputs against the network's descriptions and runs the
+//!   workloads in order.
+
+mod error;
+mod loaded;
+mod optimizer;
+mod registry;
+mod runtime;
+
+pub use error::{Result, RuntimeError, UnsupportedLayer};
+pub use loaded::LoadedNetwork;
+pub use optimizer::{OptimizationReport, OptimizedNetwork, OptimizerOptions, SubstitutionRecord};
+pub use registry::{BackendFactory, BackendRegistry};
+pub use runtime::{Runtime, RuntimeOptions};
+
+pub use backplane_backend_api as backend_api;
+pub use backplane_core as core;

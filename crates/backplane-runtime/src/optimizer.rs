@@ -1,0 +1,650 @@
+//! The optimizer: backend assignment with fallback, per-backend subgraph optimization.
+//!
+//! 1. Each layer goes to the first backend whose layer support accepts it: its override (by
+//!    layer name, then by op type) first, then the preference list.
+//! 2. The graph is ordered so that layers of one backend stay together, and cut into runs of
+//!    consecutive layers with the same backend. A run is convex (no path leaves and re-enters
+//!    it), so a backend may replace any part of it.
+//! 3. Each run goes to its backend's `optimize_subgraph`. Substitutions are validated and
+//!    applied; failed layers are re-assigned to the next backends that accept them and their
+//!    new runs optimized in turn.
+
+use crate::{BackendRegistry, Result, RuntimeError, UnsupportedLayer};
+use backplane_backend_api::{
+    Backend, BackendId, LayerDesc, LayerSupport, OptimizationViews, SubgraphView, Substitution,
+    Support, ValueRef,
+};
+use backplane_core::{LayerId, Network, TensorId, TensorKind};
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+
+/// What the optimizer is asked to do.
+#[derive(Debug, Clone, Default)]
+pub struct OptimizerOptions {
+    /// Backends in order of preference.
+    pub backends: Vec<BackendId>,
+    /// Per-layer overrides: a layer name (or an op type, matching every layer of that type)
+    /// and the backend to try first for it.
+    pub layer_backends: Vec<(String, BackendId)>,
+}
+
+impl OptimizerOptions {
+    /// Options with a preference list and no overrides.
+    pub fn new(backends: Vec<BackendId>) -> Self {
+        OptimizerOptions {
+            backends,
+            layer_backends: Vec::new(),
+        }
+    }
+}
+
+/// One substitution a backend made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubstitutionRecord {
+    /// The backend that made it.
+    pub backend: BackendId,
+    /// Names of the replaced layers.
+    pub replaced: Vec<String>,
+    /// Names of the replacement layers.
+    pub replacement: Vec<String>,
+}
+
+/// What the optimizer decided, for users and tools (`backplane inspect`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OptimizationReport {
+    /// Substitutions applied, in order.
+    pub substitutions: Vec<SubstitutionRecord>,
+    /// (layer, backend, reason) for every backend that refused a layer that then went
+    /// elsewhere: by layer support, or by rejecting it in `optimize_subgraph`.
+    pub refusals: Vec<(String, BackendId, String)>,
+}
+
+/// A network with a backend for every layer, ready to load.
+#[derive(Debug, Clone)]
+pub struct OptimizedNetwork {
+    pub(crate) network: Network,
+    pub(crate) assignment: Vec<BackendId>,
+    pub(crate) report: OptimizationReport,
+}
+
+impl OptimizedNetwork {
+    /// The optimized graph (after substitutions).
+    pub fn network(&self) -> &Network {
+        &self.network
+    }
+
+    /// The backend of each layer, indexed like `network().layers()`.
+    pub fn assignment(&self) -> &[BackendId] {
+        &self.assignment
+    }
+
+    /// The backend of one layer.
+    pub fn backend_of(&self, layer: LayerId) -> &BackendId {
+        &self.assignment[layer.0]
+    }
+
+    /// How many layers each backend runs, in order of first appearance.
+    pub fn layer_counts(&self) -> Vec<(BackendId, usize)> {
+        let mut counts: Vec<(BackendId, usize)> = Vec::new();
+        for b in &self.assignment {
+            match counts.iter_mut().find(|(id, _)| id == b) {
+                Some((_, n)) => *n += 1,
+                None => counts.push((b.clone(), 1)),
+            }
+        }
+        counts
+    }
+
+    /// The optimizer's report.
+    pub fn report(&self) -> &OptimizationReport {
+        &self.report
+    }
+}
+
+struct Candidate {
+    id: BackendId,
+    backend: Box<dyn Backend>,
+    support: Arc<dyn LayerSupport>,
+}
+
+#[derive(Clone)]
+struct LayerState {
+    backend: BackendId,
+    settled: bool,
+    excluded: BTreeSet<BackendId>,
+}
+
+pub(crate) fn optimize(
+    registry: &BackendRegistry,
+    network: &Network,
+    options: &OptimizerOptions,
+) -> Result<OptimizedNetwork> {
+    network.validate()?;
+    if options.backends.is_empty() && options.layer_backends.is_empty() {
+        return Err(RuntimeError::NoBackends);
+    }
+    // One backend object per backend for the whole optimization.
+    let mut candidates: Vec<Candidate> = Vec::new();
+    let wanted = options
+        .backends
+        .iter()
+        .chain(options.layer_backends.iter().map(|(_, b)| b));
+    for id in wanted {
+        if candidates.iter().any(|c| &c.id == id) {
+            continue;
+        }
+        let backend = registry.create(id)?;
+        let support = backend.layer_support();
+        candidates.push(Candidate {
+            id: id.clone(),
+            backend,
+            support,
+        });
+    }
+    for (key, _) in &options.layer_backends {
+        let matches = network
+            .layers()
+            .iter()
+            .any(|l| &l.name == key || l.op.name() == key);
+        if !matches {
+            return Err(RuntimeError::UnknownOverride(key.clone()));
+        }
+    }
+
+    let mut report = OptimizationReport::default();
+    let mut states: HashMap<String, LayerState> = HashMap::new();
+    let mut unsupported = Vec::new();
+    for layer in network.layers() {
+        let desc = LayerDesc::from_layer(network, layer);
+        let excluded = BTreeSet::new();
+        match choose(&candidates, options, &desc, &excluded, &mut report) {
+            Ok(b) => {
+                states.insert(
+                    layer.name.clone(),
+                    LayerState {
+                        backend: b,
+                        settled: false,
+                        excluded,
+                    },
+                );
+            }
+            Err(u) => unsupported.push(u),
+        }
+    }
+    if !unsupported.is_empty() {
+        return Err(unsupported_error(options, unsupported));
+    }
+
+    let mut current = network.clone();
+    // Each round settles every layer it optimizes; failed layers exclude one more backend, so
+    // the loop ends after at most (number of backends + 1) rounds.
+    for _round in 0..=candidates.len() {
+        let assign: Vec<BackendId> = current
+            .layers()
+            .iter()
+            .map(|l| states[&l.name].backend.clone())
+            .collect();
+        let order = grouped_order(&current, &assign);
+        let runs = runs_of(&order, &assign, |l| states[&current.layer(l).name].settled);
+        let mut substitutions: Vec<(BackendId, Substitution)> = Vec::new();
+        let mut failed: Vec<LayerId> = Vec::new();
+        for run in runs {
+            let backend_id = assign[run[0].0].clone();
+            let cand = candidates
+                .iter()
+                .find(|c| c.id == backend_id)
+                .ok_or_else(|| RuntimeError::NoBackends)?;
+            let view = SubgraphView::new(&current, run.clone());
+            let views = cand.backend.optimize_subgraph(&view);
+            check_partition(&backend_id, &run, &views)?;
+            for l in views.untouched.iter().flatten() {
+                if let Some(s) = states.get_mut(&current.layer(*l).name) {
+                    s.settled = true;
+                }
+            }
+            for l in views.failed.iter().flatten() {
+                failed.push(*l);
+                report.refusals.push((
+                    current.layer(*l).name.clone(),
+                    backend_id.clone(),
+                    "rejected by optimize_subgraph".into(),
+                ));
+            }
+            for s in views.substitutions {
+                substitutions.push((backend_id.clone(), s));
+            }
+        }
+        if !substitutions.is_empty() {
+            let (next, new_layers) = rebuild(&current, &order, &substitutions)?;
+            for (name, backend) in new_layers {
+                states.insert(
+                    name,
+                    LayerState {
+                        backend,
+                        settled: true,
+                        excluded: BTreeSet::new(),
+                    },
+                );
+            }
+            for (backend, s) in &substitutions {
+                report.substitutions.push(SubstitutionRecord {
+                    backend: backend.clone(),
+                    replaced: s
+                        .replaced
+                        .iter()
+                        .map(|l| current.layer(*l).name.clone())
+                        .collect(),
+                    replacement: s.replacement.iter().map(|r| r.name.clone()).collect(),
+                });
+            }
+            // Replacement layers must be runnable by their backend.
+            for (i, layer) in next.layers().iter().enumerate() {
+                let st = &states[&layer.name];
+                if st.settled
+                    && substitutions
+                        .iter()
+                        .any(|(_, s)| s.replacement.iter().any(|r| r.name == layer.name))
+                {
+                    let cand = candidates.iter().find(|c| c.id == st.backend);
+                    if let Some(c) = cand {
+                        if let Support::Unsupported(why) = c
+                            .support
+                            .is_layer_supported(&LayerDesc::from_layer(&next, &next.layers()[i]))
+                        {
+                            return Err(RuntimeError::InvalidOptimization {
+                                backend: c.id.clone(),
+                                reason: format!(
+                                    "its replacement layer '{}' is not supported by itself: {why}",
+                                    layer.name
+                                ),
+                            });
+                        }
+                    }
+                }
+            }
+            current = next;
+        }
+        if failed.is_empty() {
+            break;
+        }
+        let names: Vec<String> = failed
+            .iter()
+            .map(|l| current.layer(*l).name.clone())
+            .collect();
+        let mut unsupported = Vec::new();
+        for name in names {
+            let Some(lid) = current.find_layer(&name) else {
+                continue;
+            };
+            let desc = LayerDesc::from_layer(&current, current.layer(lid));
+            let st = states.get(&name).cloned();
+            let Some(mut st) = st else { continue };
+            st.excluded.insert(st.backend.clone());
+            match choose(&candidates, options, &desc, &st.excluded, &mut report) {
+                Ok(b) => {
+                    st.backend = b;
+                    st.settled = false;
+                    states.insert(name, st);
+                }
+                Err(u) => unsupported.push(u),
+            }
+        }
+        if !unsupported.is_empty() {
+            return Err(unsupported_error(options, unsupported));
+        }
+    }
+
+    // Final order: grouped by backend, as loaded networks execute it.
+    let assign: Vec<BackendId> = current
+        .layers()
+        .iter()
+        .map(|l| states[&l.name].backend.clone())
+        .collect();
+    let order = grouped_order(&current, &assign);
+    let (network, _) = rebuild(&current, &order, &[])?;
+    let assignment = network
+        .layers()
+        .iter()
+        .map(|l| states[&l.name].backend.clone())
+        .collect();
+    Ok(OptimizedNetwork {
+        network,
+        assignment,
+        report,
+    })
+}
+
+fn unsupported_error(options: &OptimizerOptions, layers: Vec<UnsupportedLayer>) -> RuntimeError {
+    RuntimeError::UnsupportedLayers {
+        backends: options
+            .backends
+            .iter()
+            .map(|b| b.as_str())
+            .collect::<Vec<_>>()
+            .join(", "),
+        layers,
+    }
+}
+
+/// The first backend that accepts the layer: override first, then preferences.
+fn choose(
+    candidates: &[Candidate],
+    options: &OptimizerOptions,
+    desc: &LayerDesc,
+    excluded: &BTreeSet<BackendId>,
+    report: &mut OptimizationReport,
+) -> std::result::Result<BackendId, UnsupportedLayer> {
+    let by_name = options.layer_backends.iter().find(|(k, _)| k == &desc.name);
+    let by_op = options
+        .layer_backends
+        .iter()
+        .find(|(k, _)| k == desc.op.name());
+    let mut order: Vec<&BackendId> = Vec::new();
+    if let Some((_, b)) = by_name.or(by_op) {
+        order.push(b);
+    }
+    for b in &options.backends {
+        if !order.contains(&b) {
+            order.push(b);
+        }
+    }
+    let mut reasons = Vec::new();
+    for id in order {
+        if excluded.contains(id) {
+            reasons.push((id.clone(), "rejected by its optimize_subgraph".to_string()));
+            continue;
+        }
+        let Some(c) = candidates.iter().find(|c| &c.id == id) else {
+            continue;
+        };
+        match c.support.is_layer_supported(desc) {
+            Support::Supported => {
+                for (b, r) in reasons {
+                    report.refusals.push((desc.name.clone(), b, r));
+                }
+                return Ok(id.clone());
+            }
+            Support::Unsupported(r) => reasons.push((id.clone(), r)),
+        }
+    }
+    Err(UnsupportedLayer {
+        layer: desc.name.clone(),
+        op: desc.op.name().to_string(),
+        reasons,
+    })
+}
+
+/// A topological order that keeps layers of the same backend together where the graph allows.
+fn grouped_order(network: &Network, assign: &[BackendId]) -> Vec<LayerId> {
+    let n = network.layers().len();
+    let mut indegree = vec![0usize; n];
+    let mut users: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (i, l) in network.layers().iter().enumerate() {
+        let mut deps = BTreeSet::new();
+        for t in &l.inputs {
+            if let TensorKind::Produced { layer, .. } = network.tensor(*t).kind {
+                deps.insert(layer.0);
+            }
+        }
+        indegree[i] = deps.len();
+        for d in deps {
+            users[d].push(i);
+        }
+    }
+    let mut ready: BTreeSet<usize> = (0..n).filter(|&i| indegree[i] == 0).collect();
+    let mut order = Vec::with_capacity(n);
+    let mut last: Option<&BackendId> = None;
+    while !ready.is_empty() {
+        let pick = last
+            .and_then(|b| ready.iter().copied().find(|&i| &assign[i] == b))
+            .or_else(|| ready.iter().next().copied());
+        let Some(i) = pick else { break };
+        ready.remove(&i);
+        order.push(LayerId(i));
+        last = Some(&assign[i]);
+        for &u in &users[i] {
+            indegree[u] -= 1;
+            if indegree[u] == 0 {
+                ready.insert(u);
+            }
+        }
+    }
+    order
+}
+
+/// Maximal runs of consecutive (in `order`) unsettled layers with the same backend.
+fn runs_of(
+    order: &[LayerId],
+    assign: &[BackendId],
+    settled: impl Fn(LayerId) -> bool,
+) -> Vec<Vec<LayerId>> {
+    let mut runs: Vec<Vec<LayerId>> = Vec::new();
+    let mut current: Vec<LayerId> = Vec::new();
+    for &l in order {
+        if settled(l) {
+            if !current.is_empty() {
+                runs.push(std::mem::take(&mut current));
+            }
+            continue;
+        }
+        if let Some(&prev) = current.last() {
+            if assign[prev.0] != assign[l.0] {
+                runs.push(std::mem::take(&mut current));
+            }
+        }
+        current.push(l);
+    }
+    if !current.is_empty() {
+        runs.push(current);
+    }
+    runs
+}
+
+/// Every layer of the run appears exactly once across the three lists, and nothing else does.
+fn check_partition(backend: &BackendId, run: &[LayerId], views: &OptimizationViews) -> Result<()> {
+    let bad = |reason: String| RuntimeError::InvalidOptimization {
+        backend: backend.clone(),
+        reason,
+    };
+    let inside: HashSet<LayerId> = run.iter().copied().collect();
+    let mut seen: HashSet<LayerId> = HashSet::new();
+    let all = views
+        .substitutions
+        .iter()
+        .flat_map(|s| s.replaced.iter())
+        .chain(views.failed.iter().flatten())
+        .chain(views.untouched.iter().flatten());
+    for l in all {
+        if !inside.contains(l) {
+            return Err(bad(format!(
+                "it names layer #{} which is not in its subgraph",
+                l.0
+            )));
+        }
+        if !seen.insert(*l) {
+            return Err(bad(format!("it lists layer #{} more than once", l.0)));
+        }
+    }
+    if seen.len() != inside.len() {
+        return Err(bad(format!(
+            "it accounts for {} of the {} layers of its subgraph",
+            seen.len(),
+            inside.len()
+        )));
+    }
+    for s in &views.substitutions {
+        if s.replaced.is_empty() || s.replacement.is_empty() {
+            return Err(bad(
+                "a substitution must replace at least one layer with at least one layer".into(),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Build a new network from `old` in `order`, applying substitutions. Returns the network
+/// and the (name, backend) of every replacement layer.
+fn rebuild(
+    old: &Network,
+    order: &[LayerId],
+    subs: &[(BackendId, Substitution)],
+) -> Result<(Network, Vec<(String, BackendId)>)> {
+    let mut new = Network::new();
+    let mut map: HashMap<TensorId, TensorId> = HashMap::new();
+    for &t in old.inputs() {
+        let e = old.tensor(t);
+        map.insert(t, new.add_input(&e.name, e.info.clone())?);
+    }
+    // Which substitution replaces each layer, and where each substitution is emitted.
+    let mut replaced_by: HashMap<LayerId, usize> = HashMap::new();
+    for (i, (_, s)) in subs.iter().enumerate() {
+        for l in &s.replaced {
+            replaced_by.insert(*l, i);
+        }
+    }
+    let mut emit_at: HashMap<usize, usize> = HashMap::new();
+    for (pos, l) in order.iter().enumerate() {
+        if let Some(&s) = replaced_by.get(l) {
+            emit_at.insert(s, pos);
+        }
+    }
+    let mut new_layers = Vec::new();
+    for (pos, &l) in order.iter().enumerate() {
+        match replaced_by.get(&l) {
+            None => {
+                let layer = old.layer(l);
+                let inputs = layer
+                    .inputs
+                    .iter()
+                    .map(|t| get(old, &mut new, &mut map, *t))
+                    .collect::<Result<Vec<_>>>()?;
+                let names: Vec<String> = layer
+                    .outputs
+                    .iter()
+                    .map(|t| old.tensor(*t).name.clone())
+                    .collect();
+                let outs = new.add_layer_named(&layer.name, layer.op.clone(), &inputs, &names)?;
+                for (o, n) in layer.outputs.iter().zip(outs) {
+                    map.insert(*o, n);
+                }
+            }
+            Some(&si) if emit_at.get(&si) == Some(&pos) => {
+                let (backend, sub) = &subs[si];
+                let bad = |reason: String| RuntimeError::InvalidOptimization {
+                    backend: backend.clone(),
+                    reason,
+                };
+                let replaced: HashSet<LayerId> = sub.replaced.iter().copied().collect();
+                let produced_inside: HashSet<TensorId> = sub
+                    .replaced
+                    .iter()
+                    .flat_map(|l| old.layer(*l).outputs.iter().copied())
+                    .collect();
+                let mut local: Vec<Vec<TensorId>> = Vec::new();
+                for r in &sub.replacement {
+                    let mut inputs = Vec::with_capacity(r.inputs.len());
+                    for (k, v) in r.inputs.iter().enumerate() {
+                        let id = match v {
+                            ValueRef::Existing(t) => {
+                                if produced_inside.contains(t) {
+                                    return Err(bad(format!(
+                                        "replacement '{}' reads '{}', which the replaced layers computed",
+                                        r.name,
+                                        old.tensor(*t).name
+                                    )));
+                                }
+                                get(old, &mut new, &mut map, *t).map_err(|_| {
+                                    bad(format!("replacement '{}' reads a tensor that is not available there (is the replaced set convex?)", r.name))
+                                })?
+                            }
+                            ValueRef::NewConstant(c) => {
+                                new.add_shared_constant(&format!("{}:const{k}", r.name), c.clone())?
+                            }
+                            ValueRef::Produced { layer, slot } => *local
+                                .get(*layer)
+                                .and_then(|o| o.get(*slot))
+                                .ok_or_else(|| bad(format!("replacement '{}' reads output {slot} of replacement layer {layer}, which does not exist yet", r.name)))?,
+                        };
+                        inputs.push(id);
+                    }
+                    let mut names = Vec::with_capacity(r.outputs.len());
+                    for (slot, o) in r.outputs.iter().enumerate() {
+                        match o {
+                            Some(t) if produced_inside.contains(t) => names.push(old.tensor(*t).name.clone()),
+                            Some(t) => {
+                                return Err(bad(format!(
+                                    "replacement '{}' claims tensor '{}', which the replaced layers did not compute",
+                                    r.name,
+                                    old.tensor(*t).name
+                                )))
+                            }
+                            None => names.push(format!("{}:{slot}", r.name)),
+                        }
+                    }
+                    let outs = new
+                        .add_layer_named(&r.name, r.op.clone(), &inputs, &names)
+                        .map_err(|e| bad(e.to_string()))?;
+                    for (o, n) in r.outputs.iter().zip(&outs) {
+                        if let Some(t) = o {
+                            if !new.tensor(*n).info.same_layout(&old.tensor(*t).info) {
+                                return Err(bad(format!(
+                                    "replacement '{}' computes '{}' as {} but it was {}",
+                                    r.name,
+                                    old.tensor(*t).name,
+                                    new.tensor(*n).info,
+                                    old.tensor(*t).info
+                                )));
+                            }
+                            map.insert(*t, *n);
+                        }
+                    }
+                    new_layers.push((r.name.clone(), backend.clone()));
+                    local.push(outs);
+                }
+                // Everything used outside the replaced set must have been taken over.
+                let consumers = old.consumers();
+                for t in &produced_inside {
+                    let used_outside = consumers[t.0].iter().any(|(c, _)| !replaced.contains(c))
+                        || old.outputs().contains(t);
+                    if used_outside && !map.contains_key(t) {
+                        return Err(bad(format!(
+                            "tensor '{}' is used outside the replaced layers but no replacement computes it",
+                            old.tensor(*t).name
+                        )));
+                    }
+                }
+            }
+            Some(_) => {}
+        }
+    }
+    for &t in old.outputs() {
+        let id = get(old, &mut new, &mut map, t)?;
+        new.mark_output(id)?;
+    }
+    Ok((new, new_layers))
+}
+
+fn get(
+    old: &Network,
+    new: &mut Network,
+    map: &mut HashMap<TensorId, TensorId>,
+    t: TensorId,
+) -> Result<TensorId> {
+    if let Some(id) = map.get(&t) {
+        return Ok(*id);
+    }
+    let e = old.tensor(t);
+    match &e.kind {
+        TensorKind::Constant(c) => {
+            let id = new.add_shared_constant(&e.name, c.clone())?;
+            map.insert(t, id);
+            Ok(id)
+        }
+        _ => Err(RuntimeError::Core(
+            backplane_core::CoreError::InvalidNetwork(format!(
+                "tensor '{}' is read before it is computed",
+                e.name
+            )),
+        )),
+    }
+}

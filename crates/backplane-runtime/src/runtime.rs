@@ -1,0 +1,262 @@
+//! The runtime: owns a backend registry and the backend contexts, loads and runs networks.
+
+use crate::loaded::{LoadedNetwork, Step};
+use crate::optimizer::{self, OptimizedNetwork, OptimizerOptions};
+use crate::{BackendRegistry, Result, RuntimeError};
+use backplane_backend_api::{
+    Backend, BackendContext, BackendId, BackendOptions, LayerDesc, NetworkId,
+};
+use backplane_core::{Network, Tensor};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+
+/// Options for creating a [`Runtime`].
+#[derive(Debug, Clone, Default)]
+pub struct RuntimeOptions {
+    /// Options per backend, handed to its context.
+    pub backend_options: BTreeMap<BackendId, BackendOptions>,
+}
+
+/// Loads networks onto backends and runs them. Safe to share between threads.
+pub struct Runtime {
+    registry: BackendRegistry,
+    contexts: Vec<(BackendId, Box<dyn BackendContext>)>,
+    networks: RwLock<BTreeMap<NetworkId, Arc<LoadedNetwork>>>,
+    next_id: AtomicU64,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("registry", &self.registry)
+            .finish()
+    }
+}
+
+impl Runtime {
+    /// A runtime over `registry`: creates every backend's context (kept for the runtime's
+    /// life). A backend whose context cannot be created is an error naming it.
+    pub fn new(registry: BackendRegistry, options: RuntimeOptions) -> Result<Self> {
+        let mut contexts = Vec::new();
+        for id in registry.ids() {
+            let backend = registry.create(&id)?;
+            let opts = options
+                .backend_options
+                .get(&id)
+                .cloned()
+                .unwrap_or_default();
+            let ctx =
+                backend
+                    .create_backend_context(&opts)
+                    .map_err(|source| RuntimeError::Backend {
+                        backend: id.clone(),
+                        layer: None,
+                        source,
+                    })?;
+            if let Some(ctx) = ctx {
+                contexts.push((id, ctx));
+            }
+        }
+        Ok(Runtime {
+            registry,
+            contexts,
+            networks: RwLock::new(BTreeMap::new()),
+            next_id: AtomicU64::new(1),
+        })
+    }
+
+    /// The backends this runtime knows.
+    pub fn registry(&self) -> &BackendRegistry {
+        &self.registry
+    }
+
+    /// Create a backend object by id (e.g. to show its version and capabilities).
+    pub fn backend(&self, id: &BackendId) -> Result<Box<dyn Backend>> {
+        self.registry.create(id)
+    }
+
+    /// Assign layers to backends and let each backend optimize its part.
+    pub fn optimize(
+        &self,
+        network: &Network,
+        options: &OptimizerOptions,
+    ) -> Result<OptimizedNetwork> {
+        optimizer::optimize(&self.registry, network, options)
+    }
+
+    fn context(&self, id: &BackendId) -> Option<&dyn BackendContext> {
+        self.contexts
+            .iter()
+            .find(|(b, _)| b == id)
+            .map(|(_, c)| c.as_ref())
+    }
+
+    /// Create the workloads of an optimized network and make it ready to execute.
+    pub fn load_network(&self, optimized: OptimizedNetwork) -> Result<NetworkId> {
+        let id = NetworkId(self.next_id.fetch_add(1, Ordering::Relaxed));
+        let OptimizedNetwork {
+            network,
+            assignment,
+            ..
+        } = optimized;
+        let mut used: Vec<BackendId> = Vec::new();
+        for b in &assignment {
+            if !used.contains(b) {
+                used.push(b.clone());
+            }
+        }
+        let ctx_err = |backend: &BackendId, source| RuntimeError::Backend {
+            backend: backend.clone(),
+            layer: None,
+            source,
+        };
+        for b in &used {
+            if let Some(ctx) = self.context(b) {
+                ctx.before_load_network(id).map_err(|e| ctx_err(b, e))?;
+            }
+        }
+        let mut factories = HashMap::new();
+        let mut memory_managers = Vec::new();
+        for b in &used {
+            let backend = self.registry.create(b)?;
+            let mm = backend.create_memory_manager();
+            let factory = backend
+                .create_workload_factory(mm.clone())
+                .map_err(|e| ctx_err(b, e))?;
+            if let Some(mm) = mm {
+                memory_managers.push((b.clone(), mm));
+            }
+            factories.insert(b.clone(), factory);
+        }
+        let mut steps = Vec::with_capacity(network.layers().len());
+        for (i, layer) in network.layers().iter().enumerate() {
+            let b = &assignment[i];
+            let factory = factories
+                .get(b)
+                .ok_or_else(|| RuntimeError::UnknownBackend {
+                    id: b.to_string(),
+                    registered: String::new(),
+                })?;
+            let desc = LayerDesc::from_layer(&network, layer);
+            let workload =
+                factory
+                    .create_workload(&desc)
+                    .map_err(|source| RuntimeError::Backend {
+                        backend: b.clone(),
+                        layer: Some(layer.name.clone()),
+                        source,
+                    })?;
+            steps.push(Step { layer: i, workload });
+        }
+        for (i, (b, mm)) in memory_managers.iter().enumerate() {
+            if let Err(e) = mm.acquire() {
+                for (_, m) in &memory_managers[..i] {
+                    m.release();
+                }
+                return Err(ctx_err(b, e));
+            }
+        }
+        let loaded = LoadedNetwork::new(
+            id,
+            network,
+            assignment,
+            steps,
+            memory_managers,
+            used.clone(),
+        );
+        self.networks
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id, Arc::new(loaded));
+        for b in &used {
+            if let Some(ctx) = self.context(b) {
+                if let Err(e) = ctx.after_load_network(id) {
+                    // A context that cannot finish the load gets the network unloaded again.
+                    let _ = self.unload_network(id);
+                    return Err(ctx_err(b, e));
+                }
+            }
+        }
+        Ok(id)
+    }
+
+    /// A loaded network.
+    pub fn network(&self, id: NetworkId) -> Result<Arc<LoadedNetwork>> {
+        self.networks
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&id)
+            .cloned()
+            .ok_or(RuntimeError::UnknownNetwork(id))
+    }
+
+    /// Run a loaded network on named inputs; returns the outputs, named, in the network's
+    /// output order. Inputs are checked against the network's descriptions first.
+    pub fn execute(
+        &self,
+        id: NetworkId,
+        inputs: &[(&str, &Tensor)],
+    ) -> Result<Vec<(String, Tensor)>> {
+        self.network(id)?.execute(inputs)
+    }
+
+    /// Unload a network: contexts of its backends are asked first (and may refuse), memory
+    /// managers released after.
+    pub fn unload_network(&self, id: NetworkId) -> Result<()> {
+        let net = self.network(id)?;
+        for b in net.backends_used() {
+            if let Some(ctx) = self.context(b) {
+                ctx.before_unload_network(id)
+                    .map_err(|source| RuntimeError::Backend {
+                        backend: b.clone(),
+                        layer: None,
+                        source,
+                    })?;
+            }
+        }
+        self.networks
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&id);
+        for (_, mm) in &net.memory_managers {
+            mm.release();
+        }
+        for b in net.backends_used() {
+            if let Some(ctx) = self.context(b) {
+                ctx.after_unload_network(id);
+            }
+        }
+        Ok(())
+    }
+
+    /// Ids of the loaded networks.
+    pub fn loaded_networks(&self) -> Vec<NetworkId> {
+        self.networks
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .keys()
+            .copied()
+            .collect()
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        for id in self.loaded_networks() {
+            // Contexts may veto an unload; at drop the memory is released regardless.
+            if self.unload_network(id).is_err() {
+                if let Some(net) = self
+                    .networks
+                    .write()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&id)
+                {
+                    for (_, mm) in &net.memory_managers {
+                        mm.release();
+                    }
+                }
+            }
+        }
+    }
+}
