@@ -92,7 +92,7 @@ pub enum RuntimeError {
         layer: Option<String>,
         /// The backend's error.
         #[source]
-        source: BackendError,
+        source: Box<BackendError>,
     },
     /// No network with this id is loaded.
     #[error("no network with id {0} is loaded")]

@@ -161,7 +161,7 @@ impl LoadedNetwork {
             let fail = |source: BackendError| RuntimeError::Backend {
                 backend: self.assignment[step.layer].clone(),
                 layer: Some(layer.name.clone()),
-                source,
+                source: Box::new(source),
             };
             // Move the outputs out so that inputs can be borrowed from the same memory.
             let mut outs: Vec<Tensor> = Vec::with_capacity(layer.outputs.len());

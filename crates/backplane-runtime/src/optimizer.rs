@@ -193,7 +193,7 @@ pub(crate) fn optimize(
             let cand = candidates
                 .iter()
                 .find(|c| c.id == backend_id)
-                .ok_or_else(|| RuntimeError::NoBackends)?;
+                .ok_or(RuntimeError::NoBackends)?;
             let view = SubgraphView::new(&current, run.clone());
             let views = cand.backend.optimize_subgraph(&view);
             check_partition(&backend_id, &run, &views)?;

@@ -52,7 +52,7 @@ impl Runtime {
                     .map_err(|source| RuntimeError::Backend {
                         backend: id.clone(),
                         layer: None,
-                        source,
+                        source: Box::new(source),
                     })?;
             if let Some(ctx) = ctx {
                 contexts.push((id, ctx));
@@ -106,10 +106,10 @@ impl Runtime {
                 used.push(b.clone());
             }
         }
-        let ctx_err = |backend: &BackendId, source| RuntimeError::Backend {
+        let ctx_err = |backend: &BackendId, source: backplane_backend_api::BackendError| RuntimeError::Backend {
             backend: backend.clone(),
             layer: None,
-            source,
+            source: Box::new(source),
         };
         for b in &used {
             if let Some(ctx) = self.context(b) {
@@ -145,7 +145,7 @@ impl Runtime {
                     .map_err(|source| RuntimeError::Backend {
                         backend: b.clone(),
                         layer: Some(layer.name.clone()),
-                        source,
+                        source: Box::new(source),
                     })?;
             steps.push(Step { layer: i, workload });
         }
@@ -211,7 +211,7 @@ impl Runtime {
                     .map_err(|source| RuntimeError::Backend {
                         backend: b.clone(),
                         layer: None,
-                        source,
+                        source: Box::new(source),
                     })?;
             }
         }

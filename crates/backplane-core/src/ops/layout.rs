@@ -79,14 +79,15 @@ impl SliceDesc {
                 s = s.clamp(0, (dim - 1).max(0));
                 e = e.clamp(-1, dim - 1);
             }
+            // ceil(distance / |step|), written so that huge steps cannot overflow.
             let len = if step > 0 {
                 if e > s {
-                    (e - s + step - 1) / step
+                    (e - s - 1) / step + 1
                 } else {
                     0
                 }
-            } else if s > e {
-                (s - e + (-step) - 1) / (-step)
+            } else if s > e && dim > 0 {
+                (s - e - 1) / step.saturating_neg() + 1
             } else {
                 0
             };

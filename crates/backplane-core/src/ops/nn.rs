@@ -161,6 +161,26 @@ impl ConvTransposeDesc {
                 "kernel rank does not match input",
             ));
         }
+        for (what, v, len) in [
+            ("strides", &w.strides, n),
+            ("dilations", &w.dilations, n),
+            ("pads", &w.pads, 2 * n),
+            ("output_padding", &self.output_padding, n),
+            ("output_shape", &self.output_shape, n),
+        ] {
+            if !v.is_empty() && v.len() != len {
+                return Err(CoreError::op(
+                    "ConvTranspose",
+                    format!("{what} has {} values, expected {len}", v.len()),
+                ));
+            }
+        }
+        if w.strides.contains(&0) || w.dilations.contains(&0) {
+            return Err(CoreError::op(
+                "ConvTranspose",
+                "strides and dilations must be positive",
+            ));
+        }
         let get = |v: &[usize], i: usize, d: usize| if v.is_empty() { d } else { v[i] };
         let mut out = vec![0; n];
         let mut pb = vec![0; n];
@@ -226,6 +246,23 @@ impl ConvTransposeDesc {
                     w.shape, x.shape
                 ),
             ));
+        }
+        if self.window.kernel != wd[2..] {
+            return Err(CoreError::op(
+                "ConvTranspose",
+                format!(
+                    "kernel_shape {:?} differs from weight shape {}",
+                    self.window.kernel, w.shape
+                ),
+            ));
+        }
+        if let Some(b) = inputs.get(2) {
+            if b.shape.dims() != [wd[1] * g] {
+                return Err(CoreError::op(
+                    "ConvTranspose",
+                    format!("bias shape {} is not [{}]", b.shape, wd[1] * g),
+                ));
+            }
         }
         let (spatial, _, _) = self.geometry(xd)?;
         let mut out = vec![xd[0], wd[1] * g];

@@ -1,0 +1,257 @@
+//! Cast between every pair of data types, through a lossless intermediate [`Scalar`].
+//!
+//! Each element is first widened without loss (f32/f16 to f64, integers to i64, bool as is),
+//! then converted to the target type with one rounding step:
+//!
+//! * float → float: round to nearest even (f16 overflow becomes ±inf);
+//! * float → integer: truncate toward zero, saturating at the type's range, NaN → 0 (ONNX leaves
+//!   out-of-range values undefined; saturation is the defined behaviour chosen here);
+//! * integer → integer: two's-complement wrap-around (as C's and numpy's casts);
+//! * integer → float: round to nearest even;
+//! * anything → bool: `x != 0` (so NaN → true); bool → anything: 0 or 1.
+
+use crate::Result;
+use backplane_core::{DataType, TensorView, TensorViewMut};
+use half::f16;
+
+/// One element, widened losslessly from its storage type.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Scalar {
+    /// From f32 or f16.
+    Float(f64),
+    /// From any integer type.
+    Int(i64),
+    /// From bool.
+    Bool(bool),
+}
+
+impl Scalar {
+    pub(crate) fn to_f64(self) -> f64 {
+        match self {
+            Scalar::Float(f) => f,
+            Scalar::Int(i) => i as f64,
+            Scalar::Bool(b) => f64::from(u8::from(b)),
+        }
+    }
+
+    fn to_f32(self) -> f32 {
+        match self {
+            // Exact for values that came from f32/f16; rounds to nearest for f64 results.
+            Scalar::Float(f) => f as f32,
+            // Rust's int → float conversion rounds to nearest even in one step.
+            Scalar::Int(i) => i as f32,
+            Scalar::Bool(b) => f32::from(u8::from(b)),
+        }
+    }
+
+    fn to_f16(self) -> f16 {
+        // Via f64: exact for every source except |i| > 2^53, which overflows f16 anyway.
+        f16::from_f64(self.to_f64())
+    }
+
+    fn to_i64(self) -> i64 {
+        match self {
+            // `as` truncates toward zero, saturates, and maps NaN to 0.
+            Scalar::Float(f) => f as i64,
+            Scalar::Int(i) => i,
+            Scalar::Bool(b) => i64::from(b),
+        }
+    }
+
+    fn to_bool(self) -> bool {
+        match self {
+            Scalar::Float(f) => f != 0.0,
+            Scalar::Int(i) => i != 0,
+            Scalar::Bool(b) => b,
+        }
+    }
+}
+
+/// Defines the narrowing conversions: floats saturate, integers wrap.
+macro_rules! to_integer {
+    ($name:ident, $t:ty) => {
+        impl Scalar {
+            fn $name(self) -> $t {
+                match self {
+                    Scalar::Float(f) => f as $t,
+                    other => other.to_i64() as $t,
+                }
+            }
+        }
+    };
+}
+to_integer!(to_i8, i8);
+to_integer!(to_u8, u8);
+to_integer!(to_i32, i32);
+
+/// The elements of a tensor, widened.
+pub(crate) fn read_scalars(view: &TensorView<'_>) -> Result<Vec<Scalar>> {
+    Ok(match view.info.dtype {
+        DataType::F32 => view
+            .as_slice::<f32>()?
+            .iter()
+            .map(|&x| Scalar::Float(f64::from(x)))
+            .collect(),
+        DataType::F16 => view
+            .as_slice::<f16>()?
+            .iter()
+            .map(|&x| Scalar::Float(x.to_f64()))
+            .collect(),
+        DataType::I8 => ints(view.as_slice::<i8>()?),
+        DataType::U8 => ints(view.as_slice::<u8>()?),
+        DataType::I32 => ints(view.as_slice::<i32>()?),
+        DataType::I64 => ints(view.as_slice::<i64>()?),
+        DataType::Bool => view
+            .as_slice::<u8>()?
+            .iter()
+            .map(|&x| Scalar::Bool(x != 0))
+            .collect(),
+    })
+}
+
+fn ints<T: Copy + Into<i64>>(values: &[T]) -> Vec<Scalar> {
+    values.iter().map(|&x| Scalar::Int(x.into())).collect()
+}
+
+/// Write `values` (one per element, in order) into `out`, converting to its type.
+pub(crate) fn write_scalars(out: &mut TensorViewMut<'_>, values: &[Scalar]) -> Result<()> {
+    fn fill<T: backplane_core::dtype::Element>(
+        out: &mut TensorViewMut<'_>,
+        values: &[Scalar],
+        convert: impl Fn(Scalar) -> T,
+    ) -> Result<()> {
+        for (slot, &v) in out.as_mut_slice::<T>()?.iter_mut().zip(values) {
+            *slot = convert(v);
+        }
+        Ok(())
+    }
+    match out.info.dtype {
+        DataType::F32 => fill(out, values, Scalar::to_f32),
+        DataType::F16 => fill(out, values, Scalar::to_f16),
+        DataType::I8 => fill(out, values, Scalar::to_i8),
+        DataType::U8 => fill(out, values, Scalar::to_u8),
+        DataType::I32 => fill(out, values, Scalar::to_i32),
+        DataType::I64 => fill(out, values, Scalar::to_i64),
+        DataType::Bool => fill(out, values, |v| u8::from(v.to_bool())),
+    }
+}
+
+/// The little-endian bytes of one element of `dtype` holding `value` (e.g. Pad's fill value).
+pub(crate) fn encode(dtype: DataType, value: Scalar) -> Vec<u8> {
+    match dtype {
+        DataType::F32 => value.to_f32().to_le_bytes().to_vec(),
+        DataType::F16 => value.to_f16().to_le_bytes().to_vec(),
+        DataType::I8 => value.to_i8().to_le_bytes().to_vec(),
+        DataType::U8 => value.to_u8().to_le_bytes().to_vec(),
+        DataType::I32 => value.to_i32().to_le_bytes().to_vec(),
+        DataType::I64 => value.to_i64().to_le_bytes().to_vec(),
+        DataType::Bool => vec![u8::from(value.to_bool())],
+    }
+}
+
+/// Cast: convert every element of `x` to the type of `y`.
+pub(crate) fn cast(x: &TensorView<'_>, y: &mut TensorViewMut<'_>) -> Result<()> {
+    write_scalars(y, &read_scalars(x)?)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use crate::test_util::{eval1, tensor};
+    use backplane_core::{DataType, Op, Tensor};
+
+    fn cast(x: &Tensor, to: DataType) -> Vec<f64> {
+        let y = eval1(&Op::Cast { to }, &[x]);
+        assert_eq!(y.dtype(), to);
+        assert_eq!(y.shape(), x.shape());
+        y.to_f64_vec()
+    }
+
+    #[test]
+    fn float_to_integers_truncates_toward_zero_and_saturates() {
+        let x = Tensor::from_vec(
+            vec![7],
+            vec![2.7f32, -2.7, 0.5, 1e10, -1e10, f32::NAN, 300.0],
+        )
+        .unwrap();
+        assert_eq!(
+            cast(&x, DataType::I32),
+            vec![2.0, -2.0, 0.0, 2147483647.0, -2147483648.0, 0.0, 300.0]
+        );
+        assert_eq!(
+            cast(&x, DataType::U8),
+            vec![2.0, 0.0, 0.0, 255.0, 0.0, 0.0, 255.0]
+        );
+        assert_eq!(
+            cast(&x, DataType::I8),
+            vec![2.0, -2.0, 0.0, 127.0, -128.0, 0.0, 127.0]
+        );
+        // Nonzero (and NaN) is true.
+        assert_eq!(
+            cast(&x, DataType::Bool),
+            vec![1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]
+        );
+    }
+
+    #[test]
+    fn integer_narrowing_wraps() {
+        let x = Tensor::from_vec(vec![4], vec![300i64, -1, 128, 1 << 40]).unwrap();
+        // 300 = 256 + 44; -1 = 0xFF...; 128 = 0x80; 2^40 has no low bits.
+        assert_eq!(cast(&x, DataType::U8), vec![44.0, 255.0, 128.0, 0.0]);
+        assert_eq!(cast(&x, DataType::I8), vec![44.0, -1.0, -128.0, 0.0]);
+        assert_eq!(cast(&x, DataType::I32), vec![300.0, -1.0, 128.0, 0.0]);
+        let y = Tensor::from_vec(vec![2], vec![-1i8, 5]).unwrap();
+        assert_eq!(cast(&y, DataType::U8), vec![255.0, 5.0]);
+        assert_eq!(cast(&y, DataType::I64), vec![-1.0, 5.0]);
+    }
+
+    #[test]
+    fn float_precision_changes_round_to_nearest_even() {
+        // 2049 lies halfway between the f16 values 2048 and 2050: ties go to even (2048).
+        // 65520 is halfway between f16::MAX (65504) and 65536: it rounds up and overflows.
+        let x = Tensor::from_vec(vec![4], vec![2049.0f32, 2051.0, 65520.0, 0.1]).unwrap();
+        let y = cast(&x, DataType::F16);
+        assert_eq!(&y[..3], &[2048.0, 2052.0, f64::INFINITY]);
+        // 0.1 becomes the nearest f16, 0.0999755859375.
+        assert_eq!(y[3], 0.099_975_585_937_5);
+        // i64 → f32: 2^24 + 1 is not representable; ties to even give 2^24.
+        let i = Tensor::from_vec(vec![2], vec![16_777_217i64, -3]).unwrap();
+        assert_eq!(cast(&i, DataType::F32), vec![16_777_216.0, -3.0]);
+        assert_eq!(cast(&i, DataType::F16), vec![f64::INFINITY, -3.0]);
+    }
+
+    #[test]
+    fn bool_round_trips_through_every_type() {
+        let b = Tensor::from_bools(vec![3], &[true, false, true]).unwrap();
+        for to in DataType::ALL {
+            assert_eq!(cast(&b, to), vec![1.0, 0.0, 1.0], "bool -> {to}");
+            let back = eval1(
+                &Op::Cast { to: DataType::Bool },
+                &[&eval1(&Op::Cast { to }, &[&b])],
+            );
+            assert_eq!(back.bytes(), &[1, 0, 1], "bool -> {to} -> bool");
+        }
+    }
+
+    #[test]
+    fn every_pair_of_types_converts_small_integers_exactly() {
+        // 0, 1, 5 and 100 exist in every numeric type, so every cast preserves them.
+        for from in DataType::ALL {
+            for to in DataType::ALL {
+                if from == DataType::Bool || to == DataType::Bool {
+                    continue;
+                }
+                let x = tensor(from, &[2, 2], &[0.0, 1.0, 5.0, 100.0]);
+                assert_eq!(cast(&x, to), vec![0.0, 1.0, 5.0, 100.0], "{from} -> {to}");
+            }
+        }
+    }
+
+    #[test]
+    fn cast_of_an_empty_and_a_scalar_tensor() {
+        let e = tensor(DataType::F32, &[0, 3], &[]);
+        assert!(cast(&e, DataType::I64).is_empty());
+        let s = Tensor::scalar(-4i32);
+        assert_eq!(cast(&s, DataType::F16), vec![-4.0]);
+    }
+}

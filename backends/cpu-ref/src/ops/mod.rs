@@ -1,0 +1,148 @@
+//! The kernels, one file per op family, and [`execute`], which checks the buffers and runs
+//! the kernel of an [`Op`].
+//!
+//! Kernels may assume what [`execute`] established: the inputs passed [`Op::infer`] and the
+//! layer-support rules, every output has exactly the inferred type and shape, and every buffer
+//! has exactly the bytes its description needs. Under those conditions their indexing is in
+//! bounds by construction; what can still go wrong depends on the data (a gather index out of
+//! range, an integer division by zero) and is returned as [`BackendError::Execution`].
+
+pub(crate) mod cast;
+mod conv;
+mod conv_transpose;
+mod elementwise;
+mod erf;
+mod indexing;
+mod layout;
+mod matmul;
+mod norm;
+mod numeric;
+mod pool;
+mod reduce;
+mod resize;
+
+use crate::{support, Result};
+use backplane_backend_api::BackendError;
+use backplane_core::{DataType, Op, TensorInfo, TensorView, TensorViewMut};
+
+/// The error for a dtype a kernel has no implementation for (layer support rejects these
+/// first; reaching this is a bug in the support rules).
+pub(crate) fn unsupported(op: &str, dtype: DataType) -> BackendError {
+    BackendError::Other(format!("{op} on {dtype} is not implemented by CpuRef"))
+}
+
+/// Run `op` (of layer `layer`, for messages) on `inputs`, writing `outputs`.
+pub(crate) fn execute(
+    layer: &str,
+    op: &Op,
+    inputs: &[TensorView<'_>],
+    outputs: &mut [TensorViewMut<'_>],
+) -> Result<()> {
+    let infos: Vec<&TensorInfo> = inputs.iter().map(|v| v.info).collect();
+    let expected = support::check(op, &infos).map_err(|reason| BackendError::Unsupported {
+        layer: layer.to_string(),
+        op: op.name().to_string(),
+        reason,
+    })?;
+    if outputs.len() != expected.len() {
+        return Err(BackendError::Other(format!(
+            "{}: {} output buffers given, the op produces {}",
+            op.name(),
+            outputs.len(),
+            expected.len()
+        )));
+    }
+    for (slot, (out, want)) in outputs.iter().zip(&expected).enumerate() {
+        if !out.info.same_layout(want) {
+            return Err(BackendError::Other(format!(
+                "{}: output {slot} is described as {}, but the op produces {want}",
+                op.name(),
+                out.info
+            )));
+        }
+    }
+    let lengths = inputs
+        .iter()
+        .map(|v| (v.info, v.data.len()))
+        .chain(outputs.iter().map(|v| (v.info, v.data.len())));
+    for (info, len) in lengths {
+        let need = info.num_bytes()?;
+        if len != need {
+            return Err(BackendError::Other(format!(
+                "{}: a buffer for {info} holds {len} bytes, expected {need}",
+                op.name()
+            )));
+        }
+    }
+    dispatch(op, inputs, outputs)
+}
+
+fn input<'a, 'b>(inputs: &'a [TensorView<'b>], slot: usize) -> Result<&'a TensorView<'b>> {
+    inputs
+        .get(slot)
+        .ok_or_else(|| BackendError::Other(format!("input {slot} is missing")))
+}
+
+fn output<'a, 'b>(outputs: &'a mut [TensorViewMut<'b>]) -> Result<&'a mut TensorViewMut<'b>> {
+    outputs
+        .first_mut()
+        .ok_or_else(|| BackendError::Other("the output buffer is missing".to_string()))
+}
+
+fn dispatch(op: &Op, inputs: &[TensorView<'_>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
+    let x = input(inputs, 0)?;
+    match op {
+        Op::Identity
+        | Op::Reshape { .. }
+        | Op::Flatten { .. }
+        | Op::Squeeze { .. }
+        | Op::Unsqueeze { .. } => layout::copy(x, output(outputs)?),
+        Op::Unary(u) => elementwise::unary(*u, x, output(outputs)?),
+        Op::Binary(b) => elementwise::binary(*b, x, input(inputs, 1)?, output(outputs)?),
+        Op::Conv(desc) => conv::conv(desc, x, input(inputs, 1)?, inputs.get(2), output(outputs)?),
+        Op::ConvTranspose(desc) => conv_transpose::conv_transpose(
+            desc,
+            x,
+            input(inputs, 1)?,
+            inputs.get(2),
+            output(outputs)?,
+        ),
+        Op::BatchNormalization { epsilon } => norm::batch_norm(
+            *epsilon,
+            x,
+            [
+                input(inputs, 1)?,
+                input(inputs, 2)?,
+                input(inputs, 3)?,
+                input(inputs, 4)?,
+            ],
+            output(outputs)?,
+        ),
+        Op::MatMul => matmul::matmul(x, input(inputs, 1)?, output(outputs)?),
+        Op::Gemm(desc) => matmul::gemm(desc, x, input(inputs, 1)?, inputs.get(2), output(outputs)?),
+        Op::Pool(desc) => pool::pool(desc, x, output(outputs)?),
+        Op::GlobalPool(kind) => pool::global_pool(*kind, x, output(outputs)?),
+        Op::Transpose { perm } => layout::transpose(perm, x, output(outputs)?),
+        Op::Concat { axis } => layout::concat(*axis, inputs, output(outputs)?),
+        Op::Split { axis, .. } => layout::split(*axis, x, outputs),
+        Op::Slice(desc) => layout::slice(desc, x, output(outputs)?),
+        Op::Gather { axis } => layout::gather(*axis, x, input(inputs, 1)?, output(outputs)?),
+        Op::Softmax { axis } => norm::softmax(*axis, x, output(outputs)?),
+        Op::LayerNormalization { axis, epsilon } => norm::layer_norm(
+            *axis,
+            *epsilon,
+            x,
+            input(inputs, 1)?,
+            inputs.get(2),
+            output(outputs)?,
+        ),
+        Op::Reduce(desc) => reduce::reduce(desc, x, output(outputs)?),
+        Op::Cast { .. } => cast::cast(x, output(outputs)?),
+        Op::Pad(desc) => layout::pad(desc, x, output(outputs)?),
+        Op::Resize(desc) => resize::resize(desc, x, output(outputs)?),
+        other => Err(BackendError::Other(format!(
+            "{} is not implemented by CpuRef",
+            other.name()
+        ))),
+    }
+}

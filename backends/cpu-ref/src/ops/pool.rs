@@ -1,0 +1,244 @@
+//! N-dimensional max and average pooling, and global pooling (f32; averages in f64).
+//!
+//! Window taps that fall into the padding are ignored by max pooling. Average pooling divides
+//! the sum of the in-bounds taps by their count, or with `count_include_pad` by the number of
+//! taps inside the padded input (taps beyond the end padding, possible with `ceil_mode`, never
+//! count). NaN inputs propagate to the max.
+
+use super::indexing::{for_each_index, product, window_input_offset};
+use crate::Result;
+use backplane_core::ops::{Geometry, PoolDesc, PoolKind};
+use backplane_core::shape::strides_of;
+use backplane_core::{TensorView, TensorViewMut};
+
+/// One input plane (one batch item and channel) and how to walk it.
+struct Plane<'a> {
+    values: &'a [f32],
+    dims: &'a [usize],
+    strides: &'a [usize],
+    geo: &'a Geometry,
+}
+
+impl Plane<'_> {
+    fn max(&self, out: &[usize]) -> f32 {
+        let mut best = f32::NEG_INFINITY;
+        let mut saw_nan = false;
+        for_each_index(&self.geo.kernel, |k| {
+            if let Some(at) = window_input_offset(self.geo, out, k, self.dims, self.strides) {
+                let v = self.values[at];
+                if v.is_nan() {
+                    saw_nan = true;
+                } else if v > best {
+                    best = v;
+                }
+            }
+        });
+        if saw_nan {
+            f32::NAN
+        } else {
+            best
+        }
+    }
+
+    fn average(&self, out: &[usize], count_include_pad: bool) -> f32 {
+        let (mut sum, mut in_bounds, mut in_padded) = (0f64, 0usize, 0usize);
+        for_each_index(&self.geo.kernel, |k| {
+            if let Some(at) = window_input_offset(self.geo, out, k, self.dims, self.strides) {
+                sum += f64::from(self.values[at]);
+                in_bounds += 1;
+            }
+            if self.inside_padded_input(out, k) {
+                in_padded += 1;
+            }
+        });
+        let count = if count_include_pad {
+            in_padded
+        } else {
+            in_bounds
+        };
+        (sum / count as f64) as f32
+    }
+
+    /// Whether a tap lies within the input extended by both paddings.
+    fn inside_padded_input(&self, out: &[usize], k: &[usize]) -> bool {
+        (0..self.dims.len()).all(|axis| {
+            let padded = out[axis] * self.geo.strides[axis] + k[axis] * self.geo.dilations[axis];
+            padded < self.geo.pads_begin[axis] + self.dims[axis] + self.geo.pads_end[axis]
+        })
+    }
+}
+
+/// MaxPool / AveragePool.
+pub(crate) fn pool(desc: &PoolDesc, x: &TensorView<'_>, y: &mut TensorViewMut<'_>) -> Result<()> {
+    let dims = x.dims();
+    let geo = desc.geometry(dims)?;
+    let spatial = &dims[2..];
+    let strides = strides_of(spatial);
+    let in_plane = product(spatial);
+    let planes = dims[0] * dims[1];
+    let xs = x.as_slice::<f32>()?;
+    let ys = y.as_mut_slice::<f32>()?;
+    let mut written = 0;
+    for p in 0..planes {
+        let plane = Plane {
+            values: &xs[p * in_plane..(p + 1) * in_plane],
+            dims: spatial,
+            strides: &strides,
+            geo: &geo,
+        };
+        for_each_index(&geo.output, |o| {
+            ys[written] = match desc.kind {
+                PoolKind::Max => plane.max(o),
+                PoolKind::Average => plane.average(o, desc.count_include_pad),
+            };
+            written += 1;
+        });
+    }
+    Ok(())
+}
+
+/// GlobalMaxPool / GlobalAveragePool: one value per batch item and channel.
+pub(crate) fn global_pool(
+    kind: PoolKind,
+    x: &TensorView<'_>,
+    y: &mut TensorViewMut<'_>,
+) -> Result<()> {
+    let dims = x.dims();
+    let in_plane = product(&dims[2..]);
+    let xs = x.as_slice::<f32>()?;
+    let ys = y.as_mut_slice::<f32>()?;
+    for (p, slot) in ys.iter_mut().enumerate() {
+        let plane = &xs[p * in_plane..(p + 1) * in_plane];
+        *slot = match kind {
+            PoolKind::Max => {
+                if plane.iter().any(|v| v.is_nan()) {
+                    f32::NAN
+                } else {
+                    plane.iter().copied().fold(f32::NEG_INFINITY, f32::max)
+                }
+            }
+            PoolKind::Average => {
+                (plane.iter().map(|&v| f64::from(v)).sum::<f64>() / in_plane as f64) as f32
+            }
+        };
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::test_util::{eval1, eval_f32, f32s};
+    use backplane_core::ops::{AutoPad, PoolDesc, PoolKind, Window};
+    use backplane_core::Op;
+
+    fn pool(kind: PoolKind, kernel: &[usize], strides: &[usize], pads: &[usize]) -> PoolDesc {
+        PoolDesc {
+            kind,
+            window: Window {
+                kernel: kernel.to_vec(),
+                strides: strides.to_vec(),
+                dilations: vec![],
+                pads: pads.to_vec(),
+                auto_pad: AutoPad::NotSet,
+            },
+            ceil_mode: false,
+            count_include_pad: false,
+        }
+    }
+
+    #[test]
+    fn max_pool_2d_and_3d() {
+        // 4x4 = 0..15, 2x2 windows with stride 2: the bottom-right of each block.
+        let x = f32s(
+            &[1, 1, 4, 4],
+            &(0..16).map(|i| i as f32).collect::<Vec<_>>(),
+        );
+        let y = eval1(&Op::Pool(pool(PoolKind::Max, &[2, 2], &[2, 2], &[])), &[&x]);
+        assert_eq!(y.shape().dims(), &[1, 1, 2, 2]);
+        assert_eq!(y.to_f64_vec(), vec![5.0, 7.0, 13.0, 15.0]);
+        // 2x2x2 cube 0..7 → 7; with a NaN inside → NaN.
+        let mut v: Vec<f32> = (0..8).map(|i| i as f32).collect();
+        let cube = f32s(&[1, 1, 2, 2, 2], &v);
+        let op = Op::Pool(pool(PoolKind::Max, &[2, 2, 2], &[], &[]));
+        assert_eq!(eval_f32(&op, &[&cube]), vec![7.0]);
+        v[3] = f32::NAN;
+        assert!(eval_f32(&op, &[&f32s(&[1, 1, 2, 2, 2], &v)])[0].is_nan());
+    }
+
+    #[test]
+    fn average_pool_padding_counts() {
+        // [1,2,3,4,5], kernel 3, pads 1/1: windows [_,1,2] [1,2,3] [2,3,4] [3,4,5] [4,5,_].
+        let x = f32s(&[1, 1, 5], &[1.0, 2.0, 3.0, 4.0, 5.0]);
+        let mut d = pool(PoolKind::Average, &[3], &[], &[1, 1]);
+        assert_eq!(
+            eval_f32(&Op::Pool(d.clone()), &[&x]),
+            vec![1.5, 2.0, 3.0, 4.0, 4.5]
+        );
+        d.count_include_pad = true;
+        assert_eq!(eval_f32(&Op::Pool(d), &[&x]), vec![1.0, 2.0, 3.0, 4.0, 3.0]);
+    }
+
+    #[test]
+    fn ceil_mode_adds_a_partial_window() {
+        // [1..5], kernel 2, stride 2: floor → [1,2],[3,4]; ceil adds [5,(beyond the end)].
+        let x = f32s(&[1, 1, 5], &[1.0, 2.0, 3.0, 4.0, 5.0]);
+        let mut d = pool(PoolKind::Average, &[2], &[2], &[]);
+        assert_eq!(eval_f32(&Op::Pool(d.clone()), &[&x]), vec![1.5, 3.5]);
+        d.ceil_mode = true;
+        assert_eq!(eval_f32(&Op::Pool(d.clone()), &[&x]), vec![1.5, 3.5, 5.0]);
+        // The tap beyond the end is not padding, so count_include_pad still divides by 1.
+        d.count_include_pad = true;
+        assert_eq!(eval_f32(&Op::Pool(d.clone()), &[&x]), vec![1.5, 3.5, 5.0]);
+        d.kind = PoolKind::Max;
+        assert_eq!(eval_f32(&Op::Pool(d), &[&x]), vec![2.0, 4.0, 5.0]);
+    }
+
+    #[test]
+    fn dilated_windows() {
+        // Kernel 2 with dilation 3 pairs x[i] with x[i+3]; 8 inputs → 5 outputs.
+        let x = f32s(&[1, 1, 8], &[3.0, 1.0, 4.0, 1.0, 5.0, 9.0, 2.0, 6.0]);
+        let mut d = pool(PoolKind::Max, &[2], &[], &[]);
+        d.window.dilations = vec![3];
+        assert_eq!(
+            eval_f32(&Op::Pool(d.clone()), &[&x]),
+            vec![3.0, 5.0, 9.0, 2.0, 6.0]
+        );
+        d.kind = PoolKind::Average;
+        assert_eq!(eval_f32(&Op::Pool(d), &[&x]), vec![2.0, 3.0, 6.5, 1.5, 5.5]);
+    }
+
+    #[test]
+    fn same_upper_average_pool_2d() {
+        // 3x3 = 0..8, 2x2 windows, SAME_UPPER pads one row/column at the end.
+        let x = f32s(&[1, 1, 3, 3], &(0..9).map(|i| i as f32).collect::<Vec<_>>());
+        let mut d = pool(PoolKind::Average, &[2, 2], &[], &[]);
+        d.window.auto_pad = AutoPad::SameUpper;
+        // Windows: {0,1,3,4} {1,2,4,5} {2,5} {3,4,6,7} {4,5,7,8} {5,8} {6,7} {7,8} {8}.
+        assert_eq!(
+            eval_f32(&Op::Pool(d.clone()), &[&x]),
+            vec![2.0, 3.0, 3.5, 5.0, 6.0, 6.5, 6.5, 7.5, 8.0]
+        );
+        d.count_include_pad = true;
+        assert_eq!(
+            eval_f32(&Op::Pool(d), &[&x]),
+            vec![2.0, 3.0, 1.75, 5.0, 6.0, 3.25, 3.25, 3.75, 2.0]
+        );
+    }
+
+    #[test]
+    fn global_pools() {
+        // Channel 0 = [1,2,3,4], channel 1 = [-1,-5,0,2] as 2x2 planes.
+        let x = f32s(&[1, 2, 2, 2], &[1.0, 2.0, 3.0, 4.0, -1.0, -5.0, 0.0, 2.0]);
+        let avg = eval1(&Op::GlobalPool(PoolKind::Average), &[&x]);
+        assert_eq!(avg.shape().dims(), &[1, 2, 1, 1]);
+        assert_eq!(avg.to_f64_vec(), vec![2.5, -1.0]);
+        let max = eval1(&Op::GlobalPool(PoolKind::Max), &[&x]);
+        assert_eq!(max.to_f64_vec(), vec![4.0, 2.0]);
+        // 1-D spatial with 7 elements.
+        let x = f32s(&[1, 1, 7], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]);
+        assert_eq!(
+            eval_f32(&Op::GlobalPool(PoolKind::Average), &[&x]),
+            vec![4.0]
+        );
+    }
+}

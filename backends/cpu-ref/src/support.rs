@@ -1,0 +1,447 @@
+//! Layer support: which layers CpuRef runs, and a precise reason for those it does not.
+//!
+//! The same rules guard [`crate::evaluate`] and every workload's `execute`, so a kernel only
+//! ever sees combinations that are listed here.
+
+use backplane_backend_api::{LayerDesc, LayerSupport, Support};
+use backplane_core::ops::{BinaryOp, ResizeMode, UnaryOp};
+use backplane_core::{DataType, Op, Quantization, TensorInfo};
+
+/// CpuRef's layer-support oracle.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CpuRefLayerSupport;
+
+impl LayerSupport for CpuRefLayerSupport {
+    fn is_layer_supported(&self, layer: &LayerDesc) -> Support {
+        let inputs: Vec<&TensorInfo> = layer.inputs.iter().collect();
+        let inferred = match check(&layer.op, &inputs) {
+            Ok(outputs) => outputs,
+            Err(reason) => return Support::no(reason),
+        };
+        if layer.outputs.len() != inferred.len() {
+            return Support::no(format!(
+                "{} has {} outputs declared but produces {}",
+                layer.op.name(),
+                layer.outputs.len(),
+                inferred.len()
+            ));
+        }
+        for (slot, (declared, computed)) in layer.outputs.iter().zip(&inferred).enumerate() {
+            if !declared.same_layout(computed) {
+                return Support::no(format!(
+                    "{} output {slot} is declared as {declared} but CpuRef computes {computed}",
+                    layer.op.name()
+                ));
+            }
+        }
+        Support::Supported
+    }
+}
+
+/// Check that CpuRef can run `op` on inputs described by `inputs`; on success, the output
+/// descriptions (from shape inference), otherwise the reason.
+pub(crate) fn check(op: &Op, inputs: &[&TensorInfo]) -> Result<Vec<TensorInfo>, String> {
+    if let Op::Custom(custom) = op {
+        return Err(format!(
+            "custom operator '{}' (domain '{}') is not implemented by CpuRef",
+            custom.op_type, custom.domain
+        ));
+    }
+    for (slot, info) in inputs.iter().enumerate() {
+        let allowed = allowed_types(op, slot);
+        if !allowed.contains(&info.dtype) {
+            return Err(format!(
+                "{} input {slot} ({}) has data type {}; CpuRef supports {} there",
+                op.name(),
+                input_name(op, slot),
+                info.dtype,
+                type_list(allowed)
+            ));
+        }
+        if info.quant != Quantization::None && !moves_data_only(op) {
+            return Err(format!(
+                "{} input {slot} ({}) is quantized; CpuRef computes {} on plain values only",
+                op.name(),
+                input_name(op, slot),
+                op.name()
+            ));
+        }
+    }
+    op.infer(inputs).map_err(|e| e.to_string())
+}
+
+/// Ops that move or convert elements without computing on their values.
+pub(crate) fn moves_data_only(op: &Op) -> bool {
+    match op {
+        Op::Identity
+        | Op::Reshape { .. }
+        | Op::Flatten { .. }
+        | Op::Squeeze { .. }
+        | Op::Unsqueeze { .. }
+        | Op::Transpose { .. }
+        | Op::Concat { .. }
+        | Op::Split { .. }
+        | Op::Slice(_)
+        | Op::Gather { .. }
+        | Op::Pad(_)
+        | Op::Cast { .. } => true,
+        Op::Resize(r) => r.mode == ResizeMode::Nearest,
+        _ => false,
+    }
+}
+
+const ANY_TYPE: &[DataType] = &DataType::ALL;
+const F32_ONLY: &[DataType] = &[DataType::F32];
+const FLOATS: &[DataType] = &[DataType::F32, DataType::F16];
+const NUMERIC: &[DataType] = &[
+    DataType::F32,
+    DataType::F16,
+    DataType::I8,
+    DataType::U8,
+    DataType::I32,
+    DataType::I64,
+];
+const SIGNED: &[DataType] = &[
+    DataType::F32,
+    DataType::F16,
+    DataType::I8,
+    DataType::I32,
+    DataType::I64,
+];
+const POW_BASE: &[DataType] = &[DataType::F32, DataType::F16, DataType::I32, DataType::I64];
+const F32_I32_I64: &[DataType] = &[DataType::F32, DataType::I32, DataType::I64];
+const INDICES: &[DataType] = &[DataType::I32, DataType::I64];
+
+/// The data types CpuRef accepts for input `slot` of `op`.
+fn allowed_types(op: &Op, slot: usize) -> &'static [DataType] {
+    match op {
+        _ if moves_data_only(op) => match op {
+            Op::Gather { .. } if slot == 1 => INDICES,
+            _ => ANY_TYPE,
+        },
+        Op::Unary(UnaryOp::Relu | UnaryOp::Abs | UnaryOp::Clip { .. }) => NUMERIC,
+        Op::Unary(UnaryOp::Neg) => SIGNED,
+        Op::Unary(_) => FLOATS,
+        Op::Binary(BinaryOp::Pow) if slot == 0 => POW_BASE,
+        Op::Binary(_) => NUMERIC,
+        Op::MatMul | Op::Reduce(_) => F32_I32_I64,
+        // Every other op computes in f32 only: Conv, ConvTranspose, BatchNormalization,
+        // Gemm, pooling, Softmax, LayerNormalization, and linear/cubic Resize.
+        _ => F32_ONLY,
+    }
+}
+
+/// The ONNX name of input `slot` of `op`, for messages.
+fn input_name(op: &Op, slot: usize) -> &'static str {
+    let names: &[&'static str] = match op {
+        Op::Conv(_) | Op::ConvTranspose(_) => &["X", "W", "B"],
+        Op::Gemm(_) => &["A", "B", "C"],
+        Op::Binary(BinaryOp::Pow) => &["X", "Y"],
+        Op::MatMul | Op::Binary(_) => &["A", "B"],
+        Op::BatchNormalization { .. } => &["X", "scale", "B", "input_mean", "input_var"],
+        Op::LayerNormalization { .. } => &["X", "Scale", "B"],
+        Op::Gather { .. } => &["data", "indices"],
+        Op::Concat { .. } => &[],
+        _ => &["X"],
+    };
+    names.get(slot).copied().unwrap_or("inputs")
+}
+
+fn type_list(types: &[DataType]) -> String {
+    match types {
+        [only] => format!("{only} only"),
+        _ => types
+            .iter()
+            .map(|t| t.name())
+            .collect::<Vec<_>>()
+            .join(", "),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::panic)]
+    use super::*;
+    use crate::test_util::{iota, tensor};
+    use crate::{evaluate, CpuRefBackend};
+    use backplane_backend_api::Backend;
+    use backplane_core::ops::{
+        AutoPad, ConvDesc, CustomOp, GemmDesc, NearestMode, PoolDesc, PoolKind, ReduceDesc,
+        ReduceKind, ResizeDesc, Window,
+    };
+    use backplane_core::Tensor;
+
+    fn desc(op: Op, inputs: Vec<TensorInfo>) -> LayerDesc {
+        let refs: Vec<&TensorInfo> = inputs.iter().collect();
+        let outputs = op.infer(&refs).unwrap_or_default();
+        LayerDesc {
+            name: "layer".to_string(),
+            op,
+            constants: vec![None; inputs.len()],
+            inputs,
+            outputs,
+        }
+    }
+
+    fn reason(s: Support) -> String {
+        match s {
+            Support::Unsupported(r) => r,
+            Support::Supported => panic!("expected unsupported"),
+        }
+    }
+
+    #[test]
+    fn unsupported_dtype_names_the_op_input_and_type() {
+        let support = CpuRefBackend.layer_support();
+        let conv = Op::Conv(ConvDesc {
+            window: Window {
+                kernel: vec![1],
+                ..Window::default()
+            },
+            group: 1,
+        });
+        let x = TensorInfo::new(DataType::F16, vec![1, 1, 4]);
+        let w = TensorInfo::new(DataType::F16, vec![1, 1, 1]);
+        let r = reason(support.is_layer_supported(&desc(conv.clone(), vec![x, w.clone()])));
+        assert!(r.contains("Conv"), "{r}");
+        assert!(r.contains("input 0 (X)"), "{r}");
+        assert!(r.contains("f16"), "{r}");
+        assert!(r.contains("f32 only"), "{r}");
+        // f32 data with f16 weights: the reason names the weights.
+        let x32 = TensorInfo::new(DataType::F32, vec![1, 1, 4]);
+        let r = reason(support.is_layer_supported(&desc(conv.clone(), vec![x32.clone(), w])));
+        assert!(r.contains("input 1 (W)") && r.contains("f16"), "{r}");
+        let w32 = TensorInfo::new(DataType::F32, vec![1, 1, 1]);
+        assert!(support
+            .is_layer_supported(&desc(conv, vec![x32, w32]))
+            .is_supported());
+        // Integer Exp, u8 Neg, bool Reduce.
+        let i = TensorInfo::new(DataType::I32, vec![3]);
+        let r = reason(support.is_layer_supported(&desc(Op::Unary(UnaryOp::Exp), vec![i])));
+        assert!(r.contains("Exp") && r.contains("i32"), "{r}");
+        let u = TensorInfo::new(DataType::U8, vec![3]);
+        let r = reason(support.is_layer_supported(&desc(Op::Unary(UnaryOp::Neg), vec![u])));
+        assert!(
+            r.contains("u8") && r.contains("f32, f16, i8, i32, i64"),
+            "{r}"
+        );
+        let b = TensorInfo::new(DataType::Bool, vec![3]);
+        let sum = Op::Reduce(ReduceDesc {
+            kind: ReduceKind::Sum,
+            axes: vec![],
+            keepdims: true,
+            noop_with_empty_axes: false,
+        });
+        let r = reason(support.is_layer_supported(&desc(sum, vec![b])));
+        assert!(r.contains("ReduceSum") && r.contains("bool"), "{r}");
+    }
+
+    #[test]
+    fn other_rejections_explain_themselves() {
+        let support = CpuRefLayerSupport;
+        let custom = Op::Custom(CustomOp {
+            domain: "com.example".to_string(),
+            op_type: "FusedThing".to_string(),
+            attributes: vec![],
+            outputs: vec![],
+        });
+        let r = reason(support.is_layer_supported(&desc(custom, vec![])));
+        assert!(r.contains("FusedThing") && r.contains("com.example"), "{r}");
+        // Quantized arithmetic is refused, quantized data movement is fine.
+        let mut q = TensorInfo::new(DataType::U8, vec![4]);
+        q.quant = Quantization::PerTensor {
+            scale: 0.5,
+            zero_point: 3,
+        };
+        let r =
+            reason(support.is_layer_supported(&desc(Op::Unary(UnaryOp::Relu), vec![q.clone()])));
+        assert!(r.contains("quantized"), "{r}");
+        assert!(support
+            .is_layer_supported(&desc(Op::Transpose { perm: vec![0] }, vec![q]))
+            .is_supported());
+        // Invalid shapes: the shape-inference message.
+        let a = TensorInfo::new(DataType::F32, vec![2, 3]);
+        let r = reason(support.is_layer_supported(&desc(Op::MatMul, vec![a.clone(), a.clone()])));
+        assert!(r.contains("inner dimensions"), "{r}");
+        // Declared outputs that disagree with inference.
+        let mut d = desc(Op::Identity, vec![a]);
+        d.outputs = vec![TensorInfo::new(DataType::F32, vec![3, 2])];
+        let r = reason(support.is_layer_supported(&d));
+        assert!(r.contains("declared"), "{r}");
+    }
+
+    /// One valid example of every op, with small inputs of a given type where that makes
+    /// sense: support and the kernels must agree on what runs.
+    fn examples(dt: DataType) -> Vec<(Op, Vec<Tensor>)> {
+        let x = || iota(dt, &[1, 2, 3]);
+        let pos = |shape: &[usize]| {
+            let n: usize = shape.iter().product();
+            tensor(dt, shape, &(1..=n).map(|v| v as f64).collect::<Vec<_>>())
+        };
+        let window = |kernel: Vec<usize>| Window {
+            kernel,
+            strides: vec![],
+            dilations: vec![],
+            pads: vec![],
+            auto_pad: AutoPad::NotSet,
+        };
+        let reduce = |kind| {
+            Op::Reduce(ReduceDesc {
+                kind,
+                axes: vec![-1],
+                keepdims: false,
+                noop_with_empty_axes: false,
+            })
+        };
+        let resize = |mode| {
+            Op::Resize(ResizeDesc {
+                mode,
+                coordinate_transform: backplane_core::ops::CoordinateTransform::HalfPixel,
+                nearest_mode: NearestMode::RoundPreferFloor,
+                cubic_coeff_a: -0.75,
+                exclude_outside: false,
+                output_shape: vec![1, 2, 6],
+                scales: vec![1.0, 1.0, 2.0],
+            })
+        };
+        let mut v = vec![
+            (Op::Identity, vec![x()]),
+            (Op::Reshape { shape: vec![6] }, vec![x()]),
+            (
+                Op::Transpose {
+                    perm: vec![2, 1, 0],
+                },
+                vec![x()],
+            ),
+            (Op::Cast { to: DataType::F32 }, vec![x()]),
+            (
+                Op::Gather { axis: 1 },
+                vec![x(), Tensor::from_vec(vec![1], vec![1i64]).unwrap()],
+            ),
+            (Op::Softmax { axis: -1 }, vec![x()]),
+            (Op::GlobalPool(PoolKind::Max), vec![x()]),
+            (
+                Op::Pool(PoolDesc {
+                    kind: PoolKind::Average,
+                    window: window(vec![2]),
+                    ceil_mode: false,
+                    count_include_pad: false,
+                }),
+                vec![x()],
+            ),
+            (
+                Op::Conv(ConvDesc {
+                    window: window(vec![1]),
+                    group: 1,
+                }),
+                vec![x(), pos(&[1, 2, 1])],
+            ),
+            (Op::MatMul, vec![pos(&[2, 3]), pos(&[3, 2])]),
+            (
+                Op::Gemm(GemmDesc::default()),
+                vec![pos(&[2, 3]), pos(&[3, 2])],
+            ),
+            (
+                Op::BatchNormalization { epsilon: 0.0 },
+                vec![x(), pos(&[2]), pos(&[2]), pos(&[2]), pos(&[2])],
+            ),
+            (
+                Op::LayerNormalization {
+                    axis: -1,
+                    epsilon: 1e-5,
+                },
+                vec![x(), pos(&[3])],
+            ),
+            (resize(ResizeMode::Nearest), vec![x()]),
+            (resize(ResizeMode::Linear), vec![x()]),
+            (resize(ResizeMode::Cubic), vec![x()]),
+        ];
+        for kind in [
+            ReduceKind::Sum,
+            ReduceKind::Mean,
+            ReduceKind::Max,
+            ReduceKind::Min,
+            ReduceKind::Prod,
+            ReduceKind::L1,
+            ReduceKind::L2,
+            ReduceKind::LogSum,
+            ReduceKind::LogSumExp,
+            ReduceKind::SumSquare,
+        ] {
+            v.push((reduce(kind), vec![pos(&[2, 3])]));
+        }
+        for u in [
+            UnaryOp::Relu,
+            UnaryOp::LeakyRelu { alpha: 0.1 },
+            UnaryOp::Clip { min: 0.0, max: 1.0 },
+            UnaryOp::Sigmoid,
+            UnaryOp::Tanh,
+            UnaryOp::Erf,
+            UnaryOp::Gelu {
+                tanh_approximation: false,
+            },
+            UnaryOp::Sqrt,
+            UnaryOp::Exp,
+            UnaryOp::Log,
+            UnaryOp::Neg,
+            UnaryOp::Abs,
+        ] {
+            v.push((Op::Unary(u), vec![x()]));
+        }
+        for b in [
+            BinaryOp::Add,
+            BinaryOp::Sub,
+            BinaryOp::Mul,
+            BinaryOp::Div,
+            BinaryOp::Pow,
+            BinaryOp::Max,
+            BinaryOp::Min,
+        ] {
+            v.push((Op::Binary(b), vec![x(), pos(&[3])]));
+        }
+        v
+    }
+
+    #[test]
+    fn support_and_kernels_agree_for_every_op_and_dtype() {
+        let support = CpuRefLayerSupport;
+        for dt in DataType::ALL {
+            for (op, inputs) in examples(dt) {
+                let infos: Vec<TensorInfo> = inputs.iter().map(|t| t.info().clone()).collect();
+                let refs: Vec<&Tensor> = inputs.iter().collect();
+                let answer = support.is_layer_supported(&desc(op.clone(), infos));
+                let result = evaluate(&op, &refs);
+                assert_eq!(
+                    answer.is_supported(),
+                    result.is_ok(),
+                    "{} on {dt}: support says {answer:?}, evaluate gives {result:?}",
+                    op.name()
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn supported_type_matrix() {
+        // Spot checks of the documented matrix.
+        let support = CpuRefLayerSupport;
+        let ok = |op: Op, dt: DataType| {
+            let inputs = vec![TensorInfo::new(dt, vec![2, 3])];
+            support.is_layer_supported(&desc(op, inputs)).is_supported()
+        };
+        for dt in DataType::ALL {
+            assert!(ok(Op::Transpose { perm: vec![1, 0] }, dt), "{dt}");
+            for to in DataType::ALL {
+                assert!(ok(Op::Cast { to }, dt), "{dt} -> {to}");
+            }
+        }
+        assert!(ok(Op::Unary(UnaryOp::Relu), DataType::U8));
+        assert!(ok(Op::Unary(UnaryOp::Abs), DataType::I64));
+        assert!(ok(Op::Unary(UnaryOp::Relu), DataType::F16));
+        assert!(ok(Op::Unary(UnaryOp::Sigmoid), DataType::F16));
+        assert!(!ok(Op::Unary(UnaryOp::Relu), DataType::Bool));
+        assert!(!ok(Op::Unary(UnaryOp::Exp), DataType::I64));
+        assert!(!ok(Op::Unary(UnaryOp::Sigmoid), DataType::I32));
+        assert!(!ok(Op::Softmax { axis: 1 }, DataType::F16));
+    }
+}
