@@ -106,10 +106,12 @@ impl Runtime {
                 used.push(b.clone());
             }
         }
-        let ctx_err = |backend: &BackendId, source: backplane_backend_api::BackendError| RuntimeError::Backend {
-            backend: backend.clone(),
-            layer: None,
-            source: Box::new(source),
+        let ctx_err = |backend: &BackendId, source: backplane_backend_api::BackendError| {
+            RuntimeError::Backend {
+                backend: backend.clone(),
+                layer: None,
+                source: Box::new(source),
+            }
         };
         for b in &used {
             if let Some(ctx) = self.context(b) {

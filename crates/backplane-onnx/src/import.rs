@@ -1,0 +1,727 @@
+//! The graph walk: values, constant folding and layer creation.
+
+use crate::attrs::Attrs;
+use crate::ops::{self, Dst, Lowering, NodeCx, Src, Step, TxError};
+use crate::proto::{type_proto, GraphProto, ModelProto, NodeProto, TensorProto, ValueInfoProto};
+use crate::tensor::{check_size, dtype_name, map_dtype, Decoded, Loader};
+use crate::{Dim, ImportOptions, ModelInput, OnnxError, UnsupportedOp};
+use backplane_core::{Network, Op, Tensor, TensorId, TensorInfo};
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+use std::sync::Arc;
+
+/// The oldest default-domain opset the importer translates.
+pub(crate) const MIN_OPSET: i64 = 7;
+
+/// What the importer knows about an ONNX value.
+#[derive(Debug, Clone)]
+pub(crate) enum Value {
+    /// A constant known at import time.
+    Known(Arc<Tensor>),
+    /// A tensor computed at run time.
+    Runtime(TensorId),
+    /// Produced by a node that could not be imported.
+    Poisoned,
+    /// A constant of an element type backplane has no tensor for.
+    Unsupported {
+        /// Why (e.g. "tensor 'w' has element type DOUBLE").
+        reason: String,
+        /// The ONNX element type name.
+        dtype: String,
+        /// Its values as f64 where readable (usable as operator parameters).
+        values: Option<Vec<f64>>,
+    },
+}
+
+fn is_default_domain(d: &str) -> bool {
+    d.is_empty() || d == "ai.onnx"
+}
+
+/// The imported opset version for each domain.
+fn opsets(model: &ModelProto) -> HashMap<String, i64> {
+    let mut m = HashMap::new();
+    for o in &model.opset_import {
+        let d = o.domain.clone().unwrap_or_default();
+        let d = if is_default_domain(&d) {
+            String::new()
+        } else {
+            d
+        };
+        m.insert(d, o.version.unwrap_or(0));
+    }
+    m
+}
+
+/// Read the declared type and shape of a graph input.
+pub(crate) fn describe_input(vi: &ValueInfoProto) -> Result<ModelInput, OnnxError> {
+    let name = vi.name.clone().unwrap_or_default();
+    let what = format!("input '{name}'");
+    let tensor = match vi.r#type.as_ref().and_then(|t| t.value.as_ref()) {
+        Some(type_proto::Value::TensorType(t)) => t,
+        Some(_) => {
+            return Err(OnnxError::UnsupportedDataType {
+                what,
+                dtype: "a non-tensor type (sequence, map, optional or sparse)".into(),
+            })
+        }
+        None => return Err(OnnxError::invalid(format!("{what} declares no type"))),
+    };
+    let code = tensor.elem_type.unwrap_or(0);
+    let dtype = map_dtype(code).ok_or_else(|| OnnxError::UnsupportedDataType {
+        what: what.clone(),
+        dtype: dtype_name(code),
+    })?;
+    let (dims, shape_known) = match &tensor.shape {
+        None => (Vec::new(), false),
+        Some(s) => {
+            let mut dims = Vec::with_capacity(s.dim.len());
+            for (i, d) in s.dim.iter().enumerate() {
+                use crate::proto::tensor_shape_proto::dimension::Value as D;
+                dims.push(match &d.value {
+                    Some(D::DimValue(v)) => Dim::Fixed(usize::try_from(*v).map_err(|_| {
+                        OnnxError::invalid(format!("{what} has the negative dimension {v}"))
+                    })?),
+                    Some(D::DimParam(p)) if !p.is_empty() => Dim::Symbolic(p.clone()),
+                    _ => Dim::Symbolic(format!("{name}_dim{i}")),
+                });
+            }
+            (dims, true)
+        }
+    };
+    Ok(ModelInput {
+        name,
+        dtype,
+        dims,
+        shape_known,
+    })
+}
+
+/// The graph inputs that are not initializers.
+pub(crate) fn runtime_inputs(graph: &GraphProto) -> Vec<&ValueInfoProto> {
+    let inits: HashSet<&str> = graph
+        .initializer
+        .iter()
+        .filter_map(|t| t.name.as_deref())
+        .collect();
+    graph
+        .input
+        .iter()
+        .filter(|vi| !inits.contains(vi.name.as_deref().unwrap_or("")))
+        .collect()
+}
+
+/// The importer's state while walking one graph.
+pub(crate) struct Importer<'o> {
+    net: Network,
+    values: HashMap<String, Value>,
+    const_ids: HashMap<String, TensorId>,
+    tensor_names: HashSet<String>,
+    layer_names: HashSet<String>,
+    consumed: HashSet<String>,
+    unsupported: Vec<UnsupportedOp>,
+    options: &'o ImportOptions,
+    loader: Loader<'o>,
+}
+
+impl<'o> Importer<'o> {
+    pub(crate) fn value(&self, name: &str) -> Option<&Value> {
+        self.values.get(name)
+    }
+
+    pub(crate) fn network(&self) -> &Network {
+        &self.net
+    }
+
+    pub(crate) fn is_consumed(&self, name: &str) -> bool {
+        self.consumed.contains(name)
+    }
+
+    /// A tensor name not used by the model or the network yet.
+    fn fresh_tensor_name(&mut self, base: &str) -> String {
+        let name = unique(&self.tensor_names, base);
+        self.tensor_names.insert(name.clone());
+        name
+    }
+
+    fn fresh_layer_name(&mut self, base: &str) -> String {
+        let name = unique(&self.layer_names, base);
+        self.layer_names.insert(name.clone());
+        name
+    }
+
+    /// The network tensor of a constant value, adding it on first use.
+    fn const_id(&mut self, name: &str, node: &str) -> Result<TensorId, OnnxError> {
+        if let Some(&id) = self.const_ids.get(name) {
+            return Ok(id);
+        }
+        let Some(Value::Known(arc)) = self.values.remove(name) else {
+            return Err(OnnxError::invalid(format!("'{name}' is not a constant")));
+        };
+        let tensor = Arc::try_unwrap(arc).unwrap_or_else(|shared| (*shared).clone());
+        let id = self
+            .net
+            .add_constant(name, tensor)
+            .map_err(|e| OnnxError::core(node, e))?;
+        // Share the network's copy instead of keeping a second one.
+        let arc = self
+            .net
+            .tensor(id)
+            .constant()
+            .cloned()
+            .ok_or_else(|| OnnxError::invalid(format!("constant '{name}' was not stored")))?;
+        self.values.insert(name.to_string(), Value::Known(arc));
+        self.const_ids.insert(name.to_string(), id);
+        Ok(id)
+    }
+
+    fn poison_outputs(&mut self, node: &NodeProto) {
+        for o in node.output.iter().filter(|o| !o.is_empty()) {
+            self.values.insert(o.clone(), Value::Poisoned);
+        }
+    }
+
+    fn report(&mut self, node: &NodeProto, name: &str, opset: i64, reason: String) {
+        self.unsupported.push(UnsupportedOp {
+            node: name.to_string(),
+            op_type: node.op_type.clone().unwrap_or_default(),
+            domain: node.domain.clone().unwrap_or_default(),
+            opset,
+            reason,
+        });
+        self.poison_outputs(node);
+    }
+
+    fn decode_into_values(&mut self, name: &str, tp: &mut TensorProto) -> Result<(), OnnxError> {
+        let value = match self.loader.decode(tp, name)? {
+            Decoded::Tensor(t) => Value::Known(Arc::new(t)),
+            Decoded::Unsupported {
+                reason,
+                dtype,
+                values,
+            } => Value::Unsupported {
+                reason,
+                dtype,
+                values,
+            },
+        };
+        self.values.insert(name.to_string(), value);
+        Ok(())
+    }
+
+    /// A Constant node: its value attribute becomes a known value.
+    fn constant_node(&mut self, node: &mut NodeProto, name: &str) -> Result<(), TxError> {
+        let out = node.output.first().cloned().unwrap_or_default();
+        let invalid = |m: String| {
+            TxError::Fatal(OnnxError::invalid(format!("node '{name}' (Constant): {m}")))
+        };
+        let present: Vec<String> = Attrs::new(node).names().map(str::to_string).collect();
+        let [attr] = present.as_slice() else {
+            return Err(invalid(format!(
+                "needs exactly one value attribute, has {present:?}"
+            )));
+        };
+        let attrs = Attrs::new(node);
+        let tensor = match attr.as_str() {
+            "value" => None,
+            "value_float" => Some(Tensor::scalar(
+                attrs.float("value_float").map_err(invalid)?.unwrap_or(0.0),
+            )),
+            "value_int" => Some(Tensor::scalar(
+                attrs.int("value_int").map_err(invalid)?.unwrap_or(0),
+            )),
+            "value_floats" => {
+                let v = attrs
+                    .floats("value_floats")
+                    .map_err(invalid)?
+                    .unwrap_or_default();
+                Some(Tensor::from_vec(vec![v.len()], v).map_err(|e| invalid(e.to_string()))?)
+            }
+            "value_ints" => {
+                let v = attrs
+                    .ints("value_ints")
+                    .map_err(invalid)?
+                    .unwrap_or_default();
+                Some(Tensor::from_vec(vec![v.len()], v).map_err(|e| invalid(e.to_string()))?)
+            }
+            other => {
+                return Err(TxError::Unsupported(format!(
+                    "Constant with the attribute '{other}' is not supported"
+                )))
+            }
+        };
+        if out.is_empty() {
+            return Err(invalid("has no output".into()));
+        }
+        match tensor {
+            Some(t) => {
+                self.values.insert(out, Value::Known(Arc::new(t)));
+            }
+            None => {
+                let mut tp = node
+                    .attribute
+                    .iter_mut()
+                    .find(|a| a.name.as_deref() == Some("value"))
+                    .and_then(|a| a.t.take())
+                    .ok_or_else(|| invalid("the value attribute holds no tensor".into()))?;
+                self.decode_into_values(&out, &mut tp)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The value behind a step input, with the name it goes by.
+    fn step_input(
+        &mut self,
+        node: &NodeProto,
+        node_name: &str,
+        temps: &[Option<String>],
+        src: &Src,
+    ) -> Result<String, TxError> {
+        match src {
+            Src::Input(i) => node
+                .input
+                .get(*i)
+                .filter(|n| !n.is_empty())
+                .cloned()
+                .ok_or_else(|| {
+                    TxError::Fatal(OnnxError::invalid(format!(
+                        "node '{node_name}': required input #{i} is missing"
+                    )))
+                }),
+            Src::Temp(k) => temps.get(*k).cloned().flatten().ok_or_else(|| {
+                TxError::Fatal(OnnxError::invalid(format!(
+                    "node '{node_name}': internal error: temporary #{k} read before written"
+                )))
+            }),
+            Src::Const(t) => {
+                let name = self.fresh_tensor_name(&format!("{node_name}/const"));
+                self.values.insert(name.clone(), Value::Known(t.clone()));
+                Ok(name)
+            }
+        }
+    }
+
+    /// Fold a step whose inputs are all constants, if possible.
+    fn try_fold(
+        &self,
+        node_name: &str,
+        op: &Op,
+        inputs: &[Arc<Tensor>],
+    ) -> Result<Option<Vec<Tensor>>, OnnxError> {
+        let infos: Vec<&TensorInfo> = inputs.iter().map(|t| t.info()).collect();
+        let outs = op
+            .infer(&infos)
+            .map_err(|e| OnnxError::core(node_name, e))?;
+        for (k, o) in outs.iter().enumerate() {
+            let fits = check_size(
+                &format!("{node_name}:{k}"),
+                o.shape.dims(),
+                o.dtype.size(),
+                self.options.max_tensor_bytes,
+            );
+            if fits.is_err() {
+                return Ok(None);
+            }
+        }
+        // Ops that only relabel the shape fold without an evaluator.
+        if matches!(
+            op,
+            Op::Identity
+                | Op::Reshape { .. }
+                | Op::Flatten { .. }
+                | Op::Squeeze { .. }
+                | Op::Unsqueeze { .. }
+        ) {
+            if let [input] = inputs {
+                let info = outs.into_iter().next().ok_or_else(|| {
+                    OnnxError::invalid(format!("node '{node_name}': no output inferred"))
+                })?;
+                let t = (**input)
+                    .clone()
+                    .reinterpret(info)
+                    .map_err(|e| OnnxError::core(node_name, e))?;
+                return Ok(Some(vec![t]));
+            }
+        }
+        let Some(ev) = &self.options.evaluator else {
+            return Ok(None);
+        };
+        let refs: Vec<&Tensor> = inputs.iter().map(|t| &**t).collect();
+        let Ok(results) = ev.evaluate(op, &refs) else {
+            // The evaluator does not handle it: keep the layer.
+            return Ok(None);
+        };
+        if results.len() != outs.len()
+            || results
+                .iter()
+                .zip(&outs)
+                .any(|(r, o)| !r.info().same_layout(o))
+        {
+            return Err(OnnxError::Evaluator {
+                node: node_name.to_string(),
+                message: format!(
+                    "{} gave [{}], shape inference says [{}]",
+                    op.name(),
+                    results
+                        .iter()
+                        .map(|r| r.info().to_string())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    outs.iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            });
+        }
+        Ok(Some(results))
+    }
+
+    fn run_steps(
+        &mut self,
+        node: &NodeProto,
+        node_name: &str,
+        steps: Vec<Step>,
+    ) -> Result<(), TxError> {
+        // Check every value the steps read before adding anything.
+        for step in &steps {
+            for src in &step.inputs {
+                if let Src::Input(i) = src {
+                    let Some(name) = node.input.get(*i).filter(|n| !n.is_empty()) else {
+                        continue;
+                    };
+                    match self.values.get(name) {
+                        None => {
+                            return Err(TxError::Fatal(OnnxError::invalid(format!(
+                                "node '{node_name}': input '{name}' is not defined before the \
+                                 node (nodes must be in topological order)"
+                            ))))
+                        }
+                        Some(Value::Poisoned) => return Err(TxError::Skip),
+                        Some(Value::Unsupported { reason, .. }) => {
+                            return Err(TxError::Unsupported(format!(
+                                "{reason}, which backplane does not support"
+                            )))
+                        }
+                        Some(_) => {}
+                    }
+                }
+            }
+        }
+        let num_temps = steps
+            .iter()
+            .flat_map(|s| s.outputs.iter())
+            .filter_map(|d| match d {
+                Dst::Temp(k) => Some(k + 1),
+                Dst::Output(_) => None,
+            })
+            .max()
+            .unwrap_or(0);
+        let mut temps: Vec<Option<String>> = vec![None; num_temps];
+        for step in steps {
+            let mut names = Vec::with_capacity(step.inputs.len());
+            for src in &step.inputs {
+                names.push(self.step_input(node, node_name, &temps, src)?);
+            }
+            let base = match &step.suffix {
+                Some(s) => format!("{node_name}/{s}"),
+                None => node_name.to_string(),
+            };
+            // The value name each output gets.
+            let mut out_names = Vec::with_capacity(step.outputs.len());
+            for (slot, dst) in step.outputs.iter().enumerate() {
+                let name = match dst {
+                    Dst::Output(i) => node.output.get(*i).filter(|n| !n.is_empty()).cloned(),
+                    Dst::Temp(_) => None,
+                };
+                let name = match name {
+                    Some(n) => n,
+                    None => self.fresh_tensor_name(&format!("{base}:{slot}")),
+                };
+                if let Dst::Temp(k) = dst {
+                    if let Some(t) = temps.get_mut(*k) {
+                        *t = Some(name.clone());
+                    }
+                }
+                out_names.push(name);
+            }
+            let known: Option<Vec<Arc<Tensor>>> = names
+                .iter()
+                .map(|n| match self.values.get(n) {
+                    Some(Value::Known(t)) => Some(t.clone()),
+                    _ => None,
+                })
+                .collect();
+            if let Some(known) = known {
+                if let Some(results) = self.try_fold(node_name, &step.op, &known)? {
+                    for (name, t) in out_names.into_iter().zip(results) {
+                        self.values.insert(name, Value::Known(Arc::new(t)));
+                    }
+                    continue;
+                }
+            }
+            let mut ids = Vec::with_capacity(names.len());
+            for n in &names {
+                let id = match self.values.get(n) {
+                    Some(Value::Runtime(id)) => *id,
+                    Some(Value::Known(_)) => self.const_id(n, node_name)?,
+                    _ => {
+                        return Err(TxError::Fatal(OnnxError::invalid(format!(
+                            "node '{node_name}': input '{n}' has no value"
+                        ))))
+                    }
+                };
+                ids.push(id);
+            }
+            let layer = self.fresh_layer_name(&base);
+            let outs = self
+                .net
+                .add_layer_named(&layer, step.op, &ids, &out_names)
+                .map_err(|e| OnnxError::core(node_name, e))?;
+            for n in &out_names {
+                self.tensor_names.insert(n.clone());
+            }
+            for (name, id) in out_names.into_iter().zip(outs) {
+                self.values.insert(name, Value::Runtime(id));
+            }
+        }
+        Ok(())
+    }
+
+    fn import_node(
+        &mut self,
+        mut node: NodeProto,
+        index: usize,
+        opsets: &HashMap<String, i64>,
+    ) -> Result<(), OnnxError> {
+        let op_type = node.op_type.clone().unwrap_or_default();
+        let name = match node.name.as_deref() {
+            Some(n) if !n.is_empty() => n.to_string(),
+            _ => format!("{op_type}_{index}"),
+        };
+        let domain = node.domain.clone().unwrap_or_default();
+        let key = if is_default_domain(&domain) {
+            ""
+        } else {
+            domain.as_str()
+        };
+        let opset = opsets.get(key).copied().unwrap_or(0);
+        if !key.is_empty() {
+            let reason = format!("operators of the domain '{domain}' are not supported");
+            self.report(&node, &name, opset, reason);
+            return Ok(());
+        }
+        if opset < MIN_OPSET {
+            let reason = format!(
+                "the model imports opset {opset} of the default domain; backplane imports \
+                 opset {MIN_OPSET} and later"
+            );
+            self.report(&node, &name, opset, reason);
+            return Ok(());
+        }
+        let result = if op_type == "Constant" {
+            self.constant_node(&mut node, &name)
+        } else {
+            let lowering = {
+                let cx = NodeCx {
+                    node: &node,
+                    name: &name,
+                    opset,
+                    attrs: Attrs::new(&node),
+                    imp: self,
+                };
+                ops::translate(&cx)
+            };
+            match lowering {
+                Ok(Lowering::Constants(ts)) => {
+                    for (o, t) in node.output.iter().zip(ts) {
+                        if !o.is_empty() {
+                            self.values.insert(o.clone(), Value::Known(Arc::new(t)));
+                        }
+                    }
+                    Ok(())
+                }
+                Ok(Lowering::Steps(steps)) => self.run_steps(&node, &name, steps),
+                Err(e) => Err(e),
+            }
+        };
+        match result {
+            Ok(()) => Ok(()),
+            Err(TxError::Unsupported(reason)) => {
+                self.report(&node, &name, opset, reason);
+                Ok(())
+            }
+            Err(TxError::Skip) => {
+                self.poison_outputs(&node);
+                Ok(())
+            }
+            Err(TxError::Fatal(e)) => Err(e),
+        }
+    }
+}
+
+/// `base`, or `base_2`, `base_3`, ... whichever is not in `used`.
+fn unique(used: &HashSet<String>, base: &str) -> String {
+    if !used.contains(base) {
+        return base.to_string();
+    }
+    (2usize..)
+        .map(|k| format!("{base}_{k}"))
+        .find(|n| !used.contains(n))
+        .unwrap_or_else(|| base.to_string())
+}
+
+/// Import a decoded model.
+pub(crate) fn import(
+    mut model: ModelProto,
+    base_dir: Option<&Path>,
+    options: &ImportOptions,
+) -> Result<Network, OnnxError> {
+    let opsets = opsets(&model);
+    let mut graph = model
+        .graph
+        .take()
+        .ok_or_else(|| OnnxError::invalid("the model has no graph"))?;
+    let has_default_nodes = graph
+        .node
+        .iter()
+        .any(|n| is_default_domain(n.domain.as_deref().unwrap_or("")));
+    if has_default_nodes && !opsets.contains_key("") {
+        return Err(OnnxError::invalid(
+            "the model does not declare an opset for the default ONNX domain",
+        ));
+    }
+
+    let mut imp = Importer {
+        net: Network::new(),
+        values: HashMap::new(),
+        const_ids: HashMap::new(),
+        tensor_names: HashSet::new(),
+        layer_names: HashSet::new(),
+        consumed: HashSet::new(),
+        unsupported: Vec::new(),
+        options,
+        loader: Loader {
+            base_dir,
+            max_bytes: options.max_tensor_bytes,
+        },
+    };
+    for n in &graph.node {
+        imp.consumed
+            .extend(n.input.iter().filter(|s| !s.is_empty()).cloned());
+        imp.tensor_names
+            .extend(n.output.iter().filter(|s| !s.is_empty()).cloned());
+    }
+    for o in &graph.output {
+        imp.consumed.insert(o.name.clone().unwrap_or_default());
+    }
+    imp.tensor_names
+        .extend(graph.input.iter().filter_map(|v| v.name.clone()));
+
+    // Runtime inputs, with their shapes resolved.
+    let inputs: Vec<ModelInput> = runtime_inputs(&graph)
+        .into_iter()
+        .map(describe_input)
+        .collect::<Result<_, _>>()?;
+    for name in options.input_shapes.keys() {
+        if !inputs.iter().any(|i| &i.name == name) {
+            return Err(OnnxError::UnknownInput {
+                name: name.clone(),
+                inputs: inputs.iter().map(|i| i.name.clone()).collect(),
+            });
+        }
+    }
+    for input in &inputs {
+        let dims: Vec<usize> =
+            match options.input_shapes.get(&input.name) {
+                Some(d) => d.clone(),
+                None if !input.shape_known => {
+                    return Err(OnnxError::MissingShape {
+                        input: input.name.clone(),
+                    })
+                }
+                None => input
+                    .dims
+                    .iter()
+                    .map(|d| match d {
+                        Dim::Fixed(v) => Ok(*v),
+                        Dim::Symbolic(s) => options.dim_values.get(s).copied().ok_or_else(|| {
+                            OnnxError::MissingDim {
+                                input: input.name.clone(),
+                                dim_name: s.clone(),
+                            }
+                        }),
+                    })
+                    .collect::<Result<_, _>>()?,
+            };
+        check_size(
+            &input.name,
+            &dims,
+            input.dtype.size(),
+            options.max_tensor_bytes,
+        )?;
+        let id = imp
+            .net
+            .add_input(&input.name, TensorInfo::new(input.dtype, dims))
+            .map_err(|e| OnnxError::core(format!("input {}", input.name), e))?;
+        imp.values.insert(input.name.clone(), Value::Runtime(id));
+    }
+
+    // Initializers (also those listed as graph inputs) are constants.
+    for mut tp in std::mem::take(&mut graph.initializer) {
+        let name = tp.name.clone().unwrap_or_default();
+        if name.is_empty() {
+            return Err(OnnxError::invalid("an initializer has no name"));
+        }
+        imp.decode_into_values(&name, &mut tp)?;
+        imp.tensor_names.insert(name);
+    }
+    if !graph.sparse_initializer.is_empty() {
+        return Err(OnnxError::invalid("sparse initializers are not supported"));
+    }
+
+    for (index, node) in std::mem::take(&mut graph.node).into_iter().enumerate() {
+        imp.import_node(node, index, &opsets)?;
+    }
+
+    if !imp.unsupported.is_empty() {
+        return Err(OnnxError::UnsupportedOps(imp.unsupported));
+    }
+    for o in &graph.output {
+        let name = o.name.clone().unwrap_or_default();
+        let id = match imp.values.get(&name) {
+            Some(Value::Runtime(id)) => *id,
+            Some(Value::Known(_)) => imp.const_id(&name, &format!("output {name}"))?,
+            Some(Value::Unsupported { dtype, .. }) => {
+                return Err(OnnxError::UnsupportedDataType {
+                    what: format!("output '{name}'"),
+                    dtype: dtype.clone(),
+                })
+            }
+            Some(Value::Poisoned) | None => {
+                return Err(OnnxError::invalid(format!(
+                    "graph output '{name}' is not produced by any node"
+                )))
+            }
+        };
+        imp.net
+            .mark_output(id)
+            .map_err(|e| OnnxError::core(format!("output {name}"), e))?;
+    }
+    imp.net
+        .validate()
+        .map_err(|e| OnnxError::core("graph", e))?;
+    Ok(imp.net)
+}
+
+/// The runtime inputs of a decoded model.
+pub(crate) fn inspect(model: &ModelProto) -> Result<Vec<ModelInput>, OnnxError> {
+    let graph = model
+        .graph
+        .as_ref()
+        .ok_or_else(|| OnnxError::invalid("the model has no graph"))?;
+    runtime_inputs(graph)
+        .into_iter()
+        .map(describe_input)
+        .collect()
+}

@@ -1,0 +1,237 @@
+//! backplane-onnx: imports ONNX models into a backplane [`Network`].
+//!
+//! The importer decodes the protobuf (with the prost types in [`proto`], generated once from
+//! `onnx.proto`), loads initializers (raw, typed and external data), resolves the inputs'
+//! symbolic dimensions, and walks the nodes in order. Every value is either a constant known at
+//! import time or a tensor computed at run time: `Shape` and `Size` of a (static-shaped) tensor
+//! fold to constants, nodes that only relabel a shape fold without help, and any node whose
+//! inputs are all constants is folded by the optional [`ImportOptions::evaluator`]. That is how
+//! `Shape → Gather → Unsqueeze → Concat → Reshape` chains disappear. The remaining nodes become
+//! layers named after the nodes, whose output tensors carry the ONNX value names.
+//!
+//! Parameters that ONNX passes as constant inputs (Reshape's shape, Slice's starts, Pad's pads,
+//! Resize's scales or sizes, ...) are resolved into the op descriptors; when one is computed at
+//! run time the node is reported as unsupported. All unsupported nodes are reported together in
+//! [`OnnxError::UnsupportedOps`].
+//!
+//! ```no_run
+//! use backplane_onnx::{import_file, ImportOptions};
+//! let mut options = ImportOptions::default();
+//! options.dim_values.insert("batch".into(), 1);
+//! let network = import_file(std::path::Path::new("model.onnx"), &options)?;
+//! println!("{} layers", network.layers().len());
+//! # Ok::<(), backplane_onnx::OnnxError>(())
+//! ```
+
+mod attrs;
+mod error;
+mod import;
+mod ops;
+pub mod proto;
+mod tensor;
+
+pub use error::{OnnxError, UnsupportedOp};
+
+use backplane_core::ops::Evaluator;
+use backplane_core::{DataType, Network};
+use prost::Message;
+use std::collections::HashMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The oldest opset of the default ONNX domain that the importer translates.
+pub const MIN_OPSET: i64 = import::MIN_OPSET;
+
+/// Default for [`ImportOptions::max_tensor_bytes`]: 4 GiB.
+pub const DEFAULT_MAX_TENSOR_BYTES: usize = if usize::BITS >= 64 {
+    4 << 30
+} else {
+    usize::MAX
+};
+
+/// How to import a model.
+#[derive(Clone)]
+pub struct ImportOptions {
+    /// Values for symbolic input dimensions, by `dim_param` name (e.g. `batch` → 1). Unnamed
+    /// unknown dimensions are named `<input>_dim<index>`, as [`inspect_inputs`] reports.
+    pub dim_values: HashMap<String, usize>,
+    /// Full shapes of inputs by input name; they override the declared shapes.
+    pub input_shapes: HashMap<String, Vec<usize>>,
+    /// Computes ops on constants, to fold constant subgraphs (the CpuRef backend has one).
+    /// Without it only `Shape`, `Size`, `Constant` and shape-relabelling ops are folded.
+    pub evaluator: Option<Arc<dyn Evaluator + Send + Sync>>,
+    /// The largest tensor (initializer, constant, folded value or input) in bytes.
+    pub max_tensor_bytes: usize,
+}
+
+impl Default for ImportOptions {
+    fn default() -> Self {
+        ImportOptions {
+            dim_values: HashMap::new(),
+            input_shapes: HashMap::new(),
+            evaluator: None,
+            max_tensor_bytes: DEFAULT_MAX_TENSOR_BYTES,
+        }
+    }
+}
+
+impl fmt::Debug for ImportOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ImportOptions")
+            .field("dim_values", &self.dim_values)
+            .field("input_shapes", &self.input_shapes)
+            .field(
+                "evaluator",
+                &self.evaluator.as_ref().map(|_| "dyn Evaluator"),
+            )
+            .field("max_tensor_bytes", &self.max_tensor_bytes)
+            .finish()
+    }
+}
+
+impl ImportOptions {
+    /// Set a symbolic dimension.
+    pub fn with_dim(mut self, name: impl Into<String>, value: usize) -> Self {
+        self.dim_values.insert(name.into(), value);
+        self
+    }
+
+    /// Set an input's full shape.
+    pub fn with_input_shape(mut self, input: impl Into<String>, dims: Vec<usize>) -> Self {
+        self.input_shapes.insert(input.into(), dims);
+        self
+    }
+
+    /// Fold constant subgraphs with this evaluator.
+    pub fn with_evaluator(mut self, evaluator: Arc<dyn Evaluator + Send + Sync>) -> Self {
+        self.evaluator = Some(evaluator);
+        self
+    }
+
+    /// Set the tensor size limit.
+    pub fn with_max_tensor_bytes(mut self, bytes: usize) -> Self {
+        self.max_tensor_bytes = bytes;
+        self
+    }
+}
+
+/// One dimension of a declared input shape.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Dim {
+    /// A fixed size.
+    Fixed(usize),
+    /// A symbolic size, set through [`ImportOptions::dim_values`] by this name.
+    Symbolic(String),
+}
+
+impl fmt::Display for Dim {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Dim::Fixed(v) => write!(f, "{v}"),
+            Dim::Symbolic(s) => f.write_str(s),
+        }
+    }
+}
+
+/// A runtime input of a model, as declared (initializers are not listed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelInput {
+    /// The input's name.
+    pub name: String,
+    /// Its element type.
+    pub dtype: DataType,
+    /// Its declared dimensions (empty for a scalar, or when `shape_known` is false).
+    pub dims: Vec<Dim>,
+    /// False when the model declares no shape at all (the full shape must then be given).
+    pub shape_known: bool,
+}
+
+impl ModelInput {
+    /// The names of the symbolic dimensions, in order.
+    pub fn symbolic_dims(&self) -> Vec<&str> {
+        self.dims
+            .iter()
+            .filter_map(|d| match d {
+                Dim::Symbolic(s) => Some(s.as_str()),
+                Dim::Fixed(_) => None,
+            })
+            .collect()
+    }
+}
+
+/// Decode the protobuf of an ONNX model.
+pub fn decode_model(bytes: &[u8]) -> Result<proto::ModelProto, OnnxError> {
+    decode(bytes, None)
+}
+
+fn decode(bytes: &[u8], path: Option<&Path>) -> Result<proto::ModelProto, OnnxError> {
+    let err = |reason: String| OnnxError::Decode {
+        path: path.map(Path::to_path_buf),
+        reason,
+    };
+    if bytes.is_empty() {
+        return Err(err("it is empty".into()));
+    }
+    let model = proto::ModelProto::decode(bytes).map_err(|e| {
+        err(format!(
+            "protobuf decoding failed ({e}); is the file truncated?"
+        ))
+    })?;
+    if model.graph.is_none() {
+        return Err(err("it contains no graph".into()));
+    }
+    Ok(model)
+}
+
+fn read(path: &Path) -> Result<Vec<u8>, OnnxError> {
+    std::fs::read(path).map_err(|source| OnnxError::Io {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+fn model_dir(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+/// Import an ONNX model file. External data files are looked up beside it.
+pub fn import_file(path: &Path, options: &ImportOptions) -> Result<Network, OnnxError> {
+    let bytes = read(path)?;
+    let model = decode(&bytes, Some(path))?;
+    drop(bytes);
+    import::import(model, Some(&model_dir(path)), options)
+}
+
+/// Import an ONNX model from its bytes. `base_dir` is the folder external data files are
+/// relative to (`None`: a model with external data is rejected).
+pub fn import_bytes(
+    bytes: &[u8],
+    base_dir: Option<&Path>,
+    options: &ImportOptions,
+) -> Result<Network, OnnxError> {
+    import::import(decode(bytes, None)?, base_dir, options)
+}
+
+/// Import an already decoded model (e.g. one built in code with the [`proto`] types).
+pub fn import_model(
+    model: proto::ModelProto,
+    base_dir: Option<&Path>,
+    options: &ImportOptions,
+) -> Result<Network, OnnxError> {
+    import::import(model, base_dir, options)
+}
+
+/// The runtime inputs of a model with their declared types and dimensions, so that a tool can
+/// tell its user which symbolic dimensions need values.
+pub fn inspect_inputs(bytes: &[u8]) -> Result<Vec<ModelInput>, OnnxError> {
+    import::inspect(&decode(bytes, None)?)
+}
+
+/// [`inspect_inputs`] for a file.
+pub fn inspect_file(path: &Path) -> Result<Vec<ModelInput>, OnnxError> {
+    import::inspect(&decode(&read(path)?, Some(path))?)
+}

@@ -1,0 +1,231 @@
+//! Convolution, pooling, matrix products, normalization and softmax.
+
+use super::{to_usize, Dst, Lowering, NodeCx, Src, Step, Tx, TxError, MAX_WINDOW_PARAM};
+use backplane_core::ops::{
+    AutoPad, ConvDesc, ConvTransposeDesc, GemmDesc, PoolDesc, PoolKind, Window,
+};
+use backplane_core::Op;
+
+fn usize_list(cx: &NodeCx<'_>, name: &str, min: i64) -> Tx<Vec<usize>> {
+    cx.attr(cx.attrs.ints(name))?
+        .unwrap_or_default()
+        .into_iter()
+        .map(|v| {
+            if v < min {
+                Err(cx.invalid(format!("{name} must be >= {min}, got {v}")))
+            } else {
+                to_usize(cx, name, v, MAX_WINDOW_PARAM)
+            }
+        })
+        .collect()
+}
+
+pub(super) fn auto_pad(cx: &NodeCx<'_>) -> Tx<AutoPad> {
+    Ok(
+        match cx.attr(cx.attrs.string_or("auto_pad", "NOTSET"))?.as_str() {
+            "NOTSET" | "" => AutoPad::NotSet,
+            "SAME_UPPER" => AutoPad::SameUpper,
+            "SAME_LOWER" => AutoPad::SameLower,
+            "VALID" => AutoPad::Valid,
+            other => return Err(cx.invalid(format!("unknown auto_pad '{other}'"))),
+        },
+    )
+}
+
+/// The window attributes; `kernel` is the fallback kernel (from the weights) when the
+/// attribute is absent.
+fn window(cx: &NodeCx<'_>, kernel: Option<Vec<usize>>) -> Tx<Window> {
+    let kernel = match cx.attr(cx.attrs.ints("kernel_shape"))? {
+        Some(_) => usize_list(cx, "kernel_shape", 1)?,
+        None => kernel.ok_or_else(|| cx.invalid("the kernel_shape attribute is required"))?,
+    };
+    let pads = usize_list(cx, "pads", 0).map_err(|e| match e {
+        TxError::Fatal(_) if has_negative(cx, "pads") => {
+            TxError::Unsupported("negative pads are not supported".into())
+        }
+        e => e,
+    })?;
+    Ok(Window {
+        kernel,
+        strides: usize_list(cx, "strides", 1)?,
+        dilations: usize_list(cx, "dilations", 1)?,
+        pads,
+        auto_pad: auto_pad(cx)?,
+    })
+}
+
+fn has_negative(cx: &NodeCx<'_>, name: &str) -> bool {
+    matches!(cx.attrs.ints(name), Ok(Some(v)) if v.iter().any(|&x| x < 0))
+}
+
+fn group(cx: &NodeCx<'_>) -> Tx<usize> {
+    let g = cx.attr(cx.attrs.int_or("group", 1))?;
+    if g < 1 {
+        return Err(cx.invalid(format!("group must be >= 1, got {g}")));
+    }
+    to_usize(cx, "group", g, i64::from(u32::MAX))
+}
+
+/// The spatial dims of the weights (`W` is `[M, C/group, k...]`).
+fn weight_kernel(cx: &NodeCx<'_>) -> Tx<Vec<usize>> {
+    let w = cx.info(1)?;
+    let d = w.shape.dims();
+    if d.len() < 3 {
+        return Err(cx.invalid(format!("weight shape {} has rank < 3", w.shape)));
+    }
+    Ok(d[2..].to_vec())
+}
+
+pub(super) fn conv(cx: &NodeCx<'_>) -> Tx<Lowering> {
+    cx.info(0)?;
+    let window = window(cx, Some(weight_kernel(cx)?))?;
+    let desc = ConvDesc {
+        window,
+        group: group(cx)?,
+    };
+    Ok(Lowering::single(Op::Conv(desc), cx.data_inputs(2, 1)?))
+}
+
+pub(super) fn conv_transpose(cx: &NodeCx<'_>) -> Tx<Lowering> {
+    let x = cx.info(0)?;
+    let wk = weight_kernel(cx)?;
+    let window = window(cx, Some(wk.clone()))?;
+    if window.kernel != wk {
+        return Err(cx.invalid(format!(
+            "kernel_shape {:?} differs from the weights' {wk:?}",
+            window.kernel
+        )));
+    }
+    let n = x.shape.rank().saturating_sub(2);
+    let output_padding = usize_list(cx, "output_padding", 0)?;
+    let mut output_shape = usize_list(cx, "output_shape", 0)?;
+    if output_shape.len() == n + 2 {
+        output_shape.drain(..2);
+    }
+    if !output_shape.is_empty() && output_shape.len() != n {
+        return Err(cx.invalid(format!(
+            "output_shape {output_shape:?} does not have {n} spatial dims"
+        )));
+    }
+    if !output_padding.is_empty() && output_padding.len() != n {
+        return Err(cx.invalid(format!(
+            "output_padding {output_padding:?} does not have {n} spatial dims"
+        )));
+    }
+    let desc = ConvTransposeDesc {
+        window,
+        group: group(cx)?,
+        output_padding,
+        output_shape,
+    };
+    Ok(Lowering::single(
+        Op::ConvTranspose(desc),
+        cx.data_inputs(2, 1)?,
+    ))
+}
+
+pub(super) fn batch_norm(cx: &NodeCx<'_>) -> Tx<Lowering> {
+    if cx.opset >= 14 && cx.attr(cx.attrs.flag("training_mode", false))? {
+        return Err(TxError::Unsupported(
+            "training_mode=1 is not supported (inference only)".into(),
+        ));
+    }
+    if (1..cx.node.output.len()).any(|i| cx.output_named(i)) {
+        return Err(TxError::Unsupported(
+            "the mean/variance outputs of training mode are not supported (inference only)".into(),
+        ));
+    }
+    if cx.opset < 9 && !cx.attr(cx.attrs.flag("spatial", true))? {
+        return Err(TxError::Unsupported(
+            "spatial=0 (per-activation statistics) is not supported".into(),
+        ));
+    }
+    let epsilon = cx.attr(cx.attrs.float_or("epsilon", 1e-5))?;
+    Ok(Lowering::single(
+        Op::BatchNormalization { epsilon },
+        cx.data_inputs(5, 0)?,
+    ))
+}
+
+pub(super) fn gemm(cx: &NodeCx<'_>) -> Tx<Lowering> {
+    let desc = GemmDesc {
+        alpha: cx.attr(cx.attrs.float_or("alpha", 1.0))?,
+        beta: cx.attr(cx.attrs.float_or("beta", 1.0))?,
+        trans_a: cx.attr(cx.attrs.flag("transA", false))?,
+        trans_b: cx.attr(cx.attrs.flag("transB", false))?,
+    };
+    Ok(Lowering::single(Op::Gemm(desc), cx.data_inputs(2, 1)?))
+}
+
+pub(super) fn pool(cx: &NodeCx<'_>, kind: PoolKind) -> Tx<Lowering> {
+    if kind == PoolKind::Max && cx.output_used(1) {
+        return Err(TxError::Unsupported(
+            "the Indices output of MaxPool is not supported".into(),
+        ));
+    }
+    let window = window(cx, None)?;
+    let desc = PoolDesc {
+        kind,
+        window,
+        ceil_mode: cx.attr(cx.attrs.flag("ceil_mode", false))?,
+        count_include_pad: kind == PoolKind::Average
+            && cx.attr(cx.attrs.flag("count_include_pad", false))?,
+    };
+    Ok(Lowering::single(Op::Pool(desc), vec![Src::Input(0)]))
+}
+
+pub(super) fn softmax(cx: &NodeCx<'_>) -> Tx<Lowering> {
+    if cx.opset >= 13 {
+        let axis = cx.attr(cx.attrs.int_or("axis", -1))?;
+        return Ok(Lowering::single(Op::Softmax { axis }, vec![Src::Input(0)]));
+    }
+    // Before opset 13 the input is coerced to 2-D around `axis` and the softmax runs over
+    // the flattened trailing part.
+    let x = cx.info(0)?;
+    let axis = cx.attr(cx.attrs.int_or("axis", 1))?;
+    let rank = x.shape.rank();
+    let a = backplane_core::shape::normalize_axis(axis, rank).map_err(|e| cx.invalid(e))?;
+    if a + 1 == rank {
+        return Ok(Lowering::single(
+            Op::Softmax { axis: a as i64 },
+            vec![Src::Input(0)],
+        ));
+    }
+    Ok(Lowering::Steps(vec![
+        Step {
+            op: Op::Flatten { axis: a as i64 },
+            inputs: vec![Src::Input(0)],
+            outputs: vec![Dst::Temp(0)],
+            suffix: Some("flatten".into()),
+        },
+        Step {
+            op: Op::Softmax { axis: 1 },
+            inputs: vec![Src::Temp(0)],
+            outputs: vec![Dst::Temp(1)],
+            suffix: Some("softmax".into()),
+        },
+        Step {
+            op: Op::Reshape {
+                shape: x.shape.dims().to_vec(),
+            },
+            inputs: vec![Src::Temp(1)],
+            outputs: vec![Dst::Output(0)],
+            suffix: None,
+        },
+    ]))
+}
+
+pub(super) fn layer_norm(cx: &NodeCx<'_>) -> Tx<Lowering> {
+    cx.require_opset(17)?;
+    if cx.output_used(1) || cx.output_used(2) {
+        return Err(TxError::Unsupported(
+            "the Mean and InvStdDev outputs are not supported".into(),
+        ));
+    }
+    let axis = cx.attr(cx.attrs.int_or("axis", -1))?;
+    let epsilon = cx.attr(cx.attrs.float_or("epsilon", 1e-5))?;
+    Ok(Lowering::single(
+        Op::LayerNormalization { axis, epsilon },
+        cx.data_inputs(2, 1)?,
+    ))
+}

@@ -1,0 +1,151 @@
+//! backplane: a neural-network inference runtime whose heart is a pluggable backend system.
+//!
+//! This facade is the one dependency an application needs. The path of a model:
+//!
+//! ```no_run
+//! use backplane::{BackendId, OptimizerOptions, Tensor};
+//!
+//! # fn main() -> Result<(), backplane::Error> {
+//! let runtime = backplane::RuntimeBuilder::new().build()?;
+//! let mut options = backplane::ImportOptions::default();
+//! options.dim_values.insert("batch".into(), 1); // the model's symbolic batch size
+//! let network = backplane::load_onnx("models/digits/model.onnx".as_ref(), &options)?;
+//! let optimized = runtime.optimize(&network, &OptimizerOptions::new(vec![BackendId::new("CpuRef")?]))?;
+//! let id = runtime.load_network(optimized)?;
+//! let image = backplane::npy::read_file("models/digits/samples/digit_3.npy".as_ref())?;
+//! let outputs = runtime.execute(id, &[("input", &image)])?;
+//! println!("{:?}", outputs[0].1.as_slice::<f32>()?);
+//! # Ok(()) }
+//! ```
+//!
+//! The crates behind it: [`core`] (IR), [`backend_api`] (what backends implement),
+//! [`runtime`] (registry, optimizer, execution), [`onnx`] (importer) and the backends.
+
+pub mod npy;
+
+use std::path::Path;
+use std::sync::Arc;
+
+pub use backplane_backend_api as backend_api;
+pub use backplane_core as core;
+pub use backplane_cpu_ref as cpu_ref;
+pub use backplane_onnx as onnx;
+pub use backplane_runtime as runtime;
+
+pub use backplane_backend_api::{Backend, BackendId, BackendOptions, NetworkId};
+pub use backplane_core::{DataType, Network, Shape, Tensor, TensorInfo};
+pub use backplane_onnx::ImportOptions;
+pub use backplane_runtime::{
+    BackendFactory, BackendRegistry, OptimizedNetwork, OptimizerOptions, Runtime, RuntimeError,
+    RuntimeOptions,
+};
+
+/// Any error of the facade's operations.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// From the runtime (optimize, load, execute).
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+    /// From the ONNX importer.
+    #[error(transparent)]
+    Onnx(#[from] backplane_onnx::OnnxError),
+    /// From reading or writing a .npy file.
+    #[error(transparent)]
+    Npy(#[from] npy::NpyError),
+    /// From tensor handling.
+    #[error(transparent)]
+    Core(#[from] backplane_core::CoreError),
+    /// An invalid name or argument.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl From<String> for Error {
+    fn from(s: String) -> Self {
+        Error::Invalid(s)
+    }
+}
+
+/// The backends compiled into this build, registered explicitly (no life-before-main tricks,
+/// which lose backends in static builds).
+pub fn builtin_registry() -> BackendRegistry {
+    let mut registry = BackendRegistry::new();
+    let backends: Vec<BackendFactory> = vec![Arc::new(|| {
+        Box::new(backplane_cpu_ref::CpuRefBackend) as Box<dyn Backend>
+    })];
+    for factory in backends {
+        let id = factory().id();
+        // The built-in ids are distinct by construction; a clash would be a build error of
+        // this crate, caught by its tests.
+        let _ = registry.register(id, factory);
+    }
+    registry
+}
+
+/// Builds a [`Runtime`]: the built-in backends plus any the application adds.
+#[derive(Debug)]
+pub struct RuntimeBuilder {
+    registry: BackendRegistry,
+    options: RuntimeOptions,
+}
+
+impl Default for RuntimeBuilder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl RuntimeBuilder {
+    /// Start from the built-in backends.
+    pub fn new() -> Self {
+        RuntimeBuilder {
+            registry: builtin_registry(),
+            options: RuntimeOptions::default(),
+        }
+    }
+
+    /// Start from no backends at all.
+    pub fn empty() -> Self {
+        RuntimeBuilder {
+            registry: BackendRegistry::new(),
+            options: RuntimeOptions::default(),
+        }
+    }
+
+    /// Register another backend.
+    pub fn backend(mut self, id: BackendId, factory: BackendFactory) -> Result<Self, Error> {
+        self.registry.register(id, factory)?;
+        Ok(self)
+    }
+
+    /// Set options for one backend.
+    pub fn backend_options(mut self, id: BackendId, options: BackendOptions) -> Self {
+        self.options.backend_options.insert(id, options);
+        self
+    }
+
+    /// Create the runtime.
+    pub fn build(self) -> Result<Runtime, Error> {
+        Ok(Runtime::new(self.registry, self.options)?)
+    }
+}
+
+/// Import an ONNX model, folding constant subgraphs with CpuRef when the options name no
+/// evaluator.
+pub fn load_onnx(path: &Path, options: &ImportOptions) -> Result<Network, Error> {
+    let mut options = options.clone();
+    if options.evaluator.is_none() {
+        options.evaluator = Some(Arc::new(backplane_cpu_ref::CpuRefEvaluator));
+    }
+    Ok(backplane_onnx::import_file(path, &options)?)
+}
+
+/// Parse a comma-separated backend list (e.g. `CpuAcc,CpuRef`).
+pub fn parse_backends(list: &str) -> Result<Vec<BackendId>, Error> {
+    list.split(',')
+        .map(|s| s.trim())
+        .filter(|s| !s.is_empty())
+        .map(|s| BackendId::new(s).map_err(Error::Invalid))
+        .collect()
+}
