@@ -3,7 +3,10 @@
 //! Exit codes: 0 success; 1 the model, an input or a backend failed; 2 bad command-line usage.
 
 mod backends;
+mod bench;
+mod inspect;
 mod run;
+mod session;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -20,6 +23,10 @@ struct Cli {
 enum Command {
     /// Run a model and print its outputs, backend assignment and latency.
     Run(run::RunArgs),
+    /// Time a model over many executions: latency percentiles, throughput, peak memory.
+    Bench(bench::BenchArgs),
+    /// Show a model's inputs, outputs, ops, and how the optimizer placed its layers.
+    Inspect(inspect::InspectArgs),
     /// List the registered backends with their versions and capabilities.
     Backends,
 }
@@ -61,6 +68,12 @@ impl From<backplane::RuntimeError> for CliError {
     }
 }
 
+impl From<backplane::onnx::OnnxError> for CliError {
+    fn from(e: backplane::onnx::OnnxError) -> Self {
+        CliError::failed(e.to_string())
+    }
+}
+
 impl From<backplane::npy::NpyError> for CliError {
     fn from(e: backplane::npy::NpyError) -> Self {
         CliError::failed(e.to_string())
@@ -71,6 +84,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run(args) => run::run(&args),
+        Command::Bench(args) => bench::bench(&args),
+        Command::Inspect(args) => inspect::inspect(&args),
         Command::Backends => backends::list(),
     };
     match result {

@@ -184,6 +184,41 @@ impl Tensor {
     pub fn to_f64_vec(&self) -> Vec<f64> {
         self.view().to_f64_vec()
     }
+
+    /// A tensor of `info` from f64 values, converted to its type (integers truncate toward
+    /// zero and saturate; bool is `value != 0`). The inverse of [`Tensor::to_f64_vec`].
+    pub fn from_f64_values(info: TensorInfo, values: &[f64]) -> Result<Self> {
+        let mut t = Tensor::zeros(info)?;
+        let n = t.info.num_elements()?;
+        if values.len() != n {
+            return Err(CoreError::DataLength {
+                shape: t.info.shape.0.clone(),
+                dtype: t.info.dtype,
+                expected: n * t.info.dtype.size(),
+                actual: values.len() * t.info.dtype.size(),
+            });
+        }
+        fn fill<T: Element>(t: &mut Tensor, values: &[f64], f: impl Fn(f64) -> T) -> Result<()> {
+            for (d, &v) in t.as_mut_slice::<T>()?.iter_mut().zip(values) {
+                *d = f(v);
+            }
+            Ok(())
+        }
+        match t.info.dtype {
+            DataType::F32 => fill(&mut t, values, |v| v as f32)?,
+            DataType::F16 => fill(&mut t, values, half::f16::from_f64)?,
+            DataType::I8 => fill(&mut t, values, |v| v as i8)?,
+            DataType::U8 => fill(&mut t, values, |v| v as u8)?,
+            DataType::I32 => fill(&mut t, values, |v| v as i32)?,
+            DataType::I64 => fill(&mut t, values, |v| v as i64)?,
+            DataType::Bool => {
+                for (d, &v) in t.bytes_mut().iter_mut().zip(values) {
+                    *d = u8::from(v != 0.0);
+                }
+            }
+        }
+        Ok(t)
+    }
 }
 
 fn check_dtype(expected: DataType, actual: DataType) -> Result<()> {
@@ -291,6 +326,21 @@ mod tests {
         assert_eq!(t.info().num_bytes().unwrap(), 16);
         let i = Tensor::from_vec(vec![3], vec![1i64, -2, 3]).unwrap();
         assert_eq!(i.to_f64_vec(), vec![1.0, -2.0, 3.0]);
+    }
+
+    #[test]
+    fn f64_values_convert_to_every_type() {
+        for dtype in DataType::ALL {
+            let info = TensorInfo::new(dtype, vec![3]);
+            let t = Tensor::from_f64_values(info, &[0.0, 1.0, 2.0]).unwrap();
+            let expected = if dtype == DataType::Bool {
+                vec![0.0, 1.0, 1.0]
+            } else {
+                vec![0.0, 1.0, 2.0]
+            };
+            assert_eq!(t.to_f64_vec(), expected, "{dtype}");
+        }
+        assert!(Tensor::from_f64_values(TensorInfo::new(DataType::F32, vec![2]), &[1.0]).is_err());
     }
 
     #[test]

@@ -1,0 +1,133 @@
+//! `backplane bench`: latency and throughput of a model over many executions.
+
+use crate::session::{prepare, ModelArgs};
+use crate::CliError;
+use std::time::{Duration, Instant};
+
+/// Arguments of `backplane bench`.
+#[derive(Debug, clap::Args)]
+pub struct BenchArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// Untimed executions first.
+    #[arg(long, default_value_t = 5)]
+    pub warmup: usize,
+    /// Timed executions.
+    #[arg(long, default_value_t = 100)]
+    pub iterations: usize,
+    /// Stop timing after this many seconds even if fewer iterations ran.
+    #[arg(long, value_name = "SECONDS")]
+    pub time: Option<f64>,
+    /// Hide the progress bar.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+/// Peak resident memory of this process in bytes (Linux), if known.
+pub fn peak_memory_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+/// Latency statistics over sorted samples.
+pub struct Stats {
+    /// Fastest.
+    pub min: Duration,
+    /// Median.
+    pub median: Duration,
+    /// 90th percentile.
+    pub p90: Duration,
+    /// Slowest.
+    pub max: Duration,
+    /// Number of samples.
+    pub count: usize,
+}
+
+impl Stats {
+    /// Statistics of `times` (sorted in place); `None` when empty.
+    pub fn of(times: &mut [Duration]) -> Option<Stats> {
+        if times.is_empty() {
+            return None;
+        }
+        times.sort();
+        let at = |q: f64| times[((times.len() - 1) as f64 * q).round() as usize];
+        Some(Stats {
+            min: times[0],
+            median: at(0.5),
+            p90: at(0.9),
+            max: times[times.len() - 1],
+            count: times.len(),
+        })
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// Run the command.
+pub fn bench(args: &BenchArgs) -> Result<(), CliError> {
+    if args.iterations == 0 {
+        return Err(CliError::usage("--iterations must be at least 1"));
+    }
+    let session = prepare(&args.model)?;
+    let named = session.named_inputs();
+    for _ in 0..args.warmup {
+        session.runtime.execute(session.id, &named)?;
+    }
+    let bar = if args.quiet {
+        indicatif::ProgressBar::hidden()
+    } else {
+        let bar = indicatif::ProgressBar::new(args.iterations as u64);
+        if let Ok(style) = indicatif::ProgressStyle::with_template(
+            "{bar:40} {pos}/{len} executions, {elapsed} elapsed, eta {eta}",
+        ) {
+            bar.set_style(style);
+        }
+        bar
+    };
+    let budget = args.time.map(Duration::from_secs_f64);
+    let started = Instant::now();
+    let mut times = Vec::with_capacity(args.iterations);
+    for _ in 0..args.iterations {
+        let t = Instant::now();
+        session.runtime.execute(session.id, &named)?;
+        times.push(t.elapsed());
+        bar.inc(1);
+        if budget.is_some_and(|b| started.elapsed() >= b) {
+            break;
+        }
+    }
+    bar.finish_and_clear();
+    let total = started.elapsed();
+    let Some(stats) = Stats::of(&mut times) else {
+        return Err(CliError::failed("no execution was timed"));
+    };
+    println!("model: {}", args.model.model.display());
+    let counts = session
+        .optimized
+        .layer_counts()
+        .iter()
+        .map(|(b, n)| format!("{b}: {n}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    println!("backends: {counts}");
+    println!(
+        "latency over {} executions: min {:.3} ms, median {:.3} ms, p90 {:.3} ms, max {:.3} ms",
+        stats.count,
+        ms(stats.min),
+        ms(stats.median),
+        ms(stats.p90),
+        ms(stats.max)
+    );
+    println!(
+        "throughput: {:.1} executions/s",
+        stats.count as f64 / total.as_secs_f64().max(1e-9)
+    );
+    if let Some(peak) = peak_memory_bytes() {
+        println!("peak memory: {:.1} MiB", peak as f64 / (1024.0 * 1024.0));
+    }
+    Ok(())
+}

@@ -1,0 +1,120 @@
+//! `backplane inspect`: what a model contains and how the optimizer placed it.
+
+use crate::session::{import_and_optimize, parse_input_shapes};
+use crate::CliError;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// Arguments of `backplane inspect`.
+#[derive(Debug, clap::Args)]
+pub struct InspectArgs {
+    /// The ONNX model.
+    pub model: PathBuf,
+    /// Backends in order of preference, comma-separated.
+    #[arg(long, default_value = "CpuRef")]
+    pub backends: String,
+    /// The shape of an input with symbolic dimensions: NAME=1x3x224x224.
+    #[arg(long = "input-shape", value_name = "NAME=DIMS")]
+    pub input_shapes: Vec<String>,
+    /// Run a layer (by name or op type) on a given backend first: NAME=BACKEND.
+    #[arg(long = "layer-backend", value_name = "NAME=BACKEND")]
+    pub layer_backends: Vec<String>,
+}
+
+/// Run the command.
+pub fn inspect(args: &InspectArgs) -> Result<(), CliError> {
+    // Symbolic dims without a value default to 1 here, so a model can be looked at without
+    // knowing its batch size; say so.
+    let mut shapes = parse_input_shapes(&args.input_shapes)?;
+    let declared = backplane::onnx::inspect_file(&args.model)?;
+    for input in &declared {
+        if !input.symbolic_dims().is_empty() && !shapes.iter().any(|(n, _)| n == &input.name) {
+            let dims: Vec<usize> = input
+                .dims
+                .iter()
+                .map(|d| match d {
+                    backplane::onnx::Dim::Fixed(v) => *v,
+                    backplane::onnx::Dim::Symbolic(_) => 1,
+                })
+                .collect();
+            println!(
+                "note: input '{}' has symbolic dims {:?}; inspecting with 1 for each (set --input-shape)",
+                input.name,
+                input.symbolic_dims()
+            );
+            shapes.push((input.name.clone(), dims));
+        }
+    }
+    let (_runtime, network, optimized) =
+        import_and_optimize(&args.model, &shapes, &args.backends, &args.layer_backends)?;
+    println!("model: {}", args.model.display());
+    for &t in network.inputs() {
+        let e = network.tensor(t);
+        println!("input  '{}' {}", e.name, e.info);
+    }
+    for &t in network.outputs() {
+        let e = network.tensor(t);
+        println!("output '{}' {}", e.name, e.info);
+    }
+    let mut histogram: BTreeMap<&str, usize> = BTreeMap::new();
+    for l in network.layers() {
+        *histogram.entry(l.op.name()).or_default() += 1;
+    }
+    println!(
+        "ops ({} layers): {}",
+        network.layers().len(),
+        histogram
+            .iter()
+            .map(|(op, n)| format!("{op} x{n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let opt_net = optimized.network();
+    println!("\nlayers after optimization ({}):", opt_net.layers().len());
+    let width = opt_net
+        .layers()
+        .iter()
+        .map(|l| l.name.len())
+        .max()
+        .unwrap_or(0);
+    for (layer, backend) in opt_net.layers().iter().zip(optimized.assignment()) {
+        let out = layer
+            .outputs
+            .iter()
+            .map(|t| opt_net.tensor(*t).info.to_string())
+            .collect::<Vec<_>>()
+            .join(", ");
+        println!(
+            "  {:<width$}  {:<18} {:<8} -> {out}",
+            layer.name,
+            layer.op.name(),
+            backend.as_str()
+        );
+    }
+    let report = optimized.report();
+    if !report.refusals.is_empty() {
+        println!("\nrefusals (backend that declined a layer before another took it):");
+        for (layer, backend, why) in &report.refusals {
+            println!("  {layer}: {backend}: {why}");
+        }
+    }
+    if !report.substitutions.is_empty() {
+        println!("\nfusions and substitutions:");
+        for s in &report.substitutions {
+            println!(
+                "  {}: {} -> {}",
+                s.backend,
+                s.replaced.join(" + "),
+                s.replacement.join(", ")
+            );
+        }
+    }
+    let counts = optimized
+        .layer_counts()
+        .iter()
+        .map(|(b, n)| format!("{b}: {n}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    println!("\nbackends: {counts}");
+    Ok(())
+}

@@ -1,0 +1,196 @@
+//! What `run`, `bench` and `inspect` share: the model and backend arguments, and turning them
+//! into a loaded network with its inputs.
+
+use crate::CliError;
+use backplane::runtime::OptimizedNetwork;
+use backplane::{
+    BackendId, DataType, ImportOptions, NetworkId, OptimizerOptions, Runtime, Tensor, TensorInfo,
+};
+use std::path::{Path, PathBuf};
+
+/// Arguments naming a model, its inputs and the backends to run it on.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ModelArgs {
+    /// The ONNX model.
+    pub model: PathBuf,
+    /// Backends in order of preference, comma-separated.
+    #[arg(long, default_value = "CpuRef")]
+    pub backends: String,
+    /// An input tensor from a .npy file: NAME=FILE (repeat for several inputs).
+    #[arg(long = "input", value_name = "NAME=FILE")]
+    pub inputs: Vec<String>,
+    /// The shape of an input with symbolic dimensions: NAME=1x3x224x224.
+    #[arg(long = "input-shape", value_name = "NAME=DIMS")]
+    pub input_shapes: Vec<String>,
+    /// Run a layer (by name or op type) on a given backend first: NAME=BACKEND.
+    #[arg(long = "layer-backend", value_name = "NAME=BACKEND")]
+    pub layer_backends: Vec<String>,
+    /// Generate the inputs not given with --input: random (uniform in [-1, 1)), zeros or ones.
+    #[arg(long = "generate", value_name = "KIND", value_parser = ["random", "zeros", "ones"])]
+    pub generate: Option<String>,
+    /// Seed for --generate random.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+}
+
+/// Split `NAME=VALUE`.
+pub fn split_pair<'a>(arg: &'a str, flag: &str) -> Result<(&'a str, &'a str), CliError> {
+    arg.split_once('=')
+        .filter(|(k, v)| !k.is_empty() && !v.is_empty())
+        .ok_or_else(|| CliError::usage(format!("{flag} expects NAME=VALUE, got '{arg}'")))
+}
+
+/// Parse `1x3x224x224` (or comma-separated).
+pub fn parse_dims(text: &str, flag: &str) -> Result<Vec<usize>, CliError> {
+    text.split(['x', ','])
+        .map(|d| {
+            d.trim().parse::<usize>().map_err(|_| {
+                CliError::usage(format!("{flag}: '{text}' is not a shape like 1x3x224x224"))
+            })
+        })
+        .collect()
+}
+
+/// A model imported, optimized and loaded, with its inputs ready.
+pub struct Session {
+    /// The runtime holding the network.
+    pub runtime: Runtime,
+    /// The loaded network.
+    pub id: NetworkId,
+    /// The optimizer's result (assignment, report).
+    pub optimized: OptimizedNetwork,
+    /// Inputs in the network's input order.
+    pub inputs: Vec<(String, Tensor)>,
+}
+
+impl Session {
+    /// The inputs as the runtime takes them.
+    pub fn named_inputs(&self) -> Vec<(&str, &Tensor)> {
+        self.inputs.iter().map(|(n, t)| (n.as_str(), t)).collect()
+    }
+}
+
+/// A small deterministic generator (SplitMix64) for reproducible random inputs.
+struct SplitMix(u64);
+
+impl SplitMix {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in [-1, 1).
+    fn unit(&mut self) -> f32 {
+        ((self.next() >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+    }
+}
+
+/// A generated tensor of `info`: random values in [-1, 1) (integers in 0..10, bools 0/1),
+/// zeros or ones.
+pub fn generate(info: &TensorInfo, kind: &str, seed: u64) -> Result<Tensor, CliError> {
+    let mut rng = SplitMix(seed);
+    let n = info.shape.elements();
+    let values: Vec<f64> = (0..n)
+        .map(|_| match kind {
+            "random" if info.dtype.is_float() => f64::from(rng.unit()),
+            "random" if info.dtype == DataType::Bool => (rng.next() & 1) as f64,
+            "random" => (rng.next() % 10) as f64,
+            "ones" => 1.0,
+            _ => 0.0,
+        })
+        .collect();
+    Tensor::from_f64_values(info.clone(), &values).map_err(|e| CliError::failed(e.to_string()))
+}
+
+/// Import the model with the given input shapes and optimize it for the given backends.
+pub fn import_and_optimize(
+    model: &Path,
+    input_shapes: &[(String, Vec<usize>)],
+    backends: &str,
+    layer_backends: &[String],
+) -> Result<(Runtime, backplane::Network, OptimizedNetwork), CliError> {
+    let mut options = ImportOptions::default();
+    for (name, dims) in input_shapes {
+        options.input_shapes.insert(name.clone(), dims.clone());
+    }
+    let mut opt = OptimizerOptions::new(backplane::parse_backends(backends)?);
+    for arg in layer_backends {
+        let (layer, backend) = split_pair(arg, "--layer-backend")?;
+        opt.layer_backends.push((
+            layer.to_string(),
+            BackendId::new(backend).map_err(CliError::usage)?,
+        ));
+    }
+    let network = backplane::load_onnx(model, &options)?;
+    let runtime = backplane::RuntimeBuilder::new().build()?;
+    let optimized = runtime.optimize(&network, &opt)?;
+    Ok((runtime, network, optimized))
+}
+
+/// Parse every `--input-shape NAME=DIMS`.
+pub fn parse_input_shapes(args: &[String]) -> Result<Vec<(String, Vec<usize>)>, CliError> {
+    args.iter()
+        .map(|arg| {
+            let (name, dims) = split_pair(arg, "--input-shape")?;
+            Ok((name.to_string(), parse_dims(dims, "--input-shape")?))
+        })
+        .collect()
+}
+
+/// Import, optimize and load the model; read or generate its inputs.
+pub fn prepare(args: &ModelArgs) -> Result<Session, CliError> {
+    let mut given: Vec<(String, Tensor)> = Vec::new();
+    for arg in &args.inputs {
+        let (name, file) = split_pair(arg, "--input")?;
+        given.push((
+            name.to_string(),
+            backplane::npy::read_file(Path::new(file))?,
+        ));
+    }
+    let mut shapes: Vec<(String, Vec<usize>)> = given
+        .iter()
+        .map(|(n, t)| (n.clone(), t.shape().dims().to_vec()))
+        .collect();
+    shapes.extend(parse_input_shapes(&args.input_shapes)?);
+    let (runtime, network, optimized) =
+        import_and_optimize(&args.model, &shapes, &args.backends, &args.layer_backends)?;
+    let id = runtime.load_network(optimized.clone())?;
+    let mut inputs = Vec::new();
+    for (i, &t) in network.inputs().iter().enumerate() {
+        let e = network.tensor(t);
+        if let Some(pos) = given.iter().position(|(n, _)| n == &e.name) {
+            inputs.push(given.swap_remove(pos));
+        } else if let Some(kind) = &args.generate {
+            inputs.push((
+                e.name.clone(),
+                generate(&e.info, kind, args.seed.wrapping_add(i as u64))?,
+            ));
+        } else {
+            return Err(CliError::usage(format!(
+                "input '{}' ({}) was not given: pass --input {}=FILE.npy, or --generate random",
+                e.name, e.info, e.name
+            )));
+        }
+    }
+    if let Some((name, _)) = given.first() {
+        return Err(CliError::usage(format!(
+            "'{name}' is not an input of {}; its inputs are: {}",
+            args.model.display(),
+            network
+                .inputs()
+                .iter()
+                .map(|t| network.tensor(*t).name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
+    Ok(Session {
+        runtime,
+        id,
+        optimized,
+        inputs,
+    })
+}
