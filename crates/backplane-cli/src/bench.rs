@@ -21,6 +21,9 @@ pub struct BenchArgs {
     /// Hide the progress bar.
     #[arg(long)]
     pub quiet: bool,
+    /// Write per-layer timings as Chrome-trace JSON and print the 10 slowest layers.
+    #[arg(long, value_name = "FILE.json")]
+    pub profile: Option<std::path::PathBuf>,
 }
 
 /// Peak resident memory of this process in bytes (Linux), if known.
@@ -91,9 +94,14 @@ pub fn bench(args: &BenchArgs) -> Result<(), CliError> {
     let budget = args.time.map(Duration::from_secs_f64);
     let started = Instant::now();
     let mut times = Vec::with_capacity(args.iterations);
+    let mut runs = Vec::new();
     for _ in 0..args.iterations {
         let t = Instant::now();
-        session.runtime.execute(session.id, &named)?;
+        if args.profile.is_some() {
+            runs.push(session.runtime.execute_profiled(session.id, &named)?.1);
+        } else {
+            session.runtime.execute(session.id, &named)?;
+        }
         times.push(t.elapsed());
         bar.inc(1);
         if budget.is_some_and(|b| started.elapsed() >= b) {
@@ -128,6 +136,11 @@ pub fn bench(args: &BenchArgs) -> Result<(), CliError> {
     );
     if let Some(peak) = peak_memory_bytes() {
         println!("peak memory: {:.1} MiB", peak as f64 / (1024.0 * 1024.0));
+    }
+    if let Some(path) = &args.profile {
+        crate::profile::write_trace(path, &runs)?;
+        crate::profile::print_top(&runs);
+        println!("profile written to {}", path.display());
     }
     Ok(())
 }

@@ -5,6 +5,7 @@
 mod backends;
 mod bench;
 mod inspect;
+mod profile;
 mod run;
 mod session;
 

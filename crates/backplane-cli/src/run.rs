@@ -30,6 +30,9 @@ pub struct RunArgs {
     /// How many classes to show per row for classifier outputs.
     #[arg(long, default_value_t = 3)]
     pub top_k: usize,
+    /// Write per-layer timings as Chrome-trace JSON and print the 10 slowest layers.
+    #[arg(long, value_name = "FILE.json")]
+    pub profile: Option<PathBuf>,
 }
 
 fn split_pair<'a>(arg: &'a str, flag: &str) -> Result<(&'a str, &'a str), CliError> {
@@ -164,9 +167,16 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
     let named: Vec<(&str, &Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
     let mut times = Vec::with_capacity(args.iterations);
     let mut outputs = Vec::new();
+    let mut runs = Vec::new();
     for _ in 0..args.iterations {
         let start = Instant::now();
-        outputs = runtime.execute(id, &named)?;
+        if args.profile.is_some() {
+            let (o, timings) = runtime.execute_profiled(id, &named)?;
+            outputs = o;
+            runs.push(timings);
+        } else {
+            outputs = runtime.execute(id, &named)?;
+        }
         times.push(start.elapsed());
     }
     for (name, t) in &outputs {
@@ -182,6 +192,11 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
         ms(times[0]),
         ms(times[times.len() - 1])
     );
+    if let Some(path) = &args.profile {
+        crate::profile::write_trace(path, &runs)?;
+        crate::profile::print_top(&runs);
+        println!("profile written to {}", path.display());
+    }
     Ok(())
 }
 

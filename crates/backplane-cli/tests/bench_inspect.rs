@@ -94,3 +94,41 @@ fn inspect_defaults_symbolic_dims_to_one_and_says_so() {
     assert!(out.contains("symbolic dims [\"batch\"]"), "{out}");
     assert!(out.contains("f32[1x1x8x8]"), "{out}");
 }
+
+/// The profile is Chrome-trace JSON: a traceEvents array of complete events with the fields
+/// Perfetto needs, one per workload per execution.
+#[test]
+fn profile_is_valid_chrome_trace_json() {
+    let dir = std::env::temp_dir().join(format!("backplane-profile-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("trace.json");
+    let out = stdout(&backplane(&[
+        "run",
+        "--iterations",
+        "2",
+        "--profile",
+        path.to_str().unwrap(),
+    ]));
+    assert!(
+        out.contains("top layers by time (mean over 2 executions)"),
+        "{out}"
+    );
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let events = doc["traceEvents"].as_array().unwrap();
+    assert_eq!(events.len(), 20, "10 layers x 2 executions");
+    let mut last_end = 0.0;
+    for e in events {
+        assert_eq!(e["ph"], "X");
+        assert!(e["name"].is_string() && e["cat"].is_string());
+        assert_eq!(e["args"]["backend"], "CpuRef");
+        let (ts, dur) = (e["ts"].as_f64().unwrap(), e["dur"].as_f64().unwrap());
+        assert!(
+            dur >= 0.0 && ts + 1e-6 >= last_end,
+            "events overlap or go backwards"
+        );
+        last_end = ts + dur;
+        assert!(e["pid"].is_number() && e["tid"].is_number());
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -17,10 +17,13 @@ mod registry;
 mod runtime;
 
 pub use error::{Result, RuntimeError, UnsupportedLayer};
-pub use loaded::LoadedNetwork;
+pub use loaded::{LayerTiming, LoadedNetwork};
 pub use optimizer::{OptimizationReport, OptimizedNetwork, OptimizerOptions, SubstitutionRecord};
 pub use registry::{BackendFactory, BackendRegistry};
 pub use runtime::{Runtime, RuntimeOptions};
+
+/// Named tensors, in a network's input or output order.
+pub type NamedTensors = Vec<(String, backplane_core::Tensor)>;
 
 pub use backplane_backend_api as backend_api;
 pub use backplane_core as core;

@@ -1,10 +1,11 @@
 //! A loaded network: workloads created, memory acquired, ready to execute.
 
-use crate::{Result, RuntimeError};
+use crate::{NamedTensors, Result, RuntimeError};
 use backplane_backend_api::{BackendError, BackendId, MemoryManager, NetworkId, Workload};
 use backplane_core::{Network, Tensor, TensorKind, TensorView, TensorViewMut};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 pub(crate) struct Step {
     pub(crate) layer: usize,
@@ -15,6 +16,21 @@ pub(crate) struct Step {
 /// running at the same time each take their own set from a pool.
 struct WorkingMemory {
     tensors: Vec<Option<Tensor>>,
+}
+
+/// How long one workload took in one execution.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LayerTiming {
+    /// Layer name.
+    pub layer: String,
+    /// Operator name.
+    pub op: String,
+    /// The backend that ran it.
+    pub backend: BackendId,
+    /// When it started, from the start of the execution.
+    pub start: Duration,
+    /// How long it ran.
+    pub duration: Duration,
 }
 
 /// A network whose workloads exist and whose memory is acquired.
@@ -91,14 +107,18 @@ impl LoadedNetwork {
 
     /// Check the inputs and run every workload in order; outputs come back in the network's
     /// output order, named.
-    pub(crate) fn execute(&self, inputs: &[(&str, &Tensor)]) -> Result<Vec<(String, Tensor)>> {
+    pub(crate) fn execute(
+        &self,
+        inputs: &[(&str, &Tensor)],
+        profile: Option<&mut Vec<LayerTiming>>,
+    ) -> Result<NamedTensors> {
         let bound = self.bind_inputs(inputs)?;
         let taken = self.pool.lock().unwrap_or_else(|e| e.into_inner()).pop();
         let mut mem = match taken {
             Some(m) => m,
             None => self.allocate()?,
         };
-        let result = self.run(&bound, &mut mem);
+        let result = self.run(&bound, &mut mem, profile);
         let outputs = match result {
             Ok(()) => self.collect_outputs(&bound, &mem),
             Err(e) => Err(e),
@@ -155,7 +175,13 @@ impl LoadedNetwork {
         Ok(bound)
     }
 
-    fn run(&self, inputs: &[&Tensor], mem: &mut WorkingMemory) -> Result<()> {
+    fn run(
+        &self,
+        inputs: &[&Tensor],
+        mem: &mut WorkingMemory,
+        mut profile: Option<&mut Vec<LayerTiming>>,
+    ) -> Result<()> {
+        let started = Instant::now();
         for step in &self.steps {
             let layer = &self.network.layers()[step.layer];
             let fail = |source: BackendError| RuntimeError::Backend {
@@ -186,9 +212,20 @@ impl LoadedNetwork {
                 }
                 let mut out_views: Vec<TensorViewMut<'_>> =
                     outs.iter_mut().map(|t| t.view_mut()).collect();
-                catch_unwind(AssertUnwindSafe(|| {
+                let began = Instant::now();
+                let outcome = catch_unwind(AssertUnwindSafe(|| {
                     step.workload.execute(&in_views, &mut out_views)
-                }))
+                }));
+                if let Some(p) = profile.as_deref_mut() {
+                    p.push(LayerTiming {
+                        layer: layer.name.clone(),
+                        op: layer.op.name().to_string(),
+                        backend: self.assignment[step.layer].clone(),
+                        start: began.duration_since(started),
+                        duration: began.elapsed(),
+                    });
+                }
+                outcome
             };
             for (t, tensor) in layer.outputs.iter().zip(outs) {
                 mem.tensors[t.0] = Some(tensor);

@@ -1,8 +1,8 @@
 //! The runtime: owns a backend registry and the backend contexts, loads and runs networks.
 
-use crate::loaded::{LoadedNetwork, Step};
+use crate::loaded::{LayerTiming, LoadedNetwork, Step};
 use crate::optimizer::{self, OptimizedNetwork, OptimizerOptions};
-use crate::{BackendRegistry, Result, RuntimeError};
+use crate::{BackendRegistry, NamedTensors, Result, RuntimeError};
 use backplane_backend_api::{
     Backend, BackendContext, BackendId, BackendOptions, LayerDesc, NetworkId,
 };
@@ -195,12 +195,20 @@ impl Runtime {
 
     /// Run a loaded network on named inputs; returns the outputs, named, in the network's
     /// output order. Inputs are checked against the network's descriptions first.
-    pub fn execute(
+    pub fn execute(&self, id: NetworkId, inputs: &[(&str, &Tensor)]) -> Result<NamedTensors> {
+        self.network(id)?.execute(inputs, None)
+    }
+
+    /// Like [`Runtime::execute`], also returning how long each workload took, in execution
+    /// order.
+    pub fn execute_profiled(
         &self,
         id: NetworkId,
         inputs: &[(&str, &Tensor)],
-    ) -> Result<Vec<(String, Tensor)>> {
-        self.network(id)?.execute(inputs)
+    ) -> Result<(NamedTensors, Vec<LayerTiming>)> {
+        let mut timings = Vec::new();
+        let outputs = self.network(id)?.execute(inputs, Some(&mut timings))?;
+        Ok((outputs, timings))
     }
 
     /// Unload a network: contexts of its backends are asked first (and may refuse), memory

@@ -340,3 +340,35 @@ fn registry_rejects_duplicates() {
     assert!(reg.unregister(&id("A")));
     assert!(!reg.is_registered(&id("A")));
 }
+
+#[test]
+fn profiled_execution_times_every_workload_in_order() {
+    let log = Log::default();
+    let rt = runtime(vec![
+        Mock::new("Arith", &["Add", "Mul"], &log),
+        Mock::new("Act", &["Relu"], &log),
+    ]);
+    let opt = rt
+        .optimize(
+            &network(),
+            &OptimizerOptions::new(vec![id("Arith"), id("Act")]),
+        )
+        .unwrap();
+    let nid = rt.load_network(opt).unwrap();
+    let (a, b) = inputs();
+    let (out, timings) = rt.execute_profiled(nid, &[("a", &a), ("b", &b)]).unwrap();
+    assert_eq!(out[0].1.as_slice::<f32>().unwrap(), EXPECTED);
+    let got: Vec<(&str, &str, &str)> = timings
+        .iter()
+        .map(|t| (t.layer.as_str(), t.op.as_str(), t.backend.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            ("add", "Add", "Arith"),
+            ("relu", "Relu", "Act"),
+            ("mul", "Mul", "Arith")
+        ]
+    );
+    assert!(timings.windows(2).all(|w| w[0].start <= w[1].start));
+}

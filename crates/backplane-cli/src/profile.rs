@@ -1,0 +1,75 @@
+//! `--profile`: per-workload timings as a Chrome trace (loads in Perfetto or
+//! chrome://tracing) and a top-10 table.
+
+use crate::CliError;
+use backplane::runtime::LayerTiming;
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::Duration;
+
+/// Write the executions' timings as Chrome-trace JSON: one complete ("X") event per workload,
+/// executions laid end to end on one track.
+pub fn write_trace(path: &Path, runs: &[Vec<LayerTiming>]) -> Result<(), CliError> {
+    let mut events = Vec::new();
+    let mut offset = Duration::ZERO;
+    for (i, run) in runs.iter().enumerate() {
+        for t in run {
+            events.push(serde_json::json!({
+                "name": t.layer,
+                "cat": t.op,
+                "ph": "X",
+                "ts": (offset + t.start).as_secs_f64() * 1e6,
+                "dur": t.duration.as_secs_f64() * 1e6,
+                "pid": 1,
+                "tid": 1,
+                "args": { "op": t.op, "backend": t.backend.as_str(), "execution": i },
+            }));
+        }
+        let end = run
+            .iter()
+            .map(|t| t.start + t.duration)
+            .max()
+            .unwrap_or_default();
+        offset += end;
+    }
+    let doc = serde_json::json!({ "traceEvents": events, "displayTimeUnit": "ms" });
+    let text = serde_json::to_string_pretty(&doc).map_err(|e| CliError::failed(e.to_string()))?;
+    std::fs::write(path, text).map_err(|e| CliError::failed(format!("{}: {e}", path.display())))
+}
+
+/// Print the 10 layers that took the most time over all executions, with their share.
+pub fn print_top(runs: &[Vec<LayerTiming>]) {
+    let mut per_layer: HashMap<&str, (Duration, &str, &str)> = HashMap::new();
+    let mut order: Vec<&str> = Vec::new();
+    for t in runs.iter().flatten() {
+        let e = per_layer.entry(&t.layer).or_insert_with(|| {
+            order.push(&t.layer);
+            (Duration::ZERO, &t.op, t.backend.as_str())
+        });
+        e.0 += t.duration;
+    }
+    let total: Duration = per_layer.values().map(|v| v.0).sum();
+    let mut rows: Vec<(&str, Duration, &str, &str)> = order
+        .iter()
+        .map(|l| (*l, per_layer[l].0, per_layer[l].1, per_layer[l].2))
+        .collect();
+    rows.sort_by_key(|r| std::cmp::Reverse(r.1));
+    let n = runs.len().max(1) as f64;
+    println!(
+        "top layers by time (mean over {} execution{}):",
+        runs.len(),
+        if runs.len() == 1 { "" } else { "s" }
+    );
+    for (layer, d, op, backend) in rows.iter().take(10) {
+        let share = if total.is_zero() {
+            0.0
+        } else {
+            d.as_secs_f64() / total.as_secs_f64() * 100.0
+        };
+        println!(
+            "  {:>6.2}%  {:>9.3} ms  {layer} ({op}, {backend})",
+            share,
+            d.as_secs_f64() * 1e3 / n
+        );
+    }
+}
