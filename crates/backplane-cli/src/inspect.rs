@@ -19,6 +19,9 @@ pub struct InspectArgs {
     /// Run a layer (by name or op type) on a given backend first: NAME=BACKEND.
     #[arg(long = "layer-backend", value_name = "NAME=BACKEND")]
     pub layer_backends: Vec<String>,
+    /// Draw the partitioned graph to an SVG file (one colour per backend).
+    #[arg(long, value_name = "FILE.svg")]
+    pub svg: Option<PathBuf>,
 }
 
 /// Run the command.
@@ -116,5 +119,10 @@ pub fn inspect(args: &InspectArgs) -> Result<(), CliError> {
         .collect::<Vec<_>>()
         .join(", ");
     println!("\nbackends: {counts}");
+    if let Some(path) = &args.svg {
+        std::fs::write(path, crate::svg::render(&optimized))
+            .map_err(|e| CliError::failed(format!("{}: {e}", path.display())))?;
+        println!("graph drawn to {}", path.display());
+    }
     Ok(())
 }

@@ -8,6 +8,7 @@ mod inspect;
 mod profile;
 mod run;
 mod session;
+mod svg;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;

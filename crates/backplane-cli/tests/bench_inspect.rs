@@ -132,3 +132,29 @@ fn profile_is_valid_chrome_trace_json() {
     }
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// The SVG of a two-backend partition is well-formed XML and names every layer and backend.
+#[test]
+fn inspect_draws_the_partition_as_svg() {
+    let dir = std::env::temp_dir().join(format!("backplane-svg-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("digits.svg");
+    let out = stdout(&backplane(&[
+        "inspect",
+        "models/digits/model.onnx",
+        "--svg",
+        path.to_str().unwrap(),
+    ]));
+    assert!(out.contains("graph drawn to"), "{out}");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let doc = roxmltree::Document::parse(&text).unwrap();
+    assert_eq!(doc.root_element().tag_name().name(), "svg");
+    let texts: Vec<&str> = doc.descendants().filter_map(|n| n.text()).collect();
+    for layer in [
+        "conv1", "bn1", "relu1", "pool1", "conv2", "relu2", "pool2", "flatten", "fc", "softmax",
+    ] {
+        assert!(texts.contains(&layer), "layer {layer} not drawn");
+    }
+    assert!(texts.contains(&"CpuRef"), "legend missing");
+    std::fs::remove_dir_all(&dir).ok();
+}
