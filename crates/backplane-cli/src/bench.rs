@@ -75,7 +75,7 @@ pub fn bench(args: &BenchArgs) -> Result<(), CliError> {
     if args.iterations == 0 {
         return Err(CliError::usage("--iterations must be at least 1"));
     }
-    let session = prepare(&args.model)?;
+    let session = prepare(&args.model.model, &args.model.common, Vec::new())?;
     let named = session.named_inputs();
     for _ in 0..args.warmup {
         session.runtime.execute(session.id, &named)?;

@@ -1,6 +1,7 @@
 //! `backplane`: run ONNX models on pluggable backends from the command line.
 //!
-//! Exit codes: 0 success; 1 the model, an input or a backend failed; 2 bad command-line usage.
+//! Exit codes: 0 success; 1 the model, an input or a backend failed; 2 bad command-line usage;
+//! 3 `run --compare` found outputs that differ from the expected ones.
 
 mod backends;
 mod bench;
@@ -46,6 +47,14 @@ impl CliError {
         CliError {
             message: message.into(),
             code: 1,
+        }
+    }
+
+    /// Outputs differ from the expected ones (exit code 3).
+    pub fn mismatch(message: impl Into<String>) -> Self {
+        CliError {
+            message: message.into(),
+            code: 3,
         }
     }
 

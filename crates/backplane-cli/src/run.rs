@@ -1,8 +1,8 @@
 //! `backplane run`: import, optimize, load, execute, report.
 
+use crate::session::{prepare, CommonArgs};
 use crate::CliError;
-use backplane::{BackendId, DataType, ImportOptions, OptimizerOptions, Tensor, TensorInfo};
-use std::collections::HashMap;
+use backplane::{DataType, Tensor, TensorInfo};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -12,43 +12,32 @@ pub struct RunArgs {
     /// The ONNX model. Without it, the digits classifier shipped in the repo runs on its
     /// shipped samples.
     pub model: Option<PathBuf>,
-    /// Backends in order of preference, comma-separated.
-    #[arg(long, default_value = "CpuRef")]
-    pub backends: String,
-    /// An input tensor from a .npy file: NAME=FILE (repeat for several inputs).
-    #[arg(long = "input", value_name = "NAME=FILE")]
-    pub inputs: Vec<String>,
-    /// The shape of an input with symbolic dimensions: NAME=1x3x224x224.
-    #[arg(long = "input-shape", value_name = "NAME=DIMS")]
-    pub input_shapes: Vec<String>,
-    /// Run a layer (by name or op type) on a given backend first: NAME=BACKEND.
-    #[arg(long = "layer-backend", value_name = "NAME=BACKEND")]
-    pub layer_backends: Vec<String>,
+    #[command(flatten)]
+    pub common: CommonArgs,
     /// Number of timed executions; the median is reported.
     #[arg(long, default_value_t = 1)]
     pub iterations: usize,
     /// How many classes to show per row for classifier outputs.
     #[arg(long, default_value_t = 3)]
     pub top_k: usize,
+    /// Write each output to DIR/<output name>.npy.
+    #[arg(long, value_name = "DIR")]
+    pub output_dir: Option<PathBuf>,
+    /// Compare each output with DIR/<output name>.npy; exit with code 3 on a mismatch.
+    #[arg(long, value_name = "DIR")]
+    pub compare: Option<PathBuf>,
+    /// Relative tolerance for --compare.
+    #[arg(long, default_value_t = 1e-4)]
+    pub rtol: f64,
+    /// Absolute tolerance for --compare.
+    #[arg(long, default_value_t = 1e-5)]
+    pub atol: f64,
+    /// Print one JSON document instead of text.
+    #[arg(long)]
+    pub json: bool,
     /// Write per-layer timings as Chrome-trace JSON and print the 10 slowest layers.
     #[arg(long, value_name = "FILE.json")]
     pub profile: Option<PathBuf>,
-}
-
-fn split_pair<'a>(arg: &'a str, flag: &str) -> Result<(&'a str, &'a str), CliError> {
-    arg.split_once('=')
-        .filter(|(k, v)| !k.is_empty() && !v.is_empty())
-        .ok_or_else(|| CliError::usage(format!("{flag} expects NAME=VALUE, got '{arg}'")))
-}
-
-fn parse_dims(text: &str, flag: &str) -> Result<Vec<usize>, CliError> {
-    text.split(['x', ','])
-        .map(|d| {
-            d.trim().parse::<usize>().map_err(|_| {
-                CliError::usage(format!("{flag}: '{text}' is not a shape like 1x3x224x224"))
-            })
-        })
-        .collect()
 }
 
 /// Where the shipped digits model lives: under the current directory when run from the repo
@@ -94,108 +83,184 @@ fn shipped_samples(dir: &Path) -> Result<(Tensor, Vec<i64>), CliError> {
     Ok((batch, names.iter().map(|(_, l)| *l).collect()))
 }
 
+/// A file name for an output: its name with path separators and odd characters replaced.
+pub fn file_name_for(output: &str) -> String {
+    output
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// Why `actual` differs from `expected`, if it does.
+pub fn mismatch(actual: &Tensor, expected: &Tensor, rtol: f64, atol: f64) -> Option<String> {
+    if !actual.info().same_layout(expected.info()) {
+        return Some(format!(
+            "got {}, expected {}",
+            actual.info(),
+            expected.info()
+        ));
+    }
+    let (a, e) = (actual.to_f64_vec(), expected.to_f64_vec());
+    let mut worst: Option<(usize, f64)> = None;
+    let mut bad = 0usize;
+    for (i, (x, y)) in a.iter().zip(&e).enumerate() {
+        let ok = if y.is_nan() {
+            x.is_nan()
+        } else {
+            x == y || (x - y).abs() <= atol + rtol * y.abs()
+        };
+        if !ok {
+            bad += 1;
+            let d = (x - y).abs();
+            if worst.is_none_or(|(_, w)| d > w || d.is_nan()) {
+                worst = Some((i, d));
+            }
+        }
+    }
+    worst.map(|(i, d)| {
+        format!(
+            "{bad} of {} values differ; worst at index {i}: got {}, expected {} (|diff| {d:.3e}, rtol {rtol}, atol {atol})",
+            a.len(),
+            a[i],
+            e[i]
+        )
+    })
+}
+
 /// Run the command.
 pub fn run(args: &RunArgs) -> Result<(), CliError> {
-    let mut inputs: Vec<(String, Tensor)> = Vec::new();
+    if args.iterations == 0 {
+        return Err(CliError::usage("--iterations must be at least 1"));
+    }
+    let mut preset = Vec::new();
     let mut labels = None;
     let model = match &args.model {
         Some(m) => m.clone(),
         None => {
             let dir = shipped_model_dir();
-            if args.inputs.is_empty() {
+            if args.common.inputs.is_empty() {
                 let (batch, l) = shipped_samples(&dir)?;
-                inputs.push(("input".to_string(), batch));
+                preset.push(("input".to_string(), batch));
                 labels = Some(l);
             }
             dir.join("model.onnx")
         }
     };
-    for arg in &args.inputs {
-        let (name, file) = split_pair(arg, "--input")?;
-        let t = backplane::npy::read_file(Path::new(file))?;
-        inputs.push((name.to_string(), t));
-    }
-    let mut options = ImportOptions::default();
-    for (name, t) in &inputs {
-        options
-            .input_shapes
-            .insert(name.clone(), t.shape().dims().to_vec());
-    }
-    for arg in &args.input_shapes {
-        let (name, dims) = split_pair(arg, "--input-shape")?;
-        options
-            .input_shapes
-            .insert(name.to_string(), parse_dims(dims, "--input-shape")?);
-    }
-    let backends = backplane::parse_backends(&args.backends)?;
-    let mut opt_options = OptimizerOptions::new(backends);
-    for arg in &args.layer_backends {
-        let (layer, backend) = split_pair(arg, "--layer-backend")?;
-        let id = BackendId::new(backend).map_err(CliError::usage)?;
-        opt_options.layer_backends.push((layer.to_string(), id));
-    }
-    if args.iterations == 0 {
-        return Err(CliError::usage("--iterations must be at least 1"));
-    }
-
-    let network = backplane::load_onnx(&model, &options)?;
-    let runtime = backplane::RuntimeBuilder::new().build()?;
-    let optimized = runtime.optimize(&network, &opt_options)?;
-    println!("model: {}", model.display());
-    let counts = optimized
-        .layer_counts()
-        .iter()
-        .map(|(b, n)| format!("{b}: {n} layer{}", if *n == 1 { "" } else { "s" }))
-        .collect::<Vec<_>>()
-        .join(", ");
-    println!("backends: {counts}");
-    let id = runtime.load_network(optimized)?;
-
-    let given: HashMap<&str, &Tensor> = inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
-    let loaded = runtime
-        .network(id)
-        .map_err(|e| CliError::failed(e.to_string()))?;
-    for &t in loaded.network().inputs() {
-        let e = loaded.network().tensor(t);
-        if !given.contains_key(e.name.as_str()) {
-            return Err(CliError::usage(format!(
-                "input '{}' ({}) was not given: pass --input {}=FILE.npy",
-                e.name, e.info, e.name
-            )));
-        }
-    }
-    let named: Vec<(&str, &Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
+    let session = prepare(&model, &args.common, preset)?;
+    let named = session.named_inputs();
     let mut times = Vec::with_capacity(args.iterations);
     let mut outputs = Vec::new();
     let mut runs = Vec::new();
     for _ in 0..args.iterations {
         let start = Instant::now();
         if args.profile.is_some() {
-            let (o, timings) = runtime.execute_profiled(id, &named)?;
+            let (o, timings) = session.runtime.execute_profiled(session.id, &named)?;
             outputs = o;
             runs.push(timings);
         } else {
-            outputs = runtime.execute(id, &named)?;
+            outputs = session.runtime.execute(session.id, &named)?;
         }
         times.push(start.elapsed());
     }
-    for (name, t) in &outputs {
-        print_output(name, t, args.top_k, labels.as_deref());
-    }
     times.sort();
+    let counts = session.optimized.layer_counts();
+
+    if let Some(dir) = &args.output_dir {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| CliError::failed(format!("{}: {e}", dir.display())))?;
+        for (name, t) in &outputs {
+            backplane::npy::write_file(&dir.join(format!("{}.npy", file_name_for(name))), t)?;
+        }
+    }
+    let mut mismatches = Vec::new();
+    if let Some(dir) = &args.compare {
+        for (name, t) in &outputs {
+            let path = dir.join(format!("{}.npy", file_name_for(name)));
+            let expected = backplane::npy::read_file(&path)?;
+            if let Some(why) = mismatch(t, &expected, args.rtol, args.atol) {
+                mismatches.push((name.clone(), why));
+            }
+        }
+    }
+
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
-    println!(
-        "latency: median {:.3} ms over {} iteration{} (min {:.3} ms, max {:.3} ms)",
-        ms(times[times.len() / 2]),
-        times.len(),
-        if times.len() == 1 { "" } else { "s" },
-        ms(times[0]),
-        ms(times[times.len() - 1])
-    );
+    if args.json {
+        let doc = serde_json::json!({
+            "model": model.display().to_string(),
+            "backends": counts.iter().map(|(b, n)| serde_json::json!({"backend": b.as_str(), "layers": n})).collect::<Vec<_>>(),
+            "outputs": outputs.iter().map(|(name, t)| serde_json::json!({
+                "name": name,
+                "dtype": t.dtype().name(),
+                "shape": t.shape().dims(),
+                "values": t.to_f64_vec().iter().map(|v| if v.is_finite() { serde_json::json!(v) } else { serde_json::json!(v.to_string()) }).collect::<Vec<_>>(),
+            })).collect::<Vec<_>>(),
+            "latency_ms": {
+                "median": ms(times[times.len() / 2]),
+                "min": ms(times[0]),
+                "max": ms(times[times.len() - 1]),
+                "iterations": times.len(),
+            },
+            "compare": args.compare.as_ref().map(|_| serde_json::json!({
+                "matched": mismatches.is_empty(),
+                "mismatches": mismatches.iter().map(|(n, w)| serde_json::json!({"output": n, "reason": w})).collect::<Vec<_>>(),
+            })),
+        });
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&doc).map_err(|e| CliError::failed(e.to_string()))?
+        );
+    } else {
+        println!("model: {}", model.display());
+        let text = counts
+            .iter()
+            .map(|(b, n)| format!("{b}: {n} layer{}", if *n == 1 { "" } else { "s" }))
+            .collect::<Vec<_>>()
+            .join(", ");
+        println!("backends: {text}");
+        for (name, t) in &outputs {
+            print_output(name, t, args.top_k, labels.as_deref());
+        }
+        println!(
+            "latency: median {:.3} ms over {} iteration{} (min {:.3} ms, max {:.3} ms)",
+            ms(times[times.len() / 2]),
+            times.len(),
+            if times.len() == 1 { "" } else { "s" },
+            ms(times[0]),
+            ms(times[times.len() - 1])
+        );
+        if let Some(dir) = &args.output_dir {
+            println!("outputs written to {}", dir.display());
+        }
+        if args.compare.is_some() && mismatches.is_empty() {
+            println!(
+                "compare: every output matches (rtol {}, atol {})",
+                args.rtol, args.atol
+            );
+        }
+    }
     if let Some(path) = &args.profile {
         crate::profile::write_trace(path, &runs)?;
-        crate::profile::print_top(&runs);
-        println!("profile written to {}", path.display());
+        if !args.json {
+            crate::profile::print_top(&runs);
+            println!("profile written to {}", path.display());
+        }
+    }
+    if !mismatches.is_empty() {
+        let list = mismatches
+            .iter()
+            .map(|(n, w)| format!("  output '{n}': {w}"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        return Err(CliError::mismatch(format!(
+            "outputs differ from {}:\n{list}",
+            args.compare.as_deref().unwrap_or(Path::new("")).display()
+        )));
     }
     Ok(())
 }

@@ -8,11 +8,18 @@ use backplane::{
 };
 use std::path::{Path, PathBuf};
 
-/// Arguments naming a model, its inputs and the backends to run it on.
+/// Arguments naming a model and how to run it.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ModelArgs {
     /// The ONNX model.
     pub model: PathBuf,
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+/// Inputs and backends, shared by every command that runs a model.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct CommonArgs {
     /// Backends in order of preference, comma-separated.
     #[arg(long, default_value = "CpuRef")]
     pub backends: String,
@@ -140,9 +147,14 @@ pub fn parse_input_shapes(args: &[String]) -> Result<Vec<(String, Vec<usize>)>, 
         .collect()
 }
 
-/// Import, optimize and load the model; read or generate its inputs.
-pub fn prepare(args: &ModelArgs) -> Result<Session, CliError> {
-    let mut given: Vec<(String, Tensor)> = Vec::new();
+/// Import, optimize and load the model; read or generate its inputs. `preset` inputs (e.g.
+/// the shipped samples) come before those named with --input.
+pub fn prepare(
+    model: &Path,
+    args: &CommonArgs,
+    preset: Vec<(String, Tensor)>,
+) -> Result<Session, CliError> {
+    let mut given = preset;
     for arg in &args.inputs {
         let (name, file) = split_pair(arg, "--input")?;
         given.push((
@@ -156,7 +168,7 @@ pub fn prepare(args: &ModelArgs) -> Result<Session, CliError> {
         .collect();
     shapes.extend(parse_input_shapes(&args.input_shapes)?);
     let (runtime, network, optimized) =
-        import_and_optimize(&args.model, &shapes, &args.backends, &args.layer_backends)?;
+        import_and_optimize(model, &shapes, &args.backends, &args.layer_backends)?;
     let id = runtime.load_network(optimized.clone())?;
     let mut inputs = Vec::new();
     for (i, &t) in network.inputs().iter().enumerate() {
@@ -178,7 +190,7 @@ pub fn prepare(args: &ModelArgs) -> Result<Session, CliError> {
     if let Some((name, _)) = given.first() {
         return Err(CliError::usage(format!(
             "'{name}' is not an input of {}; its inputs are: {}",
-            args.model.display(),
+            model.display(),
             network
                 .inputs()
                 .iter()

@@ -110,3 +110,106 @@ fn errors_name_what_is_wrong_and_exit_non_zero() {
         "{err}"
     );
 }
+
+fn temp_dir(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("backplane-cli-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn compare_against_onnx_runtime_outputs_and_catch_a_mismatch() {
+    let dir = temp_dir("compare");
+    // ONNX Runtime's outputs, stored beside the model, named as --compare expects.
+    for name in ["logits", "probs"] {
+        std::fs::copy(
+            repo().join(format!("testdata/e2e/expected_{name}.npy")),
+            dir.join(format!("{name}.npy")),
+        )
+        .unwrap();
+    }
+    let args = [
+        "run",
+        "testdata/e2e/convnet.onnx",
+        "--input",
+        "x=testdata/e2e/input_x.npy",
+        "--compare",
+    ];
+    let o = backplane(&[&args[..], &[dir.to_str().unwrap()]].concat());
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(out.contains("compare: every output matches"), "{out}");
+
+    // Swap the two expected files: shapes differ, so both outputs mismatch (exit code 3).
+    std::fs::copy(
+        repo().join("testdata/e2e/expected_probs.npy"),
+        dir.join("logits.npy"),
+    )
+    .unwrap();
+    std::fs::copy(
+        repo().join("testdata/e2e/input_x.npy"),
+        dir.join("probs.npy"),
+    )
+    .unwrap();
+    let o = backplane(&[&args[..], &[dir.to_str().unwrap()]].concat());
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("output 'probs'") && err.contains("expected f32[1x3x16x16]"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn output_dir_writes_npy_files_that_compare_equal() {
+    let dir = temp_dir("outdir");
+    let o = backplane(&["run", "--output-dir", dir.to_str().unwrap()]);
+    assert!(o.status.success(), "{:?}", text(&o));
+    let probs = backplane::npy::read_file(&dir.join("probabilities.npy")).unwrap();
+    assert_eq!(probs.shape().dims(), &[5, 10]);
+    let o = backplane(&[
+        "run",
+        "--compare",
+        dir.to_str().unwrap(),
+        "--rtol",
+        "0",
+        "--atol",
+        "0",
+    ]);
+    assert!(o.status.success(), "{:?}", text(&o));
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn json_output_is_machine_readable() {
+    let o = backplane(&["run", "--json", "--iterations", "2"]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(doc["backends"][0]["backend"], "CpuRef");
+    assert_eq!(doc["outputs"][0]["name"], "probabilities");
+    assert_eq!(doc["outputs"][0]["shape"], serde_json::json!([5, 10]));
+    assert_eq!(doc["outputs"][0]["values"].as_array().unwrap().len(), 50);
+    assert_eq!(doc["latency_ms"]["iterations"], 2);
+}
+
+#[test]
+fn generated_inputs_are_reproducible() {
+    let run = |seed: &str| {
+        let o = backplane(&[
+            "run",
+            "testdata/e2e/convnet.onnx",
+            "--generate",
+            "random",
+            "--seed",
+            seed,
+            "--json",
+        ]);
+        assert!(o.status.success(), "{:?}", text(&o));
+        let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        doc["outputs"][1]["values"].clone()
+    };
+    assert_eq!(run("7"), run("7"));
+    assert_ne!(run("7"), run("8"));
+}
