@@ -18,8 +18,42 @@ use std::process::ExitCode;
 #[derive(Debug, Parser)]
 #[command(name = "backplane", version, about)]
 struct Cli {
+    /// Log what backplane decides (-v: info, -vv: debug, -vvv: trace). BACKPLANE_LOG=LEVEL
+    /// does the same.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
     #[command(subcommand)]
     command: Command,
+}
+
+/// Send library logs to stderr at the level asked for by -v flags or BACKPLANE_LOG.
+fn init_logging(verbose: u8) {
+    use tracing::Level;
+    let from_env =
+        std::env::var("BACKPLANE_LOG")
+            .ok()
+            .and_then(|v| match v.to_ascii_lowercase().as_str() {
+                "error" => Some(Level::ERROR),
+                "warn" => Some(Level::WARN),
+                "info" => Some(Level::INFO),
+                "debug" => Some(Level::DEBUG),
+                "trace" => Some(Level::TRACE),
+                _ => None,
+            });
+    let from_flags = match verbose {
+        0 => None,
+        1 => Some(Level::INFO),
+        2 => Some(Level::DEBUG),
+        _ => Some(Level::TRACE),
+    };
+    let level = from_flags.or(from_env).unwrap_or(Level::WARN);
+    let _ = tracing_subscriber::fmt()
+        .with_max_level(level)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .without_time()
+        .try_init();
 }
 
 #[derive(Debug, Subcommand)]
@@ -93,6 +127,7 @@ impl From<backplane::npy::NpyError> for CliError {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    init_logging(cli.verbose);
     let result = match cli.command {
         Command::Run(args) => run::run(&args),
         Command::Bench(args) => bench::bench(&args),

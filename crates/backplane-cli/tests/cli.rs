@@ -213,3 +213,29 @@ fn generated_inputs_are_reproducible() {
     assert_eq!(run("7"), run("7"));
     assert_ne!(run("7"), run("8"));
 }
+
+#[test]
+fn verbose_flags_and_backplane_log_show_decisions_on_stderr() {
+    let o = backplane(&["-v", "run"]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("loaded on [CpuRef]"), "{err}");
+    assert!(!err.contains("assigned to"), "debug lines need -vv: {err}");
+    assert!(!out.contains("INFO"), "logs go to stderr only");
+
+    let o = Command::new(env!("CARGO_BIN_EXE_backplane"))
+        .arg("run")
+        .env("BACKPLANE_LOG", "debug")
+        .current_dir(repo())
+        .output()
+        .unwrap();
+    let (_, err) = text(&o);
+    assert!(
+        err.contains("assigned to CpuRef") && err.contains("conv1"),
+        "{err}"
+    );
+    assert!(
+        !err.contains('\u{1b}'),
+        "no colour codes when stderr is not a terminal"
+    );
+}

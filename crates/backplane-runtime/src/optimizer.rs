@@ -203,6 +203,7 @@ pub(crate) fn optimize(
                 }
             }
             for l in views.failed.iter().flatten() {
+                tracing::info!(layer = %current.layer(*l).name, "{backend_id} rejected it in optimize_subgraph; re-assigning");
                 failed.push(*l);
                 report.refusals.push((
                     current.layer(*l).name.clone(),
@@ -227,6 +228,19 @@ pub(crate) fn optimize(
                 );
             }
             for (backend, s) in &substitutions {
+                tracing::info!(
+                    "{backend} substituted [{}] with [{}]",
+                    s.replaced
+                        .iter()
+                        .map(|l| current.layer(*l).name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    s.replacement
+                        .iter()
+                        .map(|r| r.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
                 report.substitutions.push(SubstitutionRecord {
                     backend: backend.clone(),
                     replaced: s
@@ -360,8 +374,10 @@ fn choose(
         match c.support.is_layer_supported(desc) {
             Support::Supported => {
                 for (b, r) in reasons {
+                    tracing::info!(layer = %desc.name, op = desc.op.name(), "{b} refused it ({r}); falling back to {id}");
                     report.refusals.push((desc.name.clone(), b, r));
                 }
+                tracing::debug!(layer = %desc.name, op = desc.op.name(), "assigned to {id}");
                 return Ok(id.clone());
             }
             Support::Unsupported(r) => reasons.push((id.clone(), r)),

@@ -180,6 +180,14 @@ impl Runtime {
                 }
             }
         }
+        tracing::info!(
+            network = id.0,
+            "loaded on [{}]",
+            used.iter()
+                .map(|b| b.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
         Ok(id)
     }
 
@@ -229,6 +237,7 @@ impl Runtime {
             .write()
             .unwrap_or_else(|e| e.into_inner())
             .remove(&id);
+        tracing::info!(network = id.0, "unloaded");
         for (_, mm) in &net.memory_managers {
             mm.release();
         }
