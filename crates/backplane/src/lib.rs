@@ -2,25 +2,29 @@
 //!
 //! This facade is the one dependency an application needs. The path of a model:
 //!
-//! ```no_run
-//! use backplane::{BackendId, OptimizerOptions, Tensor};
+//! ```
+//! use backplane::{BackendId, ImportOptions, OptimizerOptions};
 //!
 //! # fn main() -> Result<(), backplane::Error> {
+//! # let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
 //! let runtime = backplane::RuntimeBuilder::new().build()?;
-//! let mut options = backplane::ImportOptions::default();
-//! options.dim_values.insert("batch".into(), 1); // the model's symbolic batch size
-//! let network = backplane::load_onnx("models/digits/model.onnx".as_ref(), &options)?;
+//! // The digits model has a symbolic batch size; give it a value.
+//! let options = ImportOptions::default().with_dim("batch", 1);
+//! let network = backplane::load_onnx(&repo.join("models/digits/model.onnx"), &options)?;
 //! let optimized = runtime.optimize(&network, &OptimizerOptions::new(vec![BackendId::new("CpuRef")?]))?;
 //! let id = runtime.load_network(optimized)?;
-//! let image = backplane::npy::read_file("models/digits/samples/digit_3.npy".as_ref())?;
+//! let image = backplane::npy::read_file(&repo.join("models/digits/samples/digit_3.npy"))?;
 //! let outputs = runtime.execute(id, &[("input", &image)])?;
-//! println!("{:?}", outputs[0].1.as_slice::<f32>()?);
+//! let probabilities = outputs[0].1.as_slice::<f32>()?;
+//! assert_eq!(probabilities.len(), 10);
 //! # Ok(()) }
 //! ```
 //!
 //! The crates behind it: [`core`] (IR), [`backend_api`] (what backends implement),
 //! [`runtime`] (registry, optimizer, execution), [`onnx`] (importer) and the backends.
 
+#[cfg(feature = "ndarray")]
+pub mod ndarray_interop;
 pub mod npy;
 
 use std::path::Path;

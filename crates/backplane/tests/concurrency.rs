@@ -15,7 +15,10 @@ fn load(rt: &Runtime, model: &str, dims: &[(&str, usize)]) -> backplane::Network
     }
     let network = backplane::load_onnx(&repo().join(model), &options).unwrap();
     let opt = rt
-        .optimize(&network, &OptimizerOptions::new(vec![BackendId::new("CpuRef").unwrap()]))
+        .optimize(
+            &network,
+            &OptimizerOptions::new(vec![BackendId::new("CpuRef").unwrap()]),
+        )
         .unwrap();
     rt.load_network(opt).unwrap()
 }
@@ -26,7 +29,9 @@ fn eight_threads_two_networks_and_a_load_unload_loop() {
     let digits = load(&rt, "models/digits/model.onnx", &[("batch", 1)]);
     let convnet = load(&rt, "testdata/e2e/convnet.onnx", &[]);
     let samples: Vec<Tensor> = (0..5)
-        .map(|k| npy::read_file(&repo().join(format!("models/digits/samples/digit_{k}.npy"))).unwrap())
+        .map(|k| {
+            npy::read_file(&repo().join(format!("models/digits/samples/digit_{k}.npy"))).unwrap()
+        })
         .collect();
     let x = npy::read_file(&repo().join("testdata/e2e/input_x.npy")).unwrap();
     // Sequential results first: the reference every concurrent run must equal bit for bit.
@@ -90,7 +95,12 @@ fn a_failed_execution_does_not_poison_later_ones() {
     // Non-finite inputs are computed, not rejected: NaN propagates to the output.
     let nan = Tensor::from_vec(vec![1, 1, 8, 8], vec![f32::NAN; 64]).unwrap();
     let out = rt.execute(digits, &[("input", &nan)]).unwrap();
-    assert!(out[0].1.as_slice::<f32>().unwrap().iter().all(|v| v.is_nan()));
+    assert!(out[0]
+        .1
+        .as_slice::<f32>()
+        .unwrap()
+        .iter()
+        .all(|v| v.is_nan()));
     let inf = Tensor::from_vec(vec![1, 1, 8, 8], vec![f32::INFINITY; 64]).unwrap();
     rt.execute(digits, &[("input", &inf)]).unwrap();
     let bad = Tensor::from_vec(vec![2, 1, 8, 8], vec![0.0f32; 128]).unwrap();
