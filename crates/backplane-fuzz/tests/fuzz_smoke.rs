@@ -1,0 +1,58 @@
+//! A bounded fuzzing run of each target on the repo's models: no input may panic.
+
+use backplane_fuzz::{fuzz, load_corpus, mutate, Rng, Target};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+fn corpus() -> Vec<Vec<u8>> {
+    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    load_corpus(&[repo.join("models"), repo.join("testdata/e2e")])
+}
+
+#[test]
+fn mutations_are_deterministic_and_change_the_input() {
+    let corpus = corpus();
+    assert!(corpus.len() >= 2, "seed corpus missing");
+    let (mut a, mut b) = (corpus[0].clone(), corpus[0].clone());
+    mutate(&mut a, &corpus, &mut Rng::new(42));
+    mutate(&mut b, &corpus, &mut Rng::new(42));
+    assert_eq!(a, b);
+    let changed = (0..20u64).filter(|s| {
+        let mut c = corpus[0].clone();
+        mutate(&mut c, &corpus, &mut Rng::new(*s));
+        c != corpus[0]
+    });
+    assert!(changed.count() >= 18);
+}
+
+#[test]
+fn import_target_never_panics() {
+    let s = fuzz(
+        Target::Import,
+        &corpus(),
+        7,
+        3000,
+        Instant::now() + Duration::from_secs(20),
+    );
+    assert!(s.panics.is_empty(), "{:?}", s.panics);
+    assert!(s.executions >= 100, "too few executions: {s:?}");
+    assert!(
+        s.rejected > 0,
+        "mutations should be rejected sometimes: {s:?}"
+    );
+    assert!(s.ok > 0, "some mutated models should still import: {s:?}");
+}
+
+#[test]
+fn pipeline_target_never_panics() {
+    let s = fuzz(
+        Target::Pipeline,
+        &corpus(),
+        11,
+        1500,
+        Instant::now() + Duration::from_secs(20),
+    );
+    assert!(s.panics.is_empty(), "{:?}", s.panics);
+    assert!(s.executions >= 100, "too few executions: {s:?}");
+    assert!(s.ok > 0, "some mutated models should still run: {s:?}");
+}
