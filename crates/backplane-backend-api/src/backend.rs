@@ -109,4 +109,15 @@ pub trait Backend: Send + Sync {
     fn capabilities(&self) -> Capabilities {
         Capabilities::default()
     }
+
+    /// Register the backend's own tensor-handle factories (and the memory managers behind
+    /// them). The default registers none: the backend works on the runtime's host memory.
+    fn register_tensor_handle_factories(&self, _registry: &mut crate::TensorHandleFactoryRegistry) {
+    }
+
+    /// The factories the backend's workloads can read and write, best first (its own and
+    /// other backends'). The default is the host factory only.
+    fn handle_factory_preferences(&self) -> Vec<crate::FactoryId> {
+        vec![crate::FactoryId::host()]
+    }
 }

@@ -15,9 +15,10 @@
 //! The API is versioned by [`BACKEND_API_VERSION`]: the major number changes on any
 //! incompatible change, the minor number on compatible additions.
 //!
-//! Tensor-handle factories (memory types per backend, zero-copy strategies) are not part of
-//! this version yet: workloads read and write host memory through
-//! [`backplane_core::TensorView`]s that the runtime allocates.
+//! Where tensors live is negotiated through tensor-handle factories ([`TensorHandleFactory`]):
+//! a backend registers the kinds of memory it has and lists, best first, the factories it can
+//! work with. Workloads on host memory read and write [`backplane_core::TensorView`]s; a
+//! workload on memory it cannot map overrides [`Workload::execute_handles`].
 
 mod backend;
 mod context;
@@ -26,6 +27,7 @@ mod id;
 mod memory;
 mod subgraph;
 mod support;
+mod tensor_handle;
 mod workload;
 
 pub use backend::{Backend, BackendOptions, Capabilities, CapabilityValue};
@@ -35,6 +37,10 @@ pub use id::{BackendId, BackendVersion, BACKEND_API_VERSION};
 pub use memory::MemoryManager;
 pub use subgraph::{OptimizationViews, ReplacementLayer, SubgraphView, Substitution, ValueRef};
 pub use support::{LayerDesc, LayerSupport, Support};
+pub use tensor_handle::{
+    DataLayout, FactoryId, FactoryProperties, MemorySources, TensorHandle, TensorHandleFactory,
+    TensorHandleFactoryRegistry,
+};
 pub use workload::{Workload, WorkloadFactory};
 
 /// Re-export of the core crate, so a backend needs one dependency.

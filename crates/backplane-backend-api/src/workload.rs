@@ -1,6 +1,6 @@
 //! Workloads: a layer compiled for one backend, ready to execute.
 
-use crate::{LayerDesc, Result};
+use crate::{BackendError, LayerDesc, Result, TensorHandle};
 use backplane_core::{TensorView, TensorViewMut};
 
 /// Turns layers into workloads. One factory is created per backend per loaded network.
@@ -18,4 +18,27 @@ pub trait Workload: Send + Sync {
     /// Compute the outputs from the inputs. Buffers match the layer's descriptions exactly;
     /// output buffers' prior contents are unspecified.
     fn execute(&self, inputs: &[TensorView<'_>], outputs: &mut [TensorViewMut<'_>]) -> Result<()>;
+
+    /// Compute the outputs from tensor handles. The runtime calls this when some of the
+    /// layer's tensors live in memory other than the host factory's; the default maps every
+    /// handle and calls [`Workload::execute`]. A backend whose memory cannot be mapped
+    /// overrides it and reaches its own handles through [`TensorHandle::as_any`].
+    fn execute_handles(
+        &self,
+        inputs: &[&dyn TensorHandle],
+        outputs: &mut [&mut dyn TensorHandle],
+    ) -> Result<()> {
+        let not_mapped = || {
+            BackendError::Other("a tensor of this layer is in memory that cannot be mapped".into())
+        };
+        let ins = inputs
+            .iter()
+            .map(|h| h.map().ok_or_else(not_mapped))
+            .collect::<Result<Vec<_>>>()?;
+        let mut outs = outputs
+            .iter_mut()
+            .map(|h| h.map_mut().ok_or_else(not_mapped))
+            .collect::<Result<Vec<_>>>()?;
+        self.execute(&ins, &mut outs)
+    }
 }

@@ -128,6 +128,14 @@ pub enum RuntimeError {
         /// Given description.
         actual: String,
     },
+    /// No way to move a tensor between the memories of its producer and a consumer.
+    #[error("no tensor-handle strategy for '{tensor}': {reason}")]
+    NoTensorStrategy {
+        /// The tensor.
+        tensor: String,
+        /// Why.
+        reason: String,
+    },
     /// A core error (invalid graph, sizes).
     #[error(transparent)]
     Core(#[from] CoreError),

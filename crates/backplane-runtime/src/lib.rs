@@ -10,13 +10,19 @@
 //! * [`Runtime::execute`]: checks inputs against the network's descriptions and runs the
 //!   workloads in order.
 
+mod builtin;
 mod error;
+mod host_memory;
 mod loaded;
+pub mod memory_plan;
 mod optimizer;
 mod registry;
 mod runtime;
+pub mod strategy;
 
+pub use builtin::{BuiltinBackend, BUILTIN};
 pub use error::{Result, RuntimeError, UnsupportedLayer};
+pub use host_memory::{HostFactory, OwnedHostHandle};
 pub use loaded::{LayerTiming, LoadedNetwork};
 pub use optimizer::{OptimizationReport, OptimizedNetwork, OptimizerOptions, SubstitutionRecord};
 pub use registry::{BackendFactory, BackendRegistry};

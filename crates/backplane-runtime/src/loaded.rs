@@ -1,8 +1,19 @@
-//! A loaded network: workloads created, memory acquired, ready to execute.
+//! A loaded network: workloads created, memory planned and acquired, ready to execute.
+//!
+//! Every tensor has a *slot*: the caller's input, a constant, a region of the host arena
+//! (planned so that tensors alive at the same time never overlap), or a handle from a
+//! backend's tensor-handle factory. Each execution takes a *working memory* (one arena plus
+//! the handles) from a pool, so executions on several threads never share buffers, and
+//! returns it afterwards: after the first execution nothing is allocated.
 
+use crate::host_memory::{HostView, HostViewMut};
+use crate::memory_plan::{self, Lifetime, MemoryPlan};
 use crate::{NamedTensors, Result, RuntimeError};
-use backplane_backend_api::{BackendError, BackendId, MemoryManager, NetworkId, Workload};
-use backplane_core::{Network, Tensor, TensorKind, TensorView, TensorViewMut};
+use backplane_backend_api::{
+    BackendError, BackendId, FactoryId, MemoryManager, NetworkId, TensorHandle,
+    TensorHandleFactoryRegistry, Workload,
+};
+use backplane_core::{Network, Op, Tensor, TensorId, TensorKind, TensorView, TensorViewMut};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -12,10 +23,23 @@ pub(crate) struct Step {
     pub(crate) workload: Box<dyn Workload>,
 }
 
-/// The per-execution buffers of intermediate tensors, indexed by tensor id. Executions
-/// running at the same time each take their own set from a pool.
+/// Where a tensor's bytes are during an execution.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Slot {
+    /// The caller's input number `n`.
+    Input(usize),
+    /// A constant of the network.
+    Constant(TensorId),
+    /// Bytes `offset..offset + len` of the host arena.
+    Arena { offset: usize, len: usize },
+    /// Handle number `n` of the working memory.
+    Handle(usize),
+}
+
+/// One execution's buffers.
 struct WorkingMemory {
-    tensors: Vec<Option<Tensor>>,
+    arena: Vec<u64>,
+    handles: Vec<Option<Box<dyn TensorHandle>>>,
 }
 
 /// How long one workload took in one execution.
@@ -33,7 +57,62 @@ pub struct LayerTiming {
     pub duration: Duration,
 }
 
-/// A network whose workloads exist and whose memory is acquired.
+/// Where each tensor goes: a slot per tensor (`None` for MemImport outputs, which alias their
+/// input) and the plan of the host arena.
+pub(crate) fn plan_host_memory(
+    network: &Network,
+    factories: &[FactoryId],
+) -> Result<(Vec<Option<usize>>, MemoryPlan)> {
+    let host = FactoryId::host();
+    let n = network.tensors().len();
+    // Follow MemImport chains to the tensor that owns the memory.
+    let owner = |mut t: TensorId| loop {
+        match network.tensor(t).kind {
+            TensorKind::Produced { layer, .. } if network.layer(layer).op == Op::MemImport => {
+                t = network.layer(layer).inputs[0];
+            }
+            _ => return t,
+        }
+    };
+    let steps = network.layers().len();
+    let mut first = vec![usize::MAX; n];
+    let mut last = vec![0usize; n];
+    for (i, layer) in network.layers().iter().enumerate() {
+        for t in &layer.outputs {
+            let o = owner(*t);
+            first[o.0] = first[o.0].min(i);
+            last[o.0] = last[o.0].max(i);
+        }
+        for t in &layer.inputs {
+            let o = owner(*t);
+            last[o.0] = last[o.0].max(i);
+        }
+    }
+    for t in network.outputs() {
+        last[owner(*t).0] = steps;
+    }
+    let mut planned = Vec::new();
+    let mut lifetimes = Vec::new();
+    for (t, e) in network.tensors().iter().enumerate() {
+        let produced = matches!(e.kind, TensorKind::Produced { .. });
+        if produced && owner(TensorId(t)).0 == t && factories.get(t).unwrap_or(&host) == &host {
+            planned.push(t);
+            lifetimes.push(Lifetime {
+                bytes: e.info.num_bytes()?,
+                first: first[t].min(last[t]),
+                last: last[t],
+            });
+        }
+    }
+    let plan = memory_plan::plan(&lifetimes);
+    let mut offsets = vec![None; n];
+    for (k, &t) in planned.iter().enumerate() {
+        offsets[t] = Some(plan.offsets[k]);
+    }
+    Ok((offsets, plan))
+}
+
+/// A network whose workloads exist and whose memory is planned and acquired.
 pub struct LoadedNetwork {
     pub(crate) id: NetworkId,
     pub(crate) network: Network,
@@ -41,7 +120,14 @@ pub struct LoadedNetwork {
     pub(crate) steps: Vec<Step>,
     pub(crate) memory_managers: Vec<(BackendId, Arc<dyn MemoryManager>)>,
     pub(crate) backends_used: Vec<BackendId>,
+    slots: Vec<Slot>,
+    arena_bytes: usize,
+    plan: MemoryPlan,
+    /// For each handle slot: the factory id and the tensor it holds.
+    handle_specs: Vec<(FactoryId, TensorId)>,
+    factories: TensorHandleFactoryRegistry,
     pool: Mutex<Vec<WorkingMemory>>,
+    allocations: std::sync::atomic::AtomicUsize,
 }
 
 impl std::fmt::Debug for LoadedNetwork {
@@ -50,28 +136,86 @@ impl std::fmt::Debug for LoadedNetwork {
             .field("id", &self.id)
             .field("layers", &self.steps.len())
             .field("backends", &self.backends_used)
+            .field("arena_bytes", &self.arena_bytes)
             .finish()
     }
 }
 
+/// What `LoadedNetwork::new` needs besides the workloads.
+pub(crate) struct LoadParts {
+    pub id: NetworkId,
+    pub network: Network,
+    pub assignment: Vec<BackendId>,
+    pub steps: Vec<Step>,
+    pub memory_managers: Vec<(BackendId, Arc<dyn MemoryManager>)>,
+    pub backends_used: Vec<BackendId>,
+    pub factories: Vec<FactoryId>,
+    pub registry: TensorHandleFactoryRegistry,
+}
+
 impl LoadedNetwork {
-    pub(crate) fn new(
-        id: NetworkId,
-        network: Network,
-        assignment: Vec<BackendId>,
-        steps: Vec<Step>,
-        memory_managers: Vec<(BackendId, Arc<dyn MemoryManager>)>,
-        backends_used: Vec<BackendId>,
-    ) -> Self {
-        LoadedNetwork {
+    pub(crate) fn new(parts: LoadParts) -> Result<Self> {
+        let LoadParts {
             id,
             network,
             assignment,
             steps,
             memory_managers,
             backends_used,
-            pool: Mutex::new(Vec::new()),
+            factories,
+            registry,
+        } = parts;
+        let (offsets, plan) = plan_host_memory(&network, &factories)?;
+        let host = FactoryId::host();
+        let mut slots = Vec::with_capacity(network.tensors().len());
+        let mut handle_specs = Vec::new();
+        for (t, e) in network.tensors().iter().enumerate() {
+            let slot = match &e.kind {
+                TensorKind::Input => {
+                    let pos = network.inputs().iter().position(|i| i.0 == t).unwrap_or(0);
+                    Slot::Input(pos)
+                }
+                TensorKind::Constant(_) => Slot::Constant(TensorId(t)),
+                TensorKind::Produced { layer, .. } if network.layer(*layer).op == Op::MemImport => {
+                    // Same memory as the input: resolved below, once that slot exists.
+                    let src = network.layer(*layer).inputs[0];
+                    slots.get(src.0).cloned().unwrap_or(Slot::Constant(src))
+                }
+                TensorKind::Produced { .. } => match offsets[t] {
+                    Some(offset) => Slot::Arena {
+                        offset,
+                        len: e.info.num_bytes()?,
+                    },
+                    None => {
+                        let f = factories.get(t).cloned().unwrap_or_else(|| host.clone());
+                        if registry.get(&f).is_none() {
+                            return Err(RuntimeError::NoTensorStrategy {
+                                tensor: e.name.clone(),
+                                reason: format!("its factory '{f}' is not registered"),
+                            });
+                        }
+                        handle_specs.push((f, TensorId(t)));
+                        Slot::Handle(handle_specs.len() - 1)
+                    }
+                },
+            };
+            slots.push(slot);
         }
+        Ok(LoadedNetwork {
+            id,
+            network,
+            assignment,
+            steps,
+            memory_managers,
+            backends_used,
+            slots,
+            arena_bytes: plan.arena_bytes,
+            plan,
+            handle_specs,
+            factories: registry,
+            pool: Mutex::new(Vec::new()),
+            allocations: std::sync::atomic::AtomicUsize::new(0),
+        })
     }
 
     /// Its id in the runtime.
@@ -94,15 +238,46 @@ impl LoadedNetwork {
         &self.backends_used
     }
 
+    /// The host-memory plan of this network.
+    pub fn memory_plan(&self) -> &MemoryPlan {
+        &self.plan
+    }
+
+    /// How many working-memory sets were ever allocated: one per execution that ran while
+    /// all others were busy; it stays constant across sequential executions.
+    pub fn working_memory_allocations(&self) -> usize {
+        self.allocations.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     fn allocate(&self) -> Result<WorkingMemory> {
-        let mut tensors = Vec::with_capacity(self.network.tensors().len());
-        for e in self.network.tensors() {
-            tensors.push(match e.kind {
-                TensorKind::Produced { .. } => Some(Tensor::zeros(e.info.clone())?),
-                _ => None,
-            });
+        self.allocations
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut handles = Vec::with_capacity(self.handle_specs.len());
+        for (f, t) in &self.handle_specs {
+            let factory = self
+                .factories
+                .get(f)
+                .ok_or_else(|| RuntimeError::NoTensorStrategy {
+                    tensor: self.network.tensor(*t).name.clone(),
+                    reason: format!("its factory '{f}' is not registered"),
+                })?;
+            let handle = factory
+                .create_tensor_handle(&self.network.tensor(*t).info)
+                .map_err(|e| RuntimeError::Backend {
+                    backend: self
+                        .assignment
+                        .first()
+                        .cloned()
+                        .unwrap_or_else(crate::BuiltinBackend::backend_id),
+                    layer: None,
+                    source: Box::new(e),
+                })?;
+            handles.push(Some(handle));
         }
-        Ok(WorkingMemory { tensors })
+        Ok(WorkingMemory {
+            arena: vec![0u64; self.arena_bytes.div_ceil(8)],
+            handles,
+        })
     }
 
     /// Check the inputs and run every workload in order; outputs come back in the network's
@@ -118,11 +293,9 @@ impl LoadedNetwork {
             Some(m) => m,
             None => self.allocate()?,
         };
-        let result = self.run(&bound, &mut mem, profile);
-        let outputs = match result {
-            Ok(()) => self.collect_outputs(&bound, &mem),
-            Err(e) => Err(e),
-        };
+        let outputs = self
+            .run(&bound, &mut mem, profile)
+            .and_then(|()| self.collect_outputs(&bound, &mem));
         if outputs.is_ok() {
             self.pool
                 .lock()
@@ -175,6 +348,10 @@ impl LoadedNetwork {
         Ok(bound)
     }
 
+    fn constant(&self, t: TensorId) -> Option<&Tensor> {
+        self.network.tensor(t).constant().map(|c| c.as_ref())
+    }
+
     fn run(
         &self,
         inputs: &[&Tensor],
@@ -184,102 +361,294 @@ impl LoadedNetwork {
         let started = Instant::now();
         for step in &self.steps {
             let layer = &self.network.layers()[step.layer];
+            if layer.op == Op::MemImport {
+                // Its output is the same memory as its input: nothing to do.
+                continue;
+            }
             let fail = |source: BackendError| RuntimeError::Backend {
                 backend: self.assignment[step.layer].clone(),
                 layer: Some(layer.name.clone()),
                 source: Box::new(source),
             };
-            // Move the outputs out so that inputs can be borrowed from the same memory.
-            let mut outs: Vec<Tensor> = Vec::with_capacity(layer.outputs.len());
-            for t in &layer.outputs {
-                let taken = mem.tensors[t.0].take().ok_or_else(|| {
-                    fail(BackendError::Other(format!(
-                        "output '{}' is computed twice",
-                        self.network.tensor(*t).name
-                    )))
-                })?;
-                outs.push(taken);
-            }
-            let outcome = {
-                let mut in_views: Vec<TensorView<'_>> = Vec::with_capacity(layer.inputs.len());
-                for t in &layer.inputs {
-                    in_views.push(self.view_of(*t, inputs, mem).ok_or_else(|| {
-                        fail(BackendError::Other(format!(
-                            "input '{}' is not available",
-                            self.network.tensor(*t).name
-                        )))
-                    })?);
-                }
-                let mut out_views: Vec<TensorViewMut<'_>> =
-                    outs.iter_mut().map(|t| t.view_mut()).collect();
-                let began = Instant::now();
-                let outcome = catch_unwind(AssertUnwindSafe(|| {
-                    step.workload.execute(&in_views, &mut out_views)
-                }));
-                if let Some(p) = profile.as_deref_mut() {
-                    p.push(LayerTiming {
-                        layer: layer.name.clone(),
-                        op: layer.op.name().to_string(),
-                        backend: self.assignment[step.layer].clone(),
-                        start: began.duration_since(started),
-                        duration: began.elapsed(),
-                    });
-                }
-                outcome
-            };
-            for (t, tensor) in layer.outputs.iter().zip(outs) {
-                mem.tensors[t.0] = Some(tensor);
+            let began = Instant::now();
+            let outcome = self.run_step(step, inputs, mem).map_err(fail)?;
+            if let Some(p) = profile.as_deref_mut() {
+                p.push(LayerTiming {
+                    layer: layer.name.clone(),
+                    op: layer.op.name().to_string(),
+                    backend: self.assignment[step.layer].clone(),
+                    start: began.duration_since(started),
+                    duration: began.elapsed(),
+                });
             }
             match outcome {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => return Err(fail(e)),
+                Ok(()) => {}
                 Err(panic) => {
-                    let msg = panic
-                        .downcast_ref::<&str>()
-                        .map(|s| s.to_string())
-                        .or_else(|| panic.downcast_ref::<String>().cloned())
-                        .unwrap_or_else(|| "unknown panic".into());
                     return Err(fail(BackendError::Other(format!(
-                        "the workload panicked: {msg}"
-                    ))));
+                        "the workload panicked: {panic}"
+                    ))))
                 }
             }
         }
         Ok(())
     }
 
-    fn view_of<'a>(
-        &'a self,
-        t: backplane_core::TensorId,
-        inputs: &[&'a Tensor],
-        mem: &'a WorkingMemory,
-    ) -> Option<TensorView<'a>> {
-        match &self.network.tensor(t).kind {
-            TensorKind::Input => {
-                let pos = self.network.inputs().iter().position(|i| *i == t)?;
-                inputs.get(pos).map(|x| x.view())
+    /// Run one step; the outer error is the backend's, the inner one a caught panic.
+    fn run_step(
+        &self,
+        step: &Step,
+        inputs: &[&Tensor],
+        mem: &mut WorkingMemory,
+    ) -> std::result::Result<std::result::Result<(), String>, BackendError> {
+        let layer = &self.network.layers()[step.layer];
+        // Carve the arena into one disjoint slice per distinct region this step touches:
+        // tensors alive at the same step never overlap, so inputs and outputs are disjoint.
+        let mut regions: Vec<(usize, usize)> = layer
+            .inputs
+            .iter()
+            .chain(&layer.outputs)
+            .filter_map(|t| match self.slots[t.0] {
+                Slot::Arena { offset, len } => Some((offset, len)),
+                _ => None,
+            })
+            .collect();
+        regions.sort_unstable();
+        regions.dedup();
+        let arena = &mut bytemuck_bytes(&mut mem.arena)[..];
+        let mut pieces: Vec<Option<&mut [u8]>> = Vec::with_capacity(regions.len());
+        let mut rest: &mut [u8] = arena;
+        let mut consumed = 0usize;
+        for &(offset, len) in &regions {
+            let skip = offset.checked_sub(consumed).ok_or_else(|| {
+                BackendError::Other("overlapping arena regions in one step".into())
+            })?;
+            if rest.len() < skip + len {
+                return Err(BackendError::Other(
+                    "an arena region lies outside the arena".into(),
+                ));
             }
-            TensorKind::Constant(c) => Some(c.view()),
-            TensorKind::Produced { .. } => mem.tensors.get(t.0)?.as_ref().map(|x| x.view()),
+            let (_, tail) = std::mem::take(&mut rest).split_at_mut(skip);
+            let (piece, tail) = tail.split_at_mut(len);
+            pieces.push(Some(piece));
+            rest = tail;
+            consumed = offset + len;
+        }
+        let region_of = |offset: usize| regions.iter().position(|r| r.0 == offset);
+
+        // Outputs first: writable slices or handles taken out of the working memory.
+        let mut out_arena: Vec<Option<&mut [u8]>> = Vec::with_capacity(layer.outputs.len());
+        let mut out_handles: Vec<Option<(usize, Box<dyn TensorHandle>)>> =
+            Vec::with_capacity(layer.outputs.len());
+        for t in &layer.outputs {
+            match self.slots[t.0] {
+                Slot::Arena { offset, .. } => {
+                    let piece = region_of(offset).and_then(|k| pieces[k].take());
+                    out_arena.push(Some(piece.ok_or_else(|| {
+                        BackendError::Other("an output region is used twice".into())
+                    })?));
+                    out_handles.push(None);
+                }
+                Slot::Handle(k) => {
+                    let h = mem.handles[k].take().ok_or_else(|| {
+                        BackendError::Other("an output handle is used twice".into())
+                    })?;
+                    out_arena.push(None);
+                    out_handles.push(Some((k, h)));
+                }
+                _ => {
+                    return Err(BackendError::Other(format!(
+                        "output '{}' has no writable memory",
+                        self.network.tensor(*t).name
+                    )))
+                }
+            }
+        }
+        let shared: Vec<Option<&[u8]>> = pieces.into_iter().map(|p| p.map(|s| &*s)).collect();
+        let all_host = layer
+            .inputs
+            .iter()
+            .chain(&layer.outputs)
+            .all(|t| !matches!(self.slots[t.0], Slot::Handle(_)));
+        let outcome = if all_host {
+            let mut in_views = Vec::with_capacity(layer.inputs.len());
+            for t in &layer.inputs {
+                in_views.push(self.host_view(*t, inputs, &shared, &regions)?);
+            }
+            let mut out_views: Vec<TensorViewMut<'_>> = Vec::with_capacity(layer.outputs.len());
+            for (t, piece) in layer.outputs.iter().zip(out_arena.iter_mut()) {
+                let data = piece
+                    .take()
+                    .ok_or_else(|| BackendError::Other("missing output region".into()))?;
+                out_views.push(TensorViewMut {
+                    info: &self.network.tensor(*t).info,
+                    data,
+                });
+            }
+            catch_unwind(AssertUnwindSafe(|| {
+                step.workload.execute(&in_views, &mut out_views)
+            }))
+        } else {
+            let mut in_handles: Vec<Box<dyn TensorHandle + '_>> =
+                Vec::with_capacity(layer.inputs.len());
+            for t in &layer.inputs {
+                match self.slots[t.0] {
+                    Slot::Handle(k) => {
+                        let h = mem.handles[k].as_deref().ok_or_else(|| {
+                            BackendError::Other("an input handle is missing".into())
+                        })?;
+                        in_handles.push(Box::new(Borrowed(h)));
+                    }
+                    _ => in_handles.push(Box::new(HostView(
+                        self.host_view(*t, inputs, &shared, &regions)?,
+                    ))),
+                }
+            }
+            let mut outs: Vec<Box<dyn TensorHandle + '_>> = Vec::with_capacity(layer.outputs.len());
+            for ((t, piece), handle) in layer
+                .outputs
+                .iter()
+                .zip(out_arena.iter_mut())
+                .zip(out_handles.iter_mut())
+            {
+                if let Some(data) = piece.take() {
+                    outs.push(Box::new(HostViewMut(TensorViewMut {
+                        info: &self.network.tensor(*t).info,
+                        data,
+                    })));
+                } else if let Some((_, h)) = handle.as_mut() {
+                    outs.push(Box::new(BorrowedMut(h.as_mut())));
+                }
+            }
+            let in_refs: Vec<&dyn TensorHandle> = in_handles.iter().map(|b| b.as_ref()).collect();
+            let mut out_refs: Vec<&mut dyn TensorHandle> = outs
+                .iter_mut()
+                .map(|b| b.as_mut() as &mut dyn TensorHandle)
+                .collect();
+            catch_unwind(AssertUnwindSafe(|| {
+                step.workload.execute_handles(&in_refs, &mut out_refs)
+            }))
+        };
+        for (k, h) in out_handles.into_iter().flatten() {
+            mem.handles[k] = Some(h);
+        }
+        match outcome {
+            Ok(Ok(())) => Ok(Ok(())),
+            Ok(Err(e)) => Err(e),
+            Err(panic) => Ok(Err(panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into()))),
         }
     }
 
-    fn collect_outputs(
-        &self,
-        inputs: &[&Tensor],
-        mem: &WorkingMemory,
-    ) -> Result<Vec<(String, Tensor)>> {
+    fn host_view<'a>(
+        &'a self,
+        t: TensorId,
+        inputs: &[&'a Tensor],
+        shared: &[Option<&'a [u8]>],
+        regions: &[(usize, usize)],
+    ) -> std::result::Result<TensorView<'a>, BackendError> {
+        let info = &self.network.tensor(t).info;
+        let missing = || {
+            BackendError::Other(format!(
+                "input '{}' is not available",
+                self.network.tensor(t).name
+            ))
+        };
+        match self.slots[t.0] {
+            Slot::Input(k) => inputs.get(k).map(|x| x.view()).ok_or_else(missing),
+            Slot::Constant(c) => self.constant(c).map(|x| x.view()).ok_or_else(missing),
+            Slot::Arena { offset, .. } => {
+                let k = regions
+                    .iter()
+                    .position(|r| r.0 == offset)
+                    .ok_or_else(missing)?;
+                let data = shared.get(k).copied().flatten().ok_or_else(missing)?;
+                Ok(TensorView { info, data })
+            }
+            Slot::Handle(_) => Err(missing()),
+        }
+    }
+
+    fn collect_outputs(&self, inputs: &[&Tensor], mem: &WorkingMemory) -> Result<NamedTensors> {
+        let arena = bytemuck_bytes_ref(&mem.arena);
         let mut out = Vec::with_capacity(self.network.outputs().len());
         for &t in self.network.outputs() {
             let e = self.network.tensor(t);
-            let view = self.view_of(t, inputs, mem).ok_or_else(|| {
+            let not_computed = || {
                 RuntimeError::Core(backplane_core::CoreError::InvalidNetwork(format!(
                     "output '{}' was not computed",
                     e.name
                 )))
-            })?;
-            out.push((e.name.clone(), view.to_tensor()?));
+            };
+            let tensor = match self.slots[t.0] {
+                Slot::Input(k) => inputs
+                    .get(k)
+                    .map(|x| (*x).clone())
+                    .ok_or_else(not_computed)?,
+                Slot::Constant(c) => self.constant(c).cloned().ok_or_else(not_computed)?,
+                Slot::Arena { offset, len } => {
+                    Tensor::from_bytes(e.info.clone(), &arena[offset..offset + len])?
+                }
+                Slot::Handle(k) => {
+                    let h = mem
+                        .handles
+                        .get(k)
+                        .and_then(|h| h.as_deref())
+                        .ok_or_else(not_computed)?;
+                    h.map().ok_or_else(not_computed)?.to_tensor()?
+                }
+            };
+            out.push((e.name.clone(), tensor));
         }
         Ok(out)
+    }
+}
+
+fn bytemuck_bytes(words: &mut [u64]) -> &mut [u8] {
+    bytemuck::cast_slice_mut(words)
+}
+
+fn bytemuck_bytes_ref(words: &[u64]) -> &[u8] {
+    bytemuck::cast_slice(words)
+}
+
+/// A borrowed handle, so that handles owned by the working memory can be passed by reference.
+struct Borrowed<'a>(&'a dyn TensorHandle);
+
+impl TensorHandle for Borrowed<'_> {
+    fn info(&self) -> &backplane_core::TensorInfo {
+        self.0.info()
+    }
+    fn map(&self) -> Option<TensorView<'_>> {
+        self.0.map()
+    }
+    fn map_mut(&mut self) -> Option<TensorViewMut<'_>> {
+        None
+    }
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        self.0.as_any()
+    }
+}
+
+/// A writable borrowed handle.
+struct BorrowedMut<'a>(&'a mut dyn TensorHandle);
+
+impl TensorHandle for BorrowedMut<'_> {
+    fn info(&self) -> &backplane_core::TensorInfo {
+        self.0.info()
+    }
+    fn map(&self) -> Option<TensorView<'_>> {
+        self.0.map()
+    }
+    fn map_mut(&mut self) -> Option<TensorViewMut<'_>> {
+        self.0.map_mut()
+    }
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        self.0.as_any()
+    }
+    fn as_any_mut(&mut self) -> Option<&mut dyn std::any::Any> {
+        self.0.as_any_mut()
     }
 }

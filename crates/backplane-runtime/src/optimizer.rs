@@ -65,6 +65,10 @@ pub struct OptimizedNetwork {
     pub(crate) network: Network,
     pub(crate) assignment: Vec<BackendId>,
     pub(crate) report: OptimizationReport,
+    pub(crate) factories: Vec<backplane_backend_api::FactoryId>,
+    pub(crate) handle_factories: backplane_backend_api::TensorHandleFactoryRegistry,
+    pub(crate) tensor_report: crate::strategy::TensorStrategyReport,
+    pub(crate) memory: crate::memory_plan::MemoryPlan,
 }
 
 impl OptimizedNetwork {
@@ -98,6 +102,21 @@ impl OptimizedNetwork {
     /// The optimizer's report.
     pub fn report(&self) -> &OptimizationReport {
         &self.report
+    }
+
+    /// The tensor-handle factory each tensor lives in, indexed like `network().tensors()`.
+    pub fn tensor_factories(&self) -> &[backplane_backend_api::FactoryId] {
+        &self.factories
+    }
+
+    /// The tensor-handle plan: every edge's strategy, copies and bytes copied per execution.
+    pub fn tensor_strategy(&self) -> &crate::strategy::TensorStrategyReport {
+        &self.tensor_report
+    }
+
+    /// The host-memory plan: arena bytes against the sum of tensor sizes and the lower bound.
+    pub fn memory_plan(&self) -> &crate::memory_plan::MemoryPlan {
+        &self.memory
     }
 }
 
@@ -316,15 +335,39 @@ pub(crate) fn optimize(
         .collect();
     let order = grouped_order(&current, &assign);
     let (network, _) = rebuild(&current, &order, &[])?;
-    let assignment = network
+    let assignment: Vec<BackendId> = network
         .layers()
         .iter()
         .map(|l| states[&l.name].backend.clone())
         .collect();
+    // Where each tensor lives, and the copies that needs.
+    let used: Vec<(BackendId, &dyn Backend)> = candidates
+        .iter()
+        .filter(|c| assignment.contains(&c.id))
+        .map(|c| (c.id.clone(), c.backend.as_ref()))
+        .collect();
+    let strategy = crate::strategy::apply(&network, &assignment, &used)?;
+    for e in &strategy.report.edges {
+        if e.strategy != crate::strategy::EdgeStrategy::Direct {
+            tracing::info!(
+                "{} '{}' from {} to {} ({} bytes)",
+                e.strategy,
+                e.tensor,
+                e.from,
+                e.to,
+                e.bytes
+            );
+        }
+    }
+    let memory = crate::loaded::plan_host_memory(&strategy.network, &strategy.factories)?.1;
     Ok(OptimizedNetwork {
-        network,
-        assignment,
+        network: strategy.network,
+        assignment: strategy.assignment,
         report,
+        factories: strategy.factories,
+        handle_factories: strategy.registry,
+        tensor_report: strategy.report,
+        memory,
     })
 }
 

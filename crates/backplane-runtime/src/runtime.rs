@@ -1,6 +1,6 @@
 //! The runtime: owns a backend registry and the backend contexts, loads and runs networks.
 
-use crate::loaded::{LayerTiming, LoadedNetwork, Step};
+use crate::loaded::{LayerTiming, LoadParts, LoadedNetwork, Step};
 use crate::optimizer::{self, OptimizedNetwork, OptimizerOptions};
 use crate::{BackendRegistry, NamedTensors, Result, RuntimeError};
 use backplane_backend_api::{
@@ -38,6 +38,12 @@ impl Runtime {
     /// A runtime over `registry`: creates every backend's context (kept for the runtime's
     /// life). A backend whose context cannot be created is an error naming it.
     pub fn new(registry: BackendRegistry, options: RuntimeOptions) -> Result<Self> {
+        // The builtin backend is part of every runtime; its id is reserved.
+        let mut registry = registry;
+        registry.register(
+            crate::BuiltinBackend::backend_id(),
+            Arc::new(|| Box::new(crate::BuiltinBackend) as Box<dyn Backend>),
+        )?;
         let mut contexts = Vec::new();
         for id in registry.ids() {
             let backend = registry.create(&id)?;
@@ -98,6 +104,8 @@ impl Runtime {
         let OptimizedNetwork {
             network,
             assignment,
+            factories: tensor_factories,
+            handle_factories,
             ..
         } = optimized;
         let mut used: Vec<BackendId> = Vec::new();
@@ -159,14 +167,25 @@ impl Runtime {
                 return Err(ctx_err(b, e));
             }
         }
-        let loaded = LoadedNetwork::new(
+        let loaded = LoadedNetwork::new(LoadParts {
             id,
             network,
             assignment,
             steps,
-            memory_managers,
-            used.clone(),
-        );
+            memory_managers: memory_managers.clone(),
+            backends_used: used.clone(),
+            factories: tensor_factories,
+            registry: handle_factories,
+        });
+        let loaded = match loaded {
+            Ok(l) => l,
+            Err(e) => {
+                for (_, m) in &memory_managers {
+                    m.release();
+                }
+                return Err(e);
+            }
+        };
         self.networks
             .write()
             .unwrap_or_else(|e| e.into_inner())

@@ -160,7 +160,7 @@ fn unknown_backends_and_empty_preferences_are_errors() {
         .unwrap_err();
     assert!(
         err.to_string()
-            .contains("'Nope' is not registered (registered: Arith)"),
+            .contains("'Nope' is not registered (registered: Arith, Builtin)"),
         "{err}"
     );
     let err = rt

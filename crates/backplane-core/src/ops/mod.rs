@@ -58,6 +58,12 @@ pub struct CustomOp {
 pub enum Op {
     /// Copy the input.
     Identity,
+    /// Copy a tensor from one kind of memory to another (inserted by the optimizer between
+    /// backends that cannot share memory; run by the builtin backend).
+    MemCopy,
+    /// Hand a tensor to another kind of memory without copying, where the producer's memory
+    /// can be exported and the consumer's imported (inserted by the optimizer).
+    MemImport,
     /// One-input elementwise function.
     Unary(UnaryOp),
     /// Two-input elementwise function with broadcasting.
@@ -155,6 +161,8 @@ impl Op {
     pub fn name(&self) -> &str {
         match self {
             Op::Identity => "Identity",
+            Op::MemCopy => "MemCopy",
+            Op::MemImport => "MemImport",
             Op::Unary(u) => u.name(),
             Op::Binary(b) => b.name(),
             Op::Conv(_) => "Conv",
@@ -219,7 +227,7 @@ impl Op {
             });
         }
         match self {
-            Op::Identity => Ok(vec![inputs[0].clone()]),
+            Op::Identity | Op::MemCopy | Op::MemImport => Ok(vec![inputs[0].clone()]),
             Op::Unary(_) => elementwise::infer_unary(inputs),
             Op::Binary(b) => elementwise::infer_binary(*b, inputs),
             Op::Conv(c) => c.infer(inputs),

@@ -4,6 +4,8 @@
 use backplane_backend_api::*;
 use backplane_core::ops::{BinaryOp, CustomOp, UnaryOp};
 use backplane_core::{Op, TensorView, TensorViewMut};
+pub mod device;
+
 use std::sync::{Arc, Mutex};
 
 /// Shared event log for context notifications.
