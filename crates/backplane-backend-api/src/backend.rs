@@ -115,6 +115,20 @@ pub trait Backend: Send + Sync {
     fn register_tensor_handle_factories(&self, _registry: &mut crate::TensorHandleFactoryRegistry) {
     }
 
+    /// Use an application's allocator for this backend's tensor memory. The runtime calls it
+    /// on every backend object it creates when the application set an allocator for this
+    /// backend; an error makes the runtime refuse to start, with the reason. The default
+    /// refuses: a backend must opt in.
+    fn use_custom_allocator(
+        &self,
+        _allocator: std::sync::Arc<dyn crate::CustomAllocator>,
+    ) -> std::result::Result<(), String> {
+        Err(format!(
+            "backend '{}' does not support custom allocators",
+            self.id()
+        ))
+    }
+
     /// The factories the backend's workloads can read and write, best first (its own and
     /// other backends'). The default is the host factory only.
     fn handle_factory_preferences(&self) -> Vec<crate::FactoryId> {

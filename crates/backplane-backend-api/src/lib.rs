@@ -20,6 +20,7 @@
 //! work with. Workloads on host memory read and write [`backplane_core::TensorView`]s; a
 //! workload on memory it cannot map overrides [`Workload::execute_handles`].
 
+mod allocator;
 mod backend;
 mod context;
 mod error;
@@ -30,6 +31,7 @@ mod support;
 mod tensor_handle;
 mod workload;
 
+pub use allocator::CustomAllocator;
 pub use backend::{Backend, BackendOptions, Capabilities, CapabilityValue};
 pub use context::{BackendContext, NetworkId};
 pub use error::{BackendError, Result};

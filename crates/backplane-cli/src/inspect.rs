@@ -112,6 +112,28 @@ pub fn inspect(args: &InspectArgs) -> Result<(), CliError> {
             );
         }
     }
+    let plan = optimized.tensor_strategy();
+    println!("\ntensor memory (edge: from -> to, strategy):");
+    for e in &plan.edges {
+        let from = e.producer.as_deref().unwrap_or("(input)");
+        let to = e.consumer.as_deref().unwrap_or("(output)");
+        println!(
+            "  {:<24} {from} -> {to}: {} ({} -> {}, {} bytes)",
+            e.tensor, e.strategy, e.from, e.to, e.bytes
+        );
+    }
+    let memory = optimized.memory_plan();
+    println!(
+        "copies per execution: {} ({} bytes), imports without copy: {}",
+        plan.copies, plan.bytes_copied, plan.imports
+    );
+    println!(
+        "host arena: {} bytes planned for {} bytes of tensors (largest live set {} bytes, ratio {:.2})",
+        memory.arena_bytes,
+        memory.tensor_bytes,
+        memory.lower_bound,
+        if memory.lower_bound == 0 { 1.0 } else { memory.arena_bytes as f64 / memory.lower_bound as f64 }
+    );
     let counts = optimized
         .layer_counts()
         .iter()

@@ -158,3 +158,27 @@ fn inspect_draws_the_partition_as_svg() {
     assert!(texts.contains(&"CpuRef"), "legend missing");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn inspect_prints_the_tensor_memory_plan() {
+    let out = stdout(&backplane(&["inspect", "testdata/e2e/convnet.onnx"]));
+    assert!(
+        out.contains("tensor memory (edge: from -> to, strategy):"),
+        "{out}"
+    );
+    assert!(
+        out.contains("direct (Backplane/Host/Cpu -> Backplane/Host/Cpu"),
+        "{out}"
+    );
+    assert!(out.contains("copies per execution: 0 (0 bytes)"), "{out}");
+    let line = out.lines().find(|l| l.starts_with("host arena:")).unwrap();
+    // "host arena: A bytes planned for S bytes of tensors (largest live set L bytes, ratio R)"
+    let nums: Vec<usize> = line
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|s| !s.is_empty())
+        .take(3)
+        .map(|s| s.parse().unwrap())
+        .collect();
+    let (arena, sum, lower) = (nums[0], nums[1], nums[2]);
+    assert!(lower <= arena && arena < sum, "{line}");
+}

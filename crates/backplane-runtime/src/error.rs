@@ -128,6 +128,14 @@ pub enum RuntimeError {
         /// Given description.
         actual: String,
     },
+    /// A backend refused the custom allocator the application set for it.
+    #[error("backend '{backend}' refused its custom allocator: {reason}")]
+    CustomAllocatorRefused {
+        /// The backend.
+        backend: BackendId,
+        /// Its reason.
+        reason: String,
+    },
     /// No way to move a tensor between the memories of its producer and a consumer.
     #[error("no tensor-handle strategy for '{tensor}': {reason}")]
     NoTensorStrategy {

@@ -45,6 +45,21 @@ impl BackendRegistry {
         before != self.entries.len()
     }
 
+    /// The factory registered under `id`.
+    pub fn factory(&self, id: &BackendId) -> Option<BackendFactory> {
+        self.entries
+            .iter()
+            .find(|(i, _)| i == id)
+            .map(|(_, f)| f.clone())
+    }
+
+    /// Replace the factory of a registered backend (keeping its place in the order).
+    pub(crate) fn replace(&mut self, id: &BackendId, factory: BackendFactory) {
+        if let Some(entry) = self.entries.iter_mut().find(|(i, _)| i == id) {
+            entry.1 = factory;
+        }
+    }
+
     /// Whether `id` is registered.
     pub fn is_registered(&self, id: &BackendId) -> bool {
         self.entries.iter().any(|(i, _)| i == id)

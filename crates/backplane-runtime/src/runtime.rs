@@ -4,7 +4,7 @@ use crate::loaded::{LayerTiming, LoadParts, LoadedNetwork, Step};
 use crate::optimizer::{self, OptimizedNetwork, OptimizerOptions};
 use crate::{BackendRegistry, NamedTensors, Result, RuntimeError};
 use backplane_backend_api::{
-    Backend, BackendContext, BackendId, BackendOptions, LayerDesc, NetworkId,
+    Backend, BackendContext, BackendId, BackendOptions, CustomAllocator, LayerDesc, NetworkId,
 };
 use backplane_core::{Network, Tensor};
 use std::collections::{BTreeMap, HashMap};
@@ -12,10 +12,28 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 /// Options for creating a [`Runtime`].
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct RuntimeOptions {
     /// Options per backend, handed to its context.
     pub backend_options: BTreeMap<BackendId, BackendOptions>,
+    /// An application allocator per backend; a backend that cannot use it makes
+    /// [`Runtime::new`] fail with the backend's reason.
+    pub custom_allocators: BTreeMap<BackendId, Arc<dyn CustomAllocator>>,
+    /// Where to look for dynamic backends (default: the build-time paths).
+    pub dynamic_backends: crate::dynamic::DynamicBackendsOption,
+}
+
+impl std::fmt::Debug for RuntimeOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RuntimeOptions")
+            .field("backend_options", &self.backend_options)
+            .field(
+                "custom_allocators",
+                &self.custom_allocators.keys().collect::<Vec<_>>(),
+            )
+            .field("dynamic_backends", &self.dynamic_backends)
+            .finish()
+    }
 }
 
 /// Loads networks onto backends and runs them. Safe to share between threads.
@@ -24,6 +42,7 @@ pub struct Runtime {
     contexts: Vec<(BackendId, Box<dyn BackendContext>)>,
     networks: RwLock<BTreeMap<NetworkId, Arc<LoadedNetwork>>>,
     next_id: AtomicU64,
+    dynamic: crate::dynamic::DynamicBackendReport,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -44,6 +63,38 @@ impl Runtime {
             crate::BuiltinBackend::backend_id(),
             Arc::new(|| Box::new(crate::BuiltinBackend) as Box<dyn Backend>),
         )?;
+        // Dynamic backends join the registry before anything else uses it; ids already taken
+        // (static backends, the builtin one) are reported, not overridden.
+        let dynamic = crate::dynamic::load_dynamic_backends(&mut registry, &options);
+        // Every backend object of a backend with a custom allocator gets it, as it is created.
+        for (id, allocator) in &options.custom_allocators {
+            let factory = registry
+                .factory(id)
+                .ok_or_else(|| RuntimeError::UnknownBackend {
+                    id: id.to_string(),
+                    registered: registry
+                        .ids()
+                        .iter()
+                        .map(|b| b.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                })?;
+            registry
+                .create(id)?
+                .use_custom_allocator(allocator.clone())
+                .map_err(|reason| RuntimeError::CustomAllocatorRefused {
+                    backend: id.clone(),
+                    reason,
+                })?;
+            let allocator = allocator.clone();
+            let wrapped: crate::BackendFactory = Arc::new(move || {
+                let backend = factory();
+                // Accepted above; a backend that changes its mind keeps its default memory.
+                let _ = backend.use_custom_allocator(allocator.clone());
+                backend
+            });
+            registry.replace(id, wrapped);
+        }
         let mut contexts = Vec::new();
         for id in registry.ids() {
             let backend = registry.create(&id)?;
@@ -69,7 +120,14 @@ impl Runtime {
             contexts,
             networks: RwLock::new(BTreeMap::new()),
             next_id: AtomicU64::new(1),
+            dynamic,
         })
+    }
+
+    /// What dynamic-backend loading did: the backends loaded (id, version, file) and the files
+    /// skipped, with the reason.
+    pub fn dynamic_backends(&self) -> &crate::dynamic::DynamicBackendReport {
+        &self.dynamic
     }
 
     /// The backends this runtime knows.

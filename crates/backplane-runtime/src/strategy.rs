@@ -337,7 +337,7 @@ pub(crate) fn apply(
                 &format!("copy:{}->{}", e.name, host),
                 Op::MemCopy,
                 &[id],
-                &[e.name.clone()],
+                std::slice::from_ref(&e.name),
             )?[0];
             new_assignment.push(builtin.clone());
             grow(&mut new_factories, id, host.clone());

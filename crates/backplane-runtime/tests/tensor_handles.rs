@@ -62,13 +62,16 @@ fn runtime() -> Runtime {
     .unwrap();
     reg.register(id("Act"), Mock::new("Act", &["Relu"], &log).factory())
         .unwrap();
-    let dev = Device { import_host: false };
+    let dev = Device::default();
     reg.register(
         id("Device"),
         Arc::new(move || Box::new(dev.clone()) as Box<dyn backplane_backend_api::Backend>),
     )
     .unwrap();
-    let imp = Device { import_host: true };
+    let imp = Device {
+        import_host: true,
+        ..Default::default()
+    };
     // Same backend code under another id, with a factory that imports host memory.
     reg.register(
         id("Importer"),
@@ -258,4 +261,62 @@ fn the_builtin_backend_is_always_there_and_reserved() {
         Runtime::new(reg, RuntimeOptions::default()),
         Err(RuntimeError::DuplicateBackend(_))
     ));
+}
+
+/// Counts what it hands out.
+#[derive(Default)]
+struct CountingAllocator(std::sync::atomic::AtomicUsize);
+
+impl backplane_backend_api::CustomAllocator for CountingAllocator {
+    fn allocate(&self, bytes: usize, _alignment: usize) -> Result<Vec<u8>, String> {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(vec![0; bytes])
+    }
+    fn free(&self, _buffer: Vec<u8>) {}
+}
+
+#[test]
+fn custom_allocators_are_used_by_backends_that_accept_them_and_refused_clearly_otherwise() {
+    let allocator = Arc::new(CountingAllocator::default());
+    let mut reg = BackendRegistry::new();
+    reg.register(
+        id("Device"),
+        Arc::new(|| Box::new(Device::default()) as Box<dyn backplane_backend_api::Backend>),
+    )
+    .unwrap();
+    let mut options = RuntimeOptions::default();
+    options
+        .custom_allocators
+        .insert(id("Device"), allocator.clone());
+    let rt = Runtime::new(reg, options).unwrap();
+    let caps = rt.backend(&id("Device")).unwrap().capabilities();
+    assert_eq!(
+        caps.get("ProtectedContentAllocation"),
+        Some(&backplane_backend_api::CapabilityValue::Bool(true))
+    );
+    let (opt, y) = run(&rt, OptimizerOptions::new(vec![id("Device")]));
+    assert_eq!(y, EXPECTED);
+    let local_tensors = opt
+        .tensor_factories()
+        .iter()
+        .filter(|f| **f == device::local())
+        .count();
+    assert!(local_tensors >= 1);
+    assert_eq!(
+        allocator.0.load(std::sync::atomic::Ordering::Relaxed),
+        local_tensors,
+        "device memory came from the allocator"
+    );
+
+    let log = Log::default();
+    let mut reg = BackendRegistry::new();
+    reg.register(id("Host"), Mock::new("Host", &["Add"], &log).factory())
+        .unwrap();
+    let mut options = RuntimeOptions::default();
+    options.custom_allocators.insert(id("Host"), allocator);
+    let err = Runtime::new(reg, options).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "backend 'Host' refused its custom allocator: backend 'Host' does not support custom allocators"
+    );
 }

@@ -42,7 +42,9 @@ impl TensorHandle for DeviceHandle {
     }
 }
 
-struct LocalFactory;
+struct LocalFactory {
+    allocator: Option<Arc<dyn CustomAllocator>>,
+}
 
 impl TensorHandleFactory for LocalFactory {
     fn id(&self) -> FactoryId {
@@ -52,6 +54,13 @@ impl TensorHandleFactory for LocalFactory {
         FactoryProperties::default()
     }
     fn create_tensor_handle(&self, info: &TensorInfo) -> Result<Box<dyn TensorHandle>> {
+        if let Some(a) = &self.allocator {
+            // Device memory comes from the application's allocator.
+            let buffer = a
+                .allocate(info.num_bytes()?, 64)
+                .map_err(BackendError::Other)?;
+            a.free(buffer);
+        }
         Ok(Box::new(DeviceHandle {
             info: info.clone(),
             values: vec![0.0; info.shape.elements()],
@@ -84,9 +93,10 @@ impl TensorHandleFactory for StagingFactory {
 }
 
 /// The device backend. With `import_host`, its preferred memory can wrap host buffers.
-#[derive(Clone)]
+#[derive(Clone, Default)]
 pub struct Device {
     pub import_host: bool,
+    pub allocator: Arc<std::sync::Mutex<Option<Arc<dyn CustomAllocator>>>>,
 }
 
 struct DeviceSupport;
@@ -170,7 +180,8 @@ impl Backend for Device {
         Ok(Box::new(DeviceFactory))
     }
     fn register_tensor_handle_factories(&self, registry: &mut TensorHandleFactoryRegistry) {
-        registry.register_factory(Arc::new(LocalFactory));
+        let allocator = self.allocator.lock().unwrap().clone();
+        registry.register_factory(Arc::new(LocalFactory { allocator }));
         registry.register_factory(Arc::new(StagingFactory {
             id: staging(),
             import: MemorySources::NONE,
@@ -181,6 +192,16 @@ impl Backend for Device {
                 import: MemorySources::HOST,
             }));
         }
+    }
+    fn use_custom_allocator(
+        &self,
+        allocator: Arc<dyn CustomAllocator>,
+    ) -> std::result::Result<(), String> {
+        *self.allocator.lock().unwrap() = Some(allocator);
+        Ok(())
+    }
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::default().with("ProtectedContentAllocation", CapabilityValue::Bool(true))
     }
     fn handle_factory_preferences(&self) -> Vec<FactoryId> {
         if self.import_host {
