@@ -57,12 +57,22 @@ pub struct LayerTiming {
     pub duration: Duration,
 }
 
-/// Where each tensor goes: a slot per tensor (`None` for MemImport outputs, which alias their
-/// input) and the plan of the host arena.
-pub(crate) fn plan_host_memory(
-    network: &Network,
-    factories: &[FactoryId],
-) -> Result<(Vec<Option<usize>>, MemoryPlan)> {
+/// Where each host tensor goes in the arena.
+pub(crate) struct HostLayout {
+    /// Absolute byte offset of each host tensor (`None` for tensors elsewhere and for
+    /// MemImport outputs, which share their input's memory).
+    pub offsets: Vec<Option<usize>>,
+    /// The arena plan.
+    pub plan: MemoryPlan,
+    /// Layers that need not run because their outputs are views of their inputs' memory
+    /// (Concat written in place by its producers, Split read in place by its consumers).
+    pub elided: Vec<bool>,
+}
+
+/// Plan the host arena. Concat and Split along an axis with nothing but size-1 axes before
+/// it are *sub-tensor* layers: each part is a contiguous range of the whole, so the parts are
+/// placed inside the whole and the layer copies nothing.
+pub(crate) fn plan_host_memory(network: &Network, factories: &[FactoryId]) -> Result<HostLayout> {
     let host = FactoryId::host();
     let n = network.tensors().len();
     // Follow MemImport chains to the tensor that owns the memory.
@@ -74,42 +84,127 @@ pub(crate) fn plan_host_memory(
             _ => return t,
         }
     };
+    let in_arena = |t: TensorId| {
+        matches!(network.tensor(t).kind, TensorKind::Produced { .. })
+            && owner(t) == t
+            && factories.get(t.0).unwrap_or(&host) == &host
+    };
+    let is_output = |t: TensorId| network.outputs().contains(&t);
+    // Prefix of `dims` before `axis` is all ones: the parts along `axis` are contiguous.
+    let contiguous = |dims: &[usize], axis: i64| {
+        backplane_core::shape::normalize_axis(axis, dims.len())
+            .map(|a| dims[..a].iter().all(|&d| d == 1))
+            .unwrap_or(false)
+    };
+    let mut parent: Vec<Option<(TensorId, usize)>> = vec![None; n];
+    let mut has_children = vec![false; n];
+    let mut elided = vec![false; network.layers().len()];
+    for (i, layer) in network.layers().iter().enumerate() {
+        match &layer.op {
+            Op::Concat { axis } => {
+                let out = layer.outputs[0];
+                let ins = &layer.inputs;
+                let distinct = ins.iter().enumerate().all(|(k, t)| !ins[..k].contains(t));
+                let ok = in_arena(out)
+                    && parent[out.0].is_none()
+                    && contiguous(network.tensor(out).info.shape.dims(), *axis)
+                    && distinct
+                    && ins.iter().all(|t| {
+                        in_arena(*t)
+                            && parent[t.0].is_none()
+                            && !has_children[t.0]
+                            && !is_output(*t)
+                    });
+                if ok {
+                    let mut offset = 0usize;
+                    for t in ins {
+                        parent[t.0] = Some((out, offset));
+                        offset = offset.saturating_add(network.tensor(*t).info.num_bytes()?);
+                    }
+                    has_children[out.0] = true;
+                    elided[i] = true;
+                }
+            }
+            Op::Split { axis, .. } => {
+                let x = layer.inputs[0];
+                let ok = in_arena(x)
+                    && parent[x.0].is_none()
+                    && contiguous(network.tensor(x).info.shape.dims(), *axis)
+                    && layer
+                        .outputs
+                        .iter()
+                        .all(|t| in_arena(*t) && parent[t.0].is_none());
+                if ok {
+                    let mut offset = 0usize;
+                    for t in &layer.outputs {
+                        parent[t.0] = Some((x, offset));
+                        offset = offset.saturating_add(network.tensor(*t).info.num_bytes()?);
+                    }
+                    has_children[x.0] = true;
+                    elided[i] = true;
+                }
+            }
+            _ => {}
+        }
+    }
+    // The tensor whose memory holds `t`, and where in it.
+    let root = |t: TensorId| {
+        let t = owner(t);
+        match parent[t.0] {
+            Some((p, off)) => (p, off),
+            None => (t, 0),
+        }
+    };
     let steps = network.layers().len();
     let mut first = vec![usize::MAX; n];
     let mut last = vec![0usize; n];
     for (i, layer) in network.layers().iter().enumerate() {
         for t in &layer.outputs {
-            let o = owner(*t);
-            first[o.0] = first[o.0].min(i);
-            last[o.0] = last[o.0].max(i);
+            let r = root(*t).0;
+            first[r.0] = first[r.0].min(i);
+            last[r.0] = last[r.0].max(i);
         }
         for t in &layer.inputs {
-            let o = owner(*t);
-            last[o.0] = last[o.0].max(i);
+            let r = root(*t).0;
+            last[r.0] = last[r.0].max(i);
         }
     }
     for t in network.outputs() {
-        last[owner(*t).0] = steps;
+        last[root(*t).0 .0] = steps;
     }
     let mut planned = Vec::new();
     let mut lifetimes = Vec::new();
-    for (t, e) in network.tensors().iter().enumerate() {
-        let produced = matches!(e.kind, TensorKind::Produced { .. });
-        if produced && owner(TensorId(t)).0 == t && factories.get(t).unwrap_or(&host) == &host {
+    for t in 0..n {
+        if in_arena(TensorId(t)) && parent[t].is_none() {
             planned.push(t);
             lifetimes.push(Lifetime {
-                bytes: e.info.num_bytes()?,
+                bytes: network.tensors()[t].info.num_bytes()?,
                 first: first[t].min(last[t]),
                 last: last[t],
             });
         }
     }
-    let plan = memory_plan::plan(&lifetimes);
-    let mut offsets = vec![None; n];
+    let mut plan = memory_plan::plan(&lifetimes);
+    plan.sub_tensor_layers = elided.iter().filter(|e| **e).count();
+    let mut root_offset = vec![None; n];
     for (k, &t) in planned.iter().enumerate() {
-        offsets[t] = Some(plan.offsets[k]);
+        root_offset[t] = Some(plan.offsets[k]);
     }
-    Ok((offsets, plan))
+    let offsets: Vec<Option<usize>> = (0..n)
+        .map(|t| {
+            if in_arena(TensorId(t)) {
+                let (r, sub) = root(TensorId(t));
+                root_offset[r.0].map(|o: usize| o + sub)
+            } else {
+                None
+            }
+        })
+        .collect();
+    Ok(HostLayout {
+        offsets,
+        plan,
+        elided,
+    })
 }
 
 /// A network whose workloads exist and whose memory is planned and acquired.
@@ -121,6 +216,7 @@ pub struct LoadedNetwork {
     pub(crate) memory_managers: Vec<(BackendId, Arc<dyn MemoryManager>)>,
     pub(crate) backends_used: Vec<BackendId>,
     slots: Vec<Slot>,
+    elided: Vec<bool>,
     arena_bytes: usize,
     plan: MemoryPlan,
     /// For each handle slot: the factory id and the tensor it holds.
@@ -165,7 +261,11 @@ impl LoadedNetwork {
             factories,
             registry,
         } = parts;
-        let (offsets, plan) = plan_host_memory(&network, &factories)?;
+        let HostLayout {
+            offsets,
+            plan,
+            elided,
+        } = plan_host_memory(&network, &factories)?;
         let host = FactoryId::host();
         let mut slots = Vec::with_capacity(network.tensors().len());
         let mut handle_specs = Vec::new();
@@ -209,6 +309,7 @@ impl LoadedNetwork {
             memory_managers,
             backends_used,
             slots,
+            elided,
             arena_bytes: plan.arena_bytes,
             plan,
             handle_specs,
@@ -361,8 +462,8 @@ impl LoadedNetwork {
         let started = Instant::now();
         for step in &self.steps {
             let layer = &self.network.layers()[step.layer];
-            if layer.op == Op::MemImport {
-                // Its output is the same memory as its input: nothing to do.
+            if layer.op == Op::MemImport || self.elided.get(step.layer).copied().unwrap_or(false) {
+                // Its outputs are the same memory as its inputs: nothing to do.
                 continue;
             }
             let fail = |source: BackendError| RuntimeError::Backend {
@@ -401,39 +502,48 @@ impl LoadedNetwork {
         mem: &mut WorkingMemory,
     ) -> std::result::Result<std::result::Result<(), String>, BackendError> {
         let layer = &self.network.layers()[step.layer];
-        // Carve the arena into one disjoint slice per distinct region this step touches:
-        // tensors alive at the same step never overlap, so inputs and outputs are disjoint.
-        let mut regions: Vec<(usize, usize)> = layer
+        // Carve the arena into disjoint slices, one per union of overlapping regions this
+        // step touches. Outputs never overlap anything alive (the planner guarantees it); two
+        // inputs may (a whole and one of its sub-tensors), and are only read.
+        let mut spans: Vec<(usize, usize)> = layer
             .inputs
             .iter()
             .chain(&layer.outputs)
             .filter_map(|t| match self.slots[t.0] {
-                Slot::Arena { offset, len } => Some((offset, len)),
+                Slot::Arena { offset, len } if len > 0 => Some((offset, offset + len)),
                 _ => None,
             })
             .collect();
-        regions.sort_unstable();
-        regions.dedup();
+        spans.sort_unstable();
+        let mut unions: Vec<(usize, usize)> = Vec::new();
+        for (start, end) in spans {
+            match unions.last_mut() {
+                Some(u) if start < u.1 => u.1 = u.1.max(end),
+                _ => unions.push((start, end)),
+            }
+        }
         let arena = &mut bytemuck_bytes(&mut mem.arena)[..];
-        let mut pieces: Vec<Option<&mut [u8]>> = Vec::with_capacity(regions.len());
+        let mut pieces: Vec<Option<&mut [u8]>> = Vec::with_capacity(unions.len());
         let mut rest: &mut [u8] = arena;
         let mut consumed = 0usize;
-        for &(offset, len) in &regions {
-            let skip = offset.checked_sub(consumed).ok_or_else(|| {
-                BackendError::Other("overlapping arena regions in one step".into())
-            })?;
-            if rest.len() < skip + len {
+        for &(start, end) in &unions {
+            let skip = start.saturating_sub(consumed);
+            if rest.len() < skip + (end - start) {
                 return Err(BackendError::Other(
                     "an arena region lies outside the arena".into(),
                 ));
             }
             let (_, tail) = std::mem::take(&mut rest).split_at_mut(skip);
-            let (piece, tail) = tail.split_at_mut(len);
+            let (piece, tail) = tail.split_at_mut(end - start);
             pieces.push(Some(piece));
             rest = tail;
-            consumed = offset + len;
+            consumed = end;
         }
-        let region_of = |offset: usize| regions.iter().position(|r| r.0 == offset);
+        let union_of = |offset: usize, len: usize| {
+            unions
+                .iter()
+                .position(|u| u.0 <= offset && offset + len <= u.1)
+        };
 
         // Outputs first: writable slices or handles taken out of the working memory.
         let mut out_arena: Vec<Option<&mut [u8]>> = Vec::with_capacity(layer.outputs.len());
@@ -441,11 +551,23 @@ impl LoadedNetwork {
             Vec::with_capacity(layer.outputs.len());
         for t in &layer.outputs {
             match self.slots[t.0] {
-                Slot::Arena { offset, .. } => {
-                    let piece = region_of(offset).and_then(|k| pieces[k].take());
-                    out_arena.push(Some(piece.ok_or_else(|| {
+                Slot::Arena { len: 0, .. } => {
+                    out_arena.push(Some(&mut []));
+                    out_handles.push(None);
+                }
+                Slot::Arena { offset, len } => {
+                    // An output owns its whole union: nothing else it overlaps is alive.
+                    let k = union_of(offset, len)
+                        .filter(|&k| unions[k] == (offset, offset + len))
+                        .ok_or_else(|| {
+                            BackendError::Other(
+                                "an output overlaps another tensor of its step".into(),
+                            )
+                        })?;
+                    let piece = pieces[k].take().ok_or_else(|| {
                         BackendError::Other("an output region is used twice".into())
-                    })?));
+                    })?;
+                    out_arena.push(Some(piece));
                     out_handles.push(None);
                 }
                 Slot::Handle(k) => {
@@ -472,7 +594,7 @@ impl LoadedNetwork {
         let outcome = if all_host {
             let mut in_views = Vec::with_capacity(layer.inputs.len());
             for t in &layer.inputs {
-                in_views.push(self.host_view(*t, inputs, &shared, &regions)?);
+                in_views.push(self.host_view(*t, inputs, &shared, &unions)?);
             }
             let mut out_views: Vec<TensorViewMut<'_>> = Vec::with_capacity(layer.outputs.len());
             for (t, piece) in layer.outputs.iter().zip(out_arena.iter_mut()) {
@@ -499,7 +621,7 @@ impl LoadedNetwork {
                         in_handles.push(Box::new(Borrowed(h)));
                     }
                     _ => in_handles.push(Box::new(HostView(
-                        self.host_view(*t, inputs, &shared, &regions)?,
+                        self.host_view(*t, inputs, &shared, &unions)?,
                     ))),
                 }
             }
@@ -547,7 +669,7 @@ impl LoadedNetwork {
         t: TensorId,
         inputs: &[&'a Tensor],
         shared: &[Option<&'a [u8]>],
-        regions: &[(usize, usize)],
+        unions: &[(usize, usize)],
     ) -> std::result::Result<TensorView<'a>, BackendError> {
         let info = &self.network.tensor(t).info;
         let missing = || {
@@ -559,12 +681,15 @@ impl LoadedNetwork {
         match self.slots[t.0] {
             Slot::Input(k) => inputs.get(k).map(|x| x.view()).ok_or_else(missing),
             Slot::Constant(c) => self.constant(c).map(|x| x.view()).ok_or_else(missing),
-            Slot::Arena { offset, .. } => {
-                let k = regions
+            Slot::Arena { len: 0, .. } => Ok(TensorView { info, data: &[] }),
+            Slot::Arena { offset, len } => {
+                let k = unions
                     .iter()
-                    .position(|r| r.0 == offset)
+                    .position(|u| u.0 <= offset && offset + len <= u.1)
                     .ok_or_else(missing)?;
-                let data = shared.get(k).copied().flatten().ok_or_else(missing)?;
+                let whole = shared.get(k).copied().flatten().ok_or_else(missing)?;
+                let start = offset - unions[k].0;
+                let data = whole.get(start..start + len).ok_or_else(missing)?;
                 Ok(TensorView { info, data })
             }
             Slot::Handle(_) => Err(missing()),

@@ -28,6 +28,8 @@ pub struct MemoryPlan {
     pub tensor_bytes: usize,
     /// The largest set of (aligned) tensors alive at one step: no plan can use less.
     pub lower_bound: usize,
+    /// Concat/Split layers that copy nothing because their parts are placed inside the whole.
+    pub sub_tensor_layers: usize,
 }
 
 fn align(n: usize) -> usize {
@@ -80,6 +82,7 @@ pub fn plan(tensors: &[Lifetime]) -> MemoryPlan {
         arena_bytes: arena,
         tensor_bytes: tensors.iter().map(|t| align(t.bytes)).sum(),
         lower_bound: live.into_iter().max().unwrap_or(0),
+        sub_tensor_layers: 0,
     }
 }
 

@@ -359,7 +359,7 @@ pub(crate) fn optimize(
             );
         }
     }
-    let memory = crate::loaded::plan_host_memory(&strategy.network, &strategy.factories)?.1;
+    let memory = crate::loaded::plan_host_memory(&strategy.network, &strategy.factories)?.plan;
     Ok(OptimizedNetwork {
         network: strategy.network,
         assignment: strategy.assignment,

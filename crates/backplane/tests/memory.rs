@@ -1,0 +1,148 @@
+//! Memory planning with CpuRef: sub-tensors for Concat and Split (no copy, the layer does not
+//! run), planned arena bytes against the lower bound on real models, and identical results.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
+
+use backplane::core::ops::UnaryOp;
+use backplane::core::Op;
+use backplane::{
+    BackendId, DataType, ImportOptions, Network, OptimizerOptions, Tensor, TensorInfo,
+};
+use support::repo;
+
+fn cpuref() -> OptimizerOptions {
+    OptimizerOptions::new(vec![BackendId::new("CpuRef").unwrap()])
+}
+
+/// a, b [2x3] -> neg each -> concat(axis 0) [4x3] -> abs -> split(axis 0, [1, 3]) -> relu each.
+fn network() -> Network {
+    let mut n = Network::new();
+    let info = TensorInfo::new(DataType::F32, vec![2, 3]);
+    let a = n.add_input("a", info.clone()).unwrap();
+    let b = n.add_input("b", info).unwrap();
+    let na = n.add_layer("neg_a", Op::Unary(UnaryOp::Neg), &[a]).unwrap()[0];
+    let nb = n.add_layer("neg_b", Op::Unary(UnaryOp::Neg), &[b]).unwrap()[0];
+    let c = n
+        .add_layer("concat", Op::Concat { axis: 0 }, &[na, nb])
+        .unwrap()[0];
+    let m = n.add_layer("abs", Op::Unary(UnaryOp::Abs), &[c]).unwrap()[0];
+    let parts = n
+        .add_layer(
+            "split",
+            Op::Split {
+                axis: 0,
+                splits: vec![1, 3],
+            },
+            &[m],
+        )
+        .unwrap();
+    let y0 = n
+        .add_layer_named(
+            "relu0",
+            Op::Unary(UnaryOp::Relu),
+            &[parts[0]],
+            &["y0".into()],
+        )
+        .unwrap()[0];
+    let y1 = n
+        .add_layer_named(
+            "relu1",
+            Op::Unary(UnaryOp::Relu),
+            &[parts[1]],
+            &["y1".into()],
+        )
+        .unwrap()[0];
+    // The concatenated tensor is also read directly, beside one of its parts.
+    let s = n
+        .add_layer_named(
+            "sum",
+            Op::Binary(backplane::core::ops::BinaryOp::Add),
+            &[c, m],
+            &["s".into()],
+        )
+        .unwrap()[0];
+    n.mark_output(y0).unwrap();
+    n.mark_output(y1).unwrap();
+    n.mark_output(s).unwrap();
+    n
+}
+
+#[test]
+fn concat_and_split_are_sub_tensors_that_copy_nothing() {
+    let rt = backplane::RuntimeBuilder::new().build().unwrap();
+    let opt = rt.optimize(&network(), &cpuref()).unwrap();
+    assert_eq!(
+        opt.memory_plan().sub_tensor_layers,
+        2,
+        "concat and split placed in place"
+    );
+    let id = rt.load_network(opt).unwrap();
+    let a = Tensor::from_vec(vec![2, 3], vec![1.0f32, -2.0, 3.0, -4.0, 5.0, -6.0]).unwrap();
+    let b = Tensor::from_vec(vec![2, 3], vec![7.0f32, 8.0, -9.0, 10.0, -11.0, 12.0]).unwrap();
+    let (out, timings) = rt.execute_profiled(id, &[("a", &a), ("b", &b)]).unwrap();
+    let ran: Vec<&str> = timings.iter().map(|t| t.layer.as_str()).collect();
+    assert!(
+        !ran.contains(&"concat") && !ran.contains(&"split"),
+        "{ran:?}"
+    );
+    assert_eq!(ran.len(), 6);
+    // Values: c = [-a; -b], m = |c|, y0 = relu(m[0]), y1 = relu(m[1..4]), s = c + m.
+    assert_eq!(out[0].1.as_slice::<f32>().unwrap(), &[1.0, 2.0, 3.0]);
+    assert_eq!(
+        out[1].1.as_slice::<f32>().unwrap(),
+        &[4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0]
+    );
+    assert_eq!(
+        out[2].1.as_slice::<f32>().unwrap(),
+        &[0.0, 4.0, 0.0, 8.0, 0.0, 12.0, 0.0, 0.0, 18.0, 0.0, 22.0, 0.0]
+    );
+}
+
+#[test]
+fn concat_along_an_inner_axis_is_not_a_sub_tensor_but_still_correct() {
+    let mut n = Network::new();
+    let info = TensorInfo::new(DataType::F32, vec![2, 2]);
+    let a = n.add_input("a", info.clone()).unwrap();
+    let na = n.add_layer("neg", Op::Unary(UnaryOp::Neg), &[a]).unwrap()[0];
+    let ab = n.add_layer("abs", Op::Unary(UnaryOp::Abs), &[a]).unwrap()[0];
+    let c = n
+        .add_layer_named("concat", Op::Concat { axis: 1 }, &[na, ab], &["c".into()])
+        .unwrap()[0];
+    n.mark_output(c).unwrap();
+    let rt = backplane::RuntimeBuilder::new().build().unwrap();
+    let opt = rt.optimize(&n, &cpuref()).unwrap();
+    assert_eq!(opt.memory_plan().sub_tensor_layers, 0);
+    let id = rt.load_network(opt).unwrap();
+    let x = Tensor::from_vec(vec![2, 2], vec![1.0f32, -2.0, 3.0, -4.0]).unwrap();
+    let out = rt.execute(id, &[("a", &x)]).unwrap();
+    assert_eq!(
+        out[0].1.as_slice::<f32>().unwrap(),
+        &[-1.0, 2.0, 1.0, 2.0, -3.0, 4.0, 3.0, 4.0]
+    );
+}
+
+/// Planned arena bytes against the largest live set on the shipped and e2e models: the aim
+/// is at most 1.2x.
+#[test]
+fn planned_arena_is_close_to_the_largest_live_set() {
+    let rt = backplane::RuntimeBuilder::new().build().unwrap();
+    for (model, dims) in [
+        ("models/digits/model.onnx", vec![("batch", 8)]),
+        ("testdata/e2e/convnet.onnx", vec![]),
+    ] {
+        let mut options = ImportOptions::default();
+        for (k, v) in dims {
+            options.dim_values.insert(k.into(), v);
+        }
+        let net = backplane::load_onnx(&repo().join(model), &options).unwrap();
+        let plan = rt.optimize(&net, &cpuref()).unwrap().memory_plan().clone();
+        let ratio = plan.arena_bytes as f64 / plan.lower_bound as f64;
+        println!(
+            "{model}: arena {} bytes, tensors {} bytes, lower bound {} bytes, ratio {ratio:.3}",
+            plan.arena_bytes, plan.tensor_bytes, plan.lower_bound
+        );
+        assert!(ratio <= 1.2, "{model}: {ratio}");
+        assert!(plan.arena_bytes < plan.tensor_bytes);
+    }
+}
