@@ -23,7 +23,7 @@ pub mod strategy;
 pub use builtin::{BuiltinBackend, BUILTIN};
 pub use error::{Result, RuntimeError, UnsupportedLayer};
 pub use host_memory::{HostFactory, OwnedHostHandle};
-pub use loaded::{LayerTiming, LoadedNetwork};
+pub use loaded::{LayerTiming, LoadedNetwork, OutputWrite};
 pub use optimizer::{OptimizationReport, OptimizedNetwork, OptimizerOptions, SubstitutionRecord};
 pub use registry::{BackendFactory, BackendRegistry};
 pub use runtime::{Runtime, RuntimeOptions};

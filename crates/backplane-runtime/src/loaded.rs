@@ -42,6 +42,15 @@ struct WorkingMemory {
     handles: Vec<Option<Box<dyn TensorHandle>>>,
 }
 
+/// How an output reached the caller's buffer in `Runtime::execute_into`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutputWrite {
+    /// The output's name.
+    pub name: String,
+    /// Written in place by the layer that computes it (true), or copied once at the end.
+    pub in_place: bool,
+}
+
 /// How long one workload took in one execution.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LayerTiming {
@@ -67,6 +76,8 @@ pub(crate) struct HostLayout {
     /// Layers that need not run because their outputs are views of their inputs' memory
     /// (Concat written in place by its producers, Split read in place by its consumers).
     pub elided: Vec<bool>,
+    /// Tensors that are a sub-tensor of another or have sub-tensors.
+    pub aliased: Vec<bool>,
 }
 
 /// Plan the host arena. Concat and Split along an axis with nothing but size-1 axes before
@@ -200,10 +211,14 @@ pub(crate) fn plan_host_memory(network: &Network, factories: &[FactoryId]) -> Re
             }
         })
         .collect();
+    let aliased = (0..n)
+        .map(|t| parent[t].is_some() || has_children[t])
+        .collect();
     Ok(HostLayout {
         offsets,
         plan,
         elided,
+        aliased,
     })
 }
 
@@ -217,6 +232,7 @@ pub struct LoadedNetwork {
     pub(crate) backends_used: Vec<BackendId>,
     slots: Vec<Slot>,
     elided: Vec<bool>,
+    direct_output: Vec<Option<usize>>,
     arena_bytes: usize,
     plan: MemoryPlan,
     /// For each handle slot: the factory id and the tensor it holds.
@@ -265,7 +281,19 @@ impl LoadedNetwork {
             offsets,
             plan,
             elided,
+            aliased,
         } = plan_host_memory(&network, &factories)?;
+        // Outputs nothing else reads, in plain arena memory, can be written straight into a
+        // caller's buffer.
+        let consumers = network.consumers();
+        let direct_output: Vec<Option<usize>> = (0..network.tensors().len())
+            .map(|t| {
+                let k = network.outputs().iter().position(|o| o.0 == t)?;
+                let plain = offsets[t].is_some() && !aliased[t] && consumers[t].is_empty();
+                let produced_once = network.outputs().iter().filter(|o| o.0 == t).count() == 1;
+                (plain && produced_once).then_some(k)
+            })
+            .collect();
         let host = FactoryId::host();
         let mut slots = Vec::with_capacity(network.tensors().len());
         let mut handle_specs = Vec::new();
@@ -310,6 +338,7 @@ impl LoadedNetwork {
             backends_used,
             slots,
             elided,
+            direct_output,
             arena_bytes: plan.arena_bytes,
             plan,
             handle_specs,
@@ -395,7 +424,7 @@ impl LoadedNetwork {
             None => self.allocate()?,
         };
         let outputs = self
-            .run(&bound, &mut mem, profile)
+            .run(&bound, &mut mem, profile, &mut [])
             .and_then(|()| self.collect_outputs(&bound, &mem));
         if outputs.is_ok() {
             self.pool
@@ -404,6 +433,97 @@ impl LoadedNetwork {
                 .push(mem);
         }
         outputs
+    }
+
+    /// Like `execute`, writing the outputs into the caller's tensors. Outputs that no layer
+    /// reads are written in place by the layer that computes them; the others are copied once
+    /// at the end. On error, the caller's tensors hold unspecified values: the error is the
+    /// mark that they are invalid.
+    pub(crate) fn execute_into(
+        &self,
+        inputs: &[(&str, &Tensor)],
+        outputs: &mut [(&str, &mut Tensor)],
+    ) -> Result<Vec<OutputWrite>> {
+        let bound = self.bind_inputs(inputs)?;
+        // Every output, once, with its exact description, in the network's order.
+        let mut order = Vec::with_capacity(self.network.outputs().len());
+        for &t in self.network.outputs() {
+            let e = self.network.tensor(t);
+            let pos = outputs
+                .iter()
+                .position(|(n, _)| *n == e.name)
+                .ok_or_else(|| RuntimeError::MissingInput {
+                    name: e.name.clone(),
+                    expected: e.info.to_string(),
+                    all: "output buffers for every network output".into(),
+                })?;
+            if !outputs[pos].1.info().same_layout(&e.info) {
+                return Err(RuntimeError::InputMismatch {
+                    name: e.name.clone(),
+                    expected: e.info.to_string(),
+                    actual: outputs[pos].1.info().to_string(),
+                });
+            }
+            order.push(pos);
+        }
+        if outputs.len() != order.len() {
+            return Err(RuntimeError::UnknownInput {
+                name: "an output buffer".into(),
+                all: "one buffer per network output".into(),
+            });
+        }
+        let taken = self.pool.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let mut mem = match taken {
+            Some(m) => m,
+            None => self.allocate()?,
+        };
+        let mut writes = Vec::with_capacity(order.len());
+        let result = {
+            // Buffers the computing layers write into, by network output index.
+            let mut direct: Vec<Option<&mut [u8]>> = Vec::with_capacity(order.len());
+            let mut taken_out: Vec<Option<&mut Tensor>> =
+                outputs.iter_mut().map(|(_, t)| Some(&mut **t)).collect();
+            let mut copy_later = Vec::new();
+            for (k, &pos) in order.iter().enumerate() {
+                let t = self.network.outputs()[k];
+                let tensor = taken_out[pos].take();
+                match (self.direct_output[t.0], tensor) {
+                    (Some(_), Some(tensor)) => {
+                        direct.push(Some(tensor.bytes_mut()));
+                        writes.push(OutputWrite {
+                            name: self.network.tensor(t).name.clone(),
+                            in_place: true,
+                        });
+                    }
+                    (_, tensor) => {
+                        direct.push(None);
+                        copy_later.push((k, tensor));
+                        writes.push(OutputWrite {
+                            name: self.network.tensor(t).name.clone(),
+                            in_place: false,
+                        });
+                    }
+                }
+            }
+            self.run(&bound, &mut mem, None, &mut direct)
+                .and_then(|()| {
+                    drop(direct);
+                    let computed = self.collect_outputs(&bound, &mem)?;
+                    for (k, tensor) in copy_later {
+                        if let Some(tensor) = tensor {
+                            tensor.bytes_mut().copy_from_slice(computed[k].1.bytes());
+                        }
+                    }
+                    Ok(())
+                })
+        };
+        if result.is_ok() {
+            self.pool
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(mem);
+        }
+        result.map(|()| writes)
     }
 
     /// For each network input (in order), the caller's tensor, after checking names, types
@@ -458,6 +578,7 @@ impl LoadedNetwork {
         inputs: &[&Tensor],
         mem: &mut WorkingMemory,
         mut profile: Option<&mut Vec<LayerTiming>>,
+        direct: &mut [Option<&mut [u8]>],
     ) -> Result<()> {
         let started = Instant::now();
         for step in &self.steps {
@@ -472,7 +593,7 @@ impl LoadedNetwork {
                 source: Box::new(source),
             };
             let began = Instant::now();
-            let outcome = self.run_step(step, inputs, mem).map_err(fail)?;
+            let outcome = self.run_step(step, inputs, mem, direct).map_err(fail)?;
             if let Some(p) = profile.as_deref_mut() {
                 p.push(LayerTiming {
                     layer: layer.name.clone(),
@@ -500,6 +621,7 @@ impl LoadedNetwork {
         step: &Step,
         inputs: &[&Tensor],
         mem: &mut WorkingMemory,
+        direct: &mut [Option<&mut [u8]>],
     ) -> std::result::Result<std::result::Result<(), String>, BackendError> {
         let layer = &self.network.layers()[step.layer];
         // Carve the arena into disjoint slices, one per union of overlapping regions this
@@ -553,6 +675,17 @@ impl LoadedNetwork {
             match self.slots[t.0] {
                 Slot::Arena { len: 0, .. } => {
                     out_arena.push(Some(&mut []));
+                    out_handles.push(None);
+                }
+                Slot::Arena { .. }
+                    if self.direct_output[t.0]
+                        .is_some_and(|k| direct.get(k).is_some_and(|d| d.is_some())) =>
+                {
+                    let k = self.direct_output[t.0].unwrap_or(0);
+                    let buffer = direct.get_mut(k).and_then(|d| d.take());
+                    out_arena.push(Some(buffer.ok_or_else(|| {
+                        BackendError::Other("an output buffer is used twice".into())
+                    })?));
                     out_handles.push(None);
                 }
                 Slot::Arena { offset, len } => {

@@ -284,6 +284,19 @@ impl Runtime {
         self.network(id)?.execute(inputs, None)
     }
 
+    /// Run a loaded network writing its outputs into the caller's tensors (one per network
+    /// output, by name, with the exact type and shape). Outputs that no layer reads are
+    /// written in place by the layer that computes them, others copied once; the result says
+    /// which. On error the tensors' contents are unspecified.
+    pub fn execute_into(
+        &self,
+        id: NetworkId,
+        inputs: &[(&str, &Tensor)],
+        outputs: &mut [(&str, &mut Tensor)],
+    ) -> Result<Vec<crate::OutputWrite>> {
+        self.network(id)?.execute_into(inputs, outputs)
+    }
+
     /// Like [`Runtime::execute`], also returning how long each workload took, in execution
     /// order.
     pub fn execute_profiled(

@@ -320,3 +320,57 @@ fn custom_allocators_are_used_by_backends_that_accept_them_and_refused_clearly_o
         "backend 'Host' refused its custom allocator: backend 'Host' does not support custom allocators"
     );
 }
+
+#[test]
+fn caller_output_buffers_are_written_in_place_when_nothing_else_reads_them() {
+    let mut n = network();
+    // m is also an output, but relu reads it: it must be copied once.
+    let m = n.find_tensor("m").unwrap();
+    n.mark_output(m).unwrap();
+    let rt = runtime();
+    let id = rt
+        .load_network(
+            rt.optimize(&n, &OptimizerOptions::new(vec![id("Host")]))
+                .unwrap(),
+        )
+        .unwrap();
+    let (a, b) = inputs();
+    let mut y = Tensor::zeros(TensorInfo::new(DataType::F32, vec![2, 3])).unwrap();
+    let mut mm = Tensor::zeros(TensorInfo::new(DataType::F32, vec![2, 3])).unwrap();
+    let writes = rt
+        .execute_into(
+            id,
+            &[("a", &a), ("b", &b)],
+            &mut [("m", &mut mm), ("y", &mut y)],
+        )
+        .unwrap();
+    let how: Vec<(&str, bool)> = writes
+        .iter()
+        .map(|w| (w.name.as_str(), w.in_place))
+        .collect();
+    assert_eq!(how, vec![("y", true), ("m", false)]);
+    assert_eq!(y.as_slice::<f32>().unwrap(), EXPECTED);
+    assert_eq!(
+        mm.as_slice::<f32>().unwrap(),
+        &[1.5, 2.0, -6.0, 12.0, 30.0, -6.0]
+    );
+    // The same results as execute, and the pooled memory is reused.
+    let out = rt.execute(id, &[("a", &a), ("b", &b)]).unwrap();
+    assert_eq!(out[0].1, y);
+    assert_eq!(rt.network(id).unwrap().working_memory_allocations(), 1);
+
+    // A missing or mis-shaped buffer is an error naming it.
+    let err = rt
+        .execute_into(id, &[("a", &a), ("b", &b)], &mut [("y", &mut y)])
+        .unwrap_err();
+    assert!(err.to_string().contains("'m'"), "{err}");
+    let mut wrong = Tensor::zeros(TensorInfo::new(DataType::F32, vec![3, 2])).unwrap();
+    let err = rt
+        .execute_into(
+            id,
+            &[("a", &a), ("b", &b)],
+            &mut [("m", &mut mm), ("y", &mut wrong)],
+        )
+        .unwrap_err();
+    assert!(matches!(err, RuntimeError::InputMismatch { .. }), "{err}");
+}
