@@ -25,6 +25,11 @@
 //! | Pow | base f32, f16, i32 or i64; exponent of any numeric type |
 //! | MatMul, Reduce* (all kinds) | f32, i32, i64 |
 //! | Conv, ConvTranspose, BatchNormalization, Gemm, MaxPool/AveragePool, global pooling, Softmax, LayerNormalization, Resize (linear, cubic) | f32 |
+//! | Expand, Tile, Trilu, GatherElements, GatherND (i32/i64 indices), Where, ScatterND, ScatterElements | all |
+//! | Math (Floor … Mish, HardSigmoid, Elu, …), LogSoftmax, Hardmax, InstanceNormalization, LRN | f32, f16 (Sign: all numeric) |
+//! | Comparisons; And/Or/Xor/Not (bool); Bitwise*, Mod (integers; fmod also floats); BitShift (u8); PRelu | as the op defines |
+//! | ArgMax/ArgMin, TopK, CumSum | numeric; ReduceMax/ReduceMin also bool |
+//! | QuantizeLinear (to i8/u8), DequantizeLinear, DynamicQuantizeLinear | f32/f16 scales |
 //!
 //! f16 elementwise math is computed in f64 and rounded once to f16.
 //!

@@ -4,7 +4,7 @@
 //! ever sees combinations that are listed here.
 
 use backplane_backend_api::{LayerDesc, LayerSupport, Support};
-use backplane_core::ops::{BinaryOp, ResizeMode, UnaryOp};
+use backplane_core::ops::{BinaryOp, ReduceKind, ResizeMode, UnaryOp};
 use backplane_core::{DataType, Op, Quantization, TensorInfo};
 
 /// CpuRef's layer-support oracle.
@@ -84,6 +84,11 @@ pub(crate) fn moves_data_only(op: &Op) -> bool {
         | Op::Slice(_)
         | Op::Gather { .. }
         | Op::Pad(_)
+        | Op::Expand { .. }
+        | Op::Tile { .. }
+        | Op::Trilu { .. }
+        | Op::GatherElements { .. }
+        | Op::GatherND { .. }
         | Op::Cast { .. } => true,
         Op::Resize(r) => r.mode == ResizeMode::Nearest,
         _ => false,
@@ -116,9 +121,33 @@ const INDICES: &[DataType] = &[DataType::I32, DataType::I64];
 fn allowed_types(op: &Op, slot: usize) -> &'static [DataType] {
     match op {
         _ if moves_data_only(op) => match op {
-            Op::Gather { .. } if slot == 1 => INDICES,
+            Op::Gather { .. } | Op::GatherElements { .. } | Op::GatherND { .. } if slot == 1 => {
+                INDICES
+            }
             _ => ANY_TYPE,
         },
+        Op::Math(m) => m.input_types(),
+        Op::BinaryExt(b) => b.input_types(),
+        Op::Where if slot == 0 => &[DataType::Bool],
+        Op::Where => ANY_TYPE,
+        Op::ScatterND { .. } | Op::ScatterElements { .. } if slot == 1 => INDICES,
+        Op::ScatterND { .. } | Op::ScatterElements { .. } => ANY_TYPE,
+        Op::OneHot { .. } if slot == 0 => NUMERIC,
+        Op::OneHot { .. } => ANY_TYPE,
+        Op::ArgReduce(_) | Op::TopK(_) | Op::CumSum { .. } => NUMERIC,
+        Op::Reduce(r) if matches!(r.kind, ReduceKind::Max | ReduceKind::Min) => {
+            &[DataType::F32, DataType::I32, DataType::I64, DataType::Bool]
+        }
+        Op::QuantizeLinear { .. } if slot == 0 => &[DataType::F32, DataType::F16, DataType::I32],
+        Op::QuantizeLinear { .. } if slot == 1 => FLOATS,
+        Op::QuantizeLinear { .. } => &[DataType::I8, DataType::U8],
+        Op::DequantizeLinear { .. } if slot == 1 => FLOATS,
+        Op::DequantizeLinear { .. } => &[DataType::I8, DataType::U8, DataType::I32],
+        Op::DynamicQuantizeLinear => F32_ONLY,
+        Op::LogSoftmax { .. }
+        | Op::Hardmax { .. }
+        | Op::InstanceNormalization { .. }
+        | Op::Lrn { .. } => FLOATS,
         Op::Unary(UnaryOp::Relu | UnaryOp::Abs | UnaryOp::Clip { .. }) => NUMERIC,
         Op::Unary(UnaryOp::Neg) => SIGNED,
         Op::Unary(_) => FLOATS,

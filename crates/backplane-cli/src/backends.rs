@@ -1,13 +1,71 @@
-//! `backplane backends`: what is registered.
+//! `backplane backends`: what is registered, static and dynamic, and why each dynamic-backend
+//! file that was found was not loaded. Also where every command's runtime comes from, so that
+//! `--dynamic-backends-path` and `--no-dynamic-backends` apply to all of them.
 
 use crate::CliError;
+use backplane::runtime::DynamicBackendsOption;
+use backplane::{Runtime, RuntimeOptions};
+use std::path::PathBuf;
+use std::sync::OnceLock;
 
-/// Print every registered backend with its version, API version and capabilities.
-pub fn list() -> Result<(), CliError> {
-    let runtime = backplane::RuntimeBuilder::new().build()?;
+/// Where dynamic backends come from (shared by `run` and `backends`).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct DynamicArgs {
+    /// Load dynamic backends from DIR only, instead of the directories built into backplane.
+    #[arg(long, value_name = "DIR", conflicts_with = "no_dynamic_backends")]
+    pub dynamic_backends_path: Option<PathBuf>,
+    /// Load no dynamic backends at all.
+    #[arg(long)]
+    pub no_dynamic_backends: bool,
+}
+
+impl DynamicArgs {
+    /// The runtime option these flags choose. A relative directory is taken from the current
+    /// directory.
+    pub fn option(&self) -> DynamicBackendsOption {
+        if self.no_dynamic_backends {
+            DynamicBackendsOption::Disabled
+        } else if let Some(dir) = &self.dynamic_backends_path {
+            DynamicBackendsOption::Path(std::path::absolute(dir).unwrap_or_else(|_| dir.clone()))
+        } else {
+            DynamicBackendsOption::BuildTimePaths
+        }
+    }
+}
+
+/// The dynamic-backend choice of this invocation (set once, from the command line).
+static CHOICE: OnceLock<DynamicBackendsOption> = OnceLock::new();
+
+/// Record the command line's dynamic-backend flags for every runtime this process creates.
+pub fn choose(args: &DynamicArgs) {
+    let _ = CHOICE.set(args.option());
+}
+
+/// A runtime with the built-in backends and the dynamic backends the command line chose.
+pub fn runtime() -> Result<Runtime, CliError> {
+    let options = RuntimeOptions {
+        dynamic_backends: CHOICE.get().cloned().unwrap_or_default(),
+        ..RuntimeOptions::default()
+    };
+    Ok(Runtime::new(backplane::builtin_registry(), options)?)
+}
+
+/// Arguments of `backplane backends`.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct BackendsArgs {
+    #[command(flatten)]
+    pub dynamic: DynamicArgs,
+}
+
+/// Print every registered backend (id, version, API version, static or dynamic, file,
+/// capabilities), then the dynamic-backend search: paths, warnings and skipped files.
+pub fn list(args: &BackendsArgs) -> Result<(), CliError> {
+    choose(&args.dynamic);
+    let runtime = runtime()?;
+    let report = runtime.dynamic_backends();
     println!(
-        "{:<10} {:<9} {:<5} {:<7} capabilities",
-        "backend", "version", "api", "kind"
+        "{:<12} {:<9} {:<5} {:<8} {:<12} capabilities",
+        "backend", "version", "api", "kind", "file"
     );
     for id in runtime.registry().ids() {
         let backend = runtime
@@ -20,18 +78,47 @@ pub fn list() -> Result<(), CliError> {
             .map(|(k, v)| format!("{k}={v}"))
             .collect::<Vec<_>>()
             .join(", ");
+        let (kind, file) = match report.backend(&id) {
+            Some(d) => ("dynamic", d.file.display().to_string()),
+            None => ("static", String::from("-")),
+        };
         println!(
-            "{:<10} {:<9} {:<5} {:<7} {}",
+            "{:<12} {:<9} {:<5} {:<8} {:<12} {}",
             id.as_str(),
             backend.version(),
             backend.api_version().to_string(),
-            "static",
+            kind,
+            file,
             if caps.is_empty() {
                 "-".to_string()
             } else {
                 caps
             }
         );
+    }
+    println!();
+    if report.search_paths.is_empty() {
+        println!("dynamic backends: no directory searched");
+    } else {
+        let paths = report
+            .search_paths
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ");
+        println!(
+            "dynamic backends: searched {paths} (plugin ABI {})",
+            backplane::runtime::dynamic::abi_version()
+        );
+    }
+    for w in &report.warnings {
+        println!("warning: {w}");
+    }
+    if !report.rejected.is_empty() {
+        println!("skipped files:");
+        for r in &report.rejected {
+            println!("  {}: {}", r.file.display(), r.reason);
+        }
     }
     Ok(())
 }

@@ -65,7 +65,7 @@ enum Command {
     /// Show a model's inputs, outputs, ops, and how the optimizer placed its layers.
     Inspect(inspect::InspectArgs),
     /// List the registered backends with their versions and capabilities.
-    Backends,
+    Backends(backends::BackendsArgs),
 }
 
 /// An error for the user: what went wrong and what to do.
@@ -132,7 +132,7 @@ fn main() -> ExitCode {
         Command::Run(args) => run::run(&args),
         Command::Bench(args) => bench::bench(&args),
         Command::Inspect(args) => inspect::inspect(&args),
-        Command::Backends => backends::list(),
+        Command::Backends(args) => backends::list(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

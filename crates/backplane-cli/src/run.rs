@@ -38,6 +38,8 @@ pub struct RunArgs {
     /// Write per-layer timings as Chrome-trace JSON and print the 10 slowest layers.
     #[arg(long, value_name = "FILE.json")]
     pub profile: Option<PathBuf>,
+    #[command(flatten)]
+    pub dynamic: crate::backends::DynamicArgs,
 }
 
 /// Where the shipped digits model lives: under the current directory when run from the repo
@@ -138,6 +140,7 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
     if args.iterations == 0 {
         return Err(CliError::usage("--iterations must be at least 1"));
     }
+    crate::backends::choose(&args.dynamic);
     let mut preset = Vec::new();
     let mut labels = None;
     let model = match &args.model {

@@ -132,7 +132,7 @@ pub fn import_and_optimize(
         ));
     }
     let network = backplane::load_onnx(model, &options)?;
-    let runtime = backplane::RuntimeBuilder::new().build()?;
+    let runtime = crate::backends::runtime()?;
     let optimized = runtime.optimize(&network, &opt)?;
     Ok((runtime, network, optimized))
 }

@@ -239,3 +239,183 @@ fn verbose_flags_and_backplane_log_show_decisions_on_stderr() {
         "no colour codes when stderr is not a terminal"
     );
 }
+
+/// The Rust example dynamic backend (CpuRef as `CpuRefDyn`). `cargo test --workspace` builds
+/// it into this target's deps directory (it is a dev-dependency of backplane-runtime); when
+/// only this package's tests were built, it is built here into a separate target directory,
+/// because the cargo running these tests holds the lock on the main one.
+fn rust_plugin() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let deps = exe.parent().unwrap();
+    let so = deps.join("libbackplane_cpuref_dyn.so");
+    if so.is_file() {
+        return so;
+    }
+    let target = deps.join("../../cli-test-plugins");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = Command::new(cargo)
+        .args(["build", "-p", "dynamic-backend-rust", "--target-dir"])
+        .arg(&target)
+        .current_dir(repo())
+        .status()
+        .unwrap();
+    assert!(
+        status.success(),
+        "building the Rust example dynamic backend failed"
+    );
+    let so = target.join("debug/libbackplane_cpuref_dyn.so");
+    assert!(so.is_file(), "{} was not built", so.display());
+    so
+}
+
+/// A directory with the Rust example (as `Backplane_CpuRefDyn_backend.so`), the C example
+/// (as `Acme_ElementwiseC_backend.so`) and two files that are not backends.
+fn plugin_dir(tag: &str) -> PathBuf {
+    let dir = temp_dir(tag);
+    std::fs::copy(rust_plugin(), dir.join("Backplane_CpuRefDyn_backend.so")).unwrap();
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let status = Command::new(cc)
+        .args([
+            "-std=c11",
+            "-O2",
+            "-fPIC",
+            "-shared",
+            "-fvisibility=hidden",
+            "-I",
+        ])
+        .arg(repo().join("include"))
+        .arg("-o")
+        .arg(dir.join("Acme_ElementwiseC_backend.so"))
+        .arg(repo().join("examples/dynamic-backend-c/elementwise_backend.c"))
+        .status()
+        .unwrap();
+    assert!(status.success(), "compiling the C example backend failed");
+    std::fs::write(dir.join("Acme_Broken_backend.so"), "not a shared object").unwrap();
+    std::fs::write(dir.join("notes.txt"), "hello").unwrap();
+    dir
+}
+
+#[test]
+fn backends_shows_dynamic_backends_their_files_and_why_files_were_skipped() {
+    let dir = plugin_dir("backends-dynamic");
+    let o = backplane(&["backends", "--dynamic-backends-path", dir.to_str().unwrap()]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    let line = |id: &str| {
+        out.lines()
+            .find(|l| l.split_whitespace().next() == Some(id))
+            .unwrap_or_else(|| panic!("no {id} in:\n{out}"))
+            .to_string()
+    };
+    let rust = line("CpuRefDyn");
+    assert!(rust.contains("dynamic"), "{rust}");
+    assert!(rust.contains("Backplane_CpuRefDyn_backend.so"), "{rust}");
+    let c = line("ElementwiseC");
+    assert!(
+        c.contains("1.0.0") && c.contains("dynamic") && c.contains("LoadedNetworks=0"),
+        "{c}"
+    );
+    assert!(line("CpuRef").contains("static"));
+    assert!(out.contains("dynamic backends: searched"), "{out}");
+    let skipped = out
+        .lines()
+        .find(|l| l.contains("Acme_Broken_backend.so:"))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(
+        skipped.contains("cannot open it as a shared object"),
+        "{skipped}"
+    );
+    let skipped = out.lines().find(|l| l.contains("notes.txt:")).unwrap();
+    assert!(
+        skipped.contains("does not match <vendor>_<name>_backend.so"),
+        "{skipped}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn run_with_the_rust_dynamic_backend_gives_the_static_cpuref_output() {
+    let dir = plugin_dir("run-dynamic");
+    let path = dir.to_str().unwrap();
+    let json = |args: &[&str]| {
+        let o = backplane(args);
+        let (out, err) = text(&o);
+        assert!(o.status.success(), "{args:?}: {out}\n{err}");
+        serde_json::from_str::<serde_json::Value>(&out).unwrap()
+    };
+    let dynamic = json(&[
+        "run",
+        "--json",
+        "--backends",
+        "CpuRefDyn",
+        "--dynamic-backends-path",
+        path,
+    ]);
+    let reference = json(&[
+        "run",
+        "--json",
+        "--backends",
+        "CpuRef",
+        "--no-dynamic-backends",
+    ]);
+    assert_eq!(dynamic["backends"][0]["backend"], "CpuRefDyn");
+    assert_eq!(dynamic["backends"][0]["layers"], 10);
+    assert_eq!(
+        dynamic["outputs"], reference["outputs"],
+        "identical outputs"
+    );
+    // Split between the C backend (the Relu layers) and CpuRef: the same output.
+    let split = json(&[
+        "run",
+        "--json",
+        "--backends",
+        "ElementwiseC,CpuRef",
+        "--dynamic-backends-path",
+        path,
+    ]);
+    let on_c = split["backends"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["backend"] == "ElementwiseC")
+        .unwrap_or_else(|| panic!("{split}"));
+    assert_eq!(on_c["layers"], 2);
+    assert_eq!(split["outputs"], reference["outputs"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn dynamic_backend_flags_disable_and_validate() {
+    let dir = plugin_dir("flags-dynamic");
+    let path = dir.to_str().unwrap();
+    // Disabled: the dynamic backend is unknown, and the error lists what is registered.
+    let o = backplane(&["run", "--backends", "CpuRefDyn", "--no-dynamic-backends"]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("'CpuRefDyn' is not registered"), "{err}");
+    // Both flags at once is a usage error.
+    let o = backplane(&[
+        "backends",
+        "--no-dynamic-backends",
+        "--dynamic-backends-path",
+        path,
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    // A directory that does not exist: a warning, and the static backends still work.
+    let o = backplane(&[
+        "backends",
+        "--dynamic-backends-path",
+        "/backplane/no/such/dir",
+    ]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        out.contains("warning: the dynamic backends path is not valid"),
+        "{out}"
+    );
+    assert!(
+        out.contains("dynamic backends: no directory searched"),
+        "{out}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

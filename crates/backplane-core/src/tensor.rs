@@ -247,6 +247,10 @@ impl<'a> TensorView<'a> {
     /// The elements as `T` (U8 may also read Bool); fails on a type or alignment mismatch.
     pub fn as_slice<T: Element>(&self) -> Result<&'a [T]> {
         check_dtype(T::DTYPE, self.info.dtype)?;
+        if self.data.is_empty() {
+            // An empty tensor may sit at any address (e.g. a zero-byte arena region).
+            return Ok(&[]);
+        }
         bytemuck::try_cast_slice(self.data).map_err(|e| {
             CoreError::op(
                 "view",
@@ -297,6 +301,9 @@ impl TensorViewMut<'_> {
     /// The elements as `T`, writable; fails on a type or alignment mismatch.
     pub fn as_mut_slice<T: Element>(&mut self) -> Result<&mut [T]> {
         check_dtype(T::DTYPE, self.info.dtype)?;
+        if self.data.is_empty() {
+            return Ok(&mut []);
+        }
         bytemuck::try_cast_slice_mut(self.data).map_err(|e| {
             CoreError::op(
                 "view",

@@ -59,6 +59,21 @@ pub enum OnnxError {
     /// Every such node of the model is listed, not just the first.
     #[error("{}", format_unsupported(.0))]
     UnsupportedOps(Vec<UnsupportedOp>),
+    /// Operator parameters or output shapes depend on the values of graph inputs (a Reshape
+    /// whose shape is an input, a NonZero of an input): import the model specialized on their
+    /// values ([`crate::import_specialized`] or [`crate::ImportOptions::input_values`]).
+    #[error(
+        "the model needs the values of the inputs {} at import (they determine parameters or \
+         shapes); import it specialized on them:{}",
+        .inputs.join(", "),
+        .nodes.iter().map(|n| format!("\n  - {n}")).collect::<String>()
+    )]
+    NeedsInputValues {
+        /// The graph inputs whose values are needed.
+        inputs: Vec<String>,
+        /// The nodes that need them, with the parameter each one needs.
+        nodes: Vec<UnsupportedOp>,
+    },
     /// An input has a symbolic dimension for which no value was given.
     #[error(
         "input '{input}' has the symbolic dimension '{dim_name}' and no value was given for it: \
@@ -141,9 +156,12 @@ pub enum OnnxError {
 
 impl OnnxError {
     /// The unsupported nodes, if this is [`OnnxError::UnsupportedOps`].
+    /// For [`OnnxError::NeedsInputValues`], the nodes that need input values (they cannot be
+    /// imported without a specialization).
     pub fn unsupported_ops(&self) -> &[UnsupportedOp] {
         match self {
             OnnxError::UnsupportedOps(v) => v,
+            OnnxError::NeedsInputValues { nodes, .. } => nodes,
             _ => &[],
         }
     }

@@ -5,7 +5,7 @@ use crate::ops::{self, Dst, Lowering, NodeCx, Src, Step, TxError};
 use crate::proto::{type_proto, GraphProto, ModelProto, NodeProto, TensorProto, ValueInfoProto};
 use crate::tensor::{check_size, dtype_name, map_dtype, Decoded, Loader};
 use crate::{Dim, ImportOptions, ModelInput, OnnxError, UnsupportedOp};
-use backplane_core::{Network, Op, Tensor, TensorId, TensorInfo};
+use backplane_core::{Network, Op, Tensor, TensorId, TensorInfo, TensorKind};
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
@@ -119,6 +119,8 @@ pub(crate) struct Importer<'o> {
     layer_names: HashSet<String>,
     consumed: HashSet<String>,
     unsupported: Vec<UnsupportedOp>,
+    /// Nodes that need the values of graph inputs, with those inputs.
+    needs_values: Vec<(UnsupportedOp, Vec<String>)>,
     options: &'o ImportOptions,
     loader: Loader<'o>,
 }
@@ -128,8 +130,45 @@ impl<'o> Importer<'o> {
         self.values.get(name)
     }
 
+    /// Decode a tensor held by an attribute (e.g. ConstantOfShape's value).
+    pub(crate) fn decode_attr_tensor(
+        &self,
+        tp: &TensorProto,
+        name: &str,
+    ) -> Result<Decoded, OnnxError> {
+        let mut tp = tp.clone();
+        self.loader.decode(&mut tp, name)
+    }
+
+    /// The largest tensor the import may create, in bytes.
+    pub(crate) fn max_tensor_bytes(&self) -> usize {
+        self.options.max_tensor_bytes
+    }
+
     pub(crate) fn network(&self) -> &Network {
         &self.net
+    }
+
+    /// The names of the graph inputs a network tensor depends on.
+    pub(crate) fn inputs_behind(&self, id: TensorId) -> Vec<String> {
+        let mut seen = HashSet::new();
+        let mut stack = vec![id];
+        let mut names = Vec::new();
+        while let Some(t) = stack.pop() {
+            if !seen.insert(t) {
+                continue;
+            }
+            let e = self.net.tensor(t);
+            match &e.kind {
+                TensorKind::Input => names.push(e.name.clone()),
+                TensorKind::Constant(_) => {}
+                TensorKind::Produced { layer, .. } => {
+                    stack.extend(self.net.layer(*layer).inputs.iter().copied());
+                }
+            }
+        }
+        names.sort();
+        names
     }
 
     pub(crate) fn is_consumed(&self, name: &str) -> bool {
@@ -551,6 +590,27 @@ impl<'o> Importer<'o> {
                 self.report(&node, &name, opset, reason);
                 Ok(())
             }
+            Err(TxError::NeedsValues { reason, inputs }) if inputs.is_empty() => {
+                // Computed from constants the importer could not fold: no input to bind.
+                let reason = format!(
+                    "{reason} is not supported: it is computed from constants that were not \
+                     folded (import with an evaluator)"
+                );
+                self.report(&node, &name, opset, reason);
+                Ok(())
+            }
+            Err(TxError::NeedsValues { reason, inputs }) => {
+                let op = UnsupportedOp {
+                    node: name.to_string(),
+                    op_type: node.op_type.clone().unwrap_or_default(),
+                    domain: node.domain.clone().unwrap_or_default(),
+                    opset,
+                    reason,
+                };
+                self.needs_values.push((op, inputs));
+                self.poison_outputs(&node);
+                Ok(())
+            }
             Err(TxError::Skip) => {
                 self.poison_outputs(&node);
                 Ok(())
@@ -600,6 +660,7 @@ pub(crate) fn import(
         layer_names: HashSet::new(),
         consumed: HashSet::new(),
         unsupported: Vec::new(),
+        needs_values: Vec::new(),
         options,
         loader: Loader {
             base_dir,
@@ -632,6 +693,19 @@ pub(crate) fn import(
         }
     }
     for input in &inputs {
+        if let Some(value) = options.input_values.get(&input.name) {
+            if value.dtype() != input.dtype {
+                return Err(OnnxError::invalid(format!(
+                    "the value given for input '{}' is {}, but the input is {}",
+                    input.name,
+                    value.info(),
+                    input.dtype
+                )));
+            }
+            imp.values
+                .insert(input.name.clone(), Value::Known(value.clone()));
+            continue;
+        }
         let dims: Vec<usize> =
             match options.input_shapes.get(&input.name) {
                 Some(d) => d.clone(),
@@ -685,7 +759,22 @@ pub(crate) fn import(
     }
 
     if !imp.unsupported.is_empty() {
-        return Err(OnnxError::UnsupportedOps(imp.unsupported));
+        let mut all = imp.unsupported;
+        all.extend(imp.needs_values.into_iter().map(|(op, _)| op));
+        return Err(OnnxError::UnsupportedOps(all));
+    }
+    if !imp.needs_values.is_empty() {
+        let mut inputs: Vec<String> = imp
+            .needs_values
+            .iter()
+            .flat_map(|(_, i)| i.iter().cloned())
+            .collect();
+        inputs.sort();
+        inputs.dedup();
+        return Err(OnnxError::NeedsInputValues {
+            inputs,
+            nodes: imp.needs_values.into_iter().map(|(op, _)| op).collect(),
+        });
     }
     for o in &graph.output {
         let name = o.name.clone().unwrap_or_default();

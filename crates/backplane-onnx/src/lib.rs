@@ -11,8 +11,9 @@
 //!
 //! Parameters that ONNX passes as constant inputs (Reshape's shape, Slice's starts, Pad's pads,
 //! Resize's scales or sizes, ...) are resolved into the op descriptors; when one is computed at
-//! run time the node is reported as unsupported. All unsupported nodes are reported together in
-//! [`OnnxError::UnsupportedOps`].
+//! run time the import reports [`OnnxError::NeedsInputValues`] with the graph inputs it depends
+//! on, and [`import_specialized`] imports the model for given values of those inputs. All
+//! unsupported nodes are reported together in [`OnnxError::UnsupportedOps`].
 //!
 //! ```no_run
 //! use backplane_onnx::{import_file, ImportOptions};
@@ -33,7 +34,7 @@ mod tensor;
 pub use error::{OnnxError, UnsupportedOp};
 
 use backplane_core::ops::Evaluator;
-use backplane_core::{DataType, Network};
+use backplane_core::{DataType, Network, Tensor};
 use prost::Message;
 use std::collections::HashMap;
 use std::fmt;
@@ -63,6 +64,11 @@ pub struct ImportOptions {
     pub evaluator: Option<Arc<dyn Evaluator + Send + Sync>>,
     /// The largest tensor (initializer, constant, folded value or input) in bytes.
     pub max_tensor_bytes: usize,
+    /// Graph inputs whose values are fixed for this import (a *specialization*): they become
+    /// constants, so that parameters computed from them (a Reshape's shape, a TopK's `k`) and
+    /// data-dependent shapes (NonZero, Unique) resolve at import. See
+    /// [`import_specialized`], which binds exactly the inputs a model needs.
+    pub input_values: HashMap<String, Arc<Tensor>>,
 }
 
 impl Default for ImportOptions {
@@ -72,6 +78,7 @@ impl Default for ImportOptions {
             input_shapes: HashMap::new(),
             evaluator: None,
             max_tensor_bytes: DEFAULT_MAX_TENSOR_BYTES,
+            input_values: HashMap::new(),
         }
     }
 }
@@ -86,6 +93,10 @@ impl fmt::Debug for ImportOptions {
                 &self.evaluator.as_ref().map(|_| "dyn Evaluator"),
             )
             .field("max_tensor_bytes", &self.max_tensor_bytes)
+            .field(
+                "input_values",
+                &self.input_values.keys().collect::<Vec<_>>(),
+            )
             .finish()
     }
 }
@@ -112,6 +123,12 @@ impl ImportOptions {
     /// Set the tensor size limit.
     pub fn with_max_tensor_bytes(mut self, bytes: usize) -> Self {
         self.max_tensor_bytes = bytes;
+        self
+    }
+
+    /// Fix the value of a graph input for this import (see [`ImportOptions::input_values`]).
+    pub fn with_input_value(mut self, input: impl Into<String>, value: Arc<Tensor>) -> Self {
+        self.input_values.insert(input.into(), value);
         self
     }
 }
@@ -223,6 +240,72 @@ pub fn import_model(
     options: &ImportOptions,
 ) -> Result<Network, OnnxError> {
     import::import(model, base_dir, options)
+}
+
+/// Import a model specialized on the values of the inputs it needs at import.
+///
+/// Some models compute operator parameters from their inputs (a Reshape whose shape, or a
+/// Slice whose starts, is a graph input) or have data-dependent output shapes (NonZero,
+/// Unique). backplane networks have static shapes, so such a model is imported for given
+/// values of those inputs: the import reports [`OnnxError::NeedsInputValues`], the inputs
+/// listed there are bound from `values` (as [`ImportOptions::input_values`]) and the import is
+/// repeated until it succeeds or needs an input `values` does not have. Returns the network and
+/// the names of the inputs that were bound (they are no longer inputs of the network; the
+/// caller feeds only the others). A caller that executes many times keys a cache of
+/// specializations by the values of the bound inputs.
+pub fn import_specialized(
+    bytes: &[u8],
+    base_dir: Option<&Path>,
+    options: &ImportOptions,
+    values: &[(String, Tensor)],
+) -> Result<(Network, Vec<String>), OnnxError> {
+    let model = decode(bytes, None)?;
+    let mut options = options.clone();
+    let mut bound: Vec<String> = options.input_values.keys().cloned().collect();
+    loop {
+        match import::import(model.clone(), base_dir, &options) {
+            Err(OnnxError::NeedsInputValues { inputs, nodes }) => {
+                let mut progress = false;
+                for name in &inputs {
+                    if bound.contains(name) {
+                        continue;
+                    }
+                    if let Some((_, t)) = values.iter().find(|(n, _)| n == name) {
+                        options
+                            .input_values
+                            .insert(name.clone(), Arc::new(t.clone()));
+                        bound.push(name.clone());
+                        progress = true;
+                    }
+                }
+                if !progress {
+                    return Err(OnnxError::NeedsInputValues { inputs, nodes });
+                }
+            }
+            Err(e) => return Err(e),
+            Ok(network) => return Ok((network, bound)),
+        }
+    }
+}
+
+/// Decode a serialized `TensorProto` (as the `.pb` files of the ONNX backend tests hold).
+pub fn decode_tensor(bytes: &[u8]) -> Result<Tensor, OnnxError> {
+    let mut tp = proto::TensorProto::decode(bytes).map_err(|e| OnnxError::Decode {
+        path: None,
+        reason: format!("not a TensorProto: {e}"),
+    })?;
+    let name = tp.name.clone().unwrap_or_default();
+    let loader = tensor::Loader {
+        base_dir: None,
+        max_bytes: DEFAULT_MAX_TENSOR_BYTES,
+    };
+    match loader.decode(&mut tp, &name)? {
+        tensor::Decoded::Tensor(t) => Ok(t),
+        tensor::Decoded::Unsupported { dtype, .. } => Err(OnnxError::UnsupportedDataType {
+            what: format!("tensor '{name}'"),
+            dtype,
+        }),
+    }
 }
 
 /// The runtime inputs of a model with their declared types and dimensions, so that a tool can

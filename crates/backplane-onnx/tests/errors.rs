@@ -14,14 +14,11 @@ fn every_unsupported_node_is_listed() {
         .input(input("x", &[1, 4]))
         .input(value_info("k", INT64, Some(&[D::V(1)])))
         .init(ints("shape", &[4, 1]))
-        .node(named(
-            node("TopK", &["x", "k"], &["v", "i"], vec![]),
-            "topk",
-        ))
+        .node(named(node("Unique", &["x"], &["v", "i"], vec![]), "unique"))
         // Downstream of an unsupported node: skipped silently (Relu is fine)...
         .node(named(node("Relu", &["v"], &["r"], vec![]), "relu_after"))
         // ...but an unsupported operator there is still reported.
-        .node(named(node("NonZero", &["r"], &["nz"], vec![]), "nonzero"))
+        .node(named(node("Det", &["r"], &["nz"], vec![]), "det"))
         .node(named(node("FusedConv", &["x"], &["fc"], vec![]), "fused"))
         // A supported op with a run-time parameter.
         .node(named(
@@ -33,7 +30,7 @@ fn every_unsupported_node_is_listed() {
             node("Reshape", &["x", "shape"], &["ok"], vec![]),
             "good",
         ))
-        .node(named(node("Celu", &["ok"], &["celu"], vec![]), "celu"))
+        .node(named(node("Col2Im", &["ok"], &["celu"], vec![]), "col2im"))
         .output("nz")
         .output("fc")
         .output("rk")
@@ -56,21 +53,22 @@ fn every_unsupported_node_is_listed() {
     assert_eq!(
         got,
         vec![
-            ("topk", "TopK", "", 13),
-            ("nonzero", "NonZero", "", 13),
+            ("unique", "Unique", "", 13),
+            ("det", "Det", "", 13),
             ("fused", "FusedConv", "com.microsoft", 1),
+            ("col2im", "Col2Im", "", 13),
+            // Needs the value of an input: listed after the unsupported operators.
             ("dyn_reshape", "Reshape", "", 13),
-            ("celu", "Celu", "", 13),
         ]
     );
-    assert_eq!(u[3].reason, "dynamic shape is not supported yet");
+    assert_eq!(u[4].reason, "dynamic shape (computed at run time)");
     assert!(u[2].reason.contains("com.microsoft"));
     let msg = err.to_string();
     assert!(
         msg.starts_with("the model has 5 nodes that backplane cannot import:"),
         "{msg}"
     );
-    for name in ["topk", "nonzero", "fused", "dyn_reshape", "celu"] {
+    for name in ["unique", "det", "fused", "dyn_reshape", "col2im"] {
         assert!(
             msg.contains(&format!("node '{name}'")),
             "{name} missing in {msg}"
@@ -81,6 +79,33 @@ fn every_unsupported_node_is_listed() {
         "{msg}"
     );
     assert!(!msg.contains("relu_after"));
+}
+
+#[test]
+fn runtime_parameters_ask_for_a_specialization() {
+    let m = Model::new(13)
+        .input(input("x", &[1, 4]))
+        .input(value_info("shape", INT64, Some(&[D::V(2)])))
+        .node(node("Reshape", &["x", "shape"], &["y"], vec![]))
+        .output("y");
+    let bytes = m.bytes();
+    let err = import_bytes(&bytes, None, &ImportOptions::default()).unwrap_err();
+    match &err {
+        OnnxError::NeedsInputValues { inputs, nodes } => {
+            assert_eq!(inputs, &["shape".to_string()]);
+            assert_eq!(nodes[0].op_type, "Reshape");
+        }
+        other => panic!("unexpected {other}"),
+    }
+    let shape = backplane_core::Tensor::from_vec(vec![2], vec![2i64, 2]).unwrap();
+    let values = vec![("shape".to_string(), shape)];
+    let (net, bound) =
+        backplane_onnx::import_specialized(&bytes, None, &ImportOptions::default(), &values)
+            .unwrap();
+    assert_eq!(bound, ["shape"]);
+    assert_eq!(net.inputs().len(), 1);
+    let out = net.outputs()[0];
+    assert_eq!(net.tensor(out).info.shape.dims(), &[2, 2]);
 }
 
 #[test]

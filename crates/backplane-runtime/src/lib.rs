@@ -1,6 +1,9 @@
 //! backplane-runtime: turns a [`Network`](backplane_core::Network) into something that runs.
 //!
 //! * [`BackendRegistry`]: backend factories by id, owned by each runtime (no global state).
+//! * [`dynamic`]: dynamic backends, loaded from shared objects through the plugin C ABI
+//!   into the runtime's own registry when it is created ([`Runtime::dynamic_backends`] says
+//!   what was loaded and why other files were skipped).
 //! * [`optimize`](Runtime::optimize): assigns every layer to the first preferred backend whose
 //!   layer support accepts it (per-layer overrides first), cuts the graph into per-backend
 //!   subgraphs, lets each backend optimize its subgraphs, and re-assigns what a backend
@@ -11,6 +14,7 @@
 //!   workloads in order.
 
 mod builtin;
+pub mod dynamic;
 mod error;
 mod host_memory;
 mod loaded;
@@ -21,6 +25,7 @@ mod runtime;
 pub mod strategy;
 
 pub use builtin::{BuiltinBackend, BUILTIN};
+pub use dynamic::{DynamicBackendReport, DynamicBackendsOption};
 pub use error::{Result, RuntimeError, UnsupportedLayer};
 pub use host_memory::{HostFactory, OwnedHostHandle};
 pub use loaded::{LayerTiming, LoadedNetwork, OutputWrite};

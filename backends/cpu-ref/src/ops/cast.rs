@@ -49,7 +49,7 @@ impl Scalar {
         f16::from_f64(self.to_f64())
     }
 
-    fn to_i64(self) -> i64 {
+    pub(crate) fn to_i64(self) -> i64 {
         match self {
             // `as` truncates toward zero, saturates, and maps NaN to 0.
             Scalar::Float(f) => f as i64,
@@ -58,7 +58,7 @@ impl Scalar {
         }
     }
 
-    fn to_bool(self) -> bool {
+    pub(crate) fn to_bool(self) -> bool {
         match self {
             Scalar::Float(f) => f != 0.0,
             Scalar::Int(i) => i != 0,

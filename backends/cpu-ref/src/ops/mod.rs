@@ -7,17 +7,21 @@
 //! bounds by construction; what can still go wrong depends on the data (a gather index out of
 //! range, an integer division by zero) and is returned as [`BackendError::Execution`].
 
+mod axis;
 pub(crate) mod cast;
 mod conv;
 mod conv_transpose;
 mod elementwise;
 mod erf;
+mod gather_scatter;
 mod indexing;
 mod layout;
+mod math;
 mod matmul;
 mod norm;
 mod numeric;
 mod pool;
+mod quantize;
 mod reduce;
 mod resize;
 
@@ -140,6 +144,65 @@ fn dispatch(op: &Op, inputs: &[TensorView<'_>], outputs: &mut [TensorViewMut<'_>
         Op::Cast { .. } => cast::cast(x, output(outputs)?),
         Op::Pad(desc) => layout::pad(desc, x, output(outputs)?),
         Op::Resize(desc) => resize::resize(desc, x, output(outputs)?),
+        Op::Math(m) => math::math(*m, x, output(outputs)?),
+        Op::BinaryExt(b) => math::binary_ext(*b, x, input(inputs, 1)?, output(outputs)?),
+        Op::Where => math::select(x, input(inputs, 1)?, input(inputs, 2)?, output(outputs)?),
+        Op::ArgReduce(d) => axis::arg_reduce(d, x, output(outputs)?),
+        Op::Expand { .. } => gather_scatter::expand(x, output(outputs)?),
+        Op::Tile { .. } => gather_scatter::tile(x, output(outputs)?),
+        Op::Trilu { upper, k } => gather_scatter::trilu(*upper, *k, x, output(outputs)?),
+        Op::GatherElements { axis } => {
+            gather_scatter::gather_elements(*axis, x, input(inputs, 1)?, output(outputs)?)
+        }
+        Op::GatherND { batch_dims } => {
+            gather_scatter::gather_nd(*batch_dims, x, input(inputs, 1)?, output(outputs)?)
+        }
+        Op::ScatterND { reduction } => gather_scatter::scatter_nd(
+            *reduction,
+            x,
+            input(inputs, 1)?,
+            input(inputs, 2)?,
+            output(outputs)?,
+        ),
+        Op::ScatterElements { axis, reduction } => gather_scatter::scatter_elements(
+            *axis,
+            *reduction,
+            x,
+            input(inputs, 1)?,
+            input(inputs, 2)?,
+            output(outputs)?,
+        ),
+        Op::OneHot { axis, depth } => {
+            gather_scatter::one_hot(*axis, *depth, x, input(inputs, 1)?, output(outputs)?)
+        }
+        Op::TopK(d) => axis::top_k(d, x, outputs),
+        Op::CumSum {
+            axis,
+            exclusive,
+            reverse,
+        } => axis::cum_sum(*axis, *exclusive, *reverse, x, output(outputs)?),
+        Op::LogSoftmax { axis } => axis::log_softmax(*axis, x, output(outputs)?),
+        Op::Hardmax { axis } => axis::hardmax(*axis, x, output(outputs)?),
+        Op::InstanceNormalization { epsilon } => axis::instance_norm(
+            *epsilon,
+            x,
+            input(inputs, 1)?,
+            input(inputs, 2)?,
+            output(outputs)?,
+        ),
+        Op::Lrn {
+            alpha,
+            beta,
+            bias,
+            size,
+        } => axis::lrn(*alpha, *beta, *bias, *size, x, output(outputs)?),
+        Op::QuantizeLinear { axis, .. } => {
+            quantize::quantize(*axis, x, input(inputs, 1)?, inputs.get(2), output(outputs)?)
+        }
+        Op::DequantizeLinear { axis, .. } => {
+            quantize::dequantize(*axis, x, input(inputs, 1)?, inputs.get(2), output(outputs)?)
+        }
+        Op::DynamicQuantizeLinear => quantize::dynamic_quantize(x, outputs),
         other => Err(BackendError::Other(format!(
             "{} is not implemented by CpuRef",
             other.name()

@@ -65,6 +65,20 @@ pub(crate) fn reduce(
                 .map(|g| reduce_ints(kind, g, i64::MIN, i64::MAX))
                 .collect::<Result<_>>()?
         }
+        DataType::Bool if matches!(kind, ReduceKind::Max | ReduceKind::Min) => {
+            // Max is "any", Min is "all"; an empty reduction gives false for max, true for min.
+            let values: Vec<bool> = x.as_slice::<u8>()?.iter().map(|&v| v != 0).collect();
+            group_by_output(values, &output_of, outputs)
+                .iter()
+                .map(|g| {
+                    Scalar::Bool(if kind == ReduceKind::Max {
+                        g.iter().any(|&b| b)
+                    } else {
+                        g.iter().all(|&b| b)
+                    })
+                })
+                .collect()
+        }
         other => return Err(unsupported(kind.name(), other)),
     };
     write_scalars(y, &results)

@@ -5,15 +5,21 @@
 //! receive only data tensors (and weights). Shape inference ([`Op::infer`]) validates inputs;
 //! kernels may assume valid inputs.
 
+mod attributes;
 mod elementwise;
+mod indexing;
 mod layout;
+mod math;
 mod nn;
 mod reduce;
 mod resize;
 mod spatial;
 
+pub use attributes::{dtype_from_onnx_code, onnx_dtype_code};
 pub use elementwise::{BinaryOp, UnaryOp};
+pub use indexing::{ArgReduceDesc, ScatterReduction, TopKDesc};
 pub use layout::{PadDesc, PadMode, SliceDesc, SliceRange};
+pub use math::{BinaryExtOp, MathOp};
 pub use nn::{
     matmul_shape, require_dtype, ConvDesc, ConvTransposeDesc, GemmDesc, PoolDesc, PoolKind,
 };
@@ -23,13 +29,15 @@ pub use spatial::{AutoPad, Geometry, Window};
 
 use crate::{CoreError, DataType, Result, Tensor, TensorInfo};
 
-/// An attribute value of a [`CustomOp`].
+/// An attribute value of a [`CustomOp`], or of any op in its flat form ([`Op::to_attributes`]).
 #[derive(Debug, Clone, PartialEq)]
 pub enum AttrValue {
     /// Integer.
     Int(i64),
     /// Float.
     Float(f32),
+    /// Double-precision float (e.g. Pad's fill value).
+    Double(f64),
     /// String.
     String(String),
     /// Integer list.
@@ -152,6 +160,114 @@ pub enum Op {
     Pad(PadDesc),
     /// Resize.
     Resize(ResizeDesc),
+    /// One-input math function or activation beyond [`UnaryOp`] (Floor, Sin, Elu, IsNaN, ...).
+    Math(MathOp),
+    /// Two-input comparison, logical, bitwise, Mod or PRelu, with broadcasting.
+    BinaryExt(BinaryExtOp),
+    /// Select from X or Y by a bool condition: condition, X, Y (broadcasting).
+    Where,
+    /// ArgMax / ArgMin.
+    ArgReduce(ArgReduceDesc),
+    /// Broadcast to a shape (resolved from ONNX's shape input).
+    Expand {
+        /// The shape broadcast with the input's.
+        shape: Vec<usize>,
+    },
+    /// Repeat the input along each axis.
+    Tile {
+        /// Repeats per axis.
+        repeats: Vec<usize>,
+    },
+    /// Keep the upper or lower triangle of the last two axes, zeroing the rest.
+    Trilu {
+        /// Upper (true) or lower triangle.
+        upper: bool,
+        /// Diagonal offset.
+        k: i64,
+    },
+    /// Gather single elements along an axis: data, indices (same rank).
+    GatherElements {
+        /// The axis.
+        axis: i64,
+    },
+    /// Gather slices by index tuples: data, indices.
+    GatherND {
+        /// Leading dimensions shared by data and indices.
+        batch_dims: usize,
+    },
+    /// Scatter slices by index tuples: data, indices, updates.
+    ScatterND {
+        /// How updates combine with the data.
+        reduction: ScatterReduction,
+    },
+    /// Scatter single elements along an axis: data, indices, updates.
+    ScatterElements {
+        /// The axis.
+        axis: i64,
+        /// How updates combine with the data.
+        reduction: ScatterReduction,
+    },
+    /// One-hot encoding: indices, values ([off, on]).
+    OneHot {
+        /// Where the new axis goes.
+        axis: i64,
+        /// Its size.
+        depth: usize,
+    },
+    /// The k largest or smallest entries along an axis: values and i64 indices.
+    TopK(TopKDesc),
+    /// Cumulative sum along an axis.
+    CumSum {
+        /// The axis.
+        axis: i64,
+        /// Exclude the current element.
+        exclusive: bool,
+        /// Sum from the end.
+        reverse: bool,
+    },
+    /// log(softmax(x)) along one axis.
+    LogSoftmax {
+        /// The axis.
+        axis: i64,
+    },
+    /// 1 at the first maximum along an axis, 0 elsewhere.
+    Hardmax {
+        /// The axis.
+        axis: i64,
+    },
+    /// Per-instance, per-channel normalization: X [N, C, ...], scale [C], bias [C].
+    InstanceNormalization {
+        /// Added to the variance.
+        epsilon: f32,
+    },
+    /// Local response normalization across channels.
+    Lrn {
+        /// Scale.
+        alpha: f32,
+        /// Exponent.
+        beta: f32,
+        /// Offset.
+        bias: f32,
+        /// Number of channels summed.
+        size: usize,
+    },
+    /// Quantize: x, scale, optional zero point → `to` (round half to even, saturate).
+    QuantizeLinear {
+        /// The axis of per-axis scales.
+        axis: i64,
+        /// The quantized type (u8 or i8).
+        to: DataType,
+    },
+    /// Dequantize: x, scale, optional zero point → `to` ((x - zero point) * scale).
+    DequantizeLinear {
+        /// The axis of per-axis scales.
+        axis: i64,
+        /// The real type (f32 or f16).
+        to: DataType,
+    },
+    /// Quantize f32 to u8 with scale and zero point computed from the data: outputs y, scale,
+    /// zero point.
+    DynamicQuantizeLinear,
     /// An operator outside the standard set.
     Custom(CustomOp),
 }
@@ -191,6 +307,33 @@ impl Op {
             Op::Cast { .. } => "Cast",
             Op::Pad(_) => "Pad",
             Op::Resize(_) => "Resize",
+            Op::Math(m) => m.name(),
+            Op::BinaryExt(b) => b.name(),
+            Op::Where => "Where",
+            Op::ArgReduce(a) => {
+                if a.max {
+                    "ArgMax"
+                } else {
+                    "ArgMin"
+                }
+            }
+            Op::Expand { .. } => "Expand",
+            Op::Tile { .. } => "Tile",
+            Op::Trilu { .. } => "Trilu",
+            Op::GatherElements { .. } => "GatherElements",
+            Op::GatherND { .. } => "GatherND",
+            Op::ScatterND { .. } => "ScatterND",
+            Op::ScatterElements { .. } => "ScatterElements",
+            Op::OneHot { .. } => "OneHot",
+            Op::TopK(_) => "TopK",
+            Op::CumSum { .. } => "CumSum",
+            Op::LogSoftmax { .. } => "LogSoftmax",
+            Op::Hardmax { .. } => "Hardmax",
+            Op::InstanceNormalization { .. } => "InstanceNormalization",
+            Op::Lrn { .. } => "LRN",
+            Op::QuantizeLinear { .. } => "QuantizeLinear",
+            Op::DequantizeLinear { .. } => "DequantizeLinear",
+            Op::DynamicQuantizeLinear => "DynamicQuantizeLinear",
             Op::Custom(c) => &c.op_type,
         }
     }
@@ -199,6 +342,13 @@ impl Op {
     pub fn arity(&self) -> (usize, usize) {
         match self {
             Op::Binary(_) | Op::MatMul | Op::Gather { .. } => (2, 2),
+            Op::BinaryExt(_)
+            | Op::GatherElements { .. }
+            | Op::GatherND { .. }
+            | Op::OneHot { .. } => (2, 2),
+            Op::Where | Op::ScatterND { .. } | Op::ScatterElements { .. } => (3, 3),
+            Op::InstanceNormalization { .. } => (3, 3),
+            Op::QuantizeLinear { .. } | Op::DequantizeLinear { .. } => (2, 3),
             Op::Conv(_) | Op::ConvTranspose(_) | Op::Gemm(_) => (2, 3),
             Op::LayerNormalization { .. } => (2, 3),
             Op::BatchNormalization { .. } => (5, 5),
@@ -252,6 +402,31 @@ impl Op {
             Op::Cast { to } => Ok(vec![TensorInfo::new(*to, inputs[0].shape.clone())]),
             Op::Pad(p) => layout::infer_pad(p, inputs),
             Op::Resize(r) => r.infer(inputs),
+            Op::Math(m) => math::infer_math(*m, inputs),
+            Op::BinaryExt(b) => math::infer_binary_ext(*b, inputs),
+            Op::Where => math::infer_where(inputs),
+            Op::ArgReduce(a) => indexing::infer_arg_reduce(a, inputs),
+            Op::Expand { shape } => indexing::infer_expand(shape, inputs),
+            Op::Tile { repeats } => indexing::infer_tile(repeats, inputs),
+            Op::Trilu { .. } => indexing::infer_trilu(inputs),
+            Op::GatherElements { axis } => indexing::infer_gather_elements(*axis, inputs),
+            Op::GatherND { batch_dims } => indexing::infer_gather_nd(*batch_dims, inputs),
+            Op::ScatterND { .. } => indexing::infer_scatter_nd(inputs),
+            Op::ScatterElements { axis, .. } => indexing::infer_scatter_elements(*axis, inputs),
+            Op::OneHot { axis, depth } => indexing::infer_one_hot(*axis, *depth, inputs),
+            Op::TopK(t) => indexing::infer_top_k(t, inputs),
+            Op::CumSum { axis, .. } => indexing::infer_cum_sum(*axis, inputs),
+            Op::LogSoftmax { axis } => indexing::infer_axis_float("LogSoftmax", *axis, inputs),
+            Op::Hardmax { axis } => indexing::infer_axis_float("Hardmax", *axis, inputs),
+            Op::InstanceNormalization { .. } => indexing::infer_instance_norm(inputs),
+            Op::Lrn { .. } => indexing::infer_lrn(inputs),
+            Op::QuantizeLinear { axis, to } => {
+                math::infer_quantize("QuantizeLinear", *axis, *to, inputs)
+            }
+            Op::DequantizeLinear { axis, to } => {
+                math::infer_quantize("DequantizeLinear", *axis, *to, inputs)
+            }
+            Op::DynamicQuantizeLinear => math::infer_dynamic_quantize(inputs),
             Op::Custom(c) => Ok(c.outputs.clone()),
         }
     }

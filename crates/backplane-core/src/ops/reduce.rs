@@ -71,7 +71,9 @@ impl ReduceDesc {
 
     pub(crate) fn infer(&self, inputs: &[&TensorInfo]) -> Result<Vec<TensorInfo>> {
         let x = inputs[0];
-        if x.dtype == crate::DataType::Bool {
+        if x.dtype == crate::DataType::Bool
+            && !matches!(self.kind, ReduceKind::Max | ReduceKind::Min)
+        {
             return Err(CoreError::op("Reduce", "bool input"));
         }
         let mask = self.reduced_mask(x.shape.rank())?;

@@ -7,8 +7,11 @@
 //! the op descriptor; when such a parameter is not constant the node is unsupported.
 
 mod elementwise;
+mod generate;
+mod indexing;
 mod layout;
 mod nn;
+mod quantize;
 mod reduce;
 mod resize;
 
@@ -24,6 +27,14 @@ use std::sync::Arc;
 pub(crate) enum TxError {
     /// The node uses something backplane does not support (reported to the user).
     Unsupported(String),
+    /// A parameter (or a data-dependent shape) needs the value of a runtime tensor, which
+    /// depends on these graph inputs: the model can be imported specialized on their values.
+    NeedsValues {
+        /// What is needed (e.g. "dynamic shape").
+        reason: String,
+        /// The graph inputs the value depends on.
+        inputs: Vec<String>,
+    },
     /// An input comes from a node that could not be imported: skip silently.
     Skip,
     /// The model is invalid or cannot be read: abort the import.
@@ -187,9 +198,10 @@ impl NodeCx<'_> {
         match self.value(i)? {
             None => Ok(None),
             Some(Value::Known(t)) => Ok(Some((t.shape().dims().to_vec(), t.to_f64_vec()))),
-            Some(Value::Runtime(_)) => Err(TxError::Unsupported(format!(
-                "dynamic {param} is not supported yet"
-            ))),
+            Some(Value::Runtime(id)) => Err(TxError::NeedsValues {
+                reason: format!("dynamic {param} (computed at run time)"),
+                inputs: self.imp.inputs_behind(*id),
+            }),
             Some(Value::Poisoned) => Err(TxError::Skip),
             Some(Value::Unsupported { reason, values, .. }) => match values {
                 Some(v) => Ok(Some((vec![v.len()], v.clone()))),
@@ -197,6 +209,23 @@ impl NodeCx<'_> {
                     "{param}: {reason}, which backplane does not support"
                 ))),
             },
+        }
+    }
+
+    /// The constant value of input `i`, for ops whose output shape depends on their input
+    /// values (NonZero, Unique): `NeedsValues` when it is computed at run time.
+    pub fn known(&self, i: usize, what: &str) -> Tx<Arc<Tensor>> {
+        match self.value(i)? {
+            None => Err(self.invalid(format!("required input #{i} is missing"))),
+            Some(Value::Known(t)) => Ok(t.clone()),
+            Some(Value::Runtime(id)) => Err(TxError::NeedsValues {
+                reason: format!("{what} depends on the values of a run-time tensor"),
+                inputs: self.imp.inputs_behind(*id),
+            }),
+            Some(Value::Poisoned) => Err(TxError::Skip),
+            Some(Value::Unsupported { reason, .. }) => Err(TxError::Unsupported(format!(
+                "{reason}, which backplane does not support"
+            ))),
         }
     }
 
@@ -298,9 +327,17 @@ pub(crate) fn to_usize(cx: &NodeCx<'_>, what: &str, v: i64, max: i64) -> Tx<usiz
     }
 }
 
+fn math(_cx: &NodeCx<'_>, op: backplane_core::ops::MathOp) -> Tx<Lowering> {
+    Ok(Lowering::single(Op::Math(op), vec![Src::Input(0)]))
+}
+
+fn binary_ext(cx: &NodeCx<'_>, op: backplane_core::ops::BinaryExtOp) -> Tx<Lowering> {
+    Ok(Lowering::single(Op::BinaryExt(op), cx.data_inputs(2, 0)?))
+}
+
 /// Translate one node of the default domain.
 pub(crate) fn translate(cx: &NodeCx<'_>) -> Tx<Lowering> {
-    use backplane_core::ops::{BinaryOp, PoolKind, ReduceKind, UnaryOp};
+    use backplane_core::ops::{BinaryExtOp, BinaryOp, MathOp, PoolKind, ReduceKind, UnaryOp};
     let op = cx.op_type().to_string();
     match op.as_str() {
         "Conv" => nn::conv(cx),
@@ -321,7 +358,17 @@ pub(crate) fn translate(cx: &NodeCx<'_>) -> Tx<Lowering> {
             Op::GlobalPool(PoolKind::Max),
             vec![Src::Input(0)],
         )),
-        "Softmax" => nn::softmax(cx),
+        "Softmax" => nn::softmax(cx, |axis| Op::Softmax { axis }),
+        "LogSoftmax" => nn::softmax(cx, |axis| Op::LogSoftmax { axis }),
+        "Hardmax" => nn::softmax(cx, |axis| Op::Hardmax { axis }),
+        "InstanceNormalization" => {
+            let epsilon = cx.attr(cx.attrs.float_or("epsilon", 1e-5))?;
+            Ok(Lowering::single(
+                Op::InstanceNormalization { epsilon },
+                cx.data_inputs(3, 0)?,
+            ))
+        }
+        "LRN" => indexing::lrn(cx),
         "LayerNormalization" => nn::layer_norm(cx),
 
         "Relu" => elementwise::unary(cx, UnaryOp::Relu),
@@ -381,6 +428,125 @@ pub(crate) fn translate(cx: &NodeCx<'_>) -> Tx<Lowering> {
         "ReduceLogSum" => reduce::reduce(cx, ReduceKind::LogSum),
         "ReduceLogSumExp" => reduce::reduce(cx, ReduceKind::LogSumExp),
         "ReduceSumSquare" => reduce::reduce(cx, ReduceKind::SumSquare),
+
+        "Floor" => math(cx, MathOp::Floor),
+        "Ceil" => math(cx, MathOp::Ceil),
+        "Round" => math(cx, MathOp::Round),
+        "Sign" => math(cx, MathOp::Sign),
+        "Reciprocal" => math(cx, MathOp::Reciprocal),
+        "Sin" => math(cx, MathOp::Sin),
+        "Cos" => math(cx, MathOp::Cos),
+        "Tan" => math(cx, MathOp::Tan),
+        "Asin" => math(cx, MathOp::Asin),
+        "Acos" => math(cx, MathOp::Acos),
+        "Atan" => math(cx, MathOp::Atan),
+        "Sinh" => math(cx, MathOp::Sinh),
+        "Cosh" => math(cx, MathOp::Cosh),
+        "Asinh" => math(cx, MathOp::Asinh),
+        "Acosh" => math(cx, MathOp::Acosh),
+        "Atanh" => math(cx, MathOp::Atanh),
+        "Softplus" => math(cx, MathOp::Softplus),
+        "Softsign" => math(cx, MathOp::Softsign),
+        "Mish" => math(cx, MathOp::Mish),
+        "HardSwish" => math(cx, MathOp::HardSwish),
+        "IsNaN" => math(cx, MathOp::IsNaN),
+        "Not" => math(cx, MathOp::Not),
+        "BitwiseNot" => math(cx, MathOp::BitwiseNot),
+        "HardSigmoid" => {
+            let alpha = cx.attr(cx.attrs.float_or("alpha", 0.2))?;
+            let beta = cx.attr(cx.attrs.float_or("beta", 0.5))?;
+            math(cx, MathOp::HardSigmoid { alpha, beta })
+        }
+        "Selu" => {
+            let alpha = cx.attr(cx.attrs.float_or("alpha", 1.673_263_2))?;
+            let gamma = cx.attr(cx.attrs.float_or("gamma", 1.050_701))?;
+            math(cx, MathOp::Selu { alpha, gamma })
+        }
+        "Elu" => {
+            let alpha = cx.attr(cx.attrs.float_or("alpha", 1.0))?;
+            math(cx, MathOp::Elu { alpha })
+        }
+        "Celu" => {
+            let alpha = cx.attr(cx.attrs.float_or("alpha", 1.0))?;
+            math(cx, MathOp::Celu { alpha })
+        }
+        "ThresholdedRelu" => {
+            let alpha = cx.attr(cx.attrs.float_or("alpha", 1.0))?;
+            math(cx, MathOp::ThresholdedRelu { alpha })
+        }
+        "Shrink" => {
+            let bias = cx.attr(cx.attrs.float_or("bias", 0.0))?;
+            let lambd = cx.attr(cx.attrs.float_or("lambd", 0.5))?;
+            math(cx, MathOp::Shrink { bias, lambd })
+        }
+        "IsInf" => {
+            let detect_negative = cx.attr(cx.attrs.flag("detect_negative", true))?;
+            let detect_positive = cx.attr(cx.attrs.flag("detect_positive", true))?;
+            math(
+                cx,
+                MathOp::IsInf {
+                    detect_negative,
+                    detect_positive,
+                },
+            )
+        }
+        "Equal" => binary_ext(cx, BinaryExtOp::Equal),
+        "Less" => binary_ext(cx, BinaryExtOp::Less),
+        "LessOrEqual" => binary_ext(cx, BinaryExtOp::LessOrEqual),
+        "Greater" => binary_ext(cx, BinaryExtOp::Greater),
+        "GreaterOrEqual" => binary_ext(cx, BinaryExtOp::GreaterOrEqual),
+        "And" => binary_ext(cx, BinaryExtOp::And),
+        "Or" => binary_ext(cx, BinaryExtOp::Or),
+        "Xor" => binary_ext(cx, BinaryExtOp::Xor),
+        "BitwiseAnd" => binary_ext(cx, BinaryExtOp::BitwiseAnd),
+        "BitwiseOr" => binary_ext(cx, BinaryExtOp::BitwiseOr),
+        "BitwiseXor" => binary_ext(cx, BinaryExtOp::BitwiseXor),
+        "PRelu" => binary_ext(cx, BinaryExtOp::PRelu),
+        "BitShift" => match cx.attr(cx.attrs.string("direction"))?.as_deref() {
+            Some("LEFT") => binary_ext(cx, BinaryExtOp::BitShiftLeft),
+            Some("RIGHT") => binary_ext(cx, BinaryExtOp::BitShiftRight),
+            other => Err(cx.invalid(format!("direction must be LEFT or RIGHT, got {other:?}"))),
+        },
+        "Mod" => {
+            if cx.attr(cx.attrs.flag("fmod", false))? {
+                binary_ext(cx, BinaryExtOp::Fmod)
+            } else {
+                binary_ext(cx, BinaryExtOp::Mod)
+            }
+        }
+        "Where" => Ok(Lowering::single(Op::Where, cx.data_inputs(3, 0)?)),
+        "CastLike" => {
+            let to = cx.info(1)?.dtype;
+            Ok(Lowering::single(Op::Cast { to }, vec![Src::Input(0)]))
+        }
+        "ArgMax" => indexing::arg_reduce(cx, true),
+        "ArgMin" => indexing::arg_reduce(cx, false),
+        "Expand" => indexing::expand(cx),
+        "Tile" => indexing::tile(cx),
+        "Trilu" => indexing::trilu(cx),
+        "GatherElements" => {
+            let axis = cx.attr(cx.attrs.int_or("axis", 0))?;
+            Ok(Lowering::single(
+                Op::GatherElements { axis },
+                cx.data_inputs(2, 0)?,
+            ))
+        }
+        "GatherND" => indexing::gather_nd(cx),
+        "ScatterND" => indexing::scatter_nd(cx),
+        "ScatterElements" | "Scatter" => indexing::scatter_elements(cx),
+        "OneHot" => indexing::one_hot(cx),
+        "TopK" => indexing::top_k(cx),
+        "CumSum" => indexing::cum_sum(cx),
+        "DepthToSpace" => indexing::depth_to_space(cx),
+        "SpaceToDepth" => indexing::space_to_depth(cx),
+        "QuantizeLinear" => quantize::quantize_linear(cx),
+        "DequantizeLinear" => quantize::dequantize_linear(cx),
+        "DynamicQuantizeLinear" => quantize::dynamic_quantize_linear(cx),
+        "QLinearMatMul" => quantize::qlinear_matmul(cx),
+        "MatMulInteger" => quantize::matmul_integer(cx),
+        "ConstantOfShape" => generate::constant_of_shape(cx),
+        "Range" => generate::range(cx),
+        "NonZero" => generate::non_zero(cx),
 
         "Resize" => resize::resize(cx),
         "Upsample" => resize::upsample(cx),

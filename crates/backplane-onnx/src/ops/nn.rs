@@ -174,10 +174,11 @@ pub(super) fn pool(cx: &NodeCx<'_>, kind: PoolKind) -> Tx<Lowering> {
     Ok(Lowering::single(Op::Pool(desc), vec![Src::Input(0)]))
 }
 
-pub(super) fn softmax(cx: &NodeCx<'_>) -> Tx<Lowering> {
+/// Softmax, LogSoftmax and Hardmax (`make` builds the op for an axis).
+pub(super) fn softmax(cx: &NodeCx<'_>, make: fn(i64) -> Op) -> Tx<Lowering> {
     if cx.opset >= 13 {
         let axis = cx.attr(cx.attrs.int_or("axis", -1))?;
-        return Ok(Lowering::single(Op::Softmax { axis }, vec![Src::Input(0)]));
+        return Ok(Lowering::single(make(axis), vec![Src::Input(0)]));
     }
     // Before opset 13 the input is coerced to 2-D around `axis` and the softmax runs over
     // the flattened trailing part.
@@ -186,10 +187,7 @@ pub(super) fn softmax(cx: &NodeCx<'_>) -> Tx<Lowering> {
     let rank = x.shape.rank();
     let a = backplane_core::shape::normalize_axis(axis, rank).map_err(|e| cx.invalid(e))?;
     if a + 1 == rank {
-        return Ok(Lowering::single(
-            Op::Softmax { axis: a as i64 },
-            vec![Src::Input(0)],
-        ));
+        return Ok(Lowering::single(make(a as i64), vec![Src::Input(0)]));
     }
     Ok(Lowering::Steps(vec![
         Step {
@@ -199,7 +197,7 @@ pub(super) fn softmax(cx: &NodeCx<'_>) -> Tx<Lowering> {
             suffix: Some("flatten".into()),
         },
         Step {
-            op: Op::Softmax { axis: 1 },
+            op: make(1),
             inputs: vec![Src::Temp(0)],
             outputs: vec![Dst::Temp(1)],
             suffix: Some("softmax".into()),
@@ -217,15 +215,111 @@ pub(super) fn softmax(cx: &NodeCx<'_>) -> Tx<Lowering> {
 
 pub(super) fn layer_norm(cx: &NodeCx<'_>) -> Tx<Lowering> {
     cx.require_opset(17)?;
-    if cx.output_used(1) || cx.output_used(2) {
-        return Err(TxError::Unsupported(
-            "the Mean and InvStdDev outputs are not supported".into(),
-        ));
-    }
     let axis = cx.attr(cx.attrs.int_or("axis", -1))?;
     let epsilon = cx.attr(cx.attrs.float_or("epsilon", 1e-5))?;
+    if cx.output_used(1) || cx.output_used(2) {
+        return layer_norm_with_statistics(cx, axis, epsilon);
+    }
     Ok(Lowering::single(
         Op::LayerNormalization { axis, epsilon },
         cx.data_inputs(2, 1)?,
     ))
+}
+
+/// LayerNormalization with its Mean and InvStdDev outputs: lowered to reductions and
+/// elementwise ops, which expose the statistics.
+fn layer_norm_with_statistics(cx: &NodeCx<'_>, axis: i64, epsilon: f32) -> Tx<Lowering> {
+    use backplane_core::ops::{BinaryOp, MathOp, ReduceDesc, ReduceKind, UnaryOp};
+    let x = cx.info(0)?;
+    let rank = x.shape.rank();
+    let a = backplane_core::shape::normalize_axis(axis, rank).map_err(|e| cx.invalid(e))?;
+    let eps = super::elementwise::float_scalar(x.dtype, epsilon).ok_or_else(|| {
+        TxError::Unsupported(format!(
+            "LayerNormalization of {} is not supported",
+            x.dtype
+        ))
+    })?;
+    let mean = Op::Reduce(ReduceDesc {
+        kind: ReduceKind::Mean,
+        axes: (a as i64..rank as i64).collect(),
+        keepdims: true,
+        noop_with_empty_axes: false,
+    });
+    let step = |op: Op, inputs: Vec<Src>, out: Dst, suffix: &str| Step {
+        op,
+        inputs,
+        outputs: vec![out],
+        suffix: Some(suffix.to_string()),
+    };
+    let has_bias = cx.input_name(2).is_some();
+    let mut steps = vec![
+        step(mean.clone(), vec![Src::Input(0)], Dst::Temp(0), "mean"),
+        step(
+            Op::Binary(BinaryOp::Sub),
+            vec![Src::Input(0), Src::Temp(0)],
+            Dst::Temp(1),
+            "centered",
+        ),
+        step(
+            Op::Binary(BinaryOp::Mul),
+            vec![Src::Temp(1), Src::Temp(1)],
+            Dst::Temp(2),
+            "square",
+        ),
+        step(mean, vec![Src::Temp(2)], Dst::Temp(3), "variance"),
+        step(
+            Op::Binary(BinaryOp::Add),
+            vec![Src::Temp(3), Src::Const(std::sync::Arc::new(eps))],
+            Dst::Temp(4),
+            "variance_eps",
+        ),
+        step(
+            Op::Unary(UnaryOp::Sqrt),
+            vec![Src::Temp(4)],
+            Dst::Temp(5),
+            "std",
+        ),
+        step(
+            Op::Math(MathOp::Reciprocal),
+            vec![Src::Temp(5)],
+            Dst::Temp(6),
+            "inv_std",
+        ),
+        step(
+            Op::Binary(BinaryOp::Mul),
+            vec![Src::Temp(1), Src::Temp(6)],
+            Dst::Temp(7),
+            "normalized",
+        ),
+    ];
+    let mut scaled = step(
+        Op::Binary(BinaryOp::Mul),
+        vec![Src::Temp(7), Src::Input(1)],
+        Dst::Output(0),
+        "scaled",
+    );
+    if has_bias {
+        scaled.outputs = vec![Dst::Temp(8)];
+        steps.push(scaled);
+        steps.push(Step {
+            op: Op::Binary(BinaryOp::Add),
+            inputs: vec![Src::Temp(8), Src::Input(2)],
+            outputs: vec![Dst::Output(0)],
+            suffix: None,
+        });
+    } else {
+        scaled.suffix = None;
+        steps.push(scaled);
+    }
+    for (out, temp, suffix) in [(1, 0, "mean_out"), (2, 6, "inv_std_out")] {
+        if cx.output_used(out) {
+            steps.push(step(
+                Op::Identity,
+                vec![Src::Temp(temp)],
+                Dst::Output(out),
+                suffix,
+            ));
+        }
+    }
+    Ok(Lowering::Steps(steps))
 }

@@ -1,0 +1,138 @@
+//! Linear quantization: QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, and the
+//! integer matrix products lowered onto them (QLinearMatMul, MatMulInteger).
+
+use super::{Dst, Lowering, NodeCx, Src, Step, Tx, TxError};
+use backplane_core::ops::BinaryOp;
+use backplane_core::{DataType, Op};
+
+fn no_blocks(cx: &NodeCx<'_>) -> Tx<()> {
+    if cx.attr(cx.attrs.int_or("block_size", 0))? != 0 {
+        return Err(TxError::Unsupported(
+            "blocked quantization is not supported".into(),
+        ));
+    }
+    Ok(())
+}
+
+pub(super) fn quantize_linear(cx: &NodeCx<'_>) -> Tx<Lowering> {
+    no_blocks(cx)?;
+    let axis = cx.attr(cx.attrs.int_or("axis", 1))?;
+    let to = if cx.input_name(2).is_some() {
+        cx.info(2)?.dtype
+    } else {
+        match cx.attr(cx.attrs.int_or("output_dtype", 0))? {
+            0 | 2 => DataType::U8,
+            3 => DataType::I8,
+            other => {
+                return Err(TxError::Unsupported(format!(
+                    "output_dtype {other} is not supported"
+                )))
+            }
+        }
+    };
+    Ok(Lowering::single(
+        Op::QuantizeLinear { axis, to },
+        cx.data_inputs(2, 1)?,
+    ))
+}
+
+pub(super) fn dequantize_linear(cx: &NodeCx<'_>) -> Tx<Lowering> {
+    no_blocks(cx)?;
+    let axis = cx.attr(cx.attrs.int_or("axis", 1))?;
+    let to = cx.info(1)?.dtype;
+    Ok(Lowering::single(
+        Op::DequantizeLinear { axis, to },
+        cx.data_inputs(2, 1)?,
+    ))
+}
+
+pub(super) fn dynamic_quantize_linear(_cx: &NodeCx<'_>) -> Tx<Lowering> {
+    Ok(Lowering::Steps(vec![Step {
+        op: Op::DynamicQuantizeLinear,
+        inputs: vec![Src::Input(0)],
+        outputs: vec![Dst::Output(0), Dst::Output(1), Dst::Output(2)],
+        suffix: None,
+    }]))
+}
+
+/// QLinearMatMul: dequantize both operands to f32, multiply, quantize the product.
+pub(super) fn qlinear_matmul(cx: &NodeCx<'_>) -> Tx<Lowering> {
+    let a_axis = if cx.info(0)?.shape.rank() >= 2 { -2 } else { 0 };
+    let to = cx.info(7)?.dtype;
+    let deq = |axis| Op::DequantizeLinear {
+        axis,
+        to: DataType::F32,
+    };
+    Ok(Lowering::Steps(vec![
+        Step {
+            op: deq(a_axis),
+            inputs: vec![Src::Input(0), Src::Input(1), Src::Input(2)],
+            outputs: vec![Dst::Temp(0)],
+            suffix: Some("a".into()),
+        },
+        Step {
+            op: deq(-1),
+            inputs: vec![Src::Input(3), Src::Input(4), Src::Input(5)],
+            outputs: vec![Dst::Temp(1)],
+            suffix: Some("b".into()),
+        },
+        Step {
+            op: Op::MatMul,
+            inputs: vec![Src::Temp(0), Src::Temp(1)],
+            outputs: vec![Dst::Temp(2)],
+            suffix: Some("matmul".into()),
+        },
+        Step {
+            op: Op::QuantizeLinear { axis: -1, to },
+            inputs: vec![Src::Temp(2), Src::Input(6), Src::Input(7)],
+            outputs: vec![Dst::Output(0)],
+            suffix: None,
+        },
+    ]))
+}
+
+/// MatMulInteger: widen to i32, subtract the (per-tensor) zero points, multiply.
+pub(super) fn matmul_integer(cx: &NodeCx<'_>) -> Tx<Lowering> {
+    let mut steps = Vec::new();
+    for (k, (x, zp)) in [(0usize, 2usize), (1, 3)].into_iter().enumerate() {
+        steps.push(Step {
+            op: Op::Cast { to: DataType::I32 },
+            inputs: vec![Src::Input(x)],
+            outputs: vec![Dst::Temp(2 * k)],
+            suffix: Some(format!("widen{k}")),
+        });
+        if cx.input_name(zp).is_some() {
+            if cx.info(zp)?.shape.elements() != 1 {
+                return Err(TxError::Unsupported(
+                    "per-row or per-column zero points are not supported".into(),
+                ));
+            }
+            steps.push(Step {
+                op: Op::Cast { to: DataType::I32 },
+                inputs: vec![Src::Input(zp)],
+                outputs: vec![Dst::Temp(2 * k + 4)],
+                suffix: Some(format!("zero_point{k}")),
+            });
+            steps.push(Step {
+                op: Op::Binary(BinaryOp::Sub),
+                inputs: vec![Src::Temp(2 * k), Src::Temp(2 * k + 4)],
+                outputs: vec![Dst::Temp(2 * k + 1)],
+                suffix: Some(format!("centered{k}")),
+            });
+        } else {
+            steps.push(Step {
+                op: Op::Identity,
+                inputs: vec![Src::Temp(2 * k)],
+                outputs: vec![Dst::Temp(2 * k + 1)],
+                suffix: Some(format!("centered{k}")),
+            });
+        }
+    }
+    steps.push(Step {
+        op: Op::MatMul,
+        inputs: vec![Src::Temp(1), Src::Temp(3)],
+        outputs: vec![Dst::Output(0)],
+        suffix: None,
+    });
+    Ok(Lowering::Steps(steps))
+}

@@ -1,0 +1,247 @@
+//! The hand-written C header agrees with the Rust ABI types: every struct's size and every
+//! field's offset, compiled by the C compiler from a file that includes the header twice.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use backplane_plugin::abi;
+use std::collections::BTreeMap;
+use std::mem::{offset_of, size_of};
+use std::process::Command;
+
+/// A C struct: its name, its Rust size, and each field with its Rust offset.
+type Layout = (&'static str, usize, Vec<(&'static str, usize)>);
+
+/// Every struct of the ABI with its fields.
+fn layout() -> Vec<Layout> {
+    macro_rules! s {
+        ($c:literal, $t:ty, [$($f:ident),* $(,)?]) => {
+            ($c, size_of::<$t>(), vec![$((stringify!($f), offset_of!($t, $f))),*])
+        };
+    }
+    vec![
+        s!(
+            "backplane_message_t",
+            abi::Message,
+            [struct_size, reserved, data, capacity]
+        ),
+        s!(
+            "backplane_option_t",
+            abi::BackendOption,
+            [struct_size, reserved, name, value]
+        ),
+        s!(
+            "backplane_host_info_t",
+            abi::HostInfo,
+            [
+                struct_size,
+                abi_major,
+                abi_minor,
+                reserved,
+                plugin_path,
+                options,
+                num_options
+            ]
+        ),
+        s!(
+            "backplane_tensor_info_t",
+            abi::TensorInfo,
+            [
+                struct_size,
+                dtype,
+                rank,
+                quant_kind,
+                dims,
+                scales,
+                zero_points,
+                num_scales,
+                quant_axis
+            ]
+        ),
+        s!(
+            "backplane_tensor_view_t",
+            abi::TensorView,
+            [struct_size, reserved, info, data, num_bytes]
+        ),
+        s!(
+            "backplane_attribute_t",
+            abi::Attribute,
+            [
+                struct_size,
+                kind,
+                name,
+                int_value,
+                float_value,
+                string_value,
+                ints,
+                floats,
+                count
+            ]
+        ),
+        s!(
+            "backplane_layer_desc_t",
+            abi::LayerDesc,
+            [
+                struct_size,
+                reserved,
+                name,
+                op_type,
+                attributes,
+                num_attributes,
+                inputs,
+                num_inputs,
+                outputs,
+                num_outputs,
+                constants
+            ]
+        ),
+        s!(
+            "backplane_capability_t",
+            abi::Capability,
+            [struct_size, kind, name, int_value, text]
+        ),
+        s!(
+            "backplane_backend_vtable_t",
+            abi::BackendVTable,
+            [
+                struct_size,
+                abi_major,
+                abi_minor,
+                reserved,
+                create_instance,
+                destroy_instance,
+                backend_version,
+                is_layer_supported,
+                create_workload_factory,
+                destroy_workload_factory,
+                create_workload,
+                execute_workload,
+                destroy_workload,
+                create_memory_manager,
+                memory_manager_acquire,
+                memory_manager_release,
+                destroy_memory_manager,
+                create_context,
+                destroy_context,
+                context_before_load,
+                context_after_load,
+                context_before_unload,
+                context_after_unload,
+                capabilities,
+            ]
+        ),
+    ]
+}
+
+/// Compile and run a C program printing `name value` lines; parse them.
+fn c_values(tag: &str, program: &str, flags: &[&str]) -> BTreeMap<String, String> {
+    let dir = common::scratch(tag);
+    let src = dir.join("layout.c");
+    std::fs::write(&src, program).unwrap();
+    let exe = dir.join("layout");
+    let mut cmd = Command::new(common::cc());
+    cmd.args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic", "-I"])
+        .arg(common::repo().join("include"))
+        .args(flags)
+        .arg("-o")
+        .arg(&exe)
+        .arg(&src);
+    common::run(&mut cmd);
+    let out = Command::new(&exe).output().unwrap();
+    assert!(out.status.success());
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.split_once(' '))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+fn layout_program() -> String {
+    let mut body = String::new();
+    for (name, _, fields) in layout() {
+        body += &format!("    printf(\"{name} %zu\\n\", sizeof({name}));\n");
+        for (f, _) in fields {
+            body += &format!("    printf(\"{name}.{f} %zu\\n\", offsetof({name}, {f}));\n");
+        }
+    }
+    format!(
+        "#include \"backplane/backend.h\"\n\
+         #include \"backplane/backend.h\" /* twice: the include guard must hold */\n\
+         #include <stddef.h>\n#include <stdio.h>\n\
+         int main(void) {{\n{body}\
+             printf(\"major %d\\n\", BACKPLANE_ABI_VERSION_MAJOR);\n\
+             printf(\"minor %d\\n\", BACKPLANE_ABI_VERSION_MINOR);\n\
+             printf(\"target %d\\n\", BACKPLANE_ABI_TARGET_MINOR);\n\
+             printf(\"status_panicked %d\\n\", BACKPLANE_STATUS_PANICKED);\n\
+             printf(\"dtype_f16 %d\\n\", BACKPLANE_DTYPE_F16);\n\
+             printf(\"attr_floats %d\\n\", BACKPLANE_ATTR_FLOATS);\n\
+             return 0;\n}}\n"
+    )
+}
+
+#[test]
+fn c_header_matches_the_rust_abi_types() {
+    let c = c_values("header", &layout_program(), &[]);
+    for (name, size, fields) in layout() {
+        assert_eq!(c[name], size.to_string(), "sizeof({name})");
+        for (f, offset) in fields {
+            assert_eq!(
+                c[&format!("{name}.{f}")],
+                offset.to_string(),
+                "offsetof({name}, {f})"
+            );
+        }
+    }
+    assert_eq!(c["major"], abi::ABI_VERSION_MAJOR.to_string());
+    assert_eq!(c["minor"], abi::ABI_VERSION_MINOR.to_string());
+    assert_eq!(c["target"], abi::ABI_VERSION_MINOR.to_string());
+    assert_eq!(c["status_panicked"], abi::STATUS_PANICKED.to_string());
+    assert_eq!(c["dtype_f16"], abi::DTYPE_F16.to_string());
+    assert_eq!(c["attr_floats"], abi::ATTR_FLOATS.to_string());
+}
+
+#[test]
+fn an_older_target_minor_ends_the_table_where_abi_1_0_did() {
+    let program = "#include \"backplane/backend.h\"\n#include <stdio.h>\n\
+                   int main(void) { printf(\"size %zu\\n\", sizeof(backplane_backend_vtable_t));\n\
+                   printf(\"target %d\\n\", BACKPLANE_ABI_TARGET_MINOR); return 0; }\n";
+    let c = c_values("header-1-0", program, &["-DBACKPLANE_ABI_TARGET_MINOR=0"]);
+    assert_eq!(c["size"], abi::VTABLE_SIZE_1_0.to_string());
+    assert_eq!(c["target"], "0");
+    assert_eq!(
+        abi::BackendVTable::min_size_for_minor(0),
+        abi::VTABLE_SIZE_1_0
+    );
+    assert_eq!(
+        abi::BackendVTable::min_size_for_minor(1),
+        abi::VTABLE_SIZE_1_1
+    );
+}
+
+#[test]
+fn the_header_compiles_as_cpp_too() {
+    let dir = common::scratch("header-cpp");
+    let src = dir.join("use.cpp");
+    std::fs::write(
+        &src,
+        "#include \"backplane/backend.h\"\n#include \"backplane/backend.h\"\n\
+         static_assert(sizeof(backplane_backend_vtable_t) > 0, \"table\");\n\
+         int main() { return 0; }\n",
+    )
+    .unwrap();
+    let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
+    let mut cmd = Command::new(cxx);
+    cmd.args([
+        "-std=c++11",
+        "-Wall",
+        "-Wextra",
+        "-Werror",
+        "-fsyntax-only",
+        "-I",
+    ])
+    .arg(common::repo().join("include"))
+    .arg(&src);
+    common::run(&mut cmd);
+}
