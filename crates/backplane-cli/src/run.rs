@@ -23,7 +23,8 @@ pub struct RunArgs {
     /// Write each output to DIR/<output name>.npy.
     #[arg(long, value_name = "DIR")]
     pub output_dir: Option<PathBuf>,
-    /// Compare each output with DIR/<output name>.npy; exit with code 3 on a mismatch.
+    /// Compare each output with DIR/<output name>.npy (or an ONNX test data set's
+    /// output_<k>.pb); exit with code 3 on a mismatch.
     #[arg(long, value_name = "DIR")]
     pub compare: Option<PathBuf>,
     /// Relative tolerance for --compare.
@@ -184,8 +185,16 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
     let mut mismatches = Vec::new();
     if let Some(dir) = &args.compare {
         for (name, t) in &outputs {
-            let path = dir.join(format!("{}.npy", file_name_for(name)));
-            let expected = backplane::npy::read_file(&path)?;
+            // DIR/<name>.npy, or an ONNX test data set's output_<k>.pb by position.
+            let npy = dir.join(format!("{}.npy", file_name_for(name)));
+            let k = outputs.iter().position(|(n, _)| n == name).unwrap_or(0);
+            let pb = dir.join(format!("output_{k}.pb"));
+            let path = if !npy.exists() && pb.exists() {
+                pb
+            } else {
+                npy
+            };
+            let expected = crate::session::read_tensor(&path)?;
             if let Some(why) = mismatch(t, &expected, args.rtol, args.atol) {
                 mismatches.push((name.clone(), why));
             }

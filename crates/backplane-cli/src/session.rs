@@ -23,7 +23,8 @@ pub struct CommonArgs {
     /// Backends in order of preference, comma-separated.
     #[arg(long, default_value = "CpuRef")]
     pub backends: String,
-    /// An input tensor from a .npy file: NAME=FILE (repeat for several inputs).
+    /// An input tensor from a .npy file or an ONNX TensorProto .pb file: NAME=FILE (repeat for
+    /// several inputs).
     #[arg(long = "input", value_name = "NAME=FILE")]
     pub inputs: Vec<String>,
     /// The shape of an input with symbolic dimensions: NAME=1x3x224x224.
@@ -38,6 +39,20 @@ pub struct CommonArgs {
     /// Seed for --generate random.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+}
+
+/// Read a tensor from a `.pb` file (an ONNX TensorProto, as in the ONNX test data sets) or
+/// a `.npy` file.
+pub fn read_tensor(path: &Path) -> Result<Tensor, CliError> {
+    if path.extension().is_some_and(|e| e == "pb") {
+        let bytes = std::fs::read(path)
+            .map_err(|e| CliError::failed(format!("{}: {e}", path.display())))?;
+        backplane::onnx::decode_tensor(&bytes).map_err(|e| {
+            CliError::failed(format!("{}: not a TensorProto file: {e}", path.display()))
+        })
+    } else {
+        Ok(backplane::npy::read_file(path)?)
+    }
 }
 
 /// Split `NAME=VALUE`.
@@ -157,10 +172,7 @@ pub fn prepare(
     let mut given = preset;
     for arg in &args.inputs {
         let (name, file) = split_pair(arg, "--input")?;
-        given.push((
-            name.to_string(),
-            backplane::npy::read_file(Path::new(file))?,
-        ));
+        given.push((name.to_string(), read_tensor(Path::new(file))?));
     }
     let mut shapes: Vec<(String, Vec<usize>)> = given
         .iter()

@@ -419,3 +419,50 @@ fn dynamic_backend_flags_disable_and_validate() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Inputs and expected outputs straight from an ONNX test data set (TensorProto .pb files).
+#[test]
+fn onnx_test_data_sets_work_as_inputs_and_expectations() {
+    let dir = temp_dir("pb");
+    // Write x and the expected outputs as TensorProto files with the onnx crate's types.
+    let write_pb = |t: &backplane::Tensor, path: &std::path::Path| {
+        use prost::Message;
+        let proto = backplane::onnx::proto::TensorProto {
+            dims: t.shape().dims().iter().map(|&d| d as i64).collect(),
+            data_type: Some(1),
+            raw_data: Some(t.bytes().to_vec()),
+            ..Default::default()
+        };
+        std::fs::write(path, proto.encode_to_vec()).unwrap();
+    };
+    let x = backplane::npy::read_file(&repo().join("testdata/e2e/input_x.npy")).unwrap();
+    write_pb(&x, &dir.join("input_0.pb"));
+    for (k, name) in ["logits", "probs"].iter().enumerate() {
+        let t =
+            backplane::npy::read_file(&repo().join(format!("testdata/e2e/expected_{name}.npy")))
+                .unwrap();
+        write_pb(&t, &dir.join(format!("output_{k}.pb")));
+    }
+    let input = format!("x={}", dir.join("input_0.pb").display());
+    let o = backplane(&[
+        "run",
+        "testdata/e2e/convnet.onnx",
+        "--input",
+        &input,
+        "--compare",
+        dir.to_str().unwrap(),
+    ]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(out.contains("compare: every output matches"), "{out}");
+    std::fs::write(dir.join("bad.pb"), b"\xff\xff\xff").unwrap();
+    let bad = format!("x={}", dir.join("bad.pb").display());
+    let o = backplane(&["run", "testdata/e2e/convnet.onnx", "--input", &bad]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        text(&o).1.contains("not a TensorProto file"),
+        "{:?}",
+        text(&o)
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
