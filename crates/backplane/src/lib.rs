@@ -75,9 +75,10 @@ impl From<String> for Error {
 /// which lose backends in static builds).
 pub fn builtin_registry() -> BackendRegistry {
     let mut registry = BackendRegistry::new();
-    let backends: Vec<BackendFactory> = vec![Arc::new(|| {
-        Box::new(backplane_cpu_ref::CpuRefBackend) as Box<dyn Backend>
-    })];
+    let backends: Vec<BackendFactory> = vec![
+        Arc::new(|| Box::new(backplane_cpu_ref::CpuRefBackend) as Box<dyn Backend>),
+        Arc::new(backplane_cpu_acc::CpuAccBackend::factory()),
+    ];
     for factory in backends {
         let id = factory().id();
         // The built-in ids are distinct by construction; a clash would be a build error of

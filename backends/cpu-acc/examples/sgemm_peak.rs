@@ -1,0 +1,65 @@
+//! Measure CpuAcc's SGEMM throughput (GFLOP/s) on square and model-like shapes, at 1 and 2
+//! threads: `cargo run --release -p backplane-cpu-acc --example sgemm_peak`.
+
+use backplane_cpu_acc::gemm::{sgemm, ASrc, BSrc, Epilogue, MatView, Packed};
+use backplane_cpu_acc::threads::Threads;
+use std::time::Instant;
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    println!("isa: {}", backplane_cpu_acc::simd::isa());
+    let shapes = [
+        (1024, 1024, 1024, "square 1024"),
+        (512, 512, 512, "square 512"),
+        (64, 3136, 576, "resnet 3x3 conv 56x56x64"),
+        (128, 512, 128, "bert ffn up (seq 128)"),
+        (128, 1024, 1024, "wide k"),
+        (1024, 128, 1024, "tall k"),
+        (1024, 1024, 128, "big mn small k"),
+    ];
+    for threads in [1, 2] {
+        let th = Threads::new(threads)?;
+        for &(m, n, k, what) in &shapes {
+            let a: Vec<f32> = (0..m * k).map(|i| (i % 7) as f32 * 0.1).collect();
+            let b: Vec<f32> = (0..k * n).map(|i| (i % 5) as f32 * 0.1).collect();
+            let mut c = vec![0f32; m * n];
+            let pa = Packed::pack_a(
+                m,
+                k,
+                MatView {
+                    data: &a,
+                    rs: k,
+                    cs: 1,
+                },
+            );
+            let bv = BSrc::View(MatView {
+                data: &b,
+                rs: n,
+                cs: 1,
+            });
+            let reps = (2e9 / (2.0 * (m * n * k) as f64)).clamp(3.0, 200.0) as usize;
+            let mut best = f64::INFINITY;
+            for _ in 0..3 {
+                let t = Instant::now();
+                for _ in 0..reps {
+                    sgemm(
+                        &th,
+                        m,
+                        n,
+                        k,
+                        &ASrc::Packed(&pa),
+                        &bv,
+                        &mut c,
+                        n,
+                        &Epilogue::default(),
+                    )?;
+                }
+                best = best.min(t.elapsed().as_secs_f64() / reps as f64);
+            }
+            println!(
+                "threads {threads}: {what:<28} {m}x{n}x{k}: {:7.1} GFLOP/s",
+                2.0 * (m * n * k) as f64 / best / 1e9
+            );
+        }
+    }
+    Ok(())
+}

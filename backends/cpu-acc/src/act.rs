@@ -1,0 +1,175 @@
+//! Activations: the unary functions CpuAcc runs standalone or fuses into GEMM/conv outputs.
+
+use backplane_core::ops::UnaryOp;
+
+/// A unary function on f32 values.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub enum Activation {
+    /// Identity.
+    #[default]
+    None,
+    /// max(x, 0) (NaN stays NaN).
+    Relu,
+    /// min(max(x, min), max).
+    Clip {
+        /// Lower bound.
+        min: f32,
+        /// Upper bound.
+        max: f32,
+    },
+    /// x if x >= 0 else alpha * x.
+    LeakyRelu {
+        /// Negative slope.
+        alpha: f32,
+    },
+    /// 1 / (1 + e^-x).
+    Sigmoid,
+    /// tanh(x).
+    Tanh,
+    /// Gauss error function.
+    Erf,
+    /// GELU, exact (erf) or tanh approximation.
+    Gelu {
+        /// Use the tanh approximation.
+        tanh_approximation: bool,
+    },
+    /// e^x.
+    Exp,
+    /// ln x.
+    Log,
+    /// sqrt x.
+    Sqrt,
+    /// -x.
+    Neg,
+    /// |x|.
+    Abs,
+}
+
+impl Activation {
+    /// The activation computing a unary op.
+    pub fn from_unary(op: UnaryOp) -> Self {
+        match op {
+            UnaryOp::Relu => Activation::Relu,
+            UnaryOp::LeakyRelu { alpha } => Activation::LeakyRelu { alpha },
+            UnaryOp::Clip { min, max } => Activation::Clip { min, max },
+            UnaryOp::Sigmoid => Activation::Sigmoid,
+            UnaryOp::Tanh => Activation::Tanh,
+            UnaryOp::Erf => Activation::Erf,
+            UnaryOp::Gelu { tanh_approximation } => Activation::Gelu { tanh_approximation },
+            UnaryOp::Sqrt => Activation::Sqrt,
+            UnaryOp::Exp => Activation::Exp,
+            UnaryOp::Log => Activation::Log,
+            UnaryOp::Neg => Activation::Neg,
+            UnaryOp::Abs => Activation::Abs,
+        }
+    }
+
+    /// Whether the GEMM micro-kernel applies it in registers (else the caller applies it).
+    pub fn in_kernel(self) -> bool {
+        matches!(
+            self,
+            Activation::None
+                | Activation::Relu
+                | Activation::Clip { .. }
+                | Activation::LeakyRelu { .. }
+        )
+    }
+
+    /// Whether it is worth fusing after a Conv/Gemm (functions computed element by element
+    /// with no cross-element state; all of them are).
+    pub fn fusable(self) -> bool {
+        !matches!(self, Activation::None)
+    }
+
+    /// The simple activations on one value (the others are returned unchanged: callers use
+    /// [`crate::math`] for those).
+    #[inline(always)]
+    pub fn apply_simple(self, x: f32) -> f32 {
+        match self {
+            Activation::Relu => {
+                if x < 0.0 {
+                    0.0
+                } else {
+                    x
+                }
+            }
+            Activation::Clip { min, max } => {
+                let lower = if x < min { min } else { x };
+                if lower > max {
+                    max
+                } else {
+                    lower
+                }
+            }
+            Activation::LeakyRelu { alpha } => {
+                if x < 0.0 {
+                    alpha * x
+                } else {
+                    x
+                }
+            }
+            _ => x,
+        }
+    }
+
+    /// A name for fused layer descriptions and custom-op attributes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Activation::None => "none",
+            Activation::Relu => "relu",
+            Activation::Clip { .. } => "clip",
+            Activation::LeakyRelu { .. } => "leaky_relu",
+            Activation::Sigmoid => "sigmoid",
+            Activation::Tanh => "tanh",
+            Activation::Erf => "erf",
+            Activation::Gelu {
+                tanh_approximation: false,
+            } => "gelu",
+            Activation::Gelu {
+                tanh_approximation: true,
+            } => "gelu_tanh",
+            Activation::Exp => "exp",
+            Activation::Log => "log",
+            Activation::Sqrt => "sqrt",
+            Activation::Neg => "neg",
+            Activation::Abs => "abs",
+        }
+    }
+
+    /// Parameters for [`Activation::from_name`].
+    pub fn params(self) -> Vec<f32> {
+        match self {
+            Activation::Clip { min, max } => vec![min, max],
+            Activation::LeakyRelu { alpha } => vec![alpha],
+            _ => Vec::new(),
+        }
+    }
+
+    /// The inverse of [`Activation::name`] + [`Activation::params`].
+    pub fn from_name(name: &str, params: &[f32]) -> Option<Self> {
+        Some(match (name, params) {
+            ("none", _) => Activation::None,
+            ("relu", _) => Activation::Relu,
+            ("clip", [min, max]) => Activation::Clip {
+                min: *min,
+                max: *max,
+            },
+            ("leaky_relu", [alpha]) => Activation::LeakyRelu { alpha: *alpha },
+            ("sigmoid", _) => Activation::Sigmoid,
+            ("tanh", _) => Activation::Tanh,
+            ("erf", _) => Activation::Erf,
+            ("gelu", _) => Activation::Gelu {
+                tanh_approximation: false,
+            },
+            ("gelu_tanh", _) => Activation::Gelu {
+                tanh_approximation: true,
+            },
+            ("exp", _) => Activation::Exp,
+            ("log", _) => Activation::Log,
+            ("sqrt", _) => Activation::Sqrt,
+            ("neg", _) => Activation::Neg,
+            ("abs", _) => Activation::Abs,
+            _ => return None,
+        })
+    }
+}

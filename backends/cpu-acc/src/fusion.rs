@@ -1,0 +1,583 @@
+//! Subgraph optimization: fuse chains into CpuAcc custom layers.
+//!
+//! * `Conv [→ BatchNormalization] [→ activation]` → `FusedConv` (BatchNormalization folded
+//!   into new constant weights and bias).
+//! * `MatMul [→ Add(constant row bias)] [→ activation]` → `FusedMatMul`, where the
+//!   activation may also be the exporters' GELU subgraph `0.5·x·(1 + erf(x/√2))`.
+//! * `Gemm → activation` → `FusedGemm`.
+//!
+//! A chain only grows through a tensor that has exactly one consumer and is not a network
+//! output, so no intermediate value anyone else needs disappears.
+
+use crate::act::Activation;
+use crate::ops::bn_affine;
+use crate::CPU_ACC_ID;
+use backplane_backend_api::{
+    LayerDesc, OptimizationViews, ReplacementLayer, SubgraphView, Substitution, ValueRef,
+};
+use backplane_core::ops::{AttrValue, AutoPad, ConvDesc, CustomOp, GemmDesc, Window};
+use backplane_core::{LayerId, Op, Tensor, TensorId, TensorInfo};
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+/// Custom op: convolution with folded batch norm, bias and activation. Inputs X, W, B?.
+pub const FUSED_CONV: &str = "FusedConv";
+/// Custom op: MatMul + column bias + activation. Inputs A, B, bias?.
+pub const FUSED_MATMUL: &str = "FusedMatMul";
+/// Custom op: Gemm + activation. Inputs A, B, C?.
+pub const FUSED_GEMM: &str = "FusedGemm";
+
+fn ints(v: &[usize]) -> AttrValue {
+    AttrValue::Ints(v.iter().map(|&x| x as i64).collect())
+}
+
+fn act_attrs(act: Activation) -> Vec<(String, AttrValue)> {
+    vec![
+        ("activation".into(), AttrValue::String(act.name().into())),
+        ("act_params".into(), AttrValue::Floats(act.params())),
+    ]
+}
+
+fn attr<'a>(c: &'a CustomOp, name: &str) -> Option<&'a AttrValue> {
+    c.attributes.iter().find(|(n, _)| n == name).map(|(_, v)| v)
+}
+
+fn get_ints(c: &CustomOp, name: &str) -> Result<Vec<usize>, String> {
+    match attr(c, name) {
+        Some(AttrValue::Ints(v)) => v
+            .iter()
+            .map(|&x| usize::try_from(x).map_err(|_| format!("{name}: negative value")))
+            .collect(),
+        _ => Err(format!("{} lacks attribute {name}", c.op_type)),
+    }
+}
+
+fn get_int(c: &CustomOp, name: &str) -> Result<i64, String> {
+    match attr(c, name) {
+        Some(AttrValue::Int(v)) => Ok(*v),
+        _ => Err(format!("{} lacks attribute {name}", c.op_type)),
+    }
+}
+
+fn get_float(c: &CustomOp, name: &str) -> Result<f32, String> {
+    match attr(c, name) {
+        Some(AttrValue::Float(v)) => Ok(*v),
+        _ => Err(format!("{} lacks attribute {name}", c.op_type)),
+    }
+}
+
+/// The activation of a fused custom op.
+pub fn decode_act(c: &CustomOp) -> Result<Activation, String> {
+    let name = match attr(c, "activation") {
+        Some(AttrValue::String(s)) => s.as_str(),
+        _ => "none",
+    };
+    let params = match attr(c, "act_params") {
+        Some(AttrValue::Floats(f)) => f.as_slice(),
+        _ => &[],
+    };
+    Activation::from_name(name, params).ok_or_else(|| format!("unknown activation '{name}'"))
+}
+
+fn auto_pad_code(a: AutoPad) -> i64 {
+    match a {
+        AutoPad::NotSet => 0,
+        AutoPad::SameUpper => 1,
+        AutoPad::SameLower => 2,
+        AutoPad::Valid => 3,
+    }
+}
+
+/// The convolution of a `FusedConv`.
+pub fn decode_conv(c: &CustomOp) -> Result<ConvDesc, String> {
+    Ok(ConvDesc {
+        window: Window {
+            kernel: get_ints(c, "kernel_shape")?,
+            strides: get_ints(c, "strides")?,
+            dilations: get_ints(c, "dilations")?,
+            pads: get_ints(c, "pads")?,
+            auto_pad: match get_int(c, "auto_pad")? {
+                1 => AutoPad::SameUpper,
+                2 => AutoPad::SameLower,
+                3 => AutoPad::Valid,
+                _ => AutoPad::NotSet,
+            },
+        },
+        group: usize::try_from(get_int(c, "group")?).map_err(|_| "negative group")?,
+    })
+}
+
+/// The Gemm of a `FusedGemm`.
+pub fn decode_gemm(c: &CustomOp) -> Result<GemmDesc, String> {
+    Ok(GemmDesc {
+        alpha: get_float(c, "alpha")?,
+        beta: get_float(c, "beta")?,
+        trans_a: get_int(c, "trans_a")? != 0,
+        trans_b: get_int(c, "trans_b")? != 0,
+    })
+}
+
+fn conv_op(desc: &ConvDesc, act: Activation, outputs: Vec<TensorInfo>) -> Op {
+    let w = &desc.window;
+    let mut attributes = vec![
+        ("kernel_shape".into(), ints(&w.kernel)),
+        ("strides".into(), ints(&w.strides)),
+        ("dilations".into(), ints(&w.dilations)),
+        ("pads".into(), ints(&w.pads)),
+        ("auto_pad".into(), AttrValue::Int(auto_pad_code(w.auto_pad))),
+        ("group".into(), AttrValue::Int(desc.group as i64)),
+    ];
+    attributes.extend(act_attrs(act));
+    Op::Custom(CustomOp {
+        domain: CPU_ACC_ID.into(),
+        op_type: FUSED_CONV.into(),
+        attributes,
+        outputs,
+    })
+}
+
+/// Whether CpuAcc runs this custom layer.
+pub fn check_custom(c: &CustomOp, layer: &LayerDesc) -> Result<(), String> {
+    if c.domain != CPU_ACC_ID {
+        return Err(format!(
+            "custom operator '{}' of domain '{}' is not CpuAcc's",
+            c.op_type, c.domain
+        ));
+    }
+    if layer.outputs.len() != 1 || c.outputs.len() != 1 {
+        return Err(format!("{} has one output", c.op_type));
+    }
+    let refs: Vec<&TensorInfo> = layer.inputs.iter().collect();
+    decode_act(c)?;
+    let inferred = match c.op_type.as_str() {
+        FUSED_CONV => {
+            let desc = decode_conv(c)?;
+            let dims = |s: usize| {
+                refs.get(s)
+                    .map(|i| i.shape.dims().to_vec())
+                    .unwrap_or_default()
+            };
+            crate::conv::check(&desc, &dims(0), &dims(1))?;
+            Op::Conv(desc).infer(&refs)
+        }
+        FUSED_MATMUL => {
+            if let Some(b) = refs.get(2) {
+                let n = refs.get(1).and_then(|i| i.shape.dims().last().copied());
+                if b.shape.dims().len() != 1 || Some(b.shape.dims()[0]) != n {
+                    return Err("FusedMatMul bias must be 1-D of N values".into());
+                }
+            }
+            Op::MatMul.infer(&refs[..refs.len().min(2)])
+        }
+        FUSED_GEMM => Op::Gemm(decode_gemm(c)?).infer(&refs),
+        other => return Err(format!("CpuAcc has no custom operator '{other}'")),
+    }
+    .map_err(|e| e.to_string())?;
+    if layer
+        .inputs
+        .iter()
+        .any(|i| i.dtype != backplane_core::DataType::F32)
+    {
+        return Err(format!("{} runs on f32 only", c.op_type));
+    }
+    if inferred.len() != 1 || !inferred[0].same_layout(&layer.outputs[0]) {
+        return Err(format!("{} output description differs", c.op_type));
+    }
+    Ok(())
+}
+
+/// An activation layer CpuAcc can fuse.
+fn fusable_act(op: &Op) -> Option<Activation> {
+    match op {
+        Op::Unary(u) => Some(Activation::from_unary(*u)),
+        _ => None,
+    }
+}
+
+struct Graph<'a> {
+    view: &'a SubgraphView<'a>,
+    inside: BTreeSet<LayerId>,
+    consumers: Vec<Vec<(LayerId, usize)>>,
+    used: BTreeSet<LayerId>,
+}
+
+impl Graph<'_> {
+    /// The only consumer of `t`, if it has one, is inside, unused, and `t` is not an output.
+    fn sole_consumer(&self, t: TensorId) -> Option<LayerId> {
+        let net = self.view.network();
+        if net.outputs().contains(&t) {
+            return None;
+        }
+        match self.consumers.get(t.0).map(Vec::as_slice) {
+            Some([(l, _)]) if self.inside.contains(l) && !self.used.contains(l) => Some(*l),
+            _ => None,
+        }
+    }
+
+    fn constant(&self, t: TensorId) -> Option<&Arc<Tensor>> {
+        self.view.network().tensor(t).constant()
+    }
+
+    fn supported(&self, id: LayerId) -> bool {
+        crate::support::check(&self.view.layer_desc(id)).is_ok()
+    }
+}
+
+/// Optimize a subgraph assigned to CpuAcc.
+pub fn optimize(view: &SubgraphView<'_>) -> OptimizationViews {
+    let net = view.network();
+    let mut g = Graph {
+        view,
+        inside: view.layers().iter().copied().collect(),
+        consumers: net.consumers(),
+        used: BTreeSet::new(),
+    };
+    let mut subs = Vec::new();
+    for &id in view.layers() {
+        if g.used.contains(&id) || !g.supported(id) {
+            continue;
+        }
+        let sub = match &net.layer(id).op {
+            Op::Conv(desc) => fuse_conv(&g, id, desc),
+            Op::MatMul => fuse_matmul(&g, id),
+            Op::Gemm(desc) => fuse_gemm(&g, id, *desc),
+            _ => None,
+        };
+        if let Some(s) = sub {
+            g.used.extend(s.replaced.iter().copied());
+            subs.push(s);
+        }
+    }
+    let untouched: Vec<LayerId> = view
+        .layers()
+        .iter()
+        .copied()
+        .filter(|l| !g.used.contains(l))
+        .collect();
+    OptimizationViews {
+        substitutions: subs,
+        failed: Vec::new(),
+        untouched: if untouched.is_empty() {
+            Vec::new()
+        } else {
+            vec![untouched]
+        },
+    }
+}
+
+fn single_output(g: &Graph<'_>, id: LayerId) -> Option<TensorId> {
+    match g.view.network().layer(id).outputs.as_slice() {
+        [t] => Some(*t),
+        _ => None,
+    }
+}
+
+/// Follow an activation after `t`, if there is one.
+fn follow_act(g: &Graph<'_>, t: TensorId) -> Option<(LayerId, Activation, TensorId)> {
+    let next = g.sole_consumer(t)?;
+    let act = fusable_act(&g.view.network().layer(next).op)?;
+    if !g.supported(next) {
+        return None;
+    }
+    Some((next, act, single_output(g, next)?))
+}
+
+/// The scalar value of a constant tensor with one element.
+fn scalar(g: &Graph<'_>, t: TensorId) -> Option<f32> {
+    match g.constant(t)?.as_slice::<f32>().ok()? {
+        [v] => Some(*v),
+        _ => None,
+    }
+}
+
+/// Layer `id` is `op(t, c)` or `op(c, t)` (for commutative `op`) with a scalar constant `c`.
+fn binary_with_scalar(
+    g: &Graph<'_>,
+    id: LayerId,
+    op: backplane_core::ops::BinaryOp,
+    t: TensorId,
+) -> Option<f32> {
+    let layer = g.view.network().layer(id);
+    if layer.op != Op::Binary(op) || !g.supported(id) {
+        return None;
+    }
+    match layer.inputs.as_slice() {
+        [a, c] if *a == t => scalar(g, *c),
+        [c, a] if *a == t && op != backplane_core::ops::BinaryOp::Div => scalar(g, *c),
+        _ => None,
+    }
+}
+
+fn near(v: f32, want: f32) -> bool {
+    (v - want).abs() <= 1e-6 * want.abs().max(1.0)
+}
+
+/// The exporters' GELU subgraph on `h`: `0.5·h·(1 + erf(h/√2))` in either multiplication
+/// order. Returns its layers and output.
+fn match_gelu(g: &Graph<'_>, h: TensorId) -> Option<(Vec<LayerId>, TensorId)> {
+    use backplane_core::ops::BinaryOp::{Add, Div, Mul};
+    let net = g.view.network();
+    if net.outputs().contains(&h) {
+        return None;
+    }
+    let users: Vec<LayerId> = g.consumers.get(h.0)?.iter().map(|(l, _)| *l).collect();
+    if users.len() != 2
+        || users
+            .iter()
+            .any(|l| !g.inside.contains(l) || g.used.contains(l))
+    {
+        return None;
+    }
+    let is_scale = |id: LayerId| {
+        binary_with_scalar(g, id, Div, h).is_some_and(|v| near(v, std::f32::consts::SQRT_2))
+            || binary_with_scalar(g, id, Mul, h)
+                .is_some_and(|v| near(v, std::f32::consts::FRAC_1_SQRT_2))
+    };
+    let (scale, other) = if is_scale(users[0]) {
+        (users[0], users[1])
+    } else if is_scale(users[1]) {
+        (users[1], users[0])
+    } else {
+        return None;
+    };
+    let erf = g.sole_consumer(single_output(g, scale)?)?;
+    if net.layer(erf).op != Op::Unary(backplane_core::ops::UnaryOp::Erf) || !g.supported(erf) {
+        return None;
+    }
+    let erf_out = single_output(g, erf)?;
+    let plus = g.sole_consumer(erf_out)?;
+    if !binary_with_scalar(g, plus, Add, erf_out).is_some_and(|v| near(v, 1.0)) {
+        return None;
+    }
+    let plus_out = single_output(g, plus)?;
+    let other_out = single_output(g, other)?;
+    let is_mul_of = |id: LayerId, a: TensorId, b: TensorId| {
+        let l = net.layer(id);
+        l.op == Op::Binary(Mul)
+            && g.supported(id)
+            && (l.inputs.as_slice() == [a, b] || l.inputs.as_slice() == [b, a])
+    };
+    let last = if binary_with_scalar(g, other, Mul, h).is_some_and(|v| near(v, 0.5)) {
+        // (0.5·h)·(1 + erf)
+        let last = g.sole_consumer(other_out)?;
+        (g.sole_consumer(plus_out) == Some(last) && is_mul_of(last, other_out, plus_out))
+            .then_some(last)?
+    } else if is_mul_of(other, h, plus_out) && g.sole_consumer(plus_out) == Some(other) {
+        // (h·(1 + erf))·0.5
+        let last = g.sole_consumer(other_out)?;
+        binary_with_scalar(g, last, Mul, other_out)
+            .is_some_and(|v| near(v, 0.5))
+            .then_some(last)?
+    } else {
+        return None;
+    };
+    Some((vec![scale, erf, plus, other, last], single_output(g, last)?))
+}
+
+fn names(g: &Graph<'_>, ids: &[LayerId]) -> String {
+    ids.iter()
+        .map(|&l| g.view.network().layer(l).name.as_str())
+        .collect::<Vec<_>>()
+        .join("+")
+}
+
+fn fuse_conv(g: &Graph<'_>, id: LayerId, desc: &ConvDesc) -> Option<Substitution> {
+    let net = g.view.network();
+    let layer = net.layer(id);
+    let mut out = single_output(g, id)?;
+    let mut replaced = vec![id];
+    let mut weights: Option<(Tensor, Tensor)> = None;
+    // BatchNormalization with constant parameters, folded into the weights.
+    if let Some(next) = g.sole_consumer(out) {
+        let bn = net.layer(next);
+        if let Op::BatchNormalization { epsilon } = bn.op {
+            let params: Option<Vec<&Arc<Tensor>>> =
+                bn.inputs[1..].iter().map(|&t| g.constant(t)).collect();
+            let w = layer.inputs.get(1).and_then(|&t| g.constant(t));
+            if let (Some(p), Some(w), true) = (params, w, g.supported(next)) {
+                let b = layer.inputs.get(2).and_then(|&t| g.constant(t));
+                if let Some(folded) = fold_bn(w, b.map(|a| &**a), &p, epsilon) {
+                    weights = Some(folded);
+                    replaced.push(next);
+                    out = single_output(g, next)?;
+                }
+            }
+        }
+    }
+    let mut act = Activation::None;
+    if let Some((next, a, t)) = follow_act(g, out) {
+        act = a;
+        replaced.push(next);
+        out = t;
+    }
+    if replaced.len() == 1 {
+        return None;
+    }
+    let inputs = match weights {
+        Some((w, b)) => vec![
+            ValueRef::Existing(layer.inputs[0]),
+            ValueRef::NewConstant(Arc::new(w)),
+            ValueRef::NewConstant(Arc::new(b)),
+        ],
+        None => layer
+            .inputs
+            .iter()
+            .map(|&t| ValueRef::Existing(t))
+            .collect(),
+    };
+    let info = net.tensor(out).info.clone();
+    Some(Substitution {
+        replacement: vec![ReplacementLayer {
+            name: names(g, &replaced),
+            op: conv_op(desc, act, vec![info]),
+            inputs,
+            outputs: vec![Some(out)],
+        }],
+        replaced,
+    })
+}
+
+/// Fold `y = bn(conv(x, w) + b)` into new weights and bias.
+fn fold_bn(
+    w: &Tensor,
+    b: Option<&Tensor>,
+    params: &[&Arc<Tensor>],
+    eps: f32,
+) -> Option<(Tensor, Tensor)> {
+    let [scale, bias, mean, var] = params else {
+        return None;
+    };
+    let (mul, add) = bn_affine(
+        scale.as_slice().ok()?,
+        bias.as_slice().ok()?,
+        mean.as_slice().ok()?,
+        var.as_slice().ok()?,
+        eps,
+    );
+    let wv = w.as_slice::<f32>().ok()?;
+    let m = *w.shape().dims().first()?;
+    if mul.len() != m || m == 0 {
+        return None;
+    }
+    let per = wv.len() / m;
+    let new_w: Vec<f32> = wv
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| v * mul[i / per])
+        .collect();
+    let old_b: Vec<f32> = match b {
+        Some(t) => t.as_slice::<f32>().ok()?.to_vec(),
+        None => vec![0.0; m],
+    };
+    let new_b: Vec<f32> = (0..m).map(|i| old_b[i].mul_add(mul[i], add[i])).collect();
+    Some((
+        Tensor::from_vec(w.shape().clone(), new_w).ok()?,
+        Tensor::from_vec(vec![m], new_b).ok()?,
+    ))
+}
+
+fn fuse_matmul(g: &Graph<'_>, id: LayerId) -> Option<Substitution> {
+    let net = g.view.network();
+    let layer = net.layer(id);
+    let mut out = single_output(g, id)?;
+    let out_info = net.tensor(out).info.clone();
+    let n = *out_info.shape.dims().last()?;
+    let b_dims = net.tensor(*layer.inputs.get(1)?).info.shape.dims().to_vec();
+    if b_dims.len() < 2 || out_info.shape.rank() < 2 {
+        return None;
+    }
+    let mut replaced = vec![id];
+    let mut bias: Option<Tensor> = None;
+    if let Some(next) = g.sole_consumer(out) {
+        let add = net.layer(next);
+        if matches!(add.op, Op::Binary(backplane_core::ops::BinaryOp::Add)) && g.supported(next) {
+            let other = add.inputs.iter().copied().find(|&t| t != out);
+            let c = other.and_then(|t| g.constant(t));
+            let add_out = single_output(g, next)?;
+            if let Some(c) = c {
+                let cd = c.shape().dims();
+                let row = cd.last() == Some(&n) && cd.iter().rev().skip(1).all(|&d| d == 1);
+                if row && net.tensor(add_out).info.same_layout(&out_info) {
+                    bias = Tensor::from_vec(vec![n], c.as_slice::<f32>().ok()?.to_vec()).ok();
+                    replaced.push(next);
+                    out = add_out;
+                }
+            }
+        }
+    }
+    let mut act = Activation::None;
+    if let Some((layers, t)) = match_gelu(g, out) {
+        act = Activation::Gelu {
+            tanh_approximation: false,
+        };
+        replaced.extend(layers);
+        out = t;
+    } else if let Some((next, a, t)) = follow_act(g, out) {
+        act = a;
+        replaced.push(next);
+        out = t;
+    }
+    if replaced.len() == 1 {
+        return None;
+    }
+    let mut inputs = vec![
+        ValueRef::Existing(layer.inputs[0]),
+        ValueRef::Existing(layer.inputs[1]),
+    ];
+    if let Some(b) = bias {
+        inputs.push(ValueRef::NewConstant(Arc::new(b)));
+    }
+    Some(Substitution {
+        replacement: vec![ReplacementLayer {
+            name: names(g, &replaced),
+            op: Op::Custom(CustomOp {
+                domain: CPU_ACC_ID.into(),
+                op_type: FUSED_MATMUL.into(),
+                attributes: act_attrs(act),
+                outputs: vec![net.tensor(out).info.clone()],
+            }),
+            inputs,
+            outputs: vec![Some(out)],
+        }],
+        replaced,
+    })
+}
+
+fn fuse_gemm(g: &Graph<'_>, id: LayerId, desc: GemmDesc) -> Option<Substitution> {
+    let net = g.view.network();
+    let layer = net.layer(id);
+    let out = single_output(g, id)?;
+    let (next, act, t) = follow_act(g, out)?;
+    let mut attributes = vec![
+        ("alpha".to_string(), AttrValue::Float(desc.alpha)),
+        ("beta".to_string(), AttrValue::Float(desc.beta)),
+        (
+            "trans_a".to_string(),
+            AttrValue::Int(i64::from(desc.trans_a)),
+        ),
+        (
+            "trans_b".to_string(),
+            AttrValue::Int(i64::from(desc.trans_b)),
+        ),
+    ];
+    attributes.extend(act_attrs(act));
+    let replaced = vec![id, next];
+    Some(Substitution {
+        replacement: vec![ReplacementLayer {
+            name: names(g, &replaced),
+            op: Op::Custom(CustomOp {
+                domain: CPU_ACC_ID.into(),
+                op_type: FUSED_GEMM.into(),
+                attributes,
+                outputs: vec![net.tensor(t).info.clone()],
+            }),
+            inputs: layer
+                .inputs
+                .iter()
+                .map(|&x| ValueRef::Existing(x))
+                .collect(),
+            outputs: vec![Some(t)],
+        }],
+        replaced,
+    })
+}

@@ -1,0 +1,76 @@
+//! Buffer checks shared by every workload: the runtime hands buffers that match the layer's
+//! descriptions, and workloads verify it before indexing (a mismatch is an error, not a panic).
+
+use backplane_backend_api::{BackendError, Result};
+use backplane_core::{TensorInfo, TensorView, TensorViewMut};
+
+/// The descriptions a workload was created for.
+#[derive(Debug, Clone)]
+pub struct Io {
+    /// Layer name, for messages.
+    pub layer: String,
+    /// Inputs.
+    pub inputs: Vec<TensorInfo>,
+    /// Outputs.
+    pub outputs: Vec<TensorInfo>,
+}
+
+impl Io {
+    /// Check that the buffers match the descriptions, byte for byte.
+    pub fn check(&self, inputs: &[TensorView<'_>], outputs: &[TensorViewMut<'_>]) -> Result<()> {
+        if inputs.len() != self.inputs.len() || outputs.len() != self.outputs.len() {
+            return Err(self.error(format!(
+                "{} inputs and {} outputs given, expected {} and {}",
+                inputs.len(),
+                outputs.len(),
+                self.inputs.len(),
+                self.outputs.len()
+            )));
+        }
+        let given = inputs
+            .iter()
+            .map(|v| (v.info, v.data.len()))
+            .chain(outputs.iter().map(|v| (v.info, v.data.len())));
+        for ((info, len), want) in given.zip(self.inputs.iter().chain(&self.outputs)) {
+            if !info.same_layout(want) {
+                return Err(self.error(format!("a buffer is {info}, expected {want}")));
+            }
+            let need = want.num_bytes()?;
+            if len != need {
+                return Err(self.error(format!(
+                    "a buffer for {want} holds {len} bytes, expected {need}"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// An execution error naming the layer.
+    pub fn error(&self, message: String) -> BackendError {
+        BackendError::Execution(format!("{}: {message}", self.layer))
+    }
+}
+
+/// The f32 elements of an input.
+pub fn f32s<'a>(v: &TensorView<'a>) -> Result<&'a [f32]> {
+    Ok(v.as_slice::<f32>()?)
+}
+
+/// The f32 elements of an output.
+pub fn f32s_mut<'a, 'b>(v: &'a mut TensorViewMut<'b>) -> Result<&'a mut [f32]> {
+    Ok(v.as_mut_slice::<f32>()?)
+}
+
+/// Input `slot`.
+pub fn input<'a, 'b>(inputs: &'a [TensorView<'b>], slot: usize) -> Result<&'a TensorView<'b>> {
+    inputs
+        .get(slot)
+        .ok_or_else(|| BackendError::Execution(format!("input {slot} is missing")))
+}
+
+/// The first output.
+pub fn output<'a, 'b>(outputs: &'a mut [TensorViewMut<'b>]) -> Result<&'a mut TensorViewMut<'b>> {
+    outputs
+        .first_mut()
+        .ok_or_else(|| BackendError::Execution("the output buffer is missing".into()))
+}

@@ -1,0 +1,643 @@
+//! The workloads of the non-GEMM ops: elementwise, pooling, normalizations, reductions and
+//! data movement.
+
+use crate::act::Activation;
+use crate::elementwise::{self, Bin, BroadcastPlan};
+use crate::io::{f32s, f32s_mut, input, output, Io};
+use crate::reduce::{self, ReducePlan};
+use crate::simd;
+use crate::threads::Threads;
+use crate::window::{self, Geo2, WindowKind};
+use backplane_backend_api::{BackendError, Result, Workload};
+use backplane_core::ops::{PoolDesc, PoolKind, ReduceDesc};
+use backplane_core::shape::{broadcast_strides, normalize_axis, strides_of};
+use backplane_core::{Tensor, TensorView, TensorViewMut};
+
+/// A unary function.
+pub struct UnaryWorkload {
+    /// Buffers.
+    pub io: Io,
+    /// The function.
+    pub act: Activation,
+    /// Threads.
+    pub threads: Threads,
+}
+
+impl Workload for UnaryWorkload {
+    fn execute(&self, inputs: &[TensorView<'_>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
+        self.io.check(inputs, outputs)?;
+        let x = f32s(input(inputs, 0)?)?;
+        elementwise::unary(&self.threads, self.act, x, f32s_mut(output(outputs)?)?)
+    }
+}
+
+/// A binary function with broadcasting.
+pub struct BinaryWorkload {
+    io: Io,
+    op: Bin,
+    plan: BroadcastPlan,
+    threads: Threads,
+}
+
+impl BinaryWorkload {
+    /// Plan it.
+    pub fn new(io: Io, op: Bin, threads: Threads) -> Result<Self> {
+        let dims = |v: Option<&backplane_core::TensorInfo>| {
+            v.map(|i| i.shape.dims().to_vec())
+                .ok_or_else(|| BackendError::Other(format!("{}: missing tensor", io.layer)))
+        };
+        let (a, b, y) = (
+            dims(io.inputs.first())?,
+            dims(io.inputs.get(1))?,
+            dims(io.outputs.first())?,
+        );
+        let plan = BroadcastPlan::new(&a, &b, &y);
+        Ok(BinaryWorkload {
+            io,
+            op,
+            plan,
+            threads,
+        })
+    }
+}
+
+impl Workload for BinaryWorkload {
+    fn execute(&self, inputs: &[TensorView<'_>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
+        self.io.check(inputs, outputs)?;
+        let a = f32s(input(inputs, 0)?)?;
+        let b = f32s(input(inputs, 1)?)?;
+        let y = f32s_mut(output(outputs)?)?;
+        elementwise::binary(&self.threads, self.op, &self.plan, a, b, y)
+    }
+}
+
+/// Why CpuAcc cannot pool this, if it cannot.
+pub fn check_pool(desc: &PoolDesc, x: &[usize]) -> std::result::Result<Geo2, String> {
+    if x.len() != 3 && x.len() != 4 {
+        return Err("CpuAcc pools 1-D and 2-D inputs only".into());
+    }
+    let g = desc.geometry(x).map_err(|e| e.to_string())?;
+    Geo2::from_geometry(&g, &x[2..]).ok_or_else(|| "unsupported geometry".into())
+}
+
+/// MaxPool / AveragePool.
+pub struct PoolWorkload {
+    io: Io,
+    geo: Geo2,
+    kind: PoolKind,
+    inv_cy: Vec<f32>,
+    inv_cx: Vec<f32>,
+    threads: Threads,
+}
+
+/// 1/count per output position along one axis: taps inside the input, or inside the padded
+/// input with `include_pad`.
+#[allow(clippy::too_many_arguments)]
+fn inv_counts(
+    out: usize,
+    input: usize,
+    k: usize,
+    s: usize,
+    d: usize,
+    pb: usize,
+    pe: usize,
+    include_pad: bool,
+) -> Vec<f32> {
+    (0..out)
+        .map(|o| {
+            let count = (0..k)
+                .filter(|&t| {
+                    let p = o * s + t * d;
+                    if include_pad {
+                        p < pb + input + pe
+                    } else {
+                        p >= pb && p < pb + input
+                    }
+                })
+                .count();
+            1.0 / count.max(1) as f32
+        })
+        .collect()
+}
+
+impl PoolWorkload {
+    /// Plan it.
+    pub fn new(io: Io, desc: &PoolDesc, threads: Threads) -> Result<Self> {
+        let x = io
+            .inputs
+            .first()
+            .ok_or_else(|| BackendError::Other("pool: no input".into()))?
+            .shape
+            .dims()
+            .to_vec();
+        let geo = check_pool(desc, &x).map_err(BackendError::Other)?;
+        let g = desc.geometry(&x)?;
+        let (pe_h, pe_w) = if x.len() == 4 {
+            (g.pads_end[0], g.pads_end[1])
+        } else {
+            (0, g.pads_end[0])
+        };
+        let inc = desc.count_include_pad;
+        let inv_cy = inv_counts(geo.oh, geo.h, geo.kh, geo.sh, geo.dh, geo.pt, pe_h, inc);
+        let inv_cx = inv_counts(geo.ow, geo.w, geo.kw, geo.sw, geo.dw, geo.pl, pe_w, inc);
+        Ok(PoolWorkload {
+            io,
+            geo,
+            kind: desc.kind,
+            inv_cy,
+            inv_cx,
+            threads,
+        })
+    }
+}
+
+impl Workload for PoolWorkload {
+    fn execute(&self, inputs: &[TensorView<'_>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
+        self.io.check(inputs, outputs)?;
+        let x = f32s(input(inputs, 0)?)?;
+        let y = f32s_mut(output(outputs)?)?;
+        let (pad, kind) = match self.kind {
+            PoolKind::Max => (f32::NEG_INFINITY, WindowKind::Max),
+            PoolKind::Average => (
+                0.0,
+                WindowKind::Average {
+                    inv_cy: &self.inv_cy,
+                    inv_cx: &self.inv_cx,
+                },
+            ),
+        };
+        window::run_planes(&self.threads, &self.geo, x, y, pad, |_| kind)
+    }
+}
+
+/// GlobalAveragePool / GlobalMaxPool.
+pub struct GlobalPoolWorkload {
+    /// Buffers.
+    pub io: Io,
+    /// Max or average.
+    pub kind: PoolKind,
+    /// Threads.
+    pub threads: Threads,
+}
+
+impl Workload for GlobalPoolWorkload {
+    fn execute(&self, inputs: &[TensorView<'_>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
+        self.io.check(inputs, outputs)?;
+        let x = f32s(input(inputs, 0)?)?;
+        let y = f32s_mut(output(outputs)?)?;
+        if y.is_empty() {
+            return Ok(());
+        }
+        let plane = x.len() / y.len();
+        let kind = self.kind;
+        let per = self
+            .threads
+            .chunk_size(y.len(), (16384 / plane.max(1)).max(1), 1);
+        self.threads.chunks(y, per, |ci, yc| {
+            for (i, o) in yc.iter_mut().enumerate() {
+                let p = ci * per + i;
+                let run = &x[p * plane..(p + 1) * plane];
+                *o = match kind {
+                    PoolKind::Average => {
+                        (simd::reduce_run(reduce::RunKind::Sum, run) / plane as f64) as f32
+                    }
+                    PoolKind::Max => simd::reduce_run(reduce::RunKind::Max, run) as f32,
+                };
+            }
+            Ok(())
+        })
+    }
+}
+
+/// Softmax along one axis.
+pub struct SoftmaxWorkload {
+    io: Io,
+    outer: usize,
+    len: usize,
+    inner: usize,
+    threads: Threads,
+}
+
+impl SoftmaxWorkload {
+    /// Plan it.
+    pub fn new(io: Io, axis: i64, threads: Threads) -> Result<Self> {
+        let dims = io
+            .inputs
+            .first()
+            .ok_or_else(|| BackendError::Other("softmax: no input".into()))?
+            .shape
+            .dims()
+            .to_vec();
+        let a = normalize_axis(axis, dims.len())?;
+        let p = |d: &[usize]| d.iter().product::<usize>();
+        Ok(SoftmaxWorkload {
+            outer: p(&dims[..a]),
+            len: dims[a],
+            inner: p(&dims[a + 1..]),
+            io,
+            threads,
+        })
+    }
+}
+
+impl Workload for SoftmaxWorkload {
+    fn execute(&self, inputs: &[TensorView<'_>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
+        self.io.check(inputs, outputs)?;
+        let x = f32s(input(inputs, 0)?)?;
+        let y = f32s_mut(output(outputs)?)?;
+        let (len, inner) = (self.len, self.inner);
+        if len == 0 || y.is_empty() {
+            return Ok(());
+        }
+        if inner == 1 {
+            let per = self.threads.chunk_size(self.outer, (8192 / len).max(1), 1);
+            return self.threads.chunks(y, per * len, |ci, yc| {
+                for (r, out) in yc.chunks_exact_mut(len).enumerate() {
+                    let s = (ci * per + r) * len;
+                    simd::softmax_row(&x[s..s + len], out);
+                }
+                Ok(())
+            });
+        }
+        // A strided axis: gather each column, softmax it, scatter it back.
+        self.threads.chunks(y, len * inner, |o, yc| {
+            let (mut col, mut res) = (vec![0f32; len], vec![0f32; len]);
+            let base = o * len * inner;
+            for i in 0..inner {
+                for (j, v) in col.iter_mut().enumerate() {
+                    *v = x[base + j * inner + i];
+                }
+                simd::softmax_row(&col, &mut res);
+                for (j, &v) in res.iter().enumerate() {
+                    yc[j * inner + i] = v;
+                }
+            }
+            Ok(())
+        })
+    }
+}
+
+/// Expand a parameter of shape `from` to the block shape `to` (row-major).
+fn expand(values: &[f32], from: &[usize], to: &[usize]) -> Vec<f32> {
+    let st = broadcast_strides(from, to);
+    let total: usize = to.iter().product();
+    let tstr = strides_of(to);
+    (0..total)
+        .map(|i| {
+            let mut off = 0;
+            for ((&d, &s), &t) in to.iter().zip(&st).zip(&tstr) {
+                off += (i / t) % d.max(1) * s;
+            }
+            values[off]
+        })
+        .collect()
+}
+
+/// LayerNormalization over the trailing axes.
+pub struct LayerNormWorkload {
+    io: Io,
+    epsilon: f32,
+    block_dims: Vec<usize>,
+    scale: Option<Vec<f32>>,
+    bias: Option<Vec<f32>>,
+    threads: Threads,
+}
+
+impl LayerNormWorkload {
+    /// Plan it, expanding constant scale and bias to the block.
+    pub fn new(
+        io: Io,
+        axis: i64,
+        epsilon: f32,
+        scale: Option<&Tensor>,
+        bias: Option<&Tensor>,
+        threads: Threads,
+    ) -> Result<Self> {
+        let dims = io
+            .inputs
+            .first()
+            .ok_or_else(|| BackendError::Other("layer norm: no input".into()))?
+            .shape
+            .dims()
+            .to_vec();
+        let a = normalize_axis(axis, dims.len())?;
+        let block_dims = dims[a..].to_vec();
+        let exp = |t: Option<&Tensor>| -> Result<Option<Vec<f32>>> {
+            t.map(|t| Ok(expand(t.as_slice::<f32>()?, t.shape().dims(), &block_dims)))
+                .transpose()
+        };
+        Ok(LayerNormWorkload {
+            scale: exp(scale)?,
+            bias: exp(bias)?,
+            io,
+            epsilon,
+            block_dims,
+            threads,
+        })
+    }
+}
+
+impl Workload for LayerNormWorkload {
+    fn execute(&self, inputs: &[TensorView<'_>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
+        self.io.check(inputs, outputs)?;
+        let x = f32s(input(inputs, 0)?)?;
+        let block: usize = self.block_dims.iter().product();
+        let scale_rt;
+        let scale: &[f32] = match &self.scale {
+            Some(s) => s,
+            None => {
+                let v = input(inputs, 1)?;
+                scale_rt = expand(f32s(v)?, v.dims(), &self.block_dims);
+                &scale_rt
+            }
+        };
+        let bias_rt;
+        let bias: Option<&[f32]> = match (&self.bias, inputs.get(2)) {
+            (Some(b), _) => Some(b),
+            (None, Some(v)) => {
+                bias_rt = expand(f32s(v)?, v.dims(), &self.block_dims);
+                Some(&bias_rt)
+            }
+            (None, None) => None,
+        };
+        let y = f32s_mut(output(outputs)?)?;
+        if block == 0 || y.is_empty() {
+            return Ok(());
+        }
+        let rows = y.len() / block;
+        let per = self.threads.chunk_size(rows, (8192 / block).max(1), 1);
+        let eps = self.epsilon;
+        self.threads.chunks(y, per * block, |ci, yc| {
+            for (r, out) in yc.chunks_exact_mut(block).enumerate() {
+                let s = (ci * per + r) * block;
+                simd::layer_norm_row(&x[s..s + block], scale, bias, eps, out);
+            }
+            Ok(())
+        })
+    }
+}
+
+/// Inference BatchNormalization as a per-channel affine map.
+pub struct BatchNormWorkload {
+    io: Io,
+    epsilon: f32,
+    affine: Option<(Vec<f32>, Vec<f32>)>,
+    threads: Threads,
+}
+
+/// Per-channel (multiplier, offset) of a batch normalization.
+pub fn bn_affine(
+    scale: &[f32],
+    bias: &[f32],
+    mean: &[f32],
+    var: &[f32],
+    eps: f32,
+) -> (Vec<f32>, Vec<f32>) {
+    let mul: Vec<f32> = scale
+        .iter()
+        .zip(var)
+        .map(|(&s, &v)| (f64::from(s) / (f64::from(v) + f64::from(eps)).sqrt()) as f32)
+        .collect();
+    let add = bias
+        .iter()
+        .zip(mean)
+        .zip(&mul)
+        .map(|((&b, &m), &k)| (f64::from(b) - f64::from(m) * f64::from(k)) as f32)
+        .collect();
+    (mul, add)
+}
+
+impl BatchNormWorkload {
+    /// Precompute the affine map when the parameters are constants.
+    pub fn new(
+        io: Io,
+        epsilon: f32,
+        params: [Option<&Tensor>; 4],
+        threads: Threads,
+    ) -> Result<Self> {
+        let affine = match params {
+            [Some(s), Some(b), Some(m), Some(v)] => Some(bn_affine(
+                s.as_slice()?,
+                b.as_slice()?,
+                m.as_slice()?,
+                v.as_slice()?,
+                epsilon,
+            )),
+            _ => None,
+        };
+        Ok(BatchNormWorkload {
+            io,
+            epsilon,
+            affine,
+            threads,
+        })
+    }
+}
+
+impl Workload for BatchNormWorkload {
+    fn execute(&self, inputs: &[TensorView<'_>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
+        self.io.check(inputs, outputs)?;
+        let x = f32s(input(inputs, 0)?)?;
+        let rt;
+        let (mul, add) = match &self.affine {
+            Some((m, a)) => (m.as_slice(), a.as_slice()),
+            None => {
+                let p = |i| -> Result<&[f32]> { f32s(input(inputs, i)?) };
+                rt = bn_affine(p(1)?, p(2)?, p(3)?, p(4)?, self.epsilon);
+                (rt.0.as_slice(), rt.1.as_slice())
+            }
+        };
+        let dims = x.len();
+        let y = f32s_mut(output(outputs)?)?;
+        let c = mul.len().max(1);
+        let shape = self
+            .io
+            .inputs
+            .first()
+            .map(|i| i.shape.dims().to_vec())
+            .unwrap_or_default();
+        let plane: usize = shape.iter().skip(2).product();
+        if dims == 0 || plane == 0 {
+            return Ok(());
+        }
+        self.threads.chunks(y, plane, |p, out| {
+            let ch = p % c;
+            let (k, a) = (mul[ch], add[ch]);
+            for (o, &v) in out.iter_mut().zip(&x[p * plane..(p + 1) * plane]) {
+                *o = v * k + a;
+            }
+            Ok(())
+        })
+    }
+}
+
+/// A reduction.
+pub struct ReduceWorkload {
+    io: Io,
+    plan: ReducePlan,
+    threads: Threads,
+}
+
+impl ReduceWorkload {
+    /// Plan it.
+    pub fn new(io: Io, desc: &ReduceDesc, threads: Threads) -> Result<Self> {
+        let dims = io
+            .inputs
+            .first()
+            .ok_or_else(|| BackendError::Other("reduce: no input".into()))?
+            .shape
+            .dims()
+            .to_vec();
+        let plan = ReducePlan::new(desc, &dims).map_err(BackendError::Other)?;
+        Ok(ReduceWorkload { io, plan, threads })
+    }
+}
+
+impl Workload for ReduceWorkload {
+    fn execute(&self, inputs: &[TensorView<'_>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
+        self.io.check(inputs, outputs)?;
+        let x = f32s(input(inputs, 0)?)?;
+        reduce::reduce(&self.threads, &self.plan, x, f32s_mut(output(outputs)?)?)
+    }
+}
+
+/// Reshape-like ops: the bytes are copied unchanged.
+pub struct CopyWorkload {
+    /// Buffers.
+    pub io: Io,
+}
+
+impl Workload for CopyWorkload {
+    fn execute(&self, inputs: &[TensorView<'_>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
+        self.io.check(inputs, outputs)?;
+        let x = input(inputs, 0)?;
+        output(outputs)?.data.copy_from_slice(x.data);
+        Ok(())
+    }
+}
+
+/// Transpose (any element type, moved as bytes; f32 with a typed loop).
+pub struct TransposeWorkload {
+    io: Io,
+    /// Output dims and, per output axis, the input stride (in elements).
+    out_dims: Vec<usize>,
+    in_strides: Vec<usize>,
+    threads: Threads,
+}
+
+impl TransposeWorkload {
+    /// Plan it.
+    pub fn new(io: Io, perm: &[usize], threads: Threads) -> Result<Self> {
+        let dims = io
+            .inputs
+            .first()
+            .ok_or_else(|| BackendError::Other("transpose: no input".into()))?
+            .shape
+            .dims()
+            .to_vec();
+        let st = strides_of(&dims);
+        let out_dims = perm.iter().map(|&p| dims[p]).collect();
+        let in_strides = perm.iter().map(|&p| st[p]).collect();
+        Ok(TransposeWorkload {
+            io,
+            out_dims,
+            in_strides,
+            threads,
+        })
+    }
+}
+
+impl Workload for TransposeWorkload {
+    fn execute(&self, inputs: &[TensorView<'_>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
+        self.io.check(inputs, outputs)?;
+        let x = input(inputs, 0)?;
+        let esize = x.info.dtype.size();
+        let y = output(outputs)?;
+        let r = self.out_dims.len();
+        if r == 0 || y.data.is_empty() {
+            y.data.copy_from_slice(x.data);
+            return Ok(());
+        }
+        let inner = self.out_dims[r - 1];
+        let istep = self.in_strides[r - 1];
+        let outer_dims = &self.out_dims[..r - 1];
+        let outer_strides = &self.in_strides[..r - 1];
+        let offset = |mut row: usize| {
+            let mut off = 0;
+            for i in (0..outer_dims.len()).rev() {
+                off += (row % outer_dims[i]) * outer_strides[i];
+                row /= outer_dims[i];
+            }
+            off
+        };
+        if esize == 4 && x.info.dtype == backplane_core::DataType::F32 {
+            let xs = f32s(x)?;
+            let ys = f32s_mut(y)?;
+            let rows = ys.len() / inner.max(1);
+            let per = self
+                .threads
+                .chunk_size(rows, (16384 / inner.max(1)).max(1), 1);
+            return self.threads.chunks(ys, per * inner.max(1), |ci, yc| {
+                for (rr, out) in yc.chunks_exact_mut(inner.max(1)).enumerate() {
+                    let base = offset(ci * per + rr);
+                    for (j, o) in out.iter_mut().enumerate() {
+                        *o = xs[base + j * istep];
+                    }
+                }
+                Ok(())
+            });
+        }
+        for (row, out) in y.data.chunks_exact_mut(inner * esize).enumerate() {
+            let base = offset(row);
+            for (j, o) in out.chunks_exact_mut(esize).enumerate() {
+                let s = (base + j * istep) * esize;
+                o.copy_from_slice(&x.data[s..s + esize]);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Concat (any element type).
+pub struct ConcatWorkload {
+    /// Buffers.
+    pub io: Io,
+    /// Product of the dims before the axis.
+    pub outer: usize,
+    /// Bytes per outer step of each input.
+    pub chunks: Vec<usize>,
+}
+
+impl ConcatWorkload {
+    /// Plan it.
+    pub fn new(io: Io, axis: i64) -> Result<Self> {
+        let first = io
+            .inputs
+            .first()
+            .ok_or_else(|| BackendError::Other("concat: no input".into()))?;
+        let rank = first.shape.rank();
+        let a = normalize_axis(axis, rank)?;
+        let outer: usize = first.shape.dims()[..a].iter().product();
+        let chunks = io
+            .inputs
+            .iter()
+            .map(|i| i.shape.dims()[a..].iter().product::<usize>() * i.dtype.size())
+            .collect();
+        Ok(ConcatWorkload { io, outer, chunks })
+    }
+}
+
+impl Workload for ConcatWorkload {
+    fn execute(&self, inputs: &[TensorView<'_>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
+        self.io.check(inputs, outputs)?;
+        let y = output(outputs)?;
+        let mut at = 0;
+        for o in 0..self.outer {
+            for (x, &len) in inputs.iter().zip(&self.chunks) {
+                y.data[at..at + len].copy_from_slice(&x.data[o * len..(o + 1) * len]);
+                at += len;
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,218 @@
+//! Reductions over a contiguous block of axes (f32 data, f64 accumulation like CpuRef).
+
+use crate::simd;
+use crate::threads::Threads;
+use backplane_backend_api::Result;
+use backplane_core::ops::{ReduceDesc, ReduceKind};
+
+/// What one pass over the values accumulates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunKind {
+    /// Σ x.
+    Sum,
+    /// Σ x².
+    SumSquare,
+    /// Σ |x|.
+    L1,
+    /// max x (NaN if any).
+    Max,
+    /// min x (NaN if any).
+    Min,
+}
+
+/// How a reduction kind maps onto a run kind plus a final step.
+fn run_kind(kind: ReduceKind) -> Option<RunKind> {
+    Some(match kind {
+        ReduceKind::Sum | ReduceKind::Mean => RunKind::Sum,
+        ReduceKind::SumSquare | ReduceKind::L2 => RunKind::SumSquare,
+        ReduceKind::L1 => RunKind::L1,
+        ReduceKind::Max => RunKind::Max,
+        ReduceKind::Min => RunKind::Min,
+        _ => return None,
+    })
+}
+
+fn init(kind: RunKind) -> f64 {
+    match kind {
+        RunKind::Max => f64::NEG_INFINITY,
+        RunKind::Min => f64::INFINITY,
+        _ => 0.0,
+    }
+}
+
+#[inline(always)]
+fn combine(kind: RunKind, acc: f64, v: f32) -> f64 {
+    combine64(kind, acc, f64::from(v))
+}
+
+#[inline(always)]
+fn combine64(kind: RunKind, acc: f64, v: f64) -> f64 {
+    match kind {
+        RunKind::Sum => acc + v,
+        RunKind::SumSquare => v.mul_add(v, acc),
+        RunKind::L1 => acc + v.abs(),
+        RunKind::Max => {
+            if acc.is_nan() || acc >= v {
+                acc
+            } else {
+                v
+            }
+        }
+        RunKind::Min => {
+            if acc.is_nan() || acc <= v {
+                acc
+            } else {
+                v
+            }
+        }
+    }
+}
+
+/// Reduce one contiguous run (four independent accumulators).
+#[inline(always)]
+pub fn reduce_run_body(kind: RunKind, x: &[f32]) -> f64 {
+    let mut acc = [init(kind); 4];
+    let chunks = x.chunks_exact(4);
+    let rest = chunks.remainder();
+    for c in chunks {
+        for (a, &v) in acc.iter_mut().zip(c) {
+            *a = combine(kind, *a, v);
+        }
+    }
+    let mut r = init(kind);
+    for &a in &acc {
+        r = match kind {
+            RunKind::Max | RunKind::Min => {
+                if a.is_nan() {
+                    a
+                } else {
+                    combine64(kind, r, a)
+                }
+            }
+            _ => r + a,
+        };
+    }
+    for &v in rest {
+        r = combine(kind, r, v);
+    }
+    r
+}
+
+/// `acc[i] = combine(acc[i], x[i])`: one step of a max/min reduction over an outer axis
+/// (exact in f32; sums accumulate in f64 instead, see [`reduce`]).
+#[inline(always)]
+pub fn reduce_accumulate_body(kind: RunKind, acc: &mut [f32], x: &[f32]) {
+    // Max/min are exact in f32; only those use this path (sums go through f64 runs).
+    for (a, &v) in acc.iter_mut().zip(x) {
+        *a = match kind {
+            RunKind::Max => {
+                if a.is_nan() || *a >= v {
+                    *a
+                } else {
+                    v
+                }
+            }
+            RunKind::Min => {
+                if a.is_nan() || *a <= v {
+                    *a
+                } else {
+                    v
+                }
+            }
+            RunKind::Sum => *a + v,
+            RunKind::SumSquare => v.mul_add(v, *a),
+            RunKind::L1 => *a + v.abs(),
+        };
+    }
+}
+
+/// A planned reduction: `outer × red × inner`, reducing the middle.
+#[derive(Debug, Clone)]
+pub struct ReducePlan {
+    kind: ReduceKind,
+    outer: usize,
+    red: usize,
+    inner: usize,
+}
+
+impl ReducePlan {
+    /// Plan a reduction of `dims`, or say why CpuAcc does not run it.
+    pub fn new(desc: &ReduceDesc, dims: &[usize]) -> std::result::Result<Self, String> {
+        run_kind(desc.kind)
+            .ok_or_else(|| format!("CpuAcc does not implement {}", desc.kind.name()))?;
+        let mask = desc.reduced_mask(dims.len()).map_err(|e| e.to_string())?;
+        let reduced: Vec<usize> = (0..dims.len())
+            .filter(|&i| mask[i] && dims[i] != 1)
+            .collect();
+        let (a0, a1) = match (reduced.first(), reduced.last()) {
+            (Some(&a), Some(&b)) => (a, b + 1),
+            _ => return Err("CpuAcc only runs reductions over at least one axis".into()),
+        };
+        if (a0..a1).any(|i| !mask[i] && dims[i] != 1) {
+            return Err("CpuAcc only reduces a contiguous block of axes".into());
+        }
+        let p = |d: &[usize]| d.iter().product::<usize>();
+        let red = p(&dims[a0..a1]);
+        if red == 0 {
+            return Err("CpuAcc does not reduce empty axes".into());
+        }
+        Ok(ReducePlan {
+            kind: desc.kind,
+            outer: p(&dims[..a0]),
+            red,
+            inner: p(&dims[a1..]),
+        })
+    }
+
+    fn finish(&self, v: f64) -> f32 {
+        (match self.kind {
+            ReduceKind::Mean => v / self.red as f64,
+            ReduceKind::L2 => v.sqrt(),
+            _ => v,
+        }) as f32
+    }
+}
+
+/// Run a planned reduction.
+pub fn reduce(th: &Threads, plan: &ReducePlan, x: &[f32], y: &mut [f32]) -> Result<()> {
+    let kind = run_kind(plan.kind).unwrap_or(RunKind::Sum);
+    let (red, inner) = (plan.red, plan.inner);
+    if inner == 1 {
+        let per = th.chunk_size(plan.outer, (8192 / red).max(1), 1);
+        return th.chunks(y, per, |ci, yc| {
+            for (i, o) in yc.iter_mut().enumerate() {
+                let r = ci * per + i;
+                *o = plan.finish(simd::reduce_run(kind, &x[r * red..(r + 1) * red]));
+            }
+            Ok(())
+        });
+    }
+    th.chunks(y, inner, |o, yc| {
+        let base = o * red * inner;
+        match kind {
+            RunKind::Max | RunKind::Min => {
+                yc.copy_from_slice(&x[base..base + inner]);
+                for r in 1..red {
+                    let s = base + r * inner;
+                    simd::reduce_accumulate(kind, yc, &x[s..s + inner]);
+                }
+                for v in yc.iter_mut() {
+                    *v = plan.finish(f64::from(*v));
+                }
+            }
+            _ => {
+                let mut acc = vec![0f64; inner];
+                for r in 0..red {
+                    let s = base + r * inner;
+                    for (a, &v) in acc.iter_mut().zip(&x[s..s + inner]) {
+                        *a = combine(kind, *a, v);
+                    }
+                }
+                for (v, &a) in yc.iter_mut().zip(&acc) {
+                    *v = plan.finish(a);
+                }
+            }
+        }
+        Ok(())
+    })
+}

@@ -1,0 +1,160 @@
+//! The workload factory: turns a supported layer into its fast workload, doing the load-time
+//! work (weight packing, constant folding of parameters) here.
+
+use crate::act::Activation;
+use crate::conv::ConvWorkload;
+use crate::elementwise::Bin;
+use crate::fusion;
+use crate::io::Io;
+use crate::matmul::{GemmWorkload, MatMulWorkload};
+use crate::ops::*;
+use crate::support;
+use crate::threads::Threads;
+use backplane_backend_api::{
+    BackendError, LayerDesc, MemoryManager, Result, Workload, WorkloadFactory,
+};
+use backplane_core::ops::PoolKind;
+use backplane_core::Op;
+use std::sync::Arc;
+
+/// Creates CpuAcc workloads for one loaded network.
+pub struct CpuAccWorkloadFactory {
+    threads: Threads,
+    _memory_manager: Option<Arc<dyn MemoryManager>>,
+}
+
+impl CpuAccWorkloadFactory {
+    /// A factory whose workloads use `threads`.
+    pub fn new(threads: Threads, memory_manager: Option<Arc<dyn MemoryManager>>) -> Self {
+        CpuAccWorkloadFactory {
+            threads,
+            _memory_manager: memory_manager,
+        }
+    }
+
+    /// The number of threads its workloads use.
+    pub fn threads(&self) -> usize {
+        self.threads.count()
+    }
+}
+
+fn bad(layer: &LayerDesc, reason: String) -> BackendError {
+    BackendError::Unsupported {
+        layer: layer.name.clone(),
+        op: layer.op.name().to_string(),
+        reason,
+    }
+}
+
+impl WorkloadFactory for CpuAccWorkloadFactory {
+    fn create_workload(&self, layer: &LayerDesc) -> Result<Box<dyn Workload>> {
+        support::check(layer).map_err(|r| bad(layer, r))?;
+        let io = Io {
+            layer: layer.name.clone(),
+            inputs: layer.inputs.clone(),
+            outputs: layer.outputs.clone(),
+        };
+        let th = self.threads.clone();
+        let k = |slot: usize| layer.constant(slot);
+        Ok(match &layer.op {
+            Op::Identity
+            | Op::Reshape { .. }
+            | Op::Flatten { .. }
+            | Op::Squeeze { .. }
+            | Op::Unsqueeze { .. } => Box::new(CopyWorkload { io }),
+            Op::Transpose { perm } => Box::new(TransposeWorkload::new(io, perm, th)?),
+            Op::Concat { axis } => Box::new(ConcatWorkload::new(io, *axis)?),
+            Op::Unary(u) => Box::new(UnaryWorkload {
+                io,
+                act: Activation::from_unary(*u),
+                threads: th,
+            }),
+            Op::Binary(b) => {
+                let op = Bin::from_op(*b).ok_or_else(|| bad(layer, "Pow".into()))?;
+                Box::new(BinaryWorkload::new(io, op, th)?)
+            }
+            Op::Conv(desc) => Box::new(ConvWorkload::new(
+                io,
+                desc,
+                k(1),
+                k(2),
+                Activation::None,
+                th,
+            )?),
+            Op::MatMul => Box::new(MatMulWorkload::new(io, k(1), None, Activation::None, th)?),
+            Op::Gemm(desc) => Box::new(GemmWorkload::new(
+                io,
+                *desc,
+                k(1),
+                k(2),
+                Activation::None,
+                th,
+            )?),
+            Op::Pool(desc) => Box::new(PoolWorkload::new(io, desc, th)?),
+            Op::GlobalPool(kind) => Box::new(GlobalPoolWorkload {
+                io,
+                kind: match kind {
+                    PoolKind::Max => PoolKind::Max,
+                    PoolKind::Average => PoolKind::Average,
+                },
+                threads: th,
+            }),
+            Op::Softmax { axis } => Box::new(SoftmaxWorkload::new(io, *axis, th)?),
+            Op::LayerNormalization { axis, epsilon } => {
+                Box::new(LayerNormWorkload::new(io, *axis, *epsilon, k(1), k(2), th)?)
+            }
+            Op::BatchNormalization { epsilon } => Box::new(BatchNormWorkload::new(
+                io,
+                *epsilon,
+                [k(1), k(2), k(3), k(4)],
+                th,
+            )?),
+            Op::Reduce(desc) => Box::new(ReduceWorkload::new(io, desc, th)?),
+            Op::Custom(c) => {
+                let act = fusion::decode_act(c).map_err(|r| bad(layer, r))?;
+                match c.op_type.as_str() {
+                    fusion::FUSED_CONV => {
+                        let desc = fusion::decode_conv(c).map_err(|r| bad(layer, r))?;
+                        Box::new(ConvWorkload::new(io, &desc, k(1), k(2), act, th)?)
+                    }
+                    fusion::FUSED_MATMUL => {
+                        let bias = match layer.inputs.len() {
+                            3 => Some(
+                                k(2).ok_or_else(|| bad(layer, "bias must be constant".into()))?
+                                    .as_slice::<f32>()?
+                                    .to_vec(),
+                            ),
+                            _ => None,
+                        };
+                        let mut io = io;
+                        io.inputs.truncate(2);
+                        Box::new(FusedMatMul {
+                            inner: MatMulWorkload::new(io, k(1), bias, act, th)?,
+                        })
+                    }
+                    fusion::FUSED_GEMM => {
+                        let desc = fusion::decode_gemm(c).map_err(|r| bad(layer, r))?;
+                        Box::new(GemmWorkload::new(io, desc, k(1), k(2), act, th)?)
+                    }
+                    other => return Err(bad(layer, format!("unknown custom op {other}"))),
+                }
+            }
+            other => return Err(bad(layer, format!("{} is not implemented", other.name()))),
+        })
+    }
+}
+
+/// A MatMul whose third input (the bias) was taken at load time.
+struct FusedMatMul {
+    inner: MatMulWorkload,
+}
+
+impl Workload for FusedMatMul {
+    fn execute(
+        &self,
+        inputs: &[backplane_core::TensorView<'_>],
+        outputs: &mut [backplane_core::TensorViewMut<'_>],
+    ) -> Result<()> {
+        self.inner.execute(&inputs[..inputs.len().min(2)], outputs)
+    }
+}

@@ -1,0 +1,857 @@
+//! Every CpuAcc kernel against CpuRef (the oracle) on random inputs: odd sizes (1, 3, 7, 17,
+//! 63, 257), padding/stride/dilation/group variants, broadcasting shapes, constant and
+//! run-time weights, 1 and 2 threads.
+//!
+//! Tolerances (|acc - ref| <= atol + rtol·|ref|): GEMM-based ops (MatMul, Gemm, Conv and the
+//! fused layers) rtol 1e-4, atol 1e-4·sqrt(K) (f32 sums in a different order vs CpuRef's f64);
+//! transcendental functions and normalizations rtol 1e-5, atol 1e-6 (as the op table);
+//! exact ops (copies, max/min, Relu) must match exactly.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use backplane_backend_api::{Backend, LayerDesc, SubgraphView, ValueRef};
+use backplane_core::ops::{
+    AutoPad, BinaryOp, ConvDesc, GemmDesc, PoolDesc, PoolKind, ReduceDesc, ReduceKind, UnaryOp,
+    Window,
+};
+use backplane_core::{Network, Op, Tensor, TensorInfo};
+use backplane_cpu_acc::CpuAccBackend;
+use std::sync::Arc;
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        self.0 >> 33
+    }
+    fn unit(&mut self) -> f32 {
+        (self.next() % 2_000_001) as f32 / 1_000_000.0 - 1.0
+    }
+    fn tensor(&mut self, dims: &[usize], scale: f32) -> Tensor {
+        let n: usize = dims.iter().product();
+        Tensor::from_vec(dims.to_vec(), (0..n).map(|_| self.unit() * scale).collect()).unwrap()
+    }
+    fn pick<T: Copy>(&mut self, v: &[T]) -> T {
+        v[(self.next() % v.len() as u64) as usize]
+    }
+}
+
+/// Run `op` on CpuAcc with `threads`; `constant[i]` makes input i a load-time constant.
+fn acc(op: &Op, inputs: &[&Tensor], constant: &[bool], threads: usize) -> Vec<Tensor> {
+    let infos: Vec<TensorInfo> = inputs.iter().map(|t| t.info().clone()).collect();
+    let refs: Vec<&TensorInfo> = infos.iter().collect();
+    let outputs = op.infer(&refs).unwrap();
+    let desc = LayerDesc {
+        name: "under_test".into(),
+        op: op.clone(),
+        inputs: infos,
+        outputs: outputs.clone(),
+        constants: inputs
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                constant
+                    .get(i)
+                    .copied()
+                    .unwrap_or(false)
+                    .then(|| Arc::new((*t).clone()))
+            })
+            .collect(),
+    };
+    run_desc(&desc, inputs, threads)
+}
+
+fn run_desc(desc: &LayerDesc, inputs: &[&Tensor], threads: usize) -> Vec<Tensor> {
+    let backend = CpuAccBackend::with_threads(threads);
+    let support = backend.layer_support().is_layer_supported(desc);
+    assert!(support.is_supported(), "{}: {support:?}", desc.op.name());
+    let factory = backend.create_workload_factory(None).unwrap();
+    let workload = factory.create_workload(desc).unwrap();
+    let mut outs: Vec<Tensor> = desc
+        .outputs
+        .iter()
+        .map(|i| {
+            // Garbage in the output buffers: kernels must not rely on zeroed memory.
+            let n = i.num_elements().unwrap();
+            Tensor::from_vec(i.shape.clone(), vec![f32::NAN; n]).unwrap()
+        })
+        .collect();
+    let views: Vec<_> = inputs.iter().map(|t| t.view()).collect();
+    let mut out_views: Vec<_> = outs.iter_mut().map(Tensor::view_mut).collect();
+    workload.execute(&views, &mut out_views).unwrap();
+    outs
+}
+
+fn reference(op: &Op, inputs: &[&Tensor]) -> Vec<Tensor> {
+    backplane_cpu_ref::evaluate(op, inputs).unwrap()
+}
+
+fn close(what: &str, got: &Tensor, want: &Tensor, rtol: f64, atol: f64) {
+    assert_eq!(got.shape(), want.shape(), "{what}");
+    for (i, (g, w)) in got.to_f64_vec().iter().zip(want.to_f64_vec()).enumerate() {
+        let ok = if w.is_nan() {
+            g.is_nan()
+        } else if w.is_infinite() {
+            *g == w
+        } else {
+            (g - w).abs() <= atol + rtol * w.abs()
+        };
+        assert!(ok, "{what}: element {i}: got {g}, expected {w}");
+    }
+}
+
+/// Check `op` on CpuAcc (both thread counts, all constant choices given) against CpuRef.
+fn check(what: &str, op: &Op, inputs: &[&Tensor], constants: &[&[bool]], rtol: f64, atol: f64) {
+    let want = reference(op, inputs);
+    for threads in [1, 2] {
+        for c in constants {
+            let got = acc(op, inputs, c, threads);
+            for (g, w) in got.iter().zip(&want) {
+                close(
+                    &format!("{what} threads={threads} const={c:?}"),
+                    g,
+                    w,
+                    rtol,
+                    atol,
+                );
+            }
+        }
+    }
+}
+
+const SIZES: [usize; 6] = [1, 3, 7, 17, 63, 257];
+
+#[test]
+fn matmul_odd_sizes_batches_and_broadcasting() {
+    let mut r = Rng(1);
+    for &m in &SIZES {
+        for &k in &[1, 7, 63, 257] {
+            for &n in &[1, 3, 17, 257] {
+                let a = r.tensor(&[m, k], 1.0);
+                let b = r.tensor(&[k, n], 1.0);
+                let atol = 1e-4 * (k as f64).sqrt();
+                check(
+                    &format!("matmul {m}x{k}x{n}"),
+                    &Op::MatMul,
+                    &[&a, &b],
+                    &[&[false, false], &[false, true]],
+                    1e-4,
+                    atol,
+                );
+            }
+        }
+    }
+    let cases: &[(&[usize], &[usize])] = &[
+        (&[2, 3, 7, 17], &[17, 5]),
+        (&[3, 1, 7, 17], &[1, 4, 17, 3]),
+        (&[2, 7, 63], &[2, 63, 17]),
+        (&[17], &[17, 7]),
+        (&[7, 17], &[17]),
+        (&[4, 1, 3], &[3, 1]),
+        (&[1, 2, 128, 64], &[1, 2, 64, 128]),
+    ];
+    for (ad, bd) in cases {
+        let a = r.tensor(ad, 1.0);
+        let b = r.tensor(bd, 1.0);
+        check(
+            &format!("matmul {ad:?}x{bd:?}"),
+            &Op::MatMul,
+            &[&a, &b],
+            &[&[false, false], &[false, true]],
+            1e-4,
+            1e-3,
+        );
+    }
+}
+
+#[test]
+fn gemm_transposes_scales_and_c_shapes() {
+    let mut r = Rng(2);
+    for (m, k, n) in [(1, 1, 1), (3, 17, 7), (17, 63, 257), (63, 7, 3)] {
+        for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
+            let a = r.tensor(&if ta { [k, m] } else { [m, k] }, 1.0);
+            let b = r.tensor(&if tb { [n, k] } else { [k, n] }, 1.0);
+            let desc = GemmDesc {
+                alpha: 0.7,
+                beta: -1.3,
+                trans_a: ta,
+                trans_b: tb,
+            };
+            let op = Op::Gemm(desc);
+            check(
+                &format!("gemm {m}x{k}x{n} {ta} {tb}"),
+                &op,
+                &[&a, &b],
+                &[&[false, false], &[false, true]],
+                1e-4,
+                1e-3,
+            );
+            let c_shapes: [Vec<usize>; 5] = [vec![n], vec![1, n], vec![m, 1], vec![m, n], vec![]];
+            for cd in c_shapes {
+                let c = r.tensor(&cd, 1.0);
+                check(
+                    &format!("gemm {m}x{k}x{n} C{cd:?}"),
+                    &op,
+                    &[&a, &b, &c],
+                    &[&[false, false, false], &[false, true, true]],
+                    1e-4,
+                    1e-3,
+                );
+            }
+        }
+    }
+}
+
+fn conv_op(
+    k: &[usize],
+    s: &[usize],
+    d: &[usize],
+    p: &[usize],
+    group: usize,
+    auto_pad: AutoPad,
+) -> Op {
+    Op::Conv(ConvDesc {
+        window: Window {
+            kernel: k.to_vec(),
+            strides: s.to_vec(),
+            dilations: d.to_vec(),
+            pads: p.to_vec(),
+            auto_pad,
+        },
+        group,
+    })
+}
+
+#[test]
+fn conv_geometries_groups_and_depthwise() {
+    let mut r = Rng(3);
+    let mut tested = 0;
+    while tested < 60 {
+        let n = r.pick(&[1, 2]);
+        let c = r.pick(&[1, 3, 7, 17]);
+        let group = r.pick(&[1, 1, c, if c == 3 { 3 } else { 1 }]);
+        let mult = r.pick(&[1, 1, 2]);
+        let m = if group == c {
+            c * mult
+        } else {
+            r.pick(&[1, 3, 17, 63]) * group
+        };
+        let (h, w) = (r.pick(&[1, 3, 7, 17]), r.pick(&[1, 3, 7, 17, 63]));
+        let (kh, kw) = (r.pick(&[1, 3, 5]), r.pick(&[1, 3]));
+        let (sh, sw) = (r.pick(&[1, 2, 3]), r.pick(&[1, 2]));
+        let (dh, dw) = (r.pick(&[1, 1, 2]), r.pick(&[1, 2]));
+        let pads = [
+            r.pick(&[0, 1, 2]),
+            r.pick(&[0, 1]),
+            r.pick(&[0, 1, 2]),
+            r.pick(&[0, 1]),
+        ];
+        let auto = r.pick(&[
+            AutoPad::NotSet,
+            AutoPad::NotSet,
+            AutoPad::SameUpper,
+            AutoPad::Valid,
+        ]);
+        let op = conv_op(&[kh, kw], &[sh, sw], &[dh, dw], &pads, group, auto);
+        let x = r.tensor(&[n, c, h, w], 1.0);
+        let wt = r.tensor(&[m, c / group, kh, kw], 1.0);
+        let b = r.tensor(&[m], 1.0);
+        let infos = [x.info(), wt.info()];
+        if op.infer(&infos).is_err() {
+            continue;
+        }
+        tested += 1;
+        let what = format!("conv x{:?} w{:?} {op:?}", x.shape(), wt.shape());
+        let k = (c / group * kh * kw) as f64;
+        check(
+            &what,
+            &op,
+            &[&x, &wt, &b],
+            &[&[false, true, true], &[false, false, false]],
+            1e-4,
+            1e-4 * k.sqrt(),
+        );
+        check(
+            &what,
+            &op,
+            &[&x, &wt],
+            &[&[false, true]],
+            1e-4,
+            1e-4 * k.sqrt(),
+        );
+    }
+    // 1-D convolution and a larger image with 257 output columns.
+    let op = conv_op(&[3], &[2], &[1], &[1, 1], 1, AutoPad::NotSet);
+    let (x, w) = (r.tensor(&[2, 7, 63], 1.0), r.tensor(&[17, 7, 3], 1.0));
+    check("conv1d", &op, &[&x, &w], &[&[false, true]], 1e-4, 1e-3);
+    let op = conv_op(&[3, 3], &[1, 1], &[1, 1], &[1, 1, 1, 1], 1, AutoPad::NotSet);
+    let (x, w) = (
+        r.tensor(&[1, 17, 5, 257], 1.0),
+        r.tensor(&[63, 17, 3, 3], 1.0),
+    );
+    check("conv 5x257", &op, &[&x, &w], &[&[false, true]], 1e-4, 2e-3);
+    let op = conv_op(&[1, 1], &[1, 1], &[1, 1], &[0, 0, 0, 0], 1, AutoPad::NotSet);
+    let (x, w) = (
+        r.tensor(&[1, 257, 7, 9], 1.0),
+        r.tensor(&[63, 257, 1, 1], 1.0),
+    );
+    check("pointwise", &op, &[&x, &w], &[&[false, true]], 1e-4, 2e-3);
+}
+
+#[test]
+fn elementwise_broadcasting_shapes() {
+    let mut r = Rng(4);
+    let shapes: &[(&[usize], &[usize])] = &[
+        (&[257], &[257]),
+        (&[2, 3, 4], &[4]),
+        (&[2, 1, 4], &[3, 1]),
+        (&[1], &[5, 6]),
+        (&[7, 1, 17], &[1, 3, 1]),
+        (&[], &[3, 7]),
+        (&[2, 17, 7, 7], &[1, 17, 1, 1]),
+        (&[63, 1], &[1, 63]),
+        (&[3, 1, 257], &[3, 7, 257]),
+    ];
+    for op in [
+        BinaryOp::Add,
+        BinaryOp::Sub,
+        BinaryOp::Mul,
+        BinaryOp::Div,
+        BinaryOp::Max,
+        BinaryOp::Min,
+    ] {
+        for (ad, bd) in shapes {
+            let a = r.tensor(ad, 3.0);
+            let b = r.tensor(bd, 3.0);
+            check(
+                &format!("{op:?} {ad:?} {bd:?}"),
+                &Op::Binary(op),
+                &[&a, &b],
+                &[&[false, false]],
+                1e-6,
+                0.0,
+            );
+        }
+    }
+    let mut values: Vec<f32> = (0..2570).map(|_| r.unit() * 8.0).collect();
+    values.extend([
+        0.0,
+        -0.0,
+        f32::NAN,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        1e-30,
+        -30.0,
+        30.0,
+        88.0,
+        -88.0,
+    ]);
+    let x = Tensor::from_vec(vec![values.len()], values.clone()).unwrap();
+    let pos =
+        Tensor::from_vec(vec![values.len()], values.iter().map(|v| v.abs()).collect()).unwrap();
+    for u in [
+        UnaryOp::Relu,
+        UnaryOp::LeakyRelu { alpha: 0.1 },
+        UnaryOp::Clip {
+            min: -1.0,
+            max: 6.0,
+        },
+        UnaryOp::Sigmoid,
+        UnaryOp::Tanh,
+        UnaryOp::Erf,
+        UnaryOp::Gelu {
+            tanh_approximation: false,
+        },
+        UnaryOp::Gelu {
+            tanh_approximation: true,
+        },
+        UnaryOp::Exp,
+        UnaryOp::Neg,
+        UnaryOp::Abs,
+    ] {
+        check(
+            &format!("{u:?}"),
+            &Op::Unary(u),
+            &[&x],
+            &[&[false]],
+            1e-5,
+            1e-6,
+        );
+    }
+    for u in [UnaryOp::Sqrt, UnaryOp::Log] {
+        check(
+            &format!("{u:?}"),
+            &Op::Unary(u),
+            &[&pos],
+            &[&[false]],
+            1e-6,
+            1e-7,
+        );
+    }
+}
+
+#[test]
+fn pooling_variants() {
+    let mut r = Rng(5);
+    for kind in [PoolKind::Max, PoolKind::Average] {
+        for (k, s, p, d, ceil, inc) in [
+            (
+                vec![3, 3],
+                vec![2, 2],
+                vec![1, 1, 1, 1],
+                vec![],
+                false,
+                false,
+            ),
+            (vec![2, 2], vec![2, 2], vec![], vec![], false, false),
+            (vec![3, 2], vec![1, 3], vec![1, 0, 2, 1], vec![], true, true),
+            (
+                vec![3, 3],
+                vec![2, 2],
+                vec![1, 1, 1, 1],
+                vec![],
+                true,
+                false,
+            ),
+            (
+                vec![5, 5],
+                vec![3, 3],
+                vec![2, 2, 2, 2],
+                vec![],
+                false,
+                true,
+            ),
+            (vec![2, 3], vec![1, 1], vec![], vec![2, 2], false, false),
+        ] {
+            if kind == PoolKind::Average && !d.is_empty() {
+                continue;
+            }
+            let op = Op::Pool(PoolDesc {
+                kind,
+                window: Window {
+                    kernel: k,
+                    strides: s,
+                    dilations: d,
+                    pads: p,
+                    auto_pad: AutoPad::NotSet,
+                },
+                ceil_mode: ceil,
+                count_include_pad: inc,
+            });
+            for dims in [[1, 3, 17, 17], [2, 7, 7, 63], [1, 1, 3, 3]] {
+                let x = r.tensor(&dims, 2.0);
+                if op.infer(&[x.info()]).is_err() {
+                    continue;
+                }
+                check(
+                    &format!("{op:?} {dims:?}"),
+                    &op,
+                    &[&x],
+                    &[&[false]],
+                    1e-5,
+                    1e-6,
+                );
+            }
+        }
+        let x = r.tensor(&[2, 17, 7, 7], 2.0);
+        check(
+            "global pool",
+            &Op::GlobalPool(kind),
+            &[&x],
+            &[&[false]],
+            1e-5,
+            1e-6,
+        );
+        let x = r.tensor(&[1, 3, 257], 2.0);
+        check(
+            "global pool 1d",
+            &Op::GlobalPool(kind),
+            &[&x],
+            &[&[false]],
+            1e-5,
+            1e-6,
+        );
+    }
+}
+
+#[test]
+fn softmax_layernorm_batchnorm_reduce() {
+    let mut r = Rng(6);
+    for (dims, axis) in [
+        (vec![3, 257], -1),
+        (vec![2, 17, 7], 1),
+        (vec![1, 2, 128, 128], -1),
+        (vec![7], 0),
+    ] {
+        let x = r.tensor(&dims, 5.0);
+        check(
+            &format!("softmax {dims:?} {axis}"),
+            &Op::Softmax { axis },
+            &[&x],
+            &[&[false]],
+            1e-5,
+            1e-6,
+        );
+    }
+    for (dims, axis, sd) in [
+        (vec![3, 128], -1, vec![128]),
+        (vec![2, 7, 17], -2, vec![7, 17]),
+        (vec![2, 7, 17], -2, vec![17]),
+        (vec![5, 257], 1, vec![1]),
+    ] {
+        let x = r.tensor(&dims, 3.0);
+        let s = r.tensor(&sd, 1.0);
+        let b = r.tensor(&sd, 1.0);
+        let op = Op::LayerNormalization {
+            axis,
+            epsilon: 1e-5,
+        };
+        check(
+            &format!("layernorm {dims:?}"),
+            &op,
+            &[&x, &s, &b],
+            &[&[false, true, true], &[false, false, false]],
+            1e-4,
+            1e-5,
+        );
+        check(
+            &format!("layernorm {dims:?} no bias"),
+            &op,
+            &[&x, &s],
+            &[&[false, true]],
+            1e-4,
+            1e-5,
+        );
+    }
+    let x = r.tensor(&[2, 17, 7, 3], 3.0);
+    let p: Vec<Tensor> = (0..4)
+        .map(|i| {
+            let t = r.tensor(&[17], 1.0);
+            if i == 3 {
+                Tensor::from_vec(
+                    vec![17],
+                    t.as_slice::<f32>()
+                        .unwrap()
+                        .iter()
+                        .map(|v| v.abs() + 0.1)
+                        .collect(),
+                )
+                .unwrap()
+            } else {
+                t
+            }
+        })
+        .collect();
+    let op = Op::BatchNormalization { epsilon: 1e-5 };
+    check(
+        "batchnorm",
+        &op,
+        &[&x, &p[0], &p[1], &p[2], &p[3]],
+        &[&[false, true, true, true, true], &[false; 5]],
+        1e-5,
+        1e-5,
+    );
+    for kind in [
+        ReduceKind::Sum,
+        ReduceKind::Mean,
+        ReduceKind::Max,
+        ReduceKind::Min,
+        ReduceKind::L1,
+        ReduceKind::L2,
+        ReduceKind::SumSquare,
+    ] {
+        for (dims, axes, keep) in [
+            (vec![3, 257], vec![-1], true),
+            (vec![2, 17, 7], vec![1], false),
+            (vec![2, 17, 7], vec![1, 2], true),
+            (vec![7, 3, 63], vec![0], false),
+            (vec![1, 3, 1, 5], vec![1, 2], true),
+        ] {
+            let x = r.tensor(&dims, 2.0);
+            let op = Op::Reduce(ReduceDesc {
+                kind,
+                axes,
+                keepdims: keep,
+                noop_with_empty_axes: false,
+            });
+            check(
+                &format!("{op:?} {dims:?}"),
+                &op,
+                &[&x],
+                &[&[false]],
+                1e-5,
+                1e-5,
+            );
+        }
+    }
+}
+
+#[test]
+fn data_movement() {
+    let mut r = Rng(7);
+    let x = r.tensor(&[2, 3, 17, 7], 1.0);
+    for perm in [
+        vec![0, 2, 1, 3],
+        vec![3, 2, 1, 0],
+        vec![0, 1, 3, 2],
+        vec![0, 1, 2, 3],
+    ] {
+        check(
+            &format!("transpose {perm:?}"),
+            &Op::Transpose { perm },
+            &[&x],
+            &[&[false]],
+            0.0,
+            0.0,
+        );
+    }
+    let y = r.tensor(&[2, 5, 17, 7], 1.0);
+    check(
+        "concat",
+        &Op::Concat { axis: 1 },
+        &[&x, &y],
+        &[&[false, false]],
+        0.0,
+        0.0,
+    );
+    check(
+        "reshape",
+        &Op::Reshape {
+            shape: vec![6, 119],
+        },
+        &[&x],
+        &[&[false]],
+        0.0,
+        0.0,
+    );
+}
+
+/// Conv → BatchNormalization → Relu is fused into one CpuAcc layer whose output matches the
+/// chain run by CpuRef; MatMul → Add → Gelu likewise.
+#[test]
+fn fused_chains_match_the_unfused_reference() {
+    let mut r = Rng(8);
+    let mut net = Network::new();
+    let x = r.tensor(&[1, 7, 17, 17], 1.0);
+    let w = r.tensor(&[17, 7, 3, 3], 0.5);
+    let b = r.tensor(&[17], 0.5);
+    let bn: Vec<Tensor> = (0..4)
+        .map(|i| {
+            let t = r.tensor(&[17], 1.0);
+            if i == 3 {
+                Tensor::from_vec(
+                    vec![17],
+                    t.as_slice::<f32>()
+                        .unwrap()
+                        .iter()
+                        .map(|v| v.abs() + 0.5)
+                        .collect(),
+                )
+                .unwrap()
+            } else {
+                t
+            }
+        })
+        .collect();
+    let xi = net.add_input("x", x.info().clone()).unwrap();
+    let wi = net.add_constant("w", w.clone()).unwrap();
+    let bi = net.add_constant("b", b.clone()).unwrap();
+    let conv = conv_op(&[3, 3], &[2, 2], &[1, 1], &[1, 1, 1, 1], 1, AutoPad::NotSet);
+    let c = net.add_layer("conv1", conv.clone(), &[xi, wi, bi]).unwrap()[0];
+    let ps: Vec<_> = bn
+        .iter()
+        .enumerate()
+        .map(|(i, t)| net.add_constant(&format!("bn{i}"), t.clone()).unwrap())
+        .collect();
+    let bn_op = Op::BatchNormalization { epsilon: 1e-5 };
+    let n = net
+        .add_layer("bn1", bn_op.clone(), &[c, ps[0], ps[1], ps[2], ps[3]])
+        .unwrap()[0];
+    let y = net
+        .add_layer("relu1", Op::Unary(UnaryOp::Relu), &[n])
+        .unwrap()[0];
+    net.mark_output(y).unwrap();
+    let layers: Vec<_> = (0..net.layers().len())
+        .map(backplane_core::LayerId)
+        .collect();
+    let views = CpuAccBackend::new().optimize_subgraph(&SubgraphView::new(&net, layers));
+    assert_eq!(views.substitutions.len(), 1);
+    let rep = &views.substitutions[0].replacement[0];
+    assert_eq!(rep.name, "conv1+bn1+relu1");
+    // Run the replacement layer as the runtime would.
+    let mut inputs: Vec<Tensor> = Vec::new();
+    let mut constants = Vec::new();
+    for v in &rep.inputs {
+        match v {
+            ValueRef::Existing(t) if *t == xi => {
+                inputs.push(x.clone());
+                constants.push(None);
+            }
+            ValueRef::Existing(t) => {
+                let k = net.tensor(*t).constant().unwrap().clone();
+                inputs.push((*k).clone());
+                constants.push(Some(k));
+            }
+            ValueRef::NewConstant(k) => {
+                inputs.push((**k).clone());
+                constants.push(Some(k.clone()));
+            }
+            ValueRef::Produced { .. } => panic!("single-layer replacement"),
+        }
+    }
+    let desc = LayerDesc {
+        name: rep.name.clone(),
+        op: rep.op.clone(),
+        inputs: inputs.iter().map(|t| t.info().clone()).collect(),
+        outputs: vec![net.tensor(y).info.clone()],
+        constants,
+    };
+    let refs: Vec<&Tensor> = inputs.iter().collect();
+    let got = run_desc(&desc, &refs, 2);
+    let t = reference(&conv, &[&x, &w, &b]).remove(0);
+    let t = reference(&bn_op, &[&t, &bn[0], &bn[1], &bn[2], &bn[3]]).remove(0);
+    let want = reference(&Op::Unary(UnaryOp::Relu), &[&t]).remove(0);
+    close("conv+bn+relu", &got[0], &want, 1e-4, 1e-4);
+
+    // MatMul + bias + Gelu.
+    let mut net = Network::new();
+    let a = r.tensor(&[1, 63, 17], 1.0);
+    let wm = r.tensor(&[17, 257], 1.0);
+    let bias = r.tensor(&[257], 1.0);
+    let ai = net.add_input("a", a.info().clone()).unwrap();
+    let wi = net.add_constant("w", wm.clone()).unwrap();
+    let bi = net.add_constant("bias", bias.clone()).unwrap();
+    let mm = net.add_layer("mm", Op::MatMul, &[ai, wi]).unwrap()[0];
+    let ad = net
+        .add_layer("add", Op::Binary(BinaryOp::Add), &[mm, bi])
+        .unwrap()[0];
+    let gelu = Op::Unary(UnaryOp::Gelu {
+        tanh_approximation: false,
+    });
+    let y = net.add_layer("gelu", gelu.clone(), &[ad]).unwrap()[0];
+    net.mark_output(y).unwrap();
+    let layers: Vec<_> = (0..net.layers().len())
+        .map(backplane_core::LayerId)
+        .collect();
+    let views = CpuAccBackend::new().optimize_subgraph(&SubgraphView::new(&net, layers));
+    let rep = &views.substitutions[0].replacement[0];
+    assert_eq!(rep.name, "mm+add+gelu");
+    let ValueRef::NewConstant(bias_const) = &rep.inputs[2] else {
+        panic!("bias")
+    };
+    let desc = LayerDesc {
+        name: rep.name.clone(),
+        op: rep.op.clone(),
+        inputs: vec![
+            a.info().clone(),
+            wm.info().clone(),
+            bias_const.info().clone(),
+        ],
+        outputs: vec![net.tensor(y).info.clone()],
+        constants: vec![None, Some(Arc::new(wm.clone())), Some(bias_const.clone())],
+    };
+    let got = run_desc(&desc, &[&a, &wm, bias_const], 1);
+    let t = reference(&Op::MatMul, &[&a, &wm]).remove(0);
+    let t = reference(&Op::Binary(BinaryOp::Add), &[&t, &bias]).remove(0);
+    let want = reference(&gelu, &[&t]).remove(0);
+    close("matmul+add+gelu", &got[0], &want, 1e-4, 1e-4);
+}
+
+#[test]
+fn unsupported_layers_are_refused_with_a_reason() {
+    let backend = CpuAccBackend::new();
+    let x = Tensor::from_vec(vec![3], vec![1i64, 2, 3]).unwrap();
+    let op = Op::Unary(UnaryOp::Relu);
+    let desc = LayerDesc {
+        name: "r".into(),
+        op: op.clone(),
+        inputs: vec![x.info().clone()],
+        outputs: op.infer(&[x.info()]).unwrap(),
+        constants: vec![None],
+    };
+    match backend.layer_support().is_layer_supported(&desc) {
+        backplane_backend_api::Support::Unsupported(reason) => {
+            assert!(reason.contains("f32"), "{reason}")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(backend
+        .create_workload_factory(None)
+        .unwrap()
+        .create_workload(&desc)
+        .is_err());
+    assert_eq!(backend.id().as_str(), "CpuAcc");
+    assert_eq!(CpuAccBackend::with_threads(3).threads(), 3);
+}
+
+/// The `threads` backend option reaches every backend object of one registry factory.
+#[test]
+fn threads_option_is_shared_by_the_factory_backends() {
+    let factory = CpuAccBackend::factory();
+    let mut opts = backplane_backend_api::BackendOptions::default();
+    opts.values.insert("threads".into(), "2".into());
+    assert!(factory().create_backend_context(&opts).is_ok());
+    let caps = factory().capabilities();
+    assert_eq!(
+        caps.get("Threads"),
+        Some(&backplane_backend_api::CapabilityValue::Int(2))
+    );
+    opts.values.insert("threads".into(), "zero".into());
+    assert!(factory().create_backend_context(&opts).is_err());
+}
+
+/// The exporters' GELU subgraph after MatMul+Add is folded into the fused layer.
+#[test]
+fn erf_gelu_subgraph_is_fused_into_the_matmul() {
+    let mut r = Rng(9);
+    let mut net = Network::new();
+    let a = r.tensor(&[7, 17], 1.0);
+    let ai = net.add_input("a", a.info().clone()).unwrap();
+    let wi = net.add_constant("w", r.tensor(&[17, 63], 1.0)).unwrap();
+    let bi = net.add_constant("b", r.tensor(&[63], 1.0)).unwrap();
+    let k =
+        |net: &mut Network, name: &str, v: f32| net.add_constant(name, Tensor::scalar(v)).unwrap();
+    let (sqrt2, one, half) = (
+        k(&mut net, "sqrt2", std::f32::consts::SQRT_2),
+        k(&mut net, "one", 1.0),
+        k(&mut net, "half", 0.5),
+    );
+    let mm = net.add_layer("mm", Op::MatMul, &[ai, wi]).unwrap()[0];
+    let h = net
+        .add_layer("bias", Op::Binary(BinaryOp::Add), &[mm, bi])
+        .unwrap()[0];
+    let d = net
+        .add_layer("div", Op::Binary(BinaryOp::Div), &[h, sqrt2])
+        .unwrap()[0];
+    let e = net.add_layer("erf", Op::Unary(UnaryOp::Erf), &[d]).unwrap()[0];
+    let p = net
+        .add_layer("plus1", Op::Binary(BinaryOp::Add), &[e, one])
+        .unwrap()[0];
+    let m = net
+        .add_layer("half", Op::Binary(BinaryOp::Mul), &[h, half])
+        .unwrap()[0];
+    let y = net
+        .add_layer("gelu", Op::Binary(BinaryOp::Mul), &[m, p])
+        .unwrap()[0];
+    net.mark_output(y).unwrap();
+    let layers: Vec<_> = (0..net.layers().len())
+        .map(backplane_core::LayerId)
+        .collect();
+    let views = CpuAccBackend::new().optimize_subgraph(&SubgraphView::new(&net, layers));
+    assert_eq!(views.substitutions.len(), 1);
+    let s = &views.substitutions[0];
+    assert_eq!(s.replaced.len(), 7);
+    assert_eq!(s.replacement[0].name, "mm+bias+div+erf+plus1+half+gelu");
+    let Op::Custom(c) = &s.replacement[0].op else {
+        panic!("custom op expected")
+    };
+    assert!(c
+        .attributes
+        .iter()
+        .any(|(n, v)| n == "activation"
+            && *v == backplane_core::ops::AttrValue::String("gelu".into())));
+    assert!(views.untouched.is_empty());
+}
