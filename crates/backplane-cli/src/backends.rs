@@ -41,12 +41,27 @@ pub fn choose(args: &DynamicArgs) {
     let _ = CHOICE.set(args.option());
 }
 
+/// The intra-op thread count of this invocation (`--threads`), for the backends that take one.
+static THREADS: OnceLock<usize> = OnceLock::new();
+
+/// Record `--threads` for every runtime this process creates.
+pub fn set_threads(n: usize) {
+    let _ = THREADS.set(n);
+}
+
 /// A runtime with the built-in backends and the dynamic backends the command line chose.
 pub fn runtime() -> Result<Runtime, CliError> {
-    let options = RuntimeOptions {
+    let mut options = RuntimeOptions {
         dynamic_backends: CHOICE.get().cloned().unwrap_or_default(),
         ..RuntimeOptions::default()
     };
+    if let Some(n) = THREADS.get() {
+        let mut threads = backplane::BackendOptions::default();
+        threads.values.insert("threads".into(), n.to_string());
+        if let Ok(id) = backplane::BackendId::new("CpuAcc") {
+            options.backend_options.insert(id, threads);
+        }
+    }
     Ok(Runtime::new(backplane::builtin_registry(), options)?)
 }
 

@@ -39,6 +39,9 @@ pub struct CommonArgs {
     /// Seed for --generate random.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Intra-op threads for backends that use them (CpuAcc); default: every core.
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
 }
 
 /// Read a tensor from a `.pb` file (an ONNX TensorProto, as in the ONNX test data sets) or
@@ -169,6 +172,12 @@ pub fn prepare(
     args: &CommonArgs,
     preset: Vec<(String, Tensor)>,
 ) -> Result<Session, CliError> {
+    if let Some(n) = args.threads {
+        if n == 0 {
+            return Err(CliError::usage("--threads must be at least 1"));
+        }
+        crate::backends::set_threads(n);
+    }
     let mut given = preset;
     for arg in &args.inputs {
         let (name, file) = split_pair(arg, "--input")?;

@@ -182,3 +182,21 @@ fn inspect_prints_the_tensor_memory_plan() {
     let (arena, sum, lower) = (nums[0], nums[1], nums[2]);
     assert!(lower <= arena && arena < sum, "{line}");
 }
+
+#[test]
+fn threads_reach_cpuacc_and_zero_is_refused() {
+    let out = stdout(&backplane(&[
+        "run",
+        "--backends",
+        "CpuAcc,CpuRef",
+        "--threads",
+        "1",
+    ]));
+    assert!(
+        out.contains("CpuAcc:") && out.contains("5/5 predictions match the labels"),
+        "{out}"
+    );
+    let o = backplane(&["run", "--threads", "0"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--threads must be at least 1"));
+}
