@@ -146,3 +146,59 @@ fn planned_arena_is_close_to_the_largest_live_set() {
         assert!(plan.arena_bytes < plan.tensor_bytes);
     }
 }
+
+/// CpuRef and CpuAcc share the host factory: a network alternating between them makes no
+/// copy, and its outputs match CpuRef alone.
+#[test]
+fn cpuref_and_cpuacc_alternating_make_zero_copies() {
+    let rt = backplane::RuntimeBuilder::new().build().unwrap();
+    let net = backplane::load_onnx(
+        &repo().join("testdata/e2e/convnet.onnx"),
+        &ImportOptions::default(),
+    )
+    .unwrap();
+    let mut opts = OptimizerOptions::new(vec![
+        BackendId::new("CpuAcc").unwrap(),
+        BackendId::new("CpuRef").unwrap(),
+    ]);
+    // Every second layer goes to CpuRef first.
+    for (i, layer) in net.layers().iter().enumerate() {
+        if i % 2 == 1 {
+            opts.layer_backends
+                .push((layer.name.clone(), BackendId::new("CpuRef").unwrap()));
+        }
+    }
+    let mixed = rt.optimize(&net, &opts).unwrap();
+    let counts = mixed.layer_counts();
+    assert!(
+        counts.iter().any(|(b, _)| b.as_str() == "CpuAcc"),
+        "{counts:?}"
+    );
+    assert!(
+        counts.iter().any(|(b, _)| b.as_str() == "CpuRef"),
+        "{counts:?}"
+    );
+    let switches = mixed
+        .assignment()
+        .windows(2)
+        .filter(|w| w[0] != w[1])
+        .count();
+    assert!(
+        switches >= 4,
+        "the network should alternate: {:?}",
+        mixed.assignment()
+    );
+    assert_eq!(mixed.tensor_strategy().copies, 0);
+    assert_eq!(mixed.tensor_strategy().bytes_copied, 0);
+
+    let x = backplane::npy::read_file(&repo().join("testdata/e2e/input_x.npy")).unwrap();
+    let id = rt.load_network(mixed).unwrap();
+    let out = rt.execute(id, &[("x", &x)]).unwrap();
+    let alone = rt
+        .load_network(rt.optimize(&net, &cpuref()).unwrap())
+        .unwrap();
+    let reference = rt.execute(alone, &[("x", &x)]).unwrap();
+    for ((_, got), (_, want)) in out.iter().zip(&reference) {
+        support::compare(got, want, 1e-4, 1e-5).unwrap();
+    }
+}
