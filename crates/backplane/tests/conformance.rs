@@ -29,7 +29,21 @@ use std::sync::Mutex;
 
 /// Backends measured against the suite; each has its expected-results file. A new backend
 /// joins this list (and gets its file with `BACKPLANE_BLESS=1`).
-const BACKENDS: &[&str] = &["CpuRef"];
+/// "CpuAcc" runs with CpuRef behind it: CpuAcc claims only what it runs fast, and every
+/// layer it claims must pass.
+const BACKENDS: &[&str] = &["CpuRef", "CpuAcc"];
+
+/// The preference list a backend of [`BACKENDS`] is measured with.
+fn preference(backend: &str) -> Vec<BackendId> {
+    let names = match backend {
+        "CpuAcc" => vec!["CpuAcc", "CpuRef"],
+        other => vec![other],
+    };
+    names
+        .into_iter()
+        .map(|b| BackendId::new(b).unwrap())
+        .collect()
+}
 
 /// Relative and absolute tolerance for float outputs, as the ONNX backend test uses.
 const RTOL: f64 = 1e-3;
@@ -177,7 +191,7 @@ fn run_case(runtime: &Runtime, case: &Case, backend: &str) -> Outcome {
             }
             Err(e) => return Outcome::Failed(format!("import: {e}")),
         };
-    let ids = vec![BackendId::new(backend).unwrap()];
+    let ids = preference(backend);
     let optimized = match runtime.optimize(&network, &OptimizerOptions::new(ids)) {
         Ok(o) => o,
         Err(e) => return Outcome::Unsupported(format!("optimize: {e}")),
@@ -362,7 +376,12 @@ fn onnx_node_tests() {
             [acc[0] + v[0], acc[1] + v[1], acc[2] + v[2]]
         });
         summary.push(format!(
-            "conformance: {p} passed, {f} failed, {u} unsupported ({backend})"
+            "conformance: {p} passed, {f} failed, {u} unsupported ({})",
+            preference(backend)
+                .iter()
+                .map(|b| b.as_str())
+                .collect::<Vec<_>>()
+                .join(" then ")
         ));
     }
     for p in &problems {
