@@ -29,13 +29,17 @@ fn claimed_layers_run_on(
     use backplane::backend_api::LayerDesc;
     let options = backplane::ImportOptions::default()
         .with_evaluator(std::sync::Arc::new(backplane::cpu_ref::CpuRefEvaluator));
-    let network = backplane::onnx::import_bytes(model, None, &options).map_err(|e| e.to_string())?;
+    let network =
+        backplane::onnx::import_bytes(model, None, &options).map_err(|e| e.to_string())?;
     let ids: Vec<backplane::BackendId> = backends
         .iter()
         .map(|b| backplane::BackendId::new(*b).unwrap())
         .collect();
     let first = ids[0].clone();
-    let support = runtime.backend(&first).map_err(|e| e.to_string())?.layer_support();
+    let support = runtime
+        .backend(&first)
+        .map_err(|e| e.to_string())?
+        .layer_support();
     let optimized = runtime
         .optimize(&network, &backplane::OptimizerOptions::new(ids))
         .map_err(|e| e.to_string())?;
@@ -47,7 +51,10 @@ fn claimed_layers_run_on(
             .is_supported();
         let on = &optimized.assignment()[i];
         if claimed && *on != first {
-            return Err(format!("{first} claims layer '{}' but it ran on {on}", layer.name));
+            return Err(format!(
+                "{first} claims layer '{}' but it ran on {on}",
+                layer.name
+            ));
         }
         ran += usize::from(*on == first);
     }
@@ -77,7 +84,9 @@ fn every_backend_matches_the_op_table() {
             let prefs = preference(backend);
             let result = claimed_layers_run_on(&runtime, &case.model, &prefs)
                 .and_then(|ran| {
-                    *ran_on.entry(format!("{backend}/{}", case.op_type)).or_default() += ran;
+                    *ran_on
+                        .entry(format!("{backend}/{}", case.op_type))
+                        .or_default() += ran;
                     support::run_model(&runtime, &case.model, &prefs, &case.inputs)
                 })
                 .and_then(|outs| {
