@@ -200,3 +200,31 @@ fn threads_reach_cpuacc_and_zero_is_refused() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("--threads must be at least 1"));
 }
+
+#[test]
+fn layer_backend_overrides_by_op_type_and_by_name() {
+    let out = stdout(&backplane(&[
+        "run",
+        "--backends",
+        "CpuAcc,CpuRef",
+        "--layer-backend",
+        "Softmax=CpuRef",
+    ]));
+    assert!(out.contains("CpuRef: 1 layer"), "{out}");
+    let out = stdout(&backplane(&[
+        "inspect",
+        "models/digits/model.onnx",
+        "--backends",
+        "CpuRef",
+        "--layer-backend",
+        "fc=CpuAcc",
+    ]));
+    let fc = out
+        .lines()
+        .find(|l| l.trim_start().starts_with("fc "))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(fc.contains("CpuAcc"), "{fc}");
+    let o = backplane(&["run", "--layer-backend", "nosuchlayer=CpuRef"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("'nosuchlayer' matches no layer"));
+}

@@ -267,10 +267,25 @@ pub fn load_dynamic_backends(
         &mut report.rejected,
         &mut report.warnings,
     );
+    for w in &report.warnings {
+        tracing::warn!("dynamic backends: {w}");
+    }
     for (file, canonical) in files {
         match load_one(registry, options, &report, &canonical) {
-            Ok(loaded) => report.loaded.push(loaded),
-            Err(reason) => report.rejected.push(RejectedFile { file, reason }),
+            Ok(loaded) => {
+                tracing::info!(
+                    "loaded dynamic backend {} {} from {}",
+                    loaded.id,
+                    loaded.version,
+                    loaded.file.display()
+                );
+                report.loaded.push(loaded)
+            }
+            Err(reason) => {
+                let rejected = RejectedFile { file, reason };
+                tracing::warn!("skipped dynamic backend file {rejected}");
+                report.rejected.push(rejected)
+            }
         }
     }
     report
