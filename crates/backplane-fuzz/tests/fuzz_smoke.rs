@@ -4,6 +4,18 @@ use backplane_fuzz::{fuzz, load_corpus, mutate, Rng, Target};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+/// `BACKPLANE_FUZZ_SECONDS=N` turns the smoke runs into time-bounded fuzzing runs (CI uses
+/// it); otherwise each target runs a fixed, small number of inputs.
+fn budget(default_executions: u64) -> (u64, Instant) {
+    match std::env::var("BACKPLANE_FUZZ_SECONDS")
+        .ok()
+        .and_then(|s| s.parse::<f64>().ok())
+    {
+        Some(secs) => (u64::MAX, Instant::now() + Duration::from_secs_f64(secs)),
+        None => (default_executions, Instant::now() + Duration::from_secs(20)),
+    }
+}
+
 fn corpus() -> Vec<Vec<u8>> {
     let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
     load_corpus(&[repo.join("models"), repo.join("testdata/e2e")])
@@ -27,12 +39,16 @@ fn mutations_are_deterministic_and_change_the_input() {
 
 #[test]
 fn import_target_never_panics() {
-    let s = fuzz(
-        Target::Import,
-        &corpus(),
-        7,
-        3000,
-        Instant::now() + Duration::from_secs(20),
+    let corpus = corpus();
+    let (max, deadline) = budget(3000);
+    let s = fuzz(Target::Import, &corpus, 7, max, deadline);
+    println!(
+        "fuzz import: {} executions, {} ok, {} rejected, {} panics, corpus {} models",
+        s.executions,
+        s.ok,
+        s.rejected,
+        s.panics.len(),
+        corpus.len()
     );
     assert!(s.panics.is_empty(), "{:?}", s.panics);
     assert!(s.executions >= 100, "too few executions: {s:?}");
@@ -45,12 +61,16 @@ fn import_target_never_panics() {
 
 #[test]
 fn pipeline_target_never_panics() {
-    let s = fuzz(
-        Target::Pipeline,
-        &corpus(),
-        11,
-        1500,
-        Instant::now() + Duration::from_secs(20),
+    let corpus = corpus();
+    let (max, deadline) = budget(1500);
+    let s = fuzz(Target::Pipeline, &corpus, 11, max, deadline);
+    println!(
+        "fuzz pipeline: {} executions, {} ok, {} rejected, {} panics, corpus {} models",
+        s.executions,
+        s.ok,
+        s.rejected,
+        s.panics.len(),
+        corpus.len()
     );
     assert!(s.panics.is_empty(), "{:?}", s.panics);
     assert!(s.executions >= 100, "too few executions: {s:?}");
