@@ -102,6 +102,66 @@ pub enum Outcome {
     Panicked(String),
 }
 
+/// Limit for fuzzing: skip executing models whose tensors add up to more bytes than this.
+pub const FUZZ_MAX_NETWORK_BYTES: usize = 64 << 20;
+
+/// Limit for fuzzing: skip executing models estimated to need more multiply-adds than this.
+pub const FUZZ_MAX_WORK: u64 = 20_000_000;
+
+/// A rough count of multiply-adds: each layer's output elements times the size of the
+/// reduction behind each element (kernel x input channels for convolutions, K for matrix
+/// products, the window for pooling), saturating.
+pub fn estimated_work(network: &backplane::Network) -> u64 {
+    use backplane::core::Op;
+    let mut total = 0u64;
+    for layer in network.layers() {
+        let out: u64 = layer
+            .outputs
+            .iter()
+            .map(|t| network.tensor(*t).info.shape.elements() as u64)
+            .fold(0u64, u64::saturating_add);
+        let input = |k: usize| {
+            layer
+                .inputs
+                .get(k)
+                .map(|t| network.tensor(*t).info.shape.dims().to_vec())
+                .unwrap_or_default()
+        };
+        let reduction: u64 = match &layer.op {
+            Op::Conv(_) => input(1)
+                .iter()
+                .skip(1)
+                .map(|&d| d as u64)
+                .fold(1u64, u64::saturating_mul),
+            Op::ConvTranspose(_) => input(1)
+                .iter()
+                .skip(1)
+                .map(|&d| d as u64)
+                .fold(1u64, u64::saturating_mul)
+                .saturating_mul(
+                    input(0)
+                        .iter()
+                        .skip(1)
+                        .take(1)
+                        .map(|&d| d as u64)
+                        .product::<u64>()
+                        .max(1),
+                ),
+            Op::MatMul => input(0).last().map(|&d| d as u64).unwrap_or(1),
+            Op::Gemm(_) => input(0).iter().map(|&d| d as u64).max().unwrap_or(1),
+            Op::Pool(p) => p
+                .window
+                .kernel
+                .iter()
+                .map(|&d| d as u64)
+                .fold(1u64, u64::saturating_mul),
+            _ => 1,
+        };
+        total = total.saturating_add(out.saturating_mul(reduction.max(1)));
+    }
+    total
+}
+
 /// Limits for fuzzing: reject models that would need more than this many bytes per tensor,
 /// so mutated sizes cannot exhaust memory.
 pub const FUZZ_MAX_TENSOR_BYTES: usize = 16 << 20;
@@ -130,6 +190,17 @@ fn run_pipeline(runtime: &Runtime, bytes: &[u8]) -> Result<(), String> {
     let optimized = runtime
         .optimize(&network, &OptimizerOptions::new(vec![cpu]))
         .map_err(|e| e.to_string())?;
+    let total_bytes: usize = optimized
+        .network()
+        .tensors()
+        .iter()
+        .map(|t| t.info.num_bytes().unwrap_or(usize::MAX))
+        .fold(0usize, usize::saturating_add);
+    if estimated_work(optimized.network()) > FUZZ_MAX_WORK || total_bytes > FUZZ_MAX_NETWORK_BYTES {
+        // Correct but slow models (a mutated kernel or channel count) are not findings; they
+        // would only stall the run.
+        return Err("too much work for fuzzing".into());
+    }
     let id = runtime.load_network(optimized).map_err(|e| e.to_string())?;
     let mut inputs = Vec::new();
     for &t in network.inputs() {
