@@ -17,7 +17,9 @@ fi
 if [ -z "${BACKPLANE_ONNX_NODE_TESTS:-}" ]; then
   if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import onnx' >/dev/null 2>&1; then
     if command -v python3 >/dev/null 2>&1; then
-      python3 -m venv .venv && .venv/bin/pip install --quiet -r scripts/requirements-conformance.txt \
+      # Two tries: a registry hiccup should not cost a CI run.
+      python3 -m venv .venv && { .venv/bin/pip install --quiet -r scripts/requirements-conformance.txt \
+        || .venv/bin/pip install --quiet -r scripts/requirements-conformance.txt; } \
         || echo "warning: could not install onnx into .venv; the conformance test will be skipped" >&2
     else
       echo "warning: python3 is not installed; the conformance test will be skipped" >&2
