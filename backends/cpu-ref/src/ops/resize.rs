@@ -43,8 +43,11 @@ fn source_coordinate(
             }
         }
         CoordinateTransform::AlignCorners => {
-            if out_len > 1 {
-                x * (in_len as f32 - 1.0) / (out_len as f32 - 1.0)
+            // ONNX uses the unrounded resized length (input length x scale), which differs
+            // from the output length when a scale does not divide evenly.
+            let resized = f64::from(in_len as f32) * f64::from(scale);
+            if out_len > 1 && resized > 1.0 {
+                (f64::from(x) * (in_len as f64 - 1.0) / (resized - 1.0)) as f32
             } else {
                 0.0
             }
