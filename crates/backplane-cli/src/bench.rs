@@ -114,14 +114,10 @@ pub fn bench(args: &BenchArgs) -> Result<(), CliError> {
         return Err(CliError::failed("no execution was timed"));
     };
     println!("model: {}", args.model.model.display());
-    let counts = session
-        .optimized
-        .layer_counts()
-        .iter()
-        .map(|(b, n)| format!("{b}: {n}"))
-        .collect::<Vec<_>>()
-        .join(", ");
-    println!("backends: {counts}");
+    println!(
+        "backends: {}",
+        crate::session::backend_summary(&session.optimized)
+    );
     println!(
         "latency over {} executions: min {:.3} ms, median {:.3} ms, p90 {:.3} ms, max {:.3} ms",
         stats.count,
@@ -138,9 +134,7 @@ pub fn bench(args: &BenchArgs) -> Result<(), CliError> {
         println!("peak memory: {:.1} MiB", peak as f64 / (1024.0 * 1024.0));
     }
     if let Some(path) = &args.profile {
-        crate::profile::write_trace(path, &runs)?;
-        crate::profile::print_top(&runs);
-        println!("profile written to {}", path.display());
+        crate::profile::report(path, &runs, true)?;
     }
     Ok(())
 }

@@ -134,13 +134,10 @@ pub fn inspect(args: &InspectArgs) -> Result<(), CliError> {
         memory.lower_bound,
         if memory.lower_bound == 0 { 1.0 } else { memory.arena_bytes as f64 / memory.lower_bound as f64 }
     );
-    let counts = optimized
-        .layer_counts()
-        .iter()
-        .map(|(b, n)| format!("{b}: {n}"))
-        .collect::<Vec<_>>()
-        .join(", ");
-    println!("\nbackends: {counts}");
+    println!(
+        "\nbackends: {}",
+        crate::session::backend_summary(&optimized)
+    );
     if let Some(path) = &args.svg {
         std::fs::write(path, crate::svg::render(&optimized))
             .map_err(|e| CliError::failed(format!("{}: {e}", path.display())))?;

@@ -37,6 +37,16 @@ pub fn write_trace(path: &Path, runs: &[Vec<LayerTiming>]) -> Result<(), CliErro
     std::fs::write(path, text).map_err(|e| CliError::failed(format!("{}: {e}", path.display())))
 }
 
+/// Write the trace to `path` and, when `print`, the top-10 table and where the file went.
+pub fn report(path: &Path, runs: &[Vec<LayerTiming>], print: bool) -> Result<(), CliError> {
+    write_trace(path, runs)?;
+    if print {
+        print_top(runs);
+        println!("profile written to {}", path.display());
+    }
+    Ok(())
+}
+
 /// Print the 10 layers that took the most time over all executions, with their share.
 pub fn print_top(runs: &[Vec<LayerTiming>]) {
     let mut per_layer: HashMap<&str, (Duration, &str, &str)> = HashMap::new();

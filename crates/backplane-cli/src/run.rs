@@ -229,12 +229,10 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
         );
     } else {
         println!("model: {}", model.display());
-        let text = counts
-            .iter()
-            .map(|(b, n)| format!("{b}: {n} layer{}", if *n == 1 { "" } else { "s" }))
-            .collect::<Vec<_>>()
-            .join(", ");
-        println!("backends: {text}");
+        println!(
+            "backends: {}",
+            crate::session::backend_summary(&session.optimized)
+        );
         for (name, t) in &outputs {
             print_output(name, t, args.top_k, labels.as_deref());
         }
@@ -257,11 +255,7 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
         }
     }
     if let Some(path) = &args.profile {
-        crate::profile::write_trace(path, &runs)?;
-        if !args.json {
-            crate::profile::print_top(&runs);
-            println!("profile written to {}", path.display());
-        }
+        crate::profile::report(path, &runs, !args.json)?;
     }
     if !mismatches.is_empty() {
         let list = mismatches

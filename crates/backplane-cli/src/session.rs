@@ -58,6 +58,16 @@ pub fn read_tensor(path: &Path) -> Result<Tensor, CliError> {
     }
 }
 
+/// "CpuAcc: 9 layers, CpuRef: 1 layer": how many layers each backend runs.
+pub fn backend_summary(optimized: &OptimizedNetwork) -> String {
+    optimized
+        .layer_counts()
+        .iter()
+        .map(|(b, n)| format!("{b}: {n} layer{}", if *n == 1 { "" } else { "s" }))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Split `NAME=VALUE`.
 pub fn split_pair<'a>(arg: &'a str, flag: &str) -> Result<(&'a str, &'a str), CliError> {
     arg.split_once('=')

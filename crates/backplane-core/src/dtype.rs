@@ -61,6 +61,25 @@ impl DataType {
         matches!(self, DataType::F32 | DataType::F16)
     }
 
+    /// The ONNX `TensorProto.DataType` number (FLOAT = 1, UINT8 = 2, ... FLOAT16 = 10), used by
+    /// the importer, the plugin ABI and attribute serialization.
+    pub fn onnx_code(self) -> i64 {
+        match self {
+            DataType::F32 => 1,
+            DataType::U8 => 2,
+            DataType::I8 => 3,
+            DataType::I32 => 6,
+            DataType::I64 => 7,
+            DataType::Bool => 9,
+            DataType::F16 => 10,
+        }
+    }
+
+    /// The data type of an ONNX `TensorProto.DataType` number, if backplane has it.
+    pub fn from_onnx_code(code: i64) -> Option<DataType> {
+        DataType::ALL.into_iter().find(|d| d.onnx_code() == code)
+    }
+
     /// True for the integer types (not Bool).
     pub fn is_integer(self) -> bool {
         matches!(

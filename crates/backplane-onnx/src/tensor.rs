@@ -10,16 +10,7 @@ use std::path::{Component, Path, PathBuf};
 
 /// The backplane type for an ONNX `TensorProto.DataType` code, if backplane has one.
 pub(crate) fn map_dtype(code: i32) -> Option<DataType> {
-    Some(match OnnxType::try_from(code).ok()? {
-        OnnxType::Float => DataType::F32,
-        OnnxType::Float16 => DataType::F16,
-        OnnxType::Int8 => DataType::I8,
-        OnnxType::Uint8 => DataType::U8,
-        OnnxType::Int32 => DataType::I32,
-        OnnxType::Int64 => DataType::I64,
-        OnnxType::Bool => DataType::Bool,
-        _ => return None,
-    })
+    DataType::from_onnx_code(i64::from(code))
 }
 
 /// The ONNX name of a type code (`FLOAT`, `DOUBLE`, ... or `<code N>`).

@@ -67,6 +67,7 @@ pub struct LayerTiming {
 }
 
 /// Where each host tensor goes in the arena.
+#[derive(Debug, Clone)]
 pub(crate) struct HostLayout {
     /// Absolute byte offset of each host tensor (`None` for tensors elsewhere and for
     /// MemImport outputs, which share their input's memory).
@@ -263,6 +264,8 @@ pub(crate) struct LoadParts {
     pub backends_used: Vec<BackendId>,
     pub factories: Vec<FactoryId>,
     pub registry: TensorHandleFactoryRegistry,
+    /// The host-memory plan the optimizer made for this network.
+    pub layout: HostLayout,
 }
 
 impl LoadedNetwork {
@@ -276,13 +279,14 @@ impl LoadedNetwork {
             backends_used,
             factories,
             registry,
+            layout,
         } = parts;
         let HostLayout {
             offsets,
             plan,
             elided,
             aliased,
-        } = plan_host_memory(&network, &factories)?;
+        } = layout;
         // Outputs nothing else reads, in plain arena memory, can be written straight into a
         // caller's buffer.
         let consumers = network.consumers();
@@ -508,10 +512,12 @@ impl LoadedNetwork {
             self.run(&bound, &mut mem, None, &mut direct)
                 .and_then(|()| {
                     drop(direct);
-                    let computed = self.collect_outputs(&bound, &mem)?;
+                    // Only the outputs not written in place are copied, once.
                     for (k, tensor) in copy_later {
                         if let Some(tensor) = tensor {
-                            tensor.bytes_mut().copy_from_slice(computed[k].1.bytes());
+                            let bytes =
+                                self.output_bytes(self.network.outputs()[k], &bound, &mem)?;
+                            tensor.bytes_mut().copy_from_slice(bytes);
                         }
                     }
                     Ok(())
@@ -829,35 +835,41 @@ impl LoadedNetwork {
         }
     }
 
+    /// The bytes of output `t` after a run, wherever they are.
+    fn output_bytes<'a>(
+        &'a self,
+        t: TensorId,
+        inputs: &[&'a Tensor],
+        mem: &'a WorkingMemory,
+    ) -> Result<&'a [u8]> {
+        let not_computed = || {
+            RuntimeError::Core(backplane_core::CoreError::InvalidNetwork(format!(
+                "output '{}' was not computed",
+                self.network.tensor(t).name
+            )))
+        };
+        match self.slots[t.0] {
+            Slot::Input(k) => inputs.get(k).map(|x| x.bytes()).ok_or_else(not_computed),
+            Slot::Constant(c) => self.constant(c).map(Tensor::bytes).ok_or_else(not_computed),
+            Slot::Arena { offset, len } => bytemuck_bytes_ref(&mem.arena)
+                .get(offset..offset + len)
+                .ok_or_else(not_computed),
+            Slot::Handle(k) => {
+                let h = mem
+                    .handles
+                    .get(k)
+                    .and_then(|h| h.as_deref())
+                    .ok_or_else(not_computed)?;
+                Ok(h.map().ok_or_else(not_computed)?.data)
+            }
+        }
+    }
+
     fn collect_outputs(&self, inputs: &[&Tensor], mem: &WorkingMemory) -> Result<NamedTensors> {
-        let arena = bytemuck_bytes_ref(&mem.arena);
         let mut out = Vec::with_capacity(self.network.outputs().len());
         for &t in self.network.outputs() {
             let e = self.network.tensor(t);
-            let not_computed = || {
-                RuntimeError::Core(backplane_core::CoreError::InvalidNetwork(format!(
-                    "output '{}' was not computed",
-                    e.name
-                )))
-            };
-            let tensor = match self.slots[t.0] {
-                Slot::Input(k) => inputs
-                    .get(k)
-                    .map(|x| (*x).clone())
-                    .ok_or_else(not_computed)?,
-                Slot::Constant(c) => self.constant(c).cloned().ok_or_else(not_computed)?,
-                Slot::Arena { offset, len } => {
-                    Tensor::from_bytes(e.info.clone(), &arena[offset..offset + len])?
-                }
-                Slot::Handle(k) => {
-                    let h = mem
-                        .handles
-                        .get(k)
-                        .and_then(|h| h.as_deref())
-                        .ok_or_else(not_computed)?;
-                    h.map().ok_or_else(not_computed)?.to_tensor()?
-                }
-            };
+            let tensor = Tensor::from_bytes(e.info.clone(), self.output_bytes(t, inputs, mem)?)?;
             out.push((e.name.clone(), tensor));
         }
         Ok(out)

@@ -68,7 +68,7 @@ pub struct OptimizedNetwork {
     pub(crate) factories: Vec<backplane_backend_api::FactoryId>,
     pub(crate) handle_factories: backplane_backend_api::TensorHandleFactoryRegistry,
     pub(crate) tensor_report: crate::strategy::TensorStrategyReport,
-    pub(crate) memory: crate::memory_plan::MemoryPlan,
+    pub(crate) layout: crate::loaded::HostLayout,
 }
 
 impl OptimizedNetwork {
@@ -116,7 +116,7 @@ impl OptimizedNetwork {
 
     /// The host-memory plan: arena bytes against the sum of tensor sizes and the lower bound.
     pub fn memory_plan(&self) -> &crate::memory_plan::MemoryPlan {
-        &self.memory
+        &self.layout.plan
     }
 }
 
@@ -359,7 +359,8 @@ pub(crate) fn optimize(
             );
         }
     }
-    let memory = crate::loaded::plan_host_memory(&strategy.network, &strategy.factories)?.plan;
+    // Planned once here; loading reuses it.
+    let layout = crate::loaded::plan_host_memory(&strategy.network, &strategy.factories)?;
     Ok(OptimizedNetwork {
         network: strategy.network,
         assignment: strategy.assignment,
@@ -367,7 +368,7 @@ pub(crate) fn optimize(
         factories: strategy.factories,
         handle_factories: strategy.registry,
         tensor_report: strategy.report,
-        memory,
+        layout,
     })
 }
 

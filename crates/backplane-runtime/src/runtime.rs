@@ -164,6 +164,7 @@ impl Runtime {
             assignment,
             factories: tensor_factories,
             handle_factories,
+            layout,
             ..
         } = optimized;
         let mut used: Vec<BackendId> = Vec::new();
@@ -234,6 +235,7 @@ impl Runtime {
             backends_used: used.clone(),
             factories: tensor_factories,
             registry: handle_factories,
+            layout,
         });
         let loaded = match loaded {
             Ok(l) => l,

@@ -21,24 +21,14 @@ use super::{
 };
 use crate::{CoreError, DataType, Quantization, Result, Shape, TensorInfo};
 
-/// The ONNX `TensorProto.DataType` number of a data type (FLOAT = 1, UINT8 = 2, ...).
+/// The ONNX `TensorProto.DataType` number of a data type (see [`DataType::onnx_code`]).
 pub fn onnx_dtype_code(dtype: DataType) -> i64 {
-    match dtype {
-        DataType::F32 => 1,
-        DataType::U8 => 2,
-        DataType::I8 => 3,
-        DataType::I32 => 6,
-        DataType::I64 => 7,
-        DataType::Bool => 9,
-        DataType::F16 => 10,
-    }
+    dtype.onnx_code()
 }
 
-/// The data type of an ONNX `TensorProto.DataType` number, if backplane has it.
+/// The data type of an ONNX `TensorProto.DataType` number (see [`DataType::from_onnx_code`]).
 pub fn dtype_from_onnx_code(code: i64) -> Option<DataType> {
-    DataType::ALL
-        .into_iter()
-        .find(|&d| onnx_dtype_code(d) == code)
+    DataType::from_onnx_code(code)
 }
 
 const UNARY: [&str; 12] = [

@@ -6,44 +6,13 @@
 use backplane_backend_api::{Backend, BackendId, BackendOptions};
 use backplane_runtime::{BackendRegistry, DynamicBackendsOption, Runtime, RuntimeOptions};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Arc;
 
-/// The repository root.
-pub fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+// Scratch directories and the C compiler are shared with the plugin crate's own tests.
+#[path = "../../../backplane-plugin/tests/common/mod.rs"]
+mod c_tools;
 
-/// A scratch directory, removed when dropped (loaded libraries stay mapped after their file
-/// is removed, so removing it early is harmless).
-pub struct Scratch(PathBuf);
-
-impl std::ops::Deref for Scratch {
-    type Target = Path;
-    fn deref(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl AsRef<Path> for Scratch {
-    fn as_ref(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// A fresh scratch directory for one test, removed at the end of it.
-pub fn scratch(tag: &str) -> Scratch {
-    let dir = std::env::temp_dir().join(format!("backplane-dyn-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    Scratch(dir)
-}
+pub use c_tools::{repo, scratch};
 
 /// A shared object Cargo built for this test binary: it lies in the same `deps` directory.
 fn built_plugin(file: &str, package: &str) -> PathBuf {
@@ -78,28 +47,8 @@ pub fn install(src: &Path, dir: &Path, name: &str) -> PathBuf {
 
 /// Compile C sources into the shared object `dir/name`.
 fn compile(sources: &[PathBuf], dir: &Path, name: &str, flags: &[&str]) -> PathBuf {
-    let out = dir.join(name);
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-    let mut cmd = Command::new(&cc);
-    cmd.args([
-        "-std=c11", "-Wall", "-Wextra", "-Werror", "-O2", "-fPIC", "-shared",
-    ])
-    .arg("-fvisibility=hidden")
-    .arg("-I")
-    .arg(repo().join("include"))
-    .args(flags)
-    .arg("-o")
-    .arg(&out)
-    .args(sources);
-    let result = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {cc}: {e} (the tests need a C compiler)"));
-    assert!(
-        result.status.success(),
-        "{cmd:?} failed:\n{}",
-        String::from_utf8_lossy(&result.stderr)
-    );
-    out
+    let sources: Vec<&Path> = sources.iter().map(PathBuf::as_path).collect();
+    c_tools::shared_object(&sources, &dir.join(name), flags)
 }
 
 /// The C example backend (`ElementwiseC`) compiled into `dir/name`.

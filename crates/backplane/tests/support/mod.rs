@@ -20,15 +20,7 @@ fn dtype_of(name: &str) -> DataType {
 }
 
 fn onnx_type(d: DataType) -> i32 {
-    match d {
-        DataType::F32 => 1,
-        DataType::U8 => 2,
-        DataType::I8 => 3,
-        DataType::I32 => 6,
-        DataType::I64 => 7,
-        DataType::Bool => 9,
-        DataType::F16 => 10,
-    }
+    d.onnx_code() as i32
 }
 
 fn number(v: &Value) -> f64 {
