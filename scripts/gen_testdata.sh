@@ -25,6 +25,9 @@ echo "== op test tables (testdata/ops)"
 echo "== end-to-end ConvNet (testdata/e2e)"
 "$PYTHON" scripts/gen_e2e_model.py --out testdata/e2e
 
+echo "== control flow (testdata/control_flow)"
+"$PYTHON" scripts/gen_control_flow_models.py
+
 echo "== digits classifier (models/digits)"
 "$PYTHON" scripts/train_digits.py --out models/digits
 

@@ -47,6 +47,13 @@ pub(crate) fn check(op: &Op, inputs: &[&TensorInfo]) -> Result<Vec<TensorInfo>, 
             custom.op_type, custom.domain
         ));
     }
+    if !op.subgraphs().is_empty() || matches!(op, Op::MemCopy | Op::MemImport | Op::Permute { .. })
+    {
+        return Err(format!(
+            "{} is run by the builtin backend, not by CpuRef",
+            op.name()
+        ));
+    }
     for (slot, info) in inputs.iter().enumerate() {
         let allowed = allowed_types(op, slot);
         if !allowed.contains(&info.dtype) {

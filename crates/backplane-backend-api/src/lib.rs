@@ -43,7 +43,7 @@ pub use tensor_handle::{
     DataLayout, FactoryId, FactoryProperties, MemorySources, TensorHandle, TensorHandleFactory,
     TensorHandleFactoryRegistry,
 };
-pub use workload::{Workload, WorkloadFactory};
+pub use workload::{NestedNetwork, Workload, WorkloadFactory};
 
 /// Re-export of the core crate, so a backend needs one dependency.
 pub use backplane_core as core;

@@ -2,12 +2,40 @@
 
 use crate::{BackendError, LayerDesc, Result, TensorHandle};
 use backplane_core::{TensorView, TensorViewMut};
+use std::sync::Arc;
 
 /// Turns layers into workloads. One factory is created per backend per loaded network.
 pub trait WorkloadFactory: Send + Sync {
     /// Create the workload for a layer the backend declared supported. Load-time work
     /// (weight packing, constant preparation) belongs here, not in [`Workload::execute`].
     fn create_workload(&self, layer: &LayerDesc) -> Result<Box<dyn Workload>>;
+
+    /// Create the workload for a layer that runs nested networks (If, Loop, Scan: see
+    /// [`backplane_core::Op::subgraphs`]). The runtime has already optimized and loaded each
+    /// of them across the application's backends, as it does the main network, and hands
+    /// them over in the op's order. The builtin backend runs control flow this way; any
+    /// backend that declares such layers supported gets the same. The default refuses.
+    fn create_workload_with_subgraphs(
+        &self,
+        layer: &LayerDesc,
+        subgraphs: Vec<Arc<dyn NestedNetwork>>,
+    ) -> Result<Box<dyn Workload>> {
+        let _ = subgraphs;
+        Err(BackendError::Unsupported {
+            layer: layer.name.clone(),
+            op: layer.op.name().to_string(),
+            reason: "this backend does not run layers with nested networks".into(),
+        })
+    }
+}
+
+/// A nested network (a control-flow body) loaded by the runtime: optimized once, its
+/// workloads created and its memory planned, ready to run any number of times.
+pub trait NestedNetwork: Send + Sync {
+    /// Run it: `inputs` match its inputs and `outputs` its outputs, in order, exactly in
+    /// type and shape. Each call uses working memory from a pool, so repeated calls
+    /// allocate no tensor memory after the first, and concurrent calls are safe.
+    fn execute(&self, inputs: &[TensorView<'_>], outputs: &mut [TensorViewMut<'_>]) -> Result<()>;
 }
 
 /// One executable layer.

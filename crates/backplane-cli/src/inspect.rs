@@ -72,28 +72,11 @@ pub fn inspect(args: &InspectArgs) -> Result<(), CliError> {
             .collect::<Vec<_>>()
             .join(", ")
     );
-    let opt_net = optimized.network();
-    println!("\nlayers after optimization ({}):", opt_net.layers().len());
-    let width = opt_net
-        .layers()
-        .iter()
-        .map(|l| l.name.len())
-        .max()
-        .unwrap_or(0);
-    for (layer, backend) in opt_net.layers().iter().zip(optimized.assignment()) {
-        let out = layer
-            .outputs
-            .iter()
-            .map(|t| opt_net.tensor(*t).info.to_string())
-            .collect::<Vec<_>>()
-            .join(", ");
-        println!(
-            "  {:<width$}  {:<18} {:<8} -> {out}",
-            layer.name,
-            layer.op.name(),
-            backend.as_str()
-        );
-    }
+    println!(
+        "\nlayers after optimization ({}):",
+        optimized.network().layers().len()
+    );
+    print_placement(&optimized, "  ");
     let report = optimized.report();
     if !report.refusals.is_empty() {
         println!("\nrefusals (backend that declined a layer before another took it):");
@@ -124,8 +107,11 @@ pub fn inspect(args: &InspectArgs) -> Result<(), CliError> {
     }
     let memory = optimized.memory_plan();
     println!(
-        "copies per execution: {} ({} bytes), imports without copy: {}",
-        plan.copies, plan.bytes_copied, plan.imports
+        "copies per execution: {} ({} bytes), of which layout permutes: {}; imports without copy: {}",
+        plan.copies + plan.permutes,
+        plan.bytes_copied,
+        plan.permutes,
+        plan.imports
     );
     println!(
         "host arena: {} bytes planned for {} bytes of tensors (largest live set {} bytes, ratio {:.2})",
@@ -144,4 +130,52 @@ pub fn inspect(args: &InspectArgs) -> Result<(), CliError> {
         println!("graph drawn to {}", path.display());
     }
     Ok(())
+}
+
+/// Each layer with its op, backend and outputs; control-flow bodies indented below their
+/// layer, with their own partition.
+fn print_placement(optimized: &backplane::OptimizedNetwork, indent: &str) {
+    let opt_net = optimized.network();
+    let width = opt_net
+        .layers()
+        .iter()
+        .map(|l| l.name.len())
+        .max()
+        .unwrap_or(0);
+    for (i, (layer, backend)) in opt_net
+        .layers()
+        .iter()
+        .zip(optimized.assignment())
+        .enumerate()
+    {
+        let out = layer
+            .outputs
+            .iter()
+            .map(|t| opt_net.tensor(*t).info.to_string())
+            .collect::<Vec<_>>()
+            .join(", ");
+        println!(
+            "{indent}{:<width$}  {:<18} {:<8} -> {out}",
+            layer.name,
+            layer.op.name(),
+            backend.as_str()
+        );
+        let Some((_, bodies)) = optimized.subgraphs().iter().find(|(l, _)| *l == i) else {
+            continue;
+        };
+        let names: &[&str] = match layer.op.name() {
+            "If" => &["then branch", "else branch"],
+            _ => &["body"],
+        };
+        for (k, body) in bodies.iter().enumerate() {
+            println!(
+                "{indent}  {} of '{}' ({} layers; {}):",
+                names.get(k).copied().unwrap_or("subgraph"),
+                layer.name,
+                body.network().layers().len(),
+                crate::session::backend_summary(body)
+            );
+            print_placement(body, &format!("{indent}    "));
+        }
+    }
 }

@@ -228,3 +228,47 @@ fn layer_backend_overrides_by_op_type_and_by_name() {
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("'nosuchlayer' matches no layer"));
 }
+
+#[test]
+fn inspect_shows_the_partition_of_a_loop_body() {
+    let out = stdout(&backplane(&[
+        "inspect",
+        "testdata/control_flow/loop_mixed.onnx",
+        "--backends",
+        "CpuAcc,CpuRef",
+    ]));
+    // The Loop runs on the builtin backend; its body is listed below it, split across both.
+    let loop_line = out
+        .lines()
+        .find(|l| l.trim_start().starts_with("loop ") && l.contains("Loop"))
+        .unwrap_or_else(|| panic!("no Loop line: {out}"));
+    assert!(loop_line.contains("Builtin"), "{loop_line}");
+    let body = out
+        .lines()
+        .find(|l| l.contains("body of 'loop'"))
+        .unwrap_or_else(|| panic!("no body header: {out}"));
+    assert!(body.contains("CpuAcc") && body.contains("CpuRef"), "{body}");
+    let cumsum = out
+        .lines()
+        .find(|l| l.contains("CumSum"))
+        .unwrap_or_else(|| panic!("no CumSum: {out}"));
+    assert!(cumsum.contains("CpuRef"), "{cumsum}");
+    let matmul = out
+        .lines()
+        .find(|l| l.contains("MatMul") || l.contains("CpuAcc") && l.contains("->"))
+        .unwrap_or_else(|| panic!("no CpuAcc layer: {out}"));
+    assert!(matmul.contains("CpuAcc"), "{matmul}");
+}
+
+#[test]
+fn run_executes_a_loop_model() {
+    let out = stdout(&backplane(&[
+        "run",
+        "testdata/control_flow/loop_mixed.onnx",
+        "--backends",
+        "CpuAcc,CpuRef",
+        "--generate",
+        "random",
+    ]));
+    assert!(out.contains("output 'ys' f32[100x2x3]"), "{out}");
+}

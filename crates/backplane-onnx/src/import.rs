@@ -10,6 +10,8 @@ use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
 
+mod control;
+
 /// The oldest default-domain opset the importer translates.
 pub(crate) const MIN_OPSET: i64 = 7;
 
@@ -126,6 +128,40 @@ pub(crate) struct Importer<'o> {
 }
 
 impl<'o> Importer<'o> {
+    /// An importer with an empty network.
+    fn new(options: &'o ImportOptions, base_dir: Option<&'o Path>) -> Self {
+        Importer {
+            net: Network::new(),
+            values: HashMap::new(),
+            const_ids: HashMap::new(),
+            tensor_names: HashSet::new(),
+            layer_names: HashSet::new(),
+            consumed: HashSet::new(),
+            unsupported: Vec::new(),
+            needs_values: Vec::new(),
+            options,
+            loader: Loader {
+                base_dir,
+                max_bytes: options.max_tensor_bytes,
+            },
+        }
+    }
+
+    /// Note the names a graph's nodes read and define, before walking it.
+    fn prescan(&mut self, graph: &GraphProto) {
+        for n in &graph.node {
+            self.consumed
+                .extend(n.input.iter().filter(|s| !s.is_empty()).cloned());
+            self.tensor_names
+                .extend(n.output.iter().filter(|s| !s.is_empty()).cloned());
+        }
+        for o in &graph.output {
+            self.consumed.insert(o.name.clone().unwrap_or_default());
+        }
+        self.tensor_names
+            .extend(graph.input.iter().filter_map(|v| v.name.clone()));
+    }
+
     pub(crate) fn value(&self, name: &str) -> Option<&Value> {
         self.values.get(name)
     }
@@ -560,6 +596,8 @@ impl<'o> Importer<'o> {
         }
         let result = if op_type == "Constant" {
             self.constant_node(&mut node, &name)
+        } else if matches!(op_type.as_str(), "If" | "Loop" | "Scan") {
+            self.control_node(&mut node, &name, opset, opsets)
         } else {
             let lowering = {
                 let cx = NodeCx {
@@ -652,32 +690,8 @@ pub(crate) fn import(
         ));
     }
 
-    let mut imp = Importer {
-        net: Network::new(),
-        values: HashMap::new(),
-        const_ids: HashMap::new(),
-        tensor_names: HashSet::new(),
-        layer_names: HashSet::new(),
-        consumed: HashSet::new(),
-        unsupported: Vec::new(),
-        needs_values: Vec::new(),
-        options,
-        loader: Loader {
-            base_dir,
-            max_bytes: options.max_tensor_bytes,
-        },
-    };
-    for n in &graph.node {
-        imp.consumed
-            .extend(n.input.iter().filter(|s| !s.is_empty()).cloned());
-        imp.tensor_names
-            .extend(n.output.iter().filter(|s| !s.is_empty()).cloned());
-    }
-    for o in &graph.output {
-        imp.consumed.insert(o.name.clone().unwrap_or_default());
-    }
-    imp.tensor_names
-        .extend(graph.input.iter().filter_map(|v| v.name.clone()));
+    let mut imp = Importer::new(options, base_dir);
+    imp.prescan(&graph);
 
     // Runtime inputs, with their shapes resolved.
     let inputs: Vec<ModelInput> = runtime_inputs(&graph)

@@ -24,7 +24,7 @@ mod registry;
 mod runtime;
 pub mod strategy;
 
-pub use builtin::{BuiltinBackend, BUILTIN};
+pub use builtin::{BuiltinBackend, BUILTIN, DEFAULT_MAX_LOOP_ITERATIONS};
 pub use dynamic::{DynamicBackendReport, DynamicBackendsOption};
 pub use error::{Result, RuntimeError, UnsupportedLayer};
 pub use host_memory::{HostFactory, OwnedHostHandle};

@@ -241,6 +241,8 @@ pub struct LoadedNetwork {
     factories: TensorHandleFactoryRegistry,
     pool: Mutex<Vec<WorkingMemory>>,
     allocations: std::sync::atomic::AtomicUsize,
+    /// The loaded bodies of control-flow layers: (layer index, one per subgraph).
+    pub(crate) subgraphs: Vec<(usize, Vec<Arc<LoadedNetwork>>)>,
 }
 
 impl std::fmt::Debug for LoadedNetwork {
@@ -349,6 +351,7 @@ impl LoadedNetwork {
             factories: registry,
             pool: Mutex::new(Vec::new()),
             allocations: std::sync::atomic::AtomicUsize::new(0),
+            subgraphs: Vec::new(),
         })
     }
 
@@ -375,6 +378,12 @@ impl LoadedNetwork {
     /// The host-memory plan of this network.
     pub fn memory_plan(&self) -> &MemoryPlan {
         &self.plan
+    }
+
+    /// The loaded bodies of control-flow layers: (layer index, one network per subgraph of
+    /// its op, in the op's order).
+    pub fn subgraphs(&self) -> &[(usize, Vec<Arc<LoadedNetwork>>)] {
+        &self.subgraphs
     }
 
     /// How many working-memory sets were ever allocated: one per execution that ran while
@@ -476,52 +485,77 @@ impl LoadedNetwork {
                 all: "one buffer per network output".into(),
             });
         }
+        let mut buffers: Vec<Option<&mut [u8]>> = Vec::with_capacity(order.len());
+        let mut taken_out: Vec<Option<&mut Tensor>> =
+            outputs.iter_mut().map(|(_, t)| Some(&mut **t)).collect();
+        for &pos in &order {
+            buffers.push(taken_out[pos].take().map(|t| t.bytes_mut()));
+        }
+        let in_place = self.run_into(&bound, buffers)?;
+        Ok(self
+            .network
+            .outputs()
+            .iter()
+            .zip(in_place)
+            .map(|(t, in_place)| OutputWrite {
+                name: self.network.tensor(*t).name.clone(),
+                in_place,
+            })
+            .collect())
+    }
+
+    /// Run on `inputs` (checked), writing each network output into the buffer of the same
+    /// position; returns, per output, whether its layer wrote it in place.
+    fn run_into(
+        &self,
+        bound: &[TensorView<'_>],
+        buffers: Vec<Option<&mut [u8]>>,
+    ) -> Result<Vec<bool>> {
         let taken = self.pool.lock().unwrap_or_else(|e| e.into_inner()).pop();
         let mut mem = match taken {
             Some(m) => m,
             None => self.allocate()?,
         };
-        let mut writes = Vec::with_capacity(order.len());
+        let mut in_place = Vec::with_capacity(buffers.len());
         let result = {
             // Buffers the computing layers write into, by network output index.
-            let mut direct: Vec<Option<&mut [u8]>> = Vec::with_capacity(order.len());
-            let mut taken_out: Vec<Option<&mut Tensor>> =
-                outputs.iter_mut().map(|(_, t)| Some(&mut **t)).collect();
+            let mut direct: Vec<Option<&mut [u8]>> = Vec::with_capacity(buffers.len());
             let mut copy_later = Vec::new();
-            for (k, &pos) in order.iter().enumerate() {
+            for (k, buffer) in buffers.into_iter().enumerate() {
                 let t = self.network.outputs()[k];
-                let tensor = taken_out[pos].take();
-                match (self.direct_output[t.0], tensor) {
-                    (Some(_), Some(tensor)) => {
-                        direct.push(Some(tensor.bytes_mut()));
-                        writes.push(OutputWrite {
-                            name: self.network.tensor(t).name.clone(),
-                            in_place: true,
-                        });
+                match (self.direct_output[t.0], buffer) {
+                    (Some(_), Some(buffer)) => {
+                        direct.push(Some(buffer));
+                        in_place.push(true);
                     }
-                    (_, tensor) => {
+                    (_, buffer) => {
                         direct.push(None);
-                        copy_later.push((k, tensor));
-                        writes.push(OutputWrite {
-                            name: self.network.tensor(t).name.clone(),
-                            in_place: false,
-                        });
+                        copy_later.push((k, buffer));
+                        in_place.push(false);
                     }
                 }
             }
-            self.run(&bound, &mut mem, None, &mut direct)
-                .and_then(|()| {
-                    drop(direct);
-                    // Only the outputs not written in place are copied, once.
-                    for (k, tensor) in copy_later {
-                        if let Some(tensor) = tensor {
-                            let bytes =
-                                self.output_bytes(self.network.outputs()[k], &bound, &mem)?;
-                            tensor.bytes_mut().copy_from_slice(bytes);
+            self.run(bound, &mut mem, None, &mut direct).and_then(|()| {
+                drop(direct);
+                // Only the outputs not written in place are copied, once.
+                for (k, buffer) in copy_later {
+                    if let Some(buffer) = buffer {
+                        let bytes = self.output_bytes(self.network.outputs()[k], bound, &mem)?;
+                        if bytes.len() != buffer.len() {
+                            return Err(RuntimeError::Core(
+                                backplane_core::CoreError::InvalidNetwork(format!(
+                                    "output '{}' has {} bytes, its buffer {}",
+                                    self.network.tensor(self.network.outputs()[k]).name,
+                                    bytes.len(),
+                                    buffer.len()
+                                )),
+                            ));
                         }
+                        buffer.copy_from_slice(bytes);
                     }
-                    Ok(())
-                })
+                }
+                Ok(())
+            })
         };
         if result.is_ok() {
             self.pool
@@ -529,12 +563,54 @@ impl LoadedNetwork {
                 .unwrap_or_else(|e| e.into_inner())
                 .push(mem);
         }
-        result.map(|()| writes)
+        result.map(|()| in_place)
+    }
+
+    /// Run on inputs and outputs given by position (the network's input and output order),
+    /// each exactly matching its description: how nested networks (control-flow bodies)
+    /// run, without names or new tensors.
+    pub fn execute_views(
+        &self,
+        inputs: &[TensorView<'_>],
+        outputs: &mut [TensorViewMut<'_>],
+    ) -> Result<()> {
+        let check = |what: &str, expected: &[TensorId], given: Vec<&backplane_core::TensorInfo>| {
+            if expected.len() != given.len() {
+                return Err(RuntimeError::InputMismatch {
+                    name: what.to_string(),
+                    expected: format!("{} tensors", expected.len()),
+                    actual: format!("{} tensors", given.len()),
+                });
+            }
+            for (t, info) in expected.iter().zip(given) {
+                let e = self.network.tensor(*t);
+                if !info.same_layout(&e.info) {
+                    return Err(RuntimeError::InputMismatch {
+                        name: e.name.clone(),
+                        expected: e.info.to_string(),
+                        actual: info.to_string(),
+                    });
+                }
+            }
+            Ok(())
+        };
+        check(
+            "inputs",
+            self.network.inputs(),
+            inputs.iter().map(|v| v.info).collect(),
+        )?;
+        check(
+            "outputs",
+            self.network.outputs(),
+            outputs.iter().map(|v| v.info).collect(),
+        )?;
+        let buffers = outputs.iter_mut().map(|v| Some(&mut *v.data)).collect();
+        self.run_into(inputs, buffers).map(|_| ())
     }
 
     /// For each network input (in order), the caller's tensor, after checking names, types
     /// and shapes.
-    fn bind_inputs<'a>(&self, given: &[(&str, &'a Tensor)]) -> Result<Vec<&'a Tensor>> {
+    fn bind_inputs<'a>(&self, given: &[(&str, &'a Tensor)]) -> Result<Vec<TensorView<'a>>> {
         let names: Vec<&str> = self
             .network
             .inputs()
@@ -570,7 +646,7 @@ impl LoadedNetwork {
                     actual: tensor.info().to_string(),
                 });
             }
-            bound.push(*tensor);
+            bound.push(tensor.view());
         }
         Ok(bound)
     }
@@ -581,7 +657,7 @@ impl LoadedNetwork {
 
     fn run(
         &self,
-        inputs: &[&Tensor],
+        inputs: &[TensorView<'_>],
         mem: &mut WorkingMemory,
         mut profile: Option<&mut Vec<LayerTiming>>,
         direct: &mut [Option<&mut [u8]>],
@@ -625,7 +701,7 @@ impl LoadedNetwork {
     fn run_step(
         &self,
         step: &Step,
-        inputs: &[&Tensor],
+        inputs: &[TensorView<'_>],
         mem: &mut WorkingMemory,
         direct: &mut [Option<&mut [u8]>],
     ) -> std::result::Result<std::result::Result<(), String>, BackendError> {
@@ -806,7 +882,7 @@ impl LoadedNetwork {
     fn host_view<'a>(
         &'a self,
         t: TensorId,
-        inputs: &[&'a Tensor],
+        inputs: &[TensorView<'a>],
         shared: &[Option<&'a [u8]>],
         unions: &[(usize, usize)],
     ) -> std::result::Result<TensorView<'a>, BackendError> {
@@ -818,7 +894,7 @@ impl LoadedNetwork {
             ))
         };
         match self.slots[t.0] {
-            Slot::Input(k) => inputs.get(k).map(|x| x.view()).ok_or_else(missing),
+            Slot::Input(k) => inputs.get(k).copied().ok_or_else(missing),
             Slot::Constant(c) => self.constant(c).map(|x| x.view()).ok_or_else(missing),
             Slot::Arena { len: 0, .. } => Ok(TensorView { info, data: &[] }),
             Slot::Arena { offset, len } => {
@@ -839,7 +915,7 @@ impl LoadedNetwork {
     fn output_bytes<'a>(
         &'a self,
         t: TensorId,
-        inputs: &[&'a Tensor],
+        inputs: &[TensorView<'a>],
         mem: &'a WorkingMemory,
     ) -> Result<&'a [u8]> {
         let not_computed = || {
@@ -849,7 +925,7 @@ impl LoadedNetwork {
             )))
         };
         match self.slots[t.0] {
-            Slot::Input(k) => inputs.get(k).map(|x| x.bytes()).ok_or_else(not_computed),
+            Slot::Input(k) => inputs.get(k).map(|x| x.data).ok_or_else(not_computed),
             Slot::Constant(c) => self.constant(c).map(Tensor::bytes).ok_or_else(not_computed),
             Slot::Arena { offset, len } => bytemuck_bytes_ref(&mem.arena)
                 .get(offset..offset + len)
@@ -865,7 +941,11 @@ impl LoadedNetwork {
         }
     }
 
-    fn collect_outputs(&self, inputs: &[&Tensor], mem: &WorkingMemory) -> Result<NamedTensors> {
+    fn collect_outputs(
+        &self,
+        inputs: &[TensorView<'_>],
+        mem: &WorkingMemory,
+    ) -> Result<NamedTensors> {
         let mut out = Vec::with_capacity(self.network.outputs().len());
         for &t in self.network.outputs() {
             let e = self.network.tensor(t);
@@ -920,5 +1000,16 @@ impl TensorHandle for BorrowedMut<'_> {
     }
     fn as_any_mut(&mut self) -> Option<&mut dyn std::any::Any> {
         self.0.as_any_mut()
+    }
+}
+
+impl backplane_backend_api::NestedNetwork for LoadedNetwork {
+    fn execute(
+        &self,
+        inputs: &[TensorView<'_>],
+        outputs: &mut [TensorViewMut<'_>],
+    ) -> std::result::Result<(), BackendError> {
+        self.execute_views(inputs, outputs)
+            .map_err(|e| BackendError::Execution(e.to_string()))
     }
 }

@@ -57,6 +57,8 @@ pub struct OptimizationReport {
     /// (layer, backend, reason) for every backend that refused a layer that then went
     /// elsewhere: by layer support, or by rejecting it in `optimize_subgraph`.
     pub refusals: Vec<(String, BackendId, String)>,
+    /// Pairs of adjacent inverse layout permutes removed.
+    pub permutes_cancelled: usize,
 }
 
 /// A network with a backend for every layer, ready to load.
@@ -69,9 +71,16 @@ pub struct OptimizedNetwork {
     pub(crate) handle_factories: backplane_backend_api::TensorHandleFactoryRegistry,
     pub(crate) tensor_report: crate::strategy::TensorStrategyReport,
     pub(crate) layout: crate::loaded::HostLayout,
+    pub(crate) subgraphs: Vec<(usize, Vec<OptimizedNetwork>)>,
 }
 
 impl OptimizedNetwork {
+    /// The optimized nested networks of control-flow layers: (layer index, one per subgraph
+    /// of its op, in the op's order), each partitioned across backends like the main network.
+    pub fn subgraphs(&self) -> &[(usize, Vec<OptimizedNetwork>)] {
+        &self.subgraphs
+    }
+
     /// The optimized graph (after substitutions).
     pub fn network(&self) -> &Network {
         &self.network
@@ -138,7 +147,29 @@ pub(crate) fn optimize(
     network: &Network,
     options: &OptimizerOptions,
 ) -> Result<OptimizedNetwork> {
+    optimize_network(registry, network, options, false)
+}
+
+/// Whether a layer of `network` or of a network nested in it has this name or op type.
+fn matches_layer(network: &Network, key: &str) -> bool {
+    network.layers().iter().any(|l| {
+        l.name == key
+            || l.op.name() == key
+            || l.op.subgraphs().iter().any(|g| matches_layer(g, key))
+    })
+}
+
+/// Optimize `network`; `nested` for a control-flow body (optimized with its parent's options).
+fn optimize_network(
+    registry: &BackendRegistry,
+    network: &Network,
+    options: &OptimizerOptions,
+    nested: bool,
+) -> Result<OptimizedNetwork> {
     network.validate()?;
+    let (cancelled_network, permutes_cancelled) =
+        crate::strategy::cancel_inverse_permutes(network)?;
+    let network = &cancelled_network;
     if options.backends.is_empty() && options.layer_backends.is_empty() {
         return Err(RuntimeError::NoBackends);
     }
@@ -160,17 +191,31 @@ pub(crate) fn optimize(
             support,
         });
     }
-    for (key, _) in &options.layer_backends {
-        let matches = network
-            .layers()
-            .iter()
-            .any(|l| &l.name == key || l.op.name() == key);
-        if !matches {
-            return Err(RuntimeError::UnknownOverride(key.clone()));
+    // The builtin backend is a candidate for every network (when the registry has it).
+    let builtin = crate::BuiltinBackend::backend_id();
+    if !candidates.iter().any(|c| c.id == builtin) {
+        if let Ok(backend) = registry.create(&builtin) {
+            let support = backend.layer_support();
+            candidates.push(Candidate {
+                id: builtin,
+                backend,
+                support,
+            });
+        }
+    }
+    // Overrides apply inside control-flow bodies too; each must match some layer.
+    if !nested {
+        for (key, _) in &options.layer_backends {
+            if !matches_layer(network, key) {
+                return Err(RuntimeError::UnknownOverride(key.clone()));
+            }
         }
     }
 
-    let mut report = OptimizationReport::default();
+    let mut report = OptimizationReport {
+        permutes_cancelled,
+        ..OptimizationReport::default()
+    };
     let mut states: HashMap<String, LayerState> = HashMap::new();
     let mut unsupported = Vec::new();
     for layer in network.layers() {
@@ -361,6 +406,19 @@ pub(crate) fn optimize(
     }
     // Planned once here; loading reuses it.
     let layout = crate::loaded::plan_host_memory(&strategy.network, &strategy.factories)?;
+    // Control-flow bodies: optimized once, with the same backends and overrides.
+    let mut subgraphs = Vec::new();
+    for (i, layer) in strategy.network.layers().iter().enumerate() {
+        let bodies = layer.op.subgraphs();
+        if bodies.is_empty() {
+            continue;
+        }
+        let mut optimized = Vec::with_capacity(bodies.len());
+        for body in bodies {
+            optimized.push(optimize_network(registry, body, options, true)?);
+        }
+        subgraphs.push((i, optimized));
+    }
     Ok(OptimizedNetwork {
         network: strategy.network,
         assignment: strategy.assignment,
@@ -369,6 +427,7 @@ pub(crate) fn optimize(
         handle_factories: strategy.registry,
         tensor_report: strategy.report,
         layout,
+        subgraphs,
     })
 }
 
@@ -406,6 +465,11 @@ fn choose(
             order.push(b);
         }
     }
+    // The builtin backend runs what only it runs (control flow), after every preference.
+    let builtin = crate::BuiltinBackend::backend_id();
+    if !order.contains(&&builtin) {
+        order.push(&builtin);
+    }
     let mut reasons = Vec::new();
     for id in order {
         if excluded.contains(id) {
@@ -424,6 +488,7 @@ fn choose(
                 tracing::debug!(layer = %desc.name, op = desc.op.name(), "assigned to {id}");
                 return Ok(id.clone());
             }
+            Support::Unsupported(_) if id == &builtin => {}
             Support::Unsupported(r) => reasons.push((id.clone(), r)),
         }
     }

@@ -4,7 +4,8 @@ use crate::loaded::{LayerTiming, LoadParts, LoadedNetwork, Step};
 use crate::optimizer::{self, OptimizedNetwork, OptimizerOptions};
 use crate::{BackendRegistry, NamedTensors, Result, RuntimeError};
 use backplane_backend_api::{
-    Backend, BackendContext, BackendId, BackendOptions, CustomAllocator, LayerDesc, NetworkId,
+    Backend, BackendContext, BackendId, BackendOptions, CustomAllocator, LayerDesc, MemoryManager,
+    NestedNetwork, NetworkId,
 };
 use backplane_core::{Network, Tensor};
 use std::collections::{BTreeMap, HashMap};
@@ -21,6 +22,9 @@ pub struct RuntimeOptions {
     pub custom_allocators: BTreeMap<BackendId, Arc<dyn CustomAllocator>>,
     /// Where to look for dynamic backends (default: the build-time paths).
     pub dynamic_backends: crate::dynamic::DynamicBackendsOption,
+    /// The most iterations a Loop may run before its execution fails (default:
+    /// [`crate::builtin::DEFAULT_MAX_LOOP_ITERATIONS`]).
+    pub max_loop_iterations: Option<u64>,
 }
 
 impl std::fmt::Debug for RuntimeOptions {
@@ -32,6 +36,7 @@ impl std::fmt::Debug for RuntimeOptions {
                 &self.custom_allocators.keys().collect::<Vec<_>>(),
             )
             .field("dynamic_backends", &self.dynamic_backends)
+            .field("max_loop_iterations", &self.max_loop_iterations)
             .finish()
     }
 }
@@ -42,6 +47,7 @@ pub struct Runtime {
     contexts: Vec<(BackendId, Box<dyn BackendContext>)>,
     networks: RwLock<BTreeMap<NetworkId, Arc<LoadedNetwork>>>,
     next_id: AtomicU64,
+    networks_built: std::sync::atomic::AtomicUsize,
     dynamic: crate::dynamic::DynamicBackendReport,
 }
 
@@ -59,9 +65,14 @@ impl Runtime {
     pub fn new(registry: BackendRegistry, options: RuntimeOptions) -> Result<Self> {
         // The builtin backend is part of every runtime; its id is reserved.
         let mut registry = registry;
+        let builtin = crate::BuiltinBackend {
+            max_loop_iterations: options
+                .max_loop_iterations
+                .unwrap_or(crate::builtin::DEFAULT_MAX_LOOP_ITERATIONS),
+        };
         registry.register(
             crate::BuiltinBackend::backend_id(),
-            Arc::new(|| Box::new(crate::BuiltinBackend) as Box<dyn Backend>),
+            Arc::new(move || Box::new(builtin) as Box<dyn Backend>),
         )?;
         // Dynamic backends join the registry before anything else uses it; ids already taken
         // (static backends, the builtin one) are reported, not overridden.
@@ -120,6 +131,7 @@ impl Runtime {
             contexts,
             networks: RwLock::new(BTreeMap::new()),
             next_id: AtomicU64::new(1),
+            networks_built: std::sync::atomic::AtomicUsize::new(0),
             dynamic,
         })
     }
@@ -159,20 +171,9 @@ impl Runtime {
     /// Create the workloads of an optimized network and make it ready to execute.
     pub fn load_network(&self, optimized: OptimizedNetwork) -> Result<NetworkId> {
         let id = NetworkId(self.next_id.fetch_add(1, Ordering::Relaxed));
-        let OptimizedNetwork {
-            network,
-            assignment,
-            factories: tensor_factories,
-            handle_factories,
-            layout,
-            ..
-        } = optimized;
+        // Every backend the network or its control-flow bodies use, in order of first use.
         let mut used: Vec<BackendId> = Vec::new();
-        for b in &assignment {
-            if !used.contains(b) {
-                used.push(b.clone());
-            }
-        }
+        backends_of(&optimized, &mut used);
         let ctx_err = |backend: &BackendId, source: backplane_backend_api::BackendError| {
             RuntimeError::Backend {
                 backend: backend.clone(),
@@ -185,39 +186,8 @@ impl Runtime {
                 ctx.before_load_network(id).map_err(|e| ctx_err(b, e))?;
             }
         }
-        let mut factories = HashMap::new();
         let mut memory_managers = Vec::new();
-        for b in &used {
-            let backend = self.registry.create(b)?;
-            let mm = backend.create_memory_manager();
-            let factory = backend
-                .create_workload_factory(mm.clone())
-                .map_err(|e| ctx_err(b, e))?;
-            if let Some(mm) = mm {
-                memory_managers.push((b.clone(), mm));
-            }
-            factories.insert(b.clone(), factory);
-        }
-        let mut steps = Vec::with_capacity(network.layers().len());
-        for (i, layer) in network.layers().iter().enumerate() {
-            let b = &assignment[i];
-            let factory = factories
-                .get(b)
-                .ok_or_else(|| RuntimeError::UnknownBackend {
-                    id: b.to_string(),
-                    registered: String::new(),
-                })?;
-            let desc = LayerDesc::from_layer(&network, layer);
-            let workload =
-                factory
-                    .create_workload(&desc)
-                    .map_err(|source| RuntimeError::Backend {
-                        backend: b.clone(),
-                        layer: Some(layer.name.clone()),
-                        source: Box::new(source),
-                    })?;
-            steps.push(Step { layer: i, workload });
-        }
+        let mut loaded = self.build(id, optimized, &mut memory_managers)?;
         for (i, (b, mm)) in memory_managers.iter().enumerate() {
             if let Err(e) = mm.acquire() {
                 for (_, m) in &memory_managers[..i] {
@@ -226,26 +196,8 @@ impl Runtime {
                 return Err(ctx_err(b, e));
             }
         }
-        let loaded = LoadedNetwork::new(LoadParts {
-            id,
-            network,
-            assignment,
-            steps,
-            memory_managers: memory_managers.clone(),
-            backends_used: used.clone(),
-            factories: tensor_factories,
-            registry: handle_factories,
-            layout,
-        });
-        let loaded = match loaded {
-            Ok(l) => l,
-            Err(e) => {
-                for (_, m) in &memory_managers {
-                    m.release();
-                }
-                return Err(e);
-            }
-        };
+        loaded.memory_managers = memory_managers;
+        loaded.backends_used = used.clone();
         self.networks
             .write()
             .unwrap_or_else(|e| e.into_inner())
@@ -268,6 +220,105 @@ impl Runtime {
                 .join(", ")
         );
         Ok(id)
+    }
+
+    /// Create the workloads of `optimized` (loading its control-flow bodies first, as nested
+    /// networks) and plan its memory; memory managers are collected, not yet acquired.
+    fn build(
+        &self,
+        id: NetworkId,
+        optimized: OptimizedNetwork,
+        memory_managers: &mut Vec<(BackendId, Arc<dyn MemoryManager>)>,
+    ) -> Result<LoadedNetwork> {
+        self.networks_built.fetch_add(1, Ordering::Relaxed);
+        let OptimizedNetwork {
+            network,
+            assignment,
+            factories: tensor_factories,
+            handle_factories,
+            layout,
+            subgraphs,
+            ..
+        } = optimized;
+        let mut used: Vec<BackendId> = Vec::new();
+        for b in &assignment {
+            if !used.contains(b) {
+                used.push(b.clone());
+            }
+        }
+        let mut nested: HashMap<usize, Vec<Arc<LoadedNetwork>>> = HashMap::new();
+        for (layer, bodies) in subgraphs {
+            let mut loaded = Vec::with_capacity(bodies.len());
+            for body in bodies {
+                loaded.push(Arc::new(self.build(id, body, memory_managers)?));
+            }
+            nested.insert(layer, loaded);
+        }
+        let mut factories = HashMap::new();
+        for b in &used {
+            let backend = self.registry.create(b)?;
+            let mm = backend.create_memory_manager();
+            let factory =
+                backend
+                    .create_workload_factory(mm.clone())
+                    .map_err(|e| RuntimeError::Backend {
+                        backend: b.clone(),
+                        layer: None,
+                        source: Box::new(e),
+                    })?;
+            if let Some(mm) = mm {
+                memory_managers.push((b.clone(), mm));
+            }
+            factories.insert(b.clone(), factory);
+        }
+        let mut steps = Vec::with_capacity(network.layers().len());
+        let mut bodies_of = Vec::new();
+        for (i, layer) in network.layers().iter().enumerate() {
+            let b = &assignment[i];
+            let factory = factories
+                .get(b)
+                .ok_or_else(|| RuntimeError::UnknownBackend {
+                    id: b.to_string(),
+                    registered: String::new(),
+                })?;
+            let desc = LayerDesc::from_layer(&network, layer);
+            let created = match nested.remove(&i) {
+                Some(bodies) => {
+                    let handed: Vec<Arc<dyn NestedNetwork>> = bodies
+                        .iter()
+                        .map(|n| n.clone() as Arc<dyn NestedNetwork>)
+                        .collect();
+                    bodies_of.push((i, bodies));
+                    factory.create_workload_with_subgraphs(&desc, handed)
+                }
+                None => factory.create_workload(&desc),
+            };
+            let workload = created.map_err(|source| RuntimeError::Backend {
+                backend: b.clone(),
+                layer: Some(layer.name.clone()),
+                source: Box::new(source),
+            })?;
+            steps.push(Step { layer: i, workload });
+        }
+        let mut loaded = LoadedNetwork::new(LoadParts {
+            id,
+            network,
+            assignment,
+            steps,
+            memory_managers: Vec::new(),
+            backends_used: used,
+            factories: tensor_factories,
+            registry: handle_factories,
+            layout,
+        })?;
+        loaded.subgraphs = bodies_of;
+        Ok(loaded)
+    }
+
+    /// How many networks (main networks and control-flow bodies) this runtime has built
+    /// workloads and memory plans for. Executions never add to it: plans are made at load.
+    pub fn networks_built(&self) -> usize {
+        self.networks_built.load(Ordering::Relaxed)
     }
 
     /// A loaded network.
@@ -349,6 +400,20 @@ impl Runtime {
             .keys()
             .copied()
             .collect()
+    }
+}
+
+/// Collect the backends `optimized` and its bodies use, in order of first use.
+fn backends_of(optimized: &OptimizedNetwork, used: &mut Vec<BackendId>) {
+    for (i, b) in optimized.assignment.iter().enumerate() {
+        if !used.contains(b) {
+            used.push(b.clone());
+        }
+        if let Some((_, bodies)) = optimized.subgraphs.iter().find(|(l, _)| *l == i) {
+            for body in bodies {
+                backends_of(body, used);
+            }
+        }
     }
 }
 

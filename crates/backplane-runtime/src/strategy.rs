@@ -8,16 +8,23 @@
 //! 2. **export→import** when the tensor's factory exports a memory kind that a factory the
 //!    consumer lists imports: a `MemImport` layer hands the memory over without copying;
 //! 3. **copy** when both sides can map their memory: a `MemCopy` layer (run by the builtin
-//!    backend) copies into the consumer's first mappable factory;
-//! 4. otherwise an error: the two backends cannot exchange this tensor.
+//!    backend) copies into the consumer's first mappable factory (one with the same data
+//!    layout when there is one);
+//! 4. **permute** when the only factories both sides can map store the tensor in different
+//!    data layouts ([`DataLayout`]): a `Permute` layer (builtin) copies and reorders;
+//! 5. otherwise an error: the two backends cannot exchange this tensor.
 //!
-//! Consumers on the same backend share one conversion. Network inputs and constants live in
-//! host memory; network outputs must be mappable (a copy to host is added otherwise).
+//! Sharing and export→import need the same layout on both sides. Consumers on the same
+//! backend share one conversion. Network inputs and constants live in host memory in the
+//! standard layout; network outputs must be mappable and standard (a copy or permute to host
+//! is added otherwise).
 
 use crate::builtin::BuiltinBackend;
 use crate::host_memory::HostFactory;
 use crate::{Result, RuntimeError};
-use backplane_backend_api::{Backend, BackendId, FactoryId, TensorHandleFactoryRegistry};
+use backplane_backend_api::{
+    Backend, BackendId, DataLayout, FactoryId, TensorHandleFactoryRegistry,
+};
 use backplane_core::{Network, Op, TensorId, TensorKind};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -31,6 +38,8 @@ pub enum EdgeStrategy {
     ExportImport,
     /// Copied once per execution.
     Copy,
+    /// Copied and reordered into another data layout once per execution.
+    Permute,
 }
 
 impl std::fmt::Display for EdgeStrategy {
@@ -39,6 +48,7 @@ impl std::fmt::Display for EdgeStrategy {
             EdgeStrategy::Direct => "direct",
             EdgeStrategy::ExportImport => "export->import",
             EdgeStrategy::Copy => "copy",
+            EdgeStrategy::Permute => "permute",
         })
     }
 }
@@ -73,6 +83,29 @@ pub struct TensorStrategyReport {
     pub bytes_copied: usize,
     /// Number of export→import hand-overs.
     pub imports: usize,
+    /// Number of layout permutes per execution (their bytes count in `bytes_copied`).
+    pub permutes: usize,
+}
+
+/// The physical axis order (outermost first, as logical axes) a layout stores a tensor of
+/// `rank` in: see [`Op::Permute`].
+pub fn layout_order(layout: DataLayout, rank: usize) -> Vec<usize> {
+    match layout {
+        DataLayout::ChannelsLast if rank == 4 => vec![0, 2, 3, 1],
+        _ => (0..rank).collect(),
+    }
+}
+
+/// Whether two axis orders store a tensor of `dims` in the same bytes: they list the axes
+/// longer than 1 in the same sequence (e.g. NCHW and NHWC agree for `[1, C, 1, 1]`).
+fn same_bytes(a: &[usize], b: &[usize], dims: &[usize]) -> bool {
+    let long = |o: &[usize]| -> Vec<usize> {
+        o.iter()
+            .copied()
+            .filter(|&x| dims.get(x).is_some_and(|&d| d > 1))
+            .collect()
+    };
+    long(a) == long(b)
 }
 
 pub(crate) struct Strategy {
@@ -81,12 +114,6 @@ pub(crate) struct Strategy {
     pub factories: Vec<FactoryId>,
     pub registry: TensorHandleFactoryRegistry,
     pub report: TensorStrategyReport,
-}
-
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
-enum Conversion {
-    Import,
-    Copy,
 }
 
 pub(crate) fn apply(
@@ -115,21 +142,35 @@ pub(crate) fn apply(
     let props = |f: &FactoryId| registry.get(f).map(|x| x.properties()).unwrap_or_default();
     let prefs_of = |b: &BackendId| prefs.get(b).cloned().unwrap_or_else(|| vec![host.clone()]);
 
-    // How `from` reaches a consumer listing `to_prefs`, and into which factory.
-    let route = |from: &FactoryId, to_prefs: &[FactoryId]| -> Option<(EdgeStrategy, FactoryId)> {
+    let order = |f: &FactoryId, rank: usize| layout_order(props(f).layout, rank);
+    let agree = |f: &FactoryId, g: &FactoryId, dims: &[usize]| {
+        same_bytes(&order(f, dims.len()), &order(g, dims.len()), dims)
+    };
+    // How a tensor of `dims` in `from` reaches a consumer listing `to_prefs`, and into which
+    // factory.
+    let route = |from: &FactoryId,
+                 to_prefs: &[FactoryId],
+                 dims: &[usize]|
+     -> Option<(EdgeStrategy, FactoryId)> {
         if to_prefs.contains(from) {
             return Some((EdgeStrategy::Direct, from.clone()));
         }
         let pf = props(from);
+        let same_order = |g: &&FactoryId| agree(g, from, dims);
         if let Some(g) = to_prefs
             .iter()
+            .filter(same_order)
             .find(|g| pf.export_sources.intersects(props(g).import_sources))
         {
             return Some((EdgeStrategy::ExportImport, g.clone()));
         }
         if pf.mappable {
-            if let Some(g) = to_prefs.iter().find(|g| props(g).mappable) {
+            let mappable = || to_prefs.iter().filter(|g| props(g).mappable);
+            if let Some(g) = mappable().find(same_order) {
                 return Some((EdgeStrategy::Copy, g.clone()));
+            }
+            if let Some(g) = mappable().next() {
+                return Some((EdgeStrategy::Permute, g.clone()));
             }
         }
         None
@@ -143,17 +184,20 @@ pub(crate) fn apply(
             continue;
         };
         let bytes = e.info.num_bytes()?;
+        let dims = e.info.shape.dims();
         let candidates = prefs_of(&assignment[layer.0]);
         let is_output = network.outputs().contains(&TensorId(t));
         let cost = |f: &FactoryId| -> Option<usize> {
             let mut total = 0usize;
             for (c, _) in &consumers[t] {
-                match route(f, &prefs_of(&assignment[c.0]))?.0 {
-                    EdgeStrategy::Copy => total = total.saturating_add(bytes),
+                match route(f, &prefs_of(&assignment[c.0]), dims)?.0 {
+                    EdgeStrategy::Copy | EdgeStrategy::Permute => {
+                        total = total.saturating_add(bytes)
+                    }
                     EdgeStrategy::Direct | EdgeStrategy::ExportImport => {}
                 }
             }
-            if is_output && !props(f).mappable {
+            if is_output && (!props(f).mappable || !agree(f, &host, dims)) {
                 total = total.saturating_add(bytes);
             }
             Some(total)
@@ -201,12 +245,16 @@ pub(crate) fn apply(
         grow(&mut new_factories, id, host.clone());
         map.insert(t, id);
     }
-    // Outputs whose memory cannot be mapped get renamed; the copy to host takes the name.
+    // Outputs whose memory cannot be mapped, or is not in the standard layout, get renamed;
+    // the copy (or permute) to host takes the name.
     let unmappable_outputs: Vec<TensorId> = network
         .outputs()
         .iter()
         .copied()
-        .filter(|t| !props(&factory_of[t.0]).mappable)
+        .filter(|t| {
+            let f = &factory_of[t.0];
+            !props(f).mappable || !agree(f, &host, network.tensor(*t).info.shape.dims())
+        })
         .collect();
     for (li, layer) in network.layers().iter().enumerate() {
         let backend = &assignment[li];
@@ -234,7 +282,8 @@ pub(crate) fn apply(
                 },
             };
             let from = factory_of[t.0].clone();
-            let (strategy, to) = route(&from, &to_prefs).ok_or_else(|| RuntimeError::NoTensorStrategy {
+            let rank = e.info.shape.rank();
+            let (strategy, to) = route(&from, &to_prefs, e.info.shape.dims()).ok_or_else(|| RuntimeError::NoTensorStrategy {
                 tensor: e.name.clone(),
                 reason: format!(
                     "{backend} reads only [{}] and '{}' can neither be shared, imported nor copied there",
@@ -254,18 +303,20 @@ pub(crate) fn apply(
             });
             let input = match strategy {
                 EdgeStrategy::Direct => src,
-                EdgeStrategy::Copy | EdgeStrategy::ExportImport => {
-                    let kind = if strategy == EdgeStrategy::Copy {
-                        Conversion::Copy
-                    } else {
-                        Conversion::Import
-                    };
+                EdgeStrategy::Copy | EdgeStrategy::ExportImport | EdgeStrategy::Permute => {
                     match conversions.get(&(t, to.clone())) {
                         Some(id) => *id,
                         None => {
-                            let (op, verb) = match kind {
-                                Conversion::Copy => (Op::MemCopy, "copy"),
-                                Conversion::Import => (Op::MemImport, "import"),
+                            let (op, verb) = match strategy {
+                                EdgeStrategy::Copy => (Op::MemCopy, "copy"),
+                                EdgeStrategy::Permute => (
+                                    Op::Permute {
+                                        from: order(&from, rank),
+                                        to: order(&to, rank),
+                                    },
+                                    "permute",
+                                ),
+                                _ => (Op::MemImport, "import"),
                             };
                             let name = format!("{verb}:{}->{}", e.name, to);
                             let out = new.add_layer_named(
@@ -277,12 +328,16 @@ pub(crate) fn apply(
                             new_assignment.push(builtin.clone());
                             grow(&mut new_factories, out, to.clone());
                             conversions.insert((t, to.clone()), out);
-                            match kind {
-                                Conversion::Copy => {
+                            match strategy {
+                                EdgeStrategy::Copy => {
                                     report.copies += 1;
                                     report.bytes_copied = report.bytes_copied.saturating_add(bytes);
                                 }
-                                Conversion::Import => report.imports += 1,
+                                EdgeStrategy::Permute => {
+                                    report.permutes += 1;
+                                    report.bytes_copied = report.bytes_copied.saturating_add(bytes);
+                                }
+                                _ => report.imports += 1,
                             }
                             out
                         }
@@ -333,17 +388,29 @@ pub(crate) fn apply(
         let from = factory_of[t.0].clone();
         let bytes = e.info.num_bytes()?;
         let strategy = if unmappable_outputs.contains(&t) {
+            let rank = e.info.shape.rank();
+            let (from_order, to_order) = (order(&from, rank), order(&host, rank));
+            let (op, verb, strategy) = if agree(&from, &host, e.info.shape.dims()) {
+                report.copies += 1;
+                (Op::MemCopy, "copy", EdgeStrategy::Copy)
+            } else {
+                report.permutes += 1;
+                let op = Op::Permute {
+                    from: from_order,
+                    to: to_order,
+                };
+                (op, "permute", EdgeStrategy::Permute)
+            };
             id = new.add_layer_named(
-                &format!("copy:{}->{}", e.name, host),
-                Op::MemCopy,
+                &format!("{verb}:{}->{}", e.name, host),
+                op,
                 &[id],
                 std::slice::from_ref(&e.name),
             )?[0];
             new_assignment.push(builtin.clone());
             grow(&mut new_factories, id, host.clone());
-            report.copies += 1;
             report.bytes_copied = report.bytes_copied.saturating_add(bytes);
-            EdgeStrategy::Copy
+            strategy
         } else {
             EdgeStrategy::Direct
         };
@@ -366,4 +433,122 @@ pub(crate) fn apply(
         registry,
         report,
     })
+}
+
+/// Remove pairs of adjacent inverse layout permutes (`a -> b` then `b -> a`): readers of the
+/// second read the first one's input, and a first permute left without readers goes too.
+/// Returns the network and the number of pairs cancelled.
+pub(crate) fn cancel_inverse_permutes(network: &Network) -> Result<(Network, usize)> {
+    let layers = network.layers();
+    let is_output = |t: TensorId| network.outputs().contains(&t);
+    let mut replace: HashMap<TensorId, TensorId> = HashMap::new();
+    let mut dropped = vec![false; layers.len()];
+    let mut cancelled = 0;
+    for (i, l) in layers.iter().enumerate() {
+        let Op::Permute { from, to } = &l.op else {
+            continue;
+        };
+        let (Some(&mid), Some(&out)) = (l.inputs.first(), l.outputs.first()) else {
+            continue;
+        };
+        let TensorKind::Produced { layer: first, .. } = network.tensor(mid).kind else {
+            continue;
+        };
+        let first = network.layer(first);
+        let Op::Permute {
+            from: first_from,
+            to: first_to,
+        } = &first.op
+        else {
+            continue;
+        };
+        if first_from == to && first_to == from && !is_output(out) {
+            let source = first.inputs[0];
+            let source = replace.get(&source).copied().unwrap_or(source);
+            replace.insert(out, source);
+            dropped[i] = true;
+            cancelled += 1;
+        }
+    }
+    if cancelled == 0 {
+        return Ok((network.clone(), 0));
+    }
+    // Readers left for each tensor; permutes nobody reads any more go (last first, so that
+    // chains unravel).
+    let resolve = |t: TensorId| replace.get(&t).copied().unwrap_or(t);
+    let mut readers = vec![0usize; network.tensors().len()];
+    for (i, l) in layers.iter().enumerate() {
+        if !dropped[i] {
+            for t in &l.inputs {
+                readers[resolve(*t).0] += 1;
+            }
+        }
+    }
+    for (i, l) in layers.iter().enumerate().rev() {
+        if dropped[i] || !matches!(l.op, Op::Permute { .. }) {
+            continue;
+        }
+        if l.outputs
+            .iter()
+            .all(|o| readers[o.0] == 0 && !is_output(*o))
+        {
+            dropped[i] = true;
+            for t in &l.inputs {
+                readers[resolve(*t).0] = readers[resolve(*t).0].saturating_sub(1);
+            }
+        }
+    }
+    let mut new = Network::new();
+    let mut map: HashMap<TensorId, TensorId> = HashMap::new();
+    for &t in network.inputs() {
+        let e = network.tensor(t);
+        map.insert(t, new.add_input(&e.name, e.info.clone())?);
+    }
+    let get = |new: &mut Network,
+               map: &mut HashMap<TensorId, TensorId>,
+               t: TensorId|
+     -> Result<TensorId> {
+        let t = resolve(t);
+        if let Some(id) = map.get(&t) {
+            return Ok(*id);
+        }
+        let e = network.tensor(t);
+        match &e.kind {
+            TensorKind::Constant(c) => {
+                let id = new.add_shared_constant(&e.name, c.clone())?;
+                map.insert(t, id);
+                Ok(id)
+            }
+            _ => Err(RuntimeError::Core(
+                backplane_core::CoreError::InvalidNetwork(format!(
+                    "tensor '{}' is read before it is computed",
+                    e.name
+                )),
+            )),
+        }
+    };
+    for (i, l) in layers.iter().enumerate() {
+        if dropped[i] {
+            continue;
+        }
+        let inputs = l
+            .inputs
+            .iter()
+            .map(|t| get(&mut new, &mut map, *t))
+            .collect::<Result<Vec<_>>>()?;
+        let names: Vec<String> = l
+            .outputs
+            .iter()
+            .map(|t| network.tensor(*t).name.clone())
+            .collect();
+        let outs = new.add_layer_named(&l.name, l.op.clone(), &inputs, &names)?;
+        for (o, id) in l.outputs.iter().zip(outs) {
+            map.insert(*o, id);
+        }
+    }
+    for &t in network.outputs() {
+        let id = get(&mut new, &mut map, t)?;
+        new.mark_output(id)?;
+    }
+    Ok((new, cancelled))
 }

@@ -130,6 +130,13 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Fail a Loop's execution once it reaches this many iterations (a guard against models
+    /// or inputs that never end; default [`backplane_runtime::DEFAULT_MAX_LOOP_ITERATIONS`]).
+    pub fn max_loop_iterations(mut self, limit: u64) -> Self {
+        self.options.max_loop_iterations = Some(limit);
+        self
+    }
+
     /// Create the runtime.
     pub fn build(self) -> Result<Runtime, Error> {
         Ok(Runtime::new(self.registry, self.options)?)

@@ -302,7 +302,11 @@ impl Op {
             | Op::Lrn { .. }
             | Op::QuantizeLinear { .. }
             | Op::DequantizeLinear { .. }
-            | Op::DynamicQuantizeLinear => a, // handled by ext_to_attributes
+            | Op::DynamicQuantizeLinear
+            | Op::Permute { .. }
+            | Op::If(_)
+            | Op::Loop(_)
+            | Op::Scan(_) => a, // handled by ext_to_attributes
             Op::Custom(c) => {
                 let mut a = a;
                 a.0.extend(c.attributes.iter().cloned());
@@ -625,6 +629,16 @@ fn ext_to_attributes(op: &Op) -> Option<(String, Vec<(String, AttrValue)>)> {
             .float("beta", *beta)
             .float("bias", *bias)
             .usize("size", *size),
+        Op::Permute { from, to } => a.usizes("from", from).usizes("to", to),
+        // Nested networks have no attribute form: only the counts are described, and
+        // `from_attributes` refuses these ops.
+        Op::If(_) => a,
+        Op::Loop(d) => a
+            .usize("num_carried", d.num_carried)
+            .usize("scan_length", d.scan_length),
+        Op::Scan(d) => a
+            .usize("num_state", d.num_state)
+            .usize("num_scan_inputs", d.num_scan_inputs),
         _ => return None,
     };
     Some((op.name().to_string(), attrs.0))
@@ -755,6 +769,15 @@ fn ext_from_attributes(op_type: &str, r: &Reader<'_>) -> Result<Option<Op>> {
             }
         }
         "DynamicQuantizeLinear" => Op::DynamicQuantizeLinear,
+        "Permute" => Op::Permute {
+            from: r.usizes("from")?,
+            to: r.usizes("to")?,
+        },
+        "If" | "Loop" | "Scan" => {
+            return Err(
+                r.err("it runs nested networks, which cannot be described by attributes".into())
+            )
+        }
         "InstanceNormalization" => Op::InstanceNormalization {
             epsilon: r.float("epsilon")?,
         },
@@ -777,6 +800,10 @@ fn ext_examples() -> Vec<Op> {
         .chain(BINARY_EXT.iter().map(|&b| Op::BinaryExt(b)))
         .collect();
     v.extend([
+        Op::Permute {
+            from: vec![0, 1, 2, 3],
+            to: vec![0, 2, 3, 1],
+        },
         Op::Where,
         Op::ArgReduce(ArgReduceDesc {
             max: false,
@@ -1236,6 +1263,10 @@ mod tests {
             | Op::QuantizeLinear { .. }
             | Op::DequantizeLinear { .. }
             | Op::DynamicQuantizeLinear
+            | Op::Permute { .. }
+            | Op::If(_)
+            | Op::Loop(_)
+            | Op::Scan(_)
             | Op::Custom(_) => true,
         }
     }

@@ -157,6 +157,31 @@ pub(crate) fn infer_reshape(shape: &[usize], inputs: &[&TensorInfo]) -> Result<V
     Ok(vec![TensorInfo::new(x.dtype, shape.to_vec())])
 }
 
+/// Whether `order` holds each of `0..rank` once.
+fn is_order(order: &[usize], rank: usize) -> bool {
+    let mut seen = vec![false; rank];
+    order.len() == rank
+        && order
+            .iter()
+            .all(|&a| a < rank && !std::mem::replace(&mut seen[a], true))
+}
+
+/// A layout conversion keeps the description; both orders must fit the input's rank.
+pub(crate) fn infer_permute(
+    from: &[usize],
+    to: &[usize],
+    inputs: &[&TensorInfo],
+) -> Result<Vec<TensorInfo>> {
+    let rank = inputs[0].shape.rank();
+    if !is_order(from, rank) || !is_order(to, rank) {
+        return Err(CoreError::InvalidOp {
+            op: "Permute",
+            message: format!("axis orders {from:?} -> {to:?} do not fit a rank-{rank} tensor"),
+        });
+    }
+    Ok(vec![inputs[0].clone()])
+}
+
 pub(crate) fn infer_transpose(perm: &[usize], inputs: &[&TensorInfo]) -> Result<Vec<TensorInfo>> {
     let x = inputs[0];
     let d = x.shape.dims();

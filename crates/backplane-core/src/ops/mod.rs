@@ -6,6 +6,7 @@
 //! kernels may assume valid inputs.
 
 mod attributes;
+mod control;
 mod elementwise;
 mod indexing;
 mod layout;
@@ -16,6 +17,7 @@ mod resize;
 mod spatial;
 
 pub use attributes::{dtype_from_onnx_code, onnx_dtype_code};
+pub use control::{IfDesc, LoopDesc, ScanDesc};
 pub use elementwise::{BinaryOp, UnaryOp};
 pub use indexing::{ArgReduceDesc, ScatterReduction, TopKDesc};
 pub use layout::{PadDesc, PadMode, SliceDesc, SliceRange};
@@ -268,11 +270,38 @@ pub enum Op {
     /// Quantize f32 to u8 with scale and zero point computed from the data: outputs y, scale,
     /// zero point.
     DynamicQuantizeLinear,
+    /// Change a tensor's memory layout between backends whose tensor-handle factories
+    /// declare different layouts (inserted by the optimizer; run by the builtin backend).
+    /// The logical type and shape stay the same; the bytes are reordered. An *order* lists,
+    /// outermost first, the logical axis stored at each physical position: `[0, 1, 2, 3]` is
+    /// row-major (standard), `[0, 2, 3, 1]` channels-last for NCHW tensors.
+    Permute {
+        /// The input's physical axis order.
+        from: Vec<usize>,
+        /// The output's physical axis order.
+        to: Vec<usize>,
+    },
+    /// Run one of two nested networks by a condition.
+    If(IfDesc),
+    /// Run a nested network repeatedly, carrying values and stacking per-iteration outputs.
+    Loop(LoopDesc),
+    /// Run a nested network over slices of its inputs, carrying state.
+    Scan(ScanDesc),
     /// An operator outside the standard set.
     Custom(CustomOp),
 }
 
 impl Op {
+    /// The nested networks this op runs (If's branches, a Loop's or Scan's body), in order.
+    pub fn subgraphs(&self) -> Vec<&std::sync::Arc<crate::Network>> {
+        match self {
+            Op::If(d) => vec![&d.then_branch, &d.else_branch],
+            Op::Loop(d) => vec![&d.body],
+            Op::Scan(d) => vec![&d.body],
+            _ => Vec::new(),
+        }
+    }
+
     /// The ONNX-style operator name.
     pub fn name(&self) -> &str {
         match self {
@@ -334,6 +363,10 @@ impl Op {
             Op::QuantizeLinear { .. } => "QuantizeLinear",
             Op::DequantizeLinear { .. } => "DequantizeLinear",
             Op::DynamicQuantizeLinear => "DynamicQuantizeLinear",
+            Op::Permute { .. } => "Permute",
+            Op::If(_) => "If",
+            Op::Loop(_) => "Loop",
+            Op::Scan(_) => "Scan",
             Op::Custom(c) => &c.op_type,
         }
     }
@@ -354,6 +387,9 @@ impl Op {
             Op::BatchNormalization { .. } => (5, 5),
             Op::Concat { .. } => (1, usize::MAX),
             Op::Custom(_) => (0, usize::MAX),
+            Op::If(_) => (1, usize::MAX),
+            Op::Loop(_) => (2, usize::MAX),
+            Op::Scan(_) => (1, usize::MAX),
             _ => (1, 1),
         }
     }
@@ -427,6 +463,10 @@ impl Op {
                 math::infer_quantize("DequantizeLinear", *axis, *to, inputs)
             }
             Op::DynamicQuantizeLinear => math::infer_dynamic_quantize(inputs),
+            Op::Permute { from, to } => layout::infer_permute(from, to, inputs),
+            Op::If(d) => d.infer(inputs),
+            Op::Loop(d) => d.infer(inputs),
+            Op::Scan(d) => d.infer(inputs),
             Op::Custom(c) => Ok(c.outputs.clone()),
         }
     }
