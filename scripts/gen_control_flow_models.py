@@ -68,3 +68,77 @@ try:
     print("expected outputs from ONNX Runtime", y.shape, ys.shape)
 except ImportError:
     print("onnxruntime not installed: expected outputs not written")
+
+# if_scan.onnx: an If on a run-time condition whose branches read an outer value (x) and a
+# Scan (opset 16) summing the rows of x in reverse into running totals along axis 1.
+then_g = helper.make_graph(
+    [helper.make_node("Mul", ["x", "two"], ["t"])],
+    "then",
+    [],
+    [helper.make_tensor_value_info("t", TensorProto.FLOAT, [3, 4])],
+    initializer=[numpy_helper.from_array(np.array(2.0, dtype=np.float32), "two")],
+)
+else_g = helper.make_graph(
+    [helper.make_node("Neg", ["x"], ["e"])],
+    "else",
+    [],
+    [helper.make_tensor_value_info("e", TensorProto.FLOAT, [3, 4])],
+)
+scan_body = helper.make_graph(
+    [
+        helper.make_node("Add", ["acc_in", "row"], ["acc_out"]),
+        helper.make_node("Identity", ["acc_out"], ["running"]),
+    ],
+    "scan_body",
+    [
+        helper.make_tensor_value_info("acc_in", TensorProto.FLOAT, [4]),
+        helper.make_tensor_value_info("row", TensorProto.FLOAT, [4]),
+    ],
+    [
+        helper.make_tensor_value_info("acc_out", TensorProto.FLOAT, [4]),
+        helper.make_tensor_value_info("running", TensorProto.FLOAT, [4]),
+    ],
+)
+graph = helper.make_graph(
+    [
+        helper.make_node("If", ["cond"], ["chosen"], then_branch=then_g, else_branch=else_g, name="if"),
+        helper.make_node(
+            "Scan",
+            ["zero", "chosen"],
+            ["total", "totals"],
+            body=scan_body,
+            num_scan_inputs=1,
+            scan_input_directions=[1],
+            scan_output_axes=[1],
+            name="scan",
+        ),
+    ],
+    "if_scan",
+    [
+        helper.make_tensor_value_info("cond", TensorProto.BOOL, []),
+        helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4]),
+    ],
+    [
+        helper.make_tensor_value_info("total", TensorProto.FLOAT, [4]),
+        helper.make_tensor_value_info("totals", TensorProto.FLOAT, [4, 3]),
+    ],
+    initializer=[numpy_helper.from_array(np.zeros(4, dtype=np.float32), "zero")],
+)
+model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 16)])
+model.ir_version = 8
+onnx.checker.check_model(model)
+onnx.save(model, "testdata/control_flow/if_scan.onnx")
+xs = rng.standard_normal((3, 4)).astype(np.float32)
+np.save("testdata/control_flow/if_scan_x.npy", xs)
+try:
+    import onnxruntime as ort
+
+    sess = ort.InferenceSession("testdata/control_flow/if_scan.onnx")
+    for c in (True, False):
+        total, totals = sess.run(None, {"cond": np.array(c), "x": xs})
+        tag = "then" if c else "else"
+        np.save(f"testdata/control_flow/if_scan_{tag}_total.npy", total)
+        np.save(f"testdata/control_flow/if_scan_{tag}_totals.npy", totals)
+    print("if_scan expected outputs from ONNX Runtime")
+except ImportError:
+    pass

@@ -105,6 +105,10 @@ pub enum Outcome {
 /// Limit for fuzzing: skip executing models whose tensors add up to more bytes than this.
 pub const FUZZ_MAX_NETWORK_BYTES: usize = 64 << 20;
 
+/// Limit for fuzzing: a Loop fails after this many iterations (the runtime's guard), so a
+/// mutated trip count cannot stall the run.
+pub const FUZZ_MAX_LOOP_ITERATIONS: u64 = 1000;
+
 /// Limit for fuzzing: skip executing models estimated to need more multiply-adds than this.
 pub const FUZZ_MAX_WORK: u64 = 20_000_000;
 
@@ -158,6 +162,11 @@ pub fn estimated_work(network: &backplane::Network) -> u64 {
             _ => 1,
         };
         total = total.saturating_add(out.saturating_mul(reduction.max(1)));
+        // A body may run up to the fuzzer's iteration limit.
+        for body in layer.op.subgraphs() {
+            total =
+                total.saturating_add(estimated_work(body).saturating_mul(FUZZ_MAX_LOOP_ITERATIONS));
+        }
     }
     total
 }
@@ -293,7 +302,10 @@ pub fn fuzz(
     deadline: std::time::Instant,
 ) -> Summary {
     let mut summary = Summary::default();
-    let Ok(runtime) = backplane::RuntimeBuilder::new().build() else {
+    let Ok(runtime) = backplane::RuntimeBuilder::new()
+        .max_loop_iterations(FUZZ_MAX_LOOP_ITERATIONS)
+        .build()
+    else {
         return summary;
     };
     if corpus.is_empty() {

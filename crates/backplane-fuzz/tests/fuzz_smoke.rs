@@ -18,7 +18,11 @@ fn budget(default_executions: u64) -> (u64, Instant) {
 
 fn corpus() -> Vec<Vec<u8>> {
     let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    load_corpus(&[repo.join("models"), repo.join("testdata/e2e")])
+    load_corpus(&[
+        repo.join("models"),
+        repo.join("testdata/e2e"),
+        repo.join("testdata/control_flow"),
+    ])
 }
 
 #[test]

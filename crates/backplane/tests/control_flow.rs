@@ -284,3 +284,39 @@ fn bodies_are_checked_when_the_layer_is_added() {
     let err = n.add_layer("if2", op, &[cond, x]).unwrap_err().to_string();
     assert!(err.contains("then branch"), "{err}");
 }
+
+#[test]
+fn onnx_if_with_captured_value_and_reversed_scan_match_onnx_runtime() {
+    let network = backplane::load_onnx(
+        &repo().join("testdata/control_flow/if_scan.onnx"),
+        &ImportOptions::default(),
+    )
+    .unwrap();
+    // The If reads x from the outer graph: x is captured as an extra input of the layer.
+    let if_layer = network
+        .layers()
+        .iter()
+        .find(|l| l.op.name() == "If")
+        .unwrap();
+    assert_eq!(if_layer.inputs.len(), 2, "cond and the captured x");
+    let rt = backplane::RuntimeBuilder::new().build().unwrap();
+    let id = rt
+        .load_network(
+            rt.optimize(&network, &OptimizerOptions::new(ids(&["CpuAcc", "CpuRef"])))
+                .unwrap(),
+        )
+        .unwrap();
+    let x = npy::read_file(&repo().join("testdata/control_flow/if_scan_x.npy")).unwrap();
+    for (c, tag) in [(true, "then"), (false, "else")] {
+        let cond = Tensor::from_bools(Vec::<usize>::new(), &[c]).unwrap();
+        let out = rt.execute(id, &[("cond", &cond), ("x", &x)]).unwrap();
+        for (name, got) in &out {
+            let want = npy::read_file(
+                &repo().join(format!("testdata/control_flow/if_scan_{tag}_{name}.npy")),
+            )
+            .unwrap();
+            support::compare(got, &want, 1e-5, 1e-6)
+                .unwrap_or_else(|e| panic!("{tag} {name}: {e}"));
+        }
+    }
+}

@@ -780,6 +780,9 @@ impl Importer<'_> {
             .ok_or_else(|| bad(name, "the attribute num_scan_inputs is missing"))?;
         let batched = opset < 9;
         let mut operands: Vec<String> = node.input.clone();
+        if operands.is_empty() {
+            return Err(bad(name, "Scan has no inputs"));
+        }
         if batched {
             // Opset 8: the first input is the optional per-batch sequence lengths.
             let lens = operands.first().cloned().unwrap_or_default();
