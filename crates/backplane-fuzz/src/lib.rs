@@ -304,6 +304,7 @@ pub fn fuzz(
     let mut summary = Summary::default();
     let Ok(runtime) = backplane::RuntimeBuilder::new()
         .max_loop_iterations(FUZZ_MAX_LOOP_ITERATIONS)
+        .max_execution_time(std::time::Duration::from_secs(2))
         .build()
     else {
         return summary;

@@ -97,6 +97,16 @@ pub enum RuntimeError {
     /// No network with this id is loaded.
     #[error("no network with id {0} is loaded")]
     UnknownNetwork(NetworkId),
+    /// An execution ran past the runtime's time limit; it stopped before `layer`.
+    #[error(
+        "the execution ran past its time limit of {limit:?} and stopped before layer '{layer}'"
+    )]
+    TimeLimit {
+        /// The limit (`RuntimeOptions::max_execution_time`).
+        limit: std::time::Duration,
+        /// The layer that would have run next.
+        layer: String,
+    },
     /// An input the network needs was not given.
     #[error("input '{name}' ({expected}) was not given; the network's inputs are: {all}")]
     MissingInput {

@@ -18,6 +18,37 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+thread_local! {
+    /// The deadline of the execution running on this thread (with its limit), shared with
+    /// the control-flow bodies it runs, which execute on the same thread.
+    static DEADLINE: std::cell::Cell<Option<(Instant, Duration)>> =
+        const { std::cell::Cell::new(None) };
+}
+
+/// Sets this thread's deadline for one top-level execution; restores the previous one
+/// (none, or an enclosing execution's) when dropped.
+struct DeadlineGuard(Option<(Instant, Duration)>);
+
+impl DeadlineGuard {
+    fn start(limit: Option<Duration>) -> Self {
+        let previous = DEADLINE.with(|d| d.get());
+        if previous.is_none() {
+            if let Some(limit) = limit {
+                let deadline = Instant::now().checked_add(limit);
+                DEADLINE.with(|d| d.set(deadline.map(|at| (at, limit))));
+            }
+        }
+        DeadlineGuard(previous)
+    }
+}
+
+impl Drop for DeadlineGuard {
+    fn drop(&mut self) {
+        let previous = self.0;
+        DEADLINE.with(|d| d.set(previous));
+    }
+}
+
 pub(crate) struct Step {
     pub(crate) layer: usize,
     pub(crate) workload: Box<dyn Workload>,
@@ -243,6 +274,8 @@ pub struct LoadedNetwork {
     allocations: std::sync::atomic::AtomicUsize,
     /// The loaded bodies of control-flow layers: (layer index, one per subgraph).
     pub(crate) subgraphs: Vec<(usize, Vec<Arc<LoadedNetwork>>)>,
+    /// How long one execution may run (`RuntimeOptions::max_execution_time`).
+    pub(crate) max_execution_time: Option<Duration>,
 }
 
 impl std::fmt::Debug for LoadedNetwork {
@@ -352,6 +385,7 @@ impl LoadedNetwork {
             pool: Mutex::new(Vec::new()),
             allocations: std::sync::atomic::AtomicUsize::new(0),
             subgraphs: Vec::new(),
+            max_execution_time: None,
         })
     }
 
@@ -430,6 +464,7 @@ impl LoadedNetwork {
         inputs: &[(&str, &Tensor)],
         profile: Option<&mut Vec<LayerTiming>>,
     ) -> Result<NamedTensors> {
+        let _deadline = DeadlineGuard::start(self.max_execution_time);
         let bound = self.bind_inputs(inputs)?;
         let taken = self.pool.lock().unwrap_or_else(|e| e.into_inner()).pop();
         let mut mem = match taken {
@@ -457,6 +492,7 @@ impl LoadedNetwork {
         inputs: &[(&str, &Tensor)],
         outputs: &mut [(&str, &mut Tensor)],
     ) -> Result<Vec<OutputWrite>> {
+        let _deadline = DeadlineGuard::start(self.max_execution_time);
         let bound = self.bind_inputs(inputs)?;
         // Every output, once, with its exact description, in the network's order.
         let mut order = Vec::with_capacity(self.network.outputs().len());
@@ -668,6 +704,14 @@ impl LoadedNetwork {
             if layer.op == Op::MemImport || self.elided.get(step.layer).copied().unwrap_or(false) {
                 // Its outputs are the same memory as its inputs: nothing to do.
                 continue;
+            }
+            if let Some((deadline, limit)) = DEADLINE.with(|d| d.get()) {
+                if Instant::now() > deadline {
+                    return Err(RuntimeError::TimeLimit {
+                        limit,
+                        layer: layer.name.clone(),
+                    });
+                }
             }
             let fail = |source: BackendError| RuntimeError::Backend {
                 backend: self.assignment[step.layer].clone(),

@@ -25,6 +25,10 @@ pub struct RuntimeOptions {
     /// The most iterations a Loop may run before its execution fails (default:
     /// [`crate::builtin::DEFAULT_MAX_LOOP_ITERATIONS`]).
     pub max_loop_iterations: Option<u64>,
+    /// How long one execution may run: checked before every layer (control-flow bodies
+    /// included); past it, the execution stops with [`RuntimeError::TimeLimit`] and the
+    /// runtime keeps working. `None` (the default): no limit.
+    pub max_execution_time: Option<std::time::Duration>,
 }
 
 impl std::fmt::Debug for RuntimeOptions {
@@ -37,6 +41,7 @@ impl std::fmt::Debug for RuntimeOptions {
             )
             .field("dynamic_backends", &self.dynamic_backends)
             .field("max_loop_iterations", &self.max_loop_iterations)
+            .field("max_execution_time", &self.max_execution_time)
             .finish()
     }
 }
@@ -48,6 +53,7 @@ pub struct Runtime {
     networks: RwLock<BTreeMap<NetworkId, Arc<LoadedNetwork>>>,
     next_id: AtomicU64,
     networks_built: std::sync::atomic::AtomicUsize,
+    max_execution_time: Option<std::time::Duration>,
     dynamic: crate::dynamic::DynamicBackendReport,
 }
 
@@ -132,6 +138,7 @@ impl Runtime {
             networks: RwLock::new(BTreeMap::new()),
             next_id: AtomicU64::new(1),
             networks_built: std::sync::atomic::AtomicUsize::new(0),
+            max_execution_time: options.max_execution_time,
             dynamic,
         })
     }
@@ -197,6 +204,7 @@ impl Runtime {
             }
         }
         loaded.memory_managers = memory_managers;
+        loaded.max_execution_time = self.max_execution_time;
         loaded.backends_used = used.clone();
         self.networks
             .write()

@@ -137,6 +137,13 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Stop any execution that runs longer than `limit` (checked before every layer,
+    /// control-flow bodies included) with a time-limit error.
+    pub fn max_execution_time(mut self, limit: std::time::Duration) -> Self {
+        self.options.max_execution_time = Some(limit);
+        self
+    }
+
     /// Create the runtime.
     pub fn build(self) -> Result<Runtime, Error> {
         Ok(Runtime::new(self.registry, self.options)?)

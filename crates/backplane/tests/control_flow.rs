@@ -320,3 +320,65 @@ fn onnx_if_with_captured_value_and_reversed_scan_match_onnx_runtime() {
         }
     }
 }
+
+#[test]
+fn an_execution_past_its_time_limit_stops_and_the_runtime_keeps_working() {
+    // A while-loop that never ends on its own: no trip count, the condition passed through.
+    let mut body = Network::new();
+    let _i = body
+        .add_input("i", TensorInfo::new(DataType::I64, vec![]))
+        .unwrap();
+    let c = body
+        .add_input("c", TensorInfo::new(DataType::Bool, vec![]))
+        .unwrap();
+    let x = body.add_input("x", f32_info(&[1])).unwrap();
+    let c_out = body.add_layer("keep", Op::Identity, &[c]).unwrap();
+    let x_out = body
+        .add_layer("next", Op::Unary(UnaryOp::Neg), &[x])
+        .unwrap();
+    body.mark_output(c_out[0]).unwrap();
+    body.mark_output(x_out[0]).unwrap();
+    let mut n = Network::new();
+    let x = n.add_input("x", f32_info(&[1])).unwrap();
+    let trips = n.add_constant("m", Tensor::scalar(i64::MAX)).unwrap();
+    let yes = n
+        .add_constant(
+            "yes",
+            Tensor::from_bools(Vec::<usize>::new(), &[true]).unwrap(),
+        )
+        .unwrap();
+    let y = n
+        .add_layer(
+            "forever",
+            Op::Loop(LoopDesc {
+                body: Arc::new(body),
+                num_carried: 1,
+                scan_length: 0,
+            }),
+            &[trips, yes, x],
+        )
+        .unwrap();
+    n.mark_output(y[0]).unwrap();
+
+    let rt = backplane::RuntimeBuilder::new()
+        .max_execution_time(std::time::Duration::from_millis(50))
+        .build()
+        .unwrap();
+    let cpu = OptimizerOptions::new(ids(&["CpuRef"]));
+    let id = rt.load_network(rt.optimize(&n, &cpu).unwrap()).unwrap();
+    let xv = Tensor::from_vec(vec![1], vec![1.0f32]).unwrap();
+    let err = rt.execute(id, &[("x", &xv)]).unwrap_err().to_string();
+    assert!(err.contains("time limit of 50ms"), "{err}");
+    assert!(err.contains("forever"), "names the loop: {err}");
+    // The runtime and the same network keep working: a short network runs.
+    let mut short = Network::new();
+    let a = short.add_input("a", f32_info(&[2])).unwrap();
+    let b = short
+        .add_layer("neg", Op::Unary(UnaryOp::Neg), &[a])
+        .unwrap();
+    short.mark_output(b[0]).unwrap();
+    let sid = rt.load_network(rt.optimize(&short, &cpu).unwrap()).unwrap();
+    let av = Tensor::from_vec(vec![2], vec![1.0f32, -2.0]).unwrap();
+    let out = rt.execute(sid, &[("a", &av)]).unwrap();
+    assert_eq!(out[0].1.as_slice::<f32>().unwrap(), &[-1.0, 2.0]);
+}
