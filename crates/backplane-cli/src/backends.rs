@@ -49,10 +49,26 @@ pub fn set_threads(n: usize) {
     let _ = THREADS.set(n);
 }
 
+/// `--time-limit` and `--max-loop-iterations` of this invocation.
+static TIME_LIMIT: OnceLock<std::time::Duration> = OnceLock::new();
+static LOOP_LIMIT: OnceLock<u64> = OnceLock::new();
+
+/// Record the execution limits for every runtime this process creates.
+pub fn set_limits(time: Option<std::time::Duration>, loop_iterations: Option<u64>) {
+    if let Some(t) = time {
+        let _ = TIME_LIMIT.set(t);
+    }
+    if let Some(n) = loop_iterations {
+        let _ = LOOP_LIMIT.set(n);
+    }
+}
+
 /// A runtime with the built-in backends and the dynamic backends the command line chose.
 pub fn runtime() -> Result<Runtime, CliError> {
     let mut options = RuntimeOptions {
         dynamic_backends: CHOICE.get().cloned().unwrap_or_default(),
+        max_execution_time: TIME_LIMIT.get().copied(),
+        max_loop_iterations: LOOP_LIMIT.get().copied(),
         ..RuntimeOptions::default()
     };
     if let Some(n) = THREADS.get() {

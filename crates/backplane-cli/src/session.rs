@@ -42,6 +42,12 @@ pub struct CommonArgs {
     /// Intra-op threads for backends that use them (CpuAcc); default: every core.
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
+    /// Stop an execution that runs longer than this many seconds (checked between layers).
+    #[arg(long = "time-limit", value_name = "SECONDS")]
+    pub time_limit: Option<f64>,
+    /// Stop a Loop after this many iterations (default 16,777,216).
+    #[arg(long = "max-loop-iterations", value_name = "N")]
+    pub max_loop_iterations: Option<u64>,
 }
 
 /// Read a tensor from a `.pb` file (an ONNX TensorProto, as in the ONNX test data sets) or
@@ -187,6 +193,16 @@ pub fn prepare(
             return Err(CliError::usage("--threads must be at least 1"));
         }
         crate::backends::set_threads(n);
+    }
+    if let Some(t) = args.time_limit {
+        let limit = std::time::Duration::try_from_secs_f64(t)
+            .ok()
+            .filter(|d| !d.is_zero())
+            .ok_or_else(|| CliError::usage("--time-limit must be a positive number of seconds"))?;
+        crate::backends::set_limits(Some(limit), None);
+    }
+    if let Some(n) = args.max_loop_iterations {
+        crate::backends::set_limits(None, Some(n));
     }
     let mut given = preset;
     for arg in &args.inputs {

@@ -272,3 +272,27 @@ fn run_executes_a_loop_model() {
     ]));
     assert!(out.contains("output 'ys' f32[100x2x3]"), "{out}");
 }
+
+#[test]
+fn run_stops_a_loop_at_the_limits_given() {
+    let o = backplane(&[
+        "run",
+        "testdata/control_flow/loop_mixed.onnx",
+        "--generate",
+        "zeros",
+        "--max-loop-iterations",
+        "10",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "a failed execution exits 1");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("iteration limit (10)"), "{err}");
+    let o = backplane(&[
+        "run",
+        "testdata/control_flow/loop_mixed.onnx",
+        "--generate",
+        "zeros",
+        "--time-limit",
+        "0",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "bad usage exits 2");
+}
