@@ -749,7 +749,9 @@ fn rebuild(
     Ok((new, new_layers))
 }
 
-fn get(
+/// The tensor of `new` that stands for `t` of `old`: mapped already, or a constant added
+/// now; anything else is read before it is computed.
+pub(crate) fn get(
     old: &Network,
     new: &mut Network,
     map: &mut HashMap<TensorId, TensorId>,

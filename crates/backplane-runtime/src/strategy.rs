@@ -504,29 +504,6 @@ pub(crate) fn cancel_inverse_permutes(network: &Network) -> Result<(Network, usi
         let e = network.tensor(t);
         map.insert(t, new.add_input(&e.name, e.info.clone())?);
     }
-    let get = |new: &mut Network,
-               map: &mut HashMap<TensorId, TensorId>,
-               t: TensorId|
-     -> Result<TensorId> {
-        let t = resolve(t);
-        if let Some(id) = map.get(&t) {
-            return Ok(*id);
-        }
-        let e = network.tensor(t);
-        match &e.kind {
-            TensorKind::Constant(c) => {
-                let id = new.add_shared_constant(&e.name, c.clone())?;
-                map.insert(t, id);
-                Ok(id)
-            }
-            _ => Err(RuntimeError::Core(
-                backplane_core::CoreError::InvalidNetwork(format!(
-                    "tensor '{}' is read before it is computed",
-                    e.name
-                )),
-            )),
-        }
-    };
     for (i, l) in layers.iter().enumerate() {
         if dropped[i] {
             continue;
@@ -534,7 +511,7 @@ pub(crate) fn cancel_inverse_permutes(network: &Network) -> Result<(Network, usi
         let inputs = l
             .inputs
             .iter()
-            .map(|t| get(&mut new, &mut map, *t))
+            .map(|t| crate::optimizer::get(network, &mut new, &mut map, resolve(*t)))
             .collect::<Result<Vec<_>>>()?;
         let names: Vec<String> = l
             .outputs
@@ -547,7 +524,7 @@ pub(crate) fn cancel_inverse_permutes(network: &Network) -> Result<(Network, usi
         }
     }
     for &t in network.outputs() {
-        let id = get(&mut new, &mut map, t)?;
+        let id = crate::optimizer::get(network, &mut new, &mut map, resolve(t))?;
         new.mark_output(id)?;
     }
     Ok((new, cancelled))

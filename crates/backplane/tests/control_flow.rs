@@ -144,6 +144,23 @@ fn unary_body(op: Op, dims: &[usize]) -> Arc<Network> {
     Arc::new(n)
 }
 
+/// A Loop body's first inputs (iteration number, condition) and first output (the
+/// condition, passed through).
+fn loop_counters(body: &mut Network) {
+    body.add_input("i", TensorInfo::new(DataType::I64, vec![]))
+        .unwrap();
+    let c = body
+        .add_input("c", TensorInfo::new(DataType::Bool, vec![]))
+        .unwrap();
+    let keep = body.add_layer("keep", Op::Identity, &[c]).unwrap();
+    body.mark_output(keep[0]).unwrap();
+}
+
+/// A true bool scalar.
+fn yes() -> Tensor {
+    Tensor::from_bools(Vec::<usize>::new(), &[true]).unwrap()
+}
+
 #[test]
 fn if_runs_the_branch_its_condition_picks_at_run_time() {
     let mut n = Network::new();
@@ -181,31 +198,19 @@ fn scan_runs_reversed_along_an_inner_axis_and_nests_a_loop() {
     // sums stacked along axis 0. The body's addition runs inside a one-iteration Loop, to
     // show nesting.
     let mut inner = Network::new();
-    let _i = inner
-        .add_input("i", TensorInfo::new(DataType::I64, vec![]))
-        .unwrap();
-    let c = inner
-        .add_input("c", TensorInfo::new(DataType::Bool, vec![]))
-        .unwrap();
+    loop_counters(&mut inner);
     let acc = inner.add_input("acc", f32_info(&[2])).unwrap();
     let col = inner.add_input("col", f32_info(&[2])).unwrap();
-    let c_out = inner.add_layer("keep", Op::Identity, &[c]).unwrap();
     let sum = inner
         .add_layer("add", Op::Binary(BinaryOp::Add), &[acc, col])
         .unwrap();
-    inner.mark_output(c_out[0]).unwrap();
     inner.mark_output(sum[0]).unwrap();
 
     let mut body = Network::new();
     let s = body.add_input("s", f32_info(&[2])).unwrap();
     let col = body.add_input("col", f32_info(&[2])).unwrap();
     let one = body.add_constant("one", Tensor::scalar(1i64)).unwrap();
-    let yes = body
-        .add_constant(
-            "yes",
-            Tensor::from_bools(Vec::<usize>::new(), &[true]).unwrap(),
-        )
-        .unwrap();
+    let yes = body.add_constant("yes", yes()).unwrap();
     let looped = body
         .add_layer(
             "once",
@@ -325,28 +330,16 @@ fn onnx_if_with_captured_value_and_reversed_scan_match_onnx_runtime() {
 fn an_execution_past_its_time_limit_stops_and_the_runtime_keeps_working() {
     // A while-loop that never ends on its own: no trip count, the condition passed through.
     let mut body = Network::new();
-    let _i = body
-        .add_input("i", TensorInfo::new(DataType::I64, vec![]))
-        .unwrap();
-    let c = body
-        .add_input("c", TensorInfo::new(DataType::Bool, vec![]))
-        .unwrap();
+    loop_counters(&mut body);
     let x = body.add_input("x", f32_info(&[1])).unwrap();
-    let c_out = body.add_layer("keep", Op::Identity, &[c]).unwrap();
     let x_out = body
         .add_layer("next", Op::Unary(UnaryOp::Neg), &[x])
         .unwrap();
-    body.mark_output(c_out[0]).unwrap();
     body.mark_output(x_out[0]).unwrap();
     let mut n = Network::new();
     let x = n.add_input("x", f32_info(&[1])).unwrap();
     let trips = n.add_constant("m", Tensor::scalar(i64::MAX)).unwrap();
-    let yes = n
-        .add_constant(
-            "yes",
-            Tensor::from_bools(Vec::<usize>::new(), &[true]).unwrap(),
-        )
-        .unwrap();
+    let yes = n.add_constant("yes", yes()).unwrap();
     let y = n
         .add_layer(
             "forever",

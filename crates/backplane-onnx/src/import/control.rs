@@ -356,23 +356,30 @@ impl Importer<'_> {
             if target.is_empty() {
                 continue;
             }
-            let alias = NodeProto {
-                input: vec![o.name.clone().unwrap_or_default()],
-                output: vec![target.clone()],
-                ..Default::default()
-            };
-            self.run_steps(
-                &alias,
-                &format!("{name}/{target}"),
-                vec![Step {
-                    op: Op::Identity,
-                    inputs: vec![Src::Input(0)],
-                    outputs: vec![Dst::Output(0)],
-                    suffix: None,
-                }],
-            )?;
+            let from = o.name.clone().unwrap_or_default();
+            self.alias(&from, target, name)?;
         }
         Ok(())
+    }
+
+    /// Make value `from` available as `to` (an Identity layer named after the node, folded
+    /// when `from` is a constant), so a graph output keeps the node's output name.
+    fn alias(&mut self, from: &str, to: &str, node: &str) -> Result<(), TxError> {
+        let alias = NodeProto {
+            input: vec![from.to_string()],
+            output: vec![to.to_string()],
+            ..Default::default()
+        };
+        self.run_steps(
+            &alias,
+            &format!("{node}/{to}"),
+            vec![Step {
+                op: Op::Identity,
+                inputs: vec![Src::Input(0)],
+                outputs: vec![Dst::Output(0)],
+                suffix: None,
+            }],
+        )
     }
 
     /// Add the control-flow layer: `inputs` are the layer's inputs (node inputs, constants
@@ -709,26 +716,12 @@ impl Importer<'_> {
                 }
             }
         }
-        let identity = |input: Vec<String>, output: String| NodeProto {
-            input,
-            output: vec![output],
-            ..Default::default()
-        };
         for (k, c) in carried.into_iter().enumerate() {
             let out = node.output[k].clone();
             if out.is_empty() {
                 continue;
             }
-            self.run_steps(
-                &identity(vec![c], out.clone()),
-                &format!("{name}/{out}"),
-                vec![Step {
-                    op: Op::Identity,
-                    inputs: vec![Src::Input(0)],
-                    outputs: vec![Dst::Output(0)],
-                    suffix: None,
-                }],
-            )?;
+            self.alias(&c, &out, name)?;
         }
         // Scan outputs: each slice gets a leading axis, then all are joined along it.
         for (j, parts) in slices.into_iter().enumerate() {
