@@ -353,6 +353,17 @@ static const backplane_backend_vtable_t VTABLE = {
     after_unload,
     capabilities,
 #endif
+#if BACKPLANE_ABI_TARGET_MINOR >= 2
+    /* 1.2: no tensor-handle factories of its own (it works on host memory) and no
+       subgraph optimization (its layers run as they are). */
+    NULL, /* tensor_handle_factories */
+    NULL, /* handle_factory_preferences */
+    NULL, /* create_tensor_handle */
+    NULL, /* destroy_tensor_handle */
+    NULL, /* map_tensor_handle */
+    NULL, /* unmap_tensor_handle */
+    NULL, /* optimize_subgraph */
+#endif
 };
 
 BACKPLANE_EXPORT const char* GetBackendId(void) { return "ElementwiseC"; }

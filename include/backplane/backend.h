@@ -44,7 +44,7 @@ extern "C" {
 
 /** The ABI version this header describes. */
 #define BACKPLANE_ABI_VERSION_MAJOR 1
-#define BACKPLANE_ABI_VERSION_MINOR 1
+#define BACKPLANE_ABI_VERSION_MINOR 2
 
 /** The minor version a plugin targets (defaults to this header's). */
 #ifndef BACKPLANE_ABI_TARGET_MINOR
@@ -87,12 +87,41 @@ typedef int32_t backplane_status_t;
 #define BACKPLANE_CAP_INT 2
 #define BACKPLANE_CAP_TEXT 3
 
+/** 1.2: tensor-handle factory flags. */
+#define BACKPLANE_FACTORY_MAPPABLE 1u    /* handles can be mapped to host memory */
+#define BACKPLANE_FACTORY_SUB_TENSORS 2u /* sub-tensor handles are supported */
+#define BACKPLANE_FACTORY_IN_PLACE 4u    /* an output may be written over an input */
+
+/** 1.2: memory kinds (flags). */
+#define BACKPLANE_MEMORY_NONE 0u
+#define BACKPLANE_MEMORY_HOST 1u
+#define BACKPLANE_MEMORY_DMA_BUF 2u
+#define BACKPLANE_MEMORY_PROTECTED 4u
+
+/** 1.2: element layouts. */
+#define BACKPLANE_LAYOUT_STANDARD 0u      /* row-major, logical axis order */
+#define BACKPLANE_LAYOUT_CHANNELS_LAST 1u /* NHWC for rank-4 tensors */
+
+/** 1.2: subgraph tensor flags. */
+#define BACKPLANE_TENSOR_EXTERNAL 1u     /* computed outside the subgraph */
+#define BACKPLANE_TENSOR_CONSTANT 2u     /* a constant (value in the layers' constants) */
+#define BACKPLANE_TENSOR_USED_OUTSIDE 4u /* a substitution must keep computing it */
+
+/** 1.2: what a replacement layer's input reads. */
+#define BACKPLANE_VALUE_EXISTING 1u /* tensor: a host tensor id */
+#define BACKPLANE_VALUE_CONSTANT 2u /* constant: a new constant value */
+#define BACKPLANE_VALUE_PRODUCED 3u /* layer, slot: an earlier replacement layer's output */
+
+/** 1.2: a replacement output that takes over no original tensor. */
+#define BACKPLANE_NEW_TENSOR UINT64_MAX
+
 /** Opaque objects a plugin creates. */
 typedef struct backplane_instance backplane_instance_t;           /* one per runtime */
 typedef struct backplane_workload_factory backplane_workload_factory_t; /* one per network */
 typedef struct backplane_workload backplane_workload_t;           /* one per layer */
 typedef struct backplane_memory_manager backplane_memory_manager_t; /* one per network */
 typedef struct backplane_context backplane_context_t;             /* one per runtime */
+typedef struct backplane_tensor_handle backplane_tensor_handle_t; /* 1.2: plugin memory */
 
 /** A host-owned buffer for a NUL-terminated UTF-8 message (at most capacity - 1 bytes). */
 typedef struct backplane_message {
@@ -141,6 +170,10 @@ typedef struct backplane_tensor_view {
     const backplane_tensor_info_t* info;
     void* data;
     size_t num_bytes;
+    /* 1.2 (read it only when struct_size covers it): when non-NULL, the tensor is in this
+       handle of the instance's own memory and data is NULL. Only in execute_workload, only
+       for handles the same instance created, only with instances speaking 1.2. */
+    backplane_tensor_handle_t* handle;
 } backplane_tensor_view_t;
 
 /** One operator attribute (ONNX names where ONNX has them). */
@@ -181,6 +214,94 @@ typedef struct backplane_capability {
 } backplane_capability_t;
 
 typedef void (*backplane_capability_sink_t)(void* user, const backplane_capability_t* capability);
+
+/** 1.2: one tensor-handle factory of the plugin, passed to a backplane_factory_sink_t. */
+typedef struct backplane_tensor_handle_factory {
+    uint32_t struct_size;
+    uint32_t flags;          /* BACKPLANE_FACTORY_* */
+    const char* id;          /* globally unique: "Vendor/Backend/Factory" */
+    uint32_t import_sources; /* BACKPLANE_MEMORY_* it can wrap without copying */
+    uint32_t export_sources; /* BACKPLANE_MEMORY_* its handles hand out without copying */
+    uint32_t layout;         /* BACKPLANE_LAYOUT_* */
+    uint32_t reserved;
+} backplane_tensor_handle_factory_t;
+
+typedef void (*backplane_factory_sink_t)(void* user,
+                                         const backplane_tensor_handle_factory_t* factory);
+typedef void (*backplane_text_sink_t)(void* user, const char* text);
+
+/** 1.2: one tensor a subgraph reads or computes. */
+typedef struct backplane_subgraph_tensor {
+    uint32_t struct_size;
+    uint32_t flags; /* BACKPLANE_TENSOR_* */
+    uint64_t id;    /* the host's tensor id */
+    const char* name;
+    const backplane_tensor_info_t* info;
+} backplane_subgraph_tensor_t;
+
+/** 1.2: one layer of a subgraph. */
+typedef struct backplane_subgraph_layer {
+    uint32_t struct_size;
+    uint32_t reserved;
+    uint64_t id;                        /* the host's layer id */
+    const backplane_layer_desc_t* desc; /* as layer support sees it */
+    const uint64_t* inputs;             /* desc->num_inputs tensor ids */
+    const uint64_t* outputs;            /* desc->num_outputs tensor ids */
+} backplane_subgraph_layer_t;
+
+/** 1.2: the part of a network assigned to the plugin. Borrowed for the call. */
+typedef struct backplane_subgraph {
+    uint32_t struct_size;
+    uint32_t reserved;
+    const backplane_subgraph_layer_t* const* layers; /* topological order */
+    size_t num_layers;
+    const backplane_subgraph_tensor_t* const* tensors; /* each tensor once */
+    size_t num_tensors;
+} backplane_subgraph_t;
+
+/** 1.2: what a replacement layer's input reads. */
+typedef struct backplane_value_ref {
+    uint32_t struct_size;
+    uint32_t kind;                            /* BACKPLANE_VALUE_* */
+    uint64_t tensor;                          /* EXISTING */
+    const backplane_tensor_view_t* constant;  /* CONSTANT (the host copies it) */
+    uint64_t layer;                           /* PRODUCED: an earlier replacement layer */
+    uint64_t slot;                            /* PRODUCED: which of its outputs */
+} backplane_value_ref_t;
+
+/** 1.2: one layer of a replacement. */
+typedef struct backplane_replacement_layer {
+    uint32_t struct_size;
+    uint32_t reserved;
+    /* name, op_type, attributes; outputs describe its outputs (a custom op's come from
+       there); inputs and constants are not read. */
+    const backplane_layer_desc_t* desc;
+    const backplane_value_ref_t* const* inputs;
+    size_t num_inputs;
+    const uint64_t* outputs; /* desc->num_outputs: host tensor id taken over, or NEW_TENSOR */
+} backplane_replacement_layer_t;
+
+/** 1.2: layers of the subgraph replaced by new ones. */
+typedef struct backplane_substitution {
+    uint32_t struct_size;
+    uint32_t reserved;
+    const uint64_t* replaced; /* host layer ids */
+    size_t num_replaced;
+    const backplane_replacement_layer_t* const* layers; /* in execution order */
+    size_t num_layers;
+} backplane_substitution_t;
+
+/** 1.2: where optimize_subgraph reports, during the call. Layers it does not mention are
+    untouched. The host copies everything it is given. */
+typedef struct backplane_optimization_sink {
+    uint32_t struct_size;
+    uint32_t reserved;
+    void* user; /* pass it back */
+    backplane_status_t (*add_substitution)(void* user,
+                                           const backplane_substitution_t* substitution);
+    backplane_status_t (*add_failed)(void* user, const uint64_t* layers, size_t num_layers);
+    backplane_status_t (*add_untouched)(void* user, const uint64_t* layers, size_t num_layers);
+} backplane_optimization_sink_t;
 
 /** The function table. Entries marked required must be non-NULL. */
 typedef struct backplane_backend_vtable {
@@ -248,6 +369,33 @@ typedef struct backplane_backend_vtable {
     /* Optional: call sink(user, &capability) once per capability. */
     backplane_status_t (*capabilities)(backplane_instance_t* instance,
                                        backplane_capability_sink_t sink, void* user);
+#endif
+#if BACKPLANE_ABI_TARGET_MINOR >= 2
+    /* --- 1.2 --- */
+    /* Optional (with create/destroy_tensor_handle): sink(user, &f) per factory of its own. */
+    backplane_status_t (*tensor_handle_factories)(backplane_instance_t* instance,
+                                                  backplane_factory_sink_t sink, void* user);
+    /* Optional: sink(user, id) per factory its workloads read and write, best first (its own
+       and others', e.g. "Backplane/Host/Cpu"). None or NULL: host memory only. */
+    backplane_status_t (*handle_factory_preferences)(backplane_instance_t* instance,
+                                                     backplane_text_sink_t sink, void* user);
+    backplane_status_t (*create_tensor_handle)(backplane_instance_t* instance,
+                                               const char* factory_id,
+                                               const backplane_tensor_info_t* info,
+                                               backplane_tensor_handle_t** out_handle,
+                                               backplane_message_t* error);
+    void (*destroy_tensor_handle)(backplane_tensor_handle_t* handle);
+    /* Optional (with unmap): the bytes as host memory (dense, row-major), writable when
+       writable is 1, valid until unmap. Never called during a workload using the handle. */
+    backplane_status_t (*map_tensor_handle)(backplane_tensor_handle_t* handle, uint32_t writable,
+                                            void** out_data, size_t* out_num_bytes,
+                                            backplane_message_t* error);
+    void (*unmap_tensor_handle)(backplane_tensor_handle_t* handle);
+    /* Optional: report substitutions / failed / untouched layers through sink. */
+    backplane_status_t (*optimize_subgraph)(backplane_instance_t* instance,
+                                            const backplane_subgraph_t* subgraph,
+                                            const backplane_optimization_sink_t* sink,
+                                            backplane_message_t* error);
 #endif
 } backplane_backend_vtable_t;
 

@@ -37,14 +37,43 @@
 //! * **Threads.** Every function may be called from any thread and concurrently, except that
 //!   `destroy_*` is called once, after every other call on that object has returned.
 //!   `execute_workload` is called concurrently on the same workload with different buffers.
+//!
+//! # 1.2: tensor memory and subgraph optimization
+//!
+//! * **Tensor-handle factories.** `tensor_handle_factories` reports the plugin's own kinds of
+//!   memory ([`TensorHandleFactoryDesc`]: id, `FACTORY_*` properties, import/export
+//!   `MEMORY_*` kinds, layout); `handle_factory_preferences` lists, best first, the factories
+//!   its workloads can read and write. The runtime's tensor-handle strategy treats them as a
+//!   static backend's. It creates handles with `create_tensor_handle` (by factory id) and
+//!   destroys each once. In `execute_workload`, a tensor in one of the instance's own handles
+//!   arrives as a [`TensorView`] with `handle` set and `data` null; any other tensor arrives
+//!   as host memory, as before.
+//! * **Mapping.** The host maps a handle (`map_tensor_handle`) when it needs its bytes: copies
+//!   to and from host memory, network outputs. It keeps a read-only mapping while it may
+//!   still read through it, and it ends every mapping (`unmap_tensor_handle`) before the
+//!   plugin writes the handle as a workload output, before the plugin reads a handle the host
+//!   wrote through a mapping, and before destroying it. Map and unmap are never called
+//!   during a workload that uses the handle. Import and export are declared by the memory
+//!   kinds: an export→import edge hands the consumer the producer's handle itself.
+//! * **Subgraphs.** `optimize_subgraph` receives the layers the runtime assigned to the
+//!   backend ([`Subgraph`]: layers as [`LayerDesc`]s with tensor ids, each tensor once with
+//!   its `TENSOR_*` flags) and answers through an [`OptimizationSink`], during the call:
+//!   substitutions (new layers as [`LayerDesc`]s reading [`ValueRef`]s), failed layers (the
+//!   runtime gives them to the next backends) and untouched layers; layers it does not
+//!   mention are untouched. The host checks every id; an answer naming a layer outside the
+//!   subgraph or a layer twice is discarded (the subgraph stays untouched), and a panic
+//!   marks the subgraph failed. Layers whose op cannot be described by attributes (ops that
+//!   run nested networks: If, Loop, Scan) are never shown to a plugin: layer support refuses
+//!   them on the host side, and `optimize_subgraph` gets the runs between them.
 
 use std::ffi::{c_char, c_void};
 
 /// The ABI major version this crate speaks.
 pub const ABI_VERSION_MAJOR: u32 = 1;
 /// The ABI minor version this crate speaks. 1.0: instances, layer support, workload
-/// factories and workloads. 1.1: memory managers, backend contexts and capabilities.
-pub const ABI_VERSION_MINOR: u32 = 1;
+/// factories and workloads. 1.1: memory managers, backend contexts and capabilities. 1.2:
+/// tensor-handle factories (the plugin's own memory) and subgraph optimization.
+pub const ABI_VERSION_MINOR: u32 = 2;
 
 /// A status code: [`STATUS_OK`] or one of the error codes below.
 pub type Status = i32;
@@ -103,6 +132,46 @@ pub const CAP_INT: i32 = 2;
 /// A text capability (`text`).
 pub const CAP_TEXT: i32 = 3;
 
+/// Tensor-handle factory flags (1.2): handles can be mapped to host memory.
+pub const FACTORY_MAPPABLE: u32 = 1;
+/// Sub-tensor handles are supported.
+pub const FACTORY_SUB_TENSORS: u32 = 2;
+/// A workload may write its output over one of its inputs.
+pub const FACTORY_IN_PLACE: u32 = 4;
+
+/// Memory kinds (a set of flags), as [`backplane_backend_api::MemorySources`]: none.
+pub const MEMORY_NONE: u32 = 0;
+/// Ordinary CPU memory.
+pub const MEMORY_HOST: u32 = 1;
+/// A Linux dma-buf file descriptor.
+pub const MEMORY_DMA_BUF: u32 = 2;
+/// Protected memory.
+pub const MEMORY_PROTECTED: u32 = 4;
+
+/// Element layouts: row-major in the logical axis order.
+pub const LAYOUT_STANDARD: u32 = 0;
+/// Channels last for rank-4 tensors.
+pub const LAYOUT_CHANNELS_LAST: u32 = 1;
+
+/// Subgraph tensor flags (1.2): computed outside the subgraph (a network input, a constant or
+/// another backend's output).
+pub const TENSOR_EXTERNAL: u32 = 1;
+/// A constant (its value is in the `constants` of the layers that read it).
+pub const TENSOR_CONSTANT: u32 = 2;
+/// Computed inside and used outside the subgraph, or a network output: a substitution must
+/// keep computing it.
+pub const TENSOR_USED_OUTSIDE: u32 = 4;
+
+/// Value kinds of a replacement layer's input (1.2): a tensor of the host's network (`tensor`).
+pub const VALUE_EXISTING: u32 = 1;
+/// A new constant (`constant`).
+pub const VALUE_CONSTANT: u32 = 2;
+/// Output `slot` of an earlier layer (`layer`, an index) of the same replacement.
+pub const VALUE_PRODUCED: u32 = 3;
+
+/// A replacement output that takes over no original tensor (an internal one).
+pub const NEW_TENSOR: u64 = u64::MAX;
+
 /// A plugin's backend instance (opaque; one per runtime).
 #[repr(C)]
 pub struct Instance {
@@ -130,6 +199,12 @@ pub struct MemoryManager {
 /// A plugin's backend context (opaque; one per runtime).
 #[repr(C)]
 pub struct Context {
+    _private: [u8; 0],
+}
+
+/// A plugin's tensor handle (opaque; made by one of its tensor-handle factories, 1.2).
+#[repr(C)]
+pub struct TensorHandle {
     _private: [u8; 0],
 }
 
@@ -220,6 +295,11 @@ pub struct TensorView {
     pub data: *mut c_void,
     /// Number of bytes.
     pub num_bytes: usize,
+    /// 1.2: when non-null, the tensor is in this handle of the plugin's own memory and `data`
+    /// is null. The host sets it only for handles the same instance created, only in
+    /// `execute_workload`, and only with instances speaking 1.2. Read it only when
+    /// `struct_size` covers it.
+    pub handle: *mut TensorHandle,
 }
 
 /// One attribute of a layer's operator.
@@ -294,6 +374,168 @@ pub struct Capability {
 /// Receives capabilities one at a time; `user` is the host's pointer, passed back.
 pub type CapabilitySink = unsafe extern "C" fn(user: *mut c_void, capability: *const Capability);
 
+/// One tensor-handle factory of the plugin, handed to a [`FactorySink`] (1.2).
+#[repr(C)]
+#[derive(Debug)]
+pub struct TensorHandleFactoryDesc {
+    /// Size of this struct.
+    pub struct_size: u32,
+    /// `FACTORY_*` flags.
+    pub flags: u32,
+    /// NUL-terminated globally unique id, `Vendor/Backend/Factory`.
+    pub id: *const c_char,
+    /// `MEMORY_*` kinds the factory can wrap without copying.
+    pub import_sources: u32,
+    /// `MEMORY_*` kinds its handles can hand out without copying.
+    pub export_sources: u32,
+    /// `LAYOUT_*`.
+    pub layout: u32,
+    /// Zero.
+    pub reserved: u32,
+}
+
+/// Receives tensor-handle factories one at a time; `user` is the host's pointer.
+pub type FactorySink =
+    unsafe extern "C" fn(user: *mut c_void, factory: *const TensorHandleFactoryDesc);
+
+/// Receives strings one at a time (factory ids); `user` is the host's pointer.
+pub type TextSink = unsafe extern "C" fn(user: *mut c_void, text: *const c_char);
+
+/// One tensor a subgraph reads or computes (1.2).
+#[repr(C)]
+#[derive(Debug)]
+pub struct SubgraphTensor {
+    /// Size of this struct.
+    pub struct_size: u32,
+    /// `TENSOR_*` flags.
+    pub flags: u32,
+    /// The host's id of the tensor: what [`SubgraphLayer`] and the answer refer to.
+    pub id: u64,
+    /// NUL-terminated name.
+    pub name: *const c_char,
+    /// Its description.
+    pub info: *const TensorInfo,
+}
+
+/// One layer of a subgraph (1.2).
+#[repr(C)]
+#[derive(Debug)]
+pub struct SubgraphLayer {
+    /// Size of this struct.
+    pub struct_size: u32,
+    /// Zero.
+    pub reserved: u32,
+    /// The host's id of the layer: what the answer refers to.
+    pub id: u64,
+    /// The layer, exactly as layer support and workload creation see it.
+    pub desc: *const LayerDesc,
+    /// Tensor id of each input slot (`desc.num_inputs` entries).
+    pub inputs: *const u64,
+    /// Tensor id of each output slot (`desc.num_outputs` entries).
+    pub outputs: *const u64,
+}
+
+/// The part of a network assigned to the plugin, handed to `optimize_subgraph` (1.2).
+#[repr(C)]
+#[derive(Debug)]
+pub struct Subgraph {
+    /// Size of this struct.
+    pub struct_size: u32,
+    /// Zero.
+    pub reserved: u32,
+    /// The layers, in topological order.
+    pub layers: *const *const SubgraphLayer,
+    /// Number of layers.
+    pub num_layers: usize,
+    /// Every tensor the layers read or compute, each once.
+    pub tensors: *const *const SubgraphTensor,
+    /// Number of tensors.
+    pub num_tensors: usize,
+}
+
+/// What a replacement layer reads (1.2).
+#[repr(C)]
+#[derive(Debug)]
+pub struct ValueRef {
+    /// Size of this struct.
+    pub struct_size: u32,
+    /// `VALUE_*`.
+    pub kind: u32,
+    /// `VALUE_EXISTING`: the host's tensor id.
+    pub tensor: u64,
+    /// `VALUE_CONSTANT`: the value (the host copies it).
+    pub constant: *const TensorView,
+    /// `VALUE_PRODUCED`: index of an earlier layer of the same replacement.
+    pub layer: u64,
+    /// `VALUE_PRODUCED`: which of its outputs.
+    pub slot: u64,
+}
+
+/// One layer of a replacement (1.2).
+#[repr(C)]
+#[derive(Debug)]
+pub struct ReplacementLayer {
+    /// Size of this struct.
+    pub struct_size: u32,
+    /// Zero.
+    pub reserved: u32,
+    /// Name, op type and attributes of the new layer; `outputs` describe its outputs (a custom
+    /// op's output descriptions come from there). `inputs` and `constants` are not read:
+    /// values come through `inputs` below.
+    pub desc: *const LayerDesc,
+    /// What each input slot reads.
+    pub inputs: *const *const ValueRef,
+    /// Number of inputs.
+    pub num_inputs: usize,
+    /// For each output (`desc.num_outputs` entries): the host tensor id it takes over, or
+    /// [`NEW_TENSOR`].
+    pub outputs: *const u64,
+}
+
+/// A substitution: layers of the subgraph replaced by new ones (1.2).
+#[repr(C)]
+#[derive(Debug)]
+pub struct Substitution {
+    /// Size of this struct.
+    pub struct_size: u32,
+    /// Zero.
+    pub reserved: u32,
+    /// Host ids of the replaced layers.
+    pub replaced: *const u64,
+    /// Number of replaced layers.
+    pub num_replaced: usize,
+    /// The replacement, in execution order.
+    pub layers: *const *const ReplacementLayer,
+    /// Number of replacement layers.
+    pub num_layers: usize,
+}
+
+/// `add_substitution`: the host copies everything during the call.
+pub type AddSubstitutionFn =
+    unsafe extern "C" fn(user: *mut c_void, substitution: *const Substitution) -> Status;
+/// `add_failed`, `add_untouched`: a set of layers by host id.
+pub type AddLayersFn =
+    unsafe extern "C" fn(user: *mut c_void, layers: *const u64, num_layers: usize) -> Status;
+
+/// Where the plugin reports what it did with a subgraph (1.2). Each layer belongs to one
+/// substitution, one failed set or one untouched set; layers it does not mention are untouched.
+#[repr(C)]
+#[derive(Debug)]
+pub struct OptimizationSink {
+    /// Size of this struct.
+    pub struct_size: u32,
+    /// Zero.
+    pub reserved: u32,
+    /// The host's pointer, passed back to each function.
+    pub user: *mut c_void,
+    /// Report a substitution.
+    pub add_substitution: Option<AddSubstitutionFn>,
+    /// Report layers the backend rejects (re-assigned to the next backends).
+    pub add_failed: Option<AddLayersFn>,
+    /// Report layers the backend runs as they are.
+    pub add_untouched: Option<AddLayersFn>,
+}
+
 /// `create_instance`: make the plugin's backend for one runtime. On success writes the
 /// instance and the minor version the plugin will speak.
 pub type CreateInstanceFn = unsafe extern "C" fn(
@@ -367,6 +609,43 @@ pub type ContextHookFn =
     unsafe extern "C" fn(context: *mut Context, network: u64, error: *mut Message) -> Status;
 /// `context_after_unload`.
 pub type ContextAfterUnloadFn = unsafe extern "C" fn(context: *mut Context, network: u64);
+/// `tensor_handle_factories` (1.2): call `sink` once per factory of the plugin's own.
+pub type TensorHandleFactoriesFn =
+    unsafe extern "C" fn(instance: *mut Instance, sink: FactorySink, user: *mut c_void) -> Status;
+/// `handle_factory_preferences` (1.2): call `sink` with the ids of the factories the
+/// backend's workloads can read and write, best first (its own and others', e.g.
+/// `Backplane/Host/Cpu`). Reporting none means the host factory only.
+pub type HandleFactoryPreferencesFn =
+    unsafe extern "C" fn(instance: *mut Instance, sink: TextSink, user: *mut c_void) -> Status;
+/// `create_tensor_handle` (1.2): a handle of the factory `factory_id` for a tensor of `info`.
+pub type CreateTensorHandleFn = unsafe extern "C" fn(
+    instance: *mut Instance,
+    factory_id: *const c_char,
+    info: *const TensorInfo,
+    out_handle: *mut *mut TensorHandle,
+    error: *mut Message,
+) -> Status;
+/// `destroy_tensor_handle` (1.2).
+pub type DestroyTensorHandleFn = unsafe extern "C" fn(handle: *mut TensorHandle);
+/// `map_tensor_handle` (1.2): the handle's bytes as host memory (dense, row-major, the
+/// tensor's size), writable when `writable` is 1, valid until `unmap_tensor_handle`.
+pub type MapTensorHandleFn = unsafe extern "C" fn(
+    handle: *mut TensorHandle,
+    writable: u32,
+    out_data: *mut *mut c_void,
+    out_num_bytes: *mut usize,
+    error: *mut Message,
+) -> Status;
+/// `unmap_tensor_handle` (1.2): end the mapping made by `map_tensor_handle`.
+pub type UnmapTensorHandleFn = unsafe extern "C" fn(handle: *mut TensorHandle);
+/// `optimize_subgraph` (1.2): report substitutions, failed and untouched layers of
+/// `subgraph` through `sink`, during the call.
+pub type OptimizeSubgraphFn = unsafe extern "C" fn(
+    instance: *mut Instance,
+    subgraph: *const Subgraph,
+    sink: *const OptimizationSink,
+    error: *mut Message,
+) -> Status;
 /// `capabilities`: call `sink` once per capability.
 pub type CapabilitiesFn = unsafe extern "C" fn(
     instance: *mut Instance,
@@ -431,19 +710,37 @@ pub struct BackendVTable {
     pub context_after_unload: Option<ContextAfterUnloadFn>,
     /// Optional.
     pub capabilities: Option<CapabilitiesFn>,
+    // --- 1.2 ---
+    /// Optional (with `create_tensor_handle` and `destroy_tensor_handle`).
+    pub tensor_handle_factories: Option<TensorHandleFactoriesFn>,
+    /// Optional: without it the backend uses host memory only.
+    pub handle_factory_preferences: Option<HandleFactoryPreferencesFn>,
+    /// Required with `tensor_handle_factories`.
+    pub create_tensor_handle: Option<CreateTensorHandleFn>,
+    /// Required with `tensor_handle_factories`.
+    pub destroy_tensor_handle: Option<DestroyTensorHandleFn>,
+    /// Optional (with `unmap_tensor_handle`): without it no handle can be mapped.
+    pub map_tensor_handle: Option<MapTensorHandleFn>,
+    /// Required with `map_tensor_handle`.
+    pub unmap_tensor_handle: Option<UnmapTensorHandleFn>,
+    /// Optional: without it the backend's subgraphs are left as they are.
+    pub optimize_subgraph: Option<OptimizeSubgraphFn>,
 }
 
 /// Size of the 1.0 part of [`BackendVTable`]: a 1.0 plugin's table is at least this long.
 pub const VTABLE_SIZE_1_0: usize = std::mem::offset_of!(BackendVTable, create_memory_manager);
 /// Size of the 1.1 table.
-pub const VTABLE_SIZE_1_1: usize = std::mem::size_of::<BackendVTable>();
+pub const VTABLE_SIZE_1_1: usize = std::mem::offset_of!(BackendVTable, tensor_handle_factories);
+/// Size of the 1.2 table.
+pub const VTABLE_SIZE_1_2: usize = std::mem::size_of::<BackendVTable>();
 
 impl BackendVTable {
     /// The least `struct_size` a table declaring `minor` must have, if the minor is known.
     pub fn min_size_for_minor(minor: u32) -> usize {
         match minor {
             0 => VTABLE_SIZE_1_0,
-            _ => VTABLE_SIZE_1_1,
+            1 => VTABLE_SIZE_1_1,
+            _ => VTABLE_SIZE_1_2,
         }
     }
 }

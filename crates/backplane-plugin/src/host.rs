@@ -16,16 +16,33 @@
 //! released when a runtime is dropped is everything the plugin created for it: the backend
 //! instance, its workload factories, workloads, memory managers and context. The instance is
 //! reference-counted by everything it created, so it is destroyed last.
+//!
+//! # ABI 1.2 on the host side
+//!
+//! [`DynamicBackend`] registers the plugin's tensor-handle factories as ordinary
+//! [`TensorHandleFactory`]s and reports its preferences, so the runtime's tensor-handle
+//! strategy uses them unchanged. Their handles map lazily: a handle is mapped the first time
+//! the host needs its bytes and unmapped only when a borrow proves no view of the mapping is
+//! alive (before the plugin writes it, before the plugin reads what the host wrote, at
+//! destruction). A workload of the plugin receives the instance's own handles as handles and
+//! every other tensor as host memory. `optimize_subgraph` sends the subgraph as C structs
+//! and turns the plugin's answer, checked id by id, into [`OptimizationViews`].
 
 use crate::abi::{self, BackendVTable};
-use crate::convert::{c_string, with_message, with_message_text, OwnedLayerDesc, OwnedTensorInfo};
+use crate::convert::{
+    c_string, crosses_the_abi, read_substitution, with_message, with_message_text, OwnedLayerDesc,
+    OwnedSubgraph, OwnedTensorInfo,
+};
 use backplane_backend_api::{
     Backend, BackendContext, BackendError, BackendId, BackendOptions, BackendVersion, Capabilities,
-    CapabilityValue, LayerDesc, LayerSupport, MemoryManager, NetworkId, Support, Workload,
+    CapabilityValue, DataLayout, FactoryId, FactoryProperties, LayerDesc, LayerSupport,
+    MemoryManager, MemorySources, NetworkId, OptimizationViews, SubgraphView, Substitution,
+    Support, TensorHandle, TensorHandleFactory, TensorHandleFactoryRegistry, Workload,
     WorkloadFactory,
 };
-use backplane_core::{TensorView, TensorViewMut};
+use backplane_core::{LayerId, Network, TensorInfo, TensorView, TensorViewMut};
 use libloading::Library;
+use std::collections::HashSet;
 use std::ffi::{c_void, CStr};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -110,6 +127,20 @@ pub fn live_instances(path: &Path) -> usize {
         .iter()
         .find(|c| c.path == canonical)
         .map_or(0, |c| c.live.load(Ordering::SeqCst))
+}
+
+/// How many library handles this process holds for the file at `path`: 1 once it has been
+/// opened (by any number of runtimes), 0 before.
+pub fn library_handles(path: &Path) -> usize {
+    let Ok(canonical) = path.canonicalize() else {
+        return 0;
+    };
+    library_cache()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .filter(|c| c.path == canonical)
+        .count()
 }
 
 /// How many distinct libraries this process has opened (and keeps open).
@@ -251,6 +282,16 @@ unsafe fn read_table(ptr: *const BackendVTable) -> Result<BackendVTable, LoadErr
         table.context_after_unload = None;
         table.capabilities = None;
     }
+    if minor < 2 {
+        // Likewise for the 1.2 entries of a 1.0 or 1.1 plugin.
+        table.tensor_handle_factories = None;
+        table.handle_factory_preferences = None;
+        table.create_tensor_handle = None;
+        table.destroy_tensor_handle = None;
+        table.map_tensor_handle = None;
+        table.unmap_tensor_handle = None;
+        table.optimize_subgraph = None;
+    }
     let required = [
         ("create_instance", table.create_instance.is_some()),
         ("destroy_instance", table.destroy_instance.is_some()),
@@ -280,6 +321,19 @@ unsafe fn read_table(ptr: *const BackendVTable) -> Result<BackendVTable, LoadErr
     if table.create_memory_manager.is_some() && mm.contains(&false) {
         return Err(LoadError::BadTable(
             "create_memory_manager is set without memory_manager_acquire, memory_manager_release and destroy_memory_manager".into(),
+        ));
+    }
+    if table.tensor_handle_factories.is_some()
+        && (table.create_tensor_handle.is_none() || table.destroy_tensor_handle.is_none())
+    {
+        return Err(LoadError::BadTable(
+            "tensor_handle_factories is set without create_tensor_handle and destroy_tensor_handle"
+                .into(),
+        ));
+    }
+    if table.map_tensor_handle.is_some() != table.unmap_tensor_handle.is_some() {
+        return Err(LoadError::BadTable(
+            "map_tensor_handle and unmap_tensor_handle must be set together".into(),
         ));
     }
     if table.create_context.is_some() && table.destroy_context.is_none() {
@@ -420,6 +474,7 @@ impl PluginLibrary {
             poisoned: Mutex::new(None),
             panicked: AtomicBool::new(false),
             memory_managers: Mutex::new(Vec::new()),
+            factories: OnceLock::new(),
         };
         let expected = self.version.minor.min(HOST_ABI_VERSION.minor);
         if minor != expected {
@@ -479,6 +534,7 @@ pub struct PluginInstance {
     poisoned: Mutex<Option<String>>,
     panicked: AtomicBool,
     memory_managers: Mutex<Vec<Weak<DynamicMemoryManager>>>,
+    factories: OnceLock<Vec<(FactoryId, FactoryProperties)>>,
 }
 
 // SAFETY: the ABI requires every plugin function to be callable from any thread and
@@ -532,6 +588,73 @@ impl PluginInstance {
 
     fn table(&self) -> &BackendVTable {
         &self.lib.table
+    }
+
+    /// The plugin's own tensor-handle factories, asked once (1.2). Entries with an invalid
+    /// id or an id reported twice are left out.
+    fn factories(&self) -> &[(FactoryId, FactoryProperties)] {
+        self.factories.get_or_init(|| {
+            let Some(f) = self.table().tensor_handle_factories else {
+                return Vec::new();
+            };
+            /// Receives one factory from the plugin.
+            ///
+            /// # Safety
+            /// `user` is the `Vec` passed below; `desc` is null or valid for the call.
+            unsafe extern "C" fn sink(
+                user: *mut c_void,
+                desc: *const abi::TensorHandleFactoryDesc,
+            ) {
+                // SAFETY: `user` is `&mut Vec<_>` for the duration of the call that invokes
+                // this sink, per the caller.
+                let Some(list) =
+                    (unsafe { user.cast::<Vec<(FactoryId, FactoryProperties)>>().as_mut() })
+                else {
+                    return;
+                };
+                // SAFETY: null or valid per the ABI.
+                let Some(d) = (unsafe { desc.as_ref() }) else {
+                    return;
+                };
+                if (d.struct_size as usize) < field_end!(abi::TensorHandleFactoryDesc, layout) {
+                    return;
+                }
+                // SAFETY: null or NUL-terminated per the ABI.
+                let Ok(text) = (unsafe { crate::convert::text(d.id, "factory id") }) else {
+                    return;
+                };
+                let Ok(id) = FactoryId::new(text) else {
+                    return;
+                };
+                if list.iter().any(|(f, _)| f == &id) {
+                    return;
+                }
+                let props = FactoryProperties {
+                    mappable: d.flags & abi::FACTORY_MAPPABLE != 0,
+                    sub_tensors: d.flags & abi::FACTORY_SUB_TENSORS != 0,
+                    in_place: d.flags & abi::FACTORY_IN_PLACE != 0,
+                    import_sources: MemorySources(d.import_sources),
+                    export_sources: MemorySources(d.export_sources),
+                    layout: if d.layout == abi::LAYOUT_CHANNELS_LAST {
+                        DataLayout::ChannelsLast
+                    } else {
+                        DataLayout::Standard
+                    },
+                };
+                list.push((id, props));
+            }
+            let mut list: Vec<(FactoryId, FactoryProperties)> = Vec::new();
+            let raw = self.raw;
+            let user = (&mut list as *mut Vec<(FactoryId, FactoryProperties)>).cast::<c_void>();
+            // SAFETY: a live instance; `sink` matches the ABI's type and `user` points to
+            // `list`, alive and not otherwise borrowed during the call.
+            let ok = self.call(|_| unsafe { f(raw, sink, user) }).is_ok();
+            if ok {
+                list
+            } else {
+                Vec::new()
+            }
+        })
     }
 
     /// Call the plugin with a message buffer; poisons the instance on a panic.
@@ -731,6 +854,79 @@ impl Backend for DynamicBackend {
         })))
     }
 
+    fn register_tensor_handle_factories(&self, registry: &mut TensorHandleFactoryRegistry) {
+        for (id, props) in self.instance.factories() {
+            registry.register_factory(Arc::new(DynamicTensorHandleFactory {
+                instance: self.instance.clone(),
+                id: id.clone(),
+                c_id: c_string(id.as_str()),
+                properties: props.clone(),
+            }));
+        }
+    }
+
+    fn handle_factory_preferences(&self) -> Vec<FactoryId> {
+        let host = || vec![FactoryId::host()];
+        let Some(f) = self.instance.table().handle_factory_preferences else {
+            return host();
+        };
+        /// Receives one factory id from the plugin.
+        ///
+        /// # Safety
+        /// `user` is the `Vec` passed below; `text` is null or NUL-terminated.
+        unsafe extern "C" fn sink(user: *mut c_void, text: *const std::ffi::c_char) {
+            // SAFETY: `user` is `&mut Vec<FactoryId>` for the duration of the call that
+            // invokes this sink, per the caller.
+            let Some(list) = (unsafe { user.cast::<Vec<FactoryId>>().as_mut() }) else {
+                return;
+            };
+            // SAFETY: null or NUL-terminated per the ABI.
+            if let Ok(id) = unsafe { crate::convert::text(text, "factory id") } {
+                if let Ok(id) = FactoryId::new(id) {
+                    if !list.contains(&id) {
+                        list.push(id);
+                    }
+                }
+            }
+        }
+        let mut list: Vec<FactoryId> = Vec::new();
+        let raw = self.instance.raw;
+        let user = (&mut list as *mut Vec<FactoryId>).cast::<c_void>();
+        // SAFETY: a live instance; `sink` matches the ABI's type and `user` points to `list`,
+        // alive and not otherwise borrowed during the call.
+        let ok = self
+            .instance
+            .call(|_| unsafe { f(raw, sink, user) })
+            .is_ok();
+        if ok && !list.is_empty() {
+            list
+        } else {
+            host()
+        }
+    }
+
+    fn optimize_subgraph(&self, subgraph: &SubgraphView<'_>) -> OptimizationViews {
+        let Some(f) = self.instance.table().optimize_subgraph else {
+            return OptimizationViews::untouched(subgraph);
+        };
+        let network = subgraph.network();
+        let mut views = OptimizationViews::default();
+        // Layers whose op cannot cross the ABI (nested networks) are not shown to the plugin
+        // and stay as they are; the plugin sees each run of the others (consecutive layers
+        // of a convex run in topological order: convex too).
+        let mut segment: Vec<LayerId> = Vec::new();
+        for &l in subgraph.layers() {
+            if crosses_the_abi(&network.layer(l).op) {
+                segment.push(l);
+            } else {
+                self.optimize_segment(f, network, &std::mem::take(&mut segment), &mut views);
+                views.untouched.push(vec![l]);
+            }
+        }
+        self.optimize_segment(f, network, &segment, &mut views);
+        views
+    }
+
     fn capabilities(&self) -> Capabilities {
         let mut caps = Capabilities::default();
         let Some(f) = self.instance.table().capabilities else {
@@ -779,6 +975,427 @@ impl Backend for DynamicBackend {
     }
 }
 
+/// What the plugin reported through the optimization sink.
+struct Collected<'a> {
+    network: &'a Network,
+    allowed: HashSet<LayerId>,
+    substitutions: Vec<Substitution>,
+    failed: Vec<Vec<LayerId>>,
+    untouched: Vec<Vec<LayerId>>,
+    error: Option<String>,
+}
+
+impl Collected<'_> {
+    fn layers(&mut self, layers: *const u64, n: usize) -> Option<Vec<LayerId>> {
+        // SAFETY: `n` entries per the ABI.
+        let ids = match unsafe { crate::convert::slice(layers, n) } {
+            Ok(ids) => ids,
+            Err(e) => {
+                self.error.get_or_insert(e);
+                return None;
+            }
+        };
+        let mut out = Vec::with_capacity(ids.len());
+        for &id in ids {
+            let l = usize::try_from(id).map(LayerId).ok();
+            match l.filter(|l| self.allowed.contains(l)) {
+                Some(l) => out.push(l),
+                None => {
+                    self.error
+                        .get_or_insert(format!("layer {id} is not in its subgraph"));
+                    return None;
+                }
+            }
+        }
+        Some(out)
+    }
+}
+
+/// `add_substitution` of the host's sink.
+///
+/// # Safety
+/// `user` is the `Collected` of the current call; `sub` null or valid for the call.
+unsafe extern "C" fn sink_substitution(
+    user: *mut c_void,
+    sub: *const abi::Substitution,
+) -> abi::Status {
+    // SAFETY: `user` is `&mut Collected` for the duration of the call, per the caller.
+    let Some(c) = (unsafe { user.cast::<Collected<'_>>().as_mut() }) else {
+        return abi::STATUS_INVALID_ARGUMENT;
+    };
+    // SAFETY: null or valid per the ABI.
+    match unsafe { read_substitution(sub, c.network, &c.allowed) } {
+        Ok(s) => {
+            c.substitutions.push(s);
+            abi::STATUS_OK
+        }
+        Err(e) => {
+            c.error.get_or_insert(e);
+            abi::STATUS_INVALID_ARGUMENT
+        }
+    }
+}
+
+/// `add_failed` of the host's sink.
+///
+/// # Safety
+/// As [`sink_substitution`]; `layers` has `n` entries.
+unsafe extern "C" fn sink_failed(user: *mut c_void, layers: *const u64, n: usize) -> abi::Status {
+    // SAFETY: `user` is `&mut Collected` for the duration of the call, per the caller.
+    let Some(c) = (unsafe { user.cast::<Collected<'_>>().as_mut() }) else {
+        return abi::STATUS_INVALID_ARGUMENT;
+    };
+    match c.layers(layers, n) {
+        Some(l) => {
+            c.failed.push(l);
+            abi::STATUS_OK
+        }
+        None => abi::STATUS_INVALID_ARGUMENT,
+    }
+}
+
+/// `add_untouched` of the host's sink.
+///
+/// # Safety
+/// As [`sink_failed`].
+unsafe extern "C" fn sink_untouched(
+    user: *mut c_void,
+    layers: *const u64,
+    n: usize,
+) -> abi::Status {
+    // SAFETY: `user` is `&mut Collected` for the duration of the call, per the caller.
+    let Some(c) = (unsafe { user.cast::<Collected<'_>>().as_mut() }) else {
+        return abi::STATUS_INVALID_ARGUMENT;
+    };
+    match c.layers(layers, n) {
+        Some(l) => {
+            c.untouched.push(l);
+            abi::STATUS_OK
+        }
+        None => abi::STATUS_INVALID_ARGUMENT,
+    }
+}
+
+impl DynamicBackend {
+    /// Offer one segment to the plugin and add its answer to `views`. A malformed answer or
+    /// an error leaves the segment untouched; a panic marks it failed (the instance is then
+    /// disabled, so the layers go to the next backends). Layers the answer does not mention
+    /// are untouched.
+    fn optimize_segment(
+        &self,
+        f: abi::OptimizeSubgraphFn,
+        network: &Network,
+        segment: &[LayerId],
+        views: &mut OptimizationViews,
+    ) {
+        if segment.is_empty() {
+            return;
+        }
+        let c_subgraph = OwnedSubgraph::new(network, segment);
+        let mut collected = Collected {
+            network,
+            allowed: segment.iter().copied().collect(),
+            substitutions: Vec::new(),
+            failed: Vec::new(),
+            untouched: Vec::new(),
+            error: None,
+        };
+        let sink = abi::OptimizationSink {
+            struct_size: abi::size_u32::<abi::OptimizationSink>(),
+            reserved: 0,
+            user: (&mut collected as *mut Collected<'_>).cast::<c_void>(),
+            add_substitution: Some(sink_substitution),
+            add_failed: Some(sink_failed),
+            add_untouched: Some(sink_untouched),
+        };
+        let raw = self.instance.raw;
+        // SAFETY: a live instance; the subgraph and the sink (whose `user` points to
+        // `collected`, not otherwise used during the call) are valid for the call.
+        let result = self
+            .instance
+            .call(|msg| unsafe { f(raw, c_subgraph.as_ptr(), &sink, msg) });
+        match result {
+            Ok(()) => {}
+            Err(e) if e.status == abi::STATUS_PANICKED => {
+                views.failed.push(segment.to_vec());
+                return;
+            }
+            Err(_) => {
+                views.untouched.push(segment.to_vec());
+                return;
+            }
+        }
+        // Each layer in at most one part, or the whole answer is discarded.
+        let mut seen: HashSet<LayerId> = HashSet::new();
+        let parts = collected
+            .substitutions
+            .iter()
+            .map(|s| &s.replaced)
+            .chain(&collected.failed)
+            .chain(&collected.untouched);
+        let mut overlapping = false;
+        for part in parts {
+            for l in part {
+                overlapping |= !seen.insert(*l);
+            }
+        }
+        if collected.error.is_some() || overlapping {
+            views.untouched.push(segment.to_vec());
+            return;
+        }
+        let rest: Vec<LayerId> = segment
+            .iter()
+            .copied()
+            .filter(|l| !seen.contains(l))
+            .collect();
+        views.substitutions.extend(collected.substitutions);
+        views
+            .failed
+            .extend(collected.failed.into_iter().filter(|p| !p.is_empty()));
+        views
+            .untouched
+            .extend(collected.untouched.into_iter().filter(|p| !p.is_empty()));
+        if !rest.is_empty() {
+            views.untouched.push(rest);
+        }
+    }
+}
+
+/// A tensor-handle factory of the plugin.
+struct DynamicTensorHandleFactory {
+    instance: Arc<PluginInstance>,
+    id: FactoryId,
+    c_id: std::ffi::CString,
+    properties: FactoryProperties,
+}
+
+impl TensorHandleFactory for DynamicTensorHandleFactory {
+    fn id(&self) -> FactoryId {
+        self.id.clone()
+    }
+
+    fn properties(&self) -> FactoryProperties {
+        self.properties.clone()
+    }
+
+    fn create_tensor_handle(
+        &self,
+        info: &TensorInfo,
+    ) -> backplane_backend_api::Result<Box<dyn TensorHandle>> {
+        let create = self
+            .instance
+            .table()
+            .create_tensor_handle
+            .ok_or_else(|| BackendError::Other("create_tensor_handle is null".into()))?;
+        let num_bytes = info.num_bytes()?;
+        let c_info = OwnedTensorInfo::new(info);
+        let raw_inst = self.instance.raw;
+        let mut raw: *mut abi::TensorHandle = std::ptr::null_mut();
+        self.instance
+            // SAFETY: a live instance, a NUL-terminated id and a description valid for the
+            // call, a local out-pointer and a valid buffer.
+            .call(|msg| unsafe {
+                create(raw_inst, self.c_id.as_ptr(), c_info.as_ptr(), &mut raw, msg)
+            })
+            .map_err(|e| backend_error(e, None))?;
+        if raw.is_null() {
+            return Err(BackendError::Other(
+                "create_tensor_handle succeeded but returned no handle".into(),
+            ));
+        }
+        Ok(Box::new(DynamicTensorHandle {
+            instance: self.instance.clone(),
+            raw,
+            info: info.clone(),
+            num_bytes,
+            mapping: Mutex::new(Mapping::default()),
+        }))
+    }
+}
+
+/// How a handle is mapped into host memory.
+struct Mapping {
+    /// The mapped bytes (null: not mapped).
+    data: *mut u8,
+    /// Mapped writable.
+    writable: bool,
+    /// Views of the mapping may be alive: made by `map(&self)`, so they borrow the handle
+    /// shared and only an exclusive borrow proves them gone.
+    shared: bool,
+}
+
+impl Default for Mapping {
+    fn default() -> Self {
+        Mapping {
+            data: std::ptr::null_mut(),
+            writable: false,
+            shared: false,
+        }
+    }
+}
+
+/// A tensor handle of the plugin. It is mapped when the host first needs its bytes and stays
+/// mapped until the host can prove no view of it is alive and the plugin is about to use it
+/// (or it is destroyed): the host never writes through a mapping while a workload runs.
+struct DynamicTensorHandle {
+    instance: Arc<PluginInstance>,
+    raw: *mut abi::TensorHandle,
+    info: TensorInfo,
+    num_bytes: usize,
+    mapping: Mutex<Mapping>,
+}
+
+// SAFETY: the ABI makes plugin objects usable from any thread; the handle pointer is only
+// handed back to the plugin, and the mapping pointer is guarded by the mutex and the borrow
+// rules below.
+unsafe impl Send for DynamicTensorHandle {}
+// SAFETY: as above.
+unsafe impl Sync for DynamicTensorHandle {}
+
+impl DynamicTensorHandle {
+    /// Map (or reuse the mapping) and return its address.
+    fn mapped(&self, m: &mut Mapping, writable: bool) -> Option<*mut u8> {
+        if !m.data.is_null() && (m.writable || !writable) {
+            return Some(m.data);
+        }
+        let t = self.instance.table();
+        let (map, unmap) = (t.map_tensor_handle?, t.unmap_tensor_handle?);
+        if !m.data.is_null() {
+            // Mapped read-only and now wanted writable: only reached with an exclusive
+            // borrow (from `map_mut`), so no view of the old mapping is alive.
+            let raw = self.raw;
+            let _ = self.instance.call(|_| {
+                // SAFETY: a live, mapped handle of this instance.
+                unsafe { unmap(raw) };
+                abi::STATUS_OK
+            });
+            *m = Mapping::default();
+        }
+        let mut data: *mut c_void = std::ptr::null_mut();
+        let mut len = usize::MAX;
+        let raw = self.raw;
+        // SAFETY: a live handle of this instance, local out-pointers and a valid buffer.
+        let ok = self
+            .instance
+            .call(|msg| unsafe { map(raw, u32::from(writable), &mut data, &mut len, msg) })
+            .is_ok();
+        if !ok {
+            return None;
+        }
+        if len != self.num_bytes || (data.is_null() && len > 0) {
+            if !data.is_null() {
+                let _ = self.instance.call(|_| {
+                    // SAFETY: just mapped.
+                    unsafe { unmap(raw) };
+                    abi::STATUS_OK
+                });
+            }
+            return None;
+        }
+        m.data = data.cast::<u8>();
+        m.writable = writable;
+        Some(m.data)
+    }
+
+    /// Unmap if mapped. Only called with proof that no view is alive.
+    fn unmap(m: &mut Mapping, instance: &PluginInstance, raw: *mut abi::TensorHandle) {
+        if m.data.is_null() {
+            return;
+        }
+        if let Some(unmap) = instance.table().unmap_tensor_handle {
+            let _ = instance.call(|_| {
+                // SAFETY: a live, mapped handle of this instance.
+                unsafe { unmap(raw) };
+                abi::STATUS_OK
+            });
+        }
+        *m = Mapping::default();
+    }
+
+    /// Before the plugin reads the handle (an input): end a mapping made by `map_mut`, whose
+    /// view is gone since the caller borrows the handle.
+    fn release_for_read(&self) -> *mut abi::TensorHandle {
+        let mut m = self.mapping.lock().unwrap_or_else(|e| e.into_inner());
+        if !m.shared {
+            Self::unmap(&mut m, &self.instance, self.raw);
+        }
+        self.raw
+    }
+
+    /// Before the plugin writes the handle (an output): end any mapping; the exclusive
+    /// borrow proves that no view is alive.
+    fn release_for_write(&mut self) -> *mut abi::TensorHandle {
+        let m = self.mapping.get_mut().unwrap_or_else(|e| e.into_inner());
+        Self::unmap(m, &self.instance, self.raw);
+        self.raw
+    }
+}
+
+impl TensorHandle for DynamicTensorHandle {
+    fn info(&self) -> &TensorInfo {
+        &self.info
+    }
+
+    fn map(&self) -> Option<TensorView<'_>> {
+        let mut m = self.mapping.lock().unwrap_or_else(|e| e.into_inner());
+        let data = self.mapped(&mut m, false)?;
+        m.shared = true;
+        let data: &[u8] = if self.num_bytes == 0 {
+            &[]
+        } else {
+            // SAFETY: the plugin mapped `num_bytes` readable bytes, valid until unmap, which
+            // happens only under an exclusive borrow of this handle or with `shared` unset;
+            // `shared` is set, so the mapping outlives this shared borrow. The plugin writes
+            // the handle only as a workload output, also under an exclusive borrow.
+            unsafe { std::slice::from_raw_parts(data, self.num_bytes) }
+        };
+        Some(TensorView {
+            info: &self.info,
+            data,
+        })
+    }
+
+    fn map_mut(&mut self) -> Option<TensorViewMut<'_>> {
+        let mut m = std::mem::take(self.mapping.get_mut().unwrap_or_else(|e| e.into_inner()));
+        let data = self.mapped(&mut m, true);
+        // The exclusive borrow ends every earlier view: this mapping is the only one.
+        m.shared = false;
+        *self.mapping.get_mut().unwrap_or_else(|e| e.into_inner()) = m;
+        let data = data?;
+        let data: &mut [u8] = if self.num_bytes == 0 {
+            &mut []
+        } else {
+            // SAFETY: the plugin mapped `num_bytes` writable bytes, valid until unmap, which
+            // needs a later borrow of this handle; this exclusive borrow makes the slice the
+            // only access.
+            unsafe { std::slice::from_raw_parts_mut(data, self.num_bytes) }
+        };
+        Some(TensorViewMut {
+            info: &self.info,
+            data,
+        })
+    }
+
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
+    }
+
+    fn as_any_mut(&mut self) -> Option<&mut dyn std::any::Any> {
+        Some(self)
+    }
+}
+
+impl Drop for DynamicTensorHandle {
+    fn drop(&mut self) {
+        let m = self.mapping.get_mut().unwrap_or_else(|e| e.into_inner());
+        Self::unmap(m, &self.instance, self.raw);
+        if let Some(f) = self.instance.table().destroy_tensor_handle {
+            // SAFETY: made by this instance's `create_tensor_handle`, destroyed once.
+            unsafe { f(self.raw) };
+        }
+    }
+}
+
 /// Layer support through the plugin.
 struct DynamicLayerSupport {
     instance: Arc<PluginInstance>,
@@ -789,6 +1406,12 @@ impl LayerSupport for DynamicLayerSupport {
         let Some(f) = self.instance.table().is_layer_supported else {
             return Support::no("the plugin has no layer support");
         };
+        if !crosses_the_abi(&layer.op) {
+            return Support::no(format!(
+                "{} runs nested networks, which cannot cross the plugin ABI",
+                layer.op.name()
+            ));
+        }
         let desc = OwnedLayerDesc::new(layer);
         let raw = self.instance.raw;
         let call = |msg| {
@@ -929,6 +1552,7 @@ const EMPTY_VIEW: abi::TensorView = abi::TensorView {
     info: std::ptr::null(),
     data: std::ptr::null_mut(),
     num_bytes: 0,
+    handle: std::ptr::null_mut(),
 };
 
 fn view(info: &OwnedTensorInfo, data: *mut c_void, num_bytes: usize) -> abi::TensorView {
@@ -938,6 +1562,7 @@ fn view(info: &OwnedTensorInfo, data: *mut c_void, num_bytes: usize) -> abi::Ten
         info: info.as_ptr(),
         data,
         num_bytes,
+        handle: std::ptr::null_mut(),
     }
 }
 
@@ -1036,6 +1661,140 @@ impl Workload for DynamicWorkload {
                 }
             })
             .map_err(|e| backend_error(e, Some(&self.layer)))
+    }
+
+    /// Handles of this instance's own factories go to the plugin as handles (1.2); any other
+    /// handle is mapped and goes as host memory.
+    fn execute_handles(
+        &self,
+        inputs: &[&dyn TensorHandle],
+        outputs: &mut [&mut dyn TensorHandle],
+    ) -> backplane_backend_api::Result<()> {
+        let f = self
+            .instance
+            .table()
+            .execute_workload
+            .ok_or_else(|| BackendError::Other("execute_workload is null".into()))?;
+        if self.instance.table().create_tensor_handle.is_none() {
+            return self.execute_mapped(inputs, outputs);
+        }
+        if inputs.len() != self.inputs.len() || outputs.len() != self.outputs.len() {
+            return Err(BackendError::Other(format!(
+                "layer '{}' takes {} inputs and {} outputs, got {} and {}",
+                self.layer.name,
+                self.inputs.len(),
+                self.outputs.len(),
+                inputs.len(),
+                outputs.len()
+            )));
+        }
+        let not_mapped = |what: &str, i: usize| {
+            BackendError::Other(format!(
+                "{what} {i} of layer '{}' is in memory that cannot be mapped",
+                self.layer.name
+            ))
+        };
+        // Host views that must outlive the call.
+        let mut in_maps: Vec<Option<TensorView<'_>>> = Vec::with_capacity(inputs.len());
+        let mut in_views = Vec::with_capacity(inputs.len());
+        for (i, (h, info)) in inputs.iter().zip(&self.inputs).enumerate() {
+            match self.own(*h) {
+                Some(d) => {
+                    let mut v = view(info, std::ptr::null_mut(), d.num_bytes);
+                    v.handle = d.release_for_read();
+                    in_views.push(v);
+                    in_maps.push(None);
+                }
+                None => {
+                    let m = h.map().ok_or_else(|| not_mapped("input", i))?;
+                    in_views.push(view(info, m.data.as_ptr() as *mut c_void, m.data.len()));
+                    in_maps.push(Some(m));
+                }
+            }
+        }
+        let mut out_views = Vec::with_capacity(outputs.len());
+        let mut out_maps: Vec<TensorViewMut<'_>> = Vec::new();
+        for (i, (h, info)) in outputs.iter_mut().zip(&self.outputs).enumerate() {
+            let own = self.own(&**h).is_some();
+            if own {
+                let d = h
+                    .as_any_mut()
+                    .and_then(|a| a.downcast_mut::<DynamicTensorHandle>())
+                    .ok_or_else(|| not_mapped("output", i))?;
+                let mut v = view(info, std::ptr::null_mut(), d.num_bytes);
+                v.handle = d.release_for_write();
+                out_views.push(v);
+            } else {
+                let m = h.map_mut().ok_or_else(|| not_mapped("output", i))?;
+                out_views.push(view(
+                    info,
+                    m.data.as_mut_ptr().cast::<c_void>(),
+                    m.data.len(),
+                ));
+                out_maps.push(m);
+            }
+        }
+        let in_list: Vec<*const abi::TensorView> = in_views
+            .iter()
+            .map(|v| v as *const abi::TensorView)
+            .collect();
+        let out_list: Vec<*const abi::TensorView> = out_views
+            .iter()
+            .map(|v| v as *const abi::TensorView)
+            .collect();
+        let raw = self.raw;
+        let result = self
+            .instance
+            .call(|msg| {
+                // SAFETY: a live workload; each view describes the layer's tensor as at
+                // creation and holds either host memory (mapped views kept alive in
+                // `in_maps`/`out_maps`, outputs exclusively borrowed) or a live handle of this
+                // instance, unmapped (outputs) or not mapped for writing (inputs); outputs are
+                // exclusive borrows, so no handle or buffer appears twice among them.
+                unsafe {
+                    f(
+                        raw,
+                        in_list.as_ptr(),
+                        in_list.len(),
+                        out_list.as_ptr(),
+                        out_list.len(),
+                        msg,
+                    )
+                }
+            })
+            .map_err(|e| backend_error(e, Some(&self.layer)));
+        drop(out_maps);
+        drop(in_maps);
+        result
+    }
+}
+
+impl DynamicWorkload {
+    /// The trait's default: every handle mapped to host memory.
+    fn execute_mapped(
+        &self,
+        inputs: &[&dyn TensorHandle],
+        outputs: &mut [&mut dyn TensorHandle],
+    ) -> backplane_backend_api::Result<()> {
+        let not_mapped = || {
+            BackendError::Other("a tensor of this layer is in memory that cannot be mapped".into())
+        };
+        let ins = inputs
+            .iter()
+            .map(|h| h.map().ok_or_else(not_mapped))
+            .collect::<backplane_backend_api::Result<Vec<_>>>()?;
+        let mut outs = outputs
+            .iter_mut()
+            .map(|h| h.map_mut().ok_or_else(not_mapped))
+            .collect::<backplane_backend_api::Result<Vec<_>>>()?;
+        self.execute(&ins, &mut outs)
+    }
+
+    /// The handle behind `h` if this instance made it.
+    fn own<'h>(&self, h: &'h dyn TensorHandle) -> Option<&'h DynamicTensorHandle> {
+        h.as_any()?
+            .downcast_ref::<DynamicTensorHandle>()
+            .filter(|d| Arc::ptr_eq(&d.instance, &self.instance))
     }
 }
 

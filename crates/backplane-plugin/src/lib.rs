@@ -6,6 +6,8 @@
 //!   [`Backend`](backplane_backend_api::Backend) trait, write
 //!   `backplane_plugin::export_backend!(MyBackend);` in a `cdylib`, and the crate exports
 //!   `GetBackendId`, `GetVersion` and `BackendFactory`; panics never cross the boundary.
+//!   The backend's tensor-handle factories and `optimize_subgraph` are forwarded too (ABI
+//!   1.2).
 //! * [`host`]: for the runtime. Opens a shared object, checks its entry points and version,
 //!   and wraps it in [`host::DynamicBackend`], an ordinary `Backend`, so the optimizer and
 //!   runtime never know a backend is dynamic.

@@ -10,7 +10,11 @@
 //!
 //! The macro exports `GetBackendId`, `GetVersion` and `BackendFactory` with C linkage. The
 //! table it returns reaches every method of the backend: layer support, workload factories
-//! and workloads, memory managers, the backend context and capabilities. Every exported
+//! and workloads, memory managers, the backend context, capabilities, and (ABI 1.2) its
+//! tensor-handle factories and preferences (registered once per instance; its workloads'
+//! `execute_handles` receives its own handles) and `optimize_subgraph` (the subgraph is
+//! rebuilt as a network of its own: external tensors become inputs and constants, tensors
+//! used outside become outputs; the answer is translated back to the host's ids). Every exported
 //! function runs inside [`std::panic::catch_unwind`]: a panic becomes
 //! [`abi::STATUS_PANICKED`] with the panic message, and nothing unwinds into the host.
 //!
@@ -23,12 +27,16 @@
 //! ```
 
 use crate::abi;
-use crate::convert::{c_string, read_layer_desc, slice, text, write_message};
+use crate::convert::{
+    c_string, read_layer_desc, read_subgraph, read_tensor_info, slice, text, write_message,
+    OwnedSubstitution,
+};
 use backplane_backend_api::{
     Backend, BackendContext, BackendError, BackendOptions, BackendVersion, CapabilityValue,
-    LayerSupport, MemoryManager, NetworkId, Support, Workload, WorkloadFactory,
+    DataLayout, FactoryId, LayerSupport, MemoryManager, NetworkId, SubgraphView, Support,
+    TensorHandle, TensorHandleFactoryRegistry, Workload, WorkloadFactory,
 };
-use backplane_core::{TensorInfo, TensorView, TensorViewMut};
+use backplane_core::{LayerId, TensorInfo, TensorView, TensorViewMut};
 use std::any::Any;
 use std::ffi::{c_char, c_void};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -148,6 +156,7 @@ unsafe fn put<T>(out: *mut T, value: T) -> Result<(), (abi::Status, String)> {
 struct PluginInstance<B> {
     backend: B,
     layer_support: Arc<dyn LayerSupport>,
+    factories: std::sync::OnceLock<TensorHandleFactoryRegistry>,
 }
 
 struct PluginFactory(Box<dyn WorkloadFactory>);
@@ -242,6 +251,7 @@ unsafe extern "C" fn create_instance<E: Export>(
         let instance = Box::new(PluginInstance {
             backend,
             layer_support,
+            factories: std::sync::OnceLock::new(),
         });
         let raw = Box::into_raw(instance).cast::<abi::Instance>();
         // SAFETY: valid for writes per the ABI.
@@ -294,8 +304,14 @@ unsafe extern "C" fn is_layer_supported<E: Export>(
     let body = || {
         // SAFETY: a live instance per the ABI.
         let inst = unsafe { object::<PluginInstance<E::Backend>>(instance.cast(), "instance") }?;
-        // SAFETY: a valid description per the ABI.
-        let desc = unsafe { read_layer_desc(layer) }.map_err(invalid)?;
+        // SAFETY: a valid description per the ABI. A layer the SDK cannot read (an op it
+        // does not know, one with nested networks) is one the backend cannot run.
+        let desc = unsafe { read_layer_desc(layer) }.map_err(|e| {
+            (
+                abi::STATUS_UNSUPPORTED,
+                format!("cannot read the layer: {e}"),
+            )
+        })?;
         match inst.layer_support.is_layer_supported(&desc) {
             Support::Supported => Ok(()),
             Support::Unsupported(why) => Err((abi::STATUS_UNSUPPORTED, why)),
@@ -385,8 +401,16 @@ unsafe extern "C" fn create_workload(
     unsafe { guard(error, body) }
 }
 
-/// Check a host view against the description it must match; returns its data pointer. The
-/// view is `what` number `index` (for messages, formatted only on failure).
+/// Where a host view's tensor is.
+enum Checked {
+    /// Host memory.
+    Data(*mut u8),
+    /// One of this backend's tensor handles (1.2).
+    Handle(*mut PluginTensorHandle),
+}
+
+/// Check a host view against the description it must match. The view is `what` number
+/// `index` (for messages, formatted only on failure).
 ///
 /// # Safety
 /// `view` is null or a valid [`abi::TensorView`].
@@ -395,7 +419,7 @@ unsafe fn checked_view(
     expected: &(TensorInfo, usize),
     what: &str,
     index: usize,
-) -> Result<*mut u8, (abi::Status, String)> {
+) -> Result<Checked, (abi::Status, String)> {
     // SAFETY: null or valid per the caller.
     let v = unsafe { view.as_ref() }.ok_or_else(|| invalid(format!("{what} {index} is null")))?;
     if (v.struct_size as usize) < field_end!(abi::TensorView, num_bytes) {
@@ -407,15 +431,67 @@ unsafe fn checked_view(
             v.num_bytes, expected.0, expected.1
         )));
     }
+    if (v.struct_size as usize) >= field_end!(abi::TensorView, handle) && !v.handle.is_null() {
+        return Ok(Checked::Handle(v.handle.cast::<PluginTensorHandle>()));
+    }
     if v.data.is_null() && expected.1 > 0 {
         return Err(invalid(format!("{what} {index} has no data")));
     }
-    Ok(v.data.cast::<u8>())
+    Ok(Checked::Data(v.data.cast::<u8>()))
+}
+
+/// Host memory handed to a workload that takes handles: an input.
+struct HostInput<'a>(TensorView<'a>);
+
+impl TensorHandle for HostInput<'_> {
+    fn info(&self) -> &TensorInfo {
+        self.0.info
+    }
+    fn map(&self) -> Option<TensorView<'_>> {
+        Some(self.0)
+    }
+    fn map_mut(&mut self) -> Option<TensorViewMut<'_>> {
+        None
+    }
+}
+
+/// Host memory handed to a workload that takes handles: an output.
+struct HostOutput<'a>(TensorViewMut<'a>);
+
+impl TensorHandle for HostOutput<'_> {
+    fn info(&self) -> &TensorInfo {
+        self.0.info
+    }
+    fn map(&self) -> Option<TensorView<'_>> {
+        Some(TensorView {
+            info: self.0.info,
+            data: self.0.data,
+        })
+    }
+    fn map_mut(&mut self) -> Option<TensorViewMut<'_>> {
+        Some(TensorViewMut {
+            info: self.0.info,
+            data: self.0.data,
+        })
+    }
+}
+
+/// One input of a workload that takes handles.
+enum InputArg<'a> {
+    Host(HostInput<'a>),
+    Handle(&'a PluginTensorHandle),
+}
+
+/// One output of a workload that takes handles.
+enum OutputArg<'a> {
+    Host(HostOutput<'a>),
+    Handle(&'a mut PluginTensorHandle),
 }
 
 /// # Safety
 /// Pointers as the ABI documents: views of the sizes the workload's layer describes, outputs
-/// writable and not overlapping each other or the inputs.
+/// writable and not overlapping each other or the inputs; handles are live handles of this
+/// backend, none of them an output twice or both an input and an output.
 unsafe extern "C" fn execute_workload(
     workload: *mut abi::Workload,
     inputs: *const *const abi::TensorView,
@@ -438,38 +514,131 @@ unsafe extern "C" fn execute_workload(
         let ins = unsafe { slice(inputs, num_inputs) }.map_err(invalid)?;
         // SAFETY: `num_outputs` entries per the ABI.
         let outs = unsafe { slice(outputs, num_outputs) }.map_err(invalid)?;
-        let mut in_views = Vec::with_capacity(num_inputs);
+        let mut in_checked = Vec::with_capacity(num_inputs);
         for (i, (&v, expected)) in ins.iter().zip(&w.inputs).enumerate() {
             // SAFETY: a valid view per the ABI.
-            let data = unsafe { checked_view(v, expected, "input", i) }?;
-            in_views.push(TensorView {
-                info: &expected.0,
-                // SAFETY: checked non-null (or empty) with `expected.1` readable bytes.
-                data: unsafe { slice(data.cast_const(), expected.1) }.map_err(invalid)?,
-            });
+            in_checked.push(unsafe { checked_view(v, expected, "input", i) }?);
         }
-        let mut out_views = Vec::with_capacity(num_outputs);
+        let mut out_checked = Vec::with_capacity(num_outputs);
         for (i, (&v, expected)) in outs.iter().zip(&w.outputs).enumerate() {
             // SAFETY: a valid view per the ABI.
-            let data = unsafe { checked_view(v, expected, "output", i) }?;
-            let data: &mut [u8] = if expected.1 == 0 {
-                &mut []
-            } else {
-                // SAFETY: non-null, `expected.1` writable bytes that nothing else
-                // references during the call (outputs never overlap), per the ABI.
-                unsafe { std::slice::from_raw_parts_mut(data, expected.1) }
-            };
-            out_views.push(TensorViewMut {
-                info: &expected.0,
-                data,
+            out_checked.push(unsafe { checked_view(v, expected, "output", i) }?);
+        }
+        let handles = in_checked
+            .iter()
+            .chain(&out_checked)
+            .any(|c| matches!(c, Checked::Handle(_)));
+        if !handles {
+            let mut in_views = Vec::with_capacity(num_inputs);
+            for (c, expected) in in_checked.iter().zip(&w.inputs) {
+                let Checked::Data(data) = *c else {
+                    return Err(invalid("unreachable: a handle"));
+                };
+                in_views.push(TensorView {
+                    info: &expected.0,
+                    // SAFETY: checked non-null (or empty) with `expected.1` readable bytes.
+                    data: unsafe { slice(data.cast_const(), expected.1) }.map_err(invalid)?,
+                });
+            }
+            let mut out_views = Vec::with_capacity(num_outputs);
+            for (c, expected) in out_checked.iter().zip(&w.outputs) {
+                let Checked::Data(data) = *c else {
+                    return Err(invalid("unreachable: a handle"));
+                };
+                out_views.push(TensorViewMut {
+                    info: &expected.0,
+                    // SAFETY: non-null (or empty), `expected.1` writable bytes that nothing
+                    // else references during the call (outputs never overlap), per the ABI.
+                    data: unsafe { slice_mut(data, expected.1) },
+                });
+            }
+            return w
+                .workload
+                .execute(&in_views, &mut out_views)
+                .map_err(status_of);
+        }
+        // Some tensors are in the backend's own handles: the workload gets handles.
+        let out_handles: Vec<*mut PluginTensorHandle> = out_checked
+            .iter()
+            .filter_map(|c| match c {
+                Checked::Handle(h) => Some(*h),
+                Checked::Data(_) => None,
+            })
+            .collect();
+        for (i, h) in out_handles.iter().enumerate() {
+            let twice = out_handles[..i].contains(h)
+                || in_checked
+                    .iter()
+                    .any(|c| matches!(c, Checked::Handle(x) if x == h));
+            if twice {
+                return Err(invalid(
+                    "an output handle is also another output or an input",
+                ));
+            }
+        }
+        let mut in_args = Vec::with_capacity(num_inputs);
+        for (c, expected) in in_checked.iter().zip(&w.inputs) {
+            in_args.push(match *c {
+                Checked::Data(data) => InputArg::Host(HostInput(TensorView {
+                    info: &expected.0,
+                    // SAFETY: checked non-null (or empty) with `expected.1` readable bytes.
+                    data: unsafe { slice(data.cast_const(), expected.1) }.map_err(invalid)?,
+                })),
+                Checked::Handle(h) => InputArg::Handle(
+                    // SAFETY: a live handle of this backend per the ABI, only read here.
+                    unsafe { h.as_ref() }.ok_or_else(|| invalid("null handle"))?,
+                ),
             });
         }
+        let mut out_args = Vec::with_capacity(num_outputs);
+        for (c, expected) in out_checked.iter().zip(&w.outputs) {
+            out_args.push(match *c {
+                Checked::Data(data) => OutputArg::Host(HostOutput(TensorViewMut {
+                    info: &expected.0,
+                    // SAFETY: as in the host-memory path above.
+                    data: unsafe { slice_mut(data, expected.1) },
+                })),
+                Checked::Handle(h) => OutputArg::Handle(
+                    // SAFETY: a live handle of this backend per the ABI, checked above to
+                    // appear once among the tensors of this call: this is its only reference.
+                    unsafe { h.as_mut() }.ok_or_else(|| invalid("null handle"))?,
+                ),
+            });
+        }
+        let in_refs: Vec<&dyn TensorHandle> = in_args
+            .iter()
+            .map(|a| match a {
+                InputArg::Host(h) => h as &dyn TensorHandle,
+                InputArg::Handle(h) => h.handle.as_ref(),
+            })
+            .collect();
+        let mut out_refs: Vec<&mut dyn TensorHandle> = out_args
+            .iter_mut()
+            .map(|a| match a {
+                OutputArg::Host(h) => h as &mut dyn TensorHandle,
+                OutputArg::Handle(h) => h.handle.as_mut(),
+            })
+            .collect();
         w.workload
-            .execute(&in_views, &mut out_views)
+            .execute_handles(&in_refs, &mut out_refs)
             .map_err(status_of)
     };
     // SAFETY: `error` is null or valid per the ABI.
     unsafe { guard(error, body) }
+}
+
+/// A writable slice from a C pointer; empty when `len` is 0.
+///
+/// # Safety
+/// When `len > 0`, `data` is non-null with `len` writable bytes that nothing else references
+/// for `'a`.
+unsafe fn slice_mut<'a>(data: *mut u8, len: usize) -> &'a mut [u8] {
+    if len == 0 || data.is_null() {
+        &mut []
+    } else {
+        // SAFETY: per the caller.
+        unsafe { std::slice::from_raw_parts_mut(data, len) }
+    }
 }
 
 /// # Safety
@@ -680,6 +849,259 @@ unsafe extern "C" fn capabilities<E: Export>(
     unsafe { guard(std::ptr::null_mut(), body) }
 }
 
+impl<B: Backend> PluginInstance<B> {
+    /// The backend's tensor-handle factories, registered once per instance.
+    fn factories(&self) -> &TensorHandleFactoryRegistry {
+        self.factories.get_or_init(|| {
+            let mut registry = TensorHandleFactoryRegistry::new();
+            // A panic while registering leaves the factories registered so far.
+            quietly(|| self.backend.register_tensor_handle_factories(&mut registry));
+            registry
+        })
+    }
+}
+
+/// # Safety
+/// Pointers as the ABI documents; `sink` may be called with `user`.
+unsafe extern "C" fn tensor_handle_factories<E: Export>(
+    instance: *mut abi::Instance,
+    sink: abi::FactorySink,
+    user: *mut c_void,
+) -> abi::Status {
+    let body = || {
+        // SAFETY: a live instance per the ABI.
+        let inst = unsafe { object::<PluginInstance<E::Backend>>(instance.cast(), "instance") }?;
+        let registry = inst.factories();
+        for id in registry.ids() {
+            let Some(factory) = registry.get(&id) else {
+                continue;
+            };
+            let p = factory.properties();
+            let c_id = c_string(id.as_str());
+            let flags = [
+                (p.mappable, abi::FACTORY_MAPPABLE),
+                (p.sub_tensors, abi::FACTORY_SUB_TENSORS),
+                (p.in_place, abi::FACTORY_IN_PLACE),
+            ]
+            .iter()
+            .filter(|(on, _)| *on)
+            .fold(0, |a, (_, f)| a | f);
+            let desc = abi::TensorHandleFactoryDesc {
+                struct_size: abi::size_u32::<abi::TensorHandleFactoryDesc>(),
+                flags,
+                id: c_id.as_ptr(),
+                import_sources: p.import_sources.0,
+                export_sources: p.export_sources.0,
+                layout: match p.layout {
+                    DataLayout::Standard => abi::LAYOUT_STANDARD,
+                    DataLayout::ChannelsLast => abi::LAYOUT_CHANNELS_LAST,
+                },
+                reserved: 0,
+            };
+            // SAFETY: `sink` and `user` come from the host, which expects exactly this call;
+            // `desc` and its string live across it.
+            unsafe { sink(user, &desc) };
+        }
+        Ok(())
+    };
+    // SAFETY: a null error buffer is allowed.
+    unsafe { guard(std::ptr::null_mut(), body) }
+}
+
+/// # Safety
+/// Pointers as the ABI documents; `sink` may be called with `user`.
+unsafe extern "C" fn handle_factory_preferences<E: Export>(
+    instance: *mut abi::Instance,
+    sink: abi::TextSink,
+    user: *mut c_void,
+) -> abi::Status {
+    let body = || {
+        // SAFETY: a live instance per the ABI.
+        let inst = unsafe { object::<PluginInstance<E::Backend>>(instance.cast(), "instance") }?;
+        for id in inst.backend.handle_factory_preferences() {
+            let c_id = c_string(id.as_str());
+            // SAFETY: `sink` and `user` come from the host, which expects exactly this call;
+            // the string lives across it.
+            unsafe { sink(user, c_id.as_ptr()) };
+        }
+        Ok(())
+    };
+    // SAFETY: a null error buffer is allowed.
+    unsafe { guard(std::ptr::null_mut(), body) }
+}
+
+/// A tensor handle made by one of the backend's factories.
+struct PluginTensorHandle {
+    handle: Box<dyn TensorHandle>,
+    num_bytes: usize,
+}
+
+/// # Safety
+/// Pointers as the ABI documents.
+unsafe extern "C" fn create_tensor_handle<E: Export>(
+    instance: *mut abi::Instance,
+    factory_id: *const c_char,
+    info: *const abi::TensorInfo,
+    out_handle: *mut *mut abi::TensorHandle,
+    error: *mut abi::Message,
+) -> abi::Status {
+    let body = || {
+        // SAFETY: a live instance per the ABI.
+        let inst = unsafe { object::<PluginInstance<E::Backend>>(instance.cast(), "instance") }?;
+        // SAFETY: NUL-terminated per the ABI.
+        let id = unsafe { text(factory_id, "factory id") }.map_err(invalid)?;
+        // SAFETY: a valid description per the ABI.
+        let info = unsafe { read_tensor_info(info) }.map_err(invalid)?;
+        let num_bytes = info.num_bytes().map_err(|e| invalid(e.to_string()))?;
+        let id = FactoryId::new(id).map_err(invalid)?;
+        let factory = inst
+            .factories()
+            .get(&id)
+            .ok_or_else(|| invalid(format!("the backend has no factory '{id}'")))?;
+        let handle = factory.create_tensor_handle(&info).map_err(status_of)?;
+        let raw = Box::into_raw(Box::new(PluginTensorHandle { handle, num_bytes }))
+            .cast::<abi::TensorHandle>();
+        // SAFETY: valid for writes per the ABI.
+        unsafe { put(out_handle, raw) }.inspect_err(|_| {
+            // SAFETY: just made, not handed out.
+            unsafe { destroy::<PluginTensorHandle>(raw.cast()) }
+        })
+    };
+    // SAFETY: `error` is null or valid per the ABI.
+    unsafe { guard(error, body) }
+}
+
+/// # Safety
+/// `handle` was made by `create_tensor_handle` and is not used again.
+unsafe extern "C" fn destroy_tensor_handle(handle: *mut abi::TensorHandle) {
+    // SAFETY: per the caller.
+    unsafe { destroy::<PluginTensorHandle>(handle.cast()) }
+}
+
+/// # Safety
+/// Pointers as the ABI documents; the host makes no other call on `handle` during this one.
+unsafe extern "C" fn map_tensor_handle(
+    handle: *mut abi::TensorHandle,
+    writable: u32,
+    out_data: *mut *mut c_void,
+    out_num_bytes: *mut usize,
+    error: *mut abi::Message,
+) -> abi::Status {
+    let body = || {
+        let handle = handle.cast::<PluginTensorHandle>();
+        if handle.is_null() {
+            return Err(invalid("the tensor handle is null"));
+        }
+        let unmappable = || {
+            (
+                abi::STATUS_FAILED,
+                String::from("this tensor handle cannot be mapped"),
+            )
+        };
+        // The bytes stay where the handle keeps them after the view is dropped: a view
+        // borrows the handle's own memory, which the SDK does not touch until unmap.
+        let (data, len, expected) = if writable != 0 {
+            // SAFETY: a live handle that nothing else uses during the call (the host maps
+            // it writable only when it holds no other mapping of it), per the ABI.
+            let h = unsafe { &mut *handle };
+            let v = h.handle.map_mut().ok_or_else(unmappable)?;
+            (v.data.as_mut_ptr(), v.data.len(), h.num_bytes)
+        } else {
+            // SAFETY: a live handle, only read here, per the ABI.
+            let h = unsafe { &*handle };
+            let v = h.handle.map().ok_or_else(unmappable)?;
+            (v.data.as_ptr().cast_mut(), v.data.len(), h.num_bytes)
+        };
+        if len != expected {
+            return Err((
+                abi::STATUS_FAILED,
+                format!("the mapping has {len} bytes, the tensor {expected}"),
+            ));
+        }
+        // SAFETY: valid for writes per the ABI.
+        unsafe { put(out_data, data.cast::<c_void>()) }?;
+        // SAFETY: as above.
+        unsafe { put(out_num_bytes, len) }
+    };
+    // SAFETY: `error` is null or valid per the ABI.
+    unsafe { guard(error, body) }
+}
+
+/// # Safety
+/// `handle` is a live, mapped handle.
+unsafe extern "C" fn unmap_tensor_handle(_handle: *mut abi::TensorHandle) {
+    // A Rust tensor handle's mapping is a borrow of its memory: nothing to end.
+}
+
+/// # Safety
+/// Pointers as the ABI documents; `sink`'s functions may be called with its `user`.
+unsafe extern "C" fn optimize_subgraph<E: Export>(
+    instance: *mut abi::Instance,
+    subgraph: *const abi::Subgraph,
+    sink: *const abi::OptimizationSink,
+    error: *mut abi::Message,
+) -> abi::Status {
+    let body = || {
+        // SAFETY: a live instance per the ABI.
+        let inst = unsafe { object::<PluginInstance<E::Backend>>(instance.cast(), "instance") }?;
+        // SAFETY: null or valid per the ABI.
+        let sink = unsafe { sink.as_ref() }.ok_or_else(|| invalid("the sink is null"))?;
+        if (sink.struct_size as usize) < field_end!(abi::OptimizationSink, add_untouched) {
+            return Err(invalid("the sink's struct_size is too small"));
+        }
+        let (Some(add_sub), Some(add_failed), Some(add_untouched)) =
+            (sink.add_substitution, sink.add_failed, sink.add_untouched)
+        else {
+            return Err(invalid("the sink lacks a function"));
+        };
+        // SAFETY: a valid subgraph per the ABI.
+        let read = unsafe { read_subgraph(subgraph) }.map_err(invalid)?;
+        let layers: Vec<LayerId> = (0..read.network.layers().len()).map(LayerId).collect();
+        let view = SubgraphView::new(&read.network, layers);
+        let views = inst.backend.optimize_subgraph(&view);
+        let host_layers = |ls: &[LayerId]| -> Result<Vec<u64>, (abi::Status, String)> {
+            ls.iter()
+                .map(|l| {
+                    read.layer_ids.get(l.0).copied().ok_or_else(|| {
+                        (
+                            abi::STATUS_FAILED,
+                            format!("optimize_subgraph names unknown layer #{}", l.0),
+                        )
+                    })
+                })
+                .collect()
+        };
+        let check = |status: abi::Status| {
+            if status == abi::STATUS_OK {
+                Ok(())
+            } else {
+                Err((
+                    abi::STATUS_FAILED,
+                    String::from("the host refused part of the answer"),
+                ))
+            }
+        };
+        for sub in &views.substitutions {
+            let c = OwnedSubstitution::new(&read, sub).map_err(|m| (abi::STATUS_FAILED, m))?;
+            // SAFETY: the host's function with its `user`; `c` lives across the call.
+            check(unsafe { add_sub(sink.user, c.as_ptr()) })?;
+        }
+        for part in &views.failed {
+            let ids = host_layers(part)?;
+            // SAFETY: as above; `ids` lives across the call.
+            check(unsafe { add_failed(sink.user, ids.as_ptr(), ids.len()) })?;
+        }
+        for part in &views.untouched {
+            let ids = host_layers(part)?;
+            // SAFETY: as above.
+            check(unsafe { add_untouched(sink.user, ids.as_ptr(), ids.len()) })?;
+        }
+        Ok(())
+    };
+    // SAFETY: `error` is null or valid per the ABI.
+    unsafe { guard(error, body) }
+}
+
 /// The function table for `E`, as `BackendFactory` returns it.
 pub const fn vtable<E: Export>() -> abi::BackendVTable {
     abi::BackendVTable {
@@ -707,6 +1129,13 @@ pub const fn vtable<E: Export>() -> abi::BackendVTable {
         context_before_unload: Some(context_before_unload),
         context_after_unload: Some(context_after_unload),
         capabilities: Some(capabilities::<E>),
+        tensor_handle_factories: Some(tensor_handle_factories::<E>),
+        handle_factory_preferences: Some(handle_factory_preferences::<E>),
+        create_tensor_handle: Some(create_tensor_handle::<E>),
+        destroy_tensor_handle: Some(destroy_tensor_handle),
+        map_tensor_handle: Some(map_tensor_handle),
+        unmap_tensor_handle: Some(unmap_tensor_handle),
+        optimize_subgraph: Some(optimize_subgraph::<E>),
     }
 }
 

@@ -62,7 +62,7 @@ fn layout() -> Vec<Layout> {
         s!(
             "backplane_tensor_view_t",
             abi::TensorView,
-            [struct_size, reserved, info, data, num_bytes]
+            [struct_size, reserved, info, data, num_bytes, handle]
         ),
         s!(
             "backplane_attribute_t",
@@ -102,6 +102,75 @@ fn layout() -> Vec<Layout> {
             [struct_size, kind, name, int_value, text]
         ),
         s!(
+            "backplane_tensor_handle_factory_t",
+            abi::TensorHandleFactoryDesc,
+            [
+                struct_size,
+                flags,
+                id,
+                import_sources,
+                export_sources,
+                layout,
+                reserved
+            ]
+        ),
+        s!(
+            "backplane_subgraph_tensor_t",
+            abi::SubgraphTensor,
+            [struct_size, flags, id, name, info]
+        ),
+        s!(
+            "backplane_subgraph_layer_t",
+            abi::SubgraphLayer,
+            [struct_size, reserved, id, desc, inputs, outputs]
+        ),
+        s!(
+            "backplane_subgraph_t",
+            abi::Subgraph,
+            [
+                struct_size,
+                reserved,
+                layers,
+                num_layers,
+                tensors,
+                num_tensors
+            ]
+        ),
+        s!(
+            "backplane_value_ref_t",
+            abi::ValueRef,
+            [struct_size, kind, tensor, constant, layer, slot]
+        ),
+        s!(
+            "backplane_replacement_layer_t",
+            abi::ReplacementLayer,
+            [struct_size, reserved, desc, inputs, num_inputs, outputs]
+        ),
+        s!(
+            "backplane_substitution_t",
+            abi::Substitution,
+            [
+                struct_size,
+                reserved,
+                replaced,
+                num_replaced,
+                layers,
+                num_layers
+            ]
+        ),
+        s!(
+            "backplane_optimization_sink_t",
+            abi::OptimizationSink,
+            [
+                struct_size,
+                reserved,
+                user,
+                add_substitution,
+                add_failed,
+                add_untouched
+            ]
+        ),
+        s!(
             "backplane_backend_vtable_t",
             abi::BackendVTable,
             [
@@ -129,6 +198,13 @@ fn layout() -> Vec<Layout> {
                 context_before_unload,
                 context_after_unload,
                 capabilities,
+                tensor_handle_factories,
+                handle_factory_preferences,
+                create_tensor_handle,
+                destroy_tensor_handle,
+                map_tensor_handle,
+                unmap_tensor_handle,
+                optimize_subgraph,
             ]
         ),
     ]
@@ -177,6 +253,12 @@ fn layout_program() -> String {
              printf(\"status_panicked %d\\n\", BACKPLANE_STATUS_PANICKED);\n\
              printf(\"dtype_f16 %d\\n\", BACKPLANE_DTYPE_F16);\n\
              printf(\"attr_floats %d\\n\", BACKPLANE_ATTR_FLOATS);\n\
+             printf(\"factory_flags %u\\n\", BACKPLANE_FACTORY_MAPPABLE | BACKPLANE_FACTORY_SUB_TENSORS | BACKPLANE_FACTORY_IN_PLACE);\n\
+             printf(\"memory %u %u %u %u\\n\", BACKPLANE_MEMORY_NONE, BACKPLANE_MEMORY_HOST, BACKPLANE_MEMORY_DMA_BUF, BACKPLANE_MEMORY_PROTECTED);\n\
+             printf(\"layouts %u %u\\n\", BACKPLANE_LAYOUT_STANDARD, BACKPLANE_LAYOUT_CHANNELS_LAST);\n\
+             printf(\"tensor_flags %u %u %u\\n\", BACKPLANE_TENSOR_EXTERNAL, BACKPLANE_TENSOR_CONSTANT, BACKPLANE_TENSOR_USED_OUTSIDE);\n\
+             printf(\"values %u %u %u\\n\", BACKPLANE_VALUE_EXISTING, BACKPLANE_VALUE_CONSTANT, BACKPLANE_VALUE_PRODUCED);\n\
+             printf(\"new_tensor %llu\\n\", (unsigned long long)BACKPLANE_NEW_TENSOR);\n\
              return 0;\n}}\n"
     )
 }
@@ -200,6 +282,46 @@ fn c_header_matches_the_rust_abi_types() {
     assert_eq!(c["status_panicked"], abi::STATUS_PANICKED.to_string());
     assert_eq!(c["dtype_f16"], abi::DTYPE_F16.to_string());
     assert_eq!(c["attr_floats"], abi::ATTR_FLOATS.to_string());
+    let flags = abi::FACTORY_MAPPABLE | abi::FACTORY_SUB_TENSORS | abi::FACTORY_IN_PLACE;
+    assert_eq!(c["factory_flags"], flags.to_string());
+    assert_eq!(
+        c["memory"],
+        format!(
+            "{} {} {} {}",
+            abi::MEMORY_NONE,
+            abi::MEMORY_HOST,
+            abi::MEMORY_DMA_BUF,
+            abi::MEMORY_PROTECTED
+        )
+    );
+    // The memory kinds are the backend API's.
+    use backplane_plugin::backend_api::MemorySources;
+    assert_eq!(abi::MEMORY_HOST, MemorySources::HOST.0);
+    assert_eq!(abi::MEMORY_DMA_BUF, MemorySources::DMA_BUF.0);
+    assert_eq!(abi::MEMORY_PROTECTED, MemorySources::PROTECTED.0);
+    assert_eq!(
+        c["layouts"],
+        format!("{} {}", abi::LAYOUT_STANDARD, abi::LAYOUT_CHANNELS_LAST)
+    );
+    assert_eq!(
+        c["tensor_flags"],
+        format!(
+            "{} {} {}",
+            abi::TENSOR_EXTERNAL,
+            abi::TENSOR_CONSTANT,
+            abi::TENSOR_USED_OUTSIDE
+        )
+    );
+    assert_eq!(
+        c["values"],
+        format!(
+            "{} {} {}",
+            abi::VALUE_EXISTING,
+            abi::VALUE_CONSTANT,
+            abi::VALUE_PRODUCED
+        )
+    );
+    assert_eq!(c["new_tensor"], abi::NEW_TENSOR.to_string());
 }
 
 #[test]
@@ -218,6 +340,22 @@ fn an_older_target_minor_ends_the_table_where_abi_1_0_did() {
         abi::BackendVTable::min_size_for_minor(1),
         abi::VTABLE_SIZE_1_1
     );
+    assert_eq!(
+        abi::BackendVTable::min_size_for_minor(2),
+        abi::VTABLE_SIZE_1_2
+    );
+}
+
+#[test]
+fn target_minor_1_ends_the_table_where_abi_1_1_did() {
+    let program = "#include \"backplane/backend.h\"\n#include <stdio.h>\n\
+                   int main(void) { printf(\"size %zu\\n\", sizeof(backplane_backend_vtable_t));\n\
+                   printf(\"target %d\\n\", BACKPLANE_ABI_TARGET_MINOR); return 0; }\n";
+    let c = c_values("header-1-1", program, &["-DBACKPLANE_ABI_TARGET_MINOR=1"]);
+    assert_eq!(c["size"], abi::VTABLE_SIZE_1_1.to_string());
+    assert_eq!(c["target"], "1");
+    const { assert!(abi::VTABLE_SIZE_1_0 < abi::VTABLE_SIZE_1_1) };
+    const { assert!(abi::VTABLE_SIZE_1_1 < abi::VTABLE_SIZE_1_2) };
 }
 
 #[test]

@@ -29,13 +29,9 @@ fn open_a_valid_shared_object_and_reopen_it_through_the_cache() {
     let dir = common::scratch("open-valid");
     let so = zoo(&dir, "Zoo_Zoo_backend.so", &[]);
     let a = PluginLibrary::open(&so).unwrap();
-    let before = host::open_libraries();
     let b = PluginLibrary::open(&so).unwrap();
-    assert_eq!(
-        host::open_libraries(),
-        before,
-        "reopening reuses the handle"
-    );
+    // Counted for this file only: other tests open libraries at the same time.
+    assert_eq!(host::library_handles(&so), 1, "reopening reuses the handle");
     assert_eq!(a.path(), b.path());
     assert_eq!(a.id().as_str(), "Zoo");
 }

@@ -1,6 +1,7 @@
 //! A test fixture for the loader: a Rust dynamic backend (id `RustZoo`, CpuRef inside) that
 //! panics where its backend option `panic` says: `create` (in its constructor, i.e. the
-//! factory), `support` (in layer support) or `execute` (in every workload). It reports the
+//! factory), `support` (in layer support), `optimize` (in `optimize_subgraph`) or `execute`
+//! (in every workload). It reports the
 //! host information it received as capabilities (`PluginPath`, `HostAbi`, and `option.NAME`
 //! for each option), so tests can check what crossed the boundary.
 
@@ -97,6 +98,17 @@ impl Backend for RustZoo {
             CpuRefBackend.create_workload_factory(memory_manager)?,
             self.panic == "execute",
         )))
+    }
+
+    #[allow(clippy::panic)]
+    fn optimize_subgraph(
+        &self,
+        subgraph: &backplane_backend_api::SubgraphView<'_>,
+    ) -> backplane_backend_api::OptimizationViews {
+        if self.panic == "optimize" {
+            panic!("RustZoo was told to panic in optimize_subgraph");
+        }
+        backplane_backend_api::OptimizationViews::untouched(subgraph)
     }
 
     fn capabilities(&self) -> Capabilities {

@@ -15,7 +15,11 @@
  *   -DZOO_FAIL_CREATE          create_instance fails
  *   -DZOO_FAIL_EXECUTE         every workload fails at run time
  *   -DZOO_BAD_NEGOTIATION      create_instance answers a minor newer than both sides
+ *   -DZOO_OPTIMIZE=n           ABI 1.2 optimize_subgraph: 1 rejects every layer (failed),
+ *                              2 answers with a layer id not in the subgraph, 3 replaces each
+ *                              Relu by a new Relu layer named "<name>_zoo", 4 fails
  */
+#include <stdio.h>
 #include "backplane/backend.h"
 
 #include <stdlib.h>
@@ -132,6 +136,68 @@ __attribute__((unused)) static backplane_status_t execute_workload(backplane_wor
 
 static void destroy_workload(backplane_workload_t* workload) { free(workload); }
 
+#if defined(ZOO_OPTIMIZE) && BACKPLANE_ABI_TARGET_MINOR >= 2
+static backplane_status_t optimize_subgraph(backplane_instance_t* instance,
+                                            const backplane_subgraph_t* subgraph,
+                                            const backplane_optimization_sink_t* sink,
+                                            backplane_message_t* error) {
+    size_t i;
+    (void)instance;
+    (void)error;
+    for (i = 0; i < subgraph->num_layers; ++i) {
+        const backplane_subgraph_layer_t* l = subgraph->layers[i];
+        uint64_t id = l->id;
+#if ZOO_OPTIMIZE == 1
+        if (sink->add_failed(sink->user, &id, 1) != BACKPLANE_STATUS_OK) {
+            return BACKPLANE_STATUS_FAILED;
+        }
+#elif ZOO_OPTIMIZE == 2
+        uint64_t bogus = 1000000;
+        (void)id;
+        sink->add_untouched(sink->user, &bogus, 1);
+#elif ZOO_OPTIMIZE == 3
+        char name[256];
+        backplane_layer_desc_t desc = *l->desc;
+        backplane_value_ref_t input;
+        const backplane_value_ref_t* inputs[1];
+        backplane_replacement_layer_t layer;
+        const backplane_replacement_layer_t* layers[1];
+        backplane_substitution_t sub;
+        snprintf(name, sizeof name, "%s_zoo", l->desc->name);
+        desc.name = name;
+        memset(&input, 0, sizeof input);
+        input.struct_size = sizeof input;
+        input.kind = BACKPLANE_VALUE_EXISTING;
+        input.tensor = l->inputs[0];
+        inputs[0] = &input;
+        memset(&layer, 0, sizeof layer);
+        layer.struct_size = sizeof layer;
+        layer.desc = &desc;
+        layer.inputs = inputs;
+        layer.num_inputs = 1;
+        layer.outputs = l->outputs; /* takes over the original output */
+        layers[0] = &layer;
+        memset(&sub, 0, sizeof sub);
+        sub.struct_size = sizeof sub;
+        sub.replaced = &id;
+        sub.num_replaced = 1;
+        sub.layers = layers;
+        sub.num_layers = 1;
+        if (sink->add_substitution(sink->user, &sub) != BACKPLANE_STATUS_OK) {
+            backplane_message_set(error, "the host refused the substitution");
+            return BACKPLANE_STATUS_FAILED;
+        }
+#else
+        (void)id;
+        (void)sink;
+        backplane_message_set(error, "the zoo fails to optimize on purpose");
+        return BACKPLANE_STATUS_FAILED;
+#endif
+    }
+    return BACKPLANE_STATUS_OK;
+}
+#endif
+
 __attribute__((unused)) static const backplane_backend_vtable_t VTABLE = {
 #ifdef ZOO_SMALL_TABLE
     8,
@@ -156,6 +222,14 @@ __attribute__((unused)) static const backplane_backend_vtable_t VTABLE = {
     destroy_workload,
 #if BACKPLANE_ABI_TARGET_MINOR >= 1
     NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+#endif
+#if BACKPLANE_ABI_TARGET_MINOR >= 2
+    NULL, NULL, NULL, NULL, NULL, NULL,
+#ifdef ZOO_OPTIMIZE
+    optimize_subgraph,
+#else
+    NULL,
+#endif
 #endif
 };
 
