@@ -7,7 +7,10 @@
 //! changes), not coverage-guided like libFuzzer: it needs no sanitizer runtime, so it runs in
 //! CI on the stable toolchain for a bounded time.
 
-use backplane::{BackendId, ImportOptions, OptimizerOptions, Runtime, Tensor};
+use backplane::{BackendId, ImportOptions, OptimizerOptions, Tensor};
+
+/// The runtime type the targets take (re-exported for the cargo-fuzz targets in `fuzz/`).
+pub use backplane::Runtime;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 
@@ -233,6 +236,16 @@ fn run_pipeline(runtime: &Runtime, bytes: &[u8]) -> Result<(), String> {
     result
 }
 
+/// The runtime fuzzing runs in: the built-in backends, a 1,000-iteration Loop guard and a
+/// 2 s execution limit, so a mutated model cannot stall the run.
+pub fn fuzz_runtime() -> Option<Runtime> {
+    backplane::RuntimeBuilder::new()
+        .max_loop_iterations(FUZZ_MAX_LOOP_ITERATIONS)
+        .max_execution_time(std::time::Duration::from_secs(2))
+        .build()
+        .ok()
+}
+
 /// Feed one input to a target, catching panics.
 pub fn run_one(target: Target, runtime: &Runtime, bytes: &[u8]) -> Outcome {
     let result = catch_unwind(AssertUnwindSafe(|| match target {
@@ -302,11 +315,7 @@ pub fn fuzz(
     deadline: std::time::Instant,
 ) -> Summary {
     let mut summary = Summary::default();
-    let Ok(runtime) = backplane::RuntimeBuilder::new()
-        .max_loop_iterations(FUZZ_MAX_LOOP_ITERATIONS)
-        .max_execution_time(std::time::Duration::from_secs(2))
-        .build()
-    else {
+    let Some(runtime) = fuzz_runtime() else {
         return summary;
     };
     if corpus.is_empty() {
