@@ -37,6 +37,7 @@ DTYPE_NAMES = {
     np.dtype(np.int32): "int32",
     np.dtype(np.int64): "int64",
     np.dtype(np.bool_): "bool",
+    np.dtype(np.float64): "float64",
 }
 
 # Default tolerances (float outputs); integer / bool outputs are always exact.
@@ -1516,9 +1517,194 @@ def cross_check(cases):
     return failures
 
 
+def ref_nll(x, target, weight=None, reduction="mean", ignore_index=None):
+    """NegativeLogLikelihoodLoss from its definition, in float64."""
+    x64 = x.astype(np.float64)
+    n, c = x.shape[0], x.shape[1]
+    xs = x64.reshape(n, c, -1)
+    ts = target.reshape(n, -1)
+    loss = np.zeros(ts.shape)
+    wsum = 0.0
+    for b in range(n):
+        for d in range(ts.shape[1]):
+            t = int(ts[b, d])
+            if ignore_index is not None and t == ignore_index:
+                continue
+            w = 1.0 if weight is None else float(weight[t])
+            loss[b, d] = -xs[b, t, d] * w
+            wsum += w
+    if reduction == "none":
+        return loss.reshape(target.shape).astype(x.dtype)
+    total = loss.sum()
+    return np.asarray(total if reduction == "sum" else total / wsum).astype(x.dtype)
+
+
+def ref_log_softmax_axis1(x):
+    x64 = x.astype(np.float64)
+    m = x64.max(axis=1, keepdims=True)
+    return x64 - m - np.log(np.exp(x64 - m).sum(axis=1, keepdims=True))
+
+
+def gen_loss(s):
+    fam, g = "loss", Gen("loss")
+    x3 = g.f((3, 4, 2))
+    t3 = g.i((3, 2), 0, 3)
+    t3_ignored = t3.copy()
+    t3_ignored[1, 0] = -1
+    w = g.f((4,), lo=0.25, hi=2.0, nonzero=True)
+    x2 = g.f((5, 3))
+    t2 = g.i((5,), 0, 2)
+    x4 = g.f((2, 3, 2, 2))
+    t4 = g.i((2, 2, 2), 0, 2)
+    for nm, x, t, wt, red, ii in [
+        ("nc_mean", x2, t2, None, "mean", None),
+        ("nc_sum_weight", x2, t2, w[:3], "sum", None),
+        ("ncd_none", x3, t3, None, "none", None),
+        ("ncd_mean_weight", x3, t3, w, "mean", None),
+        ("ncd_mean_weight_ignore_negative", x3, t3_ignored, w, "mean", -1),
+        ("ncd_none_ignore_index", x3, t3, None, "none", 2),
+        ("ncdd_mean_int32_target", x4, t4.astype(np.int32), None, "mean", None),
+    ]:
+        at = {"reduction": red}
+        if ii is not None:
+            at["ignore_index"] = ii
+        ins = [T("x", x), T("target", t)] + ([T("weight", wt, True)] if wt is not None else [])
+        s.add(fam, f"nllloss_{nm}", "NegativeLogLikelihoodLoss", ins,
+              [("loss", ref_nll(x, t, wt, red, ii))], attrs=at, opset=13, tol=TOL_TRANS)
+    for nm, x, t, wt, red, ii, log_prob in [
+        ("nc_mean", x2, t2, None, "mean", None, False),
+        ("ncd_sum_weight_log_prob", x3, t3, w, "sum", None, True),
+        ("ncd_none_ignore_index", x3, t3_ignored, None, "none", -1, False),
+        ("ncdd_mean_weight_log_prob", x4, t4, w[:3], "mean", None, True),
+    ]:
+        at = {"reduction": red}
+        if ii is not None:
+            at["ignore_index"] = ii
+        lp = ref_log_softmax_axis1(x)
+        outs = [("loss", ref_nll(lp.astype(np.float64), t, wt, red, ii).astype(x.dtype))]
+        if log_prob:
+            outs.append(("log_prob", lp.astype(x.dtype)))
+        ins = [T("scores", x), T("labels", t)] + ([T("weights", wt, True)] if wt is not None else [])
+        s.add(fam, f"sce_{nm}", "SoftmaxCrossEntropyLoss", ins, outs, attrs=at, opset=13,
+              tol=TOL_TRANS)
+
+
+def ref_grid_sample(x, grid, mode="linear", padding_mode="zeros", align_corners=0):
+    """2-D GridSample from the specification (PyTorch's grid_sample), in float64."""
+    n, c, h, w = x.shape
+    _, oh, ow, _ = grid.shape
+    x64, g64 = x.astype(np.float64), grid.astype(np.float64)
+    dims = (h, w)
+
+    def bounds(size):
+        return (0.0, size - 1.0) if align_corners else (-0.5, size - 0.5)
+
+    def reflect(v, lo, hi):
+        rng = hi - lo
+        if rng <= 0:
+            return lo
+        if lo <= v <= hi:
+            return v
+        d = lo - v if v < lo else v - hi
+        flips = int(d // rng)
+        rest = d - flips * rng
+        from_low = v < lo
+        return lo + rest if (flips % 2 == 0) == from_low else hi - rest
+
+    def pixel(img, iy, ix):
+        idx = []
+        for i, size in zip((iy, ix), dims):
+            if padding_mode == "zeros":
+                if i < 0 or i >= size:
+                    return 0.0
+            elif padding_mode == "border":
+                i = min(max(i, 0), size - 1)
+            else:
+                lo, hi = bounds(size)
+                i = min(max(int(reflect(float(i), lo, hi)), 0), size - 1)
+            idx.append(i)
+        return img[idx[0], idx[1]]
+
+    def cubic(t):
+        a = -0.75
+        near = lambda d: ((a + 2) * d - (a + 3)) * d * d + 1
+        far = lambda d: ((a * d - 5 * a) * d + 8 * a) * d - 4 * a
+        return [far(t + 1), near(t), near(1 - t), far(2 - t)]
+
+    y = np.zeros((n, c, oh, ow))
+    for b in range(n):
+        for i in range(oh):
+            for j in range(ow):
+                coords = []
+                for axis, norm in ((0, g64[b, i, j, 1]), (1, g64[b, i, j, 0])):
+                    size = dims[axis]
+                    v = (norm + 1) / 2 * (size - 1) if align_corners else ((norm + 1) * size - 1) / 2
+                    if mode == "nearest":
+                        v = float(np.rint(v))
+                    lo, hi = bounds(size)
+                    if v < lo or v > hi:
+                        if padding_mode == "border":
+                            v = min(max(v, 0.0), size - 1.0)
+                        elif padding_mode == "reflection":
+                            v = reflect(v, lo, hi)
+                    coords.append(v)
+                taps = []
+                for v in coords:
+                    base = int(np.floor(v))
+                    t = v - base
+                    if mode == "nearest":
+                        taps.append([(int(v), 1.0)])
+                    elif mode == "linear":
+                        taps.append([(base, 1 - t), (base + 1, t)])
+                    else:
+                        taps.append([(base - 1 + k, wk) for k, wk in enumerate(cubic(t))])
+                for ch in range(c):
+                    img = x64[b, ch]
+                    y[b, ch, i, j] = sum(wy * wx * pixel(img, iy, ix)
+                                         for iy, wy in taps[0] for ix, wx in taps[1])
+    return y.astype(x.dtype)
+
+
+def gen_sampling(s):
+    fam, g = "sampling", Gen("sampling")
+    x = g.f((1, 2, 3, 4))
+    # Positions on a 1/16 grid inside and outside [-1, 1].
+    grid = (g.i((1, 3, 5, 2), -24, 24).astype(np.float64) / 16).astype(np.float32)
+    for mode16, mode in [("bilinear", "linear"), ("nearest", "nearest"), ("bicubic", "cubic")]:
+        for pad in ["zeros", "border", "reflection"]:
+            # Cubic with border padding: onnx's reference clamps the position before taking
+            # the 4 taps (as for the other modes; backplane follows it), onnxruntime and
+            # PyTorch clamp each tap instead, so the two disagree near the border.
+            if mode == "cubic" and pad == "border":
+                continue
+            for ac in [0, 1]:
+                s.add(fam, f"gridsample_{mode}_{pad}_align{ac}", "GridSample",
+                      [T("x", x), T("grid", grid)],
+                      [("y", ref_grid_sample(x, grid, mode, pad, ac))],
+                      attrs={"mode": mode16, "padding_mode": pad, "align_corners": ac}, opset=16,
+                      tol=TOL_TRANS)
+
+
+def gen_float64(s):
+    fam, g = "float64", Gen("float64")
+    a = g.f((2, 3), dtype=np.float64) + 2.0 ** -40
+    b = g.f((3,), dtype=np.float64)
+    s.add(fam, "add_float64_broadcast", "Add", [T("a", a), T("b", b)], [("y", a + b)])
+    s.add(fam, "max_float64", "Max", [T("a", a), T("b", b)], [("y", np.maximum(a, b))])
+    s.add(fam, "reduce_sum_float64", "ReduceSum", [T("x", a), T("axes", i64(1), True)],
+          [("y", a.sum(axis=1, keepdims=True))], opset=13)
+    s.add(fam, "cast_float64_to_float32", "Cast", [T("x", a)], [("y", a.astype(np.float32))],
+          attrs={"to": 1})
+    xf = g.f((4,))
+    s.add(fam, "cast_float32_to_float64", "Cast", [T("x", xf)], [("y", xf.astype(np.float64))],
+          attrs={"to": 11})
+
+
+
 GENERATORS = [("elementwise", gen_elementwise), ("activation", gen_activation), ("conv", gen_conv),
               ("pool", gen_pool), ("matmul", gen_matmul), ("norm", gen_norm), ("shape", gen_shape),
-              ("reduce", gen_reduce), ("resize", gen_resize), ("misc", gen_misc)]
+              ("reduce", gen_reduce), ("resize", gen_resize), ("misc", gen_misc), ("loss", gen_loss),
+              ("sampling", gen_sampling), ("float64", gen_float64)]
 
 
 def main():

@@ -105,23 +105,39 @@ pub(crate) fn moves_data_only(op: &Op) -> bool {
 const ANY_TYPE: &[DataType] = &DataType::ALL;
 const F32_ONLY: &[DataType] = &[DataType::F32];
 const FLOATS: &[DataType] = &[DataType::F32, DataType::F16];
+/// Float types of kernels that compute in f64 (through `Scalar`s or f64 values).
+const FLOATS_F64: &[DataType] = &[DataType::F32, DataType::F16, DataType::F64];
 const NUMERIC: &[DataType] = &[
     DataType::F32,
     DataType::F16,
+    DataType::F64,
     DataType::I8,
     DataType::U8,
+    DataType::I16,
+    DataType::U16,
     DataType::I32,
+    DataType::U32,
     DataType::I64,
+    DataType::U64,
 ];
 const SIGNED: &[DataType] = &[
     DataType::F32,
     DataType::F16,
+    DataType::F64,
     DataType::I8,
+    DataType::I16,
     DataType::I32,
     DataType::I64,
 ];
-const POW_BASE: &[DataType] = &[DataType::F32, DataType::F16, DataType::I32, DataType::I64];
+const POW_BASE: &[DataType] = &[
+    DataType::F32,
+    DataType::F16,
+    DataType::F64,
+    DataType::I32,
+    DataType::I64,
+];
 const F32_I32_I64: &[DataType] = &[DataType::F32, DataType::I32, DataType::I64];
+const REDUCIBLE: &[DataType] = &[DataType::F32, DataType::F64, DataType::I32, DataType::I64];
 const INDICES: &[DataType] = &[DataType::I32, DataType::I64];
 
 /// The data types CpuRef accepts for input `slot` of `op`.
@@ -142,25 +158,45 @@ fn allowed_types(op: &Op, slot: usize) -> &'static [DataType] {
         Op::OneHot { .. } if slot == 0 => NUMERIC,
         Op::OneHot { .. } => ANY_TYPE,
         Op::ArgReduce(_) | Op::TopK(_) | Op::CumSum { .. } => NUMERIC,
-        Op::Reduce(r) if matches!(r.kind, ReduceKind::Max | ReduceKind::Min) => {
-            &[DataType::F32, DataType::I32, DataType::I64, DataType::Bool]
-        }
+        Op::Reduce(r) if matches!(r.kind, ReduceKind::Max | ReduceKind::Min) => &[
+            DataType::F32,
+            DataType::F64,
+            DataType::I32,
+            DataType::I64,
+            DataType::Bool,
+        ],
         Op::QuantizeLinear { .. } if slot == 0 => &[DataType::F32, DataType::F16, DataType::I32],
         Op::QuantizeLinear { .. } if slot == 1 => FLOATS,
-        Op::QuantizeLinear { .. } => &[DataType::I8, DataType::U8],
+        Op::QuantizeLinear { .. } => &[DataType::I8, DataType::U8, DataType::I16, DataType::U16],
         Op::DequantizeLinear { .. } if slot == 1 => FLOATS,
-        Op::DequantizeLinear { .. } => &[DataType::I8, DataType::U8, DataType::I32],
+        Op::DequantizeLinear { .. } => &[
+            DataType::I8,
+            DataType::U8,
+            DataType::I16,
+            DataType::U16,
+            DataType::I32,
+        ],
         Op::DynamicQuantizeLinear => F32_ONLY,
+        Op::NegativeLogLikelihoodLoss(_) if slot == 1 => INDICES,
+        Op::NegativeLogLikelihoodLoss(_) | Op::GridSample(_) | Op::Det => FLOATS_F64,
+        Op::Einsum(_) => &[
+            DataType::F32,
+            DataType::F16,
+            DataType::F64,
+            DataType::I32,
+            DataType::I64,
+        ],
         Op::LogSoftmax { .. }
         | Op::Hardmax { .. }
         | Op::InstanceNormalization { .. }
-        | Op::Lrn { .. } => FLOATS,
+        | Op::Lrn { .. } => FLOATS_F64,
         Op::Unary(UnaryOp::Relu | UnaryOp::Abs | UnaryOp::Clip { .. }) => NUMERIC,
         Op::Unary(UnaryOp::Neg) => SIGNED,
-        Op::Unary(_) => FLOATS,
+        Op::Unary(_) => FLOATS_F64,
         Op::Binary(BinaryOp::Pow) if slot == 0 => POW_BASE,
         Op::Binary(_) => NUMERIC,
-        Op::MatMul | Op::Reduce(_) => F32_I32_I64,
+        Op::MatMul => F32_I32_I64,
+        Op::Reduce(_) => REDUCIBLE,
         // Every other op computes in f32 only: Conv, ConvTranspose, BatchNormalization,
         // Gemm, pooling, Softmax, LayerNormalization, and linear/cubic Resize.
         _ => F32_ONLY,
@@ -177,6 +213,8 @@ fn input_name(op: &Op, slot: usize) -> &'static str {
         Op::BatchNormalization { .. } => &["X", "scale", "B", "input_mean", "input_var"],
         Op::LayerNormalization { .. } => &["X", "Scale", "B"],
         Op::Gather { .. } => &["data", "indices"],
+        Op::NegativeLogLikelihoodLoss(_) => &["input", "target", "weight"],
+        Op::GridSample(_) => &["X", "grid"],
         Op::Concat { .. } => &[],
         _ => &["X"],
     };
@@ -258,7 +296,7 @@ mod tests {
         let u = TensorInfo::new(DataType::U8, vec![3]);
         let r = reason(support.is_layer_supported(&desc(Op::Unary(UnaryOp::Neg), vec![u])));
         assert!(
-            r.contains("u8") && r.contains("f32, f16, i8, i32, i64"),
+            r.contains("u8") && r.contains("f32, f16, f64, i8, i16, i32, i64"),
             "{r}"
         );
         let b = TensorInfo::new(DataType::Bool, vec![3]);

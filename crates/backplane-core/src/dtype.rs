@@ -19,11 +19,21 @@ pub enum DataType {
     I64,
     /// Boolean, one byte per element (0 or 1).
     Bool,
+    /// 64-bit IEEE float (ONNX DOUBLE).
+    F64,
+    /// Signed 16-bit integer.
+    I16,
+    /// Unsigned 16-bit integer.
+    U16,
+    /// Unsigned 32-bit integer.
+    U32,
+    /// Unsigned 64-bit integer (kernels that widen to i64 wrap values above `i64::MAX`).
+    U64,
 }
 
 impl DataType {
     /// All data types, in declaration order.
-    pub const ALL: [DataType; 7] = [
+    pub const ALL: [DataType; 12] = [
         DataType::F32,
         DataType::F16,
         DataType::I8,
@@ -31,15 +41,20 @@ impl DataType {
         DataType::I32,
         DataType::I64,
         DataType::Bool,
+        DataType::F64,
+        DataType::I16,
+        DataType::U16,
+        DataType::U32,
+        DataType::U64,
     ];
 
     /// Size of one element in bytes.
     pub fn size(self) -> usize {
         match self {
-            DataType::F32 | DataType::I32 => 4,
-            DataType::F16 => 2,
+            DataType::F32 | DataType::I32 | DataType::U32 => 4,
+            DataType::F16 | DataType::I16 | DataType::U16 => 2,
             DataType::I8 | DataType::U8 | DataType::Bool => 1,
-            DataType::I64 => 8,
+            DataType::I64 | DataType::F64 | DataType::U64 => 8,
         }
     }
 
@@ -53,12 +68,17 @@ impl DataType {
             DataType::I32 => "i32",
             DataType::I64 => "i64",
             DataType::Bool => "bool",
+            DataType::F64 => "f64",
+            DataType::I16 => "i16",
+            DataType::U16 => "u16",
+            DataType::U32 => "u32",
+            DataType::U64 => "u64",
         }
     }
 
-    /// True for F32 and F16.
+    /// True for F32, F16 and F64.
     pub fn is_float(self) -> bool {
-        matches!(self, DataType::F32 | DataType::F16)
+        matches!(self, DataType::F32 | DataType::F16 | DataType::F64)
     }
 
     /// The ONNX `TensorProto.DataType` number (FLOAT = 1, UINT8 = 2, ... FLOAT16 = 10), used by
@@ -72,6 +92,11 @@ impl DataType {
             DataType::I64 => 7,
             DataType::Bool => 9,
             DataType::F16 => 10,
+            DataType::F64 => 11,
+            DataType::U16 => 4,
+            DataType::I16 => 5,
+            DataType::U32 => 12,
+            DataType::U64 => 13,
         }
     }
 
@@ -84,7 +109,14 @@ impl DataType {
     pub fn is_integer(self) -> bool {
         matches!(
             self,
-            DataType::I8 | DataType::U8 | DataType::I32 | DataType::I64
+            DataType::I8
+                | DataType::U8
+                | DataType::I16
+                | DataType::U16
+                | DataType::I32
+                | DataType::U32
+                | DataType::I64
+                | DataType::U64
         )
     }
 }
@@ -106,6 +138,11 @@ impl std::str::FromStr for DataType {
             "i32" | "int32" => DataType::I32,
             "i64" | "int64" => DataType::I64,
             "bool" => DataType::Bool,
+            "f64" | "float64" | "double" => DataType::F64,
+            "i16" | "int16" => DataType::I16,
+            "u16" | "uint16" => DataType::U16,
+            "u32" | "uint32" => DataType::U32,
+            "u64" | "uint64" => DataType::U64,
             other => return Err(format!("unknown data type '{other}'")),
         })
     }
@@ -134,4 +171,19 @@ impl Element for i32 {
 }
 impl Element for i64 {
     const DTYPE: DataType = DataType::I64;
+}
+impl Element for f64 {
+    const DTYPE: DataType = DataType::F64;
+}
+impl Element for i16 {
+    const DTYPE: DataType = DataType::I16;
+}
+impl Element for u16 {
+    const DTYPE: DataType = DataType::U16;
+}
+impl Element for u32 {
+    const DTYPE: DataType = DataType::U32;
+}
+impl Element for u64 {
+    const DTYPE: DataType = DataType::U64;
 }

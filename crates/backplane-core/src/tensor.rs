@@ -206,6 +206,11 @@ impl Tensor {
         }
         match t.info.dtype {
             DataType::F32 => fill(&mut t, values, |v| v as f32)?,
+            DataType::F64 => fill(&mut t, values, |v| v)?,
+            DataType::I16 => fill(&mut t, values, |v| v as i16)?,
+            DataType::U16 => fill(&mut t, values, |v| v as u16)?,
+            DataType::U32 => fill(&mut t, values, |v| v as u32)?,
+            DataType::U64 => fill(&mut t, values, |v| v as u64)?,
             DataType::F16 => fill(&mut t, values, half::f16::from_f64)?,
             DataType::I8 => fill(&mut t, values, |v| v as i8)?,
             DataType::U8 => fill(&mut t, values, |v| v as u8)?,
@@ -269,6 +274,11 @@ impl<'a> TensorView<'a> {
         }
         match self.info.dtype {
             DataType::F32 => conv::<f32>(self, f64::from),
+            DataType::F64 => conv::<f64>(self, |x| x),
+            DataType::I16 => conv::<i16>(self, f64::from),
+            DataType::U16 => conv::<u16>(self, f64::from),
+            DataType::U32 => conv::<u32>(self, f64::from),
+            DataType::U64 => conv::<u64>(self, |x| x as f64),
             DataType::F16 => conv::<half::f16>(self, |x| f64::from(x.to_f32())),
             DataType::I8 => conv::<i8>(self, f64::from),
             DataType::U8 | DataType::Bool => conv::<u8>(self, f64::from),

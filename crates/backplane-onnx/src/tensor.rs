@@ -129,6 +129,31 @@ impl Loader<'_> {
                         o.copy_from_slice(&v.to_le_bytes());
                     }
                 }
+                DataType::I16 | DataType::U16 => {
+                    // One int32 per element; the low 16 bits are the value.
+                    expect_len(name, "int32_data", tp.int32_data.len(), count)?;
+                    for (o, &v) in out.chunks_exact_mut(2).zip(&tp.int32_data) {
+                        o.copy_from_slice(&(v as u16).to_le_bytes());
+                    }
+                }
+                DataType::U32 => {
+                    expect_len(name, "uint64_data", tp.uint64_data.len(), count)?;
+                    for (o, &v) in out.chunks_exact_mut(4).zip(&tp.uint64_data) {
+                        o.copy_from_slice(&(v as u32).to_le_bytes());
+                    }
+                }
+                DataType::U64 => {
+                    expect_len(name, "uint64_data", tp.uint64_data.len(), count)?;
+                    for (o, v) in out.chunks_exact_mut(8).zip(&tp.uint64_data) {
+                        o.copy_from_slice(&v.to_le_bytes());
+                    }
+                }
+                DataType::F64 => {
+                    expect_len(name, "double_data", tp.double_data.len(), count)?;
+                    for (o, v) in out.chunks_exact_mut(8).zip(&tp.double_data) {
+                        o.copy_from_slice(&v.to_le_bytes());
+                    }
+                }
                 DataType::I64 => {
                     expect_len(name, "int64_data", tp.int64_data.len(), count)?;
                     for (o, v) in out.chunks_exact_mut(8).zip(&tp.int64_data) {
@@ -356,11 +381,28 @@ mod tests {
 
         let mut p = tp(vec![2], OnnxType::Double);
         p.double_data = vec![0.25, 4.0];
-        match loader().decode(&mut p, "d").unwrap() {
-            Decoded::Unsupported { values, reason, .. } => {
-                assert_eq!(values, Some(vec![0.25, 4.0]));
-                assert!(reason.contains("DOUBLE"), "{reason}");
-            }
+        let t = tensor(loader().decode(&mut p, "d").unwrap());
+        assert_eq!(t.as_slice::<f64>().unwrap(), &[0.25, 4.0]);
+        let mut p = tp(vec![1], OnnxType::Double);
+        p.raw_data = Some((-1.5f64).to_le_bytes().to_vec());
+        let t = tensor(loader().decode(&mut p, "d_raw").unwrap());
+        assert_eq!(t.as_slice::<f64>().unwrap(), &[-1.5]);
+
+        // 16-bit integers travel in int32_data, unsigned 32/64-bit ones in uint64_data.
+        let mut p = tp(vec![2], OnnxType::Int16);
+        p.int32_data = vec![-2, 300];
+        let t = tensor(loader().decode(&mut p, "i16").unwrap());
+        assert_eq!(t.as_slice::<i16>().unwrap(), &[-2, 300]);
+        let mut p = tp(vec![2], OnnxType::Uint64);
+        p.uint64_data = vec![u64::MAX, 5];
+        let t = tensor(loader().decode(&mut p, "u64").unwrap());
+        assert_eq!(t.as_slice::<u64>().unwrap(), &[u64::MAX, 5]);
+
+        // A type backplane does not have is reported, not decoded.
+        let mut p = tp(vec![1], OnnxType::Bfloat16);
+        p.int32_data = vec![3];
+        match loader().decode(&mut p, "bf16").unwrap() {
+            Decoded::Unsupported { reason, .. } => assert!(reason.contains("BFLOAT16"), "{reason}"),
             other => panic!("{other:?}"),
         }
     }

@@ -108,7 +108,7 @@ fn typed_fields_follow_the_packing_rules() {
 }
 
 #[test]
-fn double_constants_serve_as_parameters_only() {
+fn double_constants_are_parameters_and_data() {
     // DOUBLE scales for Upsample are read as parameters.
     let mut sc = typed(T::Double, &[4]);
     sc.name = Some("sc".into());
@@ -120,18 +120,11 @@ fn double_constants_serve_as_parameters_only() {
         .output("y")
         .ok();
     assert_eq!(dims(&net, "y"), vec![1, 1, 4, 4]);
-    // As data they are unsupported; an unused one is harmless.
+    // As data they are f64 tensors.
     let mut w = typed(T::Double, &[2]);
     w.double_data = vec![1.0, 2.0];
-    let err = import_with_weight(w.clone(), T::Float as i32, 2).unwrap_err();
-    assert!(err.unsupported_ops()[0].reason.contains("DOUBLE"), "{err}");
-    let net = Model::new(13)
-        .input(input("x", &[2]))
-        .init(w)
-        .node(node("Relu", &["x"], &["y"], vec![]))
-        .output("y")
-        .ok();
-    assert!(net.find_tensor("w").is_none());
+    let net = import_with_weight(w, T::Double as i32, 2).unwrap();
+    assert_eq!(weight(&net).as_slice::<f64>().unwrap(), &[1.0, 2.0]);
 }
 
 #[test]

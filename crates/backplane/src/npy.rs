@@ -46,6 +46,11 @@ fn dtype_of(descr: &str) -> Option<DataType> {
     Some(match descr {
         "<f4" => DataType::F32,
         "<f2" => DataType::F16,
+        "<f8" => DataType::F64,
+        "<i2" => DataType::I16,
+        "<u2" => DataType::U16,
+        "<u4" => DataType::U32,
+        "<u8" => DataType::U64,
         "|i1" | "<i1" => DataType::I8,
         "|u1" | "<u1" => DataType::U8,
         "<i4" => DataType::I32,
@@ -59,6 +64,11 @@ fn descr_of(dtype: DataType) -> &'static str {
     match dtype {
         DataType::F32 => "<f4",
         DataType::F16 => "<f2",
+        DataType::F64 => "<f8",
+        DataType::I16 => "<i2",
+        DataType::U16 => "<u2",
+        DataType::U32 => "<u4",
+        DataType::U64 => "<u8",
         DataType::I8 => "|i1",
         DataType::U8 => "|u1",
         DataType::I32 => "<i4",

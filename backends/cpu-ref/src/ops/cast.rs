@@ -17,7 +17,7 @@ use half::f16;
 /// One element, widened losslessly from its storage type.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) enum Scalar {
-    /// From f32 or f16.
+    /// From f32, f16 or f64.
     Float(f64),
     /// From any integer type.
     Int(i64),
@@ -83,6 +83,10 @@ macro_rules! to_integer {
 to_integer!(to_i8, i8);
 to_integer!(to_u8, u8);
 to_integer!(to_i32, i32);
+to_integer!(to_i16, i16);
+to_integer!(to_u16, u16);
+to_integer!(to_u32, u32);
+to_integer!(to_u64, u64);
 
 /// The elements of a tensor, widened.
 pub(crate) fn read_scalars(view: &TensorView<'_>) -> Result<Vec<Scalar>> {
@@ -97,10 +101,24 @@ pub(crate) fn read_scalars(view: &TensorView<'_>) -> Result<Vec<Scalar>> {
             .iter()
             .map(|&x| Scalar::Float(x.to_f64()))
             .collect(),
+        DataType::F64 => view
+            .as_slice::<f64>()?
+            .iter()
+            .map(|&x| Scalar::Float(x))
+            .collect(),
         DataType::I8 => ints(view.as_slice::<i8>()?),
         DataType::U8 => ints(view.as_slice::<u8>()?),
         DataType::I32 => ints(view.as_slice::<i32>()?),
         DataType::I64 => ints(view.as_slice::<i64>()?),
+        DataType::I16 => ints(view.as_slice::<i16>()?),
+        DataType::U16 => ints(view.as_slice::<u16>()?),
+        DataType::U32 => ints(view.as_slice::<u32>()?),
+        // Values above i64::MAX wrap to negative numbers (kernels compute on i64).
+        DataType::U64 => view
+            .as_slice::<u64>()?
+            .iter()
+            .map(|&x| Scalar::Int(x as i64))
+            .collect(),
         DataType::Bool => view
             .as_slice::<u8>()?
             .iter()
@@ -128,10 +146,15 @@ pub(crate) fn write_scalars(out: &mut TensorViewMut<'_>, values: &[Scalar]) -> R
     match out.info.dtype {
         DataType::F32 => fill(out, values, Scalar::to_f32),
         DataType::F16 => fill(out, values, Scalar::to_f16),
+        DataType::F64 => fill(out, values, Scalar::to_f64),
         DataType::I8 => fill(out, values, Scalar::to_i8),
         DataType::U8 => fill(out, values, Scalar::to_u8),
         DataType::I32 => fill(out, values, Scalar::to_i32),
         DataType::I64 => fill(out, values, Scalar::to_i64),
+        DataType::I16 => fill(out, values, Scalar::to_i16),
+        DataType::U16 => fill(out, values, Scalar::to_u16),
+        DataType::U32 => fill(out, values, Scalar::to_u32),
+        DataType::U64 => fill(out, values, Scalar::to_u64),
         DataType::Bool => fill(out, values, |v| u8::from(v.to_bool())),
     }
 }
@@ -141,10 +164,15 @@ pub(crate) fn encode(dtype: DataType, value: Scalar) -> Vec<u8> {
     match dtype {
         DataType::F32 => value.to_f32().to_le_bytes().to_vec(),
         DataType::F16 => value.to_f16().to_le_bytes().to_vec(),
+        DataType::F64 => value.to_f64().to_le_bytes().to_vec(),
         DataType::I8 => value.to_i8().to_le_bytes().to_vec(),
         DataType::U8 => value.to_u8().to_le_bytes().to_vec(),
         DataType::I32 => value.to_i32().to_le_bytes().to_vec(),
         DataType::I64 => value.to_i64().to_le_bytes().to_vec(),
+        DataType::I16 => value.to_i16().to_le_bytes().to_vec(),
+        DataType::U16 => value.to_u16().to_le_bytes().to_vec(),
+        DataType::U32 => value.to_u32().to_le_bytes().to_vec(),
+        DataType::U64 => value.to_u64().to_le_bytes().to_vec(),
         DataType::Bool => vec![u8::from(value.to_bool())],
     }
 }

@@ -3,7 +3,8 @@
 //! `X [N, C, in...]`, `W [C, M/group, k...]`, optional `B [M]`. Written as the scatter it is:
 //! every input element `X[n, c, i]` adds `X[n, c, i] * W[c, m, k]` to the *full* output at
 //! position `i*stride + k*dilation`, for each output channel `m` of its group. The layer output
-//! is the full output with `pads_begin` removed in front and cut to the output size
+//! is the full output with `pads_begin` removed in front (or zeros added, when negative) and
+//! cut to the output size
 //! (`ConvTransposeDesc::geometry` resolves pads, output_padding, output_shape and auto_pad).
 
 use super::indexing::{for_each_index, product};
@@ -16,7 +17,8 @@ use backplane_core::{TensorView, TensorViewMut};
 struct Scatter {
     strides: Vec<usize>,
     dilations: Vec<usize>,
-    pads_begin: Vec<usize>,
+    /// Removed from the front of the full output (negative: zeros added in front).
+    pads_begin: Vec<i64>,
     output: Vec<usize>,
     output_strides: Vec<usize>,
 }
@@ -28,7 +30,8 @@ impl Scatter {
         let mut offset = 0;
         for axis in 0..self.output.len() {
             let full = i[axis] * self.strides[axis] + k[axis] * self.dilations[axis];
-            let pos = full.checked_sub(self.pads_begin[axis])?;
+            let pos = i64::try_from(full).ok()? - self.pads_begin[axis];
+            let pos = usize::try_from(pos).ok()?;
             if pos >= self.output[axis] {
                 return None;
             }
@@ -190,6 +193,33 @@ mod tests {
         let mut d = desc(&[2], &[2], &[], &[]);
         d.window.auto_pad = AutoPad::SameUpper;
         assert_eq!(eval_f32(&Op::ConvTranspose(d), &[&x, &w]).len(), 6);
+    }
+
+    #[test]
+    fn output_shape_beyond_the_full_output_pads_with_zeros() {
+        let x = f32s(&[1, 1, 3], &[1.0, 2.0, 3.0]);
+        let w = f32s(&[1, 1, 2], &[1.0, 10.0]);
+        let b = f32s(&[1], &[0.5]);
+        // Full output 6; asking for 7 is a total padding of -1: floor(-1/2) = -1 at the end,
+        // 0 at the beginning, so one zero (plus the bias) is appended.
+        let mut d = desc(&[2], &[2], &[], &[]);
+        d.output_shape = vec![7];
+        assert_eq!(
+            eval_f32(&Op::ConvTranspose(d.clone()), &[&x, &w, &b]),
+            vec![1.5, 10.5, 2.5, 20.5, 3.5, 30.5, 0.5]
+        );
+        // 8: total -2, one zero on each side; SAME_UPPER splits -3 as -2 in front, -1 behind.
+        d.output_shape = vec![8];
+        assert_eq!(
+            eval_f32(&Op::ConvTranspose(d.clone()), &[&x, &w]),
+            vec![0.0, 1.0, 10.0, 2.0, 20.0, 3.0, 30.0, 0.0]
+        );
+        d.output_shape = vec![9];
+        d.window.auto_pad = AutoPad::SameUpper;
+        assert_eq!(
+            eval_f32(&Op::ConvTranspose(d), &[&x, &w]),
+            vec![0.0, 0.0, 1.0, 10.0, 2.0, 20.0, 3.0, 30.0, 0.0]
+        );
     }
 
     #[test]

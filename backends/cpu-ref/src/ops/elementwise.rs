@@ -25,11 +25,16 @@ pub(crate) fn unary(op: UnaryOp, x: &TensorView<'_>, y: &mut TensorViewMut<'_>) 
     // Neg of an unsigned type is meaningless.
     match x.info.dtype {
         DataType::F32 => map(x, y, |v: f32| float_unary(op, v.into()) as f32),
+        DataType::F64 => map(x, y, |v: f64| float_unary(op, v)),
         DataType::F16 => map(x, y, |v: f16| f16::from_f64(float_unary(op, v.to_f64()))),
         DataType::I8 => integer_unary::<i8>(op, x, y),
         DataType::U8 if op != UnaryOp::Neg => integer_unary::<u8>(op, x, y),
         DataType::I32 => integer_unary::<i32>(op, x, y),
         DataType::I64 => integer_unary::<i64>(op, x, y),
+        DataType::I16 => integer_unary::<i16>(op, x, y),
+        DataType::U16 if op != UnaryOp::Neg => integer_unary::<u16>(op, x, y),
+        DataType::U32 if op != UnaryOp::Neg => integer_unary::<u32>(op, x, y),
+        DataType::U64 if op != UnaryOp::Neg => integer_unary::<u64>(op, x, y),
         dt => Err(unsupported(op.name(), dt)),
     }
 }
@@ -134,11 +139,16 @@ pub(crate) fn binary(
     }
     match a.info.dtype {
         DataType::F32 => arithmetic::<f32>(op, a, b, y),
+        DataType::F64 => arithmetic::<f64>(op, a, b, y),
         DataType::F16 => arithmetic::<f16>(op, a, b, y),
         DataType::I8 => arithmetic::<i8>(op, a, b, y),
         DataType::U8 => arithmetic::<u8>(op, a, b, y),
         DataType::I32 => arithmetic::<i32>(op, a, b, y),
         DataType::I64 => arithmetic::<i64>(op, a, b, y),
+        DataType::I16 => arithmetic::<i16>(op, a, b, y),
+        DataType::U16 => arithmetic::<u16>(op, a, b, y),
+        DataType::U32 => arithmetic::<u32>(op, a, b, y),
+        DataType::U64 => arithmetic::<u64>(op, a, b, y),
         dt => Err(unsupported(op.name(), dt)),
     }
 }

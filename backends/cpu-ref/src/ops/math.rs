@@ -188,8 +188,10 @@ fn binary_one(op: BinaryExtOp, a: Scalar, b: Scalar) -> Result<Scalar> {
         }
         BinaryExtOp::BitShiftRight => {
             let s = b.to_i64();
+            // A logical shift of the bits: unsigned u64 values above i64::MAX arrive as
+            // negative i64s.
             Scalar::Int(if (0..64).contains(&s) {
-                a.to_i64() >> s
+                ((a.to_i64() as u64) >> s) as i64
             } else {
                 0
             })

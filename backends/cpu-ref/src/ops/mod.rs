@@ -11,11 +11,14 @@ mod axis;
 pub(crate) mod cast;
 mod conv;
 mod conv_transpose;
+mod einsum;
 mod elementwise;
 mod erf;
 mod gather_scatter;
 mod indexing;
 mod layout;
+mod linalg;
+mod loss;
 mod math;
 mod matmul;
 mod norm;
@@ -24,6 +27,7 @@ mod pool;
 mod quantize;
 mod reduce;
 mod resize;
+mod sampling;
 
 use crate::{support, Result};
 use backplane_backend_api::BackendError;
@@ -203,6 +207,12 @@ fn dispatch(op: &Op, inputs: &[TensorView<'_>], outputs: &mut [TensorViewMut<'_>
             quantize::dequantize(*axis, x, input(inputs, 1)?, inputs.get(2), output(outputs)?)
         }
         Op::DynamicQuantizeLinear => quantize::dynamic_quantize(x, outputs),
+        Op::NegativeLogLikelihoodLoss(desc) => {
+            loss::nll_loss(desc, x, input(inputs, 1)?, inputs.get(2), output(outputs)?)
+        }
+        Op::Einsum(desc) => einsum::einsum(desc, inputs, output(outputs)?),
+        Op::Det => linalg::det(x, output(outputs)?),
+        Op::GridSample(desc) => sampling::grid_sample(desc, x, input(inputs, 1)?, output(outputs)?),
         other => Err(BackendError::Other(format!(
             "{} is not implemented by CpuRef",
             other.name()

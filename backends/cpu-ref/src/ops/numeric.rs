@@ -35,58 +35,66 @@ pub(crate) trait Arithmetic: Element + PartialOrd {
     fn from_f64(v: f64) -> Self;
 }
 
-impl Arithmetic for f32 {
-    fn add(self, rhs: Self) -> Self {
-        self + rhs
-    }
-    fn sub(self, rhs: Self) -> Self {
-        self - rhs
-    }
-    fn mul(self, rhs: Self) -> Self {
-        self * rhs
-    }
-    fn div(self, rhs: Self) -> Result<Self, String> {
-        Ok(self / rhs)
-    }
-    fn maximum(self, rhs: Self) -> Self {
-        if self.is_nan() || rhs.is_nan() {
-            f32::NAN
-        } else if self >= rhs {
-            self
-        } else {
-            rhs
+/// IEEE arithmetic on a native float type (f32, f64).
+macro_rules! float_arithmetic {
+    ($t:ty) => {
+        impl Arithmetic for $t {
+            fn add(self, rhs: Self) -> Self {
+                self + rhs
+            }
+            fn sub(self, rhs: Self) -> Self {
+                self - rhs
+            }
+            fn mul(self, rhs: Self) -> Self {
+                self * rhs
+            }
+            fn div(self, rhs: Self) -> Result<Self, String> {
+                Ok(self / rhs)
+            }
+            fn maximum(self, rhs: Self) -> Self {
+                if self.is_nan() || rhs.is_nan() {
+                    <$t>::NAN
+                } else if self >= rhs {
+                    self
+                } else {
+                    rhs
+                }
+            }
+            fn minimum(self, rhs: Self) -> Self {
+                if self.is_nan() || rhs.is_nan() {
+                    <$t>::NAN
+                } else if self <= rhs {
+                    self
+                } else {
+                    rhs
+                }
+            }
+            fn neg(self) -> Self {
+                -self
+            }
+            fn abs(self) -> Self {
+                <$t>::abs(self)
+            }
+            fn relu(self) -> Self {
+                // Written so that NaN stays NaN.
+                if self < 0.0 {
+                    0.0
+                } else {
+                    self
+                }
+            }
+            fn to_f64(self) -> f64 {
+                self.into()
+            }
+            #[allow(clippy::unnecessary_cast)]
+            fn from_f64(v: f64) -> Self {
+                v as $t
+            }
         }
-    }
-    fn minimum(self, rhs: Self) -> Self {
-        if self.is_nan() || rhs.is_nan() {
-            f32::NAN
-        } else if self <= rhs {
-            self
-        } else {
-            rhs
-        }
-    }
-    fn neg(self) -> Self {
-        -self
-    }
-    fn abs(self) -> Self {
-        f32::abs(self)
-    }
-    fn relu(self) -> Self {
-        // Written so that NaN stays NaN.
-        if self < 0.0 {
-            0.0
-        } else {
-            self
-        }
-    }
-    fn to_f64(self) -> f64 {
-        self.into()
-    }
-    fn from_f64(v: f64) -> Self {
-        v as f32
-    }
+    };
 }
+float_arithmetic!(f32);
+float_arithmetic!(f64);
 
 impl Arithmetic for f16 {
     fn add(self, rhs: Self) -> Self {
@@ -193,6 +201,10 @@ integer_arithmetic!(i8, i8::wrapping_abs, i8::wrapping_neg);
 integer_arithmetic!(i32, i32::wrapping_abs, i32::wrapping_neg);
 integer_arithmetic!(i64, i64::wrapping_abs, i64::wrapping_neg);
 integer_arithmetic!(u8, |x| x, u8::wrapping_neg);
+integer_arithmetic!(i16, i16::wrapping_abs, i16::wrapping_neg);
+integer_arithmetic!(u16, |x| x, u16::wrapping_neg);
+integer_arithmetic!(u32, |x| x, u32::wrapping_neg);
+integer_arithmetic!(u64, |x| x, u64::wrapping_neg);
 
 #[cfg(test)]
 mod tests {
@@ -241,5 +253,62 @@ mod tests {
         assert_eq!(Arithmetic::abs(h(-0.5)), h(0.5));
         assert!(Arithmetic::maximum(f16::NAN, h(1.0)).is_nan());
         assert_eq!(Arithmetic::relu(h(-1.0)), f16::ZERO);
+    }
+}
+
+#[cfg(test)]
+mod f64_tests {
+    #![allow(clippy::unwrap_used)]
+    use crate::test_util::{eval1, tensor};
+    use backplane_core::ops::{BinaryOp, ReduceDesc, ReduceKind, UnaryOp};
+    use backplane_core::{DataType, Op};
+
+    #[test]
+    fn f64_keeps_double_precision_through_kernels() {
+        // 1 + 2^-40 is not representable in f32: an f32 path would lose the difference.
+        let tiny = 2f64.powi(-40);
+        let a = tensor(DataType::F64, &[2], &[1.0 + tiny, -3.0]);
+        let b = tensor(DataType::F64, &[2], &[1.0, 0.5]);
+        let sub = eval1(&Op::Binary(BinaryOp::Sub), &[&a, &b]);
+        assert_eq!(sub.dtype(), DataType::F64);
+        assert_eq!(sub.as_slice::<f64>().unwrap(), &[tiny, -3.5]);
+        let max = eval1(&Op::Binary(BinaryOp::Max), &[&a, &b]);
+        assert_eq!(max.as_slice::<f64>().unwrap(), &[1.0 + tiny, 0.5]);
+        let abs = eval1(&Op::Unary(UnaryOp::Abs), &[&a]);
+        assert_eq!(abs.as_slice::<f64>().unwrap(), &[1.0 + tiny, 3.0]);
+        let sum = Op::Reduce(ReduceDesc {
+            kind: ReduceKind::Sum,
+            axes: vec![],
+            keepdims: false,
+            noop_with_empty_axes: false,
+        });
+        let s = eval1(&sum, &[&a]);
+        assert_eq!(s.as_slice::<f64>().unwrap(), &[-2.0 + tiny]);
+        let cast = eval1(&Op::Cast { to: DataType::F32 }, &[&a]);
+        assert_eq!(cast.as_slice::<f32>().unwrap(), &[1.0, -3.0]);
+    }
+
+    #[test]
+    fn sixteen_bit_and_wide_unsigned_integers() {
+        use backplane_core::ops::BinaryExtOp;
+        use backplane_core::Tensor;
+        // i16 arithmetic wraps.
+        let a = Tensor::from_vec(vec![2], vec![i16::MAX, -5i16]).unwrap();
+        let b = Tensor::from_vec(vec![2], vec![1i16, 2]).unwrap();
+        let y = eval1(&Op::Binary(BinaryOp::Add), &[&a, &b]);
+        assert_eq!(y.as_slice::<i16>().unwrap(), &[i16::MIN, -3]);
+        // u64 compares as unsigned, even above i64::MAX.
+        let a = Tensor::from_vec(vec![2], vec![u64::MAX, 1u64]).unwrap();
+        let b = Tensor::from_vec(vec![2], vec![7u64, 9]).unwrap();
+        let y = eval1(&Op::Binary(BinaryOp::Max), &[&a, &b]);
+        assert_eq!(y.as_slice::<u64>().unwrap(), &[u64::MAX, 9]);
+        // Right shifts are logical; left shifts drop the bits beyond the type.
+        let by = Tensor::from_vec(vec![2], vec![63u64, 1]).unwrap();
+        let y = eval1(&Op::BinaryExt(BinaryExtOp::BitShiftRight), &[&a, &by]);
+        assert_eq!(y.as_slice::<u64>().unwrap(), &[1, 0]);
+        let x = Tensor::from_vec(vec![1], vec![0x8001u16]).unwrap();
+        let by = Tensor::from_vec(vec![1], vec![1u16]).unwrap();
+        let y = eval1(&Op::BinaryExt(BinaryExtOp::BitShiftLeft), &[&x, &by]);
+        assert_eq!(y.as_slice::<u16>().unwrap(), &[2]);
     }
 }

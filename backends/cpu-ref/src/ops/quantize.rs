@@ -13,6 +13,8 @@ fn bounds(dtype: DataType) -> (f64, f64) {
     match dtype {
         DataType::I8 => (-128.0, 127.0),
         DataType::U8 => (0.0, 255.0),
+        DataType::I16 => (f64::from(i16::MIN), f64::from(i16::MAX)),
+        DataType::U16 => (0.0, f64::from(u16::MAX)),
         DataType::I32 => (f64::from(i32::MIN), f64::from(i32::MAX)),
         _ => (f64::MIN, f64::MAX),
     }

@@ -44,8 +44,8 @@ pub(crate) fn reduce(
 
     let kind = desc.kind;
     let results: Vec<Scalar> = match x.info.dtype {
-        DataType::F32 => {
-            let values: Vec<f64> = x.as_slice::<f32>()?.iter().map(|&v| v.into()).collect();
+        DataType::F32 | DataType::F64 => {
+            let values: Vec<f64> = x.to_f64_vec();
             group_by_output(values, &output_of, outputs)
                 .iter()
                 .map(|g| Scalar::Float(reduce_floats(kind, g)))

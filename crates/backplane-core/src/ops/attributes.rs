@@ -306,7 +306,11 @@ impl Op {
             | Op::Permute { .. }
             | Op::If(_)
             | Op::Loop(_)
-            | Op::Scan(_) => a, // handled by ext_to_attributes
+            | Op::Scan(_)
+            | Op::NegativeLogLikelihoodLoss(_)
+            | Op::GridSample(_)
+            | Op::Einsum(_)
+            | Op::Det => a, // handled by ext_to_attributes
             Op::Custom(c) => {
                 let mut a = a;
                 a.0.extend(c.attributes.iter().cloned());
@@ -639,6 +643,19 @@ fn ext_to_attributes(op: &Op) -> Option<(String, Vec<(String, AttrValue)>)> {
         Op::Scan(d) => a
             .usize("num_state", d.num_state)
             .usize("num_scan_inputs", d.num_scan_inputs),
+        Op::NegativeLogLikelihoodLoss(d) => {
+            let a = a.string("reduction", d.reduction.name());
+            match d.ignore_index {
+                Some(i) => a.int("ignore_index", i),
+                None => a,
+            }
+        }
+        Op::GridSample(d) => a
+            .string("mode", d.mode.name())
+            .string("padding_mode", d.padding.name())
+            .flag("align_corners", d.align_corners),
+        Op::Einsum(d) => a.string("equation", &d.equation),
+        Op::Det => a,
         _ => return None,
     };
     Some((op.name().to_string(), attrs.0))
@@ -787,6 +804,31 @@ fn ext_from_attributes(op_type: &str, r: &Reader<'_>) -> Result<Option<Op>> {
             bias: r.float("bias")?,
             size: r.usize("size")?,
         },
+        "NegativeLogLikelihoodLoss" => {
+            let name = r.string("reduction")?;
+            Op::NegativeLogLikelihoodLoss(super::NllLossDesc {
+                reduction: super::LossReduction::from_name(name)
+                    .ok_or_else(|| r.bad("reduction", name))?,
+                ignore_index: match r.get("ignore_index") {
+                    Some(_) => Some(r.int("ignore_index")?),
+                    None => None,
+                },
+            })
+        }
+        "GridSample" => {
+            let mode = r.string("mode")?;
+            let padding = r.string("padding_mode")?;
+            Op::GridSample(super::GridSampleDesc {
+                mode: super::GridSampleMode::from_name(mode).ok_or_else(|| r.bad("mode", mode))?,
+                padding: super::GridSamplePadding::from_name(padding)
+                    .ok_or_else(|| r.bad("padding_mode", padding))?,
+                align_corners: r.flag("align_corners")?,
+            })
+        }
+        "Det" => Op::Det,
+        "Einsum" => Op::Einsum(super::EinsumDesc {
+            equation: r.string("equation")?.to_string(),
+        }),
         _ => return Ok(None),
     }))
 }
@@ -858,6 +900,20 @@ fn ext_examples() -> Vec<Op> {
             bias: 1.0,
             size: 3,
         },
+        Op::NegativeLogLikelihoodLoss(super::NllLossDesc {
+            reduction: super::LossReduction::Sum,
+            ignore_index: Some(-1),
+        }),
+        Op::NegativeLogLikelihoodLoss(super::NllLossDesc::default()),
+        Op::GridSample(super::GridSampleDesc {
+            mode: super::GridSampleMode::Cubic,
+            padding: super::GridSamplePadding::Reflection,
+            align_corners: true,
+        }),
+        Op::Einsum(super::EinsumDesc {
+            equation: "...ij,jk->...ik".into(),
+        }),
+        Op::Det,
     ]);
     v
 }
@@ -1267,6 +1323,10 @@ mod tests {
             | Op::If(_)
             | Op::Loop(_)
             | Op::Scan(_)
+            | Op::NegativeLogLikelihoodLoss(_)
+            | Op::GridSample(_)
+            | Op::Einsum(_)
+            | Op::Det
             | Op::Custom(_) => true,
         }
     }
@@ -1319,7 +1379,8 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("invalid value '-1'"), "{err}");
-        let err = Op::from_attributes("Cast", &[("to".into(), AttrValue::Int(11))])
+        // 8 is STRING, which backplane has no type for.
+        let err = Op::from_attributes("Cast", &[("to".into(), AttrValue::Int(8))])
             .unwrap_err()
             .to_string();
         assert!(err.contains("'to'"), "{err}");

@@ -137,23 +137,39 @@ impl MathOp {
 
     /// The input types the op is defined for.
     pub fn input_types(&self) -> &'static [DataType] {
-        const FLOATS: &[DataType] = &[DataType::F32, DataType::F16];
+        const FLOATS: &[DataType] = &[DataType::F32, DataType::F16, DataType::F64];
         const SIGNED: &[DataType] = &[
             DataType::F32,
             DataType::F16,
+            DataType::F64,
             DataType::I8,
+            DataType::I16,
             DataType::I32,
             DataType::I64,
         ];
         const NUMERIC: &[DataType] = &[
             DataType::F32,
             DataType::F16,
+            DataType::F64,
             DataType::I8,
             DataType::U8,
+            DataType::I16,
+            DataType::U16,
             DataType::I32,
+            DataType::U32,
             DataType::I64,
+            DataType::U64,
         ];
-        const INTS: &[DataType] = &[DataType::I8, DataType::U8, DataType::I32, DataType::I64];
+        const INTS: &[DataType] = &[
+            DataType::I8,
+            DataType::U8,
+            DataType::I16,
+            DataType::U16,
+            DataType::I32,
+            DataType::U32,
+            DataType::I64,
+            DataType::U64,
+        ];
         match self {
             MathOp::Sign => NUMERIC,
             MathOp::Shrink { .. } => SIGNED,
@@ -235,21 +251,38 @@ impl BinaryExtOp {
         const NUMERIC: &[DataType] = &[
             DataType::F32,
             DataType::F16,
+            DataType::F64,
             DataType::I8,
             DataType::U8,
+            DataType::I16,
+            DataType::U16,
             DataType::I32,
+            DataType::U32,
             DataType::I64,
+            DataType::U64,
         ];
-        const INTS: &[DataType] = &[DataType::I8, DataType::U8, DataType::I32, DataType::I64];
+        const INTS: &[DataType] = &[
+            DataType::I8,
+            DataType::U8,
+            DataType::I16,
+            DataType::U16,
+            DataType::I32,
+            DataType::U32,
+            DataType::I64,
+            DataType::U64,
+        ];
         match self {
             BinaryExtOp::Equal => &DataType::ALL,
             BinaryExtOp::And | BinaryExtOp::Or | BinaryExtOp::Xor => &[DataType::Bool],
             BinaryExtOp::BitwiseAnd | BinaryExtOp::BitwiseOr | BinaryExtOp::BitwiseXor => INTS,
-            BinaryExtOp::BitShiftLeft | BinaryExtOp::BitShiftRight => &[DataType::U8],
+            BinaryExtOp::BitShiftLeft | BinaryExtOp::BitShiftRight => {
+                &[DataType::U8, DataType::U16, DataType::U32, DataType::U64]
+            }
             BinaryExtOp::Mod => INTS,
             BinaryExtOp::PRelu => &[
                 DataType::F32,
                 DataType::F16,
+                DataType::F64,
                 DataType::I8,
                 DataType::I32,
                 DataType::I64,

@@ -7,26 +7,33 @@
 
 mod attributes;
 mod control;
+mod einsum;
 mod elementwise;
 mod indexing;
 mod layout;
+mod linalg;
+mod loss;
 mod math;
 mod nn;
 mod reduce;
 mod resize;
+mod sampling;
 mod spatial;
 
 pub use attributes::{dtype_from_onnx_code, onnx_dtype_code};
 pub use control::{IfDesc, LoopDesc, ScanDesc};
+pub use einsum::{EinsumDesc, EinsumPlan};
 pub use elementwise::{BinaryOp, UnaryOp};
 pub use indexing::{ArgReduceDesc, ScatterReduction, TopKDesc};
 pub use layout::{PadDesc, PadMode, SliceDesc, SliceRange};
+pub use loss::{LossReduction, NllLossDesc};
 pub use math::{BinaryExtOp, MathOp};
 pub use nn::{
     matmul_shape, require_dtype, ConvDesc, ConvTransposeDesc, GemmDesc, PoolDesc, PoolKind,
 };
 pub use reduce::{ReduceDesc, ReduceKind};
 pub use resize::{CoordinateTransform, NearestMode, ResizeDesc, ResizeMode};
+pub use sampling::{GridSampleDesc, GridSampleMode, GridSamplePadding};
 pub use spatial::{AutoPad, Geometry, Window};
 
 use crate::{CoreError, DataType, Result, Tensor, TensorInfo};
@@ -287,6 +294,14 @@ pub enum Op {
     Loop(LoopDesc),
     /// Run a nested network over slices of its inputs, carrying state.
     Scan(ScanDesc),
+    /// Negative log-likelihood loss: input [N, C, ...], target [N, ...], optional weight [C].
+    NegativeLogLikelihoodLoss(NllLossDesc),
+    /// Sample X at the normalized positions of a grid: X, grid.
+    GridSample(GridSampleDesc),
+    /// Sum of products over the labels of an equation (any number of inputs).
+    Einsum(EinsumDesc),
+    /// Determinant of the matrices of the last two axes: X [*, M, M] → [*].
+    Det,
     /// An operator outside the standard set.
     Custom(CustomOp),
 }
@@ -367,6 +382,10 @@ impl Op {
             Op::If(_) => "If",
             Op::Loop(_) => "Loop",
             Op::Scan(_) => "Scan",
+            Op::NegativeLogLikelihoodLoss(_) => "NegativeLogLikelihoodLoss",
+            Op::GridSample(_) => "GridSample",
+            Op::Einsum(_) => "Einsum",
+            Op::Det => "Det",
             Op::Custom(c) => &c.op_type,
         }
     }
@@ -390,6 +409,9 @@ impl Op {
             Op::If(_) => (1, usize::MAX),
             Op::Loop(_) => (2, usize::MAX),
             Op::Scan(_) => (1, usize::MAX),
+            Op::NegativeLogLikelihoodLoss(_) => (2, 3),
+            Op::GridSample(_) => (2, 2),
+            Op::Einsum(_) => (1, usize::MAX),
             _ => (1, 1),
         }
     }
@@ -467,6 +489,10 @@ impl Op {
             Op::If(d) => d.infer(inputs),
             Op::Loop(d) => d.infer(inputs),
             Op::Scan(d) => d.infer(inputs),
+            Op::NegativeLogLikelihoodLoss(d) => d.infer(inputs),
+            Op::GridSample(d) => d.infer(inputs),
+            Op::Einsum(d) => d.infer(inputs),
+            Op::Det => linalg::infer_det(inputs),
             Op::Custom(c) => Ok(c.outputs.clone()),
         }
     }

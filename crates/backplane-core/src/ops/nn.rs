@@ -150,8 +150,12 @@ impl ConvDesc {
 }
 
 impl ConvTransposeDesc {
-    /// Output spatial sizes and the (begin, end) pads for a concrete input.
-    pub fn geometry(&self, x: &[usize]) -> Result<(Vec<usize>, Vec<usize>, Vec<usize>)> {
+    /// Output spatial sizes and the (begin, end) pads for a concrete input. The pads are the
+    /// amounts removed from the full output; they are negative when `output_shape` asks for
+    /// more than the full output, which then extends it with zeros (before the bias is added)
+    /// on that side (ONNX splits a negative total padding with floor division, as a positive
+    /// one).
+    pub fn geometry(&self, x: &[usize]) -> Result<(Vec<usize>, Vec<i64>, Vec<i64>)> {
         let spatial = &x[2..];
         let n = spatial.len();
         let w = &self.window;
@@ -202,16 +206,15 @@ impl ConvTransposeDesc {
                 } else {
                     self.output_shape[i]
                 };
-                let total = full.checked_sub(target).ok_or_else(|| {
-                    CoreError::op(
-                        "ConvTranspose",
-                        "output_shape is larger than the full output",
-                    )
-                })?;
+                let as_i64 = |v: usize| {
+                    i64::try_from(v).map_err(|_| CoreError::op("ConvTranspose", "size overflow"))
+                };
+                let total = as_i64(full)? - as_i64(target)?;
+                let half = total.div_euclid(2);
                 let (b, e) = if w.auto_pad == super::AutoPad::SameUpper {
-                    (total / 2, total - total / 2)
+                    (half, total - half)
                 } else {
-                    (total - total / 2, total / 2)
+                    (total - half, half)
                 };
                 out[i] = target;
                 pb[i] = b;
@@ -225,8 +228,10 @@ impl ConvTransposeDesc {
                 out[i] = full.checked_sub(b + e).ok_or_else(|| {
                     CoreError::op("ConvTranspose", "pads are larger than the output")
                 })?;
-                pb[i] = b;
-                pe[i] = e;
+                pb[i] = i64::try_from(b)
+                    .map_err(|_| CoreError::op("ConvTranspose", "pads overflow"))?;
+                pe[i] = i64::try_from(e)
+                    .map_err(|_| CoreError::op("ConvTranspose", "pads overflow"))?;
             }
         }
         Ok((out, pb, pe))

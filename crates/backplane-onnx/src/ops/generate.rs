@@ -115,3 +115,277 @@ pub(super) fn non_zero(cx: &NodeCx<'_>) -> Tx<Lowering> {
     let t = Tensor::from_vec(vec![rank, hits.len()], out).map_err(|e| cx.invalid(e))?;
     Ok(Lowering::Constants(vec![t]))
 }
+
+/// The window functions of signal processing (opset 17).
+#[derive(Debug, Clone, Copy)]
+pub(super) enum WindowKind {
+    /// sin²(πn/N).
+    Hann,
+    /// 25/46 - 21/46 cos(2πn/N).
+    Hamming,
+    /// 0.42 - 0.5 cos(2πn/N) + 0.08 cos(4πn/N).
+    Blackman,
+}
+
+/// HannWindow, HammingWindow, BlackmanWindow: a constant computed from the size input
+/// (N is the size when `periodic`, else size - 1).
+pub(super) fn window_function(cx: &NodeCx<'_>, kind: WindowKind) -> Tx<Lowering> {
+    cx.require_opset(17)?;
+    let size = cx
+        .const_scalar(0, "size")?
+        .ok_or_else(|| cx.invalid("the size input is required"))?;
+    let code = cx.attr(cx.attrs.int_or("output_datatype", 1))?;
+    let dtype = DataType::from_onnx_code(code)
+        .ok_or_else(|| TxError::Unsupported(format!("output_datatype {code} is not supported")))?;
+    let limit = (cx.imp.max_tensor_bytes() / dtype.size().max(1)) as f64;
+    if !(0.0..=limit).contains(&size) || size.fract() != 0.0 {
+        return Err(cx.invalid(format!("size must be a count of elements, got {size}")));
+    }
+    let n = size as usize;
+    let periodic = cx.attr(cx.attrs.flag("periodic", true))?;
+    let denominator = if periodic { size } else { size - 1.0 };
+    let tau = 2.0 * std::f64::consts::PI;
+    let values: Vec<f64> = (0..n)
+        .map(|i| {
+            let x = i as f64 / denominator;
+            match kind {
+                WindowKind::Hann => (std::f64::consts::PI * x).sin().powi(2),
+                WindowKind::Hamming => 25.0 / 46.0 - 21.0 / 46.0 * (tau * x).cos(),
+                WindowKind::Blackman => 0.42 - 0.5 * (tau * x).cos() + 0.08 * (2.0 * tau * x).cos(),
+            }
+        })
+        .collect();
+    let t = Tensor::from_f64_values(TensorInfo::new(dtype, vec![n]), &values)
+        .map_err(|e| cx.invalid(e))?;
+    Ok(Lowering::Constants(vec![t]))
+}
+
+/// EyeLike: ones on the k-th diagonal of a matrix shaped like the input; only the input's
+/// shape matters, so the output is a constant.
+pub(super) fn eye_like(cx: &NodeCx<'_>) -> Tx<Lowering> {
+    let x = cx.info(0)?;
+    let dims = x.shape.dims().to_vec();
+    if dims.len() != 2 {
+        return Err(cx.invalid(format!("the input must be 2-D, got {}", x.shape)));
+    }
+    let dtype = match cx.attr(cx.attrs.int("dtype"))? {
+        None => x.dtype,
+        Some(code) => DataType::from_onnx_code(code)
+            .ok_or_else(|| TxError::Unsupported(format!("dtype {code} is not supported")))?,
+    };
+    let k = cx.attr(cx.attrs.int_or("k", 0))?;
+    check_size(cx.name, &dims, dtype.size(), cx.imp.max_tensor_bytes())?;
+    let (rows, cols) = (dims[0], dims[1]);
+    let values: Vec<f64> = (0..rows * cols)
+        .map(|i| {
+            let (r, c) = ((i / cols) as i64, (i % cols) as i64);
+            if c - r == k {
+                1.0
+            } else {
+                0.0
+            }
+        })
+        .collect();
+    let t = Tensor::from_f64_values(TensorInfo::new(dtype, dims), &values)
+        .map_err(|e| cx.invalid(e))?;
+    Ok(Lowering::Constants(vec![t]))
+}
+
+/// The corners (y_min, x_min, y_max, x_max) of a box in either NonMaxSuppression format.
+fn box_corners(b: &[f64], center_point_box: bool) -> [f64; 4] {
+    if center_point_box {
+        // [x_center, y_center, width, height]
+        let (hw, hh) = (b[2] / 2.0, b[3] / 2.0);
+        [b[1] - hh, b[0] - hw, b[1] + hh, b[0] + hw]
+    } else {
+        // [y1, x1, y2, x2], either diagonal.
+        [
+            b[0].min(b[2]),
+            b[1].min(b[3]),
+            b[0].max(b[2]),
+            b[1].max(b[3]),
+        ]
+    }
+}
+
+/// Intersection over union of two boxes given by corners; 0 when either has no area.
+fn iou(a: &[f64; 4], b: &[f64; 4]) -> f64 {
+    let h = a[2].min(b[2]) - a[0].max(b[0]);
+    let w = a[3].min(b[3]) - a[1].max(b[1]);
+    if h <= 0.0 || w <= 0.0 {
+        return 0.0;
+    }
+    let inter = h * w;
+    let area_a = (a[2] - a[0]) * (a[3] - a[1]);
+    let area_b = (b[2] - b[0]) * (b[3] - b[1]);
+    let union = area_a + area_b - inter;
+    if area_a <= 0.0 || area_b <= 0.0 || union <= 0.0 {
+        return 0.0;
+    }
+    inter / union
+}
+
+/// NonMaxSuppression: per batch and class, greedily keep the highest-scoring boxes (ties:
+/// lower index first) above `score_threshold` whose IoU with every box kept so far is at most
+/// `iou_threshold`, up to `max_output_boxes_per_class`. The output's length depends on the
+/// values, so they must be known (the model is imported specialized on them otherwise).
+pub(super) fn non_max_suppression(cx: &NodeCx<'_>) -> Tx<Lowering> {
+    let what = "NonMaxSuppression's output shape";
+    let boxes = cx.known(0, what)?;
+    let scores = cx.known(1, what)?;
+    let (bd, sd) = (boxes.shape().dims(), scores.shape().dims());
+    if bd.len() != 3 || bd[2] != 4 || sd.len() != 3 || sd[0] != bd[0] || sd[2] != bd[1] {
+        return Err(cx.invalid(format!(
+            "boxes must be [B, N, 4] and scores [B, C, N], got {} and {}",
+            boxes.shape(),
+            scores.shape()
+        )));
+    }
+    let (batches, classes, count) = (sd[0], sd[1], sd[2]);
+    let scalar = |i: usize| -> Tx<Option<f64>> {
+        if cx.input_name(i).is_none() {
+            return Ok(None);
+        }
+        let t = cx.known(i, what)?;
+        Ok(t.to_f64_vec().first().copied())
+    };
+    let max_per_class = scalar(2)?.unwrap_or(0.0).clamp(0.0, count as f64) as usize;
+    let iou_threshold = scalar(3)?.unwrap_or(0.0);
+    let score_threshold = scalar(4)?;
+    let center_point_box = cx.attr(cx.attrs.int_or("center_point_box", 0))? != 0;
+    let (bv, sv) = (boxes.to_f64_vec(), scores.to_f64_vec());
+    let mut selected: Vec<i64> = Vec::new();
+    for b in 0..batches {
+        let corners: Vec<[f64; 4]> = (0..count)
+            .map(|i| {
+                box_corners(
+                    &bv[(b * count + i) * 4..(b * count + i + 1) * 4],
+                    center_point_box,
+                )
+            })
+            .collect();
+        for c in 0..classes {
+            let s = &sv[(b * classes + c) * count..(b * classes + c + 1) * count];
+            let mut order: Vec<usize> = (0..count)
+                .filter(|&i| score_threshold.is_none_or(|t| s[i] > t))
+                .collect();
+            // Highest score first; the sort is stable, so ties keep the lower index first.
+            order.sort_by(|&i, &j| s[j].partial_cmp(&s[i]).unwrap_or(std::cmp::Ordering::Equal));
+            let mut kept: Vec<usize> = Vec::new();
+            for i in order {
+                if kept.len() >= max_per_class {
+                    break;
+                }
+                if kept
+                    .iter()
+                    .all(|&k| iou(&corners[i], &corners[k]) <= iou_threshold)
+                {
+                    kept.push(i);
+                    selected.extend([b as i64, c as i64, i as i64]);
+                }
+            }
+        }
+    }
+    let n = selected.len() / 3;
+    let t = Tensor::from_vec(vec![n, 3], selected).map_err(|e| cx.invalid(e))?;
+    Ok(Lowering::Constants(vec![t]))
+}
+
+/// Unique: the distinct elements (or slices along `axis`) of a known input, sorted or in
+/// order of first occurrence, with the index of each one's first occurrence, the index of
+/// each input element's (slice's) unique value, and the counts. The output's length depends
+/// on the values, so the input must be known (the model is imported specialized on it
+/// otherwise).
+pub(super) fn unique(cx: &NodeCx<'_>) -> Tx<Lowering> {
+    let x = cx.known(0, "Unique's output shape")?;
+    let dims = x.shape().dims().to_vec();
+    let values = x.to_f64_vec();
+    let sorted = cx.attr(cx.attrs.flag("sorted", true))?;
+    let axis = match cx.attr(cx.attrs.int("axis"))? {
+        Some(a) => {
+            Some(backplane_core::shape::normalize_axis(a, dims.len()).map_err(|e| cx.invalid(e))?)
+        }
+        None => None,
+    };
+    // Slices: (outer, len, inner) around the axis; a flattened input is one axis.
+    let (outer, len, inner) = match axis {
+        Some(a) => (
+            dims[..a].iter().product::<usize>(),
+            dims[a],
+            dims[a + 1..].iter().product::<usize>(),
+        ),
+        None => (1, values.len(), 1),
+    };
+    let slice = |k: usize| -> Vec<f64> {
+        (0..outer)
+            .flat_map(|o| (0..inner).map(move |i| (o * len + k) * inner + i))
+            .map(|at| values[at])
+            .collect()
+    };
+    let compare = |a: &[f64], b: &[f64]| {
+        a.iter()
+            .zip(b)
+            .map(|(x, y)| x.total_cmp(y))
+            .find(|o| o.is_ne())
+            .unwrap_or(std::cmp::Ordering::Equal)
+    };
+    // Distinct slices in order of first occurrence: (slice, first index, count).
+    let mut found: Vec<(Vec<f64>, usize, usize)> = Vec::new();
+    let mut inverse = Vec::with_capacity(len);
+    for k in 0..len {
+        let s = slice(k);
+        match found.iter().position(|(u, _, _)| compare(u, &s).is_eq()) {
+            Some(u) => {
+                found[u].2 += 1;
+                inverse.push(u);
+            }
+            None => {
+                inverse.push(found.len());
+                found.push((s, k, 1));
+            }
+        }
+    }
+    let mut order: Vec<usize> = (0..found.len()).collect();
+    if sorted {
+        order.sort_by(|&a, &b| compare(&found[a].0, &found[b].0));
+    }
+    let mut rank = vec![0usize; found.len()];
+    for (r, &u) in order.iter().enumerate() {
+        rank[u] = r;
+    }
+    let unique_count = found.len();
+    let mut y_dims = dims.clone();
+    let mut y = vec![0f64; outer * unique_count * inner];
+    match axis {
+        Some(a) => y_dims[a] = unique_count,
+        None => y_dims = vec![unique_count],
+    }
+    for (r, &u) in order.iter().enumerate() {
+        for o in 0..outer {
+            for i in 0..inner {
+                y[(o * unique_count + r) * inner + i] = found[u].0[o * inner + i];
+            }
+        }
+    }
+    let ints = |v: Vec<usize>| {
+        let n = v.len();
+        Tensor::from_vec(
+            vec![n],
+            v.into_iter().map(|i| i as i64).collect::<Vec<i64>>(),
+        )
+        .map_err(|e| cx.invalid(e))
+    };
+    let outputs = vec![
+        Tensor::from_f64_values(TensorInfo::new(x.dtype(), y_dims), &y)
+            .map_err(|e| cx.invalid(e))?,
+        ints(order.iter().map(|&u| found[u].1).collect())?,
+        ints(inverse.iter().map(|&u| rank[u]).collect())?,
+        ints(order.iter().map(|&u| found[u].2).collect())?,
+    ];
+    Ok(Lowering::Constants(
+        outputs
+            .into_iter()
+            .take(cx.node.output.len().max(1))
+            .collect(),
+    ))
+}

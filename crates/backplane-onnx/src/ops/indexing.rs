@@ -238,3 +238,110 @@ pub(super) fn space_to_depth(cx: &NodeCx<'_>) -> Tx<Lowering> {
         vec![n, c * b * b, h / b, w / b],
     ))
 }
+
+/// The i64 constant of `values` with shape `dims`, as a step input.
+fn index_constant(cx: &NodeCx<'_>, dims: Vec<usize>, values: Vec<i64>) -> Tx<Src> {
+    let t = backplane_core::Tensor::from_vec(dims, values).map_err(|e| cx.invalid(e))?;
+    Ok(Src::Const(std::sync::Arc::new(t)))
+}
+
+/// Compress: the slices along `axis` (of the flattened input without one) where the
+/// condition is true. The condition decides the output shape, so it must be known (the model
+/// is imported specialized on it otherwise); the op becomes a Gather of those indices.
+pub(super) fn compress(cx: &NodeCx<'_>) -> Tx<Lowering> {
+    let x = cx.info(0)?;
+    let condition = cx.known(1, "Compress's output shape")?;
+    let dims = x.shape.dims().to_vec();
+    let axis = cx.attr(cx.attrs.int("axis"))?;
+    let len = match axis {
+        Some(a) => {
+            let a =
+                backplane_core::shape::normalize_axis(a, dims.len()).map_err(|e| cx.invalid(e))?;
+            dims[a]
+        }
+        None => dims.iter().product(),
+    };
+    let picks: Vec<i64> = condition
+        .to_f64_vec()
+        .iter()
+        .enumerate()
+        .filter(|(_, &c)| c != 0.0)
+        .map(|(i, _)| i as i64)
+        .collect();
+    if let Some(&last) = picks.last() {
+        if last as usize >= len {
+            return Err(cx.invalid(format!(
+                "the condition selects index {last} of an axis of {len}"
+            )));
+        }
+    }
+    let indices = index_constant(cx, vec![picks.len()], picks)?;
+    Ok(match axis {
+        Some(axis) => Lowering::single(Op::Gather { axis }, vec![Src::Input(0), indices]),
+        None => Lowering::Steps(vec![
+            Step {
+                op: Op::Reshape { shape: vec![len] },
+                inputs: vec![Src::Input(0)],
+                outputs: vec![Dst::Temp(0)],
+                suffix: Some("flatten".into()),
+            },
+            Step {
+                op: Op::Gather { axis: 0 },
+                inputs: vec![Src::Temp(0), indices],
+                outputs: vec![Dst::Output(0)],
+                suffix: None,
+            },
+        ]),
+    })
+}
+
+/// ReverseSequence: reverse the first `sequence_lens[b]` elements along the time axis of
+/// each batch entry b. The lengths must be known (else the model is imported specialized on
+/// them); the op becomes a GatherElements along the time axis with constant indices.
+pub(super) fn reverse_sequence(cx: &NodeCx<'_>) -> Tx<Lowering> {
+    let x = cx.info(0)?;
+    let dims = x.shape.dims().to_vec();
+    let lens = cx.known(1, "ReverseSequence's indices")?.to_f64_vec();
+    let time = cx.attr(cx.attrs.int_or("time_axis", 0))?;
+    let batch = cx.attr(cx.attrs.int_or("batch_axis", 1))?;
+    let (t_axis, b_axis) = match (time, batch) {
+        (0, 1) => (0, 1),
+        (1, 0) => (1, 0),
+        _ => {
+            return Err(cx.invalid(format!(
+                "time_axis and batch_axis must be 0 and 1, got {time} and {batch}"
+            )))
+        }
+    };
+    if dims.len() < 2 || lens.len() != dims[b_axis] {
+        return Err(cx.invalid(format!(
+            "sequence_lens has {} values for input {}",
+            lens.len(),
+            x.shape
+        )));
+    }
+    crate::tensor::check_size(cx.name, &dims, 8, cx.imp.max_tensor_bytes())?;
+    let strides = backplane_core::shape::strides_of(&dims);
+    let total: usize = dims.iter().product();
+    let mut indices = Vec::with_capacity(total);
+    for flat in 0..total {
+        let t = (flat / strides[t_axis]) % dims[t_axis];
+        let b = (flat / strides[b_axis]) % dims[b_axis];
+        let len = lens[b];
+        if !(0.0..=dims[t_axis] as f64).contains(&len) {
+            return Err(cx.invalid(format!(
+                "sequence length {len} is outside 0..={}",
+                dims[t_axis]
+            )));
+        }
+        let len = len as usize;
+        indices.push(if t < len { len - 1 - t } else { t } as i64);
+    }
+    let indices = index_constant(cx, dims, indices)?;
+    Ok(Lowering::single(
+        Op::GatherElements {
+            axis: t_axis as i64,
+        },
+        vec![Src::Input(0), indices],
+    ))
+}

@@ -229,15 +229,13 @@ pub(super) fn slice(cx: &NodeCx<'_>) -> Tx<Lowering> {
     Ok(Lowering::single(Op::Slice(desc), vec![Src::Input(0)]))
 }
 
+/// Dropout at inference (or in training with a ratio of 0) passes the input through; its
+/// mask output is then all true.
 pub(super) fn dropout(cx: &NodeCx<'_>) -> Tx<Lowering> {
-    if cx.output_used(1) {
-        return Err(TxError::Unsupported(
-            "the mask output of Dropout is not supported".into(),
-        ));
-    }
     if cx.opset >= 12 {
         if let Some(t) = cx.const_scalar(2, "training_mode")? {
-            if t != 0.0 {
+            // Training drops nothing when the ratio is 0.
+            if t != 0.0 && cx.const_scalar(1, "ratio")? != Some(0.0) {
                 return Err(TxError::Unsupported(
                     "training_mode=true is not supported (inference only)".into(),
                 ));
@@ -248,7 +246,30 @@ pub(super) fn dropout(cx: &NodeCx<'_>) -> Tx<Lowering> {
             "is_test=0 (training) is not supported".into(),
         ));
     }
-    Ok(Lowering::single(Op::Identity, vec![Src::Input(0)]))
+    let mut steps = vec![Step {
+        op: Op::Identity,
+        inputs: vec![Src::Input(0)],
+        outputs: vec![Dst::Output(0)],
+        suffix: None,
+    }];
+    if cx.output_used(1) {
+        if cx.opset < 10 {
+            return Err(TxError::Unsupported(
+                "the mask output of Dropout before opset 10 is not supported".into(),
+            ));
+        }
+        let dims = cx.info(0)?.shape.dims().to_vec();
+        crate::tensor::check_size(cx.name, &dims, 1, cx.imp.max_tensor_bytes())?;
+        let n = backplane_core::shape::checked_product(&dims).unwrap_or(0);
+        let mask = Tensor::from_bools(dims, &vec![true; n]).map_err(|e| cx.invalid(e))?;
+        steps.push(Step {
+            op: Op::Identity,
+            inputs: vec![Src::Const(std::sync::Arc::new(mask))],
+            outputs: vec![Dst::Output(1)],
+            suffix: Some("mask".into()),
+        });
+    }
+    Ok(Lowering::Steps(steps))
 }
 
 pub(super) fn cast(cx: &NodeCx<'_>) -> Tx<Lowering> {
@@ -366,6 +387,82 @@ pub(super) fn size(cx: &NodeCx<'_>) -> Tx<Lowering> {
     Ok(Lowering::Constants(vec![Tensor::scalar(
         x.shape.elements() as i64,
     )]))
+}
+
+/// CenterCropPad: crop (a centered Slice) or zero-pad (a centered Pad) the listed axes to
+/// the target shape; an odd difference leaves the extra element at the end.
+pub(super) fn center_crop_pad(cx: &NodeCx<'_>) -> Tx<Lowering> {
+    cx.require_opset(18)?;
+    let dims = cx.info(0)?.shape.dims().to_vec();
+    let rank = dims.len();
+    let target = cx
+        .const_ints(1, "shape")?
+        .ok_or_else(|| cx.invalid("the shape input is required"))?;
+    let axes = match cx.attr(cx.attrs.ints("axes"))? {
+        Some(axes) => axes
+            .iter()
+            .map(|&a| normalize_axis(a, rank).map_err(|e| cx.invalid(e)))
+            .collect::<Tx<Vec<usize>>>()?,
+        None => (0..rank).collect(),
+    };
+    if axes.len() != target.len() {
+        return Err(cx.invalid(format!(
+            "shape has {} values for {} axes",
+            target.len(),
+            axes.len()
+        )));
+    }
+    let mut out_dims = dims.clone();
+    for (&a, &want) in axes.iter().zip(&target) {
+        out_dims[a] = usize::try_from(want)
+            .map_err(|_| cx.invalid(format!("shape has a negative size {want}")))?;
+    }
+    crate::tensor::check_size(
+        cx.name,
+        &out_dims,
+        cx.info(0)?.dtype.size(),
+        cx.imp.max_tensor_bytes(),
+    )?;
+    let mut starts: Vec<i64> = vec![0; rank];
+    let mut ends: Vec<i64> = dims.iter().map(|&d| d as i64).collect();
+    let mut pads = vec![0i64; 2 * rank];
+    for (&a, &want) in axes.iter().zip(&target) {
+        if want < 0 {
+            return Err(cx.invalid(format!("shape has a negative size {want}")));
+        }
+        let have = dims[a] as i64;
+        let diff = (have - want).abs();
+        if want < have {
+            starts[a] = diff / 2;
+            ends[a] = diff / 2 + want;
+        } else {
+            pads[a] = diff / 2;
+            pads[rank + a] = diff - diff / 2;
+        }
+    }
+    Ok(Lowering::Steps(vec![
+        Step {
+            op: Op::Slice(SliceDesc {
+                starts,
+                ends,
+                axes: (0..rank as i64).collect(),
+                steps: vec![1; rank],
+            }),
+            inputs: vec![Src::Input(0)],
+            outputs: vec![Dst::Temp(0)],
+            suffix: Some("crop".into()),
+        },
+        Step {
+            op: Op::Pad(PadDesc {
+                mode: PadMode::Constant,
+                pads,
+                value: 0.0,
+            }),
+            inputs: vec![Src::Temp(0)],
+            outputs: vec![Dst::Output(0)],
+            suffix: None,
+        },
+    ]))
 }
 
 #[cfg(test)]

@@ -10,10 +10,12 @@ mod elementwise;
 mod generate;
 mod indexing;
 mod layout;
+mod loss;
 mod nn;
 mod quantize;
 mod reduce;
 mod resize;
+mod sampling;
 
 use crate::attrs::Attrs;
 use crate::import::{Importer, Value};
@@ -350,6 +352,7 @@ pub(crate) fn translate(cx: &NodeCx<'_>) -> Tx<Lowering> {
         "Gemm" => nn::gemm(cx),
         "MaxPool" => nn::pool(cx, PoolKind::Max),
         "AveragePool" => nn::pool(cx, PoolKind::Average),
+        "LpPool" => nn::lp_pool(cx),
         "GlobalAveragePool" => Ok(Lowering::single(
             Op::GlobalPool(PoolKind::Average),
             vec![Src::Input(0)],
@@ -370,6 +373,8 @@ pub(crate) fn translate(cx: &NodeCx<'_>) -> Tx<Lowering> {
         }
         "LRN" => indexing::lrn(cx),
         "LayerNormalization" => nn::layer_norm(cx),
+        "MeanVarianceNormalization" => nn::mean_variance_normalization(cx),
+        "GroupNormalization" => nn::group_normalization(cx),
 
         "Relu" => elementwise::unary(cx, UnaryOp::Relu),
         "Sigmoid" => elementwise::unary(cx, UnaryOp::Sigmoid),
@@ -532,6 +537,9 @@ pub(crate) fn translate(cx: &NodeCx<'_>) -> Tx<Lowering> {
             ))
         }
         "GatherND" => indexing::gather_nd(cx),
+        "Compress" => indexing::compress(cx),
+        "ReverseSequence" => indexing::reverse_sequence(cx),
+        "CenterCropPad" => layout::center_crop_pad(cx),
         "ScatterND" => indexing::scatter_nd(cx),
         "ScatterElements" | "Scatter" => indexing::scatter_elements(cx),
         "OneHot" => indexing::one_hot(cx),
@@ -544,11 +552,33 @@ pub(crate) fn translate(cx: &NodeCx<'_>) -> Tx<Lowering> {
         "DynamicQuantizeLinear" => quantize::dynamic_quantize_linear(cx),
         "QLinearMatMul" => quantize::qlinear_matmul(cx),
         "MatMulInteger" => quantize::matmul_integer(cx),
+        "ConvInteger" => quantize::conv_integer(cx),
         "ConstantOfShape" => generate::constant_of_shape(cx),
         "Range" => generate::range(cx),
         "NonZero" => generate::non_zero(cx),
+        "HannWindow" => generate::window_function(cx, generate::WindowKind::Hann),
+        "HammingWindow" => generate::window_function(cx, generate::WindowKind::Hamming),
+        "BlackmanWindow" => generate::window_function(cx, generate::WindowKind::Blackman),
+        "EyeLike" => generate::eye_like(cx),
+        "NonMaxSuppression" => generate::non_max_suppression(cx),
+        "Unique" => generate::unique(cx),
 
         "Resize" => resize::resize(cx),
+        "GridSample" => sampling::grid_sample(cx),
+        "Det" => Ok(Lowering::single(Op::Det, vec![Src::Input(0)])),
+        "Einsum" => {
+            cx.require_opset(12)?;
+            let equation = cx
+                .attr(cx.attrs.string("equation"))?
+                .ok_or_else(|| cx.invalid("the equation attribute is required"))?;
+            let inputs = (0..cx.num_inputs()).map(Src::Input).collect();
+            Ok(Lowering::single(
+                Op::Einsum(backplane_core::ops::EinsumDesc { equation }),
+                inputs,
+            ))
+        }
+        "NegativeLogLikelihoodLoss" => loss::nll_loss(cx),
+        "SoftmaxCrossEntropyLoss" => loss::softmax_cross_entropy_loss(cx),
         "Upsample" => resize::upsample(cx),
 
         _ => Err(TxError::Unsupported(format!(

@@ -323,3 +323,258 @@ fn layer_norm_with_statistics(cx: &NodeCx<'_>, axis: i64, epsilon: f32) -> Tx<Lo
     }
     Ok(Lowering::Steps(steps))
 }
+
+/// LpPool: `(sum over the window of |x|^p)^(1/p)`, lowered to Abs, Pow, an AveragePool that
+/// counts the padding (whose mean times the window size is the sum; padding adds zeros), a
+/// scale by the window size and the p-th root.
+pub(super) fn lp_pool(cx: &NodeCx<'_>) -> Tx<Lowering> {
+    use backplane_core::ops::{BinaryOp, UnaryOp};
+    use std::sync::Arc;
+    let x = cx.info(0)?;
+    if cx.attr(cx.attrs.flag("ceil_mode", false))? {
+        // Windows past the end padding would make the average's divisor smaller than the
+        // window, so the lowering would be wrong.
+        return Err(TxError::Unsupported(
+            "LpPool with ceil_mode=1 is not supported".into(),
+        ));
+    }
+    let p = cx.attr(cx.attrs.int_or("p", 2))?;
+    if !(1..=64).contains(&p) {
+        return Err(cx.invalid(format!("p must be in 1..=64, got {p}")));
+    }
+    let window = window(cx, None)?;
+    let taps: usize = window.kernel.iter().product();
+    let scalar = |v: f64| {
+        super::elementwise::float_scalar(x.dtype, v as f32)
+            .map(|t| Src::Const(Arc::new(t)))
+            .ok_or_else(|| TxError::Unsupported(format!("LpPool of {} is not supported", x.dtype)))
+    };
+    let step = |op: Op, inputs: Vec<Src>, out: Dst, suffix: Option<&str>| Step {
+        op,
+        inputs,
+        outputs: vec![out],
+        suffix: suffix.map(str::to_string),
+    };
+    let pool = PoolDesc {
+        kind: PoolKind::Average,
+        window,
+        ceil_mode: false,
+        count_include_pad: true,
+    };
+    Ok(Lowering::Steps(vec![
+        step(
+            Op::Unary(UnaryOp::Abs),
+            vec![Src::Input(0)],
+            Dst::Temp(0),
+            Some("abs"),
+        ),
+        step(
+            Op::Binary(BinaryOp::Pow),
+            vec![Src::Temp(0), scalar(p as f64)?],
+            Dst::Temp(1),
+            Some("pow"),
+        ),
+        step(
+            Op::Pool(pool),
+            vec![Src::Temp(1)],
+            Dst::Temp(2),
+            Some("mean"),
+        ),
+        step(
+            Op::Binary(BinaryOp::Mul),
+            vec![Src::Temp(2), scalar(taps as f64)?],
+            Dst::Temp(3),
+            Some("sum"),
+        ),
+        step(
+            Op::Binary(BinaryOp::Pow),
+            vec![Src::Temp(3), scalar(1.0 / p as f64)?],
+            Dst::Output(0),
+            None,
+        ),
+    ]))
+}
+
+/// MeanVarianceNormalization: `(X - E[X]) / (sqrt(E[X²] - E[X]²) + 1e-9)` over `axes`
+/// (default N, H, W), lowered as ONNX's own function body does.
+pub(super) fn mean_variance_normalization(cx: &NodeCx<'_>) -> Tx<Lowering> {
+    use backplane_core::ops::{BinaryOp, ReduceDesc, ReduceKind, UnaryOp};
+    use std::sync::Arc;
+    let x = cx.info(0)?;
+    let axes = cx
+        .attr(cx.attrs.ints("axes"))?
+        .unwrap_or_else(|| vec![0, 2, 3]);
+    let constant = |v: f32| {
+        super::elementwise::float_scalar(x.dtype, v)
+            .map(|t| Src::Const(Arc::new(t)))
+            .ok_or_else(|| {
+                TxError::Unsupported(format!(
+                    "MeanVarianceNormalization of {} is not supported",
+                    x.dtype
+                ))
+            })
+    };
+    let mean = Op::Reduce(ReduceDesc {
+        kind: ReduceKind::Mean,
+        axes,
+        keepdims: true,
+        noop_with_empty_axes: false,
+    });
+    let step = |op: Op, inputs: Vec<Src>, out: Dst, suffix: Option<&str>| Step {
+        op,
+        inputs,
+        outputs: vec![out],
+        suffix: suffix.map(str::to_string),
+    };
+    let (t, mul, sub) = (Dst::Temp, BinaryOp::Mul, BinaryOp::Sub);
+    Ok(Lowering::Steps(vec![
+        step(mean.clone(), vec![Src::Input(0)], t(0), Some("mean")),
+        step(
+            Op::Binary(mul),
+            vec![Src::Temp(0), Src::Temp(0)],
+            t(1),
+            Some("mean_squared"),
+        ),
+        step(
+            Op::Binary(mul),
+            vec![Src::Input(0), Src::Input(0)],
+            t(2),
+            Some("square"),
+        ),
+        step(mean, vec![Src::Temp(2)], t(3), Some("mean_of_squares")),
+        step(
+            Op::Binary(sub),
+            vec![Src::Temp(3), Src::Temp(1)],
+            t(4),
+            Some("variance"),
+        ),
+        step(
+            Op::Unary(UnaryOp::Sqrt),
+            vec![Src::Temp(4)],
+            t(5),
+            Some("std"),
+        ),
+        step(
+            Op::Binary(sub),
+            vec![Src::Input(0), Src::Temp(0)],
+            t(6),
+            Some("centered"),
+        ),
+        step(
+            Op::Binary(BinaryOp::Add),
+            vec![Src::Temp(5), constant(1e-9)?],
+            t(7),
+            Some("std_eps"),
+        ),
+        step(
+            Op::Binary(BinaryOp::Div),
+            vec![Src::Temp(6), Src::Temp(7)],
+            Dst::Output(0),
+            None,
+        ),
+    ]))
+}
+
+/// GroupNormalization: X [N, C, ...] is viewed as [N, G, C/G * ...] and normalized per
+/// (n, group) by an InstanceNormalization; the scale and bias are per group before opset 21
+/// (the InstanceNormalization's own) and per channel from opset 21 (applied after the view
+/// is undone).
+pub(super) fn group_normalization(cx: &NodeCx<'_>) -> Tx<Lowering> {
+    use backplane_core::ops::BinaryOp;
+    use backplane_core::{Tensor, TensorInfo};
+    use std::sync::Arc;
+    cx.require_opset(18)?;
+    let x = cx.info(0)?;
+    let dims = x.shape.dims().to_vec();
+    let groups = cx
+        .attr(cx.attrs.int("num_groups"))?
+        .ok_or_else(|| cx.invalid("the num_groups attribute is required"))?;
+    let groups = to_usize(cx, "num_groups", groups, i64::from(u32::MAX))?;
+    if dims.len() < 2 || groups == 0 || dims[1] % groups != 0 {
+        return Err(cx.invalid(format!(
+            "{groups} groups do not divide the channels of {}",
+            x.shape
+        )));
+    }
+    if cx.opset >= 21 && cx.attr(cx.attrs.int_or("stash_type", 1))? != 1 {
+        return Err(TxError::Unsupported(
+            "stash_type other than float is not supported".into(),
+        ));
+    }
+    let epsilon = cx.attr(cx.attrs.float_or("epsilon", 1e-5))?;
+    let channels = dims[1];
+    let rest: usize = dims[2..].iter().product();
+    let per_channel = cx.opset >= 21;
+    let filled = |v: f64| -> Tx<Src> {
+        let t = Tensor::from_f64_values(TensorInfo::new(x.dtype, vec![groups]), &vec![v; groups])
+            .map_err(|e| cx.invalid(e))?;
+        Ok(Src::Const(Arc::new(t)))
+    };
+    let (scale, bias) = if per_channel {
+        (filled(1.0)?, filled(0.0)?)
+    } else {
+        (Src::Input(1), Src::Input(2))
+    };
+    let step = |op: Op, inputs: Vec<Src>, out: Dst, suffix: Option<&str>| Step {
+        op,
+        inputs,
+        outputs: vec![out],
+        suffix: suffix.map(str::to_string),
+    };
+    let grouped = vec![dims[0], groups, channels / groups * rest];
+    let mut steps = vec![
+        step(
+            Op::Reshape { shape: grouped },
+            vec![Src::Input(0)],
+            Dst::Temp(0),
+            Some("grouped"),
+        ),
+        step(
+            Op::InstanceNormalization { epsilon },
+            vec![Src::Temp(0), scale, bias],
+            Dst::Temp(1),
+            Some("normalized"),
+        ),
+    ];
+    let back = Op::Reshape {
+        shape: dims.clone(),
+    };
+    if !per_channel {
+        steps.push(step(back, vec![Src::Temp(1)], Dst::Output(0), None));
+        return Ok(Lowering::Steps(steps));
+    }
+    // [C] → [C, 1, ...] to broadcast over the spatial axes.
+    let column: Vec<usize> = std::iter::once(channels)
+        .chain(std::iter::repeat_n(1, dims.len() - 2))
+        .collect();
+    steps.extend([
+        step(back, vec![Src::Temp(1)], Dst::Temp(2), Some("ungrouped")),
+        step(
+            Op::Reshape {
+                shape: column.clone(),
+            },
+            vec![Src::Input(1)],
+            Dst::Temp(3),
+            Some("scale_column"),
+        ),
+        step(
+            Op::Reshape { shape: column },
+            vec![Src::Input(2)],
+            Dst::Temp(4),
+            Some("bias_column"),
+        ),
+        step(
+            Op::Binary(BinaryOp::Mul),
+            vec![Src::Temp(2), Src::Temp(3)],
+            Dst::Temp(5),
+            Some("scaled"),
+        ),
+        step(
+            Op::Binary(BinaryOp::Add),
+            vec![Src::Temp(5), Src::Temp(4)],
+            Dst::Output(0),
+            None,
+        ),
+    ]);
+    Ok(Lowering::Steps(steps))
+}

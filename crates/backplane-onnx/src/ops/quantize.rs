@@ -23,6 +23,8 @@ pub(super) fn quantize_linear(cx: &NodeCx<'_>) -> Tx<Lowering> {
         match cx.attr(cx.attrs.int_or("output_dtype", 0))? {
             0 | 2 => DataType::U8,
             3 => DataType::I8,
+            4 => DataType::U16,
+            5 => DataType::I16,
             other => {
                 return Err(TxError::Unsupported(format!(
                     "output_dtype {other} is not supported"
@@ -131,6 +133,88 @@ pub(super) fn matmul_integer(cx: &NodeCx<'_>) -> Tx<Lowering> {
     steps.push(Step {
         op: Op::MatMul,
         inputs: vec![Src::Temp(1), Src::Temp(3)],
+        outputs: vec![Dst::Output(0)],
+        suffix: None,
+    });
+    Ok(Lowering::Steps(steps))
+}
+
+/// ConvInteger: both operands less their zero points (a per-output-channel weight zero point
+/// included), convolved exactly in f32 (integer products and sums stay below 2^24 for the
+/// 8-bit operands of real layers; CpuRef accumulates in f64) and cast back to i32.
+pub(super) fn conv_integer(cx: &NodeCx<'_>) -> Tx<Lowering> {
+    let conv = match super::nn::conv(cx)? {
+        Lowering::Steps(mut steps) if steps.len() == 1 => steps.remove(0).op,
+        _ => return Err(cx.invalid("unexpected Conv lowering")),
+    };
+    let w = cx.info(1)?;
+    let mut steps = Vec::new();
+    let mut next = 0;
+    let mut temp = || {
+        next += 1;
+        next - 1
+    };
+    let mut centered = Vec::new();
+    for (k, (x, zp)) in [(0usize, 2usize), (1, 3)].into_iter().enumerate() {
+        let widened = temp();
+        steps.push(Step {
+            op: Op::Cast { to: DataType::F32 },
+            inputs: vec![Src::Input(x)],
+            outputs: vec![Dst::Temp(widened)],
+            suffix: Some(format!("widen{k}")),
+        });
+        if cx.input_name(zp).is_none() {
+            centered.push(Src::Temp(widened));
+            continue;
+        }
+        let z = cx.info(zp)?;
+        let zf = temp();
+        steps.push(Step {
+            op: Op::Cast { to: DataType::F32 },
+            inputs: vec![Src::Input(zp)],
+            outputs: vec![Dst::Temp(zf)],
+            suffix: Some(format!("zero_point{k}")),
+        });
+        let mut zsrc = Src::Temp(zf);
+        if z.shape.elements() != 1 {
+            // Per output channel: [M] → [M, 1, ...] against W [M, C/group, k...].
+            let m = w.shape.dims().first().copied().unwrap_or(0);
+            if k == 0 || z.shape.dims() != [m] {
+                return Err(TxError::Unsupported(format!(
+                    "zero point of shape {} is not supported",
+                    z.shape
+                )));
+            }
+            let mut shape = vec![1; w.shape.rank()];
+            shape[0] = m;
+            let r = temp();
+            steps.push(Step {
+                op: Op::Reshape { shape },
+                inputs: vec![zsrc],
+                outputs: vec![Dst::Temp(r)],
+                suffix: Some("zero_point_column".into()),
+            });
+            zsrc = Src::Temp(r);
+        }
+        let c = temp();
+        steps.push(Step {
+            op: Op::Binary(BinaryOp::Sub),
+            inputs: vec![Src::Temp(widened), zsrc],
+            outputs: vec![Dst::Temp(c)],
+            suffix: Some(format!("centered{k}")),
+        });
+        centered.push(Src::Temp(c));
+    }
+    let product = temp();
+    steps.push(Step {
+        op: conv,
+        inputs: centered,
+        outputs: vec![Dst::Temp(product)],
+        suffix: Some("conv".into()),
+    });
+    steps.push(Step {
+        op: Op::Cast { to: DataType::I32 },
+        inputs: vec![Src::Temp(product)],
         outputs: vec![Dst::Output(0)],
         suffix: None,
     });

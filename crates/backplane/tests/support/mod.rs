@@ -55,6 +55,7 @@ pub fn tensor_of(v: &Value) -> Tensor {
     };
     match dtype {
         DataType::F32 => Tensor::from_vec(shape, data.iter().map(|d| number(d) as f32).collect()),
+        DataType::F64 => Tensor::from_vec(shape, data.iter().map(number).collect()),
         DataType::F16 => Tensor::from_vec(
             shape,
             data.iter()
@@ -65,6 +66,10 @@ pub fn tensor_of(v: &Value) -> Tensor {
         DataType::U8 => Tensor::from_vec(shape, data.iter().map(|d| ints(d) as u8).collect()),
         DataType::I32 => Tensor::from_vec(shape, data.iter().map(|d| ints(d) as i32).collect()),
         DataType::I64 => Tensor::from_vec(shape, data.iter().map(ints).collect()),
+        DataType::I16 => Tensor::from_vec(shape, data.iter().map(|d| ints(d) as i16).collect()),
+        DataType::U16 => Tensor::from_vec(shape, data.iter().map(|d| ints(d) as u16).collect()),
+        DataType::U32 => Tensor::from_vec(shape, data.iter().map(|d| ints(d) as u32).collect()),
+        DataType::U64 => Tensor::from_vec(shape, data.iter().map(|d| ints(d) as u64).collect()),
         DataType::Bool => Tensor::from_bools(
             shape,
             &data.iter().map(|d| number(d) != 0.0).collect::<Vec<_>>(),
