@@ -7,7 +7,11 @@ thread count, in the same run: median latency of each runtime, the ratios, achie
 backplane's outputs from ONNX Runtime's, and peak resident memory of one `backplane run`
 process vs one ONNX Runtime process.
 
-Usage: compare.py [--iterations N] [--threads 1,2] [--models DIR] [--backplane PATH]
+Usage: compare.py [--iterations N] [--rounds R] [--threads 1,2] [--models DIR] [--backplane PATH]
+
+--rounds R repeats each measurement R times, alternating runtimes, and keeps each runtime's
+lowest median: on a shared machine, where other work comes and goes, that compares the
+runtimes at their least disturbed rather than whichever happened to run during a busy spell.
 Needs a release build: cargo build --release -p backplane-cli (set CARGO_TARGET_DIR to match
 --backplane). tract is used if `import tract` works (pip install tract); it runs with its own
 default threading (the Python API has no thread setting).
@@ -153,6 +157,8 @@ def ort_peak_rss(path, feeds_file):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--iterations", type=int, default=30)
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="repeat each measurement, alternating runtimes; keep the lowest median")
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--models", default=os.path.join(ROOT, "target", "bench-models"))
     ap.add_argument("--backplane", default=os.path.join(
@@ -178,11 +184,16 @@ def main():
         io_dir = tempfile.mkdtemp(prefix=f"bench-{name}-")
         feeds_file = os.path.join(io_dir, "feeds.npz")
         np.savez(feeds_file, **feeds)
-        tract_ms = time_tract(path, feeds, args.iterations)
+        rounds = max(1, args.rounds)
+        tracts = [time_tract(path, feeds, args.iterations) for _ in range(rounds)]
+        tract_ms = min((x for x in tracts if x is not None), default=None)
         mem_ort = ort_peak_rss(path, feeds_file)
         for t in threads:
-            ort_ms, ref = time_ort(path, feeds, t, args.iterations)
-            bp_ms, outs, backends, rss = run_backplane(args.backplane, path, feeds, t, args.iterations, io_dir)
+            ort_ms, bp_ms = float("inf"), float("inf")
+            for _ in range(rounds):
+                o_ms, ref = time_ort(path, feeds, t, args.iterations)
+                b_ms, outs, backends, rss = run_backplane(args.backplane, path, feeds, t, args.iterations, io_dir)
+                ort_ms, bp_ms = min(ort_ms, o_ms), min(bp_ms, b_ms)
             diff = max(float(np.max(np.abs(o - r))) for o, r in zip(outs, ref))
             rows.append(dict(model=name, threads=t, bp=bp_ms, ort=ort_ms, tract=tract_ms, gflop=gflop,
                              diff=diff, backends=backends, rss=rss, rss_ort=mem_ort))
@@ -200,7 +211,7 @@ def main():
         print(f"{r['model']:<14}{r['threads']:>4}{r['bp']:11.2f}{r['ort']:9.2f}{tr}{r['bp'] / r['ort']:8.2f}{trr}"
               f"{r['gflop']:7.2f}{r['gflop'] / r['bp'] * 1e3:9.1f}{r['gflop'] / r['ort'] * 1e3:9.1f}"
               f"{r['diff']:11.1e}{rss}{rso}")
-    print("\nlatencies are medians in ms; RSS is peak resident memory in MiB of one process "
+    print(f"\nlatencies are medians in ms (the lowest of {max(1, args.rounds)} rounds); RSS is peak resident memory in MiB of one process "
           "(backplane run vs a 1-thread ONNX Runtime session); tract uses its own threading.")
     for r in rows:
         if r["threads"] == threads[0]:

@@ -1,5 +1,8 @@
-//! Time single convolution layers on CpuAcc (1 thread): depthwise, 1×1 and 3×3 shapes from
+//! Time single convolution layers on CpuAcc (1 thread, or `CONV_THREADS`): depthwise, 1×1 and 3×3 shapes from
 //! MobileNetV2 and ResNet-18. `cargo run --release -p backplane-cpu-acc --example conv_bench`.
+//!
+//! Times are the best of 15 short rounds (so a busy shared machine disturbs them less).
+//! `CONV_BENCH=dw` keeps only the cases whose label contains `dw`.
 
 use backplane_backend_api::{Backend, LayerDesc};
 use backplane_core::ops::{ConvDesc, Window};
@@ -9,15 +12,38 @@ use std::sync::Arc;
 use std::time::Instant;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let factory = CpuAccBackend::with_threads(1).create_workload_factory(None)?;
+    // CONV_THREADS=N runs the layers on N threads (default 1).
+    let threads = std::env::var("CONV_THREADS")
+        .ok()
+        .and_then(|t| t.parse().ok())
+        .unwrap_or(1);
+    let factory = CpuAccBackend::with_threads(threads).create_workload_factory(None)?;
+    let filter = std::env::var("CONV_BENCH").unwrap_or_default();
     // (channels in, out, size, kernel, stride, group)
     for (c, m, hw, k, s, g) in [
+        (32, 32, 112, 3, 1, 32),
         (96, 96, 112, 3, 2, 96),
         (144, 144, 56, 3, 1, 144),
+        (144, 144, 56, 3, 2, 144),
+        (192, 192, 28, 3, 1, 192),
+        (576, 576, 14, 3, 1, 576),
+        (576, 576, 14, 3, 2, 576),
         (960, 960, 7, 3, 1, 960),
         (24, 144, 56, 1, 1, 1),
+        (16, 96, 112, 1, 1, 1),
+        (3, 32, 224, 3, 2, 1),
         (64, 64, 56, 3, 1, 1),
+        (128, 128, 28, 3, 1, 1),
+        (512, 512, 7, 3, 1, 1),
+        (3, 64, 224, 7, 2, 1),
     ] {
+        let label = format!(
+            "{} c{c} m{m} {hw}x{hw} k{k} s{s}",
+            if g > 1 { "dw" } else { "conv" }
+        );
+        if !label.contains(&filter) {
+            continue;
+        }
         let x = Tensor::zeros(TensorInfo::new(
             backplane_core::DataType::F32,
             vec![1, c, hw, hw],
@@ -47,20 +73,40 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         };
         let wl = factory.create_workload(&desc)?;
         let mut y = Tensor::zeros(outputs[0].clone())?;
-        let reps = 50;
-        let mut best = f64::INFINITY;
-        for _ in 0..3 {
-            let t = Instant::now();
-            for _ in 0..reps {
-                wl.execute(&[x.view(), w.view()], &mut [y.view_mut()])?;
+        // CONV_AB=VAR: alternate rounds with the environment variable VAR set and unset
+        // (for A/B comparisons of code paths that read it), reporting both.
+        let ab = std::env::var("CONV_AB").ok();
+        let variants: Vec<Option<&str>> = match &ab {
+            Some(v) => vec![None, Some(v.as_str())],
+            None => vec![None],
+        };
+        let mut best = vec![f64::INFINITY; variants.len()];
+        for _ in 0..15 {
+            for (vi, v) in variants.iter().enumerate() {
+                if let Some(var) = ab.as_deref() {
+                    if v.is_some() {
+                        std::env::set_var(var, "1");
+                    } else {
+                        std::env::remove_var(var);
+                    }
+                }
+                let reps = 3;
+                let t = Instant::now();
+                for _ in 0..reps {
+                    wl.execute(&[x.view(), w.view()], &mut [y.view_mut()])?;
+                }
+                best[vi] = best[vi].min(t.elapsed().as_secs_f64() / reps as f64);
             }
-            best = best.min(t.elapsed().as_secs_f64() / reps as f64);
         }
         let flops = 2.0 * outputs[0].shape.elements() as f64 * (c / g * k * k) as f64;
+        let with = match (ab.as_deref(), best.get(1)) {
+            (Some(var), Some(t)) => format!("   with {var}: {:8.3} ms", t * 1e3),
+            _ => String::new(),
+        };
         println!(
-            "c{c} m{m} {hw}x{hw} k{k} s{s} g{g}: {:8.3} ms {:6.1} GFLOP/s",
-            best * 1e3,
-            flops / best / 1e9
+            "{label:<32} {:8.3} ms {:6.1} GFLOP/s{with}",
+            best[0] * 1e3,
+            flops / best[0] / 1e9
         );
     }
     Ok(())

@@ -1,15 +1,18 @@
 //! Convolution: 1×1 (stride 1, no padding) as a plain GEMM on the input, general kernels as a
-//! GEMM over implicit im2col panels, depthwise as its own sliding-window kernel. Weights are
+//! GEMM over the im2col matrix of the input's zero-padded stride phases (each of its rows a
+//! contiguous run, see [`Phases`]), depthwise as its own kernel (`crate::depthwise`). Weights are
 //! packed once at workload creation; bias and activation are applied in the GEMM epilogue.
 
 use crate::act::Activation;
-use crate::gemm::{self, ASrc, BSrc, Epilogue, Im2col, MatView, Packed};
+use crate::depthwise;
+use crate::gemm::{self, ASrc, BSrc, Epilogue, MatView, Packed, Shifted};
 use crate::io::{f32s, f32s_mut, input, output, Io};
 use crate::threads::Threads;
-use crate::window::{self, Geo2, WindowKind};
+use crate::window::Geo2;
 use backplane_backend_api::{BackendError, Result, Workload};
 use backplane_core::ops::ConvDesc;
 use backplane_core::{Tensor, TensorView, TensorViewMut};
+use std::cell::RefCell;
 
 /// Why CpuAcc cannot run a convolution with these shapes, if it cannot.
 pub fn check(desc: &ConvDesc, x: &[usize], w: &[usize]) -> std::result::Result<(), String> {
@@ -45,6 +48,11 @@ pub struct ConvWorkload {
     m: usize,
     group: usize,
     pointwise: bool,
+    /// Set for depthwise convolutions.
+    dw_plan: Option<depthwise::Plan>,
+    /// Convolutions with a window: where each im2col row starts in the input's [`Phases`]
+    /// (see [`Shifted`]).
+    shifted_rows: Option<Vec<usize>>,
     weights: Weights,
     bias: Option<Vec<f32>>,
     act: Activation,
@@ -112,12 +120,178 @@ impl ConvWorkload {
             m,
             group,
             pointwise,
+            dw_plan: depthwise.then(|| depthwise::Plan::new(&geo)),
+            shifted_rows: (!depthwise && !pointwise && geo.oh > 0 && geo.ow > 0)
+                .then(|| Phases::new(&geo).rows(&geo, c / group)),
             weights,
             bias,
             act,
             threads,
         })
     }
+}
+
+thread_local! {
+    static PADDED: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    static WIDE_OUT: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A convolution input zero-padded and split into stride phases, `[channel][qy][qx][y][x]`:
+/// element `(y, x)` of phase `(qy, qx)` is padded-input element `(y·sh + qy, x·sw + qx)`.
+/// Output `(oy, ox)` of tap `(ky, kx)` then reads phase `(ky·dh % sh, kx·dw % sw)` at
+/// `(oy + ky·dh / sh, ox + kx·dw / sw)`: with the output computed at the phases' row pitch,
+/// each im2col row is one contiguous run, whatever the stride and dilation.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Phases {
+    /// Rows and row pitch of one phase.
+    pub(crate) rows: usize,
+    pub(crate) pitch: usize,
+    sh: usize,
+    sw: usize,
+}
+
+impl Phases {
+    pub(crate) fn new(geo: &Geo2) -> Self {
+        let (sh, sw) = (geo.sh.max(1), geo.sw.max(1));
+        let hp = (geo.oh.saturating_sub(1)) * sh + (geo.kh.saturating_sub(1)) * geo.dh + 1;
+        let wp = (geo.ow.saturating_sub(1)) * sw + (geo.kw.saturating_sub(1)) * geo.dw + 1;
+        Phases {
+            rows: hp.div_ceil(sh),
+            pitch: wp.div_ceil(sw),
+            sh,
+            sw,
+        }
+    }
+
+    /// Floats per channel.
+    pub(crate) fn plane(&self) -> usize {
+        self.sh * self.sw * self.rows * self.pitch
+    }
+
+    /// Floats of the row buffer [`Phases::fill`] needs.
+    pub(crate) fn row_buf(&self) -> usize {
+        self.pitch * self.sw
+    }
+
+    /// Fill one channel's phases from its input plane (`row`: [`Phases::row_buf`] floats).
+    #[inline(always)]
+    pub(crate) fn fill(&self, geo: &Geo2, x: &[f32], dst: &mut [f32], row: &mut [f32]) {
+        let (sh, sw, rows, pitch) = (self.sh, self.sw, self.rows, self.pitch);
+        let phase = rows * pitch;
+        let row = &mut row[..pitch * sw];
+        for qy in 0..sh {
+            for y in 0..rows {
+                let iy = (y * sh + qy) as isize - geo.pt as isize;
+                // Destination row of phase (qy, qx) is at base + qx·phase.
+                let base = qy * sw * phase + y * pitch;
+                if iy < 0 || iy >= geo.h as isize {
+                    for qx in 0..sw {
+                        dst[base + qx * phase..base + qx * phase + pitch].fill(0.0);
+                    }
+                    continue;
+                }
+                let xrow = &x[iy as usize * geo.w..(iy as usize + 1) * geo.w];
+                // The padded row, then split into column phases.
+                let lo = geo.pl.min(row.len());
+                let n = geo.w.min(row.len() - lo);
+                let target = if sw == 1 {
+                    &mut dst[base..base + pitch]
+                } else {
+                    &mut *row
+                };
+                target[..lo].fill(0.0);
+                target[lo..lo + n].copy_from_slice(&xrow[..n]);
+                target[lo + n..].fill(0.0);
+                if sw == 2 {
+                    let (first, second) = dst.split_at_mut(base + phase);
+                    let even = &mut first[base..base + pitch];
+                    let odd = &mut second[..pitch];
+                    for ((e, o), pair) in even.iter_mut().zip(odd).zip(row.chunks_exact(2)) {
+                        *e = pair[0];
+                        *o = pair[1];
+                    }
+                } else if sw > 2 {
+                    for qx in 0..sw {
+                        let d = &mut dst[base + qx * phase..base + qx * phase + pitch];
+                        for (v, src) in d.iter_mut().zip(row.chunks_exact(sw)) {
+                            *v = src[qx];
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Start of each im2col row `(channel, ky, kx)` in the phases of `channels` channels.
+    pub(crate) fn rows(&self, geo: &Geo2, channels: usize) -> Vec<usize> {
+        let p = *self;
+        let plane = p.plane();
+        (0..channels)
+            .flat_map(|ci| (0..geo.kh).map(move |ky| (ci, ky * geo.dh)))
+            .flat_map(|(ci, dy)| {
+                (0..geo.kw).map(move |kx| {
+                    let dx = kx * geo.dw;
+                    ci * plane
+                        + ((dy % p.sh) * p.sw + dx % p.sw) * p.rows * p.pitch
+                        + (dy / p.sh) * p.pitch
+                        + dx / p.sw
+                })
+            })
+            .collect()
+    }
+}
+
+/// A convolution of one group of one image as a GEMM over its [`Phases`]: the output is
+/// computed at the phases' row pitch (the few extra columns of each row are dropped when it
+/// is copied out), so that every im2col row is one contiguous run and packing it is a plain
+/// copy.
+#[allow(clippy::too_many_arguments)]
+fn conv_shifted(
+    th: &Threads,
+    geo: &Geo2,
+    rows: &[usize],
+    pa: &Packed,
+    xg: &[f32],
+    cg: usize,
+    yg: &mut [f32],
+    ep: &Epilogue<'_>,
+) -> Result<()> {
+    let ph = Phases::new(geo);
+    let wp = ph.pitch;
+    let (in_plane, out_plane) = (geo.h * geo.w, geo.oh * geo.ow);
+    let mg = pa.len();
+    let wide = (geo.oh - 1) * wp + geo.ow;
+    let mut padded = gemm::take(&PADDED, cg * ph.plane());
+    let mut out = gemm::take(&WIDE_OUT, mg * wide);
+    let mut row = vec![0f32; ph.row_buf()];
+    for (ci, dst) in padded.chunks_exact_mut(ph.plane()).take(cg).enumerate() {
+        ph.fill(geo, &xg[ci * in_plane..(ci + 1) * in_plane], dst, &mut row);
+    }
+    let src = BSrc::Shifted(Shifted {
+        data: &padded,
+        rows,
+    });
+    let res = gemm::sgemm(
+        th,
+        mg,
+        wide,
+        rows.len(),
+        &ASrc::Packed(pa),
+        &src,
+        &mut out[..mg * wide],
+        wide,
+        ep,
+    );
+    if res.is_ok() {
+        for (yo, wo) in yg.chunks_exact_mut(out_plane).zip(out.chunks(wide)) {
+            for (yr, wr) in yo.chunks_exact_mut(geo.ow).zip(wo.chunks(wp)) {
+                yr.copy_from_slice(&wr[..geo.ow]);
+            }
+        }
+    }
+    gemm::give_back(&PADDED, padded);
+    gemm::give_back(&WIDE_OUT, out);
+    res
 }
 
 fn pack_weights(w: &[f32], m: usize, group: usize, k: usize) -> Vec<Packed> {
@@ -166,19 +340,10 @@ impl Workload for ConvWorkload {
             other => other,
         };
         match weights {
-            Weights::Depthwise(w) => {
-                let taps = geo.kh * geo.kw;
-                let c = self.c;
-                let act = self.act;
-                window::run_planes(&self.threads, geo, x, y, 0.0, |p| {
-                    let ch = p % c;
-                    WindowKind::Depthwise {
-                        weights: &w[ch * taps..(ch + 1) * taps],
-                        bias: bias.map_or(0.0, |b| b[ch]),
-                        act,
-                    }
-                })
-            }
+            Weights::Depthwise(w) => match &self.dw_plan {
+                Some(plan) => depthwise::run(&self.threads, plan, self.c, x, w, bias, self.act, y),
+                None => Err(self.io.error("depthwise plan missing".into())),
+            },
             Weights::Packed(packed) => {
                 let (cg, mg) = (self.c / self.group, self.m / self.group);
                 let (in_plane, out_plane) = (geo.h * geo.w, geo.oh * geo.ow);
@@ -189,35 +354,23 @@ impl Workload for ConvWorkload {
                         let xg = &x[xs..xs + cg * in_plane];
                         let ys = (b * self.m + g * mg) * out_plane;
                         let yg = &mut y[ys..ys + mg * out_plane];
-                        let src = if self.pointwise {
-                            BSrc::View(MatView {
-                                data: xg,
-                                rs: in_plane,
-                                cs: 1,
-                            })
-                        } else {
-                            BSrc::Im2col(Im2col {
-                                x: xg,
-                                c: cg,
-                                h: geo.h,
-                                w: geo.w,
-                                kh: geo.kh,
-                                kw: geo.kw,
-                                sh: geo.sh,
-                                sw: geo.sw,
-                                dh: geo.dh,
-                                dw: geo.dw,
-                                ph: geo.pt,
-                                pw: geo.pl,
-                                oh: geo.oh,
-                                ow: geo.ow,
-                            })
-                        };
                         let ep = Epilogue {
                             row_bias: bias.map(|bb| &bb[g * mg..(g + 1) * mg]),
                             act: self.act,
                             ..Epilogue::default()
                         };
+                        if !self.pointwise {
+                            // Empty outputs have no shifted rows, and nothing to compute.
+                            if let Some(rows) = &self.shifted_rows {
+                                conv_shifted(&self.threads, geo, rows, pa, xg, cg, yg, &ep)?;
+                            }
+                            continue;
+                        }
+                        let src = BSrc::View(MatView {
+                            data: xg,
+                            rs: in_plane,
+                            cs: 1,
+                        });
                         gemm::sgemm(
                             &self.threads,
                             mg,

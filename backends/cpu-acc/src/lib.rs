@@ -4,11 +4,13 @@
 //! the user's preference list (usually CpuRef):
 //!
 //! * **SGEMM** ([`gemm`]): packed A/B panels, a 6×32 register-blocked micro-kernel in AVX-512
-//!   or two 6×16 AVX2+FMA half-tiles (chosen at run time, with a portable fallback), and
-//!   threads over rows of C.
-//! * **Convolution**: 1×1 as a GEMM on the input, general kernels as a GEMM over implicit
-//!   im2col panels packed straight from the image, depthwise as a sliding-window kernel;
-//!   weights packed once at load, bias and activation fused in the GEMM epilogue.
+//!   or two 6×16 AVX2+FMA half-tiles (chosen at run time, with a portable fallback); with
+//!   weights prepacked, one parallel step per product (threads over columns of C for small
+//!   weights, over rows for large weights and narrow B), B packed right before use.
+//! * **Convolution**: 1×1 as a GEMM on the input, general kernels as a GEMM over the input's
+//!   zero-padded stride phases (each im2col row a contiguous run), depthwise as its own
+//!   kernel over a padded copy of each plane; weights packed once at load, bias and
+//!   activation fused in the GEMM epilogue.
 //! * **Fusion** ([`Backend::optimize_subgraph`]): Conv+BatchNormalization(folded)+activation,
 //!   MatMul+Add(bias)+activation and Gemm+activation become CpuAcc custom layers.
 //! * **Elementwise** with broadcasting, pooling, Softmax, LayerNormalization, Gelu/Erf and
@@ -22,6 +24,7 @@
 
 pub mod act;
 mod conv;
+mod depthwise;
 mod elementwise;
 pub mod fusion;
 pub mod gemm;

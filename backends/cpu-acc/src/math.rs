@@ -17,7 +17,8 @@ const ROUNDER: f32 = 12_582_912.0;
 #[inline(always)]
 pub fn exp(x: f32) -> f32 {
     let xc = x.clamp(-87.33, 88.72);
-    let n = (xc * LOG2E + ROUNDER) - ROUNDER;
+    let t = xc * LOG2E + ROUNDER;
+    let n = t - ROUNDER;
     let r = n.mul_add(-LN2_HI, xc);
     let r = n.mul_add(-LN2_LO, r);
     // Taylor coefficients up to r^7 (|r| <= ln2/2: truncation error < 1e-8).
@@ -29,7 +30,14 @@ pub fn exp(x: f32) -> f32 {
     p = p.mul_add(r, 0.5);
     p = p.mul_add(r, 1.0);
     p = p.mul_add(r, 1.0);
-    let scale = f32::from_bits(((n as i32 + 127) as u32) << 23);
+    // 2^n from the integer n held in t's low mantissa bits (t = 1.5·2^23 + n exactly): plain
+    // integer arithmetic, which vectorizes (a saturating `n as i32` does not).
+    let scale = f32::from_bits(
+        t.to_bits()
+            .wrapping_sub(ROUNDER.to_bits())
+            .wrapping_add(127)
+            << 23,
+    );
     let y = p * scale;
     let y = if x < -87.33 { 0.0 } else { y };
     if x > 88.72 {

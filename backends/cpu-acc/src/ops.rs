@@ -580,8 +580,17 @@ impl Workload for TransposeWorkload {
             return self.threads.chunks(ys, per * inner.max(1), |ci, yc| {
                 for (rr, out) in yc.chunks_exact_mut(inner.max(1)).enumerate() {
                     let base = offset(ci * per + rr);
-                    for (j, o) in out.iter_mut().enumerate() {
-                        *o = xs[base + j * istep];
+                    let src = xs.get(base..).unwrap_or(&[]);
+                    if istep == 1 {
+                        out.copy_from_slice(&src[..out.len()]);
+                    } else {
+                        // Iterators, not indexing: no bounds check per element.
+                        let mut it = src.iter().step_by(istep.max(1));
+                        for o in out.iter_mut() {
+                            *o = it.next().copied().ok_or_else(|| {
+                                BackendError::Execution("transpose: input too small".into())
+                            })?;
+                        }
                     }
                 }
                 Ok(())

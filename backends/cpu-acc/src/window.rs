@@ -1,11 +1,11 @@
-//! 2-D sliding windows over one plane: depthwise convolution and max/average pooling.
+//! 2-D sliding windows over one plane: max/average pooling (depthwise convolution has its own
+//! kernel in `crate::depthwise`).
 //!
 //! Each input plane is first copied into a padded scratch plane whose rows are split into
 //! `stride` phases (column `x·stride + q` goes to phase `q`), so that every kernel tap reads a
 //! contiguous run of the phase row whatever the stride: the tap loops are plain vectorizable
 //! `out[i] ∘= w · row[i]` loops.
 
-use crate::act::Activation;
 use crate::simd;
 use crate::threads::Threads;
 use backplane_backend_api::Result;
@@ -14,15 +14,6 @@ use backplane_core::ops::Geometry;
 /// What the window computes.
 #[derive(Debug, Clone, Copy)]
 pub enum WindowKind<'a> {
-    /// Σ w·x + bias, then the activation (`weights`: kh·kw taps).
-    Depthwise {
-        /// The taps, row-major.
-        weights: &'a [f32],
-        /// Bias.
-        bias: f32,
-        /// Activation.
-        act: Activation,
-    },
     /// Maximum (NaN propagates).
     Max,
     /// Sum divided by the per-position count `inv_cy[oy] * inv_cx[ox]`.
@@ -115,15 +106,11 @@ impl Geo2 {
         self.phase_len() * self.sw
     }
 
-    /// Scratch floats one prepared plane needs (plus slack: the depthwise kernel computes
-    /// whole chunks of up to 32 outputs and may read, then discard, values past a row).
+    /// Scratch floats one prepared plane needs.
     pub fn scratch_len(&self) -> usize {
-        self.padded_rows() * self.row_len() + 4 * LANES
+        self.padded_rows() * self.row_len()
     }
 }
-
-/// Outputs computed per depthwise chunk.
-const LANES: usize = 16;
 
 /// One plane's job: the prepared plane and what to compute.
 #[derive(Debug, Clone, Copy)]
@@ -192,20 +179,9 @@ pub fn prepare_body(geo: &Geo2, x: &[f32], pad: f32, dst: &mut [f32]) {
 pub fn plane_body(job: &PlaneJob<'_>, out: &mut [f32]) {
     let g = &job.geo;
     let (row_len, phase_len) = (g.row_len(), g.phase_len());
-    if let WindowKind::Depthwise { weights, bias, act } = job.kind {
-        // Wider chunks give the FMA chains more independent accumulators.
-        if g.ow >= 2 * LANES {
-            depthwise::<{ 2 * LANES }>(job, weights, bias, act, out);
-        } else if g.ow >= LANES {
-            depthwise::<LANES>(job, weights, bias, act, out);
-        } else {
-            depthwise::<8>(job, weights, bias, act, out);
-        }
-        return;
-    }
     for (oy, orow) in out.chunks_exact_mut(g.ow).enumerate().take(g.oh) {
         match job.kind {
-            WindowKind::Depthwise { .. } | WindowKind::Average { .. } => orow.fill(0.0),
+            WindowKind::Average { .. } => orow.fill(0.0),
             WindowKind::Max => orow.fill(f32::NEG_INFINITY),
         }
         for ky in 0..g.kh {
@@ -215,12 +191,6 @@ pub fn plane_body(job: &PlaneJob<'_>, out: &mut [f32]) {
                 let start = r * row_len + (col % g.sw) * phase_len + col / g.sw;
                 let src = &job.src[start..start + g.ow];
                 match job.kind {
-                    WindowKind::Depthwise { weights, .. } => {
-                        let wv = weights[ky * g.kw + kx];
-                        for (o, &v) in orow.iter_mut().zip(src) {
-                            *o = wv.mul_add(v, *o);
-                        }
-                    }
                     WindowKind::Max => {
                         for (o, &v) in orow.iter_mut().zip(src) {
                             *o = if o.is_nan() || *o >= v { *o } else { v };
@@ -235,14 +205,6 @@ pub fn plane_body(job: &PlaneJob<'_>, out: &mut [f32]) {
             }
         }
         match job.kind {
-            WindowKind::Depthwise { bias, act, .. } => {
-                for o in orow.iter_mut() {
-                    *o += bias;
-                }
-                if act != Activation::None {
-                    crate::math::unary_in_place_body(act, orow);
-                }
-            }
             WindowKind::Average { inv_cy, inv_cx } => {
                 let fy = inv_cy[oy];
                 for (o, &fx) in orow.iter_mut().zip(inv_cx) {
@@ -250,53 +212,6 @@ pub fn plane_body(job: &PlaneJob<'_>, out: &mut [f32]) {
                 }
             }
             WindowKind::Max => {}
-        }
-    }
-}
-
-/// Depthwise convolution of one plane, `CH` outputs at a time with all taps accumulated in
-/// registers (the last chunk of a row may read past it into the scratch slack; those lanes
-/// are discarded).
-#[inline(always)]
-fn depthwise<const CH: usize>(
-    job: &PlaneJob<'_>,
-    weights: &[f32],
-    bias: f32,
-    act: Activation,
-    out: &mut [f32],
-) {
-    let g = &job.geo;
-    let (row_len, phase_len) = (g.row_len(), g.phase_len());
-    // Offset of each tap relative to the start of its output row's first input row.
-    let taps: Vec<(usize, f32)> = (0..g.kh)
-        .flat_map(|ky| (0..g.kw).map(move |kx| (ky, kx)))
-        .map(|(ky, kx)| {
-            let col = kx * g.dw;
-            (
-                ky * g.dh * row_len + (col % g.sw) * phase_len + col / g.sw,
-                weights[ky * g.kw + kx],
-            )
-        })
-        .collect();
-    let chunks = g.ow.div_ceil(CH);
-    let mut tmp = vec![0f32; chunks * CH];
-    for (oy, orow) in out.chunks_exact_mut(g.ow).enumerate().take(g.oh) {
-        let base = oy * g.sh * row_len;
-        for (c, dst) in tmp.chunks_exact_mut(CH).enumerate() {
-            let mut acc = [bias; CH];
-            for &(off, w) in &taps {
-                let s = base + off + c * CH;
-                if let Some(src) = job.src.get(s..s + CH) {
-                    for (a, &v) in acc.iter_mut().zip(src) {
-                        *a = w.mul_add(v, *a);
-                    }
-                }
-            }
-            dst.copy_from_slice(&acc);
-        }
-        orow.copy_from_slice(&tmp[..g.ow]);
-        if act != Activation::None {
-            crate::math::unary_in_place_body(act, orow);
         }
     }
 }

@@ -241,7 +241,7 @@ fn conv_geometries_groups_and_depthwise() {
         };
         let (h, w) = (r.pick(&[1, 3, 7, 17]), r.pick(&[1, 3, 7, 17, 63]));
         let (kh, kw) = (r.pick(&[1, 3, 5]), r.pick(&[1, 3]));
-        let (sh, sw) = (r.pick(&[1, 2, 3]), r.pick(&[1, 2]));
+        let (sh, sw) = (r.pick(&[1, 2, 3]), r.pick(&[1, 2, 3]));
         let (dh, dw) = (r.pick(&[1, 1, 2]), r.pick(&[1, 2]));
         let pads = [
             r.pick(&[0, 1, 2]),
@@ -299,6 +299,65 @@ fn conv_geometries_groups_and_depthwise() {
         r.tensor(&[63, 257, 1, 1], 1.0),
     );
     check("pointwise", &op, &[&x, &w], &[&[false, true]], 1e-4, 2e-3);
+}
+
+/// Depthwise convolutions (group = channels) over the plane sizes that take different paths:
+/// one-run stride-1 planes (narrower than 64), row-by-row planes, 1-wide and 1-high planes,
+/// every stride, dilation, kernel size and asymmetric padding.
+#[test]
+fn depthwise_geometries_against_ref() {
+    let mut r = Rng(11);
+    let mut tested = 0;
+    while tested < 80 {
+        let n = r.pick(&[1, 2]);
+        let c = r.pick(&[2, 3, 17]);
+        let h = r.pick(&[1, 2, 7, 14, 17]);
+        let w = r.pick(&[1, 3, 7, 14, 63, 64, 65, 113]);
+        let k = r.pick(&[1, 3, 3, 5, 7]);
+        let kh = r.pick(&[k, 1, 3]);
+        let (sh, sw) = (r.pick(&[1, 1, 2, 3]), r.pick(&[1, 1, 2, 3]));
+        let (dh, dw) = (r.pick(&[1, 1, 2]), r.pick(&[1, 1, 2]));
+        let pads = [
+            r.pick(&[0, 1, 2, 3]),
+            r.pick(&[0, 1, 3]),
+            r.pick(&[0, 1, 2]),
+            r.pick(&[0, 1, 2, 4]),
+        ];
+        let op = conv_op(&[kh, k], &[sh, sw], &[dh, dw], &pads, c, AutoPad::NotSet);
+        let x = r.tensor(&[n, c, h, w], 1.0);
+        let wt = r.tensor(&[c, 1, kh, k], 1.0);
+        let b = r.tensor(&[c], 1.0);
+        if op.infer(&[x.info(), wt.info()]).is_err() {
+            continue;
+        }
+        tested += 1;
+        let what = format!("depthwise x{:?} w{:?} {op:?}", x.shape(), wt.shape());
+        let tol = 1e-4 * ((kh * k) as f64).sqrt();
+        check(
+            &what,
+            &op,
+            &[&x, &wt, &b],
+            &[&[false, true, true], &[false, false, false]],
+            1e-4,
+            tol,
+        );
+        check(&what, &op, &[&x, &wt], &[&[false, true]], 1e-4, tol);
+    }
+    // MobileNetV2's shapes: stride 1 and 2 on 112-wide planes, 7×7 planes, many channels.
+    for (c, hw, s) in [(32, 112, 1), (24, 112, 2), (96, 7, 1), (40, 14, 2)] {
+        let op = conv_op(&[3, 3], &[s, s], &[1, 1], &[1, 1, 1, 1], c, AutoPad::NotSet);
+        let x = r.tensor(&[1, c, hw, hw], 1.0);
+        let wt = r.tensor(&[c, 1, 3, 3], 1.0);
+        let b = r.tensor(&[c], 1.0);
+        check(
+            &format!("depthwise c{c} {hw}x{hw} s{s}"),
+            &op,
+            &[&x, &wt, &b],
+            &[&[false, true, true]],
+            1e-4,
+            3e-4,
+        );
+    }
 }
 
 #[test]

@@ -520,6 +520,11 @@ multiversion! {
         => crate::window::plane_body;
 }
 multiversion! {
+    /// One depthwise convolution plane (see `crate::depthwise`).
+    pub fn depthwise_plane(plan: &crate::depthwise::Plan, x: &[f32], w: &[f32], bias: f32, act: Activation, out: &mut [f32], scratch: &mut [f32])
+        => crate::depthwise::plane_body;
+}
+multiversion! {
     /// Pad and phase-split one input plane for a window op (see `crate::window`).
     pub fn window_prepare(geo: &crate::window::Geo2, x: &[f32], pad: f32, dst: &mut [f32])
         => crate::window::prepare_body;
@@ -532,11 +537,6 @@ multiversion! {
     /// Layer normalization of one row.
     pub fn layer_norm_row(x: &[f32], scale: &[f32], bias: Option<&[f32]>, epsilon: f32, y: &mut [f32])
         => crate::norm::layer_norm_row_body;
-}
-multiversion! {
-    /// Pack a B block from an im2col source (see `crate::gemm`).
-    pub fn pack_b_im2col(src: &crate::gemm::Im2col<'_>, j0: usize, k0: usize, kc: usize, out: &mut [f32])
-        => crate::gemm::pack_b_im2col_body;
 }
 multiversion! {
     /// Sum and sum of squares... reductions over one contiguous run.
