@@ -40,8 +40,8 @@ pub use memory::MemoryManager;
 pub use subgraph::{OptimizationViews, ReplacementLayer, SubgraphView, Substitution, ValueRef};
 pub use support::{LayerDesc, LayerSupport, Support};
 pub use tensor_handle::{
-    DataLayout, FactoryId, FactoryProperties, MemorySources, TensorHandle, TensorHandleFactory,
-    TensorHandleFactoryRegistry,
+    DataLayout, FactoryId, FactoryProperties, HostViewHandle, HostViewHandleMut, MemorySources,
+    OwnedHostHandle, TensorHandle, TensorHandleFactory, TensorHandleFactoryRegistry,
 };
 pub use workload::{NestedNetwork, Workload, WorkloadFactory};
 

@@ -12,7 +12,7 @@
 //! planned into arenas by the runtime. A backend that registers no factory of its own uses it.
 
 use crate::{MemoryManager, Result};
-use backplane_core::{TensorInfo, TensorView, TensorViewMut};
+use backplane_core::{Tensor, TensorInfo, TensorView, TensorViewMut};
 use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
@@ -142,6 +142,65 @@ pub trait TensorHandle: Send + Sync {
     /// The concrete handle, writable.
     fn as_any_mut(&mut self) -> Option<&mut dyn Any> {
         None
+    }
+}
+
+/// A handle that owns host memory (a plain [`Tensor`]): what the runtime's host factory
+/// makes, and a ready-made handle for backends whose memory is host memory.
+#[derive(Debug)]
+pub struct OwnedHostHandle(pub Tensor);
+
+impl TensorHandle for OwnedHostHandle {
+    fn info(&self) -> &TensorInfo {
+        self.0.info()
+    }
+    fn map(&self) -> Option<TensorView<'_>> {
+        Some(self.0.view())
+    }
+    fn map_mut(&mut self) -> Option<TensorViewMut<'_>> {
+        Some(self.0.view_mut())
+    }
+    fn as_any(&self) -> Option<&dyn Any> {
+        Some(self)
+    }
+    fn as_any_mut(&mut self) -> Option<&mut dyn Any> {
+        Some(self)
+    }
+}
+
+/// Host memory borrowed for one call, read-only (an arena region, a caller's input, a
+/// constant), for workloads that take handles.
+#[derive(Debug)]
+pub struct HostViewHandle<'a>(pub TensorView<'a>);
+
+impl TensorHandle for HostViewHandle<'_> {
+    fn info(&self) -> &TensorInfo {
+        self.0.info
+    }
+    fn map(&self) -> Option<TensorView<'_>> {
+        Some(self.0)
+    }
+    fn map_mut(&mut self) -> Option<TensorViewMut<'_>> {
+        None
+    }
+}
+
+/// Writable host memory borrowed for one call, for workloads that take handles.
+#[derive(Debug)]
+pub struct HostViewHandleMut<'a>(pub TensorViewMut<'a>);
+
+impl TensorHandle for HostViewHandleMut<'_> {
+    fn info(&self) -> &TensorInfo {
+        self.0.info
+    }
+    fn map(&self) -> Option<TensorView<'_>> {
+        Some(self.0.as_view())
+    }
+    fn map_mut(&mut self) -> Option<TensorViewMut<'_>> {
+        Some(TensorViewMut {
+            info: self.0.info,
+            data: &mut *self.0.data,
+        })
     }
 }
 

@@ -33,8 +33,9 @@ use crate::convert::{
 };
 use backplane_backend_api::{
     Backend, BackendContext, BackendError, BackendOptions, BackendVersion, CapabilityValue,
-    DataLayout, FactoryId, LayerSupport, MemoryManager, NetworkId, SubgraphView, Support,
-    TensorHandle, TensorHandleFactoryRegistry, Workload, WorkloadFactory,
+    DataLayout, FactoryId, HostViewHandle, HostViewHandleMut, LayerSupport, MemoryManager,
+    NetworkId, SubgraphView, Support, TensorHandle, TensorHandleFactoryRegistry, Workload,
+    WorkloadFactory,
 };
 use backplane_core::{LayerId, TensorInfo, TensorView, TensorViewMut};
 use std::any::Any;
@@ -440,51 +441,15 @@ unsafe fn checked_view(
     Ok(Checked::Data(v.data.cast::<u8>()))
 }
 
-/// Host memory handed to a workload that takes handles: an input.
-struct HostInput<'a>(TensorView<'a>);
-
-impl TensorHandle for HostInput<'_> {
-    fn info(&self) -> &TensorInfo {
-        self.0.info
-    }
-    fn map(&self) -> Option<TensorView<'_>> {
-        Some(self.0)
-    }
-    fn map_mut(&mut self) -> Option<TensorViewMut<'_>> {
-        None
-    }
-}
-
-/// Host memory handed to a workload that takes handles: an output.
-struct HostOutput<'a>(TensorViewMut<'a>);
-
-impl TensorHandle for HostOutput<'_> {
-    fn info(&self) -> &TensorInfo {
-        self.0.info
-    }
-    fn map(&self) -> Option<TensorView<'_>> {
-        Some(TensorView {
-            info: self.0.info,
-            data: self.0.data,
-        })
-    }
-    fn map_mut(&mut self) -> Option<TensorViewMut<'_>> {
-        Some(TensorViewMut {
-            info: self.0.info,
-            data: self.0.data,
-        })
-    }
-}
-
 /// One input of a workload that takes handles.
 enum InputArg<'a> {
-    Host(HostInput<'a>),
+    Host(HostViewHandle<'a>),
     Handle(&'a PluginTensorHandle),
 }
 
 /// One output of a workload that takes handles.
 enum OutputArg<'a> {
-    Host(HostOutput<'a>),
+    Host(HostViewHandleMut<'a>),
     Handle(&'a mut PluginTensorHandle),
 }
 
@@ -579,7 +544,7 @@ unsafe extern "C" fn execute_workload(
         let mut in_args = Vec::with_capacity(num_inputs);
         for (c, expected) in in_checked.iter().zip(&w.inputs) {
             in_args.push(match *c {
-                Checked::Data(data) => InputArg::Host(HostInput(TensorView {
+                Checked::Data(data) => InputArg::Host(HostViewHandle(TensorView {
                     info: &expected.0,
                     // SAFETY: checked non-null (or empty) with `expected.1` readable bytes.
                     data: unsafe { slice(data.cast_const(), expected.1) }.map_err(invalid)?,
@@ -593,7 +558,7 @@ unsafe extern "C" fn execute_workload(
         let mut out_args = Vec::with_capacity(num_outputs);
         for (c, expected) in out_checked.iter().zip(&w.outputs) {
             out_args.push(match *c {
-                Checked::Data(data) => OutputArg::Host(HostOutput(TensorViewMut {
+                Checked::Data(data) => OutputArg::Host(HostViewHandleMut(TensorViewMut {
                     info: &expected.0,
                     // SAFETY: as in the host-memory path above.
                     data: unsafe { slice_mut(data, expected.1) },

@@ -22,21 +22,6 @@ fn channels_last() -> FactoryId {
     FactoryId::new("Test/Nhwc/ChannelsLast").unwrap()
 }
 
-/// Host memory that the backend fills in NHWC order.
-struct ClHandle(Tensor);
-
-impl TensorHandle for ClHandle {
-    fn info(&self) -> &TensorInfo {
-        self.0.info()
-    }
-    fn map(&self) -> Option<TensorView<'_>> {
-        Some(self.0.view())
-    }
-    fn map_mut(&mut self) -> Option<TensorViewMut<'_>> {
-        Some(self.0.view_mut())
-    }
-}
-
 struct ClFactory;
 
 impl TensorHandleFactory for ClFactory {
@@ -53,7 +38,8 @@ impl TensorHandleFactory for ClFactory {
         }
     }
     fn create_tensor_handle(&self, info: &TensorInfo) -> Result<Box<dyn TensorHandle>> {
-        Ok(Box::new(ClHandle(Tensor::zeros(info.clone())?)))
+        // Host memory that the backend fills in NHWC order.
+        Ok(Box::new(OwnedHostHandle(Tensor::zeros(info.clone())?)))
     }
 }
 
