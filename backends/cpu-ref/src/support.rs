@@ -178,6 +178,8 @@ fn allowed_types(op: &Op, slot: usize) -> &'static [DataType] {
         ],
         Op::DynamicQuantizeLinear => F32_ONLY,
         Op::NegativeLogLikelihoodLoss(_) if slot == 1 => INDICES,
+        Op::Rnn(_) if slot == 4 => INDICES,
+        Op::Rnn(_) => FLOATS_F64,
         Op::NegativeLogLikelihoodLoss(_) | Op::GridSample(_) | Op::Det => FLOATS_F64,
         Op::Einsum(_) => &[
             DataType::F32,
@@ -215,6 +217,16 @@ fn input_name(op: &Op, slot: usize) -> &'static str {
         Op::Gather { .. } => &["data", "indices"],
         Op::NegativeLogLikelihoodLoss(_) => &["input", "target", "weight"],
         Op::GridSample(_) => &["X", "grid"],
+        Op::Rnn(_) => &[
+            "X",
+            "W",
+            "R",
+            "B",
+            "sequence_lens",
+            "initial_h",
+            "initial_c",
+            "P",
+        ],
         Op::Concat { .. } => &[],
         _ => &["X"],
     };

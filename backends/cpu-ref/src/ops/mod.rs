@@ -25,6 +25,7 @@ mod norm;
 mod numeric;
 mod pool;
 mod quantize;
+mod recurrent;
 mod reduce;
 mod resize;
 mod sampling;
@@ -213,6 +214,7 @@ fn dispatch(op: &Op, inputs: &[TensorView<'_>], outputs: &mut [TensorViewMut<'_>
         Op::Einsum(desc) => einsum::einsum(desc, inputs, output(outputs)?),
         Op::Det => linalg::det(x, output(outputs)?),
         Op::GridSample(desc) => sampling::grid_sample(desc, x, input(inputs, 1)?, output(outputs)?),
+        Op::Rnn(desc) => recurrent::recurrent(desc, inputs, outputs),
         other => Err(BackendError::Other(format!(
             "{} is not implemented by CpuRef",
             other.name()

@@ -310,7 +310,8 @@ impl Op {
             | Op::NegativeLogLikelihoodLoss(_)
             | Op::GridSample(_)
             | Op::Einsum(_)
-            | Op::Det => a, // handled by ext_to_attributes
+            | Op::Det
+            | Op::Rnn(_) => a, // handled by ext_to_attributes
             Op::Custom(c) => {
                 let mut a = a;
                 a.0.extend(c.attributes.iter().cloned());
@@ -656,6 +657,25 @@ fn ext_to_attributes(op: &Op) -> Option<(String, Vec<(String, AttrValue)>)> {
             .flag("align_corners", d.align_corners),
         Op::Einsum(d) => a.string("equation", &d.equation),
         Op::Det => a,
+        Op::Rnn(d) => {
+            let names: Vec<&str> = d.activations.iter().map(|f| f.kind.name()).collect();
+            let alphas: Vec<f32> = d.activations.iter().map(|f| f.alpha).collect();
+            let betas: Vec<f32> = d.activations.iter().map(|f| f.beta).collect();
+            let a = a
+                .string("direction", d.direction.name())
+                .usize("hidden_size", d.hidden_size)
+                .string("activations", &names.join(","))
+                .floats("activation_alpha", &alphas)
+                .floats("activation_beta", &betas)
+                .flag("linear_before_reset", d.linear_before_reset)
+                .flag("input_forget", d.input_forget)
+                .int("layout", i64::from(d.batch_first))
+                .ints("outputs", &d.outputs.map(i64::from));
+            match d.clip {
+                Some(c) => a.float("clip", c),
+                None => a,
+            }
+        }
         _ => return None,
     };
     Some((op.name().to_string(), attrs.0))
@@ -826,11 +846,53 @@ fn ext_from_attributes(op_type: &str, r: &Reader<'_>) -> Result<Option<Op>> {
             })
         }
         "Det" => Op::Det,
+        "RNN" | "GRU" | "LSTM" => Op::Rnn(rnn_from_attributes(op_type, r)?),
         "Einsum" => Op::Einsum(super::EinsumDesc {
             equation: r.string("equation")?.to_string(),
         }),
         _ => return Ok(None),
     }))
+}
+
+/// The inverse of the RNN/GRU/LSTM arm of [`ext_to_attributes`].
+fn rnn_from_attributes(op_type: &str, r: &Reader<'_>) -> Result<super::RnnDesc> {
+    use super::{RnnActivation, RnnActivationKind, RnnDirection, RnnKind};
+    let kind = RnnKind::from_name(op_type).ok_or_else(|| r.err("not a recurrent op".into()))?;
+    let direction = r.string("direction")?;
+    let names = r.string("activations")?;
+    let alphas = r.floats("activation_alpha")?;
+    let betas = r.floats("activation_beta")?;
+    let mut activations = Vec::new();
+    if !names.is_empty() {
+        for (i, name) in names.split(',').enumerate() {
+            let kind =
+                RnnActivationKind::from_name(name).ok_or_else(|| r.bad("activations", name))?;
+            let (Some(&alpha), Some(&beta)) = (alphas.get(i), betas.get(i)) else {
+                return Err(r.bad("activation_alpha", alphas.len()));
+            };
+            activations.push(RnnActivation { kind, alpha, beta });
+        }
+    }
+    let outputs = r.ints("outputs")?;
+    let outputs = match outputs.as_slice() {
+        &[y, y_h, y_c] => [y != 0, y_h != 0, y_c != 0],
+        _ => return Err(r.bad("outputs", format!("{outputs:?}"))),
+    };
+    Ok(super::RnnDesc {
+        kind,
+        direction: RnnDirection::from_name(direction)
+            .ok_or_else(|| r.bad("direction", direction))?,
+        hidden_size: r.usize("hidden_size")?,
+        activations,
+        clip: match r.get("clip") {
+            Some(_) => Some(r.float("clip")?),
+            None => None,
+        },
+        linear_before_reset: r.flag("linear_before_reset")?,
+        input_forget: r.flag("input_forget")?,
+        batch_first: r.flag("layout")?,
+        outputs,
+    })
 }
 
 /// One example of each op [`ext_to_attributes`] handles (for the round-trip test).
@@ -914,6 +976,37 @@ fn ext_examples() -> Vec<Op> {
             equation: "...ij,jk->...ik".into(),
         }),
         Op::Det,
+        Op::Rnn(super::RnnDesc {
+            kind: super::RnnKind::Gru,
+            direction: super::RnnDirection::Bidirectional,
+            hidden_size: 5,
+            activations: vec![
+                super::RnnActivation::new(super::RnnActivationKind::Sigmoid),
+                super::RnnActivation::new(super::RnnActivationKind::HardSigmoid),
+                super::RnnActivation::new(super::RnnActivationKind::LeakyRelu),
+                super::RnnActivation::new(super::RnnActivationKind::Tanh),
+            ],
+            clip: Some(2.5),
+            linear_before_reset: true,
+            input_forget: false,
+            batch_first: true,
+            outputs: [false, true, false],
+        }),
+        Op::Rnn(super::RnnDesc {
+            kind: super::RnnKind::Lstm,
+            direction: super::RnnDirection::Reverse,
+            hidden_size: 3,
+            activations: vec![
+                super::RnnActivation::new(super::RnnActivationKind::Sigmoid),
+                super::RnnActivation::new(super::RnnActivationKind::Tanh),
+                super::RnnActivation::new(super::RnnActivationKind::Relu),
+            ],
+            clip: None,
+            linear_before_reset: false,
+            input_forget: true,
+            batch_first: false,
+            outputs: [true, true, true],
+        }),
     ]);
     v
 }
@@ -1327,6 +1420,7 @@ mod tests {
             | Op::GridSample(_)
             | Op::Einsum(_)
             | Op::Det
+            | Op::Rnn(_)
             | Op::Custom(_) => true,
         }
     }

@@ -15,6 +15,7 @@ mod linalg;
 mod loss;
 mod math;
 mod nn;
+mod recurrent;
 mod reduce;
 mod resize;
 mod sampling;
@@ -31,6 +32,7 @@ pub use math::{BinaryExtOp, MathOp};
 pub use nn::{
     matmul_shape, require_dtype, ConvDesc, ConvTransposeDesc, GemmDesc, PoolDesc, PoolKind,
 };
+pub use recurrent::{RnnActivation, RnnActivationKind, RnnDesc, RnnDirection, RnnKind};
 pub use reduce::{ReduceDesc, ReduceKind};
 pub use resize::{CoordinateTransform, NearestMode, ResizeDesc, ResizeMode};
 pub use sampling::{GridSampleDesc, GridSampleMode, GridSamplePadding};
@@ -302,6 +304,8 @@ pub enum Op {
     Einsum(EinsumDesc),
     /// Determinant of the matrices of the last two axes: X [*, M, M] → [*].
     Det,
+    /// RNN, GRU or LSTM (see [`RnnDesc`] for the inputs and outputs).
+    Rnn(RnnDesc),
     /// An operator outside the standard set.
     Custom(CustomOp),
 }
@@ -386,6 +390,7 @@ impl Op {
             Op::GridSample(_) => "GridSample",
             Op::Einsum(_) => "Einsum",
             Op::Det => "Det",
+            Op::Rnn(d) => d.name(),
             Op::Custom(c) => &c.op_type,
         }
     }
@@ -412,6 +417,7 @@ impl Op {
             Op::NegativeLogLikelihoodLoss(_) => (2, 3),
             Op::GridSample(_) => (2, 2),
             Op::Einsum(_) => (1, usize::MAX),
+            Op::Rnn(d) => (d.kind.num_inputs(), d.kind.num_inputs()),
             _ => (1, 1),
         }
     }
@@ -493,6 +499,7 @@ impl Op {
             Op::GridSample(d) => d.infer(inputs),
             Op::Einsum(d) => d.infer(inputs),
             Op::Det => linalg::infer_det(inputs),
+            Op::Rnn(d) => d.infer(inputs),
             Op::Custom(c) => Ok(c.outputs.clone()),
         }
     }

@@ -13,6 +13,7 @@ mod layout;
 mod loss;
 mod nn;
 mod quantize;
+mod recurrent;
 mod reduce;
 mod resize;
 mod sampling;
@@ -578,6 +579,7 @@ pub(crate) fn translate(cx: &NodeCx<'_>) -> Tx<Lowering> {
             ))
         }
         "NegativeLogLikelihoodLoss" => loss::nll_loss(cx),
+        "RNN" | "GRU" | "LSTM" => recurrent::recurrent(cx),
         "SoftmaxCrossEntropyLoss" => loss::softmax_cross_entropy_loss(cx),
         "Upsample" => resize::upsample(cx),
 

@@ -128,6 +128,13 @@ pub fn a_str(name: &str, v: &str) -> AttributeProto {
     }
 }
 
+pub fn a_strs(name: &str, v: &[&str]) -> AttributeProto {
+    AttributeProto {
+        strings: v.iter().map(|s| s.as_bytes().to_vec()).collect(),
+        ..attr(name, AttributeType::Strings)
+    }
+}
+
 pub fn a_tensor(name: &str, t: TensorProto) -> AttributeProto {
     AttributeProto {
         t: Some(t),
