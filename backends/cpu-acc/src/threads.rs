@@ -1,15 +1,104 @@
-//! Intra-op parallelism: a rayon pool of a chosen size, or none at all for one thread (so a
-//! 1-thread backend runs exactly the single-threaded code, with no pool hand-offs).
+//! Intra-op parallelism: the calling thread plus `count - 1` helpers from a rayon pool, or no
+//! pool at all for one thread (so a 1-thread backend runs exactly the single-threaded code, with
+//! no pool hand-offs).
+//!
+//! A parallel step hands its items out through a shared counter: the calling thread works on
+//! them too, so it never sleeps while a layer runs and a helper that wakes late costs only some
+//! parallelism, not a wait. After a step, each helper is kept awake for [`KEEP_WARM`] by a small
+//! spinning job that ends as soon as the next step starts (or the time is up, after which the
+//! helpers park as rayon's idle workers do): back-to-back layers find the helpers awake instead
+//! of paying a wake-up each.
 
 use backplane_backend_api::{BackendError, Result};
-use rayon::prelude::*;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// How long helpers spin after a step, waiting for the next one, before they may park.
+const KEEP_WARM: Duration = Duration::from_micros(100);
+
+/// How long the calling thread spins for the helpers to finish before blocking.
+const FINISH_SPIN: Duration = Duration::from_micros(200);
+
+/// A pool of helper threads shared by the workloads that use the same thread count.
+struct Pool {
+    rayon: rayon::ThreadPool,
+    helpers: usize,
+    /// Bumped when a step starts; keep-warm jobs end when it moves.
+    generation: Arc<AtomicUsize>,
+    /// Keep-warm jobs spawned and not yet finished.
+    warm: Arc<AtomicUsize>,
+}
+
+impl Pool {
+    /// Run `work(&stop)` on the calling thread and on every helper; `work` takes items until
+    /// none are left (or `stop` is set) and returns its first error.
+    fn run<W>(&self, work: W) -> Result<()>
+    where
+        W: Fn(&AtomicBool) -> Result<()> + Sync,
+    {
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        let stop = AtomicBool::new(false);
+        let done = AtomicUsize::new(0);
+        let error: Mutex<Option<BackendError>> = Mutex::new(None);
+        let record = |r: Result<()>| {
+            if let Err(e) = r {
+                stop.store(true, Ordering::Release);
+                let mut slot = error.lock().unwrap_or_else(|p| p.into_inner());
+                if slot.is_none() {
+                    *slot = Some(e);
+                }
+            }
+        };
+        self.rayon.in_place_scope(|scope| {
+            for _ in 0..self.helpers {
+                scope.spawn(|_| {
+                    record(work(&stop));
+                    done.fetch_add(1, Ordering::AcqRel);
+                });
+            }
+            record(work(&stop));
+            // Items are all taken: wait briefly for the helpers' last items without sleeping
+            // (the scope blocks for whatever is still running after that).
+            let start = Instant::now();
+            while done.load(Ordering::Acquire) < self.helpers && start.elapsed() < FINISH_SPIN {
+                for _ in 0..32 {
+                    std::hint::spin_loop();
+                }
+            }
+        });
+        self.keep_warm();
+        match error.into_inner().unwrap_or_else(|p| p.into_inner()) {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Keep the helpers busy-waiting for a short while so that the next step finds them awake.
+    fn keep_warm(&self) {
+        let generation = self.generation.load(Ordering::Acquire);
+        while self.warm.load(Ordering::Acquire) < self.helpers {
+            self.warm.fetch_add(1, Ordering::AcqRel);
+            let current = self.generation.clone();
+            let warm = self.warm.clone();
+            self.rayon.spawn(move || {
+                let start = Instant::now();
+                while current.load(Ordering::Acquire) == generation && start.elapsed() < KEEP_WARM {
+                    for _ in 0..32 {
+                        std::hint::spin_loop();
+                    }
+                }
+                warm.fetch_sub(1, Ordering::AcqRel);
+            });
+        }
+    }
+}
 
 /// The threads a workload may use.
 #[derive(Clone)]
 pub struct Threads {
-    pool: Option<Arc<rayon::ThreadPool>>,
+    pool: Option<Arc<Pool>>,
     count: usize,
 }
 
@@ -19,10 +108,10 @@ impl std::fmt::Debug for Threads {
     }
 }
 
-/// Pools by size, shared by every CpuAcc workload of the process (pools are costly to start;
-/// workloads of any number of networks share them).
-fn pools() -> &'static Mutex<HashMap<usize, Arc<rayon::ThreadPool>>> {
-    static POOLS: OnceLock<Mutex<HashMap<usize, Arc<rayon::ThreadPool>>>> = OnceLock::new();
+/// Pools by thread count, shared by every CpuAcc workload of the process (pools are costly to
+/// start; workloads of any number of networks share them).
+fn pools() -> &'static Mutex<HashMap<usize, Arc<Pool>>> {
+    static POOLS: OnceLock<Mutex<HashMap<usize, Arc<Pool>>>> = OnceLock::new();
     POOLS.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
@@ -42,7 +131,7 @@ impl Threads {
         }
     }
 
-    /// `count` threads (the calling thread waits while the pool works).
+    /// `count` threads: the calling thread and `count - 1` pool helpers.
     pub fn new(count: usize) -> Result<Self> {
         let count = count.max(1);
         if count == 1 {
@@ -55,14 +144,20 @@ impl Threads {
                 count,
             });
         }
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(count)
+        let helpers = count - 1;
+        let rayon = rayon::ThreadPoolBuilder::new()
+            .num_threads(helpers)
             .thread_name(|i| format!("cpuacc-{i}"))
             .build()
             .map_err(|e| {
                 BackendError::Other(format!("cannot start {count} CpuAcc threads: {e}"))
             })?;
-        let pool = Arc::new(pool);
+        let pool = Arc::new(Pool {
+            rayon,
+            helpers,
+            generation: Arc::new(AtomicUsize::new(0)),
+            warm: Arc::new(AtomicUsize::new(0)),
+        });
         map.insert(count, pool.clone());
         Ok(Threads {
             pool: Some(pool),
@@ -84,11 +179,19 @@ impl Threads {
     {
         let chunk = chunk.max(1);
         match &self.pool {
-            Some(pool) if data.len() > chunk => pool.install(|| {
-                data.par_chunks_mut(chunk)
-                    .enumerate()
-                    .try_for_each(|(i, c)| f(i, c))
-            }),
+            Some(pool) if data.len() > chunk => {
+                let items = Mutex::new(data.chunks_mut(chunk).enumerate());
+                pool.run(|stop| {
+                    while !stop.load(Ordering::Acquire) {
+                        let next = items.lock().unwrap_or_else(|p| p.into_inner()).next();
+                        match next {
+                            Some((i, c)) => f(i, c)?,
+                            None => break,
+                        }
+                    }
+                    Ok(())
+                })
+            }
             _ => {
                 for (i, c) in data.chunks_mut(chunk).enumerate() {
                     f(i, c)?;
@@ -104,7 +207,19 @@ impl Threads {
         F: Fn(usize) -> Result<()> + Sync + Send,
     {
         match &self.pool {
-            Some(pool) if n > 1 => pool.install(|| (0..n).into_par_iter().try_for_each(f)),
+            Some(pool) if n > 1 => {
+                let next = AtomicUsize::new(0);
+                pool.run(|stop| {
+                    while !stop.load(Ordering::Acquire) {
+                        let i = next.fetch_add(1, Ordering::AcqRel);
+                        if i >= n {
+                            break;
+                        }
+                        f(i)?;
+                    }
+                    Ok(())
+                })
+            }
             _ => (0..n).try_for_each(f),
         }
     }
