@@ -107,28 +107,8 @@ const F32_ONLY: &[DataType] = &[DataType::F32];
 const FLOATS: &[DataType] = &[DataType::F32, DataType::F16];
 /// Float types of kernels that compute in f64 (through `Scalar`s or f64 values).
 const FLOATS_F64: &[DataType] = &[DataType::F32, DataType::F16, DataType::F64];
-const NUMERIC: &[DataType] = &[
-    DataType::F32,
-    DataType::F16,
-    DataType::F64,
-    DataType::I8,
-    DataType::U8,
-    DataType::I16,
-    DataType::U16,
-    DataType::I32,
-    DataType::U32,
-    DataType::I64,
-    DataType::U64,
-];
-const SIGNED: &[DataType] = &[
-    DataType::F32,
-    DataType::F16,
-    DataType::F64,
-    DataType::I8,
-    DataType::I16,
-    DataType::I32,
-    DataType::I64,
-];
+const NUMERIC: &[DataType] = &DataType::NUMERIC;
+const SIGNED: &[DataType] = &DataType::SIGNED;
 const POW_BASE: &[DataType] = &[
     DataType::F32,
     DataType::F16,

@@ -48,6 +48,44 @@ impl DataType {
         DataType::U64,
     ];
 
+    /// Every number type (no Bool): what arithmetic and comparisons take.
+    pub const NUMERIC: [DataType; 11] = [
+        DataType::F32,
+        DataType::F16,
+        DataType::F64,
+        DataType::I8,
+        DataType::U8,
+        DataType::I16,
+        DataType::U16,
+        DataType::I32,
+        DataType::U32,
+        DataType::I64,
+        DataType::U64,
+    ];
+
+    /// The signed number types: what Neg, Abs-like and sign-sensitive ops take.
+    pub const SIGNED: [DataType; 7] = [
+        DataType::F32,
+        DataType::F16,
+        DataType::F64,
+        DataType::I8,
+        DataType::I16,
+        DataType::I32,
+        DataType::I64,
+    ];
+
+    /// The integer types: what bitwise ops take.
+    pub const INTEGERS: [DataType; 8] = [
+        DataType::I8,
+        DataType::U8,
+        DataType::I16,
+        DataType::U16,
+        DataType::I32,
+        DataType::U32,
+        DataType::I64,
+        DataType::U64,
+    ];
+
     /// Size of one element in bytes.
     pub fn size(self) -> usize {
         match self {

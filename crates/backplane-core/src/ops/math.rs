@@ -138,38 +138,9 @@ impl MathOp {
     /// The input types the op is defined for.
     pub fn input_types(&self) -> &'static [DataType] {
         const FLOATS: &[DataType] = &[DataType::F32, DataType::F16, DataType::F64];
-        const SIGNED: &[DataType] = &[
-            DataType::F32,
-            DataType::F16,
-            DataType::F64,
-            DataType::I8,
-            DataType::I16,
-            DataType::I32,
-            DataType::I64,
-        ];
-        const NUMERIC: &[DataType] = &[
-            DataType::F32,
-            DataType::F16,
-            DataType::F64,
-            DataType::I8,
-            DataType::U8,
-            DataType::I16,
-            DataType::U16,
-            DataType::I32,
-            DataType::U32,
-            DataType::I64,
-            DataType::U64,
-        ];
-        const INTS: &[DataType] = &[
-            DataType::I8,
-            DataType::U8,
-            DataType::I16,
-            DataType::U16,
-            DataType::I32,
-            DataType::U32,
-            DataType::I64,
-            DataType::U64,
-        ];
+        const SIGNED: &[DataType] = &DataType::SIGNED;
+        const NUMERIC: &[DataType] = &DataType::NUMERIC;
+        const INTS: &[DataType] = &DataType::INTEGERS;
         match self {
             MathOp::Sign => NUMERIC,
             MathOp::Shrink { .. } => SIGNED,
@@ -248,29 +219,8 @@ impl BinaryExtOp {
 
     /// The input types the op is defined for.
     pub fn input_types(&self) -> &'static [DataType] {
-        const NUMERIC: &[DataType] = &[
-            DataType::F32,
-            DataType::F16,
-            DataType::F64,
-            DataType::I8,
-            DataType::U8,
-            DataType::I16,
-            DataType::U16,
-            DataType::I32,
-            DataType::U32,
-            DataType::I64,
-            DataType::U64,
-        ];
-        const INTS: &[DataType] = &[
-            DataType::I8,
-            DataType::U8,
-            DataType::I16,
-            DataType::U16,
-            DataType::I32,
-            DataType::U32,
-            DataType::I64,
-            DataType::U64,
-        ];
+        const NUMERIC: &[DataType] = &DataType::NUMERIC;
+        const INTS: &[DataType] = &DataType::INTEGERS;
         match self {
             BinaryExtOp::Equal => &DataType::ALL,
             BinaryExtOp::And | BinaryExtOp::Or | BinaryExtOp::Xor => &[DataType::Bool],
