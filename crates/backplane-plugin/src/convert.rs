@@ -21,19 +21,12 @@ pub(crate) fn c_string(s: &str) -> CString {
 pub(crate) fn with_message<const N: usize>(
     f: impl FnOnce(*mut abi::Message) -> abi::Status,
 ) -> (abi::Status, String) {
-    let mut buf = [0u8; N];
-    let mut msg = abi::Message {
-        struct_size: abi::size_u32::<abi::Message>(),
-        reserved: 0,
-        data: buf.as_mut_ptr().cast::<c_char>(),
-        capacity: N,
-    };
-    let status = f(&mut msg);
+    let (status, text) = with_message_text::<N>(f);
     if status == abi::STATUS_OK {
-        return (status, String::new());
+        (status, String::new())
+    } else {
+        (status, text)
     }
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(N);
-    (status, String::from_utf8_lossy(&buf[..end]).into_owned())
 }
 
 /// Like [`with_message`], always returning the text (for calls that report through it).
