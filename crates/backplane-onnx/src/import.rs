@@ -11,6 +11,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 mod control;
+mod sequence;
 
 /// The oldest default-domain opset the importer translates.
 pub(crate) const MIN_OPSET: i64 = 7;
@@ -33,6 +34,36 @@ pub(crate) enum Value {
         /// Its values as f64 where readable (usable as operator parameters).
         values: Option<Vec<f64>>,
     },
+    /// A sequence or an optional (see `sequence.rs`).
+    Structured(Structured),
+}
+
+/// A sequence or an optional, whose structure is known at import (its tensors may be
+/// computed at run time).
+#[derive(Debug, Clone)]
+pub(crate) enum Structured {
+    /// A sequence of values.
+    Sequence(Vec<Value>),
+    /// An empty optional, or one holding a value.
+    Optional(Option<Box<Value>>),
+}
+
+impl Structured {
+    /// "a sequence" or "an optional", for messages.
+    pub(crate) fn kind(&self) -> &'static str {
+        match self {
+            Structured::Sequence(_) => "a sequence",
+            Structured::Optional(_) => "an optional",
+        }
+    }
+}
+
+/// The error for a sequence or optional read where a tensor is expected.
+pub(crate) fn not_a_tensor(name: &str, s: &Structured) -> TxError {
+    TxError::Unsupported(format!(
+        "input '{name}' is {}, where a tensor is expected",
+        s.kind()
+    ))
 }
 
 fn is_default_domain(d: &str) -> bool {
@@ -478,6 +509,7 @@ impl<'o> Importer<'o> {
                                 "{reason}, which backplane does not support"
                             )))
                         }
+                        Some(Value::Structured(st)) => return Err(not_a_tensor(name, st)),
                         Some(_) => {}
                     }
                 }
@@ -596,6 +628,8 @@ impl<'o> Importer<'o> {
         }
         let result = if op_type == "Constant" {
             self.constant_node(&mut node, &name)
+        } else if let Some(r) = self.structure_node(&mut node, &name, opsets) {
+            r
         } else if matches!(op_type.as_str(), "If" | "Loop" | "Scan") {
             self.control_node(&mut node, &name, opset, opsets)
         } else {
@@ -693,8 +727,14 @@ pub(crate) fn import(
     let mut imp = Importer::new(options, base_dir);
     imp.prescan(&graph);
 
-    // Runtime inputs, with their shapes resolved.
-    let inputs: Vec<ModelInput> = runtime_inputs(&graph)
+    // Runtime inputs, with their shapes resolved; sequences and optionals as their structure.
+    let (structured, tensors): (Vec<_>, Vec<_>) = runtime_inputs(&graph)
+        .into_iter()
+        .partition(|vi| sequence::declared_structured(vi));
+    for vi in structured {
+        imp.bind_structured_input(vi)?;
+    }
+    let inputs: Vec<ModelInput> = tensors
         .into_iter()
         .map(describe_input)
         .collect::<Result<_, _>>()?;
@@ -790,8 +830,27 @@ pub(crate) fn import(
             nodes: imp.needs_values.into_iter().map(|(op, _)| op).collect(),
         });
     }
+    let mut output_names = Vec::with_capacity(graph.output.len());
     for o in &graph.output {
         let name = o.name.clone().unwrap_or_default();
+        let value = imp.values.get(&name).cloned();
+        match value {
+            Some(Value::Structured(_)) => output_names.extend(imp.flatten_output(&name)?),
+            // A value that kept another tensor's name (an alias made by a sequence op) gets
+            // its own, through an Identity.
+            Some(Value::Runtime(id)) if imp.net.tensor(id).name != name => {
+                let from = imp.fresh_tensor_name(&format!("{name}/value"));
+                imp.values.insert(from.clone(), Value::Runtime(id));
+                imp.alias(&from, &name, &name).map_err(|e| match e {
+                    TxError::Fatal(e) => e,
+                    _ => OnnxError::invalid(format!("output '{name}' cannot be named")),
+                })?;
+                output_names.push(name);
+            }
+            _ => output_names.push(name),
+        }
+    }
+    for name in output_names {
         let id = match imp.values.get(&name) {
             Some(Value::Runtime(id)) => *id,
             Some(Value::Known(_)) => imp.const_id(&name, &format!("output {name}"))?,
@@ -801,7 +860,7 @@ pub(crate) fn import(
                     dtype: dtype.clone(),
                 })
             }
-            Some(Value::Poisoned) | None => {
+            Some(Value::Poisoned | Value::Structured(_)) | None => {
                 return Err(OnnxError::invalid(format!(
                     "graph output '{name}' is not produced by any node"
                 )))

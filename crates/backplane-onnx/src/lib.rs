@@ -29,9 +29,11 @@ mod error;
 mod import;
 mod ops;
 pub mod proto;
+mod structured;
 mod tensor;
 
 pub use error::{OnnxError, UnsupportedOp};
+pub use structured::{decode_optional, decode_sequence, element_name, InputStructure, OnnxValue};
 
 use backplane_core::ops::Evaluator;
 use backplane_core::{DataType, Network, Tensor};
@@ -69,6 +71,10 @@ pub struct ImportOptions {
     /// data-dependent shapes (NonZero, Unique) resolve at import. See
     /// [`import_specialized`], which binds exactly the inputs a model needs.
     pub input_values: HashMap<String, Arc<Tensor>>,
+    /// The structure of each sequence or optional graph input (its length and its elements'
+    /// shapes): such an input becomes one network input per tensor it holds, named by
+    /// [`element_name`] (see [`OnnxValue::flatten`]).
+    pub input_structures: HashMap<String, InputStructure>,
 }
 
 impl Default for ImportOptions {
@@ -79,6 +85,7 @@ impl Default for ImportOptions {
             evaluator: None,
             max_tensor_bytes: DEFAULT_MAX_TENSOR_BYTES,
             input_values: HashMap::new(),
+            input_structures: HashMap::new(),
         }
     }
 }
@@ -97,6 +104,7 @@ impl fmt::Debug for ImportOptions {
                 "input_values",
                 &self.input_values.keys().collect::<Vec<_>>(),
             )
+            .field("input_structures", &self.input_structures)
             .finish()
     }
 }
@@ -129,6 +137,17 @@ impl ImportOptions {
     /// Fix the value of a graph input for this import (see [`ImportOptions::input_values`]).
     pub fn with_input_value(mut self, input: impl Into<String>, value: Arc<Tensor>) -> Self {
         self.input_values.insert(input.into(), value);
+        self
+    }
+
+    /// Give the structure of a sequence or optional input (see
+    /// [`ImportOptions::input_structures`]).
+    pub fn with_input_structure(
+        mut self,
+        input: impl Into<String>,
+        structure: InputStructure,
+    ) -> Self {
+        self.input_structures.insert(input.into(), structure);
         self
     }
 }

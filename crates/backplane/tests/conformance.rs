@@ -23,7 +23,7 @@
 
 mod support;
 
-use backplane::onnx::OnnxError;
+use backplane::onnx::{InputStructure, OnnxError, OnnxValue};
 use backplane::{BackendId, DataType, ImportOptions, OptimizerOptions, Runtime, Tensor};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -91,8 +91,22 @@ struct Case {
     name: String,
     op: String,
     model: Vec<u8>,
+    /// The network's inputs: sequence and optional inputs flattened into their tensors.
     inputs: Vec<(String, Tensor)>,
+    /// The structure of each sequence or optional input.
+    structures: Vec<(String, InputStructure)>,
+    /// The names of the graph inputs that are tensors.
+    tensor_inputs: BTreeSet<String>,
+    /// The expected outputs, flattened like the inputs.
     outputs: Vec<(String, Tensor)>,
+}
+
+/// How a graph input or output is stored in the test data.
+#[derive(Clone, Copy)]
+enum Kind {
+    Tensor,
+    Sequence,
+    Optional,
 }
 
 /// The op a case tests: the op of a one-node graph, else the test name's stem.
@@ -121,16 +135,22 @@ fn load_case(dir: &Path) -> Result<Case, (String, String, Outcome)> {
     let fail = |o: Outcome| (name.clone(), op.clone(), o);
     let proto = proto.map_err(|e| fail(Outcome::Failed(format!("model: {e}"))))?;
     let graph = proto.graph.as_ref().unwrap();
-    // Sequences, maps and optionals are not tensors: backplane has no values of those types.
+    // Tensors, sequences and optionals; backplane has no maps or sparse tensors.
+    let mut kinds = BTreeMap::new();
     for v in graph.input.iter().chain(&graph.output) {
         use backplane::onnx::proto::type_proto::Value as T;
-        let kind = v.r#type.as_ref().and_then(|t| t.value.as_ref());
-        if !matches!(kind, Some(T::TensorType(_))) {
-            return Err(fail(Outcome::Unsupported(format!(
-                "'{}' is not a tensor (sequence, map, optional or sparse)",
-                v.name.as_deref().unwrap_or("")
-            ))));
-        }
+        let kind = match v.r#type.as_ref().and_then(|t| t.value.as_ref()) {
+            Some(T::TensorType(_)) => Kind::Tensor,
+            Some(T::SequenceType(_)) => Kind::Sequence,
+            Some(T::OptionalType(_)) => Kind::Optional,
+            _ => {
+                return Err(fail(Outcome::Unsupported(format!(
+                    "'{}' is a map or a sparse tensor",
+                    v.name.as_deref().unwrap_or("")
+                ))))
+            }
+        };
+        kinds.insert(v.name.clone().unwrap_or_default(), kind);
     }
     let inits: BTreeSet<&str> = graph
         .initializer
@@ -148,31 +168,51 @@ fn load_case(dir: &Path) -> Result<Case, (String, String, Outcome)> {
     // Cases whose shipped outputs contradict the specification are compared with corrected
     // outputs kept in the repository (see errata_dir).
     let errata = errata_dir().join(&name);
-    let read = |prefix: &str, names: &[String]| -> Result<Vec<(String, Tensor)>, Outcome> {
+    let read = |prefix: &str, names: &[String]| -> Result<Vec<(String, OnnxValue)>, Outcome> {
         let mut v = Vec::new();
         for (i, n) in names.iter().enumerate() {
             let corrected = errata.join(format!("{prefix}_{i}.pb"));
             let data = if corrected.is_file() { &errata } else { &data };
             let bytes = std::fs::read(data.join(format!("{prefix}_{i}.pb")))
                 .map_err(|e| Outcome::Failed(format!("{prefix}_{i}.pb: {e}")))?;
-            let t = backplane::onnx::decode_tensor(&bytes).map_err(|e| match e {
+            let value = match kinds.get(n).copied().unwrap_or(Kind::Tensor) {
+                Kind::Tensor => backplane::onnx::decode_tensor(&bytes).map(OnnxValue::Tensor),
+                Kind::Sequence => backplane::onnx::decode_sequence(&bytes),
+                Kind::Optional => backplane::onnx::decode_optional(&bytes),
+            };
+            let value = value.map_err(|e| match e {
                 OnnxError::UnsupportedDataType { .. } => {
                     Outcome::Unsupported(format!("test data: {e}"))
                 }
                 e => Outcome::Failed(format!("{prefix}_{i}.pb: {e}")),
             })?;
-            v.push((n.clone(), t));
+            v.push((n.clone(), value));
         }
         Ok(v)
     };
     let inputs = read("input", &input_names).map_err(fail)?;
     let outputs = read("output", &output_names).map_err(fail)?;
+    let structures = inputs
+        .iter()
+        .filter(|(_, v)| !matches!(v, OnnxValue::Tensor(_)))
+        .map(|(n, v)| (n.clone(), v.structure()))
+        .collect();
+    let tensor_inputs = inputs
+        .iter()
+        .filter(|(_, v)| matches!(v, OnnxValue::Tensor(_)))
+        .map(|(n, _)| n.clone())
+        .collect();
+    let flatten = |values: Vec<(String, OnnxValue)>| -> Vec<(String, Tensor)> {
+        values.iter().flat_map(|(n, v)| v.flatten(n)).collect()
+    };
     Ok(Case {
         name,
         op,
         model,
-        inputs,
-        outputs,
+        inputs: flatten(inputs),
+        structures,
+        tensor_inputs,
+        outputs: flatten(outputs),
     })
 }
 
@@ -189,8 +229,17 @@ fn compare(got: &Tensor, want: &Tensor) -> Result<(), String> {
 }
 
 fn run_case(runtime: &Runtime, case: &Case, backend: &str) -> Outcome {
-    let options = ImportOptions::default()
+    let mut options = ImportOptions::default()
         .with_evaluator(std::sync::Arc::new(backplane::cpu_ref::CpuRefEvaluator));
+    for (name, structure) in &case.structures {
+        options = options.with_input_structure(name.clone(), structure.clone());
+    }
+    // Symbolic dimensions take the test data's sizes (networks have static shapes).
+    for (name, t) in &case.inputs {
+        if case.tensor_inputs.contains(name) {
+            options = options.with_input_shape(name.clone(), t.shape().dims().to_vec());
+        }
+    }
     let (network, bound) =
         match backplane::onnx::import_specialized(&case.model, None, &options, &case.inputs) {
             Ok(v) => v,

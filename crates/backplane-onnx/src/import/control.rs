@@ -5,7 +5,7 @@
 //! inputs of the layer and of the body, after the ones ONNX defines. An If whose condition is
 //! known at import is replaced by the branch it takes.
 
-use super::{Importer, Value};
+use super::{not_a_tensor, Importer, Value};
 use crate::attrs::Attrs;
 use crate::ops::{Dst, Src, Step, TxError};
 use crate::proto::{GraphProto, NodeProto};
@@ -46,7 +46,11 @@ fn free_names(graph: &GraphProto) -> Vec<String> {
     free
 }
 
-fn take_graph(node: &mut NodeProto, attr: &str, name: &str) -> Result<GraphProto, TxError> {
+pub(super) fn take_graph(
+    node: &mut NodeProto,
+    attr: &str,
+    name: &str,
+) -> Result<GraphProto, TxError> {
     node.attribute
         .iter_mut()
         .find(|a| a.name.as_deref() == Some(attr))
@@ -58,15 +62,26 @@ fn take_graph(node: &mut NodeProto, attr: &str, name: &str) -> Result<GraphProto
         })
 }
 
-fn bad(name: &str, message: impl std::fmt::Display) -> TxError {
+pub(super) fn bad(name: &str, message: impl std::fmt::Display) -> TxError {
     TxError::Fatal(OnnxError::invalid(format!("node '{name}': {message}")))
 }
 
 /// The most nodes a Loop may unroll into (iterations times body nodes).
-const MAX_UNROLLED_NODES: usize = 4096;
+pub(super) const MAX_UNROLLED_NODES: usize = 4096;
+
+/// Whether every output `graph` declares is a tensor (not a sequence or an optional).
+pub(super) fn declares_tensors(graph: &GraphProto) -> bool {
+    use crate::proto::type_proto::Value as T;
+    graph.output.iter().all(|o| {
+        matches!(
+            o.r#type.as_ref().and_then(|t| t.value.as_ref()),
+            None | Some(T::TensorType(_))
+        )
+    })
+}
 
 /// Every name `graph` defines (inputs, initializers, node outputs), at any depth.
-fn defined_names(graph: &GraphProto, out: &mut HashSet<String>) {
+pub(super) fn defined_names(graph: &GraphProto, out: &mut HashSet<String>) {
     out.extend(graph.input.iter().filter_map(|v| v.name.clone()));
     out.extend(graph.initializer.iter().filter_map(|t| t.name.clone()));
     for n in &graph.node {
@@ -80,7 +95,7 @@ fn defined_names(graph: &GraphProto, out: &mut HashSet<String>) {
 }
 
 /// Rename every occurrence of the names in `map`, at any depth.
-fn rename(graph: &mut GraphProto, map: &HashMap<String, String>, prefix: &str) {
+pub(super) fn rename(graph: &mut GraphProto, map: &HashMap<String, String>, prefix: &str) {
     let re = |s: &mut String| {
         if let Some(n) = map.get(s.as_str()) {
             *s = n.clone();
@@ -111,7 +126,7 @@ fn rename(graph: &mut GraphProto, map: &HashMap<String, String>, prefix: &str) {
 }
 
 /// One node input: absent (empty name), or a value.
-enum Operand {
+pub(super) enum Operand {
     Absent,
     Known(Arc<Tensor>),
     Runtime(backplane_core::TensorId),
@@ -132,6 +147,7 @@ impl Importer<'_> {
             Some(Value::Unsupported { reason, .. }) => Err(TxError::Unsupported(format!(
                 "{reason}, which backplane does not support"
             ))),
+            Some(Value::Structured(s)) => Err(not_a_tensor(name, s)),
             Some(Value::Known(t)) => Ok(Operand::Known(t.clone())),
             Some(Value::Runtime(id)) => Ok(Operand::Runtime(*id)),
         }
@@ -282,6 +298,13 @@ impl Importer<'_> {
                 Some(Value::Unsupported { reason, .. }) => {
                     return Err(TxError::Unsupported(reason.clone()))
                 }
+                Some(Value::Structured(s)) => {
+                    return Err(TxError::Unsupported(format!(
+                        "output '{name}' of the {what} is {}: such a body is imported only \
+                         inlined or unrolled (its condition or trip count known at import)",
+                        s.kind()
+                    )))
+                }
                 Some(Value::Poisoned) | None => {
                     return Err(bad(
                         node,
@@ -313,7 +336,7 @@ impl Importer<'_> {
     }
 
     /// Import `graph`'s initializers and nodes into this network (its inputs already bound).
-    fn inline_nodes(
+    pub(super) fn inline_nodes(
         &mut self,
         graph: &mut GraphProto,
         base: usize,
@@ -364,7 +387,13 @@ impl Importer<'_> {
 
     /// Make value `from` available as `to` (an Identity layer named after the node, folded
     /// when `from` is a constant), so a graph output keeps the node's output name.
-    fn alias(&mut self, from: &str, to: &str, node: &str) -> Result<(), TxError> {
+    pub(super) fn alias(&mut self, from: &str, to: &str, node: &str) -> Result<(), TxError> {
+        if let Some(v @ Value::Structured(_)) = self.values.get(from) {
+            // Sequences and optionals are import-time structure: the name is enough.
+            let v = v.clone();
+            self.values.insert(to.to_string(), v);
+            return Ok(());
+        }
         let alias = NodeProto {
             input: vec![from.to_string()],
             output: vec![to.to_string()],
@@ -453,6 +482,19 @@ impl Importer<'_> {
             let branch = if take_then { then_g } else { else_g };
             return self.inline_graph(node, name, branch, opsets);
         }
+        if !declares_tensors(&then_g) || !declares_tensors(&else_g) {
+            // Sequences and optionals exist only at import: the branch must be known.
+            let inputs = cond_id.map(|id| self.inputs_behind(id)).unwrap_or_default();
+            let reason = "an If whose branches produce sequences or optionals (its condition)";
+            return Err(if inputs.is_empty() {
+                TxError::Unsupported(format!("{reason} computed at run time"))
+            } else {
+                TxError::NeedsValues {
+                    reason: reason.into(),
+                    inputs,
+                }
+            });
+        }
         let captured = self.captures(name, &[&then_g, &else_g])?;
         let formal: Vec<TensorInfo> = Vec::new();
         let then_branch =
@@ -525,6 +567,12 @@ impl Importer<'_> {
         }
         let trip = self.operand(name, &node.input[0])?;
         let cond = self.operand(name, &node.input[1])?;
+        let carries_structure = carried_names
+            .iter()
+            .any(|c| matches!(self.values.get(c), Some(Value::Structured(_))));
+        if carries_structure || !declares_tensors(&body_g) {
+            return self.unroll_structured_loop(node, name, body_g, &trip, &cond, opsets);
+        }
         let mut formal = vec![
             TensorInfo::new(DataType::I64, vec![]),
             TensorInfo::new(DataType::Bool, vec![]),
@@ -645,7 +693,7 @@ impl Importer<'_> {
     /// Import a Loop as `trips` copies of its body, each iteration's names suffixed, the
     /// iteration number and condition known in each; carried values thread through and scan
     /// outputs are stacked. The loop ends early where a copy's condition is known false.
-    fn unroll_loop(
+    pub(super) fn unroll_loop(
         &mut self,
         node: &NodeProto,
         name: &str,

@@ -19,7 +19,7 @@ mod resize;
 mod sampling;
 
 use crate::attrs::Attrs;
-use crate::import::{Importer, Value};
+use crate::import::{not_a_tensor, Importer, Value};
 use crate::proto::NodeProto;
 use crate::OnnxError;
 use backplane_core::{DataType, Op, Tensor, TensorInfo};
@@ -189,6 +189,7 @@ impl NodeCx<'_> {
             Some(Value::Known(t)) => Ok(t.info().clone()),
             Some(Value::Runtime(id)) => Ok(self.imp.network().tensor(*id).info.clone()),
             Some(Value::Poisoned) => Err(TxError::Skip),
+            Some(Value::Structured(s)) => Err(not_a_tensor(self.input_name(i).unwrap_or(""), s)),
             Some(Value::Unsupported { reason, .. }) => Err(TxError::Unsupported(format!(
                 "{reason}, which backplane does not support"
             ))),
@@ -206,6 +207,7 @@ impl NodeCx<'_> {
                 inputs: self.imp.inputs_behind(*id),
             }),
             Some(Value::Poisoned) => Err(TxError::Skip),
+            Some(Value::Structured(s)) => Err(not_a_tensor(self.input_name(i).unwrap_or(""), s)),
             Some(Value::Unsupported { reason, values, .. }) => match values {
                 Some(v) => Ok(Some((vec![v.len()], v.clone()))),
                 None => Err(TxError::Unsupported(format!(
@@ -226,6 +228,7 @@ impl NodeCx<'_> {
                 inputs: self.imp.inputs_behind(*id),
             }),
             Some(Value::Poisoned) => Err(TxError::Skip),
+            Some(Value::Structured(s)) => Err(not_a_tensor(self.input_name(i).unwrap_or(""), s)),
             Some(Value::Unsupported { reason, .. }) => Err(TxError::Unsupported(format!(
                 "{reason}, which backplane does not support"
             ))),
