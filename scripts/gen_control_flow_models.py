@@ -142,3 +142,73 @@ try:
     print("if_scan expected outputs from ONNX Runtime")
 except ImportError:
     pass
+
+# sequences.onnx: SplitToSequence cuts x [6, 4] into rows 1, 2 and 3; SequenceMap doubles
+# the positive part of each; a Loop over SequenceLength appends tanh of each element to a
+# sequence it carries; ConcatFromSequence joins them again. Outputs: y [6, 4], the mapped
+# sequence "parts" (three tensors) and its length n.
+map_body = helper.make_graph(
+    [
+        helper.make_node("Relu", ["e"], ["r"]),
+        helper.make_node("Mul", ["r", "two_m"], ["m"]),
+    ],
+    "map_body",
+    [helper.make_tensor_value_info("e", TensorProto.FLOAT, [None, 4])],
+    [helper.make_tensor_value_info("m", TensorProto.FLOAT, [None, 4])],
+    initializer=[numpy_helper.from_array(np.array(2.0, dtype=np.float32), "two_m")],
+)
+seq_f32 = helper.make_sequence_type_proto(helper.make_tensor_type_proto(TensorProto.FLOAT, None))
+loop_body = helper.make_graph(
+    [
+        helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+        helper.make_node("SequenceAt", ["parts", "i"], ["el"]),
+        helper.make_node("Tanh", ["el"], ["t"]),
+        helper.make_node("SequenceInsert", ["acc_in", "t"], ["acc_out"]),
+    ],
+    "loop_body",
+    [
+        helper.make_tensor_value_info("i", TensorProto.INT64, []),
+        helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+        helper.make_value_info("acc_in", seq_f32),
+    ],
+    [
+        helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+        helper.make_value_info("acc_out", seq_f32),
+    ],
+)
+graph = helper.make_graph(
+    [
+        helper.make_node("SplitToSequence", ["x", "sizes"], ["pieces"], axis=0),
+        helper.make_node("SequenceMap", ["pieces"], ["parts"], body=map_body),
+        helper.make_node("SequenceLength", ["parts"], ["n"]),
+        helper.make_node("SequenceEmpty", [], ["empty"], dtype=TensorProto.FLOAT),
+        helper.make_node("Loop", ["n", "", "empty"], ["acc"], body=loop_body, name="loop"),
+        helper.make_node("ConcatFromSequence", ["acc"], ["y"], axis=0),
+    ],
+    "sequences",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, [6, 4])],
+    [
+        helper.make_tensor_value_info("y", TensorProto.FLOAT, [6, 4]),
+        helper.make_value_info("parts", seq_f32),
+        helper.make_tensor_value_info("n", TensorProto.INT64, []),
+    ],
+    initializer=[numpy_helper.from_array(np.array([1, 2, 3], dtype=np.int64), "sizes")],
+)
+model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+model.ir_version = 8
+onnx.checker.check_model(model)
+onnx.save(model, "testdata/control_flow/sequences.onnx")
+xq = rng.standard_normal((6, 4)).astype(np.float32)
+np.save("testdata/control_flow/sequences_x.npy", xq)
+try:
+    import onnxruntime as ort
+
+    sess = ort.InferenceSession("testdata/control_flow/sequences.onnx")
+    y, parts, n = sess.run(None, {"x": xq})
+    np.save("testdata/control_flow/sequences_y.npy", y)
+    for k, p in enumerate(parts):
+        np.save(f"testdata/control_flow/sequences_parts_{k}.npy", p)
+    np.save("testdata/control_flow/sequences_n.npy", n)
+    print("sequences expected outputs from ONNX Runtime", y.shape, [p.shape for p in parts], n)
+except ImportError:
+    pass

@@ -68,6 +68,21 @@ typedef int32_t backplane_status_t;
 #define BACKPLANE_DTYPE_I64 7
 #define BACKPLANE_DTYPE_BOOL 9
 #define BACKPLANE_DTYPE_F16 10
+#define BACKPLANE_DTYPE_U16 4
+#define BACKPLANE_DTYPE_I16 5
+#define BACKPLANE_DTYPE_F64 11
+#define BACKPLANE_DTYPE_U32 12
+#define BACKPLANE_DTYPE_U64 13
+/* Storage-only low-precision types; hosts send them only to ops that accept them (Cast,
+ * QuantizeLinear, DequantizeLinear, data movement). A plugin that does not know a code must
+ * refuse the layer. */
+#define BACKPLANE_DTYPE_BF16 16       /* 2 bytes per element */
+#define BACKPLANE_DTYPE_F8E4M3FN 17   /* 1 byte per element: the bit pattern */
+#define BACKPLANE_DTYPE_F8E4M3FNUZ 18 /* 1 byte per element: the bit pattern */
+#define BACKPLANE_DTYPE_F8E5M2 19     /* 1 byte per element: the bit pattern */
+#define BACKPLANE_DTYPE_F8E5M2FNUZ 20 /* 1 byte per element: the bit pattern */
+#define BACKPLANE_DTYPE_U4 21         /* unpacked: 1 byte per element, 0..15 */
+#define BACKPLANE_DTYPE_I4 22         /* unpacked: 1 byte per element, -8..7 */
 
 /** Quantization kinds. */
 #define BACKPLANE_QUANT_NONE 0u

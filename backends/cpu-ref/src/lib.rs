@@ -18,18 +18,19 @@
 //! | Ops | Types |
 //! |-----|-------|
 //! | Identity, Reshape, Flatten, Squeeze, Unsqueeze, Transpose, Concat, Split, Slice, Gather (i32/i64 indices), Pad, Resize (nearest) | all |
-//! | Cast | every pair of types, bool and f16 included |
+//! | Cast | every pair of types, bool, f16, bf16, float8 and int4/uint4 included |
 //! | Add, Sub, Mul, Div, Max, Min, Relu, Abs, Clip | f32, f16, i8, u8, i32, i64 |
 //! | Neg | f32, f16, i8, i32, i64 |
 //! | LeakyRelu, Sigmoid, Tanh, Erf, Gelu, Sqrt, Exp, Log | f32, f16 |
 //! | Pow | base f32, f16, i32 or i64; exponent of any numeric type |
 //! | MatMul, Reduce* (all kinds) | f32, i32, i64 |
 //! | Conv, ConvTranspose, BatchNormalization, Gemm, MaxPool/AveragePool, global pooling, Softmax, LayerNormalization, Resize (linear, cubic) | f32 |
-//! | Expand, Tile, Trilu, GatherElements, GatherND (i32/i64 indices), Where, ScatterND, ScatterElements | all |
+//! | Expand, Tile, Trilu, GatherElements, GatherND (i32/i64 indices) | all |
+//! | Where, ScatterND, ScatterElements | all but bf16, float8, int4/uint4 |
 //! | Math (Floor … Mish, HardSigmoid, Elu, …), LogSoftmax, Hardmax, InstanceNormalization, LRN | f32, f16 (Sign: all numeric) |
 //! | Comparisons; And/Or/Xor/Not (bool); Bitwise*, Mod (integers; fmod also floats); BitShift (u8); PRelu | as the op defines |
 //! | ArgMax/ArgMin, TopK, CumSum | numeric; ReduceMax/ReduceMin also bool |
-//! | QuantizeLinear (to i8/u8), DequantizeLinear, DynamicQuantizeLinear | f32/f16 scales |
+//! | QuantizeLinear (to 8/16-bit integers, int4/uint4, float8), DequantizeLinear (from those and i32), DynamicQuantizeLinear | f32/f16 scales; per tensor, per axis or blocked |
 //!
 //! f16 elementwise math is computed in f64 and rounded once to f16.
 //!
@@ -395,6 +396,9 @@ mod tests {
                     exclude_outside: false,
                     output_shape: vec![0, 4],
                     scales: vec![1.0, 2.0],
+                    antialias: false,
+                    roi: vec![],
+                    extrapolation_value: 0.0,
                 }),
                 vec![e(&[0, 2])],
                 vec![0, 4],

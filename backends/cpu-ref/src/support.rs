@@ -102,7 +102,36 @@ pub(crate) fn moves_data_only(op: &Op) -> bool {
     }
 }
 
+/// Every type, the storage-only low-precision ones included: data movement and Cast.
 const ANY_TYPE: &[DataType] = &DataType::ALL;
+/// Every type but the low-precision ones: ops that select or compare values.
+const ORDINARY: &[DataType] = &DataType::ORDINARY;
+/// What QuantizeLinear produces and DequantizeLinear reads (besides i32 for the latter).
+const QUANTIZED: &[DataType] = &[
+    DataType::I8,
+    DataType::U8,
+    DataType::I16,
+    DataType::U16,
+    DataType::I4,
+    DataType::U4,
+    DataType::F8E4M3Fn,
+    DataType::F8E4M3Fnuz,
+    DataType::F8E5M2,
+    DataType::F8E5M2Fnuz,
+];
+const DEQUANTIZABLE: &[DataType] = &[
+    DataType::I8,
+    DataType::U8,
+    DataType::I16,
+    DataType::U16,
+    DataType::I32,
+    DataType::I4,
+    DataType::U4,
+    DataType::F8E4M3Fn,
+    DataType::F8E4M3Fnuz,
+    DataType::F8E5M2,
+    DataType::F8E5M2Fnuz,
+];
 const F32_ONLY: &[DataType] = &[DataType::F32];
 const FLOATS: &[DataType] = &[DataType::F32, DataType::F16];
 /// Float types of kernels that compute in f64 (through `Scalar`s or f64 values).
@@ -119,6 +148,14 @@ const POW_BASE: &[DataType] = &[
 const F32_I32_I64: &[DataType] = &[DataType::F32, DataType::I32, DataType::I64];
 const REDUCIBLE: &[DataType] = &[DataType::F32, DataType::F64, DataType::I32, DataType::I64];
 const INDICES: &[DataType] = &[DataType::I32, DataType::I64];
+/// MaxPool (with or without indices): the types of its specification.
+const MAX_POOL: &[DataType] = &[
+    DataType::F32,
+    DataType::F16,
+    DataType::F64,
+    DataType::I8,
+    DataType::U8,
+];
 
 /// The data types CpuRef accepts for input `slot` of `op`.
 fn allowed_types(op: &Op, slot: usize) -> &'static [DataType] {
@@ -132,11 +169,11 @@ fn allowed_types(op: &Op, slot: usize) -> &'static [DataType] {
         Op::Math(m) => m.input_types(),
         Op::BinaryExt(b) => b.input_types(),
         Op::Where if slot == 0 => &[DataType::Bool],
-        Op::Where => ANY_TYPE,
+        Op::Where => ORDINARY,
         Op::ScatterND { .. } | Op::ScatterElements { .. } if slot == 1 => INDICES,
-        Op::ScatterND { .. } | Op::ScatterElements { .. } => ANY_TYPE,
+        Op::ScatterND { .. } | Op::ScatterElements { .. } => ORDINARY,
         Op::OneHot { .. } if slot == 0 => NUMERIC,
-        Op::OneHot { .. } => ANY_TYPE,
+        Op::OneHot { .. } => ORDINARY,
         Op::ArgReduce(_) | Op::TopK(_) | Op::CumSum { .. } => NUMERIC,
         Op::Reduce(r) if matches!(r.kind, ReduceKind::Max | ReduceKind::Min) => &[
             DataType::F32,
@@ -147,19 +184,28 @@ fn allowed_types(op: &Op, slot: usize) -> &'static [DataType] {
         ],
         Op::QuantizeLinear { .. } if slot == 0 => &[DataType::F32, DataType::F16, DataType::I32],
         Op::QuantizeLinear { .. } if slot == 1 => FLOATS,
-        Op::QuantizeLinear { .. } => &[DataType::I8, DataType::U8, DataType::I16, DataType::U16],
+        Op::QuantizeLinear { .. } => QUANTIZED,
         Op::DequantizeLinear { .. } if slot == 1 => FLOATS,
-        Op::DequantizeLinear { .. } => &[
-            DataType::I8,
-            DataType::U8,
-            DataType::I16,
-            DataType::U16,
-            DataType::I32,
-        ],
+        Op::DequantizeLinear { .. } => DEQUANTIZABLE,
         Op::DynamicQuantizeLinear => F32_ONLY,
         Op::NegativeLogLikelihoodLoss(_) if slot == 1 => INDICES,
         Op::Rnn(_) if slot == 4 => INDICES,
         Op::Rnn(_) => FLOATS_F64,
+        Op::RoiAlign(_) if slot == 2 => &[DataType::I64],
+        Op::Dft(_)
+        | Op::Stft(_)
+        | Op::Col2Im(_)
+        | Op::AffineGrid(_)
+        | Op::RoiAlign(_)
+        | Op::DeformConv(_) => FLOATS_F64,
+        Op::Pool(p) if p.kind == backplane_core::ops::PoolKind::Max => MAX_POOL,
+        Op::MaxPoolWithIndices(_) => MAX_POOL,
+        Op::MaxUnpool(_) if slot == 1 => &[DataType::I64],
+        Op::MaxUnpool(_) => FLOATS_F64,
+        Op::Optimizer(_) if slot == 1 => &[DataType::I64],
+        Op::Optimizer(_) => &[DataType::F32, DataType::F64],
+        Op::TfIdfVectorizer(_) => INDICES,
+        Op::TreeEnsemble(_) => FLOATS_F64,
         Op::NegativeLogLikelihoodLoss(_) | Op::GridSample(_) | Op::Det => FLOATS_F64,
         Op::Einsum(_) => &[
             DataType::F32,
@@ -197,6 +243,11 @@ fn input_name(op: &Op, slot: usize) -> &'static str {
         Op::Gather { .. } => &["data", "indices"],
         Op::NegativeLogLikelihoodLoss(_) => &["input", "target", "weight"],
         Op::GridSample(_) => &["X", "grid"],
+        Op::Stft(_) => &["signal", "window"],
+        Op::RoiAlign(_) => &["X", "rois", "batch_indices"],
+        Op::DeformConv(_) => &["X", "W", "offset", "B", "mask"],
+        Op::MaxUnpool(_) => &["X", "I"],
+        Op::Optimizer(_) => &["R", "T"],
         Op::Rnn(_) => &[
             "X",
             "W",
@@ -368,6 +419,9 @@ mod tests {
                 exclude_outside: false,
                 output_shape: vec![1, 2, 6],
                 scales: vec![1.0, 1.0, 2.0],
+                antialias: false,
+                roi: vec![],
+                extrapolation_value: 0.0,
             })
         };
         let mut v = vec![
@@ -379,7 +433,13 @@ mod tests {
                 },
                 vec![x()],
             ),
-            (Op::Cast { to: DataType::F32 }, vec![x()]),
+            (
+                Op::Cast {
+                    to: DataType::F32,
+                    saturate: true,
+                },
+                vec![x()],
+            ),
             (
                 Op::Gather { axis: 1 },
                 vec![x(), Tensor::from_vec(vec![1], vec![1i64]).unwrap()],
@@ -498,7 +558,7 @@ mod tests {
         for dt in DataType::ALL {
             assert!(ok(Op::Transpose { perm: vec![1, 0] }, dt), "{dt}");
             for to in DataType::ALL {
-                assert!(ok(Op::Cast { to }, dt), "{dt} -> {to}");
+                assert!(ok(Op::Cast { to, saturate: true }, dt), "{dt} -> {to}");
             }
         }
         assert!(ok(Op::Unary(UnaryOp::Relu), DataType::U8));

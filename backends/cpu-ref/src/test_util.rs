@@ -19,12 +19,18 @@ pub(crate) fn tensor(dtype: DataType, shape: &[usize], values: &[f64]) -> Tensor
     Tensor::from_bytes(TensorInfo::new(dtype, shape.to_vec()), &bytes).unwrap()
 }
 
-/// The value [`iota`] stores at position `i`: `i`, or `i % 2` for bool.
+/// The value [`iota`] stores at position `i`: `i`, or `i % 2` for bool; for the types too
+/// narrow for that, distinct values: `i % 16` (less 8 for int4) for 4-bit integers, and the
+/// float8 value whose bit pattern is `i % 120` (all finite and distinct) for float8.
 pub(crate) fn value_of(dtype: DataType, i: usize) -> f64 {
-    if dtype == DataType::Bool {
-        (i % 2) as f64
-    } else {
-        i as f64
+    match dtype {
+        DataType::Bool => (i % 2) as f64,
+        DataType::U4 => (i % 16) as f64,
+        DataType::I4 => (i % 16) as f64 - 8.0,
+        d if d.is_float8() => {
+            f64::from(backplane_core::lowp::float8_to_f32(d, (i % 120) as u8).unwrap())
+        }
+        _ => i as f64,
     }
 }
 

@@ -29,11 +29,32 @@ pub enum DataType {
     U32,
     /// Unsigned 64-bit integer (kernels that widen to i64 wrap values above `i64::MAX`).
     U64,
+    /// bfloat16 (8 exponent bits, 7 mantissa bits), stored as [`half::bf16`]. Storage only:
+    /// Cast, QuantizeLinear / DequantizeLinear and data movement take it, arithmetic does not.
+    BF16,
+    /// float8 E4M3FN: 4 exponent bits (bias 7), 3 mantissa bits, no infinities, NaN is
+    /// `S.1111.111`; one byte holding the bit pattern (see [`crate::lowp`]). Storage only.
+    F8E4M3Fn,
+    /// float8 E4M3FNUZ: 4 exponent bits (bias 8), 3 mantissa bits, no infinities, no -0, the
+    /// only NaN is `0x80`; one byte holding the bit pattern. Storage only.
+    F8E4M3Fnuz,
+    /// float8 E5M2: 5 exponent bits (bias 15), 2 mantissa bits, IEEE-like infinities and
+    /// NaNs; one byte holding the bit pattern. Storage only.
+    F8E5M2,
+    /// float8 E5M2FNUZ: 5 exponent bits (bias 16), 2 mantissa bits, no infinities, no -0, the
+    /// only NaN is `0x80`; one byte holding the bit pattern. Storage only.
+    F8E5M2Fnuz,
+    /// Signed 4-bit integer (-8..=7), stored *unpacked*: one element per byte, an `i8` in
+    /// range (ONNX packs two per byte; the importer unpacks). Storage only.
+    I4,
+    /// Unsigned 4-bit integer (0..=15), stored *unpacked*: one element per byte, a `u8` in
+    /// range. Storage only.
+    U4,
 }
 
 impl DataType {
     /// All data types, in declaration order.
-    pub const ALL: [DataType; 12] = [
+    pub const ALL: [DataType; 19] = [
         DataType::F32,
         DataType::F16,
         DataType::I8,
@@ -46,6 +67,38 @@ impl DataType {
         DataType::U16,
         DataType::U32,
         DataType::U64,
+        DataType::BF16,
+        DataType::F8E4M3Fn,
+        DataType::F8E4M3Fnuz,
+        DataType::F8E5M2,
+        DataType::F8E5M2Fnuz,
+        DataType::I4,
+        DataType::U4,
+    ];
+
+    /// Every type except the storage-only low-precision ones (bf16, float8, int4/uint4):
+    /// what ops that compare or select values take.
+    pub const ORDINARY: [DataType; 12] = [
+        DataType::F32,
+        DataType::F16,
+        DataType::I8,
+        DataType::U8,
+        DataType::I32,
+        DataType::I64,
+        DataType::Bool,
+        DataType::F64,
+        DataType::I16,
+        DataType::U16,
+        DataType::U32,
+        DataType::U64,
+    ];
+
+    /// The float8 types.
+    pub const FLOAT8: [DataType; 4] = [
+        DataType::F8E4M3Fn,
+        DataType::F8E4M3Fnuz,
+        DataType::F8E5M2,
+        DataType::F8E5M2Fnuz,
     ];
 
     /// Every number type (no Bool): what arithmetic and comparisons take.
@@ -90,8 +143,16 @@ impl DataType {
     pub fn size(self) -> usize {
         match self {
             DataType::F32 | DataType::I32 | DataType::U32 => 4,
-            DataType::F16 | DataType::I16 | DataType::U16 => 2,
-            DataType::I8 | DataType::U8 | DataType::Bool => 1,
+            DataType::F16 | DataType::I16 | DataType::U16 | DataType::BF16 => 2,
+            DataType::I8
+            | DataType::U8
+            | DataType::Bool
+            | DataType::F8E4M3Fn
+            | DataType::F8E4M3Fnuz
+            | DataType::F8E5M2
+            | DataType::F8E5M2Fnuz
+            | DataType::I4
+            | DataType::U4 => 1,
             DataType::I64 | DataType::F64 | DataType::U64 => 8,
         }
     }
@@ -111,12 +172,30 @@ impl DataType {
             DataType::U16 => "u16",
             DataType::U32 => "u32",
             DataType::U64 => "u64",
+            DataType::BF16 => "bf16",
+            DataType::F8E4M3Fn => "f8e4m3fn",
+            DataType::F8E4M3Fnuz => "f8e4m3fnuz",
+            DataType::F8E5M2 => "f8e5m2",
+            DataType::F8E5M2Fnuz => "f8e5m2fnuz",
+            DataType::I4 => "i4",
+            DataType::U4 => "u4",
         }
     }
 
-    /// True for F32, F16 and F64.
+    /// True for F32, F16 and F64 (the float types kernels compute in; see also
+    /// [`DataType::is_low_precision`]).
     pub fn is_float(self) -> bool {
         matches!(self, DataType::F32 | DataType::F16 | DataType::F64)
+    }
+
+    /// True for the float8 types.
+    pub fn is_float8(self) -> bool {
+        DataType::FLOAT8.contains(&self)
+    }
+
+    /// True for the storage-only low-precision types: bf16, float8, int4 and uint4.
+    pub fn is_low_precision(self) -> bool {
+        !DataType::ORDINARY.contains(&self)
     }
 
     /// The ONNX `TensorProto.DataType` number (FLOAT = 1, UINT8 = 2, ... FLOAT16 = 10), used by
@@ -135,6 +214,13 @@ impl DataType {
             DataType::I16 => 5,
             DataType::U32 => 12,
             DataType::U64 => 13,
+            DataType::BF16 => 16,
+            DataType::F8E4M3Fn => 17,
+            DataType::F8E4M3Fnuz => 18,
+            DataType::F8E5M2 => 19,
+            DataType::F8E5M2Fnuz => 20,
+            DataType::U4 => 21,
+            DataType::I4 => 22,
         }
     }
 
@@ -143,7 +229,7 @@ impl DataType {
         DataType::ALL.into_iter().find(|d| d.onnx_code() == code)
     }
 
-    /// True for the integer types (not Bool).
+    /// True for the integer types (not Bool, not the 4-bit storage types).
     pub fn is_integer(self) -> bool {
         matches!(
             self,
@@ -181,6 +267,13 @@ impl std::str::FromStr for DataType {
             "u16" | "uint16" => DataType::U16,
             "u32" | "uint32" => DataType::U32,
             "u64" | "uint64" => DataType::U64,
+            "bf16" | "bfloat16" => DataType::BF16,
+            "f8e4m3fn" | "float8e4m3fn" => DataType::F8E4M3Fn,
+            "f8e4m3fnuz" | "float8e4m3fnuz" => DataType::F8E4M3Fnuz,
+            "f8e5m2" | "float8e5m2" => DataType::F8E5M2,
+            "f8e5m2fnuz" | "float8e5m2fnuz" => DataType::F8E5M2Fnuz,
+            "i4" | "int4" => DataType::I4,
+            "u4" | "uint4" => DataType::U4,
             other => return Err(format!("unknown data type '{other}'")),
         })
     }
@@ -224,4 +317,43 @@ impl Element for u32 {
 }
 impl Element for u64 {
     const DTYPE: DataType = DataType::U64;
+}
+impl Element for half::bf16 {
+    const DTYPE: DataType = DataType::BF16;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_codes_and_sizes_round_trip() {
+        for d in DataType::ALL {
+            assert_eq!(d.name().parse::<DataType>(), Ok(d));
+            assert_eq!(DataType::from_onnx_code(d.onnx_code()), Some(d));
+        }
+        assert_eq!(DataType::BF16.size(), 2);
+        assert_eq!(DataType::F8E5M2.size(), 1);
+        // 4-bit types are stored one element per byte.
+        assert_eq!(DataType::I4.size(), 1);
+        assert_eq!(DataType::from_onnx_code(21), Some(DataType::U4));
+        assert_eq!(DataType::from_onnx_code(22), Some(DataType::I4));
+        assert_eq!(DataType::from_onnx_code(8), None);
+        assert_eq!("float8e4m3fnuz".parse(), Ok(DataType::F8E4M3Fnuz));
+    }
+
+    #[test]
+    fn low_precision_types_stay_out_of_the_arithmetic_groups() {
+        for d in DataType::ALL {
+            let low = d.is_low_precision();
+            assert_eq!(low, !DataType::ORDINARY.contains(&d), "{d}");
+            if low {
+                assert!(!DataType::NUMERIC.contains(&d), "{d}");
+                assert!(!DataType::SIGNED.contains(&d), "{d}");
+                assert!(!DataType::INTEGERS.contains(&d), "{d}");
+                assert!(!d.is_float() && !d.is_integer(), "{d}");
+            }
+        }
+        assert!(DataType::F8E4M3Fn.is_float8() && !DataType::BF16.is_float8());
+    }
 }

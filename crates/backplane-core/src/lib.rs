@@ -11,6 +11,7 @@
 
 pub mod dtype;
 pub mod error;
+pub mod lowp;
 pub mod network;
 pub mod ops;
 pub mod quant;

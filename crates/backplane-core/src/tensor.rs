@@ -221,13 +221,41 @@ impl Tensor {
                     *d = u8::from(v != 0.0);
                 }
             }
+            DataType::BF16 => fill(&mut t, values, crate::lowp::f64_to_bf16)?,
+            // float8: round to nearest even, saturating; 4-bit: truncate and saturate.
+            dtype @ (DataType::F8E4M3Fn
+            | DataType::F8E4M3Fnuz
+            | DataType::F8E5M2
+            | DataType::F8E5M2Fnuz) => {
+                for (d, &v) in t.bytes_mut().iter_mut().zip(values) {
+                    *d = crate::lowp::f64_to_float8(dtype, v, true).unwrap_or(0);
+                }
+            }
+            DataType::I4 => {
+                for (d, &v) in t.bytes_mut().iter_mut().zip(values) {
+                    *d = (v.clamp(-8.0, 7.0) as i8) as u8;
+                }
+            }
+            DataType::U4 => {
+                for (d, &v) in t.bytes_mut().iter_mut().zip(values) {
+                    *d = v.clamp(0.0, 15.0) as u8;
+                }
+            }
         }
         Ok(t)
     }
 }
 
+/// Whether a typed view of `expected` may read a tensor of `actual`: the same type, or one
+/// byte per element reinterpreted: `u8` views read bool, uint4 and the float8 types (their
+/// bit patterns, see [`crate::lowp`]), `i8` views read int4.
 fn check_dtype(expected: DataType, actual: DataType) -> Result<()> {
-    if expected == actual || (expected == DataType::U8 && actual == DataType::Bool) {
+    let byte_view = match expected {
+        DataType::U8 => matches!(actual, DataType::Bool | DataType::U4) || actual.is_float8(),
+        DataType::I8 => actual == DataType::I4,
+        _ => false,
+    };
+    if expected == actual || byte_view {
         Ok(())
     } else {
         Err(CoreError::DataTypeMismatch { expected, actual })
@@ -284,6 +312,15 @@ impl<'a> TensorView<'a> {
             DataType::U8 | DataType::Bool => conv::<u8>(self, f64::from),
             DataType::I32 => conv::<i32>(self, f64::from),
             DataType::I64 => conv::<i64>(self, |x| x as f64),
+            DataType::BF16 => conv::<half::bf16>(self, f64::from),
+            DataType::I4 => conv::<i8>(self, f64::from),
+            DataType::U4 => conv::<u8>(self, f64::from),
+            dtype @ (DataType::F8E4M3Fn
+            | DataType::F8E4M3Fnuz
+            | DataType::F8E5M2
+            | DataType::F8E5M2Fnuz) => conv::<u8>(self, |b| {
+                f64::from(crate::lowp::float8_to_f32(dtype, b).unwrap_or(f32::NAN))
+            }),
         }
     }
 
@@ -358,6 +395,30 @@ mod tests {
             assert_eq!(t.to_f64_vec(), expected, "{dtype}");
         }
         assert!(Tensor::from_f64_values(TensorInfo::new(DataType::F32, vec![2]), &[1.0]).is_err());
+    }
+
+    #[test]
+    fn low_precision_values_and_byte_views() {
+        let info = TensorInfo::new(DataType::F8E4M3Fn, vec![4]);
+        let t = Tensor::from_f64_values(info, &[1.0, -2.5, 1e6, f64::NAN]).unwrap();
+        // 1 = 0x38, -2.5 = 0xC2, 1e6 saturates to 448 (0x7E), NaN is 0x7F.
+        assert_eq!(t.bytes(), &[0x38, 0xC2, 0x7E, 0x7F]);
+        assert_eq!(t.as_slice::<u8>().unwrap(), &[0x38, 0xC2, 0x7E, 0x7F]);
+        assert!(t.as_slice::<i8>().is_err());
+        let v = t.to_f64_vec();
+        assert_eq!(&v[..3], &[1.0, -2.5, 448.0]);
+        assert!(v[3].is_nan());
+        let i4 =
+            Tensor::from_f64_values(TensorInfo::new(DataType::I4, vec![3]), &[-9.0, 7.0, -3.0])
+                .unwrap();
+        assert_eq!(i4.as_slice::<i8>().unwrap(), &[-8, 7, -3]);
+        assert!(i4.as_slice::<u8>().is_err());
+        let u4 =
+            Tensor::from_f64_values(TensorInfo::new(DataType::U4, vec![2]), &[16.0, 3.0]).unwrap();
+        assert_eq!(u4.to_f64_vec(), vec![15.0, 3.0]);
+        let b = Tensor::from_vec(vec![1], vec![half::bf16::from_f32(0.5)]).unwrap();
+        assert_eq!(b.dtype(), DataType::BF16);
+        assert_eq!(b.to_f64_vec(), vec![0.5]);
     }
 
     #[test]

@@ -613,16 +613,28 @@ impl<'o> Importer<'o> {
             domain.as_str()
         };
         let opset = opsets.get(key).copied().unwrap_or(0);
-        if !key.is_empty() {
-            let reason = format!("operators of the domain '{domain}' are not supported");
+        if !key.is_empty() && !ops::domain_op_supported(key, &op_type) {
+            let reason = if ops::known_domain(key) {
+                format!("{op_type} of the domain '{domain}' is not supported")
+            } else {
+                format!("operators of the domain '{domain}' are not supported")
+            };
             self.report(&node, &name, opset, reason);
             return Ok(());
         }
-        if opset < MIN_OPSET {
-            let reason = format!(
-                "the model imports opset {opset} of the default domain; backplane imports \
-                 opset {MIN_OPSET} and later"
-            );
+        let earliest = ops::earliest_opset(&op_type);
+        if key.is_empty() && opset < earliest {
+            let reason = if earliest < MIN_OPSET {
+                format!(
+                    "the model imports opset {opset} of the default domain; backplane imports \
+                     {op_type} from opset {earliest} on"
+                )
+            } else {
+                format!(
+                    "the model imports opset {opset} of the default domain; backplane imports \
+                     opset {MIN_OPSET} and later"
+                )
+            };
             self.report(&node, &name, opset, reason);
             return Ok(());
         }

@@ -112,6 +112,9 @@ impl Loader<'_> {
         let info = TensorInfo::new(dtype, dims);
         let core = |e| OnnxError::core(name, e);
         let external = tp.data_location == Some(DataLocation::External as i32);
+        if matches!(dtype, DataType::I4 | DataType::U4) {
+            return self.decode_4bit(tp, name, info, count, external);
+        }
         let mut t = if external {
             let mut t = Tensor::zeros(info).map_err(core)?;
             self.read_external(tp, name, t.bytes_mut())?;
@@ -166,15 +169,22 @@ impl Loader<'_> {
                         o.copy_from_slice(&v.to_le_bytes());
                     }
                 }
-                DataType::F16 => {
+                DataType::F16 | DataType::BF16 => {
                     // Each int32 holds the 16 bits of one half float in its low half.
                     expect_len(name, "int32_data", tp.int32_data.len(), count)?;
                     for (o, &v) in out.chunks_exact_mut(2).zip(&tp.int32_data) {
                         o.copy_from_slice(&(v as u16).to_le_bytes());
                     }
                 }
-                DataType::I8 | DataType::U8 | DataType::Bool => {
-                    // One int32 per element; the low byte is the value (two's complement for i8).
+                DataType::I8
+                | DataType::U8
+                | DataType::Bool
+                | DataType::F8E4M3Fn
+                | DataType::F8E4M3Fnuz
+                | DataType::F8E5M2
+                | DataType::F8E5M2Fnuz => {
+                    // One int32 per element; the low byte is the value (two's complement for
+                    // i8, the bit pattern for float8).
                     expect_len(name, "int32_data", tp.int32_data.len(), count)?;
                     for (o, &v) in out.iter_mut().zip(&tp.int32_data) {
                         *o = if dtype == DataType::Bool {
@@ -184,6 +194,8 @@ impl Loader<'_> {
                         };
                     }
                 }
+                // Handled by decode_4bit above.
+                DataType::I4 | DataType::U4 => {}
             }
             return Ok(Decoded::Tensor(t));
         };
@@ -193,6 +205,37 @@ impl Loader<'_> {
             }
         }
         Ok(Decoded::Tensor(t))
+    }
+
+    /// int4 / uint4: ONNX packs two elements per byte (raw data, external data, and the low
+    /// byte of each int32 of int32_data), the first in the low nibble; backplane stores one
+    /// per byte.
+    fn decode_4bit(
+        &self,
+        tp: &mut TensorProto,
+        name: &str,
+        info: TensorInfo,
+        count: usize,
+        external: bool,
+    ) -> Result<Decoded, OnnxError> {
+        let signed = info.dtype == DataType::I4;
+        let packed_len = count.div_ceil(2);
+        let packed = if external {
+            let mut packed = vec![0u8; packed_len];
+            self.read_external(tp, name, &mut packed)?;
+            packed
+        } else if let Some(raw) = tp.raw_data.take() {
+            expect_len(name, "raw_data (bytes)", raw.len(), packed_len)?;
+            raw
+        } else {
+            expect_len(name, "int32_data", tp.int32_data.len(), packed_len)?;
+            tp.int32_data.iter().map(|&v| v as u8).collect()
+        };
+        let values = backplane_core::lowp::unpack_4bit(&packed, count, signed)
+            .ok_or_else(|| OnnxError::invalid(format!("tensor '{name}': truncated 4-bit data")))?;
+        Tensor::from_bytes(info, &values)
+            .map(Decoded::Tensor)
+            .map_err(|e| OnnxError::core(name, e))
     }
 
     fn decode_doubles(
@@ -399,12 +442,61 @@ mod tests {
         assert_eq!(t.as_slice::<u64>().unwrap(), &[u64::MAX, 5]);
 
         // A type backplane does not have is reported, not decoded.
-        let mut p = tp(vec![1], OnnxType::Bfloat16);
-        p.int32_data = vec![3];
-        match loader().decode(&mut p, "bf16").unwrap() {
-            Decoded::Unsupported { reason, .. } => assert!(reason.contains("BFLOAT16"), "{reason}"),
+        let mut p = tp(vec![1], OnnxType::Complex64);
+        p.float_data = vec![3.0, 1.0];
+        match loader().decode(&mut p, "c64").unwrap() {
+            Decoded::Unsupported { reason, .. } => {
+                assert!(reason.contains("COMPLEX64"), "{reason}")
+            }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn low_precision_types() {
+        // bf16: the low 16 bits of each int32, or two little-endian bytes of raw data.
+        let mut p = tp(vec![2], OnnxType::Bfloat16);
+        p.int32_data = vec![0x3FC0, 0xC000];
+        let t = tensor(loader().decode(&mut p, "bf16").unwrap());
+        assert_eq!(t.dtype(), DataType::BF16);
+        assert_eq!(t.to_f64_vec(), vec![1.5, -2.0]);
+        let mut p = tp(vec![1], OnnxType::Bfloat16);
+        p.raw_data = Some(vec![0xC0, 0x3F]);
+        assert_eq!(
+            tensor(loader().decode(&mut p, "bf16").unwrap()).to_f64_vec(),
+            vec![1.5]
+        );
+
+        // float8: one int32 (or one raw byte) per element holding the bit pattern.
+        let mut p = tp(vec![3], OnnxType::Float8e4m3fn);
+        p.int32_data = vec![0x38, 0xC4, 0x7E];
+        let t = tensor(loader().decode(&mut p, "f8").unwrap());
+        assert_eq!(t.dtype(), DataType::F8E4M3Fn);
+        assert_eq!(t.bytes(), &[0x38, 0xC4, 0x7E]);
+        assert_eq!(t.to_f64_vec(), vec![1.0, -3.0, 448.0]);
+        let mut p = tp(vec![2], OnnxType::Float8e5m2fnuz);
+        p.raw_data = Some(vec![0x40, 0x80]);
+        let v = tensor(loader().decode(&mut p, "f8").unwrap()).to_f64_vec();
+        assert_eq!(v[0], 1.0);
+        assert!(v[1].is_nan());
+
+        // int4: two per byte, low nibble first; an odd count leaves a padding nibble.
+        let mut p = tp(vec![3], OnnxType::Int4);
+        p.raw_data = Some(vec![0x8F, 0x07]);
+        let t = tensor(loader().decode(&mut p, "i4").unwrap());
+        assert_eq!(t.dtype(), DataType::I4);
+        assert_eq!(t.as_slice::<i8>().unwrap(), &[-1, -8, 7]);
+        let mut p = tp(vec![2, 2], OnnxType::Uint4);
+        p.int32_data = vec![0x21, 0xF0];
+        let t = tensor(loader().decode(&mut p, "u4").unwrap());
+        assert_eq!(t.as_slice::<u8>().unwrap(), &[1, 2, 0, 15]);
+        // The packed length is checked.
+        let mut p = tp(vec![5], OnnxType::Uint4);
+        p.raw_data = Some(vec![0x21, 0x43]);
+        assert!(matches!(
+            loader().decode(&mut p, "short"),
+            Err(OnnxError::InvalidModel(_))
+        ));
     }
 
     #[test]

@@ -310,17 +310,20 @@ fn bn_model(
 }
 
 #[test]
-fn batch_norm_inference_only() {
+fn batch_norm_inference_and_training_mode() {
     let net = bn_model(15, &["y"], vec![a_float("epsilon", 1e-3)]).ok();
     assert_eq!(only_op(&net), &Op::BatchNormalization { epsilon: 1e-3 });
     assert_eq!(only_layer(&net).inputs.len(), 5);
     let net = bn_model(9, &["y"], vec![]).ok();
     assert_eq!(only_op(&net), &Op::BatchNormalization { epsilon: 1e-5 });
 
-    let err = bn_model(15, &["y"], vec![a_int("training_mode", 1)])
-        .import()
-        .unwrap_err();
-    assert!(err.unsupported_ops()[0].reason.contains("training_mode"));
+    // Training mode is lowered to reductions (see misc_ops.rs).
+    let net = bn_model(15, &["y"], vec![a_int("training_mode", 1)]).ok();
+    assert!(
+        ops(&net).contains(&"ReduceMean".to_string()),
+        "{:?}",
+        ops(&net)
+    );
     let err = bn_model(9, &["y", "rm", "rv"], vec![])
         .import()
         .unwrap_err();
@@ -413,7 +416,7 @@ fn pooling() {
     assert!(p.count_include_pad);
     assert_eq!(dims(&net, "y"), vec![1, 2, 8, 8]);
 
-    // An unused Indices output is fine, a used one is not.
+    // An unused Indices output is not computed; a used one makes MaxPool with indices.
     let net = Model::new(12)
         .input(input("x", &[1, 2, 8, 8]))
         .node(node(
@@ -424,8 +427,8 @@ fn pooling() {
         ))
         .output("y")
         .ok();
-    assert_eq!(net.layers().len(), 1);
-    let err = Model::new(12)
+    assert!(matches!(only_op(&net), Op::Pool(_)));
+    let net = Model::new(12)
         .input(input("x", &[1, 2, 8, 8]))
         .node(node(
             "MaxPool",
@@ -435,9 +438,9 @@ fn pooling() {
         ))
         .output("y")
         .output("idx")
-        .import()
-        .unwrap_err();
-    assert!(err.unsupported_ops()[0].reason.contains("Indices"));
+        .ok();
+    assert!(matches!(only_op(&net), Op::MaxPoolWithIndices(_)));
+    assert_eq!(dims(&net, "idx"), vec![1, 2, 7, 7]);
 
     for (name, kind) in [
         ("GlobalAveragePool", PoolKind::Average),
@@ -506,13 +509,41 @@ fn flatten_transpose_concat_gather_cast_identity() {
     assert_eq!(dims(&net, "y"), vec![2, 3]);
 
     let net = unary_model(13, "Cast", vec![a_int("to", INT64 as i64)]).ok();
-    assert_eq!(only_op(&net), &Op::Cast { to: DataType::I64 });
+    assert_eq!(
+        only_op(&net),
+        &Op::Cast {
+            to: DataType::I64,
+            saturate: true
+        }
+    );
     let net = unary_model(13, "Cast", vec![a_int("to", 11)]).ok();
-    assert_eq!(only_op(&net), &Op::Cast { to: DataType::F64 });
-    let err = unary_model(13, "Cast", vec![a_int("to", 16)])
+    assert_eq!(
+        only_op(&net),
+        &Op::Cast {
+            to: DataType::F64,
+            saturate: true
+        }
+    );
+    let net = unary_model(13, "Cast", vec![a_int("to", 16)]).ok();
+    assert_eq!(
+        only_op(&net),
+        &Op::Cast {
+            to: DataType::BF16,
+            saturate: true
+        }
+    );
+    let net = unary_model(19, "Cast", vec![a_int("to", 19), a_int("saturate", 0)]).ok();
+    assert_eq!(
+        only_op(&net),
+        &Op::Cast {
+            to: DataType::F8E5M2,
+            saturate: false
+        }
+    );
+    let err = unary_model(13, "Cast", vec![a_int("to", 8)])
         .import()
         .unwrap_err();
-    assert!(err.unsupported_ops()[0].reason.contains("BFLOAT16"));
+    assert!(err.unsupported_ops()[0].reason.contains("STRING"));
 
     let net = unary_model(13, "Identity", vec![]).ok();
     assert_eq!(only_op(&net), &Op::Identity);
@@ -1256,9 +1287,8 @@ fn resize_opset_11_and_13() {
         .output("y")
         .import()
         .unwrap_err();
-    assert!(err.unsupported_ops()[0]
-        .reason
-        .contains("tf_crop_and_resize"));
+    // tf_crop_and_resize needs its roi input.
+    assert!(err.to_string().contains("roi"), "{err}");
     let err = Model::new(13)
         .input(input("x", &[1, 1, 4, 4]))
         .input(value_info("sz", INT64, Some(&[D::V(4)])))
@@ -1334,7 +1364,7 @@ fn resize_opset_18_19_axes_and_aspect_ratio() {
         r.coordinate_transform,
         CoordinateTransform::HalfPixelSymmetric
     );
-    let err = Model::new(18)
+    let net = Model::new(18)
         .input(input("x", &[1, 3, 4, 8]))
         .init(floats("sc", &[1.0, 1.0, 0.5, 0.5]))
         .node(node(
@@ -1344,9 +1374,8 @@ fn resize_opset_18_19_axes_and_aspect_ratio() {
             vec![a_int("antialias", 1)],
         ))
         .output("y")
-        .import()
-        .unwrap_err();
-    assert!(err.unsupported_ops()[0].reason.contains("antialias"));
+        .ok();
+    assert!(resize_desc(&net).antialias);
 }
 
 #[test]
@@ -1431,4 +1460,103 @@ fn unnamed_nodes_get_generated_layer_names() {
         .ok();
     let names: Vec<&str> = net.layers().iter().map(|l| l.name.as_str()).collect();
     assert_eq!(names, vec!["Relu_0", "Relu_1", "Relu_0_2"]);
+}
+
+#[test]
+fn quantize_linear_low_precision_and_blocked() {
+    use backplane_onnx::proto::TensorProto;
+    // A packed int4 zero point [2, 2]: 1, -1, 0, 7 → bytes 0xF1, 0x70.
+    let zp = TensorProto {
+        name: Some("zp".into()),
+        dims: vec![2, 2],
+        data_type: Some(22),
+        raw_data: Some(vec![0xF1, 0x70]),
+        ..Default::default()
+    };
+    let net = Model::new(21)
+        .input(input("x", &[2, 4]))
+        .init(tensor_f32("s", &[2, 2], &[1.0, 2.0, 3.0, 4.0]))
+        .init(zp)
+        .node(node(
+            "QuantizeLinear",
+            &["x", "s", "zp"],
+            &["y"],
+            vec![a_int("axis", 1), a_int("block_size", 2)],
+        ))
+        .output("y")
+        .ok();
+    assert_eq!(
+        only_op(&net),
+        &Op::QuantizeLinear {
+            axis: 1,
+            to: DataType::I4,
+            block_size: 2,
+            saturate: true
+        }
+    );
+    // output_dtype picks a float8 type when there is no zero point; saturate=0 is kept.
+    let net = Model::new(21)
+        .input(input("x", &[2, 4]))
+        .init(tensor_f32("s", &[], &[0.5]))
+        .node(node(
+            "QuantizeLinear",
+            &["x", "s"],
+            &["y"],
+            vec![a_int("output_dtype", 19), a_int("saturate", 0)],
+        ))
+        .output("y")
+        .ok();
+    assert_eq!(
+        only_op(&net),
+        &Op::QuantizeLinear {
+            axis: 1,
+            to: DataType::F8E5M2,
+            block_size: 0,
+            saturate: false
+        }
+    );
+    // DequantizeLinear of a float8 input.
+    let net = Model::new(21)
+        .input(value_info("x", 17, Some(&[D::V(3)])))
+        .init(tensor_f32("s", &[], &[2.0]))
+        .node(node("DequantizeLinear", &["x", "s"], &["y"], vec![]))
+        .output("y")
+        .ok();
+    assert_eq!(
+        only_op(&net),
+        &Op::DequantizeLinear {
+            axis: 1,
+            to: DataType::F32,
+            block_size: 0
+        }
+    );
+    // A blocked scale of the wrong shape, and a type QuantizeLinear cannot produce.
+    let err = Model::new(21)
+        .input(input("x", &[2, 4]))
+        .init(tensor_f32("s", &[2, 3], &[1.0; 6]))
+        .node(node(
+            "QuantizeLinear",
+            &["x", "s"],
+            &["y"],
+            vec![a_int("axis", 1), a_int("block_size", 2)],
+        ))
+        .output("y")
+        .import();
+    assert!(err.is_err());
+    let err = Model::new(21)
+        .input(input("x", &[2, 4]))
+        .init(tensor_f32("s", &[], &[1.0]))
+        .node(node(
+            "QuantizeLinear",
+            &["x", "s"],
+            &["y"],
+            vec![a_int("output_dtype", 1)],
+        ))
+        .output("y")
+        .import()
+        .unwrap_err();
+    assert!(
+        err.unsupported_ops()[0].reason.contains("output_dtype 1"),
+        "{err}"
+    );
 }

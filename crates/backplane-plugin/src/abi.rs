@@ -104,6 +104,30 @@ pub const DTYPE_I64: i32 = 7;
 pub const DTYPE_BOOL: i32 = 9;
 /// FLOAT16.
 pub const DTYPE_F16: i32 = 10;
+/// UINT16.
+pub const DTYPE_U16: i32 = 4;
+/// INT16.
+pub const DTYPE_I16: i32 = 5;
+/// DOUBLE.
+pub const DTYPE_F64: i32 = 11;
+/// UINT32.
+pub const DTYPE_U32: i32 = 12;
+/// UINT64.
+pub const DTYPE_U64: i32 = 13;
+/// BFLOAT16 (two bytes per element).
+pub const DTYPE_BF16: i32 = 16;
+/// FLOAT8E4M3FN (one byte per element, the bit pattern).
+pub const DTYPE_F8E4M3FN: i32 = 17;
+/// FLOAT8E4M3FNUZ (one byte per element, the bit pattern).
+pub const DTYPE_F8E4M3FNUZ: i32 = 18;
+/// FLOAT8E5M2 (one byte per element, the bit pattern).
+pub const DTYPE_F8E5M2: i32 = 19;
+/// FLOAT8E5M2FNUZ (one byte per element, the bit pattern).
+pub const DTYPE_F8E5M2FNUZ: i32 = 20;
+/// UINT4, stored unpacked: one element per byte (0..=15), unlike ONNX's packed files.
+pub const DTYPE_U4: i32 = 21;
+/// INT4, stored unpacked: one element per byte (-8..=7, two's complement).
+pub const DTYPE_I4: i32 = 22;
 
 /// Not quantized.
 pub const QUANT_NONE: u32 = 0;

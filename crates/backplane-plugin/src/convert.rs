@@ -1029,6 +1029,21 @@ mod tests {
     use backplane_core::ops::{ConvDesc, CustomOp, Window};
 
     #[test]
+    fn element_type_codes_cover_every_type_and_refuse_unknown_ones() {
+        for d in DataType::ALL {
+            assert_eq!(dtype(onnx_dtype_code(d) as i32), Ok(d));
+        }
+        assert_eq!(dtype(crate::abi::DTYPE_I4), Ok(DataType::I4));
+        assert_eq!(
+            dtype(crate::abi::DTYPE_F8E5M2FNUZ),
+            Ok(DataType::F8E5M2Fnuz)
+        );
+        for unknown in [0, 8, 14, 23, -1, i32::MAX] {
+            assert!(dtype(unknown).is_err(), "{unknown}");
+        }
+    }
+
+    #[test]
     fn layer_descriptions_round_trip_through_c() {
         let w = Tensor::from_vec(vec![2, 1, 3, 3], (0..18).map(|v| v as f32).collect()).unwrap();
         let desc = LayerDesc {

@@ -252,6 +252,7 @@ fn layout_program() -> String {
              printf(\"target %d\\n\", BACKPLANE_ABI_TARGET_MINOR);\n\
              printf(\"status_panicked %d\\n\", BACKPLANE_STATUS_PANICKED);\n\
              printf(\"dtype_f16 %d\\n\", BACKPLANE_DTYPE_F16);\n\
+             printf(\"dtype_low %d %d %d %d %d %d %d\\n\", BACKPLANE_DTYPE_BF16, BACKPLANE_DTYPE_F8E4M3FN, BACKPLANE_DTYPE_F8E4M3FNUZ, BACKPLANE_DTYPE_F8E5M2, BACKPLANE_DTYPE_F8E5M2FNUZ, BACKPLANE_DTYPE_U4, BACKPLANE_DTYPE_I4);\n\
              printf(\"attr_floats %d\\n\", BACKPLANE_ATTR_FLOATS);\n\
              printf(\"factory_flags %u\\n\", BACKPLANE_FACTORY_MAPPABLE | BACKPLANE_FACTORY_SUB_TENSORS | BACKPLANE_FACTORY_IN_PLACE);\n\
              printf(\"memory %u %u %u %u\\n\", BACKPLANE_MEMORY_NONE, BACKPLANE_MEMORY_HOST, BACKPLANE_MEMORY_DMA_BUF, BACKPLANE_MEMORY_PROTECTED);\n\
@@ -281,6 +282,17 @@ fn c_header_matches_the_rust_abi_types() {
     assert_eq!(c["target"], abi::ABI_VERSION_MINOR.to_string());
     assert_eq!(c["status_panicked"], abi::STATUS_PANICKED.to_string());
     assert_eq!(c["dtype_f16"], abi::DTYPE_F16.to_string());
+    let low = [
+        abi::DTYPE_BF16,
+        abi::DTYPE_F8E4M3FN,
+        abi::DTYPE_F8E4M3FNUZ,
+        abi::DTYPE_F8E5M2,
+        abi::DTYPE_F8E5M2FNUZ,
+        abi::DTYPE_U4,
+        abi::DTYPE_I4,
+    ];
+    let low: Vec<String> = low.iter().map(|d| d.to_string()).collect();
+    assert_eq!(c["dtype_low"], low.join(" "));
     assert_eq!(c["attr_floats"], abi::ATTR_FLOATS.to_string());
     let flags = abi::FACTORY_MAPPABLE | abi::FACTORY_SUB_TENSORS | abi::FACTORY_IN_PLACE;
     assert_eq!(c["factory_flags"], flags.to_string());

@@ -60,8 +60,20 @@ fn dtype_of(descr: &str) -> Option<DataType> {
     })
 }
 
-fn descr_of(dtype: DataType) -> &'static str {
+/// The type a tensor is written as: its own, or for the storage-only low-precision types
+/// (which .npy has no standard type for) the narrowest standard type holding every value
+/// exactly: f32 for bf16 and float8, i8 for int4, u8 for uint4.
+fn stored_dtype(dtype: DataType) -> DataType {
     match dtype {
+        DataType::I4 => DataType::I8,
+        DataType::U4 => DataType::U8,
+        d if d.is_low_precision() => DataType::F32,
+        d => d,
+    }
+}
+
+fn descr_of(dtype: DataType) -> &'static str {
+    match stored_dtype(dtype) {
         DataType::F32 => "<f4",
         DataType::F16 => "<f2",
         DataType::F64 => "<f8",
@@ -74,6 +86,14 @@ fn descr_of(dtype: DataType) -> &'static str {
         DataType::I32 => "<i4",
         DataType::I64 => "<i8",
         DataType::Bool => "|b1",
+        // stored_dtype maps the low-precision types to the ones above.
+        DataType::BF16
+        | DataType::F8E4M3Fn
+        | DataType::F8E4M3Fnuz
+        | DataType::F8E5M2
+        | DataType::F8E5M2Fnuz
+        | DataType::I4
+        | DataType::U4 => "<f4",
     }
 }
 
@@ -148,8 +168,17 @@ pub fn parse(bytes: &[u8], name: &str) -> Result<Tensor, NpyError> {
     Tensor::from_bytes(info, data).map_err(|e| bad(name, e.to_string()))
 }
 
-/// Encode a tensor as .npy (format 1.0).
+/// Encode a tensor as .npy (format 1.0). bf16 and float8 tensors are written as f32, int4 as
+/// i8 and uint4 as u8 (exactly; reading the file back gives that wider type).
 pub fn to_bytes(tensor: &Tensor) -> Vec<u8> {
+    let stored = stored_dtype(tensor.dtype());
+    if stored != tensor.dtype() {
+        let info = TensorInfo::new(stored, tensor.shape().clone());
+        // The values are exact in the wider type, so this conversion cannot fail.
+        if let Ok(wide) = Tensor::from_f64_values(info, &tensor.to_f64_vec()) {
+            return to_bytes(&wide);
+        }
+    }
     let dims = tensor.shape().dims();
     let shape = match dims.len() {
         0 => "()".to_string(),
@@ -207,6 +236,22 @@ mod tests {
             assert_eq!((bytes.len() - t.bytes().len()) % 64, 0);
             assert_eq!(parse(&bytes, "t").unwrap(), t);
         }
+    }
+
+    #[test]
+    fn low_precision_tensors_are_written_widened() {
+        let info = TensorInfo::new(DataType::F8E5M2, vec![3]);
+        let t = Tensor::from_f64_values(info, &[1.5, -0.25, 57344.0]).unwrap();
+        let back = parse(&to_bytes(&t), "t").unwrap();
+        assert_eq!(back.dtype(), DataType::F32);
+        assert_eq!(back.to_f64_vec(), vec![1.5, -0.25, 57344.0]);
+        let info = TensorInfo::new(DataType::I4, vec![2]);
+        let t = Tensor::from_f64_values(info, &[-8.0, 7.0]).unwrap();
+        let back = parse(&to_bytes(&t), "t").unwrap();
+        assert_eq!(back.dtype(), DataType::I8);
+        assert_eq!(back.to_f64_vec(), vec![-8.0, 7.0]);
+        let b = Tensor::from_vec(vec![1], vec![half::bf16::from_f32(-3.0)]).unwrap();
+        assert_eq!(parse(&to_bytes(&b), "b").unwrap().to_f64_vec(), vec![-3.0]);
     }
 
     #[test]

@@ -326,6 +326,42 @@ fn onnx_if_with_captured_value_and_reversed_scan_match_onnx_runtime() {
     }
 }
 
+/// Sequences are import-time structure: SplitToSequence, SequenceMap, a Loop carrying a
+/// sequence and ConcatFromSequence leave plain layers (no Loop), the sequence output is
+/// flattened into `parts[0]`..`parts[2]`, and every output matches ONNX Runtime.
+#[test]
+fn onnx_sequence_model_matches_onnx_runtime() {
+    let network = backplane::load_onnx(
+        &repo().join("testdata/control_flow/sequences.onnx"),
+        &ImportOptions::default(),
+    )
+    .unwrap();
+    assert!(
+        network.layers().iter().all(|l| l.op.name() != "Loop"),
+        "the Loop is unrolled"
+    );
+    let rt = backplane::RuntimeBuilder::new().build().unwrap();
+    let x = npy::read_file(&repo().join("testdata/control_flow/sequences_x.npy")).unwrap();
+    for backends in [&["CpuRef"][..], &["CpuAcc", "CpuRef"]] {
+        let opt = rt
+            .optimize(&network, &OptimizerOptions::new(ids(backends)))
+            .unwrap();
+        let id = rt.load_network(opt).unwrap();
+        let out = rt.execute(id, &[("x", &x)]).unwrap();
+        let names: Vec<&str> = out.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["y", "parts[0]", "parts[1]", "parts[2]", "n"]);
+        for (name, got) in &out {
+            let file = name.replace('[', "_").replace(']', "");
+            let want =
+                npy::read_file(&repo().join(format!("testdata/control_flow/sequences_{file}.npy")))
+                    .unwrap();
+            support::compare(got, &want, 1e-5, 1e-6)
+                .unwrap_or_else(|e| panic!("{backends:?} {name}: {e}"));
+        }
+        rt.unload_network(id).unwrap();
+    }
+}
+
 #[test]
 fn an_execution_past_its_time_limit_stops_and_the_runtime_keeps_working() {
     // A while-loop that never ends on its own: no trip count, the condition passed through.

@@ -15,12 +15,14 @@ mod einsum;
 mod elementwise;
 mod erf;
 mod gather_scatter;
+mod image;
 mod indexing;
 mod layout;
 mod linalg;
 mod loss;
 mod math;
 mod matmul;
+mod ml;
 mod norm;
 mod numeric;
 mod pool;
@@ -29,6 +31,9 @@ mod recurrent;
 mod reduce;
 mod resize;
 mod sampling;
+mod signal;
+mod training;
+mod unpool;
 
 use crate::{support, Result};
 use backplane_backend_api::BackendError;
@@ -129,6 +134,11 @@ fn dispatch(op: &Op, inputs: &[TensorView<'_>], outputs: &mut [TensorViewMut<'_>
         ),
         Op::MatMul => matmul::matmul(x, input(inputs, 1)?, output(outputs)?),
         Op::Gemm(desc) => matmul::gemm(desc, x, input(inputs, 1)?, inputs.get(2), output(outputs)?),
+        Op::Pool(desc)
+            if desc.kind == backplane_core::ops::PoolKind::Max && x.info.dtype != DataType::F32 =>
+        {
+            pool::max_pool_any(desc, x, output(outputs)?)
+        }
         Op::Pool(desc) => pool::pool(desc, x, output(outputs)?),
         Op::GlobalPool(kind) => pool::global_pool(*kind, x, output(outputs)?),
         Op::Transpose { perm } => layout::transpose(perm, x, output(outputs)?),
@@ -146,7 +156,7 @@ fn dispatch(op: &Op, inputs: &[TensorView<'_>], outputs: &mut [TensorViewMut<'_>
             output(outputs)?,
         ),
         Op::Reduce(desc) => reduce::reduce(desc, x, output(outputs)?),
-        Op::Cast { .. } => cast::cast(x, output(outputs)?),
+        Op::Cast { saturate, .. } => cast::cast(x, output(outputs)?, *saturate),
         Op::Pad(desc) => layout::pad(desc, x, output(outputs)?),
         Op::Resize(desc) => resize::resize(desc, x, output(outputs)?),
         Op::Math(m) => math::math(*m, x, output(outputs)?),
@@ -201,12 +211,28 @@ fn dispatch(op: &Op, inputs: &[TensorView<'_>], outputs: &mut [TensorViewMut<'_>
             bias,
             size,
         } => axis::lrn(*alpha, *beta, *bias, *size, x, output(outputs)?),
-        Op::QuantizeLinear { axis, .. } => {
-            quantize::quantize(*axis, x, input(inputs, 1)?, inputs.get(2), output(outputs)?)
-        }
-        Op::DequantizeLinear { axis, .. } => {
-            quantize::dequantize(*axis, x, input(inputs, 1)?, inputs.get(2), output(outputs)?)
-        }
+        Op::QuantizeLinear {
+            axis,
+            block_size,
+            saturate,
+            ..
+        } => quantize::quantize(
+            quantize::Layout::new(*axis, *block_size),
+            *saturate,
+            x,
+            input(inputs, 1)?,
+            inputs.get(2),
+            output(outputs)?,
+        ),
+        Op::DequantizeLinear {
+            axis, block_size, ..
+        } => quantize::dequantize(
+            quantize::Layout::new(*axis, *block_size),
+            x,
+            input(inputs, 1)?,
+            inputs.get(2),
+            output(outputs)?,
+        ),
         Op::DynamicQuantizeLinear => quantize::dynamic_quantize(x, outputs),
         Op::NegativeLogLikelihoodLoss(desc) => {
             loss::nll_loss(desc, x, input(inputs, 1)?, inputs.get(2), output(outputs)?)
@@ -215,6 +241,23 @@ fn dispatch(op: &Op, inputs: &[TensorView<'_>], outputs: &mut [TensorViewMut<'_>
         Op::Det => linalg::det(x, output(outputs)?),
         Op::GridSample(desc) => sampling::grid_sample(desc, x, input(inputs, 1)?, output(outputs)?),
         Op::Rnn(desc) => recurrent::recurrent(desc, inputs, outputs),
+        Op::Dft(desc) => signal::dft(desc, x, output(outputs)?),
+        Op::Stft(desc) => signal::stft(desc, x, inputs.get(1), output(outputs)?),
+        Op::Col2Im(desc) => image::col2im(desc, x, output(outputs)?),
+        Op::AffineGrid(desc) => image::affine_grid(desc, x, output(outputs)?),
+        Op::RoiAlign(desc) => image::roi_align(
+            desc,
+            x,
+            input(inputs, 1)?,
+            input(inputs, 2)?,
+            output(outputs)?,
+        ),
+        Op::DeformConv(desc) => image::deform_conv(desc, inputs, output(outputs)?),
+        Op::MaxPoolWithIndices(desc) => pool::max_pool_indices(desc, x, outputs),
+        Op::MaxUnpool(desc) => unpool::max_unpool(desc, x, input(inputs, 1)?, output(outputs)?),
+        Op::Optimizer(desc) => training::optimizer(desc, inputs, outputs),
+        Op::TfIdfVectorizer(desc) => ml::tfidf(desc, x, output(outputs)?),
+        Op::TreeEnsemble(desc) => ml::tree_ensemble(desc, x, output(outputs)?),
         other => Err(BackendError::Other(format!(
             "{} is not implemented by CpuRef",
             other.name()

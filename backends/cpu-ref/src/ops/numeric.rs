@@ -284,7 +284,13 @@ mod f64_tests {
         });
         let s = eval1(&sum, &[&a]);
         assert_eq!(s.as_slice::<f64>().unwrap(), &[-2.0 + tiny]);
-        let cast = eval1(&Op::Cast { to: DataType::F32 }, &[&a]);
+        let cast = eval1(
+            &Op::Cast {
+                to: DataType::F32,
+                saturate: true,
+            },
+            &[&a],
+        );
         assert_eq!(cast.as_slice::<f32>().unwrap(), &[1.0, -3.0]);
     }
 

@@ -1,13 +1,16 @@
-//! N-dimensional max and average pooling, and global pooling (f32; averages in f64).
+//! N-dimensional max and average pooling, and global pooling (f32; averages in f64; max
+//! pooling of f16, f64, i8 and u8, and with indices, on widened values).
 //!
 //! Window taps that fall into the padding are ignored by max pooling. Average pooling divides
 //! the sum of the in-bounds taps by their count, or with `count_include_pad` by the number of
 //! taps inside the padded input (taps beyond the end padding, possible with `ceil_mode`, never
 //! count). NaN inputs propagate to the max.
 
+use super::cast::{read_scalars, write_scalars, Scalar};
 use super::indexing::{for_each_index, product, window_input_offset};
 use crate::Result;
-use backplane_core::ops::{Geometry, PoolDesc, PoolKind};
+use backplane_backend_api::BackendError;
+use backplane_core::ops::{Geometry, MaxPoolIndicesDesc, PoolDesc, PoolKind};
 use backplane_core::shape::strides_of;
 use backplane_core::{TensorView, TensorViewMut};
 
@@ -97,6 +100,105 @@ pub(crate) fn pool(desc: &PoolDesc, x: &TensorView<'_>, y: &mut TensorViewMut<'_
     Ok(())
 }
 
+/// Max pooling of any type CpuRef claims for it (computed on widened values, so exact), with
+/// the flat input index of every maximum: `(values, indices)`, one per output element. The
+/// first tap in window order wins ties; a NaN wins over every number. Indices count over the
+/// whole input, with the spatial part column-major when `column_major`.
+fn max_with_indices(
+    desc: &PoolDesc,
+    x: &TensorView<'_>,
+    column_major: bool,
+) -> Result<(Vec<Scalar>, Vec<i64>)> {
+    let dims = x.dims();
+    let geo = desc.geometry(dims)?;
+    let spatial = &dims[2..];
+    let strides = strides_of(spatial);
+    // Column-major strides of the spatial axes: the first axis varies fastest.
+    let mut col_strides = vec![1usize; spatial.len()];
+    for axis in 1..spatial.len() {
+        col_strides[axis] = col_strides[axis - 1] * spatial[axis - 1];
+    }
+    let in_plane = product(spatial);
+    let xs = read_scalars(x)?;
+    let (mut values, mut indices) = (Vec::new(), Vec::new());
+    for p in 0..dims[0] * dims[1] {
+        let plane = &xs[p * in_plane..(p + 1) * in_plane];
+        for_each_index(&geo.output, |o| {
+            let mut best: Option<(f64, usize)> = None;
+            for_each_index(&geo.kernel, |k| {
+                let Some(at) = window_input_offset(&geo, o, k, spatial, &strides) else {
+                    return;
+                };
+                let v = plane[at].to_f64();
+                let better = match best {
+                    None => true,
+                    Some((b, _)) => !b.is_nan() && (v.is_nan() || v > b),
+                };
+                if better {
+                    best = Some((v, at));
+                }
+            });
+            // A window entirely in the padding (impossible for valid geometry) yields -inf.
+            let (value, at) = match best {
+                Some((_, at)) => (plane[at], at),
+                None => (Scalar::Float(f64::NEG_INFINITY), 0),
+            };
+            let spatial_index = if column_major {
+                // Row-major offset → coordinates → column-major offset.
+                let mut rest = at;
+                let mut index = 0;
+                for axis in 0..spatial.len() {
+                    let coord = rest / strides[axis];
+                    rest %= strides[axis];
+                    index += coord * col_strides[axis];
+                }
+                index
+            } else {
+                at
+            };
+            values.push(value);
+            indices.push((p * in_plane + spatial_index) as i64);
+        });
+    }
+    Ok((values, indices))
+}
+
+/// MaxPool of a type other than f32 (f16, f64, i8, u8).
+pub(crate) fn max_pool_any(
+    desc: &PoolDesc,
+    x: &TensorView<'_>,
+    y: &mut TensorViewMut<'_>,
+) -> Result<()> {
+    let (values, _) = max_with_indices(desc, x, false)?;
+    write_scalars(y, &values)
+}
+
+/// MaxPool with its Indices output (outputs Y, Indices).
+pub(crate) fn max_pool_indices(
+    desc: &MaxPoolIndicesDesc,
+    x: &TensorView<'_>,
+    outputs: &mut [TensorViewMut<'_>],
+) -> Result<()> {
+    let [y, i] = outputs else {
+        return Err(BackendError::Other(format!(
+            "MaxPool with indices has 2 outputs, got {}",
+            outputs.len()
+        )));
+    };
+    let (values, indices) = max_with_indices(&desc.pool, x, desc.column_major)?;
+    write_scalars(y, &values)?;
+    let slots = i.as_mut_slice::<i64>()?;
+    if slots.len() != indices.len() {
+        return Err(BackendError::Other(format!(
+            "MaxPool: {} index slots for {} outputs",
+            slots.len(),
+            indices.len()
+        )));
+    }
+    slots.copy_from_slice(&indices);
+    Ok(())
+}
+
 /// GlobalMaxPool / GlobalAveragePool: one value per batch item and channel.
 pub(crate) fn global_pool(
     kind: PoolKind,
@@ -127,9 +229,11 @@ pub(crate) fn global_pool(
 
 #[cfg(test)]
 mod tests {
-    use crate::test_util::{eval1, eval_f32, f32s};
-    use backplane_core::ops::{AutoPad, PoolDesc, PoolKind, Window};
-    use backplane_core::Op;
+    #![allow(clippy::unwrap_used)]
+    use crate::evaluate;
+    use crate::test_util::{eval1, eval_f32, f32s, tensor};
+    use backplane_core::ops::{AutoPad, MaxPoolIndicesDesc, PoolDesc, PoolKind, Window};
+    use backplane_core::{DataType, Op};
 
     fn pool(kind: PoolKind, kernel: &[usize], strides: &[usize], pads: &[usize]) -> PoolDesc {
         PoolDesc {
@@ -223,6 +327,39 @@ mod tests {
             eval_f32(&Op::Pool(d), &[&x]),
             vec![2.0, 3.0, 1.75, 5.0, 6.0, 3.25, 3.25, 3.75, 2.0]
         );
+    }
+
+    #[test]
+    fn max_pool_indices_row_and_column_major() {
+        // 2 channels of 2x3: channel 0 = [1 5 2 / 4 3 6], channel 1 = [9 9 0 / 0 0 8].
+        // A 2x2 window with stride 1 gives 1x2 outputs per channel.
+        let x = f32s(
+            &[1, 2, 2, 3],
+            &[1.0, 5.0, 2.0, 4.0, 3.0, 6.0, 9.0, 9.0, 0.0, 0.0, 0.0, 8.0],
+        );
+        let mut d = MaxPoolIndicesDesc {
+            pool: pool(PoolKind::Max, &[2, 2], &[], &[]),
+            column_major: false,
+        };
+        let out = evaluate(&Op::MaxPoolWithIndices(d.clone()), &[&x]).unwrap();
+        assert_eq!(out[0].to_f64_vec(), vec![5.0, 6.0, 9.0, 9.0]);
+        // Row-major: 5 at (0,1) = 1, 6 at (1,2) = 5; channel 1 starts at 6, the first 9 wins
+        // the tie in the first window, (0,1) in the second.
+        assert_eq!(out[1].as_slice::<i64>().unwrap(), &[1, 5, 6, 7]);
+        // Column-major: (h, w) → h + w * 2.
+        d.column_major = true;
+        let out = evaluate(&Op::MaxPoolWithIndices(d), &[&x]).unwrap();
+        assert_eq!(out[1].as_slice::<i64>().unwrap(), &[2, 5, 6, 8]);
+    }
+
+    #[test]
+    fn max_pool_of_integers_and_halves() {
+        for dtype in [DataType::U8, DataType::I8, DataType::F16, DataType::F64] {
+            let x = tensor(dtype, &[1, 1, 4], &[3.0, 100.0, 7.0, 2.0]);
+            let y = eval1(&Op::Pool(pool(PoolKind::Max, &[2], &[2], &[])), &[&x]);
+            assert_eq!(y.dtype(), dtype);
+            assert_eq!(y.to_f64_vec(), vec![100.0, 7.0], "{dtype}");
+        }
     }
 
     #[test]

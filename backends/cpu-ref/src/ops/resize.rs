@@ -15,7 +15,15 @@
 //! neighbours with the Keys kernel (coefficient `a`), clamping their indices to the edge or,
 //! with `exclude_outside`, dropping outside neighbours and renormalizing the weights. Both are
 //! separable, so they are applied one axis at a time (in f64).
+//!
+//! With `antialias`, linear and cubic downsampling (scale < 1) stretch their kernel by
+//! 1 / scale: every input index within the stretched support contributes kernel(scale * d)
+//! (d its distance to the coordinate, indices clamped to the edge), normalized to sum 1.
+//! tf_crop_and_resize maps the output onto the region `roi` of the input (normalized
+//! coordinates); an output whose coordinate on some axis falls outside the input is the
+//! extrapolation value.
 
+use super::cast::{encode, Scalar};
 use super::indexing::{for_each_index, product};
 use super::layout::gather_elements;
 use crate::Result;
@@ -59,6 +67,70 @@ fn source_coordinate(
             let offset = center * (1.0 - adjustment);
             offset + (x + 0.5) / scale - 0.5
         }
+        // The whole input as the region (the kernel passes the model's region).
+        CoordinateTransform::TfCropAndResize => crop_coordinate(x, in_len, out_len, 0.0, 1.0),
+    }
+}
+
+/// tf_crop_and_resize: output index `x` on the region [start, end] (normalized) of the input.
+fn crop_coordinate(x: f32, in_len: usize, out_len: usize, start: f32, end: f32) -> f32 {
+    let (start, end, last) = (f64::from(start), f64::from(end), in_len as f64 - 1.0);
+    let c = if out_len > 1 {
+        start * last + f64::from(x) * (end - start) * last / (out_len as f64 - 1.0)
+    } else {
+        0.5 * (start + end) * last
+    };
+    c as f32
+}
+
+/// Antialiased taps: the kernel (of support `radius`) stretched by 1 / scale around `c`,
+/// indices clamped to the edge, weights normalized; with `exclude_outside`, outside indices
+/// are dropped before normalizing.
+fn antialias_taps(
+    c: f32,
+    len: usize,
+    scale: f64,
+    radius: f64,
+    kernel: impl Fn(f64) -> f64,
+    exclude_outside: bool,
+) -> Taps {
+    let c = f64::from(c);
+    let c = if c.is_finite() { c } else { 0.0 };
+    let reach = radius / scale;
+    // Bounded: scale > 0 and c finite; a huge reach is cut to the input's extent plus the
+    // reach needed to cover it.
+    let first = (c - reach).floor().max(-(len as f64) - 1.0);
+    let last = (c + reach).ceil().min(2.0 * len as f64 + 1.0);
+    let mut taps: Vec<(f64, f64)> = Vec::new();
+    let mut i = first;
+    while i <= last {
+        let w = kernel(scale * (i - c));
+        let inside = i >= 0.0 && i <= (len - 1) as f64;
+        if w != 0.0 && (inside || !exclude_outside) {
+            taps.push((i, w));
+        }
+        i += 1.0;
+    }
+    let total: f64 = taps.iter().map(|&(_, w)| w).sum();
+    if total != 0.0 {
+        for tap in &mut taps {
+            tap.1 /= total;
+        }
+    }
+    taps.into_iter()
+        .map(|(i, w)| (clamp_index(i, len), w))
+        .collect()
+}
+
+/// Keys' cubic convolution kernel (coefficient `a`) at distance `d`.
+fn keys(a: f64, d: f64) -> f64 {
+    let d = d.abs();
+    if d <= 1.0 {
+        ((a + 2.0) * d - (a + 3.0)) * d * d + 1.0
+    } else if d < 2.0 {
+        ((a * d - 5.0 * a) * d + 8.0 * a) * d - 4.0 * a
+    } else {
+        0.0
     }
 }
 
@@ -159,15 +231,46 @@ pub(crate) fn resize(
             out_dims
         )));
     }
+    let rank = in_dims.len();
+    let crop = desc.coordinate_transform == CoordinateTransform::TfCropAndResize;
+    if crop && desc.roi.len() != 2 * rank {
+        return Err(BackendError::Execution(format!(
+            "Resize: tf_crop_and_resize needs {} roi values, got {}",
+            2 * rank,
+            desc.roi.len()
+        )));
+    }
     let coordinate = |axis: usize, o: usize| {
-        source_coordinate(
-            desc.coordinate_transform,
-            o,
-            in_dims[axis],
-            out_dims[axis],
-            desc.scales[axis],
-        )
+        if crop {
+            crop_coordinate(
+                o as f32,
+                in_dims[axis],
+                out_dims[axis],
+                desc.roi[axis],
+                desc.roi[rank + axis],
+            )
+        } else {
+            source_coordinate(
+                desc.coordinate_transform,
+                o,
+                in_dims[axis],
+                out_dims[axis],
+                desc.scales[axis],
+            )
+        }
     };
+    // tf_crop_and_resize: per axis, the output indices whose coordinate is outside the input.
+    let outside: Vec<Vec<bool>> = (0..rank)
+        .map(|axis| {
+            (0..out_dims[axis])
+                .map(|o| {
+                    let c = f64::from(coordinate(axis, o));
+                    crop && !(0.0..=(in_dims[axis] as f64 - 1.0)).contains(&c)
+                })
+                .collect()
+        })
+        .collect();
+    let extrapolated = |o: &[usize]| o.iter().enumerate().any(|(axis, &i)| outside[axis][i]);
     match desc.mode {
         ResizeMode::Nearest => {
             // Per axis, which input index each output index reads; then gather elements.
@@ -191,6 +294,20 @@ pub(crate) fn resize(
                 );
             });
             gather_elements(x.data, &offsets, y.data, x.info.dtype.size());
+            if crop {
+                let size = x.info.dtype.size();
+                let fill = encode(
+                    x.info.dtype,
+                    Scalar::Float(f64::from(desc.extrapolation_value)),
+                );
+                let mut at = 0;
+                for_each_index(&out_dims, |o| {
+                    if extrapolated(o) && fill.len() == size {
+                        y.data[at * size..(at + 1) * size].copy_from_slice(&fill);
+                    }
+                    at += 1;
+                });
+            }
             Ok(())
         }
         ResizeMode::Linear | ResizeMode::Cubic => {
@@ -200,10 +317,26 @@ pub(crate) fn resize(
             let mut data: Vec<f64> = x.as_slice::<f32>()?.iter().map(|&v| v.into()).collect();
             let mut dims = in_dims.clone();
             for axis in 0..dims.len() {
+                let scale = f64::from(desc.scales[axis]);
+                let stretch = desc.antialias && scale > 0.0 && scale < 1.0;
+                let a = f64::from(desc.cubic_coeff_a);
                 let taps: Vec<Taps> = (0..out_dims[axis])
                     .map(|o| {
                         let c = coordinate(axis, o);
-                        if desc.mode == ResizeMode::Linear {
+                        if stretch && desc.mode == ResizeMode::Linear {
+                            let tent = |d: f64| (1.0 - d.abs()).max(0.0);
+                            antialias_taps(c, in_dims[axis], scale, 1.0, tent, false)
+                        } else if stretch {
+                            let cubic = |d: f64| keys(a, d);
+                            antialias_taps(
+                                c,
+                                in_dims[axis],
+                                scale,
+                                2.0,
+                                cubic,
+                                desc.exclude_outside,
+                            )
+                        } else if desc.mode == ResizeMode::Linear {
                             linear_taps(c, in_dims[axis])
                         } else {
                             cubic_taps(
@@ -217,6 +350,15 @@ pub(crate) fn resize(
                     .collect();
                 data = resample_axis(&data, &dims, axis, &taps);
                 dims[axis] = out_dims[axis];
+            }
+            if crop {
+                let mut at = 0;
+                for_each_index(&out_dims, |o| {
+                    if extrapolated(o) {
+                        data[at] = f64::from(desc.extrapolation_value);
+                    }
+                    at += 1;
+                });
             }
             for (slot, v) in y.as_mut_slice::<f32>()?.iter_mut().zip(data) {
                 *slot = v as f32;
@@ -271,6 +413,9 @@ mod tests {
             exclude_outside: false,
             output_shape: output_shape.to_vec(),
             scales: scales.to_vec(),
+            antialias: false,
+            roi: vec![],
+            extrapolation_value: 0.0,
         }
     }
 
@@ -470,5 +615,48 @@ mod tests {
             &[1.0, 1.0],
         );
         assert!(evaluate(&Op::Resize(bad), &[&x]).is_err());
+    }
+
+    #[test]
+    fn antialiased_linear_downsampling_widens_the_tent() {
+        // [0, 1, 2, 3] → 2 (scale 0.5): the tent spans ±2 inputs; at c = 0.5 the taps
+        // -1 (edge: 0), 0, 1, 2 weigh 1:3:3:1 → 0.625; at c = 2.5, 1, 2, 3, 4 (edge: 3) → 2.375.
+        let mut d = desc(
+            ResizeMode::Linear,
+            CoordinateTransform::HalfPixel,
+            &[1, 2],
+            &[1.0, 0.5],
+        );
+        d.antialias = true;
+        let x = f32s(&[1, 4], &[0.0, 1.0, 2.0, 3.0]);
+        let y = eval1(&Op::Resize(d.clone()), &[&x]);
+        assert_close(y.as_slice::<f32>().unwrap(), &[0.625, 2.375], 1e-6);
+        // Without antialias: the two neighbours of 0.5 and 2.5.
+        d.antialias = false;
+        let y = eval1(&Op::Resize(d), &[&x]);
+        assert_close(y.as_slice::<f32>().unwrap(), &[0.5, 2.5], 1e-6);
+    }
+
+    #[test]
+    fn tf_crop_and_resize_maps_the_region_and_extrapolates() {
+        // Region [0.25, 1.25] of [0, 10, 20]: coordinates 0.5, 1.5, 2.5 (outside).
+        let mut d = desc(
+            ResizeMode::Linear,
+            CoordinateTransform::TfCropAndResize,
+            &[1, 3],
+            &[1.0, 1.0],
+        );
+        d.roi = vec![0.0, 0.25, 1.0, 1.25];
+        d.extrapolation_value = 99.0;
+        let x = f32s(&[1, 3], &[0.0, 10.0, 20.0]);
+        let y = eval1(&Op::Resize(d.clone()), &[&x]);
+        assert_close(y.as_slice::<f32>().unwrap(), &[5.0, 15.0, 99.0], 1e-6);
+        // Nearest reads 0.5 → 0 (round half down), 1.5 → 1, and extrapolates the same way.
+        d.mode = ResizeMode::Nearest;
+        let y = eval1(&Op::Resize(d.clone()), &[&x]);
+        assert_close(y.as_slice::<f32>().unwrap(), &[0.0, 10.0, 99.0], 0.0);
+        // A region of the wrong length is an error, not a panic.
+        d.roi = vec![0.0, 1.0];
+        assert!(evaluate(&Op::Resize(d), &[&x]).is_err());
     }
 }

@@ -155,6 +155,7 @@ fn transform_name(t: CoordinateTransform) -> &'static str {
         CoordinateTransform::AlignCorners => "align_corners",
         CoordinateTransform::Asymmetric => "asymmetric",
         CoordinateTransform::HalfPixelSymmetric => "half_pixel_symmetric",
+        CoordinateTransform::TfCropAndResize => "tf_crop_and_resize",
     }
 }
 
@@ -204,6 +205,12 @@ impl Op {
     pub fn to_attributes(&self) -> (String, Vec<(String, AttrValue)>) {
         if let Some(ext) = ext_to_attributes(self) {
             return ext;
+        }
+        if let Some(more) = super::flat::to_attributes(self) {
+            return more;
+        }
+        if let Some(more) = super::image::to_attributes(self) {
+            return more;
         }
         let a = Attrs::default();
         let attrs = match self {
@@ -266,7 +273,9 @@ impl Op {
                 .ints("axes", &r.axes)
                 .flag("keepdims", r.keepdims)
                 .flag("noop_with_empty_axes", r.noop_with_empty_axes),
-            Op::Cast { to } => a.int("to", onnx_dtype_code(*to)),
+            Op::Cast { to, saturate } => a
+                .int("to", onnx_dtype_code(*to))
+                .flag("saturate", *saturate),
             Op::Pad(p) => a
                 .ints("pads", &p.pads)
                 .string("mode", pad_mode_name(p.mode))
@@ -281,7 +290,10 @@ impl Op {
                 .float("cubic_coeff_a", r.cubic_coeff_a)
                 .flag("exclude_outside", r.exclude_outside)
                 .usizes("sizes", &r.output_shape)
-                .floats("scales", &r.scales),
+                .floats("scales", &r.scales)
+                .flag("antialias", r.antialias)
+                .floats("roi", &r.roi)
+                .float("extrapolation_value", r.extrapolation_value),
             Op::Math(_)
             | Op::BinaryExt(_)
             | Op::Where
@@ -312,6 +324,17 @@ impl Op {
             | Op::Einsum(_)
             | Op::Det
             | Op::Rnn(_) => a, // handled by ext_to_attributes
+            Op::MaxPoolWithIndices(_)
+            | Op::MaxUnpool(_)
+            | Op::Optimizer(_)
+            | Op::TfIdfVectorizer(_)
+            | Op::TreeEnsemble(_) => a, // handled by flat::to_attributes
+            Op::Dft(_)
+            | Op::Stft(_)
+            | Op::Col2Im(_)
+            | Op::AffineGrid(_)
+            | Op::RoiAlign(_)
+            | Op::DeformConv(_) => a, // handled by image::to_attributes
             Op::Custom(c) => {
                 let mut a = a;
                 a.0.extend(c.attributes.iter().cloned());
@@ -328,6 +351,12 @@ impl Op {
     pub fn from_attributes(op_type: &str, attrs: &[(String, AttrValue)]) -> Result<Op> {
         if let Some((domain, name)) = op_type.split_once(':') {
             return custom_from_attributes(domain, name, attrs);
+        }
+        if let Some(op) = super::flat::from_attributes(op_type, attrs)? {
+            return Ok(op);
+        }
+        if let Some(op) = super::image::from_attributes(op_type, attrs)? {
+            return Ok(op);
         }
         let r = Reader { op_type, attrs };
         if let Some(op) = ext_from_attributes(op_type, &r)? {
@@ -449,6 +478,8 @@ impl Op {
                 let code = r.int("to")?;
                 Op::Cast {
                     to: dtype_from_onnx_code(code).ok_or_else(|| r.bad("to", code))?,
+                    // Absent in attributes written before it existed: ONNX's default.
+                    saturate: r.get("saturate").is_none() || r.flag("saturate")?,
                 }
             }
             "Pad" => Op::Pad(PadDesc {
@@ -475,6 +506,7 @@ impl Op {
                     "align_corners" => CoordinateTransform::AlignCorners,
                     "asymmetric" => CoordinateTransform::Asymmetric,
                     "half_pixel_symmetric" => CoordinateTransform::HalfPixelSymmetric,
+                    "tf_crop_and_resize" => CoordinateTransform::TfCropAndResize,
                     other => return Err(r.bad("coordinate_transformation_mode", other)),
                 },
                 nearest_mode: match r.string("nearest_mode")? {
@@ -488,6 +520,9 @@ impl Op {
                 exclude_outside: r.flag("exclude_outside")?,
                 output_shape: r.usizes("sizes")?,
                 scales: r.floats("scales")?,
+                antialias: r.flag("antialias")?,
+                roi: r.floats("roi")?,
+                extrapolation_value: r.float("extrapolation_value")?,
             }),
             other => {
                 return Err(CoreError::op(
@@ -620,9 +655,24 @@ fn ext_to_attributes(op: &Op) -> Option<(String, Vec<(String, AttrValue)>)> {
             .flag("exclusive", *exclusive)
             .flag("reverse", *reverse),
         Op::InstanceNormalization { epsilon } => a.float("epsilon", *epsilon),
-        Op::QuantizeLinear { axis, to } | Op::DequantizeLinear { axis, to } => {
-            a.int("axis", *axis).int("to", onnx_dtype_code(*to))
-        }
+        Op::QuantizeLinear {
+            axis,
+            to,
+            block_size,
+            saturate,
+        } => a
+            .int("axis", *axis)
+            .int("to", onnx_dtype_code(*to))
+            .usize("block_size", *block_size)
+            .flag("saturate", *saturate),
+        Op::DequantizeLinear {
+            axis,
+            to,
+            block_size,
+        } => a
+            .int("axis", *axis)
+            .int("to", onnx_dtype_code(*to))
+            .usize("block_size", *block_size),
         Op::DynamicQuantizeLinear => a,
         Op::Lrn {
             alpha,
@@ -799,10 +849,25 @@ fn ext_from_attributes(op_type: &str, r: &Reader<'_>) -> Result<Option<Op>> {
             let code = r.int("to")?;
             let to = dtype_from_onnx_code(code).ok_or_else(|| r.bad("to", code))?;
             let axis = r.int("axis")?;
+            // Absent in attributes written before they existed: per-axis, saturating.
+            let block_size = match r.get("block_size") {
+                Some(_) => r.usize("block_size")?,
+                None => 0,
+            };
             if op_type == "QuantizeLinear" {
-                Op::QuantizeLinear { axis, to }
+                let saturate = r.get("saturate").is_none() || r.flag("saturate")?;
+                Op::QuantizeLinear {
+                    axis,
+                    to,
+                    block_size,
+                    saturate,
+                }
             } else {
-                Op::DequantizeLinear { axis, to }
+                Op::DequantizeLinear {
+                    axis,
+                    to,
+                    block_size,
+                }
             }
         }
         "DynamicQuantizeLinear" => Op::DynamicQuantizeLinear,
@@ -950,10 +1015,19 @@ fn ext_examples() -> Vec<Op> {
         Op::QuantizeLinear {
             axis: 1,
             to: crate::DataType::I8,
+            block_size: 0,
+            saturate: true,
+        },
+        Op::QuantizeLinear {
+            axis: 0,
+            to: crate::DataType::F8E5M2,
+            block_size: 4,
+            saturate: false,
         },
         Op::DequantizeLinear {
             axis: 0,
             to: crate::DataType::F16,
+            block_size: 2,
         },
         Op::DynamicQuantizeLinear,
         Op::Lrn {
@@ -1008,6 +1082,8 @@ fn ext_examples() -> Vec<Op> {
             outputs: [true, true, true],
         }),
     ]);
+    v.extend(super::flat::examples());
+    v.extend(super::image::examples());
     v
 }
 
@@ -1303,6 +1379,21 @@ mod tests {
                 exclude_outside: true,
                 output_shape: vec![1, 3, 8, 8],
                 scales: vec![1.0, 1.0, 2.0, 2.0],
+                antialias: false,
+                roi: vec![],
+                extrapolation_value: 0.0,
+            }),
+            Op::Resize(ResizeDesc {
+                mode: ResizeMode::Linear,
+                coordinate_transform: CoordinateTransform::TfCropAndResize,
+                nearest_mode: NearestMode::RoundPreferFloor,
+                cubic_coeff_a: -0.5,
+                exclude_outside: false,
+                output_shape: vec![1, 1, 3, 3],
+                scales: vec![1.0, 1.0, 0.75, 0.75],
+                antialias: true,
+                roi: vec![0.0, 0.0, 0.4, 0.6, 1.0, 1.0, 0.6, 0.8],
+                extrapolation_value: 10.0,
             }),
             Op::Custom(CustomOp {
                 domain: "Acme".into(),
@@ -1349,8 +1440,12 @@ mod tests {
             }));
         }
         for to in DataType::ALL {
-            ops.push(Op::Cast { to });
+            ops.push(Op::Cast { to, saturate: true });
         }
+        ops.push(Op::Cast {
+            to: DataType::F8E4M3Fn,
+            saturate: false,
+        });
         for mode in [PadMode::Constant, PadMode::Edge, PadMode::Wrap] {
             ops.push(Op::Pad(PadDesc {
                 mode,
@@ -1421,6 +1516,17 @@ mod tests {
             | Op::Einsum(_)
             | Op::Det
             | Op::Rnn(_)
+            | Op::MaxPoolWithIndices(_)
+            | Op::MaxUnpool(_)
+            | Op::Optimizer(_)
+            | Op::TfIdfVectorizer(_)
+            | Op::TreeEnsemble(_)
+            | Op::Dft(_)
+            | Op::Stft(_)
+            | Op::Col2Im(_)
+            | Op::AffineGrid(_)
+            | Op::RoiAlign(_)
+            | Op::DeformConv(_)
             | Op::Custom(_) => true,
         }
     }
@@ -1442,8 +1548,20 @@ mod tests {
         assert_eq!(t, "Gemm");
         let names: Vec<&str> = a.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(names, ["alpha", "beta", "transA", "transB"]);
-        let (t, a) = Op::Cast { to: DataType::I64 }.to_attributes();
+        let (t, a) = Op::Cast {
+            to: DataType::I64,
+            saturate: true,
+        }
+        .to_attributes();
         assert_eq!((t.as_str(), &a[0].1), ("Cast", &AttrValue::Int(7)));
+        // Attributes written before `saturate` existed read as ONNX's default.
+        assert_eq!(
+            Op::from_attributes("Cast", &[("to".into(), AttrValue::Int(17))]).unwrap(),
+            Op::Cast {
+                to: DataType::F8E4M3Fn,
+                saturate: true
+            }
+        );
         assert_eq!(
             Op::Pool(PoolDesc {
                 kind: PoolKind::Average,

@@ -222,7 +222,7 @@ impl BinaryExtOp {
         const NUMERIC: &[DataType] = &DataType::NUMERIC;
         const INTS: &[DataType] = &DataType::INTEGERS;
         match self {
-            BinaryExtOp::Equal => &DataType::ALL,
+            BinaryExtOp::Equal => &DataType::ORDINARY,
             BinaryExtOp::And | BinaryExtOp::Or | BinaryExtOp::Xor => &[DataType::Bool],
             BinaryExtOp::BitwiseAnd | BinaryExtOp::BitwiseOr | BinaryExtOp::BitwiseXor => INTS,
             BinaryExtOp::BitShiftLeft | BinaryExtOp::BitShiftRight => {
@@ -325,9 +325,32 @@ pub(crate) fn infer_where(inputs: &[&TensorInfo]) -> Result<Vec<TensorInfo>> {
     Ok(vec![TensorInfo::new(x.dtype, s)])
 }
 
-/// Check a quantization scale (or zero point) against X: a scalar (per tensor) or a 1-D
-/// tensor with one value per slice along `axis`.
-fn check_quant_param(op: &'static str, axis: i64, x: &TensorInfo, p: &TensorInfo) -> Result<()> {
+/// Check a quantization scale (or zero point) against X: a scalar (per tensor), a 1-D
+/// tensor with one value per slice along `axis`, or with `block_size` > 0 a tensor of X's
+/// shape except `ceil(d_axis / block_size)` along `axis` (blocked).
+fn check_quant_param(
+    op: &'static str,
+    axis: i64,
+    block_size: usize,
+    x: &TensorInfo,
+    p: &TensorInfo,
+) -> Result<()> {
+    if block_size > 0 {
+        let a = crate::shape::normalize_axis(axis, x.shape.rank())?;
+        let mut want = x.shape.dims().to_vec();
+        want[a] = want[a].div_ceil(block_size);
+        if p.shape.dims() != want.as_slice() {
+            return Err(CoreError::op(
+                op,
+                format!(
+                    "blocked scale/zero point {} must be {:?} (block size {block_size} along \
+                     axis {a} of {})",
+                    p.shape, want, x.shape
+                ),
+            ));
+        }
+        return Ok(());
+    }
     if p.shape.elements() == 1 && p.shape.rank() <= 1 {
         return Ok(());
     }
@@ -351,11 +374,12 @@ pub(crate) fn infer_quantize(
     op: &'static str,
     axis: i64,
     to: DataType,
+    block_size: usize,
     inputs: &[&TensorInfo],
 ) -> Result<Vec<TensorInfo>> {
     let x = inputs[0];
     for p in &inputs[1..] {
-        check_quant_param(op, axis, x, p)?;
+        check_quant_param(op, axis, block_size, x, p)?;
     }
     if let Some(zp) = inputs.get(2) {
         let want = if op == "QuantizeLinear" { to } else { x.dtype };

@@ -9,34 +9,48 @@ mod attributes;
 mod control;
 mod einsum;
 mod elementwise;
+mod flat;
+mod image;
 mod indexing;
 mod layout;
 mod linalg;
 mod loss;
 mod math;
+mod ml;
 mod nn;
+mod pooling;
 mod recurrent;
 mod reduce;
 mod resize;
 mod sampling;
+mod signal;
 mod spatial;
+mod training;
 
 pub use attributes::{dtype_from_onnx_code, onnx_dtype_code};
 pub use control::{IfDesc, LoopDesc, ScanDesc};
 pub use einsum::{EinsumDesc, EinsumPlan};
 pub use elementwise::{BinaryOp, UnaryOp};
+pub use image::{sliding_output_len, AffineGridDesc, Col2ImDesc, DeformConvDesc, RoiAlignDesc};
 pub use indexing::{ArgReduceDesc, ScatterReduction, TopKDesc};
 pub use layout::{PadDesc, PadMode, SliceDesc, SliceRange};
 pub use loss::{LossReduction, NllLossDesc};
 pub use math::{BinaryExtOp, MathOp};
+pub use ml::{
+    TfIdfDesc, TfIdfMode, TreeAggregate, TreeBranch, TreeEnsembleDesc, TreeLeaf, TreeNode,
+    TreeNodeMode, TreePostTransform,
+};
 pub use nn::{
     matmul_shape, require_dtype, ConvDesc, ConvTransposeDesc, GemmDesc, PoolDesc, PoolKind,
 };
+pub use pooling::{MaxPoolIndicesDesc, MaxUnpoolDesc};
 pub use recurrent::{RnnActivation, RnnActivationKind, RnnDesc, RnnDirection, RnnKind};
 pub use reduce::{ReduceDesc, ReduceKind};
 pub use resize::{CoordinateTransform, NearestMode, ResizeDesc, ResizeMode};
 pub use sampling::{GridSampleDesc, GridSampleMode, GridSamplePadding};
+pub use signal::{DftDesc, StftDesc};
 pub use spatial::{AutoPad, Geometry, Window};
+pub use training::{OptimizerDesc, OptimizerKind};
 
 use crate::{CoreError, DataType, Result, Tensor, TensorInfo};
 
@@ -162,10 +176,13 @@ pub enum Op {
     },
     /// Reduction.
     Reduce(ReduceDesc),
-    /// Element type conversion.
+    /// Element type conversion (see CpuRef's `cast.rs` for the rounding rules).
     Cast {
         /// Target type.
         to: DataType,
+        /// For float8 targets: out-of-range values (and infinities) become the largest finite
+        /// value (true, ONNX's default) or infinity / NaN (false). Ignored for other types.
+        saturate: bool,
     },
     /// Padding.
     Pad(PadDesc),
@@ -263,18 +280,28 @@ pub enum Op {
         size: usize,
     },
     /// Quantize: x, scale, optional zero point → `to` (round half to even, saturate).
+    /// Scales are per tensor (a scalar), per axis (`[d_axis]`) or blocked (`block_size` > 0:
+    /// the scale has x's shape except `ceil(d_axis / block_size)` along `axis`).
     QuantizeLinear {
-        /// The axis of per-axis scales.
+        /// The axis of per-axis and blocked scales.
         axis: i64,
-        /// The quantized type (u8 or i8).
+        /// The quantized type (8/16-bit integers, int4/uint4 or a float8 type).
         to: DataType,
+        /// Block length along `axis` for blocked scales; 0 for per-tensor / per-axis.
+        block_size: usize,
+        /// For float8 results: clamp to the largest finite value (true) or overflow to
+        /// infinity / NaN (false), as Cast's `saturate`.
+        saturate: bool,
     },
-    /// Dequantize: x, scale, optional zero point → `to` ((x - zero point) * scale).
+    /// Dequantize: x, scale, optional zero point → `to` ((x - zero point) * scale), with
+    /// the same scale layouts as [`Op::QuantizeLinear`].
     DequantizeLinear {
-        /// The axis of per-axis scales.
+        /// The axis of per-axis and blocked scales.
         axis: i64,
         /// The real type (f32 or f16).
         to: DataType,
+        /// Block length along `axis` for blocked scales; 0 for per-tensor / per-axis.
+        block_size: usize,
     },
     /// Quantize f32 to u8 with scale and zero point computed from the data: outputs y, scale,
     /// zero point.
@@ -306,6 +333,28 @@ pub enum Op {
     Det,
     /// RNN, GRU or LSTM (see [`RnnDesc`] for the inputs and outputs).
     Rnn(RnnDesc),
+    /// MaxPool with its Indices output: X → Y, Indices (see [`MaxPoolIndicesDesc`]).
+    MaxPoolWithIndices(MaxPoolIndicesDesc),
+    /// Scatter pooled values back to their positions: X, I → Y (see [`MaxUnpoolDesc`]).
+    MaxUnpool(MaxUnpoolDesc),
+    /// Adagrad, Adam or Momentum (see [`OptimizerDesc`] for the inputs and outputs).
+    Optimizer(OptimizerDesc),
+    /// n-gram counts of integer tokens (see [`TfIdfDesc`]).
+    TfIdfVectorizer(TfIdfDesc),
+    /// Regression with an ensemble of decision trees (see [`TreeEnsembleDesc`]).
+    TreeEnsemble(TreeEnsembleDesc),
+    /// Discrete Fourier transform along one axis (see [`DftDesc`]).
+    Dft(DftDesc),
+    /// Short-time Fourier transform (see [`StftDesc`]).
+    Stft(StftDesc),
+    /// Column blocks summed back into an image (see [`Col2ImDesc`]).
+    Col2Im(Col2ImDesc),
+    /// Sampling grid of an affine transform (see [`AffineGridDesc`]).
+    AffineGrid(AffineGridDesc),
+    /// Region-of-interest pooling with bilinear sampling (see [`RoiAlignDesc`]).
+    RoiAlign(RoiAlignDesc),
+    /// Deformable convolution (see [`DeformConvDesc`]).
+    DeformConv(DeformConvDesc),
     /// An operator outside the standard set.
     Custom(CustomOp),
 }
@@ -391,6 +440,17 @@ impl Op {
             Op::Einsum(_) => "Einsum",
             Op::Det => "Det",
             Op::Rnn(d) => d.name(),
+            Op::MaxPoolWithIndices(_) => "MaxPool",
+            Op::MaxUnpool(_) => "MaxUnpool",
+            Op::Optimizer(d) => d.kind.name(),
+            Op::TfIdfVectorizer(_) => "TfIdfVectorizer",
+            Op::TreeEnsemble(_) => "TreeEnsemble",
+            Op::Dft(_) => "DFT",
+            Op::Stft(_) => "STFT",
+            Op::Col2Im(_) => "Col2Im",
+            Op::AffineGrid(_) => "AffineGrid",
+            Op::RoiAlign(_) => "RoiAlign",
+            Op::DeformConv(_) => "DeformConv",
             Op::Custom(c) => &c.op_type,
         }
     }
@@ -418,6 +478,11 @@ impl Op {
             Op::GridSample(_) => (2, 2),
             Op::Einsum(_) => (1, usize::MAX),
             Op::Rnn(d) => (d.kind.num_inputs(), d.kind.num_inputs()),
+            Op::MaxUnpool(_) => (2, 2),
+            Op::Stft(_) => (1, 2),
+            Op::RoiAlign(_) => (3, 3),
+            Op::DeformConv(_) => (3, 5),
+            Op::Optimizer(d) => (d.num_inputs(), d.num_inputs()),
             _ => (1, 1),
         }
     }
@@ -463,7 +528,7 @@ impl Op {
             Op::Softmax { axis } => nn::infer_softmax(*axis, inputs),
             Op::LayerNormalization { axis, .. } => nn::infer_layer_norm(*axis, inputs),
             Op::Reduce(r) => r.infer(inputs),
-            Op::Cast { to } => Ok(vec![TensorInfo::new(*to, inputs[0].shape.clone())]),
+            Op::Cast { to, .. } => Ok(vec![TensorInfo::new(*to, inputs[0].shape.clone())]),
             Op::Pad(p) => layout::infer_pad(p, inputs),
             Op::Resize(r) => r.infer(inputs),
             Op::Math(m) => math::infer_math(*m, inputs),
@@ -484,12 +549,17 @@ impl Op {
             Op::Hardmax { axis } => indexing::infer_axis_float("Hardmax", *axis, inputs),
             Op::InstanceNormalization { .. } => indexing::infer_instance_norm(inputs),
             Op::Lrn { .. } => indexing::infer_lrn(inputs),
-            Op::QuantizeLinear { axis, to } => {
-                math::infer_quantize("QuantizeLinear", *axis, *to, inputs)
-            }
-            Op::DequantizeLinear { axis, to } => {
-                math::infer_quantize("DequantizeLinear", *axis, *to, inputs)
-            }
+            Op::QuantizeLinear {
+                axis,
+                to,
+                block_size,
+                ..
+            } => math::infer_quantize("QuantizeLinear", *axis, *to, *block_size, inputs),
+            Op::DequantizeLinear {
+                axis,
+                to,
+                block_size,
+            } => math::infer_quantize("DequantizeLinear", *axis, *to, *block_size, inputs),
             Op::DynamicQuantizeLinear => math::infer_dynamic_quantize(inputs),
             Op::Permute { from, to } => layout::infer_permute(from, to, inputs),
             Op::If(d) => d.infer(inputs),
@@ -500,6 +570,17 @@ impl Op {
             Op::Einsum(d) => d.infer(inputs),
             Op::Det => linalg::infer_det(inputs),
             Op::Rnn(d) => d.infer(inputs),
+            Op::MaxPoolWithIndices(d) => d.infer(inputs),
+            Op::MaxUnpool(d) => d.infer(inputs),
+            Op::Optimizer(d) => d.infer(inputs),
+            Op::TfIdfVectorizer(d) => d.infer(inputs),
+            Op::TreeEnsemble(d) => d.infer(inputs),
+            Op::Dft(d) => d.infer(inputs),
+            Op::Stft(d) => d.infer(inputs),
+            Op::Col2Im(d) => d.infer(inputs),
+            Op::AffineGrid(d) => d.infer(inputs),
+            Op::RoiAlign(d) => d.infer(inputs),
+            Op::DeformConv(d) => d.infer(inputs),
             Op::Custom(c) => Ok(c.outputs.clone()),
         }
     }

@@ -26,6 +26,10 @@ pub enum CoordinateTransform {
     Asymmetric,
     /// half_pixel with the ratio len_in / len_out instead of 1 / scale.
     HalfPixelSymmetric,
+    /// The region [roi start, roi end] (normalized) of the input is stretched onto the
+    /// output: start * (len_in - 1) + x_out * (end - start) * (len_in - 1) / (len_out - 1);
+    /// coordinates outside the input read the extrapolation value.
+    TfCropAndResize,
 }
 
 /// How nearest mode rounds a fractional coordinate.
@@ -58,6 +62,13 @@ pub struct ResizeDesc {
     pub output_shape: Vec<usize>,
     /// Scale per axis (output / input, as the model gave it or as derived from sizes).
     pub scales: Vec<f32>,
+    /// Linear and cubic downsampling stretch their filter by 1 / scale (antialiasing).
+    pub antialias: bool,
+    /// tf_crop_and_resize only: the normalized region, starts of every axis then ends
+    /// (empty otherwise).
+    pub roi: Vec<f32>,
+    /// tf_crop_and_resize only: the value of outputs whose coordinate is outside the input.
+    pub extrapolation_value: f32,
 }
 
 impl ResizeDesc {
@@ -69,6 +80,16 @@ impl ResizeDesc {
                 format!(
                     "output shape {:?} / scales {:?} do not match input {}",
                     self.output_shape, self.scales, x.shape
+                ),
+            ));
+        }
+        let crop = self.coordinate_transform == CoordinateTransform::TfCropAndResize;
+        if crop && self.roi.len() != 2 * x.shape.rank() {
+            return Err(CoreError::op(
+                "Resize",
+                format!(
+                    "tf_crop_and_resize needs a start and an end per axis, got roi {:?}",
+                    self.roi
                 ),
             ));
         }

@@ -283,7 +283,12 @@ pub(super) fn cast(cx: &NodeCx<'_>) -> Tx<Lowering> {
             crate::tensor::dtype_name(code)
         ))
     })?;
-    Ok(Lowering::single(Op::Cast { to }, vec![Src::Input(0)]))
+    // Opset 19's `saturate` (float8 targets only; default 1).
+    let saturate = cx.attr(cx.attrs.flag("saturate", true))?;
+    Ok(Lowering::single(
+        Op::Cast { to, saturate },
+        vec![Src::Input(0)],
+    ))
 }
 
 fn pad_mode(cx: &NodeCx<'_>) -> Tx<PadMode> {

@@ -11,12 +11,19 @@ mod generate;
 mod indexing;
 mod layout;
 mod loss;
+mod ml;
 mod nn;
+mod opsets;
+mod qlinear_conv;
 mod quantize;
 mod recurrent;
 mod reduce;
 mod resize;
 mod sampling;
+mod signal;
+mod training;
+
+pub(crate) use opsets::{domain_op_supported, earliest_opset, known_domain};
 
 use crate::attrs::Attrs;
 use crate::import::{not_a_tensor, Importer, Value};
@@ -112,7 +119,8 @@ pub(crate) struct NodeCx<'a> {
     pub node: &'a NodeProto,
     /// The layer name (node name or generated).
     pub name: &'a str,
-    /// The opset version of the default domain.
+    /// The opset version of the node's domain (the default domain, except for the
+    /// `ai.onnx.ml` and training-domain operators).
     pub opset: i64,
     /// The node's attributes.
     pub attrs: Attrs<'a>,
@@ -341,9 +349,12 @@ fn binary_ext(cx: &NodeCx<'_>, op: backplane_core::ops::BinaryExtOp) -> Tx<Lower
     Ok(Lowering::single(Op::BinaryExt(op), cx.data_inputs(2, 0)?))
 }
 
-/// Translate one node of the default domain.
+/// Translate one node of the default domain (or of a domain [`known_domain`] accepts).
 pub(crate) fn translate(cx: &NodeCx<'_>) -> Tx<Lowering> {
     use backplane_core::ops::{BinaryExtOp, BinaryOp, MathOp, PoolKind, ReduceKind, UnaryOp};
+    if let Some(lowering) = opsets::translate_other_domain(cx) {
+        return lowering;
+    }
     let op = cx.op_type().to_string();
     match op.as_str() {
         "Conv" => nn::conv(cx),
@@ -355,6 +366,8 @@ pub(crate) fn translate(cx: &NodeCx<'_>) -> Tx<Lowering> {
         )),
         "Gemm" => nn::gemm(cx),
         "MaxPool" => nn::pool(cx, PoolKind::Max),
+        "MaxUnpool" => nn::max_unpool(cx),
+        "TfIdfVectorizer" => ml::tfidf_vectorizer(cx),
         "AveragePool" => nn::pool(cx, PoolKind::Average),
         "LpPool" => nn::lp_pool(cx),
         "GlobalAveragePool" => Ok(Lowering::single(
@@ -526,7 +539,11 @@ pub(crate) fn translate(cx: &NodeCx<'_>) -> Tx<Lowering> {
         "Where" => Ok(Lowering::single(Op::Where, cx.data_inputs(3, 0)?)),
         "CastLike" => {
             let to = cx.info(1)?.dtype;
-            Ok(Lowering::single(Op::Cast { to }, vec![Src::Input(0)]))
+            let saturate = cx.attr(cx.attrs.flag("saturate", true))?;
+            Ok(Lowering::single(
+                Op::Cast { to, saturate },
+                vec![Src::Input(0)],
+            ))
         }
         "ArgMax" => indexing::arg_reduce(cx, true),
         "ArgMin" => indexing::arg_reduce(cx, false),
@@ -557,6 +574,7 @@ pub(crate) fn translate(cx: &NodeCx<'_>) -> Tx<Lowering> {
         "QLinearMatMul" => quantize::qlinear_matmul(cx),
         "MatMulInteger" => quantize::matmul_integer(cx),
         "ConvInteger" => quantize::conv_integer(cx),
+        "QLinearConv" => qlinear_conv::qlinear_conv(cx),
         "ConstantOfShape" => generate::constant_of_shape(cx),
         "Range" => generate::range(cx),
         "NonZero" => generate::non_zero(cx),
@@ -569,6 +587,13 @@ pub(crate) fn translate(cx: &NodeCx<'_>) -> Tx<Lowering> {
 
         "Resize" => resize::resize(cx),
         "GridSample" => sampling::grid_sample(cx),
+        "DFT" => signal::dft(cx),
+        "STFT" => signal::stft(cx),
+        "MelWeightMatrix" => signal::mel_weight_matrix(cx),
+        "Col2Im" => signal::col2im(cx),
+        "AffineGrid" => signal::affine_grid(cx),
+        "RoiAlign" => signal::roi_align(cx),
+        "DeformConv" => signal::deform_conv(cx),
         "Det" => Ok(Lowering::single(Op::Det, vec![Src::Input(0)])),
         "Einsum" => {
             cx.require_opset(12)?;

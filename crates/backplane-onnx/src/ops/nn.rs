@@ -76,6 +76,19 @@ fn weight_kernel(cx: &NodeCx<'_>) -> Tx<Vec<usize>> {
     Ok(d[2..].to_vec())
 }
 
+/// The Conv descriptor of a node whose weights are input `w` (QLinearConv: 3).
+pub(super) fn conv_desc_with_weights(cx: &NodeCx<'_>, w: usize) -> Tx<ConvDesc> {
+    let wi = cx.info(w)?;
+    let d = wi.shape.dims();
+    if d.len() < 3 {
+        return Err(cx.invalid(format!("weight shape {} has rank < 3", wi.shape)));
+    }
+    Ok(ConvDesc {
+        window: window(cx, Some(d[2..].to_vec()))?,
+        group: group(cx)?,
+    })
+}
+
 pub(super) fn conv(cx: &NodeCx<'_>) -> Tx<Lowering> {
     cx.info(0)?;
     let window = window(cx, Some(weight_kernel(cx)?))?;
@@ -126,9 +139,7 @@ pub(super) fn conv_transpose(cx: &NodeCx<'_>) -> Tx<Lowering> {
 
 pub(super) fn batch_norm(cx: &NodeCx<'_>) -> Tx<Lowering> {
     if cx.opset >= 14 && cx.attr(cx.attrs.flag("training_mode", false))? {
-        return Err(TxError::Unsupported(
-            "training_mode=1 is not supported (inference only)".into(),
-        ));
+        return super::training::batch_norm_training(cx);
     }
     if (1..cx.node.output.len()).any(|i| cx.output_named(i)) {
         return Err(TxError::Unsupported(
@@ -158,11 +169,6 @@ pub(super) fn gemm(cx: &NodeCx<'_>) -> Tx<Lowering> {
 }
 
 pub(super) fn pool(cx: &NodeCx<'_>, kind: PoolKind) -> Tx<Lowering> {
-    if kind == PoolKind::Max && cx.output_used(1) {
-        return Err(TxError::Unsupported(
-            "the Indices output of MaxPool is not supported".into(),
-        ));
-    }
     let window = window(cx, None)?;
     let desc = PoolDesc {
         kind,
@@ -171,7 +177,94 @@ pub(super) fn pool(cx: &NodeCx<'_>, kind: PoolKind) -> Tx<Lowering> {
         count_include_pad: kind == PoolKind::Average
             && cx.attr(cx.attrs.flag("count_include_pad", false))?,
     };
+    if kind == PoolKind::Max && cx.output_used(1) {
+        // MaxPool with Indices (opset 8 on); storage_order 1 numbers them column-major.
+        let column_major = match cx.attr(cx.attrs.int_or("storage_order", 0))? {
+            0 => false,
+            1 => true,
+            other => return Err(cx.invalid(format!("storage_order must be 0 or 1, got {other}"))),
+        };
+        if cx.opset < 8 {
+            return Err(cx.invalid("MaxPool has an Indices output from opset 8 on"));
+        }
+        return Ok(Lowering::Steps(vec![Step {
+            op: Op::MaxPoolWithIndices(backplane_core::ops::MaxPoolIndicesDesc {
+                pool: desc,
+                column_major,
+            }),
+            inputs: vec![Src::Input(0)],
+            outputs: vec![Dst::Output(0), Dst::Output(1)],
+            suffix: None,
+        }]));
+    }
     Ok(Lowering::single(Op::Pool(desc), vec![Src::Input(0)]))
+}
+
+/// MaxUnpool (opset 9 on): X, I and an optional output_shape (a constant, or the default
+/// from the window: (in - 1) * stride + kernel - pads).
+pub(super) fn max_unpool(cx: &NodeCx<'_>) -> Tx<Lowering> {
+    cx.require_opset(9)?;
+    let x = cx.info(0)?;
+    let xd = x.shape.dims();
+    if xd.len() < 3 {
+        return Err(cx.invalid(format!("X must have rank 3 or more, got {}", x.shape)));
+    }
+    let n = xd.len() - 2;
+    let w = window(cx, None)?;
+    if w.kernel.len() != n {
+        return Err(cx.invalid(format!(
+            "kernel_shape {:?} does not have {n} spatial dims",
+            w.kernel
+        )));
+    }
+    let strides = if w.strides.is_empty() {
+        vec![1; n]
+    } else {
+        w.strides.clone()
+    };
+    let pads = if w.pads.is_empty() {
+        vec![0; 2 * n]
+    } else {
+        w.pads.clone()
+    };
+    if strides.len() != n || pads.len() != 2 * n {
+        return Err(cx.invalid("strides or pads do not match the kernel"));
+    }
+    let mut unpooled = xd[..2].to_vec();
+    for i in 0..n {
+        let full = (xd[2 + i].saturating_sub(1))
+            .checked_mul(strides[i])
+            .and_then(|v| v.checked_add(w.kernel[i]))
+            .ok_or_else(|| cx.invalid("the output shape overflows"))?;
+        let d = full
+            .checked_sub(pads[i] + pads[n + i])
+            .ok_or_else(|| cx.invalid("the pads are larger than the output"))?;
+        unpooled.push(d);
+    }
+    let output = match cx.const_ints(2, "output_shape")? {
+        Some(v) => {
+            let dims: Vec<usize> = v
+                .iter()
+                .map(|&d| to_usize(cx, "output_shape", d, 1 << 40))
+                .collect::<Tx<_>>()?;
+            if dims.len() != xd.len() {
+                return Err(cx.invalid(format!(
+                    "output_shape {v:?} does not have rank {}",
+                    xd.len()
+                )));
+            }
+            dims
+        }
+        None => unpooled.clone(),
+    };
+    // The index space and the output are allocated at execution: bound them now.
+    for dims in [&unpooled, &output] {
+        crate::tensor::check_size(cx.name, dims, x.dtype.size(), cx.imp.max_tensor_bytes())?;
+    }
+    Ok(Lowering::single(
+        Op::MaxUnpool(backplane_core::ops::MaxUnpoolDesc { unpooled, output }),
+        vec![Src::Input(0), Src::Input(1)],
+    ))
 }
 
 /// Softmax, LogSoftmax and Hardmax (`make` builds the op for an axis).

@@ -5,45 +5,64 @@ use super::{Dst, Lowering, NodeCx, Src, Step, Tx, TxError};
 use backplane_core::ops::BinaryOp;
 use backplane_core::{DataType, Op};
 
-fn no_blocks(cx: &NodeCx<'_>) -> Tx<()> {
-    if cx.attr(cx.attrs.int_or("block_size", 0))? != 0 {
-        return Err(TxError::Unsupported(
-            "blocked quantization is not supported".into(),
-        ));
-    }
-    Ok(())
+/// Opset 21's `block_size` (0: per tensor or per axis).
+fn block_size(cx: &NodeCx<'_>) -> Tx<usize> {
+    let b = cx.attr(cx.attrs.int_or("block_size", 0))?;
+    usize::try_from(b).map_err(|_| cx.invalid(format!("block_size {b} is negative")))
 }
 
+/// The types QuantizeLinear can produce.
+const QUANTIZED: [DataType; 10] = [
+    DataType::U8,
+    DataType::I8,
+    DataType::U16,
+    DataType::I16,
+    DataType::U4,
+    DataType::I4,
+    DataType::F8E4M3Fn,
+    DataType::F8E4M3Fnuz,
+    DataType::F8E5M2,
+    DataType::F8E5M2Fnuz,
+];
+
 pub(super) fn quantize_linear(cx: &NodeCx<'_>) -> Tx<Lowering> {
-    no_blocks(cx)?;
+    let block_size = block_size(cx)?;
     let axis = cx.attr(cx.attrs.int_or("axis", 1))?;
+    // Opset 19's `saturate` (float8 results only; default 1).
+    let saturate = cx.attr(cx.attrs.flag("saturate", true))?;
     let to = if cx.input_name(2).is_some() {
         cx.info(2)?.dtype
     } else {
         match cx.attr(cx.attrs.int_or("output_dtype", 0))? {
-            0 | 2 => DataType::U8,
-            3 => DataType::I8,
-            4 => DataType::U16,
-            5 => DataType::I16,
-            other => {
-                return Err(TxError::Unsupported(format!(
-                    "output_dtype {other} is not supported"
-                )))
-            }
+            0 => DataType::U8,
+            code => DataType::from_onnx_code(code)
+                .filter(|d| QUANTIZED.contains(d))
+                .ok_or_else(|| {
+                    TxError::Unsupported(format!("output_dtype {code} is not supported"))
+                })?,
         }
     };
     Ok(Lowering::single(
-        Op::QuantizeLinear { axis, to },
+        Op::QuantizeLinear {
+            axis,
+            to,
+            block_size,
+            saturate,
+        },
         cx.data_inputs(2, 1)?,
     ))
 }
 
 pub(super) fn dequantize_linear(cx: &NodeCx<'_>) -> Tx<Lowering> {
-    no_blocks(cx)?;
+    let block_size = block_size(cx)?;
     let axis = cx.attr(cx.attrs.int_or("axis", 1))?;
     let to = cx.info(1)?.dtype;
     Ok(Lowering::single(
-        Op::DequantizeLinear { axis, to },
+        Op::DequantizeLinear {
+            axis,
+            to,
+            block_size,
+        },
         cx.data_inputs(2, 1)?,
     ))
 }
@@ -64,6 +83,7 @@ pub(super) fn qlinear_matmul(cx: &NodeCx<'_>) -> Tx<Lowering> {
     let deq = |axis| Op::DequantizeLinear {
         axis,
         to: DataType::F32,
+        block_size: 0,
     };
     Ok(Lowering::Steps(vec![
         Step {
@@ -85,7 +105,12 @@ pub(super) fn qlinear_matmul(cx: &NodeCx<'_>) -> Tx<Lowering> {
             suffix: Some("matmul".into()),
         },
         Step {
-            op: Op::QuantizeLinear { axis: -1, to },
+            op: Op::QuantizeLinear {
+                axis: -1,
+                to,
+                block_size: 0,
+                saturate: true,
+            },
             inputs: vec![Src::Temp(2), Src::Input(6), Src::Input(7)],
             outputs: vec![Dst::Output(0)],
             suffix: None,
@@ -98,7 +123,10 @@ pub(super) fn matmul_integer(cx: &NodeCx<'_>) -> Tx<Lowering> {
     let mut steps = Vec::new();
     for (k, (x, zp)) in [(0usize, 2usize), (1, 3)].into_iter().enumerate() {
         steps.push(Step {
-            op: Op::Cast { to: DataType::I32 },
+            op: Op::Cast {
+                to: DataType::I32,
+                saturate: true,
+            },
             inputs: vec![Src::Input(x)],
             outputs: vec![Dst::Temp(2 * k)],
             suffix: Some(format!("widen{k}")),
@@ -110,7 +138,10 @@ pub(super) fn matmul_integer(cx: &NodeCx<'_>) -> Tx<Lowering> {
                 ));
             }
             steps.push(Step {
-                op: Op::Cast { to: DataType::I32 },
+                op: Op::Cast {
+                    to: DataType::I32,
+                    saturate: true,
+                },
                 inputs: vec![Src::Input(zp)],
                 outputs: vec![Dst::Temp(2 * k + 4)],
                 suffix: Some(format!("zero_point{k}")),
@@ -158,7 +189,10 @@ pub(super) fn conv_integer(cx: &NodeCx<'_>) -> Tx<Lowering> {
     for (k, (x, zp)) in [(0usize, 2usize), (1, 3)].into_iter().enumerate() {
         let widened = temp();
         steps.push(Step {
-            op: Op::Cast { to: DataType::F32 },
+            op: Op::Cast {
+                to: DataType::F32,
+                saturate: true,
+            },
             inputs: vec![Src::Input(x)],
             outputs: vec![Dst::Temp(widened)],
             suffix: Some(format!("widen{k}")),
@@ -170,7 +204,10 @@ pub(super) fn conv_integer(cx: &NodeCx<'_>) -> Tx<Lowering> {
         let z = cx.info(zp)?;
         let zf = temp();
         steps.push(Step {
-            op: Op::Cast { to: DataType::F32 },
+            op: Op::Cast {
+                to: DataType::F32,
+                saturate: true,
+            },
             inputs: vec![Src::Input(zp)],
             outputs: vec![Dst::Temp(zf)],
             suffix: Some(format!("zero_point{k}")),
@@ -213,7 +250,10 @@ pub(super) fn conv_integer(cx: &NodeCx<'_>) -> Tx<Lowering> {
         suffix: Some("conv".into()),
     });
     steps.push(Step {
-        op: Op::Cast { to: DataType::I32 },
+        op: Op::Cast {
+            to: DataType::I32,
+            saturate: true,
+        },
         inputs: vec![Src::Temp(product)],
         outputs: vec![Dst::Output(0)],
         suffix: None,

@@ -177,6 +177,9 @@ fn legacy(cx: &NodeCx<'_>, mode: ResizeMode, scales: Vec<f32>) -> Tx<Lowering> {
             exclude_outside: false,
             output_shape,
             scales,
+            antialias: false,
+            roi: vec![],
+            extrapolation_value: 0.0,
         }),
         vec![Src::Input(0)],
     ))
@@ -216,7 +219,8 @@ pub(super) fn resize(cx: &NodeCx<'_>) -> Tx<Lowering> {
         "align_corners" => CoordinateTransform::AlignCorners,
         "asymmetric" => CoordinateTransform::Asymmetric,
         "half_pixel_symmetric" => CoordinateTransform::HalfPixelSymmetric,
-        m @ ("tf_crop_and_resize" | "tf_half_pixel_for_nn") => {
+        "tf_crop_and_resize" => CoordinateTransform::TfCropAndResize,
+        m @ "tf_half_pixel_for_nn" => {
             return Err(TxError::Unsupported(format!(
                 "coordinate_transformation_mode '{m}' is not supported"
             )))
@@ -235,10 +239,8 @@ pub(super) fn resize(cx: &NodeCx<'_>) -> Tx<Lowering> {
         "ceil" => NearestMode::Ceil,
         other => return Err(cx.invalid(format!("unknown nearest_mode '{other}'"))),
     };
+    let antialias = cx.opset >= 18 && cx.attr(cx.attrs.flag("antialias", false))?;
     let (axes, policy) = if cx.opset >= 18 {
-        if cx.attr(cx.attrs.flag("antialias", false))? {
-            return Err(TxError::Unsupported("antialias=1 is not supported".into()));
-        }
         let policy = match cx
             .attr(cx.attrs.string_or("keep_aspect_ratio_policy", "stretch"))?
             .as_str()
@@ -252,7 +254,12 @@ pub(super) fn resize(cx: &NodeCx<'_>) -> Tx<Lowering> {
     } else {
         (None, AspectPolicy::Stretch)
     };
-    // roi (input 1) only matters for tf_crop_and_resize, rejected above.
+    // roi (input 1) only matters for tf_crop_and_resize.
+    let roi = if coordinate_transform == CoordinateTransform::TfCropAndResize {
+        crop_region(cx, axes.as_deref())?
+    } else {
+        vec![]
+    };
     let scales = cx
         .const_floats(2, "scales")?
         .filter(|s| !s.is_empty())
@@ -276,9 +283,49 @@ pub(super) fn resize(cx: &NodeCx<'_>) -> Tx<Lowering> {
             exclude_outside: cx.attr(cx.attrs.flag("exclude_outside", false))?,
             output_shape,
             scales,
+            antialias,
+            roi,
+            extrapolation_value: cx.attr(cx.attrs.float_or("extrapolation_value", 0.0))?,
         }),
         vec![Src::Input(0)],
     ))
+}
+
+/// tf_crop_and_resize's region as starts of every axis then ends, from the constant roi
+/// input (one start and end per axis, or per axis of `axes`; other axes are whole).
+fn crop_region(cx: &NodeCx<'_>, axes: Option<&[i64]>) -> Tx<Vec<f32>> {
+    let rank = cx.info(0)?.shape.rank();
+    let roi = cx
+        .const_floats(1, "roi")?
+        .filter(|r| !r.is_empty())
+        .ok_or_else(|| cx.invalid("tf_crop_and_resize needs the roi input"))?;
+    let listed: Vec<usize> = match axes {
+        None => (0..rank).collect(),
+        Some(axes) => axes
+            .iter()
+            .map(|&a| {
+                let r = rank as i64;
+                let a = if a < 0 { a + r } else { a };
+                usize::try_from(a)
+                    .ok()
+                    .filter(|&a| a < rank)
+                    .ok_or_else(|| cx.invalid(format!("axis {a} is out of range")))
+            })
+            .collect::<Tx<_>>()?,
+    };
+    if roi.len() != 2 * listed.len() {
+        return Err(cx.invalid(format!(
+            "roi must hold a start and an end for each of {} axes, got {} values",
+            listed.len(),
+            roi.len()
+        )));
+    }
+    let mut region: Vec<f32> = [vec![0.0; rank], vec![1.0; rank]].concat();
+    for (k, &a) in listed.iter().enumerate() {
+        region[a] = roi[k] as f32;
+        region[rank + a] = roi[listed.len() + k] as f32;
+    }
+    Ok(region)
 }
 
 #[cfg(test)]

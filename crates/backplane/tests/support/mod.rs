@@ -74,6 +74,17 @@ pub fn tensor_of(v: &Value) -> Tensor {
             shape,
             &data.iter().map(|d| number(d) != 0.0).collect::<Vec<_>>(),
         ),
+        // bf16, float8 (rounded to nearest even) and int4/uint4 from their values.
+        DataType::BF16
+        | DataType::F8E4M3Fn
+        | DataType::F8E4M3Fnuz
+        | DataType::F8E5M2
+        | DataType::F8E5M2Fnuz
+        | DataType::I4
+        | DataType::U4 => Tensor::from_f64_values(
+            TensorInfo::new(dtype, shape),
+            &data.iter().map(number).collect::<Vec<_>>(),
+        ),
     }
     .unwrap()
 }
@@ -253,7 +264,9 @@ pub fn op_tables() -> Vec<(String, Value)> {
 }
 
 /// Compare `actual` with `expected`: same type and shape, every value within
-/// `atol + rtol * |expected|`, NaN where NaN is expected, infinities equal.
+/// `atol + rtol * |expected|`, NaN where NaN is expected, infinities equal. bf16 and float8
+/// values compare as their (exact) f32 values with the given tolerances; integer types,
+/// int4/uint4 included, exactly.
 pub fn compare(actual: &Tensor, expected: &Tensor, rtol: f64, atol: f64) -> Result<(), String> {
     if actual.info().dtype != expected.info().dtype || actual.shape() != expected.shape() {
         return Err(format!(
@@ -263,7 +276,8 @@ pub fn compare(actual: &Tensor, expected: &Tensor, rtol: f64, atol: f64) -> Resu
         ));
     }
     let (a, e) = (actual.to_f64_vec(), expected.to_f64_vec());
-    let exact = !expected.dtype().is_float();
+    let dtype = expected.dtype();
+    let exact = !(dtype.is_float() || dtype == DataType::BF16 || dtype.is_float8());
     for (i, (x, y)) in a.iter().zip(&e).enumerate() {
         let ok = if y.is_nan() {
             x.is_nan()
