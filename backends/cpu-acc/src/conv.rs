@@ -2,6 +2,8 @@
 //! GEMM over the im2col matrix of the input's zero-padded stride phases (each of its rows a
 //! contiguous run, see [`Phases`]), depthwise as its own kernel (`crate::depthwise`). Weights are
 //! packed once at workload creation; bias and activation are applied in the GEMM epilogue.
+//! 3×3 stride-1 convolutions with enough channels and output take the Winograd F(4×4, 3×3)
+//! path instead (`crate::winograd`).
 
 use crate::act::Activation;
 use crate::depthwise;
@@ -9,6 +11,7 @@ use crate::gemm::{self, ASrc, BSrc, Epilogue, MatView, Packed, Shifted};
 use crate::io::{f32s, f32s_mut, input, output, Io};
 use crate::threads::Threads;
 use crate::window::Geo2;
+use crate::winograd;
 use backplane_backend_api::{BackendError, Result, Workload};
 use backplane_core::ops::ConvDesc;
 use backplane_core::{Tensor, TensorView, TensorViewMut};
@@ -37,6 +40,9 @@ enum Weights {
     Depthwise(Vec<f32>),
     /// Weights are a run-time input: packed per execution.
     Runtime,
+    /// The weights in the Winograd domain only (see [`winograd`]): the im2col copy is not
+    /// kept, so the layer holds one copy of its weights.
+    Winograd(winograd::Plan),
 }
 
 /// A convolution (optionally with a fused activation).
@@ -98,9 +104,22 @@ impl ConvWorkload {
             && geo.pl == 0
             && geo.oh == geo.h
             && geo.ow == geo.w;
-        let weights = match weights {
-            None => Weights::Runtime,
-            Some(t) => {
+        // 3×3 stride-1 convolutions worth it take the Winograd path, unless
+        // `winograd::NO_WINOGRAD_ENV` is set when the workload is created.
+        let winograd = match weights {
+            Some(t)
+                if group == 1
+                    && winograd::worth(&geo, c, m)
+                    && std::env::var_os(winograd::NO_WINOGRAD_ENV).is_none() =>
+            {
+                winograd::Plan::new(t.as_slice::<f32>()?, m, c)
+            }
+            _ => None,
+        };
+        let weights = match (weights, winograd) {
+            (_, Some(plan)) => Weights::Winograd(plan),
+            (None, None) => Weights::Runtime,
+            (Some(t), None) => {
                 let w = t.as_slice::<f32>()?;
                 if depthwise {
                     Weights::Depthwise(w.to_vec())
@@ -325,6 +344,9 @@ impl Workload for ConvWorkload {
         };
         let y = f32s_mut(output(outputs)?)?;
         let geo = &self.geo;
+        if let Weights::Winograd(plan) = &self.weights {
+            return plan.run(&self.threads, geo, self.n, x, bias, self.act, y);
+        }
         let runtime_weights;
         let weights = match &self.weights {
             Weights::Runtime => {
@@ -386,7 +408,9 @@ impl Workload for ConvWorkload {
                 }
                 Ok(())
             }
-            Weights::Runtime => Err(self.io.error("weights were not prepared".into())),
+            Weights::Runtime | Weights::Winograd(_) => {
+                Err(self.io.error("weights were not prepared".into()))
+            }
         }
     }
 }

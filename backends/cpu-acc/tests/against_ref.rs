@@ -301,6 +301,37 @@ fn conv_geometries_groups_and_depthwise() {
     check("pointwise", &op, &[&x, &w], &[&[false, true]], 1e-4, 2e-3);
 }
 
+/// 3×3 stride-1 convolutions large enough for CpuAcc's Winograd F(4×4, 3×3) path (at least
+/// 128 channels each way, output at least 8×8): odd sizes (partial border tiles), batches of 1
+/// and 2, symmetric and asymmetric pads, with and without bias, 1 and 2 threads. Weights must
+/// be constant for the path (they are transformed at load); with run-time weights the same
+/// convolutions take the im2col path. Tolerance: |acc − ref| <= 2e-3 + 1e-4·|ref| (outputs
+/// reach ~±40 here; the Winograd path's measured error is below 1e-5 × (1 + max |ref|), see
+/// `winograd.rs`).
+#[test]
+fn winograd_sized_convolutions_against_ref() {
+    let mut r = Rng(29);
+    for (n, c, m, h, w, pads, bias) in [
+        (1, 128, 128, 17, 17, [1, 1, 1, 1], true),
+        (2, 128, 136, 9, 11, [0, 1, 2, 1], false),
+        (1, 130, 128, 10, 21, [0, 0, 0, 0], true),
+        (1, 128, 128, 63, 8, [2, 0, 1, 2], true),
+    ] {
+        let op = conv_op(&[3, 3], &[1, 1], &[1, 1], &pads, 1, AutoPad::NotSet);
+        let x = r.tensor(&[n, c, h, w], 1.0);
+        let wt = r.tensor(&[m, c, 3, 3], 0.3);
+        let b = r.tensor(&[m], 1.0);
+        let what = format!("winograd-sized conv n{n} c{c} m{m} {h}x{w} pads {pads:?}");
+        if bias {
+            let consts: &[&[bool]] = &[&[false, true, true], &[false, false, false]];
+            check(&what, &op, &[&x, &wt, &b], consts, 1e-4, 2e-3);
+        } else {
+            let consts: &[&[bool]] = &[&[false, true], &[false, false]];
+            check(&what, &op, &[&x, &wt], consts, 1e-4, 2e-3);
+        }
+    }
+}
+
 /// Depthwise convolutions (group = channels) over the plane sizes that take different paths:
 /// one-run stride-1 planes (narrower than 64), row-by-row planes, 1-wide and 1-high planes,
 /// every stride, dilation, kernel size and asymmetric padding.

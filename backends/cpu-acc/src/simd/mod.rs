@@ -473,10 +473,12 @@ macro_rules! multiversion {
     ($(#[$meta:meta])* $vis:vis fn $name:ident($($arg:ident: $ty:ty),* $(,)?) $(-> $ret:ty)? => $body:path;) => {
         $(#[$meta])*
         #[inline]
+        #[allow(clippy::too_many_arguments)]
         $vis fn $name($($arg: $ty),*) $(-> $ret)? {
             #[cfg(target_arch = "x86_64")]
             {
                 #[target_feature(enable = "avx2,fma")]
+                #[allow(clippy::too_many_arguments)]
                 unsafe fn fast($($arg: $ty),*) $(-> $ret)? {
                     $body($($arg),*)
                 }
@@ -525,6 +527,11 @@ multiversion! {
         => crate::depthwise::plane_body;
 }
 multiversion! {
+    /// A block of small depthwise planes, channels-last (see `crate::depthwise`).
+    pub fn depthwise_block(plan: &crate::depthwise::Plan, x: &[f32], n: usize, w: &[f32], bias: &[f32], act: Activation, out: &mut [f32], scratch: &mut [f32])
+        => crate::depthwise::block_body;
+}
+multiversion! {
     /// Pad and phase-split one input plane for a window op (see `crate::window`).
     pub fn window_prepare(geo: &crate::window::Geo2, x: &[f32], pad: f32, dst: &mut [f32])
         => crate::window::prepare_body;
@@ -547,6 +554,18 @@ multiversion! {
     /// `acc[i] = combine(acc[i], x[i])` for strided reductions over an outer axis.
     pub fn reduce_accumulate(kind: crate::reduce::RunKind, acc: &mut [f32], x: &[f32])
         => crate::reduce::reduce_accumulate_body;
+}
+
+multiversion! {
+    /// Winograd input transform of one block of tiles (see `crate::winograd`).
+    pub fn winograd_input(tiles: &crate::winograd::Tiles, c: usize, blk: &crate::winograd::Block, x: &[f32], v: &mut [f32])
+        => crate::winograd::input_body;
+}
+multiversion! {
+    /// Winograd output transform of one block of tiles, with bias and activation (see
+    /// `crate::winograd`).
+    pub fn winograd_output(geo: &crate::window::Geo2, tiles: &crate::winograd::Tiles, blk: &crate::winograd::Block, ep: &crate::winograd::OutEpilogue<'_>, mo: &[f32], dest: &mut crate::winograd::Dest<'_>)
+        => crate::winograd::output_body;
 }
 
 #[cfg(test)]

@@ -1,0 +1,833 @@
+//! Winograd F(4×4, 3×3) convolution for 3×3, stride-1, undilated, ungrouped f32 convolutions.
+//!
+//! Lavin & Gray's minimal filtering ("Fast Algorithms for Convolutional Neural Networks",
+//! 2015): one 4×4 output tile of a 3×3 correlation is `Aᵀ [(G g Gᵀ) ⊙ (Bᵀ d B)] A` for the
+//! tile's 6×6 input window `d`. The matrices come from the Toom-Cook construction over the
+//! interpolation points 0, 1, −1, 2, −2 and ∞ (six points for 4 + 3 − 1 = 6 products):
+//!
+//! * `Aᵀ` (4×6) evaluates the output polynomial at the points: row `i` is `pᵢ` at each finite
+//!   point `p` (columns 0..5) and, for the last row only, the leading coefficient at ∞;
+//! * `G` (6×3) evaluates the filter polynomial at the points, scaled by the inverse of each
+//!   point's Lagrange denominator `∏_{q≠p}(p − q)` (4, −6, −6, 24, 24 for 0, 1, −1, 2, −2; 1
+//!   at ∞);
+//! * `Bᵀ` (6×6) holds the coefficients of the Lagrange numerators `∏_{q≠p}(x − q)`, which
+//!   makes the product of the two transforms the (transposed) polynomial product, i.e. the
+//!   correlation. The unit tests check the 1-D identity on every input/filter basis pair.
+//!
+//! With the six points the input transform needs only the constants 1, 2, 4, 5, the filter
+//! transform 1/4, 1/6, 1/12, 1/24 (computed in f64, once, at load) and the output transform
+//! 1, 2, 4, 8, which keeps the rounding error near the direct convolution's (see the tests for
+//! the measured bound).
+//!
+//! Weights are transformed once, when the workload is created, into 36 matrices `U_ξ`
+//! (out-channels × in-channels), each packed as a GEMM A operand. Per inference the output is
+//! cut into 4×4 tiles (of every image of the batch together), processed in blocks of tiles:
+//! the block's input tiles are transformed into 36 matrices `V_ξ` (in-channels × tiles, read
+//! from a zero-padded copy of the input made once per inference, so that every tile's window
+//! lies inside it), the 36 products `M_ξ = U_ξ · V_ξ` run through the packed
+//! SGEMM, and the output transform adds the bias, applies the activation and writes the valid
+//! pixels of each tile (partial tiles at the right and bottom borders). The transforms work on
+//! [`LANES`] tiles at a time (plain `[f32; LANES]` arithmetic compiled for AVX2 by
+//! `crate::simd`). Threads take whole blocks (each writing its tiles to its own buffer, copied
+//! out at the end); when there are fewer blocks than threads the blocks run in turn and each
+//! product uses the threads instead.
+//!
+//! Where it is taken: see [`worth`]. The transforms, not the products, are what keeps it from
+//! paying off at 64 channels; a row-wise formulation of the transforms (whole padded rows
+//! combined, then split into column phases) was tried and measured slower than the
+//! lane-gather one kept here.
+
+use crate::act::Activation;
+use crate::gemm::{self, ASrc, BSrc, Epilogue, MatView, Packed};
+use crate::simd;
+use crate::threads::Threads;
+use crate::window::Geo2;
+use backplane_backend_api::{BackendError, Result};
+use std::cell::RefCell;
+
+/// Tiles transformed together (one AVX2 vector).
+pub const LANES: usize = 8;
+/// Output tile side.
+const TILE: usize = 4;
+/// Input tile side.
+const ALPHA: usize = 6;
+/// Points of the transformed domain.
+const XI: usize = ALPHA * ALPHA;
+
+/// Set (to anything) when a convolution workload is created to keep it off the Winograd
+/// path, for A/B measurements.
+pub const NO_WINOGRAD_ENV: &str = "BACKPLANE_CPUACC_NO_WINOGRAD";
+
+/// One value of [`LANES`] tiles.
+pub type Lane = [f32; LANES];
+
+thread_local! {
+    static V_BUF: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    static M_BUF: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    static X_BUF: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Whether the Winograd path computes this convolution at all: 3×3, stride 1, dilation 1
+/// (groups are the caller's business).
+pub fn applies(geo: &Geo2) -> bool {
+    geo.kh == 3
+        && geo.kw == 3
+        && geo.sh == 1
+        && geo.sw == 1
+        && geo.dh == 1
+        && geo.dw == 1
+        && geo.oh > 0
+        && geo.ow > 0
+}
+
+/// Fewest input and output channels for which the Winograd path is taken.
+const MIN_CHANNELS: usize = 128;
+/// Smallest output side for which it is taken.
+const MIN_SIDE: usize = 8;
+
+/// Whether the Winograd path is worth it, measured with `conv_bench` (1 thread, A/B against
+/// the im2col GEMM path, on a shared 2-core AVX-512 machine): 128→128 channels on 28×28 and
+/// 256→256 on 14×14 ran 1.1–1.4× faster; 64→64 on 56×56 broke even (the transforms cost
+/// `(c + m) / (c · m)` of the products, twice as much at 64 channels as at 128); 512→512 on
+/// 7×7 (4 tiles: the 36 transformed weight matrices are streamed for very few columns) ran
+/// 2× slower. Hence at least [`MIN_CHANNELS`] channels each way and an output of at least
+/// [`MIN_SIDE`] × [`MIN_SIDE`].
+pub fn worth(geo: &Geo2, c: usize, m: usize) -> bool {
+    applies(geo)
+        && c >= MIN_CHANNELS
+        && m >= MIN_CHANNELS
+        && geo.oh >= MIN_SIDE
+        && geo.ow >= MIN_SIDE
+}
+
+/// The filter transform `G g Gᵀ` of one 3×3 filter (row-major), in f64.
+fn filter_transform(g: &[f32]) -> [f64; XI] {
+    // G: rows are the filter polynomial at 0, 1, −1, 2, −2 over the Lagrange denominators
+    // 4, −6, −6, 24, 24, and the leading coefficient (∞).
+    const G: [[f64; 3]; ALPHA] = [
+        [1.0 / 4.0, 0.0, 0.0],
+        [-1.0 / 6.0, -1.0 / 6.0, -1.0 / 6.0],
+        [-1.0 / 6.0, 1.0 / 6.0, -1.0 / 6.0],
+        [1.0 / 24.0, 1.0 / 12.0, 1.0 / 6.0],
+        [1.0 / 24.0, -1.0 / 12.0, 1.0 / 6.0],
+        [0.0, 0.0, 1.0],
+    ];
+    let mut tmp = [[0f64; 3]; ALPHA];
+    for (i, row) in tmp.iter_mut().enumerate() {
+        for (j, v) in row.iter_mut().enumerate() {
+            *v = (0..3).map(|k| G[i][k] * f64::from(g[k * 3 + j])).sum();
+        }
+    }
+    let mut u = [0f64; XI];
+    for i in 0..ALPHA {
+        for j in 0..ALPHA {
+            u[i * ALPHA + j] = (0..3).map(|k| tmp[i][k] * G[j][k]).sum();
+        }
+    }
+    u
+}
+
+/// `Bᵀ d` for one column of six lane vectors (the Lagrange numerators' coefficients).
+#[allow(clippy::needless_range_loop)]
+#[inline(always)]
+fn bt(d: &[Lane; ALPHA]) -> [Lane; ALPHA] {
+    let mut r = [[0f32; LANES]; ALPHA];
+    for l in 0..LANES {
+        let [d0, d1, d2, d3, d4, d5] = [d[0][l], d[1][l], d[2][l], d[3][l], d[4][l], d[5][l]];
+        r[0][l] = 4.0 * d0 - 5.0 * d2 + d4;
+        r[1][l] = -4.0 * (d1 + d2) + d3 + d4;
+        r[2][l] = 4.0 * (d1 - d2) - d3 + d4;
+        r[3][l] = 2.0 * (d3 - d1) - d2 + d4;
+        r[4][l] = 2.0 * (d1 - d3) - d2 + d4;
+        r[5][l] = 4.0 * d1 - 5.0 * d3 + d5;
+    }
+    r
+}
+
+/// `Aᵀ m` for one column of six lane vectors.
+#[allow(clippy::needless_range_loop)]
+#[inline(always)]
+fn at(m: &[Lane; ALPHA]) -> [Lane; TILE] {
+    let mut r = [[0f32; LANES]; TILE];
+    for l in 0..LANES {
+        let [m0, m1, m2, m3, m4, m5] = [m[0][l], m[1][l], m[2][l], m[3][l], m[4][l], m[5][l]];
+        let (s12, d12, s34, d34) = (m1 + m2, m1 - m2, m3 + m4, m3 - m4);
+        r[0][l] = m0 + s12 + s34;
+        r[1][l] = d12 + 2.0 * d34;
+        r[2][l] = s12 + 4.0 * s34;
+        r[3][l] = d12 + 8.0 * d34 + m5;
+    }
+    r
+}
+
+/// Where tile `t` (global, over the batch) lies.
+#[derive(Debug, Clone, Copy)]
+pub struct Tiles {
+    /// Tiles per row, per column, per image.
+    pub across: usize,
+    /// Tile rows per image.
+    pub down: usize,
+    /// Tiles of all images.
+    pub total: usize,
+    /// Row pitch of the zero-padded input planes (see [`pad_input`]).
+    pub pitch: usize,
+}
+
+impl Tiles {
+    fn new(geo: &Geo2, n: usize) -> Self {
+        let across = geo.ow.div_ceil(TILE);
+        let down = geo.oh.div_ceil(TILE);
+        Tiles {
+            across,
+            down,
+            total: n * across * down,
+            pitch: TILE * across + 2,
+        }
+    }
+
+    /// Floats of one zero-padded input plane: every tile's 6×6 window inside it.
+    pub fn padded_plane(&self) -> usize {
+        (TILE * self.down + 2) * self.pitch
+    }
+
+    /// (image, output row, output column) of tile `t`'s top-left pixel.
+    #[inline(always)]
+    fn origin(&self, t: usize) -> (usize, usize, usize) {
+        let per = self.across * self.down;
+        let (b, r) = (t / per, t % per);
+        (b, (r / self.across) * TILE, (r % self.across) * TILE)
+    }
+}
+
+/// One block of tiles: `first..first + count`, with transformed rows `pitch` floats apart.
+#[derive(Debug, Clone, Copy)]
+pub struct Block {
+    /// First tile.
+    pub first: usize,
+    /// Tiles.
+    pub count: usize,
+    /// Row pitch of the block's V and M matrices (`count` rounded up to [`LANES`]).
+    pub pitch: usize,
+}
+
+/// Floats between the block's consecutive `V_ξ` (or `M_ξ`) matrices of `rows` rows: one
+/// cache line more than the matrix, so that the 36 values of one tile (read or written
+/// together) do not all fall in the same L1 set when the matrix size is a multiple of 4 KiB.
+#[inline(always)]
+fn xi_stride(rows: usize, pitch: usize) -> usize {
+    rows * pitch + 16
+}
+
+/// Width of one strip of [`LANES`] output tiles.
+const STRIP: usize = LANES * TILE;
+
+/// Where the output transform writes.
+#[derive(Debug)]
+pub enum Dest<'a> {
+    /// The convolution's output (NCHW, all images): the valid pixels of each tile.
+    Output(&'a mut [f32]),
+    /// A block's buffer: for output channel `co` and lane group `g` of the block, 4 rows of
+    /// [`LANES`] × 4 values at `((co · groups + g) · 4 + row) · LANES · 4`.
+    Strips(&'a mut [f32]),
+}
+
+/// The input transform of one block: `v[(ξ·c + ci)·pitch + t]` for every channel `ci` of the
+/// `c` channels of `x`, the whole batch zero-padded by [`pad_input`] (so every tile's 6×6
+/// window lies inside its plane). [`LANES`] tiles at a time: their windows are gathered into
+/// lane vectors (one load per value and lane, no border cases), then `Bᵀ d B` is computed
+/// lane-wise.
+#[allow(clippy::needless_range_loop)]
+#[inline(always)]
+pub fn input_body(tiles: &Tiles, c: usize, blk: &Block, x: &[f32], v: &mut [f32]) {
+    let plane = tiles.padded_plane();
+    let pw = tiles.pitch;
+    let mut d = [[[0f32; LANES]; ALPHA]; ALPHA];
+    let mut cols = [[[0f32; LANES]; ALPHA]; ALPHA];
+    for t0 in (0..blk.count).step_by(LANES) {
+        // Each lane's window origin in its image's first padded plane (lanes past the block's
+        // end repeat its last tile).
+        let org: [usize; LANES] = std::array::from_fn(|l| {
+            let (b, oy, ox) = tiles.origin(blk.first + (t0 + l).min(blk.count - 1));
+            b * c * plane + oy * pw + ox
+        });
+        for ci in 0..c {
+            let off = ci * plane;
+            for (i, row) in d.iter_mut().enumerate() {
+                for (j, dv) in row.iter_mut().enumerate() {
+                    *dv = std::array::from_fn(|l| {
+                        x.get(org[l] + off + i * pw + j).copied().unwrap_or(0.0)
+                    });
+                }
+            }
+            // Bᵀ d: columns first, then rows (d B = (Bᵀ dᵀ)ᵀ).
+            for j in 0..ALPHA {
+                let col: [Lane; ALPHA] = std::array::from_fn(|i| d[i][j]);
+                let r = bt(&col);
+                for i in 0..ALPHA {
+                    cols[i][j] = r[i];
+                }
+            }
+            for (i, row) in cols.iter().enumerate() {
+                let r = bt(row);
+                for (j, vals) in r.iter().enumerate() {
+                    let at = (i * ALPHA + j) * xi_stride(c, blk.pitch) + ci * blk.pitch + t0;
+                    if let Some(dst) = v.get_mut(at..at + LANES) {
+                        dst.copy_from_slice(vals);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// What the output transform adds: `m` output channels, their bias, the activation.
+#[derive(Debug, Clone, Copy)]
+pub struct OutEpilogue<'a> {
+    /// Output channels.
+    pub m: usize,
+    /// Bias per output channel.
+    pub bias: Option<&'a [f32]>,
+    /// Activation.
+    pub act: Activation,
+}
+
+/// The output transform of one block, for output channels `m`: `mo[(ξ·m + co)·pitch + t]` in,
+/// each tile's 4×4 values (bias added, activation applied) out to `dest`.
+#[allow(clippy::needless_range_loop)]
+#[inline(always)]
+pub fn output_body(
+    geo: &Geo2,
+    tiles: &Tiles,
+    blk: &Block,
+    ep: &OutEpilogue<'_>,
+    mo: &[f32],
+    dest: &mut Dest<'_>,
+) {
+    let (m, bias, act) = (ep.m, ep.bias, ep.act);
+    let groups = blk.count.div_ceil(LANES);
+    let out_plane = geo.oh * geo.ow;
+    let mut rows = [[[0f32; LANES]; ALPHA]; TILE];
+    for co in 0..m {
+        let b = bias.and_then(|b| b.get(co)).copied().unwrap_or(0.0);
+        for (g, t0) in (0..blk.count).step_by(LANES).enumerate() {
+            for j in 0..ALPHA {
+                let col: [Lane; ALPHA] = std::array::from_fn(|i| {
+                    let at = (i * ALPHA + j) * xi_stride(m, blk.pitch) + co * blk.pitch + t0;
+                    let mut lane = [0f32; LANES];
+                    lane.copy_from_slice(&mo[at..at + LANES]);
+                    lane
+                });
+                let r = at(&col);
+                for i in 0..TILE {
+                    rows[i][j] = r[i];
+                }
+            }
+            // strip[i][4·l + j]: output row i of the lane group's tiles, side by side.
+            let mut strip = [[0f32; STRIP]; TILE];
+            for (i, row) in rows.iter().enumerate() {
+                let r = at(row);
+                for (j, vals) in r.iter().enumerate() {
+                    for l in 0..LANES {
+                        strip[i][l * TILE + j] = vals[l] + b;
+                    }
+                }
+            }
+            if act.in_kernel() {
+                for v in strip.iter_mut().flatten() {
+                    *v = act.apply_simple(*v);
+                }
+            } else {
+                for v in strip.iter_mut().flatten() {
+                    *v = crate::math::apply(act, *v);
+                }
+            }
+            match dest {
+                Dest::Strips(buf) => {
+                    let at = (co * groups + g) * TILE * STRIP;
+                    if let Some(dst) = buf.get_mut(at..at + TILE * STRIP) {
+                        for (d, s) in dst.chunks_exact_mut(STRIP).zip(&strip) {
+                            d.copy_from_slice(s);
+                        }
+                    }
+                }
+                Dest::Output(y) => {
+                    // Runs of lanes side by side in one tile row are copied row by row.
+                    let end = (t0 + LANES).min(blk.count);
+                    let mut l = 0;
+                    while t0 + l < end {
+                        let t = blk.first + t0 + l;
+                        let (bi, oy, ox) = tiles.origin(t);
+                        let run = (tiles.across - ox / TILE).min(end - t0 - l);
+                        let cols = (run * TILE).min(geo.ow - ox);
+                        let base = (bi * m + co) * out_plane + oy * geo.ow + ox;
+                        for (i, src) in strip.iter().enumerate().take(TILE.min(geo.oh - oy)) {
+                            let at = base + i * geo.ow;
+                            if let Some(dst) = y.get_mut(at..at + cols) {
+                                dst.copy_from_slice(&src[l * TILE..l * TILE + cols]);
+                            }
+                        }
+                        l += run;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Copy the input planes (`x`, NCHW) into zero-padded planes of [`Tiles::padded_plane`]
+/// floats: input `(iy, ix)` at `(iy + pt, ix + pl)`.
+fn pad_input(th: &Threads, geo: &Geo2, tiles: &Tiles, x: &[f32], xp: &mut [f32]) -> Result<()> {
+    let plane = geo.h * geo.w;
+    let pw = tiles.pitch;
+    th.chunks(xp, tiles.padded_plane(), |pi, dst| {
+        dst.fill(0.0);
+        let src = x
+            .get(pi * plane..(pi + 1) * plane)
+            .ok_or_else(|| BackendError::Execution("winograd: input too short".into()))?;
+        for (iy, row) in src.chunks_exact(geo.w.max(1)).enumerate() {
+            let at = (iy + geo.pt) * pw + geo.pl;
+            // Input columns past the last window (never read) are left out.
+            let n = geo.w.min(pw.saturating_sub(geo.pl));
+            if let Some(d) = dst.get_mut(at..at + n) {
+                d.copy_from_slice(&row[..n]);
+            }
+        }
+        Ok(())
+    })
+}
+
+/// A convolution's weights in the Winograd domain: 36 packed `m × c` matrices.
+pub struct Plan {
+    c: usize,
+    m: usize,
+    u: Vec<Packed>,
+}
+
+impl std::fmt::Debug for Plan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Winograd F(4,3) plan {}→{}", self.c, self.m)
+    }
+}
+
+impl Plan {
+    /// Transform `w` (`[m][c][3][3]`) and pack the 36 matrices; `None` when `w` is too short.
+    pub fn new(w: &[f32], m: usize, c: usize) -> Option<Self> {
+        if m == 0 || c == 0 || w.len() < m * c * 9 {
+            return None;
+        }
+        let mut u = vec![0f32; XI * m * c];
+        for (f, g) in w.chunks_exact(9).take(m * c).enumerate() {
+            for (xi, val) in filter_transform(g).iter().enumerate() {
+                u[xi * m * c + f] = *val as f32;
+            }
+        }
+        let u = u
+            .chunks_exact(m * c)
+            .map(|data| Packed::pack_a(m, c, MatView { data, rs: c, cs: 1 }))
+            .collect();
+        Some(Plan { c, m, u })
+    }
+
+    /// Tiles per block: as many as keep V and M (36 × (c + m) × tiles floats) near 1.5 MB,
+    /// a whole number of 32-column GEMM panels, between 64 and 256 (fewer with more threads,
+    /// so that each gets a block).
+    fn block_tiles(&self, total: usize, threads: usize) -> usize {
+        let nr = simd::NR;
+        let fit = (12 * 1024 / (self.c + self.m).max(1)).div_ceil(nr) * nr;
+        let mut per = fit.clamp(2 * nr, 8 * nr);
+        if threads > 1 {
+            per = per.min(total.div_ceil(threads).div_ceil(nr) * nr).max(nr);
+        }
+        per
+    }
+
+    /// `y = act(conv(x, w) + bias)` for `n` images (NCHW), `geo` a geometry [`applies`] to.
+    #[allow(clippy::too_many_arguments)]
+    pub fn run(
+        &self,
+        th: &Threads,
+        geo: &Geo2,
+        n: usize,
+        x: &[f32],
+        bias: Option<&[f32]>,
+        act: Activation,
+        y: &mut [f32],
+    ) -> Result<()> {
+        let (c, m) = (self.c, self.m);
+        if !applies(geo)
+            || x.len() < n * c * geo.h * geo.w
+            || y.len() < n * m * geo.oh * geo.ow
+            || bias.is_some_and(|b| b.len() < m)
+        {
+            return Err(BackendError::Execution(
+                "winograd: operands do not match the plan".into(),
+            ));
+        }
+        let tiles = Tiles::new(geo, n);
+        let len = n * c * tiles.padded_plane();
+        let mut xp = gemm::take(&X_BUF, len);
+        let res = pad_input(th, geo, &tiles, x, &mut xp[..len])
+            .and_then(|()| self.run_tiles(th, geo, n, &tiles, &xp[..len], bias, act, y));
+        gemm::give_back(&X_BUF, xp);
+        res
+    }
+
+    /// [`Plan::run`] over the padded input.
+    #[allow(clippy::too_many_arguments)]
+    fn run_tiles(
+        &self,
+        th: &Threads,
+        geo: &Geo2,
+        n: usize,
+        tiles: &Tiles,
+        x: &[f32],
+        bias: Option<&[f32]>,
+        act: Activation,
+        y: &mut [f32],
+    ) -> Result<()> {
+        let (m, tiles) = (self.m, *tiles);
+        let per = self.block_tiles(tiles.total, th.count());
+        let blocks = tiles.total.div_ceil(per);
+        let block = |i: usize| {
+            let first = i * per;
+            let count = per.min(tiles.total - first);
+            Block {
+                first,
+                count,
+                pitch: count.div_ceil(LANES) * LANES,
+            }
+        };
+        let out_plane = geo.oh * geo.ow;
+        if th.count() == 1 || blocks < th.count() {
+            // One thread, or few blocks: one after the other, the products on every thread.
+            let mut dest = Dest::Output(y);
+            for i in 0..blocks {
+                self.block(th, geo, &tiles, &block(i), x, bias, act, &mut dest)?;
+            }
+            return Ok(());
+        }
+        // Blocks in parallel, each into its own buffer of strips (see [`Dest::Strips`]), then
+        // copied out plane by plane.
+        let single = Threads::single();
+        let mut parts: Vec<Vec<f32>> = vec![Vec::new(); blocks];
+        th.chunks(&mut parts, 1, |i, part| {
+            let blk = block(i);
+            let mut buf = vec![0f32; m * blk.pitch * TILE * TILE];
+            let mut dest = Dest::Strips(&mut buf);
+            self.block(&single, geo, &tiles, &blk, x, bias, act, &mut dest)?;
+            if let Some(slot) = part.first_mut() {
+                *slot = buf;
+            }
+            Ok(())
+        })?;
+        th.chunks(&mut y[..n * m * out_plane], out_plane, |pi, plane| {
+            let (b, co) = (pi / m, pi % m);
+            let per_image = tiles.across * tiles.down;
+            for r in 0..per_image {
+                let t = b * per_image + r;
+                let blk = block(t / per);
+                let local = t - blk.first;
+                let groups = blk.count.div_ceil(LANES);
+                let at = (co * groups + local / LANES) * TILE * STRIP + (local % LANES) * TILE;
+                let part = parts
+                    .get(t / per)
+                    .ok_or_else(|| BackendError::Execution("winograd: block missing".into()))?;
+                let (oy, ox) = ((r / tiles.across) * TILE, (r % tiles.across) * TILE);
+                let rows = TILE.min(geo.oh - oy);
+                let cols = TILE.min(geo.ow - ox);
+                for i in 0..rows {
+                    let s = (oy + i) * geo.ow + ox;
+                    let src = part
+                        .get(at + i * STRIP..at + i * STRIP + cols)
+                        .ok_or_else(|| BackendError::Execution("winograd: tile missing".into()))?;
+                    plane[s..s + cols].copy_from_slice(src);
+                }
+            }
+            Ok(())
+        })
+    }
+
+    /// One block: input transform, 36 products (on `th`), output transform into `store`.
+    #[allow(clippy::too_many_arguments)]
+    fn block(
+        &self,
+        th: &Threads,
+        geo: &Geo2,
+        tiles: &Tiles,
+        blk: &Block,
+        x: &[f32],
+        bias: Option<&[f32]>,
+        act: Activation,
+        dest: &mut Dest<'_>,
+    ) -> Result<()> {
+        let (c, m) = (self.c, self.m);
+        let (vs, ms) = (xi_stride(c, blk.pitch), xi_stride(m, blk.pitch));
+        let mut v = gemm::take(&V_BUF, XI * vs);
+        let mut mo = gemm::take(&M_BUF, XI * ms);
+        simd::winograd_input(tiles, c, blk, x, &mut v);
+        let res = (|| -> Result<()> {
+            for (xi, u) in self.u.iter().enumerate() {
+                let b = BSrc::View(MatView {
+                    data: &v[xi * vs..xi * vs + c * blk.pitch],
+                    rs: blk.pitch,
+                    cs: 1,
+                });
+                let out = &mut mo[xi * ms..xi * ms + m * blk.pitch];
+                gemm::sgemm(
+                    th,
+                    m,
+                    blk.count,
+                    c,
+                    &ASrc::Packed(u),
+                    &b,
+                    out,
+                    blk.pitch,
+                    &Epilogue::default(),
+                )?;
+            }
+            Ok(())
+        })();
+        if res.is_ok() {
+            simd::winograd_output(geo, tiles, blk, &OutEpilogue { m, bias, act }, &mo, dest);
+        }
+        gemm::give_back(&V_BUF, v);
+        gemm::give_back(&M_BUF, mo);
+        res
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The 1-D identity `y = Aᵀ[(G g) ⊙ (Bᵀ d)]` equals the correlation
+    /// `yᵢ = Σₖ dᵢ₊ₖ gₖ` on every basis input and filter (so on all, by linearity).
+    #[test]
+    #[allow(clippy::needless_range_loop)]
+    fn transforms_compute_the_1d_correlation() {
+        const G: [[f64; 3]; ALPHA] = [
+            [1.0 / 4.0, 0.0, 0.0],
+            [-1.0 / 6.0, -1.0 / 6.0, -1.0 / 6.0],
+            [-1.0 / 6.0, 1.0 / 6.0, -1.0 / 6.0],
+            [1.0 / 24.0, 1.0 / 12.0, 1.0 / 6.0],
+            [1.0 / 24.0, -1.0 / 12.0, 1.0 / 6.0],
+            [0.0, 0.0, 1.0],
+        ];
+        for dk in 0..ALPHA {
+            for gk in 0..3 {
+                let mut d = [[0f32; LANES]; ALPHA];
+                d[dk] = [1.0; LANES];
+                let bd = bt(&d);
+                let mut prod = [[0f32; LANES]; ALPHA];
+                for i in 0..ALPHA {
+                    prod[i] = [bd[i][0] * G[i][gk] as f32; LANES];
+                }
+                let y = at(&prod);
+                for (i, yi) in y.iter().enumerate() {
+                    let want = if dk == i + gk { 1.0 } else { 0.0 };
+                    assert!((yi[0] - want).abs() < 1e-6, "d{dk} g{gk} y{i}: {}", yi[0]);
+                }
+            }
+        }
+    }
+
+    /// A small deterministic generator of values in [-1, 1).
+    struct Rng(u64);
+    impl Rng {
+        fn unit(&mut self) -> f32 {
+            self.0 = self
+                .0
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((self.0 >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        }
+        fn vec(&mut self, n: usize) -> Vec<f32> {
+            (0..n).map(|_| self.unit()).collect()
+        }
+    }
+
+    fn geo(h: usize, w: usize, pads: [usize; 4]) -> Geo2 {
+        let [pt, pl, pb, pr] = pads;
+        Geo2 {
+            h,
+            w,
+            kh: 3,
+            kw: 3,
+            sh: 1,
+            sw: 1,
+            dh: 1,
+            dw: 1,
+            pt,
+            pl,
+            oh: (h + pt + pb).saturating_sub(2),
+            ow: (w + pl + pr).saturating_sub(2),
+        }
+    }
+
+    /// Direct convolution in f64, with bias and activation.
+    #[allow(clippy::too_many_arguments)]
+    fn direct(
+        g: &Geo2,
+        n: usize,
+        c: usize,
+        m: usize,
+        x: &[f32],
+        w: &[f32],
+        bias: &[f32],
+        act: Activation,
+    ) -> Vec<f32> {
+        let mut y = vec![0f32; n * m * g.oh * g.ow];
+        for b in 0..n {
+            for co in 0..m {
+                for oy in 0..g.oh {
+                    for ox in 0..g.ow {
+                        let mut acc = f64::from(bias[co]);
+                        for ci in 0..c {
+                            for ky in 0..3 {
+                                for kx in 0..3 {
+                                    let iy = (oy + ky) as isize - g.pt as isize;
+                                    let ix = (ox + kx) as isize - g.pl as isize;
+                                    if iy < 0 || ix < 0 || iy >= g.h as isize || ix >= g.w as isize
+                                    {
+                                        continue;
+                                    }
+                                    let xv =
+                                        x[((b * c + ci) * g.h + iy as usize) * g.w + ix as usize];
+                                    let wv = w[((co * c + ci) * 3 + ky) * 3 + kx];
+                                    acc += f64::from(xv) * f64::from(wv);
+                                }
+                            }
+                        }
+                        y[((b * m + co) * g.oh + oy) * g.ow + ox] =
+                            crate::math::apply(act, acc as f32);
+                    }
+                }
+            }
+        }
+        y
+    }
+
+    /// Largest `|got − want| / (1 + max |want|)` of one case.
+    #[allow(clippy::too_many_arguments)]
+    fn case(
+        rng: &mut Rng,
+        th: &Threads,
+        n: usize,
+        c: usize,
+        m: usize,
+        h: usize,
+        w: usize,
+        pads: [usize; 4],
+        act: Activation,
+    ) -> f32 {
+        let g = geo(h, w, pads);
+        let x = rng.vec(n * c * h * w);
+        let wt = rng.vec(m * c * 9);
+        let bias = rng.vec(m);
+        let want = direct(&g, n, c, m, &x, &wt, &bias, act);
+        let plan = Plan::new(&wt, m, c).unwrap();
+        let mut got = vec![f32::NAN; want.len()];
+        plan.run(th, &g, n, &x, Some(&bias), act, &mut got).unwrap();
+        // The scale is the pre-activation output's (a clipped output hides its magnitude).
+        let raw = direct(&g, n, c, m, &x, &wt, &bias, Activation::None);
+        let scale = 1.0 + raw.iter().fold(0f32, |a, v| a.max(v.abs()));
+        got.iter()
+            .zip(&want)
+            .map(|(a, b)| (a - b).abs() / scale)
+            .fold(0f32, |a, e| {
+                assert!(!e.is_nan(), "NaN: a pixel was not written");
+                a.max(e)
+            })
+    }
+
+    /// Tolerance of the Winograd path against a direct f64 convolution: max abs error <=
+    /// `TOL` × (1 + max |pre-activation reference|). Measured: at most 8.5e-6 (inputs, weights
+    /// and bias in [-1, 1), up to 64 input channels; typically 2e-6 to 5e-6); the bound
+    /// leaves a margin of ~6×.
+    const TOL: f32 = 5e-5;
+
+    /// The path forced on small and odd sizes (every border-tile shape), batches, pads
+    /// (asymmetric too), channel counts and activations, on 1 and 2 threads.
+    #[test]
+    fn matches_direct_convolution_on_odd_sizes() {
+        let mut rng = Rng(7);
+        let acts = [
+            Activation::None,
+            Activation::Relu,
+            Activation::Clip {
+                min: -0.5,
+                max: 0.75,
+            },
+            Activation::LeakyRelu { alpha: 0.1 },
+            Activation::Sigmoid,
+        ];
+        let two = Threads::new(2).unwrap();
+        let mut worst = 0f32;
+        let mut k = 0;
+        for &(h, w) in &[(1, 1), (3, 3), (7, 7), (17, 17), (5, 9), (63, 63)] {
+            for &c in &[1, 3, 17, 64] {
+                for &m in &[1, 3, 17, 64] {
+                    if (h * w > 300 && (c < 17 || m < 17)) || (h * w > 1000 && c * m > 17 * 64) {
+                        continue;
+                    }
+                    for &pads in &[[0, 0, 0, 0], [1, 1, 1, 1], [0, 1, 2, 1], [2, 0, 1, 2]] {
+                        if h + pads[0] + pads[2] < 3 || w + pads[1] + pads[3] < 3 {
+                            continue;
+                        }
+                        k += 1;
+                        let n = 1 + k % 2;
+                        let act = acts[k % acts.len()];
+                        let th = if k % 3 == 0 { &two } else { &Threads::single() };
+                        let e = case(&mut rng, th, n, c, m, h, w, pads, act);
+                        assert!(e <= TOL, "{h}x{w} c{c} m{m} pads {pads:?} {act:?}: {e}");
+                        worst = worst.max(e);
+                    }
+                }
+            }
+        }
+        eprintln!("winograd F(4,3): worst relative error {worst:e} over {k} cases");
+    }
+
+    /// Many blocks (on 2 threads: the per-block buffers and the copy-out) and a batch.
+    #[test]
+    fn many_blocks_on_threads() {
+        let mut rng = Rng(11);
+        let two = Threads::new(2).unwrap();
+        for (n, h, w) in [(2, 40, 37), (1, 70, 66)] {
+            let e = case(
+                &mut rng,
+                &two,
+                n,
+                16,
+                24,
+                h,
+                w,
+                [1, 1, 1, 1],
+                Activation::Relu,
+            );
+            assert!(e <= TOL, "{n}x{h}x{w}: {e}");
+            let e = case(
+                &mut rng,
+                &Threads::single(),
+                n,
+                16,
+                8,
+                h,
+                w,
+                [1, 0, 0, 1],
+                Activation::None,
+            );
+            assert!(e <= TOL, "{n}x{h}x{w}: {e}");
+        }
+    }
+
+    /// The 2-D filter transform agrees with the 1-D one applied twice (G g Gᵀ).
+    #[test]
+    fn filter_transform_is_separable() {
+        let g: Vec<f32> = (0..9).map(|i| i as f32 - 3.5).collect();
+        let u = filter_transform(&g);
+        // Row 5 / column 5 pick the last filter row / column.
+        assert!((u[5 * ALPHA + 5] - f64::from(g[8])).abs() < 1e-12);
+        assert!((u[0] - f64::from(g[0]) / 16.0).abs() < 1e-12);
+    }
+}
