@@ -53,28 +53,21 @@ pub enum DataType {
 }
 
 impl DataType {
-    /// All data types, in declaration order.
-    pub const ALL: [DataType; 19] = [
-        DataType::F32,
-        DataType::F16,
-        DataType::I8,
-        DataType::U8,
-        DataType::I32,
-        DataType::I64,
-        DataType::Bool,
-        DataType::F64,
-        DataType::I16,
-        DataType::U16,
-        DataType::U32,
-        DataType::U64,
-        DataType::BF16,
-        DataType::F8E4M3Fn,
-        DataType::F8E4M3Fnuz,
-        DataType::F8E5M2,
-        DataType::F8E5M2Fnuz,
-        DataType::I4,
-        DataType::U4,
-    ];
+    /// All data types, in declaration order: the [`DataType::ORDINARY`] ones, then the
+    /// [`DataType::LOW_PRECISION`] ones.
+    pub const ALL: [DataType; 19] = {
+        let mut all = [DataType::F32; 19];
+        let mut i = 0;
+        while i < all.len() {
+            all[i] = if i < 12 {
+                DataType::ORDINARY[i]
+            } else {
+                DataType::LOW_PRECISION[i - 12]
+            };
+            i += 1;
+        }
+        all
+    };
 
     /// Every type except the storage-only low-precision ones (bf16, float8, int4/uint4):
     /// what ops that compare or select values take.
@@ -91,6 +84,18 @@ impl DataType {
         DataType::U16,
         DataType::U32,
         DataType::U64,
+    ];
+
+    /// The storage-only low-precision types: what only Cast, QuantizeLinear,
+    /// DequantizeLinear and data movement take.
+    pub const LOW_PRECISION: [DataType; 7] = [
+        DataType::BF16,
+        DataType::F8E4M3Fn,
+        DataType::F8E4M3Fnuz,
+        DataType::F8E5M2,
+        DataType::F8E5M2Fnuz,
+        DataType::I4,
+        DataType::U4,
     ];
 
     /// The float8 types.
