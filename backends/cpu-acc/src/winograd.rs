@@ -92,7 +92,29 @@ const MIN_SIDE: usize = 8;
 /// 7×7 (4 tiles: the 36 transformed weight matrices are streamed for very few columns) ran
 /// 2× slower. Hence at least [`MIN_CHANNELS`] channels each way and an output of at least
 /// [`MIN_SIDE`] × [`MIN_SIDE`].
-pub fn worth(geo: &Geo2, c: usize, m: usize) -> bool {
+///
+/// With several threads the blocks of tiles must be at least as many as the threads: with
+/// fewer, each block's products are split across the threads instead, which measured slower
+/// than the im2col path (256→256 on 14×14, 16 tiles, 2 threads: 0.84×).
+pub fn worth(geo: &Geo2, n: usize, c: usize, m: usize, threads: usize) -> bool {
+    let total = Tiles::new(geo, n).total;
+    let blocks = total.div_ceil(block_tiles(c, m, total, threads).max(1));
+    worth_shape(geo, c, m) && (threads <= 1 || blocks >= threads)
+}
+
+/// Tiles per block (see [`Plan::block_tiles`]).
+fn block_tiles(c: usize, m: usize, total: usize, threads: usize) -> usize {
+    let nr = simd::NR;
+    let fit = (12 * 1024 / (c + m).max(1)).div_ceil(nr) * nr;
+    let mut per = fit.clamp(2 * nr, 8 * nr);
+    if threads > 1 {
+        per = per.min(total.div_ceil(threads).div_ceil(nr) * nr).max(nr);
+    }
+    per
+}
+
+/// [`worth`]'s conditions on the layer's shape alone.
+fn worth_shape(geo: &Geo2, c: usize, m: usize) -> bool {
     applies(geo)
         && c >= MIN_CHANNELS
         && m >= MIN_CHANNELS
@@ -432,13 +454,7 @@ impl Plan {
     /// a whole number of 32-column GEMM panels, between 64 and 256 (fewer with more threads,
     /// so that each gets a block).
     fn block_tiles(&self, total: usize, threads: usize) -> usize {
-        let nr = simd::NR;
-        let fit = (12 * 1024 / (self.c + self.m).max(1)).div_ceil(nr) * nr;
-        let mut per = fit.clamp(2 * nr, 8 * nr);
-        if threads > 1 {
-            per = per.min(total.div_ceil(threads).div_ceil(nr) * nr).max(nr);
-        }
-        per
+        block_tiles(self.c, self.m, total, threads)
     }
 
     /// `y = act(conv(x, w) + bias)` for `n` images (NCHW), `geo` a geometry [`applies`] to.
