@@ -7,6 +7,7 @@ use std::time::Instant;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("isa: {}", backplane_cpu_acc::simd::isa());
+    kernel_alone();
     let shapes = [
         (1024, 1024, 1024, "square 1024"),
         (512, 512, 512, "square 512"),
@@ -38,7 +39,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             });
             let reps = (2e9 / (2.0 * (m * n * k) as f64)).clamp(3.0, 200.0) as usize;
             let mut best = f64::INFINITY;
-            for _ in 0..3 {
+            for _ in 0..5 {
                 let t = Instant::now();
                 for _ in 0..reps {
                     sgemm(
@@ -62,4 +63,39 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     Ok(())
+}
+
+/// The micro-kernel alone on one full tile whose panels stay in L1: the ceiling every
+/// product shape is measured against.
+fn kernel_alone() {
+    use backplane_cpu_acc::act::Activation;
+    use backplane_cpu_acc::simd::{microkernel, TileEpilogue, MR, NR};
+    let kc = 128;
+    let a: Vec<f32> = (0..kc * MR).map(|i| (i % 7) as f32 * 0.1).collect();
+    let b: Vec<f32> = (0..kc * NR).map(|i| (i % 5) as f32 * 0.1).collect();
+    let mut c = vec![0f32; MR * NR];
+    let ep = TileEpilogue {
+        accumulate: true,
+        alpha: 1.0,
+        row_bias: None,
+        col_bias: None,
+        last: false,
+        act: Activation::None,
+    };
+    let reps = 200_000;
+    let mut best = f64::INFINITY;
+    for _ in 0..5 {
+        let t = Instant::now();
+        for _ in 0..reps {
+            if !microkernel(kc, &a, &b, &mut c, NR, MR, NR, &ep) {
+                println!("micro-kernel refused the tile");
+                return;
+            }
+        }
+        best = best.min(t.elapsed().as_secs_f64() / reps as f64);
+    }
+    println!(
+        "micro-kernel {MR}x{NR}, kc {kc}, panels in L1: {:7.1} GFLOP/s",
+        2.0 * (MR * NR * kc) as f64 / best / 1e9
+    );
 }

@@ -9,6 +9,7 @@ use crate::act::Activation;
 use crate::depthwise;
 use crate::gemm::{self, ASrc, BSrc, Epilogue, MatView, Packed, Shifted};
 use crate::io::{f32s, f32s_mut, input, output, Io};
+use crate::simd;
 use crate::threads::Threads;
 use crate::window::Geo2;
 use crate::winograd;
@@ -62,6 +63,9 @@ pub struct ConvWorkload {
     weights: Weights,
     bias: Option<Vec<f32>>,
     act: Activation,
+    /// A fused residual connection: input 3 is added to the convolution (after its bias)
+    /// before the activation.
+    residual: bool,
     threads: Threads,
 }
 
@@ -145,7 +149,44 @@ impl ConvWorkload {
             weights,
             bias,
             act,
+            residual: false,
             threads,
+        })
+    }
+
+    /// Take input 3 as a residual added before the activation: `act(conv(x) + b + r)`.
+    pub fn with_residual(mut self) -> Result<Self> {
+        match (self.io.inputs.get(3), self.io.outputs.first()) {
+            (Some(r), Some(y)) if r.same_layout(y) => {
+                self.residual = true;
+                Ok(self)
+            }
+            _ => Err(self
+                .io
+                .error("the residual must have the output's type and shape".into())),
+        }
+    }
+
+    /// The activation the convolution paths apply (none when a residual comes first).
+    fn conv_act(&self) -> Activation {
+        if self.residual {
+            Activation::None
+        } else {
+            self.act
+        }
+    }
+
+    /// `y = act(y + r)` for a fused residual `r`, split between the threads.
+    fn add_residual(&self, inputs: &[TensorView<'_>], y: &mut [f32]) -> Result<()> {
+        let r = f32s(input(inputs, 3)?)?;
+        if r.len() != y.len() {
+            return Err(self.io.error("residual and output differ in size".into()));
+        }
+        let act = self.act;
+        let per = self.threads.chunk_size(y.len(), 16 * 1024, 16);
+        self.threads.chunks(y, per, |i, yc| {
+            simd::add_act_in_place(act, yc, &r[i * per..i * per + yc.len()]);
+            Ok(())
         })
     }
 }
@@ -282,32 +323,42 @@ fn conv_shifted(
     let wide = (geo.oh - 1) * wp + geo.ow;
     let mut padded = gemm::take(&PADDED, cg * ph.plane());
     let mut out = gemm::take(&WIDE_OUT, mg * wide);
-    let mut row = vec![0f32; ph.row_buf()];
-    for (ci, dst) in padded.chunks_exact_mut(ph.plane()).take(cg).enumerate() {
+    // The copies before and after the product are split between the threads too: for
+    // convolutions with few input channels (a network's first layer) they are most of the
+    // work.
+    let plane = ph.plane();
+    let res = th.chunks(&mut padded[..cg * plane], plane, |ci, dst| {
+        let mut row = vec![0f32; ph.row_buf()];
         ph.fill(geo, &xg[ci * in_plane..(ci + 1) * in_plane], dst, &mut row);
-    }
-    let src = BSrc::Shifted(Shifted {
-        data: &padded,
-        rows,
+        Ok(())
     });
-    let res = gemm::sgemm(
-        th,
-        mg,
-        wide,
-        rows.len(),
-        &ASrc::Packed(pa),
-        &src,
-        &mut out[..mg * wide],
-        wide,
-        ep,
-    );
-    if res.is_ok() {
-        for (yo, wo) in yg.chunks_exact_mut(out_plane).zip(out.chunks(wide)) {
+    let res = res.and_then(|()| {
+        let src = BSrc::Shifted(Shifted {
+            data: &padded,
+            rows,
+        });
+        gemm::sgemm(
+            th,
+            mg,
+            wide,
+            rows.len(),
+            &ASrc::Packed(pa),
+            &src,
+            &mut out[..mg * wide],
+            wide,
+            ep,
+        )
+    });
+    let res = res.and_then(|()| {
+        let out = &out;
+        th.chunks(&mut yg[..mg * out_plane], out_plane, |i, yo| {
+            let wo = out.get(i * wide..(i + 1) * wide).unwrap_or(&[]);
             for (yr, wr) in yo.chunks_exact_mut(geo.ow).zip(wo.chunks(wp)) {
                 yr.copy_from_slice(&wr[..geo.ow]);
             }
-        }
-    }
+            Ok(())
+        })
+    });
     gemm::give_back(&PADDED, padded);
     gemm::give_back(&WIDE_OUT, out);
     res
@@ -343,9 +394,27 @@ impl Workload for ConvWorkload {
             },
         };
         let y = f32s_mut(output(outputs)?)?;
+        self.convolve(inputs, x, bias, y)?;
+        if self.residual {
+            self.add_residual(inputs, y)?;
+        }
+        Ok(())
+    }
+}
+
+impl ConvWorkload {
+    /// `y = conv_act(conv(x) + bias)` by whichever path the workload prepared.
+    fn convolve(
+        &self,
+        inputs: &[TensorView<'_>],
+        x: &[f32],
+        bias: Option<&[f32]>,
+        y: &mut [f32],
+    ) -> Result<()> {
         let geo = &self.geo;
+        let act = self.conv_act();
         if let Weights::Winograd(plan) = &self.weights {
-            return plan.run(&self.threads, geo, self.n, x, bias, self.act, y);
+            return plan.run(&self.threads, geo, self.n, x, bias, act, y);
         }
         let runtime_weights;
         let weights = match &self.weights {
@@ -363,7 +432,7 @@ impl Workload for ConvWorkload {
         };
         match weights {
             Weights::Depthwise(w) => match &self.dw_plan {
-                Some(plan) => depthwise::run(&self.threads, plan, self.c, x, w, bias, self.act, y),
+                Some(plan) => depthwise::run(&self.threads, plan, self.c, x, w, bias, act, y),
                 None => Err(self.io.error("depthwise plan missing".into())),
             },
             Weights::Packed(packed) => {
@@ -378,7 +447,7 @@ impl Workload for ConvWorkload {
                         let yg = &mut y[ys..ys + mg * out_plane];
                         let ep = Epilogue {
                             row_bias: bias.map(|bb| &bb[g * mg..(g + 1) * mg]),
-                            act: self.act,
+                            act,
                             ..Epilogue::default()
                         };
                         if !self.pointwise {

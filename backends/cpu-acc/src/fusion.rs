@@ -1,7 +1,10 @@
 //! Subgraph optimization: fuse chains into CpuAcc custom layers.
 //!
 //! * `Conv [→ BatchNormalization] [→ activation]` → `FusedConv` (BatchNormalization folded
-//!   into new constant weights and bias).
+//!   into new constant weights and bias), or `Conv [→ BatchNormalization] → Add(residual)
+//!   [→ activation]` → `FusedConv` with the residual as a fourth input (the shortcut of a
+//!   residual block: the addition and activation happen while the output is still in cache,
+//!   with no intermediate tensor).
 //! * `MatMul [→ Add(constant row bias)] [→ activation]` → `FusedMatMul`, where the
 //!   activation may also be the exporters' GELU subgraph `0.5·x·(1 + erf(x/√2))`.
 //! * `Gemm → activation` → `FusedGemm`.
@@ -20,7 +23,8 @@ use backplane_core::{LayerId, Op, Tensor, TensorId, TensorInfo};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-/// Custom op: convolution with folded batch norm, bias and activation. Inputs X, W, B?.
+/// Custom op: convolution with folded batch norm, bias and activation. Inputs X, W, B?, or
+/// X, W, B, R with attribute `residual` = 1: `act(conv(X) + B + R)`.
 pub const FUSED_CONV: &str = "FusedConv";
 /// Custom op: MatMul + column bias + activation. Inputs A, B, bias?.
 pub const FUSED_MATMUL: &str = "FusedMatMul";
@@ -117,7 +121,12 @@ pub fn decode_gemm(c: &CustomOp) -> Result<GemmDesc, String> {
     })
 }
 
-fn conv_op(desc: &ConvDesc, act: Activation, outputs: Vec<TensorInfo>) -> Op {
+/// Whether a `FusedConv` takes a residual (its fourth input).
+pub fn has_residual(c: &CustomOp) -> bool {
+    matches!(attr(c, "residual"), Some(AttrValue::Int(1)))
+}
+
+fn conv_op(desc: &ConvDesc, act: Activation, residual: bool, outputs: Vec<TensorInfo>) -> Op {
     let w = &desc.window;
     let mut attributes = vec![
         ("kernel_shape".into(), ints(&w.kernel)),
@@ -128,6 +137,9 @@ fn conv_op(desc: &ConvDesc, act: Activation, outputs: Vec<TensorInfo>) -> Op {
         ("group".into(), AttrValue::Int(desc.group as i64)),
     ];
     attributes.extend(act_attrs(act));
+    if residual {
+        attributes.push(("residual".into(), AttrValue::Int(1)));
+    }
     Op::Custom(CustomOp {
         domain: CPU_ACC_ID.into(),
         op_type: FUSED_CONV.into(),
@@ -158,7 +170,17 @@ pub fn check_custom(c: &CustomOp, layer: &LayerDesc) -> Result<(), String> {
                     .unwrap_or_default()
             };
             crate::conv::check(&desc, &dims(0), &dims(1))?;
-            Op::Conv(desc).infer(&refs)
+            if has_residual(c) {
+                if refs.len() != 4 || refs[3].dtype != backplane_core::DataType::F32 {
+                    return Err("FusedConv with a residual takes X, W, B and R".into());
+                }
+                if !refs[3].same_layout(&layer.outputs[0]) {
+                    return Err("FusedConv residual must have the output's shape".into());
+                }
+            } else if refs.len() > 3 {
+                return Err("FusedConv takes X, W and B".into());
+            }
+            Op::Conv(desc).infer(&refs[..refs.len().min(3)])
         }
         FUSED_MATMUL => {
             if let Some(b) = refs.get(2) {
@@ -280,6 +302,27 @@ fn follow_act(g: &Graph<'_>, t: TensorId) -> Option<(LayerId, Activation, Tensor
         return None;
     }
     Some((next, act, single_output(g, next)?))
+}
+
+/// Follow a residual addition after `t`: `Add(t, r)` or `Add(r, t)` with `r` of `t`'s type
+/// and shape (no broadcasting). Returns the Add, `r` and the sum.
+fn follow_residual(g: &Graph<'_>, t: TensorId) -> Option<(LayerId, TensorId, TensorId)> {
+    let net = g.view.network();
+    let next = g.sole_consumer(t)?;
+    let layer = net.layer(next);
+    if layer.op != Op::Binary(backplane_core::ops::BinaryOp::Add) || !g.supported(next) {
+        return None;
+    }
+    let r = match layer.inputs.as_slice() {
+        [a, r] if *a == t && *r != t => *r,
+        [r, a] if *a == t && *r != t => *r,
+        _ => return None,
+    };
+    let (ti, ri) = (&net.tensor(t).info, &net.tensor(r).info);
+    if !ri.same_layout(ti) || ri.dtype != backplane_core::DataType::F32 {
+        return None;
+    }
+    Some((next, r, single_output(g, next)?))
 }
 
 /// The scalar value of a constant tensor with one element.
@@ -405,15 +448,25 @@ fn fuse_conv(g: &Graph<'_>, id: LayerId, desc: &ConvDesc) -> Option<Substitution
         }
     }
     let mut act = Activation::None;
+    let mut residual = None;
     if let Some((next, a, t)) = follow_act(g, out) {
         act = a;
         replaced.push(next);
         out = t;
+    } else if let Some((add, r, t)) = follow_residual(g, out) {
+        residual = Some(r);
+        replaced.push(add);
+        out = t;
+        if let Some((next, a, t)) = follow_act(g, out) {
+            act = a;
+            replaced.push(next);
+            out = t;
+        }
     }
     if replaced.len() == 1 {
         return None;
     }
-    let inputs = match weights {
+    let mut inputs = match weights {
         Some((w, b)) => vec![
             ValueRef::Existing(layer.inputs[0]),
             ValueRef::NewConstant(Arc::new(w)),
@@ -425,11 +478,20 @@ fn fuse_conv(g: &Graph<'_>, id: LayerId, desc: &ConvDesc) -> Option<Substitution
             .map(|&t| ValueRef::Existing(t))
             .collect(),
     };
+    if let Some(r) = residual {
+        // The residual is input 3, so a convolution without a bias gets a zero one.
+        if inputs.len() == 2 {
+            let m = *net.tensor(layer.inputs[1]).info.shape.dims().first()?;
+            let zeros = Tensor::from_vec(vec![m], vec![0f32; m]).ok()?;
+            inputs.push(ValueRef::NewConstant(Arc::new(zeros)));
+        }
+        inputs.push(ValueRef::Existing(r));
+    }
     let info = net.tensor(out).info.clone();
     Some(Substitution {
         replacement: vec![ReplacementLayer {
             name: names(g, &replaced),
-            op: conv_op(desc, act, vec![info]),
+            op: conv_op(desc, act, residual.is_some(), vec![info]),
             inputs,
             outputs: vec![Some(out)],
         }],

@@ -11,7 +11,7 @@
 //! image ([`Shifted`]): it is packed straight from that image, so no im2col buffer is built.
 
 use crate::act::Activation;
-use crate::simd::{self, TileEpilogue, MR, NR};
+use crate::simd::{self, TileEpilogue, MR, NR, ROW_STEP};
 use crate::threads::Threads;
 use backplane_backend_api::{BackendError, Result};
 use std::cell::RefCell;
@@ -512,8 +512,9 @@ fn sgemm_small_a(
     // Splitting rows makes every thread pack all of B (costly when a thread's share of rows
     // is small); splitting columns costs a copy of C (costly when K is small, as in 1×1
     // convolutions, where C is as big as the work). Rows win when K < 12 × rows per thread.
-    let rows_per = m.div_ceil(th.count()).div_ceil(MR) * MR;
-    if m >= 2 * MR * th.count() && k < 12 * rows_per {
+    // A thread's rows start on a multiple of ROW_STEP, not of MR, so shares stay even.
+    let rows_per = m.div_ceil(th.count()).div_ceil(ROW_STEP) * ROW_STEP;
+    if m >= 2 * ROW_STEP * th.count() && k < 12 * rows_per {
         return th.chunks(c, rows_per * ldc, |ci, cc| {
             let r0 = ci * rows_per;
             let r1 = (r0 + rows_per).min(m);
@@ -575,7 +576,7 @@ fn sgemm_rows(
     kernel_act: Activation,
 ) -> Result<()> {
     let np = n.div_ceil(NR);
-    let rows_per = th.chunk_size(m, MR, MR);
+    let rows_per = th.chunk_size(m, ROW_STEP, ROW_STEP);
     th.chunks(c, rows_per * ldc, |ci, cc| {
         let r0 = ci * rows_per;
         let r1 = (r0 + rows_per).min(m);
@@ -583,7 +584,7 @@ fn sgemm_rows(
     })
 }
 
-/// Rows `rows.0..rows.1` (a multiple of MR from the start) and column panels
+/// Rows `rows.0..rows.1` (`rows.0` a multiple of [`ROW_STEP`]) and column panels
 /// `panels.0..panels.1` of C, stored from `c` (its first element is that block's top left;
 /// row stride `ldc`). B is packed [`NB`] panels at a time, right before use.
 #[allow(clippy::too_many_arguments)]
@@ -614,12 +615,11 @@ fn packed_a_block(
                     BSrc::Shifted(s) => pack_b_shifted(s, n, q0 * NR, pc, kc, buf),
                     BSrc::Packed(_) => return Err(err("packed B in the small-A path")),
                 }
-                let apanels = pa.block(kb, r0 / MR)?;
+                let apanels = pa.block(kb, 0)?;
                 let last = pc + kc == k;
-                for ir in 0..(r1 - r0).div_ceil(MR) {
-                    let row = ir * MR;
-                    let mr = MR.min(r1 - r0 - row);
-                    let ap = apanels.get(ir * kc * MR..).unwrap_or(&[]);
+                for (panel, row0, mr) in tiles(r0, r1) {
+                    let row = panel * MR + row0 - r0;
+                    let ap = apanels.get(panel * kc * MR..).unwrap_or(&[]);
                     for (q, bp) in (q0..q1).zip(buf.chunks_exact(kc * NR)) {
                         let col = q * NR;
                         let nr = NR.min(n - col);
@@ -632,7 +632,7 @@ fn packed_a_block(
                             act: kernel_act,
                         };
                         let cs = c.get_mut(row * ldc + col - col0..).unwrap_or(&mut []);
-                        if !simd::microkernel(kc, ap, bp, cs, ldc, mr, nr, &tep) {
+                        if !simd::microkernel_rows(kc, ap, row0, bp, cs, ldc, mr, nr, &tep) {
                             return Err(err("micro-kernel bounds"));
                         }
                     }
@@ -643,6 +643,21 @@ fn packed_a_block(
     })();
     give_back(&B_BUF, bbuf);
     result
+}
+
+/// The micro-tiles covering rows `r0..r1` of a packed A, in order: (panel, first row inside
+/// the panel, rows). Only the first may start inside its panel.
+fn tiles(r0: usize, r1: usize) -> impl Iterator<Item = (usize, usize, usize)> {
+    let mut r = r0;
+    std::iter::from_fn(move || {
+        if r >= r1 {
+            return None;
+        }
+        let (panel, row0) = (r / MR, r % MR);
+        let rows = (MR - row0).min(r1 - r);
+        r += rows;
+        Some((panel, row0, rows))
+    })
 }
 
 /// Panels of B per packing task: all of them on one thread, or an even share when the block
@@ -703,6 +718,9 @@ mod tests {
                 (61, 3, 2900),
                 (130, 600, 1300),
                 (130, 600, 100),
+                // Rows split between threads inside a packed panel (shares of 18 rows).
+                (32, 3000, 27),
+                (30, 3000, 27),
             ] {
                 let a = rand(m * k, 3);
                 let b = rand(k * n, 4);

@@ -228,6 +228,29 @@ pub fn unary_in_place_body(act: Activation, y: &mut [f32]) {
     per_activation!(act, |v| v, run)
 }
 
+/// `y[i] = act(y[i] + r[i])`: a residual connection's addition and the activation after it,
+/// in one pass (the body [`crate::simd::add_act_in_place`] compiles per ISA).
+#[inline(always)]
+pub fn add_act_in_place_body(act: Activation, y: &mut [f32], r: &[f32]) {
+    macro_rules! run {
+        ($f:expr) => {{
+            let f = $f;
+            for (o, &v) in y.iter_mut().zip(r) {
+                *o = f(*o + v);
+            }
+        }};
+    }
+    per_activation!(act, |v| v, run)
+}
+
+/// Whether `x` holds a NaN (the body [`crate::simd::any_nan`] compiles per ISA): a branch-free fold
+/// over blocks, so it vectorizes, with an early exit between blocks.
+#[inline(always)]
+pub fn any_nan_body(x: &[f32]) -> bool {
+    x.chunks(256)
+        .any(|c| c.iter().fold(false, |acc, v| acc | v.is_nan()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -18,6 +18,19 @@ use std::time::{Duration, Instant};
 /// How long helpers spin after a step, waiting for the next one, before they may park.
 const KEEP_WARM: Duration = Duration::from_micros(100);
 
+/// [`KEEP_WARM`], or `BACKPLANE_CPUACC_SPIN_US` microseconds when set (read once), for A/B
+/// measurements of the spin policy.
+fn keep_warm_time() -> Duration {
+    static T: OnceLock<Duration> = OnceLock::new();
+    *T.get_or_init(|| {
+        std::env::var("BACKPLANE_CPUACC_SPIN_US")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .map(Duration::from_micros)
+            .unwrap_or(KEEP_WARM)
+    })
+}
+
 /// How long the calling thread spins for the helpers to finish before blocking.
 const FINISH_SPIN: Duration = Duration::from_micros(200);
 
@@ -82,9 +95,10 @@ impl Pool {
             self.warm.fetch_add(1, Ordering::AcqRel);
             let current = self.generation.clone();
             let warm = self.warm.clone();
+            let keep_warm = keep_warm_time();
             self.rayon.spawn(move || {
                 let start = Instant::now();
-                while current.load(Ordering::Acquire) == generation && start.elapsed() < KEEP_WARM {
+                while current.load(Ordering::Acquire) == generation && start.elapsed() < keep_warm {
                     for _ in 0..32 {
                         std::hint::spin_loop();
                     }

@@ -121,6 +121,8 @@ pub struct PlaneJob<'a> {
     pub geo: Geo2,
     /// What to compute.
     pub kind: WindowKind<'a>,
+    /// Whether the plane holds a NaN (max then takes the slower NaN-propagating loop).
+    pub has_nan: bool,
 }
 
 /// Copy plane `x` (h×w) into `dst`, padded with `pad` and split into stride phases (the body
@@ -191,6 +193,12 @@ pub fn plane_body(job: &PlaneJob<'_>, out: &mut [f32]) {
                 let start = r * row_len + (col % g.sw) * phase_len + col / g.sw;
                 let src = &job.src[start..start + g.ow];
                 match job.kind {
+                    WindowKind::Max if !job.has_nan => {
+                        // Without NaNs a plain compare-select, which vectorizes to max.
+                        for (o, &v) in orow.iter_mut().zip(src) {
+                            *o = if v > *o { v } else { *o };
+                        }
+                    }
                     WindowKind::Max => {
                         for (o, &v) in orow.iter_mut().zip(src) {
                             *o = if o.is_nan() || *o >= v { *o } else { v };
@@ -243,11 +251,14 @@ where
         let mut scratch = vec![0f32; geo.scratch_len()];
         for (i, out) in yc.chunks_exact_mut(out_plane).enumerate() {
             let p = ci * per + i;
-            simd::window_prepare(geo, &x[p * in_plane..(p + 1) * in_plane], pad, &mut scratch);
+            let plane = &x[p * in_plane..(p + 1) * in_plane];
+            simd::window_prepare(geo, plane, pad, &mut scratch);
+            let kind = kind_of(p);
             let job = PlaneJob {
                 src: &scratch,
                 geo: *geo,
-                kind: kind_of(p),
+                kind,
+                has_nan: matches!(kind, WindowKind::Max) && simd::any_nan(plane),
             };
             simd::window_plane(&job, out);
         }

@@ -115,7 +115,12 @@ impl WorkloadFactory for CpuAccWorkloadFactory {
                 match c.op_type.as_str() {
                     fusion::FUSED_CONV => {
                         let desc = fusion::decode_conv(c).map_err(|r| bad(layer, r))?;
-                        Box::new(ConvWorkload::new(io, &desc, k(1), k(2), act, th)?)
+                        let conv = ConvWorkload::new(io, &desc, k(1), k(2), act, th)?;
+                        if fusion::has_residual(c) {
+                            Box::new(conv.with_residual()?)
+                        } else {
+                            Box::new(conv)
+                        }
                     }
                     fusion::FUSED_MATMUL => {
                         let bias = match layer.inputs.len() {

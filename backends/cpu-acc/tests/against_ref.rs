@@ -544,6 +544,19 @@ fn pooling_variants() {
                     1e-5,
                     1e-6,
                 );
+                // A NaN in one plane propagates to the windows that cover it (max takes a
+                // separate loop for planes holding a NaN).
+                let mut xn = x.clone();
+                let values = xn.as_mut_slice::<f32>().unwrap();
+                values[values.len() / 2] = f32::NAN;
+                check(
+                    &format!("{op:?} {dims:?} with a NaN"),
+                    &op,
+                    &[&xn],
+                    &[&[false]],
+                    1e-5,
+                    1e-6,
+                );
             }
         }
         let x = r.tensor(&[2, 17, 7, 7], 2.0);
@@ -944,4 +957,154 @@ fn erf_gelu_subgraph_is_fused_into_the_matmul() {
         .any(|(n, v)| n == "activation"
             && *v == backplane_core::ops::AttrValue::String("gelu".into())));
     assert!(views.untouched.is_empty());
+}
+
+/// Run the only replacement layer of the only substitution CpuAcc makes in `net` (all of it),
+/// as the runtime would: `feeds` give the network inputs, constants come from the network
+/// or the substitution. Returns the replacement's name and output.
+fn run_fused(
+    net: &Network,
+    feeds: &[(backplane_core::TensorId, &Tensor)],
+    threads: usize,
+) -> (String, Tensor) {
+    let layers: Vec<_> = (0..net.layers().len())
+        .map(backplane_core::LayerId)
+        .collect();
+    let views = CpuAccBackend::new().optimize_subgraph(&SubgraphView::new(net, layers));
+    assert_eq!(views.substitutions.len(), 1, "one substitution");
+    let rep = &views.substitutions[0].replacement[0];
+    let mut inputs: Vec<Tensor> = Vec::new();
+    let mut constants = Vec::new();
+    for v in &rep.inputs {
+        match v {
+            ValueRef::Existing(t) => match feeds.iter().find(|(id, _)| id == t) {
+                Some((_, x)) => {
+                    inputs.push((*x).clone());
+                    constants.push(None);
+                }
+                None => {
+                    let k = net.tensor(*t).constant().unwrap().clone();
+                    inputs.push((*k).clone());
+                    constants.push(Some(k));
+                }
+            },
+            ValueRef::NewConstant(k) => {
+                inputs.push((**k).clone());
+                constants.push(Some(k.clone()));
+            }
+            ValueRef::Produced { .. } => panic!("single-layer replacement"),
+        }
+    }
+    let out = rep.outputs[0].unwrap();
+    let desc = LayerDesc {
+        name: rep.name.clone(),
+        op: rep.op.clone(),
+        inputs: inputs.iter().map(|t| t.info().clone()).collect(),
+        outputs: vec![net.tensor(out).info.clone()],
+        constants,
+    };
+    let refs: Vec<&Tensor> = inputs.iter().collect();
+    (rep.name.clone(), run_desc(&desc, &refs, threads).remove(0))
+}
+
+/// A residual block's `Conv [→ BatchNormalization] → Add(shortcut) → Relu` becomes one
+/// FusedConv whose output matches CpuRef running the chain, on every convolution path
+/// (im2col, 1×1, Winograd-sized, depthwise), with the shortcut on either side of the Add,
+/// with and without a bias, on 1 and 2 threads.
+#[test]
+fn residual_blocks_fuse_into_the_convolution() {
+    let mut r = Rng(21);
+    // (channels, size, kernel, group, bias, batch norm, shortcut first)
+    for (c, hw, k, group, with_bias, with_bn, shortcut_first) in [
+        (7, 17, 3, 1, true, true, false),
+        (5, 9, 1, 1, false, false, true),
+        (128, 16, 3, 1, false, true, false),
+        (16, 13, 3, 16, true, false, true),
+    ] {
+        let mut net = Network::new();
+        let x = r.tensor(&[1, c, hw, hw], 1.0);
+        let w = r.tensor(&[c, c / group, k, k], 0.3);
+        let b = r.tensor(&[c], 0.5);
+        let bn: Vec<Tensor> = (0..4)
+            .map(|i| {
+                let t = r.tensor(&[c], 1.0);
+                let v: Vec<f32> = t.as_slice::<f32>().unwrap().to_vec();
+                let v = if i == 3 {
+                    v.iter().map(|v| v.abs() + 0.5).collect()
+                } else {
+                    v
+                };
+                Tensor::from_vec(vec![c], v).unwrap()
+            })
+            .collect();
+        let xi = net.add_input("x", x.info().clone()).unwrap();
+        let wi = net.add_constant("w", w.clone()).unwrap();
+        let p = k / 2;
+        let conv = conv_op(
+            &[k, k],
+            &[1, 1],
+            &[1, 1],
+            &[p, p, p, p],
+            group,
+            AutoPad::NotSet,
+        );
+        let conv_in = if with_bias {
+            vec![xi, wi, net.add_constant("b", b.clone()).unwrap()]
+        } else {
+            vec![xi, wi]
+        };
+        let mut t = net.add_layer("conv", conv.clone(), &conv_in).unwrap()[0];
+        let bn_op = Op::BatchNormalization { epsilon: 1e-5 };
+        if with_bn {
+            let ps: Vec<_> = bn
+                .iter()
+                .enumerate()
+                .map(|(i, p)| net.add_constant(&format!("bn{i}"), p.clone()).unwrap())
+                .collect();
+            t = net
+                .add_layer("bn", bn_op.clone(), &[t, ps[0], ps[1], ps[2], ps[3]])
+                .unwrap()[0];
+        }
+        let add_in = if shortcut_first { [xi, t] } else { [t, xi] };
+        let s = net
+            .add_layer("add", Op::Binary(BinaryOp::Add), &add_in)
+            .unwrap()[0];
+        let y = net
+            .add_layer("relu", Op::Unary(UnaryOp::Relu), &[s])
+            .unwrap()[0];
+        net.mark_output(y).unwrap();
+
+        let mut want = if with_bias {
+            reference(&conv, &[&x, &w, &b]).remove(0)
+        } else {
+            reference(&conv, &[&x, &w]).remove(0)
+        };
+        if with_bn {
+            want = reference(&bn_op, &[&want, &bn[0], &bn[1], &bn[2], &bn[3]]).remove(0);
+        }
+        let sum_in = if shortcut_first {
+            [&x, &want]
+        } else {
+            [&want, &x]
+        };
+        let want = reference(&Op::Binary(BinaryOp::Add), &sum_in).remove(0);
+        let want = reference(&Op::Unary(UnaryOp::Relu), &[&want]).remove(0);
+        for threads in [1, 2] {
+            let (name, got) = run_fused(&net, &[(xi, &x)], threads);
+            let expect_name = if with_bn {
+                "conv+bn+add+relu"
+            } else {
+                "conv+add+relu"
+            };
+            assert_eq!(name, expect_name);
+            let atol = 1e-4 * ((c / group * k * k) as f64).sqrt();
+            close(
+                &format!("residual c{c} {hw}x{hw} k{k} g{group} threads {threads}"),
+                &got,
+                &want,
+                1e-4,
+                atol,
+            );
+        }
+    }
 }

@@ -14,17 +14,73 @@
 
 use crate::act::Activation;
 
-/// Rows of the micro-kernel's output tile (and of a packed A panel).
-pub const MR: usize = 6;
+/// Rows of the micro-kernel's output tile (and of a packed A panel): twelve, so the AVX-512
+/// tile does 24 FMAs per two B loads and twelve broadcasts (the AVX2 kernel runs it as two
+/// six-row halves).
+pub const MR: usize = 12;
+/// Rows of one AVX2 tile, and the step at which a tile may start inside a packed A panel
+/// (see [`microkernel_rows`]).
+pub const ROW_STEP: usize = 6;
+const AVX2_ROWS: usize = ROW_STEP;
 /// Columns of the micro-kernel's output tile (and of a packed B panel): two AVX-512
 /// registers, or two AVX2 6×16 half-tiles.
 pub const NR: usize = 32;
 /// Columns of one AVX2 half-tile.
 const HALF: usize = 16;
 
-/// True when this CPU has AVX-512F (and AVX2+FMA).
-#[inline]
-pub fn has_avx512() -> bool {
+/// Which micro-kernel family runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Isa {
+    /// 12×32 tiles in AVX-512F registers.
+    Avx512,
+    /// 6×16 tiles in AVX2+FMA registers.
+    Avx2,
+    /// Plain Rust.
+    Portable,
+}
+
+impl Isa {
+    /// The name shown by benchmarks and `backplane inspect`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Isa::Avx512 => "avx512f",
+            Isa::Avx2 => "avx2+fma",
+            Isa::Portable => "portable",
+        }
+    }
+
+    /// True when this CPU can run the family.
+    pub fn available(self) -> bool {
+        match self {
+            Isa::Avx512 => detect_avx512(),
+            Isa::Avx2 => has_avx2_fma(),
+            Isa::Portable => true,
+        }
+    }
+}
+
+/// The best family this CPU runs, unless `BACKPLANE_CPUACC_ISA` (`avx2` or `portable`) asks for
+/// a lesser one, for A/B measurements. Read once.
+pub fn isa_in_use() -> Isa {
+    static CHOSEN: std::sync::OnceLock<Isa> = std::sync::OnceLock::new();
+    *CHOSEN.get_or_init(|| {
+        let best = [Isa::Avx512, Isa::Avx2, Isa::Portable]
+            .into_iter()
+            .find(|i| i.available())
+            .unwrap_or(Isa::Portable);
+        let asked = match std::env::var("BACKPLANE_CPUACC_ISA").as_deref() {
+            Ok("avx2") => Some(Isa::Avx2),
+            Ok("portable") => Some(Isa::Portable),
+            _ => None,
+        };
+        match asked {
+            Some(i) if i.available() && best != Isa::Portable => i,
+            _ => best,
+        }
+    })
+}
+
+fn detect_avx512() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         std::arch::is_x86_feature_detected!("avx512f") && has_avx2_fma()
@@ -35,15 +91,15 @@ pub fn has_avx512() -> bool {
     }
 }
 
+/// True when the AVX-512 micro-kernel runs (AVX-512F present and not switched off).
+#[inline]
+pub fn has_avx512() -> bool {
+    isa_in_use() == Isa::Avx512
+}
+
 /// Which micro-kernel runs, for display.
 pub fn isa() -> &'static str {
-    if has_avx512() {
-        "avx512f"
-    } else if has_avx2_fma() {
-        "avx2+fma"
-    } else {
-        "portable"
-    }
+    isa_in_use().name()
 }
 
 /// True when this CPU has AVX2 and FMA (checked once; the standard library caches it).
@@ -92,11 +148,50 @@ pub fn microkernel(
     nr: usize,
     ep: &TileEpilogue<'_>,
 ) -> bool {
+    microkernel_on(isa_in_use(), kc, a, 0, b, c, ldc, mr, nr, ep)
+}
+
+/// [`microkernel`] for rows `row0 .. row0 + mr` of the packed A panel `a`, so that a range of
+/// C's rows split between threads need not start on a panel boundary. `row0` must be a
+/// multiple of [`ROW_STEP`] and `row0 + mr` at most MR (else false, computing nothing).
+#[allow(clippy::too_many_arguments)]
+#[inline]
+pub fn microkernel_rows(
+    kc: usize,
+    a: &[f32],
+    row0: usize,
+    b: &[f32],
+    c: &mut [f32],
+    ldc: usize,
+    mr: usize,
+    nr: usize,
+    ep: &TileEpilogue<'_>,
+) -> bool {
+    microkernel_on(isa_in_use(), kc, a, row0, b, c, ldc, mr, nr, ep)
+}
+
+/// [`microkernel`] on a given family (falling back to the portable one where the CPU lacks
+/// it), so tests can check each family this CPU has against the portable kernel.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+fn microkernel_on(
+    isa: Isa,
+    kc: usize,
+    a: &[f32],
+    row0: usize,
+    b: &[f32],
+    c: &mut [f32],
+    ldc: usize,
+    mr: usize,
+    nr: usize,
+    ep: &TileEpilogue<'_>,
+) -> bool {
     if mr == 0 || nr == 0 {
         return true;
     }
     let c_need = (mr - 1) * ldc + nr;
-    let ok = mr <= MR
+    let ok = row0.is_multiple_of(ROW_STEP)
+        && row0 + mr <= MR
         && nr <= NR
         && (nr <= ldc || mr == 1)
         && a.len() >= kc * MR
@@ -108,41 +203,56 @@ pub fn microkernel(
         return false;
     }
     #[cfg(target_arch = "x86_64")]
-    if nr > HALF && has_avx512() {
-        // SAFETY: AVX-512F is present (checked). `a` holds kc*MR and `b` kc*NR values, so
-        // every load of the k loop is in bounds; for each row r < mr the kernel touches
+    if isa == Isa::Avx512 && isa.available() {
+        // SAFETY: AVX-512F is present (checked). `a` holds kc*MR and `b` kc*NR values, and
+        // the kernel reads a[i*MR + row0 + r] for r < mr with row0 + mr <= MR, so every load
+        // of the k loop is in bounds; for each row r < mr the kernel touches
         // c[r*ldc .. r*ldc + nr] only (masked loads/stores), within `c` because
-        // c.len() >= (mr-1)*ldc + nr; the bias slices were checked to hold mr and nr values.
+        // c.len() >= (mr-1)*ldc + nr; the bias slices were checked to hold mr and nr values;
+        // 1 <= mr and 1 <= nr <= NR were checked.
         unsafe {
-            avx512::kernel_6x32(kc, a.as_ptr(), b.as_ptr(), c.as_mut_ptr(), ldc, mr, nr, ep);
+            let a = a.as_ptr().add(row0);
+            avx512::kernel(kc, a, b.as_ptr(), c.as_mut_ptr(), ldc, mr, nr, ep);
         }
         return true;
     }
     #[cfg(target_arch = "x86_64")]
-    if has_avx2_fma() {
-        // Two half-tiles of 16 columns (the second only when there are more than 16).
-        for (h, w) in [(0, nr.min(HALF)), (HALF, nr.saturating_sub(HALF))] {
-            if w == 0 {
+    if isa != Isa::Portable && has_avx2_fma() {
+        // Six-row halves (the second only when there are more than six rows) by 16-column
+        // halves (the second only when there are more than 16 columns).
+        for (r0, h) in [0, AVX2_ROWS]
+            .map(|r| [(r, 0), (r, HALF)])
+            .into_iter()
+            .flatten()
+        {
+            let (rows, w) = (
+                mr.saturating_sub(r0).min(AVX2_ROWS),
+                nr.saturating_sub(h).min(HALF),
+            );
+            if rows == 0 || w == 0 {
                 continue;
             }
             let half_ep = TileEpilogue {
+                row_bias: ep.row_bias.map(|rb| &rb[r0..]),
                 col_bias: ep.col_bias.map(|cb| &cb[h..]),
                 ..*ep
             };
             // SAFETY: AVX2 and FMA are present (checked above). The kernel reads, per k step,
-            // b[h .. h+16] of a kc×NR panel (`b` holds kc*NR values and h + 16 <= NR) and
-            // MR values of `a` (which holds kc*MR); for each row r < mr it touches
-            // c[r*ldc + h .. + w] only (masked for w < 16), within `c` because h + w <= nr and
-            // c.len() >= (mr-1)*ldc + nr; the row bias holds mr values and the column bias,
-            // offset by h, at least w.
+            // a[row0+r0 .. row0+r0+6] of a kc×MR panel (`a` holds kc*MR values; row0 and r0
+            // are multiples of 6 and row0 + r0 < row0 + mr <= MR, so row0 + r0 + 6 <= MR) and
+            // b[h .. h+16] of a kc×NR panel (`b` holds kc*NR values and h + 16 <= NR); for
+            // each row r < rows it touches c[(r0+r)*ldc + h .. + w] only (masked for w < 16),
+            // within `c` because r0 + rows <= mr, h + w <= nr and c.len() >= (mr-1)*ldc + nr;
+            // the row bias, offset by r0, holds `rows` values and the column bias, offset by
+            // h, at least w.
             unsafe {
                 avx2::kernel_6x16(
                     kc,
-                    a.as_ptr(),
+                    a.as_ptr().add(row0 + r0),
                     b.as_ptr().add(h),
-                    c.as_mut_ptr().add(h),
+                    c.as_mut_ptr().add(r0 * ldc + h),
                     ldc,
-                    mr,
+                    rows,
                     w,
                     &half_ep,
                 );
@@ -150,7 +260,8 @@ pub fn microkernel(
         }
         return true;
     }
-    portable_kernel(kc, a, b, c, ldc, mr, nr, ep);
+    let _ = isa;
+    portable_kernel(kc, a, row0, b, c, ldc, mr, nr, ep);
     true
 }
 
@@ -159,6 +270,7 @@ pub fn microkernel(
 fn portable_kernel(
     kc: usize,
     a: &[f32],
+    row0: usize,
     b: &[f32],
     c: &mut [f32],
     ldc: usize,
@@ -168,7 +280,7 @@ fn portable_kernel(
 ) {
     let mut acc = [[0f32; NR]; MR];
     for (ap, bp) in a.chunks_exact(MR).zip(b.chunks_exact(NR)).take(kc) {
-        for (row, &av) in acc.iter_mut().zip(ap) {
+        for (row, &av) in acc.iter_mut().zip(&ap[row0..]) {
             for (o, &bv) in row.iter_mut().zip(bp) {
                 *o = av.mul_add(bv, *o);
             }
@@ -206,10 +318,11 @@ mod avx2 {
         _mm256_loadu_si256(MASKS.as_ptr().add(8 - n) as *const __m256i)
     }
 
-    /// The 6×16 AVX2 tile (one half of a 32-column B panel, whose k steps are NR apart).
-    /// Safety: AVX2+FMA present; `a` readable for kc*MR floats, `b` for 16 floats at each of
-    /// kc steps of NR; rows r < mr of `c` readable and writable for nr floats at c + r*ldc;
-    /// biases readable for mr (row) and nr (column) floats; mr <= MR, nr <= 16.
+    /// The 6×16 AVX2 tile (a quarter of a 12-row A panel by 32-column B panel, whose k steps
+    /// are MR and NR apart). Safety: AVX2+FMA present; `a` readable for 6 floats at each of
+    /// kc steps of MR, `b` for 16 floats at each of kc steps of NR; rows r < mr of `c`
+    /// readable and writable for nr floats at c + r*ldc; biases readable for mr (row) and nr
+    /// (column) floats; mr <= 6, nr <= 16.
     #[target_feature(enable = "avx2,fma")]
     #[allow(clippy::too_many_arguments)]
     pub(super) unsafe fn kernel_6x16(
@@ -348,56 +461,76 @@ mod avx512 {
     use crate::act::Activation;
     use std::arch::x86_64::*;
 
-    /// The 6×32 AVX-512 tile. Safety: AVX-512F present; `a` readable for kc*MR floats, `b`
-    /// for kc*NR; rows r < mr of `c` readable and writable for nr floats at c + r*ldc; biases
-    /// readable for mr (row) and nr (column) floats; mr <= MR, nr <= NR.
-    #[target_feature(enable = "avx512f,avx2,fma")]
+    /// How many k steps ahead the tile prefetches its panels.
+    const PREFETCH: usize = 8;
+
+    /// Run the AVX-512 tile for `mr` rows and `nr` columns: one monomorphized kernel per row
+    /// count, so a short edge tile costs only its own rows, and one or two 16-lane columns.
+    /// Safety: AVX-512F present; `a` readable for kc*MR floats, `b` for kc*NR; rows r < mr of
+    /// `c` readable and writable for nr floats at c + r*ldc; biases readable for mr (row) and
+    /// nr (column) floats; 1 <= mr <= MR, 1 <= nr <= NR.
     #[allow(clippy::too_many_arguments)]
-    pub(super) unsafe fn kernel_6x32(
+    pub(super) unsafe fn kernel(
         kc: usize,
-        mut a: *const f32,
-        mut b: *const f32,
+        a: *const f32,
+        b: *const f32,
         c: *mut f32,
         ldc: usize,
         mr: usize,
         nr: usize,
         ep: &TileEpilogue<'_>,
     ) {
+        macro_rules! dispatch {
+            ($($r:literal)*) => {
+                match (mr, nr > 16) {
+                    $(($r, false) => tile::<$r, 1>(kc, a, b, c, ldc, nr, ep),
+                      ($r, true) => tile::<$r, 2>(kc, a, b, c, ldc, nr, ep),)*
+                    _ => {}
+                }
+            };
+        }
+        const _: () = assert!(MR == 12 && NR == 32);
+        dispatch!(1 2 3 4 5 6 7 8 9 10 11 12);
+    }
+
+    /// The R×(16·C) tile: R rows of A broadcast against C vectors of a B row per k step, so
+    /// the 12×32 tile keeps 24 accumulators, 2 B vectors and a broadcast in the 32 registers
+    /// and issues 24 FMAs per 14 loads. Safety: as [`kernel`], with R == mr and
+    /// nr <= 16·C.
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn tile<const R: usize, const C: usize>(
+        kc: usize,
+        mut a: *const f32,
+        mut b: *const f32,
+        c: *mut f32,
+        ldc: usize,
+        nr: usize,
+        ep: &TileEpilogue<'_>,
+    ) {
         let z = _mm512_setzero_ps();
-        let (mut c00, mut c01, mut c10, mut c11, mut c20, mut c21) = (z, z, z, z, z, z);
-        let (mut c30, mut c31, mut c40, mut c41, mut c50, mut c51) = (z, z, z, z, z, z);
+        let mut acc = [[z; C]; R];
         for _ in 0..kc {
-            let b0 = _mm512_loadu_ps(b);
-            let b1 = _mm512_loadu_ps(b.add(16));
-            let a0 = _mm512_set1_ps(*a);
-            c00 = _mm512_fmadd_ps(a0, b0, c00);
-            c01 = _mm512_fmadd_ps(a0, b1, c01);
-            let a1 = _mm512_set1_ps(*a.add(1));
-            c10 = _mm512_fmadd_ps(a1, b0, c10);
-            c11 = _mm512_fmadd_ps(a1, b1, c11);
-            let a2 = _mm512_set1_ps(*a.add(2));
-            c20 = _mm512_fmadd_ps(a2, b0, c20);
-            c21 = _mm512_fmadd_ps(a2, b1, c21);
-            let a3 = _mm512_set1_ps(*a.add(3));
-            c30 = _mm512_fmadd_ps(a3, b0, c30);
-            c31 = _mm512_fmadd_ps(a3, b1, c31);
-            let a4 = _mm512_set1_ps(*a.add(4));
-            c40 = _mm512_fmadd_ps(a4, b0, c40);
-            c41 = _mm512_fmadd_ps(a4, b1, c41);
-            let a5 = _mm512_set1_ps(*a.add(5));
-            c50 = _mm512_fmadd_ps(a5, b0, c50);
-            c51 = _mm512_fmadd_ps(a5, b1, c51);
+            // Ask for the panels' lines PREFETCH k steps ahead: the B panel streams from L2
+            // in most products and the loads would otherwise stall the FMAs. Prefetches
+            // never fault, so running past the panels' ends is harmless.
+            for j in 0..C {
+                _mm_prefetch::<_MM_HINT_T0>(b.wrapping_add(NR * PREFETCH + 16 * j) as *const i8);
+            }
+            _mm_prefetch::<_MM_HINT_T0>(a.wrapping_add(MR * PREFETCH) as *const i8);
+            let mut bv = [z; C];
+            for (j, v) in bv.iter_mut().enumerate() {
+                *v = _mm512_loadu_ps(b.add(16 * j));
+            }
+            for (r, row) in acc.iter_mut().enumerate() {
+                let av = _mm512_set1_ps(*a.add(r));
+                for (o, &v) in row.iter_mut().zip(&bv) {
+                    *o = _mm512_fmadd_ps(av, v, *o);
+                }
+            }
             a = a.add(MR);
             b = b.add(NR);
         }
-        let rows = [
-            (c00, c01),
-            (c10, c11),
-            (c20, c21),
-            (c30, c31),
-            (c40, c41),
-            (c50, c51),
-        ];
         let lanes = |n: usize| -> __mmask16 {
             if n >= 16 {
                 0xffff
@@ -405,15 +538,17 @@ mod avx512 {
                 ((1u32 << n) - 1) as __mmask16
             }
         };
-        let (m0, m1) = (lanes(nr.min(16)), lanes(nr.saturating_sub(16)));
+        let mut masks = [0xffff as __mmask16; C];
+        for (j, m) in masks.iter_mut().enumerate() {
+            *m = lanes(nr.saturating_sub(16 * j));
+        }
         let alpha = _mm512_set1_ps(ep.alpha);
-        let (cb0, cb1) = match (ep.last, ep.col_bias) {
-            (true, Some(cb)) => (
-                _mm512_maskz_loadu_ps(m0, cb.as_ptr()),
-                _mm512_maskz_loadu_ps(m1, cb.as_ptr().add(16)),
-            ),
-            _ => (z, z),
-        };
+        let mut cb = [z; C];
+        if let (true, Some(bias)) = (ep.last, ep.col_bias) {
+            for (j, v) in cb.iter_mut().enumerate() {
+                *v = _mm512_maskz_loadu_ps(masks[j], bias.as_ptr().add(16 * j));
+            }
+        }
         let (lo, hi, slope) = match ep.act {
             Activation::Clip { min, max } => (min, max, 0.0),
             Activation::LeakyRelu { alpha } => (0.0, 0.0, alpha),
@@ -424,45 +559,39 @@ mod avx512 {
             _mm512_set1_ps(hi),
             _mm512_set1_ps(slope),
         );
-        for (r, &(mut v0, mut v1)) in rows.iter().enumerate().take(mr) {
+        for (r, row) in acc.iter().enumerate() {
             let p = c.add(r * ldc);
-            if ep.alpha != 1.0 {
-                v0 = _mm512_mul_ps(v0, alpha);
-                v1 = _mm512_mul_ps(v1, alpha);
-            }
-            if ep.accumulate {
-                v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(m0, p));
-                v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(m1, p.add(16)));
-            }
-            if ep.last {
-                if let Some(rb) = ep.row_bias {
-                    let bias = _mm512_set1_ps(*rb.as_ptr().add(r));
-                    v0 = _mm512_add_ps(v0, bias);
-                    v1 = _mm512_add_ps(v1, bias);
+            let rb = match (ep.last, ep.row_bias) {
+                (true, Some(rb)) => Some(_mm512_set1_ps(*rb.as_ptr().add(r))),
+                _ => None,
+            };
+            for (j, &acc_v) in row.iter().enumerate() {
+                let (pj, m) = (p.add(16 * j), masks[j]);
+                let mut v = acc_v;
+                if ep.alpha != 1.0 {
+                    v = _mm512_mul_ps(v, alpha);
                 }
-                v0 = _mm512_add_ps(v0, cb0);
-                v1 = _mm512_add_ps(v1, cb1);
-                match ep.act {
-                    // max(0, v) returns v when v is NaN, so NaN propagates like CpuRef's.
-                    Activation::Relu => {
-                        v0 = _mm512_max_ps(z, v0);
-                        v1 = _mm512_max_ps(z, v1);
-                    }
-                    Activation::Clip { .. } => {
-                        v0 = _mm512_min_ps(hi, _mm512_max_ps(lo, v0));
-                        v1 = _mm512_min_ps(hi, _mm512_max_ps(lo, v1));
-                    }
-                    Activation::LeakyRelu { .. } => {
-                        let n0 = _mm512_cmp_ps_mask::<_CMP_LT_OQ>(v0, z);
-                        let n1 = _mm512_cmp_ps_mask::<_CMP_LT_OQ>(v1, z);
-                        v0 = _mm512_mask_mul_ps(v0, n0, v0, slope);
-                        v1 = _mm512_mask_mul_ps(v1, n1, v1, slope);
-                    }
-                    _ => {}
+                if ep.accumulate {
+                    v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, pj));
                 }
+                if ep.last {
+                    if let Some(bias) = rb {
+                        v = _mm512_add_ps(v, bias);
+                    }
+                    v = _mm512_add_ps(v, cb[j]);
+                    v = match ep.act {
+                        // max(0, v) returns v when v is NaN, so NaN propagates like CpuRef's.
+                        Activation::Relu => _mm512_max_ps(z, v),
+                        Activation::Clip { .. } => _mm512_min_ps(hi, _mm512_max_ps(lo, v)),
+                        Activation::LeakyRelu { .. } => {
+                            let neg = _mm512_cmp_ps_mask::<_CMP_LT_OQ>(v, z);
+                            _mm512_mask_mul_ps(v, neg, v, slope)
+                        }
+                        _ => v,
+                    };
+                }
+                _mm512_mask_storeu_ps(pj, m, v);
             }
-            _mm512_mask_storeu_ps(p, m0, v0);
-            _mm512_mask_storeu_ps(p.add(16), m1, v1);
         }
     }
 }
@@ -546,6 +675,15 @@ multiversion! {
         => crate::norm::layer_norm_row_body;
 }
 multiversion! {
+    /// `y[i] = act(y[i] + r[i])`.
+    pub fn add_act_in_place(act: Activation, y: &mut [f32], r: &[f32])
+        => crate::math::add_act_in_place_body;
+}
+multiversion! {
+    /// Whether `x` holds a NaN.
+    pub fn any_nan(x: &[f32]) -> bool => crate::math::any_nan_body;
+}
+multiversion! {
     /// Sum and sum of squares... reductions over one contiguous run.
     pub fn reduce_run(kind: crate::reduce::RunKind, x: &[f32]) -> f64
         => crate::reduce::reduce_run_body;
@@ -595,7 +733,18 @@ mod tests {
             },
             Activation::LeakyRelu { alpha: 0.2 },
         ] {
-            for (mr, nr) in [(MR, NR), (1, 1), (5, 17), (6, 16), (3, 31), (2, 8)] {
+            for (mr, nr) in [
+                (MR, NR),
+                (1, 1),
+                (5, 17),
+                (6, 16),
+                (3, 31),
+                (2, 8),
+                (7, 32),
+                (11, 5),
+                (12, 16),
+                (9, 23),
+            ] {
                 for accumulate in [false, true] {
                     let ep = TileEpilogue {
                         accumulate,
@@ -606,14 +755,33 @@ mod tests {
                         act,
                     };
                     let init: Vec<f32> = (0..MR * ldc).map(|i| (i % 5) as f32).collect();
-                    let (mut fast, mut slow) = (init.clone(), init.clone());
-                    assert!(microkernel(kc, &a, &b, &mut fast, ldc, mr, nr, &ep));
-                    portable_kernel(kc, &a, &b, &mut slow, ldc, mr, nr, &ep);
-                    for (i, (x, y)) in fast.iter().zip(&slow).enumerate() {
-                        assert!(
-                            (x - y).abs() <= 1e-4 * y.abs().max(1.0),
-                            "{act:?} {mr}x{nr} at {i}: {x} vs {y}"
-                        );
+                    for row0 in [0, ROW_STEP].into_iter().filter(|r| r + mr <= MR) {
+                        let mut slow = init.clone();
+                        portable_kernel(kc, &a, row0, &b, &mut slow, ldc, mr, nr, &ep);
+                        // The portable kernel itself against a plain sum.
+                        if !accumulate {
+                            let (r, j) = (mr - 1, nr - 1);
+                            let dot: f32 =
+                                (0..kc).map(|k| a[k * MR + row0 + r] * b[k * NR + j]).sum();
+                            let want = act.apply_simple(0.5 * dot + rb[r] + cb[j]);
+                            let got = slow[r * ldc + j];
+                            assert!((got - want).abs() <= 1e-4 * want.abs().max(1.0));
+                        }
+                        for isa in [Isa::Avx512, Isa::Avx2]
+                            .into_iter()
+                            .filter(|i| i.available())
+                        {
+                            let mut fast = init.clone();
+                            assert!(microkernel_on(
+                                isa, kc, &a, row0, &b, &mut fast, ldc, mr, nr, &ep
+                            ));
+                            for (i, (x, y)) in fast.iter().zip(&slow).enumerate() {
+                                assert!(
+                                    (x - y).abs() <= 1e-4 * y.abs().max(1.0),
+                                    "{isa:?} {act:?} {mr}x{nr} row0 {row0} at {i}: {x} vs {y}"
+                                );
+                            }
+                        }
                     }
                 }
             }
@@ -629,5 +797,11 @@ mod tests {
             act: Activation::None,
         };
         assert!(!microkernel(kc, &a, &b, &mut c, ldc, MR, NR, &ep));
+        // A tile may not run past its panel or start off the row step.
+        let mut c = vec![0f32; MR * ldc];
+        assert!(!microkernel_rows(
+            kc, &a, ROW_STEP, &b, &mut c, ldc, 7, NR, &ep
+        ));
+        assert!(!microkernel_rows(kc, &a, 3, &b, &mut c, ldc, 2, NR, &ep));
     }
 }
