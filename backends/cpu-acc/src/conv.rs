@@ -323,13 +323,17 @@ fn conv_shifted(
     let wide = (geo.oh - 1) * wp + geo.ow;
     let mut padded = gemm::take(&PADDED, cg * ph.plane());
     let mut out = gemm::take(&WIDE_OUT, mg * wide);
-    // The copies before and after the product are split between the threads too: for
-    // convolutions with few input channels (a network's first layer) they are most of the
-    // work.
+    // The copies before and after the product are split between the threads too (in
+    // shares of at least COPY_SHARE floats): for convolutions with few input channels (a
+    // network's first layer) they are most of the work.
     let plane = ph.plane();
-    let res = th.chunks(&mut padded[..cg * plane], plane, |ci, dst| {
+    let per = th.chunk_size(cg, COPY_SHARE.div_ceil(plane), 1);
+    let res = th.chunks(&mut padded[..cg * plane], per * plane, |i, dst| {
         let mut row = vec![0f32; ph.row_buf()];
-        ph.fill(geo, &xg[ci * in_plane..(ci + 1) * in_plane], dst, &mut row);
+        for (j, d) in dst.chunks_exact_mut(plane).enumerate() {
+            let ci = i * per + j;
+            ph.fill(geo, &xg[ci * in_plane..(ci + 1) * in_plane], d, &mut row);
+        }
         Ok(())
     });
     let res = res.and_then(|()| {
@@ -351,10 +355,14 @@ fn conv_shifted(
     });
     let res = res.and_then(|()| {
         let out = &out;
-        th.chunks(&mut yg[..mg * out_plane], out_plane, |i, yo| {
-            let wo = out.get(i * wide..(i + 1) * wide).unwrap_or(&[]);
-            for (yr, wr) in yo.chunks_exact_mut(geo.ow).zip(wo.chunks(wp)) {
-                yr.copy_from_slice(&wr[..geo.ow]);
+        let per = th.chunk_size(mg, COPY_SHARE.div_ceil(out_plane.max(1)), 1);
+        th.chunks(&mut yg[..mg * out_plane], per * out_plane, |i, ys| {
+            for (j, yo) in ys.chunks_exact_mut(out_plane).enumerate() {
+                let p = i * per + j;
+                let wo = out.get(p * wide..(p + 1) * wide).unwrap_or(&[]);
+                for (yr, wr) in yo.chunks_exact_mut(geo.ow).zip(wo.chunks(wp)) {
+                    yr.copy_from_slice(&wr[..geo.ow]);
+                }
             }
             Ok(())
         })
@@ -363,6 +371,10 @@ fn conv_shifted(
     gemm::give_back(&WIDE_OUT, out);
     res
 }
+
+/// The smallest share of a copy handed to a thread (floats): below it, waking a helper costs
+/// more than the copy.
+const COPY_SHARE: usize = 16 * 1024;
 
 fn pack_weights(w: &[f32], m: usize, group: usize, k: usize) -> Vec<Packed> {
     let mg = m / group;

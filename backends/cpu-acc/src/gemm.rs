@@ -263,6 +263,7 @@ impl Default for Epilogue<'_> {
 thread_local! {
     static A_BUF: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
     static B_BUF: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    static PARTS_BUF: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Borrow this thread's scratch vector (taken out so no RefCell borrow is held across calls).
@@ -309,6 +310,8 @@ pub fn sgemm(
     if c.len() < (m - 1) * ldc + n || (m > 1 && ldc < n) {
         return Err(err("output buffer too small"));
     }
+    // Only C's m rows are split between threads, however long the buffer.
+    let c = &mut c[..(m - 1) * ldc + n];
     if ep.row_bias.is_some_and(|r| r.len() < m) || ep.col_bias.is_some_and(|r| r.len() < n) {
         return Err(err("bias too short"));
     }
@@ -355,6 +358,14 @@ pub fn sgemm(
                 sgemm_rows(th, m, n, k, pa, b, c, ldc, ep, kernel_act)?;
                 return finish(th, n, c, ldc, rows_per, ep);
             }
+        }
+    }
+    if let BSrc::Packed(pb) = b {
+        // A few rows against a large packed B (a batch-1 fully connected layer): the rows
+        // cannot be shared out, the columns can.
+        if th.count() > 1 && m <= MR && !ep.accumulate && n >= 4 * NR && n * k >= 1 << 18 {
+            sgemm_columns(th, m, n, k, a, pb, c, ldc, ep, kernel_act)?;
+            return finish(th, n, c, ldc, rows_per, ep);
         }
     }
     let mut bbuf = match b {
@@ -509,52 +520,123 @@ fn sgemm_small_a(
     if tasks <= 1 {
         return packed_a_block(n, k, pa, b, (0, m), (0, np), c, ldc, ep, kernel_act);
     }
-    // Splitting rows makes every thread pack all of B (costly when a thread's share of rows
-    // is small); splitting columns costs a copy of C (costly when K is small, as in 1×1
-    // convolutions, where C is as big as the work). Rows win when K < 12 × rows per thread.
-    // A thread's rows start on a multiple of ROW_STEP, not of MR, so shares stay even.
+    // Splitting rows makes every thread pack all of B (K×N floats each); splitting columns
+    // costs a copy of C (M×N floats, shared out too). Rows win when K < M, as in a network's
+    // first convolution (K = 27 for 32 outputs). A thread's rows start on a multiple of
+    // ROW_STEP, not of MR, so shares stay even.
     let rows_per = m.div_ceil(th.count()).div_ceil(ROW_STEP) * ROW_STEP;
-    if m >= 2 * ROW_STEP * th.count() && k < 12 * rows_per {
+    if m >= 2 * ROW_STEP * th.count() && k < m {
         return th.chunks(c, rows_per * ldc, |ci, cc| {
             let r0 = ci * rows_per;
             let r1 = (r0 + rows_per).min(m);
             packed_a_block(n, k, pa, b, (r0, r1), (0, np), cc, ldc, ep, kernel_act)
         });
     }
+    // Each task computes its columns into its own block of one buffer ([m × width] per
+    // task, the blocks one after another), then the rows are copied into C, also in
+    // parallel.
     let per = np.div_ceil(tasks);
-    let mut parts: Vec<Vec<f32>> = vec![Vec::new(); np.div_ceil(per)];
-    th.chunks(&mut parts, 1, |t, part| {
+    let share = per * NR;
+    let mut parts = take(&PARTS_BUF, m * n);
+    let res = th.chunks(&mut parts[..m * n], m * share, |t, block| {
         let (p0, p1) = (t * per, ((t + 1) * per).min(np));
-        let width = (p1 * NR).min(n) - p0 * NR;
-        let mut buf = vec![0f32; m * width];
-        packed_a_block(
-            n,
-            k,
-            pa,
-            b,
-            (0, m),
-            (p0, p1),
-            &mut buf,
-            width,
-            ep,
-            kernel_act,
-        )?;
-        if let Some(slot) = part.first_mut() {
-            *slot = buf;
+        let width = block.len() / m;
+        packed_a_block(n, k, pa, b, (0, m), (p0, p1), block, width, ep, kernel_act)
+    });
+    let res = res.and_then(|()| {
+        let parts = &parts;
+        let rows_per = th.chunk_size(m, 1, 1);
+        th.chunks(&mut c[..(m - 1) * ldc + n], rows_per * ldc, |ci, cc| {
+            for (r, row) in cc.chunks_mut(ldc).enumerate() {
+                let i = ci * rows_per + r;
+                for j0 in (0..n).step_by(share) {
+                    let width = share.min(n - j0);
+                    let src = &parts[m * j0 + i * width..m * j0 + (i + 1) * width];
+                    row[j0..j0 + width].copy_from_slice(src);
+                }
+            }
+            Ok(())
+        })
+    });
+    give_back(&PARTS_BUF, parts);
+    res
+}
+
+/// `sgemm` for at most [`MR`] rows of A and a packed B, on more than one thread: the column
+/// panels split between tasks, each computing its columns for every K block into its own
+/// block of a buffer (A, one panel, packed by each task), then copied into C.
+#[allow(clippy::too_many_arguments)]
+fn sgemm_columns(
+    th: &Threads,
+    m: usize,
+    n: usize,
+    k: usize,
+    a: &ASrc<'_>,
+    pb: &Packed,
+    c: &mut [f32],
+    ldc: usize,
+    ep: &Epilogue<'_>,
+    kernel_act: Activation,
+) -> Result<()> {
+    let np = n.div_ceil(NR);
+    let per = np.div_ceil(2 * th.count());
+    let share = per * NR;
+    let mut parts = take(&PARTS_BUF, m * n);
+    let res = th.chunks(&mut parts[..m * n], m * share, |t, block| {
+        let width = block.len() / m;
+        let mut abuf = match a {
+            ASrc::View(_) => take(&A_BUF, KC * MR),
+            ASrc::Packed(_) => Vec::new(),
+        };
+        let res = (|| -> Result<()> {
+            for (kb, pc) in (0..k).step_by(KC).enumerate() {
+                let kc = KC.min(k - pc);
+                let ap: &[f32] = match a {
+                    ASrc::Packed(pa) => pa.block(kb, 0)?,
+                    ASrc::View(v) => {
+                        pack_a_view(v, 0, m, pc, kc, &mut abuf);
+                        &abuf
+                    }
+                };
+                let panels = pb.block(kb, t * per)?;
+                for (q, bp) in panels.chunks(kc * NR).take(per).enumerate() {
+                    let col = (t * per + q) * NR;
+                    if col >= n {
+                        break;
+                    }
+                    let tep = TileEpilogue {
+                        accumulate: kb > 0,
+                        alpha: ep.alpha,
+                        row_bias: ep.row_bias,
+                        col_bias: ep.col_bias.map(|cb| &cb[col..]),
+                        last: pc + kc == k,
+                        act: kernel_act,
+                    };
+                    let cs = block.get_mut(q * NR..).unwrap_or(&mut []);
+                    let nr = NR.min(n - col);
+                    if !simd::microkernel(kc, ap, bp, cs, width, m, nr, &tep) {
+                        return Err(err("micro-kernel bounds"));
+                    }
+                }
+            }
+            Ok(())
+        })();
+        if !abuf.is_empty() {
+            give_back(&A_BUF, abuf);
         }
-        Ok(())
-    })?;
-    for (t, part) in parts.iter().enumerate() {
-        let j0 = t * per * NR;
-        let width = part.len().checked_div(m).unwrap_or(0);
-        for (i, src) in part.chunks_exact(width.max(1)).enumerate().take(m) {
-            let dst = c
-                .get_mut(i * ldc + j0..i * ldc + j0 + width)
-                .ok_or_else(|| err("output buffer too small"))?;
-            dst.copy_from_slice(src);
+        res
+    });
+    if res.is_ok() {
+        for i in 0..m {
+            for j0 in (0..n).step_by(share) {
+                let width = share.min(n - j0);
+                let src = &parts[m * j0 + i * width..m * j0 + (i + 1) * width];
+                c[i * ldc + j0..i * ldc + j0 + width].copy_from_slice(src);
+            }
         }
     }
-    Ok(())
+    give_back(&PARTS_BUF, parts);
+    res
 }
 
 /// `sgemm` for a large prepacked A and a narrow B (at most [`NB`] panels, as in the last
@@ -767,6 +849,56 @@ mod tests {
                             "{m}x{n}x{k} b{bi} threads {th:?} at {i}: {x} vs {y}"
                         );
                     }
+                }
+            }
+        }
+    }
+
+    /// A few rows against a large packed B (the column split between threads, as for a
+    /// batch-1 fully connected layer), with biases and an activation, A packed or not.
+    #[test]
+    fn few_rows_split_by_columns_match_naive() {
+        let th = Threads::new(2).unwrap();
+        for &(m, n, k) in &[(1, 300, 1000), (5, 257, 1100), (12, 1000, 300)] {
+            let a = rand(m * k, 7);
+            let b = rand(k * n, 8);
+            let rb = rand(m, 9);
+            let cb = rand(n, 10);
+            let mut want = naive(m, n, k, &a, &b);
+            for i in 0..m {
+                for j in 0..n {
+                    want[i * n + j] = (want[i * n + j] + rb[i] + cb[j]).max(0.0);
+                }
+            }
+            let av = MatView {
+                data: &a,
+                rs: k,
+                cs: 1,
+            };
+            let pa = Packed::pack_a(m, k, av);
+            let pb = Packed::pack_b(
+                k,
+                n,
+                MatView {
+                    data: &b,
+                    rs: n,
+                    cs: 1,
+                },
+            );
+            let ep = Epilogue {
+                row_bias: Some(&rb),
+                col_bias: Some(&cb),
+                act: Activation::Relu,
+                ..Epilogue::default()
+            };
+            for asrc in [ASrc::View(av), ASrc::Packed(&pa)] {
+                let mut c = vec![f32::NAN; m * n];
+                sgemm(&th, m, n, k, &asrc, &BSrc::Packed(&pb), &mut c, n, &ep).unwrap();
+                for (i, (x, y)) in c.iter().zip(&want).enumerate() {
+                    assert!(
+                        (x - y).abs() <= 1e-5 * (k as f32).sqrt() + 1e-5 * y.abs(),
+                        "{m}x{n}x{k} at {i}: {x} vs {y}"
+                    );
                 }
             }
         }
