@@ -113,7 +113,7 @@ impl ConvWorkload {
         let winograd = match weights {
             Some(t)
                 if group == 1
-                    && winograd::worth(&geo, n, c, m, threads.count())
+                    && winograd::worth(&geo, c, m)
                     && std::env::var_os(winograd::NO_WINOGRAD_ENV).is_none() =>
             {
                 winograd::Plan::new(t.as_slice::<f32>()?, m, c)

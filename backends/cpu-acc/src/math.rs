@@ -1,5 +1,5 @@
 //! Branch-free f32 approximations of the transcendental functions, written so that LLVM
-//! vectorizes loops over them (the bodies are compiled with AVX2 through
+//! vectorizes loops over them (the bodies are compiled with AVX-512 or AVX2 through
 //! [`crate::simd`]'s multiversioned wrappers).
 //!
 //! Accuracy against the f64 reference (checked in the tests): exp ≤ 2 ulp, tanh ≤ 4e-7

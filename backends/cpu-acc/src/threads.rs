@@ -7,7 +7,8 @@
 //! parallelism, not a wait. After a step, each helper is kept awake for [`KEEP_WARM`] by a small
 //! spinning job that ends as soon as the next step starts (or the time is up, after which the
 //! helpers park as rayon's idle workers do): back-to-back layers find the helpers awake instead
-//! of paying a wake-up each.
+//! of paying a wake-up each. Spinning threads yield to the OS every few tens of microseconds,
+//! so on a busy machine they hand their core to the thread they wait for.
 
 use backplane_backend_api::{BackendError, Result};
 use std::collections::HashMap;
@@ -33,6 +34,25 @@ fn keep_warm_time() -> Duration {
 
 /// How long the calling thread spins for the helpers to finish before blocking.
 const FINISH_SPIN: Duration = Duration::from_micros(200);
+
+/// One round of a spin-wait: a few CPU pause hints, and every [`YIELD_EVERY`] rounds a yield
+/// to the OS, so that a spinning thread gives its core to a thread it is waiting for (a
+/// helper descheduled on a busy machine) instead of burning the time slice.
+#[inline]
+fn pause(rounds: &mut u32) {
+    for _ in 0..32 {
+        std::hint::spin_loop();
+    }
+    *rounds = rounds.wrapping_add(1);
+    if (*rounds).is_multiple_of(YIELD_EVERY) {
+        std::thread::yield_now();
+    }
+}
+
+/// Spin rounds between yields (a round is ~0.3 µs). Measured with a busy loop on one of two
+/// cores, MobileNetV2 on 2 threads: median 31.5 ms with yields, 47.6 ms without; no
+/// difference on an idle machine.
+const YIELD_EVERY: u32 = 64;
 
 /// A pool of helper threads shared by the workloads that use the same thread count.
 struct Pool {
@@ -75,10 +95,9 @@ impl Pool {
             // Items are all taken: wait briefly for the helpers' last items without sleeping
             // (the scope blocks for whatever is still running after that).
             let start = Instant::now();
+            let mut rounds = 0u32;
             while done.load(Ordering::Acquire) < self.helpers && start.elapsed() < FINISH_SPIN {
-                for _ in 0..32 {
-                    std::hint::spin_loop();
-                }
+                pause(&mut rounds);
             }
         });
         self.keep_warm();
@@ -98,10 +117,9 @@ impl Pool {
             let keep_warm = keep_warm_time();
             self.rayon.spawn(move || {
                 let start = Instant::now();
+                let mut rounds = 0u32;
                 while current.load(Ordering::Acquire) == generation && start.elapsed() < keep_warm {
-                    for _ in 0..32 {
-                        std::hint::spin_loop();
-                    }
+                    pause(&mut rounds);
                 }
                 warm.fetch_sub(1, Ordering::AcqRel);
             });
