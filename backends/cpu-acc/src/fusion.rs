@@ -3,8 +3,8 @@
 //! * `Conv [→ BatchNormalization] [→ activation]` → `FusedConv` (BatchNormalization folded
 //!   into new constant weights and bias), or `Conv [→ BatchNormalization] → Add(residual)
 //!   [→ activation]` → `FusedConv` with the residual as a fourth input (the shortcut of a
-//!   residual block: the addition and activation happen while the output is still in cache,
-//!   with no intermediate tensor).
+//!   residual block: the addition and the activation run as one pass over the output, with
+//!   no intermediate tensor and no separate layers).
 //! * `MatMul [→ Add(constant row bias)] [→ activation]` → `FusedMatMul`, where the
 //!   activation may also be the exporters' GELU subgraph `0.5·x·(1 + erf(x/√2))`.
 //! * `Gemm → activation` → `FusedGemm`.

@@ -248,6 +248,27 @@ pub struct Epilogue<'a> {
     pub act: Activation,
 }
 
+impl<'a> Epilogue<'a> {
+    /// The micro-kernel's epilogue for the tile whose top left is C's element `at`
+    /// (row, column): `accumulate` onto C, `last` K block (biases and `act` then apply).
+    fn tile(
+        &self,
+        accumulate: bool,
+        last: bool,
+        at: (usize, usize),
+        act: Activation,
+    ) -> TileEpilogue<'a> {
+        TileEpilogue {
+            accumulate,
+            alpha: self.alpha,
+            row_bias: self.row_bias.map(|rb| &rb[at.0..]),
+            col_bias: self.col_bias.map(|cb| &cb[at.1..]),
+            last,
+            act,
+        }
+    }
+}
+
 impl Default for Epilogue<'_> {
     fn default() -> Self {
         Epilogue {
@@ -427,14 +448,12 @@ pub fn sgemm(
                                 for ir in 0..mc.div_ceil(MR) {
                                     let mr = MR.min(mc - ir * MR);
                                     let row = ic + ir * MR;
-                                    let tep = TileEpilogue {
-                                        accumulate: !first || ep.accumulate,
-                                        alpha: ep.alpha,
-                                        row_bias: ep.row_bias.map(|rb| &rb[r0 + row..]),
-                                        col_bias: ep.col_bias.map(|cb| &cb[col..]),
+                                    let tep = ep.tile(
+                                        !first || ep.accumulate,
                                         last,
-                                        act: kernel_act,
-                                    };
+                                        (r0 + row, col),
+                                        kernel_act,
+                                    );
                                     let ap = apanels.get(ir * kc * MR..).unwrap_or(&[]);
                                     let cs = cc.get_mut(row * ldc + col..).unwrap_or(&mut []);
                                     if !simd::microkernel(kc, ap, bp, cs, ldc, mr, nr, &tep) {
@@ -604,14 +623,7 @@ fn sgemm_columns(
                     if col >= n {
                         break;
                     }
-                    let tep = TileEpilogue {
-                        accumulate: kb > 0,
-                        alpha: ep.alpha,
-                        row_bias: ep.row_bias,
-                        col_bias: ep.col_bias.map(|cb| &cb[col..]),
-                        last: pc + kc == k,
-                        act: kernel_act,
-                    };
+                    let tep = ep.tile(kb > 0, pc + kc == k, (0, col), kernel_act);
                     let cs = block.get_mut(q * NR..).unwrap_or(&mut []);
                     let nr = NR.min(n - col);
                     if !simd::microkernel(kc, ap, bp, cs, width, m, nr, &tep) {
@@ -705,14 +717,7 @@ fn packed_a_block(
                     for (q, bp) in (q0..q1).zip(buf.chunks_exact(kc * NR)) {
                         let col = q * NR;
                         let nr = NR.min(n - col);
-                        let tep = TileEpilogue {
-                            accumulate: kb > 0,
-                            alpha: ep.alpha,
-                            row_bias: ep.row_bias.map(|rb| &rb[r0 + row..]),
-                            col_bias: ep.col_bias.map(|cb| &cb[col..]),
-                            last,
-                            act: kernel_act,
-                        };
+                        let tep = ep.tile(kb > 0, last, (r0 + row, col), kernel_act);
                         let cs = c.get_mut(row * ldc + col - col0..).unwrap_or(&mut []);
                         if !simd::microkernel_rows(kc, ap, row0, bp, cs, ldc, mr, nr, &tep) {
                             return Err(err("micro-kernel bounds"));
