@@ -562,23 +562,36 @@ fn sgemm_small_a(
         let width = block.len() / m;
         packed_a_block(n, k, pa, b, (0, m), (p0, p1), block, width, ep, kernel_act)
     });
-    let res = res.and_then(|()| {
-        let parts = &parts;
-        let rows_per = th.chunk_size(m, 1, 1);
-        th.chunks(&mut c[..(m - 1) * ldc + n], rows_per * ldc, |ci, cc| {
-            for (r, row) in cc.chunks_mut(ldc).enumerate() {
-                let i = ci * rows_per + r;
-                for j0 in (0..n).step_by(share) {
-                    let width = share.min(n - j0);
-                    let src = &parts[m * j0 + i * width..m * j0 + (i + 1) * width];
-                    row[j0..j0 + width].copy_from_slice(src);
-                }
-            }
-            Ok(())
-        })
-    });
+    let res = res.and_then(|()| copy_column_blocks(th, &parts, m, n, share, c, ldc));
     give_back(&PARTS_BUF, parts);
     res
+}
+
+/// Copy the column blocks of a split product into C, rows shared out between threads:
+/// `parts` holds, for each `share` columns of C from the left, an [m × width] block (the
+/// last one narrower), one after another.
+#[allow(clippy::too_many_arguments)]
+fn copy_column_blocks(
+    th: &Threads,
+    parts: &[f32],
+    m: usize,
+    n: usize,
+    share: usize,
+    c: &mut [f32],
+    ldc: usize,
+) -> Result<()> {
+    let rows_per = th.chunk_size(m, 1, 1);
+    th.chunks(&mut c[..(m - 1) * ldc + n], rows_per * ldc, |ci, cc| {
+        for (r, row) in cc.chunks_mut(ldc).enumerate() {
+            let i = ci * rows_per + r;
+            for j0 in (0..n).step_by(share) {
+                let width = share.min(n - j0);
+                let src = &parts[m * j0 + i * width..m * j0 + (i + 1) * width];
+                row[j0..j0 + width].copy_from_slice(src);
+            }
+        }
+        Ok(())
+    })
 }
 
 /// `sgemm` for at most [`MR`] rows of A and a packed B, on more than one thread: the column
@@ -638,15 +651,7 @@ fn sgemm_columns(
         }
         res
     });
-    if res.is_ok() {
-        for i in 0..m {
-            for j0 in (0..n).step_by(share) {
-                let width = share.min(n - j0);
-                let src = &parts[m * j0 + i * width..m * j0 + (i + 1) * width];
-                c[i * ldc + j0..i * ldc + j0 + width].copy_from_slice(src);
-            }
-        }
-    }
+    let res = res.and_then(|()| copy_column_blocks(th, &parts, m, n, share, c, ldc));
     give_back(&PARTS_BUF, parts);
     res
 }
