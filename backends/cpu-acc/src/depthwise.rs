@@ -1,4 +1,5 @@
-//! Depthwise 2-D convolution, channels-last in blocks of planes, or one plane at a time.
+//! Depthwise 2-D convolution, channels-last in blocks of planes, or one plane at a time;
+//! max pooling shares the channels-last blocks ([`run_max`]).
 //!
 //! With AVX-512 (and, without it, for small planes of at most [`SMALL_PLANE`] outputs) the
 //! *channels-last* path runs: blocks of [`LANES`] planes are transposed (16×16 in registers,
@@ -136,20 +137,32 @@ fn activate<const N: usize>(acc: &mut [f32; N], act: Activation) {
     }
 }
 
+/// What a channels-last block computes.
+#[derive(Debug, Clone, Copy)]
+pub enum BlockOp<'a> {
+    /// Depthwise convolution: `w` holds the taps interleaved by lane (`w[t·LANES + lane]`),
+    /// `bias` one value per lane; in-kernel activations are applied.
+    Conv {
+        /// Interleaved taps.
+        w: &'a [f32],
+        /// One bias per lane.
+        bias: &'a [f32],
+        /// The activation (only the in-kernel ones are applied here).
+        act: Activation,
+    },
+    /// Max pooling of planes without NaN (the padding counts as -∞).
+    Max,
+}
+
 /// One block of `n` ≤ [`LANES`] planes by the channels-last path: `x` holds the `n` input
-/// planes, `w` the taps interleaved by lane (`w[t·LANES + lane]`), `bias` one value per
-/// lane; `out` receives the `n` output planes with in-kernel activations applied. Output rows
-/// are done in bands of [`Plan::band`] rows, so the block's scratch stays in L2 whatever the
-/// plane size.
+/// planes, `out` receives the `n` output planes. Output rows are done in bands of
+/// [`Plan::band`] rows, so the block's scratch stays in L2 whatever the plane size.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
 pub fn block_body(
     plan: &Plan,
     x: &[f32],
     n: usize,
-    w: &[f32],
-    bias: &[f32],
-    act: Activation,
+    op: BlockOp<'_>,
     out: &mut [f32],
     scratch: &mut [f32],
 ) {
@@ -158,6 +171,11 @@ pub fn block_body(
     let (in_plane, out_plane) = (g.h * g.w, g.oh * g.ow);
     let n = n.min(LANES);
     let (xt, ot) = scratch.split_at_mut(plan.band_rows(plan.band) * wp * LANES);
+    let (w, bias, act, pad) = match op {
+        BlockOp::Conv { w, bias, act } => (w, bias, act, 0.0),
+        BlockOp::Max => (&[][..], &[][..], Activation::None, f32::NEG_INFINITY),
+    };
+    let max = matches!(op, BlockOp::Max);
     let simple = if act.in_kernel() {
         act
     } else {
@@ -188,17 +206,23 @@ pub fn block_body(
             let dst = &mut xt[r * wp * LANES..(r + 1) * wp * LANES];
             match (oy0 * g.sh + r).checked_sub(g.pt).filter(|&iy| iy < g.h) {
                 Some(iy) => {
-                    dst[..left * LANES].fill(0.0);
-                    dst[right * LANES..].fill(0.0);
+                    dst[..left * LANES].fill(pad);
+                    dst[right * LANES..].fill(pad);
                     simd::gather_lanes(&x[iy * g.w..], in_plane, n, cols, &mut dst[left * LANES..]);
                 }
-                None => dst.fill(0.0),
+                None => dst.fill(pad),
             }
         }
         for oy in 0..rows {
             let orow = &mut ot[oy * g.ow * LANES..(oy + 1) * g.ow * LANES];
             let row_base = oy * g.sh * wp * LANES;
             let step = g.sw * LANES;
+            if max {
+                if !simd::max_row(&xt[row_base..], step, offs, g.ow, orow) {
+                    max_pixels(&xt[row_base..], step, offs, orow);
+                }
+                continue;
+            }
             if simd::depthwise_row(&xt[row_base..], step, offs, w, &b, g.ow, orow) {
                 if simple != Activation::None {
                     crate::math::unary_in_place_body(simple, orow);
@@ -262,6 +286,25 @@ fn pixels<const P: usize>(
     for (a, o) in acc.iter_mut().zip(out.chunks_exact_mut(LANES)) {
         activate(a, act);
         o.copy_from_slice(a);
+    }
+}
+
+/// Max pooling of one row of output pixels, channels-last, in plain Rust (see
+/// `simd::max_row`): pixel `j`'s window starts at `x[j·step]`.
+#[inline(always)]
+fn max_pixels(x: &[f32], step: usize, offs: &[usize], out: &mut [f32]) {
+    for (j, o) in out.chunks_exact_mut(LANES).enumerate() {
+        let mut acc = [f32::NEG_INFINITY; LANES];
+        for &off in offs {
+            let at = j * step + off;
+            let Some(xv) = x.get(at..at + LANES) else {
+                return;
+            };
+            for l in 0..LANES {
+                acc[l] = if xv[l] > acc[l] { xv[l] } else { acc[l] };
+            }
+        }
+        o.copy_from_slice(&acc);
     }
 }
 
@@ -403,33 +446,25 @@ pub fn run(
     // Below ~64k multiply-adds in all, handing planes to threads costs more than it saves.
     let small = planes * out_plane * taps < 64 * 1024;
     if plan.channels_last(planes) {
-        let per = if small {
-            planes
-        } else {
-            th.chunk_size(planes, LANES, LANES)
-        };
-        return th.chunks(y, per * out_plane, |ci, yc| {
-            let mut scratch = vec![0f32; plan.block_scratch_len()];
-            let mut wt = vec![0f32; taps * LANES];
+        return blocks(th, plan, x, y, small, |p0, xb, n, yb, scratch| {
+            let mut wt = [0f32; MAX_TAPS * LANES];
             let mut bl = [0f32; LANES];
-            let first = ci * per;
-            for (bi, yb) in yc.chunks_mut(LANES * out_plane).enumerate() {
-                let p0 = first + bi * LANES;
-                let n = yb.len() / out_plane;
-                for lane in 0..n {
-                    let ch = (p0 + lane) % channels;
-                    for t in 0..taps {
-                        wt[t * LANES + lane] = weights[ch * taps + t];
-                    }
-                    bl[lane] = bias.and_then(|b| b.get(ch).copied()).unwrap_or(0.0);
+            for lane in 0..n {
+                let ch = (p0 + lane) % channels;
+                for t in 0..taps {
+                    wt[t * LANES + lane] = weights[ch * taps + t];
                 }
-                let xb = &x[p0 * in_plane..(p0 + n) * in_plane];
-                simd::depthwise_block(plan, xb, n, &wt, &bl, act, yb, &mut scratch);
-                if !act.in_kernel() {
-                    simd::unary_in_place(act, yb);
-                }
+                bl[lane] = bias.and_then(|b| b.get(ch).copied()).unwrap_or(0.0);
             }
-            Ok(())
+            let op = BlockOp::Conv {
+                w: &wt[..taps * LANES],
+                bias: &bl,
+                act,
+            };
+            simd::depthwise_block(plan, xb, n, op, yb, scratch);
+            if !act.in_kernel() {
+                simd::unary_in_place(act, yb);
+            }
         });
     }
     let per = if small {
@@ -452,6 +487,69 @@ pub fn run(
         }
         Ok(())
     })
+}
+
+/// Hand the planes of `x` and `y` to `block(first plane, its input planes, how many, their
+/// output planes, scratch)` in blocks of [`LANES`] planes, shared out between threads unless
+/// the op is `small`.
+fn blocks<F>(
+    th: &Threads,
+    plan: &Plan,
+    x: &[f32],
+    y: &mut [f32],
+    small: bool,
+    block: F,
+) -> Result<()>
+where
+    F: Fn(usize, &[f32], usize, &mut [f32], &mut [f32]) + Sync + Send,
+{
+    let g = &plan.geo;
+    let (in_plane, out_plane) = (g.h * g.w, g.oh * g.ow);
+    let planes = y.len() / out_plane.max(1);
+    let per = if small {
+        planes.max(1)
+    } else {
+        th.chunk_size(planes, LANES, LANES)
+    };
+    th.chunks(y, per * out_plane, |ci, yc| {
+        let mut scratch = vec![0f32; plan.block_scratch_len()];
+        for (bi, yb) in yc.chunks_mut(LANES * out_plane).enumerate() {
+            let p0 = ci * per + bi * LANES;
+            let n = yb.len() / out_plane;
+            block(
+                p0,
+                &x[p0 * in_plane..(p0 + n) * in_plane],
+                n,
+                yb,
+                &mut scratch,
+            );
+        }
+        Ok(())
+    })
+}
+
+/// Max pooling of every plane of `x` into `y` by the channels-last path, when it applies
+/// (AVX-512, at least [`LANES`] planes, a window of at most [`MAX_TAPS`], no NaN in `x`:
+/// vector max does not propagate NaN the way ONNX does). Returns false, doing nothing,
+/// otherwise; the caller then pools plane by plane.
+pub fn run_max(th: &Threads, plan: &Plan, x: &[f32], y: &mut [f32]) -> Result<bool> {
+    let g = &plan.geo;
+    let (in_plane, out_plane) = (g.h * g.w, g.oh * g.ow);
+    if out_plane == 0 || !simd::has_avx512() {
+        return Ok(false);
+    }
+    let planes = y.len() / out_plane;
+    let applies = plan.channels_last(planes)
+        && x.len() >= planes * in_plane
+        && !simd::any_nan(&x[..planes * in_plane]);
+    if !applies {
+        return Ok(false);
+    }
+    let small = planes * out_plane * g.kh * g.kw < 64 * 1024;
+    blocks(th, plan, x, y, small, |_, xb, n, yb, scratch| {
+        simd::depthwise_block(plan, xb, n, BlockOp::Max, yb, scratch);
+    })?;
+    Ok(true)
 }
 
 #[cfg(test)]
@@ -621,6 +719,61 @@ mod tests {
                 ow,
                 &mut fast
             ));
+        }
+    }
+
+    /// Max pooling by the channels-last blocks against a plain loop, with padding (which
+    /// never wins), strides and bands; a NaN sends it back to the caller.
+    #[test]
+    fn channels_last_max_pooling_matches_a_plain_loop() {
+        for (h, w, k, s, pads, planes) in [
+            (112, 112, 3, 2, [1, 1, 1, 1], 20),
+            (9, 13, 2, 2, [0, 0, 1, 1], 16),
+            (40, 70, 3, 1, [1, 2, 0, 1], 33),
+        ] {
+            let g = geo(h, w, k, s, 1, pads);
+            let plan = Plan::new(&g);
+            // All negative, so a zero padding would show.
+            let x: Vec<f32> = (0..planes * h * w)
+                .map(|i| -1.0 - (i * 37 % 101) as f32)
+                .collect();
+            for th in [Threads::single(), Threads::new(2).unwrap()] {
+                let mut y = vec![f32::NAN; planes * g.oh * g.ow];
+                let ran = run_max(&th, &plan, &x, &mut y).unwrap();
+                assert_eq!(
+                    ran,
+                    simd::has_avx512() && std::env::var_os(NO_CHANNELS_LAST_ENV).is_none()
+                );
+                if !ran {
+                    continue;
+                }
+                for p in 0..planes {
+                    for oy in 0..g.oh {
+                        for ox in 0..g.ow {
+                            let mut m = f32::NEG_INFINITY;
+                            for ky in 0..k {
+                                for kx in 0..k {
+                                    let iy = (oy * s + ky) as isize - g.pt as isize;
+                                    let ix = (ox * s + kx) as isize - g.pl as isize;
+                                    if iy >= 0 && ix >= 0 && (iy as usize) < h && (ix as usize) < w
+                                    {
+                                        m = m.max(x[p * h * w + iy as usize * w + ix as usize]);
+                                    }
+                                }
+                            }
+                            assert_eq!(
+                                y[(p * g.oh + oy) * g.ow + ox],
+                                m,
+                                "{h}x{w} plane {p} ({oy}, {ox})"
+                            );
+                        }
+                    }
+                }
+            }
+            let mut xn = x.clone();
+            xn[5] = f32::NAN;
+            let mut y = vec![0f32; planes * g.oh * g.ow];
+            assert!(!run_max(&Threads::single(), &plan, &xn, &mut y).unwrap());
         }
     }
 

@@ -87,6 +87,8 @@ pub struct PoolWorkload {
     kind: PoolKind,
     inv_cy: Vec<f32>,
     inv_cx: Vec<f32>,
+    /// Max pooling's channels-last plan (used with AVX-512 on NaN-free inputs).
+    max_plan: Option<crate::depthwise::Plan>,
     threads: Threads,
 }
 
@@ -146,6 +148,7 @@ impl PoolWorkload {
             kind: desc.kind,
             inv_cy,
             inv_cx,
+            max_plan: matches!(desc.kind, PoolKind::Max).then(|| crate::depthwise::Plan::new(&geo)),
             threads,
         })
     }
@@ -156,6 +159,11 @@ impl Workload for PoolWorkload {
         self.io.check(inputs, outputs)?;
         let x = f32s(input(inputs, 0)?)?;
         let y = f32s_mut(output(outputs)?)?;
+        if let Some(plan) = &self.max_plan {
+            if crate::depthwise::run_max(&self.threads, plan, x, y)? {
+                return Ok(());
+            }
+        }
         let (pad, kind) = match self.kind {
             PoolKind::Max => (f32::NEG_INFINITY, WindowKind::Max),
             PoolKind::Average => (

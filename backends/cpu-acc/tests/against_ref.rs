@@ -531,7 +531,14 @@ fn pooling_variants() {
                 ceil_mode: ceil,
                 count_include_pad: inc,
             });
-            for dims in [[1, 3, 17, 17], [2, 7, 7, 63], [1, 1, 3, 3]] {
+            // 19 and 2×16 planes: max pooling takes the channels-last blocks (with AVX-512).
+            for dims in [
+                [1, 3, 17, 17],
+                [2, 7, 7, 63],
+                [1, 1, 3, 3],
+                [1, 19, 17, 17],
+                [2, 16, 30, 31],
+            ] {
                 let x = r.tensor(&dims, 2.0);
                 if op.infer(&[x.info()]).is_err() {
                     continue;

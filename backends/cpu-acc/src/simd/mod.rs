@@ -644,24 +644,16 @@ pub fn depthwise_row(
     out: &mut [f32],
 ) -> bool {
     #[cfg(target_arch = "x86_64")]
-    if has_avx512() {
-        let reach = offs
-            .iter()
-            .max()
-            .and_then(|&m| ow.checked_sub(1)?.checked_mul(step)?.checked_add(m))
-            .and_then(|r| r.checked_add(BLOCK_LANES));
-        let fits = reach.is_some_and(|r| r <= x.len())
-            && w.len() >= offs.len() * BLOCK_LANES
-            && bias.len() >= BLOCK_LANES
-            && ow.checked_mul(BLOCK_LANES).is_some_and(|n| n <= out.len());
-        if !fits {
-            return false;
-        }
+    if has_avx512()
+        && row_fits(x, step, offs, ow, out)
+        && w.len() >= offs.len() * BLOCK_LANES
+        && bias.len() >= BLOCK_LANES
+    {
         // SAFETY: AVX-512F is present; every read `x[j·step + offs[t] .. + 16]` for j < ow
-        // lies within `reach` ≤ x.len(), `w` holds 16 floats per tap, `bias` 16, and `out`
-        // ow·16 (all checked just above).
+        // and every write `out[j·16 .. + 16]` is in bounds (`row_fits`), `w` holds 16 floats
+        // per tap and `bias` 16 (checked just above).
         unsafe {
-            depthwise::row(
+            window_row::row::<false>(
                 x.as_ptr(),
                 step,
                 offs,
@@ -676,15 +668,52 @@ pub fn depthwise_row(
     false
 }
 
+/// One output row of a channels-last max pooling: for pixels `j < ow`,
+/// `out[j·16..][l] = max_t x[j·step + offs[t] + l]` (inputs without NaN). Returns false,
+/// computing nothing, like [`depthwise_row`].
+pub fn max_row(x: &[f32], step: usize, offs: &[usize], ow: usize, out: &mut [f32]) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if has_avx512() && row_fits(x, step, offs, ow, out) {
+        // SAFETY: AVX-512F is present and the reads and writes are in bounds (`row_fits`);
+        // the max kernel never reads its weight and bias pointers.
+        unsafe {
+            window_row::row::<true>(
+                x.as_ptr(),
+                step,
+                offs,
+                std::ptr::null(),
+                std::ptr::null(),
+                ow,
+                out.as_mut_ptr(),
+            )
+        };
+        return true;
+    }
+    false
+}
+
+/// Whether `x` holds every window of a channels-last row (`x[j·step + offs[t] .. + 16]` for
+/// j < ow) and `out` its `ow` pixels.
+fn row_fits(x: &[f32], step: usize, offs: &[usize], ow: usize, out: &[f32]) -> bool {
+    let reach = offs
+        .iter()
+        .max()
+        .and_then(|&m| ow.checked_sub(1)?.checked_mul(step)?.checked_add(m))
+        .and_then(|r| r.checked_add(BLOCK_LANES));
+    reach.is_some_and(|r| r <= x.len())
+        && ow.checked_mul(BLOCK_LANES).is_some_and(|n| n <= out.len())
+}
+
 #[cfg(target_arch = "x86_64")]
-mod depthwise {
+mod window_row {
     use super::BLOCK_LANES;
     use std::arch::x86_64::*;
 
-    /// See `depthwise_row`. Safety: AVX-512F present; the bounds that `depthwise_row`
-    /// checks hold.
+    /// See `depthwise_row` (`MAX` false) and `max_row` (`MAX` true). Safety: AVX-512F
+    /// present; the bounds those functions check hold; unless `MAX`, `w` holds 16 floats
+    /// per tap and `bias` 16.
     #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn row(
+    pub(super) unsafe fn row<const MAX: bool>(
         x: *const f32,
         step: usize,
         offs: &[usize],
@@ -696,17 +725,17 @@ mod depthwise {
         let mut j = 0;
         while j + 8 <= ow {
             // SAFETY: pixels j..j+8 are inside the row (forwarded bounds).
-            unsafe { pixels::<8>(x, j, step, offs, w, bias, out) };
+            unsafe { pixels::<8, MAX>(x, j, step, offs, w, bias, out) };
             j += 8;
         }
         while j + 4 <= ow {
             // SAFETY: as above, pixels j..j+4.
-            unsafe { pixels::<4>(x, j, step, offs, w, bias, out) };
+            unsafe { pixels::<4, MAX>(x, j, step, offs, w, bias, out) };
             j += 4;
         }
         while j < ow {
             // SAFETY: as above, pixel j.
-            unsafe { pixels::<1>(x, j, step, offs, w, bias, out) };
+            unsafe { pixels::<1, MAX>(x, j, step, offs, w, bias, out) };
             j += 1;
         }
     }
@@ -715,7 +744,7 @@ mod depthwise {
     /// once for all of them). Safety: as `row`, with `j + P <= ow`.
     #[inline]
     #[target_feature(enable = "avx512f")]
-    unsafe fn pixels<const P: usize>(
+    unsafe fn pixels<const P: usize, const MAX: bool>(
         x: *const f32,
         j: usize,
         step: usize,
@@ -724,17 +753,27 @@ mod depthwise {
         bias: *const f32,
         out: *mut f32,
     ) {
-        // SAFETY (all blocks below): `bias` holds 16 floats, `w` 16 per tap, pixel
-        // j + p < ow reads x[(j+p)·step + off .. + 16] inside the checked reach and writes
-        // out[(j+p)·16 .. + 16] inside `out`.
-        let b = unsafe { _mm512_loadu_ps(bias) };
-        let mut acc = [b; P];
+        // SAFETY (all blocks below): unless MAX, `bias` holds 16 floats and `w` 16 per tap;
+        // pixel j + p < ow reads x[(j+p)·step + off .. + 16] inside the checked reach and
+        // writes out[(j+p)·16 .. + 16] inside `out`.
+        let init = if MAX {
+            _mm512_set1_ps(f32::NEG_INFINITY)
+        } else {
+            unsafe { _mm512_loadu_ps(bias) }
+        };
+        let mut acc = [init; P];
         let origin = unsafe { x.add(j * step) };
         for (t, &off) in offs.iter().enumerate() {
-            let wv = unsafe { _mm512_loadu_ps(w.add(t * BLOCK_LANES)) };
             let q = unsafe { origin.add(off) };
-            for (p, a) in acc.iter_mut().enumerate() {
-                *a = _mm512_fmadd_ps(wv, unsafe { _mm512_loadu_ps(q.add(p * step)) }, *a);
+            if MAX {
+                for (p, a) in acc.iter_mut().enumerate() {
+                    *a = _mm512_max_ps(*a, unsafe { _mm512_loadu_ps(q.add(p * step)) });
+                }
+            } else {
+                let wv = unsafe { _mm512_loadu_ps(w.add(t * BLOCK_LANES)) };
+                for (p, a) in acc.iter_mut().enumerate() {
+                    *a = _mm512_fmadd_ps(wv, unsafe { _mm512_loadu_ps(q.add(p * step)) }, *a);
+                }
             }
         }
         for (p, a) in acc.iter().enumerate() {
@@ -978,8 +1017,9 @@ multiversion! {
         => crate::depthwise::plane_body;
 }
 multiversion! {
-    /// A block of small depthwise planes, channels-last (see `crate::depthwise`).
-    pub fn depthwise_block(plan: &crate::depthwise::Plan, x: &[f32], n: usize, w: &[f32], bias: &[f32], act: Activation, out: &mut [f32], scratch: &mut [f32])
+    /// A block of depthwise-convolution or max-pooling planes, channels-last (see
+    /// `crate::depthwise`).
+    pub fn depthwise_block(plan: &crate::depthwise::Plan, x: &[f32], n: usize, op: crate::depthwise::BlockOp<'_>, out: &mut [f32], scratch: &mut [f32])
         => crate::depthwise::block_body;
 }
 multiversion! {
@@ -1032,8 +1072,6 @@ multiversion! {
 mod tests {
     use super::*;
 
-    /// The dispatched micro-kernel (AVX-512 or AVX2 here) and the portable one agree on every
-    /// tile shape, epilogue and accumulation mode.
     /// The AVX-512 transposes against the plain loops, on partial blocks (fewer than 16
     /// lanes, runs that are not a multiple of 16) and strides wider than the runs.
     #[test]
@@ -1078,6 +1116,8 @@ mod tests {
         }
     }
 
+    /// The dispatched micro-kernel (AVX-512 or AVX2 here) and the portable one agree on every
+    /// tile shape, epilogue and accumulation mode.
     #[test]
     fn dispatched_and_portable_kernels_agree() {
         let kc = 37;
