@@ -3,10 +3,12 @@
 //! contiguous run, see [`Phases`]), depthwise as its own kernel (`crate::depthwise`). Weights are
 //! packed once at workload creation; bias and activation are applied in the GEMM epilogue.
 //! 3×3 stride-1 convolutions with enough channels and output take the Winograd F(4×4, 3×3)
-//! path instead (`crate::winograd`).
+//! path instead (`crate::winograd`); those with few input channels (a network's first layer)
+//! take the direct path (`crate::direct`: the same tiles, reading the phases in place).
 
 use crate::act::Activation;
 use crate::depthwise;
+use crate::direct;
 use crate::gemm::{self, ASrc, BSrc, Epilogue, MatView, Packed, Shifted};
 use crate::io::{f32s, f32s_mut, input, output, Io};
 use crate::simd;
@@ -66,6 +68,9 @@ pub struct ConvWorkload {
     /// A fused residual connection: input 3 is added to the convolution (after its bias)
     /// before the activation.
     residual: bool,
+    /// Few input channels under a window, AVX-512: the direct path ([`direct`]) instead of
+    /// [`conv_shifted`].
+    direct: bool,
     threads: Threads,
 }
 
@@ -150,6 +155,7 @@ impl ConvWorkload {
             bias,
             act,
             residual: false,
+            direct: group == 1 && !depthwise && !pointwise && direct::applies(c * geo.kh * geo.kw),
             threads,
         })
     }
@@ -318,7 +324,7 @@ fn conv_shifted(
 ) -> Result<()> {
     let ph = Phases::new(geo);
     let wp = ph.pitch;
-    let (in_plane, out_plane) = (geo.h * geo.w, geo.oh * geo.ow);
+    let out_plane = geo.oh * geo.ow;
     let mg = pa.len();
     let wide = (geo.oh - 1) * wp + geo.ow;
     let mut padded = gemm::take(&PADDED, cg * ph.plane());
@@ -326,16 +332,7 @@ fn conv_shifted(
     // The copies before and after the product are split between the threads too (in
     // shares of at least COPY_SHARE floats): for convolutions with few input channels (a
     // network's first layer) they are most of the work.
-    let plane = ph.plane();
-    let per = th.chunk_size(cg, COPY_SHARE.div_ceil(plane), 1);
-    let res = th.chunks(&mut padded[..cg * plane], per * plane, |i, dst| {
-        let mut row = vec![0f32; ph.row_buf()];
-        for (j, d) in dst.chunks_exact_mut(plane).enumerate() {
-            let ci = i * per + j;
-            ph.fill(geo, &xg[ci * in_plane..(ci + 1) * in_plane], d, &mut row);
-        }
-        Ok(())
-    });
+    let res = fill_phases(th, geo, &ph, xg, cg, &mut padded);
     let res = res.and_then(|()| {
         let src = BSrc::Shifted(Shifted {
             data: &padded,
@@ -375,6 +372,28 @@ fn conv_shifted(
 /// The smallest share of a copy handed to a thread (floats): below it, waking a helper costs
 /// more than the copy.
 const COPY_SHARE: usize = 16 * 1024;
+
+/// Fill `padded` with the stride phases of the `cg` input planes of `xg`, the planes shared
+/// out between threads in shares of at least [`COPY_SHARE`] floats.
+pub(crate) fn fill_phases(
+    th: &Threads,
+    geo: &Geo2,
+    ph: &Phases,
+    xg: &[f32],
+    cg: usize,
+    padded: &mut [f32],
+) -> Result<()> {
+    let (in_plane, plane) = (geo.h * geo.w, ph.plane());
+    let per = th.chunk_size(cg, COPY_SHARE.div_ceil(plane), 1);
+    th.chunks(&mut padded[..cg * plane], per * plane, |i, dst| {
+        let mut row = vec![0f32; ph.row_buf()];
+        for (j, d) in dst.chunks_exact_mut(plane).enumerate() {
+            let ci = i * per + j;
+            ph.fill(geo, &xg[ci * in_plane..(ci + 1) * in_plane], d, &mut row);
+        }
+        Ok(())
+    })
+}
 
 fn pack_weights(w: &[f32], m: usize, group: usize, k: usize) -> Vec<Packed> {
     let mg = m / group;
@@ -464,8 +483,15 @@ impl ConvWorkload {
                         };
                         if !self.pointwise {
                             // Empty outputs have no shifted rows, and nothing to compute.
-                            if let Some(rows) = &self.shifted_rows {
-                                conv_shifted(&self.threads, geo, rows, pa, xg, cg, yg, &ep)?;
+                            match &self.shifted_rows {
+                                Some(rows) if self.direct => {
+                                    let b = ep.row_bias;
+                                    direct::run(&self.threads, geo, rows, pa, xg, cg, b, act, yg)?;
+                                }
+                                Some(rows) => {
+                                    conv_shifted(&self.threads, geo, rows, pa, xg, cg, yg, &ep)?
+                                }
+                                None => {}
                             }
                             continue;
                         }

@@ -78,7 +78,7 @@ impl Plan {
         };
         // Bands of at most BAND_PIXELS outputs and BAND_INPUT_PIXELS padded inputs (per
         // lane), so the channels-last scratch stays well inside L2.
-        let (_, wp) = plan.reach();
+        let wp = plan.reach_cols();
         while plan.band > 1
             && (plan.band * geo.ow > BAND_PIXELS
                 || plan.band_rows(plan.band) * wp > BAND_INPUT_PIXELS)
@@ -91,7 +91,7 @@ impl Plan {
     /// Padded input rows that `rows` output rows reach.
     fn band_rows(&self, rows: usize) -> usize {
         let g = &self.geo;
-        (rows.max(1) - 1) * g.sh + (g.kh - 1) * g.dh + 1
+        (rows.max(1) - 1) * g.sh + g.kh.saturating_sub(1) * g.dh + 1
     }
 
     /// Floats of scratch per plane: the phases, then the output rows at the phases' pitch.
@@ -99,19 +99,17 @@ impl Plan {
         self.phases.plane() + self.phases.row_buf() + self.geo.oh * self.phases.pitch
     }
 
-    /// Rows and columns of padded input that the windows reach (channels-last path).
-    fn reach(&self) -> (usize, usize) {
+    /// Columns of padded input that the windows reach: the row length of the channels-last
+    /// buffer.
+    fn reach_cols(&self) -> usize {
         let g = &self.geo;
-        (
-            (g.oh - 1) * g.sh + (g.kh - 1) * g.dh + 1,
-            (g.ow - 1) * g.sw + (g.kw - 1) * g.dw + 1,
-        )
+        g.ow.saturating_sub(1) * g.sw + g.kw.saturating_sub(1) * g.dw + 1
     }
 
     /// Floats of scratch per block of the channels-last path: one band's padded input, then
     /// its outputs, both `[pixel][lane]`.
     fn block_scratch_len(&self) -> usize {
-        let (_, wp) = self.reach();
+        let wp = self.reach_cols();
         (self.band_rows(self.band) * wp + self.band * self.geo.ow) * LANES
     }
 
@@ -172,7 +170,7 @@ pub fn block_body(
     scratch: &mut [f32],
 ) {
     let g = &plan.geo;
-    let (_, wp) = plan.reach();
+    let wp = plan.reach_cols();
     let (in_plane, out_plane) = (g.h * g.w, g.oh * g.ow);
     let n = n.min(LANES);
     let (xt, ot) = scratch.split_at_mut(plan.band_rows(plan.band) * wp * LANES);

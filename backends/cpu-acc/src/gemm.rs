@@ -94,7 +94,7 @@ impl Packed {
     }
 
     /// The panels of K block `kb` from panel `p0` on.
-    fn block(&self, kb: usize, p0: usize) -> Result<&[f32]> {
+    pub(crate) fn block(&self, kb: usize, p0: usize) -> Result<&[f32]> {
         let k0 = kb * KC;
         let kc = KC.min(self.k.saturating_sub(k0));
         let start = k0 * self.padded() + p0 * kc * self.panel;

@@ -27,6 +27,7 @@
 pub mod act;
 mod conv;
 mod depthwise;
+mod direct;
 mod elementwise;
 pub mod fusion;
 pub mod gemm;

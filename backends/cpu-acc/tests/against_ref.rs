@@ -332,6 +332,36 @@ fn winograd_sized_convolutions_against_ref() {
     }
 }
 
+/// Convolutions with few input channels (a network's first layer), which take the direct
+/// path with AVX-512 (tiles reading the input's phases in place): 7×7 and 3×3 windows,
+/// strides, dilation, asymmetric pads, output channels that are not a multiple of 12,
+/// batches, with and without bias.
+#[test]
+fn first_layer_convolutions_against_ref() {
+    let mut r = Rng(31);
+    for (n, c, m, h, w, k, s, d, pads, bias) in [
+        (1, 3, 64, 37, 41, 7, 2, 1, [3, 3, 3, 3], true),
+        (2, 3, 32, 29, 30, 3, 2, 1, [1, 1, 1, 1], true),
+        (1, 3, 20, 17, 63, 3, 1, 2, [2, 1, 0, 2], false),
+        (1, 16, 24, 13, 11, 3, 1, 1, [1, 1, 1, 1], true),
+        (1, 1, 80, 9, 5, 5, 3, 1, [0, 2, 1, 0], true),
+        (1, 3, 17, 1, 1, 3, 1, 1, [1, 1, 1, 1], false),
+    ] {
+        let op = conv_op(&[k, k], &[s, s], &[d, d], &pads, 1, AutoPad::NotSet);
+        let x = r.tensor(&[n, c, h, w], 1.0);
+        let wt = r.tensor(&[m, c, k, k], 0.3);
+        let b = r.tensor(&[m], 1.0);
+        let what = format!("first-layer conv n{n} c{c} m{m} {h}x{w} k{k} s{s} d{d} pads {pads:?}");
+        if bias {
+            let consts: &[&[bool]] = &[&[false, true, true], &[false, false, false]];
+            check(&what, &op, &[&x, &wt, &b], consts, 1e-4, 1e-4);
+        } else {
+            let consts: &[&[bool]] = &[&[false, true], &[false, false]];
+            check(&what, &op, &[&x, &wt], consts, 1e-4, 1e-4);
+        }
+    }
+}
+
 /// Depthwise convolutions (group = channels) over the plane sizes that take different paths:
 /// one-run stride-1 planes (narrower than 64), row-by-row planes, 1-wide and 1-high planes,
 /// every stride, dilation, kernel size and asymmetric padding.
@@ -1027,6 +1057,8 @@ fn residual_blocks_fuse_into_the_convolution() {
         (5, 9, 1, 1, false, false, true),
         (128, 16, 3, 1, false, true, false),
         (16, 13, 3, 16, true, false, true),
+        // K = 144: the direct path, with the residual added after it.
+        (16, 11, 3, 1, true, true, false),
     ] {
         let mut net = Network::new();
         let x = r.tensor(&[1, c, hw, hw], 1.0);

@@ -170,6 +170,58 @@ pub fn microkernel_rows(
     microkernel_on(isa_in_use(), kc, a, row0, b, c, ldc, mr, nr, ep)
 }
 
+/// One tile of a convolution computed with B read in place (see `crate::direct`):
+/// `C[0..mr, 0..nr] (row stride ldc) = epilogue(A_panel · B)` where B's row `t` is
+/// `x[offs[t]..offs[t] + nr]` and `a` is a packed A panel of depth `offs.len()`. AVX-512
+/// only: returns false, computing nothing, without it or when a slice is too short or
+/// `mr`/`nr` exceed the tile.
+#[allow(clippy::too_many_arguments)]
+pub fn microkernel_in_place(
+    a: &[f32],
+    x: &[f32],
+    offs: &[usize],
+    c: &mut [f32],
+    ldc: usize,
+    mr: usize,
+    nr: usize,
+    ep: &TileEpilogue<'_>,
+) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if has_avx512() {
+        let reach = offs.iter().max().and_then(|&m| m.checked_add(nr));
+        let ok = (1..=MR).contains(&mr)
+            && (1..=NR).contains(&nr)
+            && (nr <= ldc || mr == 1)
+            && reach.is_some_and(|r| r <= x.len())
+            && offs.len().checked_mul(MR).is_some_and(|n| n <= a.len())
+            && c.len() >= (mr - 1) * ldc + nr
+            && !matches!(ep.row_bias, Some(r) if r.len() < mr)
+            && !matches!(ep.col_bias, Some(r) if r.len() < nr);
+        if !ok {
+            return false;
+        }
+        // SAFETY: AVX-512F is present (checked). The kernel reads a[t*MR + r] for
+        // t < offs.len() and r < mr <= MR, inside `a`; x[offs[t] + j] for j < nr only
+        // (masked loads), inside `x` as offs[t] + nr <= x.len(); for each row r < mr it
+        // touches c[r*ldc .. r*ldc + nr] only, inside `c`; the bias slices hold mr and nr
+        // values; 1 <= mr <= MR and 1 <= nr <= NR (all checked above).
+        unsafe {
+            avx512::kernel_in_place(
+                a.as_ptr(),
+                x.as_ptr(),
+                offs,
+                c.as_mut_ptr(),
+                ldc,
+                mr,
+                nr,
+                ep,
+            )
+        };
+        return true;
+    }
+    false
+}
+
 /// [`microkernel`] on a given family (falling back to the portable one where the CPU lacks
 /// it), so tests can check each family this CPU has against the portable kernel.
 #[allow(clippy::too_many_arguments)]
@@ -531,6 +583,87 @@ mod avx512 {
             a = a.add(MR);
             b = b.add(NR);
         }
+        store_tile::<R, C>(&acc, c, ldc, nr, ep);
+    }
+
+    /// [`kernel`] with B read in place: k step `t`'s B row is `x + offs[t]`. Safety: as
+    /// [`kernel`], with `a` readable for offs.len()·MR floats and `x + offs[t]` readable for
+    /// nr floats for every t.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn kernel_in_place(
+        a: *const f32,
+        x: *const f32,
+        offs: &[usize],
+        c: *mut f32,
+        ldc: usize,
+        mr: usize,
+        nr: usize,
+        ep: &TileEpilogue<'_>,
+    ) {
+        macro_rules! dispatch {
+            ($($r:literal)*) => {
+                match (mr, nr > 16) {
+                    $(($r, false) => tile_in_place::<$r, 1>(a, x, offs, c, ldc, nr, ep),
+                      ($r, true) => tile_in_place::<$r, 2>(a, x, offs, c, ldc, nr, ep),)*
+                    _ => {}
+                }
+            };
+        }
+        dispatch!(1 2 3 4 5 6 7 8 9 10 11 12);
+    }
+
+    /// The R×(16·C) tile of [`tile`] with B rows read in place, masked to `nr` columns so
+    /// nothing past them is read. Safety: as [`kernel_in_place`], R == mr, nr <= 16·C.
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    unsafe fn tile_in_place<const R: usize, const C: usize>(
+        mut a: *const f32,
+        x: *const f32,
+        offs: &[usize],
+        c: *mut f32,
+        ldc: usize,
+        nr: usize,
+        ep: &TileEpilogue<'_>,
+    ) {
+        let z = _mm512_setzero_ps();
+        let mut acc = [[z; C]; R];
+        let mut masks = [0xffff as __mmask16; C];
+        for (j, m) in masks.iter_mut().enumerate() {
+            let n = nr.saturating_sub(16 * j);
+            *m = if n >= 16 {
+                0xffff
+            } else {
+                ((1u32 << n) - 1) as __mmask16
+            };
+        }
+        for &off in offs {
+            let b = x.add(off);
+            let mut bv = [z; C];
+            for (j, v) in bv.iter_mut().enumerate() {
+                *v = _mm512_maskz_loadu_ps(masks[j], b.add(16 * j));
+            }
+            for (r, row) in acc.iter_mut().enumerate() {
+                let av = _mm512_set1_ps(*a.add(r));
+                for (o, &v) in row.iter_mut().zip(&bv) {
+                    *o = _mm512_fmadd_ps(av, v, *o);
+                }
+            }
+            a = a.add(MR);
+        }
+        store_tile::<R, C>(&acc, c, ldc, nr, ep);
+    }
+
+    /// Store an R×(16·C) tile of accumulators into C with the epilogue (scale, earlier
+    /// contents, biases, activation), masked to `nr` columns. Safety: as [`kernel`].
+    #[inline]
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    unsafe fn store_tile<const R: usize, const C: usize>(
+        acc: &[[__m512; C]; R],
+        c: *mut f32,
+        ldc: usize,
+        nr: usize,
+        ep: &TileEpilogue<'_>,
+    ) {
+        let z = _mm512_setzero_ps();
         let lanes = |n: usize| -> __mmask16 {
             if n >= 16 {
                 0xffff
@@ -1071,6 +1204,60 @@ multiversion! {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The in-place tile against a plain sum for every row count, column counts around the
+    /// vector width (masked tails), with biases and an activation; short inputs are refused.
+    #[test]
+    fn in_place_tiles_match_a_plain_sum() {
+        let k = 13;
+        let a: Vec<f32> = (0..k * MR)
+            .map(|i| ((i * 7 % 19) as f32 - 9.0) / 8.0)
+            .collect();
+        let x: Vec<f32> = (0..400)
+            .map(|i| ((i * 13 % 23) as f32 - 11.0) / 5.0)
+            .collect();
+        let offs: Vec<usize> = (0..k).map(|t| (t * 29) % 331).collect();
+        let rb: Vec<f32> = (0..MR).map(|r| r as f32 * 0.1 - 0.5).collect();
+        let act = Activation::Clip {
+            min: -1.0,
+            max: 2.5,
+        };
+        for mr in 1..=MR {
+            for nr in [1, 7, 16, 17, 31, 32] {
+                let ldc = 40;
+                let ep = TileEpilogue {
+                    accumulate: false,
+                    alpha: 1.0,
+                    row_bias: Some(&rb),
+                    col_bias: None,
+                    last: true,
+                    act,
+                };
+                let mut c = vec![f32::NAN; (mr - 1) * ldc + nr];
+                let ran = microkernel_in_place(&a, &x, &offs, &mut c, ldc, mr, nr, &ep);
+                assert_eq!(ran, has_avx512());
+                if !ran {
+                    continue;
+                }
+                for r in 0..mr {
+                    for j in 0..nr {
+                        let dot: f32 = (0..k).map(|t| a[t * MR + r] * x[offs[t] + j]).sum();
+                        let want = act.apply_simple(dot + rb[r]);
+                        let got = c[r * ldc + j];
+                        assert!(
+                            (got - want).abs() <= 1e-4 * want.abs().max(1.0),
+                            "{mr}x{nr} ({r}, {j})"
+                        );
+                    }
+                }
+                // A row reaching past `x` is refused, not read.
+                let short = &x[..offs.iter().max().unwrap() + nr - 1];
+                assert!(!microkernel_in_place(
+                    &a, short, &offs, &mut c, ldc, mr, nr, &ep
+                ));
+            }
+        }
+    }
 
     /// The AVX-512 transposes against the plain loops, on partial blocks (fewer than 16
     /// lanes, runs that are not a multiple of 16) and strides wider than the runs.

@@ -1,0 +1,109 @@
+//! Direct convolution for layers with few input channels (a network's first layer: 3
+//! channels under a 3×3 or 7×7 window): the GEMM's tiles with B read in place.
+//!
+//! The im2col GEMM of such a layer is short and wide (K = c·kh·kw ≤ [`MAX_K`] rows against
+//! oh·ow columns), so packing its B panels and compacting its wide output cost about as much
+//! as its arithmetic. Here the GEMM's own 12×32 tiles (`simd::microkernel_in_place`, the
+//! same weights panels) read each im2col row in place from the input's stride phases
+//! (`conv::Phases`: every im2col row is a contiguous run of a phase), one output row at a
+//! time, and store straight into the output planes: no B packing, no wide output. K is one
+//! block, so a tile's im2col rows (K × 32 floats, at most 20 KiB) stay in L1 while every
+//! panel of weights passes over them. AVX-512 only.
+
+use crate::act::Activation;
+use crate::conv::{fill_phases, Phases};
+use crate::gemm::{self, Packed, KC};
+use crate::simd::{self, TileEpilogue, MR, NR};
+use crate::threads::Threads;
+use crate::window::Geo2;
+use backplane_backend_api::{BackendError, Result};
+use std::cell::RefCell;
+
+/// The deepest im2col (taps per output) the direct path takes: a tile's im2col rows stay in
+/// L1 (160 × 32 floats = 20 KiB), and K is a single block.
+pub const MAX_K: usize = 160;
+
+const _: () = assert!(MAX_K <= KC);
+
+/// Set (to anything) when a workload is created to keep the GEMM path, for A/B measurements.
+pub const NO_DIRECT_ENV: &str = "BACKPLANE_CPUACC_NO_DIRECT";
+
+thread_local! {
+    static PHASES: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Whether a convolution of one group with a window and im2col depth `k` takes the direct
+/// path: AVX-512, `k` at most [`MAX_K`], and [`NO_DIRECT_ENV`] unset.
+pub fn applies(k: usize) -> bool {
+    simd::has_avx512() && (1..=MAX_K).contains(&k) && std::env::var_os(NO_DIRECT_ENV).is_none()
+}
+
+/// `y = act(conv(x) + bias)` for one image: `x` holds its `c` input planes, `y` its output
+/// planes (one per row of the packed weights `pa`); `rows` are the im2col rows' offsets in
+/// the input's phases.
+#[allow(clippy::too_many_arguments)]
+pub fn run(
+    th: &Threads,
+    geo: &Geo2,
+    rows: &[usize],
+    pa: &Packed,
+    x: &[f32],
+    c: usize,
+    bias: Option<&[f32]>,
+    act: Activation,
+    y: &mut [f32],
+) -> Result<()> {
+    let (ow, out_plane) = (geo.ow, geo.oh * geo.ow);
+    let (m, k) = (pa.len(), rows.len());
+    if out_plane == 0 || m == 0 {
+        return Ok(());
+    }
+    let bad = |what: &str| BackendError::Execution(format!("direct convolution: {what}"));
+    if pa.depth() != k || k > KC || y.len() < m * out_plane {
+        return Err(bad("weights or output do not match the plan"));
+    }
+    let panels = pa.block(0, 0)?;
+    let ph = Phases::new(geo);
+    let mut padded = gemm::take(&PHASES, c * ph.plane());
+    let kernel_act = if act.in_kernel() {
+        act
+    } else {
+        Activation::None
+    };
+    let res = fill_phases(th, geo, &ph, x, c, &mut padded).and_then(|()| {
+        let padded = &padded;
+        let per = th.chunk_size(m.div_ceil(MR), 1, 1);
+        th.chunks(&mut y[..m * out_plane], per * MR * out_plane, |ci, yc| {
+            let here = yc.len() / out_plane;
+            for oy in 0..geo.oh {
+                let src = padded.get(oy * ph.pitch..).unwrap_or(&[]);
+                for j0 in (0..ow).step_by(NR) {
+                    let nr = NR.min(ow - j0);
+                    for r0 in (0..here).step_by(MR) {
+                        let (p, mr) = (ci * per + r0 / MR, MR.min(here - r0));
+                        let ep = TileEpilogue {
+                            accumulate: false,
+                            alpha: 1.0,
+                            row_bias: bias.and_then(|b| b.get(p * MR..)),
+                            col_bias: None,
+                            last: true,
+                            act: kernel_act,
+                        };
+                        let a = panels.get(p * k * MR..).unwrap_or(&[]);
+                        let b = src.get(j0..).unwrap_or(&[]);
+                        let cs = &mut yc[r0 * out_plane + oy * ow + j0..];
+                        if !simd::microkernel_in_place(a, b, rows, cs, out_plane, mr, nr, &ep) {
+                            return Err(bad("a tile does not fit its buffers"));
+                        }
+                    }
+                }
+            }
+            if !act.in_kernel() {
+                simd::unary_in_place(act, yc);
+            }
+            Ok(())
+        })
+    });
+    gemm::give_back(&PHASES, padded);
+    res
+}
