@@ -155,7 +155,10 @@ impl ConvWorkload {
             bias,
             act,
             residual: false,
-            direct: group == 1 && !depthwise && !pointwise && direct::applies(c * geo.kh * geo.kw),
+            direct: group == 1
+                && !depthwise
+                && !pointwise
+                && direct::applies(c, c * geo.kh * geo.kw),
             threads,
         })
     }

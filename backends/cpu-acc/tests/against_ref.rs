@@ -332,10 +332,11 @@ fn winograd_sized_convolutions_against_ref() {
     }
 }
 
-/// Convolutions with few input channels (a network's first layer), which take the direct
-/// path with AVX-512 (tiles reading the input's phases in place): 7×7 and 3×3 windows,
-/// strides, dilation, asymmetric pads, output channels that are not a multiple of 12,
-/// batches, with and without bias.
+/// Windowed convolutions from at most 4 channels with an im2col depth of at most 160 (a
+/// network's first layer), which take the direct path with AVX-512 (tiles reading the
+/// input's phases in place): 7×7, 5×5, 3×3 and strided 1×1 windows, strides, dilation,
+/// asymmetric pads, output channels that are not a multiple of 12, batches, with and
+/// without bias; and two just past the limits.
 #[test]
 fn first_layer_convolutions_against_ref() {
     let mut r = Rng(31);
@@ -343,9 +344,13 @@ fn first_layer_convolutions_against_ref() {
         (1, 3, 64, 37, 41, 7, 2, 1, [3, 3, 3, 3], true),
         (2, 3, 32, 29, 30, 3, 2, 1, [1, 1, 1, 1], true),
         (1, 3, 20, 17, 63, 3, 1, 2, [2, 1, 0, 2], false),
-        (1, 16, 24, 13, 11, 3, 1, 1, [1, 1, 1, 1], true),
+        (1, 4, 24, 13, 11, 5, 1, 1, [2, 2, 2, 2], true),
         (1, 1, 80, 9, 5, 5, 3, 1, [0, 2, 1, 0], true),
         (1, 3, 17, 1, 1, 3, 1, 1, [1, 1, 1, 1], false),
+        (1, 2, 40, 19, 19, 1, 2, 1, [0, 0, 0, 0], true),
+        // Past the limits: 5 channels; 4 channels under a 7×7 window (K = 196).
+        (1, 5, 16, 9, 9, 3, 1, 1, [1, 1, 1, 1], true),
+        (1, 4, 16, 15, 15, 7, 2, 1, [3, 3, 3, 3], true),
     ] {
         let op = conv_op(&[k, k], &[s, s], &[d, d], &pads, 1, AutoPad::NotSet);
         let x = r.tensor(&[n, c, h, w], 1.0);
@@ -775,8 +780,9 @@ fn data_movement() {
 fn fused_chains_match_the_unfused_reference() {
     let mut r = Rng(8);
     let mut net = Network::new();
-    let x = r.tensor(&[1, 7, 17, 17], 1.0);
-    let w = r.tensor(&[17, 7, 3, 3], 0.5);
+    // Three input channels: with AVX-512 the direct path, its activation in the tiles.
+    let x = r.tensor(&[1, 3, 17, 17], 1.0);
+    let w = r.tensor(&[17, 3, 3, 3], 0.5);
     let b = r.tensor(&[17], 0.5);
     let bn: Vec<Tensor> = (0..4)
         .map(|i| {
@@ -1057,8 +1063,8 @@ fn residual_blocks_fuse_into_the_convolution() {
         (5, 9, 1, 1, false, false, true),
         (128, 16, 3, 1, false, true, false),
         (16, 13, 3, 16, true, false, true),
-        // K = 144: the direct path, with the residual added after it.
-        (16, 11, 3, 1, true, true, false),
+        // Three channels: the direct path, with the residual added after it.
+        (3, 11, 3, 1, true, true, false),
     ] {
         let mut net = Network::new();
         let x = r.tensor(&[1, c, hw, hw], 1.0);
