@@ -84,6 +84,7 @@ pub fn run(
     let res = fill_phases(th, geo, &ph, x, c, &mut padded).and_then(|()| {
         let padded = &padded;
         let per = th.chunk_size(m.div_ceil(MR), 1, 1);
+        let offs = simd::InPlaceRows::new(rows);
         th.chunks(&mut y[..m * out_plane], per * MR * out_plane, |ci, yc| {
             let here = yc.len() / out_plane;
             for oy in 0..geo.oh {
@@ -103,7 +104,7 @@ pub fn run(
                         let a = panels.get(p * k * MR..).unwrap_or(&[]);
                         let b = src.get(j0..).unwrap_or(&[]);
                         let cs = &mut yc[r0 * out_plane + oy * ow + j0..];
-                        if !simd::microkernel_in_place(a, b, rows, cs, out_plane, mr, nr, &ep) {
+                        if !simd::microkernel_in_place(a, b, &offs, cs, out_plane, mr, nr, &ep) {
                             return Err(bad("a tile does not fit its buffers"));
                         }
                     }
