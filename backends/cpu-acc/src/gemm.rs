@@ -149,6 +149,16 @@ fn pack_a_view(a: &MatView<'_>, i0: usize, mc: usize, k0: usize, kc: usize, out:
     let panels = mc.div_ceil(MR);
     for (p, panel) in out.chunks_exact_mut(kc * MR).take(panels).enumerate() {
         let rows = MR.min(mc - p * MR);
+        // Row-major A: the panel is its rows transposed, 16 K columns at a time in
+        // registers with AVX-512 (the lanes past `rows` zero).
+        let start = (i0 + p * MR) * a.rs + k0;
+        if a.cs == 1
+            && a.data
+                .get(start..)
+                .is_some_and(|rest| simd::gather_lanes_pitched(rest, a.rs, rows, kc, panel, MR))
+        {
+            continue;
+        }
         if a.cs == 1 && rows == MR {
             // Six contiguous rows interleaved: sequential writes, one pass.
             let r: [&[f32]; MR] = std::array::from_fn(|t| {

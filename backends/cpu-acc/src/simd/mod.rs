@@ -757,15 +757,38 @@ pub const BLOCK_LANES: usize = 16;
 /// access). With AVX-512 the work is done sixteen pixels at
 /// a time by an in-register 16×16 transpose.
 pub fn gather_lanes(src: &[f32], stride: usize, n: usize, len: usize, dst: &mut [f32]) {
-    let (n, len) = lane_extent(src.len(), stride, n, len, dst.len());
-    #[cfg(target_arch = "x86_64")]
-    if has_avx512() && len > 0 {
-        // SAFETY: AVX-512F is present (`has_avx512`); `lane_extent` clamped `n` and `len`
-        // so that `src` holds `(n-1)·stride + len` floats and `dst` holds `len·16`.
-        unsafe { transpose::gather(src.as_ptr(), stride, n, len, dst.as_mut_ptr()) };
-        return;
+    gather_lanes_pitched(src, stride, n, len, dst, BLOCK_LANES);
+}
+
+/// [`gather_lanes`] with `pitch` ≤ 16 lanes per pixel in `dst` (`n` ≤ `pitch`):
+/// `dst[i·pitch + l] = src[l·stride + i]`, lanes `n..pitch` zero: packing twelve rows of a
+/// GEMM operand into an A panel is this with `pitch` 12. Returns false, doing nothing, when
+/// a slice is too short or `n` exceeds `pitch`.
+pub fn gather_lanes_pitched(
+    src: &[f32],
+    stride: usize,
+    n: usize,
+    len: usize,
+    dst: &mut [f32],
+    pitch: usize,
+) -> bool {
+    if !(1..=BLOCK_LANES).contains(&pitch) || n > pitch {
+        return false;
     }
-    gather_lanes_portable(src, stride, n, len, dst);
+    let (n, len) = lane_extent(src.len(), stride, n, len, dst.len() / pitch * BLOCK_LANES);
+    if len == 0 {
+        return false;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if has_avx512() {
+        // SAFETY: AVX-512F is present (`has_avx512`); `lane_extent` checked that `src` holds
+        // `(n-1)·stride + len` floats and `dst` `len·pitch` (its length rounded down to
+        // whole pixels of `pitch` floats); 1 <= n <= pitch <= 16.
+        unsafe { transpose::gather(src.as_ptr(), stride, n, len, dst.as_mut_ptr(), pitch) };
+        return true;
+    }
+    gather_lanes_portable(src, stride, n, len, dst, pitch);
+    true
 }
 
 /// The inverse of [`gather_lanes`]: `dst[l·stride + i] = src[i·16 + l]` for pixels `i < len`
@@ -958,8 +981,15 @@ fn lane_extent(
 }
 
 /// [`gather_lanes`] in plain Rust (`n`, `len` already checked).
-fn gather_lanes_portable(src: &[f32], stride: usize, n: usize, len: usize, dst: &mut [f32]) {
-    for (i, px) in dst.chunks_exact_mut(BLOCK_LANES).take(len).enumerate() {
+fn gather_lanes_portable(
+    src: &[f32],
+    stride: usize,
+    n: usize,
+    len: usize,
+    dst: &mut [f32],
+    pitch: usize,
+) {
+    for (i, px) in dst.chunks_exact_mut(pitch).take(len).enumerate() {
         for (l, v) in px.iter_mut().enumerate() {
             *v = if l < n { src[l * stride + i] } else { 0.0 };
         }
@@ -1028,8 +1058,8 @@ mod transpose {
         }
     }
 
-    /// See `gather_lanes`. Safety: AVX-512F present; `src` readable for
-    /// `(n-1)·stride + len` floats, `dst` writable for `len·16`; `1 <= n <= 16`.
+    /// See `gather_lanes_pitched`. Safety: AVX-512F present; `src` readable for
+    /// `(n-1)·stride + len` floats, `dst` writable for `len·pitch`; `1 <= n <= pitch <= 16`.
     #[target_feature(enable = "avx512f")]
     pub(super) unsafe fn gather(
         src: *const f32,
@@ -1037,7 +1067,9 @@ mod transpose {
         n: usize,
         len: usize,
         dst: *mut f32,
+        pitch: usize,
     ) {
+        let lanes = first(pitch);
         let mut i = 0;
         while i < len {
             let count = (len - i).min(BLOCK_LANES);
@@ -1056,8 +1088,9 @@ mod transpose {
             // stack copy of the block, which took longer than the transposes).
             for (j, px) in t.iter().enumerate() {
                 if j < count {
-                    // SAFETY: pixel i + j < len, so its 16 floats lie inside `dst`.
-                    unsafe { _mm512_mask_storeu_ps(dst.add((i + j) * BLOCK_LANES), 0xffff, *px) };
+                    // SAFETY: pixel i + j < len, so its `pitch` floats (the only lanes
+                    // stored) lie inside `dst`.
+                    unsafe { _mm512_mask_storeu_ps(dst.add((i + j) * pitch), lanes, *px) };
                 }
             }
             i += BLOCK_LANES;
@@ -1295,7 +1328,7 @@ mod tests {
                 .map(|i| i as f32 * 0.5 - 7.0)
                 .collect();
             let mut want = vec![f32::NAN; len * BLOCK_LANES];
-            gather_lanes_portable(&src, stride, n, len, &mut want);
+            gather_lanes_portable(&src, stride, n, len, &mut want, BLOCK_LANES);
             for i in 0..len {
                 for l in 0..BLOCK_LANES {
                     let v = if l < n { src[l * stride + i] } else { 0.0 };
@@ -1315,6 +1348,22 @@ mod tests {
                     back[l * stride..l * stride + len],
                     src[l * stride..l * stride + len]
                 );
+            }
+            // Twelve lanes a pixel (a GEMM A panel), against the plain loop.
+            if n <= 12 {
+                let mut want12 = vec![f32::NAN; len * 12];
+                gather_lanes_portable(&src, stride, n, len, &mut want12, 12);
+                let mut got12 = vec![f32::NAN; len * 12];
+                assert!(gather_lanes_pitched(&src, stride, n, len, &mut got12, 12));
+                assert_eq!(got12, want12, "pitch 12: n{n} len{len} stride{stride}");
+                for i in 0..len {
+                    for l in 0..12 {
+                        let v = if l < n { src[l * stride + i] } else { 0.0 };
+                        assert_eq!(want12[i * 12 + l], v);
+                    }
+                }
+            } else {
+                assert!(!gather_lanes_pitched(&src, stride, n, len, &mut got, 12));
             }
             // Too-short slices: nothing is touched.
             let mut short = vec![f32::NAN; len * BLOCK_LANES - 1];
