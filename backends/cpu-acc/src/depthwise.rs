@@ -31,6 +31,7 @@ use crate::simd;
 use crate::threads::Threads;
 use crate::window::Geo2;
 use backplane_backend_api::{BackendError, Result};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Planes computed together by the channels-last path (one AVX-512 vector, two AVX2 ones).
 const LANES: usize = simd::BLOCK_LANES;
@@ -533,8 +534,8 @@ where
 
 /// Max pooling of every plane of `x` into `y` by the channels-last path, when it applies
 /// (AVX-512, at least [`LANES`] planes, a window of at most [`MAX_TAPS`], no NaN in `x`:
-/// vector max does not propagate NaN the way ONNX does). Returns false, doing nothing,
-/// otherwise; the caller then pools plane by plane.
+/// vector max does not propagate NaN the way ONNX does). Returns false otherwise, with `y`
+/// possibly half written; the caller then pools plane by plane.
 pub fn run_max(th: &Threads, plan: &Plan, x: &[f32], y: &mut [f32]) -> Result<bool> {
     let g = &plan.geo;
     let (in_plane, out_plane) = (g.h * g.w, g.oh * g.ow);
@@ -542,17 +543,21 @@ pub fn run_max(th: &Threads, plan: &Plan, x: &[f32], y: &mut [f32]) -> Result<bo
         return Ok(false);
     }
     let planes = y.len() / out_plane;
-    let applies = plan.channels_last(planes)
-        && x.len() >= planes * in_plane
-        && !simd::any_nan(&x[..planes * in_plane]);
-    if !applies {
+    if !plan.channels_last(planes) || x.len() < planes * in_plane {
         return Ok(false);
     }
     let small = planes * out_plane * g.kh * g.kw < 64 * 1024;
+    // Each block checks its own planes for NaN (in parallel, and just before the block reads
+    // them anyway); a NaN anywhere hands the whole op back to the caller, which redoes it.
+    let nan = AtomicBool::new(false);
     blocks(th, plan, x, y, small, |_, xb, n, yb, scratch| {
+        if nan.load(Ordering::Relaxed) || simd::any_nan(xb) {
+            nan.store(true, Ordering::Relaxed);
+            return;
+        }
         simd::depthwise_block(plan, xb, n, BlockOp::Max, yb, scratch);
     })?;
-    Ok(true)
+    Ok(!nan.load(Ordering::Relaxed))
 }
 
 #[cfg(test)]
@@ -776,7 +781,9 @@ mod tests {
             let mut xn = x.clone();
             xn[5] = f32::NAN;
             let mut y = vec![0f32; planes * g.oh * g.ow];
-            assert!(!run_max(&Threads::single(), &plan, &xn, &mut y).unwrap());
+            for th in [Threads::single(), Threads::new(2).unwrap()] {
+                assert!(!run_max(&th, &plan, &xn, &mut y).unwrap());
+            }
         }
     }
 
