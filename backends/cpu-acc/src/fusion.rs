@@ -5,31 +5,44 @@
 //!   [→ activation]` → `FusedConv` with the residual as a fourth input (the shortcut of a
 //!   residual block: the addition and the activation run as one pass over the output, with
 //!   no intermediate tensor and no separate layers).
-//! * `MatMul [→ Add(constant row bias)] [→ activation]` → `FusedMatMul`, where the
-//!   activation may also be the exporters' GELU subgraph `0.5·x·(1 + erf(x/√2))`.
+//! * `MatMul [→ Mul/Div(scalar)] [→ Add(constant row bias)] [→ activation]
+//!   [→ Transpose [→ Reshape]]` → `FusedMatMul`, where the activation may also be the
+//!   exporters' GELU subgraph `0.5·x·(1 + erf(x/√2))`. Each operand may come through
+//!   `[Reshape →] Transpose…` layers, and the result may leave through a Transpose (keeping
+//!   the last axis) and a Reshape: those are folded into strided reads and writes
+//!   ([`StridedView`]), which is what the head split and merge of attention are.
 //! * `Gemm → activation` → `FusedGemm`.
+//! * `Add → LayerNormalization` (the residual connection before a transformer's norm) →
+//!   `FusedAddLayerNorm`: each row is summed and normalized in one pass, the sum never
+//!   stored.
 //!
 //! A chain only grows through a tensor that has exactly one consumer and is not a network
 //! output, so no intermediate value anyone else needs disappears.
 
 use crate::act::Activation;
+use crate::matmul::{MatMulViews, StridedView};
 use crate::ops::bn_affine;
 use crate::CPU_ACC_ID;
 use backplane_backend_api::{
     LayerDesc, OptimizationViews, ReplacementLayer, SubgraphView, Substitution, ValueRef,
 };
 use backplane_core::ops::{AttrValue, AutoPad, ConvDesc, CustomOp, GemmDesc, Window};
-use backplane_core::{LayerId, Op, Tensor, TensorId, TensorInfo};
+use backplane_core::{LayerId, Op, Tensor, TensorId, TensorInfo, TensorKind};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
 /// Custom op: convolution with folded batch norm, bias and activation. Inputs X, W, B?, or
 /// X, W, B, R with attribute `residual` = 1: `act(conv(X) + B + R)`.
 pub const FUSED_CONV: &str = "FusedConv";
-/// Custom op: MatMul + column bias + activation. Inputs A, B, bias?.
+/// Custom op: `act(alpha·A·B + bias)`. Inputs A, B, bias?; attributes `alpha` and, for
+/// operands read or a result written through a [`StridedView`], `a_dims`/`a_strides`,
+/// `b_dims`/`b_strides`, `y_dims`/`y_strides`.
 pub const FUSED_MATMUL: &str = "FusedMatMul";
 /// Custom op: Gemm + activation. Inputs A, B, C?.
 pub const FUSED_GEMM: &str = "FusedGemm";
+/// Custom op: `LayerNormalization(A + B)`, A and B of one shape. Inputs A, B, scale, bias?;
+/// attributes `axis` and `epsilon` (LayerNormalization's).
+pub const FUSED_ADD_LAYER_NORM: &str = "FusedAddLayerNorm";
 
 fn ints(v: &[usize]) -> AttrValue {
     AttrValue::Ints(v.iter().map(|&x| x as i64).collect())
@@ -121,6 +134,88 @@ pub fn decode_gemm(c: &CustomOp) -> Result<GemmDesc, String> {
     })
 }
 
+/// The views and scale of a `FusedMatMul`.
+pub fn decode_matmul_views(c: &CustomOp) -> Result<MatMulViews, String> {
+    let view = |name: &str| -> Result<Option<StridedView>, String> {
+        let (dims, strides) = (format!("{name}_dims"), format!("{name}_strides"));
+        if attr(c, &dims).is_none() && attr(c, &strides).is_none() {
+            return Ok(None);
+        }
+        let v = StridedView {
+            dims: get_ints(c, &dims)?,
+            strides: get_ints(c, &strides)?,
+        };
+        if v.dims.len() != v.strides.len() {
+            return Err(format!("{dims} and {strides} differ in length"));
+        }
+        Ok(Some(v))
+    };
+    Ok(MatMulViews {
+        a: view("a")?,
+        b: view("b")?,
+        y: view("y")?,
+        alpha: match attr(c, "alpha") {
+            None => 1.0,
+            Some(_) => get_float(c, "alpha")?,
+        },
+    })
+}
+
+fn matmul_view_attrs(v: &MatMulViews) -> Vec<(String, AttrValue)> {
+    let mut out = Vec::new();
+    if v.alpha != 1.0 {
+        out.push(("alpha".into(), AttrValue::Float(v.alpha)));
+    }
+    for (name, view) in [("a", &v.a), ("b", &v.b), ("y", &v.y)] {
+        if let Some(view) = view {
+            out.push((format!("{name}_dims"), ints(&view.dims)));
+            out.push((format!("{name}_strides"), ints(&view.strides)));
+        }
+    }
+    out
+}
+
+/// The output description of a `FusedMatMul` with these inputs, checked against `output`.
+fn check_fused_matmul(
+    c: &CustomOp,
+    inputs: &[&TensorInfo],
+    output: &TensorInfo,
+) -> Result<Vec<TensorInfo>, String> {
+    let views = decode_matmul_views(c)?;
+    let seen = |v: &Option<StridedView>, slot: usize| -> Result<TensorInfo, String> {
+        let i = inputs.get(slot).ok_or("FusedMatMul takes A and B")?;
+        match v {
+            None => Ok((*i).clone()),
+            Some(v) if v.extent() <= i.shape.elements() => {
+                Ok(TensorInfo::new(i.dtype, v.dims.clone()))
+            }
+            Some(_) => Err("a FusedMatMul operand view reaches past its input".into()),
+        }
+    };
+    let (a, b) = (seen(&views.a, 0)?, seen(&views.b, 1)?);
+    if let Some(bias) = inputs.get(2) {
+        let n = b.shape.dims().last().copied();
+        if bias.shape.dims().len() != 1 || Some(bias.shape.dims()[0]) != n {
+            return Err("FusedMatMul bias must be 1-D of N values".into());
+        }
+    }
+    let product = Op::MatMul.infer(&[&a, &b]).map_err(|e| e.to_string())?;
+    let Some(y) = &views.y else {
+        return Ok(product);
+    };
+    let dims = product.first().map(|p| p.shape.dims()).unwrap_or_default();
+    let unit_last = dims.last().is_none_or(|&n| n <= 1) || y.strides.last() == Some(&1);
+    if y.dims != dims || !unit_last || !y.fills(output.shape.elements()) {
+        return Err("the FusedMatMul result view does not fill its output".into());
+    }
+    Ok(vec![output.clone()])
+}
+
+/// The normalization of a `FusedAddLayerNorm`: `(axis, epsilon)`.
+pub fn decode_layer_norm(c: &CustomOp) -> Result<(i64, f32), String> {
+    Ok((get_int(c, "axis")?, get_float(c, "epsilon")?))
+}
+
 /// Whether a `FusedConv` takes a residual (its fourth input).
 pub fn has_residual(c: &CustomOp) -> bool {
     matches!(attr(c, "residual"), Some(AttrValue::Int(1)))
@@ -182,16 +277,25 @@ pub fn check_custom(c: &CustomOp, layer: &LayerDesc) -> Result<(), String> {
             }
             Op::Conv(desc).infer(&refs[..refs.len().min(3)])
         }
-        FUSED_MATMUL => {
-            if let Some(b) = refs.get(2) {
-                let n = refs.get(1).and_then(|i| i.shape.dims().last().copied());
-                if b.shape.dims().len() != 1 || Some(b.shape.dims()[0]) != n {
-                    return Err("FusedMatMul bias must be 1-D of N values".into());
-                }
-            }
-            Op::MatMul.infer(&refs[..refs.len().min(2)])
-        }
+        FUSED_MATMUL => Ok(check_fused_matmul(c, &refs, &layer.outputs[0])?),
         FUSED_GEMM => Op::Gemm(decode_gemm(c)?).infer(&refs),
+        FUSED_ADD_LAYER_NORM => {
+            let (axis, epsilon) = decode_layer_norm(c)?;
+            match refs.as_slice() {
+                [a, b, params @ ..] if a.same_layout(b) && !params.is_empty() => {
+                    let mut norm_in = vec![*a];
+                    norm_in.extend(params);
+                    // Only the normalized output (not the optional mean and deviation).
+                    Op::LayerNormalization { axis, epsilon }
+                        .infer(&norm_in)
+                        .map(|mut o| {
+                            o.truncate(1);
+                            o
+                        })
+                }
+                _ => return Err("FusedAddLayerNorm takes A, B of one shape, scale, bias?".into()),
+            }
+        }
         other => return Err(format!("CpuAcc has no custom operator '{other}'")),
     }
     .map_err(|e| e.to_string())?;
@@ -263,6 +367,7 @@ pub fn optimize(view: &SubgraphView<'_>) -> OptimizationViews {
             Op::Conv(desc) => fuse_conv(&g, id, desc),
             Op::MatMul => fuse_matmul(&g, id),
             Op::Gemm(desc) => fuse_gemm(&g, id, *desc),
+            Op::Binary(backplane_core::ops::BinaryOp::Add) => fuse_add_layer_norm(&g, id),
             _ => None,
         };
         if let Some(s) = sub {
@@ -538,21 +643,155 @@ fn fold_bn(
     ))
 }
 
+/// A layer that keeps its input's bytes and changes only the dims.
+fn is_reshape(op: &Op) -> bool {
+    matches!(
+        op,
+        Op::Reshape { .. } | Op::Flatten { .. } | Op::Squeeze { .. } | Op::Unsqueeze { .. }
+    )
+}
+
+/// The layer computing `t`, when `t` is used by `user` alone, is not a network output, and
+/// the layer is inside, unused and supported.
+fn sole_producer(g: &Graph<'_>, t: TensorId, user: LayerId) -> Option<LayerId> {
+    let net = g.view.network();
+    let TensorKind::Produced { layer, .. } = net.tensor(t).kind else {
+        return None;
+    };
+    let only_user = matches!(g.consumers.get(t.0).map(Vec::as_slice), Some([(l, _)]) if *l == user);
+    (only_user
+        && !net.outputs().contains(&t)
+        && g.inside.contains(&layer)
+        && !g.used.contains(&layer)
+        && g.supported(layer))
+    .then_some(layer)
+}
+
+/// Operand `t` of MatMul `matmul` read through the `[Reshape →] Transpose…` chain that
+/// computes it: the tensor to read instead, how, and the chain's layers. `None` when no
+/// Transpose computes `t`.
+fn fold_operand(
+    g: &Graph<'_>,
+    t: TensorId,
+    matmul: LayerId,
+) -> Option<(TensorId, StridedView, Vec<LayerId>)> {
+    let net = g.view.network();
+    let (mut cur, mut user) = (t, matmul);
+    let (mut perms, mut layers) = (Vec::new(), Vec::new());
+    while let Some(p) = sole_producer(g, cur, user) {
+        let l = net.layer(p);
+        match (&l.op, l.inputs.as_slice()) {
+            (Op::Transpose { perm }, [x]) => {
+                perms.push(perm.clone());
+                layers.push(p);
+                (cur, user) = (*x, p);
+            }
+            _ => break,
+        }
+    }
+    if perms.is_empty() {
+        return None;
+    }
+    // Strides over the bytes of the first Transpose's input, which a Reshape before it
+    // shares with its own input.
+    let mut view = StridedView::row_major(net.tensor(cur).info.shape.dims());
+    if let Some(p) = sole_producer(g, cur, user) {
+        let l = net.layer(p);
+        if let (true, Some(&x)) = (is_reshape(&l.op), l.inputs.first()) {
+            layers.push(p);
+            cur = x;
+        }
+    }
+    for perm in perms.iter().rev() {
+        view = view.transposed(perm)?;
+    }
+    Some((cur, view, layers))
+}
+
+/// The result `t` of a MatMul written through the `Transpose [→ Reshape]` after it, when the
+/// Transpose keeps the last axis last: the view of the final tensor the result is written
+/// through, the layers, and the final tensor.
+fn fold_result(g: &Graph<'_>, t: TensorId) -> Option<(StridedView, Vec<LayerId>, TensorId)> {
+    let net = g.view.network();
+    let next = g.sole_consumer(t)?;
+    let Op::Transpose { perm } = &net.layer(next).op else {
+        return None;
+    };
+    let dims = net.tensor(t).info.shape.dims();
+    let r = dims.len();
+    if !g.supported(next) || perm.len() != r || perm.last() != Some(&(r - 1)) {
+        return None;
+    }
+    // Axis perm[j] of the result is axis j of the transposed tensor.
+    let permuted = StridedView::row_major(
+        &perm
+            .iter()
+            .map(|&p| dims.get(p).copied())
+            .collect::<Option<Vec<_>>>()?,
+    );
+    let mut strides = vec![0; r];
+    for (j, &p) in perm.iter().enumerate() {
+        *strides.get_mut(p)? = permuted.strides[j];
+    }
+    let view = StridedView {
+        dims: dims.to_vec(),
+        strides,
+    };
+    let mut out = single_output(g, next)?;
+    let mut layers = vec![next];
+    if let Some(after) = g.sole_consumer(out) {
+        if is_reshape(&net.layer(after).op) && g.supported(after) {
+            layers.push(after);
+            out = single_output(g, after)?;
+        }
+    }
+    view.fills(net.tensor(out).info.shape.elements())
+        .then_some((view, layers, out))
+}
+
 fn fuse_matmul(g: &Graph<'_>, id: LayerId) -> Option<Substitution> {
+    use backplane_core::ops::BinaryOp::{Add, Div, Mul};
     let net = g.view.network();
     let layer = net.layer(id);
     let mut out = single_output(g, id)?;
     let out_info = net.tensor(out).info.clone();
     let n = *out_info.shape.dims().last()?;
-    let b_dims = net.tensor(*layer.inputs.get(1)?).info.shape.dims().to_vec();
-    if b_dims.len() < 2 || out_info.shape.rank() < 2 {
+    let (mut a, mut b) = (*layer.inputs.first()?, *layer.inputs.get(1)?);
+    if net.tensor(b).info.shape.rank() < 2 || out_info.shape.rank() < 2 {
         return None;
     }
-    let mut replaced = vec![id];
+    let mut views = MatMulViews::default();
+    // The operands' chains come first in the fused name, in network order.
+    let mut replaced = Vec::new();
+    if let Some((src, view, layers)) = fold_operand(g, a, id) {
+        (a, views.a) = (src, Some(view));
+        replaced.extend(layers.iter().rev());
+    }
+    if let Some((src, view, layers)) = fold_operand(g, b, id) {
+        (b, views.b) = (src, Some(view));
+        replaced.extend(layers.iter().rev());
+    }
+    replaced.push(id);
+    // A scale straight after the product (attention's 1/√d).
+    if let Some(next) = g.sole_consumer(out) {
+        let scale = binary_with_scalar(g, next, Mul, out).or_else(|| {
+            binary_with_scalar(g, next, Div, out)
+                .filter(|&v| v != 0.0)
+                .map(|v| 1.0 / v)
+        });
+        let next_out = single_output(g, next);
+        if let (Some(s), Some(t)) = (scale, next_out) {
+            if net.tensor(t).info.same_layout(&out_info) {
+                views.alpha = s;
+                replaced.push(next);
+                out = t;
+            }
+        }
+    }
     let mut bias: Option<Tensor> = None;
     if let Some(next) = g.sole_consumer(out) {
         let add = net.layer(next);
-        if matches!(add.op, Op::Binary(backplane_core::ops::BinaryOp::Add)) && g.supported(next) {
+        if add.op == Op::Binary(Add) && g.supported(next) {
             let other = add.inputs.iter().copied().find(|&t| t != out);
             let c = other.and_then(|t| g.constant(t));
             let add_out = single_output(g, next)?;
@@ -579,23 +818,27 @@ fn fuse_matmul(g: &Graph<'_>, id: LayerId) -> Option<Substitution> {
         replaced.push(next);
         out = t;
     }
+    if let Some((view, layers, t)) = fold_result(g, out) {
+        views.y = Some(view);
+        replaced.extend(layers);
+        out = t;
+    }
     if replaced.len() == 1 {
         return None;
     }
-    let mut inputs = vec![
-        ValueRef::Existing(layer.inputs[0]),
-        ValueRef::Existing(layer.inputs[1]),
-    ];
+    let mut inputs = vec![ValueRef::Existing(a), ValueRef::Existing(b)];
     if let Some(b) = bias {
         inputs.push(ValueRef::NewConstant(Arc::new(b)));
     }
+    let mut attributes = act_attrs(act);
+    attributes.extend(matmul_view_attrs(&views));
     Some(Substitution {
         replacement: vec![ReplacementLayer {
             name: names(g, &replaced),
             op: Op::Custom(CustomOp {
                 domain: CPU_ACC_ID.into(),
                 op_type: FUSED_MATMUL.into(),
-                attributes: act_attrs(act),
+                attributes,
                 outputs: vec![net.tensor(out).info.clone()],
             }),
             inputs,
@@ -639,6 +882,53 @@ fn fuse_gemm(g: &Graph<'_>, id: LayerId, desc: GemmDesc) -> Option<Substitution>
                 .map(|&x| ValueRef::Existing(x))
                 .collect(),
             outputs: vec![Some(t)],
+        }],
+        replaced,
+    })
+}
+
+/// `Add(a, b) → LayerNormalization` with `a` and `b` of one shape and the sum used by the
+/// normalization alone.
+fn fuse_add_layer_norm(g: &Graph<'_>, id: LayerId) -> Option<Substitution> {
+    let net = g.view.network();
+    let add = net.layer(id);
+    let [a, b] = add.inputs.as_slice() else {
+        return None;
+    };
+    let sum = single_output(g, id)?;
+    let info = |t: TensorId| &net.tensor(t).info;
+    if !info(*a).same_layout(info(*b)) || !info(*a).same_layout(info(sum)) {
+        return None;
+    }
+    let norm = g.sole_consumer(sum)?;
+    let layer = net.layer(norm);
+    let Op::LayerNormalization { axis, epsilon } = layer.op else {
+        return None;
+    };
+    let (out, params) = match (layer.outputs.as_slice(), layer.inputs.split_first()) {
+        ([out], Some((&x, params))) if x == sum && !params.contains(&sum) => (*out, params),
+        _ => return None,
+    };
+    if !g.supported(norm) {
+        return None;
+    }
+    let mut inputs = vec![ValueRef::Existing(*a), ValueRef::Existing(*b)];
+    inputs.extend(params.iter().map(|&t| ValueRef::Existing(t)));
+    let replaced = vec![id, norm];
+    Some(Substitution {
+        replacement: vec![ReplacementLayer {
+            name: names(g, &replaced),
+            op: Op::Custom(CustomOp {
+                domain: CPU_ACC_ID.into(),
+                op_type: FUSED_ADD_LAYER_NORM.into(),
+                attributes: vec![
+                    ("axis".into(), AttrValue::Int(axis)),
+                    ("epsilon".into(), AttrValue::Float(epsilon)),
+                ],
+                outputs: vec![info(out).clone()],
+            }),
+            inputs,
+            outputs: vec![Some(out)],
         }],
         replaced,
     })

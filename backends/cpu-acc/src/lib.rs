@@ -3,8 +3,8 @@
 //! CpuAcc runs the compute-heavy f32 operators fast and leaves the rest to the next backend in
 //! the user's preference list (usually CpuRef):
 //!
-//! * **SGEMM** ([`gemm`]): packed A/B panels, a 6×32 register-blocked micro-kernel in AVX-512
-//!   or two 6×16 AVX2+FMA half-tiles (chosen at run time, with a portable fallback); with
+//! * **SGEMM** ([`gemm`]): packed A/B panels, a 12×32 register-blocked micro-kernel in
+//!   AVX-512 or 6×16 AVX2+FMA quarters of it (chosen at run time, with a portable fallback); with
 //!   weights prepacked, one parallel step per product (threads over columns of C for small
 //!   weights, over rows for large weights and narrow B), B packed right before use.
 //! * **Convolution**: 1×1 as a GEMM on the input, general kernels as a GEMM over the input's
@@ -13,8 +13,10 @@
 //!   activation fused in the GEMM epilogue. 3×3 stride-1 convolutions with at least 128
 //!   channels each way and an output of at least 8×8 take a Winograd F(4×4, 3×3) path
 //!   (weights transformed at load; `BACKPLANE_CPUACC_NO_WINOGRAD` turns it off).
-//! * **Fusion** ([`Backend::optimize_subgraph`]): Conv+BatchNormalization(folded)+activation,
-//!   MatMul+Add(bias)+activation and Gemm+activation become CpuAcc custom layers.
+//! * **Fusion** ([`Backend::optimize_subgraph`], [`fusion`]): Conv+BatchNormalization(folded)
+//!   +Add(residual)+activation, MatMul+scale+Add(bias)+activation (with the Reshape/Transpose
+//!   layers around it folded into strided reads and writes), Gemm+activation and
+//!   Add+LayerNormalization become CpuAcc custom layers.
 //! * **Elementwise** with broadcasting, pooling, Softmax, LayerNormalization, Gelu/Erf and
 //!   reductions, vectorized by compiling safe kernel bodies for AVX2 ([`simd`]).
 //!

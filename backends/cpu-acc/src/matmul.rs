@@ -1,5 +1,8 @@
 //! MatMul (numpy batched, broadcasting) and Gemm on the packed SGEMM, with constant right-hand
-//! sides packed at workload creation and an optional fused column bias and activation.
+//! sides packed at workload creation and an optional fused scale, column bias and activation.
+//! A fused MatMul may also read its operands and write its result through [`StridedView`]s:
+//! the Reshape/Transpose layers around an attention product folded away, so the permuted
+//! copies are never made.
 
 use crate::act::Activation;
 use crate::gemm::{self, ASrc, BSrc, Epilogue, MatView, Packed};
@@ -7,111 +10,263 @@ use crate::io::{f32s, f32s_mut, input, output, Io};
 use crate::threads::Threads;
 use backplane_backend_api::{BackendError, Result, Workload};
 use backplane_core::ops::GemmDesc;
-use backplane_core::shape::{broadcast_shapes, broadcast_strides};
+use backplane_core::shape::{broadcast_shapes, broadcast_strides, checked_product, strides_of};
 use backplane_core::{Tensor, TensorView, TensorViewMut};
 
-/// numpy MatMul, optionally `+ bias[n]` and an activation.
+/// A tensor seen through other dims: element `i` of the view (a multi-index) is element
+/// `Σ i[d]·strides[d]` of the tensor's row-major storage. A Reshape followed by Transposes is
+/// such a view of the Reshape's input; so is a MatMul result written through a Transpose.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StridedView {
+    /// The dims seen.
+    pub dims: Vec<usize>,
+    /// The storage stride of each dim, in elements.
+    pub strides: Vec<usize>,
+}
+
+impl StridedView {
+    /// Plain row-major storage of `dims`.
+    pub fn row_major(dims: &[usize]) -> Self {
+        StridedView {
+            dims: dims.to_vec(),
+            strides: strides_of(dims),
+        }
+    }
+
+    /// The view after a Transpose: axis `i` is this view's axis `perm[i]` (`None` when `perm`
+    /// is not a permutation of the axes).
+    pub fn transposed(&self, perm: &[usize]) -> Option<Self> {
+        let mut seen = vec![false; self.dims.len()];
+        for &p in perm {
+            if std::mem::replace(seen.get_mut(p)?, true) {
+                return None;
+            }
+        }
+        (perm.len() == self.dims.len()).then(|| StridedView {
+            dims: perm.iter().map(|&p| self.dims[p]).collect(),
+            strides: perm.iter().map(|&p| self.strides[p]).collect(),
+        })
+    }
+
+    /// Elements of storage the view reaches: one past its largest offset (0 when empty,
+    /// `usize::MAX` when it overflows).
+    pub fn extent(&self) -> usize {
+        if self.dims.contains(&0) {
+            return 0;
+        }
+        self.dims
+            .iter()
+            .zip(&self.strides)
+            .try_fold(1usize, |acc, (&d, &s)| {
+                acc.checked_add((d - 1).checked_mul(s)?)
+            })
+            .unwrap_or(usize::MAX)
+    }
+
+    /// Whether the view addresses each of `len` stored elements exactly once (the storage
+    /// is row-major in some order of the view's axes), so writing through it fills a tensor.
+    pub fn fills(&self, len: usize) -> bool {
+        if self.dims.len() != self.strides.len() {
+            return false;
+        }
+        if checked_product(&self.dims) == Some(0) {
+            return len == 0;
+        }
+        let mut axes: Vec<(usize, usize)> = self
+            .strides
+            .iter()
+            .zip(&self.dims)
+            .filter(|(_, &d)| d > 1)
+            .map(|(&s, &d)| (s, d))
+            .collect();
+        axes.sort_unstable();
+        let mut next = 1;
+        for (s, d) in axes {
+            if s != next {
+                return false;
+            }
+            next = match s.checked_mul(d) {
+                Some(v) => v,
+                None => return false,
+            };
+        }
+        next == len && checked_product(&self.dims) == Some(len)
+    }
+}
+
+/// How a fused MatMul reads its operands and writes its result, and the scale of its product.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MatMulViews {
+    /// A read through a view of input 0 (`None`: input 0 as it is).
+    pub a: Option<StridedView>,
+    /// B read through a view of input 1.
+    pub b: Option<StridedView>,
+    /// The result (with the dims numpy MatMul gives it) written through a view of the
+    /// output; its last axis must have stride 1.
+    pub y: Option<StridedView>,
+    /// `A·B` is scaled by this before the bias.
+    pub alpha: f32,
+}
+
+impl Default for MatMulViews {
+    fn default() -> Self {
+        MatMulViews {
+            a: None,
+            b: None,
+            y: None,
+            alpha: 1.0,
+        }
+    }
+}
+
+/// numpy MatMul, optionally `alpha·A·B + bias[n]` and an activation, operands and result
+/// possibly through [`StridedView`]s.
 pub struct MatMulWorkload {
     io: Io,
     m: usize,
     k: usize,
     n: usize,
-    /// Batch offsets (in matrices) of A and B for each output matrix.
-    batches: Vec<(usize, usize)>,
+    /// Element offsets of A, B and the result's matrices, one triple per output matrix.
+    batches: Vec<(usize, usize, usize)>,
+    /// Row and column strides of A, B and the result (whose column stride is 1).
+    a_step: (usize, usize),
+    b_step: (usize, usize),
+    ldc: usize,
     /// B packed at load time, when constant and shared by every batch.
     packed_b: Option<Packed>,
     /// Rows of A that form one GEMM when B is shared (A's batch folded into M).
     fold_rows: usize,
+    alpha: f32,
     bias: Option<Vec<f32>>,
     act: Activation,
     threads: Threads,
 }
 
+/// An operand of rank ≥ 2 (numpy promotes a vector: A to one row, B to one column).
+fn as_matrices(v: StridedView, is_a: bool) -> StridedView {
+    match (v.dims.as_slice(), v.strides.as_slice()) {
+        ([d], [s]) if is_a => StridedView {
+            dims: vec![1, *d],
+            strides: vec![0, *s],
+        },
+        ([d], [s]) => StridedView {
+            dims: vec![*d, 1],
+            strides: vec![*s, 0],
+        },
+        _ => v,
+    }
+}
+
+/// Element strides of `v`'s batch axes (all but the last two) against the broadcast `batch`
+/// (aligned to the right; a broadcast axis of size 1 steps by 0).
+fn batch_steps(v: &StridedView, batch: &[usize]) -> Vec<usize> {
+    let own = v.dims.len() - 2;
+    (0..batch.len())
+        .map(|i| match (i + own).checked_sub(batch.len()) {
+            Some(j) if v.dims[j] != 1 => v.strides[j],
+            _ => 0,
+        })
+        .collect()
+}
+
 impl MatMulWorkload {
-    /// Build it: `b` is B's value when constant, `bias` a column bias of n values.
+    /// Build it: `b` is B's value when constant, `bias` a column bias of n values, `views`
+    /// how the operands are read and the result written.
     pub fn new(
         io: Io,
         b: Option<&Tensor>,
         bias: Option<Vec<f32>>,
         act: Activation,
+        views: MatMulViews,
         threads: Threads,
     ) -> Result<Self> {
         let bad = |m: &str| BackendError::Other(format!("{}: {m}", io.layer));
-        let ad = io
-            .inputs
-            .first()
-            .ok_or_else(|| bad("no A"))?
-            .shape
-            .dims()
-            .to_vec();
-        let bd = io
-            .inputs
-            .get(1)
-            .ok_or_else(|| bad("no B"))?
-            .shape
-            .dims()
-            .to_vec();
-        if ad.is_empty() || bd.is_empty() {
-            return Err(bad("MatMul inputs must have rank >= 1"));
+        let info = |slot: usize, what: &str| {
+            io.inputs
+                .get(slot)
+                .ok_or_else(|| bad(&format!("no {what}")))
+        };
+        let (ai, bi) = (info(0, "A")?, info(1, "B")?);
+        let yi = io.outputs.first().ok_or_else(|| bad("no output"))?;
+        let view_of = |v: &Option<StridedView>, i: &backplane_core::TensorInfo| {
+            v.clone()
+                .unwrap_or_else(|| StridedView::row_major(i.shape.dims()))
+        };
+        let (av, bv) = (view_of(&views.a, ai), view_of(&views.b, bi));
+        for (v, i) in [(&av, ai), (&bv, bi)] {
+            if v.dims.is_empty() || v.dims.len() != v.strides.len() {
+                return Err(bad("MatMul inputs must have rank >= 1"));
+            }
+            if v.extent() > i.shape.elements() {
+                return Err(bad("an operand view reaches past its input"));
+            }
         }
-        let a2: Vec<usize> = if ad.len() == 1 {
-            vec![1, ad[0]]
-        } else {
-            ad.clone()
-        };
-        let b2: Vec<usize> = if bd.len() == 1 {
-            vec![bd[0], 1]
-        } else {
-            bd.clone()
-        };
-        let (m, k) = (a2[a2.len() - 2], a2[a2.len() - 1]);
-        let n = b2[b2.len() - 1];
-        if b2[b2.len() - 2] != k {
+        let (av, bv) = (as_matrices(av, true), as_matrices(bv, false));
+        let (ra, rb) = (av.dims.len(), bv.dims.len());
+        let (m, k, n) = (av.dims[ra - 2], av.dims[ra - 1], bv.dims[rb - 1]);
+        if bv.dims[rb - 2] != k {
             return Err(bad("inner dimensions differ"));
         }
-        let (ab, bb) = (&a2[..a2.len() - 2], &b2[..b2.len() - 2]);
-        let batch = broadcast_shapes(ab, bb)?;
-        let sa = broadcast_strides(ab, &batch);
-        let sb = broadcast_strides(bb, &batch);
+        let batch = broadcast_shapes(&av.dims[..ra - 2], &bv.dims[..rb - 2])?;
+        let mut y_dims = batch.clone();
+        y_dims.extend([m, n]);
+        let yv = match &views.y {
+            Some(v) => v.clone(),
+            None => StridedView::row_major(&y_dims),
+        };
+        let y_len = yi.shape.elements();
+        if yv.dims != y_dims || !yv.fills(y_len) || (n > 1 && yv.strides[batch.len() + 1] != 1) {
+            return Err(bad("the result view does not fill the output"));
+        }
+        let (sa, sb, sy) = (
+            batch_steps(&av, &batch),
+            batch_steps(&bv, &batch),
+            yv.strides[..batch.len()].to_vec(),
+        );
         let count: usize = batch.iter().product();
         let mut batches = Vec::with_capacity(count);
         for idx in 0..count {
-            let (mut rem, mut oa, mut ob) = (idx, 0, 0);
+            let (mut rem, mut off) = (idx, (0, 0, 0));
             for i in (0..batch.len()).rev() {
                 let d = rem % batch[i];
                 rem /= batch[i];
-                oa += d * sa[i];
-                ob += d * sb[i];
+                off.0 += d * sa[i];
+                off.1 += d * sb[i];
+                off.2 += d * sy[i];
             }
-            batches.push((oa, ob));
+            batches.push(off);
         }
-        let b_shared = bb.iter().all(|&d| d == 1);
+        let b_shared = sb.iter().all(|&s| s == 0);
+        let plain = views.a.is_none() && views.b.is_none() && views.y.is_none();
         // With one B for all batches and A's batches laid out contiguously in output order,
         // the whole product is one GEMM with batch·m rows.
-        let fold = b_shared && ab.len() == batch.len() && ab == batch.as_slice();
-        let packed_b = match (b, b_shared) {
+        let a_batch = &av.dims[..ra - 2];
+        let fold = plain && b_shared && a_batch == batch.as_slice();
+        let packed_b = match (b, b_shared && views.b.is_none()) {
             (Some(t), true) => {
                 let data = t.as_slice::<f32>()?;
                 Some(Packed::pack_b(k, n, MatView { data, rs: n, cs: 1 }))
             }
             _ => None,
         };
-        if let Some(b) = &bias {
-            if b.len() != n {
-                return Err(bad("bias length differs from N"));
-            }
+        if bias.as_ref().is_some_and(|b| b.len() != n) {
+            return Err(bad("bias length differs from N"));
         }
         Ok(MatMulWorkload {
-            io,
             m,
             k,
             n,
+            a_step: (av.strides[ra - 2], av.strides[ra - 1]),
+            b_step: (bv.strides[rb - 2], bv.strides[rb - 1]),
+            ldc: if m > 1 { yv.strides[batch.len()] } else { n },
             fold_rows: if fold { count * m } else { 0 },
             batches,
             packed_b,
+            alpha: views.alpha,
             bias,
             act,
             threads,
+            io,
         })
     }
 }
@@ -124,35 +279,44 @@ impl Workload for MatMulWorkload {
         let y = f32s_mut(output(outputs)?)?;
         let (m, k, n) = (self.m, self.k, self.n);
         let ep = Epilogue {
+            alpha: self.alpha,
             col_bias: self.bias.as_deref(),
             act: self.act,
             ..Epilogue::default()
         };
-        let bsrc_of = |ob: usize| match &self.packed_b {
-            Some(p) => BSrc::Packed(p),
-            None => BSrc::View(MatView {
-                data: &b[ob * k * n..(ob + 1) * k * n],
-                rs: n,
-                cs: 1,
-            }),
-        };
+        let short = || self.io.error("an operand is shorter than its view".into());
         if self.fold_rows > 0 {
-            let rows = self.fold_rows;
             let asrc = ASrc::View(MatView {
                 data: a,
                 rs: k,
                 cs: 1,
             });
-            return gemm::sgemm(&self.threads, rows, n, k, &asrc, &bsrc_of(0), y, n, &ep);
+            let bsrc = match &self.packed_b {
+                Some(p) => BSrc::Packed(p),
+                None => BSrc::View(MatView {
+                    data: b,
+                    rs: n,
+                    cs: 1,
+                }),
+            };
+            return gemm::sgemm(&self.threads, self.fold_rows, n, k, &asrc, &bsrc, y, n, &ep);
         }
-        for (i, &(oa, ob)) in self.batches.iter().enumerate() {
+        for &(oa, ob, oy) in &self.batches {
             let asrc = ASrc::View(MatView {
-                data: &a[oa * m * k..(oa + 1) * m * k],
-                rs: k,
-                cs: 1,
+                data: a.get(oa..).ok_or_else(short)?,
+                rs: self.a_step.0,
+                cs: self.a_step.1,
             });
-            let out = &mut y[i * m * n..(i + 1) * m * n];
-            gemm::sgemm(&self.threads, m, n, k, &asrc, &bsrc_of(ob), out, n, &ep)?;
+            let bsrc = match &self.packed_b {
+                Some(p) => BSrc::Packed(p),
+                None => BSrc::View(MatView {
+                    data: b.get(ob..).ok_or_else(short)?,
+                    rs: self.b_step.0,
+                    cs: self.b_step.1,
+                }),
+            };
+            let out = y.get_mut(oy..).ok_or_else(short)?;
+            gemm::sgemm(&self.threads, m, n, k, &asrc, &bsrc, out, self.ldc, &ep)?;
         }
         Ok(())
     }
@@ -313,5 +477,129 @@ impl Workload for GemmWorkload {
             None => BSrc::View(b_view(&self.desc, f32s(input(inputs, 1)?)?, k, n)),
         };
         gemm::sgemm(&self.threads, m, n, k, &asrc, &bsrc, y, n, &ep)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use backplane_core::{DataType, TensorInfo};
+
+    #[test]
+    fn strided_views_follow_transposes_and_know_when_they_fill() {
+        let v = StridedView::row_major(&[2, 3, 4]);
+        assert_eq!(v.strides, [12, 4, 1]);
+        assert_eq!(v.extent(), 24);
+        assert!(v.fills(24) && !v.fills(25));
+        let t = v.transposed(&[1, 0, 2]).unwrap();
+        assert_eq!(
+            (t.dims.as_slice(), t.strides.as_slice()),
+            (&[3, 2, 4][..], &[4, 12, 1][..])
+        );
+        assert!(t.fills(24));
+        assert_eq!(v.transposed(&[0, 0, 1]), None);
+        assert_eq!(v.transposed(&[0, 1]), None);
+        // Two axes on one stride overlap; a gap leaves elements unwritten.
+        let overlap = StridedView {
+            dims: vec![2, 3],
+            strides: vec![1, 1],
+        };
+        assert!(!overlap.fills(6));
+        let gap = StridedView {
+            dims: vec![2, 3],
+            strides: vec![4, 1],
+        };
+        assert!(!gap.fills(6) && gap.extent() == 7);
+        assert!(StridedView::row_major(&[0, 3]).fills(0));
+        let huge = StridedView {
+            dims: vec![3],
+            strides: vec![usize::MAX],
+        };
+        assert_eq!(huge.extent(), usize::MAX);
+    }
+
+    fn io(a: &[usize], b: &[usize], y: &[usize]) -> Io {
+        let f = |d: &[usize]| TensorInfo::new(DataType::F32, d.to_vec());
+        Io {
+            layer: "mm".into(),
+            inputs: vec![f(a), f(b)],
+            outputs: vec![f(y)],
+        }
+    }
+
+    /// Views that would read or write outside the tensors are refused at creation.
+    #[test]
+    fn views_outside_their_tensors_are_refused() {
+        let th = Threads::single();
+        let past = MatMulViews {
+            a: Some(StridedView {
+                dims: vec![2, 3],
+                strides: vec![4, 1],
+            }),
+            ..MatMulViews::default()
+        };
+        let r = MatMulWorkload::new(
+            io(&[6], &[3, 2], &[2, 2]),
+            None,
+            None,
+            Activation::None,
+            past,
+            th.clone(),
+        );
+        assert!(r.is_err());
+        let not_filling = MatMulViews {
+            y: Some(StridedView {
+                dims: vec![2, 2],
+                strides: vec![1, 1],
+            }),
+            ..MatMulViews::default()
+        };
+        let r = MatMulWorkload::new(
+            io(&[2, 3], &[3, 2], &[2, 2]),
+            None,
+            None,
+            Activation::None,
+            not_filling,
+            th,
+        );
+        assert!(r.is_err());
+    }
+
+    /// A transposed operand and a transposed result give what the plain product gives.
+    #[test]
+    fn strided_operands_and_result_match_the_plain_product() {
+        let th = Threads::single();
+        let (m, k, n) = (3, 5, 4);
+        let a: Vec<f32> = (0..m * k).map(|i| i as f32 * 0.25 - 1.0).collect();
+        let b: Vec<f32> = (0..k * n).map(|i| (i % 7) as f32 - 3.0).collect();
+        // B given as its transpose [n, k], read through a view.
+        let bt: Vec<f32> = (0..n * k).map(|i| b[(i % k) * n + i / k]).collect();
+        let views = MatMulViews {
+            b: Some(StridedView::row_major(&[n, k]).transposed(&[1, 0]).unwrap()),
+            alpha: 0.5,
+            ..MatMulViews::default()
+        };
+        let w = MatMulWorkload::new(
+            io(&[m, k], &[n, k], &[m, n]),
+            None,
+            None,
+            Activation::None,
+            views,
+            th,
+        )
+        .unwrap();
+        let at = Tensor::from_vec(vec![m, k], a.clone()).unwrap();
+        let bt = Tensor::from_vec(vec![n, k], bt).unwrap();
+        let mut y = Tensor::from_vec(vec![m, n], vec![f32::NAN; m * n]).unwrap();
+        w.execute(&[at.view(), bt.view()], &mut [y.view_mut()])
+            .unwrap();
+        let got = y.as_slice::<f32>().unwrap();
+        for i in 0..m {
+            for j in 0..n {
+                let want: f32 = 0.5 * (0..k).map(|l| a[i * k + l] * b[l * n + j]).sum::<f32>();
+                assert!((got[i * n + j] - want).abs() < 1e-4, "{i},{j}");
+            }
+        }
     }
 }

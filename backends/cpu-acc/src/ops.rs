@@ -304,6 +304,9 @@ fn expand(values: &[f32], from: &[usize], to: &[usize]) -> Vec<f32> {
 /// LayerNormalization over the trailing axes.
 pub struct LayerNormWorkload {
     io: Io,
+    /// Input 1 is added to input 0 before normalizing (a residual connection), and scale
+    /// and bias are inputs 2 and 3.
+    sum: bool,
     epsilon: f32,
     block_dims: Vec<usize>,
     scale: Option<Vec<f32>>,
@@ -337,6 +340,7 @@ impl LayerNormWorkload {
         Ok(LayerNormWorkload {
             scale: exp(scale)?,
             bias: exp(bias)?,
+            sum: false,
             io,
             epsilon,
             block_dims,
@@ -345,22 +349,44 @@ impl LayerNormWorkload {
     }
 }
 
+impl LayerNormWorkload {
+    /// Normalize the sum of inputs 0 and 1 (of one shape) instead: `scale`/`bias` are then
+    /// inputs 2 and 3. The sum is never stored.
+    pub fn of_sum(mut self) -> Result<Self> {
+        match self.io.inputs.as_slice() {
+            [a, b, ..] if a.same_layout(b) => {
+                self.sum = true;
+                Ok(self)
+            }
+            _ => Err(BackendError::Other(format!(
+                "{}: the two summands must have one shape",
+                self.io.layer
+            ))),
+        }
+    }
+}
+
 impl Workload for LayerNormWorkload {
     fn execute(&self, inputs: &[TensorView<'_>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
         self.io.check(inputs, outputs)?;
         let x = f32s(input(inputs, 0)?)?;
+        let (addend, params) = if self.sum {
+            (Some(f32s(input(inputs, 1)?)?), 2)
+        } else {
+            (None, 1)
+        };
         let block: usize = self.block_dims.iter().product();
         let scale_rt;
         let scale: &[f32] = match &self.scale {
             Some(s) => s,
             None => {
-                let v = input(inputs, 1)?;
+                let v = input(inputs, params)?;
                 scale_rt = expand(f32s(v)?, v.dims(), &self.block_dims);
                 &scale_rt
             }
         };
         let bias_rt;
-        let bias: Option<&[f32]> = match (&self.bias, inputs.get(2)) {
+        let bias: Option<&[f32]> = match (&self.bias, inputs.get(params + 1)) {
             (Some(b), _) => Some(b),
             (None, Some(v)) => {
                 bias_rt = expand(f32s(v)?, v.dims(), &self.block_dims);
@@ -376,9 +402,17 @@ impl Workload for LayerNormWorkload {
         let per = self.threads.chunk_size(rows, (8192 / block).max(1), 1);
         let eps = self.epsilon;
         self.threads.chunks(y, per * block, |ci, yc| {
+            let mut sum = vec![0f32; if addend.is_some() { block } else { 0 }];
             for (r, out) in yc.chunks_exact_mut(block).enumerate() {
                 let s = (ci * per + r) * block;
-                simd::layer_norm_row(&x[s..s + block], scale, bias, eps, out);
+                let row = &x[s..s + block];
+                match addend {
+                    Some(b) => {
+                        simd::binary_vv(Bin::Add, row, &b[s..s + block], &mut sum);
+                        simd::layer_norm_row(&sum, scale, bias, eps, out);
+                    }
+                    None => simd::layer_norm_row(row, scale, bias, eps, out),
+                }
             }
             Ok(())
         })

@@ -6,7 +6,7 @@ use crate::conv::ConvWorkload;
 use crate::elementwise::Bin;
 use crate::fusion;
 use crate::io::Io;
-use crate::matmul::{GemmWorkload, MatMulWorkload};
+use crate::matmul::{GemmWorkload, MatMulViews, MatMulWorkload};
 use crate::ops::*;
 use crate::support;
 use crate::threads::Threads;
@@ -81,7 +81,14 @@ impl WorkloadFactory for CpuAccWorkloadFactory {
                 Activation::None,
                 th,
             )?),
-            Op::MatMul => Box::new(MatMulWorkload::new(io, k(1), None, Activation::None, th)?),
+            Op::MatMul => Box::new(MatMulWorkload::new(
+                io,
+                k(1),
+                None,
+                Activation::None,
+                MatMulViews::default(),
+                th,
+            )?),
             Op::Gemm(desc) => Box::new(GemmWorkload::new(
                 io,
                 *desc,
@@ -131,11 +138,19 @@ impl WorkloadFactory for CpuAccWorkloadFactory {
                             ),
                             _ => None,
                         };
+                        let views = fusion::decode_matmul_views(c).map_err(|r| bad(layer, r))?;
                         let mut io = io;
                         io.inputs.truncate(2);
                         Box::new(FusedMatMul {
-                            inner: MatMulWorkload::new(io, k(1), bias, act, th)?,
+                            inner: MatMulWorkload::new(io, k(1), bias, act, views, th)?,
                         })
+                    }
+                    fusion::FUSED_ADD_LAYER_NORM => {
+                        let (axis, epsilon) =
+                            fusion::decode_layer_norm(c).map_err(|r| bad(layer, r))?;
+                        Box::new(
+                            LayerNormWorkload::new(io, axis, epsilon, k(2), k(3), th)?.of_sum()?,
+                        )
                     }
                     fusion::FUSED_GEMM => {
                         let desc = fusion::decode_gemm(c).map_err(|r| bad(layer, r))?;

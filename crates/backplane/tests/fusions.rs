@@ -1,0 +1,276 @@
+//! CpuAcc's graph-level fusions through the whole pipeline (optimize, load, execute) against
+//! CpuRef running the unfused network: which layers remain, and identical results within
+//! the GEMM tolerance (|acc - ref| <= 1e-4 + 1e-4·|ref|).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use backplane::core::ops::BinaryOp;
+use backplane::core::{Op, TensorId};
+use backplane::{BackendId, DataType, Network, OptimizerOptions, Runtime, Tensor, TensorInfo};
+
+fn options(backend: &str) -> OptimizerOptions {
+    OptimizerOptions::new(vec![BackendId::new(backend).unwrap()])
+}
+
+/// Deterministic values in [-1, 1).
+fn random(dims: &[usize], seed: u64) -> Tensor {
+    let mut s = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    let n: usize = dims.iter().product();
+    let v: Vec<f32> = (0..n)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect();
+    Tensor::from_vec(dims.to_vec(), v).unwrap()
+}
+
+/// `[1, s, h·d]` → Reshape `[1, s, h, d]` → Transpose `(0, 2, 1, 3)`: one head per batch.
+fn split_heads(n: &mut Network, name: &str, x: TensorId, s: usize, h: usize, d: usize) -> TensorId {
+    let r = n
+        .add_layer(
+            &format!("{name}_reshape"),
+            Op::Reshape {
+                shape: vec![1, s, h, d],
+            },
+            &[x],
+        )
+        .unwrap()[0];
+    n.add_layer(
+        &format!("{name}_transpose"),
+        Op::Transpose {
+            perm: vec![0, 2, 1, 3],
+        },
+        &[r],
+    )
+    .unwrap()[0]
+}
+
+/// Self-attention on `q`, `k`, `v` inputs of `[1, s, h·d]`: heads split by Reshape and
+/// Transpose, `softmax(q·kᵀ / √d)·v`, heads merged by Transpose and Reshape. With
+/// `expose`, the split q heads and the unscaled scores are network outputs too (so the
+/// layers computing them must stay).
+fn attention(s: usize, h: usize, d: usize, expose: bool) -> Network {
+    let mut n = Network::new();
+    let info = TensorInfo::new(DataType::F32, vec![1, s, h * d]);
+    let (q, k, v) = (
+        n.add_input("q", info.clone()).unwrap(),
+        n.add_input("k", info.clone()).unwrap(),
+        n.add_input("v", info).unwrap(),
+    );
+    let q = split_heads(&mut n, "q", q, s, h, d);
+    let k = split_heads(&mut n, "k", k, s, h, d);
+    let kt = n
+        .add_layer(
+            "k_transpose_last",
+            Op::Transpose {
+                perm: vec![0, 1, 3, 2],
+            },
+            &[k],
+        )
+        .unwrap()[0];
+    let v = split_heads(&mut n, "v", v, s, h, d);
+    let scores = n.add_layer("scores", Op::MatMul, &[q, kt]).unwrap()[0];
+    let root = n
+        .add_constant("sqrt_d", Tensor::scalar((d as f32).sqrt()))
+        .unwrap();
+    let scaled = n
+        .add_layer("scale", Op::Binary(BinaryOp::Div), &[scores, root])
+        .unwrap()[0];
+    let p = n
+        .add_layer("softmax", Op::Softmax { axis: -1 }, &[scaled])
+        .unwrap()[0];
+    let o = n.add_layer("context", Op::MatMul, &[p, v]).unwrap()[0];
+    let ot = n
+        .add_layer(
+            "merge_transpose",
+            Op::Transpose {
+                perm: vec![0, 2, 1, 3],
+            },
+            &[o],
+        )
+        .unwrap()[0];
+    let y = n
+        .add_layer(
+            "merge_reshape",
+            Op::Reshape {
+                shape: vec![1, s, h * d],
+            },
+            &[ot],
+        )
+        .unwrap()[0];
+    n.mark_output(y).unwrap();
+    if expose {
+        n.mark_output(q).unwrap();
+        n.mark_output(scores).unwrap();
+    }
+    n
+}
+
+fn run(rt: &Runtime, net: &Network, backend: &str, feeds: &[(&str, &Tensor)]) -> Vec<Tensor> {
+    let id = rt
+        .load_network(rt.optimize(net, &options(backend)).unwrap())
+        .unwrap();
+    rt.execute(id, feeds)
+        .unwrap()
+        .into_iter()
+        .map(|(_, t)| t)
+        .collect()
+}
+
+fn assert_close(what: &str, got: &Tensor, want: &Tensor) {
+    assert_eq!(got.shape(), want.shape(), "{what}");
+    for (i, (g, w)) in got.to_f64_vec().iter().zip(want.to_f64_vec()).enumerate() {
+        assert!(
+            (g - w).abs() <= 1e-4 + 1e-4 * w.abs(),
+            "{what}: element {i}: got {g}, expected {w}"
+        );
+    }
+}
+
+/// The head split and merge of attention (Reshape, Transpose) and the 1/√d scale fold into
+/// the two MatMuls: only they and the Softmax remain, and the results match CpuRef, for odd
+/// sequence lengths, head counts and head sizes.
+#[test]
+fn attention_reshapes_transposes_and_scale_fold_into_the_matmuls() {
+    let rt = backplane::RuntimeBuilder::new().build().unwrap();
+    for (s, h, d) in [(7, 2, 5), (17, 3, 16), (1, 1, 3), (63, 4, 8)] {
+        let net = attention(s, h, d, false);
+        let opt = rt.optimize(&net, &options("CpuAcc")).unwrap();
+        let ops: Vec<&str> = opt
+            .network()
+            .layers()
+            .iter()
+            .map(|l| match &l.op {
+                Op::Custom(c) => c.op_type.as_str(),
+                other => other.name(),
+            })
+            .collect();
+        assert_eq!(
+            ops,
+            ["FusedMatMul", "Softmax", "FusedMatMul"],
+            "s{s} h{h} d{d}"
+        );
+        let names: Vec<&str> = opt
+            .network()
+            .layers()
+            .iter()
+            .map(|l| l.name.as_str())
+            .collect();
+        assert_eq!(
+            names[0],
+            "q_reshape+q_transpose+k_reshape+k_transpose+k_transpose_last+scores+scale"
+        );
+        assert_eq!(
+            names[2],
+            "v_reshape+v_transpose+context+merge_transpose+merge_reshape"
+        );
+
+        let dims = [1, s, h * d];
+        let (q, k, v) = (random(&dims, 1), random(&dims, 2), random(&dims, 3));
+        let feeds = [("q", &q), ("k", &k), ("v", &v)];
+        let got = run(&rt, &net, "CpuAcc", &feeds);
+        let want = run(&rt, &net, "CpuRef", &feeds);
+        assert_close(&format!("attention s{s} h{h} d{d}"), &got[0], &want[0]);
+    }
+}
+
+/// A tensor another consumer (here: the network's caller) needs is never folded away: with
+/// the split q heads and the unscaled scores outputs, their Transpose and the scale stay
+/// layers of their own, and every output matches.
+#[test]
+fn attention_keeps_what_is_used_elsewhere() {
+    let rt = backplane::RuntimeBuilder::new().build().unwrap();
+    let (s, h, d) = (7, 2, 5);
+    let net = attention(s, h, d, true);
+    let opt = rt.optimize(&net, &options("CpuAcc")).unwrap();
+    let names: Vec<&str> = opt
+        .network()
+        .layers()
+        .iter()
+        .map(|l| l.name.as_str())
+        .collect();
+    for kept in ["q_transpose", "scale"] {
+        assert!(names.contains(&kept), "{kept} must stay: {names:?}");
+    }
+    let dims = [1, s, h * d];
+    let (q, k, v) = (random(&dims, 4), random(&dims, 5), random(&dims, 6));
+    let feeds = [("q", &q), ("k", &k), ("v", &v)];
+    let got = run(&rt, &net, "CpuAcc", &feeds);
+    let want = run(&rt, &net, "CpuRef", &feeds);
+    assert_eq!(got.len(), 3);
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert_close(&format!("output {i}"), g, w);
+    }
+}
+
+/// `x → MatMul(w) + b → Add(x) → LayerNormalization`: the projection with its bias, then
+/// the residual sum and the normalization as one layer; with the sum a network output too,
+/// the Add stays. Results match CpuRef for odd row lengths, with and without a norm bias.
+#[test]
+fn residual_add_and_layer_norm_fuse() {
+    let rt = backplane::RuntimeBuilder::new().build().unwrap();
+    for (rows, width, norm_bias, expose_sum) in [
+        (7, 17, true, false),
+        (1, 3, false, false),
+        (63, 128, true, false),
+        (5, 9, true, true),
+    ] {
+        let mut n = Network::new();
+        let x = n
+            .add_input("x", TensorInfo::new(DataType::F32, vec![1, rows, width]))
+            .unwrap();
+        let w = n.add_constant("w", random(&[width, width], 7)).unwrap();
+        let b = n.add_constant("b", random(&[width], 8)).unwrap();
+        let scale = n.add_constant("scale", random(&[width], 9)).unwrap();
+        let mm = n.add_layer("proj", Op::MatMul, &[x, w]).unwrap()[0];
+        let h = n
+            .add_layer("proj_bias", Op::Binary(BinaryOp::Add), &[mm, b])
+            .unwrap()[0];
+        let sum = n
+            .add_layer("residual", Op::Binary(BinaryOp::Add), &[h, x])
+            .unwrap()[0];
+        let mut norm_in = vec![sum, scale];
+        if norm_bias {
+            norm_in.push(n.add_constant("beta", random(&[width], 10)).unwrap());
+        }
+        let y = n
+            .add_layer(
+                "norm",
+                Op::LayerNormalization {
+                    axis: -1,
+                    epsilon: 1e-5,
+                },
+                &norm_in,
+            )
+            .unwrap()[0];
+        n.mark_output(y).unwrap();
+        if expose_sum {
+            n.mark_output(sum).unwrap();
+        }
+        let opt = rt.optimize(&n, &options("CpuAcc")).unwrap();
+        let names: Vec<&str> = opt
+            .network()
+            .layers()
+            .iter()
+            .map(|l| l.name.as_str())
+            .collect();
+        let want_names: &[&str] = if expose_sum {
+            &["proj+proj_bias", "residual", "norm"]
+        } else {
+            &["proj+proj_bias", "residual+norm"]
+        };
+        assert_eq!(names, want_names);
+
+        let xv = random(&[1, rows, width], 11);
+        let got = run(&rt, &n, "CpuAcc", &[("x", &xv)]);
+        let want = run(&rt, &n, "CpuRef", &[("x", &xv)]);
+        assert_eq!(got.len(), want.len());
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert_close(&format!("{rows}x{width} output {i}"), g, w);
+        }
+    }
+}
