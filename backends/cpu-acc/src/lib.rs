@@ -10,7 +10,7 @@
 //! * **Convolution**: 1×1 as a GEMM on the input, general kernels as a GEMM over the input's
 //!   zero-padded stride phases (each im2col row a contiguous run), depthwise as its own
 //!   kernel over a padded copy of each plane; weights packed once at load, bias and
-//!   activation fused in the GEMM epilogue. 3×3 stride-1 convolutions with at least 128
+//!   activation fused in the GEMM epilogue. 3×3 stride-1 convolutions with at least 64
 //!   channels each way and an output of at least 8×8 take a Winograd F(4×4, 3×3) path
 //!   (weights transformed at load; `BACKPLANE_CPUACC_NO_WINOGRAD` turns it off).
 //! * **Fusion** ([`Backend::optimize_subgraph`], [`fusion`]): Conv+BatchNormalization(folded)

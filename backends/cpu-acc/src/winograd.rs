@@ -32,10 +32,12 @@
 //! out at the end); when there are fewer blocks than threads the blocks run in turn and each
 //! product uses the threads instead.
 //!
-//! Where it is taken: see [`worth`]. The transforms, not the products, are what keeps it from
-//! paying off at 64 channels; a row-wise formulation of the transforms (whole padded rows
-//! combined, then split into column phases) was tried and measured slower than the
-//! lane-gather one kept here.
+//! Where it is taken: see [`worth`]. With AVX2 the transforms run as intrinsics
+//! (`simd::winograd`: window rows loaded as vectors and transposed in registers; the safe
+//! bodies here are the fallback and the reference of the tests); the transforms, not the
+//! products, decide from how many channels the path pays off. A row-wise formulation of
+//! the safe transforms (whole padded rows combined, then split into column phases) was
+//! tried and measured slower than the lane-gather one kept here.
 
 use crate::act::Activation;
 use crate::gemm::{self, ASrc, BSrc, Epilogue, MatView, Packed};
@@ -48,9 +50,9 @@ use std::cell::RefCell;
 /// Tiles transformed together (one AVX2 vector).
 pub const LANES: usize = 8;
 /// Output tile side.
-const TILE: usize = 4;
+pub(crate) const TILE: usize = 4;
 /// Input tile side.
-const ALPHA: usize = 6;
+pub(crate) const ALPHA: usize = 6;
 /// Points of the transformed domain.
 const XI: usize = ALPHA * ALPHA;
 
@@ -81,17 +83,19 @@ pub fn applies(geo: &Geo2) -> bool {
 }
 
 /// Fewest input and output channels for which the Winograd path is taken.
-const MIN_CHANNELS: usize = 128;
+const MIN_CHANNELS: usize = 64;
 /// Smallest output side for which it is taken.
 const MIN_SIDE: usize = 8;
 
-/// Whether the Winograd path is worth it, measured with `conv_bench` (1 thread, A/B against
-/// the im2col GEMM path, on a shared 2-core AVX-512 machine): 128→128 channels on 28×28 and
-/// 256→256 on 14×14 ran 1.1–1.4× faster; 64→64 on 56×56 broke even (the transforms cost
-/// `(c + m) / (c · m)` of the products, twice as much at 64 channels as at 128); 512→512 on
-/// 7×7 (4 tiles: the 36 transformed weight matrices are streamed for very few columns) ran
-/// 2× slower. Hence at least [`MIN_CHANNELS`] channels each way and an output of at least
-/// [`MIN_SIDE`] × [`MIN_SIDE`].
+/// Whether the Winograd path is worth it, measured with `conv_bench` (best of 6 alternating
+/// runs against the im2col GEMM path, on a shared 2-core AVX-512 machine), since the
+/// transforms run as AVX2 intrinsics (`simd::winograd`): 64→64 channels on 56×56 1.90 ms
+/// against 2.61–2.77 (1 thread) and 2.33 (2 threads); 128→128 on 28×28 1.46 against 1.85;
+/// 256→256 on 14×14 1.90 against 2.16. With the transforms compiled from plain arrays,
+/// 64 channels broke even (the transforms cost `(c + m) / (c · m)` of the products, twice
+/// as much at 64 channels as at 128). 512→512 on 7×7 (4 tiles: the 36 transformed weight
+/// matrices are streamed for very few columns) ran 2× slower. Hence at least
+/// [`MIN_CHANNELS`] channels each way and an output of at least [`MIN_SIDE`] × [`MIN_SIDE`].
 ///
 /// With several threads and fewer blocks of tiles than threads, each block's 36 products are
 /// shared out whole between the threads (256→256 on 14×14, 16 tiles, 2 threads: 2.0–2.3 ms
@@ -207,7 +211,7 @@ impl Tiles {
 
     /// (image, output row, output column) of tile `t`'s top-left pixel.
     #[inline(always)]
-    fn origin(&self, t: usize) -> (usize, usize, usize) {
+    pub(crate) fn origin(&self, t: usize) -> (usize, usize, usize) {
         let per = self.across * self.down;
         let (b, r) = (t / per, t % per);
         (b, (r / self.across) * TILE, (r % self.across) * TILE)
@@ -229,12 +233,12 @@ pub struct Block {
 /// cache line more than the matrix, so that the 36 values of one tile (read or written
 /// together) do not all fall in the same L1 set when the matrix size is a multiple of 4 KiB.
 #[inline(always)]
-fn xi_stride(rows: usize, pitch: usize) -> usize {
+pub(crate) fn xi_stride(rows: usize, pitch: usize) -> usize {
     rows * pitch + 16
 }
 
 /// Width of one strip of [`LANES`] output tiles.
-const STRIP: usize = LANES * TILE;
+pub(crate) const STRIP: usize = LANES * TILE;
 
 /// Where the output transform writes.
 #[derive(Debug)]
@@ -258,15 +262,18 @@ pub fn input_body(tiles: &Tiles, c: usize, blk: &Block, x: &[f32], v: &mut [f32]
     let pw = tiles.pitch;
     let mut d = [[[0f32; LANES]; ALPHA]; ALPHA];
     let mut cols = [[[0f32; LANES]; ALPHA]; ALPHA];
-    for t0 in (0..blk.count).step_by(LANES) {
-        // Each lane's window origin in its image's first padded plane (lanes past the block's
-        // end repeat its last tile).
-        let org: [usize; LANES] = std::array::from_fn(|l| {
-            let (b, oy, ox) = tiles.origin(blk.first + (t0 + l).min(blk.count - 1));
-            b * c * plane + oy * pw + ox
-        });
-        for ci in 0..c {
-            let off = ci * plane;
+    // Channel by channel, the block's tiles in order: each of the 36 matrices is then
+    // written as one sequential stream (tiles outermost wrote one lane vector per channel,
+    // so every cache line of V was fetched twice).
+    for ci in 0..c {
+        let off = ci * plane;
+        for t0 in (0..blk.count).step_by(LANES) {
+            // Each lane's window origin in its image's first padded plane (lanes past the
+            // block's end repeat its last tile).
+            let org: [usize; LANES] = std::array::from_fn(|l| {
+                let (b, oy, ox) = tiles.origin(blk.first + (t0 + l).min(blk.count - 1));
+                b * c * plane + oy * pw + ox
+            });
             for (i, row) in d.iter_mut().enumerate() {
                 for (j, dv) in row.iter_mut().enumerate() {
                     *dv = std::array::from_fn(|l| {
@@ -390,21 +397,29 @@ pub fn output_body(
 }
 
 /// Copy the input planes (`x`, NCHW) into zero-padded planes of [`Tiles::padded_plane`]
-/// floats: input `(iy, ix)` at `(iy + pt, ix + pl)`.
+/// floats: input `(iy, ix)` at `(iy + pt, ix + pl)`, zeros around (only the border is
+/// zeroed: clearing whole planes first was an eighth of a 64-channel layer's time).
 fn pad_input(th: &Threads, geo: &Geo2, tiles: &Tiles, x: &[f32], xp: &mut [f32]) -> Result<()> {
     let plane = geo.h * geo.w;
     let pw = tiles.pitch;
+    // Input columns past the last window (never read) are left out.
+    let n = geo.w.min(pw.saturating_sub(geo.pl));
+    let left = geo.pl.min(pw);
     th.chunks(xp, tiles.padded_plane(), |pi, dst| {
-        dst.fill(0.0);
         let src = x
             .get(pi * plane..(pi + 1) * plane)
             .ok_or_else(|| BackendError::Execution("winograd: input too short".into()))?;
-        for (iy, row) in src.chunks_exact(geo.w.max(1)).enumerate() {
-            let at = (iy + geo.pt) * pw + geo.pl;
-            // Input columns past the last window (never read) are left out.
-            let n = geo.w.min(pw.saturating_sub(geo.pl));
-            if let Some(d) = dst.get_mut(at..at + n) {
-                d.copy_from_slice(&row[..n]);
+        for (r, row) in dst.chunks_exact_mut(pw).enumerate() {
+            let inside = r.checked_sub(geo.pt).filter(|&iy| iy < geo.h);
+            match inside.and_then(|iy| src.get(iy * geo.w..iy * geo.w + n)) {
+                Some(run) => {
+                    let (head, rest) = row.split_at_mut(left);
+                    head.fill(0.0);
+                    let (mid, tail) = rest.split_at_mut(n.min(rest.len()));
+                    mid.copy_from_slice(&run[..mid.len()]);
+                    tail.fill(0.0);
+                }
+                None => row.fill(0.0),
             }
         }
         Ok(())
@@ -474,9 +489,14 @@ impl Plan {
         }
         let tiles = Tiles::new(geo, n);
         let len = n * c * tiles.padded_plane();
-        let mut xp = gemm::take(&X_BUF, len);
-        let res = pad_input(th, geo, &tiles, x, &mut xp[..len])
-            .and_then(|()| self.run_tiles(th, geo, n, &tiles, &xp[..len], bias, act, y));
+        // Zeros after the planes: the vector transform reads each window row as a whole
+        // vector, a little past the last window.
+        let mut xp = gemm::take(&X_BUF, len + simd::WINOGRAD_SLACK);
+        xp[len..].fill(0.0);
+        let res = pad_input(th, geo, &tiles, x, &mut xp[..len]).and_then(|()| {
+            let padded = &xp[..len + simd::WINOGRAD_SLACK];
+            self.run_tiles(th, geo, n, &tiles, padded, bias, act, y)
+        });
         gemm::give_back(&X_BUF, xp);
         res
     }
@@ -800,6 +820,96 @@ mod tests {
             }
         }
         eprintln!("winograd F(4,3): worst relative error {worst:e} over {k} cases");
+    }
+
+    /// The AVX2 intrinsics transforms against the safe bodies on the same block: the V
+    /// matrices and the output (both destinations, partial border tiles, every activation
+    /// the intrinsics take, NaN kept by Relu) agree within rounding.
+    #[test]
+    fn intrinsics_transforms_match_the_safe_bodies() {
+        if !simd::has_avx2_fma() {
+            return;
+        }
+        let mut rng = Rng(5);
+        for (n, c, m, h, w) in [(1, 3, 5, 14, 14), (2, 17, 9, 7, 11), (1, 8, 16, 30, 29)] {
+            let g = geo(h, w, [1, 1, 1, 1]);
+            let tiles = Tiles::new(&g, n);
+            let count = tiles.total.min(40);
+            let blk = Block {
+                first: tiles.total - count,
+                count,
+                pitch: count.div_ceil(LANES) * LANES,
+            };
+            let len = n * c * tiles.padded_plane();
+            let mut xp = vec![0f32; len + simd::WINOGRAD_SLACK];
+            let x = rng.vec(n * c * h * w);
+            pad_input(&Threads::single(), &g, &tiles, &x, &mut xp[..len]).unwrap();
+            let vs = xi_stride(c, blk.pitch);
+            let (mut fast, mut safe) = (vec![0f32; XI * vs], vec![0f32; XI * vs]);
+            simd::winograd_input(&tiles, c, &blk, &xp, &mut fast);
+            simd::winograd_input_portable(&tiles, c, &blk, &xp, &mut safe);
+            for (i, (a, b)) in fast.iter().zip(&safe).enumerate() {
+                assert!((a - b).abs() <= 1e-5 * (1.0 + b.abs()), "V {i}: {a} vs {b}");
+            }
+
+            let ms = xi_stride(m, blk.pitch);
+            let mut mo = rng.vec(XI * ms);
+            mo[3] = f32::NAN;
+            let bias = rng.vec(m);
+            for act in [
+                Activation::None,
+                Activation::Relu,
+                Activation::Clip {
+                    min: -0.5,
+                    max: 0.75,
+                },
+                Activation::LeakyRelu { alpha: 0.1 },
+            ] {
+                let ep = OutEpilogue {
+                    m,
+                    bias: Some(&bias),
+                    act,
+                };
+                let size = n * m * g.oh * g.ow;
+                let (mut yf, mut ys) = (vec![0f32; size], vec![0f32; size]);
+                simd::winograd_output(&g, &tiles, &blk, &ep, &mo, &mut Dest::Output(&mut yf));
+                simd::winograd_output_portable(
+                    &g,
+                    &tiles,
+                    &blk,
+                    &ep,
+                    &mo,
+                    &mut Dest::Output(&mut ys),
+                );
+                let strips = m * blk.pitch * TILE * TILE;
+                let (mut sf, mut ss) = (vec![0f32; strips], vec![0f32; strips]);
+                simd::winograd_output(&g, &tiles, &blk, &ep, &mo, &mut Dest::Strips(&mut sf));
+                simd::winograd_output_portable(
+                    &g,
+                    &tiles,
+                    &blk,
+                    &ep,
+                    &mo,
+                    &mut Dest::Strips(&mut ss),
+                );
+                // The safe body fills the strips of lanes past the block's end too; the
+                // intrinsics leave them (nothing reads them).
+                let groups = blk.count.div_ceil(LANES);
+                for (what, a, b) in [("output", &yf, &ys), ("strips", &sf, &ss)] {
+                    for (i, (p, q)) in a.iter().zip(b.iter()).enumerate() {
+                        if what == "strips"
+                            && (i % STRIP) / TILE + (i / (TILE * STRIP) % groups) * LANES
+                                >= blk.count
+                        {
+                            continue;
+                        }
+                        let same =
+                            (p.is_nan() && q.is_nan()) || (p - q).abs() <= 1e-5 * (1.0 + q.abs());
+                        assert!(same, "{what} {i} {act:?}: {p} vs {q}");
+                    }
+                }
+            }
+        }
     }
 
     /// Many blocks (on 2 threads: the per-block buffers and the copy-out) and a batch.

@@ -12,6 +12,8 @@
 //!   call into a `#[target_feature]` function, nothing else.
 #![allow(unsafe_code)]
 
+mod winograd;
+
 use crate::act::Activation;
 
 /// Rows of the micro-kernel's output tile (and of a packed A panel): twelve, so the AVX-512
@@ -1242,15 +1244,50 @@ multiversion! {
 }
 
 multiversion! {
-    /// Winograd input transform of one block of tiles (see `crate::winograd`).
-    pub fn winograd_input(tiles: &crate::winograd::Tiles, c: usize, blk: &crate::winograd::Block, x: &[f32], v: &mut [f32])
+    /// Winograd input transform of one block of tiles by the safe body (see
+    /// `crate::winograd`): the fallback of [`winograd_input`].
+    pub fn winograd_input_portable(tiles: &crate::winograd::Tiles, c: usize, blk: &crate::winograd::Block, x: &[f32], v: &mut [f32])
         => crate::winograd::input_body;
 }
 multiversion! {
-    /// Winograd output transform of one block of tiles, with bias and activation (see
-    /// `crate::winograd`).
-    pub fn winograd_output(geo: &crate::window::Geo2, tiles: &crate::winograd::Tiles, blk: &crate::winograd::Block, ep: &crate::winograd::OutEpilogue<'_>, mo: &[f32], dest: &mut crate::winograd::Dest<'_>)
+    /// Winograd output transform of one block of tiles, with bias and activation, by the
+    /// safe body (see `crate::winograd`): the fallback of [`winograd_output`].
+    pub fn winograd_output_portable(geo: &crate::window::Geo2, tiles: &crate::winograd::Tiles, blk: &crate::winograd::Block, ep: &crate::winograd::OutEpilogue<'_>, mo: &[f32], dest: &mut crate::winograd::Dest<'_>)
         => crate::winograd::output_body;
+}
+
+/// Zeros the Winograd input transform may read after the padded input (see
+/// [`winograd_input`]).
+pub const WINOGRAD_SLACK: usize = winograd::WINDOW_SLACK;
+
+/// Winograd input transform of one block of tiles (see `crate::winograd`): AVX2+FMA
+/// intrinsics ([`winograd`]) where they apply, else the safe body.
+pub fn winograd_input(
+    tiles: &crate::winograd::Tiles,
+    c: usize,
+    blk: &crate::winograd::Block,
+    x: &[f32],
+    v: &mut [f32],
+) {
+    if !winograd::input(tiles, c, blk, x, v) {
+        winograd_input_portable(tiles, c, blk, x, v);
+    }
+}
+
+/// Winograd output transform of one block of tiles, with bias and activation (see
+/// `crate::winograd`): AVX2+FMA intrinsics ([`winograd`]) where they apply, else the safe
+/// body.
+pub fn winograd_output(
+    geo: &crate::window::Geo2,
+    tiles: &crate::winograd::Tiles,
+    blk: &crate::winograd::Block,
+    ep: &crate::winograd::OutEpilogue<'_>,
+    mo: &[f32],
+    dest: &mut crate::winograd::Dest<'_>,
+) {
+    if !winograd::output(geo, tiles, blk, ep, mo, dest) {
+        winograd_output_portable(geo, tiles, blk, ep, mo, dest);
+    }
 }
 
 #[cfg(test)]
