@@ -241,6 +241,32 @@ pub enum BSrc<'a> {
     View(MatView<'a>),
     /// Shifted runs of a padded convolution input.
     Shifted(Shifted<'a>),
+    /// Already laid out as [`Packed::pack_b`] lays out a K×N matrix (see [`panel_offset`])
+    /// by whoever computed it, so nothing is packed (the Winograd input transform writes
+    /// its matrices so).
+    Panels(&'a [f32]),
+}
+
+/// Where element (row `r`, column `j`) of a K×N B operand lies in the packed-panel layout
+/// of [`Packed::pack_b`] ([`BSrc::Panels`]): K blocks of [`KC`] rows, each holding the
+/// [`NR`]-column panels one after another, a panel's rows `NR` floats apart. The layout
+/// takes `k · ⌈n / NR⌉ · NR` floats.
+#[inline]
+pub fn panel_offset(k: usize, n: usize, r: usize, j: usize) -> usize {
+    let padded = n.div_ceil(NR) * NR;
+    let k0 = r / KC * KC;
+    let kc = KC.min(k - k0);
+    k0 * padded + (j / NR) * kc * NR + (r - k0) * NR + j % NR
+}
+
+/// The panels of K block `kb` from panel `p0` on, of a K×N operand in the packed-panel
+/// layout.
+fn panels_block(data: &[f32], k: usize, n: usize, kb: usize, p0: usize) -> Result<&[f32]> {
+    let padded = n.div_ceil(NR) * NR;
+    let k0 = kb * KC;
+    let kc = KC.min(k.saturating_sub(k0));
+    data.get(k0 * padded + p0 * kc * NR..(k0 + kc) * padded)
+        .ok_or_else(|| err("B panels are too small"))
 }
 
 /// What happens to `alpha · A·B` before it is stored in C.
@@ -362,6 +388,11 @@ pub fn sgemm(
             return Err(err("packed B does not match the product"));
         }
     }
+    if let BSrc::Panels(d) = b {
+        if d.len() < k * n.div_ceil(NR) * NR {
+            return Err(err("B panels are too small"));
+        }
+    }
     if k == 0 {
         for i in 0..m {
             let row = &mut c[i * ldc..i * ldc + n];
@@ -400,7 +431,7 @@ pub fn sgemm(
         }
     }
     let mut bbuf = match b {
-        BSrc::Packed(_) => Vec::new(),
+        BSrc::Packed(_) | BSrc::Panels(_) => Vec::new(),
         _ => take(&B_BUF, KC * NC.min(n.div_ceil(NR) * NR)),
     };
     let result = (|| -> Result<()> {
@@ -411,6 +442,7 @@ pub fn sgemm(
                 let kc = KC.min(k - pc);
                 let bpanels: &[f32] = match b {
                     BSrc::Packed(p) => p.block(kb, jc / NR)?,
+                    BSrc::Panels(d) => panels_block(d, k, n, kb, jc / NR)?,
                     BSrc::View(v) => {
                         let buf = &mut bbuf[..np * kc * NR];
                         let per = pack_share(th, np, kc);
@@ -718,12 +750,21 @@ fn packed_a_block(
             let q1 = (q0 + NB).min(p1);
             for (kb, pc) in (0..k).step_by(KC).enumerate() {
                 let kc = KC.min(k - pc);
-                let buf = &mut bbuf[..(q1 - q0) * kc * NR];
-                match b {
-                    BSrc::View(v) => pack_b_view(v, n, q0 * NR, pc, kc, buf),
-                    BSrc::Shifted(s) => pack_b_shifted(s, n, q0 * NR, pc, kc, buf),
+                let len = (q1 - q0) * kc * NR;
+                let buf: &[f32] = match b {
+                    BSrc::View(v) => {
+                        pack_b_view(v, n, q0 * NR, pc, kc, &mut bbuf[..len]);
+                        &bbuf[..len]
+                    }
+                    BSrc::Shifted(s) => {
+                        pack_b_shifted(s, n, q0 * NR, pc, kc, &mut bbuf[..len]);
+                        &bbuf[..len]
+                    }
+                    BSrc::Panels(d) => panels_block(d, k, n, kb, q0)?
+                        .get(..len)
+                        .ok_or_else(|| err("B panels are too small"))?,
                     BSrc::Packed(_) => return Err(err("packed B in the small-A path")),
-                }
+                };
                 let apanels = pa.block(kb, 0)?;
                 let last = pc + kc == k;
                 for (panel, row0, mr) in tiles(r0, r1) {
@@ -926,6 +967,7 @@ mod tests {
 
     #[test]
     fn sgemm_matches_naive_for_odd_sizes_and_every_operand_kind() {
+        // (The padding columns of hand-laid panels are NaN: they must never reach C.)
         for th in [Threads::single(), Threads::new(2).unwrap()] {
             for &(m, n, k) in &[
                 (1, 1, 1),
@@ -951,8 +993,16 @@ mod tests {
                 };
                 let pa = Packed::pack_a(m, k, av);
                 let pb = Packed::pack_b(k, n, bv);
+                // B laid out by hand at `panel_offset` (what the Winograd transform does).
+                let mut panels = vec![f32::NAN; k * n.div_ceil(NR) * NR];
+                for r in 0..k {
+                    for j in 0..n {
+                        panels[panel_offset(k, n, r, j)] = b[r * n + j];
+                    }
+                }
+                let kinds = [BSrc::View(bv), BSrc::Packed(&pb), BSrc::Panels(&panels)];
                 for (ai, asrc) in [ASrc::View(av), ASrc::Packed(&pa)].iter().enumerate() {
-                    for (bi, bsrc) in [BSrc::View(bv), BSrc::Packed(&pb)].iter().enumerate() {
+                    for (bi, bsrc) in kinds.iter().enumerate() {
                         let mut c = vec![f32::NAN; m * n];
                         sgemm(&th, m, n, k, asrc, bsrc, &mut c, n, &Epilogue::default()).unwrap();
                         for (x, y) in c.iter().zip(&want) {

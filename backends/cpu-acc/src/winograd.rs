@@ -24,7 +24,8 @@
 //! cut into 4×4 tiles (of every image of the batch together), processed in blocks of tiles:
 //! the block's input tiles are transformed into 36 matrices `V_ξ` (in-channels × tiles, read
 //! from a zero-padded copy of the input made once per inference, so that every tile's window
-//! lies inside it), the 36 products `M_ξ = U_ξ · V_ξ` run through the packed
+//! lies inside it; each `V_ξ` written straight in the SGEMM's packed-panel layout, so the
+//! products pack nothing), the 36 products `M_ξ = U_ξ · V_ξ` run through the packed
 //! SGEMM, and the output transform adds the bias, applies the activation and writes the valid
 //! pixels of each tile (partial tiles at the right and bottom borders). The transforms work on
 //! [`LANES`] tiles at a time (plain `[f32; LANES]` arithmetic compiled for AVX2 by
@@ -218,14 +219,16 @@ impl Tiles {
     }
 }
 
-/// One block of tiles: `first..first + count`, with transformed rows `pitch` floats apart.
+/// One block of tiles: `first..first + count`; its V matrices in the GEMM's packed-panel
+/// layout (`gemm::panel_offset`), its M matrices with rows `pitch` floats apart.
 #[derive(Debug, Clone, Copy)]
 pub struct Block {
     /// First tile.
     pub first: usize,
     /// Tiles.
     pub count: usize,
-    /// Row pitch of the block's V and M matrices (`count` rounded up to [`LANES`]).
+    /// `count` rounded up to whole GEMM panels (`simd::NR` columns): the row pitch of the M
+    /// matrices, and the padded width of the V matrices' panels.
     pub pitch: usize,
 }
 
@@ -250,7 +253,8 @@ pub enum Dest<'a> {
     Strips(&'a mut [f32]),
 }
 
-/// The input transform of one block: `v[(ξ·c + ci)·pitch + t]` for every channel `ci` of the
+/// The input transform of one block: `v[ξ·vs + panel_offset(c, count, ci, t)]` (V_ξ as packed
+/// GEMM panels, `vs` = [`xi_stride`]) for every channel `ci` of the
 /// `c` channels of `x`, the whole batch zero-padded by [`pad_input`] (so every tile's 6×6
 /// window lies inside its plane). [`LANES`] tiles at a time: their windows are gathered into
 /// lane vectors (one load per value and lane, no border cases), then `Bᵀ d B` is computed
@@ -292,7 +296,8 @@ pub fn input_body(tiles: &Tiles, c: usize, blk: &Block, x: &[f32], v: &mut [f32]
             for (i, row) in cols.iter().enumerate() {
                 let r = bt(row);
                 for (j, vals) in r.iter().enumerate() {
-                    let at = (i * ALPHA + j) * xi_stride(c, blk.pitch) + ci * blk.pitch + t0;
+                    let at = (i * ALPHA + j) * xi_stride(c, blk.pitch)
+                        + gemm::panel_offset(c, blk.count, ci, t0);
                     if let Some(dst) = v.get_mut(at..at + LANES) {
                         dst.copy_from_slice(vals);
                     }
@@ -523,7 +528,7 @@ impl Plan {
             Block {
                 first,
                 count,
-                pitch: count.div_ceil(LANES) * LANES,
+                pitch: count.div_ceil(simd::NR) * simd::NR,
             }
         };
         let out_plane = geo.oh * geo.ow;
@@ -604,11 +609,8 @@ impl Plan {
                 .u
                 .get(xi)
                 .ok_or_else(|| BackendError::Execution("winograd: product missing".into()))?;
-            let b = BSrc::View(MatView {
-                data: &vt[xi * vs..xi * vs + c * blk.pitch],
-                rs: blk.pitch,
-                cs: 1,
-            });
+            // V_ξ was written as packed panels: nothing to pack.
+            let b = BSrc::Panels(&vt[xi * vs..xi * vs + c * blk.pitch]);
             gemm::sgemm(
                 &single,
                 m,
@@ -838,7 +840,7 @@ mod tests {
             let blk = Block {
                 first: tiles.total - count,
                 count,
-                pitch: count.div_ceil(LANES) * LANES,
+                pitch: count.div_ceil(simd::NR) * simd::NR,
             };
             let len = n * c * tiles.padded_plane();
             let mut xp = vec![0f32; len + simd::WINOGRAD_SLACK];

@@ -41,13 +41,13 @@ fn act_of(a: Activation) -> Option<Act> {
 }
 
 /// The input transform of one block (see `crate::winograd::input_body`). Returns false,
-/// doing nothing, without AVX2+FMA or when a window row (read as eight floats, two past the
+/// doing nothing, without AVX2+FMA (or with them switched off) or when a window row (read as eight floats, two past the
 /// window: the caller leaves [`WINDOW_SLACK`] floats after the padded input) or a V row
 /// would fall outside the slices.
 pub fn input(tiles: &Tiles, c: usize, blk: &Block, x: &[f32], v: &mut [f32]) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        if !super::has_avx2_fma() || blk.count == 0 || c == 0 {
+        if !vectors() || blk.count == 0 || c == 0 {
             return false;
         }
         let (plane, pw) = (tiles.padded_plane(), tiles.pitch);
@@ -67,21 +67,26 @@ pub fn input(tiles: &Tiles, c: usize, blk: &Block, x: &[f32], v: &mut [f32]) -> 
         }
         // Each window row is read as eight floats (two past the window).
         let reads_end = far + 5 * pw + LANES + (c - 1) * plane;
-        let writes_end = XI_LAST * vs + (c - 1) * blk.pitch + groups * LANES;
-        if reads_end > x.len() || writes_end > v.len() || groups * LANES > blk.pitch {
+        // V_ξ is packed GEMM panels of c × pitch floats (every panel_offset below that).
+        let writes_end = XI_LAST * vs + c * blk.pitch;
+        let panels = blk.count.div_ceil(super::NR) * super::NR;
+        if reads_end > x.len() || writes_end > v.len() || panels != blk.pitch {
             return false;
         }
-        // SAFETY: AVX2 and FMA are present; every row read (eight floats from
+        // SAFETY: AVX2 and FMA are present (and AVX-512F/VL when `wide()`); every row read (eight floats from
         // ci·plane + org + i·pw, i < 6) ends at most at reads_end <= x.len(); every store of
-        // lane vectors ends at most at writes_end <= v.len().
+        // lane vectors (at ξ·vs + panel_offset(c, count, ci, 8g): eight floats inside one
+        // panel row, 8g being a multiple of 8 and panels NR = 32 wide) ends at most at
+        // writes_end <= v.len().
         unsafe {
-            x86::input(
+            let run = if wide() { x86::input_wide } else { x86::input };
+            run(
                 x.as_ptr(),
                 &orgs,
                 plane,
                 pw,
                 c,
-                blk.pitch,
+                blk.count,
                 vs,
                 v.as_mut_ptr(),
             )
@@ -97,6 +102,20 @@ pub fn input(tiles: &Tiles, c: usize, blk: &Block, x: &[f32], v: &mut [f32]) -> 
 
 /// Floats read past the last window row of the padded input (zeros the caller appends).
 pub const WINDOW_SLACK: usize = LANES - ALPHA;
+
+/// Whether the intrinsics run at all: AVX2 and FMA are present and not switched off
+/// (`BACKPLANE_CPUACC_ISA=portable` keeps every kernel on its safe body).
+#[cfg(target_arch = "x86_64")]
+fn vectors() -> bool {
+    super::isa_in_use() != super::Isa::Portable && super::has_avx2_fma()
+}
+
+/// Whether the AVX-512VL builds of the transforms run (32 vector registers): the AVX-512
+/// micro-kernel is in use (so not switched off) and the CPU has AVX-512VL.
+#[cfg(target_arch = "x86_64")]
+fn wide() -> bool {
+    super::has_avx512() && std::arch::is_x86_feature_detected!("avx512vl")
+}
 
 /// The last of the 36 transformed matrices.
 const XI_LAST: usize = ALPHA * ALPHA - 1;
@@ -118,7 +137,7 @@ pub fn output(
             return false;
         };
         let m = ep.m;
-        if !super::has_avx2_fma() || blk.count == 0 || m == 0 {
+        if !vectors() || blk.count == 0 || m == 0 {
             return false;
         }
         if ep.bias.is_some_and(|b| b.len() < m) {
@@ -174,12 +193,17 @@ pub fn output(
         if end + (m - 1) * co_step > y.len() {
             return false;
         }
-        // SAFETY: AVX2 and FMA are present; M reads end at most at
+        // SAFETY: AVX2 and FMA are present (and AVX-512F/VL when `wide()`); M reads end at most at
         // 35·ms + (m-1)·pitch + groups·8 <= mo.len(); every store of lane l writes at most
         // rows[l] rows of cols[l] floats from co·co_step + base[l], all of which end at most
         // at end + (m-1)·co_step <= y.len(); the bias holds m values when given.
         unsafe {
-            x86::output(
+            let run = if wide() {
+                x86::output_wide
+            } else {
+                x86::output
+            };
+            run(
                 mo.as_ptr(),
                 ms,
                 blk.pitch,
@@ -204,6 +228,7 @@ pub fn output(
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use super::{Act, LaneDest, ALPHA, LANES, TILE};
+    use crate::gemm::panel_offset;
     use std::arch::x86_64::*;
 
     /// `Bᵀ d` for six lane vectors.
@@ -272,18 +297,66 @@ mod x86 {
         ]
     }
 
-    /// See `super::input`. Safety: AVX2 and FMA present; for every channel ci < c, group g
-    /// and lane l, the eight floats from `x + ci·plane + orgs[g][l] + i·pw` (i < 6) are
-    /// readable; for every ξ < 36, `v + ξ·vs + ci·pitch + g·8 .. + 8` is writable.
+    /// Row `i` of eight tiles' windows transformed along the row: `Bᵀ` applied to its six
+    /// columns (one lane per tile). Safety: the eight floats from `xc + org[l] + i·pw` are
+    /// readable for every lane l.
+    #[inline]
     #[target_feature(enable = "avx2,fma")]
+    unsafe fn window_row(
+        xc: *const f32,
+        org: &[usize; LANES],
+        i: usize,
+        pw: usize,
+    ) -> [__m256; ALPHA] {
+        // SAFETY (each load): eight floats of lane l's row i, readable by the caller's bound.
+        let r = unsafe {
+            [
+                _mm256_loadu_ps(xc.add(org[0] + i * pw)),
+                _mm256_loadu_ps(xc.add(org[1] + i * pw)),
+                _mm256_loadu_ps(xc.add(org[2] + i * pw)),
+                _mm256_loadu_ps(xc.add(org[3] + i * pw)),
+                _mm256_loadu_ps(xc.add(org[4] + i * pw)),
+                _mm256_loadu_ps(xc.add(org[5] + i * pw)),
+                _mm256_loadu_ps(xc.add(org[6] + i * pw)),
+                _mm256_loadu_ps(xc.add(org[7] + i * pw)),
+            ]
+        };
+        bt(transpose_8x6(r))
+    }
+
+    /// Column `j` of a lane group's 36 M values (matrix ξ = 6i + j for i < 6) with `Aᵀ`
+    /// applied. Safety: `src + ξ·ms .. + 8` readable for those ξ.
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn m_column(src: *const f32, j: usize, ms: usize) -> [__m256; TILE] {
+        // SAFETY (each load): eight floats of matrix 6i + j, readable by the caller's bound.
+        let col = unsafe {
+            [
+                _mm256_loadu_ps(src.add(j * ms)),
+                _mm256_loadu_ps(src.add((ALPHA + j) * ms)),
+                _mm256_loadu_ps(src.add((2 * ALPHA + j) * ms)),
+                _mm256_loadu_ps(src.add((3 * ALPHA + j) * ms)),
+                _mm256_loadu_ps(src.add((4 * ALPHA + j) * ms)),
+                _mm256_loadu_ps(src.add((5 * ALPHA + j) * ms)),
+            ]
+        };
+        at(col)
+    }
+
+    /// See `super::input`; inlined into [`input`] and [`input_wide`], which enable the
+    /// instructions. Safety: AVX2 and FMA present; for every channel ci < c, group g
+    /// and lane l, the eight floats from `x + ci·plane + orgs[g][l] + i·pw` (i < 6) are
+    /// readable; for every ξ < 36, `v + ξ·vs + panel_offset(c, count, ci, 8g) .. + 8` is
+    /// writable.
+    #[inline(always)]
     #[allow(clippy::too_many_arguments, clippy::needless_range_loop)]
-    pub(super) unsafe fn input(
+    unsafe fn input_body(
         x: *const f32,
         orgs: &[[usize; LANES]],
         plane: usize,
         pw: usize,
         c: usize,
-        pitch: usize,
+        count: usize,
         vs: usize,
         v: *mut f32,
     ) {
@@ -292,17 +365,22 @@ mod x86 {
             for (g, org) in orgs.iter().enumerate() {
                 // Rows first: each window row of the eight tiles loaded (one vector per tile),
                 // transposed into one vector per column, transformed along the row.
-                let mut rows = [[_mm256_setzero_ps(); ALPHA]; ALPHA];
-                for i in 0..ALPHA {
-                    let r: [__m256; LANES] = std::array::from_fn(|l| {
-                        // SAFETY: eight floats from ci·plane + org[l] + i·pw: readable by
-                        // the caller's bound.
-                        unsafe { _mm256_loadu_ps(xc.add(org[l] + i * pw)) }
-                    });
-                    rows[i] = bt(transpose_8x6(r));
-                }
+                // Six explicit rows: a zeroed array filled in a loop cost a `memset` call per
+                // group, and closures (`from_fn`) are not inlined into this function.
+                // SAFETY (each call): rows i < 6 of the eight windows are readable by the
+                // caller's bound.
+                let rows = unsafe {
+                    [
+                        window_row(xc, org, 0, pw),
+                        window_row(xc, org, 1, pw),
+                        window_row(xc, org, 2, pw),
+                        window_row(xc, org, 3, pw),
+                        window_row(xc, org, 4, pw),
+                        window_row(xc, org, 5, pw),
+                    ]
+                };
                 // Then columns: matrix ξ = 6k + j gets row k of Bᵀ applied to column j.
-                let dst = v.wrapping_add(ci * pitch + g * LANES);
+                let dst = v.wrapping_add(panel_offset(c, count, ci, g * LANES));
                 for j in 0..ALPHA {
                     let col: [__m256; ALPHA] = std::array::from_fn(|i| rows[i][j]);
                     for (k, r) in bt(col).into_iter().enumerate() {
@@ -332,13 +410,14 @@ mod x86 {
         }
     }
 
-    /// See `super::output`. Safety: AVX2 and FMA present; `mo + ξ·ms + co·pitch + g·8 .. + 8`
+    /// See `super::output`; inlined into [`output`] and [`output_wide`], which enable the
+    /// instructions. Safety: AVX2 and FMA present; `mo + ξ·ms + co·pitch + g·8 .. + 8`
     /// readable for ξ < 36, co < m and every group g of `lanes`; `y + co·co_step +
     /// base[l] + i·row_step .. + cols[l]` writable for i < rows[l]; `bias` (if any) holds m
     /// values.
-    #[target_feature(enable = "avx2,fma")]
+    #[inline(always)]
     #[allow(clippy::too_many_arguments, clippy::needless_range_loop)]
-    pub(super) unsafe fn output(
+    unsafe fn output_body(
         mo: *const f32,
         ms: usize,
         pitch: usize,
@@ -354,16 +433,20 @@ mod x86 {
             let b = _mm256_set1_ps(bias.and_then(|b| b.get(co)).copied().unwrap_or(0.0));
             for (g, dest) in lanes.iter().enumerate() {
                 let src = mo.wrapping_add(co * pitch + g * LANES);
-                let mut rows = [[_mm256_setzero_ps(); ALPHA]; TILE];
-                for j in 0..ALPHA {
-                    let col: [__m256; ALPHA] = std::array::from_fn(|i| {
-                        // SAFETY: ξ = 6i + j < 36: readable by the caller's bound.
-                        unsafe { _mm256_loadu_ps(src.add((i * ALPHA + j) * ms)) }
-                    });
-                    for (k, r) in at(col).into_iter().enumerate() {
-                        rows[k][j] = r;
-                    }
-                }
+                // SAFETY (each call): the 36 matrices' eight floats of this group are
+                // readable by the caller's bound.
+                let c = unsafe {
+                    [
+                        m_column(src, 0, ms),
+                        m_column(src, 1, ms),
+                        m_column(src, 2, ms),
+                        m_column(src, 3, ms),
+                        m_column(src, 4, ms),
+                        m_column(src, 5, ms),
+                    ]
+                };
+                let row = |k: usize| [c[0][k], c[1][k], c[2][k], c[3][k], c[4][k], c[5][k]];
+                let rows = [row(0), row(1), row(2), row(3)];
                 let yc = y.wrapping_add(co * co_step);
                 for (i, row) in rows.into_iter().enumerate() {
                     let r = at(row).map(|v| activate(act, _mm256_add_ps(v, b)));
@@ -410,6 +493,166 @@ mod x86 {
                     }
                 }
             }
+        }
+    }
+
+    /// `input_body` with AVX2 and FMA. Safety: as `input_body`.
+    #[target_feature(enable = "avx2,fma")]
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn input(
+        x: *const f32,
+        orgs: &[[usize; LANES]],
+        plane: usize,
+        pw: usize,
+        c: usize,
+        count: usize,
+        vs: usize,
+        v: *mut f32,
+    ) {
+        // SAFETY: the caller's contract is `input_body`'s; AVX2 and FMA are enabled here.
+        unsafe { input_body(x, orgs, plane, pw, c, count, vs, v) }
+    }
+
+    /// `input_body` with AVX-512VL too: the same 256-bit code with 32 vector registers
+    /// instead of 16 (the transforms' intermediates then mostly stay in registers: a
+    /// quarter less time measured). Safety: as `input_body`, and AVX-512F/VL present.
+    #[target_feature(enable = "avx512f,avx512vl,avx2,fma")]
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn input_wide(
+        x: *const f32,
+        orgs: &[[usize; LANES]],
+        plane: usize,
+        pw: usize,
+        c: usize,
+        count: usize,
+        vs: usize,
+        v: *mut f32,
+    ) {
+        // SAFETY: the caller's contract is `input_body`'s; the features are enabled here.
+        unsafe { input_body(x, orgs, plane, pw, c, count, vs, v) }
+    }
+
+    /// `output_body` with AVX2 and FMA. Safety: as `output_body`.
+    #[target_feature(enable = "avx2,fma")]
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn output(
+        mo: *const f32,
+        ms: usize,
+        pitch: usize,
+        m: usize,
+        bias: Option<&[f32]>,
+        act: Act,
+        lanes: &[LaneDest],
+        co_step: usize,
+        row_step: usize,
+        y: *mut f32,
+    ) {
+        // SAFETY: the caller's contract is `output_body`'s; AVX2 and FMA are enabled here.
+        unsafe { output_body(mo, ms, pitch, m, bias, act, lanes, co_step, row_step, y) }
+    }
+
+    /// `output_body` with AVX-512VL too (32 vector registers). Safety: as `output_body`,
+    /// and AVX-512F/VL present.
+    #[target_feature(enable = "avx512f,avx512vl,avx2,fma")]
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn output_wide(
+        mo: *const f32,
+        ms: usize,
+        pitch: usize,
+        m: usize,
+        bias: Option<&[f32]>,
+        act: Act,
+        lanes: &[LaneDest],
+        co_step: usize,
+        row_step: usize,
+        y: *mut f32,
+    ) {
+        // SAFETY: the caller's contract is `output_body`'s; the features are enabled here.
+        unsafe { output_body(mo, ms, pitch, m, bias, act, lanes, co_step, row_step, y) }
+    }
+}
+
+#[cfg(all(test, target_arch = "x86_64"))]
+mod tests {
+    use super::*;
+
+    fn values(n: usize, seed: usize) -> Vec<f32> {
+        (0..n)
+            .map(|i| ((i * 7919 + seed * 104729) % 113) as f32 / 13.0 - 4.0)
+            .collect()
+    }
+
+    /// The AVX2 and AVX-512VL builds of the transforms are the same code with more
+    /// registers: their results agree bit for bit.
+    #[test]
+    fn wide_and_avx2_builds_agree() {
+        if !(super::super::has_avx2_fma() && wide()) {
+            return;
+        }
+        let (plane, pw, c, count) = (200, 14, 3, 16);
+        let x = values(c * plane + LANES, 1);
+        let orgs = vec![
+            [0, 4, 8, 12, 28, 32, 36, 40],
+            [56, 60, 64, 68, 84, 88, 92, 96],
+        ];
+        let vs = c * 32 + 16;
+        // (Columns 16..32 of each panel row are not written by either.)
+        let (mut a, mut b) = (vec![0f32; 36 * vs], vec![0f32; 36 * vs]);
+        // SAFETY: AVX2, FMA and AVX-512F/VL are present (checked); the largest read ends at
+        // 2·200 + 96 + 5·14 + 8 < x.len(); V's panels (3 × 32 floats) fit in vs.
+        unsafe {
+            x86::input(x.as_ptr(), &orgs, plane, pw, c, count, vs, a.as_mut_ptr());
+            x86::input_wide(x.as_ptr(), &orgs, plane, pw, c, count, vs, b.as_mut_ptr());
+        }
+        for xi in 0..36 {
+            let used = xi * vs..xi * vs + c * 32;
+            assert_eq!(a[used.clone()], b[used], "V_{xi}");
+        }
+
+        let (m, pitch) = (3, 32);
+        let ms = m * pitch + 16;
+        let mo = values(36 * ms, 2);
+        let lanes: Vec<LaneDest> = (0..2)
+            .map(|g| LaneDest {
+                base: std::array::from_fn(|l| (g * LANES + l) * 4 * 20),
+                rows: [4, 4, 4, 3, 4, 4, 2, 4],
+                cols: [4, 1, 4, 4, 4, 3, 4, 4],
+            })
+            .collect();
+        let bias = [0.5, -0.25, 1.0];
+        for act in [Act::None, Act::Relu, Act::Clip(-1.0, 1.5), Act::Leaky(0.1)] {
+            let size = 2 * 20 * 16 * 4 + m * 2000;
+            let (mut ya, mut yb) = (vec![7f32; size], vec![7f32; size]);
+            // SAFETY: as above; lane l of group g writes rows of 20 floats from
+            // co·2000 + (8g + l)·80, inside `size`.
+            unsafe {
+                x86::output(
+                    mo.as_ptr(),
+                    ms,
+                    pitch,
+                    m,
+                    Some(&bias),
+                    act,
+                    &lanes,
+                    2000,
+                    20,
+                    ya.as_mut_ptr(),
+                );
+                x86::output_wide(
+                    mo.as_ptr(),
+                    ms,
+                    pitch,
+                    m,
+                    Some(&bias),
+                    act,
+                    &lanes,
+                    2000,
+                    20,
+                    yb.as_mut_ptr(),
+                );
+            }
+            assert_eq!(ya, yb);
+            assert!(ya.iter().any(|&v| v != 7.0));
         }
     }
 }
