@@ -210,6 +210,9 @@ thread_local! {
 /// Output `(oy, ox)` of tap `(ky, kx)` then reads phase `(ky·dh % sh, kx·dw % sw)` at
 /// `(oy + ky·dh / sh, ox + kx·dw / sw)`: with the output computed at the phases' row pitch,
 /// each im2col row is one contiguous run, whatever the stride and dilation.
+///
+/// Only the phases some tap reads are filled (a 1×1 stride-2 convolution reads one of its
+/// four); the others are left as they are.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Phases {
     /// Rows and row pitch of one phase.
@@ -217,6 +220,18 @@ pub(crate) struct Phases {
     pub(crate) pitch: usize,
     sh: usize,
     sw: usize,
+    /// Bit `q` set: row phase `q` (column phase `q`) is read by some tap (phases past 63
+    /// always count as read).
+    rows_read: u64,
+    cols_read: u64,
+}
+
+/// Bit `q` set for every phase `(k·d) % s` of a tap `k < taps` (all bits when `s` > 64).
+fn phases_read(taps: usize, d: usize, s: usize) -> u64 {
+    if s > 64 {
+        return u64::MAX;
+    }
+    (0..taps.min(s)).fold(0, |m, k| m | 1 << ((k * d) % s))
 }
 
 impl Phases {
@@ -229,7 +244,13 @@ impl Phases {
             pitch: wp.div_ceil(sw),
             sh,
             sw,
+            rows_read: phases_read(geo.kh, geo.dh, sh),
+            cols_read: phases_read(geo.kw, geo.dw, sw),
         }
+    }
+
+    fn reads(mask: u64, q: usize) -> bool {
+        q >= 64 || mask & (1 << q) != 0
     }
 
     /// Floats per channel.
@@ -248,13 +269,13 @@ impl Phases {
         let (sh, sw, rows, pitch) = (self.sh, self.sw, self.rows, self.pitch);
         let phase = rows * pitch;
         let row = &mut row[..pitch * sw];
-        for qy in 0..sh {
+        for qy in (0..sh).filter(|&q| Self::reads(self.rows_read, q)) {
             for y in 0..rows {
                 let iy = (y * sh + qy) as isize - geo.pt as isize;
                 // Destination row of phase (qy, qx) is at base + qx·phase.
                 let base = qy * sw * phase + y * pitch;
                 if iy < 0 || iy >= geo.h as isize {
-                    for qx in 0..sw {
+                    for qx in (0..sw).filter(|&q| Self::reads(self.cols_read, q)) {
                         dst[base + qx * phase..base + qx * phase + pitch].fill(0.0);
                     }
                     continue;
@@ -271,7 +292,7 @@ impl Phases {
                 target[..lo].fill(0.0);
                 target[lo..lo + n].copy_from_slice(&xrow[..n]);
                 target[lo + n..].fill(0.0);
-                if sw == 2 {
+                if sw == 2 && self.cols_read & 3 == 3 {
                     let (first, second) = dst.split_at_mut(base + phase);
                     let even = &mut first[base..base + pitch];
                     let odd = &mut second[..pitch];
@@ -279,8 +300,8 @@ impl Phases {
                         *e = pair[0];
                         *o = pair[1];
                     }
-                } else if sw > 2 {
-                    for qx in 0..sw {
+                } else if sw >= 2 {
+                    for qx in (0..sw).filter(|&q| Self::reads(self.cols_read, q)) {
                         let d = &mut dst[base + qx * phase..base + qx * phase + pitch];
                         for (v, src) in d.iter_mut().zip(row.chunks_exact(sw)) {
                             *v = src[qx];
@@ -331,6 +352,30 @@ fn conv_shifted(
     let mg = pa.len();
     let wide = (geo.oh - 1) * wp + geo.ow;
     let mut padded = gemm::take(&PADDED, cg * ph.plane());
+    if wp == geo.ow {
+        // The phases are as wide as the output (a 1×1 window, no side padding): the product
+        // is the output, with nothing to drop.
+        let res = fill_phases(th, geo, &ph, xg, cg, &mut padded).and_then(|()| {
+            let src = BSrc::Shifted(Shifted {
+                data: &padded,
+                rows,
+            });
+            let y = &mut yg[..mg * out_plane];
+            gemm::sgemm(
+                th,
+                mg,
+                out_plane,
+                rows.len(),
+                &ASrc::Packed(pa),
+                &src,
+                y,
+                out_plane,
+                ep,
+            )
+        });
+        gemm::give_back(&PADDED, padded);
+        return res;
+    }
     let mut out = gemm::take(&WIDE_OUT, mg * wide);
     // The copies before and after the product are split between the threads too (in
     // shares of at least COPY_SHARE floats): for convolutions with few input channels (a

@@ -337,6 +337,38 @@ fn winograd_sized_convolutions_against_ref() {
 /// input's phases in place): 7×7, 5×5, 3×3 and strided 1×1 windows, strides, dilation,
 /// asymmetric pads, output channels that are not a multiple of 12, batches, with and
 /// without bias; and two just past the limits.
+/// Strided windows that read only some of their input's stride phases (a 1×1 stride-2
+/// shortcut reads one of four; 3×1 stride 3 dilation 2 reads every row phase but one column
+/// phase), some with the phases as wide as the output (the product written straight into
+/// it), against CpuRef.
+#[test]
+fn strided_windows_reading_some_phases_against_ref() {
+    let mut r = Rng(31);
+    // (c, m, h, w, kernel, stride, dilation, pads)
+    for (c, m, h, w, k, s, d, pads) in [
+        (17, 63, 28, 28, [1, 1], [2, 2], [1, 1], [0, 0, 0, 0]),
+        (7, 17, 15, 13, [1, 1], [2, 2], [1, 1], [0, 0, 0, 0]),
+        (7, 17, 15, 13, [1, 1], [2, 2], [1, 1], [1, 0, 1, 0]),
+        (3, 17, 17, 9, [1, 1], [3, 2], [1, 1], [0, 1, 0, 1]),
+        (5, 7, 23, 17, [3, 1], [3, 2], [2, 1], [1, 0, 2, 0]),
+        (5, 7, 11, 19, [1, 3], [2, 3], [1, 2], [0, 2, 0, 1]),
+    ] {
+        let op = conv_op(&k, &s, &d, &pads, 1, AutoPad::NotSet);
+        let x = r.tensor(&[1, c, h, w], 1.0);
+        let wt = r.tensor(&[m, c, k[0], k[1]], 1.0);
+        let b = r.tensor(&[m], 1.0);
+        let atol = 1e-4 * ((c * k[0] * k[1]) as f64).sqrt();
+        check(
+            &format!("conv c{c} m{m} {h}x{w} k{k:?} s{s:?} d{d:?} pads {pads:?}"),
+            &op,
+            &[&x, &wt, &b],
+            &[&[false, true, true]],
+            1e-4,
+            atol,
+        );
+    }
+}
+
 #[test]
 fn first_layer_convolutions_against_ref() {
     let mut r = Rng(31);
