@@ -82,7 +82,7 @@ impl Activation {
     }
 
     /// The simple activations on one value (the others are returned unchanged: callers use
-    /// [`crate::math`] for those).
+    /// `crate::math` for those).
     #[inline(always)]
     pub fn apply_simple(self, x: f32) -> f32 {
         match self {

@@ -10,7 +10,7 @@
 //!   exporters' GELU subgraph `0.5·x·(1 + erf(x/√2))`. Each operand may come through
 //!   `[Reshape →] Transpose…` layers, and the result may leave through a Transpose (keeping
 //!   the last axis) and a Reshape: those are folded into strided reads and writes
-//!   ([`StridedView`]), which is what the head split and merge of attention are.
+//!   (`matmul::StridedView`), which is what the head split and merge of attention are.
 //! * `Gemm → activation` → `FusedGemm`.
 //! * `Add → LayerNormalization` (the residual connection before a transformer's norm) →
 //!   `FusedAddLayerNorm`: each row is summed and normalized in one pass, the sum never
@@ -35,7 +35,7 @@ use std::sync::Arc;
 /// X, W, B, R with attribute `residual` = 1: `act(conv(X) + B + R)`.
 pub const FUSED_CONV: &str = "FusedConv";
 /// Custom op: `act(alpha·A·B + bias)`. Inputs A, B, bias?; attributes `alpha` and, for
-/// operands read or a result written through a [`StridedView`], `a_dims`/`a_strides`,
+/// operands read or a result written through a `matmul::StridedView`, `a_dims`/`a_strides`,
 /// `b_dims`/`b_strides`, `y_dims`/`y_strides`.
 pub const FUSED_MATMUL: &str = "FusedMatMul";
 /// Custom op: Gemm + activation. Inputs A, B, C?.
@@ -719,7 +719,7 @@ fn fold_result(g: &Graph<'_>, t: TensorId) -> Option<(StridedView, Vec<LayerId>,
     };
     let dims = net.tensor(t).info.shape.dims();
     let r = dims.len();
-    if !g.supported(next) || perm.len() != r || perm.last() != Some(&(r - 1)) {
+    if !g.supported(next) || perm.len() != r || perm.last().copied() != r.checked_sub(1) {
         return None;
     }
     // Axis perm[j] of the result is axis j of the transposed tensor.

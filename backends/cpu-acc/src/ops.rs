@@ -347,9 +347,7 @@ impl LayerNormWorkload {
             threads,
         })
     }
-}
 
-impl LayerNormWorkload {
     /// Normalize the sum of inputs 0 and 1 (of one shape) instead: `scale`/`bias` are then
     /// inputs 2 and 3. The sum is never stored.
     pub fn of_sum(mut self) -> Result<Self> {

@@ -4,7 +4,7 @@
 //!
 //! A parallel step hands its items out through a shared counter: the calling thread works on
 //! them too, so it never sleeps while a layer runs and a helper that wakes late costs only some
-//! parallelism, not a wait. After a step, each helper is kept awake for [`KEEP_WARM`] by a small
+//! parallelism, not a wait. After a step, each helper is kept awake for `KEEP_WARM` by a small
 //! spinning job that ends as soon as the next step starts (or the time is up, after which the
 //! helpers park as rayon's idle workers do): back-to-back layers find the helpers awake instead
 //! of paying a wake-up each. Spinning threads yield to the OS every few tens of microseconds,

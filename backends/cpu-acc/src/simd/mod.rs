@@ -1,5 +1,6 @@
-//! Every `unsafe` block of CpuAcc lives here: the AVX-512 and AVX2+FMA SGEMM micro-kernels
-//! and the target-feature wrappers that compile the crate's safe, autovectorizable kernel
+//! Every `unsafe` block of CpuAcc lives here: the AVX-512 and AVX2+FMA SGEMM micro-kernels,
+//! the in-register transposes and row kernels of the channels-last paths, the Winograd
+//! transforms (`simd/winograd.rs`), and the target-feature wrappers that compile the crate's safe, autovectorizable kernel
 //! bodies with AVX-512 or AVX2 enabled ("multiversioning").
 //!
 //! The rules that make the `unsafe` sound:
@@ -1261,7 +1262,7 @@ multiversion! {
 pub const WINOGRAD_SLACK: usize = winograd::WINDOW_SLACK;
 
 /// Winograd input transform of one block of tiles (see `crate::winograd`): AVX2+FMA
-/// intrinsics ([`winograd`]) where they apply, else the safe body.
+/// intrinsics (`simd/winograd.rs`) where they apply, else the safe body.
 pub fn winograd_input(
     tiles: &crate::winograd::Tiles,
     c: usize,
@@ -1275,7 +1276,7 @@ pub fn winograd_input(
 }
 
 /// Winograd output transform of one block of tiles, with bias and activation (see
-/// `crate::winograd`): AVX2+FMA intrinsics ([`winograd`]) where they apply, else the safe
+/// `crate::winograd`): AVX2+FMA intrinsics (`simd/winograd.rs`) where they apply, else the safe
 /// body.
 pub fn winograd_output(
     geo: &crate::window::Geo2,

@@ -496,80 +496,44 @@ mod x86 {
         }
     }
 
-    /// `input_body` with AVX2 and FMA. Safety: as `input_body`.
-    #[target_feature(enable = "avx2,fma")]
-    #[allow(clippy::too_many_arguments)]
-    pub(super) unsafe fn input(
-        x: *const f32,
-        orgs: &[[usize; LANES]],
-        plane: usize,
-        pw: usize,
-        c: usize,
-        count: usize,
-        vs: usize,
-        v: *mut f32,
-    ) {
-        // SAFETY: the caller's contract is `input_body`'s; AVX2 and FMA are enabled here.
-        unsafe { input_body(x, orgs, plane, pw, c, count, vs, v) }
+    /// One `unsafe fn` per `name => features` that runs `body` with those features
+    /// enabled (the body is `#[inline(always)]`, so each is its own build of it). Safety of
+    /// each: the body's, and the features present.
+    macro_rules! builds {
+        ($body:ident $params:tt $args:tt { $($(#[$doc:meta])* $name:ident => $features:literal,)* }) => {
+            $(
+                $(#[$doc])*
+                #[target_feature(enable = $features)]
+                #[allow(clippy::too_many_arguments)]
+                pub(super) unsafe fn $name $params {
+                    // SAFETY: the caller keeps the body's contract; the features are on.
+                    unsafe { $body $args }
+                }
+            )*
+        };
     }
 
-    /// `input_body` with AVX-512VL too: the same 256-bit code with 32 vector registers
-    /// instead of 16 (the transforms' intermediates then mostly stay in registers: a
-    /// quarter less time measured). Safety: as `input_body`, and AVX-512F/VL present.
-    #[target_feature(enable = "avx512f,avx512vl,avx2,fma")]
-    #[allow(clippy::too_many_arguments)]
-    pub(super) unsafe fn input_wide(
-        x: *const f32,
-        orgs: &[[usize; LANES]],
-        plane: usize,
-        pw: usize,
-        c: usize,
-        count: usize,
-        vs: usize,
-        v: *mut f32,
-    ) {
-        // SAFETY: the caller's contract is `input_body`'s; the features are enabled here.
-        unsafe { input_body(x, orgs, plane, pw, c, count, vs, v) }
-    }
+    builds!(input_body(
+        x: *const f32, orgs: &[[usize; LANES]], plane: usize, pw: usize, c: usize,
+        count: usize, vs: usize, v: *mut f32
+    ) (x, orgs, plane, pw, c, count, vs, v) {
+        /// `input_body` with AVX2 and FMA.
+        input => "avx2,fma",
+        /// `input_body` with AVX-512VL too: the same 256-bit code with 32 vector registers
+        /// instead of 16 (the transforms' intermediates then mostly stay in registers: a
+        /// quarter less time measured).
+        input_wide => "avx512f,avx512vl,avx2,fma",
+    });
 
-    /// `output_body` with AVX2 and FMA. Safety: as `output_body`.
-    #[target_feature(enable = "avx2,fma")]
-    #[allow(clippy::too_many_arguments)]
-    pub(super) unsafe fn output(
-        mo: *const f32,
-        ms: usize,
-        pitch: usize,
-        m: usize,
-        bias: Option<&[f32]>,
-        act: Act,
-        lanes: &[LaneDest],
-        co_step: usize,
-        row_step: usize,
-        y: *mut f32,
-    ) {
-        // SAFETY: the caller's contract is `output_body`'s; AVX2 and FMA are enabled here.
-        unsafe { output_body(mo, ms, pitch, m, bias, act, lanes, co_step, row_step, y) }
-    }
-
-    /// `output_body` with AVX-512VL too (32 vector registers). Safety: as `output_body`,
-    /// and AVX-512F/VL present.
-    #[target_feature(enable = "avx512f,avx512vl,avx2,fma")]
-    #[allow(clippy::too_many_arguments)]
-    pub(super) unsafe fn output_wide(
-        mo: *const f32,
-        ms: usize,
-        pitch: usize,
-        m: usize,
-        bias: Option<&[f32]>,
-        act: Act,
-        lanes: &[LaneDest],
-        co_step: usize,
-        row_step: usize,
-        y: *mut f32,
-    ) {
-        // SAFETY: the caller's contract is `output_body`'s; the features are enabled here.
-        unsafe { output_body(mo, ms, pitch, m, bias, act, lanes, co_step, row_step, y) }
-    }
+    builds!(output_body(
+        mo: *const f32, ms: usize, pitch: usize, m: usize, bias: Option<&[f32]>, act: Act,
+        lanes: &[LaneDest], co_step: usize, row_step: usize, y: *mut f32
+    ) (mo, ms, pitch, m, bias, act, lanes, co_step, row_step, y) {
+        /// `output_body` with AVX2 and FMA.
+        output => "avx2,fma",
+        /// `output_body` with AVX-512VL too (32 vector registers).
+        output_wide => "avx512f,avx512vl,avx2,fma",
+    });
 }
 
 #[cfg(all(test, target_arch = "x86_64"))]
