@@ -68,6 +68,7 @@ thread_local! {
     static V_BUF: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
     static M_BUF: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
     static X_BUF: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    static STRIPS_BUF: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Whether the Winograd path computes this convolution at all: 3×3, stride 1, dilation 1
@@ -531,7 +532,6 @@ impl Plan {
                 pitch: count.div_ceil(simd::NR) * simd::NR,
             }
         };
-        let out_plane = geo.oh * geo.ow;
         if th.count() == 1 || blocks < th.count() {
             // One thread, or few blocks: one after the other, each block's 36 products shared
             // out between the threads.
@@ -541,31 +541,47 @@ impl Plan {
             }
             return Ok(());
         }
-        // Blocks in parallel, each into its own buffer of strips (see [`Dest::Strips`]), then
-        // copied out plane by plane.
+        // Blocks in parallel, each into its own slot of one buffer of strips (see
+        // [`Dest::Strips`]; the buffer is kept between executions, and nothing reads a strip
+        // no block wrote), then copied out plane by plane.
         let single = Threads::single();
-        let mut parts: Vec<Vec<f32>> = vec![Vec::new(); blocks];
-        th.chunks(&mut parts, 1, |i, part| {
-            let blk = block(i);
-            let mut buf = vec![0f32; m * blk.pitch * TILE * TILE];
-            let mut dest = Dest::Strips(&mut buf);
-            self.block(&single, geo, &tiles, &blk, x, bias, act, &mut dest)?;
-            if let Some(slot) = part.first_mut() {
-                *slot = buf;
-            }
-            Ok(())
-        })?;
+        let slot = m * block(0).pitch * TILE * TILE;
+        let mut strips = gemm::take(&STRIPS_BUF, blocks * slot);
+        let res = th.chunks(&mut strips[..blocks * slot], slot, |i, buf| {
+            let mut dest = Dest::Strips(buf);
+            self.block(&single, geo, &tiles, &block(i), x, bias, act, &mut dest)
+        });
+        let res = res.and_then(|()| self.copy_strips(th, geo, n, &tiles, per, &strips, slot, y));
+        gemm::give_back(&STRIPS_BUF, strips);
+        res
+    }
+
+    /// Copy the strips of every block (block `i` in `strips[i·slot..]`, `per` tiles a
+    /// block) into the output planes of `y` (`n` images).
+    #[allow(clippy::too_many_arguments)]
+    fn copy_strips(
+        &self,
+        th: &Threads,
+        geo: &Geo2,
+        n: usize,
+        tiles: &Tiles,
+        per: usize,
+        strips: &[f32],
+        slot: usize,
+        y: &mut [f32],
+    ) -> Result<()> {
+        let m = self.m;
+        let out_plane = geo.oh * geo.ow;
         th.chunks(&mut y[..n * m * out_plane], out_plane, |pi, plane| {
             let (b, co) = (pi / m, pi % m);
             let per_image = tiles.across * tiles.down;
             for r in 0..per_image {
                 let t = b * per_image + r;
-                let blk = block(t / per);
-                let local = t - blk.first;
-                let groups = blk.count.div_ceil(LANES);
+                let (first, local) = (t / per * per, t % per);
+                let groups = per.min(tiles.total - first).div_ceil(LANES);
                 let at = (co * groups + local / LANES) * TILE * STRIP + (local % LANES) * TILE;
-                let part = parts
-                    .get(t / per)
+                let part = strips
+                    .get(t / per * slot..(t / per + 1) * slot)
                     .ok_or_else(|| BackendError::Execution("winograd: block missing".into()))?;
                 let (oy, ox) = ((r / tiles.across) * TILE, (r % tiles.across) * TILE);
                 let rows = TILE.min(geo.oh - oy);
