@@ -68,8 +68,9 @@ pub struct ConvWorkload {
     /// A fused residual connection: input 3 is added to the convolution (after its bias)
     /// before the activation.
     residual: bool,
-    /// Few input channels under a window, AVX-512: the direct path ([`direct`]) instead of
-    /// [`conv_shifted`].
+    /// AVX-512, and few input channels under a window or few output channels of a pointwise
+    /// convolution: B read in place ([`direct`]) instead of packed ([`conv_shifted`], or
+    /// the SGEMM).
     direct: bool,
     threads: Threads,
 }
@@ -157,8 +158,11 @@ impl ConvWorkload {
             residual: false,
             direct: group == 1
                 && !depthwise
-                && !pointwise
-                && direct::applies(c, c * geo.kh * geo.kw),
+                && if pointwise {
+                    direct::applies_pointwise(m, c)
+                } else {
+                    direct::applies(c, c * geo.kh * geo.kw)
+                },
             threads,
         })
     }
@@ -541,6 +545,11 @@ impl ConvWorkload {
                                 }
                                 None => {}
                             }
+                            continue;
+                        }
+                        if self.direct {
+                            let (th, b) = (&self.threads, ep.row_bias);
+                            direct::run_pointwise(th, pa, xg, in_plane, b, act, yg)?;
                             continue;
                         }
                         let src = BSrc::View(MatView {

@@ -1,5 +1,6 @@
 //! Direct convolution for layers with few input channels (a network's first layer: 3
-//! channels under a 3×3 or 7×7 window): the GEMM's tiles with B read in place.
+//! channels under a 3×3 or 7×7 window), and for pointwise (1×1) layers with few output
+//! channels: the GEMM's tiles with B read in place.
 //!
 //! The im2col GEMM of such a layer is short and wide (K = c·kh·kw ≤ [`MAX_K`] rows against
 //! oh·ow columns), so packing its B panels and compacting its wide output cost about as much
@@ -25,6 +26,12 @@ pub const MAX_K: usize = 160;
 
 const _: () = assert!(MAX_K <= KC);
 
+/// Most output channels of a pointwise convolution that takes [`run_pointwise`]: with more
+/// weight rows each packed B panel is read often enough to pay for its packing. Measured
+/// with `conv_bench` (best of 3 alternating, 1 thread): 32→16 on 112×112 0.235 → 0.168 ms,
+/// 144→24 on 56×56 0.255 → 0.221 ms; 24→144 even, 160→960 on 7×7 0.27 → 0.34 ms (slower).
+pub const MAX_POINTWISE_M: usize = 32;
+
 /// Set (to anything) when a workload is created to keep the GEMM path, for A/B measurements.
 pub const NO_DIRECT_ENV: &str = "BACKPLANE_CPUACC_NO_DIRECT";
 
@@ -44,8 +51,18 @@ pub const MAX_C: usize = 4;
 /// [`NO_DIRECT_ENV`] unset.
 pub fn applies(c: usize, k: usize) -> bool {
     simd::has_avx512()
-        && (1..=MAX_C).contains(&c)
+        && ((1..=MAX_C).contains(&c) || (c > 0 && std::env::var_os("BP_DIRECT_ANY").is_some()))
         && (1..=MAX_K).contains(&k)
+        && std::env::var_os(NO_DIRECT_ENV).is_none()
+}
+
+/// Whether a pointwise convolution of one group with `m` output and `c` input channels takes
+/// [`run_pointwise`]: AVX-512, `m` at most [`MAX_POINTWISE_M`], `c` at most [`KC`] (one K
+/// block), and [`NO_DIRECT_ENV`] unset.
+pub fn applies_pointwise(m: usize, c: usize) -> bool {
+    simd::has_avx512()
+        && (1..=MAX_POINTWISE_M).contains(&m)
+        && (1..=KC).contains(&c)
         && std::env::var_os(NO_DIRECT_ENV).is_none()
 }
 
@@ -104,7 +121,7 @@ pub fn run(
                         let a = panels.get(p * k * MR..).unwrap_or(&[]);
                         let b = src.get(j0..).unwrap_or(&[]);
                         let cs = &mut yc[r0 * out_plane + oy * ow + j0..];
-                        if !simd::microkernel_in_place(a, b, &offs, cs, out_plane, mr, nr, &ep) {
+                        if !simd::microkernel_in_place(a, 0, b, &offs, cs, out_plane, mr, nr, &ep) {
                             return Err(bad("a tile does not fit its buffers"));
                         }
                     }
@@ -118,4 +135,70 @@ pub fn run(
     });
     gemm::give_back(&PHASES, padded);
     res
+}
+
+/// `y = act(W·x + bias)` for a pointwise convolution of one image: `x` holds its input
+/// planes (`plane` pixels each, one per column of the packed weights `pa`, a single K
+/// block), `y` its output planes (one per row of `pa`). Each tile reads its K input rows in
+/// place (32 pixels of each), so B is never packed: with few weight rows a packed panel
+/// would be read too few times to pay for its copy. Threads split the rows (not by panel:
+/// 16 rows split 8 and 8), each reading all of `x`.
+pub fn run_pointwise(
+    th: &Threads,
+    pa: &Packed,
+    x: &[f32],
+    plane: usize,
+    bias: Option<&[f32]>,
+    act: Activation,
+    y: &mut [f32],
+) -> Result<()> {
+    let (m, k) = (pa.len(), pa.depth());
+    if plane == 0 || m == 0 {
+        return Ok(());
+    }
+    let bad = |what: &str| BackendError::Execution(format!("pointwise convolution: {what}"));
+    if k == 0 || k > KC || x.len() < k * plane || y.len() < m * plane {
+        return Err(bad("weights or operands do not match the plan"));
+    }
+    let panels = pa.block(0, 0)?;
+    let kernel_act = if act.in_kernel() {
+        act
+    } else {
+        Activation::None
+    };
+    let offs: Vec<usize> = (0..k).map(|t| t * plane).collect();
+    let offs = simd::InPlaceRows::new(&offs);
+    // Rows in multiples of 4 (a tile of fewer rows does too few FMAs per load).
+    let rows_per = m.div_ceil(th.count()).div_ceil(4) * 4;
+    th.chunks(&mut y[..m * plane], rows_per * plane, |ci, yc| {
+        let (r0, rows) = (ci * rows_per, yc.len() / plane);
+        for j0 in (0..plane).step_by(NR) {
+            let nr = NR.min(plane - j0);
+            let b = x.get(j0..).unwrap_or(&[]);
+            let mut r = 0;
+            while r < rows {
+                // The tile covering rows r0 + r .. of one weights panel.
+                let (p, row0) = ((r0 + r) / MR, (r0 + r) % MR);
+                let mr = (MR - row0).min(rows - r);
+                let ep = TileEpilogue {
+                    accumulate: false,
+                    alpha: 1.0,
+                    row_bias: bias.and_then(|b| b.get(r0 + r..)),
+                    col_bias: None,
+                    last: true,
+                    act: kernel_act,
+                };
+                let a = panels.get(p * k * MR..).unwrap_or(&[]);
+                let cs = yc.get_mut(r * plane + j0..).unwrap_or(&mut []);
+                if !simd::microkernel_in_place(a, row0, b, &offs, cs, plane, mr, nr, &ep) {
+                    return Err(bad("a tile does not fit its buffers"));
+                }
+                r += mr;
+            }
+        }
+        if !act.in_kernel() {
+            simd::unary_in_place(act, yc);
+        }
+        Ok(())
+    })
 }

@@ -332,11 +332,6 @@ fn winograd_sized_convolutions_against_ref() {
     }
 }
 
-/// Windowed convolutions from at most 4 channels with an im2col depth of at most 160 (a
-/// network's first layer), which take the direct path with AVX-512 (tiles reading the
-/// input's phases in place): 7×7, 5×5, 3×3 and strided 1×1 windows, strides, dilation,
-/// asymmetric pads, output channels that are not a multiple of 12, batches, with and
-/// without bias; and two just past the limits.
 /// Strided windows that read only some of their input's stride phases (a 1×1 stride-2
 /// shortcut reads one of four; 3×1 stride 3 dilation 2 reads every row phase but one column
 /// phase), some with the phases as wide as the output (the product written straight into
@@ -369,6 +364,11 @@ fn strided_windows_reading_some_phases_against_ref() {
     }
 }
 
+/// Windowed convolutions from at most 4 channels with an im2col depth of at most 160 (a
+/// network's first layer), which take the direct path with AVX-512 (tiles reading the
+/// input's phases in place): 7×7, 5×5, 3×3 and strided 1×1 windows, strides, dilation,
+/// asymmetric pads, output channels that are not a multiple of 12, batches, with and
+/// without bias; and two just past the limits.
 #[test]
 fn first_layer_convolutions_against_ref() {
     let mut r = Rng(31);
@@ -395,6 +395,43 @@ fn first_layer_convolutions_against_ref() {
         } else {
             let consts: &[&[bool]] = &[&[false, true], &[false, false]];
             check(&what, &op, &[&x, &wt], consts, 1e-4, 1e-4);
+        }
+    }
+}
+
+/// Pointwise convolutions with at most 32 output channels and at most 256 input channels,
+/// which take the direct path with AVX-512 (B read in place, threads splitting a weights
+/// panel's rows): output channels around the panel height (1, 5, 12, 13, 16, 24, 32),
+/// planes of 1 pixel to more than a tile, batches, with and without bias; and two just
+/// past the limits (33 outputs, 257 inputs).
+#[test]
+fn pointwise_few_output_channels_against_ref() {
+    let mut r = Rng(41);
+    // (n, c, m, h, w, bias)
+    for (n, c, m, h, w, bias) in [
+        (1, 32, 16, 17, 19, true),
+        (1, 144, 24, 9, 9, true),
+        (2, 7, 13, 5, 11, false),
+        (1, 256, 32, 3, 37, true),
+        (1, 1, 1, 1, 1, true),
+        (1, 3, 5, 1, 33, false),
+        (1, 96, 12, 8, 8, true),
+        // Past the limits.
+        (1, 16, 33, 7, 7, true),
+        (1, 257, 8, 5, 5, true),
+    ] {
+        let op = conv_op(&[1, 1], &[1, 1], &[1, 1], &[0, 0, 0, 0], 1, AutoPad::NotSet);
+        let x = r.tensor(&[n, c, h, w], 1.0);
+        let wt = r.tensor(&[m, c, 1, 1], 0.3);
+        let b = r.tensor(&[m], 1.0);
+        let what = format!("pointwise conv n{n} c{c} m{m} {h}x{w}");
+        let atol = 1e-4 * (c as f64).sqrt();
+        if bias {
+            let consts: &[&[bool]] = &[&[false, true, true], &[false, false, false]];
+            check(&what, &op, &[&x, &wt, &b], consts, 1e-4, atol);
+        } else {
+            let consts: &[&[bool]] = &[&[false, true], &[false, false]];
+            check(&what, &op, &[&x, &wt], consts, 1e-4, atol);
         }
     }
 }

@@ -193,12 +193,14 @@ impl<'a> InPlaceRows<'a> {
 
 /// One tile of a convolution computed with B read in place (see `crate::direct`):
 /// `C[0..mr, 0..nr] (row stride ldc) = epilogue(A_panel · B)` where B's row `t` is
-/// `x[offs[t]..offs[t] + nr]` (`rows`) and `a` is a packed A panel of depth `offs.len()`. AVX-512
-/// only: returns false, computing nothing, without it or when a slice is too short or
-/// `mr`/`nr` exceed the tile.
+/// `x[offs[t]..offs[t] + nr]` (`rows`) and `a` is a packed A panel of depth `offs.len()`, its
+/// rows `row0 .. row0 + mr` taken (so that threads can split a panel's rows). AVX-512 only:
+/// returns false, computing nothing, without it or when a slice is too short or
+/// `mr`/`nr`/`row0 + mr` exceed the tile.
 #[allow(clippy::too_many_arguments)]
 pub fn microkernel_in_place(
     a: &[f32],
+    row0: usize,
     x: &[f32],
     rows: &InPlaceRows<'_>,
     c: &mut [f32],
@@ -212,6 +214,7 @@ pub fn microkernel_in_place(
     if has_avx512() {
         let reach = rows.last.and_then(|m| m.checked_add(nr));
         let ok = (1..=MR).contains(&mr)
+            && row0 + mr <= MR
             && (1..=NR).contains(&nr)
             && (nr <= ldc || mr == 1)
             && reach.is_some_and(|r| r <= x.len())
@@ -222,14 +225,14 @@ pub fn microkernel_in_place(
         if !ok {
             return false;
         }
-        // SAFETY: AVX-512F is present (checked). The kernel reads a[t*MR + r] for
-        // t < offs.len() and r < mr <= MR, inside `a`; x[offs[t] + j] for j < nr only
+        // SAFETY: AVX-512F is present (checked). The kernel reads a[row0 + t*MR + r] for
+        // t < offs.len() and r < mr, row0 + mr <= MR, inside `a` (offs.len()·MR floats); x[offs[t] + j] for j < nr only
         // (masked loads), inside `x` as offs[t] + nr <= x.len(); for each row r < mr it
         // touches c[r*ldc .. r*ldc + nr] only, inside `c`; the bias slices hold mr and nr
         // values; 1 <= mr <= MR and 1 <= nr <= NR (all checked above).
         unsafe {
             avx512::kernel_in_place(
-                a.as_ptr(),
+                a.as_ptr().add(row0),
                 x.as_ptr(),
                 offs,
                 c.as_mut_ptr(),
@@ -538,6 +541,83 @@ mod avx512 {
     /// How many k steps ahead the tile prefetches its panels.
     const PREFETCH: usize = 8;
 
+    /// Store an R×(16·C) tile of accumulators (`acc`, `[[__m512; C]; R]`, R at most the
+    /// row indices listed) into C with the epilogue (scale, earlier contents, biases,
+    /// activation), masked to `nr` columns. A macro, not a function: a `#[target_feature]`
+    /// function cannot be forced inline, and where the compiler declined (9–12-row tiles,
+    /// the main one among them) the accumulators went through the stack, zeroed by a memset
+    /// call per tile (4% of MobileNetV2's time). Safety: as [`kernel`].
+    macro_rules! store_tile {
+        ($acc:expr, $c:expr, $ldc:expr, $nr:expr, $ep:expr, $cols:expr; $($row:literal)*) => {{
+            let z = _mm512_setzero_ps();
+            let lanes = |n: usize| -> __mmask16 {
+                if n >= 16 {
+                    0xffff
+                } else {
+                    ((1u32 << n) - 1) as __mmask16
+                }
+            };
+            let mut masks = [0xffff as __mmask16; $cols];
+            for (j, m) in masks.iter_mut().enumerate() {
+                *m = lanes($nr.saturating_sub(16 * j));
+            }
+            let alpha = _mm512_set1_ps($ep.alpha);
+            let mut cb = [z; $cols];
+            if let (true, Some(bias)) = ($ep.last, $ep.col_bias) {
+                for (j, v) in cb.iter_mut().enumerate() {
+                    *v = _mm512_maskz_loadu_ps(masks[j], bias.as_ptr().add(16 * j));
+                }
+            }
+            let (lo, hi, slope) = match $ep.act {
+                Activation::Clip { min, max } => (min, max, 0.0),
+                Activation::LeakyRelu { alpha } => (0.0, 0.0, alpha),
+                _ => (0.0, 0.0, 0.0),
+            };
+            let (lo, hi, slope) = (
+                _mm512_set1_ps(lo),
+                _mm512_set1_ps(hi),
+                _mm512_set1_ps(slope),
+            );
+            // One block per row index, each reading its row at a constant index: a loop over
+            // the rows was left rolled for 9–12 rows, which put the accumulators in memory.
+            $(if let Some(row) = $acc.get($row) {
+                let r: usize = $row;
+                let p = $c.add(r * $ldc);
+                let rb = match ($ep.last, $ep.row_bias) {
+                    (true, Some(rb)) => Some(_mm512_set1_ps(*rb.as_ptr().add(r))),
+                    _ => None,
+                };
+                for (j, &acc_v) in row.iter().enumerate() {
+                    let (pj, m) = (p.add(16 * j), masks[j]);
+                    let mut v = acc_v;
+                    if $ep.alpha != 1.0 {
+                        v = _mm512_mul_ps(v, alpha);
+                    }
+                    if $ep.accumulate {
+                        v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, pj));
+                    }
+                    if $ep.last {
+                        if let Some(bias) = rb {
+                            v = _mm512_add_ps(v, bias);
+                        }
+                        v = _mm512_add_ps(v, cb[j]);
+                        v = match $ep.act {
+                            // max(0, v) returns v when v is NaN, so NaN propagates like CpuRef's.
+                            Activation::Relu => _mm512_max_ps(z, v),
+                            Activation::Clip { .. } => _mm512_min_ps(hi, _mm512_max_ps(lo, v)),
+                            Activation::LeakyRelu { .. } => {
+                                let neg = _mm512_cmp_ps_mask::<_CMP_LT_OQ>(v, z);
+                                _mm512_mask_mul_ps(v, neg, v, slope)
+                            }
+                            _ => v,
+                        };
+                    }
+                    _mm512_mask_storeu_ps(pj, m, v);
+                }
+            })*
+        }};
+    }
+
     /// Run the AVX-512 tile for `mr` rows and `nr` columns: one monomorphized kernel per row
     /// count, so a short edge tile costs only its own rows, and one or two 16-lane columns.
     /// Safety: AVX-512F present; `a` readable for kc*MR floats, `b` for kc*NR; rows r < mr of
@@ -563,6 +643,7 @@ mod avx512 {
                 }
             };
         }
+        // store_tile! lists row indices 0..12.
         const _: () = assert!(MR == 12 && NR == 32);
         dispatch!(1 2 3 4 5 6 7 8 9 10 11 12);
     }
@@ -605,12 +686,12 @@ mod avx512 {
             a = a.add(MR);
             b = b.add(NR);
         }
-        store_tile::<R, C>(&acc, c, ldc, nr, ep);
+        store_tile!(acc, c, ldc, nr, ep, C; 0 1 2 3 4 5 6 7 8 9 10 11);
     }
 
     /// [`kernel`] with B read in place: k step `t`'s B row is `x + offs[t]`. Safety: as
-    /// [`kernel`], with `a` readable for offs.len()·MR floats and `x + offs[t]` readable for
-    /// nr floats for every t.
+    /// [`kernel`], with `a + t·MR + r` readable for t < offs.len(), r < mr, and `x + offs[t]`
+    /// readable for nr floats for every t.
     #[allow(clippy::too_many_arguments)]
     pub(super) unsafe fn kernel_in_place(
         a: *const f32,
@@ -671,83 +752,7 @@ mod avx512 {
             }
             a = a.add(MR);
         }
-        store_tile::<R, C>(&acc, c, ldc, nr, ep);
-    }
-
-    /// Store an R×(16·C) tile of accumulators into C with the epilogue (scale, earlier
-    /// contents, biases, activation), masked to `nr` columns. Safety: as [`kernel`].
-    #[inline]
-    #[target_feature(enable = "avx512f,avx2,fma")]
-    unsafe fn store_tile<const R: usize, const C: usize>(
-        acc: &[[__m512; C]; R],
-        c: *mut f32,
-        ldc: usize,
-        nr: usize,
-        ep: &TileEpilogue<'_>,
-    ) {
-        let z = _mm512_setzero_ps();
-        let lanes = |n: usize| -> __mmask16 {
-            if n >= 16 {
-                0xffff
-            } else {
-                ((1u32 << n) - 1) as __mmask16
-            }
-        };
-        let mut masks = [0xffff as __mmask16; C];
-        for (j, m) in masks.iter_mut().enumerate() {
-            *m = lanes(nr.saturating_sub(16 * j));
-        }
-        let alpha = _mm512_set1_ps(ep.alpha);
-        let mut cb = [z; C];
-        if let (true, Some(bias)) = (ep.last, ep.col_bias) {
-            for (j, v) in cb.iter_mut().enumerate() {
-                *v = _mm512_maskz_loadu_ps(masks[j], bias.as_ptr().add(16 * j));
-            }
-        }
-        let (lo, hi, slope) = match ep.act {
-            Activation::Clip { min, max } => (min, max, 0.0),
-            Activation::LeakyRelu { alpha } => (0.0, 0.0, alpha),
-            _ => (0.0, 0.0, 0.0),
-        };
-        let (lo, hi, slope) = (
-            _mm512_set1_ps(lo),
-            _mm512_set1_ps(hi),
-            _mm512_set1_ps(slope),
-        );
-        for (r, row) in acc.iter().enumerate() {
-            let p = c.add(r * ldc);
-            let rb = match (ep.last, ep.row_bias) {
-                (true, Some(rb)) => Some(_mm512_set1_ps(*rb.as_ptr().add(r))),
-                _ => None,
-            };
-            for (j, &acc_v) in row.iter().enumerate() {
-                let (pj, m) = (p.add(16 * j), masks[j]);
-                let mut v = acc_v;
-                if ep.alpha != 1.0 {
-                    v = _mm512_mul_ps(v, alpha);
-                }
-                if ep.accumulate {
-                    v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, pj));
-                }
-                if ep.last {
-                    if let Some(bias) = rb {
-                        v = _mm512_add_ps(v, bias);
-                    }
-                    v = _mm512_add_ps(v, cb[j]);
-                    v = match ep.act {
-                        // max(0, v) returns v when v is NaN, so NaN propagates like CpuRef's.
-                        Activation::Relu => _mm512_max_ps(z, v),
-                        Activation::Clip { .. } => _mm512_min_ps(hi, _mm512_max_ps(lo, v)),
-                        Activation::LeakyRelu { .. } => {
-                            let neg = _mm512_cmp_ps_mask::<_CMP_LT_OQ>(v, z);
-                            _mm512_mask_mul_ps(v, neg, v, slope)
-                        }
-                        _ => v,
-                    };
-                }
-                _mm512_mask_storeu_ps(pj, m, v);
-            }
-        }
+        store_tile!(acc, c, ldc, nr, ep, C; 0 1 2 3 4 5 6 7 8 9 10 11);
     }
 }
 
@@ -1295,8 +1300,9 @@ pub fn winograd_output(
 mod tests {
     use super::*;
 
-    /// The in-place tile against a plain sum for every row count, column counts around the
-    /// vector width (masked tails), with biases and an activation; short inputs are refused.
+    /// The in-place tile against a plain sum for every row range of a panel, column counts
+    /// around the vector width (masked tails), with biases and an activation; short inputs
+    /// and row ranges past the panel are refused.
     #[test]
     fn in_place_tiles_match_a_plain_sum() {
         let k = 13;
@@ -1312,39 +1318,50 @@ mod tests {
             min: -1.0,
             max: 2.5,
         };
-        for mr in 1..=MR {
+        for (row0, mr) in (0..MR).flat_map(|r0| (1..=MR - r0).map(move |mr| (r0, mr))) {
             for nr in [1, 7, 16, 17, 31, 32] {
                 let ldc = 40;
                 let ep = TileEpilogue {
                     accumulate: false,
                     alpha: 1.0,
-                    row_bias: Some(&rb),
+                    row_bias: Some(&rb[row0..]),
                     col_bias: None,
                     last: true,
                     act,
                 };
                 let mut c = vec![f32::NAN; (mr - 1) * ldc + nr];
                 let rows = InPlaceRows::new(&offs);
-                let ran = microkernel_in_place(&a, &x, &rows, &mut c, ldc, mr, nr, &ep);
+                let ran = microkernel_in_place(&a, row0, &x, &rows, &mut c, ldc, mr, nr, &ep);
                 assert_eq!(ran, has_avx512());
                 if !ran {
                     continue;
                 }
                 for r in 0..mr {
                     for j in 0..nr {
-                        let dot: f32 = (0..k).map(|t| a[t * MR + r] * x[offs[t] + j]).sum();
-                        let want = act.apply_simple(dot + rb[r]);
+                        let dot: f32 = (0..k).map(|t| a[t * MR + row0 + r] * x[offs[t] + j]).sum();
+                        let want = act.apply_simple(dot + rb[row0 + r]);
                         let got = c[r * ldc + j];
                         assert!(
                             (got - want).abs() <= 1e-4 * want.abs().max(1.0),
-                            "{mr}x{nr} ({r}, {j})"
+                            "rows {row0}+{mr} x {nr} ({r}, {j})"
                         );
                     }
                 }
-                // A row reaching past `x` is refused, not read.
+                // A row reaching past `x` is refused, not read; so are rows past the panel.
                 let short = &x[..offs.iter().max().unwrap() + nr - 1];
                 assert!(!microkernel_in_place(
-                    &a, short, &rows, &mut c, ldc, mr, nr, &ep
+                    &a, row0, short, &rows, &mut c, ldc, mr, nr, &ep
+                ));
+                assert!(!microkernel_in_place(
+                    &a,
+                    MR - mr + 1,
+                    &x,
+                    &rows,
+                    &mut c,
+                    ldc,
+                    mr,
+                    nr,
+                    &ep
                 ));
             }
         }
