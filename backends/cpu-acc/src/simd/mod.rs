@@ -740,6 +740,14 @@ mod avx512 {
         }
         for &off in offs {
             let b = x.add(off);
+            // Ask for the next tile's run of this row (the callers walk a row's tiles left
+            // to right): each row is a different page, too many streams for the hardware
+            // prefetcher, and without this the loads stall the FMAs. Measured: MobileNetV2
+            // 1 thread, best of 10 alternating runs, 13.7 -> 13.0 ms; 3->64 7x7 stem 3-7%.
+            // Prefetches never fault, so running past the input is harmless.
+            for j in 0..C {
+                _mm_prefetch::<_MM_HINT_T0>(b.wrapping_add(NR + 16 * j) as *const i8);
+            }
             let mut bv = [z; C];
             for (j, v) in bv.iter_mut().enumerate() {
                 *v = _mm512_maskz_loadu_ps(masks[j], b.add(16 * j));
