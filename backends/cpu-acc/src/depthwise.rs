@@ -1,8 +1,18 @@
-//! Depthwise 2-D convolution, channels-last in blocks of planes, or one plane at a time;
-//! max pooling shares the channels-last blocks ([`run_max`]).
+//! Depthwise 2-D convolution, read in place a row at a time, channels-last in blocks of
+//! planes, or one plane at a time; max pooling shares the channels-last blocks ([`run_max`]).
 //!
-//! With AVX-512 (and, without it, for small planes of at most [`SMALL_PLANE`] outputs) the
-//! *channels-last* path runs: blocks of [`LANES`] planes are transposed (16×16 in registers,
+//! With AVX-512, 3×3 windows (dilation 1, equal strides of 1 or 2) with output rows of at
+//! least [`ROWS_MIN_WIDTH`] take the *rows* path (`simd::depthwise_rows`): each plane is read
+//! in place, a row segment of up to 64 outputs per step, with masked loads at the borders (so
+//! padding costs no copy) and stride 2 de-interleaved in registers; bias and Relu, Clip or
+//! LeakyRelu are applied before the store. No transposes: measured with `conv_bench` (one
+//! thread, MobileNetV2's shapes) against the channels-last path, 1.6× faster on 32 planes of
+//! 112×112, 1.4× on 144 planes of 56×56, 1.3× on 192 planes of 28×28, 1.5× on 144 planes of
+//! 56×56 stride 2; MobileNetV2 whole, one thread, 13.2 → 11.7 ms (best of 10 alternating).
+//! Rows of 7 fill too little of each vector, and channels-last stays faster there.
+//!
+//! Otherwise, with AVX-512 (and, without it, for small planes of at most [`SMALL_PLANE`]
+//! outputs) the *channels-last* path runs: blocks of [`LANES`] planes are transposed (16×16 in registers,
 //! `simd::gather_lanes`) into one zero-padded `[row][column][lane]` buffer, a band of output
 //! rows at a time so the buffer stays in L2; each output pixel accumulates its taps for all
 //! lanes in one vector register, eight pixels at a time (`simd::depthwise_row`), and the band
@@ -56,6 +66,14 @@ const BAND_INPUT_PIXELS: usize = 4 * BAND_PIXELS;
 /// Set (to anything) to turn the channels-last path off, for A/B measurements.
 pub const NO_CHANNELS_LAST_ENV: &str = "BACKPLANE_CPUACC_NO_DW_CHANNELS_LAST";
 
+/// Set (to anything) when a workload is created to turn the in-place rows path off, for A/B
+/// measurements.
+pub const NO_ROWS_ENV: &str = "BACKPLANE_CPUACC_NO_DW_ROWS";
+
+/// The narrowest output rows that take the in-place rows path (3×3 windows): narrower ones
+/// fill too little of each vector, and the channels-last path wins.
+pub const ROWS_MIN_WIDTH: usize = 14;
+
 /// What is fixed for every plane of one depthwise convolution.
 #[derive(Debug, Clone)]
 pub struct Plan {
@@ -65,6 +83,8 @@ pub struct Plan {
     offsets: Vec<usize>,
     /// Output rows per band of the channels-last path.
     band: usize,
+    /// Whether the in-place rows path (`simd::depthwise_rows`) takes the planes.
+    rows: bool,
 }
 
 impl Plan {
@@ -76,6 +96,9 @@ impl Plan {
             phases,
             offsets: phases.rows(geo, 1),
             band: geo.oh.max(1),
+            rows: geo.ow >= ROWS_MIN_WIDTH
+                && simd::depthwise_rows::applies(geo)
+                && std::env::var_os(NO_ROWS_ENV).is_none(),
         };
         // Bands of at most BAND_PIXELS outputs and BAND_INPUT_PIXELS padded inputs (per
         // lane), so the channels-last scratch stays well inside L2.
@@ -449,6 +472,31 @@ pub fn run(
     }
     // Below ~64k multiply-adds in all, handing planes to threads costs more than it saves.
     let small = planes * out_plane * taps < 64 * 1024;
+    if plan.rows {
+        let per = if small {
+            planes.max(1)
+        } else {
+            th.chunk_size(planes, 1, 1)
+        };
+        return th.chunks(y, per * out_plane, |ci, yc| {
+            for (i, out) in yc.chunks_exact_mut(out_plane).enumerate() {
+                let p = ci * per + i;
+                let ch = p % channels;
+                let xp = &x[p * in_plane..(p + 1) * in_plane];
+                let wp = &weights[ch * taps..(ch + 1) * taps];
+                let b = bias.and_then(|b| b.get(ch).copied()).unwrap_or(0.0);
+                if !simd::depthwise_rows::plane(g, xp, wp, b, act, out) {
+                    return Err(BackendError::Execution(
+                        "depthwise convolution: rows path refused its plane".into(),
+                    ));
+                }
+                if !act.in_kernel() {
+                    simd::unary_in_place(act, out);
+                }
+            }
+            Ok(())
+        });
+    }
     if plan.channels_last(planes) {
         return blocks(th, plan, x, y, small, |p0, xb, n, yb, scratch| {
             let mut wt = [0f32; MAX_TAPS * LANES];

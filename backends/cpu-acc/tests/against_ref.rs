@@ -1222,3 +1222,56 @@ fn residual_blocks_fuse_into_the_convolution() {
         }
     }
 }
+
+/// A depthwise convolution followed by Relu, Clip (Relu6) or LeakyRelu becomes one FusedConv
+/// whose output matches CpuRef running the pair, on planes wide enough for the in-place rows
+/// path (activation applied in its kernel) and narrow ones, stride 1 and 2, with and without
+/// a bias, on 1 and 2 threads.
+#[test]
+fn depthwise_with_activation_fuses() {
+    let mut r = Rng(23);
+    let acts = [
+        UnaryOp::Relu,
+        UnaryOp::Clip { min: 0.0, max: 6.0 },
+        UnaryOp::LeakyRelu { alpha: 0.2 },
+    ];
+    for (i, (c, hw, s)) in [(16, 29, 1), (16, 29, 2), (5, 31, 2), (17, 9, 1), (3, 64, 1)]
+        .into_iter()
+        .enumerate()
+    {
+        let act = acts[i % acts.len()];
+        let with_bias = i % 2 == 0;
+        let mut net = Network::new();
+        let x = r.tensor(&[1, c, hw, hw], 4.0);
+        let w = r.tensor(&[c, 1, 3, 3], 1.0);
+        let b = r.tensor(&[c], 1.0);
+        let xi = net.add_input("x", x.info().clone()).unwrap();
+        let wi = net.add_constant("w", w.clone()).unwrap();
+        let conv = conv_op(&[3, 3], &[s, s], &[1, 1], &[1, 1, 1, 1], c, AutoPad::NotSet);
+        let conv_in = if with_bias {
+            vec![xi, wi, net.add_constant("b", b.clone()).unwrap()]
+        } else {
+            vec![xi, wi]
+        };
+        let t = net.add_layer("conv", conv.clone(), &conv_in).unwrap()[0];
+        let y = net.add_layer("act", Op::Unary(act), &[t]).unwrap()[0];
+        net.mark_output(y).unwrap();
+        let want = if with_bias {
+            reference(&conv, &[&x, &w, &b]).remove(0)
+        } else {
+            reference(&conv, &[&x, &w]).remove(0)
+        };
+        let want = reference(&Op::Unary(act), &[&want]).remove(0);
+        for threads in [1, 2] {
+            let (name, got) = run_fused(&net, &[(xi, &x)], threads);
+            assert_eq!(name, "conv+act");
+            close(
+                &format!("depthwise c{c} {hw}x{hw} s{s} {act:?} threads {threads}"),
+                &got,
+                &want,
+                1e-4,
+                1e-4,
+            );
+        }
+    }
+}

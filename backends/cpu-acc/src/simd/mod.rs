@@ -13,6 +13,7 @@
 //!   call into a `#[target_feature]` function, nothing else.
 #![allow(unsafe_code)]
 
+pub(crate) mod depthwise_rows;
 mod winograd;
 
 use crate::act::Activation;
