@@ -18,6 +18,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .and_then(|t| t.parse().ok())
         .unwrap_or(1);
     let factory = CpuAccBackend::with_threads(threads).create_workload_factory(None)?;
+    // CONV_COLD=N runs N copies of each layer in turn, each with its own prepared weights,
+    // so that (with N copies larger than the last-level cache) every execution reads its
+    // weights from memory, as a layer of a whole network does; default 1 (weights stay
+    // cached between executions).
+    let cold: usize = std::env::var("CONV_COLD")
+        .ok()
+        .and_then(|t| t.parse().ok())
+        .unwrap_or(1)
+        .max(1);
     let filter = std::env::var("CONV_BENCH").unwrap_or_default();
     // (channels in, out, size, kernel, stride, group)
     for (c, m, hw, k, s, g) in [
@@ -98,16 +107,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let mut workloads = Vec::new();
         for v in &variants {
             set(*v);
-            workloads.push(factory.create_workload(&desc)?);
+            let copies = (0..cold)
+                .map(|_| factory.create_workload(&desc))
+                .collect::<Result<Vec<_>, _>>()?;
+            workloads.push(copies);
         }
         let mut best = vec![f64::INFINITY; variants.len()];
         for _ in 0..15 {
-            for (vi, (v, wl)) in variants.iter().zip(&workloads).enumerate() {
+            for (vi, (v, copies)) in variants.iter().zip(&workloads).enumerate() {
                 set(*v);
-                let reps = 3;
+                let reps = cold.max(3);
                 let t = Instant::now();
-                for _ in 0..reps {
-                    wl.execute(&[x.view(), w.view()], &mut [y.view_mut()])?;
+                for r in 0..reps {
+                    copies[r % cold].execute(&[x.view(), w.view()], &mut [y.view_mut()])?;
                 }
                 best[vi] = best[vi].min(t.elapsed().as_secs_f64() / reps as f64);
             }
