@@ -51,7 +51,7 @@ pub const MAX_C: usize = 4;
 /// [`NO_DIRECT_ENV`] unset.
 pub fn applies(c: usize, k: usize) -> bool {
     simd::has_avx512()
-        && ((1..=MAX_C).contains(&c) || (c > 0 && std::env::var_os("BP_DIRECT_ANY").is_some()))
+        && (1..=MAX_C).contains(&c)
         && (1..=MAX_K).contains(&k)
         && std::env::var_os(NO_DIRECT_ENV).is_none()
 }

@@ -50,6 +50,7 @@ pub fn plane(g: &Geo2, x: &[f32], w: &[f32], bias: f32, act: Activation, y: &mut
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
     use crate::act::Activation;
+    use crate::simd::avx512::Act512;
     use crate::window::Geo2;
     use std::arch::x86_64::*;
 
@@ -135,16 +136,7 @@ mod avx512 {
         let z = _mm512_setzero_ps();
         // Even lanes of a 32-float run: inputs 2j for outputs j (stride 2).
         let evens = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
-        let (lo, hi, slope) = match act {
-            Activation::Clip { min, max } => (min, max, 0.0),
-            Activation::LeakyRelu { alpha } => (0.0, 0.0, alpha),
-            _ => (0.0, 0.0, 0.0),
-        };
-        let (lo, hi, slope) = (
-            _mm512_set1_ps(lo),
-            _mm512_set1_ps(hi),
-            _mm512_set1_ps(slope),
-        );
+        let act = Act512::new(act);
         for oy in 0..g.oh {
             let mut acc = [[z; N]; 3];
             for (ky, acc_row) in acc.iter_mut().enumerate() {
@@ -177,16 +169,7 @@ mod avx512 {
             for c in 0..N {
                 let mut v = _mm512_add_ps(_mm512_add_ps(acc[0][c], acc[1][c]), acc[2][c]);
                 v = _mm512_add_ps(v, b);
-                v = match act {
-                    // max(0, v) returns v when v is NaN, so NaN propagates like CpuRef's.
-                    Activation::Relu => _mm512_max_ps(z, v),
-                    Activation::Clip { .. } => _mm512_min_ps(hi, _mm512_max_ps(lo, v)),
-                    Activation::LeakyRelu { .. } => {
-                        let neg = _mm512_cmp_ps_mask::<_CMP_LT_OQ>(v, z);
-                        _mm512_mask_mul_ps(v, neg, v, slope)
-                    }
-                    _ => v,
-                };
+                v = act.apply(v);
                 // SAFETY: the lanes of output columns < ow of row oy < oh, inside `y`.
                 unsafe { _mm512_mask_storeu_ps(out.wrapping_add(16 * c), out_masks[c], v) };
             }

@@ -539,6 +539,53 @@ mod avx512 {
     use crate::act::Activation;
     use std::arch::x86_64::*;
 
+    /// An in-kernel activation (see [`Activation::in_kernel`]) with its constants in
+    /// registers, applied to accumulators before they are stored; the kernels that store
+    /// through it share one definition of what Relu, Clip and LeakyRelu compute.
+    #[derive(Clone, Copy)]
+    pub(super) struct Act512 {
+        act: Activation,
+        lo: __m512,
+        hi: __m512,
+        slope: __m512,
+    }
+
+    impl Act512 {
+        /// The constants of `act`.
+        #[inline]
+        #[target_feature(enable = "avx512f")]
+        pub(super) fn new(act: Activation) -> Self {
+            let (lo, hi, slope) = match act {
+                Activation::Clip { min, max } => (min, max, 0.0),
+                Activation::LeakyRelu { alpha } => (0.0, 0.0, alpha),
+                _ => (0.0, 0.0, 0.0),
+            };
+            Act512 {
+                act,
+                lo: _mm512_set1_ps(lo),
+                hi: _mm512_set1_ps(hi),
+                slope: _mm512_set1_ps(slope),
+            }
+        }
+
+        /// `act(v)` lane by lane; activations not computed in kernels pass `v` through.
+        #[inline]
+        #[target_feature(enable = "avx512f")]
+        pub(super) fn apply(&self, v: __m512) -> __m512 {
+            let z = _mm512_setzero_ps();
+            match self.act {
+                // max(0, v) returns v when v is NaN, so NaN propagates like CpuRef's.
+                Activation::Relu => _mm512_max_ps(z, v),
+                Activation::Clip { .. } => _mm512_min_ps(self.hi, _mm512_max_ps(self.lo, v)),
+                Activation::LeakyRelu { .. } => {
+                    let neg = _mm512_cmp_ps_mask::<_CMP_LT_OQ>(v, z);
+                    _mm512_mask_mul_ps(v, neg, v, self.slope)
+                }
+                _ => v,
+            }
+        }
+    }
+
     /// How many k steps ahead the tile prefetches its panels.
     const PREFETCH: usize = 8;
 
@@ -569,16 +616,7 @@ mod avx512 {
                     *v = _mm512_maskz_loadu_ps(masks[j], bias.as_ptr().add(16 * j));
                 }
             }
-            let (lo, hi, slope) = match $ep.act {
-                Activation::Clip { min, max } => (min, max, 0.0),
-                Activation::LeakyRelu { alpha } => (0.0, 0.0, alpha),
-                _ => (0.0, 0.0, 0.0),
-            };
-            let (lo, hi, slope) = (
-                _mm512_set1_ps(lo),
-                _mm512_set1_ps(hi),
-                _mm512_set1_ps(slope),
-            );
+            let act = Act512::new($ep.act);
             // One block per row index, each reading its row at a constant index: a loop over
             // the rows was left rolled for 9–12 rows, which put the accumulators in memory.
             $(if let Some(row) = $acc.get($row) {
@@ -602,16 +640,7 @@ mod avx512 {
                             v = _mm512_add_ps(v, bias);
                         }
                         v = _mm512_add_ps(v, cb[j]);
-                        v = match $ep.act {
-                            // max(0, v) returns v when v is NaN, so NaN propagates like CpuRef's.
-                            Activation::Relu => _mm512_max_ps(z, v),
-                            Activation::Clip { .. } => _mm512_min_ps(hi, _mm512_max_ps(lo, v)),
-                            Activation::LeakyRelu { .. } => {
-                                let neg = _mm512_cmp_ps_mask::<_CMP_LT_OQ>(v, z);
-                                _mm512_mask_mul_ps(v, neg, v, slope)
-                            }
-                            _ => v,
-                        };
+                        v = act.apply(v);
                     }
                     _mm512_mask_storeu_ps(pj, m, v);
                 }
