@@ -7,6 +7,7 @@
 //! take the direct path (`crate::direct`: the same tiles, reading the phases in place).
 
 use crate::act::Activation;
+use crate::channel_lanes;
 use crate::depthwise;
 use crate::direct;
 use crate::gemm::{self, ASrc, BSrc, Epilogue, MatView, Packed, Shifted};
@@ -46,6 +47,8 @@ enum Weights {
     /// The weights in the Winograd domain only (see [`winograd`]): the im2col copy is not
     /// kept, so the layer holds one copy of its weights.
     Winograd(winograd::Plan),
+    /// A first layer's weights in blocks of output channels (see [`channel_lanes`]).
+    ChannelLanes(channel_lanes::Plan),
 }
 
 /// A convolution (optionally with a fused activation).
@@ -131,7 +134,9 @@ impl ConvWorkload {
             (None, None) => Weights::Runtime,
             (Some(t), None) => {
                 let w = t.as_slice::<f32>()?;
-                if depthwise {
+                if group == 1 && !pointwise && channel_lanes::applies(&geo, c) {
+                    Weights::ChannelLanes(channel_lanes::Plan::new(&geo, w, m, c, threads.count())?)
+                } else if depthwise {
                     Weights::Depthwise(w.to_vec())
                 } else {
                     Weights::Packed(pack_weights(w, m, group, c / group * geo.kh * geo.kw))
@@ -499,6 +504,13 @@ impl ConvWorkload {
         if let Weights::Winograd(plan) = &self.weights {
             return plan.run(&self.threads, geo, self.n, x, bias, act, y);
         }
+        if let Weights::ChannelLanes(plan) = &self.weights {
+            let (xs, ys) = (self.c * geo.h * geo.w, self.m * geo.oh * geo.ow);
+            for (xb, yb) in x.chunks(xs).zip(y.chunks_mut(ys)).take(self.n) {
+                plan.run(&self.threads, xb, bias, act, yb)?;
+            }
+            return Ok(());
+        }
         let runtime_weights;
         let weights = match &self.weights {
             Weights::Runtime => {
@@ -572,7 +584,7 @@ impl ConvWorkload {
                 }
                 Ok(())
             }
-            Weights::Runtime | Weights::Winograd(_) => {
+            Weights::Runtime | Weights::Winograd(_) | Weights::ChannelLanes(_) => {
                 Err(self.io.error("weights were not prepared".into()))
             }
         }

@@ -27,6 +27,7 @@
 //! All `unsafe` code is in the [`simd`] module.
 
 pub mod act;
+mod channel_lanes;
 mod conv;
 mod depthwise;
 mod direct;

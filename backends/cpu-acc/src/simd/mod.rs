@@ -13,6 +13,7 @@
 //!   call into a `#[target_feature]` function, nothing else.
 #![allow(unsafe_code)]
 
+pub(crate) mod channel_lanes;
 pub(crate) mod depthwise_rows;
 mod winograd;
 
