@@ -1,11 +1,11 @@
 //! Time single convolution layers on CpuAcc (1 thread, or `CONV_THREADS`): depthwise, 1×1 and 3×3 shapes from
-//! MobileNetV2 and ResNet-18. `cargo run --release -p backplane-cpu-acc --example conv_bench`.
+//! MobileNetV2 and ResNet-18, and ResNet-18's max pooling. `cargo run --release -p backplane-cpu-acc --example conv_bench`.
 //!
 //! Times are the best of 15 short rounds (so a busy shared machine disturbs them less).
 //! `CONV_BENCH=dw` keeps only the cases whose label contains `dw`.
 
 use backplane_backend_api::{Backend, LayerDesc};
-use backplane_core::ops::{ConvDesc, Window};
+use backplane_core::ops::{ConvDesc, PoolDesc, PoolKind, Window};
 use backplane_core::{Op, Tensor};
 use backplane_cpu_acc::CpuAccBackend;
 use std::sync::Arc;
@@ -54,11 +54,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         (128, 256, 28, 3, 2, 1),
         (64, 128, 56, 1, 2, 1),
         (128, 256, 28, 1, 2, 1),
+        // Group 0: max pooling (ResNet-18's, after its first layer).
+        (64, 64, 112, 3, 2, 0),
     ] {
-        let label = format!(
-            "{} c{c} m{m} {hw}x{hw} k{k} s{s}",
-            if g > 1 { "dw" } else { "conv" }
-        );
+        let kind = match g {
+            0 => "maxpool",
+            1 => "conv",
+            _ => "dw",
+        };
+        let label = format!("{kind} c{c} m{m} {hw}x{hw} k{k} s{s}");
         if !label.contains(&filter) {
             continue;
         }
@@ -66,25 +70,37 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // page, which would keep the whole input in L1 (memory-bound layers looked 2-3x
         // faster than in a network).
         let x = filled(vec![1, c, hw, hw], 1)?;
-        let w = filled(vec![m, c / g, k, k], 2)?;
+        let w = filled(vec![m, c / g.max(1), k, k], 2)?;
         let p = k / 2;
-        let op = Op::Conv(ConvDesc {
-            window: Window {
-                kernel: vec![k, k],
-                strides: vec![s, s],
-                dilations: vec![],
-                pads: vec![p, p, p, p],
-                auto_pad: Default::default(),
-            },
-            group: g,
-        });
-        let outputs = op.infer(&[x.info(), w.info()])?;
+        let window = Window {
+            kernel: vec![k, k],
+            strides: vec![s, s],
+            dilations: vec![],
+            pads: vec![p, p, p, p],
+            auto_pad: Default::default(),
+        };
+        let (op, inputs) = if g == 0 {
+            let op = Op::Pool(PoolDesc {
+                kind: PoolKind::Max,
+                window,
+                ceil_mode: false,
+                count_include_pad: false,
+            });
+            (op, vec![x.view()])
+        } else {
+            let op = Op::Conv(ConvDesc { window, group: g });
+            (op, vec![x.view(), w.view()])
+        };
+        let infos: Vec<_> = inputs.iter().map(|v| v.info.clone()).collect();
+        let outputs = op.infer(&infos.iter().collect::<Vec<_>>())?;
         let desc = LayerDesc {
             name: "c".into(),
             op,
-            inputs: vec![x.info().clone(), w.info().clone()],
+            inputs: infos.clone(),
             outputs: outputs.clone(),
-            constants: vec![None, Some(Arc::new(w.clone()))],
+            constants: (0..infos.len())
+                .map(|i| (i == 1).then(|| Arc::new(w.clone())))
+                .collect(),
         };
         let mut y = filled(outputs[0].shape.dims().to_vec(), 3)?;
         // CONV_AB=VAR: alternate rounds with the environment variable VAR set and unset
@@ -119,12 +135,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 let reps = cold.max(3);
                 let t = Instant::now();
                 for r in 0..reps {
-                    copies[r % cold].execute(&[x.view(), w.view()], &mut [y.view_mut()])?;
+                    copies[r % cold].execute(&inputs, &mut [y.view_mut()])?;
                 }
                 best[vi] = best[vi].min(t.elapsed().as_secs_f64() / reps as f64);
             }
         }
-        let flops = 2.0 * outputs[0].shape.elements() as f64 * (c / g * k * k) as f64;
+        // Multiply-adds ×2 (for pooling: comparisons, one per tap).
+        let per_output = match c.checked_div(g) {
+            Some(cg) => 2 * cg * k * k,
+            None => k * k,
+        };
+        let flops = outputs[0].shape.elements() as f64 * per_output as f64;
         let with = match (ab.as_deref(), best.get(1)) {
             (Some(var), Some(t)) => format!("   with {var}: {:8.3} ms", t * 1e3),
             _ => String::new(),
