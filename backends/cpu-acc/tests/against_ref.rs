@@ -604,6 +604,14 @@ fn pooling_variants() {
                 false,
             ),
             (vec![2, 2], vec![2, 2], vec![], vec![], false, false),
+            (
+                vec![3, 3],
+                vec![1, 1],
+                vec![1, 0, 2, 1],
+                vec![],
+                false,
+                false,
+            ),
             (vec![3, 2], vec![1, 3], vec![1, 0, 2, 1], vec![], true, true),
             (
                 vec![3, 3],
@@ -638,7 +646,9 @@ fn pooling_variants() {
                 ceil_mode: ceil,
                 count_include_pad: inc,
             });
-            // 19 and 2×16 planes: max pooling takes the channels-last blocks (with AVX-512).
+            // 19 and 2×16 planes: max pooling takes the channels-last blocks (with AVX-512);
+            // 3×3 windows with outputs at least 14 wide (of the 63- and 31-wide planes), the
+            // rows path.
             for dims in [
                 [1, 3, 17, 17],
                 [2, 7, 7, 63],

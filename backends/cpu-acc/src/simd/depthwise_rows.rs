@@ -47,6 +47,21 @@ pub fn plane(g: &Geo2, x: &[f32], w: &[f32], bias: f32, act: Activation, y: &mut
     false
 }
 
+/// `y` = the 3×3 max pooling of one plane (`x`: `h·w`, `y`: `oh·ow`; padding never wins,
+/// and a NaN in a window makes its output NaN, as CpuRef's). Returns false, writing nothing,
+/// when [`applies`] does not hold or a slice is too short.
+pub fn max_plane(g: &Geo2, x: &[f32], y: &mut [f32]) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if applies(g) && g.oh > 0 && g.ow > 0 && x.len() >= g.h * g.w && y.len() >= g.oh * g.ow {
+        // SAFETY: as in `plane`: AVX-512F is present, loads are masked to the plane and
+        // stores to the output plane (checked above).
+        unsafe { avx512::max_plane(g, x.as_ptr(), y.as_mut_ptr()) };
+        return true;
+    }
+    let _ = (g, x, y);
+    false
+}
+
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
     use crate::act::Activation;
@@ -84,6 +99,26 @@ mod avx512 {
         act: Activation,
         y: *mut f32,
     ) {
+        planes::<false>(g, x, w, bias, act, y);
+    }
+
+    /// See [`super::max_plane`]. Safety: as [`plane`].
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn max_plane(g: &Geo2, x: *const f32, y: *mut f32) {
+        planes::<true>(g, x, &[0.0; 9], 0.0, Activation::None, y);
+    }
+
+    /// [`plane`] (MAX false) or [`max_plane`] (MAX true, `w`, `bias` and `act` unused).
+    /// Safety: as [`plane`].
+    #[target_feature(enable = "avx512f")]
+    unsafe fn planes<const MAX: bool>(
+        g: &Geo2,
+        x: *const f32,
+        w: &[f32; 9],
+        bias: f32,
+        act: Activation,
+        y: *mut f32,
+    ) {
         let mut ox = 0;
         while ox < g.ow {
             let chunks = (g.ow - ox).div_ceil(16).min(4);
@@ -91,20 +126,21 @@ mod avx512 {
             // stores masked to columns < ow).
             unsafe {
                 match chunks {
-                    1 => columns::<1>(g, x, w, bias, act, y, ox),
-                    2 => columns::<2>(g, x, w, bias, act, y, ox),
-                    3 => columns::<3>(g, x, w, bias, act, y, ox),
-                    _ => columns::<4>(g, x, w, bias, act, y, ox),
+                    1 => columns::<1, MAX>(g, x, w, bias, act, y, ox),
+                    2 => columns::<2, MAX>(g, x, w, bias, act, y, ox),
+                    3 => columns::<3, MAX>(g, x, w, bias, act, y, ox),
+                    _ => columns::<4, MAX>(g, x, w, bias, act, y, ox),
                 }
             }
             ox += 16 * chunks;
         }
     }
 
-    /// Output columns `ox0 .. ox0 + 16·N` (those below `ow`) of every row. Safety: as
-    /// [`plane`].
+    /// Output columns `ox0 .. ox0 + 16·N` (those below `ow`) of every row: the weighted sum
+    /// of each window, or with MAX its maximum (padding lanes read as −∞, NaNs tracked in a
+    /// mask since the vector max drops them). Safety: as [`plane`].
     #[target_feature(enable = "avx512f")]
-    unsafe fn columns<const N: usize>(
+    unsafe fn columns<const N: usize, const MAX: bool>(
         g: &Geo2,
         x: *const f32,
         w: &[f32; 9],
@@ -137,8 +173,15 @@ mod avx512 {
         // Even lanes of a 32-float run: inputs 2j for outputs j (stride 2).
         let evens = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
         let act = Act512::new(act);
+        // What the masked-off lanes of a load hold: zero for sums, −∞ for the maximum.
+        let fill = if MAX {
+            _mm512_set1_ps(f32::NEG_INFINITY)
+        } else {
+            z
+        };
         for oy in 0..g.oh {
-            let mut acc = [[z; N]; 3];
+            let mut acc = [[fill; N]; 3];
+            let mut nan = [0 as __mmask16; N];
             for (ky, acc_row) in acc.iter_mut().enumerate() {
                 let iy = (oy * g.sh + ky) as isize - g.pt as isize;
                 if iy < 0 || iy >= g.h as isize {
@@ -154,22 +197,31 @@ mod avx512 {
                         // read (the masks); the others are never accessed.
                         let v = unsafe {
                             if g.sw == 1 {
-                                _mm512_maskz_loadu_ps(m0, at)
+                                _mm512_mask_loadu_ps(fill, m0, at)
                             } else {
-                                let a = _mm512_maskz_loadu_ps(m0, at);
-                                let b = _mm512_maskz_loadu_ps(m1, at.wrapping_add(16));
+                                let a = _mm512_mask_loadu_ps(fill, m0, at);
+                                let b = _mm512_mask_loadu_ps(fill, m1, at.wrapping_add(16));
                                 _mm512_permutex2var_ps(a, evens, b)
                             }
                         };
-                        acc_row[c] = _mm512_fmadd_ps(tap, v, acc_row[c]);
+                        if MAX {
+                            nan[c] |= _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(v, v);
+                            acc_row[c] = _mm512_max_ps(v, acc_row[c]);
+                        } else {
+                            acc_row[c] = _mm512_fmadd_ps(tap, v, acc_row[c]);
+                        }
                     }
                 }
             }
             let out = y.wrapping_add(oy * g.ow + ox0);
             for c in 0..N {
-                let mut v = _mm512_add_ps(_mm512_add_ps(acc[0][c], acc[1][c]), acc[2][c]);
-                v = _mm512_add_ps(v, b);
-                v = act.apply(v);
+                let v = if MAX {
+                    let v = _mm512_max_ps(_mm512_max_ps(acc[0][c], acc[1][c]), acc[2][c]);
+                    _mm512_mask_mov_ps(v, nan[c], _mm512_set1_ps(f32::NAN))
+                } else {
+                    let v = _mm512_add_ps(_mm512_add_ps(acc[0][c], acc[1][c]), acc[2][c]);
+                    act.apply(_mm512_add_ps(v, b))
+                };
                 // SAFETY: the lanes of output columns < ow of row oy < oh, inside `y`.
                 unsafe { _mm512_mask_storeu_ps(out.wrapping_add(16 * c), out_masks[c], v) };
             }
@@ -203,10 +255,11 @@ mod tests {
     }
 
     /// Every stride, pads from 0 to 2 on each side, and widths around the vector and the
-    /// four-vector group (each tap's masks at both edges), against the plain loops; the
-    /// outputs past the plane are left alone; a short input is refused.
+    /// four-vector group (each tap's masks at both edges), against the plain loops, for the
+    /// weighted sum and the maximum (with a NaN, which must reach exactly the windows that
+    /// hold it); the outputs past the plane are left alone; a short input is refused.
     #[test]
-    fn planes_match_the_plain_convolution() {
+    fn planes_match_the_plain_loops() {
         let mut tested = 0;
         for s in [1, 2] {
             for (h, w) in [
@@ -267,6 +320,32 @@ mod tests {
                         "wrote past the plane"
                     );
                     assert!(!plane(&g, &x[..h * w - 1], &wt, 0.25, act, &mut y));
+                    // The maximum, with a NaN on the plane's last row (its windows only).
+                    let mut xn = x.clone();
+                    xn[(h - 1) * w] = f32::NAN;
+                    let mut ym = vec![0f32; g.oh * g.ow + 5];
+                    assert!(max_plane(&g, &xn, &mut ym));
+                    for (i, &got) in ym[..g.oh * g.ow].iter().enumerate() {
+                        let (oy, ox) = (i / g.ow, i % g.ow);
+                        let mut want = f32::NEG_INFINITY;
+                        for ky in 0..3 {
+                            for kx in 0..3 {
+                                let iy = (oy * s + ky) as isize - pt as isize;
+                                let ix = (ox * s + kx) as isize - pl as isize;
+                                if (0..h as isize).contains(&iy) && (0..w as isize).contains(&ix) {
+                                    let v = xn[iy as usize * w + ix as usize];
+                                    want = if want.is_nan() || want >= v { want } else { v };
+                                }
+                            }
+                        }
+                        assert!(
+                            got == want || (got.is_nan() && want.is_nan()),
+                            "max s{s} {h}x{w} pads {:?} output {i}: {got} vs {want}",
+                            (pt, pl, pb, pr)
+                        );
+                    }
+                    assert!(ym[g.oh * g.ow..].iter().all(|&v| v == 0.0), "wrote past");
+                    assert!(!max_plane(&g, &xn[..h * w - 1], &mut ym));
                     tested += 1;
                 }
             }
