@@ -1,19 +1,24 @@
-//! Convolution of a network's first layer (a few input channels under a window) with the
-//! output channels in vector lanes: `simd::channel_lanes` broadcasts each input value into
-//! 16 or 32 output channels at a time, reading a zero-padded copy of the input at a stride
-//! of 1 or 2, and the rows of channels-last results are transposed into the output planes.
+//! Convolution with the output channels in vector lanes, for a network's first layer (a few
+//! input channels under a window) and for stride-2 windows (see [`applies`]):
+//! `simd::channel_lanes` broadcasts each input value into 16 or 32 output channels at a time,
+//! reading a zero-padded copy of the input at a stride of 1 or 2, and the rows of
+//! channels-last sums are transposed into the output planes. Windows over many channels are
+//! taken in passes of at most [`BLOCK_TAPS`] taps, each adding to the sums of the band of
+//! output rows the pass before left (in L2), so a pass's weights stay in L1.
 //!
 //! Against the direct path (`crate::direct`: the GEMM's 12×32 tiles over the input's stride
 //! phases), whose tiles stream K runs of 32 inputs each (147 of them for a 7×7 window over
 //! 3 channels: more than L1 holds with the next tile's prefetched), here the block of weights
-//! (K × 32 floats, 18 KiB) stays in L1 and the inputs are single floats. Measured with
-//! `conv_bench` (best of 5 runs of 15 alternating rounds, one thread): 3→32 3×3 stride 2 on
-//! 224×224 0.47 → 0.41 ms, 3→64 7×7 stride 2 3.2 → 2.5 ms. On two threads the 7×7 layer
-//! alone was slower on this (shared, 2-vCPU) machine, 2.6 against 2.0 ms, while whole
-//! ResNet-18 and MobileNetV2 on two threads ran even or faster (best of 8 alternating runs:
-//! 34.1 → 32.8 ms, 10.1 → 10.4 ms, within the noise). The transposes cost about a fifth of the
-//! time; writing the planes from registers would save their round trip through L1 (not
-//! done). AVX-512 only.
+//! (K × 32 floats, 18 KiB) stays in L1 and the inputs are single floats; against the im2col
+//! GEMM, nothing is packed. Measured with `conv_bench` (best of 5 runs of 15 alternating
+//! rounds, one thread): 3→32 3×3 stride 2 on 224×224 0.47 → 0.41 ms, 3→64 7×7 stride 2
+//! 3.2 → 2.5 ms; in ResNet-18 (one thread, fastest of 60 executions) its 7×7 first layer
+//! 3.18 → 2.63 ms and 3×3 stride-2 layers 1.58 → 1.37 and 1.57 → 1.43 ms. On two threads the
+//! first layer was slower on this (shared, 2-vCPU) machine: 1.97 against 2.26 ms in
+//! ResNet-18 (not understood: both threads do even shares), while the stride-2 layers ran
+//! 1.35 → 1.15 and 1.36 → 1.09 ms. The transposes cost about a fifth of a first layer's time;
+//! writing the planes from registers would save their round trip through L1 (not done).
+//! AVX-512 only.
 
 use crate::act::Activation;
 use crate::direct;
@@ -24,8 +29,8 @@ use crate::window::Geo2;
 use backplane_backend_api::{BackendError, Result};
 use std::cell::RefCell;
 
-/// Set (to anything) when a workload is created to keep the direct path, for A/B
-/// measurements.
+/// Set (to anything) when a workload is created to keep the direct path or the im2col GEMM,
+/// for A/B measurements.
 pub const NO_CHANNEL_LANES_ENV: &str = "BACKPLANE_CPUACC_NO_CHANNEL_LANES";
 
 thread_local! {
@@ -33,16 +38,50 @@ thread_local! {
     static ROW: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Whether a convolution of one group with `c` input channels and this window takes the
-/// channel-lanes path: the layers of [`direct::applies`] with a horizontal stride of 1 or 2,
-/// and [`NO_CHANNEL_LANES_ENV`] unset.
-pub fn applies(geo: &Geo2, c: usize) -> bool {
+/// Whether a convolution of one group with `c` input channels, `m` filters and this window,
+/// on `threads` threads, takes the channel-lanes path ([`NO_CHANNEL_LANES_ENV`] unset,
+/// AVX-512, horizontal stride 1 or 2): a network's first layer (the layers of
+/// [`direct::applies`]), or a windowed stride-2 convolution whose output rows fill the
+/// kernel's tiles (14, 28, 56 pixels...). Measured with `conv_bench` (best of 4 runs of 15
+/// alternating rounds) against the im2col GEMM: 64→128 3×3 stride 2 on 56×56 1.40 → 1.28 ms
+/// on one thread, even on two; 128→256 on 28×28 1.31 → 1.26 ms, 1.28 → 0.96 ms on two.
+/// Not taken: stride 1 (Winograd's, or measured no faster), 1×1 windows (64→128 1×1 stride
+/// 2 ran 1.3–2.5× slower: a pixel's taps are 64 planes apart) and 7×7 outputs (512→512 3×3
+/// on 7×7 3.6 against 2.9 ms).
+pub fn applies(geo: &Geo2, c: usize, m: usize, threads: usize) -> bool {
+    let first_layer = direct::applies(c, c * geo.kh * geo.kw);
+    let p = channel_lanes::tile_pixels(geo.ow, vectors_for(m, threads));
+    let strided = simd::has_avx512()
+        && geo.sh == 2
+        && geo.sw == 2
+        && geo.kh * geo.kw > 1
+        && p == 14
+        && geo.ow.is_multiple_of(p);
     geo.oh > 0
         && geo.ow > 0
         && (1..=2).contains(&geo.sw)
-        && direct::applies(c, c * geo.kh * geo.kw)
+        && (first_layer || strided)
         && std::env::var_os(NO_CHANNEL_LANES_ENV).is_none()
 }
+
+/// Vectors of 16 output channels per block: 2, or 1 when blocks of 32 would leave threads
+/// idle.
+fn vectors_for(m: usize, threads: usize) -> usize {
+    if m > 16 && m.div_ceil(32) >= threads.max(1) {
+        2
+    } else {
+        1
+    }
+}
+
+/// Most taps per pass over a row: a block of 32 channels' weights for them (160 × 32 floats,
+/// 20 KiB) stays in L1 while the row's pixels go by. Deeper windows (more input channels)
+/// take several passes, each adding to the sums of the one before.
+const BLOCK_TAPS: usize = 160;
+
+/// Most floats of channels-last sums kept per thread (a band of output rows: 256 KiB, in
+/// L2), so that each pass over a block of taps finds them in cache.
+const BAND_FLOATS: usize = 64 * 1024;
 
 /// The weights in blocks of output channels, and where each tap reads the padded input.
 #[derive(Debug, Clone)]
@@ -57,6 +96,9 @@ pub struct Plan {
     wp: usize,
     /// Offset of tap (channel, ky, kx), in that order, in the padded input.
     taps: Vec<usize>,
+    /// Taps per pass (whole input channels, at most [`BLOCK_TAPS`] unless one channel's
+    /// window is larger).
+    block_taps: usize,
     /// Per block of `16·vectors` channels: K × `16·vectors` weights (zero past `m`).
     weights: Vec<f32>,
 }
@@ -71,11 +113,7 @@ impl Plan {
                 "channel-lanes convolution: weights do not match".into(),
             ));
         }
-        let vectors = if m > 16 && m.div_ceil(32) >= threads.max(1) {
-            2
-        } else {
-            1
-        };
+        let vectors = vectors_for(m, threads);
         let width = 16 * vectors;
         let npad = channel_lanes::reach(geo.ow, vectors);
         let wp = (npad - 1) * geo.sw + (geo.kw - 1) * geo.dw + 1;
@@ -96,6 +134,7 @@ impl Plan {
                 block[t * width + o % width] = v;
             }
         }
+        let window = geo.kh * geo.kw;
         Ok(Plan {
             geo: *geo,
             c,
@@ -104,6 +143,7 @@ impl Plan {
             hp,
             wp,
             taps,
+            block_taps: (BLOCK_TAPS / window).max(1) * window,
             weights,
         })
     }
@@ -147,6 +187,8 @@ impl Plan {
         let width = 16 * self.vectors;
         let k = self.taps.len();
         let npad = channel_lanes::reach(g.ow, self.vectors);
+        let row_len = self.vectors * npad * 16;
+        let band = (BAND_FLOATS / row_len).clamp(1, g.oh);
         let padded_ref = &padded;
         let res = th.chunks(
             &mut y[..self.m * out_plane],
@@ -158,27 +200,38 @@ impl Plan {
                     b[..channels].copy_from_slice(&bias[bi * width..bi * width + channels]);
                 }
                 let w = &self.weights[bi * k * width..(bi + 1) * k * width];
-                let mut row = gemm::take(&ROW, self.vectors * npad * 16);
+                let mut sums = gemm::take(&ROW, band * row_len);
                 let mut res = Ok(());
-                for oy in 0..g.oh {
-                    let x = &padded_ref[oy * g.sh * wp..];
-                    let v = self.vectors;
-                    if !channel_lanes::row(
-                        x, g.sw, &self.taps, w, v, &b, kernel_act, g.ow, &mut row,
-                    ) {
-                        res = Err(bad("a row does not fit its buffers"));
-                        break;
-                    }
-                    for v in 0..self.vectors {
-                        let n = channels.saturating_sub(16 * v).min(16);
-                        if n == 0 {
-                            break;
+                'bands: for oy0 in (0..g.oh).step_by(band) {
+                    let rows = band.min(g.oh - oy0);
+                    for t0 in (0..k).step_by(self.block_taps) {
+                        let t1 = (t0 + self.block_taps).min(k);
+                        let pass = channel_lanes::RowPass {
+                            accumulate: t0 > 0,
+                            finish: (t1 == k).then_some((&b[..], kernel_act)),
+                        };
+                        let (taps, wb) = (&self.taps[t0..t1], &w[t0 * width..t1 * width]);
+                        for (r, out) in sums.chunks_exact_mut(row_len).take(rows).enumerate() {
+                            let x = &padded_ref[(oy0 + r) * g.sh * wp..];
+                            let v = self.vectors;
+                            if !channel_lanes::row(x, g.sw, taps, wb, v, pass, g.ow, out) {
+                                res = Err(bad("a row does not fit its buffers"));
+                                break 'bands;
+                            }
                         }
-                        let dst = &mut slab[16 * v * out_plane + oy * g.ow..];
-                        simd::scatter_lanes(&row[v * npad * 16..], g.ow, n, dst, out_plane);
+                    }
+                    for (r, row) in sums.chunks_exact(row_len).take(rows).enumerate() {
+                        for v in 0..self.vectors {
+                            let n = channels.saturating_sub(16 * v).min(16);
+                            if n == 0 {
+                                break;
+                            }
+                            let dst = &mut slab[16 * v * out_plane + (oy0 + r) * g.ow..];
+                            simd::scatter_lanes(&row[v * npad * 16..], g.ow, n, dst, out_plane);
+                        }
                     }
                 }
-                gemm::give_back(&ROW, row);
+                gemm::give_back(&ROW, sums);
                 if res.is_ok() && !act.in_kernel() {
                     simd::unary_in_place(act, slab);
                 }

@@ -134,7 +134,7 @@ impl ConvWorkload {
             (None, None) => Weights::Runtime,
             (Some(t), None) => {
                 let w = t.as_slice::<f32>()?;
-                if group == 1 && !pointwise && channel_lanes::applies(&geo, c) {
+                if group == 1 && !pointwise && channel_lanes::applies(&geo, c, m, threads.count()) {
                     Weights::ChannelLanes(channel_lanes::Plan::new(&geo, w, m, c, threads.count())?)
                 } else if depthwise {
                     Weights::Depthwise(w.to_vec())

@@ -402,6 +402,38 @@ fn first_layer_convolutions_against_ref() {
     }
 }
 
+/// Windowed stride-2 convolutions from more than 4 channels whose output rows fill 14-pixel
+/// tiles, which take the channel-lanes path with AVX-512: windows deeper than one pass (the
+/// passes add up), bands of output rows (56 rows), 3×3 and 5×5 windows, output channels
+/// that are not a multiple of 32, with and without bias, on 1 and 2 threads (32 or 16
+/// channels per block), constant weights (the lanes) and run-time ones (the GEMM).
+#[test]
+fn strided_convolutions_against_ref() {
+    let mut r = Rng(43);
+    // (c, m, input side, kernel, bias)
+    for (c, m, hw, k, bias) in [
+        (8, 40, 112, 3, true),
+        (20, 33, 28, 3, false),
+        (40, 64, 56, 3, true),
+        (6, 48, 28, 5, true),
+    ] {
+        let p = k / 2;
+        let op = conv_op(&[k, k], &[2, 2], &[1, 1], &[p, p, p, p], 1, AutoPad::NotSet);
+        let x = r.tensor(&[1, c, hw, hw], 1.0);
+        let wt = r.tensor(&[m, c, k, k], 0.3);
+        let b = r.tensor(&[m], 1.0);
+        let what = format!("strided conv c{c} m{m} {hw}x{hw} k{k}");
+        let tol = 1e-4 * ((c * k * k) as f64).sqrt();
+        if bias {
+            let consts: &[&[bool]] = &[&[false, true, true], &[false, false, false]];
+            check(&what, &op, &[&x, &wt, &b], consts, 1e-4, tol);
+        } else {
+            let consts: &[&[bool]] = &[&[false, true], &[false, false]];
+            check(&what, &op, &[&x, &wt], consts, 1e-4, tol);
+        }
+    }
+}
+
 /// Pointwise convolutions with at most 32 output channels and at most 256 input channels,
 /// which take the direct path with AVX-512 (B read in place, threads splitting a weights
 /// panel's rows): output channels around the panel height (1, 5, 12, 13, 16, 24, 32),

@@ -1,6 +1,6 @@
 //! One output row of a convolution with the output channels in vector lanes (AVX-512): each
-//! input value is broadcast and multiplied into 16 or 32 output channels at once, for 24 or
-//! 12 pixels in registers.
+//! input value is broadcast and multiplied into 16 or 32 output channels at once, for 24, 14
+//! or 7 pixels in registers.
 //!
 //! This is the GEMM tile turned around: the weights are the vectors (loaded whole, aligned to
 //! nothing but contiguous, from a block that stays in L1) and the input is the broadcast
@@ -10,27 +10,42 @@
 
 use crate::act::Activation;
 
-/// Pixels per tile with `vectors` (1 or 2) vectors of output channels: 24 accumulators.
-pub fn tile_pixels(vectors: usize) -> usize {
-    if vectors == 2 {
-        12
-    } else {
-        24
+/// Pixels per tile for rows of `np` pixels with `vectors` (1 or 2) vectors of output
+/// channels: 24 pixels of one vector, 14 of two (28 accumulators: rows of 14, 28, 56 and 112
+/// pixels fill whole tiles), or 7 of two for rows of at most 7 (a 7×7 plane would waste half
+/// of a 14-pixel tile).
+pub fn tile_pixels(np: usize, vectors: usize) -> usize {
+    match vectors {
+        2 if np <= 7 => 7,
+        2 => 14,
+        _ => 24,
     }
 }
 
-/// The most pixels of one row [`row`] reads past `np` (it computes whole tiles): the caller's
-/// input must reach that far.
+/// The pixels [`row`] computes for rows of `np` (whole tiles): the caller's input must reach
+/// that far, and its output hold that many.
 pub fn reach(np: usize, vectors: usize) -> usize {
-    np.div_ceil(tile_pixels(vectors)) * tile_pixels(vectors)
+    let p = tile_pixels(np, vectors);
+    np.div_ceil(p) * p
+}
+
+/// How one pass of [`row`] starts and ends: passes over successive blocks of taps (input
+/// channels) add into the same row, and only the last adds the bias and the activation.
+#[derive(Debug, Clone, Copy)]
+pub struct RowPass<'a> {
+    /// Add to the sums `out` holds (from the previous block) rather than overwrite them.
+    pub accumulate: bool,
+    /// For the last pass: the bias (`16·vectors` values) and the activation (in-kernel
+    /// ones only, see [`Activation::in_kernel`]).
+    pub finish: Option<(&'a [f32], Activation)>,
 }
 
 /// One output row, pixels `0..np`, for one block of `16·vectors` output channels:
-/// `out[(v·npad + p)·16 + l] = act(bias[16v + l] + Σ_t w[t·16·vectors + 16v + l] ·
-/// x[p·step + taps[t]])` with `npad` = [`reach`]`(np, vectors)`; every pixel below `npad` is
-/// written (those past `np` from whatever input lies there). Only the in-kernel activations
-/// are applied (see [`Activation::in_kernel`]). Returns false, computing nothing, without
-/// AVX-512, with `vectors` or `step` not 1 or 2, or when a slice is too short for that.
+/// `out[(v·npad + p)·16 + l] (+)= Σ_t w[t·16·vectors + 16v + l] · x[p·step + taps[t]]`, then
+/// with `pass.finish` the bias and activation, where `npad` = [`reach`]`(np, vectors)`; every
+/// pixel below `npad` is written (those past `np` from whatever input lies there). Returns
+/// false, computing nothing, without AVX-512, with `vectors` or `step` not 1 or 2, or when a
+/// slice is too short for that.
 #[allow(clippy::too_many_arguments)]
 pub fn row(
     x: &[f32],
@@ -38,8 +53,7 @@ pub fn row(
     taps: &[usize],
     w: &[f32],
     vectors: usize,
-    bias: &[f32],
-    act: Activation,
+    pass: RowPass<'_>,
     np: usize,
     out: &mut [f32],
 ) -> bool {
@@ -57,26 +71,29 @@ pub fn row(
             && np > 0
             && last_read.is_some_and(|r| r < x.len())
             && taps.len().checked_mul(width).is_some_and(|n| n <= w.len())
-            && bias.len() >= width
+            && pass.finish.is_none_or(|(bias, _)| bias.len() >= width)
             && out.len() >= vectors * npad * 16;
         if !ok {
             return false;
         }
         // SAFETY: AVX-512F is present (checked). Tile `p0` reads x[(p0 + p)·step + t] for
         // p < its pixels and t in `taps`, all at most `last_read` < x.len(); w[i] for
-        // i < taps.len()·width <= w.len(); bias[..width]; and writes out[(v·npad + p0 + p)·16
-        // + l] for v < vectors, p0 + p < npad, l < 16, inside `out` (checked above).
+        // i < taps.len()·width <= w.len(); bias[..width]; and reads and writes
+        // out[(v·npad + p0 + p)·16 + l] for v < vectors, p0 + p < npad, l < 16, inside `out`
+        // (checked above).
         unsafe {
             macro_rules! tiles {
                 ($v:literal, $p:literal, $s:literal) => {
                     for p0 in (0..npad).step_by($p) {
-                        avx512::tile::<$v, $p, $s>(x, p0, taps, w, bias, act, out, npad);
+                        avx512::tile::<$v, $p, $s>(x, p0, taps, w, pass, out, npad);
                     }
                 };
             }
-            match (vectors, step) {
-                (2, 1) => tiles!(2, 12, 1),
-                (2, _) => tiles!(2, 12, 2),
+            match (tile_pixels(np, vectors), step) {
+                (7, 1) => tiles!(2, 7, 1),
+                (7, _) => tiles!(2, 7, 2),
+                (14, 1) => tiles!(2, 14, 1),
+                (14, _) => tiles!(2, 14, 2),
                 (_, 1) => tiles!(1, 24, 1),
                 _ => tiles!(1, 24, 2),
             }
@@ -85,13 +102,14 @@ pub fn row(
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        let _ = (x, step, taps, w, vectors, bias, act, np, out);
+        let _ = (x, step, taps, w, vectors, pass, np, out);
         false
     }
 }
 
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
+    use super::RowPass;
     use crate::act::Activation;
     use crate::simd::avx512::Act512;
     #[allow(clippy::wildcard_imports)]
@@ -108,13 +126,20 @@ mod avx512 {
         p0: usize,
         taps: &[usize],
         w: &[f32],
-        bias: &[f32],
-        act: Activation,
+        pass: RowPass<'_>,
         out: &mut [f32],
         npad: usize,
     ) {
         let z = _mm512_setzero_ps();
         let mut acc = [[z; V]; P];
+        let op = out.as_mut_ptr();
+        if pass.accumulate {
+            for (p, a) in acc.iter_mut().enumerate() {
+                for (v, r) in a.iter_mut().enumerate() {
+                    *r = _mm512_loadu_ps(op.add((v * npad + p0 + p) * 16));
+                }
+            }
+        }
         let xp = x.as_ptr().add(p0 * S);
         let mut wp = w.as_ptr();
         for &t in taps {
@@ -131,13 +156,15 @@ mod avx512 {
             }
             wp = wp.add(16 * V);
         }
+        let (bias, act) = pass.finish.unwrap_or((&[], Activation::None));
         let act = Act512::new(act);
-        let op = out.as_mut_ptr();
         for v in 0..V {
-            let b = _mm512_loadu_ps(bias.as_ptr().add(16 * v));
+            let b = match pass.finish {
+                Some(_) => _mm512_loadu_ps(bias.as_ptr().add(16 * v)),
+                None => z,
+            };
             for (p, a) in acc.iter().enumerate() {
-                let mut r = _mm512_add_ps(a[v], b);
-                r = act.apply(r);
+                let r = act.apply(_mm512_add_ps(a[v], b));
                 _mm512_storeu_ps(op.add((v * npad + p0 + p) * 16), r);
             }
         }
@@ -148,8 +175,10 @@ mod avx512 {
 mod tests {
     use super::*;
 
-    /// Every pixel of rows of 1 to 40 pixels, strides 1 and 2, one and two vectors, against
-    /// plain loops; a short input, weights or output, stride 3 or three vectors is refused.
+    /// Every pixel of rows of 1 to 40 pixels (around each tile width), strides 1 and 2, one
+    /// and two vectors, in one
+    /// pass and in two (the second adding to the first's sums), against plain loops; a
+    /// short input, weights, bias or output, stride 3 or three vectors is refused.
     #[test]
     fn rows_match_plain_loops() {
         if !crate::simd::has_avx512() {
@@ -159,21 +188,38 @@ mod tests {
         let x: Vec<f32> = (0..400)
             .map(|i| ((i * 37 % 101) as f32 - 50.0) / 25.0)
             .collect();
+        let act = Activation::Clip {
+            min: -3.0,
+            max: 5.0,
+        };
         for vectors in [1, 2] {
             let width = 16 * vectors;
             let w: Vec<f32> = (0..taps.len() * width)
                 .map(|i| ((i * 13 % 29) as f32 - 14.0) / 7.0)
                 .collect();
             let bias: Vec<f32> = (0..width).map(|l| l as f32 / 4.0 - 2.0).collect();
+            let last = RowPass {
+                accumulate: false,
+                finish: Some((&bias, act)),
+            };
             for step in 1..=2 {
-                for np in [1, 5, 12, 13, 24, 25, 40] {
+                for np in [1, 5, 7, 8, 12, 14, 15, 24, 25, 28, 40] {
                     let npad = reach(np, vectors);
-                    let mut out = vec![f32::NAN; vectors * npad * 16];
-                    let act = Activation::Clip {
-                        min: -3.0,
-                        max: 5.0,
+                    let mut one = vec![f32::NAN; vectors * npad * 16];
+                    assert!(row(&x, step, &taps, &w, vectors, last, np, &mut one));
+                    // Taps 0..2, then 2.. added to them.
+                    let mut two = vec![f32::NAN; vectors * npad * 16];
+                    let first = RowPass {
+                        accumulate: false,
+                        finish: None,
                     };
-                    assert!(row(&x, step, &taps, &w, vectors, &bias, act, np, &mut out));
+                    assert!(row(&x, step, &taps[..2], &w, vectors, first, np, &mut two));
+                    let then = RowPass {
+                        accumulate: true,
+                        ..last
+                    };
+                    let w2 = &w[2 * width..];
+                    assert!(row(&x, step, &taps[2..], w2, vectors, then, np, &mut two));
                     for v in 0..vectors {
                         for p in 0..np {
                             for l in 0..16 {
@@ -182,24 +228,29 @@ mod tests {
                                     s += w[t * width + 16 * v + l] * x[p * step + off];
                                 }
                                 let want = s.clamp(-3.0, 5.0);
-                                let got = out[(v * npad + p) * 16 + l];
-                                assert!(
-                                    (got - want).abs() <= 1e-4 * (1.0 + want.abs()),
-                                    "v{v} step {step} np {np} p{p} l{l}: {got} vs {want}"
-                                );
+                                for (how, got) in [("one", &one), ("two", &two)] {
+                                    let got = got[(v * npad + p) * 16 + l];
+                                    assert!(
+                                        (got - want).abs() <= 1e-4 * (1.0 + want.abs()),
+                                        "{how} v{v} step {step} np {np} p{p} l{l}: {got} vs {want}"
+                                    );
+                                }
                             }
                         }
                     }
                     let mut short = vec![0f32; vectors * npad * 16 - 1];
-                    assert!(!row(
-                        &x, step, &taps, &w, vectors, &bias, act, np, &mut short
-                    ));
+                    assert!(!row(&x, step, &taps, &w, vectors, last, np, &mut short));
                     let xs = &x[..(npad - 1) * step + 50];
-                    assert!(!row(xs, step, &taps, &w, vectors, &bias, act, np, &mut out));
+                    assert!(!row(xs, step, &taps, &w, vectors, last, np, &mut one));
                     let ws = &w[..w.len() - 1];
-                    assert!(!row(&x, step, &taps, ws, vectors, &bias, act, np, &mut out));
-                    assert!(!row(&x, 3, &taps, &w, vectors, &bias, act, np, &mut out));
-                    assert!(!row(&x, step, &taps, &w, 3, &bias, act, np, &mut out));
+                    assert!(!row(&x, step, &taps, ws, vectors, last, np, &mut one));
+                    let short_bias = RowPass {
+                        accumulate: false,
+                        finish: Some((&bias[1..], act)),
+                    };
+                    assert!(!row(&x, step, &taps, &w, vectors, short_bias, np, &mut one));
+                    assert!(!row(&x, 3, &taps, &w, vectors, last, np, &mut one));
+                    assert!(!row(&x, step, &taps, &w, 3, last, np, &mut one));
                 }
             }
         }
