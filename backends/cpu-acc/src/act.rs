@@ -75,6 +75,16 @@ impl Activation {
         )
     }
 
+    /// The part a kernel applies in registers: itself when [`Activation::in_kernel`], else
+    /// nothing (the caller applies it to the stored result).
+    pub fn kernel_part(self) -> Activation {
+        if self.in_kernel() {
+            self
+        } else {
+            Activation::None
+        }
+    }
+
     /// Whether it is worth fusing after a Conv/Gemm (functions computed element by element
     /// with no cross-element state; all of them are).
     pub fn fusable(self) -> bool {

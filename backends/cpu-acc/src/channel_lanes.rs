@@ -179,11 +179,7 @@ impl Plan {
                 padded[dst..dst + cols].copy_from_slice(&x[src..src + cols]);
             }
         }
-        let kernel_act = if act.in_kernel() {
-            act
-        } else {
-            Activation::None
-        };
+        let kernel_act = act.kernel_part();
         let width = 16 * self.vectors;
         let k = self.taps.len();
         let npad = channel_lanes::reach(g.ow, self.vectors);

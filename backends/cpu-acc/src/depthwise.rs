@@ -206,11 +206,7 @@ pub fn block_body(
         BlockOp::Max => (&[][..], &[][..], Activation::None, f32::NEG_INFINITY),
     };
     let max = matches!(op, BlockOp::Max);
-    let simple = if act.in_kernel() {
-        act
-    } else {
-        Activation::None
-    };
+    let simple = act.kernel_part();
     let mut b = [0f32; LANES];
     b[..bias.len().min(LANES)].copy_from_slice(&bias[..bias.len().min(LANES)]);
     // Each tap's offset in the padded buffer, relative to its output's window origin.
@@ -419,11 +415,7 @@ pub fn plane_body(
     scratch: &mut [f32],
 ) {
     let g = &plan.geo;
-    let simple = if act.in_kernel() {
-        act
-    } else {
-        Activation::None
-    };
+    let simple = act.kernel_part();
     let pitch = plan.phases.pitch;
     let (src, rest) = scratch.split_at_mut(plan.phases.plane());
     let (row, dst) = rest.split_at_mut(plan.phases.row_buf());
@@ -476,14 +468,13 @@ pub fn run(
     // Below ~64k multiply-adds in all, handing planes to threads costs more than it saves.
     let small = planes * out_plane * taps < 64 * 1024;
     if plan.rows {
-        let per = if small {
-            planes.max(1)
-        } else {
-            th.chunk_size(planes, 1, 1)
-        };
-        return th.chunks(y, per * out_plane, |ci, yc| {
-            for (i, out) in yc.chunks_exact_mut(out_plane).enumerate() {
-                let p = ci * per + i;
+        return each_plane(
+            th,
+            y,
+            out_plane,
+            small,
+            || (),
+            |_, p, out| {
                 let ch = p % channels;
                 let xp = &x[p * in_plane..(p + 1) * in_plane];
                 let wp = &weights[ch * taps..(ch + 1) * taps];
@@ -496,9 +487,9 @@ pub fn run(
                 if !act.in_kernel() {
                     simd::unary_in_place(act, out);
                 }
-            }
-            Ok(())
-        });
+                Ok(())
+            },
+        );
     }
     if plan.channels_last(planes) {
         return blocks(th, plan, x, y, small, |p0, xb, n, yb, scratch| {
@@ -522,23 +513,41 @@ pub fn run(
             }
         });
     }
+    let scratch = || vec![0f32; plan.scratch_len()];
+    each_plane(th, y, out_plane, small, scratch, |scratch, p, out| {
+        let ch = p % channels;
+        let xp = &x[p * in_plane..(p + 1) * in_plane];
+        let wp = &weights[ch * taps..(ch + 1) * taps];
+        let b = bias.and_then(|b| b.get(ch).copied()).unwrap_or(0.0);
+        simd::depthwise_plane(plan, xp, wp, b, act, out, scratch);
+        if !act.in_kernel() {
+            simd::unary_in_place(act, out);
+        }
+        Ok(())
+    })
+}
+
+/// Run `f(state, p, out)` for every output plane `p` of `y` (`out_plane` floats each), the
+/// planes shared out between the threads unless the whole op is `small`; `init` makes each
+/// share's `state` (scratch) once.
+fn each_plane<S>(
+    th: &Threads,
+    y: &mut [f32],
+    out_plane: usize,
+    small: bool,
+    init: impl Fn() -> S + Sync,
+    f: impl Fn(&mut S, usize, &mut [f32]) -> Result<()> + Sync,
+) -> Result<()> {
+    let planes = y.len() / out_plane.max(1);
     let per = if small {
         planes.max(1)
     } else {
         th.chunk_size(planes, 1, 1)
     };
-    th.chunks(y, per * out_plane, |ci, yc| {
-        let mut scratch = vec![0f32; plan.scratch_len()];
+    th.chunks(&mut y[..planes * out_plane], per * out_plane, |ci, yc| {
+        let mut state = init();
         for (i, out) in yc.chunks_exact_mut(out_plane).enumerate() {
-            let p = ci * per + i;
-            let ch = p % channels;
-            let xp = &x[p * in_plane..(p + 1) * in_plane];
-            let wp = &weights[ch * taps..(ch + 1) * taps];
-            let b = bias.and_then(|b| b.get(ch).copied()).unwrap_or(0.0);
-            simd::depthwise_plane(plan, xp, wp, b, act, out, &mut scratch);
-            if !act.in_kernel() {
-                simd::unary_in_place(act, out);
-            }
+            f(&mut state, ci * per + i, out)?;
         }
         Ok(())
     })
@@ -597,23 +606,22 @@ pub fn run_max(th: &Threads, plan: &Plan, x: &[f32], y: &mut [f32]) -> Result<bo
     let planes = y.len() / out_plane;
     if plan.rows && x.len() >= planes * in_plane {
         let small = planes * out_plane * g.kh * g.kw < 64 * 1024;
-        let per = if small {
-            planes.max(1)
-        } else {
-            th.chunk_size(planes, 1, 1)
-        };
-        th.chunks(&mut y[..planes * out_plane], per * out_plane, |ci, yc| {
-            for (i, out) in yc.chunks_exact_mut(out_plane).enumerate() {
-                let p = ci * per + i;
+        each_plane(
+            th,
+            y,
+            out_plane,
+            small,
+            || (),
+            |_, p, out| {
                 let xp = &x[p * in_plane..(p + 1) * in_plane];
                 if !simd::depthwise_rows::max_plane(g, xp, out) {
                     return Err(BackendError::Execution(
                         "max pooling: rows path refused its plane".into(),
                     ));
                 }
-            }
-            Ok(())
-        })?;
+                Ok(())
+            },
+        )?;
         return Ok(true);
     }
     if !plan.channels_last(planes) || x.len() < planes * in_plane {

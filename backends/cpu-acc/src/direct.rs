@@ -96,11 +96,7 @@ pub fn run(
     let panels = pa.block(0, 0)?;
     let ph = Phases::new(geo);
     let mut padded = gemm::take(&PHASES, c * ph.plane());
-    let kernel_act = if act.in_kernel() {
-        act
-    } else {
-        Activation::None
-    };
+    let kernel_act = act.kernel_part();
     let res = fill_phases(th, geo, &ph, x, c, &mut padded).and_then(|()| {
         let padded = &padded;
         let per = th.chunk_size(m.div_ceil(MR), 1, 1);
@@ -164,11 +160,7 @@ pub fn run_pointwise(
         return Err(bad("weights or operands do not match the plan"));
     }
     let panels = pa.block(0, 0)?;
-    let kernel_act = if act.in_kernel() {
-        act
-    } else {
-        Activation::None
-    };
+    let kernel_act = act.kernel_part();
     let offs: Vec<usize> = (0..k).map(|t| t * plane).collect();
     let offs = simd::InPlaceRows::new(&offs);
     // Rows in multiples of 4 (a tile of fewer rows does too few FMAs per load).

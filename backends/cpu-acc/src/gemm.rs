@@ -404,11 +404,7 @@ pub fn sgemm(
         }
         return Ok(());
     }
-    let kernel_act = if ep.act.in_kernel() {
-        ep.act
-    } else {
-        Activation::None
-    };
+    let kernel_act = ep.act.kernel_part();
     let rows_per = th.chunk_size(m, MR, MR);
     if let ASrc::Packed(pa) = a {
         if !ep.accumulate && !matches!(b, BSrc::Packed(_)) {
