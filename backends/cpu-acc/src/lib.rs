@@ -24,7 +24,8 @@
 //! variable `BACKPLANE_CPUACC_THREADS`; by default the machine's hardware threads. With one
 //! thread no pool is involved at all.
 //!
-//! All `unsafe` code is in the [`simd`] module.
+//! All `unsafe` code is in the [`simd`] module (intrinsics) and [`threads`] (handing a step's
+//! borrowed closure to the helper threads).
 
 pub mod act;
 mod channel_lanes;
