@@ -14,11 +14,13 @@
 //! rounds, one thread): 3→32 3×3 stride 2 on 224×224 0.47 → 0.41 ms, 3→64 7×7 stride 2
 //! 3.2 → 2.5 ms; in ResNet-18 (one thread, fastest of 60 executions) its 7×7 first layer
 //! 3.18 → 2.63 ms and 3×3 stride-2 layers 1.58 → 1.37 and 1.57 → 1.43 ms. On two threads the
-//! first layer was slower on this (shared, 2-vCPU) machine: 1.97 against 2.26 ms in
-//! ResNet-18 (not understood: both threads do even shares), while the stride-2 layers ran
-//! 1.35 → 1.15 and 1.36 → 1.09 ms. The transposes cost about a fifth of a first layer's time;
-//! writing the planes from registers would save their round trip through L1 (not done).
-//! AVX-512 only.
+//! stride-2 layers ran 1.35 → 1.15 and 1.36 → 1.09 ms, but first layers were slower in three
+//! of four runs on this (shared, 2-vCPU) machine (ResNet-18's 1.97 → 2.26 and 1.73 → 2.15 ms,
+//! MobileNetV2's 0.48 → 0.59; once 2.19 → 1.53), though both threads do even shares: so first
+//! layers take this path on one thread only, and the direct path on more (not understood;
+//! worth measuring again on a quieter machine). Skipping the transposes and stores took
+//! 35–50% off a first layer's time: writing the planes from registers would save their
+//! round trip through L1 (not done). AVX-512 only.
 
 use crate::act::Activation;
 use crate::direct;
@@ -41,7 +43,7 @@ thread_local! {
 /// Whether a convolution of one group with `c` input channels, `m` filters and this window,
 /// on `threads` threads, takes the channel-lanes path ([`NO_CHANNEL_LANES_ENV`] unset,
 /// AVX-512, horizontal stride 1 or 2): a network's first layer (the layers of
-/// [`direct::applies`]), or a windowed stride-2 convolution whose output rows fill the
+/// [`direct::applies`]) on one thread, or a windowed stride-2 convolution whose output rows fill the
 /// kernel's tiles (14, 28, 56 pixels...). Measured with `conv_bench` (best of 4 runs of 15
 /// alternating rounds) against the im2col GEMM: 64→128 3×3 stride 2 on 56×56 1.40 → 1.28 ms
 /// on one thread, even on two; 128→256 on 28×28 1.31 → 1.26 ms, 1.28 → 0.96 ms on two.
@@ -49,7 +51,7 @@ thread_local! {
 /// 2 ran 1.3–2.5× slower: a pixel's taps are 64 planes apart) and 7×7 outputs (512→512 3×3
 /// on 7×7 3.6 against 2.9 ms).
 pub fn applies(geo: &Geo2, c: usize, m: usize, threads: usize) -> bool {
-    let first_layer = direct::applies(c, c * geo.kh * geo.kw);
+    let first_layer = threads <= 1 && direct::applies(c, c * geo.kh * geo.kw);
     let p = channel_lanes::tile_pixels(geo.ow, vectors_for(m, threads));
     let strided = simd::has_avx512()
         && geo.sh == 2

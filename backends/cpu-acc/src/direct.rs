@@ -1,9 +1,9 @@
 //! Direct convolution for layers with few input channels (a network's first layer: 3
 //! channels under a 3×3 or 7×7 window), and for pointwise (1×1) layers with few output
-//! channels: the GEMM's tiles with B read in place. First layers with constant weights and a
-//! horizontal stride of 1 or 2 take `crate::channel_lanes` instead (measured with
-//! `conv_bench`, one thread: 3→32 3×3 stride 2 0.47 → 0.41 ms, 3→64 7×7 stride 2 3.2 →
-//! 2.5 ms); the rest (other strides, weights given at run time) come here.
+//! channels: the GEMM's tiles with B read in place. On one thread, first layers with constant
+//! weights and a horizontal stride of 1 or 2 take `crate::channel_lanes` instead (measured
+//! with `conv_bench`: 3→32 3×3 stride 2 0.47 → 0.41 ms, 3→64 7×7 stride 2 3.2 → 2.5 ms); the
+//! rest (more threads, other strides, weights given at run time) come here.
 //!
 //! The im2col GEMM of such a layer is short and wide (K = c·kh·kw ≤ [`MAX_K`] rows against
 //! oh·ow columns), so packing its B panels and compacting its wide output cost about as much

@@ -365,10 +365,10 @@ fn strided_windows_reading_some_phases_against_ref() {
 }
 
 /// Windowed convolutions from at most 4 channels with an im2col depth of at most 160 (a
-/// network's first layer), which with AVX-512 take the channel-lanes path (constant weights,
-/// horizontal stride 1 or 2; blocks of 32 output channels, or 16 on 2 threads when there are
-/// fewer than 64) or the direct path (tiles reading the input's phases in place: other
-/// strides, and weights given at run time): 7×7, 5×5, 3×3 and strided 1×1 windows, strides,
+/// network's first layer), which with AVX-512 take the channel-lanes path (one thread,
+/// constant weights, horizontal stride 1 or 2; blocks of 32 output channels, or 16 when there
+/// are at most 16) or the direct path (tiles reading the input's phases in place: 2 threads,
+/// other strides, and weights given at run time): 7×7, 5×5, 3×3 and strided 1×1 windows, strides,
 /// dilation, asymmetric pads, output channels that are not a multiple of 12 or 16, batches,
 /// with and without bias; and two just past the limits.
 #[test]
@@ -377,6 +377,7 @@ fn first_layer_convolutions_against_ref() {
     for (n, c, m, h, w, k, s, d, pads, bias) in [
         (1, 3, 64, 37, 41, 7, 2, 1, [3, 3, 3, 3], true),
         (1, 3, 33, 23, 47, 7, 3, 1, [3, 2, 1, 3], true),
+        (1, 3, 12, 20, 50, 3, 2, 1, [1, 1, 1, 1], true),
         (2, 3, 32, 29, 30, 3, 2, 1, [1, 1, 1, 1], true),
         (1, 3, 20, 17, 63, 3, 1, 2, [2, 1, 0, 2], false),
         (1, 4, 24, 13, 11, 5, 1, 1, [2, 2, 2, 2], true),
