@@ -40,7 +40,7 @@ pub fn plane(g: &Geo2, x: &[f32], w: &[f32], bias: f32, act: Activation, y: &mut
         // input row and column lie inside the h×w plane `x` holds (masked-off lanes are not
         // read, and their addresses are formed with wrapping arithmetic), and every store to
         // the lanes of output columns < ow of rows < oh, inside `y` (checked above).
-        unsafe { avx512::plane(g, x.as_ptr(), &taps, bias, act, y.as_mut_ptr()) };
+        unsafe { avx512::planes::<false>(g, x.as_ptr(), &taps, bias, act, y.as_mut_ptr()) };
         return true;
     }
     let _ = (g, x, w, bias, act, y);
@@ -55,7 +55,16 @@ pub fn max_plane(g: &Geo2, x: &[f32], y: &mut [f32]) -> bool {
     if applies(g) && g.oh > 0 && g.ow > 0 && x.len() >= g.h * g.w && y.len() >= g.oh * g.ow {
         // SAFETY: as in `plane`: AVX-512F is present, loads are masked to the plane and
         // stores to the output plane (checked above).
-        unsafe { avx512::max_plane(g, x.as_ptr(), y.as_mut_ptr()) };
+        unsafe {
+            avx512::planes::<true>(
+                g,
+                x.as_ptr(),
+                &[0.0; 9],
+                0.0,
+                Activation::None,
+                y.as_mut_ptr(),
+            )
+        };
         return true;
     }
     let _ = (g, x, y);
@@ -88,30 +97,11 @@ mod avx512 {
         (upto(to) & !upto(from)) as __mmask16
     }
 
-    /// See [`super::plane`]. Safety: AVX-512F present; `x` readable for `g.h·g.w` floats,
-    /// `y` writable for `g.oh·g.ow`; `g` as [`super::applies`] requires.
+    /// [`super::plane`] (MAX false) or [`super::max_plane`] (MAX true: `w`, `bias` and `act`
+    /// unused). Safety: AVX-512F present; `x` readable for `g.h·g.w` floats, `y` writable
+    /// for `g.oh·g.ow`; `g` as [`super::applies`] requires.
     #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn plane(
-        g: &Geo2,
-        x: *const f32,
-        w: &[f32; 9],
-        bias: f32,
-        act: Activation,
-        y: *mut f32,
-    ) {
-        planes::<false>(g, x, w, bias, act, y);
-    }
-
-    /// See [`super::max_plane`]. Safety: as [`plane`].
-    #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn max_plane(g: &Geo2, x: *const f32, y: *mut f32) {
-        planes::<true>(g, x, &[0.0; 9], 0.0, Activation::None, y);
-    }
-
-    /// [`plane`] (MAX false) or [`max_plane`] (MAX true, `w`, `bias` and `act` unused).
-    /// Safety: as [`plane`].
-    #[target_feature(enable = "avx512f")]
-    unsafe fn planes<const MAX: bool>(
+    pub(super) unsafe fn planes<const MAX: bool>(
         g: &Geo2,
         x: *const f32,
         w: &[f32; 9],
@@ -138,7 +128,7 @@ mod avx512 {
 
     /// Output columns `ox0 .. ox0 + 16·N` (those below `ow`) of every row: the weighted sum
     /// of each window, or with MAX its maximum (padding lanes read as −∞, NaNs tracked in a
-    /// mask since the vector max drops them). Safety: as [`plane`].
+    /// mask since the vector max drops them). Safety: as [`planes`].
     #[target_feature(enable = "avx512f")]
     unsafe fn columns<const N: usize, const MAX: bool>(
         g: &Geo2,
