@@ -457,6 +457,32 @@ mod tests {
         assert_eq!(total.load(Ordering::Relaxed), 45);
     }
 
+    /// Callers on several threads sharing one pool (networks run side by side): each step
+    /// still takes every item exactly once, whether it got the helpers or ran alone.
+    #[test]
+    fn concurrent_callers_share_a_pool() {
+        let callers: Vec<_> = (0..3)
+            .map(|c| {
+                std::thread::spawn(move || {
+                    let th = Threads::new(2).unwrap();
+                    for step in 0..300 {
+                        let n = 1 + (step + c) % 29;
+                        let hits: Vec<AtomicUsize> = (0..n).map(|_| AtomicUsize::new(0)).collect();
+                        th.range(n, |i| {
+                            hits[i].fetch_add(1, Ordering::Relaxed);
+                            Ok(())
+                        })
+                        .unwrap();
+                        assert!(hits.iter().all(|h| h.load(Ordering::Relaxed) == 1));
+                    }
+                })
+            })
+            .collect();
+        for c in callers {
+            c.join().unwrap();
+        }
+    }
+
     /// A step started from inside a step (the pool is busy) runs on its own thread and
     /// finishes.
     #[test]
