@@ -172,13 +172,22 @@ impl Plan {
         }
         let (hp, wp) = (self.hp, self.wp);
         let mut padded = gemm::take(&PADDED, self.c * hp * wp);
-        padded.fill(0.0);
-        for ci in 0..self.c {
-            for iy in 0..g.h.min(hp.saturating_sub(g.pt)) {
-                let cols = g.w.min(wp.saturating_sub(g.pl));
-                let dst = (ci * hp + iy + g.pt) * wp + g.pl;
+        // Each plane's border is zeroed and its inside copied: nothing is written twice.
+        let (pt, pl) = (g.pt.min(hp), g.pl.min(wp));
+        let (rows, cols) = (g.h.min(hp - pt), g.w.min(wp - pl));
+        for (ci, chan) in padded[..self.c * hp * wp]
+            .chunks_exact_mut(hp * wp)
+            .enumerate()
+        {
+            let (top, rest) = chan.split_at_mut(pt * wp);
+            let (inside, bottom) = rest.split_at_mut(rows * wp);
+            top.fill(0.0);
+            bottom.fill(0.0);
+            for (iy, row) in inside.chunks_exact_mut(wp).enumerate() {
                 let src = ci * plane + iy * g.w;
-                padded[dst..dst + cols].copy_from_slice(&x[src..src + cols]);
+                row[..pl].fill(0.0);
+                row[pl..pl + cols].copy_from_slice(&x[src..src + cols]);
+                row[pl + cols..].fill(0.0);
             }
         }
         let kernel_act = act.kernel_part();

@@ -642,11 +642,13 @@ pub fn run_max(th: &Threads, plan: &Plan, x: &[f32], y: &mut [f32]) -> Result<bo
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use backplane_core::ops::{Geometry, Window};
 
-    fn naive(g: &Geo2, x: &[f32], w: &[f32], bias: f32) -> Vec<f32> {
+    /// A zero-padded depthwise convolution of one plane (`w`: its kh·kw taps), plainly, in
+    /// f64.
+    pub(crate) fn naive(g: &Geo2, x: &[f32], w: &[f32], bias: f32) -> Vec<f32> {
         let mut y = vec![0f32; g.oh * g.ow];
         for oy in 0..g.oh {
             for ox in 0..g.ow {
@@ -662,6 +664,30 @@ mod tests {
                     }
                 }
                 y[oy * g.ow + ox] = s as f32;
+            }
+        }
+        y
+    }
+
+    /// The max pooling of one plane, plainly: padding never wins, a NaN in a window makes
+    /// its output NaN.
+    pub(crate) fn naive_max(g: &Geo2, x: &[f32]) -> Vec<f32> {
+        let mut y = vec![f32::NEG_INFINITY; g.oh * g.ow];
+        for oy in 0..g.oh {
+            for ox in 0..g.ow {
+                let o = &mut y[oy * g.ow + ox];
+                for ky in 0..g.kh {
+                    for kx in 0..g.kw {
+                        let iy = (oy * g.sh + ky * g.dh) as isize - g.pt as isize;
+                        let ix = (ox * g.sw + kx * g.dw) as isize - g.pl as isize;
+                        if iy >= 0 && ix >= 0 && (iy as usize) < g.h && (ix as usize) < g.w {
+                            let v = x[iy as usize * g.w + ix as usize];
+                            if !o.is_nan() && (v.is_nan() || v > *o) {
+                                *o = v;
+                            }
+                        }
+                    }
+                }
             }
         }
         y
@@ -826,29 +852,10 @@ mod tests {
         ] {
             let g = geo(h, w, k, s, 1, pads);
             let plan = Plan::new(&g);
-            let naive = |x: &[f32]| {
-                let mut y = vec![f32::NEG_INFINITY; planes * g.oh * g.ow];
-                for p in 0..planes {
-                    for oy in 0..g.oh {
-                        for ox in 0..g.ow {
-                            let o = &mut y[(p * g.oh + oy) * g.ow + ox];
-                            for ky in 0..k {
-                                for kx in 0..k {
-                                    let iy = (oy * s + ky) as isize - g.pt as isize;
-                                    let ix = (ox * s + kx) as isize - g.pl as isize;
-                                    if iy >= 0 && ix >= 0 && (iy as usize) < h && (ix as usize) < w
-                                    {
-                                        let v = x[p * h * w + iy as usize * w + ix as usize];
-                                        if !o.is_nan() && (v.is_nan() || v > *o) {
-                                            *o = v;
-                                        }
-                                    }
-                                }
-                            }
-                        }
-                    }
-                }
-                y
+            let naive = |x: &[f32]| -> Vec<f32> {
+                x.chunks_exact(h * w)
+                    .flat_map(|plane| naive_max(&g, plane))
+                    .collect()
             };
             // All negative, so a zero padding would show.
             let x: Vec<f32> = (0..planes * h * w)

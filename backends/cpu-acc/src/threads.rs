@@ -172,23 +172,30 @@ impl Pool {
         if self
             .busy
             .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
+            .is_ok()
         {
+            self.share(&job);
+            self.busy.store(false, Ordering::Release);
+        } else {
             job();
-            return match error.into_inner().unwrap_or_else(|p| p.into_inner()) {
-                Some(e) => Err(e),
-                None => Ok(()),
-            };
         }
-        let job_ref: &(dyn Fn() + Sync) = &job;
+        error
+            .into_inner()
+            .unwrap_or_else(|p| p.into_inner())
+            .map_or(Ok(()), Err)
+    }
+
+    /// Run `job` on the calling thread and on the helpers that join in time; return once
+    /// every helper that joined has left (so `job` is never called after this returns).
+    fn share(&self, job: &(dyn Fn() + Sync)) {
         // SAFETY: only the lifetime is erased (same fat pointer). The pointer is published
         // under the lock and withdrawn by `Close` below, which then waits until every helper
-        // that took it has left; `Close` runs before `job` is dropped (it is declared after
-        // it, and drops even if the caller's share panics), so no helper calls a dead
-        // closure.
+        // that took it has left; `Close` drops before this function returns (even if the
+        // caller's share unwinds), and `job` is borrowed for the whole call, so no helper
+        // calls a dead closure.
         let ptr = unsafe {
             std::mem::transmute::<*const (dyn Fn() + Sync + '_), *const (dyn Fn() + Sync + 'static)>(
-                job_ref,
+                job,
             )
         };
         {
@@ -202,14 +209,8 @@ impl Pool {
                 self.shared.wake.notify_all();
             }
         }
-        let close = Close(&self.shared);
+        let _close = Close(&self.shared);
         job();
-        drop(close);
-        self.busy.store(false, Ordering::Release);
-        match error.into_inner().unwrap_or_else(|p| p.into_inner()) {
-            Some(e) => Err(e),
-            None => Ok(()),
-        }
     }
 }
 

@@ -222,27 +222,7 @@ mod avx512 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A zero-padded 3×3 depthwise convolution of one plane, plainly.
-    fn naive(g: &Geo2, x: &[f32], w: &[f32], bias: f32) -> Vec<f32> {
-        let mut y = vec![0f32; g.oh * g.ow];
-        for oy in 0..g.oh {
-            for ox in 0..g.ow {
-                let mut s = bias;
-                for ky in 0..3 {
-                    for kx in 0..3 {
-                        let iy = (oy * g.sh + ky) as isize - g.pt as isize;
-                        let ix = (ox * g.sw + kx) as isize - g.pl as isize;
-                        if iy >= 0 && ix >= 0 && (iy as usize) < g.h && (ix as usize) < g.w {
-                            s += w[ky * 3 + kx] * x[iy as usize * g.w + ix as usize];
-                        }
-                    }
-                }
-                y[oy * g.ow + ox] = s;
-            }
-        }
-        y
-    }
+    use crate::depthwise::tests::{naive, naive_max};
 
     /// Every stride, pads from 0 to 2 on each side, and widths around the vector and the
     /// four-vector group (each tap's masks at both edges), against the plain loops, for the
@@ -315,19 +295,7 @@ mod tests {
                     xn[(h - 1) * w] = f32::NAN;
                     let mut ym = vec![0f32; g.oh * g.ow + 5];
                     assert!(max_plane(&g, &xn, &mut ym));
-                    for (i, &got) in ym[..g.oh * g.ow].iter().enumerate() {
-                        let (oy, ox) = (i / g.ow, i % g.ow);
-                        let mut want = f32::NEG_INFINITY;
-                        for ky in 0..3 {
-                            for kx in 0..3 {
-                                let iy = (oy * s + ky) as isize - pt as isize;
-                                let ix = (ox * s + kx) as isize - pl as isize;
-                                if (0..h as isize).contains(&iy) && (0..w as isize).contains(&ix) {
-                                    let v = xn[iy as usize * w + ix as usize];
-                                    want = if want.is_nan() || want >= v { want } else { v };
-                                }
-                            }
-                        }
+                    for (i, (&got, want)) in ym.iter().zip(naive_max(&g, &xn)).enumerate() {
                         assert!(
                             got == want || (got.is_nan() && want.is_nan()),
                             "max s{s} {h}x{w} pads {:?} output {i}: {got} vs {want}",
