@@ -2,17 +2,22 @@
 //! planes, or one plane at a time; max pooling shares the rows path and the channels-last
 //! blocks ([`run_max`]).
 //!
-//! With AVX-512, 3×3 windows (dilation 1, equal strides of 1 or 2) with output rows of at
-//! least [`ROWS_MIN_WIDTH`] take the *rows* path (`simd::depthwise_rows`): each plane is read
-//! in place, a row segment of up to 64 outputs per step, with masked loads at the borders (so
-//! padding costs no copy) and stride 2 de-interleaved in registers; bias and Relu, Clip or
-//! LeakyRelu are applied before the store. No transposes: measured with `conv_bench` (one
-//! thread, MobileNetV2's shapes) against the channels-last path, 1.6× faster on 32 planes of
-//! 112×112, 1.4× on 144 planes of 56×56, 1.3× on 192 planes of 28×28, 1.5× on 144 planes of
-//! 56×56 stride 2; MobileNetV2 whole, one thread, 13.2 → 11.7 ms (best of 10 alternating).
-//! Rows of 7 fill too little of each vector, and channels-last stays faster there. Max
-//! pooling with 3×3 windows takes the same kernel (−∞ in the masked-off lanes, NaNs kept in a
-//! mask): ResNet-18's, 64 planes of 112×112 stride 2, 0.46 → 0.30 ms against channels-last.
+//! With AVX-512 or AVX2, 3×3 windows (dilation 1, equal strides of 1 or 2) with rows wide
+//! enough (`simd::depthwise_rows::worth`) take the *rows* path (`simd::depthwise_rows`):
+//! each plane is read a row at a time, a row segment of up to 64 (AVX-512) or 32 (AVX2)
+//! outputs per step; AVX-512 reads in place with masked loads at the borders (so padding
+//! costs no copy), AVX2 from a buffer of three padded rows; stride 2 is de-interleaved in
+//! registers; bias and Relu, Clip or LeakyRelu are applied before the store. No transposes:
+//! measured with `conv_bench` (one thread, MobileNetV2's shapes, AVX-512) against the
+//! channels-last path, 1.6× faster on 32 planes of 112×112, 1.4× on 144 planes of 56×56,
+//! 1.3× on 192 planes of 28×28, 1.5× on 144 planes of 56×56 stride 2; MobileNetV2 whole, one
+//! thread, 13.2 → 11.7 ms (best of 10 alternating). With AVX2 (Zen 3), against the per-plane
+//! path: stride 2 1.2–1.7× faster, stride 1 1.0–1.3×; MobileNetV2 whole 14.9 → 13.6 ms at
+//! one thread, 10.1 → 9.5 at two (best medians of 4 alternating runs). Rows of 7 fill too
+//! little of sixteen lanes, and channels-last stays faster there (with AVX2 too, at stride
+//! 1). Max pooling with 3×3 windows takes the same kernel (−∞ for padding, NaNs kept in a
+//! mask): ResNet-18's, 64 planes of 112×112 stride 2, 0.46 → 0.30 ms against channels-last
+//! (AVX-512), 1.7 → 0.4 ms against plane-by-plane pooling (AVX2).
 //!
 //! Otherwise, with AVX-512 (and, without it, for small planes of at most [`SMALL_PLANE`]
 //! outputs) the *channels-last* path runs: blocks of [`LANES`] planes are transposed (16×16 in registers,
@@ -73,10 +78,6 @@ pub const NO_CHANNELS_LAST_ENV: &str = "BACKPLANE_CPUACC_NO_DW_CHANNELS_LAST";
 /// measurements.
 pub const NO_ROWS_ENV: &str = "BACKPLANE_CPUACC_NO_DW_ROWS";
 
-/// The narrowest output rows that take the in-place rows path (3×3 windows): narrower ones
-/// fill too little of each vector, and the channels-last path wins.
-pub const ROWS_MIN_WIDTH: usize = 14;
-
 /// What is fixed for every plane of one depthwise convolution.
 #[derive(Debug, Clone)]
 pub struct Plan {
@@ -99,9 +100,7 @@ impl Plan {
             phases,
             offsets: phases.rows(geo, 1),
             band: geo.oh.max(1),
-            rows: geo.ow >= ROWS_MIN_WIDTH
-                && simd::depthwise_rows::applies(geo)
-                && std::env::var_os(NO_ROWS_ENV).is_none(),
+            rows: simd::depthwise_rows::worth(geo) && std::env::var_os(NO_ROWS_ENV).is_none(),
         };
         // Bands of at most BAND_PIXELS outputs and BAND_INPUT_PIXELS padded inputs (per
         // lane), so the channels-last scratch stays well inside L2.
@@ -468,28 +467,21 @@ pub fn run(
     // Below ~64k multiply-adds in all, handing planes to threads costs more than it saves.
     let small = planes * out_plane * taps < 64 * 1024;
     if plan.rows {
-        return each_plane(
-            th,
-            y,
-            out_plane,
-            small,
-            || (),
-            |_, p, out| {
-                let ch = p % channels;
-                let xp = &x[p * in_plane..(p + 1) * in_plane];
-                let wp = &weights[ch * taps..(ch + 1) * taps];
-                let b = bias.and_then(|b| b.get(ch).copied()).unwrap_or(0.0);
-                if !simd::depthwise_rows::plane(g, xp, wp, b, act, out) {
-                    return Err(BackendError::Execution(
-                        "depthwise convolution: rows path refused its plane".into(),
-                    ));
-                }
-                if !act.in_kernel() {
-                    simd::unary_in_place(act, out);
-                }
-                Ok(())
-            },
-        );
+        return each_plane(th, y, out_plane, small, Vec::new, |rows, p, out| {
+            let ch = p % channels;
+            let xp = &x[p * in_plane..(p + 1) * in_plane];
+            let wp = &weights[ch * taps..(ch + 1) * taps];
+            let b = bias.and_then(|b| b.get(ch).copied()).unwrap_or(0.0);
+            if !simd::depthwise_rows::plane(g, xp, wp, b, act, out, rows) {
+                return Err(BackendError::Execution(
+                    "depthwise convolution: rows path refused its plane".into(),
+                ));
+            }
+            if !act.in_kernel() {
+                simd::unary_in_place(act, out);
+            }
+            Ok(())
+        });
     }
     if plan.channels_last(planes) {
         return blocks(th, plan, x, y, small, |p0, xb, n, yb, scratch| {
@@ -600,31 +592,24 @@ where
 pub fn run_max(th: &Threads, plan: &Plan, x: &[f32], y: &mut [f32]) -> Result<bool> {
     let g = &plan.geo;
     let (in_plane, out_plane) = (g.h * g.w, g.oh * g.ow);
-    if out_plane == 0 || !simd::has_avx512() {
+    if out_plane == 0 {
         return Ok(false);
     }
     let planes = y.len() / out_plane;
     if plan.rows && x.len() >= planes * in_plane {
         let small = planes * out_plane * g.kh * g.kw < 64 * 1024;
-        each_plane(
-            th,
-            y,
-            out_plane,
-            small,
-            || (),
-            |_, p, out| {
-                let xp = &x[p * in_plane..(p + 1) * in_plane];
-                if !simd::depthwise_rows::max_plane(g, xp, out) {
-                    return Err(BackendError::Execution(
-                        "max pooling: rows path refused its plane".into(),
-                    ));
-                }
-                Ok(())
-            },
-        )?;
+        each_plane(th, y, out_plane, small, Vec::new, |rows, p, out| {
+            let xp = &x[p * in_plane..(p + 1) * in_plane];
+            if !simd::depthwise_rows::max_plane(g, xp, out, rows) {
+                return Err(BackendError::Execution(
+                    "max pooling: rows path refused its plane".into(),
+                ));
+            }
+            Ok(())
+        })?;
         return Ok(true);
     }
-    if !plan.channels_last(planes) || x.len() < planes * in_plane {
+    if !simd::has_avx512() || !plan.channels_last(planes) || x.len() < planes * in_plane {
         return Ok(false);
     }
     let small = planes * out_plane * g.kh * g.kw < 64 * 1024;
@@ -863,7 +848,7 @@ pub(crate) mod tests {
                 .collect();
             let mut xn = x.clone();
             xn[5] = f32::NAN;
-            let rows = simd::has_avx512() && k == 3 && g.ow >= ROWS_MIN_WIDTH;
+            let rows = simd::depthwise_rows::worth(&g);
             assert_eq!(plan.rows, rows && std::env::var_os(NO_ROWS_ENV).is_none());
             for th in [Threads::single(), Threads::new(2).unwrap()] {
                 for (input, nan) in [(&x, false), (&xn, true)] {

@@ -1,19 +1,25 @@
-//! Depthwise 3×3 convolution of one plane read in place, sixteen outputs of a row per
-//! vector (AVX-512): no copy of the input and no transposes.
+//! Depthwise 3×3 convolution of one plane read a row at a time, eight (AVX2) or sixteen
+//! (AVX-512) outputs of a row per vector: no copy of the plane and no transposes.
 //!
-//! Each output row accumulates three input rows; each tap's sixteen inputs are one masked
-//! load (stride 1) or two masked loads and an even-lane permute (stride 2). The masks drop
-//! the inputs past the plane's edges (the zero padding) and masked-off lanes are never read,
-//! so the border needs no case of its own. Up to four vectors of a row are computed together,
-//! with one accumulator per kernel row, so twelve FMA chains are in flight.
+//! Each output row accumulates three input rows. AVX-512 reads the plane in place: each
+//! tap's sixteen inputs are one masked load at stride 1, or two masked loads and an even-lane
+//! permute at stride 2; the masks drop the inputs past the plane's edges (the zero padding),
+//! masked-off lanes are never read, and up to four vectors of a row are computed together
+//! with one accumulator per kernel row, so twelve FMA chains are in flight. AVX2 has no
+//! masked load that is sure not to touch its masked-off lanes, so it copies each input row
+//! once into a buffer of three rows that holds the padding around it (zero, or −∞ for the
+//! maximum), and every load is a whole vector from there; at stride 2 the three taps of a
+//! kernel row take the even and odd lanes of two runs (`shufps`), in an order of their own
+//! that one permute puts right before the store.
 
 use crate::act::Activation;
+use crate::simd::Isa;
 use crate::window::Geo2;
 
 /// Whether [`plane`] computes this geometry: a 3×3 window, dilation 1, the same stride 1 or
-/// 2 both ways, and AVX-512.
+/// 2 both ways, and AVX-512 or AVX2 (not turned off by `BACKPLANE_CPUACC_ISA=portable`).
 pub fn applies(g: &Geo2) -> bool {
-    super::has_avx512()
+    best_isa().is_some()
         && g.kh == 3
         && g.kw == 3
         && g.dh == 1
@@ -22,52 +28,116 @@ pub fn applies(g: &Geo2) -> bool {
         && (1..=2).contains(&g.sh)
 }
 
+/// The vector family [`plane`] runs on this machine, if any.
+fn best_isa() -> Option<Isa> {
+    match super::isa_in_use() {
+        Isa::Avx512 => Some(Isa::Avx512),
+        Isa::Avx2 => Some(Isa::Avx2),
+        Isa::Portable => None,
+    }
+}
+
+/// Whether the rows path is worth taking for this geometry (it [`applies`], and the rows
+/// are wide enough to fill the vectors). With sixteen lanes, output rows of at least 14;
+/// with eight, rows of at least 8, or any width at stride 2. Measured with `conv_bench` (one
+/// thread, MobileNetV2's shapes, Zen 3, AVX2) against the paths taken otherwise: stride 2
+/// 1.2–1.7× faster (112×112, 56×56 and 14×14 planes), stride 1 1.0–1.3× (112×112 to 14×14),
+/// 3×3 max pooling of 64 planes 112×112 stride 2 4×; 7×7 planes at stride 1 1.3× slower
+/// than the channels-last path.
+pub fn worth(g: &Geo2) -> bool {
+    applies(g)
+        && match best_isa() {
+            Some(Isa::Avx512) => g.ow >= 14,
+            _ => g.ow >= 8 || g.sw == 2,
+        }
+}
+
 /// `y = act(conv(x) + bias)` for one plane of a depthwise convolution: `x` holds the `h·w`
-/// input plane, `w` its nine taps (row-major), `y` the `oh·ow` output plane. Only the
-/// in-kernel activations are applied (see [`Activation::in_kernel`]). Returns false,
-/// writing nothing, when [`applies`] does not hold or a slice is too short.
-pub fn plane(g: &Geo2, x: &[f32], w: &[f32], bias: f32, act: Activation, y: &mut [f32]) -> bool {
-    #[cfg(target_arch = "x86_64")]
-    if applies(g)
+/// input plane, `w` its nine taps (row-major), `y` the `oh·ow` output plane; `rows` is
+/// scratch that the AVX2 kernel grows to three padded input rows (kept between planes, so it
+/// is allocated once). Only the in-kernel activations are applied (see
+/// [`Activation::in_kernel`]). Returns false, writing nothing, when [`applies`] does not hold
+/// or a slice is too short.
+#[allow(clippy::too_many_arguments)]
+pub fn plane(
+    g: &Geo2,
+    x: &[f32],
+    w: &[f32],
+    bias: f32,
+    act: Activation,
+    y: &mut [f32],
+    rows: &mut Vec<f32>,
+) -> bool {
+    match best_isa() {
+        Some(isa) if applies(g) => run::<false>(isa, g, x, w, bias, act, y, rows),
+        _ => false,
+    }
+}
+
+/// `y` = the 3×3 max pooling of one plane (`x`: `h·w`, `y`: `oh·ow`; padding never wins,
+/// and a NaN in a window makes its output NaN, as CpuRef's); `rows` as for [`plane`].
+/// Returns false, writing nothing, when [`applies`] does not hold or a slice is too short.
+pub fn max_plane(g: &Geo2, x: &[f32], y: &mut [f32], rows: &mut Vec<f32>) -> bool {
+    match best_isa() {
+        Some(isa) if applies(g) => {
+            run::<true>(isa, g, x, &[0.0; 9], 0.0, Activation::None, y, rows)
+        }
+        _ => false,
+    }
+}
+
+/// [`plane`] (MAX false) or [`max_plane`] (MAX true) with the kernel of `isa` (AVX-512 or
+/// AVX2), which must be available; the geometry is checked here, the ISA by the caller.
+#[allow(clippy::too_many_arguments)]
+fn run<const MAX: bool>(
+    isa: Isa,
+    g: &Geo2,
+    x: &[f32],
+    w: &[f32],
+    bias: f32,
+    act: Activation,
+    y: &mut [f32],
+    rows: &mut Vec<f32>,
+) -> bool {
+    let shape_ok = g.kh == 3
+        && g.kw == 3
+        && g.dh == 1
+        && g.dw == 1
+        && g.sh == g.sw
+        && (1..=2).contains(&g.sh)
         && g.oh > 0
         && g.ow > 0
         && x.len() >= g.h * g.w
         && w.len() >= 9
-        && y.len() >= g.oh * g.ow
-    {
-        let taps: [f32; 9] = std::array::from_fn(|t| w[t]);
-        // SAFETY: AVX-512F is present (`applies`). Every load is masked to the lanes whose
-        // input row and column lie inside the h×w plane `x` holds (masked-off lanes are not
-        // read, and their addresses are formed with wrapping arithmetic), and every store to
-        // the lanes of output columns < ow of rows < oh, inside `y` (checked above).
-        unsafe { avx512::planes::<false>(g, x.as_ptr(), &taps, bias, act, y.as_mut_ptr()) };
-        return true;
+        && y.len() >= g.oh * g.ow;
+    if !shape_ok || !isa.available() {
+        return false;
     }
-    let _ = (g, x, w, bias, act, y);
-    false
-}
-
-/// `y` = the 3×3 max pooling of one plane (`x`: `h·w`, `y`: `oh·ow`; padding never wins,
-/// and a NaN in a window makes its output NaN, as CpuRef's). Returns false, writing nothing,
-/// when [`applies`] does not hold or a slice is too short.
-pub fn max_plane(g: &Geo2, x: &[f32], y: &mut [f32]) -> bool {
+    let taps: [f32; 9] = std::array::from_fn(|t| w[t]);
     #[cfg(target_arch = "x86_64")]
-    if applies(g) && g.oh > 0 && g.ow > 0 && x.len() >= g.h * g.w && y.len() >= g.oh * g.ow {
-        // SAFETY: as in `plane`: AVX-512F is present, loads are masked to the plane and
-        // stores to the output plane (checked above).
-        unsafe {
-            avx512::planes::<true>(
-                g,
-                x.as_ptr(),
-                &[0.0; 9],
-                0.0,
-                Activation::None,
-                y.as_mut_ptr(),
-            )
-        };
-        return true;
+    match isa {
+        Isa::Avx512 => {
+            // SAFETY: AVX-512F is present (checked). Every load is masked to the lanes whose
+            // input row and column lie inside the h×w plane `x` holds (masked-off lanes are
+            // not read, and their addresses are formed with wrapping arithmetic), and every
+            // store to the lanes of output columns < ow of rows < oh, inside `y` (checked
+            // above).
+            unsafe { avx512::planes::<MAX>(g, x.as_ptr(), &taps, bias, act, y.as_mut_ptr()) };
+            return true;
+        }
+        Isa::Avx2 => {
+            let len = avx2::row_len(g);
+            rows.clear();
+            rows.resize(3 * len, if MAX { f32::NEG_INFINITY } else { 0.0 });
+            // SAFETY: AVX2 and FMA are present (checked). `rows` holds three rows of
+            // `row_len(g)` floats, as the kernel requires; `x` holds h·w inputs and `y`
+            // oh·ow outputs (checked above).
+            unsafe { avx2::planes::<MAX>(g, x, &taps, bias, act, y, rows) };
+            return true;
+        }
+        Isa::Portable => {}
     }
-    let _ = (g, x, y);
+    let _ = (taps, bias, act, y, rows);
     false
 }
 
@@ -219,19 +289,236 @@ mod avx512 {
     }
 }
 
+/// The AVX2 kernel (see the module's documentation).
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use crate::act::Activation;
+    use crate::simd::avx2::Act256;
+    use crate::window::Geo2;
+    use std::arch::x86_64::*;
+
+    /// Floats of one padded input row: the left padding, the row, and the right padding out
+    /// to the last float that the last (possibly partial) vector of eight outputs reads,
+    /// `(8·⌈ow/8⌉ − 8)·s + 2 + 8·s` (stride 1: three runs of 8 at the last vector's start;
+    /// stride 2: two runs of 16 from it and from two columns on).
+    pub(super) fn row_len(g: &Geo2) -> usize {
+        (g.ow.div_ceil(8) * 8 * g.sw + 2).max(g.pl + g.w)
+    }
+
+    /// [`super::plane`] (MAX false) or [`super::max_plane`] (MAX true: `w`, `bias` and `act`
+    /// unused). Safety: AVX2 and FMA present; `g` a 3×3 window, dilation 1, strides both 1
+    /// or both 2, oh and ow at least 1; `x` at least h·w floats, `y` at least oh·ow; `rows`
+    /// exactly 3·[`row_len`] floats, each the padding value (0, or −∞ for MAX) outside the
+    /// row copies this function writes at column `pl` of each third.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn planes<const MAX: bool>(
+        g: &Geo2,
+        x: &[f32],
+        w: &[f32; 9],
+        bias: f32,
+        act: Activation,
+        y: &mut [f32],
+        rows: &mut [f32],
+    ) {
+        if g.sw == 1 {
+            // SAFETY: as this function's.
+            unsafe { rows_of::<MAX, false>(g, x, w, bias, act, y, rows) }
+        } else {
+            // SAFETY: as this function's.
+            unsafe { rows_of::<MAX, true>(g, x, w, bias, act, y, rows) }
+        }
+    }
+
+    /// [`planes`] for stride 1 (S2 false) or 2 (S2 true). Safety: as [`planes`].
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn rows_of<const MAX: bool, const S2: bool>(
+        g: &Geo2,
+        x: &[f32],
+        w: &[f32; 9],
+        bias: f32,
+        act: Activation,
+        y: &mut [f32],
+        rows: &mut [f32],
+    ) {
+        let len = row_len(g);
+        let k = Kernel {
+            taps: std::array::from_fn(|t| _mm256_set1_ps(w[t])),
+            bias: _mm256_set1_ps(bias),
+            act: Act256::new(act),
+        };
+        // Which input row each third of `rows` holds: input row iy goes to third iy % 3, so
+        // the (up to) three rows of one output row never share a third.
+        let mut held = [usize::MAX; 3];
+        for oy in 0..g.oh {
+            // Where the output row's input rows start in `rows`, copied in if not already
+            // held; None above or below the plane (zero padding: the kernel row adds
+            // nothing).
+            let mut third = [None; 3];
+            for (ky, t) in third.iter_mut().enumerate() {
+                let iy = (oy * g.sh + ky) as isize - g.pt as isize;
+                if iy < 0 || iy >= g.h as isize {
+                    continue;
+                }
+                let iy = iy as usize;
+                let at = iy % 3;
+                if held[at] != iy {
+                    let dst = &mut rows[at * len + g.pl..at * len + g.pl + g.w];
+                    let src = &x[iy * g.w..(iy + 1) * g.w];
+                    dst.copy_from_slice(src);
+                    held[at] = iy;
+                }
+                *t = Some(at * len);
+            }
+            let base = rows.as_ptr();
+            let mut src = [None; 3];
+            for ky in 0..3 {
+                src[ky] = third[ky].map(|start| base.wrapping_add(start));
+            }
+            let out = &mut y[oy * g.ow..(oy + 1) * g.ow];
+            // Vectors of eight outputs in groups of up to four (eight measured no faster, and
+            // spill the accumulators).
+            let mut ox0 = 0;
+            let mut left = g.ow.div_ceil(8);
+            while left > 0 {
+                // SAFETY: the group's vectors are among the ⌈ow/8⌉ that `row_len` covers.
+                let n = unsafe {
+                    match left {
+                        4.. => k.group::<4, MAX, S2>(&src, ox0, out),
+                        2 | 3 => k.group::<2, MAX, S2>(&src, ox0, out),
+                        _ => k.group::<1, MAX, S2>(&src, ox0, out),
+                    }
+                };
+                ox0 += 8 * n;
+                left -= n;
+            }
+        }
+    }
+
+    /// What every vector of outputs of one plane shares: the taps, the bias and the
+    /// activation, in registers.
+    struct Kernel {
+        taps: [__m256; 9],
+        bias: __m256,
+        act: Act256,
+    }
+
+    impl Kernel {
+        /// The N vectors of eight outputs from column `ox0` of one output row (those below
+        /// `out.len()`, the row's width, are stored), from the padded input rows `src`;
+        /// returns N. Safety: AVX2 and FMA present; each `src` row readable for
+        /// (ox0 + 8·N)·s + 2 floats.
+        #[inline]
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn group<const N: usize, const MAX: bool, const S2: bool>(
+            &self,
+            src: &[Option<*const f32>; 3],
+            ox0: usize,
+            out: &mut [f32],
+        ) -> usize {
+            let fill = if MAX {
+                _mm256_set1_ps(f32::NEG_INFINITY)
+            } else {
+                _mm256_setzero_ps()
+            };
+            // The maximum so far, or one partial sum per kernel row (three short FMA
+            // chains instead of one of nine).
+            let mut acc = [fill; N];
+            let mut part = [[_mm256_setzero_ps(); N]; 3];
+            let mut nan = [_mm256_setzero_ps(); N];
+            // (Plain index loops: iterating these arrays by value makes the compiler copy
+            // them through memory.)
+            for ky in 0..3 {
+                let Some(row) = src[ky] else { continue };
+                let (t0, t1, t2) = (
+                    self.taps[ky * 3],
+                    self.taps[ky * 3 + 1],
+                    self.taps[ky * 3 + 2],
+                );
+                for c in 0..N {
+                    // The three taps' eight inputs each (stride 2: in the lane order
+                    // 0, 1, 4, 5, 2, 3, 6, 7 of `shufps`).
+                    // SAFETY: the runs start at column (ox0 + 8c)·s and end before
+                    // (ox0 + 8c + 8)·s + 2, readable (the caller's contract).
+                    let (v0, v1, v2) = unsafe {
+                        if S2 {
+                            let p = row.add(2 * (ox0 + 8 * c));
+                            let (lo, hi) = (_mm256_loadu_ps(p), _mm256_loadu_ps(p.add(8)));
+                            let lo2 = _mm256_loadu_ps(p.add(2));
+                            let hi2 = _mm256_loadu_ps(p.add(10));
+                            (
+                                _mm256_shuffle_ps::<0x88>(lo, hi),
+                                _mm256_shuffle_ps::<0xDD>(lo, hi),
+                                _mm256_shuffle_ps::<0x88>(lo2, hi2),
+                            )
+                        } else {
+                            let p = row.add(ox0 + 8 * c);
+                            (
+                                _mm256_loadu_ps(p),
+                                _mm256_loadu_ps(p.add(1)),
+                                _mm256_loadu_ps(p.add(2)),
+                            )
+                        }
+                    };
+                    if MAX {
+                        // max returns its second operand when one is NaN: NaNs are tracked
+                        // apart.
+                        let unord = |v| _mm256_cmp_ps::<_CMP_UNORD_Q>(v, v);
+                        let n = _mm256_or_ps(_mm256_or_ps(unord(v0), unord(v1)), unord(v2));
+                        nan[c] = _mm256_or_ps(nan[c], n);
+                        acc[c] = _mm256_max_ps(v2, _mm256_max_ps(v1, _mm256_max_ps(v0, acc[c])));
+                    } else {
+                        let a = _mm256_mul_ps(t0, v0);
+                        part[ky][c] = _mm256_fmadd_ps(t2, v2, _mm256_fmadd_ps(t1, v1, a));
+                    }
+                }
+            }
+            for c in 0..N {
+                let mut v = if MAX {
+                    _mm256_blendv_ps(acc[c], _mm256_set1_ps(f32::NAN), nan[c])
+                } else {
+                    let rows = _mm256_add_ps(_mm256_add_ps(part[0][c], part[1][c]), part[2][c]);
+                    self.act.apply(_mm256_add_ps(rows, self.bias))
+                };
+                if S2 {
+                    // Lanes 0, 1, 4, 5, 2, 3, 6, 7 back in order (pairs 0, 2, 1, 3).
+                    v = _mm256_castpd_ps(_mm256_permute4x64_pd::<0xD8>(_mm256_castps_pd(v)));
+                }
+                let at = ox0 + 8 * c;
+                let n = out.len().saturating_sub(at).min(8);
+                if n == 8 {
+                    // SAFETY: columns at .. at + 8 <= out.len().
+                    unsafe { _mm256_storeu_ps(out.as_mut_ptr().add(at), v) };
+                } else {
+                    let mut last = [0f32; 8];
+                    // SAFETY: `last` holds eight floats.
+                    unsafe { _mm256_storeu_ps(last.as_mut_ptr(), v) };
+                    out[at..at + n].copy_from_slice(&last[..n]);
+                }
+            }
+            N
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::depthwise::tests::{naive, naive_max};
 
-    /// Every stride, pads from 0 to 2 on each side, and widths around the vector and the
-    /// four-vector group (each tap's masks at both edges), against the plain loops, for the
-    /// weighted sum and the maximum (with a NaN, which must reach exactly the windows that
-    /// hold it); the outputs past the plane are left alone; a short input is refused.
+    /// Both kernels (where this CPU runs them), every stride, pads from 0 to 2 on each side,
+    /// and widths around the vectors and the four-vector group (each tap's masks and the
+    /// padded rows' edges), against the plain loops, for the weighted sum and the maximum
+    /// (with a NaN, which must reach exactly the windows that hold it); the outputs past the
+    /// plane are left alone; a short input is refused. The rows scratch is shared by every
+    /// case, so each plane must not depend on what an earlier one left there.
     #[test]
     fn planes_match_the_plain_loops() {
         let mut tested = 0;
-        for s in [1, 2] {
+        let isas = [Isa::Avx512, Isa::Avx2]
+            .into_iter()
+            .filter(|i| i.available());
+        let mut rows = Vec::new();
+        for (isa, s) in isas.flat_map(|i| [(i, 1), (i, 2)]) {
             for (h, w) in [
                 (1, 1),
                 (3, 16),
@@ -243,6 +530,10 @@ mod tests {
                 (2, 64),
                 (3, 65),
                 (2, 113),
+                (7, 7),
+                (14, 14),
+                (5, 9),
+                (4, 8),
             ] {
                 for (pt, pl, pb, pr) in [(1, 1, 1, 1), (0, 0, 0, 0), (2, 1, 0, 2), (0, 2, 1, 0)] {
                     let (hp, wp) = (h + pt + pb, w + pl + pr);
@@ -272,16 +563,16 @@ mod tests {
                         min: -4.0,
                         max: 4.0,
                     };
-                    if !plane(&g, &x, &wt, 0.25, act, &mut y) {
-                        assert!(!applies(&g), "refused an applicable plane");
-                        continue;
-                    }
+                    assert!(
+                        run::<false>(isa, &g, &x, &wt, 0.25, act, &mut y, &mut rows),
+                        "refused an applicable plane"
+                    );
                     let want = naive(&g, &x, &wt, 0.25);
                     for (i, (&got, &want)) in y.iter().zip(&want).enumerate() {
                         let want = act.apply_simple(want);
                         assert!(
                             (got - want).abs() <= 1e-5 * want.abs().max(1.0),
-                            "s{s} {h}x{w} pads {:?} output {i}: {got} vs {want}",
+                            "{isa:?} s{s} {h}x{w} pads {:?} output {i}: {got} vs {want}",
                             (pt, pl, pb, pr)
                         );
                     }
@@ -289,25 +580,70 @@ mod tests {
                         y[g.oh * g.ow..].iter().all(|v| v.is_nan()),
                         "wrote past the plane"
                     );
-                    assert!(!plane(&g, &x[..h * w - 1], &wt, 0.25, act, &mut y));
+                    let short = &x[..h * w - 1];
+                    assert!(!run::<false>(
+                        isa, &g, short, &wt, 0.25, act, &mut y, &mut rows
+                    ));
                     // The maximum, with a NaN on the plane's last row (its windows only).
                     let mut xn = x.clone();
                     xn[(h - 1) * w] = f32::NAN;
                     let mut ym = vec![0f32; g.oh * g.ow + 5];
-                    assert!(max_plane(&g, &xn, &mut ym));
+                    let none = Activation::None;
+                    assert!(run::<true>(
+                        isa, &g, &xn, &wt, 0.0, none, &mut ym, &mut rows
+                    ));
                     for (i, (&got, want)) in ym.iter().zip(naive_max(&g, &xn)).enumerate() {
                         assert!(
                             got == want || (got.is_nan() && want.is_nan()),
-                            "max s{s} {h}x{w} pads {:?} output {i}: {got} vs {want}",
+                            "{isa:?} max s{s} {h}x{w} pads {:?} output {i}: {got} vs {want}",
                             (pt, pl, pb, pr)
                         );
                     }
                     assert!(ym[g.oh * g.ow..].iter().all(|&v| v == 0.0), "wrote past");
-                    assert!(!max_plane(&g, &xn[..h * w - 1], &mut ym));
+                    let short = &xn[..h * w - 1];
+                    assert!(!run::<true>(
+                        isa, &g, short, &wt, 0.0, none, &mut ym, &mut rows
+                    ));
                     tested += 1;
                 }
             }
         }
-        assert!(tested > 0 || !super::super::has_avx512());
+        assert!(tested > 0 || best_isa().is_none());
+        // The public entry points take this machine's best kernel, and refuse other windows.
+        if best_isa().is_some() {
+            let g = Geo2 {
+                h: 5,
+                w: 9,
+                kh: 3,
+                kw: 3,
+                sh: 1,
+                sw: 1,
+                dh: 1,
+                dw: 1,
+                pt: 1,
+                pl: 1,
+                oh: 5,
+                ow: 9,
+            };
+            let x: Vec<f32> = (0..45).map(|i| i as f32 - 20.0).collect();
+            let wt = [0.5f32; 9];
+            let mut y = vec![0f32; 45];
+            assert!(plane(&g, &x, &wt, 1.0, Activation::Relu, &mut y, &mut rows));
+            for (got, want) in y.iter().zip(naive(&g, &x, &wt, 1.0)) {
+                assert!((got - want.max(0.0)).abs() <= 1e-4, "{got} vs {want}");
+            }
+            assert!(max_plane(&g, &x, &mut y, &mut rows));
+            assert_eq!(y, naive_max(&g, &x));
+            let wide = Geo2 { kw: 5, ow: 7, ..g };
+            assert!(!plane(
+                &wide,
+                &x,
+                &wt,
+                1.0,
+                Activation::Relu,
+                &mut y,
+                &mut rows
+            ));
+        }
     }
 }

@@ -388,6 +388,53 @@ mod avx2 {
     use crate::act::Activation;
     use std::arch::x86_64::*;
 
+    /// An in-kernel activation (see [`Activation::in_kernel`]) with its constants in
+    /// registers: the AVX2 twin of the AVX-512 kernels' `Act512`, shared by the AVX2 kernels
+    /// that store through it.
+    #[derive(Clone, Copy)]
+    pub(super) struct Act256 {
+        act: Activation,
+        lo: __m256,
+        hi: __m256,
+        slope: __m256,
+    }
+
+    impl Act256 {
+        /// The constants of `act`.
+        #[inline]
+        #[target_feature(enable = "avx2,fma")]
+        pub(super) fn new(act: Activation) -> Self {
+            let (lo, hi, slope) = match act {
+                Activation::Clip { min, max } => (min, max, 0.0),
+                Activation::LeakyRelu { alpha } => (0.0, 0.0, alpha),
+                _ => (0.0, 0.0, 0.0),
+            };
+            Act256 {
+                act,
+                lo: _mm256_set1_ps(lo),
+                hi: _mm256_set1_ps(hi),
+                slope: _mm256_set1_ps(slope),
+            }
+        }
+
+        /// `act(v)` lane by lane; activations not computed in kernels pass `v` through.
+        #[inline]
+        #[target_feature(enable = "avx2,fma")]
+        pub(super) fn apply(&self, v: __m256) -> __m256 {
+            let z = _mm256_setzero_ps();
+            match self.act {
+                // max(0, v) returns v when v is NaN, so NaN propagates like CpuRef's.
+                Activation::Relu => _mm256_max_ps(z, v),
+                Activation::Clip { .. } => _mm256_min_ps(self.hi, _mm256_max_ps(self.lo, v)),
+                Activation::LeakyRelu { .. } => {
+                    let neg = _mm256_cmp_ps::<_CMP_LT_OQ>(v, z);
+                    _mm256_blendv_ps(v, _mm256_mul_ps(v, self.slope), neg)
+                }
+                _ => v,
+            }
+        }
+    }
+
     /// Lane masks: `MASKS[8 - n..16 - n]` enables the first `n` lanes.
     static MASKS: [i32; 16] = [-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0];
 
@@ -470,17 +517,7 @@ mod avx2 {
             ),
             _ => (_mm256_setzero_ps(), _mm256_setzero_ps()),
         };
-        let zero = _mm256_setzero_ps();
-        let (lo, hi, slope) = match ep.act {
-            Activation::Clip { min, max } => (min, max, 0.0),
-            Activation::LeakyRelu { alpha } => (0.0, 0.0, alpha),
-            _ => (0.0, 0.0, 0.0),
-        };
-        let (lo, hi, slope) = (
-            _mm256_set1_ps(lo),
-            _mm256_set1_ps(hi),
-            _mm256_set1_ps(slope),
-        );
+        let act = Act256::new(ep.act);
         for (r, &(mut v0, mut v1)) in rows.iter().enumerate().take(mr) {
             let p = c.add(r * ldc);
             if scale {
@@ -502,26 +539,8 @@ mod avx2 {
                     v0 = _mm256_add_ps(v0, bias);
                     v1 = _mm256_add_ps(v1, bias);
                 }
-                v0 = _mm256_add_ps(v0, cb0);
-                v1 = _mm256_add_ps(v1, cb1);
-                match ep.act {
-                    // max(0, v) returns v when v is NaN, so NaN propagates like CpuRef's.
-                    Activation::Relu => {
-                        v0 = _mm256_max_ps(zero, v0);
-                        v1 = _mm256_max_ps(zero, v1);
-                    }
-                    Activation::Clip { .. } => {
-                        v0 = _mm256_min_ps(hi, _mm256_max_ps(lo, v0));
-                        v1 = _mm256_min_ps(hi, _mm256_max_ps(lo, v1));
-                    }
-                    Activation::LeakyRelu { .. } => {
-                        let neg0 = _mm256_cmp_ps::<_CMP_LT_OQ>(v0, zero);
-                        let neg1 = _mm256_cmp_ps::<_CMP_LT_OQ>(v1, zero);
-                        v0 = _mm256_blendv_ps(v0, _mm256_mul_ps(v0, slope), neg0);
-                        v1 = _mm256_blendv_ps(v1, _mm256_mul_ps(v1, slope), neg1);
-                    }
-                    _ => {}
-                }
+                v0 = act.apply(_mm256_add_ps(v0, cb0));
+                v1 = act.apply(_mm256_add_ps(v1, cb1));
             }
             if full {
                 _mm256_storeu_ps(p, v0);
