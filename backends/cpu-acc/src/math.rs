@@ -214,7 +214,8 @@ pub fn unary_body(act: Activation, x: &[f32], y: &mut [f32]) {
     per_activation!(act, |v| v, run)
 }
 
-/// `y[i] = act(y[i])`.
+/// `y[i] = act(y[i])` (the body `crate::simd::unary_in_place` compiles per ISA for the
+/// activations that are not plain selects).
 #[inline(always)]
 pub fn unary_in_place_body(act: Activation, y: &mut [f32]) {
     macro_rules! run {

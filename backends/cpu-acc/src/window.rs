@@ -194,9 +194,11 @@ pub fn plane_body(job: &PlaneJob<'_>, out: &mut [f32]) {
                 let src = &job.src[start..start + g.ow];
                 match job.kind {
                     WindowKind::Max if !job.has_nan => {
-                        // Without NaNs a plain compare-select, which vectorizes to max.
+                        // Without NaNs `f32::max` is the maximum, and vectorizes to vmaxps
+                        // with a whole store (a compare-select that keeps `*o` becomes a
+                        // masked store of the changed lanes, slow on AMD's CPUs).
                         for (o, &v) in orow.iter_mut().zip(src) {
-                            *o = if v > *o { v } else { *o };
+                            *o = o.max(v);
                         }
                     }
                     WindowKind::Max => {

@@ -435,6 +435,41 @@ mod avx2 {
         }
     }
 
+    /// `y[i] = act(y[i])` for an in-kernel activation, whole vectors stored. Safety: AVX2
+    /// and FMA present.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn act_in_place(act: Activation, y: &mut [f32]) {
+        let a = Act256::new(act);
+        let mut blocks = y.chunks_exact_mut(8);
+        match act {
+            // LeakyRelu as max(v, 0) + α·min(v, 0) (the same values for a finite α, NaN
+            // kept): its select form, stored back where `v` came from, is compiled into a
+            // masked store of the negative lanes.
+            Activation::LeakyRelu { alpha } if alpha.is_finite() => {
+                let (z, slope) = (_mm256_setzero_ps(), _mm256_set1_ps(alpha));
+                for b in &mut blocks {
+                    // SAFETY: the chunk holds eight floats.
+                    unsafe {
+                        let v = _mm256_loadu_ps(b.as_ptr());
+                        let neg = _mm256_mul_ps(slope, _mm256_min_ps(z, v));
+                        _mm256_storeu_ps(b.as_mut_ptr(), _mm256_add_ps(_mm256_max_ps(z, v), neg));
+                    }
+                }
+            }
+            _ => {
+                for b in &mut blocks {
+                    // SAFETY: the chunk holds eight floats.
+                    unsafe {
+                        _mm256_storeu_ps(b.as_mut_ptr(), a.apply(_mm256_loadu_ps(b.as_ptr())))
+                    };
+                }
+            }
+        }
+        for o in blocks.into_remainder() {
+            *o = act.apply_simple(*o);
+        }
+    }
+
     /// Lane masks: `MASKS[8 - n..16 - n]` enables the first `n` lanes.
     static MASKS: [i32; 16] = [-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0];
 
@@ -1247,8 +1282,23 @@ multiversion! {
     pub fn unary(act: Activation, x: &[f32], y: &mut [f32]) => crate::math::unary_body;
 }
 multiversion! {
-    /// Apply a unary function in place.
-    pub fn unary_in_place(act: Activation, y: &mut [f32]) => crate::math::unary_in_place_body;
+    /// Apply a unary function in place (compiled per ISA; see [`unary_in_place`]).
+    fn unary_in_place_compiled(act: Activation, y: &mut [f32]) => crate::math::unary_in_place_body;
+}
+
+/// Apply a unary function in place. Relu, Clip and LeakyRelu take explicit vector code with
+/// AVX2: compiled from plain loops, a select that keeps some values (`if v < 0 { 0 } else {
+/// v }`) becomes a masked store of only the changed lanes (`vmaskmovps`), which AMD's CPUs
+/// run at a fraction of a plain store's speed (Zen 3: Relu in place 1.4 cycles per value).
+pub fn unary_in_place(act: Activation, y: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if act.in_kernel() && isa_in_use() != Isa::Portable && has_avx2_fma() {
+        // SAFETY: AVX2 and FMA are present (checked); the kernel loads and stores only whole
+        // eight-float chunks of `y` and does the rest with plain Rust.
+        unsafe { avx2::act_in_place(act, y) };
+        return;
+    }
+    unary_in_place_compiled(act, y)
 }
 multiversion! {
     /// `y[i] = op(a[i], b[i])` over equal-length slices.
@@ -1365,6 +1415,56 @@ pub fn winograd_output(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The in-place activations (the vector code for Relu, Clip and LeakyRelu, every slope
+    /// sign and an infinite one, and the compiled loops for the rest) give what
+    /// `Activation::apply_simple` and `math::apply` give, value for value: NaN kept,
+    /// infinities, signed zeros, and lengths around the vector width.
+    #[test]
+    fn activations_in_place_match_the_scalar_ones() {
+        let specials = [
+            f32::NAN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            0.0,
+            -0.0,
+            7.0,
+            -7.0,
+        ];
+        let acts = [
+            Activation::Relu,
+            Activation::Clip {
+                min: -1.0,
+                max: 6.0,
+            },
+            Activation::LeakyRelu { alpha: 0.1 },
+            Activation::LeakyRelu { alpha: 0.0 },
+            Activation::LeakyRelu {
+                alpha: f32::INFINITY,
+            },
+            Activation::Sigmoid,
+            Activation::Gelu {
+                tanh_approximation: false,
+            },
+        ];
+        for act in acts {
+            for len in [0, 1, 7, 8, 9, 16, 17, 33] {
+                let x: Vec<f32> = (0..len)
+                    .map(|i| match i % 5 {
+                        0 => specials[(i / 5) % specials.len()],
+                        _ => (i as f32 - 15.0) * 0.37,
+                    })
+                    .collect();
+                let mut y = x.clone();
+                unary_in_place(act, &mut y);
+                for (&v, &got) in x.iter().zip(&y) {
+                    let want = crate::math::apply(act, v);
+                    let same = got == want || (got.is_nan() && want.is_nan());
+                    assert!(same, "{act:?}({v}) = {got}, want {want}");
+                }
+            }
+        }
+    }
 
     /// The in-place tile against a plain sum for every row range of a panel, column counts
     /// around the vector width (masked tails), with biases and an activation; short inputs
