@@ -159,6 +159,16 @@ fn pack_a_view(a: &MatView<'_>, i0: usize, mc: usize, k0: usize, kc: usize, out:
         {
             continue;
         }
+        if a.rs == 1 {
+            // Column-major A (a transposed view): each K step's MR values are a contiguous
+            // run of one column.
+            for (l, dst) in panel.chunks_exact_mut(MR).enumerate().take(kc) {
+                let s = (k0 + l) * a.cs + i0 + p * MR;
+                dst[..rows].copy_from_slice(&a.data[s..s + rows]);
+                dst[rows..].fill(0.0);
+            }
+            continue;
+        }
         if a.cs == 1 && rows == MR {
             // Six contiguous rows interleaved: sequential writes, one pass.
             let r: [&[f32]; MR] = std::array::from_fn(|t| {
@@ -997,7 +1007,20 @@ mod tests {
                     }
                 }
                 let kinds = [BSrc::View(bv), BSrc::Packed(&pb), BSrc::Panels(&panels)];
-                for (ai, asrc) in [ASrc::View(av), ASrc::Packed(&pa)].iter().enumerate() {
+                // A stored column-major (a transposed view, as Gemm's transA reads it).
+                let mut at = vec![0f32; m * k];
+                for i in 0..m {
+                    for l in 0..k {
+                        at[l * m + i] = a[i * k + l];
+                    }
+                }
+                let atv = MatView {
+                    data: &at,
+                    rs: 1,
+                    cs: m,
+                };
+                let asrcs = [ASrc::View(av), ASrc::Packed(&pa), ASrc::View(atv)];
+                for (ai, asrc) in asrcs.iter().enumerate() {
                     for (bi, bsrc) in kinds.iter().enumerate() {
                         let mut c = vec![f32::NAN; m * n];
                         sgemm(&th, m, n, k, asrc, bsrc, &mut c, n, &Epilogue::default()).unwrap();
