@@ -1,7 +1,13 @@
 //! Every `unsafe` block of CpuAcc lives here: the AVX-512 and AVX2+FMA SGEMM micro-kernels,
-//! the in-register transposes and row kernels of the channels-last paths, the Winograd
-//! transforms (`simd/winograd.rs`), and the target-feature wrappers that compile the crate's safe, autovectorizable kernel
-//! bodies with AVX-512 or AVX2 enabled ("multiversioning").
+//! the in-register transposes and row kernels of the channels-last paths, the depthwise rows
+//! kernels (`simd/depthwise_rows.rs`), the Winograd transforms (`simd/winograd.rs`), the
+//! in-place Relu/Clip/LeakyRelu, and the target-feature wrappers that compile the crate's
+//! safe, autovectorizable kernel bodies with AVX-512 or AVX2 enabled ("multiversioning").
+//!
+//! A pitfall of the compiled bodies: a select that keeps the value it read (`*o = if v < 0
+//! { 0 } else { *o }`, in place) compiles to a masked store of the changed lanes
+//! (`vmaskmovps`), which AMD's CPUs run at a fraction of a plain store's speed; such loops
+//! are written as explicit vector code or through `f32::max`/`min` instead.
 //!
 //! The rules that make the `unsafe` sound:
 //!
