@@ -678,7 +678,9 @@ pub(crate) mod tests {
         y
     }
 
-    fn geo(h: usize, w: usize, k: usize, s: usize, d: usize, pads: [usize; 4]) -> Geo2 {
+    /// The geometry of a k×k window (stride s, dilation d; pads top, left, bottom, right)
+    /// over an h×w plane.
+    pub(crate) fn geo(h: usize, w: usize, k: usize, s: usize, d: usize, pads: [usize; 4]) -> Geo2 {
         let window = Window {
             kernel: vec![k, k],
             strides: vec![s, s],

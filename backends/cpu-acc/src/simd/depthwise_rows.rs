@@ -19,13 +19,12 @@ use crate::window::Geo2;
 /// Whether [`plane`] computes this geometry: a 3×3 window, dilation 1, the same stride 1 or
 /// 2 both ways, and AVX-512 or AVX2 (not turned off by `BACKPLANE_CPUACC_ISA=portable`).
 pub fn applies(g: &Geo2) -> bool {
-    best_isa().is_some()
-        && g.kh == 3
-        && g.kw == 3
-        && g.dh == 1
-        && g.dw == 1
-        && g.sh == g.sw
-        && (1..=2).contains(&g.sh)
+    best_isa().is_some() && window_fits(g)
+}
+
+/// A 3×3 window, dilation 1, the same stride 1 or 2 both ways: what the kernels compute.
+fn window_fits(g: &Geo2) -> bool {
+    g.kh == 3 && g.kw == 3 && g.dh == 1 && g.dw == 1 && g.sh == g.sw && (1..=2).contains(&g.sh)
 }
 
 /// The vector family [`plane`] runs on this machine, if any.
@@ -99,12 +98,7 @@ fn run<const MAX: bool>(
     y: &mut [f32],
     rows: &mut Vec<f32>,
 ) -> bool {
-    let shape_ok = g.kh == 3
-        && g.kw == 3
-        && g.dh == 1
-        && g.dw == 1
-        && g.sh == g.sw
-        && (1..=2).contains(&g.sh)
+    let shape_ok = window_fits(g)
         && g.oh > 0
         && g.ow > 0
         && x.len() >= g.h * g.w
@@ -503,7 +497,7 @@ mod avx2 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::depthwise::tests::{naive, naive_max};
+    use crate::depthwise::tests::{geo, naive, naive_max};
 
     /// Both kernels (where this CPU runs them), every stride, pads from 0 to 2 on each side,
     /// and widths around the vectors and the four-vector group (each tap's masks and the
@@ -611,20 +605,7 @@ mod tests {
         assert!(tested > 0 || best_isa().is_none());
         // The public entry points take this machine's best kernel, and refuse other windows.
         if best_isa().is_some() {
-            let g = Geo2 {
-                h: 5,
-                w: 9,
-                kh: 3,
-                kw: 3,
-                sh: 1,
-                sw: 1,
-                dh: 1,
-                dw: 1,
-                pt: 1,
-                pl: 1,
-                oh: 5,
-                ow: 9,
-            };
+            let g = geo(5, 9, 3, 1, 1, [1, 1, 1, 1]);
             let x: Vec<f32> = (0..45).map(|i| i as f32 - 20.0).collect();
             let wt = [0.5f32; 9];
             let mut y = vec![0f32; 45];
