@@ -14,8 +14,8 @@
 //! thread, 13.2 → 11.7 ms (best of 10 alternating). With AVX2 (Zen 3), against the per-plane
 //! path: stride 2 1.2–1.7× faster, stride 1 1.0–1.3×; MobileNetV2 whole 14.9 → 13.6 ms at
 //! one thread, 10.1 → 9.5 at two (best medians of 4 alternating runs). Rows of 7 fill too
-//! little of sixteen lanes, and channels-last stays faster there (with AVX2 too, at stride
-//! 1). Max pooling with 3×3 windows takes the same kernel (−∞ for padding, NaNs kept in a
+//! little of sixteen lanes, and channels-last stays faster there (with AVX2, rows up to 14
+//! wide). Max pooling with 3×3 windows takes the same kernel (−∞ for padding, NaNs kept in a
 //! mask): ResNet-18's, 64 planes of 112×112 stride 2, 0.46 → 0.30 ms against channels-last
 //! (AVX-512), 1.7 → 0.4 ms against plane-by-plane pooling (AVX2).
 //!
@@ -58,10 +58,12 @@ const LANES: usize = simd::BLOCK_LANES;
 const MAX_TAPS: usize = 49;
 
 /// Output planes of at most this many pixels take the channels-last path without AVX-512
-/// (where its transposes are scalar moves). Measured with `conv_bench` (3×3, one thread):
-/// 576 planes 14×14 stride 2 (7×7 out) 2.0× and 960 planes 7×7 1.6× faster than the
-/// per-plane path; 576 planes 14×14 stride 1 (196 out) no faster.
-pub const SMALL_PLANE: usize = 100;
+/// (with AVX2 its transposes are 8×8 blocks in registers; beyond that, plain loops).
+/// Measured with `conv_bench` (3×3, one thread, Zen 3), against the rows path: 576 planes
+/// 14×14 1.25–1.3× faster, 576 planes 14×14 stride 2 (7×7 out) 1.3×; 192 planes 28×28
+/// (784 out) 1.1× slower. (Before the AVX2 transposes, against the per-plane path: 7×7
+/// planes 1.6–2.0× faster, 14×14 no faster.)
+pub const SMALL_PLANE: usize = 256;
 
 /// Outputs per band of the channels-last path: with 16 lanes, 24 KiB of scratch (1024 was
 /// slower on 112×112 planes).

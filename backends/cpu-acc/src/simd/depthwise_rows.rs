@@ -37,17 +37,17 @@ fn best_isa() -> Option<Isa> {
 }
 
 /// Whether the rows path is worth taking for this geometry (it [`applies`], and the rows
-/// are wide enough to fill the vectors). With sixteen lanes, output rows of at least 14;
-/// with eight, rows of at least 8, or any width at stride 2. Measured with `conv_bench` (one
-/// thread, MobileNetV2's shapes, Zen 3, AVX2) against the paths taken otherwise: stride 2
-/// 1.2–1.7× faster (112×112, 56×56 and 14×14 planes), stride 1 1.0–1.3× (112×112 to 14×14),
-/// 3×3 max pooling of 64 planes 112×112 stride 2 4×; 7×7 planes at stride 1 1.3× slower
-/// than the channels-last path.
+/// are wide enough to fill the vectors): output rows of at least 14 with sixteen lanes, of
+/// at least 16 with eight. Narrower planes take the channels-last path (see `depthwise`).
+/// Measured with `conv_bench` (one thread, MobileNetV2's shapes, Zen 3, AVX2) against the
+/// per-plane path: stride 2 1.2–1.7× faster (112×112 and 56×56 planes), stride 1 1.0–1.3×;
+/// 3×3 max pooling of 64 planes 112×112 stride 2 4×; against the channels-last path (with
+/// AVX2 transposes), 14-wide rows 1.25–1.3× slower, 28-wide 1.1× faster.
 pub fn worth(g: &Geo2) -> bool {
     applies(g)
         && match best_isa() {
             Some(Isa::Avx512) => g.ow >= 14,
-            _ => g.ow >= 8 || g.sw == 2,
+            _ => g.ow >= 16,
         }
 }
 
