@@ -202,9 +202,9 @@ impl<'a> InPlaceRows<'a> {
 /// One tile of a convolution computed with B read in place (see `crate::direct`):
 /// `C[0..mr, 0..nr] (row stride ldc) = epilogue(A_panel · B)` where B's row `t` is
 /// `x[offs[t]..offs[t] + nr]` (`rows`) and `a` is a packed A panel of depth `offs.len()`, its
-/// rows `row0 .. row0 + mr` taken (so that threads can split a panel's rows). AVX-512 only:
-/// returns false, computing nothing, without it or when a slice is too short or
-/// `mr`/`nr`/`row0 + mr` exceed the tile.
+/// rows `row0 .. row0 + mr` taken (so that threads can split a panel's rows). AVX-512, or
+/// AVX2 with `row0` a multiple of [`ROW_STEP`]: returns false, computing nothing, otherwise
+/// or when a slice is too short or `mr`/`nr`/`row0 + mr` exceed the tile.
 #[allow(clippy::too_many_arguments)]
 pub fn microkernel_in_place(
     a: &[f32],
@@ -218,21 +218,21 @@ pub fn microkernel_in_place(
     ep: &TileEpilogue<'_>,
 ) -> bool {
     let offs = rows.offs;
+    let reach = rows.last.and_then(|m| m.checked_add(nr));
+    let ok = (1..=MR).contains(&mr)
+        && row0 + mr <= MR
+        && (1..=NR).contains(&nr)
+        && (nr <= ldc || mr == 1)
+        && reach.is_some_and(|r| r <= x.len())
+        && offs.len().checked_mul(MR).is_some_and(|n| n <= a.len())
+        && c.len() >= (mr - 1) * ldc + nr
+        && !matches!(ep.row_bias, Some(r) if r.len() < mr)
+        && !matches!(ep.col_bias, Some(r) if r.len() < nr);
+    if !ok {
+        return false;
+    }
     #[cfg(target_arch = "x86_64")]
     if has_avx512() {
-        let reach = rows.last.and_then(|m| m.checked_add(nr));
-        let ok = (1..=MR).contains(&mr)
-            && row0 + mr <= MR
-            && (1..=NR).contains(&nr)
-            && (nr <= ldc || mr == 1)
-            && reach.is_some_and(|r| r <= x.len())
-            && offs.len().checked_mul(MR).is_some_and(|n| n <= a.len())
-            && c.len() >= (mr - 1) * ldc + nr
-            && !matches!(ep.row_bias, Some(r) if r.len() < mr)
-            && !matches!(ep.col_bias, Some(r) if r.len() < nr);
-        if !ok {
-            return false;
-        }
         // SAFETY: AVX-512F is present (checked). The kernel reads a[row0 + t*MR + r] for
         // t < offs.len() and r < mr, row0 + mr <= MR, inside `a` (offs.len()·MR floats); x[offs[t] + j] for j < nr only
         // (masked loads), inside `x` as offs[t] + nr <= x.len(); for each row r < mr it
@@ -250,6 +250,55 @@ pub fn microkernel_in_place(
                 ep,
             )
         };
+        return true;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if isa_in_use() != Isa::Portable && has_avx2_fma() && row0.is_multiple_of(ROW_STEP) {
+        let last = rows.last.unwrap_or(0);
+        // Six-row halves (the second only when there are more than six rows) by 16-column
+        // halves (the second only when there are more than 16 columns), as `microkernel`.
+        for (r0, h) in [0, AVX2_ROWS]
+            .map(|r| [(r, 0), (r, HALF)])
+            .into_iter()
+            .flatten()
+        {
+            let (rows, w) = (
+                mr.saturating_sub(r0).min(AVX2_ROWS),
+                nr.saturating_sub(h).min(HALF),
+            );
+            if rows == 0 || w == 0 {
+                continue;
+            }
+            let half_ep = TileEpilogue {
+                row_bias: ep.row_bias.map(|rb| &rb[r0..]),
+                col_bias: ep.col_bias.map(|cb| &cb[h..]),
+                ..*ep
+            };
+            // Whole vectors past the run's w columns are read only where x has them.
+            let wide = last + h + HALF <= x.len();
+            // SAFETY: AVX2 and FMA are present (checked). The kernel reads, per k step t,
+            // a[row0 + r0 + t·MR .. + 6] (row0 and r0 are multiples of 6 and row0 + r0 <
+            // row0 + mr <= MR, so row0 + r0 + 6 <= MR; `a` holds offs.len()·MR floats) and
+            // x[offs[t] + h ..] for w floats (offs[t] + h + w <= last + nr <= x.len()), or
+            // 16 when `wide` (checked just above); for each row r < rows it touches
+            // c[(r0+r)·ldc + h .. + w] only, inside `c` as r0 + rows <= mr, h + w <= nr and
+            // c.len() >= (mr-1)·ldc + nr; the row bias, offset by r0, holds `rows` values and
+            // the column bias, offset by h, at least w (all checked above).
+            unsafe {
+                avx2::kernel_in_place_6x16(
+                    a.as_ptr().add(row0 + r0),
+                    x.as_ptr(),
+                    offs,
+                    h,
+                    wide,
+                    c.as_mut_ptr().add(r0 * ldc + h),
+                    ldc,
+                    rows,
+                    w,
+                    &half_ep,
+                )
+            };
+        }
         return true;
     }
     false
@@ -476,6 +525,50 @@ mod avx2 {
         }
     }
 
+    /// The 6×16 AVX2 tile with B read in place (see `crate::direct`): k step `t`'s sixteen
+    /// B values start at `x + offs[t] + h`; `a` steps by MR. Safety: AVX2+FMA present; `a`
+    /// readable for 6 floats at each of offs.len() steps of MR; `x + offs[t] + h` readable for
+    /// `nr` floats for every t, and for 16 when `wide` is set; C and the biases as for
+    /// [`store_6x16`] (mr <= 6, nr <= 16).
+    #[target_feature(enable = "avx2,fma")]
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn kernel_in_place_6x16(
+        mut a: *const f32,
+        x: *const f32,
+        offs: &[usize],
+        h: usize,
+        wide: bool,
+        c: *mut f32,
+        ldc: usize,
+        mr: usize,
+        nr: usize,
+        ep: &TileEpilogue<'_>,
+    ) {
+        let z = _mm256_setzero_ps();
+        let mut acc = [(z, z); 6];
+        for &off in offs {
+            let b = x.add(off + h);
+            let (b0, b1) = if wide {
+                (_mm256_loadu_ps(b), _mm256_loadu_ps(b.add(8)))
+            } else {
+                // The last columns of the input: only nr floats may be read.
+                let mut run = [0f32; 16];
+                std::ptr::copy_nonoverlapping(b, run.as_mut_ptr(), nr);
+                (
+                    _mm256_loadu_ps(run.as_ptr()),
+                    _mm256_loadu_ps(run.as_ptr().add(8)),
+                )
+            };
+            for (r, (v0, v1)) in acc.iter_mut().enumerate() {
+                let av = _mm256_broadcast_ss(&*a.add(r));
+                *v0 = _mm256_fmadd_ps(av, b0, *v0);
+                *v1 = _mm256_fmadd_ps(av, b1, *v1);
+            }
+            a = a.add(MR);
+        }
+        store_6x16(acc, c, ldc, mr, nr, ep);
+    }
+
     /// Lane masks: `MASKS[8 - n..16 - n]` enables the first `n` lanes.
     static MASKS: [i32; 16] = [-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0];
 
@@ -546,6 +639,23 @@ mod avx2 {
             (c40, c41),
             (c50, c51),
         ];
+        store_6x16(rows, c, ldc, mr, nr, ep);
+    }
+
+    /// Store a 6×16 tile of accumulators (`rows`, six pairs of eight columns) into C with
+    /// the epilogue: its first `mr` rows and `nr` columns. Safety: AVX2 and FMA present; C's
+    /// rows r < mr writable (and readable) for nr floats at c + r·ldc; biases readable for
+    /// mr (row) and nr (column) floats; mr <= 6, nr <= 16.
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn store_6x16(
+        rows: [(__m256, __m256); 6],
+        c: *mut f32,
+        ldc: usize,
+        mr: usize,
+        nr: usize,
+        ep: &TileEpilogue<'_>,
+    ) {
         let alpha = _mm256_set1_ps(ep.alpha);
         let scale = ep.alpha != 1.0;
         let (n0, n1) = (nr.min(8), nr.saturating_sub(8));
@@ -1592,9 +1702,10 @@ mod tests {
         }
     }
 
-    /// The in-place tile against a plain sum for every row range of a panel, column counts
-    /// around the vector width (masked tails), with biases and an activation; short inputs
-    /// and row ranges past the panel are refused.
+    /// The in-place tile (AVX-512, or AVX2 at row offsets of six) against a plain sum for
+    /// every row range of a panel, column counts around the vector width (masked tails, and
+    /// inputs that end right after the last run), with biases and an activation; short
+    /// inputs and row ranges past the panel are refused.
     #[test]
     fn in_place_tiles_match_a_plain_sum() {
         let k = 13;
@@ -1621,26 +1732,34 @@ mod tests {
                     last: true,
                     act,
                 };
-                let mut c = vec![f32::NAN; (mr - 1) * ldc + nr];
                 let rows = InPlaceRows::new(&offs);
-                let ran = microkernel_in_place(&a, row0, &x, &rows, &mut c, ldc, mr, nr, &ep);
-                assert_eq!(ran, has_avx512());
-                if !ran {
-                    continue;
-                }
-                for r in 0..mr {
-                    for j in 0..nr {
-                        let dot: f32 = (0..k).map(|t| a[t * MR + row0 + r] * x[offs[t] + j]).sum();
-                        let want = act.apply_simple(dot + rb[row0 + r]);
-                        let got = c[r * ldc + j];
-                        assert!(
-                            (got - want).abs() <= 1e-4 * want.abs().max(1.0),
-                            "rows {row0}+{mr} x {nr} ({r}, {j})"
-                        );
+                let last = offs.iter().max().unwrap();
+                let avx2 = isa_in_use() != Isa::Portable && has_avx2_fma();
+                // The whole input, then one that ends right after the furthest row's nr
+                // floats (AVX2 reads its last columns through a copy).
+                for x in [&x[..], &x[..last + nr]] {
+                    let mut c = vec![f32::NAN; (mr - 1) * ldc + nr];
+                    let ran = microkernel_in_place(&a, row0, x, &rows, &mut c, ldc, mr, nr, &ep);
+                    assert_eq!(ran, has_avx512() || (avx2 && row0 % ROW_STEP == 0));
+                    if !ran {
+                        continue;
+                    }
+                    for r in 0..mr {
+                        for j in 0..nr {
+                            let dot: f32 =
+                                (0..k).map(|t| a[t * MR + row0 + r] * x[offs[t] + j]).sum();
+                            let want = act.apply_simple(dot + rb[row0 + r]);
+                            let got = c[r * ldc + j];
+                            assert!(
+                                (got - want).abs() <= 1e-4 * want.abs().max(1.0),
+                                "rows {row0}+{mr} x {nr} ({r}, {j})"
+                            );
+                        }
                     }
                 }
+                let mut c = vec![f32::NAN; (mr - 1) * ldc + nr];
                 // A row reaching past `x` is refused, not read; so are rows past the panel.
-                let short = &x[..offs.iter().max().unwrap() + nr - 1];
+                let short = &x[..last + nr - 1];
                 assert!(!microkernel_in_place(
                     &a, row0, short, &rows, &mut c, ldc, mr, nr, &ep
                 ));
