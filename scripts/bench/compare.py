@@ -2,7 +2,8 @@
 """Compare backplane (CpuAcc, falling back to CpuRef), ONNX Runtime and tract.
 
 For every model (the benchmark models from make_models.py plus the shipped digits model) and
-thread count, in the same run: median latency of each runtime, the ratios, achieved GFLOP/s
+thread count, in the same run: median latency of each runtime, the ratios (also of the
+fastest single executions: the steadiest figure on a machine shared with other work), achieved GFLOP/s
 (multiply-adds of Conv/MatMul/Gemm x 2 / median latency), the max abs difference of
 backplane's outputs from ONNX Runtime's, and peak resident memory of one `backplane run`
 process vs one ONNX Runtime process.
@@ -84,7 +85,7 @@ def time_ort(path, feeds, threads, iterations):
         t = time.perf_counter()
         sess.run(None, feeds)
         times.append(time.perf_counter() - t)
-    return float(np.median(times)) * 1e3, out
+    return float(np.median(times)) * 1e3, out, float(np.min(times)) * 1e3
 
 
 def time_tract(path, feeds, iterations):
@@ -131,7 +132,8 @@ def run_backplane(exe, path, feeds, threads, iterations, io_dir):
         if line.startswith("MAXRSS_KB="):
             rss = int(line.split("=")[1]) / 1024
     outs = [np.array(o["values"], dtype=np.float64).reshape(o["shape"]) for o in doc["outputs"]]
-    return doc["latency_ms"]["median"], outs, doc["backends"], rss
+    lat = doc["latency_ms"]
+    return lat["median"], outs, doc["backends"], rss, lat["min"]
 
 
 def ort_peak_rss(path, feeds_file):
@@ -190,29 +192,34 @@ def main():
         mem_ort = ort_peak_rss(path, feeds_file)
         for t in threads:
             ort_ms, bp_ms = float("inf"), float("inf")
+            ort_fast, bp_fast = float("inf"), float("inf")
             for _ in range(rounds):
-                o_ms, ref = time_ort(path, feeds, t, args.iterations)
-                b_ms, outs, backends, rss = run_backplane(args.backplane, path, feeds, t, args.iterations, io_dir)
+                o_ms, ref, o_min = time_ort(path, feeds, t, args.iterations)
+                b_ms, outs, backends, rss, b_min = run_backplane(args.backplane, path, feeds, t, args.iterations, io_dir)
                 ort_ms, bp_ms = min(ort_ms, o_ms), min(bp_ms, b_ms)
+                ort_fast, bp_fast = min(ort_fast, o_min), min(bp_fast, b_min)
             diff = max(float(np.max(np.abs(o - r))) for o, r in zip(outs, ref))
-            rows.append(dict(model=name, threads=t, bp=bp_ms, ort=ort_ms, tract=tract_ms, gflop=gflop,
+            rows.append(dict(model=name, threads=t, bp=bp_ms, ort=ort_ms, fast=bp_fast / ort_fast,
+                             tract=tract_ms, gflop=gflop,
                              diff=diff, backends=backends, rss=rss, rss_ort=mem_ort))
             print(f"{name} t={t}: backplane {bp_ms:.3f} ms, ORT {ort_ms:.3f} ms"
                   + (f", tract {tract_ms:.3f} ms" if tract_ms else "") + f", max|diff| {diff:.2e}",
                   flush=True)
     print()
     print(f"{'model':<14}{'thr':>4}{'backplane':>11}{'ORT':>9}{'tract':>9}{'bp/ORT':>8}{'bp/tract':>9}"
-          f"{'GFLOP':>7}{'bp GF/s':>9}{'ORT GF/s':>9}{'max|diff|':>11}{'RSS bp':>8}{'RSS ORT':>8}")
+          f"{'fastest':>8}{'GFLOP':>7}{'bp GF/s':>9}{'ORT GF/s':>9}{'max|diff|':>11}{'RSS bp':>8}{'RSS ORT':>8}")
     for r in rows:
         tr = f"{r['tract']:9.2f}" if r["tract"] else f"{'n/a':>9}"
         trr = f"{r['bp'] / r['tract']:9.2f}" if r["tract"] else f"{'n/a':>9}"
         rss = f"{r['rss']:8.0f}" if r["rss"] else f"{'?':>8}"
         rso = f"{r['rss_ort']:8.0f}" if r["rss_ort"] else f"{'?':>8}"
         print(f"{r['model']:<14}{r['threads']:>4}{r['bp']:11.2f}{r['ort']:9.2f}{tr}{r['bp'] / r['ort']:8.2f}{trr}"
-              f"{r['gflop']:7.2f}{r['gflop'] / r['bp'] * 1e3:9.1f}{r['gflop'] / r['ort'] * 1e3:9.1f}"
+              f"{r['fast']:8.2f}{r['gflop']:7.2f}{r['gflop'] / r['bp'] * 1e3:9.1f}{r['gflop'] / r['ort'] * 1e3:9.1f}"
               f"{r['diff']:11.1e}{rss}{rso}")
-    print(f"\nlatencies are medians in ms (the lowest of {max(1, args.rounds)} rounds); RSS is peak resident memory in MiB of one process "
-          "(backplane run vs a 1-thread ONNX Runtime session); tract uses its own threading.")
+    print(f"\nlatencies are medians in ms (the lowest of {max(1, args.rounds)} rounds); 'fastest' is bp/ORT of the "
+          "fastest single executions (steadier than medians where other work comes and goes); RSS is peak "
+          "resident memory in MiB of one process (backplane run vs a 1-thread ONNX Runtime session); tract uses "
+          "its own threading.")
     for r in rows:
         if r["threads"] == threads[0]:
             print(f"{r['model']}: layers per backend {r['backends']}")
