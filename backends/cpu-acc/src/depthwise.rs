@@ -150,21 +150,23 @@ impl Plan {
     }
 }
 
-/// Apply an in-kernel activation to a block of accumulators (one loop per activation, so
-/// each vectorizes).
+/// Store a block of accumulators into `out` through an in-kernel activation (one loop per
+/// activation, so each vectorizes). Written out, not applied in place: a select that keeps
+/// the value it read compiles to a masked store of the changed lanes, slow on AMD's CPUs.
 #[inline(always)]
-fn activate<const N: usize>(acc: &mut [f32; N], act: Activation) {
+fn activate_into<const N: usize>(acc: &[f32; N], act: Activation, out: &mut [f32]) {
+    let pairs = acc.iter().zip(out.iter_mut());
     match act {
-        Activation::Relu => acc.iter_mut().for_each(|a| *a = act.apply_simple(*a)),
+        Activation::Relu => pairs.for_each(|(a, o)| *o = act.apply_simple(*a)),
         Activation::Clip { min, max } => {
             let clip = Activation::Clip { min, max };
-            acc.iter_mut().for_each(|a| *a = clip.apply_simple(*a));
+            pairs.for_each(|(a, o)| *o = clip.apply_simple(*a));
         }
         Activation::LeakyRelu { alpha } => {
             let leaky = Activation::LeakyRelu { alpha };
-            acc.iter_mut().for_each(|a| *a = leaky.apply_simple(*a));
+            pairs.for_each(|(a, o)| *o = leaky.apply_simple(*a));
         }
-        _ => {}
+        _ => pairs.for_each(|(a, o)| *o = *a),
     }
 }
 
@@ -252,7 +254,7 @@ pub fn block_body(
             }
             if simd::depthwise_row(&xt[row_base..], step, offs, w, &b, g.ow, orow) {
                 if simple != Activation::None {
-                    crate::math::unary_in_place_body(simple, orow);
+                    simd::unary_in_place(simple, orow);
                 }
                 continue;
             }
@@ -310,9 +312,8 @@ fn pixels<const P: usize>(
             }
         }
     }
-    for (a, o) in acc.iter_mut().zip(out.chunks_exact_mut(LANES)) {
-        activate(a, act);
-        o.copy_from_slice(a);
+    for (a, o) in acc.iter().zip(out.chunks_exact_mut(LANES)) {
+        activate_into(a, act, o);
     }
 }
 
