@@ -51,15 +51,12 @@ thread_local! {
 /// 2 ran 1.3–2.5× slower: a pixel's taps are 64 planes apart) and 7×7 outputs (512→512 3×3
 /// on 7×7 3.6 against 2.9 ms).
 pub fn applies(geo: &Geo2, c: usize, m: usize, threads: usize) -> bool {
-    let first_layer = simd::has_avx512() && threads <= 1 && direct::applies(c, c * geo.kh * geo.kw);
+    let first_layer = threads <= 1 && direct::applies(c, c * geo.kh * geo.kw);
     let p = channel_lanes::tile_pixels(geo.ow, vectors_for(m, threads));
-    let strided = simd::has_avx512()
-        && geo.sh == 2
-        && geo.sw == 2
-        && geo.kh * geo.kw > 1
-        && p == 14
-        && geo.ow.is_multiple_of(p);
-    geo.oh > 0
+    let strided =
+        geo.sh == 2 && geo.sw == 2 && geo.kh * geo.kw > 1 && p == 14 && geo.ow.is_multiple_of(p);
+    simd::has_avx512()
+        && geo.oh > 0
         && geo.ow > 0
         && (1..=2).contains(&geo.sw)
         && (first_layer || strided)

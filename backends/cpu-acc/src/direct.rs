@@ -56,7 +56,7 @@ pub const MAX_C: usize = 4;
 /// `k` takes the direct path: AVX-512 or AVX2, `c` at most [`MAX_C`], `k` at most [`MAX_K`], and
 /// [`NO_DIRECT_ENV`] unset.
 pub fn applies(c: usize, k: usize) -> bool {
-    simd::isa_in_use() != simd::Isa::Portable
+    simd::avx2_in_use()
         && (1..=MAX_C).contains(&c)
         && (1..=MAX_K).contains(&k)
         && std::env::var_os(NO_DIRECT_ENV).is_none()
@@ -66,7 +66,7 @@ pub fn applies(c: usize, k: usize) -> bool {
 /// [`run_pointwise`]: AVX-512 or AVX2, `m` at most [`MAX_POINTWISE_M`], `c` at most [`KC`] (one K
 /// block), and [`NO_DIRECT_ENV`] unset.
 pub fn applies_pointwise(m: usize, c: usize) -> bool {
-    simd::isa_in_use() != simd::Isa::Portable
+    simd::avx2_in_use()
         && (1..=MAX_POINTWISE_M).contains(&m)
         && (1..=KC).contains(&c)
         && std::env::var_os(NO_DIRECT_ENV).is_none()

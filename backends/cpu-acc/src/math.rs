@@ -371,8 +371,30 @@ pub fn any_nan_body(x: &[f32]) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// `len` test inputs: every `every`-th a special value in turn (NaN, ±∞, ±0, ±1e-30, ±7),
+    /// the rest a ramp of `step` per index around 0.
+    pub(crate) fn with_specials(len: usize, every: usize, step: f32) -> Vec<f32> {
+        let specials = [
+            f32::NAN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            0.0,
+            -0.0,
+            1e-30,
+            -1e-30,
+            7.0,
+            -7.0,
+        ];
+        (0..len)
+            .map(|i| match i % every {
+                0 => specials[(i / every) % specials.len()],
+                _ => (i as f32 - len as f32 / 2.0) * step,
+            })
+            .collect()
+    }
 
     fn grid() -> Vec<f32> {
         (-200_000..=200_000).map(|i| i as f32 * 5e-5).collect()
@@ -395,21 +417,7 @@ mod tests {
 
     #[test]
     fn gelu_blocks_match_the_scalar_gelu_bit_for_bit() {
-        let specials = [
-            f32::NAN,
-            f32::INFINITY,
-            f32::NEG_INFINITY,
-            0.0,
-            -0.0,
-            1e-30,
-            -1e-30,
-        ];
-        let x: Vec<f32> = (0..1000)
-            .map(|i| match i % 9 {
-                0 => specials[(i / 9) % specials.len()],
-                _ => (i as f32 - 500.0) * 0.023,
-            })
-            .collect();
+        let x = with_specials(1000, 9, 0.023);
         for len in [0, 1, 31, 32, 33, 1000] {
             let mut y = x[..len].to_vec();
             crate::simd::unary_in_place(act_gelu(), &mut y);

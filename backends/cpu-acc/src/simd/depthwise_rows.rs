@@ -29,11 +29,7 @@ fn window_fits(g: &Geo2) -> bool {
 
 /// The vector family [`plane`] runs on this machine, if any.
 fn best_isa() -> Option<Isa> {
-    match super::isa_in_use() {
-        Isa::Avx512 => Some(Isa::Avx512),
-        Isa::Avx2 => Some(Isa::Avx2),
-        Isa::Portable => None,
-    }
+    super::avx2_in_use().then(super::isa_in_use)
 }
 
 /// Whether the rows path is worth taking for this geometry (it [`applies`], and the rows
@@ -67,22 +63,15 @@ pub fn plane(
     y: &mut [f32],
     rows: &mut Vec<f32>,
 ) -> bool {
-    match best_isa() {
-        Some(isa) if applies(g) => run::<false>(isa, g, x, w, bias, act, y, rows),
-        _ => false,
-    }
+    best_isa().is_some_and(|isa| run::<false>(isa, g, x, w, bias, act, y, rows))
 }
 
 /// `y` = the 3×3 max pooling of one plane (`x`: `h·w`, `y`: `oh·ow`; padding never wins,
 /// and a NaN in a window makes its output NaN, as CpuRef's); `rows` as for [`plane`].
 /// Returns false, writing nothing, when [`applies`] does not hold or a slice is too short.
 pub fn max_plane(g: &Geo2, x: &[f32], y: &mut [f32], rows: &mut Vec<f32>) -> bool {
-    match best_isa() {
-        Some(isa) if applies(g) => {
-            run::<true>(isa, g, x, &[0.0; 9], 0.0, Activation::None, y, rows)
-        }
-        _ => false,
-    }
+    let none = Activation::None;
+    best_isa().is_some_and(|isa| run::<true>(isa, g, x, &[0.0; 9], 0.0, none, y, rows))
 }
 
 /// [`plane`] (MAX false) or [`max_plane`] (MAX true) with the kernel of `isa` (AVX-512 or

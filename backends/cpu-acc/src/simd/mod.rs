@@ -108,6 +108,13 @@ pub fn has_avx512() -> bool {
     isa_in_use() == Isa::Avx512
 }
 
+/// True when AVX2+FMA code may run: the CPU has it (AVX-512 implies it) and
+/// `BACKPLANE_CPUACC_ISA` does not ask for the portable code.
+#[inline]
+pub fn avx2_in_use() -> bool {
+    isa_in_use() != Isa::Portable && has_avx2_fma()
+}
+
 /// Which micro-kernel runs, for display.
 pub fn isa() -> &'static str {
     isa_in_use().name()
@@ -253,7 +260,7 @@ pub fn microkernel_in_place(
         return true;
     }
     #[cfg(target_arch = "x86_64")]
-    if isa_in_use() != Isa::Portable && has_avx2_fma() && row0.is_multiple_of(ROW_STEP) {
+    if avx2_in_use() && row0.is_multiple_of(ROW_STEP) {
         let last = rows.last.unwrap_or(0);
         // Six-row halves (the second only when there are more than six rows) by 16-column
         // halves (the second only when there are more than 16 columns), as `microkernel`.
@@ -1013,7 +1020,7 @@ pub fn gather_lanes_pitched(
         return true;
     }
     #[cfg(target_arch = "x86_64")]
-    if pitch == BLOCK_LANES && isa_in_use() != Isa::Portable && has_avx2_fma() {
+    if pitch == BLOCK_LANES && avx2_in_use() {
         // SAFETY: AVX2 is present (checked); `lane_extent` checked that `src` holds
         // `(n-1)·stride + len` floats and `dst` `len·16`; 1 <= n <= 16.
         let done = unsafe { transpose8::gather(src.as_ptr(), stride, n, len, dst.as_mut_ptr()) };
@@ -1038,7 +1045,7 @@ pub fn scatter_lanes(src: &[f32], len: usize, n: usize, dst: &mut [f32], stride:
         return;
     }
     #[cfg(target_arch = "x86_64")]
-    if isa_in_use() != Isa::Portable && has_avx2_fma() && len > 0 {
+    if avx2_in_use() && len > 0 {
         // SAFETY: AVX2 is present (checked); `lane_extent` clamped `n` and `len` so that
         // `dst` holds `(n-1)·stride + len` floats and `src` holds `len·16`.
         let done = unsafe { transpose8::scatter(src.as_ptr(), len, n, dst.as_mut_ptr(), stride) };
@@ -1528,7 +1535,7 @@ multiversion! {
 /// run at a fraction of a plain store's speed (Zen 3: Relu in place 1.4 cycles per value).
 pub fn unary_in_place(act: Activation, y: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
-    if act.in_kernel() && isa_in_use() != Isa::Portable && has_avx2_fma() {
+    if act.in_kernel() && avx2_in_use() {
         // SAFETY: AVX2 and FMA are present (checked); the kernel loads and stores only whole
         // eight-float chunks of `y` and does the rest with plain Rust.
         unsafe { avx2::act_in_place(act, y) };
@@ -1658,15 +1665,6 @@ mod tests {
     /// infinities, signed zeros, and lengths around the vector width.
     #[test]
     fn activations_in_place_match_the_scalar_ones() {
-        let specials = [
-            f32::NAN,
-            f32::INFINITY,
-            f32::NEG_INFINITY,
-            0.0,
-            -0.0,
-            7.0,
-            -7.0,
-        ];
         let acts = [
             Activation::Relu,
             Activation::Clip {
@@ -1685,12 +1683,7 @@ mod tests {
         ];
         for act in acts {
             for len in [0, 1, 7, 8, 9, 16, 17, 33] {
-                let x: Vec<f32> = (0..len)
-                    .map(|i| match i % 5 {
-                        0 => specials[(i / 5) % specials.len()],
-                        _ => (i as f32 - 15.0) * 0.37,
-                    })
-                    .collect();
+                let x = crate::math::tests::with_specials(len, 5, 0.37);
                 let mut y = x.clone();
                 unary_in_place(act, &mut y);
                 for (&v, &got) in x.iter().zip(&y) {
@@ -1734,7 +1727,7 @@ mod tests {
                 };
                 let rows = InPlaceRows::new(&offs);
                 let last = offs.iter().max().unwrap();
-                let avx2 = isa_in_use() != Isa::Portable && has_avx2_fma();
+                let avx2 = avx2_in_use();
                 // The whole input, then one that ends right after the furthest row's nr
                 // floats (AVX2 reads its last columns through a copy).
                 for x in [&x[..], &x[..last + nr]] {

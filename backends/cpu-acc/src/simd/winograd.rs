@@ -107,7 +107,7 @@ pub const WINDOW_SLACK: usize = LANES - ALPHA;
 /// (`BACKPLANE_CPUACC_ISA=portable` keeps every kernel on its safe body).
 #[cfg(target_arch = "x86_64")]
 fn vectors() -> bool {
-    super::isa_in_use() != super::Isa::Portable && super::has_avx2_fma()
+    super::avx2_in_use()
 }
 
 /// Whether the AVX-512VL builds of the transforms run (32 vector registers): the AVX-512
