@@ -32,7 +32,9 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 /// Custom op: convolution with folded batch norm, bias and activation. Inputs X, W, B?, or
-/// X, W, B, R with attribute `residual` = 1: `act(conv(X) + B + R)`.
+/// X, W, B, R with attribute `residual` = 1: `act(conv(X) + B + R)`. Attribute `layout`
+/// (see [`ConvLayout`]): absent for NCHW tensors, `nhwc` or `nchw_to_nhwc` in a
+/// channels-last region (`crate::layout`).
 pub const FUSED_CONV: &str = "FusedConv";
 /// Custom op: `act(alpha·A·B + bias)`. Inputs A, B, bias?; attributes `alpha` and, for
 /// operands read or a result written through a `matmul::StridedView`, `a_dims`/`a_strides`,
@@ -103,6 +105,58 @@ fn auto_pad_code(a: AutoPad) -> i64 {
         AutoPad::SameLower => 2,
         AutoPad::Valid => 3,
     }
+}
+
+/// The tensor layouts of a `FusedConv`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConvLayout {
+    /// X and Y are `[N, C, H, W]`.
+    Nchw,
+    /// X and Y (and the residual) are `[N, H, W, C]` (see `crate::nhwc`).
+    Nhwc,
+    /// X is `[N, C, H, W]`, Y is `[N, H, W, C]`: a channels-last region's first layer.
+    NchwToNhwc,
+}
+
+impl ConvLayout {
+    fn name(self) -> &'static str {
+        match self {
+            ConvLayout::Nchw => "nchw",
+            ConvLayout::Nhwc => "nhwc",
+            ConvLayout::NchwToNhwc => "nchw_to_nhwc",
+        }
+    }
+}
+
+/// The layouts of a `FusedConv`.
+pub fn decode_layout(c: &CustomOp) -> Result<ConvLayout, String> {
+    match attr(c, "layout") {
+        None => Ok(ConvLayout::Nchw),
+        Some(AttrValue::String(s)) => [ConvLayout::Nchw, ConvLayout::Nhwc, ConvLayout::NchwToNhwc]
+            .into_iter()
+            .find(|l| l.name() == s)
+            .ok_or_else(|| format!("FusedConv: unknown layout '{s}'")),
+        Some(_) => Err("FusedConv: layout is a string".into()),
+    }
+}
+
+/// The same `FusedConv` with other layouts and output description `y`.
+pub fn with_layout(c: &CustomOp, layout: ConvLayout, y: TensorInfo) -> Op {
+    let mut attributes: Vec<(String, AttrValue)> = c
+        .attributes
+        .iter()
+        .filter(|(n, _)| n != "layout")
+        .cloned()
+        .collect();
+    if layout != ConvLayout::Nchw {
+        attributes.push(("layout".into(), AttrValue::String(layout.name().into())));
+    }
+    Op::Custom(CustomOp {
+        domain: c.domain.clone(),
+        op_type: c.op_type.clone(),
+        attributes,
+        outputs: vec![y],
+    })
 }
 
 /// The convolution of a `FusedConv`.
@@ -264,7 +318,12 @@ pub fn check_custom(c: &CustomOp, layer: &LayerDesc) -> Result<(), String> {
                     .map(|i| i.shape.dims().to_vec())
                     .unwrap_or_default()
             };
-            crate::conv::check(&desc, &dims(0), &dims(1))?;
+            let layout = decode_layout(c)?;
+            let x_nchw = match layout {
+                ConvLayout::Nhwc => crate::nhwc::to_nchw(&dims(0)),
+                ConvLayout::Nchw | ConvLayout::NchwToNhwc => dims(0),
+            };
+            crate::conv::check(&desc, &x_nchw, &dims(1))?;
             if has_residual(c) {
                 if refs.len() != 4 || refs[3].dtype != backplane_core::DataType::F32 {
                     return Err("FusedConv with a residual takes X, W, B and R".into());
@@ -275,7 +334,30 @@ pub fn check_custom(c: &CustomOp, layer: &LayerDesc) -> Result<(), String> {
             } else if refs.len() > 3 {
                 return Err("FusedConv takes X, W and B".into());
             }
-            Op::Conv(desc).infer(&refs[..refs.len().min(3)])
+            if layout == ConvLayout::Nchw {
+                Op::Conv(desc).infer(&refs[..refs.len().min(3)])
+            } else {
+                if x_nchw.len() != 4
+                    || !crate::nhwc::applies(
+                        &desc,
+                        x_nchw[1],
+                        dims(1).first().copied().unwrap_or(0),
+                    )
+                {
+                    return Err(
+                        "FusedConv runs channels-last in 2-D, one group or depthwise".into(),
+                    );
+                }
+                let x = TensorInfo::new(refs[0].dtype, x_nchw);
+                let mut with_x = vec![&x];
+                with_x.extend(&refs[1..refs.len().min(3)]);
+                Op::Conv(desc).infer(&with_x).map(|mut o| {
+                    for i in &mut o {
+                        i.shape = crate::nhwc::to_nhwc(i.shape.dims()).into();
+                    }
+                    o
+                })
+            }
         }
         FUSED_MATMUL => Ok(check_fused_matmul(c, &refs, &layer.outputs[0])?),
         FUSED_GEMM => Op::Gemm(decode_gemm(c)?).infer(&refs),
@@ -381,6 +463,7 @@ pub fn optimize(view: &SubgraphView<'_>) -> OptimizationViews {
         .copied()
         .filter(|l| !g.used.contains(l))
         .collect();
+    let subs = crate::layout::channels_last(view, subs);
     OptimizationViews {
         substitutions: subs,
         failed: Vec::new(),

@@ -562,7 +562,30 @@ pub struct TransposeWorkload {
     /// Output dims and, per output axis, the input stride (in elements).
     out_dims: Vec<usize>,
     in_strides: Vec<usize>,
+    /// `(n, a, b)` when the transpose is `n` matrices `a×b` → `b×a` (NCHW ↔ NHWC, at the
+    /// borders of channels-last regions): done in cache-sized square blocks.
+    matrices: Option<(usize, usize, usize)>,
     threads: Threads,
+}
+
+/// Side of the square blocks of a matrix transpose.
+const TRANSPOSE_BLOCK: usize = 16;
+
+/// `y (b×a) = xᵀ` for `x` a×b, rows `j0..j0 + y.len() / a` of `y`, in square blocks.
+fn transpose_rows(x: &[f32], a: usize, b: usize, j0: usize, y: &mut [f32]) {
+    let rows = y.len() / a.max(1);
+    for jb in (0..rows).step_by(TRANSPOSE_BLOCK) {
+        let jn = TRANSPOSE_BLOCK.min(rows - jb);
+        for ib in (0..a).step_by(TRANSPOSE_BLOCK) {
+            let in_ = TRANSPOSE_BLOCK.min(a - ib);
+            for j in jb..jb + jn {
+                let out = &mut y[j * a + ib..j * a + ib + in_];
+                for (i, o) in out.iter_mut().enumerate() {
+                    *o = x[(ib + i) * b + j0 + j];
+                }
+            }
+        }
+    }
 }
 
 impl TransposeWorkload {
@@ -578,10 +601,16 @@ impl TransposeWorkload {
         let st = strides_of(&dims);
         let out_dims = perm.iter().map(|&p| dims[p]).collect();
         let in_strides = perm.iter().map(|&p| st[p]).collect();
+        let matrices = match (perm, dims.as_slice()) {
+            ([0, 2, 3, 1], &[n, c, h, w]) => Some((n, c, h * w)),
+            ([0, 3, 1, 2], &[n, h, w, c]) => Some((n, h * w, c)),
+            _ => None,
+        };
         Ok(TransposeWorkload {
             io,
             out_dims,
             in_strides,
+            matrices,
             threads,
         })
     }
@@ -610,6 +639,23 @@ impl Workload for TransposeWorkload {
             }
             off
         };
+        if let (Some((n, a, b)), backplane_core::DataType::F32) = (self.matrices, x.info.dtype) {
+            let xs = f32s(x)?;
+            let ys = f32s_mut(y)?;
+            if xs.len() != n * a * b || ys.len() != xs.len() {
+                return Err(self.io.error("transpose buffers do not match".into()));
+            }
+            for (xm, ym) in xs.chunks_exact(a * b).zip(ys.chunks_exact_mut(a * b)) {
+                let per = self
+                    .threads
+                    .chunk_size(b, (16384 / a.max(1)).max(1), TRANSPOSE_BLOCK);
+                self.threads.chunks(ym, per * a, |ci, yc| {
+                    transpose_rows(xm, a, b, ci * per, yc);
+                    Ok(())
+                })?;
+            }
+            return Ok(());
+        }
         if esize == 4 && x.info.dtype == backplane_core::DataType::F32 {
             let xs = f32s(x)?;
             let ys = f32s_mut(y)?;

@@ -7,6 +7,7 @@ use crate::elementwise::Bin;
 use crate::fusion;
 use crate::io::Io;
 use crate::matmul::{GemmWorkload, MatMulViews, MatMulWorkload};
+use crate::nhwc::NhwcConvWorkload;
 use crate::ops::*;
 use crate::support;
 use crate::threads::Threads;
@@ -122,6 +123,17 @@ impl WorkloadFactory for CpuAccWorkloadFactory {
                 match c.op_type.as_str() {
                     fusion::FUSED_CONV => {
                         let desc = fusion::decode_conv(c).map_err(|r| bad(layer, r))?;
+                        let layout = fusion::decode_layout(c).map_err(|r| bad(layer, r))?;
+                        if layout != fusion::ConvLayout::Nchw {
+                            let nchw_in = layout == fusion::ConvLayout::NchwToNhwc;
+                            let conv =
+                                NhwcConvWorkload::new(io, &desc, k(1), k(2), act, nchw_in, th)?;
+                            return Ok(if fusion::has_residual(c) {
+                                Box::new(conv.with_residual()?)
+                            } else {
+                                Box::new(conv)
+                            });
+                        }
                         let conv = ConvWorkload::new(io, &desc, k(1), k(2), act, th)?;
                         if fusion::has_residual(c) {
                             Box::new(conv.with_residual()?)

@@ -274,3 +274,127 @@ fn residual_add_and_layer_norm_fuse() {
         }
     }
 }
+
+/// A MobileNet-style body: a first layer (3 input channels, 3×3 stride 2), depthwise and
+/// pointwise convolutions, an inverted residual block, a strided depthwise convolution with
+/// an activation no kernel computes in registers (Sigmoid), and a GlobalAveragePool outside.
+/// CpuAcc runs the convolutions channels-last (every one a `FusedConv` with a layout, the
+/// first reading NCHW), with a Transpose only where a tensor leaves the region (a network
+/// output, the pooling's input), and matches CpuRef for odd channel counts (tails of the
+/// 32- and 8-channel steps), sizes of 1, and a batch of 2.
+#[test]
+fn mobilenet_blocks_run_channels_last() {
+    use backplane::core::ops::{AttrValue, AutoPad, ConvDesc, PoolKind, UnaryOp, Window};
+    let rt = backplane::RuntimeBuilder::new().build().unwrap();
+    let conv = |k: usize, s: usize, p: usize, group: usize| {
+        Op::Conv(ConvDesc {
+            window: Window {
+                kernel: vec![k, k],
+                strides: vec![s, s],
+                dilations: vec![1, 1],
+                pads: vec![p; 4],
+                auto_pad: AutoPad::NotSet,
+            },
+            group,
+        })
+    };
+    let clip = Op::Unary(UnaryOp::Clip { min: 0.0, max: 6.0 });
+    for (batch, h, w, c1, c2, c3) in [
+        (1, 17, 17, 8, 16, 48),
+        (2, 9, 11, 37, 5, 33),
+        (1, 1, 1, 3, 7, 17),
+    ] {
+        let mut n = Network::new();
+        let x = n
+            .add_input("x", TensorInfo::new(DataType::F32, vec![batch, 3, h, w]))
+            .unwrap();
+        let mut seed = 20;
+        let mut layer =
+            |n: &mut Network, name: &str, x: TensorId, op: Op, cin: usize, m: usize, k: usize| {
+                seed += 2;
+                let group = match &op {
+                    Op::Conv(d) => d.group,
+                    _ => 1,
+                };
+                let wt = n
+                    .add_constant(&format!("{name}_w"), random(&[m, cin / group, k, k], seed))
+                    .unwrap();
+                let b = n
+                    .add_constant(&format!("{name}_b"), random(&[m], seed + 1))
+                    .unwrap();
+                n.add_layer(name, op, &[x, wt, b]).unwrap()[0]
+            };
+        let act = |n: &mut Network, name: &str, x: TensorId, op: Op| {
+            n.add_layer(name, op, &[x]).unwrap()[0]
+        };
+        let e = layer(&mut n, "entry", x, conv(3, 2, 1, 1), 3, c1, 3);
+        let e = act(&mut n, "entry_clip", e, clip.clone());
+        let d = layer(&mut n, "dw1", e, conv(3, 1, 1, c1), c1, c1, 3);
+        let d = act(&mut n, "dw1_relu", d, Op::Unary(UnaryOp::Relu));
+        let t = layer(&mut n, "pw1", d, conv(1, 1, 0, 1), c1, c2, 1);
+        let t = act(&mut n, "pw1_relu", t, Op::Unary(UnaryOp::Relu));
+        let u = layer(&mut n, "expand", t, conv(1, 1, 0, 1), c2, c3, 1);
+        let u = act(&mut n, "expand_clip", u, clip.clone());
+        let u = layer(&mut n, "dw2", u, conv(3, 1, 1, c3), c3, c3, 3);
+        let u = act(&mut n, "dw2_clip", u, clip.clone());
+        let u = layer(&mut n, "project", u, conv(1, 1, 0, 1), c3, c2, 1);
+        let sum = n
+            .add_layer("residual", Op::Binary(BinaryOp::Add), &[u, t])
+            .unwrap()[0];
+        let s = layer(&mut n, "dw3", sum, conv(3, 2, 1, c2), c2, c2, 3);
+        let s = act(&mut n, "dw3_sigmoid", s, Op::Unary(UnaryOp::Sigmoid));
+        let pooled = n
+            .add_layer("pool", Op::GlobalPool(PoolKind::Average), &[s])
+            .unwrap()[0];
+        n.mark_output(t).unwrap();
+        n.mark_output(pooled).unwrap();
+        n.mark_output(s).unwrap();
+
+        let opt = rt.optimize(&n, &options("CpuAcc")).unwrap();
+        let layouts: Vec<String> = opt
+            .network()
+            .layers()
+            .iter()
+            .filter_map(|l| match &l.op {
+                Op::Custom(c) => c
+                    .attributes
+                    .iter()
+                    .find(|(k, _)| k == "layout")
+                    .map(|(_, v)| match v {
+                        AttrValue::String(s) => s.clone(),
+                        _ => "?".into(),
+                    }),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            layouts,
+            [
+                "nchw_to_nhwc",
+                "nhwc",
+                "nhwc",
+                "nhwc",
+                "nhwc",
+                "nhwc",
+                "nhwc"
+            ],
+            "{batch}x{h}x{w} c{c1}/{c2}/{c3}"
+        );
+        let transposes = opt
+            .network()
+            .layers()
+            .iter()
+            .filter(|l| matches!(l.op, Op::Transpose { .. }))
+            .count();
+        // Out: t (a network output), s (an output and the pooling's input). Nothing in.
+        assert_eq!(transposes, 2, "{batch}x{h}x{w}");
+
+        let xv = random(&[batch, 3, h, w], 99);
+        let got = run(&rt, &n, "CpuAcc", &[("x", &xv)]);
+        let want = run(&rt, &n, "CpuRef", &[("x", &xv)]);
+        assert_eq!(got.len(), 3);
+        for (i, (g, r)) in got.iter().zip(&want).enumerate() {
+            assert_close(&format!("{batch}x{h}x{w} c{c1}/{c2}/{c3} output {i}"), g, r);
+        }
+    }
+}

@@ -21,6 +21,8 @@
 
 pub(crate) mod channel_lanes;
 pub(crate) mod depthwise_rows;
+#[cfg(target_arch = "x86_64")]
+mod nhwc_depthwise;
 mod winograd;
 
 use crate::act::Activation;
@@ -186,6 +188,69 @@ pub fn microkernel_rows(
     ep: &TileEpilogue<'_>,
 ) -> bool {
     microkernel_on(isa_in_use(), kc, a, row0, b, c, ldc, mr, nr, ep)
+}
+
+/// True when [`tile_strided`] runs (AVX2 without AVX-512: with AVX-512 the SGEMM's packing
+/// of A transposes in registers and its 12×32 tile is faster).
+#[inline]
+pub fn strided_tiles() -> bool {
+    avx2_in_use() && !has_avx512()
+}
+
+/// One tile of `C = A·B` with A read where it lies: C's rows `r < mr` (1..=6, `ldc` apart)
+/// and columns `< nr` (1..=16) get the epilogue of the product of A's rows (`a[r·lda..]`,
+/// `kc` values each) and one 16-column half of a packed B panel (`b`, K steps [`NR`] floats
+/// apart). The channels-last pointwise convolution's tile: its A is the input, pixels as
+/// rows. Returns false, computing nothing, without AVX2 ([`strided_tiles`]) or when a slice
+/// is too short.
+#[allow(clippy::too_many_arguments)]
+pub fn tile_strided(
+    kc: usize,
+    a: &[f32],
+    lda: usize,
+    b: &[f32],
+    c: &mut [f32],
+    ldc: usize,
+    mr: usize,
+    nr: usize,
+    ep: &TileEpilogue<'_>,
+) -> bool {
+    let ok = (1..=AVX2_ROWS).contains(&mr)
+        && (1..=HALF).contains(&nr)
+        && kc >= 1
+        && (nr <= ldc || mr == 1)
+        && a.len() >= (mr - 1) * lda + kc
+        && b.len() >= (kc - 1) * NR + HALF
+        && c.len() >= (mr - 1) * ldc + nr
+        && !matches!(ep.row_bias, Some(r) if r.len() < mr)
+        && !matches!(ep.col_bias, Some(r) if r.len() < nr);
+    if !ok || !strided_tiles() {
+        return false;
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: AVX2 and FMA are present (`strided_tiles`); rows r < mr of A hold kc
+        // floats at r·lda (checked: (mr-1)·lda + kc <= a.len()), and rows past mr re-read
+        // row mr-1; the kernel reads b[k·NR .. k·NR + 16] for k < kc, inside `b`; it touches
+        // c[r·ldc .. r·ldc + nr] for r < mr only, inside `c`; the biases hold mr and nr
+        // values; 1 <= mr <= 6 and 1 <= nr <= 16 were checked.
+        unsafe {
+            avx2::kernel_strided_6x16(
+                kc,
+                a.as_ptr(),
+                lda,
+                b.as_ptr(),
+                c.as_mut_ptr(),
+                ldc,
+                mr,
+                nr,
+                ep,
+            );
+        }
+        true
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
 }
 
 /// Where B's rows start for [`microkernel_in_place`], with the furthest start worked out once
@@ -636,6 +701,71 @@ mod avx2 {
             c50 = _mm256_fmadd_ps(a5, b0, c50);
             c51 = _mm256_fmadd_ps(a5, b1, c51);
             a = a.add(MR);
+            b = b.add(NR);
+        }
+        let rows = [
+            (c00, c01),
+            (c10, c11),
+            (c20, c21),
+            (c30, c31),
+            (c40, c41),
+            (c50, c51),
+        ];
+        store_6x16(rows, c, ldc, mr, nr, ep);
+    }
+
+    /// [`kernel_6x16`] with A read in place: row r's K values start at `a + r·lda` (rows
+    /// r ≥ mr read row mr-1 again, their results not stored). Safety: AVX2 and FMA present;
+    /// rows r < mr of A readable for kc floats at a + r·lda; `b`, C and biases as for
+    /// [`kernel_6x16`]; 1 <= mr <= 6, nr <= 16.
+    #[target_feature(enable = "avx2,fma")]
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn kernel_strided_6x16(
+        kc: usize,
+        a: *const f32,
+        lda: usize,
+        mut b: *const f32,
+        c: *mut f32,
+        ldc: usize,
+        mr: usize,
+        nr: usize,
+        ep: &TileEpilogue<'_>,
+    ) {
+        let row = |r: usize| a.add(r.min(mr - 1) * lda);
+        let (a0, a1, a2, a3, a4, a5) = (row(0), row(1), row(2), row(3), row(4), row(5));
+        let mut c00 = _mm256_setzero_ps();
+        let mut c01 = _mm256_setzero_ps();
+        let mut c10 = _mm256_setzero_ps();
+        let mut c11 = _mm256_setzero_ps();
+        let mut c20 = _mm256_setzero_ps();
+        let mut c21 = _mm256_setzero_ps();
+        let mut c30 = _mm256_setzero_ps();
+        let mut c31 = _mm256_setzero_ps();
+        let mut c40 = _mm256_setzero_ps();
+        let mut c41 = _mm256_setzero_ps();
+        let mut c50 = _mm256_setzero_ps();
+        let mut c51 = _mm256_setzero_ps();
+        for k in 0..kc {
+            let b0 = _mm256_loadu_ps(b);
+            let b1 = _mm256_loadu_ps(b.add(8));
+            let x0 = _mm256_broadcast_ss(&*a0.add(k));
+            c00 = _mm256_fmadd_ps(x0, b0, c00);
+            c01 = _mm256_fmadd_ps(x0, b1, c01);
+            let x1 = _mm256_broadcast_ss(&*a1.add(k));
+            c10 = _mm256_fmadd_ps(x1, b0, c10);
+            c11 = _mm256_fmadd_ps(x1, b1, c11);
+            let x2 = _mm256_broadcast_ss(&*a2.add(k));
+            c20 = _mm256_fmadd_ps(x2, b0, c20);
+            c21 = _mm256_fmadd_ps(x2, b1, c21);
+            let x3 = _mm256_broadcast_ss(&*a3.add(k));
+            c30 = _mm256_fmadd_ps(x3, b0, c30);
+            c31 = _mm256_fmadd_ps(x3, b1, c31);
+            let x4 = _mm256_broadcast_ss(&*a4.add(k));
+            c40 = _mm256_fmadd_ps(x4, b0, c40);
+            c41 = _mm256_fmadd_ps(x4, b1, c41);
+            let x5 = _mm256_broadcast_ss(&*a5.add(k));
+            c50 = _mm256_fmadd_ps(x5, b0, c50);
+            c51 = _mm256_fmadd_ps(x5, b1, c51);
             b = b.add(NR);
         }
         let rows = [
@@ -1573,6 +1703,44 @@ multiversion! {
     /// `crate::depthwise`).
     pub fn depthwise_block(plan: &crate::depthwise::Plan, x: &[f32], n: usize, op: crate::depthwise::BlockOp<'_>, out: &mut [f32], scratch: &mut [f32])
         => crate::depthwise::block_body;
+}
+multiversion! {
+    /// [`nhwc_depthwise_row`] compiled from plain Rust.
+    fn nhwc_depthwise_row_compiled(job: &crate::nhwc::DwRow<'_>, oy: usize, res: Option<&[f32]>, out: &mut [f32]) -> bool
+        => crate::nhwc::dw_row_body;
+}
+
+/// Output row `oy` of a channels-last depthwise convolution into `out` (see
+/// `crate::nhwc::dw_row_body`), by explicit AVX2 code where it runs (the compiled loops kept
+/// their accumulators in memory). False, computing nothing, when a buffer is too short.
+pub fn nhwc_depthwise_row(
+    job: &crate::nhwc::DwRow<'_>,
+    oy: usize,
+    res: Option<&[f32]>,
+    out: &mut [f32],
+) -> bool {
+    let g = job.geo;
+    let row = g.ow * job.c;
+    let ok = oy < g.oh
+        && job.x.len() >= g.h * g.w * job.c
+        && job.taps.len() >= g.kh * g.kw * job.c
+        && job.bias.len() >= job.c
+        && out.len() >= row
+        && res.is_none_or(|r| r.len() >= row)
+        && g.sh > 0
+        && g.sw > 0;
+    if !ok {
+        return false;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if avx2_in_use() {
+        // SAFETY: AVX2 and FMA are present (checked); the buffer lengths the kernel relies
+        // on were checked above, and `valid_taps` keeps every tap it visits inside the
+        // image (rows pt ≤ iy·… < pt + h, columns likewise).
+        unsafe { nhwc_depthwise::row(job, oy, res, out) };
+        return true;
+    }
+    nhwc_depthwise_row_compiled(job, oy, res, out)
 }
 multiversion! {
     /// Pad and phase-split one input plane for a window op (see `crate::window`).

@@ -1,0 +1,301 @@
+//! Channels-last regions: after fusion, the fused convolutions of a MobileNet-style body
+//! (pointwise and depthwise convolutions, and the first layer feeding them) are rewritten to
+//! run on `[N, H, W, C]` tensors (see [`crate::nhwc`]), with one `Transpose` at each tensor
+//! that enters the region in NCHW (none for the first layer, which reads NCHW itself) and
+//! one at each tensor that leaves it. Inside, no tensor is transposed.
+//!
+//! A region is a set of fused convolutions connected through their inputs and residuals. It
+//! is only formed when it holds a depthwise convolution (where channels-last gains the most;
+//! networks without them keep the NCHW paths) and at least two layers, and when it is convex:
+//! no path leaves the region and comes back into it, so the region can be one substitution.
+//! `BACKPLANE_CPUACC_NO_NHWC` (set when the network is optimized) keeps every layer NCHW,
+//! for A/B measurements.
+
+use crate::fusion::{self, ConvLayout};
+use backplane_backend_api::{ReplacementLayer, SubgraphView, Substitution, ValueRef};
+use backplane_core::{LayerId, Op, TensorId, TensorInfo};
+use std::collections::{BTreeSet, HashMap};
+
+/// Set (to anything) to keep every convolution NCHW.
+pub const NO_NHWC_ENV: &str = "BACKPLANE_CPUACC_NO_NHWC";
+
+/// How a fused convolution runs in a region.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    /// 1×1, stride 1, no padding, one group.
+    Pointwise,
+    /// One group per channel.
+    Depthwise,
+    /// One group, a window, few input channels, input from outside: reads NCHW.
+    Entry,
+}
+
+/// A fused convolution that may join a region.
+struct Unit {
+    /// Index of its substitution.
+    sub: usize,
+    x: TensorId,
+    residual: Option<TensorId>,
+    out: TensorId,
+    role: Role,
+}
+
+/// The channels-last dims of `info` (rank 4), keeping the type.
+fn nhwc_info(info: &TensorInfo) -> Option<TensorInfo> {
+    let d = info.shape.dims();
+    if d.len() != 4 {
+        return None;
+    }
+    Some(TensorInfo::new(info.dtype, crate::nhwc::to_nhwc(d)))
+}
+
+fn unit(view: &SubgraphView<'_>, sub: usize, s: &Substitution) -> Option<Unit> {
+    let net = view.network();
+    let [r] = s.replacement.as_slice() else {
+        return None;
+    };
+    let Op::Custom(c) = &r.op else {
+        return None;
+    };
+    if c.op_type != fusion::FUSED_CONV || fusion::decode_layout(c).ok()? != ConvLayout::Nchw {
+        return None;
+    }
+    let desc = fusion::decode_conv(c).ok()?;
+    let existing = |v: &ValueRef| match v {
+        ValueRef::Existing(t) => Some(*t),
+        _ => None,
+    };
+    let constant = |v: &ValueRef| match v {
+        ValueRef::NewConstant(_) => true,
+        ValueRef::Existing(t) => net.tensor(*t).constant().is_some(),
+        ValueRef::Produced { .. } => false,
+    };
+    let x = existing(r.inputs.first()?)?;
+    if !constant(r.inputs.get(1)?) || r.inputs.get(2).is_some_and(|b| !constant(b)) {
+        return None;
+    }
+    let residual = match r.inputs.get(3) {
+        Some(v) => Some(existing(v)?),
+        None => None,
+    };
+    let out = (*r.outputs.first()?)?;
+    let xd = net.tensor(x).info.shape.dims();
+    let yd = net.tensor(out).info.shape.dims();
+    if xd.len() != 4 || yd.len() != 4 {
+        return None;
+    }
+    let (ch, m) = (xd[1], yd[1]);
+    let w = &desc.window;
+    let ones = |v: &[usize]| v.iter().all(|&s| s == 1);
+    let role = if desc.group == ch && m == ch && ch > 1 && ones(&w.dilations) {
+        Role::Depthwise
+    } else if desc.group.max(1) == 1
+        && ones(&w.kernel)
+        && ones(&w.strides)
+        && w.pads.iter().all(|&p| p == 0)
+        && xd[2..] == yd[2..]
+    {
+        Role::Pointwise
+    } else if desc.group.max(1) == 1 && ch <= 4 {
+        Role::Entry
+    } else {
+        return None;
+    };
+    Some(Unit {
+        sub,
+        x,
+        residual,
+        out,
+        role,
+    })
+}
+
+fn find(parent: &mut [usize], mut i: usize) -> usize {
+    while parent[i] != i {
+        parent[i] = parent[parent[i]];
+        i = parent[i];
+    }
+    i
+}
+
+/// Rewrite the fused convolutions of `subs` into channels-last regions where they form one.
+pub fn channels_last(view: &SubgraphView<'_>, subs: Vec<Substitution>) -> Vec<Substitution> {
+    if std::env::var_os(NO_NHWC_ENV).is_some() {
+        return subs;
+    }
+    let units: Vec<Unit> = subs
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| unit(view, i, s))
+        .collect();
+    let producer: HashMap<TensorId, usize> =
+        units.iter().enumerate().map(|(i, u)| (u.out, i)).collect();
+    // An entry reads NCHW: its input must come from outside any region.
+    let units: Vec<Unit> = units
+        .into_iter()
+        .filter(|u| u.role != Role::Entry || !producer.contains_key(&u.x))
+        .collect();
+    let producer: HashMap<TensorId, usize> =
+        units.iter().enumerate().map(|(i, u)| (u.out, i)).collect();
+    let mut parent: Vec<usize> = (0..units.len()).collect();
+    for (i, u) in units.iter().enumerate() {
+        for t in std::iter::once(u.x).chain(u.residual) {
+            if let Some(&p) = producer.get(&t) {
+                let (a, b) = (find(&mut parent, i), find(&mut parent, p));
+                parent[a] = b;
+            }
+        }
+    }
+    let mut regions: HashMap<usize, Vec<usize>> = HashMap::new();
+    for i in 0..units.len() {
+        let root = find(&mut parent, i);
+        regions.entry(root).or_default().push(i);
+    }
+    let mut taken = vec![false; subs.len()];
+    let mut out = Vec::new();
+    let mut members: Vec<Vec<usize>> = regions.into_values().collect();
+    members.sort();
+    for region in members {
+        let worth = region.len() >= 2 && region.iter().any(|&i| units[i].role == Role::Depthwise);
+        if !worth {
+            continue;
+        }
+        let region_units: Vec<&Unit> = region.iter().map(|&i| &units[i]).collect();
+        if let Some(s) = rewrite(view, &subs, &region_units) {
+            for u in &region_units {
+                taken[u.sub] = true;
+            }
+            out.push(s);
+        }
+    }
+    out.extend(
+        subs.into_iter()
+            .zip(taken)
+            .filter(|(_, t)| !t)
+            .map(|(s, _)| s),
+    );
+    out
+}
+
+/// One substitution for a region, or `None` when it is not convex (or a description fails).
+fn rewrite(
+    view: &SubgraphView<'_>,
+    subs: &[Substitution],
+    units: &[&Unit],
+) -> Option<Substitution> {
+    let net = view.network();
+    let consumers = net.consumers();
+    let replaced: BTreeSet<LayerId> = units
+        .iter()
+        .flat_map(|u| subs[u.sub].replaced.iter().copied())
+        .collect();
+    // Convex: nothing reachable from the region through layers outside it is inside it.
+    let mut stack: Vec<LayerId> = units
+        .iter()
+        .flat_map(|u| consumers[u.out.0].iter().map(|(l, _)| *l))
+        .filter(|l| !replaced.contains(l))
+        .collect();
+    let mut seen: BTreeSet<LayerId> = BTreeSet::new();
+    while let Some(l) = stack.pop() {
+        if replaced.contains(&l) {
+            return None;
+        }
+        if !seen.insert(l) {
+            continue;
+        }
+        for &t in &net.layer(l).outputs {
+            stack.extend(consumers[t.0].iter().map(|(c, _)| *c));
+        }
+    }
+    // Execution order: a unit once its region inputs are computed.
+    let produced: BTreeSet<TensorId> = units.iter().map(|u| u.out).collect();
+    let mut order: Vec<&Unit> = Vec::new();
+    let mut done: BTreeSet<TensorId> = BTreeSet::new();
+    while order.len() < units.len() {
+        let before = order.len();
+        for u in units {
+            let ready = std::iter::once(u.x)
+                .chain(u.residual)
+                .all(|t| !produced.contains(&t) || done.contains(&t));
+            if !done.contains(&u.out) && ready {
+                done.insert(u.out);
+                order.push(u);
+            }
+        }
+        if order.len() == before {
+            return None;
+        }
+    }
+    let mut layers: Vec<ReplacementLayer> = Vec::new();
+    let mut nhwc_of: HashMap<TensorId, usize> = HashMap::new();
+    for u in order {
+        let r = subs[u.sub].replacement.first()?;
+        let Op::Custom(c) = &r.op else {
+            return None;
+        };
+        let mut inputs = r.inputs.clone();
+        let slots = std::iter::once((0, u.x)).chain(u.residual.map(|t| (3, t)));
+        for (slot, t) in slots {
+            if slot == 0 && u.role == Role::Entry {
+                continue;
+            }
+            let idx = match nhwc_of.get(&t) {
+                Some(&i) => i,
+                None => {
+                    // Enters the region: NCHW → NHWC once, for every unit that reads it.
+                    nhwc_info(&net.tensor(t).info)?;
+                    layers.push(ReplacementLayer {
+                        name: format!("{}_to_nhwc", net.tensor(t).name),
+                        op: Op::Transpose {
+                            perm: vec![0, 2, 3, 1],
+                        },
+                        inputs: vec![ValueRef::Existing(t)],
+                        outputs: vec![None],
+                    });
+                    nhwc_of.insert(t, layers.len() - 1);
+                    layers.len() - 1
+                }
+            };
+            *inputs.get_mut(slot)? = ValueRef::Produced {
+                layer: idx,
+                slot: 0,
+            };
+        }
+        let layout = if u.role == Role::Entry {
+            ConvLayout::NchwToNhwc
+        } else {
+            ConvLayout::Nhwc
+        };
+        let y = nhwc_info(&net.tensor(u.out).info)?;
+        layers.push(ReplacementLayer {
+            name: r.name.clone(),
+            op: fusion::with_layout(c, layout, y),
+            inputs,
+            outputs: vec![None],
+        });
+        let idx = layers.len() - 1;
+        nhwc_of.insert(u.out, idx);
+        let leaves = net.outputs().contains(&u.out)
+            || consumers[u.out.0]
+                .iter()
+                .any(|(l, _)| !replaced.contains(l));
+        if leaves {
+            // Leaves the region: back to NCHW, under the tensor's own name.
+            layers.push(ReplacementLayer {
+                name: format!("{}_to_nchw", net.tensor(u.out).name),
+                op: Op::Transpose {
+                    perm: vec![0, 3, 1, 2],
+                },
+                inputs: vec![ValueRef::Produced {
+                    layer: idx,
+                    slot: 0,
+                }],
+                outputs: vec![Some(u.out)],
+            });
+        }
+    }
+    Some(Substitution {
+        replaced: replaced.into_iter().collect(),
+        replacement: layers,
+    })
+}

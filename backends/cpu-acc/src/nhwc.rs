@@ -1,0 +1,605 @@
+//! Channels-last (NHWC) convolutions: the layers of the channels-last regions that
+//! [`crate::layout`] forms around depthwise convolutions.
+//!
+//! With the channels innermost, a pointwise convolution is one GEMM with the pixels as rows
+//! and the prepacked weights as B (a 7×7 plane fills 54 of 49 tile rows where the NCHW GEMM,
+//! pixels as columns, fills 64 lanes for 49), and a depthwise convolution runs along the
+//! channels, one vector of channels per tap, with no transposes and no per-row set-up. A
+//! convolution with a window and one group (a network's first layer) gathers its im2col rows
+//! per block of pixels, reading its input in either layout, so the region's entry needs no
+//! separate transpose.
+//!
+//! Tensors are honest `[N, H, W, C]` tensors in the standard layout: the region pass inserts
+//! the `Transpose` layers at its borders, so the runtime sees nothing unusual.
+
+use crate::act::Activation;
+use crate::conv;
+use crate::gemm::{self, ASrc, BSrc, Epilogue, MatView, Packed};
+use crate::io::{f32s, f32s_mut, input, output, Io};
+use crate::simd;
+use crate::threads::Threads;
+use crate::window::Geo2;
+use backplane_backend_api::{BackendError, Result, Workload};
+use backplane_core::ops::ConvDesc;
+use backplane_core::{Tensor, TensorView, TensorViewMut};
+use std::cell::RefCell;
+
+/// Pixels gathered into one im2col block (the block and its GEMM stay in L2).
+const IM2COL_ROWS: usize = 96;
+/// Pixels per block of the pointwise tiles (eight tiles of six rows).
+const ROW_BLOCK: usize = 48;
+/// Rows of one pointwise tile.
+const ROW_STEP: usize = simd::ROW_STEP;
+/// Columns of one pointwise tile (half a packed panel).
+const ROW_HALF: usize = 16;
+
+/// `[N, C, H, W]` dims as `[N, H, W, C]`.
+pub fn to_nhwc(d: &[usize]) -> Vec<usize> {
+    match d {
+        [n, c, rest @ ..] => {
+            let mut v = vec![*n];
+            v.extend_from_slice(rest);
+            v.push(*c);
+            v
+        }
+        _ => d.to_vec(),
+    }
+}
+
+/// `[N, H, W, C]` dims as `[N, C, H, W]`.
+pub fn to_nchw(d: &[usize]) -> Vec<usize> {
+    match d {
+        [n, rest @ .., c] if !rest.is_empty() => {
+            let mut v = vec![*n, *c];
+            v.extend_from_slice(rest);
+            v
+        }
+        _ => d.to_vec(),
+    }
+}
+
+/// How a channels-last convolution computes.
+enum Kind {
+    /// 1×1, stride 1, no padding: `Y[P×M] = X[P×C]·Wᵀ`, W packed as B (K = C, N = M).
+    Pointwise(Packed),
+    /// One group per channel: the taps `[kh·kw][C]` (tap-major, channels contiguous).
+    Depthwise(Vec<f32>),
+    /// One group, any window: im2col rows `(ky, kx, c)` times W packed as B.
+    Im2col(Packed),
+}
+
+/// Which convolutions run channels-last: one group per channel, or one group (pointwise, or
+/// any window when the input is read as im2col rows).
+pub fn applies(desc: &ConvDesc, c: usize, m: usize) -> bool {
+    let g = desc.group.max(1);
+    g == 1 || (g == c && m == c && c > 1)
+}
+
+/// A convolution on channels-last tensors, with bias, activation and residual fused.
+pub struct NhwcConvWorkload {
+    io: Io,
+    geo: Geo2,
+    n: usize,
+    c: usize,
+    m: usize,
+    kind: Kind,
+    bias: Vec<f32>,
+    act: Activation,
+    /// Input 3 (channels-last, the output's shape) is added before the activation.
+    residual: bool,
+    /// The input is `[N, C, H, W]` (a region's entry); the output is channels-last still.
+    input_nchw: bool,
+    /// Im2col: where each of a row's `kh·kw·C` values lies relative to the input element under
+    /// tap (0, 0), channel 0, for pixels whose window lies inside the image.
+    offsets: Vec<usize>,
+    threads: Threads,
+}
+
+thread_local! {
+    static IM2COL: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
+
+impl NhwcConvWorkload {
+    /// Build it from constant weights (ONNX's `[M, C/group, kh, kw]`) and bias.
+    pub fn new(
+        io: Io,
+        desc: &ConvDesc,
+        weights: Option<&Tensor>,
+        bias: Option<&Tensor>,
+        act: Activation,
+        input_nchw: bool,
+        threads: Threads,
+    ) -> Result<Self> {
+        let bad = |m: String| BackendError::Other(format!("{}: {m}", io.layer));
+        let xd = io.inputs.first().ok_or_else(|| bad("no input".into()))?;
+        let xd = xd.shape.dims();
+        let xd = if input_nchw { xd.to_vec() } else { to_nchw(xd) };
+        let w = weights.ok_or_else(|| bad("channels-last weights must be constant".into()))?;
+        let wd = w.shape().dims().to_vec();
+        conv::check(desc, &xd, &wd).map_err(bad)?;
+        if xd.len() != 4 {
+            return Err(bad("channels-last convolutions are 2-D".into()));
+        }
+        let g = desc.geometry(&xd)?;
+        let geo = Geo2::from_geometry(&g, &xd[2..]).ok_or_else(|| bad("geometry".into()))?;
+        let (n, c, m) = (xd[0], xd[1], wd[0]);
+        if !applies(desc, c, m) {
+            return Err(bad("grouped convolutions do not run channels-last".into()));
+        }
+        let w = w.as_slice::<f32>()?;
+        let taps = geo.kh * geo.kw;
+        let depthwise = desc.group.max(1) == c && c > 1;
+        let pointwise = taps == 1
+            && geo.sh == 1
+            && geo.sw == 1
+            && geo.pt == 0
+            && geo.pl == 0
+            && geo.oh == geo.h
+            && geo.ow == geo.w;
+        if w.len() != m * (c / desc.group.max(1)) * taps {
+            return Err(bad("weights do not match the convolution".into()));
+        }
+        let kind = if depthwise && !input_nchw {
+            // [c][t] → [t][c].
+            let mut t = vec![0f32; taps * c];
+            for ch in 0..c {
+                for k in 0..taps {
+                    t[k * c + ch] = w[ch * taps + k];
+                }
+            }
+            Kind::Depthwise(t)
+        } else if desc.group.max(1) != 1 {
+            return Err(bad(
+                "a depthwise convolution reads channels-last input".into()
+            ));
+        } else if pointwise && !input_nchw {
+            // B[k][j] = W[j][k].
+            Kind::Pointwise(Packed::pack_b(
+                c,
+                m,
+                MatView {
+                    data: w,
+                    rs: 1,
+                    cs: c,
+                },
+            ))
+        } else {
+            // B[(t, ci)][j] = W[j][ci][t].
+            let k = taps * c;
+            let mut b = vec![0f32; k * m];
+            for j in 0..m {
+                for ci in 0..c {
+                    for t in 0..taps {
+                        b[(t * c + ci) * m + j] = w[(j * c + ci) * taps + t];
+                    }
+                }
+            }
+            Kind::Im2col(Packed::pack_b(
+                k,
+                m,
+                MatView {
+                    data: &b,
+                    rs: m,
+                    cs: 1,
+                },
+            ))
+        };
+        let bias = match bias {
+            Some(b) => b.as_slice::<f32>()?.to_vec(),
+            None => vec![0f32; m],
+        };
+        if bias.len() != m {
+            return Err(bad("bias does not match the output channels".into()));
+        }
+        let mut offsets = Vec::new();
+        if matches!(kind, Kind::Im2col(_)) {
+            for ky in 0..geo.kh {
+                for kx in 0..geo.kw {
+                    for ci in 0..c {
+                        let (dy, dx) = (ky * geo.dh, kx * geo.dw);
+                        offsets.push(if input_nchw {
+                            ci * geo.h * geo.w + dy * geo.w + dx
+                        } else {
+                            (dy * geo.w + dx) * c + ci
+                        });
+                    }
+                }
+            }
+        }
+        Ok(NhwcConvWorkload {
+            io,
+            geo,
+            n,
+            c,
+            m,
+            kind,
+            bias,
+            act,
+            residual: false,
+            input_nchw,
+            offsets,
+            threads,
+        })
+    }
+
+    /// Take input 3 as a residual added before the activation: `act(conv(x) + b + r)`.
+    pub fn with_residual(mut self) -> Result<Self> {
+        match (self.io.inputs.get(3), self.io.outputs.first()) {
+            (Some(r), Some(y)) if r.same_layout(y) => {
+                self.residual = true;
+                Ok(self)
+            }
+            _ => Err(self
+                .io
+                .error("the residual must have the output's type and shape".into())),
+        }
+    }
+
+    fn pixels(&self) -> usize {
+        self.n * self.geo.oh * self.geo.ow
+    }
+
+    fn pointwise(&self, p: &Packed, x: &[f32], r: Option<&[f32]>, y: &mut [f32]) -> Result<()> {
+        if let Some(r) = r {
+            y.copy_from_slice(r);
+        }
+        if simd::strided_tiles() {
+            return self.pointwise_tiles(p, x, r.is_some(), y);
+        }
+        let ep = Epilogue {
+            accumulate: r.is_some(),
+            col_bias: Some(&self.bias),
+            act: self.act,
+            ..Epilogue::default()
+        };
+        let a = ASrc::View(MatView {
+            data: x,
+            rs: self.c,
+            cs: 1,
+        });
+        let (px, m, c) = (self.pixels(), self.m, self.c);
+        gemm::sgemm(&self.threads, px, m, c, &a, &BSrc::Packed(p), y, m, &ep)
+    }
+
+    /// The pointwise GEMM by [`simd::tile_strided`] tiles reading the input where it lies,
+    /// split between the threads by blocks of [`ROW_BLOCK`] pixels.
+    fn pointwise_tiles(
+        &self,
+        p: &Packed,
+        x: &[f32],
+        accumulate: bool,
+        y: &mut [f32],
+    ) -> Result<()> {
+        let (px, m, c) = (self.pixels(), self.m, self.c);
+        let threads = self.threads.count();
+        let per = if px < 2 * ROW_BLOCK * threads {
+            // Few pixels (a 7×7 plane): one even share per thread, not one block and a rest.
+            px.div_ceil(threads).div_ceil(ROW_STEP) * ROW_STEP
+        } else {
+            self.threads.chunk_size(px, ROW_BLOCK, ROW_STEP)
+        };
+        self.threads.chunks(&mut y[..px * m], per * m, |i, yc| {
+            for (bi, yb) in yc.chunks_mut(ROW_BLOCK * m).enumerate() {
+                let r0 = i * per + bi * ROW_BLOCK;
+                self.tiles(p, &x[r0 * c..], c, accumulate, yb)?;
+            }
+            if !self.act.in_kernel() {
+                simd::unary_in_place(self.act, yc);
+            }
+            Ok(())
+        })
+    }
+
+    /// `yb` (rows of M values) = epilogue(A·B) for A's rows `a[r·lda..]` (K = `p`'s depth)
+    /// and the packed weights `p`: each K block of each 16-column half of a panel runs down
+    /// all the rows (the half stays in L1, the rows in L2). Only in-kernel activations are
+    /// applied.
+    fn tiles(
+        &self,
+        p: &Packed,
+        a: &[f32],
+        lda: usize,
+        accumulate: bool,
+        yb: &mut [f32],
+    ) -> Result<()> {
+        let m = self.m;
+        let k = p.depth();
+        let rows = yb.len() / m;
+        let blocks = k.div_ceil(gemm::KC);
+        for kb in 0..blocks {
+            let k0 = kb * gemm::KC;
+            let kc = gemm::KC.min(k - k0);
+            let panels = p.block(kb, 0)?;
+            for (pi, panel) in panels.chunks_exact(kc * simd::NR).enumerate() {
+                for h in (0..simd::NR).step_by(ROW_HALF) {
+                    let j0 = pi * simd::NR + h;
+                    if j0 >= m {
+                        break;
+                    }
+                    let nr = (m - j0).min(ROW_HALF);
+                    let ep = simd::TileEpilogue {
+                        accumulate: accumulate || kb > 0,
+                        alpha: 1.0,
+                        row_bias: None,
+                        col_bias: Some(&self.bias[j0..]),
+                        last: kb + 1 == blocks,
+                        act: self.act.kernel_part(),
+                    };
+                    for t0 in (0..rows).step_by(ROW_STEP) {
+                        let mr = (rows - t0).min(ROW_STEP);
+                        let at = t0 * lda + k0;
+                        let ok = a.get(at..).is_some_and(|a| {
+                            let c = &mut yb[t0 * m + j0..];
+                            simd::tile_strided(kc, a, lda, &panel[h..], c, m, mr, nr, &ep)
+                        });
+                        if !ok {
+                            return Err(self.io.error("a channels-last tile was refused".into()));
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn depthwise(&self, taps: &[f32], x: &[f32], r: Option<&[f32]>, y: &mut [f32]) -> Result<()> {
+        let geo = &self.geo;
+        let (c, row) = (self.c, geo.ow * self.c);
+        let image_in = geo.h * geo.w * c;
+        let rows = self.n * geo.oh;
+        let per = self.threads.chunk_size(rows, 1, 1);
+        self.threads
+            .chunks(&mut y[..rows * row], per * row, |i, yc| {
+                for (j, out) in yc.chunks_exact_mut(row).enumerate() {
+                    let at = (i * per + j) * row;
+                    let (b, oy) = ((i * per + j) / geo.oh, (i * per + j) % geo.oh);
+                    let job = DwRow {
+                        geo,
+                        c,
+                        x: &x[b * image_in..(b + 1) * image_in],
+                        taps,
+                        bias: &self.bias,
+                        act: self.act.kernel_part(),
+                    };
+                    let res = r.map(|r| &r[at..at + row]);
+                    if !simd::nhwc_depthwise_row(&job, oy, res, out) {
+                        return Err(self.io.error("depthwise buffers do not match".into()));
+                    }
+                }
+                if !self.act.in_kernel() {
+                    simd::unary_in_place(self.act, yc);
+                }
+                Ok(())
+            })
+    }
+
+    fn im2col(&self, p: &Packed, x: &[f32], r: Option<&[f32]>, y: &mut [f32]) -> Result<()> {
+        let (m, k) = (self.m, self.geo.kh * self.geo.kw * self.c);
+        let px = self.pixels();
+        let per = self.threads.chunk_size(px, IM2COL_ROWS, 1).min(IM2COL_ROWS);
+        let single = Threads::single();
+        self.threads.chunks(&mut y[..px * m], per * m, |i, yc| {
+            let (p0, rows) = (i * per, yc.len() / m);
+            let mut buf = gemm::take(&IM2COL, rows * k);
+            self.gather(x, p0, rows, &mut buf[..rows * k]);
+            if let Some(r) = r {
+                yc.copy_from_slice(&r[p0 * m..(p0 + rows) * m]);
+            }
+            if simd::strided_tiles() {
+                let done = self.tiles(p, &buf[..rows * k], k, r.is_some(), yc);
+                gemm::give_back(&IM2COL, buf);
+                if done.is_ok() && !self.act.in_kernel() {
+                    simd::unary_in_place(self.act, yc);
+                }
+                return done;
+            }
+            let ep = Epilogue {
+                accumulate: r.is_some(),
+                col_bias: Some(&self.bias),
+                act: self.act,
+                ..Epilogue::default()
+            };
+            let a = ASrc::View(MatView {
+                data: &buf[..rows * k],
+                rs: k,
+                cs: 1,
+            });
+            let done = gemm::sgemm(&single, rows, m, k, &a, &BSrc::Packed(p), yc, m, &ep);
+            gemm::give_back(&IM2COL, buf);
+            done
+        })
+    }
+
+    /// The im2col rows of pixels `p0 .. p0 + rows`: row `p` holds, tap by tap `(ky, kx)`,
+    /// the `C` input values under it (zeros in the padding).
+    fn gather(&self, x: &[f32], p0: usize, rows: usize, out: &mut [f32]) {
+        let g = &self.geo;
+        let (c, k) = (self.c, g.kh * g.kw * self.c);
+        let plane = g.h * g.w;
+        let inside = |o: usize, s: usize, d: usize, pad: usize, len: usize, k: usize| {
+            o * s >= pad && o * s + (k - 1) * d < pad + len
+        };
+        for (j, row) in out.chunks_exact_mut(k).enumerate().take(rows) {
+            let p = p0 + j;
+            let (b, oy, ox) = (p / (g.oh * g.ow), p / g.ow % g.oh, p % g.ow);
+            if inside(oy, g.sh, g.dh, g.pt, g.h, g.kh) && inside(ox, g.sw, g.dw, g.pl, g.w, g.kw) {
+                // The whole window inside the image: one offset table for every such pixel.
+                let (iy, ix) = (oy * g.sh - g.pt, ox * g.sw - g.pl);
+                let base = if self.input_nchw {
+                    b * c * plane + iy * g.w + ix
+                } else {
+                    ((b * g.h + iy) * g.w + ix) * c
+                };
+                let src = &x[base..];
+                for (d, &o) in row.iter_mut().zip(&self.offsets) {
+                    *d = src[o];
+                }
+                continue;
+            }
+            for ky in 0..g.kh {
+                let iy = (oy * g.sh + ky * g.dh)
+                    .checked_sub(g.pt)
+                    .filter(|&v| v < g.h);
+                for kx in 0..g.kw {
+                    let dst = &mut row[(ky * g.kw + kx) * c..(ky * g.kw + kx + 1) * c];
+                    let ix = (ox * g.sw + kx * g.dw)
+                        .checked_sub(g.pl)
+                        .filter(|&v| v < g.w);
+                    match (iy, ix) {
+                        (Some(iy), Some(ix)) if self.input_nchw => {
+                            let base = b * c * plane + iy * g.w + ix;
+                            for (ci, d) in dst.iter_mut().enumerate() {
+                                *d = x[base + ci * plane];
+                            }
+                        }
+                        (Some(iy), Some(ix)) => {
+                            let s = ((b * g.h + iy) * g.w + ix) * c;
+                            dst.copy_from_slice(&x[s..s + c]);
+                        }
+                        _ => dst.fill(0.0),
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Workload for NhwcConvWorkload {
+    fn execute(&self, inputs: &[TensorView<'_>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
+        self.io.check(inputs, outputs)?;
+        let x = f32s(input(inputs, 0)?)?;
+        let r = if self.residual {
+            Some(f32s(input(inputs, 3)?)?)
+        } else {
+            None
+        };
+        let y = f32s_mut(output(outputs)?)?;
+        if y.len() != self.pixels() * self.m || r.is_some_and(|r| r.len() != y.len()) {
+            return Err(self.io.error("output buffers do not match".into()));
+        }
+        match &self.kind {
+            Kind::Pointwise(p) => self.pointwise(p, x, r, y),
+            Kind::Depthwise(t) => self.depthwise(t, x, r, y),
+            Kind::Im2col(p) => self.im2col(p, x, r, y),
+        }
+    }
+}
+
+/// One output row of a channels-last depthwise convolution, for [`dw_row_body`].
+pub struct DwRow<'a> {
+    /// The window.
+    pub geo: &'a Geo2,
+    /// Channels.
+    pub c: usize,
+    /// One image, `[H, W, C]`.
+    pub x: &'a [f32],
+    /// The taps, `[kh·kw][C]`.
+    pub taps: &'a [f32],
+    /// One bias per channel.
+    pub bias: &'a [f32],
+    /// The activation.
+    pub act: Activation,
+}
+
+/// The taps `t < k` whose input index `start + t·d` lies in the image (`pad ≤ · < pad +
+/// len`, in padded coordinates), as a range `lo..hi` (empty when none does).
+#[inline(always)]
+pub fn valid_taps(start: usize, d: usize, pad: usize, len: usize, k: usize) -> (usize, usize) {
+    let first = |edge: usize| {
+        if start >= edge {
+            0
+        } else {
+            (edge - start).div_ceil(d.max(1))
+        }
+    };
+    let lo = first(pad).min(k);
+    (lo, first(pad + len).clamp(lo, k))
+}
+
+/// Channels per step of the depthwise loop (two AVX2 or one AVX-512 vector).
+const DW_LANES: usize = 16;
+
+/// `L` channels from `c0` of one output pixel, whose tap (0, 0) lies at padded input row and
+/// column `at`: the bias, each valid tap (rows `ys`, columns `xs`, which never reach into the
+/// padding), the residual, the activation.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn dw_lanes<const L: usize>(
+    job: &DwRow<'_>,
+    c0: usize,
+    ys: (usize, usize),
+    xs: (usize, usize),
+    at: (usize, usize),
+    res: Option<&[f32]>,
+    out: &mut [f32],
+) -> Option<()> {
+    let g = job.geo;
+    let c = job.c;
+    let mut acc: [f32; L] = job.bias.get(c0..c0 + L)?.try_into().ok()?;
+    for ky in ys.0..ys.1 {
+        let iy = at.0 + ky * g.dh - g.pt;
+        for kx in xs.0..xs.1 {
+            let ix = at.1 + kx * g.dw - g.pl;
+            let xa = (iy * g.w + ix) * c + c0;
+            let wa = (ky * g.kw + kx) * c + c0;
+            let xv = job.x.get(xa..xa + L)?;
+            let wv = job.taps.get(wa..wa + L)?;
+            for l in 0..L {
+                acc[l] = wv[l].mul_add(xv[l], acc[l]);
+            }
+        }
+    }
+    if let Some(r) = res {
+        for (a, &v) in acc.iter_mut().zip(r.get(c0..c0 + L)?) {
+            *a += v;
+        }
+    }
+    let o = out.get_mut(c0..c0 + L)?;
+    match job.act {
+        Activation::Relu | Activation::Clip { .. } | Activation::LeakyRelu { .. } => {
+            for (d, &a) in o.iter_mut().zip(&acc) {
+                *d = job.act.apply_simple(a);
+            }
+        }
+        _ => o.copy_from_slice(&acc),
+    }
+    Some(())
+}
+
+/// Output row `oy` of a channels-last depthwise convolution into `out` (`ow·C` values),
+/// `res` (the same size) added before the activation. False when a buffer is too short.
+#[inline(always)]
+pub fn dw_row_body(job: &DwRow<'_>, oy: usize, res: Option<&[f32]>, out: &mut [f32]) -> bool {
+    let g = job.geo;
+    let c = job.c;
+    let ys = valid_taps(oy * g.sh, g.dh, g.pt, g.h, g.kh);
+    if out.len() < g.ow * c || res.is_some_and(|r| r.len() < g.ow * c) {
+        return false;
+    }
+    for ox in 0..g.ow {
+        let xs = valid_taps(ox * g.sw, g.dw, g.pl, g.w, g.kw);
+        let at = (oy * g.sh, ox * g.sw);
+        let o = &mut out[ox * c..(ox + 1) * c];
+        let r = res.map(|r| &r[ox * c..(ox + 1) * c]);
+        let mut c0 = 0;
+        while c0 + DW_LANES <= c {
+            if dw_lanes::<DW_LANES>(job, c0, ys, xs, at, r, &mut *o).is_none() {
+                return false;
+            }
+            c0 += DW_LANES;
+        }
+        while c0 + 4 <= c {
+            if dw_lanes::<4>(job, c0, ys, xs, at, r, &mut *o).is_none() {
+                return false;
+            }
+            c0 += 4;
+        }
+        while c0 < c {
+            if dw_lanes::<1>(job, c0, ys, xs, at, r, &mut *o).is_none() {
+                return false;
+            }
+            c0 += 1;
+        }
+    }
+    true
+}
