@@ -868,6 +868,20 @@ fn data_movement() {
             0.0,
         );
     }
+    // NCHW ↔ NHWC, the blocked matrix path: sizes across and off the 16-wide blocks.
+    for dims in [[2, 3, 17, 7], [1, 33, 1, 1], [1, 1, 5, 3], [1, 40, 7, 7]] {
+        let t = r.tensor(&dims, 1.0);
+        for perm in [vec![0, 2, 3, 1], vec![0, 3, 1, 2]] {
+            check(
+                &format!("transpose {dims:?} {perm:?}"),
+                &Op::Transpose { perm },
+                &[&t],
+                &[&[false]],
+                0.0,
+                0.0,
+            );
+        }
+    }
     let y = r.tensor(&[2, 5, 17, 7], 1.0);
     check(
         "concat",
