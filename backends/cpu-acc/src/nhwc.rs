@@ -26,9 +26,9 @@ use std::cell::RefCell;
 
 /// Pixels gathered into one im2col block (the block and its GEMM stay in L2).
 const IM2COL_ROWS: usize = 96;
-/// Pixels per block of the pointwise tiles (eight tiles of six rows).
-const ROW_BLOCK: usize = 48;
-/// Rows of one pointwise tile.
+/// Most pixels per block of the pointwise tiles (ten tiles of six rows).
+const ROW_BLOCK: usize = 60;
+/// Rows of one pointwise tile (blocks split between threads at multiples of it).
 const ROW_STEP: usize = simd::ROW_STEP;
 /// Columns of one pointwise tile (half a packed panel).
 const ROW_HALF: usize = 16;
@@ -261,7 +261,7 @@ impl NhwcConvWorkload {
         gemm::sgemm(&self.threads, px, m, c, &a, &BSrc::Packed(p), y, m, &ep)
     }
 
-    /// The pointwise GEMM by [`simd::tile_strided`] tiles reading the input where it lies,
+    /// The pointwise GEMM by [`simd::tiles_strided`] tiles reading the input where it lies,
     /// split between the threads by blocks of [`ROW_BLOCK`] pixels.
     fn pointwise_tiles(
         &self,
@@ -279,8 +279,11 @@ impl NhwcConvWorkload {
             self.threads.chunk_size(px, ROW_BLOCK, ROW_STEP)
         };
         self.threads.chunks(&mut y[..px * m], per * m, |i, yc| {
-            for (bi, yb) in yc.chunks_mut(ROW_BLOCK * m).enumerate() {
-                let r0 = i * per + bi * ROW_BLOCK;
+            // Even blocks of at most ROW_BLOCK rows (49 rows: one block, not 48 and 1).
+            let rows = yc.len() / m;
+            let block = rows.div_ceil(rows.div_ceil(ROW_BLOCK)).div_ceil(ROW_STEP) * ROW_STEP;
+            for (bi, yb) in yc.chunks_mut(block * m).enumerate() {
+                let r0 = i * per + bi * block;
                 self.tiles(p, &x[r0 * c..], c, accumulate, yb)?;
             }
             if !self.act.in_kernel() {
@@ -325,16 +328,12 @@ impl NhwcConvWorkload {
                         last: kb + 1 == blocks,
                         act: self.act.kernel_part(),
                     };
-                    for t0 in (0..rows).step_by(ROW_STEP) {
-                        let mr = (rows - t0).min(ROW_STEP);
-                        let at = t0 * lda + k0;
-                        let ok = a.get(at..).is_some_and(|a| {
-                            let c = &mut yb[t0 * m + j0..];
-                            simd::tile_strided(kc, a, lda, &panel[h..], c, m, mr, nr, &ep)
-                        });
-                        if !ok {
-                            return Err(self.io.error("a channels-last tile was refused".into()));
-                        }
+                    let ok = a.get(k0..).is_some_and(|a| {
+                        let c = &mut yb[j0..];
+                        simd::tiles_strided(kc, a, lda, rows, &panel[h..], c, m, nr, &ep)
+                    });
+                    if !ok {
+                        return Err(self.io.error("channels-last tiles were refused".into()));
                     }
                 }
             }

@@ -607,6 +607,90 @@ fn check_partition(backend: &BackendId, run: &[LayerId], views: &OptimizationVie
     Ok(())
 }
 
+/// The order in which `rebuild` emits layers: the kept layers of `order`, and each
+/// substitution once (represented by its first replaced layer), sorted so that everything is
+/// computed before it is read, staying as close to `order` as that allows. A substitution
+/// cannot simply take the place of its first or its last replaced layer: a kept layer between
+/// them may feed it (a residual branch) or read it (a consumer of a region's output).
+fn emission_order(
+    old: &Network,
+    order: &[LayerId],
+    subs: &[(BackendId, Substitution)],
+    replaced_by: &HashMap<LayerId, usize>,
+) -> Result<Vec<LayerId>> {
+    let Some((first_backend, _)) = subs.first() else {
+        return Ok(order.to_vec());
+    };
+    // Nodes: kept layers and substitutions, in the order they first appear.
+    #[derive(Clone, Copy, PartialEq, Eq, Hash)]
+    enum Node {
+        Layer(LayerId),
+        Sub(usize),
+    }
+    let node_of = |l: LayerId| match replaced_by.get(&l) {
+        Some(&s) => Node::Sub(s),
+        None => Node::Layer(l),
+    };
+    let mut nodes: Vec<(Node, LayerId)> = Vec::new();
+    let mut seen: HashSet<Node> = HashSet::new();
+    for &l in order {
+        if seen.insert(node_of(l)) {
+            nodes.push((node_of(l), l));
+        }
+    }
+    let producer = |t: TensorId| match old.tensor(t).kind {
+        TensorKind::Produced { layer, .. } => Some(node_of(layer)),
+        _ => None,
+    };
+    let deps: Vec<Vec<Node>> = nodes
+        .iter()
+        .map(|(n, _)| {
+            let reads: Vec<TensorId> = match n {
+                Node::Layer(l) => old.layer(*l).inputs.clone(),
+                Node::Sub(s) => subs[*s]
+                    .1
+                    .replacement
+                    .iter()
+                    .flat_map(|r| &r.inputs)
+                    .filter_map(|v| match v {
+                        ValueRef::Existing(t) => Some(*t),
+                        _ => None,
+                    })
+                    .collect(),
+            };
+            reads
+                .into_iter()
+                .filter_map(producer)
+                .filter(|p| p != n)
+                .collect()
+        })
+        .collect();
+    let mut done: HashSet<Node> = HashSet::new();
+    let mut emitted = vec![false; nodes.len()];
+    let mut seq = Vec::with_capacity(nodes.len());
+    // Everything before `start` is emitted: in the usual case each step takes `start`.
+    let mut start = 0;
+    while seq.len() < nodes.len() {
+        while emitted.get(start) == Some(&true) {
+            start += 1;
+        }
+        let next =
+            (start..nodes.len()).find(|&i| !emitted[i] && deps[i].iter().all(|d| done.contains(d)));
+        let Some(i) = next else {
+            return Err(RuntimeError::InvalidOptimization {
+                backend: first_backend.clone(),
+                reason: "the substitutions leave a cycle between replaced and kept layers \
+                         (is every replaced set convex?)"
+                    .into(),
+            });
+        };
+        emitted[i] = true;
+        done.insert(nodes[i].0);
+        seq.push(nodes[i].1);
+    }
+    Ok(seq)
+}
+
 /// Build a new network from `old` in `order`, applying substitutions. Returns the network
 /// and the (name, backend) of every replacement layer.
 fn rebuild(
@@ -627,14 +711,15 @@ fn rebuild(
             replaced_by.insert(*l, i);
         }
     }
+    let seq = emission_order(old, order, subs, &replaced_by)?;
     let mut emit_at: HashMap<usize, usize> = HashMap::new();
-    for (pos, l) in order.iter().enumerate() {
+    for (pos, l) in seq.iter().enumerate() {
         if let Some(&s) = replaced_by.get(l) {
             emit_at.insert(s, pos);
         }
     }
     let mut new_layers = Vec::new();
-    for (pos, &l) in order.iter().enumerate() {
+    for (pos, &l) in seq.iter().enumerate() {
         match replaced_by.get(&l) {
             None => {
                 let layer = old.layer(l);

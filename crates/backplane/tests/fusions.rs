@@ -277,7 +277,8 @@ fn residual_add_and_layer_norm_fuse() {
 
 /// A MobileNet-style body: a first layer (3 input channels, 3×3 stride 2), depthwise and
 /// pointwise convolutions, an inverted residual block, a strided depthwise convolution with
-/// an activation no kernel computes in registers (Sigmoid), and a GlobalAveragePool outside.
+/// an activation no kernel computes in registers (Sigmoid), a depthwise convolution with a
+/// residual, and a GlobalAveragePool outside.
 /// CpuAcc runs the convolutions channels-last (every one a `FusedConv` with a layout, the
 /// first reading NCHW), with a Transpose only where a tensor leaves the region (a network
 /// output, the pooling's input), and matches CpuRef for odd channel counts (tails of the
@@ -303,6 +304,9 @@ fn mobilenet_blocks_run_channels_last() {
         (1, 17, 17, 8, 16, 48),
         (2, 9, 11, 37, 5, 33),
         (1, 1, 1, 3, 7, 17),
+        // Rows of 33 and 35 outputs: the 3×3 kernel's wide-row path (eight channels with
+        // their weights in registers, four pixels at a time), with channel tails of 4 and 5.
+        (1, 70, 66, 12, 24, 37),
     ] {
         let mut n = Network::new();
         let x = n
@@ -346,9 +350,16 @@ fn mobilenet_blocks_run_channels_last() {
         let pooled = n
             .add_layer("pool", Op::GlobalPool(PoolKind::Average), &[s])
             .unwrap()[0];
+        // A depthwise convolution with a residual (on `sum`'s full-size plane).
+        let q = layer(&mut n, "dw4", sum, conv(3, 1, 1, c2), c2, c2, 3);
+        let q = n
+            .add_layer("dw4_residual", Op::Binary(BinaryOp::Add), &[q, sum])
+            .unwrap()[0];
+        let q = act(&mut n, "dw4_relu", q, Op::Unary(UnaryOp::Relu));
         n.mark_output(t).unwrap();
         n.mark_output(pooled).unwrap();
         n.mark_output(s).unwrap();
+        n.mark_output(q).unwrap();
 
         let opt = rt.optimize(&n, &options("CpuAcc")).unwrap();
         let layouts: Vec<String> = opt
@@ -376,6 +387,7 @@ fn mobilenet_blocks_run_channels_last() {
                 "nhwc",
                 "nhwc",
                 "nhwc",
+                "nhwc",
                 "nhwc"
             ],
             "{batch}x{h}x{w} c{c1}/{c2}/{c3}"
@@ -386,13 +398,13 @@ fn mobilenet_blocks_run_channels_last() {
             .iter()
             .filter(|l| matches!(l.op, Op::Transpose { .. }))
             .count();
-        // Out: t (a network output), s (an output and the pooling's input). Nothing in.
-        assert_eq!(transposes, 2, "{batch}x{h}x{w}");
+        // Out: t and q (network outputs), s (an output and the pooling's input). Nothing in.
+        assert_eq!(transposes, 3, "{batch}x{h}x{w}");
 
         let xv = random(&[batch, 3, h, w], 99);
         let got = run(&rt, &n, "CpuAcc", &[("x", &xv)]);
         let want = run(&rt, &n, "CpuRef", &[("x", &xv)]);
-        assert_eq!(got.len(), 3);
+        assert_eq!(got.len(), 4);
         for (i, (g, r)) in got.iter().zip(&want).enumerate() {
             assert_close(&format!("{batch}x{h}x{w} c{c1}/{c2}/{c3} output {i}"), g, r);
         }

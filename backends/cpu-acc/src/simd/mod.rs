@@ -190,59 +190,61 @@ pub fn microkernel_rows(
     microkernel_on(isa_in_use(), kc, a, row0, b, c, ldc, mr, nr, ep)
 }
 
-/// True when [`tile_strided`] runs (AVX2 without AVX-512: with AVX-512 the SGEMM's packing
+/// True when [`tiles_strided`] runs (AVX2 without AVX-512: with AVX-512 the SGEMM's packing
 /// of A transposes in registers and its 12×32 tile is faster).
 #[inline]
 pub fn strided_tiles() -> bool {
     avx2_in_use() && !has_avx512()
 }
 
-/// One tile of `C = A·B` with A read where it lies: C's rows `r < mr` (1..=6, `ldc` apart)
-/// and columns `< nr` (1..=16) get the epilogue of the product of A's rows (`a[r·lda..]`,
-/// `kc` values each) and one 16-column half of a packed B panel (`b`, K steps [`NR`] floats
-/// apart). The channels-last pointwise convolution's tile: its A is the input, pixels as
-/// rows. Returns false, computing nothing, without AVX2 ([`strided_tiles`]) or when a slice
-/// is too short.
+/// `rows` rows of `C = A·B`, six at a time, with A read where it lies: C's rows `r < rows`
+/// (`ldc` apart) and columns `< nr` (1..=16) get the epilogue of the product of A's rows
+/// (`a[r·lda..]`, `kc` values each) and one 16-column half of a packed B panel (`b`, K steps
+/// [`NR`] floats apart). The channels-last pointwise convolution's tiles: its A is the input,
+/// pixels as rows. Returns false, computing nothing, without AVX2 ([`strided_tiles`]) or
+/// when a slice is too short.
 #[allow(clippy::too_many_arguments)]
-pub fn tile_strided(
+pub fn tiles_strided(
     kc: usize,
     a: &[f32],
     lda: usize,
+    rows: usize,
     b: &[f32],
     c: &mut [f32],
     ldc: usize,
-    mr: usize,
     nr: usize,
     ep: &TileEpilogue<'_>,
 ) -> bool {
-    let ok = (1..=AVX2_ROWS).contains(&mr)
-        && (1..=HALF).contains(&nr)
+    if rows == 0 {
+        return true;
+    }
+    let ok = (1..=HALF).contains(&nr)
         && kc >= 1
-        && (nr <= ldc || mr == 1)
-        && a.len() >= (mr - 1) * lda + kc
+        && (nr <= ldc || rows == 1)
+        && a.len() >= (rows - 1) * lda + kc
         && b.len() >= (kc - 1) * NR + HALF
-        && c.len() >= (mr - 1) * ldc + nr
-        && !matches!(ep.row_bias, Some(r) if r.len() < mr)
+        && c.len() >= (rows - 1) * ldc + nr
+        && ep.row_bias.is_none()
         && !matches!(ep.col_bias, Some(r) if r.len() < nr);
     if !ok || !strided_tiles() {
         return false;
     }
     #[cfg(target_arch = "x86_64")]
     {
-        // SAFETY: AVX2 and FMA are present (`strided_tiles`); rows r < mr of A hold kc
-        // floats at r·lda (checked: (mr-1)·lda + kc <= a.len()), and rows past mr re-read
-        // row mr-1; the kernel reads b[k·NR .. k·NR + 16] for k < kc, inside `b`; it touches
-        // c[r·ldc .. r·ldc + nr] for r < mr only, inside `c`; the biases hold mr and nr
-        // values; 1 <= mr <= 6 and 1 <= nr <= 16 were checked.
+        // SAFETY: AVX2 and FMA are present (`strided_tiles`); rows r < rows of A hold kc
+        // floats at r·lda (checked: (rows-1)·lda + kc <= a.len()), and a tile's rows past
+        // its last re-read that row; the kernel reads b[k·NR .. k·NR + 16] for k < kc, inside
+        // `b`; it touches c[r·ldc .. r·ldc + nr] for r < rows only, inside `c`; there is no
+        // row bias and the column bias holds nr values; 1 <= nr <= 16 was checked.
         unsafe {
-            avx2::kernel_strided_6x16(
+            avx2::column_strided(
                 kc,
                 a.as_ptr(),
                 lda,
+                rows,
                 b.as_ptr(),
                 c.as_mut_ptr(),
                 ldc,
-                mr,
                 nr,
                 ep,
             );
@@ -779,6 +781,40 @@ mod avx2 {
         store_6x16(rows, c, ldc, mr, nr, ep);
     }
 
+    /// [`kernel_strided_6x16`] down `rows` rows of A and C, six at a time. Safety: as
+    /// [`kernel_strided_6x16`] for every tile: rows r < `rows` of A readable for kc floats at
+    /// a + r·lda, of C writable for nr floats at c + r·ldc; rows >= 1.
+    #[target_feature(enable = "avx2,fma")]
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn column_strided(
+        kc: usize,
+        a: *const f32,
+        lda: usize,
+        rows: usize,
+        b: *const f32,
+        c: *mut f32,
+        ldc: usize,
+        nr: usize,
+        ep: &TileEpilogue<'_>,
+    ) {
+        let mut r0 = 0;
+        while r0 < rows {
+            let mr = (rows - r0).min(super::AVX2_ROWS);
+            kernel_strided_6x16(
+                kc,
+                a.add(r0 * lda),
+                lda,
+                b,
+                c.add(r0 * ldc),
+                ldc,
+                mr,
+                nr,
+                ep,
+            );
+            r0 += super::AVX2_ROWS;
+        }
+    }
+
     /// Store a 6×16 tile of accumulators (`rows`, six pairs of eight columns) into C with
     /// the epilogue: its first `mr` rows and `nr` columns. Safety: AVX2 and FMA present; C's
     /// rows r < mr writable (and readable) for nr floats at c + r·ldc; biases readable for
@@ -817,8 +853,8 @@ mod avx2 {
                     v0 = _mm256_add_ps(v0, _mm256_loadu_ps(p));
                     v1 = _mm256_add_ps(v1, _mm256_loadu_ps(p.add(8)));
                 } else {
-                    v0 = _mm256_add_ps(v0, _mm256_maskload_ps(p, m0));
-                    v1 = _mm256_add_ps(v1, _mm256_maskload_ps(p.add(8), m1));
+                    v0 = _mm256_add_ps(v0, load_part(p, n0, m0));
+                    v1 = _mm256_add_ps(v1, load_part(p.add(8), n1, m1));
                 }
             }
             if ep.last {
@@ -834,9 +870,34 @@ mod avx2 {
                 _mm256_storeu_ps(p, v0);
                 _mm256_storeu_ps(p.add(8), v1);
             } else {
-                _mm256_maskstore_ps(p, m0, v0);
-                _mm256_maskstore_ps(p.add(8), m1, v1);
+                store_part(p, n0, m0, v0);
+                store_part(p.add(8), n1, m1, v1);
             }
+        }
+    }
+
+    /// The first `n` (≤ 8) floats at `p` (the rest zero): a plain load when all eight are
+    /// wanted, none when none is (masked loads and stores are slow on AMD's CPUs). Safety:
+    /// AVX2 present; `p` readable for `n` floats; `m` is `mask(n)`.
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn load_part(p: *const f32, n: usize, m: __m256i) -> __m256 {
+        match n {
+            8 => _mm256_loadu_ps(p),
+            0 => _mm256_setzero_ps(),
+            _ => _mm256_maskload_ps(p, m),
+        }
+    }
+
+    /// Store the first `n` (≤ 8) lanes of `v` at `p`, like [`load_part`]. Safety: AVX2
+    /// present; `p` writable for `n` floats; `m` is `mask(n)`.
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn store_part(p: *mut f32, n: usize, m: __m256i, v: __m256) {
+        match n {
+            8 => _mm256_storeu_ps(p, v),
+            0 => {}
+            _ => _mm256_maskstore_ps(p, m, v),
         }
     }
 }
