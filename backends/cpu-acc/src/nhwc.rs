@@ -58,6 +58,30 @@ pub fn to_nchw(d: &[usize]) -> Vec<usize> {
     }
 }
 
+/// A first layer's input zero-padded (`h`×`w` per channel, NCHW) so that every window lies
+/// inside it, and where each im2col step `(ky, kx, c)` reads relative to a window's corner.
+struct Window {
+    h: usize,
+    w: usize,
+    offsets: Vec<usize>,
+}
+
+impl Window {
+    fn new(g: &Geo2, c: usize) -> Self {
+        let h = (g.pt + g.h).max((g.oh.max(1) - 1) * g.sh + (g.kh - 1) * g.dh + 1);
+        let w = (g.pl + g.w).max((g.ow.max(1) - 1) * g.sw + (g.kw - 1) * g.dw + 1);
+        let mut offsets = Vec::with_capacity(g.kh * g.kw * c);
+        for ky in 0..g.kh {
+            for kx in 0..g.kw {
+                for ci in 0..c {
+                    offsets.push(ci * h * w + ky * g.dh * w + kx * g.dw);
+                }
+            }
+        }
+        Window { h, w, offsets }
+    }
+}
+
 /// How a channels-last convolution computes.
 enum Kind {
     /// 1×1, stride 1, no padding: `Y[P×M] = X[P×C]·Wᵀ`, W packed as B (K = C, N = M).
@@ -92,11 +116,16 @@ pub struct NhwcConvWorkload {
     /// Im2col: where each of a row's `kh·kw·C` values lies relative to the input element under
     /// tap (0, 0), channel 0, for pixels whose window lies inside the image.
     offsets: Vec<usize>,
+    /// A first layer reading NCHW: its padded input, read in place by the AVX2 tiles.
+    window: Option<Window>,
+    /// The AVX2 tiles that read A in place run ([`simd::strided_tiles`]); else the SGEMM.
+    in_place_tiles: bool,
     threads: Threads,
 }
 
 thread_local! {
     static IM2COL: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    static PADDED_INPUT: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
 impl NhwcConvWorkload {
@@ -218,6 +247,8 @@ impl NhwcConvWorkload {
             residual: false,
             input_nchw,
             offsets,
+            window: (input_nchw && geo.oh > 0 && geo.ow > 0).then(|| Window::new(&geo, c)),
+            in_place_tiles: simd::strided_tiles(),
             threads,
         })
     }
@@ -243,7 +274,7 @@ impl NhwcConvWorkload {
         if let Some(r) = r {
             y.copy_from_slice(r);
         }
-        if simd::strided_tiles() {
+        if self.in_place_tiles {
             return self.pointwise_tiles(p, x, r.is_some(), y);
         }
         let ep = Epilogue {
@@ -294,9 +325,7 @@ impl NhwcConvWorkload {
     }
 
     /// `yb` (rows of M values) = epilogue(A·B) for A's rows `a[r·lda..]` (K = `p`'s depth)
-    /// and the packed weights `p`: each K block of each 16-column half of a panel runs down
-    /// all the rows (the half stays in L1, the rows in L2). Only in-kernel activations are
-    /// applied.
+    /// and the packed weights `p`: see [`NhwcConvWorkload::each_half`].
     fn tiles(
         &self,
         p: &Packed,
@@ -305,9 +334,28 @@ impl NhwcConvWorkload {
         accumulate: bool,
         yb: &mut [f32],
     ) -> Result<()> {
+        let (m, rows) = (self.m, yb.len() / self.m);
+        self.each_half(p, accumulate, |k0, kc, j0, b, ep| {
+            a.get(k0..).is_some_and(|a| {
+                let nr = (m - j0).min(ROW_HALF);
+                simd::tiles_strided(kc, a, lda, rows, b, &mut yb[j0..], m, nr, ep)
+            })
+        })
+    }
+
+    /// Run `tile(k0, kc, j0, b, ep)` for each K block (from `k0`, `kc` deep) of each
+    /// 16-column half (from column `j0`) of the packed weights `p`, with the epilogue of
+    /// that block (`accumulate` onto C for all but the first block when not set; bias and
+    /// the in-kernel activation on the last). Each half then runs down all the rows of a
+    /// block (the half stays in L1, the rows in L2). `tile` returns false when refused.
+    fn each_half(
+        &self,
+        p: &Packed,
+        accumulate: bool,
+        mut tile: impl FnMut(usize, usize, usize, &[f32], &simd::TileEpilogue<'_>) -> bool,
+    ) -> Result<()> {
         let m = self.m;
         let k = p.depth();
-        let rows = yb.len() / m;
         let blocks = k.div_ceil(gemm::KC);
         for kb in 0..blocks {
             let k0 = kb * gemm::KC;
@@ -319,7 +367,6 @@ impl NhwcConvWorkload {
                     if j0 >= m {
                         break;
                     }
-                    let nr = (m - j0).min(ROW_HALF);
                     let ep = simd::TileEpilogue {
                         accumulate: accumulate || kb > 0,
                         alpha: 1.0,
@@ -328,17 +375,78 @@ impl NhwcConvWorkload {
                         last: kb + 1 == blocks,
                         act: self.act.kernel_part(),
                     };
-                    let ok = a.get(k0..).is_some_and(|a| {
-                        let c = &mut yb[j0..];
-                        simd::tiles_strided(kc, a, lda, rows, &panel[h..], c, m, nr, &ep)
-                    });
-                    if !ok {
+                    if !tile(k0, kc, j0, &panel[h..], &ep) {
                         return Err(self.io.error("channels-last tiles were refused".into()));
                     }
                 }
             }
         }
         Ok(())
+    }
+
+    /// A first layer reading NCHW by [`simd::tiles_offsets`]: the input is copied once into
+    /// a zero-padded buffer, and each output row's pixels read their windows there in place
+    /// (rows `stride` apart, taps and channels at the offsets of [`Window`]), with no
+    /// im2col copy.
+    fn entry_in_place(
+        &self,
+        p: &Packed,
+        win: &Window,
+        x: &[f32],
+        r: Option<&[f32]>,
+        y: &mut [f32],
+    ) -> Result<()> {
+        let g = &self.geo;
+        let (c, m) = (self.c, self.m);
+        let plane = win.h * win.w;
+        let image = c * plane;
+        let mut buf = gemm::take(&PADDED_INPUT, self.n * image);
+        // Padded rows, split between the threads: zeros around each input row.
+        let padded_rows = self.n * c * win.h;
+        let per = self.threads.chunk_size(padded_rows, 64, 1);
+        self.threads
+            .chunks(&mut buf[..self.n * image], per * win.w, |i, dst| {
+                for (j, d) in dst.chunks_exact_mut(win.w).enumerate() {
+                    let (plane_at, ry) = ((i * per + j) / win.h, (i * per + j) % win.h);
+                    match ry.checked_sub(g.pt).filter(|&iy| iy < g.h) {
+                        Some(iy) => {
+                            let s = (plane_at * g.h + iy) * g.w;
+                            d[..g.pl].fill(0.0);
+                            d[g.pl..g.pl + g.w].copy_from_slice(&x[s..s + g.w]);
+                            d[g.pl + g.w..].fill(0.0);
+                        }
+                        None => d.fill(0.0),
+                    }
+                }
+                Ok(())
+            })?;
+        let padded = &buf[..self.n * image];
+        let row = g.ow * m;
+        let rows = self.n * g.oh;
+        let per = self.threads.chunk_size(rows, 1, 1);
+        let done = self
+            .threads
+            .chunks(&mut y[..rows * row], per * row, |i, yc| {
+                for (j, yr) in yc.chunks_exact_mut(row).enumerate() {
+                    let (b, oy) = ((i * per + j) / g.oh, (i * per + j) % g.oh);
+                    let a = &padded[b * image + oy * g.sh * win.w..(b + 1) * image];
+                    if let Some(r) = r {
+                        let at = (i * per + j) * row;
+                        yr.copy_from_slice(&r[at..at + row]);
+                    }
+                    self.each_half(p, r.is_some(), |k0, kc, j0, bh, ep| {
+                        let nr = (m - j0).min(ROW_HALF);
+                        let offs = &win.offsets[k0..];
+                        simd::tiles_offsets(kc, a, g.sw, offs, g.ow, bh, &mut yr[j0..], m, nr, ep)
+                    })?;
+                }
+                if !self.act.in_kernel() {
+                    simd::unary_in_place(self.act, yc);
+                }
+                Ok(())
+            });
+        gemm::give_back(&PADDED_INPUT, buf);
+        done
     }
 
     fn depthwise(&self, taps: &[f32], x: &[f32], r: Option<&[f32]>, y: &mut [f32]) -> Result<()> {
@@ -373,6 +481,9 @@ impl NhwcConvWorkload {
     }
 
     fn im2col(&self, p: &Packed, x: &[f32], r: Option<&[f32]>, y: &mut [f32]) -> Result<()> {
+        if let Some(win) = self.window.as_ref().filter(|_| self.in_place_tiles) {
+            return self.entry_in_place(p, win, x, r, y);
+        }
         let (m, k) = (self.m, self.geo.kh * self.geo.kw * self.c);
         let px = self.pixels();
         let per = self.threads.chunk_size(px, IM2COL_ROWS, 1).min(IM2COL_ROWS);
@@ -384,7 +495,7 @@ impl NhwcConvWorkload {
             if let Some(r) = r {
                 yc.copy_from_slice(&r[p0 * m..(p0 + rows) * m]);
             }
-            if simd::strided_tiles() {
+            if self.in_place_tiles {
                 let done = self.tiles(p, &buf[..rows * k], k, r.is_some(), yc);
                 gemm::give_back(&IM2COL, buf);
                 if done.is_ok() && !self.act.in_kernel() {
@@ -601,4 +712,222 @@ pub fn dw_row_body(job: &DwRow<'_>, oy: usize, res: Option<&[f32]>, out: &mut [f
         }
     }
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use backplane_core::ops::{AutoPad, Window as ConvWindow};
+    use backplane_core::{DataType, TensorInfo};
+
+    struct Rng(u64);
+    impl Rng {
+        fn vec(&mut self, n: usize) -> Vec<f32> {
+            (0..n)
+                .map(|_| {
+                    self.0 = self
+                        .0
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    ((self.0 >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+                })
+                .collect()
+        }
+    }
+
+    /// A square convolution: batch, channels, input size, output channels, kernel, stride,
+    /// pad, group; input layout, residual, activation.
+    struct Case {
+        n: usize,
+        c: usize,
+        h: usize,
+        w: usize,
+        m: usize,
+        k: usize,
+        s: usize,
+        p: usize,
+        group: usize,
+        nchw_in: bool,
+        residual: bool,
+        act: Activation,
+    }
+
+    impl Case {
+        fn out(&self) -> (usize, usize) {
+            (
+                (self.h + 2 * self.p - self.k) / self.s + 1,
+                (self.w + 2 * self.p - self.k) / self.s + 1,
+            )
+        }
+    }
+
+    /// `act(conv(x) + b (+ r))` with NHWC output, by plain loops over the ONNX definition.
+    fn naive(t: &Case, x: &[f32], wt: &[f32], b: &[f32], r: Option<&[f32]>) -> Vec<f32> {
+        let (oh, ow) = t.out();
+        let (cg, mg) = (t.c / t.group, t.m / t.group);
+        let mut y = vec![0f32; t.n * oh * ow * t.m];
+        for bi in 0..t.n {
+            for oy in 0..oh {
+                for ox in 0..ow {
+                    for j in 0..t.m {
+                        let g = j / mg;
+                        let mut acc = b[j] as f64;
+                        for ci in 0..cg {
+                            let ch = g * cg + ci;
+                            for ky in 0..t.k {
+                                for kx in 0..t.k {
+                                    let (iy, ix) = (oy * t.s + ky, ox * t.s + kx);
+                                    if iy < t.p || ix < t.p || iy - t.p >= t.h || ix - t.p >= t.w {
+                                        continue;
+                                    }
+                                    let (iy, ix) = (iy - t.p, ix - t.p);
+                                    let xv = if t.nchw_in {
+                                        x[((bi * t.c + ch) * t.h + iy) * t.w + ix]
+                                    } else {
+                                        x[((bi * t.h + iy) * t.w + ix) * t.c + ch]
+                                    };
+                                    let wv = wt[((j * cg + ci) * t.k + ky) * t.k + kx];
+                                    acc += xv as f64 * wv as f64;
+                                }
+                            }
+                        }
+                        let at = ((bi * oh + oy) * ow + ox) * t.m + j;
+                        if let Some(r) = r {
+                            acc += r[at] as f64;
+                        }
+                        y[at] = crate::math::apply(t.act, acc as f32);
+                    }
+                }
+            }
+        }
+        y
+    }
+
+    fn workload(t: &Case, wt: &[f32], b: &[f32], threads: usize) -> NhwcConvWorkload {
+        let (oh, ow) = t.out();
+        let xd = if t.nchw_in {
+            vec![t.n, t.c, t.h, t.w]
+        } else {
+            vec![t.n, t.h, t.w, t.c]
+        };
+        let y = TensorInfo::new(DataType::F32, vec![t.n, oh, ow, t.m]);
+        let mut inputs = vec![
+            TensorInfo::new(DataType::F32, xd),
+            TensorInfo::new(DataType::F32, vec![t.m, t.c / t.group, t.k, t.k]),
+            TensorInfo::new(DataType::F32, vec![t.m]),
+        ];
+        if t.residual {
+            inputs.push(y.clone());
+        }
+        let io = Io {
+            layer: "test".into(),
+            inputs,
+            outputs: vec![y],
+        };
+        let desc = ConvDesc {
+            window: ConvWindow {
+                kernel: vec![t.k, t.k],
+                strides: vec![t.s, t.s],
+                dilations: vec![1, 1],
+                pads: vec![t.p; 4],
+                auto_pad: AutoPad::NotSet,
+            },
+            group: t.group,
+        };
+        let wt = Tensor::from_vec(vec![t.m, t.c / t.group, t.k, t.k], wt.to_vec()).unwrap();
+        let b = Tensor::from_vec(vec![t.m], b.to_vec()).unwrap();
+        let th = Threads::new(threads).unwrap();
+        let w =
+            NhwcConvWorkload::new(io, &desc, Some(&wt), Some(&b), t.act, t.nchw_in, th).unwrap();
+        if t.residual {
+            w.with_residual().unwrap()
+        } else {
+            w
+        }
+    }
+
+    fn close(what: &str, got: &[f32], want: &[f32]) {
+        assert_eq!(got.len(), want.len(), "{what}");
+        for (i, (g, w)) in got.iter().zip(want).enumerate() {
+            assert!(
+                (g - w).abs() <= 1e-4 + 1e-4 * w.abs(),
+                "{what}: element {i}: got {g}, expected {w}"
+            );
+        }
+    }
+
+    /// Every path of every kind (the AVX2 tiles where they run, the SGEMM and im2col
+    /// fallbacks, the depthwise kernel and its compiled portable body) against the ONNX
+    /// definition: odd channel counts (tails of 32, 8 and 1), sizes of 1, padding, strides,
+    /// batches, residuals, and an activation computed outside the kernels (Sigmoid).
+    #[test]
+    fn every_path_matches_the_definition() {
+        let clip = Activation::Clip { min: 0.0, max: 6.0 };
+        #[rustfmt::skip]
+        let cases = [
+            // n, c, h, w, m, k, s, p, group, NCHW input, residual, activation
+            Case { n: 2, c: 17, h: 5, w: 7, m: 24, k: 1, s: 1, p: 0, group: 1, nchw_in: false, residual: false, act: clip },
+            Case { n: 1, c: 33, h: 1, w: 1, m: 7, k: 1, s: 1, p: 0, group: 1, nchw_in: false, residual: true, act: Activation::Relu },
+            Case { n: 1, c: 300, h: 7, w: 7, m: 40, k: 1, s: 1, p: 0, group: 1, nchw_in: false, residual: false, act: Activation::Sigmoid },
+            Case { n: 1, c: 3, h: 9, w: 11, m: 19, k: 3, s: 2, p: 1, group: 1, nchw_in: true, residual: false, act: clip },
+            Case { n: 2, c: 3, h: 1, w: 1, m: 8, k: 3, s: 2, p: 1, group: 1, nchw_in: true, residual: true, act: Activation::None },
+            Case { n: 1, c: 2, h: 6, w: 5, m: 33, k: 5, s: 1, p: 2, group: 1, nchw_in: true, residual: false, act: Activation::Sigmoid },
+            Case { n: 1, c: 37, h: 6, w: 40, m: 37, k: 3, s: 1, p: 1, group: 37, nchw_in: false, residual: true, act: clip },
+            Case { n: 2, c: 12, h: 9, w: 9, m: 12, k: 3, s: 2, p: 1, group: 12, nchw_in: false, residual: false, act: Activation::Sigmoid },
+            Case { n: 1, c: 5, h: 1, w: 1, m: 5, k: 3, s: 1, p: 1, group: 5, nchw_in: false, residual: false, act: Activation::Relu },
+            Case { n: 1, c: 48, h: 4, w: 33, m: 48, k: 5, s: 1, p: 2, group: 48, nchw_in: false, residual: false, act: clip },
+        ];
+        let mut rng = Rng(11);
+        for (ci, t) in cases.iter().enumerate() {
+            let x = rng.vec(t.n * t.c * t.h * t.w);
+            let wt = rng.vec(t.m * (t.c / t.group) * t.k * t.k);
+            let b = rng.vec(t.m);
+            let (oh, ow) = t.out();
+            let r = rng.vec(t.n * oh * ow * t.m);
+            let r = t.residual.then_some(&r[..]);
+            let want = naive(t, &x, &wt, &b, r);
+            for threads in [1, 2] {
+                let mut wl = workload(t, &wt, &b, threads);
+                for tiles in [wl.in_place_tiles, false] {
+                    wl.in_place_tiles = tiles;
+                    let mut y = vec![f32::NAN; want.len()];
+                    match &wl.kind {
+                        Kind::Pointwise(p) => wl.pointwise(p, &x, r, &mut y),
+                        Kind::Depthwise(taps) => wl.depthwise(taps, &x, r, &mut y),
+                        Kind::Im2col(p) => wl.im2col(p, &x, r, &mut y),
+                    }
+                    .unwrap();
+                    close(
+                        &format!("case {ci} threads {threads} tiles {tiles}"),
+                        &y,
+                        &want,
+                    );
+                }
+                if let Kind::Depthwise(taps) = &wl.kind {
+                    // The compiled body, whatever the CPU.
+                    let g = &wl.geo;
+                    let (row, img) = (g.ow * t.c, g.h * g.w * t.c);
+                    let mut y = vec![f32::NAN; want.len()];
+                    for (i, out) in y.chunks_exact_mut(row).enumerate() {
+                        let bi = i / g.oh;
+                        let job = DwRow {
+                            geo: g,
+                            c: t.c,
+                            x: &x[bi * img..(bi + 1) * img],
+                            taps,
+                            bias: &b,
+                            act: t.act.kernel_part(),
+                        };
+                        let res = r.map(|r| &r[i * row..(i + 1) * row]);
+                        assert!(dw_row_body(&job, i % g.oh, res, out));
+                    }
+                    if !t.act.in_kernel() {
+                        y.iter_mut()
+                            .for_each(|v| *v = crate::math::apply(t.act, *v));
+                    }
+                    close(&format!("case {ci} compiled depthwise body"), &y, &want);
+                }
+            }
+        }
+    }
 }

@@ -255,6 +255,66 @@ pub fn tiles_strided(
     false
 }
 
+/// [`tiles_strided`] with A's K steps at offsets: A's row r holds, at step k, the value
+/// `a[r·lda + offs[k]]` (a convolution's window read in place from a padded input: rows are
+/// output pixels `lda` = stride apart, steps are taps and channels). Returns false,
+/// computing nothing, without AVX2 ([`strided_tiles`]) or when a slice is too short.
+#[allow(clippy::too_many_arguments)]
+pub fn tiles_offsets(
+    kc: usize,
+    a: &[f32],
+    lda: usize,
+    offs: &[usize],
+    rows: usize,
+    b: &[f32],
+    c: &mut [f32],
+    ldc: usize,
+    nr: usize,
+    ep: &TileEpilogue<'_>,
+) -> bool {
+    if rows == 0 {
+        return true;
+    }
+    let furthest = offs.get(..kc).and_then(|o| o.iter().max()).copied();
+    let ok = (1..=HALF).contains(&nr)
+        && kc >= 1
+        && (nr <= ldc || rows == 1)
+        && furthest.is_some_and(|f| (rows - 1) * lda + f < a.len())
+        && b.len() >= (kc - 1) * NR + HALF
+        && c.len() >= (rows - 1) * ldc + nr
+        && ep.row_bias.is_none()
+        && !matches!(ep.col_bias, Some(r) if r.len() < nr);
+    if !ok || !strided_tiles() {
+        return false;
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: AVX2 and FMA are present (`strided_tiles`); `offs` holds kc values, and
+        // for every row r < rows and step k < kc, r·lda + offs[k] <= (rows-1)·lda + the
+        // largest offset < a.len() (checked), a tile's rows past its last re-reading that
+        // row; the kernel reads b[k·NR .. k·NR + 16] for k < kc, inside `b`; it touches
+        // c[r·ldc .. r·ldc + nr] for r < rows only, inside `c`; there is no row bias and
+        // the column bias holds nr values; 1 <= nr <= 16 was checked.
+        unsafe {
+            avx2::column_offsets(
+                kc,
+                a.as_ptr(),
+                lda,
+                offs.as_ptr(),
+                rows,
+                b.as_ptr(),
+                c.as_mut_ptr(),
+                ldc,
+                nr,
+                ep,
+            );
+        }
+        true
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
 /// Where B's rows start for [`microkernel_in_place`], with the furthest start worked out once
 /// (not per tile: with 147 rows the scan cost a tenth of a tile).
 #[derive(Debug, Clone, Copy)]
@@ -779,6 +839,98 @@ mod avx2 {
             (c50, c51),
         ];
         store_6x16(rows, c, ldc, mr, nr, ep);
+    }
+
+    /// [`kernel_strided_6x16`] with A's K steps at given offsets: row r's value at step k is
+    /// `a[r·lda + offs[k]]` (rows r ≥ mr read row mr-1). Safety: AVX2 and FMA present;
+    /// `offs` readable for kc values; a + r·lda + offs[k] readable for r < mr, k < kc; `b`,
+    /// C and biases as for [`kernel_6x16`]; 1 <= mr <= 6, nr <= 16.
+    #[target_feature(enable = "avx2,fma")]
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn kernel_offsets_6x16(
+        kc: usize,
+        a: *const f32,
+        lda: usize,
+        offs: *const usize,
+        mut b: *const f32,
+        c: *mut f32,
+        ldc: usize,
+        mr: usize,
+        nr: usize,
+        ep: &TileEpilogue<'_>,
+    ) {
+        let row = |r: usize| a.add(r.min(mr - 1) * lda);
+        let (a0, a1, a2, a3, a4, a5) = (row(0), row(1), row(2), row(3), row(4), row(5));
+        let mut c00 = _mm256_setzero_ps();
+        let mut c01 = _mm256_setzero_ps();
+        let mut c10 = _mm256_setzero_ps();
+        let mut c11 = _mm256_setzero_ps();
+        let mut c20 = _mm256_setzero_ps();
+        let mut c21 = _mm256_setzero_ps();
+        let mut c30 = _mm256_setzero_ps();
+        let mut c31 = _mm256_setzero_ps();
+        let mut c40 = _mm256_setzero_ps();
+        let mut c41 = _mm256_setzero_ps();
+        let mut c50 = _mm256_setzero_ps();
+        let mut c51 = _mm256_setzero_ps();
+        for k in 0..kc {
+            let o = *offs.add(k);
+            let b0 = _mm256_loadu_ps(b);
+            let b1 = _mm256_loadu_ps(b.add(8));
+            let x0 = _mm256_broadcast_ss(&*a0.add(o));
+            c00 = _mm256_fmadd_ps(x0, b0, c00);
+            c01 = _mm256_fmadd_ps(x0, b1, c01);
+            let x1 = _mm256_broadcast_ss(&*a1.add(o));
+            c10 = _mm256_fmadd_ps(x1, b0, c10);
+            c11 = _mm256_fmadd_ps(x1, b1, c11);
+            let x2 = _mm256_broadcast_ss(&*a2.add(o));
+            c20 = _mm256_fmadd_ps(x2, b0, c20);
+            c21 = _mm256_fmadd_ps(x2, b1, c21);
+            let x3 = _mm256_broadcast_ss(&*a3.add(o));
+            c30 = _mm256_fmadd_ps(x3, b0, c30);
+            c31 = _mm256_fmadd_ps(x3, b1, c31);
+            let x4 = _mm256_broadcast_ss(&*a4.add(o));
+            c40 = _mm256_fmadd_ps(x4, b0, c40);
+            c41 = _mm256_fmadd_ps(x4, b1, c41);
+            let x5 = _mm256_broadcast_ss(&*a5.add(o));
+            c50 = _mm256_fmadd_ps(x5, b0, c50);
+            c51 = _mm256_fmadd_ps(x5, b1, c51);
+            b = b.add(NR);
+        }
+        let rows = [
+            (c00, c01),
+            (c10, c11),
+            (c20, c21),
+            (c30, c31),
+            (c40, c41),
+            (c50, c51),
+        ];
+        store_6x16(rows, c, ldc, mr, nr, ep);
+    }
+
+    /// [`kernel_offsets_6x16`] down `rows` rows of A and C, six at a time. Safety: as
+    /// [`kernel_offsets_6x16`] for every tile, rows r < `rows`; rows >= 1.
+    #[target_feature(enable = "avx2,fma")]
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn column_offsets(
+        kc: usize,
+        a: *const f32,
+        lda: usize,
+        offs: *const usize,
+        rows: usize,
+        b: *const f32,
+        c: *mut f32,
+        ldc: usize,
+        nr: usize,
+        ep: &TileEpilogue<'_>,
+    ) {
+        let mut r0 = 0;
+        while r0 < rows {
+            let mr = (rows - r0).min(super::AVX2_ROWS);
+            let (ar, cr) = (a.add(r0 * lda), c.add(r0 * ldc));
+            kernel_offsets_6x16(kc, ar, lda, offs, b, cr, ldc, mr, nr, ep);
+            r0 += super::AVX2_ROWS;
+        }
     }
 
     /// [`kernel_strided_6x16`] down `rows` rows of A and C, six at a time. Safety: as
