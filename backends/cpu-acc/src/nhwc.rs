@@ -335,24 +335,24 @@ impl NhwcConvWorkload {
         yb: &mut [f32],
     ) -> Result<()> {
         let (m, rows) = (self.m, yb.len() / self.m);
-        self.each_half(p, accumulate, |k0, kc, j0, b, ep| {
-            a.get(k0..).is_some_and(|a| {
-                let nr = (m - j0).min(ROW_HALF);
-                simd::tiles_strided(kc, a, lda, rows, b, &mut yb[j0..], m, nr, ep)
-            })
+        self.each_half(p, accumulate, simd::WIDE, |k0, kc, j0, nr, b, ep| {
+            a.get(k0..)
+                .is_some_and(|a| simd::tiles_strided(kc, a, lda, rows, b, &mut yb[j0..], m, nr, ep))
         })
     }
 
-    /// Run `tile(k0, kc, j0, b, ep)` for each K block (from `k0`, `kc` deep) of each
-    /// 16-column half (from column `j0`) of the packed weights `p`, with the epilogue of
-    /// that block (`accumulate` onto C for all but the first block when not set; bias and
-    /// the in-kernel activation on the last). Each half then runs down all the rows of a
-    /// block (the half stays in L1, the rows in L2). `tile` returns false when refused.
+    /// Run `tile(k0, kc, j0, nr, b, ep)` for each K block (from `k0`, `kc` deep) of each
+    /// 16-column half (from column `j0`, `nr` wide) of the packed weights `p`, or of each
+    /// whole panel when it has at most `wide` columns (more than 16: the 3×24 tile), with
+    /// the epilogue of that block (`accumulate` onto C for all but the first block when not
+    /// set; bias and the in-kernel activation on the last). Each runs down all the rows of
+    /// a block (the weights stay in L1, the rows in L2). `tile` returns false when refused.
     fn each_half(
         &self,
         p: &Packed,
         accumulate: bool,
-        mut tile: impl FnMut(usize, usize, usize, &[f32], &simd::TileEpilogue<'_>) -> bool,
+        wide: usize,
+        mut tile: impl FnMut(usize, usize, usize, usize, &[f32], &simd::TileEpilogue<'_>) -> bool,
     ) -> Result<()> {
         let m = self.m;
         let k = p.depth();
@@ -362,11 +362,18 @@ impl NhwcConvWorkload {
             let kc = gemm::KC.min(k - k0);
             let panels = p.block(kb, 0)?;
             for (pi, panel) in panels.chunks_exact(kc * simd::NR).enumerate() {
-                for h in (0..simd::NR).step_by(ROW_HALF) {
+                let width = (m - pi * simd::NR).min(simd::NR);
+                let step = if width > ROW_HALF && width <= wide {
+                    simd::NR
+                } else {
+                    ROW_HALF
+                };
+                for h in (0..simd::NR).step_by(step) {
                     let j0 = pi * simd::NR + h;
                     if j0 >= m {
                         break;
                     }
+                    let nr = (m - j0).min(step);
                     let ep = simd::TileEpilogue {
                         accumulate: accumulate || kb > 0,
                         alpha: 1.0,
@@ -375,7 +382,7 @@ impl NhwcConvWorkload {
                         last: kb + 1 == blocks,
                         act: self.act.kernel_part(),
                     };
-                    if !tile(k0, kc, j0, &panel[h..], &ep) {
+                    if !tile(k0, kc, j0, nr, &panel[h..], &ep) {
                         return Err(self.io.error("channels-last tiles were refused".into()));
                     }
                 }
@@ -434,8 +441,7 @@ impl NhwcConvWorkload {
                         let at = (i * per + j) * row;
                         yr.copy_from_slice(&r[at..at + row]);
                     }
-                    self.each_half(p, r.is_some(), |k0, kc, j0, bh, ep| {
-                        let nr = (m - j0).min(ROW_HALF);
+                    self.each_half(p, r.is_some(), ROW_HALF, |k0, kc, j0, nr, bh, ep| {
                         let offs = &win.offsets[k0..];
                         simd::tiles_offsets(kc, a, g.sw, offs, g.ow, bh, &mut yr[j0..], m, nr, ep)
                     })?;

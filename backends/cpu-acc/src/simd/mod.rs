@@ -197,10 +197,13 @@ pub fn strided_tiles() -> bool {
     avx2_in_use() && !has_avx512()
 }
 
+/// Most columns [`tiles_strided`] takes at once (with more than 16, a 3×24 tile runs).
+pub const WIDE: usize = 24;
+
 /// `rows` rows of `C = A·B`, six at a time, with A read where it lies: C's rows `r < rows`
-/// (`ldc` apart) and columns `< nr` (1..=16) get the epilogue of the product of A's rows
-/// (`a[r·lda..]`, `kc` values each) and one 16-column half of a packed B panel (`b`, K steps
-/// [`NR`] floats apart). The channels-last pointwise convolution's tiles: its A is the input,
+/// (`ldc` apart) and columns `< nr` (1..=16, or up to [`WIDE`] from a panel's start) get the
+/// epilogue of the product of A's rows (`a[r·lda..]`, `kc` values each) and the columns of a
+/// packed B panel from `b` (K steps [`NR`] floats apart). The channels-last pointwise convolution's tiles: its A is the input,
 /// pixels as rows. Returns false, computing nothing, without AVX2 ([`strided_tiles`]) or
 /// when a slice is too short.
 #[allow(clippy::too_many_arguments)]
@@ -218,11 +221,11 @@ pub fn tiles_strided(
     if rows == 0 {
         return true;
     }
-    let ok = (1..=HALF).contains(&nr)
+    let ok = (1..=WIDE).contains(&nr)
         && kc >= 1
         && (nr <= ldc || rows == 1)
         && a.len() >= (rows - 1) * lda + kc
-        && b.len() >= (kc - 1) * NR + HALF
+        && b.len() >= (kc - 1) * NR + nr.max(HALF).div_ceil(8) * 8
         && c.len() >= (rows - 1) * ldc + nr
         && ep.row_bias.is_none()
         && !matches!(ep.col_bias, Some(r) if r.len() < nr);
@@ -233,9 +236,10 @@ pub fn tiles_strided(
     {
         // SAFETY: AVX2 and FMA are present (`strided_tiles`); rows r < rows of A hold kc
         // floats at r·lda (checked: (rows-1)·lda + kc <= a.len()), and a tile's rows past
-        // its last re-read that row; the kernel reads b[k·NR .. k·NR + 16] for k < kc, inside
-        // `b`; it touches c[r·ldc .. r·ldc + nr] for r < rows only, inside `c`; there is no
-        // row bias and the column bias holds nr values; 1 <= nr <= 16 was checked.
+        // its last re-read that row; the kernels read b[k·NR .. k·NR + 16] (24 when
+        // nr > 16) for k < kc, inside `b` (checked); they touch c[r·ldc .. r·ldc + nr] for
+        // r < rows only, inside `c`; there is no row bias and the column bias holds nr
+        // values; 1 <= nr <= 24 was checked.
         unsafe {
             avx2::column_strided(
                 kc,
@@ -933,6 +937,64 @@ mod avx2 {
         }
     }
 
+    /// Rows of the 3×24 tile (nine accumulators, three B vectors and a broadcast fit the
+    /// sixteen registers; with four rows LLVM spills and shuffles, 1.5× slower).
+    const WIDE_ROWS: usize = 3;
+
+    /// A 3×24 tile with A read in place, for a panel of 17 to 24 columns (a layer with 24
+    /// output channels): three vectors per row, nine accumulators, where the 6×16 tile
+    /// would run a 6×16 and a half-empty 6×16. Safety: as [`kernel_strided_6x16`] with
+    /// 1 <= mr <= 3, 16 < nr <= 24, `b` readable for 24 floats at each of kc steps of NR,
+    /// the column bias (if any) for nr values.
+    #[target_feature(enable = "avx2,fma")]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn kernel_strided_3x24(
+        kc: usize,
+        a: *const f32,
+        lda: usize,
+        mut b: *const f32,
+        c: *mut f32,
+        ldc: usize,
+        mr: usize,
+        nr: usize,
+        ep: &TileEpilogue<'_>,
+    ) {
+        let last = mr - 1;
+        let a0 = a;
+        let a1 = a.add(1.min(last) * lda);
+        let a2 = a.add(2.min(last) * lda);
+        let z = _mm256_setzero_ps();
+        let (mut c00, mut c01, mut c02) = (z, z, z);
+        let (mut c10, mut c11, mut c12) = (z, z, z);
+        let (mut c20, mut c21, mut c22) = (z, z, z);
+        for k in 0..kc {
+            let b0 = _mm256_loadu_ps(b);
+            let b1 = _mm256_loadu_ps(b.add(8));
+            let b2 = _mm256_loadu_ps(b.add(16));
+            let x0 = _mm256_broadcast_ss(&*a0.add(k));
+            c00 = _mm256_fmadd_ps(x0, b0, c00);
+            c01 = _mm256_fmadd_ps(x0, b1, c01);
+            c02 = _mm256_fmadd_ps(x0, b2, c02);
+            let x1 = _mm256_broadcast_ss(&*a1.add(k));
+            c10 = _mm256_fmadd_ps(x1, b0, c10);
+            c11 = _mm256_fmadd_ps(x1, b1, c11);
+            c12 = _mm256_fmadd_ps(x1, b2, c12);
+            let x2 = _mm256_broadcast_ss(&*a2.add(k));
+            c20 = _mm256_fmadd_ps(x2, b0, c20);
+            c21 = _mm256_fmadd_ps(x2, b1, c21);
+            c22 = _mm256_fmadd_ps(x2, b2, c22);
+            b = b.add(NR);
+        }
+        let left = [(c00, c01), (c10, c11), (c20, c21), (z, z), (z, z), (z, z)];
+        store_6x16(left, c, ldc, mr, HALF, ep);
+        let right = [(c02, z), (c12, z), (c22, z), (z, z), (z, z), (z, z)];
+        let ep_right = TileEpilogue {
+            col_bias: ep.col_bias.map(|cb| &cb[HALF..]),
+            ..*ep
+        };
+        store_6x16(right, c.add(HALF), ldc, mr, nr - HALF, &ep_right);
+    }
+
     /// [`kernel_strided_6x16`] down `rows` rows of A and C, six at a time. Safety: as
     /// [`kernel_strided_6x16`] for every tile: rows r < `rows` of A readable for kc floats at
     /// a + r·lda, of C writable for nr floats at c + r·ldc; rows >= 1.
@@ -949,6 +1011,16 @@ mod avx2 {
         nr: usize,
         ep: &TileEpilogue<'_>,
     ) {
+        if nr > HALF {
+            let mut r0 = 0;
+            while r0 < rows {
+                let mr = (rows - r0).min(WIDE_ROWS);
+                let (ar, cr) = (a.add(r0 * lda), c.add(r0 * ldc));
+                kernel_strided_3x24(kc, ar, lda, b, cr, ldc, mr, nr, ep);
+                r0 += WIDE_ROWS;
+            }
+            return;
+        }
         let mut r0 = 0;
         while r0 < rows {
             let mr = (rows - r0).min(super::AVX2_ROWS);
