@@ -69,8 +69,27 @@ enum Slot {
 
 /// One execution's buffers.
 struct WorkingMemory {
+    /// The arena's words, a cache line longer than the plan needs: the plan's offsets are
+    /// multiples of [`crate::memory_plan::ALIGNMENT`] from `arena_start`, the first word on a
+    /// 64-byte boundary (a large allocation starts 16 bytes into a page, and kernels writing
+    /// 64-byte strips of a tensor then split every line with the strip beside it).
     arena: Vec<u64>,
+    /// First word of the arena proper.
+    arena_start: usize,
     handles: Vec<Option<Box<dyn TensorHandle>>>,
+}
+
+impl WorkingMemory {
+    /// The arena proper, from its aligned start.
+    fn arena(&self) -> &[u8] {
+        bytemuck_bytes_ref(self.arena.get(self.arena_start..).unwrap_or(&[]))
+    }
+}
+
+/// The arena proper of `words` from word `start`, writable (a function of the field, not of
+/// the whole working memory, so its handles stay borrowable beside it).
+fn arena_mut(words: &mut [u64], start: usize) -> &mut [u8] {
+    bytemuck_bytes(words.get_mut(start..).unwrap_or(&mut []))
 }
 
 /// How an output reached the caller's buffer in `Runtime::execute_into`.
@@ -451,8 +470,14 @@ impl LoadedNetwork {
                 })?;
             handles.push(Some(handle));
         }
+        let line_words = crate::memory_plan::ALIGNMENT / 8;
+        let arena = vec![0u64; self.arena_bytes.div_ceil(8) + line_words];
+        let misaligned = arena.as_ptr() as usize % crate::memory_plan::ALIGNMENT;
+        let arena_start =
+            (crate::memory_plan::ALIGNMENT - misaligned) % crate::memory_plan::ALIGNMENT / 8;
         Ok(WorkingMemory {
-            arena: vec![0u64; self.arena_bytes.div_ceil(8)],
+            arena,
+            arena_start,
             handles,
         })
     }
@@ -770,7 +795,7 @@ impl LoadedNetwork {
                 _ => unions.push((start, end)),
             }
         }
-        let arena = &mut bytemuck_bytes(&mut mem.arena)[..];
+        let arena = arena_mut(&mut mem.arena, mem.arena_start);
         let mut pieces: Vec<Option<&mut [u8]>> = Vec::with_capacity(unions.len());
         let mut rest: &mut [u8] = arena;
         let mut consumed = 0usize;
@@ -971,7 +996,8 @@ impl LoadedNetwork {
         match self.slots[t.0] {
             Slot::Input(k) => inputs.get(k).map(|x| x.data).ok_or_else(not_computed),
             Slot::Constant(c) => self.constant(c).map(Tensor::bytes).ok_or_else(not_computed),
-            Slot::Arena { offset, len } => bytemuck_bytes_ref(&mem.arena)
+            Slot::Arena { offset, len } => mem
+                .arena()
                 .get(offset..offset + len)
                 .ok_or_else(not_computed),
             Slot::Handle(k) => {

@@ -216,6 +216,54 @@ fn contexts_hear_load_and_unload_in_order_and_only_when_used() {
     ));
 }
 
+/// Every tensor the runtime keeps in its arena starts on a 64-byte boundary (the memory
+/// plan's offsets are multiples of 64 from an arena start that is itself aligned: a large
+/// allocation otherwise starts 16 bytes into a page, and kernels writing 64-byte strips then
+/// share every cache line between two strips).
+#[test]
+fn arena_tensors_start_on_cache_lines() {
+    let log = Log::default();
+    let mut probe = Mock::new("Probe", &["Relu"], &log);
+    probe.log_alignment = true;
+    let rt = runtime(vec![probe]);
+    // x → relu ×4 → y, with tensors large enough to come from mmap'd memory.
+    let mut n = Network::new();
+    let info = TensorInfo::new(DataType::F32, vec![1, 70_001]);
+    let mut t = n.add_input("x", info).unwrap();
+    for i in 0..4 {
+        t = n
+            .add_layer(&format!("relu{i}"), Op::Unary(UnaryOp::Relu), &[t])
+            .unwrap()[0];
+    }
+    n.mark_output(t).unwrap();
+    let nid = rt
+        .load_network(
+            rt.optimize(&n, &OptimizerOptions::new(vec![id("Probe")]))
+                .unwrap(),
+        )
+        .unwrap();
+    let x = Tensor::from_vec(vec![1, 70_001], vec![1.0f32; 70_001]).unwrap();
+    rt.execute(nid, &[("x", &x)]).unwrap();
+    let lines: Vec<String> = log
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|l| l.starts_with("align"))
+        .cloned()
+        .collect();
+    assert_eq!(lines.len(), 4, "{lines:?}");
+    // relu0 reads the caller's input; relu0..relu2 write arena tensors that relu1..relu3
+    // read (relu3's output may go straight to the caller).
+    for (i, l) in lines.iter().enumerate() {
+        if i < 3 {
+            assert!(l.ends_with("output 0"), "{l}");
+        }
+        if i > 0 {
+            assert!(l.contains("inputs [0]"), "{l}");
+        }
+    }
+}
+
 #[test]
 fn substitutions_replace_layers_and_keep_results() {
     let log = Log::default();

@@ -24,6 +24,8 @@ pub struct Mock {
     /// Workloads of this op type return an error / panic.
     pub error_on: Option<&'static str>,
     pub panic_on: Option<&'static str>,
+    /// Log where each workload's inputs and output start, modulo 64 bytes.
+    pub log_alignment: bool,
 }
 
 impl Mock {
@@ -36,6 +38,7 @@ impl Mock {
             fail_in_optimize: vec![],
             error_on: None,
             panic_on: None,
+            log_alignment: false,
         }
     }
 
@@ -91,6 +94,16 @@ impl Workload for MockWorkload {
         }
         if self.mock.panic_on == Some(name) {
             panic!("{} blew up on {name}", self.mock.id);
+        }
+        if self.mock.log_alignment {
+            let at = |p: *const u8| p as usize % 64;
+            let ins: Vec<usize> = inputs.iter().map(|v| at(v.data.as_ptr())).collect();
+            let out = at(outputs[0].data.as_ptr());
+            self.mock
+                .log
+                .lock()
+                .unwrap()
+                .push(format!("align {name}: inputs {ins:?} output {out}"));
         }
         let a = inputs[0].as_slice::<f32>()?;
         let b = inputs.get(1).map(|b| b.as_slice::<f32>()).transpose()?;
