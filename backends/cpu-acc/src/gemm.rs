@@ -354,6 +354,47 @@ pub(crate) fn give_back(buf: &'static std::thread::LocalKey<RefCell<Vec<f32>>>, 
     });
 }
 
+/// `c[..n] = act(alpha·a·B [+ c] + row_bias + col_bias)` for one row `a` (K values) and a
+/// packed B: each [`NR`]-column panel summed over K in registers ([`simd::gemv_panel`]),
+/// the panels shared out between the threads. The weights are read once, in order.
+fn gemv(
+    th: &Threads,
+    n: usize,
+    k: usize,
+    a: &MatView<'_>,
+    pb: &Packed,
+    c: &mut [f32],
+    ep: &Epilogue<'_>,
+) -> Result<()> {
+    let row: Vec<f32> = (0..k).map(|l| a.at(0, l)).collect();
+    let panels = n.div_ceil(NR);
+    let per = th.chunk_size(panels, 2, 1);
+    let row_bias = ep.row_bias.map_or(0.0, |r| r[0]);
+    th.chunks(&mut c[..n], per * NR, |i, cc| {
+        for (q, cp) in cc.chunks_mut(NR).enumerate() {
+            let p = i * per + q;
+            let mut acc = [0f32; NR];
+            for (kb, k0) in (0..k).step_by(KC).enumerate() {
+                let kc = KC.min(k - k0);
+                let panel = pb
+                    .block(kb, p)?
+                    .get(..kc * NR)
+                    .ok_or_else(|| err("B panel"))?;
+                simd::gemv_panel(&row[k0..k0 + kc], panel, &mut acc);
+            }
+            for (j, (o, &v)) in cp.iter_mut().zip(&acc).enumerate() {
+                let mut x = ep.alpha * v;
+                if ep.accumulate {
+                    x += *o;
+                }
+                x += row_bias + ep.col_bias.map_or(0.0, |cb| cb[p * NR + j]);
+                *o = crate::math::apply(ep.act, x);
+            }
+        }
+        Ok(())
+    })
+}
+
 fn err(what: &str) -> BackendError {
     BackendError::Execution(format!("sgemm: {what}"))
 }
@@ -427,6 +468,11 @@ pub fn sgemm(
                 return finish(th, n, c, ldc, rows_per, ep);
             }
         }
+    }
+    if let (1, BSrc::Packed(pb), ASrc::View(av)) = (m, b, a) {
+        // One row (a batch-1 fully connected layer): a product of a vector and a matrix, as
+        // many FMAs as there are weights; the tiles would compute six rows for one.
+        return gemv(th, n, k, av, pb, c, ep);
     }
     if let BSrc::Packed(pb) = b {
         // A few rows against a large packed B (a batch-1 fully connected layer): the rows

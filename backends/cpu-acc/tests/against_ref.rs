@@ -170,7 +170,18 @@ fn matmul_odd_sizes_batches_and_broadcasting() {
 #[test]
 fn gemm_transposes_scales_and_c_shapes() {
     let mut r = Rng(2);
-    for (m, k, n) in [(1, 1, 1), (3, 17, 7), (17, 63, 257), (63, 7, 3)] {
+    // One row against a constant B (a batch-1 fully connected layer) takes the vector path:
+    // odd K, K past one block of 256, column panels with tails.
+    let shapes = [
+        (1, 1, 1),
+        (3, 17, 7),
+        (17, 63, 257),
+        (63, 7, 3),
+        (1, 257, 63),
+        (1, 3, 33),
+        (1, 513, 100),
+    ];
+    for (m, k, n) in shapes {
         for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
             let a = r.tensor(&if ta { [k, m] } else { [m, k] }, 1.0);
             let b = r.tensor(&if tb { [n, k] } else { [k, n] }, 1.0);

@@ -2028,6 +2028,38 @@ pub fn nhwc_depthwise_row(
     nhwc_depthwise_row_compiled(job, oy, res, out)
 }
 multiversion! {
+    /// `acc[j] += Σ_l x[l]·panel[l·NR + j]`: one packed B panel times a vector (see
+    /// `crate::gemm`).
+    pub fn gemv_panel(x: &[f32], panel: &[f32], acc: &mut [f32; NR]) => gemv_panel_body;
+}
+
+/// [`gemv_panel`]'s body: two K steps at a time into two sets of accumulators, so the FMA
+/// chains are half as long.
+#[inline(always)]
+fn gemv_panel_body(x: &[f32], panel: &[f32], acc: &mut [f32; NR]) {
+    let mut odd = [0f32; NR];
+    let mut pairs = x.chunks_exact(2).zip(panel.chunks_exact(2 * NR));
+    for (xs, rows) in &mut pairs {
+        let (r0, r1) = rows.split_at(NR);
+        for j in 0..NR {
+            acc[j] = r0[j].mul_add(xs[0], acc[j]);
+            odd[j] = r1[j].mul_add(xs[1], odd[j]);
+        }
+    }
+    if x.len() % 2 == 1 {
+        let l = x.len() - 1;
+        if let Some(r) = panel.get(l * NR..(l + 1) * NR) {
+            for j in 0..NR {
+                acc[j] = r[j].mul_add(x[l], acc[j]);
+            }
+        }
+    }
+    for j in 0..NR {
+        acc[j] += odd[j];
+    }
+}
+
+multiversion! {
     /// Pad and phase-split one input plane for a window op (see `crate::window`).
     pub fn window_prepare(geo: &crate::window::Geo2, x: &[f32], pad: f32, dst: &mut [f32])
         => crate::window::prepare_body;
