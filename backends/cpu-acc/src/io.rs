@@ -45,6 +45,14 @@ impl Io {
         Ok(())
     }
 
+    /// Input 3 has the output's type and shape, as a fused residual (`act(op(x) + r)`) must.
+    pub fn check_residual(&self) -> Result<()> {
+        match (self.inputs.get(3), self.outputs.first()) {
+            (Some(r), Some(y)) if r.same_layout(y) => Ok(()),
+            _ => Err(self.error("the residual must have the output's type and shape".into())),
+        }
+    }
+
     /// An execution error naming the layer.
     pub fn error(&self, message: String) -> BackendError {
         BackendError::Execution(format!("{}: {message}", self.layer))

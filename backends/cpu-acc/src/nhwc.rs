@@ -255,15 +255,9 @@ impl NhwcConvWorkload {
 
     /// Take input 3 as a residual added before the activation: `act(conv(x) + b + r)`.
     pub fn with_residual(mut self) -> Result<Self> {
-        match (self.io.inputs.get(3), self.io.outputs.first()) {
-            (Some(r), Some(y)) if r.same_layout(y) => {
-                self.residual = true;
-                Ok(self)
-            }
-            _ => Err(self
-                .io
-                .error("the residual must have the output's type and shape".into())),
-        }
+        self.io.check_residual()?;
+        self.residual = true;
+        Ok(self)
     }
 
     fn pixels(&self) -> usize {
