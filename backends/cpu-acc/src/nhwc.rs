@@ -271,19 +271,33 @@ impl NhwcConvWorkload {
         if self.in_place_tiles {
             return self.pointwise_tiles(p, x, r.is_some(), y);
         }
+        self.sgemm_rows(&self.threads, p, x, self.c, r.is_some(), y)
+    }
+
+    /// `y` (rows of M values) = epilogue(A·W) by the SGEMM, for A's rows `a[r·lda..]` and
+    /// the packed weights `p`: the path without the in-place tiles.
+    fn sgemm_rows(
+        &self,
+        th: &Threads,
+        p: &Packed,
+        a: &[f32],
+        lda: usize,
+        accumulate: bool,
+        y: &mut [f32],
+    ) -> Result<()> {
         let ep = Epilogue {
-            accumulate: r.is_some(),
+            accumulate,
             col_bias: Some(&self.bias),
             act: self.act,
             ..Epilogue::default()
         };
+        let (rows, m) = (y.len() / self.m, self.m);
         let a = ASrc::View(MatView {
-            data: x,
-            rs: self.c,
+            data: a,
+            rs: lda,
             cs: 1,
         });
-        let (px, m, c) = (self.pixels(), self.m, self.c);
-        gemm::sgemm(&self.threads, px, m, c, &a, &BSrc::Packed(p), y, m, &ep)
+        gemm::sgemm(th, rows, m, p.depth(), &a, &BSrc::Packed(p), y, m, &ep)
     }
 
     /// The pointwise GEMM by [`simd::tiles_strided`] tiles reading the input where it lies,
@@ -503,18 +517,7 @@ impl NhwcConvWorkload {
                 }
                 return done;
             }
-            let ep = Epilogue {
-                accumulate: r.is_some(),
-                col_bias: Some(&self.bias),
-                act: self.act,
-                ..Epilogue::default()
-            };
-            let a = ASrc::View(MatView {
-                data: &buf[..rows * k],
-                rs: k,
-                cs: 1,
-            });
-            let done = gemm::sgemm(&single, rows, m, k, &a, &BSrc::Packed(p), yc, m, &ep);
+            let done = self.sgemm_rows(&single, p, &buf[..rows * k], k, r.is_some(), yc);
             gemm::give_back(&IM2COL, buf);
             done
         })
