@@ -457,13 +457,18 @@ pub fn optimize(view: &SubgraphView<'_>) -> OptimizationViews {
             subs.push(s);
         }
     }
+    // Regions may take in layers fusion left alone (a pooling after the last convolution).
+    let subs = crate::layout::channels_last(view, subs);
+    let used: BTreeSet<LayerId> = subs
+        .iter()
+        .flat_map(|s| s.replaced.iter().copied())
+        .collect();
     let untouched: Vec<LayerId> = view
         .layers()
         .iter()
         .copied()
-        .filter(|l| !g.used.contains(l))
+        .filter(|l| !used.contains(l))
         .collect();
-    let subs = crate::layout::channels_last(view, subs);
     OptimizationViews {
         substitutions: subs,
         failed: Vec::new(),

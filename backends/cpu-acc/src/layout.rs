@@ -4,6 +4,10 @@
 //! that enters the region in NCHW (none for the first layer, which reads NCHW itself) and
 //! one at each tensor that leaves it. Inside, no tensor is transposed.
 //!
+//! A GlobalAveragePool reading a region's output joins it as a mean over the pixels of the
+//! channels-last tensor (`[N, 1, 1, C]`, the bytes of `[N, C, 1, 1]`), so a classifier's
+//! body ends without a transpose.
+//!
 //! A region is a set of fused convolutions connected through their inputs and residuals. It
 //! is only formed when it holds a depthwise convolution (where channels-last gains the most;
 //! networks without them keep the NCHW paths) and at least two layers, and when it is convex:
@@ -13,6 +17,7 @@
 
 use crate::fusion::{self, ConvLayout};
 use backplane_backend_api::{ReplacementLayer, SubgraphView, Substitution, ValueRef};
+use backplane_core::ops::{PoolKind, ReduceDesc, ReduceKind};
 use backplane_core::{LayerId, Op, TensorId, TensorInfo};
 use std::collections::{BTreeSet, HashMap};
 
@@ -110,6 +115,16 @@ fn unit(view: &SubgraphView<'_>, sub: usize, s: &Substitution) -> Option<Unit> {
     })
 }
 
+/// The mean over the pixels of an `[N, H, W, C]` tensor, keeping its rank.
+fn pixel_mean() -> ReduceDesc {
+    ReduceDesc {
+        kind: ReduceKind::Mean,
+        axes: vec![1, 2],
+        keepdims: true,
+        noop_with_empty_axes: false,
+    }
+}
+
 fn find(parent: &mut [usize], mut i: usize) -> usize {
     while parent[i] != i {
         parent[i] = parent[parent[i]];
@@ -151,6 +166,26 @@ pub fn channels_last(view: &SubgraphView<'_>, subs: Vec<Substitution>) -> Vec<Su
         let root = find(&mut parent, i);
         regions.entry(root).or_default().push(i);
     }
+    // Average pools over a whole plane the backend runs as they are: a region whose output
+    // they read takes them in (a mean over the pixels of its channels-last output).
+    let fused: BTreeSet<LayerId> = subs
+        .iter()
+        .flat_map(|s| s.replaced.iter().copied())
+        .collect();
+    let net = view.network();
+    let pools: Vec<LayerId> = view
+        .layers()
+        .iter()
+        .copied()
+        .filter(|l| !fused.contains(l))
+        .filter(|&l| {
+            let layer = net.layer(l);
+            layer.op == Op::GlobalPool(PoolKind::Average)
+                && layer.inputs.len() == 1
+                && net.tensor(layer.inputs[0]).info.shape.rank() == 4
+                && crate::support::check(&view.layer_desc(l)).is_ok()
+        })
+        .collect();
     let mut taken = vec![false; subs.len()];
     let mut out = Vec::new();
     let mut members: Vec<Vec<usize>> = regions.into_values().collect();
@@ -161,7 +196,7 @@ pub fn channels_last(view: &SubgraphView<'_>, subs: Vec<Substitution>) -> Vec<Su
             continue;
         }
         let region_units: Vec<&Unit> = region.iter().map(|&i| &units[i]).collect();
-        if let Some(s) = rewrite(view, &subs, &region_units) {
+        if let Some(s) = rewrite(view, &subs, &region_units, &pools) {
             for u in &region_units {
                 taken[u.sub] = true;
             }
@@ -182,12 +217,25 @@ fn rewrite(
     view: &SubgraphView<'_>,
     subs: &[Substitution],
     units: &[&Unit],
+    pools: &[LayerId],
 ) -> Option<Substitution> {
     let net = view.network();
     let consumers = net.consumers();
+    let outputs: BTreeSet<TensorId> = units.iter().map(|u| u.out).collect();
+    // The pools reading a region output: unit output → pool layer.
+    let pooled: Vec<(TensorId, LayerId)> = pools
+        .iter()
+        .filter_map(|&l| {
+            let x = *net.layer(l).inputs.first()?;
+            let dims = crate::nhwc::to_nhwc(net.tensor(x).info.shape.dims());
+            let runs = crate::reduce::ReducePlan::new(&pixel_mean(), &dims).is_ok();
+            (outputs.contains(&x) && runs).then_some((x, l))
+        })
+        .collect();
     let replaced: BTreeSet<LayerId> = units
         .iter()
         .flat_map(|u| subs[u.sub].replaced.iter().copied())
+        .chain(pooled.iter().map(|&(_, l)| l))
         .collect();
     // Convex: nothing reachable from the region through layers outside it is inside it.
     let mut stack: Vec<LayerId> = units
@@ -275,6 +323,32 @@ fn rewrite(
         });
         let idx = layers.len() - 1;
         nhwc_of.insert(u.out, idx);
+        for &(_, pool) in pooled.iter().filter(|(t, _)| *t == u.out) {
+            // Mean over the pixels, [N, 1, 1, C], which has the bytes of [N, C, 1, 1].
+            let pooled_out = *net.layer(pool).outputs.first()?;
+            let d = net.tensor(u.out).info.shape.dims().to_vec();
+            // Named apart from the pool, whose output tensor (and name) the Reshape takes.
+            layers.push(ReplacementLayer {
+                name: format!("{}_nhwc", net.layer(pool).name),
+                op: Op::Reduce(pixel_mean()),
+                inputs: vec![ValueRef::Produced {
+                    layer: idx,
+                    slot: 0,
+                }],
+                outputs: vec![None],
+            });
+            layers.push(ReplacementLayer {
+                name: net.layer(pool).name.clone(),
+                op: Op::Reshape {
+                    shape: vec![*d.first()?, *d.get(1)?, 1, 1],
+                },
+                inputs: vec![ValueRef::Produced {
+                    layer: layers.len() - 1,
+                    slot: 0,
+                }],
+                outputs: vec![Some(pooled_out)],
+            });
+        }
         let leaves = net.outputs().contains(&u.out)
             || consumers[u.out.0]
                 .iter()
