@@ -204,8 +204,11 @@ pub fn reduce(th: &Threads, plan: &ReducePlan, x: &[f32], y: &mut [f32]) -> Resu
                 let mut acc = vec![0f64; inner];
                 for r in 0..red {
                     let s = base + r * inner;
-                    for (a, &v) in acc.iter_mut().zip(&x[s..s + inner]) {
-                        *a = combine(kind, *a, v);
+                    let pairs = acc.iter_mut().zip(&x[s..s + inner]);
+                    // The kind chosen outside the loop, so a sum (a mean over pixels) vectorizes.
+                    match kind {
+                        RunKind::Sum => pairs.for_each(|(a, &v)| *a += f64::from(v)),
+                        _ => pairs.for_each(|(a, &v)| *a = combine(kind, *a, v)),
                     }
                 }
                 for (v, &a) in yc.iter_mut().zip(&acc) {
