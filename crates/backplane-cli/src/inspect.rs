@@ -90,8 +90,8 @@ pub fn inspect(args: &InspectArgs) -> Result<(), CliError> {
             println!(
                 "  {}: {} -> {}",
                 s.backend,
-                s.replaced.join(" + "),
-                s.replacement.join(", ")
+                abridged(&s.replaced, " + "),
+                abridged(&s.replacement, ", ")
             );
         }
     }
@@ -177,5 +177,39 @@ fn print_placement(optimized: &backplane::OptimizedNetwork, indent: &str) {
             );
             print_placement(body, &format!("{indent}    "));
         }
+    }
+}
+
+/// `names` joined by `sep`, or for more than [`LISTED`] of them the first three and the last
+/// two around a count (a channels-last region replaces a whole network body).
+fn abridged(names: &[String], sep: &str) -> String {
+    if names.len() <= LISTED {
+        return names.join(sep);
+    }
+    let n = names.len();
+    format!(
+        "{}{sep}… ({} more){sep}{}",
+        names[..3].join(sep),
+        n - 5,
+        names[n - 2..].join(sep)
+    )
+}
+
+/// Names a substitution line lists in full.
+const LISTED: usize = 12;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_lists_are_abridged_around_a_count() {
+        let names: Vec<String> = (0..20).map(|i| format!("l{i}")).collect();
+        assert_eq!(abridged(&names[..3], " + "), "l0 + l1 + l2");
+        assert_eq!(abridged(&names[..12], ", ").matches(", ").count(), 11);
+        assert_eq!(
+            abridged(&names, " + "),
+            "l0 + l1 + l2 + … (15 more) + l18 + l19"
+        );
     }
 }
