@@ -271,7 +271,29 @@ impl NhwcConvWorkload {
         if self.in_place_tiles {
             return self.pointwise_tiles(p, x, r.is_some(), y);
         }
-        self.sgemm_rows(&self.threads, p, x, self.c, r.is_some(), y)
+        self.product(&self.threads, p, x, self.c, r.is_some(), y)
+    }
+
+    /// `y` (rows of M values) = epilogue(A·W), the whole activation included, for A's rows
+    /// `a[r·lda..]` and the packed weights `p`: by the in-place tiles where they run (on this
+    /// thread), else by the SGEMM (on `th`).
+    fn product(
+        &self,
+        th: &Threads,
+        p: &Packed,
+        a: &[f32],
+        lda: usize,
+        accumulate: bool,
+        y: &mut [f32],
+    ) -> Result<()> {
+        if !self.in_place_tiles {
+            return self.sgemm_rows(th, p, a, lda, accumulate, y);
+        }
+        self.tiles(p, a, lda, accumulate, y)?;
+        if !self.act.in_kernel() {
+            simd::unary_in_place(self.act, y);
+        }
+        Ok(())
     }
 
     /// `y` (rows of M values) = epilogue(A·W) by the SGEMM, for A's rows `a[r·lda..]` and
@@ -323,10 +345,7 @@ impl NhwcConvWorkload {
             let block = rows.div_ceil(rows.div_ceil(ROW_BLOCK)).div_ceil(ROW_STEP) * ROW_STEP;
             for (bi, yb) in yc.chunks_mut(block * m).enumerate() {
                 let r0 = i * per + bi * block;
-                self.tiles(p, &x[r0 * c..], c, accumulate, yb)?;
-            }
-            if !self.act.in_kernel() {
-                simd::unary_in_place(self.act, yc);
+                self.product(&self.threads, p, &x[r0 * c..], c, accumulate, yb)?;
             }
             Ok(())
         })
@@ -509,15 +528,7 @@ impl NhwcConvWorkload {
             if let Some(r) = r {
                 yc.copy_from_slice(&r[p0 * m..(p0 + rows) * m]);
             }
-            if self.in_place_tiles {
-                let done = self.tiles(p, &buf[..rows * k], k, r.is_some(), yc);
-                gemm::give_back(&IM2COL, buf);
-                if done.is_ok() && !self.act.in_kernel() {
-                    simd::unary_in_place(self.act, yc);
-                }
-                return done;
-            }
-            let done = self.sgemm_rows(&single, p, &buf[..rows * k], k, r.is_some(), yc);
+            let done = self.product(&single, p, &buf[..rows * k], k, r.is_some(), yc);
             gemm::give_back(&IM2COL, buf);
             done
         })
