@@ -1435,10 +1435,11 @@ pub fn gather_lanes_pitched(
         return true;
     }
     #[cfg(target_arch = "x86_64")]
-    if pitch == BLOCK_LANES && avx2_in_use() {
+    if avx2_in_use() {
         // SAFETY: AVX2 is present (checked); `lane_extent` checked that `src` holds
-        // `(n-1)·stride + len` floats and `dst` `len·16`; 1 <= n <= 16.
-        let done = unsafe { transpose8::gather(src.as_ptr(), stride, n, len, dst.as_mut_ptr()) };
+        // `(n-1)·stride + len` floats and `dst` `len·pitch`; 1 <= n <= pitch <= 16.
+        let done =
+            unsafe { transpose8::gather(src.as_ptr(), stride, n, len, dst.as_mut_ptr(), pitch) };
         // The last pixels (fewer than eight) in plain Rust.
         let (src_rest, dst_rest) = (&src[done..], &mut dst[done * pitch..]);
         gather_lanes_portable(src_rest, stride, n, len - done, dst_rest, pitch);
@@ -1832,9 +1833,11 @@ mod transpose8 {
         out
     }
 
-    /// `gather_lanes` (pitch 16) for pixels `0 .. len / 8 · 8`; returns how many it did.
-    /// Safety: AVX2 present; `src` readable for `(n-1)·stride + len` floats, `dst` writable
-    /// for `len·16`; `1 <= n <= 16`.
+    /// `gather_lanes_pitched` for pixels `0 .. len / 8 · 8`; returns how many it did. Each
+    /// pixel's `pitch` lanes are stored in runs of eight, the last run (of `pitch` mod 8) as
+    /// a half vector when four wide (a GEMM A panel's twelve rows), else masked. Safety: AVX2
+    /// present; `src` readable for `(n-1)·stride + len` floats, `dst` writable for
+    /// `len·pitch`; `1 <= n <= pitch <= 16`.
     #[target_feature(enable = "avx2")]
     pub(super) unsafe fn gather(
         src: *const f32,
@@ -1842,10 +1845,14 @@ mod transpose8 {
         n: usize,
         len: usize,
         dst: *mut f32,
+        pitch: usize,
     ) -> usize {
         let whole = len / 8 * 8;
+        let tail = pitch % 8;
+        // SAFETY: AVX2 is present (the caller's contract).
+        let tail_mask = unsafe { run_mask(tail) };
         for i in (0..whole).step_by(8) {
-            for l0 in [0, 8] {
+            for l0 in (0..pitch).step_by(8) {
                 let mut r = [_mm256_setzero_ps(); 8];
                 for (k, row) in r.iter_mut().enumerate() {
                     if l0 + k < n {
@@ -1854,13 +1861,29 @@ mod transpose8 {
                         *row = unsafe { _mm256_loadu_ps(src.add((l0 + k) * stride + i)) };
                     }
                 }
+                let width = (pitch - l0).min(8);
                 for (j, px) in transpose8(r).into_iter().enumerate() {
-                    // SAFETY: pixel i + j < len: its 16 floats lie inside `dst`.
-                    unsafe { _mm256_storeu_ps(dst.add((i + j) * BLOCK_LANES + l0), px) };
+                    // SAFETY: pixel i + j < len, and lanes l0 .. l0 + width <= pitch of it
+                    // are written: inside `dst`'s len·pitch floats.
+                    unsafe {
+                        let at = dst.add((i + j) * pitch + l0);
+                        match width {
+                            8 => _mm256_storeu_ps(at, px),
+                            4 => _mm_storeu_ps(at, _mm256_castps256_ps128(px)),
+                            _ => _mm256_maskstore_ps(at, tail_mask, px),
+                        }
+                    }
                 }
             }
         }
         whole
+    }
+
+    /// A store mask of the first `n` < 8 lanes. Safety: AVX2 present.
+    #[target_feature(enable = "avx2")]
+    unsafe fn run_mask(n: usize) -> __m256i {
+        let lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        _mm256_cmpgt_epi32(_mm256_set1_epi32(n as i32), lanes)
     }
 
     /// `scatter_lanes` for pixels `0 .. len / 8 · 8`; returns how many it did. Safety: AVX2
@@ -2296,21 +2319,26 @@ mod tests {
                     src[l * stride..l * stride + len]
                 );
             }
-            // Twelve lanes a pixel (a GEMM A panel), against the plain loop.
-            if n <= 12 {
-                let mut want12 = vec![f32::NAN; len * 12];
-                gather_lanes_portable(&src, stride, n, len, &mut want12, 12);
-                let mut got12 = vec![f32::NAN; len * 12];
-                assert!(gather_lanes_pitched(&src, stride, n, len, &mut got12, 12));
-                assert_eq!(got12, want12, "pitch 12: n{n} len{len} stride{stride}");
-                for i in 0..len {
-                    for l in 0..12 {
-                        let v = if l < n { src[l * stride + i] } else { 0.0 };
-                        assert_eq!(want12[i * 12 + l], v);
+            // Twelve lanes a pixel (a GEMM A panel), and five (a masked last run), against
+            // the plain loop.
+            for pitch in [12, 5] {
+                if n <= pitch {
+                    let mut want_p = vec![f32::NAN; len * pitch];
+                    gather_lanes_portable(&src, stride, n, len, &mut want_p, pitch);
+                    let mut got_p = vec![f32::NAN; len * pitch];
+                    assert!(gather_lanes_pitched(
+                        &src, stride, n, len, &mut got_p, pitch
+                    ));
+                    assert_eq!(got_p, want_p, "pitch {pitch}: n{n} len{len} stride{stride}");
+                    for i in 0..len {
+                        for l in 0..pitch {
+                            let v = if l < n { src[l * stride + i] } else { 0.0 };
+                            assert_eq!(want_p[i * pitch + l], v);
+                        }
                     }
+                } else {
+                    assert!(!gather_lanes_pitched(&src, stride, n, len, &mut got, pitch));
                 }
-            } else {
-                assert!(!gather_lanes_pitched(&src, stride, n, len, &mut got, 12));
             }
             // Too-short slices: nothing is touched.
             let mut short = vec![f32::NAN; len * BLOCK_LANES - 1];
