@@ -1024,27 +1024,59 @@ mod avx2 {
         let mut r0 = 0;
         while r0 < rows {
             let mr = (rows - r0).min(super::AVX2_ROWS);
-            kernel_strided_6x16(
-                kc,
-                a.add(r0 * lda),
-                lda,
-                b,
-                c.add(r0 * ldc),
-                ldc,
-                mr,
-                nr,
-                ep,
-            );
+            let (ar, cr) = (a.add(r0 * lda), c.add(r0 * ldc));
+            // The last tile of fewer than six rows computes just those (a 7×7 plane's 49
+            // pixels end in a one-row tile, which the 6×16 tile would compute as six).
+            match mr {
+                1 => kernel_strided_rows::<1>(kc, ar, lda, b, cr, ldc, nr, ep),
+                2 => kernel_strided_rows::<2>(kc, ar, lda, b, cr, ldc, nr, ep),
+                3 => kernel_strided_rows::<3>(kc, ar, lda, b, cr, ldc, nr, ep),
+                4 => kernel_strided_rows::<4>(kc, ar, lda, b, cr, ldc, nr, ep),
+                5 => kernel_strided_rows::<5>(kc, ar, lda, b, cr, ldc, nr, ep),
+                _ => kernel_strided_6x16(kc, ar, lda, b, cr, ldc, mr, nr, ep),
+            }
             r0 += super::AVX2_ROWS;
         }
+    }
+
+    /// [`kernel_strided_6x16`] for a tile of exactly `R` < 6 rows: `R` broadcasts and 2·`R`
+    /// FMAs per K step instead of six and twelve. Safety: as [`kernel_strided_6x16`] with
+    /// mr = `R`.
+    #[target_feature(enable = "avx2,fma")]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn kernel_strided_rows<const R: usize>(
+        kc: usize,
+        a: *const f32,
+        lda: usize,
+        mut b: *const f32,
+        c: *mut f32,
+        ldc: usize,
+        nr: usize,
+        ep: &TileEpilogue<'_>,
+    ) {
+        let z = _mm256_setzero_ps();
+        let mut acc = [(z, z); 6];
+        let rows: [*const f32; R] = std::array::from_fn(|r| a.add(r * lda));
+        for k in 0..kc {
+            let b0 = _mm256_loadu_ps(b);
+            let b1 = _mm256_loadu_ps(b.add(8));
+            for (row, v) in rows.iter().zip(acc.iter_mut()) {
+                let x = _mm256_broadcast_ss(&*row.add(k));
+                v.0 = _mm256_fmadd_ps(x, b0, v.0);
+                v.1 = _mm256_fmadd_ps(x, b1, v.1);
+            }
+            b = b.add(NR);
+        }
+        store_6x16(acc, c, ldc, R, nr, ep);
     }
 
     /// Store a 6×16 tile of accumulators (`rows`, six pairs of eight columns) into C with
     /// the epilogue: its first `mr` rows and `nr` columns. Safety: AVX2 and FMA present; C's
     /// rows r < mr writable (and readable) for nr floats at c + r·ldc; biases readable for
-    /// mr (row) and nr (column) floats; mr <= 6, nr <= 16.
-    #[inline]
-    #[target_feature(enable = "avx2,fma")]
+    /// mr (row) and nr (column) floats; mr <= 6, nr <= 16. Always inlined into the
+    /// kernels (without a target feature of its own, which `inline(always)` does not allow):
+    /// called, it took its twelve accumulators through the stack.
+    #[inline(always)]
     unsafe fn store_6x16(
         rows: [(__m256, __m256); 6],
         c: *mut f32,
@@ -2275,6 +2307,77 @@ mod tests {
                     nr,
                     &ep
                 ));
+            }
+        }
+    }
+
+    /// The tiles reading A in place (rows `lda` apart, and through a table of K offsets)
+    /// against a plain sum, for every row count up to three tiles (each tail of fewer than
+    /// six rows has its own kernel), columns around the vector widths, with a column bias,
+    /// an activation and accumulation onto C. Where the CPU lacks AVX2 they refuse.
+    #[test]
+    fn strided_and_offset_tiles_match_a_plain_sum() {
+        let (kc, lda) = (37, 41);
+        let a: Vec<f32> = (0..20 * lda + kc)
+            .map(|i| ((i * 7 % 19) as f32 - 9.0) / 8.0)
+            .collect();
+        let b: Vec<f32> = (0..kc * NR)
+            .map(|i| ((i * 13 % 23) as f32 - 11.0) / 5.0)
+            .collect();
+        let offs: Vec<usize> = (0..kc).map(|t| (t * 5) % lda).collect();
+        let cb: Vec<f32> = (0..NR).map(|j| j as f32 * 0.1 - 0.5).collect();
+        let act = Activation::Clip {
+            min: -1.0,
+            max: 2.5,
+        };
+        for rows in 1..=18 {
+            for nr in [1, 8, 13, 16, 17, 24] {
+                for accumulate in [false, true] {
+                    let ep = TileEpilogue {
+                        accumulate,
+                        alpha: 1.0,
+                        row_bias: None,
+                        col_bias: Some(&cb),
+                        last: true,
+                        act,
+                    };
+                    let ldc = 30;
+                    let c0: Vec<f32> = (0..rows * ldc).map(|i| (i % 5) as f32 * 0.25).collect();
+                    for offsets in [false, true] {
+                        if offsets && nr > HALF {
+                            continue;
+                        }
+                        let mut c = c0.clone();
+                        let ran = if offsets {
+                            tiles_offsets(kc, &a, lda, &offs, rows, &b, &mut c, ldc, nr, &ep)
+                        } else {
+                            tiles_strided(kc, &a, lda, rows, &b, &mut c, ldc, nr, &ep)
+                        };
+                        assert_eq!(ran, strided_tiles());
+                        if !ran {
+                            continue;
+                        }
+                        for r in 0..rows {
+                            for j in 0..ldc {
+                                let got = c[r * ldc + j];
+                                if j >= nr {
+                                    assert_eq!(got, c0[r * ldc + j], "column {j} past {nr}");
+                                    continue;
+                                }
+                                let at = |t: usize| if offsets { offs[t] } else { t };
+                                let dot: f32 =
+                                    (0..kc).map(|t| a[r * lda + at(t)] * b[t * NR + j]).sum();
+                                let base = if accumulate { c0[r * ldc + j] } else { 0.0 };
+                                let want = act.apply_simple(dot + base + cb[j]);
+                                assert!(
+                                    (got - want).abs() <= 1e-4 * want.abs().max(1.0),
+                                    "rows {rows} nr {nr} acc {accumulate} offsets {offsets} \
+                                     at ({r}, {j}): {got} vs {want}"
+                                );
+                            }
+                        }
+                    }
+                }
             }
         }
     }
