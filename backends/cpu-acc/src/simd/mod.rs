@@ -518,16 +518,20 @@ fn microkernel_on(
             // the row bias, offset by r0, holds `rows` values and the column bias, offset by
             // h, at least w.
             unsafe {
-                avx2::kernel_6x16(
-                    kc,
+                let (a, b, c) = (
                     a.as_ptr().add(row0 + r0),
                     b.as_ptr().add(h),
                     c.as_mut_ptr().add(r0 * ldc + h),
-                    ldc,
-                    rows,
-                    w,
-                    &half_ep,
                 );
+                // A half of fewer than six rows (a product's last rows) computes just those.
+                match rows {
+                    1 => avx2::kernel_rows::<1>(kc, a, b, c, ldc, w, &half_ep),
+                    2 => avx2::kernel_rows::<2>(kc, a, b, c, ldc, w, &half_ep),
+                    3 => avx2::kernel_rows::<3>(kc, a, b, c, ldc, w, &half_ep),
+                    4 => avx2::kernel_rows::<4>(kc, a, b, c, ldc, w, &half_ep),
+                    5 => avx2::kernel_rows::<5>(kc, a, b, c, ldc, w, &half_ep),
+                    _ => avx2::kernel_6x16(kc, a, b, c, ldc, rows, w, &half_ep),
+                }
             }
         }
         return true;
@@ -778,6 +782,34 @@ mod avx2 {
             (c50, c51),
         ];
         store_6x16(rows, c, ldc, mr, nr, ep);
+    }
+
+    /// [`kernel_6x16`] for exactly `R` < 6 rows of the panel: `R` broadcasts and 2·`R` FMAs
+    /// per K step instead of six and twelve. Safety: as [`kernel_6x16`] with mr = `R`.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn kernel_rows<const R: usize>(
+        kc: usize,
+        mut a: *const f32,
+        mut b: *const f32,
+        c: *mut f32,
+        ldc: usize,
+        nr: usize,
+        ep: &TileEpilogue<'_>,
+    ) {
+        let z = _mm256_setzero_ps();
+        let mut acc = [(z, z); 6];
+        for _ in 0..kc {
+            let b0 = _mm256_loadu_ps(b);
+            let b1 = _mm256_loadu_ps(b.add(8));
+            for (r, v) in acc.iter_mut().enumerate().take(R) {
+                let x = _mm256_broadcast_ss(&*a.add(r));
+                v.0 = _mm256_fmadd_ps(x, b0, v.0);
+                v.1 = _mm256_fmadd_ps(x, b1, v.1);
+            }
+            a = a.add(MR);
+            b = b.add(NR);
+        }
+        store_6x16(acc, c, ldc, R, nr, ep);
     }
 
     /// [`kernel_6x16`] with A read in place: row r's K values start at `a + r·lda` (rows
@@ -2484,6 +2516,8 @@ mod tests {
                 (11, 5),
                 (12, 16),
                 (9, 23),
+                (4, 16),
+                (10, 9),
             ] {
                 for accumulate in [false, true] {
                     let ep = TileEpilogue {
