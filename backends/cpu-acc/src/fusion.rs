@@ -36,6 +36,13 @@ use std::sync::Arc;
 /// (see [`ConvLayout`]): absent for NCHW tensors, `nhwc` or `nchw_to_nhwc` in a
 /// channels-last region (`crate::layout`).
 pub const FUSED_CONV: &str = "FusedConv";
+/// Custom op: a channels-last pointwise `FusedConv` and the depthwise one that alone reads
+/// its output (a MobileNet block's expansion and its depthwise convolution), run a band of
+/// rows at a time so that the expanded tensor never leaves the cache (see
+/// `crate::nhwc::NhwcPairWorkload`). Inputs X, W1, B1, W2, B2; the first convolution's
+/// attributes as `FusedConv`'s, the second's prefixed with `then_`, and `mid_dims`, the
+/// `[N, H, W, C]` dims of the expanded tensor. Formed by `crate::layout`.
+pub const FUSED_CONV_PAIR: &str = "FusedConvPair";
 /// Custom op: `act(alpha·A·B + bias)`. Inputs A, B, bias?; attributes `alpha` and, for
 /// operands read or a result written through a `matmul::StridedView`, `a_dims`/`a_strides`,
 /// `b_dims`/`b_strides`, `y_dims`/`y_strides`.
@@ -270,6 +277,62 @@ pub fn decode_layer_norm(c: &CustomOp) -> Result<(i64, f32), String> {
     Ok((get_int(c, "axis")?, get_float(c, "epsilon")?))
 }
 
+/// Prefix of the second convolution's attributes in a `FusedConvPair`.
+const THEN: &str = "then_";
+
+/// A `FusedConvPair` of two channels-last `FusedConv`s (their layouts dropped), the first's
+/// output described by `mid`, the second's by `y`.
+pub fn conv_pair(first: &CustomOp, second: &CustomOp, mid: &TensorInfo, y: TensorInfo) -> Op {
+    let keep = |(n, _): &&(String, AttrValue)| n != "layout";
+    let mut attributes: Vec<(String, AttrValue)> =
+        first.attributes.iter().filter(keep).cloned().collect();
+    attributes.extend(
+        second
+            .attributes
+            .iter()
+            .filter(keep)
+            .map(|(n, v)| (format!("{THEN}{n}"), v.clone())),
+    );
+    attributes.push(("mid_dims".into(), ints(mid.shape.dims())));
+    Op::Custom(CustomOp {
+        domain: CPU_ACC_ID.into(),
+        op_type: FUSED_CONV_PAIR.into(),
+        attributes,
+        outputs: vec![y],
+    })
+}
+
+/// The two channels-last `FusedConv`s of a `FusedConvPair`, and the description of the
+/// tensor between them.
+pub fn split_pair(c: &CustomOp) -> Result<(CustomOp, CustomOp, TensorInfo), String> {
+    let mid = TensorInfo::new(backplane_core::DataType::F32, get_ints(c, "mid_dims")?);
+    let layout = ("layout".to_string(), AttrValue::String("nhwc".into()));
+    let conv = |attributes: Vec<(String, AttrValue)>, outputs| CustomOp {
+        domain: c.domain.clone(),
+        op_type: FUSED_CONV.into(),
+        attributes,
+        outputs,
+    };
+    let first = c
+        .attributes
+        .iter()
+        .filter(|(n, _)| !n.starts_with(THEN) && n != "mid_dims")
+        .cloned()
+        .chain(std::iter::once(layout.clone()))
+        .collect();
+    let second = c
+        .attributes
+        .iter()
+        .filter_map(|(n, v)| Some((n.strip_prefix(THEN)?.to_string(), v.clone())))
+        .chain(std::iter::once(layout))
+        .collect();
+    Ok((
+        conv(first, vec![mid.clone()]),
+        conv(second, c.outputs.clone()),
+        mid,
+    ))
+}
+
 /// Whether a `FusedConv` takes a residual (its fourth input).
 pub fn has_residual(c: &CustomOp) -> bool {
     matches!(attr(c, "residual"), Some(AttrValue::Int(1)))
@@ -311,6 +374,36 @@ pub fn check_custom(c: &CustomOp, layer: &LayerDesc) -> Result<(), String> {
     let refs: Vec<&TensorInfo> = layer.inputs.iter().collect();
     decode_act(c)?;
     let inferred = match c.op_type.as_str() {
+        FUSED_CONV_PAIR => {
+            let (first, second, mid) = split_pair(c)?;
+            let [x, w1, b1, w2, b2] = layer.inputs.as_slice() else {
+                return Err("FusedConvPair takes X, W1, B1, W2 and B2".into());
+            };
+            let part = |op: &CustomOp, inputs: Vec<TensorInfo>, y: &TensorInfo| {
+                let desc = LayerDesc {
+                    name: layer.name.clone(),
+                    op: Op::Custom(op.clone()),
+                    inputs,
+                    outputs: vec![y.clone()],
+                    constants: Vec::new(),
+                };
+                check_custom(op, &desc)
+            };
+            part(&first, vec![x.clone(), w1.clone(), b1.clone()], &mid)?;
+            part(
+                &second,
+                vec![mid.clone(), w2.clone(), b2.clone()],
+                &layer.outputs[0],
+            )?;
+            let (d1, d2) = (decode_conv(&first)?, decode_conv(&second)?);
+            if has_residual(&first)
+                || has_residual(&second)
+                || !crate::nhwc::pair_applies(&d1, &d2, &mid)
+            {
+                return Err("FusedConvPair is a pointwise and a depthwise convolution".into());
+            }
+            return Ok(());
+        }
         FUSED_CONV => {
             let desc = decode_conv(c)?;
             let dims = |s: usize| {

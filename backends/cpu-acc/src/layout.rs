@@ -24,6 +24,14 @@ use std::collections::{BTreeSet, HashMap};
 /// Set (to anything) to keep every convolution NCHW.
 pub const NO_NHWC_ENV: &str = "BACKPLANE_CPUACC_NO_NHWC";
 
+/// Set (to anything) to run a region's expansions and depthwise convolutions as separate
+/// layers, for A/B measurements of `fusion::FUSED_CONV_PAIR`.
+pub const NO_PAIRS_ENV: &str = "BACKPLANE_CPUACC_NO_CONV_PAIRS";
+
+/// Fewest floats of an expansion's output for it to run with its depthwise convolution:
+/// smaller ones (28×28×192 and below in MobileNetV2) stay in L2 between two layers anyway.
+const PAIR_MIN_FLOATS: usize = 1 << 18;
+
 /// How a fused convolution runs in a region.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Role {
@@ -274,15 +282,63 @@ fn rewrite(
             return None;
         }
     }
+    // A pointwise expansion whose large output only a depthwise convolution reads runs
+    // with it as one layer: depthwise unit's output → the pointwise unit.
+    let expansion_of: HashMap<TensorId, &Unit> = if std::env::var_os(NO_PAIRS_ENV).is_some() {
+        HashMap::new()
+    } else {
+        units
+            .iter()
+            .filter_map(|d| {
+                let p = units.iter().find(|p| p.out == d.x)?;
+                let only_reader = consumers[p.out.0]
+                    .iter()
+                    .all(|(l, _)| subs[d.sub].replaced.contains(l));
+                let biased =
+                    |u: &Unit| subs[u.sub].replacement.first().map(|r| r.inputs.len()) == Some(3);
+                let size: usize = net.tensor(p.out).info.shape.dims().iter().product();
+                (p.role == Role::Pointwise
+                    && d.role == Role::Depthwise
+                    && p.residual.is_none()
+                    && d.residual.is_none()
+                    && only_reader
+                    && !net.outputs().contains(&p.out)
+                    && biased(p)
+                    && biased(d)
+                    && size >= PAIR_MIN_FLOATS)
+                    .then_some((d.out, *p))
+            })
+            .collect()
+    };
+    let paired: BTreeSet<TensorId> = expansion_of.values().map(|p| p.out).collect();
     let mut layers: Vec<ReplacementLayer> = Vec::new();
     let mut nhwc_of: HashMap<TensorId, usize> = HashMap::new();
     for u in order {
+        if paired.contains(&u.out) {
+            // Runs with the depthwise convolution reading it.
+            continue;
+        }
+        let first = expansion_of.get(&u.out);
         let r = subs[u.sub].replacement.first()?;
         let Op::Custom(c) = &r.op else {
             return None;
         };
         let mut inputs = r.inputs.clone();
-        let slots = std::iter::once((0, u.x)).chain(u.residual.map(|t| (3, t)));
+        let x = match first {
+            Some(p) => {
+                // X, W1, B1 of the expansion, then W2, B2.
+                let pr = subs[p.sub].replacement.first()?;
+                inputs = pr
+                    .inputs
+                    .iter()
+                    .chain(r.inputs.get(1..3)?)
+                    .cloned()
+                    .collect();
+                p.x
+            }
+            None => u.x,
+        };
+        let slots = std::iter::once((0, x)).chain(u.residual.map(|t| (3, t)));
         for (slot, t) in slots {
             if slot == 0 && u.role == Role::Entry {
                 continue;
@@ -315,9 +371,21 @@ fn rewrite(
             ConvLayout::Nhwc
         };
         let y = nhwc_info(&net.tensor(u.out).info)?;
+        let (name, op) = match first {
+            Some(p) => {
+                let pr = subs[p.sub].replacement.first()?;
+                let Op::Custom(pc) = &pr.op else {
+                    return None;
+                };
+                let mid = nhwc_info(&net.tensor(p.out).info)?;
+                let op = fusion::conv_pair(pc, c, &mid, y);
+                (format!("{}+{}", pr.name, r.name), op)
+            }
+            None => (r.name.clone(), fusion::with_layout(c, layout, y)),
+        };
         layers.push(ReplacementLayer {
-            name: r.name.clone(),
-            op: fusion::with_layout(c, layout, y),
+            name,
+            op,
             inputs,
             outputs: vec![None],
         });

@@ -9,6 +9,9 @@
 //! per block of pixels, reading its input in either layout, so the region's entry needs no
 //! separate transpose.
 //!
+//! A pointwise expansion and the depthwise convolution that alone reads its output can run
+//! as one [`NhwcPairWorkload`], band by band, the expanded rows never leaving the cache.
+//!
 //! Tensors are honest `[N, H, W, C]` tensors in the standard layout: the region pass inserts
 //! the `Transpose` layers at its borders, so the runtime sees nothing unusual.
 
@@ -124,6 +127,7 @@ pub struct NhwcConvWorkload {
 }
 
 thread_local! {
+    static STRIP: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
     static IM2COL: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
     static PADDED_INPUT: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
@@ -609,6 +613,176 @@ impl Workload for NhwcConvWorkload {
     }
 }
 
+/// Whether two channels-last convolutions run as one [`NhwcPairWorkload`]: a pointwise one
+/// (1×1, stride 1, no padding, one group) and a depthwise one on its output `mid`
+/// (`[N, H, W, C]`, one group per channel).
+pub fn pair_applies(first: &ConvDesc, second: &ConvDesc, mid: &backplane_core::TensorInfo) -> bool {
+    let w = &first.window;
+    let ones = |v: &[usize]| v.iter().all(|&s| s == 1);
+    let d = mid.shape.dims();
+    d.len() == 4
+        && first.group.max(1) == 1
+        && ones(&w.kernel)
+        && ones(&w.strides)
+        && ones(&w.dilations)
+        && w.pads.iter().all(|&p| p == 0)
+        && d[3] > 1
+        && second.group == d[3]
+}
+
+/// Floats of the strip of expanded rows one band of a [`NhwcPairWorkload`] reads (with
+/// the band's output, it stays in L2).
+const STRIP_FLOATS: usize = 64 * 1024;
+
+/// A pointwise convolution and the depthwise one that alone reads its output, on
+/// channels-last tensors (`fusion::FUSED_CONV_PAIR`): the depthwise output is computed a
+/// band of rows at a time, from a strip holding the band's input rows, which the pointwise
+/// convolution has just expanded; the rows two bands share move to the top of the strip
+/// rather than being computed again. The expanded tensor (MobileNetV2's first is
+/// 112×112×96 floats, 4.8 MB) is never written out and read back.
+pub struct NhwcPairWorkload {
+    io: Io,
+    first: NhwcConvWorkload,
+    second: NhwcConvWorkload,
+}
+
+impl NhwcPairWorkload {
+    /// The pair of `first` (pointwise) and `second` (depthwise, reading `first`'s output).
+    pub fn new(io: Io, first: NhwcConvWorkload, second: NhwcConvWorkload) -> Result<Self> {
+        let ok = matches!(first.kind, Kind::Pointwise(_))
+            && matches!(second.kind, Kind::Depthwise(_))
+            && !first.residual
+            && !second.residual
+            && !first.input_nchw
+            && !second.input_nchw
+            && first.m == second.c
+            && first.n == second.n
+            && (first.geo.oh, first.geo.ow) == (second.geo.h, second.geo.w);
+        if !ok {
+            return Err(io.error(
+                "a convolution pair is a pointwise convolution and a depthwise one on its output"
+                    .into(),
+            ));
+        }
+        Ok(NhwcPairWorkload { io, first, second })
+    }
+
+    /// Output rows `r0 ..` (of all images, `yc` holding whole rows) a band at a time.
+    #[allow(clippy::too_many_arguments)]
+    fn bands(
+        &self,
+        p: &Packed,
+        taps: &[f32],
+        x: &[f32],
+        r0: usize,
+        yc: &mut [f32],
+        band: usize,
+        strip: &mut [f32],
+    ) -> Result<()> {
+        let g = &self.second.geo;
+        let (cin, c) = (self.first.c, self.second.c);
+        let (row_in, row_out) = (g.w * c, g.ow * c);
+        let image_in = g.h * g.w * cin;
+        let single = Threads::single();
+        let total = yc.len() / row_out;
+        // The image and the rows `lo..hi` of it the strip holds, from its top.
+        let mut held: Option<(usize, usize, usize)> = None;
+        let mut j = 0;
+        while j < total {
+            let (b, oy0) = ((r0 + j) / g.oh, (r0 + j) % g.oh);
+            let oy1 = (oy0 + band).min(g.oh).min(oy0 + total - j);
+            // The input rows of output rows oy0..oy1 inside the image.
+            let lo = (oy0 * g.sh).saturating_sub(g.pt);
+            let reach = (oy1 - 1) * g.sh + (g.kh - 1) * g.dh + 1;
+            let hi = reach.saturating_sub(g.pt).min(g.h).max(lo);
+            let start = match held {
+                Some((hb, hlo, hhi)) if hb == b && hlo <= lo && lo < hhi => {
+                    let keep = hhi.min(hi) - lo;
+                    let from = (lo - hlo) * row_in;
+                    strip.copy_within(from..from + keep * row_in, 0);
+                    lo + keep
+                }
+                _ => lo,
+            };
+            if hi > start {
+                let a = &x[b * image_in + start * g.w * cin..b * image_in + hi * g.w * cin];
+                let dst = &mut strip[(start - lo) * row_in..(hi - lo) * row_in];
+                let blocks = a.chunks(ROW_BLOCK * cin).zip(dst.chunks_mut(ROW_BLOCK * c));
+                for (ab, db) in blocks {
+                    self.first.product(&single, p, ab, cin, false, db)?;
+                }
+            }
+            held = Some((b, lo, hi));
+            // The band from the strip, whose row 0 is the image's row `lo`.
+            let sub = Geo2 {
+                h: hi - lo,
+                pt: g.pt + lo - oy0 * g.sh,
+                oh: oy1 - oy0,
+                ..*g
+            };
+            let job = DwRow {
+                geo: &sub,
+                c,
+                x: &strip[..(hi - lo) * row_in],
+                taps,
+                bias: &self.second.bias,
+                act: self.second.act.kernel_part(),
+            };
+            let out = &mut yc[j * row_out..(j + oy1 - oy0) * row_out];
+            for (oy, row) in out.chunks_exact_mut(row_out).enumerate() {
+                if !simd::nhwc_depthwise_row(&job, oy, None, row) {
+                    return Err(self.io.error("depthwise buffers do not match".into()));
+                }
+            }
+            if !self.second.act.in_kernel() {
+                simd::unary_in_place(self.second.act, out);
+            }
+            j += oy1 - oy0;
+        }
+        Ok(())
+    }
+}
+
+impl Workload for NhwcPairWorkload {
+    fn execute(&self, inputs: &[TensorView<'_>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
+        self.io.check(inputs, outputs)?;
+        let x = f32s(input(inputs, 0)?)?;
+        let y = f32s_mut(output(outputs)?)?;
+        self.run(x, y)
+    }
+}
+
+impl NhwcPairWorkload {
+    /// `y` = the depthwise convolution of the pointwise convolution of `x`.
+    fn run(&self, x: &[f32], y: &mut [f32]) -> Result<()> {
+        let (Kind::Pointwise(p), Kind::Depthwise(taps)) = (&self.first.kind, &self.second.kind)
+        else {
+            return Err(self.io.error("convolution pair kinds changed".into()));
+        };
+        let g = &self.second.geo;
+        let (row_in, row_out) = (g.w * self.second.c, g.ow * self.second.c);
+        let rows = self.second.n * g.oh;
+        if x.len() != self.first.pixels() * self.first.c || y.len() != rows * row_out {
+            return Err(self
+                .io
+                .error("convolution pair buffers do not match".into()));
+        }
+        // Bands of as many output rows as keep the strip within STRIP_FLOATS (at least one).
+        let reach = (g.kh - 1) * g.dh + 1;
+        let fit = (STRIP_FLOATS / row_in.max(1)).max(reach);
+        let band = (fit - reach) / g.sh.max(1) + 1;
+        let strip_rows = (band - 1) * g.sh + reach;
+        let th = &self.second.threads;
+        let per = th.chunk_size(rows, 1, 1);
+        th.chunks(y, per * row_out, |i, yc| {
+            let mut strip = gemm::take(&STRIP, strip_rows * row_in);
+            let done = self.bands(p, taps, x, i * per, yc, band, &mut strip);
+            gemm::give_back(&STRIP, strip);
+            done
+        })
+    }
+}
+
 /// One output row of a channels-last depthwise convolution, for [`dw_row_body`].
 pub struct DwRow<'a> {
     /// The window.
@@ -868,6 +1042,107 @@ mod tests {
                 "{what}: element {i}: got {g}, expected {w}"
             );
         }
+    }
+
+    /// A pointwise convolution and a depthwise one on its output, run as a pair (bands of
+    /// rows, shared rows moved between bands, several bands per image and images split
+    /// between threads), against the two convolutions' definitions one after the other:
+    /// strides 1 and 2, 3×3 and 5×5 windows, channel counts with tails, activations in and
+    /// out of the kernels, and both fallbacks (without the in-place tiles).
+    #[test]
+    fn pairs_match_the_two_convolutions() {
+        let clip = Activation::Clip { min: 0.0, max: 6.0 };
+        // n, c, h, w, expanded channels, window, stride, pads, activations.
+        #[rustfmt::skip]
+        let cases = [
+            (1, 16, 90, 40, 37, 3, 1, 1, clip, clip),
+            (2, 7, 61, 33, 48, 3, 2, 1, clip, Activation::Sigmoid),
+            (1, 5, 23, 70, 9, 5, 2, 2, Activation::Sigmoid, Activation::Relu),
+            (2, 3, 1, 1, 8, 3, 1, 1, Activation::Relu, clip),
+        ];
+        let mut rng = Rng(5);
+        for (ci, &(n, c, h, w, m, k, s, p, act1, act2)) in cases.iter().enumerate() {
+            let pw = Case {
+                n,
+                c,
+                h,
+                w,
+                m,
+                k: 1,
+                s: 1,
+                p: 0,
+                group: 1,
+                nchw_in: false,
+                residual: false,
+                act: act1,
+            };
+            let dw = Case {
+                n,
+                c: m,
+                h,
+                w,
+                m,
+                k,
+                s,
+                p,
+                group: m,
+                nchw_in: false,
+                residual: false,
+                act: act2,
+            };
+            let x = rng.vec(n * h * w * c);
+            let (w1, b1) = (rng.vec(m * c), rng.vec(m));
+            let (w2, b2) = (rng.vec(m * k * k), rng.vec(m));
+            let want = naive(&dw, &naive(&pw, &x, &w1, &b1, None), &w2, &b2, None);
+            for threads in [1, 2] {
+                for tiles in [true, false] {
+                    let (mut first, mut second) = (
+                        workload(&pw, &w1, &b1, threads),
+                        workload(&dw, &w2, &b2, threads),
+                    );
+                    first.in_place_tiles &= tiles;
+                    second.in_place_tiles &= tiles;
+                    let io = Io {
+                        layer: "pair".into(),
+                        inputs: Vec::new(),
+                        outputs: Vec::new(),
+                    };
+                    let pair = NhwcPairWorkload::new(io, first, second).unwrap();
+                    let mut y = vec![f32::NAN; want.len()];
+                    pair.run(&x, &mut y).unwrap();
+                    close(
+                        &format!("pair case {ci} threads {threads} tiles {tiles}"),
+                        &y,
+                        &want,
+                    );
+                }
+            }
+        }
+        // Not a pointwise convolution and a depthwise one reading it: refused.
+        let a = Case {
+            n: 1,
+            c: 4,
+            h: 5,
+            w: 5,
+            m: 4,
+            k: 3,
+            s: 1,
+            p: 1,
+            group: 4,
+            nchw_in: false,
+            residual: false,
+            act: clip,
+        };
+        let (wa, ba) = (rng.vec(4 * 9), rng.vec(4));
+        let io = Io {
+            layer: "pair".into(),
+            inputs: Vec::new(),
+            outputs: Vec::new(),
+        };
+        assert!(
+            NhwcPairWorkload::new(io, workload(&a, &wa, &ba, 1), workload(&a, &wa, &ba, 1))
+                .is_err()
+        );
     }
 
     /// Every path of every kind (the AVX2 tiles where they run, the SGEMM and im2col

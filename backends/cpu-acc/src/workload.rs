@@ -7,15 +7,15 @@ use crate::elementwise::Bin;
 use crate::fusion;
 use crate::io::Io;
 use crate::matmul::{GemmWorkload, MatMulViews, MatMulWorkload};
-use crate::nhwc::NhwcConvWorkload;
+use crate::nhwc::{NhwcConvWorkload, NhwcPairWorkload};
 use crate::ops::*;
 use crate::support;
 use crate::threads::Threads;
 use backplane_backend_api::{
     BackendError, LayerDesc, MemoryManager, Result, Workload, WorkloadFactory,
 };
-use backplane_core::ops::PoolKind;
-use backplane_core::Op;
+use backplane_core::ops::{CustomOp, PoolKind};
+use backplane_core::{Op, TensorInfo};
 use std::sync::Arc;
 
 /// Creates CpuAcc workloads for one loaded network.
@@ -121,6 +121,29 @@ impl WorkloadFactory for CpuAccWorkloadFactory {
             Op::Custom(c) => {
                 let act = fusion::decode_act(c).map_err(|r| bad(layer, r))?;
                 match c.op_type.as_str() {
+                    fusion::FUSED_CONV_PAIR => {
+                        let (first, second, mid) =
+                            fusion::split_pair(c).map_err(|r| bad(layer, r))?;
+                        let [x, w1, b1, w2, b2] = io.inputs.as_slice() else {
+                            return Err(bad(layer, "a convolution pair takes five inputs".into()));
+                        };
+                        let part = |inputs: Vec<TensorInfo>, y: TensorInfo| Io {
+                            layer: io.layer.clone(),
+                            inputs,
+                            outputs: vec![y],
+                        };
+                        let io1 = part(vec![x.clone(), w1.clone(), b1.clone()], mid.clone());
+                        let io2 = part(vec![mid, w2.clone(), b2.clone()], io.outputs[0].clone());
+                        let desc =
+                            |op: &CustomOp| fusion::decode_conv(op).map_err(|r| bad(layer, r));
+                        let act = |op: &CustomOp| fusion::decode_act(op).map_err(|r| bad(layer, r));
+                        let (d1, a1) = (desc(&first)?, act(&first)?);
+                        let (d2, a2) = (desc(&second)?, act(&second)?);
+                        let pw =
+                            NhwcConvWorkload::new(io1, &d1, k(1), k(2), a1, false, th.clone())?;
+                        let dw = NhwcConvWorkload::new(io2, &d2, k(3), k(4), a2, false, th)?;
+                        Box::new(NhwcPairWorkload::new(io, pw, dw)?)
+                    }
                     fusion::FUSED_CONV => {
                         let desc = fusion::decode_conv(c).map_err(|r| bad(layer, r))?;
                         let layout = fusion::decode_layout(c).map_err(|r| bad(layer, r))?;
