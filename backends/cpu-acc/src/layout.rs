@@ -9,8 +9,10 @@
 //! body ends without a transpose.
 //!
 //! A region is a set of fused convolutions connected through their inputs and residuals. It
-//! is only formed when it holds a depthwise convolution (where channels-last gains the most;
-//! networks without them keep the NCHW paths) and at least two layers, and when it is convex:
+//! is only formed when it holds a depthwise convolution (where channels-last gains the most)
+//! or a windowed one over a small output plane (a ResNet's 7×7 last stage, whose 49 pixels
+//! fill 54 GEMM rows channels-last where NCHW's 16-wide columns fill 64; other networks keep
+//! the NCHW paths), and at least two layers, and when it is convex:
 //! no path leaves the region and comes back into it, so the region can be one substitution.
 //! `BACKPLANE_CPUACC_NO_NHWC` (set when the network is optimized) keeps every layer NCHW,
 //! for A/B measurements.
@@ -41,7 +43,14 @@ enum Role {
     Depthwise,
     /// One group, a window, few input channels, input from outside: reads NCHW.
     Entry,
+    /// One group, a window or a stride, more channels, a small output plane (a ResNet's
+    /// last stage): im2col rows of channels-last pixels, each tap's channels one run.
+    Window,
 }
+
+/// Most output pixels of a [`Role::Window`] convolution: with the pixels as GEMM rows a 7×7
+/// plane fills 49 of 54 tile rows, where NCHW's 16-wide columns fill 64 lanes for 49.
+const WINDOW_MAX_PIXELS: usize = 64;
 
 /// A fused convolution that may join a region.
 struct Unit {
@@ -111,6 +120,8 @@ fn unit(view: &SubgraphView<'_>, sub: usize, s: &Substitution) -> Option<Unit> {
         Role::Pointwise
     } else if desc.group.max(1) == 1 && ch <= 4 {
         Role::Entry
+    } else if desc.group.max(1) == 1 && yd[2] * yd[3] <= WINDOW_MAX_PIXELS {
+        Role::Window
     } else {
         return None;
     };
@@ -199,7 +210,10 @@ pub fn channels_last(view: &SubgraphView<'_>, subs: Vec<Substitution>) -> Vec<Su
     let mut members: Vec<Vec<usize>> = regions.into_values().collect();
     members.sort();
     for region in members {
-        let worth = region.len() >= 2 && region.iter().any(|&i| units[i].role == Role::Depthwise);
+        let worth = region.len() >= 2
+            && region
+                .iter()
+                .any(|&i| matches!(units[i].role, Role::Depthwise | Role::Window));
         if !worth {
             continue;
         }

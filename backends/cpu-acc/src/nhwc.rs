@@ -129,6 +129,7 @@ pub struct NhwcConvWorkload {
 thread_local! {
     static STRIP: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
     static IM2COL: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    static COLUMN_BLOCKS: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
     static PADDED_INPUT: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
@@ -365,11 +366,84 @@ impl NhwcConvWorkload {
         accumulate: bool,
         yb: &mut [f32],
     ) -> Result<()> {
-        let (m, rows) = (self.m, yb.len() / self.m);
+        self.tiles_in(p, a, lda, accumulate, yb, 0..self.m)
+    }
+
+    /// [`NhwcConvWorkload::tiles`] for output columns `cols` only (whole packed panels, or
+    /// up to M), `yb` holding rows of just those columns.
+    fn tiles_in(
+        &self,
+        p: &Packed,
+        a: &[f32],
+        lda: usize,
+        accumulate: bool,
+        yb: &mut [f32],
+        cols: std::ops::Range<usize>,
+    ) -> Result<()> {
+        let ldc = cols.len();
+        let rows = yb.len() / ldc.max(1);
         self.each_half(p, accumulate, simd::WIDE, |k0, kc, j0, nr, b, ep| {
+            if !cols.contains(&j0) {
+                return true;
+            }
+            let c = &mut yb[j0 - cols.start..];
             a.get(k0..)
-                .is_some_and(|a| simd::tiles_strided(kc, a, lda, rows, b, &mut yb[j0..], m, nr, ep))
+                .is_some_and(|a| simd::tiles_strided(kc, a, lda, rows, b, c, ldc, nr, ep))
         })
+    }
+
+    /// [`NhwcConvWorkload::im2col`] for a few pixels (a 7×7 plane) on several threads: the
+    /// im2col rows gathered once, each thread computing every row for its share of the
+    /// output columns (whole packed panels) into its own block, then copied out; the
+    /// weights are read once in all, where a split of 49 rows would have each thread read
+    /// them all.
+    fn im2col_by_columns(
+        &self,
+        p: &Packed,
+        x: &[f32],
+        r: Option<&[f32]>,
+        y: &mut [f32],
+    ) -> Result<()> {
+        let (m, k) = (self.m, self.geo.kh * self.geo.kw * self.c);
+        let px = self.pixels();
+        let panels = m.div_ceil(simd::NR);
+        let share = panels.div_ceil(self.threads.count()) * simd::NR;
+        let mut buf = gemm::take(&IM2COL, px * k);
+        let len = px * share * m.div_ceil(share);
+        let mut blocks = gemm::take(&COLUMN_BLOCKS, len);
+        self.gather(x, 0, px, &mut buf[..px * k]);
+        let a = &buf[..px * k];
+        let done = self
+            .threads
+            .chunks(&mut blocks[..len], px * share, |i, block| {
+                let cols = i * share..((i + 1) * share).min(m);
+                let block = &mut block[..px * cols.len()];
+                if let Some(r) = r {
+                    for (dst, src) in block.chunks_exact_mut(cols.len()).zip(r.chunks_exact(m)) {
+                        dst.copy_from_slice(&src[cols.clone()]);
+                    }
+                }
+                self.tiles_in(p, a, k, r.is_some(), block, cols)?;
+                if !self.act.in_kernel() {
+                    simd::unary_in_place(self.act, block);
+                }
+                Ok(())
+            });
+        if done.is_ok() {
+            for (i, block) in blocks[..len].chunks(px * share).enumerate() {
+                let cols = i * share..((i + 1) * share).min(m);
+                if cols.is_empty() {
+                    continue;
+                }
+                let block = &block[..px * cols.len()];
+                for (dst, src) in y.chunks_exact_mut(m).zip(block.chunks_exact(cols.len())) {
+                    dst[cols.clone()].copy_from_slice(src);
+                }
+            }
+        }
+        gemm::give_back(&IM2COL, buf);
+        gemm::give_back(&COLUMN_BLOCKS, blocks);
+        done
     }
 
     /// Run `tile(k0, kc, j0, nr, b, ep)` for each K block (from `k0`, `kc` deep) of each
@@ -523,6 +597,9 @@ impl NhwcConvWorkload {
         }
         let (m, k) = (self.m, self.geo.kh * self.geo.kw * self.c);
         let px = self.pixels();
+        if self.in_place_tiles && self.threads.count() > 1 && px <= IM2COL_ROWS {
+            return self.im2col_by_columns(p, x, r, y);
+        }
         let per = self.threads.chunk_size(px, IM2COL_ROWS, 1).min(IM2COL_ROWS);
         let single = Threads::single();
         self.threads.chunks(&mut y[..px * m], per * m, |i, yc| {
@@ -559,8 +636,16 @@ impl NhwcConvWorkload {
                     ((b * g.h + iy) * g.w + ix) * c
                 };
                 let src = &x[base..];
-                for (d, &o) in row.iter_mut().zip(&self.offsets) {
-                    *d = src[o];
+                if self.input_nchw {
+                    for (d, &o) in row.iter_mut().zip(&self.offsets) {
+                        *d = src[o];
+                    }
+                } else {
+                    // Channels-last: each tap's C values are one run.
+                    for (dst, taps) in row.chunks_exact_mut(c).zip(self.offsets.chunks_exact(c)) {
+                        let o = taps[0];
+                        dst.copy_from_slice(&src[o..o + c]);
+                    }
                 }
                 continue;
             }
@@ -1165,6 +1250,11 @@ mod tests {
             Case { n: 2, c: 12, h: 9, w: 9, m: 12, k: 3, s: 2, p: 1, group: 12, nchw_in: false, residual: false, act: Activation::Sigmoid },
             Case { n: 1, c: 5, h: 1, w: 1, m: 5, k: 3, s: 1, p: 1, group: 5, nchw_in: false, residual: false, act: Activation::Relu },
             Case { n: 1, c: 48, h: 4, w: 33, m: 48, k: 5, s: 1, p: 2, group: 48, nchw_in: false, residual: false, act: clip },
+            // A ResNet's last stage: windows and strides over channels-last 7×7 planes (the
+            // column split on two threads), with a residual, and a 1×1 stride-2 shortcut.
+            Case { n: 1, c: 20, h: 7, w: 7, m: 70, k: 3, s: 1, p: 1, group: 1, nchw_in: false, residual: true, act: Activation::Relu },
+            Case { n: 2, c: 9, h: 13, w: 14, m: 33, k: 3, s: 2, p: 1, group: 1, nchw_in: false, residual: false, act: Activation::Sigmoid },
+            Case { n: 1, c: 24, h: 13, w: 13, m: 40, k: 1, s: 2, p: 0, group: 1, nchw_in: false, residual: false, act: Activation::None },
         ];
         let mut rng = Rng(11);
         for (ci, t) in cases.iter().enumerate() {

@@ -425,3 +425,106 @@ fn mobilenet_blocks_run_channels_last() {
         }
     }
 }
+
+/// A ResNet's last stage: a 3×3 stride-2 convolution and a 1×1 stride-2 shortcut onto a 7×7
+/// plane, a 3×3 convolution adding the shortcut, and a GlobalAveragePool. CpuAcc runs the
+/// three convolutions channels-last (small output planes: im2col rows of pixels), with one
+/// Transpose in and the pool as a mean over the pixels, and matches CpuRef on 1 and 2
+/// threads (2: each thread a share of the output columns).
+#[test]
+fn small_plane_stage_runs_channels_last() {
+    use backplane::core::ops::{AttrValue, AutoPad, ConvDesc, PoolKind, UnaryOp, Window};
+    let rt = backplane::RuntimeBuilder::new().build().unwrap();
+    let conv = |k: usize, s: usize, p: usize| {
+        Op::Conv(ConvDesc {
+            window: Window {
+                kernel: vec![k, k],
+                strides: vec![s, s],
+                dilations: vec![1, 1],
+                pads: vec![p; 4],
+                auto_pad: AutoPad::NotSet,
+            },
+            group: 1,
+        })
+    };
+    let (c, m) = (13, 40);
+    let mut n = Network::new();
+    let x = n
+        .add_input("x", TensorInfo::new(DataType::F32, vec![1, c, 14, 14]))
+        .unwrap();
+    let mut seed = 60;
+    let mut layer = |n: &mut Network, name: &str, x: TensorId, op: Op, cin: usize, k: usize| {
+        seed += 2;
+        let wt = n
+            .add_constant(&format!("{name}_w"), random(&[m, cin, k, k], seed))
+            .unwrap();
+        let b = n
+            .add_constant(&format!("{name}_b"), random(&[m], seed + 1))
+            .unwrap();
+        n.add_layer(name, op, &[x, wt, b]).unwrap()[0]
+    };
+    let relu = Op::Unary(UnaryOp::Relu);
+    let a = layer(&mut n, "down", x, conv(3, 2, 1), c, 3);
+    let a = n.add_layer("down_relu", relu.clone(), &[a]).unwrap()[0];
+    let b = layer(&mut n, "body", a, conv(3, 1, 1), m, 3);
+    // The shortcut after the body: the Add fuses into the first convolution reaching it
+    // (the body's, as in ResNets); the shortcut's BatchNormalization folds into it.
+    let short = layer(&mut n, "shortcut", x, conv(1, 2, 0), c, 1);
+    let mut bn_inputs = vec![short];
+    for (i, name) in ["scale", "bias", "mean"].iter().enumerate() {
+        bn_inputs.push(
+            n.add_constant(&format!("bn_{name}"), random(&[m], 90 + i as u64))
+                .unwrap(),
+        );
+    }
+    let var = Tensor::from_vec(vec![m], vec![1.5f32; m]).unwrap();
+    bn_inputs.push(n.add_constant("bn_var", var).unwrap());
+    let bn = Op::BatchNormalization { epsilon: 1e-5 };
+    let short = n.add_layer("shortcut_bn", bn, &bn_inputs).unwrap()[0];
+    let b = n
+        .add_layer("add", Op::Binary(BinaryOp::Add), &[b, short])
+        .unwrap()[0];
+    let b = n.add_layer("body_relu", relu, &[b]).unwrap()[0];
+    let pooled = n
+        .add_layer("pool", Op::GlobalPool(PoolKind::Average), &[b])
+        .unwrap()[0];
+    n.mark_output(pooled).unwrap();
+
+    let opt = rt.optimize(&n, &options("CpuAcc")).unwrap();
+    let count =
+        |f: &dyn Fn(&Op) -> bool| opt.network().layers().iter().filter(|l| f(&l.op)).count();
+    let nhwc = count(&|op| {
+        matches!(op, Op::Custom(c) if c.attributes.iter().any(|(k, v)| {
+            k == "layout" && matches!(v, AttrValue::String(s) if s == "nhwc")
+        }))
+    });
+    assert_eq!(nhwc, 3, "three channels-last convolutions");
+    assert_eq!(
+        count(&|op| matches!(op, Op::Transpose { .. })),
+        1,
+        "one transpose, in"
+    );
+    assert_eq!(
+        count(&|op| matches!(op, Op::Reduce(_))),
+        1,
+        "the pool as a mean"
+    );
+
+    let xv = random(&[1, c, 14, 14], 98);
+    let want = run(&rt, &n, "CpuRef", &[("x", &xv)]);
+    for threads in [1, 2] {
+        let mut opts = backplane::BackendOptions::default();
+        opts.values.insert("threads".into(), threads.to_string());
+        let rt = backplane::RuntimeBuilder::new()
+            .backend_options(BackendId::new("CpuAcc").unwrap(), opts)
+            .build()
+            .unwrap();
+        let got = run(&rt, &n, "CpuAcc", &[("x", &xv)]);
+        assert_eq!(got.len(), 1);
+        assert_close(
+            &format!("small-plane stage, {threads} threads"),
+            &got[0],
+            &want[0],
+        );
+    }
+}
