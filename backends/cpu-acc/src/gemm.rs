@@ -93,6 +93,12 @@ impl Packed {
         Self::pack(n, k, NR, |j, l| b.at(l, j))
     }
 
+    /// Pack a k×n matrix as the B operand, element `(l, j)` given by `get(l, j)` (a layout
+    /// no strided view describes, packed without an intermediate copy).
+    pub(crate) fn pack_b_with(k: usize, n: usize, get: impl Fn(usize, usize) -> f32) -> Self {
+        Self::pack(n, k, NR, |j, l| get(l, j))
+    }
+
     /// The panels of K block `kb` from panel `p0` on.
     pub(crate) fn block(&self, kb: usize, p0: usize) -> Result<&[f32]> {
         let k0 = kb * KC;
