@@ -128,7 +128,7 @@ fn weights_prepacked() -> Result<(), Box<dyn std::error::Error>> {
             rs: k,
             cs: 1,
         });
-        let reps = (2e9 / (2.0 * (m * n * k) as f64)).clamp(3.0, 2000.0) as usize / 4;
+        let reps = ((2e9 / (2.0 * (m * n * k) as f64)).clamp(3.0, 2000.0) as usize / 4).max(1);
         let mut best = f64::INFINITY;
         for _ in 0..15 {
             let t = Instant::now();

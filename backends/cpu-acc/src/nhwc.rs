@@ -5,9 +5,9 @@
 //! and the prepacked weights as B (a 7×7 plane fills 54 of 49 tile rows where the NCHW GEMM,
 //! pixels as columns, fills 64 lanes for 49), and a depthwise convolution runs along the
 //! channels, one vector of channels per tap, with no transposes and no per-row set-up. A
-//! convolution with a window and one group (a network's first layer) gathers its im2col rows
-//! per block of pixels, reading its input in either layout, so the region's entry needs no
-//! separate transpose.
+//! convolution with a window and one group (a network's first layer, or a ResNet's 7×7
+//! last stage) gathers its im2col rows per block of pixels, reading its input in either
+//! layout, so the region's entry needs no separate transpose.
 //!
 //! A pointwise expansion and the depthwise convolution that alone reads its output can run
 //! as one [`NhwcPairWorkload`], band by band, the expanded rows never leaving the cache.
