@@ -5,8 +5,9 @@ Runs `backplane bench --profile` and an ONNX Runtime session with profiling on, 
 one row per backplane layer: its time (the fastest of all executions, which is the most
 stable figure on a shared machine), the matching ONNX Runtime node's, the ratio, the layer's
 GFLOP/s (Conv, MatMul and Gemm), and its shape. A fused backplane layer ("conv_2+bn_7+relu_8")
-is matched with the ONNX Runtime node named after its last part that ONNX Runtime kept
-("relu_8", or "relu_8_nchwc" where ONNX Runtime changed the layout).
+is matched with the ONNX Runtime nodes named after its parts that ONNX Runtime kept
+("relu_8", or "relu_8_nchwc" where ONNX Runtime changed the layout), their times summed (a
+pair of convolutions backplane runs as one layer is two of ONNX Runtime's).
 
 On a shared machine one round can land in a slow minute for one runtime only: --rounds R
 alternates the two runtimes R times and keeps each layer's fastest time over all rounds.
@@ -169,7 +170,11 @@ def main():
     for name, us in rows[: args.top]:
         parts = [nodes[p] for p in name.split("+") if p in nodes]
         f = sum(flops(p, shapes) for p in parts)
-        theirs = next((ort_t[p] for p in reversed(name.split("+")) if p in ort_t), None)
+        # The ONNX Runtime nodes among the layer's parts, summed: one for a fused layer
+        # ONNX Runtime fused alike, several where backplane runs more as one (a
+        # FusedConvPair is two of ONNX Runtime's convolutions).
+        found = [ort_t[p] for p in dict.fromkeys(name.split("+")) if p in ort_t]
+        theirs = sum(found) if found else None
         ratio = f"{us / theirs:6.2f}" if theirs else "     -"
         gf = f"{f / us / 1e3:6.1f}" if f else "     -"
         ort_ms = f"{theirs / 1000:8.3f}" if theirs else "       -"
