@@ -523,14 +523,12 @@ fn microkernel_on(
                     b.as_ptr().add(h),
                     c.as_mut_ptr().add(r0 * ldc + h),
                 );
-                // A half of fewer than six rows (a product's last rows) computes just those.
-                match rows {
-                    1 => avx2::kernel_rows::<1>(kc, a, b, c, ldc, w, &half_ep),
-                    2 => avx2::kernel_rows::<2>(kc, a, b, c, ldc, w, &half_ep),
-                    3 => avx2::kernel_rows::<3>(kc, a, b, c, ldc, w, &half_ep),
-                    4 => avx2::kernel_rows::<4>(kc, a, b, c, ldc, w, &half_ep),
-                    5 => avx2::kernel_rows::<5>(kc, a, b, c, ldc, w, &half_ep),
-                    _ => avx2::kernel_6x16(kc, a, b, c, ldc, rows, w, &half_ep),
+                // A half of fewer than six rows (a product's last rows) computes just those:
+                // row r's K steps at a + r + k·MR.
+                if rows < AVX2_ROWS {
+                    avx2::kernel_rows(rows, kc, a, (1, MR), b, c, ldc, w, &half_ep);
+                } else {
+                    avx2::kernel_6x16(kc, a, b, c, ldc, rows, w, &half_ep);
                 }
             }
         }
@@ -784,12 +782,40 @@ mod avx2 {
         store_6x16(rows, c, ldc, mr, nr, ep);
     }
 
-    /// [`kernel_6x16`] for exactly `R` < 6 rows of the panel: `R` broadcasts and 2·`R` FMAs
-    /// per K step instead of six and twelve. Safety: as [`kernel_6x16`] with mr = `R`.
+    /// [`kernel_6x16`] for `mr` < 6 rows, computing just those: `mr` broadcasts and 2·`mr`
+    /// FMAs per K step instead of six and twelve. A's element (row r, step k) is at
+    /// `a + r·steps.0 + k·steps.1`: `(1, MR)` for a packed panel, `(lda, 1)` for rows read in
+    /// place. Safety: AVX2 and FMA present; those elements readable for r < mr, k < kc; `b`,
+    /// C and biases as for [`kernel_6x16`]; 1 <= mr < 6, nr <= 16.
     #[target_feature(enable = "avx2,fma")]
-    pub(super) unsafe fn kernel_rows<const R: usize>(
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn kernel_rows(
+        mr: usize,
         kc: usize,
-        mut a: *const f32,
+        a: *const f32,
+        steps: (usize, usize),
+        b: *const f32,
+        c: *mut f32,
+        ldc: usize,
+        nr: usize,
+        ep: &TileEpilogue<'_>,
+    ) {
+        match mr {
+            1 => rows_tile::<1>(kc, a, steps, b, c, ldc, nr, ep),
+            2 => rows_tile::<2>(kc, a, steps, b, c, ldc, nr, ep),
+            3 => rows_tile::<3>(kc, a, steps, b, c, ldc, nr, ep),
+            4 => rows_tile::<4>(kc, a, steps, b, c, ldc, nr, ep),
+            _ => rows_tile::<5>(kc, a, steps, b, c, ldc, nr, ep),
+        }
+    }
+
+    /// [`kernel_rows`] for `R` rows, unrolled.
+    #[target_feature(enable = "avx2,fma")]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn rows_tile<const R: usize>(
+        kc: usize,
+        a: *const f32,
+        (row_step, k_step): (usize, usize),
         mut b: *const f32,
         c: *mut f32,
         ldc: usize,
@@ -798,15 +824,17 @@ mod avx2 {
     ) {
         let z = _mm256_setzero_ps();
         let mut acc = [(z, z); 6];
+        let rows: [*const f32; R] = std::array::from_fn(|r| a.add(r * row_step));
+        let mut at = 0;
         for _ in 0..kc {
             let b0 = _mm256_loadu_ps(b);
             let b1 = _mm256_loadu_ps(b.add(8));
-            for (r, v) in acc.iter_mut().enumerate().take(R) {
-                let x = _mm256_broadcast_ss(&*a.add(r));
+            for (row, v) in rows.iter().zip(acc.iter_mut()) {
+                let x = _mm256_broadcast_ss(&*row.add(at));
                 v.0 = _mm256_fmadd_ps(x, b0, v.0);
                 v.1 = _mm256_fmadd_ps(x, b1, v.1);
             }
-            a = a.add(MR);
+            at += k_step;
             b = b.add(NR);
         }
         store_6x16(acc, c, ldc, R, nr, ep);
@@ -1059,47 +1087,13 @@ mod avx2 {
             let (ar, cr) = (a.add(r0 * lda), c.add(r0 * ldc));
             // The last tile of fewer than six rows computes just those (a 7×7 plane's 49
             // pixels end in a one-row tile, which the 6×16 tile would compute as six).
-            match mr {
-                1 => kernel_strided_rows::<1>(kc, ar, lda, b, cr, ldc, nr, ep),
-                2 => kernel_strided_rows::<2>(kc, ar, lda, b, cr, ldc, nr, ep),
-                3 => kernel_strided_rows::<3>(kc, ar, lda, b, cr, ldc, nr, ep),
-                4 => kernel_strided_rows::<4>(kc, ar, lda, b, cr, ldc, nr, ep),
-                5 => kernel_strided_rows::<5>(kc, ar, lda, b, cr, ldc, nr, ep),
-                _ => kernel_strided_6x16(kc, ar, lda, b, cr, ldc, mr, nr, ep),
+            if mr < super::AVX2_ROWS {
+                kernel_rows(mr, kc, ar, (lda, 1), b, cr, ldc, nr, ep);
+            } else {
+                kernel_strided_6x16(kc, ar, lda, b, cr, ldc, mr, nr, ep);
             }
             r0 += super::AVX2_ROWS;
         }
-    }
-
-    /// [`kernel_strided_6x16`] for a tile of exactly `R` < 6 rows: `R` broadcasts and 2·`R`
-    /// FMAs per K step instead of six and twelve. Safety: as [`kernel_strided_6x16`] with
-    /// mr = `R`.
-    #[target_feature(enable = "avx2,fma")]
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn kernel_strided_rows<const R: usize>(
-        kc: usize,
-        a: *const f32,
-        lda: usize,
-        mut b: *const f32,
-        c: *mut f32,
-        ldc: usize,
-        nr: usize,
-        ep: &TileEpilogue<'_>,
-    ) {
-        let z = _mm256_setzero_ps();
-        let mut acc = [(z, z); 6];
-        let rows: [*const f32; R] = std::array::from_fn(|r| a.add(r * lda));
-        for k in 0..kc {
-            let b0 = _mm256_loadu_ps(b);
-            let b1 = _mm256_loadu_ps(b.add(8));
-            for (row, v) in rows.iter().zip(acc.iter_mut()) {
-                let x = _mm256_broadcast_ss(&*row.add(k));
-                v.0 = _mm256_fmadd_ps(x, b0, v.0);
-                v.1 = _mm256_fmadd_ps(x, b1, v.1);
-            }
-            b = b.add(NR);
-        }
-        store_6x16(acc, c, ldc, R, nr, ep);
     }
 
     /// Store a 6×16 tile of accumulators (`rows`, six pairs of eight columns) into C with
