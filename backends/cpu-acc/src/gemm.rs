@@ -131,6 +131,16 @@ fn pack_b_view(b: &MatView<'_>, n: usize, j0: usize, k0: usize, kc: usize, out: 
     for (p, panel) in out.chunks_exact_mut(kc * NR).enumerate() {
         let n0 = j0 + p * NR;
         let width = NR.min(n.saturating_sub(n0));
+        // Column-major B (a transposed view: attention's Kᵀ): each column's K values are one
+        // run, the panel their transpose, by 8×8 blocks in registers.
+        if b.rs == 1
+            && width > 0
+            && b.data
+                .get(n0 * b.cs + k0..)
+                .is_some_and(|src| simd::gather_lanes_pitched(src, b.cs, width, kc, panel, NR))
+        {
+            continue;
+        }
         for (l, dst) in panel.chunks_exact_mut(NR).enumerate() {
             let r = k0 + l;
             if b.cs == 1 && width == NR {
@@ -1058,7 +1068,24 @@ mod tests {
                         panels[panel_offset(k, n, r, j)] = b[r * n + j];
                     }
                 }
-                let kinds = [BSrc::View(bv), BSrc::Packed(&pb), BSrc::Panels(&panels)];
+                // B stored column-major (a transposed view, as attention's Kᵀ is read).
+                let mut bt = vec![0f32; k * n];
+                for l in 0..k {
+                    for j in 0..n {
+                        bt[j * k + l] = b[l * n + j];
+                    }
+                }
+                let btv = MatView {
+                    data: &bt,
+                    rs: 1,
+                    cs: k,
+                };
+                let kinds = [
+                    BSrc::View(bv),
+                    BSrc::Packed(&pb),
+                    BSrc::Panels(&panels),
+                    BSrc::View(btv),
+                ];
                 // A stored column-major (a transposed view, as Gemm's transA reads it).
                 let mut at = vec![0f32; m * k];
                 for i in 0..m {

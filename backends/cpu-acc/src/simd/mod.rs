@@ -1465,10 +1465,11 @@ pub fn gather_lanes(src: &[f32], stride: usize, n: usize, len: usize, dst: &mut 
     gather_lanes_pitched(src, stride, n, len, dst, BLOCK_LANES);
 }
 
-/// [`gather_lanes`] with `pitch` ≤ 16 lanes per pixel in `dst` (`n` ≤ `pitch`):
+/// [`gather_lanes`] with `pitch` ≤ 32 lanes per pixel in `dst` (`n` ≤ `pitch`):
 /// `dst[i·pitch + l] = src[l·stride + i]`, lanes `n..pitch` zero: packing twelve rows of a
-/// GEMM operand into an A panel is this with `pitch` 12. Returns false, doing nothing, when
-/// a slice is too short or `n` exceeds `pitch`.
+/// GEMM operand into an A panel is this with `pitch` 12, and 32 columns of a column-major B
+/// into a B panel with `pitch` 32. Returns false, doing nothing, when a slice is too short
+/// or `n` exceeds `pitch`.
 pub fn gather_lanes_pitched(
     src: &[f32],
     stride: usize,
@@ -1477,15 +1478,16 @@ pub fn gather_lanes_pitched(
     dst: &mut [f32],
     pitch: usize,
 ) -> bool {
-    if !(1..=BLOCK_LANES).contains(&pitch) || n > pitch {
+    if !(1..=2 * BLOCK_LANES).contains(&pitch) || n > pitch {
         return false;
     }
-    let (n, len) = lane_extent(src.len(), stride, n, len, dst.len() / pitch * BLOCK_LANES);
+    let pixels = dst.len() / pitch * BLOCK_LANES;
+    let (n, len) = lane_extent(src.len(), stride, n, len, pixels, pitch);
     if len == 0 {
         return false;
     }
     #[cfg(target_arch = "x86_64")]
-    if has_avx512() {
+    if has_avx512() && pitch <= BLOCK_LANES {
         // SAFETY: AVX-512F is present (`has_avx512`); `lane_extent` checked that `src` holds
         // `(n-1)·stride + len` floats and `dst` `len·pitch` (its length rounded down to
         // whole pixels of `pitch` floats); 1 <= n <= pitch <= 16.
@@ -1510,7 +1512,7 @@ pub fn gather_lanes_pitched(
 /// The inverse of [`gather_lanes`]: `dst[l·stride + i] = src[i·16 + l]` for pixels `i < len`
 /// and lanes `l < n` (nothing when a slice is too short, like [`gather_lanes`]).
 pub fn scatter_lanes(src: &[f32], len: usize, n: usize, dst: &mut [f32], stride: usize) {
-    let (n, len) = lane_extent(dst.len(), stride, n, len, src.len());
+    let (n, len) = lane_extent(dst.len(), stride, n, len, src.len(), BLOCK_LANES);
     #[cfg(target_arch = "x86_64")]
     if has_avx512() && len > 0 {
         // SAFETY: AVX-512F is present; `lane_extent` clamped `n` and `len` so that `dst`
@@ -1683,16 +1685,18 @@ mod window_row {
     }
 }
 
-/// `(n, len)` when both sides hold them (the planes side: `planes` floats, `n` runs of
-/// `len` at `stride`; the pixels side: `pixels` floats, `len` runs of 16), else `(0, 0)`.
+/// `(n, len)` when both sides hold them (the planes side: `planes` floats, `n` (at most
+/// `lanes`) runs of `len` at `stride`; the pixels side: `pixels` floats, `len` runs of 16),
+/// else `(0, 0)`.
 fn lane_extent(
     planes: usize,
     stride: usize,
     n: usize,
     len: usize,
     pixels: usize,
+    lanes: usize,
 ) -> (usize, usize) {
-    let n = n.min(BLOCK_LANES);
+    let n = n.min(lanes);
     let planes_need = (n.max(1) - 1)
         .checked_mul(stride)
         .and_then(|v| v.checked_add(len));
@@ -2450,7 +2454,7 @@ mod tests {
             }
             // Twelve lanes a pixel (a GEMM A panel), and five (a masked last run), against
             // the plain loop.
-            for pitch in [12, 5] {
+            for pitch in [12, 5, 32] {
                 if n <= pitch {
                     let mut want_p = vec![f32::NAN; len * pitch];
                     gather_lanes_portable(&src, stride, n, len, &mut want_p, pitch);
@@ -2473,6 +2477,20 @@ mod tests {
             let mut short = vec![f32::NAN; len * BLOCK_LANES - 1];
             gather_lanes(&src, stride, n, len, &mut short);
             assert!(short.iter().all(|v| v.is_nan()));
+        }
+        // Up to 32 lanes a pixel (32 columns of a column-major GEMM B into one panel).
+        for (n, len, stride) in [(17, 9, 11), (29, 40, 45), (32, 16, 16), (20, 3, 7)] {
+            let src: Vec<f32> = (0..(n - 1) * stride + len)
+                .map(|i| i as f32 * 0.25 - 3.0)
+                .collect();
+            let mut got = vec![f32::NAN; len * 32];
+            assert!(gather_lanes_pitched(&src, stride, n, len, &mut got, 32));
+            for i in 0..len {
+                for l in 0..32 {
+                    let v = if l < n { src[l * stride + i] } else { 0.0 };
+                    assert_eq!(got[i * 32 + l], v, "pitch 32: n{n} len{len} ({i}, {l})");
+                }
+            }
         }
     }
 
