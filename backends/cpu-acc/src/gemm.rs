@@ -899,6 +899,17 @@ mod tests {
         c
     }
 
+    /// A row-major `rows`×`cols` matrix stored column by column.
+    fn column_major(rows: usize, cols: usize, x: &[f32]) -> Vec<f32> {
+        let mut t = vec![0f32; rows * cols];
+        for i in 0..rows {
+            for j in 0..cols {
+                t[j * rows + i] = x[i * cols + j];
+            }
+        }
+        t
+    }
+
     fn rand(n: usize, seed: u64) -> Vec<f32> {
         let mut s = seed
             .wrapping_mul(6364136223846793005)
@@ -1069,12 +1080,7 @@ mod tests {
                     }
                 }
                 // B stored column-major (a transposed view, as attention's Kᵀ is read).
-                let mut bt = vec![0f32; k * n];
-                for l in 0..k {
-                    for j in 0..n {
-                        bt[j * k + l] = b[l * n + j];
-                    }
-                }
+                let bt = column_major(k, n, &b);
                 let btv = MatView {
                     data: &bt,
                     rs: 1,
@@ -1087,12 +1093,7 @@ mod tests {
                     BSrc::View(btv),
                 ];
                 // A stored column-major (a transposed view, as Gemm's transA reads it).
-                let mut at = vec![0f32; m * k];
-                for i in 0..m {
-                    for l in 0..k {
-                        at[l * m + i] = a[i * k + l];
-                    }
-                }
+                let at = column_major(m, k, &a);
                 let atv = MatView {
                     data: &at,
                     rs: 1,
