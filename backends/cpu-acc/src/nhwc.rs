@@ -374,8 +374,13 @@ impl NhwcConvWorkload {
                 return true;
             }
             let c = &mut yb[j0 - cols.start..];
+            // While its first tile runs, the half of the next panel that comes next in
+            // memory is fetched into L2 (the weights of a 7×7 plane's layer come from L3 or
+            // memory, and its few rows leave too little work per panel to hide that).
+            let h = j0 % simd::NR;
+            let next = kc * simd::NR + (h / ROW_HALF) * kc * ROW_HALF - h;
             a.get(k0..)
-                .is_some_and(|a| simd::tiles_strided(kc, a, lda, rows, b, c, ldc, nr, ep))
+                .is_some_and(|a| simd::tiles_strided(kc, a, lda, rows, b, c, ldc, nr, ep, next))
         })
     }
 

@@ -204,8 +204,10 @@ pub const WIDE: usize = 24;
 /// (`ldc` apart) and columns `< nr` (1..=16, or up to [`WIDE`] from a panel's start) get the
 /// epilogue of the product of A's rows (`a[r·lda..]`, `kc` values each) and the columns of a
 /// packed B panel from `b` (K steps [`NR`] floats apart). The channels-last pointwise convolution's tiles: its A is the input,
-/// pixels as rows. Returns false, computing nothing, without AVX2 ([`strided_tiles`]) or
-/// when a slice is too short.
+/// pixels as rows. While the first tile runs, `kc` cache lines from `prefetch` floats past
+/// `b`'s start on (64 bytes apart) are fetched into L2: a hint only, never read, so it may lie
+/// past `b`'s end (0 when nothing is worth fetching). Returns false, computing nothing, without AVX2
+/// ([`strided_tiles`]) or when a slice is too short.
 #[allow(clippy::too_many_arguments)]
 pub fn tiles_strided(
     kc: usize,
@@ -217,6 +219,7 @@ pub fn tiles_strided(
     ldc: usize,
     nr: usize,
     ep: &TileEpilogue<'_>,
+    prefetch: usize,
 ) -> bool {
     if rows == 0 {
         return true;
@@ -239,7 +242,7 @@ pub fn tiles_strided(
         // its last re-read that row; the kernels read b[k·NR .. k·NR + 16] (24 when
         // nr > 16) for k < kc, inside `b` (checked); they touch c[r·ldc .. r·ldc + nr] for
         // r < rows only, inside `c`; there is no row bias and the column bias holds nr
-        // values; 1 <= nr <= 24 was checked.
+        // values; 1 <= nr <= 24 was checked; `prefetch` is only prefetched (never faults).
         unsafe {
             avx2::column_strided(
                 kc,
@@ -251,6 +254,7 @@ pub fn tiles_strided(
                 ldc,
                 nr,
                 ep,
+                b.as_ptr().wrapping_add(prefetch),
             );
         }
         true
@@ -843,7 +847,8 @@ mod avx2 {
     /// [`kernel_6x16`] with A read in place: row r's K values start at `a + r·lda` (rows
     /// r ≥ mr read row mr-1 again, their results not stored). Safety: AVX2 and FMA present;
     /// rows r < mr of A readable for kc floats at a + r·lda; `b`, C and biases as for
-    /// [`kernel_6x16`]; 1 <= mr <= 6, nr <= 16.
+    /// [`kernel_6x16`]; 1 <= mr <= 6, nr <= 16. Each K step also prefetches (into L2) the
+    /// line `pf + 16·k`, any address (a prefetch never faults, and `pf` is not read).
     #[target_feature(enable = "avx2,fma")]
     #[allow(clippy::too_many_arguments)]
     pub(super) unsafe fn kernel_strided_6x16(
@@ -856,6 +861,7 @@ mod avx2 {
         mr: usize,
         nr: usize,
         ep: &TileEpilogue<'_>,
+        pf: *const f32,
     ) {
         let row = |r: usize| a.add(r.min(mr - 1) * lda);
         let (a0, a1, a2, a3, a4, a5) = (row(0), row(1), row(2), row(3), row(4), row(5));
@@ -892,6 +898,7 @@ mod avx2 {
             let x5 = _mm256_broadcast_ss(&*a5.add(k));
             c50 = _mm256_fmadd_ps(x5, b0, c50);
             c51 = _mm256_fmadd_ps(x5, b1, c51);
+            _mm_prefetch::<_MM_HINT_T1>(pf.wrapping_add(k * HALF) as *const i8);
             b = b.add(NR);
         }
         let rows = [
@@ -1055,9 +1062,11 @@ mod avx2 {
         store_6x16(right, c.add(HALF), ldc, mr, nr - HALF, &ep_right);
     }
 
-    /// [`kernel_strided_6x16`] down `rows` rows of A and C, six at a time. Safety: as
-    /// [`kernel_strided_6x16`] for every tile: rows r < `rows` of A readable for kc floats at
-    /// a + r·lda, of C writable for nr floats at c + r·ldc; rows >= 1.
+    /// [`kernel_strided_6x16`] down `rows` rows of A and C, in tiles of five or six rows
+    /// where there are that many, the first prefetching `kc` lines from `pf` (see
+    /// [`super::tiles_strided`]). Safety: as [`kernel_strided_6x16`] for every tile: rows
+    /// r < `rows` of A readable for kc floats at a + r·lda, of C writable for nr floats at
+    /// c + r·ldc; rows >= 1.
     #[target_feature(enable = "avx2,fma")]
     #[allow(clippy::too_many_arguments)]
     pub(super) unsafe fn column_strided(
@@ -1070,6 +1079,7 @@ mod avx2 {
         ldc: usize,
         nr: usize,
         ep: &TileEpilogue<'_>,
+        pf: *const f32,
     ) {
         if nr > HALF {
             let mut r0 = 0;
@@ -1081,18 +1091,22 @@ mod avx2 {
             }
             return;
         }
+        // Tiles as even as they can be: 49 rows as four tiles of six and five of five, not
+        // eight of six and one of one (whose two FMA chains wait on their latency: it took
+        // two thirds of a full tile's time for a sixth of its work).
+        let tiles = rows.div_ceil(super::AVX2_ROWS);
+        let (base, extra) = (rows / tiles, rows % tiles);
         let mut r0 = 0;
-        while r0 < rows {
-            let mr = (rows - r0).min(super::AVX2_ROWS);
+        for t in 0..tiles {
+            let mr = base + usize::from(t < extra);
             let (ar, cr) = (a.add(r0 * lda), c.add(r0 * ldc));
-            // The last tile of fewer than six rows computes just those (a 7×7 plane's 49
-            // pixels end in a one-row tile, which the 6×16 tile would compute as six).
             if mr < super::AVX2_ROWS {
                 kernel_rows(mr, kc, ar, (lda, 1), b, cr, ldc, nr, ep);
             } else {
-                kernel_strided_6x16(kc, ar, lda, b, cr, ldc, mr, nr, ep);
+                let pf = if r0 == 0 { pf } else { b };
+                kernel_strided_6x16(kc, ar, lda, b, cr, ldc, mr, nr, ep, pf);
             }
-            r0 += super::AVX2_ROWS;
+            r0 += mr;
         }
     }
 
@@ -2381,7 +2395,7 @@ mod tests {
                         let ran = if offsets {
                             tiles_offsets(kc, &a, lda, &offs, rows, &b, &mut c, ldc, nr, &ep)
                         } else {
-                            tiles_strided(kc, &a, lda, rows, &b, &mut c, ldc, nr, &ep)
+                            tiles_strided(kc, &a, lda, rows, &b, &mut c, ldc, nr, &ep, 0)
                         };
                         assert_eq!(ran, strided_tiles());
                         if !ran {
