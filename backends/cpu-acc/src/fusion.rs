@@ -36,12 +36,14 @@ use std::sync::Arc;
 /// (see [`ConvLayout`]): absent for NCHW tensors, `nhwc` or `nchw_to_nhwc` in a
 /// channels-last region (`crate::layout`).
 pub const FUSED_CONV: &str = "FusedConv";
-/// Custom op: a channels-last pointwise `FusedConv` and the depthwise one that alone reads
-/// its output (a MobileNet block's expansion and its depthwise convolution), run a band of
-/// rows at a time so that the expanded tensor never leaves the cache (see
-/// `crate::nhwc::NhwcPairWorkload`). Inputs X, W1, B1, W2, B2; the first convolution's
-/// attributes as `FusedConv`'s, the second's prefixed with `then_`, and `mid_dims`, the
-/// `[N, H, W, C]` dims of the expanded tensor. Formed by `crate::layout`.
+/// Custom op: two channels-last `FusedConv`s, a pointwise and a depthwise one, the second
+/// alone reading the first's output (a MobileNet block's expansion and its depthwise
+/// convolution, or the depthwise convolution and its projection), run a band of rows at a
+/// time so that the tensor between them never leaves the cache (see
+/// `crate::nhwc::NhwcPairWorkload`). Inputs X, W1, B1, W2, B2, and R when the second (only a
+/// projection) has a residual; the first convolution's attributes as `FusedConv`'s, the
+/// second's prefixed with `then_`, and `mid_dims`, the `[N, H, W, C]` dims of the tensor
+/// between them. Formed by `crate::layout`.
 pub const FUSED_CONV_PAIR: &str = "FusedConvPair";
 /// Custom op: `act(alpha·A·B + bias)`. Inputs A, B, bias?; attributes `alpha` and, for
 /// operands read or a result written through a `matmul::StridedView`, `a_dims`/`a_strides`,
@@ -376,9 +378,20 @@ pub fn check_custom(c: &CustomOp, layer: &LayerDesc) -> Result<(), String> {
     let inferred = match c.op_type.as_str() {
         FUSED_CONV_PAIR => {
             let (first, second, mid) = split_pair(c)?;
-            let [x, w1, b1, w2, b2] = layer.inputs.as_slice() else {
-                return Err("FusedConvPair takes X, W1, B1, W2 and B2".into());
+            let (x, w1, b1, w2, b2, r) = match layer.inputs.as_slice() {
+                [x, w1, b1, w2, b2] => (x, w1, b1, w2, b2, None),
+                [x, w1, b1, w2, b2, r] => (x, w1, b1, w2, b2, Some(r)),
+                _ => {
+                    return Err(
+                        "FusedConvPair takes X, W1, B1, W2, B2 and, with a residual, R".into(),
+                    )
+                }
             };
+            if has_residual(&second) != r.is_some() {
+                return Err(
+                    "FusedConvPair takes R when its second convolution has a residual".into(),
+                );
+            }
             let part = |op: &CustomOp, inputs: Vec<TensorInfo>, y: &TensorInfo| {
                 let desc = LayerDesc {
                     name: layer.name.clone(),
@@ -390,17 +403,25 @@ pub fn check_custom(c: &CustomOp, layer: &LayerDesc) -> Result<(), String> {
                 check_custom(op, &desc)
             };
             part(&first, vec![x.clone(), w1.clone(), b1.clone()], &mid)?;
+            let second_inputs = [mid.clone(), w2.clone(), b2.clone()].into_iter();
             part(
                 &second,
-                vec![mid.clone(), w2.clone(), b2.clone()],
+                second_inputs.chain(r.cloned()).collect(),
                 &layer.outputs[0],
             )?;
             let (d1, d2) = (decode_conv(&first)?, decode_conv(&second)?);
-            if has_residual(&first)
-                || has_residual(&second)
-                || !crate::nhwc::pair_applies(&d1, &d2, &mid)
-            {
-                return Err("FusedConvPair is a pointwise and a depthwise convolution".into());
+            let order = crate::nhwc::pair_order(&d1, &d2, &mid);
+            let fits = match order {
+                Some(crate::nhwc::PairOrder::Expansion) => !has_residual(&second),
+                Some(crate::nhwc::PairOrder::Projection) => true,
+                None => false,
+            };
+            if has_residual(&first) || !fits {
+                return Err(
+                    "FusedConvPair is a pointwise and a depthwise convolution, either \
+                            on the other's output, only the projection with a residual"
+                        .into(),
+                );
             }
             return Ok(());
         }

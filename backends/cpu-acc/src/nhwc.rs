@@ -690,33 +690,65 @@ impl Workload for NhwcConvWorkload {
     }
 }
 
-/// Whether two channels-last convolutions run as one [`NhwcPairWorkload`]: a pointwise one
-/// (1×1, stride 1, no padding, one group) and a depthwise one on its output `mid`
-/// (`[N, H, W, C]`, one group per channel).
-pub fn pair_applies(first: &ConvDesc, second: &ConvDesc, mid: &backplane_core::TensorInfo) -> bool {
-    let w = &first.window;
-    let ones = |v: &[usize]| v.iter().all(|&s| s == 1);
+/// The order of a [`NhwcPairWorkload`]'s two convolutions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PairOrder {
+    /// A pointwise expansion, then the depthwise convolution of its output.
+    Expansion,
+    /// A depthwise convolution, then the pointwise projection of its output.
+    Projection,
+}
+
+/// How two channels-last convolutions run as one [`NhwcPairWorkload`], if they can: a
+/// pointwise one (1×1, stride 1, no padding, one group) and a depthwise one (one group per
+/// channel) in either order, `mid` (`[N, H, W, C]`) the first one's output.
+pub fn pair_order(
+    first: &ConvDesc,
+    second: &ConvDesc,
+    mid: &backplane_core::TensorInfo,
+) -> Option<PairOrder> {
     let d = mid.shape.dims();
-    d.len() == 4
-        && first.group.max(1) == 1
-        && ones(&w.kernel)
-        && ones(&w.strides)
-        && ones(&w.dilations)
-        && w.pads.iter().all(|&p| p == 0)
-        && d[3] > 1
-        && second.group == d[3]
+    if d.len() != 4 || d[3] <= 1 {
+        return None;
+    }
+    let pointwise = |desc: &ConvDesc| {
+        let w = &desc.window;
+        let ones = |v: &[usize]| v.iter().all(|&s| s == 1);
+        desc.group.max(1) == 1
+            && ones(&w.kernel)
+            && ones(&w.strides)
+            && ones(&w.dilations)
+            && w.pads.iter().all(|&p| p == 0)
+    };
+    if pointwise(first) && second.group == d[3] {
+        Some(PairOrder::Expansion)
+    } else if first.group == d[3] && pointwise(second) {
+        Some(PairOrder::Projection)
+    } else {
+        None
+    }
 }
 
 /// Floats of the strip of expanded rows one band of a [`NhwcPairWorkload`] reads (with
 /// the band's output, it stays in L2).
 const STRIP_FLOATS: usize = 64 * 1024;
 
-/// A pointwise convolution and the depthwise one that alone reads its output, on
-/// channels-last tensors (`fusion::FUSED_CONV_PAIR`): the depthwise output is computed a
-/// band of rows at a time, from a strip holding the band's input rows, which the pointwise
-/// convolution has just expanded; the rows two bands share move to the top of the strip
-/// rather than being computed again. The expanded tensor (MobileNetV2's first is
-/// 112×112×96 floats, 4.8 MB) is never written out and read back.
+/// Floats of the strip of depthwise rows one band of a projection pair writes and its
+/// pointwise tiles read. Measured on MobileNetV2 at 1 thread (per layer, 4 alternating
+/// rounds): 24K floats (2 rows of 56×56×144, 6 of 112×112×32) 2-4% faster than 64K, and
+/// 8K (one and two rows) no faster than 24K.
+const PROJECTION_STRIP_FLOATS: usize = 24 * 1024;
+
+/// Two channels-last convolutions, the second alone reading the first's output, run a band
+/// of rows at a time so that the tensor between them stays in L2 (`fusion::FUSED_CONV_PAIR`):
+/// - [`PairOrder::Expansion`], a pointwise convolution and the depthwise one on its output:
+///   each band of depthwise rows is computed from a strip holding the band's input rows,
+///   which the pointwise convolution has just expanded; the rows two bands share move to the
+///   top of the strip rather than being computed again (MobileNetV2's first expansion,
+///   112×112×96 floats, 4.8 MB, is never written out and read back);
+/// - [`PairOrder::Projection`], a depthwise convolution and the pointwise one on its output
+///   (with a residual or not): each band of depthwise rows goes to a strip that the pointwise
+///   convolution reads at once (no rows are shared, a 1×1 window has no reach).
 pub struct NhwcPairWorkload {
     io: Io,
     first: NhwcConvWorkload,
@@ -724,12 +756,17 @@ pub struct NhwcPairWorkload {
 }
 
 impl NhwcPairWorkload {
-    /// The pair of `first` (pointwise) and `second` (depthwise, reading `first`'s output).
+    /// The pair of `first` and `second` (reading `first`'s output): an expansion (pointwise
+    /// then depthwise, neither with a residual) or a projection (depthwise then pointwise,
+    /// the second with a residual or not).
     pub fn new(io: Io, first: NhwcConvWorkload, second: NhwcConvWorkload) -> Result<Self> {
-        let ok = matches!(first.kind, Kind::Pointwise(_))
-            && matches!(second.kind, Kind::Depthwise(_))
+        let kinds = match (&first.kind, &second.kind) {
+            (Kind::Pointwise(_), Kind::Depthwise(_)) => !second.residual,
+            (Kind::Depthwise(_), Kind::Pointwise(_)) => true,
+            _ => false,
+        };
+        let ok = kinds
             && !first.residual
-            && !second.residual
             && !first.input_nchw
             && !second.input_nchw
             && first.m == second.c
@@ -737,7 +774,8 @@ impl NhwcPairWorkload {
             && (first.geo.oh, first.geo.ow) == (second.geo.h, second.geo.w);
         if !ok {
             return Err(io.error(
-                "a convolution pair is a pointwise convolution and a depthwise one on its output"
+                "a convolution pair is a pointwise and a depthwise convolution, either on the \
+                 other's output"
                     .into(),
             ));
         }
@@ -824,18 +862,32 @@ impl Workload for NhwcPairWorkload {
     fn execute(&self, inputs: &[TensorView<'_>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
         self.io.check(inputs, outputs)?;
         let x = f32s(input(inputs, 0)?)?;
+        let r = match self.second.residual {
+            true => Some(f32s(input(inputs, 5)?)?),
+            false => None,
+        };
         let y = f32s_mut(output(outputs)?)?;
-        self.run(x, y)
+        self.run(x, r, y)
     }
 }
 
 impl NhwcPairWorkload {
+    /// `y` = the second convolution (plus the residual `r`) of the first one of `x`.
+    fn run(&self, x: &[f32], r: Option<&[f32]>, y: &mut [f32]) -> Result<()> {
+        if r.is_some() != self.second.residual || r.is_some_and(|r| r.len() != y.len()) {
+            return Err(self
+                .io
+                .error("the residual does not match the output".into()));
+        }
+        match (&self.first.kind, &self.second.kind) {
+            (Kind::Pointwise(p), Kind::Depthwise(taps)) => self.expansion(p, taps, x, y),
+            (Kind::Depthwise(taps), Kind::Pointwise(p)) => self.projection(taps, p, x, r, y),
+            _ => Err(self.io.error("convolution pair kinds changed".into())),
+        }
+    }
+
     /// `y` = the depthwise convolution of the pointwise convolution of `x`.
-    fn run(&self, x: &[f32], y: &mut [f32]) -> Result<()> {
-        let (Kind::Pointwise(p), Kind::Depthwise(taps)) = (&self.first.kind, &self.second.kind)
-        else {
-            return Err(self.io.error("convolution pair kinds changed".into()));
-        };
+    fn expansion(&self, p: &Packed, taps: &[f32], x: &[f32], y: &mut [f32]) -> Result<()> {
         let g = &self.second.geo;
         let (row_in, row_out) = (g.w * self.second.c, g.ow * self.second.c);
         let rows = self.second.n * g.oh;
@@ -854,6 +906,74 @@ impl NhwcPairWorkload {
         th.chunks(y, per * row_out, |i, yc| {
             let mut strip = gemm::take(&STRIP, strip_rows * row_in);
             let done = self.bands(p, taps, x, i * per, yc, band, &mut strip);
+            gemm::give_back(&STRIP, strip);
+            done
+        })
+    }
+
+    /// `y` = the pointwise convolution (plus `r`, when given) of the depthwise convolution
+    /// of `x`: each thread's rows a band at a time, the band's depthwise rows in a strip of
+    /// at most [`PROJECTION_STRIP_FLOATS`] that the pointwise tiles read at once.
+    fn projection(
+        &self,
+        taps: &[f32],
+        p: &Packed,
+        x: &[f32],
+        r: Option<&[f32]>,
+        y: &mut [f32],
+    ) -> Result<()> {
+        let (dw, pw) = (&self.first, &self.second);
+        let g = &dw.geo;
+        let (c, m) = (dw.c, pw.m);
+        let (row_mid, row_out) = (g.ow * c, g.ow * m);
+        let rows = dw.n * g.oh;
+        let image_in = g.h * g.w * c;
+        if x.len() != dw.n * image_in || y.len() != rows * row_out {
+            return Err(self
+                .io
+                .error("convolution pair buffers do not match".into()));
+        }
+        let band = (PROJECTION_STRIP_FLOATS / row_mid.max(1)).max(1);
+        let single = Threads::single();
+        let th = &pw.threads;
+        let per = th.chunk_size(rows, 1, 1);
+        th.chunks(y, per * row_out, |i, yc| {
+            let mut strip = gemm::take(&STRIP, band * row_mid);
+            let mut run = || -> Result<()> {
+                let total = yc.len() / row_out;
+                for j in (0..total).step_by(band) {
+                    let nb = band.min(total - j);
+                    let mid = &mut strip[..nb * row_mid];
+                    for (t, row) in mid.chunks_exact_mut(row_mid).enumerate() {
+                        let (b, oy) = ((i * per + j + t) / g.oh, (i * per + j + t) % g.oh);
+                        let job = DwRow {
+                            geo: g,
+                            c,
+                            x: &x[b * image_in..(b + 1) * image_in],
+                            taps,
+                            bias: &dw.bias,
+                            act: dw.act.kernel_part(),
+                        };
+                        if !simd::nhwc_depthwise_row(&job, oy, None, row) {
+                            return Err(self.io.error("depthwise buffers do not match".into()));
+                        }
+                    }
+                    if !dw.act.in_kernel() {
+                        simd::unary_in_place(dw.act, mid);
+                    }
+                    let out = &mut yc[j * row_out..(j + nb) * row_out];
+                    if let Some(r) = r {
+                        let at = (i * per + j) * row_out;
+                        out.copy_from_slice(&r[at..at + nb * row_out]);
+                    }
+                    let blocks = mid.chunks(ROW_BLOCK * c).zip(out.chunks_mut(ROW_BLOCK * m));
+                    for (ab, ob) in blocks {
+                        pw.product(&single, p, ab, c, r.is_some(), ob)?;
+                    }
+                }
+                Ok(())
+            };
+            let done = run();
             gemm::give_back(&STRIP, strip);
             done
         })
@@ -1186,12 +1306,86 @@ mod tests {
                     };
                     let pair = NhwcPairWorkload::new(io, first, second).unwrap();
                     let mut y = vec![f32::NAN; want.len()];
-                    pair.run(&x, &mut y).unwrap();
+                    pair.run(&x, None, &mut y).unwrap();
                     close(
                         &format!("pair case {ci} threads {threads} tiles {tiles}"),
                         &y,
                         &want,
                     );
+                }
+            }
+        }
+        // Projections: n, c, h, w, output channels, window, stride, pads, activations, residual.
+        // 90 rows of 40×37 floats: six bands of 16 rows per image; 3×300 floats a row:
+        // bands of one row (a row larger than the strip).
+        #[rustfmt::skip]
+        let cases = [
+            (1, 37, 90, 40, 19, 3, 1, 1, clip, Activation::None, true),
+            (2, 24, 61, 33, 8, 3, 2, 1, Activation::Sigmoid, clip, false),
+            (1, 9, 1, 1, 5, 3, 1, 1, Activation::Relu, Activation::Sigmoid, true),
+            (2, 300, 3, 100, 17, 5, 1, 2, clip, Activation::None, true),
+        ];
+        for (ci, &(n, c, h, w, m, k, s, p, act1, act2, residual)) in cases.iter().enumerate() {
+            let dw = Case {
+                n,
+                c,
+                h,
+                w,
+                m: c,
+                k,
+                s,
+                p,
+                group: c,
+                nchw_in: false,
+                residual: false,
+                act: act1,
+            };
+            let (oh, ow) = dw.out();
+            let pw = Case {
+                n,
+                c,
+                h: oh,
+                w: ow,
+                m,
+                k: 1,
+                s: 1,
+                p: 0,
+                group: 1,
+                nchw_in: false,
+                residual,
+                act: act2,
+            };
+            let x = rng.vec(n * h * w * c);
+            let (w1, b1) = (rng.vec(c * k * k), rng.vec(c));
+            let (w2, b2) = (rng.vec(m * c), rng.vec(m));
+            let r = residual.then(|| rng.vec(n * oh * ow * m));
+            let mid = naive(&dw, &x, &w1, &b1, None);
+            let want = naive(&pw, &mid, &w2, &b2, r.as_deref());
+            for threads in [1, 2] {
+                for tiles in [true, false] {
+                    let (mut first, mut second) = (
+                        workload(&dw, &w1, &b1, threads),
+                        workload(&pw, &w2, &b2, threads),
+                    );
+                    first.in_place_tiles &= tiles;
+                    second.in_place_tiles &= tiles;
+                    let io = Io {
+                        layer: "pair".into(),
+                        inputs: Vec::new(),
+                        outputs: Vec::new(),
+                    };
+                    let pair = NhwcPairWorkload::new(io, first, second).unwrap();
+                    let mut y = vec![f32::NAN; want.len()];
+                    pair.run(&x, r.as_deref(), &mut y).unwrap();
+                    close(
+                        &format!("projection case {ci} threads {threads} tiles {tiles}"),
+                        &y,
+                        &want,
+                    );
+                    // The residual is taken exactly when the projection has one.
+                    let other = if residual { None } else { Some(&y[..]) };
+                    let mut z = vec![0.0; want.len()];
+                    assert!(pair.run(&x, other, &mut z).is_err());
                 }
             }
         }

@@ -124,8 +124,13 @@ impl WorkloadFactory for CpuAccWorkloadFactory {
                     fusion::FUSED_CONV_PAIR => {
                         let (first, second, mid) =
                             fusion::split_pair(c).map_err(|r| bad(layer, r))?;
-                        let [x, w1, b1, w2, b2] = io.inputs.as_slice() else {
-                            return Err(bad(layer, "a convolution pair takes five inputs".into()));
+                        let (x, w1, b1, w2, b2, r) = match io.inputs.as_slice() {
+                            [x, w1, b1, w2, b2] => (x, w1, b1, w2, b2, None),
+                            [x, w1, b1, w2, b2, r] => (x, w1, b1, w2, b2, Some(r)),
+                            _ => {
+                                let why = "a convolution pair takes five or six inputs";
+                                return Err(bad(layer, why.into()));
+                            }
                         };
                         let part = |inputs: Vec<TensorInfo>, y: TensorInfo| Io {
                             layer: io.layer.clone(),
@@ -133,16 +138,21 @@ impl WorkloadFactory for CpuAccWorkloadFactory {
                             outputs: vec![y],
                         };
                         let io1 = part(vec![x.clone(), w1.clone(), b1.clone()], mid.clone());
-                        let io2 = part(vec![mid, w2.clone(), b2.clone()], io.outputs[0].clone());
+                        let mut in2 = vec![mid, w2.clone(), b2.clone()];
+                        in2.extend(r.cloned());
+                        let io2 = part(in2, io.outputs[0].clone());
                         let desc =
                             |op: &CustomOp| fusion::decode_conv(op).map_err(|r| bad(layer, r));
                         let act = |op: &CustomOp| fusion::decode_act(op).map_err(|r| bad(layer, r));
                         let (d1, a1) = (desc(&first)?, act(&first)?);
                         let (d2, a2) = (desc(&second)?, act(&second)?);
-                        let pw =
+                        let one =
                             NhwcConvWorkload::new(io1, &d1, k(1), k(2), a1, false, th.clone())?;
-                        let dw = NhwcConvWorkload::new(io2, &d2, k(3), k(4), a2, false, th)?;
-                        Box::new(NhwcPairWorkload::new(io, pw, dw)?)
+                        let mut two = NhwcConvWorkload::new(io2, &d2, k(3), k(4), a2, false, th)?;
+                        if fusion::has_residual(&second) {
+                            two = two.with_residual()?;
+                        }
+                        Box::new(NhwcPairWorkload::new(io, one, two)?)
                     }
                     fusion::FUSED_CONV => {
                         let desc = fusion::decode_conv(c).map_err(|r| bad(layer, r))?;

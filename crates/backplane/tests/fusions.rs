@@ -310,6 +310,10 @@ fn mobilenet_blocks_run_channels_last() {
         // An expansion to 130×131×62 floats (over CpuAcc's threshold): it and the depthwise
         // convolution reading it run as one `FusedConvPair`.
         (1, 259, 261, 4, 9, 62),
+        // Depthwise outputs of 65×65×64 floats (over CpuAcc's threshold for projections,
+        // under the expansions'): dw1 with pw1, and dw2 with the projection adding its
+        // residual, each run as one `FusedConvPair`.
+        (1, 130, 130, 64, 9, 64),
     ] {
         let mut n = Network::new();
         let x = n
@@ -381,20 +385,22 @@ fn mobilenet_blocks_run_channels_last() {
                 _ => None,
             })
             .collect();
-        let paired = batch * h.div_ceil(2) * w.div_ceil(2) * c3 >= 1 << 20;
+        // Pairs: the expansion (expand, dw2) from 2^20 floats; else from 2^18 floats of a
+        // depthwise output, the projections (dw2, project) and (dw1, pw1).
+        let plane = batch * h.div_ceil(2) * w.div_ceil(2);
+        let expansion = plane * c3 >= 1 << 20;
+        let projections =
+            usize::from(!expansion && plane * c3 >= 1 << 18) + usize::from(plane * c1 >= 1 << 18);
+        let paired = usize::from(expansion) + projections;
         let pairs = opt
             .network()
             .layers()
             .iter()
             .filter(|l| matches!(&l.op, Op::Custom(c) if c.op_type == "FusedConvPair"))
             .count();
-        assert_eq!(
-            pairs,
-            usize::from(paired),
-            "{batch}x{h}x{w} c{c1}/{c2}/{c3}"
-        );
-        // The pair's convolutions (expand, dw2) carry no layout of their own.
-        let channels_last = if paired { 5 } else { 7 };
+        assert_eq!(pairs, paired, "{batch}x{h}x{w} c{c1}/{c2}/{c3}");
+        // A pair's two convolutions carry no layout of their own.
+        let channels_last = 7 - 2 * paired;
         let mut want = vec!["nchw_to_nhwc"];
         want.extend(["nhwc"; 7].iter().take(channels_last));
         assert_eq!(layouts, want, "{batch}x{h}x{w} c{c1}/{c2}/{c3}");
@@ -424,6 +430,72 @@ fn mobilenet_blocks_run_channels_last() {
             assert_close(&format!("{batch}x{h}x{w} c{c1}/{c2}/{c3} output {i}"), g, r);
         }
     }
+}
+
+/// A projection whose residual is the depthwise output it reads (`pw(dw(x)) + dw(x)`): the
+/// two are not paired (a pair never writes the tensor between them), and CpuAcc matches
+/// CpuRef.
+#[test]
+fn projection_reading_its_input_as_residual_stays_apart() {
+    use backplane::core::ops::{AutoPad, ConvDesc, UnaryOp, Window};
+    let rt = backplane::RuntimeBuilder::new().build().unwrap();
+    let conv = |k: usize, s: usize, group: usize| {
+        Op::Conv(ConvDesc {
+            window: Window {
+                kernel: vec![k, k],
+                strides: vec![s, s],
+                dilations: vec![1, 1],
+                pads: vec![k / 2; 4],
+                auto_pad: AutoPad::NotSet,
+            },
+            group,
+        })
+    };
+    let (h, c) = (130, 64);
+    let mut n = Network::new();
+    let x = n
+        .add_input("x", TensorInfo::new(DataType::F32, vec![1, 3, h, h]))
+        .unwrap();
+    let layer = |n: &mut Network, name: &str, x: TensorId, op: Op, cin: usize, k: usize| {
+        let group = match &op {
+            Op::Conv(d) => d.group,
+            _ => 1,
+        };
+        let wt = n
+            .add_constant(
+                &format!("{name}_w"),
+                random(&[c, cin / group, k, k], 40 + cin as u64),
+            )
+            .unwrap();
+        let b = n
+            .add_constant(&format!("{name}_b"), random(&[c], 41 + cin as u64))
+            .unwrap();
+        n.add_layer(name, op, &[x, wt, b]).unwrap()[0]
+    };
+    let relu = |n: &mut Network, name: &str, x: TensorId| {
+        n.add_layer(name, Op::Unary(UnaryOp::Relu), &[x]).unwrap()[0]
+    };
+    let e = layer(&mut n, "entry", x, conv(3, 2, 1), 3, 3);
+    let e = relu(&mut n, "entry_relu", e);
+    let d = layer(&mut n, "dw", e, conv(3, 1, c), c, 3);
+    let d = relu(&mut n, "dw_relu", d);
+    let p = layer(&mut n, "project", d, conv(1, 1, 1), c, 1);
+    let y = n
+        .add_layer("residual", Op::Binary(BinaryOp::Add), &[p, d])
+        .unwrap()[0];
+    n.mark_output(y).unwrap();
+    let opt = rt.optimize(&n, &options("CpuAcc")).unwrap();
+    let pairs = opt
+        .network()
+        .layers()
+        .iter()
+        .filter(|l| matches!(&l.op, Op::Custom(c) if c.op_type == "FusedConvPair"))
+        .count();
+    assert_eq!(pairs, 0);
+    let xv = random(&[1, 3, h, h], 7);
+    let got = run(&rt, &n, "CpuAcc", &[("x", &xv)]);
+    let want = run(&rt, &n, "CpuRef", &[("x", &xv)]);
+    assert_close("pw(dw(x)) + dw(x)", &got[0], &want[0]);
 }
 
 /// A ResNet's last stage: a 3×3 stride-2 convolution and a 1×1 stride-2 shortcut onto a 7×7
