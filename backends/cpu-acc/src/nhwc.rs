@@ -326,15 +326,18 @@ impl NhwcConvWorkload {
         let (px, m, c) = (self.pixels(), self.m, self.c);
         let threads = self.threads.count();
         let per = if px < 2 * ROW_BLOCK * threads {
-            // Few pixels (a 7×7 plane): one even share per thread, not one block and a rest.
-            px.div_ceil(threads).div_ceil(ROW_STEP) * ROW_STEP
+            // Few pixels (a 7×7 plane): one even share per thread, not one block and a rest,
+            // and not rounded to whole six-row tiles: 49 rows as 25 (five tiles of five) and
+            // 24 (four of six), not 30 and 19, now that a column's tiles are even.
+            px.div_ceil(threads)
         } else {
             self.threads.chunk_size(px, ROW_BLOCK, ROW_STEP)
         };
         self.threads.chunks(&mut y[..px * m], per * m, |i, yc| {
-            // Even blocks of at most ROW_BLOCK rows (49 rows: one block, not 48 and 1).
+            // Even blocks of at most ROW_BLOCK rows (49 rows: one block, not 48 and 1; 98
+            // rows: two of 49).
             let rows = yc.len() / m;
-            let block = rows.div_ceil(rows.div_ceil(ROW_BLOCK)).div_ceil(ROW_STEP) * ROW_STEP;
+            let block = rows.div_ceil(rows.div_ceil(ROW_BLOCK));
             for (bi, yb) in yc.chunks_mut(block * m).enumerate() {
                 let r0 = i * per + bi * block;
                 self.product(&self.threads, p, &x[r0 * c..], c, accumulate, yb)?;
