@@ -568,24 +568,25 @@ pub struct TransposeWorkload {
     threads: Threads,
 }
 
-/// Side of the square blocks of a matrix transpose.
-const TRANSPOSE_BLOCK: usize = 16;
+/// Side of the square blocks of a matrix transpose (a multiple of 8, for the AVX2 blocks).
+const TRANSPOSE_BLOCK: usize = 32;
 
-/// `y (b×a) = xᵀ` for `x` a×b, rows `j0..j0 + y.len() / a` of `y`, in square blocks.
-fn transpose_rows(x: &[f32], a: usize, b: usize, j0: usize, y: &mut [f32]) {
+/// `y (b×a) = xᵀ` for `x` a×b, rows `j0..j0 + y.len() / a` of `y`, in square blocks (each
+/// by [`simd::transpose_tile`]). False when a block does not fit its buffers.
+fn transpose_rows(x: &[f32], a: usize, b: usize, j0: usize, y: &mut [f32]) -> bool {
     let rows = y.len() / a.max(1);
     for jb in (0..rows).step_by(TRANSPOSE_BLOCK) {
         let jn = TRANSPOSE_BLOCK.min(rows - jb);
         for ib in (0..a).step_by(TRANSPOSE_BLOCK) {
             let in_ = TRANSPOSE_BLOCK.min(a - ib);
-            for j in jb..jb + jn {
-                let out = &mut y[j * a + ib..j * a + ib + in_];
-                for (i, o) in out.iter_mut().enumerate() {
-                    *o = x[(ib + i) * b + j0 + j];
-                }
+            let src = x.get(ib * b + j0 + jb..).unwrap_or(&[]);
+            let dst = y.get_mut(jb * a + ib..).unwrap_or(&mut []);
+            if !simd::transpose_tile(src, b, in_, jn, dst, a) {
+                return false;
             }
         }
     }
+    true
 }
 
 impl TransposeWorkload {
@@ -650,8 +651,11 @@ impl Workload for TransposeWorkload {
                     .threads
                     .chunk_size(b, (16384 / a.max(1)).max(1), TRANSPOSE_BLOCK);
                 self.threads.chunks(ym, per * a, |ci, yc| {
-                    transpose_rows(xm, a, b, ci * per, yc);
-                    Ok(())
+                    if transpose_rows(xm, a, b, ci * per, yc) {
+                        Ok(())
+                    } else {
+                        Err(self.io.error("transpose blocks do not fit".into()))
+                    }
                 })?;
             }
             return Ok(());

@@ -498,13 +498,21 @@ fn projection_reading_its_input_as_residual_stays_apart() {
     assert_close("pw(dw(x)) + dw(x)", &got[0], &want[0]);
 }
 
-/// A ResNet's last stage: a 3×3 stride-2 convolution and a 1×1 stride-2 shortcut onto a 7×7
-/// plane, a 3×3 convolution adding the shortcut, and a GlobalAveragePool. CpuAcc runs the
-/// three convolutions channels-last (small output planes: im2col rows of pixels), with one
-/// Transpose in and the pool as a mean over the pixels, and matches CpuRef on 1 and 2
-/// threads (2: each thread a share of the output columns).
+/// A ResNet's stage: a 3×3 stride-2 convolution and a 1×1 stride-2 shortcut, a 3×3
+/// convolution adding the shortcut, and a GlobalAveragePool. Onto a 7×7 plane (the last
+/// stage) CpuAcc runs the three convolutions channels-last (small output planes: im2col rows
+/// of pixels), with one Transpose in and the pool as a mean over the pixels; onto 28×28 only
+/// the two strided ones (one region: they read the same tensor, transposed once), the body
+/// staying NCHW (Winograd), with their two outputs transposed back. Both match CpuRef on 1
+/// and 2 threads (2, on 7×7: each thread a share of the output columns).
 #[test]
 fn small_plane_stage_runs_channels_last() {
+    for (hw, nhwc_want, transposes_want, means_want) in [(14, 3, 1, 1), (56, 2, 3, 0)] {
+        stage(hw, nhwc_want, transposes_want, means_want);
+    }
+}
+
+fn stage(hw: usize, nhwc_want: usize, transposes_want: usize, means_want: usize) {
     use backplane::core::ops::{AttrValue, AutoPad, ConvDesc, PoolKind, UnaryOp, Window};
     let rt = backplane::RuntimeBuilder::new().build().unwrap();
     let conv = |k: usize, s: usize, p: usize| {
@@ -522,7 +530,7 @@ fn small_plane_stage_runs_channels_last() {
     let (c, m) = (13, 40);
     let mut n = Network::new();
     let x = n
-        .add_input("x", TensorInfo::new(DataType::F32, vec![1, c, 14, 14]))
+        .add_input("x", TensorInfo::new(DataType::F32, vec![1, c, hw, hw]))
         .unwrap();
     let mut seed = 60;
     let mut layer = |n: &mut Network, name: &str, x: TensorId, op: Op, cin: usize, k: usize| {
@@ -570,19 +578,19 @@ fn small_plane_stage_runs_channels_last() {
             k == "layout" && matches!(v, AttrValue::String(s) if s == "nhwc")
         }))
     });
-    assert_eq!(nhwc, 3, "three channels-last convolutions");
+    assert_eq!(nhwc, nhwc_want, "{hw}x{hw}: channels-last convolutions");
     assert_eq!(
         count(&|op| matches!(op, Op::Transpose { .. })),
-        1,
-        "one transpose, in"
+        transposes_want,
+        "{hw}x{hw}: transposes"
     );
     assert_eq!(
         count(&|op| matches!(op, Op::Reduce(_))),
-        1,
-        "the pool as a mean"
+        means_want,
+        "{hw}x{hw}: the pool as a mean"
     );
 
-    let xv = random(&[1, c, 14, 14], 98);
+    let xv = random(&[1, c, hw, hw], 98);
     let want = run(&rt, &n, "CpuRef", &[("x", &xv)]);
     for threads in [1, 2] {
         let mut opts = backplane::BackendOptions::default();
@@ -594,7 +602,7 @@ fn small_plane_stage_runs_channels_last() {
         let got = run(&rt, &n, "CpuAcc", &[("x", &xv)]);
         assert_eq!(got.len(), 1);
         assert_close(
-            &format!("small-plane stage, {threads} threads"),
+            &format!("{hw}x{hw} stage, {threads} threads"),
             &got[0],
             &want[0],
         );

@@ -1467,6 +1467,60 @@ mod avx512 {
     }
 }
 
+/// A tile of a matrix transpose: `dst[j·dst_stride + i] = src[i·src_stride + j]` for
+/// `i < rows`, `j < cols` (NCHW ↔ NHWC at the borders of channels-last regions). With AVX2,
+/// 8×8 blocks are transposed in registers, the edges one value at a time. Returns false,
+/// doing nothing, when a slice is too short or a stride too small for its rows.
+pub fn transpose_tile(
+    src: &[f32],
+    src_stride: usize,
+    rows: usize,
+    cols: usize,
+    dst: &mut [f32],
+    dst_stride: usize,
+) -> bool {
+    if rows == 0 || cols == 0 {
+        return true;
+    }
+    let ok = (rows == 1 || src_stride >= cols)
+        && (cols == 1 || dst_stride >= rows)
+        && src.len() >= (rows - 1) * src_stride + cols
+        && dst.len() >= (cols - 1) * dst_stride + rows;
+    if !ok {
+        return false;
+    }
+    let (mut i0, mut j0) = (0, 0);
+    #[cfg(target_arch = "x86_64")]
+    if avx2_in_use() {
+        // SAFETY: AVX2 is present (checked); the block loop reads src[i·src_stride + j] and
+        // writes dst[j·dst_stride + i] for i < rows / 8 · 8, j < cols / 8 · 8 only, inside
+        // both slices (their lengths and strides were checked above).
+        unsafe {
+            transpose8::blocks(
+                src.as_ptr(),
+                src_stride,
+                rows,
+                cols,
+                dst.as_mut_ptr(),
+                dst_stride,
+            );
+        }
+        (i0, j0) = (rows / 8 * 8, cols / 8 * 8);
+    }
+    // What the blocks left: the last rows (all columns), then the last columns.
+    for i in i0..rows {
+        for j in 0..cols {
+            dst[j * dst_stride + i] = src[i * src_stride + j];
+        }
+    }
+    for i in 0..i0 {
+        for j in j0..cols {
+            dst[j * dst_stride + i] = src[i * src_stride + j];
+        }
+    }
+    true
+}
+
 /// Lanes of a channels-last block (one AVX-512 vector): see [`gather_lanes`].
 pub const BLOCK_LANES: usize = 16;
 
@@ -1955,6 +2009,33 @@ mod transpose8 {
         whole
     }
 
+    /// [`super::transpose_tile`] for rows `0 .. rows / 8 · 8` and columns
+    /// `0 .. cols / 8 · 8`, eight by eight in registers. Safety: AVX2 present; `src` readable
+    /// at i·src_stride + j and `dst` writable at j·dst_stride + i for those i and j.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn blocks(
+        src: *const f32,
+        src_stride: usize,
+        rows: usize,
+        cols: usize,
+        dst: *mut f32,
+        dst_stride: usize,
+    ) {
+        for i in (0..rows / 8 * 8).step_by(8) {
+            for j in (0..cols / 8 * 8).step_by(8) {
+                // SAFETY: rows i..i+8 and columns j..j+8 are inside the whole blocks (the
+                // caller's contract).
+                let r: [__m256; 8] = std::array::from_fn(|k| unsafe {
+                    _mm256_loadu_ps(src.add((i + k) * src_stride + j))
+                });
+                for (q, v) in transpose8(r).into_iter().enumerate() {
+                    // SAFETY: as above, transposed.
+                    unsafe { _mm256_storeu_ps(dst.add((j + q) * dst_stride + i), v) };
+                }
+            }
+        }
+    }
+
     /// A store mask of the first `n` < 8 lanes. Safety: AVX2 present.
     #[target_feature(enable = "avx2")]
     unsafe fn run_mask(n: usize) -> __m256i {
@@ -2359,6 +2440,33 @@ mod tests {
     /// against a plain sum, for every row count up to three tiles (each tail of fewer than
     /// six rows has its own kernel), columns around the vector widths, with a column bias,
     /// an activation and accumulation onto C. Where the CPU lacks AVX2 they refuse.
+    /// Transpose tiles of every size around the 8×8 blocks (1, 7, 8, 9, 17, 33 rows and
+    /// columns), with strides wider than the tile, leave the rest of `dst` alone; short
+    /// buffers are refused.
+    #[test]
+    fn transpose_tiles_match_the_definition() {
+        for rows in [1, 7, 8, 9, 17, 33] {
+            for cols in [1, 7, 8, 9, 17, 33] {
+                let (ss, ds) = (cols + 3, rows + 5);
+                let src: Vec<f32> = (0..rows * ss).map(|v| v as f32 * 0.5 - 7.0).collect();
+                let mut dst = vec![f32::NAN; cols * ds];
+                assert!(transpose_tile(&src, ss, rows, cols, &mut dst, ds));
+                for j in 0..cols {
+                    for i in 0..ds {
+                        let got = dst[j * ds + i];
+                        if i < rows {
+                            assert_eq!(got, src[i * ss + j], "{rows}x{cols} at ({i}, {j})");
+                        } else {
+                            assert!(got.is_nan(), "{rows}x{cols}: ({i}, {j}) written");
+                        }
+                    }
+                }
+                let short = &mut dst[..(cols - 1) * ds + rows - 1];
+                assert!(!transpose_tile(&src, ss, rows, cols, short, ds));
+            }
+        }
+    }
+
     #[test]
     fn strided_and_offset_tiles_match_a_plain_sum() {
         let (kc, lda) = (37, 41);
