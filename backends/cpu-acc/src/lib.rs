@@ -40,6 +40,7 @@ mod layout;
 mod math;
 mod matmul;
 mod nhwc;
+mod nhwc_winograd;
 mod norm;
 mod ops;
 mod reduce;

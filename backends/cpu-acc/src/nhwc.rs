@@ -19,6 +19,7 @@ use crate::act::Activation;
 use crate::conv;
 use crate::gemm::{self, ASrc, BSrc, Epilogue, MatView, Packed};
 use crate::io::{f32s, f32s_mut, input, output, Io};
+use crate::nhwc_winograd;
 use crate::simd;
 use crate::threads::Threads;
 use crate::window::Geo2;
@@ -93,6 +94,9 @@ enum Kind {
     Depthwise(Vec<f32>),
     /// One group, any window: im2col rows `(ky, kx, c)` times W packed as B.
     Im2col(Packed),
+    /// One group, 3×3 stride 1 on a small plane: Winograd F(2×2, 3×3)
+    /// (`crate::nhwc_winograd`).
+    Winograd(nhwc_winograd::Plan),
 }
 
 /// Which convolutions run channels-last: one group per channel, or one group (pointwise, or
@@ -197,6 +201,8 @@ impl NhwcConvWorkload {
                     cs: c,
                 },
             ))
+        } else if !input_nchw && nhwc_winograd::applies(&geo, c, m, threads.count()) {
+            Kind::Winograd(nhwc_winograd::Plan::new(w, m, c)?)
         } else {
             // B[(t, ci)][j] = W[j][ci][t], packed straight from W (a reordered copy first
             // raised a 3×3 512→512 layer's peak memory by its 9.4 MB).
@@ -689,6 +695,10 @@ impl Workload for NhwcConvWorkload {
             Kind::Pointwise(p) => self.pointwise(p, x, r, y),
             Kind::Depthwise(t) => self.depthwise(t, x, r, y),
             Kind::Im2col(p) => self.im2col(p, x, r, y),
+            Kind::Winograd(plan) => {
+                let (th, geo) = (&self.threads, &self.geo);
+                plan.run(th, geo, self.n, x, &self.bias, self.act, r, y)
+            }
         }
     }
 }
@@ -1444,9 +1454,23 @@ mod tests {
             Case { n: 1, c: 20, h: 7, w: 7, m: 70, k: 3, s: 1, p: 1, group: 1, nchw_in: false, residual: true, act: Activation::Relu },
             Case { n: 2, c: 9, h: 13, w: 14, m: 33, k: 3, s: 2, p: 1, group: 1, nchw_in: false, residual: false, act: Activation::Sigmoid },
             Case { n: 1, c: 24, h: 13, w: 13, m: 40, k: 1, s: 2, p: 0, group: 1, nchw_in: false, residual: false, act: Activation::None },
+            // Winograd F(2×2, 3×3) on small planes (with the AVX2 tiles): odd sides (partial
+            // tiles), a batch, a last panel of one column, K over one block, 1×1.
+            Case { n: 2, c: 70, h: 7, w: 7, m: 65, k: 3, s: 1, p: 1, group: 1, nchw_in: false, residual: true, act: Activation::Relu },
+            Case { n: 1, c: 300, h: 5, w: 3, m: 64, k: 3, s: 1, p: 1, group: 1, nchw_in: false, residual: false, act: Activation::Sigmoid },
+            Case { n: 1, c: 64, h: 1, w: 1, m: 96, k: 3, s: 1, p: 1, group: 1, nchw_in: false, residual: true, act: clip },
+            Case { n: 1, c: 64, h: 8, w: 8, m: 64, k: 3, s: 1, p: 1, group: 1, nchw_in: false, residual: false, act: Activation::None },
         ];
         let mut rng = Rng(11);
         for (ci, t) in cases.iter().enumerate() {
+            let winograd = |threads: usize| {
+                (t.k, t.s, t.p, t.group) == (3, 1, 1, 1)
+                    && t.c >= 64
+                    && t.m >= 64
+                    && t.h * t.w <= 64
+                    && threads == 1
+                    && simd::strided_tiles()
+            };
             let x = rng.vec(t.n * t.c * t.h * t.w);
             let wt = rng.vec(t.m * (t.c / t.group) * t.k * t.k);
             let b = rng.vec(t.m);
@@ -1456,6 +1480,8 @@ mod tests {
             let want = naive(t, &x, &wt, &b, r);
             for threads in [1, 2] {
                 let mut wl = workload(t, &wt, &b, threads);
+                let want_kind = winograd(threads);
+                assert_eq!(matches!(wl.kind, Kind::Winograd(_)), want_kind, "case {ci}");
                 for tiles in [wl.in_place_tiles, false] {
                     wl.in_place_tiles = tiles;
                     let mut y = vec![f32::NAN; want.len()];
@@ -1463,6 +1489,10 @@ mod tests {
                         Kind::Pointwise(p) => wl.pointwise(p, &x, r, &mut y),
                         Kind::Depthwise(taps) => wl.depthwise(taps, &x, r, &mut y),
                         Kind::Im2col(p) => wl.im2col(p, &x, r, &mut y),
+                        Kind::Winograd(plan) => {
+                            let (th, g) = (&wl.threads, &wl.geo);
+                            plan.run(th, g, t.n, &x, &wl.bias, t.act, r, &mut y)
+                        }
                     }
                     .unwrap();
                     close(
@@ -1470,6 +1500,14 @@ mod tests {
                         &y,
                         &want,
                     );
+                }
+                if let Kind::Winograd(plan) = &wl.kind {
+                    // Its steps split between two threads (taken on one thread only).
+                    let th = Threads::new(2).unwrap();
+                    let mut y = vec![f32::NAN; want.len()];
+                    plan.run(&th, &wl.geo, t.n, &x, &wl.bias, t.act, r, &mut y)
+                        .unwrap();
+                    close(&format!("case {ci} Winograd on two threads"), &y, &want);
                 }
                 if let Kind::Depthwise(taps) = &wl.kind {
                     // The compiled body, whatever the CPU.
