@@ -387,7 +387,7 @@ impl NhwcConvWorkload {
             // memory is fetched into L2 (the weights of a 7×7 plane's layer come from L3 or
             // memory, and its few rows leave too little work per panel to hide that).
             let h = j0 % simd::NR;
-            let next = kc * simd::NR + (h / ROW_HALF) * kc * ROW_HALF - h;
+            let next = simd::next_half(kc, h);
             a.get(k0..)
                 .is_some_and(|a| simd::tiles_strided(kc, a, lda, rows, b, c, ldc, nr, ep, next))
         })
@@ -1254,11 +1254,28 @@ mod tests {
         }
     }
 
+    /// The pair of `first` and `second`, both on the in-place tiles or both not (`tiles`).
+    fn pair_of(
+        mut first: NhwcConvWorkload,
+        mut second: NhwcConvWorkload,
+        tiles: bool,
+    ) -> NhwcPairWorkload {
+        first.in_place_tiles &= tiles;
+        second.in_place_tiles &= tiles;
+        let io = Io {
+            layer: "pair".into(),
+            inputs: Vec::new(),
+            outputs: Vec::new(),
+        };
+        NhwcPairWorkload::new(io, first, second).unwrap()
+    }
+
     /// A pointwise convolution and a depthwise one on its output, run as a pair (bands of
     /// rows, shared rows moved between bands, several bands per image and images split
     /// between threads), against the two convolutions' definitions one after the other:
     /// strides 1 and 2, 3×3 and 5×5 windows, channel counts with tails, activations in and
-    /// out of the kernels, and both fallbacks (without the in-place tiles).
+    /// out of the kernels, and both fallbacks (without the in-place tiles); then the other
+    /// order, a depthwise convolution and its projection, with and without a residual.
     #[test]
     fn pairs_match_the_two_convolutions() {
         let clip = Activation::Clip { min: 0.0, max: 6.0 };
@@ -1306,18 +1323,8 @@ mod tests {
             let want = naive(&dw, &naive(&pw, &x, &w1, &b1, None), &w2, &b2, None);
             for threads in [1, 2] {
                 for tiles in [true, false] {
-                    let (mut first, mut second) = (
-                        workload(&pw, &w1, &b1, threads),
-                        workload(&dw, &w2, &b2, threads),
-                    );
-                    first.in_place_tiles &= tiles;
-                    second.in_place_tiles &= tiles;
-                    let io = Io {
-                        layer: "pair".into(),
-                        inputs: Vec::new(),
-                        outputs: Vec::new(),
-                    };
-                    let pair = NhwcPairWorkload::new(io, first, second).unwrap();
+                    let first = workload(&pw, &w1, &b1, threads);
+                    let pair = pair_of(first, workload(&dw, &w2, &b2, threads), tiles);
                     let mut y = vec![f32::NAN; want.len()];
                     pair.run(&x, None, &mut y).unwrap();
                     close(
@@ -1376,18 +1383,8 @@ mod tests {
             let want = naive(&pw, &mid, &w2, &b2, r.as_deref());
             for threads in [1, 2] {
                 for tiles in [true, false] {
-                    let (mut first, mut second) = (
-                        workload(&dw, &w1, &b1, threads),
-                        workload(&pw, &w2, &b2, threads),
-                    );
-                    first.in_place_tiles &= tiles;
-                    second.in_place_tiles &= tiles;
-                    let io = Io {
-                        layer: "pair".into(),
-                        inputs: Vec::new(),
-                        outputs: Vec::new(),
-                    };
-                    let pair = NhwcPairWorkload::new(io, first, second).unwrap();
+                    let first = workload(&dw, &w1, &b1, threads);
+                    let pair = pair_of(first, workload(&pw, &w2, &b2, threads), tiles);
                     let mut y = vec![f32::NAN; want.len()];
                     pair.run(&x, r.as_deref(), &mut y).unwrap();
                     close(

@@ -224,8 +224,7 @@ impl Plan {
                     act: Activation::None,
                 };
                 let nr = (m - j0).min(NR / 2);
-                // Fetch the next half's lines while the first tile runs (as in `nhwc`).
-                let next = kc * NR + (h / (NR / 2)) * kc * (NR / 2) - h;
+                let next = simd::next_half(kc, h);
                 let a = v.get(xi * c + k0..).unwrap_or(&[]);
                 let lda = POINTS * c;
                 let out = &mut block[h..];

@@ -200,14 +200,22 @@ pub fn strided_tiles() -> bool {
 /// Most columns [`tiles_strided`] takes at once (with more than 16, a 3×24 tile runs).
 pub const WIDE: usize = 24;
 
+/// The `prefetch` offset for [`tiles_strided`] over the half of a packed B panel that starts
+/// `h` (0 or 16) columns into it, K blocks `kc` deep: the half of the next panel that comes
+/// next in memory (the panels of a K block, and the blocks, lie one after another).
+pub fn next_half(kc: usize, h: usize) -> usize {
+    kc * NR + (h / HALF) * kc * HALF - h
+}
+
 /// `rows` rows of `C = A·B`, six at a time, with A read where it lies: C's rows `r < rows`
 /// (`ldc` apart) and columns `< nr` (1..=16, or up to [`WIDE`] from a panel's start) get the
 /// epilogue of the product of A's rows (`a[r·lda..]`, `kc` values each) and the columns of a
-/// packed B panel from `b` (K steps [`NR`] floats apart). The channels-last pointwise convolution's tiles: its A is the input,
-/// pixels as rows. While the first tile runs, `kc` cache lines from `prefetch` floats past
-/// `b`'s start on (64 bytes apart) are fetched into L2: a hint only, never read, so it may lie
-/// past `b`'s end (0 when nothing is worth fetching). Returns false, computing nothing, without AVX2
-/// ([`strided_tiles`]) or when a slice is too short.
+/// packed B panel from `b` (K steps [`NR`] floats apart). The channels-last pointwise
+/// convolution's tiles: its A is the input, pixels as rows. While the first tile runs, `kc`
+/// cache lines from `prefetch` floats past `b`'s start on (64 bytes apart) are fetched into
+/// L2: a hint only, never read, so it may lie past `b`'s end (0 when nothing is worth
+/// fetching). Returns false, computing nothing, without AVX2 ([`strided_tiles`]) or when a
+/// slice is too short.
 #[allow(clippy::too_many_arguments)]
 pub fn tiles_strided(
     kc: usize,
@@ -1064,7 +1072,8 @@ mod avx2 {
 
     /// [`kernel_strided_6x16`] down `rows` rows of A and C, in tiles of five or six rows
     /// where there are that many, the first prefetching `kc` lines from `pf` (see
-    /// [`super::tiles_strided`]). Safety: as [`kernel_strided_6x16`] for every tile: rows
+    /// [`super::tiles_strided`]); more than 16 columns take 3×24 tiles, three rows at a time,
+    /// without the prefetch. Safety: as [`kernel_strided_6x16`] for every tile: rows
     /// r < `rows` of A readable for kc floats at a + r·lda, of C writable for nr floats at
     /// c + r·ldc; rows >= 1.
     #[target_feature(enable = "avx2,fma")]
@@ -2436,10 +2445,6 @@ mod tests {
         }
     }
 
-    /// The tiles reading A in place (rows `lda` apart, and through a table of K offsets)
-    /// against a plain sum, for every row count up to three tiles (each tail of fewer than
-    /// six rows has its own kernel), columns around the vector widths, with a column bias,
-    /// an activation and accumulation onto C. Where the CPU lacks AVX2 they refuse.
     /// Transpose tiles of every size around the 8×8 blocks (1, 7, 8, 9, 17, 33 rows and
     /// columns), with strides wider than the tile, leave the rest of `dst` alone; short
     /// buffers are refused.
@@ -2467,6 +2472,11 @@ mod tests {
         }
     }
 
+    /// The tiles reading A in place (rows `lda` apart, and through a table of K offsets)
+    /// against a plain sum, for every row count up to three tiles (tiles of five or six
+    /// rows, each count of fewer than six with its own kernel), columns around the vector
+    /// widths, with a column bias, an activation and accumulation onto C. Where the CPU
+    /// lacks AVX2 they refuse.
     #[test]
     fn strided_and_offset_tiles_match_a_plain_sum() {
         let (kc, lda) = (37, 41);
