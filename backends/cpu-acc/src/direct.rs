@@ -102,8 +102,21 @@ pub fn run(
     let kernel_act = act.kernel_part();
     let res = fill_phases(th, geo, &ph, x, c, &mut padded).and_then(|()| {
         let padded = &padded;
-        let per = th.chunk_size(m.div_ceil(MR), 1, 1);
         let offs = simd::InPlaceRows::new(rows);
+        if th.count() > 1 {
+            let tiles = Tiles {
+                geo,
+                pitch: ph.pitch,
+                padded,
+                offs: &offs,
+                panels,
+                k,
+                bias,
+                act: kernel_act,
+            };
+            return by_output_rows(th, &tiles, m, y, act);
+        }
+        let per = th.chunk_size(m.div_ceil(MR), 1, 1);
         th.chunks(&mut y[..m * out_plane], per * MR * out_plane, |ci, yc| {
             let here = yc.len() / out_plane;
             for oy in 0..geo.oh {
@@ -137,6 +150,91 @@ pub fn run(
     });
     gemm::give_back(&PHASES, padded);
     res
+}
+
+/// What the tiles of [`run`] read, for [`by_output_rows`].
+struct Tiles<'a> {
+    geo: &'a Geo2,
+    /// Row pitch of the input's phases.
+    pitch: usize,
+    padded: &'a [f32],
+    offs: &'a simd::InPlaceRows<'a>,
+    /// The weights' single K block of panels.
+    panels: &'a [f32],
+    /// Im2col depth.
+    k: usize,
+    bias: Option<&'a [f32]>,
+    /// The activation's in-kernel part.
+    act: Activation,
+}
+
+/// [`run`]'s tiles on several threads, split by output rows rather than by output channels
+/// (ResNet-18's 64 channels are 5⅓ weight panels: split by panels, two threads shared them
+/// 40/24 rows and the layer ran 1.5× faster than on one thread). Each task computes a band
+/// of output rows of every channel, its tiles through a small buffer (the band is not
+/// contiguous in the NCHW output) copied into the band's run of each plane.
+fn by_output_rows(
+    th: &Threads,
+    t: &Tiles<'_>,
+    m: usize,
+    y: &mut [f32],
+    act: Activation,
+) -> Result<()> {
+    let g = t.geo;
+    let (ow, out_plane) = (g.ow, g.oh * g.ow);
+    let band = th.chunk_size(g.oh, 1, 1);
+    let bands = g.oh.div_ceil(band);
+    // Each task's runs: one per output plane, rows band·i .. of it.
+    let mut tasks: Vec<Vec<&mut [f32]>> = (0..bands).map(|_| Vec::with_capacity(m)).collect();
+    for plane in y[..m * out_plane].chunks_mut(out_plane) {
+        for (task, run) in tasks.iter_mut().zip(plane.chunks_mut(band * ow)) {
+            task.push(run);
+        }
+    }
+    let bad = |what: &str| BackendError::Execution(format!("direct convolution: {what}"));
+    th.chunks(&mut tasks, 1, |bi, task| {
+        let Some(runs) = task.first_mut() else {
+            return Ok(());
+        };
+        let mut tile = [0f32; MR * NR];
+        let oy0 = bi * band;
+        let here = runs.first().map_or(0, |r| r.len() / ow.max(1));
+        for oy in oy0..oy0 + here {
+            let src = t.padded.get(oy * t.pitch..).unwrap_or(&[]);
+            for j0 in (0..ow).step_by(NR) {
+                let nr = NR.min(ow - j0);
+                for p in 0..m.div_ceil(MR) {
+                    let mr = MR.min(m - p * MR);
+                    let ep = TileEpilogue {
+                        accumulate: false,
+                        alpha: 1.0,
+                        row_bias: t.bias.and_then(|b| b.get(p * MR..)),
+                        col_bias: None,
+                        last: true,
+                        act: t.act,
+                    };
+                    let a = t.panels.get(p * t.k * MR..).unwrap_or(&[]);
+                    let b = src.get(j0..).unwrap_or(&[]);
+                    if !simd::microkernel_in_place(a, 0, b, t.offs, &mut tile, NR, mr, nr, &ep) {
+                        return Err(bad("a tile does not fit its buffers"));
+                    }
+                    let at = (oy - oy0) * ow + j0;
+                    for (r, row) in tile.chunks_exact(NR).take(mr).enumerate() {
+                        let run = runs
+                            .get_mut(p * MR + r)
+                            .ok_or_else(|| bad("missing plane"))?;
+                        run[at..at + nr].copy_from_slice(&row[..nr]);
+                    }
+                }
+            }
+        }
+        if !act.in_kernel() {
+            for run in runs.iter_mut() {
+                simd::unary_in_place(act, run);
+            }
+        }
+        Ok(())
+    })
 }
 
 /// `y = act(W·x + bias)` for a pointwise convolution of one image: `x` holds its input
