@@ -287,7 +287,7 @@ impl NhwcConvWorkload {
         if !self.in_place_tiles {
             return self.sgemm_rows(th, p, a, lda, accumulate, y);
         }
-        self.tiles(p, a, lda, accumulate, y)?;
+        self.tiles_in(p, a, lda, accumulate, y, 0..self.m)?;
         if !self.act.in_kernel() {
             simd::unary_in_place(self.act, y);
         }
@@ -352,21 +352,9 @@ impl NhwcConvWorkload {
         })
     }
 
-    /// `yb` (rows of M values) = epilogue(A·B) for A's rows `a[r·lda..]` (K = `p`'s depth)
-    /// and the packed weights `p`: see [`NhwcConvWorkload::each_half`].
-    fn tiles(
-        &self,
-        p: &Packed,
-        a: &[f32],
-        lda: usize,
-        accumulate: bool,
-        yb: &mut [f32],
-    ) -> Result<()> {
-        self.tiles_in(p, a, lda, accumulate, yb, 0..self.m)
-    }
-
-    /// [`NhwcConvWorkload::tiles`] for output columns `cols` only (whole packed panels, or
-    /// up to M), `yb` holding rows of just those columns.
+    /// `yb` = epilogue(A·B) for A's rows `a[r·lda..]` (K = `p`'s depth) and the packed
+    /// weights `p`, output columns `cols` only (whole packed panels, or up to M), `yb`
+    /// holding rows of just those columns: see [`NhwcConvWorkload::each_half`].
     fn tiles_in(
         &self,
         p: &Packed,

@@ -29,6 +29,30 @@ fn random(dims: &[usize], seed: u64) -> Tensor {
 }
 
 /// `[1, s, h·d]` → Reshape `[1, s, h, d]` → Transpose `(0, 2, 1, 3)`: one head per batch.
+/// A square 2-D convolution: kernel `k`, stride `s`, padding `p` on every side, `group`
+/// groups.
+fn conv2d(k: usize, s: usize, p: usize, group: usize) -> Op {
+    use backplane::core::ops::{AutoPad, ConvDesc, Window};
+    Op::Conv(ConvDesc {
+        window: Window {
+            kernel: vec![k, k],
+            strides: vec![s, s],
+            dilations: vec![1, 1],
+            pads: vec![p; 4],
+            auto_pad: AutoPad::NotSet,
+        },
+        group,
+    })
+}
+
+/// How many layers of an optimized network are CpuAcc `FusedConvPair`s.
+fn conv_pairs(net: &Network) -> usize {
+    net.layers()
+        .iter()
+        .filter(|l| matches!(&l.op, Op::Custom(c) if c.op_type == "FusedConvPair"))
+        .count()
+}
+
 fn split_heads(n: &mut Network, name: &str, x: TensorId, s: usize, h: usize, d: usize) -> TensorId {
     let r = n
         .add_layer(
@@ -285,20 +309,9 @@ fn residual_add_and_layer_norm_fuse() {
 /// 32- and 8-channel steps), sizes of 1, and a batch of 2.
 #[test]
 fn mobilenet_blocks_run_channels_last() {
-    use backplane::core::ops::{AttrValue, AutoPad, ConvDesc, PoolKind, UnaryOp, Window};
+    use backplane::core::ops::{AttrValue, PoolKind, UnaryOp};
     let rt = backplane::RuntimeBuilder::new().build().unwrap();
-    let conv = |k: usize, s: usize, p: usize, group: usize| {
-        Op::Conv(ConvDesc {
-            window: Window {
-                kernel: vec![k, k],
-                strides: vec![s, s],
-                dilations: vec![1, 1],
-                pads: vec![p; 4],
-                auto_pad: AutoPad::NotSet,
-            },
-            group,
-        })
-    };
+    let conv = conv2d;
     let clip = Op::Unary(UnaryOp::Clip { min: 0.0, max: 6.0 });
     for (batch, h, w, c1, c2, c3) in [
         (1, 17, 17, 8, 16, 48),
@@ -392,12 +405,7 @@ fn mobilenet_blocks_run_channels_last() {
         let projections =
             usize::from(!expansion && plane * c3 >= 1 << 18) + usize::from(plane * c1 >= 1 << 18);
         let paired = usize::from(expansion) + projections;
-        let pairs = opt
-            .network()
-            .layers()
-            .iter()
-            .filter(|l| matches!(&l.op, Op::Custom(c) if c.op_type == "FusedConvPair"))
-            .count();
+        let pairs = conv_pairs(opt.network());
         assert_eq!(pairs, paired, "{batch}x{h}x{w} c{c1}/{c2}/{c3}");
         // A pair's two convolutions carry no layout of their own.
         let channels_last = 7 - 2 * paired;
@@ -437,20 +445,9 @@ fn mobilenet_blocks_run_channels_last() {
 /// CpuRef.
 #[test]
 fn projection_reading_its_input_as_residual_stays_apart() {
-    use backplane::core::ops::{AutoPad, ConvDesc, UnaryOp, Window};
+    use backplane::core::ops::UnaryOp;
     let rt = backplane::RuntimeBuilder::new().build().unwrap();
-    let conv = |k: usize, s: usize, group: usize| {
-        Op::Conv(ConvDesc {
-            window: Window {
-                kernel: vec![k, k],
-                strides: vec![s, s],
-                dilations: vec![1, 1],
-                pads: vec![k / 2; 4],
-                auto_pad: AutoPad::NotSet,
-            },
-            group,
-        })
-    };
+    let conv = |k: usize, s: usize, group: usize| conv2d(k, s, k / 2, group);
     let (h, c) = (130, 64);
     let mut n = Network::new();
     let x = n
@@ -485,12 +482,7 @@ fn projection_reading_its_input_as_residual_stays_apart() {
         .unwrap()[0];
     n.mark_output(y).unwrap();
     let opt = rt.optimize(&n, &options("CpuAcc")).unwrap();
-    let pairs = opt
-        .network()
-        .layers()
-        .iter()
-        .filter(|l| matches!(&l.op, Op::Custom(c) if c.op_type == "FusedConvPair"))
-        .count();
+    let pairs = conv_pairs(opt.network());
     assert_eq!(pairs, 0);
     let xv = random(&[1, 3, h, h], 7);
     let got = run(&rt, &n, "CpuAcc", &[("x", &xv)]);
@@ -513,20 +505,9 @@ fn small_plane_stage_runs_channels_last() {
 }
 
 fn stage(hw: usize, nhwc_want: usize, transposes_want: usize, means_want: usize) {
-    use backplane::core::ops::{AttrValue, AutoPad, ConvDesc, PoolKind, UnaryOp, Window};
+    use backplane::core::ops::{AttrValue, PoolKind, UnaryOp};
     let rt = backplane::RuntimeBuilder::new().build().unwrap();
-    let conv = |k: usize, s: usize, p: usize| {
-        Op::Conv(ConvDesc {
-            window: Window {
-                kernel: vec![k, k],
-                strides: vec![s, s],
-                dilations: vec![1, 1],
-                pads: vec![p; 4],
-                auto_pad: AutoPad::NotSet,
-            },
-            group: 1,
-        })
-    };
+    let conv = |k: usize, s: usize, p: usize| conv2d(k, s, p, 1);
     let (c, m) = (13, 40);
     let mut n = Network::new();
     let x = n
