@@ -49,6 +49,9 @@ pub struct Packed {
     len: usize,
     k: usize,
     panel: usize,
+    /// How a B panel's two halves lie: interleaved as packed, or split by [`Packed::into_halves`]
+    /// for the tiles that read A in place (only they read a split panel).
+    halves: simd::Halves,
 }
 
 impl Packed {
@@ -80,7 +83,49 @@ impl Packed {
             len,
             k,
             panel,
+            halves: simd::Halves::Interleaved,
         }
+    }
+
+    /// The same B operand with each panel's two 16-column halves laid out as `halves` says:
+    /// [`simd::Halves::Split`] for the AVX2 tiles that read A in place (they walk one half
+    /// down many rows, and a split half is one run in L1); only those tiles read a split
+    /// panel ([`sgemm`] refuses it). An A operand comes back as it was.
+    pub(crate) fn with_halves(mut self, halves: simd::Halves) -> Self {
+        if self.panel != NR || self.halves == halves {
+            return self;
+        }
+        let half = NR / 2;
+        let split = halves == simd::Halves::Split;
+        let mut panel = vec![0f32; KC * NR];
+        let (mut at, padded) = (0, self.padded());
+        for k0 in (0..self.k).step_by(KC) {
+            let kc = KC.min(self.k - k0);
+            for dst in self.data[at..at + padded * kc].chunks_exact_mut(kc * NR) {
+                let src = &mut panel[..kc * NR];
+                src.copy_from_slice(dst);
+                // Half h of K step l: at l·NR + h·16 interleaved, (h·kc + l)·16 split.
+                for l in 0..kc {
+                    for h in 0..2 {
+                        let (inter, apart) = (l * NR + h * half, (h * kc + l) * half);
+                        let (to, from) = if split {
+                            (apart, inter)
+                        } else {
+                            (inter, apart)
+                        };
+                        dst[to..to + half].copy_from_slice(&src[from..from + half]);
+                    }
+                }
+            }
+            at += padded * kc;
+        }
+        self.halves = halves;
+        self
+    }
+
+    /// How a B panel's halves lie.
+    pub(crate) fn halves(&self) -> simd::Halves {
+        self.halves
     }
 
     /// Pack an m×k matrix as the A operand.
@@ -451,7 +496,7 @@ pub fn sgemm(
         }
     }
     if let BSrc::Packed(p) = b {
-        if p.len != n || p.k != k || p.panel != NR {
+        if p.len != n || p.k != k || p.panel != NR || p.halves != simd::Halves::Interleaved {
             return Err(err("packed B does not match the product"));
         }
     }
@@ -928,6 +973,62 @@ mod tests {
     /// with a short K, by rows; large A with a narrow B split by rows; the general loop): all
     /// agree with the naive
     /// product, with row biases, column biases and an activation in the epilogue.
+    /// Split halves hold each value where `simd::Halves` says (every K block, the last
+    /// one short, the last panel narrow), go back to the packed layout unchanged, leave an
+    /// A operand alone, and are refused by the SGEMM.
+    #[test]
+    fn split_halves_move_every_value_and_come_back() {
+        let (k, n) = (KC + 37, 2 * NR + 5);
+        let b: Vec<f32> = (0..k * n).map(|i| i as f32).collect();
+        let view = MatView {
+            data: &b,
+            rs: n,
+            cs: 1,
+        };
+        let packed = Packed::pack_b(k, n, view);
+        let split = packed.clone().with_halves(simd::Halves::Split);
+        assert_eq!(split.halves(), simd::Halves::Split);
+        for (r, j) in (0..k).flat_map(|r| (0..n).map(move |j| (r, j))) {
+            let (kb, l) = (r / KC, r % KC);
+            let kc = KC.min(k - kb * KC);
+            let panel = split.block(kb, j / NR).unwrap();
+            let h = j % NR / simd::HALF * simd::HALF;
+            let at = simd::Halves::Split.start(kc, h) + l * simd::HALF + j % simd::HALF;
+            assert_eq!(panel[at], b[r * n + j], "({r}, {j})");
+        }
+        let back = split.clone().with_halves(simd::Halves::Interleaved);
+        assert_eq!(back.data, packed.data);
+        let a = Packed::pack_a(n, k, view_t(&b, n));
+        assert_eq!(a.clone().with_halves(simd::Halves::Split).data, a.data);
+        let mut c = vec![0f32; n];
+        let x = vec![1f32; k];
+        let xv = ASrc::View(MatView {
+            data: &x,
+            rs: k,
+            cs: 1,
+        });
+        let th = Threads::single();
+        let ep = Epilogue::default();
+        let refused = sgemm(&th, 1, n, k, &xv, &BSrc::Packed(&split), &mut c, n, &ep);
+        assert!(refused.is_err());
+        sgemm(&th, 1, n, k, &xv, &BSrc::Packed(&back), &mut c, n, &ep).unwrap();
+        let want: f64 = (0..k).map(|r| f64::from(b[r * n + 3])).sum();
+        assert!(
+            (f64::from(c[3]) - want).abs() <= 1e-5 * want,
+            "{} vs {want}",
+            c[3]
+        );
+    }
+
+    /// `b` (k×n, row-major) read as its n×k transpose.
+    fn view_t(b: &[f32], n: usize) -> MatView<'_> {
+        MatView {
+            data: b,
+            rs: 1,
+            cs: n,
+        }
+    }
+
     #[test]
     fn packed_a_routes_match_naive_with_epilogues() {
         for th in [Threads::single(), Threads::new(2).unwrap()] {

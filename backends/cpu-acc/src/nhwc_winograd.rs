@@ -113,6 +113,7 @@ impl Plan {
                     let at = (j * c + ci) * 9;
                     filter_transform(&w[at..at + 9])[xi] as f32
                 })
+                .with_halves(simd::Halves::Split)
             })
             .collect();
         Ok(Plan { u, c, m })
@@ -224,11 +225,13 @@ impl Plan {
                     act: Activation::None,
                 };
                 let nr = (m - j0).min(NR / 2);
-                let next = simd::next_half(kc, h);
+                let halves = u.halves();
+                let next = halves.next(kc, h);
                 let a = v.get(xi * c + k0..).unwrap_or(&[]);
                 let lda = POINTS * c;
                 let out = &mut block[h..];
-                if !simd::tiles_strided(kc, a, lda, tiles, &panel[h..], out, NR, nr, &ep, next) {
+                let b = (&panel[halves.start(kc, h)..], halves);
+                if !simd::tiles_strided(kc, a, lda, tiles, b, out, NR, nr, &ep, next) {
                     return false;
                 }
             }

@@ -39,7 +39,7 @@ const AVX2_ROWS: usize = ROW_STEP;
 /// registers, or two AVX2 6×16 half-tiles.
 pub const NR: usize = 32;
 /// Columns of one AVX2 half-tile.
-const HALF: usize = 16;
+pub(crate) const HALF: usize = 16;
 
 /// Which micro-kernel family runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -200,17 +200,51 @@ pub fn strided_tiles() -> bool {
 /// Most columns [`tiles_strided`] takes at once (with more than 16, a 3×24 tile runs).
 pub const WIDE: usize = 24;
 
-/// The `prefetch` offset for [`tiles_strided`] over the half of a packed B panel that starts
-/// `h` (0 or 16) columns into it, K blocks `kc` deep: the half of the next panel that comes
-/// next in memory (the panels of a K block, and the blocks, lie one after another).
-pub fn next_half(kc: usize, h: usize) -> usize {
-    kc * NR + (h / HALF) * kc * HALF - h
+/// How the two 16-column halves of a packed B panel lie (`gemm::Packed::into_halves`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Halves {
+    /// Side by side: K step `k` holds the panel's 32 values at `k·NR` (the packed layout
+    /// every kernel reads).
+    Interleaved,
+    /// One after the other: the first half's K steps 16 floats apart, then the second's.
+    /// A 16-column tile's weights are then one run of `kc·16` floats, all of L1's sets,
+    /// where the interleaved half (every other 64-byte line) maps to half of them and
+    /// loses its lines to A's rows: the tiles reading A in place, at large K.
+    Split,
+}
+
+impl Halves {
+    /// Floats between a half's K steps.
+    pub fn k_step(self) -> usize {
+        match self {
+            Halves::Interleaved => NR,
+            Halves::Split => HALF,
+        }
+    }
+
+    /// Where the half from column `h` (0 or 16) starts in a panel `kc` deep.
+    pub fn start(self, kc: usize, h: usize) -> usize {
+        match self {
+            Halves::Interleaved => h,
+            Halves::Split => h * kc,
+        }
+    }
+
+    /// The `prefetch` offset for [`tiles_strided`] over the half from column `h` (0 or 16)
+    /// of a packed B panel, K blocks `kc` deep: the half that comes next in memory (the
+    /// panels of a K block, and the blocks, lie one after another).
+    pub fn next(self, kc: usize, h: usize) -> usize {
+        match self {
+            Halves::Interleaved => kc * NR + (h / HALF) * kc * HALF - h,
+            Halves::Split => kc * HALF,
+        }
+    }
 }
 
 /// `rows` rows of `C = A·B`, six at a time, with A read where it lies: C's rows `r < rows`
 /// (`ldc` apart) and columns `< nr` (1..=16, or up to [`WIDE`] from a panel's start) get the
 /// epilogue of the product of A's rows (`a[r·lda..]`, `kc` values each) and the columns of a
-/// packed B panel from `b` (K steps [`NR`] floats apart). The channels-last pointwise
+/// packed B panel whose half `b` starts (laid out as `halves` says). The channels-last pointwise
 /// convolution's tiles: its A is the input, pixels as rows. While the first tile runs, `kc`
 /// cache lines from `prefetch` floats past `b`'s start on (64 bytes apart) are fetched into
 /// L2: a hint only, never read, so it may lie past `b`'s end (0 when nothing is worth
@@ -222,7 +256,7 @@ pub fn tiles_strided(
     a: &[f32],
     lda: usize,
     rows: usize,
-    b: &[f32],
+    (b, halves): (&[f32], Halves),
     c: &mut [f32],
     ldc: usize,
     nr: usize,
@@ -232,11 +266,18 @@ pub fn tiles_strided(
     if rows == 0 {
         return true;
     }
+    let (bs, upper) = (halves.k_step(), halves.start(kc, HALF));
+    // The furthest B value read: the first half's last K step, and with more than 16
+    // columns the upper half's first eight there too.
+    let b_need = match nr > HALF {
+        true => upper + (kc - 1) * bs + 8,
+        false => (kc - 1) * bs + HALF,
+    };
     let ok = (1..=WIDE).contains(&nr)
         && kc >= 1
         && (nr <= ldc || rows == 1)
         && a.len() >= (rows - 1) * lda + kc
-        && b.len() >= (kc - 1) * NR + nr.max(HALF).div_ceil(8) * 8
+        && b.len() >= b_need
         && c.len() >= (rows - 1) * ldc + nr
         && ep.row_bias.is_none()
         && !matches!(ep.col_bias, Some(r) if r.len() < nr);
@@ -247,8 +288,8 @@ pub fn tiles_strided(
     {
         // SAFETY: AVX2 and FMA are present (`strided_tiles`); rows r < rows of A hold kc
         // floats at r·lda (checked: (rows-1)·lda + kc <= a.len()), and a tile's rows past
-        // its last re-read that row; the kernels read b[k·NR .. k·NR + 16] (24 when
-        // nr > 16) for k < kc, inside `b` (checked); they touch c[r·ldc .. r·ldc + nr] for
+        // its last re-read that row; the kernels read b[k·bs .. k·bs + 16] for k < kc, and
+        // when nr > 16 b[upper + k·bs .. + 8] too, inside `b` (b_need, checked); they touch c[r·ldc .. r·ldc + nr] for
         // r < rows only, inside `c`; there is no row bias and the column bias holds nr
         // values; 1 <= nr <= 24 was checked; `prefetch` is only prefetched (never faults).
         unsafe {
@@ -258,6 +299,7 @@ pub fn tiles_strided(
                 lda,
                 rows,
                 b.as_ptr(),
+                (bs, upper),
                 c.as_mut_ptr(),
                 ldc,
                 nr,
@@ -282,7 +324,7 @@ pub fn tiles_offsets(
     lda: usize,
     offs: &[usize],
     rows: usize,
-    b: &[f32],
+    (b, halves): (&[f32], Halves),
     c: &mut [f32],
     ldc: usize,
     nr: usize,
@@ -291,12 +333,13 @@ pub fn tiles_offsets(
     if rows == 0 {
         return true;
     }
+    let bs = halves.k_step();
     let furthest = offs.get(..kc).and_then(|o| o.iter().max()).copied();
     let ok = (1..=HALF).contains(&nr)
         && kc >= 1
         && (nr <= ldc || rows == 1)
         && furthest.is_some_and(|f| (rows - 1) * lda + f < a.len())
-        && b.len() >= (kc - 1) * NR + HALF
+        && b.len() >= (kc - 1) * bs + HALF
         && c.len() >= (rows - 1) * ldc + nr
         && ep.row_bias.is_none()
         && !matches!(ep.col_bias, Some(r) if r.len() < nr);
@@ -308,7 +351,7 @@ pub fn tiles_offsets(
         // SAFETY: AVX2 and FMA are present (`strided_tiles`); `offs` holds kc values, and
         // for every row r < rows and step k < kc, r·lda + offs[k] <= (rows-1)·lda + the
         // largest offset < a.len() (checked), a tile's rows past its last re-reading that
-        // row; the kernel reads b[k·NR .. k·NR + 16] for k < kc, inside `b`; it touches
+        // row; the kernel reads b[k·bs .. k·bs + 16] for k < kc, inside `b`; it touches
         // c[r·ldc .. r·ldc + nr] for r < rows only, inside `c`; there is no row bias and
         // the column bias holds nr values; 1 <= nr <= 16 was checked.
         unsafe {
@@ -319,6 +362,7 @@ pub fn tiles_offsets(
                 offs.as_ptr(),
                 rows,
                 b.as_ptr(),
+                bs,
                 c.as_mut_ptr(),
                 ldc,
                 nr,
@@ -538,7 +582,7 @@ fn microkernel_on(
                 // A half of fewer than six rows (a product's last rows) computes just those:
                 // row r's K steps at a + r + k·MR.
                 if rows < AVX2_ROWS {
-                    avx2::kernel_rows(rows, kc, a, (1, MR), b, c, ldc, w, &half_ep);
+                    avx2::kernel_rows(rows, kc, a, (1, MR), b, NR, c, ldc, w, &half_ep);
                 } else {
                     avx2::kernel_6x16(kc, a, b, c, ldc, rows, w, &half_ep);
                 }
@@ -807,17 +851,18 @@ mod avx2 {
         a: *const f32,
         steps: (usize, usize),
         b: *const f32,
+        bs: usize,
         c: *mut f32,
         ldc: usize,
         nr: usize,
         ep: &TileEpilogue<'_>,
     ) {
         match mr {
-            1 => rows_tile::<1>(kc, a, steps, b, c, ldc, nr, ep),
-            2 => rows_tile::<2>(kc, a, steps, b, c, ldc, nr, ep),
-            3 => rows_tile::<3>(kc, a, steps, b, c, ldc, nr, ep),
-            4 => rows_tile::<4>(kc, a, steps, b, c, ldc, nr, ep),
-            _ => rows_tile::<5>(kc, a, steps, b, c, ldc, nr, ep),
+            1 => rows_tile::<1>(kc, a, steps, b, bs, c, ldc, nr, ep),
+            2 => rows_tile::<2>(kc, a, steps, b, bs, c, ldc, nr, ep),
+            3 => rows_tile::<3>(kc, a, steps, b, bs, c, ldc, nr, ep),
+            4 => rows_tile::<4>(kc, a, steps, b, bs, c, ldc, nr, ep),
+            _ => rows_tile::<5>(kc, a, steps, b, bs, c, ldc, nr, ep),
         }
     }
 
@@ -829,6 +874,7 @@ mod avx2 {
         a: *const f32,
         (row_step, k_step): (usize, usize),
         mut b: *const f32,
+        bs: usize,
         c: *mut f32,
         ldc: usize,
         nr: usize,
@@ -847,7 +893,7 @@ mod avx2 {
                 v.1 = _mm256_fmadd_ps(x, b1, v.1);
             }
             at += k_step;
-            b = b.add(NR);
+            b = b.add(bs);
         }
         store_6x16(acc, c, ldc, R, nr, ep);
     }
@@ -864,6 +910,7 @@ mod avx2 {
         a: *const f32,
         lda: usize,
         mut b: *const f32,
+        bs: usize,
         c: *mut f32,
         ldc: usize,
         mr: usize,
@@ -907,7 +954,7 @@ mod avx2 {
             c50 = _mm256_fmadd_ps(x5, b0, c50);
             c51 = _mm256_fmadd_ps(x5, b1, c51);
             _mm_prefetch::<_MM_HINT_T1>(pf.wrapping_add(k * HALF) as *const i8);
-            b = b.add(NR);
+            b = b.add(bs);
         }
         let rows = [
             (c00, c01),
@@ -932,6 +979,7 @@ mod avx2 {
         lda: usize,
         offs: *const usize,
         mut b: *const f32,
+        bs: usize,
         c: *mut f32,
         ldc: usize,
         mr: usize,
@@ -974,7 +1022,7 @@ mod avx2 {
             let x5 = _mm256_broadcast_ss(&*a5.add(o));
             c50 = _mm256_fmadd_ps(x5, b0, c50);
             c51 = _mm256_fmadd_ps(x5, b1, c51);
-            b = b.add(NR);
+            b = b.add(bs);
         }
         let rows = [
             (c00, c01),
@@ -998,6 +1046,7 @@ mod avx2 {
         offs: *const usize,
         rows: usize,
         b: *const f32,
+        bs: usize,
         c: *mut f32,
         ldc: usize,
         nr: usize,
@@ -1007,7 +1056,7 @@ mod avx2 {
         while r0 < rows {
             let mr = (rows - r0).min(super::AVX2_ROWS);
             let (ar, cr) = (a.add(r0 * lda), c.add(r0 * ldc));
-            kernel_offsets_6x16(kc, ar, lda, offs, b, cr, ldc, mr, nr, ep);
+            kernel_offsets_6x16(kc, ar, lda, offs, b, bs, cr, ldc, mr, nr, ep);
             r0 += super::AVX2_ROWS;
         }
     }
@@ -1028,6 +1077,7 @@ mod avx2 {
         a: *const f32,
         lda: usize,
         mut b: *const f32,
+        (bs, upper): (usize, usize),
         c: *mut f32,
         ldc: usize,
         mr: usize,
@@ -1045,7 +1095,7 @@ mod avx2 {
         for k in 0..kc {
             let b0 = _mm256_loadu_ps(b);
             let b1 = _mm256_loadu_ps(b.add(8));
-            let b2 = _mm256_loadu_ps(b.add(16));
+            let b2 = _mm256_loadu_ps(b.add(upper));
             let x0 = _mm256_broadcast_ss(&*a0.add(k));
             c00 = _mm256_fmadd_ps(x0, b0, c00);
             c01 = _mm256_fmadd_ps(x0, b1, c01);
@@ -1058,7 +1108,7 @@ mod avx2 {
             c20 = _mm256_fmadd_ps(x2, b0, c20);
             c21 = _mm256_fmadd_ps(x2, b1, c21);
             c22 = _mm256_fmadd_ps(x2, b2, c22);
-            b = b.add(NR);
+            b = b.add(bs);
         }
         let left = [(c00, c01), (c10, c11), (c20, c21), (z, z), (z, z), (z, z)];
         store_6x16(left, c, ldc, mr, HALF, ep);
@@ -1084,6 +1134,7 @@ mod avx2 {
         lda: usize,
         rows: usize,
         b: *const f32,
+        (bs, upper): (usize, usize),
         c: *mut f32,
         ldc: usize,
         nr: usize,
@@ -1095,7 +1146,7 @@ mod avx2 {
             while r0 < rows {
                 let mr = (rows - r0).min(WIDE_ROWS);
                 let (ar, cr) = (a.add(r0 * lda), c.add(r0 * ldc));
-                kernel_strided_3x24(kc, ar, lda, b, cr, ldc, mr, nr, ep);
+                kernel_strided_3x24(kc, ar, lda, b, (bs, upper), cr, ldc, mr, nr, ep);
                 r0 += WIDE_ROWS;
             }
             return;
@@ -1110,10 +1161,10 @@ mod avx2 {
             let mr = base + usize::from(t < extra);
             let (ar, cr) = (a.add(r0 * lda), c.add(r0 * ldc));
             if mr < super::AVX2_ROWS {
-                kernel_rows(mr, kc, ar, (lda, 1), b, cr, ldc, nr, ep);
+                kernel_rows(mr, kc, ar, (lda, 1), b, bs, cr, ldc, nr, ep);
             } else {
                 let pf = if r0 == 0 { pf } else { b };
-                kernel_strided_6x16(kc, ar, lda, b, cr, ldc, mr, nr, ep, pf);
+                kernel_strided_6x16(kc, ar, lda, b, bs, cr, ldc, mr, nr, ep, pf);
             }
             r0 += mr;
         }
@@ -2475,8 +2526,8 @@ mod tests {
     /// The tiles reading A in place (rows `lda` apart, and through a table of K offsets)
     /// against a plain sum, for every row count up to three tiles (tiles of five or six
     /// rows, each count of fewer than six with its own kernel), columns around the vector
-    /// widths, with a column bias, an activation and accumulation onto C. Where the CPU
-    /// lacks AVX2 they refuse.
+    /// widths, with a column bias, an activation and accumulation onto C, from a panel with
+    /// its halves interleaved and the same panel split. Where the CPU lacks AVX2 they refuse.
     #[test]
     fn strided_and_offset_tiles_match_a_plain_sum() {
         let (kc, lda) = (37, 41);
@@ -2485,6 +2536,13 @@ mod tests {
             .collect();
         let b: Vec<f32> = (0..kc * NR)
             .map(|i| ((i * 13 % 23) as f32 - 11.0) / 5.0)
+            .collect();
+        // The same panel with its halves one after the other.
+        let split: Vec<f32> = (0..kc * NR)
+            .map(|i| {
+                let (h, k, j) = (i / (kc * HALF), i / HALF % kc, i % HALF);
+                b[k * NR + h * HALF + j]
+            })
             .collect();
         let offs: Vec<usize> = (0..kc).map(|t| (t * 5) % lda).collect();
         let cb: Vec<f32> = (0..NR).map(|j| j as f32 * 0.1 - 0.5).collect();
@@ -2505,15 +2563,23 @@ mod tests {
                     };
                     let ldc = 30;
                     let c0: Vec<f32> = (0..rows * ldc).map(|i| (i % 5) as f32 * 0.25).collect();
-                    for offsets in [false, true] {
+                    let cases = [false, true]
+                        .map(|o| [(o, Halves::Interleaved), (o, Halves::Split)])
+                        .into_iter()
+                        .flatten();
+                    for (offsets, halves) in cases {
                         if offsets && nr > HALF {
                             continue;
                         }
+                        let panel = match halves {
+                            Halves::Interleaved => (&b[..], halves),
+                            Halves::Split => (&split[..], halves),
+                        };
                         let mut c = c0.clone();
                         let ran = if offsets {
-                            tiles_offsets(kc, &a, lda, &offs, rows, &b, &mut c, ldc, nr, &ep)
+                            tiles_offsets(kc, &a, lda, &offs, rows, panel, &mut c, ldc, nr, &ep)
                         } else {
-                            tiles_strided(kc, &a, lda, rows, &b, &mut c, ldc, nr, &ep, 0)
+                            tiles_strided(kc, &a, lda, rows, panel, &mut c, ldc, nr, &ep, 0)
                         };
                         assert_eq!(ran, strided_tiles());
                         if !ran {
@@ -2534,7 +2600,7 @@ mod tests {
                                 assert!(
                                     (got - want).abs() <= 1e-4 * want.abs().max(1.0),
                                     "rows {rows} nr {nr} acc {accumulate} offsets {offsets} \
-                                     at ({r}, {j}): {got} vs {want}"
+                                     {halves:?} at ({r}, {j}): {got} vs {want}"
                                 );
                             }
                         }
