@@ -49,7 +49,7 @@ pub struct Packed {
     len: usize,
     k: usize,
     panel: usize,
-    /// How a B panel's two halves lie: interleaved as packed, or split by [`Packed::into_halves`]
+    /// How a B panel's two halves lie: interleaved as packed, or split by [`Packed::with_halves`]
     /// for the tiles that read A in place (only they read a split panel).
     halves: simd::Halves,
 }

@@ -1,0 +1,52 @@
+#!/bin/bash
+# Run CpuAcc's tests on another machine's CPU (one with AVX-512, say, which picks kernels
+# this machine never runs) without a Rust toolchain there:
+#   scripts/other_cpu_tests.sh pack DIR   # here: build the release test binaries, copy
+#                                         # them and the ONNX node tests into DIR
+#   DIR/run.sh                            # there, from a checkout of the same commit
+set -euo pipefail
+cmd=${1:-}
+dir=${2:-}
+if [ "$cmd" != pack ] || [ -z "$dir" ]; then
+    echo "usage: $0 pack DIR" >&2
+    exit 2
+fi
+cd "$(dirname "$0")/.."
+mkdir -p "$dir"
+tests=(backplane_cpu_acc against_ref fusions op_table end_to_end two_backends memory conformance)
+for pkg in backplane-cpu-acc backplane; do
+    cargo test --release -p "$pkg" --no-run --message-format=json 2>/dev/null |
+        python3 -c '
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"]:
+        print(m["target"]["name"], m["executable"])' |
+        while read -r name exe; do
+            for t in "${tests[@]}"; do
+                if [ "$name" = "$t" ]; then cp "$exe" "$dir/$t"; fi
+            done
+        done
+done
+node=$(.venv/bin/python -c 'import onnx, os; print(os.path.join(os.path.dirname(onnx.__file__), "backend/test/data"))')
+tar czf "$dir/node.tgz" -C "$node" node
+repo=$(pwd)
+cat > "$dir/run.sh" <<RUN
+#!/bin/bash
+# The tests read the repository at the path they were built in ($repo).
+here=\$(cd "\$(dirname "\$0")" && pwd)
+[ -e "$repo" ] || { mkdir -p "\$(dirname "$repo")" && ln -s "\${1:-\$(pwd)}" "$repo"; }
+grep -m1 "model name" /proc/cpuinfo
+grep -o -w 'avx512f\|avx2\|fma' /proc/cpuinfo | sort | uniq -c
+mkdir -p /tmp/node && tar xzf "\$here/node.tgz" -C /tmp/node
+export BACKPLANE_ONNX_NODE_TESTS=/tmp/node/node
+status=0
+for t in ${tests[*]}; do
+    echo "== \$t"
+    "\$here/\$t" --nocapture > "/tmp/\$t.log" 2>&1 || status=1
+    grep -E "test result|FAILED|^conformance:" "/tmp/\$t.log" || true
+done
+exit \$status
+RUN
+chmod +x "$dir/run.sh"
+du -sh "$dir"
