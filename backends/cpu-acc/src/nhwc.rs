@@ -41,6 +41,10 @@ const ROW_HALF: usize = 16;
 /// 960 4-10% faster split, 96 1-2%, 64 equal, 16-32 1-2% slower.
 const SPLIT_MIN_DEPTH: usize = 96;
 
+/// Set (to anything) when a channels-last convolution is created to keep its weights'
+/// half-panels interleaved, for A/B measurements of [`SPLIT_MIN_DEPTH`]'s layout.
+pub const NO_SPLIT_HALVES_ENV: &str = "BACKPLANE_CPUACC_NO_SPLIT_HALVES";
+
 /// `[N, C, H, W]` dims as `[N, H, W, C]`.
 pub fn to_nhwc(d: &[usize]) -> Vec<usize> {
     match d {
@@ -262,7 +266,7 @@ impl NhwcConvWorkload {
     /// (`simd::Halves`).
     fn with_tiles(mut self, on: bool) -> Self {
         self.in_place_tiles = on && simd::strided_tiles();
-        let tiles = self.in_place_tiles;
+        let tiles = self.in_place_tiles && std::env::var_os(NO_SPLIT_HALVES_ENV).is_none();
         let halves = |p: &Packed| match tiles && p.depth() >= SPLIT_MIN_DEPTH {
             true => simd::Halves::Split,
             false => simd::Halves::Interleaved,
