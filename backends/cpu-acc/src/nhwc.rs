@@ -36,14 +36,6 @@ const ROW_BLOCK: usize = 60;
 const ROW_STEP: usize = simd::ROW_STEP;
 /// Columns of one pointwise tile (half a packed panel).
 const ROW_HALF: usize = 16;
-/// Least depth (K) whose weights the in-place tiles read as split halves. Measured on
-/// MobileNetV2's pointwise layers at 1 thread (per layer, 8 alternating rounds): K of 160 to
-/// 960 4-10% faster split, 96 1-2%, 64 equal, 16-32 1-2% slower.
-const SPLIT_MIN_DEPTH: usize = 96;
-
-/// Set (to anything) when a channels-last convolution is created to keep its weights'
-/// half-panels interleaved, for A/B measurements of [`SPLIT_MIN_DEPTH`]'s layout.
-pub const NO_SPLIT_HALVES_ENV: &str = "BACKPLANE_CPUACC_NO_SPLIT_HALVES";
 
 /// `[N, C, H, W]` dims as `[N, H, W, C]`.
 pub fn to_nhwc(d: &[usize]) -> Vec<usize> {
@@ -262,13 +254,13 @@ impl NhwcConvWorkload {
 
     /// On the in-place tiles (`on`, where the CPU runs them) or on the SGEMM, with the
     /// weights' panels laid out for the one chosen: the tiles walk one half-panel down many
-    /// rows, and at depths from [`SPLIT_MIN_DEPTH`] a half split from the other stays in L1
-    /// (`simd::Halves`).
+    /// rows, and at depths from `gemm::SPLIT_MIN_DEPTH` a half split from the other stays in
+    /// L1 (`simd::Halves`).
     fn with_tiles(mut self, on: bool) -> Self {
         self.in_place_tiles = on && simd::strided_tiles();
-        let tiles = self.in_place_tiles && std::env::var_os(NO_SPLIT_HALVES_ENV).is_none();
-        let halves = |p: &Packed| match tiles && p.depth() >= SPLIT_MIN_DEPTH {
-            true => simd::Halves::Split,
+        let tiles = self.in_place_tiles;
+        let halves = |p: &Packed| match tiles {
+            true => gemm::halves_for(p.depth()),
             false => simd::Halves::Interleaved,
         };
         self.kind = match self.kind {
