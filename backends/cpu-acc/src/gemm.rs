@@ -495,9 +495,12 @@ pub fn sgemm(
             return Err(err("packed A does not match the product"));
         }
     }
-    // A row-major A against a packed B, many rows: the tiles that read A where it lies.
+    // A row-major A with many rows: the tiles that read A where it lies, against a packed
+    // B, or a B view packed whole first (one not too large: attention's Kᵀ and V).
+    let padded = n.div_ceil(NR) * NR;
     let in_place = match (a, b) {
         (ASrc::View(av), BSrc::Packed(_)) => in_place_tiles(m, av, ep),
+        (ASrc::View(av), BSrc::View(_)) => in_place_tiles(m, av, ep) && k * padded <= IN_PLACE_B,
         _ => false,
     };
     if let BSrc::Packed(p) = b {
@@ -524,8 +527,33 @@ pub fn sgemm(
     }
     let kernel_act = ep.act.kernel_part();
     let rows_per = th.chunk_size(m, MR, MR);
-    if let (true, ASrc::View(av), BSrc::Packed(pb)) = (in_place, a, b) {
-        sgemm_in_place(th, m, n, av, pb, c, ldc, ep, kernel_act)?;
+    if let (true, ASrc::View(av)) = (in_place, a) {
+        match b {
+            BSrc::Packed(pb) => {
+                let panels = (pb.data.as_slice(), pb.halves);
+                sgemm_in_place(th, m, n, k, av, panels, c, ldc, ep, kernel_act)?;
+            }
+            BSrc::View(bv) => {
+                // Every K block's panels, laid out as a packed B (`panel_offset`).
+                let mut buf = take(&B_BUF, k * padded);
+                let packed = (|| -> Result<()> {
+                    for pc in (0..k).step_by(KC) {
+                        let kc = KC.min(k - pc);
+                        let block = &mut buf[pc * padded..(pc + kc) * padded];
+                        let per = pack_share(th, padded / NR, kc);
+                        th.chunks(block, per * kc * NR, |i, chunk| {
+                            pack_b_view(bv, n, i * per * NR, pc, kc, chunk);
+                            Ok(())
+                        })?;
+                    }
+                    let panels = (&buf[..k * padded], simd::Halves::Interleaved);
+                    sgemm_in_place(th, m, n, k, av, panels, c, ldc, ep, kernel_act)
+                })();
+                give_back(&B_BUF, buf);
+                packed?;
+            }
+            _ => return Err(err("in-place tiles take a packed B or a view")),
+        }
         return finish(th, n, c, ldc, rows_per, ep);
     }
     if let ASrc::Packed(pa) = a {
@@ -674,7 +702,12 @@ pub(crate) fn in_place_tiles(m: usize, av: &MatView<'_>, ep: &Epilogue<'_>) -> b
     simd::strided_tiles() && av.cs == 1 && m > MR && ep.row_bias.is_none()
 }
 
-/// [`sgemm`] of a row-major A read where it lies against a packed B, by
+/// Most floats of a B view that [`sgemm`] packs whole for the in-place tiles (1 MB; a larger
+/// one takes the packed-A path, which packs B a block at a time).
+const IN_PLACE_B: usize = 256 * 1024;
+
+/// [`sgemm`] of a row-major A read where it lies against a packed B (`panels`: laid out as
+/// [`Packed::pack_b`] lays out a K×N matrix, halves as given), by
 /// [`simd::tiles_strided`]: nothing is packed per run (the packed-A path transposed every K
 /// block of A into panels first). Each thread's rows go in even blocks of at most
 /// [`IN_PLACE_ROWS`]; for each K block, each 16-column half of B (each panel of at most 24
@@ -684,14 +717,14 @@ fn sgemm_in_place(
     th: &Threads,
     m: usize,
     n: usize,
+    k: usize,
     av: &MatView<'_>,
-    pb: &Packed,
+    (panels, halves): (&[f32], simd::Halves),
     c: &mut [f32],
     ldc: usize,
     ep: &Epilogue<'_>,
     kernel_act: Activation,
 ) -> Result<()> {
-    let (k, halves) = (pb.k, pb.halves);
     let per = th.chunk_size(m, ROW_STEP, ROW_STEP);
     th.chunks(c, per * ldc, |i, cc| {
         let rows = (cc.len() + ldc - n) / ldc;
@@ -701,7 +734,8 @@ fn sgemm_in_place(
             for (kb, k0) in (0..k).step_by(KC).enumerate() {
                 let kc = KC.min(k - k0);
                 let a = av.data.get(r0 * av.rs + k0..).unwrap_or(&[]);
-                for (pi, panel) in pb.block(kb, 0)?.chunks_exact(kc * NR).enumerate() {
+                let block = panels_block(panels, k, n, kb, 0)?;
+                for (pi, panel) in block.chunks_exact(kc * NR).enumerate() {
                     let width = (n - pi * NR).min(NR);
                     let step = if width > simd::HALF && width <= simd::WIDE {
                         NR
@@ -1237,11 +1271,12 @@ mod tests {
         }
     }
 
-    /// A row-major A against a packed B with more rows than one A panel takes the in-place
-    /// tiles (where the CPU runs them): against the plain product with alpha, a column bias,
-    /// an activation in the tile and one after it, accumulation onto C, C rows wider than N,
-    /// both half layouts, one and two threads; a split B is refused where the tiles do not
-    /// run (a few rows, a transposed A, a row bias).
+    /// A row-major A with more rows than one A panel takes the in-place tiles (where the CPU
+    /// runs them), against a packed B (both half layouts) or a B view (row- or column-major,
+    /// packed whole first): against the plain product with alpha, a column bias, an
+    /// activation in the tile and one after it, accumulation onto C, C rows wider than N, one
+    /// and two threads; a split B is refused where the tiles do not run (a few rows, a
+    /// transposed A, a row bias).
     #[test]
     fn in_place_tiles_match_naive_and_split_b_needs_them() {
         let acts = [
@@ -1270,6 +1305,18 @@ mod tests {
                 };
                 let interleaved = Packed::pack_b(k, n, bv);
                 let split = interleaved.clone().with_halves(simd::Halves::Split);
+                let bt = column_major(k, n, &b);
+                let btv = MatView {
+                    data: &bt,
+                    rs: 1,
+                    cs: k,
+                };
+                let sources = [
+                    BSrc::Packed(&interleaved),
+                    BSrc::Packed(&split),
+                    BSrc::View(bv),
+                    BSrc::View(btv),
+                ];
                 for (act, accumulate) in acts.into_iter().zip([true, false]) {
                     let ep = Epilogue {
                         alpha: 0.5,
@@ -1279,20 +1326,10 @@ mod tests {
                         ..Epilogue::default()
                     };
                     assert_eq!(in_place_tiles(m, &av, &ep), simd::strided_tiles());
-                    for pb in [&interleaved, &split] {
+                    for (bi, bsrc) in sources.iter().enumerate() {
                         let mut c = c0.clone();
-                        let got = sgemm(
-                            &th,
-                            m,
-                            n,
-                            k,
-                            &ASrc::View(av),
-                            &BSrc::Packed(pb),
-                            &mut c,
-                            ldc,
-                            &ep,
-                        );
-                        if pb.halves() == simd::Halves::Split && !simd::strided_tiles() {
+                        let got = sgemm(&th, m, n, k, &ASrc::View(av), bsrc, &mut c, ldc, &ep);
+                        if bi == 1 && !simd::strided_tiles() {
                             assert!(got.is_err());
                             continue;
                         }
@@ -1311,8 +1348,7 @@ mod tests {
                                 );
                                 assert!(
                                     (x - y).abs() <= 1e-5 * (k as f32).sqrt() + 1e-5 * y.abs(),
-                                    "{m}x{n}x{k} {:?} acc {accumulate}: ({i}, {j}) {x} vs {y}",
-                                    pb.halves()
+                                    "{m}x{n}x{k} b{bi} acc {accumulate}: ({i}, {j}) {x} vs {y}"
                                 );
                             }
                         }
