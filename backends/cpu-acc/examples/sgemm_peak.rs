@@ -104,7 +104,14 @@ fn kernel_alone() {
 /// Products as a MatMul with constant weights runs them: A (the activations) read in
 /// place, B packed once, at 1 thread: BERT-tiny's projections and feed-forward layers.
 fn weights_prepacked() -> Result<(), Box<dyn std::error::Error>> {
-    let th = Threads::new(1)?;
+    for threads in [1, 2] {
+        let th = Threads::new(threads)?;
+        weights_prepacked_on(&th, threads)?;
+    }
+    Ok(())
+}
+
+fn weights_prepacked_on(th: &Threads, threads: usize) -> Result<(), Box<dyn std::error::Error>> {
     for &(m, n, k, what) in &[
         (128, 128, 128, "bert projection"),
         (128, 512, 128, "bert ffn up"),
@@ -134,7 +141,7 @@ fn weights_prepacked() -> Result<(), Box<dyn std::error::Error>> {
             let t = Instant::now();
             for _ in 0..reps {
                 sgemm(
-                    &th,
+                    th,
                     m,
                     n,
                     k,
@@ -148,7 +155,7 @@ fn weights_prepacked() -> Result<(), Box<dyn std::error::Error>> {
             best = best.min(t.elapsed().as_secs_f64() / reps as f64);
         }
         println!(
-            "threads 1, B prepacked: {what:<24} {m}x{n}x{k}: {:7.1} GFLOP/s ({:.1} us)",
+            "threads {threads}, B prepacked: {what:<24} {m}x{n}x{k}: {:7.1} GFLOP/s ({:.1} us)",
             2.0 * (m * n * k) as f64 / best / 1e9,
             best * 1e6
         );

@@ -128,6 +128,12 @@ impl Packed {
         self.halves
     }
 
+    /// Every K block's panels (a B operand: laid out as [`panel_offset`] says) and how their
+    /// halves lie, for [`each_half_panel`].
+    pub(crate) fn panels(&self) -> (&[f32], simd::Halves) {
+        (&self.data, self.halves)
+    }
+
     /// Pack an m×k matrix as the A operand.
     pub fn pack_a(m: usize, k: usize, a: MatView<'_>) -> Self {
         Self::pack(m, k, MR, |i, l| a.at(i, l))
@@ -530,8 +536,7 @@ pub fn sgemm(
     if let (true, ASrc::View(av)) = (in_place, a) {
         match b {
             BSrc::Packed(pb) => {
-                let panels = (pb.data.as_slice(), pb.halves);
-                sgemm_in_place(th, m, n, k, av, panels, c, ldc, ep, kernel_act)?;
+                sgemm_in_place(th, m, n, k, av, pb.panels(), c, ldc, ep, kernel_act)?
             }
             BSrc::View(bv) => {
                 // Every K block's panels, laid out as a packed B (`panel_offset`).
@@ -731,34 +736,74 @@ fn sgemm_in_place(
         let block = rows.div_ceil(rows.div_ceil(IN_PLACE_ROWS));
         for b0 in (0..rows).step_by(block) {
             let (r0, br) = (i * per + b0, block.min(rows - b0));
-            for (kb, k0) in (0..k).step_by(KC).enumerate() {
-                let kc = KC.min(k - k0);
-                let a = av.data.get(r0 * av.rs + k0..).unwrap_or(&[]);
-                let block = panels_block(panels, k, n, kb, 0)?;
-                for (pi, panel) in block.chunks_exact(kc * NR).enumerate() {
-                    let width = (n - pi * NR).min(NR);
-                    let step = if width > simd::HALF && width <= simd::WIDE {
-                        NR
-                    } else {
-                        simd::HALF
-                    };
-                    for h in (0..width).step_by(step) {
-                        let j0 = pi * NR + h;
-                        let nr = (width - h).min(step);
-                        let tep =
-                            ep.tile(ep.accumulate || kb > 0, k0 + kc == k, (0, j0), kernel_act);
-                        let bh = (&panel[halves.start(kc, h)..], halves);
-                        let cb = cc.get_mut(b0 * ldc + j0..).unwrap_or(&mut []);
-                        let next = halves.next(kc, h);
-                        if !simd::tiles_strided(kc, a, av.rs, br, bh, cb, ldc, nr, &tep, next) {
-                            return Err(err("in-place tiles refused"));
-                        }
-                    }
+            each_half_panel((panels, halves), k, n, simd::WIDE, |hp| {
+                let a = av.data.get(r0 * av.rs + hp.k0..).unwrap_or(&[]);
+                let tep = ep.tile(ep.accumulate || hp.kb > 0, hp.last, (0, hp.j0), kernel_act);
+                let cb = cc.get_mut(b0 * ldc + hp.j0..).unwrap_or(&mut []);
+                let next = halves.next(hp.kc, hp.j0 % NR);
+                match simd::tiles_strided(hp.kc, a, av.rs, br, hp.b, cb, ldc, hp.nr, &tep, next) {
+                    true => Ok(()),
+                    false => Err(err("in-place tiles refused")),
                 }
-            }
+            })?;
         }
         Ok(())
     })
+}
+
+/// One step of [`each_half_panel`]: a 16-column half of a packed B panel in one K block, or
+/// a whole panel of at most `wide` columns.
+pub(crate) struct HalfPanel<'a> {
+    /// The K block.
+    pub kb: usize,
+    /// Its first K row.
+    pub k0: usize,
+    /// Its depth.
+    pub kc: usize,
+    /// The first column.
+    pub j0: usize,
+    /// Columns (at most 16, or `wide`).
+    pub nr: usize,
+    /// B from the half's start on, and how the panel's halves lie.
+    pub b: (&'a [f32], simd::Halves),
+    /// Whether the K block is the last.
+    pub last: bool,
+}
+
+/// Call `f` on each [`HalfPanel`] of a packed B (`panels`, K×N, as [`Packed::panels`] gives
+/// it), K blocks outermost: each 16-column half of each panel, or a whole panel of 17 to
+/// `wide` columns (the 3×24 tile, where `wide` allows it). Stops at `f`'s first error.
+pub(crate) fn each_half_panel(
+    (panels, halves): (&[f32], simd::Halves),
+    k: usize,
+    n: usize,
+    wide: usize,
+    mut f: impl FnMut(&HalfPanel<'_>) -> Result<()>,
+) -> Result<()> {
+    for (kb, k0) in (0..k).step_by(KC).enumerate() {
+        let kc = KC.min(k - k0);
+        let block = panels_block(panels, k, n, kb, 0)?;
+        for (pi, panel) in block.chunks_exact(kc * NR).enumerate() {
+            let width = (n - pi * NR).min(NR);
+            let step = if width > simd::HALF && width <= wide {
+                NR
+            } else {
+                simd::HALF
+            };
+            for h in (0..width).step_by(step) {
+                f(&HalfPanel {
+                    kb,
+                    k0,
+                    kc,
+                    j0: pi * NR + h,
+                    nr: (width - h).min(step),
+                    b: (&panel[halves.start(kc, h)..], halves),
+                    last: k0 + kc == k,
+                })?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Apply an activation the micro-kernel does not apply in registers.

@@ -481,42 +481,20 @@ impl NhwcConvWorkload {
             &simd::TileEpilogue<'_>,
         ) -> bool,
     ) -> Result<()> {
-        let m = self.m;
-        let k = p.depth();
-        let blocks = k.div_ceil(gemm::KC);
-        for kb in 0..blocks {
-            let k0 = kb * gemm::KC;
-            let kc = gemm::KC.min(k - k0);
-            let panels = p.block(kb, 0)?;
-            for (pi, panel) in panels.chunks_exact(kc * simd::NR).enumerate() {
-                let width = (m - pi * simd::NR).min(simd::NR);
-                let step = if width > ROW_HALF && width <= wide {
-                    simd::NR
-                } else {
-                    ROW_HALF
-                };
-                for h in (0..simd::NR).step_by(step) {
-                    let j0 = pi * simd::NR + h;
-                    if j0 >= m {
-                        break;
-                    }
-                    let nr = (m - j0).min(step);
-                    let ep = simd::TileEpilogue {
-                        accumulate: accumulate || kb > 0,
-                        alpha: 1.0,
-                        row_bias: None,
-                        col_bias: Some(&self.bias[j0..]),
-                        last: kb + 1 == blocks,
-                        act: self.act.kernel_part(),
-                    };
-                    let b = (&panel[p.halves().start(kc, h)..], p.halves());
-                    if !tile(k0, kc, j0, nr, b, &ep) {
-                        return Err(self.io.error("channels-last tiles were refused".into()));
-                    }
-                }
+        gemm::each_half_panel(p.panels(), p.depth(), self.m, wide, |hp| {
+            let ep = simd::TileEpilogue {
+                accumulate: accumulate || hp.kb > 0,
+                alpha: 1.0,
+                row_bias: None,
+                col_bias: Some(&self.bias[hp.j0..]),
+                last: hp.last,
+                act: self.act.kernel_part(),
+            };
+            match tile(hp.k0, hp.kc, hp.j0, hp.nr, hp.b, &ep) {
+                true => Ok(()),
+                false => Err(self.io.error("channels-last tiles were refused".into())),
             }
-        }
-        Ok(())
+        })
     }
 
     /// A first layer reading NCHW by [`simd::tiles_offsets`]: the input is copied once into
