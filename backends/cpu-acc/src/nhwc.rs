@@ -1444,6 +1444,10 @@ mod tests {
             Case { n: 2, c: 12, h: 9, w: 9, m: 12, k: 3, s: 2, p: 1, group: 12, nchw_in: false, residual: false, act: Activation::Sigmoid },
             Case { n: 1, c: 5, h: 1, w: 1, m: 5, k: 3, s: 1, p: 1, group: 5, nchw_in: false, residual: false, act: Activation::Relu },
             Case { n: 1, c: 48, h: 4, w: 33, m: 48, k: 5, s: 1, p: 2, group: 48, nchw_in: false, residual: false, act: clip },
+            // Taps of at least 4096 floats: each block of channels along the row first,
+            // the last channels (an 8-block and 7 single ones, or one 8-block) pixel by pixel.
+            Case { n: 2, c: 463, h: 5, w: 6, m: 463, k: 3, s: 1, p: 1, group: 463, nchw_in: false, residual: true, act: clip },
+            Case { n: 1, c: 520, h: 7, w: 7, m: 520, k: 3, s: 2, p: 1, group: 520, nchw_in: false, residual: false, act: Activation::Relu },
             // A ResNet's last stage: windows and strides over channels-last 7×7 planes (the
             // column split on two threads), with a residual, and a 1×1 stride-2 shortcut.
             Case { n: 1, c: 20, h: 7, w: 7, m: 70, k: 3, s: 1, p: 1, group: 1, nchw_in: false, residual: true, act: Activation::Relu },
