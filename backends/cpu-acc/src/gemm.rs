@@ -1101,6 +1101,24 @@ fn pack_share(th: &Threads, np: usize, kc: usize) -> usize {
 mod tests {
     use super::*;
 
+    /// A row-major view of `data`, rows `cols` long.
+    fn row_major(data: &[f32], cols: usize) -> MatView<'_> {
+        MatView {
+            data,
+            rs: cols,
+            cs: 1,
+        }
+    }
+
+    /// A column-major view of `data`, columns `rows` long.
+    fn col_major(data: &[f32], rows: usize) -> MatView<'_> {
+        MatView {
+            data,
+            rs: 1,
+            cs: rows,
+        }
+    }
+
     fn naive(m: usize, n: usize, k: usize, a: &[f32], b: &[f32]) -> Vec<f32> {
         let mut c = vec![0f32; m * n];
         for i in 0..m {
@@ -1151,11 +1169,7 @@ mod tests {
     fn split_halves_move_every_value_and_come_back() {
         let (k, n) = (KC + 37, 2 * NR + 5);
         let b: Vec<f32> = (0..k * n).map(|i| i as f32).collect();
-        let view = MatView {
-            data: &b,
-            rs: n,
-            cs: 1,
-        };
+        let view = row_major(&b, n);
         let packed = Packed::pack_b(k, n, view);
         let split = packed.clone().with_halves(simd::Halves::Split);
         assert_eq!(split.halves(), simd::Halves::Split);
@@ -1169,15 +1183,11 @@ mod tests {
         }
         let back = split.clone().with_halves(simd::Halves::Interleaved);
         assert_eq!(back.data, packed.data);
-        let a = Packed::pack_a(n, k, view_t(&b, n));
+        let a = Packed::pack_a(n, k, col_major(&b, n));
         assert_eq!(a.clone().with_halves(simd::Halves::Split).data, a.data);
         let mut c = vec![0f32; n];
         let x = vec![1f32; k];
-        let xv = ASrc::View(MatView {
-            data: &x,
-            rs: k,
-            cs: 1,
-        });
+        let xv = ASrc::View(row_major(&x, k));
         let th = Threads::single();
         let ep = Epilogue::default();
         let refused = sgemm(&th, 1, n, k, &xv, &BSrc::Packed(&split), &mut c, n, &ep);
@@ -1189,15 +1199,6 @@ mod tests {
             "{} vs {want}",
             c[3]
         );
-    }
-
-    /// `b` (k×n, row-major) read as its n×k transpose.
-    fn view_t(b: &[f32], n: usize) -> MatView<'_> {
-        MatView {
-            data: b,
-            rs: 1,
-            cs: n,
-        }
     }
 
     #[test]
@@ -1227,20 +1228,8 @@ mod tests {
                         want[i * n + j] = if v < 0.0 { 0.0 } else { v };
                     }
                 }
-                let pa = Packed::pack_a(
-                    m,
-                    k,
-                    MatView {
-                        data: &a,
-                        rs: k,
-                        cs: 1,
-                    },
-                );
-                let bv = MatView {
-                    data: &b,
-                    rs: n,
-                    cs: 1,
-                };
+                let pa = Packed::pack_a(m, k, row_major(&a, k));
+                let bv = row_major(&b, n);
                 let rows: Vec<usize> = (0..k).map(|l| l * n).collect();
                 let shifted = Shifted {
                     data: &b,
@@ -1282,21 +1271,9 @@ mod tests {
                     want[i * n + j] = (want[i * n + j] + rb[i] + cb[j]).max(0.0);
                 }
             }
-            let av = MatView {
-                data: &a,
-                rs: k,
-                cs: 1,
-            };
+            let av = row_major(&a, k);
             let pa = Packed::pack_a(m, k, av);
-            let pb = Packed::pack_b(
-                k,
-                n,
-                MatView {
-                    data: &b,
-                    rs: n,
-                    cs: 1,
-                },
-            );
+            let pb = Packed::pack_b(k, n, row_major(&b, n));
             let ep = Epilogue {
                 row_bias: Some(&rb),
                 col_bias: Some(&cb),
@@ -1338,24 +1315,12 @@ mod tests {
                 let c0 = rand(m * ldc, 5);
                 let bias = rand(n, 6);
                 let plain = naive(m, n, k, &a, &b);
-                let av = MatView {
-                    data: &a,
-                    rs: k,
-                    cs: 1,
-                };
-                let bv = MatView {
-                    data: &b,
-                    rs: n,
-                    cs: 1,
-                };
+                let av = row_major(&a, k);
+                let bv = row_major(&b, n);
                 let interleaved = Packed::pack_b(k, n, bv);
                 let split = interleaved.clone().with_halves(simd::Halves::Split);
                 let bt = column_major(k, n, &b);
-                let btv = MatView {
-                    data: &bt,
-                    rs: 1,
-                    cs: k,
-                };
+                let btv = col_major(&bt, k);
                 let sources = [
                     BSrc::Packed(&interleaved),
                     BSrc::Packed(&split),
@@ -1400,11 +1365,7 @@ mod tests {
                     }
                 }
                 // Where the in-place tiles do not run, a split B is refused.
-                let few = MatView {
-                    data: &a,
-                    rs: k,
-                    cs: 1,
-                };
+                let few = row_major(&a, k);
                 let mut c = vec![0f32; m * n];
                 let ep = Epilogue::default();
                 let short = sgemm(
@@ -1420,11 +1381,7 @@ mod tests {
                 );
                 assert!(short.is_err());
                 let at = column_major(m, k, &a);
-                let atv = MatView {
-                    data: &at,
-                    rs: 1,
-                    cs: m,
-                };
+                let atv = col_major(&at, m);
                 let t = sgemm(
                     &th,
                     m,
@@ -1474,16 +1431,8 @@ mod tests {
                 let a = rand(m * k, 1);
                 let b = rand(k * n, 2);
                 let want = naive(m, n, k, &a, &b);
-                let av = MatView {
-                    data: &a,
-                    rs: k,
-                    cs: 1,
-                };
-                let bv = MatView {
-                    data: &b,
-                    rs: n,
-                    cs: 1,
-                };
+                let av = row_major(&a, k);
+                let bv = row_major(&b, n);
                 let pa = Packed::pack_a(m, k, av);
                 let pb = Packed::pack_b(k, n, bv);
                 // B laid out by hand at `panel_offset` (what the Winograd transform does).
@@ -1495,11 +1444,7 @@ mod tests {
                 }
                 // B stored column-major (a transposed view, as attention's Kᵀ is read).
                 let bt = column_major(k, n, &b);
-                let btv = MatView {
-                    data: &bt,
-                    rs: 1,
-                    cs: k,
-                };
+                let btv = col_major(&bt, k);
                 let kinds = [
                     BSrc::View(bv),
                     BSrc::Packed(&pb),
@@ -1508,11 +1453,7 @@ mod tests {
                 ];
                 // A stored column-major (a transposed view, as Gemm's transA reads it).
                 let at = column_major(m, k, &a);
-                let atv = MatView {
-                    data: &at,
-                    rs: 1,
-                    cs: m,
-                };
+                let atv = col_major(&at, m);
                 let asrcs = [ASrc::View(av), ASrc::Packed(&pa), ASrc::View(atv)];
                 for (ai, asrc) in asrcs.iter().enumerate() {
                     for (bi, bsrc) in kinds.iter().enumerate() {
