@@ -505,8 +505,8 @@ pub fn sgemm(
     // B, or a B view packed whole first (one not too large: attention's Kᵀ and V).
     let padded = n.div_ceil(NR) * NR;
     let in_place = match (a, b) {
-        (ASrc::View(av), BSrc::Packed(_)) => in_place_tiles(m, av, ep),
-        (ASrc::View(av), BSrc::View(_)) => in_place_tiles(m, av, ep) && k * padded <= IN_PLACE_B,
+        (ASrc::View(av), BSrc::Packed(_)) => in_place_tiles(m, av.cs, ep),
+        (ASrc::View(av), BSrc::View(_)) => in_place_tiles(m, av.cs, ep) && k * padded <= IN_PLACE_B,
         _ => false,
     };
     if let BSrc::Packed(p) = b {
@@ -701,10 +701,11 @@ pub(crate) fn halves_for(k: usize) -> simd::Halves {
 /// most 60 KB, stays in L2 while each B half-panel runs down them from L1).
 const IN_PLACE_ROWS: usize = 60;
 
-/// Whether [`sgemm`] takes `m` rows of A from the view `av` in place ([`sgemm_in_place`]):
-/// AVX2 tiles, row-major A, more rows than one packed A panel, no row bias.
-pub(crate) fn in_place_tiles(m: usize, av: &MatView<'_>, ep: &Epilogue<'_>) -> bool {
-    simd::strided_tiles() && av.cs == 1 && m > MR && ep.row_bias.is_none()
+/// Whether [`sgemm`] takes `m` rows of A from a view whose columns are `a_cs` apart in
+/// place ([`sgemm_in_place`]): AVX2 tiles, row-major A, more rows than one packed A panel,
+/// no row bias.
+pub(crate) fn in_place_tiles(m: usize, a_cs: usize, ep: &Epilogue<'_>) -> bool {
+    simd::strided_tiles() && a_cs == 1 && m > MR && ep.row_bias.is_none()
 }
 
 /// Most floats of a B view that [`sgemm`] packs whole for the in-place tiles (1 MB; a larger
@@ -1158,10 +1159,6 @@ mod tests {
             .collect()
     }
 
-    /// Prepacked A with B packed on the fly takes four routes (small A split by columns or,
-    /// with a short K, by rows; large A with a narrow B split by rows; the general loop): all
-    /// agree with the naive
-    /// product, with row biases, column biases and an activation in the epilogue.
     /// Split halves hold each value where `simd::Halves` says (every K block, the last
     /// one short, the last panel narrow), go back to the packed layout unchanged, leave an
     /// A operand alone, and are refused by the SGEMM.
@@ -1201,6 +1198,10 @@ mod tests {
         );
     }
 
+    /// Prepacked A with B packed on the fly takes four routes (small A split by columns or,
+    /// with a short K, by rows; large A with a narrow B split by rows; the general loop): all
+    /// agree with the naive product, with row biases, column biases and an activation in the
+    /// epilogue.
     #[test]
     fn packed_a_routes_match_naive_with_epilogues() {
         for th in [Threads::single(), Threads::new(2).unwrap()] {
@@ -1335,7 +1336,7 @@ mod tests {
                         act,
                         ..Epilogue::default()
                     };
-                    assert_eq!(in_place_tiles(m, &av, &ep), simd::strided_tiles());
+                    assert_eq!(in_place_tiles(m, av.cs, &ep), simd::strided_tiles());
                     for (bi, bsrc) in sources.iter().enumerate() {
                         let mut c = c0.clone();
                         let got = sgemm(&th, m, n, k, &ASrc::View(av), bsrc, &mut c, ldc, &ep);
@@ -1364,53 +1365,34 @@ mod tests {
                         }
                     }
                 }
-                // Where the in-place tiles do not run, a split B is refused.
-                let few = row_major(&a, k);
-                let mut c = vec![0f32; m * n];
-                let ep = Epilogue::default();
-                let short = sgemm(
-                    &th,
-                    MR,
-                    n,
-                    k,
-                    &ASrc::View(few),
-                    &BSrc::Packed(&split),
-                    &mut c,
-                    n,
-                    &ep,
-                );
-                assert!(short.is_err());
-                let at = column_major(m, k, &a);
-                let atv = col_major(&at, m);
-                let t = sgemm(
-                    &th,
-                    m,
-                    n,
-                    k,
-                    &ASrc::View(atv),
-                    &BSrc::Packed(&split),
-                    &mut c,
-                    n,
-                    &ep,
-                );
-                assert!(t.is_err());
-                let rb = vec![1f32; m];
-                let ep = Epilogue {
+                // Where the in-place tiles do not run, a split B is refused: a few rows, a
+                // transposed A, a row bias.
+                let (at, rb) = (column_major(m, k, &a), vec![1f32; m]);
+                let with_rb = Epilogue {
                     row_bias: Some(&rb),
                     ..Epilogue::default()
                 };
-                let r = sgemm(
-                    &th,
-                    m,
-                    n,
-                    k,
-                    &ASrc::View(av),
-                    &BSrc::Packed(&split),
-                    &mut c,
-                    n,
-                    &ep,
-                );
-                assert!(r.is_err());
+                let refusals = [
+                    (MR, row_major(&a, k), Epilogue::default()),
+                    (m, col_major(&at, m), Epilogue::default()),
+                    (m, av, with_rb),
+                ];
+                for (rows, a_view, ep) in refusals {
+                    let mut c = vec![0f32; m * n];
+                    let split_b = BSrc::Packed(&split);
+                    let got = sgemm(
+                        &th,
+                        rows,
+                        n,
+                        k,
+                        &ASrc::View(a_view),
+                        &split_b,
+                        &mut c,
+                        n,
+                        &ep,
+                    );
+                    assert!(got.is_err(), "{rows} rows, A column step {}", a_view.cs);
+                }
             }
         }
     }

@@ -244,16 +244,11 @@ impl MatMulWorkload {
         let fold = plain && b_shared && a_batch == batch.as_slice();
         // Split halves where every product takes the in-place tiles (A's rows read where
         // they lie), the one path that reads them.
-        let (rows, a_step) = match fold {
-            true => (count * m, (k, 1)),
-            false => (m, (av.strides[ra - 2], av.strides[ra - 1])),
+        let (rows, a_cs) = match fold {
+            true => (count * m, 1),
+            false => (m, av.strides[ra - 1]),
         };
-        let a_view = MatView {
-            data: &[],
-            rs: a_step.0,
-            cs: a_step.1,
-        };
-        let in_place = gemm::in_place_tiles(rows, &a_view, &Epilogue::default());
+        let in_place = gemm::in_place_tiles(rows, a_cs, &Epilogue::default());
         let packed_b = match (b, b_shared && views.b.is_none()) {
             (Some(t), true) => {
                 let data = t.as_slice::<f32>()?;

@@ -259,19 +259,16 @@ impl NhwcConvWorkload {
     fn with_tiles(mut self, on: bool) -> Self {
         self.in_place_tiles = on && simd::strided_tiles();
         let tiles = self.in_place_tiles;
-        let halves = |p: &Packed| match tiles {
-            true => gemm::halves_for(p.depth()),
-            false => simd::Halves::Interleaved,
+        let relay = |p: Packed| match tiles {
+            true => {
+                let halves = gemm::halves_for(p.depth());
+                p.with_halves(halves)
+            }
+            false => p.with_halves(simd::Halves::Interleaved),
         };
         self.kind = match self.kind {
-            Kind::Pointwise(p) => {
-                let h = halves(&p);
-                Kind::Pointwise(p.with_halves(h))
-            }
-            Kind::Im2col(p) => {
-                let h = halves(&p);
-                Kind::Im2col(p.with_halves(h))
-            }
+            Kind::Pointwise(p) => Kind::Pointwise(relay(p)),
+            Kind::Im2col(p) => Kind::Im2col(relay(p)),
             other => other,
         };
         self

@@ -113,7 +113,7 @@ impl Plan {
                     let at = (j * c + ci) * 9;
                     filter_transform(&w[at..at + 9])[xi] as f32
                 })
-                .with_halves(simd::Halves::Split)
+                .with_halves(gemm::halves_for(c))
             })
             .collect();
         Ok(Plan { u, c, m })
@@ -201,6 +201,7 @@ impl Plan {
     fn product(&self, xi: usize, p: usize, v: &[f32], tiles: usize, block: &mut [f32]) -> bool {
         let (c, m) = (self.c, self.m);
         let u = &self.u[xi];
+        let halves = u.halves();
         let blocks = c.div_ceil(KC);
         for kb in 0..blocks {
             let (k0, kc) = (kb * KC, KC.min(c - kb * KC));
@@ -225,7 +226,6 @@ impl Plan {
                     act: Activation::None,
                 };
                 let nr = (m - j0).min(NR / 2);
-                let halves = u.halves();
                 let next = halves.next(kc, h);
                 let a = v.get(xi * c + k0..).unwrap_or(&[]);
                 let lda = POINTS * c;

@@ -200,7 +200,7 @@ pub fn strided_tiles() -> bool {
 /// Most columns [`tiles_strided`] takes at once (with more than 16, a 3×24 tile runs).
 pub const WIDE: usize = 24;
 
-/// How the two 16-column halves of a packed B panel lie (`gemm::Packed::into_halves`).
+/// How the two 16-column halves of a packed B panel lie (`gemm::Packed::with_halves`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Halves {
     /// Side by side: K step `k` holds the panel's 32 values at `k·NR` (the packed layout
@@ -289,7 +289,8 @@ pub fn tiles_strided(
         // SAFETY: AVX2 and FMA are present (`strided_tiles`); rows r < rows of A hold kc
         // floats at r·lda (checked: (rows-1)·lda + kc <= a.len()), and a tile's rows past
         // its last re-read that row; the kernels read b[k·bs .. k·bs + 16] for k < kc, and
-        // when nr > 16 b[upper + k·bs .. + 8] too, inside `b` (b_need, checked); they touch c[r·ldc .. r·ldc + nr] for
+        // when nr > 16 b[upper + k·bs .. + 8] too, inside `b` (b_need, checked); they
+        // touch c[r·ldc .. r·ldc + nr] for
         // r < rows only, inside `c`; there is no row bias and the column bias holds nr
         // values; 1 <= nr <= 24 was checked; `prefetch` is only prefetched (never faults).
         unsafe {
@@ -841,7 +842,8 @@ mod avx2 {
     /// [`kernel_6x16`] for `mr` < 6 rows, computing just those: `mr` broadcasts and 2·`mr`
     /// FMAs per K step instead of six and twelve. A's element (row r, step k) is at
     /// `a + r·steps.0 + k·steps.1`: `(1, MR)` for a packed panel, `(lda, 1)` for rows read in
-    /// place. Safety: AVX2 and FMA present; those elements readable for r < mr, k < kc; `b`,
+    /// place; B's K steps are `bs` floats apart. Safety: AVX2 and FMA present; those elements
+    /// readable for r < mr, k < kc; `b` readable for 16 floats at each of kc steps of `bs`;
     /// C and biases as for [`kernel_6x16`]; 1 <= mr < 6, nr <= 16.
     #[target_feature(enable = "avx2,fma")]
     #[allow(clippy::too_many_arguments)]
@@ -900,8 +902,9 @@ mod avx2 {
 
     /// [`kernel_6x16`] with A read in place: row r's K values start at `a + r·lda` (rows
     /// r ≥ mr read row mr-1 again, their results not stored). Safety: AVX2 and FMA present;
-    /// rows r < mr of A readable for kc floats at a + r·lda; `b`, C and biases as for
-    /// [`kernel_6x16`]; 1 <= mr <= 6, nr <= 16. Each K step also prefetches (into L2) the
+    /// rows r < mr of A readable for kc floats at a + r·lda; `b` readable for 16 floats at
+    /// each of kc steps of `bs`; C and biases as for [`kernel_6x16`]; 1 <= mr <= 6,
+    /// nr <= 16. Each K step also prefetches (into L2) the
     /// line `pf + 16·k`, any address (a prefetch never faults, and `pf` is not read).
     #[target_feature(enable = "avx2,fma")]
     #[allow(clippy::too_many_arguments)]
@@ -969,8 +972,9 @@ mod avx2 {
 
     /// [`kernel_strided_6x16`] with A's K steps at given offsets: row r's value at step k is
     /// `a[r·lda + offs[k]]` (rows r ≥ mr read row mr-1). Safety: AVX2 and FMA present;
-    /// `offs` readable for kc values; a + r·lda + offs[k] readable for r < mr, k < kc; `b`,
-    /// C and biases as for [`kernel_6x16`]; 1 <= mr <= 6, nr <= 16.
+    /// `offs` readable for kc values; a + r·lda + offs[k] readable for r < mr, k < kc; `b`
+    /// readable for 16 floats at each of kc steps of `bs`; C and biases as for
+    /// [`kernel_6x16`]; 1 <= mr <= 6, nr <= 16.
     #[target_feature(enable = "avx2,fma")]
     #[allow(clippy::too_many_arguments)]
     pub(super) unsafe fn kernel_offsets_6x16(
@@ -1068,8 +1072,9 @@ mod avx2 {
     /// A 3×24 tile with A read in place, for a panel of 17 to 24 columns (a layer with 24
     /// output channels): three vectors per row, nine accumulators, where the 6×16 tile
     /// would run a 6×16 and a half-empty 6×16. Safety: as [`kernel_strided_6x16`] with
-    /// 1 <= mr <= 3, 16 < nr <= 24, `b` readable for 24 floats at each of kc steps of NR,
-    /// the column bias (if any) for nr values.
+    /// 1 <= mr <= 3, 16 < nr <= 24, `b` readable for 16 floats at each of kc steps of `bs`
+    /// and for 8 more at `upper` past each step (the panel's third eight columns), the
+    /// column bias (if any) for nr values.
     #[target_feature(enable = "avx2,fma")]
     #[allow(clippy::too_many_arguments)]
     unsafe fn kernel_strided_3x24(
