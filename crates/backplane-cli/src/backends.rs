@@ -94,9 +94,13 @@ pub fn list(args: &BackendsArgs) -> Result<(), CliError> {
     choose(&args.dynamic);
     let runtime = runtime()?;
     let report = runtime.dynamic_backends();
-    println!(
+    out!(
         "{:<12} {:<9} {:<5} {:<8} {:<12} capabilities",
-        "backend", "version", "api", "kind", "file"
+        "backend",
+        "version",
+        "api",
+        "kind",
+        "file"
     );
     for id in runtime.registry().ids() {
         let backend = runtime
@@ -113,7 +117,7 @@ pub fn list(args: &BackendsArgs) -> Result<(), CliError> {
             Some(d) => ("dynamic", d.file.display().to_string()),
             None => ("static", String::from("-")),
         };
-        println!(
+        out!(
             "{:<12} {:<9} {:<5} {:<8} {:<12} {}",
             id.as_str(),
             backend.version(),
@@ -127,9 +131,9 @@ pub fn list(args: &BackendsArgs) -> Result<(), CliError> {
             }
         );
     }
-    println!();
+    out!();
     if report.search_paths.is_empty() {
-        println!("dynamic backends: no directory searched");
+        out!("dynamic backends: no directory searched");
     } else {
         let paths = report
             .search_paths
@@ -137,18 +141,18 @@ pub fn list(args: &BackendsArgs) -> Result<(), CliError> {
             .map(|p| p.display().to_string())
             .collect::<Vec<_>>()
             .join(", ");
-        println!(
+        out!(
             "dynamic backends: searched {paths} (plugin ABI {})",
             backplane::runtime::dynamic::abi_version()
         );
     }
     for w in &report.warnings {
-        println!("warning: {w}");
+        out!("warning: {w}");
     }
     if !report.rejected.is_empty() {
-        println!("skipped files:");
+        out!("skipped files:");
         for r in &report.rejected {
-            println!("  {}: {}", r.file.display(), r.reason);
+            out!("  {}: {}", r.file.display(), r.reason);
         }
     }
     Ok(())

@@ -113,12 +113,12 @@ pub fn bench(args: &BenchArgs) -> Result<(), CliError> {
     let Some(stats) = Stats::of(&mut times) else {
         return Err(CliError::failed("no execution was timed"));
     };
-    println!("model: {}", args.model.model.display());
-    println!(
+    out!("model: {}", args.model.model.display());
+    out!(
         "backends: {}",
         crate::session::backend_summary(&session.optimized)
     );
-    println!(
+    out!(
         "latency over {} executions: min {:.3} ms, median {:.3} ms, p90 {:.3} ms, max {:.3} ms",
         stats.count,
         ms(stats.min),
@@ -126,12 +126,12 @@ pub fn bench(args: &BenchArgs) -> Result<(), CliError> {
         ms(stats.p90),
         ms(stats.max)
     );
-    println!(
+    out!(
         "throughput: {:.1} executions/s",
         stats.count as f64 / total.as_secs_f64().max(1e-9)
     );
     if let Some(peak) = peak_memory_bytes() {
-        println!("peak memory: {:.1} MiB", peak as f64 / (1024.0 * 1024.0));
+        out!("peak memory: {:.1} MiB", peak as f64 / (1024.0 * 1024.0));
     }
     if let Some(path) = &args.profile {
         crate::profile::report(path, &runs, true)?;

@@ -40,7 +40,7 @@ pub fn inspect(args: &InspectArgs) -> Result<(), CliError> {
                     backplane::onnx::Dim::Symbolic(_) => 1,
                 })
                 .collect();
-            println!(
+            out!(
                 "note: input '{}' has symbolic dims {:?}; inspecting with 1 for each (set --input-shape)",
                 input.name,
                 input.symbolic_dims()
@@ -50,20 +50,20 @@ pub fn inspect(args: &InspectArgs) -> Result<(), CliError> {
     }
     let (_runtime, network, optimized) =
         import_and_optimize(&args.model, &shapes, &args.backends, &args.layer_backends)?;
-    println!("model: {}", args.model.display());
+    out!("model: {}", args.model.display());
     for &t in network.inputs() {
         let e = network.tensor(t);
-        println!("input  '{}' {}", e.name, e.info);
+        out!("input  '{}' {}", e.name, e.info);
     }
     for &t in network.outputs() {
         let e = network.tensor(t);
-        println!("output '{}' {}", e.name, e.info);
+        out!("output '{}' {}", e.name, e.info);
     }
     let mut histogram: BTreeMap<&str, usize> = BTreeMap::new();
     for l in network.layers() {
         *histogram.entry(l.op.name()).or_default() += 1;
     }
-    println!(
+    out!(
         "ops ({} layers): {}",
         network.layers().len(),
         histogram
@@ -72,22 +72,22 @@ pub fn inspect(args: &InspectArgs) -> Result<(), CliError> {
             .collect::<Vec<_>>()
             .join(", ")
     );
-    println!(
+    out!(
         "\nlayers after optimization ({}):",
         optimized.network().layers().len()
     );
-    print_placement(&optimized, "  ");
+    print_placement(&optimized, "  ")?;
     let report = optimized.report();
     if !report.refusals.is_empty() {
-        println!("\nrefusals (backend that declined a layer before another took it):");
+        out!("\nrefusals (backend that declined a layer before another took it):");
         for (layer, backend, why) in &report.refusals {
-            println!("  {layer}: {backend}: {why}");
+            out!("  {layer}: {backend}: {why}");
         }
     }
     if !report.substitutions.is_empty() {
-        println!("\nfusions and substitutions:");
+        out!("\nfusions and substitutions:");
         for s in &report.substitutions {
-            println!(
+            out!(
                 "  {}: {} -> {}",
                 s.backend,
                 abridged(&s.replaced, " + "),
@@ -96,45 +96,49 @@ pub fn inspect(args: &InspectArgs) -> Result<(), CliError> {
         }
     }
     let plan = optimized.tensor_strategy();
-    println!("\ntensor memory (edge: from -> to, strategy):");
+    out!("\ntensor memory (edge: from -> to, strategy):");
     for e in &plan.edges {
         let from = e.producer.as_deref().unwrap_or("(input)");
         let to = e.consumer.as_deref().unwrap_or("(output)");
-        println!(
+        out!(
             "  {:<24} {from} -> {to}: {} ({} -> {}, {} bytes)",
-            e.tensor, e.strategy, e.from, e.to, e.bytes
+            e.tensor,
+            e.strategy,
+            e.from,
+            e.to,
+            e.bytes
         );
     }
     let memory = optimized.memory_plan();
-    println!(
+    out!(
         "copies per execution: {} ({} bytes), of which layout permutes: {}; imports without copy: {}",
         plan.copies + plan.permutes,
         plan.bytes_copied,
         plan.permutes,
         plan.imports
     );
-    println!(
+    out!(
         "host arena: {} bytes planned for {} bytes of tensors (largest live set {} bytes, ratio {:.2})",
         memory.arena_bytes,
         memory.tensor_bytes,
         memory.lower_bound,
         if memory.lower_bound == 0 { 1.0 } else { memory.arena_bytes as f64 / memory.lower_bound as f64 }
     );
-    println!(
+    out!(
         "\nbackends: {}",
         crate::session::backend_summary(&optimized)
     );
     if let Some(path) = &args.svg {
         std::fs::write(path, crate::svg::render(&optimized))
             .map_err(|e| CliError::failed(format!("{}: {e}", path.display())))?;
-        println!("graph drawn to {}", path.display());
+        out!("graph drawn to {}", path.display());
     }
     Ok(())
 }
 
 /// Each layer with its op, backend and outputs; control-flow bodies indented below their
 /// layer, with their own partition.
-fn print_placement(optimized: &backplane::OptimizedNetwork, indent: &str) {
+fn print_placement(optimized: &backplane::OptimizedNetwork, indent: &str) -> Result<(), CliError> {
     let opt_net = optimized.network();
     let width = opt_net
         .layers()
@@ -154,7 +158,7 @@ fn print_placement(optimized: &backplane::OptimizedNetwork, indent: &str) {
             .map(|t| opt_net.tensor(*t).info.to_string())
             .collect::<Vec<_>>()
             .join(", ");
-        println!(
+        out!(
             "{indent}{:<width$}  {:<18} {:<8} -> {out}",
             layer.name,
             layer.op.name(),
@@ -168,16 +172,17 @@ fn print_placement(optimized: &backplane::OptimizedNetwork, indent: &str) {
             _ => &["body"],
         };
         for (k, body) in bodies.iter().enumerate() {
-            println!(
+            out!(
                 "{indent}  {} of '{}' ({} layers; {}):",
                 names.get(k).copied().unwrap_or("subgraph"),
                 layer.name,
                 body.network().layers().len(),
                 crate::session::backend_summary(body)
             );
-            print_placement(body, &format!("{indent}    "));
+            print_placement(body, &format!("{indent}    "))?;
         }
     }
+    Ok(())
 }
 
 /// `names` joined by `sep`, or for more than [`LISTED`] of them the first three and the last

@@ -3,6 +3,16 @@
 //! Exit codes: 0 success; 1 the model, an input or a backend failed; 2 bad command-line usage;
 //! 3 `run --compare` found outputs that differ from the expected ones.
 
+/// `println!` to stdout that fails with a [`CliError`] instead of panicking when stdout is
+/// closed (`backplane inspect m.onnx | head`): the caller's `?` ends the command and `main`
+/// exits quietly.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout(), $($arg)*).map_err($crate::CliError::output)?
+    }};
+}
+
 mod backends;
 mod bench;
 mod inspect;
@@ -73,6 +83,8 @@ enum Command {
 pub struct CliError {
     message: String,
     code: u8,
+    /// Stdout was closed by its reader (a broken pipe): not reported.
+    closed_output: bool,
 }
 
 impl CliError {
@@ -81,6 +93,7 @@ impl CliError {
         CliError {
             message: message.into(),
             code: 1,
+            closed_output: false,
         }
     }
 
@@ -89,6 +102,7 @@ impl CliError {
         CliError {
             message: message.into(),
             code: 3,
+            closed_output: false,
         }
     }
 
@@ -97,6 +111,17 @@ impl CliError {
         CliError {
             message: message.into(),
             code: 2,
+            closed_output: false,
+        }
+    }
+
+    /// Writing to stdout failed: a broken pipe ends the command quietly, anything else is a
+    /// failure (exit code 1).
+    pub fn output(e: std::io::Error) -> Self {
+        CliError {
+            message: format!("cannot write to standard output: {e}"),
+            code: 1,
+            closed_output: e.kind() == std::io::ErrorKind::BrokenPipe,
         }
     }
 }
@@ -136,6 +161,8 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        // The reader of stdout went away (`| head`): what it wanted it has; nothing to say.
+        Err(e) if e.closed_output => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {}", e.message);
             ExitCode::from(e.code)

@@ -41,14 +41,14 @@ pub fn write_trace(path: &Path, runs: &[Vec<LayerTiming>]) -> Result<(), CliErro
 pub fn report(path: &Path, runs: &[Vec<LayerTiming>], print: bool) -> Result<(), CliError> {
     write_trace(path, runs)?;
     if print {
-        print_top(runs);
-        println!("profile written to {}", path.display());
+        print_top(runs)?;
+        out!("profile written to {}", path.display());
     }
     Ok(())
 }
 
 /// Print the 10 layers that took the most time over all executions, with their share.
-pub fn print_top(runs: &[Vec<LayerTiming>]) {
+pub fn print_top(runs: &[Vec<LayerTiming>]) -> Result<(), CliError> {
     let mut per_layer: HashMap<&str, (Duration, &str, &str)> = HashMap::new();
     let mut order: Vec<&str> = Vec::new();
     for t in runs.iter().flatten() {
@@ -65,7 +65,7 @@ pub fn print_top(runs: &[Vec<LayerTiming>]) {
         .collect();
     rows.sort_by_key(|r| std::cmp::Reverse(r.1));
     let n = runs.len().max(1) as f64;
-    println!(
+    out!(
         "top layers by time (mean over {} execution{}):",
         runs.len(),
         if runs.len() == 1 { "" } else { "s" }
@@ -76,10 +76,11 @@ pub fn print_top(runs: &[Vec<LayerTiming>]) {
         } else {
             d.as_secs_f64() / total.as_secs_f64() * 100.0
         };
-        println!(
+        out!(
             "  {:>6.2}%  {:>9.3} ms  {layer} ({op}, {backend})",
             share,
             d.as_secs_f64() * 1e3 / n
         );
     }
+    Ok(())
 }

@@ -223,20 +223,20 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
                 "mismatches": mismatches.iter().map(|(n, w)| serde_json::json!({"output": n, "reason": w})).collect::<Vec<_>>(),
             })),
         });
-        println!(
+        out!(
             "{}",
             serde_json::to_string_pretty(&doc).map_err(|e| CliError::failed(e.to_string()))?
         );
     } else {
-        println!("model: {}", model.display());
-        println!(
+        out!("model: {}", model.display());
+        out!(
             "backends: {}",
             crate::session::backend_summary(&session.optimized)
         );
         for (name, t) in &outputs {
-            print_output(name, t, args.top_k, labels.as_deref());
+            print_output(name, t, args.top_k, labels.as_deref())?;
         }
-        println!(
+        out!(
             "latency: median {:.3} ms over {} iteration{} (min {:.3} ms, max {:.3} ms)",
             ms(times[times.len() / 2]),
             times.len(),
@@ -245,12 +245,13 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
             ms(times[times.len() - 1])
         );
         if let Some(dir) = &args.output_dir {
-            println!("outputs written to {}", dir.display());
+            out!("outputs written to {}", dir.display());
         }
         if args.compare.is_some() && mismatches.is_empty() {
-            println!(
+            out!(
                 "compare: every output matches (rtol {}, atol {})",
-                args.rtol, args.atol
+                args.rtol,
+                args.atol
             );
         }
     }
@@ -272,8 +273,8 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
 }
 
 /// Print an output: top-k per row for a [N, C] float output, else a summary of values.
-fn print_output(name: &str, t: &Tensor, k: usize, labels: Option<&[i64]>) {
-    println!("output '{name}' {}", t.info());
+fn print_output(name: &str, t: &Tensor, k: usize, labels: Option<&[i64]>) -> Result<(), CliError> {
+    out!("output '{name}' {}", t.info());
     let values = t.to_f64_vec();
     let dims = t.shape().dims();
     if t.dtype().is_float() && dims.len() == 2 && dims[1] > 1 {
@@ -295,13 +296,13 @@ fn print_output(name: &str, t: &Tensor, k: usize, labels: Option<&[i64]>) {
                 }
                 None => String::new(),
             };
-            println!(
+            out!(
                 "  row {row}: top-{}: {top}{verdict}",
                 k.max(1).min(chunk.len())
             );
         }
         if let Some(l) = labels {
-            println!("  {correct}/{} predictions match the labels", l.len());
+            out!("  {correct}/{} predictions match the labels", l.len());
         }
     } else {
         let shown: Vec<String> = values.iter().take(8).map(|v| format!("{v:.6}")).collect();
@@ -310,6 +311,7 @@ fn print_output(name: &str, t: &Tensor, k: usize, labels: Option<&[i64]>) {
         } else {
             String::new()
         };
-        println!("  [{}{more}]", shown.join(", "));
+        out!("  [{}{more}]", shown.join(", "));
     }
+    Ok(())
 }

@@ -466,3 +466,29 @@ fn onnx_test_data_sets_work_as_inputs_and_expectations() {
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn a_reader_that_closes_stdout_early_ends_the_command_quietly() {
+    // `backplane run | head -1`: the reader goes away before the first line is written (the
+    // pipe's read end is dropped right after the spawn; the command runs 50 executions before
+    // it prints anything), so every write fails with a broken pipe.
+    for args in [
+        &["run", "--iterations", "50"][..],
+        &["inspect", "models/digits/model.onnx"][..],
+        &["backends"][..],
+    ] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_backplane"))
+            .args(args)
+            .current_dir(repo())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take());
+        let o = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{args:?}: {:?}\n{err}", o.status);
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert!(err.is_empty(), "{args:?}: {err}");
+    }
+}
