@@ -8,119 +8,18 @@
 //! exact ops (copies, max/min, Relu) must match exactly.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod support;
+
+use support::{check, close, reference, run_desc, Rng};
+
 use backplane_backend_api::{Backend, LayerDesc, SubgraphView, ValueRef};
 use backplane_core::ops::{
     AutoPad, BinaryOp, ConvDesc, GemmDesc, PoolDesc, PoolKind, ReduceDesc, ReduceKind, UnaryOp,
     Window,
 };
-use backplane_core::{Network, Op, Tensor, TensorInfo};
+use backplane_core::{Network, Op, Tensor};
 use backplane_cpu_acc::CpuAccBackend;
 use std::sync::Arc;
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
-        self.0 >> 33
-    }
-    fn unit(&mut self) -> f32 {
-        (self.next() % 2_000_001) as f32 / 1_000_000.0 - 1.0
-    }
-    fn tensor(&mut self, dims: &[usize], scale: f32) -> Tensor {
-        let n: usize = dims.iter().product();
-        Tensor::from_vec(dims.to_vec(), (0..n).map(|_| self.unit() * scale).collect()).unwrap()
-    }
-    fn pick<T: Copy>(&mut self, v: &[T]) -> T {
-        v[(self.next() % v.len() as u64) as usize]
-    }
-}
-
-/// Run `op` on CpuAcc with `threads`; `constant[i]` makes input i a load-time constant.
-fn acc(op: &Op, inputs: &[&Tensor], constant: &[bool], threads: usize) -> Vec<Tensor> {
-    let infos: Vec<TensorInfo> = inputs.iter().map(|t| t.info().clone()).collect();
-    let refs: Vec<&TensorInfo> = infos.iter().collect();
-    let outputs = op.infer(&refs).unwrap();
-    let desc = LayerDesc {
-        name: "under_test".into(),
-        op: op.clone(),
-        inputs: infos,
-        outputs: outputs.clone(),
-        constants: inputs
-            .iter()
-            .enumerate()
-            .map(|(i, t)| {
-                constant
-                    .get(i)
-                    .copied()
-                    .unwrap_or(false)
-                    .then(|| Arc::new((*t).clone()))
-            })
-            .collect(),
-    };
-    run_desc(&desc, inputs, threads)
-}
-
-fn run_desc(desc: &LayerDesc, inputs: &[&Tensor], threads: usize) -> Vec<Tensor> {
-    let backend = CpuAccBackend::with_threads(threads);
-    let support = backend.layer_support().is_layer_supported(desc);
-    assert!(support.is_supported(), "{}: {support:?}", desc.op.name());
-    let factory = backend.create_workload_factory(None).unwrap();
-    let workload = factory.create_workload(desc).unwrap();
-    let mut outs: Vec<Tensor> = desc
-        .outputs
-        .iter()
-        .map(|i| {
-            // Garbage in the output buffers: kernels must not rely on zeroed memory.
-            let n = i.num_elements().unwrap();
-            Tensor::from_vec(i.shape.clone(), vec![f32::NAN; n]).unwrap()
-        })
-        .collect();
-    let views: Vec<_> = inputs.iter().map(|t| t.view()).collect();
-    let mut out_views: Vec<_> = outs.iter_mut().map(Tensor::view_mut).collect();
-    workload.execute(&views, &mut out_views).unwrap();
-    outs
-}
-
-fn reference(op: &Op, inputs: &[&Tensor]) -> Vec<Tensor> {
-    backplane_cpu_ref::evaluate(op, inputs).unwrap()
-}
-
-fn close(what: &str, got: &Tensor, want: &Tensor, rtol: f64, atol: f64) {
-    assert_eq!(got.shape(), want.shape(), "{what}");
-    for (i, (g, w)) in got.to_f64_vec().iter().zip(want.to_f64_vec()).enumerate() {
-        let ok = if w.is_nan() {
-            g.is_nan()
-        } else if w.is_infinite() {
-            *g == w
-        } else {
-            (g - w).abs() <= atol + rtol * w.abs()
-        };
-        assert!(ok, "{what}: element {i}: got {g}, expected {w}");
-    }
-}
-
-/// Check `op` on CpuAcc (both thread counts, all constant choices given) against CpuRef.
-fn check(what: &str, op: &Op, inputs: &[&Tensor], constants: &[&[bool]], rtol: f64, atol: f64) {
-    let want = reference(op, inputs);
-    for threads in [1, 2] {
-        for c in constants {
-            let got = acc(op, inputs, c, threads);
-            for (g, w) in got.iter().zip(&want) {
-                close(
-                    &format!("{what} threads={threads} const={c:?}"),
-                    g,
-                    w,
-                    rtol,
-                    atol,
-                );
-            }
-        }
-    }
-}
 
 const SIZES: [usize; 6] = [1, 3, 7, 17, 63, 257];
 

@@ -1,0 +1,124 @@
+//! The harness shared by the CpuAcc-against-CpuRef tests: a seeded generator, one layer run
+//! on CpuAcc (with garbage in its output buffers) and on CpuRef, and the comparison.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, dead_code)]
+
+use backplane_backend_api::{Backend, LayerDesc};
+use backplane_core::{Op, Tensor, TensorInfo};
+use backplane_cpu_acc::CpuAccBackend;
+use std::sync::Arc;
+
+/// A small deterministic generator (an LCG): the same inputs on every run.
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// The next 31 random bits.
+    pub fn next(&mut self) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        self.0 >> 33
+    }
+    /// Uniform in [-1, 1].
+    pub fn unit(&mut self) -> f32 {
+        (self.next() % 2_000_001) as f32 / 1_000_000.0 - 1.0
+    }
+    /// An f32 tensor of `dims`, uniform in [-scale, scale].
+    pub fn tensor(&mut self, dims: &[usize], scale: f32) -> Tensor {
+        let n: usize = dims.iter().product();
+        Tensor::from_vec(dims.to_vec(), (0..n).map(|_| self.unit() * scale).collect()).unwrap()
+    }
+    /// One of `v`.
+    pub fn pick<T: Copy>(&mut self, v: &[T]) -> T {
+        v[(self.next() % v.len() as u64) as usize]
+    }
+}
+
+/// Run `op` on CpuAcc with `threads`; `constant[i]` makes input i a load-time constant.
+pub fn acc(op: &Op, inputs: &[&Tensor], constant: &[bool], threads: usize) -> Vec<Tensor> {
+    let infos: Vec<TensorInfo> = inputs.iter().map(|t| t.info().clone()).collect();
+    let refs: Vec<&TensorInfo> = infos.iter().collect();
+    let outputs = op.infer(&refs).unwrap();
+    let desc = LayerDesc {
+        name: "under_test".into(),
+        op: op.clone(),
+        inputs: infos,
+        outputs: outputs.clone(),
+        constants: inputs
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                constant
+                    .get(i)
+                    .copied()
+                    .unwrap_or(false)
+                    .then(|| Arc::new((*t).clone()))
+            })
+            .collect(),
+    };
+    run_desc(&desc, inputs, threads)
+}
+
+/// Run the layer `desc` on CpuAcc with `threads` (checking that CpuAcc claims it), the
+/// output buffers filled with all-ones bits first.
+pub fn run_desc(desc: &LayerDesc, inputs: &[&Tensor], threads: usize) -> Vec<Tensor> {
+    let backend = CpuAccBackend::with_threads(threads);
+    let support = backend.layer_support().is_layer_supported(desc);
+    assert!(support.is_supported(), "{}: {support:?}", desc.op.name());
+    let factory = backend.create_workload_factory(None).unwrap();
+    let workload = factory.create_workload(desc).unwrap();
+    let mut outs: Vec<Tensor> = desc
+        .outputs
+        .iter()
+        .map(|i| {
+            // Garbage in the output buffers: kernels must not rely on zeroed memory (all
+            // bits set: NaN for floats, -1 or the largest value for integers).
+            let mut t = Tensor::zeros(i.clone()).unwrap();
+            t.bytes_mut().fill(0xff);
+            t
+        })
+        .collect();
+    let views: Vec<_> = inputs.iter().map(|t| t.view()).collect();
+    let mut out_views: Vec<_> = outs.iter_mut().map(Tensor::view_mut).collect();
+    workload.execute(&views, &mut out_views).unwrap();
+    outs
+}
+
+/// `op` run by CpuRef, the oracle.
+pub fn reference(op: &Op, inputs: &[&Tensor]) -> Vec<Tensor> {
+    backplane_cpu_ref::evaluate(op, inputs).unwrap()
+}
+
+/// `got` equals `want` within `atol + rtol·|want|` per element (NaN where NaN).
+pub fn close(what: &str, got: &Tensor, want: &Tensor, rtol: f64, atol: f64) {
+    assert_eq!(got.shape(), want.shape(), "{what}");
+    for (i, (g, w)) in got.to_f64_vec().iter().zip(want.to_f64_vec()).enumerate() {
+        let ok = if w.is_nan() {
+            g.is_nan()
+        } else if w.is_infinite() {
+            *g == w
+        } else {
+            (g - w).abs() <= atol + rtol * w.abs()
+        };
+        assert!(ok, "{what}: element {i}: got {g}, expected {w}");
+    }
+}
+
+/// Check `op` on CpuAcc (both thread counts, all constant choices given) against CpuRef.
+pub fn check(what: &str, op: &Op, inputs: &[&Tensor], constants: &[&[bool]], rtol: f64, atol: f64) {
+    let want = reference(op, inputs);
+    for threads in [1, 2] {
+        for c in constants {
+            let got = acc(op, inputs, c, threads);
+            for (g, w) in got.iter().zip(&want) {
+                close(
+                    &format!("{what} threads={threads} const={c:?}"),
+                    g,
+                    w,
+                    rtol,
+                    atol,
+                );
+            }
+        }
+    }
+}
