@@ -13,12 +13,15 @@
 //!   activation fused in the GEMM epilogue. 3×3 stride-1 convolutions with at least 64
 //!   channels each way and an output of at least 8×8 take a Winograd F(4×4, 3×3) path
 //!   (weights transformed at load; `BACKPLANE_CPUACC_NO_WINOGRAD` turns it off).
+//!   ConvTranspose (1-D, 2-D) is a GEMM into columns and a scatter-add planned at load.
 //! * **Fusion** ([`Backend::optimize_subgraph`], [`fusion`]): Conv+BatchNormalization(folded)
 //!   +Add(residual)+activation, MatMul+scale+Add(bias)+activation (with the Reshape/Transpose
 //!   layers around it folded into strided reads and writes), Gemm+activation and
 //!   Add+LayerNormalization become CpuAcc custom layers.
 //! * **Elementwise** with broadcasting, pooling, Softmax, LayerNormalization, Gelu/Erf and
 //!   reductions, vectorized by compiling safe kernel bodies for AVX2 ([`simd`]).
+//! * **Resize** (nearest and linear, the last two axes) from source indices and weights
+//!   planned at load.
 //!
 //! Threads: [`CpuAccBackend::with_threads`], the backend option `threads`, or the environment
 //! variable `BACKPLANE_CPUACC_THREADS`; by default the machine's hardware threads. With one
@@ -30,6 +33,7 @@
 pub mod act;
 mod channel_lanes;
 mod conv;
+mod conv_transpose;
 mod depthwise;
 mod direct;
 mod elementwise;
@@ -44,6 +48,7 @@ mod nhwc_winograd;
 mod norm;
 mod ops;
 mod reduce;
+mod resize;
 pub mod simd;
 mod support;
 pub mod threads;

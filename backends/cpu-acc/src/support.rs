@@ -107,6 +107,15 @@ pub fn check(layer: &LayerDesc) -> Result<(), String> {
             all_f32(op, &layer.inputs)?;
             crate::conv::check(desc, &dims(0), &dims(1))
         }
+        Op::ConvTranspose(desc) => {
+            all_f32(op, &layer.inputs)?;
+            let bias = (layer.inputs.len() > 2).then(|| dims(2));
+            crate::conv_transpose::check(desc, &dims(0), &dims(1), bias.as_deref())
+        }
+        Op::Resize(desc) => {
+            all_f32(op, &layer.inputs)?;
+            crate::resize::check(desc, &dims(0))
+        }
         Op::MatMul | Op::Gemm(_) => all_f32(op, &layer.inputs),
         Op::Pool(desc) => {
             all_f32(op, &layer.inputs)?;

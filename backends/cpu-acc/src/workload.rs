@@ -82,6 +82,14 @@ impl WorkloadFactory for CpuAccWorkloadFactory {
                 Activation::None,
                 th,
             )?),
+            Op::ConvTranspose(desc) => Box::new(crate::conv_transpose::ConvTransposeWorkload::new(
+                io,
+                desc,
+                k(1),
+                k(2),
+                th,
+            )?),
+            Op::Resize(desc) => Box::new(crate::resize::ResizeWorkload::new(io, desc, th)?),
             Op::MatMul => Box::new(MatMulWorkload::new(
                 io,
                 k(1),
