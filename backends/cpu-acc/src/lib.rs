@@ -22,6 +22,10 @@
 //!   reductions, vectorized by compiling safe kernel bodies for AVX2 ([`simd`]).
 //! * **Resize** (nearest and linear, the last two axes) from source indices and weights
 //!   planned at load.
+//! * **Data movement** of every whole-byte element type (Slice, Gather, Expand, Tile, Pad,
+//!   Split, Transpose, Concat; Where on the ordinary types), planned at load and copied in
+//!   contiguous runs, and Cast between f32, f64, f16, i64, i32, i8, u8 and bool with CpuRef's
+//!   exact results.
 //!
 //! Threads: [`CpuAccBackend::with_threads`], the backend option `threads`, or the environment
 //! variable `BACKPLANE_CPUACC_THREADS`; by default the machine's hardware threads. With one
@@ -31,6 +35,7 @@
 //! borrowed closure to the helper threads).
 
 pub mod act;
+mod cast;
 mod channel_lanes;
 mod conv;
 mod conv_transpose;
@@ -43,6 +48,7 @@ mod io;
 mod layout;
 mod math;
 mod matmul;
+mod movement;
 mod nhwc;
 mod nhwc_winograd;
 mod norm;

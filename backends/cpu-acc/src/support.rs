@@ -76,6 +76,14 @@ pub fn check(layer: &LayerDesc) -> Result<(), String> {
         | Op::Squeeze { .. }
         | Op::Unsqueeze { .. }
         | Op::Transpose { .. } => Ok(()),
+        Op::Slice(_)
+        | Op::Gather { .. }
+        | Op::Where
+        | Op::Expand { .. }
+        | Op::Tile { .. }
+        | Op::Pad(_)
+        | Op::Split { .. } => crate::movement::check(layer),
+        Op::Cast { .. } => crate::cast::check(layer),
         Op::Concat { .. } => {
             if layer
                 .inputs

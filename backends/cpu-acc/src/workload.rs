@@ -65,6 +65,14 @@ impl WorkloadFactory for CpuAccWorkloadFactory {
             | Op::Unsqueeze { .. } => Box::new(CopyWorkload { io }),
             Op::Transpose { perm } => Box::new(TransposeWorkload::new(io, perm, th)?),
             Op::Concat { axis } => Box::new(ConcatWorkload::new(io, *axis)?),
+            Op::Slice(_)
+            | Op::Gather { .. }
+            | Op::Where
+            | Op::Expand { .. }
+            | Op::Tile { .. }
+            | Op::Pad(_)
+            | Op::Split { .. } => crate::movement::workload(layer, io, th)?,
+            Op::Cast { .. } => Box::new(crate::cast::CastWorkload::new(io, th)),
             Op::Unary(u) => Box::new(UnaryWorkload {
                 io,
                 act: Activation::from_unary(*u),

@@ -1,0 +1,933 @@
+//! Data movement: Slice, Gather, Where, Expand, Tile, Pad and Split.
+//!
+//! These ops never compute on element values, so every whole-byte element type is moved as
+//! `dtype.size()` bytes. Everything that depends only on shapes (which input element each
+//! output row starts at, how far apart the elements of a row are, which parts of a padded row
+//! are fill) is worked out when the workload is created; execution walks the output row by
+//! row and copies contiguous runs whole. Outputs above [`PARALLEL_MIN`] elements are split
+//! into blocks of rows across the thread pool.
+
+use crate::io::{input, output, Io};
+use crate::threads::Threads;
+use backplane_backend_api::{BackendError, LayerDesc, Result, Workload};
+use backplane_core::lowp::{f64_to_bf16, f64_to_float8};
+use backplane_core::ops::{PadDesc, PadMode, SliceDesc};
+use backplane_core::shape::{broadcast_strides, normalize_axis, strides_of};
+use backplane_core::{DataType, Op, Tensor, TensorView, TensorViewMut};
+use half::f16;
+
+/// Outputs with more elements than this are moved by several threads.
+pub const PARALLEL_MIN: usize = 64 * 1024;
+
+/// Why CpuAcc cannot move elements of `dtype` (slot `slot` of `op`), if it cannot.
+fn movable(op: &str, slot: usize, dtype: DataType) -> std::result::Result<(), String> {
+    match dtype {
+        DataType::I4 | DataType::U4 => Err(format!(
+            "{op} input {slot} is {dtype}; CpuAcc moves whole-byte element types only"
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Why CpuAcc cannot run the data-movement layer `layer`, if it cannot (the caller has
+/// checked the layer's shapes and types with the op's inference).
+pub fn check(layer: &LayerDesc) -> std::result::Result<(), String> {
+    let name = layer.op.name();
+    let dtype = |slot: usize| layer.inputs.get(slot).map(|i| i.dtype);
+    match &layer.op {
+        Op::Where => {
+            for slot in 1..3 {
+                let dt = dtype(slot).ok_or("Where takes three inputs")?;
+                if !DataType::ORDINARY.contains(&dt) {
+                    return Err(format!(
+                        "Where input {slot} is {dt}; CpuAcc selects ordinary element types only"
+                    ));
+                }
+            }
+            Ok(())
+        }
+        Op::Slice(_)
+        | Op::Gather { .. }
+        | Op::Expand { .. }
+        | Op::Tile { .. }
+        | Op::Split { .. }
+        | Op::Pad(_) => movable(name, 0, dtype(0).ok_or("no input")?),
+        other => Err(format!("{} is not a CpuAcc data-movement op", other.name())),
+    }
+}
+
+/// The workload of a data-movement layer that [`check`] accepted.
+pub fn workload(layer: &LayerDesc, io: Io, threads: Threads) -> Result<Box<dyn Workload>> {
+    let x = io
+        .inputs
+        .first()
+        .ok_or_else(|| BackendError::Other(format!("{}: no input", layer.name)))?
+        .clone();
+    let esize = x.dtype.size();
+    let y_dims = io
+        .outputs
+        .first()
+        .map(|y| y.shape.dims().to_vec())
+        .unwrap_or_default();
+    let dims = x.shape.dims();
+    Ok(match &layer.op {
+        Op::Slice(desc) => Box::new(StridedWorkload::new(
+            io,
+            slice_walk(desc, dims)?,
+            esize,
+            threads,
+        )?),
+        Op::Expand { .. } => {
+            let st = broadcast_strides(dims, &y_dims);
+            let strides: Vec<[isize; 1]> = st.iter().map(|&s| [s as isize]).collect();
+            let walk = Walk::new(&y_dims, &strides, [0])?;
+            Box::new(StridedWorkload::new(io, walk, esize, threads)?)
+        }
+        Op::Tile { repeats } => {
+            // Tile is Expand of x viewed as [1, d0, 1, d1, ...] to [r0, d0, r1, d1, ...].
+            let st = strides_of(dims);
+            let mut tdims = Vec::with_capacity(2 * dims.len());
+            let mut strides = Vec::with_capacity(2 * dims.len());
+            for ((&d, &r), &s) in dims.iter().zip(repeats).zip(&st) {
+                tdims.extend([r, d]);
+                strides.extend([[0isize], [s as isize]]);
+            }
+            let walk = Walk::new(&tdims, &strides, [0])?;
+            Box::new(StridedWorkload::new(io, walk, esize, threads)?)
+        }
+        Op::Gather { axis } => {
+            Box::new(GatherWorkload::new(io, *axis, layer.constant(1), threads)?)
+        }
+        Op::Where => Box::new(WhereWorkload::new(io, threads)?),
+        Op::Pad(desc) => Box::new(PadWorkload::new(io, desc, threads)?),
+        Op::Split { axis, .. } => Box::new(SplitWorkload::new(io, *axis, threads)?),
+        other => {
+            return Err(BackendError::Other(format!(
+                "{} is not a CpuAcc data-movement op",
+                other.name()
+            )))
+        }
+    })
+}
+
+/// `data[from..to]`, or an error instead of a panic.
+fn part(data: &[u8], from: usize, to: usize) -> Result<&[u8]> {
+    data.get(from..to)
+        .ok_or_else(|| BackendError::Execution("a data-movement read leaves its buffer".into()))
+}
+
+/// Fill `dst` with copies of `pattern` (whose length divides `dst`'s), doubling what is
+/// written each time.
+fn replicate(pattern: &[u8], dst: &mut [u8]) {
+    let n = pattern.len().min(dst.len());
+    if n == 0 {
+        return;
+    }
+    dst[..n].copy_from_slice(&pattern[..n]);
+    let mut filled = n;
+    while filled < dst.len() {
+        let take = filled.min(dst.len() - filled);
+        dst.copy_within(..take, filled);
+        filled += take;
+    }
+}
+
+/// The output split into row-aligned blocks, run by `f(first_row, rows_bytes)` on the pool
+/// when there are more than [`PARALLEL_MIN`] elements (`esize` bytes each), else in one call.
+fn by_rows<F>(threads: &Threads, y: &mut [u8], row: usize, esize: usize, f: F) -> Result<()>
+where
+    F: Fn(usize, &mut [u8]) -> Result<()> + Sync + Send,
+{
+    if row == 0 || y.is_empty() {
+        return Ok(());
+    }
+    let rows = y.len() / row;
+    if threads.count() == 1 || y.len() / esize.max(1) <= PARALLEL_MIN || rows < 2 {
+        return f(0, y);
+    }
+    // At least ~16K elements per block, so small blocks do not drown in overhead.
+    let min_rows = (16 * 1024 * esize.max(1)).div_ceil(row);
+    let per = threads.chunk_size(rows, min_rows, 1);
+    threads.chunks(y, per * row, |ci, block| f(ci * per, block))
+}
+
+/// How the rows of an output are read from `K` inputs: coalesced outer dims with each
+/// operand's strides (in elements, negative for reversed slices), the row length and each
+/// operand's stride along a row.
+#[derive(Debug, Clone)]
+struct Walk<const K: usize> {
+    dims: Vec<usize>,
+    strides: Vec<[isize; K]>,
+    inner: usize,
+    step: [isize; K],
+    base: [isize; K],
+    /// Some dim is 0: there is nothing to move.
+    empty: bool,
+}
+
+impl<const K: usize> Walk<K> {
+    /// Plan the walk of an output of `dims` where a step along axis `i` moves operand `k` by
+    /// `strides[i][k]` elements, starting at `base`. Axes of size 1 are dropped and axes that
+    /// continue each other in every operand are merged.
+    fn new(dims: &[usize], strides: &[[isize; K]], base: [isize; K]) -> Result<Self> {
+        let empty = dims.contains(&0);
+        let mut axes: Vec<(usize, [isize; K])> = Vec::with_capacity(dims.len());
+        for (&d, &s) in dims.iter().zip(strides) {
+            if d == 1 {
+                continue;
+            }
+            if let Some(last) = axes.last_mut() {
+                let d_isize = d as isize;
+                if (0..K).all(|k| last.1[k] == s[k].wrapping_mul(d_isize)) {
+                    last.0 *= d;
+                    last.1 = s;
+                    continue;
+                }
+            }
+            axes.push((d, s));
+        }
+        let (inner, step) = axes.pop().unwrap_or((1, [0; K]));
+        Ok(Walk {
+            dims: axes.iter().map(|a| a.0).collect(),
+            strides: axes.iter().map(|a| a.1).collect(),
+            inner,
+            step,
+            base,
+            empty,
+        })
+    }
+
+    /// Number of rows.
+    fn rows(&self) -> usize {
+        if self.empty {
+            0
+        } else {
+            self.dims.iter().product()
+        }
+    }
+
+    /// Whether every element the walk reads lies inside operands of `lens` elements.
+    fn fits(&self, lens: [usize; K]) -> bool {
+        if self.empty {
+            return true;
+        }
+        (0..K).all(|k| {
+            let mut lo = self.base[k] as i128;
+            let mut hi = lo;
+            let axes = self
+                .dims
+                .iter()
+                .zip(self.strides.iter().map(|s| s[k]))
+                .chain(std::iter::once((&self.inner, self.step[k])));
+            for (&d, s) in axes {
+                let reach = (d as i128 - 1) * s as i128;
+                if reach < 0 {
+                    lo += reach;
+                } else {
+                    hi += reach;
+                }
+            }
+            lo >= 0 && hi < lens[k] as i128
+        })
+    }
+
+    /// A cursor at row `row`.
+    fn cursor(&self, row: usize) -> Cursor<'_, K> {
+        let mut idx = vec![0; self.dims.len()];
+        let mut off = self.base;
+        let mut r = row;
+        for a in (0..self.dims.len()).rev() {
+            let d = self.dims[a].max(1);
+            idx[a] = r % d;
+            r /= d;
+            for (o, s) in off.iter_mut().zip(self.strides[a]) {
+                *o += idx[a] as isize * s;
+            }
+        }
+        Cursor {
+            walk: self,
+            idx,
+            off,
+        }
+    }
+}
+
+/// A position in a [`Walk`]: the current row's first element in each operand.
+struct Cursor<'w, const K: usize> {
+    walk: &'w Walk<K>,
+    idx: Vec<usize>,
+    off: [isize; K],
+}
+
+impl<const K: usize> Cursor<'_, K> {
+    /// The current row's first element in each operand.
+    fn at(&self) -> [usize; K] {
+        self.off.map(|o| o.max(0) as usize)
+    }
+
+    /// Move to the next row.
+    fn advance(&mut self) {
+        for a in (0..self.idx.len()).rev() {
+            let s = self.walk.strides[a];
+            self.idx[a] += 1;
+            if self.idx[a] < self.walk.dims[a] {
+                for (o, s) in self.off.iter_mut().zip(s) {
+                    *o += s;
+                }
+                return;
+            }
+            let back = (self.walk.dims[a] - 1) as isize;
+            for (o, s) in self.off.iter_mut().zip(s) {
+                *o -= back * s;
+            }
+            self.idx[a] = 0;
+        }
+    }
+}
+
+/// `dst` (a row of `n` elements of `N` bytes) from `src` reading every `step`-th element
+/// from element `at` on (backwards for negative steps).
+fn strided_elems<const N: usize>(src: &[u8], at: usize, step: isize, dst: &mut [u8]) -> Result<()> {
+    let n = dst.len() / N;
+    let (out, _) = dst.as_chunks_mut::<N>();
+    let stride = step.unsigned_abs();
+    if n == 0 {
+        return Ok(());
+    }
+    let span = (n - 1) * stride;
+    if step > 0 {
+        let (elems, _) = part(src, at * N, (at + span + 1) * N)?.as_chunks::<N>();
+        for (o, e) in out.iter_mut().zip(elems.iter().step_by(stride)) {
+            *o = *e;
+        }
+    } else {
+        let lo = at.checked_sub(span).ok_or_else(|| {
+            BackendError::Execution("a reversed data-movement read leaves its buffer".into())
+        })?;
+        let (elems, _) = part(src, lo * N, (at + 1) * N)?.as_chunks::<N>();
+        for (o, e) in out.iter_mut().zip(elems.iter().rev().step_by(stride)) {
+            *o = *e;
+        }
+    }
+    Ok(())
+}
+
+/// One row of a strided copy: `dst.len() / esize` elements from element `at` of `src`,
+/// `step` elements apart (1: one contiguous run; 0: one element repeated).
+fn copy_row(src: &[u8], at: usize, step: isize, esize: usize, dst: &mut [u8]) -> Result<()> {
+    match step {
+        1 => dst.copy_from_slice(part(src, at * esize, at * esize + dst.len())?),
+        0 => replicate(part(src, at * esize, (at + 1) * esize)?, dst),
+        _ => match esize {
+            1 => strided_elems::<1>(src, at, step, dst)?,
+            2 => strided_elems::<2>(src, at, step, dst)?,
+            4 => strided_elems::<4>(src, at, step, dst)?,
+            8 => strided_elems::<8>(src, at, step, dst)?,
+            _ => {
+                for (j, o) in dst.chunks_exact_mut(esize).enumerate() {
+                    let e = (at as isize + j as isize * step) as usize;
+                    o.copy_from_slice(part(src, e * esize, (e + 1) * esize)?);
+                }
+            }
+        },
+    }
+    Ok(())
+}
+
+/// The walk of a Slice of an input of `dims`.
+fn slice_walk(desc: &SliceDesc, dims: &[usize]) -> Result<Walk<1>> {
+    let ranges = desc.resolve(dims)?;
+    let st = strides_of(dims);
+    let mut base = 0isize;
+    let mut out = Vec::with_capacity(dims.len());
+    let mut strides = Vec::with_capacity(dims.len());
+    for (r, &s) in ranges.iter().zip(&st) {
+        out.push(r.len);
+        if r.len > 0 {
+            base += r.start as isize * s as isize;
+        }
+        // A single element read has no step (the step may be huge).
+        let step = if r.len > 1 {
+            r.step as isize * s as isize
+        } else {
+            0
+        };
+        strides.push([step]);
+    }
+    Walk::new(&out, &strides, [base])
+}
+
+/// Slice, Expand and Tile: every output row reads one operand at a fixed stride.
+pub struct StridedWorkload {
+    io: Io,
+    walk: Walk<1>,
+    esize: usize,
+    threads: Threads,
+}
+
+impl StridedWorkload {
+    /// A workload walking its input by `walk` (checked to stay inside the input).
+    fn new(io: Io, walk: Walk<1>, esize: usize, threads: Threads) -> Result<Self> {
+        let len = io
+            .inputs
+            .first()
+            .and_then(|x| x.shape.num_elements().ok())
+            .unwrap_or(0);
+        if !walk.fits([len]) {
+            return Err(io.error("the planned reads leave the input".into()));
+        }
+        Ok(StridedWorkload {
+            io,
+            walk,
+            esize,
+            threads,
+        })
+    }
+}
+
+impl Workload for StridedWorkload {
+    fn execute(&self, inputs: &[TensorView<'_>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
+        self.io.check(inputs, outputs)?;
+        let x = input(inputs, 0)?.data;
+        let y = output(outputs)?;
+        let row = self.walk.inner * self.esize;
+        if self.walk.rows() * row != y.data.len() {
+            return Err(self
+                .io
+                .error("the output does not match the planned rows".into()));
+        }
+        let (walk, esize) = (&self.walk, self.esize);
+        by_rows(&self.threads, y.data, row, esize, |first, block| {
+            let mut cur = walk.cursor(first);
+            for dst in block.chunks_exact_mut(row) {
+                let [at] = cur.at();
+                copy_row(x, at, walk.step[0], esize, dst)?;
+                cur.advance();
+            }
+            Ok(())
+        })
+    }
+}
+
+/// Gather along an axis: each output row (the elements after the axis) is one input row.
+pub struct GatherWorkload {
+    io: Io,
+    /// Product of the dims before the axis.
+    outer: usize,
+    /// The axis' size.
+    len: usize,
+    axis: usize,
+    /// Bytes of the elements after the axis.
+    row: usize,
+    esize: usize,
+    /// Constant indices, resolved at load (or why they are out of range).
+    fixed: Option<Result<Vec<usize>>>,
+    threads: Threads,
+}
+
+/// The positions `indices` (i32 or i64, negative counting from the end) pick on an axis of
+/// `len`, every one checked.
+fn positions(indices: &TensorView<'_>, axis: usize, len: usize) -> Result<Vec<usize>> {
+    fn wrap_all<T: Copy + Into<i64>>(idx: &[T], axis: usize, len: usize) -> Result<Vec<usize>> {
+        let mut out = Vec::with_capacity(idx.len());
+        for &i in idx {
+            let i: i64 = i.into();
+            let w = if i < 0 { i.wrapping_add(len as i64) } else { i };
+            match usize::try_from(w) {
+                Ok(p) if p < len => out.push(p),
+                _ => {
+                    return Err(BackendError::Execution(format!(
+                        "Gather: index {i} is out of range for axis {axis} of size {len}"
+                    )))
+                }
+            }
+        }
+        Ok(out)
+    }
+    match indices.info.dtype {
+        DataType::I32 => wrap_all(indices.as_slice::<i32>()?, axis, len),
+        DataType::I64 => wrap_all(indices.as_slice::<i64>()?, axis, len),
+        other => Err(BackendError::Execution(format!(
+            "Gather: indices of type {other} are not supported"
+        ))),
+    }
+}
+
+impl GatherWorkload {
+    /// Plan it; constant indices are resolved now.
+    fn new(io: Io, axis: i64, constant: Option<&Tensor>, threads: Threads) -> Result<Self> {
+        let x = io
+            .inputs
+            .first()
+            .ok_or_else(|| BackendError::Other("Gather: no input".into()))?;
+        let dims = x.shape.dims();
+        let a = normalize_axis(axis, dims.len())?;
+        let esize = x.dtype.size();
+        let row = dims[a + 1..].iter().product::<usize>() * esize;
+        let fixed = constant.map(|t| positions(&t.view(), a, dims[a]));
+        Ok(GatherWorkload {
+            outer: dims[..a].iter().product(),
+            len: dims[a],
+            axis: a,
+            row,
+            esize,
+            fixed,
+            io,
+            threads,
+        })
+    }
+}
+
+impl Workload for GatherWorkload {
+    fn execute(&self, inputs: &[TensorView<'_>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
+        self.io.check(inputs, outputs)?;
+        let x = input(inputs, 0)?.data;
+        let runtime;
+        let pos: &[usize] = match &self.fixed {
+            Some(Ok(p)) => p,
+            Some(Err(e)) => return Err(self.io.error(e.to_string())),
+            None => {
+                runtime = positions(input(inputs, 1)?, self.axis, self.len)
+                    .map_err(|e| self.io.error(e.to_string()))?;
+                &runtime
+            }
+        };
+        let y = output(outputs)?;
+        let (row, len) = (self.row, self.len);
+        if self.outer * pos.len() * row != y.data.len() || x.len() != self.outer * len * row {
+            return Err(self
+                .io
+                .error("the buffers do not match the planned rows".into()));
+        }
+        if pos.is_empty() {
+            return Ok(());
+        }
+        by_rows(&self.threads, y.data, row, self.esize, |first, block| {
+            // Row `first` is index `k` of outer step `o`; walk on from there.
+            let n = pos.len();
+            let (mut o, mut k) = (first / n, first % n);
+            for dst in block.chunks_exact_mut(row) {
+                let from = (o * len + pos[k]) * row;
+                k += 1;
+                if k == n {
+                    k = 0;
+                    o += 1;
+                }
+                dst.copy_from_slice(part(x, from, from + row)?);
+            }
+            Ok(())
+        })
+    }
+}
+
+/// Where: each output element from X where the condition is true, else from Y.
+pub struct WhereWorkload {
+    io: Io,
+    /// Operands: condition, X, Y.
+    walk: Walk<3>,
+    esize: usize,
+    /// All shapes equal and f32: one typed loop.
+    plain_f32: bool,
+    threads: Threads,
+}
+
+impl WhereWorkload {
+    /// Plan it.
+    fn new(io: Io, threads: Threads) -> Result<Self> {
+        let y = io
+            .outputs
+            .first()
+            .ok_or_else(|| BackendError::Other("Where: no output".into()))?;
+        let out = y.shape.dims().to_vec();
+        let esize = y.dtype.size();
+        let st: Vec<Vec<usize>> = io
+            .inputs
+            .iter()
+            .map(|i| broadcast_strides(i.shape.dims(), &out))
+            .collect();
+        let [c, a, b] = st.as_slice() else {
+            return Err(BackendError::Other("Where takes three inputs".into()));
+        };
+        let strides: Vec<[isize; 3]> = (0..out.len())
+            .map(|i| [c[i] as isize, a[i] as isize, b[i] as isize])
+            .collect();
+        let walk = Walk::new(&out, &strides, [0; 3])?;
+        let lens = [0, 1, 2].map(|s| {
+            io.inputs
+                .get(s)
+                .and_then(|i| i.shape.num_elements().ok())
+                .unwrap_or(0)
+        });
+        if !walk.fits(lens) {
+            return Err(io.error("the planned reads leave the inputs".into()));
+        }
+        let plain_f32 = y.dtype == DataType::F32 && io.inputs.iter().all(|i| i.shape == y.shape);
+        Ok(WhereWorkload {
+            io,
+            walk,
+            esize,
+            plain_f32,
+            threads,
+        })
+    }
+}
+
+/// One output row of Where for elements of `N` bytes: the condition, X and Y read from `at`
+/// with strides `step` (0 or 1 for broadcasting inputs).
+fn where_row<const N: usize>(
+    [c, x, y]: [&[u8]; 3],
+    at: [usize; 3],
+    step: [isize; 3],
+    dst: &mut [u8],
+) -> Result<()> {
+    let (out, _) = dst.as_chunks_mut::<N>();
+    let n = out.len();
+    let [sc, sx, sy] = step.map(|s| s.max(0) as usize);
+    // Elements each operand's row spans, so that every index below stays inside it.
+    let span = |k: usize| n.saturating_sub(1) * [sc, sx, sy][k] + 1;
+    let c = part(c, at[0], at[0] + span(0))?;
+    let (x, _) = part(x, at[1] * N, (at[1] + span(1)) * N)?.as_chunks::<N>();
+    let (y, _) = part(y, at[2] * N, (at[2] + span(2)) * N)?.as_chunks::<N>();
+    if sc == 1 && sx == 1 && sy == 1 {
+        for (((o, &c), x), y) in out.iter_mut().zip(c).zip(x).zip(y) {
+            *o = if c != 0 { *x } else { *y };
+        }
+    } else {
+        // Each index is below the span taken above (a stride of 0 reads element 0).
+        for (j, o) in out.iter_mut().enumerate() {
+            *o = if c[j * sc] != 0 { x[j * sx] } else { y[j * sy] };
+        }
+    }
+    Ok(())
+}
+
+impl Workload for WhereWorkload {
+    fn execute(&self, inputs: &[TensorView<'_>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
+        self.io.check(inputs, outputs)?;
+        let (c, a, b) = (input(inputs, 0)?.data, input(inputs, 1)?, input(inputs, 2)?);
+        let out = output(outputs)?;
+        if self.plain_f32 {
+            let (xs, ys) = (a.as_slice::<f32>()?, b.as_slice::<f32>()?);
+            let os = out.as_mut_slice::<f32>()?;
+            for (((o, &c), &x), &y) in os.iter_mut().zip(c).zip(xs).zip(ys) {
+                *o = if c != 0 { x } else { y };
+            }
+            return Ok(());
+        }
+        let (x, y) = (a.data, b.data);
+        let (walk, esize) = (&self.walk, self.esize);
+        if walk.rows() * walk.inner * esize != out.data.len() {
+            return Err(self
+                .io
+                .error("the output does not match the planned rows".into()));
+        }
+        let row = walk.inner * esize;
+        by_rows(&self.threads, out.data, row, esize, |first, block| {
+            let mut cur = walk.cursor(first);
+            for dst in block.chunks_exact_mut(row) {
+                let (at, s) = (cur.at(), walk.step);
+                match esize {
+                    1 => where_row::<1>([c, x, y], at, s, dst)?,
+                    2 => where_row::<2>([c, x, y], at, s, dst)?,
+                    4 => where_row::<4>([c, x, y], at, s, dst)?,
+                    8 => where_row::<8>([c, x, y], at, s, dst)?,
+                    _ => return Err(self.io.error(format!("Where of {esize}-byte elements"))),
+                }
+                cur.advance();
+            }
+            Ok(())
+        })
+    }
+}
+
+/// The bytes of Pad's constant `value` as one element of `dtype`, converted as CpuRef does.
+fn fill_bytes(dtype: DataType, value: f64) -> Result<Vec<u8>> {
+    Ok(match dtype {
+        DataType::F32 => (value as f32).to_le_bytes().to_vec(),
+        DataType::F16 => f16::from_f64(value).to_le_bytes().to_vec(),
+        DataType::F64 => value.to_le_bytes().to_vec(),
+        DataType::I8 => (value as i8).to_le_bytes().to_vec(),
+        DataType::U8 => (value as u8).to_le_bytes().to_vec(),
+        DataType::I16 => (value as i16).to_le_bytes().to_vec(),
+        DataType::U16 => (value as u16).to_le_bytes().to_vec(),
+        DataType::I32 => (value as i32).to_le_bytes().to_vec(),
+        DataType::U32 => (value as u32).to_le_bytes().to_vec(),
+        DataType::I64 => (value as i64).to_le_bytes().to_vec(),
+        DataType::U64 => (value as u64).to_le_bytes().to_vec(),
+        DataType::Bool => vec![u8::from(value != 0.0)],
+        DataType::BF16 => f64_to_bf16(value).to_le_bytes().to_vec(),
+        dt if dt.is_float8() => vec![f64_to_float8(dt, value, true).unwrap_or(0)],
+        other => return Err(BackendError::Other(format!("Pad cannot fill {other}"))),
+    })
+}
+
+/// Input position read by output position `out` of an axis of `len` padded by `begin` in
+/// front, or `None` for the fill value (ONNX Pad's modes; negative pads crop).
+fn pad_source(mode: PadMode, out: usize, begin: i64, len: usize) -> Option<usize> {
+    let n = len as i64;
+    let p = out as i64 - begin;
+    if (0..n).contains(&p) {
+        return Some(p as usize);
+    }
+    if n == 0 {
+        return None;
+    }
+    let s = match mode {
+        PadMode::Constant => return None,
+        PadMode::Edge => p.clamp(0, n - 1),
+        PadMode::Wrap => p.rem_euclid(n),
+        PadMode::Reflect if n == 1 => 0,
+        PadMode::Reflect => {
+            let period = 2 * (n - 1);
+            let m = p.rem_euclid(period);
+            if m < n {
+                m
+            } else {
+                period - m
+            }
+        }
+    };
+    Some(s as usize)
+}
+
+/// A piece of a padded row (positions in units).
+#[derive(Debug, Clone, Copy)]
+enum Piece {
+    /// `n` fill units.
+    Fill { n: usize },
+    /// `n` units read from unit `from` of the input row on.
+    Copy { from: usize, n: usize },
+}
+
+/// Pad: rows of the last padded axis, built from fill runs and input runs planned at load.
+pub struct PadWorkload {
+    io: Io,
+    /// Bytes of one unit: an element times the unpadded axes after the last padded one.
+    unit: usize,
+    /// Output dims of the axes before the last padded one.
+    outer: Vec<usize>,
+    /// For each of those axes, the input position each output position reads (None: fill).
+    sources: Vec<Vec<Option<usize>>>,
+    /// Input strides of those axes, in units.
+    in_strides: Vec<usize>,
+    /// The pieces of one output row.
+    pieces: Vec<Piece>,
+    /// Bytes of one output row.
+    row: usize,
+    /// One element of fill.
+    fill: Vec<u8>,
+    esize: usize,
+    threads: Threads,
+}
+
+impl PadWorkload {
+    /// Plan it.
+    fn new(io: Io, desc: &PadDesc, threads: Threads) -> Result<Self> {
+        let x = io
+            .inputs
+            .first()
+            .ok_or_else(|| BackendError::Other("Pad: no input".into()))?;
+        let dims = x.shape.dims();
+        let r = dims.len();
+        let esize = x.dtype.size();
+        let pad = |i: usize| desc.pads.get(i).copied().unwrap_or(0);
+        // The unpadded axes at the end move as one unit.
+        let last = (0..r).rev().find(|&a| pad(a) != 0 || pad(r + a) != 0);
+        let keep = last.map_or(0, |a| a + 1);
+        let unit_elems: usize = dims[keep..].iter().product();
+        let unit = esize * unit_elems;
+        let mut axes: Vec<(usize, usize, i64)> = (0..keep)
+            .map(|a| {
+                let out = (dims[a] as i64 + pad(a) + pad(r + a)).max(0) as usize;
+                (dims[a], out, pad(a))
+            })
+            .collect();
+        if axes.is_empty() {
+            axes.push((1, 1, 0));
+        }
+        let (in_len, out_len, begin) = axes.pop().unwrap_or((1, 1, 0));
+        let mut pieces: Vec<Piece> = Vec::new();
+        for o in 0..out_len {
+            let piece = match pad_source(desc.mode, o, begin, in_len) {
+                None => match pieces.last_mut() {
+                    Some(Piece::Fill { n }) => {
+                        *n += 1;
+                        continue;
+                    }
+                    _ => Piece::Fill { n: 1 },
+                },
+                Some(s) => match pieces.last_mut() {
+                    Some(Piece::Copy { from, n }) if *from + *n == s => {
+                        *n += 1;
+                        continue;
+                    }
+                    _ => Piece::Copy { from: s, n: 1 },
+                },
+            };
+            pieces.push(piece);
+        }
+        let in_dims: Vec<usize> = axes.iter().map(|a| a.0).collect();
+        let mut in_strides = strides_of(&in_dims);
+        in_strides.iter_mut().for_each(|s| *s *= in_len);
+        let sources = axes
+            .iter()
+            .map(|&(len, out, begin)| {
+                (0..out)
+                    .map(|o| pad_source(desc.mode, o, begin, len))
+                    .collect()
+            })
+            .collect();
+        let fill = fill_bytes(x.dtype, desc.value)?;
+        Ok(PadWorkload {
+            unit,
+            outer: axes.iter().map(|a| a.1).collect(),
+            sources,
+            in_strides,
+            pieces,
+            row: out_len * unit,
+            fill,
+            esize,
+            io,
+            threads,
+        })
+    }
+
+    /// Output rows `first..` into `block`.
+    fn rows(&self, x: &[u8], first: usize, block: &mut [u8]) -> Result<()> {
+        let row = self.row;
+        let mut idx = vec![0; self.outer.len()];
+        let mut r = first;
+        for a in (0..self.outer.len()).rev() {
+            idx[a] = r % self.outer[a].max(1);
+            r /= self.outer[a].max(1);
+        }
+        for dst in block.chunks_exact_mut(row) {
+            let mut start = Some(0);
+            for ((src, &i), &s) in self.sources.iter().zip(&idx).zip(&self.in_strides) {
+                start = match (start, src.get(i).copied().flatten()) {
+                    (Some(o), Some(p)) => Some(o + p * s),
+                    _ => None,
+                };
+            }
+            match start {
+                None => replicate(&self.fill, dst),
+                Some(base) => {
+                    let mut at = 0;
+                    for piece in &self.pieces {
+                        match *piece {
+                            Piece::Fill { n } => {
+                                let n = n * self.unit;
+                                replicate(&self.fill, &mut dst[at..at + n]);
+                                at += n;
+                            }
+                            Piece::Copy { from, n } => {
+                                let (from, n) = ((base + from) * self.unit, n * self.unit);
+                                dst[at..at + n].copy_from_slice(part(x, from, from + n)?);
+                                at += n;
+                            }
+                        }
+                    }
+                }
+            }
+            for a in (0..idx.len()).rev() {
+                idx[a] += 1;
+                if idx[a] < self.outer[a] {
+                    break;
+                }
+                idx[a] = 0;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Workload for PadWorkload {
+    fn execute(&self, inputs: &[TensorView<'_>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
+        self.io.check(inputs, outputs)?;
+        let x = input(inputs, 0)?.data;
+        let y = output(outputs)?;
+        let rows: usize = self.outer.iter().product();
+        if rows * self.row != y.data.len() {
+            return Err(self
+                .io
+                .error("the output does not match the planned rows".into()));
+        }
+        let row = self.row;
+        by_rows(&self.threads, y.data, row, self.esize, |first, block| {
+            self.rows(x, first, block)
+        })
+    }
+}
+
+/// Split along an axis: each output takes its block of every input row.
+pub struct SplitWorkload {
+    io: Io,
+    /// Product of the dims before the axis.
+    outer: usize,
+    /// Bytes of one input row (the axis and everything after it).
+    in_row: usize,
+    /// Per output: where its block starts in an input row, and its length (bytes).
+    blocks: Vec<(usize, usize)>,
+    esize: usize,
+    threads: Threads,
+}
+
+impl SplitWorkload {
+    /// Plan it.
+    fn new(io: Io, axis: i64, threads: Threads) -> Result<Self> {
+        let x = io
+            .inputs
+            .first()
+            .ok_or_else(|| BackendError::Other("Split: no input".into()))?;
+        let dims = x.shape.dims();
+        let a = normalize_axis(axis, dims.len())?;
+        let esize = x.dtype.size();
+        let after = dims[a + 1..].iter().product::<usize>() * esize;
+        let mut at = 0;
+        let blocks = io
+            .outputs
+            .iter()
+            .map(|y| {
+                let n = y.shape.dims().get(a).copied().unwrap_or(0) * after;
+                at += n;
+                (at - n, n)
+            })
+            .collect();
+        Ok(SplitWorkload {
+            outer: dims[..a].iter().product(),
+            in_row: dims[a] * after,
+            blocks,
+            esize,
+            io,
+            threads,
+        })
+    }
+}
+
+impl Workload for SplitWorkload {
+    fn execute(&self, inputs: &[TensorView<'_>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
+        self.io.check(inputs, outputs)?;
+        let x = input(inputs, 0)?.data;
+        if x.len() != self.outer * self.in_row {
+            return Err(self
+                .io
+                .error("the input does not match the planned rows".into()));
+        }
+        for (y, &(start, n)) in outputs.iter_mut().zip(&self.blocks) {
+            if y.data.len() != self.outer * n {
+                return Err(self
+                    .io
+                    .error("an output does not match the planned rows".into()));
+            }
+            let in_row = self.in_row;
+            by_rows(&self.threads, y.data, n, self.esize, |first, block| {
+                for (o, dst) in block.chunks_exact_mut(n).enumerate() {
+                    let from = (first + o) * in_row + start;
+                    dst.copy_from_slice(part(x, from, from + n)?);
+                }
+                Ok(())
+            })?;
+        }
+        Ok(())
+    }
+}
