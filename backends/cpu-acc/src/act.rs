@@ -1,6 +1,6 @@
 //! Activations: the unary functions CpuAcc runs standalone or fuses into GEMM/conv outputs.
 
-use backplane_core::ops::UnaryOp;
+use backplane_core::ops::{MathOp, UnaryOp};
 
 /// A unary function on f32 values.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -43,6 +43,31 @@ pub enum Activation {
     Neg,
     /// |x|.
     Abs,
+    /// max(0, min(1, alpha·x + beta)) (MobileNetV3's gates).
+    HardSigmoid {
+        /// Slope.
+        alpha: f32,
+        /// Offset.
+        beta: f32,
+    },
+    /// x · max(0, min(1, x/6 + 1/2)) (MobileNetV3's activation).
+    HardSwish,
+    /// x if x >= 0 else alpha·(e^x - 1).
+    Elu {
+        /// Negative-side scale.
+        alpha: f32,
+    },
+    /// gamma · (x if x > 0 else alpha·(e^x - 1)).
+    Selu {
+        /// Negative-side scale.
+        alpha: f32,
+        /// Overall scale.
+        gamma: f32,
+    },
+    /// ln(1 + e^x).
+    Softplus,
+    /// x · tanh(ln(1 + e^x)) (YOLOv4's activation).
+    Mish,
 }
 
 impl Activation {
@@ -62,6 +87,20 @@ impl Activation {
             UnaryOp::Neg => Activation::Neg,
             UnaryOp::Abs => Activation::Abs,
         }
+    }
+
+    /// The activation computing a math op, for the ones CpuAcc runs (activations of real
+    /// networks; the rest stay on CpuRef).
+    pub fn from_math(op: MathOp) -> Option<Self> {
+        Some(match op {
+            MathOp::HardSigmoid { alpha, beta } => Activation::HardSigmoid { alpha, beta },
+            MathOp::HardSwish => Activation::HardSwish,
+            MathOp::Elu { alpha } => Activation::Elu { alpha },
+            MathOp::Selu { alpha, gamma } => Activation::Selu { alpha, gamma },
+            MathOp::Softplus => Activation::Softplus,
+            MathOp::Mish => Activation::Mish,
+            _ => return None,
+        })
     }
 
     /// Whether the GEMM micro-kernel applies it in registers (else the caller applies it).
@@ -143,6 +182,12 @@ impl Activation {
             Activation::Sqrt => "sqrt",
             Activation::Neg => "neg",
             Activation::Abs => "abs",
+            Activation::HardSigmoid { .. } => "hard_sigmoid",
+            Activation::HardSwish => "hard_swish",
+            Activation::Elu { .. } => "elu",
+            Activation::Selu { .. } => "selu",
+            Activation::Softplus => "softplus",
+            Activation::Mish => "mish",
         }
     }
 
@@ -150,7 +195,9 @@ impl Activation {
     pub fn params(self) -> Vec<f32> {
         match self {
             Activation::Clip { min, max } => vec![min, max],
-            Activation::LeakyRelu { alpha } => vec![alpha],
+            Activation::LeakyRelu { alpha } | Activation::Elu { alpha } => vec![alpha],
+            Activation::HardSigmoid { alpha, beta } => vec![alpha, beta],
+            Activation::Selu { alpha, gamma } => vec![alpha, gamma],
             _ => Vec::new(),
         }
     }
@@ -179,6 +226,18 @@ impl Activation {
             ("sqrt", _) => Activation::Sqrt,
             ("neg", _) => Activation::Neg,
             ("abs", _) => Activation::Abs,
+            ("hard_sigmoid", [alpha, beta]) => Activation::HardSigmoid {
+                alpha: *alpha,
+                beta: *beta,
+            },
+            ("hard_swish", _) => Activation::HardSwish,
+            ("elu", [alpha]) => Activation::Elu { alpha: *alpha },
+            ("selu", [alpha, gamma]) => Activation::Selu {
+                alpha: *alpha,
+                gamma: *gamma,
+            },
+            ("softplus", _) => Activation::Softplus,
+            ("mish", _) => Activation::Mish,
             _ => return None,
         })
     }

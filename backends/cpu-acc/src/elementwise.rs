@@ -8,7 +8,7 @@ use crate::act::Activation;
 use crate::simd;
 use crate::threads::Threads;
 use backplane_backend_api::Result;
-use backplane_core::ops::BinaryOp;
+use backplane_core::ops::{BinaryExtOp, BinaryOp};
 use backplane_core::shape::broadcast_strides;
 
 /// Elements below which elementwise work stays on one thread.
@@ -29,20 +29,33 @@ pub enum Bin {
     Max,
     /// min(a, b), NaN if either is NaN.
     Min,
+    /// a to the power b, as CpuRef computes it (in f64, rounded once); a square exactly.
+    Pow,
+    /// a if a >= 0 else a·b (PRelu, b the slope).
+    PRelu,
 }
 
 impl Bin {
-    /// The CpuAcc function of a binary op, if it has one.
-    pub fn from_op(op: BinaryOp) -> Option<Self> {
-        Some(match op {
+    /// The CpuAcc function of a binary op.
+    pub fn from_op(op: BinaryOp) -> Self {
+        match op {
             BinaryOp::Add => Bin::Add,
             BinaryOp::Sub => Bin::Sub,
             BinaryOp::Mul => Bin::Mul,
             BinaryOp::Div => Bin::Div,
             BinaryOp::Max => Bin::Max,
             BinaryOp::Min => Bin::Min,
-            BinaryOp::Pow => return None,
-        })
+            BinaryOp::Pow => Bin::Pow,
+        }
+    }
+
+    /// The CpuAcc function of a comparison, logical, bitwise or Mod op, if it has one
+    /// (PRelu; the others keep their integer or bool types on CpuRef).
+    pub fn from_ext(op: BinaryExtOp) -> Option<Self> {
+        match op {
+            BinaryExtOp::PRelu => Some(Bin::PRelu),
+            _ => None,
+        }
     }
 }
 
@@ -69,6 +82,14 @@ macro_rules! per_bin {
                     m
                 }
             }),
+            // A square (the common exponent: variances, x³'s first step) is one multiply,
+            // rounded once like the f64 power it equals.
+            Bin::Pow => $f!(|a: f32, b: f32| if b == 2.0 {
+                a * a
+            } else {
+                (f64::from(a)).powf(f64::from(b)) as f32
+            }),
+            Bin::PRelu => $f!(|a: f32, b: f32| if a < 0.0 { a * b } else { a }),
         }
     };
 }

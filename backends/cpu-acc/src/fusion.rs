@@ -512,6 +512,7 @@ pub fn check_custom(c: &CustomOp, layer: &LayerDesc) -> Result<(), String> {
 fn fusable_act(op: &Op) -> Option<Activation> {
     match op {
         Op::Unary(u) => Some(Activation::from_unary(*u)),
+        Op::Math(m) => Activation::from_math(*m),
         _ => None,
     }
 }

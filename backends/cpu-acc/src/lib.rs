@@ -1,7 +1,8 @@
 //! # backplane-cpu-acc: the accelerated CPU backend
 //!
-//! CpuAcc runs the compute-heavy f32 operators fast and leaves the rest to the next backend in
-//! the user's preference list (usually CpuRef):
+//! CpuAcc runs the f32 operators and the data movement of real networks fast and leaves the
+//! rest (integer arithmetic, comparisons, control flow, quantized and rare operators) to the
+//! next backend in the user's preference list (usually CpuRef):
 //!
 //! * **SGEMM** ([`gemm`]): packed A/B panels, a 12×32 register-blocked micro-kernel in
 //!   AVX-512 or 6×16 AVX2+FMA quarters of it (chosen at run time, with a portable fallback); with
@@ -18,10 +19,12 @@
 //!   +Add(residual)+activation, MatMul+scale+Add(bias)+activation (with the Reshape/Transpose
 //!   layers around it folded into strided reads and writes), Gemm+activation and
 //!   Add+LayerNormalization become CpuAcc custom layers.
-//! * **Elementwise** with broadcasting, pooling, Softmax, LayerNormalization, Gelu/Erf and
-//!   reductions, vectorized by compiling safe kernel bodies for AVX2 ([`simd`]).
-//! * **Resize** (nearest and linear, the last two axes) from source indices and weights
-//!   planned at load.
+//! * **Elementwise** with broadcasting (Pow and PRelu included), activations (also
+//!   HardSwish, HardSigmoid, Elu, Selu, Softplus and Mish, which fuse into convolutions like
+//!   the unary ones), pooling, Softmax and LogSoftmax, Layer- and InstanceNormalization,
+//!   Gelu/Erf, reductions and ArgMax/ArgMin, vectorized by compiling safe kernel bodies for
+//!   AVX2 ([`simd`]); Resize (nearest and linear, the last two axes) from source indices and
+//!   weights planned at load.
 //! * **Data movement** of every whole-byte element type (Slice, Gather, Expand, Tile, Pad,
 //!   Split, Transpose, Concat; Where on the ordinary types), planned at load and copied in
 //!   contiguous runs, and Cast between f32, f64, f16, i64, i32, i8, u8 and bool with CpuRef's
@@ -35,6 +38,7 @@
 //! borrowed closure to the helper threads).
 
 pub mod act;
+mod arg_reduce;
 mod cast;
 mod channel_lanes;
 mod conv;

@@ -296,7 +296,54 @@ pub fn apply(act: Activation, x: f32) -> f32 {
         Activation::Sqrt => x.sqrt(),
         Activation::Neg => -x,
         Activation::Abs => x.abs(),
+        Activation::HardSigmoid { alpha, beta } => hard_sigmoid(alpha, beta, x),
+        Activation::HardSwish => hard_swish(x),
+        Activation::Elu { alpha } => elu(alpha, x),
+        Activation::Selu { alpha, gamma } => gamma * elu(alpha, x),
+        Activation::Softplus => softplus(x),
+        Activation::Mish => x * tanh(softplus(x)),
     }
+}
+
+/// min(max(v, 0), 1), NaN staying NaN.
+#[inline(always)]
+fn unit_clamp(v: f32) -> f32 {
+    let lower = if v < 0.0 { 0.0 } else { v };
+    if lower > 1.0 {
+        1.0
+    } else {
+        lower
+    }
+}
+
+/// max(0, min(1, alpha·x + beta)).
+#[inline(always)]
+pub fn hard_sigmoid(alpha: f32, beta: f32, x: f32) -> f32 {
+    unit_clamp(alpha.mul_add(x, beta))
+}
+
+/// x · max(0, min(1, x/6 + 1/2)).
+#[inline(always)]
+pub fn hard_swish(x: f32) -> f32 {
+    x * unit_clamp(x / 6.0 + 0.5)
+}
+
+/// x if x >= 0 else alpha·(e^x - 1), the difference without cancellation near 0.
+#[inline(always)]
+pub fn elu(alpha: f32, x: f32) -> f32 {
+    if x >= 0.0 {
+        x
+    } else {
+        alpha * x.exp_m1()
+    }
+}
+
+/// ln(1 + e^x), as max(x, 0) + ln(1 + e^-|x|): no overflow for large x, no rounding to 0
+/// of small results for very negative x.
+#[inline(always)]
+pub fn softplus(x: f32) -> f32 {
+    let big = if x > 0.0 { x } else { 0.0 };
+    big + exp(-x.abs()).ln_1p()
 }
 
 macro_rules! per_activation {
@@ -329,6 +376,12 @@ macro_rules! per_activation {
             Activation::Sqrt => $f!(|$v: f32| $v.sqrt()),
             Activation::Neg => $f!(|$v: f32| -$v),
             Activation::Abs => $f!(|$v: f32| $v.abs()),
+            Activation::HardSigmoid { alpha, beta } => $f!(|$v: f32| hard_sigmoid(alpha, beta, $v)),
+            Activation::HardSwish => $f!(|$v: f32| hard_swish($v)),
+            Activation::Elu { alpha } => $f!(|$v: f32| elu(alpha, $v)),
+            Activation::Selu { alpha, gamma } => $f!(|$v: f32| gamma * elu(alpha, $v)),
+            Activation::Softplus => $f!(|$v: f32| softplus($v)),
+            Activation::Mish => $f!(|$v: f32| $v * tanh(softplus($v))),
         }
     };
 }

@@ -1,4 +1,5 @@
-//! Softmax and LayerNormalization rows, vectorized with eight independent accumulators.
+//! Softmax, LogSoftmax, LayerNormalization and InstanceNormalization rows, vectorized with
+//! eight independent accumulators.
 
 /// Lanes of the manual reductions (one AVX register).
 const L: usize = 8;
@@ -57,6 +58,34 @@ pub fn softmax_row_body(x: &[f32], y: &mut [f32]) {
     let inv = 1.0 / sum_of(y);
     for o in y.iter_mut() {
         *o *= inv;
+    }
+}
+
+/// LogSoftmax of one row: `x - max - ln(Σ exp(x - max))` (`y` holds the exponentials first).
+#[inline(always)]
+pub fn log_softmax_row_body(x: &[f32], y: &mut [f32]) {
+    let m = max_of(x);
+    for (o, &v) in y.iter_mut().zip(x) {
+        *o = crate::math::exp(v - m);
+    }
+    let shift = m + sum_of(y).ln();
+    for (o, &v) in y.iter_mut().zip(x) {
+        *o = v - shift;
+    }
+}
+
+/// InstanceNormalization of one channel's plane: `(x - mean) / sqrt(var + eps) * scale +
+/// bias`, with the channel's scale and bias.
+#[inline(always)]
+pub fn instance_norm_plane_body(x: &[f32], scale: f32, bias: f32, epsilon: f32, y: &mut [f32]) {
+    let n = x.len() as f32;
+    let mean = sum_of(x) / n;
+    let var = sum_sq_dev(x, mean) / n;
+    // (x - mean) first: folding the mean into the bias (x·a + (bias - mean·a)) cancels
+    // badly where the variance is tiny and `a` large.
+    let a = scale / (var + epsilon).sqrt();
+    for (o, &v) in y.iter_mut().zip(x) {
+        *o = (v - mean).mul_add(a, bias);
     }
 }
 

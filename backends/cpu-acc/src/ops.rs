@@ -217,12 +217,14 @@ impl Workload for GlobalPoolWorkload {
     }
 }
 
-/// Softmax along one axis.
+/// Softmax or LogSoftmax along one axis.
 pub struct SoftmaxWorkload {
     io: Io,
     outer: usize,
     len: usize,
     inner: usize,
+    /// LogSoftmax instead.
+    log: bool,
     threads: Threads,
 }
 
@@ -242,9 +244,26 @@ impl SoftmaxWorkload {
             outer: p(&dims[..a]),
             len: dims[a],
             inner: p(&dims[a + 1..]),
+            log: false,
             io,
             threads,
         })
+    }
+
+    /// Compute LogSoftmax (`ln(softmax(x))`, without the rounding of `ln` of a tiny
+    /// probability) instead.
+    pub fn log(mut self) -> Self {
+        self.log = true;
+        self
+    }
+
+    /// The row function: softmax or its logarithm.
+    fn row(&self) -> fn(&[f32], &mut [f32]) {
+        if self.log {
+            simd::log_softmax_row
+        } else {
+            simd::softmax_row
+        }
     }
 }
 
@@ -257,12 +276,13 @@ impl Workload for SoftmaxWorkload {
         if len == 0 || y.is_empty() {
             return Ok(());
         }
+        let row = self.row();
         if inner == 1 {
             let per = self.threads.chunk_size(self.outer, (8192 / len).max(1), 1);
             return self.threads.chunks(y, per * len, |ci, yc| {
                 for (r, out) in yc.chunks_exact_mut(len).enumerate() {
                     let s = (ci * per + r) * len;
-                    simd::softmax_row(&x[s..s + len], out);
+                    row(&x[s..s + len], out);
                 }
                 Ok(())
             });
@@ -275,7 +295,7 @@ impl Workload for SoftmaxWorkload {
                 for (j, v) in col.iter_mut().enumerate() {
                     *v = x[base + j * inner + i];
                 }
-                simd::softmax_row(&col, &mut res);
+                row(&col, &mut res);
                 for (j, &v) in res.iter().enumerate() {
                     yc[j * inner + i] = v;
                 }
@@ -299,6 +319,97 @@ fn expand(values: &[f32], from: &[usize], to: &[usize]) -> Vec<f32> {
             values[off]
         })
         .collect()
+}
+
+/// InstanceNormalization: each channel's plane of each image normalized by its own mean and
+/// variance, then scaled and shifted per channel.
+pub struct InstanceNormWorkload {
+    io: Io,
+    epsilon: f32,
+    /// Channels, and elements per plane.
+    channels: usize,
+    plane: usize,
+    /// Scale and bias when constant at load time (else read from inputs 1 and 2).
+    scale: Option<Vec<f32>>,
+    bias: Option<Vec<f32>>,
+    threads: Threads,
+}
+
+impl InstanceNormWorkload {
+    /// Plan it for X `[N, C, ...]`, scale and bias `[C]`.
+    pub fn new(
+        io: Io,
+        epsilon: f32,
+        scale: Option<&Tensor>,
+        bias: Option<&Tensor>,
+        threads: Threads,
+    ) -> Result<Self> {
+        let dims = io
+            .inputs
+            .first()
+            .ok_or_else(|| BackendError::Other("instance norm: no input".into()))?
+            .shape
+            .dims()
+            .to_vec();
+        let (channels, plane) = match dims.as_slice() {
+            [_, c, rest @ ..] => (*c, rest.iter().product()),
+            _ => {
+                return Err(BackendError::Other(format!(
+                    "{}: InstanceNormalization needs rank >= 2",
+                    io.layer
+                )))
+            }
+        };
+        let constant = |t: Option<&Tensor>| -> Result<Option<Vec<f32>>> {
+            t.map(|t| Ok(t.as_slice::<f32>()?.to_vec())).transpose()
+        };
+        Ok(InstanceNormWorkload {
+            scale: constant(scale)?,
+            bias: constant(bias)?,
+            io,
+            epsilon,
+            channels,
+            plane,
+            threads,
+        })
+    }
+}
+
+impl Workload for InstanceNormWorkload {
+    fn execute(&self, inputs: &[TensorView<'_>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
+        self.io.check(inputs, outputs)?;
+        let x = f32s(input(inputs, 0)?)?;
+        let scale = match &self.scale {
+            Some(s) => s.as_slice(),
+            None => f32s(input(inputs, 1)?)?,
+        };
+        let bias = match &self.bias {
+            Some(b) => b.as_slice(),
+            None => f32s(input(inputs, 2)?)?,
+        };
+        let (c, plane) = (self.channels, self.plane);
+        if scale.len() != c || bias.len() != c {
+            return Err(self
+                .io
+                .error(format!("scale and bias must hold {c} values")));
+        }
+        let y = f32s_mut(output(outputs)?)?;
+        if plane == 0 || y.is_empty() {
+            return Ok(());
+        }
+        let planes = y.len() / plane;
+        let per = self.threads.chunk_size(planes, (16384 / plane).max(1), 1);
+        let eps = self.epsilon;
+        self.threads.chunks(y, per * plane, |ci, yc| {
+            for (j, out) in yc.chunks_exact_mut(plane).enumerate() {
+                let p = ci * per + j;
+                let ch = p % c;
+                let s = p * plane;
+                simd::instance_norm_plane(&x[s..s + plane], scale[ch], bias[ch], eps, out);
+            }
+            Ok(())
+        })
+    }
 }
 
 /// LayerNormalization over the trailing axes.

@@ -3,7 +3,7 @@
 
 use crate::fusion;
 use backplane_backend_api::{LayerDesc, LayerSupport, Support};
-use backplane_core::ops::{BinaryOp, PoolKind};
+use backplane_core::ops::PoolKind;
 use backplane_core::{DataType, Op, Quantization, TensorInfo};
 
 /// CpuAcc's layer-support oracle.
@@ -95,14 +95,35 @@ pub fn check(layer: &LayerDesc) -> Result<(), String> {
                 Err("Concat inputs of different types".into())
             }
         }
-        Op::Unary(_) | Op::Softmax { .. } | Op::LayerNormalization { .. } => {
-            all_f32(op, &layer.inputs)
-        }
-        Op::Binary(b) => {
-            if *b == BinaryOp::Pow {
-                return Err("CpuAcc does not implement Pow".into());
+        Op::Unary(_)
+        | Op::Softmax { .. }
+        | Op::LogSoftmax { .. }
+        | Op::LayerNormalization { .. }
+        | Op::Binary(_) => all_f32(op, &layer.inputs),
+        Op::BinaryExt(b) => match crate::elementwise::Bin::from_ext(*b) {
+            Some(_) => all_f32(op, &layer.inputs),
+            None => Err(format!("CpuAcc does not implement {}", b.name())),
+        },
+        Op::Math(m) => match crate::act::Activation::from_math(*m) {
+            Some(_) => all_f32(op, &layer.inputs),
+            None => Err(format!("CpuAcc does not implement {}", m.name())),
+        },
+        Op::ArgReduce(desc) => {
+            all_f32(op, &layer.inputs)?;
+            let d = dims(0);
+            let a = backplane_core::shape::normalize_axis(desc.axis, d.len())
+                .map_err(|e| e.to_string())?;
+            if d[a] == 0 {
+                return Err("ArgMax/ArgMin over an empty axis".into());
             }
-            all_f32(op, &layer.inputs)
+            Ok(())
+        }
+        Op::InstanceNormalization { .. } => {
+            all_f32(op, &layer.inputs)?;
+            if dims(0).len() < 2 {
+                return Err("InstanceNormalization needs rank >= 2".into());
+            }
+            Ok(())
         }
         Op::BatchNormalization { .. } => {
             all_f32(op, &layer.inputs)?;

@@ -78,8 +78,16 @@ impl WorkloadFactory for CpuAccWorkloadFactory {
                 act: Activation::from_unary(*u),
                 threads: th,
             }),
-            Op::Binary(b) => {
-                let op = Bin::from_op(*b).ok_or_else(|| bad(layer, "Pow".into()))?;
+            Op::Math(m) => Box::new(UnaryWorkload {
+                io,
+                act: Activation::from_math(*m)
+                    .ok_or_else(|| bad(layer, format!("CpuAcc does not implement {}", m.name())))?,
+                threads: th,
+            }),
+            Op::Binary(b) => Box::new(BinaryWorkload::new(io, Bin::from_op(*b), th)?),
+            Op::BinaryExt(b) => {
+                let op = Bin::from_ext(*b)
+                    .ok_or_else(|| bad(layer, format!("CpuAcc does not implement {}", b.name())))?;
                 Box::new(BinaryWorkload::new(io, op, th)?)
             }
             Op::Conv(desc) => Box::new(ConvWorkload::new(
@@ -124,6 +132,13 @@ impl WorkloadFactory for CpuAccWorkloadFactory {
                 threads: th,
             }),
             Op::Softmax { axis } => Box::new(SoftmaxWorkload::new(io, *axis, th)?),
+            Op::ArgReduce(desc) => {
+                Box::new(crate::arg_reduce::ArgReduceWorkload::new(io, desc, th)?)
+            }
+            Op::LogSoftmax { axis } => Box::new(SoftmaxWorkload::new(io, *axis, th)?.log()),
+            Op::InstanceNormalization { epsilon } => {
+                Box::new(InstanceNormWorkload::new(io, *epsilon, k(1), k(2), th)?)
+            }
             Op::LayerNormalization { axis, epsilon } => {
                 Box::new(LayerNormWorkload::new(io, *axis, *epsilon, k(1), k(2), th)?)
             }

@@ -14,8 +14,8 @@ use support::{check, close, reference, run_desc, Rng};
 
 use backplane_backend_api::{Backend, LayerDesc, SubgraphView, ValueRef};
 use backplane_core::ops::{
-    AutoPad, BinaryOp, ConvDesc, GemmDesc, PoolDesc, PoolKind, ReduceDesc, ReduceKind, UnaryOp,
-    Window,
+    AutoPad, BinaryExtOp, BinaryOp, ConvDesc, GemmDesc, MathOp, PoolDesc, PoolKind, ReduceDesc,
+    ReduceKind, UnaryOp, Window,
 };
 use backplane_core::{Network, Op, Tensor};
 use backplane_cpu_acc::CpuAccBackend;
@@ -476,6 +476,37 @@ fn elementwise_broadcasting_shapes() {
             );
         }
     }
+    // Pow as CpuRef computes it (in f64, rounded once): exactly equal, squares included;
+    // negative bases to fractional powers are NaN, zero to negative powers infinite.
+    for (ad, bd) in shapes {
+        let a = r.tensor(ad, 3.0);
+        let b = r.tensor(bd, 3.0);
+        check(
+            &format!("Pow {ad:?} {bd:?}"),
+            &Op::Binary(BinaryOp::Pow),
+            &[&a, &b],
+            &[&[false, false]],
+            0.0,
+            0.0,
+        );
+    }
+    let bases: Vec<f32> = [0.0, -0.0, 1.0, -1.0, 2.5, -2.5, 1e-20, 3e10, f32::NAN]
+        .into_iter()
+        .chain([f32::INFINITY, f32::NEG_INFINITY])
+        .chain((0..63).map(|_| r.unit() * 4.0))
+        .collect();
+    let base = Tensor::from_vec(vec![bases.len()], bases).unwrap();
+    for e in [2.0, 0.5, 3.0, -1.0, -1.5, 0.0, 1.0, f32::NAN, 40.0] {
+        let e = Tensor::from_vec(vec![1], vec![e]).unwrap();
+        check(
+            &format!("Pow by {:?}", e.as_slice::<f32>().unwrap()),
+            &Op::Binary(BinaryOp::Pow),
+            &[&base, &e],
+            &[&[false, false], &[false, true]],
+            0.0,
+            0.0,
+        );
+    }
     let mut values: Vec<f32> = (0..2570).map(|_| r.unit() * 8.0).collect();
     values.extend([
         0.0,
@@ -529,6 +560,73 @@ fn elementwise_broadcasting_shapes() {
             &[&[false]],
             1e-6,
             1e-7,
+        );
+    }
+    // The activations of the math ops CpuAcc runs, over the same values (±0, NaN, ±inf,
+    // and the sides of each function's breaks).
+    for m in [
+        MathOp::HardSigmoid {
+            alpha: 0.2,
+            beta: 0.5,
+        },
+        MathOp::HardSigmoid {
+            alpha: 1.0 / 6.0,
+            beta: 0.5,
+        },
+        MathOp::HardSwish,
+        MathOp::Elu { alpha: 1.0 },
+        MathOp::Elu { alpha: 0.3 },
+        MathOp::Selu {
+            alpha: 1.673_263_2,
+            gamma: 1.050_701,
+        },
+        MathOp::Softplus,
+        MathOp::Mish,
+    ] {
+        check(
+            &format!("{m:?}"),
+            &Op::Math(m),
+            &[&x],
+            &[&[false]],
+            1e-5,
+            1e-6,
+        );
+    }
+    let edges: [f32; 10] = [
+        -3.0, -2.5, 3.0, 2.5, -1e-4, 1e-4, 50.0, -50.0, -100.0, 100.0,
+    ];
+    let e = Tensor::from_vec(vec![edges.len()], edges.to_vec()).unwrap();
+    for m in [
+        MathOp::HardSwish,
+        MathOp::Softplus,
+        MathOp::Mish,
+        MathOp::Elu { alpha: 2.0 },
+    ] {
+        check(
+            &format!("{m:?} edges"),
+            &Op::Math(m),
+            &[&e],
+            &[&[false]],
+            1e-5,
+            1e-6,
+        );
+    }
+    // PRelu: per-channel, scalar and full slopes (constant, as in models, and run-time).
+    for (xd, sd) in [
+        (&[2, 17, 7, 7][..], &[17, 1, 1][..]),
+        (&[1, 63, 3], &[1]),
+        (&[257], &[257]),
+        (&[3, 7, 1], &[7, 1]),
+    ] {
+        let a = r.tensor(xd, 3.0);
+        let slope = r.tensor(sd, 1.0);
+        check(
+            &format!("PRelu {xd:?} {sd:?}"),
+            &Op::BinaryExt(BinaryExtOp::PRelu),
+            &[&a, &slope],
+            &[&[false, true], &[false, false]],
+            0.0,
+            0.0,
         );
     }
 }
@@ -644,6 +742,111 @@ fn pooling_variants() {
             1e-5,
             1e-6,
         );
+    }
+}
+
+/// LogSoftmax along contiguous and strided axes (inputs that make some probabilities
+/// underflow, where ln(softmax) would be -inf), and InstanceNormalization of ranks 2-5 with
+/// constant and run-time parameters.
+#[test]
+fn log_softmax_and_instance_norm() {
+    let mut r = Rng(13);
+    for (dims, axis, scale) in [
+        (vec![3, 257], -1, 5.0),
+        (vec![2, 17, 7], 1, 5.0),
+        (vec![2, 17, 7], 0, 5.0),
+        (vec![1, 2, 128, 128], -1, 5.0),
+        (vec![7], 0, 5.0),
+        (vec![1, 1], 1, 5.0),
+        (vec![4, 63], 1, 200.0),
+    ] {
+        let x = r.tensor(&dims, scale);
+        check(
+            &format!("log softmax {dims:?} {axis}"),
+            &Op::LogSoftmax { axis },
+            &[&x],
+            &[&[false]],
+            1e-5,
+            1e-5,
+        );
+    }
+    for dims in [
+        vec![1, 3],
+        vec![2, 3, 17],
+        vec![1, 7, 63, 17],
+        vec![2, 17, 1, 1],
+        vec![1, 1, 257, 257],
+        vec![2, 3, 3, 7, 5],
+    ] {
+        let x = r.tensor(&dims, 3.0);
+        // A channel offset far from zero, as after a convolution with bias.
+        let x = Tensor::from_vec(
+            dims.clone(),
+            x.as_slice::<f32>()
+                .unwrap()
+                .iter()
+                .map(|v| v + 4.0)
+                .collect(),
+        )
+        .unwrap();
+        let s = r.tensor(&[dims[1]], 2.0);
+        let b = r.tensor(&[dims[1]], 1.0);
+        check(
+            &format!("instance norm {dims:?}"),
+            &Op::InstanceNormalization { epsilon: 1e-5 },
+            &[&x, &s, &b],
+            &[&[false, true, true], &[false, false, false]],
+            1e-4,
+            1e-5,
+        );
+    }
+}
+
+/// ArgMax / ArgMin along every axis position (last, inner, outer), with ties (values from a
+/// few levels), NaNs, both tie rules and keepdims; class maps large enough for 2 threads.
+#[test]
+fn arg_max_and_min() {
+    let mut r = Rng(17);
+    for (dims, axis) in [
+        (vec![3, 257], -1),
+        (vec![1, 21, 63, 17], 1),
+        (vec![2, 7, 17], 0),
+        (vec![2, 7, 17], -2),
+        (vec![1], 0),
+        (vec![5, 1, 3], 1),
+        (vec![1, 3, 257, 63], 1),
+        (vec![63, 3], -1),
+        (vec![17, 2], 1),
+    ] {
+        let n: usize = dims.iter().product();
+        let values: Vec<f32> = (0..n)
+            .map(|k| match r.next() % 23 {
+                0 if k % 5 == 0 => f32::NAN,
+                v => (v % 7) as f32 - 3.0,
+            })
+            .collect();
+        let x = Tensor::from_vec(dims.clone(), values).unwrap();
+        for (max, keepdims, last) in [
+            (true, true, false),
+            (false, false, false),
+            (true, false, true),
+            (false, true, true),
+        ] {
+            let op = Op::ArgReduce(backplane_core::ops::ArgReduceDesc {
+                max,
+                axis,
+                keepdims,
+                select_last_index: last,
+            });
+            check(
+                &format!("arg {dims:?} {axis} max={max} keep={keepdims} last={last}"),
+                &op,
+                &[&x],
+                &[&[false]],
+                0.0,
+                0.0,
+            );
+        }
     }
 }
 
@@ -1200,16 +1403,31 @@ fn residual_blocks_fuse_into_the_convolution() {
 #[test]
 fn depthwise_with_activation_fuses() {
     let mut r = Rng(23);
+    // The activations applied in the kernel's registers, and (MobileNetV3's, YOLOv4's)
+    // ones applied after it.
     let acts = [
-        UnaryOp::Relu,
-        UnaryOp::Clip { min: 0.0, max: 6.0 },
-        UnaryOp::LeakyRelu { alpha: 0.2 },
+        Op::Unary(UnaryOp::Relu),
+        Op::Unary(UnaryOp::Clip { min: 0.0, max: 6.0 }),
+        Op::Unary(UnaryOp::LeakyRelu { alpha: 0.2 }),
+        Op::Math(MathOp::HardSwish),
+        Op::Math(MathOp::HardSigmoid {
+            alpha: 0.2,
+            beta: 0.5,
+        }),
+        Op::Math(MathOp::Mish),
     ];
-    for (i, (c, hw, s)) in [(16, 29, 1), (16, 29, 2), (5, 31, 2), (17, 9, 1), (3, 64, 1)]
-        .into_iter()
-        .enumerate()
+    for (i, (c, hw, s)) in [
+        (16, 29, 1),
+        (16, 29, 2),
+        (5, 31, 2),
+        (17, 9, 1),
+        (3, 64, 1),
+        (40, 14, 1),
+    ]
+    .into_iter()
+    .enumerate()
     {
-        let act = acts[i % acts.len()];
+        let act = acts[i % acts.len()].clone();
         let with_bias = i % 2 == 0;
         let mut net = Network::new();
         let x = r.tensor(&[1, c, hw, hw], 4.0);
@@ -1224,14 +1442,14 @@ fn depthwise_with_activation_fuses() {
             vec![xi, wi]
         };
         let t = net.add_layer("conv", conv.clone(), &conv_in).unwrap()[0];
-        let y = net.add_layer("act", Op::Unary(act), &[t]).unwrap()[0];
+        let y = net.add_layer("act", act.clone(), &[t]).unwrap()[0];
         net.mark_output(y).unwrap();
         let want = if with_bias {
             reference(&conv, &[&x, &w, &b]).remove(0)
         } else {
             reference(&conv, &[&x, &w]).remove(0)
         };
-        let want = reference(&Op::Unary(act), &[&want]).remove(0);
+        let want = reference(&act, &[&want]).remove(0);
         for threads in [1, 2] {
             let (name, got) = run_fused(&net, &[(xi, &x)], threads);
             assert_eq!(name, "conv+act");

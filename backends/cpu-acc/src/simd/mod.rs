@@ -2357,6 +2357,15 @@ multiversion! {
     pub fn softmax_row(x: &[f32], y: &mut [f32]) => crate::norm::softmax_row_body;
 }
 multiversion! {
+    /// LogSoftmax of one contiguous row.
+    pub fn log_softmax_row(x: &[f32], y: &mut [f32]) => crate::norm::log_softmax_row_body;
+}
+multiversion! {
+    /// Instance normalization of one channel's plane.
+    pub fn instance_norm_plane(x: &[f32], scale: f32, bias: f32, epsilon: f32, y: &mut [f32])
+        => crate::norm::instance_norm_plane_body;
+}
+multiversion! {
     /// Layer normalization of one row.
     pub fn layer_norm_row(x: &[f32], scale: &[f32], bias: Option<&[f32]>, epsilon: f32, y: &mut [f32])
         => crate::norm::layer_norm_row_body;
