@@ -13,7 +13,9 @@ if [ "$cmd" != pack ] || [ -z "$dir" ]; then
 fi
 cd "$(dirname "$0")/.."
 mkdir -p "$dir"
-tests=(backplane_cpu_acc against_ref fusions op_table end_to_end two_backends memory conformance)
+# Every test binary of CpuAcc (its unit tests and each tests/*.rs), and the facade's tests
+# that run CpuAcc.
+tests=(fusions op_table end_to_end two_backends memory conformance)
 for pkg in backplane-cpu-acc backplane; do
     cargo test --release -p "$pkg" --no-run --message-format=json 2>/dev/null |
         python3 -c '
@@ -23,8 +25,9 @@ for line in sys.stdin:
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"]:
         print(m["target"]["name"], m["executable"])' |
         while read -r name exe; do
+            if [ "$pkg" = backplane-cpu-acc ]; then cp "$exe" "$dir/$name"; fi
             for t in "${tests[@]}"; do
-                if [ "$name" = "$t" ]; then cp "$exe" "$dir/$t"; fi
+                if [ "$pkg" = backplane ] && [ "$name" = "$t" ]; then cp "$exe" "$dir/$t"; fi
             done
         done
 done
@@ -41,9 +44,11 @@ grep -o -w 'avx512f\|avx2\|fma' /proc/cpuinfo | sort | uniq -c
 mkdir -p /tmp/node && tar xzf "\$here/node.tgz" -C /tmp/node
 export BACKPLANE_ONNX_NODE_TESTS=/tmp/node/node
 status=0
-for t in ${tests[*]}; do
+for exe in "\$here"/*; do
+    t=\$(basename "\$exe")
+    case "\$t" in run.sh|node.tgz) continue ;; esac
     echo "== \$t"
-    "\$here/\$t" --nocapture > "/tmp/\$t.log" 2>&1 || status=1
+    "\$exe" --nocapture > "/tmp/\$t.log" 2>&1 || status=1
     grep -E "test result|FAILED|^conformance:" "/tmp/\$t.log" || true
 done
 exit \$status
