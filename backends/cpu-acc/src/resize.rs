@@ -13,7 +13,7 @@ use crate::gemm;
 use crate::io::{f32s, f32s_mut, input, output, Io};
 use crate::threads::Threads;
 use backplane_backend_api::{BackendError, Result, Workload};
-use backplane_core::ops::{CoordinateTransform, NearestMode, ResizeDesc, ResizeMode};
+use backplane_core::ops::{clamp_index, CoordinateTransform, ResizeDesc, ResizeMode};
 use backplane_core::{TensorView, TensorViewMut};
 use std::cell::RefCell;
 
@@ -55,62 +55,6 @@ pub fn check(desc: &ResizeDesc, x: &[usize]) -> std::result::Result<(), String> 
     Ok(())
 }
 
-/// The input coordinate output index `o` maps to along an axis (CpuRef's f32 arithmetic).
-fn coordinate(t: CoordinateTransform, o: usize, len: usize, out: usize, scale: f32) -> f32 {
-    let x = o as f32;
-    match t {
-        CoordinateTransform::HalfPixel => (x + 0.5) / scale - 0.5,
-        CoordinateTransform::PytorchHalfPixel if out > 1 => (x + 0.5) / scale - 0.5,
-        CoordinateTransform::PytorchHalfPixel => 0.0,
-        CoordinateTransform::AlignCorners => {
-            // The unrounded resized length, as ONNX defines it.
-            let resized = f64::from(len as f32) * f64::from(scale);
-            if out > 1 && resized > 1.0 {
-                (f64::from(x) * (len as f64 - 1.0) / (resized - 1.0)) as f32
-            } else {
-                0.0
-            }
-        }
-        CoordinateTransform::Asymmetric => x / scale,
-        CoordinateTransform::HalfPixelSymmetric => {
-            let adjustment = out as f32 / (scale * len as f32);
-            let offset = len as f32 / 2.0 * (1.0 - adjustment);
-            offset + (x + 0.5) / scale - 0.5
-        }
-        // Refused by `check`; the whole input as the region.
-        CoordinateTransform::TfCropAndResize => {
-            if out > 1 {
-                (f64::from(x) * (len as f64 - 1.0) / (out as f64 - 1.0)) as f32
-            } else {
-                (0.5 * (len as f64 - 1.0)) as f32
-            }
-        }
-    }
-}
-
-/// Clamp an index (possibly negative or NaN) into `0..len`.
-fn clamp(i: f64, len: usize) -> usize {
-    if i.is_nan() || i <= 0.0 {
-        0
-    } else {
-        (i as usize).min(len.saturating_sub(1))
-    }
-}
-
-/// The input index nearest mode reads for coordinate `c`.
-fn nearest(mode: NearestMode, c: f32, len: usize) -> usize {
-    let c = f64::from(c);
-    clamp(
-        match mode {
-            NearestMode::RoundPreferFloor => (c - 0.5).ceil(),
-            NearestMode::RoundPreferCeil => (c + 0.5).floor(),
-            NearestMode::Floor => c.floor(),
-            NearestMode::Ceil => c.ceil(),
-        },
-        len,
-    )
-}
-
 /// Linear: the two neighbours of coordinate `c` (clamped into the input) and their weights.
 #[derive(Debug, Clone, Copy)]
 struct Tap {
@@ -126,7 +70,7 @@ fn linear(c: f32, len: usize) -> Tap {
     let c = if c.is_nan() { 0.0 } else { c.clamp(0.0, last) };
     let lo = c.floor();
     let frac = c - lo;
-    let i0 = clamp(lo, len);
+    let i0 = clamp_index(lo, len);
     Tap {
         i0,
         i1: (i0 + 1).min(len.saturating_sub(1)),
@@ -188,7 +132,7 @@ impl ResizeWorkload {
             ResizeMode::Nearest => {
                 let pick = |len: usize, out: usize, s: f32| -> Vec<usize> {
                     (0..out)
-                        .map(|o| nearest(desc.nearest_mode, coordinate(t, o, len, out, s), len))
+                        .map(|o| desc.nearest_mode.index(t.source(o, len, out, s), len))
                         .collect()
                 };
                 Plan::Nearest {
@@ -199,7 +143,7 @@ impl ResizeWorkload {
             _ => {
                 let taps = |len: usize, out: usize, s: f32| -> Vec<Tap> {
                     (0..out)
-                        .map(|o| linear(coordinate(t, o, len, out, s), len))
+                        .map(|o| linear(t.source(o, len, out, s), len))
                         .collect()
                 };
                 let rows = taps(h, oh, sy);

@@ -28,60 +28,11 @@ use super::indexing::{for_each_index, product};
 use super::layout::gather_elements;
 use crate::Result;
 use backplane_backend_api::BackendError;
-use backplane_core::ops::{CoordinateTransform, NearestMode, ResizeDesc, ResizeMode};
+use backplane_core::ops::{
+    clamp_index, crop_coordinate, CoordinateTransform, ResizeDesc, ResizeMode,
+};
 use backplane_core::shape::strides_of;
 use backplane_core::{DataType, TensorView, TensorViewMut};
-
-/// The input coordinate that output index `x` of one axis maps to.
-fn source_coordinate(
-    transform: CoordinateTransform,
-    x: usize,
-    in_len: usize,
-    out_len: usize,
-    scale: f32,
-) -> f32 {
-    let x = x as f32;
-    match transform {
-        CoordinateTransform::HalfPixel => (x + 0.5) / scale - 0.5,
-        CoordinateTransform::PytorchHalfPixel => {
-            if out_len > 1 {
-                (x + 0.5) / scale - 0.5
-            } else {
-                0.0
-            }
-        }
-        CoordinateTransform::AlignCorners => {
-            // ONNX uses the unrounded resized length (input length x scale), which differs
-            // from the output length when a scale does not divide evenly.
-            let resized = f64::from(in_len as f32) * f64::from(scale);
-            if out_len > 1 && resized > 1.0 {
-                (f64::from(x) * (in_len as f64 - 1.0) / (resized - 1.0)) as f32
-            } else {
-                0.0
-            }
-        }
-        CoordinateTransform::Asymmetric => x / scale,
-        CoordinateTransform::HalfPixelSymmetric => {
-            let adjustment = out_len as f32 / (scale * in_len as f32);
-            let center = in_len as f32 / 2.0;
-            let offset = center * (1.0 - adjustment);
-            offset + (x + 0.5) / scale - 0.5
-        }
-        // The whole input as the region (the kernel passes the model's region).
-        CoordinateTransform::TfCropAndResize => crop_coordinate(x, in_len, out_len, 0.0, 1.0),
-    }
-}
-
-/// tf_crop_and_resize: output index `x` on the region [start, end] (normalized) of the input.
-fn crop_coordinate(x: f32, in_len: usize, out_len: usize, start: f32, end: f32) -> f32 {
-    let (start, end, last) = (f64::from(start), f64::from(end), in_len as f64 - 1.0);
-    let c = if out_len > 1 {
-        start * last + f64::from(x) * (end - start) * last / (out_len as f64 - 1.0)
-    } else {
-        0.5 * (start + end) * last
-    };
-    c as f32
-}
 
 /// Antialiased taps: the kernel (of support `radius`) stretched by 1 / scale around `c`,
 /// indices clamped to the edge, weights normalized; with `exclude_outside`, outside indices
@@ -132,31 +83,6 @@ fn keys(a: f64, d: f64) -> f64 {
     } else {
         0.0
     }
-}
-
-/// Clamp a (possibly negative, infinite or NaN) index into `0..len` (`len > 0`).
-fn clamp_index(i: f64, len: usize) -> usize {
-    if i.is_nan() || i <= 0.0 {
-        0
-    } else {
-        // `as` saturates huge values; then clamp to the last element.
-        (i as usize).min(len - 1)
-    }
-}
-
-/// The input index nearest mode reads for coordinate `c` (rounding done in f64, where
-/// `c ± 0.5` is exact).
-fn nearest_index(mode: NearestMode, c: f32, len: usize) -> usize {
-    let c = f64::from(c);
-    let rounded = match mode {
-        // Ties go down: 2.5 → 2, 2.6 → 3.
-        NearestMode::RoundPreferFloor => (c - 0.5).ceil(),
-        // Ties go up: 2.5 → 3, 2.4 → 2.
-        NearestMode::RoundPreferCeil => (c + 0.5).floor(),
-        NearestMode::Floor => c.floor(),
-        NearestMode::Ceil => c.ceil(),
-    };
-    clamp_index(rounded, len)
 }
 
 /// The (input index, weight) pairs that make up one output element along one axis.
@@ -250,13 +176,8 @@ pub(crate) fn resize(
                 desc.roi[rank + axis],
             )
         } else {
-            source_coordinate(
-                desc.coordinate_transform,
-                o,
-                in_dims[axis],
-                out_dims[axis],
-                desc.scales[axis],
-            )
+            desc.coordinate_transform
+                .source(o, in_dims[axis], out_dims[axis], desc.scales[axis])
         }
     };
     // tf_crop_and_resize: per axis, the output indices whose coordinate is outside the input.
@@ -277,9 +198,7 @@ pub(crate) fn resize(
             let sources: Vec<Vec<usize>> = (0..in_dims.len())
                 .map(|axis| {
                     (0..out_dims[axis])
-                        .map(|o| {
-                            nearest_index(desc.nearest_mode, coordinate(axis, o), in_dims[axis])
-                        })
+                        .map(|o| desc.nearest_mode.index(coordinate(axis, o), in_dims[axis]))
                         .collect()
                 })
                 .collect();
@@ -393,7 +312,7 @@ fn resample_axis(data: &[f64], dims: &[usize], axis: usize, taps: &[Taps]) -> Ve
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
-    use super::{cubic_taps, source_coordinate};
+    use super::cubic_taps;
     use crate::evaluate;
     use crate::test_util::{assert_close, eval1, expect_picks, f32s, iota};
     use backplane_core::ops::{CoordinateTransform, NearestMode, ResizeDesc, ResizeMode};
@@ -423,18 +342,30 @@ mod tests {
     fn coordinate_transforms() {
         use CoordinateTransform::*;
         // Upscale 2 → 4 (scale 2), output index 0 and 3.
-        assert_eq!(source_coordinate(HalfPixel, 0, 2, 4, 2.0), -0.25);
-        assert_eq!(source_coordinate(HalfPixel, 3, 2, 4, 2.0), 1.25);
-        assert_eq!(source_coordinate(PytorchHalfPixel, 0, 2, 1, 0.5), 0.0);
-        assert_eq!(source_coordinate(PytorchHalfPixel, 3, 2, 4, 2.0), 1.25);
-        assert_eq!(source_coordinate(AlignCorners, 3, 2, 4, 2.0), 1.0);
-        assert_eq!(source_coordinate(AlignCorners, 2, 3, 5, 5.0 / 3.0), 1.0);
-        assert_eq!(source_coordinate(Asymmetric, 3, 2, 4, 2.0), 1.5);
+        assert_eq!(CoordinateTransform::source(HalfPixel, 0, 2, 4, 2.0), -0.25);
+        assert_eq!(CoordinateTransform::source(HalfPixel, 3, 2, 4, 2.0), 1.25);
+        assert_eq!(
+            CoordinateTransform::source(PytorchHalfPixel, 0, 2, 1, 0.5),
+            0.0
+        );
+        assert_eq!(
+            CoordinateTransform::source(PytorchHalfPixel, 3, 2, 4, 2.0),
+            1.25
+        );
+        assert_eq!(CoordinateTransform::source(AlignCorners, 3, 2, 4, 2.0), 1.0);
+        assert_eq!(
+            CoordinateTransform::source(AlignCorners, 2, 3, 5, 5.0 / 3.0),
+            1.0
+        );
+        assert_eq!(CoordinateTransform::source(Asymmetric, 3, 2, 4, 2.0), 1.5);
         // half_pixel_symmetric equals half_pixel when scale = out / in exactly.
-        assert_eq!(source_coordinate(HalfPixelSymmetric, 3, 2, 4, 2.0), 1.25);
+        assert_eq!(
+            CoordinateTransform::source(HalfPixelSymmetric, 3, 2, 4, 2.0),
+            1.25
+        );
         // in 5, out 2 (from sizes) with scale 0.5 (2.5 would be the exact size): adjustment =
         // 2 / 2.5 = 0.8, offset = 2.5 * 0.2 = 0.5, x=0: 0.5 + 0.5/0.5 - 0.5 = 1.0.
-        assert!((source_coordinate(HalfPixelSymmetric, 0, 5, 2, 0.5) - 1.0).abs() < 1e-6);
+        assert!((CoordinateTransform::source(HalfPixelSymmetric, 0, 5, 2, 0.5) - 1.0).abs() < 1e-6);
     }
 
     #[test]

@@ -46,7 +46,9 @@ pub use nn::{
 pub use pooling::{MaxPoolIndicesDesc, MaxUnpoolDesc};
 pub use recurrent::{RnnActivation, RnnActivationKind, RnnDesc, RnnDirection, RnnKind};
 pub use reduce::{ReduceDesc, ReduceKind};
-pub use resize::{CoordinateTransform, NearestMode, ResizeDesc, ResizeMode};
+pub use resize::{
+    clamp_index, crop_coordinate, CoordinateTransform, NearestMode, ResizeDesc, ResizeMode,
+};
 pub use sampling::{GridSampleDesc, GridSampleMode, GridSamplePadding};
 pub use signal::{DftDesc, StftDesc};
 pub use spatial::{AutoPad, Geometry, Window};

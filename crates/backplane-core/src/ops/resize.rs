@@ -45,6 +45,83 @@ pub enum NearestMode {
     Ceil,
 }
 
+impl CoordinateTransform {
+    /// The input coordinate that output index `x` of one axis maps to, in the f32 (and, for
+    /// align_corners, f64) arithmetic every backend shares so that nearest mode's ties round
+    /// alike. tf_crop_and_resize maps onto the whole input here; its region is
+    /// [`crop_coordinate`]'s.
+    pub fn source(self, x: usize, in_len: usize, out_len: usize, scale: f32) -> f32 {
+        let x = x as f32;
+        match self {
+            CoordinateTransform::HalfPixel => (x + 0.5) / scale - 0.5,
+            CoordinateTransform::PytorchHalfPixel => {
+                if out_len > 1 {
+                    (x + 0.5) / scale - 0.5
+                } else {
+                    0.0
+                }
+            }
+            CoordinateTransform::AlignCorners => {
+                // ONNX uses the unrounded resized length (input length x scale), which
+                // differs from the output length when a scale does not divide evenly.
+                let resized = f64::from(in_len as f32) * f64::from(scale);
+                if out_len > 1 && resized > 1.0 {
+                    (f64::from(x) * (in_len as f64 - 1.0) / (resized - 1.0)) as f32
+                } else {
+                    0.0
+                }
+            }
+            CoordinateTransform::Asymmetric => x / scale,
+            CoordinateTransform::HalfPixelSymmetric => {
+                let adjustment = out_len as f32 / (scale * in_len as f32);
+                let center = in_len as f32 / 2.0;
+                let offset = center * (1.0 - adjustment);
+                offset + (x + 0.5) / scale - 0.5
+            }
+            CoordinateTransform::TfCropAndResize => crop_coordinate(x, in_len, out_len, 0.0, 1.0),
+        }
+    }
+}
+
+/// tf_crop_and_resize: the input coordinate of output index `x` on the region
+/// [start, end] (normalized) of the input.
+pub fn crop_coordinate(x: f32, in_len: usize, out_len: usize, start: f32, end: f32) -> f32 {
+    let (start, end, last) = (f64::from(start), f64::from(end), in_len as f64 - 1.0);
+    let c = if out_len > 1 {
+        start * last + f64::from(x) * (end - start) * last / (out_len as f64 - 1.0)
+    } else {
+        0.5 * (start + end) * last
+    };
+    c as f32
+}
+
+/// Clamp a (possibly negative, infinite or NaN) index into `0..len` (0 when `len` is 0).
+pub fn clamp_index(i: f64, len: usize) -> usize {
+    if i.is_nan() || i <= 0.0 {
+        0
+    } else {
+        // `as` saturates huge values; then clamp to the last element.
+        (i as usize).min(len.saturating_sub(1))
+    }
+}
+
+impl NearestMode {
+    /// The input index nearest mode reads for coordinate `c`, clamped into `0..len`
+    /// (rounding done in f64, where `c ± 0.5` is exact).
+    pub fn index(self, c: f32, len: usize) -> usize {
+        let c = f64::from(c);
+        let rounded = match self {
+            // Ties go down: 2.5 → 2, 2.6 → 3.
+            NearestMode::RoundPreferFloor => (c - 0.5).ceil(),
+            // Ties go up: 2.5 → 3, 2.4 → 2.
+            NearestMode::RoundPreferCeil => (c + 0.5).floor(),
+            NearestMode::Floor => c.floor(),
+            NearestMode::Ceil => c.ceil(),
+        };
+        clamp_index(rounded, len)
+    }
+}
+
 /// Resize to a fixed output shape; `scales` are the per-axis factors used for coordinates.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ResizeDesc {
