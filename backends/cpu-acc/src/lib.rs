@@ -57,6 +57,7 @@ mod nhwc;
 mod nhwc_winograd;
 mod norm;
 mod ops;
+mod recurrent;
 mod reduce;
 mod resize;
 pub mod simd;

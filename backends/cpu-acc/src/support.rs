@@ -151,6 +151,7 @@ pub fn check(layer: &LayerDesc) -> Result<(), String> {
             crate::ops::check_pool(desc, &dims(0)).map(|_| ())
         }
         Op::GlobalPool(PoolKind::Average | PoolKind::Max) => all_f32(op, &layer.inputs),
+        Op::Rnn(desc) => crate::recurrent::check(desc, layer),
         Op::Reduce(desc) => {
             all_f32(op, &layer.inputs)?;
             crate::reduce::ReducePlan::new(desc, &dims(0)).map(|_| ())

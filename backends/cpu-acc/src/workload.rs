@@ -149,6 +149,7 @@ impl WorkloadFactory for CpuAccWorkloadFactory {
                 th,
             )?),
             Op::Reduce(desc) => Box::new(ReduceWorkload::new(io, desc, th)?),
+            Op::Rnn(desc) => Box::new(crate::recurrent::RecurrentWorkload::new(io, desc, k, th)?),
             Op::Custom(c) => {
                 let act = fusion::decode_act(c).map_err(|r| bad(layer, r))?;
                 match c.op_type.as_str() {

@@ -283,6 +283,13 @@ impl RnnDesc {
                 inputs.len()
             )));
         }
+        if self.clip.is_some_and(|c| c.is_nan() || c < 0.0) {
+            // The gates are clamped to [-clip, clip]: a negative or NaN bound has no range.
+            return Err(err(format!(
+                "clip must be non-negative, got {:?}",
+                self.clip
+            )));
+        }
         let dirs = self.direction.count();
         let want_acts = dirs * self.kind.activations_per_direction();
         if self.activations.len() != want_acts {
@@ -420,6 +427,15 @@ mod tests {
             .is_err());
         let ins = [&x, &w, &r, &b, &lens, &hc, &hc, &p];
         assert!(lstm(false, [false, false, false]).infer(&ins).is_err());
+        // A clip with no range (negative, NaN) is refused here, before any backend clamps.
+        for clip in [-1.0, f32::NAN] {
+            let Op::Rnn(mut desc) = lstm(false, [true, true, true]) else {
+                unreachable!()
+            };
+            desc.clip = Some(clip);
+            let e = Op::Rnn(desc).infer(&ins).unwrap_err().to_string();
+            assert!(e.contains("clip must be non-negative"), "{e}");
+        }
     }
 
     #[test]
