@@ -68,6 +68,57 @@ pub enum Activation {
     Softplus,
     /// x · tanh(ln(1 + e^x)) (YOLOv4's activation).
     Mish,
+    /// Round down to an integer.
+    Floor,
+    /// Round up to an integer.
+    Ceil,
+    /// Round to the nearest integer, ties to even.
+    Round,
+    /// -1, 0 or 1 by sign (±0 and NaN kept).
+    Sign,
+    /// 1 / x.
+    Reciprocal,
+    /// x / (1 + |x|).
+    Softsign,
+    /// sin x.
+    Sin,
+    /// cos x.
+    Cos,
+    /// tan x.
+    Tan,
+    /// asin x.
+    Asin,
+    /// acos x.
+    Acos,
+    /// atan x.
+    Atan,
+    /// sinh x.
+    Sinh,
+    /// cosh x.
+    Cosh,
+    /// asinh x.
+    Asinh,
+    /// acosh x.
+    Acosh,
+    /// atanh x.
+    Atanh,
+    /// max(x, 0) + min(0, alpha·(e^(x/alpha) - 1)).
+    Celu {
+        /// Negative-side scale.
+        alpha: f32,
+    },
+    /// x if x > alpha else 0.
+    ThresholdedRelu {
+        /// Threshold.
+        alpha: f32,
+    },
+    /// x + bias below -lambd, x - bias above lambd, else 0.
+    Shrink {
+        /// Offset applied outside the band.
+        bias: f32,
+        /// Half width of the zero band.
+        lambd: f32,
+    },
 }
 
 impl Activation {
@@ -99,6 +150,26 @@ impl Activation {
             MathOp::Selu { alpha, gamma } => Activation::Selu { alpha, gamma },
             MathOp::Softplus => Activation::Softplus,
             MathOp::Mish => Activation::Mish,
+            MathOp::Floor => Activation::Floor,
+            MathOp::Ceil => Activation::Ceil,
+            MathOp::Round => Activation::Round,
+            MathOp::Sign => Activation::Sign,
+            MathOp::Reciprocal => Activation::Reciprocal,
+            MathOp::Softsign => Activation::Softsign,
+            MathOp::Sin => Activation::Sin,
+            MathOp::Cos => Activation::Cos,
+            MathOp::Tan => Activation::Tan,
+            MathOp::Asin => Activation::Asin,
+            MathOp::Acos => Activation::Acos,
+            MathOp::Atan => Activation::Atan,
+            MathOp::Sinh => Activation::Sinh,
+            MathOp::Cosh => Activation::Cosh,
+            MathOp::Asinh => Activation::Asinh,
+            MathOp::Acosh => Activation::Acosh,
+            MathOp::Atanh => Activation::Atanh,
+            MathOp::Celu { alpha } => Activation::Celu { alpha },
+            MathOp::ThresholdedRelu { alpha } => Activation::ThresholdedRelu { alpha },
+            MathOp::Shrink { bias, lambd } => Activation::Shrink { bias, lambd },
             _ => return None,
         })
     }
@@ -188,6 +259,26 @@ impl Activation {
             Activation::Selu { .. } => "selu",
             Activation::Softplus => "softplus",
             Activation::Mish => "mish",
+            Activation::Floor => "floor",
+            Activation::Ceil => "ceil",
+            Activation::Round => "round",
+            Activation::Sign => "sign",
+            Activation::Reciprocal => "reciprocal",
+            Activation::Softsign => "softsign",
+            Activation::Sin => "sin",
+            Activation::Cos => "cos",
+            Activation::Tan => "tan",
+            Activation::Asin => "asin",
+            Activation::Acos => "acos",
+            Activation::Atan => "atan",
+            Activation::Sinh => "sinh",
+            Activation::Cosh => "cosh",
+            Activation::Asinh => "asinh",
+            Activation::Acosh => "acosh",
+            Activation::Atanh => "atanh",
+            Activation::Celu { .. } => "celu",
+            Activation::ThresholdedRelu { .. } => "thresholded_relu",
+            Activation::Shrink { .. } => "shrink",
         }
     }
 
@@ -195,7 +286,11 @@ impl Activation {
     pub fn params(self) -> Vec<f32> {
         match self {
             Activation::Clip { min, max } => vec![min, max],
-            Activation::LeakyRelu { alpha } | Activation::Elu { alpha } => vec![alpha],
+            Activation::LeakyRelu { alpha }
+            | Activation::Elu { alpha }
+            | Activation::Celu { alpha }
+            | Activation::ThresholdedRelu { alpha } => vec![alpha],
+            Activation::Shrink { bias, lambd } => vec![bias, lambd],
             Activation::HardSigmoid { alpha, beta } => vec![alpha, beta],
             Activation::Selu { alpha, gamma } => vec![alpha, gamma],
             _ => Vec::new(),
@@ -238,6 +333,29 @@ impl Activation {
             },
             ("softplus", _) => Activation::Softplus,
             ("mish", _) => Activation::Mish,
+            ("floor", _) => Activation::Floor,
+            ("ceil", _) => Activation::Ceil,
+            ("round", _) => Activation::Round,
+            ("sign", _) => Activation::Sign,
+            ("reciprocal", _) => Activation::Reciprocal,
+            ("softsign", _) => Activation::Softsign,
+            ("sin", _) => Activation::Sin,
+            ("cos", _) => Activation::Cos,
+            ("tan", _) => Activation::Tan,
+            ("asin", _) => Activation::Asin,
+            ("acos", _) => Activation::Acos,
+            ("atan", _) => Activation::Atan,
+            ("sinh", _) => Activation::Sinh,
+            ("cosh", _) => Activation::Cosh,
+            ("asinh", _) => Activation::Asinh,
+            ("acosh", _) => Activation::Acosh,
+            ("atanh", _) => Activation::Atanh,
+            ("celu", [alpha]) => Activation::Celu { alpha: *alpha },
+            ("thresholded_relu", [alpha]) => Activation::ThresholdedRelu { alpha: *alpha },
+            ("shrink", [bias, lambd]) => Activation::Shrink {
+                bias: *bias,
+                lambd: *lambd,
+            },
             _ => return None,
         })
     }

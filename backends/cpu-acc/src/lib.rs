@@ -15,13 +15,15 @@
 //!   channels each way and an output of at least 8×8 take a Winograd F(4×4, 3×3) path
 //!   (weights transformed at load; `BACKPLANE_CPUACC_NO_WINOGRAD` turns it off).
 //!   ConvTranspose (1-D, 2-D) is a GEMM into columns and a scatter-add planned at load.
+//! * **RNN, GRU, LSTM**: the input projection of every timestep as one
+//!   SGEMM per direction, then a small product and the gate math per step.
 //! * **Fusion** ([`Backend::optimize_subgraph`], [`fusion`]): Conv+BatchNormalization(folded)
 //!   +Add(residual)+activation, MatMul+scale+Add(bias)+activation (with the Reshape/Transpose
 //!   layers around it folded into strided reads and writes), Gemm+activation and
 //!   Add+LayerNormalization become CpuAcc custom layers.
 //! * **Elementwise** with broadcasting (Pow and PRelu included), activations (also
-//!   HardSwish, HardSigmoid, Elu, Selu, Softplus and Mish, which fuse into convolutions like
-//!   the unary ones), pooling, Softmax and LogSoftmax, Layer- and InstanceNormalization,
+//!   HardSwish, HardSigmoid, Elu, Selu, Softplus, Mish and the other f32 math functions,
+//!   which fuse into convolutions like the unary ones), pooling, Softmax and LogSoftmax, Layer- and InstanceNormalization,
 //!   Gelu/Erf, reductions and ArgMax/ArgMin, vectorized by compiling safe kernel bodies for
 //!   AVX2 ([`simd`]); Resize (nearest and linear, the last two axes) from source indices and
 //!   weights planned at load.

@@ -302,7 +302,65 @@ pub fn apply(act: Activation, x: f32) -> f32 {
         Activation::Selu { alpha, gamma } => gamma * elu(alpha, x),
         Activation::Softplus => softplus(x),
         Activation::Mish => x * tanh(softplus(x)),
+        _ => scalar_math(act, x),
     }
+}
+
+/// The math functions computed as CpuRef computes them (in f64, rounded once to f32), so
+/// results, ±0, NaN and ±inf match it exactly; the others are returned unchanged.
+#[inline(always)]
+pub fn scalar_math(act: Activation, x: f32) -> f32 {
+    let d = f64::from(x);
+    let y = match act {
+        Activation::Floor => return x.floor(),
+        Activation::Ceil => return x.ceil(),
+        Activation::Round => return x.round_ties_even(),
+        Activation::Sign => {
+            return if x > 0.0 {
+                1.0
+            } else if x < 0.0 {
+                -1.0
+            } else {
+                x
+            }
+        }
+        Activation::Reciprocal => 1.0 / d,
+        Activation::Softsign => d / (1.0 + d.abs()),
+        Activation::Sin => d.sin(),
+        Activation::Cos => d.cos(),
+        Activation::Tan => d.tan(),
+        Activation::Asin => d.asin(),
+        Activation::Acos => d.acos(),
+        Activation::Atan => d.atan(),
+        Activation::Sinh => d.sinh(),
+        Activation::Cosh => d.cosh(),
+        Activation::Asinh => d.asinh(),
+        Activation::Acosh => d.acosh(),
+        Activation::Atanh => d.atanh(),
+        Activation::Celu { alpha } => {
+            let a = f64::from(alpha);
+            d.max(0.0) + (a * (d / a).exp_m1()).min(0.0)
+        }
+        Activation::ThresholdedRelu { alpha } => {
+            if d > f64::from(alpha) {
+                d
+            } else {
+                0.0
+            }
+        }
+        Activation::Shrink { bias, lambd } => {
+            let (b, l) = (f64::from(bias), f64::from(lambd));
+            if d < -l {
+                d + b
+            } else if d > l {
+                d - b
+            } else {
+                0.0
+            }
+        }
+        _ => return x,
+    };
+    y as f32
 }
 
 /// min(max(v, 0), 1), NaN staying NaN.
@@ -382,6 +440,32 @@ macro_rules! per_activation {
             Activation::Selu { alpha, gamma } => $f!(|$v: f32| gamma * elu(alpha, $v)),
             Activation::Softplus => $f!(|$v: f32| softplus($v)),
             Activation::Mish => $f!(|$v: f32| $v * tanh(softplus($v))),
+            Activation::Floor => $f!(|$v: f32| scalar_math(Activation::Floor, $v)),
+            Activation::Ceil => $f!(|$v: f32| scalar_math(Activation::Ceil, $v)),
+            Activation::Round => $f!(|$v: f32| scalar_math(Activation::Round, $v)),
+            Activation::Sign => $f!(|$v: f32| scalar_math(Activation::Sign, $v)),
+            Activation::Reciprocal => $f!(|$v: f32| scalar_math(Activation::Reciprocal, $v)),
+            Activation::Softsign => $f!(|$v: f32| scalar_math(Activation::Softsign, $v)),
+            Activation::Sin => $f!(|$v: f32| scalar_math(Activation::Sin, $v)),
+            Activation::Cos => $f!(|$v: f32| scalar_math(Activation::Cos, $v)),
+            Activation::Tan => $f!(|$v: f32| scalar_math(Activation::Tan, $v)),
+            Activation::Asin => $f!(|$v: f32| scalar_math(Activation::Asin, $v)),
+            Activation::Acos => $f!(|$v: f32| scalar_math(Activation::Acos, $v)),
+            Activation::Atan => $f!(|$v: f32| scalar_math(Activation::Atan, $v)),
+            Activation::Sinh => $f!(|$v: f32| scalar_math(Activation::Sinh, $v)),
+            Activation::Cosh => $f!(|$v: f32| scalar_math(Activation::Cosh, $v)),
+            Activation::Asinh => $f!(|$v: f32| scalar_math(Activation::Asinh, $v)),
+            Activation::Acosh => $f!(|$v: f32| scalar_math(Activation::Acosh, $v)),
+            Activation::Atanh => $f!(|$v: f32| scalar_math(Activation::Atanh, $v)),
+            Activation::Celu { alpha } => {
+                $f!(|$v: f32| scalar_math(Activation::Celu { alpha }, $v))
+            }
+            Activation::ThresholdedRelu { alpha } => {
+                $f!(|$v: f32| scalar_math(Activation::ThresholdedRelu { alpha }, $v))
+            }
+            Activation::Shrink { bias, lambd } => {
+                $f!(|$v: f32| scalar_math(Activation::Shrink { bias, lambd }, $v))
+            }
         }
     };
 }
