@@ -6,7 +6,7 @@
 
 use crate::io::{f32s, input, output, Io};
 use crate::threads::Threads;
-use backplane_backend_api::{BackendError, Result, Workload};
+use backplane_backend_api::{Result, Workload};
 use backplane_core::ops::ArgReduceDesc;
 use backplane_core::shape::normalize_axis;
 use backplane_core::{TensorView, TensorViewMut};
@@ -44,13 +44,7 @@ pub struct ArgReduceWorkload {
 impl ArgReduceWorkload {
     /// Plan it.
     pub fn new(io: Io, desc: &ArgReduceDesc, threads: Threads) -> Result<Self> {
-        let dims = io
-            .inputs
-            .first()
-            .ok_or_else(|| BackendError::Other("arg reduce: no input".into()))?
-            .shape
-            .dims()
-            .to_vec();
+        let dims = io.input_dims()?;
         let a = normalize_axis(desc.axis, dims.len())?;
         Ok(ArgReduceWorkload {
             max: desc.max,

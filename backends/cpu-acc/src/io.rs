@@ -53,6 +53,18 @@ impl Io {
         }
     }
 
+    /// The first input's description (every workload has one), for planning at load.
+    pub fn first_input(&self) -> Result<&TensorInfo> {
+        self.inputs
+            .first()
+            .ok_or_else(|| BackendError::Other(format!("{}: no input", self.layer)))
+    }
+
+    /// The first input's dims, for planning at load.
+    pub fn input_dims(&self) -> Result<Vec<usize>> {
+        Ok(self.first_input()?.shape.dims().to_vec())
+    }
+
     /// An execution error naming the layer.
     pub fn error(&self, message: String) -> BackendError {
         BackendError::Execution(format!("{}: {message}", self.layer))

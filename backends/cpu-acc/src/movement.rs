@@ -456,10 +456,7 @@ fn positions(indices: &TensorView<'_>, axis: usize, len: usize) -> Result<Vec<us
 impl GatherWorkload {
     /// Plan it; constant indices are resolved now.
     fn new(io: Io, axis: i64, constant: Option<&Tensor>, threads: Threads) -> Result<Self> {
-        let x = io
-            .inputs
-            .first()
-            .ok_or_else(|| BackendError::Other("Gather: no input".into()))?;
+        let x = io.first_input()?;
         let dims = x.shape.dims();
         let a = normalize_axis(axis, dims.len())?;
         let esize = x.dtype.size();
@@ -723,10 +720,7 @@ pub struct PadWorkload {
 impl PadWorkload {
     /// Plan it.
     fn new(io: Io, desc: &PadDesc, threads: Threads) -> Result<Self> {
-        let x = io
-            .inputs
-            .first()
-            .ok_or_else(|| BackendError::Other("Pad: no input".into()))?;
+        let x = io.first_input()?;
         let dims = x.shape.dims();
         let r = dims.len();
         let esize = x.dtype.size();
@@ -875,10 +869,7 @@ pub struct SplitWorkload {
 impl SplitWorkload {
     /// Plan it.
     fn new(io: Io, axis: i64, threads: Threads) -> Result<Self> {
-        let x = io
-            .inputs
-            .first()
-            .ok_or_else(|| BackendError::Other("Split: no input".into()))?;
+        let x = io.first_input()?;
         let dims = x.shape.dims();
         let a = normalize_axis(axis, dims.len())?;
         let esize = x.dtype.size();

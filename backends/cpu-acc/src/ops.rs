@@ -125,13 +125,7 @@ fn inv_counts(
 impl PoolWorkload {
     /// Plan it.
     pub fn new(io: Io, desc: &PoolDesc, threads: Threads) -> Result<Self> {
-        let x = io
-            .inputs
-            .first()
-            .ok_or_else(|| BackendError::Other("pool: no input".into()))?
-            .shape
-            .dims()
-            .to_vec();
+        let x = io.input_dims()?;
         let geo = check_pool(desc, &x).map_err(BackendError::Other)?;
         let g = desc.geometry(&x)?;
         let (pe_h, pe_w) = if x.len() == 4 {
@@ -231,13 +225,7 @@ pub struct SoftmaxWorkload {
 impl SoftmaxWorkload {
     /// Plan it.
     pub fn new(io: Io, axis: i64, threads: Threads) -> Result<Self> {
-        let dims = io
-            .inputs
-            .first()
-            .ok_or_else(|| BackendError::Other("softmax: no input".into()))?
-            .shape
-            .dims()
-            .to_vec();
+        let dims = io.input_dims()?;
         let a = normalize_axis(axis, dims.len())?;
         let p = |d: &[usize]| d.iter().product::<usize>();
         Ok(SoftmaxWorkload {
@@ -344,13 +332,7 @@ impl InstanceNormWorkload {
         bias: Option<&Tensor>,
         threads: Threads,
     ) -> Result<Self> {
-        let dims = io
-            .inputs
-            .first()
-            .ok_or_else(|| BackendError::Other("instance norm: no input".into()))?
-            .shape
-            .dims()
-            .to_vec();
+        let dims = io.input_dims()?;
         let (channels, plane) = match dims.as_slice() {
             [_, c, rest @ ..] => (*c, rest.iter().product()),
             _ => {
@@ -435,13 +417,7 @@ impl LayerNormWorkload {
         bias: Option<&Tensor>,
         threads: Threads,
     ) -> Result<Self> {
-        let dims = io
-            .inputs
-            .first()
-            .ok_or_else(|| BackendError::Other("layer norm: no input".into()))?
-            .shape
-            .dims()
-            .to_vec();
+        let dims = io.input_dims()?;
         let a = normalize_axis(axis, dims.len())?;
         let block_dims = dims[a..].to_vec();
         let exp = |t: Option<&Tensor>| -> Result<Option<Vec<f32>>> {
@@ -632,13 +608,7 @@ pub struct ReduceWorkload {
 impl ReduceWorkload {
     /// Plan it.
     pub fn new(io: Io, desc: &ReduceDesc, threads: Threads) -> Result<Self> {
-        let dims = io
-            .inputs
-            .first()
-            .ok_or_else(|| BackendError::Other("reduce: no input".into()))?
-            .shape
-            .dims()
-            .to_vec();
+        let dims = io.input_dims()?;
         let plan = ReducePlan::new(desc, &dims).map_err(BackendError::Other)?;
         Ok(ReduceWorkload { io, plan, threads })
     }
@@ -703,13 +673,7 @@ fn transpose_rows(x: &[f32], a: usize, b: usize, j0: usize, y: &mut [f32]) -> bo
 impl TransposeWorkload {
     /// Plan it.
     pub fn new(io: Io, perm: &[usize], threads: Threads) -> Result<Self> {
-        let dims = io
-            .inputs
-            .first()
-            .ok_or_else(|| BackendError::Other("transpose: no input".into()))?
-            .shape
-            .dims()
-            .to_vec();
+        let dims = io.input_dims()?;
         let st = strides_of(&dims);
         let out_dims = perm.iter().map(|&p| dims[p]).collect();
         let in_strides = perm.iter().map(|&p| st[p]).collect();
@@ -821,10 +785,7 @@ pub struct ConcatWorkload {
 impl ConcatWorkload {
     /// Plan it.
     pub fn new(io: Io, axis: i64) -> Result<Self> {
-        let first = io
-            .inputs
-            .first()
-            .ok_or_else(|| BackendError::Other("concat: no input".into()))?;
+        let first = io.first_input()?;
         let rank = first.shape.rank();
         let a = normalize_axis(axis, rank)?;
         let outer: usize = first.shape.dims()[..a].iter().product();
