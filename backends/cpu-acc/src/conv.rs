@@ -89,13 +89,7 @@ impl ConvWorkload {
         threads: Threads,
     ) -> Result<Self> {
         let bad = |m: String| BackendError::Other(format!("{}: {m}", io.layer));
-        let xd = io
-            .inputs
-            .first()
-            .ok_or_else(|| bad("no input".into()))?
-            .shape
-            .dims()
-            .to_vec();
+        let xd = io.input_dims()?;
         let wd = io
             .inputs
             .get(1)

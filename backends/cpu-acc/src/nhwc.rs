@@ -149,7 +149,7 @@ impl NhwcConvWorkload {
         threads: Threads,
     ) -> Result<Self> {
         let bad = |m: String| BackendError::Other(format!("{}: {m}", io.layer));
-        let xd = io.inputs.first().ok_or_else(|| bad("no input".into()))?;
+        let xd = io.first_input()?;
         let xd = xd.shape.dims();
         let xd = if input_nchw { xd.to_vec() } else { to_nchw(xd) };
         let w = weights.ok_or_else(|| bad("channels-last weights must be constant".into()))?;

@@ -123,11 +123,7 @@ impl RecurrentWorkload {
         threads: Threads,
     ) -> Result<Self> {
         let bad = |m: &str| BackendError::Other(format!("{}: {m}", io.layer));
-        let xd = io
-            .inputs
-            .first()
-            .map(|x| x.shape.dims().to_vec())
-            .ok_or_else(|| bad("no input"))?;
+        let xd = io.input_dims()?;
         let [a0, a1, input] = xd.as_slice() else {
             return Err(bad("X must have rank 3"));
         };

@@ -110,13 +110,7 @@ impl ResizeWorkload {
     /// Plan the resize of the layer's input (shape in `io`) as `desc` resolves it.
     pub fn new(io: Io, desc: &ResizeDesc, threads: Threads) -> Result<Self> {
         let bad = |m: String| BackendError::Other(format!("{}: {m}", io.layer));
-        let x = io
-            .inputs
-            .first()
-            .ok_or_else(|| bad("no input".into()))?
-            .shape
-            .dims()
-            .to_vec();
+        let x = io.input_dims()?;
         check(desc, &x).map_err(bad)?;
         let rank = x.len();
         // A rank-1 input is a single row.
