@@ -40,3 +40,13 @@ if [ -n "${CI:-}" ] && [ -z "${BACKPLANE_ONNX_NODE_TESTS:-}" ]; then
 fi
 
 cargo test --workspace --locked "$@"
+
+# The same node tests through the command line, one `backplane run` per case, as a user runs
+# them: every case the library-level test passes must pass here too.
+if [ -n "${BACKPLANE_ONNX_NODE_TESTS:-}" ] && [ -x .venv/bin/python ]; then
+  cargo build -p backplane-cli --locked --quiet
+  for backends in CpuAcc,CpuRef CpuRef; do
+    .venv/bin/python scripts/cli_conformance.py --binary "${CARGO_TARGET_DIR:-target}/debug/backplane" \
+      --backends "$backends" --jobs 2
+  done
+fi

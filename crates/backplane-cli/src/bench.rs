@@ -75,6 +75,15 @@ pub fn bench(args: &BenchArgs) -> Result<(), CliError> {
     if args.iterations == 0 {
         return Err(CliError::usage("--iterations must be at least 1"));
     }
+    let budget = match args.time {
+        Some(t) => Some(
+            Duration::try_from_secs_f64(t)
+                .ok()
+                .filter(|d| !d.is_zero())
+                .ok_or_else(|| CliError::usage("--time must be a positive number of seconds"))?,
+        ),
+        None => None,
+    };
     let session = prepare(&args.model.model, &args.model.common, Vec::new())?;
     let named = session.named_inputs();
     for _ in 0..args.warmup {
@@ -91,9 +100,10 @@ pub fn bench(args: &BenchArgs) -> Result<(), CliError> {
         }
         bar
     };
-    let budget = args.time.map(Duration::from_secs_f64);
     let started = Instant::now();
-    let mut times = Vec::with_capacity(args.iterations);
+    // Grown as executions run: a huge --iterations with a --time budget must not reserve
+    // memory for executions that never happen.
+    let mut times = Vec::with_capacity(args.iterations.min(1 << 16));
     let mut runs = Vec::new();
     for _ in 0..args.iterations {
         let t = Instant::now();
@@ -114,6 +124,9 @@ pub fn bench(args: &BenchArgs) -> Result<(), CliError> {
         return Err(CliError::failed("no execution was timed"));
     };
     out!("model: {}", args.model.model.display());
+    if let Some(line) = crate::session::bound_summary(&session.bound) {
+        out!("{line}");
+    }
     out!(
         "backends: {}",
         crate::session::backend_summary(&session.optimized)

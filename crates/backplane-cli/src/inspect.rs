@@ -1,6 +1,6 @@
 //! `backplane inspect`: what a model contains and how the optimizer placed it.
 
-use crate::session::{import_and_optimize, parse_input_shapes};
+use crate::session::{bound_summary, import, optimize, parse_input_shapes, read_inputs, ModelFile};
 use crate::CliError;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -11,8 +11,13 @@ pub struct InspectArgs {
     /// The ONNX model.
     pub model: PathBuf,
     /// Backends in order of preference, comma-separated.
-    #[arg(long, default_value = "CpuRef")]
+    #[arg(long, default_value = backplane::DEFAULT_BACKENDS)]
     pub backends: String,
+    /// An input's value from a .npy or .pb file: NAME=FILE. Its shape binds the input's
+    /// symbolic dimensions, and a model that needs the value at import (a Reshape's shape
+    /// given as an input) is inspected specialized on it.
+    #[arg(long = "input", value_name = "NAME=FILE")]
+    pub inputs: Vec<String>,
     /// The shape of an input with symbolic dimensions: NAME=1x3x224x224.
     #[arg(long = "input-shape", value_name = "NAME=DIMS")]
     pub input_shapes: Vec<String>,
@@ -28,10 +33,14 @@ pub struct InspectArgs {
 pub fn inspect(args: &InspectArgs) -> Result<(), CliError> {
     // Symbolic dims without a value default to 1 here, so a model can be looked at without
     // knowing its batch size; say so.
+    let model = ModelFile::open(&args.model)?;
+    let given = read_inputs(&args.inputs, &args.model, &model.signature)?;
     let mut shapes = parse_input_shapes(&args.input_shapes)?;
     let declared = backplane::onnx::inspect_file(&args.model)?;
     for input in &declared {
-        if !input.symbolic_dims().is_empty() && !shapes.iter().any(|(n, _)| n == &input.name) {
+        let known = shapes.iter().any(|(n, _)| n == &input.name)
+            || given.iter().any(|(n, _)| n == &input.name);
+        if !input.symbolic_dims().is_empty() && !known {
             let dims: Vec<usize> = input
                 .dims
                 .iter()
@@ -48,9 +57,14 @@ pub fn inspect(args: &InspectArgs) -> Result<(), CliError> {
             shapes.push((input.name.clone(), dims));
         }
     }
-    let (_runtime, network, optimized) =
-        import_and_optimize(&args.model, &shapes, &args.backends, &args.layer_backends)?;
+    let imported = import(&model, &given, &shapes)?;
+    let network = &imported.network;
+    let runtime = crate::backends::runtime()?;
+    let optimized = optimize(&runtime, network, &args.backends, &args.layer_backends)?;
     out!("model: {}", args.model.display());
+    if let Some(line) = bound_summary(&imported.bound) {
+        out!("{line}");
+    }
     for &t in network.inputs() {
         let e = network.tensor(t);
         out!("input  '{}' {}", e.name, e.info);

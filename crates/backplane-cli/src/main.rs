@@ -1,7 +1,8 @@
 //! `backplane`: run ONNX models on pluggable backends from the command line.
 //!
 //! Exit codes: 0 success; 1 the model, an input or a backend failed; 2 bad command-line usage;
-//! 3 `run --compare` found outputs that differ from the expected ones.
+//! 3 `run --compare` found outputs that differ from the expected ones; 4 the model uses an
+//! operator, attribute or data type that the importer or no preferred backend supports.
 
 /// `println!` to stdout that fails with a [`CliError`] instead of panicking when stdout is
 /// closed (`backplane inspect m.onnx | head`): the caller's `?` ends the command and `main`
@@ -97,6 +98,15 @@ impl CliError {
         }
     }
 
+    /// The model needs something no importer path or preferred backend supports (exit code 4).
+    pub fn unsupported(message: impl Into<String>) -> Self {
+        CliError {
+            message: message.into(),
+            code: 4,
+            closed_output: false,
+        }
+    }
+
     /// Outputs differ from the expected ones (exit code 3).
     pub fn mismatch(message: impl Into<String>) -> Self {
         CliError {
@@ -128,19 +138,34 @@ impl CliError {
 
 impl From<backplane::Error> for CliError {
     fn from(e: backplane::Error) -> Self {
-        CliError::failed(e.to_string())
+        match e {
+            backplane::Error::Runtime(e) => e.into(),
+            backplane::Error::Onnx(e) => e.into(),
+            e => CliError::failed(e.to_string()),
+        }
     }
 }
 
 impl From<backplane::RuntimeError> for CliError {
     fn from(e: backplane::RuntimeError) -> Self {
-        CliError::failed(e.to_string())
+        match e {
+            backplane::RuntimeError::UnsupportedLayers { .. } => {
+                CliError::unsupported(e.to_string())
+            }
+            e => CliError::failed(e.to_string()),
+        }
     }
 }
 
 impl From<backplane::onnx::OnnxError> for CliError {
     fn from(e: backplane::onnx::OnnxError) -> Self {
-        CliError::failed(e.to_string())
+        use backplane::onnx::OnnxError;
+        match e {
+            OnnxError::UnsupportedOps(_) | OnnxError::UnsupportedDataType { .. } => {
+                CliError::unsupported(e.to_string())
+            }
+            e => CliError::failed(e.to_string()),
+        }
     }
 }
 

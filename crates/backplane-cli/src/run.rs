@@ -2,6 +2,7 @@
 
 use crate::session::{prepare, CommonArgs};
 use crate::CliError;
+use backplane::onnx::{GraphValue, ModelSignature, OnnxValue, ValueType};
 use backplane::{DataType, Tensor, TensorInfo};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -23,8 +24,9 @@ pub struct RunArgs {
     /// Write each output to DIR/<output name>.npy.
     #[arg(long, value_name = "DIR")]
     pub output_dir: Option<PathBuf>,
-    /// Compare each output with DIR/<output name>.npy (or an ONNX test data set's
-    /// output_<k>.pb); exit with code 3 on a mismatch.
+    /// Compare each output with DIR/<output name>.npy or .pb, or, in an ONNX test data set
+    /// (a folder holding output_0.pb), with output_<k>.pb by the output's position; exit with
+    /// code 3 on a mismatch.
     #[arg(long, value_name = "DIR")]
     pub compare: Option<PathBuf>,
     /// Relative tolerance for --compare.
@@ -158,7 +160,7 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
     };
     let session = prepare(&model, &args.common, preset)?;
     let named = session.named_inputs();
-    let mut times = Vec::with_capacity(args.iterations);
+    let mut times = Vec::with_capacity(args.iterations.min(1 << 16));
     let mut outputs = Vec::new();
     let mut runs = Vec::new();
     for _ in 0..args.iterations {
@@ -176,35 +178,18 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
     let counts = session.optimized.layer_counts();
 
     if let Some(dir) = &args.output_dir {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| CliError::failed(format!("{}: {e}", dir.display())))?;
-        for (name, t) in &outputs {
-            backplane::npy::write_file(&dir.join(format!("{}.npy", file_name_for(name))), t)?;
-        }
+        write_outputs(dir, &session.signature, &outputs)?;
     }
-    let mut mismatches = Vec::new();
-    if let Some(dir) = &args.compare {
-        for (name, t) in &outputs {
-            // DIR/<name>.npy, or an ONNX test data set's output_<k>.pb by position.
-            let npy = dir.join(format!("{}.npy", file_name_for(name)));
-            let k = outputs.iter().position(|(n, _)| n == name).unwrap_or(0);
-            let pb = dir.join(format!("output_{k}.pb"));
-            let path = if !npy.exists() && pb.exists() {
-                pb
-            } else {
-                npy
-            };
-            let expected = crate::session::read_tensor(&path)?;
-            if let Some(why) = mismatch(t, &expected, args.rtol, args.atol) {
-                mismatches.push((name.clone(), why));
-            }
-        }
-    }
+    let mismatches = match &args.compare {
+        Some(dir) => compare_outputs(dir, &session.signature, &outputs, args.rtol, args.atol)?,
+        None => Vec::new(),
+    };
 
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     if args.json {
         let doc = serde_json::json!({
             "model": model.display().to_string(),
+            "bound_inputs": session.bound,
             "backends": counts.iter().map(|(b, n)| serde_json::json!({"backend": b.as_str(), "layers": n})).collect::<Vec<_>>(),
             "outputs": outputs.iter().map(|(name, t)| serde_json::json!({
                 "name": name,
@@ -229,6 +214,9 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
         );
     } else {
         out!("model: {}", model.display());
+        if let Some(line) = crate::session::bound_summary(&session.bound) {
+            out!("{line}");
+        }
         out!(
             "backends: {}",
             crate::session::backend_summary(&session.optimized)
@@ -270,6 +258,108 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
         )));
     }
     Ok(())
+}
+
+/// The graph outputs to report: the model's own list, or (for a model without one) every
+/// network output as a tensor.
+fn graph_outputs(signature: &ModelSignature, outputs: &[(String, Tensor)]) -> Vec<GraphValue> {
+    if signature.outputs.is_empty() {
+        return outputs
+            .iter()
+            .map(|(n, _)| GraphValue {
+                name: n.clone(),
+                ty: ValueType::Tensor,
+            })
+            .collect();
+    }
+    signature.outputs.clone()
+}
+
+/// Write each output to DIR: a tensor as `<name>.npy`, a sequence or optional as `<name>.pb`
+/// (a SequenceProto or OptionalProto, as ONNX test data sets hold them).
+fn write_outputs(
+    dir: &Path,
+    signature: &ModelSignature,
+    outputs: &[(String, Tensor)],
+) -> Result<(), CliError> {
+    std::fs::create_dir_all(dir)
+        .map_err(|e| CliError::failed(format!("{}: {e}", dir.display())))?;
+    for value in graph_outputs(signature, outputs) {
+        let got = value.ty.collect(&value.name, outputs)?;
+        let base = file_name_for(&value.name);
+        match got {
+            OnnxValue::Tensor(t) => {
+                backplane::npy::write_file(&dir.join(format!("{base}.npy")), &t)?
+            }
+            other => {
+                let path = dir.join(format!("{base}.pb"));
+                let bytes = value.ty.encode(&other, &value.name)?;
+                std::fs::write(&path, bytes)
+                    .map_err(|e| CliError::failed(format!("{}: {e}", path.display())))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Compare each graph output with its expected value in DIR: in an ONNX test data set (a
+/// folder holding `output_0.pb`) the file `output_<k>.pb` of the output's position k in the
+/// graph, else `<name>.npy` (a tensor) or `<name>.pb` (any value), as `--output-dir` writes
+/// them. Returns (output, why) for each output that differs.
+fn compare_outputs(
+    dir: &Path,
+    signature: &ModelSignature,
+    outputs: &[(String, Tensor)],
+    rtol: f64,
+    atol: f64,
+) -> Result<Vec<(String, String)>, CliError> {
+    let test_data_set = dir.join("output_0.pb").is_file();
+    let mut mismatches = Vec::new();
+    for (k, value) in graph_outputs(signature, outputs).iter().enumerate() {
+        let base = file_name_for(&value.name);
+        let candidates = if test_data_set {
+            vec![dir.join(format!("output_{k}.pb"))]
+        } else {
+            vec![
+                dir.join(format!("{base}.npy")),
+                dir.join(format!("{base}.pb")),
+            ]
+        };
+        let Some(path) = candidates.iter().find(|p| p.is_file()) else {
+            let names = candidates
+                .iter()
+                .filter_map(|p| p.file_name())
+                .map(|n| n.to_string_lossy())
+                .collect::<Vec<_>>()
+                .join(" or ");
+            return Err(CliError::failed(format!(
+                "no expected value for output '{}' in {} (looked for {names})",
+                value.name,
+                dir.display()
+            )));
+        };
+        let expected =
+            crate::session::read_value(path, &value.ty, Some(&value.name))?.flatten(&value.name);
+        let got = value.ty.collect(&value.name, outputs)?.flatten(&value.name);
+        if got.len() != expected.len() {
+            mismatches.push((
+                value.name.clone(),
+                format!(
+                    "holds {} tensors, expected {} ({})",
+                    got.len(),
+                    expected.len(),
+                    path.display()
+                ),
+            ));
+            continue;
+        }
+        for ((name, g), (_, e)) in got.iter().zip(&expected) {
+            if let Some(why) = mismatch(g, e, rtol, atol) {
+                mismatches.push((name.clone(), why));
+            }
+        }
+    }
+    Ok(mismatches)
 }
 
 /// Print an output: top-k per row for a [N, C] float output, else a summary of values.

@@ -1,12 +1,16 @@
-//! What `run`, `bench` and `inspect` share: the model and backend arguments, and turning them
-//! into a loaded network with its inputs.
+//! What `run`, `bench` and `inspect` share: the model and backend arguments, reading inputs as
+//! the kind of value the model declares, importing (specialized on the given input values when
+//! the model needs them at import) and turning it all into a loaded network with its inputs.
 
 use crate::CliError;
+use backplane::onnx::{ModelSignature, OnnxError, OnnxValue, ValueType};
 use backplane::runtime::OptimizedNetwork;
 use backplane::{
-    BackendId, DataType, ImportOptions, NetworkId, OptimizerOptions, Runtime, Tensor, TensorInfo,
+    BackendId, DataType, ImportOptions, Network, NetworkId, OptimizerOptions, Runtime, Tensor,
+    TensorInfo,
 };
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Arguments naming a model and how to run it.
 #[derive(Debug, Clone, clap::Args)]
@@ -20,11 +24,13 @@ pub struct ModelArgs {
 /// Inputs and backends, shared by every command that runs a model.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct CommonArgs {
-    /// Backends in order of preference, comma-separated.
-    #[arg(long, default_value = "CpuRef")]
+    /// Backends in order of preference, comma-separated; a layer the first cannot run falls
+    /// back to the next. `--backends CpuRef` runs the reference backend alone.
+    #[arg(long, default_value = backplane::DEFAULT_BACKENDS)]
     pub backends: String,
-    /// An input tensor from a .npy file or an ONNX TensorProto .pb file: NAME=FILE (repeat for
-    /// several inputs).
+    /// An input from a .npy file, or from an ONNX .pb file (a TensorProto, or a SequenceProto
+    /// / OptionalProto for a sequence or optional input, as in ONNX test data sets):
+    /// NAME=FILE (repeat for several inputs).
     #[arg(long = "input", value_name = "NAME=FILE")]
     pub inputs: Vec<String>,
     /// The shape of an input with symbolic dimensions: NAME=1x3x224x224.
@@ -50,17 +56,44 @@ pub struct CommonArgs {
     pub max_loop_iterations: Option<u64>,
 }
 
-/// Read a tensor from a `.pb` file (an ONNX TensorProto, as in the ONNX test data sets) or
-/// a `.npy` file.
-pub fn read_tensor(path: &Path) -> Result<Tensor, CliError> {
+/// Read a value of type `ty` from a `.pb` file (the protobuf message of that type) or, for a
+/// tensor, a `.npy` file. `input` names the model input it is for, in messages.
+pub fn read_value(path: &Path, ty: &ValueType, input: Option<&str>) -> Result<OnnxValue, CliError> {
+    let declared = || match input {
+        Some(name) => format!(
+            " (the model declares '{name}' as a {})",
+            match ty {
+                ValueType::Tensor => "tensor",
+                ValueType::Sequence(_) => "sequence",
+                ValueType::Optional(_) => "optional",
+                ValueType::Unsupported(what) => what,
+            }
+        ),
+        None => String::new(),
+    };
     if path.extension().is_some_and(|e| e == "pb") {
         let bytes = std::fs::read(path)
             .map_err(|e| CliError::failed(format!("{}: {e}", path.display())))?;
-        backplane::onnx::decode_tensor(&bytes).map_err(|e| {
-            CliError::failed(format!("{}: not a TensorProto file: {e}", path.display()))
+        ty.decode(&bytes).map_err(|e| match e {
+            OnnxError::UnsupportedDataType { .. } => {
+                CliError::unsupported(format!("{}: {e}", path.display()))
+            }
+            e => CliError::failed(format!(
+                "{}: not a {} file{}: {e}",
+                path.display(),
+                ty.message_name(),
+                declared()
+            )),
         })
+    } else if *ty == ValueType::Tensor {
+        Ok(OnnxValue::Tensor(backplane::npy::read_file(path)?))
     } else {
-        Ok(backplane::npy::read_file(path)?)
+        Err(CliError::usage(format!(
+            "{}: a .npy file holds one tensor{}; give a .pb file holding a {}",
+            path.display(),
+            declared(),
+            ty.message_name()
+        )))
     }
 }
 
@@ -102,6 +135,10 @@ pub struct Session {
     pub optimized: OptimizedNetwork,
     /// Inputs in the network's input order.
     pub inputs: Vec<(String, Tensor)>,
+    /// The model's graph inputs and outputs with their value types.
+    pub signature: ModelSignature,
+    /// Graph inputs bound at import (see [`Imported::bound`]).
+    pub bound: Vec<String>,
 }
 
 impl Session {
@@ -146,17 +183,128 @@ pub fn generate(info: &TensorInfo, kind: &str, seed: u64) -> Result<Tensor, CliE
     Tensor::from_f64_values(info.clone(), &values).map_err(|e| CliError::failed(e.to_string()))
 }
 
-/// Import the model with the given input shapes and optimize it for the given backends.
-pub fn import_and_optimize(
+/// A model file decoded, with its graph inputs and outputs.
+pub struct ModelFile {
+    /// Where it was read from (external data is relative to its folder).
+    pub path: PathBuf,
+    /// The decoded model.
+    pub proto: backplane::onnx::proto::ModelProto,
+    /// Its graph inputs and outputs with their value types.
+    pub signature: ModelSignature,
+}
+
+impl ModelFile {
+    /// Read and decode a model file.
+    pub fn open(path: &Path) -> Result<ModelFile, CliError> {
+        let proto = backplane::onnx::decode_model_file(path)?;
+        Ok(ModelFile {
+            path: path.to_path_buf(),
+            signature: ModelSignature::of(&proto),
+            proto,
+        })
+    }
+}
+
+/// A model imported for the inputs given on the command line.
+pub struct Imported {
+    /// The network.
+    pub network: Network,
+    /// Graph inputs whose values were bound at import (they are constants of the network now,
+    /// not inputs): the model needs them to decide shapes or operator parameters.
+    pub bound: Vec<String>,
+}
+
+/// Read every `--input NAME=FILE`, each as the kind of value the model declares for NAME.
+pub fn read_inputs(
+    args: &[String],
     model: &Path,
+    signature: &ModelSignature,
+) -> Result<Vec<(String, OnnxValue)>, CliError> {
+    let mut given: Vec<(String, OnnxValue)> = Vec::new();
+    for arg in args {
+        let (name, file) = split_pair(arg, "--input")?;
+        if given.iter().any(|(n, _)| n == name) {
+            return Err(CliError::usage(format!(
+                "--input {name}=... is given twice"
+            )));
+        }
+        let Some(ty) = signature.input(name) else {
+            return Err(CliError::usage(format!(
+                "'{name}' is not an input of {}; its inputs are: {}",
+                model.display(),
+                signature
+                    .inputs
+                    .iter()
+                    .map(|v| v.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        };
+        given.push((
+            name.to_string(),
+            read_value(Path::new(file), ty, Some(name))?,
+        ));
+    }
+    Ok(given)
+}
+
+/// Import the model for the given input values and shapes. When the model needs the values of
+/// some inputs at import (a Reshape's shape, a TopK's k, a data-dependent output shape given
+/// as a graph input), the import is specialized on the given values of those inputs.
+pub fn import(
+    model: &ModelFile,
+    given: &[(String, OnnxValue)],
     input_shapes: &[(String, Vec<usize>)],
-    backends: &str,
-    layer_backends: &[String],
-) -> Result<(Runtime, backplane::Network, OptimizedNetwork), CliError> {
-    let mut options = ImportOptions::default();
+) -> Result<Imported, CliError> {
+    let mut options =
+        ImportOptions::default().with_evaluator(Arc::new(backplane::cpu_ref::CpuRefEvaluator));
+    let mut values = Vec::new();
+    for (name, value) in given {
+        match value {
+            OnnxValue::Tensor(t) => {
+                options
+                    .input_shapes
+                    .insert(name.clone(), t.shape().dims().to_vec());
+            }
+            other => {
+                options
+                    .input_structures
+                    .insert(name.clone(), other.structure());
+            }
+        }
+        values.extend(value.flatten(name));
+    }
     for (name, dims) in input_shapes {
         options.input_shapes.insert(name.clone(), dims.clone());
     }
+    let base_dir = backplane::onnx::model_base_dir(&model.path);
+    let (network, bound) = backplane::onnx::import_model_specialized(
+        model.proto.clone(),
+        Some(&base_dir),
+        &options,
+        &values,
+    )
+    .map_err(|e| match e {
+        OnnxError::NeedsInputValues { ref inputs, .. } => CliError::failed(format!(
+            "{e}\nbackplane run binds such inputs from their files: pass {}",
+            inputs
+                .iter()
+                .map(|i| format!("--input {i}=FILE"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        )),
+        e => CliError::from(e),
+    })?;
+    Ok(Imported { network, bound })
+}
+
+/// Optimize a network for the given backends and per-layer overrides.
+pub fn optimize(
+    runtime: &Runtime,
+    network: &Network,
+    backends: &str,
+    layer_backends: &[String],
+) -> Result<OptimizedNetwork, CliError> {
     let mut opt = OptimizerOptions::new(backplane::parse_backends(backends)?);
     for arg in layer_backends {
         let (layer, backend) = split_pair(arg, "--layer-backend")?;
@@ -165,10 +313,7 @@ pub fn import_and_optimize(
             BackendId::new(backend).map_err(CliError::usage)?,
         ));
     }
-    let network = backplane::load_onnx(model, &options)?;
-    let runtime = crate::backends::runtime()?;
-    let optimized = runtime.optimize(&network, &opt)?;
-    Ok((runtime, network, optimized))
+    Ok(runtime.optimize(network, &opt)?)
 }
 
 /// Parse every `--input-shape NAME=DIMS`.
@@ -179,6 +324,17 @@ pub fn parse_input_shapes(args: &[String]) -> Result<Vec<(String, Vec<usize>)>, 
             Ok((name.to_string(), parse_dims(dims, "--input-shape")?))
         })
         .collect()
+}
+
+/// "specialized on the values of inputs: shape, k", or nothing when none was bound.
+pub fn bound_summary(bound: &[String]) -> Option<String> {
+    (!bound.is_empty()).then(|| {
+        format!(
+            "specialized on the values of input{}: {}",
+            if bound.len() == 1 { "" } else { "s" },
+            bound.join(", ")
+        )
+    })
 }
 
 /// Import, optimize and load the model; read or generate its inputs. `preset` inputs (e.g.
@@ -204,24 +360,28 @@ pub fn prepare(
     if let Some(n) = args.max_loop_iterations {
         crate::backends::set_limits(None, Some(n));
     }
-    let mut given = preset;
-    for arg in &args.inputs {
-        let (name, file) = split_pair(arg, "--input")?;
-        given.push((name.to_string(), read_tensor(Path::new(file))?));
-    }
-    let mut shapes: Vec<(String, Vec<usize>)> = given
-        .iter()
-        .map(|(n, t)| (n.clone(), t.shape().dims().to_vec()))
+    let model = ModelFile::open(model)?;
+    let mut given: Vec<(String, OnnxValue)> = preset
+        .into_iter()
+        .map(|(n, t)| (n, OnnxValue::Tensor(t)))
         .collect();
-    shapes.extend(parse_input_shapes(&args.input_shapes)?);
-    let (runtime, network, optimized) =
-        import_and_optimize(model, &shapes, &args.backends, &args.layer_backends)?;
+    given.extend(read_inputs(&args.inputs, &model.path, &model.signature)?);
+    let imported = import(&model, &given, &parse_input_shapes(&args.input_shapes)?)?;
+    let runtime = crate::backends::runtime()?;
+    let optimized = optimize(
+        &runtime,
+        &imported.network,
+        &args.backends,
+        &args.layer_backends,
+    )?;
     let id = runtime.load_network(optimized.clone())?;
+    let network = &imported.network;
+    let mut values: Vec<(String, Tensor)> = given.iter().flat_map(|(n, v)| v.flatten(n)).collect();
     let mut inputs = Vec::new();
     for (i, &t) in network.inputs().iter().enumerate() {
         let e = network.tensor(t);
-        if let Some(pos) = given.iter().position(|(n, _)| n == &e.name) {
-            inputs.push(given.swap_remove(pos));
+        if let Some(pos) = values.iter().position(|(n, _)| n == &e.name) {
+            inputs.push(values.swap_remove(pos));
         } else if let Some(kind) = &args.generate {
             inputs.push((
                 e.name.clone(),
@@ -234,22 +394,12 @@ pub fn prepare(
             )));
         }
     }
-    if let Some((name, _)) = given.first() {
-        return Err(CliError::usage(format!(
-            "'{name}' is not an input of {}; its inputs are: {}",
-            model.display(),
-            network
-                .inputs()
-                .iter()
-                .map(|t| network.tensor(*t).name.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        )));
-    }
     Ok(Session {
         runtime,
         id,
         optimized,
         inputs,
+        signature: model.signature,
+        bound: imported.bound,
     })
 }

@@ -29,7 +29,7 @@ fn run_without_a_model_classifies_the_shipped_samples() {
     let (out, err) = text(&o);
     assert!(o.status.success(), "{out}\n{err}");
     assert!(out.contains("models/digits/model.onnx"), "{out}");
-    assert!(out.contains("backends: CpuRef:"), "{out}");
+    assert!(out.contains("backends: CpuAcc:"), "{out}");
     assert!(out.contains("5/5 predictions match the labels"), "{out}");
     assert!(
         out.contains("latency: median") && out.contains("over 3 iterations"),
@@ -187,7 +187,7 @@ fn json_output_is_machine_readable() {
     let (out, err) = text(&o);
     assert!(o.status.success(), "{err}");
     let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(doc["backends"][0]["backend"], "CpuRef");
+    assert_eq!(doc["backends"][0]["backend"], "CpuAcc");
     assert_eq!(doc["outputs"][0]["name"], "probabilities");
     assert_eq!(doc["outputs"][0]["shape"], serde_json::json!([5, 10]));
     assert_eq!(doc["outputs"][0]["values"].as_array().unwrap().len(), 50);
@@ -219,7 +219,7 @@ fn verbose_flags_and_backplane_log_show_decisions_on_stderr() {
     let o = backplane(&["-v", "run"]);
     let (out, err) = text(&o);
     assert!(o.status.success(), "{err}");
-    assert!(err.contains("loaded on [CpuRef]"), "{err}");
+    assert!(err.contains("loaded on [CpuAcc]"), "{err}");
     assert!(!err.contains("assigned to"), "debug lines need -vv: {err}");
     assert!(!out.contains("INFO"), "logs go to stderr only");
 
@@ -231,7 +231,7 @@ fn verbose_flags_and_backplane_log_show_decisions_on_stderr() {
         .unwrap();
     let (_, err) = text(&o);
     assert!(
-        err.contains("assigned to CpuRef") && err.contains("conv1"),
+        err.contains("assigned to CpuAcc") && err.contains("conv1"),
         "{err}"
     );
     assert!(

@@ -29,10 +29,12 @@ mod error;
 mod import;
 mod ops;
 pub mod proto;
+mod signature;
 mod structured;
 mod tensor;
 
 pub use error::{OnnxError, UnsupportedOp};
+pub use signature::{tensor_proto, GraphValue, ModelSignature, ValueType};
 pub use structured::{decode_optional, decode_sequence, element_name, InputStructure, OnnxValue};
 
 use backplane_core::ops::Evaluator;
@@ -234,6 +236,17 @@ fn model_dir(path: &Path) -> PathBuf {
     }
 }
 
+/// Read and decode an ONNX model file (its external data stays where it is; pass the file's
+/// folder as `base_dir` when importing it).
+pub fn decode_model_file(path: &Path) -> Result<proto::ModelProto, OnnxError> {
+    decode(&read(path)?, Some(path))
+}
+
+/// The folder a model file's external data is relative to.
+pub fn model_base_dir(path: &Path) -> PathBuf {
+    model_dir(path)
+}
+
 /// Import an ONNX model file. External data files are looked up beside it.
 pub fn import_file(path: &Path, options: &ImportOptions) -> Result<Network, OnnxError> {
     let bytes = read(path)?;
@@ -278,7 +291,16 @@ pub fn import_specialized(
     options: &ImportOptions,
     values: &[(String, Tensor)],
 ) -> Result<(Network, Vec<String>), OnnxError> {
-    let model = decode(bytes, None)?;
+    import_model_specialized(decode(bytes, None)?, base_dir, options, values)
+}
+
+/// [`import_specialized`] for an already decoded model (see [`decode_model_file`]).
+pub fn import_model_specialized(
+    model: proto::ModelProto,
+    base_dir: Option<&Path>,
+    options: &ImportOptions,
+    values: &[(String, Tensor)],
+) -> Result<(Network, Vec<String>), OnnxError> {
     let mut options = options.clone();
     let mut bound: Vec<String> = options.input_values.keys().cloned().collect();
     loop {

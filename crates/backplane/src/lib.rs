@@ -3,7 +3,7 @@
 //! This facade is the one dependency an application needs. The path of a model:
 //!
 //! ```
-//! use backplane::{BackendId, ImportOptions, OptimizerOptions};
+//! use backplane::ImportOptions;
 //!
 //! # fn main() -> Result<(), backplane::Error> {
 //! # let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
@@ -11,7 +11,9 @@
 //! // The digits model has a symbolic batch size; give it a value.
 //! let options = ImportOptions::default().with_dim("batch", 1);
 //! let network = backplane::load_onnx(&repo.join("models/digits/model.onnx"), &options)?;
-//! let optimized = runtime.optimize(&network, &OptimizerOptions::new(vec![BackendId::new("CpuRef")?]))?;
+//! // CpuAcc first, CpuRef for whatever CpuAcc does not claim; `OptimizerOptions::new` takes
+//! // any other preference (e.g. `vec![BackendId::new("CpuRef")?]` for the reference alone).
+//! let optimized = runtime.optimize(&network, &backplane::default_optimizer_options())?;
 //! let id = runtime.load_network(optimized)?;
 //! let image = backplane::npy::read_file(&repo.join("models/digits/samples/digit_3.npy"))?;
 //! let outputs = runtime.execute(id, &[("input", &image)])?;
@@ -158,6 +160,21 @@ pub fn load_onnx(path: &Path, options: &ImportOptions) -> Result<Network, Error>
         options.evaluator = Some(Arc::new(backplane_cpu_ref::CpuRefEvaluator));
     }
     Ok(backplane_onnx::import_file(path, &options)?)
+}
+
+/// The default preference, as [`parse_backends`] takes it: the fast CPU backend first, the
+/// reference backend behind it for every layer the fast one does not claim.
+pub const DEFAULT_BACKENDS: &str = "CpuAcc,CpuRef";
+
+/// [`DEFAULT_BACKENDS`] as backend ids.
+pub fn default_backends() -> Vec<BackendId> {
+    // The built-in ids are valid names; a bad one would fail this crate's tests.
+    parse_backends(DEFAULT_BACKENDS).unwrap_or_default()
+}
+
+/// Optimizer options with the default preference ([`DEFAULT_BACKENDS`]) and no overrides.
+pub fn default_optimizer_options() -> OptimizerOptions {
+    OptimizerOptions::new(default_backends())
 }
 
 /// Parse a comma-separated backend list (e.g. `CpuAcc,CpuRef`).

@@ -112,6 +112,30 @@ fn digits_samples_match_onnx_runtime_probabilities() {
     }
 }
 
+/// The default preference puts CpuAcc first and CpuRef behind it, and both are registered:
+/// the digits model runs on CpuAcc with the same probabilities as ONNX Runtime.
+#[test]
+fn default_preference_is_cpu_acc_then_cpu_ref() {
+    let ids = backplane::default_backends();
+    assert_eq!(
+        ids.iter().map(BackendId::as_str).collect::<Vec<_>>(),
+        ["CpuAcc", "CpuRef"]
+    );
+    let rt = runtime();
+    let options = ImportOptions::default().with_dim("batch", 1);
+    let network = backplane::load_onnx(&repo().join("models/digits/model.onnx"), &options).unwrap();
+    let optimized = rt
+        .optimize(&network, &backplane::default_optimizer_options())
+        .unwrap();
+    let counts = optimized.layer_counts();
+    assert_eq!(counts[0].0.as_str(), "CpuAcc", "{counts:?}");
+    let id = rt.load_network(optimized).unwrap();
+    let x = npy::read_file(&repo().join("models/digits/samples/digit_3.npy")).unwrap();
+    let want = npy::read_file(&repo().join("models/digits/samples/expected_3.npy")).unwrap();
+    let out = rt.execute(id, &[("input", &x)]).unwrap();
+    support::compare(&out[0].1, &want, 1e-4, 1e-6).unwrap();
+}
+
 #[test]
 fn bad_inputs_and_models_get_clear_typed_errors() {
     use backplane::RuntimeError;
