@@ -112,8 +112,13 @@ pub(crate) fn describe_input(vi: &ValueInfoProto) -> Result<ModelInput, OnnxErro
             for (i, d) in s.dim.iter().enumerate() {
                 use crate::proto::tensor_shape_proto::dimension::Value as D;
                 dims.push(match &d.value {
+                    // Exporters of other frameworks write an unknown dimension as -1.
+                    Some(D::DimValue(-1)) => Dim::Symbolic(format!("{name}_dim{i}")),
                     Some(D::DimValue(v)) => Dim::Fixed(usize::try_from(*v).map_err(|_| {
-                        OnnxError::invalid(format!("{what} has the negative dimension {v}"))
+                        OnnxError::invalid(format!(
+                            "{what} has the negative dimension {v} (only -1, an unknown \
+                             dimension, is accepted)"
+                        ))
                     })?),
                     Some(D::DimParam(p)) if !p.is_empty() => Dim::Symbolic(p.clone()),
                     _ => Dim::Symbolic(format!("{name}_dim{i}")),
