@@ -644,6 +644,10 @@ impl<'o> Importer<'o> {
             self.report(&node, &name, opset, reason);
             return Ok(());
         }
+        if let Some(reason) = ops::too_new(key, &op_type, opset) {
+            self.report(&node, &name, opset, reason);
+            return Ok(());
+        }
         let result = if op_type == "Constant" {
             self.constant_node(&mut node, &name)
         } else if let Some(r) = self.structure_node(&mut node, &name, opsets) {
@@ -727,6 +731,13 @@ pub(crate) fn import(
     base_dir: Option<&Path>,
     options: &ImportOptions,
 ) -> Result<Network, OnnxError> {
+    let ir_version = model.ir_version.unwrap_or(0);
+    if ir_version > ops::NEWEST_IR_VERSION {
+        return Err(OnnxError::UnsupportedIrVersion {
+            version: ir_version,
+            newest: ops::NEWEST_IR_VERSION,
+        });
+    }
     let opsets = opsets(&model);
     let mut graph = model
         .graph
