@@ -87,8 +87,8 @@ fn branch_failure(
         return in_branch(TxError::Fatal(e), name, what);
     }
     let reason = format!(
-        "an If whose {what} cannot be imported for these inputs (node '{name}' ({what}): {e}): \
-         its condition"
+        "its condition (the {what}, perhaps not taken for these inputs, cannot be imported \
+         for them: {e})"
     );
     needs_condition(&reason, cond_inputs)
 }
