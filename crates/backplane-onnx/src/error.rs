@@ -74,6 +74,18 @@ pub enum OnnxError {
         /// The nodes that need them, with the parameter each one needs.
         nodes: Vec<UnsupportedOp>,
     },
+    /// The model's IR version is newer than the importer knows: its format may hold what the
+    /// importer would misread.
+    #[error(
+        "the model has IR version {version}; this importer knows IR versions up to {newest} \
+         (a newer format may mean things it cannot read)"
+    )]
+    UnsupportedIrVersion {
+        /// The model's `ir_version`.
+        version: i64,
+        /// The newest IR version the importer knows.
+        newest: i64,
+    },
     /// An input has a symbolic dimension for which no value was given.
     #[error(
         "input '{input}' has the symbolic dimension '{dim_name}' and no value was given for it: \

@@ -10,6 +10,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
 
+mod branch;
 mod control;
 mod sequence;
 
@@ -111,8 +112,13 @@ pub(crate) fn describe_input(vi: &ValueInfoProto) -> Result<ModelInput, OnnxErro
             for (i, d) in s.dim.iter().enumerate() {
                 use crate::proto::tensor_shape_proto::dimension::Value as D;
                 dims.push(match &d.value {
+                    // Exporters of other frameworks write an unknown dimension as -1.
+                    Some(D::DimValue(-1)) => Dim::Symbolic(format!("{name}_dim{i}")),
                     Some(D::DimValue(v)) => Dim::Fixed(usize::try_from(*v).map_err(|_| {
-                        OnnxError::invalid(format!("{what} has the negative dimension {v}"))
+                        OnnxError::invalid(format!(
+                            "{what} has the negative dimension {v} (only -1, an unknown \
+                             dimension, is accepted)"
+                        ))
                     })?),
                     Some(D::DimParam(p)) if !p.is_empty() => Dim::Symbolic(p.clone()),
                     _ => Dim::Symbolic(format!("{name}_dim{i}")),
@@ -638,6 +644,10 @@ impl<'o> Importer<'o> {
             self.report(&node, &name, opset, reason);
             return Ok(());
         }
+        if let Some(reason) = ops::too_new(key, &op_type, opset) {
+            self.report(&node, &name, opset, reason);
+            return Ok(());
+        }
         let result = if op_type == "Constant" {
             self.constant_node(&mut node, &name)
         } else if let Some(r) = self.structure_node(&mut node, &name, opsets) {
@@ -721,6 +731,13 @@ pub(crate) fn import(
     base_dir: Option<&Path>,
     options: &ImportOptions,
 ) -> Result<Network, OnnxError> {
+    let ir_version = model.ir_version.unwrap_or(0);
+    if ir_version > ops::NEWEST_IR_VERSION {
+        return Err(OnnxError::UnsupportedIrVersion {
+            version: ir_version,
+            newest: ops::NEWEST_IR_VERSION,
+        });
+    }
     let opsets = opsets(&model);
     let mut graph = model
         .graph

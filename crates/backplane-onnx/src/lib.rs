@@ -59,7 +59,8 @@ pub const DEFAULT_MAX_TENSOR_BYTES: usize = if usize::BITS >= 64 {
 #[derive(Clone)]
 pub struct ImportOptions {
     /// Values for symbolic input dimensions, by `dim_param` name (e.g. `batch` → 1). Unnamed
-    /// unknown dimensions are named `<input>_dim<index>`, as [`inspect_inputs`] reports.
+    /// unknown dimensions (no `dim_param`, or `dim_value: -1` as some exporters write them) are
+    /// named `<input>_dim<index>`, as [`inspect_inputs`] reports.
     pub dim_values: HashMap<String, usize>,
     /// Full shapes of inputs by input name; they override the declared shapes.
     pub input_shapes: HashMap<String, Vec<usize>>,

@@ -513,3 +513,52 @@ fn corrupted_models_never_panic() {
         let _ = backplane_onnx::import_model(m, None, &options);
     }
 }
+
+#[test]
+fn minus_one_is_an_unknown_dimension() {
+    // Other frameworks' exporters declare unknown dims as dim_value -1 (on inputs, outputs
+    // and value_info alike).
+    let m = || {
+        let mut m = Model::new(13)
+            .input(value_info("x", FLOAT, Some(&[D::V(-1), D::V(4)])))
+            .node(node("Relu", &["x"], &["r"], vec![]))
+            .node(node("Neg", &["r"], &["y"], vec![]));
+        m.graph
+            .output
+            .push(value_info("y", FLOAT, Some(&[D::V(-1), D::V(4)])));
+        m.graph
+            .value_info
+            .push(value_info("r", FLOAT, Some(&[D::V(-1), D::V(-1)])));
+        m
+    };
+    let err = m().import().unwrap_err();
+    assert!(
+        matches!(&err, OnnxError::MissingDim { dim_name, .. } if dim_name == "x_dim0"),
+        "{err}"
+    );
+    let inputs = inspect_inputs(&m().bytes()).unwrap();
+    assert_eq!(
+        inputs[0].dims,
+        vec![Dim::Symbolic("x_dim0".into()), Dim::Fixed(4)]
+    );
+    let net = m()
+        .import_with(&ImportOptions::default().with_input_shape("x", vec![3, 4]))
+        .unwrap();
+    assert_eq!(dims(&net, "y"), vec![3, 4]);
+    let net = m()
+        .import_with(&ImportOptions::default().with_dim("x_dim0", 5))
+        .unwrap();
+    assert_eq!(dims(&net, "y"), vec![5, 4]);
+}
+
+#[test]
+fn negative_dimensions_other_than_minus_one_are_refused() {
+    let err = Model::new(13)
+        .input(value_info("x", FLOAT, Some(&[D::V(-2), D::V(4)])))
+        .node(node("Relu", &["x"], &["y"], vec![]))
+        .output("y")
+        .import_with(&ImportOptions::default().with_dim("x_dim0", 5))
+        .unwrap_err();
+    assert!(matches!(err, OnnxError::InvalidModel(_)), "{err}");
+    assert!(err.to_string().contains("-2"), "{err}");
+}

@@ -3,7 +3,7 @@
 //! A body reads outer-scope values by name. Constants among them are copied into the body
 //! (shared, not duplicated); values computed at run time are *captured*: passed as extra
 //! inputs of the layer and of the body, after the ones ONNX defines. An If whose condition is
-//! known at import is replaced by the branch it takes.
+//! known at import is replaced by the branch it takes (`branch.rs`).
 
 use super::{not_a_tensor, Importer, Value};
 use crate::attrs::Attrs;
@@ -11,7 +11,7 @@ use crate::ops::{Dst, Src, Step, TxError};
 use crate::proto::{GraphProto, NodeProto};
 use crate::tensor::check_size;
 use crate::OnnxError;
-use backplane_core::ops::{IfDesc, LoopDesc, ScanDesc};
+use backplane_core::ops::{LoopDesc, ScanDesc};
 use backplane_core::{DataType, Network, Op, Tensor, TensorInfo, TensorKind};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -134,7 +134,7 @@ pub(super) enum Operand {
 
 impl Importer<'_> {
     /// The value behind `name`, turned into an error where it cannot be used.
-    fn operand(&self, node: &str, name: &str) -> Result<Operand, TxError> {
+    pub(super) fn operand(&self, node: &str, name: &str) -> Result<Operand, TxError> {
         if name.is_empty() {
             return Ok(Operand::Absent);
         }
@@ -162,7 +162,11 @@ impl Importer<'_> {
     }
 
     /// The outer values `graphs` read, checked; returns those computed at run time (to capture).
-    fn captures(&self, node: &str, graphs: &[&GraphProto]) -> Result<Vec<String>, TxError> {
+    pub(super) fn captures(
+        &self,
+        node: &str,
+        graphs: &[&GraphProto],
+    ) -> Result<Vec<String>, TxError> {
         let mut seen = HashSet::new();
         let mut captured = Vec::new();
         for g in graphs {
@@ -180,7 +184,7 @@ impl Importer<'_> {
 
     /// Import `graph` as a nested network whose inputs are `formal` (the ONNX-defined body
     /// inputs, in order) followed by `captured` outer values.
-    fn import_body(
+    pub(super) fn import_body(
         &mut self,
         node: &str,
         what: &str,
@@ -353,38 +357,6 @@ impl Importer<'_> {
         Ok(())
     }
 
-    /// Import the nodes of `graph` into this network, as if they were written in place of
-    /// `node`, whose outputs become the graph's outputs (an If whose branch is known).
-    fn inline_graph(
-        &mut self,
-        node: &NodeProto,
-        name: &str,
-        mut graph: GraphProto,
-        opsets: &HashMap<String, i64>,
-    ) -> Result<(), TxError> {
-        if graph.output.len() != node.output.len() {
-            return Err(bad(
-                name,
-                format!(
-                    "the branch gives {} outputs, the node has {}",
-                    graph.output.len(),
-                    node.output.len()
-                ),
-            ));
-        }
-        let base = self.layer_names.len();
-        self.inline_nodes(&mut graph, base, opsets)?;
-        // The branch's outputs go by the node's output names.
-        for (o, target) in graph.output.iter().zip(&node.output) {
-            if target.is_empty() {
-                continue;
-            }
-            let from = o.name.clone().unwrap_or_default();
-            self.alias(&from, target, name)?;
-        }
-        Ok(())
-    }
-
     /// Make value `from` available as `to` (an Identity layer named after the node, folded
     /// when `from` is a constant), so a graph output keeps the node's output name.
     pub(super) fn alias(&mut self, from: &str, to: &str, node: &str) -> Result<(), TxError> {
@@ -413,7 +385,7 @@ impl Importer<'_> {
 
     /// Add the control-flow layer: `inputs` are the layer's inputs (node inputs, constants
     /// for absent optional ones, captured values), outputs the node's.
-    fn add_control_layer(
+    pub(super) fn add_control_layer(
         &mut self,
         node: &NodeProto,
         name: &str,
@@ -460,75 +432,6 @@ impl Importer<'_> {
             "Loop" => self.loop_node(node, name, opsets),
             _ => self.scan_node(node, name, opset, opsets),
         }
-    }
-
-    fn if_node(
-        &mut self,
-        node: &mut NodeProto,
-        name: &str,
-        opsets: &HashMap<String, i64>,
-    ) -> Result<(), TxError> {
-        let then_g = take_graph(node, "then_branch", name)?;
-        let else_g = take_graph(node, "else_branch", name)?;
-        let cond = node.input.first().cloned().unwrap_or_default();
-        let (cond_value, cond_id) = match self.operand(name, &cond)? {
-            Operand::Absent => return Err(bad(name, "the condition is missing")),
-            Operand::Known(t) => (Some(t), None),
-            Operand::Runtime(id) => (None, Some(id)),
-        };
-        if let Some(t) = cond_value {
-            // Known at import: only the branch taken remains.
-            let take_then = t.to_f64_vec().first().is_some_and(|v| *v != 0.0);
-            let branch = if take_then { then_g } else { else_g };
-            return self.inline_graph(node, name, branch, opsets);
-        }
-        if !declares_tensors(&then_g) || !declares_tensors(&else_g) {
-            // Sequences and optionals exist only at import: the branch must be known.
-            let inputs = cond_id.map(|id| self.inputs_behind(id)).unwrap_or_default();
-            let reason = "an If whose branches produce sequences or optionals (its condition)";
-            return Err(if inputs.is_empty() {
-                TxError::Unsupported(format!("{reason} computed at run time"))
-            } else {
-                TxError::NeedsValues {
-                    reason: reason.into(),
-                    inputs,
-                }
-            });
-        }
-        let captured = self.captures(name, &[&then_g, &else_g])?;
-        let formal: Vec<TensorInfo> = Vec::new();
-        let then_branch =
-            self.import_body(name, "then branch", then_g, &formal, &captured, opsets)?;
-        let else_branch =
-            self.import_body(name, "else branch", else_g, &formal, &captured, opsets)?;
-        let outputs = |n: &Network| -> Vec<TensorInfo> {
-            n.outputs()
-                .iter()
-                .map(|t| n.tensor(*t).info.clone())
-                .collect()
-        };
-        let (a, b) = (outputs(&then_branch), outputs(&else_branch));
-        let same = a.len() == b.len() && a.iter().zip(&b).all(|(x, y)| x.same_layout(y));
-        if !same {
-            // Shapes are static: which branch runs must then be known at import.
-            let inputs = cond_id.map(|id| self.inputs_behind(id)).unwrap_or_default();
-            let reason = "an If whose branches produce different shapes (its condition)";
-            return Err(if inputs.is_empty() {
-                TxError::Unsupported(format!("{reason} computed at run time"))
-            } else {
-                TxError::NeedsValues {
-                    reason: reason.into(),
-                    inputs,
-                }
-            });
-        }
-        let op = Op::If(IfDesc {
-            then_branch: Arc::new(then_branch),
-            else_branch: Arc::new(else_branch),
-        });
-        let mut inputs = vec![Ok(cond)];
-        inputs.extend(captured.into_iter().map(Ok));
-        self.add_control_layer(node, name, op, inputs)
     }
 
     fn loop_node(

@@ -232,11 +232,16 @@ pub(super) fn space_to_depth(cx: &NodeCx<'_>) -> Tx<Lowering> {
     if h % b != 0 || w % b != 0 {
         return Err(cx.invalid(format!("{h}x{w} is not divisible by the block size {b}")));
     }
-    Ok(shuffle(
-        vec![n, c, h / b, b, w / b, b],
-        vec![0, 3, 5, 1, 2, 4],
-        vec![n, c * b * b, h / b, w / b],
-    ))
+    let split = vec![n, c, h / b, b, w / b, b];
+    let last = vec![n, c * b * b, h / b, w / b];
+    // SpaceToDepth-13 has no `mode`; a model that sets it means what DepthToSpace's mode
+    // means, and this is DepthToSpace's inverse: DCR puts the block offsets before the
+    // channel, CRD after it.
+    Ok(match cx.attr(cx.attrs.string_or("mode", "DCR"))?.as_str() {
+        "DCR" => shuffle(split, vec![0, 3, 5, 1, 2, 4], last),
+        "CRD" => shuffle(split, vec![0, 1, 3, 5, 2, 4], last),
+        other => return Err(cx.invalid(format!("unknown mode '{other}'"))),
+    })
 }
 
 /// The i64 constant of `values` with shape `dims`, as a step input.

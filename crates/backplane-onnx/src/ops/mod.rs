@@ -22,8 +22,10 @@ mod resize;
 mod sampling;
 mod signal;
 mod training;
+mod versions;
 
 pub(crate) use opsets::{domain_op_supported, earliest_opset, known_domain};
+pub(crate) use versions::{too_new, NEWEST_IR_VERSION};
 
 use crate::attrs::Attrs;
 use crate::import::{not_a_tensor, Importer, Value};
