@@ -14,6 +14,7 @@ macro_rules! out {
     }};
 }
 
+mod backend_test;
 mod backends;
 mod bench;
 mod inspect;
@@ -77,6 +78,9 @@ enum Command {
     Inspect(inspect::InspectArgs),
     /// List the registered backends with their versions and capabilities.
     Backends(backends::BackendsArgs),
+    /// Check a backend (built in, or loaded with --dynamic-backends-path) with the backend
+    /// test kit: op table, random sweeps against CpuRef, ONNX node tests, contract checks.
+    BackendTest(backend_test::BackendTestArgs),
 }
 
 /// An error for the user: what went wrong and what to do.
@@ -183,6 +187,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench::bench(&args),
         Command::Inspect(args) => inspect::inspect(&args),
         Command::Backends(args) => backends::list(&args),
+        Command::BackendTest(args) => backend_test::backend_test(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,154 @@
+//! Running a case through the runtime, as an application would, and comparing its outputs.
+
+use crate::report::Outcome;
+use backplane::backend_api::LayerDesc;
+use backplane::{BackendId, DataType, Network, OptimizerOptions, Runtime, RuntimeError, Tensor};
+
+/// The largest |got - want| over two tensors, or why they cannot be compared. NaN must meet
+/// NaN and infinities their equal; integer and bool types compare exactly; floats within
+/// `atol + rtol * |want|`.
+pub fn compare(got: &Tensor, want: &Tensor, rtol: f64, atol: f64) -> Result<f64, (String, f64)> {
+    if got.dtype() != want.dtype() || got.shape() != want.shape() {
+        return Err((
+            format!("got {}, expected {}", got.info(), want.info()),
+            f64::INFINITY,
+        ));
+    }
+    let dtype = want.dtype();
+    let exact = !(dtype.is_float() || dtype == DataType::BF16 || dtype.is_float8());
+    let (g, w) = (got.to_f64_vec(), want.to_f64_vec());
+    let mut worst = 0.0f64;
+    let mut first_bad: Option<(usize, f64, f64)> = None;
+    for (i, (&x, &y)) in g.iter().zip(&w).enumerate() {
+        let ok = if y.is_nan() {
+            x.is_nan()
+        } else if y.is_infinite() || exact {
+            x == y
+        } else {
+            (x - y).abs() <= atol + rtol * y.abs()
+        };
+        let d = if y.is_nan() && x.is_nan() || x == y {
+            0.0
+        } else {
+            (x - y).abs()
+        };
+        if d > worst || d.is_nan() {
+            worst = if d.is_nan() { f64::INFINITY } else { d };
+        }
+        if !ok && first_bad.is_none() {
+            first_bad = Some((i, x, y));
+        }
+    }
+    match first_bad {
+        None => Ok(worst),
+        Some((i, x, y)) => Err((
+            format!("element {i}: got {x}, expected {y} (rtol {rtol}, atol {atol})"),
+            worst,
+        )),
+    }
+}
+
+/// Compare output lists by position and name.
+pub fn compare_outputs(
+    got: &[(String, Tensor)],
+    want: &[(String, Tensor)],
+    rtol: f64,
+    atol: f64,
+) -> Outcome {
+    if got.len() != want.len() {
+        return Outcome::Failed {
+            why: format!("{} outputs, expected {}", got.len(), want.len()),
+            worst: None,
+        };
+    }
+    for ((gn, g), (wn, w)) in got.iter().zip(want) {
+        if gn != wn {
+            return Outcome::Failed {
+                why: format!("output '{gn}', expected '{wn}'"),
+                worst: None,
+            };
+        }
+        if let Err((why, worst)) = compare(g, w, rtol, atol) {
+            return Outcome::Failed {
+                why: format!("output '{gn}': {why}"),
+                worst: Some(worst),
+            };
+        }
+    }
+    Outcome::Passed
+}
+
+/// The result of running a network with the backend under test first in the preference.
+pub enum Run {
+    /// The backend ran `layers` layers; these are the outputs (or the error at load or
+    /// execution, which is the backend's failure).
+    Ran {
+        /// Layers the backend itself ran.
+        layers: usize,
+        /// The outputs, or what went wrong.
+        outputs: Result<Vec<(String, Tensor)>, String>,
+    },
+    /// The backend ran no layer of it: why.
+    Refused(String),
+}
+
+/// Optimize `network` for `preference` (the backend under test first), load and execute it.
+/// When the backend takes no layer, the answer is [`Run::Refused`] with its reason.
+pub fn run_network(
+    runtime: &Runtime,
+    network: &Network,
+    preference: &[BackendId],
+    inputs: &[(String, Tensor)],
+) -> Run {
+    let Some(first) = preference.first() else {
+        return Run::Refused("no backend to test".into());
+    };
+    let optimized = match runtime.optimize(network, &OptimizerOptions::new(preference.to_vec())) {
+        Ok(o) => o,
+        Err(RuntimeError::UnsupportedLayers { .. }) => {
+            return Run::Refused(refusal_reason(runtime, network, first))
+        }
+        Err(e) => {
+            return Run::Ran {
+                layers: 0,
+                outputs: Err(format!("optimize: {e}")),
+            }
+        }
+    };
+    let layers = optimized
+        .assignment()
+        .iter()
+        .filter(|b| *b == first)
+        .count();
+    if layers == 0 {
+        return Run::Refused(refusal_reason(runtime, network, first));
+    }
+    let outputs = runtime
+        .load_network(optimized)
+        .map_err(|e| format!("load: {e}"))
+        .and_then(|id| {
+            let named: Vec<(&str, &Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
+            let out = runtime
+                .execute(id, &named)
+                .map_err(|e| format!("execute: {e}"));
+            let _ = runtime.unload_network(id);
+            out
+        });
+    Run::Ran { layers, outputs }
+}
+
+/// Why `backend` takes no layer of `network`: its own answer for the first layer it refuses.
+pub fn refusal_reason(runtime: &Runtime, network: &Network, backend: &BackendId) -> String {
+    let support = match runtime.backend(backend) {
+        Ok(b) => b.layer_support(),
+        Err(e) => return format!("cannot create the backend: {e}"),
+    };
+    for layer in network.layers() {
+        if let backplane::backend_api::Support::Unsupported(reason) =
+            support.is_layer_supported(&LayerDesc::from_layer(network, layer))
+        {
+            return reason;
+        }
+    }
+    "the optimizer gave every layer to another backend".into()
+}

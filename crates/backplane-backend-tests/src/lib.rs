@@ -1,0 +1,86 @@
+//! The backend test kit: checks any backplane backend — one compiled in, or one loaded from a
+//! shared object — through the same runtime an application uses.
+//!
+//! Suites (each reports per op: claimed, passed, failed with the worst error, refused):
+//! - **op table** ([`op_table`]): one-node ONNX models with stored expected outputs,
+//!   the backend first and CpuRef behind it;
+//! - **random sweeps** ([`sweeps`]): one-layer networks of random shapes and parameters on the
+//!   backend alone, against CpuRef's kernels on the same inputs; failures name their seed;
+//! - **ONNX node tests** ([`node_tests`]), when the `onnx` package's test data is at hand;
+//! - **contract** ([`contract`]): stable support answers, refusals with reasons, workloads
+//!   shared by threads, a failed execution leaving the network usable.
+//!
+//! `backplane backend-test BACKEND` runs it from the command line; [`check`] from code:
+//!
+//! ```no_run
+//! let runtime = backplane::RuntimeBuilder::new().build()?;
+//! let id = backplane::BackendId::new("CpuAcc")?;
+//! let report = backplane_backend_tests::check(&runtime, &id, &backplane_backend_tests::KitOptions::default());
+//! println!("{}", report.to_text());
+//! assert!(report.ok());
+//! # Ok::<(), backplane::Error>(())
+//! ```
+
+pub mod contract;
+pub mod exec;
+pub mod node_tests;
+pub mod op_table;
+pub mod report;
+pub mod sweeps;
+
+pub use node_tests::NodeTests;
+pub use report::{OpTally, Outcome, Report};
+
+use backplane::{BackendId, Runtime};
+
+/// Which suites to run, and how.
+#[derive(Debug, Clone)]
+pub struct KitOptions {
+    /// Run the op table.
+    pub op_table: bool,
+    /// Random cases per op family (0: no sweeps).
+    pub sweep_cases: usize,
+    /// The seed of the random sweeps and contract cases.
+    pub seed: u64,
+    /// The ONNX node tests, if they are to run.
+    pub node_tests: Option<NodeTests>,
+    /// Run the contract checks.
+    pub contract: bool,
+}
+
+impl Default for KitOptions {
+    fn default() -> Self {
+        KitOptions {
+            op_table: true,
+            sweep_cases: 40,
+            seed: 1,
+            node_tests: None,
+            contract: true,
+        }
+    }
+}
+
+/// Run the chosen suites on `backend`, registered in `runtime` (CpuRef must be registered
+/// too: it is the oracle and the fallback).
+pub fn check(runtime: &Runtime, backend: &BackendId, options: &KitOptions) -> Report {
+    let mut report = Report::new(backend.as_str());
+    if options.contract {
+        contract::run(runtime, backend, options.seed, &mut report);
+    }
+    if options.op_table {
+        op_table::run(runtime, backend, &mut report);
+    }
+    if options.sweep_cases > 0 {
+        sweeps::run(
+            runtime,
+            backend,
+            options.seed,
+            options.sweep_cases,
+            &mut report,
+        );
+    }
+    if let Some(tests) = &options.node_tests {
+        node_tests::run(runtime, backend, tests, &mut report);
+    }
+    report
+}

@@ -1,0 +1,563 @@
+//! Random sweeps: one-layer networks of random shapes and parameters (odd sizes, broadcasting,
+//! padding, stride, dilation, groups, constant or run-time weights, every data type an op
+//! takes), run on the backend under test alone and compared with CpuRef's kernels on the same
+//! inputs. Every case is generated from its own seed, printed with a failure: the same
+//! `--seed` regenerates the same cases.
+
+use crate::exec::{compare, run_network, Run};
+use crate::report::{Outcome, Report};
+use backplane::core::ops::{
+    AutoPad, BinaryOp, ConvDesc, GemmDesc, PoolDesc, PoolKind, ReduceDesc, ReduceKind, UnaryOp,
+    Window,
+};
+use backplane::core::Op;
+use backplane::{BackendId, DataType, Network, Runtime, Tensor, TensorInfo};
+
+/// The suite's name in reports.
+pub const SUITE: &str = "random sweeps";
+
+/// A small deterministic generator (SplitMix64).
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    /// A generator from a seed.
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed)
+    }
+
+    /// 64 random bits.
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in 0..n (n > 0).
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+
+    /// One of `v` (non-empty).
+    pub fn pick<T: Copy>(&mut self, v: &[T]) -> T {
+        v[self.below(v.len())]
+    }
+
+    /// Uniform in [-1, 1).
+    pub fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
+    }
+
+    /// A tensor of `dtype` and `dims`: floats uniform in [lo, hi), integers in lo..hi.
+    pub fn tensor(&mut self, dtype: DataType, dims: &[usize], lo: f64, hi: f64) -> Tensor {
+        let n: usize = dims.iter().product();
+        let values: Vec<f64> = (0..n)
+            .map(|_| {
+                let u = (self.unit() + 1.0) / 2.0;
+                let v = lo + u * (hi - lo);
+                if dtype.is_float() {
+                    v
+                } else {
+                    v.floor()
+                }
+            })
+            .collect();
+        // The generator builds only shapes and types CpuRef takes; a failure here is a bug
+        // of the kit, reported as a skipped case by the caller.
+        Tensor::from_f64_values(TensorInfo::new(dtype, dims.to_vec()), &values)
+            .unwrap_or_else(|_| Tensor::scalar(0.0f32))
+    }
+}
+
+/// Sizes that find edge cases: 1, primes, a power of two and one past it.
+const SIZES: [usize; 7] = [1, 2, 3, 7, 16, 17, 31];
+
+/// One generated case: the layer, its inputs (with which are load-time constants) and the
+/// tolerance its results are held to.
+pub struct SweepCase {
+    /// The op family, as reports group it.
+    pub family: &'static str,
+    /// The layer.
+    pub op: Op,
+    /// Inputs and whether each is a constant of the network.
+    pub inputs: Vec<(Tensor, bool)>,
+    /// Relative tolerance.
+    pub rtol: f64,
+    /// Absolute tolerance.
+    pub atol: f64,
+}
+
+type Generator = fn(&mut Rng) -> SweepCase;
+
+/// The families, each a generator of cases.
+pub const FAMILIES: &[(&str, Generator)] = &[
+    ("Unary", unary),
+    ("Binary", binary),
+    ("MatMul", matmul),
+    ("Gemm", gemm),
+    ("Conv", conv),
+    ("Pool", pool),
+    ("Softmax", softmax),
+    ("Reduce", reduce),
+    ("Transpose", transpose),
+    ("Concat", concat),
+];
+
+fn dims(r: &mut Rng, rank: usize) -> Vec<usize> {
+    (0..rank).map(|_| r.pick(&SIZES)).collect()
+}
+
+fn unary(r: &mut Rng) -> SweepCase {
+    let op = r.pick(&[
+        UnaryOp::Relu,
+        UnaryOp::LeakyRelu { alpha: 0.1 },
+        UnaryOp::Clip {
+            min: -0.5,
+            max: 0.25,
+        },
+        UnaryOp::Sigmoid,
+        UnaryOp::Tanh,
+        UnaryOp::Erf,
+        UnaryOp::Gelu {
+            tanh_approximation: false,
+        },
+        UnaryOp::Sqrt,
+        UnaryOp::Exp,
+        UnaryOp::Log,
+        UnaryOp::Neg,
+        UnaryOp::Abs,
+    ]);
+    let rank = 1 + r.below(4);
+    let d = dims(r, rank);
+    let (lo, hi) = match op {
+        UnaryOp::Sqrt | UnaryOp::Log => (0.01, 4.0),
+        _ => (-4.0, 4.0),
+    };
+    let dtype = r.pick(&[DataType::F32, DataType::F32, DataType::F16, DataType::F64]);
+    let x = r.tensor(dtype, &d, lo, hi);
+    let (rtol, atol) = if dtype == DataType::F16 {
+        (1e-3, 1e-3)
+    } else {
+        (1e-5, 1e-6)
+    };
+    SweepCase {
+        family: "Unary",
+        op: Op::Unary(op),
+        inputs: vec![(x, false)],
+        rtol,
+        atol,
+    }
+}
+
+/// Two shapes that broadcast: b's dims are each a's or 1, and b may have fewer axes.
+fn broadcast_pair(r: &mut Rng) -> (Vec<usize>, Vec<usize>) {
+    let rank = 1 + r.below(4);
+    let a = dims(r, rank);
+    let drop = r.below(rank + 1);
+    let b: Vec<usize> = a[drop..]
+        .iter()
+        .map(|&d| if r.below(3) == 0 { 1 } else { d })
+        .collect();
+    if r.below(2) == 0 {
+        (a, b)
+    } else {
+        (b, a)
+    }
+}
+
+fn binary(r: &mut Rng) -> SweepCase {
+    let op = r.pick(&[
+        BinaryOp::Add,
+        BinaryOp::Sub,
+        BinaryOp::Mul,
+        BinaryOp::Div,
+        BinaryOp::Max,
+        BinaryOp::Min,
+    ]);
+    let dtype = r.pick(&[
+        DataType::F32,
+        DataType::F32,
+        DataType::F64,
+        DataType::F16,
+        DataType::I32,
+        DataType::I64,
+    ]);
+    let (ad, bd) = broadcast_pair(r);
+    let a = r.tensor(dtype, &ad, -8.0, 8.0);
+    // Divisors kept away from zero (and positive for integer division's sake).
+    let b = if op == BinaryOp::Div {
+        r.tensor(dtype, &bd, 1.0, 8.0)
+    } else {
+        r.tensor(dtype, &bd, -8.0, 8.0)
+    };
+    let constant = r.below(3) == 0;
+    let (rtol, atol) = if dtype == DataType::F16 {
+        (1e-3, 1e-3)
+    } else {
+        (1e-6, 1e-6)
+    };
+    SweepCase {
+        family: "Binary",
+        op: Op::Binary(op),
+        inputs: vec![(a, false), (b, constant)],
+        rtol,
+        atol,
+    }
+}
+
+fn matmul(r: &mut Rng) -> SweepCase {
+    let m = r.pick(&[1, 3, 7, 17, 63]);
+    let k = r.pick(&[1, 7, 16, 63, 257]);
+    let n = r.pick(&[1, 3, 16, 17, 129]);
+    let batch: Vec<usize> = (0..r.below(3)).map(|_| r.pick(&[1, 2, 3])).collect();
+    let mut ad = batch.clone();
+    ad.extend([m, k]);
+    let bd = if r.below(2) == 0 {
+        vec![k, n]
+    } else {
+        let mut v = batch;
+        v.extend([k, n]);
+        v
+    };
+    let a = r.tensor(DataType::F32, &ad, -1.0, 1.0);
+    let b = r.tensor(DataType::F32, &bd, -1.0, 1.0);
+    SweepCase {
+        family: "MatMul",
+        op: Op::MatMul,
+        inputs: vec![(a, false), (b, r.below(2) == 0)],
+        rtol: 1e-4,
+        atol: 1e-4 * (k as f64).sqrt(),
+    }
+}
+
+fn gemm(r: &mut Rng) -> SweepCase {
+    let (m, k, n) = (r.pick(&SIZES), r.pick(&[1, 7, 17, 64]), r.pick(&SIZES));
+    let (ta, tb) = (r.below(2) == 0, r.below(2) == 0);
+    let a = r.tensor(DataType::F32, &if ta { [k, m] } else { [m, k] }, -1.0, 1.0);
+    let b = r.tensor(DataType::F32, &if tb { [n, k] } else { [k, n] }, -1.0, 1.0);
+    let c_dims = match r.below(4) {
+        0 => vec![n],
+        1 => vec![1, n],
+        2 => vec![m, 1],
+        _ => vec![m, n],
+    };
+    let c = r.tensor(DataType::F32, &c_dims, -1.0, 1.0);
+    let constant = r.below(2) == 0;
+    SweepCase {
+        family: "Gemm",
+        op: Op::Gemm(GemmDesc {
+            alpha: 0.75,
+            beta: -1.25,
+            trans_a: ta,
+            trans_b: tb,
+        }),
+        inputs: vec![(a, false), (b, constant), (c, constant)],
+        rtol: 1e-4,
+        atol: 1e-4 * (k as f64).sqrt(),
+    }
+}
+
+/// A 2-D window whose output is at least one pixel for an input of `h` x `w`.
+fn window(r: &mut Rng, h: usize, w: usize, max_kernel: usize) -> Window {
+    let k = [
+        1 + r.below(max_kernel.min(h + 2)),
+        1 + r.below(max_kernel.min(w + 2)),
+    ];
+    let strides = vec![1 + r.below(2), 1 + r.below(3)];
+    let dilations = vec![1 + usize::from(r.below(4) == 0), 1];
+    let pads: Vec<usize> = (0..4).map(|i| r.below(k[i % 2].min(3))).collect();
+    let mut win = Window {
+        kernel: k.to_vec(),
+        strides,
+        dilations,
+        pads,
+        auto_pad: AutoPad::NotSet,
+    };
+    // Shrink the kernel until the window fits the padded input.
+    for (axis, size) in [h, w].into_iter().enumerate() {
+        while win.kernel[axis] > 1
+            && (win.kernel[axis] - 1) * win.dilations[axis] + 1
+                > size + win.pads[axis] + win.pads[axis + 2]
+        {
+            win.kernel[axis] -= 1;
+        }
+        if (win.kernel[axis] - 1) * win.dilations[axis] + 1
+            > size + win.pads[axis] + win.pads[axis + 2]
+        {
+            win.dilations[axis] = 1;
+        }
+        win.pads[axis] = win.pads[axis].min(win.kernel[axis].saturating_sub(1));
+        win.pads[axis + 2] = win.pads[axis + 2].min(win.kernel[axis].saturating_sub(1));
+    }
+    win
+}
+
+fn conv(r: &mut Rng) -> SweepCase {
+    let group = r.pick(&[1, 1, 2, 3]);
+    let depthwise = r.below(4) == 0;
+    let (cin, cout, group) = if depthwise {
+        let c = r.pick(&[1, 3, 8, 17]);
+        (c, c, c)
+    } else {
+        (
+            group * r.pick(&[1, 2, 5]),
+            group * r.pick(&[1, 3, 4, 7]),
+            group,
+        )
+    };
+    let (n, h, w) = (
+        r.pick(&[1, 1, 2]),
+        r.pick(&[1, 5, 8, 13]),
+        r.pick(&[1, 6, 9, 14]),
+    );
+    let win = window(r, h, w, 5);
+    let x = r.tensor(DataType::F32, &[n, cin, h, w], -1.0, 1.0);
+    let wt = r.tensor(
+        DataType::F32,
+        &[cout, cin / group, win.kernel[0], win.kernel[1]],
+        -1.0,
+        1.0,
+    );
+    let k = (cin / group) * win.kernel[0] * win.kernel[1];
+    let mut inputs = vec![(x, false), (wt, r.below(4) != 0)];
+    if r.below(2) == 0 {
+        inputs.push((r.tensor(DataType::F32, &[cout], -1.0, 1.0), true));
+    }
+    SweepCase {
+        family: "Conv",
+        op: Op::Conv(ConvDesc { window: win, group }),
+        inputs,
+        rtol: 1e-4,
+        atol: 1e-4 * (k as f64).sqrt(),
+    }
+}
+
+fn pool(r: &mut Rng) -> SweepCase {
+    let (n, c, h, w) = (
+        r.pick(&[1, 2]),
+        r.pick(&[1, 3, 16, 17]),
+        r.pick(&[1, 4, 7, 12]),
+        r.pick(&[1, 5, 8, 13]),
+    );
+    let kind = r.pick(&[PoolKind::Max, PoolKind::Average]);
+    let mut win = window(r, h, w, 4);
+    // Pads smaller than the kernel, so every window sees an input value.
+    for i in 0..4 {
+        win.pads[i] = win.pads[i].min(win.kernel[i % 2].saturating_sub(1));
+    }
+    win.dilations = vec![1, 1];
+    let x = r.tensor(DataType::F32, &[n, c, h, w], -2.0, 2.0);
+    SweepCase {
+        family: "Pool",
+        op: Op::Pool(PoolDesc {
+            kind,
+            window: win,
+            ceil_mode: false,
+            count_include_pad: r.below(2) == 0,
+        }),
+        inputs: vec![(x, false)],
+        rtol: 1e-5,
+        atol: 1e-6,
+    }
+}
+
+fn softmax(r: &mut Rng) -> SweepCase {
+    let rank = 1 + r.below(4);
+    let d = dims(r, rank);
+    let axis = r.below(rank) as i64 - if r.below(2) == 0 { rank as i64 } else { 0 };
+    let x = r.tensor(DataType::F32, &d, -6.0, 6.0);
+    SweepCase {
+        family: "Softmax",
+        op: Op::Softmax { axis },
+        inputs: vec![(x, false)],
+        rtol: 1e-5,
+        atol: 1e-6,
+    }
+}
+
+fn reduce(r: &mut Rng) -> SweepCase {
+    let rank = 1 + r.below(4);
+    let d = dims(r, rank);
+    let kind = r.pick(&[
+        ReduceKind::Mean,
+        ReduceKind::Sum,
+        ReduceKind::Max,
+        ReduceKind::Min,
+        ReduceKind::L2,
+        ReduceKind::SumSquare,
+        ReduceKind::LogSumExp,
+    ]);
+    let axes: Vec<i64> = (0..rank as i64).filter(|_| r.below(2) == 0).collect();
+    let x = r.tensor(DataType::F32, &d, -2.0, 2.0);
+    SweepCase {
+        family: "Reduce",
+        op: Op::Reduce(ReduceDesc {
+            kind,
+            axes,
+            keepdims: r.below(2) == 0,
+            noop_with_empty_axes: false,
+        }),
+        inputs: vec![(x, false)],
+        rtol: 1e-5,
+        atol: 1e-5,
+    }
+}
+
+fn transpose(r: &mut Rng) -> SweepCase {
+    let rank = 1 + r.below(5);
+    let d = dims(r, rank);
+    let mut perm: Vec<usize> = (0..rank).collect();
+    for i in (1..rank).rev() {
+        perm.swap(i, r.below(i + 1));
+    }
+    let dtype = r.pick(&[DataType::F32, DataType::I64, DataType::U8, DataType::F16]);
+    let x = r.tensor(dtype, &d, -100.0, 100.0);
+    SweepCase {
+        family: "Transpose",
+        op: Op::Transpose { perm },
+        inputs: vec![(x, false)],
+        rtol: 0.0,
+        atol: 0.0,
+    }
+}
+
+fn concat(r: &mut Rng) -> SweepCase {
+    let rank = 1 + r.below(4);
+    let base = dims(r, rank);
+    let axis = r.below(rank);
+    let dtype = r.pick(&[DataType::F32, DataType::I32, DataType::Bool]);
+    let inputs: Vec<(Tensor, bool)> = (0..1 + r.below(4))
+        .map(|_| {
+            let mut d = base.clone();
+            d[axis] = r.pick(&SIZES);
+            (r.tensor(dtype, &d, 0.0, 2.0), r.below(4) == 0)
+        })
+        .collect();
+    SweepCase {
+        family: "Concat",
+        op: Op::Concat { axis: axis as i64 },
+        inputs,
+        rtol: 0.0,
+        atol: 0.0,
+    }
+}
+
+/// A network holding the case's one layer; constants as constants, the rest as inputs.
+pub fn network(case: &SweepCase) -> Result<(Network, Vec<(String, Tensor)>), String> {
+    let mut net = Network::new();
+    let mut ids = Vec::new();
+    let mut feed = Vec::new();
+    for (i, (t, constant)) in case.inputs.iter().enumerate() {
+        let name = format!("in{i}");
+        let id = if *constant {
+            net.add_constant(&name, t.clone())
+        } else {
+            feed.push((name.clone(), t.clone()));
+            net.add_input(&name, t.info().clone())
+        }
+        .map_err(|e| e.to_string())?;
+        ids.push(id);
+    }
+    let outs = net
+        .add_layer("under_test", case.op.clone(), &ids)
+        .map_err(|e| e.to_string())?;
+    for o in outs {
+        net.mark_output(o).map_err(|e| e.to_string())?;
+    }
+    Ok((net, feed))
+}
+
+/// Run `cases` cases of every family on `backend` alone, from `seed`, into `report`.
+pub fn run(runtime: &Runtime, backend: &BackendId, seed: u64, cases: usize, report: &mut Report) {
+    for (fi, (family, generate)) in FAMILIES.iter().enumerate() {
+        for i in 0..cases {
+            let case_seed = seed
+                .wrapping_mul(1_000_003)
+                .wrapping_add((fi * 100_000 + i) as u64);
+            let case = generate(&mut Rng::new(case_seed));
+            let name = format!(
+                "{family} #{i} (--seed {seed}; case seed {case_seed}: {})",
+                describe(&case)
+            );
+            let outcome = run_case(runtime, backend, &case);
+            report.record(SUITE, family, &name, outcome);
+        }
+    }
+}
+
+/// The case in a line: op and input shapes and types.
+fn describe(case: &SweepCase) -> String {
+    let shapes: Vec<String> = case
+        .inputs
+        .iter()
+        .map(|(t, c)| format!("{}{}", t.info(), if *c { " const" } else { "" }))
+        .collect();
+    format!("{:?} on {}", case.op, shapes.join(", "))
+}
+
+/// One case on `backend` alone against CpuRef's kernels.
+pub fn run_case(runtime: &Runtime, backend: &BackendId, case: &SweepCase) -> Outcome {
+    let inputs: Vec<&Tensor> = case.inputs.iter().map(|(t, _)| t).collect();
+    let want = match backplane::cpu_ref::evaluate(&case.op, &inputs) {
+        Ok(w) => w,
+        Err(e) => return Outcome::Skipped(format!("CpuRef: {e}")),
+    };
+    let (net, feed) = match network(case) {
+        Ok(v) => v,
+        Err(e) => return Outcome::Skipped(e),
+    };
+    match run_network(runtime, &net, std::slice::from_ref(backend), &feed) {
+        Run::Refused(why) => Outcome::Refused(why),
+        Run::Ran { outputs, .. } => match outputs {
+            Err(why) => Outcome::Failed { why, worst: None },
+            Ok(got) => {
+                if got.len() != want.len() {
+                    return Outcome::Failed {
+                        why: format!("{} outputs, expected {}", got.len(), want.len()),
+                        worst: None,
+                    };
+                }
+                for ((_, g), w) in got.iter().zip(&want) {
+                    if let Err((why, worst)) = compare(g, w, case.rtol, case.atol) {
+                        return Outcome::Failed {
+                            why,
+                            worst: Some(worst),
+                        };
+                    }
+                }
+                Outcome::Passed
+            }
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cases_are_reproducible_from_their_seed() {
+        for (_, generate) in FAMILIES {
+            let (a, b) = (generate(&mut Rng::new(42)), generate(&mut Rng::new(42)));
+            assert_eq!(a.op, b.op);
+            assert_eq!(a.inputs.len(), b.inputs.len());
+            for ((x, _), (y, _)) in a.inputs.iter().zip(&b.inputs) {
+                assert_eq!(x, y);
+            }
+        }
+    }
+
+    #[test]
+    fn generated_cases_are_valid_layers() {
+        for (family, generate) in FAMILIES {
+            for seed in 0..50 {
+                let case = generate(&mut Rng::new(seed));
+                let inputs: Vec<&Tensor> = case.inputs.iter().map(|(t, _)| t).collect();
+                let r = backplane::cpu_ref::evaluate(&case.op, &inputs);
+                assert!(r.is_ok(), "{family} seed {seed}: {:?}: {r:?}", case.op);
+            }
+        }
+    }
+}
