@@ -2,7 +2,10 @@
 //! (pointwise and depthwise convolutions, and the first layer feeding them) are rewritten to
 //! run on `[N, H, W, C]` tensors (see [`crate::nhwc`]), with one `Transpose` at each tensor
 //! that enters the region in NCHW (none for the first layer, which reads NCHW itself) and
-//! one at each tensor that leaves it. Inside, no tensor is transposed.
+//! one at each tensor that leaves it. Inside, no tensor is transposed. A tensor entering
+//! two regions (one reading it as a convolution's input, the other as a residual) is
+//! transposed by each, under a name made of the tensor's and the region's first layer
+//! reading it, so that layer names stay unique.
 //!
 //! A GlobalAveragePool reading a region's output joins it as a mean over the pixels of the
 //! channels-last tensor (`[N, 1, 1, C]`, the bytes of `[N, C, 1, 1]`), so a classifier's
@@ -421,33 +424,6 @@ fn rewrite(
             }
             None => u.x,
         };
-        let slots = std::iter::once((0, x)).chain(u.residual.map(|t| (residual_slot, t)));
-        for (slot, t) in slots {
-            if slot == 0 && u.role == Role::Entry {
-                continue;
-            }
-            let idx = match nhwc_of.get(&t) {
-                Some(&i) => i,
-                None => {
-                    // Enters the region: NCHW → NHWC once, for every unit that reads it.
-                    nhwc_info(&net.tensor(t).info)?;
-                    layers.push(ReplacementLayer {
-                        name: format!("{}_to_nhwc", net.tensor(t).name),
-                        op: Op::Transpose {
-                            perm: vec![0, 2, 3, 1],
-                        },
-                        inputs: vec![ValueRef::Existing(t)],
-                        outputs: vec![None],
-                    });
-                    nhwc_of.insert(t, layers.len() - 1);
-                    layers.len() - 1
-                }
-            };
-            *inputs.get_mut(slot)? = ValueRef::Produced {
-                layer: idx,
-                slot: 0,
-            };
-        }
         let layout = if u.role == Role::Entry {
             ConvLayout::NchwToNhwc
         } else {
@@ -466,6 +442,37 @@ fn rewrite(
             }
             None => (r.name.clone(), fusion::with_layout(c, layout, y)),
         };
+        let slots = std::iter::once((0, x)).chain(u.residual.map(|t| (residual_slot, t)));
+        for (slot, t) in slots {
+            if slot == 0 && u.role == Role::Entry {
+                continue;
+            }
+            let idx = match nhwc_of.get(&t) {
+                Some(&i) => i,
+                None => {
+                    // Enters the region: NCHW → NHWC once, for every unit that reads it.
+                    // Another region may read it too (one as a convolution's input, the
+                    // other as a residual: MobileNetV3's blocks after a squeeze-excite), and
+                    // transposes it under its own name: the tensor's and its first reader's
+                    // (a replacement layer of this region only).
+                    nhwc_info(&net.tensor(t).info)?;
+                    layers.push(ReplacementLayer {
+                        name: format!("{}_to_nhwc_for_{name}", net.tensor(t).name),
+                        op: Op::Transpose {
+                            perm: vec![0, 2, 3, 1],
+                        },
+                        inputs: vec![ValueRef::Existing(t)],
+                        outputs: vec![None],
+                    });
+                    nhwc_of.insert(t, layers.len() - 1);
+                    layers.len() - 1
+                }
+            };
+            *inputs.get_mut(slot)? = ValueRef::Produced {
+                layer: idx,
+                slot: 0,
+            };
+        }
         layers.push(ReplacementLayer {
             name,
             op,

@@ -802,6 +802,49 @@ fn log_softmax_and_instance_norm() {
     }
 }
 
+/// LogSoftmax and Softmax of inputs far from zero (around ±1e5, ±1e4, spread over a few
+/// units): the row maximum's ulp (0.0078 at 1e5) must not reach the results, so `x - max` is
+/// taken before the logarithm of the sum is subtracted. Rows of 1, primes and large sizes,
+/// contiguous and strided.
+#[test]
+fn log_softmax_and_softmax_of_large_magnitudes() {
+    let mut r = Rng(29);
+    for offset in [1e5f32, -1e5, 1e4, 3.3e5] {
+        for (dims, axis) in [
+            (vec![1, 1], -1),
+            (vec![3, 2], -1),
+            (vec![2, 7], -1),
+            (vec![5, 13], 1),
+            (vec![3, 31], -1),
+            (vec![2, 257], -1),
+            (vec![1, 4099], -1),
+            (vec![2, 17, 3], 1),
+            (vec![1, 63, 5], 1),
+        ] {
+            let x = r.tensor(&dims, 3.0);
+            let x = Tensor::from_vec(
+                dims.clone(),
+                x.as_slice::<f32>()
+                    .unwrap()
+                    .iter()
+                    .map(|v| v + offset)
+                    .collect(),
+            )
+            .unwrap();
+            for op in [Op::LogSoftmax { axis }, Op::Softmax { axis }] {
+                check(
+                    &format!("{} {dims:?} {axis} around {offset}", op.name()),
+                    &op,
+                    &[&x],
+                    &[&[false]],
+                    1e-5,
+                    1e-5,
+                );
+            }
+        }
+    }
+}
+
 /// ArgMax / ArgMin along every axis position (last, inner, outer), with ties (values from a
 /// few levels), NaNs, both tie rules and keepdims; class maps large enough for 2 threads.
 #[test]

@@ -98,6 +98,17 @@ pub fn inspect(args: &InspectArgs) -> Result<(), CliError> {
             out!("  {layer}: {backend}: {why}");
         }
     }
+    if !report.rejected.is_empty() {
+        out!("\nrejected optimizations (invalid answers; those layers were left as they were):");
+        for r in &report.rejected {
+            out!(
+                "  {}: {}: {}",
+                r.backend,
+                abridged(&r.layers, ", "),
+                r.reason
+            );
+        }
+    }
     if !report.substitutions.is_empty() {
         out!("\nfusions and substitutions:");
         for s in &report.substitutions {

@@ -75,7 +75,9 @@ pub enum RuntimeError {
     /// A per-layer override names a layer that does not exist.
     #[error("the backend override for '{0}' matches no layer name or op type in the network")]
     UnknownOverride(String),
-    /// A backend's optimize_subgraph returned something inconsistent.
+    /// A backend's optimize_subgraph returned something inconsistent. The optimizer does not
+    /// fail with it: it leaves that run untouched and records the reason in
+    /// `OptimizationReport::rejected`.
     #[error("backend '{backend}' returned an invalid subgraph optimization: {reason}")]
     InvalidOptimization {
         /// The backend.

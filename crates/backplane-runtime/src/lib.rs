@@ -29,7 +29,10 @@ pub use dynamic::{DynamicBackendReport, DynamicBackendsOption};
 pub use error::{Result, RuntimeError, UnsupportedLayer};
 pub use host_memory::{HostFactory, OwnedHostHandle};
 pub use loaded::{LayerTiming, LoadedNetwork, OutputWrite};
-pub use optimizer::{OptimizationReport, OptimizedNetwork, OptimizerOptions, SubstitutionRecord};
+pub use optimizer::{
+    OptimizationReport, OptimizedNetwork, OptimizerOptions, RejectedOptimization,
+    SubstitutionRecord,
+};
 pub use registry::{BackendFactory, BackendRegistry};
 pub use runtime::{Runtime, RuntimeOptions};
 

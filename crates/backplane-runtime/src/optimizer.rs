@@ -7,7 +7,8 @@
 //!    it), so a backend may replace any part of it.
 //! 3. Each run goes to its backend's `optimize_subgraph`. Substitutions are validated and
 //!    applied; failed layers are re-assigned to the next backends that accept them and their
-//!    new runs optimized in turn.
+//!    new runs optimized in turn. An invalid answer (static or dynamic backend alike) leaves
+//!    its run untouched, with a warning and a [`RejectedOptimization`] in the report.
 
 use crate::{BackendRegistry, Result, RuntimeError, UnsupportedLayer};
 use backplane_backend_api::{
@@ -59,6 +60,23 @@ pub struct OptimizationReport {
     pub refusals: Vec<(String, BackendId, String)>,
     /// Pairs of adjacent inverse layout permutes removed.
     pub permutes_cancelled: usize,
+    /// Subgraph optimizations the optimizer refused as invalid (their runs were left as
+    /// they were, on the same backend), in order.
+    pub rejected: Vec<RejectedOptimization>,
+}
+
+/// A backend's answer from `optimize_subgraph` that the optimizer refused because it was
+/// invalid (a layer accounted for twice, duplicate layer names, a replacement computing a
+/// tensor with another type or shape, ...). Its run of layers was left untouched: they stay
+/// on that backend, unfused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RejectedOptimization {
+    /// The backend whose answer was refused.
+    pub backend: BackendId,
+    /// Names of the layers of the run it was asked to optimize.
+    pub layers: Vec<String>,
+    /// What was wrong with the answer.
+    pub reason: String,
 }
 
 /// A network with a backend for every layer, ready to load.
@@ -250,9 +268,10 @@ fn optimize_network(
             .collect();
         let order = grouped_order(&current, &assign);
         let runs = runs_of(&order, &assign, |l| states[&current.layer(l).name].settled);
-        let mut substitutions: Vec<(BackendId, Substitution)> = Vec::new();
-        let mut failed: Vec<LayerId> = Vec::new();
-        for run in runs {
+        let mut answers: Vec<Answer> = Vec::new();
+        // Invalid answers, with their run's position (to report them in run order).
+        let mut refused: Vec<(usize, Answer, RuntimeError)> = Vec::new();
+        for (k, run) in runs.into_iter().enumerate() {
             let backend_id = assign[run[0].0].clone();
             let cand = candidates
                 .iter()
@@ -260,27 +279,84 @@ fn optimize_network(
                 .ok_or(RuntimeError::NoBackends)?;
             let view = SubgraphView::new(&current, run.clone());
             let views = cand.backend.optimize_subgraph(&view);
-            check_partition(&backend_id, &run, &views)?;
-            for l in views.untouched.iter().flatten() {
+            let answer = Answer {
+                position: k,
+                backend: backend_id,
+                run,
+                views,
+            };
+            match check_partition(&answer.backend, &answer.run, &answer.views) {
+                Ok(()) => answers.push(answer),
+                Err(e) => refused.push((k, answer, e)),
+            }
+        }
+        // The substitutions of all answers are validated together (the usual case: all
+        // valid); when that fails, answer by answer, so one backend's invalid answer leaves
+        // its run untouched and the others still apply.
+        let mut outcome = None;
+        let mut invalid: Vec<(usize, RuntimeError)> = Vec::new();
+        {
+            let subs_of = |i: usize| {
+                let a = &answers[i];
+                a.views.substitutions.iter().map(move |s| (&a.backend, s))
+            };
+            let with_subs: Vec<usize> = (0..answers.len())
+                .filter(|&i| !answers[i].views.substitutions.is_empty())
+                .collect();
+            if !with_subs.is_empty() {
+                let all: Vec<(&BackendId, &Substitution)> =
+                    with_subs.iter().flat_map(|&i| subs_of(i)).collect();
+                match substitute(&current, &order, &all, &candidates) {
+                    Ok(next) => outcome = Some(next),
+                    Err(_) => {
+                        let mut accepted: Vec<usize> = Vec::new();
+                        for &i in &with_subs {
+                            let trial: Vec<(&BackendId, &Substitution)> = accepted
+                                .iter()
+                                .chain([&i])
+                                .flat_map(|&j| subs_of(j))
+                                .collect();
+                            match substitute(&current, &order, &trial, &candidates) {
+                                Ok(next) => {
+                                    accepted.push(i);
+                                    outcome = Some(next);
+                                }
+                                Err(e) => invalid.push((i, e)),
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        // What remains are the answers applied (or without substitutions).
+        for (i, e) in invalid.into_iter().rev() {
+            let answer = answers.remove(i);
+            refused.push((answer.position, answer, e));
+        }
+        refused.sort_by_key(|(k, _, _)| *k);
+        for (_, answer, e) in refused {
+            reject(&current, &answer, e, &mut report, &mut states);
+        }
+        // By name: layer ids change when the substitutions are applied.
+        let mut failed: Vec<String> = Vec::new();
+        for answer in &answers {
+            let backend_id = &answer.backend;
+            for l in answer.views.untouched.iter().flatten() {
                 if let Some(s) = states.get_mut(&current.layer(*l).name) {
                     s.settled = true;
                 }
             }
-            for l in views.failed.iter().flatten() {
+            for l in answer.views.failed.iter().flatten() {
                 tracing::info!(layer = %current.layer(*l).name, "{backend_id} rejected it in optimize_subgraph; re-assigning");
-                failed.push(*l);
+                failed.push(current.layer(*l).name.clone());
                 report.refusals.push((
                     current.layer(*l).name.clone(),
                     backend_id.clone(),
                     "rejected by optimize_subgraph".into(),
                 ));
             }
-            for s in views.substitutions {
-                substitutions.push((backend_id.clone(), s));
-            }
         }
-        if !substitutions.is_empty() {
-            let (next, new_layers) = rebuild(&current, &order, &substitutions)?;
+        if let Some((next, new_layers)) = outcome {
             for (name, backend) in new_layers {
                 states.insert(
                     name,
@@ -291,7 +367,10 @@ fn optimize_network(
                     },
                 );
             }
-            for (backend, s) in &substitutions {
+            let applied = answers
+                .iter()
+                .flat_map(|a| a.views.substitutions.iter().map(move |s| (&a.backend, s)));
+            for (backend, s) in applied {
                 tracing::info!(
                     "{backend} substituted [{}] with [{}]",
                     s.replaced
@@ -315,42 +394,13 @@ fn optimize_network(
                     replacement: s.replacement.iter().map(|r| r.name.clone()).collect(),
                 });
             }
-            // Replacement layers must be runnable by their backend.
-            for (i, layer) in next.layers().iter().enumerate() {
-                let st = &states[&layer.name];
-                if st.settled
-                    && substitutions
-                        .iter()
-                        .any(|(_, s)| s.replacement.iter().any(|r| r.name == layer.name))
-                {
-                    let cand = candidates.iter().find(|c| c.id == st.backend);
-                    if let Some(c) = cand {
-                        if let Support::Unsupported(why) = c
-                            .support
-                            .is_layer_supported(&LayerDesc::from_layer(&next, &next.layers()[i]))
-                        {
-                            return Err(RuntimeError::InvalidOptimization {
-                                backend: c.id.clone(),
-                                reason: format!(
-                                    "its replacement layer '{}' is not supported by itself: {why}",
-                                    layer.name
-                                ),
-                            });
-                        }
-                    }
-                }
-            }
             current = next;
         }
         if failed.is_empty() {
             break;
         }
-        let names: Vec<String> = failed
-            .iter()
-            .map(|l| current.layer(*l).name.clone())
-            .collect();
         let mut unsupported = Vec::new();
-        for name in names {
+        for name in failed {
             let Some(lid) = current.find_layer(&name) else {
                 continue;
             };
@@ -429,6 +479,89 @@ fn optimize_network(
         layout,
         subgraphs,
     })
+}
+
+/// One run's answer from its backend's `optimize_subgraph`.
+struct Answer {
+    /// The run's position among this round's runs.
+    position: usize,
+    backend: BackendId,
+    run: Vec<LayerId>,
+    views: OptimizationViews,
+}
+
+/// Refuse an invalid answer: its run stays as it was, on the same backend, settled (not
+/// offered to the backend again), and the report says why.
+fn reject(
+    network: &Network,
+    answer: &Answer,
+    error: RuntimeError,
+    report: &mut OptimizationReport,
+    states: &mut HashMap<String, LayerState>,
+) {
+    let reason = match error {
+        RuntimeError::InvalidOptimization { reason, .. } => reason,
+        other => other.to_string(),
+    };
+    let layers: Vec<String> = answer
+        .run
+        .iter()
+        .map(|l| network.layer(*l).name.clone())
+        .collect();
+    tracing::warn!(
+        "backend '{}' returned an invalid subgraph optimization for {} layer(s) starting at '{}'; \
+         leaving them untouched: {reason}",
+        answer.backend,
+        layers.len(),
+        layers.first().map(String::as_str).unwrap_or_default()
+    );
+    for name in &layers {
+        if let Some(s) = states.get_mut(name) {
+            s.settled = true;
+        }
+    }
+    report.rejected.push(RejectedOptimization {
+        backend: answer.backend.clone(),
+        layers,
+        reason,
+    });
+}
+
+/// Apply `subs` to `network` (in `order`, see [`rebuild`]) and check that every replacement
+/// layer is supported by the backend that made it. Returns the new network and the (name,
+/// backend) of every replacement layer.
+fn substitute(
+    network: &Network,
+    order: &[LayerId],
+    subs: &[(&BackendId, &Substitution)],
+    candidates: &[Candidate],
+) -> Result<(Network, Vec<(String, BackendId)>)> {
+    let (next, new_layers) = rebuild(network, order, subs)?;
+    let backend_of: HashMap<&str, &BackendId> = new_layers
+        .iter()
+        .map(|(name, backend)| (name.as_str(), backend))
+        .collect();
+    for layer in next.layers() {
+        let Some(&backend) = backend_of.get(layer.name.as_str()) else {
+            continue;
+        };
+        let Some(c) = candidates.iter().find(|c| &c.id == backend) else {
+            continue;
+        };
+        if let Support::Unsupported(why) = c
+            .support
+            .is_layer_supported(&LayerDesc::from_layer(&next, layer))
+        {
+            return Err(RuntimeError::InvalidOptimization {
+                backend: backend.clone(),
+                reason: format!(
+                    "its replacement layer '{}' is not supported by itself: {why}",
+                    layer.name
+                ),
+            });
+        }
+    }
+    Ok((next, new_layers))
 }
 
 fn unsupported_error(options: &OptimizerOptions, layers: Vec<UnsupportedLayer>) -> RuntimeError {
@@ -615,7 +748,7 @@ fn check_partition(backend: &BackendId, run: &[LayerId], views: &OptimizationVie
 fn emission_order(
     old: &Network,
     order: &[LayerId],
-    subs: &[(BackendId, Substitution)],
+    subs: &[(&BackendId, &Substitution)],
     replaced_by: &HashMap<LayerId, usize>,
 ) -> Result<Vec<LayerId>> {
     let Some((first_backend, _)) = subs.first() else {
@@ -678,7 +811,7 @@ fn emission_order(
             (start..nodes.len()).find(|&i| !emitted[i] && deps[i].iter().all(|d| done.contains(d)));
         let Some(i) = next else {
             return Err(RuntimeError::InvalidOptimization {
-                backend: first_backend.clone(),
+                backend: (*first_backend).clone(),
                 reason: "the substitutions leave a cycle between replaced and kept layers \
                          (is every replaced set convex?)"
                     .into(),
@@ -696,7 +829,7 @@ fn emission_order(
 fn rebuild(
     old: &Network,
     order: &[LayerId],
-    subs: &[(BackendId, Substitution)],
+    subs: &[(&BackendId, &Substitution)],
 ) -> Result<(Network, Vec<(String, BackendId)>)> {
     let mut new = Network::new();
     let mut map: HashMap<TensorId, TensorId> = HashMap::new();
@@ -741,7 +874,7 @@ fn rebuild(
             Some(&si) if emit_at.get(&si) == Some(&pos) => {
                 let (backend, sub) = &subs[si];
                 let bad = |reason: String| RuntimeError::InvalidOptimization {
-                    backend: backend.clone(),
+                    backend: (*backend).clone(),
                     reason,
                 };
                 let replaced: HashSet<LayerId> = sub.replaced.iter().copied().collect();
@@ -808,7 +941,7 @@ fn rebuild(
                             map.insert(*t, *n);
                         }
                     }
-                    new_layers.push((r.name.clone(), backend.clone()));
+                    new_layers.push((r.name.clone(), (*backend).clone()));
                     local.push(outs);
                 }
                 // Everything used outside the replaced set must have been taken over.

@@ -589,3 +589,202 @@ fn stage(hw: usize, nhwc_want: usize, transposes_want: usize, means_want: usize)
         );
     }
 }
+
+/// Values in [-1, 1) scaled by √(3 / fan-in) (the product of all dims but the first), so
+/// activations keep their size through a deep network without batch normalization.
+fn weights(dims: &[usize], seed: u64) -> Tensor {
+    let fan_in: usize = dims[1..].iter().product();
+    let scale = (3.0 / fan_in.max(1) as f64).sqrt();
+    let v: Vec<f32> = random(dims, seed)
+        .to_f64_vec()
+        .iter()
+        .map(|v| (v * scale) as f32)
+        .collect();
+    Tensor::from_vec(dims.to_vec(), v).unwrap()
+}
+
+/// One bottleneck of MobileNetV3: kernel, expanded channels, output channels,
+/// squeeze-excite, hard-swish (else ReLU), stride.
+type Bneck = (usize, usize, usize, bool, bool, usize);
+
+/// MobileNetV3-Large's feature extractor as torchvision exports it (batch normalization
+/// folded into the convolutions): a 3×3 stride-2 first layer with hard-swish, then
+/// bottlenecks (a 1×1 expansion unless the ratio is 1, a depthwise convolution, on some a
+/// squeeze-excite block (GlobalAveragePool, 1×1 + ReLU, 1×1 + HardSigmoid, multiplied into
+/// the depthwise output), a 1×1 projection with no activation, and a residual Add where
+/// stride 1 keeps the channels), a last 1×1 + hard-swish and a GlobalAveragePool. The last
+/// bottleneck's output is an output too.
+fn mobilenet_v3(hw: usize, blocks: &[Bneck]) -> Network {
+    use backplane::core::ops::{MathOp, PoolKind, UnaryOp};
+    let mut n = Network::new();
+    let mut x = n
+        .add_input("x", TensorInfo::new(DataType::F32, vec![1, 3, hw, hw]))
+        .unwrap();
+    let mut seed = 300;
+    let mut conv = |n: &mut Network, name: &str, x: TensorId, op: Op, cin: usize, m: usize| {
+        seed += 2;
+        let (group, k) = match &op {
+            Op::Conv(d) => (d.group, d.window.kernel[0]),
+            _ => (1, 1),
+        };
+        let wt = n
+            .add_constant(&format!("{name}_w"), weights(&[m, cin / group, k, k], seed))
+            .unwrap();
+        let b = n
+            .add_constant(&format!("{name}_b"), random(&[m], seed + 1))
+            .unwrap();
+        n.add_layer(name, op, &[x, wt, b]).unwrap()[0]
+    };
+    let act = |n: &mut Network, name: &str, x: TensorId, hs: bool| {
+        let op = if hs {
+            Op::Math(MathOp::HardSwish)
+        } else {
+            Op::Unary(UnaryOp::Relu)
+        };
+        n.add_layer(name, op, &[x]).unwrap()[0]
+    };
+    let s = conv(&mut n, "stem", x, conv2d(3, 2, 1, 1), 3, 16);
+    x = act(&mut n, "stem_hs", s, true);
+    let mut cin = 16;
+    for (i, &(k, exp, out, se, hs, stride)) in blocks.iter().enumerate() {
+        let name = |what: &str| format!("b{i}_{what}");
+        let input = x;
+        let mut y = input;
+        if exp != cin {
+            y = conv(&mut n, &name("expand"), y, conv2d(1, 1, 0, 1), cin, exp);
+            y = act(&mut n, &name("expand_act"), y, hs);
+        }
+        y = conv(
+            &mut n,
+            &name("dw"),
+            y,
+            conv2d(k, stride, k / 2, exp),
+            exp,
+            exp,
+        );
+        y = act(&mut n, &name("dw_act"), y, hs);
+        if se {
+            let squeeze = (exp / 4).div_ceil(8) * 8;
+            let p = n
+                .add_layer(&name("se_pool"), Op::GlobalPool(PoolKind::Average), &[y])
+                .unwrap()[0];
+            let f = conv(&mut n, &name("se_fc1"), p, conv2d(1, 1, 0, 1), exp, squeeze);
+            let f = act(&mut n, &name("se_relu"), f, false);
+            let f = conv(&mut n, &name("se_fc2"), f, conv2d(1, 1, 0, 1), squeeze, exp);
+            let gate = MathOp::HardSigmoid {
+                alpha: 1.0 / 6.0,
+                beta: 0.5,
+            };
+            let f = n.add_layer(&name("se_hsig"), Op::Math(gate), &[f]).unwrap()[0];
+            y = n
+                .add_layer(&name("se_scale"), Op::Binary(BinaryOp::Mul), &[f, y])
+                .unwrap()[0];
+        }
+        y = conv(&mut n, &name("project"), y, conv2d(1, 1, 0, 1), exp, out);
+        if stride == 1 && cin == out {
+            y = n
+                .add_layer(&name("add"), Op::Binary(BinaryOp::Add), &[y, input])
+                .unwrap()[0];
+        }
+        x = y;
+        cin = out;
+    }
+    n.mark_output(x).unwrap();
+    let last = conv(&mut n, "last", x, conv2d(1, 1, 0, 1), cin, 6 * cin);
+    let last = act(&mut n, "last_hs", last, true);
+    let pooled = n
+        .add_layer("pool", Op::GlobalPool(PoolKind::Average), &[last])
+        .unwrap()[0];
+    n.mark_output(pooled).unwrap();
+    n
+}
+
+/// MobileNetV3-Large's bottlenecks (torchvision's configuration). A projection without a
+/// residual is a plain convolution (nothing to fuse), so the block after one with a
+/// squeeze-excite reads its input from outside two channels-last regions: as the expansion's
+/// input (the region of the expansion and the depthwise convolution, which the squeeze-excite
+/// multiplication leaves) and as the residual of the projection (the region of the
+/// projection and the next block's expansion). CpuAcc's substitution is valid (each region
+/// transposes that tensor under a name of its own), the convolutions run channels-last, and
+/// the outputs match CpuRef.
+#[test]
+fn mobilenet_v3_blocks_run_channels_last() {
+    use backplane::core::ops::AttrValue;
+    let large: [Bneck; 15] = [
+        (3, 16, 16, false, false, 1),
+        (3, 64, 24, false, false, 2),
+        (3, 72, 24, false, false, 1),
+        (5, 72, 40, true, false, 2),
+        (5, 120, 40, true, false, 1),
+        (5, 120, 40, true, false, 1),
+        (3, 240, 80, false, true, 2),
+        (3, 200, 80, false, true, 1),
+        (3, 184, 80, false, true, 1),
+        (3, 184, 80, false, true, 1),
+        (3, 480, 112, true, true, 1),
+        (3, 672, 112, true, true, 1),
+        (5, 672, 160, true, true, 2),
+        (5, 960, 160, true, true, 1),
+        (5, 960, 160, true, true, 1),
+    ];
+    let rt = backplane::RuntimeBuilder::new().build().unwrap();
+    for hw in [64, 57] {
+        let n = mobilenet_v3(hw, &large);
+        let opt = rt.optimize(&n, &options("CpuAcc")).unwrap();
+        let report = opt.report();
+        assert!(
+            report.rejected.is_empty(),
+            "{hw}x{hw}: {:?}",
+            report.rejected
+        );
+        let net = opt.network();
+        let mut convs = 0;
+        let mut nhwc = 0;
+        for (l, b) in net.layers().iter().zip(opt.assignment()) {
+            let conv = match &l.op {
+                Op::Conv(_) => true,
+                Op::Custom(c) if c.op_type.starts_with("FusedConv") => {
+                    nhwc += usize::from(c.attributes.iter().any(|(k, v)| {
+                        k == "layout" && matches!(v, AttrValue::String(s) if s == "nhwc")
+                    }));
+                    true
+                }
+                _ => false,
+            };
+            if conv {
+                convs += 1;
+                assert_eq!(b.as_str(), "CpuAcc", "{hw}x{hw}: layer '{}'", l.name);
+            }
+        }
+        assert!(convs > 0);
+        assert!(nhwc > 0, "{hw}x{hw}: no convolution runs channels-last");
+        // The case at hand: some tensor enters two regions, each transposing it.
+        let mut entering: Vec<TensorId> = net
+            .layers()
+            .iter()
+            .filter(|l| matches!(&l.op, Op::Transpose { perm } if perm == &[0, 2, 3, 1]))
+            .map(|l| l.inputs[0])
+            .collect();
+        let transposes_in = entering.len();
+        entering.sort_by_key(|t| t.0);
+        entering.dedup();
+        assert!(
+            entering.len() < transposes_in,
+            "{hw}x{hw}: no tensor enters two regions"
+        );
+
+        let xv = random(&[1, 3, hw, hw], 77);
+        let got = run(&rt, &n, "CpuAcc", &[("x", &xv)]);
+        let want = run(&rt, &n, "CpuRef", &[("x", &xv)]);
+        assert_eq!(got.len(), 2);
+        for (i, (g, r)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(g.shape(), r.shape());
+            for (j, (g, w)) in g.to_f64_vec().iter().zip(r.to_f64_vec()).enumerate() {
+                assert!(
+                    (g - w).abs() <= 1e-5 + 1e-4 * w.abs(),
+                    "{hw}x{hw} output {i}: element {j}: got {g}, expected {w}"
+                );
+            }
+        }
+    }
+}
