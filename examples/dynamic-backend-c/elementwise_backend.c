@@ -216,7 +216,8 @@ static backplane_status_t execute_workload(backplane_workload_t* w,
     a = (const float*)inputs[0]->data;
     if (w->op == OP_RELU) {
         for (n = 0; n < w->elements; ++n) {
-            y[n] = a[n] > 0.0f ? a[n] : 0.0f;
+            /* NaN stays NaN, as ONNX Relu (max(0, x)) propagates it. */
+            y[n] = a[n] < 0.0f ? 0.0f : a[n];
         }
         return BACKPLANE_STATUS_OK;
     }

@@ -126,11 +126,7 @@ fn number(v: &Value) -> Result<f64, String> {
 
 /// A tensor from the JSON form {dtype, shape, data}.
 fn tensor_of(v: &Value) -> Result<Tensor, String> {
-    let dtype: DataType = v["dtype"]
-        .as_str()
-        .ok_or("no dtype")?
-        .parse()
-        .map_err(|e| format!("{e}"))?;
+    let dtype: DataType = v["dtype"].as_str().ok_or("no dtype")?.parse()?;
     let shape: Vec<usize> = v["shape"]
         .as_array()
         .ok_or("no shape")?

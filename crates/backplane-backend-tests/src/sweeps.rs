@@ -27,7 +27,7 @@ impl Rng {
     }
 
     /// 64 random bits.
-    pub fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -37,7 +37,7 @@ impl Rng {
 
     /// Uniform in 0..n (n > 0).
     pub fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
+        (self.next_u64() % n.max(1) as u64) as usize
     }
 
     /// One of `v` (non-empty).
@@ -47,7 +47,7 @@ impl Rng {
 
     /// Uniform in [-1, 1).
     pub fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
     }
 
     /// A tensor of `dtype` and `dims`: floats uniform in [lo, hi), integers in lo..hi.

@@ -492,3 +492,44 @@ fn a_reader_that_closes_stdout_early_ends_the_command_quietly() {
         assert!(err.is_empty(), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn backend_test_checks_built_in_and_loaded_backends() {
+    let o = backplane(&["backend-test", "CpuAcc", "--sweeps", "5"]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(out.contains("random sweeps") && out.contains("op table"), "{out}");
+    let last = out.lines().last().unwrap();
+    assert!(
+        last.starts_with("backend-test CpuAcc: ") && last.ends_with(", 0 failed"),
+        "{last}"
+    );
+
+    // A loaded backend, with the report as JSON too.
+    let dir = plugin_dir("backend-test");
+    let json = dir.join("report.json");
+    let o = backplane(&[
+        "backend-test",
+        "ElementwiseC",
+        "--dynamic-backends-path",
+        dir.to_str().unwrap(),
+        "--sweeps",
+        "5",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(doc["backend"], "ElementwiseC");
+    assert_eq!(doc["failed"], 0);
+    assert!(doc["passed"].as_u64().unwrap() > 10, "{doc}");
+
+    // A backend nobody registered: a usage error that lists what is registered.
+    let o = backplane(&["backend-test", "NoSuchBackend"]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("registered: ") && err.contains("CpuRef"), "{err}");
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -4,12 +4,17 @@
 //! (in every workload). It reports the
 //! host information it received as capabilities (`PluginPath`, `HostAbi`, and `option.NAME`
 //! for each option), so tests can check what crossed the boundary.
+//!
+//! Its option `wrong` makes it a deliberately broken backend for the backend test kit:
+//! `add` computes an Add whose output has an odd number of elements (more than one) as a
+//! subtraction; `refusal` refuses Mul without giving a reason.
 
 use backplane_backend_api::{
     Backend, BackendId, Capabilities, CapabilityValue, LayerDesc, LayerSupport, MemoryManager,
     Result, Support, Workload, WorkloadFactory,
 };
-use backplane_core::{TensorView, TensorViewMut};
+use backplane_core::ops::BinaryOp;
+use backplane_core::{Op, TensorView, TensorViewMut};
 use backplane_cpu_ref::CpuRefBackend;
 use backplane_plugin::backend_api::core as backplane_core;
 use backplane_plugin::sdk::Host;
@@ -20,6 +25,7 @@ use std::sync::Arc;
 pub struct RustZoo {
     host: Host,
     panic: String,
+    wrong: String,
 }
 
 impl RustZoo {
@@ -36,30 +42,49 @@ impl RustZoo {
         Ok(RustZoo {
             host: host.clone(),
             panic,
+            wrong: host.options.get("wrong").unwrap_or("").to_string(),
         })
     }
 }
 
-struct ZooSupport(bool);
+struct ZooSupport {
+    panic: bool,
+    silent_refusal: bool,
+}
 
 impl LayerSupport for ZooSupport {
     #[allow(clippy::panic)]
     fn is_layer_supported(&self, layer: &LayerDesc) -> Support {
-        if self.0 {
+        if self.panic {
             panic!("RustZoo was told to panic in layer support");
+        }
+        if self.silent_refusal && layer.op == Op::Binary(BinaryOp::Mul) {
+            return Support::Unsupported(String::new());
         }
         CpuRefBackend.layer_support().is_layer_supported(layer)
     }
 }
 
-struct ZooFactory(Box<dyn WorkloadFactory>, bool);
+struct ZooFactory {
+    inner: Box<dyn WorkloadFactory>,
+    panic: bool,
+    wrong_add: bool,
+}
 
 impl WorkloadFactory for ZooFactory {
     fn create_workload(&self, layer: &LayerDesc) -> Result<Box<dyn Workload>> {
-        Ok(Box::new(ZooWorkload(
-            self.0.create_workload(layer)?,
-            self.1,
-        )))
+        let odd = layer
+            .outputs
+            .first()
+            .is_some_and(|o| o.shape.elements() % 2 == 1 && o.shape.elements() > 1);
+        let workload = if self.wrong_add && layer.op == Op::Binary(BinaryOp::Add) && odd {
+            let mut sub = layer.clone();
+            sub.op = Op::Binary(BinaryOp::Sub);
+            self.inner.create_workload(&sub)?
+        } else {
+            self.inner.create_workload(layer)?
+        };
+        Ok(Box::new(ZooWorkload(workload, self.panic)))
     }
 }
 
@@ -83,7 +108,10 @@ impl Backend for RustZoo {
     }
 
     fn layer_support(&self) -> Arc<dyn LayerSupport> {
-        Arc::new(ZooSupport(self.panic == "support"))
+        Arc::new(ZooSupport {
+            panic: self.panic == "support",
+            silent_refusal: self.wrong == "refusal",
+        })
     }
 
     fn create_memory_manager(&self) -> Option<Arc<dyn MemoryManager>> {
@@ -94,10 +122,11 @@ impl Backend for RustZoo {
         &self,
         memory_manager: Option<Arc<dyn MemoryManager>>,
     ) -> Result<Box<dyn WorkloadFactory>> {
-        Ok(Box::new(ZooFactory(
-            CpuRefBackend.create_workload_factory(memory_manager)?,
-            self.panic == "execute",
-        )))
+        Ok(Box::new(ZooFactory {
+            inner: CpuRefBackend.create_workload_factory(memory_manager)?,
+            panic: self.panic == "execute",
+            wrong_add: self.wrong == "add",
+        }))
     }
 
     #[allow(clippy::panic)]
