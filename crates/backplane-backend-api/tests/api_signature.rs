@@ -30,14 +30,30 @@ fn declarations(text: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut stack: Vec<Block> = Vec::new();
     let mut pending: Option<String> = None;
+    // Test modules are not API: skipped until the brace depth falls back below theirs.
+    let mut skip_below: Option<usize> = None;
     for raw in text.lines() {
         let line = raw.trim();
         if line.starts_with("//") || line.starts_with('#') || line.is_empty() {
             continue;
         }
-        // Test modules are not API.
-        if line.starts_with("mod tests") {
-            break;
+        if skip_below.is_none() && line.starts_with("mod tests") {
+            skip_below = Some(stack.len());
+        }
+        if let Some(depth) = skip_below {
+            for c in line.chars() {
+                match c {
+                    '{' => stack.push(Block::Other),
+                    '}' => {
+                        stack.pop();
+                    }
+                    _ => {}
+                }
+            }
+            if stack.len() <= depth && line.contains('}') {
+                skip_below = None;
+            }
+            continue;
         }
         let parent = stack.last().copied();
         let wanted = pending.is_some()
@@ -150,8 +166,14 @@ fn public_api_changes_come_with_a_version_bump() {
 
 /// The lines only in one of the two texts.
 fn diff(old: &str, new: &str) -> String {
-    let gone: Vec<&str> = old.lines().filter(|l| !new.lines().any(|n| n == *l)).collect();
-    let added: Vec<&str> = new.lines().filter(|l| !old.lines().any(|o| o == *l)).collect();
+    let gone: Vec<&str> = old
+        .lines()
+        .filter(|l| !new.lines().any(|n| n == *l))
+        .collect();
+    let added: Vec<&str> = new
+        .lines()
+        .filter(|l| !old.lines().any(|o| o == *l))
+        .collect();
     let mut s = String::new();
     for l in gone {
         s.push_str(&format!("- {l}\n"));
@@ -186,6 +208,11 @@ pub struct S {
     hidden: u8,
 }
 fn private() {}
+#[cfg(test)]
+mod tests {
+    pub fn not_api() {}
+}
+pub const AFTER_TESTS: u32 = 1;
 "#;
     assert_eq!(
         declarations(src),
@@ -198,6 +225,7 @@ fn private() {}
             "B(String),",
             "pub struct S",
             "pub field: u32,",
+            "pub const AFTER_TESTS: u32 = 1;",
         ]
     );
 }

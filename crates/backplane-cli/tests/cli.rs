@@ -498,7 +498,10 @@ fn backend_test_checks_built_in_and_loaded_backends() {
     let o = backplane(&["backend-test", "CpuAcc", "--sweeps", "5"]);
     let (out, err) = text(&o);
     assert!(o.status.success(), "{out}\n{err}");
-    assert!(out.contains("random sweeps") && out.contains("op table"), "{out}");
+    assert!(
+        out.contains("random sweeps") && out.contains("op table"),
+        "{out}"
+    );
     let last = out.lines().last().unwrap();
     assert!(
         last.starts_with("backend-test CpuAcc: ") && last.ends_with(", 0 failed"),
@@ -530,6 +533,9 @@ fn backend_test_checks_built_in_and_loaded_backends() {
     let o = backplane(&["backend-test", "NoSuchBackend"]);
     let (_, err) = text(&o);
     assert_eq!(o.status.code(), Some(2), "{err}");
-    assert!(err.contains("registered: ") && err.contains("CpuRef"), "{err}");
+    assert!(
+        err.contains("registered: ") && err.contains("CpuRef"),
+        "{err}"
+    );
     std::fs::remove_dir_all(&dir).ok();
 }
