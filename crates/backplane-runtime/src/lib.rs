@@ -31,7 +31,7 @@ pub use host_memory::{HostFactory, OwnedHostHandle};
 pub use loaded::{LayerTiming, LoadedNetwork, OutputWrite};
 pub use optimizer::{OptimizationReport, OptimizedNetwork, OptimizerOptions, SubstitutionRecord};
 pub use registry::{BackendFactory, BackendRegistry};
-pub use runtime::{Runtime, RuntimeOptions};
+pub use runtime::{available_memory, Runtime, RuntimeOptions};
 
 /// Named tensors, in a network's input or output order.
 pub type NamedTensors = Vec<(String, backplane_core::Tensor)>;
