@@ -86,6 +86,49 @@ fn opsets(model: &ModelProto) -> HashMap<String, i64> {
     m
 }
 
+/// A shape given for `input` must keep its declared rank and every dimension declared as a
+/// number; symbolic dimensions take the given values. An input declared without a shape
+/// takes any.
+fn check_declared_shape(input: &ModelInput, given: &[usize]) -> Result<(), OnnxError> {
+    if !input.shape_known {
+        return Ok(());
+    }
+    let declared = || {
+        let dims: Vec<String> = input
+            .dims
+            .iter()
+            .map(|d| match d {
+                Dim::Fixed(v) => v.to_string(),
+                Dim::Symbolic(s) => s.clone(),
+            })
+            .collect();
+        format!("[{}]", dims.join(", "))
+    };
+    let mismatch = |reason: String| OnnxError::InputShapeMismatch {
+        input: input.name.clone(),
+        declared: declared(),
+        given: given.to_vec(),
+        reason,
+    };
+    if given.len() != input.dims.len() {
+        return Err(mismatch(format!(
+            "it has {} dimensions, the model declares {}",
+            given.len(),
+            input.dims.len()
+        )));
+    }
+    for (k, (d, &g)) in input.dims.iter().zip(given).enumerate() {
+        if let Dim::Fixed(v) = d {
+            if *v != g {
+                return Err(mismatch(format!(
+                    "dimension {k} is declared as {v}, the shape given has {g}"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Read the declared type and shape of a graph input.
 pub(crate) fn describe_input(vi: &ValueInfoProto) -> Result<ModelInput, OnnxError> {
     let name = vi.name.clone().unwrap_or_default();
@@ -601,6 +644,27 @@ impl<'o> Importer<'o> {
         Ok(())
     }
 
+    /// Every output a node names must have been computed by its translation: a name the
+    /// operator has no output for (a Relu declaring two outputs) makes the model invalid, as
+    /// ONNX Runtime finds it, rather than a tensor that silently never exists.
+    fn check_outputs_defined(
+        &self,
+        node: &NodeProto,
+        name: &str,
+        op_type: &str,
+    ) -> Result<(), TxError> {
+        let named = node.output.iter().filter(|o| !o.is_empty()).count();
+        for (k, o) in node.output.iter().enumerate() {
+            if !o.is_empty() && !self.values.contains_key(o) {
+                return Err(TxError::Fatal(OnnxError::invalid(format!(
+                    "node '{name}' ({op_type}) names {named} output(s), but {op_type} has no \
+                     output #{k} ('{o}') here"
+                ))));
+            }
+        }
+        Ok(())
+    }
+
     fn import_node(
         &mut self,
         mut node: NodeProto,
@@ -665,7 +729,7 @@ impl<'o> Importer<'o> {
                 };
                 ops::translate(&cx)
             };
-            match lowering {
+            let done = match lowering {
                 Ok(Lowering::Constants(ts)) => {
                     for (o, t) in node.output.iter().zip(ts) {
                         if !o.is_empty() {
@@ -676,7 +740,8 @@ impl<'o> Importer<'o> {
                 }
                 Ok(Lowering::Steps(steps)) => self.run_steps(&node, &name, steps),
                 Err(e) => Err(e),
-            }
+            };
+            done.and_then(|()| self.check_outputs_defined(&node, &name, &op_type))
         };
         match result {
             Ok(()) => Ok(()),
@@ -777,6 +842,7 @@ pub(crate) fn import(
     }
     for input in &inputs {
         if let Some(value) = options.input_values.get(&input.name) {
+            check_declared_shape(input, value.shape().dims())?;
             if value.dtype() != input.dtype {
                 return Err(OnnxError::invalid(format!(
                     "the value given for input '{}' is {}, but the input is {}",
@@ -791,7 +857,10 @@ pub(crate) fn import(
         }
         let dims: Vec<usize> =
             match options.input_shapes.get(&input.name) {
-                Some(d) => d.clone(),
+                Some(d) => {
+                    check_declared_shape(input, d)?;
+                    d.clone()
+                }
                 None if !input.shape_known => {
                     return Err(OnnxError::MissingShape {
                         input: input.name.clone(),
