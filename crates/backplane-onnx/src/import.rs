@@ -86,6 +86,87 @@ fn opsets(model: &ModelProto) -> HashMap<String, i64> {
     m
 }
 
+/// Operators of the default domain whose schema has exactly one output.
+const SINGLE_OUTPUT_OPS: &[&str] = &[
+    "Abs",
+    "Acos",
+    "Acosh",
+    "Add",
+    "And",
+    "Asin",
+    "Asinh",
+    "Atan",
+    "Atanh",
+    "AveragePool",
+    "Cast",
+    "Ceil",
+    "Celu",
+    "Clip",
+    "Concat",
+    "Conv",
+    "ConvTranspose",
+    "Cos",
+    "Cosh",
+    "Div",
+    "Elu",
+    "Equal",
+    "Erf",
+    "Exp",
+    "Expand",
+    "Flatten",
+    "Floor",
+    "Gather",
+    "Gelu",
+    "Gemm",
+    "GlobalAveragePool",
+    "GlobalMaxPool",
+    "Greater",
+    "HardSigmoid",
+    "HardSwish",
+    "Identity",
+    "LeakyRelu",
+    "Less",
+    "Log",
+    "LogSoftmax",
+    "MatMul",
+    "Max",
+    "Mean",
+    "Min",
+    "Mish",
+    "Mul",
+    "Neg",
+    "Not",
+    "Or",
+    "Pad",
+    "Pow",
+    "PRelu",
+    "Reciprocal",
+    "Relu",
+    "Reshape",
+    "Round",
+    "Selu",
+    "Shape",
+    "Sigmoid",
+    "Sign",
+    "Sin",
+    "Sinh",
+    "Slice",
+    "Softmax",
+    "Softplus",
+    "Softsign",
+    "Sqrt",
+    "Squeeze",
+    "Sub",
+    "Sum",
+    "Tan",
+    "Tanh",
+    "Tile",
+    "Transpose",
+    "Unsqueeze",
+    "Where",
+    "Xor",
+];
+
 /// A shape given for `input` must keep its declared rank and every dimension declared as a
 /// number; symbolic dimensions take the given values. An input declared without a shape
 /// takes any.
@@ -644,18 +725,22 @@ impl<'o> Importer<'o> {
         Ok(())
     }
 
-    /// Every output a node names must have been computed by its translation: a name the
-    /// operator has no output for (a Relu declaring two outputs) makes the model invalid, as
-    /// ONNX Runtime finds it, rather than a tensor that silently never exists.
+    /// A node of an operator that has exactly one output must not name more: a Relu
+    /// declaring two outputs makes the model invalid, as ONNX Runtime finds it, rather than a
+    /// tensor that silently never exists. (Operators with optional outputs the importer
+    /// leaves uncomputed when unused, such as Dropout's mask, are not checked here.)
     fn check_outputs_defined(
         &self,
         node: &NodeProto,
         name: &str,
         op_type: &str,
     ) -> Result<(), TxError> {
-        let named = node.output.iter().filter(|o| !o.is_empty()).count();
-        for (k, o) in node.output.iter().enumerate() {
-            if !o.is_empty() && !self.values.contains_key(o) {
+        if !SINGLE_OUTPUT_OPS.contains(&op_type) {
+            return Ok(());
+        }
+        let named = node.output.len();
+        for (k, o) in node.output.iter().enumerate().skip(1) {
+            if !self.values.contains_key(o) || o.is_empty() {
                 return Err(TxError::Fatal(OnnxError::invalid(format!(
                     "node '{name}' ({op_type}) names {named} output(s), but {op_type} has no \
                      output #{k} ('{o}') here"
