@@ -8,10 +8,10 @@
  *   void GetVersion(uint32_t* major, uint32_t* minor);   the ABI version it was built against
  *   const backplane_backend_vtable_t* BackendFactory(void);  its function table (static)
  *
- * This header is written by hand and mirrors crates/backplane-plugin/src/abi.rs; a test
- * compiles it (twice in one translation unit) and checks every size and offset against Rust.
+ * This header is complete: a backend needs nothing else to build. (It mirrors the runtime's
+ * Rust definitions, and a test checks every size and offset against them.)
  *
- * Rules (see abi.rs for the full text):
+ * Rules:
  *  - Versioning: the major changes on incompatible changes, the minor on additions. A plugin
  *    built against a.b loads on a host speaking a.c when b <= c. create_instance answers the
  *    minor it will speak: min(its minor, host minor).
@@ -26,6 +26,12 @@
  *  - Threads: every function may be called from any thread, concurrently, except destroy_*,
  *    called once after every other call on that object has returned. execute_workload runs
  *    concurrently on the same workload with different buffers.
+ *  - Lifetimes: an object outlives what it made. A workload factory is destroyed only after
+ *    every workload it created (so a workload may keep a pointer to its factory, and to the
+ *    memory manager the factory was given); an instance after all of its objects.
+ *  - Loading: GetBackendId is called first; a backend whose id is already registered, or
+ *    longer than 64 bytes, is skipped before BackendFactory is called. A status code the
+ *    host does not know counts as a refusal with the message written.
  *
  * To build against an older minor version of this header (e.g. to support older runtimes),
  * define BACKPLANE_ABI_TARGET_MINOR before including it: the table then ends where that minor
@@ -342,7 +348,7 @@ typedef struct backplane_backend_vtable {
                                                   backplane_memory_manager_t* memory_manager,
                                                   backplane_workload_factory_t** out_factory,
                                                   backplane_message_t* error);
-    /* Required. */
+    /* Required. Called after every workload the factory created has been destroyed. */
     void (*destroy_workload_factory)(backplane_workload_factory_t* factory);
     /* Required. */
     backplane_status_t (*create_workload)(backplane_workload_factory_t* factory,

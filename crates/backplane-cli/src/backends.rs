@@ -8,7 +8,7 @@ use backplane::{Runtime, RuntimeOptions};
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-/// Where dynamic backends come from (shared by `run` and `backends`).
+/// Where dynamic backends come from (shared by every command).
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct DynamicArgs {
     /// Load dynamic backends from DIR only, instead of the directories built into backplane.
@@ -49,17 +49,25 @@ pub fn set_threads(n: usize) {
     let _ = THREADS.set(n);
 }
 
-/// `--time-limit` and `--max-loop-iterations` of this invocation.
+/// `--time-limit`, `--max-loop-iterations` and `--max-memory` of this invocation.
 static TIME_LIMIT: OnceLock<std::time::Duration> = OnceLock::new();
 static LOOP_LIMIT: OnceLock<u64> = OnceLock::new();
+static MEMORY_LIMIT: OnceLock<usize> = OnceLock::new();
 
 /// Record the execution limits for every runtime this process creates.
-pub fn set_limits(time: Option<std::time::Duration>, loop_iterations: Option<u64>) {
+pub fn set_limits(
+    time: Option<std::time::Duration>,
+    loop_iterations: Option<u64>,
+    memory: Option<usize>,
+) {
     if let Some(t) = time {
         let _ = TIME_LIMIT.set(t);
     }
     if let Some(n) = loop_iterations {
         let _ = LOOP_LIMIT.set(n);
+    }
+    if let Some(b) = memory {
+        let _ = MEMORY_LIMIT.set(b);
     }
 }
 
@@ -69,6 +77,7 @@ pub fn runtime() -> Result<Runtime, CliError> {
         dynamic_backends: CHOICE.get().cloned().unwrap_or_default(),
         max_execution_time: TIME_LIMIT.get().copied(),
         max_loop_iterations: LOOP_LIMIT.get().copied(),
+        max_memory: MEMORY_LIMIT.get().copied(),
         ..RuntimeOptions::default()
     };
     if let Some(n) = THREADS.get() {

@@ -9,21 +9,23 @@ use std::time::{Duration, Instant};
 pub struct BenchArgs {
     #[command(flatten)]
     pub model: ModelArgs,
-    /// Untimed executions first.
-    #[arg(long, default_value_t = 5)]
+    /// Untimed executions first (at most 1,000,000,000).
+    #[arg(long, default_value_t = 5, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=crate::run::MAX_ITERATIONS))]
     pub warmup: usize,
-    /// Timed executions.
-    #[arg(long, default_value_t = 100)]
+    /// Timed executions (1 to 1,000,000,000).
+    #[arg(long, default_value_t = 100, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=crate::run::MAX_ITERATIONS))]
     pub iterations: usize,
     /// Stop timing after this many seconds even if fewer iterations ran.
-    #[arg(long, value_name = "SECONDS")]
-    pub time: Option<f64>,
+    #[arg(long, value_name = "SECONDS", value_parser = crate::session::parse_seconds)]
+    pub time: Option<Duration>,
     /// Hide the progress bar.
     #[arg(long)]
     pub quiet: bool,
     /// Write per-layer timings as Chrome-trace JSON and print the 10 slowest layers.
     #[arg(long, value_name = "FILE.json")]
     pub profile: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub dynamic: crate::backends::DynamicArgs,
 }
 
 /// Peak resident memory of this process in bytes (Linux), if known.
@@ -72,18 +74,8 @@ fn ms(d: Duration) -> f64 {
 
 /// Run the command.
 pub fn bench(args: &BenchArgs) -> Result<(), CliError> {
-    if args.iterations == 0 {
-        return Err(CliError::usage("--iterations must be at least 1"));
-    }
-    let budget = match args.time {
-        Some(t) => Some(
-            Duration::try_from_secs_f64(t)
-                .ok()
-                .filter(|d| !d.is_zero())
-                .ok_or_else(|| CliError::usage("--time must be a positive number of seconds"))?,
-        ),
-        None => None,
-    };
+    crate::backends::choose(&args.dynamic);
+    let budget = args.time;
     let session = prepare(&args.model.model, &args.model.common, Vec::new())?;
     let named = session.named_inputs();
     for _ in 0..args.warmup {

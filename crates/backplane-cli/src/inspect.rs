@@ -27,10 +27,13 @@ pub struct InspectArgs {
     /// Draw the partitioned graph to an SVG file (one colour per backend).
     #[arg(long, value_name = "FILE.svg")]
     pub svg: Option<PathBuf>,
+    #[command(flatten)]
+    pub dynamic: crate::backends::DynamicArgs,
 }
 
 /// Run the command.
 pub fn inspect(args: &InspectArgs) -> Result<(), CliError> {
+    crate::backends::choose(&args.dynamic);
     // Symbolic dims without a value default to 1 here, so a model can be looked at without
     // knowing its batch size; say so.
     let model = ModelFile::open(&args.model)?;

@@ -15,11 +15,11 @@ pub struct RunArgs {
     pub model: Option<PathBuf>,
     #[command(flatten)]
     pub common: CommonArgs,
-    /// Number of timed executions; the median is reported.
-    #[arg(long, default_value_t = 1)]
+    /// Number of timed executions (1 to 1,000,000,000); the median is reported.
+    #[arg(long, default_value_t = 1, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=MAX_ITERATIONS))]
     pub iterations: usize,
-    /// How many classes to show per row for classifier outputs.
-    #[arg(long, default_value_t = 3)]
+    /// How many classes to show per row for classifier outputs (at most 1,000,000).
+    #[arg(long, default_value_t = 3, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=1_000_000))]
     pub top_k: usize,
     /// Write each output to DIR/<output name>.npy.
     #[arg(long, value_name = "DIR")]
@@ -30,10 +30,10 @@ pub struct RunArgs {
     #[arg(long, value_name = "DIR")]
     pub compare: Option<PathBuf>,
     /// Relative tolerance for --compare.
-    #[arg(long, default_value_t = 1e-4)]
+    #[arg(long, default_value_t = 1e-4, value_parser = parse_tolerance)]
     pub rtol: f64,
     /// Absolute tolerance for --compare.
-    #[arg(long, default_value_t = 1e-5)]
+    #[arg(long, default_value_t = 1e-5, value_parser = parse_tolerance)]
     pub atol: f64,
     /// Print one JSON document instead of text.
     #[arg(long)]
@@ -43,6 +43,18 @@ pub struct RunArgs {
     pub profile: Option<PathBuf>,
     #[command(flatten)]
     pub dynamic: crate::backends::DynamicArgs,
+}
+
+/// The most executions `--iterations` (and `bench --warmup`) takes.
+pub const MAX_ITERATIONS: u64 = 1_000_000_000;
+
+/// A tolerance: a finite number, zero or more.
+fn parse_tolerance(text: &str) -> Result<f64, String> {
+    text.trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|t| t.is_finite() && *t >= 0.0)
+        .ok_or_else(|| format!("'{text}' must be a finite number, zero or more"))
 }
 
 /// Where the shipped digits model lives: under the current directory when run from the repo
@@ -140,9 +152,6 @@ pub fn mismatch(actual: &Tensor, expected: &Tensor, rtol: f64, atol: f64) -> Opt
 
 /// Run the command.
 pub fn run(args: &RunArgs) -> Result<(), CliError> {
-    if args.iterations == 0 {
-        return Err(CliError::usage("--iterations must be at least 1"));
-    }
     crate::backends::choose(&args.dynamic);
     let mut preset = Vec::new();
     let mut labels = None;

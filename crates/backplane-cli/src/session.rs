@@ -45,15 +45,79 @@ pub struct CommonArgs {
     /// Seed for --generate random.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Intra-op threads for backends that use them (CpuAcc); default: every core.
-    #[arg(long, value_name = "N")]
+    /// Intra-op threads for backends that use them (CpuAcc), 1 to 1024; default: every core.
+    #[arg(long, value_name = "N", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=MAX_THREADS))]
     pub threads: Option<usize>,
-    /// Stop an execution that runs longer than this many seconds (checked between layers).
-    #[arg(long = "time-limit", value_name = "SECONDS")]
-    pub time_limit: Option<f64>,
-    /// Stop a Loop after this many iterations (default 16,777,216).
-    #[arg(long = "max-loop-iterations", value_name = "N")]
+    /// Stop an execution that runs longer than this many seconds (checked between layers);
+    /// default 3600.
+    #[arg(long = "time-limit", value_name = "SECONDS", value_parser = parse_seconds, conflicts_with = "no_time_limit")]
+    pub time_limit: Option<std::time::Duration>,
+    /// Let executions run as long as they take (no --time-limit).
+    #[arg(long = "no-time-limit")]
+    pub no_time_limit: bool,
+    /// Stop a Loop after this many iterations, counting those of nested Loops (default
+    /// 16,777,216).
+    #[arg(long = "max-loop-iterations", value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub max_loop_iterations: Option<u64>,
+    /// Refuse a model whose execution needs more working memory than this, in bytes or with
+    /// a K, M, G or T suffix (powers of 1024), e.g. 8G; default: the memory available when
+    /// the command starts.
+    #[arg(long = "max-memory", value_name = "BYTES", value_parser = parse_bytes)]
+    pub max_memory: Option<usize>,
+}
+
+/// The most intra-op threads `--threads` takes.
+pub const MAX_THREADS: u64 = 1024;
+
+/// The execution time limit when `--time-limit` is not given: generous enough for any model
+/// a user means to run, short of letting a runaway model spin for ever.
+pub const DEFAULT_TIME_LIMIT: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// The longest `--time-limit` and `bench --time`: about 11.5 days.
+const MAX_SECONDS: f64 = 1e6;
+
+/// A positive, finite number of seconds, at most [`MAX_SECONDS`].
+pub fn parse_seconds(text: &str) -> Result<std::time::Duration, String> {
+    let secs: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{text}' is not a number of seconds"))?;
+    if !(secs > 0.0 && secs <= MAX_SECONDS) {
+        return Err(format!(
+            "'{text}' must be a positive number of seconds, at most {MAX_SECONDS}"
+        ));
+    }
+    std::time::Duration::try_from_secs_f64(secs).map_err(|e| format!("'{text}': {e}"))
+}
+
+/// A byte count, optionally with a K, M, G or T suffix (powers of 1024; a trailing B or iB is
+/// allowed): `8G`, `512MiB`, `1000000`.
+pub fn parse_bytes(text: &str) -> Result<usize, String> {
+    let t = text.trim();
+    let t = t
+        .strip_suffix("iB")
+        .or_else(|| t.strip_suffix('B'))
+        .unwrap_or(t);
+    let (number, shift) = match t.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => {
+            let shift = match c.to_ascii_uppercase() {
+                'K' => 10,
+                'M' => 20,
+                'G' => 30,
+                'T' => 40,
+                _ => return Err(format!("'{text}': the suffix must be K, M, G or T")),
+            };
+            (&t[..i], shift)
+        }
+        _ => (t, 0),
+    };
+    let n: usize = number
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{text}' is not a size like 8G or 1048576"))?;
+    n.checked_mul(1usize << shift)
+        .filter(|&b| b > 0)
+        .ok_or_else(|| format!("'{text}' must be a positive size that fits in memory"))
 }
 
 /// Read a value of type `ty` from a `.pb` file (the protobuf message of that type) or, for a
@@ -72,7 +136,7 @@ pub fn read_value(path: &Path, ty: &ValueType, input: Option<&str>) -> Result<On
         None => String::new(),
     };
     if path.extension().is_some_and(|e| e == "pb") {
-        let bytes = std::fs::read(path)
+        let bytes = backplane::onnx::read_regular_file(path, backplane::npy::MAX_FILE_BYTES)
             .map_err(|e| CliError::failed(format!("{}: {e}", path.display())))?;
         ty.decode(&bytes).map_err(|e| match e {
             OnnxError::UnsupportedDataType { .. } => {
@@ -345,21 +409,10 @@ pub fn prepare(
     preset: Vec<(String, Tensor)>,
 ) -> Result<Session, CliError> {
     if let Some(n) = args.threads {
-        if n == 0 {
-            return Err(CliError::usage("--threads must be at least 1"));
-        }
         crate::backends::set_threads(n);
     }
-    if let Some(t) = args.time_limit {
-        let limit = std::time::Duration::try_from_secs_f64(t)
-            .ok()
-            .filter(|d| !d.is_zero())
-            .ok_or_else(|| CliError::usage("--time-limit must be a positive number of seconds"))?;
-        crate::backends::set_limits(Some(limit), None);
-    }
-    if let Some(n) = args.max_loop_iterations {
-        crate::backends::set_limits(None, Some(n));
-    }
+    let time_limit = (!args.no_time_limit).then(|| args.time_limit.unwrap_or(DEFAULT_TIME_LIMIT));
+    crate::backends::set_limits(time_limit, args.max_loop_iterations, args.max_memory);
     let model = ModelFile::open(model)?;
     let mut given: Vec<(String, OnnxValue)> = preset
         .into_iter()

@@ -53,6 +53,14 @@ pub enum CoreError {
         /// What is wrong.
         message: String,
     },
+    /// The memory for a tensor could not be allocated.
+    #[error("cannot allocate {bytes} bytes for a tensor of shape {shape:?}: out of memory")]
+    OutOfMemory {
+        /// The shape.
+        shape: Vec<usize>,
+        /// Bytes asked for.
+        bytes: usize,
+    },
     /// The network graph is malformed.
     #[error("invalid network: {0}")]
     InvalidNetwork(String),

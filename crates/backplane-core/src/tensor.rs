@@ -64,14 +64,20 @@ fn words_for(bytes: usize) -> usize {
 }
 
 impl Tensor {
-    /// A zero-filled tensor.
+    /// A zero-filled tensor. A tensor whose memory cannot be allocated is an error
+    /// ([`CoreError::OutOfMemory`]), not an abort.
     pub fn zeros(info: TensorInfo) -> Result<Self> {
         let len = info.num_bytes()?;
-        Ok(Tensor {
-            info,
-            storage: vec![0u64; words_for(len)],
-            len,
-        })
+        let words = words_for(len);
+        let mut storage = Vec::new();
+        storage
+            .try_reserve_exact(words)
+            .map_err(|_| CoreError::OutOfMemory {
+                shape: info.shape.0.clone(),
+                bytes: len,
+            })?;
+        storage.resize(words, 0u64);
+        Ok(Tensor { info, storage, len })
     }
 
     /// A tensor from raw little-endian bytes; the length must match the description.

@@ -115,6 +115,21 @@ pub enum OnnxError {
         /// The model's actual inputs.
         inputs: Vec<String>,
     },
+    /// A shape given for an input contradicts a dimension the model declares as a fixed
+    /// number (symbolic dimensions take any value).
+    #[error(
+        "input '{input}' is declared with shape {declared}, but the shape given is {given:?}: {reason}"
+    )]
+    InputShapeMismatch {
+        /// The input.
+        input: String,
+        /// The declared shape, e.g. `[batch, 1, 8, 8]`.
+        declared: String,
+        /// The shape given (from an input file, `input_shapes` or `input_values`).
+        given: Vec<usize>,
+        /// Which dimension differs, or the ranks.
+        reason: String,
+    },
     /// A tensor of the model uses an element type backplane does not support.
     #[error("{what} has element type {dtype}, which backplane does not support")]
     UnsupportedDataType {

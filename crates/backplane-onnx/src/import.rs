@@ -86,6 +86,130 @@ fn opsets(model: &ModelProto) -> HashMap<String, i64> {
     m
 }
 
+/// Operators of the default domain whose schema has exactly one output.
+const SINGLE_OUTPUT_OPS: &[&str] = &[
+    "Abs",
+    "Acos",
+    "Acosh",
+    "Add",
+    "And",
+    "Asin",
+    "Asinh",
+    "Atan",
+    "Atanh",
+    "AveragePool",
+    "Cast",
+    "Ceil",
+    "Celu",
+    "Clip",
+    "Concat",
+    "Conv",
+    "ConvTranspose",
+    "Cos",
+    "Cosh",
+    "Div",
+    "Elu",
+    "Equal",
+    "Erf",
+    "Exp",
+    "Expand",
+    "Flatten",
+    "Floor",
+    "Gather",
+    "Gelu",
+    "Gemm",
+    "GlobalAveragePool",
+    "GlobalMaxPool",
+    "Greater",
+    "HardSigmoid",
+    "HardSwish",
+    "Identity",
+    "LeakyRelu",
+    "Less",
+    "Log",
+    "LogSoftmax",
+    "MatMul",
+    "Max",
+    "Mean",
+    "Min",
+    "Mish",
+    "Mul",
+    "Neg",
+    "Not",
+    "Or",
+    "Pad",
+    "Pow",
+    "PRelu",
+    "Reciprocal",
+    "Relu",
+    "Reshape",
+    "Round",
+    "Selu",
+    "Shape",
+    "Sigmoid",
+    "Sign",
+    "Sin",
+    "Sinh",
+    "Slice",
+    "Softmax",
+    "Softplus",
+    "Softsign",
+    "Sqrt",
+    "Squeeze",
+    "Sub",
+    "Sum",
+    "Tan",
+    "Tanh",
+    "Tile",
+    "Transpose",
+    "Unsqueeze",
+    "Where",
+    "Xor",
+];
+
+/// A shape given for `input` must keep its declared rank and every dimension declared as a
+/// number; symbolic dimensions take the given values. An input declared without a shape
+/// takes any.
+fn check_declared_shape(input: &ModelInput, given: &[usize]) -> Result<(), OnnxError> {
+    if !input.shape_known {
+        return Ok(());
+    }
+    let declared = || {
+        let dims: Vec<String> = input
+            .dims
+            .iter()
+            .map(|d| match d {
+                Dim::Fixed(v) => v.to_string(),
+                Dim::Symbolic(s) => s.clone(),
+            })
+            .collect();
+        format!("[{}]", dims.join(", "))
+    };
+    let mismatch = |reason: String| OnnxError::InputShapeMismatch {
+        input: input.name.clone(),
+        declared: declared(),
+        given: given.to_vec(),
+        reason,
+    };
+    if given.len() != input.dims.len() {
+        return Err(mismatch(format!(
+            "it has {} dimensions, the model declares {}",
+            given.len(),
+            input.dims.len()
+        )));
+    }
+    for (k, (d, &g)) in input.dims.iter().zip(given).enumerate() {
+        if let Dim::Fixed(v) = d {
+            if *v != g {
+                return Err(mismatch(format!(
+                    "dimension {k} is declared as {v}, the shape given has {g}"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Read the declared type and shape of a graph input.
 pub(crate) fn describe_input(vi: &ValueInfoProto) -> Result<ModelInput, OnnxError> {
     let name = vi.name.clone().unwrap_or_default();
@@ -601,6 +725,31 @@ impl<'o> Importer<'o> {
         Ok(())
     }
 
+    /// A node of an operator that has exactly one output must not name more: a Relu
+    /// declaring two outputs makes the model invalid, as ONNX Runtime finds it, rather than a
+    /// tensor that silently never exists. (Operators with optional outputs the importer
+    /// leaves uncomputed when unused, such as Dropout's mask, are not checked here.)
+    fn check_outputs_defined(
+        &self,
+        node: &NodeProto,
+        name: &str,
+        op_type: &str,
+    ) -> Result<(), TxError> {
+        if !SINGLE_OUTPUT_OPS.contains(&op_type) {
+            return Ok(());
+        }
+        let named = node.output.len();
+        for (k, o) in node.output.iter().enumerate().skip(1) {
+            if !self.values.contains_key(o) || o.is_empty() {
+                return Err(TxError::Fatal(OnnxError::invalid(format!(
+                    "node '{name}' ({op_type}) names {named} output(s), but {op_type} has no \
+                     output #{k} ('{o}') here"
+                ))));
+            }
+        }
+        Ok(())
+    }
+
     fn import_node(
         &mut self,
         mut node: NodeProto,
@@ -665,7 +814,7 @@ impl<'o> Importer<'o> {
                 };
                 ops::translate(&cx)
             };
-            match lowering {
+            let done = match lowering {
                 Ok(Lowering::Constants(ts)) => {
                     for (o, t) in node.output.iter().zip(ts) {
                         if !o.is_empty() {
@@ -676,7 +825,8 @@ impl<'o> Importer<'o> {
                 }
                 Ok(Lowering::Steps(steps)) => self.run_steps(&node, &name, steps),
                 Err(e) => Err(e),
-            }
+            };
+            done.and_then(|()| self.check_outputs_defined(&node, &name, &op_type))
         };
         match result {
             Ok(()) => Ok(()),
@@ -777,6 +927,7 @@ pub(crate) fn import(
     }
     for input in &inputs {
         if let Some(value) = options.input_values.get(&input.name) {
+            check_declared_shape(input, value.shape().dims())?;
             if value.dtype() != input.dtype {
                 return Err(OnnxError::invalid(format!(
                     "the value given for input '{}' is {}, but the input is {}",
@@ -791,7 +942,10 @@ pub(crate) fn import(
         }
         let dims: Vec<usize> =
             match options.input_shapes.get(&input.name) {
-                Some(d) => d.clone(),
+                Some(d) => {
+                    check_declared_shape(input, d)?;
+                    d.clone()
+                }
                 None if !input.shape_known => {
                     return Err(OnnxError::MissingShape {
                         input: input.name.clone(),

@@ -62,7 +62,9 @@ pub struct ImportOptions {
     /// unknown dimensions (no `dim_param`, or `dim_value: -1` as some exporters write them) are
     /// named `<input>_dim<index>`, as [`inspect_inputs`] reports.
     pub dim_values: HashMap<String, usize>,
-    /// Full shapes of inputs by input name; they override the declared shapes.
+    /// Full shapes of inputs by input name. They give the values of the declared symbolic
+    /// dimensions; a shape that changes the rank or a dimension declared as a number is
+    /// refused ([`OnnxError::InputShapeMismatch`]).
     pub input_shapes: HashMap<String, Vec<usize>>,
     /// Computes ops on constants, to fold constant subgraphs (the CpuRef backend has one).
     /// Without it only `Shape`, `Size`, `Constant` and shape-relabelling ops are folded.
@@ -224,10 +226,84 @@ fn decode(bytes: &[u8], path: Option<&Path>) -> Result<proto::ModelProto, OnnxEr
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, OnnxError> {
-    std::fs::read(path).map_err(|source| OnnxError::Io {
+    read_regular_file(path, MAX_MODEL_FILE_BYTES).map_err(|source| OnnxError::Io {
         path: path.to_path_buf(),
         source,
     })
+}
+
+/// The largest model file read: a protobuf message cannot exceed 2 GiB (larger weights go
+/// to external data files).
+pub const MAX_MODEL_FILE_BYTES: u64 = 2 << 30;
+
+/// What kind of file `meta` describes, for a message refusing it.
+fn file_kind(meta: &std::fs::Metadata) -> &'static str {
+    let t = meta.file_type();
+    if t.is_dir() {
+        return "a directory";
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if t.is_fifo() {
+            return "a FIFO (named pipe)";
+        }
+        if t.is_char_device() || t.is_block_device() {
+            return "a device";
+        }
+        if t.is_socket() {
+            return "a socket";
+        }
+    }
+    "not a regular file"
+}
+
+/// Refuse `path` unless it is a regular file (links followed) of at most `limit` bytes: a
+/// FIFO would block the open for ever and a device could be read for ever. Returns its size.
+pub fn check_regular_file(path: &Path, limit: u64) -> std::io::Result<u64> {
+    let meta = std::fs::metadata(path)?;
+    if !meta.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("{}, not a regular file: refused", file_kind(&meta)),
+        ));
+    }
+    if meta.len() > limit {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!(
+                "the file has {} bytes, more than the limit of {limit} bytes",
+                meta.len()
+            ),
+        ));
+    }
+    Ok(meta.len())
+}
+
+/// Read a whole file of at most `limit` bytes, refusing anything but a regular file (see
+/// [`check_regular_file`]); the read stops at the limit even if the file grows meanwhile,
+/// and memory that cannot be allocated is an error, not an abort.
+pub fn read_regular_file(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let len = check_regular_file(path, limit)?;
+    let file = std::fs::File::open(path)?;
+    let mut bytes = Vec::new();
+    bytes
+        .try_reserve_exact(usize::try_from(len).unwrap_or(usize::MAX))
+        .map_err(|_| {
+            std::io::Error::new(
+                std::io::ErrorKind::OutOfMemory,
+                format!("cannot allocate {len} bytes to read the file"),
+            )
+        })?;
+    file.take(limit.saturating_add(1)).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > limit {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("the file grew past the limit of {limit} bytes while it was read"),
+        ));
+    }
+    Ok(bytes)
 }
 
 fn model_dir(path: &Path) -> PathBuf {

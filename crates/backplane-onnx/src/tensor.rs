@@ -331,6 +331,8 @@ impl Loader<'_> {
                 )));
             }
         }
+        // Only regular files: a FIFO would block the open for ever.
+        crate::check_regular_file(&canon, u64::MAX).map_err(|e| io(&full, e))?;
         let mut file = std::fs::File::open(&canon).map_err(|e| io(&full, e))?;
         let file_len = file.metadata().map_err(|e| io(&full, e))?.len();
         let end = offset

@@ -344,40 +344,66 @@ unsafe fn read_table(ptr: *const BackendVTable) -> Result<BackendVTable, LoadErr
     Ok(table)
 }
 
+/// The longest id a dynamic backend may have, in bytes: ids are short names (`CpuAcc`,
+/// `GpuAcc`) printed in reports and error messages.
+pub const MAX_BACKEND_ID_LEN: usize = 64;
+
+/// Open (once per process) the library at `path` and read its id through `GetBackendId`,
+/// checked; returns the canonical path, the library and its live-instance count too.
+fn open_and_read_id(
+    path: &Path,
+) -> Result<(PathBuf, &'static Library, &'static AtomicUsize, BackendId), LoadError> {
+    if path.as_os_str().is_empty() {
+        return Err(LoadError::EmptyPath);
+    }
+    let canonical = path
+        .canonicalize()
+        .map_err(|e| LoadError::Open(format!("{}: {e}", path.display())))?;
+    let (lib, live) = open_library(&canonical)?;
+    // SAFETY: this is the ABI's type for this symbol.
+    let get_id: abi::GetBackendIdFn = unsafe { entry_point(lib, abi::GET_BACKEND_ID_SYMBOL) }?;
+    // SAFETY: `GetBackendId` takes nothing and returns null or a NUL-terminated string
+    // that lives as long as the library (forever).
+    let id_ptr = unsafe { get_id() };
+    if id_ptr.is_null() {
+        return Err(LoadError::NullId);
+    }
+    // SAFETY: non-null, NUL-terminated per the ABI.
+    let id_bytes = unsafe { CStr::from_ptr(id_ptr) }.to_bytes();
+    if id_bytes.len() > MAX_BACKEND_ID_LEN {
+        return Err(LoadError::InvalidId(format!(
+            "the id has {} bytes; backend ids have at most {} letters and digits",
+            id_bytes.len(),
+            MAX_BACKEND_ID_LEN
+        )));
+    }
+    let id_text = String::from_utf8_lossy(id_bytes).into_owned();
+    if id_text == "Unknown" {
+        return Err(LoadError::InvalidId(
+            "'Unknown' is reserved (it is what an unset id looks like)".into(),
+        ));
+    }
+    let id = BackendId::new(id_text).map_err(LoadError::InvalidId)?;
+    Ok((canonical, lib, live, id))
+}
+
 impl PluginLibrary {
+    /// Open the shared object at `path` (it stays loaded for the life of the process) and
+    /// read its backend id, checked, without calling `BackendFactory`: so that a host can
+    /// refuse an id it already has before the plugin's factory runs.
+    pub fn read_id(path: &Path) -> Result<BackendId, LoadError> {
+        open_and_read_id(path).map(|(_, _, _, id)| id)
+    }
+
     /// Open the shared object at `path` and check it: the three entry points, the id, the
     /// version and the function table. The library stays loaded for the life of the process.
     pub fn open(path: &Path) -> Result<Arc<PluginLibrary>, LoadError> {
-        if path.as_os_str().is_empty() {
-            return Err(LoadError::EmptyPath);
-        }
-        let canonical = path
-            .canonicalize()
-            .map_err(|e| LoadError::Open(format!("{}: {e}", path.display())))?;
-        let (lib, live) = open_library(&canonical)?;
+        let (canonical, lib, live, id) = open_and_read_id(path)?;
         // SAFETY: these are the ABI's types for these symbols.
-        let get_id: abi::GetBackendIdFn = unsafe { entry_point(lib, abi::GET_BACKEND_ID_SYMBOL) }?;
-        // SAFETY: as above.
         let get_version: abi::GetVersionFn = unsafe { entry_point(lib, abi::GET_VERSION_SYMBOL) }?;
         // SAFETY: as above.
         let factory: abi::BackendFactoryFn =
             unsafe { entry_point(lib, abi::BACKEND_FACTORY_SYMBOL) }?;
-        // SAFETY: `GetBackendId` takes nothing and returns null or a NUL-terminated string
-        // that lives as long as the library (forever).
-        let id_ptr = unsafe { get_id() };
-        if id_ptr.is_null() {
-            return Err(LoadError::NullId);
-        }
-        // SAFETY: non-null, NUL-terminated per the ABI.
-        let id_text = unsafe { CStr::from_ptr(id_ptr) }
-            .to_string_lossy()
-            .into_owned();
-        if id_text == "Unknown" {
-            return Err(LoadError::InvalidId(
-                "'Unknown' is reserved (it is what an unset id looks like)".into(),
-            ));
-        }
-        let id = BackendId::new(id_text).map_err(LoadError::InvalidId)?;
         let (mut major, mut minor) = (u32::MAX, u32::MAX);
         // SAFETY: `GetVersion` writes two u32s through valid pointers.
         unsafe { get_version(&mut major, &mut minor) };
@@ -822,9 +848,11 @@ impl Backend for DynamicBackend {
             ));
         }
         Ok(Box::new(DynamicWorkloadFactory {
-            instance: self.instance.clone(),
-            raw,
-            _memory_manager: mm_keep,
+            factory: Arc::new(RawWorkloadFactory {
+                instance: self.instance.clone(),
+                raw,
+                _memory_manager: mm_keep,
+            }),
         }))
     }
 
@@ -1473,17 +1501,34 @@ impl Drop for DynamicMemoryManager {
     }
 }
 
-/// A workload factory of the plugin.
-struct DynamicWorkloadFactory {
+/// The plugin's workload factory object, destroyed when the last of the host's factory and
+/// the workloads it created lets go of it: a plugin's workloads may keep a pointer to their
+/// factory (and to the memory manager it was given).
+struct RawWorkloadFactory {
     instance: Arc<PluginInstance>,
     raw: *mut abi::WorkloadFactory,
     _memory_manager: Option<Arc<DynamicMemoryManager>>,
 }
 
 // SAFETY: the ABI makes plugin objects usable from any thread; the pointer is only handed back.
-unsafe impl Send for DynamicWorkloadFactory {}
+unsafe impl Send for RawWorkloadFactory {}
 // SAFETY: as above.
-unsafe impl Sync for DynamicWorkloadFactory {}
+unsafe impl Sync for RawWorkloadFactory {}
+
+impl Drop for RawWorkloadFactory {
+    fn drop(&mut self) {
+        if let Some(f) = self.instance.table().destroy_workload_factory {
+            // SAFETY: made by this instance's `create_workload_factory`, destroyed once, after
+            // every workload it created (each holds this object).
+            unsafe { f(self.raw) };
+        }
+    }
+}
+
+/// A workload factory of the plugin.
+struct DynamicWorkloadFactory {
+    factory: Arc<RawWorkloadFactory>,
+}
 
 impl WorkloadFactory for DynamicWorkloadFactory {
     fn create_workload(
@@ -1491,14 +1536,16 @@ impl WorkloadFactory for DynamicWorkloadFactory {
         layer: &LayerDesc,
     ) -> backplane_backend_api::Result<Box<dyn Workload>> {
         let f = self
+            .factory
             .instance
             .table()
             .create_workload
             .ok_or_else(|| BackendError::Other("create_workload is null".into()))?;
         let desc = OwnedLayerDesc::new(layer);
-        let factory = self.raw;
+        let factory = self.factory.raw;
         let mut raw: *mut abi::Workload = std::ptr::null_mut();
-        self.instance
+        self.factory
+            .instance
             // SAFETY: a live factory, a description valid for the call, a local out-pointer
             // and a valid buffer.
             .call(|msg| unsafe { f(factory, desc.as_ptr(), &mut raw, msg) })
@@ -1509,21 +1556,13 @@ impl WorkloadFactory for DynamicWorkloadFactory {
             ));
         }
         Ok(Box::new(DynamicWorkload {
-            instance: self.instance.clone(),
+            instance: self.factory.instance.clone(),
+            _factory: self.factory.clone(),
             raw,
             layer: layer.clone(),
             inputs: desc.inputs,
             outputs: desc.outputs,
         }))
-    }
-}
-
-impl Drop for DynamicWorkloadFactory {
-    fn drop(&mut self) {
-        if let Some(f) = self.instance.table().destroy_workload_factory {
-            // SAFETY: made by this instance's `create_workload_factory`, destroyed once.
-            unsafe { f(self.raw) };
-        }
     }
 }
 
@@ -1533,6 +1572,9 @@ const INLINE_VIEWS: usize = 8;
 /// A workload of the plugin, with the C descriptions of its tensors.
 struct DynamicWorkload {
     instance: Arc<PluginInstance>,
+    /// The factory that made it, destroyed only after this workload (its `Drop` runs
+    /// `destroy_workload` before the fields are dropped).
+    _factory: Arc<RawWorkloadFactory>,
     raw: *mut abi::Workload,
     layer: LayerDesc,
     inputs: Vec<OwnedTensorInfo>,

@@ -60,6 +60,9 @@ pub enum RejectReason {
     /// The name does not follow `<vendor>_<name>_backend.so[.<version>]`.
     #[error("the file name does not match <vendor>_<name>_backend.so[.<version>] (letters and digits only in vendor and name)")]
     BadName,
+    /// Named like a backend, but a directory or another file that is not a regular file.
+    #[error("it is {0}, not a shared object")]
+    NotAFile(&'static str),
     /// A symbolic link that leads nowhere.
     #[error("it is a symbolic link to a file that does not exist")]
     DanglingLink,
@@ -218,10 +221,6 @@ pub fn shared_objects(
         let mut files: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
         files.sort();
         for file in files {
-            // Directories (and links to them) are not candidates; say nothing about them.
-            if file.is_dir() {
-                continue;
-            }
             let name = file
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
@@ -232,6 +231,21 @@ pub fn shared_objects(
                     reason,
                 })
             };
+            // Directories (and links to them) are not candidates: only one named like a
+            // backend is worth a word. Other files that are not regular (a FIFO would block
+            // the open for ever) are refused.
+            if let Ok(meta) = std::fs::metadata(&file) {
+                if meta.is_dir() {
+                    if is_backend_file_name(&name) {
+                        reject(rejected, RejectReason::NotAFile("a directory"));
+                    }
+                    continue;
+                }
+                if !meta.is_file() && is_backend_file_name(&name) {
+                    reject(rejected, RejectReason::NotAFile("not a regular file"));
+                    continue;
+                }
+            }
             if !is_backend_file_name(&name) {
                 reject(rejected, RejectReason::BadName);
                 continue;
@@ -271,6 +285,9 @@ pub fn load_dynamic_backends(
         tracing::warn!("dynamic backends: {w}");
     }
     for (file, canonical) in files {
+        // Said before the library is opened: a plugin that crashes the process in its
+        // initializers or factory is the last file named (run with -v to see it).
+        tracing::info!("loading dynamic backend file {}", canonical.display());
         match load_one(registry, options, &report, &canonical) {
             Ok(loaded) => {
                 tracing::info!(
@@ -297,8 +314,8 @@ fn load_one(
     report: &DynamicBackendReport,
     file: &Path,
 ) -> Result<LoadedDynamicBackend, RejectReason> {
-    let library = PluginLibrary::open(file)?;
-    let id = library.id().clone();
+    // The id first: a backend whose id is taken is refused before its factory runs.
+    let id = PluginLibrary::read_id(file)?;
     if registry.is_registered(&id) {
         let by = report.backend(&id).map_or_else(
             || String::from("a static backend"),
@@ -306,6 +323,7 @@ fn load_one(
         );
         return Err(RejectReason::DuplicateId { id, by });
     }
+    let library = PluginLibrary::open(file)?;
     let backend_options = options
         .backend_options
         .get(&id)

@@ -156,6 +156,33 @@ pub enum RuntimeError {
         /// Why.
         reason: String,
     },
+    /// Loading the network would take more memory than the runtime's budget.
+    #[error(
+        "the network needs {bytes} bytes of working memory per execution, more than the memory \
+         budget of {budget} bytes (RuntimeOptions::max_memory, --max-memory); its largest tensor \
+         is '{tensor}' ({tensor_bytes} bytes), the output of layer '{layer}'"
+    )]
+    MemoryBudget {
+        /// Bytes one execution needs (the planned arena plus other memories' tensors, with
+        /// the control-flow bodies').
+        bytes: usize,
+        /// The budget in force.
+        budget: usize,
+        /// The largest tensor of the network (or of the body that went over).
+        tensor: String,
+        /// Its size in bytes.
+        tensor_bytes: usize,
+        /// The layer that computes it.
+        layer: String,
+    },
+    /// Memory the runtime asked for could not be allocated.
+    #[error("cannot allocate {bytes} bytes for {what}: out of memory")]
+    OutOfMemory {
+        /// What the memory was for.
+        what: String,
+        /// Bytes asked for.
+        bytes: usize,
+    },
     /// A core error (invalid graph, sizes).
     #[error(transparent)]
     Core(#[from] CoreError),

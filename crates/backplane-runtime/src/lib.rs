@@ -34,7 +34,7 @@ pub use optimizer::{
     SubstitutionRecord,
 };
 pub use registry::{BackendFactory, BackendRegistry};
-pub use runtime::{Runtime, RuntimeOptions};
+pub use runtime::{available_memory, Runtime, RuntimeOptions};
 
 /// Named tensors, in a network's input or output order.
 pub type NamedTensors = Vec<(String, backplane_core::Tensor)>;

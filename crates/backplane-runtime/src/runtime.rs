@@ -22,13 +22,31 @@ pub struct RuntimeOptions {
     pub custom_allocators: BTreeMap<BackendId, Arc<dyn CustomAllocator>>,
     /// Where to look for dynamic backends (default: the build-time paths).
     pub dynamic_backends: crate::dynamic::DynamicBackendsOption,
-    /// The most iterations a Loop may run before its execution fails (default:
+    /// The most iterations a Loop or Scan may run, those of the Loops and Scans nested in it
+    /// included, before its execution fails (default:
     /// [`crate::builtin::DEFAULT_MAX_LOOP_ITERATIONS`]).
     pub max_loop_iterations: Option<u64>,
     /// How long one execution may run: checked before every layer (control-flow bodies
     /// included); past it, the execution stops with [`RuntimeError::TimeLimit`] and the
     /// runtime keeps working. `None` (the default): no limit.
     pub max_execution_time: Option<std::time::Duration>,
+    /// The most bytes one execution's working memory may take: the planned host arena of the
+    /// network and of its control-flow bodies, plus the tensors other memories hold. A network
+    /// that needs more fails at load with [`RuntimeError::MemoryBudget`], naming its largest
+    /// tensor and the layer computing it, instead of failing (or aborting) at its first
+    /// execution. `None` (the default): the memory the machine has available when the runtime
+    /// is created ([`available_memory`]), and no budget where that is unknown. Each concurrent
+    /// execution takes a working memory of its own.
+    pub max_memory: Option<usize>,
+}
+
+/// The memory available to new allocations on this machine, in bytes: `MemAvailable` from
+/// `/proc/meminfo` (Linux); `None` where it cannot be read.
+pub fn available_memory() -> Option<usize> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: usize = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
 }
 
 impl std::fmt::Debug for RuntimeOptions {
@@ -42,6 +60,7 @@ impl std::fmt::Debug for RuntimeOptions {
             .field("dynamic_backends", &self.dynamic_backends)
             .field("max_loop_iterations", &self.max_loop_iterations)
             .field("max_execution_time", &self.max_execution_time)
+            .field("max_memory", &self.max_memory)
             .finish()
     }
 }
@@ -54,6 +73,8 @@ pub struct Runtime {
     next_id: AtomicU64,
     networks_built: std::sync::atomic::AtomicUsize,
     max_execution_time: Option<std::time::Duration>,
+    /// The working-memory budget of one execution, if any.
+    max_memory: Option<usize>,
     dynamic: crate::dynamic::DynamicBackendReport,
 }
 
@@ -139,6 +160,7 @@ impl Runtime {
             next_id: AtomicU64::new(1),
             networks_built: std::sync::atomic::AtomicUsize::new(0),
             max_execution_time: options.max_execution_time,
+            max_memory: options.max_memory.or_else(available_memory),
             dynamic,
         })
     }
@@ -194,7 +216,8 @@ impl Runtime {
             }
         }
         let mut memory_managers = Vec::new();
-        let mut loaded = self.build(id, optimized, &mut memory_managers)?;
+        let mut working_bytes = 0usize;
+        let mut loaded = self.build(id, optimized, &mut memory_managers, &mut working_bytes)?;
         for (i, (b, mm)) in memory_managers.iter().enumerate() {
             if let Err(e) = mm.acquire() {
                 for (_, m) in &memory_managers[..i] {
@@ -230,14 +253,58 @@ impl Runtime {
         Ok(id)
     }
 
+    /// Check that `network`'s planned memory, added to `working_bytes` (the bodies' so far),
+    /// fits the memory budget, before any workload is created.
+    fn check_budget(&self, optimized: &OptimizedNetwork, working_bytes: &mut usize) -> Result<()> {
+        let network = &optimized.network;
+        let mut bytes = optimized.layout.plan.arena_bytes;
+        let host = backplane_backend_api::FactoryId::host();
+        for (t, e) in network.tensors().iter().enumerate() {
+            let elsewhere = optimized.layout.offsets.get(t).is_some_and(Option::is_none)
+                && optimized.factories.get(t).is_some_and(|f| *f != host);
+            let own_memory = matches!(e.kind, backplane_core::TensorKind::Produced { layer, .. }
+                if network.layer(layer).op != backplane_core::Op::MemImport);
+            if elsewhere && own_memory {
+                bytes = bytes.saturating_add(e.info.num_bytes().unwrap_or(usize::MAX));
+            }
+        }
+        *working_bytes = working_bytes.saturating_add(bytes);
+        let Some(budget) = self.max_memory else {
+            return Ok(());
+        };
+        if *working_bytes <= budget {
+            return Ok(());
+        }
+        let mut largest = (String::new(), 0usize, String::new());
+        for e in network.tensors() {
+            if let backplane_core::TensorKind::Produced { layer, .. } = e.kind {
+                let b = e.info.num_bytes().unwrap_or(usize::MAX);
+                if b >= largest.1 {
+                    largest = (e.name.clone(), b, network.layer(layer).name.clone());
+                }
+            }
+        }
+        Err(RuntimeError::MemoryBudget {
+            bytes: *working_bytes,
+            budget,
+            tensor: largest.0,
+            tensor_bytes: largest.1,
+            layer: largest.2,
+        })
+    }
+
     /// Create the workloads of `optimized` (loading its control-flow bodies first, as nested
     /// networks) and plan its memory; memory managers are collected, not yet acquired.
+    /// `working_bytes` adds up the working memory of the network and its bodies, checked
+    /// against the memory budget before each creates workloads.
     fn build(
         &self,
         id: NetworkId,
         optimized: OptimizedNetwork,
         memory_managers: &mut Vec<(BackendId, Arc<dyn MemoryManager>)>,
+        working_bytes: &mut usize,
     ) -> Result<LoadedNetwork> {
+        self.check_budget(&optimized, working_bytes)?;
         self.networks_built.fetch_add(1, Ordering::Relaxed);
         let OptimizedNetwork {
             network,
@@ -258,7 +325,12 @@ impl Runtime {
         for (layer, bodies) in subgraphs {
             let mut loaded = Vec::with_capacity(bodies.len());
             for body in bodies {
-                loaded.push(Arc::new(self.build(id, body, memory_managers)?));
+                loaded.push(Arc::new(self.build(
+                    id,
+                    body,
+                    memory_managers,
+                    working_bytes,
+                )?));
             }
             nested.insert(layer, loaded);
         }

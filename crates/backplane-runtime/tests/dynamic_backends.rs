@@ -160,9 +160,10 @@ fn t02_invalid_shared_objects_and_names_are_skipped_with_reasons() {
         reason(&rt, "Acme_Dangling_backend.so").unwrap(),
         RejectReason::DanglingLink.to_string()
     );
-    assert!(
-        reason(&rt, "Acme_Dir_backend.so").is_none(),
-        "directories are not files"
+    // A directory named like a backend is skipped with a word; other directories silently.
+    assert_eq!(
+        reason(&rt, "Acme_Dir_backend.so").unwrap(),
+        RejectReason::NotAFile("a directory").to_string()
     );
 }
 
@@ -203,6 +204,15 @@ fn t03_the_zoo_of_broken_backends_is_rejected_with_reasons() {
             "invalid id",
         ),
         ("Zoo_EmptyId_backend.so", &["-DZOO_ID=\"\""], "invalid id"),
+        (
+            "Zoo_LongId_backend.so",
+            &[concat!(
+                "-DZOO_ID=\"",
+                "LongLongLongLongLongLongLongLongLongLongLongLongLongLongLongLongX",
+                "\""
+            )],
+            "the id has 65 bytes; backend ids have at most 64",
+        ),
         (
             "Zoo_UnknownId_backend.so",
             &["-DZOO_ID=\"Unknown\""],
@@ -330,6 +340,9 @@ fn t06_ids_already_registered_static_or_dynamic_are_skipped() {
     zoo(&dir, "Acme_Second_backend.so", &[]);
     zoo(&dir, "Acme_Static_backend.so", &["-DZOO_ID=\"CpuRef\""]);
     zoo(&dir, "Acme_Builtin_backend.so", &["-DZOO_ID=\"Builtin\""]);
+    // The id is checked before BackendFactory runs: a taken id is reported as such, not
+    // as what the factory would have done.
+    zoo(&dir, "Acme_Third_backend.so", &["-DZOO_NULL_FACTORY"]);
     let rt = runtime(&dir);
     assert_eq!(loaded(&rt), ["Zoo"]);
     assert_eq!(
@@ -348,6 +361,8 @@ fn t06_ids_already_registered_static_or_dynamic_are_skipped() {
         "{stat}"
     );
     assert!(reason(&rt, "Acme_Builtin_backend.so").is_some());
+    let third = reason(&rt, "Acme_Third_backend.so").unwrap();
+    assert!(third.contains("'Zoo' is already registered by"), "{third}");
     // The static CpuRef is untouched.
     let (placed, _) = run(&rt, &relu_network(), &["CpuRef"], &[("x", &x())]);
     assert_eq!(placed, ["relu=CpuRef"]);

@@ -146,6 +146,14 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Refuse at load a network whose execution needs more than `bytes` of working memory
+    /// (default: the memory available when the runtime is created; see
+    /// [`RuntimeOptions::max_memory`]).
+    pub fn max_memory(mut self, bytes: usize) -> Self {
+        self.options.max_memory = Some(bytes);
+        self
+    }
+
     /// Create the runtime.
     pub fn build(self) -> Result<Runtime, Error> {
         Ok(Runtime::new(self.registry, self.options)?)

@@ -33,12 +33,18 @@ fn bad(path: &str, message: impl Into<String>) -> NpyError {
     }
 }
 
-/// Read a .npy file into a tensor.
+/// The largest .npy file read: the importer's tensor limit
+/// ([`backplane_onnx::DEFAULT_MAX_TENSOR_BYTES`]) plus room for the header.
+pub const MAX_FILE_BYTES: u64 = backplane_onnx::DEFAULT_MAX_TENSOR_BYTES as u64 + (1 << 20);
+
+/// Read a .npy file into a tensor. Only regular files of at most [`MAX_FILE_BYTES`] are read
+/// (a FIFO or a device such as `/dev/zero` is refused at once).
 pub fn read_file(path: &Path) -> Result<Tensor, NpyError> {
-    let bytes = std::fs::read(path).map_err(|source| NpyError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let bytes =
+        backplane_onnx::read_regular_file(path, MAX_FILE_BYTES).map_err(|source| NpyError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
     parse(&bytes, &path.display().to_string())
 }
 

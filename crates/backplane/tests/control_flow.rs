@@ -411,3 +411,81 @@ fn an_execution_past_its_time_limit_stops_and_the_runtime_keeps_working() {
     let out = rt.execute(sid, &[("a", &av)]).unwrap();
     assert_eq!(out[0].1.as_slice::<f32>().unwrap(), &[-1.0, 2.0]);
 }
+
+/// A Loop of `outer` iterations whose body runs a Loop of `inner` iterations, each negating
+/// a carried x [1].
+fn nested_loops(outer: i64, inner: i64) -> Network {
+    let mut inner_body = Network::new();
+    loop_counters(&mut inner_body);
+    let x = inner_body.add_input("x", f32_info(&[1])).unwrap();
+    let y = inner_body
+        .add_layer("neg", Op::Unary(UnaryOp::Neg), &[x])
+        .unwrap();
+    inner_body.mark_output(y[0]).unwrap();
+
+    let mut outer_body = Network::new();
+    loop_counters(&mut outer_body);
+    let x = outer_body.add_input("x", f32_info(&[1])).unwrap();
+    let m = outer_body.add_constant("m", Tensor::scalar(inner)).unwrap();
+    let go = outer_body.add_constant("go", yes()).unwrap();
+    let y = outer_body
+        .add_layer(
+            "inner",
+            Op::Loop(LoopDesc {
+                body: Arc::new(inner_body),
+                num_carried: 1,
+                scan_length: 0,
+            }),
+            &[m, go, x],
+        )
+        .unwrap();
+    outer_body.mark_output(y[0]).unwrap();
+
+    let mut n = Network::new();
+    let x = n.add_input("x", f32_info(&[1])).unwrap();
+    let m = n.add_constant("m", Tensor::scalar(outer)).unwrap();
+    let go = n.add_constant("go", yes()).unwrap();
+    let y = n
+        .add_layer(
+            "outer",
+            Op::Loop(LoopDesc {
+                body: Arc::new(outer_body),
+                num_carried: 1,
+                scan_length: 0,
+            }),
+            &[m, go, x],
+        )
+        .unwrap();
+    n.mark_output(y[0]).unwrap();
+    n
+}
+
+#[test]
+fn nested_loops_share_one_iteration_budget() {
+    let rt = backplane::RuntimeBuilder::new()
+        .max_loop_iterations(50)
+        .build()
+        .unwrap();
+    let cpu = OptimizerOptions::new(ids(&["CpuRef"]));
+    let xv = Tensor::from_vec(vec![1], vec![1.0f32]).unwrap();
+    // 4 x 10 = 40 iterations in all (with the outer ones, 44): within the budget.
+    let id = rt
+        .load_network(rt.optimize(&nested_loops(4, 10), &cpu).unwrap())
+        .unwrap();
+    let out = rt.execute(id, &[("x", &xv)]).unwrap();
+    assert_eq!(out[0].1.as_slice::<f32>().unwrap(), &[1.0]);
+    // Twice over, the budget starts afresh.
+    assert!(rt.execute(id, &[("x", &xv)]).is_ok());
+    // 10 x 10: each level under 50, 110 in all: stopped.
+    let id = rt
+        .load_network(rt.optimize(&nested_loops(10, 10), &cpu).unwrap())
+        .unwrap();
+    let err = rt.execute(id, &[("x", &xv)]).unwrap_err().to_string();
+    assert!(err.contains("iteration limit (50)"), "{err}");
+    assert!(err.contains("nested"), "{err}");
+    // The runtime keeps working, and the budget is not left spent on this thread.
+    let id = rt
+        .load_network(rt.optimize(&nested_loops(4, 10), &cpu).unwrap())
+        .unwrap();
+    assert!(rt.execute(id, &[("x", &xv)]).is_ok());
+}

@@ -202,3 +202,92 @@ fn cpuref_and_cpuacc_alternating_make_zero_copies() {
         support::compare(got, want, 1e-4, 1e-5).unwrap();
     }
 }
+
+/// x [1] -> Expand to `[n]` ("huge") -> Neg -> y: a layer whose output is `4 n` bytes.
+fn huge(n: usize) -> Network {
+    let mut net = Network::new();
+    let x = net
+        .add_input("x", TensorInfo::new(DataType::F32, vec![1]))
+        .unwrap();
+    let big = net
+        .add_layer("huge", Op::Expand { shape: vec![n] }, &[x])
+        .unwrap()[0];
+    let y = net
+        .add_layer_named("neg", Op::Unary(UnaryOp::Neg), &[big], &["y".into()])
+        .unwrap()[0];
+    net.mark_output(y).unwrap();
+    net
+}
+
+#[test]
+fn a_network_over_the_memory_budget_is_a_load_error_naming_the_layer() {
+    // 1 MiB layer outputs against a 1 MiB budget.
+    let rt = backplane::RuntimeBuilder::new()
+        .max_memory(1 << 20)
+        .build()
+        .unwrap();
+    let optimized = rt.optimize(&huge(1 << 18), &cpuref()).unwrap();
+    let err = rt.load_network(optimized).unwrap_err();
+    match &err {
+        backplane::RuntimeError::MemoryBudget {
+            budget,
+            layer,
+            tensor_bytes,
+            ..
+        } => {
+            assert_eq!(*budget, 1 << 20);
+            assert_eq!(*tensor_bytes, 1 << 20);
+            assert!(layer == "huge" || layer == "neg", "{layer}");
+        }
+        other => panic!("{other:?}"),
+    }
+    // Within the budget it runs.
+    let optimized = rt.optimize(&huge(1 << 10), &cpuref()).unwrap();
+    let id = rt.load_network(optimized).unwrap();
+    let x = Tensor::from_vec(vec![1], vec![2.0f32]).unwrap();
+    let out = rt.execute(id, &[("x", &x)]).unwrap();
+    assert_eq!(out[0].1.as_slice::<f32>().unwrap()[..2], [-2.0, -2.0]);
+}
+
+#[test]
+fn a_terabyte_layer_output_is_an_error_with_the_default_budget() {
+    // 4 TiB per tensor: more than any machine running the tests has available.
+    let rt = backplane::RuntimeBuilder::new().build().unwrap();
+    let optimized = rt.optimize(&huge(1 << 40), &cpuref()).unwrap();
+    let err = rt.load_network(optimized).unwrap_err();
+    assert!(
+        matches!(err, backplane::RuntimeError::MemoryBudget { .. }),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("4398046511104 bytes"), "{err}");
+}
+
+#[test]
+fn an_arena_that_cannot_be_allocated_is_an_error_not_an_abort() {
+    // No budget: the 2^50-byte arena reaches the allocation, which fails as an error.
+    let rt = backplane::RuntimeBuilder::new()
+        .max_memory(usize::MAX)
+        .build()
+        .unwrap();
+    let optimized = rt.optimize(&huge(1 << 48), &cpuref()).unwrap();
+    let id = rt.load_network(optimized).unwrap();
+    let x = Tensor::from_vec(vec![1], vec![2.0f32]).unwrap();
+    let err = rt.execute(id, &[("x", &x)]).unwrap_err();
+    assert!(
+        matches!(err, backplane::RuntimeError::OutOfMemory { .. }),
+        "{err:?}"
+    );
+    // The runtime keeps working.
+    let optimized = rt.optimize(&huge(4), &cpuref()).unwrap();
+    let id = rt.load_network(optimized).unwrap();
+    assert!(rt.execute(id, &[("x", &x)]).is_ok());
+}
+
+#[test]
+fn a_device_is_not_read_as_an_npy_file() {
+    let zero = std::path::Path::new("/dev/zero");
+    if zero.exists() {
+        let err = backplane::npy::read_file(zero).unwrap_err();
+        assert!(err.to_string().contains("a device"), "{err}");
+    }
+}

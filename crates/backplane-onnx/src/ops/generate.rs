@@ -5,6 +5,7 @@
 
 use super::{Lowering, NodeCx, Tx, TxError};
 use crate::tensor::{check_size, Decoded};
+use crate::OnnxError;
 use backplane_core::{DataType, Tensor, TensorInfo};
 
 pub(super) fn constant_of_shape(cx: &NodeCx<'_>) -> Tx<Lowering> {
@@ -35,12 +36,15 @@ pub(super) fn constant_of_shape(cx: &NodeCx<'_>) -> Tx<Lowering> {
         value.dtype().size(),
         cx.imp.max_tensor_bytes(),
     )?;
-    let n = backplane_core::shape::checked_product(&dims).unwrap_or(0);
-    let t = Tensor::from_bytes(
-        TensorInfo::new(value.dtype(), dims),
-        &value.bytes().repeat(n),
-    )
-    .map_err(|e| cx.invalid(e))?;
+    // Filled in place: one allocation of the output, which fails as an error.
+    let mut t = Tensor::zeros(TensorInfo::new(value.dtype(), dims))
+        .map_err(|e| TxError::Fatal(OnnxError::core(cx.name, e)))?;
+    let element = value.bytes();
+    if !element.is_empty() && element.iter().any(|&b| b != 0) {
+        for chunk in t.bytes_mut().chunks_exact_mut(element.len()) {
+            chunk.copy_from_slice(element);
+        }
+    }
     Ok(Lowering::Constants(vec![t]))
 }
 
@@ -63,6 +67,11 @@ pub(super) fn range(cx: &NodeCx<'_>) -> Tx<Lowering> {
         limit.to_f64_vec()[0],
         delta.to_f64_vec()[0],
     );
+    if !(s.is_finite() && l.is_finite() && d.is_finite()) {
+        return Err(cx.invalid(format!(
+            "start ({s}), limit ({l}) and delta ({d}) must be finite numbers"
+        )));
+    }
     if d == 0.0 {
         return Err(cx.invalid("delta must not be 0"));
     }

@@ -170,6 +170,19 @@ pub(super) fn gemm(cx: &NodeCx<'_>) -> Tx<Lowering> {
 
 pub(super) fn pool(cx: &NodeCx<'_>, kind: PoolKind) -> Tx<Lowering> {
     let window = window(cx, None)?;
+    if kind == PoolKind::Average {
+        // A window wholly in the padding averages nothing (NaN): ONNX Runtime refuses it.
+        let n = window.kernel.len();
+        for (i, &p) in window.pads.iter().enumerate() {
+            let k = window.kernel.get(i % n.max(1)).copied().unwrap_or(0);
+            if p >= k {
+                return Err(cx.invalid(format!(
+                    "pads {:?} must each be smaller than the kernel {:?}",
+                    window.pads, window.kernel
+                )));
+            }
+        }
+    }
     let desc = PoolDesc {
         kind,
         window,

@@ -126,6 +126,51 @@ impl Workload for IfWorkload {
     }
 }
 
+thread_local! {
+    /// Iterations run so far by the outermost Loop or Scan executing on this thread, the
+    /// Loops and Scans nested in its body (at any depth) included; `None` outside of one.
+    static SPENT: std::cell::Cell<Option<u64>> = const { std::cell::Cell::new(None) };
+}
+
+/// The iteration budget of one outermost Loop or Scan: entering one where none runs starts
+/// the count, nested ones add to it, and the outermost one's guard ends it when dropped (also
+/// on error or panic). So nesting cannot multiply the limit.
+struct IterationBudget {
+    outermost: bool,
+}
+
+impl IterationBudget {
+    fn enter() -> Self {
+        let outermost = SPENT.with(|s| s.get().is_none());
+        if outermost {
+            SPENT.with(|s| s.set(Some(0)));
+        }
+        IterationBudget { outermost }
+    }
+
+    /// Count one iteration of `what`; fails once the total would pass `limit`.
+    fn spend(&self, limit: u64, what: &str) -> Result<()> {
+        let spent = SPENT.with(|s| s.get()).unwrap_or(0);
+        if spent >= limit {
+            return Err(fail(format!(
+                "the {what} reached the iteration limit ({limit}), which counts the iterations \
+                 of nested Loops and Scans too; raise it with \
+                 RuntimeOptions::max_loop_iterations if the model needs more"
+            )));
+        }
+        SPENT.with(|s| s.set(Some(spent + 1)));
+        Ok(())
+    }
+}
+
+impl Drop for IterationBudget {
+    fn drop(&mut self) {
+        if self.outermost {
+            SPENT.with(|s| s.set(None));
+        }
+    }
+}
+
 /// Runs the body while the iteration count is below the trip count and the condition holds.
 pub(super) struct LoopWorkload {
     pub desc: LoopDesc,
@@ -170,15 +215,10 @@ impl Workload for LoopWorkload {
         let mut cond_out = zeros(&self.body_outputs[..1])?;
         let mut slices = zeros(&self.body_outputs[1 + n..])?;
         let captured = &inputs[2 + n..];
+        let budget = IterationBudget::enter();
         let mut i: i64 = 0;
         while i < trips && cond {
-            if u64::try_from(i).unwrap_or(u64::MAX) >= self.max_iterations {
-                return Err(fail(format!(
-                    "the loop reached the iteration limit ({}); raise it with \
-                     RuntimeOptions::max_loop_iterations if the model needs more",
-                    self.max_iterations
-                )));
-            }
+            budget.spend(self.max_iterations, "loop")?;
             copy_into(iteration.bytes_mut(), &i.to_ne_bytes())?;
             {
                 let mut ins: Vec<TensorView<'_>> = Vec::with_capacity(inputs.len());
@@ -231,17 +271,20 @@ impl Workload for LoopWorkload {
 pub(super) struct ScanWorkload {
     pub desc: ScanDesc,
     pub body: Arc<dyn NestedNetwork>,
+    /// Its steps count against the same budget as Loops' iterations.
+    pub max_iterations: u64,
     body_inputs: Vec<TensorInfo>,
     body_outputs: Vec<TensorInfo>,
 }
 
 impl ScanWorkload {
-    pub(super) fn new(desc: ScanDesc, body: Arc<dyn NestedNetwork>) -> Self {
+    pub(super) fn new(desc: ScanDesc, body: Arc<dyn NestedNetwork>, max_iterations: u64) -> Self {
         let body_inputs = infos(desc.body.inputs(), &desc.body);
         let body_outputs = infos(desc.body.outputs(), &desc.body);
         ScanWorkload {
             desc,
             body,
+            max_iterations,
             body_inputs,
             body_outputs,
         }
@@ -282,11 +325,13 @@ impl Workload for ScanWorkload {
         let mut xs = zeros(&self.body_inputs[ns..ns + nsi])?;
         let mut ys = zeros(&self.body_outputs[ns..])?;
         let captured = &inputs[ns + nsi..];
+        let budget = IterationBudget::enter();
         for b in 0..batch {
             for (k, s) in state.iter_mut().enumerate() {
                 copy_into(s.bytes_mut(), batch_entry(inputs[k].data, batch, b)?)?;
             }
             for t in 0..len {
+                budget.spend(self.max_iterations, "scan")?;
                 for (j, x) in xs.iter_mut().enumerate() {
                     let input = &inputs[ns + j];
                     let index = if d.input_reverse[j] { len - 1 - t } else { t };

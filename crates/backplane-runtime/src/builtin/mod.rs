@@ -24,7 +24,8 @@ pub const DEFAULT_MAX_LOOP_ITERATIONS: u64 = 1 << 24;
 /// The builtin backend.
 #[derive(Debug, Clone, Copy)]
 pub struct BuiltinBackend {
-    /// A Loop that reaches this many iterations fails instead of running on.
+    /// A Loop or Scan whose iterations, with those of the Loops and Scans nested in it,
+    /// reach this many fails instead of running on.
     pub max_loop_iterations: u64,
 }
 
@@ -113,6 +114,7 @@ impl WorkloadFactory for BuiltinFactory {
             Op::Scan(d) => Ok(Box::new(control_flow::ScanWorkload::new(
                 d.clone(),
                 next()?,
+                self.max_loop_iterations,
             ))),
             _ => self.create_workload(layer),
         }
