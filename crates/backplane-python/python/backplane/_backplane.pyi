@@ -1,10 +1,27 @@
 """Type stubs of backplane's native module (re-exported by the ``backplane`` package)."""
 
 import os
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union, final
 
 import numpy as np
 
+__all__ = [
+    "BackplaneError",
+    "InvalidArgument",
+    "NoSuchFile",
+    "InvalidGraph",
+    "Unsupported",
+    "Fail",
+    "InferenceSession",
+    "NodeArg",
+    "SessionOptions",
+    "BackendInfo",
+    "backends",
+    "get_available_providers",
+    "__version__",
+    "DEFAULT_PROVIDERS",
+    "MAX_SPECIALIZATIONS",
+]
 __version__: str
 #: The default provider list: ``["CpuAcc", "CpuRef"]``.
 DEFAULT_PROVIDERS: List[str]
@@ -31,6 +48,7 @@ class Unsupported(BackplaneError, NotImplementedError):
 class Fail(BackplaneError, RuntimeError):
     """An import, a backend or an execution failed."""
 
+@final
 class NodeArg:
     """A graph input or output."""
 
@@ -44,6 +62,7 @@ class NodeArg:
         """Ints for fixed dimensions, strings for symbolic ones, ``None`` for unnamed unknown
         ones; ``[]`` when the model declares no shape."""
 
+@final
 class SessionOptions:
     """Options of an :class:`InferenceSession`, read when the session is created."""
 
@@ -58,7 +77,7 @@ class SessionOptions:
     #: ``{layer name or op type: backend}``, tried before the providers.
     layer_backends: Dict[str, str]
 
-    def __init__(self) -> None: ...
+    def __new__(cls) -> SessionOptions: ...
     def add_layer_backend(self, layer: str, backend: str) -> None:
         """Run the layer named ``layer`` (or every layer of op type ``layer``) on ``backend``
         first."""
@@ -67,6 +86,7 @@ class SessionOptions:
     @property
     def free_dimension_overrides(self) -> Dict[str, int]: ...
 
+@final
 class BackendInfo:
     """A registered backend."""
 
@@ -85,20 +105,21 @@ class BackendInfo:
     @property
     def capabilities(self) -> Dict[str, Union[bool, int, str]]: ...
 
-Provider = Union[str, Tuple[str, Mapping[str, Any]]]
+_Provider = Union[str, Tuple[str, Mapping[str, Any]]]
 
+@final
 class InferenceSession:
     """A model loaded for inference, like ONNX Runtime's ``InferenceSession``."""
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         path_or_bytes: Union[str, bytes, os.PathLike[str]],
         sess_options: Optional[SessionOptions] = None,
-        providers: Optional[Sequence[Provider]] = None,
+        providers: Optional[Sequence[_Provider]] = None,
         provider_options: Optional[Sequence[Mapping[str, Any]]] = None,
         *,
         options: Optional[SessionOptions] = None,
-    ) -> None: ...
+    ) -> InferenceSession: ...
     def get_inputs(self) -> List[NodeArg]: ...
     def get_outputs(self) -> List[NodeArg]: ...
     def get_providers(self) -> List[str]: ...
