@@ -78,9 +78,15 @@ impl SessionOptions {
     }
 
     #[setter]
-    fn set_layer_backends(&mut self, overrides: BTreeMap<String, String>) -> Result<()> {
+    fn set_layer_backends(&mut self, overrides: &Bound<'_, PyDict>) -> Result<()> {
         let mut list = Vec::new();
-        for (layer, backend) in overrides {
+        for (layer, backend) in overrides.iter() {
+            let (Ok(layer), Ok(backend)) = (layer.extract::<String>(), backend.extract::<String>())
+            else {
+                return Err(Error::invalid(
+                    "layer_backends must map layer names or op types to backend names",
+                ));
+            };
             check_backend_name(&backend)?;
             list.push((layer, backend));
         }
