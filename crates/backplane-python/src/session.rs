@@ -264,14 +264,6 @@ fn parse_providers(
     Ok((ids, per_backend))
 }
 
-/// Whether an import or load error would come back whatever the input shapes.
-fn shape_independent(e: &Error) -> bool {
-    matches!(
-        e.kind,
-        Kind::NoSuchFile | Kind::InvalidGraph | Kind::Unsupported | Kind::InvalidArgument
-    )
-}
-
 impl InferenceSession {
     /// Import the model for `shapes` (one per graph input), binding the values in `given`
     /// (one per graph input, or none) that the import needs.
@@ -345,7 +337,18 @@ impl InferenceSession {
         let loaded = match self.import(&shapes, &[]) {
             // Imported per value at run time.
             Err(OnnxError::NeedsInputValues { .. }) => return Ok(()),
-            Err(e) => Err(Error::from(e)),
+            // Whatever the shapes: the file, the operators, the types.
+            Err(
+                e @ (OnnxError::Io { .. }
+                | OnnxError::Decode { .. }
+                | OnnxError::UnsupportedOps(_)
+                | OnnxError::UnsupportedDataType { .. }
+                | OnnxError::UnsupportedIrVersion { .. }
+                | OnnxError::UnknownInput { .. }),
+            ) => return Err(e.into()),
+            // Others (a Reshape that does not fit a batch of 1) may be the probe's shapes'.
+            Err(e) if all_static => return Err(e.into()),
+            Err(_) => return Ok(()),
             Ok((network, bound)) => self.load(&network, &bound, &shapes, &[]),
         };
         match loaded {
@@ -353,7 +356,10 @@ impl InferenceSession {
                 self.keep(&Arc::new(loaded));
                 Ok(())
             }
-            Err(e) if all_static || shape_independent(&e) => Err(e),
+            // Unknown backends or overrides, layers no preferred backend supports.
+            Err(e) if all_static || matches!(e.kind, Kind::InvalidArgument | Kind::Unsupported) => {
+                Err(e)
+            }
             Err(_) => Ok(()),
         }
     }

@@ -67,6 +67,23 @@ def test_a_static_model_is_loaded_when_the_session_is_created():
         session.run(None, {"x": np.ones((3, 3), np.float32)})
 
 
+def test_a_model_that_does_not_fit_a_batch_of_one_is_loaded_for_the_shapes_given():
+    """The session tries a model with symbolic dimensions at 1 when it is created; a model
+    that is invalid for those shapes only is not refused."""
+    model = ob.model(
+        [ob.node("Reshape", ["x", "shape"], ["y"])],
+        [ob.value("x", ob.tensor_type(ob.FLOAT, ["n", 4]))],
+        [ob.value("y", ob.tensor_type(ob.FLOAT, [2, 4]))],
+        initializers=[ob.tensor("shape", np.array([2, 4], dtype=np.int64))],
+    )
+    session = backplane.InferenceSession(model)
+    assert session.get_specializations() == []
+    x = np.arange(8, dtype=np.float32).reshape(2, 4)
+    np.testing.assert_array_equal(session.run(None, {"x": x})[0], x)
+    with pytest.raises(backplane.InvalidArgument, match="cannot be imported for these inputs"):
+        session.run(None, {"x": x[:1]})
+
+
 def test_unnamed_dimensions_and_undeclared_shapes():
     model = ob.model(
         [ob.node("Relu", ["x"], ["y"])],
