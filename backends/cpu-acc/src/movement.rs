@@ -10,11 +10,10 @@
 use crate::io::{input, output, Io};
 use crate::threads::Threads;
 use backplane_backend_api::{BackendError, LayerDesc, Result, Workload};
-use backplane_core::lowp::{f64_to_bf16, f64_to_float8};
 use backplane_core::ops::{PadDesc, PadMode, SliceDesc};
+use backplane_core::scalar::Scalar;
 use backplane_core::shape::{broadcast_strides, normalize_axis, strides_of};
 use backplane_core::{DataType, Op, Tensor, TensorView, TensorViewMut};
-use half::f16;
 
 /// Outputs with more elements than this are moved by several threads.
 pub const PARALLEL_MIN: usize = 64 * 1024;
@@ -637,25 +636,13 @@ impl Workload for WhereWorkload {
     }
 }
 
-/// The bytes of Pad's constant `value` as one element of `dtype`, converted as CpuRef does.
+/// The bytes of Pad's constant `value` as one element of `dtype`, converted by the shared
+/// Cast rules (as CpuRef does).
 fn fill_bytes(dtype: DataType, value: f64) -> Result<Vec<u8>> {
-    Ok(match dtype {
-        DataType::F32 => (value as f32).to_le_bytes().to_vec(),
-        DataType::F16 => f16::from_f64(value).to_le_bytes().to_vec(),
-        DataType::F64 => value.to_le_bytes().to_vec(),
-        DataType::I8 => (value as i8).to_le_bytes().to_vec(),
-        DataType::U8 => (value as u8).to_le_bytes().to_vec(),
-        DataType::I16 => (value as i16).to_le_bytes().to_vec(),
-        DataType::U16 => (value as u16).to_le_bytes().to_vec(),
-        DataType::I32 => (value as i32).to_le_bytes().to_vec(),
-        DataType::U32 => (value as u32).to_le_bytes().to_vec(),
-        DataType::I64 => (value as i64).to_le_bytes().to_vec(),
-        DataType::U64 => (value as u64).to_le_bytes().to_vec(),
-        DataType::Bool => vec![u8::from(value != 0.0)],
-        DataType::BF16 => f64_to_bf16(value).to_le_bytes().to_vec(),
-        dt if dt.is_float8() => vec![f64_to_float8(dt, value, true).unwrap_or(0)],
-        other => return Err(BackendError::Other(format!("Pad cannot fill {other}"))),
-    })
+    match dtype {
+        DataType::I4 | DataType::U4 => Err(BackendError::Other(format!("Pad cannot fill {dtype}"))),
+        _ => Ok(Scalar::Float(value).to_le_bytes(dtype)),
+    }
 }
 
 /// Input position read by output position `out` of an axis of `len` padded by `begin` in
