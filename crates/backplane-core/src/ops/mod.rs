@@ -181,7 +181,7 @@ pub enum Op {
     },
     /// Reduction.
     Reduce(ReduceDesc),
-    /// Element type conversion (see CpuRef's `cast.rs` for the rounding rules).
+    /// Element type conversion (see [`crate::scalar`] for the rounding rules).
     Cast {
         /// Target type.
         to: DataType,
