@@ -6,11 +6,12 @@
 
 use crate::io::{input, output, Io};
 use crate::movement::PARALLEL_MIN;
+use crate::plan::{done, Plan};
 use crate::threads::Threads;
 use backplane_backend_api::{BackendError, LayerDesc, Result, Workload};
 use backplane_core::dtype::Element;
 use backplane_core::scalar::Scalar;
-use backplane_core::{DataType, Op, TensorView, TensorViewMut};
+use backplane_core::{DataType, TensorView, TensorViewMut};
 use half::f16;
 use half::slice::HalfFloatSliceExt;
 
@@ -26,14 +27,13 @@ const TYPES: [DataType; 8] = [
     DataType::Bool,
 ];
 
-/// Why CpuAcc cannot run the Cast layer `layer`, if it cannot.
-pub fn check(layer: &LayerDesc) -> std::result::Result<(), String> {
-    let Op::Cast { to, .. } = &layer.op else {
-        return Err(format!("{} is not a Cast", layer.op.name()));
-    };
+/// How CpuAcc runs the Cast layer `layer` (to `to`), or why it cannot.
+pub fn plan(layer: &LayerDesc, to: DataType) -> std::result::Result<Plan<'static>, String> {
     let from = layer.inputs.first().ok_or("Cast takes one input")?.dtype;
-    if TYPES.contains(&from) && TYPES.contains(to) {
-        Ok(())
+    if TYPES.contains(&from) && TYPES.contains(&to) {
+        Ok(Plan::new(|io, threads| {
+            done(CastWorkload::new(io, threads))
+        }))
     } else {
         Err(format!(
             "Cast {from} -> {to}: CpuAcc casts between f32, f64, f16, i64, i32, i8, u8 and \
@@ -49,7 +49,7 @@ pub struct CastWorkload {
 }
 
 impl CastWorkload {
-    /// A Cast workload (the types were checked by [`check`]).
+    /// A Cast workload (the types were checked by [`plan`]).
     pub fn new(io: Io, threads: Threads) -> Self {
         CastWorkload { io, threads }
     }
