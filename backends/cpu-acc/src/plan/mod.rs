@@ -209,9 +209,9 @@ pub fn plan(layer: &LayerDesc) -> std::result::Result<Plan<'_>, String> {
         }
         Op::Reduce(desc) => {
             all_f32(layer)?;
-            ReducePlan::new(desc, &dims(layer, 0))?;
+            let reduce = ReducePlan::new(desc, &dims(layer, 0))?;
             Ok(Plan::new(move |io, th| {
-                done(ReduceWorkload::new(io, desc, th)?)
+                done(ReduceWorkload::new(io, reduce, th))
             }))
         }
         Op::Conv(desc) => {
@@ -263,9 +263,9 @@ pub fn plan(layer: &LayerDesc) -> std::result::Result<Plan<'_>, String> {
         }
         Op::Pool(desc) => {
             all_f32(layer)?;
-            check_pool(desc, &dims(layer, 0))?;
+            let geo = check_pool(desc, &dims(layer, 0))?;
             Ok(Plan::new(move |io, th| {
-                done(PoolWorkload::new(io, desc, th)?)
+                done(PoolWorkload::new(io, desc, geo, th)?)
             }))
         }
         Op::GlobalPool(kind) => {
