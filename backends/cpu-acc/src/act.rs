@@ -170,7 +170,8 @@ impl Activation {
             MathOp::Celu { alpha } => Activation::Celu { alpha },
             MathOp::ThresholdedRelu { alpha } => Activation::ThresholdedRelu { alpha },
             MathOp::Shrink { bias, lambd } => Activation::Shrink { bias, lambd },
-            _ => return None,
+            // Bool or integer results: left to the next backend.
+            MathOp::IsNaN | MathOp::IsInf { .. } | MathOp::Not | MathOp::BitwiseNot => return None,
         })
     }
 

@@ -1,15 +1,17 @@
 //! Cast between the common element types (f32, f64, f16, i64, i32, i8, u8, bool), with
-//! exactly CpuRef's results: each element is widened without loss (floats to f64, integers
-//! to i64) and converted once, floats to integers truncating and saturating (NaN to 0),
-//! integers to narrower integers wrapping, to floats rounding to nearest even, to bool
-//! `x != 0`. Each pair of types compiles to its own loop.
+//! exactly CpuRef's results: each element is widened and narrowed by the shared rules of
+//! [`backplane_core::scalar::Scalar`] (floats to integers truncating and saturating, NaN to 0;
+//! integers to narrower integers wrapping; to floats rounding to nearest even; to bool
+//! `x != 0`). Each pair of types compiles to its own loop.
 
 use crate::io::{input, output, Io};
 use crate::movement::PARALLEL_MIN;
+use crate::plan::{done, Plan};
 use crate::threads::Threads;
 use backplane_backend_api::{BackendError, LayerDesc, Result, Workload};
 use backplane_core::dtype::Element;
-use backplane_core::{DataType, Op, TensorView, TensorViewMut};
+use backplane_core::scalar::Scalar;
+use backplane_core::{DataType, TensorView, TensorViewMut};
 use half::f16;
 use half::slice::HalfFloatSliceExt;
 
@@ -25,86 +27,18 @@ const TYPES: [DataType; 8] = [
     DataType::Bool,
 ];
 
-/// Why CpuAcc cannot run the Cast layer `layer`, if it cannot.
-pub fn check(layer: &LayerDesc) -> std::result::Result<(), String> {
-    let Op::Cast { to, .. } = &layer.op else {
-        return Err(format!("{} is not a Cast", layer.op.name()));
-    };
+/// How CpuAcc runs the Cast layer `layer` (to `to`), or why it cannot.
+pub fn plan(layer: &LayerDesc, to: DataType) -> std::result::Result<Plan<'static>, String> {
     let from = layer.inputs.first().ok_or("Cast takes one input")?.dtype;
-    if TYPES.contains(&from) && TYPES.contains(to) {
-        Ok(())
+    if TYPES.contains(&from) && TYPES.contains(&to) {
+        Ok(Plan::new(|io, threads| {
+            done(CastWorkload::new(io, threads))
+        }))
     } else {
         Err(format!(
             "Cast {from} -> {to}: CpuAcc casts between f32, f64, f16, i64, i32, i8, u8 and \
              bool only"
         ))
-    }
-}
-
-/// One element widened without loss, as CpuRef's casts do.
-#[derive(Debug, Clone, Copy)]
-enum Wide {
-    Float(f64),
-    Int(i64),
-    Bool(bool),
-}
-
-impl Wide {
-    fn f64(self) -> f64 {
-        match self {
-            Wide::Float(f) => f,
-            Wide::Int(i) => i as f64,
-            Wide::Bool(b) => f64::from(u8::from(b)),
-        }
-    }
-
-    fn f32(self) -> f32 {
-        match self {
-            Wide::Float(f) => f as f32,
-            Wide::Int(i) => i as f32,
-            Wide::Bool(b) => f32::from(u8::from(b)),
-        }
-    }
-
-    fn f16(self) -> f16 {
-        f16::from_f64(self.f64())
-    }
-
-    fn i64(self) -> i64 {
-        match self {
-            Wide::Float(f) => f as i64,
-            Wide::Int(i) => i,
-            Wide::Bool(b) => i64::from(b),
-        }
-    }
-
-    fn i32(self) -> i32 {
-        match self {
-            Wide::Float(f) => f as i32,
-            other => other.i64() as i32,
-        }
-    }
-
-    fn i8(self) -> i8 {
-        match self {
-            Wide::Float(f) => f as i8,
-            other => other.i64() as i8,
-        }
-    }
-
-    fn u8(self) -> u8 {
-        match self {
-            Wide::Float(f) => f as u8,
-            other => other.i64() as u8,
-        }
-    }
-
-    fn bool(self) -> u8 {
-        u8::from(match self {
-            Wide::Float(f) => f != 0.0,
-            Wide::Int(i) => i != 0,
-            Wide::Bool(b) => b,
-        })
     }
 }
 
@@ -115,7 +49,7 @@ pub struct CastWorkload {
 }
 
 impl CastWorkload {
-    /// A Cast workload (the types were checked by [`check`]).
+    /// A Cast workload (the types were checked by [`plan`]).
     pub fn new(io: Io, threads: Threads) -> Self {
         CastWorkload { io, threads }
     }
@@ -157,8 +91,8 @@ fn convert<S, D>(
     threads: &Threads,
     src: &[S],
     dst: &mut [D],
-    wide: impl Fn(S) -> Wide + Sync + Send,
-    narrow: impl Fn(Wide) -> D + Sync + Send,
+    wide: impl Fn(S) -> Scalar + Sync + Send,
+    narrow: impl Fn(Scalar) -> D + Sync + Send,
 ) -> Result<()>
 where
     S: Copy + Sync,
@@ -175,21 +109,23 @@ where
 fn to_any<S: Copy + Sync>(
     threads: &Threads,
     src: &[S],
-    wide: impl Fn(S) -> Wide + Copy + Sync + Send,
+    wide: impl Fn(S) -> Scalar + Copy + Sync + Send,
     y: &mut TensorViewMut<'_>,
 ) -> Result<()> {
     fn typed<'a, T: Element>(y: &'a mut TensorViewMut<'_>) -> Result<&'a mut [T]> {
         Ok(y.as_mut_slice::<T>()?)
     }
     match y.info.dtype {
-        DataType::F32 => convert(threads, src, typed::<f32>(y)?, wide, Wide::f32),
-        DataType::F64 => convert(threads, src, typed::<f64>(y)?, wide, Wide::f64),
-        DataType::F16 => convert(threads, src, typed::<f16>(y)?, wide, Wide::f16),
-        DataType::I64 => convert(threads, src, typed::<i64>(y)?, wide, Wide::i64),
-        DataType::I32 => convert(threads, src, typed::<i32>(y)?, wide, Wide::i32),
-        DataType::I8 => convert(threads, src, typed::<i8>(y)?, wide, Wide::i8),
-        DataType::U8 => convert(threads, src, typed::<u8>(y)?, wide, Wide::u8),
-        DataType::Bool => convert(threads, src, typed::<u8>(y)?, wide, Wide::bool),
+        DataType::F32 => convert(threads, src, typed::<f32>(y)?, wide, Scalar::to_f32),
+        DataType::F64 => convert(threads, src, typed::<f64>(y)?, wide, Scalar::to_f64),
+        DataType::F16 => convert(threads, src, typed::<f16>(y)?, wide, Scalar::to_f16),
+        DataType::I64 => convert(threads, src, typed::<i64>(y)?, wide, Scalar::to_i64),
+        DataType::I32 => convert(threads, src, typed::<i32>(y)?, wide, Scalar::to_i32),
+        DataType::I8 => convert(threads, src, typed::<i8>(y)?, wide, Scalar::to_i8),
+        DataType::U8 => convert(threads, src, typed::<u8>(y)?, wide, Scalar::to_u8),
+        DataType::Bool => convert(threads, src, typed::<u8>(y)?, wide, |v| {
+            u8::from(v.to_bool())
+        }),
         other => Err(BackendError::Execution(format!(
             "CpuAcc does not cast to {other}"
         ))),
@@ -228,14 +164,14 @@ impl CastWorkload {
     fn any(&self, x: &TensorView<'_>, y: &mut TensorViewMut<'_>) -> Result<()> {
         let th = &self.threads;
         match x.info.dtype {
-            DataType::F32 => to_any(th, x.as_slice::<f32>()?, |v| Wide::Float(f64::from(v)), y),
-            DataType::F64 => to_any(th, x.as_slice::<f64>()?, Wide::Float, y),
-            DataType::F16 => to_any(th, x.as_slice::<f16>()?, |v| Wide::Float(v.to_f64()), y),
-            DataType::I64 => to_any(th, x.as_slice::<i64>()?, Wide::Int, y),
-            DataType::I32 => to_any(th, x.as_slice::<i32>()?, |v| Wide::Int(v.into()), y),
-            DataType::I8 => to_any(th, x.as_slice::<i8>()?, |v| Wide::Int(v.into()), y),
-            DataType::U8 => to_any(th, x.as_slice::<u8>()?, |v| Wide::Int(v.into()), y),
-            DataType::Bool => to_any(th, x.as_slice::<u8>()?, |v| Wide::Bool(v != 0), y),
+            DataType::F32 => to_any(th, x.as_slice::<f32>()?, |v| Scalar::Float(f64::from(v)), y),
+            DataType::F64 => to_any(th, x.as_slice::<f64>()?, Scalar::Float, y),
+            DataType::F16 => to_any(th, x.as_slice::<f16>()?, |v| Scalar::Float(v.to_f64()), y),
+            DataType::I64 => to_any(th, x.as_slice::<i64>()?, Scalar::Int, y),
+            DataType::I32 => to_any(th, x.as_slice::<i32>()?, |v| Scalar::Int(v.into()), y),
+            DataType::I8 => to_any(th, x.as_slice::<i8>()?, |v| Scalar::Int(v.into()), y),
+            DataType::U8 => to_any(th, x.as_slice::<u8>()?, |v| Scalar::Int(v.into()), y),
+            DataType::Bool => to_any(th, x.as_slice::<u8>()?, |v| Scalar::Bool(v != 0), y),
             other => Err(BackendError::Execution(format!(
                 "CpuAcc does not cast from {other}"
             ))),

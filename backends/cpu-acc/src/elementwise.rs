@@ -54,7 +54,22 @@ impl Bin {
     pub fn from_ext(op: BinaryExtOp) -> Option<Self> {
         match op {
             BinaryExtOp::PRelu => Some(Bin::PRelu),
-            _ => None,
+            // Comparisons, logic, bitwise and integer ops: left to the next backend.
+            BinaryExtOp::Equal
+            | BinaryExtOp::Less
+            | BinaryExtOp::LessOrEqual
+            | BinaryExtOp::Greater
+            | BinaryExtOp::GreaterOrEqual
+            | BinaryExtOp::And
+            | BinaryExtOp::Or
+            | BinaryExtOp::Xor
+            | BinaryExtOp::BitwiseAnd
+            | BinaryExtOp::BitwiseOr
+            | BinaryExtOp::BitwiseXor
+            | BinaryExtOp::BitShiftLeft
+            | BinaryExtOp::BitShiftRight
+            | BinaryExtOp::Mod
+            | BinaryExtOp::Fmod => None,
         }
     }
 }

@@ -59,6 +59,7 @@ mod nhwc;
 mod nhwc_winograd;
 mod norm;
 mod ops;
+mod plan;
 mod recurrent;
 mod reduce;
 mod resize;

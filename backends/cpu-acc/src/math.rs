@@ -6,6 +6,8 @@
 //! relative, erf ≤ 5e-7 absolute, sigmoid ≤ 3e-7 relative.
 
 use crate::act::Activation;
+use backplane_core::ops::MathOp;
+use backplane_core::scalar::math_f64;
 
 const LOG2E: f32 = std::f32::consts::LOG2_E;
 const LN2_HI: f32 = 0.693_145_75;
@@ -306,61 +308,36 @@ pub fn apply(act: Activation, x: f32) -> f32 {
     }
 }
 
-/// The math functions computed as CpuRef computes them (in f64, rounded once to f32), so
-/// results, ±0, NaN and ±inf match it exactly; the others are returned unchanged.
+/// The math functions computed as CpuRef computes them: by the shared reference formula
+/// ([`backplane_core::scalar::math_f64`], in f64, rounded once to f32), so results, ±0, NaN
+/// and ±inf match it exactly. Floor, Ceil and Round are exact in f32 and stay there; the
+/// activations not listed here are returned unchanged.
 #[inline(always)]
 pub fn scalar_math(act: Activation, x: f32) -> f32 {
-    let d = f64::from(x);
-    let y = match act {
+    let op = match act {
         Activation::Floor => return x.floor(),
         Activation::Ceil => return x.ceil(),
         Activation::Round => return x.round_ties_even(),
-        Activation::Sign => {
-            return if x > 0.0 {
-                1.0
-            } else if x < 0.0 {
-                -1.0
-            } else {
-                x
-            }
-        }
-        Activation::Reciprocal => 1.0 / d,
-        Activation::Softsign => d / (1.0 + d.abs()),
-        Activation::Sin => d.sin(),
-        Activation::Cos => d.cos(),
-        Activation::Tan => d.tan(),
-        Activation::Asin => d.asin(),
-        Activation::Acos => d.acos(),
-        Activation::Atan => d.atan(),
-        Activation::Sinh => d.sinh(),
-        Activation::Cosh => d.cosh(),
-        Activation::Asinh => d.asinh(),
-        Activation::Acosh => d.acosh(),
-        Activation::Atanh => d.atanh(),
-        Activation::Celu { alpha } => {
-            let a = f64::from(alpha);
-            d.max(0.0) + (a * (d / a).exp_m1()).min(0.0)
-        }
-        Activation::ThresholdedRelu { alpha } => {
-            if d > f64::from(alpha) {
-                d
-            } else {
-                0.0
-            }
-        }
-        Activation::Shrink { bias, lambd } => {
-            let (b, l) = (f64::from(bias), f64::from(lambd));
-            if d < -l {
-                d + b
-            } else if d > l {
-                d - b
-            } else {
-                0.0
-            }
-        }
+        Activation::Sign => MathOp::Sign,
+        Activation::Reciprocal => MathOp::Reciprocal,
+        Activation::Softsign => MathOp::Softsign,
+        Activation::Sin => MathOp::Sin,
+        Activation::Cos => MathOp::Cos,
+        Activation::Tan => MathOp::Tan,
+        Activation::Asin => MathOp::Asin,
+        Activation::Acos => MathOp::Acos,
+        Activation::Atan => MathOp::Atan,
+        Activation::Sinh => MathOp::Sinh,
+        Activation::Cosh => MathOp::Cosh,
+        Activation::Asinh => MathOp::Asinh,
+        Activation::Acosh => MathOp::Acosh,
+        Activation::Atanh => MathOp::Atanh,
+        Activation::Celu { alpha } => MathOp::Celu { alpha },
+        Activation::ThresholdedRelu { alpha } => MathOp::ThresholdedRelu { alpha },
+        Activation::Shrink { bias, lambd } => MathOp::Shrink { bias, lambd },
         _ => return x,
     };
-    y as f32
+    math_f64(op, f64::from(x)) as f32
 }
 
 /// min(max(v, 0), 1), NaN staying NaN.

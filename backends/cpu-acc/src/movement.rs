@@ -8,13 +8,13 @@
 //! into blocks of rows across the thread pool.
 
 use crate::io::{input, output, Io};
+use crate::plan::{done, Plan};
 use crate::threads::Threads;
 use backplane_backend_api::{BackendError, LayerDesc, Result, Workload};
-use backplane_core::lowp::{f64_to_bf16, f64_to_float8};
 use backplane_core::ops::{PadDesc, PadMode, SliceDesc};
+use backplane_core::scalar::Scalar;
 use backplane_core::shape::{broadcast_strides, normalize_axis, strides_of};
-use backplane_core::{DataType, Op, Tensor, TensorView, TensorViewMut};
-use half::f16;
+use backplane_core::{DataType, Tensor, TensorView, TensorViewMut};
 
 /// Outputs with more elements than this are moved by several threads.
 pub const PARALLEL_MIN: usize = 64 * 1024;
@@ -29,85 +29,117 @@ fn movable(op: &str, slot: usize, dtype: DataType) -> std::result::Result<(), St
     }
 }
 
-/// Why CpuAcc cannot run the data-movement layer `layer`, if it cannot (the caller has
-/// checked the layer's shapes and types with the op's inference).
-pub fn check(layer: &LayerDesc) -> std::result::Result<(), String> {
-    let name = layer.op.name();
-    let dtype = |slot: usize| layer.inputs.get(slot).map(|i| i.dtype);
-    match &layer.op {
-        Op::Where => {
-            for slot in 1..3 {
-                let dt = dtype(slot).ok_or("Where takes three inputs")?;
-                if !DataType::ORDINARY.contains(&dt) {
-                    return Err(format!(
-                        "Where input {slot} is {dt}; CpuAcc selects ordinary element types only"
-                    ));
-                }
-            }
-            Ok(())
-        }
-        Op::Slice(_)
-        | Op::Gather { .. }
-        | Op::Expand { .. }
-        | Op::Tile { .. }
-        | Op::Split { .. }
-        | Op::Pad(_) => movable(name, 0, dtype(0).ok_or("no input")?),
-        other => Err(format!("{} is not a CpuAcc data-movement op", other.name())),
-    }
+/// The first input can be moved, or the reason.
+fn first_movable(layer: &LayerDesc) -> std::result::Result<(), String> {
+    let dtype = layer.inputs.first().ok_or("no input")?.dtype;
+    movable(layer.op.name(), 0, dtype)
 }
 
-/// The workload of a data-movement layer that [`check`] accepted.
-pub fn workload(layer: &LayerDesc, io: Io, threads: Threads) -> Result<Box<dyn Workload>> {
+/// The first input's dimensions and element size, from a workload's descriptions.
+fn element(io: &Io) -> Result<(Vec<usize>, usize)> {
     let x = io
         .inputs
         .first()
-        .ok_or_else(|| BackendError::Other(format!("{}: no input", layer.name)))?
-        .clone();
-    let esize = x.dtype.size();
-    let y_dims = io
-        .outputs
+        .ok_or_else(|| BackendError::Other(format!("{}: no input", io.layer)))?;
+    Ok((x.shape.dims().to_vec(), x.dtype.size()))
+}
+
+/// The first output's dimensions.
+fn out_dims(io: &Io) -> Vec<usize> {
+    io.outputs
         .first()
         .map(|y| y.shape.dims().to_vec())
-        .unwrap_or_default();
-    let dims = x.shape.dims();
-    Ok(match &layer.op {
-        Op::Slice(desc) => Box::new(StridedWorkload::new(
-            io,
-            slice_walk(desc, dims)?,
-            esize,
-            threads,
-        )?),
-        Op::Expand { .. } => {
-            let st = broadcast_strides(dims, &y_dims);
-            let strides: Vec<[isize; 1]> = st.iter().map(|&s| [s as isize]).collect();
-            let walk = Walk::new(&y_dims, &strides, [0])?;
-            Box::new(StridedWorkload::new(io, walk, esize, threads)?)
+        .unwrap_or_default()
+}
+
+/// Plan a Slice (the caller has checked the layer's shapes and types with the op's
+/// inference; so do the other plans here).
+pub fn plan_slice<'a>(
+    layer: &LayerDesc,
+    desc: &'a SliceDesc,
+) -> std::result::Result<Plan<'a>, String> {
+    first_movable(layer)?;
+    Ok(Plan::new(move |io, threads| {
+        let (dims, esize) = element(&io)?;
+        let walk = slice_walk(desc, &dims)?;
+        done(StridedWorkload::new(io, walk, esize, threads)?)
+    }))
+}
+
+/// Plan an Expand.
+pub fn plan_expand(layer: &LayerDesc) -> std::result::Result<Plan<'static>, String> {
+    first_movable(layer)?;
+    Ok(Plan::new(|io, threads| {
+        let (dims, esize) = element(&io)?;
+        let y_dims = out_dims(&io);
+        let st = broadcast_strides(&dims, &y_dims);
+        let strides: Vec<[isize; 1]> = st.iter().map(|&s| [s as isize]).collect();
+        let walk = Walk::new(&y_dims, &strides, [0])?;
+        done(StridedWorkload::new(io, walk, esize, threads)?)
+    }))
+}
+
+/// Plan a Tile: Expand of x viewed as [1, d0, 1, d1, ...] to [r0, d0, r1, d1, ...].
+pub fn plan_tile<'a>(
+    layer: &LayerDesc,
+    repeats: &'a [usize],
+) -> std::result::Result<Plan<'a>, String> {
+    first_movable(layer)?;
+    Ok(Plan::new(move |io, threads| {
+        let (dims, esize) = element(&io)?;
+        let st = strides_of(&dims);
+        let mut tdims = Vec::with_capacity(2 * dims.len());
+        let mut strides = Vec::with_capacity(2 * dims.len());
+        for ((&d, &r), &s) in dims.iter().zip(repeats).zip(&st) {
+            tdims.extend([r, d]);
+            strides.extend([[0isize], [s as isize]]);
         }
-        Op::Tile { repeats } => {
-            // Tile is Expand of x viewed as [1, d0, 1, d1, ...] to [r0, d0, r1, d1, ...].
-            let st = strides_of(dims);
-            let mut tdims = Vec::with_capacity(2 * dims.len());
-            let mut strides = Vec::with_capacity(2 * dims.len());
-            for ((&d, &r), &s) in dims.iter().zip(repeats).zip(&st) {
-                tdims.extend([r, d]);
-                strides.extend([[0isize], [s as isize]]);
-            }
-            let walk = Walk::new(&tdims, &strides, [0])?;
-            Box::new(StridedWorkload::new(io, walk, esize, threads)?)
+        let walk = Walk::new(&tdims, &strides, [0])?;
+        done(StridedWorkload::new(io, walk, esize, threads)?)
+    }))
+}
+
+/// Plan a Gather (indices planned now when they are constant).
+pub fn plan_gather(layer: &LayerDesc, axis: i64) -> std::result::Result<Plan<'_>, String> {
+    first_movable(layer)?;
+    Ok(Plan::new(move |io, threads| {
+        done(GatherWorkload::new(io, axis, layer.constant(1), threads)?)
+    }))
+}
+
+/// Plan a Where of ordinary element types.
+pub fn plan_where(layer: &LayerDesc) -> std::result::Result<Plan<'static>, String> {
+    for slot in 1..3 {
+        let dt = layer
+            .inputs
+            .get(slot)
+            .ok_or("Where takes three inputs")?
+            .dtype;
+        if !DataType::ORDINARY.contains(&dt) {
+            return Err(format!(
+                "Where input {slot} is {dt}; CpuAcc selects ordinary element types only"
+            ));
         }
-        Op::Gather { axis } => {
-            Box::new(GatherWorkload::new(io, *axis, layer.constant(1), threads)?)
-        }
-        Op::Where => Box::new(WhereWorkload::new(io, threads)?),
-        Op::Pad(desc) => Box::new(PadWorkload::new(io, desc, threads)?),
-        Op::Split { axis, .. } => Box::new(SplitWorkload::new(io, *axis, threads)?),
-        other => {
-            return Err(BackendError::Other(format!(
-                "{} is not a CpuAcc data-movement op",
-                other.name()
-            )))
-        }
-    })
+    }
+    Ok(Plan::new(|io, threads| {
+        done(WhereWorkload::new(io, threads)?)
+    }))
+}
+
+/// Plan a Pad.
+pub fn plan_pad<'a>(layer: &LayerDesc, desc: &'a PadDesc) -> std::result::Result<Plan<'a>, String> {
+    first_movable(layer)?;
+    Ok(Plan::new(move |io, threads| {
+        done(PadWorkload::new(io, desc, threads)?)
+    }))
+}
+
+/// Plan a Split.
+pub fn plan_split(layer: &LayerDesc, axis: i64) -> std::result::Result<Plan<'static>, String> {
+    first_movable(layer)?;
+    Ok(Plan::new(move |io, threads| {
+        done(SplitWorkload::new(io, axis, threads)?)
+    }))
 }
 
 /// `data[from..to]`, or an error instead of a panic.
@@ -637,25 +669,13 @@ impl Workload for WhereWorkload {
     }
 }
 
-/// The bytes of Pad's constant `value` as one element of `dtype`, converted as CpuRef does.
+/// The bytes of Pad's constant `value` as one element of `dtype`, converted by the shared
+/// Cast rules (as CpuRef does).
 fn fill_bytes(dtype: DataType, value: f64) -> Result<Vec<u8>> {
-    Ok(match dtype {
-        DataType::F32 => (value as f32).to_le_bytes().to_vec(),
-        DataType::F16 => f16::from_f64(value).to_le_bytes().to_vec(),
-        DataType::F64 => value.to_le_bytes().to_vec(),
-        DataType::I8 => (value as i8).to_le_bytes().to_vec(),
-        DataType::U8 => (value as u8).to_le_bytes().to_vec(),
-        DataType::I16 => (value as i16).to_le_bytes().to_vec(),
-        DataType::U16 => (value as u16).to_le_bytes().to_vec(),
-        DataType::I32 => (value as i32).to_le_bytes().to_vec(),
-        DataType::U32 => (value as u32).to_le_bytes().to_vec(),
-        DataType::I64 => (value as i64).to_le_bytes().to_vec(),
-        DataType::U64 => (value as u64).to_le_bytes().to_vec(),
-        DataType::Bool => vec![u8::from(value != 0.0)],
-        DataType::BF16 => f64_to_bf16(value).to_le_bytes().to_vec(),
-        dt if dt.is_float8() => vec![f64_to_float8(dt, value, true).unwrap_or(0)],
-        other => return Err(BackendError::Other(format!("Pad cannot fill {other}"))),
-    })
+    match dtype {
+        DataType::I4 | DataType::U4 => Err(BackendError::Other(format!("Pad cannot fill {dtype}"))),
+        _ => Ok(Scalar::Float(value).to_le_bytes(dtype)),
+    }
 }
 
 /// Input position read by output position `out` of an axis of `len` padded by `begin` in

@@ -9,7 +9,7 @@ use crate::simd;
 use crate::threads::Threads;
 use crate::window::{self, Geo2, WindowKind};
 use backplane_backend_api::{BackendError, Result, Workload};
-use backplane_core::ops::{PoolDesc, PoolKind, ReduceDesc};
+use backplane_core::ops::{PoolDesc, PoolKind};
 use backplane_core::shape::{broadcast_strides, normalize_axis, strides_of};
 use backplane_core::{Tensor, TensorView, TensorViewMut};
 
@@ -123,10 +123,9 @@ fn inv_counts(
 }
 
 impl PoolWorkload {
-    /// Plan it.
-    pub fn new(io: Io, desc: &PoolDesc, threads: Threads) -> Result<Self> {
+    /// Build it from the geometry [`check_pool`] planned.
+    pub fn new(io: Io, desc: &PoolDesc, geo: Geo2, threads: Threads) -> Result<Self> {
         let x = io.input_dims()?;
-        let geo = check_pool(desc, &x).map_err(BackendError::Other)?;
         let g = desc.geometry(&x)?;
         let (pe_h, pe_w) = if x.len() == 4 {
             (g.pads_end[0], g.pads_end[1])
@@ -606,11 +605,9 @@ pub struct ReduceWorkload {
 }
 
 impl ReduceWorkload {
-    /// Plan it.
-    pub fn new(io: Io, desc: &ReduceDesc, threads: Threads) -> Result<Self> {
-        let dims = io.input_dims()?;
-        let plan = ReducePlan::new(desc, &dims).map_err(BackendError::Other)?;
-        Ok(ReduceWorkload { io, plan, threads })
+    /// Build it from its plan.
+    pub fn new(io: Io, plan: ReducePlan, threads: Threads) -> Self {
+        ReduceWorkload { io, plan, threads }
     }
 }
 

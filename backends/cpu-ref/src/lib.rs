@@ -123,13 +123,14 @@ impl Backend for CpuRefBackend {
 /// data-dependent failures.
 pub fn evaluate(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, BackendError> {
     let infos: Vec<&TensorInfo> = inputs.iter().map(|t| t.info()).collect();
-    let output_infos = support::check(op, &infos).map_err(|reason| BackendError::Unsupported {
-        layer: EVALUATE_LAYER.to_string(),
-        op: op.name().to_string(),
-        reason,
-    })?;
+    let (plan, output_infos) =
+        support::check(op, &infos).map_err(|reason| BackendError::Unsupported {
+            layer: EVALUATE_LAYER.to_string(),
+            op: op.name().to_string(),
+            reason,
+        })?;
     // Ops that only move elements keep the data's quantization.
-    let keeps_quantization = support::moves_data_only(op) && !matches!(op, Op::Cast { .. });
+    let keeps_quantization = plan.keeps_quantization();
     let mut outputs = output_infos
         .into_iter()
         .map(|mut info| {
@@ -142,7 +143,7 @@ pub fn evaluate(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, BackendError
     let views: Vec<TensorView<'_>> = inputs.iter().map(|t| t.view()).collect();
     let mut output_views: Vec<TensorViewMut<'_>> =
         outputs.iter_mut().map(Tensor::view_mut).collect();
-    ops::execute(EVALUATE_LAYER, op, &views, &mut output_views)?;
+    ops::execute(EVALUATE_LAYER, op, &plan, &views, &mut output_views)?;
     Ok(outputs)
 }
 

@@ -1,11 +1,12 @@
 //! Layer support: which layers CpuRef runs, and a precise reason for those it does not.
 //!
-//! The same rules guard [`crate::evaluate`] and every workload's `execute`, so a kernel only
-//! ever sees combinations that are listed here.
+//! The answer is [`plan_layer`]'s: the plan ([`crate::ops::plan`]) that the workload factory
+//! builds from and [`crate::evaluate`] runs, so "supported" and "runs" cannot disagree, and a
+//! kernel only ever sees combinations the plan lists.
 
+use crate::ops::{plan, Plan};
 use backplane_backend_api::{LayerDesc, LayerSupport, Support};
-use backplane_core::ops::{BinaryOp, ReduceKind, ResizeMode, UnaryOp};
-use backplane_core::{DataType, Op, Quantization, TensorInfo};
+use backplane_core::{Op, TensorInfo};
 
 /// CpuRef's layer-support oracle.
 #[derive(Debug, Clone, Copy, Default)]
@@ -13,266 +14,43 @@ pub struct CpuRefLayerSupport;
 
 impl LayerSupport for CpuRefLayerSupport {
     fn is_layer_supported(&self, layer: &LayerDesc) -> Support {
-        let inputs: Vec<&TensorInfo> = layer.inputs.iter().collect();
-        let inferred = match check(&layer.op, &inputs) {
-            Ok(outputs) => outputs,
-            Err(reason) => return Support::no(reason),
-        };
-        if layer.outputs.len() != inferred.len() {
-            return Support::no(format!(
-                "{} has {} outputs declared but produces {}",
-                layer.op.name(),
-                layer.outputs.len(),
-                inferred.len()
-            ));
+        match plan_layer(layer) {
+            Ok(_) => Support::Supported,
+            Err(reason) => Support::no(reason),
         }
-        for (slot, (declared, computed)) in layer.outputs.iter().zip(&inferred).enumerate() {
-            if !declared.same_layout(computed) {
-                return Support::no(format!(
-                    "{} output {slot} is declared as {declared} but CpuRef computes {computed}",
-                    layer.op.name()
-                ));
-            }
-        }
-        Support::Supported
     }
 }
 
-/// Check that CpuRef can run `op` on inputs described by `inputs`; on success, the output
-/// descriptions (from shape inference), otherwise the reason.
-pub(crate) fn check(op: &Op, inputs: &[&TensorInfo]) -> Result<Vec<TensorInfo>, String> {
-    if let Op::Custom(custom) = op {
+/// Plan `layer`: its op's plan, checked against the layer's inputs and declared outputs; or
+/// the reason CpuRef cannot run it.
+pub(crate) fn plan_layer(layer: &LayerDesc) -> Result<Plan, String> {
+    let inputs: Vec<&TensorInfo> = layer.inputs.iter().collect();
+    let (plan, inferred) = check(&layer.op, &inputs)?;
+    if layer.outputs.len() != inferred.len() {
         return Err(format!(
-            "custom operator '{}' (domain '{}') is not implemented by CpuRef",
-            custom.op_type, custom.domain
+            "{} has {} outputs declared but produces {}",
+            layer.op.name(),
+            layer.outputs.len(),
+            inferred.len()
         ));
     }
-    if !op.subgraphs().is_empty() || matches!(op, Op::MemCopy | Op::MemImport | Op::Permute { .. })
-    {
-        return Err(format!(
-            "{} is run by the builtin backend, not by CpuRef",
-            op.name()
-        ));
-    }
-    for (slot, info) in inputs.iter().enumerate() {
-        let allowed = allowed_types(op, slot);
-        if !allowed.contains(&info.dtype) {
+    for (slot, (declared, computed)) in layer.outputs.iter().zip(&inferred).enumerate() {
+        if !declared.same_layout(computed) {
             return Err(format!(
-                "{} input {slot} ({}) has data type {}; CpuRef supports {} there",
-                op.name(),
-                input_name(op, slot),
-                info.dtype,
-                type_list(allowed)
-            ));
-        }
-        if info.quant != Quantization::None && !moves_data_only(op) {
-            return Err(format!(
-                "{} input {slot} ({}) is quantized; CpuRef computes {} on plain values only",
-                op.name(),
-                input_name(op, slot),
-                op.name()
+                "{} output {slot} is declared as {declared} but CpuRef computes {computed}",
+                layer.op.name()
             ));
         }
     }
-    op.infer(inputs).map_err(|e| e.to_string())
+    Ok(plan)
 }
 
-/// Ops that move or convert elements without computing on their values.
-pub(crate) fn moves_data_only(op: &Op) -> bool {
-    match op {
-        Op::Identity
-        | Op::Reshape { .. }
-        | Op::Flatten { .. }
-        | Op::Squeeze { .. }
-        | Op::Unsqueeze { .. }
-        | Op::Transpose { .. }
-        | Op::Concat { .. }
-        | Op::Split { .. }
-        | Op::Slice(_)
-        | Op::Gather { .. }
-        | Op::Pad(_)
-        | Op::Expand { .. }
-        | Op::Tile { .. }
-        | Op::Trilu { .. }
-        | Op::GatherElements { .. }
-        | Op::GatherND { .. }
-        | Op::Cast { .. } => true,
-        Op::Resize(r) => r.mode == ResizeMode::Nearest,
-        _ => false,
-    }
-}
-
-/// Every type, the storage-only low-precision ones included: data movement and Cast.
-const ANY_TYPE: &[DataType] = &DataType::ALL;
-/// Every type but the low-precision ones: ops that select or compare values.
-const ORDINARY: &[DataType] = &DataType::ORDINARY;
-/// What QuantizeLinear produces and DequantizeLinear reads (besides i32 for the latter).
-const QUANTIZED: &[DataType] = &[
-    DataType::I8,
-    DataType::U8,
-    DataType::I16,
-    DataType::U16,
-    DataType::I4,
-    DataType::U4,
-    DataType::F8E4M3Fn,
-    DataType::F8E4M3Fnuz,
-    DataType::F8E5M2,
-    DataType::F8E5M2Fnuz,
-];
-const DEQUANTIZABLE: &[DataType] = &[
-    DataType::I8,
-    DataType::U8,
-    DataType::I16,
-    DataType::U16,
-    DataType::I32,
-    DataType::I4,
-    DataType::U4,
-    DataType::F8E4M3Fn,
-    DataType::F8E4M3Fnuz,
-    DataType::F8E5M2,
-    DataType::F8E5M2Fnuz,
-];
-const F32_ONLY: &[DataType] = &[DataType::F32];
-const FLOATS: &[DataType] = &[DataType::F32, DataType::F16];
-/// Float types of kernels that compute in f64 (through `Scalar`s or f64 values).
-const FLOATS_F64: &[DataType] = &[DataType::F32, DataType::F16, DataType::F64];
-const NUMERIC: &[DataType] = &DataType::NUMERIC;
-const SIGNED: &[DataType] = &DataType::SIGNED;
-const POW_BASE: &[DataType] = &[
-    DataType::F32,
-    DataType::F16,
-    DataType::F64,
-    DataType::I32,
-    DataType::I64,
-];
-const F32_I32_I64: &[DataType] = &[DataType::F32, DataType::I32, DataType::I64];
-const REDUCIBLE: &[DataType] = &[DataType::F32, DataType::F64, DataType::I32, DataType::I64];
-const INDICES: &[DataType] = &[DataType::I32, DataType::I64];
-/// MaxPool (with or without indices): the types of its specification.
-const MAX_POOL: &[DataType] = &[
-    DataType::F32,
-    DataType::F16,
-    DataType::F64,
-    DataType::I8,
-    DataType::U8,
-];
-
-/// The data types CpuRef accepts for input `slot` of `op`.
-fn allowed_types(op: &Op, slot: usize) -> &'static [DataType] {
-    match op {
-        _ if moves_data_only(op) => match op {
-            Op::Gather { .. } | Op::GatherElements { .. } | Op::GatherND { .. } if slot == 1 => {
-                INDICES
-            }
-            _ => ANY_TYPE,
-        },
-        Op::Math(m) => m.input_types(),
-        Op::BinaryExt(b) => b.input_types(),
-        Op::Where if slot == 0 => &[DataType::Bool],
-        Op::Where => ORDINARY,
-        Op::ScatterND { .. } | Op::ScatterElements { .. } if slot == 1 => INDICES,
-        Op::ScatterND { .. } | Op::ScatterElements { .. } => ORDINARY,
-        Op::OneHot { .. } if slot == 0 => NUMERIC,
-        Op::OneHot { .. } => ORDINARY,
-        Op::ArgReduce(_) | Op::TopK(_) | Op::CumSum { .. } => NUMERIC,
-        Op::Reduce(r) if matches!(r.kind, ReduceKind::Max | ReduceKind::Min) => &[
-            DataType::F32,
-            DataType::F64,
-            DataType::I32,
-            DataType::I64,
-            DataType::Bool,
-        ],
-        Op::QuantizeLinear { .. } if slot == 0 => &[DataType::F32, DataType::F16, DataType::I32],
-        Op::QuantizeLinear { .. } if slot == 1 => FLOATS,
-        Op::QuantizeLinear { .. } => QUANTIZED,
-        Op::DequantizeLinear { .. } if slot == 1 => FLOATS,
-        Op::DequantizeLinear { .. } => DEQUANTIZABLE,
-        Op::DynamicQuantizeLinear => F32_ONLY,
-        Op::NegativeLogLikelihoodLoss(_) if slot == 1 => INDICES,
-        Op::Rnn(_) if slot == 4 => INDICES,
-        Op::Rnn(_) => FLOATS_F64,
-        Op::RoiAlign(_) if slot == 2 => &[DataType::I64],
-        Op::Dft(_)
-        | Op::Stft(_)
-        | Op::Col2Im(_)
-        | Op::AffineGrid(_)
-        | Op::RoiAlign(_)
-        | Op::DeformConv(_) => FLOATS_F64,
-        Op::Pool(p) if p.kind == backplane_core::ops::PoolKind::Max => MAX_POOL,
-        Op::MaxPoolWithIndices(_) => MAX_POOL,
-        Op::MaxUnpool(_) if slot == 1 => &[DataType::I64],
-        Op::MaxUnpool(_) => FLOATS_F64,
-        Op::Optimizer(_) if slot == 1 => &[DataType::I64],
-        Op::Optimizer(_) => &[DataType::F32, DataType::F64],
-        Op::TfIdfVectorizer(_) => INDICES,
-        Op::TreeEnsemble(_) => FLOATS_F64,
-        Op::NegativeLogLikelihoodLoss(_) | Op::GridSample(_) | Op::Det => FLOATS_F64,
-        Op::Einsum(_) => &[
-            DataType::F32,
-            DataType::F16,
-            DataType::F64,
-            DataType::I32,
-            DataType::I64,
-        ],
-        Op::LogSoftmax { .. }
-        | Op::Hardmax { .. }
-        | Op::InstanceNormalization { .. }
-        | Op::Lrn { .. } => FLOATS_F64,
-        Op::Unary(UnaryOp::Relu | UnaryOp::Abs | UnaryOp::Clip { .. }) => NUMERIC,
-        Op::Unary(UnaryOp::Neg) => SIGNED,
-        Op::Unary(_) => FLOATS_F64,
-        Op::Binary(BinaryOp::Pow) if slot == 0 => POW_BASE,
-        Op::Binary(_) => NUMERIC,
-        Op::MatMul => F32_I32_I64,
-        Op::Reduce(_) => REDUCIBLE,
-        // Every other op computes in f32 only: Conv, ConvTranspose, BatchNormalization,
-        // Gemm, pooling, Softmax, LayerNormalization, and linear/cubic Resize.
-        _ => F32_ONLY,
-    }
-}
-
-/// The ONNX name of input `slot` of `op`, for messages.
-fn input_name(op: &Op, slot: usize) -> &'static str {
-    let names: &[&'static str] = match op {
-        Op::Conv(_) | Op::ConvTranspose(_) => &["X", "W", "B"],
-        Op::Gemm(_) => &["A", "B", "C"],
-        Op::Binary(BinaryOp::Pow) => &["X", "Y"],
-        Op::MatMul | Op::Binary(_) => &["A", "B"],
-        Op::BatchNormalization { .. } => &["X", "scale", "B", "input_mean", "input_var"],
-        Op::LayerNormalization { .. } => &["X", "Scale", "B"],
-        Op::Gather { .. } => &["data", "indices"],
-        Op::NegativeLogLikelihoodLoss(_) => &["input", "target", "weight"],
-        Op::GridSample(_) => &["X", "grid"],
-        Op::Stft(_) => &["signal", "window"],
-        Op::RoiAlign(_) => &["X", "rois", "batch_indices"],
-        Op::DeformConv(_) => &["X", "W", "offset", "B", "mask"],
-        Op::MaxUnpool(_) => &["X", "I"],
-        Op::Optimizer(_) => &["R", "T"],
-        Op::Rnn(_) => &[
-            "X",
-            "W",
-            "R",
-            "B",
-            "sequence_lens",
-            "initial_h",
-            "initial_c",
-            "P",
-        ],
-        Op::Concat { .. } => &[],
-        _ => &["X"],
-    };
-    names.get(slot).copied().unwrap_or("inputs")
-}
-
-fn type_list(types: &[DataType]) -> String {
-    match types {
-        [only] => format!("{only} only"),
-        _ => types
-            .iter()
-            .map(|t| t.name())
-            .collect::<Vec<_>>()
-            .join(", "),
-    }
+/// The plan of `op` on inputs described by `inputs` and its output descriptions (from shape
+/// inference), or the reason CpuRef cannot run it.
+pub(crate) fn check(op: &Op, inputs: &[&TensorInfo]) -> Result<(Plan, Vec<TensorInfo>), String> {
+    let plan = plan::plan(op)?;
+    let outputs = plan.check(op, inputs)?;
+    Ok((plan, outputs))
 }
 
 #[cfg(test)]
@@ -286,7 +64,9 @@ mod tests {
         AutoPad, ConvDesc, CustomOp, GemmDesc, NearestMode, PoolDesc, PoolKind, ReduceDesc,
         ReduceKind, ResizeDesc, Window,
     };
+    use backplane_core::ops::{BinaryOp, ResizeMode, UnaryOp};
     use backplane_core::Tensor;
+    use backplane_core::{DataType, Quantization};
 
     fn desc(op: Op, inputs: Vec<TensorInfo>) -> LayerDesc {
         let refs: Vec<&TensorInfo> = inputs.iter().collect();

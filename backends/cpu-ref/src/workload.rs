@@ -1,10 +1,9 @@
 //! The workload factory and the workload: a layer ready to run on CpuRef.
 
-use crate::ops;
-use crate::support::CpuRefLayerSupport;
+use crate::ops::{self, Plan};
+use crate::support::plan_layer;
 use backplane_backend_api::{
-    BackendError, LayerDesc, LayerSupport, MemoryManager, Result, Support, Workload,
-    WorkloadFactory,
+    BackendError, LayerDesc, MemoryManager, Result, Workload, WorkloadFactory,
 };
 use backplane_core::{Op, TensorView, TensorViewMut};
 use std::sync::Arc;
@@ -29,12 +28,14 @@ impl CpuRefWorkloadFactory {
 
 impl WorkloadFactory for CpuRefWorkloadFactory {
     fn create_workload(&self, layer: &LayerDesc) -> Result<Box<dyn Workload>> {
-        match CpuRefLayerSupport.is_layer_supported(layer) {
-            Support::Supported => Ok(Box::new(CpuRefWorkload {
+        // The plan layer support answers from: supported exactly when it can be built.
+        match plan_layer(layer) {
+            Ok(plan) => Ok(Box::new(CpuRefWorkload {
                 layer: layer.name.clone(),
                 op: layer.op.clone(),
+                plan,
             })),
-            Support::Unsupported(reason) => Err(BackendError::Unsupported {
+            Err(reason) => Err(BackendError::Unsupported {
                 layer: layer.name.clone(),
                 op: layer.op.name().to_string(),
                 reason,
@@ -43,15 +44,16 @@ impl WorkloadFactory for CpuRefWorkloadFactory {
     }
 }
 
-/// One layer: its op, run by the reference kernels. Holds no per-execution state, so
-/// concurrent `execute` calls with separate buffers are safe.
+/// One layer: its op and its plan, run by the reference kernels. Holds no per-execution
+/// state, so concurrent `execute` calls with separate buffers are safe.
 struct CpuRefWorkload {
     layer: String,
     op: Op,
+    plan: Plan,
 }
 
 impl Workload for CpuRefWorkload {
     fn execute(&self, inputs: &[TensorView<'_>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
-        ops::execute(&self.layer, &self.op, inputs, outputs)
+        ops::execute(&self.layer, &self.op, &self.plan, inputs, outputs)
     }
 }

@@ -15,6 +15,7 @@ pub mod lowp;
 pub mod network;
 pub mod ops;
 pub mod quant;
+pub mod scalar;
 pub mod shape;
 pub mod tensor;
 

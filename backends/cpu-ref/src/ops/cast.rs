@@ -1,127 +1,12 @@
-//! Cast between every pair of data types, through a lossless intermediate [`Scalar`].
-//!
-//! Each element is first widened without loss (f32/f16 to f64, integers to i64, bool as is),
-//! then converted to the target type with one rounding step:
-//!
-//! * float → float: round to nearest even (f16 overflow becomes ±inf);
-//! * float → integer: truncate toward zero, saturating at the type's range, NaN → 0 (ONNX leaves
-//!   out-of-range values undefined; saturation is the defined behaviour chosen here);
-//! * integer → integer: two's-complement wrap-around (as C's and numpy's casts);
-//! * integer → float: round to nearest even;
-//! * anything → bool: `x != 0` (so NaN → true); bool → anything: 0 or 1.
-//!
-//! The storage-only low-precision types (see `backplane_core::lowp`):
-//!
-//! * bf16 and float8 read exactly as floats; writing rounds once to nearest even from the
-//!   widened value (integers beyond 2^53 round twice); float8 results follow Cast's
-//!   `saturate` (by default, out-of-range values and infinities become the largest finite
-//!   value; without it, infinity for E5M2 and NaN for the others).
-//! * int4 / uint4 read as integers; writing *any* value to them rounds to nearest even (floats)
-//!   and saturates to -8..=7 / 0..=15, as ONNX's reference and test data do (integers are
-//!   clamped, not wrapped).
+//! Cast between every pair of data types, through a lossless intermediate [`Scalar`]: the
+//! widening and narrowing rules are `backplane_core::scalar`'s (shared with every backend
+//! that casts); this file reads and writes whole tensors with them.
 
 use crate::Result;
-use backplane_core::lowp::{f64_to_bf16, f64_to_float8, float8_to_f32};
+use backplane_core::lowp::float8_to_f32;
+pub(crate) use backplane_core::scalar::Scalar;
 use backplane_core::{DataType, TensorView, TensorViewMut};
 use half::f16;
-
-/// One element, widened losslessly from its storage type.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) enum Scalar {
-    /// From f32, f16 or f64.
-    Float(f64),
-    /// From any integer type.
-    Int(i64),
-    /// From bool.
-    Bool(bool),
-}
-
-impl Scalar {
-    pub(crate) fn to_f64(self) -> f64 {
-        match self {
-            Scalar::Float(f) => f,
-            Scalar::Int(i) => i as f64,
-            Scalar::Bool(b) => f64::from(u8::from(b)),
-        }
-    }
-
-    fn to_f32(self) -> f32 {
-        match self {
-            // Exact for values that came from f32/f16; rounds to nearest for f64 results.
-            Scalar::Float(f) => f as f32,
-            // Rust's int → float conversion rounds to nearest even in one step.
-            Scalar::Int(i) => i as f32,
-            Scalar::Bool(b) => f32::from(u8::from(b)),
-        }
-    }
-
-    fn to_f16(self) -> f16 {
-        // Via f64: exact for every source except |i| > 2^53, which overflows f16 anyway.
-        f16::from_f64(self.to_f64())
-    }
-
-    pub(crate) fn to_i64(self) -> i64 {
-        match self {
-            // `as` truncates toward zero, saturates, and maps NaN to 0.
-            Scalar::Float(f) => f as i64,
-            Scalar::Int(i) => i,
-            Scalar::Bool(b) => i64::from(b),
-        }
-    }
-
-    /// A 4-bit value in `lo..=hi` (rounded to nearest even, saturated).
-    fn to_4bit(self, lo: i64, hi: i64) -> i64 {
-        match self {
-            Scalar::Float(f) if f.is_nan() => 0,
-            Scalar::Float(f) => f.round_ties_even().clamp(lo as f64, hi as f64) as i64,
-            other => other.to_i64().clamp(lo, hi),
-        }
-    }
-
-    /// The stored byte of a float8 `dtype`.
-    fn to_float8(self, dtype: DataType, saturate: bool) -> u8 {
-        f64_to_float8(dtype, self.to_f64(), saturate).unwrap_or(0)
-    }
-
-    /// The stored byte of `self` in a one-byte low-precision type (float8, int4, uint4).
-    fn to_low_byte(self, dtype: DataType, saturate: bool) -> u8 {
-        match dtype {
-            // Two's complement in the byte (an i8 view reads it back).
-            DataType::I4 => (self.to_4bit(-8, 7) as i8) as u8,
-            DataType::U4 => self.to_4bit(0, 15) as u8,
-            _ => self.to_float8(dtype, saturate),
-        }
-    }
-
-    pub(crate) fn to_bool(self) -> bool {
-        match self {
-            Scalar::Float(f) => f != 0.0,
-            Scalar::Int(i) => i != 0,
-            Scalar::Bool(b) => b,
-        }
-    }
-}
-
-/// Defines the narrowing conversions: floats saturate, integers wrap.
-macro_rules! to_integer {
-    ($name:ident, $t:ty) => {
-        impl Scalar {
-            fn $name(self) -> $t {
-                match self {
-                    Scalar::Float(f) => f as $t,
-                    other => other.to_i64() as $t,
-                }
-            }
-        }
-    };
-}
-to_integer!(to_i8, i8);
-to_integer!(to_u8, u8);
-to_integer!(to_i32, i32);
-to_integer!(to_i16, i16);
-to_integer!(to_u16, u16);
-to_integer!(to_u32, u32);
-to_integer!(to_u64, u64);
 
 /// The elements of a tensor, widened.
 pub(crate) fn read_scalars(view: &TensorView<'_>) -> Result<Vec<Scalar>> {
@@ -216,7 +101,7 @@ pub(crate) fn write_scalars_saturating(
         DataType::U32 => fill(out, values, Scalar::to_u32),
         DataType::U64 => fill(out, values, Scalar::to_u64),
         DataType::Bool => fill(out, values, |v| u8::from(v.to_bool())),
-        DataType::BF16 => fill(out, values, |v| f64_to_bf16(v.to_f64())),
+        DataType::BF16 => fill(out, values, Scalar::to_bf16),
         DataType::I4 => fill(out, values, |v| v.to_4bit(-8, 7) as i8),
         DataType::U4 => fill(out, values, |v| v.to_4bit(0, 15) as u8),
         dtype @ (DataType::F8E4M3Fn
@@ -228,27 +113,7 @@ pub(crate) fn write_scalars_saturating(
 
 /// The little-endian bytes of one element of `dtype` holding `value` (e.g. Pad's fill value).
 pub(crate) fn encode(dtype: DataType, value: Scalar) -> Vec<u8> {
-    match dtype {
-        DataType::F32 => value.to_f32().to_le_bytes().to_vec(),
-        DataType::F16 => value.to_f16().to_le_bytes().to_vec(),
-        DataType::F64 => value.to_f64().to_le_bytes().to_vec(),
-        DataType::I8 => value.to_i8().to_le_bytes().to_vec(),
-        DataType::U8 => value.to_u8().to_le_bytes().to_vec(),
-        DataType::I32 => value.to_i32().to_le_bytes().to_vec(),
-        DataType::I64 => value.to_i64().to_le_bytes().to_vec(),
-        DataType::I16 => value.to_i16().to_le_bytes().to_vec(),
-        DataType::U16 => value.to_u16().to_le_bytes().to_vec(),
-        DataType::U32 => value.to_u32().to_le_bytes().to_vec(),
-        DataType::U64 => value.to_u64().to_le_bytes().to_vec(),
-        DataType::Bool => vec![u8::from(value.to_bool())],
-        DataType::BF16 => f64_to_bf16(value.to_f64()).to_le_bytes().to_vec(),
-        DataType::I4
-        | DataType::U4
-        | DataType::F8E4M3Fn
-        | DataType::F8E4M3Fnuz
-        | DataType::F8E5M2
-        | DataType::F8E5M2Fnuz => vec![value.to_low_byte(dtype, true)],
-    }
+    value.to_le_bytes(dtype)
 }
 
 /// Cast: convert every element of `x` to the type of `y` (`saturate`: see the module

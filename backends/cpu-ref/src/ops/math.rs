@@ -10,6 +10,7 @@ use super::indexing::broadcast_offsets;
 use crate::Result;
 use backplane_backend_api::BackendError;
 use backplane_core::ops::{BinaryExtOp, MathOp};
+use backplane_core::scalar::math_f64;
 use backplane_core::{TensorView, TensorViewMut};
 
 /// Apply a [`MathOp`].
@@ -50,91 +51,7 @@ fn math_one(op: MathOp, v: Scalar) -> Scalar {
                     || (detect_negative && x == f64::NEG_INFINITY),
             )
         }
-        (op, v) => Scalar::Float(float_math(op, v.to_f64())),
-    }
-}
-
-/// One math function in f64.
-fn float_math(op: MathOp, x: f64) -> f64 {
-    match op {
-        MathOp::Floor => x.floor(),
-        MathOp::Ceil => x.ceil(),
-        MathOp::Round => x.round_ties_even(),
-        MathOp::Sign => {
-            if x > 0.0 {
-                1.0
-            } else if x < 0.0 {
-                -1.0
-            } else {
-                x
-            }
-        }
-        MathOp::Reciprocal => 1.0 / x,
-        MathOp::Sin => x.sin(),
-        MathOp::Cos => x.cos(),
-        MathOp::Tan => x.tan(),
-        MathOp::Asin => x.asin(),
-        MathOp::Acos => x.acos(),
-        MathOp::Atan => x.atan(),
-        MathOp::Sinh => x.sinh(),
-        MathOp::Cosh => x.cosh(),
-        MathOp::Asinh => x.asinh(),
-        MathOp::Acosh => x.acosh(),
-        MathOp::Atanh => x.atanh(),
-        MathOp::Softplus => softplus(x),
-        MathOp::Softsign => x / (1.0 + x.abs()),
-        MathOp::Mish => x * softplus(x).tanh(),
-        MathOp::HardSigmoid { alpha, beta } => {
-            (f64::from(alpha) * x + f64::from(beta)).clamp(0.0, 1.0)
-        }
-        MathOp::HardSwish => x * (x / 6.0 + 0.5).clamp(0.0, 1.0),
-        MathOp::Selu { alpha, gamma } => {
-            let g = f64::from(gamma);
-            if x > 0.0 {
-                g * x
-            } else {
-                g * f64::from(alpha) * x.exp_m1()
-            }
-        }
-        MathOp::Elu { alpha } => {
-            if x >= 0.0 {
-                x
-            } else {
-                f64::from(alpha) * x.exp_m1()
-            }
-        }
-        MathOp::Celu { alpha } => {
-            let a = f64::from(alpha);
-            x.max(0.0) + (a * (x / a).exp_m1()).min(0.0)
-        }
-        MathOp::ThresholdedRelu { alpha } => {
-            if x > f64::from(alpha) {
-                x
-            } else {
-                0.0
-            }
-        }
-        MathOp::Shrink { bias, lambd } => {
-            let (b, l) = (f64::from(bias), f64::from(lambd));
-            if x < -l {
-                x + b
-            } else if x > l {
-                x - b
-            } else {
-                0.0
-            }
-        }
-        // Handled on scalars (bool results, integer inputs).
-        MathOp::IsNaN | MathOp::IsInf { .. } | MathOp::Not | MathOp::BitwiseNot => x,
-    }
-}
-
-/// ln(1 + e^x) without overflow for large x.
-fn softplus(x: f64) -> f64 {
-    if x > 30.0 {
-        x
-    } else {
-        x.exp().ln_1p()
+        (op, v) => Scalar::Float(math_f64(op, v.to_f64())),
     }
 }
 

@@ -88,8 +88,11 @@ pub struct CustomOp {
 }
 
 /// A layer's operation and its attributes.
+///
+/// Deliberately exhaustive (not `#[non_exhaustive]`): every backend matches each variant by
+/// name, so adding one fails to compile until every backend decides what to do with it
+/// (see "Adding an op" in ARCHITECTURE.md).
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub enum Op {
     /// Copy the input.
     Identity,
@@ -178,7 +181,7 @@ pub enum Op {
     },
     /// Reduction.
     Reduce(ReduceDesc),
-    /// Element type conversion (see CpuRef's `cast.rs` for the rounding rules).
+    /// Element type conversion (see [`crate::scalar`] for the rounding rules).
     Cast {
         /// Target type.
         to: DataType,
