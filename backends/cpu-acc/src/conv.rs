@@ -14,7 +14,7 @@ use crate::gemm::{self, ASrc, BSrc, Epilogue, MatView, Packed, Shifted};
 use crate::io::{f32s, f32s_mut, input, output, Io};
 use crate::simd;
 use crate::threads::Threads;
-use crate::window::Geo2;
+use crate::window::{FromGeometry, Geo2};
 use crate::winograd;
 use backplane_backend_api::{BackendError, Result, Workload};
 use backplane_core::ops::ConvDesc;

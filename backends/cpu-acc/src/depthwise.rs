@@ -632,6 +632,7 @@ pub fn run_max(th: &Threads, plan: &Plan, x: &[f32], y: &mut [f32]) -> Result<bo
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::window::FromGeometry;
     use backplane_core::ops::{Geometry, Window};
 
     /// A zero-padded depthwise convolution of one plane (`w`: its kh·kw taps), plainly, in

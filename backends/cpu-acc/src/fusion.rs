@@ -19,7 +19,7 @@
 //! A chain only grows through a tensor that has exactly one consumer and is not a network
 //! output, so no intermediate value anyone else needs disappears.
 
-use crate::act::Activation;
+use crate::act::{Activation, FromOp};
 use crate::matmul::{MatMulViews, StridedView};
 use crate::ops::bn_affine;
 use crate::CPU_ACC_ID;

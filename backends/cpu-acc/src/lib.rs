@@ -64,7 +64,7 @@ mod reduce;
 mod resize;
 pub mod simd;
 mod support;
-pub mod threads;
+pub use backplane_cpu_kernels::threads;
 mod window;
 mod winograd;
 mod workload;

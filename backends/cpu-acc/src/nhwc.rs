@@ -22,10 +22,11 @@ use crate::io::{f32s, f32s_mut, input, output, Io};
 use crate::nhwc_winograd;
 use crate::simd;
 use crate::threads::Threads;
-use crate::window::Geo2;
+use crate::window::{FromGeometry, Geo2};
 use backplane_backend_api::{BackendError, Result, Workload};
 use backplane_core::ops::ConvDesc;
 use backplane_core::{Tensor, TensorView, TensorViewMut};
+pub use backplane_cpu_kernels::nhwc_depthwise::{valid_taps, DwRow};
 use std::cell::RefCell;
 
 /// Pixels gathered into one im2col block (the block and its GEMM stay in L2).
@@ -988,37 +989,6 @@ impl NhwcPairWorkload {
             done
         })
     }
-}
-
-/// One output row of a channels-last depthwise convolution, for [`dw_row_body`].
-pub struct DwRow<'a> {
-    /// The window.
-    pub geo: &'a Geo2,
-    /// Channels.
-    pub c: usize,
-    /// One image, `[H, W, C]`.
-    pub x: &'a [f32],
-    /// The taps, `[kh·kw][C]`.
-    pub taps: &'a [f32],
-    /// One bias per channel.
-    pub bias: &'a [f32],
-    /// The activation.
-    pub act: Activation,
-}
-
-/// The taps `t < k` whose input index `start + t·d` lies in the image (`pad ≤ · < pad +
-/// len`, in padded coordinates), as a range `lo..hi` (empty when none does).
-#[inline(always)]
-pub fn valid_taps(start: usize, d: usize, pad: usize, len: usize, k: usize) -> (usize, usize) {
-    let first = |edge: usize| {
-        if start >= edge {
-            0
-        } else {
-            (edge - start).div_ceil(d.max(1))
-        }
-    };
-    let lo = first(pad).min(k);
-    (lo, first(pad + len).clamp(lo, k))
 }
 
 /// Channels per step of the depthwise loop (two AVX2 or one AVX-512 vector).

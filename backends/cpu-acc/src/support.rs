@@ -1,6 +1,7 @@
 //! Layer support: CpuAcc claims only what it runs fast (f32 compute ops, data movement);
 //! everything else is refused with a reason so the optimizer hands it to the next backend.
 
+use crate::act::FromOp as _;
 use crate::fusion;
 use backplane_backend_api::{LayerDesc, LayerSupport, Support};
 use backplane_core::ops::PoolKind;

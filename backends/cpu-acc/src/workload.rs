@@ -1,7 +1,7 @@
 //! The workload factory: turns a supported layer into its fast workload, doing the load-time
 //! work (weight packing, constant folding of parameters) here.
 
-use crate::act::Activation;
+use crate::act::{Activation, FromOp};
 use crate::conv::ConvWorkload;
 use crate::elementwise::Bin;
 use crate::fusion;
