@@ -31,17 +31,13 @@ use crate::window::Geo2;
 use backplane_backend_api::{BackendError, Result};
 use std::cell::RefCell;
 
-/// Set (to anything) when a workload is created to keep the direct path or the im2col GEMM,
-/// for A/B measurements.
-pub const NO_CHANNEL_LANES_ENV: &str = "BACKPLANE_CPUACC_NO_CHANNEL_LANES";
-
 thread_local! {
     static PADDED: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
     static ROW: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Whether a convolution of one group with `c` input channels, `m` filters and this window,
-/// on `threads` threads, takes the channel-lanes path ([`NO_CHANNEL_LANES_ENV`] unset,
+/// on `threads` threads, takes the channel-lanes path (the `channel_lanes` option on,
 /// AVX-512, horizontal stride 1 or 2): a network's first layer (the layers of
 /// [`direct::applies`]) on one thread, or a windowed stride-2 convolution whose output rows fill the
 /// kernel's tiles (14, 28, 56 pixels...). Measured with `conv_bench` (best of 4 runs of 15
@@ -60,7 +56,7 @@ pub fn applies(geo: &Geo2, c: usize, m: usize, threads: usize) -> bool {
         && geo.ow > 0
         && (1..=2).contains(&geo.sw)
         && (first_layer || strided)
-        && std::env::var_os(NO_CHANNEL_LANES_ENV).is_none()
+        && crate::options::current().channel_lanes
 }
 
 /// Vectors of 16 output channels per block: 2, or 1 when blocks of 32 would leave threads

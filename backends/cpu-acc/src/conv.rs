@@ -112,12 +112,12 @@ impl ConvWorkload {
             && geo.oh == geo.h
             && geo.ow == geo.w;
         // 3×3 stride-1 convolutions worth it take the Winograd path, unless
-        // `winograd::NO_WINOGRAD_ENV` is set when the workload is created.
+        // the `winograd` option is off when the workload is created.
         let winograd = match weights {
             Some(t)
                 if group == 1
                     && winograd::worth(&geo, c, m)
-                    && std::env::var_os(winograd::NO_WINOGRAD_ENV).is_none() =>
+                    && crate::options::current().winograd =>
             {
                 winograd::Plan::new(t.as_slice::<f32>()?, m, c)
             }

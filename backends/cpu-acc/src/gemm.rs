@@ -671,13 +671,9 @@ pub fn sgemm(
 /// 64 equal, 16-32 1-2% slower.
 pub(crate) const SPLIT_MIN_DEPTH: usize = 96;
 
-/// Set (to anything) when a workload is created to keep its packed weights' half-panels
-/// interleaved, for A/B measurements of the split layout ([`SPLIT_MIN_DEPTH`]).
-pub const NO_SPLIT_HALVES_ENV: &str = "BACKPLANE_CPUACC_NO_SPLIT_HALVES";
-
 /// The layout the in-place tiles read best for a packed B of depth `k`, on this machine.
 pub(crate) fn halves_for(k: usize) -> simd::Halves {
-    if k >= SPLIT_MIN_DEPTH && std::env::var_os(NO_SPLIT_HALVES_ENV).is_none() {
+    if k >= SPLIT_MIN_DEPTH && crate::options::current().split_halves {
         simd::Halves::Split
     } else {
         simd::Halves::Interleaved

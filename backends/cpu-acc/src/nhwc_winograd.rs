@@ -62,7 +62,7 @@ pub fn applies(geo: &Geo2, c: usize, m: usize, threads: usize) -> bool {
         && m >= MIN_CHANNELS
         && threads == 1
         && simd::strided_tiles()
-        && std::env::var_os(crate::winograd::NO_WINOGRAD_ENV).is_none()
+        && crate::options::current().winograd
 }
 
 /// `G g Gᵀ` of one 3×3 filter (row-major), in f64.

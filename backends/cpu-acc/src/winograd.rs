@@ -54,10 +54,6 @@ use std::cell::RefCell;
 /// Points of the transformed domain.
 const XI: usize = ALPHA * ALPHA;
 
-/// Set (to anything) when a convolution workload is created to keep it off the Winograd
-/// path, for A/B measurements.
-pub const NO_WINOGRAD_ENV: &str = "BACKPLANE_CPUACC_NO_WINOGRAD";
-
 /// One value of [`LANES`] tiles.
 pub type Lane = [f32; LANES];
 

@@ -17,6 +17,25 @@ pub struct DynamicArgs {
     /// Load no dynamic backends at all.
     #[arg(long)]
     pub no_dynamic_backends: bool,
+    /// Pass option KEY=VALUE to backend BACKEND (repeatable). CpuAcc's options: threads=N,
+    /// isa=avx2|portable, spin_us=N, and the path switches winograd, direct, channel_lanes,
+    /// dw_rows, dw_channels_last, split_halves, nhwc, conv_pairs (=on|off).
+    #[arg(long = "backend-option", value_name = "BACKEND:KEY=VALUE", value_parser = parse_backend_option)]
+    pub backend_options: Vec<(String, String, String)>,
+}
+
+/// Split `BACKEND:KEY=VALUE`.
+fn parse_backend_option(s: &str) -> Result<(String, String, String), String> {
+    let (backend, rest) = s
+        .split_once(':')
+        .ok_or_else(|| format!("{s}: expected BACKEND:KEY=VALUE"))?;
+    let (key, value) = rest
+        .split_once('=')
+        .ok_or_else(|| format!("{s}: expected BACKEND:KEY=VALUE"))?;
+    if backend.is_empty() || key.is_empty() {
+        return Err(format!("{s}: expected BACKEND:KEY=VALUE"));
+    }
+    Ok((backend.into(), key.into(), value.into()))
 }
 
 impl DynamicArgs {
@@ -36,9 +55,14 @@ impl DynamicArgs {
 /// The dynamic-backend choice of this invocation (set once, from the command line).
 static CHOICE: OnceLock<DynamicBackendsOption> = OnceLock::new();
 
-/// Record the command line's dynamic-backend flags for every runtime this process creates.
+/// `--backend-option` values of this invocation: (backend, key, value).
+static BACKEND_OPTIONS: OnceLock<Vec<(String, String, String)>> = OnceLock::new();
+
+/// Record the command line's dynamic-backend flags and backend options for every runtime this
+/// process creates.
 pub fn choose(args: &DynamicArgs) {
     let _ = CHOICE.set(args.option());
+    let _ = BACKEND_OPTIONS.set(args.backend_options.clone());
 }
 
 /// The intra-op thread count of this invocation (`--threads`), for the backends that take one.
@@ -77,6 +101,12 @@ pub fn runtime() -> Result<Runtime, CliError> {
         if let Ok(id) = backplane::BackendId::new("CpuAcc") {
             options.backend_options.insert(id, threads);
         }
+    }
+    for (backend, key, value) in BACKEND_OPTIONS.get().into_iter().flatten() {
+        let id = backplane::BackendId::new(backend)
+            .map_err(|e| CliError::usage(format!("--backend-option {backend}: {e}")))?;
+        let entry = options.backend_options.entry(id).or_default();
+        entry.values.insert(key.clone(), value.clone());
     }
     Ok(Runtime::new(backplane::builtin_registry(), options)?)
 }

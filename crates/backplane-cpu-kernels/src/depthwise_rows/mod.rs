@@ -17,7 +17,7 @@ use crate::geo::Geo2;
 use crate::isa::Isa;
 
 /// Whether [`plane`] computes this geometry: a 3×3 window, dilation 1, the same stride 1 or
-/// 2 both ways, and AVX-512 or AVX2 (not turned off by `BACKPLANE_CPUACC_ISA=portable`).
+/// 2 both ways, and AVX-512 or AVX2 (not turned off by a portable tier, `isa::limit_isa`).
 pub fn applies(g: &Geo2) -> bool {
     best_isa().is_some() && window_fits(g)
 }

@@ -197,7 +197,7 @@ pub fn input(tiles: &Tiles, c: usize, blk: &Block, x: &[f32], v: &mut [f32]) -> 
 pub const WINDOW_SLACK: usize = LANES - ALPHA;
 
 /// Whether the intrinsics run at all: AVX2 and FMA are present and not switched off
-/// (`BACKPLANE_CPUACC_ISA=portable` keeps every kernel on its safe body).
+/// (a portable tier, `isa::limit_isa`, keeps every kernel on its safe body).
 #[cfg(target_arch = "x86_64")]
 fn vectors() -> bool {
     crate::isa::avx2_in_use()
