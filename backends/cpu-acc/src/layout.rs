@@ -1,6 +1,6 @@
 //! Channels-last regions: after fusion, the fused convolutions of a MobileNet-style body
 //! (pointwise and depthwise convolutions, and the first layer feeding them) are rewritten to
-//! run on `[N, H, W, C]` tensors (see [`crate::nhwc`]), with one `Transpose` at each tensor
+//! run on `[N, H, W, C]` tensors (see [`crate::conv::nhwc`]), with one `Transpose` at each tensor
 //! that enters the region in NCHW (none for the first layer, which reads NCHW itself) and
 //! one at each tensor that leaves it. Inside, no tensor is transposed. A tensor entering
 //! two regions (one reading it as a convolution's input, the other as a residual) is
@@ -84,7 +84,7 @@ fn nhwc_info(info: &TensorInfo) -> Option<TensorInfo> {
     if d.len() != 4 {
         return None;
     }
-    Some(TensorInfo::new(info.dtype, crate::nhwc::to_nhwc(d)))
+    Some(TensorInfo::new(info.dtype, crate::conv::nhwc::to_nhwc(d)))
 }
 
 fn unit(view: &SubgraphView<'_>, sub: usize, s: &Substitution) -> Option<Unit> {
@@ -289,7 +289,7 @@ fn rewrite(
         .iter()
         .filter_map(|&l| {
             let x = *net.layer(l).inputs.first()?;
-            let dims = crate::nhwc::to_nhwc(net.tensor(x).info.shape.dims());
+            let dims = crate::conv::nhwc::to_nhwc(net.tensor(x).info.shape.dims());
             let runs = crate::reduce::ReducePlan::new(&pixel_mean(), &dims).is_ok();
             (outputs.contains(&x) && runs).then_some((x, l))
         })

@@ -42,11 +42,7 @@
 pub mod act;
 mod arg_reduce;
 mod cast;
-mod channel_lanes;
 mod conv;
-mod conv_transpose;
-mod depthwise;
-mod direct;
 mod elementwise;
 pub mod fusion;
 pub mod gemm;
@@ -55,8 +51,6 @@ mod layout;
 mod math;
 mod matmul;
 mod movement;
-mod nhwc;
-mod nhwc_winograd;
 mod norm;
 mod ops;
 pub mod options;
@@ -66,9 +60,10 @@ mod resize;
 pub mod simd;
 mod support;
 pub use backplane_cpu_kernels::threads;
-mod window;
-mod winograd;
 mod workload;
+
+// The paths the workload factory, support checks and ops use for the convolution modules.
+use conv::{conv_transpose, depthwise, nhwc, window};
 
 pub use options::CpuAccOptions;
 pub use support::CpuAccLayerSupport;

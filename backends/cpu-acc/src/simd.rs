@@ -54,32 +54,32 @@ backplane_cpu_kernels::multiversion! {
         => crate::elementwise::binary_sv_body;
 }
 backplane_cpu_kernels::multiversion! {
-    /// Depthwise / pooling window over a prepared plane (see `crate::window`).
-    pub fn window_plane(job: &crate::window::PlaneJob<'_>, out: &mut [f32])
-        => crate::window::plane_body;
+    /// Depthwise / pooling window over a prepared plane (see `crate::conv::window`).
+    pub fn window_plane(job: &crate::conv::window::PlaneJob<'_>, out: &mut [f32])
+        => crate::conv::window::plane_body;
 }
 backplane_cpu_kernels::multiversion! {
-    /// One depthwise convolution plane (see `crate::depthwise`).
-    pub fn depthwise_plane(plan: &crate::depthwise::Plan, x: &[f32], w: &[f32], bias: f32, act: Activation, out: &mut [f32], scratch: &mut [f32])
-        => crate::depthwise::plane_body;
+    /// One depthwise convolution plane (see `crate::conv::depthwise`).
+    pub fn depthwise_plane(plan: &crate::conv::depthwise::Plan, x: &[f32], w: &[f32], bias: f32, act: Activation, out: &mut [f32], scratch: &mut [f32])
+        => crate::conv::depthwise::plane_body;
 }
 backplane_cpu_kernels::multiversion! {
     /// A block of depthwise-convolution or max-pooling planes, channels-last (see
-    /// `crate::depthwise`).
-    pub fn depthwise_block(plan: &crate::depthwise::Plan, x: &[f32], n: usize, op: crate::depthwise::BlockOp<'_>, out: &mut [f32], scratch: &mut [f32])
-        => crate::depthwise::block_body;
+    /// `crate::conv::depthwise`).
+    pub fn depthwise_block(plan: &crate::conv::depthwise::Plan, x: &[f32], n: usize, op: crate::conv::depthwise::BlockOp<'_>, out: &mut [f32], scratch: &mut [f32])
+        => crate::conv::depthwise::block_body;
 }
 backplane_cpu_kernels::multiversion! {
     /// [`nhwc_depthwise_row`] compiled from plain Rust.
-    fn nhwc_depthwise_row_compiled(job: &crate::nhwc::DwRow<'_>, oy: usize, res: Option<&[f32]>, out: &mut [f32]) -> bool
-        => crate::nhwc::dw_row_body;
+    fn nhwc_depthwise_row_compiled(job: &crate::conv::nhwc::DwRow<'_>, oy: usize, res: Option<&[f32]>, out: &mut [f32]) -> bool
+        => crate::conv::nhwc::dw_row_body;
 }
 
 /// Output row `oy` of a channels-last depthwise convolution into `out` (see
-/// `crate::nhwc::dw_row_body`), by explicit AVX2 code where it runs (the compiled loops kept
+/// `crate::conv::nhwc::dw_row_body`), by explicit AVX2 code where it runs (the compiled loops kept
 /// their accumulators in memory). False, computing nothing, when a buffer is too short.
 pub fn nhwc_depthwise_row(
-    job: &crate::nhwc::DwRow<'_>,
+    job: &crate::conv::nhwc::DwRow<'_>,
     oy: usize,
     res: Option<&[f32]>,
     out: &mut [f32],
@@ -93,9 +93,9 @@ pub fn nhwc_depthwise_row(
     nhwc_depthwise_row_compiled(job, oy, res, out)
 }
 backplane_cpu_kernels::multiversion! {
-    /// Pad and phase-split one input plane for a window op (see `crate::window`).
-    pub fn window_prepare(geo: &crate::window::Geo2, x: &[f32], pad: f32, dst: &mut [f32])
-        => crate::window::prepare_body;
+    /// Pad and phase-split one input plane for a window op (see `crate::conv::window`).
+    pub fn window_prepare(geo: &crate::conv::window::Geo2, x: &[f32], pad: f32, dst: &mut [f32])
+        => crate::conv::window::prepare_body;
 }
 backplane_cpu_kernels::multiversion! {
     /// Softmax of one contiguous row.
@@ -137,27 +137,27 @@ backplane_cpu_kernels::multiversion! {
 
 backplane_cpu_kernels::multiversion! {
     /// Winograd input transform of one block of tiles by the safe body (see
-    /// `crate::winograd`): the fallback of [`winograd_input`].
-    pub fn winograd_input_portable(tiles: &crate::winograd::Tiles, c: usize, blk: &crate::winograd::Block, x: &[f32], v: &mut [f32])
-        => crate::winograd::input_body;
+    /// `crate::conv::winograd`): the fallback of [`winograd_input`].
+    pub fn winograd_input_portable(tiles: &crate::conv::winograd::Tiles, c: usize, blk: &crate::conv::winograd::Block, x: &[f32], v: &mut [f32])
+        => crate::conv::winograd::input_body;
 }
 backplane_cpu_kernels::multiversion! {
     /// Winograd output transform of one block of tiles, with bias and activation, by the
-    /// safe body (see `crate::winograd`): the fallback of [`winograd_output`].
-    pub fn winograd_output_portable(geo: &crate::window::Geo2, tiles: &crate::winograd::Tiles, blk: &crate::winograd::Block, ep: &crate::winograd::OutEpilogue<'_>, mo: &[f32], dest: &mut crate::winograd::Dest<'_>)
-        => crate::winograd::output_body;
+    /// safe body (see `crate::conv::winograd`): the fallback of [`winograd_output`].
+    pub fn winograd_output_portable(geo: &crate::conv::window::Geo2, tiles: &crate::conv::winograd::Tiles, blk: &crate::conv::winograd::Block, ep: &crate::conv::winograd::OutEpilogue<'_>, mo: &[f32], dest: &mut crate::conv::winograd::Dest<'_>)
+        => crate::conv::winograd::output_body;
 }
 
 /// Zeros the Winograd input transform may read after the padded input (see
 /// [`winograd_input`]).
 pub const WINOGRAD_SLACK: usize = kw::WINDOW_SLACK;
 
-/// Winograd input transform of one block of tiles (see `crate::winograd`): AVX2+FMA
+/// Winograd input transform of one block of tiles (see `crate::conv::winograd`): AVX2+FMA
 /// intrinsics (`backplane_cpu_kernels::winograd`) where they apply, else the safe body.
 pub fn winograd_input(
-    tiles: &crate::winograd::Tiles,
+    tiles: &crate::conv::winograd::Tiles,
     c: usize,
-    blk: &crate::winograd::Block,
+    blk: &crate::conv::winograd::Block,
     x: &[f32],
     v: &mut [f32],
 ) {
@@ -167,15 +167,15 @@ pub fn winograd_input(
 }
 
 /// Winograd output transform of one block of tiles, with bias and activation (see
-/// `crate::winograd`): AVX2+FMA intrinsics (`backplane_cpu_kernels::winograd`) where they apply, else the safe
+/// `crate::conv::winograd`): AVX2+FMA intrinsics (`backplane_cpu_kernels::winograd`) where they apply, else the safe
 /// body.
 pub fn winograd_output(
-    geo: &crate::window::Geo2,
-    tiles: &crate::winograd::Tiles,
-    blk: &crate::winograd::Block,
-    ep: &crate::winograd::OutEpilogue<'_>,
+    geo: &crate::conv::window::Geo2,
+    tiles: &crate::conv::winograd::Tiles,
+    blk: &crate::conv::winograd::Block,
+    ep: &crate::conv::winograd::OutEpilogue<'_>,
     mo: &[f32],
-    dest: &mut crate::winograd::Dest<'_>,
+    dest: &mut crate::conv::winograd::Dest<'_>,
 ) {
     if !kw::output(geo, tiles, blk, ep, mo, dest) {
         winograd_output_portable(geo, tiles, blk, ep, mo, dest);

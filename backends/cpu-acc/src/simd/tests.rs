@@ -2,8 +2,8 @@
 //! loops.
 
 use super::*;
-use crate::depthwise::tests::{geo, naive, naive_max};
-use crate::window::Geo2;
+use crate::conv::depthwise::tests::{geo, naive, naive_max};
+use crate::conv::window::Geo2;
 
 /// The in-place activations (the vector code for Relu, Clip and LeakyRelu, every slope
 /// sign and an infinite one, and the compiled loops for the rest) give what

@@ -44,10 +44,10 @@
 //! time cost more than the copy (twice as slow on 14×14 and 7×7 planes), so the copy stays.
 
 use crate::act::Activation;
+use crate::conv::window::Geo2;
 use crate::conv::Phases;
 use crate::simd;
 use crate::threads::Threads;
-use crate::window::Geo2;
 use backplane_backend_api::{BackendError, Result};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -629,7 +629,7 @@ pub fn run_max(th: &Threads, plan: &Plan, x: &[f32], y: &mut [f32]) -> Result<bo
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::window::FromGeometry;
+    use crate::conv::window::FromGeometry;
     use backplane_core::ops::{Geometry, Window};
 
     /// A zero-padded depthwise convolution of one plane (`w`: its kh·kw taps), plainly, in

@@ -1,5 +1,5 @@
 //! 2-D sliding windows over one plane: max/average pooling (depthwise convolution has its own
-//! kernel in `crate::depthwise`).
+//! kernel in `crate::conv::depthwise`).
 //!
 //! Each input plane is first copied into a padded scratch plane whose rows are split into
 //! `stride` phases (column `x·stride + q` goes to phase `q`), so that every kernel tap reads a

@@ -41,10 +41,10 @@
 //! tried and measured slower than the lane-gather one kept here.
 
 use crate::act::Activation;
+use crate::conv::window::Geo2;
 use crate::gemm::{self, ASrc, BSrc, Epilogue, MatView, Packed};
 use crate::simd;
 use crate::threads::Threads;
-use crate::window::Geo2;
 use backplane_backend_api::{BackendError, Result};
 pub use backplane_cpu_kernels::winograd::{
     xi_stride, Block, Dest, OutEpilogue, Tiles, ALPHA, LANES, STRIP, TILE,

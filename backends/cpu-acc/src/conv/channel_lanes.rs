@@ -6,7 +6,7 @@
 //! taken in passes of at most [`BLOCK_TAPS`] taps, each adding to the sums of the band of
 //! output rows the pass before left (in L2), so a pass's weights stay in L1.
 //!
-//! Against the direct path (`crate::direct`: the GEMM's 12×32 tiles over the input's stride
+//! Against the direct path (`crate::conv::direct`: the GEMM's 12×32 tiles over the input's stride
 //! phases), whose tiles stream K runs of 32 inputs each (147 of them for a 7×7 window over
 //! 3 channels: more than L1 holds with the next tile's prefetched), here the block of weights
 //! (K × 32 floats, 18 KiB) stays in L1 and the inputs are single floats; against the im2col
@@ -23,11 +23,11 @@
 //! round trip through L1 (not done). AVX-512 only.
 
 use crate::act::Activation;
-use crate::direct;
+use crate::conv::direct;
+use crate::conv::window::Geo2;
 use crate::gemm;
 use crate::simd::{self, channel_lanes};
 use crate::threads::Threads;
-use crate::window::Geo2;
 use backplane_backend_api::{BackendError, Result};
 use std::cell::RefCell;
 

@@ -1,7 +1,7 @@
 //! Direct convolution for layers with few input channels (a network's first layer: 3
 //! channels under a 3×3 or 7×7 window), and for pointwise (1×1) layers with few output
 //! channels: the GEMM's tiles with B read in place. On one thread, first layers with constant
-//! weights and a horizontal stride of 1 or 2 take `crate::channel_lanes` instead (measured
+//! weights and a horizontal stride of 1 or 2 take `crate::conv::channel_lanes` instead (measured
 //! with `conv_bench`: 3→32 3×3 stride 2 0.47 → 0.41 ms, 3→64 7×7 stride 2 3.2 → 2.5 ms); the
 //! rest (more threads, other strides, weights given at run time) come here.
 //!
@@ -18,11 +18,11 @@
 //! 144→24 on 56×56 even).
 
 use crate::act::Activation;
+use crate::conv::window::Geo2;
 use crate::conv::{fill_phases, Phases};
 use crate::gemm::{self, Packed, KC};
 use crate::simd::{self, TileEpilogue, MR, NR};
 use crate::threads::Threads;
-use crate::window::Geo2;
 use backplane_backend_api::{BackendError, Result};
 use std::cell::RefCell;
 
