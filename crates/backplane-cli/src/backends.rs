@@ -17,15 +17,10 @@ pub struct DynamicArgs {
     /// Load no dynamic backends at all.
     #[arg(long)]
     pub no_dynamic_backends: bool,
-    /// Pass option KEY=VALUE to backend BACKEND (repeatable). CpuAcc's options: threads=N,
-    /// isa=avx2|portable, spin_us=N, and the path switches winograd, direct, channel_lanes,
-    /// dw_rows, dw_channels_last, split_halves, nhwc, conv_pairs (=on|off).
-    #[arg(long = "backend-option", value_name = "BACKEND:KEY=VALUE", value_parser = parse_backend_option)]
-    pub backend_options: Vec<(String, String, String)>,
 }
 
-/// Split `BACKEND:KEY=VALUE`.
-fn parse_backend_option(s: &str) -> Result<(String, String, String), String> {
+/// Split a `--backend-option` value, `BACKEND:KEY=VALUE`.
+pub fn parse_backend_option(s: &str) -> Result<(String, String, String), String> {
     let (backend, rest) = s
         .split_once(':')
         .ok_or_else(|| format!("{s}: expected BACKEND:KEY=VALUE"))?;
@@ -58,11 +53,15 @@ static CHOICE: OnceLock<DynamicBackendsOption> = OnceLock::new();
 /// `--backend-option` values of this invocation: (backend, key, value).
 static BACKEND_OPTIONS: OnceLock<Vec<(String, String, String)>> = OnceLock::new();
 
-/// Record the command line's dynamic-backend flags and backend options for every runtime this
-/// process creates.
+/// Record the command line's dynamic-backend flags for every runtime this process creates.
 pub fn choose(args: &DynamicArgs) {
     let _ = CHOICE.set(args.option());
-    let _ = BACKEND_OPTIONS.set(args.backend_options.clone());
+}
+
+/// Record the command line's `--backend-option` values for every runtime this process
+/// creates.
+pub fn set_backend_options(options: &[(String, String, String)]) {
+    let _ = BACKEND_OPTIONS.set(options.to_vec());
 }
 
 /// The intra-op thread count of this invocation (`--threads`), for the backends that take one.
