@@ -36,8 +36,12 @@
 //! machine's hardware threads. With one thread no pool is involved at all. The other
 //! options ([`CpuAccOptions`]) switch paths off for A/B measurements.
 //!
-//! All `unsafe` code is in the [`simd`] module (intrinsics) and [`threads`] (handing a step's
-//! borrowed closure to the helper threads).
+//! CpuAcc has no `unsafe` code: the intrinsics and the thread pool live in the kernel crate
+//! `backplane_cpu_kernels` ([`simd`] re-exports it and multiversions CpuAcc's safe bodies
+//! through it). Convolutions are under `conv`, where `choose_conv_algorithm` picks each
+//! layer's path.
+
+#![forbid(unsafe_code)]
 
 pub mod act;
 mod arg_reduce;
