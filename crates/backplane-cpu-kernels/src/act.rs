@@ -122,6 +122,7 @@ pub enum Activation {
 
 impl Activation {
     /// Whether the GEMM micro-kernel applies it in registers (else the caller applies it).
+    #[inline]
     pub fn in_kernel(self) -> bool {
         matches!(
             self,
@@ -134,6 +135,7 @@ impl Activation {
 
     /// The part a kernel applies in registers: itself when [`Activation::in_kernel`], else
     /// nothing (the caller applies it to the stored result).
+    #[inline]
     pub fn kernel_part(self) -> Activation {
         if self.in_kernel() {
             self
@@ -144,6 +146,7 @@ impl Activation {
 
     /// Whether it is worth fusing after a Conv/Gemm (functions computed element by element
     /// with no cross-element state; all of them are).
+    #[inline]
     pub fn fusable(self) -> bool {
         !matches!(self, Activation::None)
     }

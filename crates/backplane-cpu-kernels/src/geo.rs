@@ -31,26 +31,31 @@ pub struct Geo2 {
 
 impl Geo2 {
     /// Rows of the padded plane the windows read.
+    #[inline]
     pub fn padded_rows(&self) -> usize {
         (self.oh.saturating_sub(1)) * self.sh + (self.kh.saturating_sub(1)) * self.dh + 1
     }
 
     /// Columns of the padded plane the windows read.
+    #[inline]
     pub fn padded_cols(&self) -> usize {
         (self.ow.saturating_sub(1)) * self.sw + (self.kw.saturating_sub(1)) * self.dw + 1
     }
 
     /// Floats of one stride phase of a padded row.
+    #[inline]
     pub fn phase_len(&self) -> usize {
         self.padded_cols().div_ceil(self.sw)
     }
 
     /// Floats of one phase-split padded row.
+    #[inline]
     pub fn row_len(&self) -> usize {
         self.phase_len() * self.sw
     }
 
     /// Scratch floats one prepared plane needs.
+    #[inline]
     pub fn scratch_len(&self) -> usize {
         // With a stride, one more padded row: [`prepare_body`] pads each row there before
         // splitting it into phases.

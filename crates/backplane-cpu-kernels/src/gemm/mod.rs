@@ -117,6 +117,7 @@ pub enum Halves {
 
 impl Halves {
     /// Floats between a half's K steps.
+    #[inline]
     pub fn k_step(self) -> usize {
         match self {
             Halves::Interleaved => NR,
@@ -125,6 +126,7 @@ impl Halves {
     }
 
     /// Where the half from column `h` (0 or 16) starts in a panel `kc` deep.
+    #[inline]
     pub fn start(self, kc: usize, h: usize) -> usize {
         match self {
             Halves::Interleaved => h,
@@ -135,6 +137,7 @@ impl Halves {
     /// The `prefetch` offset for [`tiles_strided`] over the half from column `h` (0 or 16)
     /// of a packed B panel, K blocks `kc` deep: the half that comes next in memory (the
     /// panels of a K block, and the blocks, lie one after another).
+    #[inline]
     pub fn next(self, kc: usize, h: usize) -> usize {
         match self {
             Halves::Interleaved => kc * NR + (h / HALF) * kc * HALF - h,
@@ -288,6 +291,7 @@ pub struct InPlaceRows<'a> {
 
 impl<'a> InPlaceRows<'a> {
     /// B row `t` starts at offset `offs[t]`.
+    #[inline]
     pub fn new(offs: &'a [usize]) -> Self {
         InPlaceRows {
             offs,

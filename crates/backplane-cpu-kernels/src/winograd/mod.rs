@@ -33,6 +33,7 @@ pub struct Tiles {
 
 impl Tiles {
     /// The tiles of `n` images' outputs of `geo`.
+    #[inline]
     pub fn new(geo: &Geo2, n: usize) -> Self {
         let across = geo.ow.div_ceil(TILE);
         let down = geo.oh.div_ceil(TILE);
@@ -45,6 +46,7 @@ impl Tiles {
     }
 
     /// Floats of one zero-padded input plane: every tile's 6×6 window inside it.
+    #[inline]
     pub fn padded_plane(&self) -> usize {
         (TILE * self.down + 2) * self.pitch
     }
