@@ -113,7 +113,8 @@ def time_tract(path, feeds, iterations):
 
 
 def run_backplane(exe, path, feeds, threads, iterations, io_dir):
-    args = [exe, "run", path, "--backends", "CpuAcc,CpuRef", "--iterations", str(iterations), "--json"]
+    args = [exe, "run", path, "--backends", "CpuAcc,CpuRef", "--iterations", str(iterations), "--json",
+            "--backend-option", f"CpuAcc:threads={threads}"]
     for name, v in feeds.items():
         f = os.path.join(io_dir, f"{name}.npy")
         np.save(f, v)
@@ -121,9 +122,8 @@ def run_backplane(exe, path, feeds, threads, iterations, io_dir):
         if any(d == 0 for d in v.shape):
             continue
         args += ["--input-shape", f"{name}={'x'.join(str(d) for d in v.shape)}"]
-    env = dict(os.environ, BACKPLANE_CPUACC_THREADS=str(threads))
     timed = ["/usr/bin/time", "-f", "MAXRSS_KB=%M"] + args if os.path.exists("/usr/bin/time") else args
-    p = subprocess.run(timed, capture_output=True, text=True, env=env, check=False)
+    p = subprocess.run(timed, capture_output=True, text=True, check=False)
     if p.returncode != 0:
         raise RuntimeError(f"backplane failed: {p.stderr.strip()[-2000:]}")
     doc = json.loads(p.stdout)

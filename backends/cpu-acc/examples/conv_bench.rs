@@ -7,7 +7,7 @@
 use backplane_backend_api::{Backend, LayerDesc};
 use backplane_core::ops::{ConvDesc, PoolDesc, PoolKind, Window};
 use backplane_core::{Op, Tensor};
-use backplane_cpu_acc::CpuAccBackend;
+use backplane_cpu_acc::{CpuAccBackend, CpuAccOptions};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -105,35 +105,30 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .collect(),
         };
         let mut y = filled(outputs[0].shape.dims().to_vec(), 3)?;
-        // CONV_AB=VAR: alternate rounds with the environment variable VAR set and unset
-        // (for A/B comparisons of code paths that read it when the workload is created or
-        // when it runs), reporting both.
+        // CONV_AB=KEY=VALUE: alternate rounds with workloads created with that CpuAcc option
+        // (e.g. `winograd=off`) and without it, reporting both.
         let ab = std::env::var("CONV_AB").ok();
-        let variants: Vec<Option<&str>> = match &ab {
-            Some(v) => vec![None, Some(v.as_str())],
-            None => vec![None],
-        };
-        let set = |v: Option<&str>| {
-            if let Some(var) = ab.as_deref() {
-                if v.is_some() {
-                    std::env::set_var(var, "1");
-                } else {
-                    std::env::remove_var(var);
-                }
-            }
-        };
+        let mut factories = vec![factory.as_ref()];
+        let with_option;
+        if let Some((key, value)) = ab.as_deref().and_then(|s| s.split_once('=')) {
+            let mut options = CpuAccOptions {
+                threads: Some(threads),
+                ..CpuAccOptions::default()
+            };
+            options.set(key, value)?;
+            with_option = CpuAccBackend::with_options(options).create_workload_factory(None)?;
+            factories.push(with_option.as_ref());
+        }
         let mut workloads = Vec::new();
-        for v in &variants {
-            set(*v);
+        for f in &factories {
             let copies = (0..cold)
-                .map(|_| factory.create_workload(&desc))
+                .map(|_| f.create_workload(&desc))
                 .collect::<Result<Vec<_>, _>>()?;
             workloads.push(copies);
         }
-        let mut best = vec![f64::INFINITY; variants.len()];
+        let mut best = vec![f64::INFINITY; workloads.len()];
         for _ in 0..15 {
-            for (vi, (v, copies)) in variants.iter().zip(&workloads).enumerate() {
-                set(*v);
+            for (vi, copies) in workloads.iter().enumerate() {
                 let reps = cold.max(3);
                 let t = Instant::now();
                 for r in 0..reps {

@@ -1,129 +1,22 @@
 //! Activations: the unary functions CpuAcc runs standalone or fuses into GEMM/conv outputs.
+//! The type lives in the kernel crate (its micro-kernels apply it in registers); the mapping
+//! from the core's ops is here.
 
 use backplane_core::ops::{MathOp, UnaryOp};
 
-/// A unary function on f32 values.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub enum Activation {
-    /// Identity.
-    #[default]
-    None,
-    /// max(x, 0) (NaN stays NaN).
-    Relu,
-    /// min(max(x, min), max).
-    Clip {
-        /// Lower bound.
-        min: f32,
-        /// Upper bound.
-        max: f32,
-    },
-    /// x if x >= 0 else alpha * x.
-    LeakyRelu {
-        /// Negative slope.
-        alpha: f32,
-    },
-    /// 1 / (1 + e^-x).
-    Sigmoid,
-    /// tanh(x).
-    Tanh,
-    /// Gauss error function.
-    Erf,
-    /// GELU, exact (erf) or tanh approximation.
-    Gelu {
-        /// Use the tanh approximation.
-        tanh_approximation: bool,
-    },
-    /// e^x.
-    Exp,
-    /// ln x.
-    Log,
-    /// sqrt x.
-    Sqrt,
-    /// -x.
-    Neg,
-    /// |x|.
-    Abs,
-    /// max(0, min(1, alpha·x + beta)) (MobileNetV3's gates).
-    HardSigmoid {
-        /// Slope.
-        alpha: f32,
-        /// Offset.
-        beta: f32,
-    },
-    /// x · max(0, min(1, x/6 + 1/2)) (MobileNetV3's activation).
-    HardSwish,
-    /// x if x >= 0 else alpha·(e^x - 1).
-    Elu {
-        /// Negative-side scale.
-        alpha: f32,
-    },
-    /// gamma · (x if x > 0 else alpha·(e^x - 1)).
-    Selu {
-        /// Negative-side scale.
-        alpha: f32,
-        /// Overall scale.
-        gamma: f32,
-    },
-    /// ln(1 + e^x).
-    Softplus,
-    /// x · tanh(ln(1 + e^x)) (YOLOv4's activation).
-    Mish,
-    /// Round down to an integer.
-    Floor,
-    /// Round up to an integer.
-    Ceil,
-    /// Round to the nearest integer, ties to even.
-    Round,
-    /// -1, 0 or 1 by sign (±0 and NaN kept).
-    Sign,
-    /// 1 / x.
-    Reciprocal,
-    /// x / (1 + |x|).
-    Softsign,
-    /// sin x.
-    Sin,
-    /// cos x.
-    Cos,
-    /// tan x.
-    Tan,
-    /// asin x.
-    Asin,
-    /// acos x.
-    Acos,
-    /// atan x.
-    Atan,
-    /// sinh x.
-    Sinh,
-    /// cosh x.
-    Cosh,
-    /// asinh x.
-    Asinh,
-    /// acosh x.
-    Acosh,
-    /// atanh x.
-    Atanh,
-    /// max(x, 0) + min(0, alpha·(e^(x/alpha) - 1)).
-    Celu {
-        /// Negative-side scale.
-        alpha: f32,
-    },
-    /// x if x > alpha else 0.
-    ThresholdedRelu {
-        /// Threshold.
-        alpha: f32,
-    },
-    /// x + bias below -lambd, x - bias above lambd, else 0.
-    Shrink {
-        /// Offset applied outside the band.
-        bias: f32,
-        /// Half width of the zero band.
-        lambd: f32,
-    },
+pub use backplane_cpu_kernels::act::Activation;
+
+/// The [`Activation`] computing one of the core's unary or math ops.
+pub trait FromOp: Sized {
+    /// The activation computing a unary op.
+    fn from_unary(op: UnaryOp) -> Self;
+    /// The activation computing a math op, for the ones CpuAcc runs (activations of real
+    /// networks; the rest stay on CpuRef).
+    fn from_math(op: MathOp) -> Option<Self>;
 }
 
-impl Activation {
-    /// The activation computing a unary op.
-    pub fn from_unary(op: UnaryOp) -> Self {
+impl FromOp for Activation {
+    fn from_unary(op: UnaryOp) -> Self {
         match op {
             UnaryOp::Relu => Activation::Relu,
             UnaryOp::LeakyRelu { alpha } => Activation::LeakyRelu { alpha },
@@ -140,9 +33,7 @@ impl Activation {
         }
     }
 
-    /// The activation computing a math op, for the ones CpuAcc runs (activations of real
-    /// networks; the rest stay on CpuRef).
-    pub fn from_math(op: MathOp) -> Option<Self> {
+    fn from_math(op: MathOp) -> Option<Self> {
         Some(match op {
             MathOp::HardSigmoid { alpha, beta } => Activation::HardSigmoid { alpha, beta },
             MathOp::HardSwish => Activation::HardSwish,
@@ -172,192 +63,6 @@ impl Activation {
             MathOp::Shrink { bias, lambd } => Activation::Shrink { bias, lambd },
             // Bool or integer results: left to the next backend.
             MathOp::IsNaN | MathOp::IsInf { .. } | MathOp::Not | MathOp::BitwiseNot => return None,
-        })
-    }
-
-    /// Whether the GEMM micro-kernel applies it in registers (else the caller applies it).
-    pub fn in_kernel(self) -> bool {
-        matches!(
-            self,
-            Activation::None
-                | Activation::Relu
-                | Activation::Clip { .. }
-                | Activation::LeakyRelu { .. }
-        )
-    }
-
-    /// The part a kernel applies in registers: itself when [`Activation::in_kernel`], else
-    /// nothing (the caller applies it to the stored result).
-    pub fn kernel_part(self) -> Activation {
-        if self.in_kernel() {
-            self
-        } else {
-            Activation::None
-        }
-    }
-
-    /// Whether it is worth fusing after a Conv/Gemm (functions computed element by element
-    /// with no cross-element state; all of them are).
-    pub fn fusable(self) -> bool {
-        !matches!(self, Activation::None)
-    }
-
-    /// The simple activations on one value (the others are returned unchanged: callers use
-    /// `crate::math` for those).
-    #[inline(always)]
-    pub fn apply_simple(self, x: f32) -> f32 {
-        match self {
-            Activation::Relu => {
-                if x < 0.0 {
-                    0.0
-                } else {
-                    x
-                }
-            }
-            Activation::Clip { min, max } => {
-                let lower = if x < min { min } else { x };
-                if lower > max {
-                    max
-                } else {
-                    lower
-                }
-            }
-            Activation::LeakyRelu { alpha } => {
-                if x < 0.0 {
-                    alpha * x
-                } else {
-                    x
-                }
-            }
-            _ => x,
-        }
-    }
-
-    /// A name for fused layer descriptions and custom-op attributes.
-    pub fn name(self) -> &'static str {
-        match self {
-            Activation::None => "none",
-            Activation::Relu => "relu",
-            Activation::Clip { .. } => "clip",
-            Activation::LeakyRelu { .. } => "leaky_relu",
-            Activation::Sigmoid => "sigmoid",
-            Activation::Tanh => "tanh",
-            Activation::Erf => "erf",
-            Activation::Gelu {
-                tanh_approximation: false,
-            } => "gelu",
-            Activation::Gelu {
-                tanh_approximation: true,
-            } => "gelu_tanh",
-            Activation::Exp => "exp",
-            Activation::Log => "log",
-            Activation::Sqrt => "sqrt",
-            Activation::Neg => "neg",
-            Activation::Abs => "abs",
-            Activation::HardSigmoid { .. } => "hard_sigmoid",
-            Activation::HardSwish => "hard_swish",
-            Activation::Elu { .. } => "elu",
-            Activation::Selu { .. } => "selu",
-            Activation::Softplus => "softplus",
-            Activation::Mish => "mish",
-            Activation::Floor => "floor",
-            Activation::Ceil => "ceil",
-            Activation::Round => "round",
-            Activation::Sign => "sign",
-            Activation::Reciprocal => "reciprocal",
-            Activation::Softsign => "softsign",
-            Activation::Sin => "sin",
-            Activation::Cos => "cos",
-            Activation::Tan => "tan",
-            Activation::Asin => "asin",
-            Activation::Acos => "acos",
-            Activation::Atan => "atan",
-            Activation::Sinh => "sinh",
-            Activation::Cosh => "cosh",
-            Activation::Asinh => "asinh",
-            Activation::Acosh => "acosh",
-            Activation::Atanh => "atanh",
-            Activation::Celu { .. } => "celu",
-            Activation::ThresholdedRelu { .. } => "thresholded_relu",
-            Activation::Shrink { .. } => "shrink",
-        }
-    }
-
-    /// Parameters for [`Activation::from_name`].
-    pub fn params(self) -> Vec<f32> {
-        match self {
-            Activation::Clip { min, max } => vec![min, max],
-            Activation::LeakyRelu { alpha }
-            | Activation::Elu { alpha }
-            | Activation::Celu { alpha }
-            | Activation::ThresholdedRelu { alpha } => vec![alpha],
-            Activation::Shrink { bias, lambd } => vec![bias, lambd],
-            Activation::HardSigmoid { alpha, beta } => vec![alpha, beta],
-            Activation::Selu { alpha, gamma } => vec![alpha, gamma],
-            _ => Vec::new(),
-        }
-    }
-
-    /// The inverse of [`Activation::name`] + [`Activation::params`].
-    pub fn from_name(name: &str, params: &[f32]) -> Option<Self> {
-        Some(match (name, params) {
-            ("none", _) => Activation::None,
-            ("relu", _) => Activation::Relu,
-            ("clip", [min, max]) => Activation::Clip {
-                min: *min,
-                max: *max,
-            },
-            ("leaky_relu", [alpha]) => Activation::LeakyRelu { alpha: *alpha },
-            ("sigmoid", _) => Activation::Sigmoid,
-            ("tanh", _) => Activation::Tanh,
-            ("erf", _) => Activation::Erf,
-            ("gelu", _) => Activation::Gelu {
-                tanh_approximation: false,
-            },
-            ("gelu_tanh", _) => Activation::Gelu {
-                tanh_approximation: true,
-            },
-            ("exp", _) => Activation::Exp,
-            ("log", _) => Activation::Log,
-            ("sqrt", _) => Activation::Sqrt,
-            ("neg", _) => Activation::Neg,
-            ("abs", _) => Activation::Abs,
-            ("hard_sigmoid", [alpha, beta]) => Activation::HardSigmoid {
-                alpha: *alpha,
-                beta: *beta,
-            },
-            ("hard_swish", _) => Activation::HardSwish,
-            ("elu", [alpha]) => Activation::Elu { alpha: *alpha },
-            ("selu", [alpha, gamma]) => Activation::Selu {
-                alpha: *alpha,
-                gamma: *gamma,
-            },
-            ("softplus", _) => Activation::Softplus,
-            ("mish", _) => Activation::Mish,
-            ("floor", _) => Activation::Floor,
-            ("ceil", _) => Activation::Ceil,
-            ("round", _) => Activation::Round,
-            ("sign", _) => Activation::Sign,
-            ("reciprocal", _) => Activation::Reciprocal,
-            ("softsign", _) => Activation::Softsign,
-            ("sin", _) => Activation::Sin,
-            ("cos", _) => Activation::Cos,
-            ("tan", _) => Activation::Tan,
-            ("asin", _) => Activation::Asin,
-            ("acos", _) => Activation::Acos,
-            ("atan", _) => Activation::Atan,
-            ("sinh", _) => Activation::Sinh,
-            ("cosh", _) => Activation::Cosh,
-            ("asinh", _) => Activation::Asinh,
-            ("acosh", _) => Activation::Acosh,
-            ("atanh", _) => Activation::Atanh,
-            ("celu", [alpha]) => Activation::Celu { alpha: *alpha },
-            ("thresholded_relu", [alpha]) => Activation::ThresholdedRelu { alpha: *alpha },
-            ("shrink", [bias, lambd]) => Activation::Shrink {
-                bias: *bias,
-                lambd: *lambd,
-            },
-            _ => return None,
         })
     }
 }

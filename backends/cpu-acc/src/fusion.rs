@@ -19,7 +19,7 @@
 //! A chain only grows through a tensor that has exactly one consumer and is not a network
 //! output, so no intermediate value anyone else needs disappears.
 
-use crate::act::Activation;
+use crate::act::{Activation, FromOp};
 use crate::matmul::{MatMulViews, StridedView};
 use crate::ops::bn_affine;
 use crate::CPU_ACC_ID;
@@ -40,7 +40,7 @@ pub const FUSED_CONV: &str = "FusedConv";
 /// alone reading the first's output (a MobileNet block's expansion and its depthwise
 /// convolution, or the depthwise convolution and its projection), run a band of rows at a
 /// time so that the tensor between them never leaves the cache (see
-/// `crate::nhwc::NhwcPairWorkload`). Inputs X, W1, B1, W2, B2, and R when the second (only a
+/// `crate::conv::nhwc::NhwcPairWorkload`). Inputs X, W1, B1, W2, B2, and R when the second (only a
 /// projection) has a residual; the first convolution's attributes as `FusedConv`'s, the
 /// second's prefixed with `then_`, and `mid_dims`, the `[N, H, W, C]` dims of the tensor
 /// between them. Formed by `crate::layout`.
@@ -121,7 +121,7 @@ fn auto_pad_code(a: AutoPad) -> i64 {
 pub enum ConvLayout {
     /// X and Y are `[N, C, H, W]`.
     Nchw,
-    /// X and Y (and the residual) are `[N, H, W, C]` (see `crate::nhwc`).
+    /// X and Y (and the residual) are `[N, H, W, C]` (see `crate::conv::nhwc`).
     Nhwc,
     /// X is `[N, C, H, W]`, Y is `[N, H, W, C]`: a channels-last region's first layer.
     NchwToNhwc,
@@ -410,10 +410,10 @@ pub fn check_custom(c: &CustomOp, layer: &LayerDesc) -> Result<(), String> {
                 &layer.outputs[0],
             )?;
             let (d1, d2) = (decode_conv(&first)?, decode_conv(&second)?);
-            let order = crate::nhwc::pair_order(&d1, &d2, &mid);
+            let order = crate::conv::nhwc::pair_order(&d1, &d2, &mid);
             let fits = match order {
-                Some(crate::nhwc::PairOrder::Expansion) => !has_residual(&second),
-                Some(crate::nhwc::PairOrder::Projection) => true,
+                Some(crate::conv::nhwc::PairOrder::Expansion) => !has_residual(&second),
+                Some(crate::conv::nhwc::PairOrder::Projection) => true,
                 None => false,
             };
             if has_residual(&first) || !fits {
@@ -434,7 +434,7 @@ pub fn check_custom(c: &CustomOp, layer: &LayerDesc) -> Result<(), String> {
             };
             let layout = decode_layout(c)?;
             let x_nchw = match layout {
-                ConvLayout::Nhwc => crate::nhwc::to_nchw(&dims(0)),
+                ConvLayout::Nhwc => crate::conv::nhwc::to_nchw(&dims(0)),
                 ConvLayout::Nchw | ConvLayout::NchwToNhwc => dims(0),
             };
             crate::conv::check(&desc, &x_nchw, &dims(1))?;
@@ -452,7 +452,7 @@ pub fn check_custom(c: &CustomOp, layer: &LayerDesc) -> Result<(), String> {
                 Op::Conv(desc).infer(&refs[..refs.len().min(3)])
             } else {
                 if x_nchw.len() != 4
-                    || !crate::nhwc::applies(
+                    || !crate::conv::nhwc::applies(
                         &desc,
                         x_nchw[1],
                         dims(1).first().copied().unwrap_or(0),
@@ -467,7 +467,7 @@ pub fn check_custom(c: &CustomOp, layer: &LayerDesc) -> Result<(), String> {
                 with_x.extend(&refs[1..refs.len().min(3)]);
                 Op::Conv(desc).infer(&with_x).map(|mut o| {
                     for i in &mut o {
-                        i.shape = crate::nhwc::to_nhwc(i.shape.dims()).into();
+                        i.shape = crate::conv::nhwc::to_nhwc(i.shape.dims()).into();
                     }
                     o
                 })

@@ -16,8 +16,7 @@ use crate::threads::Threads;
 use backplane_backend_api::{BackendError, Result};
 use std::cell::RefCell;
 
-/// Depth of one K block.
-pub const KC: usize = 256;
+pub use backplane_cpu_kernels::gemm::{panel_offset, KC};
 /// Rows of A packed at a time per thread (a multiple of MR).
 pub const MC: usize = 120;
 /// Columns of B packed at a time (a multiple of NR).
@@ -322,18 +321,6 @@ pub enum BSrc<'a> {
     /// by whoever computed it, so nothing is packed (the Winograd input transform writes
     /// its matrices so).
     Panels(&'a [f32]),
-}
-
-/// Where element (row `r`, column `j`) of a K×N B operand lies in the packed-panel layout
-/// of [`Packed::pack_b`] ([`BSrc::Panels`]): K blocks of [`KC`] rows, each holding the
-/// [`NR`]-column panels one after another, a panel's rows `NR` floats apart. The layout
-/// takes `k · ⌈n / NR⌉ · NR` floats.
-#[inline]
-pub fn panel_offset(k: usize, n: usize, r: usize, j: usize) -> usize {
-    let padded = n.div_ceil(NR) * NR;
-    let k0 = r / KC * KC;
-    let kc = KC.min(k - k0);
-    k0 * padded + (j / NR) * kc * NR + (r - k0) * NR + j % NR
 }
 
 /// The panels of K block `kb` from panel `p0` on, of a K×N operand in the packed-panel
@@ -684,13 +671,9 @@ pub fn sgemm(
 /// 64 equal, 16-32 1-2% slower.
 pub(crate) const SPLIT_MIN_DEPTH: usize = 96;
 
-/// Set (to anything) when a workload is created to keep its packed weights' half-panels
-/// interleaved, for A/B measurements of the split layout ([`SPLIT_MIN_DEPTH`]).
-pub const NO_SPLIT_HALVES_ENV: &str = "BACKPLANE_CPUACC_NO_SPLIT_HALVES";
-
 /// The layout the in-place tiles read best for a packed B of depth `k`, on this machine.
 pub(crate) fn halves_for(k: usize) -> simd::Halves {
-    if k >= SPLIT_MIN_DEPTH && std::env::var_os(NO_SPLIT_HALVES_ENV).is_none() {
+    if k >= SPLIT_MIN_DEPTH && crate::options::current().split_halves {
         simd::Halves::Split
     } else {
         simd::Halves::Interleaved

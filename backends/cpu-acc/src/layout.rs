@@ -1,6 +1,6 @@
 //! Channels-last regions: after fusion, the fused convolutions of a MobileNet-style body
 //! (pointwise and depthwise convolutions, and the first layer feeding them) are rewritten to
-//! run on `[N, H, W, C]` tensors (see [`crate::nhwc`]), with one `Transpose` at each tensor
+//! run on `[N, H, W, C]` tensors (see [`crate::conv::nhwc`]), with one `Transpose` at each tensor
 //! that enters the region in NCHW (none for the first layer, which reads NCHW itself) and
 //! one at each tensor that leaves it. Inside, no tensor is transposed. A tensor entering
 //! two regions (one reading it as a convolution's input, the other as a residual) is
@@ -17,7 +17,7 @@
 //! fill 54 GEMM rows channels-last where NCHW's 16-wide columns fill 64; other networks keep
 //! the NCHW paths), and at least two layers, and when it is convex:
 //! no path leaves the region and comes back into it, so the region can be one substitution.
-//! `BACKPLANE_CPUACC_NO_NHWC` (set when the network is optimized) keeps every layer NCHW,
+//! The option `nhwc=off` (in force when the network is optimized) keeps every layer NCHW,
 //! for A/B measurements.
 
 use crate::fusion::{self, ConvLayout};
@@ -26,16 +26,8 @@ use backplane_core::ops::{PoolKind, ReduceDesc, ReduceKind};
 use backplane_core::{LayerId, Op, TensorId, TensorInfo};
 use std::collections::{BTreeSet, HashMap};
 
-/// Set (to anything) to keep every convolution NCHW.
-pub const NO_NHWC_ENV: &str = "BACKPLANE_CPUACC_NO_NHWC";
-
-/// Set (to anything) to run a region's expansions and depthwise convolutions, and its
-/// depthwise convolutions and projections, as separate layers, for A/B measurements of
-/// `fusion::FUSED_CONV_PAIR`.
-pub const NO_PAIRS_ENV: &str = "BACKPLANE_CPUACC_NO_CONV_PAIRS";
-
 /// Fewest floats of an expansion's output for it to run with its depthwise convolution.
-/// Measured on MobileNetV2 (per layer, against `NO_PAIRS_ENV`): the 112×112×96 pair 7-15%
+/// Measured on MobileNetV2 (per layer, against `conv_pairs=off`): the 112×112×96 pair 7-15%
 /// faster at 2 threads, the 56×56×144 ones 7-11% slower (the stride-1 one moves 2 of every 8
 /// strip rows), all even at 1 thread; smaller tensors stay in L2 between two layers anyway.
 const PAIR_MIN_FLOATS: usize = 1 << 20;
@@ -92,7 +84,7 @@ fn nhwc_info(info: &TensorInfo) -> Option<TensorInfo> {
     if d.len() != 4 {
         return None;
     }
-    Some(TensorInfo::new(info.dtype, crate::nhwc::to_nhwc(d)))
+    Some(TensorInfo::new(info.dtype, crate::conv::nhwc::to_nhwc(d)))
 }
 
 fn unit(view: &SubgraphView<'_>, sub: usize, s: &Substitution) -> Option<Unit> {
@@ -181,7 +173,7 @@ fn find(parent: &mut [usize], mut i: usize) -> usize {
 
 /// Rewrite the fused convolutions of `subs` into channels-last regions where they form one.
 pub fn channels_last(view: &SubgraphView<'_>, subs: Vec<Substitution>) -> Vec<Substitution> {
-    if std::env::var_os(NO_NHWC_ENV).is_some() {
+    if !crate::options::current().nhwc {
         return subs;
     }
     let units: Vec<Unit> = subs
@@ -297,7 +289,7 @@ fn rewrite(
         .iter()
         .filter_map(|&l| {
             let x = *net.layer(l).inputs.first()?;
-            let dims = crate::nhwc::to_nhwc(net.tensor(x).info.shape.dims());
+            let dims = crate::conv::nhwc::to_nhwc(net.tensor(x).info.shape.dims());
             let runs = crate::reduce::ReducePlan::new(&pixel_mean(), &dims).is_ok();
             (outputs.contains(&x) && runs).then_some((x, l))
         })
@@ -348,7 +340,7 @@ fn rewrite(
     // pointwise expansion and its depthwise convolution, or a depthwise convolution and its
     // pointwise projection (expansions first; a unit joins one pair at most). Keyed by the
     // second unit's output.
-    let first_of: HashMap<TensorId, &Unit> = if std::env::var_os(NO_PAIRS_ENV).is_some() {
+    let first_of: HashMap<TensorId, &Unit> = if !crate::options::current().conv_pairs {
         HashMap::new()
     } else {
         let biased = |u: &Unit| subs[u.sub].replacement.first().map(|r| r.inputs.len()) >= Some(3);

@@ -13,7 +13,7 @@
 //!   kernel over a padded copy of each plane; weights packed once at load, bias and
 //!   activation fused in the GEMM epilogue. 3×3 stride-1 convolutions with at least 64
 //!   channels each way and an output of at least 8×8 take a Winograd F(4×4, 3×3) path
-//!   (weights transformed at load; `BACKPLANE_CPUACC_NO_WINOGRAD` turns it off).
+//!   (weights transformed at load; the option `winograd=off` turns it off).
 //!   ConvTranspose (1-D, 2-D) is a GEMM into columns and a scatter-add planned at load.
 //! * **RNN, GRU, LSTM**: the input projection of every timestep as one
 //!   SGEMM per direction, then a small product and the gate math per step.
@@ -32,21 +32,21 @@
 //!   contiguous runs, and Cast between f32, f64, f16, i64, i32, i8, u8 and bool with CpuRef's
 //!   exact results.
 //!
-//! Threads: [`CpuAccBackend::with_threads`], the backend option `threads`, or the environment
-//! variable `BACKPLANE_CPUACC_THREADS`; by default the machine's hardware threads. With one
-//! thread no pool is involved at all.
+//! Threads: [`CpuAccBackend::with_threads`] or the backend option `threads`; by default the
+//! machine's hardware threads. With one thread no pool is involved at all. The other
+//! options ([`CpuAccOptions`]) switch paths off for A/B measurements.
 //!
-//! All `unsafe` code is in the [`simd`] module (intrinsics) and [`threads`] (handing a step's
-//! borrowed closure to the helper threads).
+//! CpuAcc has no `unsafe` code: the intrinsics and the thread pool live in the kernel crate
+//! `backplane_cpu_kernels` ([`simd`] re-exports it and multiversions CpuAcc's safe bodies
+//! through it). Convolutions are under `conv`, where `choose_conv_algorithm` picks each
+//! layer's path.
+
+#![forbid(unsafe_code)]
 
 pub mod act;
 mod arg_reduce;
 mod cast;
-mod channel_lanes;
 mod conv;
-mod conv_transpose;
-mod depthwise;
-mod direct;
 mod elementwise;
 pub mod fusion;
 pub mod gemm;
@@ -55,21 +55,22 @@ mod layout;
 mod math;
 mod matmul;
 mod movement;
-mod nhwc;
-mod nhwc_winograd;
 mod norm;
 mod ops;
+pub mod options;
 mod plan;
 mod recurrent;
 mod reduce;
 mod resize;
 pub mod simd;
 mod support;
-pub mod threads;
-mod window;
-mod winograd;
+pub use backplane_cpu_kernels::threads;
 mod workload;
 
+// The paths the workload factory, support checks and ops use for the convolution modules.
+use conv::{conv_transpose, depthwise, nhwc, window};
+
+pub use options::CpuAccOptions;
 pub use support::CpuAccLayerSupport;
 pub use workload::CpuAccWorkloadFactory;
 
@@ -78,67 +79,74 @@ use backplane_backend_api::{
     CapabilityValue, LayerSupport, MemoryManager, OptimizationViews, Result, SubgraphView,
     WorkloadFactory,
 };
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// The id CpuAcc registers under.
 pub const CPU_ACC_ID: &str = "CpuAcc";
 
-/// The environment variable giving the default thread count.
-pub const THREADS_ENV: &str = "BACKPLANE_CPUACC_THREADS";
-
-/// The accelerated CPU backend. Clones share their thread setting, so the backend options a
+/// The accelerated CPU backend. Clones share their options, so the backend options a
 /// runtime hands to one backend object's context reach the workload factories of the others
 /// created by the same registry factory (see [`CpuAccBackend::factory`]).
 #[derive(Debug, Clone, Default)]
 pub struct CpuAccBackend {
-    /// Requested threads; 0 means "the default".
-    threads: Arc<AtomicUsize>,
+    /// The options workloads are created and subgraphs optimized under.
+    options: Arc<Mutex<CpuAccOptions>>,
 }
 
 impl CpuAccBackend {
-    /// The backend with the default thread count.
+    /// The backend with the default options.
     pub fn new() -> Self {
         Self::default()
     }
 
     /// The backend using `threads` threads per operator (at least 1).
     pub fn with_threads(threads: usize) -> Self {
+        Self::with_options(CpuAccOptions {
+            threads: Some(threads.max(1)),
+            ..CpuAccOptions::default()
+        })
+    }
+
+    /// The backend with these options (those a runtime passes to its context are applied on
+    /// top of them).
+    pub fn with_options(options: CpuAccOptions) -> Self {
         CpuAccBackend {
-            threads: Arc::new(AtomicUsize::new(threads.max(1))),
+            options: Arc::new(Mutex::new(options)),
         }
     }
 
-    /// A registry factory: every backend object it creates shares one thread setting.
+    /// A registry factory: every backend object it creates shares one set of options.
     pub fn factory() -> impl Fn() -> Box<dyn Backend> + Send + Sync + 'static {
         let shared = CpuAccBackend::new();
         move || Box::new(shared.clone()) as Box<dyn Backend>
     }
 
-    /// The thread count workloads will use: explicit, else `BACKPLANE_CPUACC_THREADS`, else
-    /// the machine's hardware threads.
+    /// The options in force.
+    pub fn options(&self) -> CpuAccOptions {
+        *self.options.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The thread count workloads will use: the `threads` option, else the machine's
+    /// hardware threads.
     pub fn threads(&self) -> usize {
-        match self.threads.load(Ordering::Relaxed) {
-            0 => std::env::var(THREADS_ENV)
-                .ok()
-                .and_then(|v| v.trim().parse::<usize>().ok())
-                .filter(|&n| n > 0)
-                .unwrap_or_else(threads::machine_threads),
-            n => n,
-        }
+        self.options()
+            .threads
+            .unwrap_or_else(threads::machine_threads)
     }
 }
 
-/// Parse the `threads` backend option.
-fn parse_threads(options: &BackendOptions) -> Result<Option<usize>> {
-    match options.get("threads") {
-        None => Ok(None),
-        Some(v) => match v.trim().parse::<usize>() {
-            Ok(n) if n > 0 => Ok(Some(n)),
-            _ => Err(BackendError::Other(format!(
-                "CpuAcc option threads={v}: expected a positive integer"
-            ))),
-        },
+/// A workload factory that creates CpuAcc's workloads under the backend's options.
+struct OptionsFactory {
+    inner: CpuAccWorkloadFactory,
+    options: CpuAccOptions,
+}
+
+impl WorkloadFactory for OptionsFactory {
+    fn create_workload(
+        &self,
+        layer: &backplane_backend_api::LayerDesc,
+    ) -> Result<Box<dyn backplane_backend_api::Workload>> {
+        options::scoped(self.options, || self.inner.create_workload(layer))
     }
 }
 
@@ -162,24 +170,35 @@ impl Backend for CpuAccBackend {
         memory_manager: Option<Arc<dyn MemoryManager>>,
     ) -> Result<Box<dyn WorkloadFactory>> {
         let threads = threads::Threads::new(self.threads())?;
-        Ok(Box::new(CpuAccWorkloadFactory::new(
-            threads,
-            memory_manager,
-        )))
+        Ok(Box::new(OptionsFactory {
+            inner: CpuAccWorkloadFactory::new(threads, memory_manager),
+            options: self.options(),
+        }))
     }
 
     fn create_backend_context(
         &self,
         options: &BackendOptions,
     ) -> Result<Option<Box<dyn BackendContext>>> {
-        if let Some(n) = parse_threads(options)? {
-            self.threads.store(n, Ordering::Relaxed);
+        let merged = self.options().merged(options)?;
+        if let Some(isa) = merged.isa {
+            if !backplane_cpu_kernels::isa::limit_isa(isa) {
+                return Err(BackendError::Other(format!(
+                    "CpuAcc option isa={}: the kernels already run {} in this process",
+                    isa.name(),
+                    simd::isa()
+                )));
+            }
         }
+        if let Some(us) = merged.spin_us {
+            threads::set_keep_warm(std::time::Duration::from_micros(us));
+        }
+        *self.options.lock().unwrap_or_else(|e| e.into_inner()) = merged;
         Ok(None)
     }
 
     fn optimize_subgraph(&self, subgraph: &SubgraphView<'_>) -> OptimizationViews {
-        fusion::optimize(subgraph)
+        options::scoped(self.options(), || fusion::optimize(subgraph))
     }
 
     fn capabilities(&self) -> Capabilities {

@@ -7,7 +7,7 @@ use crate::io::{f32s, f32s_mut, input, output, Io};
 use crate::reduce::{self, ReducePlan};
 use crate::simd;
 use crate::threads::Threads;
-use crate::window::{self, Geo2, WindowKind};
+use crate::window::{self, FromGeometry, Geo2, WindowKind};
 use backplane_backend_api::{BackendError, Result, Workload};
 use backplane_core::ops::{PoolDesc, PoolKind};
 use backplane_core::shape::{broadcast_strides, normalize_axis, strides_of};

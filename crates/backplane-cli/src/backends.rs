@@ -19,6 +19,20 @@ pub struct DynamicArgs {
     pub no_dynamic_backends: bool,
 }
 
+/// Split a `--backend-option` value, `BACKEND:KEY=VALUE`.
+pub fn parse_backend_option(s: &str) -> Result<(String, String, String), String> {
+    let (backend, rest) = s
+        .split_once(':')
+        .ok_or_else(|| format!("{s}: expected BACKEND:KEY=VALUE"))?;
+    let (key, value) = rest
+        .split_once('=')
+        .ok_or_else(|| format!("{s}: expected BACKEND:KEY=VALUE"))?;
+    if backend.is_empty() || key.is_empty() {
+        return Err(format!("{s}: expected BACKEND:KEY=VALUE"));
+    }
+    Ok((backend.into(), key.into(), value.into()))
+}
+
 impl DynamicArgs {
     /// The runtime option these flags choose. A relative directory is taken from the current
     /// directory.
@@ -36,9 +50,18 @@ impl DynamicArgs {
 /// The dynamic-backend choice of this invocation (set once, from the command line).
 static CHOICE: OnceLock<DynamicBackendsOption> = OnceLock::new();
 
+/// `--backend-option` values of this invocation: (backend, key, value).
+static BACKEND_OPTIONS: OnceLock<Vec<(String, String, String)>> = OnceLock::new();
+
 /// Record the command line's dynamic-backend flags for every runtime this process creates.
 pub fn choose(args: &DynamicArgs) {
     let _ = CHOICE.set(args.option());
+}
+
+/// Record the command line's `--backend-option` values for every runtime this process
+/// creates.
+pub fn set_backend_options(options: &[(String, String, String)]) {
+    let _ = BACKEND_OPTIONS.set(options.to_vec());
 }
 
 /// The intra-op thread count of this invocation (`--threads`), for the backends that take one.
@@ -86,6 +109,12 @@ pub fn runtime() -> Result<Runtime, CliError> {
         if let Ok(id) = backplane::BackendId::new("CpuAcc") {
             options.backend_options.insert(id, threads);
         }
+    }
+    for (backend, key, value) in BACKEND_OPTIONS.get().into_iter().flatten() {
+        let id = backplane::BackendId::new(backend)
+            .map_err(|e| CliError::usage(format!("--backend-option {backend}: {e}")))?;
+        let entry = options.backend_options.entry(id).or_default();
+        entry.values.insert(key.clone(), value.clone());
     }
     Ok(Runtime::new(backplane::builtin_registry(), options)?)
 }

@@ -36,6 +36,11 @@ pub struct CommonArgs {
     /// The shape of an input with symbolic dimensions: NAME=1x3x224x224.
     #[arg(long = "input-shape", value_name = "NAME=DIMS")]
     pub input_shapes: Vec<String>,
+    /// Pass option KEY=VALUE to backend BACKEND (repeatable). CpuAcc's options: threads=N,
+    /// isa=avx2|portable, spin_us=N, and the path switches winograd, direct, channel_lanes,
+    /// dw_rows, dw_channels_last, split_halves, nhwc, conv_pairs (=on|off).
+    #[arg(long = "backend-option", value_name = "BACKEND:KEY=VALUE", value_parser = crate::backends::parse_backend_option)]
+    pub backend_options: Vec<(String, String, String)>,
     /// Run a layer (by name or op type) on a given backend first: NAME=BACKEND.
     #[arg(long = "layer-backend", value_name = "NAME=BACKEND")]
     pub layer_backends: Vec<String>,
@@ -411,6 +416,7 @@ pub fn prepare(
     if let Some(n) = args.threads {
         crate::backends::set_threads(n);
     }
+    crate::backends::set_backend_options(&args.backend_options);
     let time_limit = (!args.no_time_limit).then(|| args.time_limit.unwrap_or(DEFAULT_TIME_LIMIT));
     crate::backends::set_limits(time_limit, args.max_loop_iterations, args.max_memory);
     let model = ModelFile::open(model)?;

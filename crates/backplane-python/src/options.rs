@@ -13,7 +13,7 @@ use std::path::PathBuf;
 ///
 /// Attributes:
 ///     intra_op_num_threads: threads per operator for backends that use several (CpuAcc);
-///         0, the default, means every hardware thread (or ``BACKPLANE_CPUACC_THREADS``).
+///         0, the default, means every hardware thread.
 ///     dynamic_backends_path: load dynamic backends (``<vendor>_<name>_backend.so``) from
 ///         this directory only, instead of the directories built into backplane.
 ///     use_dynamic_backends: ``False`` loads no dynamic backend at all.

@@ -8,7 +8,7 @@
 
 mod fused;
 
-use crate::act::Activation;
+use crate::act::{Activation, FromOp};
 use crate::arg_reduce::ArgReduceWorkload;
 use crate::conv::ConvWorkload;
 use crate::conv_transpose::ConvTransposeWorkload;

@@ -44,10 +44,10 @@
 //! time cost more than the copy (twice as slow on 14×14 and 7×7 planes), so the copy stays.
 
 use crate::act::Activation;
+use crate::conv::window::Geo2;
 use crate::conv::Phases;
 use crate::simd;
 use crate::threads::Threads;
-use crate::window::Geo2;
 use backplane_backend_api::{BackendError, Result};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -73,13 +73,6 @@ const BAND_PIXELS: usize = 384;
 /// planes, stride 2, than with the outputs' limit).
 const BAND_INPUT_PIXELS: usize = 4 * BAND_PIXELS;
 
-/// Set (to anything) to turn the channels-last path off, for A/B measurements.
-pub const NO_CHANNELS_LAST_ENV: &str = "BACKPLANE_CPUACC_NO_DW_CHANNELS_LAST";
-
-/// Set (to anything) when a workload is created to turn the in-place rows path off, for A/B
-/// measurements.
-pub const NO_ROWS_ENV: &str = "BACKPLANE_CPUACC_NO_DW_ROWS";
-
 /// What is fixed for every plane of one depthwise convolution.
 #[derive(Debug, Clone)]
 pub struct Plan {
@@ -91,6 +84,9 @@ pub struct Plan {
     band: usize,
     /// Whether the in-place rows path (`simd::depthwise_rows`) takes the planes.
     rows: bool,
+    /// Whether the channels-last blocks may run (the `dw_channels_last` option when
+    /// planned).
+    channels_last_on: bool,
 }
 
 impl Plan {
@@ -102,7 +98,8 @@ impl Plan {
             phases,
             offsets: phases.rows(geo, 1),
             band: geo.oh.max(1),
-            rows: simd::depthwise_rows::worth(geo) && std::env::var_os(NO_ROWS_ENV).is_none(),
+            rows: simd::depthwise_rows::worth(geo) && crate::options::current().dw_rows,
+            channels_last_on: crate::options::current().dw_channels_last,
         };
         // Bands of at most BAND_PIXELS outputs and BAND_INPUT_PIXELS padded inputs (per
         // lane), so the channels-last scratch stays well inside L2.
@@ -146,7 +143,7 @@ impl Plan {
         planes >= LANES
             && (self.geo.oh * self.geo.ow <= SMALL_PLANE || simd::has_avx512())
             && self.geo.kh * self.geo.kw <= MAX_TAPS
-            && std::env::var_os(NO_CHANNELS_LAST_ENV).is_none()
+            && self.channels_last_on
     }
 }
 
@@ -632,6 +629,7 @@ pub fn run_max(th: &Threads, plan: &Plan, x: &[f32], y: &mut [f32]) -> Result<bo
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::conv::window::FromGeometry;
     use backplane_core::ops::{Geometry, Window};
 
     /// A zero-padded depthwise convolution of one plane (`w`: its kh·kw taps), plainly, in
@@ -716,11 +714,7 @@ pub(crate) mod tests {
         ] {
             let g = geo(h, w, k, s, d, pads);
             let plan = Plan::new(&g);
-            assert!(
-                plan.channels_last(planes)
-                    || g.oh * g.ow > SMALL_PLANE
-                    || std::env::var_os(NO_CHANNELS_LAST_ENV).is_some()
-            );
+            assert!(plan.channels_last(planes) || g.oh * g.ow > SMALL_PLANE);
             if g.oh * g.ow > 1024 {
                 assert!(plan.band < g.oh, "{h}x{w}: one band of {} rows", plan.band);
             }
@@ -857,13 +851,12 @@ pub(crate) mod tests {
             // 3×3 windows with rows of at least 14 (AVX-512) or 16 (AVX2) outputs.
             let min_width = if simd::has_avx512() { 14 } else { 16 };
             let rows = simd::avx2_in_use() && k == 3 && g.ow >= min_width;
-            assert_eq!(plan.rows, rows && std::env::var_os(NO_ROWS_ENV).is_none());
+            assert_eq!(plan.rows, rows);
             for th in [Threads::single(), Threads::new(2).unwrap()] {
                 for (input, nan) in [(&x, false), (&xn, true)] {
                     let mut y = vec![0f32; planes * g.oh * g.ow];
                     let ran = run_max(&th, &plan, input, &mut y).unwrap();
-                    let channels_last =
-                        simd::has_avx512() && std::env::var_os(NO_CHANNELS_LAST_ENV).is_none();
+                    let channels_last = simd::has_avx512();
                     assert_eq!(ran, plan.rows || (channels_last && !nan), "{h}x{w} k{k}");
                     if !ran {
                         continue;

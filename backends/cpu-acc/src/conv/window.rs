@@ -1,5 +1,5 @@
 //! 2-D sliding windows over one plane: max/average pooling (depthwise convolution has its own
-//! kernel in `crate::depthwise`).
+//! kernel in `crate::conv::depthwise`).
 //!
 //! Each input plane is first copied into a padded scratch plane whose rows are split into
 //! `stride` phases (column `x·stride + q` goes to phase `q`), so that every kernel tap reads a
@@ -25,38 +25,16 @@ pub enum WindowKind<'a> {
     },
 }
 
-/// 2-D window geometry (one spatial axis pair).
-#[derive(Debug, Clone, Copy)]
-pub struct Geo2 {
-    /// Input height, width.
-    pub h: usize,
-    /// Input width.
-    pub w: usize,
-    /// Kernel.
-    pub kh: usize,
-    /// Kernel width.
-    pub kw: usize,
-    /// Strides.
-    pub sh: usize,
-    /// Horizontal stride.
-    pub sw: usize,
-    /// Dilations.
-    pub dh: usize,
-    /// Horizontal dilation.
-    pub dw: usize,
-    /// Leading pads.
-    pub pt: usize,
-    /// Left pad.
-    pub pl: usize,
-    /// Output.
-    pub oh: usize,
-    /// Output width.
-    pub ow: usize,
+pub use backplane_cpu_kernels::geo::Geo2;
+
+/// A [`Geo2`] from the core's resolved window geometry.
+pub trait FromGeometry: Sized {
+    /// From a resolved geometry of 1 or 2 spatial axes (1-D windows get height 1).
+    fn from_geometry(g: &Geometry, spatial: &[usize]) -> Option<Self>;
 }
 
-impl Geo2 {
-    /// From a resolved geometry of 1 or 2 spatial axes (1-D windows get height 1).
-    pub fn from_geometry(g: &Geometry, spatial: &[usize]) -> Option<Self> {
+impl FromGeometry for Geo2 {
+    fn from_geometry(g: &Geometry, spatial: &[usize]) -> Option<Self> {
         match spatial.len() {
             1 => Some(Geo2 {
                 h: 1,
@@ -88,29 +66,6 @@ impl Geo2 {
             }),
             _ => None,
         }
-    }
-
-    fn padded_rows(&self) -> usize {
-        (self.oh.saturating_sub(1)) * self.sh + (self.kh.saturating_sub(1)) * self.dh + 1
-    }
-
-    fn padded_cols(&self) -> usize {
-        (self.ow.saturating_sub(1)) * self.sw + (self.kw.saturating_sub(1)) * self.dw + 1
-    }
-
-    fn phase_len(&self) -> usize {
-        self.padded_cols().div_ceil(self.sw)
-    }
-
-    fn row_len(&self) -> usize {
-        self.phase_len() * self.sw
-    }
-
-    /// Scratch floats one prepared plane needs.
-    pub fn scratch_len(&self) -> usize {
-        // With a stride, one more padded row: [`prepare_body`] pads each row there before
-        // splitting it into phases.
-        self.padded_rows() * self.row_len() + if self.sw == 1 { 0 } else { self.row_len() }
     }
 }
 

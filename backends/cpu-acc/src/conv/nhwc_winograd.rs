@@ -1,5 +1,5 @@
 //! Winograd F(2×2, 3×3) for channels-last 3×3 stride-1 convolutions on small planes (a
-//! ResNet's 7×7 last stage), where the NCHW F(4×4, 3×3) path (`crate::winograd`) would cover
+//! ResNet's 7×7 last stage), where the NCHW F(4×4, 3×3) path (`crate::conv::winograd`) would cover
 //! 49 pixels with four tiles and its 36 transformed weight matrices would each serve four
 //! GEMM rows.
 //!
@@ -21,10 +21,10 @@
 //! convolution's multiply-adds.
 
 use crate::act::Activation;
+use crate::conv::window::Geo2;
 use crate::gemm::{self, Packed, KC};
 use crate::simd::{self, TileEpilogue, NR};
 use crate::threads::Threads;
-use crate::window::Geo2;
 use backplane_backend_api::{BackendError, Result};
 use std::cell::RefCell;
 
@@ -62,7 +62,7 @@ pub fn applies(geo: &Geo2, c: usize, m: usize, threads: usize) -> bool {
         && m >= MIN_CHANNELS
         && threads == 1
         && simd::strided_tiles()
-        && std::env::var_os(crate::winograd::NO_WINOGRAD_ENV).is_none()
+        && crate::options::current().winograd
 }
 
 /// `G g Gᵀ` of one 3×3 filter (row-major), in f64.

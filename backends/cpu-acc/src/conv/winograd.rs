@@ -41,25 +41,18 @@
 //! tried and measured slower than the lane-gather one kept here.
 
 use crate::act::Activation;
+use crate::conv::window::Geo2;
 use crate::gemm::{self, ASrc, BSrc, Epilogue, MatView, Packed};
 use crate::simd;
 use crate::threads::Threads;
-use crate::window::Geo2;
 use backplane_backend_api::{BackendError, Result};
+pub use backplane_cpu_kernels::winograd::{
+    xi_stride, Block, Dest, OutEpilogue, Tiles, ALPHA, LANES, STRIP, TILE,
+};
 use std::cell::RefCell;
 
-/// Tiles transformed together (one AVX2 vector).
-pub const LANES: usize = 8;
-/// Output tile side.
-pub(crate) const TILE: usize = 4;
-/// Input tile side.
-pub(crate) const ALPHA: usize = 6;
 /// Points of the transformed domain.
 const XI: usize = ALPHA * ALPHA;
-
-/// Set (to anything) when a convolution workload is created to keep it off the Winograd
-/// path, for A/B measurements.
-pub const NO_WINOGRAD_ENV: &str = "BACKPLANE_CPUACC_NO_WINOGRAD";
 
 /// One value of [`LANES`] tiles.
 pub type Lane = [f32; LANES];
@@ -181,79 +174,6 @@ fn at(m: &[Lane; ALPHA]) -> [Lane; TILE] {
     r
 }
 
-/// Where tile `t` (global, over the batch) lies.
-#[derive(Debug, Clone, Copy)]
-pub struct Tiles {
-    /// Tiles per row, per column, per image.
-    pub across: usize,
-    /// Tile rows per image.
-    pub down: usize,
-    /// Tiles of all images.
-    pub total: usize,
-    /// Row pitch of the zero-padded input planes (see [`pad_input`]).
-    pub pitch: usize,
-}
-
-impl Tiles {
-    fn new(geo: &Geo2, n: usize) -> Self {
-        let across = geo.ow.div_ceil(TILE);
-        let down = geo.oh.div_ceil(TILE);
-        Tiles {
-            across,
-            down,
-            total: n * across * down,
-            pitch: TILE * across + 2,
-        }
-    }
-
-    /// Floats of one zero-padded input plane: every tile's 6×6 window inside it.
-    pub fn padded_plane(&self) -> usize {
-        (TILE * self.down + 2) * self.pitch
-    }
-
-    /// (image, output row, output column) of tile `t`'s top-left pixel.
-    #[inline(always)]
-    pub(crate) fn origin(&self, t: usize) -> (usize, usize, usize) {
-        let per = self.across * self.down;
-        let (b, r) = (t / per, t % per);
-        (b, (r / self.across) * TILE, (r % self.across) * TILE)
-    }
-}
-
-/// One block of tiles: `first..first + count`; its V matrices in the GEMM's packed-panel
-/// layout (`gemm::panel_offset`), its M matrices with rows `pitch` floats apart.
-#[derive(Debug, Clone, Copy)]
-pub struct Block {
-    /// First tile.
-    pub first: usize,
-    /// Tiles.
-    pub count: usize,
-    /// `count` rounded up to whole GEMM panels (`simd::NR` columns): the row pitch of the M
-    /// matrices, and the padded width of the V matrices' panels.
-    pub pitch: usize,
-}
-
-/// Floats between the block's consecutive `V_ξ` (or `M_ξ`) matrices of `rows` rows: one
-/// cache line more than the matrix, so that the 36 values of one tile (read or written
-/// together) do not all fall in the same L1 set when the matrix size is a multiple of 4 KiB.
-#[inline(always)]
-pub(crate) fn xi_stride(rows: usize, pitch: usize) -> usize {
-    rows * pitch + 16
-}
-
-/// Width of one strip of [`LANES`] output tiles.
-pub(crate) const STRIP: usize = LANES * TILE;
-
-/// Where the output transform writes.
-#[derive(Debug)]
-pub enum Dest<'a> {
-    /// The convolution's output (NCHW, all images): the valid pixels of each tile.
-    Output(&'a mut [f32]),
-    /// A block's buffer: for output channel `co` and lane group `g` of the block, 4 rows of
-    /// [`LANES`] × 4 values at `((co · groups + g) · 4 + row) · LANES · 4`.
-    Strips(&'a mut [f32]),
-}
-
 /// The input transform of one block: `v[ξ·vs + panel_offset(c, count, ci, t)]` (V_ξ as packed
 /// GEMM panels, `vs` = [`xi_stride`]) for every channel `ci` of the
 /// `c` channels of `x`, the whole batch zero-padded by [`pad_input`] (so every tile's 6×6
@@ -306,17 +226,6 @@ pub fn input_body(tiles: &Tiles, c: usize, blk: &Block, x: &[f32], v: &mut [f32]
             }
         }
     }
-}
-
-/// What the output transform adds: `m` output channels, their bias, the activation.
-#[derive(Debug, Clone, Copy)]
-pub struct OutEpilogue<'a> {
-    /// Output channels.
-    pub m: usize,
-    /// Bias per output channel.
-    pub bias: Option<&'a [f32]>,
-    /// Activation.
-    pub act: Activation,
 }
 
 /// The output transform of one block, for output channels `m`: `mo[(ξ·m + co)·pitch + t]` in,

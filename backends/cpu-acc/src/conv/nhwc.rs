@@ -16,16 +16,17 @@
 //! the `Transpose` layers at its borders, so the runtime sees nothing unusual.
 
 use crate::act::Activation;
-use crate::conv;
+use crate::conv::nhwc_winograd;
+use crate::conv::window::{FromGeometry, Geo2};
+use crate::conv::{self, choose_conv_algorithm, ConvAlgorithm, ConvLayoutIn, ConvShape};
 use crate::gemm::{self, ASrc, BSrc, Epilogue, MatView, Packed};
 use crate::io::{f32s, f32s_mut, input, output, Io};
-use crate::nhwc_winograd;
 use crate::simd;
 use crate::threads::Threads;
-use crate::window::Geo2;
 use backplane_backend_api::{BackendError, Result, Workload};
 use backplane_core::ops::ConvDesc;
 use backplane_core::{Tensor, TensorView, TensorViewMut};
+pub use backplane_cpu_kernels::nhwc_depthwise::{valid_taps, DwRow};
 use std::cell::RefCell;
 
 /// Pixels gathered into one im2col block (the block and its GEMM stay in L2).
@@ -95,7 +96,7 @@ enum Kind {
     /// One group, any window: im2col rows `(ky, kx, c)` times W packed as B.
     Im2col(Packed),
     /// One group, 3×3 stride 1 on a small plane: Winograd F(2×2, 3×3)
-    /// (`crate::nhwc_winograd`).
+    /// (`crate::conv::nhwc_winograd`).
     Winograd(nhwc_winograd::Plan),
 }
 
@@ -166,18 +167,26 @@ impl NhwcConvWorkload {
         }
         let w = w.as_slice::<f32>()?;
         let taps = geo.kh * geo.kw;
-        let depthwise = desc.group.max(1) == c && c > 1;
-        let pointwise = taps == 1
-            && geo.sh == 1
-            && geo.sw == 1
-            && geo.pt == 0
-            && geo.pl == 0
-            && geo.oh == geo.h
-            && geo.ow == geo.w;
+        let shape = ConvShape {
+            geo: &geo,
+            c,
+            m,
+            group: desc.group.max(1),
+            threads: threads.count(),
+            const_weights: true,
+            layout: if input_nchw {
+                ConvLayoutIn::NchwToNhwc
+            } else {
+                ConvLayoutIn::Nhwc
+            },
+            winograd: true,
+        };
+        let pointwise = shape.pointwise();
+        let algorithm = choose_conv_algorithm(&shape);
         if w.len() != m * (c / desc.group.max(1)) * taps {
             return Err(bad("weights do not match the convolution".into()));
         }
-        let kind = if depthwise && !input_nchw {
+        let kind = if algorithm == ConvAlgorithm::Depthwise {
             // [c][t] → [t][c].
             let mut t = vec![0f32; taps * c];
             for ch in 0..c {
@@ -201,7 +210,7 @@ impl NhwcConvWorkload {
                     cs: c,
                 },
             ))
-        } else if !input_nchw && nhwc_winograd::applies(&geo, c, m, threads.count()) {
+        } else if algorithm == ConvAlgorithm::WinogradF2 {
             Kind::Winograd(nhwc_winograd::Plan::new(w, m, c)?)
         } else {
             // B[(t, ci)][j] = W[j][ci][t], packed straight from W (a reordered copy first
@@ -988,37 +997,6 @@ impl NhwcPairWorkload {
             done
         })
     }
-}
-
-/// One output row of a channels-last depthwise convolution, for [`dw_row_body`].
-pub struct DwRow<'a> {
-    /// The window.
-    pub geo: &'a Geo2,
-    /// Channels.
-    pub c: usize,
-    /// One image, `[H, W, C]`.
-    pub x: &'a [f32],
-    /// The taps, `[kh·kw][C]`.
-    pub taps: &'a [f32],
-    /// One bias per channel.
-    pub bias: &'a [f32],
-    /// The activation.
-    pub act: Activation,
-}
-
-/// The taps `t < k` whose input index `start + t·d` lies in the image (`pad ≤ · < pad +
-/// len`, in padded coordinates), as a range `lo..hi` (empty when none does).
-#[inline(always)]
-pub fn valid_taps(start: usize, d: usize, pad: usize, len: usize, k: usize) -> (usize, usize) {
-    let first = |edge: usize| {
-        if start >= edge {
-            0
-        } else {
-            (edge - start).div_ceil(d.max(1))
-        }
-    };
-    let lo = first(pad).min(k);
-    (lo, first(pad + len).clamp(lo, k))
 }
 
 /// Channels per step of the depthwise loop (two AVX2 or one AVX-512 vector).

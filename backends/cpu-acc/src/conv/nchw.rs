@@ -1,21 +1,22 @@
 //! Convolution: 1×1 (stride 1, no padding) as a plain GEMM on the input, general kernels as a
 //! GEMM over the im2col matrix of the input's zero-padded stride phases (each of its rows a
-//! contiguous run, see [`Phases`]), depthwise as its own kernel (`crate::depthwise`). Weights are
+//! contiguous run, see [`Phases`]), depthwise as its own kernel (`crate::conv::depthwise`). Weights are
 //! packed once at workload creation; bias and activation are applied in the GEMM epilogue.
 //! 3×3 stride-1 convolutions with enough channels and output take the Winograd F(4×4, 3×3)
-//! path instead (`crate::winograd`); those with few input channels (a network's first layer)
-//! take the direct path (`crate::direct`: the same tiles, reading the phases in place).
+//! path instead (`crate::conv::winograd`); those with few input channels (a network's first layer)
+//! take the direct path (`crate::conv::direct`: the same tiles, reading the phases in place).
 
+use super::{choose_conv_algorithm, ConvAlgorithm, ConvLayoutIn, ConvShape};
 use crate::act::Activation;
-use crate::channel_lanes;
-use crate::depthwise;
-use crate::direct;
+use crate::conv::channel_lanes;
+use crate::conv::depthwise;
+use crate::conv::direct;
+use crate::conv::window::{FromGeometry, Geo2};
+use crate::conv::winograd;
 use crate::gemm::{self, ASrc, BSrc, Epilogue, MatView, Packed, Shifted};
 use crate::io::{f32s, f32s_mut, input, output, Io};
 use crate::simd;
 use crate::threads::Threads;
-use crate::window::Geo2;
-use crate::winograd;
 use backplane_backend_api::{BackendError, Result, Workload};
 use backplane_core::ops::ConvDesc;
 use backplane_core::{Tensor, TensorView, TensorViewMut};
@@ -102,38 +103,39 @@ impl ConvWorkload {
         let geo = Geo2::from_geometry(&g, &xd[2..]).ok_or_else(|| bad("geometry".into()))?;
         let (n, c, m) = (xd[0], xd[1], wd[0]);
         let group = desc.group.max(1);
-        let depthwise = group == c && m == c && c > 1;
-        let pointwise = geo.kh == 1
-            && geo.kw == 1
-            && geo.sh == 1
-            && geo.sw == 1
-            && geo.pt == 0
-            && geo.pl == 0
-            && geo.oh == geo.h
-            && geo.ow == geo.w;
-        // 3×3 stride-1 convolutions worth it take the Winograd path, unless
-        // `winograd::NO_WINOGRAD_ENV` is set when the workload is created.
-        let winograd = match weights {
-            Some(t)
-                if group == 1
-                    && winograd::worth(&geo, c, m)
-                    && std::env::var_os(winograd::NO_WINOGRAD_ENV).is_none() =>
-            {
-                winograd::Plan::new(t.as_slice::<f32>()?, m, c)
-            }
-            _ => None,
+        let mut shape = ConvShape {
+            geo: &geo,
+            c,
+            m,
+            group,
+            threads: threads.count(),
+            const_weights: weights.is_some(),
+            layout: ConvLayoutIn::Nchw,
+            winograd: true,
         };
-        let weights = match (weights, winograd) {
-            (_, Some(plan)) => Weights::Winograd(plan),
-            (None, None) => Weights::Runtime,
-            (Some(t), None) => {
+        let (depthwise, pointwise) = (shape.depthwise(), shape.pointwise());
+        let mut algorithm = choose_conv_algorithm(&shape);
+        let weights = match weights {
+            None => Weights::Runtime,
+            Some(t) => {
                 let w = t.as_slice::<f32>()?;
-                if group == 1 && !pointwise && channel_lanes::applies(&geo, c, m, threads.count()) {
-                    Weights::ChannelLanes(channel_lanes::Plan::new(&geo, w, m, c, threads.count())?)
-                } else if depthwise {
-                    Weights::Depthwise(w.to_vec())
-                } else {
-                    Weights::Packed(pack_weights(w, m, group, c / group * geo.kh * geo.kw))
+                let mut plan = None;
+                if algorithm == ConvAlgorithm::WinogradF4 {
+                    plan = winograd::Plan::new(w, m, c);
+                    if plan.is_none() {
+                        shape.winograd = false;
+                        algorithm = choose_conv_algorithm(&shape);
+                    }
+                }
+                match (plan, algorithm) {
+                    (Some(plan), _) => Weights::Winograd(plan),
+                    (None, ConvAlgorithm::ChannelLanes) => Weights::ChannelLanes(
+                        channel_lanes::Plan::new(&geo, w, m, c, threads.count())?,
+                    ),
+                    (None, ConvAlgorithm::Depthwise) => Weights::Depthwise(w.to_vec()),
+                    (None, _) => {
+                        Weights::Packed(pack_weights(w, m, group, c / group * geo.kh * geo.kw))
+                    }
                 }
             }
         };
@@ -155,13 +157,7 @@ impl ConvWorkload {
             bias,
             act,
             residual: false,
-            direct: group == 1
-                && !depthwise
-                && if pointwise {
-                    direct::applies_pointwise(m, c)
-                } else {
-                    direct::applies(c, c * geo.kh * geo.kw)
-                },
+            direct: algorithm == ConvAlgorithm::Direct,
             threads,
         })
     }

@@ -6,7 +6,7 @@
 //! taken in passes of at most [`BLOCK_TAPS`] taps, each adding to the sums of the band of
 //! output rows the pass before left (in L2), so a pass's weights stay in L1.
 //!
-//! Against the direct path (`crate::direct`: the GEMM's 12×32 tiles over the input's stride
+//! Against the direct path (`crate::conv::direct`: the GEMM's 12×32 tiles over the input's stride
 //! phases), whose tiles stream K runs of 32 inputs each (147 of them for a 7×7 window over
 //! 3 channels: more than L1 holds with the next tile's prefetched), here the block of weights
 //! (K × 32 floats, 18 KiB) stays in L1 and the inputs are single floats; against the im2col
@@ -23,17 +23,13 @@
 //! round trip through L1 (not done). AVX-512 only.
 
 use crate::act::Activation;
-use crate::direct;
+use crate::conv::direct;
+use crate::conv::window::Geo2;
 use crate::gemm;
 use crate::simd::{self, channel_lanes};
 use crate::threads::Threads;
-use crate::window::Geo2;
 use backplane_backend_api::{BackendError, Result};
 use std::cell::RefCell;
-
-/// Set (to anything) when a workload is created to keep the direct path or the im2col GEMM,
-/// for A/B measurements.
-pub const NO_CHANNEL_LANES_ENV: &str = "BACKPLANE_CPUACC_NO_CHANNEL_LANES";
 
 thread_local! {
     static PADDED: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
@@ -41,7 +37,7 @@ thread_local! {
 }
 
 /// Whether a convolution of one group with `c` input channels, `m` filters and this window,
-/// on `threads` threads, takes the channel-lanes path ([`NO_CHANNEL_LANES_ENV`] unset,
+/// on `threads` threads, takes the channel-lanes path (the `channel_lanes` option on,
 /// AVX-512, horizontal stride 1 or 2): a network's first layer (the layers of
 /// [`direct::applies`]) on one thread, or a windowed stride-2 convolution whose output rows fill the
 /// kernel's tiles (14, 28, 56 pixels...). Measured with `conv_bench` (best of 4 runs of 15
@@ -60,7 +56,7 @@ pub fn applies(geo: &Geo2, c: usize, m: usize, threads: usize) -> bool {
         && geo.ow > 0
         && (1..=2).contains(&geo.sw)
         && (first_layer || strided)
-        && std::env::var_os(NO_CHANNEL_LANES_ENV).is_none()
+        && crate::options::current().channel_lanes
 }
 
 /// Vectors of 16 output channels per block: 2, or 1 when blocks of 32 would leave threads

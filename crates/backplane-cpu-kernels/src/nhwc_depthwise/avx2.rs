@@ -3,8 +3,8 @@
 //! windows per output pixel, 32 channels (four independent FMA chains) at a time, then 8,
 //! then one by one, each valid tap one load of input and one of weights per vector.
 
-use super::avx2::Act256;
-use crate::nhwc::{valid_taps, DwRow};
+use super::{valid_taps, DwRow};
+use crate::gemm::avx2::Act256;
 use std::arch::x86_64::*;
 
 /// Output row `oy` of a channels-last depthwise convolution (see `crate::nhwc::dw_row_body`).
@@ -13,7 +13,7 @@ use std::arch::x86_64::*;
 /// `job.bias` `c`, `out` and `res` (when given) `ow·c`; `oy < oh`, and the geometry is the
 /// one the output was computed for (so every valid tap lies inside the image).
 #[target_feature(enable = "avx2,fma")]
-pub(super) unsafe fn row(job: &DwRow<'_>, oy: usize, res: Option<&[f32]>, out: &mut [f32]) {
+pub(crate) unsafe fn row(job: &DwRow<'_>, oy: usize, res: Option<&[f32]>, out: &mut [f32]) {
     let g = job.geo;
     // Measured on Zen 3: weights in registers pay on wide stride-1 rows (56×56×144 0.83×,
     // 112×112×32 0.88× the per-pixel loop); on narrow or strided rows the per-pixel loop's

@@ -23,17 +23,19 @@ use std::time::{Duration, Instant};
 /// How long helpers spin after a step, waiting for the next one, before they may park.
 const KEEP_WARM: Duration = Duration::from_micros(100);
 
-/// [`KEEP_WARM`], or `BACKPLANE_CPUACC_SPIN_US` microseconds when set (read once), for A/B
-/// measurements of the spin policy.
+/// Microseconds helpers spin after a step ([`KEEP_WARM`] unless [`set_keep_warm`] changed it).
+static KEEP_WARM_US: AtomicU64 = AtomicU64::new(KEEP_WARM.as_micros() as u64);
+
+/// Set how long the helpers of every pool spin after a step, waiting for the next one,
+/// before they park (for A/B measurements of the spin policy). Process-wide, as the pools
+/// are shared by thread count.
+pub fn set_keep_warm(time: Duration) {
+    let us = u64::try_from(time.as_micros()).unwrap_or(u64::MAX);
+    KEEP_WARM_US.store(us, Ordering::Relaxed);
+}
+
 fn keep_warm_time() -> Duration {
-    static T: OnceLock<Duration> = OnceLock::new();
-    *T.get_or_init(|| {
-        std::env::var("BACKPLANE_CPUACC_SPIN_US")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .map(Duration::from_micros)
-            .unwrap_or(KEEP_WARM)
-    })
+    Duration::from_micros(KEEP_WARM_US.load(Ordering::Relaxed))
 }
 
 /// How long the calling thread spins for the helpers to finish before blocking.

@@ -1,7 +1,7 @@
 //! Direct convolution for layers with few input channels (a network's first layer: 3
 //! channels under a 3×3 or 7×7 window), and for pointwise (1×1) layers with few output
 //! channels: the GEMM's tiles with B read in place. On one thread, first layers with constant
-//! weights and a horizontal stride of 1 or 2 take `crate::channel_lanes` instead (measured
+//! weights and a horizontal stride of 1 or 2 take `crate::conv::channel_lanes` instead (measured
 //! with `conv_bench`: 3→32 3×3 stride 2 0.47 → 0.41 ms, 3→64 7×7 stride 2 3.2 → 2.5 ms); the
 //! rest (more threads, other strides, weights given at run time) come here.
 //!
@@ -18,11 +18,11 @@
 //! 144→24 on 56×56 even).
 
 use crate::act::Activation;
+use crate::conv::window::Geo2;
 use crate::conv::{fill_phases, Phases};
 use crate::gemm::{self, Packed, KC};
 use crate::simd::{self, TileEpilogue, MR, NR};
 use crate::threads::Threads;
-use crate::window::Geo2;
 use backplane_backend_api::{BackendError, Result};
 use std::cell::RefCell;
 
@@ -38,9 +38,6 @@ const _: () = assert!(MAX_K <= KC);
 /// 144→24 on 56×56 0.255 → 0.221 ms; 24→144 even, 160→960 on 7×7 0.27 → 0.34 ms (slower).
 pub const MAX_POINTWISE_M: usize = 32;
 
-/// Set (to anything) when a workload is created to keep the GEMM path, for A/B measurements.
-pub const NO_DIRECT_ENV: &str = "BACKPLANE_CPUACC_NO_DIRECT";
-
 thread_local! {
     static PHASES: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
@@ -54,22 +51,22 @@ pub const MAX_C: usize = 4;
 
 /// Whether a convolution of one group with a window, `c` input channels and im2col depth
 /// `k` takes the direct path: AVX-512 or AVX2, `c` at most [`MAX_C`], `k` at most [`MAX_K`], and
-/// [`NO_DIRECT_ENV`] unset.
+/// the `direct` option on.
 pub fn applies(c: usize, k: usize) -> bool {
     simd::avx2_in_use()
         && (1..=MAX_C).contains(&c)
         && (1..=MAX_K).contains(&k)
-        && std::env::var_os(NO_DIRECT_ENV).is_none()
+        && crate::options::current().direct
 }
 
 /// Whether a pointwise convolution of one group with `m` output and `c` input channels takes
 /// [`run_pointwise`]: AVX-512 or AVX2, `m` at most [`MAX_POINTWISE_M`], `c` at most [`KC`] (one K
-/// block), and [`NO_DIRECT_ENV`] unset.
+/// block), and the `direct` option on.
 pub fn applies_pointwise(m: usize, c: usize) -> bool {
     simd::avx2_in_use()
         && (1..=MAX_POINTWISE_M).contains(&m)
         && (1..=KC).contains(&c)
-        && std::env::var_os(NO_DIRECT_ENV).is_none()
+        && crate::options::current().direct
 }
 
 /// `y = act(conv(x) + bias)` for one image: `x` holds its `c` input planes, `y` its output

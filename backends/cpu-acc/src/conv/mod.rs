@@ -1,0 +1,148 @@
+//! Convolutions: every algorithm CpuAcc runs them with, and [`choose_conv_algorithm`], the one
+//! place that picks among them.
+//!
+//! * [`nchw`]: the NCHW convolution workload: a GEMM over the input's padded stride phases
+//!   (pointwise ones a GEMM on the input), and the dispatch to the paths below.
+//! * [`direct`]: GEMM tiles run on the phases with no packed B (first layers, projections).
+//! * [`winograd`]: Winograd F(4×4, 3×3) for 3×3 stride-1 layers.
+//! * [`channel_lanes`]: the output channels in vector lanes (first layers, stride 2).
+//! * [`depthwise`]: depthwise convolution and max pooling (planes, rows, channels-last
+//!   blocks); [`window`]: pooling windows over one plane.
+//! * [`nhwc`]: channels-last convolutions of a region (pointwise, depthwise, im2col tiles at
+//!   offsets, pairs), [`nhwc_winograd`]: their Winograd F(2×2, 3×3).
+//! * [`conv_transpose`]: ConvTranspose as a GEMM into columns and a scatter-add.
+
+pub mod channel_lanes;
+pub mod conv_transpose;
+pub mod depthwise;
+pub mod direct;
+pub mod nchw;
+pub mod nhwc;
+pub mod nhwc_winograd;
+pub mod window;
+pub mod winograd;
+
+pub use nchw::*;
+
+use crate::conv::window::Geo2;
+
+/// How a convolution is computed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConvAlgorithm {
+    /// Winograd F(4×4, 3×3) over NCHW planes ([`winograd`]; constant weights).
+    WinogradF4,
+    /// Winograd F(2×2, 3×3) on a channels-last plane ([`nhwc_winograd`]).
+    WinogradF2,
+    /// The output channels in vector lanes ([`channel_lanes`]; constant weights).
+    ChannelLanes,
+    /// The depthwise kernel ([`depthwise`], or channels-last rows in [`nhwc`]).
+    Depthwise,
+    /// GEMM tiles on the phases, no packed B ([`direct`]).
+    Direct,
+    /// A GEMM: over the phases (NCHW), on the input (pointwise), or by tiles reading the
+    /// window at offsets (channels-last).
+    Gemm,
+}
+
+/// Where a convolution's input and output lie.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConvLayoutIn {
+    /// NCHW in, NCHW out.
+    Nchw,
+    /// Channels-last in and out (inside a channels-last region).
+    Nhwc,
+    /// NCHW in, channels-last out (a region's first layer).
+    NchwToNhwc,
+}
+
+/// What [`choose_conv_algorithm`] looks at.
+#[derive(Debug, Clone, Copy)]
+pub struct ConvShape<'a> {
+    /// The window geometry.
+    pub geo: &'a Geo2,
+    /// Input channels.
+    pub c: usize,
+    /// Output channels.
+    pub m: usize,
+    /// Groups.
+    pub group: usize,
+    /// Threads the workload runs on.
+    pub threads: usize,
+    /// Whether the weights are constant (known when the workload is created).
+    pub const_weights: bool,
+    /// The layout.
+    pub layout: ConvLayoutIn,
+    /// Whether the Winograd paths may be taken (false after a Winograd plan was refused).
+    pub winograd: bool,
+}
+
+impl ConvShape<'_> {
+    /// A 1×1 stride-1 unpadded window: a product with the pixels.
+    pub fn pointwise(&self) -> bool {
+        let g = self.geo;
+        g.kh == 1
+            && g.kw == 1
+            && g.sh == 1
+            && g.sw == 1
+            && g.pt == 0
+            && g.pl == 0
+            && g.oh == g.h
+            && g.ow == g.w
+    }
+
+    /// One group per channel, as many outputs as inputs.
+    pub fn depthwise(&self) -> bool {
+        self.group == self.c && self.m == self.c && self.c > 1
+    }
+}
+
+/// The algorithm a convolution runs with: every size threshold and option that decides it is
+/// consulted here (the predicates of each path hold their own thresholds).
+pub fn choose_conv_algorithm(s: &ConvShape<'_>) -> ConvAlgorithm {
+    let options = crate::options::current();
+    let pointwise = s.pointwise();
+    match s.layout {
+        ConvLayoutIn::Nchw => {
+            if s.const_weights
+                && s.winograd
+                && s.group == 1
+                && winograd::worth(s.geo, s.c, s.m)
+                && options.winograd
+            {
+                ConvAlgorithm::WinogradF4
+            } else if s.const_weights
+                && s.group == 1
+                && !pointwise
+                && channel_lanes::applies(s.geo, s.c, s.m, s.threads)
+            {
+                ConvAlgorithm::ChannelLanes
+            } else if s.depthwise() {
+                ConvAlgorithm::Depthwise
+            } else if s.group == 1
+                && if pointwise {
+                    direct::applies_pointwise(s.m, s.c)
+                } else {
+                    direct::applies(s.c, s.c * s.geo.kh * s.geo.kw)
+                }
+            {
+                ConvAlgorithm::Direct
+            } else {
+                ConvAlgorithm::Gemm
+            }
+        }
+        ConvLayoutIn::Nhwc | ConvLayoutIn::NchwToNhwc => {
+            let nhwc_in = s.layout == ConvLayoutIn::Nhwc;
+            if nhwc_in && s.group == s.c && s.c > 1 {
+                ConvAlgorithm::Depthwise
+            } else if nhwc_in
+                && !pointwise
+                && s.winograd
+                && nhwc_winograd::applies(s.geo, s.c, s.m, s.threads)
+            {
+                ConvAlgorithm::WinogradF2
+            } else {
+                ConvAlgorithm::Gemm
+            }
+        }
+    }
+}

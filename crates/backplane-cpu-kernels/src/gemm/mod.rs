@@ -1,0 +1,518 @@
+//! SGEMM micro-kernels: the tiles every product and convolution of CpuAcc ends in.
+//!
+//! A packed A panel (`kc × MR`) times a packed B panel (`kc × NR`) into a tile of C with an
+//! epilogue (scale, accumulate, biases, an in-register activation): a 12×32 AVX-512 tile
+//! ([`avx512`]), 6×16 AVX2 quarters of it ([`avx2`]), or plain Rust ([`portable`]). Variants
+//! read A where it lies ([`tiles_strided`], [`tiles_offsets`]) or B where it lies
+//! ([`microkernel_in_place`]).
+//!
+//! The rules that make the `unsafe` sound: an AVX2 or AVX-512 kernel is entered only when
+//! the tier ([`crate::isa::kernels`]) says the CPU has its features, and every public entry
+//! point checks each slice length the raw-pointer kernel relies on before calling it,
+//! returning `false` instead of running when a precondition does not hold.
+
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod avx2;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod avx512;
+mod portable;
+#[cfg(test)]
+mod tests;
+
+use crate::act::Activation;
+use crate::isa::{avx2_in_use, has_avx2_fma, has_avx512, isa_in_use, Isa};
+use portable::portable_kernel;
+
+/// Rows of the micro-kernel's output tile (and of a packed A panel): twelve, so the AVX-512
+/// tile does 24 FMAs per two B loads and twelve broadcasts (the AVX2 kernel runs it as two
+/// six-row halves).
+pub const MR: usize = 12;
+/// Rows of one AVX2 tile, and the step at which a tile may start inside a packed A panel
+/// (see [`microkernel_rows`]).
+pub const ROW_STEP: usize = 6;
+const AVX2_ROWS: usize = ROW_STEP;
+/// Columns of the micro-kernel's output tile (and of a packed B panel): two AVX-512
+/// registers, or two AVX2 6×16 half-tiles.
+pub const NR: usize = 32;
+/// Columns of one AVX2 half-tile.
+pub const HALF: usize = 16;
+
+/// What the micro-kernel does with its accumulated `A·B` tile before storing it.
+#[derive(Debug, Clone, Copy)]
+pub struct TileEpilogue<'a> {
+    /// Add the tile's current contents (earlier K blocks, or a pre-filled C).
+    pub accumulate: bool,
+    /// Scale of the product.
+    pub alpha: f32,
+    /// Per-row bias (one value per tile row), added when `last`.
+    pub row_bias: Option<&'a [f32]>,
+    /// Per-column bias (at least `nr` values), added when `last`.
+    pub col_bias: Option<&'a [f32]>,
+    /// This is the last K block: add biases and apply the activation.
+    pub last: bool,
+    /// Activation applied when `last` (only the in-register ones: see
+    /// [`Activation::in_kernel`]; others are applied by the caller afterwards).
+    pub act: Activation,
+}
+
+/// C[0..mr, 0..nr] (row stride `ldc`) = epilogue(A_panel · B_panel) for packed panels of depth
+/// `kc` (`a`: kc×MR, `b`: kc×NR). Returns false, computing nothing, when a slice is too short
+/// or `mr`/`nr` exceed the tile.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+pub fn microkernel(
+    kc: usize,
+    a: &[f32],
+    b: &[f32],
+    c: &mut [f32],
+    ldc: usize,
+    mr: usize,
+    nr: usize,
+    ep: &TileEpilogue<'_>,
+) -> bool {
+    microkernel_on(isa_in_use(), kc, a, 0, b, c, ldc, mr, nr, ep)
+}
+
+/// [`microkernel`] for rows `row0 .. row0 + mr` of the packed A panel `a`, so that a range of
+/// C's rows split between threads need not start on a panel boundary. `row0` must be a
+/// multiple of [`ROW_STEP`] and `row0 + mr` at most MR (else false, computing nothing).
+#[allow(clippy::too_many_arguments)]
+#[inline]
+pub fn microkernel_rows(
+    kc: usize,
+    a: &[f32],
+    row0: usize,
+    b: &[f32],
+    c: &mut [f32],
+    ldc: usize,
+    mr: usize,
+    nr: usize,
+    ep: &TileEpilogue<'_>,
+) -> bool {
+    microkernel_on(isa_in_use(), kc, a, row0, b, c, ldc, mr, nr, ep)
+}
+
+/// True when [`tiles_strided`] runs (AVX2 without AVX-512: with AVX-512 the SGEMM's packing
+/// of A transposes in registers and its 12×32 tile is faster).
+#[inline]
+pub fn strided_tiles() -> bool {
+    avx2_in_use() && !has_avx512()
+}
+
+/// Most columns [`tiles_strided`] takes at once (with more than 16, a 3×24 tile runs).
+pub const WIDE: usize = 24;
+
+/// How the two 16-column halves of a packed B panel lie (`gemm::Packed::with_halves`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Halves {
+    /// Side by side: K step `k` holds the panel's 32 values at `k·NR` (the packed layout
+    /// every kernel reads).
+    Interleaved,
+    /// One after the other: the first half's K steps 16 floats apart, then the second's.
+    /// A 16-column tile's weights are then one run of `kc·16` floats, all of L1's sets,
+    /// where the interleaved half (every other 64-byte line) maps to half of them and
+    /// loses its lines to A's rows: the tiles reading A in place, at large K.
+    Split,
+}
+
+impl Halves {
+    /// Floats between a half's K steps.
+    #[inline]
+    pub fn k_step(self) -> usize {
+        match self {
+            Halves::Interleaved => NR,
+            Halves::Split => HALF,
+        }
+    }
+
+    /// Where the half from column `h` (0 or 16) starts in a panel `kc` deep.
+    #[inline]
+    pub fn start(self, kc: usize, h: usize) -> usize {
+        match self {
+            Halves::Interleaved => h,
+            Halves::Split => h * kc,
+        }
+    }
+
+    /// The `prefetch` offset for [`tiles_strided`] over the half from column `h` (0 or 16)
+    /// of a packed B panel, K blocks `kc` deep: the half that comes next in memory (the
+    /// panels of a K block, and the blocks, lie one after another).
+    #[inline]
+    pub fn next(self, kc: usize, h: usize) -> usize {
+        match self {
+            Halves::Interleaved => kc * NR + (h / HALF) * kc * HALF - h,
+            Halves::Split => kc * HALF,
+        }
+    }
+}
+
+/// `rows` rows of `C = A·B`, six at a time, with A read where it lies: C's rows `r < rows`
+/// (`ldc` apart) and columns `< nr` (1..=16, or up to [`WIDE`] from a panel's start) get the
+/// epilogue of the product of A's rows (`a[r·lda..]`, `kc` values each) and the columns of a
+/// packed B panel whose half `b` starts (laid out as `halves` says). The channels-last pointwise
+/// convolution's tiles: its A is the input, pixels as rows. While the first tile runs, `kc`
+/// cache lines from `prefetch` floats past `b`'s start on (64 bytes apart) are fetched into
+/// L2: a hint only, never read, so it may lie past `b`'s end (0 when nothing is worth
+/// fetching). Returns false, computing nothing, without AVX2 ([`strided_tiles`]) or when a
+/// slice is too short.
+#[allow(clippy::too_many_arguments)]
+pub fn tiles_strided(
+    kc: usize,
+    a: &[f32],
+    lda: usize,
+    rows: usize,
+    (b, halves): (&[f32], Halves),
+    c: &mut [f32],
+    ldc: usize,
+    nr: usize,
+    ep: &TileEpilogue<'_>,
+    prefetch: usize,
+) -> bool {
+    if rows == 0 {
+        return true;
+    }
+    let (bs, upper) = (halves.k_step(), halves.start(kc, HALF));
+    // The furthest B value read: the first half's last K step, and with more than 16
+    // columns the upper half's first eight there too.
+    let b_need = match nr > HALF {
+        true => upper + (kc - 1) * bs + 8,
+        false => (kc - 1) * bs + HALF,
+    };
+    let ok = (1..=WIDE).contains(&nr)
+        && kc >= 1
+        && (nr <= ldc || rows == 1)
+        && a.len() >= (rows - 1) * lda + kc
+        && b.len() >= b_need
+        && c.len() >= (rows - 1) * ldc + nr
+        && ep.row_bias.is_none()
+        && !matches!(ep.col_bias, Some(r) if r.len() < nr);
+    if !ok || !strided_tiles() {
+        return false;
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: AVX2 and FMA are present (`strided_tiles`); rows r < rows of A hold kc
+        // floats at r·lda (checked: (rows-1)·lda + kc <= a.len()), and a tile's rows past
+        // its last re-read that row; the kernels read b[k·bs .. k·bs + 16] for k < kc, and
+        // when nr > 16 b[upper + k·bs .. + 8] too, inside `b` (b_need, checked); they
+        // touch c[r·ldc .. r·ldc + nr] for
+        // r < rows only, inside `c`; there is no row bias and the column bias holds nr
+        // values; 1 <= nr <= 24 was checked; `prefetch` is only prefetched (never faults).
+        unsafe {
+            avx2::column_strided(
+                kc,
+                a.as_ptr(),
+                lda,
+                rows,
+                b.as_ptr(),
+                (bs, upper),
+                c.as_mut_ptr(),
+                ldc,
+                nr,
+                ep,
+                b.as_ptr().wrapping_add(prefetch),
+            );
+        }
+        true
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+/// [`tiles_strided`] with A's K steps at offsets: A's row r holds, at step k, the value
+/// `a[r·lda + offs[k]]` (a convolution's window read in place from a padded input: rows are
+/// output pixels `lda` = stride apart, steps are taps and channels). Returns false,
+/// computing nothing, without AVX2 ([`strided_tiles`]) or when a slice is too short.
+#[allow(clippy::too_many_arguments)]
+pub fn tiles_offsets(
+    kc: usize,
+    a: &[f32],
+    lda: usize,
+    offs: &[usize],
+    rows: usize,
+    (b, halves): (&[f32], Halves),
+    c: &mut [f32],
+    ldc: usize,
+    nr: usize,
+    ep: &TileEpilogue<'_>,
+) -> bool {
+    if rows == 0 {
+        return true;
+    }
+    let bs = halves.k_step();
+    let furthest = offs.get(..kc).and_then(|o| o.iter().max()).copied();
+    let ok = (1..=HALF).contains(&nr)
+        && kc >= 1
+        && (nr <= ldc || rows == 1)
+        && furthest.is_some_and(|f| (rows - 1) * lda + f < a.len())
+        && b.len() >= (kc - 1) * bs + HALF
+        && c.len() >= (rows - 1) * ldc + nr
+        && ep.row_bias.is_none()
+        && !matches!(ep.col_bias, Some(r) if r.len() < nr);
+    if !ok || !strided_tiles() {
+        return false;
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: AVX2 and FMA are present (`strided_tiles`); `offs` holds kc values, and
+        // for every row r < rows and step k < kc, r·lda + offs[k] <= (rows-1)·lda + the
+        // largest offset < a.len() (checked), a tile's rows past its last re-reading that
+        // row; the kernel reads b[k·bs .. k·bs + 16] for k < kc, inside `b`; it touches
+        // c[r·ldc .. r·ldc + nr] for r < rows only, inside `c`; there is no row bias and
+        // the column bias holds nr values; 1 <= nr <= 16 was checked.
+        unsafe {
+            avx2::column_offsets(
+                kc,
+                a.as_ptr(),
+                lda,
+                offs.as_ptr(),
+                rows,
+                b.as_ptr(),
+                bs,
+                c.as_mut_ptr(),
+                ldc,
+                nr,
+                ep,
+            );
+        }
+        true
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+/// Where B's rows start for [`microkernel_in_place`], with the furthest start worked out once
+/// (not per tile: with 147 rows the scan cost a tenth of a tile).
+#[derive(Debug, Clone, Copy)]
+pub struct InPlaceRows<'a> {
+    offs: &'a [usize],
+    last: Option<usize>,
+}
+
+impl<'a> InPlaceRows<'a> {
+    /// B row `t` starts at offset `offs[t]`.
+    #[inline]
+    pub fn new(offs: &'a [usize]) -> Self {
+        InPlaceRows {
+            offs,
+            last: offs.iter().max().copied(),
+        }
+    }
+}
+
+/// One tile of a convolution computed with B read in place (see `crate::direct`):
+/// `C[0..mr, 0..nr] (row stride ldc) = epilogue(A_panel · B)` where B's row `t` is
+/// `x[offs[t]..offs[t] + nr]` (`rows`) and `a` is a packed A panel of depth `offs.len()`, its
+/// rows `row0 .. row0 + mr` taken (so that threads can split a panel's rows). AVX-512, or
+/// AVX2 with `row0` a multiple of [`ROW_STEP`]: returns false, computing nothing, otherwise
+/// or when a slice is too short or `mr`/`nr`/`row0 + mr` exceed the tile.
+#[allow(clippy::too_many_arguments)]
+pub fn microkernel_in_place(
+    a: &[f32],
+    row0: usize,
+    x: &[f32],
+    rows: &InPlaceRows<'_>,
+    c: &mut [f32],
+    ldc: usize,
+    mr: usize,
+    nr: usize,
+    ep: &TileEpilogue<'_>,
+) -> bool {
+    let offs = rows.offs;
+    let reach = rows.last.and_then(|m| m.checked_add(nr));
+    let ok = (1..=MR).contains(&mr)
+        && row0 + mr <= MR
+        && (1..=NR).contains(&nr)
+        && (nr <= ldc || mr == 1)
+        && reach.is_some_and(|r| r <= x.len())
+        && offs.len().checked_mul(MR).is_some_and(|n| n <= a.len())
+        && c.len() >= (mr - 1) * ldc + nr
+        && !matches!(ep.row_bias, Some(r) if r.len() < mr)
+        && !matches!(ep.col_bias, Some(r) if r.len() < nr);
+    if !ok {
+        return false;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if has_avx512() {
+        // SAFETY: AVX-512F is present (checked). The kernel reads a[row0 + t*MR + r] for
+        // t < offs.len() and r < mr, row0 + mr <= MR, inside `a` (offs.len()·MR floats); x[offs[t] + j] for j < nr only
+        // (masked loads), inside `x` as offs[t] + nr <= x.len(); for each row r < mr it
+        // touches c[r*ldc .. r*ldc + nr] only, inside `c`; the bias slices hold mr and nr
+        // values; 1 <= mr <= MR and 1 <= nr <= NR (all checked above).
+        unsafe {
+            avx512::kernel_in_place(
+                a.as_ptr().add(row0),
+                x.as_ptr(),
+                offs,
+                c.as_mut_ptr(),
+                ldc,
+                mr,
+                nr,
+                ep,
+            )
+        };
+        return true;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if avx2_in_use() && row0.is_multiple_of(ROW_STEP) {
+        let last = rows.last.unwrap_or(0);
+        // Six-row halves (the second only when there are more than six rows) by 16-column
+        // halves (the second only when there are more than 16 columns), as `microkernel`.
+        for (r0, h) in [0, AVX2_ROWS]
+            .map(|r| [(r, 0), (r, HALF)])
+            .into_iter()
+            .flatten()
+        {
+            let (rows, w) = (
+                mr.saturating_sub(r0).min(AVX2_ROWS),
+                nr.saturating_sub(h).min(HALF),
+            );
+            if rows == 0 || w == 0 {
+                continue;
+            }
+            let half_ep = TileEpilogue {
+                row_bias: ep.row_bias.map(|rb| &rb[r0..]),
+                col_bias: ep.col_bias.map(|cb| &cb[h..]),
+                ..*ep
+            };
+            // Whole vectors past the run's w columns are read only where x has them.
+            let wide = last + h + HALF <= x.len();
+            // SAFETY: AVX2 and FMA are present (checked). The kernel reads, per k step t,
+            // a[row0 + r0 + t·MR .. + 6] (row0 and r0 are multiples of 6 and row0 + r0 <
+            // row0 + mr <= MR, so row0 + r0 + 6 <= MR; `a` holds offs.len()·MR floats) and
+            // x[offs[t] + h ..] for w floats (offs[t] + h + w <= last + nr <= x.len()), or
+            // 16 when `wide` (checked just above); for each row r < rows it touches
+            // c[(r0+r)·ldc + h .. + w] only, inside `c` as r0 + rows <= mr, h + w <= nr and
+            // c.len() >= (mr-1)·ldc + nr; the row bias, offset by r0, holds `rows` values and
+            // the column bias, offset by h, at least w (all checked above).
+            unsafe {
+                avx2::kernel_in_place_6x16(
+                    a.as_ptr().add(row0 + r0),
+                    x.as_ptr(),
+                    offs,
+                    h,
+                    wide,
+                    c.as_mut_ptr().add(r0 * ldc + h),
+                    ldc,
+                    rows,
+                    w,
+                    &half_ep,
+                )
+            };
+        }
+        return true;
+    }
+    false
+}
+
+/// [`microkernel`] on a given family (falling back to the portable one where the CPU lacks
+/// it), so tests can check each family this CPU has against the portable kernel.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+fn microkernel_on(
+    isa: Isa,
+    kc: usize,
+    a: &[f32],
+    row0: usize,
+    b: &[f32],
+    c: &mut [f32],
+    ldc: usize,
+    mr: usize,
+    nr: usize,
+    ep: &TileEpilogue<'_>,
+) -> bool {
+    if mr == 0 || nr == 0 {
+        return true;
+    }
+    let c_need = (mr - 1) * ldc + nr;
+    let ok = row0.is_multiple_of(ROW_STEP)
+        && row0 + mr <= MR
+        && nr <= NR
+        && (nr <= ldc || mr == 1)
+        && a.len() >= kc * MR
+        && b.len() >= kc * NR
+        && c.len() >= c_need
+        && !matches!(ep.row_bias, Some(r) if r.len() < mr)
+        && !matches!(ep.col_bias, Some(r) if r.len() < nr);
+    if !ok {
+        return false;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if isa == Isa::Avx512 && isa.available() {
+        // SAFETY: AVX-512F is present (checked). `a` holds kc*MR and `b` kc*NR values, and
+        // the kernel reads a[i*MR + row0 + r] for r < mr with row0 + mr <= MR, so every load
+        // of the k loop is in bounds; for each row r < mr the kernel touches
+        // c[r*ldc .. r*ldc + nr] only (masked loads/stores), within `c` because
+        // c.len() >= (mr-1)*ldc + nr; the bias slices were checked to hold mr and nr values;
+        // 1 <= mr and 1 <= nr <= NR were checked.
+        unsafe {
+            let a = a.as_ptr().add(row0);
+            avx512::kernel(kc, a, b.as_ptr(), c.as_mut_ptr(), ldc, mr, nr, ep);
+        }
+        return true;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if isa != Isa::Portable && has_avx2_fma() {
+        // Six-row halves (the second only when there are more than six rows) by 16-column
+        // halves (the second only when there are more than 16 columns).
+        for (r0, h) in [0, AVX2_ROWS]
+            .map(|r| [(r, 0), (r, HALF)])
+            .into_iter()
+            .flatten()
+        {
+            let (rows, w) = (
+                mr.saturating_sub(r0).min(AVX2_ROWS),
+                nr.saturating_sub(h).min(HALF),
+            );
+            if rows == 0 || w == 0 {
+                continue;
+            }
+            let half_ep = TileEpilogue {
+                row_bias: ep.row_bias.map(|rb| &rb[r0..]),
+                col_bias: ep.col_bias.map(|cb| &cb[h..]),
+                ..*ep
+            };
+            // SAFETY: AVX2 and FMA are present (checked above). The kernel reads, per k step,
+            // a[row0+r0 .. row0+r0+6] of a kc×MR panel (`a` holds kc*MR values; row0 and r0
+            // are multiples of 6 and row0 + r0 < row0 + mr <= MR, so row0 + r0 + 6 <= MR) and
+            // b[h .. h+16] of a kc×NR panel (`b` holds kc*NR values and h + 16 <= NR); for
+            // each row r < rows it touches c[(r0+r)*ldc + h .. + w] only (masked for w < 16),
+            // within `c` because r0 + rows <= mr, h + w <= nr and c.len() >= (mr-1)*ldc + nr;
+            // the row bias, offset by r0, holds `rows` values and the column bias, offset by
+            // h, at least w.
+            unsafe {
+                let (a, b, c) = (
+                    a.as_ptr().add(row0 + r0),
+                    b.as_ptr().add(h),
+                    c.as_mut_ptr().add(r0 * ldc + h),
+                );
+                // A half of fewer than six rows (a product's last rows) computes just those:
+                // row r's K steps at a + r + k·MR.
+                if rows < AVX2_ROWS {
+                    avx2::kernel_rows(rows, kc, a, (1, MR), b, NR, c, ldc, w, &half_ep);
+                } else {
+                    avx2::kernel_6x16(kc, a, b, c, ldc, rows, w, &half_ep);
+                }
+            }
+        }
+        return true;
+    }
+    let _ = isa;
+    portable_kernel(kc, a, row0, b, c, ldc, mr, nr, ep);
+    true
+}
+
+/// Rows of one K block of a packed operand: the depth a micro-kernel call accumulates.
+pub const KC: usize = 256;
+
+/// Where element (row `r`, column `j`) of a K×N B operand lies in the packed-panel layout
+/// the GEMM packs B into: K blocks of [`KC`] rows, each holding the [`NR`]-column panels one
+/// after another, a panel's rows `NR` floats apart. The layout takes `k · ⌈n / NR⌉ · NR`
+/// floats.
+#[inline]
+pub fn panel_offset(k: usize, n: usize, r: usize, j: usize) -> usize {
+    let padded = n.div_ceil(NR) * NR;
+    let k0 = r / KC * KC;
+    let kc = KC.min(k - k0);
+    k0 * padded + (j / NR) * kc * NR + (r - k0) * NR + j % NR
+}

@@ -1,0 +1,262 @@
+//! The micro-kernels against plain sums and against each other.
+
+use super::*;
+use crate::isa::Isa;
+
+/// The in-place tile (AVX-512, or AVX2 at row offsets of six) against a plain sum for
+/// every row range of a panel, column counts around the vector width (masked tails, and
+/// inputs that end right after the last run), with biases and an activation; short
+/// inputs and row ranges past the panel are refused.
+#[test]
+fn in_place_tiles_match_a_plain_sum() {
+    let k = 13;
+    let a: Vec<f32> = (0..k * MR)
+        .map(|i| ((i * 7 % 19) as f32 - 9.0) / 8.0)
+        .collect();
+    let x: Vec<f32> = (0..400)
+        .map(|i| ((i * 13 % 23) as f32 - 11.0) / 5.0)
+        .collect();
+    let offs: Vec<usize> = (0..k).map(|t| (t * 29) % 331).collect();
+    let rb: Vec<f32> = (0..MR).map(|r| r as f32 * 0.1 - 0.5).collect();
+    let act = Activation::Clip {
+        min: -1.0,
+        max: 2.5,
+    };
+    for (row0, mr) in (0..MR).flat_map(|r0| (1..=MR - r0).map(move |mr| (r0, mr))) {
+        for nr in [1, 7, 16, 17, 31, 32] {
+            let ldc = 40;
+            let ep = TileEpilogue {
+                accumulate: false,
+                alpha: 1.0,
+                row_bias: Some(&rb[row0..]),
+                col_bias: None,
+                last: true,
+                act,
+            };
+            let rows = InPlaceRows::new(&offs);
+            let last = offs.iter().max().unwrap();
+            let avx2 = avx2_in_use();
+            // The whole input, then one that ends right after the furthest row's nr
+            // floats (AVX2 reads its last columns through a copy).
+            for x in [&x[..], &x[..last + nr]] {
+                let mut c = vec![f32::NAN; (mr - 1) * ldc + nr];
+                let ran = microkernel_in_place(&a, row0, x, &rows, &mut c, ldc, mr, nr, &ep);
+                assert_eq!(ran, has_avx512() || (avx2 && row0 % ROW_STEP == 0));
+                if !ran {
+                    continue;
+                }
+                for r in 0..mr {
+                    for j in 0..nr {
+                        let dot: f32 = (0..k).map(|t| a[t * MR + row0 + r] * x[offs[t] + j]).sum();
+                        let want = act.apply_simple(dot + rb[row0 + r]);
+                        let got = c[r * ldc + j];
+                        assert!(
+                            (got - want).abs() <= 1e-4 * want.abs().max(1.0),
+                            "rows {row0}+{mr} x {nr} ({r}, {j})"
+                        );
+                    }
+                }
+            }
+            let mut c = vec![f32::NAN; (mr - 1) * ldc + nr];
+            // A row reaching past `x` is refused, not read; so are rows past the panel.
+            let short = &x[..last + nr - 1];
+            assert!(!microkernel_in_place(
+                &a, row0, short, &rows, &mut c, ldc, mr, nr, &ep
+            ));
+            assert!(!microkernel_in_place(
+                &a,
+                MR - mr + 1,
+                &x,
+                &rows,
+                &mut c,
+                ldc,
+                mr,
+                nr,
+                &ep
+            ));
+        }
+    }
+}
+
+/// The tiles reading A in place (rows `lda` apart, and through a table of K offsets)
+/// against a plain sum, for every row count up to three tiles (tiles of five or six
+/// rows, each count of fewer than six with its own kernel), columns around the vector
+/// widths, with a column bias, an activation and accumulation onto C, from a panel with
+/// its halves interleaved and the same panel split. Where the CPU lacks AVX2 they refuse.
+#[test]
+fn strided_and_offset_tiles_match_a_plain_sum() {
+    let (kc, lda) = (37, 41);
+    let a: Vec<f32> = (0..20 * lda + kc)
+        .map(|i| ((i * 7 % 19) as f32 - 9.0) / 8.0)
+        .collect();
+    let b: Vec<f32> = (0..kc * NR)
+        .map(|i| ((i * 13 % 23) as f32 - 11.0) / 5.0)
+        .collect();
+    // The same panel with its halves one after the other.
+    let split: Vec<f32> = (0..kc * NR)
+        .map(|i| {
+            let (h, k, j) = (i / (kc * HALF), i / HALF % kc, i % HALF);
+            b[k * NR + h * HALF + j]
+        })
+        .collect();
+    let offs: Vec<usize> = (0..kc).map(|t| (t * 5) % lda).collect();
+    let cb: Vec<f32> = (0..NR).map(|j| j as f32 * 0.1 - 0.5).collect();
+    let act = Activation::Clip {
+        min: -1.0,
+        max: 2.5,
+    };
+    for rows in 1..=18 {
+        for nr in [1, 8, 13, 16, 17, 24] {
+            for accumulate in [false, true] {
+                let ep = TileEpilogue {
+                    accumulate,
+                    alpha: 1.0,
+                    row_bias: None,
+                    col_bias: Some(&cb),
+                    last: true,
+                    act,
+                };
+                let ldc = 30;
+                let c0: Vec<f32> = (0..rows * ldc).map(|i| (i % 5) as f32 * 0.25).collect();
+                let cases = [false, true]
+                    .map(|o| [(o, Halves::Interleaved), (o, Halves::Split)])
+                    .into_iter()
+                    .flatten();
+                for (offsets, halves) in cases {
+                    if offsets && nr > HALF {
+                        continue;
+                    }
+                    let panel = match halves {
+                        Halves::Interleaved => (&b[..], halves),
+                        Halves::Split => (&split[..], halves),
+                    };
+                    let mut c = c0.clone();
+                    let ran = if offsets {
+                        tiles_offsets(kc, &a, lda, &offs, rows, panel, &mut c, ldc, nr, &ep)
+                    } else {
+                        tiles_strided(kc, &a, lda, rows, panel, &mut c, ldc, nr, &ep, 0)
+                    };
+                    assert_eq!(ran, strided_tiles());
+                    if !ran {
+                        continue;
+                    }
+                    for r in 0..rows {
+                        for j in 0..ldc {
+                            let got = c[r * ldc + j];
+                            if j >= nr {
+                                assert_eq!(got, c0[r * ldc + j], "column {j} past {nr}");
+                                continue;
+                            }
+                            let at = |t: usize| if offsets { offs[t] } else { t };
+                            let dot: f32 =
+                                (0..kc).map(|t| a[r * lda + at(t)] * b[t * NR + j]).sum();
+                            let base = if accumulate { c0[r * ldc + j] } else { 0.0 };
+                            let want = act.apply_simple(dot + base + cb[j]);
+                            assert!(
+                                (got - want).abs() <= 1e-4 * want.abs().max(1.0),
+                                "rows {rows} nr {nr} acc {accumulate} offsets {offsets} \
+                                 {halves:?} at ({r}, {j}): {got} vs {want}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The dispatched micro-kernel (AVX-512 or AVX2 here) and the portable one agree on every
+/// tile shape, epilogue and accumulation mode.
+#[test]
+fn dispatched_and_portable_kernels_agree() {
+    let kc = 37;
+    let a: Vec<f32> = (0..kc * MR)
+        .map(|i| ((i * 7) % 13) as f32 * 0.25 - 1.5)
+        .collect();
+    let b: Vec<f32> = (0..kc * NR)
+        .map(|i| ((i * 5) % 11) as f32 * 0.5 - 2.5)
+        .collect();
+    let rb: Vec<f32> = (0..MR).map(|i| i as f32 - 2.0).collect();
+    let cb: Vec<f32> = (0..NR).map(|i| 1.0 - i as f32 * 0.1).collect();
+    let ldc = NR + 3;
+    for act in [
+        Activation::None,
+        Activation::Relu,
+        Activation::Clip {
+            min: -3.0,
+            max: 4.0,
+        },
+        Activation::LeakyRelu { alpha: 0.2 },
+    ] {
+        for (mr, nr) in [
+            (MR, NR),
+            (1, 1),
+            (5, 17),
+            (6, 16),
+            (3, 31),
+            (2, 8),
+            (7, 32),
+            (11, 5),
+            (12, 16),
+            (9, 23),
+            (4, 16),
+            (10, 9),
+        ] {
+            for accumulate in [false, true] {
+                let ep = TileEpilogue {
+                    accumulate,
+                    alpha: 0.5,
+                    row_bias: Some(&rb),
+                    col_bias: Some(&cb),
+                    last: true,
+                    act,
+                };
+                let init: Vec<f32> = (0..MR * ldc).map(|i| (i % 5) as f32).collect();
+                for row0 in [0, ROW_STEP].into_iter().filter(|r| r + mr <= MR) {
+                    let mut slow = init.clone();
+                    portable_kernel(kc, &a, row0, &b, &mut slow, ldc, mr, nr, &ep);
+                    // The portable kernel itself against a plain sum.
+                    if !accumulate {
+                        let (r, j) = (mr - 1, nr - 1);
+                        let dot: f32 = (0..kc).map(|k| a[k * MR + row0 + r] * b[k * NR + j]).sum();
+                        let want = act.apply_simple(0.5 * dot + rb[r] + cb[j]);
+                        let got = slow[r * ldc + j];
+                        assert!((got - want).abs() <= 1e-4 * want.abs().max(1.0));
+                    }
+                    for isa in [Isa::Avx512, Isa::Avx2]
+                        .into_iter()
+                        .filter(|i| i.available())
+                    {
+                        let mut fast = init.clone();
+                        assert!(microkernel_on(
+                            isa, kc, &a, row0, &b, &mut fast, ldc, mr, nr, &ep
+                        ));
+                        for (i, (x, y)) in fast.iter().zip(&slow).enumerate() {
+                            assert!(
+                                (x - y).abs() <= 1e-4 * y.abs().max(1.0),
+                                "{isa:?} {act:?} {mr}x{nr} row0 {row0} at {i}: {x} vs {y}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+    // Bounds are checked, not trusted.
+    let mut c = vec![0f32; 4];
+    let ep = TileEpilogue {
+        accumulate: false,
+        alpha: 1.0,
+        row_bias: None,
+        col_bias: None,
+        last: true,
+        act: Activation::None,
+    };
+    assert!(!microkernel(kc, &a, &b, &mut c, ldc, MR, NR, &ep));
+    // A tile may not run past its panel or start off the row step.
+    let mut c = vec![0f32; MR * ldc];
+    assert!(!microkernel_rows(
+        kc, &a, ROW_STEP, &b, &mut c, ldc, 7, NR, &ep
+    ));
+    assert!(!microkernel_rows(kc, &a, 3, &b, &mut c, ldc, 2, NR, &ep));
+}
