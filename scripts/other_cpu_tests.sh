@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 mkdir -p "$dir"
 # Every test binary of CpuAcc (its unit tests and each tests/*.rs), and the facade's tests
 # that run CpuAcc.
-tests=(fusions op_table end_to_end two_backends memory conformance)
+tests=(fusions end_to_end two_backends memory conformance)
 for pkg in backplane-cpu-acc backplane; do
     cargo test --release -p "$pkg" --no-run --message-format=json 2>/dev/null |
         python3 -c '
@@ -31,6 +31,9 @@ for line in sys.stdin:
             done
         done
 done
+# The CLI, for the backend test kit (op table, random sweeps, node tests) on CpuAcc.
+cargo build --release -p backplane-cli --quiet
+cp target/release/backplane "$dir/backplane"
 # Without debug info the pack stays small enough to send to a lent machine (~55 MB).
 if command -v strip >/dev/null 2>&1; then
     find "$dir" -maxdepth 1 -type f -perm -u+x ! -name run.sh -exec strip {} +
@@ -52,8 +55,12 @@ for exe in "\$here"/*; do
     t=\$(basename "\$exe")
     case "\$t" in run.sh|node.tgz) continue ;; esac
     echo "== \$t"
-    "\$exe" --nocapture > "/tmp/\$t.log" 2>&1 || status=1
-    grep -E "test result|FAILED|^conformance:" "/tmp/\$t.log" || true
+    if [ "\$t" = backplane ]; then
+        "\$exe" backend-test CpuAcc > "/tmp/\$t.log" 2>&1 || status=1
+    else
+        "\$exe" --nocapture > "/tmp/\$t.log" 2>&1 || status=1
+    fi
+    grep -E "test result|FAILED|^conformance:|^backend-test" "/tmp/\$t.log" || true
 done
 exit \$status
 RUN

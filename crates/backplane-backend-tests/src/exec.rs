@@ -115,6 +115,26 @@ pub fn run_network(
             }
         }
     };
+    // A layer the backend claims must be given to it (the optimizer tries it first).
+    if let Ok(backend) = runtime.backend(first) {
+        let support = backend.layer_support();
+        let net = optimized.network();
+        for (layer, on) in net.layers().iter().zip(optimized.assignment()) {
+            if on != first
+                && support
+                    .is_layer_supported(&LayerDesc::from_layer(net, layer))
+                    .is_supported()
+            {
+                return Run::Ran {
+                    layers: 0,
+                    outputs: Err(format!(
+                        "{first} claims layer '{}' but it was assigned to {on}",
+                        layer.name
+                    )),
+                };
+            }
+        }
+    }
     let layers = optimized
         .assignment()
         .iter()

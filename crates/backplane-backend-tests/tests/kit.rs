@@ -62,6 +62,17 @@ fn the_built_in_backends_pass() {
     for backend in ["CpuRef", "CpuAcc"] {
         let report = check(&runtime, &BackendId::new(backend).unwrap(), &options());
         assert_passes(&report);
+        // Every case of the op table ran (claimed or refused), none was unreadable.
+        let cases: usize = report
+            .ops
+            .iter()
+            .filter(|((suite, _), _)| suite == "op table")
+            .map(|(_, t)| t.claimed + t.refused)
+            .sum();
+        assert!(
+            cases > 400,
+            "expected the full op table, found {cases} cases"
+        );
     }
 }
 
