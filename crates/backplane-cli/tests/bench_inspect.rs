@@ -1,16 +1,11 @@
 //! `backplane bench` and `backplane inspect`, driven as a user would.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
+mod common;
 
-fn backplane(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_backplane"))
-        .args(args)
-        .current_dir(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.."))
-        .output()
-        .unwrap()
-}
+use common::backplane;
+
+use std::process::Output;
 
 fn stdout(o: &Output) -> String {
     assert!(

@@ -1,27 +1,12 @@
 //! The `backplane` binary, driven as a user would.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod common;
+
+use common::{backplane, repo, text};
+
 use std::path::PathBuf;
-use std::process::{Command, Output};
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn backplane(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_backplane"))
-        .args(args)
-        .current_dir(repo())
-        .output()
-        .unwrap()
-}
-
-fn text(o: &Output) -> (String, String) {
-    (
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
-}
+use std::process::Command;
 
 #[test]
 fn run_without_a_model_classifies_the_shipped_samples() {

@@ -4,6 +4,10 @@
 //! are built here with the ONNX protobuf types and written to a scratch folder.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod common;
+
+use common::{backplane, scratch, text};
+
 use backplane::onnx::proto::tensor_proto::DataType as T;
 use backplane::onnx::proto::{
     type_proto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, OptionalProto,
@@ -11,34 +15,6 @@ use backplane::onnx::proto::{
 };
 use prost::Message;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn backplane(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_backplane"))
-        .args(args)
-        .current_dir(repo())
-        .output()
-        .unwrap()
-}
-
-fn text(o: &Output) -> (String, String) {
-    (
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
-}
-
-/// A fresh scratch folder for one test.
-fn scratch(test: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("backplane-cli-{test}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
 
 fn tensor_type(elem: T) -> TypeProto {
     TypeProto {
