@@ -6,7 +6,7 @@
 
 use crate::exec::{compare, run_network, Run};
 use crate::report::{Outcome, Report};
-use backplane::onnx::{ModelSignature, OnnxError, OnnxValue};
+use backplane::onnx::{ModelSignature, OnnxError};
 use backplane::{BackendId, DataType, ImportOptions, Runtime, Tensor};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -137,24 +137,9 @@ fn run_case(
             Err(e) => return (op, Outcome::Skipped(e)),
         }
     }
-    let mut options =
-        ImportOptions::default().with_evaluator(Arc::new(backplane::cpu_ref::CpuRefEvaluator));
-    let mut flat: Vec<(String, Tensor)> = Vec::new();
-    for (n, value) in &inputs {
-        match value {
-            OnnxValue::Tensor(t) => {
-                options
-                    .input_shapes
-                    .insert(n.clone(), t.shape().dims().to_vec());
-            }
-            other => {
-                options
-                    .input_structures
-                    .insert(n.clone(), other.structure());
-            }
-        }
-        flat.extend(value.flatten(n));
-    }
+    let (options, flat) = ImportOptions::default()
+        .with_evaluator(Arc::new(backplane::cpu_ref::CpuRefEvaluator))
+        .with_input_values_shaped(&inputs);
     let base = dir.to_path_buf();
     let (network, bound) =
         match backplane::onnx::import_model_specialized(model, Some(&base), &options, &flat) {

@@ -325,24 +325,9 @@ pub fn import(
     given: &[(String, OnnxValue)],
     input_shapes: &[(String, Vec<usize>)],
 ) -> Result<Imported, CliError> {
-    let mut options =
-        ImportOptions::default().with_evaluator(Arc::new(backplane::cpu_ref::CpuRefEvaluator));
-    let mut values = Vec::new();
-    for (name, value) in given {
-        match value {
-            OnnxValue::Tensor(t) => {
-                options
-                    .input_shapes
-                    .insert(name.clone(), t.shape().dims().to_vec());
-            }
-            other => {
-                options
-                    .input_structures
-                    .insert(name.clone(), other.structure());
-            }
-        }
-        values.extend(value.flatten(name));
-    }
+    let (mut options, values) = ImportOptions::default()
+        .with_evaluator(Arc::new(backplane::cpu_ref::CpuRefEvaluator))
+        .with_input_values_shaped(given);
     for (name, dims) in input_shapes {
         options.input_shapes.insert(name.clone(), dims.clone());
     }

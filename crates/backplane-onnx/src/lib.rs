@@ -145,6 +145,30 @@ impl ImportOptions {
         self
     }
 
+    /// Import for these values of graph inputs: a tensor gives its input's shape, a sequence
+    /// or optional its structure. Returns the options and the values flattened into the
+    /// tensors that feed the network (and that [`import_specialized`] binds from).
+    pub fn with_input_values_shaped(
+        mut self,
+        values: &[(String, OnnxValue)],
+    ) -> (Self, Vec<(String, Tensor)>) {
+        let mut flat = Vec::new();
+        for (name, value) in values {
+            match value {
+                OnnxValue::Tensor(t) => {
+                    self.input_shapes
+                        .insert(name.clone(), t.shape().dims().to_vec());
+                }
+                other => {
+                    self.input_structures
+                        .insert(name.clone(), other.structure());
+                }
+            }
+            flat.extend(value.flatten(name));
+        }
+        (self, flat)
+    }
+
     /// Give the structure of a sequence or optional input (see
     /// [`ImportOptions::input_structures`]).
     pub fn with_input_structure(
