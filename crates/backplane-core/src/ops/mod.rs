@@ -488,7 +488,44 @@ impl Op {
             Op::RoiAlign(_) => (3, 3),
             Op::DeformConv(_) => (3, 5),
             Op::Optimizer(d) => (d.num_inputs(), d.num_inputs()),
-            _ => (1, 1),
+            // No catch-all: a new variant must state its arity here.
+            Op::Identity
+            | Op::MemCopy
+            | Op::MemImport
+            | Op::Unary(_)
+            | Op::Pool(_)
+            | Op::GlobalPool(_)
+            | Op::Flatten { .. }
+            | Op::Reshape { .. }
+            | Op::Transpose { .. }
+            | Op::Squeeze { .. }
+            | Op::Unsqueeze { .. }
+            | Op::Split { .. }
+            | Op::Slice(_)
+            | Op::Softmax { .. }
+            | Op::Reduce(_)
+            | Op::Cast { .. }
+            | Op::Pad(_)
+            | Op::Resize(_)
+            | Op::Math(_)
+            | Op::ArgReduce(_)
+            | Op::Expand { .. }
+            | Op::Tile { .. }
+            | Op::Trilu { .. }
+            | Op::TopK(_)
+            | Op::CumSum { .. }
+            | Op::LogSoftmax { .. }
+            | Op::Hardmax { .. }
+            | Op::Lrn { .. }
+            | Op::DynamicQuantizeLinear
+            | Op::Permute { .. }
+            | Op::Det
+            | Op::MaxPoolWithIndices(_)
+            | Op::TfIdfVectorizer(_)
+            | Op::TreeEnsemble(_)
+            | Op::Dft(_)
+            | Op::Col2Im(_)
+            | Op::AffineGrid(_) => (1, 1),
         }
     }
 

@@ -11,6 +11,7 @@ use backplane_backend_api::{
     Backend, BackendError, BackendId, LayerDesc, LayerSupport, MemoryManager, NestedNetwork,
     Result, Support, TensorHandle, Workload, WorkloadFactory,
 };
+use backplane_core::ops::{LoopDesc, ScanDesc};
 use backplane_core::{Op, TensorView, TensorViewMut};
 use std::sync::Arc;
 
@@ -44,17 +45,105 @@ impl BuiltinBackend {
     }
 }
 
+/// What the builtin backend does with a layer: the one decision its layer support and its
+/// workload factory share, so "supported" cannot disagree with "can build".
+enum Plan<'a> {
+    /// A memory copy or import: bytes moved as they are.
+    Copy,
+    /// A layout change between two tensor-handle factories.
+    Permute(&'a [usize], &'a [usize]),
+    /// If: built from its two branches.
+    If,
+    /// Loop: built from its body.
+    Loop(&'a LoopDesc),
+    /// Scan: built from its body.
+    Scan(&'a ScanDesc),
+}
+
+/// Decides every op explicitly (no catch-all arm), so a new `Op` variant does not compile
+/// until the builtin backend says whether it runs it.
+fn plan(op: &Op) -> std::result::Result<Plan<'_>, &'static str> {
+    match op {
+        Op::MemCopy | Op::MemImport => Ok(Plan::Copy),
+        Op::Permute { from, to } => Ok(Plan::Permute(from, to)),
+        Op::If(_) => Ok(Plan::If),
+        Op::Loop(d) => Ok(Plan::Loop(d)),
+        Op::Scan(d) => Ok(Plan::Scan(d)),
+        Op::Identity
+        | Op::Unary(_)
+        | Op::Binary(_)
+        | Op::Conv(_)
+        | Op::ConvTranspose(_)
+        | Op::BatchNormalization { .. }
+        | Op::MatMul
+        | Op::Gemm(_)
+        | Op::Pool(_)
+        | Op::GlobalPool(_)
+        | Op::Flatten { .. }
+        | Op::Reshape { .. }
+        | Op::Transpose { .. }
+        | Op::Squeeze { .. }
+        | Op::Unsqueeze { .. }
+        | Op::Concat { .. }
+        | Op::Split { .. }
+        | Op::Slice(_)
+        | Op::Gather { .. }
+        | Op::Softmax { .. }
+        | Op::LayerNormalization { .. }
+        | Op::Reduce(_)
+        | Op::Cast { .. }
+        | Op::Pad(_)
+        | Op::Resize(_)
+        | Op::Math(_)
+        | Op::BinaryExt(_)
+        | Op::Where
+        | Op::ArgReduce(_)
+        | Op::Expand { .. }
+        | Op::Tile { .. }
+        | Op::Trilu { .. }
+        | Op::GatherElements { .. }
+        | Op::GatherND { .. }
+        | Op::ScatterND { .. }
+        | Op::ScatterElements { .. }
+        | Op::OneHot { .. }
+        | Op::TopK(_)
+        | Op::CumSum { .. }
+        | Op::LogSoftmax { .. }
+        | Op::Hardmax { .. }
+        | Op::InstanceNormalization { .. }
+        | Op::Lrn { .. }
+        | Op::QuantizeLinear { .. }
+        | Op::DequantizeLinear { .. }
+        | Op::DynamicQuantizeLinear
+        | Op::NegativeLogLikelihoodLoss(_)
+        | Op::GridSample(_)
+        | Op::Einsum(_)
+        | Op::Det
+        | Op::Rnn(_)
+        | Op::MaxPoolWithIndices(_)
+        | Op::MaxUnpool(_)
+        | Op::Optimizer(_)
+        | Op::TfIdfVectorizer(_)
+        | Op::TreeEnsemble(_)
+        | Op::Dft(_)
+        | Op::Stft(_)
+        | Op::Col2Im(_)
+        | Op::AffineGrid(_)
+        | Op::RoiAlign(_)
+        | Op::DeformConv(_)
+        | Op::Custom(_) => {
+            Err("the builtin backend runs only memory copies, permutes and control flow")
+        }
+    }
+}
+
 struct BuiltinSupport;
 
 impl LayerSupport for BuiltinSupport {
     fn is_layer_supported(&self, layer: &LayerDesc) -> Support {
-        match layer.op {
-            Op::MemCopy | Op::MemImport | Op::Permute { .. } => Support::Supported,
-            Op::If(_) | Op::Loop(_) | Op::Scan(_) => Support::Supported,
-            _ => Support::no(format!(
-                "the builtin backend runs only memory copies, permutes and control flow, not {}",
-                layer.op.name()
-            )),
+        match plan(&layer.op) {
+            Ok(_) => Support::Supported,
+            Err(reason) => Support::no(format!("{reason}, not {}", layer.op.name())),
         }
     }
 }
@@ -73,19 +162,15 @@ fn refuse(layer: &LayerDesc, reason: &str) -> BackendError {
 
 impl WorkloadFactory for BuiltinFactory {
     fn create_workload(&self, layer: &LayerDesc) -> Result<Box<dyn Workload>> {
-        match &layer.op {
-            Op::MemCopy | Op::MemImport => Ok(Box::new(MemCopyWorkload)),
-            Op::Permute { from, to } => Ok(Box::new(permute::PermuteWorkload {
-                from: from.clone(),
-                to: to.clone(),
+        match plan(&layer.op).map_err(|reason| refuse(layer, reason))? {
+            Plan::Copy => Ok(Box::new(MemCopyWorkload)),
+            Plan::Permute(from, to) => Ok(Box::new(permute::PermuteWorkload {
+                from: from.to_vec(),
+                to: to.to_vec(),
             })),
-            Op::If(_) | Op::Loop(_) | Op::Scan(_) => Err(refuse(
+            Plan::If | Plan::Loop(_) | Plan::Scan(_) => Err(refuse(
                 layer,
                 "control flow needs its nested networks (create_workload_with_subgraphs)",
-            )),
-            _ => Err(refuse(
-                layer,
-                "the builtin backend runs only memory copies, permutes and control flow",
             )),
         }
     }
@@ -101,22 +186,23 @@ impl WorkloadFactory for BuiltinFactory {
                 .next()
                 .ok_or_else(|| refuse(layer, "a nested network is missing"))
         };
-        match &layer.op {
-            Op::If(_) => Ok(Box::new(control_flow::IfWorkload {
+        match plan(&layer.op).map_err(|reason| refuse(layer, reason))? {
+            Plan::If => Ok(Box::new(control_flow::IfWorkload {
                 then_branch: next()?,
                 else_branch: next()?,
             })),
-            Op::Loop(d) => Ok(Box::new(control_flow::LoopWorkload::new(
+            Plan::Loop(d) => Ok(Box::new(control_flow::LoopWorkload::new(
                 d.clone(),
                 next()?,
                 self.max_loop_iterations,
             ))),
-            Op::Scan(d) => Ok(Box::new(control_flow::ScanWorkload::new(
+            Plan::Scan(d) => Ok(Box::new(control_flow::ScanWorkload::new(
                 d.clone(),
                 next()?,
                 self.max_loop_iterations,
             ))),
-            _ => self.create_workload(layer),
+            // No nested network: the plain path builds it.
+            Plan::Copy | Plan::Permute(..) => self.create_workload(layer),
         }
     }
 }
