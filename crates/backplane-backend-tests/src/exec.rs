@@ -2,51 +2,8 @@
 
 use crate::report::Outcome;
 use backplane::backend_api::LayerDesc;
-use backplane::{BackendId, DataType, Network, OptimizerOptions, Runtime, RuntimeError, Tensor};
-
-/// The largest |got - want| over two tensors, or why they cannot be compared. NaN must meet
-/// NaN and infinities their equal; integer and bool types compare exactly; floats within
-/// `atol + rtol * |want|`.
-pub fn compare(got: &Tensor, want: &Tensor, rtol: f64, atol: f64) -> Result<f64, (String, f64)> {
-    if got.dtype() != want.dtype() || got.shape() != want.shape() {
-        return Err((
-            format!("got {}, expected {}", got.info(), want.info()),
-            f64::INFINITY,
-        ));
-    }
-    let dtype = want.dtype();
-    let exact = !(dtype.is_float() || dtype == DataType::BF16 || dtype.is_float8());
-    let (g, w) = (got.to_f64_vec(), want.to_f64_vec());
-    let mut worst = 0.0f64;
-    let mut first_bad: Option<(usize, f64, f64)> = None;
-    for (i, (&x, &y)) in g.iter().zip(&w).enumerate() {
-        let ok = if y.is_nan() {
-            x.is_nan()
-        } else if y.is_infinite() || exact {
-            x == y
-        } else {
-            (x - y).abs() <= atol + rtol * y.abs()
-        };
-        let d = if y.is_nan() && x.is_nan() || x == y {
-            0.0
-        } else {
-            (x - y).abs()
-        };
-        if d > worst || d.is_nan() {
-            worst = if d.is_nan() { f64::INFINITY } else { d };
-        }
-        if !ok && first_bad.is_none() {
-            first_bad = Some((i, x, y));
-        }
-    }
-    match first_bad {
-        None => Ok(worst),
-        Some((i, x, y)) => Err((
-            format!("element {i}: got {x}, expected {y} (rtol {rtol}, atol {atol})"),
-            worst,
-        )),
-    }
-}
+use backplane::compare::{compare, Mismatch};
+use backplane::{BackendId, Network, OptimizerOptions, Runtime, RuntimeError, Tensor};
 
 /// Compare output lists by position and name.
 pub fn compare_outputs(
@@ -68,7 +25,12 @@ pub fn compare_outputs(
                 worst: None,
             };
         }
-        if let Err((why, worst)) = compare(g, w, rtol, atol) {
+        if let Err(Mismatch {
+            message: why,
+            worst,
+            ..
+        }) = compare(g, w, rtol, atol)
+        {
             return Outcome::Failed {
                 why: format!("output '{gn}': {why}"),
                 worst: Some(worst),

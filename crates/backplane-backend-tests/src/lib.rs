@@ -8,7 +8,9 @@
 //!   backend alone, against CpuRef's kernels on the same inputs; failures name their seed;
 //! - **ONNX node tests** ([`node_tests`]), when the `onnx` package's test data is at hand;
 //! - **contract** ([`contract`]): stable support answers, refusals with reasons, workloads
-//!   shared by threads, a failed execution leaving the network usable.
+//!   shared by threads, a failed execution leaving the network usable; and ([`balance`])
+//!   memory managers acquired and released in pairs, tensor handles destroyed (and a
+//!   plugin's unmapped) once their network is unloaded.
 //!
 //! `backplane backend-test BACKEND` runs it from the command line; [`check`] from code:
 //!
@@ -21,6 +23,7 @@
 //! # Ok::<(), backplane::Error>(())
 //! ```
 
+pub mod balance;
 pub mod contract;
 pub mod exec;
 pub mod node_tests;
@@ -66,6 +69,7 @@ pub fn check(runtime: &Runtime, backend: &BackendId, options: &KitOptions) -> Re
     let mut report = Report::new(backend.as_str());
     if options.contract {
         contract::run(runtime, backend, options.seed, &mut report);
+        balance::run(runtime, backend, options.seed, 6, &mut report);
     }
     if options.op_table {
         op_table::run(runtime, backend, &mut report);

@@ -4,8 +4,9 @@
 //! backend under test first and CpuRef behind it, and compared with the expected outputs at
 //! the ONNX backend test's tolerances. Only cases in which the backend runs a layer count.
 
-use crate::exec::{compare, run_network, Run};
+use crate::exec::{run_network, Run};
 use crate::report::{Outcome, Report};
+use backplane::compare::{compare, Mismatch};
 use backplane::onnx::{ModelSignature, OnnxError};
 use backplane::{BackendId, DataType, ImportOptions, Runtime, Tensor};
 use std::path::{Path, PathBuf};
@@ -184,7 +185,12 @@ fn compare_node_outputs(got: &[(String, Tensor)], want: &[(String, Tensor)]) -> 
         } else {
             1e-7
         };
-        if let Err((why, worst)) = compare(g, w, 1e-3, atol) {
+        if let Err(Mismatch {
+            message: why,
+            worst,
+            ..
+        }) = compare(g, w, 1e-3, atol)
+        {
             return Outcome::Failed {
                 why: format!("output '{name}': {why}"),
                 worst: Some(worst),

@@ -4,8 +4,9 @@
 //! inputs. Every case is generated from its own seed, printed with a failure: the same
 //! `--seed` regenerates the same cases.
 
-use crate::exec::{compare, run_network, Run};
+use crate::exec::{run_network, Run};
 use crate::report::{Outcome, Report};
+use backplane::compare::{compare, Mismatch};
 use backplane::core::ops::{
     AutoPad, BinaryOp, ConvDesc, GemmDesc, PoolDesc, PoolKind, ReduceDesc, ReduceKind, UnaryOp,
     Window,
@@ -50,8 +51,15 @@ impl Rng {
         (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
     }
 
-    /// A tensor of `dtype` and `dims`: floats uniform in [lo, hi), integers in lo..hi.
-    pub fn tensor(&mut self, dtype: DataType, dims: &[usize], lo: f64, hi: f64) -> Tensor {
+    /// A tensor of `dtype` and `dims`: floats uniform in [lo, hi), integers in lo..hi. An
+    /// error (a type or shape no tensor can have) is a bug of the generator calling it.
+    pub fn tensor(
+        &mut self,
+        dtype: DataType,
+        dims: &[usize],
+        lo: f64,
+        hi: f64,
+    ) -> Result<Tensor, String> {
         let n: usize = dims.iter().product();
         let values: Vec<f64> = (0..n)
             .map(|_| {
@@ -64,10 +72,8 @@ impl Rng {
                 }
             })
             .collect();
-        // The generator builds only shapes and types CpuRef takes; a failure here is a bug
-        // of the kit, reported as a skipped case by the caller.
         Tensor::from_f64_values(TensorInfo::new(dtype, dims.to_vec()), &values)
-            .unwrap_or_else(|_| Tensor::scalar(0.0f32))
+            .map_err(|e| format!("generating a {dtype:?} tensor of dims {dims:?}: {e}"))
     }
 }
 
@@ -89,7 +95,8 @@ pub struct SweepCase {
     pub atol: f64,
 }
 
-type Generator = fn(&mut Rng) -> SweepCase;
+/// A family's generator; an error is a bug of the generator (its case is skipped, with it).
+type Generator = fn(&mut Rng) -> Result<SweepCase, String>;
 
 /// The families, each a generator of cases.
 pub const FAMILIES: &[(&str, Generator)] = &[
@@ -109,7 +116,7 @@ fn dims(r: &mut Rng, rank: usize) -> Vec<usize> {
     (0..rank).map(|_| r.pick(&SIZES)).collect()
 }
 
-fn unary(r: &mut Rng) -> SweepCase {
+fn unary(r: &mut Rng) -> Result<SweepCase, String> {
     let op = r.pick(&[
         UnaryOp::Relu,
         UnaryOp::LeakyRelu { alpha: 0.1 },
@@ -136,19 +143,19 @@ fn unary(r: &mut Rng) -> SweepCase {
         _ => (-4.0, 4.0),
     };
     let dtype = r.pick(&[DataType::F32, DataType::F32, DataType::F16, DataType::F64]);
-    let x = r.tensor(dtype, &d, lo, hi);
+    let x = r.tensor(dtype, &d, lo, hi)?;
     let (rtol, atol) = if dtype == DataType::F16 {
         (1e-3, 1e-3)
     } else {
         (1e-5, 1e-6)
     };
-    SweepCase {
+    Ok(SweepCase {
         family: "Unary",
         op: Op::Unary(op),
         inputs: vec![(x, false)],
         rtol,
         atol,
-    }
+    })
 }
 
 /// Two shapes that broadcast: b's dims are each a's or 1, and b may have fewer axes.
@@ -167,7 +174,7 @@ fn broadcast_pair(r: &mut Rng) -> (Vec<usize>, Vec<usize>) {
     }
 }
 
-fn binary(r: &mut Rng) -> SweepCase {
+fn binary(r: &mut Rng) -> Result<SweepCase, String> {
     let op = r.pick(&[
         BinaryOp::Add,
         BinaryOp::Sub,
@@ -185,12 +192,12 @@ fn binary(r: &mut Rng) -> SweepCase {
         DataType::I64,
     ]);
     let (ad, bd) = broadcast_pair(r);
-    let a = r.tensor(dtype, &ad, -8.0, 8.0);
+    let a = r.tensor(dtype, &ad, -8.0, 8.0)?;
     // Divisors kept away from zero (and positive for integer division's sake).
     let b = if op == BinaryOp::Div {
-        r.tensor(dtype, &bd, 1.0, 8.0)
+        r.tensor(dtype, &bd, 1.0, 8.0)?
     } else {
-        r.tensor(dtype, &bd, -8.0, 8.0)
+        r.tensor(dtype, &bd, -8.0, 8.0)?
     };
     let constant = r.below(3) == 0;
     let (rtol, atol) = if dtype == DataType::F16 {
@@ -198,16 +205,16 @@ fn binary(r: &mut Rng) -> SweepCase {
     } else {
         (1e-6, 1e-6)
     };
-    SweepCase {
+    Ok(SweepCase {
         family: "Binary",
         op: Op::Binary(op),
         inputs: vec![(a, false), (b, constant)],
         rtol,
         atol,
-    }
+    })
 }
 
-fn matmul(r: &mut Rng) -> SweepCase {
+fn matmul(r: &mut Rng) -> Result<SweepCase, String> {
     let m = r.pick(&[1, 3, 7, 17, 63]);
     let k = r.pick(&[1, 7, 16, 63, 257]);
     let n = r.pick(&[1, 3, 16, 17, 129]);
@@ -221,31 +228,31 @@ fn matmul(r: &mut Rng) -> SweepCase {
         v.extend([k, n]);
         v
     };
-    let a = r.tensor(DataType::F32, &ad, -1.0, 1.0);
-    let b = r.tensor(DataType::F32, &bd, -1.0, 1.0);
-    SweepCase {
+    let a = r.tensor(DataType::F32, &ad, -1.0, 1.0)?;
+    let b = r.tensor(DataType::F32, &bd, -1.0, 1.0)?;
+    Ok(SweepCase {
         family: "MatMul",
         op: Op::MatMul,
         inputs: vec![(a, false), (b, r.below(2) == 0)],
         rtol: 1e-4,
         atol: 1e-4 * (k as f64).sqrt(),
-    }
+    })
 }
 
-fn gemm(r: &mut Rng) -> SweepCase {
+fn gemm(r: &mut Rng) -> Result<SweepCase, String> {
     let (m, k, n) = (r.pick(&SIZES), r.pick(&[1, 7, 17, 64]), r.pick(&SIZES));
     let (ta, tb) = (r.below(2) == 0, r.below(2) == 0);
-    let a = r.tensor(DataType::F32, &if ta { [k, m] } else { [m, k] }, -1.0, 1.0);
-    let b = r.tensor(DataType::F32, &if tb { [n, k] } else { [k, n] }, -1.0, 1.0);
+    let a = r.tensor(DataType::F32, &if ta { [k, m] } else { [m, k] }, -1.0, 1.0)?;
+    let b = r.tensor(DataType::F32, &if tb { [n, k] } else { [k, n] }, -1.0, 1.0)?;
     let c_dims = match r.below(4) {
         0 => vec![n],
         1 => vec![1, n],
         2 => vec![m, 1],
         _ => vec![m, n],
     };
-    let c = r.tensor(DataType::F32, &c_dims, -1.0, 1.0);
+    let c = r.tensor(DataType::F32, &c_dims, -1.0, 1.0)?;
     let constant = r.below(2) == 0;
-    SweepCase {
+    Ok(SweepCase {
         family: "Gemm",
         op: Op::Gemm(GemmDesc {
             alpha: 0.75,
@@ -256,7 +263,7 @@ fn gemm(r: &mut Rng) -> SweepCase {
         inputs: vec![(a, false), (b, constant), (c, constant)],
         rtol: 1e-4,
         atol: 1e-4 * (k as f64).sqrt(),
-    }
+    })
 }
 
 /// A 2-D window whose output is at least one pixel for an input of `h` x `w`.
@@ -294,7 +301,7 @@ fn window(r: &mut Rng, h: usize, w: usize, max_kernel: usize) -> Window {
     win
 }
 
-fn conv(r: &mut Rng) -> SweepCase {
+fn conv(r: &mut Rng) -> Result<SweepCase, String> {
     let group = r.pick(&[1, 1, 2, 3]);
     let depthwise = r.below(4) == 0;
     let (cin, cout, group) = if depthwise {
@@ -313,28 +320,28 @@ fn conv(r: &mut Rng) -> SweepCase {
         r.pick(&[1, 6, 9, 14]),
     );
     let win = window(r, h, w, 5);
-    let x = r.tensor(DataType::F32, &[n, cin, h, w], -1.0, 1.0);
+    let x = r.tensor(DataType::F32, &[n, cin, h, w], -1.0, 1.0)?;
     let wt = r.tensor(
         DataType::F32,
         &[cout, cin / group, win.kernel[0], win.kernel[1]],
         -1.0,
         1.0,
-    );
+    )?;
     let k = (cin / group) * win.kernel[0] * win.kernel[1];
     let mut inputs = vec![(x, false), (wt, r.below(4) != 0)];
     if r.below(2) == 0 {
-        inputs.push((r.tensor(DataType::F32, &[cout], -1.0, 1.0), true));
+        inputs.push((r.tensor(DataType::F32, &[cout], -1.0, 1.0)?, true));
     }
-    SweepCase {
+    Ok(SweepCase {
         family: "Conv",
         op: Op::Conv(ConvDesc { window: win, group }),
         inputs,
         rtol: 1e-4,
         atol: 1e-4 * (k as f64).sqrt(),
-    }
+    })
 }
 
-fn pool(r: &mut Rng) -> SweepCase {
+fn pool(r: &mut Rng) -> Result<SweepCase, String> {
     let (n, c, h, w) = (
         r.pick(&[1, 2]),
         r.pick(&[1, 3, 16, 17]),
@@ -348,8 +355,8 @@ fn pool(r: &mut Rng) -> SweepCase {
         win.pads[i] = win.pads[i].min(win.kernel[i % 2].saturating_sub(1));
     }
     win.dilations = vec![1, 1];
-    let x = r.tensor(DataType::F32, &[n, c, h, w], -2.0, 2.0);
-    SweepCase {
+    let x = r.tensor(DataType::F32, &[n, c, h, w], -2.0, 2.0)?;
+    Ok(SweepCase {
         family: "Pool",
         op: Op::Pool(PoolDesc {
             kind,
@@ -360,24 +367,24 @@ fn pool(r: &mut Rng) -> SweepCase {
         inputs: vec![(x, false)],
         rtol: 1e-5,
         atol: 1e-6,
-    }
+    })
 }
 
-fn softmax(r: &mut Rng) -> SweepCase {
+fn softmax(r: &mut Rng) -> Result<SweepCase, String> {
     let rank = 1 + r.below(4);
     let d = dims(r, rank);
     let axis = r.below(rank) as i64 - if r.below(2) == 0 { rank as i64 } else { 0 };
-    let x = r.tensor(DataType::F32, &d, -6.0, 6.0);
-    SweepCase {
+    let x = r.tensor(DataType::F32, &d, -6.0, 6.0)?;
+    Ok(SweepCase {
         family: "Softmax",
         op: Op::Softmax { axis },
         inputs: vec![(x, false)],
         rtol: 1e-5,
         atol: 1e-6,
-    }
+    })
 }
 
-fn reduce(r: &mut Rng) -> SweepCase {
+fn reduce(r: &mut Rng) -> Result<SweepCase, String> {
     let rank = 1 + r.below(4);
     let d = dims(r, rank);
     let kind = r.pick(&[
@@ -390,8 +397,8 @@ fn reduce(r: &mut Rng) -> SweepCase {
         ReduceKind::LogSumExp,
     ]);
     let axes: Vec<i64> = (0..rank as i64).filter(|_| r.below(2) == 0).collect();
-    let x = r.tensor(DataType::F32, &d, -2.0, 2.0);
-    SweepCase {
+    let x = r.tensor(DataType::F32, &d, -2.0, 2.0)?;
+    Ok(SweepCase {
         family: "Reduce",
         op: Op::Reduce(ReduceDesc {
             kind,
@@ -402,10 +409,10 @@ fn reduce(r: &mut Rng) -> SweepCase {
         inputs: vec![(x, false)],
         rtol: 1e-5,
         atol: 1e-5,
-    }
+    })
 }
 
-fn transpose(r: &mut Rng) -> SweepCase {
+fn transpose(r: &mut Rng) -> Result<SweepCase, String> {
     let rank = 1 + r.below(5);
     let d = dims(r, rank);
     let mut perm: Vec<usize> = (0..rank).collect();
@@ -413,35 +420,35 @@ fn transpose(r: &mut Rng) -> SweepCase {
         perm.swap(i, r.below(i + 1));
     }
     let dtype = r.pick(&[DataType::F32, DataType::I64, DataType::U8, DataType::F16]);
-    let x = r.tensor(dtype, &d, -100.0, 100.0);
-    SweepCase {
+    let x = r.tensor(dtype, &d, -100.0, 100.0)?;
+    Ok(SweepCase {
         family: "Transpose",
         op: Op::Transpose { perm },
         inputs: vec![(x, false)],
         rtol: 0.0,
         atol: 0.0,
-    }
+    })
 }
 
-fn concat(r: &mut Rng) -> SweepCase {
+fn concat(r: &mut Rng) -> Result<SweepCase, String> {
     let rank = 1 + r.below(4);
     let base = dims(r, rank);
     let axis = r.below(rank);
     let dtype = r.pick(&[DataType::F32, DataType::I32, DataType::Bool]);
-    let inputs: Vec<(Tensor, bool)> = (0..1 + r.below(4))
+    let inputs = (0..1 + r.below(4))
         .map(|_| {
             let mut d = base.clone();
             d[axis] = r.pick(&SIZES);
-            (r.tensor(dtype, &d, 0.0, 2.0), r.below(4) == 0)
+            Ok((r.tensor(dtype, &d, 0.0, 2.0)?, r.below(4) == 0))
         })
-        .collect();
-    SweepCase {
+        .collect::<Result<Vec<(Tensor, bool)>, String>>()?;
+    Ok(SweepCase {
         family: "Concat",
         op: Op::Concat { axis: axis as i64 },
         inputs,
         rtol: 0.0,
         atol: 0.0,
-    }
+    })
 }
 
 /// A network holding the case's one layer; constants as constants, the rest as inputs.
@@ -476,12 +483,30 @@ pub fn run(runtime: &Runtime, backend: &BackendId, seed: u64, cases: usize, repo
             let case_seed = seed
                 .wrapping_mul(1_000_003)
                 .wrapping_add((fi * 100_000 + i) as u64);
-            let case = generate(&mut Rng::new(case_seed));
+            let case = match generate(&mut Rng::new(case_seed)) {
+                Ok(case) => case,
+                Err(e) => {
+                    let name = format!("{family} #{i} (--seed {seed}; case seed {case_seed})");
+                    report.record(SUITE, family, &name, Outcome::Skipped(e));
+                    continue;
+                }
+            };
             let name = format!(
                 "{family} #{i} (--seed {seed}; case seed {case_seed}: {})",
                 describe(&case)
             );
-            let outcome = run_case(runtime, backend, &case);
+            let outcome = match run_case(runtime, backend, &case) {
+                Outcome::Failed { why, worst } => Outcome::Failed {
+                    why: match shrink(runtime, backend, &case) {
+                        Some(small) => {
+                            format!("{why}; smallest failing case: {}", describe(&small))
+                        }
+                        None => why,
+                    },
+                    worst,
+                },
+                other => other,
+            };
             report.record(SUITE, family, &name, outcome);
         }
     }
@@ -495,6 +520,136 @@ fn describe(case: &SweepCase) -> String {
         .map(|(t, c)| format!("{}{}", t.info(), if *c { " const" } else { "" }))
         .collect();
     format!("{:?} on {}", case.op, shapes.join(", "))
+}
+
+/// At most this many reruns go into shrinking one failing case.
+const SHRINK_RUNS: usize = 120;
+
+/// A smaller case that still fails, or `None` if no smaller one does: input dims are cut (to
+/// 1, half, or one less; one input at a time, or the same axis of every input at once, so
+/// broadcasting and matching dims survive), keeping the values at the indices that remain,
+/// as long as the layer is still valid and still fails. Greedy, bounded by [`SHRINK_RUNS`].
+pub fn shrink(runtime: &Runtime, backend: &BackendId, case: &SweepCase) -> Option<SweepCase> {
+    let mut best: Option<SweepCase> = None;
+    let mut runs = 0;
+    loop {
+        let current = best.as_ref().unwrap_or(case);
+        let mut improved = None;
+        for candidate in smaller(current) {
+            if runs >= SHRINK_RUNS {
+                return best;
+            }
+            let inputs: Vec<&Tensor> = candidate.inputs.iter().map(|(t, _)| t).collect();
+            if backplane::cpu_ref::evaluate(&candidate.op, &inputs).is_err() {
+                continue;
+            }
+            runs += 1;
+            if matches!(
+                run_case(runtime, backend, &candidate),
+                Outcome::Failed { .. }
+            ) {
+                improved = Some(candidate);
+                break;
+            }
+        }
+        match improved {
+            Some(c) => best = Some(c),
+            None => return best,
+        }
+    }
+}
+
+/// The candidates one step smaller than `case` (same op, fewer elements).
+fn smaller(case: &SweepCase) -> Vec<SweepCase> {
+    let mut out = Vec::new();
+    let cuts = |d: usize| -> Vec<usize> {
+        let mut v = vec![1, d / 2, d.saturating_sub(1)];
+        v.retain(|&x| x >= 1 && x < d);
+        v.dedup();
+        v
+    };
+    let max_rank = case
+        .inputs
+        .iter()
+        .map(|(t, _)| t.shape().dims().len())
+        .max()
+        .unwrap_or(0);
+    // The same axis (counted from the right) of every input that has that dim.
+    for back in 0..max_rank {
+        let Some(d) = case.inputs.iter().find_map(|(t, _)| {
+            let dims = t.shape().dims();
+            (back < dims.len()).then(|| dims[dims.len() - 1 - back])
+        }) else {
+            continue;
+        };
+        for to in cuts(d) {
+            let inputs = case
+                .inputs
+                .iter()
+                .map(|(t, c)| {
+                    let mut dims = t.shape().dims().to_vec();
+                    let r = dims.len();
+                    if back < r && dims[r - 1 - back] == d {
+                        dims[r - 1 - back] = to;
+                    }
+                    Ok((cut(t, &dims)?, *c))
+                })
+                .collect::<Result<Vec<_>, String>>();
+            if let Ok(inputs) = inputs {
+                out.push(with_inputs(case, inputs));
+            }
+        }
+    }
+    // One axis of one input.
+    for (i, (t, _)) in case.inputs.iter().enumerate() {
+        for (k, &d) in t.shape().dims().iter().enumerate() {
+            for to in cuts(d) {
+                let mut dims = t.shape().dims().to_vec();
+                dims[k] = to;
+                let Ok(small) = cut(t, &dims) else { continue };
+                let mut inputs: Vec<(Tensor, bool)> = case.inputs.clone();
+                inputs[i].0 = small;
+                out.push(with_inputs(case, inputs));
+            }
+        }
+    }
+    out
+}
+
+fn with_inputs(case: &SweepCase, inputs: Vec<(Tensor, bool)>) -> SweepCase {
+    SweepCase {
+        family: case.family,
+        op: case.op.clone(),
+        inputs,
+        rtol: case.rtol,
+        atol: case.atol,
+    }
+}
+
+/// The part of `t` at the indices below `dims` (each at most `t`'s).
+fn cut(t: &Tensor, dims: &[usize]) -> Result<Tensor, String> {
+    let old = t.shape().dims();
+    let values = t.to_f64_vec();
+    let n: usize = dims.iter().product();
+    let mut out = Vec::new();
+    out.try_reserve_exact(n).map_err(|e| e.to_string())?;
+    let mut index = vec![0usize; dims.len()];
+    for _ in 0..n {
+        let flat = index
+            .iter()
+            .zip(old)
+            .fold(0usize, |acc, (&i, &d)| acc * d + i);
+        out.push(values.get(flat).copied().unwrap_or(0.0));
+        for k in (0..dims.len()).rev() {
+            index[k] += 1;
+            if index[k] < dims[k] {
+                break;
+            }
+            index[k] = 0;
+        }
+    }
+    Tensor::from_f64_values(TensorInfo::new(t.dtype(), dims.to_vec()), &out)
+        .map_err(|e| e.to_string())
 }
 
 /// One case on `backend` alone against CpuRef's kernels.
@@ -520,7 +675,12 @@ pub fn run_case(runtime: &Runtime, backend: &BackendId, case: &SweepCase) -> Out
                     };
                 }
                 for ((_, g), w) in got.iter().zip(&want) {
-                    if let Err((why, worst)) = compare(g, w, case.rtol, case.atol) {
+                    if let Err(Mismatch {
+                        message: why,
+                        worst,
+                        ..
+                    }) = compare(g, w, case.rtol, case.atol)
+                    {
                         return Outcome::Failed {
                             why,
                             worst: Some(worst),
@@ -541,6 +701,8 @@ mod tests {
     fn cases_are_reproducible_from_their_seed() {
         for (_, generate) in FAMILIES {
             let (a, b) = (generate(&mut Rng::new(42)), generate(&mut Rng::new(42)));
+            assert!(a.is_ok() && b.is_ok(), "the generator failed");
+            let (Ok(a), Ok(b)) = (a, b) else { continue };
             assert_eq!(a.op, b.op);
             assert_eq!(a.inputs.len(), b.inputs.len());
             for ((x, _), (y, _)) in a.inputs.iter().zip(&b.inputs) {
@@ -550,10 +712,39 @@ mod tests {
     }
 
     #[test]
+    fn a_cut_keeps_the_values_at_the_indices_that_remain() {
+        let t = Tensor::from_f64_values(
+            TensorInfo::new(DataType::F32, vec![2, 3]),
+            &[0.0, 1.0, 2.0, 3.0, 4.0, 5.0],
+        );
+        assert!(t.is_ok());
+        let Ok(t) = t else { return };
+        let small = cut(&t, &[2, 2]).map(|s| s.to_f64_vec());
+        assert_eq!(small, Ok(vec![0.0, 1.0, 3.0, 4.0]));
+    }
+
+    #[test]
+    fn smaller_cases_have_fewer_elements_and_the_same_op() {
+        let case = binary(&mut Rng::new(3));
+        assert!(case.is_ok());
+        let Ok(case) = case else { return };
+        let size =
+            |c: &SweepCase| -> usize { c.inputs.iter().map(|(t, _)| t.to_f64_vec().len()).sum() };
+        let candidates = smaller(&case);
+        assert!(!candidates.is_empty() || size(&case) == case.inputs.len());
+        for c in &candidates {
+            assert_eq!(c.op, case.op);
+            assert!(size(c) < size(&case));
+        }
+    }
+
+    #[test]
     fn generated_cases_are_valid_layers() {
         for (family, generate) in FAMILIES {
             for seed in 0..50 {
                 let case = generate(&mut Rng::new(seed));
+                assert!(case.is_ok(), "{family} seed {seed}: {:?}", case.err());
+                let Ok(case) = case else { continue };
                 let inputs: Vec<&Tensor> = case.inputs.iter().map(|(t, _)| t).collect();
                 let r = backplane::cpu_ref::evaluate(&case.op, &inputs);
                 assert!(r.is_ok(), "{family} seed {seed}: {:?}: {r:?}", case.op);

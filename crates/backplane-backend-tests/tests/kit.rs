@@ -102,6 +102,12 @@ fn the_example_plugins_pass_through_the_c_abi() {
     let runtime = runtime_with_plugins(&dir, &[]);
     let rust = check(&runtime, &BackendId::new("CpuRefDyn").unwrap(), &options());
     assert_passes(&rust);
+    // Memory managers, handles and the plugin's mappings balanced after unloading.
+    let balanced = &rust.ops[&(
+        "contract".to_string(),
+        "memory and handles balanced".to_string(),
+    )];
+    assert!(balanced.passed >= 5 && balanced.failed == 0, "{}", rust.to_text());
     // The C example runs a few elementwise ops: it refuses the rest, each with a reason.
     let c = check(
         &runtime,
@@ -143,6 +149,12 @@ fn a_broken_plugin_is_caught_with_the_op_and_the_case_named() {
             .iter()
             .any(|(suite, case, _)| suite == "random sweeps" && case.contains("--seed")),
         "random failures name their seed: {text}"
+    );
+    // And are shrunk: the smallest failing case found is printed with them.
+    assert!(
+        report.failures.iter().any(|(suite, _, why)| suite == "random sweeps"
+            && why.contains("smallest failing case: Binary(Add)")),
+        "random failures are shrunk: {text}"
     );
     assert!(text.contains("failed"), "{text}");
     // Nothing else is wrong with it.

@@ -114,42 +114,6 @@ pub fn file_name_for(output: &str) -> String {
         .collect()
 }
 
-/// Why `actual` differs from `expected`, if it does.
-pub fn mismatch(actual: &Tensor, expected: &Tensor, rtol: f64, atol: f64) -> Option<String> {
-    if !actual.info().same_layout(expected.info()) {
-        return Some(format!(
-            "got {}, expected {}",
-            actual.info(),
-            expected.info()
-        ));
-    }
-    let (a, e) = (actual.to_f64_vec(), expected.to_f64_vec());
-    let mut worst: Option<(usize, f64)> = None;
-    let mut bad = 0usize;
-    for (i, (x, y)) in a.iter().zip(&e).enumerate() {
-        let ok = if y.is_nan() {
-            x.is_nan()
-        } else {
-            x == y || (x - y).abs() <= atol + rtol * y.abs()
-        };
-        if !ok {
-            bad += 1;
-            let d = (x - y).abs();
-            if worst.is_none_or(|(_, w)| d > w || d.is_nan()) {
-                worst = Some((i, d));
-            }
-        }
-    }
-    worst.map(|(i, d)| {
-        format!(
-            "{bad} of {} values differ; worst at index {i}: got {}, expected {} (|diff| {d:.3e}, rtol {rtol}, atol {atol})",
-            a.len(),
-            a[i],
-            e[i]
-        )
-    })
-}
-
 /// Run the command.
 pub fn run(args: &RunArgs) -> Result<(), CliError> {
     crate::backends::choose(&args.dynamic);
@@ -363,8 +327,8 @@ fn compare_outputs(
             continue;
         }
         for ((name, g), (_, e)) in got.iter().zip(&expected) {
-            if let Some(why) = mismatch(g, e, rtol, atol) {
-                mismatches.push((name.clone(), why));
+            if let Err(why) = backplane::compare::compare(g, e, rtol, atol) {
+                mismatches.push((name.clone(), why.message));
             }
         }
     }

@@ -117,6 +117,13 @@ impl DynamicBackendReport {
     }
 }
 
+/// How many tensor handles of the dynamic backends loaded from `file` are mapped into host
+/// memory now (every runtime of the process); it returns to its earlier value once the
+/// networks that used them are unloaded, which the backend test kit checks.
+pub fn mapped_handles(file: &Path) -> usize {
+    backplane_plugin::host::mapped_handles(file)
+}
+
 /// Split a colon-separated path list, dropping empty entries and later duplicates.
 pub fn parse_path_list(list: &str) -> Vec<String> {
     let mut seen = HashSet::new();

@@ -25,6 +25,7 @@
 //! The crates behind it: [`core`] (IR), [`backend_api`] (what backends implement),
 //! [`runtime`] (registry, optimizer, execution), [`onnx`] (importer) and the backends.
 
+pub mod compare;
 #[cfg(feature = "ndarray")]
 pub mod ndarray_interop;
 pub mod npy;

@@ -85,7 +85,7 @@ impl Drop for PluginInstance {
             // it holds an `Arc` to this instance, so all are gone, and it is destroyed once.
             unsafe { destroy(self.raw) };
         }
-        self.lib.live.fetch_sub(1, Ordering::SeqCst);
+        self.lib.counts.instances.fetch_sub(1, Ordering::SeqCst);
     }
 }
 

@@ -12,11 +12,20 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-/// An opened library and the count of its live instances, for the life of the process.
+/// What is counted per library file, for the life of the process.
+#[derive(Debug, Default)]
+pub(super) struct LibraryCounts {
+    /// Backend instances alive.
+    pub(super) instances: AtomicUsize,
+    /// Tensor handles of its instances mapped into host memory now.
+    pub(super) mapped: AtomicUsize,
+}
+
+/// An opened library and its counts, for the life of the process.
 pub(super) struct CachedLibrary {
     pub(super) path: PathBuf,
     pub(super) library: &'static Library,
-    pub(super) live: &'static AtomicUsize,
+    pub(super) counts: &'static LibraryCounts,
 }
 
 /// The process-wide cache of opened libraries; never closed (see the module docs).
@@ -35,7 +44,7 @@ pub fn live_instances(path: &Path) -> usize {
     cache
         .iter()
         .find(|c| c.path == canonical)
-        .map_or(0, |c| c.live.load(Ordering::SeqCst))
+        .map_or(0, |c| c.counts.instances.load(Ordering::SeqCst))
 }
 
 /// How many library handles this process holds for the file at `path`: 1 once it has been
@@ -77,13 +86,28 @@ pub fn exports_symbol(path: &Path, symbol: &str) -> Result<bool, LoadError> {
     Ok(unsafe { lib.get::<*const c_void>(&name) }.is_ok())
 }
 
+/// How many tensor handles of backends made from the library at `path` (any runtime) are
+/// mapped into host memory now; 0 for a library never opened. Every handle is unmapped
+/// before it is destroyed, so this returns to its earlier value once the networks that
+/// used them are unloaded: the backend test kit checks it.
+pub fn mapped_handles(path: &Path) -> usize {
+    let Ok(canonical) = path.canonicalize() else {
+        return 0;
+    };
+    let cache = library_cache().lock().unwrap_or_else(|e| e.into_inner());
+    cache
+        .iter()
+        .find(|c| c.path == canonical)
+        .map_or(0, |c| c.counts.mapped.load(Ordering::SeqCst))
+}
+
 /// Open `path` (canonical) once per process and keep it open.
 pub(super) fn open_library(
     path: &Path,
-) -> Result<(&'static Library, &'static AtomicUsize), LoadError> {
+) -> Result<(&'static Library, &'static LibraryCounts), LoadError> {
     let mut cache = library_cache().lock().unwrap_or_else(|e| e.into_inner());
     if let Some(c) = cache.iter().find(|c| c.path == path) {
-        return Ok((c.library, c.live));
+        return Ok((c.library, c.counts));
     }
     // SAFETY: opening a library runs its initializers. A dynamic backend is, by the ABI's
     // contract, a library whose initializers are safe to run; the runtime only opens files
@@ -91,13 +115,13 @@ pub(super) fn open_library(
     let lib = unsafe { Library::new(path) }.map_err(|e| LoadError::Open(e.to_string()))?;
     // Leaked on purpose: libraries are never closed (see the module docs).
     let library: &'static Library = Box::leak(Box::new(lib));
-    let live: &'static AtomicUsize = Box::leak(Box::new(AtomicUsize::new(0)));
+    let counts: &'static LibraryCounts = Box::leak(Box::default());
     cache.push(CachedLibrary {
         path: path.to_path_buf(),
         library,
-        live,
+        counts,
     });
-    Ok((library, live))
+    Ok((library, counts))
 }
 
 /// Look up an entry point.
@@ -130,7 +154,7 @@ pub struct PluginLibrary {
     pub(super) id: BackendId,
     pub(super) version: BackendVersion,
     pub(super) table: BackendVTable,
-    pub(super) live: &'static AtomicUsize,
+    pub(super) counts: &'static LibraryCounts,
 }
 
 impl std::fmt::Debug for PluginLibrary {
@@ -263,14 +287,14 @@ pub const MAX_BACKEND_ID_LEN: usize = 64;
 /// checked; returns the canonical path, the library and its live-instance count too.
 pub(super) fn open_and_read_id(
     path: &Path,
-) -> Result<(PathBuf, &'static Library, &'static AtomicUsize, BackendId), LoadError> {
+) -> Result<(PathBuf, &'static Library, &'static LibraryCounts, BackendId), LoadError> {
     if path.as_os_str().is_empty() {
         return Err(LoadError::EmptyPath);
     }
     let canonical = path
         .canonicalize()
         .map_err(|e| LoadError::Open(format!("{}: {e}", path.display())))?;
-    let (lib, live) = open_library(&canonical)?;
+    let (lib, counts) = open_library(&canonical)?;
     // SAFETY: this is the ABI's type for this symbol.
     let get_id: abi::GetBackendIdFn = unsafe { entry_point(lib, abi::GET_BACKEND_ID_SYMBOL) }?;
     // SAFETY: `GetBackendId` takes nothing and returns null or a NUL-terminated string
@@ -295,7 +319,7 @@ pub(super) fn open_and_read_id(
         ));
     }
     let id = BackendId::new(id_text).map_err(LoadError::InvalidId)?;
-    Ok((canonical, lib, live, id))
+    Ok((canonical, lib, counts, id))
 }
 
 impl PluginLibrary {
@@ -309,7 +333,7 @@ impl PluginLibrary {
     /// Open the shared object at `path` and check it: the three entry points, the id, the
     /// version and the function table. The library stays loaded for the life of the process.
     pub fn open(path: &Path) -> Result<Arc<PluginLibrary>, LoadError> {
-        let (canonical, lib, live, id) = open_and_read_id(path)?;
+        let (canonical, lib, counts, id) = open_and_read_id(path)?;
         // SAFETY: these are the ABI's types for these symbols.
         let get_version: abi::GetVersionFn = unsafe { entry_point(lib, abi::GET_VERSION_SYMBOL) }?;
         // SAFETY: as above.
@@ -344,7 +368,7 @@ impl PluginLibrary {
             id,
             version,
             table,
-            live,
+            counts,
         }))
     }
 
@@ -365,7 +389,7 @@ impl PluginLibrary {
 
     /// How many instances made from this library (by any runtime) are alive.
     pub fn live_instances(&self) -> usize {
-        self.live.load(Ordering::SeqCst)
+        self.counts.instances.load(Ordering::SeqCst)
     }
 
     /// Create a backend instance (one per runtime), passing the host's version, the
@@ -403,7 +427,7 @@ impl PluginLibrary {
                 "create_instance succeeded but returned no instance".into(),
             ));
         }
-        self.live.fetch_add(1, Ordering::SeqCst);
+        self.counts.instances.fetch_add(1, Ordering::SeqCst);
         let instance = PluginInstance {
             lib: self.clone(),
             raw,

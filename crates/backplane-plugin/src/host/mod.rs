@@ -46,8 +46,8 @@ mod workload;
 pub use backend::DynamicBackend;
 pub use instance::PluginInstance;
 pub use library::{
-    exports_symbol, is_compatible, library_handles, live_instances, open_libraries, PluginLibrary,
-    MAX_BACKEND_ID_LEN,
+    exports_symbol, is_compatible, library_handles, live_instances, mapped_handles, open_libraries,
+    PluginLibrary, MAX_BACKEND_ID_LEN,
 };
 
 use crate::abi;

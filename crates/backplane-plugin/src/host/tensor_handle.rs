@@ -1,13 +1,14 @@
 //! The plugin's tensor-handle factories and handles, mapped lazily for the host.
 
 use super::instance::{backend_error, PluginInstance};
-use crate::abi::{self};
+use crate::abi;
 use crate::convert::OwnedTensorInfo;
 use backplane_backend_api::{
     BackendError, FactoryId, FactoryProperties, TensorHandle, TensorHandleFactory,
 };
 use backplane_core::{TensorInfo, TensorView, TensorViewMut};
 use std::ffi::c_void;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 /// A tensor-handle factory of the plugin.
@@ -118,6 +119,11 @@ impl DynamicTensorHandle {
                 unsafe { unmap(raw) };
                 abi::STATUS_OK
             });
+            self.instance
+                .lib
+                .counts
+                .mapped
+                .fetch_sub(1, Ordering::SeqCst);
             *m = Mapping::default();
         }
         let mut data: *mut c_void = std::ptr::null_mut();
@@ -141,6 +147,11 @@ impl DynamicTensorHandle {
             }
             return None;
         }
+        self.instance
+            .lib
+            .counts
+            .mapped
+            .fetch_add(1, Ordering::SeqCst);
         m.data = data.cast::<u8>();
         m.writable = writable;
         Some(m.data)
@@ -158,6 +169,7 @@ impl DynamicTensorHandle {
                 abi::STATUS_OK
             });
         }
+        instance.lib.counts.mapped.fetch_sub(1, Ordering::SeqCst);
         *m = Mapping::default();
     }
 
