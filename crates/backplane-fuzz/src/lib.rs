@@ -92,6 +92,10 @@ pub enum Target {
     Import,
     /// Import, optimize for CpuRef, load, and execute on generated inputs.
     Pipeline,
+    /// As `Pipeline`, but networks of any size are loaded, in a runtime whose memory budget
+    /// ([`FUZZ_MAX_NETWORK_BYTES`]) must refuse what does not fit: layers with huge outputs
+    /// end in a typed error at load, never an abort.
+    Budget,
 }
 
 /// What one input did.
@@ -194,7 +198,7 @@ fn options_for(bytes: &[u8]) -> ImportOptions {
     options
 }
 
-fn run_pipeline(runtime: &Runtime, bytes: &[u8]) -> Result<(), String> {
+fn run_pipeline(runtime: &Runtime, bytes: &[u8], budgeted: bool) -> Result<(), String> {
     let options = options_for(bytes);
     let network =
         backplane::onnx::import_bytes(bytes, None, &options).map_err(|e| e.to_string())?;
@@ -208,7 +212,8 @@ fn run_pipeline(runtime: &Runtime, bytes: &[u8]) -> Result<(), String> {
         .iter()
         .map(|t| t.info.num_bytes().unwrap_or(usize::MAX))
         .fold(0usize, usize::saturating_add);
-    if estimated_work(optimized.network()) > FUZZ_MAX_WORK || total_bytes > FUZZ_MAX_NETWORK_BYTES {
+    let too_big = total_bytes > FUZZ_MAX_NETWORK_BYTES && !budgeted;
+    if estimated_work(optimized.network()) > FUZZ_MAX_WORK || too_big {
         // Correct but slow models (a mutated kernel or channel count) are not findings; they
         // would only stall the run.
         return Err("too much work for fuzzing".into());
@@ -246,6 +251,17 @@ pub fn fuzz_runtime() -> Option<Runtime> {
         .ok()
 }
 
+/// The runtime of the [`Target::Budget`] target: [`fuzz_runtime`]'s limits and a memory
+/// budget of [`FUZZ_MAX_NETWORK_BYTES`].
+pub fn budget_runtime() -> Option<Runtime> {
+    backplane::RuntimeBuilder::new()
+        .max_loop_iterations(FUZZ_MAX_LOOP_ITERATIONS)
+        .max_execution_time(std::time::Duration::from_secs(2))
+        .max_memory(FUZZ_MAX_NETWORK_BYTES)
+        .build()
+        .ok()
+}
+
 /// Feed one input to a target, catching panics.
 pub fn run_one(target: Target, runtime: &Runtime, bytes: &[u8]) -> Outcome {
     let result = catch_unwind(AssertUnwindSafe(|| match target {
@@ -255,7 +271,8 @@ pub fn run_one(target: Target, runtime: &Runtime, bytes: &[u8]) -> Outcome {
                 .map(|_| ())
                 .map_err(|e| e.to_string())
         }
-        Target::Pipeline => run_pipeline(runtime, bytes),
+        Target::Pipeline => run_pipeline(runtime, bytes, false),
+        Target::Budget => run_pipeline(runtime, bytes, true),
     }));
     match result {
         Ok(Ok(())) => Outcome::Ok,
@@ -315,7 +332,11 @@ pub fn fuzz(
     deadline: std::time::Instant,
 ) -> Summary {
     let mut summary = Summary::default();
-    let Some(runtime) = fuzz_runtime() else {
+    let runtime = match target {
+        Target::Budget => budget_runtime(),
+        Target::Import | Target::Pipeline => fuzz_runtime(),
+    };
+    let Some(runtime) = runtime else {
         return summary;
     };
     if corpus.is_empty() {

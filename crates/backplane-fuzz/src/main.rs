@@ -1,4 +1,4 @@
-//! `backplane-fuzz [import|pipeline|all] [--seconds N] [--seed S]`: fuzz for a bounded time
+//! `backplane-fuzz [import|pipeline|budget|all] [--seconds N] [--seed S]`: fuzz for a bounded time
 //! and print the totals; exits 1 if any input panicked.
 
 use backplane_fuzz::{fuzz, load_corpus, Target};
@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let mut targets = vec![Target::Import, Target::Pipeline];
+    let mut targets = vec![Target::Import, Target::Pipeline, Target::Budget];
     let mut seconds = 10.0f64;
     let mut seed = 1u64;
     let mut i = 0;
@@ -16,6 +16,7 @@ fn main() -> ExitCode {
         match args[i].as_str() {
             "import" => targets = vec![Target::Import],
             "pipeline" => targets = vec![Target::Pipeline],
+            "budget" => targets = vec![Target::Budget],
             "all" => {}
             "--seconds" => {
                 i += 1;
@@ -26,7 +27,7 @@ fn main() -> ExitCode {
                 seed = args.get(i).and_then(|s| s.parse().ok()).unwrap_or(seed);
             }
             other => {
-                eprintln!("usage: backplane-fuzz [import|pipeline|all] [--seconds N] [--seed S] (unknown '{other}')");
+                eprintln!("usage: backplane-fuzz [import|pipeline|budget|all] [--seconds N] [--seed S] (unknown '{other}')");
                 return ExitCode::from(2);
             }
         }

@@ -22,6 +22,7 @@ fn corpus() -> Vec<Vec<u8>> {
         repo.join("models"),
         repo.join("testdata/e2e"),
         repo.join("testdata/control_flow"),
+        repo.join("testdata/fuzz"),
     ])
 }
 
@@ -79,4 +80,43 @@ fn pipeline_target_never_panics() {
     assert!(s.panics.is_empty(), "{:?}", s.panics);
     assert!(s.executions >= 100, "too few executions: {s:?}");
     assert!(s.ok > 0, "some mutated models should still run: {s:?}");
+}
+
+/// The hostile seeds (scripts/gen_hostile_models.py): outputs of terabytes and Loops nested
+/// three deep with 2^20 iterations each. Each ends in a typed error, in bounded time.
+#[test]
+fn hostile_seeds_end_in_typed_errors() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/fuzz");
+    let runtime = backplane_fuzz::budget_runtime().expect("a runtime");
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(&dir).expect("testdata/fuzz") {
+        let path = entry.expect("an entry").path();
+        let bytes = std::fs::read(&path).expect("a model");
+        let outcome = backplane_fuzz::run_one(Target::Budget, &runtime, &bytes);
+        assert_eq!(
+            outcome,
+            backplane_fuzz::Outcome::Rejected,
+            "{}",
+            path.display()
+        );
+        names.push(path.file_name().map(|n| n.to_string_lossy().into_owned()));
+    }
+    assert!(names.len() >= 6, "{names:?}");
+}
+
+#[test]
+fn budget_target_never_panics() {
+    let corpus = corpus();
+    let (max, deadline) = budget(500);
+    let s = fuzz(Target::Budget, &corpus, 13, max, deadline);
+    println!(
+        "fuzz budget: {} executions, {} ok, {} rejected, {} panics, corpus {} models",
+        s.executions,
+        s.ok,
+        s.rejected,
+        s.panics.len(),
+        corpus.len()
+    );
+    assert!(s.panics.is_empty(), "{:?}", s.panics);
+    assert!(s.executions >= 50, "too few executions: {s:?}");
 }
