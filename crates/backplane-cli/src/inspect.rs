@@ -29,11 +29,15 @@ pub struct InspectArgs {
     pub svg: Option<PathBuf>,
     #[command(flatten)]
     pub dynamic: crate::backends::DynamicArgs,
+    /// Pass option KEY=VALUE to backend BACKEND (repeatable), as `run` does.
+    #[arg(long = "backend-option", value_name = "BACKEND:KEY=VALUE", value_parser = crate::backends::parse_backend_option)]
+    pub backend_options: Vec<(String, String, String)>,
 }
 
 /// Run the command.
 pub fn inspect(args: &InspectArgs) -> Result<(), CliError> {
     crate::backends::choose(&args.dynamic);
+    crate::backends::set_backend_options(&args.backend_options);
     // Symbolic dims without a value default to 1 here, so a model can be looked at without
     // knowing its batch size; say so.
     let model = ModelFile::open(&args.model)?;

@@ -132,7 +132,17 @@ pub(crate) fn apply(
         let mut p: Vec<FactoryId> = b
             .handle_factory_preferences()
             .into_iter()
-            .filter(|f| registry.get(f).is_some())
+            .filter(|f| {
+                let known = registry.get(f).is_some();
+                if !known {
+                    tracing::warn!(
+                        backend = %id,
+                        factory = %f,
+                        "the backend prefers a tensor-handle factory no backend registered; ignored"
+                    );
+                }
+                known
+            })
             .collect();
         if p.is_empty() {
             p.push(host.clone());
