@@ -107,7 +107,11 @@ fn the_example_plugins_pass_through_the_c_abi() {
         "contract".to_string(),
         "memory and handles balanced".to_string(),
     )];
-    assert!(balanced.passed >= 5 && balanced.failed == 0, "{}", rust.to_text());
+    assert!(
+        balanced.passed >= 5 && balanced.failed == 0,
+        "{}",
+        rust.to_text()
+    );
     // The C example runs a few elementwise ops: it refuses the rest, each with a reason.
     let c = check(
         &runtime,
@@ -152,8 +156,11 @@ fn a_broken_plugin_is_caught_with_the_op_and_the_case_named() {
     );
     // And are shrunk: the smallest failing case found is printed with them.
     assert!(
-        report.failures.iter().any(|(suite, _, why)| suite == "random sweeps"
-            && why.contains("smallest failing case: Binary(Add)")),
+        report
+            .failures
+            .iter()
+            .any(|(suite, _, why)| suite == "random sweeps"
+                && why.contains("smallest failing case: Binary(Add)")),
         "random failures are shrunk: {text}"
     );
     assert!(text.contains("failed"), "{text}");

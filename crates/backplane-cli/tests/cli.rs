@@ -514,6 +514,35 @@ fn backend_test_checks_built_in_and_loaded_backends() {
     assert_eq!(doc["failed"], 0);
     assert!(doc["passed"].as_u64().unwrap() > 10, "{doc}");
 
+    // Backend options reach the backend under test, and the balance checks ran.
+    let o = backplane(&[
+        "backend-test",
+        "CpuAcc",
+        "--sweeps",
+        "2",
+        "--no-op-table",
+        "--backend-option",
+        "CpuAcc:threads=1",
+    ]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(out.contains("memory and handles balanced"), "{out}");
+
+    // With -v, each plugin file is named before it is opened (a crash names its file).
+    let o = backplane(&[
+        "-v",
+        "backends",
+        "--dynamic-backends-path",
+        dir.to_str().unwrap(),
+    ]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(
+        err.contains("loading dynamic backend file")
+            && err.contains("Acme_ElementwiseC_backend.so"),
+        "{err}"
+    );
+
     // A backend nobody registered: a usage error that lists what is registered.
     let o = backplane(&["backend-test", "NoSuchBackend"]);
     let (_, err) = text(&o);
