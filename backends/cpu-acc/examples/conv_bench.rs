@@ -1,5 +1,5 @@
 //! Time single convolution layers on CpuAcc (1 thread, or `CONV_THREADS`): depthwise, 1×1 and 3×3 shapes from
-//! MobileNetV2 and ResNet-18, and ResNet-18's max pooling. `cargo run --release -p backplane-cpu-acc --example conv_bench`.
+//! MobileNetV2 and ResNet-18, dilated 3×3 ones (DeepLab), and ResNet-18's max pooling. `cargo run --release -p backplane-cpu-acc --example conv_bench`.
 //!
 //! Times are the best of 15 short rounds (so a busy shared machine disturbs them less).
 //! `CONV_BENCH=dw` keeps only the cases whose label contains `dw`.
@@ -29,42 +29,52 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .max(1);
     let filter = std::env::var("CONV_BENCH").unwrap_or_default();
     // (channels in, out, size, kernel, stride, group)
-    for (c, m, hw, k, s, g) in [
-        (32, 32, 112, 3, 1, 32),
-        (96, 96, 112, 3, 2, 96),
-        (144, 144, 56, 3, 1, 144),
-        (144, 144, 56, 3, 2, 144),
-        (192, 192, 28, 3, 1, 192),
-        (576, 576, 14, 3, 1, 576),
-        (576, 576, 14, 3, 2, 576),
-        (960, 960, 7, 3, 1, 960),
-        (24, 144, 56, 1, 1, 1),
-        (144, 24, 56, 1, 1, 1),
-        (32, 16, 112, 1, 1, 1),
-        (16, 96, 112, 1, 1, 1),
-        (960, 160, 7, 1, 1, 1),
-        (160, 960, 7, 1, 1, 1),
-        (320, 1280, 7, 1, 1, 1),
-        (960, 320, 7, 1, 1, 1),
-        (3, 32, 224, 3, 2, 1),
-        (64, 64, 56, 3, 1, 1),
-        (128, 128, 28, 3, 1, 1),
-        (256, 256, 14, 3, 1, 1),
-        (512, 512, 7, 3, 1, 1),
-        (3, 64, 224, 7, 2, 1),
-        (64, 128, 56, 3, 2, 1),
-        (128, 256, 28, 3, 2, 1),
-        (64, 128, 56, 1, 2, 1),
-        (128, 256, 28, 1, 2, 1),
+    for (c, m, hw, k, s, g, d) in [
+        (32, 32, 112, 3, 1, 32, 1),
+        (96, 96, 112, 3, 2, 96, 1),
+        (144, 144, 56, 3, 1, 144, 1),
+        (144, 144, 56, 3, 2, 144, 1),
+        (192, 192, 28, 3, 1, 192, 1),
+        (576, 576, 14, 3, 1, 576, 1),
+        (576, 576, 14, 3, 2, 576, 1),
+        (960, 960, 7, 3, 1, 960, 1),
+        (24, 144, 56, 1, 1, 1, 1),
+        (144, 24, 56, 1, 1, 1, 1),
+        (32, 16, 112, 1, 1, 1, 1),
+        (16, 96, 112, 1, 1, 1, 1),
+        (960, 160, 7, 1, 1, 1, 1),
+        (160, 960, 7, 1, 1, 1, 1),
+        (320, 1280, 7, 1, 1, 1, 1),
+        (960, 320, 7, 1, 1, 1, 1),
+        (3, 32, 224, 3, 2, 1, 1),
+        (64, 64, 56, 3, 1, 1, 1),
+        (128, 128, 28, 3, 1, 1, 1),
+        (256, 256, 14, 3, 1, 1, 1),
+        (512, 512, 7, 3, 1, 1, 1),
+        (3, 64, 224, 7, 2, 1, 1),
+        (64, 128, 56, 3, 2, 1, 1),
+        (128, 256, 28, 3, 2, 1, 1),
+        (64, 128, 56, 1, 2, 1, 1),
+        (128, 256, 28, 1, 2, 1, 1),
         // Group 0: max pooling (ResNet-18's, after its first layer).
-        (64, 64, 112, 3, 2, 0),
+        (64, 64, 112, 3, 2, 0, 1),
+        // Dilated 3×3 (DeepLab's atrous layers and ASPP branches; padding = dilation).
+        (256, 256, 33, 3, 1, 1, 2),
+        (512, 256, 33, 3, 1, 1, 12),
+        (512, 256, 33, 3, 1, 1, 24),
+        (512, 256, 33, 3, 1, 1, 36),
     ] {
         let kind = match g {
             0 => "maxpool",
             1 => "conv",
             _ => "dw",
         };
-        let label = format!("{kind} c{c} m{m} {hw}x{hw} k{k} s{s}");
+        let dilated = if d > 1 {
+            format!(" d{d}")
+        } else {
+            String::new()
+        };
+        let label = format!("{kind} c{c} m{m} {hw}x{hw} k{k} s{s}{dilated}");
         if !label.contains(&filter) {
             continue;
         }
@@ -73,11 +83,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // faster than in a network).
         let x = filled(vec![1, c, hw, hw], 1)?;
         let w = filled(vec![m, c / g.max(1), k, k], 2)?;
-        let p = k / 2;
+        let p = k / 2 * d;
         let window = Window {
             kernel: vec![k, k],
             strides: vec![s, s],
-            dilations: vec![],
+            dilations: vec![d, d],
             pads: vec![p, p, p, p],
             auto_pad: Default::default(),
         };

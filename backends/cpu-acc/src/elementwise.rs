@@ -7,7 +7,7 @@
 use crate::act::Activation;
 use crate::simd;
 use crate::threads::Threads;
-use backplane_backend_api::Result;
+use backplane_backend_api::{BackendError, Result};
 use backplane_core::ops::{BinaryExtOp, BinaryOp};
 use backplane_core::shape::broadcast_strides;
 
@@ -29,32 +29,30 @@ pub enum Bin {
     Max,
     /// min(a, b), NaN if either is NaN.
     Min,
-    /// a to the power b, as CpuRef computes it (in f64, rounded once); a square exactly.
-    Pow,
     /// a if a >= 0 else a·b (PRelu, b the slope).
     PRelu,
 }
 
 impl Bin {
-    /// The CpuAcc function of a binary op.
-    pub fn from_op(op: BinaryOp) -> Self {
-        match op {
+    /// The f32 function of a binary op (Pow has its own workloads, `crate::pow`).
+    pub fn from_op(op: BinaryOp) -> Option<Self> {
+        Some(match op {
             BinaryOp::Add => Bin::Add,
             BinaryOp::Sub => Bin::Sub,
             BinaryOp::Mul => Bin::Mul,
             BinaryOp::Div => Bin::Div,
             BinaryOp::Max => Bin::Max,
             BinaryOp::Min => Bin::Min,
-            BinaryOp::Pow => Bin::Pow,
-        }
+            BinaryOp::Pow => return None,
+        })
     }
 
-    /// The CpuAcc function of a comparison, logical, bitwise or Mod op, if it has one
-    /// (PRelu; the others keep their integer or bool types on CpuRef).
+    /// The f32 function of a binary op beyond the core set, if it has one: PRelu (the
+    /// predicates are `crate::predicate`'s; bitwise and Mod stay on CpuRef).
     pub fn from_ext(op: BinaryExtOp) -> Option<Self> {
         match op {
             BinaryExtOp::PRelu => Some(Bin::PRelu),
-            // Comparisons, logic, bitwise and integer ops: left to the next backend.
+            // Predicates (bool results), bitwise and integer ops: not f32 functions.
             BinaryExtOp::Equal
             | BinaryExtOp::Less
             | BinaryExtOp::LessOrEqual
@@ -96,13 +94,6 @@ macro_rules! per_bin {
                 } else {
                     m
                 }
-            }),
-            // A square (the common exponent: variances, x³'s first step) is one multiply,
-            // rounded once like the f64 power it equals.
-            Bin::Pow => $f!(|a: f32, b: f32| if b == 2.0 {
-                a * a
-            } else {
-                (f64::from(a)).powf(f64::from(b)) as f32
             }),
             Bin::PRelu => $f!(|a: f32, b: f32| if a < 0.0 { a * b } else { a }),
         }
@@ -259,6 +250,75 @@ pub fn binary(
                 (0, _) => simd::binary_sv(op, a[oa], &b[ob..ob + run], out),
                 (_, 0) => simd::binary_vs(op, &a[oa..oa + run], b[ob], out),
                 _ => simd::binary_vv(op, &a[oa..oa + run], &b[ob..ob + run], out),
+            }
+        }
+        Ok(())
+    })
+}
+
+/// `y = f(a, b)` with broadcasting following `plan`, for any element types: the typed
+/// (integer, comparison, logical) ops' walk. Each run is one of the three plain loops
+/// (vector∘vector, vector∘scalar, scalar∘vector), which the compiler vectorizes per type.
+/// The buffers must match the descriptions the plan was made from (checked by `Io`).
+pub fn zip_broadcast<A, B, Y, F>(
+    th: &Threads,
+    plan: &BroadcastPlan,
+    a: &[A],
+    b: &[B],
+    y: &mut [Y],
+    f: F,
+) -> Result<()>
+where
+    A: Copy + Sync,
+    B: Copy + Sync,
+    Y: Send,
+    F: Fn(A, B) -> Y + Sync + Send,
+{
+    let run = plan.run_len();
+    if run == 0 || y.is_empty() {
+        return Ok(());
+    }
+    let rows = y.len() / run;
+    let rows_per = if y.len() < PARALLEL_MIN {
+        rows
+    } else {
+        th.chunk_size(rows, (4096 / run).max(1), 1)
+    };
+    let last = plan.dims.len() - 1;
+    let (ia, ib) = (plan.sa[last], plan.sb[last]);
+    let short = || BackendError::Execution("a broadcast read leaves its buffer".into());
+    th.chunks(y, rows_per * run, |ci, yc| {
+        for (r, out) in yc.chunks_mut(run).enumerate() {
+            let (oa, ob) = plan.offsets(ci * rows_per + r);
+            let n = out.len();
+            match (ia, ib) {
+                (0, 0) => {
+                    let (p, q) = (*a.get(oa).ok_or_else(short)?, *b.get(ob).ok_or_else(short)?);
+                    for o in out.iter_mut() {
+                        *o = f(p, q);
+                    }
+                }
+                (0, _) => {
+                    let p = *a.get(oa).ok_or_else(short)?;
+                    let qs = b.get(ob..ob + n).ok_or_else(short)?;
+                    for (o, &q) in out.iter_mut().zip(qs) {
+                        *o = f(p, q);
+                    }
+                }
+                (_, 0) => {
+                    let ps = a.get(oa..oa + n).ok_or_else(short)?;
+                    let q = *b.get(ob).ok_or_else(short)?;
+                    for (o, &p) in out.iter_mut().zip(ps) {
+                        *o = f(p, q);
+                    }
+                }
+                _ => {
+                    let ps = a.get(oa..oa + n).ok_or_else(short)?;
+                    let qs = b.get(ob..ob + n).ok_or_else(short)?;
+                    for ((o, &p), &q) in out.iter_mut().zip(ps).zip(qs) {
+                        *o = f(p, q);
+                    }
+                }
             }
         }
         Ok(())

@@ -42,6 +42,9 @@ pub struct CpuAccOptions {
     /// `conv_pairs`: an expansion and its depthwise convolution (or a depthwise convolution
     /// and its projection) run together a band of rows at a time.
     pub conv_pairs: bool,
+    /// `conv_gather`: convolutions whose padded rows are much wider than their output rows
+    /// (dilated ones) pack only the real output columns instead of computing the padded width.
+    pub conv_gather: bool,
 }
 
 impl Default for CpuAccOptions {
@@ -58,6 +61,7 @@ impl Default for CpuAccOptions {
             split_halves: true,
             nhwc: true,
             conv_pairs: true,
+            conv_gather: true,
         }
     }
 }
@@ -75,6 +79,7 @@ pub const OPTION_NAMES: &[&str] = &[
     "split_halves",
     "nhwc",
     "conv_pairs",
+    "conv_gather",
 ];
 
 impl CpuAccOptions {
@@ -116,6 +121,7 @@ impl CpuAccOptions {
             "split_halves" => self.split_halves = switch()?,
             "nhwc" => self.nhwc = switch()?,
             "conv_pairs" => self.conv_pairs = switch()?,
+            "conv_gather" => self.conv_gather = switch()?,
             _ => {
                 return Err(BackendError::Other(format!(
                     "unknown CpuAcc option {key} (known: {})",

@@ -1,13 +1,12 @@
 //! CpuAcc's f32 math activations (Floor … Atanh) against CpuRef, bit for bit, over special
-//! values, each function's breakpoints and random values; and the math ops it refuses.
+//! values, each function's breakpoints and random values (the bool-valued ones are in
+//! `typed_against_ref.rs`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod support;
 
-use backplane_backend_api::{Backend, LayerDesc, Support};
 use backplane_core::ops::MathOp;
-use backplane_core::{Op, Tensor, TensorInfo};
-use backplane_cpu_acc::CpuAccBackend;
+use backplane_core::{Op, Tensor};
 use support::{acc, reference, Rng};
 
 /// The ops under test.
@@ -106,36 +105,6 @@ fn math_ops_match_cpu_ref_bit_for_bit() {
                     "{m:?}({xv}) = {g}, CpuRef {w}"
                 );
             }
-        }
-    }
-}
-
-#[test]
-fn bool_math_ops_are_refused_with_a_reason() {
-    let backend = CpuAccBackend::new();
-    let x = Rng(3).tensor(&[2, 3], 1.0);
-    for m in [
-        MathOp::IsNaN,
-        MathOp::IsInf {
-            detect_negative: true,
-            detect_positive: true,
-        },
-    ] {
-        let op = Op::Math(m);
-        let infos: Vec<TensorInfo> = vec![x.info().clone()];
-        let refs: Vec<&TensorInfo> = infos.iter().collect();
-        let d = LayerDesc {
-            name: "under_test".into(),
-            outputs: op.infer(&refs).unwrap(),
-            inputs: infos,
-            op: op.clone(),
-            constants: vec![None],
-        };
-        match backend.layer_support().is_layer_supported(&d) {
-            Support::Unsupported(reason) => {
-                assert!(reason.contains("does not implement"), "{m:?}: {reason}")
-            }
-            other => panic!("{m:?}: {other:?}"),
         }
     }
 }

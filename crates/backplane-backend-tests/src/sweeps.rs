@@ -8,8 +8,8 @@ use crate::exec::{run_network, Run};
 use crate::report::{Outcome, Report};
 use backplane::compare::{compare, Mismatch};
 use backplane::core::ops::{
-    AutoPad, BinaryOp, ConvDesc, GemmDesc, PoolDesc, PoolKind, ReduceDesc, ReduceKind, UnaryOp,
-    Window,
+    AutoPad, BinaryExtOp, BinaryOp, ConvDesc, GemmDesc, MathOp, PoolDesc, PoolKind, ReduceDesc,
+    ReduceKind, UnaryOp, Window,
 };
 use backplane::core::Op;
 use backplane::{BackendId, DataType, Network, Runtime, Tensor, TensorInfo};
@@ -102,6 +102,9 @@ type Generator = fn(&mut Rng) -> Result<SweepCase, String>;
 pub const FAMILIES: &[(&str, Generator)] = &[
     ("Unary", unary),
     ("Binary", binary),
+    ("Compare", comparison),
+    ("Predicate", predicate),
+    ("Pow", pow),
     ("MatMul", matmul),
     ("Gemm", gemm),
     ("Conv", conv),
@@ -190,6 +193,9 @@ fn binary(r: &mut Rng) -> Result<SweepCase, String> {
         DataType::F16,
         DataType::I32,
         DataType::I64,
+        DataType::I8,
+        DataType::U8,
+        DataType::U32,
     ]);
     let (ad, bd) = broadcast_pair(r);
     let a = r.tensor(dtype, &ad, -8.0, 8.0)?;
@@ -211,6 +217,129 @@ fn binary(r: &mut Rng) -> Result<SweepCase, String> {
         inputs: vec![(a, false), (b, constant)],
         rtol,
         atol,
+    })
+}
+
+/// Comparisons (every ordered type, with repeated values so equality happens) and logical
+/// operators (bool).
+fn comparison(r: &mut Rng) -> Result<SweepCase, String> {
+    let op = r.pick(&[
+        BinaryExtOp::Equal,
+        BinaryExtOp::Less,
+        BinaryExtOp::LessOrEqual,
+        BinaryExtOp::Greater,
+        BinaryExtOp::GreaterOrEqual,
+        BinaryExtOp::And,
+        BinaryExtOp::Or,
+        BinaryExtOp::Xor,
+    ]);
+    let dtype = match op {
+        BinaryExtOp::And | BinaryExtOp::Or | BinaryExtOp::Xor => DataType::Bool,
+        BinaryExtOp::Equal => r.pick(&[
+            DataType::F32,
+            DataType::I64,
+            DataType::I32,
+            DataType::Bool,
+            DataType::U8,
+        ]),
+        _ => r.pick(&[
+            DataType::F32,
+            DataType::F32,
+            DataType::F64,
+            DataType::F16,
+            DataType::I64,
+            DataType::I32,
+            DataType::I8,
+            DataType::U16,
+        ]),
+    };
+    let (ad, bd) = broadcast_pair(r);
+    // Few distinct values (integers, or floats on a coarse grid) so that ties occur.
+    let (lo, hi) = if dtype == DataType::Bool {
+        (0.0, 2.0)
+    } else {
+        (0.0, 4.0)
+    };
+    let grid = |r: &mut Rng, d: &[usize]| -> Result<Tensor, String> {
+        let t = r.tensor(dtype, d, lo, hi)?;
+        Ok(if dtype.is_float() {
+            let v: Vec<f64> = t.to_f64_vec().iter().map(|x| x.floor() / 2.0).collect();
+            Tensor::from_f64_values(t.info().clone(), &v).unwrap_or(t)
+        } else {
+            t
+        })
+    };
+    let a = grid(r, &ad)?;
+    let b = grid(r, &bd)?;
+    let constant = r.below(3) == 0;
+    Ok(SweepCase {
+        family: "Compare",
+        op: Op::BinaryExt(op),
+        inputs: vec![(a, false), (b, constant)],
+        rtol: 0.0,
+        atol: 0.0,
+    })
+}
+
+/// IsNaN, IsInf (by sign) on floats holding NaNs and infinities, and Not on bools.
+fn predicate(r: &mut Rng) -> Result<SweepCase, String> {
+    let op = r.pick(&[
+        MathOp::IsNaN,
+        MathOp::IsInf {
+            detect_negative: true,
+            detect_positive: true,
+        },
+        MathOp::IsInf {
+            detect_negative: false,
+            detect_positive: true,
+        },
+        MathOp::Not,
+    ]);
+    let rank = 1 + r.below(4);
+    let d = dims(r, rank);
+    let x = if op == MathOp::Not {
+        r.tensor(DataType::Bool, &d, 0.0, 2.0)?
+    } else {
+        let dtype = r.pick(&[DataType::F32, DataType::F64, DataType::F16]);
+        let t = r.tensor(dtype, &d, -2.0, 2.0)?;
+        let special = [f64::NAN, f64::INFINITY, f64::NEG_INFINITY];
+        let v: Vec<f64> = t
+            .to_f64_vec()
+            .iter()
+            .map(|&x| if x > 1.0 { special[r.below(3)] } else { x })
+            .collect();
+        Tensor::from_f64_values(t.info().clone(), &v).unwrap_or(t)
+    };
+    Ok(SweepCase {
+        family: "Predicate",
+        op: Op::Math(op),
+        inputs: vec![(x, false)],
+        rtol: 0.0,
+        atol: 0.0,
+    })
+}
+
+/// Pow of f32 bases: constant exponents of the common short forms (squares, cubes, square
+/// roots, reciprocals), and random exponents of every numeric exponent type.
+fn pow(r: &mut Rng) -> Result<SweepCase, String> {
+    let (ad, bd) = broadcast_pair(r);
+    let a = r.tensor(DataType::F32, &ad, -3.0, 3.0)?;
+    let (b, constant) = if r.below(2) == 0 {
+        let e = r.pick(&[0.0, 1.0, 2.0, 3.0, 4.0, -1.0, -2.0, 0.5, 1.5, -0.5]);
+        let dtype = r.pick(&[DataType::F32, DataType::F64]);
+        let b = Tensor::from_f64_values(TensorInfo::new(dtype, vec![1]), &[e])
+            .unwrap_or_else(|_| Tensor::scalar(2.0f32));
+        (b, r.below(4) != 0)
+    } else {
+        let dtype = r.pick(&[DataType::F32, DataType::I64, DataType::I32]);
+        (r.tensor(dtype, &bd, -3.0, 4.0)?, r.below(3) == 0)
+    };
+    Ok(SweepCase {
+        family: "Pow",
+        op: Op::Binary(BinaryOp::Pow),
+        inputs: vec![(a, false), (b, constant)],
+        rtol: 1e-6,
+        atol: 1e-30,
     })
 }
 

@@ -73,6 +73,15 @@ fn the_built_in_backends_pass() {
             cases > 400,
             "expected the full op table, found {cases} cases"
         );
+        // Both run the typed elementwise sweeps themselves (none left to another backend).
+        for family in ["Compare", "Predicate", "Pow"] {
+            let t = &report.ops[&("random sweeps".to_string(), family.to_string())];
+            assert!(
+                t.passed > 0 && t.refused == 0,
+                "{backend} {family}: {t:?}\n{}",
+                report.to_text()
+            );
+        }
     }
 }
 

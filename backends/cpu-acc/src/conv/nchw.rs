@@ -66,6 +66,9 @@ pub struct ConvWorkload {
     /// Convolutions with a window: where each im2col row starts in the input's [`Phases`]
     /// (see [`Shifted`]).
     shifted_rows: Option<Vec<usize>>,
+    /// The taps (`ky · kw + kx`) that read some input, when others read only padding (a
+    /// dilation as wide as the plane): the packed weights and shifted rows hold only these.
+    live_taps: Option<Vec<usize>>,
     weights: Weights,
     bias: Option<Vec<f32>>,
     act: Activation,
@@ -76,6 +79,8 @@ pub struct ConvWorkload {
     /// convolution: B read in place ([`direct`]) instead of packed ([`conv_shifted`], or
     /// the SGEMM).
     direct: bool,
+    /// The GEMM over the phases packs only the output's columns ([`Shifted::gathered`]).
+    gather: bool,
     threads: Threads,
 }
 
@@ -134,7 +139,8 @@ impl ConvWorkload {
                     ),
                     (None, ConvAlgorithm::Depthwise) => Weights::Depthwise(w.to_vec()),
                     (None, _) => {
-                        Weights::Packed(pack_weights(w, m, group, c / group * geo.kh * geo.kw))
+                        let live = live_taps(&geo).filter(|_| !depthwise && !pointwise);
+                        Weights::Packed(pack_live(w, m, group, c / group, &geo, live.as_deref()))
                     }
                 }
             }
@@ -142,6 +148,7 @@ impl ConvWorkload {
         let bias = bias
             .map(|b| b.as_slice::<f32>().map(<[f32]>::to_vec))
             .transpose()?;
+        let live = live_taps(&geo).filter(|_| !depthwise && !pointwise);
         Ok(ConvWorkload {
             io,
             geo,
@@ -151,13 +158,20 @@ impl ConvWorkload {
             group,
             pointwise,
             dw_plan: depthwise.then(|| depthwise::Plan::new(&geo)),
-            shifted_rows: (!depthwise && !pointwise && geo.oh > 0 && geo.ow > 0)
-                .then(|| Phases::new(&geo).rows(&geo, c / group)),
+            shifted_rows: (!depthwise && !pointwise && geo.oh > 0 && geo.ow > 0).then(|| {
+                let rows = Phases::new(&geo).rows(&geo, c / group);
+                match &live {
+                    Some(live) => keep_live(&rows, geo.kh * geo.kw, live),
+                    None => rows,
+                }
+            }),
+            live_taps: live,
             weights,
             bias,
             act,
             residual: false,
             direct: algorithm == ConvAlgorithm::Direct,
+            gather: gathers(&geo),
             threads,
         })
     }
@@ -324,10 +338,21 @@ impl Phases {
     }
 }
 
+/// Whether a convolution's GEMM over the phases should pack only the output's columns: when
+/// computing at the phases' pitch would waste more than a quarter of the work (dilated
+/// convolutions, whose padding is as wide as the dilation; small planes), and the option
+/// allows it.
+fn gathers(geo: &Geo2) -> bool {
+    let ph = Phases::new(geo);
+    let wide = geo.oh.saturating_sub(1) * ph.pitch + geo.ow;
+    crate::options::current().conv_gather && 4 * wide > 5 * geo.oh * geo.ow
+}
+
 /// A convolution of one group of one image as a GEMM over its [`Phases`]: the output is
 /// computed at the phases' row pitch (the few extra columns of each row are dropped when it
 /// is copied out), so that every im2col row is one contiguous run and packing it is a plain
-/// copy.
+/// copy; or, with `gather`, only at the output's columns, each packed panel gathered from
+/// row segments.
 #[allow(clippy::too_many_arguments)]
 fn conv_shifted(
     th: &Threads,
@@ -338,6 +363,7 @@ fn conv_shifted(
     cg: usize,
     yg: &mut [f32],
     ep: &Epilogue<'_>,
+    gather: bool,
 ) -> Result<()> {
     let ph = Phases::new(geo);
     let wp = ph.pitch;
@@ -345,13 +371,14 @@ fn conv_shifted(
     let mg = pa.len();
     let wide = (geo.oh - 1) * wp + geo.ow;
     let mut padded = gemm::take(&PADDED, cg * ph.plane());
-    if wp == geo.ow {
-        // The phases are as wide as the output (a 1×1 window, no side padding): the product
-        // is the output, with nothing to drop.
+    if wp == geo.ow || gather {
+        // The phases are as wide as the output (a 1×1 window, no side padding), or the
+        // columns are gathered: the product is the output, with nothing to drop.
         let res = fill_phases(th, geo, &ph, xg, cg, &mut padded).and_then(|()| {
-            let src = BSrc::Shifted(Shifted {
-                data: &padded,
-                rows,
+            let src = BSrc::Shifted(if wp == geo.ow {
+                Shifted::contiguous(&padded, rows)
+            } else {
+                Shifted::gathered(&padded, rows, geo.ow, wp)
             });
             let y = &mut yg[..mg * out_plane];
             gemm::sgemm(
@@ -375,10 +402,7 @@ fn conv_shifted(
     // network's first layer) they are most of the work.
     let res = fill_phases(th, geo, &ph, xg, cg, &mut padded);
     let res = res.and_then(|()| {
-        let src = BSrc::Shifted(Shifted {
-            data: &padded,
-            rows,
-        });
+        let src = BSrc::Shifted(Shifted::contiguous(&padded, rows));
         gemm::sgemm(
             th,
             mg,
@@ -434,6 +458,53 @@ pub(crate) fn fill_phases(
         }
         Ok(())
     })
+}
+
+/// The taps (`ky · kw + kx`) that read some input pixel for some output, when some read
+/// only padding (`None` when every tap is live, or none is).
+fn live_taps(geo: &Geo2) -> Option<Vec<usize>> {
+    // Tap offset `k · d` reads input `o · s + k · d - pad` for outputs `o` in `0..out`.
+    let reads = |k: usize, d: usize, s: usize, pad: usize, out: usize, size: usize| {
+        let first = (k * d) as isize - pad as isize;
+        let last = first + (out.saturating_sub(1) * s) as isize;
+        out > 0 && last >= 0 && first < size as isize
+    };
+    let live: Vec<usize> = (0..geo.kh)
+        .filter(|&ky| reads(ky, geo.dh, geo.sh, geo.pt, geo.oh, geo.h))
+        .flat_map(|ky| {
+            (0..geo.kw)
+                .filter(|&kx| reads(kx, geo.dw, geo.sw, geo.pl, geo.ow, geo.w))
+                .map(move |kx| ky * geo.kw + kx)
+        })
+        .collect();
+    (!live.is_empty() && live.len() < geo.kh * geo.kw).then_some(live)
+}
+
+/// The entries of `per_tap`-long groups (one per channel) at the `live` taps.
+fn keep_live<T: Copy>(v: &[T], per_tap: usize, live: &[usize]) -> Vec<T> {
+    v.chunks(per_tap.max(1))
+        .flat_map(|g| live.iter().filter_map(|&t| g.get(t).copied()))
+        .collect()
+}
+
+/// Pack the weights for the GEMM over the phases: only the `live` taps' columns when some
+/// taps read only padding (a sparser product with the same result), else all of them.
+fn pack_live(
+    w: &[f32],
+    m: usize,
+    group: usize,
+    cg: usize,
+    geo: &Geo2,
+    live: Option<&[usize]>,
+) -> Vec<Packed> {
+    let taps = geo.kh * geo.kw;
+    match live {
+        Some(live) => {
+            let compact = keep_live(w, taps, live);
+            pack_weights(&compact, m, group, cg * live.len())
+        }
+        None => pack_weights(w, m, group, cg * taps),
+    }
 }
 
 fn pack_weights(w: &[f32], m: usize, group: usize, k: usize) -> Vec<Packed> {
@@ -502,8 +573,9 @@ impl ConvWorkload {
                 if self.group == self.c && self.m == self.c && self.c > 1 {
                     runtime_weights = Weights::Depthwise(w.to_vec());
                 } else {
-                    let k = self.c / self.group * geo.kh * geo.kw;
-                    runtime_weights = Weights::Packed(pack_weights(w, self.m, self.group, k));
+                    let (cg, live) = (self.c / self.group, self.live_taps.as_deref());
+                    runtime_weights =
+                        Weights::Packed(pack_live(w, self.m, self.group, cg, geo, live));
                 }
                 &runtime_weights
             }
@@ -517,7 +589,7 @@ impl ConvWorkload {
             Weights::Packed(packed) => {
                 let (cg, mg) = (self.c / self.group, self.m / self.group);
                 let (in_plane, out_plane) = (geo.h * geo.w, geo.oh * geo.ow);
-                let k = cg * geo.kh * geo.kw;
+                let k = cg * self.live_taps.as_ref().map_or(geo.kh * geo.kw, Vec::len);
                 for b in 0..self.n {
                     for (g, pa) in packed.iter().enumerate() {
                         let xs = (b * self.c + g * cg) * in_plane;
@@ -537,7 +609,8 @@ impl ConvWorkload {
                                     direct::run(&self.threads, geo, rows, pa, xg, cg, b, act, yg)?;
                                 }
                                 Some(rows) => {
-                                    conv_shifted(&self.threads, geo, rows, pa, xg, cg, yg, &ep)?
+                                    let (th, gather) = (&self.threads, self.gather);
+                                    conv_shifted(th, geo, rows, pa, xg, cg, yg, &ep, gather)?
                                 }
                                 None => {}
                             }

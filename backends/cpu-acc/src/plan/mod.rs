@@ -24,9 +24,9 @@ use crate::recurrent::RecurrentWorkload;
 use crate::reduce::ReducePlan;
 use crate::resize::ResizeWorkload;
 use crate::threads::Threads;
-use crate::{cast, movement};
+use crate::{cast, int_arith, movement, pow, predicate};
 use backplane_backend_api::{BackendError, LayerDesc, Result, Workload};
-use backplane_core::ops::{BinaryExtOp, MathOp};
+use backplane_core::ops::{BinaryExtOp, BinaryOp, MathOp};
 use backplane_core::{DataType, Op, Quantization, TensorInfo};
 
 /// Builds a planned layer's workload from its buffers' descriptions and the threads.
@@ -90,6 +90,11 @@ fn dims(layer: &LayerDesc, slot: usize) -> Vec<usize> {
         .unwrap_or_default()
 }
 
+/// The type of the first input (Bool when there is none: no integer path takes it).
+fn first_type(layer: &LayerDesc) -> DataType {
+    layer.inputs.first().map_or(DataType::Bool, |i| i.dtype)
+}
+
 /// Refuse an op CpuAcc has no workload for (the optimizer hands it to the next backend).
 fn not_implemented(name: &str) -> std::result::Result<Plan<'static>, String> {
     Err(format!("CpuAcc does not implement {name}"))
@@ -144,7 +149,9 @@ pub fn plan(layer: &LayerDesc) -> std::result::Result<Plan<'_>, String> {
         Op::Cast { to, .. } => cast::plan(layer, *to),
         Op::Unary(u) => unary(layer, Some(Activation::from_unary(*u))),
         Op::Math(m) => math(layer, *m),
-        Op::Binary(b) => binary(layer, Some(Bin::from_op(*b))),
+        Op::Binary(BinaryOp::Pow) => pow::plan(layer),
+        Op::Binary(b) if first_type(layer).is_integer() => int_arith::plan(layer, *b),
+        Op::Binary(b) => binary(layer, Bin::from_op(*b)),
         Op::BinaryExt(b) => binary_ext(layer, *b),
         Op::Softmax { axis } => {
             all_f32(layer)?;
@@ -347,11 +354,15 @@ fn unary(layer: &LayerDesc, act: Option<Activation>) -> std::result::Result<Plan
     }))
 }
 
-/// A math function: the activations of real networks; the rest stay on CpuRef.
+/// A math function: the activations of real networks and the float predicates; the rest
+/// stay on CpuRef.
 fn math(layer: &LayerDesc, m: MathOp) -> std::result::Result<Plan<'static>, String> {
-    match Activation::from_math(m) {
-        Some(act) => unary(layer, Some(act)),
-        None => not_implemented(m.name()),
+    match (Activation::from_math(m), m) {
+        (Some(act), _) => unary(layer, Some(act)),
+        (None, MathOp::IsNaN | MathOp::IsInf { .. } | MathOp::Not) => {
+            predicate::plan_unary(layer, m)
+        }
+        (None, _) => not_implemented(m.name()),
     }
 }
 
@@ -364,10 +375,11 @@ fn binary(layer: &LayerDesc, bin: Option<Bin>) -> std::result::Result<Plan<'stat
     }))
 }
 
-/// A binary op beyond the core set: PRelu and the f32 ones CpuAcc implements.
+/// A binary op beyond the core set: PRelu, comparisons and logical operators.
 fn binary_ext(layer: &LayerDesc, b: BinaryExtOp) -> std::result::Result<Plan<'static>, String> {
     match Bin::from_ext(b) {
         Some(bin) => binary(layer, Some(bin)),
+        None if b.is_predicate() => predicate::plan_binary(layer, b),
         None => not_implemented(b.name()),
     }
 }

@@ -1,0 +1,364 @@
+//! The SGEMM against a naive product: every operand source, odd shapes, threads.
+use super::*;
+
+/// A row-major view of `data`, rows `cols` long.
+fn row_major(data: &[f32], cols: usize) -> MatView<'_> {
+    MatView {
+        data,
+        rs: cols,
+        cs: 1,
+    }
+}
+
+/// A column-major view of `data`, columns `rows` long.
+fn col_major(data: &[f32], rows: usize) -> MatView<'_> {
+    MatView {
+        data,
+        rs: 1,
+        cs: rows,
+    }
+}
+
+fn naive(m: usize, n: usize, k: usize, a: &[f32], b: &[f32]) -> Vec<f32> {
+    let mut c = vec![0f32; m * n];
+    for i in 0..m {
+        for j in 0..n {
+            let mut s = 0f64;
+            for l in 0..k {
+                s += f64::from(a[i * k + l]) * f64::from(b[l * n + j]);
+            }
+            c[i * n + j] = s as f32;
+        }
+    }
+    c
+}
+
+/// A row-major `rows`×`cols` matrix stored column by column.
+fn column_major(rows: usize, cols: usize, x: &[f32]) -> Vec<f32> {
+    let mut t = vec![0f32; rows * cols];
+    for i in 0..rows {
+        for j in 0..cols {
+            t[j * rows + i] = x[i * cols + j];
+        }
+    }
+    t
+}
+
+fn rand(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    (0..n)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+/// Split halves hold each value where `simd::Halves` says (every K block, the last
+/// one short, the last panel narrow), go back to the packed layout unchanged, leave an
+/// A operand alone, and are refused by the SGEMM.
+#[test]
+fn split_halves_move_every_value_and_come_back() {
+    let (k, n) = (KC + 37, 2 * NR + 5);
+    let b: Vec<f32> = (0..k * n).map(|i| i as f32).collect();
+    let view = row_major(&b, n);
+    let packed = Packed::pack_b(k, n, view);
+    let split = packed.clone().with_halves(simd::Halves::Split);
+    assert_eq!(split.halves(), simd::Halves::Split);
+    for (r, j) in (0..k).flat_map(|r| (0..n).map(move |j| (r, j))) {
+        let (kb, l) = (r / KC, r % KC);
+        let kc = KC.min(k - kb * KC);
+        let panel = split.block(kb, j / NR).unwrap();
+        let h = j % NR / simd::HALF * simd::HALF;
+        let at = simd::Halves::Split.start(kc, h) + l * simd::HALF + j % simd::HALF;
+        assert_eq!(panel[at], b[r * n + j], "({r}, {j})");
+    }
+    let back = split.clone().with_halves(simd::Halves::Interleaved);
+    assert_eq!(back.data, packed.data);
+    let a = Packed::pack_a(n, k, col_major(&b, n));
+    assert_eq!(a.clone().with_halves(simd::Halves::Split).data, a.data);
+    let mut c = vec![0f32; n];
+    let x = vec![1f32; k];
+    let xv = ASrc::View(row_major(&x, k));
+    let th = Threads::single();
+    let ep = Epilogue::default();
+    let refused = sgemm(&th, 1, n, k, &xv, &BSrc::Packed(&split), &mut c, n, &ep);
+    assert!(refused.is_err());
+    sgemm(&th, 1, n, k, &xv, &BSrc::Packed(&back), &mut c, n, &ep).unwrap();
+    let want: f64 = (0..k).map(|r| f64::from(b[r * n + 3])).sum();
+    assert!(
+        (f64::from(c[3]) - want).abs() <= 1e-5 * want,
+        "{} vs {want}",
+        c[3]
+    );
+}
+
+/// Prepacked A with B packed on the fly takes four routes (small A split by columns or,
+/// with a short K, by rows; large A with a narrow B split by rows; the general loop): all
+/// agree with the naive product, with row biases, column biases and an activation in the
+/// epilogue.
+#[test]
+fn packed_a_routes_match_naive_with_epilogues() {
+    for th in [Threads::single(), Threads::new(2).unwrap()] {
+        for &(m, n, k) in &[
+            (1, 1, 1),
+            (7, 257, 17),
+            (63, 300, 600),
+            (130, 70, 1300),
+            (257, 63, 700),
+            (61, 3, 2900),
+            (130, 600, 1300),
+            (130, 600, 100),
+            // Rows split between threads inside a packed panel (shares of 18 rows).
+            (32, 3000, 27),
+            (30, 3000, 27),
+        ] {
+            let a = rand(m * k, 3);
+            let b = rand(k * n, 4);
+            let rb = rand(m, 5);
+            let cb = rand(n, 6);
+            let mut want = naive(m, n, k, &a, &b);
+            for i in 0..m {
+                for j in 0..n {
+                    let v = want[i * n + j] + rb[i] + cb[j];
+                    want[i * n + j] = if v < 0.0 { 0.0 } else { v };
+                }
+            }
+            let pa = Packed::pack_a(m, k, row_major(&a, k));
+            let bv = row_major(&b, n);
+            let rows: Vec<usize> = (0..k).map(|l| l * n).collect();
+            let shifted = Shifted::contiguous(&b, &rows);
+            // The same matrix gathered: rows of 7 columns, 12 apart, NaN between them.
+            let (cols, pitch) = (7, 12);
+            let span = n.div_ceil(cols) * pitch;
+            let mut wide = vec![f32::NAN; k * span];
+            for l in 0..k {
+                for j in 0..n {
+                    wide[l * span + (j / cols) * pitch + j % cols] = b[l * n + j];
+                }
+            }
+            let wide_rows: Vec<usize> = (0..k).map(|l| l * span).collect();
+            let gathered = Shifted::gathered(&wide, &wide_rows, cols, pitch);
+            let ep = Epilogue {
+                row_bias: Some(&rb),
+                col_bias: Some(&cb),
+                act: Activation::Relu,
+                ..Epilogue::default()
+            };
+            let sources = [
+                BSrc::View(bv),
+                BSrc::Shifted(shifted),
+                BSrc::Shifted(gathered),
+            ];
+            for (bi, bsrc) in sources.iter().enumerate() {
+                let mut c = vec![f32::NAN; m * n];
+                sgemm(&th, m, n, k, &ASrc::Packed(&pa), bsrc, &mut c, n, &ep).unwrap();
+                for (i, (x, y)) in c.iter().zip(&want).enumerate() {
+                    assert!(
+                        (x - y).abs() <= 1e-5 * (k as f32).sqrt() + 1e-5 * y.abs(),
+                        "{m}x{n}x{k} b{bi} threads {th:?} at {i}: {x} vs {y}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// A few rows against a large packed B (the column split between threads, as for a
+/// batch-1 fully connected layer), with biases and an activation, A packed or not.
+#[test]
+fn few_rows_split_by_columns_match_naive() {
+    let th = Threads::new(2).unwrap();
+    for &(m, n, k) in &[(1, 300, 1000), (5, 257, 1100), (12, 1000, 300)] {
+        let a = rand(m * k, 7);
+        let b = rand(k * n, 8);
+        let rb = rand(m, 9);
+        let cb = rand(n, 10);
+        let mut want = naive(m, n, k, &a, &b);
+        for i in 0..m {
+            for j in 0..n {
+                want[i * n + j] = (want[i * n + j] + rb[i] + cb[j]).max(0.0);
+            }
+        }
+        let av = row_major(&a, k);
+        let pa = Packed::pack_a(m, k, av);
+        let pb = Packed::pack_b(k, n, row_major(&b, n));
+        let ep = Epilogue {
+            row_bias: Some(&rb),
+            col_bias: Some(&cb),
+            act: Activation::Relu,
+            ..Epilogue::default()
+        };
+        for asrc in [ASrc::View(av), ASrc::Packed(&pa)] {
+            let mut c = vec![f32::NAN; m * n];
+            sgemm(&th, m, n, k, &asrc, &BSrc::Packed(&pb), &mut c, n, &ep).unwrap();
+            for (i, (x, y)) in c.iter().zip(&want).enumerate() {
+                assert!(
+                    (x - y).abs() <= 1e-5 * (k as f32).sqrt() + 1e-5 * y.abs(),
+                    "{m}x{n}x{k} at {i}: {x} vs {y}"
+                );
+            }
+        }
+    }
+}
+
+/// A row-major A with more rows than one A panel takes the in-place tiles (where the CPU
+/// runs them), against a packed B (both half layouts) or a B view (row- or column-major,
+/// packed whole first): against the plain product with alpha, a column bias, an
+/// activation in the tile and one after it, accumulation onto C, C rows wider than N, one
+/// and two threads; a split B is refused where the tiles do not run (a few rows, a
+/// transposed A, a row bias).
+#[test]
+fn in_place_tiles_match_naive_and_split_b_needs_them() {
+    let acts = [
+        Activation::Clip {
+            min: -0.5,
+            max: 0.75,
+        },
+        Activation::Sigmoid,
+    ];
+    for th in [Threads::single(), Threads::new(2).unwrap()] {
+        for &(m, n, k) in &[(13, 5, 3), (61, 33, 97), (130, 70, 300), (19, 24, 260)] {
+            let (a, b) = (rand(m * k, 3), rand(k * n, 4));
+            let ldc = n + 3;
+            let c0 = rand(m * ldc, 5);
+            let bias = rand(n, 6);
+            let plain = naive(m, n, k, &a, &b);
+            let av = row_major(&a, k);
+            let bv = row_major(&b, n);
+            let interleaved = Packed::pack_b(k, n, bv);
+            let split = interleaved.clone().with_halves(simd::Halves::Split);
+            let bt = column_major(k, n, &b);
+            let btv = col_major(&bt, k);
+            let sources = [
+                BSrc::Packed(&interleaved),
+                BSrc::Packed(&split),
+                BSrc::View(bv),
+                BSrc::View(btv),
+            ];
+            for (act, accumulate) in acts.into_iter().zip([true, false]) {
+                let ep = Epilogue {
+                    alpha: 0.5,
+                    accumulate,
+                    col_bias: Some(&bias),
+                    act,
+                    ..Epilogue::default()
+                };
+                assert_eq!(in_place_tiles(m, av.cs, &ep), simd::strided_tiles());
+                for (bi, bsrc) in sources.iter().enumerate() {
+                    let mut c = c0.clone();
+                    let got = sgemm(&th, m, n, k, &ASrc::View(av), bsrc, &mut c, ldc, &ep);
+                    if bi == 1 && !simd::strided_tiles() {
+                        assert!(got.is_err());
+                        continue;
+                    }
+                    got.unwrap();
+                    for i in 0..m {
+                        for j in 0..ldc {
+                            let (x, at) = (c[i * ldc + j], i * ldc + j);
+                            if j >= n {
+                                assert_eq!(x, c0[at], "{m}x{n}x{k}: ({i}, {j}) written");
+                                continue;
+                            }
+                            let base = if accumulate { c0[at] } else { 0.0 };
+                            let y =
+                                crate::math::apply(act, 0.5 * plain[i * n + j] + base + bias[j]);
+                            assert!(
+                                (x - y).abs() <= 1e-5 * (k as f32).sqrt() + 1e-5 * y.abs(),
+                                "{m}x{n}x{k} b{bi} acc {accumulate}: ({i}, {j}) {x} vs {y}"
+                            );
+                        }
+                    }
+                }
+            }
+            // Where the in-place tiles do not run, a split B is refused: a few rows, a
+            // transposed A, a row bias.
+            let (at, rb) = (column_major(m, k, &a), vec![1f32; m]);
+            let with_rb = Epilogue {
+                row_bias: Some(&rb),
+                ..Epilogue::default()
+            };
+            let refusals = [
+                (MR, row_major(&a, k), Epilogue::default()),
+                (m, col_major(&at, m), Epilogue::default()),
+                (m, av, with_rb),
+            ];
+            for (rows, a_view, ep) in refusals {
+                let mut c = vec![0f32; m * n];
+                let split_b = BSrc::Packed(&split);
+                let got = sgemm(
+                    &th,
+                    rows,
+                    n,
+                    k,
+                    &ASrc::View(a_view),
+                    &split_b,
+                    &mut c,
+                    n,
+                    &ep,
+                );
+                assert!(got.is_err(), "{rows} rows, A column step {}", a_view.cs);
+            }
+        }
+    }
+}
+
+#[test]
+fn sgemm_matches_naive_for_odd_sizes_and_every_operand_kind() {
+    // (The padding columns of hand-laid panels are NaN: they must never reach C.)
+    for th in [Threads::single(), Threads::new(2).unwrap()] {
+        for &(m, n, k) in &[
+            (1, 1, 1),
+            (3, 7, 17),
+            (7, 17, 3),
+            (17, 63, 257),
+            (63, 257, 7),
+            (13, 300, 600),
+            (130, 20, 33),
+        ] {
+            let a = rand(m * k, 1);
+            let b = rand(k * n, 2);
+            let want = naive(m, n, k, &a, &b);
+            let av = row_major(&a, k);
+            let bv = row_major(&b, n);
+            let pa = Packed::pack_a(m, k, av);
+            let pb = Packed::pack_b(k, n, bv);
+            // B laid out by hand at `panel_offset` (what the Winograd transform does).
+            let mut panels = vec![f32::NAN; k * n.div_ceil(NR) * NR];
+            for r in 0..k {
+                for j in 0..n {
+                    panels[panel_offset(k, n, r, j)] = b[r * n + j];
+                }
+            }
+            // B stored column-major (a transposed view, as attention's Kᵀ is read).
+            let bt = column_major(k, n, &b);
+            let btv = col_major(&bt, k);
+            let kinds = [
+                BSrc::View(bv),
+                BSrc::Packed(&pb),
+                BSrc::Panels(&panels),
+                BSrc::View(btv),
+            ];
+            // A stored column-major (a transposed view, as Gemm's transA reads it).
+            let at = column_major(m, k, &a);
+            let atv = col_major(&at, m);
+            let asrcs = [ASrc::View(av), ASrc::Packed(&pa), ASrc::View(atv)];
+            for (ai, asrc) in asrcs.iter().enumerate() {
+                for (bi, bsrc) in kinds.iter().enumerate() {
+                    let mut c = vec![f32::NAN; m * n];
+                    sgemm(&th, m, n, k, asrc, bsrc, &mut c, n, &Epilogue::default()).unwrap();
+                    for (x, y) in c.iter().zip(&want) {
+                        assert!(
+                            (x - y).abs() <= 1e-5 * (k as f32).sqrt() + 1e-5 * y.abs(),
+                            "{m}x{n}x{k} a{ai} b{bi}: {x} vs {y}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
