@@ -25,6 +25,7 @@
 //! The crates behind it: [`core`] (IR), [`backend_api`] (what backends implement),
 //! [`runtime`] (registry, optimizer, execution), [`onnx`] (importer) and the backends.
 
+pub mod dynamic_network;
 #[cfg(feature = "ndarray")]
 pub mod ndarray_interop;
 pub mod npy;
@@ -34,6 +35,7 @@ use std::sync::Arc;
 
 pub use backplane_backend_api as backend_api;
 pub use backplane_core as core;
+pub use backplane_cpu_acc as cpu_acc;
 pub use backplane_cpu_ref as cpu_ref;
 pub use backplane_onnx as onnx;
 pub use backplane_runtime as runtime;
@@ -41,6 +43,7 @@ pub use backplane_runtime as runtime;
 pub use backplane_backend_api::{Backend, BackendId, BackendOptions, NetworkId};
 pub use backplane_core::{DataType, Network, Shape, Tensor, TensorInfo};
 pub use backplane_onnx::ImportOptions;
+pub use dynamic_network::{DynamicNetwork, PlanCacheStats};
 pub use backplane_runtime::{
     BackendFactory, BackendRegistry, OptimizedNetwork, OptimizerOptions, Runtime, RuntimeError,
     RuntimeOptions,
