@@ -92,10 +92,7 @@ impl PackedWeights {
         {
             let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
             if let Some(e) = entries.get(&key) {
-                let same = e
-                    .source
-                    .upgrade()
-                    .is_some_and(|s| Arc::ptr_eq(&s, source));
+                let same = e.source.upgrade().is_some_and(|s| Arc::ptr_eq(&s, source));
                 if let (true, Some(p)) = (same, e.packed.upgrade()) {
                     self.reused.fetch_add(1, Ordering::Relaxed);
                     return Ok(p);
@@ -194,8 +191,10 @@ mod tests {
         );
         // Once no workload holds the operand, it is packed again.
         drop((a, b));
-        scoped(&cache, || packed(&w, "b", [2, 3, 0, 0], || pack_of(&w, 2, 3)))
-            .unwrap_or_else(|e| panic!("{e}"));
+        scoped(&cache, || {
+            packed(&w, "b", [2, 3, 0, 0], || pack_of(&w, 2, 3))
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(cache.stats().packed, 4);
         // Outside a scope nothing is counted.
         packed(&w, "b", [2, 3, 0, 0], || pack_of(&w, 2, 3)).unwrap_or_else(|e| panic!("{e}"));

@@ -77,10 +77,7 @@ impl PlanKey {
         let mut parts: Vec<_> = inputs
             .iter()
             .map(|(name, t)| {
-                let value = valued
-                    .iter()
-                    .any(|v| v == name)
-                    .then(|| t.bytes().to_vec());
+                let value = valued.iter().any(|v| v == name).then(|| t.bytes().to_vec());
                 (name.to_string(), t.shape().dims().to_vec(), value)
             })
             .collect();

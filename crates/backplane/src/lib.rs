@@ -43,11 +43,11 @@ pub use backplane_runtime as runtime;
 pub use backplane_backend_api::{Backend, BackendId, BackendOptions, NetworkId};
 pub use backplane_core::{DataType, Network, Shape, Tensor, TensorInfo};
 pub use backplane_onnx::ImportOptions;
-pub use dynamic_network::{DynamicNetwork, PlanCacheStats};
 pub use backplane_runtime::{
     BackendFactory, BackendRegistry, OptimizedNetwork, OptimizerOptions, Runtime, RuntimeError,
     RuntimeOptions,
 };
+pub use dynamic_network::{DynamicNetwork, PlanCacheStats};
 
 /// Any error of the facade's operations.
 #[derive(Debug, thiserror::Error)]

@@ -18,7 +18,8 @@ const BERT: &str = "testdata/dynamic/bert_tiny.onnx";
 /// counts).
 fn runtime_with(acc: &CpuAccBackend) -> Runtime {
     let acc = acc.clone();
-    let factory: BackendFactory = Arc::new(move || Box::new(acc.clone()) as Box<dyn backplane::Backend>);
+    let factory: BackendFactory =
+        Arc::new(move || Box::new(acc.clone()) as Box<dyn backplane::Backend>);
     let cpu_ref: BackendFactory =
         Arc::new(|| Box::new(backplane::cpu_ref::CpuRefBackend) as Box<dyn backplane::Backend>);
     backplane::RuntimeBuilder::empty()
@@ -39,7 +40,8 @@ fn ids(seq: usize) -> Tensor {
 /// The model imported for one shape, optimized and loaded alone, run on `input`.
 fn static_run(input: &Tensor) -> Vec<(String, Tensor)> {
     let rt = runtime_with(&CpuAccBackend::new());
-    let options = ImportOptions::default().with_input_shape("input_ids", input.shape().dims().to_vec());
+    let options =
+        ImportOptions::default().with_input_shape("input_ids", input.shape().dims().to_vec());
     let network = backplane::load_onnx(&repo().join(BERT), &options).unwrap();
     let optimized = rt
         .optimize(&network, &backplane::default_optimizer_options())
@@ -102,7 +104,10 @@ fn bert_shaped_encoder_serves_every_sequence_length() {
     );
     assert!(packed_after[4].reused >= 2 * first, "{packed_after:?}");
     drop(net);
-    assert!(rt.loaded_networks().is_empty(), "plans outlive their network");
+    assert!(
+        rt.loaded_networks().is_empty(),
+        "plans outlive their network"
+    );
 }
 
 /// A full cache unloads its least recently used plan; a shape seen again after its plan was

@@ -258,7 +258,14 @@ pub fn plan(layer: &LayerDesc) -> std::result::Result<Plan<'_>, String> {
             let desc = *desc;
             Ok(Plan::new(move |io, th| {
                 let b = layer.constants.get(1).and_then(Option::as_ref);
-                done(GemmWorkload::new(io, desc, b, layer.constant(2), Activation::None, th)?)
+                done(GemmWorkload::new(
+                    io,
+                    desc,
+                    b,
+                    layer.constant(2),
+                    Activation::None,
+                    th,
+                )?)
             }))
         }
         Op::Pool(desc) => {
