@@ -7,6 +7,9 @@ LayerNormalization) whose input `input_ids` is [batch, seq] with both dimensions
 The head split is a Reshape to [0, 0, heads, head_dim] and the position ids a Slice whose end
 is computed from Shape(input_ids), as exporters write them. Random weights, fixed seed.
 
+reshape_by_input.onnx: y = Reshape(x, shape) + 1 with `shape` a graph input (its value is
+needed at import, so it is part of a plan's key).
+
 Run with any Python that has onnx and numpy:
     python scripts/gen_dynamic_models.py
 """
@@ -122,9 +125,31 @@ def bert_tiny():
     return model
 
 
+def reshape_by_input():
+    """y = Reshape(x, shape) + 1 with `shape` a graph input: the model needs its value at
+    import, so a plan is specialized on it."""
+    nodes = [
+        helper.make_node("Reshape", ["x", "shape"], ["r"], name="reshape"),
+        helper.make_node("Add", ["r", "one"], ["y"], name="add"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "reshape_by_input",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["a", "b"]),
+         helper.make_tensor_value_info("shape", TensorProto.INT64, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["c", "d"])],
+        [numpy_helper.from_array(np.array(1.0, dtype=np.float32), "one")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     onnx.save(bert_tiny(), os.path.join(OUT, "bert_tiny.onnx"))
+    onnx.save(reshape_by_input(), os.path.join(OUT, "reshape_by_input.onnx"))
 
 
 if __name__ == "__main__":

@@ -94,6 +94,7 @@ fn bert_shaped_encoder_serves_every_sequence_length() {
             evictions: 0,
         }
     );
+    eprintln!("packing counts after each run: {packed_after:?}");
     // Twelve products with constant weights (q, k, v, output, two feed-forward, per layer).
     let first = packed_after[0].packed;
     assert!(first > 0 && first <= 12, "first plan packed {first}");
@@ -138,4 +139,44 @@ fn a_shape_that_does_not_fit_is_refused() {
     assert!(err.contains("input_ids"), "{err}");
     assert!(net.execute(&[("input_ids", &ids(4))]).is_ok());
     assert_eq!(net.stats().misses, 1);
+}
+
+/// An input the model needs at import (a Reshape's shape) is part of a plan's key: the same
+/// data shape with another value is a new plan, the same value again a hit; the plan binds
+/// that input and is fed only the others.
+#[test]
+fn inputs_needed_at_import_key_plans_by_value() {
+    let rt = backplane::RuntimeBuilder::new().build().unwrap();
+    let net = DynamicNetwork::from_file(
+        &rt,
+        &repo().join("testdata/dynamic/reshape_by_input.onnx"),
+        &ImportOptions::default(),
+        backplane::default_optimizer_options(),
+    )
+    .unwrap();
+    let x = |a: usize, b: usize| {
+        let v: Vec<f64> = (0..a * b).map(|i| i as f64).collect();
+        Tensor::from_f64_values(TensorInfo::new(DataType::F32, vec![a, b]), &v).unwrap()
+    };
+    let shape = |d: [i64; 2]| Tensor::from_vec(vec![2], d.to_vec()).unwrap();
+    let cases: [((usize, usize), [i64; 2]); 4] = [
+        ((2, 6), [3, 4]),
+        ((2, 6), [4, 3]),
+        ((2, 6), [3, 4]),
+        ((3, 4), [6, 2]),
+    ];
+    for ((a, b), dims) in cases {
+        let (xt, st) = (x(a, b), shape(dims));
+        let inputs = [("x", &xt), ("shape", &st)];
+        let (plan, _) = net.plan(&inputs).unwrap();
+        assert_eq!(plan.bound, vec!["shape".to_string()]);
+        let out = net.execute(&inputs).unwrap();
+        let want: Vec<usize> = dims.iter().map(|&d| d as usize).collect();
+        assert_eq!(out[0].1.shape().dims(), want.as_slice());
+        let y = out[0].1.as_slice::<f32>().unwrap();
+        assert_eq!(y[5], 6.0);
+    }
+    // Each case looks its plan up twice (plan, then execute).
+    let stats = net.stats();
+    assert_eq!((stats.misses, stats.hits, stats.size), (3, 5, 3));
 }
