@@ -1,6 +1,6 @@
-//! `bench --input-shapes`: one loaded model timed across several input shapes, through a
-//! [`DynamicNetwork`] (one plan per shape set from its cache), reporting per shape and the
-//! plan cache's counts.
+//! `run --input-shapes` and `bench --input-shapes`: one loaded model across several input
+//! shapes, through a [`DynamicNetwork`] (one plan per shape set from its cache), reporting per
+//! shape and the plan cache's counts.
 
 use crate::bench::{peak_memory_bytes, BenchArgs, Stats};
 use crate::session::{
@@ -10,6 +10,7 @@ use crate::session::{
 use crate::CliError;
 use backplane::onnx::{Dim, OnnxValue};
 use backplane::{DynamicNetwork, ImportOptions, Tensor, TensorInfo};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// One `--input-shapes` value: the shape of each named input.
@@ -110,6 +111,59 @@ fn ms(d: Duration) -> f64 {
 
 fn named(inputs: &[(String, Tensor)]) -> Vec<(&str, &Tensor)> {
     inputs.iter().map(|(n, t)| (n.as_str(), t)).collect()
+}
+
+/// `run` with `--input-shapes`: each set executed `iterations` times in turn on one network;
+/// prints each set's outputs (name, shape, mean), its median latency and the cache's counts.
+pub fn run_shapes(
+    model: &Path,
+    common: &CommonArgs,
+    shape_sets: &[String],
+    iterations: usize,
+) -> Result<(), CliError> {
+    configure(common);
+    let sets = parse_shape_sets(shape_sets)?;
+    let model = ModelFile::open(model)?;
+    let inputs = inputs_for(&model, common, &sets)?;
+    let runtime = crate::backends::runtime()?;
+    let optimizer = optimizer_options(&common.backends, &common.layer_backends)?;
+    let net = DynamicNetwork::from_model(
+        &runtime,
+        model.proto.clone(),
+        Some(backplane::onnx::model_base_dir(&model.path)),
+        &ImportOptions::default(),
+        optimizer,
+    )
+    .with_capacity(sets.len().max(1));
+    out!("model: {}", model.path.display());
+    for (set, given) in sets.iter().zip(&inputs) {
+        let mut times = Vec::with_capacity(iterations.min(1 << 16));
+        let mut outputs = Vec::new();
+        for _ in 0..iterations {
+            let t = Instant::now();
+            outputs = net.execute(&named(given))?;
+            times.push(t.elapsed());
+        }
+        out!("shape {}:", describe(set));
+        for (name, t) in &outputs {
+            let values = t.to_f64_vec();
+            let mean = values.iter().sum::<f64>() / values.len().max(1) as f64;
+            out!(
+                "  {name}: {} {:?}, mean {mean:.6}",
+                t.dtype(),
+                t.shape().dims()
+            );
+        }
+        if let Some(s) = Stats::of(&mut times) {
+            out!(
+                "  latency: median {:.3} ms over {} executions",
+                ms(s.median),
+                s.count
+            );
+        }
+    }
+    out!("plan cache: {}", net.stats());
+    Ok(())
 }
 
 /// `bench` with `--input-shapes`: each set's plan is built first (a cache miss each), then

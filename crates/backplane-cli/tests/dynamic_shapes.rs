@@ -1,4 +1,5 @@
-//! One loaded model across several input shapes through the CLI: `bench --input-shapes`.
+//! One loaded model across several input shapes through the CLI: `run` and `bench` with
+//! `--input-shapes`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
@@ -97,4 +98,32 @@ fn input_shapes_usage_errors_name_what_is_wrong() {
     let (_, err) = text(&o);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("symbolic dimensions"), "{err}");
+}
+
+/// `run --input-shapes` executes each set on one network and prints its outputs' shapes; a
+/// set repeated is a cache hit.
+#[test]
+fn run_executes_each_shape_set_on_one_network() {
+    let o = backplane(&[
+        "run",
+        BERT,
+        "--input-shapes",
+        "input_ids=1x7",
+        "--input-shapes",
+        "input_ids=3x128",
+        "--input-shapes",
+        "input_ids=1x7",
+    ]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(out.contains("hidden: f32 [1, 7, 96]"), "{out}");
+    assert!(out.contains("hidden: f32 [3, 128, 96]"), "{out}");
+    assert!(
+        out.contains("plan cache: 2 plans cached (capacity 3), 1 hit, 2 misses, 0 evicted"),
+        "{out}"
+    );
+    // Both runs of 1x7 print the same outputs.
+    let firsts: Vec<&str> = out.lines().filter(|l| l.contains("[1, 7, 96]")).collect();
+    assert_eq!(firsts.len(), 2, "{out}");
+    assert_eq!(firsts[0], firsts[1]);
 }
