@@ -68,6 +68,7 @@ mod resize;
 pub mod simd;
 mod support;
 pub use backplane_cpu_kernels::threads;
+pub mod weights;
 mod workload;
 
 // The paths the workload factory, support checks and ops use for the convolution modules.
@@ -89,11 +90,16 @@ pub const CPU_ACC_ID: &str = "CpuAcc";
 
 /// The accelerated CPU backend. Clones share their options, so the backend options a
 /// runtime hands to one backend object's context reach the workload factories of the others
-/// created by the same registry factory (see [`CpuAccBackend::factory`]).
+/// created by the same registry factory (see [`CpuAccBackend::factory`]). They also share one
+/// cache of packed constant operands ([`weights`]), so the plans of one model for several
+/// input shapes pack each weight once.
 #[derive(Debug, Clone, Default)]
 pub struct CpuAccBackend {
     /// The options workloads are created and subgraphs optimized under.
     options: Arc<Mutex<CpuAccOptions>>,
+    /// Packed constant operands, shared by the workloads of every network loaded through
+    /// this backend and its clones.
+    packed: Arc<weights::PackedWeights>,
 }
 
 impl CpuAccBackend {
@@ -115,7 +121,14 @@ impl CpuAccBackend {
     pub fn with_options(options: CpuAccOptions) -> Self {
         CpuAccBackend {
             options: Arc::new(Mutex::new(options)),
+            packed: Arc::default(),
         }
+    }
+
+    /// How many constant operands its workloads (and its clones') packed, and how many they
+    /// took already packed by another network's workload.
+    pub fn packing_stats(&self) -> weights::PackingStats {
+        self.packed.stats()
     }
 
     /// A registry factory: every backend object it creates shares one set of options.
@@ -142,6 +155,7 @@ impl CpuAccBackend {
 struct OptionsFactory {
     inner: CpuAccWorkloadFactory,
     options: CpuAccOptions,
+    packed: Arc<weights::PackedWeights>,
 }
 
 impl WorkloadFactory for OptionsFactory {
@@ -149,7 +163,9 @@ impl WorkloadFactory for OptionsFactory {
         &self,
         layer: &backplane_backend_api::LayerDesc,
     ) -> Result<Box<dyn backplane_backend_api::Workload>> {
-        options::scoped(self.options, || self.inner.create_workload(layer))
+        options::scoped(self.options, || {
+            weights::scoped(&self.packed, || self.inner.create_workload(layer))
+        })
     }
 }
 
@@ -176,6 +192,7 @@ impl Backend for CpuAccBackend {
         Ok(Box::new(OptionsFactory {
             inner: CpuAccWorkloadFactory::new(threads, memory_manager),
             options: self.options(),
+            packed: self.packed.clone(),
         }))
     }
 

@@ -8,10 +8,12 @@ use crate::act::Activation;
 use crate::gemm::{self, ASrc, BSrc, Epilogue, MatView, Packed};
 use crate::io::{f32s, f32s_mut, input, output, Io};
 use crate::threads::Threads;
+use crate::{simd, weights};
 use backplane_backend_api::{BackendError, Result, Workload};
 use backplane_core::ops::GemmDesc;
 use backplane_core::shape::{broadcast_shapes, broadcast_strides, checked_product, strides_of};
 use backplane_core::{Tensor, TensorView, TensorViewMut};
+use std::sync::Arc;
 
 /// A tensor seen through other dims: element `i` of the view (a multi-index) is element
 /// `Σ i[d]·strides[d]` of the tensor's row-major storage. A Reshape followed by Transposes is
@@ -133,7 +135,7 @@ pub struct MatMulWorkload {
     b_step: (usize, usize),
     ldc: usize,
     /// B packed at load time, when constant and shared by every batch.
-    packed_b: Option<Packed>,
+    packed_b: Option<Arc<Packed>>,
     /// Rows of A that form one GEMM when B is shared (A's batch folded into M).
     fold_rows: usize,
     alpha: f32,
@@ -174,7 +176,7 @@ impl MatMulWorkload {
     /// how the operands are read and the result written.
     pub fn new(
         io: Io,
-        b: Option<&Tensor>,
+        b: Option<&Arc<Tensor>>,
         bias: Option<Vec<f32>>,
         act: Activation,
         views: MatMulViews,
@@ -251,12 +253,20 @@ impl MatMulWorkload {
         let in_place = gemm::in_place_tiles(rows, a_cs, &Epilogue::default());
         let packed_b = match (b, b_shared && views.b.is_none()) {
             (Some(t), true) => {
-                let data = t.as_slice::<f32>()?;
-                let packed = Packed::pack_b(k, n, MatView { data, rs: n, cs: 1 });
-                Some(match in_place {
-                    true => packed.with_halves(gemm::halves_for(k)),
-                    false => packed,
-                })
+                let halves = match in_place {
+                    true => Some(gemm::halves_for(k)),
+                    false => None,
+                };
+                // Keyed by the layout the panels end up in: interleaved ones serve every path.
+                let tag = usize::from(halves == Some(simd::Halves::Split));
+                Some(weights::packed(t, "matmul_b", [k, n, tag, 0], || {
+                    let data = t.as_slice::<f32>()?;
+                    let packed = Packed::pack_b(k, n, MatView { data, rs: n, cs: 1 });
+                    Ok(match halves {
+                        Some(h) => packed.with_halves(h),
+                        None => packed,
+                    })
+                })?)
             }
             _ => None,
         };
@@ -351,7 +361,7 @@ pub struct GemmWorkload {
     m: usize,
     k: usize,
     n: usize,
-    packed_b: Option<Packed>,
+    packed_b: Option<Arc<Packed>>,
     c: CTerm,
     act: Activation,
     threads: Threads,
@@ -362,7 +372,7 @@ impl GemmWorkload {
     pub fn new(
         io: Io,
         desc: GemmDesc,
-        b: Option<&Tensor>,
+        b: Option<&Arc<Tensor>>,
         c: Option<&Tensor>,
         act: Activation,
         threads: Threads,
@@ -392,11 +402,18 @@ impl GemmWorkload {
         };
         let n = if desc.trans_b { bd[0] } else { bd[1] };
         let packed_b = match b {
-            Some(t) => Some(Packed::pack_b(
-                k,
-                n,
-                b_view(&desc, t.as_slice::<f32>()?, k, n),
-            )),
+            Some(t) => Some(weights::packed(
+                t,
+                "gemm_b",
+                [k, n, usize::from(desc.trans_b), 0],
+                || {
+                    Ok(Packed::pack_b(
+                        k,
+                        n,
+                        b_view(&desc, t.as_slice::<f32>()?, k, n),
+                    ))
+                },
+            )?),
             None => None,
         };
         let cterm = match (io.inputs.get(2), c) {

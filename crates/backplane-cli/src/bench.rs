@@ -24,6 +24,21 @@ pub struct BenchArgs {
     /// Write per-layer timings as Chrome-trace JSON and print the 10 slowest layers.
     #[arg(long, value_name = "FILE.json")]
     pub profile: Option<std::path::PathBuf>,
+    /// Time one loaded network across several input shapes, cycling through them: one
+    /// shape set per flag, NAME=DIMS with `;` between inputs (e.g. `--input-shapes
+    /// input_ids=1x7 --input-shapes input_ids=1x128`). Inputs are generated (--generate,
+    /// random by default) unless given with --input; each set gets its own plan from the
+    /// network's plan cache, and latency is reported per set.
+    #[arg(
+        long = "input-shapes",
+        value_name = "NAME=DIMS[;NAME=DIMS]",
+        conflicts_with = "input_shapes"
+    )]
+    pub shape_sets: Vec<String>,
+    /// With --input-shapes: how many plans the network keeps (1 to 1024; default: one per
+    /// shape set). Fewer than the sets makes every cycle rebuild plans.
+    #[arg(long = "plan-cache", value_name = "N", requires = "shape_sets", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1024))]
+    pub plan_cache: Option<usize>,
     #[command(flatten)]
     pub dynamic: crate::backends::DynamicArgs,
 }
@@ -75,6 +90,9 @@ fn ms(d: Duration) -> f64 {
 /// Run the command.
 pub fn bench(args: &BenchArgs) -> Result<(), CliError> {
     crate::backends::choose(&args.dynamic);
+    if !args.shape_sets.is_empty() {
+        return crate::shapes::bench_shapes(args);
+    }
     let budget = args.time;
     let session = prepare(&args.model.model, &args.model.common, Vec::new())?;
     let named = session.named_inputs();

@@ -21,6 +21,7 @@ mod inspect;
 mod profile;
 mod run;
 mod session;
+mod shapes;
 mod svg;
 
 use clap::{Parser, Subcommand};

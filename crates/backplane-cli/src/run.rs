@@ -41,6 +41,13 @@ pub struct RunArgs {
     /// Write per-layer timings as Chrome-trace JSON and print the 10 slowest layers.
     #[arg(long, value_name = "FILE.json")]
     pub profile: Option<PathBuf>,
+    /// Run one loaded network on several input shapes in turn: one shape set per flag,
+    /// NAME=DIMS with `;` between inputs. Inputs are generated (--generate, random by
+    /// default) unless given with --input; prints each set's output shapes and the plan
+    /// cache's counts.
+    #[arg(long = "input-shapes", value_name = "NAME=DIMS[;NAME=DIMS]", requires = "model",
+          conflicts_with_all = ["input_shapes", "compare", "output_dir", "json", "profile"])]
+    pub shape_sets: Vec<String>,
     #[command(flatten)]
     pub dynamic: crate::backends::DynamicArgs,
 }
@@ -117,6 +124,9 @@ pub fn file_name_for(output: &str) -> String {
 /// Run the command.
 pub fn run(args: &RunArgs) -> Result<(), CliError> {
     crate::backends::choose(&args.dynamic);
+    if let (false, Some(model)) = (args.shape_sets.is_empty(), &args.model) {
+        return crate::shapes::run_shapes(model, &args.common, &args.shape_sets, args.iterations);
+    }
     let mut preset = Vec::new();
     let mut labels = None;
     let model = match &args.model {

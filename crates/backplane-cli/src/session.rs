@@ -352,13 +352,11 @@ pub fn import(
     Ok(Imported { network, bound })
 }
 
-/// Optimize a network for the given backends and per-layer overrides.
-pub fn optimize(
-    runtime: &Runtime,
-    network: &Network,
+/// Optimizer options for the given backends and per-layer overrides.
+pub fn optimizer_options(
     backends: &str,
     layer_backends: &[String],
-) -> Result<OptimizedNetwork, CliError> {
+) -> Result<OptimizerOptions, CliError> {
     let mut opt = OptimizerOptions::new(backplane::parse_backends(backends)?);
     for arg in layer_backends {
         let (layer, backend) = split_pair(arg, "--layer-backend")?;
@@ -367,6 +365,17 @@ pub fn optimize(
             BackendId::new(backend).map_err(CliError::usage)?,
         ));
     }
+    Ok(opt)
+}
+
+/// Optimize a network for the given backends and per-layer overrides.
+pub fn optimize(
+    runtime: &Runtime,
+    network: &Network,
+    backends: &str,
+    layer_backends: &[String],
+) -> Result<OptimizedNetwork, CliError> {
+    let opt = optimizer_options(backends, layer_backends)?;
     Ok(runtime.optimize(network, &opt)?)
 }
 
@@ -391,6 +400,17 @@ pub fn bound_summary(bound: &[String]) -> Option<String> {
     })
 }
 
+/// Apply the thread count, backend options and limits of the arguments to the runtime the
+/// command will create.
+pub fn configure(args: &CommonArgs) {
+    if let Some(n) = args.threads {
+        crate::backends::set_threads(n);
+    }
+    crate::backends::set_backend_options(&args.backend_options);
+    let time_limit = (!args.no_time_limit).then(|| args.time_limit.unwrap_or(DEFAULT_TIME_LIMIT));
+    crate::backends::set_limits(time_limit, args.max_loop_iterations, args.max_memory);
+}
+
 /// Import, optimize and load the model; read or generate its inputs. `preset` inputs (e.g.
 /// the shipped samples) come before those named with --input.
 pub fn prepare(
@@ -398,12 +418,7 @@ pub fn prepare(
     args: &CommonArgs,
     preset: Vec<(String, Tensor)>,
 ) -> Result<Session, CliError> {
-    if let Some(n) = args.threads {
-        crate::backends::set_threads(n);
-    }
-    crate::backends::set_backend_options(&args.backend_options);
-    let time_limit = (!args.no_time_limit).then(|| args.time_limit.unwrap_or(DEFAULT_TIME_LIMIT));
-    crate::backends::set_limits(time_limit, args.max_loop_iterations, args.max_memory);
+    configure(args);
     let model = ModelFile::open(model)?;
     let mut given: Vec<(String, OnnxValue)> = preset
         .into_iter()

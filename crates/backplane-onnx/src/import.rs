@@ -4,7 +4,7 @@ use crate::attrs::Attrs;
 use crate::ops::{self, Dst, Lowering, NodeCx, Src, Step, TxError};
 use crate::proto::{type_proto, GraphProto, ModelProto, NodeProto, TensorProto, ValueInfoProto};
 use crate::tensor::{check_size, dtype_name, map_dtype, Decoded, Loader};
-use crate::{Dim, ImportOptions, ModelInput, OnnxError, UnsupportedOp};
+use crate::{Dim, ImportOptions, ModelInput, OnnxError, SharedInitializers, UnsupportedOp};
 use backplane_core::{Network, Op, Tensor, TensorId, TensorInfo, TensorKind};
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
@@ -393,10 +393,11 @@ impl<'o> Importer<'o> {
         let Some(Value::Known(arc)) = self.values.remove(name) else {
             return Err(OnnxError::invalid(format!("'{name}' is not a constant")));
         };
-        let tensor = Arc::try_unwrap(arc).unwrap_or_else(|shared| (*shared).clone());
+        // The value is shared, not copied: an initializer keeps its identity across the
+        // imports of one model that share initializers (`ImportOptions::shared_initializers`).
         let id = self
             .net
-            .add_constant(name, tensor)
+            .add_shared_constant(name, arc)
             .map_err(|e| OnnxError::core(node, e))?;
         // Share the network's copy instead of keeping a second one.
         let arc = self
@@ -441,6 +442,25 @@ impl<'o> Importer<'o> {
             },
         };
         self.values.insert(name.to_string(), value);
+        Ok(())
+    }
+
+    /// A top-level initializer through `shared`: the tensor an earlier import of the same
+    /// model decoded, or decoded now and kept there.
+    fn shared_into_values(
+        &mut self,
+        shared: &SharedInitializers,
+        name: &str,
+        tp: &mut TensorProto,
+    ) -> Result<(), OnnxError> {
+        if let Some(t) = shared.get(name) {
+            self.values.insert(name.to_string(), Value::Known(t));
+            return Ok(());
+        }
+        self.decode_into_values(name, tp)?;
+        if let Some(Value::Known(t)) = self.values.get(name) {
+            shared.insert(name, t.clone());
+        }
         Ok(())
     }
 
@@ -984,7 +1004,10 @@ pub(crate) fn import(
         if name.is_empty() {
             return Err(OnnxError::invalid("an initializer has no name"));
         }
-        imp.decode_into_values(&name, &mut tp)?;
+        match options.shared_initializers.as_ref() {
+            Some(shared) => imp.shared_into_values(shared, &name, &mut tp)?,
+            None => imp.decode_into_values(&name, &mut tp)?,
+        }
         imp.tensor_names.insert(name);
     }
     if !graph.sparse_initializer.is_empty() {

@@ -80,6 +80,48 @@ pub struct ImportOptions {
     /// shapes): such an input becomes one network input per tensor it holds, named by
     /// [`element_name`] (see [`OnnxValue::flatten`]).
     pub input_structures: HashMap<String, InputStructure>,
+    /// The initializers of earlier imports of the same model, reused instead of decoded
+    /// again: the imports of one model for several input shapes then share their weights
+    /// (one copy in memory, the same `Arc` in every network, so backends can key what they
+    /// derive from a weight, such as packed operands, by its identity). The holder must use
+    /// it for one model only.
+    pub shared_initializers: Option<Arc<SharedInitializers>>,
+}
+
+/// Initializers decoded by one import of a model, for later imports of the same model
+/// ([`ImportOptions::shared_initializers`]).
+#[derive(Debug, Default)]
+pub struct SharedInitializers {
+    tensors: std::sync::Mutex<HashMap<String, Arc<Tensor>>>,
+}
+
+impl SharedInitializers {
+    /// An empty set.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The initializer `name`, when an earlier import decoded it.
+    pub fn get(&self, name: &str) -> Option<Arc<Tensor>> {
+        let map = self.tensors.lock().unwrap_or_else(|e| e.into_inner());
+        map.get(name).cloned()
+    }
+
+    /// Keep `tensor` as the initializer `name`.
+    pub fn insert(&self, name: &str, tensor: Arc<Tensor>) {
+        let mut map = self.tensors.lock().unwrap_or_else(|e| e.into_inner());
+        map.insert(name.to_string(), tensor);
+    }
+
+    /// How many initializers it holds.
+    pub fn len(&self) -> usize {
+        self.tensors.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    /// True when it holds none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 impl Default for ImportOptions {
@@ -91,6 +133,7 @@ impl Default for ImportOptions {
             max_tensor_bytes: DEFAULT_MAX_TENSOR_BYTES,
             input_values: HashMap::new(),
             input_structures: HashMap::new(),
+            shared_initializers: None,
         }
     }
 }
@@ -110,6 +153,10 @@ impl fmt::Debug for ImportOptions {
                 &self.input_values.keys().collect::<Vec<_>>(),
             )
             .field("input_structures", &self.input_structures)
+            .field(
+                "shared_initializers",
+                &self.shared_initializers.as_ref().map(|s| s.len()),
+            )
             .finish()
     }
 }

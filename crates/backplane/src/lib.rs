@@ -26,6 +26,7 @@
 //! [`runtime`] (registry, optimizer, execution), [`onnx`] (importer) and the backends.
 
 pub mod compare;
+pub mod dynamic_network;
 #[cfg(feature = "ndarray")]
 pub mod ndarray_interop;
 pub mod npy;
@@ -35,6 +36,7 @@ use std::sync::Arc;
 
 pub use backplane_backend_api as backend_api;
 pub use backplane_core as core;
+pub use backplane_cpu_acc as cpu_acc;
 pub use backplane_cpu_ref as cpu_ref;
 pub use backplane_onnx as onnx;
 pub use backplane_runtime as runtime;
@@ -46,6 +48,7 @@ pub use backplane_runtime::{
     BackendFactory, BackendRegistry, OptimizedNetwork, OptimizerOptions, Runtime, RuntimeError,
     RuntimeOptions,
 };
+pub use dynamic_network::{DynamicNetwork, PlanCacheStats};
 
 /// Any error of the facade's operations.
 #[derive(Debug, thiserror::Error)]

@@ -29,6 +29,8 @@ fn bad(layer: &LayerDesc, reason: String) -> BackendError {
 /// The workload of a fused layer [`plan`] accepted.
 fn build(c: &CustomOp, layer: &LayerDesc, io: Io, th: Threads) -> Result<Box<dyn Workload>> {
     let k = |slot: usize| layer.constant(slot);
+    // A constant as shared, for the operands packed once across plans (`crate::weights`).
+    let shared = |slot: usize| layer.constants.get(slot).and_then(Option::as_ref);
     let act = fusion::decode_act(c).map_err(|r| bad(layer, r))?;
     Ok(match c.op_type.as_str() {
         fusion::FUSED_CONV_PAIR => {
@@ -93,7 +95,7 @@ fn build(c: &CustomOp, layer: &LayerDesc, io: Io, th: Threads) -> Result<Box<dyn
             let mut io = io;
             io.inputs.truncate(2);
             Box::new(FusedMatMul {
-                inner: MatMulWorkload::new(io, k(1), bias, act, views, th)?,
+                inner: MatMulWorkload::new(io, shared(1), bias, act, views, th)?,
             })
         }
         fusion::FUSED_ADD_LAYER_NORM => {
@@ -102,7 +104,7 @@ fn build(c: &CustomOp, layer: &LayerDesc, io: Io, th: Threads) -> Result<Box<dyn
         }
         fusion::FUSED_GEMM => {
             let desc = fusion::decode_gemm(c).map_err(|r| bad(layer, r))?;
-            Box::new(GemmWorkload::new(io, desc, k(1), k(2), act, th)?)
+            Box::new(GemmWorkload::new(io, desc, shared(1), k(2), act, th)?)
         }
         other => return Err(bad(layer, format!("unknown custom op {other}"))),
     })

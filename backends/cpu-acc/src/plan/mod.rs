@@ -249,7 +249,7 @@ pub fn plan(layer: &LayerDesc) -> std::result::Result<Plan<'_>, String> {
             all_f32(layer)?;
             Ok(Plan::new(move |io, th| {
                 let views = MatMulViews::default();
-                let b = layer.constant(1);
+                let b = layer.constants.get(1).and_then(Option::as_ref);
                 done(MatMulWorkload::new(
                     io,
                     b,
@@ -264,8 +264,15 @@ pub fn plan(layer: &LayerDesc) -> std::result::Result<Plan<'_>, String> {
             all_f32(layer)?;
             let desc = *desc;
             Ok(Plan::new(move |io, th| {
-                let (b, c) = (layer.constant(1), layer.constant(2));
-                done(GemmWorkload::new(io, desc, b, c, Activation::None, th)?)
+                let b = layer.constants.get(1).and_then(Option::as_ref);
+                done(GemmWorkload::new(
+                    io,
+                    desc,
+                    b,
+                    layer.constant(2),
+                    Activation::None,
+                    th,
+                )?)
             }))
         }
         Op::Pool(desc) => {

@@ -1,0 +1,204 @@
+//! Packed weights shared between the workloads of several loaded networks.
+//!
+//! A model served for several input shapes is loaded once per shape (one plan per set of
+//! concrete shapes). Its constant weights are the same `Arc<Tensor>`s in every plan, so the
+//! B operands CpuAcc packs from them need packing only once: a [`PackedWeights`] cache, kept
+//! by the backend object (shared by every clone the registry hands out), maps a constant's
+//! identity and the packing parameters to the packed operand. Entries hold the constant and
+//! the packed operand weakly: a packed operand lives as long as a workload uses it, and an
+//! entry whose constant has gone can never match a new tensor at the same address.
+//! The workload factory installs the cache for the duration of each workload creation
+//! ([`scoped`]); outside such a call (kit tests building workloads directly) every operand
+//! is packed afresh.
+
+use crate::gemm::Packed;
+use backplane_backend_api::Result;
+use backplane_core::Tensor;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+
+/// What a packed operand was packed from and how: the constant's address, the kind of
+/// packing and its parameters.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Key {
+    tensor: usize,
+    kind: &'static str,
+    params: [usize; 4],
+}
+
+/// One cached operand: the constant it came from and the operand, both held weakly.
+struct Entry {
+    source: Weak<Tensor>,
+    packed: Weak<Packed>,
+}
+
+/// A cache of packed constant operands, with counts of packings and reuses.
+#[derive(Default)]
+pub struct PackedWeights {
+    entries: Mutex<HashMap<Key, Entry>>,
+    packed: AtomicU64,
+    reused: AtomicU64,
+}
+
+impl std::fmt::Debug for PackedWeights {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let s = self.stats();
+        f.debug_struct("PackedWeights")
+            .field("packed", &s.packed)
+            .field("reused", &s.reused)
+            .finish()
+    }
+}
+
+/// How often constant operands were packed and how often a packed one was reused.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PackingStats {
+    /// Operands packed (a miss of the cache, or a creation outside it).
+    pub packed: u64,
+    /// Workloads that took an operand another workload had already packed.
+    pub reused: u64,
+}
+
+impl PackedWeights {
+    /// An empty cache.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The counts so far.
+    pub fn stats(&self) -> PackingStats {
+        PackingStats {
+            packed: self.packed.load(Ordering::Relaxed),
+            reused: self.reused.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The operand packed from `source` as `kind` with `params`: the cached one while any
+    /// workload still holds it, else `pack()`'s result, cached.
+    fn get_or_pack(
+        &self,
+        source: &Arc<Tensor>,
+        kind: &'static str,
+        params: [usize; 4],
+        pack: impl FnOnce() -> Result<Packed>,
+    ) -> Result<Arc<Packed>> {
+        let key = Key {
+            tensor: Arc::as_ptr(source) as usize,
+            kind,
+            params,
+        };
+        {
+            let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(e) = entries.get(&key) {
+                let same = e.source.upgrade().is_some_and(|s| Arc::ptr_eq(&s, source));
+                if let (true, Some(p)) = (same, e.packed.upgrade()) {
+                    self.reused.fetch_add(1, Ordering::Relaxed);
+                    return Ok(p);
+                }
+            }
+        }
+        // Packed outside the lock: two creations racing for one operand may both pack it
+        // (the later one's is kept); neither waits on the other's packing.
+        let packed = Arc::new(pack()?);
+        self.packed.fetch_add(1, Ordering::Relaxed);
+        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        entries.retain(|_, e| e.packed.strong_count() > 0 && e.source.strong_count() > 0);
+        entries.insert(
+            key,
+            Entry {
+                source: Arc::downgrade(source),
+                packed: Arc::downgrade(&packed),
+            },
+        );
+        Ok(packed)
+    }
+}
+
+thread_local! {
+    static CURRENT: RefCell<Option<Arc<PackedWeights>>> = const { RefCell::new(None) };
+}
+
+/// Run `f` with `cache` as the packed-weights cache of this thread's workload creations
+/// (restored afterwards, also when calls nest).
+pub fn scoped<R>(cache: &Arc<PackedWeights>, f: impl FnOnce() -> R) -> R {
+    struct Restore(Option<Arc<PackedWeights>>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let previous = self.0.take();
+            CURRENT.with(|c| *c.borrow_mut() = previous);
+        }
+    }
+    let _restore = Restore(CURRENT.with(|c| c.borrow_mut().replace(cache.clone())));
+    f()
+}
+
+/// The operand packed from the constant `source` as `kind` with `params` (everything else the
+/// packing depends on): shared through the cache [`scoped`] installed, or packed afresh.
+pub(crate) fn packed(
+    source: &Arc<Tensor>,
+    kind: &'static str,
+    params: [usize; 4],
+    pack: impl FnOnce() -> Result<Packed>,
+) -> Result<Arc<Packed>> {
+    match CURRENT.with(|c| c.borrow().clone()) {
+        Some(cache) => cache.get_or_pack(source, kind, params, pack),
+        None => Ok(Arc::new(pack()?)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gemm::MatView;
+    use backplane_core::{DataType, TensorInfo};
+
+    fn weight(values: &[f32], k: usize, n: usize) -> Arc<Tensor> {
+        let info = TensorInfo::new(DataType::F32, vec![k, n]);
+        let v: Vec<f64> = values.iter().map(|&x| f64::from(x)).collect();
+        Arc::new(Tensor::from_f64_values(info, &v).unwrap_or_else(|e| panic!("{e}")))
+    }
+
+    fn pack_of(t: &Tensor, k: usize, n: usize) -> Result<Packed> {
+        let data = t.as_slice::<f32>()?;
+        Ok(Packed::pack_b(k, n, MatView { data, rs: n, cs: 1 }))
+    }
+
+    /// The same constant and parameters pack once while the first operand lives; other
+    /// parameters, another constant or no cache pack again.
+    #[test]
+    fn one_constant_is_packed_once_per_parameters() {
+        let cache = Arc::new(PackedWeights::new());
+        let w = weight(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], 2, 3);
+        let other = weight(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], 2, 3);
+        let (a, b, c, d) = scoped(&cache, || {
+            let a = packed(&w, "b", [2, 3, 0, 0], || pack_of(&w, 2, 3))?;
+            let b = packed(&w, "b", [2, 3, 0, 0], || pack_of(&w, 2, 3))?;
+            let c = packed(&w, "b", [2, 3, 1, 0], || pack_of(&w, 2, 3))?;
+            let d = packed(&other, "b", [2, 3, 0, 0], || pack_of(&other, 2, 3))?;
+            Ok::<_, backplane_backend_api::BackendError>((a, b, c, d))
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert!(Arc::ptr_eq(&a, &b));
+        assert!(!Arc::ptr_eq(&a, &c) && !Arc::ptr_eq(&a, &d));
+        assert_eq!(
+            cache.stats(),
+            PackingStats {
+                packed: 3,
+                reused: 1
+            }
+        );
+        // Once no workload holds the operand, it is packed again.
+        drop((a, b));
+        scoped(&cache, || {
+            packed(&w, "b", [2, 3, 0, 0], || pack_of(&w, 2, 3))
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(cache.stats().packed, 4);
+        // Outside a scope nothing is counted.
+        packed(&w, "b", [2, 3, 0, 0], || pack_of(&w, 2, 3)).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(cache.stats().packed, 4);
+        drop((c, d));
+    }
+}

@@ -1,0 +1,249 @@
+//! `run --input-shapes` and `bench --input-shapes`: one loaded model across several input
+//! shapes, through a [`DynamicNetwork`] (one plan per shape set from its cache), reporting per
+//! shape and the plan cache's counts.
+
+use crate::bench::{peak_memory_bytes, BenchArgs, Stats};
+use crate::session::{
+    backend_summary, configure, generate, optimizer_options, parse_dims, read_inputs, split_pair,
+    CommonArgs, ModelFile,
+};
+use crate::CliError;
+use backplane::onnx::{Dim, OnnxValue};
+use backplane::{DynamicNetwork, ImportOptions, Tensor, TensorInfo};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// One `--input-shapes` value: the shape of each named input.
+pub type ShapeSet = Vec<(String, Vec<usize>)>;
+
+/// Parse every `--input-shapes NAME=DIMS[;NAME=DIMS...]`.
+pub fn parse_shape_sets(args: &[String]) -> Result<Vec<ShapeSet>, CliError> {
+    args.iter()
+        .map(|set| {
+            set.split(';')
+                .filter(|part| !part.trim().is_empty())
+                .map(|part| {
+                    let (name, dims) = split_pair(part.trim(), "--input-shapes")?;
+                    Ok((name.to_string(), parse_dims(dims, "--input-shapes")?))
+                })
+                .collect::<Result<ShapeSet, CliError>>()
+        })
+        .collect()
+}
+
+/// "input_ids=1x7" or "a=1x3;b=2".
+pub fn describe(set: &ShapeSet) -> String {
+    set.iter()
+        .map(|(n, d)| {
+            let dims: Vec<String> = d.iter().map(usize::to_string).collect();
+            format!("{n}={}", dims.join("x"))
+        })
+        .collect::<Vec<_>>()
+        .join(";")
+}
+
+/// The inputs of each shape set: a tensor given with `--input` as it is, the others generated
+/// (`--generate`, random by default) with the set's shape, or the declared one when it is
+/// fixed.
+pub fn inputs_for(
+    model: &ModelFile,
+    common: &CommonArgs,
+    sets: &[ShapeSet],
+) -> Result<Vec<Vec<(String, Tensor)>>, CliError> {
+    let declared = backplane::onnx::inspect_file(&model.path)?;
+    let given = read_inputs(&common.inputs, &model.path, &model.signature)?;
+    let kind = common.generate.as_deref().unwrap_or("random");
+    sets.iter()
+        .map(|set| {
+            for (name, _) in set {
+                if !declared.iter().any(|d| &d.name == name) {
+                    return Err(CliError::usage(format!(
+                        "--input-shapes: '{name}' is not an input of {}",
+                        model.path.display()
+                    )));
+                }
+            }
+            declared
+                .iter()
+                .enumerate()
+                .map(|(i, input)| {
+                    if let Some((_, value)) = given.iter().find(|(n, _)| n == &input.name) {
+                        return match value {
+                            OnnxValue::Tensor(t) => Ok((input.name.clone(), t.clone())),
+                            _ => Err(CliError::usage(format!(
+                                "--input-shapes takes tensor inputs only; '{}' is not one",
+                                input.name
+                            ))),
+                        };
+                    }
+                    let dims = match set.iter().find(|(n, _)| n == &input.name) {
+                        Some((_, dims)) => dims.clone(),
+                        None => fixed_dims(&input.dims).ok_or_else(|| {
+                            CliError::usage(format!(
+                                "input '{}' has symbolic dimensions; give its shape in every \
+                                 --input-shapes, or its value with --input",
+                                input.name
+                            ))
+                        })?,
+                    };
+                    let info = TensorInfo::new(input.dtype, dims);
+                    let seed = common.seed.wrapping_add(i as u64);
+                    Ok((input.name.clone(), generate(&info, kind, seed)?))
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// The declared dimensions when all are numbers.
+fn fixed_dims(dims: &[Dim]) -> Option<Vec<usize>> {
+    dims.iter()
+        .map(|d| match d {
+            Dim::Fixed(v) => Some(*v),
+            Dim::Symbolic(_) => None,
+        })
+        .collect()
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+fn named(inputs: &[(String, Tensor)]) -> Vec<(&str, &Tensor)> {
+    inputs.iter().map(|(n, t)| (n.as_str(), t)).collect()
+}
+
+/// `run` with `--input-shapes`: each set executed `iterations` times in turn on one network;
+/// prints each set's outputs (name, shape, mean), its median latency and the cache's counts.
+pub fn run_shapes(
+    model: &Path,
+    common: &CommonArgs,
+    shape_sets: &[String],
+    iterations: usize,
+) -> Result<(), CliError> {
+    configure(common);
+    let sets = parse_shape_sets(shape_sets)?;
+    let model = ModelFile::open(model)?;
+    let inputs = inputs_for(&model, common, &sets)?;
+    let runtime = crate::backends::runtime()?;
+    let optimizer = optimizer_options(&common.backends, &common.layer_backends)?;
+    let net = DynamicNetwork::from_model(
+        &runtime,
+        model.proto.clone(),
+        Some(backplane::onnx::model_base_dir(&model.path)),
+        &ImportOptions::default(),
+        optimizer,
+    )
+    .with_capacity(sets.len().max(1));
+    out!("model: {}", model.path.display());
+    for (set, given) in sets.iter().zip(&inputs) {
+        let mut times = Vec::with_capacity(iterations.min(1 << 16));
+        let mut outputs = Vec::new();
+        for _ in 0..iterations {
+            let t = Instant::now();
+            outputs = net.execute(&named(given))?;
+            times.push(t.elapsed());
+        }
+        out!("shape {}:", describe(set));
+        for (name, t) in &outputs {
+            let values = t.to_f64_vec();
+            let mean = values.iter().sum::<f64>() / values.len().max(1) as f64;
+            out!(
+                "  {name}: {} {:?}, mean {mean:.6}",
+                t.dtype(),
+                t.shape().dims()
+            );
+        }
+        if let Some(s) = Stats::of(&mut times) {
+            out!(
+                "  latency: median {:.3} ms over {} executions",
+                ms(s.median),
+                s.count
+            );
+        }
+    }
+    out!("plan cache: {}", net.stats());
+    Ok(())
+}
+
+/// `bench` with `--input-shapes`: each set's plan is built first (a cache miss each), then
+/// the warm-up and timed executions cycle through the sets in order.
+pub fn bench_shapes(args: &BenchArgs) -> Result<(), CliError> {
+    let common = &args.model.common;
+    if args.profile.is_some() {
+        return Err(CliError::usage(
+            "--profile times one shape; it cannot be combined with --input-shapes",
+        ));
+    }
+    configure(common);
+    let sets = parse_shape_sets(&args.shape_sets)?;
+    let model = ModelFile::open(&args.model.model)?;
+    let inputs = inputs_for(&model, common, &sets)?;
+    let runtime = crate::backends::runtime()?;
+    let optimizer = optimizer_options(&common.backends, &common.layer_backends)?;
+    let capacity = args.plan_cache.unwrap_or(sets.len().max(1));
+    let net = DynamicNetwork::from_model(
+        &runtime,
+        model.proto.clone(),
+        Some(backplane::onnx::model_base_dir(&model.path)),
+        &ImportOptions::default(),
+        optimizer,
+    )
+    .with_capacity(capacity);
+    let mut plans = Vec::with_capacity(sets.len());
+    for set in &inputs {
+        let started = Instant::now();
+        let (plan, _) = net.plan(&named(set))?;
+        plans.push((plan, started.elapsed()));
+    }
+    for i in 0..args.warmup.saturating_mul(sets.len()) {
+        let set = &inputs[i % sets.len()];
+        net.execute(&named(set))?;
+    }
+    let started = Instant::now();
+    let mut times: Vec<Vec<Duration>> = vec![Vec::new(); sets.len()];
+    for i in 0..args.iterations {
+        let k = i % sets.len();
+        let t = Instant::now();
+        net.execute(&named(&inputs[k]))?;
+        times[k].push(t.elapsed());
+        if args.time.is_some_and(|b| started.elapsed() >= b) {
+            break;
+        }
+    }
+    let total = started.elapsed();
+    out!("model: {}", model.path.display());
+    for (k, set) in sets.iter().enumerate() {
+        let (plan, built) = &plans[k];
+        out!("shape {}:", describe(set));
+        out!(
+            "  plan built in {:.1} ms; backends: {}",
+            ms(*built),
+            backend_summary(&plan.optimized)
+        );
+        if let Some(line) = crate::session::bound_summary(&plan.bound) {
+            out!("  {line}");
+        }
+        match Stats::of(&mut times[k]) {
+            Some(s) => out!(
+                "  latency over {} executions: min {:.3} ms, median {:.3} ms, p90 {:.3} ms, max {:.3} ms",
+                s.count,
+                ms(s.min),
+                ms(s.median),
+                ms(s.p90),
+                ms(s.max)
+            ),
+            None => out!("  not timed (the time budget ran out first)"),
+        }
+    }
+    out!("plan cache: {}", net.stats());
+    let count: usize = times.iter().map(Vec::len).sum();
+    out!(
+        "throughput: {:.1} executions/s",
+        count as f64 / total.as_secs_f64().max(1e-9)
+    );
+    if let Some(peak) = peak_memory_bytes() {
+        out!("peak memory: {:.1} MiB", peak as f64 / (1024.0 * 1024.0));
+    }
+    Ok(())
+}

@@ -1,0 +1,129 @@
+//! One loaded model across several input shapes through the CLI: `run` and `bench` with
+//! `--input-shapes`.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use common::{backplane, text};
+
+const BERT: &str = "testdata/dynamic/bert_tiny.onnx";
+
+/// Three sequence lengths on one network: a plan each (three misses), every execution after
+/// planning a hit, latency reported per shape, and each miss logged with -v.
+#[test]
+fn bench_cycles_input_shapes_and_reports_the_plan_cache() {
+    let o = backplane(&[
+        "-v",
+        "bench",
+        BERT,
+        "--input-shapes",
+        "input_ids=1x7",
+        "--input-shapes",
+        "input_ids=1x16",
+        "--input-shapes",
+        "input_ids=2x33",
+        "--warmup",
+        "1",
+        "--iterations",
+        "6",
+        "--quiet",
+    ]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    for shape in ["input_ids=1x7", "input_ids=1x16", "input_ids=2x33"] {
+        assert!(out.contains(&format!("shape {shape}:")), "{shape}: {out}");
+    }
+    assert_eq!(out.matches("latency over 2 executions").count(), 3, "{out}");
+    assert!(out.contains("backends: CpuAcc:"), "{out}");
+    // 3 warm-up and 6 timed executions, all hits after the three plans.
+    assert!(
+        out.contains("plan cache: 3 plans cached (capacity 3), 9 hits, 3 misses, 0 evicted"),
+        "{out}"
+    );
+    assert_eq!(err.matches("plan cache miss").count(), 3, "{err}");
+}
+
+/// A cache smaller than the cycle rebuilds a plan at every execution: the counts say so.
+#[test]
+fn a_plan_cache_smaller_than_the_cycle_evicts() {
+    let o = backplane(&[
+        "bench",
+        BERT,
+        "--input-shapes",
+        "input_ids=1x5",
+        "--input-shapes",
+        "input_ids=1x6",
+        "--plan-cache",
+        "1",
+        "--warmup",
+        "0",
+        "--iterations",
+        "4",
+        "--quiet",
+    ]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    // Planning: 5 miss, 6 miss (evicts 5); then 5, 6, 5, 6 each a miss evicting the other.
+    assert!(
+        out.contains("plan cache: 1 plan cached (capacity 1), 0 hits, 6 misses, 5 evicted"),
+        "{out}"
+    );
+}
+
+/// Usage errors: a symbolic input without a shape, a shape for an unknown input, and
+/// --input-shapes with --input-shape.
+#[test]
+fn input_shapes_usage_errors_name_what_is_wrong() {
+    let o = backplane(&["bench", BERT, "--input-shapes", "other=1x3", "--quiet"]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("'other' is not an input"), "{err}");
+
+    let o = backplane(&["bench", BERT, "--input-shapes", "input_ids=1xq", "--quiet"]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("not a shape"), "{err}");
+
+    let o = backplane(&[
+        "bench",
+        BERT,
+        "--input-shapes",
+        "input_ids=1x3",
+        "--input-shape",
+        "input_ids=1x3",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+
+    let o = backplane(&["bench", BERT, "--input-shapes", ";", "--quiet"]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("symbolic dimensions"), "{err}");
+}
+
+/// `run --input-shapes` executes each set on one network and prints its outputs' shapes; a
+/// set repeated is a cache hit.
+#[test]
+fn run_executes_each_shape_set_on_one_network() {
+    let o = backplane(&[
+        "run",
+        BERT,
+        "--input-shapes",
+        "input_ids=1x7",
+        "--input-shapes",
+        "input_ids=3x128",
+        "--input-shapes",
+        "input_ids=1x7",
+    ]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(out.contains("hidden: f32 [1, 7, 96]"), "{out}");
+    assert!(out.contains("hidden: f32 [3, 128, 96]"), "{out}");
+    assert!(
+        out.contains("plan cache: 2 plans cached (capacity 3), 1 hit, 2 misses, 0 evicted"),
+        "{out}"
+    );
+    // Both runs of 1x7 print the same outputs.
+    let firsts: Vec<&str> = out.lines().filter(|l| l.contains("[1, 7, 96]")).collect();
+    assert_eq!(firsts.len(), 2, "{out}");
+    assert_eq!(firsts[0], firsts[1]);
+}

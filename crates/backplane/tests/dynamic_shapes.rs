@@ -1,0 +1,182 @@
+//! One model served for several input shapes by a `DynamicNetwork`: plans per concrete shape
+//! from a bounded cache, outputs equal to separate static imports, weights packed once.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
+
+use backplane::cpu_acc::CpuAccBackend;
+use backplane::{
+    BackendFactory, DataType, DynamicNetwork, ImportOptions, PlanCacheStats, Runtime, Tensor,
+    TensorInfo,
+};
+use std::sync::Arc;
+use support::repo;
+
+const BERT: &str = "testdata/dynamic/bert_tiny.onnx";
+
+/// A runtime with CpuRef and the given CpuAcc object (kept by the caller to read its packing
+/// counts).
+fn runtime_with(acc: &CpuAccBackend) -> Runtime {
+    let acc = acc.clone();
+    let factory: BackendFactory =
+        Arc::new(move || Box::new(acc.clone()) as Box<dyn backplane::Backend>);
+    let cpu_ref: BackendFactory =
+        Arc::new(|| Box::new(backplane::cpu_ref::CpuRefBackend) as Box<dyn backplane::Backend>);
+    backplane::RuntimeBuilder::empty()
+        .backend(backplane::BackendId::new("CpuRef").unwrap(), cpu_ref)
+        .unwrap()
+        .backend(backplane::BackendId::new("CpuAcc").unwrap(), factory)
+        .unwrap()
+        .build()
+        .unwrap()
+}
+
+/// Token ids `[1, seq]`, different for every length.
+fn ids(seq: usize) -> Tensor {
+    let values: Vec<f64> = (0..seq).map(|i| ((i * 7 + seq) % 64) as f64).collect();
+    Tensor::from_f64_values(TensorInfo::new(DataType::I64, vec![1, seq]), &values).unwrap()
+}
+
+/// The model imported for one shape, optimized and loaded alone, run on `input`.
+fn static_run(input: &Tensor) -> Vec<(String, Tensor)> {
+    let rt = runtime_with(&CpuAccBackend::new());
+    let options =
+        ImportOptions::default().with_input_shape("input_ids", input.shape().dims().to_vec());
+    let network = backplane::load_onnx(&repo().join(BERT), &options).unwrap();
+    let optimized = rt
+        .optimize(&network, &backplane::default_optimizer_options())
+        .unwrap();
+    let id = rt.load_network(optimized).unwrap();
+    rt.execute(id, &[("input_ids", input)]).unwrap()
+}
+
+fn dynamic(rt: &Runtime) -> DynamicNetwork<'_> {
+    DynamicNetwork::from_file(
+        rt,
+        &repo().join(BERT),
+        &ImportOptions::default(),
+        backplane::default_optimizer_options(),
+    )
+    .unwrap()
+}
+
+/// Sequence lengths 7, 16, 33, 128 and 7 again on one dynamic network: each output equals a
+/// separate static import's bit for bit, the cache misses four times and hits once, and the
+/// weights are packed once (per packed layout: with AVX2 a product of at most 12 rows reads
+/// interleaved panels and a longer one split halves, so seq 7 and seq 16 may each pack).
+#[test]
+fn bert_shaped_encoder_serves_every_sequence_length() {
+    let acc = CpuAccBackend::new();
+    let rt = runtime_with(&acc);
+    let net = dynamic(&rt);
+    let mut packed_after = Vec::new();
+    for seq in [7, 16, 33, 128, 7] {
+        let input = ids(seq);
+        let got = net.execute(&[("input_ids", &input)]).unwrap();
+        let want = static_run(&input);
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].0, want[0].0);
+        assert_eq!(got[0].1.shape().dims(), &[1, seq, 96]);
+        assert_eq!(
+            got[0].1.bytes(),
+            want[0].1.bytes(),
+            "seq {seq}: the dynamic network's output differs from a static import's"
+        );
+        packed_after.push(acc.packing_stats());
+    }
+    assert_eq!(
+        net.stats(),
+        PlanCacheStats {
+            size: 4,
+            capacity: backplane::dynamic_network::DEFAULT_PLAN_CAPACITY,
+            hits: 1,
+            misses: 4,
+            evictions: 0,
+        }
+    );
+    eprintln!("packing counts after each run: {packed_after:?}");
+    // Twelve products with constant weights (q, k, v, output, two feed-forward, per layer).
+    let first = packed_after[0].packed;
+    assert!(first > 0 && first <= 12, "first plan packed {first}");
+    assert!(packed_after[1].packed <= 2 * first);
+    assert_eq!(
+        packed_after[4].packed, packed_after[1].packed,
+        "plans for seq 33, 128 and 7 again packed weights again: {packed_after:?}"
+    );
+    assert!(packed_after[4].reused >= 2 * first, "{packed_after:?}");
+    drop(net);
+    assert!(
+        rt.loaded_networks().is_empty(),
+        "plans outlive their network"
+    );
+}
+
+/// A full cache unloads its least recently used plan; a shape seen again after its plan was
+/// evicted is a miss.
+#[test]
+fn the_least_recently_used_plan_is_evicted() {
+    let rt = backplane::RuntimeBuilder::new().build().unwrap();
+    let net = dynamic(&rt).with_capacity(2);
+    for seq in [3, 5, 3, 8, 5, 3] {
+        let out = net.execute(&[("input_ids", &ids(seq))]).unwrap();
+        assert_eq!(out[0].1.shape().dims(), &[1, seq, 96]);
+    }
+    // 3 miss, 5 miss, 3 hit, 8 miss (evicts 5), 5 miss (evicts 3), 3 miss (evicts 8).
+    let stats = net.stats();
+    assert_eq!((stats.hits, stats.misses, stats.evictions), (1, 5, 3));
+    assert_eq!(stats.size, 2);
+    assert_eq!(rt.loaded_networks().len(), 2);
+}
+
+/// A shape the declaration does not allow (a wrong rank) is an error naming the input, and
+/// the network keeps serving.
+#[test]
+fn a_shape_that_does_not_fit_is_refused() {
+    let rt = backplane::RuntimeBuilder::new().build().unwrap();
+    let net = dynamic(&rt);
+    let bad = Tensor::from_f64_values(TensorInfo::new(DataType::I64, vec![4]), &[1.0; 4]).unwrap();
+    let err = net.execute(&[("input_ids", &bad)]).unwrap_err().to_string();
+    assert!(err.contains("input_ids"), "{err}");
+    assert!(net.execute(&[("input_ids", &ids(4))]).is_ok());
+    assert_eq!(net.stats().misses, 1);
+}
+
+/// An input the model needs at import (a Reshape's shape) is part of a plan's key: the same
+/// data shape with another value is a new plan, the same value again a hit; the plan binds
+/// that input and is fed only the others.
+#[test]
+fn inputs_needed_at_import_key_plans_by_value() {
+    let rt = backplane::RuntimeBuilder::new().build().unwrap();
+    let net = DynamicNetwork::from_file(
+        &rt,
+        &repo().join("testdata/dynamic/reshape_by_input.onnx"),
+        &ImportOptions::default(),
+        backplane::default_optimizer_options(),
+    )
+    .unwrap();
+    let x = |a: usize, b: usize| {
+        let v: Vec<f64> = (0..a * b).map(|i| i as f64).collect();
+        Tensor::from_f64_values(TensorInfo::new(DataType::F32, vec![a, b]), &v).unwrap()
+    };
+    let shape = |d: [i64; 2]| Tensor::from_vec(vec![2], d.to_vec()).unwrap();
+    let cases: [((usize, usize), [i64; 2]); 4] = [
+        ((2, 6), [3, 4]),
+        ((2, 6), [4, 3]),
+        ((2, 6), [3, 4]),
+        ((3, 4), [6, 2]),
+    ];
+    for ((a, b), dims) in cases {
+        let (xt, st) = (x(a, b), shape(dims));
+        let inputs = [("x", &xt), ("shape", &st)];
+        let (plan, _) = net.plan(&inputs).unwrap();
+        assert_eq!(plan.bound, vec!["shape".to_string()]);
+        let out = net.execute(&inputs).unwrap();
+        let want: Vec<usize> = dims.iter().map(|&d| d as usize).collect();
+        assert_eq!(out[0].1.shape().dims(), want.as_slice());
+        let y = out[0].1.as_slice::<f32>().unwrap();
+        assert_eq!(y[5], 6.0);
+    }
+    // Each case looks its plan up twice (plan, then execute).
+    let stats = net.stats();
+    assert_eq!((stats.misses, stats.hits, stats.size), (3, 5, 3));
+}

@@ -1,0 +1,156 @@
+"""Generate testdata/dynamic/: models with symbolic input dimensions, served for several
+shapes by one DynamicNetwork.
+
+bert_tiny.onnx: a BERT-shaped encoder (token and position embeddings, two layers of
+multi-head self-attention and a GELU feed-forward block, each with a residual and
+LayerNormalization) whose input `input_ids` is [batch, seq] with both dimensions symbolic.
+The head split is a Reshape to [0, 0, heads, head_dim] and the position ids a Slice whose end
+is computed from Shape(input_ids), as exporters write them. Random weights, fixed seed.
+
+reshape_by_input.onnx: y = Reshape(x, shape) + 1 with `shape` a graph input (its value is
+needed at import, so it is part of a plan's key).
+
+Run with any Python that has onnx and numpy:
+    python scripts/gen_dynamic_models.py
+"""
+
+import os
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+HIDDEN = 96
+HEADS = 4
+FFN = 384
+VOCAB = 64
+MAX_POS = 128
+LAYERS = 2
+
+OUT = os.path.join(os.path.dirname(__file__), "..", "testdata", "dynamic")
+
+
+def bert_tiny():
+    rng = np.random.default_rng(30)
+    inits = []
+    nodes = []
+
+    def weight(name, shape, scale=0.08):
+        inits.append(numpy_helper.from_array(
+            (rng.standard_normal(shape) * scale).astype(np.float32), name))
+        return name
+
+    def const(name, values, dtype=np.int64):
+        inits.append(numpy_helper.from_array(np.array(values, dtype=dtype), name))
+        return name
+
+    def node(op, inputs, output, **attrs):
+        nodes.append(helper.make_node(op, inputs, [output], name=output, **attrs))
+        return output
+
+    head_dim = HIDDEN // HEADS
+    weight("tok_emb", [VOCAB, HIDDEN], 0.5)
+    weight("pos_emb", [MAX_POS, HIDDEN], 0.5)
+    const("zero", [0])
+    const("one", [1])
+    const("heads_shape", [0, 0, HEADS, head_dim])
+    const("merge_shape", [0, 0, HIDDEN])
+    inits.append(numpy_helper.from_array(
+        np.array(np.sqrt(head_dim), dtype=np.float32), "scale"))
+    inits.append(numpy_helper.from_array(np.array(np.sqrt(0.5), dtype=np.float32), "rsqrt2"))
+    inits.append(numpy_helper.from_array(np.array(1.0, dtype=np.float32), "f_one"))
+    inits.append(numpy_helper.from_array(np.array(0.5, dtype=np.float32), "f_half"))
+
+    node("Gather", ["tok_emb", "input_ids"], "tok")
+    node("Shape", ["input_ids"], "ids_shape")
+    node("Slice", ["ids_shape", "one", "const_two"], "seq_len")
+    const("const_two", [2])
+    node("Slice", ["pos_emb", "zero", "seq_len", "zero"], "pos")
+    node("Add", ["tok", "pos"], "emb")
+    ln_scale = weight("emb_ln_g", [HIDDEN], 0.1)
+    ln_bias = weight("emb_ln_b", [HIDDEN], 0.1)
+    x = node("LayerNormalization", ["emb", ln_scale, ln_bias], "emb_ln", axis=-1,
+             epsilon=1e-12)
+
+    for layer in range(LAYERS):
+        p = f"l{layer}_"
+
+        def dense(inp, name, k, n):
+            w = weight(p + name + "_w", [k, n])
+            b = weight(p + name + "_b", [n], 0.02)
+            mm = node("MatMul", [inp, w], p + name + "_mm")
+            return node("Add", [mm, b], p + name)
+
+        def heads(t, name, perm):
+            r = node("Reshape", [t, "heads_shape"], p + name + "_r")
+            return node("Transpose", [r], p + name + "_t", perm=perm)
+
+        q = heads(dense(x, "q", HIDDEN, HIDDEN), "q", [0, 2, 1, 3])
+        k = heads(dense(x, "k", HIDDEN, HIDDEN), "k", [0, 2, 3, 1])
+        v = heads(dense(x, "v", HIDDEN, HIDDEN), "v", [0, 2, 1, 3])
+        scores = node("MatMul", [q, k], p + "scores")
+        scaled = node("Div", [scores, "scale"], p + "scaled")
+        probs = node("Softmax", [scaled], p + "probs", axis=-1)
+        ctx = node("MatMul", [probs, v], p + "ctx")
+        ctx_t = node("Transpose", [ctx], p + "ctx_t", perm=[0, 2, 1, 3])
+        merged = node("Reshape", [ctx_t, "merge_shape"], p + "merged")
+        attn = dense(merged, "o", HIDDEN, HIDDEN)
+        res1 = node("Add", [attn, x], p + "res1")
+        x1 = node("LayerNormalization",
+                  [res1, weight(p + "ln1_g", [HIDDEN], 0.1), weight(p + "ln1_b", [HIDDEN], 0.1)],
+                  p + "ln1", axis=-1, epsilon=1e-12)
+        h = dense(x1, "ffn1", HIDDEN, FFN)
+        # GELU as exporters write it: x * 0.5 * (1 + erf(x / sqrt(2))).
+        e = node("Erf", [node("Mul", [h, "rsqrt2"], p + "gelu_s")], p + "gelu_erf")
+        g = node("Mul", [node("Mul", [h, "f_half"], p + "gelu_h"),
+                         node("Add", [e, "f_one"], p + "gelu_1")], p + "gelu")
+        f = dense(g, "ffn2", FFN, HIDDEN)
+        res2 = node("Add", [f, x1], p + "res2")
+        x = node("LayerNormalization",
+                 [res2, weight(p + "ln2_g", [HIDDEN], 0.1), weight(p + "ln2_b", [HIDDEN], 0.1)],
+                 p + "ln2", axis=-1, epsilon=1e-12)
+
+    nodes.append(helper.make_node("Identity", [x], ["hidden"], name="hidden"))
+    graph = helper.make_graph(
+        nodes,
+        "bert_tiny",
+        [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "seq"])],
+        [helper.make_tensor_value_info("hidden", TensorProto.FLOAT,
+                                       ["batch", "seq", HIDDEN])],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model
+
+
+def reshape_by_input():
+    """y = Reshape(x, shape) + 1 with `shape` a graph input: the model needs its value at
+    import, so a plan is specialized on it."""
+    nodes = [
+        helper.make_node("Reshape", ["x", "shape"], ["r"], name="reshape"),
+        helper.make_node("Add", ["r", "one"], ["y"], name="add"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "reshape_by_input",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["a", "b"]),
+         helper.make_tensor_value_info("shape", TensorProto.INT64, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["c", "d"])],
+        [numpy_helper.from_array(np.array(1.0, dtype=np.float32), "one")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model
+
+
+def main():
+    os.makedirs(OUT, exist_ok=True)
+    onnx.save(bert_tiny(), os.path.join(OUT, "bert_tiny.onnx"))
+    onnx.save(reshape_by_input(), os.path.join(OUT, "reshape_by_input.onnx"))
+
+
+if __name__ == "__main__":
+    main()
