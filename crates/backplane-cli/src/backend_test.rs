@@ -32,6 +32,10 @@ pub struct BackendTestArgs {
     /// Skip the contract checks.
     #[arg(long)]
     pub no_contract: bool,
+    /// Pass option KEY=VALUE to backend BACKEND (repeatable), e.g.
+    /// GpuAcc:allow_software=true.
+    #[arg(long = "backend-option", value_name = "BACKEND:KEY=VALUE", value_parser = crate::backends::parse_backend_option)]
+    pub backend_options: Vec<(String, String, String)>,
     /// Also write the report as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
@@ -50,6 +54,7 @@ fn errata_dir() -> Option<PathBuf> {
 /// Run the command: the report on stdout, exit code 1 when any case failed.
 pub fn backend_test(args: &BackendTestArgs) -> Result<(), CliError> {
     crate::backends::choose(&args.dynamic);
+    crate::backends::set_backend_options(&args.backend_options);
     let runtime = crate::backends::runtime()?;
     let id = BackendId::new(&args.backend).map_err(CliError::usage)?;
     let registered = runtime.registry().ids();
