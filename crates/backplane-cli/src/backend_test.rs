@@ -32,6 +32,10 @@ pub struct BackendTestArgs {
     /// Skip the contract checks.
     #[arg(long)]
     pub no_contract: bool,
+    /// Pass option KEY=VALUE to backend BACKEND (repeatable), e.g.
+    /// GpuAcc:allow_software=true.
+    #[arg(long = "backend-option", value_name = "BACKEND:KEY=VALUE", value_parser = crate::backends::parse_backend_option)]
+    pub backend_options: Vec<(String, String, String)>,
     /// Also write the report as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,

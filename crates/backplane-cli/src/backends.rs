@@ -124,12 +124,17 @@ pub fn runtime() -> Result<Runtime, CliError> {
 pub struct BackendsArgs {
     #[command(flatten)]
     pub dynamic: DynamicArgs,
+    /// Pass option KEY=VALUE to backend BACKEND (repeatable), e.g.
+    /// GpuAcc:allow_software=true to list a software adapter.
+    #[arg(long = "backend-option", value_name = "BACKEND:KEY=VALUE", value_parser = parse_backend_option)]
+    pub backend_options: Vec<(String, String, String)>,
 }
 
 /// Print every registered backend (id, version, API version, static or dynamic, file,
 /// capabilities), then the dynamic-backend search: paths, warnings and skipped files.
 pub fn list(args: &BackendsArgs) -> Result<(), CliError> {
     choose(&args.dynamic);
+    set_backend_options(&args.backend_options);
     let runtime = runtime()?;
     let report = runtime.dynamic_backends();
     out!(

@@ -35,6 +35,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 pub use backplane_backend_api as backend_api;
+/// GpuAcc, the GPU backend (with the `gpu` feature).
+#[cfg(feature = "gpu")]
+pub use backplane_backend_gpu as gpu;
 pub use backplane_core as core;
 pub use backplane_cpu_acc as cpu_acc;
 pub use backplane_cpu_ref as cpu_ref;
@@ -81,10 +84,13 @@ impl From<String> for Error {
 /// which lose backends in static builds).
 pub fn builtin_registry() -> BackendRegistry {
     let mut registry = BackendRegistry::new();
-    let backends: Vec<BackendFactory> = vec![
+    #[allow(unused_mut)]
+    let mut backends: Vec<BackendFactory> = vec![
         Arc::new(|| Box::new(backplane_cpu_ref::CpuRefBackend) as Box<dyn Backend>),
         Arc::new(backplane_cpu_acc::CpuAccBackend::factory()),
     ];
+    #[cfg(feature = "gpu")]
+    backends.push(Arc::new(backplane_backend_gpu::GpuAccBackend::factory()));
     for factory in backends {
         let id = factory().id();
         // The built-in ids are distinct by construction; a clash would be a build error of

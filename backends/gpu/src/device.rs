@@ -1,0 +1,302 @@
+//! The device: our own adapter selection over Vulkan, the device and queue, a pipeline
+//! cache, the errors the device reports, and the blocking helpers (upload, read back) that
+//! the borders between host and device memory need.
+
+use crate::error::GpuError;
+use crate::options::GpuAccOptions;
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use wgpu::{Adapter, DeviceType};
+
+/// Run a future to completion on this thread. wgpu's native futures are ready when first
+/// polled (or after the device is polled), so this only spins in the unusual case.
+pub(crate) fn block_on<F: Future>(future: F) -> F::Output {
+    let mut future = std::pin::pin!(future);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    loop {
+        if let std::task::Poll::Ready(v) = future.as_mut().poll(&mut cx) {
+            return v;
+        }
+        std::thread::yield_now();
+    }
+}
+
+/// What kind of adapter, in words.
+fn kind_name(t: DeviceType) -> &'static str {
+    match t {
+        DeviceType::DiscreteGpu => "discrete GPU",
+        DeviceType::IntegratedGpu => "integrated GPU",
+        DeviceType::VirtualGpu => "virtual GPU",
+        DeviceType::Cpu => "software",
+        DeviceType::Other => "other",
+    }
+}
+
+/// Preference rank of an adapter kind (lower is better); `None`: not acceptable.
+fn rank(t: DeviceType, allow_software: bool) -> Option<u8> {
+    match t {
+        DeviceType::DiscreteGpu => Some(0),
+        DeviceType::IntegratedGpu => Some(1),
+        DeviceType::VirtualGpu => Some(2),
+        DeviceType::Other => Some(3),
+        DeviceType::Cpu => allow_software.then_some(4),
+    }
+}
+
+/// The chosen adapter's description, for `backplane backends` and error messages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdapterDesc {
+    /// The adapter's name (e.g. "NVIDIA H100", "llvmpipe (LLVM 15.0.6, 256 bits)").
+    pub name: String,
+    /// Discrete, integrated, virtual, software or other.
+    pub kind: &'static str,
+    /// Driver name and version.
+    pub driver: String,
+}
+
+impl std::fmt::Display for AdapterDesc {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({}, {})", self.name, self.kind, self.driver)
+    }
+}
+
+/// The device GpuAcc runs on, shared by every network a runtime loads.
+pub struct GpuDevice {
+    /// The adapter it was created from.
+    pub adapter: AdapterDesc,
+    pub(crate) device: wgpu::Device,
+    pub(crate) queue: wgpu::Queue,
+    /// The largest buffer one binding may cover.
+    pub(crate) max_binding: u64,
+    /// Errors the device reported outside any call that returns one (validation, memory).
+    errors: Arc<Mutex<Vec<String>>>,
+    /// Compiled pipelines by shader source.
+    pipelines: Mutex<HashMap<String, wgpu::ComputePipeline>>,
+}
+
+impl std::fmt::Debug for GpuDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GpuDevice")
+            .field("adapter", &self.adapter)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Choose an adapter the options accept, preferring discrete over integrated GPUs and a
+/// software adapter last (only with `allow_software`), and create its device.
+pub fn open(options: &GpuAccOptions) -> Result<GpuDevice, GpuError> {
+    let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
+    desc.backends = wgpu::Backends::VULKAN;
+    // No validation layers: Debian's misreport naga's shaders, and they are slow.
+    desc.flags = wgpu::InstanceFlags::empty();
+    let instance = wgpu::Instance::new(desc);
+    let adapters: Vec<Adapter> = block_on(instance.enumerate_adapters(wgpu::Backends::VULKAN));
+    if adapters.is_empty() {
+        return Err(GpuError::NoAdapter(
+            "no Vulkan adapter found (a Vulkan loader and driver are needed: on Debian, \
+             libvulkan1 and mesa-vulkan-drivers)"
+                .into(),
+        ));
+    }
+    let found: Vec<String> = adapters
+        .iter()
+        .map(|a| {
+            let i = a.get_info();
+            format!("{} ({})", i.name, kind_name(i.device_type))
+        })
+        .collect();
+    let wanted = options.adapter.as_ref().map(|s| s.to_lowercase());
+    let best = adapters
+        .into_iter()
+        .filter(|a| {
+            wanted
+                .as_ref()
+                .is_none_or(|w| a.get_info().name.to_lowercase().contains(w))
+        })
+        .filter_map(|a| rank(a.get_info().device_type, options.allow_software).map(|r| (r, a)))
+        .min_by_key(|(r, _)| *r)
+        .map(|(_, a)| a);
+    let Some(adapter) = best else {
+        let hint = if options.allow_software {
+            ""
+        } else {
+            "; a software adapter is used only with the backend option allow_software=true"
+        };
+        let name = options
+            .adapter
+            .as_ref()
+            .map(|n| format!(" named like '{n}'"))
+            .unwrap_or_default();
+        return Err(GpuError::NoAdapter(format!(
+            "none of the Vulkan adapters [{}] is acceptable{name}{hint}",
+            found.join(", ")
+        )));
+    };
+    let info = adapter.get_info();
+    let limits = adapter.limits();
+    let (device, queue) = block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+        label: Some("GpuAcc"),
+        required_features: wgpu::Features::empty(),
+        required_limits: limits.clone(),
+        experimental_features: wgpu::ExperimentalFeatures::disabled(),
+        memory_hints: wgpu::MemoryHints::Performance,
+        trace: wgpu::Trace::Off,
+    }))
+    .map_err(|e| GpuError::NoAdapter(format!("{}: {e}", info.name)))?;
+    let errors: Arc<Mutex<Vec<String>>> = Arc::default();
+    let sink = errors.clone();
+    device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
+        sink.lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(e.to_string());
+    }));
+    Ok(GpuDevice {
+        adapter: AdapterDesc {
+            name: info.name.clone(),
+            kind: kind_name(info.device_type),
+            driver: format!("{} {}", info.driver, info.driver_info)
+                .trim()
+                .to_string(),
+        },
+        device,
+        queue,
+        max_binding: u64::from(limits.max_storage_buffer_binding_size).min(limits.max_buffer_size),
+        errors,
+        pipelines: Mutex::new(HashMap::new()),
+    })
+}
+
+impl GpuDevice {
+    /// The errors reported since the last check, as one error.
+    pub(crate) fn check(&self) -> Result<(), GpuError> {
+        let mut errors = self.errors.lock().unwrap_or_else(|p| p.into_inner());
+        if errors.is_empty() {
+            return Ok(());
+        }
+        let all = std::mem::take(&mut *errors).join("; ");
+        Err(GpuError::Device(all))
+    }
+
+    /// A storage buffer of `bytes` (at least 4, rounded up to 4), refused when larger than
+    /// one binding may be.
+    pub(crate) fn storage(&self, what: &str, bytes: usize) -> Result<wgpu::Buffer, GpuError> {
+        let size = padded(bytes);
+        if size > self.max_binding {
+            return Err(GpuError::TooLarge {
+                what: what.to_string(),
+                bytes: size,
+                limit: self.max_binding,
+            });
+        }
+        let buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some(what),
+            size,
+            usage: wgpu::BufferUsages::STORAGE
+                | wgpu::BufferUsages::COPY_SRC
+                | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        self.check()?;
+        Ok(buffer)
+    }
+
+    /// A host-readable buffer that device buffers are copied into to be read back.
+    pub(crate) fn readback(&self, what: &str, bytes: usize) -> Result<wgpu::Buffer, GpuError> {
+        let buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some(what),
+            size: padded(bytes),
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        self.check()?;
+        Ok(buffer)
+    }
+
+    /// Write host bytes into a device buffer (ordered before the next submission).
+    pub(crate) fn upload(&self, buffer: &wgpu::Buffer, bytes: &[u8]) {
+        let whole = bytes.len() - bytes.len() % 4;
+        if whole > 0 {
+            self.queue.write_buffer(buffer, 0, &bytes[..whole]);
+        }
+        if whole < bytes.len() {
+            let mut tail = [0u8; 4];
+            tail[..bytes.len() - whole].copy_from_slice(&bytes[whole..]);
+            self.queue.write_buffer(buffer, whole as u64, &tail);
+        }
+    }
+
+    /// A storage buffer holding `bytes`.
+    pub(crate) fn buffer_with(&self, what: &str, bytes: &[u8]) -> Result<wgpu::Buffer, GpuError> {
+        let buffer = self.storage(what, bytes.len())?;
+        self.upload(&buffer, bytes);
+        Ok(buffer)
+    }
+
+    /// Wait for all submitted work, then copy the first `out.len()` bytes of `readback`
+    /// (already filled by a submitted copy) into `out`.
+    pub(crate) fn read_into(
+        &self,
+        readback: &wgpu::Buffer,
+        out: &mut [u8],
+    ) -> Result<(), GpuError> {
+        if out.is_empty() {
+            return Ok(());
+        }
+        let done: Arc<Mutex<Option<Result<(), String>>>> = Arc::default();
+        let flag = done.clone();
+        readback.map_async(wgpu::MapMode::Read, .., move |r| {
+            *flag.lock().unwrap_or_else(|p| p.into_inner()) = Some(r.map_err(|e| e.to_string()));
+        });
+        self.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| GpuError::Device(e.to_string()))?;
+        let outcome = done.lock().unwrap_or_else(|p| p.into_inner()).take();
+        match outcome {
+            Some(Ok(())) => {}
+            Some(Err(e)) => return Err(GpuError::Device(format!("read back: {e}"))),
+            None => return Err(GpuError::Device("read back did not complete".into())),
+        }
+        {
+            let view = readback
+                .get_mapped_range(..)
+                .map_err(|e| GpuError::Device(e.to_string()))?;
+            let n = out.len().min(view.len());
+            out[..n].copy_from_slice(&view[..n]);
+        }
+        readback.unmap();
+        self.check()
+    }
+
+    /// The pipeline of a compute shader (entry point `main`), compiled once per device.
+    pub(crate) fn pipeline(&self, source: &str) -> Result<wgpu::ComputePipeline, GpuError> {
+        let mut cache = self.pipelines.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(p) = cache.get(source) {
+            return Ok(p.clone());
+        }
+        let module = self
+            .device
+            .create_shader_module(wgpu::ShaderModuleDescriptor {
+                label: None,
+                source: wgpu::ShaderSource::Wgsl(source.into()),
+            });
+        let pipeline = self
+            .device
+            .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: None,
+                layout: None,
+                module: &module,
+                entry_point: Some("main"),
+                compilation_options: wgpu::PipelineCompilationOptions::default(),
+                cache: None,
+            });
+        self.check()?;
+        cache.insert(source.to_string(), pipeline.clone());
+        Ok(pipeline)
+    }
+}
+
+/// A buffer size: at least 4 bytes, a multiple of 4 (wgpu's copy alignment).
+pub(crate) fn padded(bytes: usize) -> u64 {
+    (bytes.max(4) as u64).div_ceil(4) * 4
+}

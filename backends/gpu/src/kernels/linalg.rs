@@ -1,0 +1,219 @@
+//! Products: MatMul (batched, broadcasting) and Gemm, one tiled kernel. Each workgroup
+//! computes a 16×16 output tile, staging 16×16 tiles of A and B in workgroup memory; operands
+//! are read through (row, column) strides, so transposed operands need no copy. The epilogue
+//! adds Gemm's scaled C (broadcast through strides) and applies an activation.
+
+use super::elementwise::Act;
+use super::{bindings, p32, p32s, product, Bind, Step, MAX_GROUPS};
+use backplane_core::ops::GemmDesc;
+
+/// Tile edge (threads per workgroup side).
+const TILE: u32 = 16;
+
+/// How one product is laid out.
+#[derive(Debug, Clone, Default)]
+pub struct Product {
+    /// Rows of the result.
+    pub m: usize,
+    /// Columns of the result.
+    pub n: usize,
+    /// The shared dimension.
+    pub k: usize,
+    /// A's (row, column) strides.
+    pub a: (usize, usize),
+    /// B's (row, column) strides.
+    pub b: (usize, usize),
+    /// Batch dimensions of the result.
+    pub batch: Vec<usize>,
+    /// A's and B's strides along them (0: broadcast).
+    pub a_batch: Vec<usize>,
+    /// B's strides along the batch dimensions.
+    pub b_batch: Vec<usize>,
+    /// alpha, beta and C's (row, column) strides, when there is a C.
+    pub c: Option<(f32, f32, (usize, usize))>,
+    /// Scale of the product.
+    pub alpha: f32,
+}
+
+fn shader(has_c: bool, act: Act) -> String {
+    let inputs = if has_c { 3 } else { 2 };
+    let c_term = if has_c {
+        "v = v + bitcast<f32>(p[12]) * x2[row * p[9] + col * p[10]];"
+    } else {
+        ""
+    };
+    format!(
+        "{}{}
+var<workgroup> ta: array<array<f32, {TILE}>, {TILE}>;
+var<workgroup> tb: array<array<f32, {TILE}>, {TILE}>;
+@compute @workgroup_size({TILE}, {TILE}, 1)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {{
+    let M = p[0];
+    let N = p[1];
+    let K = p[2];
+    let row = wg.y * {TILE}u + lid.y;
+    let col = wg.x * {TILE}u + lid.x;
+    let batch = wg.z;
+    let nb = p[7];
+    var rem = batch;
+    var aoff = 0u;
+    var boff = 0u;
+    for (var d = 0u; d < nb; d = d + 1u) {{
+        let k = nb - 1u - d;
+        let dim = p[13u + k];
+        let c = rem % dim;
+        rem = rem / dim;
+        aoff = aoff + c * p[13u + nb + k];
+        boff = boff + c * p[13u + 2u * nb + k];
+    }}
+    var acc = 0.0;
+    for (var t = 0u; t < K; t = t + {TILE}u) {{
+        let ak = t + lid.x;
+        if (row < M && ak < K) {{
+            ta[lid.y][lid.x] = x0[aoff + row * p[3] + ak * p[4]];
+        }} else {{
+            ta[lid.y][lid.x] = 0.0;
+        }}
+        let bk = t + lid.y;
+        if (bk < K && col < N) {{
+            tb[lid.y][lid.x] = x1[boff + bk * p[5] + col * p[6]];
+        }} else {{
+            tb[lid.y][lid.x] = 0.0;
+        }}
+        workgroupBarrier();
+        for (var kk = 0u; kk < {TILE}u; kk = kk + 1u) {{
+            acc = acc + ta[lid.y][kk] * tb[kk][lid.x];
+        }}
+        workgroupBarrier();
+    }}
+    if (row < M && col < N) {{
+        var v = bitcast<f32>(p[11]) * acc;
+        {c_term}
+        y[(batch * M + row) * N + col] = act(v);
+    }}
+}}
+",
+        bindings(inputs, 1),
+        act.wgsl()
+    )
+}
+
+/// The step computing `product`.
+pub fn step(product_: &Product, act: Act) -> Result<Step, String> {
+    let batches = product(&product_.batch);
+    let gx = p32(product_.n.div_ceil(TILE as usize), "the columns")?;
+    let gy = p32(product_.m.div_ceil(TILE as usize), "the rows")?;
+    let gz = p32(batches, "the batch")?;
+    if gx > MAX_GROUPS || gy > MAX_GROUPS || gz > MAX_GROUPS {
+        return Err("the product is too large for one dispatch".into());
+    }
+    let (alpha, beta, (c_rs, c_cs)) = product_.c.unwrap_or((product_.alpha, 0.0, (0, 0)));
+    let mut params = p32s(
+        &[
+            product_.m,
+            product_.n,
+            product_.k,
+            product_.a.0,
+            product_.a.1,
+            product_.b.0,
+            product_.b.1,
+            product_.batch.len(),
+            usize::from(product_.c.is_some()),
+            c_rs,
+            c_cs,
+        ],
+        "a product parameter",
+    )?;
+    params.push(alpha.to_bits());
+    params.push(beta.to_bits());
+    params.extend(p32s(&product_.batch, "a batch dimension")?);
+    params.extend(p32s(&product_.a_batch, "a batch stride")?);
+    params.extend(p32s(&product_.b_batch, "a batch stride")?);
+    let mut binds = vec![Bind::Input(0), Bind::Input(1)];
+    if product_.c.is_some() {
+        binds.push(Bind::Input(2));
+    }
+    binds.push(Bind::Output(0));
+    Ok(Step {
+        source: shader(product_.c.is_some(), act),
+        params,
+        binds,
+        groups: [gx.max(1), gy.max(1), gz.max(1)],
+    })
+}
+
+/// MatMul of A `a` and B `b` (numpy semantics: 1-D operands promoted, batch dims broadcast).
+pub fn matmul(a: &[usize], b: &[usize], act: Act) -> Result<Vec<Step>, String> {
+    if a.is_empty() || b.is_empty() {
+        return Err("MatMul of a scalar".into());
+    }
+    let (m, k) = if a.len() == 1 {
+        (1, a[0])
+    } else {
+        (a[a.len() - 2], a[a.len() - 1])
+    };
+    let n = if b.len() == 1 { 1 } else { b[b.len() - 1] };
+    let a_batch_dims = &a[..a.len().saturating_sub(2)];
+    let b_batch_dims = &b[..b.len().saturating_sub(2)];
+    let batch = backplane_core::shape::broadcast_shapes(a_batch_dims, b_batch_dims)
+        .map_err(|e| e.to_string())?;
+    let batch_strides = |dims: &[usize], mat: usize| -> Vec<usize> {
+        super::elementwise::broadcast_strides(dims, &batch)
+            .into_iter()
+            .map(|s| s.saturating_mul(mat))
+            .collect()
+    };
+    let p = Product {
+        m,
+        n,
+        k,
+        a: (k, 1),
+        b: (n, 1),
+        a_batch: batch_strides(a_batch_dims, m * k),
+        b_batch: batch_strides(b_batch_dims, k * n),
+        batch,
+        c: None,
+        alpha: 1.0,
+    };
+    Ok(vec![step(&p, act)?])
+}
+
+/// Gemm: `alpha * op(A) * op(B) + beta * C`, then `act`.
+pub fn gemm(
+    desc: &GemmDesc,
+    a: &[usize],
+    b: &[usize],
+    c: Option<&[usize]>,
+    act: Act,
+) -> Result<Vec<Step>, String> {
+    let ([ar, ac], [br, bc]) = (two(a)?, two(b)?);
+    let (m, k) = if desc.trans_a { (ac, ar) } else { (ar, ac) };
+    let n = if desc.trans_b { br } else { bc };
+    let a_str = if desc.trans_a { (1, ac) } else { (ac, 1) };
+    let b_str = if desc.trans_b { (1, bc) } else { (bc, 1) };
+    let c = match c {
+        None => None,
+        Some(dims) => {
+            let s = super::elementwise::broadcast_strides(dims, &[m, n]);
+            Some((desc.alpha, desc.beta, (s[0], s[1])))
+        }
+    };
+    let p = Product {
+        m,
+        n,
+        k,
+        a: a_str,
+        b: b_str,
+        c,
+        alpha: desc.alpha,
+        ..Product::default()
+    };
+    Ok(vec![step(&p, act)?])
+}
+
+fn two(d: &[usize]) -> Result<[usize; 2], String> {
+    match d {
+        [r, c] => Ok([*r, *c]),
+        _ => Err(format!("Gemm operands must be 2-D, got {d:?}")),
+    }
+}

@@ -1,0 +1,72 @@
+//! GpuAcc's backend options, parsed from the runtime's `BackendOptions`
+//! (`--backend-option GpuAcc:KEY=VALUE` on the command line).
+
+use backplane_backend_api::BackendOptions;
+
+/// How GpuAcc chooses its adapter.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GpuAccOptions {
+    /// Accept a software (CPU) Vulkan adapter such as Mesa's lavapipe when no GPU is present
+    /// (`allow_software=true`). Off by default: a software adapter is slower than CpuAcc, so
+    /// it is only wanted for tests.
+    pub allow_software: bool,
+    /// Use only the adapter whose name contains this text (`adapter=NAME`, case-insensitive).
+    pub adapter: Option<String>,
+}
+
+impl GpuAccOptions {
+    /// These options with `options` applied on top; an unknown key or a bad value is an error
+    /// naming it.
+    pub fn merged(&self, options: &BackendOptions) -> Result<GpuAccOptions, String> {
+        let mut out = self.clone();
+        for (key, value) in &options.values {
+            match key.as_str() {
+                "allow_software" => {
+                    out.allow_software = match value.as_str() {
+                        "true" | "1" | "yes" => true,
+                        "false" | "0" | "no" => false,
+                        other => {
+                            return Err(format!(
+                                "GpuAcc option allow_software={other}: expected true or false"
+                            ))
+                        }
+                    }
+                }
+                "adapter" => {
+                    out.adapter = (!value.is_empty()).then(|| value.clone());
+                }
+                other => {
+                    return Err(format!(
+                        "unknown GpuAcc option '{other}' (known: allow_software, adapter)"
+                    ))
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(pairs: &[(&str, &str)]) -> BackendOptions {
+        let mut o = BackendOptions::default();
+        for (k, v) in pairs {
+            o.values.insert((*k).into(), (*v).into());
+        }
+        o
+    }
+
+    #[test]
+    fn parses_known_options_and_rejects_others() {
+        let base = GpuAccOptions::default();
+        let m = base
+            .merged(&opts(&[("allow_software", "true"), ("adapter", "llvm")]))
+            .unwrap_or_default();
+        assert!(m.allow_software);
+        assert_eq!(m.adapter.as_deref(), Some("llvm"));
+        assert!(base.merged(&opts(&[("allow_software", "maybe")])).is_err());
+        assert!(base.merged(&opts(&[("threads", "2")])).is_err());
+    }
+}

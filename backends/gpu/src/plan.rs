@@ -1,0 +1,259 @@
+//! Planning: what GpuAcc does with a layer, decided in one place. [`plan`] matches every
+//! [`Op`] variant by name (no catch-all arm) and either refuses the layer with a reason or
+//! answers the kernel [`Step`]s that compute it. Layer support is "the plan succeeds" and the
+//! workload is built from the same plan, so "supported" cannot disagree with "can build";
+//! the optimizer hands refused layers to the next backend (CpuAcc, CpuRef).
+
+use crate::kernels::elementwise::{self, Act};
+use crate::kernels::{conv, linalg, movement, norm, pool, product, Step};
+use backplane_backend_api::LayerDesc;
+use backplane_core::ops::{BinaryOp, CustomOp};
+use backplane_core::shape::normalize_axis;
+use backplane_core::{DataType, Op, Quantization, TensorInfo};
+
+/// A planned layer: the steps, in order, of one GPU layer.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// The dispatches.
+    pub steps: Vec<Step>,
+}
+
+/// The dimensions of input `slot` (empty when absent).
+fn dims(layer: &LayerDesc, slot: usize) -> Vec<usize> {
+    layer
+        .inputs
+        .get(slot)
+        .map(|i| i.shape.dims().to_vec())
+        .unwrap_or_default()
+}
+
+/// Refuse an op GpuAcc has no kernel for.
+fn not_implemented(name: &str) -> Result<Plan, String> {
+    Err(format!("GpuAcc does not implement {name}"))
+}
+
+fn ok(steps: Vec<Step>) -> Result<Plan, String> {
+    Ok(Plan { steps })
+}
+
+/// Every input and output is a plain f32 tensor, or the reason.
+fn all_f32(layer: &LayerDesc) -> Result<(), String> {
+    let name = layer.op.name();
+    for (what, list) in [("input", &layer.inputs), ("output", &layer.outputs)] {
+        for (slot, t) in list.iter().enumerate() {
+            if t.dtype != DataType::F32 {
+                return Err(format!(
+                    "{name} {what} {slot} is {}; GpuAcc computes on f32 only",
+                    t.dtype
+                ));
+            }
+            if t.quant != Quantization::None {
+                return Err(format!(
+                    "{name} {what} {slot} is quantized; GpuAcc runs plain f32"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The output's element count.
+fn out_len(layer: &LayerDesc) -> usize {
+    layer
+        .outputs
+        .first()
+        .map(|o| product(o.shape.dims()))
+        .unwrap_or(0)
+}
+
+/// How GpuAcc runs `layer`, or why it cannot.
+pub fn plan(layer: &LayerDesc) -> Result<Plan, String> {
+    let op = &layer.op;
+    // Layers the optimizer inserts, control flow and fused layers: refused before the checks
+    // below, whose messages would not fit them (their arm in the match says the same).
+    if matches!(
+        op,
+        Op::MemCopy | Op::MemImport | Op::Permute { .. } | Op::If(_) | Op::Loop(_) | Op::Scan(_)
+    ) {
+        return Err(format!("{} is not run by GpuAcc", op.name()));
+    }
+    all_f32(layer)?;
+    let refs: Vec<&TensorInfo> = layer.inputs.iter().collect();
+    // Fused layers declare their outputs; the standard ops' are inferred and must agree.
+    let inferred = match op {
+        Op::Custom(_) => Ok(layer.outputs.clone()),
+        _ => op.infer(&refs),
+    };
+    let inferred = inferred.map_err(|e| e.to_string())?;
+    if inferred.len() != layer.outputs.len()
+        || inferred
+            .iter()
+            .zip(&layer.outputs)
+            .any(|(a, b)| !a.same_layout(b))
+    {
+        return Err(format!(
+            "{} outputs are declared differently from what GpuAcc computes",
+            op.name()
+        ));
+    }
+    if layer.outputs.len() != 1 {
+        return Err(format!("GpuAcc runs {} with one output only", op.name()));
+    }
+    let n = out_len(layer);
+    match op {
+        Op::Identity
+        | Op::Reshape { .. }
+        | Op::Flatten { .. }
+        | Op::Squeeze { .. }
+        | Op::Unsqueeze { .. } => ok(movement::copy(n)?),
+        Op::Transpose { perm } => ok(movement::transpose(&dims(layer, 0), perm)?),
+        Op::Concat { axis } => {
+            let d0 = dims(layer, 0);
+            let a = normalize_axis(*axis, d0.len()).map_err(|e| e.to_string())?;
+            let all: Vec<Vec<usize>> = (0..layer.inputs.len()).map(|s| dims(layer, s)).collect();
+            ok(movement::concat(&all, a)?)
+        }
+        Op::Unary(u) => ok(elementwise::unary(Act::Unary(*u), n)?),
+        Op::Math(m) => match Act::from_math(*m) {
+            Some(act) => ok(elementwise::unary(act, n)?),
+            None => not_implemented(m.name()),
+        },
+        Op::Binary(b) => binary(layer, *b),
+        Op::Softmax { axis } | Op::LogSoftmax { axis } => {
+            let d = dims(layer, 0);
+            let a = normalize_axis(*axis, d.len()).map_err(|e| e.to_string())?;
+            ok(norm::softmax(&d, a, matches!(op, Op::LogSoftmax { .. }))?)
+        }
+        Op::LayerNormalization { axis, epsilon } => {
+            let d = dims(layer, 0);
+            let a = normalize_axis(*axis, d.len()).map_err(|e| e.to_string())?;
+            let row = product(&d[a..]);
+            let count = |slot: usize| product(&dims(layer, slot));
+            let fits = |c: usize| c == 1 || c == row;
+            if !fits(count(1)) || (layer.inputs.len() > 2 && !fits(count(2))) {
+                return Err("GpuAcc's LayerNormalization takes a scale and bias of one value or one per normalized element".into());
+            }
+            let bias = (layer.inputs.len() > 2).then(|| count(2));
+            ok(norm::layer_norm(&d, a, *epsilon, count(1), bias)?)
+        }
+        Op::Conv(_) | Op::Gemm(_) | Op::MatMul => product_with(layer, op, Act::None),
+        Op::Pool(desc) => {
+            let x = dims(layer, 0);
+            if x.len() != 3 && x.len() != 4 {
+                return Err("GpuAcc pools 1-D and 2-D inputs only".into());
+            }
+            ok(pool::pool(desc, &x)?)
+        }
+        Op::BatchNormalization { epsilon } => {
+            let x = dims(layer, 0);
+            if x.len() < 2 || layer.inputs.len() != 5 {
+                return Err(
+                    "GpuAcc's BatchNormalization needs rank >= 2 and all five inputs".into(),
+                );
+            }
+            if (1..5).any(|s| product(&dims(layer, s)) != x[1]) {
+                return Err("BatchNormalization parameters must hold one value per channel".into());
+            }
+            ok(norm::batch_norm(&x, *epsilon)?)
+        }
+        Op::GlobalPool(kind) => ok(pool::global_pool(*kind, &dims(layer, 0))?),
+        Op::MemCopy
+        | Op::MemImport
+        | Op::Permute { .. }
+        | Op::If(_)
+        | Op::Loop(_)
+        | Op::Scan(_) => Err(format!("{} is not run by GpuAcc", op.name())),
+        Op::Custom(c) => fused(layer, c),
+        // Not yet on the GPU: left to the next backend.
+        Op::Split { .. }
+        | Op::Slice(_)
+        | Op::Gather { .. }
+        | Op::Where
+        | Op::Expand { .. }
+        | Op::Tile { .. }
+        | Op::Pad(_)
+        | Op::Cast { .. }
+        | Op::BinaryExt(_)
+        | Op::InstanceNormalization { .. }
+        | Op::ArgReduce(_)
+        | Op::Reduce(_)
+        | Op::ConvTranspose(_)
+        | Op::Resize(_)
+        | Op::Rnn(_)
+        | Op::Trilu { .. }
+        | Op::GatherElements { .. }
+        | Op::GatherND { .. }
+        | Op::ScatterND { .. }
+        | Op::ScatterElements { .. }
+        | Op::OneHot { .. }
+        | Op::TopK(_)
+        | Op::CumSum { .. }
+        | Op::Hardmax { .. }
+        | Op::Lrn { .. }
+        | Op::QuantizeLinear { .. }
+        | Op::DequantizeLinear { .. }
+        | Op::DynamicQuantizeLinear
+        | Op::NegativeLogLikelihoodLoss(_)
+        | Op::GridSample(_)
+        | Op::Einsum(_)
+        | Op::Det
+        | Op::MaxPoolWithIndices(_)
+        | Op::MaxUnpool(_)
+        | Op::Optimizer(_)
+        | Op::TfIdfVectorizer(_)
+        | Op::TreeEnsemble(_)
+        | Op::Dft(_)
+        | Op::Stft(_)
+        | Op::Col2Im(_)
+        | Op::AffineGrid(_)
+        | Op::RoiAlign(_)
+        | Op::DeformConv(_) => not_implemented(op.name()),
+    }
+}
+
+/// A broadcasting binary op.
+fn binary(layer: &LayerDesc, op: BinaryOp) -> Result<Plan, String> {
+    let out = layer
+        .outputs
+        .first()
+        .map(|o| o.shape.dims().to_vec())
+        .unwrap_or_default();
+    ok(elementwise::binary(
+        op,
+        Act::None,
+        &dims(layer, 0),
+        &dims(layer, 1),
+        &out,
+    )?)
+}
+
+/// A product (Conv, Gemm, MatMul) with `act` in its epilogue.
+fn product_with(layer: &LayerDesc, op: &Op, act: Act) -> Result<Plan, String> {
+    match op {
+        Op::Conv(desc) => {
+            let (x, w) = (dims(layer, 0), dims(layer, 1));
+            if x.len() != 3 && x.len() != 4 {
+                return Err("GpuAcc runs 1-D and 2-D convolutions only".into());
+            }
+            ok(conv::conv(desc, &x, &w, layer.inputs.len() > 2, act)?)
+        }
+        Op::MatMul => ok(linalg::matmul(&dims(layer, 0), &dims(layer, 1), act)?),
+        Op::Gemm(desc) => {
+            let c = (layer.inputs.len() > 2).then(|| dims(layer, 2));
+            ok(linalg::gemm(
+                desc,
+                &dims(layer, 0),
+                &dims(layer, 1),
+                c.as_deref(),
+                act,
+            )?)
+        }
+        other => Err(format!("GpuAcc does not fuse after {}", other.name())),
+    }
+}
+
+/// A fused layer of GpuAcc's `optimize_subgraph`.
+fn fused(layer: &LayerDesc, c: &CustomOp) -> Result<Plan, String> {
+    let (inner, act) = crate::fusion::decode(c)?;
+    product_with(layer, &inner, act)
+}

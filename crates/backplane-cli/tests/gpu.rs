@@ -1,0 +1,158 @@
+//! GpuAcc through the door users use: `backplane backends` names its adapter, `run` on the
+//! shipped digits model matches CpuRef, and `inspect` shows the device factory, the border
+//! copies and that tensors between two GPU layers stay on the device. A software adapter
+//! (lavapipe) is allowed with `--backend-option GpuAcc:allow_software=true`; on a machine
+//! with no Vulkan adapter at all the tests say so and pass, unless
+//! `BACKPLANE_REQUIRE_GPU_ADAPTER=1` (CI) makes that a failure.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use common::{backplane, scratch, text};
+
+const SOFTWARE: &str = "GpuAcc:allow_software=true";
+
+/// The GpuAcc line of `backplane backends`, or `None` (said) when it has no adapter here.
+fn adapter_line() -> Option<String> {
+    let o = backplane(&["backends", "--backend-option", SOFTWARE]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("GpuAcc"))
+        .unwrap_or_else(|| panic!("GpuAcc is not listed:\n{out}"))
+        .to_string();
+    if line.contains("no GPU adapter") {
+        if std::env::var("BACKPLANE_REQUIRE_GPU_ADAPTER").as_deref() == Ok("1") {
+            panic!("BACKPLANE_REQUIRE_GPU_ADAPTER=1 but GpuAcc has none: {line}");
+        }
+        println!("SKIPPED: no Vulkan adapter on this machine: {line}");
+        return None;
+    }
+    Some(line)
+}
+
+#[test]
+fn backends_lists_gpu_acc_with_its_adapter_or_the_reason() {
+    // Without allow_software a machine with only lavapipe has no acceptable adapter, and says
+    // why; the listing itself never fails.
+    let o = backplane(&["backends"]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("GpuAcc"))
+        .unwrap_or_default();
+    assert!(line.contains("Adapter="), "{out}");
+    let Some(line) = adapter_line() else { return };
+    assert!(
+        line.contains("Adapter=") && !line.contains("no GPU adapter"),
+        "{line}"
+    );
+}
+
+#[test]
+fn run_on_gpu_acc_matches_cpu_ref_on_the_digits_model() {
+    if adapter_line().is_none() {
+        return;
+    }
+    let dir = scratch("gpu-digits");
+    let o = backplane(&[
+        "run",
+        "--backends",
+        "CpuRef",
+        "--output-dir",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{:?}", text(&o));
+    let o = backplane(&[
+        "run",
+        "--backends",
+        "GpuAcc,CpuAcc",
+        "--backend-option",
+        SOFTWARE,
+        "--compare",
+        dir.to_str().unwrap(),
+        "--rtol",
+        "1e-4",
+        "--atol",
+        "1e-5",
+    ]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(out.contains("every output matches"), "{out}");
+    assert!(
+        out.contains("GpuAcc"),
+        "the split should name GpuAcc: {out}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn inspect_shows_device_memory_and_one_copy_per_border() {
+    if adapter_line().is_none() {
+        return;
+    }
+    let o = backplane(&[
+        "inspect",
+        "models/digits/model.onnx",
+        "--backends",
+        "GpuAcc,CpuAcc",
+        "--backend-option",
+        SOFTWARE,
+    ]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(out.contains("GpuAcc:"), "GpuAcc should run layers: {out}");
+    let edges: Vec<&str> = out
+        .lines()
+        .skip_while(|l| !l.starts_with("tensor memory"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .collect();
+    assert!(!edges.is_empty(), "{out}");
+    // Tensors in device memory are read in place by GPU layers only.
+    let device: Vec<&&str> = edges
+        .iter()
+        .filter(|l| l.contains("(Backplane/GpuAcc/Device ->"))
+        .collect();
+    assert!(!device.is_empty(), "no tensor stays on the device: {out}");
+    for e in &device {
+        assert!(
+            e.contains(": direct (Backplane/GpuAcc/Device -> Backplane/GpuAcc/Device"),
+            "a device tensor leaves the device: {e}"
+        );
+    }
+    // Each copy is a border: staging memory to host memory, counted once.
+    let copies = edges.iter().filter(|l| l.contains(": copy (")).count();
+    for e in edges.iter().filter(|l| l.contains(": copy (")) {
+        assert!(
+            e.contains("(Backplane/GpuAcc/Staging -> Backplane/Host/Cpu"),
+            "{e}"
+        );
+    }
+    assert!(
+        out.contains(&format!("copies per execution: {copies} (")),
+        "{out}"
+    );
+    assert!(copies >= 1, "the output must reach host memory: {out}");
+}
+
+#[test]
+fn backend_test_runs_the_kit_on_gpu_acc() {
+    if adapter_line().is_none() {
+        return;
+    }
+    let o = backplane(&[
+        "backend-test",
+        "GpuAcc",
+        "--backend-option",
+        SOFTWARE,
+        "--sweeps",
+        "3",
+        "--no-contract",
+    ]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(out.contains("op table"), "{out}");
+}
