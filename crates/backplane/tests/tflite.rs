@@ -135,3 +135,34 @@ fn quantized_inputs_carry_their_scale_and_zero_point() {
         other => panic!("input quantization {other:?}"),
     }
 }
+
+/// The models `scripts/gen_tflite_models.py --big` builds (MobileNetV2, too large to commit),
+/// from the folder named by `BACKPLANE_TFLITE_MODELS`:
+/// `BACKPLANE_TFLITE_MODELS=/tmp/tflite_gen/big cargo test -p backplane --test tflite -- --ignored --nocapture`.
+#[test]
+#[ignore = "needs the models of gen_tflite_models.py --big"]
+fn big_models_match_litert() {
+    let Ok(root) = std::env::var("BACKPLANE_TFLITE_MODELS") else {
+        panic!("set BACKPLANE_TFLITE_MODELS to the folder of the --big models");
+    };
+    let rt = backplane::RuntimeBuilder::new().build().unwrap();
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(root)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.join("model.tflite").is_file())
+        .collect();
+    dirs.sort();
+    assert!(!dirs.is_empty());
+    for dir in dirs {
+        for backends in [&["CpuRef"][..], &["CpuAcc", "CpuRef"][..]] {
+            let got = run(&rt, &dir, backends);
+            let off = check(&dir, &got);
+            let total: usize = got.iter().map(|t| t.shape().elements()).sum();
+            println!(
+                "{} on {}: {off} of {total} elements one quantum off",
+                dir.file_name().unwrap().to_string_lossy(),
+                backends.join(",")
+            );
+        }
+    }
+}
