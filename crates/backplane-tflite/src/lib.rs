@@ -49,13 +49,17 @@ pub fn is_tflite(bytes: &[u8]) -> bool {
 }
 
 /// Whether the file at `path` is a TFLite model: by its `.tflite` extension, or by the
-/// file identifier in its first bytes.
+/// file identifier in the first bytes of a regular file (never opening a FIFO or device,
+/// which could block).
 pub fn is_tflite_file(path: &Path) -> bool {
     if path
         .extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("tflite"))
     {
         return true;
+    }
+    if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+        return false;
     }
     use std::io::Read;
     let mut head = [0u8; 8];
@@ -73,7 +77,9 @@ pub fn read_file(path: &Path) -> Result<Vec<u8>> {
     };
     let meta = std::fs::metadata(path).map_err(io)?;
     if !meta.is_file() {
-        return Err(io(std::io::Error::other("not a regular file")));
+        return Err(io(std::io::Error::other(
+            "not a regular file (a directory, FIFO or device)",
+        )));
     }
     if meta.len() > MAX_MODEL_BYTES {
         return Err(io(std::io::Error::other(format!(
