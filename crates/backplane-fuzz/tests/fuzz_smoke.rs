@@ -22,6 +22,7 @@ fn corpus() -> Vec<Vec<u8>> {
         repo.join("models"),
         repo.join("testdata/e2e"),
         repo.join("testdata/control_flow"),
+        repo.join("testdata/tflite"),
     ])
 }
 
