@@ -79,6 +79,34 @@ def dense_net(seed):
     return keras.Model(inp, x)
 
 
+def data_movement_net(seed):
+    """Slices, gathers, splits, packing, batched products, padding, resizing, reductions."""
+    keras.utils.set_random_seed(seed)
+    inp = keras.Input((8, 6, 4), batch_size=1, name="grid")
+    x = L.Conv2D(4, 1)(inp)
+
+    def body(t):
+        a = t[:, 1:7:2, :, 1:]  # STRIDED_SLICE
+        b = tf.gather(t, [3, 0, 2], axis=3)  # GATHER
+        h1, h2 = tf.split(b, 2, axis=2)  # SPLIT
+        p = tf.stack([h1, h2], axis=1)  # PACK
+        u0, u1 = tf.unstack(p, axis=1)  # UNPACK
+        c = tf.concat([u0 * 2.0, u1], axis=1)  # CONCATENATION (non-channel axis)
+        c = tf.pad(c, [[0, 0], [1, 0], [0, 2], [0, 0]], constant_values=0.5)  # PADV2
+        m = tf.reduce_mean(c, axis=1, keepdims=True)  # MEAN keep_dims
+        r = tf.compat.v1.image.resize_bilinear(a, (5, 7), align_corners=True)
+        q = tf.reshape(r, (1, 5, 21))
+        bm = tf.matmul(q, q, transpose_b=True)  # BATCH_MATMUL
+        s1, s2 = tf.split(t, [1, 3], axis=3)  # SPLIT_V
+        e = tf.nn.leaky_relu(tf.transpose(s2, (0, 2, 1, 3)), alpha=0.2)
+        return [tf.reshape(m, (1, -1)), tf.reshape(bm, (1, -1)), tf.reshape(e, (1, -1)),
+                tf.reshape(s1, (1, -1))]
+
+    outs = L.Lambda(body)(x)
+    y = L.Concatenate(axis=1)(outs)
+    return keras.Model(inp, y)
+
+
 def unsupported_net(seed):
     """Two operators backplane does not lower (FLOOR, CUMSUM) around a supported one."""
     keras.utils.set_random_seed(seed)
@@ -154,6 +182,7 @@ def main():
     cases = [
         ("mobile_blocks", mobile_block_net, (1, 24, 24, 3), 1),
         ("dense", dense_net, (1, 6, 8), 2),
+        ("data_movement", data_movement_net, (1, 8, 6, 4), 5),
     ]
     for name, build, shape, seed in cases:
         model = build(seed)
