@@ -58,10 +58,9 @@ fn run(rt: &Runtime, dir: &Path, backends: &[&str]) -> Vec<Tensor> {
 }
 
 /// Cases whose int8 outputs may be more than one quantum off LiteRT's, with the bound.
-/// data_movement_int8: its bilinear resize (align_corners) feeds a product of a tensor with
-/// itself; LiteRT's int8 resize interpolates in fixed point, and a one-quantum difference
-/// there is amplified by the product. (The f32 model matches to 1e-4; the exact source of the
-/// difference is not yet pinned down: see docs/tflite.md.)
+/// data_movement_int8: LiteRT's int8 bilinear resize (align_corners) interpolates in fixed
+/// point and is one quantum off dequantize → interpolate → quantize in some elements; its
+/// output is then multiplied by itself, which doubles the difference (docs/tflite.md).
 const KNOWN_DEVIATIONS: &[(&str, f64)] = &[("data_movement_int8", 2.0)];
 
 /// Compare with LiteRT's outputs: f32 within rtol 1e-4 (atol 1e-5), integers at most one
