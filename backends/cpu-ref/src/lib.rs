@@ -443,5 +443,16 @@ mod tests {
         assert_eq!(y.bytes(), &[1, 3, 2, 4]);
         let err = evaluate(&Op::Unary(UnaryOp::Relu), &[&x]).unwrap_err();
         assert!(err.to_string().contains("quantized"), "{err}");
+        // DequantizeLinear reads a quantized tensor with its explicit scale and zero point.
+        let dq = Op::DequantizeLinear {
+            axis: 1,
+            to: DataType::F32,
+            block_size: 0,
+        };
+        let scale = Tensor::scalar(0.5f32);
+        let zp = Tensor::scalar(2u8);
+        let y = evaluate(&dq, &[&x, &scale, &zp]).unwrap().remove(0);
+        assert_eq!(y.info().quant, Quantization::None);
+        assert_eq!(y.as_slice::<f32>().unwrap(), &[-0.5, 0.0, 0.5, 1.0]);
     }
 }

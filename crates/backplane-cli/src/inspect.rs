@@ -43,7 +43,11 @@ pub fn inspect(args: &InspectArgs) -> Result<(), CliError> {
     let model = ModelFile::open(&args.model)?;
     let given = read_inputs(&args.inputs, &args.model, &model.signature)?;
     let mut shapes = parse_input_shapes(&args.input_shapes)?;
-    let declared = backplane::onnx::inspect_file(&args.model)?;
+    let declared = match model.format {
+        crate::session::ModelFormat::Onnx(_) => backplane::onnx::inspect_file(&args.model)?,
+        // TFLite models have static shapes: nothing symbolic to fill in.
+        crate::session::ModelFormat::Tflite(_) => Vec::new(),
+    };
     for input in &declared {
         let known = shapes.iter().any(|(n, _)| n == &input.name)
             || given.iter().any(|(n, _)| n == &input.name);

@@ -174,6 +174,17 @@ impl From<backplane::onnx::OnnxError> for CliError {
     }
 }
 
+impl From<backplane::tflite::TfliteError> for CliError {
+    fn from(e: backplane::tflite::TfliteError) -> Self {
+        match e {
+            backplane::tflite::TfliteError::UnsupportedOps(_) => {
+                CliError::unsupported(e.to_string())
+            }
+            e => CliError::failed(e.to_string()),
+        }
+    }
+}
+
 impl From<backplane::npy::NpyError> for CliError {
     fn from(e: backplane::npy::NpyError) -> Self {
         CliError::failed(e.to_string())

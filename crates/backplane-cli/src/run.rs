@@ -288,7 +288,7 @@ fn write_outputs(
 /// Compare each graph output with its expected value in DIR: in an ONNX test data set (a
 /// folder holding `output_0.pb`) the file `output_<k>.pb` of the output's position k in the
 /// graph, else `<name>.npy` (a tensor) or `<name>.pb` (any value), as `--output-dir` writes
-/// them. Returns (output, why) for each output that differs.
+/// them, or `output_<k>.npy` (as scripts/gen_tflite_models.py writes LiteRT's). Returns (output, why) for each output that differs.
 fn compare_outputs(
     dir: &Path,
     signature: &ModelSignature,
@@ -306,6 +306,7 @@ fn compare_outputs(
             vec![
                 dir.join(format!("{base}.npy")),
                 dir.join(format!("{base}.pb")),
+                dir.join(format!("output_{k}.npy")),
             ]
         };
         let Some(path) = candidates.iter().find(|p| p.is_file()) else {

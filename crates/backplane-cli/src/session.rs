@@ -15,7 +15,7 @@ use std::sync::Arc;
 /// Arguments naming a model and how to run it.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ModelArgs {
-    /// The ONNX model.
+    /// The model: ONNX, or TFLite (a `.tflite` file, or any file with TFLite's identifier).
     pub model: PathBuf,
     #[command(flatten)]
     pub common: CommonArgs,
@@ -258,19 +258,51 @@ pub struct ModelFile {
     /// Where it was read from (external data is relative to its folder).
     pub path: PathBuf,
     /// The decoded model.
-    pub proto: backplane::onnx::proto::ModelProto,
+    pub format: ModelFormat,
     /// Its graph inputs and outputs with their value types.
     pub signature: ModelSignature,
 }
 
+/// A decoded model of one of the formats the CLI takes.
+pub enum ModelFormat {
+    /// An ONNX model, imported once the inputs are known (it may need their values).
+    Onnx(Box<backplane::onnx::proto::ModelProto>),
+    /// A TFLite model, imported already (its shapes are static; it needs no input values).
+    Tflite(Network),
+}
+
 impl ModelFile {
-    /// Read and decode a model file.
+    /// Read and decode a model file: TFLite when it is one (by extension or identifier),
+    /// ONNX otherwise.
     pub fn open(path: &Path) -> Result<ModelFile, CliError> {
+        if backplane::tflite::is_tflite_file(path) {
+            let network = backplane::load_tflite(path).map_err(|e| match e {
+                backplane::Error::Tflite(e) => CliError::from(e),
+                e => CliError::failed(e.to_string()),
+            })?;
+            let values = |ids: &[backplane::core::TensorId]| {
+                ids.iter()
+                    .map(|&t| backplane::onnx::GraphValue {
+                        name: network.tensor(t).name.clone(),
+                        ty: ValueType::Tensor,
+                    })
+                    .collect()
+            };
+            let signature = ModelSignature {
+                inputs: values(network.inputs()),
+                outputs: values(network.outputs()),
+            };
+            return Ok(ModelFile {
+                path: path.to_path_buf(),
+                format: ModelFormat::Tflite(network),
+                signature,
+            });
+        }
         let proto = backplane::onnx::decode_model_file(path)?;
         Ok(ModelFile {
             path: path.to_path_buf(),
             signature: ModelSignature::of(&proto),
-            proto,
+            format: ModelFormat::Onnx(Box::new(proto)),
         })
     }
 }
@@ -326,6 +358,20 @@ pub fn import(
     given: &[(String, OnnxValue)],
     input_shapes: &[(String, Vec<usize>)],
 ) -> Result<Imported, CliError> {
+    let proto = match &model.format {
+        ModelFormat::Onnx(proto) => proto,
+        ModelFormat::Tflite(network) => {
+            if let Some((name, _)) = input_shapes.first() {
+                return Err(CliError::usage(format!(
+                    "--input-shape {name}=...: TFLite models have static shapes"
+                )));
+            }
+            return Ok(Imported {
+                network: network.clone(),
+                bound: Vec::new(),
+            });
+        }
+    };
     let (mut options, values) = ImportOptions::default()
         .with_evaluator(Arc::new(backplane::cpu_ref::CpuRefEvaluator))
         .with_input_values_shaped(given);
@@ -334,7 +380,7 @@ pub fn import(
     }
     let base_dir = backplane::onnx::model_base_dir(&model.path);
     let (network, bound) = backplane::onnx::import_model_specialized(
-        model.proto.clone(),
+        (**proto).clone(),
         Some(&base_dir),
         &options,
         &values,

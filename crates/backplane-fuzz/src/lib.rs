@@ -198,10 +198,18 @@ fn options_for(bytes: &[u8]) -> ImportOptions {
     options
 }
 
-fn run_pipeline(runtime: &Runtime, bytes: &[u8], budgeted: bool) -> Result<(), String> {
+/// Import an ONNX or (by its `TFL3` identifier) TFLite model.
+fn import(bytes: &[u8]) -> Result<backplane::Network, String> {
+    if backplane::tflite::is_tflite(bytes) {
+        return backplane::tflite::import_bytes(bytes, &Default::default())
+            .map_err(|e| e.to_string());
+    }
     let options = options_for(bytes);
-    let network =
-        backplane::onnx::import_bytes(bytes, None, &options).map_err(|e| e.to_string())?;
+    backplane::onnx::import_bytes(bytes, None, &options).map_err(|e| e.to_string())
+}
+
+fn run_pipeline(runtime: &Runtime, bytes: &[u8], budgeted: bool) -> Result<(), String> {
+    let network = import(bytes)?;
     let cpu = BackendId::new("CpuRef").map_err(|e| e.to_string())?;
     let optimized = runtime
         .optimize(&network, &OptimizerOptions::new(vec![cpu]))
@@ -265,12 +273,7 @@ pub fn budget_runtime() -> Option<Runtime> {
 /// Feed one input to a target, catching panics.
 pub fn run_one(target: Target, runtime: &Runtime, bytes: &[u8]) -> Outcome {
     let result = catch_unwind(AssertUnwindSafe(|| match target {
-        Target::Import => {
-            let options = options_for(bytes);
-            backplane::onnx::import_bytes(bytes, None, &options)
-                .map(|_| ())
-                .map_err(|e| e.to_string())
-        }
+        Target::Import => import(bytes).map(|_| ()),
         Target::Pipeline => run_pipeline(runtime, bytes, false),
         Target::Budget => run_pipeline(runtime, bytes, true),
     }));
@@ -286,7 +289,7 @@ pub fn run_one(target: Target, runtime: &Runtime, bytes: &[u8]) -> Outcome {
     }
 }
 
-/// The seed corpus: every `.onnx` file under the given folders.
+/// The seed corpus: every `.onnx` and `.tflite` file under the given folders.
 pub fn load_corpus(dirs: &[PathBuf]) -> Vec<Vec<u8>> {
     let mut files = Vec::new();
     for d in dirs {
@@ -304,7 +307,7 @@ fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
         let p = e.path();
         if p.is_dir() {
             collect(&p, out);
-        } else if p.extension().is_some_and(|x| x == "onnx") {
+        } else if p.extension().is_some_and(|x| x == "onnx" || x == "tflite") {
             out.push(p);
         }
     }

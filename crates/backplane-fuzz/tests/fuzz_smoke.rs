@@ -23,6 +23,7 @@ fn corpus() -> Vec<Vec<u8>> {
         repo.join("testdata/e2e"),
         repo.join("testdata/control_flow"),
         repo.join("testdata/fuzz"),
+        repo.join("testdata/tflite"),
     ])
 }
 

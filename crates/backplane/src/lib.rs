@@ -43,6 +43,7 @@ pub use backplane_cpu_acc as cpu_acc;
 pub use backplane_cpu_ref as cpu_ref;
 pub use backplane_onnx as onnx;
 pub use backplane_runtime as runtime;
+pub use backplane_tflite as tflite;
 
 pub use backplane_backend_api::{Backend, BackendId, BackendOptions, NetworkId};
 pub use backplane_core::{DataType, Network, Shape, Tensor, TensorInfo};
@@ -63,6 +64,9 @@ pub enum Error {
     /// From the ONNX importer.
     #[error(transparent)]
     Onnx(#[from] backplane_onnx::OnnxError),
+    /// From the TFLite importer.
+    #[error(transparent)]
+    Tflite(#[from] backplane_tflite::TfliteError),
     /// From reading or writing a .npy file.
     #[error(transparent)]
     Npy(#[from] npy::NpyError),
@@ -178,6 +182,25 @@ pub fn load_onnx(path: &Path, options: &ImportOptions) -> Result<Network, Error>
         options.evaluator = Some(Arc::new(backplane_cpu_ref::CpuRefEvaluator));
     }
     Ok(backplane_onnx::import_file(path, &options)?)
+}
+
+/// Import a TFLite model (`.tflite`).
+pub fn load_tflite(path: &Path) -> Result<Network, Error> {
+    Ok(backplane_tflite::import_file(
+        path,
+        &backplane_tflite::ImportOptions::default(),
+    )?)
+}
+
+/// Import a model of either format: TFLite when the file is one (by its `.tflite` extension
+/// or the `TFL3` identifier in its first bytes), ONNX otherwise. `options` apply to ONNX
+/// models (TFLite models have static shapes).
+pub fn load_model(path: &Path, options: &ImportOptions) -> Result<Network, Error> {
+    if backplane_tflite::is_tflite_file(path) {
+        load_tflite(path)
+    } else {
+        load_onnx(path, options)
+    }
 }
 
 /// The default preference, as [`parse_backends`] takes it: the fast CPU backend first, the

@@ -617,6 +617,9 @@ pub(crate) fn plan(op: &Op) -> Result<Plan, String> {
                 }),
             )
             .slot(1, FLOATS)
+            // X may carry its quantization (as a TFLite model's tensors do): the scale and
+            // zero point inputs are what the kernel reads.
+            .converts()
         }
         Op::DynamicQuantizeLinear => {
             Plan::new(F32_ONLY, run(|i, o| quantize::dynamic_quantize(x(i)?, o)))

@@ -1,0 +1,70 @@
+//! TFLite models through `backplane run`, `inspect` and `bench`, as a user would.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use common::{backplane, text};
+
+#[test]
+fn run_compares_a_tflite_model_with_litert() {
+    let dir = "testdata/tflite/mobile_blocks_f32";
+    for backends in ["CpuRef", "CpuAcc,CpuRef"] {
+        let o = backplane(&[
+            "run",
+            &format!("{dir}/model.tflite"),
+            "--backends",
+            backends,
+            "--input",
+            &format!("serving_default_image:0={dir}/input_0.npy"),
+            "--compare",
+            dir,
+            "--rtol",
+            "1e-4",
+            "--atol",
+            "1e-5",
+        ]);
+        let (out, err) = text(&o);
+        assert!(o.status.success(), "{backends}: {out}\n{err}");
+        assert!(out.contains("every output matches"), "{out}");
+    }
+}
+
+#[test]
+fn inspect_shows_a_quantized_input() {
+    let o = backplane(&["inspect", "testdata/tflite/mobile_blocks_int8/model.tflite"]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(out.contains("input  'serving_default_image:0' i8"), "{out}");
+    assert!(out.contains("Conv"), "{out}");
+}
+
+#[test]
+fn bench_runs_an_int8_model() {
+    let o = backplane(&[
+        "bench",
+        "testdata/tflite/dense_int8/model.tflite",
+        "--generate",
+        "random",
+        "--iterations",
+        "3",
+        "--warmup",
+        "1",
+        "--quiet",
+    ]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(out.contains("latency over 3 executions"), "{out}");
+}
+
+#[test]
+fn unsupported_operators_are_listed_with_exit_code_4() {
+    let o = backplane(&[
+        "run",
+        "testdata/tflite/unsupported.tflite",
+        "--generate",
+        "random",
+    ]);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(4), "{out}\n{err}");
+    assert!(err.contains("FLOOR") && err.contains("CUMSUM"), "{err}");
+}

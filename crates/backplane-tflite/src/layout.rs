@@ -1,0 +1,257 @@
+//! TFLite's channels-last tensors on the core's channels-first operators.
+//!
+//! TFLite stores images as NHWC; the core's Conv, Pool and Resize (ONNX's) read NCHW. Rather
+//! than wrap every such layer in a pair of transposes, the importer keeps up to two forms of
+//! each 4-D TFLite tensor: its own (NHWC, the model's layout) and a channels-first one. An
+//! operator takes whichever form it works on, and a form is made (one Transpose, remembered)
+//! only when an operator asks for one that does not exist yet. Layout-agnostic operators
+//! (elementwise, quantize) keep their input's form and axis-taking ones (Concat, Mean, Pad,
+//! Softmax) remap their axes, so a MobileNet-style body stays channels-first from its first
+//! convolution to its pooled features, with transposes only where the model's tensors enter
+//! and leave. CpuAcc then runs that body as it runs an ONNX one (its own channels-last
+//! regions included); constants are permuted at import, never at run time.
+
+use crate::error::{Result, TfliteError};
+use backplane_core::{Network, Op, Tensor, TensorId, TensorInfo};
+use std::collections::HashMap;
+
+/// NHWC axis `a` of a 4-D tensor is NCHW axis `NHWC_TO_NCHW[a]`.
+pub(crate) const NHWC_TO_NCHW: [usize; 4] = [0, 2, 3, 1];
+/// The Transpose permutation that turns NHWC into NCHW.
+pub(crate) const TO_NCHW: [usize; 4] = [0, 3, 1, 2];
+/// The Transpose permutation that turns NCHW into NHWC.
+pub(crate) const TO_NHWC: [usize; 4] = [0, 2, 3, 1];
+
+/// The forms of one TFLite tensor in the network.
+#[derive(Debug, Clone, Copy, Default)]
+struct Forms {
+    /// The tensor as TFLite lays it out.
+    nhwc: Option<TensorId>,
+    /// A 4-D tensor's channels-first form.
+    nchw: Option<TensorId>,
+}
+
+/// The network being built, with the forms of every TFLite tensor placed so far.
+pub(crate) struct Graph {
+    /// The network.
+    pub net: Network,
+    forms: HashMap<usize, Forms>,
+    names: HashMap<usize, String>,
+    counter: usize,
+}
+
+impl Graph {
+    pub fn new() -> Self {
+        Graph {
+            net: Network::new(),
+            forms: HashMap::new(),
+            names: HashMap::new(),
+            counter: 0,
+        }
+    }
+
+    /// A fresh layer name derived from `base`.
+    pub fn fresh(&mut self, base: &str) -> String {
+        self.counter += 1;
+        format!("{base}/{}", self.counter)
+    }
+
+    /// Record the TFLite name of tensor `t` (used for derived layer names).
+    pub fn set_name(&mut self, t: usize, name: &str) {
+        self.names.insert(t, name.to_string());
+    }
+
+    /// The TFLite name of tensor `t`.
+    pub fn name(&self, t: usize) -> String {
+        self.names
+            .get(&t)
+            .cloned()
+            .unwrap_or_else(|| format!("tensor_{t}"))
+    }
+
+    /// Whether tensor `t` has been placed in any form.
+    pub fn has(&self, t: usize) -> bool {
+        self.forms.contains_key(&t)
+    }
+
+    /// Place `id` as tensor `t` in TFLite's layout.
+    pub fn set_nhwc(&mut self, t: usize, id: TensorId) {
+        self.forms.entry(t).or_default().nhwc = Some(id);
+    }
+
+    /// Place `id` as tensor `t`'s channels-first form.
+    pub fn set_nchw(&mut self, t: usize, id: TensorId) {
+        self.forms.entry(t).or_default().nchw = Some(id);
+    }
+
+    /// Place `id` in the given form.
+    pub fn set(&mut self, t: usize, id: TensorId, nchw: bool) {
+        if nchw {
+            self.set_nchw(t, id)
+        } else {
+            self.set_nhwc(t, id)
+        }
+    }
+
+    /// Whether tensor `t` exists channels-first already.
+    pub fn is_nchw(&self, t: usize) -> bool {
+        self.forms.get(&t).is_some_and(|f| f.nchw.is_some())
+    }
+
+    fn forms(&self, t: usize) -> Result<Forms> {
+        self.forms.get(&t).copied().ok_or_else(|| {
+            TfliteError::Invalid(format!("tensor #{t} is read before it is computed"))
+        })
+    }
+
+    /// The description of a network tensor.
+    pub fn info(&self, id: TensorId) -> &TensorInfo {
+        &self.net.tensor(id).info
+    }
+
+    /// Tensor `t` in TFLite's layout (a Transpose back from channels-first when needed).
+    pub fn nhwc(&mut self, t: usize) -> Result<TensorId> {
+        let f = self.forms(t)?;
+        if let Some(id) = f.nhwc {
+            return Ok(id);
+        }
+        let src = f
+            .nchw
+            .ok_or_else(|| TfliteError::Invalid(format!("tensor #{t} has no value")))?;
+        let name = format!("{}/to_nhwc", self.name(t));
+        let id = self.transpose(&name, src, &TO_NHWC)?;
+        self.set_nhwc(t, id);
+        Ok(id)
+    }
+
+    /// The 4-D tensor `t` channels-first (a Transpose, or a permuted constant, when needed).
+    pub fn nchw(&mut self, t: usize) -> Result<TensorId> {
+        let f = self.forms(t)?;
+        if let Some(id) = f.nchw {
+            return Ok(id);
+        }
+        let src = f
+            .nhwc
+            .ok_or_else(|| TfliteError::Invalid(format!("tensor #{t} has no value")))?;
+        let name = format!("{}/to_nchw", self.name(t));
+        let id = self.transpose(&name, src, &TO_NCHW)?;
+        self.set_nchw(t, id);
+        Ok(id)
+    }
+
+    /// Tensor `t` in the form it already has, channels-first preferred: (id, is_nchw).
+    pub fn any(&mut self, t: usize) -> Result<(TensorId, bool)> {
+        let f = self.forms(t)?;
+        match (f.nchw, f.nhwc) {
+            (Some(id), _) => Ok((id, true)),
+            (None, Some(id)) => Ok((id, false)),
+            (None, None) => Err(TfliteError::Invalid(format!("tensor #{t} has no value"))),
+        }
+    }
+
+    /// Tensor `t` in the requested form.
+    pub fn form(&mut self, t: usize, nchw: bool) -> Result<TensorId> {
+        if nchw {
+            self.nchw(t)
+        } else {
+            self.nhwc(t)
+        }
+    }
+
+    /// A Transpose of `src` by `perm`; a constant is permuted now instead.
+    pub fn transpose(&mut self, name: &str, src: TensorId, perm: &[usize]) -> Result<TensorId> {
+        if let Some(value) = self.net.tensor(src).constant().cloned() {
+            let permuted = permute(&value, perm)?;
+            return Ok(self.net.add_constant(name, permuted)?);
+        }
+        self.layer(
+            name,
+            Op::Transpose {
+                perm: perm.to_vec(),
+            },
+            &[src],
+        )
+    }
+
+    /// Add a one-output layer named `name`.
+    pub fn layer(&mut self, name: &str, op: Op, inputs: &[TensorId]) -> Result<TensorId> {
+        let outs = self.net.add_layer(name, op, inputs)?;
+        outs.first()
+            .copied()
+            .ok_or_else(|| TfliteError::Invalid(format!("layer '{name}' has no output")))
+    }
+
+    /// Add a constant with a fresh name derived from `base`.
+    pub fn constant(&mut self, base: &str, value: Tensor) -> Result<TensorId> {
+        let name = self.fresh(base);
+        Ok(self.net.add_constant(&name, value)?)
+    }
+}
+
+/// The elements of `value` permuted as a Transpose by `perm` would (any element size).
+pub(crate) fn permute(value: &Tensor, perm: &[usize]) -> Result<Tensor> {
+    let dims = value.shape().dims().to_vec();
+    if perm.len() != dims.len() {
+        return Err(TfliteError::Invalid(format!(
+            "permutation {perm:?} for a tensor of rank {}",
+            dims.len()
+        )));
+    }
+    let out_dims: Vec<usize> = perm
+        .iter()
+        .map(|&p| dims.get(p).copied())
+        .collect::<Option<_>>()
+        .ok_or_else(|| TfliteError::Invalid(format!("bad permutation {perm:?}")))?;
+    let size = value.dtype().size();
+    let rank = dims.len();
+    let mut in_strides = vec![1usize; rank];
+    for i in (0..rank.saturating_sub(1)).rev() {
+        in_strides[i] = in_strides[i + 1] * dims[i + 1];
+    }
+    let n: usize = out_dims.iter().product();
+    let src = value.bytes();
+    let mut out = Vec::new();
+    out.try_reserve_exact(n * size)
+        .map_err(|_| TfliteError::Invalid(format!("cannot allocate {} bytes", n * size)))?;
+    let mut idx = vec![0usize; rank];
+    for _ in 0..n {
+        let off: usize = (0..rank).map(|k| idx[k] * in_strides[perm[k]]).sum();
+        out.extend_from_slice(&src[off * size..(off + 1) * size]);
+        for k in (0..rank).rev() {
+            idx[k] += 1;
+            if idx[k] < out_dims[k] {
+                break;
+            }
+            idx[k] = 0;
+        }
+    }
+    let mut info = value.info().clone();
+    info.shape = out_dims.into();
+    Ok(Tensor::from_bytes(info, &out)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn permute_moves_channels_first() {
+        // [1, 2, 2, 3] NHWC with value = 100*h + 10*w + c.
+        let mut v = Vec::new();
+        for h in 0..2 {
+            for w in 0..2 {
+                for c in 0..3 {
+                    v.push((100 * h + 10 * w + c) as f32);
+                }
+            }
+        }
+        let t = Tensor::from_vec(vec![1, 2, 2, 3], v).unwrap();
+        let p = permute(&t, &TO_NCHW).unwrap();
+        assert_eq!(p.shape().dims(), &[1, 3, 2, 2]);
+        let got = p.as_slice::<f32>().unwrap();
+        assert_eq!(&got[..4], &[0.0, 10.0, 100.0, 110.0]);
+        assert_eq!(&got[4..8], &[1.0, 11.0, 101.0, 111.0]);
+        let back = permute(&p, &TO_NHWC).unwrap();
+        assert_eq!(back.bytes(), t.bytes());
+    }
+}

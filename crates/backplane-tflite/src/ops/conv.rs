@@ -1,0 +1,439 @@
+//! Convolutions, fully connected layers, batched products, pooling and resizing: the
+//! operators whose weights are re-laid out at import and that run channels-first.
+
+use super::{invalid, unsupported, Cx, Tx};
+use crate::layout::permute;
+use crate::schema::options as opt;
+use crate::schema::PADDING_SAME;
+use backplane_core::ops::{
+    AutoPad, ConvDesc, CoordinateTransform, GemmDesc, NearestMode, PoolDesc, PoolKind, ResizeDesc,
+    ResizeMode, Window,
+};
+use backplane_core::{DataType, Op, Quantization, Tensor, TensorId};
+
+fn auto_pad(p: i8) -> AutoPad {
+    if p == PADDING_SAME {
+        // TFLite's SAME puts the odd padding pixel at the end, as ONNX's SAME_UPPER does.
+        AutoPad::SameUpper
+    } else {
+        AutoPad::Valid
+    }
+}
+
+/// Constant weights `t` as f32: quantized ones dequantized with their per-tensor or per-axis
+/// scales (`(q - zero_point) * scale`), f16 ones widened.
+pub(super) fn float_weights(cx: &Cx<'_, '_, '_>, t: usize) -> Tx<Tensor> {
+    if !cx.is_constant(t) {
+        return unsupported(format!(
+            "weights '{}' computed at run time are not supported",
+            cx.tensor(t)?.name
+        ));
+    }
+    let value = cx.constant(t)?;
+    let shape = value.shape().clone();
+    let q = value.to_f64_vec();
+    let f: Vec<f32> = match (value.dtype(), &value.info().quant) {
+        (DataType::F32, _) => {
+            return Ok(value.reinterpret(backplane_core::TensorInfo::new(DataType::F32, shape))?)
+        }
+        (DataType::F16, Quantization::None) => q.iter().map(|&v| v as f32).collect(),
+        (_, Quantization::PerTensor { scale, zero_point }) => q
+            .iter()
+            .map(|&v| (v as f32 - *zero_point as f32) * scale)
+            .collect(),
+        (
+            _,
+            Quantization::PerAxis {
+                axis,
+                scales,
+                zero_points,
+            },
+        ) => {
+            let dims = shape.dims();
+            let Some(&len) = dims.get(*axis) else {
+                return invalid(format!(
+                    "quantized axis {axis} of a rank-{} tensor",
+                    dims.len()
+                ));
+            };
+            if scales.len() != len || zero_points.len() != len {
+                return invalid(format!(
+                    "'{}' has {} scales for {len} slices",
+                    cx.tensor(t)?.name,
+                    scales.len()
+                ));
+            }
+            let inner: usize = dims[axis + 1..].iter().product();
+            q.iter()
+                .enumerate()
+                .map(|(i, &v)| {
+                    let c = (i / inner.max(1)) % len;
+                    (v as f32 - zero_points[c] as f32) * scales[c]
+                })
+                .collect()
+        }
+        (dt, Quantization::None) => {
+            return unsupported(format!("{dt} weights without quantization parameters"))
+        }
+    };
+    Ok(Tensor::from_vec(shape, f)?)
+}
+
+/// The bias of output `k`'s operator as an f32 constant of `channels` values.
+fn bias(cx: &mut Cx<'_, '_, '_>, k: usize, channels: usize) -> Tx<Option<TensorId>> {
+    let Some(t) = cx.opt_input(k) else {
+        return Ok(None);
+    };
+    let b = float_weights(cx, t)?;
+    if b.shape().elements() != channels {
+        return invalid(format!(
+            "{}: bias has {} values for {channels} channels",
+            cx.name,
+            b.shape().elements()
+        ));
+    }
+    let b = b.reinterpret(backplane_core::TensorInfo::new(
+        DataType::F32,
+        vec![channels],
+    ))?;
+    Ok(Some(cx.g.constant(&format!("{}/bias", cx.name), b)?))
+}
+
+fn check_activation_types(cx: &Cx<'_, '_, '_>, x: usize, out: usize) -> Tx<()> {
+    for t in [x, out] {
+        let dt = cx.dtype(t)?;
+        if dt != DataType::F32 && !cx.quantized(t) {
+            return unsupported(format!(
+                "{dt} activations without quantization are not supported"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// CONV_2D: filter [O, KH, KW, I] → the core's [O, I, KH, KW].
+pub(super) fn conv_2d(cx: &mut Cx<'_, '_, '_>) -> Tx<()> {
+    use opt::conv2d as f;
+    let Some(o) = cx.options(f::TYPE) else {
+        return invalid("CONV_2D without its options");
+    };
+    let (x, w, out) = (cx.input(0)?, cx.input(1)?, cx.output(0)?);
+    check_activation_types(cx, x, out)?;
+    let weights = float_weights(cx, w)?;
+    let wd = weights.shape().dims().to_vec();
+    let xd = cx.shape(x)?;
+    if wd.len() != 4 || xd.len() != 4 {
+        return unsupported("CONV_2D on tensors that are not 4-D");
+    }
+    let (cin, cout) = (wd[3], wd[0]);
+    if cin == 0 || !xd[3].is_multiple_of(cin) {
+        return invalid(format!(
+            "CONV_2D filter depth {cin} does not divide {} channels",
+            xd[3]
+        ));
+    }
+    let group = xd[3] / cin;
+    let weights = permute(&weights, &[0, 3, 1, 2])?;
+    conv_common(
+        cx,
+        x,
+        out,
+        weights,
+        cout,
+        group,
+        o.i8(f::PADDING, 0)?,
+        [o.i32(f::STRIDE_H, 1)?, o.i32(f::STRIDE_W, 1)?],
+        [o.i32(f::DILATION_H, 1)?, o.i32(f::DILATION_W, 1)?],
+        o.i8(f::ACTIVATION, 0)?,
+    )
+}
+
+/// DEPTHWISE_CONV_2D: filter [1, KH, KW, C·M] → the core's [C·M, 1, KH, KW], C groups.
+pub(super) fn depthwise_conv_2d(cx: &mut Cx<'_, '_, '_>) -> Tx<()> {
+    use opt::depthwise as f;
+    let Some(o) = cx.options(f::TYPE) else {
+        return invalid("DEPTHWISE_CONV_2D without its options");
+    };
+    let (x, w, out) = (cx.input(0)?, cx.input(1)?, cx.output(0)?);
+    check_activation_types(cx, x, out)?;
+    let weights = float_weights(cx, w)?;
+    let wd = weights.shape().dims().to_vec();
+    let xd = cx.shape(x)?;
+    if wd.len() != 4 || xd.len() != 4 || wd[0] != 1 {
+        return unsupported("DEPTHWISE_CONV_2D on tensors that are not 4-D");
+    }
+    let cout = wd[3];
+    let group = xd[3];
+    if group == 0 || !cout.is_multiple_of(group) {
+        return invalid(format!(
+            "DEPTHWISE_CONV_2D with {cout} outputs over {group} channels"
+        ));
+    }
+    let weights = permute(&weights, &[3, 0, 1, 2])?;
+    conv_common(
+        cx,
+        x,
+        out,
+        weights,
+        cout,
+        group,
+        o.i8(f::PADDING, 0)?,
+        [o.i32(f::STRIDE_H, 1)?, o.i32(f::STRIDE_W, 1)?],
+        [o.i32(f::DILATION_H, 1)?, o.i32(f::DILATION_W, 1)?],
+        o.i8(f::ACTIVATION, 0)?,
+    )
+}
+
+#[allow(clippy::too_many_arguments)]
+fn conv_common(
+    cx: &mut Cx<'_, '_, '_>,
+    x: usize,
+    out: usize,
+    weights: Tensor,
+    cout: usize,
+    group: usize,
+    padding: i8,
+    strides: [i32; 2],
+    dilations: [i32; 2],
+    act: i8,
+) -> Tx<()> {
+    let positive = |v: [i32; 2], what: &str| -> Tx<Vec<usize>> {
+        v.iter()
+            .map(|&s| {
+                usize::try_from(s)
+                    .ok()
+                    .filter(|&s| s > 0)
+                    .map_or_else(|| invalid(format!("{what} {s}")), Ok)
+            })
+            .collect()
+    };
+    let kernel = weights.shape().dims()[2..].to_vec();
+    let window = Window {
+        kernel,
+        strides: positive(strides, "stride")?,
+        dilations: positive(dilations, "dilation")?,
+        pads: Vec::new(),
+        auto_pad: auto_pad(padding),
+    };
+    let (xi, _) = cx.float(x, Some(true))?;
+    let wi = cx.g.constant(&format!("{}/weights", cx.name), weights)?;
+    let mut inputs = vec![xi, wi];
+    if let Some(b) = bias(cx, 2, cout)? {
+        inputs.push(b);
+    }
+    let name = cx.fresh("Conv");
+    let y =
+        cx.g.layer(&name, Op::Conv(ConvDesc { window, group }), &inputs)?;
+    let y = cx.activation(y, act)?;
+    cx.emit(out, y, true)
+}
+
+/// FULLY_CONNECTED: rows of K values against weights [O, K], as a Gemm.
+pub(super) fn fully_connected(cx: &mut Cx<'_, '_, '_>) -> Tx<()> {
+    use opt::fully_connected as f;
+    let Some(o) = cx.options(f::TYPE) else {
+        return invalid("FULLY_CONNECTED without its options");
+    };
+    if o.i8(f::WEIGHTS_FORMAT, 0)? != 0 {
+        return unsupported("FULLY_CONNECTED with shuffled weights");
+    }
+    let (x, w, out) = (cx.input(0)?, cx.input(1)?, cx.output(0)?);
+    check_activation_types(cx, x, out)?;
+    let weights = float_weights(cx, w)?;
+    let wd = weights.shape().dims().to_vec();
+    if wd.len() != 2 {
+        return invalid("FULLY_CONNECTED weights must be 2-D");
+    }
+    let (cout, k) = (wd[0], wd[1]);
+    let xd = cx.shape(x)?;
+    let total: usize = xd.iter().product();
+    if k == 0 || !total.is_multiple_of(k) {
+        return invalid(format!("FULLY_CONNECTED input {xd:?} is not rows of {k}"));
+    }
+    let rows = total / k;
+    let (mut xi, _) = cx.float(x, Some(false))?;
+    if xd.len() != 2 || xd[0] != rows {
+        let name = cx.fresh("Reshape");
+        xi = cx.g.layer(
+            &name,
+            Op::Reshape {
+                shape: vec![rows, k],
+            },
+            &[xi],
+        )?;
+    }
+    let wi = cx.g.constant(&format!("{}/weights", cx.name), weights)?;
+    let mut inputs = vec![xi, wi];
+    if let Some(b) = bias(cx, 2, cout)? {
+        inputs.push(b);
+    }
+    let name = cx.fresh("Gemm");
+    let y = cx.g.layer(
+        &name,
+        Op::Gemm(GemmDesc {
+            trans_b: true,
+            ..GemmDesc::default()
+        }),
+        &inputs,
+    )?;
+    let mut y = cx.activation(y, o.i8(f::ACTIVATION, 0)?)?;
+    let od = cx.shape(out)?;
+    if od != [rows, cout] {
+        let name = cx.fresh("Reshape");
+        y = cx.g.layer(&name, Op::Reshape { shape: od }, &[y])?;
+    }
+    cx.emit(out, y, false)
+}
+
+/// BATCH_MATMUL with optional adjoints (transposes of the last two axes).
+pub(super) fn batch_matmul(cx: &mut Cx<'_, '_, '_>) -> Tx<()> {
+    use opt::batch_matmul as f;
+    let (adj_x, adj_y) = match cx.options(f::TYPE) {
+        Some(o) => (o.bool(f::ADJ_X, false)?, o.bool(f::ADJ_Y, false)?),
+        None => (false, false),
+    };
+    let (a, b, out) = (cx.input(0)?, cx.input(1)?, cx.output(0)?);
+    check_activation_types(cx, a, out)?;
+    let mut ids = Vec::new();
+    for (t, adj) in [(a, adj_x), (b, adj_y)] {
+        let (mut id, _) = cx.float(t, Some(false))?;
+        if adj {
+            let rank = cx.shape(t)?.len();
+            if rank < 2 {
+                return invalid("BATCH_MATMUL operands need rank 2 or more");
+            }
+            let mut perm: Vec<usize> = (0..rank).collect();
+            perm.swap(rank - 2, rank - 1);
+            let name = cx.fresh("adjoint");
+            id = cx.g.transpose(&name, id, &perm)?;
+        }
+        ids.push(id);
+    }
+    let name = cx.fresh("MatMul");
+    let y = cx.g.layer(&name, Op::MatMul, &ids)?;
+    cx.emit(out, y, false)
+}
+
+/// AVERAGE_POOL_2D / MAX_POOL_2D (the average counts only the taps inside the input).
+pub(super) fn pool_2d(cx: &mut Cx<'_, '_, '_>, max: bool) -> Tx<()> {
+    use opt::pool2d as f;
+    let Some(o) = cx.options(f::TYPE) else {
+        return invalid("pooling without its options");
+    };
+    let (x, out) = (cx.input(0)?, cx.output(0)?);
+    check_activation_types(cx, x, out)?;
+    let dim = |v: i32, what: &str| -> Tx<usize> {
+        usize::try_from(v)
+            .ok()
+            .filter(|&v| v > 0)
+            .map_or_else(|| invalid(format!("pooling {what} {v}")), Ok)
+    };
+    let window = Window {
+        kernel: vec![
+            dim(o.i32(f::FILTER_H, 0)?, "height")?,
+            dim(o.i32(f::FILTER_W, 0)?, "width")?,
+        ],
+        strides: vec![
+            dim(o.i32(f::STRIDE_H, 0)?, "stride")?,
+            dim(o.i32(f::STRIDE_W, 0)?, "stride")?,
+        ],
+        dilations: Vec::new(),
+        pads: Vec::new(),
+        auto_pad: auto_pad(o.i8(f::PADDING, 0)?),
+    };
+    let (xi, _) = cx.float(x, Some(true))?;
+    let name = cx.fresh(if max { "MaxPool" } else { "AveragePool" });
+    let y = cx.g.layer(
+        &name,
+        Op::Pool(PoolDesc {
+            kind: if max {
+                PoolKind::Max
+            } else {
+                PoolKind::Average
+            },
+            window,
+            ceil_mode: false,
+            count_include_pad: false,
+        }),
+        &[xi],
+    )?;
+    let y = cx.activation(y, o.i8(f::ACTIVATION, 0)?)?;
+    cx.emit(out, y, true)
+}
+
+/// RESIZE_BILINEAR / RESIZE_NEAREST_NEIGHBOR to a constant size.
+pub(super) fn resize(cx: &mut Cx<'_, '_, '_>, nearest: bool) -> Tx<()> {
+    let (align, half) = if nearest {
+        use opt::resize_nearest as f;
+        match cx.options(f::TYPE) {
+            Some(o) => (
+                o.bool(f::ALIGN_CORNERS, false)?,
+                o.bool(f::HALF_PIXEL_CENTERS, false)?,
+            ),
+            None => (false, false),
+        }
+    } else {
+        use opt::resize_bilinear as f;
+        match cx.options(f::TYPE) {
+            Some(o) => (
+                o.bool(f::ALIGN_CORNERS, false)?,
+                o.bool(f::HALF_PIXEL_CENTERS, false)?,
+            ),
+            None => (false, false),
+        }
+    };
+    let (x, size, out) = (cx.input(0)?, cx.input(1)?, cx.output(0)?);
+    check_activation_types(cx, x, out)?;
+    let xd = cx.shape(x)?;
+    let sz = cx.const_ints(size)?;
+    if xd.len() != 4 || sz.len() != 2 || sz.iter().any(|&v| v <= 0) {
+        return invalid(format!("resize of {xd:?} to {sz:?}"));
+    }
+    let (h, w) = (sz[0] as usize, sz[1] as usize);
+    let output_shape = vec![xd[0], xd[3], h, w];
+    let scales = vec![
+        1.0,
+        1.0,
+        h as f32 / xd[1].max(1) as f32,
+        w as f32 / xd[2].max(1) as f32,
+    ];
+    let coordinate_transform = if align {
+        CoordinateTransform::AlignCorners
+    } else if half && !nearest {
+        CoordinateTransform::HalfPixel
+    } else if half {
+        // TFLite's nearest with half-pixel centers takes floor((x + 0.5) / scale): ONNX's
+        // half_pixel coordinate, rounded half up.
+        CoordinateTransform::HalfPixel
+    } else {
+        CoordinateTransform::Asymmetric
+    };
+    let nearest_mode = if align || half {
+        NearestMode::RoundPreferCeil
+    } else {
+        NearestMode::Floor
+    };
+    let (xi, _) = cx.float(x, Some(true))?;
+    let name = cx.fresh("Resize");
+    let y = cx.g.layer(
+        &name,
+        Op::Resize(ResizeDesc {
+            mode: if nearest {
+                ResizeMode::Nearest
+            } else {
+                ResizeMode::Linear
+            },
+            coordinate_transform,
+            nearest_mode,
+            cubic_coeff_a: -0.75,
+            exclude_outside: false,
+            output_shape,
+            scales,
+            antialias: false,
+            roi: Vec::new(),
+            extrapolation_value: 0.0,
+        }),
+        &[xi],
+    )?;
+    cx.emit(out, y, true)
+}

@@ -1,0 +1,90 @@
+//! The importer on the committed test models (testdata/tflite): what a network looks like,
+//! the listing of unsupported operators, and malformed files (truncated, corrupted bytes)
+//! giving errors, never panics.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use backplane_tflite::{import_bytes, ImportOptions, TfliteError};
+use std::path::PathBuf;
+
+fn testdata() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/tflite")
+}
+
+fn models() -> Vec<Vec<u8>> {
+    [
+        "mobile_blocks_f32",
+        "mobile_blocks_int8",
+        "dense_f32",
+        "dense_int8",
+    ]
+    .iter()
+    .map(|m| std::fs::read(testdata().join(m).join("model.tflite")).unwrap())
+    .collect()
+}
+
+#[test]
+fn committed_models_import_with_their_inputs_and_outputs() {
+    for bytes in models() {
+        assert!(backplane_tflite::is_tflite(&bytes));
+        let net = import_bytes(&bytes, &ImportOptions::default()).unwrap();
+        assert_eq!(net.inputs().len(), 1);
+        assert_eq!(net.outputs().len(), 1);
+        net.validate().unwrap();
+    }
+}
+
+#[test]
+fn every_unsupported_operator_is_listed_at_once() {
+    let bytes = std::fs::read(testdata().join("unsupported.tflite")).unwrap();
+    match import_bytes(&bytes, &ImportOptions::default()) {
+        Err(TfliteError::UnsupportedOps(ops)) => {
+            let names: Vec<&str> = ops.iter().map(|o| o.op_type.as_str()).collect();
+            assert_eq!(names, ["FLOOR", "CUMSUM"], "{ops:?}");
+        }
+        other => panic!("expected the unsupported operators, got {other:?}"),
+    }
+}
+
+#[test]
+fn other_files_are_decode_errors() {
+    for bytes in [&b""[..], b"TFL3", b"\x08\0\0\0TFL3", b"\x00\0\0\0ONNX....."] {
+        let e = import_bytes(bytes, &ImportOptions::default()).unwrap_err();
+        assert!(matches!(e, TfliteError::Decode(_)), "{e}");
+    }
+}
+
+/// SplitMix64, for reproducible mutations.
+fn next(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+#[test]
+fn truncated_and_mutated_models_fail_cleanly() {
+    let mut state = 7u64;
+    let mut errors = 0;
+    for bytes in models() {
+        // Truncations at a stride, then random byte mutations: each must import or fail
+        // with an error (a panic fails the test).
+        for len in (0..bytes.len()).step_by(97) {
+            if import_bytes(&bytes[..len], &ImportOptions::default()).is_err() {
+                errors += 1;
+            }
+        }
+        for _ in 0..600 {
+            let mut m = bytes.clone();
+            for _ in 0..1 + next(&mut state) % 4 {
+                let i = (next(&mut state) as usize) % m.len();
+                m[i] = next(&mut state) as u8;
+            }
+            if import_bytes(&m, &ImportOptions::default()).is_err() {
+                errors += 1;
+            }
+        }
+    }
+    // Most mutations land in weights (still a valid model); many must not.
+    assert!(errors > 100, "only {errors} mutated models were refused");
+}

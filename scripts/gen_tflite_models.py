@@ -1,0 +1,201 @@
+#!/usr/bin/env python3
+"""Builds the TFLite test models of testdata/tflite and their reference outputs.
+
+Each model is a small Keras network with seeded random weights, converted by TensorFlow's
+TFLite converter twice: in float32, and fully integer-quantized (int8 weights per channel,
+int8 activations per tensor, int8 inputs and outputs) with a representative dataset. The
+reference outputs come from the LiteRT interpreter (`ai-edge-litert`) on a seeded input.
+
+Layout of each case, testdata/tflite/<name>/:
+    model.tflite       the converted model
+    input_<k>.npy      the k-th subgraph input, as the interpreter takes it
+    output_<k>.npy     the k-th subgraph output, as the interpreter gives it
+
+Run it in its own virtual environment (not in CI; the outputs are committed):
+    python3 -m venv /work/venv-tflite
+    /work/venv-tflite/bin/pip install numpy ai-edge-litert tensorflow-cpu
+    /work/venv-tflite/bin/python scripts/gen_tflite_models.py [--out testdata/tflite] [--big]
+
+unsupported.tflite holds operators the importer does not lower (for its error listing).
+
+`--big` also writes MobileNetV2 (alpha 0.35, 96x96) in both forms to the output folder's
+`big/` subfolder: too large to commit, built on demand for measurements.
+"""
+
+import argparse
+import os
+import pathlib
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+from ai_edge_litert.interpreter import Interpreter  # noqa: E402
+
+keras = tf.keras
+L = keras.layers
+
+
+def hard_swish(x):
+    return x * tf.nn.relu6(x + 3.0) / 6.0
+
+
+def mobile_block_net(seed):
+    """A MobileNet-style body exercising the common mobile operators."""
+    keras.utils.set_random_seed(seed)
+    inp = keras.Input((24, 24, 3), batch_size=1, name="image")
+    x = L.Conv2D(8, 3, strides=2, padding="same", activation="relu6")(inp)
+    y = L.DepthwiseConv2D(3, padding="same", activation="relu")(x)
+    y = L.Conv2D(8, 1)(y)
+    x = L.Add()([x, y])
+    x = L.Lambda(hard_swish)(x)
+    a = L.AveragePooling2D(2)(x)
+    m = L.MaxPooling2D(2)(x)
+    x = L.Concatenate()([a, m])
+    x = L.ZeroPadding2D(((1, 0), (0, 1)))(x)
+    x = L.Conv2D(12, 3, strides=2, padding="valid", activation="tanh")(x)
+    s = L.Activation("sigmoid")(x)
+    x = L.Multiply()([x, s])
+    x = L.UpSampling2D(2, interpolation="bilinear")(x)
+    x = L.DepthwiseConv2D(3, strides=2, padding="valid", depth_multiplier=2)(x)
+    x = L.Subtract()([x, L.Conv2D(24, 1)(x)])
+    x = L.UpSampling2D(2, interpolation="nearest")(x)
+    x = L.GlobalAveragePooling2D()(x)
+    x = L.Dense(10)(x)
+    out = L.Softmax(name="probs")(x)
+    return keras.Model(inp, out)
+
+
+def dense_net(seed):
+    """Fully connected layers, reshapes, transposes and slices on a 2-D input."""
+    keras.utils.set_random_seed(seed)
+    inp = keras.Input((6, 8), batch_size=1, name="seq")
+    x = L.Dense(16, activation="relu")(inp)
+    x = L.Permute((2, 1))(x)
+    x = L.Reshape((8, 12))(x)
+    x = L.Dense(5)(x)
+    x = L.Flatten()(x)
+    x = L.Dense(7, activation="tanh")(x)
+    return keras.Model(inp, x)
+
+
+def data_movement_net(seed):
+    """Slices, gathers, splits, packing, batched products, padding, resizing, reductions."""
+    keras.utils.set_random_seed(seed)
+    inp = keras.Input((8, 6, 4), batch_size=1, name="grid")
+    x = L.Conv2D(4, 1)(inp)
+
+    def body(t):
+        a = t[:, 1:7:2, :, 1:]  # STRIDED_SLICE
+        b = tf.gather(t, [3, 0, 2], axis=3)  # GATHER
+        h1, h2 = tf.split(b, 2, axis=2)  # SPLIT
+        p = tf.stack([h1, h2], axis=1)  # PACK
+        u0, u1 = tf.unstack(p, axis=1)  # UNPACK
+        c = tf.concat([u0 * 2.0, u1], axis=1)  # CONCATENATION (non-channel axis)
+        c = tf.pad(c, [[0, 0], [1, 0], [0, 2], [0, 0]], constant_values=0.5)  # PADV2
+        m = tf.reduce_mean(c, axis=1, keepdims=True)  # MEAN keep_dims
+        r = tf.compat.v1.image.resize_bilinear(a, (5, 7), align_corners=True)
+        q = tf.reshape(r, (1, 5, 21))
+        bm = tf.matmul(q, q, transpose_b=True)  # BATCH_MATMUL
+        s1, s2 = tf.split(t, [1, 3], axis=3)  # SPLIT_V
+        e = tf.nn.leaky_relu(tf.transpose(s2, (0, 2, 1, 3)), alpha=0.2)
+        return [tf.reshape(m, (1, -1)), tf.reshape(bm, (1, -1)), tf.reshape(e, (1, -1)),
+                tf.reshape(s1, (1, -1))]
+
+    outs = L.Lambda(body)(x)
+    y = L.Concatenate(axis=1)(outs)
+    return keras.Model(inp, y)
+
+
+def unsupported_net(seed):
+    """Two operators backplane does not lower (FLOOR, CUMSUM) around a supported one."""
+    keras.utils.set_random_seed(seed)
+    inp = keras.Input((4, 5), batch_size=1, name="x")
+    x = L.Lambda(tf.math.floor)(inp)
+    x = L.Dense(3)(x)
+    x = L.Lambda(lambda t: tf.math.cumsum(t, axis=1))(x)
+    return keras.Model(inp, x)
+
+
+def mobilenet_v2(seed):
+    keras.utils.set_random_seed(seed)
+    return keras.applications.MobileNetV2(
+        input_shape=(96, 96, 3), alpha=0.35, weights=None, classes=100
+    )
+
+
+def convert(model, sample_shape, seed, int8):
+    conv = tf.lite.TFLiteConverter.from_keras_model(model)
+    if int8:
+        rng = np.random.default_rng(seed + 1000)
+
+        def representative():
+            for _ in range(32):
+                yield [rng.uniform(-1, 1, sample_shape).astype(np.float32)]
+
+        conv.optimizations = [tf.lite.Optimize.DEFAULT]
+        conv.representative_dataset = representative
+        conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+        conv.inference_input_type = tf.int8
+        conv.inference_output_type = tf.int8
+    return conv.convert()
+
+
+def reference(model_bytes, seed):
+    """Runs LiteRT on a seeded input; returns (inputs, outputs) in subgraph order."""
+    interp = Interpreter(model_content=model_bytes)
+    interp.allocate_tensors()
+    rng = np.random.default_rng(seed)
+    inputs = []
+    for d in interp.get_input_details():
+        shape = tuple(d["shape"])
+        if d["dtype"] == np.float32:
+            v = rng.uniform(-1, 1, shape).astype(np.float32)
+        else:
+            info = np.iinfo(d["dtype"])
+            v = rng.integers(info.min, info.max + 1, shape).astype(d["dtype"])
+        interp.set_tensor(d["index"], v)
+        inputs.append(v)
+    interp.invoke()
+    outputs = [interp.get_tensor(d["index"]).copy() for d in interp.get_output_details()]
+    return inputs, outputs
+
+
+def write_case(out, name, model_bytes, seed):
+    d = out / name
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "model.tflite").write_bytes(model_bytes)
+    inputs, outputs = reference(model_bytes, seed)
+    for k, v in enumerate(inputs):
+        np.save(d / f"input_{k}.npy", v)
+    for k, v in enumerate(outputs):
+        np.save(d / f"output_{k}.npy", v)
+    print(f"{d}: {len(model_bytes)} bytes, inputs {[v.shape for v in inputs]}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default="testdata/tflite")
+    ap.add_argument("--big", action="store_true")
+    args = ap.parse_args()
+    out = pathlib.Path(args.out)
+    cases = [
+        ("mobile_blocks", mobile_block_net, (1, 24, 24, 3), 1),
+        ("dense", dense_net, (1, 6, 8), 2),
+        ("data_movement", data_movement_net, (1, 8, 6, 4), 5),
+    ]
+    for name, build, shape, seed in cases:
+        model = build(seed)
+        write_case(out, f"{name}_f32", convert(model, shape, seed, False), seed)
+        write_case(out, f"{name}_int8", convert(model, shape, seed, True), seed)
+    # Not a case (no reference outputs): the importer must list both unsupported operators.
+    (out / "unsupported.tflite").write_bytes(convert(unsupported_net(4), (1, 4, 5), 4, False))
+    if args.big:
+        model = mobilenet_v2(3)
+        big = out / "big"
+        write_case(big, "mobilenet_v2_f32", convert(model, (1, 96, 96, 3), 3, False), 3)
+        write_case(big, "mobilenet_v2_int8", convert(model, (1, 96, 96, 3), 3, True), 3)
+
+
+if __name__ == "__main__":
+    main()
