@@ -38,6 +38,10 @@ struct backplane_workload_factory {
 };
 
 struct backplane_workload {
+    /* The factory that made it: the runtime keeps a factory alive as long as any workload it
+     * created, so a workload may use it (this one reads it on every execution, which
+     * valgrind would report if the factory were freed first). */
+    const struct backplane_workload_factory* factory;
     enum op_kind op;
     uint32_t out_rank;
     uint64_t out_dims[MAX_RANK];
@@ -166,7 +170,6 @@ static backplane_status_t create_workload(backplane_workload_factory_t* factory,
     const backplane_tensor_info_t* out;
     size_t i;
     uint32_t axis;
-    (void)factory;
     if (!check_layer(layer, &op, error)) {
         return BACKPLANE_STATUS_UNSUPPORTED;
     }
@@ -176,6 +179,7 @@ static backplane_status_t create_workload(backplane_workload_factory_t* factory,
         return BACKPLANE_STATUS_FAILED;
     }
     out = layer->outputs[0];
+    w->factory = factory;
     w->op = op;
     w->out_rank = out->rank;
     w->elements = backplane_tensor_elements(out);
@@ -208,6 +212,10 @@ static backplane_status_t execute_workload(backplane_workload_t* w,
     uint64_t n;
     const float* a;
     const float* b;
+    if (w->factory == NULL || w->factory->instance == NULL) {
+        backplane_message_set(error, "the workload lost its factory");
+        return BACKPLANE_STATUS_FAILED;
+    }
     if (num_outputs != 1 || num_inputs != (w->op == OP_RELU ? 1u : 2u)) {
         backplane_message_set(error, "wrong number of tensors");
         return BACKPLANE_STATUS_INVALID_ARGUMENT;
