@@ -262,7 +262,9 @@ def ort_peak_rss(path, feeds_file):
         "s = ort.InferenceSession(sys.argv[1], so, providers=['CPUExecutionProvider'])\n"
         "d = dict(np.load(sys.argv[2]))\n"
         "for _ in range(3): s.run(None, d)\n"
-        "import resource; print('MAXRSS_KB=%d' % resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
+        # VmHWM, not getrusage: Linux carries ru_maxrss across exec, so a child of this large
+        # process would report this process's pages.
+        "print([l for l in open('/proc/self/status') if l.startswith('VmHWM')][0].split()[1].join(['MAXRSS_KB=', '']))\n"
     )
     p = subprocess.run([sys.executable, "-c", code, path, feeds_file], capture_output=True, text=True, check=False)
     for line in p.stdout.splitlines():
@@ -487,6 +489,9 @@ def main():
             rows += bench_model(name, path, args, threads)
         except Exception as e:  # noqa: BLE001 - ORT itself failed: say so, go on
             log(f"  {name}: skipped, ONNX Runtime or the inputs failed: {first_line(str(e))}")
+        if args.json:  # after every model, so that an interrupted run keeps what it measured
+            with open(args.json, "w") as f:
+                json.dump(rows, f, indent=1, default=str)
     rows.sort(key=lambda r: (r["threads"], [n for n, _ in paths].index(r["model"])))
     lines = table(rows, threads, args)
     print("\n".join(lines))
