@@ -354,9 +354,8 @@ impl Runtime {
         let mut steps = Vec::with_capacity(network.layers().len());
         let mut bodies_of = Vec::new();
         let mut constants = ConstantReaders::new(&network);
-        for i in 0..network.layers().len() {
+        for (i, b) in assignment.iter().enumerate() {
             let layer = &network.layers()[i];
-            let b = &assignment[i];
             let factory = factories
                 .get(b)
                 .ok_or_else(|| RuntimeError::UnknownBackend {
