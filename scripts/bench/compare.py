@@ -1,25 +1,46 @@
 #!/usr/bin/env python3
-"""Compare backplane (CpuAcc, falling back to CpuRef), ONNX Runtime and tract.
+"""Compare backplane (CpuAcc, falling back to CpuRef), ONNX Runtime and tract, in one run.
 
-For every model (the benchmark models from make_models.py plus the shipped digits model) and
-thread count, in the same run: median latency of each runtime, the ratios (also of the
-fastest single executions: the steadiest figure on a machine shared with other work), achieved GFLOP/s
-(multiply-adds of Conv/MatMul/Gemm x 2 / median latency), the max abs difference of
-backplane's outputs from ONNX Runtime's, and peak resident memory of one `backplane run`
-process vs one ONNX Runtime process.
+Models: the benchmark models of make_models.py and the shipped digits model (`--suite old`),
+the real architectures of make_real_models.py (`--suite real`), or both (`--suite all`, the
+default). For every model and thread count, from the same run:
 
-Usage: compare.py [--iterations N] [--rounds R] [--threads 1,2] [--models DIR] [--backplane PATH]
+- median latency of each runtime over `--iterations` executions, the lowest median of
+  `--rounds` rounds in which the runtimes alternate, and the noise of each cell: the spread
+  of its round medians, (max - min) / min, or with one round (p90 - median) / median of its
+  executions;
+- the ratios backplane / ONNX Runtime (also of the fastest single executions, the steadiest
+  figure on a machine shared with other work) and backplane / tract, and their geometric
+  means per thread count;
+- GFLOP/s (2 x multiply-adds of Conv/MatMul/Gemm over the median latency);
+- the max abs difference of backplane's outputs from ONNX Runtime's, and pass/fail at
+  `--rtol` / `--atol` (default 1e-3 / 1e-4, elementwise |bp - ort| <= atol + rtol |ort|);
+- peak resident memory (MiB) of one backplane process (`backplane bench`) and one ONNX
+  Runtime process, each at one thread;
+- how many layers each backend runs (a model with CpuRef layers has ops CpuAcc leaves);
+- a row saying FAILED, with the first line of the error, when backplane cannot run a model.
 
---rounds R repeats each measurement R times, alternating runtimes, and keeps each runtime's
-lowest median: on a shared machine, where other work comes and goes, that compares the
-runtimes at their least disturbed rather than whichever happened to run during a busy spell.
+backplane runs through its CLI (release build): `backplane run --output-dir` once per thread
+count for the outputs, `backplane bench` for the timings. tract runs in this process if
+`import tract` works (pip install tract), with its own threading (its Python API has no thread
+setting), so its figure is the same in every thread row.
+
+Inputs: float inputs are uniform in [-1, 1]; models from make_real_models.py say in their
+metadata how to feed the others (`bench.inputs`: token ids below the vocabulary size, an
+attention mask of ones) and what their symbolic dimensions are (`bench.dims`); without
+metadata, integer inputs named like masks are ones, other integer inputs are in [0, 100).
+
+Usage: compare.py [--suite all|old|real] [--only NAME,...] [--iterations N] [--rounds R]
+                  [--threads 1,2] [--markdown FILE] [--json FILE] [--backplane PATH]
 Needs a release build: cargo build --release -p backplane-cli (set CARGO_TARGET_DIR to match
---backplane). tract is used if `import tract` works (pip install tract); it runs with its own
-default threading (the Python API has no thread setting).
+--backplane).
 """
 import argparse
 import json
+import math
 import os
+import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -28,19 +49,32 @@ import time
 import numpy as np
 import onnx
 import onnxruntime as ort
-from onnx import numpy_helper, shape_inference
+from onnx import shape_inference
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", ".."))
+OLD = ["mobilenet_v2", "resnet18", "bert_tiny", "digits"]
+REAL = ["resnet50", "efficientnet_b0", "vit_b_16", "squeezenet1_1", "shufflenet_v2_x1_0", "densenet121",
+        "regnet_y_400mf", "mobilenet_v3_large", "deeplabv3_resnet50", "bert_base", "distilbert", "gpt2"]
+NP_TYPES = {"tensor(float)": np.float32, "tensor(int64)": np.int64, "tensor(int32)": np.int32,
+            "tensor(bool)": np.bool_, "tensor(double)": np.float64, "tensor(float16)": np.float16}
+TRACT_TYPES = {np.float32: "f32", np.int64: "i64", np.int32: "i32", np.bool_: "bool", np.float64: "f64",
+               np.float16: "f16"}
 
 
-def flops(path):
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def flops(model):
     """2 x multiply-adds of Conv, MatMul and Gemm, from ONNX shape inference."""
-    m = shape_inference.infer_shapes(onnx.load(path))
+    try:
+        m = shape_inference.infer_shapes(model)
+    except Exception:  # noqa: BLE001 - shape inference is best effort
+        m = model
     g = m.graph
     shapes = {}
     for vi in list(g.value_info) + list(g.input) + list(g.output):
-        dims = [d.dim_value if d.dim_value > 0 else 1 for d in vi.type.tensor_type.shape.dim]
-        shapes[vi.name] = dims
+        shapes[vi.name] = [d.dim_value if d.dim_value > 0 else 1 for d in vi.type.tensor_type.shape.dim]
     for init in g.initializer:
         shapes[init.name] = list(init.dims)
     total = 0
@@ -61,168 +95,412 @@ def flops(path):
     return total
 
 
-def inputs_for(path, seed=0):
+def metadata(model):
+    meta = {p.key: p.value for p in model.metadata_props}
+
+    def pairs(key):
+        out = {}
+        for item in filter(None, meta.get(key, "").split(",")):
+            k, _, v = item.partition("=")
+            out[k] = v
+        return out
+
+    return pairs("bench.inputs"), {k: int(v) for k, v in pairs("bench.dims").items()}
+
+
+def inputs_for(path, model, seed=0):
+    """Feeds for every graph input, following the model's bench metadata."""
+    kinds, dims = metadata(model)
     sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
     rng = np.random.default_rng(seed)
     feeds = {}
     for i in sess.get_inputs():
-        shape = [d if isinstance(d, int) and d > 0 else 1 for d in i.shape]
-        feeds[i.name] = rng.uniform(-1, 1, shape).astype(np.float32)
+        shape = [d if isinstance(d, int) and d > 0 else dims.get(d, 1) if isinstance(d, str) else 1
+                 for d in i.shape]
+        dtype = NP_TYPES.get(i.type, np.float32)
+        kind = kinds.get(i.name, "")
+        if kind.startswith("tokens:"):
+            feeds[i.name] = rng.integers(0, int(kind.split(":")[1]), shape).astype(dtype)
+        elif kind == "ones" or (not kind and dtype != np.float32 and "mask" in i.name):
+            feeds[i.name] = np.ones(shape, dtype)
+        elif kind == "zeros" or (not kind and dtype != np.float32 and "type" in i.name):
+            feeds[i.name] = np.zeros(shape, dtype)
+        elif np.issubdtype(dtype, np.floating):
+            feeds[i.name] = rng.uniform(-1, 1, shape).astype(dtype)
+        else:
+            feeds[i.name] = rng.integers(0, 100, shape).astype(dtype)
     return feeds
 
 
-def time_ort(path, feeds, threads, iterations):
+def noise(medians, times):
+    """The spread of a cell: of its round medians, or within its one round."""
+    if len(medians) > 1:
+        return (max(medians) - min(medians)) / min(medians)
+    if times:
+        t = sorted(times)
+        return (t[int(round((len(t) - 1) * 0.9))] - t[len(t) // 2]) / t[len(t) // 2]
+    return float("nan")
+
+
+def ort_session(path, threads):
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
-    for _ in range(5):
-        out = sess.run(None, feeds)
+    return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+
+
+def time_ort(sess, feeds, iterations, warmup):
+    for _ in range(warmup):
+        sess.run(None, feeds)
     times = []
     for _ in range(iterations):
         t = time.perf_counter()
         sess.run(None, feeds)
-        times.append(time.perf_counter() - t)
-    return float(np.median(times)) * 1e3, out, float(np.min(times)) * 1e3
+        times.append((time.perf_counter() - t) * 1e3)
+    return times
 
 
-def time_tract(path, feeds, iterations):
-    try:
-        import tract
-    except ImportError:
-        return None
-    try:
-        model = tract.onnx().load(path)
-        for i, (name, v) in enumerate(feeds.items()):
-            model.set_input_fact(i, f"{','.join(str(d) for d in v.shape)},f32")
-        runnable = model.into_model().into_runnable()
-        args = list(feeds.values())
-        for _ in range(5):
-            runnable.run(args)
-        times = []
-        for _ in range(iterations):
-            t = time.perf_counter()
-            runnable.run(args)
-            times.append(time.perf_counter() - t)
-        return float(np.median(times)) * 1e3
-    except Exception as e:  # noqa: BLE001 - report and go on
-        print(f"  tract failed on {os.path.basename(path)}: {e}", file=sys.stderr)
-        return None
+class Tract:
+    """A tract model made runnable once per benchmark model (None when tract is absent or fails)."""
+
+    def __init__(self, path, feeds):
+        self.runnable, self.error = None, None
+        try:
+            import tract
+        except ImportError:
+            self.error = "tract not installed"
+            return
+        try:
+            model = tract.onnx().load(path)
+            for i, v in enumerate(feeds.values()):
+                model.set_input_fact(i, f"{','.join(str(d) for d in v.shape)},{TRACT_TYPES.get(v.dtype.type, 'f32')}")
+            self.runnable = model.into_model().into_runnable()
+            self.args = list(feeds.values())
+        except Exception as e:  # noqa: BLE001 - report and go on
+            self.error = first_line(str(e)) or type(e).__name__
+
+    def time(self, iterations, warmup):
+        if self.runnable is None:
+            return None
+        try:
+            for _ in range(warmup):
+                self.runnable.run(self.args)
+            times = []
+            for _ in range(iterations):
+                t = time.perf_counter()
+                self.runnable.run(self.args)
+                times.append((time.perf_counter() - t) * 1e3)
+            return times
+        except Exception as e:  # noqa: BLE001
+            self.error = first_line(str(e)) or type(e).__name__
+            self.runnable = None
+            return None
 
 
-def run_backplane(exe, path, feeds, threads, iterations, io_dir):
-    args = [exe, "run", path, "--backends", "CpuAcc,CpuRef", "--iterations", str(iterations), "--json",
-            "--backend-option", f"CpuAcc:threads={threads}"]
+def first_line(text):
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith("MAXRSS"):
+            return line[:200]
+    return ""
+
+
+def bp_args(exe, cmd, path, feeds, threads, io_dir):
+    args = [exe, cmd, path, "--backends", "CpuAcc,CpuRef", "--backend-option", f"CpuAcc:threads={threads}",
+            "--no-time-limit"]
     for name, v in feeds.items():
-        f = os.path.join(io_dir, f"{name}.npy")
-        np.save(f, v)
+        f = os.path.join(io_dir, f"in_{name}.npy")
+        if not os.path.exists(f):
+            np.save(f, v)
         args += ["--input", f"{name}={f}"]
-        if any(d == 0 for d in v.shape):
-            continue
-        args += ["--input-shape", f"{name}={'x'.join(str(d) for d in v.shape)}"]
-    timed = ["/usr/bin/time", "-f", "MAXRSS_KB=%M"] + args if os.path.exists("/usr/bin/time") else args
-    p = subprocess.run(timed, capture_output=True, text=True, check=False)
+        if v.ndim and all(d > 0 for d in v.shape):
+            args += ["--input-shape", f"{name}={'x'.join(str(d) for d in v.shape)}"]
+    return args
+
+
+def bp_outputs(exe, path, feeds, threads, io_dir, names):
+    """Run once and read the outputs back (from .npy files: a JSON of GPT-2's logits is huge)."""
+    out_dir = os.path.join(io_dir, f"out{threads}")
+    os.makedirs(out_dir, exist_ok=True)
+    p = subprocess.run(bp_args(exe, "run", path, feeds, threads, io_dir) + ["--output-dir", out_dir, "--top-k", "0"],
+                       capture_output=True, text=True, check=False)
     if p.returncode != 0:
-        raise RuntimeError(f"backplane failed: {p.stderr.strip()[-2000:]}")
-    doc = json.loads(p.stdout)
-    rss = None
-    for line in p.stderr.splitlines():
-        if line.startswith("MAXRSS_KB="):
-            rss = int(line.split("=")[1]) / 1024
-    outs = [np.array(o["values"], dtype=np.float64).reshape(o["shape"]) for o in doc["outputs"]]
-    lat = doc["latency_ms"]
-    return lat["median"], outs, doc["backends"], rss, lat["min"]
+        raise RuntimeError(first_line(p.stderr) or f"exit code {p.returncode}")
+    outs = []
+    for n in names:
+        f = os.path.join(out_dir, f"{n}.npy")
+        outs.append(np.load(f) if os.path.exists(f) else None)
+    return outs
+
+
+BENCH_LAT = re.compile(r"min ([\d.]+) ms, median ([\d.]+) ms, p90 ([\d.]+) ms")
+
+
+def bp_bench(exe, path, feeds, threads, iterations, warmup, io_dir):
+    """(median, min, p90) ms, peak MiB and the backend summary of one `backplane bench`."""
+    p = subprocess.run(bp_args(exe, "bench", path, feeds, threads, io_dir)
+                       + ["--iterations", str(iterations), "--warmup", str(warmup), "--quiet"],
+                       capture_output=True, text=True, check=False)
+    if p.returncode != 0:
+        raise RuntimeError(first_line(p.stderr) or f"exit code {p.returncode}")
+    m = BENCH_LAT.search(p.stdout)
+    if not m:
+        raise RuntimeError(f"unexpected bench output: {first_line(p.stdout)}")
+    peak = re.search(r"peak memory: ([\d.]+) MiB", p.stdout)
+    backends = re.search(r"backends: (.*)", p.stdout)
+    return (float(m.group(2)), float(m.group(1)), float(m.group(3)),
+            float(peak.group(1)) if peak else None, backends.group(1).strip() if backends else "?")
 
 
 def ort_peak_rss(path, feeds_file):
+    """Peak RSS (MiB) of a fresh process that loads the model in ONNX Runtime and runs it 3 times."""
     code = (
         "import numpy as np, onnxruntime as ort, sys\n"
         "so = ort.SessionOptions(); so.intra_op_num_threads = 1\n"
         "s = ort.InferenceSession(sys.argv[1], so, providers=['CPUExecutionProvider'])\n"
         "d = dict(np.load(sys.argv[2]))\n"
         "for _ in range(3): s.run(None, d)\n"
+        # VmHWM, not getrusage: Linux carries ru_maxrss across exec, so a child of this large
+        # process would report this process's pages.
+        "print([l for l in open('/proc/self/status') if l.startswith('VmHWM')][0].split()[1].join(['MAXRSS_KB=', '']))\n"
     )
-    # /usr/bin/time reports the child's own high-water mark (getrusage in a child forked from
-    # this large process would include the parent's pages).
-    if not os.path.exists("/usr/bin/time"):
-        return None
-    p = subprocess.run(["/usr/bin/time", "-f", "MAXRSS_KB=%M", sys.executable, "-c", code, path, feeds_file],
-                       capture_output=True, text=True, check=False)
-    for line in p.stderr.splitlines():
+    p = subprocess.run([sys.executable, "-c", code, path, feeds_file], capture_output=True, text=True, check=False)
+    for line in p.stdout.splitlines():
         if line.startswith("MAXRSS_KB="):
             return int(line.split("=")[1]) / 1024
     return None
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--iterations", type=int, default=30)
-    ap.add_argument("--rounds", type=int, default=1,
-                    help="repeat each measurement, alternating runtimes; keep the lowest median")
-    ap.add_argument("--threads", default="1,2")
-    ap.add_argument("--models", default=os.path.join(ROOT, "target", "bench-models"))
-    ap.add_argument("--backplane", default=os.path.join(
-        os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target")), "release", "backplane"))
-    ap.add_argument("--only", default="", help="comma-separated model names")
-    args = ap.parse_args()
-    threads = [int(t) for t in args.threads.split(",")]
-    models = [os.path.join(args.models, f"{m}.onnx") for m in ("mobilenet_v2", "resnet18", "bert_tiny")]
-    models.append(os.path.join(ROOT, "models", "digits", "model.onnx"))
+def compare(outs, refs, rtol, atol):
+    """Max abs difference over all outputs, and whether every element is within tolerance."""
+    diff, ok = 0.0, True
+    for o, r in zip(outs, refs):
+        if o is None or o.shape != r.shape:
+            return float("inf"), False
+        o64, r64 = o.astype(np.float64), r.astype(np.float64)
+        if o64.size:
+            d = np.abs(o64 - r64)
+            diff = max(diff, float(np.nanmax(d)) if np.isfinite(d).any() else float("inf"))
+            ok = ok and bool(np.all((d <= atol + rtol * np.abs(r64)) | (np.isnan(o64) & np.isnan(r64))))
+    return diff, ok
+
+
+def model_paths(args):
+    paths = []
+    if args.suite in ("old", "all"):
+        for m in OLD:
+            paths.append((m, os.path.join(ROOT, "models", "digits", "model.onnx") if m == "digits"
+                          else os.path.join(args.old_models, f"{m}.onnx")))
+    if args.suite in ("real", "all"):
+        paths += [(m, os.path.join(args.models, f"{m}.onnx")) for m in REAL]
     if args.only:
         keep = set(args.only.split(","))
-        models = [m for m in models if os.path.basename(m)[:-5] in keep]
-    rows = []
-    for path in models:
-        name = os.path.basename(path)[:-5]
-        if name == "model":
-            name = "digits"
-        if not os.path.exists(path):
-            print(f"skipping {path} (run make_models.py first)", file=sys.stderr)
-            continue
-        feeds = inputs_for(path)
-        gflop = flops(path) / 1e9
-        io_dir = tempfile.mkdtemp(prefix=f"bench-{name}-")
+        paths = [p for p in paths if p[0] in keep]
+        known = {p[0] for p in paths}
+        for extra in sorted(keep - known):  # any other model file named on the command line
+            for d in (args.models, args.old_models):
+                f = os.path.join(d, f"{extra}.onnx")
+                if os.path.exists(f):
+                    paths.append((extra, f))
+                    break
+    return paths
+
+
+def bench_model(name, path, args, threads):
+    """Every row of one model (one per thread count)."""
+    model = onnx.load(path)
+    feeds = inputs_for(path, model)
+    gflop = flops(model) / 1e9
+    del model
+    io_dir = tempfile.mkdtemp(prefix=f"bench_{name}_")
+    try:
         feeds_file = os.path.join(io_dir, "feeds.npz")
         np.savez(feeds_file, **feeds)
-        rounds = max(1, args.rounds)
-        tracts = [time_tract(path, feeds, args.iterations) for _ in range(rounds)]
-        tract_ms = min((x for x in tracts if x is not None), default=None)
-        mem_ort = ort_peak_rss(path, feeds_file)
+        base = dict(model=name, gflop=gflop)
+        rss_ort = ort_peak_rss(path, feeds_file)
+        sessions = {t: ort_session(path, t) for t in threads}
+        out_names = [o.name for o in sessions[threads[0]].get_outputs()]
+        refs = sessions[threads[0]].run(None, feeds)
+        tract = Tract(path, feeds)
+        rows = {t: dict(base, threads=t, rss_ort=rss_ort, ort_med=[], ort_min=math.inf, ort_times=[],
+                        bp_med=[], bp_min=math.inf, bp_p90=[], tract_med=[], tract_times=[],
+                        tract_error=tract.error) for t in threads}
+        # Outputs once per thread count; a failure here is the model's row.
         for t in threads:
-            ort_ms, bp_ms = float("inf"), float("inf")
-            ort_fast, bp_fast = float("inf"), float("inf")
-            for _ in range(rounds):
-                o_ms, ref, o_min = time_ort(path, feeds, t, args.iterations)
-                b_ms, outs, backends, rss, b_min = run_backplane(args.backplane, path, feeds, t, args.iterations, io_dir)
-                ort_ms, bp_ms = min(ort_ms, o_ms), min(bp_ms, b_ms)
-                ort_fast, bp_fast = min(ort_fast, o_min), min(bp_fast, b_min)
-            diff = max(float(np.max(np.abs(o - r))) for o, r in zip(outs, ref))
-            rows.append(dict(model=name, threads=t, bp=bp_ms, ort=ort_ms, fast=bp_fast / ort_fast,
-                             tract=tract_ms, gflop=gflop,
-                             diff=diff, backends=backends, rss=rss, rss_ort=mem_ort))
-            print(f"{name} t={t}: backplane {bp_ms:.3f} ms, ORT {ort_ms:.3f} ms"
-                  + (f", tract {tract_ms:.3f} ms" if tract_ms else "") + f", max|diff| {diff:.2e}",
-                  flush=True)
-    print()
-    print(f"{'model':<14}{'thr':>4}{'backplane':>11}{'ORT':>9}{'tract':>9}{'bp/ORT':>8}{'bp/tract':>9}"
-          f"{'fastest':>8}{'GFLOP':>7}{'bp GF/s':>9}{'ORT GF/s':>9}{'max|diff|':>11}{'RSS bp':>8}{'RSS ORT':>8}")
+            try:
+                outs = bp_outputs(args.backplane, path, feeds, t, io_dir, out_names)
+                rows[t]["diff"], rows[t]["ok"] = compare(outs, refs, args.rtol, args.atol)
+            except RuntimeError as e:
+                for r in rows.values():
+                    r["error"] = str(e)
+                log(f"  {name}: backplane FAILED: {e}")
+                break
+        for rnd in range(args.rounds):
+            tr = tract.time(args.iterations, args.warmup)
+            for t in threads:
+                r = rows[t]
+                times = time_ort(sessions[t], feeds, args.iterations, args.warmup)
+                r["ort_med"].append(float(np.median(times)))
+                r["ort_min"] = min(r["ort_min"], min(times))
+                r["ort_times"] = times
+                if tr:
+                    r["tract_med"].append(float(np.median(tr)))
+                    r["tract_times"] = tr
+                if "error" not in r:
+                    try:
+                        med, fast, p90, peak, backends = bp_bench(args.backplane, path, feeds, t, args.iterations,
+                                                                  args.warmup, io_dir)
+                        r["bp_med"].append(med)
+                        r["bp_min"] = min(r["bp_min"], fast)
+                        r["bp_p90"].append((p90 - med) / med if med else float("nan"))
+                        r["backends"] = backends
+                        if t == threads[0]:
+                            r["rss_bp"] = peak if r.get("rss_bp") is None else max(r["rss_bp"], peak or 0)
+                    except RuntimeError as e:
+                        r["error"] = str(e)
+                bp = f"{r['bp_med'][-1]:.2f} ms" if r["bp_med"] and "error" not in r else "FAILED"
+                log(f"  {name} t={t} round {rnd + 1}/{args.rounds} (medians): backplane {bp}, "
+                    f"ORT {r['ort_med'][-1]:.2f} ms" + (f", tract {r['tract_med'][-1]:.2f} ms" if tr else ""))
+        del sessions
+        out = []
+        for t in threads:
+            r = rows[t]
+            res = dict(model=name, threads=t, gflop=gflop, ort=min(r["ort_med"]),
+                       ort_noise=noise(r["ort_med"], r["ort_times"]), ort_fastest=r["ort_min"],
+                       tract=min(r["tract_med"]) if r["tract_med"] else None,
+                       tract_noise=noise(r["tract_med"], r["tract_times"]) if r["tract_med"] else None,
+                       tract_error=r["tract_error"] if not r["tract_med"] else None,
+                       rss_ort=r["rss_ort"], error=r.get("error"))
+            if r["bp_med"] and not r.get("error"):
+                res.update(bp=min(r["bp_med"]), bp_fastest=r["bp_min"],
+                           bp_noise=(noise(r["bp_med"], []) if len(r["bp_med"]) > 1 else r["bp_p90"][0]),
+                           diff=r.get("diff"), ok=r.get("ok"), rss_bp=r.get("rss_bp"), backends=r.get("backends"))
+            else:
+                res["rss_bp"] = None
+            out.append(res)
+        rss_bp = next((x["rss_bp"] for x in out if x.get("rss_bp")), None)
+        for x in out:
+            x["rss_bp"] = rss_bp
+        return out
+    finally:
+        shutil.rmtree(io_dir, ignore_errors=True)
+
+
+def geomean(values):
+    values = [v for v in values if v and v > 0 and math.isfinite(v)]
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
+
+
+def fmt(v, spec, width, none="n/a"):
+    return f"{v:{width}{spec}}" if v is not None and (not isinstance(v, float) or math.isfinite(v)) \
+        else f"{none:>{width}}"
+
+
+def table(rows, threads, args):
+    """The comparison table as text lines (also valid Markdown)."""
+    lines = ["| model | thr | backplane ms | ORT ms | tract ms | bp/ORT | bp/tract | fastest bp/ORT | noise bp/ORT/tract "
+             "| GFLOP | bp GF/s | max abs diff | within tol | RSS bp MiB | RSS ORT MiB | layers |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---|---:|---:|---|"]
     for r in rows:
-        tr = f"{r['tract']:9.2f}" if r["tract"] else f"{'n/a':>9}"
-        trr = f"{r['bp'] / r['tract']:9.2f}" if r["tract"] else f"{'n/a':>9}"
-        rss = f"{r['rss']:8.0f}" if r["rss"] else f"{'?':>8}"
-        rso = f"{r['rss_ort']:8.0f}" if r["rss_ort"] else f"{'?':>8}"
-        print(f"{r['model']:<14}{r['threads']:>4}{r['bp']:11.2f}{r['ort']:9.2f}{tr}{r['bp'] / r['ort']:8.2f}{trr}"
-              f"{r['fast']:8.2f}{r['gflop']:7.2f}{r['gflop'] / r['bp'] * 1e3:9.1f}{r['gflop'] / r['ort'] * 1e3:9.1f}"
-              f"{r['diff']:11.1e}{rss}{rso}")
-    print(f"\nlatencies are medians in ms (the lowest of {max(1, args.rounds)} rounds); 'fastest' is bp/ORT of the "
-          "fastest single executions (steadier than medians where other work comes and goes); RSS is peak "
-          "resident memory in MiB of one process (backplane run vs a 1-thread ONNX Runtime session); tract uses "
-          "its own threading.")
-    for r in rows:
-        if r["threads"] == threads[0]:
-            print(f"{r['model']}: layers per backend {r['backends']}")
+        def pct(x):
+            return f"{100 * x:.0f}%" if x is not None and math.isfinite(x) else "-"
+        if r.get("bp") is None:
+            lines.append(f"| {r['model']} | {r['threads']} | FAILED | {r['ort']:.2f} | {fmt(r['tract'], '.2f', 0)} "
+                         f"| - | - | - | - | {r['gflop']:.2f} | - | - | - | - | {fmt(r['rss_ort'], '.0f', 0)} "
+                         f"| {(r.get('error') or '').replace('|', '/')} |")
+            continue
+        lines.append(
+            f"| {r['model']} | {r['threads']} | {r['bp']:.2f} | {r['ort']:.2f} | {fmt(r['tract'], '.2f', 0)} "
+            f"| {r['bp'] / r['ort']:.2f} | {fmt(r['bp'] / r['tract'] if r['tract'] else None, '.2f', 0)} "
+            f"| {r['bp_fastest'] / r['ort_fastest']:.2f} "
+            f"| {pct(r['bp_noise'])}/{pct(r['ort_noise'])}/{pct(r['tract_noise'])} "
+            f"| {r['gflop']:.2f} | {r['gflop'] / r['bp'] * 1e3:.1f} | {r['diff']:.1e} | {'yes' if r['ok'] else 'NO'} "
+            f"| {fmt(r['rss_bp'], '.0f', 0)} | {fmt(r['rss_ort'], '.0f', 0)} | {r.get('backends', '?')} |")
+    lines.append("")
+    for t in threads:
+        ok = [r for r in rows if r["threads"] == t and r.get("bp") is not None]
+        g_ort = geomean([r["bp"] / r["ort"] for r in ok])
+        g_tr = geomean([r["bp"] / r["tract"] for r in ok if r["tract"]])
+        failed = sum(1 for r in rows if r["threads"] == t and r.get("bp") is None)
+        lines.append(f"- {t} thread{'s' if t > 1 else ''}: geometric mean bp/ORT {fmt(g_ort, '.2f', 0)} over {len(ok)} "
+                     f"models, bp/tract {fmt(g_tr, '.2f', 0)} over {sum(1 for r in ok if r['tract'])}; "
+                     f"{failed} failed; above 1.1: "
+                     + (", ".join(r["model"] for r in ok if r["bp"] / r["ort"] > 1.1) or "none"))
+    tract_errors = sorted({(r["model"], r["tract_error"]) for r in rows if r.get("tract_error")})
+    for m, e in tract_errors:
+        lines.append(f"- tract n/a on {m}: {e}")
+    lines.append("")
+    lines.append(f"Latencies are medians in ms over {args.iterations} executions ({args.warmup} warm-up), the lowest "
+                 f"of {args.rounds} alternating round(s); noise is the spread of the round medians (max-min)/min, or "
+                 "with one round (p90-median)/median; 'fastest' is bp/ORT of the fastest single executions; "
+                 f"tolerance rtol {args.rtol:g}, atol {args.atol:g} against ONNX Runtime; RSS is the peak resident "
+                 "memory of one process at one thread; tract uses its own threading.")
+    return lines
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--suite", choices=["all", "old", "real"], default="all")
+    ap.add_argument("--only", default="", help="comma-separated model names")
+    ap.add_argument("--iterations", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="repeat each measurement, alternating runtimes; keep the lowest median")
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--rtol", type=float, default=1e-3)
+    ap.add_argument("--atol", type=float, default=1e-4)
+    ap.add_argument("--models", default="/work/bench-models", help="make_real_models.py's folder")
+    ap.add_argument("--old-models", default=os.path.join(ROOT, "target", "bench-models"),
+                    help="make_models.py's folder")
+    ap.add_argument("--backplane", default=os.path.join(
+        os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target")), "release", "backplane"))
+    ap.add_argument("--markdown", help="also write the table to this file")
+    ap.add_argument("--json", help="also write every row as JSON to this file")
+    ap.add_argument("--from-json", help="measure nothing: print the table of rows saved by --json "
+                    "(comma-separated files, e.g. two runs over different models)")
+    args = ap.parse_args()
+    threads = [int(t) for t in args.threads.split(",")]
+    if args.from_json:
+        rows = []
+        for f in args.from_json.split(","):
+            with open(f) as fh:
+                rows += json.load(fh)
+        order = [n for n, _ in model_paths(args)]
+        rows.sort(key=lambda r: (r["threads"], order.index(r["model"]) if r["model"] in order else len(order)))
+        lines = table(rows, threads, args)
+        print("\n".join(lines))
+        if args.markdown:
+            with open(args.markdown, "w") as f:
+                f.write("\n".join(lines) + "\n")
+        return
+    if not os.path.exists(args.backplane):
+        sys.exit(f"{args.backplane} not found: cargo build --release -p backplane-cli (or pass --backplane)")
+    rows = []
+    paths = model_paths(args)
+    started = time.time()
+    for k, (name, path) in enumerate(paths):
+        if not os.path.exists(path):
+            log(f"[{k + 1}/{len(paths)}] skipping {name}: {path} missing (make_models.py / make_real_models.py)")
+            continue
+        log(f"[{k + 1}/{len(paths)}] {name} ({time.time() - started:.0f} s elapsed)")
+        try:
+            rows += bench_model(name, path, args, threads)
+        except Exception as e:  # noqa: BLE001 - ORT itself failed: say so, go on
+            log(f"  {name}: skipped, ONNX Runtime or the inputs failed: {first_line(str(e))}")
+        if args.json:  # after every model, so that an interrupted run keeps what it measured
+            with open(args.json, "w") as f:
+                json.dump(rows, f, indent=1, default=str)
+    rows.sort(key=lambda r: (r["threads"], [n for n, _ in paths].index(r["model"])))
+    lines = table(rows, threads, args)
+    print("\n".join(lines))
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write("\n".join(lines) + "\n")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1, default=str)
 
 
 if __name__ == "__main__":

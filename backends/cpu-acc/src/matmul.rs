@@ -294,7 +294,8 @@ impl MatMulWorkload {
 
 impl Workload for MatMulWorkload {
     fn execute(&self, inputs: &[TensorView<'_>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
-        self.io.check(inputs, outputs)?;
+        self.io
+            .check_copied(inputs, outputs, |slot| !self.reads_input(slot))?;
         let a = f32s(input(inputs, 0)?)?;
         let b = f32s(input(inputs, 1)?)?;
         let y = f32s_mut(output(outputs)?)?;
@@ -340,6 +341,18 @@ impl Workload for MatMulWorkload {
             gemm::sgemm(&self.threads, m, n, k, &asrc, &bsrc, out, self.ldc, &ep)?;
         }
         Ok(())
+    }
+
+    fn reads_constant_input(&self, slot: usize) -> bool {
+        self.reads_input(slot)
+    }
+}
+
+impl MatMulWorkload {
+    /// A and a B that was not packed at load are read at execution; a packed B and a fused
+    /// bias (input 2 on) were copied when the workload was created.
+    fn reads_input(&self, slot: usize) -> bool {
+        slot == 0 || (slot == 1 && self.packed_b.is_none())
     }
 }
 
@@ -451,6 +464,19 @@ impl GemmWorkload {
     }
 }
 
+impl GemmWorkload {
+    /// A, a B that was not packed at load, and a C applied as a whole matrix are read at
+    /// execution; a packed B and a C folded into a bias were copied at load.
+    fn reads_input(&self, slot: usize) -> bool {
+        match slot {
+            0 => true,
+            1 => self.packed_b.is_none(),
+            2 => matches!(self.c, CTerm::Fill),
+            _ => true,
+        }
+    }
+}
+
 fn b_view<'a>(desc: &GemmDesc, data: &'a [f32], k: usize, n: usize) -> MatView<'a> {
     if desc.trans_b {
         MatView { data, rs: 1, cs: k }
@@ -460,8 +486,13 @@ fn b_view<'a>(desc: &GemmDesc, data: &'a [f32], k: usize, n: usize) -> MatView<'
 }
 
 impl Workload for GemmWorkload {
+    fn reads_constant_input(&self, slot: usize) -> bool {
+        self.reads_input(slot)
+    }
+
     fn execute(&self, inputs: &[TensorView<'_>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
-        self.io.check(inputs, outputs)?;
+        self.io
+            .check_copied(inputs, outputs, |slot| !self.reads_input(slot))?;
         let a = f32s(input(inputs, 0)?)?;
         let (m, k, n) = (self.m, self.k, self.n);
         let c_in = inputs.get(2);

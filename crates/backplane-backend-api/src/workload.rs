@@ -69,4 +69,14 @@ pub trait Workload: Send + Sync {
             .collect::<Result<Vec<_>>>()?;
         self.execute(&ins, &mut outs)
     }
+
+    /// Whether [`Workload::execute`] reads input `slot` when that input is a constant. A
+    /// workload that copied or packed a constant when it was created (weights packed for a
+    /// GEMM) answers false: once no workload reads a constant, the runtime releases it after
+    /// load, so the weights are in memory once, and passes an empty view (the layer's
+    /// description, no bytes) in its place. The default, true, keeps every constant.
+    fn reads_constant_input(&self, slot: usize) -> bool {
+        let _ = slot;
+        true
+    }
 }

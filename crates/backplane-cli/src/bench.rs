@@ -139,7 +139,7 @@ pub fn bench(args: &BenchArgs) -> Result<(), CliError> {
     }
     out!(
         "backends: {}",
-        crate::session::backend_summary(&session.optimized)
+        crate::session::backend_summary(&session.layer_counts)
     );
     out!(
         "latency over {} executions: min {:.3} ms, median {:.3} ms, p90 {:.3} ms, max {:.3} ms",

@@ -68,7 +68,7 @@ pub fn inspect(args: &InspectArgs) -> Result<(), CliError> {
             shapes.push((input.name.clone(), dims));
         }
     }
-    let imported = import(&model, &given, &shapes)?;
+    let imported = import(model.format, &model.path, &given, &shapes)?;
     let network = &imported.network;
     let runtime = crate::backends::runtime()?;
     let optimized = optimize(&runtime, network, &args.backends, &args.layer_backends)?;
@@ -162,7 +162,7 @@ pub fn inspect(args: &InspectArgs) -> Result<(), CliError> {
     );
     out!(
         "\nbackends: {}",
-        crate::session::backend_summary(&optimized)
+        crate::session::backend_summary(&optimized.layer_counts())
     );
     if let Some(path) = &args.svg {
         std::fs::write(path, crate::svg::render(&optimized))
@@ -213,7 +213,7 @@ fn print_placement(optimized: &backplane::OptimizedNetwork, indent: &str) -> Res
                 names.get(k).copied().unwrap_or("subgraph"),
                 layer.name,
                 body.network().layers().len(),
-                crate::session::backend_summary(body)
+                crate::session::backend_summary(&body.layer_counts())
             );
             print_placement(body, &format!("{indent}    "))?;
         }

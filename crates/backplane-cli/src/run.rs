@@ -158,7 +158,7 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
         times.push(start.elapsed());
     }
     times.sort();
-    let counts = session.optimized.layer_counts();
+    let counts = &session.layer_counts;
 
     if let Some(dir) = &args.output_dir {
         write_outputs(dir, &session.signature, &outputs)?;
@@ -202,7 +202,7 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
         }
         out!(
             "backends: {}",
-            crate::session::backend_summary(&session.optimized)
+            crate::session::backend_summary(&session.layer_counts)
         );
         for (name, t) in &outputs {
             print_output(name, t, args.top_k, labels.as_deref())?;

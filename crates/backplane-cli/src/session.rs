@@ -167,10 +167,10 @@ pub fn read_value(path: &Path, ty: &ValueType, input: Option<&str>) -> Result<On
     }
 }
 
-/// "CpuAcc: 9 layers, CpuRef: 1 layer": how many layers each backend runs.
-pub fn backend_summary(optimized: &OptimizedNetwork) -> String {
-    optimized
-        .layer_counts()
+/// "CpuAcc: 9 layers, CpuRef: 1 layer": how many layers each backend runs (from
+/// [`OptimizedNetwork::layer_counts`]).
+pub fn backend_summary(counts: &[(BackendId, usize)]) -> String {
+    counts
         .iter()
         .map(|(b, n)| format!("{b}: {n} layer{}", if *n == 1 { "" } else { "s" }))
         .collect::<Vec<_>>()
@@ -201,8 +201,9 @@ pub struct Session {
     pub runtime: Runtime,
     /// The loaded network.
     pub id: NetworkId,
-    /// The optimizer's result (assignment, report).
-    pub optimized: OptimizedNetwork,
+    /// How many layers each backend runs. The optimized network itself is not kept: the
+    /// loaded network has it, and a second copy would keep weights the load released.
+    pub layer_counts: Vec<(BackendId, usize)>,
     /// Inputs in the network's input order.
     pub inputs: Vec<(String, Tensor)>,
     /// The model's graph inputs and outputs with their value types.
@@ -353,13 +354,17 @@ pub fn read_inputs(
 /// Import the model for the given input values and shapes. When the model needs the values of
 /// some inputs at import (a Reshape's shape, a TopK's k, a data-dependent output shape given
 /// as a graph input), the import is specialized on the given values of those inputs.
+///
+/// The decoded model is consumed: its initializers' bytes move into the network's constants
+/// as they are read, so the model is never in memory twice.
 pub fn import(
-    model: &ModelFile,
+    format: ModelFormat,
+    path: &Path,
     given: &[(String, OnnxValue)],
     input_shapes: &[(String, Vec<usize>)],
 ) -> Result<Imported, CliError> {
-    let proto = match &model.format {
-        ModelFormat::Onnx(proto) => proto,
+    let proto = match format {
+        ModelFormat::Onnx(proto) => *proto,
         ModelFormat::Tflite(network) => {
             if let Some((name, _)) = input_shapes.first() {
                 return Err(CliError::usage(format!(
@@ -367,7 +372,7 @@ pub fn import(
                 )));
             }
             return Ok(Imported {
-                network: network.clone(),
+                network,
                 bound: Vec::new(),
             });
         }
@@ -378,9 +383,9 @@ pub fn import(
     for (name, dims) in input_shapes {
         options.input_shapes.insert(name.clone(), dims.clone());
     }
-    let base_dir = backplane::onnx::model_base_dir(&model.path);
+    let base_dir = backplane::onnx::model_base_dir(path);
     let (network, bound) = backplane::onnx::import_model_specialized(
-        (**proto).clone(),
+        proto,
         Some(&base_dir),
         &options,
         &values,
@@ -466,13 +471,22 @@ pub fn prepare(
     preset: Vec<(String, Tensor)>,
 ) -> Result<Session, CliError> {
     configure(args);
-    let model = ModelFile::open(model)?;
+    let ModelFile {
+        path,
+        format,
+        signature,
+    } = ModelFile::open(model)?;
     let mut given: Vec<(String, OnnxValue)> = preset
         .into_iter()
         .map(|(n, t)| (n, OnnxValue::Tensor(t)))
         .collect();
-    given.extend(read_inputs(&args.inputs, &model.path, &model.signature)?);
-    let imported = import(&model, &given, &parse_input_shapes(&args.input_shapes)?)?;
+    given.extend(read_inputs(&args.inputs, &path, &signature)?);
+    let imported = import(
+        format,
+        &path,
+        &given,
+        &parse_input_shapes(&args.input_shapes)?,
+    )?;
     let runtime = crate::backends::runtime()?;
     let optimized = optimize(
         &runtime,
@@ -480,32 +494,46 @@ pub fn prepare(
         &args.backends,
         &args.layer_backends,
     )?;
-    let id = runtime.load_network(optimized.clone())?;
-    let network = &imported.network;
+    let layer_counts = optimized.layer_counts();
+    // Only the inputs' descriptions are needed from here on. The imported network goes before
+    // the load (it holds the weights as imported, which fusion may have replaced), and the
+    // optimized one is handed over, so that the constants the load packs and releases are
+    // not kept here.
+    let Imported { network, bound } = imported;
+    let declared: Vec<(String, TensorInfo)> = network
+        .inputs()
+        .iter()
+        .map(|&t| {
+            (
+                network.tensor(t).name.clone(),
+                network.tensor(t).info.clone(),
+            )
+        })
+        .collect();
+    drop(network);
+    let id = runtime.load_network(optimized)?;
     let mut values: Vec<(String, Tensor)> = given.iter().flat_map(|(n, v)| v.flatten(n)).collect();
     let mut inputs = Vec::new();
-    for (i, &t) in network.inputs().iter().enumerate() {
-        let e = network.tensor(t);
-        if let Some(pos) = values.iter().position(|(n, _)| n == &e.name) {
+    for (i, (name, info)) in declared.iter().enumerate() {
+        if let Some(pos) = values.iter().position(|(n, _)| n == name) {
             inputs.push(values.swap_remove(pos));
         } else if let Some(kind) = &args.generate {
             inputs.push((
-                e.name.clone(),
-                generate(&e.info, kind, args.seed.wrapping_add(i as u64))?,
+                name.clone(),
+                generate(info, kind, args.seed.wrapping_add(i as u64))?,
             ));
         } else {
             return Err(CliError::usage(format!(
-                "input '{}' ({}) was not given: pass --input {}=FILE.npy, or --generate random",
-                e.name, e.info, e.name
+                "input '{name}' ({info}) was not given: pass --input {name}=FILE.npy, or --generate random"
             )));
         }
     }
     Ok(Session {
         runtime,
         id,
-        optimized,
+        layer_counts,
         inputs,
-        signature: model.signature,
-        bound: imported.bound,
+        signature,
+        bound,
     })
 }

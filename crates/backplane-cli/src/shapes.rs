@@ -5,7 +5,7 @@
 use crate::bench::{peak_memory_bytes, BenchArgs, Stats};
 use crate::session::{
     backend_summary, configure, generate, optimizer_options, parse_dims, read_inputs, split_pair,
-    CommonArgs, ModelFile,
+    CommonArgs, ModelFile, ModelFormat,
 };
 use crate::CliError;
 use backplane::onnx::{Dim, OnnxValue};
@@ -40,6 +40,17 @@ pub fn describe(set: &ShapeSet) -> String {
         })
         .collect::<Vec<_>>()
         .join(";")
+}
+
+/// The ONNX model behind `--input-shapes` (TFLite models have static shapes).
+fn onnx_proto(model: &ModelFile) -> Result<backplane::onnx::proto::ModelProto, CliError> {
+    match &model.format {
+        ModelFormat::Onnx(proto) => Ok((**proto).clone()),
+        ModelFormat::Tflite(_) => Err(CliError::usage(format!(
+            "--input-shapes: {} is a TFLite model, whose shapes are static",
+            model.path.display()
+        ))),
+    }
 }
 
 /// The inputs of each shape set: a tensor given with `--input` as it is, the others generated
@@ -129,7 +140,7 @@ pub fn run_shapes(
     let optimizer = optimizer_options(&common.backends, &common.layer_backends)?;
     let net = DynamicNetwork::from_model(
         &runtime,
-        model.proto.clone(),
+        onnx_proto(&model)?,
         Some(backplane::onnx::model_base_dir(&model.path)),
         &ImportOptions::default(),
         optimizer,
@@ -184,7 +195,7 @@ pub fn bench_shapes(args: &BenchArgs) -> Result<(), CliError> {
     let capacity = args.plan_cache.unwrap_or(sets.len().max(1));
     let net = DynamicNetwork::from_model(
         &runtime,
-        model.proto.clone(),
+        onnx_proto(&model)?,
         Some(backplane::onnx::model_base_dir(&model.path)),
         &ImportOptions::default(),
         optimizer,

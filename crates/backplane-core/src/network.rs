@@ -23,6 +23,10 @@ pub enum TensorKind {
     Input,
     /// Known when the network is built (weights, folded constants).
     Constant(Arc<Tensor>),
+    /// A constant whose value was let go once every layer reading it had copied it (weights
+    /// packed by their workloads when a network was loaded): its description stays, its bytes
+    /// are gone. Only a loaded network's own copy of its graph holds these.
+    Released,
     /// Computed by output slot `slot` of `layer`.
     Produced {
         /// The producing layer.
@@ -116,6 +120,20 @@ impl Network {
     pub fn add_shared_constant(&mut self, name: &str, value: Arc<Tensor>) -> Result<TensorId> {
         let info = value.info().clone();
         self.add_tensor(name, info, TensorKind::Constant(value))
+    }
+
+    /// Let go of constant `id`'s value, keeping its name and description
+    /// ([`TensorKind::Released`]); the value is returned (dropped by the caller unless shared
+    /// elsewhere). `None`, and no change, when the tensor is not a constant.
+    pub fn release_constant(&mut self, id: TensorId) -> Option<Arc<Tensor>> {
+        let entry = self.tensors.get_mut(id.0)?;
+        if !matches!(entry.kind, TensorKind::Constant(_)) {
+            return None;
+        }
+        match std::mem::replace(&mut entry.kind, TensorKind::Released) {
+            TensorKind::Constant(value) => Some(value),
+            _ => None,
+        }
     }
 
     /// Add a layer; output tensors are named `<layer>:<slot>` and their shapes inferred.
@@ -348,5 +366,33 @@ mod tests {
             .add_input("a", TensorInfo::new(DataType::F32, vec![1]))
             .is_err());
         assert!(n.validate().is_err(), "no outputs");
+    }
+
+    #[test]
+    fn release_constant_keeps_the_description_and_hands_back_the_value() {
+        let mut n = Network::new();
+        let a = n
+            .add_input("a", TensorInfo::new(DataType::F32, vec![3]))
+            .unwrap();
+        let w = Arc::new(Tensor::from_vec(vec![3], vec![1.0f32, 2.0, 3.0]).unwrap());
+        let b = n.add_shared_constant("b", w.clone()).unwrap();
+        let y = n
+            .add_layer("add", Op::Binary(BinaryOp::Add), &[a, b])
+            .unwrap();
+        n.mark_output(y[0]).unwrap();
+        assert_eq!(Arc::strong_count(&w), 2);
+        let taken = n.release_constant(b).unwrap();
+        drop(taken);
+        assert_eq!(
+            Arc::strong_count(&w),
+            1,
+            "the network let go of its reference"
+        );
+        assert_eq!(n.tensor(b).kind, TensorKind::Released);
+        assert!(n.tensor(b).constant().is_none());
+        assert_eq!(n.tensor(b).info.shape.dims(), &[3]);
+        assert!(n.release_constant(b).is_none(), "already released");
+        assert!(n.release_constant(a).is_none(), "not a constant");
+        n.validate().unwrap();
     }
 }

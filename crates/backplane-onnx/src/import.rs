@@ -358,7 +358,7 @@ impl<'o> Importer<'o> {
             let e = self.net.tensor(t);
             match &e.kind {
                 TensorKind::Input => names.push(e.name.clone()),
-                TensorKind::Constant(_) => {}
+                TensorKind::Constant(_) | TensorKind::Released => {}
                 TensorKind::Produced { layer, .. } => {
                     stack.extend(self.net.layer(*layer).inputs.iter().copied());
                 }

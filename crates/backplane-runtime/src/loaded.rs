@@ -61,6 +61,9 @@ enum Slot {
     Input(usize),
     /// A constant of the network.
     Constant(TensorId),
+    /// A constant no workload reads at execution (they copied it at load): released, and
+    /// passed as an empty view.
+    Released,
     /// Bytes `offset..offset + len` of the host arena.
     Arena { offset: usize, len: usize },
     /// Handle number `n` of the working memory.
@@ -362,6 +365,7 @@ impl LoadedNetwork {
                     Slot::Input(pos)
                 }
                 TensorKind::Constant(_) => Slot::Constant(TensorId(t)),
+                TensorKind::Released => Slot::Released,
                 TensorKind::Produced { layer, .. } if network.layer(*layer).op == Op::MemImport => {
                     // Same memory as the input: resolved below, once that slot exists.
                     let src = network.layer(*layer).inputs[0];
@@ -973,7 +977,7 @@ impl LoadedNetwork {
         match self.slots[t.0] {
             Slot::Input(k) => inputs.get(k).copied().ok_or_else(missing),
             Slot::Constant(c) => self.constant(c).map(|x| x.view()).ok_or_else(missing),
-            Slot::Arena { len: 0, .. } => Ok(TensorView { info, data: &[] }),
+            Slot::Arena { len: 0, .. } | Slot::Released => Ok(TensorView { info, data: &[] }),
             Slot::Arena { offset, len } => {
                 let k = unions
                     .iter()
@@ -1004,6 +1008,7 @@ impl LoadedNetwork {
         match self.slots[t.0] {
             Slot::Input(k) => inputs.get(k).map(|x| x.data).ok_or_else(not_computed),
             Slot::Constant(c) => self.constant(c).map(Tensor::bytes).ok_or_else(not_computed),
+            Slot::Released => Err(not_computed()),
             Slot::Arena { offset, len } => mem
                 .arena()
                 .get(offset..offset + len)

@@ -5,7 +5,7 @@ use crate::optimizer::{self, OptimizedNetwork, OptimizerOptions};
 use crate::{BackendRegistry, NamedTensors, Result, RuntimeError};
 use backplane_backend_api::{
     Backend, BackendContext, BackendId, BackendOptions, CustomAllocator, LayerDesc, MemoryManager,
-    NestedNetwork, NetworkId,
+    NestedNetwork, NetworkId, Workload,
 };
 use backplane_core::{Network, Tensor};
 use std::collections::{BTreeMap, HashMap};
@@ -307,7 +307,7 @@ impl Runtime {
         self.check_budget(&optimized, working_bytes)?;
         self.networks_built.fetch_add(1, Ordering::Relaxed);
         let OptimizedNetwork {
-            network,
+            mut network,
             assignment,
             factories: tensor_factories,
             handle_factories,
@@ -353,8 +353,9 @@ impl Runtime {
         }
         let mut steps = Vec::with_capacity(network.layers().len());
         let mut bodies_of = Vec::new();
-        for (i, layer) in network.layers().iter().enumerate() {
-            let b = &assignment[i];
+        let mut constants = ConstantReaders::new(&network);
+        for (i, b) in assignment.iter().enumerate() {
+            let layer = &network.layers()[i];
             let factory = factories
                 .get(b)
                 .ok_or_else(|| RuntimeError::UnknownBackend {
@@ -378,7 +379,15 @@ impl Runtime {
                 layer: Some(layer.name.clone()),
                 source: Box::new(source),
             })?;
+            constants.created(&mut network, i, workload.as_ref());
             steps.push(Step { layer: i, workload });
+        }
+        if constants.released_bytes > 0 {
+            tracing::debug!(
+                network = id.0,
+                bytes = constants.released_bytes,
+                "released constants the workloads copied at load"
+            );
         }
         let mut loaded = LoadedNetwork::new(LoadParts {
             id,
@@ -511,6 +520,54 @@ impl Drop for Runtime {
                     for (_, mm) in &net.memory_managers {
                         mm.release();
                     }
+                }
+            }
+        }
+    }
+}
+
+/// Which constants a loaded network still needs: a constant is released as soon as the last
+/// layer reading it has its workload, if none of those workloads reads it at execution
+/// ([`Workload::reads_constant_input`]: weights packed at load) and it is not an output, so
+/// that packed weights never sit beside their originals, even while loading.
+struct ConstantReaders {
+    /// Per tensor: layers (input slots) that read it whose workloads are not created yet.
+    pending: Vec<usize>,
+    /// Per tensor: some workload reads it at execution, or it is a network output.
+    kept: Vec<bool>,
+    /// Bytes of the constants released so far.
+    released_bytes: usize,
+}
+
+impl ConstantReaders {
+    fn new(network: &Network) -> Self {
+        let pending = network.consumers().iter().map(Vec::len).collect();
+        let mut kept = vec![false; network.tensors().len()];
+        for t in network.outputs() {
+            kept[t.0] = true;
+        }
+        ConstantReaders {
+            pending,
+            kept,
+            released_bytes: 0,
+        }
+    }
+
+    /// Layer `layer`'s workload was created: count its constant inputs as read, and release
+    /// those no later layer or workload needs.
+    fn created(&mut self, network: &mut Network, layer: usize, workload: &dyn Workload) {
+        let inputs = network.layers()[layer].inputs.clone();
+        for (slot, t) in inputs.into_iter().enumerate() {
+            if network.tensor(t).constant().is_none() {
+                continue;
+            }
+            if workload.reads_constant_input(slot) {
+                self.kept[t.0] = true;
+            }
+            self.pending[t.0] = self.pending[t.0].saturating_sub(1);
+            if self.pending[t.0] == 0 && !self.kept[t.0] {
+                if let Some(value) = network.release_constant(t) {
+                    self.released_bytes += value.bytes().len();
                 }
             }
         }

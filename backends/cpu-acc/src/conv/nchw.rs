@@ -522,8 +522,13 @@ fn pack_weights(w: &[f32], m: usize, group: usize, k: usize) -> Vec<Packed> {
 }
 
 impl Workload for ConvWorkload {
+    fn reads_constant_input(&self, slot: usize) -> bool {
+        self.reads_input(slot)
+    }
+
     fn execute(&self, inputs: &[TensorView<'_>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
-        self.io.check(inputs, outputs)?;
+        self.io
+            .check_copied(inputs, outputs, |slot| !self.reads_input(slot))?;
         let x = f32s(input(inputs, 0)?)?;
         let bias_in;
         let bias: Option<&[f32]> = match &self.bias {
@@ -546,6 +551,16 @@ impl Workload for ConvWorkload {
 }
 
 impl ConvWorkload {
+    /// Weights are read at execution only when they were not prepared at load, the bias
+    /// only when it was not copied; X and the residual always.
+    fn reads_input(&self, slot: usize) -> bool {
+        match slot {
+            1 => matches!(self.weights, Weights::Runtime),
+            2 => self.bias.is_none(),
+            _ => true,
+        }
+    }
+
     /// `y = conv_act(conv(x) + bias)` by whichever path the workload prepared.
     fn convolve(
         &self,

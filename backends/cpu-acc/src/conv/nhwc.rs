@@ -685,8 +685,14 @@ impl NhwcConvWorkload {
 }
 
 impl Workload for NhwcConvWorkload {
+    /// Only X and the residual are read at execution: weights and bias are prepared at load.
+    fn reads_constant_input(&self, slot: usize) -> bool {
+        slot == 0 || (self.residual && slot == 3)
+    }
+
     fn execute(&self, inputs: &[TensorView<'_>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
-        self.io.check(inputs, outputs)?;
+        self.io
+            .check_copied(inputs, outputs, |slot| !self.reads_constant_input(slot))?;
         let x = f32s(input(inputs, 0)?)?;
         let r = if self.residual {
             Some(f32s(input(inputs, 3)?)?)
@@ -878,8 +884,15 @@ impl NhwcPairWorkload {
 }
 
 impl Workload for NhwcPairWorkload {
+    /// Only X and the residual are read at execution: both convolutions' weights and biases
+    /// are prepared at load.
+    fn reads_constant_input(&self, slot: usize) -> bool {
+        slot == 0 || (self.second.residual && slot == 5)
+    }
+
     fn execute(&self, inputs: &[TensorView<'_>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
-        self.io.check(inputs, outputs)?;
+        self.io
+            .check_copied(inputs, outputs, |slot| !self.reads_constant_input(slot))?;
         let x = f32s(input(inputs, 0)?)?;
         let r = match self.second.residual {
             true => Some(f32s(input(inputs, 5)?)?),
