@@ -48,7 +48,7 @@ fn runtime() -> Option<Runtime> {
 }
 
 fn t(r: &mut Rng, dims: &[usize]) -> backplane::Tensor {
-    r.tensor(DataType::F32, dims, -2.0, 2.0)
+    r.tensor(DataType::F32, dims, -2.0, 2.0).expect("tensor")
 }
 
 fn case(op: Op, inputs: Vec<(backplane::Tensor, bool)>) -> SweepCase {
@@ -117,7 +117,7 @@ fn elementwise_kernels_match_cpu_ref() {
     }
     // Sqrt and Log on positive values.
     for u in [UnaryOp::Sqrt, UnaryOp::Log] {
-        let x = r.tensor(DataType::F32, &[3, 17], 0.1, 4.0);
+        let x = r.tensor(DataType::F32, &[3, 17], 0.1, 4.0).expect("tensor");
         cases.push(case(Op::Unary(u), vec![(x, false)]));
     }
     for m in [
@@ -153,7 +153,7 @@ fn elementwise_kernels_match_cpu_ref() {
         for (j, op) in ops.iter().enumerate() {
             let b_const = (k + j) % 2 == 0;
             let bt = if *op == BinaryOp::Div {
-                r.tensor(DataType::F32, b, 0.5, 2.0)
+                r.tensor(DataType::F32, b, 0.5, 2.0).expect("tensor")
             } else {
                 t(&mut r, b)
             };
@@ -164,7 +164,7 @@ fn elementwise_kernels_match_cpu_ref() {
         }
     }
     // Pow: positive bases with any exponent, negative bases with integral ones.
-    let base = r.tensor(DataType::F32, &[5, 3], 0.1, 3.0);
+    let base = r.tensor(DataType::F32, &[5, 3], 0.1, 3.0).expect("tensor");
     let exp = t(&mut r, &[3]);
     cases.push(case(
         Op::Binary(BinaryOp::Pow),
@@ -424,7 +424,7 @@ fn normalizations_and_movement_match_cpu_ref() {
                 (t(&mut r, &[c]), true),
                 (t(&mut r, &[c]), true),
                 (t(&mut r, &[c]), true),
-                (r.tensor(DataType::F32, &[c], 0.5, 2.0), true),
+                (r.tensor(DataType::F32, &[c], 0.5, 2.0).expect("tensor"), true),
             ],
         ));
     }
@@ -477,7 +477,8 @@ fn the_backend_test_kit_passes_on_gpu_acc() {
 /// results match CpuRef's two layers.
 #[test]
 fn fused_products_match_cpu_ref() {
-    use backplane_backend_tests::exec::{compare, run_network, Run};
+    use backplane::compare::compare;
+    use backplane_backend_tests::exec::{run_network, Run};
     let Some(rt) = runtime() else { return };
     let mut r = Rng::new(19);
     let conv = Op::Conv(ConvDesc {

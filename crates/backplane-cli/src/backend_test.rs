@@ -39,9 +39,6 @@ pub struct BackendTestArgs {
     /// Also write the report as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
-    /// Pass option KEY=VALUE to backend BACKEND (repeatable), as `run` does.
-    #[arg(long = "backend-option", value_name = "BACKEND:KEY=VALUE", value_parser = crate::backends::parse_backend_option)]
-    pub backend_options: Vec<(String, String, String)>,
 }
 
 /// Corrected node-test data shipped in the repository, when run from (or built in) a checkout.

@@ -230,7 +230,7 @@ pub fn bench_shapes(args: &BenchArgs) -> Result<(), CliError> {
         out!(
             "  plan built in {:.1} ms; backends: {}",
             ms(*built),
-            backend_summary(&plan.optimized)
+            backend_summary(&plan.optimized.layer_counts())
         );
         if let Some(line) = crate::session::bound_summary(&plan.bound) {
             out!("  {line}");
