@@ -161,7 +161,9 @@ pub fn open(options: &GpuAccOptions) -> Result<GpuDevice, GpuError> {
         },
         device,
         queue,
-        max_binding: u64::from(limits.max_storage_buffer_binding_size).min(limits.max_buffer_size),
+        max_binding: limits
+            .max_storage_buffer_binding_size
+            .min(limits.max_buffer_size),
         errors,
         pipelines: Mutex::new(HashMap::new()),
     })

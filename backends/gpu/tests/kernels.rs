@@ -7,7 +7,12 @@
 //! `allow_software=true`. Without any adapter the tests print why and pass, unless
 //! `BACKPLANE_REQUIRE_GPU_ADAPTER=1` (set in CI, where lavapipe is installed) makes that a
 //! failure.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::type_complexity
+)]
 
 use backplane::core::ops::{
     BinaryOp, ConvDesc, GemmDesc, MathOp, PoolDesc, PoolKind, UnaryOp, Window,

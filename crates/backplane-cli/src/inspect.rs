@@ -27,6 +27,10 @@ pub struct InspectArgs {
     /// Draw the partitioned graph to an SVG file (one colour per backend).
     #[arg(long, value_name = "FILE.svg")]
     pub svg: Option<PathBuf>,
+    /// Pass option KEY=VALUE to backend BACKEND (repeatable), e.g.
+    /// GpuAcc:allow_software=true.
+    #[arg(long = "backend-option", value_name = "BACKEND:KEY=VALUE", value_parser = crate::backends::parse_backend_option)]
+    pub backend_options: Vec<(String, String, String)>,
     #[command(flatten)]
     pub dynamic: crate::backends::DynamicArgs,
     /// Pass option KEY=VALUE to backend BACKEND (repeatable), as `run` does.
