@@ -429,7 +429,10 @@ fn normalizations_and_movement_match_cpu_ref() {
                 (t(&mut r, &[c]), true),
                 (t(&mut r, &[c]), true),
                 (t(&mut r, &[c]), true),
-                (r.tensor(DataType::F32, &[c], 0.5, 2.0).expect("tensor"), true),
+                (
+                    r.tensor(DataType::F32, &[c], 0.5, 2.0).expect("tensor"),
+                    true,
+                ),
             ],
         ));
     }

@@ -33,9 +33,6 @@ pub struct InspectArgs {
     pub backend_options: Vec<(String, String, String)>,
     #[command(flatten)]
     pub dynamic: crate::backends::DynamicArgs,
-    /// Pass option KEY=VALUE to backend BACKEND (repeatable), as `run` does.
-    #[arg(long = "backend-option", value_name = "BACKEND:KEY=VALUE", value_parser = crate::backends::parse_backend_option)]
-    pub backend_options: Vec<(String, String, String)>,
 }
 
 /// Run the command.

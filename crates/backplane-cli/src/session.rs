@@ -384,23 +384,19 @@ pub fn import(
         options.input_shapes.insert(name.clone(), dims.clone());
     }
     let base_dir = backplane::onnx::model_base_dir(path);
-    let (network, bound) = backplane::onnx::import_model_specialized(
-        proto,
-        Some(&base_dir),
-        &options,
-        &values,
-    )
-    .map_err(|e| match e {
-        OnnxError::NeedsInputValues { ref inputs, .. } => CliError::failed(format!(
-            "{e}\nbackplane run binds such inputs from their files: pass {}",
-            inputs
-                .iter()
-                .map(|i| format!("--input {i}=FILE"))
-                .collect::<Vec<_>>()
-                .join(" ")
-        )),
-        e => CliError::from(e),
-    })?;
+    let (network, bound) =
+        backplane::onnx::import_model_specialized(proto, Some(&base_dir), &options, &values)
+            .map_err(|e| match e {
+                OnnxError::NeedsInputValues { ref inputs, .. } => CliError::failed(format!(
+                    "{e}\nbackplane run binds such inputs from their files: pass {}",
+                    inputs
+                        .iter()
+                        .map(|i| format!("--input {i}=FILE"))
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                )),
+                e => CliError::from(e),
+            })?;
     Ok(Imported { network, bound })
 }
 
