@@ -52,6 +52,13 @@ fn all_f32(layer: &LayerDesc) -> Result<(), String> {
                     "{name} {what} {slot} is quantized; GpuAcc runs plain f32"
                 ));
             }
+            // An empty result has no device buffer to read back: such layers stay with the
+            // host backends (empty inputs, as to a Concat, are read by nobody).
+            if what == "output" && t.shape.elements() == 0 {
+                return Err(format!(
+                    "{name} output {slot} has no elements; GpuAcc makes non-empty outputs only"
+                ));
+            }
         }
     }
     Ok(())

@@ -280,14 +280,24 @@ pub fn run_one(target: Target, runtime: &Runtime, bytes: &[u8]) -> Outcome {
     match result {
         Ok(Ok(())) => Outcome::Ok,
         Ok(Err(_)) => Outcome::Rejected,
-        Err(p) => Outcome::Panicked(
-            p.downcast_ref::<&str>()
+        Err(p) => {
+            let message = p
+                .downcast_ref::<&str>()
                 .map(|s| s.to_string())
                 .or_else(|| p.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown panic".into()),
-        ),
+                .unwrap_or_else(|| "unknown panic".into());
+            let at = PANIC_LOCATION
+                .lock()
+                .map(|mut l| l.take())
+                .unwrap_or_default()
+                .unwrap_or_default();
+            Outcome::Panicked(format!("{message} (at {at})"))
+        }
     }
 }
+
+/// Where the last caught panic happened, so that a finding names its source line.
+static PANIC_LOCATION: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
 
 /// The seed corpus: every `.onnx` and `.tflite` file under the given folders.
 pub fn load_corpus(dirs: &[PathBuf]) -> Vec<Vec<u8>> {
@@ -348,7 +358,11 @@ pub fn fuzz(
     let mut rng = Rng::new(seed);
     // Silence the default panic message for caught panics; they are reported in the summary.
     let previous = std::panic::take_hook();
-    std::panic::set_hook(Box::new(|_| {}));
+    std::panic::set_hook(Box::new(|info| {
+        if let (Some(at), Ok(mut slot)) = (info.location(), PANIC_LOCATION.lock()) {
+            *slot = Some(at.to_string());
+        }
+    }));
     while summary.executions < max_executions && std::time::Instant::now() < deadline {
         let mut input = corpus[rng.below(corpus.len())].clone();
         mutate(&mut input, corpus, &mut rng);

@@ -48,7 +48,12 @@ impl Act {
                     format!("select(select(x, {lo}, x < {lo}), {hi}, x > {hi})")
                 }
                 UnaryOp::Sigmoid => "1.0 / (1.0 + exp(-x))".into(),
-                UnaryOp::Tanh => "tanh(clamp(x, -20.0, 20.0))".into(),
+                // The library tanh loses relative precision near 0 (lavapipe computes it
+                // from exponentials): the series there.
+                UnaryOp::Tanh => {
+                    "select(tanh(clamp(x, -20.0, 20.0)), x * (1.0 - x * x / 3.0), abs(x) < 0.01)"
+                        .into()
+                }
                 UnaryOp::Erf => "erf(x)".into(),
                 UnaryOp::Gelu {
                     tanh_approximation: false,
@@ -63,9 +68,14 @@ impl Act {
                 UnaryOp::Abs => "abs(x)".into(),
             },
             Act::Math(m) => match m {
-                MathOp::Softplus => "select(log(1.0 + exp(x)), x, x > 20.0)".into(),
+                MathOp::Softplus => softplus(),
                 MathOp::Softsign => "x / (1.0 + abs(x))".into(),
-                MathOp::Mish => "x * tanh(clamp(select(log(1.0 + exp(x)), x, x > 20.0), -20.0, 20.0))".into(),
+                MathOp::Mish => {
+                    // tanh of a small softplus by its series: the library tanh loses the
+                    // relative precision there (lavapipe computes it from exponentials).
+                    let s = softplus();
+                    format!("x * select(tanh(min({s}, 20.0)), {s} * (1.0 - {s} * {s} / 3.0), {s} < 0.01)")
+                }
                 MathOp::HardSigmoid { alpha, beta } => {
                     format!("clamp({} * x + {}, 0.0, 1.0)", lit(*alpha), lit(*beta))
                 }
@@ -192,6 +202,15 @@ pub fn binary(
         vec![Bind::Input(0), Bind::Input(1), Bind::Output(0)],
         product(out),
     )?])
+}
+
+/// `log(1 + exp(x))` in WGSL without losing precision where `exp(x)` is tiny (it is then
+/// `exp(x)` to the first terms of the series of `log(1 + y)`) or huge (`x` plus the rest).
+fn softplus() -> String {
+    let y = "exp(-abs(x))";
+    format!(
+        "(max(x, 0.0) + select(log(1.0 + {y}), {y} * (1.0 - {y} * (0.5 - {y} / 3.0)), {y} < 0.001))"
+    )
 }
 
 #[cfg(test)]

@@ -326,7 +326,10 @@ pub(super) fn pad(cx: &NodeCx<'_>) -> Tx<Lowering> {
         )
     };
     let pads = pads.ok_or_else(|| cx.invalid("pads are required"))?;
-    if let Some(&p) = pads.iter().find(|p| p.abs() > MAX_PAD) {
+    if let Some(&p) = pads
+        .iter()
+        .find(|p| p.checked_abs().is_none_or(|a| a > MAX_PAD))
+    {
         return Err(cx.invalid(format!("pad {p} is too large")));
     }
     let pads = match axes {
