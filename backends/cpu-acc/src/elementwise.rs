@@ -166,6 +166,20 @@ pub struct BroadcastPlan {
 }
 
 impl BroadcastPlan {
+    /// The plan of a layer's first two inputs into its first output.
+    pub fn for_layer(io: &crate::io::Io) -> Result<Self> {
+        let dims = |i: usize, v: &[backplane_core::TensorInfo]| {
+            v.get(i)
+                .map(|t| t.shape.dims().to_vec())
+                .ok_or_else(|| BackendError::Other(format!("{}: missing tensor", io.layer)))
+        };
+        Ok(BroadcastPlan::new(
+            &dims(0, &io.inputs)?,
+            &dims(1, &io.inputs)?,
+            &dims(0, &io.outputs)?,
+        ))
+    }
+
     /// Plan `a` (shape `ad`) ∘ `b` (shape `bd`) into the output shape `yd`.
     pub fn new(ad: &[usize], bd: &[usize], yd: &[usize]) -> Self {
         let sa_full = broadcast_strides(ad, yd);

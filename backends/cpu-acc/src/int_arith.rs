@@ -8,7 +8,7 @@ use crate::elementwise::{zip_broadcast, BroadcastPlan};
 use crate::io::{input, output, Io};
 use crate::plan::{done, Plan};
 use crate::threads::Threads;
-use backplane_backend_api::{BackendError, LayerDesc, Result, Workload};
+use backplane_backend_api::{LayerDesc, Result, Workload};
 use backplane_core::ops::BinaryOp;
 use backplane_core::{DataType, TensorView, TensorViewMut};
 
@@ -43,16 +43,7 @@ pub struct IntBinaryWorkload {
 
 impl IntBinaryWorkload {
     fn new(io: Io, op: BinaryOp, threads: Threads) -> Result<Self> {
-        let dims = |i: usize, v: &[backplane_core::TensorInfo]| {
-            v.get(i)
-                .map(|t| t.shape.dims().to_vec())
-                .ok_or_else(|| BackendError::Other(format!("{}: missing tensor", io.layer)))
-        };
-        let plan = BroadcastPlan::new(
-            &dims(0, &io.inputs)?,
-            &dims(1, &io.inputs)?,
-            &dims(0, &io.outputs)?,
-        );
+        let plan = BroadcastPlan::for_layer(&io)?;
         Ok(IntBinaryWorkload {
             io,
             op,

@@ -174,16 +174,7 @@ pub struct PowWorkload {
 
 impl PowWorkload {
     fn new(io: Io, threads: Threads) -> Result<Self> {
-        let dims = |i: usize, v: &[backplane_core::TensorInfo]| {
-            v.get(i)
-                .map(|t| t.shape.dims().to_vec())
-                .ok_or_else(|| BackendError::Other(format!("{}: missing tensor", io.layer)))
-        };
-        let plan = BroadcastPlan::new(
-            &dims(0, &io.inputs)?,
-            &dims(1, &io.inputs)?,
-            &dims(0, &io.outputs)?,
-        );
+        let plan = BroadcastPlan::for_layer(&io)?;
         Ok(PowWorkload { io, plan, threads })
     }
 }

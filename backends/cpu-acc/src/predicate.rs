@@ -199,16 +199,7 @@ pub struct Predicate2Workload {
 
 impl Predicate2Workload {
     fn new(io: Io, pred: Pred2, threads: Threads) -> Result<Self> {
-        let dims = |i: usize, v: &[backplane_core::TensorInfo]| {
-            v.get(i)
-                .map(|t| t.shape.dims().to_vec())
-                .ok_or_else(|| BackendError::Other(format!("{}: missing tensor", io.layer)))
-        };
-        let plan = BroadcastPlan::new(
-            &dims(0, &io.inputs)?,
-            &dims(1, &io.inputs)?,
-            &dims(0, &io.outputs)?,
-        );
+        let plan = BroadcastPlan::for_layer(&io)?;
         Ok(Predicate2Workload {
             io,
             pred,
