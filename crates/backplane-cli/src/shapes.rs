@@ -42,13 +42,17 @@ pub fn describe(set: &ShapeSet) -> String {
         .join(";")
 }
 
-/// The ONNX model behind `--input-shapes` (TFLite models have static shapes).
-fn onnx_proto(model: &ModelFile) -> Result<backplane::onnx::proto::ModelProto, CliError> {
-    match &model.format {
-        ModelFormat::Onnx(proto) => Ok((**proto).clone()),
+/// The ONNX model behind `--input-shapes` (TFLite models have static shapes), moved out of
+/// the opened file rather than copied.
+fn onnx_proto(
+    format: ModelFormat,
+    path: &Path,
+) -> Result<backplane::onnx::proto::ModelProto, CliError> {
+    match format {
+        ModelFormat::Onnx(proto) => Ok(*proto),
         ModelFormat::Tflite(_) => Err(CliError::usage(format!(
             "--input-shapes: {} is a TFLite model, whose shapes are static",
-            model.path.display()
+            path.display()
         ))),
     }
 }
@@ -140,7 +144,7 @@ pub fn run_shapes(
     let optimizer = optimizer_options(&common.backends, &common.layer_backends)?;
     let net = DynamicNetwork::from_model(
         &runtime,
-        onnx_proto(&model)?,
+        onnx_proto(model.format, &model.path)?,
         Some(backplane::onnx::model_base_dir(&model.path)),
         &ImportOptions::default(),
         optimizer,
@@ -195,7 +199,7 @@ pub fn bench_shapes(args: &BenchArgs) -> Result<(), CliError> {
     let capacity = args.plan_cache.unwrap_or(sets.len().max(1));
     let net = DynamicNetwork::from_model(
         &runtime,
-        onnx_proto(&model)?,
+        onnx_proto(model.format, &model.path)?,
         Some(backplane::onnx::model_base_dir(&model.path)),
         &ImportOptions::default(),
         optimizer,
