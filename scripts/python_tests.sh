@@ -39,8 +39,10 @@ if [ -z "${BACKPLANE_PY_NO_ORT:-}" ] && ! "$venv/bin/python" -c 'import onnxrunt
     || echo "warning: could not install onnxruntime; the comparison with it will be skipped" >&2
 fi
 
-# What the tests run besides the wheel: `backplane run --json`, and the plugin.
-cargo build --locked --quiet -p backplane-cli -p dynamic-backend-rust
+# What the tests run besides the wheel: `backplane run --json`, and the plugin. Built over the
+# whole workspace so that features unify as in `cargo test --workspace` (a -p selection would
+# rebuild most of the tree with other features of shared crates).
+cargo build --locked --quiet --workspace
 
 wheels="$target/python-wheels"
 rm -rf "$wheels"

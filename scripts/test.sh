@@ -44,7 +44,10 @@ cargo test --workspace --locked "$@"
 # The same node tests through the command line, one `backplane run` per case, as a user runs
 # them: every case the library-level test passes must pass here too.
 if [ -n "${BACKPLANE_ONNX_NODE_TESTS:-}" ] && [ -x .venv/bin/python ]; then
-  cargo build -p backplane-cli --locked --quiet
+  # --workspace, not -p backplane-cli: cargo unifies features over the packages it is given,
+  # so a narrower selection resolves other features for shared crates (num-traits, syn) and
+  # rebuilds most of the tree; over the workspace this reuses what `cargo test` built.
+  cargo build --workspace --locked --quiet
   for backends in CpuAcc,CpuRef CpuRef; do
     .venv/bin/python scripts/cli_conformance.py --binary "${CARGO_TARGET_DIR:-target}/debug/backplane" \
       --backends "$backends" --jobs 2
