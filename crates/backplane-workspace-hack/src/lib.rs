@@ -1,0 +1,1 @@
+//! Feature unification only: this crate has no code. See its Cargo.toml.
