@@ -10,8 +10,15 @@ is computed from Shape(input_ids), as exporters write them. Random weights, fixe
 reshape_by_input.onnx: y = Reshape(x, shape) + 1 with `shape` a graph input (its value is
 needed at import, so it is part of a plan's key).
 
-Run with any Python that has onnx and numpy:
-    python scripts/gen_dynamic_models.py
+data_dependent.onnx: a detector's post-processing in small, with shapes that depend on data:
+scores = Sigmoid(logits); keep the candidates above 0.5 (NonZero), the best min(count, 6) of
+them (TopK whose k is computed from the kept count), then NonMaxSuppression (IoU 0.1, at most
+5 boxes); outputs the kept boxes, their scores and their ranks (a Range over the count).
+data_dependent/a and /b hold two input sets (logits, boxes; they keep different counts) and
+the outputs ONNX Runtime computes for them (det_boxes.npy, det_scores.npy, det_rank.npy).
+
+Run with a Python that has onnx, numpy and onnxruntime (the benchmark venv):
+    /work/venv-bench/bin/python scripts/gen_dynamic_models.py
 """
 
 import os
@@ -146,10 +153,96 @@ def reshape_by_input():
     return model
 
 
+def data_dependent():
+    """Sigmoid -> NonZero -> Gather -> TopK(k computed) -> NonMaxSuppression -> Gather."""
+    def i64(name, values):
+        return numpy_helper.from_array(np.array(values, dtype=np.int64), name)
+
+    inits = [
+        numpy_helper.from_array(np.array(0.5, dtype=np.float32), "threshold"),
+        i64("flat", [-1]), i64("flat_boxes", [-1, 4]), i64("zero_axis", [0]),
+        i64("six", [6]), i64("one_axis", [1]), i64("max_out", [5]),
+        numpy_helper.from_array(np.array([0.1], dtype=np.float32), "iou"),
+        numpy_helper.from_array(np.array([0.0], dtype=np.float32), "min_score"),
+        i64("box_rows", [1, -1, 4]), i64("score_rows", [1, 1, -1]),
+        i64("two", [2]), i64("three", [3]), i64("zero", [0]),
+        numpy_helper.from_array(np.array(0, dtype=np.int64), "r_start"),
+        numpy_helper.from_array(np.array(1, dtype=np.int64), "r_step"),
+    ]
+    n = helper.make_node
+    nodes = [
+        n("Sigmoid", ["logits"], ["prob"], name="sigmoid"),
+        n("Reshape", ["prob", "flat"], ["prob_flat"], name="prob_flat"),
+        n("Reshape", ["boxes", "flat_boxes"], ["boxes_flat"], name="boxes_flat"),
+        n("Greater", ["prob_flat", "threshold"], ["above"], name="above"),
+        n("NonZero", ["above"], ["kept_nz"], name="nonzero"),
+        n("Squeeze", ["kept_nz", "zero_axis"], ["kept"], name="kept"),
+        n("Gather", ["prob_flat", "kept"], ["kept_scores"], name="kept_scores"),
+        n("Gather", ["boxes_flat", "kept"], ["kept_boxes"], axis=0, name="kept_boxes"),
+        n("Shape", ["kept_scores"], ["count"], name="count"),
+        n("Min", ["count", "six"], ["k"], name="k"),
+        n("TopK", ["kept_scores", "k"], ["top_scores", "top_idx"], name="topk"),
+        n("Gather", ["kept_boxes", "top_idx"], ["top_boxes"], axis=0, name="top_boxes"),
+        n("Reshape", ["top_boxes", "box_rows"], ["nms_boxes"], name="nms_boxes"),
+        n("Reshape", ["top_scores", "score_rows"], ["nms_scores"], name="nms_scores"),
+        n("NonMaxSuppression", ["nms_boxes", "nms_scores", "max_out", "iou", "min_score"], ["selected"],
+          name="nms"),
+        n("Slice", ["selected", "two", "three", "one_axis"], ["sel_col"], name="sel_col"),
+        n("Squeeze", ["sel_col", "one_axis"], ["sel"], name="sel"),
+        n("Gather", ["top_boxes", "sel"], ["det_boxes"], axis=0, name="det_boxes"),
+        n("Gather", ["top_scores", "sel"], ["det_scores"], name="det_scores"),
+        n("Shape", ["sel"], ["det_count_1"], name="det_count"),
+        n("Squeeze", ["det_count_1", "zero"], ["det_count"], name="det_count_scalar"),
+        n("Range", ["r_start", "det_count", "r_step"], ["det_rank"], name="det_rank"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "data_dependent",
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 20]),
+         helper.make_tensor_value_info("boxes", TensorProto.FLOAT, [1, 20, 4])],
+        [helper.make_tensor_value_info("det_boxes", TensorProto.FLOAT, ["m", 4]),
+         helper.make_tensor_value_info("det_scores", TensorProto.FLOAT, ["m"]),
+         helper.make_tensor_value_info("det_rank", TensorProto.INT64, ["m"])],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model
+
+
+def data_dependent_inputs(seed):
+    """Logits and boxes (corners, some overlapping) for data_dependent.onnx."""
+    rng = np.random.default_rng(seed)
+    logits = rng.standard_normal((1, 20)).astype(np.float32) * 2
+    centers = rng.uniform(0, 10, (1, 20, 2)).astype(np.float32)
+    sizes = rng.uniform(1, 4, (1, 20, 2)).astype(np.float32)
+    boxes = np.concatenate([centers - sizes / 2, centers + sizes / 2], axis=-1)
+    return logits, boxes.astype(np.float32)
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     onnx.save(bert_tiny(), os.path.join(OUT, "bert_tiny.onnx"))
     onnx.save(reshape_by_input(), os.path.join(OUT, "reshape_by_input.onnx"))
+    model = data_dependent()
+    onnx.save(model, os.path.join(OUT, "data_dependent.onnx"))
+    # The expected outputs come from ONNX Runtime (onnx's reference evaluator's Gather fails
+    # on numpy 2): run this script with /work/venv-bench's Python, which has both.
+    import onnxruntime
+    session = onnxruntime.InferenceSession(model.SerializeToString(),
+                                           providers=["CPUExecutionProvider"])
+    for seed, case in [(7, "a"), (11, "b")]:
+        logits, boxes = data_dependent_inputs(seed)
+        outs = session.run(None, {"logits": logits, "boxes": boxes})
+        data = os.path.join(OUT, "data_dependent", case)
+        os.makedirs(data, exist_ok=True)
+        np.save(os.path.join(data, "logits.npy"), logits)
+        np.save(os.path.join(data, "boxes.npy"), boxes)
+        kept = int((1 / (1 + np.exp(-logits)) > 0.5).sum())
+        for name, value in zip(["det_boxes", "det_scores", "det_rank"], outs):
+            np.save(os.path.join(data, name + ".npy"), value)
+        print(case, "kept", kept, "detections", outs[0].shape[0])
 
 
 if __name__ == "__main__":

@@ -91,6 +91,9 @@ pub struct CliError {
     code: u8,
     /// Stdout was closed by its reader (a broken pipe): not reported.
     closed_output: bool,
+    /// The import needs the values of data (a data-dependent shape): `run` serves such a
+    /// model through a `DynamicNetwork` instead.
+    needs_values: bool,
 }
 
 impl CliError {
@@ -100,6 +103,7 @@ impl CliError {
             message: message.into(),
             code: 1,
             closed_output: false,
+            needs_values: false,
         }
     }
 
@@ -109,6 +113,7 @@ impl CliError {
             message: message.into(),
             code: 4,
             closed_output: false,
+            needs_values: false,
         }
     }
 
@@ -118,6 +123,7 @@ impl CliError {
             message: message.into(),
             code: 3,
             closed_output: false,
+            needs_values: false,
         }
     }
 
@@ -127,7 +133,21 @@ impl CliError {
             message: message.into(),
             code: 2,
             closed_output: false,
+            needs_values: false,
         }
+    }
+
+    /// The import needs run-time values of data (exit code 1 where nothing serves it).
+    pub fn needs_values(message: impl Into<String>) -> Self {
+        CliError {
+            needs_values: true,
+            ..CliError::failed(message)
+        }
+    }
+
+    /// Whether this is [`CliError::needs_values`].
+    pub fn is_needs_values(&self) -> bool {
+        self.needs_values
     }
 
     /// Writing to stdout failed: a broken pipe ends the command quietly, anything else is a
@@ -137,6 +157,7 @@ impl CliError {
             message: format!("cannot write to standard output: {e}"),
             code: 1,
             closed_output: e.kind() == std::io::ErrorKind::BrokenPipe,
+            needs_values: false,
         }
     }
 }

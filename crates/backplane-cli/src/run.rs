@@ -1,6 +1,6 @@
 //! `backplane run`: import, optimize, load, execute, report.
 
-use crate::session::{prepare, CommonArgs};
+use crate::session::{prepare_binding, CommonArgs};
 use crate::CliError;
 use backplane::onnx::{GraphValue, ModelSignature, OnnxValue, ValueType};
 use backplane::{DataType, Tensor, TensorInfo};
@@ -141,7 +141,39 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
             dir.join("model.onnx")
         }
     };
-    let session = prepare(&model, &args.common, preset)?;
+    let session = match prepare_binding(&model, &args.common, preset, false) {
+        Ok(session) => session,
+        Err(e) if e.is_needs_values() => {
+            tracing::info!(
+                "the import needs run-time values (data-dependent shapes): serving the model \
+                 through a DynamicNetwork"
+            );
+            if args.profile.is_some() {
+                return Err(CliError::usage(format!(
+                    "--profile times one static network; this model has data-dependent shapes:\n{}",
+                    e.message
+                )));
+            }
+            let ran = crate::shapes::run_data_dependent(&model, &args.common, args.iterations)?;
+            let mut times = ran.times;
+            times.sort();
+            return report(
+                args,
+                &model,
+                Ran {
+                    signature: &ran.signature,
+                    bound: &ran.bound,
+                    layer_counts: &ran.layer_counts,
+                    outputs: &ran.outputs,
+                    times: &times,
+                    runs: &[],
+                    labels: labels.as_deref(),
+                    dynamic: Some(&ran.summary),
+                },
+            );
+        }
+        Err(e) => return Err(e),
+    };
     let named = session.named_inputs();
     let mut times = Vec::with_capacity(args.iterations.min(1 << 16));
     let mut outputs = Vec::new();
@@ -158,13 +190,53 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
         times.push(start.elapsed());
     }
     times.sort();
-    let counts = &session.layer_counts;
+    report(
+        args,
+        &model,
+        Ran {
+            signature: &session.signature,
+            bound: &session.bound,
+            layer_counts: &session.layer_counts,
+            outputs: &outputs,
+            times: &times,
+            runs: &runs,
+            labels: labels.as_deref(),
+            dynamic: None,
+        },
+    )
+}
 
+/// What one `run` produced, for [`report`].
+struct Ran<'a> {
+    signature: &'a ModelSignature,
+    bound: &'a [String],
+    layer_counts: &'a [(backplane::BackendId, usize)],
+    outputs: &'a [(String, Tensor)],
+    /// Sorted.
+    times: &'a [Duration],
+    runs: &'a [Vec<backplane::runtime::LayerTiming>],
+    labels: Option<&'a [i64]>,
+    /// For a model served through a DynamicNetwork: the line saying so.
+    dynamic: Option<&'a str>,
+}
+
+/// Write, compare and print what a run produced.
+fn report(args: &RunArgs, model: &Path, ran: Ran<'_>) -> Result<(), CliError> {
+    let Ran {
+        signature,
+        bound,
+        layer_counts: counts,
+        outputs,
+        times,
+        runs,
+        labels,
+        dynamic,
+    } = ran;
     if let Some(dir) = &args.output_dir {
-        write_outputs(dir, &session.signature, &outputs)?;
+        write_outputs(dir, signature, outputs)?;
     }
     let mismatches = match &args.compare {
-        Some(dir) => compare_outputs(dir, &session.signature, &outputs, args.rtol, args.atol)?,
+        Some(dir) => compare_outputs(dir, signature, outputs, args.rtol, args.atol)?,
         None => Vec::new(),
     };
 
@@ -172,7 +244,8 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
     if args.json {
         let doc = serde_json::json!({
             "model": model.display().to_string(),
-            "bound_inputs": session.bound,
+            "bound_inputs": bound,
+            "dynamic": dynamic,
             "backends": counts.iter().map(|(b, n)| serde_json::json!({"backend": b.as_str(), "layers": n})).collect::<Vec<_>>(),
             "outputs": outputs.iter().map(|(name, t)| serde_json::json!({
                 "name": name,
@@ -197,15 +270,15 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
         );
     } else {
         out!("model: {}", model.display());
-        if let Some(line) = crate::session::bound_summary(&session.bound) {
+        if let Some(line) = crate::session::bound_summary(bound) {
             out!("{line}");
         }
-        out!(
-            "backends: {}",
-            crate::session::backend_summary(&session.layer_counts)
-        );
-        for (name, t) in &outputs {
-            print_output(name, t, args.top_k, labels.as_deref())?;
+        if let Some(line) = dynamic {
+            out!("{line}");
+        }
+        out!("backends: {}", crate::session::backend_summary(counts));
+        for (name, t) in outputs {
+            print_output(name, t, args.top_k, labels)?;
         }
         out!(
             "latency: median {:.3} ms over {} iteration{} (min {:.3} ms, max {:.3} ms)",
@@ -227,7 +300,7 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
         }
     }
     if let Some(path) = &args.profile {
-        crate::profile::report(path, &runs, !args.json)?;
+        crate::profile::report(path, runs, !args.json)?;
     }
     if !mismatches.is_empty() {
         let list = mismatches

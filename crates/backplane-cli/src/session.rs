@@ -363,6 +363,20 @@ pub fn import(
     given: &[(String, OnnxValue)],
     input_shapes: &[(String, Vec<usize>)],
 ) -> Result<Imported, CliError> {
+    import_binding(format, path, given, input_shapes, true)
+}
+
+/// [`import`]; with `bind_data` false only small integer inputs (shapes, counts:
+/// [`backplane::staged::binds_at_import`]) are bound, and a model that needs the values of
+/// data fails with [`CliError::needs_values`] (`run` then serves it through a
+/// `DynamicNetwork`).
+pub fn import_binding(
+    format: ModelFormat,
+    path: &Path,
+    given: &[(String, OnnxValue)],
+    input_shapes: &[(String, Vec<usize>)],
+    bind_data: bool,
+) -> Result<Imported, CliError> {
     let proto = match format {
         ModelFormat::Onnx(proto) => *proto,
         ModelFormat::Tflite(network) => {
@@ -377,9 +391,12 @@ pub fn import(
             });
         }
     };
-    let (mut options, values) = ImportOptions::default()
+    let (mut options, mut values) = ImportOptions::default()
         .with_evaluator(Arc::new(backplane::cpu_ref::CpuRefEvaluator))
         .with_input_values_shaped(given);
+    if !bind_data {
+        values.retain(|(_, t)| backplane::staged::binds_at_import(t));
+    }
     for (name, dims) in input_shapes {
         options.input_shapes.insert(name.clone(), dims.clone());
     }
@@ -387,7 +404,7 @@ pub fn import(
     let (network, bound) =
         backplane::onnx::import_model_specialized(proto, Some(&base_dir), &options, &values)
             .map_err(|e| match e {
-                OnnxError::NeedsInputValues { ref inputs, .. } => CliError::failed(format!(
+                OnnxError::NeedsInputValues { ref inputs, .. } => CliError::needs_values(format!(
                     "{e}\nbackplane run binds such inputs from their files: pass {}",
                     inputs
                         .iter()
@@ -466,6 +483,17 @@ pub fn prepare(
     args: &CommonArgs,
     preset: Vec<(String, Tensor)>,
 ) -> Result<Session, CliError> {
+    prepare_binding(model, args, preset, true)
+}
+
+/// [`prepare`], binding the values of data inputs at import only when `bind_data` (see
+/// [`import_binding`]).
+pub fn prepare_binding(
+    model: &Path,
+    args: &CommonArgs,
+    preset: Vec<(String, Tensor)>,
+    bind_data: bool,
+) -> Result<Session, CliError> {
     configure(args);
     let ModelFile {
         path,
@@ -477,11 +505,12 @@ pub fn prepare(
         .map(|(n, t)| (n, OnnxValue::Tensor(t)))
         .collect();
     given.extend(read_inputs(&args.inputs, &path, &signature)?);
-    let imported = import(
+    let imported = import_binding(
         format,
         &path,
         &given,
         &parse_input_shapes(&args.input_shapes)?,
+        bind_data,
     )?;
     let runtime = crate::backends::runtime()?;
     let optimized = optimize(

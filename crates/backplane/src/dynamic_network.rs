@@ -10,11 +10,19 @@
 //! of the weights, and backends that derive data from a weight (CpuAcc's packed operands)
 //! can share it across plans by its identity. A model whose shapes are all fixed has one plan
 //! and pays only the key lookup per execution.
+//!
+//! An input the import needs the value of is bound (and part of the key) when it is a small
+//! integer tensor ([`crate::staged::binds_at_import`]); when a node needs the values of data
+//! (NonZero, NonMaxSuppression, TopK with a computed k, ...), the plan is split at that node
+//! instead ([`crate::staged`]): the part before it is a static network, the node runs on its
+//! values, and the rest is a nested `DynamicNetwork` keyed by the shapes produced.
 
 use crate::onnx::{self, proto::ModelProto, SharedInitializers};
+use crate::staged::{self, Split};
 use crate::{Error, ImportOptions, OptimizedNetwork, OptimizerOptions, Runtime, Tensor};
 use backplane_backend_api::NetworkId;
 use backplane_runtime::NamedTensors;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -22,13 +30,16 @@ use std::sync::{Arc, Mutex};
 pub const DEFAULT_PLAN_CAPACITY: usize = 8;
 
 /// One concrete plan: the model imported for one set of input shapes (and bound values),
-/// optimized and loaded.
+/// optimized and loaded; for a model with data-dependent shapes, the part before the first
+/// node that needs run-time values, and the [`Split`] that runs that node and the rest.
 #[derive(Debug)]
-pub struct Plan {
-    /// The loaded network.
-    pub id: NetworkId,
-    /// The optimizer's result (assignment, report).
-    pub optimized: OptimizedNetwork,
+pub struct Plan<'r> {
+    /// The loaded network (`None` for a split plan whose first part computes nothing).
+    pub id: Option<NetworkId>,
+    /// The optimizer's result (assignment, report), with `id`.
+    pub optimized: Option<OptimizedNetwork>,
+    /// Where the plan stops for run-time values, if it does.
+    pub split: Option<Split<'r>>,
     /// Graph inputs bound at import (their values are part of the plan's key).
     pub bound: Vec<String>,
     /// The concrete input shapes the plan was built for, in the order given.
@@ -88,9 +99,8 @@ impl PlanKey {
 
 /// The cache: plans in least-recently-used order (the last is the newest), the inputs whose
 /// values the model needed at import so far, and the counts.
-#[derive(Default)]
-struct Cache {
-    plans: Vec<(PlanKey, Arc<Plan>)>,
+struct Cache<'r> {
+    plans: Vec<(PlanKey, Arc<Plan<'r>>)>,
     valued: Vec<String>,
     stats: PlanCacheStats,
 }
@@ -103,7 +113,10 @@ pub struct DynamicNetwork<'r> {
     base_dir: Option<PathBuf>,
     import: ImportOptions,
     optimizer: OptimizerOptions,
-    cache: Mutex<Cache>,
+    cache: Mutex<Cache<'r>>,
+    /// The networks serving the rest of the model after each split node (keyed by the node
+    /// and the types and ranks of the rest's inputs), shared by every plan splitting there.
+    rests: Mutex<Vec<(String, Arc<DynamicNetwork<'r>>)>>,
 }
 
 impl std::fmt::Debug for DynamicNetwork<'_> {
@@ -158,8 +171,10 @@ impl<'r> DynamicNetwork<'r> {
                     capacity: DEFAULT_PLAN_CAPACITY,
                     ..PlanCacheStats::default()
                 },
-                ..Cache::default()
+                plans: Vec::new(),
+                valued: Vec::new(),
             }),
+            rests: Mutex::new(Vec::new()),
         }
     }
 
@@ -169,7 +184,71 @@ impl<'r> DynamicNetwork<'r> {
         self
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Cache> {
+    /// The network serving the rest of this model after a split (`key` names the split),
+    /// made from `model` the first time: same runtime, options (shared initializers
+    /// included) and capacity.
+    pub(crate) fn rest_network(
+        &self,
+        key: String,
+        model: impl FnOnce() -> ModelProto,
+    ) -> Arc<DynamicNetwork<'r>> {
+        let mut rests = self.rests.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, rest)) = rests.iter().find(|(k, _)| *k == key) {
+            return rest.clone();
+        }
+        let rest = Arc::new(self.nested(model()));
+        rests.push((key, rest.clone()));
+        rest
+    }
+
+    fn nested(&self, model: ModelProto) -> DynamicNetwork<'r> {
+        let capacity = self.lock().stats.capacity;
+        let mut net = DynamicNetwork::from_model(
+            self.runtime,
+            model,
+            self.base_dir.clone(),
+            &self.import,
+            self.optimizer.clone(),
+        );
+        net.import = self.import.clone();
+        net.with_capacity(capacity)
+    }
+
+    /// The import options every plan uses.
+    pub(crate) fn import_options(&self) -> &ImportOptions {
+        &self.import
+    }
+
+    /// Where the model's external data lies.
+    pub(crate) fn base_dir(&self) -> Option<&Path> {
+        self.base_dir.as_deref()
+    }
+
+    /// The cache's counts summed with those of the nested networks serving the rest after
+    /// each split (each has a cache of its own).
+    pub fn total_stats(&self) -> PlanCacheStats {
+        let mut total = self.stats();
+        let rests: Vec<Arc<DynamicNetwork<'r>>> = self
+            .rests
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(|(_, r)| r.clone())
+            .collect();
+        for rest in rests {
+            {
+                let s = rest.total_stats();
+                total.size += s.size;
+                total.capacity += s.capacity;
+                total.hits += s.hits;
+                total.misses += s.misses;
+                total.evictions += s.evictions;
+            }
+        }
+        total
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Cache<'r>> {
         self.cache.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -184,7 +263,7 @@ impl<'r> DynamicNetwork<'r> {
 
     /// The plan for these inputs (all of the model's tensor inputs, by name), and whether it
     /// was cached. A miss imports, optimizes and loads the model for the inputs' shapes.
-    pub fn plan(&self, inputs: &[(&str, &Tensor)]) -> Result<(Arc<Plan>, bool), Error> {
+    pub fn plan(&self, inputs: &[(&str, &Tensor)]) -> Result<(Arc<Plan<'r>>, bool), Error> {
         let mut cache = self.lock();
         let key = PlanKey::of(inputs, &cache.valued);
         if let Some(at) = cache.plans.iter().position(|(k, _)| *k == key) {
@@ -207,8 +286,10 @@ impl<'r> DynamicNetwork<'r> {
         while cache.plans.len() >= cache.stats.capacity {
             let (_, old) = cache.plans.remove(0);
             cache.stats.evictions += 1;
-            if let Err(e) = self.runtime.unload_network(old.id) {
-                tracing::warn!(network = old.id.0, "evicted plan not unloaded: {e}");
+            if let Some(id) = old.id {
+                if let Err(e) = self.runtime.unload_network(id) {
+                    tracing::warn!(network = id.0, "evicted plan not unloaded: {e}");
+                }
             }
         }
         let plan = Arc::new(plan);
@@ -224,8 +305,9 @@ impl<'r> DynamicNetwork<'r> {
         Ok((plan, false))
     }
 
-    /// Import, optimize and load the model for these inputs.
-    fn build(&self, inputs: &[(&str, &Tensor)]) -> Result<Plan, Error> {
+    /// Import, optimize and load the model for these inputs; split it at the first node
+    /// that needs the values of data.
+    fn build(&self, inputs: &[(&str, &Tensor)]) -> Result<Plan<'r>, Error> {
         let mut options = self.import.clone();
         let shapes: Vec<(String, Vec<usize>)> = inputs
             .iter()
@@ -234,24 +316,69 @@ impl<'r> DynamicNetwork<'r> {
         for (name, dims) in &shapes {
             options.input_shapes.insert(name.clone(), dims.clone());
         }
+        // Only small integer inputs are bound: a shape, a count. Data is never a constant.
         let values: Vec<(String, Tensor)> = inputs
             .iter()
+            .filter(|(_, t)| staged::binds_at_import(t))
             .map(|(n, t)| (n.to_string(), (*t).clone()))
             .collect();
-        let (network, bound) = onnx::import_model_specialized(
+        match onnx::import_model_specialized(
             self.model.clone(),
             self.base_dir.as_deref(),
             &options,
             &values,
-        )?;
-        let optimized = self.runtime.optimize(&network, &self.optimizer)?;
+        ) {
+            Ok((network, bound)) => {
+                let (id, optimized) = self.load(&network)?;
+                Ok(Plan {
+                    id: Some(id),
+                    optimized: Some(optimized),
+                    split: None,
+                    bound,
+                    shapes,
+                })
+            }
+            Err(onnx::OnnxError::NeedsInputValues { nodes, .. }) => {
+                let needing: Vec<String> = nodes.iter().map(|n| n.node.clone()).collect();
+                let given: Vec<String> = shapes.iter().map(|(n, _)| n.clone()).collect();
+                let cut = staged::cut(&self.model, &needing, &given)?;
+                tracing::info!(
+                    node = %cut.split.label,
+                    op = %cut.split.op_type,
+                    "the plan stops at a node whose shapes need run-time values: the part \
+                     before it is planned, the node runs, the rest is planned for the shapes \
+                     it produces"
+                );
+                let (id, optimized, bound) = match cut.prefix {
+                    Some(prefix) => {
+                        let (network, bound) = onnx::import_model_specialized(
+                            prefix,
+                            self.base_dir.as_deref(),
+                            &options,
+                            &values,
+                        )?;
+                        let (id, optimized) = self.load(&network)?;
+                        (Some(id), Some(optimized), bound)
+                    }
+                    None => (None, None, Vec::new()),
+                };
+                Ok(Plan {
+                    id,
+                    optimized,
+                    split: Some(cut.split),
+                    bound,
+                    shapes,
+                })
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Optimize and load an imported network.
+    fn load(&self, network: &crate::Network) -> Result<(NetworkId, OptimizedNetwork), Error> {
+        let optimized = self.runtime.optimize(network, &self.optimizer)?;
         let id = self.runtime.load_network(optimized.clone())?;
-        Ok(Plan {
-            id,
-            optimized,
-            bound,
-            shapes,
-        })
+        Ok((id, optimized))
     }
 
     /// Run the model on these inputs (every tensor input of the model, by name, of any shape
@@ -265,7 +392,7 @@ impl<'r> DynamicNetwork<'r> {
     /// import are left out.
     pub fn execute_plan(
         &self,
-        plan: &Plan,
+        plan: &Plan<'r>,
         inputs: &[(&str, &Tensor)],
     ) -> Result<NamedTensors, Error> {
         let fed: Vec<(&str, &Tensor)> = inputs
@@ -273,7 +400,19 @@ impl<'r> DynamicNetwork<'r> {
             .filter(|(n, _)| !plan.bound.iter().any(|b| b == n))
             .copied()
             .collect();
-        Ok(self.runtime.execute(plan.id, &fed)?)
+        let produced = match plan.id {
+            Some(id) => self.runtime.execute(id, &fed)?,
+            None => Vec::new(),
+        };
+        let Some(split) = &plan.split else {
+            return Ok(produced);
+        };
+        let mut env: HashMap<String, Tensor> = inputs
+            .iter()
+            .map(|(n, t)| (n.to_string(), (*t).clone()))
+            .collect();
+        env.extend(produced);
+        split.run(self, env)
     }
 }
 
@@ -281,8 +420,10 @@ impl Drop for DynamicNetwork<'_> {
     fn drop(&mut self) {
         let cache = self.cache.get_mut().unwrap_or_else(|e| e.into_inner());
         for (_, plan) in cache.plans.drain(..) {
-            if let Err(e) = self.runtime.unload_network(plan.id) {
-                tracing::warn!(network = plan.id.0, "plan not unloaded: {e}");
+            if let Some(id) = plan.id {
+                if let Err(e) = self.runtime.unload_network(id) {
+                    tracing::warn!(network = id.0, "plan not unloaded: {e}");
+                }
             }
         }
     }

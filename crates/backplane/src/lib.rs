@@ -30,6 +30,7 @@ pub mod dynamic_network;
 #[cfg(feature = "ndarray")]
 pub mod ndarray_interop;
 pub mod npy;
+pub mod staged;
 
 use std::path::Path;
 use std::sync::Arc;

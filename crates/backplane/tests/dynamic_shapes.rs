@@ -180,3 +180,87 @@ fn inputs_needed_at_import_key_plans_by_value() {
     let stats = net.stats();
     assert_eq!((stats.misses, stats.hits, stats.size), (3, 5, 3));
 }
+
+/// One input set of testdata/dynamic/data_dependent (a or b): (logits, boxes), and the
+/// outputs ONNX Runtime computed for it, by name.
+fn data_dependent_case(case: &str) -> (Tensor, Tensor, Vec<(String, Tensor)>) {
+    let dir = repo().join("testdata/dynamic/data_dependent").join(case);
+    let read = |name: &str| backplane::npy::read_file(&dir.join(format!("{name}.npy"))).unwrap();
+    let want = ["det_boxes", "det_scores", "det_rank"]
+        .iter()
+        .map(|n| (n.to_string(), read(n)))
+        .collect();
+    (read("logits"), read("boxes"), want)
+}
+
+/// Data-dependent shapes (NonZero, a TopK whose k is computed from the kept count,
+/// NonMaxSuppression): the plan is split at the first such node, the node runs on its values
+/// and the rest is planned for the shapes it produced. Outputs match ONNX Runtime's; a second
+/// run of the same inputs builds nothing, another input set keeping another count plans the
+/// rest after the NonZero again.
+#[test]
+fn data_dependent_shapes_run_then_the_rest_is_planned() {
+    let rt = backplane::RuntimeBuilder::new().build().unwrap();
+    let net = DynamicNetwork::from_file(
+        &rt,
+        &repo().join("testdata/dynamic/data_dependent.onnx"),
+        &ImportOptions::default(),
+        backplane::default_optimizer_options(),
+    )
+    .unwrap();
+    let check = |case: &str| {
+        let (logits, boxes, want) = data_dependent_case(case);
+        let inputs = [("logits", &logits), ("boxes", &boxes)];
+        let got = net.execute(&inputs).unwrap();
+        assert_eq!(got.len(), want.len());
+        for ((gn, g), (wn, w)) in got.iter().zip(&want) {
+            assert_eq!(gn, wn);
+            assert_eq!(g.dtype(), w.dtype(), "{case} {gn}");
+            assert_eq!(g.shape().dims(), w.shape().dims(), "{case} {gn}");
+            for (a, b) in g.to_f64_vec().iter().zip(w.to_f64_vec()) {
+                assert!(
+                    (a - b).abs() <= 1e-5 + 1e-5 * b.abs(),
+                    "{case} {gn}: {a} vs {b}"
+                );
+            }
+        }
+        got
+    };
+    let first = check("a");
+    let (logits, boxes, _) = data_dependent_case("a");
+    let (plan, hit) = net.plan(&[("logits", &logits), ("boxes", &boxes)]).unwrap();
+    assert!(hit);
+    let split = plan.split.as_ref().expect("a split plan");
+    assert_eq!(split.op_type, "NonZero");
+    assert!(
+        plan.id.is_some(),
+        "the Sigmoid and Reshapes before the NonZero are planned"
+    );
+    let rest = split.rest().expect("the rest was planned by the first run");
+    // The rest splits again at the NonMaxSuppression (its TopK's k is known once the
+    // NonZero's count is).
+    let (rest_stats, total) = (rest.total_stats(), net.total_stats());
+    assert_eq!(rest_stats.misses, 2, "{rest_stats}");
+    assert_eq!(total.misses, 3, "{total}");
+
+    // The same inputs again: the same outputs, no plan built.
+    let again = check("a");
+    for ((_, x), (_, y)) in first.iter().zip(&again) {
+        assert_eq!(x.bytes(), y.bytes());
+    }
+    assert_eq!(net.total_stats().misses, 3, "{}", net.total_stats());
+    assert!(net.total_stats().hits > total.hits);
+
+    // Another input set keeps 10 candidates instead of 8: the rest after the NonZero is
+    // planned for that count; the detections (4 again) reuse the plan after the NMS.
+    check("b");
+    let after = net.total_stats();
+    assert_eq!(after.misses, 4, "{after}");
+    drop(rest);
+    drop(plan);
+    drop(net);
+    assert!(
+        rt.loaded_networks().is_empty(),
+        "plans outlive their network"
+    );
+}

@@ -1,0 +1,428 @@
+//! Data-dependent shapes for [`DynamicNetwork`]: a plan that stops at the first node whose
+//! output shape (or a parameter) needs run-time values.
+//!
+//! When the import of a model reports that a node needs the values of a run-time tensor
+//! (NonZero, NonMaxSuppression, Unique, Compress, TopK with a computed k, a Reshape whose
+//! shape is computed from data, ...), [`DynamicNetwork`] builds a [`Split`] plan: the nodes
+//! before that node become one static network (its outputs are every tensor the rest reads),
+//! the node itself is run on its inputs' values by importing it alone with those values bound
+//! (the importer folds it with the CpuRef evaluator), and the nodes after it form a model of
+//! their own, served by a nested [`DynamicNetwork`] whose inputs are the tensors produced so
+//! far. The nested network keys its plans by the shapes those tensors have, so a second run
+//! whose data-dependent node produces the same shapes reuses every plan; a new shape plans
+//! the rest once more. The rest may split again at its own first data-dependent node. Every
+//! plan that splits at the same node (for other input shapes) shares one nested network.
+
+use crate::onnx::proto::{
+    tensor_shape_proto, type_proto, GraphProto, ModelProto, NodeProto, TensorProto,
+    TensorShapeProto, TypeProto, ValueInfoProto,
+};
+use crate::{DynamicNetwork, Error, Tensor};
+use backplane_core::TensorKind;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+/// The most elements a graph input may have for its value to be bound at import (an
+/// integer tensor that small is a parameter: a shape, a count, an axis list); larger inputs,
+/// and any input that is not integer, are data: the model is split at the node instead.
+pub const MAX_BOUND_ELEMENTS: usize = 64;
+
+/// Whether a given input's value may be bound at import (see [`MAX_BOUND_ELEMENTS`]).
+pub fn binds_at_import(t: &Tensor) -> bool {
+    t.dtype().is_integer() && t.shape().dims().iter().product::<usize>() <= MAX_BOUND_ELEMENTS
+}
+
+/// How a node is named in import reports: its name, or `<op_type>_<index>`.
+fn node_label(node: &NodeProto, index: usize) -> String {
+    match node.name.as_deref() {
+        Some(n) if !n.is_empty() => n.to_string(),
+        _ => format!("{}_{index}", node.op_type.as_deref().unwrap_or_default()),
+    }
+}
+
+/// The names a node reads: its inputs and, for nodes with subgraphs (If, Loop, Scan), the
+/// outer values its subgraphs use.
+fn reads(node: &NodeProto) -> Vec<String> {
+    let mut out: Vec<String> = node
+        .input
+        .iter()
+        .filter(|n| !n.is_empty())
+        .cloned()
+        .collect();
+    for attr in &node.attribute {
+        if let Some(g) = &attr.g {
+            graph_reads(g, &mut out);
+        }
+        for g in &attr.graphs {
+            graph_reads(g, &mut out);
+        }
+    }
+    out
+}
+
+/// The outer values a subgraph reads.
+fn graph_reads(graph: &GraphProto, out: &mut Vec<String>) {
+    let mut local: HashSet<&str> = graph
+        .input
+        .iter()
+        .filter_map(|v| v.name.as_deref())
+        .collect();
+    local.extend(graph.initializer.iter().filter_map(|t| t.name.as_deref()));
+    for node in &graph.node {
+        for name in reads(node) {
+            if !local.contains(name.as_str()) {
+                out.push(name);
+            }
+        }
+        local.extend(node.output.iter().map(String::as_str));
+    }
+    for o in &graph.output {
+        if let Some(n) = o.name.as_deref() {
+            if !local.contains(n) {
+                out.push(n.to_string());
+            }
+        }
+    }
+}
+
+/// A graph input declaration for `t`: its element type and rank, every dimension symbolic
+/// (`<name>_d<k>`) so that the nested network takes any shape of that rank.
+fn declare(name: &str, t: &Tensor) -> ValueInfoProto {
+    let dim = t
+        .shape()
+        .dims()
+        .iter()
+        .enumerate()
+        .map(|(k, _)| tensor_shape_proto::Dimension {
+            value: Some(tensor_shape_proto::dimension::Value::DimParam(format!(
+                "{name}_d{k}"
+            ))),
+            ..Default::default()
+        })
+        .collect();
+    ValueInfoProto {
+        name: Some(name.to_string()),
+        r#type: Some(TypeProto {
+            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
+                elem_type: i32::try_from(t.dtype().onnx_code()).ok(),
+                shape: Some(TensorShapeProto { dim }),
+            })),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// A graph output naming `name` (the importer needs only the name).
+fn output(name: &str) -> ValueInfoProto {
+    ValueInfoProto {
+        name: Some(name.to_string()),
+        ..Default::default()
+    }
+}
+
+/// A model with `model`'s opsets and functions around `graph`.
+fn with_graph(model: &ModelProto, graph: GraphProto) -> ModelProto {
+    ModelProto {
+        ir_version: model.ir_version,
+        opset_import: model.opset_import.clone(),
+        functions: model.functions.clone(),
+        graph: Some(graph),
+        ..Default::default()
+    }
+}
+
+/// The initializers of `graph` that `names` reads.
+fn initializers_read(graph: &GraphProto, names: &HashSet<&str>) -> Vec<TensorProto> {
+    graph
+        .initializer
+        .iter()
+        .filter(|t| t.name.as_deref().is_some_and(|n| names.contains(n)))
+        .cloned()
+        .collect()
+}
+
+/// Where a model was split, found from the import's report of the nodes that need run-time
+/// values.
+pub(crate) struct Cut<'r> {
+    /// The part before the node, when it computes anything the rest reads: a model whose
+    /// inputs are the given inputs and whose outputs are the tensors the rest reads.
+    pub prefix: Option<ModelProto>,
+    /// The split.
+    pub split: Split<'r>,
+}
+
+/// Find the first node of `model` among `needing` (labels as the import reports them) and
+/// split the model there. `given` names the model's inputs in the order given.
+pub(crate) fn cut<'r>(
+    model: &ModelProto,
+    needing: &[String],
+    given: &[String],
+) -> Result<Cut<'r>, Error> {
+    let graph = model
+        .graph
+        .as_ref()
+        .ok_or_else(|| Error::Invalid("the model has no graph".into()))?;
+    let index = graph
+        .node
+        .iter()
+        .enumerate()
+        .position(|(i, n)| needing.contains(&node_label(n, i)))
+        .ok_or_else(|| {
+            Error::Invalid(format!(
+                "the import reported nodes that need run-time values ({}) that are not in the graph",
+                needing.join(", ")
+            ))
+        })?;
+    let before = &graph.node[..index];
+    let node = graph.node[index].clone();
+    let after = &graph.node[index + 1..];
+    let outputs: Vec<String> = graph.output.iter().filter_map(|o| o.name.clone()).collect();
+
+    // What the node and the nodes after it read, and the graph outputs.
+    let mut later: HashSet<String> = reads(&node).into_iter().collect();
+    later.extend(after.iter().flat_map(reads));
+    later.extend(outputs.iter().cloned());
+    let mut frontier: Vec<String> = Vec::new();
+    for name in before.iter().flat_map(|n| n.output.iter()) {
+        if !name.is_empty() && later.contains(name) && !frontier.contains(name) {
+            frontier.push(name.clone());
+        }
+    }
+    let prefix = (!frontier.is_empty()).then(|| {
+        let read: Vec<String> = before.iter().flat_map(reads).collect();
+        let read: HashSet<&str> = read.iter().map(String::as_str).collect();
+        let inputs = graph
+            .input
+            .iter()
+            .filter(|v| v.name.as_ref().is_some_and(|n| given.contains(n)))
+            .cloned()
+            .collect();
+        with_graph(
+            model,
+            GraphProto {
+                name: graph.name.clone(),
+                node: before.to_vec(),
+                initializer: initializers_read(graph, &read),
+                input: inputs,
+                output: frontier.iter().map(|n| output(n)).collect(),
+                ..Default::default()
+            },
+        )
+    });
+
+    // Known after the node: the given inputs, the prefix's outputs and the node's outputs.
+    let mut known: Vec<String> = given.to_vec();
+    known.extend(frontier.iter().cloned());
+    known.extend(node.output.iter().filter(|n| !n.is_empty()).cloned());
+    let rest_outputs: Vec<String> = outputs
+        .iter()
+        .filter(|o| !known.contains(o))
+        .cloned()
+        .collect();
+    let mut rest_inputs: Vec<String> = Vec::new();
+    for name in after.iter().flat_map(reads) {
+        if known.contains(&name) && !rest_inputs.contains(&name) {
+            rest_inputs.push(name);
+        }
+    }
+    let read_after: Vec<String> = after.iter().flat_map(reads).collect();
+    let read_after: HashSet<&str> = read_after.iter().map(String::as_str).collect();
+    let rest_graph = (!rest_outputs.is_empty()).then(|| GraphProto {
+        name: graph.name.clone(),
+        node: after.to_vec(),
+        initializer: initializers_read(graph, &read_after),
+        output: rest_outputs.iter().map(|n| output(n)).collect(),
+        ..Default::default()
+    });
+    let node_read: Vec<String> = reads(&node);
+    let node_read: HashSet<&str> = node_read.iter().map(String::as_str).collect();
+    Ok(Cut {
+        prefix,
+        split: Split {
+            label: node_label(&node, index),
+            op_type: node.op_type.clone().unwrap_or_default(),
+            node_initializers: initializers_read(graph, &node_read),
+            node,
+            frontier,
+            rest_inputs,
+            rest_graph,
+            rest_template: with_graph(model, GraphProto::default()),
+            outputs,
+            rest: Mutex::new(None),
+        },
+    })
+}
+
+/// A plan's split: the node run on its values and the rest of the model, planned for the
+/// shapes the node produces.
+pub struct Split<'r> {
+    /// The node's name (or `<op_type>_<index>`).
+    pub label: String,
+    /// The node's operator.
+    pub op_type: String,
+    node: NodeProto,
+    node_initializers: Vec<TensorProto>,
+    /// The part before the split's outputs (empty when it has none).
+    frontier: Vec<String>,
+    rest_inputs: Vec<String>,
+    /// The nodes after the split, their initializers and outputs (inputs are declared when
+    /// their types are known, at the first run); `None` when the rest computes no output.
+    rest_graph: Option<GraphProto>,
+    /// The model's opsets and functions.
+    rest_template: ModelProto,
+    /// The graph outputs, in order.
+    outputs: Vec<String>,
+    rest: Mutex<Option<Arc<DynamicNetwork<'r>>>>,
+}
+
+impl std::fmt::Debug for Split<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Split")
+            .field("label", &self.label)
+            .field("op_type", &self.op_type)
+            .field("frontier", &self.frontier)
+            .field("rest_inputs", &self.rest_inputs)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'r> Split<'r> {
+    /// The nested network serving the rest, once a run has built it.
+    pub fn rest(&self) -> Option<Arc<DynamicNetwork<'r>>> {
+        self.rest.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Run the split node on `env` (every value known so far, by name), then the rest;
+    /// returns the graph outputs in order.
+    pub(crate) fn run(
+        &self,
+        parent: &DynamicNetwork<'r>,
+        mut env: HashMap<String, Tensor>,
+    ) -> Result<Vec<(String, Tensor)>, Error> {
+        for (name, t) in self.evaluate_node(parent, &env)? {
+            env.insert(name, t);
+        }
+        if let Some(graph) = &self.rest_graph {
+            let rest = {
+                let mut slot = self.rest.lock().unwrap_or_else(|e| e.into_inner());
+                match slot.as_ref() {
+                    Some(rest) => rest.clone(),
+                    None => {
+                        let mut graph = graph.clone();
+                        let mut key = self.label.clone();
+                        for name in &self.rest_inputs {
+                            let t = env.get(name).ok_or_else(|| self.missing(name))?;
+                            graph.input.push(declare(name, t));
+                            key.push_str(&format!(
+                                " {name}:{}/{}",
+                                t.dtype().name(),
+                                t.shape().dims().len()
+                            ));
+                        }
+                        let rest =
+                            parent.rest_network(key, || with_graph(&self.rest_template, graph));
+                        *slot = Some(rest.clone());
+                        rest
+                    }
+                }
+            };
+            let inputs: Vec<(&str, &Tensor)> = self
+                .rest_inputs
+                .iter()
+                .map(|n| {
+                    env.get(n)
+                        .map(|t| (n.as_str(), t))
+                        .ok_or_else(|| self.missing(n))
+                })
+                .collect::<Result<_, _>>()?;
+            let produced = rest.execute(&inputs)?;
+            for (name, t) in produced {
+                env.insert(name, t);
+            }
+        }
+        self.outputs
+            .iter()
+            .map(|n| {
+                env.get(n)
+                    .map(|t| (n.clone(), t.clone()))
+                    .ok_or_else(|| self.missing(n))
+            })
+            .collect()
+    }
+
+    fn missing(&self, name: &str) -> Error {
+        Error::Invalid(format!(
+            "the plan split at node '{}' ({}) has no value for '{name}'",
+            self.label, self.op_type
+        ))
+    }
+
+    /// Import the node alone with every value it reads bound, so that the importer computes
+    /// its outputs (CpuRef's evaluator, or the importer's own data-dependent ops).
+    fn evaluate_node(
+        &self,
+        parent: &DynamicNetwork<'_>,
+        env: &HashMap<String, Tensor>,
+    ) -> Result<Vec<(String, Tensor)>, Error> {
+        let mut options = parent.import_options().clone();
+        let mut inputs = Vec::new();
+        let mut seen = HashSet::new();
+        for name in reads(&self.node) {
+            if !seen.insert(name.clone()) {
+                continue;
+            }
+            if let Some(t) = env.get(&name) {
+                inputs.push(declare(&name, t));
+                options
+                    .input_values
+                    .insert(name.clone(), Arc::new(t.clone()));
+            } else if !self
+                .node_initializers
+                .iter()
+                .any(|i| i.name.as_deref() == Some(name.as_str()))
+            {
+                return Err(self.missing(&name));
+            }
+        }
+        let outputs: Vec<String> = self
+            .node
+            .output
+            .iter()
+            .filter(|n| !n.is_empty())
+            .cloned()
+            .collect();
+        let model = with_graph(
+            &self.rest_template,
+            GraphProto {
+                node: vec![self.node.clone()],
+                initializer: self.node_initializers.clone(),
+                input: inputs,
+                output: outputs.iter().map(|n| output(n)).collect(),
+                ..Default::default()
+            },
+        );
+        let network = crate::onnx::import_model(model, parent.base_dir(), &options)?;
+        let mut values = Vec::with_capacity(outputs.len());
+        for (name, &id) in outputs.iter().zip(network.outputs()) {
+            match &network.tensor(id).kind {
+                TensorKind::Constant(t) => values.push((name.clone(), (**t).clone())),
+                _ => {
+                    return Err(Error::Invalid(format!(
+                        "node '{}' ({}) decides shapes from run-time values, and its output \
+                         '{name}' could not be computed from them (the CpuRef evaluator does \
+                         not run this operator at import)",
+                        self.label, self.op_type
+                    )))
+                }
+            }
+        }
+        tracing::debug!(
+            node = %self.label,
+            op = %self.op_type,
+            shapes = ?values.iter().map(|(n, t)| (n.as_str(), t.shape().dims().to_vec())).collect::<Vec<_>>(),
+            "data-dependent node run"
+        );
+        Ok(values)
+    }
+}
