@@ -404,14 +404,23 @@ pub fn import_binding(
     let (network, bound) =
         backplane::onnx::import_model_specialized(proto, Some(&base_dir), &options, &values)
             .map_err(|e| match e {
-                OnnxError::NeedsInputValues { ref inputs, .. } => CliError::needs_values(format!(
-                    "{e}\nbackplane run binds such inputs from their files: pass {}",
-                    inputs
-                        .iter()
-                        .map(|i| format!("--input {i}=FILE"))
-                        .collect::<Vec<_>>()
-                        .join(" ")
-                )),
+                OnnxError::NeedsInputValues { ref inputs, .. } => {
+                    let message = format!(
+                        "{e}\nbackplane run binds such inputs from their files: pass {}",
+                        inputs
+                            .iter()
+                            .map(|i| format!("--input {i}=FILE"))
+                            .collect::<Vec<_>>()
+                            .join(" ")
+                    );
+                    // Every needed value given, but not bound (data): `run` serves the model
+                    // through a DynamicNetwork.
+                    if !bind_data && inputs.iter().all(|i| given.iter().any(|(n, _)| n == i)) {
+                        CliError::needs_values(message)
+                    } else {
+                        CliError::failed(message)
+                    }
+                }
                 e => CliError::from(e),
             })?;
     Ok(Imported { network, bound })

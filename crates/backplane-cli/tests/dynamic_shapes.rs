@@ -127,3 +127,65 @@ fn run_executes_each_shape_set_on_one_network() {
     assert_eq!(firsts.len(), 2, "{out}");
     assert_eq!(firsts[0], firsts[1]);
 }
+
+/// `run` on a model whose shapes depend on data (NonZero, a TopK with a computed k,
+/// NonMaxSuppression) falls back to a DynamicNetwork, says so (and logs why with -v), and
+/// its outputs match ONNX Runtime's (--compare, both input sets; --json too).
+#[test]
+fn run_serves_data_dependent_shapes_through_a_dynamic_network() {
+    let model = "testdata/dynamic/data_dependent.onnx";
+    for case in ["a", "b"] {
+        let dir = format!("testdata/dynamic/data_dependent/{case}");
+        let o = backplane(&[
+            "-v",
+            "run",
+            model,
+            "--input",
+            &format!("logits={dir}/logits.npy"),
+            "--input",
+            &format!("boxes={dir}/boxes.npy"),
+            "--compare",
+            &dir,
+            "--iterations",
+            "2",
+        ]);
+        let (out, err) = text(&o);
+        assert!(o.status.success(), "{out}\n{err}");
+        assert!(out.contains("compare: every output matches"), "{out}");
+        assert!(
+            out.contains("served by a DynamicNetwork (split at node 'nonzero' (NonZero))"),
+            "{out}"
+        );
+        // Two executions: the second builds no plan (3 misses: before the NonZero, between
+        // it and the NMS, after the NMS).
+        assert!(out.contains("3 misses"), "{out}");
+        assert!(
+            err.contains("serving the model through a DynamicNetwork"),
+            "{err}"
+        );
+        assert!(err.contains("op=NonMaxSuppression"), "{err}");
+    }
+    let dir = "testdata/dynamic/data_dependent/a";
+    let o = backplane(&[
+        "run",
+        model,
+        "--input",
+        &format!("logits={dir}/logits.npy"),
+        "--input",
+        &format!("boxes={dir}/boxes.npy"),
+        "--json",
+    ]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(doc["outputs"][0]["name"], "det_boxes");
+    assert_eq!(doc["outputs"][0]["shape"], serde_json::json!([4, 4]));
+    assert_eq!(
+        doc["outputs"][2]["values"],
+        serde_json::json!([0.0, 1.0, 2.0, 3.0])
+    );
+    assert!(
+        doc["dynamic"].as_str().unwrap().contains("NonZero"),
+        "{out}"
+    );
+}

@@ -339,7 +339,10 @@ impl<'r> DynamicNetwork<'r> {
                 })
             }
             Err(onnx::OnnxError::NeedsInputValues { nodes, .. }) => {
-                let needing: Vec<String> = nodes.iter().map(|n| n.node.clone()).collect();
+                let needing: Vec<(String, String)> = nodes
+                    .iter()
+                    .map(|n| (n.node.clone(), n.op_type.clone()))
+                    .collect();
                 let given: Vec<String> = shapes.iter().map(|(n, _)| n.clone()).collect();
                 let cut = staged::cut(&self.model, &needing, &given)?;
                 tracing::info!(

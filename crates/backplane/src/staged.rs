@@ -152,11 +152,21 @@ pub(crate) struct Cut<'r> {
     pub split: Split<'r>,
 }
 
-/// Find the first node of `model` among `needing` (labels as the import reports them) and
-/// split the model there. `given` names the model's inputs in the order given.
+/// Whether a subgraph of `node` (at any depth) holds a node of `op_type`.
+fn holds_op(node: &NodeProto, op_type: &str) -> bool {
+    node.attribute
+        .iter()
+        .flat_map(|a| a.g.iter().chain(a.graphs.iter()))
+        .flat_map(|g| g.node.iter())
+        .any(|n| n.op_type.as_deref() == Some(op_type) || holds_op(n, op_type))
+}
+
+/// Find the first node of `model` among `needing` (label and operator, as the import reports
+/// them; a node inside a subgraph stands for the top-level node holding it) and split the
+/// model there. `given` names the model's inputs in the order given.
 pub(crate) fn cut<'r>(
     model: &ModelProto,
-    needing: &[String],
+    needing: &[(String, String)],
     given: &[String],
 ) -> Result<Cut<'r>, Error> {
     let graph = model
@@ -167,11 +177,20 @@ pub(crate) fn cut<'r>(
         .node
         .iter()
         .enumerate()
-        .position(|(i, n)| needing.contains(&node_label(n, i)))
+        .position(|(i, n)| {
+            let label = node_label(n, i);
+            needing
+                .iter()
+                .any(|(l, op)| *l == label || holds_op(n, op))
+        })
         .ok_or_else(|| {
             Error::Invalid(format!(
                 "the import reported nodes that need run-time values ({}) that are not in the graph",
-                needing.join(", ")
+                needing
+                    .iter()
+                    .map(|(l, _)| l.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ))
         })?;
     let before = &graph.node[..index];
