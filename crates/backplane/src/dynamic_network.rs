@@ -44,6 +44,8 @@ pub struct Plan<'r> {
     pub bound: Vec<String>,
     /// The concrete input shapes the plan was built for, in the order given.
     pub shapes: Vec<(String, Vec<usize>)>,
+    /// The loaded network's inputs (a given input it does not read is not fed).
+    feeds: Vec<String>,
 }
 
 /// Counts of a [`DynamicNetwork`]'s plan cache.
@@ -211,6 +213,9 @@ impl<'r> DynamicNetwork<'r> {
             self.optimizer.clone(),
         );
         net.import = self.import.clone();
+        // The rest's inputs are other tensors: shapes given for the model's inputs do not apply.
+        net.import.input_shapes.clear();
+        net.import.input_values.clear();
         net.with_capacity(capacity)
     }
 
@@ -336,6 +341,7 @@ impl<'r> DynamicNetwork<'r> {
                     split: None,
                     bound,
                     shapes,
+                    feeds: Self::feeds(&network),
                 })
             }
             Err(onnx::OnnxError::NeedsInputValues { nodes, .. }) => {
@@ -352,7 +358,7 @@ impl<'r> DynamicNetwork<'r> {
                      before it is planned, the node runs, the rest is planned for the shapes \
                      it produces"
                 );
-                let (id, optimized, bound) = match cut.prefix {
+                let (id, optimized, bound, feeds) = match cut.prefix {
                     Some(prefix) => {
                         let (network, bound) = onnx::import_model_specialized(
                             prefix,
@@ -361,9 +367,9 @@ impl<'r> DynamicNetwork<'r> {
                             &values,
                         )?;
                         let (id, optimized) = self.load(&network)?;
-                        (Some(id), Some(optimized), bound)
+                        (Some(id), Some(optimized), bound, Self::feeds(&network))
                     }
-                    None => (None, None, Vec::new()),
+                    None => (None, None, Vec::new(), Vec::new()),
                 };
                 Ok(Plan {
                     id,
@@ -371,10 +377,31 @@ impl<'r> DynamicNetwork<'r> {
                     split: Some(cut.split),
                     bound,
                     shapes,
+                    feeds,
                 })
             }
             Err(e) => Err(e.into()),
         }
+    }
+
+    /// Optimize, load, run once (with no inputs: every value is bound) and unload a network:
+    /// a data-dependent node the importer could not fold into constants.
+    pub(crate) fn run_once(&self, network: &crate::Network) -> Result<NamedTensors, Error> {
+        let (id, _) = self.load(network)?;
+        let result = self.runtime.execute(id, &[]);
+        if let Err(e) = self.runtime.unload_network(id) {
+            tracing::warn!(network = id.0, "one-node network not unloaded: {e}");
+        }
+        Ok(result?)
+    }
+
+    /// The names of a network's inputs.
+    fn feeds(network: &crate::Network) -> Vec<String> {
+        network
+            .inputs()
+            .iter()
+            .map(|&t| network.tensor(t).name.clone())
+            .collect()
     }
 
     /// Optimize and load an imported network.
@@ -392,7 +419,7 @@ impl<'r> DynamicNetwork<'r> {
     }
 
     /// Run `plan` (from [`DynamicNetwork::plan`] for these inputs); the inputs it bound at
-    /// import are left out.
+    /// import (or does not read) are left out.
     pub fn execute_plan(
         &self,
         plan: &Plan<'r>,
@@ -400,7 +427,7 @@ impl<'r> DynamicNetwork<'r> {
     ) -> Result<NamedTensors, Error> {
         let fed: Vec<(&str, &Tensor)> = inputs
             .iter()
-            .filter(|(n, _)| !plan.bound.iter().any(|b| b == n))
+            .filter(|(n, _)| plan.feeds.iter().any(|f| f == n))
             .copied()
             .collect();
         let produced = match plan.id {

@@ -384,7 +384,10 @@ impl<'r> Split<'r> {
         parent: &DynamicNetwork<'_>,
         env: &HashMap<String, Tensor>,
     ) -> Result<Vec<(String, Tensor)>, Error> {
+        // Shapes and values given for the whole model name inputs this one-node model lacks.
         let mut options = parent.import_options().clone();
+        options.input_shapes.clear();
+        options.input_values.clear();
         let mut inputs = Vec::new();
         let mut seen = HashSet::new();
         for name in reads(&self.node) {
@@ -424,17 +427,19 @@ impl<'r> Split<'r> {
         let network = crate::onnx::import_model(model, parent.base_dir(), &options)?;
         let mut values = Vec::with_capacity(outputs.len());
         for (name, &id) in outputs.iter().zip(network.outputs()) {
-            match &network.tensor(id).kind {
-                TensorKind::Constant(t) => values.push((name.clone(), (**t).clone())),
-                _ => {
-                    return Err(Error::Invalid(format!(
-                        "node '{}' ({}) decides shapes from run-time values, and its output \
-                         '{name}' could not be computed from them (the CpuRef evaluator does \
-                         not run this operator at import)",
-                        self.label, self.op_type
-                    )))
-                }
+            if let TensorKind::Constant(t) = &network.tensor(id).kind {
+                values.push((name.clone(), (**t).clone()));
             }
+        }
+        if values.len() != outputs.len() {
+            // Not folded (a Loop the importer keeps as a layer): run it as a network.
+            values = parent.run_once(&network).map_err(|e| {
+                Error::Invalid(format!(
+                    "node '{}' ({}) decides shapes from run-time values, and running it on \
+                     them failed: {e}",
+                    self.label, self.op_type
+                ))
+            })?;
         }
         tracing::debug!(
             node = %self.label,

@@ -14,8 +14,13 @@
 //!
 //! A case is *unsupported* when the importer reports an unsupported operator, attribute or
 //! data type, or the optimizer finds no backend for a layer; it *fails* when anything else
-//! goes wrong or an output differs. Cases whose parameters depend on input values are
-//! imported specialized on those values ([`backplane::onnx::import_specialized`]).
+//! goes wrong or an output differs. A case whose parameters depend on small integer inputs (a
+//! shape, a count) is imported specialized on their values
+//! ([`backplane::onnx::import_specialized`]); one whose shapes depend on the values of data
+//! (NonZero of an input, a Reshape of a computed shape) runs through a
+//! [`backplane::DynamicNetwork`], which plans the part before the first such node, runs the
+//! node and plans the rest: no specialization on data. Cases with sequence or optional inputs
+//! are still specialized on every value they need.
 //!
 //! The few cases whose shipped outputs contradict the operator specification are compared
 //! with corrected outputs from `testdata/conformance/errata` (see its README).
@@ -240,9 +245,19 @@ fn run_case(runtime: &Runtime, case: &Case, backend: &str) -> Outcome {
             options = options.with_input_shape(name.clone(), t.shape().dims().to_vec());
         }
     }
+    // Only small integer inputs are bound (see above); with sequence or optional inputs, all.
+    let bindable: Vec<(String, Tensor)> = case
+        .inputs
+        .iter()
+        .filter(|(_, t)| !case.structures.is_empty() || backplane::staged::binds_at_import(t))
+        .cloned()
+        .collect();
     let (network, bound) =
-        match backplane::onnx::import_specialized(&case.model, None, &options, &case.inputs) {
+        match backplane::onnx::import_specialized(&case.model, None, &options, &bindable) {
             Ok(v) => v,
+            Err(OnnxError::NeedsInputValues { .. }) if case.structures.is_empty() => {
+                return run_dynamic(runtime, case, backend, &options)
+            }
             Err(e @ (OnnxError::UnsupportedOps(_) | OnnxError::UnsupportedDataType { .. })) => {
                 return Outcome::Unsupported(format!("import: {e}"))
             }
@@ -265,10 +280,46 @@ fn run_case(runtime: &Runtime, case: &Case, backend: &str) -> Outcome {
         .collect();
     let result = runtime.execute(id, &feed);
     let _ = runtime.unload_network(id);
-    let outs = match result {
-        Ok(o) => o,
-        Err(e) => return Outcome::Failed(format!("execute: {e}")),
+    match result {
+        Ok(outs) => check_outputs(case, &outs),
+        Err(e) => Outcome::Failed(format!("execute: {e}")),
+    }
+}
+
+/// Cases served through the dynamic path (data-dependent shapes), counted for the report.
+static DYNAMIC_CASES: AtomicUsize = AtomicUsize::new(0);
+
+/// A case whose shapes depend on the values of data, through a `DynamicNetwork`.
+fn run_dynamic(runtime: &Runtime, case: &Case, backend: &str, options: &ImportOptions) -> Outcome {
+    DYNAMIC_CASES.fetch_add(1, Ordering::Relaxed);
+    let model = match backplane::onnx::decode_model(&case.model) {
+        Ok(m) => m,
+        Err(e) => return Outcome::Failed(format!("decode: {e}")),
     };
+    let net = backplane::DynamicNetwork::from_model(
+        runtime,
+        model,
+        None,
+        options,
+        OptimizerOptions::new(preference(backend)),
+    );
+    let feed: Vec<(&str, &Tensor)> = case
+        .inputs
+        .iter()
+        .filter(|(n, _)| case.tensor_inputs.contains(n))
+        .map(|(n, t)| (n.as_str(), t))
+        .collect();
+    match net.execute(&feed) {
+        Ok(outs) => check_outputs(case, &outs),
+        Err(backplane::Error::Onnx(
+            e @ (OnnxError::UnsupportedOps(_) | OnnxError::UnsupportedDataType { .. }),
+        )) => Outcome::Unsupported(format!("dynamic import: {e}")),
+        Err(e) => Outcome::Failed(format!("dynamic: {e}")),
+    }
+}
+
+/// Compare a case's outputs with the expected ones.
+fn check_outputs(case: &Case, outs: &[(String, Tensor)]) -> Outcome {
     if outs.len() != case.outputs.len() {
         return Outcome::Failed(format!(
             "{} outputs, expected {}",
@@ -441,12 +492,14 @@ fn onnx_node_tests() {
             [acc[0] + v[0], acc[1] + v[1], acc[2] + v[2]]
         });
         summary.push(format!(
-            "conformance: {p} passed, {f} failed, {u} unsupported ({})",
+            "conformance: {p} passed, {f} failed, {u} unsupported ({}); {} cases through the \
+             dynamic path (data-dependent shapes)",
             preference(backend)
                 .iter()
                 .map(|b| b.as_str())
                 .collect::<Vec<_>>()
-                .join(" then ")
+                .join(" then "),
+            DYNAMIC_CASES.swap(0, Ordering::Relaxed)
         ));
     }
     for p in &problems {
