@@ -391,6 +391,17 @@ pub fn import_binding(
             });
         }
     };
+    // A DynamicNetwork takes and gives tensors only: a model with sequence or optional
+    // inputs or outputs is specialized on every value it needs, as before.
+    let tensors_only = proto.graph.as_ref().is_some_and(|g| {
+        g.input.iter().chain(&g.output).all(|v| {
+            matches!(
+                v.r#type.as_ref().and_then(|t| t.value.as_ref()),
+                Some(backplane::onnx::proto::type_proto::Value::TensorType(_)) | None
+            )
+        })
+    });
+    let bind_data = bind_data || !tensors_only;
     let (mut options, mut values) = ImportOptions::default()
         .with_evaluator(Arc::new(backplane::cpu_ref::CpuRefEvaluator))
         .with_input_values_shaped(given);
