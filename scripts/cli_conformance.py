@@ -10,7 +10,9 @@ one process per case, and sorts the outcome by the exit code: 0 passed, 4 unsupp
 operator, attribute or data type that the importer or no preferred backend supports), anything
 else failed (3: outputs differ). The graph's input names come from the model (read with the
 onnx package); everything else is the CLI's work: reading TensorProto, SequenceProto and
-OptionalProto files, specializing on inputs the model needs at import, comparing outputs.
+OptionalProto files, specializing on small integer inputs the model needs at import, serving
+models whose shapes depend on the values of data through a DynamicNetwork (no
+specialization on data), comparing outputs.
 
 Cases whose shipped data contradict the operator specification take corrected inputs and
 outputs from testdata/conformance/errata (see its README), as the library-level test
