@@ -141,6 +141,9 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
             dir.join("model.onnx")
         }
     };
+    if args.profile.is_some() {
+        crate::backends::set_profiling();
+    }
     let session = prepare(&model, &args.common, preset)?;
     let named = session.named_inputs();
     let mut times = Vec::with_capacity(args.iterations.min(1 << 16));
@@ -227,7 +230,7 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
         }
     }
     if let Some(path) = &args.profile {
-        crate::profile::report(path, &runs, !args.json)?;
+        crate::profile::report(path, &session.runtime, &runs, !args.json)?;
     }
     if !mismatches.is_empty() {
         let list = mismatches

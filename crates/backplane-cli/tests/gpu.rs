@@ -175,3 +175,42 @@ fn backend_test_runs_the_kit_on_gpu_acc() {
     assert!(o.status.success(), "{out}\n{err}");
     assert!(out.contains("op table"), "{out}");
 }
+
+#[test]
+fn run_profile_shows_gpu_layers_and_how_they_were_timed() {
+    if adapter_line().is_none() {
+        return;
+    }
+    let dir = scratch("gpu-profile");
+    let trace = dir.join("trace.json");
+    let o = backplane(&[
+        "run",
+        "--backends",
+        "GpuAcc,CpuAcc",
+        "--backend-option",
+        SOFTWARE,
+        "--profile",
+        trace.to_str().unwrap(),
+    ]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    // --profile makes GpuAcc submit and wait per layer, and says so.
+    assert!(
+        out.contains("each GPU layer is submitted and waited for on its own"),
+        "{out}"
+    );
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
+    let gpu_events: Vec<&serde_json::Value> = doc["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["args"]["backend"] == "GpuAcc")
+        .collect();
+    assert!(!gpu_events.is_empty(), "no GpuAcc layer in the trace");
+    assert!(gpu_events.iter().all(|e| e["dur"].as_f64().is_some()));
+    let note = doc["otherData"]["GpuAcc"].as_str().unwrap_or_default();
+    assert!(note.contains("host-side timing of the submit"), "{doc}");
+    assert!(note.contains("timestamp queries"), "{note}");
+    std::fs::remove_dir_all(&dir).ok();
+}
