@@ -5,7 +5,7 @@
 //! the optimizer hands refused layers to the next backend (CpuAcc, CpuRef).
 
 use crate::kernels::elementwise::{self, Act};
-use crate::kernels::{conv, linalg, movement, norm, pool, product, Step};
+use crate::kernels::{conv, linalg, movement, norm, pool, product, reduce, Step};
 use backplane_backend_api::LayerDesc;
 use backplane_core::ops::{BinaryOp, CustomOp};
 use backplane_core::shape::normalize_axis;
@@ -163,6 +163,24 @@ pub fn plan(layer: &LayerDesc) -> Result<Plan, String> {
             }
             ok(norm::batch_norm(&x, *epsilon)?)
         }
+        Op::Slice(desc) => {
+            if layer.inputs.len() != 1 {
+                return Err("GpuAcc slices with bounds given as attributes only".into());
+            }
+            let x = dims(layer, 0);
+            let ranges = desc.resolve(&x).map_err(|e| e.to_string())?;
+            let ranges: Vec<(i64, i64, usize)> =
+                ranges.iter().map(|r| (r.start, r.step, r.len)).collect();
+            ok(movement::slice(&x, &ranges)?)
+        }
+        Op::Reduce(desc) => {
+            if layer.inputs.len() != 1 {
+                return Err("GpuAcc reduces over axes given as an attribute only".into());
+            }
+            let x = dims(layer, 0);
+            let mask = desc.reduced_mask(x.len()).map_err(|e| e.to_string())?;
+            ok(reduce::reduce(desc.kind, &x, &mask)?)
+        }
         Op::GlobalPool(kind) => ok(pool::global_pool(*kind, &dims(layer, 0))?),
         Op::MemCopy
         | Op::MemImport
@@ -173,7 +191,6 @@ pub fn plan(layer: &LayerDesc) -> Result<Plan, String> {
         Op::Custom(c) => fused(layer, c),
         // Not yet on the GPU: left to the next backend.
         Op::Split { .. }
-        | Op::Slice(_)
         | Op::Gather { .. }
         | Op::Where
         | Op::Expand { .. }
@@ -183,7 +200,6 @@ pub fn plan(layer: &LayerDesc) -> Result<Plan, String> {
         | Op::BinaryExt(_)
         | Op::InstanceNormalization { .. }
         | Op::ArgReduce(_)
-        | Op::Reduce(_)
         | Op::ConvTranspose(_)
         | Op::Resize(_)
         | Op::Rnn(_)

@@ -81,3 +81,47 @@ pub fn concat(inputs: &[Vec<usize>], axis: usize) -> Result<Vec<Step>, String> {
     }
     Ok(steps)
 }
+
+/// A strided slice of `x`: one range per axis (`start`, `step`, which may be negative, and
+/// the count read), as core's `SliceDesc::resolve` answers them.
+pub fn slice(x: &[usize], ranges: &[(i64, i64, usize)]) -> Result<Vec<Step>, String> {
+    if ranges.len() != x.len() {
+        return Err("the slice ranges do not fit the input's rank".into());
+    }
+    let in_strides = strides(x);
+    let int = |v: i64| -> Result<u32, String> {
+        i32::try_from(v)
+            .map(|v| v as u32)
+            .map_err(|_| format!("slice bound {v} exceeds GpuAcc's 32-bit indexing"))
+    };
+    let mut params = vec![p32(x.len(), "the rank")?];
+    for &(_, _, len) in ranges {
+        params.push(p32(len, "a dimension")?);
+    }
+    for &(start, _, _) in ranges {
+        params.push(int(start)?);
+    }
+    for &(_, step, _) in ranges {
+        params.push(int(step)?);
+    }
+    params.extend(p32s(&in_strides, "a stride")?);
+    // p: [n, rank, out dims, starts, steps (i32 bits), input strides]
+    let body = "    let r = p[1];
+    var rem = i;
+    var at = 0i;
+    for (var d = 0u; d < r; d = d + 1u) {
+        let k = r - 1u - d;
+        let dim = p[2u + k];
+        let c = i32(rem % dim);
+        at = at + (bitcast<i32>(p[2u + r + k]) + c * bitcast<i32>(p[2u + 2u * r + k])) * i32(p[2u + 3u * r + k]);
+        rem = rem / dim;
+    }
+    y[i] = x0[u32(at)];";
+    let out: Vec<usize> = ranges.iter().map(|r| r.2).collect();
+    Ok(vec![linear_step(
+        linear_shader(1, "", body),
+        params,
+        vec![Bind::Input(0), Bind::Output(0)],
+        product(&out),
+    )?])
+}
