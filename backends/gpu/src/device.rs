@@ -354,10 +354,19 @@ impl GpuDevice {
         readback.map_async(wgpu::MapMode::Read, .., move |r| {
             *flag.lock().unwrap_or_else(|p| p.into_inner()) = Some(r.map_err(|e| e.to_string()));
         });
-        self.device
-            .poll(wgpu::PollType::wait_indefinitely())
-            .map_err(|e| GpuError::Device(e.to_string()))?;
-        let outcome = done.lock().unwrap_or_else(|p| p.into_inner()).take();
+        // Another thread's poll may be running this map's callback just as ours returns:
+        // poll again (a bounded number of times) until the callback has run.
+        let mut outcome = None;
+        for _ in 0..MAP_POLLS {
+            self.device
+                .poll(wgpu::PollType::wait_indefinitely())
+                .map_err(|e| GpuError::Device(e.to_string()))?;
+            outcome = done.lock().unwrap_or_else(|p| p.into_inner()).take();
+            if outcome.is_some() {
+                break;
+            }
+            std::thread::yield_now();
+        }
         match outcome {
             Some(Ok(())) => {}
             Some(Err(e)) => return Err(GpuError::Device(format!("read back: {e}"))),
@@ -401,6 +410,9 @@ impl GpuDevice {
         Ok(pipeline)
     }
 }
+
+/// How many times a read back polls the device for its map callback before giving up.
+const MAP_POLLS: usize = 10_000;
 
 /// A buffer size: at least 4 bytes, a multiple of 4 (wgpu's copy alignment).
 pub(crate) fn padded(bytes: usize) -> u64 {

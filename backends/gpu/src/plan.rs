@@ -7,7 +7,7 @@
 use crate::kernels::elementwise::{self, Act};
 use crate::kernels::{conv, linalg, movement, norm, pool, product, reduce, Step};
 use backplane_backend_api::LayerDesc;
-use backplane_core::ops::{BinaryOp, CustomOp};
+use backplane_core::ops::{BinaryOp, CustomOp, PadMode};
 use backplane_core::shape::normalize_axis;
 use backplane_core::{DataType, Op, Quantization, TensorInfo};
 
@@ -173,6 +173,39 @@ pub fn plan(layer: &LayerDesc) -> Result<Plan, String> {
                 ranges.iter().map(|r| (r.start, r.step, r.len)).collect();
             ok(movement::slice(&x, &ranges)?)
         }
+        Op::Expand { .. } | Op::Tile { .. } => {
+            if layer.inputs.len() != 1 {
+                return Err(format!(
+                    "GpuAcc runs {} with its shape given as an attribute only",
+                    op.name()
+                ));
+            }
+            let out = layer
+                .outputs
+                .first()
+                .map(|o| o.shape.dims().to_vec())
+                .unwrap_or_default();
+            ok(movement::repeat(&dims(layer, 0), &out)?)
+        }
+        Op::Pad(desc) => {
+            if layer.inputs.len() != 1 {
+                return Err("GpuAcc pads with pads and value given as attributes only".into());
+            }
+            let x = dims(layer, 0);
+            let out = layer
+                .outputs
+                .first()
+                .map(|o| o.shape.dims().to_vec())
+                .unwrap_or_default();
+            let fill = match desc.mode {
+                PadMode::Constant => movement::PadFill::Constant((desc.value as f32).to_bits()),
+                PadMode::Reflect => movement::PadFill::Reflect,
+                PadMode::Edge => movement::PadFill::Edge,
+                PadMode::Wrap => movement::PadFill::Wrap,
+            };
+            let begins = desc.pads.get(..x.len()).unwrap_or_default();
+            ok(movement::pad(&x, begins, &out, fill)?)
+        }
         Op::Reduce(desc) => {
             if layer.inputs.len() != 1 {
                 return Err("GpuAcc reduces over axes given as an attribute only".into());
@@ -193,9 +226,6 @@ pub fn plan(layer: &LayerDesc) -> Result<Plan, String> {
         Op::Split { .. }
         | Op::Gather { .. }
         | Op::Where
-        | Op::Expand { .. }
-        | Op::Tile { .. }
-        | Op::Pad(_)
         | Op::Cast { .. }
         | Op::BinaryExt(_)
         | Op::InstanceNormalization { .. }

@@ -204,17 +204,29 @@ impl GpuWorkload {
         outputs: &mut [&mut dyn TensorHandle],
     ) -> std::result::Result<(), GpuError> {
         let mut taken = Vec::new();
-        let result = self.record(inputs, outputs, &mut taken);
-        if !taken.is_empty() {
-            // Whatever was not recorded (an error before recording) goes straight back;
-            // recorded work took its buffers into the pending state.
-            for (pool, b) in taken {
-                pool.lock().unwrap_or_else(|p| p.into_inner()).push(b);
-            }
+        let mut taken_rb = Vec::new();
+        let result = self.record(inputs, outputs, &mut taken, &mut taken_rb);
+        // Buffers not recorded (an error before recording) go straight back; recorded work
+        // took its buffers into the pending state.
+        for (pool, b) in taken {
+            pool.lock().unwrap_or_else(|p| p.into_inner()).push(b);
         }
-        let backs = result?;
+        let read = result.and_then(|backs| self.read_back(outputs, &backs));
+        // Read-back buffers return only after this layer read them.
+        for (pool, b) in taken_rb {
+            pool.lock().unwrap_or_else(|p| p.into_inner()).push(b);
+        }
+        read
+    }
+
+    /// Copy the outputs that leave the device into host memory (their work was submitted).
+    fn read_back(
+        &self,
+        outputs: &mut [&mut dyn TensorHandle],
+        backs: &[Back],
+    ) -> std::result::Result<(), GpuError> {
         let dev = &self.device;
-        for (h, back) in outputs.iter_mut().zip(&backs) {
+        for (h, back) in outputs.iter_mut().zip(backs) {
             match back {
                 Back::Stays => {}
                 Back::Staging(rb) => {
@@ -237,12 +249,14 @@ impl GpuWorkload {
     }
 
     /// Record the layer; answers where each output's bytes go. `taken` holds the pooled
-    /// buffers used, emptied once they belong to the pending (or submitted) work.
+    /// buffers used, emptied once they belong to the pending (or submitted) work;
+    /// `taken_rb` the read-back buffers, which the caller returns after reading them.
     fn record(
         &self,
         inputs: &[&dyn TensorHandle],
         outputs: &mut [&mut dyn TensorHandle],
         taken: &mut Vec<(BufferPool, wgpu::Buffer)>,
+        taken_rb: &mut Vec<(BufferPool, wgpu::Buffer)>,
     ) -> std::result::Result<Vec<Back>, GpuError> {
         let dev = &self.device;
         let mut in_buffers = Vec::with_capacity(inputs.len());
@@ -280,7 +294,7 @@ impl GpuWorkload {
                 backs.push(Back::Staging(s.readback.clone()));
             } else if h.map_mut().is_some() {
                 out_buffers.push(self.scratch(bytes, taken)?);
-                backs.push(Back::Host(self.readback(bytes, taken)?));
+                backs.push(Back::Host(self.readback(bytes, taken_rb)?));
             } else {
                 return Err(GpuError::Binding(format!(
                     "output {slot} of {} is in memory GpuAcc cannot write",

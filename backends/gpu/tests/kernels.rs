@@ -565,6 +565,69 @@ fn slices_match_cpu_ref() {
 }
 
 #[test]
+fn expand_tile_and_pad_match_cpu_ref() {
+    use backplane::core::ops::{PadDesc, PadMode};
+    let Some(rt) = runtime() else { return };
+    let mut r = Rng::new(17);
+    let mut cases = vec![
+        case(
+            Op::Expand { shape: vec![3, 1] },
+            vec![(t(&mut r, &[1]), false)],
+        ),
+        case(
+            Op::Expand {
+                shape: vec![2, 3, 5, 7],
+            },
+            vec![(t(&mut r, &[3, 1, 7]), false)],
+        ),
+        case(
+            Op::Expand { shape: vec![1, 1] },
+            vec![(t(&mut r, &[13, 1]), false)],
+        ),
+        case(
+            Op::Tile { repeats: vec![1] },
+            vec![(t(&mut r, &[1]), false)],
+        ),
+        case(
+            Op::Tile {
+                repeats: vec![3, 1, 2],
+            },
+            vec![(t(&mut r, &[2, 5, 7]), false)],
+        ),
+        case(
+            Op::Tile { repeats: vec![7] },
+            vec![(t(&mut r, &[10_007]), false)],
+        ),
+    ];
+    let pads: [(&[usize], &[i64]); 4] = [
+        (&[1], &[0, 0]),
+        (&[7], &[2, 3]),
+        (&[3, 17], &[1, -2, 0, 5]),
+        (&[2, 3, 5, 7], &[0, 1, 2, 3, 1, 0, 4, 6]),
+    ];
+    for mode in [
+        PadMode::Constant,
+        PadMode::Reflect,
+        PadMode::Edge,
+        PadMode::Wrap,
+    ] {
+        for (dims, p) in pads {
+            // Reflect needs pads smaller than the axis.
+            if mode == PadMode::Reflect && dims == [1] {
+                continue;
+            }
+            let desc = PadDesc {
+                mode,
+                pads: p.to_vec(),
+                value: 0.75,
+            };
+            cases.push(case(Op::Pad(desc), vec![(t(&mut r, dims), false)]));
+        }
+    }
+    expect_pass(&rt, cases);
+}
+
+#[test]
 fn the_backend_test_kit_passes_on_gpu_acc() {
     let Some(rt) = runtime() else { return };
     let options = KitOptions {
