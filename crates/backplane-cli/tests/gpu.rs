@@ -214,3 +214,51 @@ fn run_profile_shows_gpu_layers_and_how_they_were_timed() {
     assert!(note.contains("timestamp queries"), "{note}");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn bert_tiny_runs_on_gpu_acc_and_matches_cpu_ref() {
+    if adapter_line().is_none() {
+        return;
+    }
+    let dir = scratch("gpu-bert-tiny");
+    let model = "testdata/dynamic/bert_tiny.onnx";
+    let common = ["--input-shape", "input_ids=1x16", "--generate", "ones"];
+    let mut args = vec!["run", model, "--backends", "CpuRef", "--output-dir"];
+    args.push(dir.to_str().unwrap());
+    args.extend_from_slice(&common);
+    let o = backplane(&args);
+    assert!(o.status.success(), "{:?}", text(&o));
+    let mut args = vec![
+        "run",
+        model,
+        "--backends",
+        "GpuAcc,CpuAcc",
+        "--backend-option",
+        SOFTWARE,
+        "--compare",
+        dir.to_str().unwrap(),
+        "--rtol",
+        "1e-4",
+        "--atol",
+        "1e-5",
+    ];
+    args.extend_from_slice(&common);
+    let o = backplane(&args);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(out.contains("every output matches"), "{out}");
+    // The transformer's float layers run on the GPU; only the integer index work stays on
+    // the host.
+    let split = out
+        .lines()
+        .find(|l| l.starts_with("backends:"))
+        .unwrap_or_default();
+    let gpu_layers: usize = split
+        .split("GpuAcc: ")
+        .nth(1)
+        .and_then(|s| s.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(gpu_layers >= 60, "{split}");
+    std::fs::remove_dir_all(&dir).ok();
+}
