@@ -6,8 +6,35 @@ use crate::error::GpuError;
 use crate::options::GpuAccOptions;
 use std::collections::HashMap;
 use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use wgpu::{Adapter, DeviceType};
+
+/// A pool of reusable buffers (a workload's upload or read-back buffers).
+pub(crate) type BufferPool = Arc<Mutex<Vec<wgpu::Buffer>>>;
+
+/// Work recorded but not yet submitted: the command encoder consecutive GPU layers record
+/// into, and the pooled buffers that work uses, handed back to their pools once it is
+/// submitted (so no later upload overwrites them before the recorded dispatches ran).
+#[derive(Default)]
+pub(crate) struct Pending {
+    pub(crate) encoder: Option<wgpu::CommandEncoder>,
+    pub(crate) held: Vec<(BufferPool, wgpu::Buffer)>,
+}
+
+/// Counters of the device's work since it was opened.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GpuStats {
+    /// Queue submissions (one per run of consecutive GPU layers whose last layer's output
+    /// leaves the device).
+    pub submits: u64,
+    /// Layer executions recorded.
+    pub layers: u64,
+    /// Compute dispatches recorded.
+    pub dispatches: u64,
+    /// Bind groups created (once per workload and set of tensor buffers, not per execution).
+    pub bind_groups: u64,
+}
 
 /// Run a future to completion on this thread. wgpu's native futures are ready when first
 /// polled (or after the device is polled), so this only spins in the unusual case.
@@ -73,6 +100,17 @@ pub struct GpuDevice {
     errors: Arc<Mutex<Vec<String>>>,
     /// Compiled pipelines by shader source.
     pipelines: Mutex<HashMap<String, wgpu::ComputePipeline>>,
+    /// Whether the adapter offers timestamp queries (`wgpu::Features::TIMESTAMP_QUERY`).
+    pub timestamp_query: bool,
+    /// Submit and wait after every layer (the `profile` option), so host timings per layer
+    /// cover its GPU work.
+    pub(crate) sync_each_layer: bool,
+    /// Recorded, unsubmitted work of consecutive GPU layers.
+    pub(crate) pending: Mutex<Pending>,
+    submits: AtomicU64,
+    pub(crate) layers: AtomicU64,
+    pub(crate) dispatches: AtomicU64,
+    pub(crate) bind_groups: AtomicU64,
 }
 
 impl std::fmt::Debug for GpuDevice {
@@ -135,6 +173,7 @@ pub fn open(options: &GpuAccOptions) -> Result<GpuDevice, GpuError> {
     };
     let info = adapter.get_info();
     let limits = adapter.limits();
+    let features = adapter.features();
     let (device, queue) = block_on(adapter.request_device(&wgpu::DeviceDescriptor {
         label: Some("GpuAcc"),
         required_features: wgpu::Features::empty(),
@@ -166,10 +205,75 @@ pub fn open(options: &GpuAccOptions) -> Result<GpuDevice, GpuError> {
             .min(limits.max_buffer_size),
         errors,
         pipelines: Mutex::new(HashMap::new()),
+        timestamp_query: features.contains(wgpu::Features::TIMESTAMP_QUERY),
+        sync_each_layer: options.profile,
+        pending: Mutex::new(Pending::default()),
+        submits: AtomicU64::new(0),
+        layers: AtomicU64::new(0),
+        dispatches: AtomicU64::new(0),
+        bind_groups: AtomicU64::new(0),
     })
 }
 
 impl GpuDevice {
+    /// The device's counters.
+    pub fn stats(&self) -> GpuStats {
+        GpuStats {
+            submits: self.submits.load(Ordering::Relaxed),
+            layers: self.layers.load(Ordering::Relaxed),
+            dispatches: self.dispatches.load(Ordering::Relaxed),
+            bind_groups: self.bind_groups.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Submit the recorded work (with `pending` locked by the caller) and hand its held
+    /// buffers back to their pools. Nothing recorded: nothing submitted.
+    pub(crate) fn submit_pending(&self, pending: &mut Pending) -> Result<(), GpuError> {
+        if let Some(encoder) = pending.encoder.take() {
+            self.queue.submit(Some(encoder.finish()));
+            self.submits.fetch_add(1, Ordering::Relaxed);
+        }
+        for (pool, buffer) in pending.held.drain(..) {
+            pool.lock().unwrap_or_else(|p| p.into_inner()).push(buffer);
+        }
+        self.check()
+    }
+
+    /// Wait until the device finished all submitted work.
+    pub(crate) fn wait(&self) -> Result<(), GpuError> {
+        self.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| GpuError::Device(e.to_string()))?;
+        self.check()
+    }
+
+    /// How per-layer times of this device read in a profile, in words.
+    pub fn profiling_note(&self) -> String {
+        let stamps = if self.timestamp_query {
+            "the adapter offers timestamp queries, not used yet"
+        } else {
+            "the adapter offers no timestamp queries"
+        };
+        if self.sync_each_layer {
+            format!(
+                "GpuAcc layer times: each GPU layer is submitted and waited for on its own \
+                 (host-side timing of the submit; {stamps})"
+            )
+        } else {
+            format!(
+                "GpuAcc layer times: a run of GPU layers is one submit, timed in the layer that \
+                 ends it (the others show recording only); the option profile=true times each \
+                 layer ({stamps})"
+            )
+        }
+    }
+
+    /// Submit whatever consecutive GPU layers recorded (a no-op when nothing is pending).
+    pub fn flush(&self) -> Result<(), GpuError> {
+        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        self.submit_pending(&mut pending)
+    }
+
     /// The errors reported since the last check, as one error.
     pub(crate) fn check(&self) -> Result<(), GpuError> {
         let mut errors = self.errors.lock().unwrap_or_else(|p| p.into_inner());
@@ -250,10 +354,19 @@ impl GpuDevice {
         readback.map_async(wgpu::MapMode::Read, .., move |r| {
             *flag.lock().unwrap_or_else(|p| p.into_inner()) = Some(r.map_err(|e| e.to_string()));
         });
-        self.device
-            .poll(wgpu::PollType::wait_indefinitely())
-            .map_err(|e| GpuError::Device(e.to_string()))?;
-        let outcome = done.lock().unwrap_or_else(|p| p.into_inner()).take();
+        // Another thread's poll may be running this map's callback just as ours returns:
+        // poll again (a bounded number of times) until the callback has run.
+        let mut outcome = None;
+        for _ in 0..MAP_POLLS {
+            self.device
+                .poll(wgpu::PollType::wait_indefinitely())
+                .map_err(|e| GpuError::Device(e.to_string()))?;
+            outcome = done.lock().unwrap_or_else(|p| p.into_inner()).take();
+            if outcome.is_some() {
+                break;
+            }
+            std::thread::yield_now();
+        }
         match outcome {
             Some(Ok(())) => {}
             Some(Err(e)) => return Err(GpuError::Device(format!("read back: {e}"))),
@@ -297,6 +410,9 @@ impl GpuDevice {
         Ok(pipeline)
     }
 }
+
+/// How many times a read back polls the device for its map callback before giving up.
+const MAP_POLLS: usize = 10_000;
 
 /// A buffer size: at least 4 bytes, a multiple of 4 (wgpu's copy alignment).
 pub(crate) fn padded(bytes: usize) -> u64 {

@@ -19,7 +19,7 @@ pub mod options;
 pub mod plan;
 pub mod workload;
 
-pub use device::{AdapterDesc, GpuDevice};
+pub use device::{AdapterDesc, GpuDevice, GpuStats};
 pub use error::GpuError;
 pub use memory::{DEVICE_FACTORY, STAGING_FACTORY};
 pub use options::GpuAccOptions;
@@ -85,6 +85,16 @@ impl GpuAccBackend {
         match &s.device {
             Some(d) => d.clone(),
             None => Err("no GPU adapter: the device was not opened".into()),
+        }
+    }
+
+    /// The device's counters (submits, layers, dispatches, bind groups); zero when no
+    /// device is open.
+    pub fn stats(&self) -> GpuStats {
+        let s = self.shared.lock().unwrap_or_else(|p| p.into_inner());
+        match &s.device {
+            Some(Ok(d)) => d.stats(),
+            _ => GpuStats::default(),
         }
     }
 
@@ -173,12 +183,19 @@ impl Backend for GpuAccBackend {
     }
 
     fn capabilities(&self) -> Capabilities {
-        let adapter = match self.device() {
-            Ok(d) => d.adapter.to_string(),
-            Err(e) => e,
+        let (adapter, stamps, profiling) = match self.device() {
+            Ok(d) => (d.adapter.to_string(), d.timestamp_query, d.profiling_note()),
+            Err(e) => (e.clone(), false, e),
         };
+        let stats = self.stats();
+        let count = |n: u64| CapabilityValue::Int(i64::try_from(n).unwrap_or(i64::MAX));
         Capabilities::default()
             .with("Adapter", CapabilityValue::Text(adapter))
+            .with("Submits", count(stats.submits))
+            .with("GpuLayerRuns", count(stats.layers))
+            .with("BindGroups", count(stats.bind_groups))
+            .with("TimestampQuery", CapabilityValue::Bool(stamps))
+            .with("Profiling", CapabilityValue::Text(profiling))
             .with("NonConstWeights", CapabilityValue::Bool(true))
             .with("DeviceMemory", CapabilityValue::Bool(true))
     }

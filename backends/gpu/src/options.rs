@@ -12,6 +12,10 @@ pub struct GpuAccOptions {
     pub allow_software: bool,
     /// Use only the adapter whose name contains this text (`adapter=NAME`, case-insensitive).
     pub adapter: Option<String>,
+    /// Time each layer on its own (`profile=true`, set by the CLI's `--profile`): every GPU
+    /// layer is submitted and waited for, so per-layer host timings cover its GPU work.
+    /// Off by default: a run of consecutive GPU layers is then one submit.
+    pub profile: bool,
 }
 
 impl GpuAccOptions {
@@ -21,28 +25,30 @@ impl GpuAccOptions {
         let mut out = self.clone();
         for (key, value) in &options.values {
             match key.as_str() {
-                "allow_software" => {
-                    out.allow_software = match value.as_str() {
-                        "true" | "1" | "yes" => true,
-                        "false" | "0" | "no" => false,
-                        other => {
-                            return Err(format!(
-                                "GpuAcc option allow_software={other}: expected true or false"
-                            ))
-                        }
-                    }
-                }
+                "allow_software" => out.allow_software = flag(key, value)?,
+                "profile" => out.profile = flag(key, value)?,
                 "adapter" => {
                     out.adapter = (!value.is_empty()).then(|| value.clone());
                 }
                 other => {
                     return Err(format!(
-                        "unknown GpuAcc option '{other}' (known: allow_software, adapter)"
+                        "unknown GpuAcc option '{other}' (known: allow_software, adapter, profile)"
                     ))
                 }
             }
         }
         Ok(out)
+    }
+}
+
+/// A yes/no option's value.
+fn flag(key: &str, value: &str) -> Result<bool, String> {
+    match value {
+        "true" | "1" | "yes" => Ok(true),
+        "false" | "0" | "no" => Ok(false),
+        other => Err(format!(
+            "GpuAcc option {key}={other}: expected true or false"
+        )),
     }
 }
 
@@ -67,6 +73,12 @@ mod tests {
         assert!(m.allow_software);
         assert_eq!(m.adapter.as_deref(), Some("llvm"));
         assert!(base.merged(&opts(&[("allow_software", "maybe")])).is_err());
+        assert!(
+            base.merged(&opts(&[("profile", "yes")]))
+                .unwrap_or_default()
+                .profile
+        );
+        assert!(base.merged(&opts(&[("profile", "often")])).is_err());
         assert!(base.merged(&opts(&[("threads", "2")])).is_err());
     }
 }

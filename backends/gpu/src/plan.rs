@@ -5,9 +5,9 @@
 //! the optimizer hands refused layers to the next backend (CpuAcc, CpuRef).
 
 use crate::kernels::elementwise::{self, Act};
-use crate::kernels::{conv, linalg, movement, norm, pool, product, Step};
+use crate::kernels::{conv, linalg, movement, norm, pool, product, reduce, Step};
 use backplane_backend_api::LayerDesc;
-use backplane_core::ops::{BinaryOp, CustomOp};
+use backplane_core::ops::{BinaryOp, CustomOp, PadMode};
 use backplane_core::shape::normalize_axis;
 use backplane_core::{DataType, Op, Quantization, TensorInfo};
 
@@ -163,6 +163,57 @@ pub fn plan(layer: &LayerDesc) -> Result<Plan, String> {
             }
             ok(norm::batch_norm(&x, *epsilon)?)
         }
+        Op::Slice(desc) => {
+            if layer.inputs.len() != 1 {
+                return Err("GpuAcc slices with bounds given as attributes only".into());
+            }
+            let x = dims(layer, 0);
+            let ranges = desc.resolve(&x).map_err(|e| e.to_string())?;
+            let ranges: Vec<(i64, i64, usize)> =
+                ranges.iter().map(|r| (r.start, r.step, r.len)).collect();
+            ok(movement::slice(&x, &ranges)?)
+        }
+        Op::Expand { .. } | Op::Tile { .. } => {
+            if layer.inputs.len() != 1 {
+                return Err(format!(
+                    "GpuAcc runs {} with its shape given as an attribute only",
+                    op.name()
+                ));
+            }
+            let out = layer
+                .outputs
+                .first()
+                .map(|o| o.shape.dims().to_vec())
+                .unwrap_or_default();
+            ok(movement::repeat(&dims(layer, 0), &out)?)
+        }
+        Op::Pad(desc) => {
+            if layer.inputs.len() != 1 {
+                return Err("GpuAcc pads with pads and value given as attributes only".into());
+            }
+            let x = dims(layer, 0);
+            let out = layer
+                .outputs
+                .first()
+                .map(|o| o.shape.dims().to_vec())
+                .unwrap_or_default();
+            let fill = match desc.mode {
+                PadMode::Constant => movement::PadFill::Constant((desc.value as f32).to_bits()),
+                PadMode::Reflect => movement::PadFill::Reflect,
+                PadMode::Edge => movement::PadFill::Edge,
+                PadMode::Wrap => movement::PadFill::Wrap,
+            };
+            let begins = desc.pads.get(..x.len()).unwrap_or_default();
+            ok(movement::pad(&x, begins, &out, fill)?)
+        }
+        Op::Reduce(desc) => {
+            if layer.inputs.len() != 1 {
+                return Err("GpuAcc reduces over axes given as an attribute only".into());
+            }
+            let x = dims(layer, 0);
+            let mask = desc.reduced_mask(x.len()).map_err(|e| e.to_string())?;
+            ok(reduce::reduce(desc.kind, &x, &mask)?)
+        }
         Op::GlobalPool(kind) => ok(pool::global_pool(*kind, &dims(layer, 0))?),
         Op::MemCopy
         | Op::MemImport
@@ -173,17 +224,12 @@ pub fn plan(layer: &LayerDesc) -> Result<Plan, String> {
         Op::Custom(c) => fused(layer, c),
         // Not yet on the GPU: left to the next backend.
         Op::Split { .. }
-        | Op::Slice(_)
         | Op::Gather { .. }
         | Op::Where
-        | Op::Expand { .. }
-        | Op::Tile { .. }
-        | Op::Pad(_)
         | Op::Cast { .. }
         | Op::BinaryExt(_)
         | Op::InstanceNormalization { .. }
         | Op::ArgReduce(_)
-        | Op::Reduce(_)
         | Op::ConvTranspose(_)
         | Op::Resize(_)
         | Op::Rnn(_)

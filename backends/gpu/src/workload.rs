@@ -1,13 +1,15 @@
-//! A GPU layer's workload: its pipelines and parameter buffers made once, its weights
-//! uploaded once, and per execution one command buffer holding every dispatch of the layer
-//! (plus the read-back copies of outputs that leave the device), submitted without waiting
-//! unless an output must reach host memory.
+//! A GPU layer's workload: its pipelines, parameter buffers and weights made once, its bind
+//! groups once per set of tensor buffers. Executions record the layer's dispatches into the
+//! device's pending command encoder, after those of the GPU layers before it; the work is
+//! submitted only when an output must reach host memory (a staging tensor at a border, or
+//! host memory), so a run of consecutive GPU layers is one command buffer and one submit,
+//! with no CPU round trip inside it.
 //!
 //! Inputs arrive as device handles (used in place), staging handles (their device buffer,
 //! uploaded first when the host wrote the mirror) or host memory (a weight, uploaded when the
 //! workload was made, or a tensor imported from host memory, uploaded into a pooled buffer).
 
-use crate::device::{padded, GpuDevice};
+use crate::device::{padded, BufferPool, GpuDevice};
 use crate::error::GpuError;
 use crate::kernels::{Bind, Step};
 use crate::memory::{DeviceHandle, StagingHandle};
@@ -24,6 +26,16 @@ struct Dispatch {
     groups: [u32; 3],
 }
 
+/// How many sets of tensor buffers a workload keeps bind groups for (the runtime pools a
+/// few working memories per network; host tensors come in pooled buffers).
+const BIND_GROUP_SETS: usize = 8;
+
+/// The bind groups of every dispatch for one set of input and output buffers.
+struct BoundSet {
+    key: Vec<wgpu::Buffer>,
+    groups: Vec<wgpu::BindGroup>,
+}
+
 /// A GPU layer, ready to run.
 pub struct GpuWorkload {
     device: Arc<GpuDevice>,
@@ -34,9 +46,21 @@ pub struct GpuWorkload {
     /// Output sizes in bytes, by slot.
     output_bytes: Vec<usize>,
     /// Buffers for tensors in host memory (uploads and read-backs), reused across
-    /// executions; concurrent executions take different ones.
-    pool: Mutex<Vec<wgpu::Buffer>>,
-    readbacks: Mutex<Vec<wgpu::Buffer>>,
+    /// executions; a buffer returns here once the work using it is submitted.
+    pool: BufferPool,
+    readbacks: BufferPool,
+    /// Bind groups made on first use of a set of tensor buffers, reused after.
+    bound: Mutex<Vec<BoundSet>>,
+}
+
+/// Where an output's bytes go after the layer's dispatches.
+enum Back {
+    /// A device tensor: nowhere.
+    Stays,
+    /// A staging tensor: into its read-back buffer, then its host mirror.
+    Staging(wgpu::Buffer),
+    /// Host memory: into a pooled read-back buffer, then the host view.
+    Host(wgpu::Buffer),
 }
 
 impl GpuWorkload {
@@ -77,40 +101,36 @@ impl GpuWorkload {
             name: layer.name.clone(),
             dispatches,
             constants,
-            pool: Mutex::new(Vec::new()),
-            readbacks: Mutex::new(Vec::new()),
+            pool: BufferPool::default(),
+            readbacks: BufferPool::default(),
+            bound: Mutex::new(Vec::new()),
         })
     }
 
-    fn take(pool: &Mutex<Vec<wgpu::Buffer>>, bytes: usize) -> Option<wgpu::Buffer> {
+    fn take(pool: &BufferPool, bytes: usize) -> Option<wgpu::Buffer> {
         let mut pool = pool.lock().unwrap_or_else(|p| p.into_inner());
         let at = pool.iter().position(|b| b.size() == padded(bytes))?;
         Some(pool.swap_remove(at))
     }
 
-    fn give(pool: &Mutex<Vec<wgpu::Buffer>>, buffers: Vec<wgpu::Buffer>) {
-        pool.lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .extend(buffers);
-    }
-
+    /// A pooled buffer for a host tensor, held until the work using it is submitted.
     fn scratch(
         &self,
         bytes: usize,
-        taken: &mut Vec<wgpu::Buffer>,
+        taken: &mut Vec<(BufferPool, wgpu::Buffer)>,
     ) -> std::result::Result<wgpu::Buffer, GpuError> {
         let b = match Self::take(&self.pool, bytes) {
             Some(b) => b,
             None => self.device.storage("GpuAcc host-tensor buffer", bytes)?,
         };
-        taken.push(b.clone());
+        taken.push((self.pool.clone(), b.clone()));
         Ok(b)
     }
 
     fn readback(
         &self,
         bytes: usize,
-        taken: &mut Vec<wgpu::Buffer>,
+        taken: &mut Vec<(BufferPool, wgpu::Buffer)>,
     ) -> std::result::Result<wgpu::Buffer, GpuError> {
         let b = match Self::take(&self.readbacks, bytes) {
             Some(b) => b,
@@ -118,11 +138,66 @@ impl GpuWorkload {
                 .device
                 .readback("GpuAcc host-tensor read-back", bytes)?,
         };
-        taken.push(b.clone());
+        taken.push((self.readbacks.clone(), b.clone()));
         Ok(b)
     }
 
-    /// Run the layer: inputs and outputs resolved to device buffers, one command buffer.
+    /// The bind groups of every dispatch for these tensor buffers, made on first use.
+    fn bind_groups(
+        &self,
+        in_buffers: &[wgpu::Buffer],
+        out_buffers: &[wgpu::Buffer],
+    ) -> std::result::Result<Vec<wgpu::BindGroup>, GpuError> {
+        let key: Vec<wgpu::Buffer> = in_buffers.iter().chain(out_buffers).cloned().collect();
+        let mut bound = self.bound.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(at) = bound.iter().position(|b| b.key == key) {
+            return Ok(bound[at].groups.clone());
+        }
+        let mut groups = Vec::with_capacity(self.dispatches.len());
+        for d in &self.dispatches {
+            let layout = d.pipeline.get_bind_group_layout(0);
+            let mut entries = vec![wgpu::BindGroupEntry {
+                binding: 0,
+                resource: d.params.as_entire_binding(),
+            }];
+            for (k, b) in d.binds.iter().enumerate() {
+                let buffer = match b {
+                    Bind::Input(s) => in_buffers.get(*s),
+                    Bind::Output(s) => out_buffers.get(*s),
+                }
+                .ok_or_else(|| {
+                    GpuError::Binding(format!("{} binds a missing tensor", self.name))
+                })?;
+                entries.push(wgpu::BindGroupEntry {
+                    binding: k as u32 + 1,
+                    resource: buffer.as_entire_binding(),
+                });
+            }
+            groups.push(
+                self.device
+                    .device
+                    .create_bind_group(&wgpu::BindGroupDescriptor {
+                        label: None,
+                        layout: &layout,
+                        entries: &entries,
+                    }),
+            );
+            self.device.bind_groups.fetch_add(1, Ordering::Relaxed);
+        }
+        if bound.len() >= BIND_GROUP_SETS {
+            bound.remove(0);
+        }
+        bound.push(BoundSet {
+            key,
+            groups: groups.clone(),
+        });
+        Ok(groups)
+    }
+
+    /// Run the layer: inputs and outputs resolved to device buffers, its dispatches recorded
+    /// into the device's pending encoder after the GPU layers before it. The work is
+    /// submitted (once, for the whole run of GPU layers) only when an output must reach
+    /// host memory; then this layer waits for it and reads those outputs back.
     fn run(
         &self,
         inputs: &[&dyn TensorHandle],
@@ -130,19 +205,59 @@ impl GpuWorkload {
     ) -> std::result::Result<(), GpuError> {
         let mut taken = Vec::new();
         let mut taken_rb = Vec::new();
-        let result = self.run_with(inputs, outputs, &mut taken, &mut taken_rb);
-        Self::give(&self.pool, taken);
-        Self::give(&self.readbacks, taken_rb);
-        result
+        let result = self.record(inputs, outputs, &mut taken, &mut taken_rb);
+        // Buffers not recorded (an error before recording) go straight back; recorded work
+        // took its buffers into the pending state.
+        for (pool, b) in taken {
+            pool.lock().unwrap_or_else(|p| p.into_inner()).push(b);
+        }
+        let read = result.and_then(|backs| self.read_back(outputs, &backs));
+        // Read-back buffers return only after this layer read them.
+        for (pool, b) in taken_rb {
+            pool.lock().unwrap_or_else(|p| p.into_inner()).push(b);
+        }
+        read
     }
 
-    fn run_with(
+    /// Copy the outputs that leave the device into host memory (their work was submitted).
+    fn read_back(
+        &self,
+        outputs: &mut [&mut dyn TensorHandle],
+        backs: &[Back],
+    ) -> std::result::Result<(), GpuError> {
+        let dev = &self.device;
+        for (h, back) in outputs.iter_mut().zip(backs) {
+            match back {
+                Back::Stays => {}
+                Back::Staging(rb) => {
+                    let s = h
+                        .as_any_mut()
+                        .and_then(|a| a.downcast_mut::<StagingHandle>())
+                        .ok_or_else(|| GpuError::Binding("a staging output changed kind".into()))?;
+                    dev.read_into(rb, s.mirror.bytes_mut())?;
+                    s.device_stale.store(false, Ordering::Release);
+                }
+                Back::Host(rb) => {
+                    let view = h.map_mut().ok_or_else(|| {
+                        GpuError::Binding("a host output cannot be mapped".into())
+                    })?;
+                    dev.read_into(rb, view.data)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Record the layer; answers where each output's bytes go. `taken` holds the pooled
+    /// buffers used, emptied once they belong to the pending (or submitted) work;
+    /// `taken_rb` the read-back buffers, which the caller returns after reading them.
+    fn record(
         &self,
         inputs: &[&dyn TensorHandle],
         outputs: &mut [&mut dyn TensorHandle],
-        taken: &mut Vec<wgpu::Buffer>,
-        taken_rb: &mut Vec<wgpu::Buffer>,
-    ) -> std::result::Result<(), GpuError> {
+        taken: &mut Vec<(BufferPool, wgpu::Buffer)>,
+        taken_rb: &mut Vec<(BufferPool, wgpu::Buffer)>,
+    ) -> std::result::Result<Vec<Back>, GpuError> {
         let dev = &self.device;
         let mut in_buffers = Vec::with_capacity(inputs.len());
         for (slot, h) in inputs.iter().enumerate() {
@@ -166,12 +281,6 @@ impl GpuWorkload {
                 )));
             }
         }
-        // Outputs: the buffer written, and where its bytes go afterwards.
-        enum Back {
-            Stays,
-            Staging(wgpu::Buffer),
-            Host(wgpu::Buffer),
-        }
         let mut out_buffers = Vec::with_capacity(outputs.len());
         let mut backs = Vec::with_capacity(outputs.len());
         for (slot, h) in outputs.iter_mut().enumerate() {
@@ -193,40 +302,22 @@ impl GpuWorkload {
                 )));
             }
         }
-        let mut encoder = dev
-            .device
-            .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
+        let groups = self.bind_groups(&in_buffers, &out_buffers)?;
+        let mut pending = dev.pending.lock().unwrap_or_else(|p| p.into_inner());
+        let encoder = pending.encoder.get_or_insert_with(|| {
+            dev.device
+                .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                    label: Some("GpuAcc run of layers"),
+                })
+        });
         {
             let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
                 label: Some(&self.name),
                 timestamp_writes: None,
             });
-            for d in &self.dispatches {
-                let layout = d.pipeline.get_bind_group_layout(0);
-                let mut entries = vec![wgpu::BindGroupEntry {
-                    binding: 0,
-                    resource: d.params.as_entire_binding(),
-                }];
-                for (k, b) in d.binds.iter().enumerate() {
-                    let buffer = match b {
-                        Bind::Input(s) => in_buffers.get(*s),
-                        Bind::Output(s) => out_buffers.get(*s),
-                    }
-                    .ok_or_else(|| {
-                        GpuError::Binding(format!("{} binds a missing tensor", self.name))
-                    })?;
-                    entries.push(wgpu::BindGroupEntry {
-                        binding: k as u32 + 1,
-                        resource: buffer.as_entire_binding(),
-                    });
-                }
-                let group = dev.device.create_bind_group(&wgpu::BindGroupDescriptor {
-                    label: None,
-                    layout: &layout,
-                    entries: &entries,
-                });
+            for (d, group) in self.dispatches.iter().zip(&groups) {
                 pass.set_pipeline(&d.pipeline);
-                pass.set_bind_group(0, &group, &[]);
+                pass.set_bind_group(0, group, &[]);
                 pass.dispatch_workgroups(d.groups[0], d.groups[1], d.groups[2]);
             }
         }
@@ -235,28 +326,18 @@ impl GpuWorkload {
                 encoder.copy_buffer_to_buffer(buffer, 0, rb, 0, padded(*bytes));
             }
         }
-        dev.queue.submit(Some(encoder.finish()));
-        dev.check()?;
-        for (h, back) in outputs.iter_mut().zip(&backs) {
-            match back {
-                Back::Stays => {}
-                Back::Staging(rb) => {
-                    let s = h
-                        .as_any_mut()
-                        .and_then(|a| a.downcast_mut::<StagingHandle>())
-                        .ok_or_else(|| GpuError::Binding("a staging output changed kind".into()))?;
-                    dev.read_into(rb, s.mirror.bytes_mut())?;
-                    s.device_stale.store(false, Ordering::Release);
-                }
-                Back::Host(rb) => {
-                    let view = h.map_mut().ok_or_else(|| {
-                        GpuError::Binding("a host output cannot be mapped".into())
-                    })?;
-                    dev.read_into(rb, view.data)?;
-                }
-            }
+        dev.layers.fetch_add(1, Ordering::Relaxed);
+        dev.dispatches
+            .fetch_add(self.dispatches.len() as u64, Ordering::Relaxed);
+        pending.held.append(taken);
+        if dev.sync_each_layer {
+            dev.submit_pending(&mut pending)?;
+            drop(pending);
+            dev.wait()?;
+        } else if backs.iter().any(|b| !matches!(b, Back::Stays)) {
+            dev.submit_pending(&mut pending)?;
         }
-        Ok(())
+        Ok(backs)
     }
 }
 

@@ -467,6 +467,167 @@ fn normalizations_and_movement_match_cpu_ref() {
 }
 
 #[test]
+fn reductions_match_cpu_ref() {
+    use backplane::core::ops::{ReduceDesc, ReduceKind};
+    let Some(rt) = runtime() else { return };
+    let mut r = Rng::new(11);
+    let mut cases = Vec::new();
+    let reduce = |kind, axes: &[i64], keepdims| {
+        Op::Reduce(ReduceDesc {
+            kind,
+            axes: axes.to_vec(),
+            keepdims,
+            noop_with_empty_axes: false,
+        })
+    };
+    // (shape, axes): size 1, primes, one axis, several, all (empty axes), a negative axis,
+    // and a long reduced axis.
+    let shapes: [(&[usize], &[i64]); 7] = [
+        (&[1], &[0]),
+        (&[7], &[]),
+        (&[3, 17], &[1]),
+        (&[2, 3, 5, 7], &[0, 2]),
+        (&[2, 3, 5, 7], &[-1, 1]),
+        (&[1, 13, 1], &[]),
+        (&[1009, 3], &[0]),
+    ];
+    let kinds = [
+        ReduceKind::Mean,
+        ReduceKind::Sum,
+        ReduceKind::Max,
+        ReduceKind::Min,
+        ReduceKind::L1,
+        ReduceKind::L2,
+        ReduceKind::SumSquare,
+        ReduceKind::LogSumExp,
+    ];
+    for (k, kind) in kinds.iter().enumerate() {
+        for (s, (dims, axes)) in shapes.iter().enumerate() {
+            let x = t(&mut r, dims);
+            cases.push(case(
+                reduce(*kind, axes, (k + s) % 2 == 0),
+                vec![(x, false)],
+            ));
+        }
+    }
+    // Prod on few values; LogSum on positive ones.
+    let x = r.tensor(DataType::F32, &[3, 5], 0.5, 1.5).expect("tensor");
+    cases.push(case(reduce(ReduceKind::Prod, &[1], true), vec![(x, false)]));
+    let x = r
+        .tensor(DataType::F32, &[2, 3, 5], 0.1, 2.0)
+        .expect("tensor");
+    cases.push(case(
+        reduce(ReduceKind::LogSum, &[0, 2], false),
+        vec![(x, false)],
+    ));
+    // With noop_with_empty_axes and no axes: the input unchanged.
+    let noop = Op::Reduce(ReduceDesc {
+        kind: ReduceKind::Max,
+        axes: vec![],
+        keepdims: true,
+        noop_with_empty_axes: true,
+    });
+    cases.push(case(noop, vec![(t(&mut r, &[3, 7]), false)]));
+    expect_pass(&rt, cases);
+}
+
+#[test]
+fn slices_match_cpu_ref() {
+    use backplane::core::ops::SliceDesc;
+    let Some(rt) = runtime() else { return };
+    let mut r = Rng::new(13);
+    let slice = |starts: &[i64], ends: &[i64], axes: &[i64], steps: &[i64]| {
+        Op::Slice(SliceDesc {
+            starts: starts.to_vec(),
+            ends: ends.to_vec(),
+            axes: axes.to_vec(),
+            steps: steps.to_vec(),
+        })
+    };
+    let cases = vec![
+        case(slice(&[0], &[1], &[], &[]), vec![(t(&mut r, &[1]), false)]),
+        case(slice(&[2], &[6], &[0], &[]), vec![(t(&mut r, &[7]), false)]),
+        // Negative bounds, a negative axis, steps of 2 and -3.
+        case(
+            slice(&[-5, 1], &[i64::MAX, 16], &[-1, 0], &[2, 1]),
+            vec![(t(&mut r, &[3, 17]), false)],
+        ),
+        case(
+            slice(&[6, 4], &[-100, 0], &[3, 2], &[-3, -1]),
+            vec![(t(&mut r, &[2, 3, 5, 7]), false)],
+        ),
+        case(
+            slice(&[11], &[1_000_003], &[0], &[7]),
+            vec![(t(&mut r, &[1_000_003]), false)],
+        ),
+    ];
+    expect_pass(&rt, cases);
+}
+
+#[test]
+fn expand_tile_and_pad_match_cpu_ref() {
+    use backplane::core::ops::{PadDesc, PadMode};
+    let Some(rt) = runtime() else { return };
+    let mut r = Rng::new(17);
+    let mut cases = vec![
+        case(
+            Op::Expand { shape: vec![3, 1] },
+            vec![(t(&mut r, &[1]), false)],
+        ),
+        case(
+            Op::Expand {
+                shape: vec![2, 3, 5, 7],
+            },
+            vec![(t(&mut r, &[3, 1, 7]), false)],
+        ),
+        case(
+            Op::Expand { shape: vec![1, 1] },
+            vec![(t(&mut r, &[13, 1]), false)],
+        ),
+        case(
+            Op::Tile { repeats: vec![1] },
+            vec![(t(&mut r, &[1]), false)],
+        ),
+        case(
+            Op::Tile {
+                repeats: vec![3, 1, 2],
+            },
+            vec![(t(&mut r, &[2, 5, 7]), false)],
+        ),
+        case(
+            Op::Tile { repeats: vec![7] },
+            vec![(t(&mut r, &[10_007]), false)],
+        ),
+    ];
+    let pads: [(&[usize], &[i64]); 4] = [
+        (&[1], &[0, 0]),
+        (&[7], &[2, 3]),
+        (&[3, 17], &[1, -2, 0, 5]),
+        (&[2, 3, 5, 7], &[0, 1, 2, 3, 1, 0, 4, 6]),
+    ];
+    for mode in [
+        PadMode::Constant,
+        PadMode::Reflect,
+        PadMode::Edge,
+        PadMode::Wrap,
+    ] {
+        for (dims, p) in pads {
+            // Reflect needs pads smaller than the axis.
+            if mode == PadMode::Reflect && dims == [1] {
+                continue;
+            }
+            let desc = PadDesc {
+                mode,
+                pads: p.to_vec(),
+                value: 0.75,
+            };
+            cases.push(case(Op::Pad(desc), vec![(t(&mut r, dims), false)]));
+        }
+    }
+    expect_pass(&rt, cases);
+}
+
+#[test]
 fn the_backend_test_kit_passes_on_gpu_acc() {
     let Some(rt) = runtime() else { return };
     let options = KitOptions {

@@ -64,6 +64,16 @@ pub fn set_backend_options(options: &[(String, String, String)]) {
     let _ = BACKEND_OPTIONS.set(options.to_vec());
 }
 
+/// `--profile` is on: backends that time layers differently when profiled are told so.
+static PROFILING: OnceLock<bool> = OnceLock::new();
+
+/// Record that this invocation profiles (`--profile`): GpuAcc then submits and waits per layer
+/// (its option `profile=true`, unless the command line set it), so each GPU layer's time is
+/// its own.
+pub fn set_profiling() {
+    let _ = PROFILING.set(true);
+}
+
 /// The intra-op thread count of this invocation (`--threads`), for the backends that take one.
 static THREADS: OnceLock<usize> = OnceLock::new();
 
@@ -115,6 +125,15 @@ pub fn runtime() -> Result<Runtime, CliError> {
             .map_err(|e| CliError::usage(format!("--backend-option {backend}: {e}")))?;
         let entry = options.backend_options.entry(id).or_default();
         entry.values.insert(key.clone(), value.clone());
+    }
+    if PROFILING.get().copied().unwrap_or(false) {
+        if let Ok(id) = backplane::BackendId::new("GpuAcc") {
+            let entry = options.backend_options.entry(id).or_default();
+            entry
+                .values
+                .entry("profile".into())
+                .or_insert_with(|| "true".into());
+        }
     }
     Ok(Runtime::new(backplane::builtin_registry(), options)?)
 }

@@ -94,6 +94,9 @@ pub fn bench(args: &BenchArgs) -> Result<(), CliError> {
         return crate::shapes::bench_shapes(args);
     }
     let budget = args.time;
+    if args.profile.is_some() {
+        crate::backends::set_profiling();
+    }
     let session = prepare(&args.model.model, &args.model.common, Vec::new())?;
     let named = session.named_inputs();
     for _ in 0..args.warmup {
@@ -157,7 +160,7 @@ pub fn bench(args: &BenchArgs) -> Result<(), CliError> {
         out!("peak memory: {:.1} MiB", peak as f64 / (1024.0 * 1024.0));
     }
     if let Some(path) = &args.profile {
-        crate::profile::report(path, &runs, true)?;
+        crate::profile::report(path, &session.runtime, &runs, true)?;
     }
     Ok(())
 }

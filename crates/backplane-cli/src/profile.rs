@@ -2,14 +2,38 @@
 //! chrome://tracing) and a top-10 table.
 
 use crate::CliError;
+use backplane::backend_api::CapabilityValue;
 use backplane::runtime::LayerTiming;
-use std::collections::HashMap;
+use backplane::Runtime;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::time::Duration;
 
+/// What the backends that ran layers say about how their layer times read (their
+/// `Profiling` capability, e.g. GpuAcc's submit and timestamp mode), by backend.
+pub fn notes(runtime: &Runtime, runs: &[Vec<LayerTiming>]) -> BTreeMap<String, String> {
+    let mut notes = BTreeMap::new();
+    for t in runs.iter().flatten() {
+        if notes.contains_key(t.backend.as_str()) {
+            continue;
+        }
+        let Ok(backend) = runtime.backend(&t.backend) else {
+            continue;
+        };
+        if let Some(CapabilityValue::Text(note)) = backend.capabilities().get("Profiling") {
+            notes.insert(t.backend.as_str().to_string(), note.clone());
+        }
+    }
+    notes
+}
+
 /// Write the executions' timings as Chrome-trace JSON: one complete ("X") event per workload,
-/// executions laid end to end on one track.
-pub fn write_trace(path: &Path, runs: &[Vec<LayerTiming>]) -> Result<(), CliError> {
+/// executions laid end to end on one track; `notes` (by backend) go into its `otherData`.
+pub fn write_trace(
+    path: &Path,
+    runs: &[Vec<LayerTiming>],
+    notes: &BTreeMap<String, String>,
+) -> Result<(), CliError> {
     let mut events = Vec::new();
     let mut offset = Duration::ZERO;
     for (i, run) in runs.iter().enumerate() {
@@ -32,16 +56,30 @@ pub fn write_trace(path: &Path, runs: &[Vec<LayerTiming>]) -> Result<(), CliErro
             .unwrap_or_default();
         offset += end;
     }
-    let doc = serde_json::json!({ "traceEvents": events, "displayTimeUnit": "ms" });
+    let doc = serde_json::json!({
+        "traceEvents": events,
+        "displayTimeUnit": "ms",
+        "otherData": notes,
+    });
     let text = serde_json::to_string_pretty(&doc).map_err(|e| CliError::failed(e.to_string()))?;
     std::fs::write(path, text).map_err(|e| CliError::failed(format!("{}: {e}", path.display())))
 }
 
-/// Write the trace to `path` and, when `print`, the top-10 table and where the file went.
-pub fn report(path: &Path, runs: &[Vec<LayerTiming>], print: bool) -> Result<(), CliError> {
-    write_trace(path, runs)?;
+/// Write the trace to `path` and, when `print`, the top-10 table, the backends' notes on
+/// their timings and where the file went.
+pub fn report(
+    path: &Path,
+    runtime: &Runtime,
+    runs: &[Vec<LayerTiming>],
+    print: bool,
+) -> Result<(), CliError> {
+    let notes = notes(runtime, runs);
+    write_trace(path, runs, &notes)?;
     if print {
         print_top(runs)?;
+        for note in notes.values() {
+            out!("{note}");
+        }
         out!("profile written to {}", path.display());
     }
     Ok(())

@@ -141,6 +141,9 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
             dir.join("model.onnx")
         }
     };
+    if args.profile.is_some() {
+        crate::backends::set_profiling();
+    }
     let session = match prepare_binding(&model, &args.common, preset, false) {
         Ok(session) => session,
         Err(e) if e.is_needs_values() => {
@@ -169,6 +172,7 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
                     runs: &[],
                     labels: labels.as_deref(),
                     dynamic: Some(&ran.summary),
+                    runtime: None,
                 },
             );
         }
@@ -202,6 +206,7 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
             runs: &runs,
             labels: labels.as_deref(),
             dynamic: None,
+            runtime: Some(&session.runtime),
         },
     )
 }
@@ -218,6 +223,8 @@ struct Ran<'a> {
     labels: Option<&'a [i64]>,
     /// For a model served through a DynamicNetwork: the line saying so.
     dynamic: Option<&'a str>,
+    /// The runtime that ran a static network, for the profile's notes (none when dynamic).
+    runtime: Option<&'a backplane::Runtime>,
 }
 
 /// Write, compare and print what a run produced.
@@ -231,6 +238,7 @@ fn report(args: &RunArgs, model: &Path, ran: Ran<'_>) -> Result<(), CliError> {
         runs,
         labels,
         dynamic,
+        runtime,
     } = ran;
     if let Some(dir) = &args.output_dir {
         write_outputs(dir, signature, outputs)?;
@@ -300,7 +308,9 @@ fn report(args: &RunArgs, model: &Path, ran: Ran<'_>) -> Result<(), CliError> {
         }
     }
     if let Some(path) = &args.profile {
-        crate::profile::report(path, runs, !args.json)?;
+        if let Some(runtime) = runtime {
+            crate::profile::report(path, runtime, runs, !args.json)?;
+        }
     }
     if !mismatches.is_empty() {
         let list = mismatches

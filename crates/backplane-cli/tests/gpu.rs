@@ -175,3 +175,90 @@ fn backend_test_runs_the_kit_on_gpu_acc() {
     assert!(o.status.success(), "{out}\n{err}");
     assert!(out.contains("op table"), "{out}");
 }
+
+#[test]
+fn run_profile_shows_gpu_layers_and_how_they_were_timed() {
+    if adapter_line().is_none() {
+        return;
+    }
+    let dir = scratch("gpu-profile");
+    let trace = dir.join("trace.json");
+    let o = backplane(&[
+        "run",
+        "--backends",
+        "GpuAcc,CpuAcc",
+        "--backend-option",
+        SOFTWARE,
+        "--profile",
+        trace.to_str().unwrap(),
+    ]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    // --profile makes GpuAcc submit and wait per layer, and says so.
+    assert!(
+        out.contains("each GPU layer is submitted and waited for on its own"),
+        "{out}"
+    );
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
+    let gpu_events: Vec<&serde_json::Value> = doc["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["args"]["backend"] == "GpuAcc")
+        .collect();
+    assert!(!gpu_events.is_empty(), "no GpuAcc layer in the trace");
+    assert!(gpu_events.iter().all(|e| e["dur"].as_f64().is_some()));
+    let note = doc["otherData"]["GpuAcc"].as_str().unwrap_or_default();
+    assert!(note.contains("host-side timing of the submit"), "{doc}");
+    assert!(note.contains("timestamp queries"), "{note}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn bert_tiny_runs_on_gpu_acc_and_matches_cpu_ref() {
+    if adapter_line().is_none() {
+        return;
+    }
+    let dir = scratch("gpu-bert-tiny");
+    let model = "testdata/dynamic/bert_tiny.onnx";
+    let common = ["--input-shape", "input_ids=1x16", "--generate", "ones"];
+    let mut args = vec!["run", model, "--backends", "CpuRef", "--output-dir"];
+    args.push(dir.to_str().unwrap());
+    args.extend_from_slice(&common);
+    let o = backplane(&args);
+    assert!(o.status.success(), "{:?}", text(&o));
+    let mut args = vec![
+        "run",
+        model,
+        "--backends",
+        "GpuAcc,CpuAcc",
+        "--backend-option",
+        SOFTWARE,
+        "--compare",
+        dir.to_str().unwrap(),
+        "--rtol",
+        "1e-4",
+        "--atol",
+        "1e-5",
+    ];
+    args.extend_from_slice(&common);
+    let o = backplane(&args);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(out.contains("every output matches"), "{out}");
+    // The transformer's float layers run on the GPU; only the integer index work stays on
+    // the host.
+    let split = out
+        .lines()
+        .find(|l| l.starts_with("backends:"))
+        .unwrap_or_default();
+    let gpu_layers: usize = split
+        .split("GpuAcc: ")
+        .nth(1)
+        .and_then(|s| s.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(gpu_layers >= 60, "{split}");
+    std::fs::remove_dir_all(&dir).ok();
+}

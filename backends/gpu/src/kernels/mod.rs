@@ -10,6 +10,7 @@ pub mod linalg;
 pub mod movement;
 pub mod norm;
 pub mod pool;
+pub mod reduce;
 
 /// A tensor a step binds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,0 +1,167 @@
+//! How GpuAcc executes a network, through the public API: a run of consecutive GPU layers is
+//! recorded into one command buffer and submitted once per execution (no CPU round trip
+//! inside it), a host layer between two GPU runs makes exactly one more submit, and bind
+//! groups are made on first use, not per execution. Results match CpuRef's.
+//!
+//! Needs a Vulkan adapter (a software one is accepted); without one the tests print why and
+//! pass, unless `BACKPLANE_REQUIRE_GPU_ADAPTER=1` (CI) makes that a failure.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use backplane::backend_api::CapabilityValue;
+use backplane::core::ops::{BinaryOp, UnaryOp};
+use backplane::core::{DataType, Op};
+use backplane::{BackendId, Network, OptimizerOptions, Runtime, RuntimeOptions, Tensor};
+use backplane_backend_tests::sweeps::Rng;
+
+fn gpu() -> BackendId {
+    BackendId::new("GpuAcc").unwrap()
+}
+
+fn cpu_ref() -> BackendId {
+    BackendId::new("CpuRef").unwrap()
+}
+
+/// A runtime with GpuAcc allowed on a software adapter, or `None` (said) without an adapter.
+fn runtime() -> Option<Runtime> {
+    let mut options = RuntimeOptions::default();
+    let mut gpu_options = backplane::BackendOptions::default();
+    gpu_options
+        .values
+        .insert("allow_software".into(), "true".into());
+    options.backend_options.insert(gpu(), gpu_options);
+    let rt = Runtime::new(backplane::builtin_registry(), options).unwrap();
+    let adapter = counter_text(&rt, "Adapter");
+    if adapter.starts_with("no GPU adapter") {
+        if std::env::var("BACKPLANE_REQUIRE_GPU_ADAPTER").as_deref() == Ok("1") {
+            panic!("BACKPLANE_REQUIRE_GPU_ADAPTER=1 but GpuAcc has none: {adapter}");
+        }
+        println!("SKIPPED: GpuAcc has no adapter on this machine ({adapter})");
+        return None;
+    }
+    Some(rt)
+}
+
+fn counter_text(rt: &Runtime, name: &str) -> String {
+    let caps = rt.backend(&gpu()).unwrap().capabilities();
+    caps.get(name).map(|v| v.to_string()).unwrap_or_default()
+}
+
+/// A GpuAcc counter from its capabilities (the public API's view of the backend).
+fn counter(rt: &Runtime, name: &str) -> i64 {
+    let caps = rt.backend(&gpu()).unwrap().capabilities();
+    match caps.get(name) {
+        Some(CapabilityValue::Int(n)) => *n,
+        other => panic!("GpuAcc has no counter {name}: {other:?}"),
+    }
+}
+
+/// x[3,7] -> Relu -> Mul(const) -> Sigmoid -> MatMul(const [7,5]) -> Tanh, with a host-only
+/// layer (Hardmax) after the Sigmoid when `split`.
+fn chain(split: bool) -> (Network, Tensor) {
+    let mut r = Rng::new(29);
+    let x = r.tensor(DataType::F32, &[3, 7], -2.0, 2.0).unwrap();
+    let scale = r.tensor(DataType::F32, &[7], -2.0, 2.0).unwrap();
+    let w = r.tensor(DataType::F32, &[7, 5], -1.0, 1.0).unwrap();
+    let mut net = Network::new();
+    let xi = net.add_input("x", x.info().clone()).unwrap();
+    let si = net.add_constant("scale", scale).unwrap();
+    let wi = net.add_constant("w", w).unwrap();
+    let a = net
+        .add_layer("relu", Op::Unary(UnaryOp::Relu), &[xi])
+        .unwrap()[0];
+    let b = net
+        .add_layer("mul", Op::Binary(BinaryOp::Mul), &[a, si])
+        .unwrap()[0];
+    let mut c = net
+        .add_layer("sigmoid", Op::Unary(UnaryOp::Sigmoid), &[b])
+        .unwrap()[0];
+    if split {
+        c = net
+            .add_layer("hardmax", Op::Hardmax { axis: 1 }, &[c])
+            .unwrap()[0];
+    }
+    let d = net.add_layer("matmul", Op::MatMul, &[c, wi]).unwrap()[0];
+    let e = net
+        .add_layer("tanh", Op::Unary(UnaryOp::Tanh), &[d])
+        .unwrap()[0];
+    net.mark_output(e).unwrap();
+    (net, x)
+}
+
+/// Load `net` with this backend preference and execute it `runs` times; answers the outputs
+/// of the last execution and the GpuAcc submits each execution made.
+fn execute(
+    rt: &Runtime,
+    net: &Network,
+    x: &Tensor,
+    preference: Vec<BackendId>,
+    runs: usize,
+) -> (Vec<Tensor>, Vec<i64>) {
+    let optimized = rt
+        .optimize(net, &OptimizerOptions::new(preference))
+        .unwrap();
+    let id = rt.load_network(optimized).unwrap();
+    let mut submits = Vec::new();
+    let mut last = Vec::new();
+    for _ in 0..runs {
+        let before = counter(rt, "Submits");
+        let out = rt.execute(id, &[("x", x)]).unwrap();
+        submits.push(counter(rt, "Submits") - before);
+        last = out.into_iter().map(|(_, t)| t).collect();
+    }
+    rt.unload_network(id).unwrap();
+    (last, submits)
+}
+
+fn assert_close(got: &[Tensor], want: &[Tensor]) {
+    assert_eq!(got.len(), want.len());
+    for (g, w) in got.iter().zip(want) {
+        backplane::compare::compare(g, w, 1e-4, 1e-5).unwrap_or_else(|m| panic!("{}", m.message));
+    }
+}
+
+#[test]
+fn a_run_of_gpu_layers_is_one_submit_per_execution() {
+    let Some(rt) = runtime() else { return };
+    let (net, x) = chain(false);
+    let (want, _) = execute(&rt, &net, &x, vec![cpu_ref()], 1);
+    let layers_before = counter(&rt, "GpuLayerRuns");
+    let (got, submits) = execute(&rt, &net, &x, vec![gpu()], 3);
+    assert_close(&got, &want);
+    assert_eq!(submits, vec![1, 1, 1], "submits per execution");
+    // Four GPU layers per execution (the Tanh fuses into the MatMul), one command buffer.
+    assert_eq!(counter(&rt, "GpuLayerRuns") - layers_before, 12);
+}
+
+#[test]
+fn a_host_layer_between_gpu_runs_adds_one_submit() {
+    let Some(rt) = runtime() else { return };
+    let (net, x) = chain(true);
+    let (want, _) = execute(&rt, &net, &x, vec![cpu_ref()], 1);
+    let (got, submits) = execute(&rt, &net, &x, vec![gpu(), cpu_ref()], 2);
+    assert_close(&got, &want);
+    // relu, mul, sigmoid | Hardmax on CpuRef | matmul, tanh: two runs, two submits.
+    assert_eq!(submits, vec![2, 2], "submits per execution");
+}
+
+#[test]
+fn bind_groups_are_made_on_first_use_not_per_execution() {
+    let Some(rt) = runtime() else { return };
+    let (net, x) = chain(false);
+    let optimized = rt
+        .optimize(&net, &OptimizerOptions::new(vec![gpu()]))
+        .unwrap();
+    let id = rt.load_network(optimized).unwrap();
+    rt.execute(id, &[("x", &x)]).unwrap();
+    let after_first = counter(&rt, "BindGroups");
+    for _ in 0..3 {
+        rt.execute(id, &[("x", &x)]).unwrap();
+    }
+    let after_more = counter(&rt, "BindGroups");
+    rt.unload_network(id).unwrap();
+    assert!(after_first > 0);
+    assert_eq!(
+        after_more, after_first,
+        "bind groups made again per execution"
+    );
+}
