@@ -1,4 +1,6 @@
 use super::*;
+use crate::ops::*;
+use crate::{Quantization, Shape, TensorInfo};
 
 /// One example of each op [`ext_to_attributes`] handles (for the round-trip test).
 fn ext_examples() -> Vec<Op> {
