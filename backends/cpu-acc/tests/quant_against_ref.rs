@@ -88,6 +88,17 @@ fn quantize_and_dequantize_match_cpu_ref_bit_for_bit() {
                 let got = acc(&op, &[&want[0], &s, &z], &[false, true, true], 1);
                 let back = reference(&op, &[&want[0], &s, &z]);
                 assert_eq!(got[0].bytes(), back[0].bytes(), "dequantize {dt} {dims:?}");
+                // An int32 bias, dequantized.
+                let b: Vec<i32> = (0..n).map(|i| (r.next() as i32) >> (i % 31)).collect();
+                let b = Tensor::from_vec(dims.clone(), b).unwrap();
+                let (bs, bz) = if per_axis && dims.len() > 1 {
+                    (s.clone(), Tensor::from_vec(vec![c], vec![0i32; c]).unwrap())
+                } else {
+                    (Tensor::scalar(0.0003f32), Tensor::scalar(-7i32))
+                };
+                let got = acc(&op, &[&b, &bs, &bz], &[false, true, true], 1);
+                let want = reference(&op, &[&b, &bs, &bz]);
+                assert_eq!(got[0].bytes(), want[0].bytes(), "dequantize i32 {dims:?}");
             }
         }
     }

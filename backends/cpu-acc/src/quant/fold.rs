@@ -70,9 +70,12 @@ struct Dq {
 }
 
 impl Chains<'_> {
+    /// The layer computing `t`, inside the subgraph or not: a DequantizeLinear of constant
+    /// weights may sit in another run (the optimizer orders constant-only layers first); the
+    /// folded layer then reads the integers and leaves that layer alone.
     fn producer(&self, t: TensorId) -> Option<LayerId> {
         match self.net.tensor(t).kind {
-            TensorKind::Produced { layer, .. } if self.inside.contains(&layer) => Some(layer),
+            TensorKind::Produced { layer, .. } => Some(layer),
             _ => None,
         }
     }
@@ -249,7 +252,8 @@ impl Chains<'_> {
         };
         // The dequantizations go too where nothing else reads them.
         for dq in [x.layer, w.layer] {
-            if self.sole_consumer(self.single_output(dq)?) == Some(id) && !used.contains(&dq) {
+            let only_conv = self.sole_consumer(self.single_output(dq)?) == Some(id);
+            if only_conv && self.inside.contains(&dq) && !used.contains(&dq) {
                 replaced.push(dq);
             }
         }
@@ -319,7 +323,9 @@ impl Chains<'_> {
                 return None;
             }
         }
-        if self.sole_consumer(self.single_output(dq.layer)?).is_some() {
+        if self.inside.contains(&dq.layer)
+            && self.sole_consumer(self.single_output(dq.layer)?).is_some()
+        {
             replaced.push(dq.layer);
         }
         Some(v.to_vec())

@@ -46,10 +46,14 @@ fn params(layer: &LayerDesc, axis: i64, q: DataType) -> std::result::Result<Para
             if z.dtype() != q {
                 return Err(format!("{name}'s zero point is {}, not {q}", z.dtype()));
             }
-            z.bytes()
-                .iter()
-                .map(|&b| widen(q == DataType::I8, b))
-                .collect()
+            if q == DataType::I32 {
+                z.as_slice::<i32>().map_err(|e| e.to_string())?.to_vec()
+            } else {
+                z.bytes()
+                    .iter()
+                    .map(|&b| widen(q == DataType::I8, b))
+                    .collect()
+            }
         }
     };
     if zeros.len() != scales.len() || scales.is_empty() {
@@ -113,13 +117,13 @@ pub(super) fn plan(layer: &LayerDesc) -> std::result::Result<Plan<'_>, String> {
             axis,
             to: DataType::F32,
             block_size: 0,
-        } if is_8bit(x.dtype) => {
+        } if is_8bit(x.dtype) || x.dtype == DataType::I32 => {
             let p = params(layer, axis, x.dtype)?;
-            let signed = x.dtype == DataType::I8;
-            Ok(Plan::new(move |io, _| done(Dequantize { io, p, signed })))
+            let kind = x.dtype;
+            Ok(Plan::new(move |io, _| done(Dequantize { io, p, kind })))
         }
         _ => Err(format!(
-            "CpuAcc runs {} between f32 and 8-bit integers, per tensor or per axis, only",
+            "CpuAcc runs {} between f32 and 8-bit integers (int32 too when dequantizing), per tensor or per axis, only",
             layer.op.name()
         )),
     }
@@ -155,24 +159,33 @@ impl Workload for Quantize {
     }
 }
 
-/// 8-bit → f32: `(q - zero point) · scale`.
+/// 8-bit or int32 (a bias) → f32: `(q - zero point) · scale`, the difference rounded to
+/// f32 once (exact for 8-bit values).
 struct Dequantize {
     io: Io,
     p: Params,
-    signed: bool,
+    kind: DataType,
 }
 
 impl Workload for Dequantize {
     fn execute(&self, inputs: &[TensorView<'_>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
         self.io.check(inputs, outputs)?;
-        let x = inputs.first().ok_or_else(|| short(&self.io))?.data;
+        let x = inputs.first().ok_or_else(|| short(&self.io))?;
         let y = outputs
             .first_mut()
             .ok_or_else(|| short(&self.io))?
             .as_mut_slice::<f32>()?;
-        for (i, (&b, out)) in x.iter().zip(y.iter_mut()).enumerate() {
+        if self.kind == DataType::I32 {
+            for (i, (&v, out)) in x.as_slice::<i32>()?.iter().zip(y.iter_mut()).enumerate() {
+                let (s, z) = self.p.at(i);
+                *out = (i64::from(v) - i64::from(z)) as f32 * s;
+            }
+            return Ok(());
+        }
+        let signed = self.kind == DataType::I8;
+        for (i, (&b, out)) in x.data.iter().zip(y.iter_mut()).enumerate() {
             let (s, z) = self.p.at(i);
-            *out = (widen(self.signed, b) - z) as f32 * s;
+            *out = (widen(signed, b) - z) as f32 * s;
         }
         Ok(())
     }
