@@ -62,6 +62,7 @@ pub mod options;
 mod plan;
 mod pow;
 mod predicate;
+mod quant;
 mod recurrent;
 mod reduce;
 mod resize;
@@ -218,7 +219,9 @@ impl Backend for CpuAccBackend {
     }
 
     fn optimize_subgraph(&self, subgraph: &SubgraphView<'_>) -> OptimizationViews {
-        options::scoped(self.options(), || fusion::optimize(subgraph))
+        options::scoped(self.options(), || {
+            quant::fold::optimize(subgraph, fusion::optimize)
+        })
     }
 
     fn capabilities(&self) -> Capabilities {

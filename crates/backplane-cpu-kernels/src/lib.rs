@@ -17,6 +17,8 @@
 //! * [`nhwc_depthwise`]: channels-last depthwise convolution rows.
 //! * [`channel_lanes`]: convolution rows with the output channels in vector lanes.
 //! * [`winograd`]: the Winograd F(4×4, 3×3) transforms.
+//! * [`qgemm`]: the integer GEMM of quantized layers (16-bit operands, int32 sums) and
+//!   TFLite's requantization rule.
 //! * [`elementwise`]: in-place activations as explicit vector code.
 //! * [`multiversion`]: safe bodies (of any crate) compiled per tier.
 //! * [`threads`]: the intra-op thread pool the kernels are run on.
@@ -39,6 +41,7 @@ pub mod isa;
 pub mod multiversion;
 pub mod nhwc_depthwise;
 pub mod pool_rows;
+pub mod qgemm;
 pub mod threads;
 pub mod transpose;
 pub mod winograd;

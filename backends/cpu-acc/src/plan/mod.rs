@@ -103,11 +103,11 @@ fn not_implemented(name: &str) -> std::result::Result<Plan<'static>, String> {
 /// How CpuAcc runs `layer`, or why it cannot.
 pub fn plan(layer: &LayerDesc) -> std::result::Result<Plan<'_>, String> {
     let op = &layer.op;
-    if let Some(slot) = layer
+    let quantized = layer
         .inputs
         .iter()
-        .position(|i| i.quant != Quantization::None)
-    {
+        .position(|i| i.quant != Quantization::None);
+    if let (Some(slot), false) = (quantized, crate::quant::takes_quantized(op)) {
         return Err(format!(
             "{} input {slot} is quantized; CpuAcc runs plain tensors only",
             op.name()
@@ -300,7 +300,11 @@ pub fn plan(layer: &LayerDesc) -> std::result::Result<Plan<'_>, String> {
                 )?)
             }))
         }
+        Op::Custom(custom) if crate::quant::is_quant_custom(custom) => {
+            crate::quant::plan_custom(custom, layer)
+        }
         Op::Custom(custom) => fused::plan(custom, layer),
+        Op::QuantizeLinear { .. } | Op::DequantizeLinear { .. } => crate::quant::plan_qdq(layer),
         // Inserted by the optimizer or holding nested networks: the builtin backend's.
         Op::MemCopy
         | Op::MemImport
@@ -322,8 +326,6 @@ pub fn plan(layer: &LayerDesc) -> std::result::Result<Plan<'_>, String> {
         | Op::CumSum { .. }
         | Op::Hardmax { .. }
         | Op::Lrn { .. }
-        | Op::QuantizeLinear { .. }
-        | Op::DequantizeLinear { .. }
         | Op::DynamicQuantizeLinear
         | Op::NegativeLogLikelihoodLoss(_)
         | Op::GridSample(_)

@@ -79,6 +79,141 @@ pub(super) fn float_weights(cx: &Cx<'_, '_, '_>, t: usize) -> Tx<Tensor> {
     Ok(Tensor::from_vec(shape, f)?)
 }
 
+/// The 8-bit weights of a quantized convolution (input, weights and output quantized, the
+/// weights per tensor or per output channel) kept as integers: the constant permuted by
+/// `perm` and a DequantizeLinear along the output channels, so that a backend can fold the
+/// DequantizeLinear → Conv → QuantizeLinear chain into an integer convolution (CpuAcc
+/// does). `None` where the layer is not of that form (the weights are then dequantized at
+/// import).
+fn quantized_weights(
+    cx: &mut Cx<'_, '_, '_>,
+    x: usize,
+    w: usize,
+    out: usize,
+    perm: &[usize],
+) -> Tx<Option<TensorId>> {
+    let wt = cx.dtype(w)?;
+    if !matches!(wt, DataType::I8 | DataType::U8)
+        || !cx.quantized(x)
+        || !cx.quantized(out)
+        || !cx.is_constant(w)
+    {
+        return Ok(None);
+    }
+    let value = cx.constant(w)?;
+    let (scales, zeros): (Vec<f32>, Vec<i32>) = match &value.info().quant {
+        Quantization::PerTensor { scale, zero_point } => (vec![*scale], vec![*zero_point]),
+        Quantization::PerAxis {
+            axis,
+            scales,
+            zero_points,
+        } if perm.first() == Some(axis) => (scales.clone(), zero_points.clone()),
+        _ => return Ok(None),
+    };
+    let permuted = permute(&value, perm)?;
+    let shape = permuted.shape().clone();
+    let plain = permuted.reinterpret(backplane_core::TensorInfo::new(wt, shape))?;
+    let m = plain.shape().dims().first().copied().unwrap_or(0);
+    if scales.len() != 1 && scales.len() != m || zeros.len() != scales.len() {
+        return invalid(format!(
+            "{}: {} weight scales for {m} output channels",
+            cx.name,
+            scales.len()
+        ));
+    }
+    let zp_tensor = |zs: &[i32]| -> Tx<Tensor> {
+        if let [z] = zs {
+            return super::zero_point(wt, *z);
+        }
+        let what = format!("{}: a weight zero point does not fit {wt}", cx.name);
+        Ok(match wt {
+            DataType::I8 => match zs.iter().map(|&z| i8::try_from(z).ok()).collect() {
+                Some(v) => Tensor::from_vec::<i8>(vec![zs.len()], v)?,
+                None => return invalid(what),
+            },
+            _ => match zs.iter().map(|&z| u8::try_from(z).ok()).collect() {
+                Some(v) => Tensor::from_vec::<u8>(vec![zs.len()], v)?,
+                None => return invalid(what),
+            },
+        })
+    };
+    let z = zp_tensor(&zeros)?;
+    let s = if let [s] = scales.as_slice() {
+        Tensor::scalar(*s)
+    } else {
+        Tensor::from_vec(vec![scales.len()], scales)?
+    };
+    let c = cx.g.constant(&format!("{}/weights_q", cx.name), plain)?;
+    let s = cx.g.constant(&format!("{}/weights_scale", cx.name), s)?;
+    let z =
+        cx.g.constant(&format!("{}/weights_zero_point", cx.name), z)?;
+    let name = cx.fresh("dequantize_weights");
+    let dq = cx.g.layer(
+        &name,
+        Op::DequantizeLinear {
+            axis: 0,
+            to: DataType::F32,
+            block_size: 0,
+        },
+        &[c, s, z],
+    )?;
+    Ok(Some(dq))
+}
+
+/// The int32 bias of a quantized convolution kept as integers behind a DequantizeLinear
+/// (its scales, per tensor or per channel, as the file gives them). `None` where the bias
+/// is absent or not a quantized int32 constant.
+fn quantized_bias(cx: &mut Cx<'_, '_, '_>, k: usize, channels: usize) -> Tx<Option<TensorId>> {
+    let Some(t) = cx.opt_input(k) else {
+        return Ok(None);
+    };
+    if cx.dtype(t)? != DataType::I32 || !cx.is_constant(t) {
+        return Ok(None);
+    }
+    let value = cx.constant(t)?;
+    let scales = match &value.info().quant {
+        Quantization::PerTensor {
+            scale,
+            zero_point: 0,
+        } => vec![*scale],
+        Quantization::PerAxis {
+            scales,
+            zero_points,
+            ..
+        } if zero_points.iter().all(|&z| z == 0) && scales.len() == channels => scales.clone(),
+        _ => return Ok(None),
+    };
+    if value.shape().elements() != channels {
+        return invalid(format!(
+            "{}: bias has {} values for {channels} channels",
+            cx.name,
+            value.shape().elements()
+        ));
+    }
+    let plain = value.reinterpret(backplane_core::TensorInfo::new(
+        DataType::I32,
+        vec![channels],
+    ))?;
+    let s = if let [s] = scales.as_slice() {
+        Tensor::scalar(*s)
+    } else {
+        Tensor::from_vec(vec![channels], scales)?
+    };
+    let c = cx.g.constant(&format!("{}/bias_q", cx.name), plain)?;
+    let s = cx.g.constant(&format!("{}/bias_scale", cx.name), s)?;
+    let name = cx.fresh("dequantize_bias");
+    let dq = cx.g.layer(
+        &name,
+        Op::DequantizeLinear {
+            axis: 0,
+            to: DataType::F32,
+            block_size: 0,
+        },
+        &[c, s],
+    )?;
+    Ok(Some(dq))
+}
+
 /// The bias of output `k`'s operator as an f32 constant of `channels` values.
 fn bias(cx: &mut Cx<'_, '_, '_>, k: usize, channels: usize) -> Tx<Option<TensorId>> {
     let Some(t) = cx.opt_input(k) else {
@@ -134,11 +269,12 @@ pub(super) fn conv_2d(cx: &mut Cx<'_, '_, '_>) -> Tx<()> {
     }
     let group = xd[3] / cin;
     let weights = permute(&weights, &[0, 3, 1, 2])?;
+    let int8 = quantized_weights(cx, x, w, out, &[0, 3, 1, 2])?;
     conv_common(
         cx,
         x,
         out,
-        weights,
+        (weights, int8),
         cout,
         group,
         o.i8(f::PADDING, 0)?,
@@ -170,11 +306,12 @@ pub(super) fn depthwise_conv_2d(cx: &mut Cx<'_, '_, '_>) -> Tx<()> {
         ));
     }
     let weights = permute(&weights, &[3, 0, 1, 2])?;
+    let int8 = quantized_weights(cx, x, w, out, &[3, 0, 1, 2])?;
     conv_common(
         cx,
         x,
         out,
-        weights,
+        (weights, int8),
         cout,
         group,
         o.i8(f::PADDING, 0)?,
@@ -189,7 +326,7 @@ fn conv_common(
     cx: &mut Cx<'_, '_, '_>,
     x: usize,
     out: usize,
-    weights: Tensor,
+    (weights, int8): (Tensor, Option<TensorId>),
     cout: usize,
     group: usize,
     padding: i8,
@@ -216,9 +353,16 @@ fn conv_common(
         auto_pad: auto_pad(padding),
     };
     let (xi, _) = cx.float(x, Some(true))?;
-    let wi = cx.g.constant(&format!("{}/weights", cx.name), weights)?;
+    let wi = match int8 {
+        Some(dq) => dq,
+        None => cx.g.constant(&format!("{}/weights", cx.name), weights)?,
+    };
     let mut inputs = vec![xi, wi];
-    if let Some(b) = bias(cx, 2, cout)? {
+    let b = match int8 {
+        Some(_) => quantized_bias(cx, 2, cout)?,
+        None => None,
+    };
+    if let Some(b) = b.map_or_else(|| bias(cx, 2, cout), |b| Ok(Some(b)))? {
         inputs.push(b);
     }
     let name = cx.fresh("Conv");

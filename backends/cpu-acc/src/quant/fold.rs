@@ -1,0 +1,333 @@
+//! Folding of quantized chains in `optimize_subgraph`: `DequantizeLinear(x) →
+//! Conv(·, DequantizeLinear(w const), bias) → (Relu | Clip) → QuantizeLinear` becomes one
+//! int8 convolution ([`super::conv`]), as ONNX QDQ models and the TFLite importer write
+//! quantized convolutions. The rest of the subgraph then goes through the float fusions.
+//!
+//! The folded layer computes exact int32 sums and requantizes them by TFLite's rule, where
+//! the unfolded chain computes in f32 and rounds half to even: results may differ by one
+//! quantum where the real result lies on or next to a rounding boundary.
+
+use super::conv::{clamp_range, QConvDesc};
+use super::is_8bit;
+use crate::act::{Activation, FromOp};
+use backplane_backend_api::{
+    OptimizationViews, ReplacementLayer, SubgraphView, Substitution, ValueRef,
+};
+use backplane_core::{DataType, LayerId, Network, Op, Tensor, TensorId, TensorKind};
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+/// Fold the quantized chains of `view`, then hand the remaining layers to `rest` (the float
+/// fusions) and merge both answers.
+pub(crate) fn optimize(
+    view: &SubgraphView<'_>,
+    rest: impl Fn(&SubgraphView<'_>) -> OptimizationViews,
+) -> OptimizationViews {
+    let net = view.network();
+    let g = Chains {
+        net,
+        inside: view.layers().iter().copied().collect(),
+        consumers: net.consumers(),
+    };
+    let mut used = BTreeSet::new();
+    let mut subs = Vec::new();
+    for &id in view.layers() {
+        if used.contains(&id) {
+            continue;
+        }
+        if let Some(s) = g.fold_conv(id, &used) {
+            used.extend(s.replaced.iter().copied());
+            subs.push(s);
+        }
+    }
+    if subs.is_empty() {
+        return rest(view);
+    }
+    let left: Vec<LayerId> = view
+        .layers()
+        .iter()
+        .copied()
+        .filter(|l| !used.contains(l))
+        .collect();
+    let mut answer = rest(&SubgraphView::new(net, left));
+    subs.append(&mut answer.substitutions);
+    answer.substitutions = subs;
+    answer
+}
+
+struct Chains<'a> {
+    net: &'a Network,
+    inside: BTreeSet<LayerId>,
+    consumers: Vec<Vec<(LayerId, usize)>>,
+}
+
+/// A per-tensor or per-axis DequantizeLinear's parts: its 8-bit input, scales, zero points.
+struct Dq {
+    layer: LayerId,
+    input: TensorId,
+    scales: Vec<f32>,
+    zeros: Vec<i32>,
+}
+
+impl Chains<'_> {
+    /// The layer computing `t`, inside the subgraph or not: a DequantizeLinear of constant
+    /// weights may sit in another run (the optimizer orders constant-only layers first); the
+    /// folded layer then reads the integers and leaves that layer alone.
+    fn producer(&self, t: TensorId) -> Option<LayerId> {
+        match self.net.tensor(t).kind {
+            TensorKind::Produced { layer, .. } => Some(layer),
+            _ => None,
+        }
+    }
+
+    fn constant(&self, t: TensorId) -> Option<&Arc<Tensor>> {
+        self.net.tensor(t).constant()
+    }
+
+    /// The only consumer of `t` (inside the subgraph, `t` no network output).
+    fn sole_consumer(&self, t: TensorId) -> Option<LayerId> {
+        if self.net.outputs().contains(&t) {
+            return None;
+        }
+        match self.consumers.get(t.0).map(Vec::as_slice) {
+            Some([(l, _)]) if self.inside.contains(l) => Some(*l),
+            _ => None,
+        }
+    }
+
+    fn supported(&self, id: LayerId) -> bool {
+        let view = SubgraphView::new(self.net, vec![id]);
+        crate::support::check(&view.layer_desc(id)).is_ok()
+    }
+
+    fn single_output(&self, id: LayerId) -> Option<TensorId> {
+        match self.net.layer(id).outputs.as_slice() {
+            [t] => Some(*t),
+            _ => None,
+        }
+    }
+
+    /// The DequantizeLinear producing `t`, with constant parameters, on axis `axis` when
+    /// per-axis.
+    fn dequantize(&self, t: TensorId, axis: usize) -> Option<Dq> {
+        let id = self.producer(t)?;
+        let layer = self.net.layer(id);
+        let Op::DequantizeLinear {
+            axis: a,
+            to: DataType::F32,
+            block_size: 0,
+        } = layer.op
+        else {
+            return None;
+        };
+        let input = *layer.inputs.first()?;
+        let dt = self.net.tensor(input).info.dtype;
+        if !is_8bit(dt) && dt != DataType::I32 {
+            return None;
+        }
+        let scales = self
+            .constant(*layer.inputs.get(1)?)?
+            .as_slice::<f32>()
+            .ok()?
+            .to_vec();
+        let zeros: Vec<i32> = match layer.inputs.get(2) {
+            None => vec![0; scales.len()],
+            Some(&z) => {
+                let z = self.constant(z)?;
+                match z.dtype() {
+                    DataType::I8 => z.bytes().iter().map(|&b| i32::from(b as i8)).collect(),
+                    DataType::U8 => z.bytes().iter().map(|&b| i32::from(b)).collect(),
+                    DataType::I32 => z.as_slice::<i32>().ok()?.to_vec(),
+                    _ => return None,
+                }
+            }
+        };
+        if scales.len() != zeros.len() || scales.is_empty() {
+            return None;
+        }
+        if scales.len() > 1 {
+            let rank = self.net.tensor(input).info.shape.rank() as i64;
+            let a = if a < 0 { a + rank } else { a };
+            if a != axis as i64 {
+                return None;
+            }
+        }
+        Some(Dq {
+            layer: id,
+            input,
+            scales,
+            zeros,
+        })
+    }
+
+    /// Fold the chain whose Conv is `id`, if it is one.
+    fn fold_conv(&self, id: LayerId, used: &BTreeSet<LayerId>) -> Option<Substitution> {
+        let layer = self.net.layer(id);
+        let Op::Conv(desc) = &layer.op else {
+            return None;
+        };
+        let (xt, wt) = (*layer.inputs.first()?, *layer.inputs.get(1)?);
+        let x = self.dequantize(xt, 1)?;
+        let w = self.dequantize(wt, 0)?;
+        let x_info = &self.net.tensor(x.input).info;
+        let w_info = &self.net.tensor(w.input).info;
+        if x.scales.len() != 1 || !is_8bit(w_info.dtype) || self.constant(w.input).is_none() {
+            return None;
+        }
+        let (x_dims, w_dims) = (x_info.shape.dims(), w_info.shape.dims());
+        if x_dims.len() != 4 || w_dims.len() != 4 {
+            return None;
+        }
+        let m = w_dims[0];
+        let (sx, zx) = (x.scales[0], x.zeros[0]);
+        // Output chain: an optional Relu/Clip, then a per-tensor QuantizeLinear.
+        let mut replaced = vec![id];
+        let mut t = self.single_output(id)?;
+        let mut act = (f32::NEG_INFINITY, f32::INFINITY);
+        let next = self.sole_consumer(t)?;
+        let next = match &self.net.layer(next).op {
+            Op::Unary(u) => match Activation::from_unary(*u) {
+                Activation::Relu => Some((next, (0.0, f32::INFINITY))),
+                Activation::Clip { min, max } => Some((next, (min, max))),
+                _ => return None,
+            },
+            _ => None,
+        };
+        if let Some((a, range)) = next {
+            if !self.supported(a) {
+                return None;
+            }
+            replaced.push(a);
+            act = range;
+            t = self.single_output(a)?;
+        }
+        let q = self.sole_consumer(t)?;
+        let ql = self.net.layer(q);
+        let Op::QuantizeLinear {
+            to, block_size: 0, ..
+        } = ql.op
+        else {
+            return None;
+        };
+        if !is_8bit(to) {
+            return None;
+        }
+        let sy = self.constant(*ql.inputs.get(1)?)?.as_slice::<f32>().ok()?;
+        let zy = match ql.inputs.get(2) {
+            None => 0,
+            Some(&z) => {
+                let z = self.constant(z)?;
+                match (z.dtype(), z.bytes()) {
+                    (DataType::I8, [b]) => i32::from(*b as i8),
+                    (DataType::U8, [b]) => i32::from(*b),
+                    _ => return None,
+                }
+            }
+        };
+        let [sy] = sy else {
+            return None;
+        };
+        replaced.push(q);
+        let y = self.single_output(q)?;
+        // Bias: a dequantized int32 constant on the product's scale, or f32 values put on it.
+        let bias: Vec<i32> = match layer.inputs.get(2) {
+            None => vec![0; m],
+            Some(&bt) => self.bias(bt, sx, &w.scales, m, &mut replaced)?,
+        };
+        // Geometry: the pads the core's window resolves over this input.
+        let spatial = &x_dims[2..];
+        let geo = desc.window.geometry(spatial, false).ok()?;
+        let two = |v: &[usize]| -> Option<[usize; 2]> { <[usize; 2]>::try_from(v).ok() };
+        let qdesc = QConvDesc {
+            kernel: two(&desc.window.kernel)?,
+            strides: two(&geo.strides)?,
+            dilations: two(&geo.dilations)?,
+            pads: two(&geo.pads_begin)?,
+            group: desc.group,
+            x: (sx, zx),
+            y: (*sy, zy),
+            w_scales: w.scales.clone(),
+            w_zeros: w.zeros.clone(),
+            clamp: clamp_range(to, (*sy, zy), act.0, act.1),
+        };
+        // The dequantizations go too where nothing else reads them.
+        for dq in [x.layer, w.layer] {
+            let only_conv = self.sole_consumer(self.single_output(dq)?) == Some(id);
+            if only_conv && self.inside.contains(&dq) && !used.contains(&dq) {
+                replaced.push(dq);
+            }
+        }
+        if replaced.iter().any(|l| used.contains(l)) {
+            return None;
+        }
+        let y_info = self.net.tensor(y).info.clone();
+        let bias = Tensor::from_vec(vec![m], bias).ok()?;
+        let names: Vec<&str> = replaced
+            .iter()
+            .map(|&l| self.net.layer(l).name.as_str())
+            .collect();
+        Some(Substitution {
+            replacement: vec![ReplacementLayer {
+                name: names.join("+"),
+                op: Op::Custom(qdesc.to_op(y_info)),
+                inputs: vec![
+                    ValueRef::Existing(x.input),
+                    ValueRef::Existing(w.input),
+                    ValueRef::NewConstant(Arc::new(bias)),
+                ],
+                outputs: vec![Some(y)],
+            }],
+            replaced,
+        })
+    }
+
+    /// The int32 bias of `m` channels from tensor `bt`: a DequantizeLinear of an int32
+    /// constant whose scales are the products `sx · sw` (as quantizers write them), or an
+    /// f32 constant divided by those scales and rounded.
+    fn bias(
+        &self,
+        bt: TensorId,
+        sx: f32,
+        sw: &[f32],
+        m: usize,
+        replaced: &mut Vec<LayerId>,
+    ) -> Option<Vec<i32>> {
+        let scale = |c: usize| f64::from(sx) * f64::from(if sw.len() == 1 { sw[0] } else { sw[c] });
+        if let Some(b) = self.constant(bt) {
+            let v = b.as_slice::<f32>().ok()?;
+            if v.len() != m {
+                return None;
+            }
+            return v
+                .iter()
+                .enumerate()
+                .map(|(c, &b)| {
+                    let q = (f64::from(b) / scale(c)).round();
+                    (q.abs() < 2e9).then_some(q as i32)
+                })
+                .collect();
+        }
+        let dq = self.dequantize(bt, 0)?;
+        let values = self.constant(dq.input)?;
+        let v = values.as_slice::<i32>().ok()?;
+        if v.len() != m || dq.zeros.iter().any(|&z| z != 0) {
+            return None;
+        }
+        for c in 0..m {
+            let s = f64::from(if dq.scales.len() == 1 {
+                dq.scales[0]
+            } else {
+                dq.scales[c]
+            });
+            if (s - scale(c)).abs() > 1e-6 * scale(c) {
+                return None;
+            }
+        }
+        if self.inside.contains(&dq.layer)
+            && self.sole_consumer(self.single_output(dq.layer)?).is_some()
+        {
+            replaced.push(dq.layer);
+        }
+        Some(v.to_vec())
+    }
+}

@@ -1,0 +1,64 @@
+//! Quantized layers on CpuAcc: QuantizeLinear / DequantizeLinear of 8-bit tensors
+//! ([`qdq`]), the int8 convolution that a DequantizeLinear → Conv → (Relu/Clip) →
+//! QuantizeLinear chain becomes ([`conv`], folded by [`fold`] in `optimize_subgraph`), on the
+//! kernel crate's integer GEMM (`qgemm`) with TFLite's requantization.
+
+mod conv;
+pub(crate) mod fold;
+mod qdq;
+
+use crate::plan::Plan;
+use backplane_backend_api::LayerDesc;
+use backplane_core::ops::CustomOp;
+use backplane_core::{DataType, Op};
+
+/// The custom operator of a folded int8 convolution (domain CpuAcc).
+pub(crate) const QLINEAR_CONV: &str = "QLinearConv";
+
+/// True for the layers whose inputs may carry quantization parameters on CpuAcc.
+pub(crate) fn takes_quantized(op: &Op) -> bool {
+    match op {
+        Op::QuantizeLinear { .. } | Op::DequantizeLinear { .. } => true,
+        Op::Custom(c) => is_quant_custom(c),
+        _ => false,
+    }
+}
+
+/// True for CpuAcc's quantized custom operators.
+pub(crate) fn is_quant_custom(c: &CustomOp) -> bool {
+    c.domain == crate::CPU_ACC_ID && c.op_type == QLINEAR_CONV
+}
+
+/// The plan of a QuantizeLinear or DequantizeLinear layer.
+pub(crate) fn plan_qdq(layer: &LayerDesc) -> Result<Plan<'_>, String> {
+    qdq::plan(layer)
+}
+
+/// The plan of a quantized custom layer.
+pub(crate) fn plan_custom<'a>(c: &'a CustomOp, layer: &'a LayerDesc) -> Result<Plan<'a>, String> {
+    conv::plan(c, layer)
+}
+
+/// 8-bit integer types, signed or not; the quantized types CpuAcc computes on.
+fn is_8bit(dt: DataType) -> bool {
+    matches!(dt, DataType::I8 | DataType::U8)
+}
+
+/// The value range of an 8-bit type.
+fn range(dt: DataType) -> (i32, i32) {
+    if dt == DataType::I8 {
+        (-128, 127)
+    } else {
+        (0, 255)
+    }
+}
+
+/// Byte `b` of an 8-bit tensor of type `dt` as an integer.
+#[inline]
+fn widen(dt_signed: bool, b: u8) -> i32 {
+    if dt_signed {
+        i32::from(b as i8)
+    } else {
+        i32::from(b)
+    }
+}

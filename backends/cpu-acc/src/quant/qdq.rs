@@ -1,0 +1,192 @@
+//! QuantizeLinear and DequantizeLinear between f32 and 8-bit integers, per tensor or per
+//! axis, with constant scales and zero points: the same arithmetic as CpuRef, value for
+//! value (quotient in f32, rounded half to even, saturated; dequantized products in f32).
+
+use super::{is_8bit, range, widen};
+use crate::io::Io;
+use crate::plan::{done, Plan};
+use backplane_backend_api::{BackendError, LayerDesc, Result, Workload};
+use backplane_core::{DataType, Op, TensorView, TensorViewMut};
+
+/// Scales and zero points, one per slice along the axis (or one for the tensor).
+#[derive(Debug, Clone)]
+struct Params {
+    scales: Vec<f32>,
+    zeros: Vec<i32>,
+    /// Elements per slice along the axis (1 for a per-tensor layer: every index maps to 0).
+    inner: usize,
+    /// Slices along the axis.
+    len: usize,
+}
+
+impl Params {
+    #[inline]
+    fn at(&self, i: usize) -> (f32, i32) {
+        let k = (i / self.inner) % self.len;
+        (self.scales[k], self.zeros[k])
+    }
+}
+
+fn params(layer: &LayerDesc, axis: i64, q: DataType) -> std::result::Result<Params, String> {
+    let name = layer.op.name();
+    let x = layer.inputs.first().ok_or("no input")?;
+    let scale = layer
+        .constant(1)
+        .ok_or_else(|| format!("CpuAcc runs {name} with a constant scale only"))?;
+    let scales = scale
+        .as_slice::<f32>()
+        .map_err(|_| format!("CpuAcc runs {name} with f32 scales only"))?
+        .to_vec();
+    let zeros: Vec<i32> = match layer.inputs.get(2) {
+        None => vec![0; scales.len()],
+        Some(_) => {
+            let z = layer
+                .constant(2)
+                .ok_or_else(|| format!("CpuAcc runs {name} with a constant zero point only"))?;
+            if z.dtype() != q {
+                return Err(format!("{name}'s zero point is {}, not {q}", z.dtype()));
+            }
+            if q == DataType::I32 {
+                z.as_slice::<i32>().map_err(|e| e.to_string())?.to_vec()
+            } else {
+                z.bytes()
+                    .iter()
+                    .map(|&b| widen(q == DataType::I8, b))
+                    .collect()
+            }
+        }
+    };
+    if zeros.len() != scales.len() || scales.is_empty() {
+        return Err(format!(
+            "{name}: {} scales, {} zero points",
+            scales.len(),
+            zeros.len()
+        ));
+    }
+    let dims = x.shape.dims();
+    if scales.len() == 1 {
+        return Ok(Params {
+            scales,
+            zeros,
+            inner: 1,
+            len: 1,
+        });
+    }
+    let rank = dims.len() as i64;
+    let a = if axis < 0 { axis + rank } else { axis };
+    let Some(a) = usize::try_from(a).ok().filter(|&a| a < dims.len()) else {
+        return Err(format!("{name}: axis {axis} of a rank-{rank} tensor"));
+    };
+    if dims[a] != scales.len() {
+        return Err(format!(
+            "{name}: {} scales along an axis of {}",
+            scales.len(),
+            dims[a]
+        ));
+    }
+    Ok(Params {
+        scales,
+        zeros,
+        inner: dims[a + 1..].iter().product::<usize>().max(1),
+        len: dims[a],
+    })
+}
+
+/// The plan of a QuantizeLinear (f32 → i8/u8) or DequantizeLinear (i8/u8 → f32) layer with
+/// per-tensor or per-axis constant parameters.
+pub(super) fn plan(layer: &LayerDesc) -> std::result::Result<Plan<'_>, String> {
+    let x = layer.inputs.first().ok_or("no input")?;
+    match layer.op {
+        Op::QuantizeLinear {
+            axis,
+            to,
+            block_size: 0,
+            ..
+        } if x.dtype == DataType::F32 && is_8bit(to) => {
+            let p = params(layer, axis, to)?;
+            Ok(Plan::new(move |io, _| {
+                done(Quantize {
+                    io,
+                    p,
+                    lo: range(to).0 as f32,
+                    hi: range(to).1 as f32,
+                })
+            }))
+        }
+        Op::DequantizeLinear {
+            axis,
+            to: DataType::F32,
+            block_size: 0,
+        } if is_8bit(x.dtype) || x.dtype == DataType::I32 => {
+            let p = params(layer, axis, x.dtype)?;
+            let kind = x.dtype;
+            Ok(Plan::new(move |io, _| done(Dequantize { io, p, kind })))
+        }
+        _ => Err(format!(
+            "CpuAcc runs {} between f32 and 8-bit integers (int32 too when dequantizing), per tensor or per axis, only",
+            layer.op.name()
+        )),
+    }
+}
+
+fn short(io: &Io) -> BackendError {
+    io.error("missing input or output".into())
+}
+
+/// f32 → 8-bit: `clamp(round_half_even(x / scale) + zero point)`.
+struct Quantize {
+    io: Io,
+    p: Params,
+    lo: f32,
+    hi: f32,
+}
+
+impl Workload for Quantize {
+    fn execute(&self, inputs: &[TensorView<'_>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
+        self.io.check(inputs, outputs)?;
+        let x = inputs
+            .first()
+            .ok_or_else(|| short(&self.io))?
+            .as_slice::<f32>()?;
+        let y = &mut outputs.first_mut().ok_or_else(|| short(&self.io))?.data;
+        for (i, (&v, out)) in x.iter().zip(y.iter_mut()).enumerate() {
+            let (s, z) = self.p.at(i);
+            let q = ((v / s).round_ties_even() + z as f32).clamp(self.lo, self.hi);
+            // NaN becomes 0, as CpuRef's conversion makes it.
+            *out = (q as i32) as u8;
+        }
+        Ok(())
+    }
+}
+
+/// 8-bit or int32 (a bias) → f32: `(q - zero point) · scale`, the difference rounded to
+/// f32 once (exact for 8-bit values).
+struct Dequantize {
+    io: Io,
+    p: Params,
+    kind: DataType,
+}
+
+impl Workload for Dequantize {
+    fn execute(&self, inputs: &[TensorView<'_>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
+        self.io.check(inputs, outputs)?;
+        let x = inputs.first().ok_or_else(|| short(&self.io))?;
+        let y = outputs
+            .first_mut()
+            .ok_or_else(|| short(&self.io))?
+            .as_mut_slice::<f32>()?;
+        if self.kind == DataType::I32 {
+            for (i, (&v, out)) in x.as_slice::<i32>()?.iter().zip(y.iter_mut()).enumerate() {
+                let (s, z) = self.p.at(i);
+                *out = (i64::from(v) - i64::from(z)) as f32 * s;
+            }
+            return Ok(());
+        }
+        let signed = self.kind == DataType::I8;
+        for (i, (&b, out)) in x.data.iter().zip(y.iter_mut()).enumerate() {
+            let (s, z) = self.p.at(i);
+            *out = (widen(signed, b) - z) as f32 * s;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,357 @@
+//! CpuAcc's quantized layers against CpuRef: QuantizeLinear / DequantizeLinear value for
+//! value, and the int8 convolution a DequantizeLinear → Conv → Relu/Clip → QuantizeLinear
+//! chain folds into within one quantum of the chain run by CpuRef (the count of elements
+//! off is printed), on odd shapes, u8 and i8, per-tensor and per-channel weights.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
+
+use backplane_backend_api::{Backend, LayerDesc, SubgraphView, ValueRef};
+use backplane_core::ops::{AutoPad, ConvDesc, UnaryOp, Window};
+use backplane_core::{DataType, LayerId, Network, Op, Tensor, TensorInfo};
+use backplane_cpu_acc::CpuAccBackend;
+use std::sync::Arc;
+use support::{acc, reference, run_desc};
+
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self) -> u32 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 33) as u32
+    }
+    fn bytes(&mut self, n: usize) -> Vec<u8> {
+        (0..n).map(|_| self.next() as u8).collect()
+    }
+}
+
+fn q8(dt: DataType, dims: &[usize], bytes: Vec<u8>) -> Tensor {
+    Tensor::from_bytes(TensorInfo::new(dt, dims.to_vec()), &bytes).unwrap()
+}
+
+fn zp(dt: DataType, v: i32) -> Tensor {
+    match dt {
+        DataType::I8 => Tensor::scalar(v as i8),
+        _ => Tensor::scalar(v as u8),
+    }
+}
+
+#[test]
+fn quantize_and_dequantize_match_cpu_ref_bit_for_bit() {
+    let mut r = Lcg(7);
+    for dt in [DataType::I8, DataType::U8] {
+        for dims in [
+            vec![1usize],
+            vec![3, 5, 7],
+            vec![2, 13, 1, 17],
+            vec![1, 64, 31, 31],
+        ] {
+            let n: usize = dims.iter().product();
+            let x: Vec<f32> = (0..n)
+                .map(|_| (r.next() % 2000) as f32 / 97.0 - 10.0)
+                .collect();
+            let mut x = Tensor::from_vec(dims.clone(), x).unwrap();
+            // Ties and extremes.
+            if let Ok(v) = x.as_mut_slice::<f32>() {
+                v[0] = 0.5 * 0.078125;
+                if v.len() > 2 {
+                    v[1] = f32::INFINITY;
+                    v[2] = f32::NAN;
+                }
+            }
+            let c = dims.get(1).copied().unwrap_or(1);
+            for per_axis in [false, true] {
+                let (s, z) = if per_axis && dims.len() > 1 {
+                    let s: Vec<f32> = (0..c).map(|i| 0.078125 * (1.0 + i as f32 * 0.37)).collect();
+                    let z: Vec<u8> = (0..c).map(|i| (i * 7 % 50) as u8).collect();
+                    (Tensor::from_vec(vec![c], s).unwrap(), q8(dt, &[c], z))
+                } else {
+                    (Tensor::scalar(0.078125f32), zp(dt, 3))
+                };
+                let op = Op::QuantizeLinear {
+                    axis: 1,
+                    to: dt,
+                    block_size: 0,
+                    saturate: true,
+                };
+                let got = acc(&op, &[&x, &s, &z], &[false, true, true], 2);
+                let want = reference(&op, &[&x, &s, &z]);
+                assert_eq!(got[0].bytes(), want[0].bytes(), "quantize {dt} {dims:?}");
+                let op = Op::DequantizeLinear {
+                    axis: 1,
+                    to: DataType::F32,
+                    block_size: 0,
+                };
+                let got = acc(&op, &[&want[0], &s, &z], &[false, true, true], 1);
+                let back = reference(&op, &[&want[0], &s, &z]);
+                assert_eq!(got[0].bytes(), back[0].bytes(), "dequantize {dt} {dims:?}");
+                // An int32 bias, dequantized.
+                let b: Vec<i32> = (0..n).map(|i| (r.next() as i32) >> (i % 31)).collect();
+                let b = Tensor::from_vec(dims.clone(), b).unwrap();
+                let (bs, bz) = if per_axis && dims.len() > 1 {
+                    (s.clone(), Tensor::from_vec(vec![c], vec![0i32; c]).unwrap())
+                } else {
+                    (Tensor::scalar(0.0003f32), Tensor::scalar(-7i32))
+                };
+                let got = acc(&op, &[&b, &bs, &bz], &[false, true, true], 1);
+                let want = reference(&op, &[&b, &bs, &bz]);
+                assert_eq!(got[0].bytes(), want[0].bytes(), "dequantize i32 {dims:?}");
+            }
+        }
+    }
+}
+
+/// One folded convolution case.
+#[derive(Clone, Copy)]
+struct Case {
+    x: [usize; 4],
+    m: usize,
+    k: [usize; 2],
+    stride: usize,
+    dilation: usize,
+    pad: usize,
+    group: usize,
+    act: Option<UnaryOp>,
+    per_channel: bool,
+    xt: DataType,
+    wt: DataType,
+}
+
+/// Build the QDQ chain, fold it with CpuAcc's optimize_subgraph, run the folded layer and
+/// the chain on CpuRef; returns (elements off by one, elements).
+fn run_case(c: &Case, seed: u64) -> (usize, usize) {
+    let mut r = Lcg(seed);
+    let [n, ci, h, w] = c.x;
+    let cg = ci / c.group;
+    let (kh, kw) = (c.k[0], c.k[1]);
+    let mut net = Network::new();
+    let x = q8(c.xt, &c.x, r.bytes(n * ci * h * w));
+    let wq = q8(c.wt, &[c.m, cg, kh, kw], r.bytes(c.m * cg * kh * kw));
+    let sx = 0.02f32;
+    let zx = if c.xt == DataType::U8 { 120 } else { -3 };
+    let sws: Vec<f32> = (0..c.m).map(|i| 0.004 + 0.0007 * (i % 11) as f32).collect();
+    let (sw, zw) = if c.per_channel {
+        let z = if c.wt == DataType::U8 {
+            vec![128u8; c.m]
+        } else {
+            vec![0u8; c.m]
+        };
+        (
+            Tensor::from_vec(vec![c.m], sws.clone()).unwrap(),
+            q8(c.wt, &[c.m], z),
+        )
+    } else {
+        (
+            Tensor::scalar(sws[0]),
+            zp(c.wt, if c.wt == DataType::U8 { 128 } else { 0 }),
+        )
+    };
+    let bias: Vec<i32> = (0..c.m)
+        .map(|i| (r.next() % 4001) as i32 - 2000 + i as i32)
+        .collect();
+    let bias_scales: Vec<f32> = (0..c.m)
+        .map(|i| sx * if c.per_channel { sws[i] } else { sws[0] })
+        .collect();
+    let b = Tensor::from_vec(vec![c.m], bias).unwrap();
+    let sb = Tensor::from_vec(vec![c.m], bias_scales).unwrap();
+    let (sy, zy) = (0.05f32, if c.xt == DataType::U8 { 100 } else { 5 });
+
+    let xi = net.add_input("x", x.info().clone()).unwrap();
+    let k = |net: &mut Network, name: &str, t: &Tensor| net.add_constant(name, t.clone()).unwrap();
+    let (sxi, zxi) = (
+        k(&mut net, "sx", &Tensor::scalar(sx)),
+        k(&mut net, "zx", &zp(c.xt, zx)),
+    );
+    let dq = |axis| Op::DequantizeLinear {
+        axis,
+        to: DataType::F32,
+        block_size: 0,
+    };
+    let xf = net.add_layer("dq_x", dq(1), &[xi, sxi, zxi]).unwrap()[0];
+    let (wi, swi, zwi) = (
+        k(&mut net, "w", &wq),
+        k(&mut net, "sw", &sw),
+        k(&mut net, "zw", &zw),
+    );
+    let wf = net.add_layer("dq_w", dq(0), &[wi, swi, zwi]).unwrap()[0];
+    let (bi, sbi) = (k(&mut net, "b", &b), k(&mut net, "sb", &sb));
+    let bf = net.add_layer("dq_b", dq(0), &[bi, sbi]).unwrap()[0];
+    let conv = Op::Conv(ConvDesc {
+        window: Window {
+            kernel: vec![kh, kw],
+            strides: vec![c.stride; 2],
+            dilations: vec![c.dilation; 2],
+            pads: vec![c.pad; 4],
+            auto_pad: AutoPad::NotSet,
+        },
+        group: c.group,
+    });
+    let mut t = net.add_layer("conv", conv.clone(), &[xf, wf, bf]).unwrap()[0];
+    if let Some(a) = c.act {
+        t = net.add_layer("act", Op::Unary(a), &[t]).unwrap()[0];
+    }
+    let (syi, zyi) = (
+        k(&mut net, "sy", &Tensor::scalar(sy)),
+        k(&mut net, "zy", &zp(c.xt, zy)),
+    );
+    let quant = Op::QuantizeLinear {
+        axis: 1,
+        to: c.xt,
+        block_size: 0,
+        saturate: true,
+    };
+    let y = net.add_layer("q", quant.clone(), &[t, syi, zyi]).unwrap()[0];
+    net.mark_output(y).unwrap();
+
+    // Fold.
+    let layers: Vec<LayerId> = (0..net.layers().len()).map(LayerId).collect();
+    let view = SubgraphView::new(&net, layers.clone());
+    let views = CpuAccBackend::with_threads(2).optimize_subgraph(&view);
+    assert_eq!(
+        views.substitutions.len(),
+        1,
+        "the chain folds into one layer"
+    );
+    let sub = &views.substitutions[0];
+    assert_eq!(
+        sub.replaced.len(),
+        layers.len(),
+        "every layer of the chain is replaced"
+    );
+    let rep = &sub.replacement[0];
+    assert!(matches!(&rep.op, Op::Custom(op) if op.op_type == "QLinearConv"));
+    let ValueRef::NewConstant(bias_q) = &rep.inputs[2] else {
+        panic!("the bias is a new constant");
+    };
+    let desc = LayerDesc {
+        name: rep.name.clone(),
+        op: rep.op.clone(),
+        inputs: vec![x.info().clone(), wq.info().clone(), bias_q.info().clone()],
+        outputs: vec![net.tensor(y).info.clone()],
+        constants: vec![None, Some(Arc::new(wq.clone())), Some(bias_q.clone())],
+    };
+    let got = run_desc(&desc, &[&x, &wq, bias_q], 2);
+
+    // The chain on CpuRef.
+    let one = |op: &Op, ins: &[&Tensor]| reference(op, ins).remove(0);
+    let xf = one(&dq(1), &[&x, &Tensor::scalar(sx), &zp(c.xt, zx)]);
+    let wf = one(&dq(0), &[&wq, &sw, &zw]);
+    let bf = one(&dq(0), &[&b, &sb]);
+    let mut yf = one(&conv, &[&xf, &wf, &bf]);
+    if let Some(a) = c.act {
+        yf = one(&Op::Unary(a), &[&yf]);
+    }
+    let want = one(&quant, &[&yf, &Tensor::scalar(sy), &zp(c.xt, zy)]);
+    let signed = c.xt == DataType::I8;
+    let v = |b: u8| {
+        if signed {
+            i32::from(b as i8)
+        } else {
+            i32::from(b)
+        }
+    };
+    let mut off = 0;
+    for (i, (&g, &wv)) in got[0].bytes().iter().zip(want.bytes()).enumerate() {
+        let d = (v(g) - v(wv)).abs();
+        assert!(
+            d <= 1,
+            "element {i}: {} vs {} (more than one quantum off)",
+            v(g),
+            v(wv)
+        );
+        off += usize::from(d == 1);
+    }
+    (off, want.bytes().len())
+}
+
+#[test]
+fn folded_int8_convolutions_are_within_one_quantum_of_cpu_ref() {
+    let relu = Some(UnaryOp::Relu);
+    let relu6 = Some(UnaryOp::Clip { min: 0.0, max: 6.0 });
+    let base = Case {
+        x: [1, 3, 7, 7],
+        m: 5,
+        k: [3, 3],
+        stride: 1,
+        dilation: 1,
+        pad: 1,
+        group: 1,
+        act: relu,
+        per_channel: true,
+        xt: DataType::U8,
+        wt: DataType::I8,
+    };
+    let cases = [
+        Case { ..base },
+        Case {
+            x: [1, 1, 1, 1],
+            m: 1,
+            k: [1, 1],
+            pad: 0,
+            act: None,
+            ..base
+        },
+        Case {
+            x: [2, 17, 5, 5],
+            m: 33,
+            k: [1, 1],
+            pad: 0,
+            xt: DataType::I8,
+            ..base
+        },
+        Case {
+            x: [1, 13, 9, 9],
+            m: 13,
+            group: 13,
+            stride: 2,
+            act: relu6,
+            xt: DataType::I8,
+            ..base
+        },
+        Case {
+            x: [1, 8, 11, 11],
+            m: 12,
+            group: 4,
+            dilation: 2,
+            pad: 2,
+            per_channel: false,
+            wt: DataType::U8,
+            ..base
+        },
+        Case {
+            x: [1, 6, 7, 5],
+            m: 12,
+            group: 6,
+            k: [3, 1],
+            act: None,
+            ..base
+        },
+        Case {
+            x: [1, 64, 28, 28],
+            m: 96,
+            k: [1, 1],
+            pad: 0,
+            xt: DataType::I8,
+            ..base
+        },
+        Case {
+            x: [1, 32, 23, 23],
+            m: 37,
+            k: [3, 3],
+            stride: 2,
+            act: relu6,
+            ..base
+        },
+    ];
+    let (mut off, mut total) = (0, 0);
+    for (i, c) in cases.iter().enumerate() {
+        let (o, t) = run_case(c, 100 + i as u64);
+        println!("case {i}: {o} of {t} elements one quantum off");
+        off += o;
+        total += t;
+    }
+    println!("{off} of {total} elements one quantum off CpuRef's f32 chain");
+}

@@ -1,0 +1,202 @@
+//! Integer GEMM for quantized layers: 16-bit operands (8-bit values less their zero
+//! points), exact int32 sums.
+//!
+//! `C[i][j] = Σ_k A[i][k] · B[k][j]`, A row-major `i16` rows (each padded with zeros to an
+//! even depth, [`QPackedB::depth_padded`]), B packed once into panels of [`QNR`] columns
+//! whose K steps are interleaved in pairs, so that one 32-bit lane holds `B[k][j], B[k+1][j]`
+//! and AVX2's `vpmaddwd` (i16·i16 pairs summed into i32) multiplies a broadcast pair of A
+//! against eight columns at once. Operands are centered 8-bit values (at most 255 in
+//! magnitude), so each pair sum is exact and no 16-bit intermediate can saturate (the
+//! `vpmaddubsw` route would need 7-bit weights for that). An AVX-512 VNNI kernel is not
+//! written: there is no machine to test it on.
+//!
+//! [`requant`] holds TFLite's requantization rule applied to the sums.
+
+#[cfg(target_arch = "x86_64")]
+mod avx2;
+pub mod requant;
+#[cfg(test)]
+mod tests;
+
+pub use requant::QuantizedMultiplier;
+
+/// Columns per packed panel of B (two AVX2 vectors of eight int32 sums).
+pub const QNR: usize = 16;
+/// Rows of A per micro-tile.
+pub const QMR: usize = 4;
+
+/// B (`depth × cols`, values fitting in i16) packed for [`qgemm`]: panels of [`QNR`]
+/// columns, zero-padded, each `depth_padded / 2` pairs of K steps of `2·QNR` values.
+#[derive(Debug, Clone)]
+pub struct QPackedB {
+    data: Vec<i16>,
+    depth: usize,
+    cols: usize,
+}
+
+impl QPackedB {
+    /// Pack `b(k, j)` for `k < depth`, `j < cols`. `None` when the packed size overflows or
+    /// cannot be allocated.
+    pub fn pack(depth: usize, cols: usize, b: impl Fn(usize, usize) -> i16) -> Option<QPackedB> {
+        let kp = depth.checked_add(1)? / 2 * 2;
+        let panels = cols.div_ceil(QNR);
+        let len = panels.checked_mul(kp)?.checked_mul(QNR)?;
+        let mut data = Vec::new();
+        data.try_reserve_exact(len).ok()?;
+        data.resize(len, 0);
+        for p in 0..panels {
+            let panel = &mut data[p * kp * QNR..(p + 1) * kp * QNR];
+            for k in 0..depth {
+                let pair = k / 2;
+                for jj in 0..QNR {
+                    let j = p * QNR + jj;
+                    if j < cols {
+                        panel[pair * 2 * QNR + 2 * jj + k % 2] = b(k, j);
+                    }
+                }
+            }
+        }
+        Some(QPackedB { data, depth, cols })
+    }
+
+    /// The depth K.
+    pub fn depth(&self) -> usize {
+        self.depth
+    }
+
+    /// The depth rounded up to even: the length every row of A must have (zeros past K).
+    pub fn depth_padded(&self) -> usize {
+        self.depth.div_ceil(2) * 2
+    }
+
+    /// The number of columns N.
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    fn panel(&self, p: usize) -> &[i16] {
+        let size = self.depth_padded() * QNR;
+        &self.data[p * size..(p + 1) * size]
+    }
+}
+
+/// `C[i·ldc + j] = Σ_k A[i·lda + k] · B[k][j]` for `i < rows`, `j < b.cols()`. Each row of A
+/// holds `b.depth_padded()` values (zeros past the depth). Returns `false`, computing
+/// nothing, when a slice is too short or `lda` shorter than the padded depth.
+pub fn qgemm(a: &[i16], lda: usize, rows: usize, b: &QPackedB, c: &mut [i32], ldc: usize) -> bool {
+    if !fits(a, lda, rows, b, c.len(), ldc, b.cols) {
+        return false;
+    }
+    for p in 0..b.cols.div_ceil(QNR) {
+        let j0 = p * QNR;
+        panel_sums(a, lda, rows, b, p, &mut c[j0..], ldc);
+    }
+    true
+}
+
+/// [`qgemm`] for the columns of panel `p` only (`p·QNR ..`, at most [`QNR`]), written from
+/// `c[0]`: `c[i·ldc + jj] = Σ_k A[i][k] · B[k][p·QNR + jj]`. Lets threads share the panels.
+pub fn qgemm_panel(
+    a: &[i16],
+    lda: usize,
+    rows: usize,
+    b: &QPackedB,
+    p: usize,
+    c: &mut [i32],
+    ldc: usize,
+) -> bool {
+    let width = b.cols.saturating_sub(p.saturating_mul(QNR)).min(QNR);
+    if width == 0 || !fits(a, lda, rows, b, c.len(), ldc, width) {
+        return false;
+    }
+    panel_sums(a, lda, rows, b, p, c, ldc);
+    true
+}
+
+fn fits(
+    a: &[i16],
+    lda: usize,
+    rows: usize,
+    b: &QPackedB,
+    c_len: usize,
+    ldc: usize,
+    n: usize,
+) -> bool {
+    if rows == 0 || n == 0 {
+        return true;
+    }
+    let kp = b.depth_padded();
+    let a_need = (rows - 1).checked_mul(lda).and_then(|v| v.checked_add(kp));
+    let c_need = (rows - 1).checked_mul(ldc).and_then(|v| v.checked_add(n));
+    matches!((a_need, c_need), (Some(an), Some(cn)) if an <= a.len() && cn <= c_len && lda >= kp && ldc >= n)
+}
+
+/// The checked body of [`qgemm_panel`].
+fn panel_sums(
+    a: &[i16],
+    lda: usize,
+    rows: usize,
+    b: &QPackedB,
+    p: usize,
+    c: &mut [i32],
+    ldc: usize,
+) {
+    let kp = b.depth_padded();
+    let panel = b.panel(p);
+    let width = (b.cols - p * QNR).min(QNR);
+    let avx2 = crate::isa::avx2_in_use();
+    let mut i = 0;
+    while i < rows {
+        let r = (rows - i).min(QMR);
+        let mut tile = [[0i32; QNR]; QMR];
+        tile_sums(avx2, &a[i * lda..], lda, r, kp, panel, &mut tile);
+        for (rr, sums) in tile.iter().enumerate().take(r) {
+            let at = (i + rr) * ldc;
+            c[at..at + width].copy_from_slice(&sums[..width]);
+        }
+        i += r;
+    }
+}
+
+/// The sums of `r` rows of A (from `a`, pitch `lda`, `kp` values each) against one panel.
+#[inline]
+fn tile_sums(
+    avx2: bool,
+    a: &[i16],
+    lda: usize,
+    r: usize,
+    kp: usize,
+    panel: &[i16],
+    tile: &mut [[i32; QNR]; QMR],
+) {
+    #[cfg(target_arch = "x86_64")]
+    if avx2 {
+        // SAFETY: AVX2 is in use (the tier says the CPU has it); `qgemm` checked that the
+        // `r` rows of `kp` values at pitch `lda` lie in `a`, and the panel holds `kp · QNR`
+        // values by construction.
+        unsafe { avx2::tile(a.as_ptr(), lda, r, kp, panel.as_ptr(), tile) };
+        return;
+    }
+    let _ = avx2;
+    portable_tile(a, lda, r, kp, panel, tile);
+}
+
+/// The portable micro-tile: the same sums, pair by pair.
+fn portable_tile(
+    a: &[i16],
+    lda: usize,
+    r: usize,
+    kp: usize,
+    panel: &[i16],
+    tile: &mut [[i32; QNR]; QMR],
+) {
+    for (rr, sums) in tile.iter_mut().enumerate().take(r) {
+        let row = &a[rr * lda..rr * lda + kp];
+        for (pair, bs) in row.chunks_exact(2).zip(panel.chunks_exact(2 * QNR)) {
+            let (x0, x1) = (i32::from(pair[0]), i32::from(pair[1]));
+            for (j, s) in sums.iter_mut().enumerate() {
+                *s += x0 * i32::from(bs[2 * j]) + x1 * i32::from(bs[2 * j + 1]);
+            }
+        }
+    }
+}
