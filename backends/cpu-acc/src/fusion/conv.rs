@@ -56,17 +56,17 @@ pub(super) fn fuse_conv(g: &Graph<'_>, id: LayerId, desc: &ConvDesc) -> Option<S
     }
     let mut act = Activation::None;
     let mut residual = None;
-    if let Some((next, a, t)) = follow_act(g, out) {
+    if let Some((layers, a, t)) = follow_act(g, out) {
         act = a;
-        replaced.push(next);
+        replaced.extend(layers);
         out = t;
     } else if let Some((add, r, t)) = follow_residual(g, out) {
         residual = Some(r);
         replaced.push(add);
         out = t;
-        if let Some((next, a, t)) = follow_act(g, out) {
+        if let Some((layers, a, t)) = follow_act(g, out) {
             act = a;
-            replaced.push(next);
+            replaced.extend(layers);
             out = t;
         }
     }

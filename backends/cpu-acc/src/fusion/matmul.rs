@@ -182,9 +182,9 @@ pub(super) fn fuse_matmul(g: &Graph<'_>, id: LayerId) -> Option<Substitution> {
         };
         replaced.extend(layers);
         out = t;
-    } else if let Some((next, a, t)) = follow_act(g, out) {
+    } else if let Some((layers, a, t)) = follow_act(g, out) {
         act = a;
-        replaced.push(next);
+        replaced.extend(layers);
         out = t;
     }
     if let Some((view, layers, t)) = fold_result(g, out) {
@@ -215,8 +215,8 @@ pub(super) fn fuse_gemm(g: &Graph<'_>, id: LayerId, desc: GemmDesc) -> Option<Su
     let net = g.view.network();
     let layer = net.layer(id);
     let out = single_output(g, id)?;
-    let (next, act, t) = follow_act(g, out)?;
-    let replaced = vec![id, next];
+    let (layers, act, t) = follow_act(g, out)?;
+    let replaced: Vec<LayerId> = std::iter::once(id).chain(layers).collect();
     Some(Substitution {
         replacement: vec![ReplacementLayer {
             name: names(g, &replaced),

@@ -16,10 +16,14 @@
 //!   `FusedAddLayerNorm`: each row is summed and normalized in one pass, the sum never
 //!   stored.
 //!
+//! An activation may also be the exporters' SiLU subgraph `Mul(t, Sigmoid(t))`
+//! (EfficientNet's), fused as `Activation::Silu`.
+//!
 //! A chain only grows through a tensor that has exactly one consumer and is not a network
 //! output, so no intermediate value anyone else needs disappears.
 //!
-//! The patterns live in `conv`, `matmul` (with `gelu`) and `norm`; what a fused layer
+//! The patterns live in `conv`, `matmul` (with `gelu`), `norm` and, for the activations
+//! after them, `silu`; what a fused layer
 //! means is the typed [`Fused`] payload (`payload`, its only encoding as custom-op
 //! attributes), checked by [`check_custom`].
 
@@ -29,6 +33,7 @@ mod gelu;
 mod matmul;
 mod norm;
 mod payload;
+mod silu;
 
 pub use check::check_custom;
 pub use payload::{
@@ -138,14 +143,21 @@ pub(super) fn single_output(g: &Graph<'_>, id: LayerId) -> Option<TensorId> {
     }
 }
 
-/// Follow an activation after `t`, if there is one.
-pub(super) fn follow_act(g: &Graph<'_>, t: TensorId) -> Option<(LayerId, Activation, TensorId)> {
+/// Follow an activation after `t`, if there is one: one layer, or the layers of a SiLU
+/// subgraph. Returns them, the activation and its output.
+pub(super) fn follow_act(
+    g: &Graph<'_>,
+    t: TensorId,
+) -> Option<(Vec<LayerId>, Activation, TensorId)> {
+    if let Some((layers, out)) = silu::match_silu(g, t) {
+        return Some((layers, Activation::Silu, out));
+    }
     let next = g.sole_consumer(t)?;
     let act = fusable_act(&g.view.network().layer(next).op)?;
     if !g.supported(next) {
         return None;
     }
-    Some((next, act, single_output(g, next)?))
+    Some((vec![next], act, single_output(g, next)?))
 }
 
 /// The names of layers `ids` joined with `+`: the fused layer's name.
