@@ -20,7 +20,7 @@
 //! The option `nhwc=off` (in force when the network is optimized) keeps every layer NCHW,
 //! for A/B measurements.
 
-use crate::fusion::{self, ConvLayout};
+use crate::fusion::{ConvLayout, ConvSpec, Fused};
 use backplane_backend_api::{ReplacementLayer, SubgraphView, Substitution, ValueRef};
 use backplane_core::ops::{PoolKind, ReduceDesc, ReduceKind};
 use backplane_core::{LayerId, Op, TensorId, TensorInfo};
@@ -95,10 +95,13 @@ fn unit(view: &SubgraphView<'_>, sub: usize, s: &Substitution) -> Option<Unit> {
     let Op::Custom(c) = &r.op else {
         return None;
     };
-    if c.op_type != fusion::FUSED_CONV || fusion::decode_layout(c).ok()? != ConvLayout::Nchw {
+    let Fused::Conv(spec) = Fused::decode(c).ok()? else {
+        return None;
+    };
+    if spec.layout != ConvLayout::Nchw {
         return None;
     }
-    let desc = fusion::decode_conv(c).ok()?;
+    let desc = spec.desc;
     let existing = |v: &ValueRef| match v {
         ValueRef::Existing(t) => Some(*t),
         _ => None,
@@ -429,10 +432,23 @@ fn rewrite(
                     return None;
                 };
                 let mid = nhwc_info(&net.tensor(f.out).info)?;
-                let op = fusion::conv_pair(fc, c, &mid, y);
+                let (Fused::Conv(first), Fused::Conv(second)) =
+                    (Fused::decode(fc).ok()?, Fused::decode(c).ok()?)
+                else {
+                    return None;
+                };
+                let op = Fused::ConvPair { first, second, mid }.encode(y);
                 (format!("{}+{}", fr.name, r.name), op)
             }
-            None => (r.name.clone(), fusion::with_layout(c, layout, y)),
+            None => {
+                let Fused::Conv(spec) = Fused::decode(c).ok()? else {
+                    return None;
+                };
+                (
+                    r.name.clone(),
+                    Fused::Conv(ConvSpec { layout, ..spec }).encode(y),
+                )
+            }
         };
         let slots = std::iter::once((0, x)).chain(u.residual.map(|t| (residual_slot, t)));
         for (slot, t) in slots {

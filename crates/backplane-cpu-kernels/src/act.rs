@@ -51,6 +51,9 @@ pub enum Activation {
     },
     /// x · max(0, min(1, x/6 + 1/2)) (MobileNetV3's activation).
     HardSwish,
+    /// x · sigmoid(x) (SiLU or swish: EfficientNet's activation, exported as a Sigmoid
+    /// and a Mul).
+    Silu,
     /// x if x >= 0 else alpha·(e^x - 1).
     Elu {
         /// Negative-side scale.
@@ -205,6 +208,7 @@ impl Activation {
             Activation::Abs => "abs",
             Activation::HardSigmoid { .. } => "hard_sigmoid",
             Activation::HardSwish => "hard_swish",
+            Activation::Silu => "silu",
             Activation::Elu { .. } => "elu",
             Activation::Selu { .. } => "selu",
             Activation::Softplus => "softplus",
@@ -276,6 +280,7 @@ impl Activation {
                 beta: *beta,
             },
             ("hard_swish", _) => Activation::HardSwish,
+            ("silu", _) => Activation::Silu,
             ("elu", [alpha]) => Activation::Elu { alpha: *alpha },
             ("selu", [alpha, gamma]) => Activation::Selu {
                 alpha: *alpha,

@@ -1,0 +1,169 @@
+//! Subgraph optimization: fuse chains into CpuAcc custom layers.
+//!
+//! * `Conv [→ BatchNormalization] [→ activation]` → `FusedConv` (BatchNormalization folded
+//!   into new constant weights and bias), or `Conv [→ BatchNormalization] → Add(residual)
+//!   [→ activation]` → `FusedConv` with the residual as a fourth input (the shortcut of a
+//!   residual block: the addition and the activation run as one pass over the output, with
+//!   no intermediate tensor and no separate layers).
+//! * `MatMul [→ Mul/Div(scalar)] [→ Add(constant row bias)] [→ activation]
+//!   [→ Transpose [→ Reshape]]` → `FusedMatMul`, where the activation may also be the
+//!   exporters' GELU subgraph `0.5·x·(1 + erf(x/√2))`. Each operand may come through
+//!   `[Reshape →] Transpose…` layers, and the result may leave through a Transpose (keeping
+//!   the last axis) and a Reshape: those are folded into strided reads and writes
+//!   (`matmul::StridedView`), which is what the head split and merge of attention are.
+//! * `Gemm → activation` → `FusedGemm`.
+//! * `Add → LayerNormalization` (the residual connection before a transformer's norm) →
+//!   `FusedAddLayerNorm`: each row is summed and normalized in one pass, the sum never
+//!   stored.
+//!
+//! An activation may also be the exporters' SiLU subgraph `Mul(t, Sigmoid(t))`
+//! (EfficientNet's), fused as `Activation::Silu`.
+//!
+//! A chain only grows through a tensor that has exactly one consumer and is not a network
+//! output, so no intermediate value anyone else needs disappears.
+//!
+//! The patterns live in `conv`, `matmul` (with `gelu`), `norm` and, for the activations
+//! after them, `silu`; what a fused layer
+//! means is the typed [`Fused`] payload (`payload`, its only encoding as custom-op
+//! attributes), checked by [`check_custom`].
+
+mod check;
+mod conv;
+mod gelu;
+mod matmul;
+mod norm;
+mod payload;
+mod silu;
+
+pub use check::check_custom;
+pub use payload::{
+    ConvLayout, ConvSpec, Fused, FUSED_ADD_LAYER_NORM, FUSED_CONV, FUSED_CONV_PAIR, FUSED_GEMM,
+    FUSED_MATMUL,
+};
+
+use crate::act::{Activation, FromOp};
+use backplane_backend_api::{OptimizationViews, SubgraphView};
+use backplane_core::{LayerId, Op, Tensor, TensorId};
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+/// An activation layer CpuAcc can fuse.
+fn fusable_act(op: &Op) -> Option<Activation> {
+    match op {
+        Op::Unary(u) => Some(Activation::from_unary(*u)),
+        Op::Math(m) => Activation::from_math(*m),
+        _ => None,
+    }
+}
+
+/// The subgraph being fused: who consumes each tensor and which layers are taken.
+pub(super) struct Graph<'a> {
+    view: &'a SubgraphView<'a>,
+    inside: BTreeSet<LayerId>,
+    consumers: Vec<Vec<(LayerId, usize)>>,
+    used: BTreeSet<LayerId>,
+}
+
+impl Graph<'_> {
+    /// The only consumer of `t`, if it has one, is inside, unused, and `t` is not an output.
+    pub(super) fn sole_consumer(&self, t: TensorId) -> Option<LayerId> {
+        let net = self.view.network();
+        if net.outputs().contains(&t) {
+            return None;
+        }
+        match self.consumers.get(t.0).map(Vec::as_slice) {
+            Some([(l, _)]) if self.inside.contains(l) && !self.used.contains(l) => Some(*l),
+            _ => None,
+        }
+    }
+
+    pub(super) fn constant(&self, t: TensorId) -> Option<&Arc<Tensor>> {
+        self.view.network().tensor(t).constant()
+    }
+
+    pub(super) fn supported(&self, id: LayerId) -> bool {
+        crate::support::check(&self.view.layer_desc(id)).is_ok()
+    }
+}
+
+/// Optimize a subgraph assigned to CpuAcc.
+pub fn optimize(view: &SubgraphView<'_>) -> OptimizationViews {
+    let net = view.network();
+    let mut g = Graph {
+        view,
+        inside: view.layers().iter().copied().collect(),
+        consumers: net.consumers(),
+        used: BTreeSet::new(),
+    };
+    let mut subs = Vec::new();
+    for &id in view.layers() {
+        if g.used.contains(&id) || !g.supported(id) {
+            continue;
+        }
+        let sub = match &net.layer(id).op {
+            Op::Conv(desc) => conv::fuse_conv(&g, id, desc),
+            Op::MatMul => matmul::fuse_matmul(&g, id),
+            Op::Gemm(desc) => matmul::fuse_gemm(&g, id, *desc),
+            Op::Binary(backplane_core::ops::BinaryOp::Add) => norm::fuse_add_layer_norm(&g, id),
+            _ => None,
+        };
+        if let Some(s) = sub {
+            g.used.extend(s.replaced.iter().copied());
+            subs.push(s);
+        }
+    }
+    // Regions may take in layers fusion left alone (a pooling after the last convolution).
+    let subs = crate::layout::channels_last(view, subs);
+    let used: BTreeSet<LayerId> = subs
+        .iter()
+        .flat_map(|s| s.replaced.iter().copied())
+        .collect();
+    let untouched: Vec<LayerId> = view
+        .layers()
+        .iter()
+        .copied()
+        .filter(|l| !used.contains(l))
+        .collect();
+    OptimizationViews {
+        substitutions: subs,
+        failed: Vec::new(),
+        untouched: if untouched.is_empty() {
+            Vec::new()
+        } else {
+            vec![untouched]
+        },
+    }
+}
+
+/// The only output of layer `id`.
+pub(super) fn single_output(g: &Graph<'_>, id: LayerId) -> Option<TensorId> {
+    match g.view.network().layer(id).outputs.as_slice() {
+        [t] => Some(*t),
+        _ => None,
+    }
+}
+
+/// Follow an activation after `t`, if there is one: one layer, or the layers of a SiLU
+/// subgraph. Returns them, the activation and its output.
+pub(super) fn follow_act(
+    g: &Graph<'_>,
+    t: TensorId,
+) -> Option<(Vec<LayerId>, Activation, TensorId)> {
+    if let Some((layers, out)) = silu::match_silu(g, t) {
+        return Some((layers, Activation::Silu, out));
+    }
+    let next = g.sole_consumer(t)?;
+    let act = fusable_act(&g.view.network().layer(next).op)?;
+    if !g.supported(next) {
+        return None;
+    }
+    Some((vec![next], act, single_output(g, next)?))
+}
+
+/// The names of layers `ids` joined with `+`: the fused layer's name.
+pub(super) fn names(g: &Graph<'_>, ids: &[LayerId]) -> String {
+    ids.iter()
+        .map(|&l| g.view.network().layer(l).name.as_str())
+        .collect::<Vec<_>>()
+        .join("+")
+}
