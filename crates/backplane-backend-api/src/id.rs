@@ -30,7 +30,12 @@ impl fmt::Display for BackendVersion {
     }
 }
 
-/// A backend's unique name: one or more ASCII letters or digits (e.g. `CpuRef`).
+/// The longest backend id, in bytes: ids are short names (`CpuRef`, `GpuAcc`) printed in
+/// reports and error messages, for static and dynamic backends alike.
+pub const MAX_BACKEND_ID_LEN: usize = 64;
+
+/// A backend's unique name: one to [`MAX_BACKEND_ID_LEN`] ASCII letters or digits (e.g.
+/// `CpuRef`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct BackendId(String);
 
@@ -38,6 +43,16 @@ impl BackendId {
     /// Validate and wrap a name.
     pub fn new(name: impl Into<String>) -> Result<Self, String> {
         let name = name.into();
+        if name.len() > MAX_BACKEND_ID_LEN {
+            // Not echoed whole: a hostile id could be megabytes long.
+            let start: String = name.chars().take(16).collect();
+            return Err(format!(
+                "invalid backend id '{start}…': it has {} bytes; backend ids have at most {} \
+                 letters and digits",
+                name.len(),
+                MAX_BACKEND_ID_LEN
+            ));
+        }
         if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric()) {
             return Err(format!(
                 "invalid backend id '{name}': use one or more ASCII letters and digits"
@@ -87,5 +102,8 @@ mod tests {
         assert!(BackendId::new("").is_err());
         assert!(BackendId::new("Cpu Ref").is_err());
         assert!(BackendId::new("Cpu_Ref").is_err());
+        assert!(BackendId::new("A".repeat(MAX_BACKEND_ID_LEN)).is_ok());
+        let long = BackendId::new("A".repeat(1 << 20)).unwrap_err();
+        assert!(long.contains("1048576 bytes") && long.len() < 200, "{long}");
     }
 }

@@ -35,7 +35,7 @@ pub use allocator::CustomAllocator;
 pub use backend::{Backend, BackendOptions, Capabilities, CapabilityValue};
 pub use context::{BackendContext, NetworkId};
 pub use error::{BackendError, Result};
-pub use id::{BackendId, BackendVersion, BACKEND_API_VERSION};
+pub use id::{BackendId, BackendVersion, BACKEND_API_VERSION, MAX_BACKEND_ID_LEN};
 pub use memory::MemoryManager;
 pub use subgraph::{OptimizationViews, ReplacementLayer, SubgraphView, Substitution, ValueRef};
 pub use support::{LayerDesc, LayerSupport, Support};

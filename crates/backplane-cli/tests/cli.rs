@@ -369,6 +369,58 @@ fn run_with_the_rust_dynamic_backend_gives_the_static_cpuref_output() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A network output left in a plugin's own memory is read by the host through `map`:
+/// `inspect` calls that edge a mapped read, not "direct", and counts it.
+#[test]
+fn inspect_reports_outputs_the_host_reads_by_mapping_plugin_memory() {
+    let dir = plugin_dir("inspect-mapped");
+    let model = repo().join("models/digits/model.onnx");
+    let inspect = |options: &[&str]| {
+        let mut args = vec![
+            "inspect",
+            model.to_str().unwrap(),
+            "--backends",
+            "CpuRefDyn",
+            "--dynamic-backends-path",
+            dir.to_str().unwrap(),
+        ];
+        args.extend_from_slice(options);
+        let o = backplane(&args);
+        let (out, err) = text(&o);
+        assert!(o.status.success(), "{out}\n{err}");
+        out
+    };
+    let output_edge = |out: &str| {
+        out.lines()
+            .find(|l| l.contains("-> (output):"))
+            .unwrap_or_else(|| panic!("no output edge in:\n{out}"))
+            .to_string()
+    };
+    // In its device memory, the output is mapped by the host to be read.
+    let device = inspect(&["--backend-option", "CpuRefDyn:memory=device"]);
+    let edge = output_edge(&device);
+    assert!(
+        edge.contains("mapped read (Backplane/CpuRefDyn/Device -> Backplane/Host/Cpu"),
+        "{edge}"
+    );
+    assert!(
+        device.contains("mapped reads (outputs the host maps in another memory): 1"),
+        "{device}"
+    );
+    // In host memory (the default), the same edge is direct and nothing is mapped.
+    let host = inspect(&[]);
+    let edge = output_edge(&host);
+    assert!(
+        edge.contains(": direct (Backplane/Host/Cpu -> Backplane/Host/Cpu"),
+        "{edge}"
+    );
+    assert!(
+        host.contains("mapped reads (outputs the host maps in another memory): 0"),
+        "{host}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn dynamic_backend_flags_disable_and_validate() {
     let dir = plugin_dir("flags-dynamic");

@@ -133,6 +133,52 @@ fn a_model_over_the_memory_budget_is_refused_naming_its_largest_tensor() {
 }
 
 #[test]
+fn inspect_reports_the_working_memory_and_refuses_a_model_over_the_budget() {
+    let o = backplane(&["inspect", DIGITS, "--max-memory", "1K"]);
+    let (out, err) = (String::from_utf8_lossy(&o.stdout), stderr(&o));
+    assert_eq!(o.status.code(), Some(1), "{out}\n{err}");
+    // The plan is shown first, then the refusal names the budget, the bytes and a layer.
+    assert!(out.contains("host arena: "), "{out}");
+    assert!(
+        out.contains("working memory per execution: ") && out.contains("memory budget: 1024 bytes"),
+        "{out}"
+    );
+    assert!(
+        err.contains("more than the memory budget of 1024 bytes") && err.contains("layer '"),
+        "{err}"
+    );
+    let o = backplane(&["inspect", DIGITS, "--max-memory", "64M"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(out.contains("memory budget: 67108864 bytes"), "{out}");
+    let o = backplane(&["inspect", DIGITS, "--max-memory", "0"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}
+
+/// Static backend ids have the dynamic ones' length limit: a 100 KiB id given on the command
+/// line (one argument can hold no more) is an error that does not echo it.
+#[test]
+fn a_huge_backend_id_is_refused_without_being_echoed() {
+    let id = "A".repeat(100 << 10);
+    for cmd in ["run", "inspect"] {
+        let mut args = vec![cmd];
+        if cmd == "inspect" {
+            args.push(DIGITS);
+        }
+        args.extend(["--backends", id.as_str()]);
+        let o = backplane(&args);
+        let err = stderr(&o);
+        let head: String = err.chars().take(500).collect();
+        assert_eq!(o.status.code(), Some(1), "{cmd}: {head}");
+        assert!(
+            err.contains("102400 bytes; backend ids have at most 64"),
+            "{cmd}: {head}"
+        );
+        assert!(err.len() < 1000, "{cmd}: {} bytes of error", err.len());
+    }
+}
+
+#[test]
 fn inspect_and_bench_take_the_dynamic_backend_flags() {
     let o = backplane(&["inspect", DIGITS, "--no-dynamic-backends"]);
     assert!(o.status.success(), "{}", stderr(&o));

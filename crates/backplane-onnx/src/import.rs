@@ -310,6 +310,14 @@ impl<'o> Importer<'o> {
 
     /// Note the names a graph's nodes read and define, before walking it.
     fn prescan(&mut self, graph: &GraphProto) {
+        // Sized once: growing these maps rehashes every name, which dominated importing
+        // long chains.
+        let nodes = graph.node.len();
+        let values = nodes + graph.input.len() + graph.initializer.len();
+        self.values.reserve(values);
+        self.tensor_names.reserve(values);
+        self.consumed.reserve(values);
+        self.layer_names.reserve(nodes);
         for n in &graph.node {
             self.consumed
                 .extend(n.input.iter().filter(|s| !s.is_empty()).cloned());

@@ -507,3 +507,8 @@ pub fn inspect_inputs(bytes: &[u8]) -> Result<Vec<ModelInput>, OnnxError> {
 pub fn inspect_file(path: &Path) -> Result<Vec<ModelInput>, OnnxError> {
     import::inspect(&decode(&read(path)?, Some(path))?)
 }
+
+/// [`inspect_inputs`] for a model already decoded (so that a tool does not decode it twice).
+pub fn inspect_model(model: &proto::ModelProto) -> Result<Vec<ModelInput>, OnnxError> {
+    import::inspect(model)
+}

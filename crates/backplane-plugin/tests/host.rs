@@ -151,6 +151,30 @@ fn ids_with_invalid_characters_and_reserved_ids_are_rejected() {
     }
 }
 
+/// A 1 MiB id is refused with its length and the limit, the same limit as static backends'.
+#[test]
+fn a_one_mebibyte_id_is_refused_with_the_limit() {
+    let dir = common::scratch("huge-id");
+    let err = open_err(&zoo(&dir, "huge.so", &["-DZOO_HUGE_ID"]));
+    let text = err.to_string();
+    assert!(matches!(err, LoadError::InvalidId(_)), "{text}");
+    assert!(
+        text.contains("1048576 bytes")
+            && text.contains(&format!(
+                "at most {}",
+                backplane_plugin::host::MAX_BACKEND_ID_LEN
+            )),
+        "{text}"
+    );
+    assert!(
+        text.len() < 300,
+        "the id is not echoed: {} bytes",
+        text.len()
+    );
+    let static_err = backplane_plugin::backend_api::BackendId::new("A".repeat(1 << 20));
+    assert!(static_err.is_err_and(|e| e.contains("1048576 bytes") && e.len() < 300));
+}
+
 #[test]
 fn incompatible_versions_are_rejected_before_the_factory_is_called() {
     let dir = common::scratch("versions");

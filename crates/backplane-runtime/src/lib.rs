@@ -13,6 +13,7 @@
 //! * [`Runtime::execute`]: checks inputs against the network's descriptions and runs the
 //!   workloads in order.
 
+mod budget;
 mod builtin;
 pub mod dynamic;
 mod error;

@@ -185,9 +185,11 @@ fn optimize_network(
     nested: bool,
 ) -> Result<OptimizedNetwork> {
     network.validate()?;
-    let (cancelled_network, permutes_cancelled) =
-        crate::strategy::cancel_inverse_permutes(network)?;
-    let network = &cancelled_network;
+    let cancelled = crate::strategy::cancel_inverse_permutes(network)?;
+    let (network, permutes_cancelled) = match &cancelled {
+        Some((n, count)) => (n, *count),
+        None => (network, 0),
+    };
     if options.backends.is_empty() && options.layer_backends.is_empty() {
         return Err(RuntimeError::NoBackends);
     }
@@ -234,7 +236,7 @@ fn optimize_network(
         permutes_cancelled,
         ..OptimizationReport::default()
     };
-    let mut states: HashMap<String, LayerState> = HashMap::new();
+    let mut states: HashMap<String, LayerState> = HashMap::with_capacity(network.layers().len());
     let mut unsupported = Vec::new();
     for layer in network.layers() {
         let desc = LayerDesc::from_layer(network, layer);
@@ -429,7 +431,14 @@ fn optimize_network(
         .map(|l| states[&l.name].backend.clone())
         .collect();
     let order = grouped_order(&current, &assign);
-    let (network, _) = rebuild(&current, &order, &[])?;
+    // Rebuilt in that order, unless it is the order the layers are in already (a network
+    // on one backend, or already grouped): copying a long chain for nothing costs more
+    // than the rest of the optimizer.
+    let network = if order.iter().enumerate().all(|(i, l)| l.0 == i) {
+        current
+    } else {
+        rebuild(&current, &order, &[])?.0
+    };
     let assignment: Vec<BackendId> = network
         .layers()
         .iter()
@@ -441,7 +450,7 @@ fn optimize_network(
         .filter(|c| assignment.contains(&c.id))
         .map(|c| (c.id.clone(), c.backend.as_ref()))
         .collect();
-    let strategy = crate::strategy::apply(&network, &assignment, &used)?;
+    let strategy = crate::strategy::apply(network, &assignment, &used)?;
     for e in &strategy.report.edges {
         if e.strategy != crate::strategy::EdgeStrategy::Direct {
             tracing::info!(

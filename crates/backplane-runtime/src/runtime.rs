@@ -181,13 +181,26 @@ impl Runtime {
         self.registry.create(id)
     }
 
-    /// Assign layers to backends and let each backend optimize its part.
+    /// Assign layers to backends and let each backend optimize its part. A network whose
+    /// working memory ([`OptimizedNetwork::working_bytes`]) exceeds the memory budget is
+    /// refused with [`RuntimeError::MemoryBudget`].
     pub fn optimize(
         &self,
         network: &Network,
         options: &OptimizerOptions,
     ) -> Result<OptimizedNetwork> {
-        optimizer::optimize(&self.registry, network, options)
+        let optimized = optimizer::optimize(&self.registry, network, options)?;
+        // Refused here already, before a host loads it: the same check runs at load.
+        if let Some(budget) = self.max_memory {
+            optimized.check_memory_budget(budget)?;
+        }
+        Ok(optimized)
+    }
+
+    /// The memory budget in force (`RuntimeOptions::max_memory`, or the memory available
+    /// when the runtime was created; `None` when neither is known).
+    pub fn max_memory(&self) -> Option<usize> {
+        self.max_memory
     }
 
     fn context(&self, id: &BackendId) -> Option<&dyn BackendContext> {
@@ -256,41 +269,13 @@ impl Runtime {
     /// Check that `network`'s planned memory, added to `working_bytes` (the bodies' so far),
     /// fits the memory budget, before any workload is created.
     fn check_budget(&self, optimized: &OptimizedNetwork, working_bytes: &mut usize) -> Result<()> {
-        let network = &optimized.network;
-        let mut bytes = optimized.layout.plan.arena_bytes;
-        let host = backplane_backend_api::FactoryId::host();
-        for (t, e) in network.tensors().iter().enumerate() {
-            let elsewhere = optimized.layout.offsets.get(t).is_some_and(Option::is_none)
-                && optimized.factories.get(t).is_some_and(|f| *f != host);
-            let own_memory = matches!(e.kind, backplane_core::TensorKind::Produced { layer, .. }
-                if network.layer(layer).op != backplane_core::Op::MemImport);
-            if elsewhere && own_memory {
-                bytes = bytes.saturating_add(e.info.num_bytes().unwrap_or(usize::MAX));
+        *working_bytes = working_bytes.saturating_add(optimized.own_working_bytes());
+        match self.max_memory {
+            Some(budget) if *working_bytes > budget => {
+                Err(optimized.over_budget(*working_bytes, budget))
             }
+            _ => Ok(()),
         }
-        *working_bytes = working_bytes.saturating_add(bytes);
-        let Some(budget) = self.max_memory else {
-            return Ok(());
-        };
-        if *working_bytes <= budget {
-            return Ok(());
-        }
-        let mut largest = (String::new(), 0usize, String::new());
-        for e in network.tensors() {
-            if let backplane_core::TensorKind::Produced { layer, .. } = e.kind {
-                let b = e.info.num_bytes().unwrap_or(usize::MAX);
-                if b >= largest.1 {
-                    largest = (e.name.clone(), b, network.layer(layer).name.clone());
-                }
-            }
-        }
-        Err(RuntimeError::MemoryBudget {
-            bytes: *working_bytes,
-            budget,
-            tensor: largest.0,
-            tensor_bytes: largest.1,
-            layer: largest.2,
-        })
     }
 
     /// Create the workloads of `optimized` (loading its control-flow bodies first, as nested

@@ -14,6 +14,9 @@
 //!    data layouts ([`DataLayout`]): a `Permute` layer (builtin) copies and reorders;
 //! 5. otherwise an error: the two backends cannot exchange this tensor.
 //!
+//! A network output computed into another memory than the host's, mappable and in the
+//! standard layout, is not copied: the host maps its handle to read it (a **mapped read**).
+//!
 //! Sharing and export→import need the same layout on both sides. Consumers on the same
 //! backend share one conversion. Network inputs and constants live in host memory in the
 //! standard layout; network outputs must be mappable and standard (a copy or permute to host
@@ -40,6 +43,9 @@ pub enum EdgeStrategy {
     Copy,
     /// Copied and reordered into another data layout once per execution.
     Permute,
+    /// Left in another memory than the host's and read by the host through `map` (a network
+    /// output): no copy in the plan, but not the host's own memory either.
+    MappedRead,
 }
 
 impl std::fmt::Display for EdgeStrategy {
@@ -49,6 +55,7 @@ impl std::fmt::Display for EdgeStrategy {
             EdgeStrategy::ExportImport => "export->import",
             EdgeStrategy::Copy => "copy",
             EdgeStrategy::Permute => "permute",
+            EdgeStrategy::MappedRead => "mapped read",
         })
     }
 }
@@ -85,6 +92,8 @@ pub struct TensorStrategyReport {
     pub imports: usize,
     /// Number of layout permutes per execution (their bytes count in `bytes_copied`).
     pub permutes: usize,
+    /// Number of network outputs the host reads by mapping another memory's handle.
+    pub mapped_reads: usize,
 }
 
 /// The physical axis order (outermost first, as logical axes) a layout stores a tensor of
@@ -117,10 +126,11 @@ pub(crate) struct Strategy {
 }
 
 pub(crate) fn apply(
-    network: &Network,
+    owned: Network,
     assignment: &[BackendId],
     backends: &[(BackendId, &dyn Backend)],
 ) -> Result<Strategy> {
+    let network = &owned;
     let mut registry = TensorHandleFactoryRegistry::new();
     registry.register_factory(Arc::new(HostFactory));
     for (_, b) in backends {
@@ -204,7 +214,9 @@ pub(crate) fn apply(
                     EdgeStrategy::Copy | EdgeStrategy::Permute => {
                         total = total.saturating_add(bytes)
                     }
-                    EdgeStrategy::Direct | EdgeStrategy::ExportImport => {}
+                    EdgeStrategy::Direct
+                    | EdgeStrategy::ExportImport
+                    | EdgeStrategy::MappedRead => {}
                 }
             }
             if is_output && (!props(f).mappable || !agree(f, &host, dims)) {
@@ -231,6 +243,78 @@ pub(crate) fn apply(
         })?;
     }
 
+    // Outputs whose memory cannot be mapped, or is not in the standard layout, get renamed;
+    // the copy (or permute) to host takes the name.
+    let unmappable_outputs: Vec<TensorId> = network
+        .outputs()
+        .iter()
+        .copied()
+        .filter(|t| {
+            let f = &factory_of[t.0];
+            !props(f).mappable || !agree(f, &host, network.tensor(*t).info.shape.dims())
+        })
+        .collect();
+    let producer_name = |t: TensorId| match network.tensor(t).kind {
+        TensorKind::Produced { layer, .. } => Some(network.layer(layer).name.clone()),
+        _ => None,
+    };
+    let output_edge = |t: TensorId, strategy: EdgeStrategy| -> Result<EdgeRecord> {
+        let e = network.tensor(t);
+        Ok(EdgeRecord {
+            tensor: e.name.clone(),
+            producer: producer_name(t),
+            consumer: None,
+            from: factory_of[t.0].clone(),
+            to: host.clone(),
+            strategy,
+            bytes: e.info.num_bytes()?,
+        })
+    };
+    // The usual case, one memory throughout (or memories every consumer reads): nothing to
+    // insert, so the network is kept as it is instead of being rebuilt.
+    if unmappable_outputs.is_empty() {
+        let mut report = TensorStrategyReport::default();
+        let mut direct = true;
+        'layers: for (li, layer) in network.layers().iter().enumerate() {
+            let to_prefs = prefs_of(&assignment[li]);
+            for &t in &layer.inputs {
+                let from = &factory_of[t.0];
+                if !to_prefs.contains(from) {
+                    direct = false;
+                    break 'layers;
+                }
+                let e = network.tensor(t);
+                report.edges.push(EdgeRecord {
+                    tensor: e.name.clone(),
+                    producer: producer_name(t),
+                    consumer: Some(layer.name.clone()),
+                    from: from.clone(),
+                    to: from.clone(),
+                    strategy: EdgeStrategy::Direct,
+                    bytes: e.info.num_bytes()?,
+                });
+            }
+        }
+        if direct {
+            for &t in network.outputs() {
+                let strategy = if factory_of[t.0] == host {
+                    EdgeStrategy::Direct
+                } else {
+                    report.mapped_reads += 1;
+                    EdgeStrategy::MappedRead
+                };
+                report.edges.push(output_edge(t, strategy)?);
+            }
+            return Ok(Strategy {
+                network: owned,
+                assignment: assignment.to_vec(),
+                factories: factory_of,
+                registry,
+                report,
+            });
+        }
+    }
+
     // Rebuild with conversion layers before their first consumer.
     let builtin = BuiltinBackend::backend_id();
     let mut new = Network::new();
@@ -239,10 +323,6 @@ pub(crate) fn apply(
     let mut map: HashMap<TensorId, TensorId> = HashMap::new();
     let mut conversions: HashMap<(TensorId, FactoryId), TensorId> = HashMap::new();
     let mut report = TensorStrategyReport::default();
-    let producer_name = |t: TensorId| match network.tensor(t).kind {
-        TensorKind::Produced { layer, .. } => Some(network.layer(layer).name.clone()),
-        _ => None,
-    };
     fn grow(v: &mut Vec<FactoryId>, id: TensorId, f: FactoryId) {
         if v.len() <= id.0 {
             v.resize(id.0 + 1, FactoryId::host());
@@ -255,17 +335,6 @@ pub(crate) fn apply(
         grow(&mut new_factories, id, host.clone());
         map.insert(t, id);
     }
-    // Outputs whose memory cannot be mapped, or is not in the standard layout, get renamed;
-    // the copy (or permute) to host takes the name.
-    let unmappable_outputs: Vec<TensorId> = network
-        .outputs()
-        .iter()
-        .copied()
-        .filter(|t| {
-            let f = &factory_of[t.0];
-            !props(f).mappable || !agree(f, &host, network.tensor(*t).info.shape.dims())
-        })
-        .collect();
     for (li, layer) in network.layers().iter().enumerate() {
         let backend = &assignment[li];
         let to_prefs = prefs_of(backend);
@@ -312,7 +381,7 @@ pub(crate) fn apply(
                 bytes,
             });
             let input = match strategy {
-                EdgeStrategy::Direct => src,
+                EdgeStrategy::Direct | EdgeStrategy::MappedRead => src,
                 EdgeStrategy::Copy | EdgeStrategy::ExportImport | EdgeStrategy::Permute => {
                     match conversions.get(&(t, to.clone())) {
                         Some(id) => *id,
@@ -421,6 +490,9 @@ pub(crate) fn apply(
             grow(&mut new_factories, id, host.clone());
             report.bytes_copied = report.bytes_copied.saturating_add(bytes);
             strategy
+        } else if from != host {
+            report.mapped_reads += 1;
+            EdgeStrategy::MappedRead
         } else {
             EdgeStrategy::Direct
         };
@@ -447,8 +519,9 @@ pub(crate) fn apply(
 
 /// Remove pairs of adjacent inverse layout permutes (`a -> b` then `b -> a`): readers of the
 /// second read the first one's input, and a first permute left without readers goes too.
-/// Returns the network and the number of pairs cancelled.
-pub(crate) fn cancel_inverse_permutes(network: &Network) -> Result<(Network, usize)> {
+/// Returns the new network and the number of pairs cancelled, or `None` when there was
+/// nothing to cancel (the network stays as it is, not copied).
+pub(crate) fn cancel_inverse_permutes(network: &Network) -> Result<Option<(Network, usize)>> {
     let layers = network.layers();
     let is_output = |t: TensorId| network.outputs().contains(&t);
     let mut replace: HashMap<TensorId, TensorId> = HashMap::new();
@@ -481,7 +554,7 @@ pub(crate) fn cancel_inverse_permutes(network: &Network) -> Result<(Network, usi
         }
     }
     if cancelled == 0 {
-        return Ok((network.clone(), 0));
+        return Ok(None);
     }
     // Readers left for each tensor; permutes nobody reads any more go (last first, so that
     // chains unravel).
@@ -537,5 +610,5 @@ pub(crate) fn cancel_inverse_permutes(network: &Network) -> Result<(Network, usi
         let id = crate::optimizer::get(network, &mut new, &mut map, resolve(t))?;
         new.mark_output(id)?;
     }
-    Ok((new, cancelled))
+    Ok(Some((new, cancelled)))
 }

@@ -220,15 +220,13 @@ fn huge(n: usize) -> Network {
 }
 
 #[test]
-fn a_network_over_the_memory_budget_is_a_load_error_naming_the_layer() {
+fn a_network_over_the_memory_budget_is_an_optimize_and_a_load_error_naming_the_layer() {
     // 1 MiB layer outputs against a 1 MiB budget.
     let rt = backplane::RuntimeBuilder::new()
         .max_memory(1 << 20)
         .build()
         .unwrap();
-    let optimized = rt.optimize(&huge(1 << 18), &cpuref()).unwrap();
-    let err = rt.load_network(optimized).unwrap_err();
-    match &err {
+    let check = |err: backplane::RuntimeError| match &err {
         backplane::RuntimeError::MemoryBudget {
             budget,
             layer,
@@ -240,7 +238,17 @@ fn a_network_over_the_memory_budget_is_a_load_error_naming_the_layer() {
             assert!(layer == "huge" || layer == "neg", "{layer}");
         }
         other => panic!("{other:?}"),
-    }
+    };
+    // Refused at optimize already.
+    check(rt.optimize(&huge(1 << 18), &cpuref()).unwrap_err());
+    // Optimized without a budget elsewhere, it is refused at load.
+    let unbounded = backplane::RuntimeBuilder::new()
+        .max_memory(usize::MAX)
+        .build()
+        .unwrap();
+    let optimized = unbounded.optimize(&huge(1 << 18), &cpuref()).unwrap();
+    assert!(optimized.working_bytes() > 1 << 20);
+    check(rt.load_network(optimized).unwrap_err());
     // Within the budget it runs.
     let optimized = rt.optimize(&huge(1 << 10), &cpuref()).unwrap();
     let id = rt.load_network(optimized).unwrap();
@@ -253,8 +261,7 @@ fn a_network_over_the_memory_budget_is_a_load_error_naming_the_layer() {
 fn a_terabyte_layer_output_is_an_error_with_the_default_budget() {
     // 4 TiB per tensor: more than any machine running the tests has available.
     let rt = backplane::RuntimeBuilder::new().build().unwrap();
-    let optimized = rt.optimize(&huge(1 << 40), &cpuref()).unwrap();
-    let err = rt.load_network(optimized).unwrap_err();
+    let err = rt.optimize(&huge(1 << 40), &cpuref()).unwrap_err();
     assert!(
         matches!(err, backplane::RuntimeError::MemoryBudget { .. }),
         "{err:?}"

@@ -279,9 +279,9 @@ pub(super) unsafe fn read_table(ptr: *const BackendVTable) -> Result<BackendVTab
     Ok(table)
 }
 
-/// The longest id a dynamic backend may have, in bytes: ids are short names (`CpuAcc`,
-/// `GpuAcc`) printed in reports and error messages.
-pub const MAX_BACKEND_ID_LEN: usize = 64;
+/// The longest id a dynamic backend may have, in bytes: the same limit as static backends'
+/// ([`BackendId::new`] checks it), checked here on the raw bytes before they are copied.
+pub use backplane_backend_api::MAX_BACKEND_ID_LEN;
 
 /// Open (once per process) the library at `path` and read its id through `GetBackendId`,
 /// checked; returns the canonical path, the library and its live-instance count too.

@@ -4,6 +4,7 @@
  *
  *   -DZOO_ID='"Name"'          another id (e.g. with invalid characters)
  *   -DZOO_NULL_ID              GetBackendId returns NULL
+ *   -DZOO_HUGE_ID              GetBackendId returns a 1 MiB id of letters
  *   -DZOO_NO_GET_BACKEND_ID    GetBackendId is not exported
  *   -DZOO_NO_GET_VERSION       GetVersion is not exported
  *   -DZOO_NO_BACKEND_FACTORY   BackendFactory is not exported
@@ -251,6 +252,12 @@ ZOO_EXPORT const char* NAME_GET_BACKEND_ID(void);
 ZOO_EXPORT const char* NAME_GET_BACKEND_ID(void) {
 #ifdef ZOO_NULL_ID
     return NULL;
+#elif defined(ZOO_HUGE_ID)
+    static char huge[(1 << 20) + 1];
+    if (huge[0] == 0) {
+        memset(huge, 'A', 1 << 20);
+    }
+    return huge;
 #else
     return ZOO_ID;
 #endif
