@@ -131,14 +131,18 @@ fn inspect_shows_device_memory_and_one_copy_per_border() {
     if adapter_line().is_none() {
         return;
     }
-    // All of the digits model on the GPU: nothing is copied; the output is read from
-    // staging memory.
+    // All of the digits model on the GPU: nothing is copied; the host reads the output by
+    // mapping the staging memory it was written to.
     let (edges, out) = inspect_edges(&[]);
     assert!(out.contains("copies per execution: 0 (0 bytes)"), "{out}");
     assert!(
+        out.contains("mapped reads (outputs the host maps in another memory): 1"),
+        "{out}"
+    );
+    assert!(
         edges
             .iter()
-            .any(|e| e.contains("-> (output): direct (Backplane/GpuAcc/Staging")),
+            .any(|e| e.contains("-> (output): mapped read (Backplane/GpuAcc/Staging")),
         "{out}"
     );
     // One layer in the middle on CpuAcc: exactly one copy (staging to host) at the border
