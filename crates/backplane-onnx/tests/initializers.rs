@@ -282,3 +282,25 @@ fn external_data_beside_the_model() {
         );
     }
 }
+
+#[test]
+fn an_external_data_file_that_is_a_fifo_is_refused_without_blocking() {
+    let dir = TempDir::new("ext-fifo");
+    std::fs::create_dir_all(dir.0.join("data")).unwrap();
+    let fifo = dir.0.join("data/weights.bin");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    if !made.is_ok_and(|s| s.success()) {
+        eprintln!("mkfifo is not available: skipped");
+        return;
+    }
+    let model = dir.0.join("model.onnx");
+    std::fs::write(
+        &model,
+        ext_model(external("data/weights.bin", None, None, 3)),
+    )
+    .unwrap();
+    // With no writer, opening the FIFO would block for ever: the import must refuse it first.
+    let err = import_file(&model, &ImportOptions::default()).unwrap_err();
+    assert!(err.to_string().contains("a FIFO"), "{err}");
+    assert!(err.to_string().contains("weights.bin"), "{err}");
+}
