@@ -144,19 +144,5 @@ pub fn optimize(
             replacement: vec![replacement],
         });
     }
-    let untouched: Vec<LayerId> = view
-        .layers()
-        .iter()
-        .copied()
-        .filter(|l| !used.contains(l))
-        .collect();
-    OptimizationViews {
-        substitutions: subs,
-        failed: Vec::new(),
-        untouched: if untouched.is_empty() {
-            Vec::new()
-        } else {
-            vec![untouched]
-        },
-    }
+    OptimizationViews::with_substitutions(view, subs)
 }

@@ -127,4 +127,31 @@ impl OptimizationViews {
             ..Default::default()
         }
     }
+
+    /// Replace some layers and run every other layer of the subgraph as it is: the answer of a
+    /// backend that fuses (its untouched part is derived from what the substitutions replace).
+    pub fn with_substitutions(
+        subgraph: &SubgraphView<'_>,
+        substitutions: Vec<Substitution>,
+    ) -> Self {
+        let replaced: BTreeSet<LayerId> = substitutions
+            .iter()
+            .flat_map(|s| s.replaced.iter().copied())
+            .collect();
+        let untouched: Vec<LayerId> = subgraph
+            .layers()
+            .iter()
+            .copied()
+            .filter(|l| !replaced.contains(l))
+            .collect();
+        OptimizationViews {
+            substitutions,
+            failed: Vec::new(),
+            untouched: if untouched.is_empty() {
+                Vec::new()
+            } else {
+                vec![untouched]
+            },
+        }
+    }
 }

@@ -114,25 +114,7 @@ pub fn optimize(view: &SubgraphView<'_>) -> OptimizationViews {
     }
     // Regions may take in layers fusion left alone (a pooling after the last convolution).
     let subs = crate::layout::channels_last(view, subs);
-    let used: BTreeSet<LayerId> = subs
-        .iter()
-        .flat_map(|s| s.replaced.iter().copied())
-        .collect();
-    let untouched: Vec<LayerId> = view
-        .layers()
-        .iter()
-        .copied()
-        .filter(|l| !used.contains(l))
-        .collect();
-    OptimizationViews {
-        substitutions: subs,
-        failed: Vec::new(),
-        untouched: if untouched.is_empty() {
-            Vec::new()
-        } else {
-            vec![untouched]
-        },
-    }
+    OptimizationViews::with_substitutions(view, subs)
 }
 
 /// The only output of layer `id`.
