@@ -32,6 +32,7 @@ metadata, integer inputs named like masks are ones, other integer inputs are in 
 
 Usage: compare.py [--suite all|old|real] [--only NAME,...] [--iterations N] [--rounds R]
                   [--threads 1,2] [--markdown FILE] [--json FILE] [--backplane PATH]
+                  [--backends GpuAcc,CpuAcc] [--backend-option BACKEND:KEY=VALUE]
 Needs a release build: cargo build --release -p backplane-cli (set CARGO_TARGET_DIR to match
 --backplane).
 """
@@ -207,9 +208,12 @@ def first_line(text):
     return ""
 
 
-def bp_args(exe, cmd, path, feeds, threads, io_dir):
-    args = [exe, cmd, path, "--backends", "CpuAcc,CpuRef", "--backend-option", f"CpuAcc:threads={threads}",
+def bp_args(exe, cmd, path, feeds, threads, io_dir, cfg):
+    """backplane's arguments; cfg: the command line's --backends and --backend-option."""
+    args = [exe, cmd, path, "--backends", cfg.backends, "--backend-option", f"CpuAcc:threads={threads}",
             "--no-time-limit"]
+    for opt in cfg.backend_option:
+        args += ["--backend-option", opt]
     for name, v in feeds.items():
         f = os.path.join(io_dir, f"in_{name}.npy")
         if not os.path.exists(f):
@@ -220,11 +224,11 @@ def bp_args(exe, cmd, path, feeds, threads, io_dir):
     return args
 
 
-def bp_outputs(exe, path, feeds, threads, io_dir, names):
+def bp_outputs(exe, path, feeds, threads, io_dir, names, cfg):
     """Run once and read the outputs back (from .npy files: a JSON of GPT-2's logits is huge)."""
     out_dir = os.path.join(io_dir, f"out{threads}")
     os.makedirs(out_dir, exist_ok=True)
-    p = subprocess.run(bp_args(exe, "run", path, feeds, threads, io_dir) + ["--output-dir", out_dir, "--top-k", "0"],
+    p = subprocess.run(bp_args(exe, "run", path, feeds, threads, io_dir, cfg) + ["--output-dir", out_dir, "--top-k", "0"],
                        capture_output=True, text=True, check=False)
     if p.returncode != 0:
         raise RuntimeError(first_line(p.stderr) or f"exit code {p.returncode}")
@@ -238,9 +242,9 @@ def bp_outputs(exe, path, feeds, threads, io_dir, names):
 BENCH_LAT = re.compile(r"min ([\d.]+) ms, median ([\d.]+) ms, p90 ([\d.]+) ms")
 
 
-def bp_bench(exe, path, feeds, threads, iterations, warmup, io_dir):
+def bp_bench(exe, path, feeds, threads, iterations, warmup, io_dir, cfg):
     """(median, min, p90) ms, peak MiB and the backend summary of one `backplane bench`."""
-    p = subprocess.run(bp_args(exe, "bench", path, feeds, threads, io_dir)
+    p = subprocess.run(bp_args(exe, "bench", path, feeds, threads, io_dir, cfg)
                        + ["--iterations", str(iterations), "--warmup", str(warmup), "--quiet"],
                        capture_output=True, text=True, check=False)
     if p.returncode != 0:
@@ -330,7 +334,7 @@ def bench_model(name, path, args, threads):
         # Outputs once per thread count; a failure here is the model's row.
         for t in threads:
             try:
-                outs = bp_outputs(args.backplane, path, feeds, t, io_dir, out_names)
+                outs = bp_outputs(args.backplane, path, feeds, t, io_dir, out_names, args)
                 rows[t]["diff"], rows[t]["ok"] = compare(outs, refs, args.rtol, args.atol)
             except RuntimeError as e:
                 for r in rows.values():
@@ -351,7 +355,7 @@ def bench_model(name, path, args, threads):
                 if "error" not in r:
                     try:
                         med, fast, p90, peak, backends = bp_bench(args.backplane, path, feeds, t, args.iterations,
-                                                                  args.warmup, io_dir)
+                                                                  args.warmup, io_dir, args)
                         r["bp_med"].append(med)
                         r["bp_min"] = min(r["bp_min"], fast)
                         r["bp_p90"].append((p90 - med) / med if med else float("nan"))
@@ -456,6 +460,10 @@ def main():
                     help="make_models.py's folder")
     ap.add_argument("--backplane", default=os.path.join(
         os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target")), "release", "backplane"))
+    ap.add_argument("--backends", default="CpuAcc,CpuRef",
+                    help="backplane's --backends (e.g. GpuAcc,CpuAcc on a machine with a GPU)")
+    ap.add_argument("--backend-option", action="append", default=[],
+                    help="BACKEND:KEY=VALUE passed to backplane (repeatable)")
     ap.add_argument("--markdown", help="also write the table to this file")
     ap.add_argument("--json", help="also write every row as JSON to this file")
     ap.add_argument("--from-json", help="measure nothing: print the table of rows saved by --json "

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# The real-GPU check: GpuAcc on a machine with a GPU (and CpuAcc on that machine's CPU, whose
+# AVX-512 paths this machine may lack). Not part of CI; what it prints is what docs/gpu.md cites.
+#
+#   BP=target/release/backplane OUT=/tmp/gpu_device scripts/bench/gpu_device.sh
+#
+# Optional: TESTS_DIR (prebuilt test executables to run here, e.g. CpuAcc's against-CpuRef
+# tests built with `cargo test --release --no-run`), NODE_TESTS (the ONNX node tests' folder),
+# MODELS (where to write the generated models; needs torch, torchvision, transformers, onnx and
+# onnxruntime in PY's environment), ONLY (the real architectures to export and time),
+# ITER (timed executions per round, default 20), THREADS (CpuAcc and ORT threads, default
+# every core), BUDGET (seconds for the whole script, default 900). Every step has a time limit
+# within what is left of BUDGET, so one slow step cannot eat the rest.
+set -u
+BP=${BP:-target/release/backplane}
+OUT=${OUT:-/tmp/gpu_device}
+MODELS=${MODELS:-$OUT/models}
+PY=${PY:-python3}
+ONLY=${ONLY:-resnet50,efficientnet_b0,mobilenet_v3_large,vit_b_16,bert_base}
+ITER=${ITER:-20}
+THREADS=${THREADS:-$(nproc)}
+mkdir -p "$OUT" "$MODELS/old"
+END=$(($(date +%s) + ${BUDGET:-900}))
+step() { echo; echo "=== $* ($(date +%T), $((END - $(date +%s))) s left)"; }
+lim() {  # lim MAX: MAX seconds, or what is left of BUDGET if less (at least 5)
+  local left=$((END - $(date +%s)))
+  [ "$left" -lt "$1" ] && set -- "$left"
+  [ "$1" -lt 5 ] && set -- 5
+  echo "$1"
+}
+
+step machine
+nproc
+grep -m1 'model name' /proc/cpuinfo
+echo "AVX-512: $(grep -o 'avx512[a-z_0-9]*' /proc/cpuinfo | sort -u | tr '\n' ' ')"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -2
+timeout 60 "$BP" backends 2>&1 | head -40
+
+kit() {  # kit BACKEND FILE [extra args]: the backend test kit, the summary here, all in FILE
+  local backend=$1 file=$2
+  shift 2
+  timeout "$(lim "$KIT_S")" "$BP" backend-test "$backend" ${NODE_TESTS:+--node-tests "$NODE_TESTS"} "$@" >"$file" 2>&1
+  echo "exit $?"
+  # the summary, and every table row whose "failed" column is not 0
+  grep -E "^backend-test|^onnx node tests|seed|[[:space:]][0-9]+[[:space:]]+[0-9]+[[:space:]]+[1-9][0-9]*[[:space:]]+[0-9]+" "$file" | head -60
+}
+step "backend-test GpuAcc"
+KIT_S=120 kit GpuAcc "$OUT/kit_gpuacc.txt"
+
+step "models"
+timeout "$(lim 60)" "$PY" scripts/bench/make_models.py "$MODELS/old" 2>&1 | tail -3
+timeout "$(lim 150)" "$PY" scripts/bench/make_real_models.py "$MODELS" --only "$ONLY" 2>&1 | grep -E "wrote|FAILED"
+for m in "$MODELS"/*.onnx "$MODELS"/old/*.onnx; do
+  [ -f "$m" ] || continue
+  echo "-- $(basename "$m"): $(timeout "$(lim 30)" "$BP" inspect "$m" --backends GpuAcc,CpuAcc 2>&1 | grep -E "^copies per execution|^backends:" | tr '\n' ' ')"
+done
+
+step "GpuAcc,CpuAcc against ONNX Runtime (CPU, $THREADS threads)"
+timeout "$(lim 150)" "$PY" scripts/bench/compare.py --suite all --models "$MODELS" --old-models "$MODELS/old" --backplane "$BP" \
+  --backends GpuAcc,CpuAcc --threads "$THREADS" --iterations "$ITER" --rounds 2 \
+  --markdown "$OUT/gpu_vs_ort.md" 2>&1 | grep -vE "round [0-9]/" | tail -30
+
+step "GpuAcc per-layer profiles"
+for m in resnet50 bert_base; do
+  [ -f "$MODELS/$m.onnx" ] || continue
+  echo "-- $m"
+  timeout "$(lim 30)" "$BP" bench "$MODELS/$m.onnx" --backends GpuAcc,CpuAcc --iterations 5 --warmup 2 --quiet \
+    --profile "$OUT/profile_$m.json" 2>&1 | tail -16
+done
+if [ -n "${TESTS_DIR:-}" ]; then
+  step "prebuilt tests on this CPU ($TESTS_DIR)"
+  for t in "$TESTS_DIR"/*; do
+    echo "-- $(basename "$t")"
+    timeout "$(lim 30)" "$t" --test-threads "$THREADS" 2>&1 | grep -E "^test result|FAILED|panicked|failures:" | head -20
+  done
+fi
+
+step "backend-test CpuAcc"
+KIT_S=90 kit CpuAcc "$OUT/kit_cpuacc.txt"
+
+step "CpuAcc,CpuRef against ONNX Runtime (CPU, 1 and $THREADS threads)"
+timeout "$(lim 400)" "$PY" scripts/bench/compare.py --suite all --models "$MODELS" --old-models "$MODELS/old" --backplane "$BP" \
+  --threads "1,$THREADS" --iterations "$ITER" --rounds 2 \
+  --markdown "$OUT/cpu_vs_ort.md" 2>&1 | grep -vE "round [0-9]/" | tail -40
+
+step done
