@@ -188,6 +188,34 @@ fn elementwise_kernels_match_cpu_ref() {
     expect_pass(&rt, cases);
 }
 
+/// Exact where the CPU is exact, on any GPU: Div rounded to nearest (a GPU's `/` may be off
+/// by 2.5 ULP, NVIDIA's is), and Relu keeping NaN and -0.0 (a driver may turn the select into
+/// a `max` that drops NaN). Compared with no tolerance at all.
+#[test]
+fn division_and_relu_are_exact() {
+    let Some(rt) = runtime() else { return };
+    let mut r = Rng::new(11);
+    let a = t(&mut r, &[100003]);
+    let b = r.tensor(DataType::F32, &[100003], 0.3, 3.0).expect("tensor");
+    let special = backplane::Tensor::from_f64_values(
+        backplane::TensorInfo::new(DataType::F32, vec![9]),
+        &[f64::NAN, -f64::NAN, -0.0, 0.0, -1e-40, 1e-40, f64::INFINITY, f64::NEG_INFINITY, -3.5],
+    )
+    .unwrap();
+    let exact = |op, inputs| SweepCase {
+        rtol: 0.0,
+        atol: 0.0,
+        ..case(op, inputs)
+    };
+    expect_pass(
+        &rt,
+        vec![
+            exact(Op::Binary(BinaryOp::Div), vec![(a, false), (b, false)]),
+            exact(Op::Unary(UnaryOp::Relu), vec![(special, false)]),
+        ],
+    );
+}
+
 #[test]
 fn products_match_cpu_ref() {
     let Some(rt) = runtime() else { return };

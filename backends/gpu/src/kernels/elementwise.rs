@@ -40,8 +40,13 @@ impl Act {
         let expr = match self {
             Act::None => "x".to_string(),
             Act::Unary(u) => match u {
-                // Written as selects so that NaN passes through, as on the CPU.
-                UnaryOp::Relu => "select(x, 0.0, x < 0.0)".into(),
+                // Decided on the bits, so that NaN passes through as on the CPU: a
+                // driver may compile `select(x, 0.0, x < 0.0)` to `max(x, 0.0)`, which
+                // drops NaN (NVIDIA's does). Zero when the sign is set and the magnitude is
+                // neither 0 (keeping -0.0) nor above infinity's (a NaN).
+                UnaryOp::Relu => "select(x, 0.0, bitcast<i32>(x) < 0 && \
+                     (bitcast<u32>(x) & 0x7fffffffu) - 1u < 0x7f800000u)"
+                    .into(),
                 UnaryOp::LeakyRelu { alpha } => format!("select({} * x, x, x >= 0.0)", lit(*alpha)),
                 UnaryOp::Clip { min, max } => {
                     let (lo, hi) = (lit(*min), lit(*max));
@@ -130,13 +135,33 @@ const POW: &str = "fn powf(a: f32, b: f32) -> f32 {
     return bitcast<f32>(0x7fc00000u);
 }";
 
+/// a / b rounded as the CPU rounds it. WGSL lets `/` be off by 2.5 ULP (NVIDIA's is), which
+/// moves quotients across rounding boundaries (Round(x / scale) in a quantizer). One
+/// correction step: the residual `a - q·b` computed exactly with `q·b` split into two floats
+/// (Dekker's product; `fma` cannot be relied on, a software driver may not fuse it), then
+/// `q + residual / b`. Quotients near the ends of the f32 range keep the plain division.
+const DIV: &str = "fn div_rn(a: f32, b: f32) -> f32 {
+    let q = a / b;
+    let ok = abs(q) < 1.0e30 && abs(q) > 1.0e-30 && abs(b) < 1.0e30 && abs(b) > 1.0e-30;
+    if (!ok) { return q; }
+    let p = q * b;
+    let cq = 4097.0 * q;
+    let qh = cq - (cq - q);
+    let ql = q - qh;
+    let cb = 4097.0 * b;
+    let bh = cb - (cb - b);
+    let bl = b - bh;
+    let e = ((qh * bh - p) + qh * bl + ql * bh) + ql * bl;
+    return q + ((a - p) - e) / b;
+}";
+
 /// A broadcasting binary op's WGSL expression of `a` and `b`.
 fn binary_expr(op: BinaryOp) -> &'static str {
     match op {
         BinaryOp::Add => "a + b",
         BinaryOp::Sub => "a - b",
         BinaryOp::Mul => "a * b",
-        BinaryOp::Div => "a / b",
+        BinaryOp::Div => "div_rn(a, b)",
         BinaryOp::Pow => "powf(a, b)",
         BinaryOp::Max => "max(a, b)",
         BinaryOp::Min => "min(a, b)",
@@ -190,7 +215,7 @@ pub fn binary(
     y[i] = act({});",
         binary_expr(op)
     );
-    let helpers = format!("{POW}\n{}", act.wgsl());
+    let helpers = format!("{POW}\n{DIV}\n{}", act.wgsl());
     let source = linear_shader(2, &helpers, &body);
     let mut params = vec![super::p32(out.len(), "the rank")?];
     params.extend(p32s(out, "a dimension")?);
