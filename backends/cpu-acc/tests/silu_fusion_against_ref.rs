@@ -8,10 +8,22 @@
 mod support;
 
 use backplane_backend_api::{Backend, LayerDesc, SubgraphView, ValueRef};
-use backplane_core::ops::{AttrValue, AutoPad, BinaryOp, ConvDesc, GemmDesc, UnaryOp, Window};
+use backplane_core::ops::{AutoPad, BinaryOp, ConvDesc, CustomOp, GemmDesc, UnaryOp, Window};
 use backplane_core::{LayerId, Network, Op, Tensor, TensorId};
+use backplane_cpu_acc::act::Activation;
+use backplane_cpu_acc::fusion::Fused;
 use backplane_cpu_acc::{CpuAccBackend, CpuAccOptions};
 use support::{close, reference, run_desc, Rng};
+
+/// The activation a CpuAcc fused layer applies (none for a normalization).
+fn activation_of(c: &CustomOp) -> Activation {
+    match Fused::decode(c) {
+        Ok(Fused::Conv(spec)) => spec.act,
+        Ok(Fused::ConvPair { second, .. }) => second.act,
+        Ok(Fused::MatMul { act, .. } | Fused::Gemm { act, .. }) => act,
+        Ok(Fused::AddLayerNorm { .. }) | Err(_) => Activation::None,
+    }
+}
 
 /// CpuAcc without channels-last regions, so that each fused chain stays one layer.
 fn backend() -> CpuAccBackend {
@@ -55,10 +67,7 @@ fn run_fused(
     let Op::Custom(c) = &rep.op else {
         panic!("a fused custom layer");
     };
-    let act = match c.attributes.iter().find(|(n, _)| n == "activation") {
-        Some((_, AttrValue::String(s))) => s.clone(),
-        _ => "none".into(),
-    };
+    let act = activation_of(c).name().to_string();
     let desc = LayerDesc {
         name: rep.name.clone(),
         op: rep.op.clone(),
@@ -236,11 +245,8 @@ fn silu_with_another_reader_is_not_fused() {
         for s in &views.substitutions {
             for rep in &s.replacement {
                 if let Op::Custom(c) = &rep.op {
-                    let silu = AttrValue::String("silu".into());
                     assert!(
-                        !c.attributes
-                            .iter()
-                            .any(|(n, v)| n == "activation" && *v == silu),
+                        activation_of(c) != Activation::Silu,
                         "{} fused a SiLU whose parts have other readers",
                         rep.name
                     );

@@ -141,6 +141,7 @@ mod tests {
             op_type: "FusedThing".to_string(),
             attributes: vec![],
             outputs: vec![],
+            payload: None,
         });
         let r = reason(support.is_layer_supported(&desc(custom, vec![])));
         assert!(r.contains("FusedThing") && r.contains("com.example"), "{r}");

@@ -47,6 +47,7 @@ fn encode(product: &Op, act_op: &Op, outputs: Vec<backplane_core::TensorInfo>) -
         op_type: FUSED.into(),
         attributes,
         outputs,
+        payload: None,
     }
 }
 

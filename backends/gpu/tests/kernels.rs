@@ -196,10 +196,22 @@ fn division_and_relu_are_exact() {
     let Some(rt) = runtime() else { return };
     let mut r = Rng::new(11);
     let a = t(&mut r, &[100003]);
-    let b = r.tensor(DataType::F32, &[100003], 0.3, 3.0).expect("tensor");
+    let b = r
+        .tensor(DataType::F32, &[100003], 0.3, 3.0)
+        .expect("tensor");
     let special = backplane::Tensor::from_f64_values(
         backplane::TensorInfo::new(DataType::F32, vec![9]),
-        &[f64::NAN, -f64::NAN, -0.0, 0.0, -1e-40, 1e-40, f64::INFINITY, f64::NEG_INFINITY, -3.5],
+        &[
+            f64::NAN,
+            -f64::NAN,
+            -0.0,
+            0.0,
+            -1e-40,
+            1e-40,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            -3.5,
+        ],
     )
     .unwrap();
     let exact = |op, inputs| SweepCase {

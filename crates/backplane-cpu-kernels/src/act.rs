@@ -185,7 +185,7 @@ impl Activation {
         }
     }
 
-    /// A name for fused layer descriptions and custom-op attributes.
+    /// A short name, for messages and tests.
     pub fn name(self) -> &'static str {
         match self {
             Activation::None => "none",
@@ -234,84 +234,5 @@ impl Activation {
             Activation::ThresholdedRelu { .. } => "thresholded_relu",
             Activation::Shrink { .. } => "shrink",
         }
-    }
-
-    /// Parameters for [`Activation::from_name`].
-    pub fn params(self) -> Vec<f32> {
-        match self {
-            Activation::Clip { min, max } => vec![min, max],
-            Activation::LeakyRelu { alpha }
-            | Activation::Elu { alpha }
-            | Activation::Celu { alpha }
-            | Activation::ThresholdedRelu { alpha } => vec![alpha],
-            Activation::Shrink { bias, lambd } => vec![bias, lambd],
-            Activation::HardSigmoid { alpha, beta } => vec![alpha, beta],
-            Activation::Selu { alpha, gamma } => vec![alpha, gamma],
-            _ => Vec::new(),
-        }
-    }
-
-    /// The inverse of [`Activation::name`] + [`Activation::params`].
-    pub fn from_name(name: &str, params: &[f32]) -> Option<Self> {
-        Some(match (name, params) {
-            ("none", _) => Activation::None,
-            ("relu", _) => Activation::Relu,
-            ("clip", [min, max]) => Activation::Clip {
-                min: *min,
-                max: *max,
-            },
-            ("leaky_relu", [alpha]) => Activation::LeakyRelu { alpha: *alpha },
-            ("sigmoid", _) => Activation::Sigmoid,
-            ("tanh", _) => Activation::Tanh,
-            ("erf", _) => Activation::Erf,
-            ("gelu", _) => Activation::Gelu {
-                tanh_approximation: false,
-            },
-            ("gelu_tanh", _) => Activation::Gelu {
-                tanh_approximation: true,
-            },
-            ("exp", _) => Activation::Exp,
-            ("log", _) => Activation::Log,
-            ("sqrt", _) => Activation::Sqrt,
-            ("neg", _) => Activation::Neg,
-            ("abs", _) => Activation::Abs,
-            ("hard_sigmoid", [alpha, beta]) => Activation::HardSigmoid {
-                alpha: *alpha,
-                beta: *beta,
-            },
-            ("hard_swish", _) => Activation::HardSwish,
-            ("silu", _) => Activation::Silu,
-            ("elu", [alpha]) => Activation::Elu { alpha: *alpha },
-            ("selu", [alpha, gamma]) => Activation::Selu {
-                alpha: *alpha,
-                gamma: *gamma,
-            },
-            ("softplus", _) => Activation::Softplus,
-            ("mish", _) => Activation::Mish,
-            ("floor", _) => Activation::Floor,
-            ("ceil", _) => Activation::Ceil,
-            ("round", _) => Activation::Round,
-            ("sign", _) => Activation::Sign,
-            ("reciprocal", _) => Activation::Reciprocal,
-            ("softsign", _) => Activation::Softsign,
-            ("sin", _) => Activation::Sin,
-            ("cos", _) => Activation::Cos,
-            ("tan", _) => Activation::Tan,
-            ("asin", _) => Activation::Asin,
-            ("acos", _) => Activation::Acos,
-            ("atan", _) => Activation::Atan,
-            ("sinh", _) => Activation::Sinh,
-            ("cosh", _) => Activation::Cosh,
-            ("asinh", _) => Activation::Asinh,
-            ("acosh", _) => Activation::Acosh,
-            ("atanh", _) => Activation::Atanh,
-            ("celu", [alpha]) => Activation::Celu { alpha: *alpha },
-            ("thresholded_relu", [alpha]) => Activation::ThresholdedRelu { alpha: *alpha },
-            ("shrink", [bias, lambd]) => Activation::Shrink {
-                bias: *bias,
-                lambd: *lambd,
-            },
-            _ => return None,
-        })
     }
 }

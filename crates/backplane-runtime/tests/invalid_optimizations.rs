@@ -76,6 +76,7 @@ impl Liar {
                 op_type: op_type.into(),
                 attributes: vec![],
                 outputs: vec![info],
+                payload: None,
             })
         };
         let op_type = if self.lie == Lie::UnsupportedReplacement {

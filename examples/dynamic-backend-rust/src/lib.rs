@@ -329,6 +329,7 @@ impl Backend for CpuRefDyn {
                         op_type: FUSED_TYPE.into(),
                         attributes: Vec::new(),
                         outputs: vec![net.tensor(out).info.clone()],
+                        payload: None,
                     }),
                     inputs: add.inputs.iter().map(|&t| ValueRef::Existing(t)).collect(),
                     outputs: vec![Some(out)],

@@ -24,8 +24,8 @@
 //!
 //! The patterns live in `conv`, `matmul` (with `gelu`), `norm` and, for the activations
 //! after them, `silu`; what a fused layer
-//! means is the typed [`Fused`] payload (`payload`, its only encoding as custom-op
-//! attributes), checked by [`check_custom`].
+//! means is the typed [`Fused`] value the custom op carries as its payload (`payload`),
+//! checked by [`check_custom`].
 
 mod check;
 mod conv;

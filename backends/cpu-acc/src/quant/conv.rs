@@ -71,6 +71,7 @@ impl QConvDesc {
                 ),
             ],
             outputs: vec![y],
+            payload: None,
         }
     }
 

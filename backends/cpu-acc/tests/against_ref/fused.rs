@@ -3,6 +3,8 @@
 
 use super::conv::conv_op;
 use super::*;
+use backplane_cpu_acc::act::Activation;
+use backplane_cpu_acc::fusion::Fused;
 
 /// Conv → BatchNormalization → Relu is fused into one CpuAcc layer whose output matches the
 /// chain run by CpuRef; MatMul → Add → Gelu likewise.
@@ -181,11 +183,15 @@ fn erf_gelu_subgraph_is_fused_into_the_matmul() {
     let Op::Custom(c) = &s.replacement[0].op else {
         panic!("custom op expected")
     };
-    assert!(c
-        .attributes
-        .iter()
-        .any(|(n, v)| n == "activation"
-            && *v == backplane_core::ops::AttrValue::String("gelu".into())));
+    let Ok(Fused::MatMul { act, .. }) = Fused::decode(c) else {
+        panic!("a fused MatMul expected")
+    };
+    assert_eq!(
+        act,
+        Activation::Gelu {
+            tanh_approximation: false
+        }
+    );
     assert!(views.untouched.is_empty());
 }
 

@@ -18,6 +18,7 @@ mod loss;
 mod math;
 mod ml;
 mod nn;
+mod payload;
 mod pooling;
 mod recurrent;
 mod reduce;
@@ -43,6 +44,7 @@ pub use ml::{
 pub use nn::{
     matmul_shape, require_dtype, ConvDesc, ConvTransposeDesc, GemmDesc, PoolDesc, PoolKind,
 };
+pub use payload::CustomPayload;
 pub use pooling::{MaxPoolIndicesDesc, MaxUnpoolDesc};
 pub use recurrent::{RnnActivation, RnnActivationKind, RnnDesc, RnnDirection, RnnKind};
 pub use reduce::{ReduceDesc, ReduceKind};
@@ -85,6 +87,9 @@ pub struct CustomOp {
     pub attributes: Vec<(String, AttrValue)>,
     /// The output descriptions.
     pub outputs: Vec<TensorInfo>,
+    /// The typed parameters of a layer a backend substituted, for that backend alone
+    /// (`None` for custom ops from a model file or a plugin, which carry attributes).
+    pub payload: Option<CustomPayload>,
 }
 
 /// A layer's operation and its attributes.

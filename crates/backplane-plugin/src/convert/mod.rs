@@ -190,6 +190,7 @@ mod tests {
                 op_type: "Fused".into(),
                 attributes: vec![("alpha".into(), AttrValue::Double(0.1))],
                 outputs: vec![out.clone()],
+                payload: None,
             }),
             inputs: vec![out.clone()],
             outputs: vec![out],
@@ -246,6 +247,7 @@ mod tests {
             op_type: "AddRelu".into(),
             attributes: vec![],
             outputs: vec![n.tensor(y).info.clone()],
+            payload: None,
         });
         let extra = Arc::new(Tensor::from_vec(vec![2], vec![0.0f32, 0.0]).unwrap());
         let sub = Substitution {
@@ -311,6 +313,7 @@ mod tests {
                 op_type: "X".into(),
                 attributes: vec![],
                 outputs: vec![],
+                payload: None,
             }
         )));
     }

@@ -249,6 +249,7 @@ impl Backend for Mock {
                                     op_type: "AddRelu".into(),
                                     attributes: vec![],
                                     outputs: vec![net.tensor(relu_out).info.clone()],
+                                    payload: None,
                                 }),
                                 inputs: layer
                                     .inputs

@@ -100,5 +100,6 @@ pub(super) fn custom_from_attributes(
             .cloned()
             .collect(),
         outputs,
+        payload: None,
     }))
 }

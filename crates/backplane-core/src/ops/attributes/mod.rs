@@ -9,9 +9,10 @@
 //!
 //! A [`CustomOp`] travels as op type `<domain>:<op_type>` (standard op types never contain a
 //! colon) with its own attributes, plus its output descriptions under reserved names that
-//! start with `__output` (see [`Op::to_attributes`]).
+//! start with `__output` (see [`Op::to_attributes`]). Its typed payload, if any, does not
+//! cross: it belongs to the backend that made the layer, which never hands it to another.
 //!
-//! [`Op::from_attributes`] is the exact inverse: every op round-trips.
+//! [`Op::from_attributes`] is the exact inverse: every op without a payload round-trips.
 //!
 //! Split by concern: [`codec`] builds and reads attribute lists, `ext` holds the ops added for
 //! conformance (math, comparison, indexing, recurrent), `custom` the custom ops' form, and this

@@ -280,6 +280,7 @@ fn every_op() -> Vec<Op> {
                     },
                 },
             ],
+            payload: None,
         }),
     ];
     for b in BINARY {
@@ -459,6 +460,7 @@ fn custom_ops_keep_domain_attributes_and_outputs() {
         op_type: "Thing".into(),
         attributes: vec![],
         outputs: vec![],
+        payload: None,
     });
     let (t, a) = op.to_attributes();
     assert_eq!(t, ":Thing");
