@@ -271,12 +271,16 @@ pub fn import_for_inspect(
     let cut = backplane::staged::first_cut(&proto, &needing, &given_names)?;
     let mut lines = vec![format!(
         "data-dependent shapes: `run` and `bench` serve this model through a DynamicNetwork. \
-         {} node{} need run-time values to decide shapes or parameters; the plan is cut at \
+         {} need{} run-time values to decide shapes or parameters; the plan is cut at \
          the first, node '{}' ({}): the part before it is planned once, the node runs on its \
          inputs' values, and the rest is planned for the shapes it produces (and cut again at \
          the next such node):",
-        nodes.len(),
-        if nodes.len() == 1 { "" } else { "s" },
+        if nodes.len() == 1 {
+            "1 node".to_string()
+        } else {
+            format!("{} nodes", nodes.len())
+        },
+        if nodes.len() == 1 { "s" } else { "" },
         cut.label,
         cut.op_type
     )];

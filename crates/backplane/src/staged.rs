@@ -576,8 +576,8 @@ impl<'r> Split<'r> {
                         .input_values
                         .insert(name.clone(), Arc::new(t.clone()));
                 }
-                let network = crate::onnx::import_model(model, parent.base_dir(), &options)
-                    .map_err(|e| failed(&e))?;
+                // The importer's own error (an unsupported operator stays one).
+                let network = crate::onnx::import_model(model, parent.base_dir(), &options)?;
                 let entry = self
                     .entry(parent, &network, &outputs)
                     .map_err(|e| failed(&e))?;
