@@ -57,8 +57,12 @@ pub struct Plan<'r> {
 pub struct PlanCacheStats {
     /// Plans held now.
     pub size: usize,
-    /// The most plans held at once.
+    /// The most plans one network's cache holds at once.
     pub capacity: usize,
+    /// The networks whose caches are counted: 1 for [`DynamicNetwork::stats`]; with
+    /// [`DynamicNetwork::total_stats`], also the nested ones serving the rest after each cut
+    /// (each holds up to `capacity` plans).
+    pub networks: usize,
     /// Executions (or plan look-ups) that found their plan.
     pub hits: u64,
     /// Look-ups that built a plan.
@@ -69,12 +73,19 @@ pub struct PlanCacheStats {
 
 impl std::fmt::Display for PlanCacheStats {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let capacity = if self.networks > 1 {
+            format!(
+                " in {} networks (capacity {} each)",
+                self.networks, self.capacity
+            )
+        } else {
+            format!(" (capacity {})", self.capacity)
+        };
         write!(
             f,
-            "{} plan{} cached (capacity {}), {} hit{}, {} miss{}, {} evicted",
+            "{} plan{} cached{capacity}, {} hit{}, {} miss{}, {} evicted",
             self.size,
             if self.size == 1 { "" } else { "s" },
-            self.capacity,
             self.hits,
             if self.hits == 1 { "" } else { "s" },
             self.misses,
@@ -219,6 +230,7 @@ impl<'r> DynamicNetwork<'r> {
             cache: Mutex::new(Cache {
                 stats: PlanCacheStats {
                     capacity: DEFAULT_PLAN_CAPACITY,
+                    networks: 1,
                     ..PlanCacheStats::default()
                 },
                 plans: Vec::new(),
@@ -361,7 +373,8 @@ impl<'r> DynamicNetwork<'r> {
             {
                 let s = rest.total_stats();
                 total.size += s.size;
-                total.capacity += s.capacity;
+                total.capacity = total.capacity.max(s.capacity);
+                total.networks += s.networks;
                 total.hits += s.hits;
                 total.misses += s.misses;
                 total.evictions += s.evictions;

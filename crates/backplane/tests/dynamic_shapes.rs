@@ -89,6 +89,7 @@ fn bert_shaped_encoder_serves_every_sequence_length() {
         PlanCacheStats {
             size: 4,
             capacity: backplane::dynamic_network::DEFAULT_PLAN_CAPACITY,
+            networks: 1,
             hits: 1,
             misses: 4,
             evictions: 0,
@@ -242,6 +243,8 @@ fn data_dependent_shapes_run_then_the_rest_is_planned() {
     let (rest_stats, total) = (rest.total_stats(), net.total_stats());
     assert_eq!(rest_stats.misses, 2, "{rest_stats}");
     assert_eq!(total.misses, 3, "{total}");
+    // Three networks (the first part, and the rests after each cut), 8 plans each at most.
+    assert_eq!((total.networks, total.capacity), (3, 8), "{total}");
     // The NonZero and the NonMaxSuppression were each imported once.
     assert_eq!(net.node_stats().misses, 1, "{}", net.node_stats());
     assert_eq!(
