@@ -1,6 +1,6 @@
 //! `backplane bench`: latency and throughput of a model over many executions.
 
-use crate::session::{prepare, ModelArgs};
+use crate::session::{prepare_binding, ModelArgs};
 use crate::CliError;
 use std::time::{Duration, Instant};
 
@@ -39,6 +39,10 @@ pub struct BenchArgs {
     /// shape set). Fewer than the sets makes every cycle rebuild plans.
     #[arg(long = "plan-cache", value_name = "N", requires = "shape_sets", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1024))]
     pub plan_cache: Option<usize>,
+    /// For a model with data-dependent shapes: how many specialisations each node its plans
+    /// are cut at keeps (0 to 1024; default 8). 0 imports the node at every execution.
+    #[arg(long = "node-cache", value_name = "N", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=1024))]
+    pub node_cache: Option<usize>,
     #[command(flatten)]
     pub dynamic: crate::backends::DynamicArgs,
 }
@@ -97,7 +101,19 @@ pub fn bench(args: &BenchArgs) -> Result<(), CliError> {
     if args.profile.is_some() {
         crate::backends::set_profiling();
     }
-    let session = prepare(&args.model.model, &args.model.common, Vec::new())?;
+    // Data is never bound at import: a model whose shapes depend on it is served by a
+    // DynamicNetwork, as `run` does.
+    let session = match prepare_binding(&args.model.model, &args.model.common, Vec::new(), false) {
+        Ok(session) => session,
+        Err(e) if e.is_needs_values() => {
+            tracing::info!(
+                "the import needs run-time values (data-dependent shapes): serving the model \
+                 through a DynamicNetwork"
+            );
+            return crate::data_dependent::bench_data_dependent(args);
+        }
+        Err(e) => return Err(e),
+    };
     let named = session.named_inputs();
     for _ in 0..args.warmup {
         session.runtime.execute(session.id, &named)?;

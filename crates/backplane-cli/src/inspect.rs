@@ -40,6 +40,25 @@ pub struct InspectArgs {
     pub dynamic: crate::backends::DynamicArgs,
 }
 
+/// The model's inputs and outputs with their symbolic shapes (`[batch, seq, 96]`): what one
+/// loaded model accepts, before `--input-shape` picks a concrete shape.
+fn symbolic_lines(signature: &backplane::core::symbolic::SymbolicSignature) -> Vec<String> {
+    let shape = |s: &Option<Vec<backplane::core::symbolic::DimExpr>>| {
+        s.as_ref().map_or_else(
+            || "unknown until run (not inferred symbolically)".to_string(),
+            |s| backplane::core::symbolic::display_shape(s),
+        )
+    };
+    let mut lines = Vec::new();
+    for (name, s) in &signature.inputs {
+        lines.push(format!("symbolic input  '{name}' {}", shape(s)));
+    }
+    for (name, s) in &signature.outputs {
+        lines.push(format!("symbolic output '{name}' {}", shape(s)));
+    }
+    lines
+}
+
 /// Run the command.
 pub fn inspect(args: &InspectArgs) -> Result<(), CliError> {
     crate::backends::choose(&args.dynamic);
@@ -74,7 +93,31 @@ pub fn inspect(args: &InspectArgs) -> Result<(), CliError> {
             shapes.push((input.name.clone(), dims));
         }
     }
-    let imported = import(model.format, &model.path, &given, &shapes)?;
+    // An ONNX model binds only small integer inputs (shapes, counts); one whose shapes
+    // depend on data is shown as `run` serves it: where its plan is cut, and the static part
+    // before the first cut.
+    let symbolic = match &model.format {
+        crate::session::ModelFormat::Onnx(proto) => {
+            symbolic_lines(&backplane::onnx::symbolic_signature(proto))
+        }
+        crate::session::ModelFormat::Tflite(_) => Vec::new(),
+    };
+    let (imported, cut_lines) = match model.format {
+        crate::session::ModelFormat::Onnx(proto) => {
+            crate::data_dependent::import_for_inspect(*proto, &model.path, &given, &shapes)?
+        }
+        format => (
+            Some(import(format, &model.path, &given, &shapes)?),
+            Vec::new(),
+        ),
+    };
+    let Some(imported) = imported else {
+        out!("model: {}", args.model.display());
+        for line in symbolic.iter().chain(&cut_lines) {
+            out!("{line}");
+        }
+        return Ok(());
+    };
     let network = &imported.network;
     // The optimizer runs without a budget so that the plan is shown; the budget is checked
     // once it is.
@@ -85,6 +128,9 @@ pub fn inspect(args: &InspectArgs) -> Result<(), CliError> {
     let runtime = crate::backends::runtime()?;
     let optimized = optimize(&runtime, network, &args.backends, &args.layer_backends)?;
     out!("model: {}", args.model.display());
+    for line in symbolic.iter().chain(&cut_lines) {
+        out!("{line}");
+    }
     if let Some(line) = bound_summary(&imported.bound) {
         out!("{line}");
     }

@@ -17,6 +17,7 @@ macro_rules! out {
 mod backend_test;
 mod backends;
 mod bench;
+mod data_dependent;
 mod inspect;
 mod profile;
 mod run;

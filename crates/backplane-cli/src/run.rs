@@ -157,7 +157,8 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
                     e.message
                 )));
             }
-            let ran = crate::shapes::run_data_dependent(&model, &args.common, args.iterations)?;
+            let ran =
+                crate::data_dependent::run_data_dependent(&model, &args.common, args.iterations)?;
             let mut times = ran.times;
             times.sort();
             return report(

@@ -497,17 +497,8 @@ pub fn configure(args: &CommonArgs) {
 }
 
 /// Import, optimize and load the model; read or generate its inputs. `preset` inputs (e.g.
-/// the shipped samples) come before those named with --input.
-pub fn prepare(
-    model: &Path,
-    args: &CommonArgs,
-    preset: Vec<(String, Tensor)>,
-) -> Result<Session, CliError> {
-    prepare_binding(model, args, preset, true)
-}
-
-/// [`prepare`], binding the values of data inputs at import only when `bind_data` (see
-/// [`import_binding`]).
+/// the shipped samples) come before those named with --input. The values of data inputs are
+/// bound at import only when `bind_data` (see [`import_binding`]).
 pub fn prepare_binding(
     model: &Path,
     args: &CommonArgs,

@@ -44,7 +44,7 @@ pub fn describe(set: &ShapeSet) -> String {
 
 /// The ONNX model behind `--input-shapes` (TFLite models have static shapes), moved out of
 /// the opened file rather than copied.
-fn onnx_proto(
+pub fn onnx_proto(
     format: ModelFormat,
     path: &Path,
 ) -> Result<backplane::onnx::proto::ModelProto, CliError> {
@@ -120,11 +120,11 @@ fn fixed_dims(dims: &[Dim]) -> Option<Vec<usize>> {
         .collect()
 }
 
-fn ms(d: Duration) -> f64 {
+pub fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
-fn named(inputs: &[(String, Tensor)]) -> Vec<(&str, &Tensor)> {
+pub fn named(inputs: &[(String, Tensor)]) -> Vec<(&str, &Tensor)> {
     inputs.iter().map(|(n, t)| (n.as_str(), t)).collect()
 }
 
@@ -239,6 +239,9 @@ pub fn bench_shapes(args: &BenchArgs) -> Result<(), CliError> {
                 .map(|o| backend_summary(&o.layer_counts()))
                 .unwrap_or_else(|| "none before the split".into())
         );
+        if !plan.symbols.is_empty() {
+            out!("  symbols: {}", plan.symbols);
+        }
         if let Some(split) = &plan.split {
             out!(
                 "  split at node '{}' ({}): its output shapes need run-time values",
@@ -271,77 +274,4 @@ pub fn bench_shapes(args: &BenchArgs) -> Result<(), CliError> {
         out!("peak memory: {:.1} MiB", peak as f64 / (1024.0 * 1024.0));
     }
     Ok(())
-}
-
-/// What [`run_data_dependent`] hands back to `run`'s report.
-pub struct DataDependentRun {
-    /// The model's graph inputs and outputs.
-    pub signature: backplane::onnx::ModelSignature,
-    /// The graph outputs of the last execution.
-    pub outputs: Vec<(String, Tensor)>,
-    /// Each execution's time.
-    pub times: Vec<Duration>,
-    /// Inputs bound at import by the plan (small integer inputs).
-    pub bound: Vec<String>,
-    /// Layers per backend of the plan's static part.
-    pub layer_counts: Vec<(backplane::BackendId, usize)>,
-    /// A line saying where the plan split and the plan caches' counts.
-    pub summary: String,
-}
-
-/// `run` on a model whose import needs the values of data (NonZero, NonMaxSuppression, TopK
-/// with a computed k, ...): served by a [`DynamicNetwork`], which plans the part before the
-/// first such node, runs the node, and plans the rest for the shapes it produced. Inputs not
-/// given with `--input` are generated (`--generate`, random by default).
-pub fn run_data_dependent(
-    model: &Path,
-    common: &CommonArgs,
-    iterations: usize,
-) -> Result<DataDependentRun, CliError> {
-    let file = ModelFile::open(model)?;
-    let inputs = inputs_for(&file, common, &[Vec::new()])?
-        .pop()
-        .ok_or_else(|| CliError::failed("no inputs were prepared"))?;
-    let runtime = crate::backends::runtime()?;
-    let optimizer = optimizer_options(&common.backends, &common.layer_backends)?;
-    let ModelFile {
-        path,
-        format,
-        signature,
-    } = file;
-    let net = DynamicNetwork::from_model(
-        &runtime,
-        onnx_proto(format, &path)?,
-        Some(backplane::onnx::model_base_dir(&path)),
-        &ImportOptions::default(),
-        optimizer,
-    );
-    let given = named(&inputs);
-    let mut times = Vec::with_capacity(iterations.min(1 << 16));
-    let mut outputs = Vec::new();
-    for _ in 0..iterations {
-        let t = Instant::now();
-        outputs = net.execute(&given)?;
-        times.push(t.elapsed());
-    }
-    let (plan, _) = net.plan(&given)?;
-    let split = match &plan.split {
-        Some(s) => format!("split at node '{}' ({})", s.label, s.op_type),
-        None => "no split".to_string(),
-    };
-    Ok(DataDependentRun {
-        signature,
-        outputs,
-        times,
-        bound: plan.bound.clone(),
-        layer_counts: plan
-            .optimized
-            .as_ref()
-            .map(|o| o.layer_counts())
-            .unwrap_or_default(),
-        summary: format!(
-            "data-dependent shapes: served by a DynamicNetwork ({split}); plan caches: {}",
-            net.total_stats()
-        ),
-    })
 }

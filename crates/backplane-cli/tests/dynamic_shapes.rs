@@ -189,3 +189,137 @@ fn run_serves_data_dependent_shapes_through_a_dynamic_network() {
         "{out}"
     );
 }
+
+/// `bench` on a model whose shapes depend on data serves it through a DynamicNetwork (data
+/// is not bound at import): the first execution builds the plans (3 misses), every later one
+/// finds them, and the split nodes' one-node imports are cached (the same inputs each time).
+#[test]
+fn bench_serves_data_dependent_shapes_through_a_dynamic_network() {
+    let dir = "testdata/dynamic/data_dependent/a";
+    let o = backplane(&[
+        "-v",
+        "bench",
+        "testdata/dynamic/data_dependent.onnx",
+        "--input",
+        &format!("logits={dir}/logits.npy"),
+        "--input",
+        &format!("boxes={dir}/boxes.npy"),
+        "--warmup",
+        "1",
+        "--iterations",
+        "3",
+        "--quiet",
+    ]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(
+        out.contains("plans cut at 2 nodes: 'nonzero' (NonZero), 'nms' (NonMaxSuppression)"),
+        "{out}"
+    );
+    assert!(out.contains("backends (before the first cut): "), "{out}");
+    assert!(out.contains("latency over 3 executions"), "{out}");
+    // The first execution: 3 plans built; then 4 executions, 3 look-ups each, all hits.
+    assert!(
+        out.contains("first execution (builds the plans): "),
+        "{out}"
+    );
+    assert!(
+        out.contains("plan caches: 3 plans cached in 3 networks (capacity 8 each), 12 hits, 3 misses, 0 evicted"),
+        "{out}"
+    );
+    assert!(
+        out.contains("split nodes: 2 node runs cached (at most 8 per node), 8 hits, 2 imports"),
+        "{out}"
+    );
+    assert!(
+        err.contains("serving the model through a DynamicNetwork"),
+        "{err}"
+    );
+    // --profile times one static network: refused with the reason.
+    let o = backplane(&[
+        "bench",
+        "testdata/dynamic/data_dependent.onnx",
+        "--input",
+        &format!("logits={dir}/logits.npy"),
+        "--input",
+        &format!("boxes={dir}/boxes.npy"),
+        "--profile",
+        "/tmp/dyn_never_written.json",
+        "--quiet",
+    ]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("data-dependent shapes"), "{err}");
+}
+
+/// `inspect` on a model whose shapes depend on data, with or without its inputs' values:
+/// says where the plan is cut (every node needing run-time values, the first cut named) and
+/// shows the static part before the first cut.
+#[test]
+fn inspect_shows_where_data_dependent_plans_are_cut() {
+    let dir = "testdata/dynamic/data_dependent/a";
+    let logits = format!("logits={dir}/logits.npy");
+    let boxes = format!("boxes={dir}/boxes.npy");
+    let model = "testdata/dynamic/data_dependent.onnx";
+    for args in [
+        vec!["inspect", model],
+        vec!["inspect", model, "--input", &logits, "--input", &boxes],
+    ] {
+        let o = backplane(&args);
+        let (out, err) = text(&o);
+        assert!(o.status.success(), "{out}\n{err}");
+        assert!(
+            out.contains("the plan is cut at the first, node 'nonzero' (NonZero)"),
+            "{out}"
+        );
+        assert!(out.contains("  cut: node 'nonzero' (NonZero): "), "{out}");
+        assert!(
+            out.contains("the static part before the first cut:"),
+            "{out}"
+        );
+        // The static part: the Sigmoid before the NonZero, placed on a backend.
+        assert!(out.contains("Sigmoid"), "{out}");
+        assert!(out.contains("\nbackends: "), "{out}");
+        // Data is never a constant: nothing was specialized.
+        assert!(!out.contains("specialized on the values"), "{out}");
+    }
+}
+
+/// `inspect` prints the model's inputs and outputs with their symbolic shapes, and `bench
+/// --input-shapes` the symbols each plan is keyed by.
+#[test]
+fn inspect_and_bench_show_symbolic_shapes() {
+    let o = backplane(&["inspect", BERT]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(
+        out.contains("symbolic input  'input_ids' [batch, seq]"),
+        "{out}"
+    );
+    assert!(
+        out.contains("symbolic output 'hidden' [batch, seq, 96]"),
+        "{out}"
+    );
+    let o = backplane(&[
+        "bench",
+        BERT,
+        "--input-shapes",
+        "input_ids=2x5",
+        "--warmup",
+        "0",
+        "--iterations",
+        "1",
+        "--quiet",
+    ]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(out.contains("  symbols: batch=2, seq=5"), "{out}");
+    // A data-dependent model's outputs are unknown until it runs.
+    let o = backplane(&["inspect", "testdata/dynamic/data_dependent.onnx"]);
+    let (out, _) = text(&o);
+    assert!(
+        out.contains("symbolic output 'det_boxes' unknown until run"),
+        "{out}"
+    );
+    assert!(out.contains("symbolic input  'logits' [1, 20]"), "{out}");
+}

@@ -17,6 +17,7 @@ pub mod ops;
 pub mod quant;
 pub mod scalar;
 pub mod shape;
+pub mod symbolic;
 pub mod tensor;
 
 pub use dtype::DataType;

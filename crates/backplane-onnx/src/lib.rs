@@ -31,11 +31,13 @@ mod ops;
 pub mod proto;
 mod signature;
 mod structured;
+pub mod symbolic;
 mod tensor;
 
 pub use error::{OnnxError, UnsupportedOp};
 pub use signature::{tensor_proto, GraphValue, ModelSignature, ValueType};
 pub use structured::{decode_optional, decode_sequence, element_name, InputStructure, OnnxValue};
+pub use symbolic::symbolic_signature;
 
 use backplane_core::ops::Evaluator;
 use backplane_core::{DataType, Network, Tensor};

@@ -17,10 +17,12 @@
 //! instead ([`crate::staged`]): the part before it is a static network, the node runs on its
 //! values, and the rest is a nested `DynamicNetwork` keyed by the shapes produced.
 
+use crate::node_cache::{self, NodeCache, NodeCacheStats, SharedNodeStats};
 use crate::onnx::{self, proto::ModelProto, SharedInitializers};
 use crate::staged::{self, Split};
 use crate::{Error, ImportOptions, OptimizedNetwork, OptimizerOptions, Runtime, Tensor};
 use backplane_backend_api::NetworkId;
+use backplane_core::symbolic::{Bindings, DimExpr, SymbolicSignature};
 use backplane_runtime::NamedTensors;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -44,6 +46,8 @@ pub struct Plan<'r> {
     pub bound: Vec<String>,
     /// The concrete input shapes the plan was built for, in the order given.
     pub shapes: Vec<(String, Vec<usize>)>,
+    /// The values of the model's symbolic input dimensions for this plan (`seq=7`).
+    pub symbols: Bindings,
     /// The loaded network's inputs (a given input it does not read is not fed).
     feeds: Vec<String>,
 }
@@ -53,8 +57,12 @@ pub struct Plan<'r> {
 pub struct PlanCacheStats {
     /// Plans held now.
     pub size: usize,
-    /// The most plans held at once.
+    /// The most plans one network's cache holds at once.
     pub capacity: usize,
+    /// The networks whose caches are counted: 1 for [`DynamicNetwork::stats`]; with
+    /// [`DynamicNetwork::total_stats`], also the nested ones serving the rest after each cut
+    /// (each holds up to `capacity` plans).
+    pub networks: usize,
     /// Executions (or plan look-ups) that found their plan.
     pub hits: u64,
     /// Look-ups that built a plan.
@@ -65,12 +73,19 @@ pub struct PlanCacheStats {
 
 impl std::fmt::Display for PlanCacheStats {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let capacity = if self.networks > 1 {
+            format!(
+                " in {} networks (capacity {} each)",
+                self.networks, self.capacity
+            )
+        } else {
+            format!(" (capacity {})", self.capacity)
+        };
         write!(
             f,
-            "{} plan{} cached (capacity {}), {} hit{}, {} miss{}, {} evicted",
+            "{} plan{} cached{capacity}, {} hit{}, {} miss{}, {} evicted",
             self.size,
             if self.size == 1 { "" } else { "s" },
-            self.capacity,
             self.hits,
             if self.hits == 1 { "" } else { "s" },
             self.misses,
@@ -80,22 +95,45 @@ impl std::fmt::Display for PlanCacheStats {
     }
 }
 
-/// What identifies a plan: every given input's name and shape, and the bytes of those the
-/// model needs at import.
+/// A node the plans of a [`DynamicNetwork`] were cut at ([`DynamicNetwork::cuts`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct PlanKey(Vec<(String, Vec<usize>, Option<Vec<u8>>)>);
+pub struct CutSummary {
+    /// The node's name (or `<op_type>_<index>`).
+    pub label: String,
+    /// The node's operator.
+    pub op_type: String,
+    /// The plan cache of the network serving the rest after it, once a run built it.
+    pub rest: Option<PlanCacheStats>,
+}
+
+/// What identifies a plan: the values of the symbols of the model's inputs, the shapes of the
+/// inputs the symbolic signature does not determine (a derived or undeclared dimension), and
+/// the bytes of the inputs the model needs at import.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct PlanKey(Bindings, Vec<KeyPart>);
+
+/// One input's part of a [`PlanKey`]: its name, its shape (when the symbols do not determine
+/// it) and its bytes (when the model needs its value at import).
+type KeyPart = (String, Option<Vec<usize>>, Option<Vec<u8>>);
 
 impl PlanKey {
-    fn of(inputs: &[(&str, &Tensor)], valued: &[String]) -> PlanKey {
+    fn of(
+        inputs: &[(&str, &Tensor)],
+        symbols: &Bindings,
+        described: &[String],
+        valued: &[String],
+    ) -> PlanKey {
         let mut parts: Vec<_> = inputs
             .iter()
             .map(|(name, t)| {
                 let value = valued.iter().any(|v| v == name).then(|| t.bytes().to_vec());
-                (name.to_string(), t.shape().dims().to_vec(), value)
+                let dims =
+                    (!described.iter().any(|d| d == name)).then(|| t.shape().dims().to_vec());
+                (name.to_string(), dims, value)
             })
             .collect();
         parts.sort_by(|a, b| a.0.cmp(&b.0));
-        PlanKey(parts)
+        PlanKey(symbols.clone(), parts)
     }
 }
 
@@ -119,6 +157,15 @@ pub struct DynamicNetwork<'r> {
     /// The networks serving the rest of the model after each split node (keyed by the node
     /// and the types and ranks of the rest's inputs), shared by every plan splitting there.
     rests: Mutex<Vec<(String, Arc<DynamicNetwork<'r>>)>>,
+    /// The counts of the split nodes' caches (every split of every plan).
+    node_stats: SharedNodeStats,
+    /// How many specialisations each split node keeps.
+    node_capacity: usize,
+    /// The model's inputs and outputs with symbolic dimensions.
+    signature: SymbolicSignature,
+    /// The inputs whose shapes the bound symbols determine (every dimension a number or a
+    /// plain symbol): plans are keyed by the symbols alone for them.
+    described: Vec<String>,
 }
 
 impl std::fmt::Debug for DynamicNetwork<'_> {
@@ -162,6 +209,18 @@ impl<'r> DynamicNetwork<'r> {
             import.evaluator = Some(Arc::new(backplane_cpu_ref::CpuRefEvaluator));
         }
         import.shared_initializers = Some(Arc::new(SharedInitializers::new()));
+        let signature = onnx::symbolic_signature(&model);
+        let described = signature
+            .inputs
+            .iter()
+            .filter(|(_, shape)| {
+                shape.as_ref().is_some_and(|s| {
+                    s.iter()
+                        .all(|d| matches!(d, DimExpr::Const(_) | DimExpr::Sym(_)))
+                })
+            })
+            .map(|(n, _)| n.clone())
+            .collect();
         DynamicNetwork {
             runtime,
             model,
@@ -171,12 +230,17 @@ impl<'r> DynamicNetwork<'r> {
             cache: Mutex::new(Cache {
                 stats: PlanCacheStats {
                     capacity: DEFAULT_PLAN_CAPACITY,
+                    networks: 1,
                     ..PlanCacheStats::default()
                 },
                 plans: Vec::new(),
                 valued: Vec::new(),
             }),
             rests: Mutex::new(Vec::new()),
+            node_stats: SharedNodeStats::default(),
+            node_capacity: DEFAULT_PLAN_CAPACITY,
+            signature,
+            described,
         }
     }
 
@@ -184,6 +248,20 @@ impl<'r> DynamicNetwork<'r> {
     pub fn with_capacity(self, capacity: usize) -> Self {
         self.lock().stats.capacity = capacity.max(1);
         self
+    }
+
+    /// Keep at most `capacity` specialisations of each node a plan is cut at (default
+    /// [`DEFAULT_PLAN_CAPACITY`]; 0 imports the node at every run, as a baseline to measure
+    /// the cache against). See [`crate::node_cache`].
+    pub fn with_node_cache(mut self, capacity: usize) -> Self {
+        self.node_capacity = capacity;
+        self
+    }
+
+    /// The model's inputs and outputs with their symbolic dimensions (`[batch, seq]`), as
+    /// symbolic shape inference finds them; executions are checked against the inputs'.
+    pub fn signature(&self) -> &SymbolicSignature {
+        &self.signature
     }
 
     /// The network serving the rest of this model after a split (`key` names the split),
@@ -216,12 +294,70 @@ impl<'r> DynamicNetwork<'r> {
         // The rest's inputs are other tensors: shapes given for the model's inputs do not apply.
         net.import.input_shapes.clear();
         net.import.input_values.clear();
+        net.node_capacity = self.node_capacity;
         net.with_capacity(capacity)
     }
 
     /// The import options every plan uses.
     pub(crate) fn import_options(&self) -> &ImportOptions {
         &self.import
+    }
+
+    /// The runtime the plans are loaded on.
+    pub(crate) fn runtime(&self) -> &'r Runtime {
+        self.runtime
+    }
+
+    /// The counts of the caches of the nodes this network's plans split at (each keeps its
+    /// one-node imports, see [`crate::node_cache`]); the nested networks' are not included.
+    pub fn node_stats(&self) -> NodeCacheStats {
+        *node_cache::lock(&self.node_stats)
+    }
+
+    /// [`DynamicNetwork::node_stats`] summed with those of the nested networks serving the
+    /// rest after each split.
+    pub fn total_node_stats(&self) -> NodeCacheStats {
+        self.nested_networks()
+            .iter()
+            .fold(self.node_stats(), |total, rest| {
+                total.plus(rest.total_node_stats())
+            })
+    }
+
+    /// The nodes the cached plans were cut at, each once, in the order runs meet them
+    /// (a cut of the rest after a cut follows it); empty for a model with no data-dependent
+    /// shapes or before its first run.
+    pub fn cuts(&self) -> Vec<CutSummary> {
+        let plans: Vec<Arc<Plan<'r>>> = self.lock().plans.iter().map(|(_, p)| p.clone()).collect();
+        let mut out: Vec<CutSummary> = Vec::new();
+        for plan in plans {
+            let Some(split) = &plan.split else { continue };
+            if out.iter().any(|c| c.label == split.label) {
+                continue;
+            }
+            let rest = split.rest();
+            out.push(CutSummary {
+                label: split.label.clone(),
+                op_type: split.op_type.clone(),
+                rest: rest.as_ref().map(|r| r.stats()),
+            });
+            for cut in rest.map(|r| r.cuts()).unwrap_or_default() {
+                if !out.iter().any(|c| c.label == cut.label) {
+                    out.push(cut);
+                }
+            }
+        }
+        out
+    }
+
+    /// The nested networks serving the rest after each split.
+    fn nested_networks(&self) -> Vec<Arc<DynamicNetwork<'r>>> {
+        self.rests
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(|(_, r)| r.clone())
+            .collect()
     }
 
     /// Where the model's external data lies.
@@ -233,18 +369,12 @@ impl<'r> DynamicNetwork<'r> {
     /// each split (each has a cache of its own).
     pub fn total_stats(&self) -> PlanCacheStats {
         let mut total = self.stats();
-        let rests: Vec<Arc<DynamicNetwork<'r>>> = self
-            .rests
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-            .map(|(_, r)| r.clone())
-            .collect();
-        for rest in rests {
+        for rest in self.nested_networks() {
             {
                 let s = rest.total_stats();
                 total.size += s.size;
-                total.capacity += s.capacity;
+                total.capacity = total.capacity.max(s.capacity);
+                total.networks += s.networks;
                 total.hits += s.hits;
                 total.misses += s.misses;
                 total.evictions += s.evictions;
@@ -268,26 +398,31 @@ impl<'r> DynamicNetwork<'r> {
 
     /// The plan for these inputs (all of the model's tensor inputs, by name), and whether it
     /// was cached. A miss imports, optimizes and loads the model for the inputs' shapes.
+    ///
+    /// The inputs are first checked against the model's symbolic signature
+    /// ([`DynamicNetwork::signature`]): a dimension that differs from a declared number, or a
+    /// symbol given two values, is refused naming it, before anything is planned.
     pub fn plan(&self, inputs: &[(&str, &Tensor)]) -> Result<(Arc<Plan<'r>>, bool), Error> {
+        let symbols = self.bind(inputs)?;
         let mut cache = self.lock();
-        let key = PlanKey::of(inputs, &cache.valued);
+        let key = PlanKey::of(inputs, &symbols, &self.described, &cache.valued);
         if let Some(at) = cache.plans.iter().position(|(k, _)| *k == key) {
             let entry = cache.plans.remove(at);
             let plan = entry.1.clone();
             cache.plans.push(entry);
             cache.stats.hits += 1;
-            tracing::debug!(shapes = ?plan.shapes, "plan cache hit");
+            tracing::debug!(symbols = %plan.symbols, shapes = ?plan.shapes, "plan cache hit");
             return Ok((plan, true));
         }
         // Built under the lock: concurrent misses for one shape build it once.
-        let plan = self.build(inputs)?;
+        let plan = self.build(inputs, symbols.clone())?;
         cache.stats.misses += 1;
         for name in &plan.bound {
             if !cache.valued.contains(name) {
                 cache.valued.push(name.clone());
             }
         }
-        let key = PlanKey::of(inputs, &cache.valued);
+        let key = PlanKey::of(inputs, &symbols, &self.described, &cache.valued);
         while cache.plans.len() >= cache.stats.capacity {
             let (_, old) = cache.plans.remove(0);
             cache.stats.evictions += 1;
@@ -300,6 +435,7 @@ impl<'r> DynamicNetwork<'r> {
         let plan = Arc::new(plan);
         cache.plans.push((key, plan.clone()));
         tracing::info!(
+            symbols = %plan.symbols,
             shapes = ?plan.shapes,
             "plan cache miss: built a plan ({})",
             PlanCacheStats {
@@ -312,7 +448,7 @@ impl<'r> DynamicNetwork<'r> {
 
     /// Import, optimize and load the model for these inputs; split it at the first node
     /// that needs the values of data.
-    fn build(&self, inputs: &[(&str, &Tensor)]) -> Result<Plan<'r>, Error> {
+    fn build(&self, inputs: &[(&str, &Tensor)], symbols: Bindings) -> Result<Plan<'r>, Error> {
         let mut options = self.import.clone();
         let shapes: Vec<(String, Vec<usize>)> = inputs
             .iter()
@@ -341,6 +477,7 @@ impl<'r> DynamicNetwork<'r> {
                     split: None,
                     bound,
                     shapes,
+                    symbols,
                     feeds: Self::feeds(&network),
                 })
             }
@@ -350,7 +487,9 @@ impl<'r> DynamicNetwork<'r> {
                     .map(|n| (n.node.clone(), n.op_type.clone()))
                     .collect();
                 let given: Vec<String> = shapes.iter().map(|(n, _)| n.clone()).collect();
-                let cut = staged::cut(&self.model, &needing, &given)?;
+                let nodes =
+                    NodeCache::new(self.runtime, self.node_capacity, self.node_stats.clone());
+                let cut = staged::cut(&self.model, &needing, &given, nodes)?;
                 tracing::info!(
                     node = %cut.split.label,
                     op = %cut.split.op_type,
@@ -377,6 +516,7 @@ impl<'r> DynamicNetwork<'r> {
                     split: Some(cut.split),
                     bound,
                     shapes,
+                    symbols,
                     feeds,
                 })
             }
@@ -384,15 +524,15 @@ impl<'r> DynamicNetwork<'r> {
         }
     }
 
-    /// Optimize, load, run once (with no inputs: every value is bound) and unload a network:
-    /// a data-dependent node the importer could not fold into constants.
-    pub(crate) fn run_once(&self, network: &crate::Network) -> Result<NamedTensors, Error> {
-        let (id, _) = self.load(network)?;
-        let result = self.runtime.execute(id, &[]);
-        if let Err(e) = self.runtime.unload_network(id) {
-            tracing::warn!(network = id.0, "one-node network not unloaded: {e}");
-        }
-        Ok(result?)
+    /// The values of the symbols of these inputs' shapes, checked against the signature.
+    fn bind(&self, inputs: &[(&str, &Tensor)]) -> Result<Bindings, Error> {
+        let dims: Vec<(&str, &[usize])> =
+            inputs.iter().map(|(n, t)| (*n, t.shape().dims())).collect();
+        self.signature.bind(&dims).map_err(|e| {
+            Error::Invalid(format!(
+                "the inputs do not fit the model's symbolic signature: {e}"
+            ))
+        })
     }
 
     /// The names of a network's inputs.
@@ -405,7 +545,10 @@ impl<'r> DynamicNetwork<'r> {
     }
 
     /// Optimize and load an imported network.
-    fn load(&self, network: &crate::Network) -> Result<(NetworkId, OptimizedNetwork), Error> {
+    pub(crate) fn load(
+        &self,
+        network: &crate::Network,
+    ) -> Result<(NetworkId, OptimizedNetwork), Error> {
         let optimized = self.runtime.optimize(network, &self.optimizer)?;
         let id = self.runtime.load_network(optimized.clone())?;
         Ok((id, optimized))

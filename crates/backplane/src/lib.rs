@@ -29,6 +29,7 @@ pub mod compare;
 pub mod dynamic_network;
 #[cfg(feature = "ndarray")]
 pub mod ndarray_interop;
+pub mod node_cache;
 pub mod npy;
 pub mod staged;
 
@@ -53,7 +54,8 @@ pub use backplane_runtime::{
     BackendFactory, BackendRegistry, OptimizedNetwork, OptimizerOptions, Runtime, RuntimeError,
     RuntimeOptions,
 };
-pub use dynamic_network::{DynamicNetwork, PlanCacheStats};
+pub use dynamic_network::{CutSummary, DynamicNetwork, PlanCacheStats};
+pub use node_cache::NodeCacheStats;
 
 /// Any error of the facade's operations.
 #[derive(Debug, thiserror::Error)]

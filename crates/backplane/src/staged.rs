@@ -13,6 +13,7 @@
 //! the rest once more. The rest may split again at its own first data-dependent node. Every
 //! plan that splits at the same node (for other input shapes) shares one nested network.
 
+use crate::node_cache::{NodeCache, NodeEntry};
 use crate::onnx::proto::{
     tensor_shape_proto, type_proto, GraphProto, ModelProto, NodeProto, TensorProto,
     TensorShapeProto, TypeProto, ValueInfoProto,
@@ -161,19 +162,47 @@ fn holds_op(node: &NodeProto, op_type: &str) -> bool {
         .any(|n| n.op_type.as_deref() == Some(op_type) || holds_op(n, op_type))
 }
 
-/// Find the first node of `model` among `needing` (label and operator, as the import reports
-/// them; a node inside a subgraph stands for the top-level node holding it) and split the
-/// model there. `given` names the model's inputs in the order given.
-pub(crate) fn cut<'r>(
+/// The first place a model's plan is cut, found without running it: for tools that show
+/// the static part (`backplane inspect`).
+#[derive(Debug, Clone)]
+pub struct FirstCut {
+    /// The node's name (or `<op_type>_<index>`).
+    pub label: String,
+    /// The node's operator.
+    pub op_type: String,
+    /// The model before the node (inputs: the given ones; outputs: every tensor the node
+    /// and the rest read), when it computes anything.
+    pub prefix: Option<ModelProto>,
+}
+
+/// Where the plan of `model` is first cut: at the first node among `needing` (label and
+/// operator as the import reports them, see [`crate::onnx::OnnxError::NeedsInputValues`]);
+/// `given` names the model's inputs.
+pub fn first_cut(
     model: &ModelProto,
     needing: &[(String, String)],
     given: &[String],
-) -> Result<Cut<'r>, Error> {
-    let graph = model
+) -> Result<FirstCut, Error> {
+    let graph = graph_of(model)?;
+    let index = find_node(graph, needing)?;
+    let node = &graph.node[index];
+    Ok(FirstCut {
+        label: node_label(node, index),
+        op_type: node.op_type.clone().unwrap_or_default(),
+        prefix: prefix_of(model, graph, index, given).1,
+    })
+}
+
+fn graph_of(model: &ModelProto) -> Result<&GraphProto, Error> {
+    model
         .graph
         .as_ref()
-        .ok_or_else(|| Error::Invalid("the model has no graph".into()))?;
-    let index = graph
+        .ok_or_else(|| Error::Invalid("the model has no graph".into()))
+}
+
+/// The index of the first node of `graph` among `needing`.
+fn find_node(graph: &GraphProto, needing: &[(String, String)]) -> Result<usize, Error> {
+    graph
         .node
         .iter()
         .enumerate()
@@ -192,16 +221,20 @@ pub(crate) fn cut<'r>(
                     .collect::<Vec<_>>()
                     .join(", ")
             ))
-        })?;
-    let before = &graph.node[..index];
-    let node = graph.node[index].clone();
-    let after = &graph.node[index + 1..];
-    let outputs: Vec<String> = graph.output.iter().filter_map(|o| o.name.clone()).collect();
+        })
+}
 
-    // What the node and the nodes after it read, and the graph outputs.
-    let mut later: HashSet<String> = reads(&node).into_iter().collect();
-    later.extend(after.iter().flat_map(reads));
-    later.extend(outputs.iter().cloned());
+/// The tensors computed before node `index` that it, the nodes after it or the graph
+/// outputs read (the frontier), and the model computing them, if there are any.
+fn prefix_of(
+    model: &ModelProto,
+    graph: &GraphProto,
+    index: usize,
+    given: &[String],
+) -> (Vec<String>, Option<ModelProto>) {
+    let before = &graph.node[..index];
+    let mut later: HashSet<String> = graph.node[index..].iter().flat_map(reads).collect();
+    later.extend(graph.output.iter().filter_map(|o| o.name.clone()));
     let mut frontier: Vec<String> = Vec::new();
     for name in before.iter().flat_map(|n| n.output.iter()) {
         if !name.is_empty() && later.contains(name) && !frontier.contains(name) {
@@ -229,6 +262,24 @@ pub(crate) fn cut<'r>(
             },
         )
     });
+    (frontier, prefix)
+}
+
+/// Find the first node of `model` among `needing` (label and operator, as the import reports
+/// them; a node inside a subgraph stands for the top-level node holding it) and split the
+/// model there. `given` names the model's inputs in the order given.
+pub(crate) fn cut<'r>(
+    model: &ModelProto,
+    needing: &[(String, String)],
+    given: &[String],
+    nodes: NodeCache<'r>,
+) -> Result<Cut<'r>, Error> {
+    let graph = graph_of(model)?;
+    let index = find_node(graph, needing)?;
+    let (frontier, prefix) = prefix_of(model, graph, index, given);
+    let node = graph.node[index].clone();
+    let after = &graph.node[index + 1..];
+    let outputs: Vec<String> = graph.output.iter().filter_map(|o| o.name.clone()).collect();
 
     // Known after the node: the given inputs, the prefix's outputs and the node's outputs.
     let mut known: Vec<String> = given.to_vec();
@@ -269,6 +320,7 @@ pub(crate) fn cut<'r>(
             rest_template: with_graph(model, GraphProto::default()),
             outputs,
             rest: Mutex::new(None),
+            nodes: Mutex::new(nodes),
         },
     })
 }
@@ -293,6 +345,8 @@ pub struct Split<'r> {
     /// The graph outputs, in order.
     outputs: Vec<String>,
     rest: Mutex<Option<Arc<DynamicNetwork<'r>>>>,
+    /// The node's imports, by what they were specialised on ([`crate::node_cache`]).
+    nodes: Mutex<NodeCache<'r>>,
 }
 
 impl std::fmt::Debug for Split<'_> {
@@ -377,35 +431,97 @@ impl<'r> Split<'r> {
         ))
     }
 
-    /// Import the node alone with every value it reads bound, so that the importer computes
-    /// its outputs (CpuRef's evaluator, or the importer's own data-dependent ops).
+    /// The node's outputs on `env` (every value known so far, by name): from the node's
+    /// cache when it was imported for the same shapes and bound values before, else by
+    /// importing it alone with the values its import needs bound (the importer computes
+    /// it, or makes a network of it that is loaded and kept).
     fn evaluate_node(
         &self,
-        parent: &DynamicNetwork<'_>,
+        parent: &DynamicNetwork<'r>,
         env: &HashMap<String, Tensor>,
     ) -> Result<Vec<(String, Tensor)>, Error> {
-        // Shapes and values given for the whole model name inputs this one-node model lacks.
-        let mut options = parent.import_options().clone();
-        options.input_shapes.clear();
-        options.input_values.clear();
-        let mut inputs = Vec::new();
-        let mut seen = HashSet::new();
+        let mut names: Vec<String> = Vec::new();
         for name in reads(&self.node) {
-            if !seen.insert(name.clone()) {
-                continue;
+            if !names.contains(&name) {
+                names.push(name);
             }
-            if let Some(t) = env.get(&name) {
-                inputs.push(declare(&name, t));
-                options
-                    .input_values
-                    .insert(name.clone(), Arc::new(t.clone()));
+        }
+        let mut inputs: Vec<(&str, &Tensor)> = Vec::with_capacity(names.len());
+        for name in &names {
+            if let Some(t) = env.get(name) {
+                inputs.push((name.as_str(), t));
             } else if !self
                 .node_initializers
                 .iter()
                 .any(|i| i.name.as_deref() == Some(name.as_str()))
             {
-                return Err(self.missing(&name));
+                return Err(self.missing(name));
             }
+        }
+        // Held while the entry runs: an eviction by a concurrent run cannot unload it.
+        let mut cache = self.nodes.lock().unwrap_or_else(|e| e.into_inner());
+        let entry = match cache.get(&inputs) {
+            Some(entry) => entry,
+            None => {
+                let (entry, bound) = self.import_node(parent, &inputs)?;
+                cache.insert(&inputs, &bound, entry)
+            }
+        };
+        let values = match &*entry {
+            NodeEntry::Folded(values) => values.clone(),
+            NodeEntry::Loaded { id, feeds, outputs } => {
+                let fed: Vec<(&str, &Tensor)> = inputs
+                    .iter()
+                    .filter(|(n, _)| feeds.iter().any(|f| f == n))
+                    .copied()
+                    .collect();
+                let mut produced = parent.runtime().execute(*id, &fed).map_err(|e| {
+                    Error::Invalid(format!(
+                        "node '{}' ({}) decides shapes from run-time values, and running it \
+                         failed: {e}",
+                        self.label, self.op_type
+                    ))
+                })?;
+                outputs
+                    .iter()
+                    .map(|n| {
+                        produced
+                            .iter()
+                            .position(|(p, _)| p == n)
+                            .map(|at| produced.swap_remove(at))
+                            .ok_or_else(|| self.missing(n))
+                    })
+                    .collect::<Result<Vec<_>, _>>()?
+            }
+        };
+        drop(entry);
+        cache.settle();
+        drop(cache);
+        tracing::debug!(
+            node = %self.label,
+            op = %self.op_type,
+            shapes = ?values.iter().map(|(n, t)| (n.as_str(), t.shape().dims().to_vec())).collect::<Vec<_>>(),
+            "data-dependent node run"
+        );
+        Ok(values)
+    }
+
+    /// Import the node alone for `inputs`, binding the values its import needs (all of
+    /// them when that fails): its outputs when the importer computed them, else the loaded
+    /// network it made. Returns the entry and the inputs bound.
+    fn import_node(
+        &self,
+        parent: &DynamicNetwork<'r>,
+        inputs: &[(&str, &Tensor)],
+    ) -> Result<(NodeEntry, Vec<String>), Error> {
+        // Shapes and values given for the whole model name inputs this one-node model lacks.
+        let mut options = parent.import_options().clone();
+        options.input_shapes.clear();
+        options.input_values.clear();
+        for (name, t) in inputs {
+            options
+                .input_shapes
+                .insert(name.to_string(), t.shape().dims().to_vec());
         }
         let outputs: Vec<String> = self
             .node
@@ -419,34 +535,98 @@ impl<'r> Split<'r> {
             GraphProto {
                 node: vec![self.node.clone()],
                 initializer: self.node_initializers.clone(),
-                input: inputs,
+                input: inputs.iter().map(|(n, t)| declare(n, t)).collect(),
                 output: outputs.iter().map(|n| output(n)).collect(),
                 ..Default::default()
             },
         );
-        let network = crate::onnx::import_model(model, parent.base_dir(), &options)?;
+        let values: Vec<(String, Tensor)> = inputs
+            .iter()
+            .map(|(n, t)| (n.to_string(), (*t).clone()))
+            .collect();
+        let failed = |e: &dyn std::fmt::Display| {
+            Error::Invalid(format!(
+                "node '{}' ({}) decides shapes from run-time values, and running it on them \
+                 failed: {e}",
+                self.label, self.op_type
+            ))
+        };
+        // Only what the import needs, so that the entry serves other values of the rest.
+        let specialised = crate::onnx::import_model_specialized(
+            model.clone(),
+            parent.base_dir(),
+            &options,
+            &values,
+        )
+        .map_err(Error::from)
+        .and_then(|(network, bound)| {
+            let entry = self.entry(parent, &network, &outputs)?;
+            Ok((entry, bound))
+        });
+        match specialised {
+            Ok(found) => Ok(found),
+            Err(first) => {
+                tracing::debug!(
+                    node = %self.label,
+                    "the node imported with only the values it needs failed ({first}): every \
+                     input bound"
+                );
+                for (name, t) in &values {
+                    options
+                        .input_values
+                        .insert(name.clone(), Arc::new(t.clone()));
+                }
+                // The importer's own error (an unsupported operator stays one).
+                let network = crate::onnx::import_model(model, parent.base_dir(), &options)?;
+                let entry = self
+                    .entry(parent, &network, &outputs)
+                    .map_err(|e| failed(&e))?;
+                Ok((entry, values.into_iter().map(|(n, _)| n).collect()))
+            }
+        }
+    }
+
+    /// The cache entry of an imported one-node network: its outputs when they are all
+    /// constants, else the network loaded.
+    fn entry(
+        &self,
+        parent: &DynamicNetwork<'r>,
+        network: &crate::Network,
+        outputs: &[String],
+    ) -> Result<NodeEntry, Error> {
         let mut values = Vec::with_capacity(outputs.len());
         for (name, &id) in outputs.iter().zip(network.outputs()) {
             if let TensorKind::Constant(t) = &network.tensor(id).kind {
                 values.push((name.clone(), (**t).clone()));
             }
         }
-        if values.len() != outputs.len() {
-            // Not folded (a Loop the importer keeps as a layer): run it as a network.
-            values = parent.run_once(&network).map_err(|e| {
-                Error::Invalid(format!(
-                    "node '{}' ({}) decides shapes from run-time values, and running it on \
-                     them failed: {e}",
-                    self.label, self.op_type
-                ))
-            })?;
+        if values.len() == outputs.len() && network.outputs().len() == outputs.len() {
+            return Ok(NodeEntry::Folded(values));
         }
-        tracing::debug!(
-            node = %self.label,
-            op = %self.op_type,
-            shapes = ?values.iter().map(|(n, t)| (n.as_str(), t.shape().dims().to_vec())).collect::<Vec<_>>(),
-            "data-dependent node run"
-        );
-        Ok(values)
+        // Not folded (a TopK whose data stays an input, a Loop kept as a layer): loaded.
+        let (id, _) = parent.load(network)?;
+        let names: Vec<String> = network
+            .outputs()
+            .iter()
+            .map(|&t| network.tensor(t).name.clone())
+            .collect();
+        if outputs.iter().any(|o| !names.contains(o)) {
+            if let Err(e) = parent.runtime().unload_network(id) {
+                tracing::warn!(network = id.0, "one-node network not unloaded: {e}");
+            }
+            return Err(Error::Invalid(format!(
+                "the network made of node '{}' does not compute all of {outputs:?}",
+                self.label
+            )));
+        }
+        Ok(NodeEntry::Loaded {
+            id,
+            feeds: network
+                .inputs()
+                .iter()
+                .map(|&t| network.tensor(t).name.clone())
+                .collect(),
+            outputs: outputs.to_vec(),
+        })
     }
 }

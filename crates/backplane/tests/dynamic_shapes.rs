@@ -89,6 +89,7 @@ fn bert_shaped_encoder_serves_every_sequence_length() {
         PlanCacheStats {
             size: 4,
             capacity: backplane::dynamic_network::DEFAULT_PLAN_CAPACITY,
+            networks: 1,
             hits: 1,
             misses: 4,
             evictions: 0,
@@ -242,6 +243,16 @@ fn data_dependent_shapes_run_then_the_rest_is_planned() {
     let (rest_stats, total) = (rest.total_stats(), net.total_stats());
     assert_eq!(rest_stats.misses, 2, "{rest_stats}");
     assert_eq!(total.misses, 3, "{total}");
+    // Three networks (the first part, and the rests after each cut), 8 plans each at most.
+    assert_eq!((total.networks, total.capacity), (3, 8), "{total}");
+    // The NonZero and the NonMaxSuppression were each imported once.
+    assert_eq!(net.node_stats().misses, 1, "{}", net.node_stats());
+    assert_eq!(
+        net.total_node_stats().misses,
+        2,
+        "{}",
+        net.total_node_stats()
+    );
 
     // The same inputs again: the same outputs, no plan built.
     let again = check("a");
@@ -250,6 +261,10 @@ fn data_dependent_shapes_run_then_the_rest_is_planned() {
     }
     assert_eq!(net.total_stats().misses, 3, "{}", net.total_stats());
     assert!(net.total_stats().hits > total.hits);
+    // ... and neither split node imported again: both bound all their inputs, whose values
+    // are the same.
+    let nodes = net.total_node_stats();
+    assert_eq!((nodes.misses, nodes.hits, nodes.size), (2, 2, 2), "{nodes}");
 
     // Another input set keeps 10 candidates instead of 8: the rest after the NonZero is
     // planned for that count; the detections (4 again) reuse the plan after the NMS.
@@ -263,4 +278,249 @@ fn data_dependent_shapes_run_then_the_rest_is_planned() {
         rt.loaded_networks().is_empty(),
         "plans outlive their network"
     );
+}
+
+/// y, idx = TopK(x, k) with k = ReduceSum(Cast(x > 0)): the count of positive values, known
+/// only from x's values; x is `[n]`, n symbolic.
+fn topk_by_count() -> backplane::onnx::proto::ModelProto {
+    use backplane::onnx::proto::{
+        attribute_proto::AttributeType, tensor_shape_proto, type_proto, AttributeProto, GraphProto,
+        ModelProto, NodeProto, OperatorSetIdProto, TensorProto, TensorShapeProto, TypeProto,
+        ValueInfoProto,
+    };
+    let node =
+        |op: &str, inputs: &[&str], outputs: &[&str], attribute: Vec<AttributeProto>| NodeProto {
+            op_type: Some(op.into()),
+            name: outputs.first().map(|o| o.to_string()),
+            input: inputs.iter().map(|s| s.to_string()).collect(),
+            output: outputs.iter().map(|s| s.to_string()).collect(),
+            attribute,
+            ..Default::default()
+        };
+    let int_attr = |name: &str, v: i64| AttributeProto {
+        name: Some(name.into()),
+        r#type: Some(AttributeType::Int as i32),
+        i: Some(v),
+        ..Default::default()
+    };
+    let output = |name: &str| ValueInfoProto {
+        name: Some(name.into()),
+        ..Default::default()
+    };
+    let x = ValueInfoProto {
+        name: Some("x".into()),
+        r#type: Some(TypeProto {
+            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
+                elem_type: Some(1),
+                shape: Some(TensorShapeProto {
+                    dim: vec![tensor_shape_proto::Dimension {
+                        value: Some(tensor_shape_proto::dimension::Value::DimParam("n".into())),
+                        ..Default::default()
+                    }],
+                }),
+            })),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let zero = TensorProto {
+        name: Some("zero".into()),
+        data_type: Some(1),
+        float_data: vec![0.0],
+        ..Default::default()
+    };
+    ModelProto {
+        ir_version: Some(8),
+        opset_import: vec![OperatorSetIdProto {
+            domain: Some(String::new()),
+            version: Some(13),
+        }],
+        graph: Some(GraphProto {
+            name: Some("topk_by_count".into()),
+            node: vec![
+                node("Greater", &["x", "zero"], &["positive"], vec![]),
+                node("Cast", &["positive"], &["as_int"], vec![int_attr("to", 7)]),
+                node(
+                    "ReduceSum",
+                    &["as_int"],
+                    &["k"],
+                    vec![int_attr("keepdims", 1)],
+                ),
+                node("TopK", &["x", "k"], &["y", "idx"], vec![]),
+            ],
+            initializer: vec![zero],
+            input: vec![x],
+            output: vec![output("y"), output("idx")],
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// The split node's one-node import is cached by what it was specialised on: a TopK whose k
+/// is computed binds only k, so other values of x with the same count and length reuse the
+/// loaded one-node network (a hit); another count imports it again (a miss). The outputs
+/// are right in every case.
+#[test]
+fn a_split_node_is_imported_once_per_specialisation() {
+    let rt = backplane::RuntimeBuilder::new().build().unwrap();
+    let net = DynamicNetwork::from_model(
+        &rt,
+        topk_by_count(),
+        None,
+        &ImportOptions::default(),
+        backplane::default_optimizer_options(),
+    );
+    let run = |values: &[f32]| {
+        let x = Tensor::from_f64_values(
+            TensorInfo::new(DataType::F32, vec![values.len()]),
+            &values.iter().map(|&v| f64::from(v)).collect::<Vec<_>>(),
+        )
+        .unwrap();
+        let out = net.execute(&[("x", &x)]).unwrap();
+        assert_eq!(out[0].0, "y");
+        (out[0].1.to_f64_vec(), out[1].1.to_f64_vec())
+    };
+    assert_eq!(
+        run(&[1.0, -1.0, 2.0, 3.0, -2.0]),
+        (vec![3.0, 2.0, 1.0], vec![3.0, 2.0, 0.0])
+    );
+    let first = net.node_stats();
+    assert_eq!((first.misses, first.hits, first.size), (1, 0, 1), "{first}");
+    // Other values, the same count (3) and length: the loaded TopK serves them.
+    assert_eq!(
+        run(&[5.0, -1.0, -1.0, 4.0, 6.0]),
+        (vec![6.0, 5.0, 4.0], vec![4.0, 0.0, 3.0])
+    );
+    let second = net.node_stats();
+    assert_eq!((second.misses, second.hits), (1, 1), "{second}");
+    // A count of 2: imported again.
+    assert_eq!(
+        run(&[-5.0, 7.0, -1.0, 8.0, -6.0]),
+        (vec![8.0, 7.0], vec![3.0, 1.0])
+    );
+    let third = net.node_stats();
+    assert_eq!((third.misses, third.hits, third.size), (2, 1, 2), "{third}");
+    let (plan, _) = net
+        .plan(&[(
+            "x",
+            &Tensor::from_f64_values(TensorInfo::new(DataType::F32, vec![5]), &[0.0; 5]).unwrap(),
+        )])
+        .unwrap();
+    assert_eq!(
+        plan.split.as_ref().map(|s| s.op_type.as_str()),
+        Some("TopK")
+    );
+    // Every loaded network (plan and one-node networks) goes with the network.
+    drop(plan);
+    drop(net);
+    assert!(rt.loaded_networks().is_empty());
+}
+
+/// The symbolic signature: the encoder's input is `[batch, seq]` and its output, found by
+/// shape inference through the embeddings, attention and feed-forward blocks, `[batch, seq,
+/// 96]`. Plans are keyed by the bound symbols, and an input of the wrong rank is refused
+/// naming it before anything is planned.
+#[test]
+fn plans_are_keyed_by_bound_symbols_and_misfits_are_refused() {
+    use backplane::core::symbolic::display_shape;
+    let rt = runtime_with(&CpuAccBackend::new());
+    let net = dynamic(&rt);
+    let sig = net.signature();
+    assert_eq!(sig.inputs[0].0, "input_ids");
+    assert_eq!(
+        display_shape(sig.inputs[0].1.as_ref().unwrap()),
+        "[batch, seq]"
+    );
+    assert_eq!(
+        display_shape(sig.outputs[0].1.as_ref().unwrap()),
+        "[batch, seq, 96]"
+    );
+    let (plan, hit) = net.plan(&[("input_ids", &ids(7))]).unwrap();
+    assert!(!hit);
+    assert_eq!(plan.symbols.to_string(), "batch=1, seq=7");
+    let (again, hit) = net.plan(&[("input_ids", &ids(7))]).unwrap();
+    assert!(hit);
+    assert!(Arc::ptr_eq(&plan, &again));
+    let three =
+        Tensor::from_f64_values(TensorInfo::new(DataType::I64, vec![1, 7, 1]), &[0.0; 7]).unwrap();
+    let err = net
+        .execute(&[("input_ids", &three)])
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("input 'input_ids' has 3 dimensions"), "{err}");
+    assert!(err.contains("[batch, seq]"), "{err}");
+    assert_eq!(net.stats().misses, 1);
+}
+
+/// Two inputs sharing the symbol `n`: given two sizes for it, the execution is refused
+/// naming the input, the dimension and where `n` was bound.
+#[test]
+fn a_symbol_given_two_values_is_refused_naming_it() {
+    use backplane::onnx::proto::{
+        tensor_shape_proto, type_proto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto,
+        TensorShapeProto, TypeProto, ValueInfoProto,
+    };
+    let input = |name: &str| ValueInfoProto {
+        name: Some(name.into()),
+        r#type: Some(TypeProto {
+            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
+                elem_type: Some(1),
+                shape: Some(TensorShapeProto {
+                    dim: vec![tensor_shape_proto::Dimension {
+                        value: Some(tensor_shape_proto::dimension::Value::DimParam("n".into())),
+                        ..Default::default()
+                    }],
+                }),
+            })),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let model = ModelProto {
+        ir_version: Some(8),
+        opset_import: vec![OperatorSetIdProto {
+            domain: Some(String::new()),
+            version: Some(13),
+        }],
+        graph: Some(GraphProto {
+            node: vec![NodeProto {
+                op_type: Some("Add".into()),
+                input: vec!["a".into(), "b".into()],
+                output: vec!["y".into()],
+                ..Default::default()
+            }],
+            input: vec![input("a"), input("b")],
+            output: vec![ValueInfoProto {
+                name: Some("y".into()),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let rt = backplane::RuntimeBuilder::new().build().unwrap();
+    let net = DynamicNetwork::from_model(
+        &rt,
+        model,
+        None,
+        &ImportOptions::default(),
+        backplane::default_optimizer_options(),
+    );
+    let vec = |n: usize| {
+        Tensor::from_f64_values(TensorInfo::new(DataType::F32, vec![n]), &vec![1.0; n]).unwrap()
+    };
+    let err = net
+        .execute(&[("a", &vec(3)), ("b", &vec(4))])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("input 'b' dimension 0 ('n') is 4, but 'n' is 3 from input 'a' dimension 0"),
+        "{err}"
+    );
+    assert_eq!(net.stats().misses, 0);
+    let out = net.execute(&[("a", &vec(4)), ("b", &vec(4))]).unwrap();
+    assert_eq!(out[0].1.to_f64_vec(), vec![2.0; 4]);
+    let (plan, _) = net.plan(&[("a", &vec(4)), ("b", &vec(4))]).unwrap();
+    assert_eq!(plan.symbols.to_string(), "n=4");
 }
