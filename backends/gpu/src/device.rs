@@ -20,6 +20,8 @@ pub(crate) type BufferPool = Arc<Mutex<Vec<wgpu::Buffer>>>;
 pub(crate) struct Pending {
     pub(crate) encoder: Option<wgpu::CommandEncoder>,
     pub(crate) held: Vec<(BufferPool, wgpu::Buffer)>,
+    /// Layers recorded into `encoder`.
+    pub(crate) layers: u64,
 }
 
 /// Counters of the device's work since it was opened.
@@ -34,6 +36,8 @@ pub struct GpuStats {
     pub dispatches: u64,
     /// Bind groups created (once per workload and set of tensor buffers, not per execution).
     pub bind_groups: u64,
+    /// Layers recorded but not yet submitted (0 after every execution: its end submits them).
+    pub pending_layers: u64,
 }
 
 /// Run a future to completion on this thread. wgpu's native futures are ready when first
@@ -223,6 +227,11 @@ impl GpuDevice {
             layers: self.layers.load(Ordering::Relaxed),
             dispatches: self.dispatches.load(Ordering::Relaxed),
             bind_groups: self.bind_groups.load(Ordering::Relaxed),
+            pending_layers: self
+                .pending
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .layers,
         }
     }
 
@@ -233,6 +242,7 @@ impl GpuDevice {
             self.queue.submit(Some(encoder.finish()));
             self.submits.fetch_add(1, Ordering::Relaxed);
         }
+        pending.layers = 0;
         for (pool, buffer) in pending.held.drain(..) {
             pool.lock().unwrap_or_else(|p| p.into_inner()).push(buffer);
         }

@@ -327,6 +327,7 @@ impl GpuWorkload {
             }
         }
         dev.layers.fetch_add(1, Ordering::Relaxed);
+        pending.layers += 1;
         dev.dispatches
             .fetch_add(self.dispatches.len() as u64, Ordering::Relaxed);
         pending.held.append(taken);

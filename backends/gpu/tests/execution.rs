@@ -165,3 +165,33 @@ fn bind_groups_are_made_on_first_use_not_per_execution() {
         "bind groups made again per execution"
     );
 }
+
+/// A GPU layer whose output nobody reads (no border, no network output) is still submitted
+/// in the execution that ran it: the runtime's end-of-execution hook flushes it.
+#[test]
+fn an_execution_end_submits_work_no_border_submitted() {
+    let Some(rt) = runtime() else { return };
+    let mut r = Rng::new(31);
+    let x = r.tensor(DataType::F32, &[5, 3], -2.0, 2.0).unwrap();
+    let mut net = Network::new();
+    let xi = net.add_input("x", x.info().clone()).unwrap();
+    let y = net
+        .add_layer("relu", Op::Unary(UnaryOp::Relu), &[xi])
+        .unwrap()[0];
+    // Read by nobody, and after the output's layer: no border submits it.
+    net.add_layer("unread", Op::Unary(UnaryOp::Neg), &[xi])
+        .unwrap();
+    net.mark_output(y).unwrap();
+    let (want, _) = execute(&rt, &net, &x, vec![cpu_ref()], 1);
+    let before = counter(&rt, "GpuLayerRuns");
+    let (got, submits) = execute(&rt, &net, &x, vec![gpu()], 2);
+    assert_close(&got, &want);
+    assert_eq!(
+        counter(&rt, "GpuLayerRuns") - before,
+        4,
+        "both layers ran twice"
+    );
+    // The output's read-back, then the end of the execution: two submits each, nothing left.
+    assert_eq!(submits, vec![2, 2], "submits per execution");
+    assert_eq!(counter(&rt, "PendingLayers"), 0);
+}

@@ -142,8 +142,9 @@ pub fn step(product_: &Product, act: Act) -> Result<Step, String> {
     })
 }
 
-/// MatMul of A `a` and B `b` (numpy semantics: 1-D operands promoted, batch dims broadcast).
-pub fn matmul(a: &[usize], b: &[usize], act: Act) -> Result<Vec<Step>, String> {
+/// MatMul of A `a` and B `b` (numpy semantics: 1-D operands promoted, batch dims broadcast);
+/// with `bias`, input 2 (one value per column) is added before `act`.
+pub fn matmul(a: &[usize], b: &[usize], bias: bool, act: Act) -> Result<Vec<Step>, String> {
     if a.is_empty() || b.is_empty() {
         return Err("MatMul of a scalar".into());
     }
@@ -172,7 +173,7 @@ pub fn matmul(a: &[usize], b: &[usize], act: Act) -> Result<Vec<Step>, String> {
         a_batch: batch_strides(a_batch_dims, m * k),
         b_batch: batch_strides(b_batch_dims, k * n),
         batch,
-        c: None,
+        c: bias.then_some((1.0, 1.0, (0, 1))),
         alpha: 1.0,
     };
     Ok(vec![step(&p, act)?])

@@ -1,18 +1,7 @@
-//! Data movement on the device: copies (Identity, Reshape, Flatten, Squeeze, Unsqueeze),
-//! Transpose and Concat. f32 tensors only, like the rest of GpuAcc's memory.
+//! Data movement of f32 tensors on the device: Transpose, Concat, Slice, Expand/Tile and Pad.
+//! (Copies, Gather and Split move any element type: see [`super::typed`].)
 
 use super::{linear_shader, linear_step, p32, p32s, product, strides, Bind, Step};
-
-/// The values of input 0, unchanged (a reshape of contiguous memory).
-pub fn copy(n: usize) -> Result<Vec<Step>, String> {
-    let source = linear_shader(1, "", "    y[i] = x0[i];");
-    Ok(vec![linear_step(
-        source,
-        vec![],
-        vec![Bind::Input(0), Bind::Output(0)],
-        n,
-    )?])
-}
 
 /// Transpose of `x` by `perm` (output axis k is input axis `perm[k]`).
 pub fn transpose(x: &[usize], perm: &[usize]) -> Result<Vec<Step>, String> {
