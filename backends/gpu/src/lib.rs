@@ -17,6 +17,7 @@ pub mod kernels;
 pub mod memory;
 pub mod options;
 pub mod plan;
+mod timing;
 pub mod workload;
 
 pub use device::{AdapterDesc, GpuDevice, GpuStats};
@@ -120,13 +121,14 @@ impl GpuAccBackend {
 
 /// GpuAcc's context: when an execution ends, it submits the work GPU layers recorded that no
 /// border had submitted yet (the layers after the last read-back, whose outputs nobody on
-/// the host reads), so no recorded work waits for the next execution.
+/// the host reads), so no recorded work waits for the next execution; when profiling with
+/// timestamp queries, the execution's layer times are kept for the profile's notes.
 struct GpuContext(GpuAccBackend);
 
 impl BackendContext for GpuContext {
     fn after_execute_network(&self, _id: NetworkId) -> Result<()> {
         match self.0.opened_device() {
-            Some(device) => device.flush().map_err(BackendError::from),
+            Some(device) => device.end_execution().map_err(BackendError::from),
             None => Ok(()),
         }
     }

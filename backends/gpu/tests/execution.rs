@@ -23,11 +23,19 @@ fn cpu_ref() -> BackendId {
 
 /// A runtime with GpuAcc allowed on a software adapter, or `None` (said) without an adapter.
 fn runtime() -> Option<Runtime> {
+    runtime_with(&[])
+}
+
+/// The same with more GpuAcc options.
+fn runtime_with(extra: &[(&str, &str)]) -> Option<Runtime> {
     let mut options = RuntimeOptions::default();
     let mut gpu_options = backplane::BackendOptions::default();
     gpu_options
         .values
         .insert("allow_software".into(), "true".into());
+    for (k, v) in extra {
+        gpu_options.values.insert((*k).into(), (*v).into());
+    }
     options.backend_options.insert(gpu(), gpu_options);
     let rt = Runtime::new(backplane::builtin_registry(), options).unwrap();
     let adapter = counter_text(&rt, "Adapter");
@@ -194,4 +202,49 @@ fn an_execution_end_submits_work_no_border_submitted() {
     // The output's read-back, then the end of the execution: two submits each, nothing left.
     assert_eq!(submits, vec![2, 2], "submits per execution");
     assert_eq!(counter(&rt, "PendingLayers"), 0);
+}
+
+/// Profiling on an adapter with timestamp queries times each GPU layer on the device without
+/// a submit per layer; with `timestamps=false` (or without them) each layer is submitted and
+/// waited for, and the profiling note says which was used.
+#[test]
+fn profiling_uses_timestamp_queries_where_the_adapter_has_them() {
+    let Some(rt) = runtime_with(&[("profile", "true")]) else {
+        return;
+    };
+    let (net, x) = chain(false);
+    let (want, _) = execute(&rt, &net, &x, vec![cpu_ref()], 1);
+    let (got, submits) = execute(&rt, &net, &x, vec![gpu()], 2);
+    assert_close(&got, &want);
+    let note = counter_text(&rt, "Profiling");
+    let stamps = counter_text(&rt, "TimestampQuery") == "true";
+    println!("TimestampQuery={stamps}: {note}");
+    if stamps {
+        assert_eq!(submits, vec![1, 1], "timestamps need no submit per layer");
+        assert!(note.contains("timestamp queries"), "{note}");
+        let times = note
+            .split("GPU ms per layer of the last execution: ")
+            .nth(1)
+            .unwrap_or_else(|| panic!("no layer times: {note}"));
+        // relu, mul, sigmoid and the fused matmul+tanh, each with a time.
+        let entries: Vec<&str> = times.split(", ").collect();
+        assert_eq!(entries.len(), 4, "{note}");
+        for (entry, layer) in entries
+            .iter()
+            .zip(["relu", "mul", "sigmoid", "matmul+tanh"])
+        {
+            let (name, ms) = entry.split_once('=').unwrap();
+            assert_eq!(name, layer);
+            assert!(ms.parse::<f64>().unwrap() >= 0.0, "{entry}");
+        }
+    } else {
+        assert_eq!(submits, vec![4, 4], "one submit per layer");
+    }
+    let Some(rt) = runtime_with(&[("profile", "true"), ("timestamps", "false")]) else {
+        return;
+    };
+    let (_, submits) = execute(&rt, &net, &x, vec![gpu()], 1);
+    assert_eq!(submits, vec![4], "host timing submits each layer");
+    let note = counter_text(&rt, "Profiling");
+    assert!(note.contains("host-side timing of the submit"), "{note}");
 }
