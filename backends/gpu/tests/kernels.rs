@@ -309,6 +309,35 @@ fn convolutions_and_pools_match_cpu_ref() {
             vec![],
             false,
         ),
+        // Wide enough for the 64x64 blocked tiles: a padded 3x3 and a 1x1 past a tile in
+        // both directions, and two groups of 33 channels.
+        (
+            vec![1, 8, 12, 11],
+            vec![40, 8, 3, 3],
+            1,
+            vec![],
+            vec![1, 1, 1, 1],
+            vec![],
+            true,
+        ),
+        (
+            vec![2, 33, 9, 9],
+            vec![65, 33, 1, 1],
+            1,
+            vec![],
+            vec![],
+            vec![],
+            true,
+        ),
+        (
+            vec![1, 4, 10, 17],
+            vec![66, 2, 3, 3],
+            2,
+            vec![1, 2],
+            vec![0, 1, 2, 0],
+            vec![],
+            false,
+        ),
     ];
     for (k, (x, w, group, strides, pads, dilations, bias)) in convs.into_iter().enumerate() {
         let kernel = w[2..].to_vec();
