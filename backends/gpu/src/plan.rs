@@ -8,7 +8,7 @@ use crate::kernels::elementwise::{self, Act};
 use crate::kernels::typed::{self, Storage};
 use crate::kernels::{conv, linalg, movement, norm, pool, product, reduce, resize, Step};
 use backplane_backend_api::LayerDesc;
-use backplane_core::ops::{BinaryOp, CustomOp, PadMode};
+use backplane_core::ops::{BinaryOp, CustomOp, MathOp, PadMode};
 use backplane_core::shape::normalize_axis;
 use backplane_core::{DataType, Op, Quantization, TensorInfo};
 
@@ -91,7 +91,14 @@ fn is_typed(op: &Op) -> bool {
             | Op::Cast { .. }
             | Op::Split { .. }
             | Op::Resize(_)
-    )
+            | Op::Expand { .. }
+            | Op::Tile { .. }
+    ) || matches!(op, Op::Math(m) if is_predicate(*m))
+}
+
+/// The math ops with bool results GpuAcc runs (see [`typed::predicate`]).
+fn is_predicate(m: MathOp) -> bool {
+    matches!(m, MathOp::IsNaN | MathOp::IsInf { .. } | MathOp::Not)
 }
 
 /// The type of input `slot` (f32 when absent).
@@ -214,6 +221,7 @@ pub fn plan(layer: &LayerDesc) -> Result<Plan, String> {
             ok(movement::concat(&all, a)?)
         }
         Op::Unary(u) => ok(elementwise::unary(Act::Unary(*u), n)?),
+        Op::Math(m) if is_predicate(*m) => ok(typed::predicate(*m, dtype(layer, 0), n)?),
         Op::Math(m) => match Act::from_math(*m) {
             Some(act) => ok(elementwise::unary(act, n)?),
             None => not_implemented(m.name()),
@@ -278,7 +286,11 @@ pub fn plan(layer: &LayerDesc) -> Result<Plan, String> {
                 .first()
                 .map(|o| o.shape.dims().to_vec())
                 .unwrap_or_default();
-            ok(movement::repeat(&dims(layer, 0), &out)?)
+            ok(typed::repeat(
+                Storage::of(dtype(layer, 0)),
+                &dims(layer, 0),
+                &out,
+            )?)
         }
         Op::Pad(desc) => {
             if layer.inputs.len() != 1 {

@@ -177,6 +177,35 @@ fn casts_split_and_resize_match_cpu_ref() {
     expect_pass(&rt, cases);
 }
 
+#[test]
+fn expand_tile_and_predicates_on_other_types_match_cpu_ref() {
+    let Some(rt) = runtime() else { return };
+    let mut r = Rng::new(17);
+    // IsNaN, IsInf and Not from the kit, on the types GpuAcc takes (f32, bool).
+    let mut cases = family("Predicate", 40, |c| {
+        matches!(c.inputs[0].0.dtype(), DataType::F32 | DataType::Bool)
+    });
+    for dtype in [DataType::I64, DataType::Bool, DataType::F16, DataType::I32] {
+        let x = r.tensor(dtype, &[3, 1, 7], 0.0, 2.0).unwrap();
+        cases.push(case(
+            Op::Expand {
+                shape: vec![2, 3, 5, 7],
+            },
+            vec![(x, false)],
+        ));
+        let x = r.tensor(dtype, &[2, 5], 0.0, 2.0).unwrap();
+        cases.push(case(
+            Op::Tile {
+                repeats: vec![3, 2],
+            },
+            vec![(x, false)],
+        ));
+    }
+    let x = r.tensor(DataType::Bool, &[1], 0.0, 2.0).unwrap();
+    cases.push(case(Op::Expand { shape: vec![1] }, vec![(x, false)]));
+    expect_pass(&rt, cases);
+}
+
 /// MatMul + Add(bias) and MatMul + Add(bias) + activation each run as one GpuAcc layer
 /// matching CpuRef's layers, with the bias on either side of the Add.
 #[test]

@@ -11,7 +11,7 @@
 //! the op's own from `p[2]`.
 
 use super::{linear_groups, p32, p32s, product, Bind, Step, LINEAR_GROUP};
-use backplane_core::ops::BinaryExtOp;
+use backplane_core::ops::{BinaryExtOp, MathOp};
 use backplane_core::DataType;
 
 /// How an element is stored, by its size.
@@ -267,6 +267,80 @@ pub fn split(
         offset += len;
     }
     Ok(steps)
+}
+
+/// Output coordinate `c` along an axis of input size `d` reads input coordinate `c % d`:
+/// Tile (the input repeated) and Expand (an input axis of 1 broadcast) are both this map,
+/// `x` right-aligned to `out`'s rank.
+pub fn repeat(s: Storage, x: &[usize], out: &[usize]) -> Result<Vec<Step>, String> {
+    if x.len() > out.len() {
+        return Err("the input has a higher rank than the output".into());
+    }
+    let mut aligned = vec![1usize; out.len() - x.len()];
+    aligned.extend_from_slice(x);
+    if aligned.contains(&0) {
+        return Err("GpuAcc does not repeat empty inputs".into());
+    }
+    let mut params = vec![p32(out.len(), "the rank")?];
+    params.extend(p32s(out, "a dimension")?);
+    params.extend(p32s(&aligned, "a dimension")?);
+    params.extend(p32s(&super::strides(&aligned), "a stride")?);
+    let ty = s.wgsl_type();
+    // p: [threads, n, rank, out dims, input dims, input strides]
+    let helpers = format!(
+        "fn val(e: u32) -> {ty} {{
+    let r = p[2];
+    var rem = e;
+    var at = 0u;
+    for (var d = 0u; d < r; d = d + 1u) {{
+        let k = r - 1u - d;
+        let dim = p[3u + k];
+        at = at + ((rem % dim) % p[3u + r + k]) * p[3u + 2u * r + k];
+        rem = rem / dim;
+    }}
+    return ld0(at);
+}}\n"
+    );
+    Ok(vec![step(
+        &[(Bind::Input(0), s)],
+        (Bind::Output(0), s),
+        product(out),
+        &helpers,
+        &params,
+    )?])
+}
+
+/// IsNaN and IsInf of f32 (by their bits, which drivers cannot fold away) and Not of bools:
+/// `n` bools out.
+pub fn predicate(op: MathOp, dtype: DataType, n: usize) -> Result<Vec<Step>, String> {
+    let (test, input) = match (op, dtype) {
+        (MathOp::IsNaN, DataType::F32) => {
+            ("(v & 0x7fffffffu) > 0x7f800000u".to_string(), Storage::Word)
+        }
+        (
+            MathOp::IsInf {
+                detect_negative,
+                detect_positive,
+            },
+            DataType::F32,
+        ) => (
+            format!(
+                "({detect_positive} && v == 0x7f800000u) || ({detect_negative} && v == 0xff800000u)"
+            ),
+            Storage::Word,
+        ),
+        (MathOp::Not, DataType::Bool) => ("v == 0u".to_string(), Storage::Byte),
+        (other, t) => return Err(format!("GpuAcc does not run {} on {t}", other.name())),
+    };
+    let helpers =
+        format!("fn val(e: u32) -> u32 {{ let v = ld0(e); return select(0u, 1u, {test}); }}\n");
+    Ok(vec![step(
+        &[(Bind::Input(0), input)],
+        (Bind::Output(0), Storage::Byte),
+        n,
+        &helpers,
+        &[],
+    )?])
 }
 
 /// Broadcasting parameters of `inputs` read at the coordinates of `out`: rank, out dims, then
