@@ -129,7 +129,7 @@ fn products_match_cpu_ref() {
     let Some(rt) = runtime() else { return };
     let mut r = Rng::new(11);
     let mut cases = Vec::new();
-    let matmuls: [(&[usize], &[usize]); 8] = [
+    let matmuls: [(&[usize], &[usize]); 10] = [
         (&[1, 1], &[1, 1]),
         (&[3, 17], &[17, 5]),
         (&[17, 16], &[16, 33]),
@@ -138,6 +138,9 @@ fn products_match_cpu_ref() {
         (&[2, 3, 5, 7], &[7, 11]),
         (&[2, 1, 5, 7], &[3, 7, 2]),
         (&[64, 129], &[129, 31]),
+        // 64x64 register-blocked tiles: past a tile both ways, batched and broadcast.
+        (&[65, 33], &[33, 70]),
+        (&[2, 3, 37, 45], &[45, 32]),
     ];
     for (k, (a, b)) in matmuls.iter().enumerate() {
         cases.push(case(
@@ -151,6 +154,7 @@ fn products_match_cpu_ref() {
         (true, false, 17, 3, 19, None),
         (true, true, 16, 16, 16, Some(vec![16, 1])),
         (false, false, 33, 31, 37, Some(vec![33, 37])),
+        (true, true, 40, 17, 66, Some(vec![66])),
     ] {
         let a = if ta { vec![k, m] } else { vec![m, k] };
         let b = if tb { vec![n, k] } else { vec![k, n] };

@@ -216,6 +216,13 @@ fn matmul_bias_fuses_and_matches_cpu_ref() {
     let mut r = Rng::new(13);
     for (a_dims, b_dims, bias_dims, bias_first, act) in [
         (vec![3, 17], vec![17, 5], vec![5], false, None),
+        (
+            vec![2, 40, 16],
+            vec![16, 65],
+            vec![65],
+            false,
+            Some(UnaryOp::Relu),
+        ),
         (vec![2, 7, 16], vec![16, 33], vec![1, 33], true, None),
         (vec![1, 1], vec![1, 1], vec![1], false, Some(UnaryOp::Relu)),
         (
