@@ -20,6 +20,10 @@ pub(crate) type BufferPool = Arc<Mutex<Vec<wgpu::Buffer>>>;
 pub(crate) struct Pending {
     pub(crate) encoder: Option<wgpu::CommandEncoder>,
     pub(crate) held: Vec<(BufferPool, wgpu::Buffer)>,
+    /// Layers recorded into `encoder`.
+    pub(crate) layers: u64,
+    /// Timestamp queries of the layers, when profiling with them.
+    pub(crate) stamps: Option<crate::timing::Stamps>,
 }
 
 /// Counters of the device's work since it was opened.
@@ -34,6 +38,8 @@ pub struct GpuStats {
     pub dispatches: u64,
     /// Bind groups created (once per workload and set of tensor buffers, not per execution).
     pub bind_groups: u64,
+    /// Layers recorded but not yet submitted (0 after every execution: its end submits them).
+    pub pending_layers: u64,
 }
 
 /// Run a future to completion on this thread. wgpu's native futures are ready when first
@@ -174,9 +180,15 @@ pub fn open(options: &GpuAccOptions) -> Result<GpuDevice, GpuError> {
     let info = adapter.get_info();
     let limits = adapter.limits();
     let features = adapter.features();
+    let timestamp_query = features.contains(wgpu::Features::TIMESTAMP_QUERY);
+    let stamped = options.profile && !options.no_timestamps && timestamp_query;
     let (device, queue) = block_on(adapter.request_device(&wgpu::DeviceDescriptor {
         label: Some("GpuAcc"),
-        required_features: wgpu::Features::empty(),
+        required_features: if stamped {
+            wgpu::Features::TIMESTAMP_QUERY
+        } else {
+            wgpu::Features::empty()
+        },
         required_limits: limits.clone(),
         experimental_features: wgpu::ExperimentalFeatures::disabled(),
         memory_hints: wgpu::MemoryHints::Performance,
@@ -190,6 +202,7 @@ pub fn open(options: &GpuAccOptions) -> Result<GpuDevice, GpuError> {
             .unwrap_or_else(|p| p.into_inner())
             .push(e.to_string());
     }));
+    let stamps = stamped.then(|| crate::timing::Stamps::new(&device, &queue));
     Ok(GpuDevice {
         adapter: AdapterDesc {
             name: info.name.clone(),
@@ -205,9 +218,12 @@ pub fn open(options: &GpuAccOptions) -> Result<GpuDevice, GpuError> {
             .min(limits.max_buffer_size),
         errors,
         pipelines: Mutex::new(HashMap::new()),
-        timestamp_query: features.contains(wgpu::Features::TIMESTAMP_QUERY),
-        sync_each_layer: options.profile,
-        pending: Mutex::new(Pending::default()),
+        timestamp_query,
+        sync_each_layer: options.profile && !stamped,
+        pending: Mutex::new(Pending {
+            stamps,
+            ..Pending::default()
+        }),
         submits: AtomicU64::new(0),
         layers: AtomicU64::new(0),
         dispatches: AtomicU64::new(0),
@@ -223,18 +239,33 @@ impl GpuDevice {
             layers: self.layers.load(Ordering::Relaxed),
             dispatches: self.dispatches.load(Ordering::Relaxed),
             bind_groups: self.bind_groups.load(Ordering::Relaxed),
+            pending_layers: self
+                .pending
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .layers,
         }
     }
 
     /// Submit the recorded work (with `pending` locked by the caller) and hand its held
     /// buffers back to their pools. Nothing recorded: nothing submitted.
     pub(crate) fn submit_pending(&self, pending: &mut Pending) -> Result<(), GpuError> {
-        if let Some(encoder) = pending.encoder.take() {
+        let mut stamped = false;
+        if let Some(mut encoder) = pending.encoder.take() {
+            if let Some(stamps) = &pending.stamps {
+                stamped = stamps.resolve(&mut encoder);
+            }
             self.queue.submit(Some(encoder.finish()));
             self.submits.fetch_add(1, Ordering::Relaxed);
         }
+        pending.layers = 0;
         for (pool, buffer) in pending.held.drain(..) {
             pool.lock().unwrap_or_else(|p| p.into_inner()).push(buffer);
+        }
+        if stamped {
+            if let Some(stamps) = pending.stamps.as_mut() {
+                stamps.collect(self)?;
+            }
         }
         self.check()
     }
@@ -247,10 +278,26 @@ impl GpuDevice {
         self.check()
     }
 
-    /// How per-layer times of this device read in a profile, in words.
+    /// How per-layer times of this device read in a profile, in words; with timestamp
+    /// queries, also the GPU time of each layer of the last execution.
     pub fn profiling_note(&self) -> String {
+        let pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(stamps) = &pending.stamps {
+            let times: Vec<String> = stamps
+                .last
+                .iter()
+                .map(|(layer, ms)| format!("{layer}={ms:.4}"))
+                .collect();
+            return format!(
+                "GpuAcc layer times: timestamp queries (the GPU time of each layer's pass, \
+                 measured on the device; a run of GPU layers is still one submit, so the \
+                 trace's durations are host-side recording times); GPU ms per layer of the \
+                 last execution: {}",
+                times.join(", ")
+            );
+        }
         let stamps = if self.timestamp_query {
-            "the adapter offers timestamp queries, not used yet"
+            "the adapter offers timestamp queries; profile=true uses them unless timestamps=false"
         } else {
             "the adapter offers no timestamp queries"
         };
@@ -266,6 +313,17 @@ impl GpuDevice {
                  layer ({stamps})"
             )
         }
+    }
+
+    /// The execution under way ended: submit what it recorded; with timestamp queries, its
+    /// layer times become the last execution's.
+    pub fn end_execution(&self) -> Result<(), GpuError> {
+        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        self.submit_pending(&mut pending)?;
+        if let Some(stamps) = pending.stamps.as_mut() {
+            stamps.end_execution();
+        }
+        Ok(())
     }
 
     /// Submit whatever consecutive GPU layers recorded (a no-op when nothing is pending).

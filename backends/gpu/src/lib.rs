@@ -17,6 +17,7 @@ pub mod kernels;
 pub mod memory;
 pub mod options;
 pub mod plan;
+mod timing;
 pub mod workload;
 
 pub use device::{AdapterDesc, GpuDevice, GpuStats};
@@ -26,8 +27,9 @@ pub use options::GpuAccOptions;
 
 use backplane_backend_api::{
     Backend, BackendContext, BackendError, BackendId, BackendOptions, Capabilities,
-    CapabilityValue, FactoryId, LayerDesc, LayerSupport, MemoryManager, OptimizationViews, Result,
-    SubgraphView, Support, TensorHandleFactoryRegistry, Workload, WorkloadFactory,
+    CapabilityValue, FactoryId, LayerDesc, LayerSupport, MemoryManager, NetworkId,
+    OptimizationViews, Result, SubgraphView, Support, TensorHandleFactoryRegistry, Workload,
+    WorkloadFactory,
 };
 use std::sync::{Arc, Mutex};
 
@@ -88,6 +90,15 @@ impl GpuAccBackend {
         }
     }
 
+    /// The device, if one is open (never opens one).
+    fn opened_device(&self) -> Option<Arc<GpuDevice>> {
+        let s = self.shared.lock().unwrap_or_else(|p| p.into_inner());
+        match &s.device {
+            Some(Ok(d)) => Some(d.clone()),
+            _ => None,
+        }
+    }
+
     /// The device's counters (submits, layers, dispatches, bind groups); zero when no
     /// device is open.
     pub fn stats(&self) -> GpuStats {
@@ -105,6 +116,21 @@ impl GpuAccBackend {
             .unwrap_or_else(|p| p.into_inner())
             .options
             .clone()
+    }
+}
+
+/// GpuAcc's context: when an execution ends, it submits the work GPU layers recorded that no
+/// border had submitted yet (the layers after the last read-back, whose outputs nobody on
+/// the host reads), so no recorded work waits for the next execution; when profiling with
+/// timestamp queries, the execution's layer times are kept for the profile's notes.
+struct GpuContext(GpuAccBackend);
+
+impl BackendContext for GpuContext {
+    fn after_execute_network(&self, _id: NetworkId) -> Result<()> {
+        match self.0.opened_device() {
+            Some(device) => device.end_execution().map_err(BackendError::from),
+            None => Ok(()),
+        }
     }
 }
 
@@ -172,7 +198,7 @@ impl Backend for GpuAccBackend {
             s.options = merged;
             s.device = None;
         }
-        Ok(None)
+        Ok(Some(Box::new(GpuContext(self.clone()))))
     }
 
     fn optimize_subgraph(&self, subgraph: &SubgraphView<'_>) -> OptimizationViews {
@@ -194,6 +220,7 @@ impl Backend for GpuAccBackend {
             .with("Submits", count(stats.submits))
             .with("GpuLayerRuns", count(stats.layers))
             .with("BindGroups", count(stats.bind_groups))
+            .with("PendingLayers", count(stats.pending_layers))
             .with("TimestampQuery", CapabilityValue::Bool(stamps))
             .with("Profiling", CapabilityValue::Text(profiling))
             .with("NonConstWeights", CapabilityValue::Bool(true))

@@ -14,8 +14,13 @@ pub struct GpuAccOptions {
     pub adapter: Option<String>,
     /// Time each layer on its own (`profile=true`, set by the CLI's `--profile`): every GPU
     /// layer is submitted and waited for, so per-layer host timings cover its GPU work.
-    /// Off by default: a run of consecutive GPU layers is then one submit.
+    /// Off by default: a run of consecutive GPU layers is then one submit. Where the adapter
+    /// has timestamp queries, profiling times each layer on the device instead (see
+    /// `timestamps`), without waiting per layer.
     pub profile: bool,
+    /// When profiling, time layers with timestamp queries where the adapter has them
+    /// (`timestamps=false`: host timing of a submit and wait per layer instead).
+    pub no_timestamps: bool,
 }
 
 impl GpuAccOptions {
@@ -27,12 +32,13 @@ impl GpuAccOptions {
             match key.as_str() {
                 "allow_software" => out.allow_software = flag(key, value)?,
                 "profile" => out.profile = flag(key, value)?,
+                "timestamps" => out.no_timestamps = !flag(key, value)?,
                 "adapter" => {
                     out.adapter = (!value.is_empty()).then(|| value.clone());
                 }
                 other => {
                     return Err(format!(
-                        "unknown GpuAcc option '{other}' (known: allow_software, adapter, profile)"
+                        "unknown GpuAcc option '{other}' (known: allow_software, adapter, profile, timestamps)"
                     ))
                 }
             }
@@ -79,6 +85,11 @@ mod tests {
                 .profile
         );
         assert!(base.merged(&opts(&[("profile", "often")])).is_err());
+        assert!(
+            base.merged(&opts(&[("timestamps", "false")]))
+                .unwrap_or_default()
+                .no_timestamps
+        );
         assert!(base.merged(&opts(&[("threads", "2")])).is_err());
     }
 }

@@ -5,9 +5,10 @@
 //! the optimizer hands refused layers to the next backend (CpuAcc, CpuRef).
 
 use crate::kernels::elementwise::{self, Act};
-use crate::kernels::{conv, linalg, movement, norm, pool, product, reduce, Step};
+use crate::kernels::typed::{self, Storage};
+use crate::kernels::{conv, linalg, movement, norm, pool, product, reduce, resize, Step};
 use backplane_backend_api::LayerDesc;
-use backplane_core::ops::{BinaryOp, CustomOp, PadMode};
+use backplane_core::ops::{BinaryOp, CustomOp, MathOp, PadMode};
 use backplane_core::shape::normalize_axis;
 use backplane_core::{DataType, Op, Quantization, TensorInfo};
 
@@ -36,20 +37,14 @@ fn ok(steps: Vec<Step>) -> Result<Plan, String> {
     Ok(Plan { steps })
 }
 
-/// Every input and output is a plain f32 tensor, or the reason.
-fn all_f32(layer: &LayerDesc) -> Result<(), String> {
+/// No input or output is quantized and every output has elements, or the reason.
+fn plain(layer: &LayerDesc) -> Result<(), String> {
     let name = layer.op.name();
     for (what, list) in [("input", &layer.inputs), ("output", &layer.outputs)] {
         for (slot, t) in list.iter().enumerate() {
-            if t.dtype != DataType::F32 {
-                return Err(format!(
-                    "{name} {what} {slot} is {}; GpuAcc computes on f32 only",
-                    t.dtype
-                ));
-            }
             if t.quant != Quantization::None {
                 return Err(format!(
-                    "{name} {what} {slot} is quantized; GpuAcc runs plain f32"
+                    "{name} {what} {slot} is quantized; GpuAcc runs plain tensors"
                 ));
             }
             // An empty result has no device buffer to read back: such layers stay with the
@@ -62,6 +57,57 @@ fn all_f32(layer: &LayerDesc) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Every input and output is a plain f32 tensor, or the reason.
+fn all_f32(layer: &LayerDesc) -> Result<(), String> {
+    let name = layer.op.name();
+    for (what, list) in [("input", &layer.inputs), ("output", &layer.outputs)] {
+        for (slot, t) in list.iter().enumerate() {
+            if t.dtype != DataType::F32 {
+                return Err(format!(
+                    "{name} {what} {slot} is {}; GpuAcc computes on f32 only",
+                    t.dtype
+                ));
+            }
+        }
+    }
+    plain(layer)
+}
+
+/// Ops GpuAcc runs on tensors of other types than f32 (data movement by element size,
+/// comparisons, Cast, Where): see [`typed`].
+fn is_typed(op: &Op) -> bool {
+    matches!(
+        op,
+        Op::Identity
+            | Op::Reshape { .. }
+            | Op::Flatten { .. }
+            | Op::Squeeze { .. }
+            | Op::Unsqueeze { .. }
+            | Op::Gather { .. }
+            | Op::Where
+            | Op::BinaryExt(_)
+            | Op::Cast { .. }
+            | Op::Split { .. }
+            | Op::Resize(_)
+            | Op::Expand { .. }
+            | Op::Tile { .. }
+    ) || matches!(op, Op::Math(m) if is_predicate(*m))
+}
+
+/// The math ops with bool results GpuAcc runs (see [`typed::predicate`]).
+fn is_predicate(m: MathOp) -> bool {
+    matches!(m, MathOp::IsNaN | MathOp::IsInf { .. } | MathOp::Not)
+}
+
+/// The type of input `slot` (f32 when absent).
+fn dtype(layer: &LayerDesc, slot: usize) -> DataType {
+    layer
+        .inputs
+        .get(slot)
+        .map(|i| i.dtype)
+        .unwrap_or(DataType::F32)
 }
 
 /// The output's element count.
@@ -84,7 +130,11 @@ pub fn plan(layer: &LayerDesc) -> Result<Plan, String> {
     ) {
         return Err(format!("{} is not run by GpuAcc", op.name()));
     }
-    all_f32(layer)?;
+    if is_typed(op) {
+        plain(layer)?;
+    } else {
+        all_f32(layer)?;
+    }
     let refs: Vec<&TensorInfo> = layer.inputs.iter().collect();
     // Fused layers declare their outputs; the standard ops' are inferred and must agree.
     let inferred = match op {
@@ -103,7 +153,7 @@ pub fn plan(layer: &LayerDesc) -> Result<Plan, String> {
             op.name()
         ));
     }
-    if layer.outputs.len() != 1 {
+    if layer.outputs.len() != 1 && !matches!(op, Op::Split { .. }) {
         return Err(format!("GpuAcc runs {} with one output only", op.name()));
     }
     let n = out_len(layer);
@@ -112,7 +162,57 @@ pub fn plan(layer: &LayerDesc) -> Result<Plan, String> {
         | Op::Reshape { .. }
         | Op::Flatten { .. }
         | Op::Squeeze { .. }
-        | Op::Unsqueeze { .. } => ok(movement::copy(n)?),
+        | Op::Unsqueeze { .. } => {
+            let bytes = layer.outputs.first().map(|o| o.num_bytes().unwrap_or(0));
+            ok(typed::copy(bytes.unwrap_or(0))?)
+        }
+        Op::Gather { axis } => gather(layer, *axis),
+        Op::Where => {
+            let out = layer
+                .outputs
+                .first()
+                .map(|o| o.shape.dims().to_vec())
+                .unwrap_or_default();
+            ok(typed::select(
+                Storage::of(dtype(layer, 1)),
+                &dims(layer, 0),
+                &dims(layer, 1),
+                &dims(layer, 2),
+                &out,
+            )?)
+        }
+        Op::BinaryExt(b) => {
+            let out = layer
+                .outputs
+                .first()
+                .map(|o| o.shape.dims().to_vec())
+                .unwrap_or_default();
+            ok(typed::compare(
+                *b,
+                dtype(layer, 0),
+                &dims(layer, 0),
+                &dims(layer, 1),
+                &out,
+            )?)
+        }
+        Op::Cast { to, .. } => ok(typed::cast(dtype(layer, 0), *to, n)?),
+        Op::Split { axis, splits } => {
+            let d = dims(layer, 0);
+            let a = normalize_axis(*axis, d.len()).map_err(|e| e.to_string())?;
+            ok(typed::split(Storage::of(dtype(layer, 0)), &d, a, splits)?)
+        }
+        Op::Resize(desc) => {
+            if layer.inputs.len() != 1 {
+                return Err("GpuAcc resizes to sizes or scales given as attributes only".into());
+            }
+            let t = dtype(layer, 0);
+            ok(resize::resize(
+                desc,
+                &dims(layer, 0),
+                Storage::of(t),
+                t == DataType::F32,
+            )?)
+        }
         Op::Transpose { perm } => ok(movement::transpose(&dims(layer, 0), perm)?),
         Op::Concat { axis } => {
             let d0 = dims(layer, 0);
@@ -121,6 +221,7 @@ pub fn plan(layer: &LayerDesc) -> Result<Plan, String> {
             ok(movement::concat(&all, a)?)
         }
         Op::Unary(u) => ok(elementwise::unary(Act::Unary(*u), n)?),
+        Op::Math(m) if is_predicate(*m) => ok(typed::predicate(*m, dtype(layer, 0), n)?),
         Op::Math(m) => match Act::from_math(*m) {
             Some(act) => ok(elementwise::unary(act, n)?),
             None => not_implemented(m.name()),
@@ -143,7 +244,7 @@ pub fn plan(layer: &LayerDesc) -> Result<Plan, String> {
             let bias = (layer.inputs.len() > 2).then(|| count(2));
             ok(norm::layer_norm(&d, a, *epsilon, count(1), bias)?)
         }
-        Op::Conv(_) | Op::Gemm(_) | Op::MatMul => product_with(layer, op, Act::None),
+        Op::Conv(_) | Op::Gemm(_) | Op::MatMul => product_with(layer, op, false, Act::None),
         Op::Pool(desc) => {
             let x = dims(layer, 0);
             if x.len() != 3 && x.len() != 4 {
@@ -185,7 +286,11 @@ pub fn plan(layer: &LayerDesc) -> Result<Plan, String> {
                 .first()
                 .map(|o| o.shape.dims().to_vec())
                 .unwrap_or_default();
-            ok(movement::repeat(&dims(layer, 0), &out)?)
+            ok(typed::repeat(
+                Storage::of(dtype(layer, 0)),
+                &dims(layer, 0),
+                &out,
+            )?)
         }
         Op::Pad(desc) => {
             if layer.inputs.len() != 1 {
@@ -223,15 +328,9 @@ pub fn plan(layer: &LayerDesc) -> Result<Plan, String> {
         | Op::Scan(_) => Err(format!("{} is not run by GpuAcc", op.name())),
         Op::Custom(c) => fused(layer, c),
         // Not yet on the GPU: left to the next backend.
-        Op::Split { .. }
-        | Op::Gather { .. }
-        | Op::Where
-        | Op::Cast { .. }
-        | Op::BinaryExt(_)
-        | Op::InstanceNormalization { .. }
+        Op::InstanceNormalization { .. }
         | Op::ArgReduce(_)
         | Op::ConvTranspose(_)
-        | Op::Resize(_)
         | Op::Rnn(_)
         | Op::Trilu { .. }
         | Op::GatherElements { .. }
@@ -264,6 +363,34 @@ pub fn plan(layer: &LayerDesc) -> Result<Plan, String> {
     }
 }
 
+/// Gather along `axis`; constant indices are checked here (an index out of range is then
+/// refused, so the host backend reports it), run-time ones read zeros (see [`typed::gather`]).
+fn gather(layer: &LayerDesc, axis: i64) -> Result<Plan, String> {
+    let d = dims(layer, 0);
+    let a = normalize_axis(axis, d.len()).map_err(|e| e.to_string())?;
+    let len = d[a];
+    if let Some(indices) = layer.constant(1) {
+        let bound = len as f64;
+        if indices
+            .to_f64_vec()
+            .iter()
+            .any(|&k| k < -bound || k >= bound)
+        {
+            return Err(format!(
+                "a Gather index is outside the axis of {len}; left to the host backend to report"
+            ));
+        }
+    }
+    ok(typed::gather(
+        Storage::of(dtype(layer, 0)),
+        product(&d[..a]),
+        len,
+        product(&d[a + 1..]),
+        product(&dims(layer, 1)),
+        dtype(layer, 1),
+    )?)
+}
+
 /// A broadcasting binary op.
 fn binary(layer: &LayerDesc, op: BinaryOp) -> Result<Plan, String> {
     let out = layer
@@ -280,8 +407,9 @@ fn binary(layer: &LayerDesc, op: BinaryOp) -> Result<Plan, String> {
     )?)
 }
 
-/// A product (Conv, Gemm, MatMul) with `act` in its epilogue.
-fn product_with(layer: &LayerDesc, op: &Op, act: Act) -> Result<Plan, String> {
+/// A product (Conv, Gemm, MatMul) with `act` in its epilogue, after the bias of input 2 when
+/// `bias` (a fused MatMul + Add).
+fn product_with(layer: &LayerDesc, op: &Op, bias: bool, act: Act) -> Result<Plan, String> {
     match op {
         Op::Conv(desc) => {
             let (x, w) = (dims(layer, 0), dims(layer, 1));
@@ -290,7 +418,17 @@ fn product_with(layer: &LayerDesc, op: &Op, act: Act) -> Result<Plan, String> {
             }
             ok(conv::conv(desc, &x, &w, layer.inputs.len() > 2, act)?)
         }
-        Op::MatMul => ok(linalg::matmul(&dims(layer, 0), &dims(layer, 1), act)?),
+        Op::MatMul => {
+            let b = dims(layer, 1);
+            if bias {
+                let n = b.last().copied().unwrap_or(0);
+                let c = dims(layer, 2);
+                if b.len() < 2 || product(&c) != n || c.last() != Some(&n) {
+                    return Err("GpuAcc adds a MatMul bias of one value per column only".into());
+                }
+            }
+            ok(linalg::matmul(&dims(layer, 0), &b, bias, act)?)
+        }
         Op::Gemm(desc) => {
             let c = (layer.inputs.len() > 2).then(|| dims(layer, 2));
             ok(linalg::gemm(
@@ -307,6 +445,9 @@ fn product_with(layer: &LayerDesc, op: &Op, act: Act) -> Result<Plan, String> {
 
 /// A fused layer of GpuAcc's `optimize_subgraph`.
 fn fused(layer: &LayerDesc, c: &CustomOp) -> Result<Plan, String> {
-    let (inner, act) = crate::fusion::decode(c)?;
-    product_with(layer, &inner, act)
+    let f = crate::fusion::decode(c)?;
+    if f.bias && layer.inputs.len() != 3 {
+        return Err("a fused MatMul + bias takes three inputs".into());
+    }
+    product_with(layer, &f.product, f.bias, f.act)
 }

@@ -304,7 +304,10 @@ impl GpuWorkload {
         }
         let groups = self.bind_groups(&in_buffers, &out_buffers)?;
         let mut pending = dev.pending.lock().unwrap_or_else(|p| p.into_inner());
-        let encoder = pending.encoder.get_or_insert_with(|| {
+        let crate::device::Pending {
+            encoder, stamps, ..
+        } = &mut *pending;
+        let encoder = encoder.get_or_insert_with(|| {
             dev.device
                 .create_command_encoder(&wgpu::CommandEncoderDescriptor {
                     label: Some("GpuAcc run of layers"),
@@ -313,7 +316,7 @@ impl GpuWorkload {
         {
             let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
                 label: Some(&self.name),
-                timestamp_writes: None,
+                timestamp_writes: stamps.as_mut().and_then(|s| s.writes(&self.name)),
             });
             for (d, group) in self.dispatches.iter().zip(&groups) {
                 pass.set_pipeline(&d.pipeline);
@@ -327,6 +330,7 @@ impl GpuWorkload {
             }
         }
         dev.layers.fetch_add(1, Ordering::Relaxed);
+        pending.layers += 1;
         dev.dispatches
             .fetch_add(self.dispatches.len() as u64, Ordering::Relaxed);
         pending.held.append(taken);

@@ -23,11 +23,19 @@ fn cpu_ref() -> BackendId {
 
 /// A runtime with GpuAcc allowed on a software adapter, or `None` (said) without an adapter.
 fn runtime() -> Option<Runtime> {
+    runtime_with(&[])
+}
+
+/// The same with more GpuAcc options.
+fn runtime_with(extra: &[(&str, &str)]) -> Option<Runtime> {
     let mut options = RuntimeOptions::default();
     let mut gpu_options = backplane::BackendOptions::default();
     gpu_options
         .values
         .insert("allow_software".into(), "true".into());
+    for (k, v) in extra {
+        gpu_options.values.insert((*k).into(), (*v).into());
+    }
     options.backend_options.insert(gpu(), gpu_options);
     let rt = Runtime::new(backplane::builtin_registry(), options).unwrap();
     let adapter = counter_text(&rt, "Adapter");
@@ -164,4 +172,79 @@ fn bind_groups_are_made_on_first_use_not_per_execution() {
         after_more, after_first,
         "bind groups made again per execution"
     );
+}
+
+/// A GPU layer whose output nobody reads (no border, no network output) is still submitted
+/// in the execution that ran it: the runtime's end-of-execution hook flushes it.
+#[test]
+fn an_execution_end_submits_work_no_border_submitted() {
+    let Some(rt) = runtime() else { return };
+    let mut r = Rng::new(31);
+    let x = r.tensor(DataType::F32, &[5, 3], -2.0, 2.0).unwrap();
+    let mut net = Network::new();
+    let xi = net.add_input("x", x.info().clone()).unwrap();
+    let y = net
+        .add_layer("relu", Op::Unary(UnaryOp::Relu), &[xi])
+        .unwrap()[0];
+    // Read by nobody, and after the output's layer: no border submits it.
+    net.add_layer("unread", Op::Unary(UnaryOp::Neg), &[xi])
+        .unwrap();
+    net.mark_output(y).unwrap();
+    let (want, _) = execute(&rt, &net, &x, vec![cpu_ref()], 1);
+    let before = counter(&rt, "GpuLayerRuns");
+    let (got, submits) = execute(&rt, &net, &x, vec![gpu()], 2);
+    assert_close(&got, &want);
+    assert_eq!(
+        counter(&rt, "GpuLayerRuns") - before,
+        4,
+        "both layers ran twice"
+    );
+    // The output's read-back, then the end of the execution: two submits each, nothing left.
+    assert_eq!(submits, vec![2, 2], "submits per execution");
+    assert_eq!(counter(&rt, "PendingLayers"), 0);
+}
+
+/// Profiling on an adapter with timestamp queries times each GPU layer on the device without
+/// a submit per layer; with `timestamps=false` (or without them) each layer is submitted and
+/// waited for, and the profiling note says which was used.
+#[test]
+fn profiling_uses_timestamp_queries_where_the_adapter_has_them() {
+    let Some(rt) = runtime_with(&[("profile", "true")]) else {
+        return;
+    };
+    let (net, x) = chain(false);
+    let (want, _) = execute(&rt, &net, &x, vec![cpu_ref()], 1);
+    let (got, submits) = execute(&rt, &net, &x, vec![gpu()], 2);
+    assert_close(&got, &want);
+    let note = counter_text(&rt, "Profiling");
+    let stamps = counter_text(&rt, "TimestampQuery") == "true";
+    println!("TimestampQuery={stamps}: {note}");
+    if stamps {
+        assert_eq!(submits, vec![1, 1], "timestamps need no submit per layer");
+        assert!(note.contains("timestamp queries"), "{note}");
+        let times = note
+            .split("GPU ms per layer of the last execution: ")
+            .nth(1)
+            .unwrap_or_else(|| panic!("no layer times: {note}"));
+        // relu, mul, sigmoid and the fused matmul+tanh, each with a time.
+        let entries: Vec<&str> = times.split(", ").collect();
+        assert_eq!(entries.len(), 4, "{note}");
+        for (entry, layer) in entries
+            .iter()
+            .zip(["relu", "mul", "sigmoid", "matmul+tanh"])
+        {
+            let (name, ms) = entry.split_once('=').unwrap();
+            assert_eq!(name, layer);
+            assert!(ms.parse::<f64>().unwrap() >= 0.0, "{entry}");
+        }
+    } else {
+        assert_eq!(submits, vec![4, 4], "one submit per layer");
+    }
+    let Some(rt) = runtime_with(&[("profile", "true"), ("timestamps", "false")]) else {
+        return;
+    };
+    let (_, submits) = execute(&rt, &net, &x, vec![gpu()], 1);
+    assert_eq!(submits, vec![4], "host timing submits each layer");
+    let note = counter_text(&rt, "Profiling");
+    assert!(note.contains("host-side timing of the submit"), "{note}");
 }

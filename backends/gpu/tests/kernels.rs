@@ -18,76 +18,12 @@ use backplane::core::ops::{
     BinaryOp, ConvDesc, GemmDesc, MathOp, PoolDesc, PoolKind, UnaryOp, Window,
 };
 use backplane::core::{DataType, Op};
-use backplane::{BackendId, Runtime, RuntimeOptions};
-use backplane_backend_tests::sweeps::{run_case, Rng, SweepCase};
-use backplane_backend_tests::{check, KitOptions, Outcome};
+use backplane_backend_tests::sweeps::Rng;
+use backplane_backend_tests::{check, KitOptions};
 
-fn gpu() -> BackendId {
-    BackendId::new("GpuAcc").unwrap()
-}
+mod common;
 
-/// A runtime with GpuAcc allowed on a software adapter, or `None` (after saying why) when the
-/// machine has no Vulkan adapter at all and CI did not ask for one.
-fn runtime() -> Option<Runtime> {
-    let mut options = RuntimeOptions::default();
-    let mut gpu_options = backplane::BackendOptions::default();
-    gpu_options
-        .values
-        .insert("allow_software".into(), "true".into());
-    options.backend_options.insert(gpu(), gpu_options);
-    let rt = Runtime::new(backplane::builtin_registry(), options).unwrap();
-    let caps = rt.backend(&gpu()).unwrap().capabilities();
-    let adapter = caps
-        .get("Adapter")
-        .map(|v| v.to_string())
-        .unwrap_or_default();
-    if adapter.starts_with("no GPU adapter") {
-        if std::env::var("BACKPLANE_REQUIRE_GPU_ADAPTER").as_deref() == Ok("1") {
-            panic!("BACKPLANE_REQUIRE_GPU_ADAPTER=1 but GpuAcc has none: {adapter}");
-        }
-        println!("SKIPPED: GpuAcc has no adapter on this machine ({adapter})");
-        return None;
-    }
-    println!("GpuAcc adapter: {adapter}");
-    Some(rt)
-}
-
-fn t(r: &mut Rng, dims: &[usize]) -> backplane::Tensor {
-    r.tensor(DataType::F32, dims, -2.0, 2.0).expect("tensor")
-}
-
-fn case(op: Op, inputs: Vec<(backplane::Tensor, bool)>) -> SweepCase {
-    SweepCase {
-        family: "gpu",
-        op,
-        inputs,
-        rtol: 1e-4,
-        atol: 1e-5,
-    }
-}
-
-/// Run every case on GpuAcc alone; all must pass (none refused).
-fn expect_pass(rt: &Runtime, cases: Vec<SweepCase>) {
-    let mut failures = Vec::new();
-    let total = cases.len();
-    for c in &cases {
-        match run_case(rt, &gpu(), c) {
-            Outcome::Passed => {}
-            other => {
-                let shapes: Vec<String> =
-                    c.inputs.iter().map(|(t, _)| t.info().to_string()).collect();
-                failures.push(format!("{:?} on [{}]: {other:?}", c.op, shapes.join(", ")));
-            }
-        }
-    }
-    assert!(
-        failures.is_empty(),
-        "{} of {total} cases failed:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
-    println!("{total} cases passed");
-}
+use common::{case, expect_pass, gpu, runtime, t};
 
 const ODD: [&[usize]; 6] = [&[1], &[7], &[1, 1], &[3, 17], &[2, 3, 5, 7], &[1000003]];
 
@@ -233,7 +169,7 @@ fn products_match_cpu_ref() {
     let Some(rt) = runtime() else { return };
     let mut r = Rng::new(11);
     let mut cases = Vec::new();
-    let matmuls: [(&[usize], &[usize]); 8] = [
+    let matmuls: [(&[usize], &[usize]); 10] = [
         (&[1, 1], &[1, 1]),
         (&[3, 17], &[17, 5]),
         (&[17, 16], &[16, 33]),
@@ -242,6 +178,9 @@ fn products_match_cpu_ref() {
         (&[2, 3, 5, 7], &[7, 11]),
         (&[2, 1, 5, 7], &[3, 7, 2]),
         (&[64, 129], &[129, 31]),
+        // 64x64 register-blocked tiles: past a tile both ways, batched and broadcast.
+        (&[65, 33], &[33, 70]),
+        (&[2, 3, 37, 45], &[45, 32]),
     ];
     for (k, (a, b)) in matmuls.iter().enumerate() {
         cases.push(case(
@@ -255,6 +194,7 @@ fn products_match_cpu_ref() {
         (true, false, 17, 3, 19, None),
         (true, true, 16, 16, 16, Some(vec![16, 1])),
         (false, false, 33, 31, 37, Some(vec![33, 37])),
+        (true, true, 40, 17, 66, Some(vec![66])),
     ] {
         let a = if ta { vec![k, m] } else { vec![m, k] };
         let b = if tb { vec![n, k] } else { vec![k, n] };
@@ -365,6 +305,82 @@ fn convolutions_and_pools_match_cpu_ref() {
             vec![1, 1, 1, 1],
             vec![],
             true,
+        ),
+        // Wide enough for the implicit GEMM: 1x1, strided + padded + dilated 3x3, grouped
+        // with 8 channels per group, 1-D, and one output channel past a tile.
+        (
+            vec![1, 5, 7, 9],
+            vec![8, 5, 1, 1],
+            1,
+            vec![],
+            vec![],
+            vec![],
+            true,
+        ),
+        (
+            vec![2, 3, 11, 13],
+            vec![17, 3, 3, 3],
+            1,
+            vec![2, 2],
+            vec![1, 0, 2, 1],
+            vec![2, 1],
+            true,
+        ),
+        (
+            vec![1, 8, 9, 9],
+            vec![16, 4, 3, 3],
+            2,
+            vec![],
+            vec![1, 1, 1, 1],
+            vec![],
+            false,
+        ),
+        (
+            vec![2, 3, 31],
+            vec![9, 3, 5],
+            1,
+            vec![2],
+            vec![2, 1],
+            vec![],
+            true,
+        ),
+        (
+            vec![1, 1, 1, 1],
+            vec![8, 1, 1, 1],
+            1,
+            vec![],
+            vec![],
+            vec![],
+            false,
+        ),
+        // Wide enough for the 64x64 blocked tiles: a padded 3x3 and a 1x1 past a tile in
+        // both directions, and two groups of 33 channels.
+        (
+            vec![1, 8, 12, 11],
+            vec![40, 8, 3, 3],
+            1,
+            vec![],
+            vec![1, 1, 1, 1],
+            vec![],
+            true,
+        ),
+        (
+            vec![2, 33, 9, 9],
+            vec![65, 33, 1, 1],
+            1,
+            vec![],
+            vec![],
+            vec![],
+            true,
+        ),
+        (
+            vec![1, 4, 10, 17],
+            vec![66, 2, 3, 3],
+            2,
+            vec![1, 2],
+            vec![0, 1, 2, 0],
+            vec![],
+            false,
         ),
     ];
     for (k, (x, w, group, strides, pads, dilations, bias)) in convs.into_iter().enumerate() {

@@ -30,4 +30,11 @@ pub trait BackendContext: Send + Sync {
     }
     /// After it is unloaded.
     fn after_unload_network(&self, _id: NetworkId) {}
+    /// After each execution of a network using this backend ended, successfully or not
+    /// (called once per top-level execution, not per control-flow body): the moment to
+    /// finish work the backend deferred, such as device commands recorded but not yet
+    /// submitted. An error fails an execution that had otherwise succeeded.
+    fn after_execute_network(&self, _id: NetworkId) -> Result<()> {
+        Ok(())
+    }
 }

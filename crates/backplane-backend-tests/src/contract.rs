@@ -129,11 +129,13 @@ fn threads_and_errors(runtime: &Runtime, backend: &BackendId, case: &SweepCase) 
         });
         results.into_iter().collect::<Result<Vec<()>, String>>()?;
         if let Some((name, t)) = feed.first() {
-            let wrong = Tensor::zeros(backplane::TensorInfo::new(
-                t.dtype(),
-                t.shape().dims().iter().map(|d| d + 1).collect::<Vec<_>>(),
-            ))
-            .map_err(|e| e.to_string())?;
+            // Every dim one larger; a scalar (no dims) becomes two values.
+            let mut dims: Vec<usize> = t.shape().dims().iter().map(|d| d + 1).collect();
+            if dims.is_empty() {
+                dims.push(2);
+            }
+            let wrong = Tensor::zeros(backplane::TensorInfo::new(t.dtype(), dims))
+                .map_err(|e| e.to_string())?;
             let mut bad = named.clone();
             bad[0] = (name.as_str(), &wrong);
             if runtime.execute(id, &bad).is_ok() {

@@ -30,6 +30,7 @@ pub mod node_tests;
 pub mod op_table;
 pub mod report;
 pub mod sweeps;
+pub mod sweeps_select;
 
 pub use node_tests::NodeTests;
 pub use report::{OpTally, Outcome, Report};

@@ -113,6 +113,11 @@ pub const FAMILIES: &[(&str, Generator)] = &[
     ("Reduce", reduce),
     ("Transpose", transpose),
     ("Concat", concat),
+    ("Gather", crate::sweeps_select::gather),
+    ("Where", crate::sweeps_select::where_),
+    ("Cast", crate::sweeps_select::cast),
+    ("Split", crate::sweeps_select::split),
+    ("Resize", crate::sweeps_select::resize),
 ];
 
 fn dims(r: &mut Rng, rank: usize) -> Vec<usize> {

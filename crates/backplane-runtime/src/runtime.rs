@@ -408,7 +408,31 @@ impl Runtime {
     /// Run a loaded network on named inputs; returns the outputs, named, in the network's
     /// output order. Inputs are checked against the network's descriptions first.
     pub fn execute(&self, id: NetworkId, inputs: &[(&str, &Tensor)]) -> Result<NamedTensors> {
-        self.network(id)?.execute(inputs, None)
+        let net = self.network(id)?;
+        let result = net.execute(inputs, None);
+        self.end_execution(id, &net, result)
+    }
+
+    /// Tell the contexts of the backends `net` uses that an execution of it ended
+    /// (`BackendContext::after_execute_network`), then answer `result`, or the first
+    /// context's error when the execution itself succeeded.
+    fn end_execution<T>(&self, id: NetworkId, net: &LoadedNetwork, result: Result<T>) -> Result<T> {
+        let mut ended = Ok(());
+        for b in net.backends_used() {
+            if let Some(ctx) = self.context(b) {
+                if let Err(source) = ctx.after_execute_network(id) {
+                    if ended.is_ok() {
+                        ended = Err(RuntimeError::Backend {
+                            backend: b.clone(),
+                            layer: None,
+                            source: Box::new(source),
+                        });
+                    }
+                }
+            }
+        }
+        let value = result?;
+        ended.map(|()| value)
     }
 
     /// Run a loaded network writing its outputs into the caller's tensors (one per network
@@ -421,7 +445,9 @@ impl Runtime {
         inputs: &[(&str, &Tensor)],
         outputs: &mut [(&str, &mut Tensor)],
     ) -> Result<Vec<crate::OutputWrite>> {
-        self.network(id)?.execute_into(inputs, outputs)
+        let net = self.network(id)?;
+        let result = net.execute_into(inputs, outputs);
+        self.end_execution(id, &net, result)
     }
 
     /// Like [`Runtime::execute`], also returning how long each workload took, in execution
@@ -432,7 +458,9 @@ impl Runtime {
         inputs: &[(&str, &Tensor)],
     ) -> Result<(NamedTensors, Vec<LayerTiming>)> {
         let mut timings = Vec::new();
-        let outputs = self.network(id)?.execute(inputs, Some(&mut timings))?;
+        let net = self.network(id)?;
+        let result = net.execute(inputs, Some(&mut timings));
+        let outputs = self.end_execution(id, &net, result)?;
         Ok((outputs, timings))
     }
 

@@ -216,6 +216,50 @@ fn contexts_hear_load_and_unload_in_order_and_only_when_used() {
     ));
 }
 
+/// Each execution's end reaches the contexts of the backends the network uses, once per
+/// execution (plain, into the caller's tensors, profiled), a failed one included.
+#[test]
+fn contexts_hear_every_execution_end_once() {
+    let log = Log::default();
+    let rt = runtime(vec![
+        Mock::new("Arith", &["Add", "Mul"], &log),
+        Mock::new("Act", &["Relu"], &log),
+        Mock::new("Unused", &["Add", "Mul", "Relu"], &log),
+    ]);
+    let opt = rt
+        .optimize(
+            &network(),
+            &OptimizerOptions::new(vec![id("Arith"), id("Act")]),
+        )
+        .unwrap();
+    let nid = rt.load_network(opt).unwrap();
+    let (a, b) = inputs();
+    let ended = |log: &Log| -> Vec<String> {
+        log.lock()
+            .unwrap()
+            .iter()
+            .filter(|e| e.contains("after execute"))
+            .cloned()
+            .collect()
+    };
+    rt.execute(nid, &[("a", &a), ("b", &b)]).unwrap();
+    let n = nid.0;
+    let once = vec![
+        format!("Arith: after execute {n}"),
+        format!("Act: after execute {n}"),
+    ];
+    assert_eq!(ended(&log), once);
+    rt.execute_profiled(nid, &[("a", &a), ("b", &b)]).unwrap();
+    let mut y = Tensor::zeros(TensorInfo::new(DataType::F32, vec![2, 3])).unwrap();
+    rt.execute_into(nid, &[("a", &a), ("b", &b)], &mut [("y", &mut y)])
+        .unwrap();
+    // A missing input fails the execution; its end is still heard.
+    assert!(rt.execute(nid, &[("a", &a)]).is_err());
+    let four: Vec<String> = (0..4).flat_map(|_| once.iter().cloned()).collect();
+    assert_eq!(ended(&log), four);
+    rt.unload_network(nid).unwrap();
+}
+
 /// Every tensor the runtime keeps in its arena starts on a 64-byte boundary (the memory
 /// plan's offsets are multiples of 64 from an arena start that is itself aligned: a large
 /// allocation otherwise starts 16 bytes into a page, and kernels writing 64-byte strips then

@@ -1,9 +1,19 @@
-//! Convolution (1-D and 2-D, grouped and depthwise included), direct: one thread per output
-//! element walks its window over the input channels of its group, adds the bias and applies
-//! the fused activation. 1-D inputs run as 2-D with a height of 1.
+//! Convolution (1-D and 2-D, grouped and depthwise included), by one of two algorithms that
+//! [`choose`] picks per layer:
+//!
+//! - **implicit GEMM** (tiled): per group, the product of the weights (M/G × C/G·KH·KW) and
+//!   the input's patches (C/G·KH·KW × OH·OW), never materialized: each 16×16 workgroup stages
+//!   a tile of weights and a tile of patch values (read from the input where they lie, zero
+//!   in the padding) in workgroup memory, as the tiled MatMul does. For layers with enough
+//!   output channels per group (1×1 and 3×3 convolutions of real CNNs).
+//! - **direct**: one thread per output element walks its window over the input channels of
+//!   its group. For depthwise and narrow grouped convolutions, where a tile of output
+//!   channels would mostly idle.
+//!
+//! Both add the bias and apply the fused activation. 1-D inputs run as 2-D with a height of 1.
 
 use super::elementwise::Act;
-use super::{linear_shader, linear_step, p32s, product, Bind, Step};
+use super::{bindings, linear_shader, linear_step, p32, p32s, product, Bind, Step, MAX_GROUPS};
 use backplane_core::ops::{ConvDesc, Geometry};
 
 /// A 1-D or 2-D window resolved to 2-D: (kernel, stride, dilation, pad begin, pad end) per
@@ -66,13 +76,266 @@ impl Window2 {
     }
 }
 
-/// Conv of X `x` with weights `w` (and a bias when `bias`), then `act`.
+/// How a convolution is computed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Algorithm {
+    /// One thread per output element.
+    Direct,
+    /// Tiled product of weights and implicit input patches: 16×16 outputs per workgroup,
+    /// one per thread.
+    ImplicitGemm,
+    /// The same in 64×64 tiles, a 4×4 block of outputs per thread (each staged value used
+    /// four times from registers), for layers with many channels and outputs.
+    ImplicitGemmBlocked,
+}
+
+/// Fewest output channels per group for which the implicit GEMM's 16-row tiles pay.
+const GEMM_MIN_CHANNELS: usize = 8;
+/// Fewest output channels per group, and output positions, for the 64×64 tiles.
+const BLOCKED_MIN: usize = 32;
+
+/// The algorithm for a convolution with `m` output channels in `group` groups and
+/// `positions` output positions (OH·OW).
+pub fn choose(m: usize, group: usize, positions: usize) -> Algorithm {
+    let per_group = m.checked_div(group).unwrap_or(0);
+    if per_group >= BLOCKED_MIN && positions >= BLOCKED_MIN {
+        Algorithm::ImplicitGemmBlocked
+    } else if per_group >= GEMM_MIN_CHANNELS {
+        Algorithm::ImplicitGemm
+    } else {
+        Algorithm::Direct
+    }
+}
+
+/// Tile edge of the implicit GEMM.
+const TILE: u32 = 16;
+
+/// The implicit-GEMM shader (see the module documentation). Parameters: N C M G, input H W,
+/// output H W, kernel, strides, dilations, pads begin (16 values).
+fn gemm_shader(bias: bool, act: Act) -> String {
+    let inputs = if bias { 3 } else { 2 };
+    let bias_term = if bias { "x2[m]" } else { "0.0" };
+    format!(
+        "{}{}
+var<workgroup> ta: array<array<f32, {TILE}>, {TILE}>;
+var<workgroup> tb: array<array<f32, {TILE}>, {TILE}>;
+@compute @workgroup_size({TILE}, {TILE}, 1)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {{
+    let C = p[1]; let M = p[2]; let G = p[3];
+    let H = p[4]; let W = p[5]; let OH = p[6]; let OW = p[7];
+    let KH = p[8]; let KW = p[9]; let SH = p[10]; let SW = p[11];
+    let DH = p[12]; let DW = p[13]; let PH = p[14]; let PW = p[15];
+    let cg = C / G;
+    let mg = M / G;
+    let kk = KH * KW;
+    let K = cg * kk;
+    let P = OH * OW;
+    let n = wg.z / G;
+    let g = wg.z % G;
+    let row = wg.y * {TILE}u + lid.y;
+    let col = wg.x * {TILE}u + lid.x;
+    let oh = col / OW;
+    let ow = col % OW;
+    let xbase = (n * C + g * cg) * H;
+    let wbase = g * mg;
+    var acc = 0.0;
+    for (var t = 0u; t < K; t = t + {TILE}u) {{
+        let ak = t + lid.x;
+        if (row < mg && ak < K) {{
+            ta[lid.y][lid.x] = x1[(wbase + row) * K + ak];
+        }} else {{
+            ta[lid.y][lid.x] = 0.0;
+        }}
+        let bk = t + lid.y;
+        var v = 0.0;
+        if (bk < K && col < P) {{
+            let c = bk / kk;
+            let r = bk % kk;
+            let ih = i32(oh * SH + (r / KW) * DH) - i32(PH);
+            let iw = i32(ow * SW + (r % KW) * DW) - i32(PW);
+            if (ih >= 0 && ih < i32(H) && iw >= 0 && iw < i32(W)) {{
+                v = x0[((xbase + c * H) + u32(ih)) * W + u32(iw)];
+            }}
+        }}
+        tb[lid.y][lid.x] = v;
+        workgroupBarrier();
+        for (var q = 0u; q < {TILE}u; q = q + 1u) {{
+            acc = acc + ta[lid.y][q] * tb[q][lid.x];
+        }}
+        workgroupBarrier();
+    }}
+    if (row < mg && col < P) {{
+        let m = wbase + row;
+        y[(n * M + m) * P + col] = act(acc + {bias_term});
+    }}
+}}
+",
+        bindings(inputs, 1),
+        act.wgsl()
+    )
+}
+
+/// The blocked implicit-GEMM shader: 16×16 threads, each computing a 4×4 block of a 64×64
+/// output tile; per step of 16 along K, the workgroup stages 64×16 weights and 16×64 patch
+/// values (four loads per thread each) in workgroup memory. Same parameters as
+/// [`gemm_shader`].
+fn blocked_shader(bias: bool, act: Act) -> String {
+    let inputs = if bias { 3 } else { 2 };
+    let bias_term = if bias { "x2[m]" } else { "0.0" };
+    format!(
+        "{}{}
+var<workgroup> ta: array<f32, 1024>;
+var<workgroup> tb: array<f32, 1024>;
+@compute @workgroup_size(16, 16, 1)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {{
+    let C = p[1]; let M = p[2]; let G = p[3];
+    let H = p[4]; let W = p[5]; let OH = p[6]; let OW = p[7];
+    let KH = p[8]; let KW = p[9]; let SH = p[10]; let SW = p[11];
+    let DH = p[12]; let DW = p[13]; let PH = p[14]; let PW = p[15];
+    let cg = C / G;
+    let mg = M / G;
+    let kk = KH * KW;
+    let K = cg * kk;
+    let P = OH * OW;
+    let n = wg.z / G;
+    let g = wg.z % G;
+    let row0 = wg.y * 64u;
+    let col0 = wg.x * 64u;
+    let tid = lid.y * 16u + lid.x;
+    let xbase = (n * C + g * cg) * H;
+    let wbase = g * mg;
+    // The patch column this thread loads, fixed for the whole loop.
+    let bn = tid % 64u;
+    let bcol = col0 + bn;
+    let boh = bcol / OW;
+    let bow = bcol % OW;
+    var acc: array<f32, 16>;
+    for (var i = 0u; i < 16u; i = i + 1u) {{ acc[i] = 0.0; }}
+    for (var t = 0u; t < K; t = t + 16u) {{
+        for (var j = 0u; j < 4u; j = j + 1u) {{
+            let idx = tid + j * 256u;
+            let am = idx / 16u;
+            let ak = t + idx % 16u;
+            var a = 0.0;
+            if (row0 + am < mg && ak < K) {{ a = x1[(wbase + row0 + am) * K + ak]; }}
+            ta[(idx % 16u) * 64u + am] = a;
+            let bkl = tid / 64u + 4u * j;
+            let bk = t + bkl;
+            var v = 0.0;
+            if (bk < K && bcol < P) {{
+                let c = bk / kk;
+                let r = bk % kk;
+                let ih = i32(boh * SH + (r / KW) * DH) - i32(PH);
+                let iw = i32(bow * SW + (r % KW) * DW) - i32(PW);
+                if (ih >= 0 && ih < i32(H) && iw >= 0 && iw < i32(W)) {{
+                    v = x0[((xbase + c * H) + u32(ih)) * W + u32(iw)];
+                }}
+            }}
+            tb[bkl * 64u + bn] = v;
+        }}
+        workgroupBarrier();
+        for (var q = 0u; q < 16u; q = q + 1u) {{
+            let a = vec4<f32>(ta[q * 64u + lid.y * 4u], ta[q * 64u + lid.y * 4u + 1u], ta[q * 64u + lid.y * 4u + 2u], ta[q * 64u + lid.y * 4u + 3u]);
+            let b = vec4<f32>(tb[q * 64u + lid.x * 4u], tb[q * 64u + lid.x * 4u + 1u], tb[q * 64u + lid.x * 4u + 2u], tb[q * 64u + lid.x * 4u + 3u]);
+            for (var i = 0u; i < 4u; i = i + 1u) {{
+                acc[i * 4u] = acc[i * 4u] + a[i] * b.x;
+                acc[i * 4u + 1u] = acc[i * 4u + 1u] + a[i] * b.y;
+                acc[i * 4u + 2u] = acc[i * 4u + 2u] + a[i] * b.z;
+                acc[i * 4u + 3u] = acc[i * 4u + 3u] + a[i] * b.w;
+            }}
+        }}
+        workgroupBarrier();
+    }}
+    for (var i = 0u; i < 4u; i = i + 1u) {{
+        let row = row0 + lid.y * 4u + i;
+        if (row >= mg) {{ continue; }}
+        let m = wbase + row;
+        for (var j = 0u; j < 4u; j = j + 1u) {{
+            let col = col0 + lid.x * 4u + j;
+            if (col < P) {{
+                y[(n * M + m) * P + col] = act(acc[i * 4u + j] + {bias_term});
+            }}
+        }}
+    }}
+}}
+",
+        bindings(inputs, 1),
+        act.wgsl()
+    )
+}
+
+/// The implicit-GEMM step of a convolution.
+fn conv_gemm(
+    dims: [usize; 4],
+    win: &Window2,
+    bias: bool,
+    act: Act,
+    blocked: bool,
+) -> Result<Vec<Step>, String> {
+    let [n, c, m, group] = dims;
+    let mut params = p32s(&[n, c, m, group], "a Conv parameter")?;
+    let w = win;
+    params.extend(p32s(
+        &[
+            w.input[0],
+            w.input[1],
+            w.output[0],
+            w.output[1],
+            w.kernel[0],
+            w.kernel[1],
+            w.strides[0],
+            w.strides[1],
+            w.dilations[0],
+            w.dilations[1],
+            w.begin[0],
+            w.begin[1],
+        ],
+        "a window parameter",
+    )?);
+    let tile = if blocked { 64 } else { TILE as usize };
+    let cols = p32(product(&w.output).div_ceil(tile), "the output size")?;
+    let rows = p32((m / group).div_ceil(tile), "the channels")?;
+    let batches = p32(n * group, "the batch")?;
+    if cols > MAX_GROUPS || rows > MAX_GROUPS || batches > MAX_GROUPS {
+        return Err("the convolution is too large for one dispatch".into());
+    }
+    let inputs = if bias { 3 } else { 2 };
+    let mut binds: Vec<Bind> = (0..inputs).map(Bind::Input).collect();
+    binds.push(Bind::Output(0));
+    Ok(vec![Step {
+        source: if blocked {
+            blocked_shader(bias, act)
+        } else {
+            gemm_shader(bias, act)
+        },
+        params,
+        binds,
+        groups: [cols.max(1), rows.max(1), batches.max(1)],
+    }])
+}
+
+/// Conv of X `x` with weights `w` (and a bias when `bias`), then `act`, by the algorithm
+/// [`choose`] picks.
 pub fn conv(
     desc: &ConvDesc,
     x: &[usize],
     w: &[usize],
     bias: bool,
     act: Act,
+) -> Result<Vec<Step>, String> {
+    let geo = desc.geometry(x).map_err(|e| e.to_string())?;
+    let positions = product(&geo.output);
+    conv_with(desc, x, w, bias, act, choose(w[0], desc.group, positions))
+}
+
+/// Conv by a given algorithm.
+pub fn conv_with(
+    desc: &ConvDesc,
+    x: &[usize],
+    w: &[usize],
+    bias: bool,
+    act: Act,
+    algorithm: Algorithm,
 ) -> Result<Vec<Step>, String> {
     let geo = desc.geometry(x).map_err(|e| e.to_string())?;
     let win = Window2::new(&geo, &x[2..])?;
@@ -82,6 +345,10 @@ pub fn conv(
             "Conv group {} does not divide C={c} and M={m}",
             desc.group
         ));
+    }
+    if algorithm != Algorithm::Direct {
+        let blocked = algorithm == Algorithm::ImplicitGemmBlocked;
+        return conv_gemm([n, c, m, desc.group], &win, bias, act, blocked);
     }
     // params after the count: N C M group, then the window (p[5]..p[22]).
     let mut params = p32s(&[n, c, m, desc.group], "a Conv parameter")?;
@@ -126,4 +393,19 @@ pub fn conv(
     binds.push(Bind::Output(0));
     let out = n * m * product(&win.output);
     Ok(vec![linear_step(source, params, binds, out)?])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_chooser_tiles_wide_convolutions_and_walks_depthwise_ones() {
+        assert_eq!(choose(64, 1, 49), Algorithm::ImplicitGemmBlocked);
+        assert_eq!(choose(64, 1, 7), Algorithm::ImplicitGemm);
+        assert_eq!(choose(32, 4, 100), Algorithm::ImplicitGemm);
+        assert_eq!(choose(32, 32, 100), Algorithm::Direct);
+        assert_eq!(choose(4, 1, 100), Algorithm::Direct);
+        assert_eq!(choose(4, 0, 100), Algorithm::Direct);
+    }
 }

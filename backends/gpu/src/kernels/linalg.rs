@@ -1,7 +1,9 @@
-//! Products: MatMul (batched, broadcasting) and Gemm, one tiled kernel. Each workgroup
-//! computes a 16×16 output tile, staging 16×16 tiles of A and B in workgroup memory; operands
-//! are read through (row, column) strides, so transposed operands need no copy. The epilogue
-//! adds Gemm's scaled C (broadcast through strides) and applies an activation.
+//! Products: MatMul (batched, broadcasting) and Gemm, one tiled kernel in two tile sizes.
+//! Each workgroup computes a 16×16 output tile, staging 16×16 tiles of A and B in workgroup
+//! memory, or, where the result has at least 32 rows and 32 columns, a 64×64 tile with a
+//! 4×4 block of outputs per thread (each staged value used four times from registers).
+//! Operands are read through (row, column) strides, so transposed operands need no copy. The
+//! epilogue adds Gemm's scaled C (broadcast through strides) and applies an activation.
 
 use super::elementwise::Act;
 use super::{bindings, p32, p32s, product, Bind, Step, MAX_GROUPS};
@@ -98,11 +100,100 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     )
 }
 
+/// Fewest rows and columns for the 64×64 register-blocked tiles.
+const BLOCKED_MIN: usize = 32;
+
+/// The register-blocked variant of [`shader`] (same parameters): 16×16 threads, each a 4×4
+/// block of a 64×64 output tile; per step of 16 along K the workgroup stages 64×16 of A and
+/// 16×64 of B (four loads per thread each).
+fn blocked_shader(has_c: bool, act: Act) -> String {
+    let inputs = if has_c { 3 } else { 2 };
+    let c_term = if has_c {
+        "v = v + bitcast<f32>(p[12]) * x2[row * p[9] + col * p[10]];"
+    } else {
+        ""
+    };
+    format!(
+        "{}{}
+var<workgroup> ta: array<f32, 1024>;
+var<workgroup> tb: array<f32, 1024>;
+@compute @workgroup_size(16, 16, 1)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {{
+    let M = p[0];
+    let N = p[1];
+    let K = p[2];
+    let batch = wg.z;
+    let nb = p[7];
+    var rem = batch;
+    var aoff = 0u;
+    var boff = 0u;
+    for (var d = 0u; d < nb; d = d + 1u) {{
+        let k = nb - 1u - d;
+        let dim = p[13u + k];
+        let c = rem % dim;
+        rem = rem / dim;
+        aoff = aoff + c * p[13u + nb + k];
+        boff = boff + c * p[13u + 2u * nb + k];
+    }}
+    let row0 = wg.y * 64u;
+    let col0 = wg.x * 64u;
+    let tid = lid.y * 16u + lid.x;
+    var acc: array<f32, 16>;
+    for (var i = 0u; i < 16u; i = i + 1u) {{ acc[i] = 0.0; }}
+    for (var t = 0u; t < K; t = t + 16u) {{
+        for (var j = 0u; j < 4u; j = j + 1u) {{
+            let idx = tid + j * 256u;
+            let am = idx / 16u;
+            let ak = t + idx % 16u;
+            var a = 0.0;
+            if (row0 + am < M && ak < K) {{ a = x0[aoff + (row0 + am) * p[3] + ak * p[4]]; }}
+            ta[(idx % 16u) * 64u + am] = a;
+            let bkl = idx / 64u;
+            let bn = idx % 64u;
+            let bk = t + bkl;
+            var b = 0.0;
+            if (bk < K && col0 + bn < N) {{ b = x1[boff + bk * p[5] + (col0 + bn) * p[6]]; }}
+            tb[bkl * 64u + bn] = b;
+        }}
+        workgroupBarrier();
+        for (var q = 0u; q < 16u; q = q + 1u) {{
+            let a = vec4<f32>(ta[q * 64u + lid.y * 4u], ta[q * 64u + lid.y * 4u + 1u], ta[q * 64u + lid.y * 4u + 2u], ta[q * 64u + lid.y * 4u + 3u]);
+            let b = vec4<f32>(tb[q * 64u + lid.x * 4u], tb[q * 64u + lid.x * 4u + 1u], tb[q * 64u + lid.x * 4u + 2u], tb[q * 64u + lid.x * 4u + 3u]);
+            for (var i = 0u; i < 4u; i = i + 1u) {{
+                acc[i * 4u] = acc[i * 4u] + a[i] * b.x;
+                acc[i * 4u + 1u] = acc[i * 4u + 1u] + a[i] * b.y;
+                acc[i * 4u + 2u] = acc[i * 4u + 2u] + a[i] * b.z;
+                acc[i * 4u + 3u] = acc[i * 4u + 3u] + a[i] * b.w;
+            }}
+        }}
+        workgroupBarrier();
+    }}
+    for (var i = 0u; i < 4u; i = i + 1u) {{
+        let row = row0 + lid.y * 4u + i;
+        if (row >= M) {{ continue; }}
+        for (var j = 0u; j < 4u; j = j + 1u) {{
+            let col = col0 + lid.x * 4u + j;
+            if (col < N) {{
+                var v = bitcast<f32>(p[11]) * acc[i * 4u + j];
+                {c_term}
+                y[(batch * M + row) * N + col] = act(v);
+            }}
+        }}
+    }}
+}}
+",
+        bindings(inputs, 1),
+        act.wgsl()
+    )
+}
+
 /// The step computing `product`.
 pub fn step(product_: &Product, act: Act) -> Result<Step, String> {
     let batches = product(&product_.batch);
-    let gx = p32(product_.n.div_ceil(TILE as usize), "the columns")?;
-    let gy = p32(product_.m.div_ceil(TILE as usize), "the rows")?;
+    let blocked = product_.m >= BLOCKED_MIN && product_.n >= BLOCKED_MIN;
+    let tile = if blocked { 64 } else { TILE as usize };
+    let gx = p32(product_.n.div_ceil(tile), "the columns")?;
+    let gy = p32(product_.m.div_ceil(tile), "the rows")?;
     let gz = p32(batches, "the batch")?;
     if gx > MAX_GROUPS || gy > MAX_GROUPS || gz > MAX_GROUPS {
         return Err("the product is too large for one dispatch".into());
@@ -135,15 +226,20 @@ pub fn step(product_: &Product, act: Act) -> Result<Step, String> {
     }
     binds.push(Bind::Output(0));
     Ok(Step {
-        source: shader(product_.c.is_some(), act),
+        source: if blocked {
+            blocked_shader(product_.c.is_some(), act)
+        } else {
+            shader(product_.c.is_some(), act)
+        },
         params,
         binds,
         groups: [gx.max(1), gy.max(1), gz.max(1)],
     })
 }
 
-/// MatMul of A `a` and B `b` (numpy semantics: 1-D operands promoted, batch dims broadcast).
-pub fn matmul(a: &[usize], b: &[usize], act: Act) -> Result<Vec<Step>, String> {
+/// MatMul of A `a` and B `b` (numpy semantics: 1-D operands promoted, batch dims broadcast);
+/// with `bias`, input 2 (one value per column) is added before `act`.
+pub fn matmul(a: &[usize], b: &[usize], bias: bool, act: Act) -> Result<Vec<Step>, String> {
     if a.is_empty() || b.is_empty() {
         return Err("MatMul of a scalar".into());
     }
@@ -172,7 +268,7 @@ pub fn matmul(a: &[usize], b: &[usize], act: Act) -> Result<Vec<Step>, String> {
         a_batch: batch_strides(a_batch_dims, m * k),
         b_batch: batch_strides(b_batch_dims, k * n),
         batch,
-        c: None,
+        c: bias.then_some((1.0, 1.0, (0, 1))),
         alpha: 1.0,
     };
     Ok(vec![step(&p, act)?])

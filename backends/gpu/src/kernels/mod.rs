@@ -2,7 +2,8 @@
 //! a shader, the `u32` parameters it reads (shapes, strides, float bits), which of the
 //! layer's tensors it binds, and how many workgroups to launch. Every shader follows one
 //! binding convention: binding 0 is the parameter array, then the bound tensors in order
-//! (inputs `read`, outputs `read_write`), all `array<f32>`, entry point `main`.
+//! (inputs `read`, outputs `read_write`), entry point `main`; f32 kernels bind
+//! `array<f32>`, the kernels of [`typed`] (any element type, read by its size) `array<u32>`.
 
 pub mod conv;
 pub mod elementwise;
@@ -11,6 +12,8 @@ pub mod movement;
 pub mod norm;
 pub mod pool;
 pub mod reduce;
+pub mod resize;
+pub mod typed;
 
 /// A tensor a step binds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,18 +1,7 @@
-//! Data movement on the device: copies (Identity, Reshape, Flatten, Squeeze, Unsqueeze),
-//! Transpose and Concat. f32 tensors only, like the rest of GpuAcc's memory.
+//! Data movement of f32 tensors on the device: Transpose, Concat, Slice and Pad. (Copies,
+//! Expand/Tile, Gather and Split move any element type: see [`super::typed`].)
 
 use super::{linear_shader, linear_step, p32, p32s, product, strides, Bind, Step};
-
-/// The values of input 0, unchanged (a reshape of contiguous memory).
-pub fn copy(n: usize) -> Result<Vec<Step>, String> {
-    let source = linear_shader(1, "", "    y[i] = x0[i];");
-    Ok(vec![linear_step(
-        source,
-        vec![],
-        vec![Bind::Input(0), Bind::Output(0)],
-        n,
-    )?])
-}
 
 /// Transpose of `x` by `perm` (output axis k is input axis `perm[k]`).
 pub fn transpose(x: &[usize], perm: &[usize]) -> Result<Vec<Step>, String> {
@@ -123,41 +112,6 @@ pub fn slice(x: &[usize], ranges: &[(i64, i64, usize)]) -> Result<Vec<Step>, Str
         params,
         vec![Bind::Input(0), Bind::Output(0)],
         product(&out),
-    )?])
-}
-
-/// Output coordinate `c` along an axis of input size `d`, read from input coordinate
-/// `c % d`: Tile (the input repeated) and Expand (an input axis of 1 broadcast) both are
-/// this map, `x` right-aligned to `out`'s rank.
-pub fn repeat(x: &[usize], out: &[usize]) -> Result<Vec<Step>, String> {
-    if x.len() > out.len() {
-        return Err("the input has a higher rank than the output".into());
-    }
-    let mut aligned = vec![1usize; out.len() - x.len()];
-    aligned.extend_from_slice(x);
-    if aligned.contains(&0) {
-        return Err("GpuAcc does not repeat empty inputs".into());
-    }
-    let mut params = vec![p32(out.len(), "the rank")?];
-    params.extend(p32s(out, "a dimension")?);
-    params.extend(p32s(&aligned, "a dimension")?);
-    params.extend(p32s(&strides(&aligned), "a stride")?);
-    // p: [n, rank, out dims, input dims, input strides]
-    let body = "    let r = p[1];
-    var rem = i;
-    var at = 0u;
-    for (var d = 0u; d < r; d = d + 1u) {
-        let k = r - 1u - d;
-        let dim = p[2u + k];
-        at = at + ((rem % dim) % p[2u + r + k]) * p[2u + 2u * r + k];
-        rem = rem / dim;
-    }
-    y[i] = x0[at];";
-    Ok(vec![linear_step(
-        linear_shader(1, "", body),
-        params,
-        vec![Bind::Input(0), Bind::Output(0)],
-        product(out),
     )?])
 }
 

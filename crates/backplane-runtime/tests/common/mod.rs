@@ -169,6 +169,14 @@ impl BackendContext for MockContext {
             .unwrap()
             .push(format!("{}: after unload {id}", self.0.id));
     }
+    fn after_execute_network(&self, id: NetworkId) -> Result<()> {
+        self.0
+            .log
+            .lock()
+            .unwrap()
+            .push(format!("{}: after execute {id}", self.0.id));
+        Ok(())
+    }
 }
 
 struct MockMemory(Mock);
