@@ -18,7 +18,7 @@ use backplane::core::ops::{
     BinaryOp, ConvDesc, GemmDesc, MathOp, PoolDesc, PoolKind, UnaryOp, Window,
 };
 use backplane::core::{DataType, Op};
-use backplane_backend_tests::sweeps::Rng;
+use backplane_backend_tests::sweeps::{Rng, SweepCase};
 use backplane_backend_tests::{check, KitOptions};
 
 mod common;
