@@ -7,7 +7,7 @@
 mod support;
 
 use backplane_backend_api::{Backend, LayerDesc, SubgraphView, ValueRef};
-use backplane_core::ops::{AutoPad, ConvDesc, UnaryOp, Window};
+use backplane_core::ops::{AutoPad, BinaryOp, ConvDesc, UnaryOp, Window};
 use backplane_core::{DataType, LayerId, Network, Op, Tensor, TensorInfo};
 use backplane_cpu_acc::CpuAccBackend;
 use std::sync::Arc;
@@ -354,4 +354,102 @@ fn folded_int8_convolutions_are_within_one_quantum_of_cpu_ref() {
         total += t;
     }
     println!("{off} of {total} elements one quantum off CpuRef's f32 chain");
+}
+
+/// `DequantizeLinear(a), DequantizeLinear(b) → op → (act) → QuantizeLinear` folded by CpuAcc
+/// into one layer, against the chain on CpuRef: equal bit for bit (the folded layer computes
+/// the chain's f32 operations in its order).
+fn run_binary(op: BinaryOp, dims: &[usize], ta: DataType, tb: DataType, act: Option<UnaryOp>) {
+    let mut r = Lcg(dims.iter().product::<usize>() as u64 + 11);
+    let n: usize = dims.iter().product();
+    let a = q8(ta, dims, r.bytes(n));
+    let b = q8(tb, dims, r.bytes(n));
+    let zero = |dt: DataType| if dt == DataType::U8 { 131 } else { -7 };
+    let (sa, sb, sy) = (
+        0.031f32,
+        0.017f32,
+        if op == BinaryOp::Mul { 0.07f32 } else { 0.029 },
+    );
+    let yt = ta;
+    let mut net = Network::new();
+    let k = |net: &mut Network, name: &str, t: Tensor| net.add_constant(name, t).unwrap();
+    let dq = Op::DequantizeLinear {
+        axis: 1,
+        to: DataType::F32,
+        block_size: 0,
+    };
+    let ai = net.add_input("a", a.info().clone()).unwrap();
+    let bi = net.add_input("b", b.info().clone()).unwrap();
+    let (s1, z1) = (
+        k(&mut net, "sa", Tensor::scalar(sa)),
+        k(&mut net, "za", zp(ta, zero(ta))),
+    );
+    let (s2, z2) = (
+        k(&mut net, "sb", Tensor::scalar(sb)),
+        k(&mut net, "zb", zp(tb, zero(tb))),
+    );
+    let af = net.add_layer("dq_a", dq.clone(), &[ai, s1, z1]).unwrap()[0];
+    let bf = net.add_layer("dq_b", dq.clone(), &[bi, s2, z2]).unwrap()[0];
+    let mut t = net.add_layer("op", Op::Binary(op), &[af, bf]).unwrap()[0];
+    if let Some(u) = act {
+        t = net.add_layer("act", Op::Unary(u), &[t]).unwrap()[0];
+    }
+    let (s3, z3) = (
+        k(&mut net, "sy", Tensor::scalar(sy)),
+        k(&mut net, "zy", zp(yt, zero(yt))),
+    );
+    let quant = Op::QuantizeLinear {
+        axis: 1,
+        to: yt,
+        block_size: 0,
+        saturate: true,
+    };
+    let y = net.add_layer("q", quant.clone(), &[t, s3, z3]).unwrap()[0];
+    net.mark_output(y).unwrap();
+
+    let layers: Vec<LayerId> = (0..net.layers().len()).map(LayerId).collect();
+    let view = SubgraphView::new(&net, layers.clone());
+    let views = CpuAccBackend::with_threads(2).optimize_subgraph(&view);
+    assert_eq!(views.substitutions.len(), 1, "{op:?}: the chain folds");
+    let sub = &views.substitutions[0];
+    assert_eq!(sub.replaced.len(), layers.len(), "{op:?}: every layer goes");
+    let rep = &sub.replacement[0];
+    assert!(matches!(&rep.op, Op::Custom(c) if c.op_type == "QLinearBinary"));
+    let desc = LayerDesc {
+        name: rep.name.clone(),
+        op: rep.op.clone(),
+        inputs: vec![a.info().clone(), b.info().clone()],
+        outputs: vec![net.tensor(y).info.clone()],
+        constants: vec![None, None],
+    };
+    let got = run_desc(&desc, &[&a, &b], 2);
+
+    let one = |op: &Op, ins: &[&Tensor]| reference(op, ins).remove(0);
+    let af = one(&dq, &[&a, &Tensor::scalar(sa), &zp(ta, zero(ta))]);
+    let bf = one(&dq, &[&b, &Tensor::scalar(sb), &zp(tb, zero(tb))]);
+    let mut yf = one(&Op::Binary(op), &[&af, &bf]);
+    if let Some(u) = act {
+        yf = one(&Op::Unary(u), &[&yf]);
+    }
+    let want = one(&quant, &[&yf, &Tensor::scalar(sy), &zp(yt, zero(yt))]);
+    let off = got[0]
+        .bytes()
+        .iter()
+        .zip(want.bytes())
+        .filter(|(g, w)| g != w)
+        .count();
+    assert_eq!(off, 0, "{op:?} {dims:?} {ta}/{tb}: {off} elements differ");
+}
+
+#[test]
+fn folded_binary_chains_match_cpu_ref_bit_for_bit() {
+    let relu6 = Some(UnaryOp::Clip { min: 0.0, max: 6.0 });
+    let (i8t, u8t) = (DataType::I8, DataType::U8);
+    run_binary(BinaryOp::Add, &[1], i8t, i8t, None);
+    run_binary(BinaryOp::Add, &[1, 24, 17, 13], i8t, i8t, None);
+    run_binary(BinaryOp::Add, &[2, 7, 31], u8t, i8t, Some(UnaryOp::Relu));
+    run_binary(BinaryOp::Sub, &[3, 5, 7], u8t, u8t, relu6);
+    run_binary(BinaryOp::Mul, &[1, 64, 65], i8t, u8t, None);
+    run_binary(BinaryOp::Max, &[97], i8t, i8t, None);
+    run_binary(BinaryOp::Min, &[4, 129, 130], u8t, u8t, Some(UnaryOp::Relu));
 }

@@ -6,6 +6,8 @@
 //!   the backend first and CpuRef behind it;
 //! - **random sweeps** ([`sweeps`]): one-layer networks of random shapes and parameters on the
 //!   backend alone, against CpuRef's kernels on the same inputs; failures name their seed;
+//! - **quantized sweeps** ([`quant_sweeps`]): random QDQ chains (int8 and uint8 convolutions
+//!   and elementwise layers) with CpuRef behind the backend, within one quantum of CpuRef;
 //! - **ONNX node tests** ([`node_tests`]), when the `onnx` package's test data is at hand;
 //! - **contract** ([`contract`]): stable support answers, refusals with reasons, workloads
 //!   shared by threads, a failed execution leaving the network usable; and ([`balance`])
@@ -28,6 +30,7 @@ pub mod contract;
 pub mod exec;
 pub mod node_tests;
 pub mod op_table;
+pub mod quant_sweeps;
 pub mod report;
 pub mod sweeps;
 pub mod sweeps_select;
@@ -77,6 +80,15 @@ pub fn check(runtime: &Runtime, backend: &BackendId, options: &KitOptions) -> Re
     }
     if options.sweep_cases > 0 {
         sweeps::run(
+            runtime,
+            backend,
+            options.seed,
+            options.sweep_cases,
+            &mut report,
+        );
+    }
+    if options.sweep_cases > 0 {
+        quant_sweeps::run(
             runtime,
             backend,
             options.seed,

@@ -401,7 +401,7 @@ fn gemm(r: &mut Rng) -> Result<SweepCase, String> {
 }
 
 /// A 2-D window whose output is at least one pixel for an input of `h` x `w`.
-fn window(r: &mut Rng, h: usize, w: usize, max_kernel: usize) -> Window {
+pub(crate) fn window(r: &mut Rng, h: usize, w: usize, max_kernel: usize) -> Window {
     let k = [
         1 + r.below(max_kernel.min(h + 2)),
         1 + r.below(max_kernel.min(w + 2)),

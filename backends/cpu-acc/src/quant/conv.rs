@@ -1,9 +1,11 @@
 //! The int8 convolution (custom `QLinearConv`, made by [`super::fold`]): NCHW 8-bit input
 //! and output, constant 8-bit weights per output channel (scale and zero point), an int32
-//! bias, exact int32 sums and TFLite's requantization, clamped to the fused activation's
-//! range. Depthwise layers (one input channel per group) run directly; the others as an
-//! im2col of centered 16-bit rows against the packed weights (`qgemm`), the threads sharing
-//! the output channels' panels.
+//! bias, exact int32 sums, requantized in f32 as XNNPACK does (`requantize_f32`: the sum
+//! times `sx·sw/sy` rounded half to even), clamped to the fused activation's range.
+//! Depthwise layers (one input channel per group) run directly, per channel on a centered,
+//! zero-padded copy of its plane; the others as the constant centered weights (A) times the
+//! packed im2col of the input (B, kept between executions), so each channel's sums come out
+//! along its output row, the threads sharing blocks of output channels.
 
 use super::{range, widen, QLINEAR_CONV};
 use crate::io::Io;
@@ -12,7 +14,10 @@ use crate::threads::Threads;
 use backplane_backend_api::{BackendError, LayerDesc, Result, Workload};
 use backplane_core::ops::{AttrValue, CustomOp};
 use backplane_core::{DataType, TensorInfo, TensorView, TensorViewMut};
-use backplane_cpu_kernels::qgemm::{qgemm_panel, QPackedB, QuantizedMultiplier, QNR};
+use backplane_cpu_kernels::qgemm::{
+    accumulate_taps, packed_at, qgemm, requantize_f32, FloatRequant, QPackedB, QMR, QNR,
+};
+use std::sync::Mutex;
 
 /// The quantization and geometry of a folded convolution, as its attributes encode them.
 #[derive(Debug, Clone, PartialEq)]
@@ -239,13 +244,16 @@ struct QConvWorkload {
     d: QConvDesc,
     geo: Geometry,
     x_signed: bool,
-    y_signed: bool,
-    /// Per group: the packed centered weights (GEMM path), or none (depthwise).
-    packed: Vec<QPackedB>,
-    /// Depthwise: centered weights [M, KH·KW].
-    taps: Vec<i16>,
-    bias: Vec<i32>,
-    mult: Vec<QuantizedMultiplier>,
+    /// GEMM path: the centered weights, one row of `kp` values (zeros past the depth) per
+    /// output channel, groups after each other; depthwise: `[M, KH·KW]`.
+    weights: Vec<i16>,
+    /// The padded depth of a weight row (GEMM path; 0 for depthwise layers).
+    kp: usize,
+    /// Per output channel: bias, multiplier, zero point and clamp of the requantization.
+    requant: Vec<FloatRequant>,
+    /// The packed input (im2col) of the GEMM path, kept between executions; an execution
+    /// that finds it busy (another running at once) packs into a buffer of its own.
+    packed: Mutex<Option<QPackedB>>,
     th: Threads,
 }
 
@@ -255,6 +263,12 @@ fn alloc<T: Clone>(n: usize, v: T, io: &Io) -> Result<Vec<T>> {
         .map_err(|_| io.error(format!("cannot allocate {n} elements")))?;
     out.resize(n, v);
     Ok(out)
+}
+
+/// An 8-bit value less the zero point.
+#[inline]
+fn centered(signed: bool, b: u8, zero: i32) -> i16 {
+    (widen(signed, b) - zero) as i16
 }
 
 impl QConvWorkload {
@@ -268,9 +282,8 @@ impl QConvWorkload {
     ) -> Result<Self> {
         let x_signed = io.inputs[0].dtype == DataType::I8;
         let w_signed = io.inputs[1].dtype == DataType::I8;
-        let y_signed = io.outputs[0].dtype == DataType::I8;
-        let (m, g) = (geo.m, d.group);
-        let (mg, cg) = (m / g, geo.c / g);
+        let m = geo.m;
+        let cg = geo.c / d.group;
         let kk = d.kernel[0] * d.kernel[1];
         let depth = cg * kk;
         let per = |v: &[f32], c: usize| if v.len() == 1 { v[0] } else { v[c] };
@@ -281,7 +294,6 @@ impl QConvWorkload {
                 d.w_zeros[c]
             }
         };
-        let wv = |c: usize, k: usize| (widen(w_signed, w[c * depth + k]) - zero(c)) as i16;
         if w.len() != m * depth {
             return Err(io.error(format!(
                 "weights hold {} values, expected {}",
@@ -289,29 +301,31 @@ impl QConvWorkload {
                 m * depth
             )));
         }
-        let mut mult = Vec::with_capacity(m);
-        for c in 0..m {
-            let real = f64::from(d.x.0) * f64::from(per(&d.w_scales, c)) / f64::from(d.y.0);
-            mult.push(QuantizedMultiplier::new(real).ok_or_else(|| {
-                io.error(format!(
-                    "output channel {c}: scale {real} cannot be requantized"
-                ))
-            })?);
+        if bias.len() != m {
+            return Err(io.error(format!("{} biases for {m} channels", bias.len())));
         }
-        let depthwise = cg == 1;
-        let (mut packed, mut taps) = (Vec::new(), Vec::new());
-        if depthwise {
-            taps = alloc(m * kk, 0i16, &io)?;
-            for c in 0..m {
-                for k in 0..kk {
-                    taps[c * kk + k] = wv(c, k);
-                }
+        let mut requant = Vec::with_capacity(m);
+        for (c, &b) in bias.iter().enumerate() {
+            let real = f64::from(d.x.0) * f64::from(per(&d.w_scales, c)) / f64::from(d.y.0);
+            if !(real.is_finite() && real > 0.0 && real < 1e30) {
+                return Err(io.error(format!(
+                    "output channel {c}: scale {real} cannot be requantized"
+                )));
             }
-        } else {
-            for gi in 0..g {
-                let b = QPackedB::pack(depth, mg, |k, j| wv(gi * mg + j, k))
-                    .ok_or_else(|| io.error("cannot allocate packed weights".into()))?;
-                packed.push(b);
+            requant.push(FloatRequant {
+                bias: b,
+                scale: real as f32,
+                zero: d.y.1 as f32,
+                lo: (d.clamp.0 - d.y.1) as f32,
+                hi: (d.clamp.1 - d.y.1) as f32,
+            });
+        }
+        let kp = if cg == 1 { 0 } else { depth.div_ceil(2) * 2 };
+        let row = kp.max(depth);
+        let mut weights = alloc(m * row, 0i16, &io)?;
+        for (c, r) in weights.chunks_exact_mut(row).enumerate() {
+            for (k, v) in r.iter_mut().take(depth).enumerate() {
+                *v = centered(w_signed, w[c * depth + k], zero(c));
             }
         }
         Ok(QConvWorkload {
@@ -319,105 +333,194 @@ impl QConvWorkload {
             d,
             geo,
             x_signed,
-            y_signed,
-            packed,
-            taps,
-            bias: bias.to_vec(),
-            mult,
+            weights,
+            kp,
+            requant,
+            packed: Mutex::new(None),
             th,
         })
     }
 
-    /// Requantize one sum of output channel `c` to the output byte.
-    #[inline]
-    fn out(&self, c: usize, acc: i32) -> u8 {
-        let v = self.mult[c]
-            .apply(acc.saturating_add(self.bias[c]))
-            .saturating_add(self.d.y.1);
-        let v = v.clamp(self.d.clamp.0, self.d.clamp.1);
-        if self.y_signed {
-            (v as i8) as u8
-        } else {
-            v as u8
-        }
+    /// Rows and columns of the zero-padded input plane the windows read.
+    fn padded_extent(&self) -> (usize, usize) {
+        let (d, g) = (&self.d, &self.geo);
+        let span = |o: usize, s: usize, k: usize, dl: usize| {
+            o.saturating_sub(1) * s + k.saturating_sub(1) * dl + 1
+        };
+        (
+            span(g.oh, d.strides[0], d.kernel[0], d.dilations[0]),
+            span(g.ow, d.strides[1], d.kernel[1], d.dilations[1]),
+        )
     }
 
-    /// Input pixel (iy, ix) of a centered plane, 0 in the padding.
-    #[inline]
-    fn at(&self, plane: &[i16], oy: usize, ox: usize, ky: usize, kx: usize) -> i16 {
-        let d = &self.d;
-        let iy = (oy * d.strides[0] + ky * d.dilations[0]).wrapping_sub(d.pads[0]);
-        let ix = (ox * d.strides[1] + kx * d.dilations[1]).wrapping_sub(d.pads[1]);
-        if iy < self.geo.h && ix < self.geo.w {
-            plane[iy * self.geo.w + ix]
-        } else {
-            0
-        }
-    }
-
-    fn depthwise(&self, xc: &[i16], y: &mut [u8]) -> Result<()> {
+    /// Depthwise layers (one input channel per group): per output channel, the input
+    /// plane centered into a zero-padded scratch plane, then each tap added along an
+    /// output row.
+    fn depthwise(&self, x: &[u8], y: &mut [u8]) -> Result<()> {
         let g = &self.geo;
+        let d = &self.d;
         let (plane, out) = (g.h * g.w, g.oh * g.ow);
-        let kk = self.d.kernel[0] * self.d.kernel[1];
-        let mg = g.m / self.d.group;
-        self.th.chunks(y, out, |i, yc| {
-            let (n, c) = (i / g.m, i % g.m);
-            let xin = &xc[(n * g.c + c / mg) * plane..][..plane];
-            let w = &self.taps[c * kk..(c + 1) * kk];
-            for oy in 0..g.oh {
-                for ox in 0..g.ow {
-                    let mut acc = 0i32;
-                    for ky in 0..self.d.kernel[0] {
-                        for kx in 0..self.d.kernel[1] {
-                            let v = self.at(xin, oy, ox, ky, kx);
-                            acc += i32::from(v) * i32::from(w[ky * self.d.kernel[1] + kx]);
+        let [kh, kw] = d.kernel;
+        let kk = kh * kw;
+        let mg = g.m / d.group;
+        let (hp, wp) = self.padded_extent();
+        // The padded plane split by column phase (column `xx` at `xx % s`, `xx / s`), so that
+        // every tap reads a contiguous run of its phase whatever the stride.
+        let s = d.strides[1];
+        let wq = wp.div_ceil(s);
+        let pl = d.pads[1];
+        let channels = g.n * g.m;
+        let per_task = self.th.chunk_size(channels, 1, 1);
+        let zx = d.x.1;
+        self.th.chunks(y, per_task * out, |task, yc| {
+            let mut xp = alloc(s * hp * wq, 0i16, &self.io)?;
+            let mut row = alloc(wp, 0i16, &self.io)?;
+            let mut acc = alloc(out, 0i32, &self.io)?;
+            for (ci, ych) in yc.chunks_mut(out).enumerate() {
+                let i = task * per_task + ci;
+                let (n, c) = (i / g.m, i % g.m);
+                let xin = &x[(n * g.c + c / mg) * plane..][..plane];
+                for yy in 0..hp {
+                    let iy = yy.wrapping_sub(d.pads[0]);
+                    row.fill(0);
+                    if iy < g.h {
+                        let src = &xin[iy * g.w..(iy + 1) * g.w];
+                        let end = (pl + g.w).min(wp);
+                        if pl < end {
+                            for (v, &b) in row[pl..end].iter_mut().zip(src) {
+                                *v = centered(self.x_signed, b, zx);
+                            }
                         }
                     }
-                    yc[oy * g.ow + ox] = self.out(c, acc);
+                    if s == 1 {
+                        xp[yy * wq..(yy + 1) * wq].copy_from_slice(&row);
+                    } else {
+                        for (xx, &v) in row.iter().enumerate() {
+                            xp[((xx % s) * hp + yy) * wq + xx / s] = v;
+                        }
+                    }
+                }
+                let taps = &self.weights[c * kk..(c + 1) * kk];
+                acc.fill(0);
+                for (oy, arow) in acc.chunks_exact_mut(g.ow).enumerate() {
+                    for ky in 0..kh {
+                        let yy = oy * d.strides[0] + ky * d.dilations[0];
+                        for kx in 0..kw {
+                            let t = i32::from(taps[ky * kw + kx]);
+                            let off = kx * d.dilations[1];
+                            let at = ((off % s) * hp + yy) * wq + off / s;
+                            accumulate_taps(arow, &xp[at..at + g.ow], t);
+                        }
+                    }
+                }
+                requantize_f32(&acc, ych, self.requant[c]);
+            }
+            Ok(())
+        })
+    }
+
+    /// Fill the packed input (`B`: depth `(channel, ky, kx)` by output pixel) of group
+    /// `gi` of image `n`: the im2col of centered values, zeros in the padding.
+    fn pack_input(&self, x: &[u8], n: usize, gi: usize, b: &mut QPackedB) -> Result<()> {
+        let g = &self.geo;
+        let d = &self.d;
+        let (plane, out) = (g.h * g.w, g.oh * g.ow);
+        let cg = g.c / d.group;
+        let [kh, kw] = d.kernel;
+        let kk = kh * kw;
+        let depth = cg * kk;
+        let xin = &x[(n * g.c + gi * cg) * plane..][..cg * plane];
+        let zx = d.x.1;
+        let signed = self.x_signed;
+        let pointwise = kk == 1 && d.strides == [1, 1] && d.pads == [0, 0];
+        let len = b.panel_len();
+        self.th.chunks(b.panels_mut(), len, |p, panel| {
+            let j0 = p * QNR;
+            let width = out.saturating_sub(j0).min(QNR);
+            if pointwise {
+                for ci in 0..depth {
+                    let src = &xin[ci * plane + j0..][..width];
+                    for (jj, &v) in src.iter().enumerate() {
+                        panel[packed_at(ci, jj)] = centered(signed, v, zx);
+                    }
+                }
+                return Ok(());
+            }
+            // The top-left input position of each pixel's window (wrapping below zero).
+            let mut base = [(0usize, 0usize); QNR];
+            for (jj, b) in base.iter_mut().enumerate().take(width) {
+                let (oy, ox) = ((j0 + jj) / g.ow, (j0 + jj) % g.ow);
+                *b = (
+                    (oy * d.strides[0]).wrapping_sub(d.pads[0]),
+                    (ox * d.strides[1]).wrapping_sub(d.pads[1]),
+                );
+            }
+            for k in 0..depth {
+                let (ci, r) = (k / kk, k % kk);
+                let (dy, dx) = ((r / kw) * d.dilations[0], (r % kw) * d.dilations[1]);
+                let src = &xin[ci * plane..(ci + 1) * plane];
+                for (jj, &(by, bx)) in base.iter().enumerate().take(width) {
+                    let (iy, ix) = (by.wrapping_add(dy), bx.wrapping_add(dx));
+                    panel[packed_at(k, jj)] = if iy < g.h && ix < g.w {
+                        centered(signed, src[iy * g.w + ix], zx)
+                    } else {
+                        0
+                    };
                 }
             }
             Ok(())
         })
     }
 
-    fn gemm(&self, xc: &[i16], y: &mut [u8]) -> Result<()> {
+    /// Other layers: the weights (A, constant) times the packed input (B), blocks of output
+    /// channels shared by the threads, each sum requantized as its tile is done.
+    fn gemm(&self, x: &[u8], y: &mut [u8]) -> Result<()> {
         let g = &self.geo;
         let d = &self.d;
-        let (plane, out) = (g.h * g.w, g.oh * g.ow);
+        let out = g.oh * g.ow;
         let (mg, cg) = (g.m / d.group, g.c / d.group);
-        let kp = self.packed.first().map_or(0, QPackedB::depth_padded);
-        let mut rows = alloc(out * kp, 0i16, &self.io)?;
+        let depth = cg * d.kernel[0] * d.kernel[1];
+        let kp = self.kp;
+        let mut guard = self.packed.try_lock().ok();
+        let mut own = None;
+        let slot = match guard.as_deref_mut() {
+            Some(s) => s,
+            None => &mut own,
+        };
+        if slot.is_none() {
+            *slot = Some(
+                QPackedB::zeroed(depth, out)
+                    .ok_or_else(|| self.io.error("cannot allocate the packed input".into()))?,
+            );
+        }
+        let Some(b) = slot.as_mut() else {
+            return Err(self.io.error("packed input missing".into()));
+        };
+        if (b.depth(), b.cols()) != (depth, out) && !b.reshape(depth, out) {
+            return Err(self.io.error("cannot allocate the packed input".into()));
+        }
+        let block = self.th.chunk_size(mg, QMR, QMR);
         for n in 0..g.n {
             for gi in 0..d.group {
-                // im2col: one centered row per output pixel, (channel, ky, kx) along it.
-                let xin = &xc[(n * g.c + gi * cg) * plane..][..cg * plane];
-                self.th.chunks(&mut rows, kp * g.ow, |oy, band| {
-                    for ox in 0..g.ow {
-                        let row = &mut band[ox * kp..(ox + 1) * kp];
-                        let mut k = 0;
-                        for ci in 0..cg {
-                            let p = &xin[ci * plane..(ci + 1) * plane];
-                            for ky in 0..d.kernel[0] {
-                                for kx in 0..d.kernel[1] {
-                                    row[k] = self.at(p, oy, ox, ky, kx);
-                                    k += 1;
-                                }
-                            }
-                        }
-                    }
-                    Ok(())
-                })?;
-                let b = &self.packed[gi];
+                self.pack_input(x, n, gi, b)?;
+                let b = &*b;
                 let ys = &mut y[(n * g.m + gi * mg) * out..][..mg * out];
-                self.th.chunks(ys, QNR * out, |p, yp| {
-                    let mut c = alloc(out * QNR, 0i32, &self.io)?;
-                    if !qgemm_panel(&rows, kp, out, b, p, &mut c, QNR) {
-                        return Err(self.io.error("integer GEMM refused its operands".into()));
-                    }
-                    for (jj, ych) in yp.chunks_mut(out).enumerate() {
-                        let ch = gi * mg + p * QNR + jj;
-                        for (px, v) in ych.iter_mut().enumerate() {
-                            *v = self.out(ch, c[px * QNR + jj]);
+                self.th.chunks(ys, block * out, |bi, yb| {
+                    let rows = yb.len() / out.max(1);
+                    let c0 = gi * mg + bi * block;
+                    let a = &self.weights[c0 * kp..(c0 + rows) * kp];
+                    // QMR channels at a time: their sums over every pixel, then requantized
+                    // along each channel's row.
+                    let mut c = alloc(QMR * out, 0i32, &self.io)?;
+                    for r0 in (0..rows).step_by(QMR) {
+                        let r = (rows - r0).min(QMR);
+                        if !qgemm(&a[r0 * kp..], kp, r, b, &mut c, out) {
+                            return Err(self.io.error("integer GEMM refused its operands".into()));
+                        }
+                        for (i, sums) in c.chunks_exact(out).take(r).enumerate() {
+                            let ch = c0 + r0 + i;
+                            let yrow = &mut yb[(r0 + i) * out..][..out];
+                            requantize_f32(sums, yrow, self.requant[ch]);
                         }
                     }
                     Ok(())
@@ -435,15 +538,10 @@ impl Workload for QConvWorkload {
         let missing = || BackendError::Execution(format!("{}: missing buffer", self.io.layer));
         let x = inputs.first().ok_or_else(missing)?.data;
         let y = &mut outputs.first_mut().ok_or_else(missing)?.data;
-        let zx = self.d.x.1;
-        let mut xc = alloc(x.len(), 0i16, &self.io)?;
-        for (o, &b) in xc.iter_mut().zip(x) {
-            *o = (widen(self.x_signed, b) - zx) as i16;
-        }
-        if self.packed.is_empty() {
-            self.depthwise(&xc, y)
+        if self.kp == 0 {
+            self.depthwise(x, y)
         } else {
-            self.gemm(&xc, y)
+            self.gemm(x, y)
         }
     }
 

@@ -1,12 +1,16 @@
 //! Folding of quantized chains in `optimize_subgraph`: `DequantizeLinear(x) →
 //! Conv(·, DequantizeLinear(w const), bias) → (Relu | Clip) → QuantizeLinear` becomes one
 //! int8 convolution ([`super::conv`]), as ONNX QDQ models and the TFLite importer write
-//! quantized convolutions. The rest of the subgraph then goes through the float fusions.
+//! quantized convolutions; `DequantizeLinear(a), DequantizeLinear(b) → Add | Sub | Mul | Max |
+//! Min → (Relu | Clip) → QuantizeLinear` becomes one quantized binary layer
+//! ([`super::binary`]); a DequantizeLinear left with no reader goes too. The rest of the
+//! subgraph then goes through the float fusions.
 //!
 //! The folded layer computes exact int32 sums and requantizes them by TFLite's rule, where
 //! the unfolded chain computes in f32 and rounds half to even: results may differ by one
 //! quantum where the real result lies on or next to a rounding boundary.
 
+use super::binary::QBinaryDesc;
 use super::conv::{clamp_range, QConvDesc};
 use super::is_8bit;
 use crate::act::{Activation, FromOp};
@@ -35,7 +39,8 @@ pub(crate) fn optimize(
         if used.contains(&id) {
             continue;
         }
-        if let Some(s) = g.fold_conv(id, &used) {
+        let folded = g.fold_conv(id, &used).or_else(|| g.fold_binary(id, &used));
+        if let Some(s) = folded {
             used.extend(s.replaced.iter().copied());
             subs.push(s);
         }
@@ -43,6 +48,7 @@ pub(crate) fn optimize(
     if subs.is_empty() {
         return rest(view);
     }
+    g.drop_dead_dequantize(view, &mut used, &mut subs);
     let left: Vec<LayerId> = view
         .layers()
         .iter()
@@ -53,6 +59,20 @@ pub(crate) fn optimize(
     subs.append(&mut answer.substitutions);
     answer.substitutions = subs;
     answer
+}
+
+/// The layers after a folded layer up to its QuantizeLinear, and what they make.
+struct OutChain {
+    /// The folded layer, its activation (if any) and the QuantizeLinear.
+    replaced: Vec<LayerId>,
+    /// The QuantizeLinear's output.
+    y: TensorId,
+    /// Its 8-bit type.
+    to: DataType,
+    /// Its scale and zero point.
+    q: (f32, i32),
+    /// The activation's range (real values).
+    act: (f32, f32),
 }
 
 struct Chains<'a> {
@@ -171,7 +191,11 @@ impl Chains<'_> {
         let w = self.dequantize(wt, 0)?;
         let x_info = &self.net.tensor(x.input).info;
         let w_info = &self.net.tensor(w.input).info;
-        if x.scales.len() != 1 || !is_8bit(w_info.dtype) || self.constant(w.input).is_none() {
+        if x.scales.len() != 1
+            || !is_8bit(x_info.dtype)
+            || !is_8bit(w_info.dtype)
+            || self.constant(w.input).is_none()
+        {
             return None;
         }
         let (x_dims, w_dims) = (x_info.shape.dims(), w_info.shape.dims());
@@ -180,7 +204,68 @@ impl Chains<'_> {
         }
         let m = w_dims[0];
         let (sx, zx) = (x.scales[0], x.zeros[0]);
-        // Output chain: an optional Relu/Clip, then a per-tensor QuantizeLinear.
+        let OutChain {
+            mut replaced,
+            y,
+            to,
+            q: (sy, zy),
+            act,
+        } = self.quantized_output(id)?;
+        // Bias: a dequantized int32 constant on the product's scale, or f32 values put on it.
+        let bias: Vec<i32> = match layer.inputs.get(2) {
+            None => vec![0; m],
+            Some(&bt) => self.bias(bt, sx, &w.scales, m, &mut replaced)?,
+        };
+        // Geometry: the pads the core's window resolves over this input.
+        let spatial = &x_dims[2..];
+        let geo = desc.window.geometry(spatial, false).ok()?;
+        let two = |v: &[usize]| -> Option<[usize; 2]> { <[usize; 2]>::try_from(v).ok() };
+        let qdesc = QConvDesc {
+            kernel: two(&desc.window.kernel)?,
+            strides: two(&geo.strides)?,
+            dilations: two(&geo.dilations)?,
+            pads: two(&geo.pads_begin)?,
+            group: desc.group,
+            x: (sx, zx),
+            y: (sy, zy),
+            w_scales: w.scales.clone(),
+            w_zeros: w.zeros.clone(),
+            clamp: clamp_range(to, (sy, zy), act.0, act.1),
+        };
+        // The dequantizations go too where nothing else reads them.
+        for dq in [x.layer, w.layer] {
+            let only_conv = self.sole_consumer(self.single_output(dq)?) == Some(id);
+            if only_conv && self.inside.contains(&dq) && !used.contains(&dq) {
+                replaced.push(dq);
+            }
+        }
+        if replaced.iter().any(|l| used.contains(l)) {
+            return None;
+        }
+        let y_info = self.net.tensor(y).info.clone();
+        let bias = Tensor::from_vec(vec![m], bias).ok()?;
+        let names: Vec<&str> = replaced
+            .iter()
+            .map(|&l| self.net.layer(l).name.as_str())
+            .collect();
+        Some(Substitution {
+            replacement: vec![ReplacementLayer {
+                name: names.join("+"),
+                op: Op::Custom(qdesc.to_op(y_info)),
+                inputs: vec![
+                    ValueRef::Existing(x.input),
+                    ValueRef::Existing(w.input),
+                    ValueRef::NewConstant(Arc::new(bias)),
+                ],
+                outputs: vec![Some(y)],
+            }],
+            replaced,
+        })
+    }
+
+    /// The optional Relu/Clip and the per-tensor 8-bit QuantizeLinear after layer `id`, each
+    /// the sole consumer of the tensor before it.
+    fn quantized_output(&self, id: LayerId) -> Option<OutChain> {
         let mut replaced = vec![id];
         let mut t = self.single_output(id)?;
         let mut act = (f32::NEG_INFINITY, f32::INFINITY);
@@ -227,41 +312,65 @@ impl Chains<'_> {
         let [sy] = sy else {
             return None;
         };
+        if !(*sy > 0.0 && sy.is_finite()) {
+            return None;
+        }
         replaced.push(q);
         let y = self.single_output(q)?;
-        // Bias: a dequantized int32 constant on the product's scale, or f32 values put on it.
-        let bias: Vec<i32> = match layer.inputs.get(2) {
-            None => vec![0; m],
-            Some(&bt) => self.bias(bt, sx, &w.scales, m, &mut replaced)?,
+        Some(OutChain {
+            replaced,
+            y,
+            to,
+            q: (*sy, zy),
+            act,
+        })
+    }
+
+    /// Fold the chain whose elementwise binary layer is `id`: two per-tensor 8-bit inputs
+    /// of the output's shape.
+    fn fold_binary(&self, id: LayerId, used: &BTreeSet<LayerId>) -> Option<Substitution> {
+        let layer = self.net.layer(id);
+        let Op::Binary(op) = layer.op else {
+            return None;
         };
-        // Geometry: the pads the core's window resolves over this input.
-        let spatial = &x_dims[2..];
-        let geo = desc.window.geometry(spatial, false).ok()?;
-        let two = |v: &[usize]| -> Option<[usize; 2]> { <[usize; 2]>::try_from(v).ok() };
-        let qdesc = QConvDesc {
-            kernel: two(&desc.window.kernel)?,
-            strides: two(&geo.strides)?,
-            dilations: two(&geo.dilations)?,
-            pads: two(&geo.pads_begin)?,
-            group: desc.group,
-            x: (sx, zx),
-            y: (*sy, zy),
-            w_scales: w.scales.clone(),
-            w_zeros: w.zeros.clone(),
-            clamp: clamp_range(to, (*sy, zy), act.0, act.1),
+        if !super::binary::foldable(op) {
+            return None;
+        }
+        let [at, bt] = layer.inputs.as_slice() else {
+            return None;
         };
-        // The dequantizations go too where nothing else reads them.
-        for dq in [x.layer, w.layer] {
-            let only_conv = self.sole_consumer(self.single_output(dq)?) == Some(id);
-            if only_conv && self.inside.contains(&dq) && !used.contains(&dq) {
+        let (a, b) = (self.dequantize(*at, 0)?, self.dequantize(*bt, 0)?);
+        let shape = &self.net.tensor(self.single_output(id)?).info.shape;
+        for dq in [&a, &b] {
+            let info = &self.net.tensor(dq.input).info;
+            let positive = dq.scales[0] > 0.0 && dq.scales[0].is_finite();
+            if dq.scales.len() != 1 || !is_8bit(info.dtype) || &info.shape != shape || !positive {
+                return None;
+            }
+        }
+        let OutChain {
+            mut replaced,
+            y,
+            to,
+            q,
+            act,
+        } = self.quantized_output(id)?;
+        for dq in [a.layer, b.layer] {
+            let only_here = self.sole_consumer(self.single_output(dq)?) == Some(id);
+            if only_here && self.inside.contains(&dq) && !used.contains(&dq) {
                 replaced.push(dq);
             }
         }
         if replaced.iter().any(|l| used.contains(l)) {
             return None;
         }
-        let y_info = self.net.tensor(y).info.clone();
-        let bias = Tensor::from_vec(vec![m], bias).ok()?;
+        let desc = QBinaryDesc {
+            op,
+            a: (a.scales[0], a.zeros[0]),
+            b: (b.scales[0], b.zeros[0]),
+            y: q,
+            clamp: clamp_range(to, q, act.0, act.1),
+        };
         let names: Vec<&str> = replaced
             .iter()
             .map(|&l| self.net.layer(l).name.as_str())
@@ -269,16 +378,48 @@ impl Chains<'_> {
         Some(Substitution {
             replacement: vec![ReplacementLayer {
                 name: names.join("+"),
-                op: Op::Custom(qdesc.to_op(y_info)),
-                inputs: vec![
-                    ValueRef::Existing(x.input),
-                    ValueRef::Existing(w.input),
-                    ValueRef::NewConstant(Arc::new(bias)),
-                ],
+                op: Op::Custom(desc.to_op(self.net.tensor(y).info.clone())),
+                inputs: vec![ValueRef::Existing(a.input), ValueRef::Existing(b.input)],
                 outputs: vec![Some(y)],
             }],
             replaced,
         })
+    }
+
+    /// A DequantizeLinear of the subgraph whose every consumer was folded into one
+    /// substitution (its layers read the 8-bit input) goes with that substitution. One read
+    /// by layers of several substitutions stays (and computes a tensor no one reads): the
+    /// runtime validates substitutions one by one.
+    fn drop_dead_dequantize(
+        &self,
+        view: &SubgraphView<'_>,
+        used: &mut BTreeSet<LayerId>,
+        subs: &mut [Substitution],
+    ) {
+        for &id in view.layers() {
+            if used.contains(&id) || !matches!(self.net.layer(id).op, Op::DequantizeLinear { .. }) {
+                continue;
+            }
+            let Some(t) = self.single_output(id) else {
+                continue;
+            };
+            let readers = self.consumers.get(t.0).map(Vec::as_slice).unwrap_or(&[]);
+            if self.net.outputs().contains(&t)
+                || readers.is_empty()
+                || readers.iter().any(|(l, _)| !used.contains(l))
+            {
+                continue;
+            }
+            // The runtime checks each substitution alone: the layer can only go with one
+            // that replaces every reader.
+            let first = readers[0].0;
+            if let Some(s) = subs.iter_mut().find(|s| s.replaced.contains(&first)) {
+                if readers.iter().all(|(l, _)| s.replaced.contains(l)) {
+                    s.replaced.push(id);
+                    used.insert(id);
+                }
+            }
+        }
     }
 
     /// The int32 bias of `m` channels from tensor `bt`: a DequantizeLinear of an int32

@@ -3,6 +3,7 @@
 //! QuantizeLinear chain becomes ([`conv`], folded by [`fold`] in `optimize_subgraph`), on the
 //! kernel crate's integer GEMM (`qgemm`) with TFLite's requantization.
 
+mod binary;
 mod conv;
 pub(crate) mod fold;
 mod qdq;
@@ -14,11 +15,21 @@ use backplane_core::{DataType, Op};
 
 /// The custom operator of a folded int8 convolution (domain CpuAcc).
 pub(crate) const QLINEAR_CONV: &str = "QLinearConv";
+/// The custom operator of a folded quantized elementwise binary layer (domain CpuAcc).
+pub(crate) const QLINEAR_BINARY: &str = "QLinearBinary";
 
-/// True for the layers whose inputs may carry quantization parameters on CpuAcc.
+/// True for the layers whose inputs may carry quantization parameters on CpuAcc: the
+/// quantized layers, and data movement, which moves the integers as they are (a quantized
+/// model's input transpose then stays in the CpuAcc run of the layers after it).
 pub(crate) fn takes_quantized(op: &Op) -> bool {
     match op {
         Op::QuantizeLinear { .. } | Op::DequantizeLinear { .. } => true,
+        Op::Transpose { .. }
+        | Op::Identity
+        | Op::Reshape { .. }
+        | Op::Flatten { .. }
+        | Op::Squeeze { .. }
+        | Op::Unsqueeze { .. } => true,
         Op::Custom(c) => is_quant_custom(c),
         _ => false,
     }
@@ -26,7 +37,7 @@ pub(crate) fn takes_quantized(op: &Op) -> bool {
 
 /// True for CpuAcc's quantized custom operators.
 pub(crate) fn is_quant_custom(c: &CustomOp) -> bool {
-    c.domain == crate::CPU_ACC_ID && c.op_type == QLINEAR_CONV
+    c.domain == crate::CPU_ACC_ID && (c.op_type == QLINEAR_CONV || c.op_type == QLINEAR_BINARY)
 }
 
 /// The plan of a QuantizeLinear or DequantizeLinear layer.
@@ -36,7 +47,11 @@ pub(crate) fn plan_qdq(layer: &LayerDesc) -> Result<Plan<'_>, String> {
 
 /// The plan of a quantized custom layer.
 pub(crate) fn plan_custom<'a>(c: &'a CustomOp, layer: &'a LayerDesc) -> Result<Plan<'a>, String> {
-    conv::plan(c, layer)
+    if c.op_type == QLINEAR_BINARY {
+        binary::plan(c, layer)
+    } else {
+        conv::plan(c, layer)
+    }
 }
 
 /// 8-bit integer types, signed or not; the quantized types CpuAcc computes on.

@@ -18,7 +18,7 @@ pub mod requant;
 #[cfg(test)]
 mod tests;
 
-pub use requant::QuantizedMultiplier;
+pub use requant::{accumulate_taps, requantize_f32, FloatRequant, QuantizedMultiplier};
 
 /// Columns per packed panel of B (two AVX2 vectors of eight int32 sums).
 pub const QNR: usize = 16;
@@ -47,16 +47,70 @@ impl QPackedB {
         for p in 0..panels {
             let panel = &mut data[p * kp * QNR..(p + 1) * kp * QNR];
             for k in 0..depth {
-                let pair = k / 2;
                 for jj in 0..QNR {
                     let j = p * QNR + jj;
                     if j < cols {
-                        panel[pair * 2 * QNR + 2 * jj + k % 2] = b(k, j);
+                        panel[packed_at(k, jj)] = b(k, j);
                     }
                 }
             }
         }
         Some(QPackedB { data, depth, cols })
+    }
+
+    /// An all-zero B of `depth × cols`, to be filled panel by panel ([`QPackedB::panels_mut`],
+    /// [`packed_at`]): the per-execution operand (an input) of a GEMM whose A is constant.
+    /// `None` when the size overflows or cannot be allocated.
+    pub fn zeroed(depth: usize, cols: usize) -> Option<QPackedB> {
+        let mut b = QPackedB {
+            data: Vec::new(),
+            depth: 0,
+            cols: 0,
+        };
+        b.reshape(depth, cols).then_some(b)
+    }
+
+    /// Make this B `depth × cols`, keeping its allocation where it is large enough. The
+    /// values are unspecified until filled (the K padding is zeroed). `false` when the size
+    /// overflows or cannot be allocated.
+    pub fn reshape(&mut self, depth: usize, cols: usize) -> bool {
+        let Some(kp) = depth.checked_add(1).map(|d| d / 2 * 2) else {
+            return false;
+        };
+        let Some(len) = cols
+            .div_ceil(QNR)
+            .checked_mul(kp)
+            .and_then(|v| v.checked_mul(QNR))
+        else {
+            return false;
+        };
+        if len > self.data.len() && self.data.try_reserve_exact(len - self.data.len()).is_err() {
+            return false;
+        }
+        self.data.resize(len, 0);
+        self.depth = depth;
+        self.cols = cols;
+        if depth % 2 == 1 {
+            // The odd K step's partner is a zero row.
+            let size = kp * QNR;
+            for panel in self.data.chunks_exact_mut(size) {
+                for jj in 0..QNR {
+                    panel[packed_at(depth, jj)] = 0;
+                }
+            }
+        }
+        true
+    }
+
+    /// The values of one panel ([`QPackedB::panel_len`] of them, [`packed_at`] indexes
+    /// them), for filling panels in parallel.
+    pub fn panels_mut(&mut self) -> &mut [i16] {
+        &mut self.data
+    }
+
+    /// The length of one panel: `depth_padded · QNR`.
+    pub fn panel_len(&self) -> usize {
+        self.depth_padded() * QNR
     }
 
     /// The depth K.
@@ -78,6 +132,12 @@ impl QPackedB {
         let size = self.depth_padded() * QNR;
         &self.data[p * size..(p + 1) * size]
     }
+}
+
+/// Where `B[k][p·QNR + jj]` lies inside panel `p`.
+#[inline]
+pub fn packed_at(k: usize, jj: usize) -> usize {
+    (k / 2) * 2 * QNR + 2 * jj + k % 2
 }
 
 /// `C[i·ldc + j] = Σ_k A[i·lda + k] · B[k][j]` for `i < rows`, `j < b.cols()`. Each row of A

@@ -106,3 +106,61 @@ pub fn rounding_divide_by_pot(x: i32, exponent: u32) -> i32 {
     let threshold = (mask >> 1) + i64::from(x < 0);
     ((x >> e) + i64::from(remainder > threshold)) as i32
 }
+
+/// The parameters of [`requantize_f32`] for one output channel.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FloatRequant {
+    /// Added to each sum first (the int32 bias).
+    pub bias: i32,
+    /// The real multiplier `sx·sw/sy`, rounded to f32.
+    pub scale: f32,
+    /// The output zero point.
+    pub zero: f32,
+    /// The lowest and highest output less the zero point (the type's range, or the fused
+    /// activation's).
+    pub lo: f32,
+    /// See `lo`.
+    pub hi: f32,
+}
+
+/// Round half to even for |v| < 2²² by the float adder (adding and taking away 1.5·2²³
+/// leaves the nearest integer under the default rounding mode); vectorizes where
+/// `round_ties_even` becomes a call.
+#[inline(always)]
+fn round_even(v: f32) -> f32 {
+    const MAGIC: f32 = 12_582_912.0;
+    (v + MAGIC) - MAGIC
+}
+
+#[inline(always)]
+fn requantize_f32_body(sums: &[i32], out: &mut [u8], p: FloatRequant) {
+    for (o, &s) in out.iter_mut().zip(sums) {
+        let v = (s.wrapping_add(p.bias) as f32 * p.scale)
+            .max(p.lo)
+            .min(p.hi);
+        // The two's-complement byte is the i8 and the u8 value alike.
+        *o = ((round_even(v) + p.zero) as i32) as u8;
+    }
+}
+
+crate::multiversion! {
+    /// Requantize int32 sums to 8-bit outputs in f32, as XNNPACK (LiteRT's default CPU
+    /// delegate) does: `clamp(round_half_even((sum + bias) · scale), lo, hi) + zero`, the
+    /// byte of an i8 or u8 output. The product is rounded to f32 once, so a result may be
+    /// one quantum off the exact real one where it lies within f32 precision of a rounding
+    /// boundary (as it may be for TFLite's fixed-point rule, [`QuantizedMultiplier`]).
+    pub fn requantize_f32(sums: &[i32], out: &mut [u8], p: FloatRequant) => requantize_f32_body;
+}
+
+#[inline(always)]
+fn accumulate_taps_body(acc: &mut [i32], src: &[i16], tap: i32) {
+    for (a, &v) in acc.iter_mut().zip(src) {
+        *a += tap * i32::from(v);
+    }
+}
+
+crate::multiversion! {
+    /// `acc[i] += tap · src[i]`: one tap of a depthwise convolution along an output row
+    /// (unit stride), compiled per tier.
+    pub fn accumulate_taps(acc: &mut [i32], src: &[i16], tap: i32) => accumulate_taps_body;
+}

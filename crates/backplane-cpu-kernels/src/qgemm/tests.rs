@@ -174,3 +174,93 @@ fn portable_tile_matches_the_vector_tile() {
         }
     }
 }
+
+/// A B filled panel by panel through `zeroed`/`panels_mut`/`packed_at` (and reshaped to
+/// other sizes, odd depths included) gives the sums of one packed by `pack`.
+#[test]
+fn panels_filled_in_place_match_pack() {
+    let mut b = QPackedB::zeroed(1, 1).expect("zeroed");
+    for (m, k, n) in [(1, 1, 1), (4, 3, 17), (5, 8, 16), (3, 37, 33), (2, 2, 1)] {
+        let a_raw = values(m * k, 9 + k as u64);
+        let b_raw = values(k * n, 11 + n as u64);
+        // Stale values first, to check that reshaping zeroes the padding that matters.
+        assert!(b.reshape(k + 5, n + 9));
+        b.panels_mut().fill(77);
+        assert!(b.reshape(k, n));
+        let len = b.panel_len();
+        for (p, panel) in b.panels_mut().chunks_mut(len).enumerate() {
+            for kk in 0..k {
+                for jj in 0..QNR {
+                    let j = p * QNR + jj;
+                    if j < n {
+                        panel[packed_at(kk, jj)] = b_raw[kk * n + j];
+                    }
+                }
+            }
+        }
+        let kp = b.depth_padded();
+        let mut a = vec![0i16; m * kp];
+        for i in 0..m {
+            a[i * kp..i * kp + k].copy_from_slice(&a_raw[i * k..(i + 1) * k]);
+        }
+        let mut c = vec![0i32; m * n];
+        assert!(qgemm(&a, kp, m, &b, &mut c, n));
+        for i in 0..m {
+            for j in 0..n {
+                let want: i32 = (0..k)
+                    .map(|kk| i32::from(a_raw[i * k + kk]) * i32::from(b_raw[kk * n + j]))
+                    .sum();
+                assert_eq!(c[i * n + j], want, "{m}x{k}x{n} at ({i}, {j})");
+            }
+        }
+    }
+}
+
+/// The f32 requantization against the same arithmetic in f64 with `round_ties_even`, over
+/// sums that land on and next to ties, for i8 and u8 ranges, with clamps.
+#[test]
+fn float_requantization_rounds_half_to_even_and_clamps() {
+    let sums: Vec<i32> = (-2000..2000)
+        .chain([i32::MIN / 2, 1 << 24, -(1 << 23) - 1])
+        .collect();
+    for (scale, zero, lo, hi) in [
+        (0.5f32, 0i32, -128i32, 127i32),
+        (0.25, 10, -128, 127),
+        (0.0371, 128, 0, 255),
+        (1.0 / 3.0, -5, -128, 6),
+        (0.125, 100, 100, 255),
+    ] {
+        let p = FloatRequant {
+            bias: 7,
+            scale,
+            zero: zero as f32,
+            lo: (lo - zero) as f32,
+            hi: (hi - zero) as f32,
+        };
+        let mut out = vec![0u8; sums.len()];
+        requantize_f32(&sums, &mut out, p);
+        for (&s, &o) in sums.iter().zip(&out) {
+            let v = (s.wrapping_add(7) as f32 * scale).round_ties_even() as i64 + i64::from(zero);
+            let want = v.clamp(i64::from(lo), i64::from(hi)) as i32;
+            let got = if lo < 0 {
+                i32::from(o as i8)
+            } else {
+                i32::from(o)
+            };
+            assert_eq!(got, want, "sum {s}, scale {scale}, zero {zero}");
+        }
+    }
+}
+
+/// One depthwise tap along a row: odd lengths (the vector body and its tail).
+#[test]
+fn taps_accumulate_along_a_row() {
+    for n in [1usize, 7, 8, 9, 31, 100] {
+        let src = values(n, n as u64);
+        let mut acc: Vec<i32> = (0..n as i32).collect();
+        accumulate_taps(&mut acc, &src, -255);
+        for (i, (&a, &s)) in acc.iter().zip(&src).enumerate() {
+            assert_eq!(a, i as i32 - 255 * i32::from(s));
+        }
+    }
+}

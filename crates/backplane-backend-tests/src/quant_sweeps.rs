@@ -1,0 +1,402 @@
+//! Quantized sweeps: random QDQ chains as quantizers write them (TFLite's importer, ONNX QDQ
+//! models) — `DequantizeLinear → Conv | Add | Sub | Mul | Max | Min → (Relu | Clip) →
+//! QuantizeLinear` on int8 and uint8 tensors, per-channel or per-tensor weights, odd shapes —
+//! run with the backend under test first (CpuRef behind it), against the same network on
+//! CpuRef alone.
+//!
+//! A backend may fold a chain into one integer layer whose rounding differs from the f32
+//! chain's (TFLite's fixed-point requantization rounds half away from zero, twice): results
+//! may be one quantum off. The cases pass when no element is more than one quantum off, and
+//! the report names the count of elements that are.
+
+use crate::exec::{run_network, Run};
+use crate::report::{Outcome, Report};
+use crate::sweeps::{window, Rng};
+use backplane::core::ops::{BinaryOp, ConvDesc, UnaryOp};
+use backplane::core::Op;
+use backplane::{BackendId, DataType, Network, Runtime, Tensor, TensorInfo};
+
+/// The suite's name in reports.
+pub const SUITE: &str = "quantized sweeps";
+
+/// A generated chain: the network and its feed.
+pub struct QuantCase {
+    /// The op family, as reports group it.
+    pub family: &'static str,
+    /// A line describing it.
+    pub about: String,
+    /// The network (one chain, one output).
+    pub network: Network,
+    /// Its inputs.
+    pub feed: Vec<(String, Tensor)>,
+}
+
+/// A generator of one family's chains.
+type Generator = fn(&mut Rng) -> Result<QuantCase, String>;
+
+/// The families.
+pub const FAMILIES: &[(&str, Generator)] = &[("QConv", conv), ("QBinary", binary)];
+
+fn err(e: impl std::fmt::Display) -> String {
+    e.to_string()
+}
+
+/// A scalar zero point of an 8-bit type.
+fn zero_point(dt: DataType, z: i32) -> Result<Tensor, String> {
+    Tensor::from_f64_values(TensorInfo::new(dt, vec![]), &[f64::from(z)]).map_err(err)
+}
+
+/// A random zero point in the type's range, near its middle.
+fn pick_zero(r: &mut Rng, dt: DataType) -> i32 {
+    let centre = if dt == DataType::I8 { 0 } else { 128 };
+    centre + r.below(41) as i32 - 20
+}
+
+/// An 8-bit tensor of random values over the whole range.
+fn bytes(r: &mut Rng, dt: DataType, dims: &[usize]) -> Result<Tensor, String> {
+    let (lo, hi) = if dt == DataType::I8 {
+        (-128.0, 128.0)
+    } else {
+        (0.0, 256.0)
+    };
+    r.tensor(dt, dims, lo, hi)
+}
+
+/// `DequantizeLinear(t)` with constant `scales` (one, or per `axis`) and zero points.
+fn dequantize(
+    net: &mut Network,
+    name: &str,
+    t: backplane::core::TensorId,
+    dt: DataType,
+    scales: &[f32],
+    zeros: &[i32],
+    axis: i64,
+) -> Result<backplane::core::TensorId, String> {
+    let (s, z) = if scales.len() == 1 {
+        (Tensor::scalar(scales[0]), zero_point(dt, zeros[0])?)
+    } else {
+        let z: Vec<f64> = zeros.iter().map(|&v| f64::from(v)).collect();
+        (
+            Tensor::from_vec(vec![scales.len()], scales.to_vec()).map_err(err)?,
+            Tensor::from_f64_values(TensorInfo::new(dt, vec![zeros.len()]), &z).map_err(err)?,
+        )
+    };
+    let s = net.add_constant(&format!("{name}_scale"), s).map_err(err)?;
+    let z = net.add_constant(&format!("{name}_zero"), z).map_err(err)?;
+    let op = Op::DequantizeLinear {
+        axis,
+        to: DataType::F32,
+        block_size: 0,
+    };
+    let out = net.add_layer(name, op, &[t, s, z]).map_err(err)?;
+    out.first().copied().ok_or_else(|| "no output".to_string())
+}
+
+/// An optional activation, then `QuantizeLinear` to `dt` with scale `sy`, zero point `zy`,
+/// marked as the network's output.
+fn quantize_out(
+    r: &mut Rng,
+    net: &mut Network,
+    mut t: backplane::core::TensorId,
+    dt: DataType,
+    sy: f32,
+    zy: i32,
+) -> Result<String, String> {
+    let act = r.below(3);
+    let mut about = String::new();
+    if act > 0 {
+        let u = if act == 1 {
+            UnaryOp::Relu
+        } else {
+            UnaryOp::Clip {
+                min: -20.0 * sy,
+                max: 30.0 * sy,
+            }
+        };
+        about = format!(" → {u:?}");
+        let out = net.add_layer("act", Op::Unary(u), &[t]).map_err(err)?;
+        t = *out.first().ok_or("no output")?;
+    }
+    let s = net
+        .add_constant("y_scale", Tensor::scalar(sy))
+        .map_err(err)?;
+    let z = net
+        .add_constant("y_zero", zero_point(dt, zy)?)
+        .map_err(err)?;
+    let op = Op::QuantizeLinear {
+        axis: 1,
+        to: dt,
+        block_size: 0,
+        saturate: true,
+    };
+    let out = net.add_layer("quantize", op, &[t, s, z]).map_err(err)?;
+    net.mark_output(*out.first().ok_or("no output")?)
+        .map_err(err)?;
+    Ok(about)
+}
+
+fn conv(r: &mut Rng) -> Result<QuantCase, String> {
+    let xt = r.pick(&[DataType::I8, DataType::U8]);
+    let wt = r.pick(&[DataType::I8, DataType::I8, DataType::U8]);
+    let yt = r.pick(&[xt, xt, DataType::I8, DataType::U8]);
+    let depthwise = r.below(3) == 0;
+    let (cin, cout, group) = if depthwise {
+        let c = r.pick(&[1, 3, 8, 17, 32]);
+        (c, c * r.pick(&[1, 1, 2]), c)
+    } else {
+        let g = r.pick(&[1, 1, 1, 2]);
+        (
+            g * r.pick(&[1, 2, 5, 16, 19]),
+            g * r.pick(&[1, 3, 4, 7, 17, 32]),
+            g,
+        )
+    };
+    let (n, h, w) = (
+        r.pick(&[1, 1, 2]),
+        r.pick(&[1, 5, 8, 13, 24]),
+        r.pick(&[1, 6, 9, 14, 31]),
+    );
+    let win = window(r, h, w, 5);
+    let cg = cin / group;
+    let k = cg * win.kernel[0] * win.kernel[1];
+    let mut net = Network::new();
+    let x = bytes(r, xt, &[n, cin, h, w])?;
+    let xi = net.add_input("x", x.info().clone()).map_err(err)?;
+    let sx = 0.01 + 0.05 * (r.unit() as f32 + 1.0);
+    let zx = pick_zero(r, xt);
+    let xf = dequantize(&mut net, "dq_x", xi, xt, &[sx], &[zx], 1)?;
+    let per_channel = r.below(3) != 0;
+    let nscales = if per_channel { cout } else { 1 };
+    let sw: Vec<f32> = (0..nscales)
+        .map(|_| 0.002 + 0.01 * (r.unit() as f32 + 1.0))
+        .collect();
+    // Weights: signed ones symmetric (zero point 0, as quantizers make them), unsigned ones
+    // around a zero point.
+    let zw: Vec<i32> = (0..nscales)
+        .map(|_| {
+            if wt == DataType::I8 {
+                0
+            } else {
+                pick_zero(r, wt)
+            }
+        })
+        .collect();
+    let wq = bytes(r, wt, &[cout, cg, win.kernel[0], win.kernel[1]])?;
+    let wc = net.add_constant("w", wq).map_err(err)?;
+    let wf = dequantize(&mut net, "dq_w", wc, wt, &sw, &zw, 0)?;
+    let mut inputs = vec![xf, wf];
+    let with_bias = r.below(3) != 0;
+    if with_bias {
+        let b = r.tensor(DataType::I32, &[cout], -5000.0, 5000.0)?;
+        let bc = net.add_constant("b", b).map_err(err)?;
+        let sb: Vec<f32> = sw.iter().map(|&s| sx * s).collect();
+        let zb = vec![0; sb.len()];
+        let (s, z) = if sb.len() == 1 {
+            (Tensor::scalar(sb[0]), Tensor::scalar(0i32))
+        } else {
+            (
+                Tensor::from_vec(vec![sb.len()], sb).map_err(err)?,
+                Tensor::from_vec(vec![zb.len()], zb).map_err(err)?,
+            )
+        };
+        let s = net.add_constant("b_scale", s).map_err(err)?;
+        let z = net.add_constant("b_zero", z).map_err(err)?;
+        let op = Op::DequantizeLinear {
+            axis: 0,
+            to: DataType::F32,
+            block_size: 0,
+        };
+        let out = net.add_layer("dq_b", op, &[bc, s, z]).map_err(err)?;
+        inputs.push(*out.first().ok_or("no output")?);
+    }
+    let op = Op::Conv(ConvDesc {
+        window: win.clone(),
+        group,
+    });
+    let y = net.add_layer("conv", op, &inputs).map_err(err)?;
+    let y = *y.first().ok_or("no output")?;
+    // An output scale that spreads typical sums over the 8-bit range (some saturate).
+    let sw_mean = sw.iter().sum::<f32>() / sw.len() as f32;
+    let sy = sx * sw_mean * 40.0 * 40.0 * (k as f32).sqrt() / 60.0;
+    let zy = pick_zero(r, yt);
+    let act = quantize_out(r, &mut net, y, yt, sy, zy)?;
+    Ok(QuantCase {
+        family: "QConv",
+        about: format!(
+            "x {xt} [{n},{cin},{h},{w}], w {wt} [{cout},{cg},{},{}] {}, group {group}, \
+             strides {:?}, pads {:?}, dilations {:?}, bias {with_bias}{act}, y {yt}",
+            win.kernel[0],
+            win.kernel[1],
+            if per_channel {
+                "per channel"
+            } else {
+                "per tensor"
+            },
+            win.strides,
+            win.pads,
+            win.dilations
+        ),
+        network: net,
+        feed: vec![("x".into(), x)],
+    })
+}
+
+fn binary(r: &mut Rng) -> Result<QuantCase, String> {
+    let op = r.pick(&[
+        BinaryOp::Add,
+        BinaryOp::Add,
+        BinaryOp::Sub,
+        BinaryOp::Mul,
+        BinaryOp::Max,
+        BinaryOp::Min,
+    ]);
+    let rank = 1 + r.below(4);
+    let dims: Vec<usize> = (0..rank)
+        .map(|_| r.pick(&[1, 2, 3, 7, 16, 17, 31, 64]))
+        .collect();
+    let mut net = Network::new();
+    let mut inputs = Vec::new();
+    let mut feed = Vec::new();
+    let mut types = Vec::new();
+    for name in ["a", "b"] {
+        let dt = r.pick(&[DataType::I8, DataType::U8]);
+        let t = bytes(r, dt, &dims)?;
+        let id = net.add_input(name, t.info().clone()).map_err(err)?;
+        let s = 0.01 + 0.05 * (r.unit() as f32 + 1.0);
+        let z = pick_zero(r, dt);
+        inputs.push(dequantize(
+            &mut net,
+            &format!("dq_{name}"),
+            id,
+            dt,
+            &[s],
+            &[z],
+            1,
+        )?);
+        feed.push((name.to_string(), t));
+        types.push(dt);
+    }
+    let y = net
+        .add_layer("binary", Op::Binary(op), &inputs)
+        .map_err(err)?;
+    let y = *y.first().ok_or("no output")?;
+    let yt = r.pick(&[DataType::I8, DataType::U8]);
+    let sy = if op == BinaryOp::Mul { 0.05 } else { 0.02 } * (1.0 + r.unit() as f32 * 0.5);
+    let zy = pick_zero(r, yt);
+    let act = quantize_out(r, &mut net, y, yt, sy, zy)?;
+    Ok(QuantCase {
+        family: "QBinary",
+        about: format!(
+            "{op:?} of {} and {} {dims:?}{act}, y {yt}",
+            types[0], types[1]
+        ),
+        network: net,
+        feed,
+    })
+}
+
+/// The outputs of `case` with `preference`, or why not.
+fn outputs(
+    runtime: &Runtime,
+    case: &QuantCase,
+    preference: &[BackendId],
+) -> Result<(usize, Vec<f64>), Outcome> {
+    match run_network(runtime, &case.network, preference, &case.feed) {
+        Run::Refused(why) => Err(Outcome::Refused(why)),
+        Run::Ran { layers, outputs } => match outputs {
+            Err(why) => Err(Outcome::Failed { why, worst: None }),
+            Ok(out) => match out.as_slice() {
+                [(_, t)] => Ok((layers, t.to_f64_vec())),
+                _ => Err(Outcome::Failed {
+                    why: format!("{} outputs, expected 1", out.len()),
+                    worst: None,
+                }),
+            },
+        },
+    }
+}
+
+/// One case with `backend` first (CpuRef behind it) against CpuRef alone: passed when no
+/// element is more than one quantum off.
+pub fn run_case(runtime: &Runtime, backend: &BackendId, case: &QuantCase) -> Outcome {
+    let cpu_ref = match BackendId::new("CpuRef") {
+        Ok(id) => id,
+        Err(e) => return Outcome::Skipped(e.to_string()),
+    };
+    let want = match outputs(runtime, case, std::slice::from_ref(&cpu_ref)) {
+        Ok((_, w)) => w,
+        Err(Outcome::Failed { why, .. }) => return Outcome::Skipped(format!("CpuRef: {why}")),
+        Err(other) => return other,
+    };
+    let got = match outputs(runtime, case, &[backend.clone(), cpu_ref]) {
+        Ok((_, g)) => g,
+        Err(o) => return o,
+    };
+    if got.len() != want.len() {
+        return Outcome::Failed {
+            why: format!("{} elements, expected {}", got.len(), want.len()),
+            worst: None,
+        };
+    }
+    let worst = got
+        .iter()
+        .zip(&want)
+        .map(|(g, w)| (g - w).abs())
+        .fold(0.0, f64::max);
+    let off = got.iter().zip(&want).filter(|(g, w)| g != w).count();
+    if worst > 1.0 {
+        return Outcome::Failed {
+            why: format!(
+                "{off} of {} elements off, the worst by {worst} quanta",
+                got.len()
+            ),
+            worst: Some(worst),
+        };
+    }
+    Outcome::Passed
+}
+
+/// Run `cases` chains of every family on `backend`, from `seed`, into `report`.
+pub fn run(runtime: &Runtime, backend: &BackendId, seed: u64, cases: usize, report: &mut Report) {
+    for (fi, (family, generate)) in FAMILIES.iter().enumerate() {
+        for i in 0..cases {
+            let case_seed = seed
+                .wrapping_mul(2_000_003)
+                .wrapping_add((fi * 100_000 + i) as u64);
+            let name = format!("{family} #{i} (--seed {seed}; case seed {case_seed})");
+            let outcome = match generate(&mut Rng::new(case_seed)) {
+                Ok(case) => {
+                    let name = format!("{name}: {}", case.about);
+                    report.record(SUITE, family, &name, run_case(runtime, backend, &case));
+                    continue;
+                }
+                Err(e) => Outcome::Skipped(e),
+            };
+            report.record(SUITE, family, &name, outcome);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generated_chains_run_on_cpu_ref() {
+        let runtime = backplane::RuntimeBuilder::new().build();
+        assert!(runtime.is_ok());
+        let Ok(runtime) = runtime else { return };
+        let Ok(cpu_ref) = BackendId::new("CpuRef") else {
+            return;
+        };
+        for (family, generate) in FAMILIES {
+            for seed in 0..20 {
+                let case = generate(&mut Rng::new(seed));
+                assert!(case.is_ok(), "{family} seed {seed}: {:?}", case.err());
+                let Ok(case) = case else { continue };
+                let out = outputs(&runtime, &case, std::slice::from_ref(&cpu_ref));
+                assert!(out.is_ok(), "{family} seed {seed}: {}", case.about);
+            }
+        }
+    }
+}
