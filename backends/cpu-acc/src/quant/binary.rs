@@ -15,10 +15,10 @@ use crate::io::Io;
 use crate::plan::{done, Plan};
 use crate::threads::Threads;
 use backplane_backend_api::{BackendError, LayerDesc, Result, Workload};
-use backplane_core::ops::{AttrValue, BinaryOp, CustomOp};
+use backplane_core::ops::{BinaryOp, CustomOp};
 use backplane_core::{DataType, TensorInfo, TensorView, TensorViewMut};
 
-/// What a folded quantized binary layer computes, as its attributes encode it.
+/// What a folded quantized binary layer computes (its custom op's payload).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct QBinaryDesc {
     /// The operation.
@@ -41,83 +41,15 @@ pub(crate) fn foldable(op: BinaryOp) -> bool {
     )
 }
 
-fn op_code(op: BinaryOp) -> i64 {
-    match op {
-        BinaryOp::Add => 0,
-        BinaryOp::Sub => 1,
-        BinaryOp::Mul => 2,
-        BinaryOp::Max => 3,
-        BinaryOp::Min => 4,
-        BinaryOp::Div => 5,
-        BinaryOp::Pow => 6,
-    }
-}
-
 impl QBinaryDesc {
     /// The custom op, with output `y`.
     pub(crate) fn to_op(&self, y: TensorInfo) -> CustomOp {
-        let a = |n: &str, v: AttrValue| (n.to_string(), v);
-        let pair = |q: (f32, i32)| AttrValue::Floats(vec![q.0, q.1 as f32]);
-        CustomOp {
-            domain: crate::CPU_ACC_ID.to_string(),
-            op_type: QLINEAR_BINARY.to_string(),
-            attributes: vec![
-                a("op", AttrValue::Int(op_code(self.op))),
-                a("a", pair(self.a)),
-                a("b", pair(self.b)),
-                a("y", pair(self.y)),
-                a(
-                    "clamp",
-                    AttrValue::Ints(vec![i64::from(self.clamp.0), i64::from(self.clamp.1)]),
-                ),
-            ],
-            outputs: vec![y],
-        }
+        super::custom_op(QLINEAR_BINARY, self, y)
     }
 
-    /// Decode the attributes of [`QBinaryDesc::to_op`].
+    /// The description [`QBinaryDesc::to_op`] put in the custom op.
     pub(crate) fn decode(c: &CustomOp) -> std::result::Result<QBinaryDesc, String> {
-        let get = |n: &str| {
-            c.attributes
-                .iter()
-                .find(|(k, _)| k == n)
-                .map(|(_, v)| v)
-                .ok_or_else(|| format!("{QLINEAR_BINARY} lacks attribute {n}"))
-        };
-        let pair = |n: &str| -> std::result::Result<(f32, i32), String> {
-            match get(n)? {
-                AttrValue::Floats(v)
-                    if v.len() == 2 && v[0] > 0.0 && v[0].is_finite() && v[1].abs() <= 255.0 =>
-                {
-                    Ok((v[0], v[1] as i32))
-                }
-                _ => Err(format!(
-                    "{QLINEAR_BINARY}: {n} must be a positive scale and a zero point"
-                )),
-            }
-        };
-        let op = match get("op")? {
-            AttrValue::Int(0) => BinaryOp::Add,
-            AttrValue::Int(1) => BinaryOp::Sub,
-            AttrValue::Int(2) => BinaryOp::Mul,
-            AttrValue::Int(3) => BinaryOp::Max,
-            AttrValue::Int(4) => BinaryOp::Min,
-            _ => return Err(format!("{QLINEAR_BINARY}: unknown operation")),
-        };
-        let clamp = match get("clamp")? {
-            AttrValue::Ints(v) if v.len() == 2 => {
-                let small = |x: i64| i32::try_from(x).map_err(|e| e.to_string());
-                (small(v[0])?, small(v[1])?)
-            }
-            _ => return Err(format!("{QLINEAR_BINARY}: clamp must be two integers")),
-        };
-        Ok(QBinaryDesc {
-            op,
-            a: pair("a")?,
-            b: pair("b")?,
-            y: pair("y")?,
-            clamp,
-        })
+        super::payload_of(c, QLINEAR_BINARY)
     }
 }
 

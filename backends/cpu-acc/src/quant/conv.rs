@@ -12,14 +12,14 @@ use crate::io::Io;
 use crate::plan::{done, Plan};
 use crate::threads::Threads;
 use backplane_backend_api::{BackendError, LayerDesc, Result, Workload};
-use backplane_core::ops::{AttrValue, CustomOp};
+use backplane_core::ops::CustomOp;
 use backplane_core::{DataType, TensorInfo, TensorView, TensorViewMut};
 use backplane_cpu_kernels::qgemm::{
     accumulate_taps, packed_at, qgemm, requantize_f32, FloatRequant, QPackedB, QMR, QNR,
 };
 use std::sync::Mutex;
 
-/// The quantization and geometry of a folded convolution, as its attributes encode them.
+/// The quantization and geometry of a folded convolution (its custom op's payload).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct QConvDesc {
     /// Kernel extent [KH, KW].
@@ -44,105 +44,15 @@ pub(crate) struct QConvDesc {
     pub clamp: (i32, i32),
 }
 
-fn ints<const N: usize>(v: [usize; N]) -> AttrValue {
-    AttrValue::Ints(v.iter().map(|&u| u as i64).collect())
-}
-
 impl QConvDesc {
     /// The custom op, with output `y`.
     pub(crate) fn to_op(&self, y: TensorInfo) -> CustomOp {
-        let a = |n: &str, v: AttrValue| (n.to_string(), v);
-        CustomOp {
-            domain: crate::CPU_ACC_ID.to_string(),
-            op_type: QLINEAR_CONV.to_string(),
-            attributes: vec![
-                a("kernel", ints(self.kernel)),
-                a("strides", ints(self.strides)),
-                a("dilations", ints(self.dilations)),
-                a("pads", ints(self.pads)),
-                a("group", AttrValue::Int(self.group as i64)),
-                a("x_scale", AttrValue::Float(self.x.0)),
-                a("x_zero_point", AttrValue::Int(i64::from(self.x.1))),
-                a("y_scale", AttrValue::Float(self.y.0)),
-                a("y_zero_point", AttrValue::Int(i64::from(self.y.1))),
-                a("w_scales", AttrValue::Floats(self.w_scales.clone())),
-                a(
-                    "w_zero_points",
-                    AttrValue::Ints(self.w_zeros.iter().map(|&z| i64::from(z)).collect()),
-                ),
-                a(
-                    "clamp",
-                    AttrValue::Ints(vec![i64::from(self.clamp.0), i64::from(self.clamp.1)]),
-                ),
-            ],
-            outputs: vec![y],
-            payload: None,
-        }
+        super::custom_op(QLINEAR_CONV, self, y)
     }
 
-    /// Decode the attributes of [`QConvDesc::to_op`].
+    /// The description [`QConvDesc::to_op`] put in the custom op.
     pub(crate) fn decode(c: &CustomOp) -> std::result::Result<QConvDesc, String> {
-        let get = |n: &str| {
-            c.attributes
-                .iter()
-                .find(|(k, _)| k == n)
-                .map(|(_, v)| v)
-                .ok_or_else(|| format!("{QLINEAR_CONV} lacks attribute {n}"))
-        };
-        let pair = |n: &str| -> std::result::Result<[usize; 2], String> {
-            match get(n)? {
-                AttrValue::Ints(v) if v.len() == 2 && v.iter().all(|&x| x >= 0) => {
-                    Ok([v[0] as usize, v[1] as usize])
-                }
-                _ => Err(format!(
-                    "{QLINEAR_CONV}: {n} must be two non-negative integers"
-                )),
-            }
-        };
-        let int = |n: &str| -> std::result::Result<i64, String> {
-            match get(n)? {
-                AttrValue::Int(v) => Ok(*v),
-                _ => Err(format!("{QLINEAR_CONV}: {n} must be an integer")),
-            }
-        };
-        let float = |n: &str| -> std::result::Result<f32, String> {
-            match get(n)? {
-                AttrValue::Float(v) => Ok(*v),
-                _ => Err(format!("{QLINEAR_CONV}: {n} must be a float")),
-            }
-        };
-        let small = |v: i64| i32::try_from(v).map_err(|_| format!("{QLINEAR_CONV}: {v} too large"));
-        let w_scales = match get("w_scales")? {
-            AttrValue::Floats(v) => v.clone(),
-            _ => return Err(format!("{QLINEAR_CONV}: w_scales must be floats")),
-        };
-        let w_zeros = match get("w_zero_points")? {
-            AttrValue::Ints(v) => v
-                .iter()
-                .map(|&z| small(z))
-                .collect::<std::result::Result<_, _>>()?,
-            _ => return Err(format!("{QLINEAR_CONV}: w_zero_points must be integers")),
-        };
-        let clamp = match get("clamp")? {
-            AttrValue::Ints(v) if v.len() == 2 => (small(v[0])?, small(v[1])?),
-            _ => return Err(format!("{QLINEAR_CONV}: clamp must be two integers")),
-        };
-        let group = usize::try_from(int("group")?)
-            .ok()
-            .filter(|&g| g > 0)
-            .ok_or_else(|| format!("{QLINEAR_CONV}: group must be positive"))?;
-        Ok(QConvDesc {
-            kernel: pair("kernel")?,
-            strides: pair("strides")?,
-            dilations: pair("dilations")?,
-            pads: pair("pads")?,
-            group,
-            x: (float("x_scale")?, small(int("x_zero_point")?)?),
-            y: (float("y_scale")?, small(int("y_zero_point")?)?),
-            w_scales,
-            w_zeros,
-            clamp,
-        })
+        super::payload_of(c, QLINEAR_CONV)
     }
 }
 

@@ -10,13 +10,37 @@ mod qdq;
 
 use crate::plan::Plan;
 use backplane_backend_api::LayerDesc;
-use backplane_core::ops::CustomOp;
-use backplane_core::{DataType, Op};
+use backplane_core::ops::{CustomOp, CustomPayload};
+use backplane_core::{DataType, Op, TensorInfo};
 
 /// The custom operator of a folded int8 convolution (domain CpuAcc).
 pub(crate) const QLINEAR_CONV: &str = "QLinearConv";
 /// The custom operator of a folded quantized elementwise binary layer (domain CpuAcc).
 pub(crate) const QLINEAR_BINARY: &str = "QLinearBinary";
+
+/// A folded quantized layer: a CpuAcc custom op of type `op_type` carrying `desc` as its
+/// typed payload (nothing written to attributes).
+fn custom_op<T>(op_type: &str, desc: &T, y: TensorInfo) -> CustomOp
+where
+    T: Clone + std::fmt::Debug + Send + Sync + 'static,
+{
+    CustomOp {
+        domain: crate::CPU_ACC_ID.to_string(),
+        op_type: op_type.to_string(),
+        attributes: Vec::new(),
+        outputs: vec![y],
+        payload: Some(CustomPayload::new(desc.clone())),
+    }
+}
+
+/// The description a folded quantized layer of type `op_type` carries.
+fn payload_of<T: Clone + 'static>(c: &CustomOp, op_type: &str) -> Result<T, String> {
+    c.payload
+        .as_ref()
+        .and_then(|p| p.get::<T>())
+        .cloned()
+        .ok_or_else(|| format!("{op_type} carries no CpuAcc description"))
+}
 
 /// True for the layers whose inputs may carry quantization parameters on CpuAcc: the
 /// quantized layers, and data movement, which moves the integers as they are (a quantized
