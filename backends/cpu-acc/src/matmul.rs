@@ -136,12 +136,45 @@ pub struct MatMulWorkload {
     ldc: usize,
     /// B packed at load time, when constant and shared by every batch.
     packed_b: Option<Arc<Packed>>,
-    /// Rows of A that form one GEMM when B is shared (A's batch folded into M).
-    fold_rows: usize,
+    /// A's batch folded into M, when B is shared (see [`Fold`]).
+    fold: Option<Fold>,
     alpha: f32,
     bias: Option<Vec<f32>>,
     act: Activation,
     threads: Threads,
+}
+
+/// One GEMM for every batch: with one B for all batches, A's batch axes and rows that step
+/// through storage as one axis (uniformly), and the result's likewise, the whole product is
+/// a single GEMM of `rows` rows (a row of A every `a_rs` elements, of C every `ldc`), not one
+/// small product per batch. ViT's in-projection reads its input through a Transpose as 197
+/// batches of one row: folded, the packed weights are read once, not 197 times.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Fold {
+    rows: usize,
+    a_rs: usize,
+    a_cs: usize,
+    ldc: usize,
+}
+
+/// The stride of the one axis that `axes` (size and stride, outermost first) step through
+/// storage as, when they do (axes of size 1 take no part): `Some(0)` when all are of size 1.
+fn collapsed_stride(axes: impl DoubleEndedIterator<Item = (usize, usize)>) -> Option<usize> {
+    let mut inner: Option<(usize, usize)> = None;
+    for (d, s) in axes.rev().filter(|&(d, _)| d != 1) {
+        match inner {
+            None if s == 0 => return None,
+            None => inner = Some((s, d)),
+            Some((step, len)) => {
+                let next = step.checked_mul(len)?;
+                if s != next {
+                    return None;
+                }
+                inner = Some((step, len.checked_mul(d)?));
+            }
+        }
+    }
+    Some(inner.map_or(0, |(step, _)| step))
 }
 
 /// An operand of rank ≥ 2 (numpy promotes a vector: A to one row, B to one column).
@@ -239,16 +272,34 @@ impl MatMulWorkload {
             batches.push(off);
         }
         let b_shared = sb.iter().all(|&s| s == 0);
-        let plain = views.a.is_none() && views.b.is_none() && views.y.is_none();
-        // With one B for all batches and A's batches laid out contiguously in output order,
-        // the whole product is one GEMM with batch·m rows.
-        let a_batch = &av.dims[..ra - 2];
-        let fold = plain && b_shared && a_batch == batch.as_slice();
+        let rows_of = |steps: &[usize], row: usize| {
+            collapsed_stride(
+                batch
+                    .iter()
+                    .copied()
+                    .zip(steps.iter().copied())
+                    .chain([(m, row)]),
+            )
+        };
+        let y_row = yv.strides[batch.len()];
+        let fold = match (
+            b_shared,
+            rows_of(&sa, av.strides[ra - 2]),
+            rows_of(&sy, y_row),
+        ) {
+            (true, Some(a_rs), Some(ldc)) if count > 1 && ldc >= n => Some(Fold {
+                rows: count * m,
+                a_rs,
+                a_cs: av.strides[ra - 1],
+                ldc,
+            }),
+            _ => None,
+        };
         // Split halves where every product takes the in-place tiles (A's rows read where
         // they lie), the one path that reads them.
         let (rows, a_cs) = match fold {
-            true => (count * m, 1),
-            false => (m, av.strides[ra - 1]),
+            Some(f) => (f.rows, f.a_cs),
+            None => (m, av.strides[ra - 1]),
         };
         let in_place = gemm::in_place_tiles(rows, a_cs, &Epilogue::default());
         let packed_b = match (b, b_shared && views.b.is_none()) {
@@ -280,7 +331,7 @@ impl MatMulWorkload {
             a_step: (av.strides[ra - 2], av.strides[ra - 1]),
             b_step: (bv.strides[rb - 2], bv.strides[rb - 1]),
             ldc: if m > 1 { yv.strides[batch.len()] } else { n },
-            fold_rows: if fold { count * m } else { 0 },
+            fold,
             batches,
             packed_b,
             alpha: views.alpha,
@@ -307,21 +358,21 @@ impl Workload for MatMulWorkload {
             ..Epilogue::default()
         };
         let short = || self.io.error("an operand is shorter than its view".into());
-        if self.fold_rows > 0 {
+        if let Some(f) = self.fold {
             let asrc = ASrc::View(MatView {
                 data: a,
-                rs: k,
-                cs: 1,
+                rs: f.a_rs,
+                cs: f.a_cs,
             });
             let bsrc = match &self.packed_b {
                 Some(p) => BSrc::Packed(p),
                 None => BSrc::View(MatView {
                     data: b,
-                    rs: n,
-                    cs: 1,
+                    rs: self.b_step.0,
+                    cs: self.b_step.1,
                 }),
             };
-            return gemm::sgemm(&self.threads, self.fold_rows, n, k, &asrc, &bsrc, y, n, &ep);
+            return gemm::sgemm(&self.threads, f.rows, n, k, &asrc, &bsrc, y, f.ldc, &ep);
         }
         for &(oa, ob, oy) in &self.batches {
             let asrc = ASrc::View(MatView {

@@ -903,6 +903,43 @@ fn unique(used: &HashSet<String>, base: &str) -> String {
         .unwrap_or_else(|| base.to_string())
 }
 
+/// A copy of `model` for importing it again after a first import that shares its
+/// initializers (`ImportOptions::shared_initializers`): each top-level initializer that
+/// decodes to a tensor keeps its name and description but none of its data (the retry finds
+/// the tensor the first import decoded), others are copied whole. `model` is unchanged.
+pub(crate) fn without_initializer_data(model: &mut ModelProto) -> ModelProto {
+    let initializers = model
+        .graph
+        .as_mut()
+        .map(|g| std::mem::take(&mut g.initializer))
+        .unwrap_or_default();
+    let mut copy = model.clone();
+    if let Some(g) = copy.graph.as_mut() {
+        g.initializer = initializers
+            .iter()
+            .map(|tp| {
+                let decodes = tp.segment.is_none()
+                    && tp.name.as_deref().is_some_and(|n| !n.is_empty())
+                    && map_dtype(tp.data_type.unwrap_or(0)).is_some();
+                if decodes {
+                    TensorProto {
+                        name: tp.name.clone(),
+                        data_type: tp.data_type,
+                        dims: tp.dims.clone(),
+                        ..TensorProto::default()
+                    }
+                } else {
+                    tp.clone()
+                }
+            })
+            .collect();
+    }
+    if let Some(g) = model.graph.as_mut() {
+        g.initializer = initializers;
+    }
+    copy
+}
+
 /// Import a decoded model.
 pub(crate) fn import(
     mut model: ModelProto,

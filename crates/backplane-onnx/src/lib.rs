@@ -25,6 +25,7 @@
 //! ```
 
 mod attrs;
+mod chunked;
 mod error;
 mod import;
 mod ops;
@@ -280,14 +281,45 @@ pub fn decode_model(bytes: &[u8]) -> Result<proto::ModelProto, OnnxError> {
 }
 
 fn decode(bytes: &[u8], path: Option<&Path>) -> Result<proto::ModelProto, OnnxError> {
+    decode_buf(bytes, path)
+}
+
+/// Decode a model file as it is read (see [`chunked`]): the file's bytes are never whole in
+/// memory beside the decoded model.
+fn decode_file(path: &Path) -> Result<proto::ModelProto, OnnxError> {
+    let io = |source: std::io::Error| OnnxError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let len = check_regular_file(path, MAX_MODEL_FILE_BYTES).map_err(io)?;
+    let file = std::fs::File::open(path).map_err(io)?;
+    let mut buf = chunked::ChunkedReader::new(file, usize::try_from(len).unwrap_or(usize::MAX));
+    let decoded = decode_buf(&mut buf, Some(path));
+    if let Some(e) = buf.take_error() {
+        return Err(io(e));
+    }
+    // A decoded model consumed every byte; more than the size read means the file changed.
+    if decoded.is_ok() && buf.has_more().map_err(io)? {
+        return Err(io(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "the file grew while it was read",
+        )));
+    }
+    decoded
+}
+
+fn decode_buf(
+    mut bytes: impl prost::bytes::Buf,
+    path: Option<&Path>,
+) -> Result<proto::ModelProto, OnnxError> {
     let err = |reason: String| OnnxError::Decode {
         path: path.map(Path::to_path_buf),
         reason,
     };
-    if bytes.is_empty() {
+    if !bytes.has_remaining() {
         return Err(err("it is empty".into()));
     }
-    let model = proto::ModelProto::decode(bytes).map_err(|e| {
+    let model = proto::ModelProto::decode(&mut bytes).map_err(|e| {
         err(format!(
             "protobuf decoding failed ({e}); is the file truncated?"
         ))
@@ -296,13 +328,6 @@ fn decode(bytes: &[u8], path: Option<&Path>) -> Result<proto::ModelProto, OnnxEr
         return Err(err("it contains no graph".into()));
     }
     Ok(model)
-}
-
-fn read(path: &Path) -> Result<Vec<u8>, OnnxError> {
-    read_regular_file(path, MAX_MODEL_FILE_BYTES).map_err(|source| OnnxError::Io {
-        path: path.to_path_buf(),
-        source,
-    })
 }
 
 /// The largest model file read: a protobuf message cannot exceed 2 GiB (larger weights go
@@ -389,7 +414,7 @@ fn model_dir(path: &Path) -> PathBuf {
 /// Read and decode an ONNX model file (its external data stays where it is; pass the file's
 /// folder as `base_dir` when importing it).
 pub fn decode_model_file(path: &Path) -> Result<proto::ModelProto, OnnxError> {
-    decode(&read(path)?, Some(path))
+    decode_file(path)
 }
 
 /// The folder a model file's external data is relative to.
@@ -399,10 +424,7 @@ pub fn model_base_dir(path: &Path) -> PathBuf {
 
 /// Import an ONNX model file. External data files are looked up beside it.
 pub fn import_file(path: &Path, options: &ImportOptions) -> Result<Network, OnnxError> {
-    let bytes = read(path)?;
-    let model = decode(&bytes, Some(path))?;
-    drop(bytes);
-    import::import(model, Some(&model_dir(path)), options)
+    import::import(decode_file(path)?, Some(&model_dir(path)), options)
 }
 
 /// Import an ONNX model from its bytes. `base_dir` is the folder external data files are
@@ -446,15 +468,24 @@ pub fn import_specialized(
 
 /// [`import_specialized`] for an already decoded model (see [`decode_model_file`]).
 pub fn import_model_specialized(
-    model: proto::ModelProto,
+    mut model: proto::ModelProto,
     base_dir: Option<&Path>,
     options: &ImportOptions,
     values: &[(String, Tensor)],
 ) -> Result<(Network, Vec<String>), OnnxError> {
     let mut options = options.clone();
     let mut bound: Vec<String> = options.input_values.keys().cloned().collect();
+    // A retry imports the model again. Its initializers are decoded once, by the first
+    // import, and shared with the retries, so the copy kept for them holds no weights: the
+    // model is never in memory twice.
+    if options.shared_initializers.is_none() {
+        options.shared_initializers = Some(Arc::new(SharedInitializers::new()));
+    }
+    let retry_copy = import::without_initializer_data(&mut model);
+    let mut first = Some(model);
     loop {
-        match import::import(model.clone(), base_dir, &options) {
+        let model = first.take().unwrap_or_else(|| retry_copy.clone());
+        match import::import(model, base_dir, &options) {
             Err(OnnxError::NeedsInputValues { inputs, nodes }) => {
                 let mut progress = false;
                 for name in &inputs {
@@ -507,7 +538,7 @@ pub fn inspect_inputs(bytes: &[u8]) -> Result<Vec<ModelInput>, OnnxError> {
 
 /// [`inspect_inputs`] for a file.
 pub fn inspect_file(path: &Path) -> Result<Vec<ModelInput>, OnnxError> {
-    import::inspect(&decode(&read(path)?, Some(path))?)
+    import::inspect(&decode_file(path)?)
 }
 
 /// [`inspect_inputs`] for a model already decoded (so that a tool does not decode it twice).

@@ -15,6 +15,8 @@
 //! * `Add → LayerNormalization` (the residual connection before a transformer's norm) →
 //!   `FusedAddLayerNorm`: each row is summed and normalized in one pass, the sum never
 //!   stored.
+//! * The exporters' tanh GELU subgraph (GPT-2's, eight elementwise layers) → one
+//!   `Gelu(approximate = tanh)` layer.
 //!
 //! An activation may also be the exporters' SiLU subgraph `Mul(t, Sigmoid(t))`
 //! (EfficientNet's), fused as `Activation::Silu`.
@@ -105,6 +107,7 @@ pub fn optimize(view: &SubgraphView<'_>) -> OptimizationViews {
             Op::MatMul => matmul::fuse_matmul(&g, id),
             Op::Gemm(desc) => matmul::fuse_gemm(&g, id, *desc),
             Op::Binary(backplane_core::ops::BinaryOp::Add) => norm::fuse_add_layer_norm(&g, id),
+            Op::Binary(backplane_core::ops::BinaryOp::Pow) => gelu::fuse_tanh_gelu(&g, id),
             _ => None,
         };
         if let Some(s) = sub {

@@ -114,4 +114,10 @@ impl Workload for FusedMatMul {
     ) -> Result<()> {
         self.inner.execute(&inputs[..inputs.len().min(2)], outputs)
     }
+
+    /// The bias was copied at load; A and B as the inner product reads them (a packed B is
+    /// not read), so the runtime can release the weights once they are packed.
+    fn reads_constant_input(&self, slot: usize) -> bool {
+        slot < 2 && self.inner.reads_constant_input(slot)
+    }
 }
