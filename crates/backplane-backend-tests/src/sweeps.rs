@@ -14,6 +14,8 @@ use backplane::core::ops::{
 use backplane::core::Op;
 use backplane::{BackendId, DataType, Network, Runtime, Tensor, TensorInfo};
 
+mod cnn;
+
 /// The suite's name in reports.
 pub const SUITE: &str = "random sweeps";
 
@@ -113,6 +115,8 @@ pub const FAMILIES: &[(&str, Generator)] = &[
     ("Reduce", reduce),
     ("Transpose", transpose),
     ("Concat", concat),
+    ("GroupedConv", cnn::grouped_conv),
+    ("SmallMaxPool", cnn::small_max_pool),
 ];
 
 fn dims(r: &mut Rng, rank: usize) -> Vec<usize> {
