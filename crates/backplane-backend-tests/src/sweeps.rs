@@ -117,6 +117,7 @@ pub const FAMILIES: &[(&str, Generator)] = &[
     ("Concat", concat),
     ("GroupedConv", cnn::grouped_conv),
     ("SmallMaxPool", cnn::small_max_pool),
+    ("WinogradConv", cnn::winograd_conv),
 ];
 
 fn dims(r: &mut Rng, rank: usize) -> Vec<usize> {

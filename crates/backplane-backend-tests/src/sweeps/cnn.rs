@@ -1,7 +1,7 @@
 //! Sweep families for the convolutional networks' layers that the generic families rarely
 //! reach: grouped convolutions with realistic group widths (RegNet, ResNeXt: 8 to 33
-//! channels per group, outputs wide and narrow), and max pooling of many small planes (ceil
-//! mode, as SqueezeNet's).
+//! channels per group, outputs wide and narrow), max pooling of many small planes (ceil
+//! mode, as SqueezeNet's), and 3×3 convolutions of 32 to 131 channels on mid-sized planes.
 
 use super::{Rng, SweepCase};
 use backplane::core::ops::{AutoPad, ConvDesc, PoolDesc, PoolKind, Window};
@@ -80,5 +80,31 @@ pub(super) fn small_max_pool(r: &mut Rng) -> Result<SweepCase, String> {
         inputs: vec![(x, false)],
         rtol: 0.0,
         atol: 0.0,
+    })
+}
+
+/// A 3×3 stride-1 convolution with 32 to 131 channels each way on planes of 23 to 31
+/// pixels a side: the sizes where a backend may switch algorithms (CpuAcc: Winograd for
+/// narrow layers with enough multiply-adds per tile).
+pub(super) fn winograd_conv(r: &mut Rng) -> Result<SweepCase, String> {
+    let c = r.pick(&[32, 33, 64, 128, 131]);
+    let m = r.pick(&[32, 37, 128]);
+    let (h, w) = (r.pick(&[23, 24, 28, 31]), r.pick(&[24, 27, 29]));
+    let pad = r.below(2);
+    let x = r.tensor(DataType::F32, &[1, c, h, w], -1.0, 1.0)?;
+    let wt = r.tensor(DataType::F32, &[m, c, 3, 3], -1.0, 1.0)?;
+    let mut inputs = vec![(x, false), (wt, r.below(4) != 0)];
+    if r.below(2) == 0 {
+        inputs.push((r.tensor(DataType::F32, &[m], -1.0, 1.0)?, true));
+    }
+    Ok(SweepCase {
+        family: "WinogradConv",
+        op: Op::Conv(ConvDesc {
+            window: square(3, 1, 1, pad),
+            group: 1,
+        }),
+        inputs,
+        rtol: 1e-4,
+        atol: 1e-4 * ((c * 9) as f64).sqrt(),
     })
 }
