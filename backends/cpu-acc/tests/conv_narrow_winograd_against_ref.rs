@@ -1,6 +1,6 @@
 //! 3×3 stride-1 convolutions with few channels on one side and many on the other (DenseNet's
 //! 128→32 bottleneck outputs, SqueezeNet's 32→128 expansions), which take the Winograd
-//! F(4×4, 3×3) path on planes of 24 pixels a side and more, against CpuRef: odd channel
+//! F(4×4, 3×3) path on planes of 14 pixels a side and more, against CpuRef: odd channel
 //! counts, planes that are no multiple of the 4×4 tiles, padding 0 and 1, batches, with and
 //! without bias, constant weights (Winograd) and run-time weights (the im2col GEMM), one and
 //! two threads.
@@ -24,6 +24,10 @@ fn narrow_winograd_convolutions_against_ref() {
         (1, 64, 37, 29, 24, 1),
         (1, 32, 32, 28, 28, 1),
         (1, 128, 32, 23, 56, 1),
+        // DenseNet's third block: 14×14, and the smallest side that takes the path.
+        (1, 128, 32, 14, 14, 1),
+        (1, 97, 41, 14, 15, 1),
+        (1, 128, 32, 13, 13, 1),
     ] {
         let op = Op::Conv(ConvDesc {
             window: Window {

@@ -83,13 +83,13 @@ pub(super) fn small_max_pool(r: &mut Rng) -> Result<SweepCase, String> {
     })
 }
 
-/// A 3×3 stride-1 convolution with 32 to 131 channels each way on planes of 23 to 31
+/// A 3×3 stride-1 convolution with 32 to 131 channels each way on planes of 13 to 31
 /// pixels a side: the sizes where a backend may switch algorithms (CpuAcc: Winograd for
 /// narrow layers with enough multiply-adds per tile).
 pub(super) fn winograd_conv(r: &mut Rng) -> Result<SweepCase, String> {
     let c = r.pick(&[32, 33, 64, 128, 131]);
     let m = r.pick(&[32, 37, 128]);
-    let (h, w) = (r.pick(&[23, 24, 28, 31]), r.pick(&[24, 27, 29]));
+    let (h, w) = (r.pick(&[13, 14, 23, 28, 31]), r.pick(&[14, 15, 27, 29]));
     let pad = r.below(2);
     let x = r.tensor(DataType::F32, &[1, c, h, w], -1.0, 1.0)?;
     let wt = r.tensor(DataType::F32, &[m, c, 3, 3], -1.0, 1.0)?;
