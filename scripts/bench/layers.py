@@ -89,12 +89,13 @@ def fastest(events):
     return best
 
 
-def backplane_layers(exe, model_path, threads, iterations):
+def backplane_layers(exe, model_path, threads, iterations, options=()):
     with tempfile.TemporaryDirectory() as tmp:
         prof = os.path.join(tmp, "profile.json")
+        extra = [a for o in options for a in ("--backend-option", o)]
         subprocess.run(
             [exe, "bench", model_path, "--backends", "CpuAcc,CpuRef", "--threads", str(threads),
-             "--generate", "random", "--iterations", str(iterations), "--profile", prof],
+             "--generate", "random", "--iterations", str(iterations), "--profile", prof] + extra,
             check=True, stdout=subprocess.DEVNULL)
         trace = json.load(open(prof))["traceEvents"]
     return fastest((e["name"], e["dur"]) for e in trace if e.get("ph") == "X")
@@ -140,16 +141,19 @@ def main():
                     help="alternate the two runtimes this many times; keep each layer's fastest")
     ap.add_argument("--backplane", default=os.path.join(
         os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target")), "release", "backplane"))
+    ap.add_argument("--backend-option", action="append", default=[], metavar="BACKEND:KEY=VALUE",
+                    help="passed to backplane bench (repeatable), e.g. CpuAcc:nhwc=off")
     args = ap.parse_args()
     if not os.path.exists(args.backplane):
         sys.exit(f"no backplane binary at {args.backplane}: cargo build --release -p backplane-cli")
     model = onnx.load(args.model)
     shapes = shapes_of(model)
     nodes = {n.name: n for n in model.graph.node}
+    outputs = {n.name: list(n.output) for n in model.graph.node}
     bp, ort_t = {}, {}
     for _ in range(args.rounds):
         for name, us in backplane_layers(args.backplane, args.model, args.threads,
-                                         args.iterations).items():
+                                         args.iterations, args.backend_option).items():
             bp[name] = min(bp.get(name, float("inf")), us)
         try:
             for name, us in ort_nodes(args.model, args.threads, args.iterations).items():
@@ -173,7 +177,9 @@ def main():
         # The ONNX Runtime nodes among the layer's parts, summed: one for a fused layer
         # ONNX Runtime fused alike, several where backplane runs more as one (a
         # FusedConvPair is two of ONNX Runtime's convolutions).
-        found = [ort_t[p] for p in dict.fromkeys(name.split("+")) if p in ort_t]
+        # Newer ONNX Runtime versions name a node by its output tensor in the profile.
+        found = [ort_t[k] for p in dict.fromkeys(name.split("+"))
+                 for k in dict.fromkeys([p] + outputs.get(p, [])) if k in ort_t]
         theirs = sum(found) if found else None
         ratio = f"{us / theirs:6.2f}" if theirs else "     -"
         gf = f"{f / us / 1e3:6.1f}" if f else "     -"

@@ -14,6 +14,8 @@ use backplane::core::ops::{
 use backplane::core::Op;
 use backplane::{BackendId, DataType, Network, Runtime, Tensor, TensorInfo};
 
+mod cnn;
+
 /// The suite's name in reports.
 pub const SUITE: &str = "random sweeps";
 
@@ -118,6 +120,9 @@ pub const FAMILIES: &[(&str, Generator)] = &[
     ("Cast", crate::sweeps_select::cast),
     ("Split", crate::sweeps_select::split),
     ("Resize", crate::sweeps_select::resize),
+    ("GroupedConv", cnn::grouped_conv),
+    ("SmallMaxPool", cnn::small_max_pool),
+    ("WinogradConv", cnn::winograd_conv),
 ];
 
 fn dims(r: &mut Rng, rank: usize) -> Vec<usize> {

@@ -585,10 +585,12 @@ where
 }
 
 /// Max pooling of every plane of `x` into `y` by the rows path (3×3 windows, as for the
-/// convolution; NaNs propagate) or the channels-last path, when one applies (AVX-512; for
-/// channels-last at least [`LANES`] planes, a window of at most [`MAX_TAPS`], no NaN in `x`:
-/// its vector max does not propagate NaN the way CpuRef does). Returns false otherwise, with
-/// `y` possibly half written; the caller then pools plane by plane.
+/// convolution; NaNs propagate) or the channels-last path, when one applies (as for the
+/// convolution: AVX-512, or small planes of at most [`SMALL_PLANE`] outputs, such as
+/// SqueezeNet's 13×13 and 6×6 ones; for channels-last at least [`LANES`] planes, a window of
+/// at most [`MAX_TAPS`], no NaN in `x`: its vector max does not propagate NaN the way CpuRef
+/// does). Returns false otherwise, with `y` possibly half written; the caller then pools
+/// plane by plane.
 pub fn run_max(th: &Threads, plan: &Plan, x: &[f32], y: &mut [f32]) -> Result<bool> {
     let g = &plan.geo;
     let (in_plane, out_plane) = (g.h * g.w, g.oh * g.ow);
@@ -609,7 +611,7 @@ pub fn run_max(th: &Threads, plan: &Plan, x: &[f32], y: &mut [f32]) -> Result<bo
         })?;
         return Ok(true);
     }
-    if !simd::has_avx512() || !plan.channels_last(planes) || x.len() < planes * in_plane {
+    if !plan.channels_last(planes) || x.len() < planes * in_plane {
         return Ok(false);
     }
     let small = planes * out_plane * g.kh * g.kw < 64 * 1024;
@@ -856,7 +858,8 @@ pub(crate) mod tests {
                 for (input, nan) in [(&x, false), (&xn, true)] {
                     let mut y = vec![0f32; planes * g.oh * g.ow];
                     let ran = run_max(&th, &plan, input, &mut y).unwrap();
-                    let channels_last = simd::has_avx512();
+                    // Channels-last with AVX-512, or (AVX2) on small planes.
+                    let channels_last = plan.channels_last(planes);
                     assert_eq!(ran, plan.rows || (channels_last && !nan), "{h}x{w} k{k}");
                     if !ran {
                         continue;

@@ -96,6 +96,20 @@ impl ConvShape<'_> {
     }
 }
 
+/// Whether an NCHW convolution that is not depthwise takes [`direct`]: one group (few
+/// input channels under a window, or few outputs of a pointwise one), or small groups
+/// under a window, one group at a time.
+fn direct_applies(s: &ConvShape<'_>, pointwise: bool) -> bool {
+    let cg = s.c / s.group.max(1);
+    let k = cg * s.geo.kh * s.geo.kw;
+    match (s.group, pointwise) {
+        (1, true) => direct::applies_pointwise(s.m, s.c),
+        (1, false) => direct::applies(s.c, k),
+        (_, true) => false,
+        (g, false) => direct::applies_grouped(cg, s.m / g, k, s.geo.ow),
+    }
+}
+
 /// The algorithm a convolution runs with: every size threshold and option that decides it is
 /// consulted here (the predicates of each path hold their own thresholds).
 pub fn choose_conv_algorithm(s: &ConvShape<'_>) -> ConvAlgorithm {
@@ -118,13 +132,7 @@ pub fn choose_conv_algorithm(s: &ConvShape<'_>) -> ConvAlgorithm {
                 ConvAlgorithm::ChannelLanes
             } else if s.depthwise() {
                 ConvAlgorithm::Depthwise
-            } else if s.group == 1
-                && if pointwise {
-                    direct::applies_pointwise(s.m, s.c)
-                } else {
-                    direct::applies(s.c, s.c * s.geo.kh * s.geo.kw)
-                }
-            {
+            } else if direct_applies(s, pointwise) {
                 ConvAlgorithm::Direct
             } else {
                 ConvAlgorithm::Gemm
