@@ -1,0 +1,274 @@
+//! The blocked drivers behind [`super::sgemm`]: a small prepacked A against a B packed on the
+//! fly (convolutions), the column and row splits between threads, and the packed-A block
+//! loop with its tiles.
+
+use super::*;
+
+/// Largest m·k (floats) of a prepacked A taken by [`sgemm_small_a`]: the whole A stays in L2
+/// while every B panel streams past it.
+pub(super) const SMALL_A: usize = 160 * 1024;
+/// B panels packed at a time by [`sgemm_small_a`] (a kc × 256 block: a quarter of L2).
+pub(super) const NB: usize = 8;
+/// Below this many multiply-adds a product runs on one thread.
+pub(super) const PARALLEL_MACS: usize = 1 << 21;
+
+/// `sgemm` for a small prepacked A (convolution weights: m·k up to [`SMALL_A`]) and a B
+/// packed on the fly (shifted runs of a convolution input, or a strided matrix). Each task owns a range of B's
+/// columns and packs its own panels, [`NB`] at a time, right before the micro-kernel reads
+/// them, so packed B never leaves L2 and threads never wait for each other: the work splits
+/// over columns with no shared packing step. With more than one task, each computes its
+/// columns into its own buffer, copied into C at the end (or, when K is small, the rows
+/// split instead, each task packing all of B).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn sgemm_small_a(
+    th: &Threads,
+    m: usize,
+    n: usize,
+    k: usize,
+    pa: &Packed,
+    b: &BSrc<'_>,
+    c: &mut [f32],
+    ldc: usize,
+    ep: &Epilogue<'_>,
+    kernel_act: Activation,
+) -> Result<()> {
+    let np = n.div_ceil(NR);
+    let tasks = if th.count() == 1 || m * n * k < PARALLEL_MACS {
+        1
+    } else {
+        (2 * th.count()).min(np)
+    };
+    if tasks <= 1 {
+        return packed_a_block(n, k, pa, b, (0, m), (0, np), c, ldc, ep, kernel_act);
+    }
+    // Splitting rows makes every thread pack all of B (K×N floats each); splitting columns
+    // costs a copy of C (M×N floats, shared out too). Rows win when K < M, as in a network's
+    // first convolution (K = 27 for 32 outputs). A thread's rows start on a multiple of
+    // ROW_STEP, not of MR, so shares stay even.
+    let rows_per = m.div_ceil(th.count()).div_ceil(ROW_STEP) * ROW_STEP;
+    if m >= 2 * ROW_STEP * th.count() && k < m {
+        return th.chunks(c, rows_per * ldc, |ci, cc| {
+            let r0 = ci * rows_per;
+            let r1 = (r0 + rows_per).min(m);
+            packed_a_block(n, k, pa, b, (r0, r1), (0, np), cc, ldc, ep, kernel_act)
+        });
+    }
+    // Each task computes its columns into its own block of one buffer ([m × width] per
+    // task, the blocks one after another), then the rows are copied into C, also in
+    // parallel.
+    let per = np.div_ceil(tasks);
+    let share = per * NR;
+    let mut parts = take(&PARTS_BUF, m * n);
+    let res = th.chunks(&mut parts[..m * n], m * share, |t, block| {
+        let (p0, p1) = (t * per, ((t + 1) * per).min(np));
+        let width = block.len() / m;
+        packed_a_block(n, k, pa, b, (0, m), (p0, p1), block, width, ep, kernel_act)
+    });
+    let res = res.and_then(|()| copy_column_blocks(th, &parts, m, n, share, c, ldc));
+    give_back(&PARTS_BUF, parts);
+    res
+}
+
+/// Copy the column blocks of a split product into C, rows shared out between threads:
+/// `parts` holds, for each `share` columns of C from the left, an [m × width] block (the
+/// last one narrower), one after another.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn copy_column_blocks(
+    th: &Threads,
+    parts: &[f32],
+    m: usize,
+    n: usize,
+    share: usize,
+    c: &mut [f32],
+    ldc: usize,
+) -> Result<()> {
+    let rows_per = th.chunk_size(m, 1, 1);
+    th.chunks(&mut c[..(m - 1) * ldc + n], rows_per * ldc, |ci, cc| {
+        for (r, row) in cc.chunks_mut(ldc).enumerate() {
+            let i = ci * rows_per + r;
+            for j0 in (0..n).step_by(share) {
+                let width = share.min(n - j0);
+                let src = &parts[m * j0 + i * width..m * j0 + (i + 1) * width];
+                row[j0..j0 + width].copy_from_slice(src);
+            }
+        }
+        Ok(())
+    })
+}
+
+/// `sgemm` for at most [`MR`] rows of A and a packed B, on more than one thread: the column
+/// panels split between tasks, each computing its columns for every K block into its own
+/// block of a buffer (A, one panel, packed by each task), then copied into C.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn sgemm_columns(
+    th: &Threads,
+    m: usize,
+    n: usize,
+    k: usize,
+    a: &ASrc<'_>,
+    pb: &Packed,
+    c: &mut [f32],
+    ldc: usize,
+    ep: &Epilogue<'_>,
+    kernel_act: Activation,
+) -> Result<()> {
+    let np = n.div_ceil(NR);
+    let per = np.div_ceil(2 * th.count());
+    let share = per * NR;
+    let mut parts = take(&PARTS_BUF, m * n);
+    let res = th.chunks(&mut parts[..m * n], m * share, |t, block| {
+        let width = block.len() / m;
+        let mut abuf = match a {
+            ASrc::View(_) => take(&A_BUF, KC * MR),
+            ASrc::Packed(_) => Vec::new(),
+        };
+        let res = (|| -> Result<()> {
+            for (kb, pc) in (0..k).step_by(KC).enumerate() {
+                let kc = KC.min(k - pc);
+                let ap: &[f32] = match a {
+                    ASrc::Packed(pa) => pa.block(kb, 0)?,
+                    ASrc::View(v) => {
+                        pack_a_view(v, 0, m, pc, kc, &mut abuf);
+                        &abuf
+                    }
+                };
+                let panels = pb.block(kb, t * per)?;
+                for (q, bp) in panels.chunks(kc * NR).take(per).enumerate() {
+                    let col = (t * per + q) * NR;
+                    if col >= n {
+                        break;
+                    }
+                    let tep = ep.tile(kb > 0, pc + kc == k, (0, col), kernel_act);
+                    let cs = block.get_mut(q * NR..).unwrap_or(&mut []);
+                    let nr = NR.min(n - col);
+                    if !simd::microkernel(kc, ap, bp, cs, width, m, nr, &tep) {
+                        return Err(err("micro-kernel bounds"));
+                    }
+                }
+            }
+            Ok(())
+        })();
+        if !abuf.is_empty() {
+            give_back(&A_BUF, abuf);
+        }
+        res
+    });
+    let res = res.and_then(|()| copy_column_blocks(th, &parts, m, n, share, c, ldc));
+    give_back(&PARTS_BUF, parts);
+    res
+}
+
+/// `sgemm` for a large prepacked A and a narrow B (at most [`NB`] panels, as in the last
+/// layers of a CNN, where A is megabytes of weights and B a few dozen columns), on more than
+/// one thread: the rows split between threads, each packing its own copy of B (small) so
+/// that there is one parallel step, not one per K block, and each thread reads only its
+/// share of A.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn sgemm_rows(
+    th: &Threads,
+    m: usize,
+    n: usize,
+    k: usize,
+    pa: &Packed,
+    b: &BSrc<'_>,
+    c: &mut [f32],
+    ldc: usize,
+    ep: &Epilogue<'_>,
+    kernel_act: Activation,
+) -> Result<()> {
+    let np = n.div_ceil(NR);
+    let rows_per = th.chunk_size(m, ROW_STEP, ROW_STEP);
+    th.chunks(c, rows_per * ldc, |ci, cc| {
+        let r0 = ci * rows_per;
+        let r1 = (r0 + rows_per).min(m);
+        packed_a_block(n, k, pa, b, (r0, r1), (0, np), cc, ldc, ep, kernel_act)
+    })
+}
+
+/// Rows `rows.0..rows.1` (`rows.0` a multiple of [`ROW_STEP`]) and column panels
+/// `panels.0..panels.1` of C, stored from `c` (its first element is that block's top left;
+/// row stride `ldc`). B is packed [`NB`] panels at a time, right before use.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn packed_a_block(
+    n: usize,
+    k: usize,
+    pa: &Packed,
+    b: &BSrc<'_>,
+    rows: (usize, usize),
+    panels: (usize, usize),
+    c: &mut [f32],
+    ldc: usize,
+    ep: &Epilogue<'_>,
+    kernel_act: Activation,
+) -> Result<()> {
+    let (p0, p1) = panels;
+    let (r0, r1) = rows;
+    let mut bbuf = take(&B_BUF, KC.min(k) * NB * NR);
+    let result = (|| -> Result<()> {
+        let col0 = p0 * NR;
+        for q0 in (p0..p1).step_by(NB) {
+            let q1 = (q0 + NB).min(p1);
+            for (kb, pc) in (0..k).step_by(KC).enumerate() {
+                let kc = KC.min(k - pc);
+                let len = (q1 - q0) * kc * NR;
+                let buf: &[f32] = match b {
+                    BSrc::View(v) => {
+                        pack_b_view(v, n, q0 * NR, pc, kc, &mut bbuf[..len]);
+                        &bbuf[..len]
+                    }
+                    BSrc::Shifted(s) => {
+                        pack_b_shifted(s, n, q0 * NR, pc, kc, &mut bbuf[..len]);
+                        &bbuf[..len]
+                    }
+                    BSrc::Panels(d) => panels_block(d, k, n, kb, q0)?
+                        .get(..len)
+                        .ok_or_else(|| err("B panels are too small"))?,
+                    BSrc::Packed(_) => return Err(err("packed B in the small-A path")),
+                };
+                let apanels = pa.block(kb, 0)?;
+                let last = pc + kc == k;
+                for (panel, row0, mr) in tiles(r0, r1) {
+                    let row = panel * MR + row0 - r0;
+                    let ap = apanels.get(panel * kc * MR..).unwrap_or(&[]);
+                    for (q, bp) in (q0..q1).zip(buf.chunks_exact(kc * NR)) {
+                        let col = q * NR;
+                        let nr = NR.min(n - col);
+                        let tep = ep.tile(kb > 0, last, (r0 + row, col), kernel_act);
+                        let cs = c.get_mut(row * ldc + col - col0..).unwrap_or(&mut []);
+                        if !simd::microkernel_rows(kc, ap, row0, bp, cs, ldc, mr, nr, &tep) {
+                            return Err(err("micro-kernel bounds"));
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    })();
+    give_back(&B_BUF, bbuf);
+    result
+}
+
+/// The micro-tiles covering rows `r0..r1` of a packed A, in order: (panel, first row inside
+/// the panel, rows). Only the first may start inside its panel.
+pub(super) fn tiles(r0: usize, r1: usize) -> impl Iterator<Item = (usize, usize, usize)> {
+    let mut r = r0;
+    std::iter::from_fn(move || {
+        if r >= r1 {
+            return None;
+        }
+        let (panel, row0) = (r / MR, r % MR);
+        let rows = (MR - row0).min(r1 - r);
+        r += rows;
+        Some((panel, row0, rows))
+    })
+}
+
+/// Panels of B per packing task: all of them on one thread, or an even share when the block
+/// is large enough to be worth splitting.
+pub(super) fn pack_share(th: &Threads, np: usize, kc: usize) -> usize {
+    if th.count() == 1 || np * kc * NR < 16 * 1024 {
+        np.max(1)
+    } else {
+        np.div_ceil(th.count()).max(1)
+    }
+}
