@@ -64,7 +64,8 @@ step "GpuAcc per-layer profiles"
 for m in resnet50 bert_base; do
   [ -f "$MODELS/$m.onnx" ] || continue
   echo "-- $m"
-  timeout "$(lim 30)" "$BP" bench "$MODELS/$m.onnx" --backends GpuAcc,CpuAcc --iterations 5 --warmup 2 --quiet \
+  timeout "$(lim 30)" "$BP" bench "$MODELS/$m.onnx" --backends GpuAcc,CpuAcc --generate random \
+    --iterations 5 --warmup 2 --quiet \
     --profile "$OUT/profile_$m.json" 2>&1 | tail -16
 done
 if [ -n "${TESTS_DIR:-}" ]; then
@@ -77,6 +78,17 @@ fi
 
 step "backend-test CpuAcc"
 KIT_S=90 kit CpuAcc "$OUT/kit_cpuacc.txt"
+
+step "CpuAcc thread scaling (resnet18; the pool's spin time A/B at every core)"
+if [ -f "$MODELS/old/resnet18.onnx" ]; then
+  for opt in threads=1 threads=2 threads=4 threads=8 "threads=$THREADS" "threads=$THREADS spin_us=0" \
+    "threads=$THREADS spin_us=2000"; do
+    args=()
+    for o in $opt; do args+=(--backend-option "CpuAcc:$o"); done
+    echo "-- $opt: $(timeout "$(lim 30)" "$BP" bench "$MODELS/old/resnet18.onnx" --generate random \
+      --iterations 30 --warmup 5 --quiet "${args[@]}" 2>&1 | grep -E "^latency" )"
+  done
+fi
 
 step "CpuAcc,CpuRef against ONNX Runtime (CPU, 1 and $THREADS threads)"
 timeout "$(lim 400)" "$PY" scripts/bench/compare.py --suite all --models "$MODELS" --old-models "$MODELS/old" --backplane "$BP" \
