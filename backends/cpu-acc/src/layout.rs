@@ -437,6 +437,16 @@ fn rewrite(
                 else {
                     return None;
                 };
+                // Both halves run channels-last inside the pair, whatever layout the
+                // convolutions had as separate layers.
+                let first = ConvSpec {
+                    layout: ConvLayout::Nhwc,
+                    ..first
+                };
+                let second = ConvSpec {
+                    layout: ConvLayout::Nhwc,
+                    ..second
+                };
                 let op = Fused::ConvPair { first, second, mid }.encode(y);
                 (format!("{}+{}", fr.name, r.name), op)
             }
