@@ -45,6 +45,22 @@ fn conv2d(k: usize, s: usize, p: usize, group: usize) -> Op {
     })
 }
 
+/// The channels-last layout of a CpuAcc fused convolution (`nhwc`, or `nchw_to_nhwc` for a
+/// region's first layer), from the typed payload it carries; `None` for NCHW ones, pairs and
+/// other layers.
+fn conv_layout(op: &Op) -> Option<&'static str> {
+    use backplane_cpu_acc::fusion::{ConvLayout, Fused};
+    let Op::Custom(c) = op else { return None };
+    match Fused::decode(c).ok()? {
+        Fused::Conv(spec) => match spec.layout {
+            ConvLayout::Nchw => None,
+            ConvLayout::Nhwc => Some("nhwc"),
+            ConvLayout::NchwToNhwc => Some("nchw_to_nhwc"),
+        },
+        _ => None,
+    }
+}
+
 /// How many layers of an optimized network are CpuAcc `FusedConvPair`s.
 fn conv_pairs(net: &Network) -> usize {
     net.layers()
@@ -309,7 +325,7 @@ fn residual_add_and_layer_norm_fuse() {
 /// 32- and 8-channel steps), sizes of 1, and a batch of 2.
 #[test]
 fn mobilenet_blocks_run_channels_last() {
-    use backplane::core::ops::{AttrValue, PoolKind, UnaryOp};
+    use backplane::core::ops::{PoolKind, UnaryOp};
     let rt = backplane::RuntimeBuilder::new().build().unwrap();
     let conv = conv2d;
     let clip = Op::Unary(UnaryOp::Clip { min: 0.0, max: 6.0 });
@@ -386,17 +402,7 @@ fn mobilenet_blocks_run_channels_last() {
             .network()
             .layers()
             .iter()
-            .filter_map(|l| match &l.op {
-                Op::Custom(c) => c
-                    .attributes
-                    .iter()
-                    .find(|(k, _)| k == "layout")
-                    .map(|(_, v)| match v {
-                        AttrValue::String(s) => s.clone(),
-                        _ => "?".into(),
-                    }),
-                _ => None,
-            })
+            .filter_map(|l| conv_layout(&l.op).map(String::from))
             .collect();
         // Pairs: the expansion (expand, dw2) from 2^20 floats; else from 2^18 floats of a
         // depthwise output, the projections (dw2, project) and (dw1, pw1).
@@ -505,7 +511,7 @@ fn small_plane_stage_runs_channels_last() {
 }
 
 fn stage(hw: usize, nhwc_want: usize, transposes_want: usize, means_want: usize) {
-    use backplane::core::ops::{AttrValue, PoolKind, UnaryOp};
+    use backplane::core::ops::{PoolKind, UnaryOp};
     let rt = backplane::RuntimeBuilder::new().build().unwrap();
     let conv = |k: usize, s: usize, p: usize| conv2d(k, s, p, 1);
     let (c, m) = (13, 40);
@@ -554,11 +560,7 @@ fn stage(hw: usize, nhwc_want: usize, transposes_want: usize, means_want: usize)
     let opt = rt.optimize(&n, &options("CpuAcc")).unwrap();
     let count =
         |f: &dyn Fn(&Op) -> bool| opt.network().layers().iter().filter(|l| f(&l.op)).count();
-    let nhwc = count(&|op| {
-        matches!(op, Op::Custom(c) if c.attributes.iter().any(|(k, v)| {
-            k == "layout" && matches!(v, AttrValue::String(s) if s == "nhwc")
-        }))
-    });
+    let nhwc = count(&|op| conv_layout(op) == Some("nhwc"));
     assert_eq!(nhwc, nhwc_want, "{hw}x{hw}: channels-last convolutions");
     assert_eq!(
         count(&|op| matches!(op, Op::Transpose { .. })),
@@ -709,7 +711,6 @@ fn mobilenet_v3(hw: usize, blocks: &[Bneck]) -> Network {
 /// the outputs match CpuRef.
 #[test]
 fn mobilenet_v3_blocks_run_channels_last() {
-    use backplane::core::ops::AttrValue;
     let large: [Bneck; 15] = [
         (3, 16, 16, false, false, 1),
         (3, 64, 24, false, false, 2),
@@ -744,9 +745,7 @@ fn mobilenet_v3_blocks_run_channels_last() {
             let conv = match &l.op {
                 Op::Conv(_) => true,
                 Op::Custom(c) if c.op_type.starts_with("FusedConv") => {
-                    nhwc += usize::from(c.attributes.iter().any(|(k, v)| {
-                        k == "layout" && matches!(v, AttrValue::String(s) if s == "nhwc")
-                    }));
+                    nhwc += usize::from(conv_layout(&l.op) == Some("nhwc"));
                     true
                 }
                 _ => false,
