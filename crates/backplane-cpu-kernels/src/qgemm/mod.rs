@@ -18,7 +18,7 @@ pub mod requant;
 #[cfg(test)]
 mod tests;
 
-pub use requant::{accumulate_taps, requantize_f32, FloatRequant, QuantizedMultiplier};
+pub use requant::{accumulate_taps, requantize_f32, FloatRequant};
 
 /// Columns per packed panel of B (two AVX2 vectors of eight int32 sums).
 pub const QNR: usize = 16;

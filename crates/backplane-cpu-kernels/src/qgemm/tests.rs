@@ -84,64 +84,6 @@ fn short_slices_are_refused() {
     assert!(!qgemm(&[0i16; 8], 3, 2, &b, &mut c, 2));
 }
 
-/// Values from TFLite's reference `QuantizeMultiplier` and `MultiplyByQuantizedMultiplier`.
-#[test]
-fn multipliers_follow_tflite() {
-    let q = QuantizedMultiplier::new(0.5).expect("0.5");
-    assert_eq!((q.multiplier, q.shift), (1 << 30, 0));
-    let q = QuantizedMultiplier::new(1.0).expect("1");
-    assert_eq!((q.multiplier, q.shift), (1 << 30, 1));
-    let q = QuantizedMultiplier::new(0.25).expect("0.25");
-    assert_eq!((q.multiplier, q.shift), (1 << 30, -1));
-    // A mantissa that rounds up to 2^31 moves to the next exponent.
-    let q = QuantizedMultiplier::new(1.0 - 1e-12).expect("just under 1");
-    assert_eq!((q.multiplier, q.shift), (1 << 30, 1));
-    assert_eq!(QuantizedMultiplier::new(-1.0), None);
-    assert_eq!(QuantizedMultiplier::new(f64::NAN), None);
-    assert_eq!(
-        QuantizedMultiplier::new(1e-12).map(|q| q.multiplier),
-        Some(0)
-    );
-    // x · 0.5: the doubling high multiply rounds its ties up (toward +∞).
-    let half = QuantizedMultiplier::new(0.5).expect("0.5");
-    assert_eq!(half.apply(3), 2);
-    assert_eq!(half.apply(-3), -1);
-    assert_eq!(half.apply(5), 3);
-    assert_eq!(half.apply(-5), -2);
-    assert_eq!(half.apply(4), 2);
-    // x · 0.25: the high multiply rounds once, the right shift again (ties away from zero),
-    // so 5 · 0.25 becomes 2.5 → 3, then 1.5 → 2, as in TFLite.
-    let quarter = QuantizedMultiplier::new(0.25).expect("0.25");
-    assert_eq!(quarter.apply(6), 2);
-    assert_eq!(quarter.apply(-6), -2);
-    assert_eq!(quarter.apply(5), 2);
-    assert_eq!(quarter.apply(-5), -1);
-    assert_eq!(quarter.apply(4), 1);
-    let three = QuantizedMultiplier::new(3.0).expect("3");
-    assert_eq!(three.apply(-7), -21);
-}
-
-#[test]
-fn multiplied_sums_are_within_half_a_unit_of_the_real_product() {
-    for (i, &scale) in [0.0003_f64, 0.0123, 0.1, 0.7019, 0.999, 1.5, 17.25]
-        .iter()
-        .enumerate()
-    {
-        let q = QuantizedMultiplier::new(scale).expect("scale");
-        for x in (-200_000..200_000).step_by(997 + i) {
-            let got = q.apply(x);
-            let real = f64::from(x) * scale;
-            // Two roundings: at most half a unit, plus half a unit of the first one scaled
-            // down by the shift.
-            let bound = 0.5 + 0.5 * 2f64.powi(q.shift.min(0)) + 1e-6 * real.abs().max(1.0);
-            assert!(
-                (f64::from(got) - real).abs() <= bound,
-                "{x} · {scale}: {got} vs {real}"
-            );
-        }
-    }
-}
-
 #[test]
 fn portable_tile_matches_the_vector_tile() {
     let (r, k) = (3, 37);
