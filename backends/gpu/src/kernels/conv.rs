@@ -13,7 +13,10 @@
 //! Both add the bias and apply the fused activation. 1-D inputs run as 2-D with a height of 1.
 
 use super::elementwise::Act;
-use super::{bindings, linear_shader, linear_step, p32, p32s, product, Bind, Step, MAX_GROUPS};
+use super::{
+    bindings, linear_shader, linear_step, p32, p32s, product, Bind, Step, BLOCK_4X4_STEP,
+    MAX_GROUPS,
+};
 use backplane_core::ops::{ConvDesc, Geometry};
 
 /// A 1-D or 2-D window resolved to 2-D: (kernel, stride, dilation, pad begin, pad end) per
@@ -234,16 +237,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
             tb[bkl * 64u + bn] = v;
         }}
         workgroupBarrier();
-        for (var q = 0u; q < 16u; q = q + 1u) {{
-            let a = vec4<f32>(ta[q * 64u + lid.y * 4u], ta[q * 64u + lid.y * 4u + 1u], ta[q * 64u + lid.y * 4u + 2u], ta[q * 64u + lid.y * 4u + 3u]);
-            let b = vec4<f32>(tb[q * 64u + lid.x * 4u], tb[q * 64u + lid.x * 4u + 1u], tb[q * 64u + lid.x * 4u + 2u], tb[q * 64u + lid.x * 4u + 3u]);
-            for (var i = 0u; i < 4u; i = i + 1u) {{
-                acc[i * 4u] = acc[i * 4u] + a[i] * b.x;
-                acc[i * 4u + 1u] = acc[i * 4u + 1u] + a[i] * b.y;
-                acc[i * 4u + 2u] = acc[i * 4u + 2u] + a[i] * b.z;
-                acc[i * 4u + 3u] = acc[i * 4u + 3u] + a[i] * b.w;
-            }}
-        }}
+{BLOCK_4X4_STEP}
         workgroupBarrier();
     }}
     for (var i = 0u; i < 4u; i = i + 1u) {{

@@ -39,6 +39,21 @@ pub struct Step {
 
 /// Threads per workgroup of the one-thread-per-element kernels.
 pub const LINEAR_GROUP: u32 = 64;
+
+/// The inner step of the 64×64 register-blocked tiles (MatMul's and the implicit-GEMM
+/// convolution's): 16 depth steps over the workgroup's `ta`/`tb` tiles (64 floats a row),
+/// each invocation adding a 4×4 block of products into its `acc`.
+pub(crate) const BLOCK_4X4_STEP: &str = "        for (var q = 0u; q < 16u; q = q + 1u) {
+            let a = vec4<f32>(ta[q * 64u + lid.y * 4u], ta[q * 64u + lid.y * 4u + 1u], ta[q * 64u + lid.y * 4u + 2u], ta[q * 64u + lid.y * 4u + 3u]);
+            let b = vec4<f32>(tb[q * 64u + lid.x * 4u], tb[q * 64u + lid.x * 4u + 1u], tb[q * 64u + lid.x * 4u + 2u], tb[q * 64u + lid.x * 4u + 3u]);
+            for (var i = 0u; i < 4u; i = i + 1u) {
+                acc[i * 4u] = acc[i * 4u] + a[i] * b.x;
+                acc[i * 4u + 1u] = acc[i * 4u + 1u] + a[i] * b.y;
+                acc[i * 4u + 2u] = acc[i * 4u + 2u] + a[i] * b.z;
+                acc[i * 4u + 3u] = acc[i * 4u + 3u] + a[i] * b.w;
+            }
+        }";
+
 /// Most workgroups along one dispatch dimension (WebGPU's default limit).
 pub const MAX_GROUPS: u32 = 65_535;
 
