@@ -87,8 +87,38 @@ impl Stats {
     }
 }
 
-fn ms(d: Duration) -> f64 {
+/// A duration in milliseconds.
+pub(crate) fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
+}
+
+impl std::fmt::Display for Stats {
+    /// `latency over N executions: min … ms, median … ms, p90 … ms, max … ms`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "latency over {} executions: min {:.3} ms, median {:.3} ms, p90 {:.3} ms, max {:.3} ms",
+            self.count,
+            ms(self.min),
+            ms(self.median),
+            ms(self.p90),
+            ms(self.max)
+        )
+    }
+}
+
+/// The throughput line of a timing report: `count` executions in `total`.
+pub(crate) fn throughput_line(count: usize, total: Duration) -> String {
+    format!(
+        "throughput: {:.1} executions/s",
+        count as f64 / total.as_secs_f64().max(1e-9)
+    )
+}
+
+/// The peak-memory line of a timing report, where the platform tells it.
+pub(crate) fn peak_memory_line() -> Option<String> {
+    peak_memory_bytes()
+        .map(|peak| format!("peak memory: {:.1} MiB", peak as f64 / (1024.0 * 1024.0)))
 }
 
 /// Run the command.
@@ -160,20 +190,10 @@ pub fn bench(args: &BenchArgs) -> Result<(), CliError> {
         "backends: {}",
         crate::session::backend_summary(&session.layer_counts)
     );
-    out!(
-        "latency over {} executions: min {:.3} ms, median {:.3} ms, p90 {:.3} ms, max {:.3} ms",
-        stats.count,
-        ms(stats.min),
-        ms(stats.median),
-        ms(stats.p90),
-        ms(stats.max)
-    );
-    out!(
-        "throughput: {:.1} executions/s",
-        stats.count as f64 / total.as_secs_f64().max(1e-9)
-    );
-    if let Some(peak) = peak_memory_bytes() {
-        out!("peak memory: {:.1} MiB", peak as f64 / (1024.0 * 1024.0));
+    out!("{stats}");
+    out!("{}", throughput_line(stats.count, total));
+    if let Some(line) = peak_memory_line() {
+        out!("{line}");
     }
     if let Some(path) = &args.profile {
         crate::profile::report(path, &session.runtime, &runs, true)?;

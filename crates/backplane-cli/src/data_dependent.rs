@@ -3,9 +3,9 @@
 //! plans the part before the first such node, runs the node, and plans the rest for the
 //! shapes it produced; `inspect` shows where the plan is cut and the static part before it.
 
-use crate::bench::{peak_memory_bytes, BenchArgs, Stats};
+use crate::bench::{ms, peak_memory_line, throughput_line, BenchArgs, Stats};
 use crate::session::{configure, optimizer_options, CommonArgs, Imported, ModelFile};
-use crate::shapes::{inputs_for, ms, named, onnx_proto};
+use crate::shapes::{inputs_for, named, onnx_proto};
 use crate::CliError;
 use backplane::onnx::{OnnxError, OnnxValue};
 use backplane::{DynamicNetwork, ImportOptions, Tensor};
@@ -191,22 +191,12 @@ pub fn bench_data_dependent(args: &BenchArgs) -> Result<(), CliError> {
         planned.0,
         planned.1
     );
-    out!(
-        "latency over {} executions: min {:.3} ms, median {:.3} ms, p90 {:.3} ms, max {:.3} ms",
-        stats.count,
-        ms(stats.min),
-        ms(stats.median),
-        ms(stats.p90),
-        ms(stats.max)
-    );
-    out!(
-        "throughput: {:.1} executions/s",
-        stats.count as f64 / total.as_secs_f64().max(1e-9)
-    );
+    out!("{stats}");
+    out!("{}", throughput_line(stats.count, total));
     out!("plan caches: {}", counts.0);
     out!("split nodes: {}", counts.1);
-    if let Some(peak) = peak_memory_bytes() {
-        out!("peak memory: {:.1} MiB", peak as f64 / (1024.0 * 1024.0));
+    if let Some(line) = peak_memory_line() {
+        out!("{line}");
     }
     Ok(())
 }

@@ -2,7 +2,7 @@
 //! shapes, through a [`DynamicNetwork`] (one plan per shape set from its cache), reporting per
 //! shape and the plan cache's counts.
 
-use crate::bench::{peak_memory_bytes, BenchArgs, Stats};
+use crate::bench::{ms, peak_memory_line, throughput_line, BenchArgs, Stats};
 use crate::session::{
     backend_summary, configure, generate, optimizer_options, parse_dims, read_inputs, split_pair,
     CommonArgs, ModelFile, ModelFormat,
@@ -118,10 +118,6 @@ fn fixed_dims(dims: &[Dim]) -> Option<Vec<usize>> {
             Dim::Symbolic(_) => None,
         })
         .collect()
-}
-
-pub fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
 }
 
 pub fn named(inputs: &[(String, Tensor)]) -> Vec<(&str, &Tensor)> {
@@ -253,25 +249,15 @@ pub fn bench_shapes(args: &BenchArgs) -> Result<(), CliError> {
             out!("  {line}");
         }
         match Stats::of(&mut times[k]) {
-            Some(s) => out!(
-                "  latency over {} executions: min {:.3} ms, median {:.3} ms, p90 {:.3} ms, max {:.3} ms",
-                s.count,
-                ms(s.min),
-                ms(s.median),
-                ms(s.p90),
-                ms(s.max)
-            ),
+            Some(s) => out!("  {s}"),
             None => out!("  not timed (the time budget ran out first)"),
         }
     }
     out!("plan cache: {}", net.stats());
     let count: usize = times.iter().map(Vec::len).sum();
-    out!(
-        "throughput: {:.1} executions/s",
-        count as f64 / total.as_secs_f64().max(1e-9)
-    );
-    if let Some(peak) = peak_memory_bytes() {
-        out!("peak memory: {:.1} MiB", peak as f64 / (1024.0 * 1024.0));
+    out!("{}", throughput_line(count, total));
+    if let Some(line) = peak_memory_line() {
+        out!("{line}");
     }
     Ok(())
 }
