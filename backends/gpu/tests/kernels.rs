@@ -155,11 +155,43 @@ fn division_and_relu_are_exact() {
         atol: 0.0,
         ..case(op, inputs)
     };
+    // DynamicQuantizeLinear's expanded test: scale = 5 / 255, then -2.5 / scale sits next
+    // to a rounding boundary (-127.49999, which Round takes to -127; a scale one ULP low
+    // gives -127.50001, rounded to -128: the value off by one on an H200). Also ties and
+    // operands whose significands divide evenly.
+    let num = [5.0f32, -2.5, -3.0, 1.0, 7.0, 1.5, -9.0, 0.75];
+    let den = [
+        255.0f32,
+        5.0 / 255.0,
+        5.0 / 255.0,
+        3.0,
+        0.1,
+        1.0 / 3.0,
+        4.5,
+        -0.375,
+    ];
+    assert_ne!(
+        -2.5f32 / (5.0f32 / 255.0),
+        -127.5,
+        "the pinned case is off the tie"
+    );
+    let f32s = |v: &[f32]| {
+        let values: Vec<f64> = v.iter().map(|&x| f64::from(x)).collect();
+        backplane::Tensor::from_f64_values(
+            backplane::TensorInfo::new(DataType::F32, vec![v.len()]),
+            &values,
+        )
+        .unwrap()
+    };
     expect_pass(
         &rt,
         vec![
             exact(Op::Binary(BinaryOp::Div), vec![(a, false), (b, false)]),
             exact(Op::Unary(UnaryOp::Relu), vec![(special, false)]),
+            exact(
+                Op::Binary(BinaryOp::Div),
+                vec![(f32s(&num), false), (f32s(&den), false)],
+            ),
         ],
     );
 }

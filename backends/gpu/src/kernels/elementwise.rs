@@ -135,24 +135,48 @@ const POW: &str = "fn powf(a: f32, b: f32) -> f32 {
     return bitcast<f32>(0x7fc00000u);
 }";
 
-/// a / b rounded as the CPU rounds it. WGSL lets `/` be off by 2.5 ULP (NVIDIA's is), which
-/// moves quotients across rounding boundaries (Round(x / scale) in a quantizer). One
-/// correction step: the residual `a - q·b` computed exactly with `q·b` split into two floats
-/// (Dekker's product; `fma` cannot be relied on, a software driver may not fuse it), then
-/// `q + residual / b`. Quotients near the ends of the f32 range keep the plain division.
+/// a / b rounded to nearest, ties to even, as the CPU rounds it, exact by construction. WGSL
+/// lets `/` be off by 2.5 ULP (NVIDIA's is), which moves quotients across rounding
+/// boundaries (Round(x / scale) in a quantizer: DynamicQuantizeLinear's scale 5/255 came out
+/// one ULP low on an H200). A float correction step (Dekker's residual) is not exact either:
+/// a driver may contract its products into fused multiply-adds, which breaks the splitting.
+/// So for normal operands with a normal quotient the significand is divided in integers: 25
+/// quotient bits by restoring long division (24 kept, one rounding bit, the remainder as
+/// sticky bit), rounded half to even; zeros, infinities, NaN, subnormals and quotients outside
+/// the normal range keep the hardware's `/`.
 const DIV: &str = "fn div_rn(a: f32, b: f32) -> f32 {
     let q = a / b;
-    let ok = abs(q) < 1.0e30 && abs(q) > 1.0e-30 && abs(b) < 1.0e30 && abs(b) > 1.0e-30;
-    if (!ok) { return q; }
-    let p = q * b;
-    let cq = 4097.0 * q;
-    let qh = cq - (cq - q);
-    let ql = q - qh;
-    let cb = 4097.0 * b;
-    let bh = cb - (cb - b);
-    let bl = b - bh;
-    let e = ((qh * bh - p) + qh * bl + ql * bh) + ql * bl;
-    return q + ((a - p) - e) / b;
+    let ua = bitcast<u32>(a);
+    let ub = bitcast<u32>(b);
+    let ea = (ua >> 23u) & 0xffu;
+    let eb = (ub >> 23u) & 0xffu;
+    if (ea == 0u || ea == 255u || eb == 0u || eb == 255u) { return q; }
+    var ma = (ua & 0x7fffffu) | 0x800000u;
+    let mb = (ub & 0x7fffffu) | 0x800000u;
+    var e = i32(ea) - i32(eb) + 127;
+    if (ma < mb) {
+        ma = ma << 1u;
+        e = e - 1;
+    }
+    var r = ma;
+    var m = 0u;
+    for (var k = 0u; k < 25u; k = k + 1u) {
+        m = m << 1u;
+        if (r >= mb) {
+            r = r - mb;
+            m = m | 1u;
+        }
+        r = r << 1u;
+    }
+    let half = m & 1u;
+    m = m >> 1u;
+    if (half == 1u && (r != 0u || (m & 1u) == 1u)) { m = m + 1u; }
+    if (m == 0x1000000u) {
+        m = m >> 1u;
+        e = e + 1;
+    }
+    if (e <= 0 || e >= 255) { return q; }
+    return bitcast<f32>(((ua ^ ub) & 0x80000000u) | (u32(e) << 23u) | (m & 0x7fffffu));
 }";
 
 /// A broadcasting binary op's WGSL expression of `a` and `b`.
