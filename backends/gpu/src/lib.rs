@@ -142,19 +142,19 @@ impl LayerSupport for GpuSupport {
         if let Err(e) = self.0.device() {
             return Support::no(e);
         }
-        match plan::plan(layer) {
+        match plan::plan(layer, self.0.options().tiles) {
             Ok(_) => Support::Supported,
             Err(reason) => Support::no(reason),
         }
     }
 }
 
-/// Creates GpuAcc's workloads on the backend's device.
-struct GpuFactory(Arc<GpuDevice>);
+/// Creates GpuAcc's workloads on the backend's device, in the `tiles` layout option.
+struct GpuFactory(Arc<GpuDevice>, kernels::tiles::Tiles);
 
 impl WorkloadFactory for GpuFactory {
     fn create_workload(&self, layer: &LayerDesc) -> Result<Box<dyn Workload>> {
-        let planned = plan::plan(layer).map_err(|reason| BackendError::Unsupported {
+        let planned = plan::plan(layer, self.1).map_err(|reason| BackendError::Unsupported {
             layer: layer.name.clone(),
             op: layer.op.name().to_string(),
             reason,
@@ -185,7 +185,7 @@ impl Backend for GpuAccBackend {
         _memory_manager: Option<Arc<dyn MemoryManager>>,
     ) -> Result<Box<dyn WorkloadFactory>> {
         let device = self.device().map_err(BackendError::Other)?;
-        Ok(Box::new(GpuFactory(device)))
+        Ok(Box::new(GpuFactory(device, self.options().tiles)))
     }
 
     fn create_backend_context(
@@ -219,6 +219,7 @@ impl Backend for GpuAccBackend {
             .with("Adapter", CapabilityValue::Text(adapter))
             .with("Submits", count(stats.submits))
             .with("GpuLayerRuns", count(stats.layers))
+            .with("Dispatches", count(stats.dispatches))
             .with("BindGroups", count(stats.bind_groups))
             .with("PendingLayers", count(stats.pending_layers))
             .with("TimestampQuery", CapabilityValue::Bool(stamps))

@@ -1,6 +1,7 @@
 //! GpuAcc's backend options, parsed from the runtime's `BackendOptions`
 //! (`--backend-option GpuAcc:KEY=VALUE` on the command line).
 
+use crate::kernels::tiles::Tiles;
 use backplane_backend_api::BackendOptions;
 
 /// How GpuAcc chooses its adapter.
@@ -21,6 +22,10 @@ pub struct GpuAccOptions {
     /// When profiling, time layers with timestamp queries where the adapter has them
     /// (`timestamps=false`: host timing of a submit and wait per layer instead).
     pub no_timestamps: bool,
+    /// The layout of products and convolutions (`tiles=auto|direct|16|64|splitk`): chosen
+    /// per layer by workgroup count (`auto`, the default) or forced, to test or measure
+    /// each path (see [`crate::kernels::tiles`]).
+    pub tiles: Tiles,
 }
 
 impl GpuAccOptions {
@@ -33,12 +38,13 @@ impl GpuAccOptions {
                 "allow_software" => out.allow_software = flag(key, value)?,
                 "profile" => out.profile = flag(key, value)?,
                 "timestamps" => out.no_timestamps = !flag(key, value)?,
+                "tiles" => out.tiles = Tiles::parse(value)?,
                 "adapter" => {
                     out.adapter = (!value.is_empty()).then(|| value.clone());
                 }
                 other => {
                     return Err(format!(
-                        "unknown GpuAcc option '{other}' (known: allow_software, adapter, profile, timestamps)"
+                        "unknown GpuAcc option '{other}' (known: allow_software, adapter, profile, timestamps, tiles)"
                     ))
                 }
             }
@@ -91,5 +97,12 @@ mod tests {
                 .no_timestamps
         );
         assert!(base.merged(&opts(&[("threads", "2")])).is_err());
+        assert_eq!(
+            base.merged(&opts(&[("tiles", "64")]))
+                .unwrap_or_default()
+                .tiles,
+            Tiles::T64
+        );
+        assert!(base.merged(&opts(&[("tiles", "8")])).is_err());
     }
 }

@@ -5,6 +5,7 @@
 //! the optimizer hands refused layers to the next backend (CpuAcc, CpuRef).
 
 use crate::kernels::elementwise::{self, Act};
+use crate::kernels::tiles::Tiles;
 use crate::kernels::typed::{self, Storage};
 use crate::kernels::{conv, linalg, movement, norm, pool, product, reduce, resize, Step};
 use backplane_backend_api::LayerDesc;
@@ -119,8 +120,9 @@ fn out_len(layer: &LayerDesc) -> usize {
         .unwrap_or(0)
 }
 
-/// How GpuAcc runs `layer`, or why it cannot.
-pub fn plan(layer: &LayerDesc) -> Result<Plan, String> {
+/// How GpuAcc runs `layer`, or why it cannot; products and convolutions take the layout
+/// `tiles` asks for.
+pub fn plan(layer: &LayerDesc, tiles: Tiles) -> Result<Plan, String> {
     let op = &layer.op;
     // Layers the optimizer inserts, control flow and fused layers: refused before the checks
     // below, whose messages would not fit them (their arm in the match says the same).
@@ -244,7 +246,7 @@ pub fn plan(layer: &LayerDesc) -> Result<Plan, String> {
             let bias = (layer.inputs.len() > 2).then(|| count(2));
             ok(norm::layer_norm(&d, a, *epsilon, count(1), bias)?)
         }
-        Op::Conv(_) | Op::Gemm(_) | Op::MatMul => product_with(layer, op, false, Act::None),
+        Op::Conv(_) | Op::Gemm(_) | Op::MatMul => product_with(layer, op, false, Act::None, tiles),
         Op::Pool(desc) => {
             let x = dims(layer, 0);
             if x.len() != 3 && x.len() != 4 {
@@ -326,7 +328,7 @@ pub fn plan(layer: &LayerDesc) -> Result<Plan, String> {
         | Op::If(_)
         | Op::Loop(_)
         | Op::Scan(_) => Err(format!("{} is not run by GpuAcc", op.name())),
-        Op::Custom(c) => fused(layer, c),
+        Op::Custom(c) => fused(layer, c, tiles),
         // Not yet on the GPU: left to the next backend.
         Op::InstanceNormalization { .. }
         | Op::ArgReduce(_)
@@ -409,14 +411,27 @@ fn binary(layer: &LayerDesc, op: BinaryOp) -> Result<Plan, String> {
 
 /// A product (Conv, Gemm, MatMul) with `act` in its epilogue, after the bias of input 2 when
 /// `bias` (a fused MatMul + Add).
-fn product_with(layer: &LayerDesc, op: &Op, bias: bool, act: Act) -> Result<Plan, String> {
+fn product_with(
+    layer: &LayerDesc,
+    op: &Op,
+    bias: bool,
+    act: Act,
+    tiles: Tiles,
+) -> Result<Plan, String> {
     match op {
         Op::Conv(desc) => {
             let (x, w) = (dims(layer, 0), dims(layer, 1));
             if x.len() != 3 && x.len() != 4 {
                 return Err("GpuAcc runs 1-D and 2-D convolutions only".into());
             }
-            ok(conv::conv(desc, &x, &w, layer.inputs.len() > 2, act)?)
+            ok(conv::conv(
+                desc,
+                &x,
+                &w,
+                layer.inputs.len() > 2,
+                act,
+                tiles,
+            )?)
         }
         Op::MatMul => {
             let b = dims(layer, 1);
@@ -427,7 +442,7 @@ fn product_with(layer: &LayerDesc, op: &Op, bias: bool, act: Act) -> Result<Plan
                     return Err("GpuAcc adds a MatMul bias of one value per column only".into());
                 }
             }
-            ok(linalg::matmul(&dims(layer, 0), &b, bias, act)?)
+            ok(linalg::matmul(&dims(layer, 0), &b, bias, act, tiles)?)
         }
         Op::Gemm(desc) => {
             let c = (layer.inputs.len() > 2).then(|| dims(layer, 2));
@@ -437,6 +452,7 @@ fn product_with(layer: &LayerDesc, op: &Op, bias: bool, act: Act) -> Result<Plan
                 &dims(layer, 1),
                 c.as_deref(),
                 act,
+                tiles,
             )?)
         }
         other => Err(format!("GpuAcc does not fuse after {}", other.name())),
@@ -444,10 +460,10 @@ fn product_with(layer: &LayerDesc, op: &Op, bias: bool, act: Act) -> Result<Plan
 }
 
 /// A fused layer of GpuAcc's `optimize_subgraph`.
-fn fused(layer: &LayerDesc, c: &CustomOp) -> Result<Plan, String> {
+fn fused(layer: &LayerDesc, c: &CustomOp, tiles: Tiles) -> Result<Plan, String> {
     let f = crate::fusion::decode(c)?;
     if f.bias && layer.inputs.len() != 3 {
         return Err("a fused MatMul + bias takes three inputs".into());
     }
-    product_with(layer, &f.product, f.bias, f.act)
+    product_with(layer, &f.product, f.bias, f.act, tiles)
 }

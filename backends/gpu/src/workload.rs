@@ -43,6 +43,10 @@ pub struct GpuWorkload {
     dispatches: Vec<Dispatch>,
     /// Device copies of the constant inputs (weights), by input slot.
     constants: Vec<Option<wgpu::Buffer>>,
+    /// Device buffers for values between the layer's steps ([`Bind::Scratch`]), by slot.
+    /// Safe to share across executions: a layer's steps are recorded together, and the
+    /// device runs recorded dispatches in order.
+    scratch: Vec<wgpu::Buffer>,
     /// Output sizes in bytes, by slot.
     output_bytes: Vec<usize>,
     /// Buffers for tensors in host memory (uploads and read-backs), reused across
@@ -70,6 +74,19 @@ impl GpuWorkload {
         layer: &LayerDesc,
         steps: Vec<Step>,
     ) -> std::result::Result<Self, GpuError> {
+        let mut scratch_bytes: Vec<usize> = Vec::new();
+        for b in steps.iter().flat_map(|s| &s.binds) {
+            if let Bind::Scratch { slot, bytes } = *b {
+                if scratch_bytes.len() <= slot {
+                    scratch_bytes.resize(slot + 1, 0);
+                }
+                scratch_bytes[slot] = scratch_bytes[slot].max(bytes);
+            }
+        }
+        let mut scratch = Vec::with_capacity(scratch_bytes.len());
+        for bytes in scratch_bytes {
+            scratch.push(device.storage(&format!("{} scratch", layer.name), bytes)?);
+        }
         let mut dispatches = Vec::with_capacity(steps.len());
         for s in steps {
             let pipeline = device.pipeline(&s.source)?;
@@ -101,6 +118,7 @@ impl GpuWorkload {
             name: layer.name.clone(),
             dispatches,
             constants,
+            scratch,
             pool: BufferPool::default(),
             readbacks: BufferPool::default(),
             bound: Mutex::new(Vec::new()),
@@ -164,6 +182,7 @@ impl GpuWorkload {
                 let buffer = match b {
                     Bind::Input(s) => in_buffers.get(*s),
                     Bind::Output(s) => out_buffers.get(*s),
+                    Bind::Scratch { slot, .. } => self.scratch.get(*slot),
                 }
                 .ok_or_else(|| {
                     GpuError::Binding(format!("{} binds a missing tensor", self.name))

@@ -5,16 +5,19 @@
 //!   the input's patches (C/G·KH·KW × OH·OW), never materialized: each 16×16 workgroup stages
 //!   a tile of weights and a tile of patch values (read from the input where they lie, zero
 //!   in the padding) in workgroup memory, as the tiled MatMul does. For layers with enough
-//!   output channels per group (1×1 and 3×3 convolutions of real CNNs).
+//!   output channels per group (1×1 and 3×3 convolutions of real CNNs). In 16×16 tiles,
+//!   64×64 register-blocked tiles, or 16×16 tiles over slices of K with a reduction pass
+//!   (split-K), by workgroup count ([`super::tiles`]).
 //! - **direct**: one thread per output element walks its window over the input channels of
 //!   its group. For depthwise and narrow grouped convolutions, where a tile of output
 //!   channels would mostly idle.
 //!
-//! Both add the bias and apply the fused activation. 1-D inputs run as 2-D with a height of 1.
+//! All add the bias and apply the fused activation. 1-D inputs run as 2-D with a height of 1.
 
 use super::elementwise::Act;
+use super::tiles::{self, Layout, Shape, Tiles};
 use super::{
-    bindings, linear_shader, linear_step, p32, p32s, product, Bind, Step, BLOCK_4X4_STEP,
+    bindings, linear_shader, linear_step, p32, p32s, product, splitk, Bind, Step, BLOCK_4X4_STEP,
     MAX_GROUPS,
 };
 use backplane_core::ops::{ConvDesc, Geometry};
@@ -79,45 +82,59 @@ impl Window2 {
     }
 }
 
-/// How a convolution is computed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Algorithm {
-    /// One thread per output element.
-    Direct,
-    /// Tiled product of weights and implicit input patches: 16×16 outputs per workgroup,
-    /// one per thread.
-    ImplicitGemm,
-    /// The same in 64×64 tiles, a 4×4 block of outputs per thread (each staged value used
-    /// four times from registers), for layers with many channels and outputs.
-    ImplicitGemmBlocked,
-}
-
-/// Fewest output channels per group for which the implicit GEMM's 16-row tiles pay.
+/// Fewest output channels per group for which the implicit GEMM's 16-row tiles pay (the
+/// automatic choice walks narrower convolutions directly).
 const GEMM_MIN_CHANNELS: usize = 8;
-/// Fewest output channels per group, and output positions, for the 64×64 tiles.
-const BLOCKED_MIN: usize = 32;
 
-/// The algorithm for a convolution with `m` output channels in `group` groups and
-/// `positions` output positions (OH·OW).
-pub fn choose(m: usize, group: usize, positions: usize) -> Algorithm {
+/// The layout of a convolution of X `x` with weights `w` in `group` groups producing
+/// `positions` output positions, as `tiles` asks (see [`tiles::choose`]): the product of
+/// each group is (M/G × C/G·KH·KW) by (C/G·KH·KW × positions), N·G of them.
+pub fn choose(tiles: Tiles, x: &[usize], w: &[usize], group: usize, positions: usize) -> Layout {
+    let m = w.first().copied().unwrap_or(0);
     let per_group = m.checked_div(group).unwrap_or(0);
-    if per_group >= BLOCKED_MIN && positions >= BLOCKED_MIN {
-        Algorithm::ImplicitGemmBlocked
-    } else if per_group >= GEMM_MIN_CHANNELS {
-        Algorithm::ImplicitGemm
-    } else {
-        Algorithm::Direct
-    }
+    let shape = Shape {
+        m: per_group,
+        n: positions,
+        k: product(w.get(1..).unwrap_or_default()),
+        batches: x.first().copied().unwrap_or(1).saturating_mul(group),
+    };
+    tiles::choose(tiles, shape, true, per_group < GEMM_MIN_CHANNELS)
 }
 
 /// Tile edge of the implicit GEMM.
 const TILE: u32 = 16;
 
 /// The implicit-GEMM shader (see the module documentation). Parameters: N C M G, input H W,
-/// output H W, kernel, strides, dilations, pads begin (16 values).
-fn gemm_shader(bias: bool, act: Act) -> String {
-    let inputs = if bias { 3 } else { 2 };
-    let bias_term = if bias { "x2[m]" } else { "0.0" };
+/// output H W, kernel, strides, dilations, pads begin (16 values), then split-K's slice
+/// count and length. With an epilogue (`Some((bias, act))`) it writes the finished output;
+/// without (`None`) it is split-K's partial pass: workgroup z runs over batch × group ×
+/// slice and each slice's raw sums go to the scratch buffer bound as `y`, slice-major (see
+/// [`super::splitk`]).
+fn gemm_shader(epilogue: Option<(bool, Act)>) -> String {
+    let (inputs, act) = match epilogue {
+        Some((bias, act)) => (if bias { 3 } else { 2 }, act),
+        None => (2, Act::None),
+    };
+    let (split, finish) = match epilogue {
+        None => (
+            "let S = p[16];
+    let SL = p[17];
+    let z = wg.z / S;
+    let ks = wg.z % S;
+    let k0 = ks * SL;
+    let k1 = min(K, k0 + SL);",
+            "y[ks * (p[0] * M * P) + (n * M + m) * P + col] = acc;".to_string(),
+        ),
+        Some((bias, _)) => {
+            let bias_term = if bias { "x2[m]" } else { "0.0" };
+            (
+                "let z = wg.z;
+    let k0 = 0u;
+    let k1 = K;",
+                format!("y[(n * M + m) * P + col] = act(acc + {bias_term});"),
+            )
+        }
+    };
     format!(
         "{}{}
 var<workgroup> ta: array<array<f32, {TILE}>, {TILE}>;
@@ -133,8 +150,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     let kk = KH * KW;
     let K = cg * kk;
     let P = OH * OW;
-    let n = wg.z / G;
-    let g = wg.z % G;
+    {split}
+    let n = z / G;
+    let g = z % G;
     let row = wg.y * {TILE}u + lid.y;
     let col = wg.x * {TILE}u + lid.x;
     let oh = col / OW;
@@ -142,16 +160,16 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     let xbase = (n * C + g * cg) * H;
     let wbase = g * mg;
     var acc = 0.0;
-    for (var t = 0u; t < K; t = t + {TILE}u) {{
+    for (var t = k0; t < k1; t = t + {TILE}u) {{
         let ak = t + lid.x;
-        if (row < mg && ak < K) {{
+        if (row < mg && ak < k1) {{
             ta[lid.y][lid.x] = x1[(wbase + row) * K + ak];
         }} else {{
             ta[lid.y][lid.x] = 0.0;
         }}
         let bk = t + lid.y;
         var v = 0.0;
-        if (bk < K && col < P) {{
+        if (bk < k1 && col < P) {{
             let c = bk / kk;
             let r = bk % kk;
             let ih = i32(oh * SH + (r / KW) * DH) - i32(PH);
@@ -169,7 +187,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     }}
     if (row < mg && col < P) {{
         let m = wbase + row;
-        y[(n * M + m) * P + col] = act(acc + {bias_term});
+        {finish}
     }}
 }}
 ",
@@ -264,7 +282,7 @@ fn conv_gemm(
     win: &Window2,
     bias: bool,
     act: Act,
-    blocked: bool,
+    layout: Layout,
 ) -> Result<Vec<Step>, String> {
     let [n, c, m, group] = dims;
     let mut params = p32s(&[n, c, m, group], "a Conv parameter")?;
@@ -286,50 +304,79 @@ fn conv_gemm(
         ],
         "a window parameter",
     )?);
-    let tile = if blocked { 64 } else { TILE as usize };
-    let cols = p32(product(&w.output).div_ceil(tile), "the output size")?;
+    let k = (c / group) * w.kernel[0] * w.kernel[1];
+    let (tile, splits, slice) = match layout {
+        Layout::Blocked64 => (64, 1, k),
+        Layout::SplitK { splits, slice } => (TILE as usize, splits, slice),
+        Layout::Direct | Layout::Tiled16 => (TILE as usize, 1, k),
+    };
+    params.extend(p32s(&[splits, slice], "a K slice")?);
+    let positions = product(&w.output);
+    let cols = p32(positions.div_ceil(tile), "the output size")?;
     let rows = p32((m / group).div_ceil(tile), "the channels")?;
-    let batches = p32(n * group, "the batch")?;
+    let batches = p32((n * group).saturating_mul(splits), "the batch")?;
     if cols > MAX_GROUPS || rows > MAX_GROUPS || batches > MAX_GROUPS {
         return Err("the convolution is too large for one dispatch".into());
+    }
+    let groups = [cols.max(1), rows.max(1), batches.max(1)];
+    if let Layout::SplitK { splits, .. } = layout {
+        let out = n * m * positions;
+        let partial = Step {
+            source: gemm_shader(None),
+            params,
+            binds: vec![
+                Bind::Input(0),
+                Bind::Input(1),
+                splitk::scratch(splits, out)?,
+            ],
+            groups,
+        };
+        let epilogue = splitk::Epilogue::Bias {
+            positions,
+            channels: m,
+            bias,
+        };
+        return Ok(vec![partial, splitk::reduce(splits, out, &epilogue, act)?]);
     }
     let inputs = if bias { 3 } else { 2 };
     let mut binds: Vec<Bind> = (0..inputs).map(Bind::Input).collect();
     binds.push(Bind::Output(0));
     Ok(vec![Step {
-        source: if blocked {
+        source: if layout == Layout::Blocked64 {
             blocked_shader(bias, act)
         } else {
-            gemm_shader(bias, act)
+            gemm_shader(Some((bias, act)))
         },
         params,
         binds,
-        groups: [cols.max(1), rows.max(1), batches.max(1)],
+        groups,
     }])
 }
 
-/// Conv of X `x` with weights `w` (and a bias when `bias`), then `act`, by the algorithm
-/// [`choose`] picks.
+/// Conv of X `x` with weights `w` (and a bias when `bias`), then `act`, in the layout
+/// [`choose`] picks for `tiles`.
 pub fn conv(
     desc: &ConvDesc,
     x: &[usize],
     w: &[usize],
     bias: bool,
     act: Act,
+    tiles: Tiles,
 ) -> Result<Vec<Step>, String> {
     let geo = desc.geometry(x).map_err(|e| e.to_string())?;
     let positions = product(&geo.output);
-    conv_with(desc, x, w, bias, act, choose(w[0], desc.group, positions))
+    let layout = choose(tiles, x, w, desc.group, positions);
+    conv_with(desc, x, w, bias, act, layout)
 }
 
-/// Conv by a given algorithm.
+/// Conv in a given layout.
 pub fn conv_with(
     desc: &ConvDesc,
     x: &[usize],
     w: &[usize],
     bias: bool,
     act: Act,
-    algorithm: Algorithm,
+    layout: Layout,
 ) -> Result<Vec<Step>, String> {
     let geo = desc.geometry(x).map_err(|e| e.to_string())?;
     let win = Window2::new(&geo, &x[2..])?;
@@ -340,9 +387,8 @@ pub fn conv_with(
             desc.group
         ));
     }
-    if algorithm != Algorithm::Direct {
-        let blocked = algorithm == Algorithm::ImplicitGemmBlocked;
-        return conv_gemm([n, c, m, desc.group], &win, bias, act, blocked);
+    if layout != Layout::Direct {
+        return conv_gemm([n, c, m, desc.group], &win, bias, act, layout);
     }
     // params after the count: N C M group, then the window (p[5]..p[22]).
     let mut params = p32s(&[n, c, m, desc.group], "a Conv parameter")?;
@@ -394,12 +440,28 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_chooser_tiles_wide_convolutions_and_walks_depthwise_ones() {
-        assert_eq!(choose(64, 1, 49), Algorithm::ImplicitGemmBlocked);
-        assert_eq!(choose(64, 1, 7), Algorithm::ImplicitGemm);
-        assert_eq!(choose(32, 4, 100), Algorithm::ImplicitGemm);
-        assert_eq!(choose(32, 32, 100), Algorithm::Direct);
-        assert_eq!(choose(4, 1, 100), Algorithm::Direct);
-        assert_eq!(choose(4, 0, 100), Algorithm::Direct);
+    fn the_chooser_walks_narrow_convolutions_and_splits_few_long_ones() {
+        let auto = |x: &[usize], w: &[usize], g, p| choose(Tiles::Auto, x, w, g, p);
+        // Depthwise and narrow: direct.
+        assert_eq!(auto(&[1, 32, 9, 9], &[32, 1, 3, 3], 32, 81), Layout::Direct);
+        assert_eq!(auto(&[1, 4, 9, 9], &[4, 4, 3, 3], 1, 81), Layout::Direct);
+        assert_eq!(auto(&[1, 4, 9, 9], &[4, 4, 3, 3], 0, 81), Layout::Direct);
+        // Small and short: 16x16 tiles.
+        assert_eq!(auto(&[1, 8, 7, 7], &[64, 8, 3, 3], 1, 49), Layout::Tiled16);
+        // ResNet-50's early 1x1 expansion (256 x 3136 outputs, 196 tiles of 64x64): blocked.
+        assert_eq!(
+            auto(&[1, 64, 56, 56], &[256, 64, 1, 1], 1, 3136),
+            Layout::Blocked64
+        );
+        // ResNet-50's last 3x3 (512 x 49 outputs, K = 4608): split K.
+        assert!(matches!(
+            auto(&[1, 512, 7, 7], &[512, 512, 3, 3], 1, 49),
+            Layout::SplitK { .. }
+        ));
+        // Forced: taken even where the automatic choice would not.
+        assert_eq!(
+            choose(Tiles::T64, &[1, 32, 9, 9], &[32, 1, 3, 3], 32, 81),
+            Layout::Blocked64
+        );
     }
 }

@@ -1,12 +1,14 @@
 //! Products: MatMul (batched, broadcasting) and Gemm, one tiled kernel in two tile sizes.
 //! Each workgroup computes a 16×16 output tile, staging 16×16 tiles of A and B in workgroup
-//! memory, or, where the result has at least 32 rows and 32 columns, a 64×64 tile with a
-//! 4×4 block of outputs per thread (each staged value used four times from registers).
+//! memory, or a 64×64 tile with a 4×4 block of outputs per thread (each staged value used
+//! four times from registers); the 16×16 kernel also runs split-K's partial sums. The layout
+//! is chosen per layer by workgroup count ([`super::tiles`]).
 //! Operands are read through (row, column) strides, so transposed operands need no copy. The
 //! epilogue adds Gemm's scaled C (broadcast through strides) and applies an activation.
 
 use super::elementwise::Act;
-use super::{bindings, p32, p32s, product, Bind, Step, BLOCK_4X4_STEP, MAX_GROUPS};
+use super::tiles::{self, Layout, Shape, Tiles};
+use super::{bindings, p32, p32s, product, splitk, Bind, Step, BLOCK_4X4_STEP, MAX_GROUPS};
 use backplane_core::ops::GemmDesc;
 
 /// Tile edge (threads per workgroup side).
@@ -37,12 +39,44 @@ pub struct Product {
     pub alpha: f32,
 }
 
-fn shader(has_c: bool, act: Act) -> String {
-    let inputs = if has_c { 3 } else { 2 };
-    let c_term = if has_c {
-        "v = v + bitcast<f32>(p[12]) * x2[row * p[9] + col * p[10]];"
-    } else {
-        ""
+/// The 16×16 tiled shader. With an epilogue (`Some((has_c, act))`) it writes the finished
+/// result; without (`None`), it is split-K's partial pass: workgroup z runs over batch ×
+/// slice (`p[13 + 3·nb]` slices of `p[14 + 3·nb]` along K) and writes each slice's raw sum
+/// into the scratch buffer bound as `y`, slice-major (see [`super::splitk`]).
+fn shader(epilogue: Option<(bool, Act)>) -> String {
+    let (inputs, act) = match epilogue {
+        Some((has_c, act)) => (if has_c { 3 } else { 2 }, act),
+        None => (2, Act::None),
+    };
+    let (split, finish) = match epilogue {
+        None => (
+            "let S = p[13u + 3u * nb];
+    let SL = p[14u + 3u * nb];
+    let batch = wg.z / S;
+    let ks = wg.z % S;
+    let k0 = ks * SL;
+    let k1 = min(K, k0 + SL);"
+                .to_string(),
+            "y[((ks * (nwg.z / S) + batch) * M + row) * N + col] = acc;".to_string(),
+        ),
+        Some((has_c, _)) => {
+            let c_term = if has_c {
+                "v = v + bitcast<f32>(p[12]) * x2[row * p[9] + col * p[10]];"
+            } else {
+                ""
+            };
+            (
+                "let batch = wg.z;
+    let k0 = 0u;
+    let k1 = K;"
+                    .to_string(),
+                format!(
+                    "var v = bitcast<f32>(p[11]) * acc;
+        {c_term}
+        y[(batch * M + row) * N + col] = act(v);"
+                ),
+            )
+        }
     };
     format!(
         "{}{}
@@ -55,8 +89,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     let K = p[2];
     let row = wg.y * {TILE}u + lid.y;
     let col = wg.x * {TILE}u + lid.x;
-    let batch = wg.z;
     let nb = p[7];
+    {split}
     var rem = batch;
     var aoff = 0u;
     var boff = 0u;
@@ -69,15 +103,15 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
         boff = boff + c * p[13u + 2u * nb + k];
     }}
     var acc = 0.0;
-    for (var t = 0u; t < K; t = t + {TILE}u) {{
+    for (var t = k0; t < k1; t = t + {TILE}u) {{
         let ak = t + lid.x;
-        if (row < M && ak < K) {{
+        if (row < M && ak < k1) {{
             ta[lid.y][lid.x] = x0[aoff + row * p[3] + ak * p[4]];
         }} else {{
             ta[lid.y][lid.x] = 0.0;
         }}
         let bk = t + lid.y;
-        if (bk < K && col < N) {{
+        if (bk < k1 && col < N) {{
             tb[lid.y][lid.x] = x1[boff + bk * p[5] + col * p[6]];
         }} else {{
             tb[lid.y][lid.x] = 0.0;
@@ -89,9 +123,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
         workgroupBarrier();
     }}
     if (row < M && col < N) {{
-        var v = bitcast<f32>(p[11]) * acc;
-        {c_term}
-        y[(batch * M + row) * N + col] = act(v);
+        {finish}
     }}
 }}
 ",
@@ -99,9 +131,6 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
         act.wgsl()
     )
 }
-
-/// Fewest rows and columns for the 64×64 register-blocked tiles.
-const BLOCKED_MIN: usize = 32;
 
 /// The register-blocked variant of [`shader`] (same parameters): 16×16 threads, each a 4×4
 /// block of a 64×64 output tile; per step of 16 along K the workgroup stages 64×16 of A and
@@ -178,14 +207,26 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     )
 }
 
-/// The step computing `product`.
-pub fn step(product_: &Product, act: Act) -> Result<Step, String> {
+/// The steps computing `product` in the layout `tiles` asks for (see [`super::tiles`]): one
+/// tiled dispatch, or split-K's partial pass and its reduction.
+pub fn step(product_: &Product, act: Act, tiles: Tiles) -> Result<Vec<Step>, String> {
     let batches = product(&product_.batch);
-    let blocked = product_.m >= BLOCKED_MIN && product_.n >= BLOCKED_MIN;
-    let tile = if blocked { 64 } else { TILE as usize };
+    let shape = Shape {
+        m: product_.m,
+        n: product_.n,
+        k: product_.k,
+        batches,
+    };
+    let layout = tiles::choose(tiles, shape, false, false);
+    let (tile, splits, slice) = match layout {
+        Layout::Blocked64 => (64, 1, product_.k),
+        Layout::SplitK { splits, slice } => (TILE as usize, splits, slice),
+        Layout::Direct | Layout::Tiled16 => (TILE as usize, 1, product_.k),
+    };
+    let split = matches!(layout, Layout::SplitK { .. });
     let gx = p32(product_.n.div_ceil(tile), "the columns")?;
     let gy = p32(product_.m.div_ceil(tile), "the rows")?;
-    let gz = p32(batches, "the batch")?;
+    let gz = p32(batches.saturating_mul(splits), "the batch")?;
     if gx > MAX_GROUPS || gy > MAX_GROUPS || gz > MAX_GROUPS {
         return Err("the product is too large for one dispatch".into());
     }
@@ -211,26 +252,52 @@ pub fn step(product_: &Product, act: Act) -> Result<Step, String> {
     params.extend(p32s(&product_.batch, "a batch dimension")?);
     params.extend(p32s(&product_.a_batch, "a batch stride")?);
     params.extend(p32s(&product_.b_batch, "a batch stride")?);
+    params.extend(p32s(&[splits, slice], "a K slice")?);
+    let groups = [gx.max(1), gy.max(1), gz.max(1)];
+    let has_c = product_.c.is_some();
+    if split {
+        let out = batches * product_.m * product_.n;
+        let scratch = splitk::scratch(splits, out)?;
+        let partial = Step {
+            source: shader(None),
+            params,
+            binds: vec![Bind::Input(0), Bind::Input(1), scratch],
+            groups,
+        };
+        let epilogue = splitk::Epilogue::Product {
+            m: product_.m,
+            n: product_.n,
+            alpha,
+            c: product_.c.map(|(_, beta, strides)| (beta, strides)),
+        };
+        return Ok(vec![partial, splitk::reduce(splits, out, &epilogue, act)?]);
+    }
     let mut binds = vec![Bind::Input(0), Bind::Input(1)];
-    if product_.c.is_some() {
+    if has_c {
         binds.push(Bind::Input(2));
     }
     binds.push(Bind::Output(0));
-    Ok(Step {
-        source: if blocked {
-            blocked_shader(product_.c.is_some(), act)
+    Ok(vec![Step {
+        source: if layout == Layout::Blocked64 {
+            blocked_shader(has_c, act)
         } else {
-            shader(product_.c.is_some(), act)
+            shader(Some((has_c, act)))
         },
         params,
         binds,
-        groups: [gx.max(1), gy.max(1), gz.max(1)],
-    })
+        groups,
+    }])
 }
 
 /// MatMul of A `a` and B `b` (numpy semantics: 1-D operands promoted, batch dims broadcast);
 /// with `bias`, input 2 (one value per column) is added before `act`.
-pub fn matmul(a: &[usize], b: &[usize], bias: bool, act: Act) -> Result<Vec<Step>, String> {
+pub fn matmul(
+    a: &[usize],
+    b: &[usize],
+    bias: bool,
+    act: Act,
+    tiles: Tiles,
+) -> Result<Vec<Step>, String> {
     if a.is_empty() || b.is_empty() {
         return Err("MatMul of a scalar".into());
     }
@@ -262,7 +329,7 @@ pub fn matmul(a: &[usize], b: &[usize], bias: bool, act: Act) -> Result<Vec<Step
         c: bias.then_some((1.0, 1.0, (0, 1))),
         alpha: 1.0,
     };
-    Ok(vec![step(&p, act)?])
+    step(&p, act, tiles)
 }
 
 /// Gemm: `alpha * op(A) * op(B) + beta * C`, then `act`.
@@ -272,6 +339,7 @@ pub fn gemm(
     b: &[usize],
     c: Option<&[usize]>,
     act: Act,
+    tiles: Tiles,
 ) -> Result<Vec<Step>, String> {
     let ([ar, ac], [br, bc]) = (two(a)?, two(b)?);
     let (m, k) = if desc.trans_a { (ac, ar) } else { (ar, ac) };
@@ -295,7 +363,7 @@ pub fn gemm(
         alpha: desc.alpha,
         ..Product::default()
     };
-    Ok(vec![step(&p, act)?])
+    step(&p, act, tiles)
 }
 
 fn two(d: &[usize]) -> Result<[usize; 2], String> {

@@ -13,6 +13,8 @@ pub mod norm;
 pub mod pool;
 pub mod reduce;
 pub mod resize;
+pub mod splitk;
+pub mod tiles;
 pub mod typed;
 
 /// A tensor a step binds.
@@ -22,6 +24,14 @@ pub enum Bind {
     Input(usize),
     /// The layer's output at this slot.
     Output(usize),
+    /// A device buffer the workload owns for intermediate values between its steps (split-K's
+    /// partial sums), of at least `bytes`; steps naming the same slot share it.
+    Scratch {
+        /// Which scratch buffer.
+        slot: usize,
+        /// Its size in bytes.
+        bytes: usize,
+    },
 }
 
 /// One compute dispatch of a layer.

@@ -15,11 +15,19 @@ pub fn gpu() -> BackendId {
 /// A runtime with GpuAcc allowed on a software adapter, or `None` (after saying why) when the
 /// machine has no Vulkan adapter at all and CI did not ask for one.
 pub fn runtime() -> Option<Runtime> {
+    runtime_with(&[])
+}
+
+/// [`runtime`] with more GpuAcc options (`tiles=64`, ...).
+pub fn runtime_with(extra: &[(&str, &str)]) -> Option<Runtime> {
     let mut options = RuntimeOptions::default();
     let mut gpu_options = backplane::BackendOptions::default();
     gpu_options
         .values
         .insert("allow_software".into(), "true".into());
+    for (k, v) in extra {
+        gpu_options.values.insert((*k).into(), (*v).into());
+    }
     options.backend_options.insert(gpu(), gpu_options);
     let rt = Runtime::new(backplane::builtin_registry(), options).unwrap();
     let caps = rt.backend(&gpu()).unwrap().capabilities();
