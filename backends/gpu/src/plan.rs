@@ -94,6 +94,10 @@ fn is_typed(op: &Op) -> bool {
             | Op::Resize(_)
             | Op::Expand { .. }
             | Op::Tile { .. }
+            | Op::Transpose { .. }
+            | Op::Concat { .. }
+            | Op::Slice(_)
+            | Op::Pad(_)
     ) || matches!(op, Op::Math(m) if is_predicate(*m))
 }
 
@@ -215,12 +219,16 @@ pub fn plan(layer: &LayerDesc, tiles: Tiles) -> Result<Plan, String> {
                 t == DataType::F32,
             )?)
         }
-        Op::Transpose { perm } => ok(movement::transpose(&dims(layer, 0), perm)?),
+        Op::Transpose { perm } => ok(movement::transpose(
+            Storage::of(dtype(layer, 0)),
+            &dims(layer, 0),
+            perm,
+        )?),
         Op::Concat { axis } => {
             let d0 = dims(layer, 0);
             let a = normalize_axis(*axis, d0.len()).map_err(|e| e.to_string())?;
             let all: Vec<Vec<usize>> = (0..layer.inputs.len()).map(|s| dims(layer, s)).collect();
-            ok(movement::concat(&all, a)?)
+            ok(movement::concat(Storage::of(dtype(layer, 0)), &all, a)?)
         }
         Op::Unary(u) => ok(elementwise::unary(Act::Unary(*u), n)?),
         Op::Math(m) if is_predicate(*m) => ok(typed::predicate(*m, dtype(layer, 0), n)?),
@@ -274,7 +282,7 @@ pub fn plan(layer: &LayerDesc, tiles: Tiles) -> Result<Plan, String> {
             let ranges = desc.resolve(&x).map_err(|e| e.to_string())?;
             let ranges: Vec<(i64, i64, usize)> =
                 ranges.iter().map(|r| (r.start, r.step, r.len)).collect();
-            ok(movement::slice(&x, &ranges)?)
+            ok(movement::slice(Storage::of(dtype(layer, 0)), &x, &ranges)?)
         }
         Op::Expand { .. } | Op::Tile { .. } => {
             if layer.inputs.len() != 1 {
@@ -305,13 +313,22 @@ pub fn plan(layer: &LayerDesc, tiles: Tiles) -> Result<Plan, String> {
                 .map(|o| o.shape.dims().to_vec())
                 .unwrap_or_default();
             let fill = match desc.mode {
-                PadMode::Constant => movement::PadFill::Constant((desc.value as f32).to_bits()),
+                PadMode::Constant => movement::PadFill::Constant(movement::constant_bits(
+                    dtype(layer, 0),
+                    desc.value,
+                )?),
                 PadMode::Reflect => movement::PadFill::Reflect,
                 PadMode::Edge => movement::PadFill::Edge,
                 PadMode::Wrap => movement::PadFill::Wrap,
             };
             let begins = desc.pads.get(..x.len()).unwrap_or_default();
-            ok(movement::pad(&x, begins, &out, fill)?)
+            ok(movement::pad(
+                Storage::of(dtype(layer, 0)),
+                &x,
+                begins,
+                &out,
+                fill,
+            )?)
         }
         Op::Reduce(desc) => {
             if layer.inputs.len() != 1 {

@@ -33,6 +33,7 @@ pub mod op_table;
 pub mod quant_sweeps;
 pub mod report;
 pub mod sweeps;
+pub mod sweeps_movement;
 pub mod sweeps_select;
 
 pub use node_tests::NodeTests;

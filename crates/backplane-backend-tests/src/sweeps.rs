@@ -120,6 +120,8 @@ pub const FAMILIES: &[(&str, Generator)] = &[
     ("Cast", crate::sweeps_select::cast),
     ("Split", crate::sweeps_select::split),
     ("Resize", crate::sweeps_select::resize),
+    ("Slice", crate::sweeps_movement::slice),
+    ("Pad", crate::sweeps_movement::pad),
     ("GroupedConv", cnn::grouped_conv),
     ("SmallMaxPool", cnn::small_max_pool),
     ("WinogradConv", cnn::winograd_conv),
