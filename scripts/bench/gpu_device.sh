@@ -9,7 +9,8 @@
 # MODELS (where to write the generated models; needs torch, torchvision, transformers, onnx and
 # onnxruntime in PY's environment), ONLY (the real architectures to export and time),
 # ITER (timed executions per round, default 20), THREADS (CpuAcc and ORT threads, default
-# every core), BUDGET (seconds for the whole script, default 900). Every step has a time limit
+# every core), TILES_ITER (timed executions per tiles layout and round, default 10),
+# BUDGET (seconds for the whole script, default 900). Every step has a time limit
 # within what is left of BUDGET, so one slow step cannot eat the rest.
 set -u
 BP=${BP:-target/release/backplane}
@@ -59,6 +60,21 @@ step "GpuAcc,CpuAcc against ONNX Runtime (CPU, $THREADS threads)"
 timeout "$(lim 150)" "$PY" scripts/bench/compare.py --suite all --models "$MODELS" --old-models "$MODELS/old" --backplane "$BP" \
   --backends GpuAcc,CpuAcc --threads "$THREADS" --iterations "$ITER" --rounds 2 \
   --markdown "$OUT/gpu_vs_ort.md" 2>&1 | grep -vE "round [0-9]/" | tail -30
+
+step "GpuAcc per tiles layout (tiles=auto|16|64|splitk|direct; alternating rounds, A/B in one run)"
+# Each model with each layout forced, round after round, so the layouts share the machine's
+# state; the chooser (tiles=auto) should be at least as fast as the best forced layout.
+TILES_ITER=${TILES_ITER:-10}
+for m in resnet50 bert_base vit_b_16 old/resnet18 old/bert_tiny; do
+  [ -f "$MODELS/$m.onnx" ] || continue
+  for round in 1 2; do
+    for t in auto 16 64 splitk direct; do
+      echo "-- $m round $round tiles=$t: $(timeout "$(lim 40)" "$BP" bench "$MODELS/$m.onnx" \
+        --backends GpuAcc,CpuAcc --backend-option "GpuAcc:tiles=$t" --generate random \
+        --iterations "$TILES_ITER" --warmup 3 --quiet 2>&1 | grep -E "^latency")"
+    done
+  done
+done
 
 step "GpuAcc per-layer profiles"
 for m in resnet50 bert_base; do

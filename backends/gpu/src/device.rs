@@ -24,6 +24,19 @@ pub(crate) struct Pending {
     pub(crate) layers: u64,
     /// Timestamp queries of the layers, when profiling with them.
     pub(crate) stamps: Option<crate::timing::Stamps>,
+    /// Status words the recorded work copies into read-back buffers, to check once it ran.
+    pub(crate) statuses: Vec<StatusCheck>,
+}
+
+/// A layer's status word on its way to the host: the read-back buffer the recorded work
+/// copies it into, and the pool that buffer returns to once read.
+pub(crate) struct StatusCheck {
+    /// The layer.
+    pub(crate) layer: String,
+    /// The read-back buffer (4 bytes).
+    pub(crate) buffer: wgpu::Buffer,
+    /// Its pool.
+    pub(crate) pool: BufferPool,
 }
 
 /// Counters of the device's work since it was opened.
@@ -113,6 +126,8 @@ pub struct GpuDevice {
     pub(crate) sync_each_layer: bool,
     /// Recorded, unsubmitted work of consecutive GPU layers.
     pub(crate) pending: Mutex<Pending>,
+    /// Status words of submitted work, not yet read.
+    statuses: Mutex<Vec<StatusCheck>>,
     submits: AtomicU64,
     pub(crate) layers: AtomicU64,
     pub(crate) dispatches: AtomicU64,
@@ -224,6 +239,7 @@ pub fn open(options: &GpuAccOptions) -> Result<GpuDevice, GpuError> {
             stamps,
             ..Pending::default()
         }),
+        statuses: Mutex::new(Vec::new()),
         submits: AtomicU64::new(0),
         layers: AtomicU64::new(0),
         dispatches: AtomicU64::new(0),
@@ -259,6 +275,10 @@ impl GpuDevice {
             self.submits.fetch_add(1, Ordering::Relaxed);
         }
         pending.layers = 0;
+        self.statuses
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .append(&mut pending.statuses);
         for (pool, buffer) in pending.held.drain(..) {
             pool.lock().unwrap_or_else(|p| p.into_inner()).push(buffer);
         }
@@ -316,14 +336,51 @@ impl GpuDevice {
     }
 
     /// The execution under way ended: submit what it recorded; with timestamp queries, its
-    /// layer times become the last execution's.
+    /// layer times become the last execution's; then the status words of its layers are
+    /// read (an error names the first layer that set its word).
     pub fn end_execution(&self) -> Result<(), GpuError> {
-        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
-        self.submit_pending(&mut pending)?;
-        if let Some(stamps) = pending.stamps.as_mut() {
-            stamps.end_execution();
+        {
+            let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+            self.submit_pending(&mut pending)?;
+            if let Some(stamps) = pending.stamps.as_mut() {
+                stamps.end_execution();
+            }
         }
-        Ok(())
+        self.check_statuses()
+    }
+
+    /// Read the status words of all submitted work (waiting for it) and hand their buffers
+    /// back; the first word set becomes the error of its layer. Nothing to read: no wait.
+    pub(crate) fn check_statuses(&self) -> Result<(), GpuError> {
+        let checks = std::mem::take(&mut *self.statuses.lock().unwrap_or_else(|p| p.into_inner()));
+        let mut first = None;
+        let mut failure = None;
+        for c in checks {
+            let mut word = [0u8; 4];
+            match self.read_into(&c.buffer, &mut word) {
+                Ok(()) if u32::from_le_bytes(word) != 0 && first.is_none() => {
+                    first = Some(c.layer.clone());
+                }
+                Ok(()) => {}
+                Err(e) => {
+                    failure.get_or_insert(e);
+                }
+            }
+            c.pool
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(c.buffer);
+        }
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        match first {
+            Some(layer) => Err(GpuError::BadInput {
+                layer,
+                what: "a Gather index is outside the gathered axis".into(),
+            }),
+            None => Ok(()),
+        }
     }
 
     /// Submit whatever consecutive GPU layers recorded (a no-op when nothing is pending).

@@ -23,6 +23,15 @@ pub enum GpuError {
         /// The device's limit.
         limit: u64,
     },
+    /// A layer's kernel found an input value it cannot compute with (a run-time Gather index
+    /// outside its axis), reported through the layer's status word.
+    #[error("{layer}: {what}")]
+    BadInput {
+        /// The layer.
+        layer: String,
+        /// What was wrong.
+        what: String,
+    },
     /// A tensor handle or view the workload cannot use.
     #[error("{0}")]
     Binding(String),

@@ -383,7 +383,8 @@ pub fn plan(layer: &LayerDesc, tiles: Tiles) -> Result<Plan, String> {
 }
 
 /// Gather along `axis`; constant indices are checked here (an index out of range is then
-/// refused, so the host backend reports it), run-time ones read zeros (see [`typed::gather`]).
+/// refused, so the host backend reports it), run-time ones by the kernel, whose status word
+/// the workload reports as an error (see [`typed::gather`]).
 fn gather(layer: &LayerDesc, axis: i64) -> Result<Plan, String> {
     let d = dims(layer, 0);
     let a = normalize_axis(axis, d.len()).map_err(|e| e.to_string())?;

@@ -47,6 +47,8 @@ pub struct GpuWorkload {
     /// Safe to share across executions: a layer's steps are recorded together, and the
     /// device runs recorded dispatches in order.
     scratch: Vec<wgpu::Buffer>,
+    /// The layer's status word ([`Bind::Status`]), when a step reports through one.
+    status: Option<wgpu::Buffer>,
     /// Output sizes in bytes, by slot.
     output_bytes: Vec<usize>,
     /// Buffers for tensors in host memory (uploads and read-backs), reused across
@@ -87,6 +89,11 @@ impl GpuWorkload {
         for bytes in scratch_bytes {
             scratch.push(device.storage(&format!("{} scratch", layer.name), bytes)?);
         }
+        let status = if steps.iter().any(|s| s.binds.contains(&Bind::Status)) {
+            Some(device.storage(&format!("{} status", layer.name), 4)?)
+        } else {
+            None
+        };
         let mut dispatches = Vec::with_capacity(steps.len());
         for s in steps {
             let pipeline = device.pipeline(&s.source)?;
@@ -119,6 +126,7 @@ impl GpuWorkload {
             dispatches,
             constants,
             scratch,
+            status,
             pool: BufferPool::default(),
             readbacks: BufferPool::default(),
             bound: Mutex::new(Vec::new()),
@@ -160,6 +168,14 @@ impl GpuWorkload {
         Ok(b)
     }
 
+    /// A read-back buffer for the status word, from the pool (it returns there once read).
+    fn readback_status(&self) -> std::result::Result<wgpu::Buffer, GpuError> {
+        match Self::take(&self.readbacks, 4) {
+            Some(b) => Ok(b),
+            None => self.device.readback("GpuAcc status read-back", 4),
+        }
+    }
+
     /// The bind groups of every dispatch for these tensor buffers, made on first use.
     fn bind_groups(
         &self,
@@ -183,6 +199,7 @@ impl GpuWorkload {
                     Bind::Input(s) => in_buffers.get(*s),
                     Bind::Output(s) => out_buffers.get(*s),
                     Bind::Scratch { slot, .. } => self.scratch.get(*slot),
+                    Bind::Status => self.status.as_ref(),
                 }
                 .ok_or_else(|| {
                     GpuError::Binding(format!("{} binds a missing tensor", self.name))
@@ -230,7 +247,14 @@ impl GpuWorkload {
         for (pool, b) in taken {
             pool.lock().unwrap_or_else(|p| p.into_inner()).push(b);
         }
-        let read = result.and_then(|backs| self.read_back(outputs, &backs));
+        let read = result.and_then(|backs| {
+            self.read_back(outputs, &backs)?;
+            // Work that reached the host ran: its status words are ready to read.
+            if backs.iter().any(|b| !matches!(b, Back::Stays)) {
+                self.device.check_statuses()?;
+            }
+            Ok(())
+        });
         // Read-back buffers return only after this layer read them.
         for (pool, b) in taken_rb {
             pool.lock().unwrap_or_else(|p| p.into_inner()).push(b);
@@ -332,6 +356,9 @@ impl GpuWorkload {
                     label: Some("GpuAcc run of layers"),
                 })
         });
+        if let Some(status) = &self.status {
+            encoder.clear_buffer(status, 0, None);
+        }
         {
             let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
                 label: Some(&self.name),
@@ -347,6 +374,15 @@ impl GpuWorkload {
             if let Back::Staging(rb) | Back::Host(rb) = back {
                 encoder.copy_buffer_to_buffer(buffer, 0, rb, 0, padded(*bytes));
             }
+        }
+        if let Some(status) = &self.status {
+            let rb = self.readback_status()?;
+            encoder.copy_buffer_to_buffer(status, 0, &rb, 0, 4);
+            pending.statuses.push(crate::device::StatusCheck {
+                layer: self.name.clone(),
+                buffer: rb,
+                pool: self.readbacks.clone(),
+            });
         }
         dev.layers.fetch_add(1, Ordering::Relaxed);
         pending.layers += 1;

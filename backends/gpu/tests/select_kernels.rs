@@ -86,6 +86,49 @@ fn a_constant_gather_index_out_of_range_is_refused() {
     }
 }
 
+/// A run-time index past the axis: the kernel reads zeros but sets the layer's status word,
+/// and the execution fails with an error naming the Gather layer, as on CpuRef; the next
+/// execution with good indices succeeds (the word is cleared per run). Checked with the
+/// Gather's output read back by its own layer, and kept on the device for a later GPU layer
+/// whose read-back finds it.
+#[test]
+fn a_run_time_gather_index_out_of_range_is_an_error_naming_the_layer() {
+    use backplane::{Network, OptimizerOptions};
+    let Some(rt) = runtime() else { return };
+    let mut r = Rng::new(9);
+    for then_relu in [false, true] {
+        let data = t(&mut r, &[3, 2]);
+        let mut net = Network::new();
+        let d = net.add_constant("data", data).unwrap();
+        let info = backplane::TensorInfo::new(DataType::I64, vec![2]);
+        let idx = net.add_input("idx", info).unwrap();
+        let mut out = net
+            .add_layer("the_gather", Op::Gather { axis: 0 }, &[d, idx])
+            .unwrap()[0];
+        if then_relu {
+            out = net
+                .add_layer("relu", Op::Unary(UnaryOp::Relu), &[out])
+                .unwrap()[0];
+        }
+        net.mark_output(out).unwrap();
+        let optimized = rt
+            .optimize(&net, &OptimizerOptions::new(vec![gpu()]))
+            .unwrap();
+        let id = rt.load_network(optimized).unwrap();
+        let good = i64s(&[2], &[2, -3]);
+        let bad = i64s(&[2], &[0, 3]);
+        assert!(rt.execute(id, &[("idx", &good)]).is_ok());
+        let err = rt.execute(id, &[("idx", &bad)]).unwrap_err().to_string();
+        assert!(
+            err.contains("the_gather") && err.contains("outside"),
+            "then_relu={then_relu}: {err}"
+        );
+        let again = rt.execute(id, &[("idx", &good)]);
+        assert!(again.is_ok(), "then_relu={then_relu}: {again:?}");
+        rt.unload_network(id).unwrap();
+    }
+}
+
 #[test]
 fn where_comparisons_and_logical_ops_match_cpu_ref() {
     let Some(rt) = runtime() else { return };

@@ -32,6 +32,11 @@ pub enum Bind {
         /// Its size in bytes.
         bytes: usize,
     },
+    /// The layer's status word (`array<u32>`, read-write): zero before the layer runs; a
+    /// kernel that meets an input it cannot compute with (a Gather index outside its axis)
+    /// sets word 0, and the workload turns that into an error naming the layer once the
+    /// word is read back.
+    Status,
 }
 
 /// One compute dispatch of a layer.

@@ -174,7 +174,8 @@ pub fn copy(bytes: usize) -> Result<Vec<Step>, String> {
 
 /// Gather along an axis: `data` dims split at the axis into (outer, axis length, inner),
 /// `count` indices (i32 or i64; negative ones count from the end). An index outside the axis
-/// yields zeros (CpuRef reports it as an error; the device cannot).
+/// yields zeros and sets the layer's status word ([`Bind::Status`]), which the workload
+/// reports as an error, as CpuRef reports such an index.
 pub fn gather(
     data: Storage,
     outer: usize,
@@ -212,7 +213,10 @@ pub fn gather(
     let o = e / (I * Q);
     var k = index(q);
     if (k < 0) {{ k = k + i32(A); }}
-    if (k < 0 || k >= i32(A)) {{ return {z}; }}
+    if (k < 0 || k >= i32(A)) {{
+        status[0] = 1u;
+        return {z};
+    }}
     return ld0((o * A + u32(k)) * I + inner);
 }}\n"
     );
@@ -221,13 +225,18 @@ pub fn gather(
     }
     let idx_storage = Storage::of(index);
     let n = outer * count * inner;
-    Ok(vec![step(
+    let mut s = step(
         &[(Bind::Input(0), data), (Bind::Input(1), idx_storage)],
         (Bind::Output(0), data),
         n,
         &helpers,
         &p32s(&[axis_len, inner, count], "a Gather parameter")?,
-    )?])
+    )?;
+    // After the parameters, the two inputs and the output.
+    s.source
+        .push_str("@group(0) @binding(4) var<storage, read_write> status: array<u32>;\n");
+    s.binds.push(Bind::Status);
+    Ok(vec![s])
 }
 
 /// Split of `x` (dims `dims`) along `axis` into pieces of `sizes`: one step per non-empty
