@@ -3,7 +3,7 @@
  *
  * Id "ElementwiseC": f32 Add, Mul (with numpy broadcasting) and Relu. It also shows the 1.1
  * parts of the ABI: a memory manager (counts acquisitions), a context (counts loaded
- * networks) and capabilities that report both counts.
+ * networks and, with ABI 1.3, ended executions) and capabilities that report the counts.
  *
  * Build:
  *   cc -std=c11 -O2 -fPIC -shared -fvisibility=hidden -I include \
@@ -26,6 +26,7 @@ enum op_kind { OP_ADD, OP_MUL, OP_RELU };
 typedef struct instance {
     atomic_long acquired;        /* memory managers currently acquired */
     atomic_long loaded_networks; /* networks loaded (context hooks) */
+    atomic_long executions;      /* executions ended (1.3 context hook) */
 } instance_t;
 
 /* The opaque types the header declares are defined here. */
@@ -315,6 +316,16 @@ static void after_unload(backplane_context_t* c, uint64_t network) {
     atomic_fetch_sub(&c->instance->state.loaded_networks, 1);
 }
 
+#if BACKPLANE_ABI_TARGET_MINOR >= 3
+static backplane_status_t after_execute(backplane_context_t* c, uint64_t network,
+                                        backplane_message_t* error) {
+    (void)network;
+    (void)error;
+    atomic_fetch_add(&c->instance->state.executions, 1);
+    return BACKPLANE_STATUS_OK;
+}
+#endif
+
 static backplane_status_t capabilities(backplane_instance_t* instance,
                                        backplane_capability_sink_t sink, void* user) {
     backplane_capability_t cap;
@@ -326,6 +337,9 @@ static backplane_status_t capabilities(backplane_instance_t* instance,
     sink(user, &cap);
     cap.name = "LoadedNetworks";
     cap.int_value = atomic_load(&instance->state.loaded_networks);
+    sink(user, &cap);
+    cap.name = "Executions";
+    cap.int_value = atomic_load(&instance->state.executions);
     sink(user, &cap);
     cap.kind = BACKPLANE_CAP_BOOL;
     cap.name = "AsyncExecution";
@@ -372,6 +386,10 @@ static const backplane_backend_vtable_t VTABLE = {
     NULL, /* map_tensor_handle */
     NULL, /* unmap_tensor_handle */
     NULL, /* optimize_subgraph */
+#endif
+#if BACKPLANE_ABI_TARGET_MINOR >= 3
+    /* 1.3: counts the executions that ended (a capability, for tests). */
+    after_execute,
 #endif
 };
 

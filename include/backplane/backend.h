@@ -50,7 +50,7 @@ extern "C" {
 
 /** The ABI version this header describes. */
 #define BACKPLANE_ABI_VERSION_MAJOR 1
-#define BACKPLANE_ABI_VERSION_MINOR 2
+#define BACKPLANE_ABI_VERSION_MINOR 3
 
 /** The minor version a plugin targets (defaults to this header's). */
 #ifndef BACKPLANE_ABI_TARGET_MINOR
@@ -417,6 +417,13 @@ typedef struct backplane_backend_vtable {
                                             const backplane_subgraph_t* subgraph,
                                             const backplane_optimization_sink_t* sink,
                                             backplane_message_t* error);
+#endif
+#if BACKPLANE_ABI_TARGET_MINOR >= 3
+    /* --- 1.3 --- */
+    /* Optional: after every execution of a network that used the backend (also a failed
+       one), to finish deferred work; an error fails an execution that otherwise succeeded. */
+    backplane_status_t (*context_after_execute)(backplane_context_t* context, uint64_t network,
+                                                backplane_message_t* error);
 #endif
 } backplane_backend_vtable_t;
 

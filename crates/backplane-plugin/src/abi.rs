@@ -72,8 +72,9 @@ use std::ffi::{c_char, c_void};
 pub const ABI_VERSION_MAJOR: u32 = 1;
 /// The ABI minor version this crate speaks. 1.0: instances, layer support, workload
 /// factories and workloads. 1.1: memory managers, backend contexts and capabilities. 1.2:
-/// tensor-handle factories (the plugin's own memory) and subgraph optimization.
-pub const ABI_VERSION_MINOR: u32 = 2;
+/// tensor-handle factories (the plugin's own memory) and subgraph optimization. 1.3: the
+/// context's end-of-execution hook (`context_after_execute`).
+pub const ABI_VERSION_MINOR: u32 = 3;
 
 /// A status code: [`STATUS_OK`] or one of the error codes below.
 pub type Status = i32;
@@ -628,7 +629,8 @@ pub type CreateContextFn = unsafe extern "C" fn(
 ) -> Status;
 /// `destroy_context`.
 pub type DestroyContextFn = unsafe extern "C" fn(context: *mut Context);
-/// `context_before_load`, `context_after_load`, `context_before_unload`.
+/// `context_before_load`, `context_after_load`, `context_before_unload`,
+/// `context_after_execute`.
 pub type ContextHookFn =
     unsafe extern "C" fn(context: *mut Context, network: u64, error: *mut Message) -> Status;
 /// `context_after_unload`.
@@ -749,6 +751,11 @@ pub struct BackendVTable {
     pub unmap_tensor_handle: Option<UnmapTensorHandleFn>,
     /// Optional: without it the backend's subgraphs are left as they are.
     pub optimize_subgraph: Option<OptimizeSubgraphFn>,
+    // --- 1.3 ---
+    /// Optional: called after every execution of a loaded network that used the backend
+    /// (also one that failed), so work a backend deferred (a GPU's recorded commands) is
+    /// finished; an error fails an execution that had otherwise succeeded.
+    pub context_after_execute: Option<ContextHookFn>,
 }
 
 /// Size of the 1.0 part of [`BackendVTable`]: a 1.0 plugin's table is at least this long.
@@ -756,7 +763,9 @@ pub const VTABLE_SIZE_1_0: usize = std::mem::offset_of!(BackendVTable, create_me
 /// Size of the 1.1 table.
 pub const VTABLE_SIZE_1_1: usize = std::mem::offset_of!(BackendVTable, tensor_handle_factories);
 /// Size of the 1.2 table.
-pub const VTABLE_SIZE_1_2: usize = std::mem::size_of::<BackendVTable>();
+pub const VTABLE_SIZE_1_2: usize = std::mem::offset_of!(BackendVTable, context_after_execute);
+/// Size of the 1.3 table.
+pub const VTABLE_SIZE_1_3: usize = std::mem::size_of::<BackendVTable>();
 
 impl BackendVTable {
     /// The least `struct_size` a table declaring `minor` must have, if the minor is known.
@@ -764,7 +773,8 @@ impl BackendVTable {
         match minor {
             0 => VTABLE_SIZE_1_0,
             1 => VTABLE_SIZE_1_1,
-            _ => VTABLE_SIZE_1_2,
+            2 => VTABLE_SIZE_1_2,
+            _ => VTABLE_SIZE_1_3,
         }
     }
 }

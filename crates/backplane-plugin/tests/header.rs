@@ -205,6 +205,7 @@ fn layout() -> Vec<Layout> {
                 map_tensor_handle,
                 unmap_tensor_handle,
                 optimize_subgraph,
+                context_after_execute,
             ]
         ),
     ]

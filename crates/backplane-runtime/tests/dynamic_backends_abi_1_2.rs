@@ -369,13 +369,13 @@ fn abi_compatibility_a_plugin_built_against_abi_1_1_loads_and_runs() {
 }
 
 #[test]
-fn abi_compatibility_the_current_c_example_speaks_1_2_without_the_new_entries() {
+fn abi_compatibility_the_current_c_example_speaks_1_3_without_the_1_2_entries() {
     let dir = scratch("abi-1-2-c");
     c_example(&dir, "Acme_ElementwiseC_backend.so", &[]);
     let rt = runtime(&dir);
     assert_eq!(
         rt.dynamic_backends().loaded[0].abi_version.to_string(),
-        "1.2"
+        "1.3"
     );
     let expected = cpu_ref_alone(&rt);
     let opt = optimize(&rt, &["ElementwiseC", "CpuRef"], &[]);

@@ -126,6 +126,10 @@ impl BackendContext for DynamicContext {
         self.hook(self.instance.table().context_before_unload, id)
     }
 
+    fn after_execute_network(&self, id: NetworkId) -> backplane_backend_api::Result<()> {
+        self.hook(self.instance.table().context_after_execute, id)
+    }
+
     fn after_unload_network(&self, id: NetworkId) {
         if let Some(f) = self.instance.table().context_after_unload {
             let raw = self.raw;

@@ -227,6 +227,10 @@ pub(super) unsafe fn read_table(ptr: *const BackendVTable) -> Result<BackendVTab
         table.unmap_tensor_handle = None;
         table.optimize_subgraph = None;
     }
+    if minor < 3 {
+        // And the 1.3 entry of an older plugin.
+        table.context_after_execute = None;
+    }
     let required = [
         ("create_instance", table.create_instance.is_some()),
         ("destroy_instance", table.destroy_instance.is_some()),

@@ -1,4 +1,4 @@
-//! The exported backend context: load and unload hooks.
+//! The exported backend context: load, unload and end-of-execution hooks.
 
 use crate::abi;
 use backplane_backend_api::{Backend, BackendContext, NetworkId};
@@ -117,4 +117,19 @@ pub(super) unsafe extern "C" fn context_after_unload(context: *mut abi::Context,
             Ok(())
         })
     };
+}
+
+/// # Safety
+/// Pointers as the ABI documents.
+pub(super) unsafe extern "C" fn context_after_execute(
+    context: *mut abi::Context,
+    network: u64,
+    error: *mut abi::Message,
+) -> abi::Status {
+    // SAFETY: per the ABI.
+    unsafe {
+        hook(context, error, |c| {
+            c.after_execute_network(NetworkId(network))
+        })
+    }
 }

@@ -41,8 +41,8 @@ mod optimize;
 mod workload;
 
 use context::{
-    context_after_load, context_after_unload, context_before_load, context_before_unload,
-    create_context, destroy_context,
+    context_after_execute, context_after_load, context_after_unload, context_before_load,
+    context_before_unload, create_context, destroy_context,
 };
 use instance::{
     backend_version, capabilities, create_instance, create_workload_factory, destroy_instance,
@@ -199,6 +199,7 @@ pub const fn vtable<E: Export>() -> abi::BackendVTable {
         map_tensor_handle: Some(map_tensor_handle),
         unmap_tensor_handle: Some(unmap_tensor_handle),
         optimize_subgraph: Some(optimize_subgraph::<E>),
+        context_after_execute: Some(context_after_execute),
     }
 }
 

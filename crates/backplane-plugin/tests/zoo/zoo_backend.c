@@ -232,6 +232,9 @@ __attribute__((unused)) static const backplane_backend_vtable_t VTABLE = {
     NULL,
 #endif
 #endif
+#if BACKPLANE_ABI_TARGET_MINOR >= 3
+    NULL, /* context_after_execute */
+#endif
 };
 
 #define ZOO_EXPORT BACKPLANE_EXPORT
