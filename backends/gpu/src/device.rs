@@ -311,8 +311,9 @@ impl GpuDevice {
             return format!(
                 "GpuAcc layer times: timestamp queries (the GPU time of each layer's pass, \
                  measured on the device; a run of GPU layers is still one submit, so the \
-                 trace's durations are host-side recording times); GPU ms per layer of the \
+                 trace's durations are host-side recording times)\n{}GPU ms per layer of the \
                  last execution: {}",
+                gpu_table(&stamps.last),
                 times.join(", ")
             );
         }
@@ -526,10 +527,59 @@ impl GpuDevice {
     }
 }
 
+/// Layers in [`gpu_table`].
+const TABLE_ROWS: usize = 10;
+
+/// The layers of one execution that took the most GPU time, as a table like the CLI's
+/// host-time table (share of the execution's GPU time, ms, layer), one row a line; empty
+/// when nothing was timed.
+fn gpu_table(times: &[(String, f64)]) -> String {
+    if times.is_empty() {
+        return String::new();
+    }
+    let total: f64 = times.iter().map(|(_, ms)| ms).sum();
+    let mut rows: Vec<&(String, f64)> = times.iter().collect();
+    rows.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let mut out = format!(
+        "top GpuAcc layers by GPU time (timestamp queries, last execution, {} of {} layers, \
+         {total:.3} ms in all):\n",
+        rows.len().min(TABLE_ROWS),
+        rows.len()
+    );
+    for (layer, ms) in rows.into_iter().take(TABLE_ROWS) {
+        let share = if total > 0.0 { ms / total * 100.0 } else { 0.0 };
+        out.push_str(&format!("  {share:>6.2}%  {ms:>9.3} ms  {layer} (GPU)\n"));
+    }
+    out
+}
+
 /// How many times a read back polls the device for its map callback before giving up.
 const MAP_POLLS: usize = 10_000;
 
 /// A buffer size: at least 4 bytes, a multiple of 4 (wgpu's copy alignment).
 pub(crate) fn padded(bytes: usize) -> u64 {
     (bytes.max(4) as u64).div_ceil(4) * 4
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_gpu_table_lists_the_slowest_layers_first_with_their_share() {
+        assert_eq!(gpu_table(&[]), "");
+        let times: Vec<(String, f64)> = (0..12)
+            .map(|k| (format!("layer{k}"), f64::from(k)))
+            .collect();
+        let table = gpu_table(&times);
+        let lines: Vec<&str> = table.lines().collect();
+        assert!(
+            lines[0].contains("10 of 12 layers, 66.000 ms in all"),
+            "{table}"
+        );
+        assert_eq!(lines.len(), 11, "{table}");
+        assert!(lines[1].ends_with("11.000 ms  layer11 (GPU)"), "{table}");
+        assert!(lines[1].contains("16.67%"), "{table}");
+        assert!(lines[10].contains("layer2 (GPU)"), "{table}");
+    }
 }

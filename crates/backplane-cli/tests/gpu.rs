@@ -88,6 +88,62 @@ fn run_on_gpu_acc_matches_cpu_ref_on_the_digits_model() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// `--backend-option GpuAcc:tiles=...` forces each layout of the products and convolutions;
+/// every one matches CpuRef on the digits model, and a value that is no layout is an error
+/// naming the accepted ones.
+#[test]
+fn every_tiles_layout_matches_cpu_ref_on_the_digits_model() {
+    if adapter_line().is_none() {
+        return;
+    }
+    let dir = scratch("gpu-tiles");
+    let o = backplane(&[
+        "run",
+        "--backends",
+        "CpuRef",
+        "--output-dir",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{:?}", text(&o));
+    for tiles in ["auto", "direct", "16", "64", "splitk"] {
+        let option = format!("GpuAcc:tiles={tiles}");
+        let o = backplane(&[
+            "run",
+            "--backends",
+            "GpuAcc,CpuAcc",
+            "--backend-option",
+            SOFTWARE,
+            "--backend-option",
+            &option,
+            "--compare",
+            dir.to_str().unwrap(),
+            "--rtol",
+            "1e-4",
+            "--atol",
+            "1e-5",
+        ]);
+        let (out, err) = text(&o);
+        assert!(o.status.success(), "tiles={tiles}: {out}\n{err}");
+        assert!(out.contains("every output matches"), "tiles={tiles}: {out}");
+    }
+    let o = backplane(&[
+        "run",
+        "--backends",
+        "GpuAcc,CpuAcc",
+        "--backend-option",
+        SOFTWARE,
+        "--backend-option",
+        "GpuAcc:tiles=32",
+    ]);
+    let (out, err) = text(&o);
+    assert!(!o.status.success(), "tiles=32 should be refused: {out}");
+    assert!(
+        err.contains("expected auto, direct, 16, 64 or splitk"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 /// `inspect` with GpuAcc first: the edges of the tensor-memory table, and the summary line.
 fn inspect_edges(extra: &[&str]) -> (Vec<String>, String) {
     let mut args = vec![
@@ -199,7 +255,8 @@ fn run_profile_shows_gpu_layers_and_how_they_were_timed() {
     let (out, err) = text(&o);
     assert!(o.status.success(), "{out}\n{err}");
     // --profile makes GpuAcc time each layer, by timestamp queries where the adapter has
-    // them (lavapipe does), else by a submit and wait per layer, and says which.
+    // them (lavapipe does), else by a submit and wait per layer, and says which; with
+    // timestamps it prints a table of the GPU times after the host-time table.
     assert!(
         out.contains("each GPU layer is submitted and waited for on its own")
             || out.contains("GPU ms per layer of the last execution"),
@@ -223,6 +280,34 @@ fn run_profile_shows_gpu_layers_and_how_they_were_timed() {
             let name = e["name"].as_str().unwrap_or_default();
             assert!(note.contains(&format!("{name}=")), "{name} untimed: {note}");
         }
+        // And the printed profile has a table of the GPU times, slowest first, each row a
+        // GPU layer of the trace with its milliseconds.
+        let table: Vec<&str> = out
+            .lines()
+            .skip_while(|l| !l.starts_with("top GpuAcc layers by GPU time"))
+            .skip(1)
+            .take_while(|l| l.ends_with(" (GPU)"))
+            .collect();
+        assert!(!table.is_empty(), "no GPU time table:\n{out}");
+        let ms: Vec<f64> = table
+            .iter()
+            .map(|row| {
+                let name = row.split("ms  ").nth(1).unwrap().trim_end_matches(" (GPU)");
+                assert!(gpu_events.iter().any(|e| e["name"] == name), "{row}");
+                row.split(" ms")
+                    .next()
+                    .unwrap()
+                    .split_whitespace()
+                    .last()
+                    .unwrap()
+                    .parse()
+                    .unwrap()
+            })
+            .collect();
+        assert!(
+            ms.windows(2).all(|w| w[0] >= w[1]),
+            "not slowest first: {table:?}"
+        );
     } else {
         assert!(note.contains("host-side timing of the submit"), "{doc}");
     }
