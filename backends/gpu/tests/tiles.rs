@@ -19,7 +19,9 @@ mod common;
 
 use common::{case, expect_pass, gpu, runtime_with, t};
 
-const LAYOUTS: [&str; 4] = ["direct", "16", "64", "splitk"];
+/// The forced layouts, and the automatic choice (which splits K in three for the MatMul
+/// with K = 1000 and in two for the convolution with K = 576 below).
+const LAYOUTS: [&str; 5] = ["direct", "16", "64", "splitk", "auto"];
 
 fn conv_case(r: &mut Rng, x: &[usize], w: &[usize], group: usize, pads: Vec<usize>) -> SweepCase {
     let desc = ConvDesc {
@@ -39,8 +41,9 @@ fn conv_case(r: &mut Rng, x: &[usize], w: &[usize], group: usize, pads: Vec<usiz
 /// The products and convolutions every layout runs.
 fn cases(r: &mut Rng) -> Vec<SweepCase> {
     let mut out = Vec::new();
-    let matmuls: [(&[usize], &[usize]); 5] = [
+    let matmuls: [(&[usize], &[usize]); 6] = [
         (&[1, 1], &[1, 1]),
+        (&[5, 1000], &[1000, 7]),
         (&[3, 37], &[37, 5]),
         (&[2, 1, 5, 7], &[3, 7, 2]),
         (&[65, 41], &[41, 67]),
@@ -94,6 +97,13 @@ fn cases(r: &mut Rng) -> Vec<SweepCase> {
         vec![1, 1, 1, 1],
     ));
     out.push(conv_case(r, &[1, 3, 13], &[67, 3, 2], 1, vec![]));
+    out.push(conv_case(
+        r,
+        &[1, 64, 3, 4],
+        &[8, 64, 3, 3],
+        1,
+        vec![1, 1, 1, 1],
+    ));
     out
 }
 

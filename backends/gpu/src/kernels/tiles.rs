@@ -191,6 +191,21 @@ mod tests {
             choose(Tiles::Auto, shape(128, 3072, 768, 1), false, false),
             Layout::Blocked64
         );
+        // The shapes tests/tiles.rs runs on the automatic choice: K split in 3 and in 2.
+        assert_eq!(
+            choose(Tiles::Auto, shape(5, 7, 1000, 1), false, false),
+            Layout::SplitK {
+                splits: 3,
+                slice: 336
+            }
+        );
+        assert_eq!(
+            choose(Tiles::Auto, shape(8, 12, 576, 1), true, false),
+            Layout::SplitK {
+                splits: 2,
+                slice: 288
+            }
+        );
         // Short K is never split; narrow convolutions walk directly.
         assert_eq!(
             choose(Tiles::Auto, shape(8, 8, 100, 1), false, false),
