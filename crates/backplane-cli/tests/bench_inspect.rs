@@ -297,3 +297,34 @@ fn run_stops_a_loop_at_the_limits_given() {
     ]);
     assert_eq!(o.status.code(), Some(2), "bad usage exits 2");
 }
+
+/// Every model shipped in the repository plans without a rejected optimization: a backend's
+/// invalid substitution is only a warning at run time (the layers stay as they were), so a
+/// regression in a fusion would otherwise go unnoticed.
+#[test]
+fn shipped_models_plan_without_rejected_optimizations() {
+    let models = [
+        "models/digits/model.onnx",
+        "testdata/e2e/convnet.onnx",
+        "testdata/dynamic/bert_tiny.onnx",
+        "testdata/control_flow/if_scan.onnx",
+        "testdata/control_flow/loop_mixed.onnx",
+        "testdata/control_flow/sequences.onnx",
+        "testdata/tflite/data_movement_f32/model.tflite",
+        "testdata/tflite/data_movement_int8/model.tflite",
+        "testdata/tflite/dense_f32/model.tflite",
+        "testdata/tflite/dense_int8/model.tflite",
+        "testdata/tflite/mobile_blocks_f32/model.tflite",
+        "testdata/tflite/mobile_blocks_int8/model.tflite",
+    ];
+    for model in models {
+        for backends in ["CpuAcc,CpuRef", "CpuRef"] {
+            let out = stdout(&backplane(&["inspect", model, "--backends", backends]));
+            assert!(out.contains("layers"), "{model} ({backends}): {out}");
+            assert!(
+                !out.contains("rejected optimizations"),
+                "{model} ({backends}): {out}"
+            );
+        }
+    }
+}
