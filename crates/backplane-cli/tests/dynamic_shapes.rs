@@ -224,7 +224,7 @@ fn bench_serves_data_dependent_shapes_through_a_dynamic_network() {
         "{out}"
     );
     assert!(
-        out.contains("plan caches: 3 plans cached in 3 networks (capacity 8 each), 12 hits, 3 misses, 0 evicted"),
+        out.contains("plan caches: 3 plans cached in 3 networks (capacity 24 in all), 12 hits, 3 misses, 0 evicted"),
         "{out}"
     );
     assert!(
