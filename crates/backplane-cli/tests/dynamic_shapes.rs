@@ -323,3 +323,39 @@ fn inspect_and_bench_show_symbolic_shapes() {
     );
     assert!(out.contains("symbolic input  'logits' [1, 20]"), "{out}");
 }
+
+/// `run` on a model whose Loop has scan outputs and a condition that ends it before its trip
+/// count (their length is known only once it has run): served through a DynamicNetwork cut
+/// at the Loop; every output matches ONNX Runtime's for inputs ending after 3 of 7, 5 of 5
+/// and 1 of 4 iterations.
+#[test]
+fn run_serves_a_loop_ending_early_through_a_dynamic_network() {
+    let model = "testdata/dynamic/loop_early_exit.onnx";
+    for (case, length) in [("a", 3), ("b", 5), ("c", 1)] {
+        let dir = format!("testdata/dynamic/loop_early_exit/{case}");
+        let o = backplane(&[
+            "run",
+            model,
+            "--input",
+            &format!("x={dir}/x.npy"),
+            "--input",
+            &format!("limit={dir}/limit.npy"),
+            "--compare",
+            &dir,
+        ]);
+        let (out, err) = text(&o);
+        assert!(o.status.success(), "{case}: {out}\n{err}");
+        assert!(
+            out.contains("compare: every output matches"),
+            "{case}: {out}"
+        );
+        assert!(
+            out.contains("served by a DynamicNetwork (split at node 'loop' (Loop))"),
+            "{case}: {out}"
+        );
+        assert!(
+            out.contains(&format!("output 'sums' f32[{length}]")),
+            "{case}: {out}"
+        );
+    }
+}
