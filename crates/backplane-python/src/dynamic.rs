@@ -56,6 +56,7 @@ fn stats_dict<'py>(py: Python<'py>, s: PlanCacheStats) -> PyResult<Bound<'py, Py
     d.set_item("hits", s.hits)?;
     d.set_item("misses", s.misses)?;
     d.set_item("evictions", s.evictions)?;
+    d.set_item("bytes", s.bytes)?;
     Ok(d)
 }
 
@@ -171,7 +172,8 @@ impl DynamicNetwork {
     }
 
     /// The plan cache's counts: ``size``, ``capacity``, ``networks`` (1), ``hits``,
-    /// ``misses`` and ``evictions``.
+    /// ``misses``, ``evictions`` and ``bytes`` (the working memory of the plans held; plans
+    /// are also evicted to keep the caches within the runtime's memory budget).
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         stats_dict(py, self.net.stats())
     }

@@ -34,6 +34,7 @@ def test_one_network_serves_every_sequence_length_and_counts_its_plans():
         assert hidden.dtype == np.float32
         np.testing.assert_allclose(hidden, want, rtol=1e-5, atol=1e-5)
     stats = net.stats()
+    assert stats["bytes"] > 0  # the plans' working memory
     assert stats == {
         "size": 3,
         "capacity": 8,
@@ -41,6 +42,7 @@ def test_one_network_serves_every_sequence_length_and_counts_its_plans():
         "hits": 1,
         "misses": 3,
         "evictions": 0,
+        "bytes": stats["bytes"],
     }
     assert net.cuts() == []
     assert "3 plans cached" in repr(net)
@@ -133,3 +135,16 @@ def test_data_dependent_shapes_match_onnx_runtime_outputs():
     assert total["networks"] > 1
     assert total["hits"] >= 1
     assert net.stats()["misses"] == 1  # the part before the cut has fixed shapes
+
+
+def test_a_loop_ending_on_its_condition_runs_from_python():
+    net = backplane.DynamicNetwork(str(REPO / "testdata" / "dynamic" / "loop_early_exit.onnx"))
+    for case, length in [("a", 3), ("b", 5), ("c", 1)]:
+        folder = REPO / "testdata" / "dynamic" / "loop_early_exit" / case
+        feed = {n: np.load(folder / f"{n}.npy") for n in ("x", "limit")}
+        total, sums, doubled = net.run(None, feed)
+        assert sums.shape == (length,)
+        # The expected outputs were written by ONNX Runtime (scripts/gen_dynamic_models.py).
+        for name, value in [("total", total), ("sums", sums), ("doubled", doubled)]:
+            np.testing.assert_allclose(value, np.load(folder / f"{name}.npy"), err_msg=name)
+    assert net.cuts() == [{"node": "loop", "op_type": "Loop"}]

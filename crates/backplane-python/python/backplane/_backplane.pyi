@@ -161,7 +161,7 @@ class DynamicNetwork:
         symbolic expression (``"seq"``, ``"batch*seq"``)."""
     def stats(self) -> Dict[str, int]:
         """The plan cache's counts: ``size``, ``capacity``, ``networks``, ``hits``,
-        ``misses``, ``evictions``."""
+        ``misses``, ``evictions``, ``bytes`` (the plans' working memory)."""
     def total_stats(self) -> Dict[str, int]:
         """:meth:`stats` summed over the nested networks serving the rest after each cut."""
     def cuts(self) -> List[Dict[str, str]]:
