@@ -40,6 +40,12 @@ fn bench_cycles_input_shapes_and_reports_the_plan_cache() {
         out.contains("plan cache: 3 plans cached (capacity 3), 9 hits, 3 misses, 0 evicted"),
         "{out}"
     );
+    // The plans' working memory, which the runtime's memory budget bounds: BERT-tiny's
+    // activations at these lengths take kibibytes to mebibytes, never bytes.
+    assert!(
+        out.contains("0 evicted, ") && (out.contains(" KiB held") || out.contains(" MiB held")),
+        "{out}"
+    );
     assert_eq!(err.matches("plan cache miss").count(), 3, "{err}");
 }
 

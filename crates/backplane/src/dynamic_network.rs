@@ -94,15 +94,33 @@ impl std::fmt::Display for PlanCacheStats {
         };
         write!(
             f,
-            "{} plan{} cached{capacity}, {} hit{}, {} miss{}, {} evicted",
+            "{} plan{} cached{capacity}, {} hit{}, {} miss{}, {} evicted, {} held",
             self.size,
             if self.size == 1 { "" } else { "s" },
             self.hits,
             if self.hits == 1 { "" } else { "s" },
             self.misses,
             if self.misses == 1 { "" } else { "es" },
-            self.evictions
+            self.evictions,
+            ByteSize(self.bytes)
         )
+    }
+}
+
+/// A byte count for people: `512 B`, `3.5 KiB`, `12.0 MiB`.
+pub(crate) struct ByteSize(pub usize);
+
+impl std::fmt::Display for ByteSize {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        const KIB: f64 = 1024.0;
+        let b = self.0 as f64;
+        if b < KIB {
+            write!(f, "{} B", self.0)
+        } else if b < KIB * KIB {
+            write!(f, "{:.1} KiB", b / KIB)
+        } else {
+            write!(f, "{:.1} MiB", b / (KIB * KIB))
+        }
     }
 }
 

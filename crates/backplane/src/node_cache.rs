@@ -12,7 +12,7 @@
 //! network's working memory, together with every other cache of the same `DynamicNetwork`);
 //! an evicted network is unloaded.
 
-use crate::dynamic_network::HeldBytes;
+use crate::dynamic_network::{ByteSize, HeldBytes};
 use crate::runtime_ref::RuntimeRef;
 use crate::Tensor;
 use backplane_backend_api::NetworkId;
@@ -55,7 +55,8 @@ impl std::fmt::Display for NodeCacheStats {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} node run{} cached (at most {} per node), {} hit{}, {} import{}, {} evicted",
+            "{} node run{} cached (at most {} per node), {} hit{}, {} import{}, {} evicted, {} \
+             held",
             self.size,
             if self.size == 1 { "" } else { "s" },
             self.capacity_per_node,
@@ -63,7 +64,8 @@ impl std::fmt::Display for NodeCacheStats {
             if self.hits == 1 { "" } else { "s" },
             self.misses,
             if self.misses == 1 { "" } else { "s" },
-            self.evictions
+            self.evictions,
+            ByteSize(self.bytes)
         )
     }
 }
