@@ -365,3 +365,38 @@ fn run_serves_a_loop_ending_early_through_a_dynamic_network() {
         );
     }
 }
+
+/// The copies made at a cut count against the memory budget: with `--max-memory` above every
+/// plan's working memory but below the bytes crossing the NonZero cut (the inputs and the
+/// prefix's outputs), `run` fails with a typed error naming the cut instead of copying; with
+/// room, the caches report the bytes they hold.
+#[test]
+fn the_copies_at_a_cut_are_checked_against_the_memory_budget() {
+    let dir = "testdata/dynamic/data_dependent/a";
+    let args = |budget: &'static str| {
+        vec![
+            "run".to_string(),
+            "testdata/dynamic/data_dependent.onnx".into(),
+            "--input".into(),
+            format!("logits={dir}/logits.npy"),
+            "--input".into(),
+            format!("boxes={dir}/boxes.npy"),
+            "--max-memory".into(),
+            budget.into(),
+        ]
+    };
+    let tight = args("800");
+    let o = backplane(&tight.iter().map(String::as_str).collect::<Vec<_>>());
+    let (out, err) = text(&o);
+    assert!(!o.status.success(), "{out}\n{err}");
+    assert!(
+        err.contains("the values crossing the cut at node 'nonzero' (NonZero) take")
+            && err.contains("over the memory budget of 800 bytes"),
+        "{err}"
+    );
+    let roomy = args("1600");
+    let o = backplane(&roomy.iter().map(String::as_str).collect::<Vec<_>>());
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(out.contains(" KiB held; split nodes:"), "{out}");
+}
