@@ -17,6 +17,12 @@ them (TopK whose k is computed from the kept count), then NonMaxSuppression (IoU
 data_dependent/a and /b hold two input sets (logits, boxes; they keep different counts) and
 the outputs ONNX Runtime computes for them (det_boxes.npy, det_scores.npy, det_rank.npy).
 
+loop_early_exit.onnx: a Loop with scan outputs that its condition ends before its trip count:
+over x [n], the running sum of x while it stays below `limit` (sums, a scan output whose length
+is known only once the loop has run), the total (a carried value) and sums * 2 (planned after
+the loop for the length it produced). loop_early_exit/a, /b and /c hold inputs ending after 3
+of 7, all 5 of 5 and 1 of 4 iterations, with ONNX Runtime's outputs (total, sums, doubled).
+
 Run with a Python that has onnx, numpy and onnxruntime (the benchmark venv):
     /work/venv-bench/bin/python scripts/gen_dynamic_models.py
 """
@@ -211,6 +217,59 @@ def data_dependent():
     return model
 
 
+def loop_early_exit():
+    """Loop(trip count = len(x)) { acc += x[i]; cond = acc < limit; scan acc } -> sums * 2."""
+    n = helper.make_node
+    body = helper.make_graph(
+        [
+            n("Gather", ["x", "i"], ["xi"], axis=0, name="xi"),
+            n("Add", ["acc_in", "xi"], ["acc_out"], name="acc"),
+            n("Less", ["acc_out", "limit"], ["cond_out"], name="below"),
+            n("Identity", ["acc_out"], ["sum_i"], name="sum_i"),
+        ],
+        "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+         helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("acc_in", TensorProto.FLOAT, [])],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("acc_out", TensorProto.FLOAT, []),
+         helper.make_tensor_value_info("sum_i", TensorProto.FLOAT, [])],
+    )
+    inits = [
+        numpy_helper.from_array(np.array(0, dtype=np.int64), "zero"),
+        numpy_helper.from_array(np.array(True), "yes"),
+        numpy_helper.from_array(np.array(0.0, dtype=np.float32), "acc0"),
+        numpy_helper.from_array(np.array(2.0, dtype=np.float32), "two"),
+    ]
+    nodes = [
+        n("Shape", ["x"], ["x_shape"], name="x_shape"),
+        n("Gather", ["x_shape", "zero"], ["trips"], axis=0, name="trips"),
+        n("Loop", ["trips", "yes", "acc0"], ["total", "sums"], body=body, name="loop"),
+        n("Mul", ["sums", "two"], ["doubled"], name="doubled"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "loop_early_exit",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n"]),
+         helper.make_tensor_value_info("limit", TensorProto.FLOAT, [])],
+        [helper.make_tensor_value_info("total", TensorProto.FLOAT, []),
+         helper.make_tensor_value_info("sums", TensorProto.FLOAT, ["k"]),
+         helper.make_tensor_value_info("doubled", TensorProto.FLOAT, ["k"])],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model
+
+
+LOOP_CASES = {
+    "a": ([0.5, 1.0, 2.0, 0.25, 3.0, 1.0, 0.5], 3.0),
+    "b": ([0.5, 0.5, 0.5, 0.5, 0.5], 100.0),
+    "c": ([1.0, 2.0, 3.0, 4.0], 0.1),
+}
+
+
 def data_dependent_inputs(seed):
     """Logits and boxes (corners, some overlapping) for data_dependent.onnx."""
     rng = np.random.default_rng(seed)
@@ -243,6 +302,20 @@ def main():
         for name, value in zip(["det_boxes", "det_scores", "det_rank"], outs):
             np.save(os.path.join(data, name + ".npy"), value)
         print(case, "kept", kept, "detections", outs[0].shape[0])
+    model = loop_early_exit()
+    onnx.save(model, os.path.join(OUT, "loop_early_exit.onnx"))
+    session = onnxruntime.InferenceSession(model.SerializeToString(),
+                                           providers=["CPUExecutionProvider"])
+    for case, (x, limit) in LOOP_CASES.items():
+        feed = {"x": np.array(x, dtype=np.float32), "limit": np.array(limit, dtype=np.float32)}
+        outs = session.run(None, feed)
+        data = os.path.join(OUT, "loop_early_exit", case)
+        os.makedirs(data, exist_ok=True)
+        for name, value in feed.items():
+            np.save(os.path.join(data, name + ".npy"), value)
+        for name, value in zip(["total", "sums", "doubled"], outs):
+            np.save(os.path.join(data, name + ".npy"), value)
+        print(case, "iterations", outs[1].shape[0], "of", len(x))
 
 
 if __name__ == "__main__":

@@ -40,6 +40,12 @@ fn bench_cycles_input_shapes_and_reports_the_plan_cache() {
         out.contains("plan cache: 3 plans cached (capacity 3), 9 hits, 3 misses, 0 evicted"),
         "{out}"
     );
+    // The plans' working memory, which the runtime's memory budget bounds: BERT-tiny's
+    // activations at these lengths take kibibytes to mebibytes, never bytes.
+    assert!(
+        out.contains("0 evicted, ") && (out.contains(" KiB held") || out.contains(" MiB held")),
+        "{out}"
+    );
     assert_eq!(err.matches("plan cache miss").count(), 3, "{err}");
 }
 
@@ -224,7 +230,7 @@ fn bench_serves_data_dependent_shapes_through_a_dynamic_network() {
         "{out}"
     );
     assert!(
-        out.contains("plan caches: 3 plans cached in 3 networks (capacity 8 each), 12 hits, 3 misses, 0 evicted"),
+        out.contains("plan caches: 3 plans cached in 3 networks (capacity 24 in all), 12 hits, 3 misses, 0 evicted"),
         "{out}"
     );
     assert!(
@@ -322,4 +328,75 @@ fn inspect_and_bench_show_symbolic_shapes() {
         "{out}"
     );
     assert!(out.contains("symbolic input  'logits' [1, 20]"), "{out}");
+}
+
+/// `run` on a model whose Loop has scan outputs and a condition that ends it before its trip
+/// count (their length is known only once it has run): served through a DynamicNetwork cut
+/// at the Loop; every output matches ONNX Runtime's for inputs ending after 3 of 7, 5 of 5
+/// and 1 of 4 iterations.
+#[test]
+fn run_serves_a_loop_ending_early_through_a_dynamic_network() {
+    let model = "testdata/dynamic/loop_early_exit.onnx";
+    for (case, length) in [("a", 3), ("b", 5), ("c", 1)] {
+        let dir = format!("testdata/dynamic/loop_early_exit/{case}");
+        let o = backplane(&[
+            "run",
+            model,
+            "--input",
+            &format!("x={dir}/x.npy"),
+            "--input",
+            &format!("limit={dir}/limit.npy"),
+            "--compare",
+            &dir,
+        ]);
+        let (out, err) = text(&o);
+        assert!(o.status.success(), "{case}: {out}\n{err}");
+        assert!(
+            out.contains("compare: every output matches"),
+            "{case}: {out}"
+        );
+        assert!(
+            out.contains("served by a DynamicNetwork (split at node 'loop' (Loop))"),
+            "{case}: {out}"
+        );
+        assert!(
+            out.contains(&format!("output 'sums' f32[{length}]")),
+            "{case}: {out}"
+        );
+    }
+}
+
+/// The copies made at a cut count against the memory budget: with `--max-memory` above every
+/// plan's working memory but below the bytes crossing the NonZero cut (the inputs and the
+/// prefix's outputs), `run` fails with a typed error naming the cut instead of copying; with
+/// room, the caches report the bytes they hold.
+#[test]
+fn the_copies_at_a_cut_are_checked_against_the_memory_budget() {
+    let dir = "testdata/dynamic/data_dependent/a";
+    let args = |budget: &'static str| {
+        vec![
+            "run".to_string(),
+            "testdata/dynamic/data_dependent.onnx".into(),
+            "--input".into(),
+            format!("logits={dir}/logits.npy"),
+            "--input".into(),
+            format!("boxes={dir}/boxes.npy"),
+            "--max-memory".into(),
+            budget.into(),
+        ]
+    };
+    let tight = args("800");
+    let o = backplane(&tight.iter().map(String::as_str).collect::<Vec<_>>());
+    let (out, err) = text(&o);
+    assert!(!o.status.success(), "{out}\n{err}");
+    assert!(
+        err.contains("the values crossing the cut at node 'nonzero' (NonZero) take")
+            && err.contains("over the memory budget of 800 bytes"),
+        "{err}"
+    );
+    let roomy = args("1600");
+    let o = backplane(&roomy.iter().map(String::as_str).collect::<Vec<_>>());
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(out.contains(" KiB held; split nodes:"), "{out}");
 }

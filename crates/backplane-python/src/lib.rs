@@ -1,11 +1,13 @@
 //! backplane's Python module (`backplane._backplane`, re-exported by the `backplane` package):
-//! an ONNX Runtime-like `InferenceSession` over the facade, NumPy arrays in and out.
+//! an ONNX Runtime-like `InferenceSession` over the facade, NumPy arrays in and out, and
+//! `DynamicNetwork`, one loaded model for every input shape.
 //!
 //! Built into a wheel by maturin (see `pyproject.toml`); `scripts/python_tests.sh` builds it,
 //! installs it into a local virtual environment and runs the tests in `tests/`.
 
 mod arrays;
 mod backends;
+mod dynamic;
 mod errors;
 mod model;
 mod options;
@@ -19,6 +21,7 @@ fn _backplane(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
     m.add_class::<session::InferenceSession>()?;
     m.add_class::<session::NodeArg>()?;
+    m.add_class::<dynamic::DynamicNetwork>()?;
     m.add_class::<options::SessionOptions>()?;
     m.add_class::<backends::BackendInfo>()?;
     m.add_function(wrap_pyfunction!(backends::backends, m)?)?;

@@ -83,7 +83,7 @@ impl NodeArg {
 }
 
 impl NodeArg {
-    fn of(d: &Declared) -> NodeArg {
+    pub(crate) fn of(d: &Declared) -> NodeArg {
         NodeArg {
             name: d.name.clone(),
             type_string: d.type_string.clone(),
@@ -148,7 +148,7 @@ pub struct InferenceSession {
 }
 
 /// `providers` and `provider_options` as backend ids with their options.
-type Providers = (Vec<BackendId>, Vec<(BackendId, BTreeMap<String, String>)>);
+pub(crate) type Providers = (Vec<BackendId>, Vec<(BackendId, BTreeMap<String, String>)>);
 
 fn option_values(dict: &Bound<'_, PyAny>, provider: &str) -> Result<BTreeMap<String, String>> {
     let dict = dict.cast::<PyDict>().map_err(|_| {
@@ -175,7 +175,50 @@ fn option_values(dict: &Bound<'_, PyAny>, provider: &str) -> Result<BTreeMap<Str
     Ok(values)
 }
 
-fn parse_providers(
+/// A runtime for a session or a dynamic network: the built-in backends and the dynamic ones
+/// `options` allow, with the providers' options; every named provider must be registered.
+pub(crate) fn new_runtime(
+    options: &SessionOptions,
+    providers: &[BackendId],
+    provider_options: &[(BackendId, BTreeMap<String, String>)],
+) -> Result<Runtime> {
+    let runtime = Runtime::new(
+        backplane::builtin_registry(),
+        options.runtime_options(provider_options)?,
+    )?;
+    let registered = runtime.registry().ids();
+    for id in providers
+        .iter()
+        .chain(provider_options.iter().map(|(id, _)| id))
+    {
+        if !registered.contains(id) {
+            let mut message = RuntimeError::UnknownBackend {
+                id: id.to_string(),
+                registered: registered
+                    .iter()
+                    .map(|b| b.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            }
+            .to_string();
+            let report = runtime.dynamic_backends();
+            for w in &report.warnings {
+                message.push_str(&format!("\n{w}"));
+            }
+            for r in &report.rejected {
+                message.push_str(&format!(
+                    "\nskipped dynamic backend {}: {}",
+                    r.file.display(),
+                    r.reason
+                ));
+            }
+            return Err(Error::invalid(message));
+        }
+    }
+    Ok(runtime)
+}
+
+pub(crate) fn parse_providers(
     providers: Option<&Bound<'_, PyAny>>,
     provider_options: Option<&Bound<'_, PyAny>>,
 ) -> Result<Providers> {
@@ -547,39 +590,7 @@ impl InferenceSession {
                     v.name, v.type_string
                 )));
             }
-            let runtime = Runtime::new(
-                backplane::builtin_registry(),
-                options.runtime_options(&provider_options)?,
-            )?;
-            let registered = runtime.registry().ids();
-            for id in providers
-                .iter()
-                .chain(provider_options.iter().map(|(id, _)| id))
-            {
-                if !registered.contains(id) {
-                    let mut message = RuntimeError::UnknownBackend {
-                        id: id.to_string(),
-                        registered: registered
-                            .iter()
-                            .map(|b| b.as_str())
-                            .collect::<Vec<_>>()
-                            .join(", "),
-                    }
-                    .to_string();
-                    let report = runtime.dynamic_backends();
-                    for w in &report.warnings {
-                        message.push_str(&format!("\n{w}"));
-                    }
-                    for r in &report.rejected {
-                        message.push_str(&format!(
-                            "\nskipped dynamic backend {}: {}",
-                            r.file.display(),
-                            r.reason
-                        ));
-                    }
-                    return Err(Error::invalid(message));
-                }
-            }
+            let runtime = new_runtime(&options, &providers, &provider_options)?;
             let mut optimizer = OptimizerOptions::new(providers.clone());
             optimizer.layer_backends = options.overrides()?;
             let session = InferenceSession {

@@ -19,13 +19,15 @@
 
 use crate::node_cache::{self, NodeCache, NodeCacheStats, SharedNodeStats};
 use crate::onnx::{self, proto::ModelProto, SharedInitializers};
+use crate::runtime_ref::RuntimeRef;
 use crate::staged::{self, Split};
-use crate::{Error, ImportOptions, OptimizedNetwork, OptimizerOptions, Runtime, Tensor};
+use crate::{Error, ImportOptions, OptimizedNetwork, OptimizerOptions, Tensor};
 use backplane_backend_api::NetworkId;
 use backplane_core::symbolic::{Bindings, DimExpr, SymbolicSignature};
 use backplane_runtime::NamedTensors;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// The default number of plans a [`DynamicNetwork`] keeps.
@@ -44,6 +46,9 @@ pub struct Plan<'r> {
     pub split: Option<Split<'r>>,
     /// Graph inputs bound at import (their values are part of the plan's key).
     pub bound: Vec<String>,
+    /// The working memory one execution of the loaded network needs (bytes, by its memory
+    /// plan: [`OptimizedNetwork::working_bytes`]); what the plan counts against the budget.
+    pub bytes: usize,
     /// The concrete input shapes the plan was built for, in the order given.
     pub shapes: Vec<(String, Vec<usize>)>,
     /// The values of the model's symbolic input dimensions for this plan (`seq=7`).
@@ -57,8 +62,14 @@ pub struct Plan<'r> {
 pub struct PlanCacheStats {
     /// Plans held now.
     pub size: usize,
-    /// The most plans one network's cache holds at once.
+    /// The most plans the counted caches hold at once: one network's capacity for
+    /// [`DynamicNetwork::stats`], the sum over the networks for
+    /// [`DynamicNetwork::total_stats`].
     pub capacity: usize,
+    /// The working memory of the plans held ([`Plan::bytes`] summed). Plans are also evicted
+    /// to keep every cache of a network (plans and split nodes, nested ones included) within
+    /// the runtime's memory budget ([`crate::Runtime::max_memory`]).
+    pub bytes: usize,
     /// The networks whose caches are counted: 1 for [`DynamicNetwork::stats`]; with
     /// [`DynamicNetwork::total_stats`], also the nested ones serving the rest after each cut
     /// (each holds up to `capacity` plans).
@@ -75,7 +86,7 @@ impl std::fmt::Display for PlanCacheStats {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let capacity = if self.networks > 1 {
             format!(
-                " in {} networks (capacity {} each)",
+                " in {} networks (capacity {} in all)",
                 self.networks, self.capacity
             )
         } else {
@@ -83,15 +94,61 @@ impl std::fmt::Display for PlanCacheStats {
         };
         write!(
             f,
-            "{} plan{} cached{capacity}, {} hit{}, {} miss{}, {} evicted",
+            "{} plan{} cached{capacity}, {} hit{}, {} miss{}, {} evicted, {} held",
             self.size,
             if self.size == 1 { "" } else { "s" },
             self.hits,
             if self.hits == 1 { "" } else { "s" },
             self.misses,
             if self.misses == 1 { "" } else { "es" },
-            self.evictions
+            self.evictions,
+            ByteSize(self.bytes)
         )
+    }
+}
+
+/// A byte count for people: `512 B`, `3.5 KiB`, `12.0 MiB`.
+pub(crate) struct ByteSize(pub usize);
+
+impl std::fmt::Display for ByteSize {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        const KIB: f64 = 1024.0;
+        let b = self.0 as f64;
+        if b < KIB {
+            write!(f, "{} B", self.0)
+        } else if b < KIB * KIB {
+            write!(f, "{:.1} KiB", b / KIB)
+        } else {
+            write!(f, "{:.1} MiB", b / (KIB * KIB))
+        }
+    }
+}
+
+/// The bytes held by the caches of one [`DynamicNetwork`] and its nested ones (plans and
+/// split nodes' entries), shared by all of them, so that together they stay within the
+/// runtime's memory budget: a cache about to go over evicts its own least recently used
+/// entries first (it keeps at least the new one).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct HeldBytes(Arc<AtomicUsize>);
+
+impl HeldBytes {
+    /// Whether adding `bytes` would go over `budget` (never without a budget).
+    pub(crate) fn over(&self, budget: Option<usize>, bytes: usize) -> bool {
+        budget.is_some_and(|b| self.0.load(Ordering::Relaxed).saturating_add(bytes) > b)
+    }
+
+    /// Count `bytes` as held.
+    pub(crate) fn take(&self, bytes: usize) {
+        self.0.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// Count `bytes` as let go.
+    pub(crate) fn release(&self, bytes: usize) {
+        let _ = self
+            .0
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
+                Some(v.saturating_sub(bytes))
+            });
     }
 }
 
@@ -138,7 +195,7 @@ impl PlanKey {
 }
 
 /// The cache: plans in least-recently-used order (the last is the newest), the inputs whose
-/// values the model needed at import so far, and the counts.
+/// values the model needed at import so far, and the counts (`stats.bytes`: the plans' bytes).
 struct Cache<'r> {
     plans: Vec<(PlanKey, Arc<Plan<'r>>)>,
     valued: Vec<String>,
@@ -148,7 +205,7 @@ struct Cache<'r> {
 /// An ONNX model served for any input shape that fits its declaration, on one runtime.
 /// See the [module documentation](self).
 pub struct DynamicNetwork<'r> {
-    runtime: &'r Runtime,
+    runtime: RuntimeRef<'r>,
     model: ModelProto,
     base_dir: Option<PathBuf>,
     import: ImportOptions,
@@ -166,6 +223,9 @@ pub struct DynamicNetwork<'r> {
     /// The inputs whose shapes the bound symbols determine (every dimension a number or a
     /// plain symbol): plans are keyed by the symbols alone for them.
     described: Vec<String>,
+    /// The bytes held by every cache of this network and its nested ones (plans and split
+    /// nodes), kept within the runtime's memory budget.
+    held: HeldBytes,
 }
 
 impl std::fmt::Debug for DynamicNetwork<'_> {
@@ -177,11 +237,12 @@ impl std::fmt::Debug for DynamicNetwork<'_> {
 }
 
 impl<'r> DynamicNetwork<'r> {
-    /// Serve the model file at `path` on `runtime`. `import` applies to every plan (its
+    /// Serve the model file at `path` on `runtime` (borrowed, `&Runtime`, or shared,
+    /// `Arc<Runtime>`: see [`RuntimeRef`]). `import` applies to every plan (its
     /// symbolic dimension values and input shapes are overridden by the given inputs';
     /// CpuRef folds constants when it names no evaluator); `optimizer` chooses the backends.
     pub fn from_file(
-        runtime: &'r Runtime,
+        runtime: impl Into<RuntimeRef<'r>>,
         path: &Path,
         import: &ImportOptions,
         optimizer: OptimizerOptions,
@@ -198,7 +259,7 @@ impl<'r> DynamicNetwork<'r> {
 
     /// Serve an already decoded model; `base_dir` is where its external data lies.
     pub fn from_model(
-        runtime: &'r Runtime,
+        runtime: impl Into<RuntimeRef<'r>>,
         model: ModelProto,
         base_dir: Option<PathBuf>,
         import: &ImportOptions,
@@ -222,7 +283,7 @@ impl<'r> DynamicNetwork<'r> {
             .map(|(n, _)| n.clone())
             .collect();
         DynamicNetwork {
-            runtime,
+            runtime: runtime.into(),
             model,
             base_dir,
             import,
@@ -241,6 +302,7 @@ impl<'r> DynamicNetwork<'r> {
             node_capacity: DEFAULT_PLAN_CAPACITY,
             signature,
             described,
+            held: HeldBytes::default(),
         }
     }
 
@@ -284,7 +346,7 @@ impl<'r> DynamicNetwork<'r> {
     fn nested(&self, model: ModelProto) -> DynamicNetwork<'r> {
         let capacity = self.lock().stats.capacity;
         let mut net = DynamicNetwork::from_model(
-            self.runtime,
+            self.runtime.clone(),
             model,
             self.base_dir.clone(),
             &self.import,
@@ -295,6 +357,7 @@ impl<'r> DynamicNetwork<'r> {
         net.import.input_shapes.clear();
         net.import.input_values.clear();
         net.node_capacity = self.node_capacity;
+        net.held = self.held.clone();
         net.with_capacity(capacity)
     }
 
@@ -304,8 +367,8 @@ impl<'r> DynamicNetwork<'r> {
     }
 
     /// The runtime the plans are loaded on.
-    pub(crate) fn runtime(&self) -> &'r Runtime {
-        self.runtime
+    pub(crate) fn runtime(&self) -> &RuntimeRef<'r> {
+        &self.runtime
     }
 
     /// The counts of the caches of the nodes this network's plans split at (each keeps its
@@ -373,7 +436,8 @@ impl<'r> DynamicNetwork<'r> {
             {
                 let s = rest.total_stats();
                 total.size += s.size;
-                total.capacity = total.capacity.max(s.capacity);
+                total.capacity += s.capacity;
+                total.bytes += s.bytes;
                 total.networks += s.networks;
                 total.hits += s.hits;
                 total.misses += s.misses;
@@ -423,9 +487,14 @@ impl<'r> DynamicNetwork<'r> {
             }
         }
         let key = PlanKey::of(inputs, &symbols, &self.described, &cache.valued);
-        while cache.plans.len() >= cache.stats.capacity {
+        let budget = self.runtime.max_memory();
+        while !cache.plans.is_empty()
+            && (cache.plans.len() >= cache.stats.capacity || self.held.over(budget, plan.bytes))
+        {
             let (_, old) = cache.plans.remove(0);
             cache.stats.evictions += 1;
+            cache.stats.bytes = cache.stats.bytes.saturating_sub(old.bytes);
+            self.held.release(old.bytes);
             if let Some(id) = old.id {
                 if let Err(e) = self.runtime.unload_network(id) {
                     tracing::warn!(network = id.0, "evicted plan not unloaded: {e}");
@@ -433,6 +502,8 @@ impl<'r> DynamicNetwork<'r> {
             }
         }
         let plan = Arc::new(plan);
+        cache.stats.bytes += plan.bytes;
+        self.held.take(plan.bytes);
         cache.plans.push((key, plan.clone()));
         tracing::info!(
             symbols = %plan.symbols,
@@ -473,6 +544,7 @@ impl<'r> DynamicNetwork<'r> {
                 let (id, optimized) = self.load(&network)?;
                 Ok(Plan {
                     id: Some(id),
+                    bytes: optimized.working_bytes(),
                     optimized: Some(optimized),
                     split: None,
                     bound,
@@ -487,8 +559,12 @@ impl<'r> DynamicNetwork<'r> {
                     .map(|n| (n.node.clone(), n.op_type.clone()))
                     .collect();
                 let given: Vec<String> = shapes.iter().map(|(n, _)| n.clone()).collect();
-                let nodes =
-                    NodeCache::new(self.runtime, self.node_capacity, self.node_stats.clone());
+                let nodes = NodeCache::new(
+                    self.runtime.clone(),
+                    self.node_capacity,
+                    self.node_stats.clone(),
+                    self.held.clone(),
+                );
                 let cut = staged::cut(&self.model, &needing, &given, nodes)?;
                 tracing::info!(
                     node = %cut.split.label,
@@ -512,6 +588,9 @@ impl<'r> DynamicNetwork<'r> {
                 };
                 Ok(Plan {
                     id,
+                    bytes: optimized
+                        .as_ref()
+                        .map_or(0, OptimizedNetwork::working_bytes),
                     optimized,
                     split: Some(cut.split),
                     bound,
@@ -580,6 +659,21 @@ impl<'r> DynamicNetwork<'r> {
         let Some(split) = &plan.split else {
             return Ok(produced);
         };
+        // The values crossing the cut are copies: counted against the memory budget first.
+        let crossing = inputs
+            .iter()
+            .map(|(_, t)| t.bytes().len())
+            .chain(produced.iter().map(|(_, t)| t.bytes().len()))
+            .fold(0usize, usize::saturating_add);
+        if let Some(budget) = self.runtime.max_memory() {
+            if crossing > budget {
+                return Err(Error::Invalid(format!(
+                    "the values crossing the cut at node '{}' ({}) take {crossing} bytes, over \
+                     the memory budget of {budget} bytes",
+                    split.label, split.op_type
+                )));
+            }
+        }
         let mut env: HashMap<String, Tensor> = inputs
             .iter()
             .map(|(n, t)| (n.to_string(), (*t).clone()))
@@ -593,6 +687,7 @@ impl Drop for DynamicNetwork<'_> {
     fn drop(&mut self) {
         let cache = self.cache.get_mut().unwrap_or_else(|e| e.into_inner());
         for (_, plan) in cache.plans.drain(..) {
+            self.held.release(plan.bytes);
             if let Some(id) = plan.id {
                 if let Err(e) = self.runtime.unload_network(id) {
                     tracing::warn!(network = id.0, "plan not unloaded: {e}");

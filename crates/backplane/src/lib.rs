@@ -31,6 +31,7 @@ pub mod dynamic_network;
 pub mod ndarray_interop;
 pub mod node_cache;
 pub mod npy;
+pub mod runtime_ref;
 pub mod staged;
 
 use std::path::Path;
@@ -56,6 +57,7 @@ pub use backplane_runtime::{
 };
 pub use dynamic_network::{CutSummary, DynamicNetwork, PlanCacheStats};
 pub use node_cache::NodeCacheStats;
+pub use runtime_ref::RuntimeRef;
 
 /// Any error of the facade's operations.
 #[derive(Debug, thiserror::Error)]

@@ -7,9 +7,14 @@
 //! bound ones; that is the key. An entry is either the node's outputs, when the import
 //! computed them (every input it reads was bound), or a loaded one-node network (the bound
 //! inputs are constants in it, the others are fed at each run). Entries are kept in
-//! least-recently-used order, at most a capacity per node; an evicted network is unloaded.
+//! least-recently-used order, at most a capacity per node and within the runtime's memory
+//! budget (an entry counts its key's bound bytes and its folded outputs' bytes, or its
+//! network's working memory, together with every other cache of the same `DynamicNetwork`);
+//! an evicted network is unloaded.
 
-use crate::{Runtime, Tensor};
+use crate::dynamic_network::{ByteSize, HeldBytes};
+use crate::runtime_ref::RuntimeRef;
+use crate::Tensor;
 use backplane_backend_api::NetworkId;
 use std::sync::{Arc, Mutex};
 
@@ -27,6 +32,9 @@ pub struct NodeCacheStats {
     pub misses: u64,
     /// Entries dropped to make room.
     pub evictions: u64,
+    /// The bytes the entries held now count (bound input bytes of their keys, folded outputs,
+    /// loaded networks' working memory).
+    pub bytes: usize,
 }
 
 impl NodeCacheStats {
@@ -38,6 +46,7 @@ impl NodeCacheStats {
             hits: self.hits + other.hits,
             misses: self.misses + other.misses,
             evictions: self.evictions + other.evictions,
+            bytes: self.bytes + other.bytes,
         }
     }
 }
@@ -46,7 +55,8 @@ impl std::fmt::Display for NodeCacheStats {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} node run{} cached (at most {} per node), {} hit{}, {} import{}, {} evicted",
+            "{} node run{} cached (at most {} per node), {} hit{}, {} import{}, {} evicted, {} \
+             held",
             self.size,
             if self.size == 1 { "" } else { "s" },
             self.capacity_per_node,
@@ -54,7 +64,8 @@ impl std::fmt::Display for NodeCacheStats {
             if self.hits == 1 { "" } else { "s" },
             self.misses,
             if self.misses == 1 { "" } else { "s" },
-            self.evictions
+            self.evictions,
+            ByteSize(self.bytes)
         )
     }
 }
@@ -68,6 +79,14 @@ pub(crate) type SharedNodeStats = Arc<Mutex<NodeCacheStats>>;
 pub(crate) struct NodeKey(Vec<(i64, Vec<usize>, Option<Vec<u8>>)>);
 
 impl NodeKey {
+    /// The bytes of the bound inputs the key holds.
+    fn bytes(&self) -> usize {
+        self.0
+            .iter()
+            .map(|(_, _, b)| b.as_ref().map_or(0, Vec::len))
+            .sum()
+    }
+
     /// The key of `inputs` (name and value, in the node's order) when `valued` are bound.
     pub(crate) fn of(inputs: &[(&str, &Tensor)], valued: &[String]) -> NodeKey {
         NodeKey(
@@ -95,24 +114,44 @@ pub(crate) enum NodeEntry {
         feeds: Vec<String>,
         /// The node's outputs in order (the network's outputs by name).
         outputs: Vec<String>,
+        /// The network's working memory (bytes).
+        bytes: usize,
     },
+}
+
+impl NodeEntry {
+    /// The bytes the entry holds: its outputs', or its network's working memory.
+    fn bytes(&self) -> usize {
+        match self {
+            NodeEntry::Folded(values) => values.iter().map(|(_, t)| t.bytes().len()).sum(),
+            NodeEntry::Loaded { bytes, .. } => *bytes,
+        }
+    }
 }
 
 /// One split node's cache.
 #[derive(Debug)]
 pub(crate) struct NodeCache<'r> {
-    runtime: &'r Runtime,
-    entries: Vec<(NodeKey, Arc<NodeEntry>)>,
+    runtime: RuntimeRef<'r>,
+    /// Each entry with the bytes it counts.
+    entries: Vec<(NodeKey, Arc<NodeEntry>, usize)>,
     /// The inputs any import of the node bound so far (their bytes are in the key).
     valued: Vec<String>,
     capacity: usize,
     stats: SharedNodeStats,
+    /// The bytes of every cache of the network, against the runtime's memory budget.
+    held: HeldBytes,
 }
 
 impl<'r> NodeCache<'r> {
     /// An empty cache keeping at most `capacity` entries (0: each is dropped once it has
-    /// run, see [`NodeCache::settle`]), counting in `stats`.
-    pub(crate) fn new(runtime: &'r Runtime, capacity: usize, stats: SharedNodeStats) -> Self {
+    /// run, see [`NodeCache::settle`]), counting in `stats` and `held`.
+    pub(crate) fn new(
+        runtime: RuntimeRef<'r>,
+        capacity: usize,
+        stats: SharedNodeStats,
+        held: HeldBytes,
+    ) -> Self {
         lock(&stats).capacity_per_node = capacity;
         NodeCache {
             runtime,
@@ -120,13 +159,14 @@ impl<'r> NodeCache<'r> {
             valued: Vec::new(),
             capacity,
             stats,
+            held,
         }
     }
 
     /// The entry for these inputs, if cached (counted as a hit, made the newest).
     pub(crate) fn get(&mut self, inputs: &[(&str, &Tensor)]) -> Option<Arc<NodeEntry>> {
         let key = NodeKey::of(inputs, &self.valued);
-        let at = self.entries.iter().position(|(k, _)| *k == key)?;
+        let at = self.entries.iter().position(|(k, _, _)| *k == key)?;
         let entry = self.entries.remove(at);
         let found = entry.1.clone();
         self.entries.push(entry);
@@ -148,38 +188,50 @@ impl<'r> NodeCache<'r> {
             }
         }
         let key = NodeKey::of(inputs, &self.valued);
+        let bytes = key.bytes().saturating_add(entry.bytes());
+        let budget = self.runtime.max_memory();
         let mut evicted = 0;
-        while self.entries.len() >= self.capacity.max(1) {
-            let (_, old) = self.entries.remove(0);
-            self.release(&old);
+        let mut freed = 0usize;
+        while !self.entries.is_empty()
+            && (self.entries.len() >= self.capacity.max(1) || self.held.over(budget, bytes))
+        {
+            let (_, old, old_bytes) = self.entries.remove(0);
+            self.release(&old, old_bytes);
+            freed += old_bytes;
             evicted += 1;
         }
         let entry = Arc::new(entry);
-        self.entries.push((key, entry.clone()));
+        self.held.take(bytes);
+        self.entries.push((key, entry.clone(), bytes));
         let mut stats = lock(&self.stats);
         stats.misses += 1;
         stats.evictions += evicted;
         stats.size = (stats.size + 1).saturating_sub(evicted as usize);
+        stats.bytes = (stats.bytes + bytes).saturating_sub(freed);
         entry
     }
 
     /// Drop the entries beyond the capacity (with a capacity of 0, the one just run).
     pub(crate) fn settle(&mut self) {
         let mut evicted = 0;
+        let mut freed = 0usize;
         while self.entries.len() > self.capacity {
-            let (_, old) = self.entries.remove(0);
-            self.release(&old);
+            let (_, old, old_bytes) = self.entries.remove(0);
+            self.release(&old, old_bytes);
+            freed += old_bytes;
             evicted += 1;
         }
         if evicted > 0 {
             let mut stats = lock(&self.stats);
             stats.evictions += evicted;
             stats.size = stats.size.saturating_sub(evicted as usize);
+            stats.bytes = stats.bytes.saturating_sub(freed);
         }
     }
 
-    /// Unload an entry's network, if it has one.
-    fn release(&self, entry: &NodeEntry) {
+    /// Let an entry's bytes go and unload its network, if it has one.
+    fn release(&self, entry: &NodeEntry, bytes: usize) {
+        self.held.release(bytes);
         if let NodeEntry::Loaded { id, .. } = entry {
             if let Err(e) = self.runtime.unload_network(*id) {
                 tracing::warn!(network = id.0, "split node network not unloaded: {e}");
@@ -191,11 +243,14 @@ impl<'r> NodeCache<'r> {
 impl Drop for NodeCache<'_> {
     fn drop(&mut self) {
         let entries = std::mem::take(&mut self.entries);
-        for (_, entry) in &entries {
-            self.release(entry);
+        let mut freed = 0usize;
+        for (_, entry, bytes) in &entries {
+            self.release(entry, *bytes);
+            freed += bytes;
         }
         let mut stats = lock(&self.stats);
         stats.size = stats.size.saturating_sub(entries.len());
+        stats.bytes = stats.bytes.saturating_sub(freed);
     }
 }
 

@@ -469,7 +469,9 @@ impl<'r> Split<'r> {
         };
         let values = match &*entry {
             NodeEntry::Folded(values) => values.clone(),
-            NodeEntry::Loaded { id, feeds, outputs } => {
+            NodeEntry::Loaded {
+                id, feeds, outputs, ..
+            } => {
                 let fed: Vec<(&str, &Tensor)> = inputs
                     .iter()
                     .filter(|(n, _)| feeds.iter().any(|f| f == n))
@@ -604,7 +606,7 @@ impl<'r> Split<'r> {
             return Ok(NodeEntry::Folded(values));
         }
         // Not folded (a TopK whose data stays an input, a Loop kept as a layer): loaded.
-        let (id, _) = parent.load(network)?;
+        let (id, optimized) = parent.load(network)?;
         let names: Vec<String> = network
             .outputs()
             .iter()
@@ -627,6 +629,7 @@ impl<'r> Split<'r> {
                 .map(|&t| network.tensor(t).name.clone())
                 .collect(),
             outputs: outputs.to_vec(),
+            bytes: optimized.working_bytes(),
         })
     }
 }

@@ -84,8 +84,13 @@ fn bert_shaped_encoder_serves_every_sequence_length() {
         );
         packed_after.push(acc.packing_stats());
     }
+    let stats = net.stats();
+    assert!(
+        stats.bytes > 0,
+        "the plans' working memory is counted: {stats:?}"
+    );
     assert_eq!(
-        net.stats(),
+        stats,
         PlanCacheStats {
             size: 4,
             capacity: backplane::dynamic_network::DEFAULT_PLAN_CAPACITY,
@@ -93,6 +98,7 @@ fn bert_shaped_encoder_serves_every_sequence_length() {
             hits: 1,
             misses: 4,
             evictions: 0,
+            bytes: stats.bytes,
         }
     );
     eprintln!("packing counts after each run: {packed_after:?}");
@@ -243,8 +249,9 @@ fn data_dependent_shapes_run_then_the_rest_is_planned() {
     let (rest_stats, total) = (rest.total_stats(), net.total_stats());
     assert_eq!(rest_stats.misses, 2, "{rest_stats}");
     assert_eq!(total.misses, 3, "{total}");
-    // Three networks (the first part, and the rests after each cut), 8 plans each at most.
-    assert_eq!((total.networks, total.capacity), (3, 8), "{total}");
+    // Three networks (the first part, and the rests after each cut), 8 plans each at most:
+    // 24 in all.
+    assert_eq!((total.networks, total.capacity), (3, 24), "{total}");
     // The NonZero and the NonMaxSuppression were each imported once.
     assert_eq!(net.node_stats().misses, 1, "{}", net.node_stats());
     assert_eq!(
@@ -523,4 +530,69 @@ fn a_symbol_given_two_values_is_refused_naming_it() {
     assert_eq!(out[0].1.to_f64_vec(), vec![2.0; 4]);
     let (plan, _) = net.plan(&[("a", &vec(4)), ("b", &vec(4))]).unwrap();
     assert_eq!(plan.symbols.to_string(), "n=4");
+}
+
+/// A network sharing its runtime (`Arc<Runtime>`) is a `DynamicNetwork<'static>`: it keeps
+/// the runtime alive after every other handle is gone and unloads its plans when dropped.
+#[test]
+fn a_network_can_own_its_share_of_the_runtime() {
+    fn make() -> (DynamicNetwork<'static>, std::sync::Weak<Runtime>) {
+        let rt = Arc::new(backplane::RuntimeBuilder::new().build().unwrap());
+        let weak = Arc::downgrade(&rt);
+        let net = DynamicNetwork::from_file(
+            rt,
+            &repo().join(BERT),
+            &ImportOptions::default(),
+            backplane::default_optimizer_options(),
+        )
+        .unwrap();
+        (net, weak)
+    }
+    let (net, weak) = make();
+    for seq in [3, 5] {
+        let got = net.execute(&[("input_ids", &ids(seq))]).unwrap();
+        assert_eq!(got[0].1.shape().dims(), &[1, seq, 96]);
+    }
+    assert_eq!(net.stats().misses, 2);
+    let rt = weak.upgrade().expect("the network keeps its runtime");
+    assert_eq!(rt.loaded_networks().len(), 2);
+    drop(net);
+    assert!(
+        rt.loaded_networks().is_empty(),
+        "plans outlive their network"
+    );
+}
+
+/// Plans are evicted to stay within the runtime's memory budget, not only by count: with a
+/// budget that holds one BERT plan's working memory but not two, a second shape evicts the
+/// first though the capacity (8) is far from full.
+#[test]
+fn plans_are_bounded_by_the_memory_budget() {
+    let probe = backplane::RuntimeBuilder::new().build().unwrap();
+    let one = {
+        let net = dynamic(&probe);
+        net.execute(&[("input_ids", &ids(16))]).unwrap();
+        net.stats().bytes
+    };
+    assert!(one > 0);
+    // Room for the seq-16 plan and a little more, not for a second plan of similar size.
+    let rt = backplane::RuntimeBuilder::new()
+        .max_memory(one + one / 4)
+        .build()
+        .unwrap();
+    let net = dynamic(&rt);
+    for seq in [16, 15, 16] {
+        let got = net.execute(&[("input_ids", &ids(seq))]).unwrap();
+        assert_eq!(got[0].1.shape().dims(), &[1, seq, 96]);
+        let stats = net.stats();
+        assert_eq!(stats.size, 1, "seq {seq}: {stats:?}");
+        assert!(stats.bytes <= one + one / 4, "seq {seq}: {stats:?}");
+    }
+    let stats = net.stats();
+    assert_eq!(
+        (stats.misses, stats.evictions, stats.hits),
+        (3, 2, 0),
+        "{stats:?}"
+    );
+    assert_eq!(rt.loaded_networks().len(), 1);
 }

@@ -551,13 +551,16 @@ impl Importer<'_> {
                 let nodes = body_g.node.len().max(1) as f64;
                 return match trips {
                     Some(m) if m >= 1.0 && m * nodes <= MAX_UNROLLED_NODES as f64 => {
-                        self.unroll_loop(node, name, body_g, m as usize, opsets)
+                        self.unroll_loop(node, name, body_g, m as usize, None, opsets)
                     }
                     _ => Err(e),
                 };
             }
             Err(e) => return Err(e),
         };
+        if num_scan > 0 && scan_length > 0 && !condition_stays_true(&body) {
+            return self.loop_ending_early(node, name, body_g, &trip, &carried_names, opsets);
+        }
         for (k, t) in body.outputs()[1 + num_carried..].iter().enumerate() {
             let info = &body.tensor(*t).info;
             let mut dims = vec![scan_length];
@@ -593,15 +596,68 @@ impl Importer<'_> {
         self.add_control_layer(node, name, op, inputs)
     }
 
+    /// A Loop with scan outputs whose body computes its condition: it may stop before its
+    /// trip count, so its scan outputs' length is known only once it has run. When every
+    /// value it reads is known at import (a one-node import with its inputs bound: the data-
+    /// dependent path of `backplane::DynamicNetwork`), it is unrolled until its condition
+    /// turns false (at most [`MAX_UNROLLED_NODES`] nodes) and folds; otherwise the import
+    /// reports that it needs the values of the inputs behind it.
+    fn loop_ending_early(
+        &mut self,
+        node: &NodeProto,
+        name: &str,
+        body_g: GraphProto,
+        trip: &Operand,
+        carried: &[String],
+        opsets: &HashMap<String, i64>,
+    ) -> Result<(), TxError> {
+        let mut needs = Vec::new();
+        let mut names: Vec<&str> = vec![node.input[1].as_str()];
+        names.extend(carried.iter().map(String::as_str));
+        let captured = self.captures(name, &[&body_g])?;
+        names.extend(captured.iter().map(String::as_str));
+        let mut runtime = matches!(trip, Operand::Runtime(_));
+        if let Operand::Runtime(id) = trip {
+            needs.extend(self.inputs_behind(*id));
+        }
+        for n in names {
+            if let Operand::Runtime(id) = self.operand(name, n)? {
+                runtime = true;
+                needs.extend(self.inputs_behind(id));
+            }
+        }
+        if runtime {
+            needs.sort();
+            needs.dedup();
+            return Err(TxError::NeedsValues {
+                reason: "the length of a Loop's scan outputs (its body's condition may end it \
+                         before its trip count)"
+                    .into(),
+                inputs: needs,
+            });
+        }
+        let trips = match trip {
+            Operand::Known(t) => {
+                let v = t.to_f64_vec().first().copied().unwrap_or(0.0).max(0.0);
+                v.min(usize::MAX as f64) as usize
+            }
+            _ => usize::MAX,
+        };
+        let most = MAX_UNROLLED_NODES / body_g.node.len().max(1);
+        self.unroll_loop(node, name, body_g, trips, Some(most.max(1)), opsets)
+    }
+
     /// Import a Loop as `trips` copies of its body, each iteration's names suffixed, the
     /// iteration number and condition known in each; carried values thread through and scan
-    /// outputs are stacked. The loop ends early where a copy's condition is known false.
+    /// outputs are stacked. The loop ends early where a copy's condition is known false; one
+    /// that would need more than `most` copies is refused (when `most` is given).
     pub(super) fn unroll_loop(
         &mut self,
         node: &NodeProto,
         name: &str,
         body: GraphProto,
         trips: usize,
+        most: Option<usize>,
         opsets: &HashMap<String, i64>,
     ) -> Result<(), TxError> {
         let num_carried = node.input.len().saturating_sub(2);
@@ -612,6 +668,12 @@ impl Importer<'_> {
         let mut slices: Vec<Vec<String>> = vec![Vec::new(); num_scan];
         let base = self.layer_names.len();
         for i in 0..trips {
+            if most.is_some_and(|m| i >= m) {
+                return Err(TxError::Unsupported(format!(
+                    "a Loop whose condition ends it after more than {i} iterations (its scan \
+                     outputs are computed by unrolling it, up to {MAX_UNROLLED_NODES} nodes)"
+                )));
+            }
             let prefix = format!("{name}/iteration{i}");
             let map: HashMap<String, String> = names
                 .iter()
@@ -848,4 +910,31 @@ impl Importer<'_> {
         inputs.extend(captured.into_iter().map(Ok));
         self.add_control_layer(node, name, op, inputs)
     }
+}
+
+/// Whether a Loop body's condition output is always true: the body passes its condition
+/// input through (itself or by Identity layers) or computes a constant true. A body that
+/// computes it otherwise may end the loop before its trip count.
+fn condition_stays_true(body: &Network) -> bool {
+    let (Some(&out), Some(&cond_in)) = (body.outputs().first(), body.inputs().get(1)) else {
+        return true;
+    };
+    let mut t = out;
+    for _ in 0..=body.layers().len() {
+        if t == cond_in {
+            return true;
+        }
+        match &body.tensor(t).kind {
+            TensorKind::Constant(c) => return c.to_f64_vec().first().is_some_and(|v| *v != 0.0),
+            TensorKind::Produced { layer, .. } => {
+                let l = body.layer(*layer);
+                match (&l.op, l.inputs.first()) {
+                    (Op::Identity, Some(&input)) => t = input,
+                    _ => return false,
+                }
+            }
+            _ => return false,
+        }
+    }
+    false
 }

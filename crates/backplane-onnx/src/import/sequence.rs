@@ -572,7 +572,7 @@ impl Importer<'_> {
                 "{reason} with scan outputs and no iterations"
             )));
         }
-        self.unroll_loop(node, name, body, trips as usize, opsets)
+        self.unroll_loop(node, name, body, trips as usize, None, opsets)
     }
 
     /// Bind a graph input declared as a sequence or an optional, with the structure the

@@ -12,6 +12,14 @@ and its provider names::
 ``providers`` lists backplane's backends in order of preference: each layer runs on the
 first that supports it. ``rt.get_available_providers()`` lists them and
 ``rt.backends()`` describes them (version, static or dynamic, capabilities).
+
+``rt.DynamicNetwork`` serves one loaded model for every input shape its signature allows (a
+plan per set of symbol values, kept in a bounded cache; ``stats()`` counts hits and misses)::
+
+    net = rt.DynamicNetwork("encoder.onnx")
+    for ids in batches:                # any sequence length
+        (hidden,) = net.run(None, {"input_ids": ids})
+    print(net.stats())                 # {"size": ..., "hits": ..., "misses": ..., ...}
 """
 
 from ._backplane import (
@@ -19,6 +27,7 @@ from ._backplane import (
     MAX_SPECIALIZATIONS,
     BackendInfo,
     BackplaneError,
+    DynamicNetwork,
     Fail,
     InferenceSession,
     InvalidArgument,
@@ -37,6 +46,7 @@ __all__ = [
     "MAX_SPECIALIZATIONS",
     "BackendInfo",
     "BackplaneError",
+    "DynamicNetwork",
     "Fail",
     "InferenceSession",
     "InvalidArgument",

@@ -13,6 +13,7 @@ __all__ = [
     "Unsupported",
     "Fail",
     "InferenceSession",
+    "DynamicNetwork",
     "NodeArg",
     "SessionOptions",
     "BackendInfo",
@@ -137,6 +138,42 @@ class InferenceSession:
         """Run the model on ``input_feed`` (``{input name: array}``); returns the outputs
         named in ``output_names`` (all of them when ``None``) as NumPy arrays. The GIL is
         released while the network runs."""
+
+@final
+class DynamicNetwork:
+    """One loaded model run on inputs of any shape its signature allows: a plan per set of
+    symbol values, kept in a bounded cache; data-dependent shapes run through cut plans."""
+
+    def __new__(
+        cls,
+        path_or_bytes: Union[str, bytes, os.PathLike[str]],
+        sess_options: Optional[SessionOptions] = None,
+        providers: Optional[Sequence[_Provider]] = None,
+        provider_options: Optional[Sequence[Mapping[str, Any]]] = None,
+        *,
+        capacity: int = 8,
+        node_cache: int = 8,
+    ) -> DynamicNetwork: ...
+    def get_inputs(self) -> List[NodeArg]: ...
+    def get_outputs(self) -> List[NodeArg]: ...
+    def signature(self) -> Dict[str, Dict[str, Optional[List[Union[int, str]]]]]:
+        """``{"inputs": {name: dims}, "outputs": {name: dims}}``; a dimension is an int or a
+        symbolic expression (``"seq"``, ``"batch*seq"``)."""
+    def stats(self) -> Dict[str, int]:
+        """The plan cache's counts: ``size``, ``capacity``, ``networks``, ``hits``,
+        ``misses``, ``evictions``, ``bytes`` (the plans' working memory)."""
+    def total_stats(self) -> Dict[str, int]:
+        """:meth:`stats` summed over the nested networks serving the rest after each cut."""
+    def cuts(self) -> List[Dict[str, str]]:
+        """The nodes plans were cut at: ``{"node": label, "op_type": op}``."""
+    def run(
+        self,
+        output_names: Optional[Sequence[str]],
+        input_feed: Mapping[str, Any],
+    ) -> List[np.ndarray]:
+        """Run the model on ``input_feed`` (every input, any shape that fits); returns the
+        outputs named in ``output_names`` (all of them when ``None``). The GIL is released
+        while the model runs."""
 
 def backends(options: Optional[SessionOptions] = None) -> List[BackendInfo]:
     """Every registered backend, static and dynamic."""

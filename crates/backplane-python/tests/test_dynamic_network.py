@@ -1,0 +1,150 @@
+"""backplane.DynamicNetwork: one loaded model run on differently shaped inputs, its plan
+cache's counts, and data-dependent shapes, from Python."""
+
+from __future__ import annotations
+
+import gc
+import threading
+
+import numpy as np
+import pytest
+
+import backplane
+
+from conftest import REPO
+
+BERT = REPO / "testdata" / "dynamic" / "bert_tiny.onnx"
+DATA_DEPENDENT = REPO / "testdata" / "dynamic" / "data_dependent.onnx"
+
+
+def ids(seq: int) -> np.ndarray:
+    """Token ids ``[1, seq]``, different for every length."""
+    return ((np.arange(seq) * 7 + seq) % 64).astype(np.int64).reshape(1, seq)
+
+
+def test_one_network_serves_every_sequence_length_and_counts_its_plans():
+    net = backplane.DynamicNetwork(str(BERT))
+    assert net.signature()["inputs"] == {"input_ids": ["batch", "seq"]}
+    # The reference: a session specialised per shape (a separate import for each).
+    session = backplane.InferenceSession(str(BERT))
+    for seq in [7, 16, 33, 7]:
+        (hidden,) = net.run(None, {"input_ids": ids(seq)})
+        (want,) = session.run(None, {"input_ids": ids(seq)})
+        assert hidden.shape == (1, seq, 96)
+        assert hidden.dtype == np.float32
+        np.testing.assert_allclose(hidden, want, rtol=1e-5, atol=1e-5)
+    stats = net.stats()
+    assert stats["bytes"] > 0  # the plans' working memory
+    assert stats == {
+        "size": 3,
+        "capacity": 8,
+        "networks": 1,
+        "hits": 1,
+        "misses": 3,
+        "evictions": 0,
+        "bytes": stats["bytes"],
+    }
+    assert net.cuts() == []
+    assert "3 plans cached" in repr(net)
+
+
+def test_a_batch_of_two_is_another_plan():
+    net = backplane.DynamicNetwork(BERT)
+    batch = np.concatenate([ids(5), ids(5)[:, ::-1]])
+    (hidden,) = net.run(["hidden"], {"input_ids": batch})
+    (first,) = net.run(["hidden"], {"input_ids": batch[:1]})
+    assert hidden.shape == (2, 5, 96)
+    # Rows are independent: the batch's first row equals the same row run alone.
+    np.testing.assert_allclose(hidden[:1], first, rtol=1e-5, atol=1e-5)
+    assert net.stats()["misses"] == 2
+
+
+def test_the_cache_keeps_at_most_capacity_plans():
+    net = backplane.DynamicNetwork(BERT.read_bytes(), capacity=2)
+    for seq in [3, 4, 5, 3]:
+        net.run(None, {"input_ids": ids(seq)})
+    stats = net.stats()
+    assert stats["size"] == 2
+    assert stats["capacity"] == 2
+    assert stats["misses"] == 4  # seq 3 was evicted by seq 5, then built again
+    assert stats["evictions"] == 2
+
+
+def test_the_network_keeps_its_runtime_alive():
+    def make():
+        return backplane.DynamicNetwork(str(BERT), providers=["CpuRef"])
+
+    net = make()
+    gc.collect()
+    (hidden,) = net.run(None, {"input_ids": ids(4)})
+    assert hidden.shape == (1, 4, 96)
+    assert np.isfinite(hidden).all()
+
+
+def test_threads_share_one_network():
+    net = backplane.DynamicNetwork(str(BERT))
+    want = {seq: net.run(None, {"input_ids": ids(seq)})[0] for seq in (6, 9)}
+    failures: list[str] = []
+
+    def work(seq: int) -> None:
+        for _ in range(3):
+            (got,) = net.run(None, {"input_ids": ids(seq)})
+            if not np.array_equal(got, want[seq]):
+                failures.append(f"seq {seq} differs")
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in (6, 9, 6, 9)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failures == []
+    assert net.stats()["misses"] == 2
+    assert net.stats()["hits"] == 12
+
+
+def test_shapes_that_do_not_fit_the_signature_are_refused():
+    net = backplane.DynamicNetwork(str(DATA_DEPENDENT))
+    logits = np.zeros((1, 21), np.float32)  # declared [1, 20]
+    boxes = np.zeros((1, 20, 4), np.float32)
+    with pytest.raises(backplane.InvalidArgument, match="signature"):
+        net.run(None, {"logits": logits, "boxes": boxes})
+    with pytest.raises(backplane.InvalidArgument, match="'boxes' .* missing"):
+        net.run(None, {"logits": logits[:, :20]})
+    with pytest.raises(backplane.InvalidArgument, match="must be tensor\\(float\\)"):
+        net.run(None, {"logits": logits[:, :20].astype(np.float64), "boxes": boxes})
+    with pytest.raises(backplane.InvalidArgument, match="not an output"):
+        net.run(["nope"], {"logits": logits[:, :20], "boxes": boxes})
+    assert net.stats()["misses"] == 0
+
+
+def test_data_dependent_shapes_match_onnx_runtime_outputs():
+    net = backplane.DynamicNetwork(str(DATA_DEPENDENT))
+    names = ["det_boxes", "det_scores", "det_rank"]
+    for case in ["a", "b", "a"]:
+        folder = REPO / "testdata" / "dynamic" / "data_dependent" / case
+        feed = {n: np.load(folder / f"{n}.npy") for n in ("logits", "boxes")}
+        got = net.run(names, feed)
+        # The expected outputs were written by ONNX Runtime (scripts/gen_dynamic_models.py).
+        for name, value in zip(names, got):
+            want = np.load(folder / f"{name}.npy")
+            assert value.shape == want.shape, name
+            assert value.dtype == want.dtype, name
+            np.testing.assert_allclose(value, want, rtol=1e-5, atol=1e-5, err_msg=name)
+    assert [c["op_type"] for c in net.cuts()][:1] == ["NonZero"]
+    total = net.total_stats()
+    assert total["networks"] > 1
+    assert total["hits"] >= 1
+    assert net.stats()["misses"] == 1  # the part before the cut has fixed shapes
+
+
+def test_a_loop_ending_on_its_condition_runs_from_python():
+    net = backplane.DynamicNetwork(str(REPO / "testdata" / "dynamic" / "loop_early_exit.onnx"))
+    for case, length in [("a", 3), ("b", 5), ("c", 1)]:
+        folder = REPO / "testdata" / "dynamic" / "loop_early_exit" / case
+        feed = {n: np.load(folder / f"{n}.npy") for n in ("x", "limit")}
+        total, sums, doubled = net.run(None, feed)
+        assert sums.shape == (length,)
+        # The expected outputs were written by ONNX Runtime (scripts/gen_dynamic_models.py).
+        for name, value in [("total", total), ("sums", sums), ("doubled", doubled)]:
+            np.testing.assert_allclose(value, np.load(folder / f"{name}.npy"), err_msg=name)
+    assert net.cuts() == [{"node": "loop", "op_type": "Loop"}]
