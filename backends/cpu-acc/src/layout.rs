@@ -11,6 +11,13 @@
 //! channels-last tensor (`[N, 1, 1, C]`, the bytes of `[N, C, 1, 1]`), so a classifier's
 //! body ends without a transpose.
 //!
+//! A squeeze-excite block inside a body stays channels-last too: the pool's mean feeds its
+//! two 1×1 convolutions (units of the region on `[N, 1, 1, C]`, the bytes of `[N, C, 1, 1]`)
+//! and the gate's `Mul` joins as a per-channel scale of the region tensor, so the block costs
+//! no transpose (it cost two of the whole tensor, out and back in). A convolution fusion left
+//! alone (a projection with nothing after it) joins a region as a plain `FusedConv`. Both
+//! join only regions that fused layers make worth forming; elsewhere they stay as they were.
+//!
 //! A region is a set of fused convolutions connected through their inputs and residuals. It
 //! is only formed when it holds a depthwise convolution (where channels-last gains the most)
 //! or a windowed one over a small output plane (a ResNet's 7×7 last stage, whose 49 pixels
@@ -20,10 +27,11 @@
 //! The option `nhwc=off` (in force when the network is optimized) keeps every layer NCHW,
 //! for A/B measurements.
 
+use crate::act::Activation;
 use crate::fusion::{ConvLayout, ConvSpec, Fused};
 use backplane_backend_api::{ReplacementLayer, SubgraphView, Substitution, ValueRef};
-use backplane_core::ops::{PoolKind, ReduceDesc, ReduceKind};
-use backplane_core::{LayerId, Op, TensorId, TensorInfo};
+use backplane_core::ops::{BinaryOp, PoolKind, ReduceDesc, ReduceKind};
+use backplane_core::{DataType, LayerId, Op, TensorId, TensorInfo};
 use std::collections::{BTreeSet, HashMap};
 
 /// Fewest floats of an expansion's output for it to run with its depthwise convolution.
@@ -52,6 +60,10 @@ enum Role {
     /// last stage), or a stride of 2 onto a plane of at most [`STRIDED_MAX_PIXELS`]:
     /// im2col rows of channels-last pixels, each tap's channels one run.
     Window,
+    /// A squeeze-excite gate: `Mul` of a region tensor `[N, C, H, W]` (unit input `x`) by
+    /// `[N, C, 1, 1]` (`residual`), `[N, H, W, C] × [N, 1, 1, C]` channels-last. `gate_first`:
+    /// the gate is the Mul's first input.
+    Scale { gate_first: bool },
 }
 
 /// Most output pixels of a [`Role::Window`] convolution: with the pixels as GEMM rows a 7×7
@@ -166,37 +178,137 @@ fn pixel_mean() -> ReduceDesc {
     }
 }
 
-fn find(parent: &mut [usize], mut i: usize) -> usize {
-    while parent[i] != i {
-        parent[i] = parent[parent[i]];
-        i = parent[i];
+/// Layers fusion left alone that may join a region, each as a one-layer substitution: a
+/// lone f32 convolution (as a `FusedConv` without activation), and a squeeze-excite gate's
+/// `Mul` (`[N, C, H, W] × [N, C, 1, 1]`). Returned with the role of the Mul's unit.
+fn candidates(
+    view: &SubgraphView<'_>,
+    fused: &BTreeSet<LayerId>,
+) -> Vec<(Substitution, Option<Role>)> {
+    let net = view.network();
+    let mut out = Vec::new();
+    for &l in view.layers() {
+        if fused.contains(&l) || crate::support::check(&view.layer_desc(l)).is_err() {
+            continue;
+        }
+        let layer = net.layer(l);
+        let [y] = layer.outputs.as_slice() else {
+            continue;
+        };
+        let yi = &net.tensor(*y).info;
+        if yi.dtype != DataType::F32 || yi.shape.rank() != 4 {
+            continue;
+        }
+        let existing = |ts: &[TensorId]| ts.iter().map(|&t| ValueRef::Existing(t)).collect();
+        match &layer.op {
+            Op::Conv(desc) if (2..=3).contains(&layer.inputs.len()) => {
+                let spec = ConvSpec {
+                    desc: desc.clone(),
+                    act: Activation::None,
+                    residual: false,
+                    layout: ConvLayout::Nchw,
+                };
+                let replacement = ReplacementLayer {
+                    name: layer.name.clone(),
+                    op: Fused::Conv(spec).encode(yi.clone()),
+                    inputs: existing(&layer.inputs),
+                    outputs: vec![Some(*y)],
+                };
+                out.push((
+                    Substitution {
+                        replaced: vec![l],
+                        replacement: vec![replacement],
+                    },
+                    None,
+                ));
+            }
+            Op::Binary(BinaryOp::Mul) => {
+                let [a, b] = layer.inputs.as_slice() else {
+                    continue;
+                };
+                let yd = yi.shape.dims();
+                let gate_dims = [yd[0], yd[1], 1, 1];
+                let (ad, bd) = (
+                    net.tensor(*a).info.shape.dims(),
+                    net.tensor(*b).info.shape.dims(),
+                );
+                let gate_first = if ad == gate_dims && bd == yd {
+                    true
+                } else if bd == gate_dims && ad == yd {
+                    false
+                } else {
+                    continue;
+                };
+                let types_ok = [a, b]
+                    .iter()
+                    .all(|t| net.tensor(**t).info.dtype == DataType::F32);
+                if !types_ok || yd[2] * yd[3] == 1 {
+                    continue;
+                }
+                let replacement = ReplacementLayer {
+                    name: layer.name.clone(),
+                    op: layer.op.clone(),
+                    inputs: existing(&layer.inputs),
+                    outputs: vec![Some(*y)],
+                };
+                out.push((
+                    Substitution {
+                        replaced: vec![l],
+                        replacement: vec![replacement],
+                    },
+                    Some(Role::Scale { gate_first }),
+                ));
+            }
+            _ => {}
+        }
     }
-    i
+    out
 }
 
-/// Rewrite the fused convolutions of `subs` into channels-last regions where they form one.
-pub fn channels_last(view: &SubgraphView<'_>, subs: Vec<Substitution>) -> Vec<Substitution> {
-    if !crate::options::current().nhwc {
-        return subs;
-    }
-    let units: Vec<Unit> = subs
-        .iter()
-        .enumerate()
-        .filter_map(|(i, s)| unit(view, i, s))
-        .collect();
-    let producer: HashMap<TensorId, usize> =
-        units.iter().enumerate().map(|(i, u)| (u.out, i)).collect();
-    // An entry reads NCHW: its input must come from outside any region.
-    let units: Vec<Unit> = units
-        .into_iter()
-        .filter(|u| u.role != Role::Entry || !producer.contains_key(&u.x))
-        .collect();
+/// The unit of a squeeze-excite gate's substitution (see [`candidates`]).
+fn scale_unit(sub: usize, s: &Substitution, gate_first: bool) -> Option<Unit> {
+    let [r] = s.replacement.as_slice() else {
+        return None;
+    };
+    let tensor = |v: Option<&ValueRef>| match v {
+        Some(ValueRef::Existing(t)) => Some(*t),
+        _ => None,
+    };
+    let (a, b) = (tensor(r.inputs.first())?, tensor(r.inputs.get(1))?);
+    let (x, gate) = if gate_first { (b, a) } else { (a, b) };
+    Some(Unit {
+        sub,
+        x,
+        residual: Some(gate),
+        out: (*r.outputs.first()?)?,
+        role: Role::Scale { gate_first },
+    })
+}
+
+/// Group `units` into regions (lists of unit indices): units are joined through the tensors
+/// they read, and with `through_pools`, through a pool between them (`pool_input`: a pool's
+/// output → its input) and with the squeeze-excite gates.
+fn partition(
+    units: &[Unit],
+    pool_input: &HashMap<TensorId, TensorId>,
+    through_pools: bool,
+) -> Vec<Vec<usize>> {
     let producer: HashMap<TensorId, usize> =
         units.iter().enumerate().map(|(i, u)| (u.out, i)).collect();
     let mut parent: Vec<usize> = (0..units.len()).collect();
     for (i, u) in units.iter().enumerate() {
+        if !through_pools && matches!(u.role, Role::Scale { .. }) {
+            continue;
+        }
         for t in std::iter::once(u.x).chain(u.residual) {
+            let t = match pool_input.get(&t) {
+                Some(&x) if through_pools => x,
+                _ => t,
+            };
             if let Some(&p) = producer.get(&t) {
+                if !through_pools && matches!(units[p].role, Role::Scale { .. }) {
+                    continue;
+                }
                 let (a, b) = (find(&mut parent, i), find(&mut parent, p));
                 parent[a] = b;
             }
@@ -207,7 +319,7 @@ pub fn channels_last(view: &SubgraphView<'_>, subs: Vec<Substitution>) -> Vec<Su
         // ResNet stage's strided convolution and its shortcut.
         let mut first_reader: HashMap<TensorId, usize> = HashMap::new();
         for (i, u) in units.iter().enumerate() {
-            if u.role == Role::Entry {
+            if u.role == Role::Entry || (!through_pools && matches!(u.role, Role::Scale { .. })) {
                 continue;
             }
             match first_reader.get(&u.x) {
@@ -226,12 +338,54 @@ pub fn channels_last(view: &SubgraphView<'_>, subs: Vec<Substitution>) -> Vec<Su
         let root = find(&mut parent, i);
         regions.entry(root).or_default().push(i);
     }
-    // Average pools over a whole plane the backend runs as they are: a region whose output
-    // they read takes them in (a mean over the pixels of its channels-last output).
+    let mut members: Vec<Vec<usize>> = regions.into_values().collect();
+    members.sort();
+    members
+}
+
+fn find(parent: &mut [usize], mut i: usize) -> usize {
+    while parent[i] != i {
+        parent[i] = parent[parent[i]];
+        i = parent[i];
+    }
+    i
+}
+
+/// Rewrite the fused convolutions of `subs` into channels-last regions where they form one.
+pub fn channels_last(view: &SubgraphView<'_>, subs: Vec<Substitution>) -> Vec<Substitution> {
+    if !crate::options::current().nhwc {
+        return subs;
+    }
     let fused: BTreeSet<LayerId> = subs
         .iter()
         .flat_map(|s| s.replaced.iter().copied())
         .collect();
+    // Lone convolutions and squeeze-excite gates, after the fused layers: used only where a
+    // region takes them in.
+    let real = subs.len();
+    let mut subs = subs;
+    let mut roles: Vec<Option<Role>> = vec![None; real];
+    for (s, role) in candidates(view, &fused) {
+        subs.push(s);
+        roles.push(role);
+    }
+    let units: Vec<Unit> = subs
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| match roles[i] {
+            Some(Role::Scale { gate_first }) => scale_unit(i, s, gate_first),
+            _ => unit(view, i, s),
+        })
+        .collect();
+    let producer: HashMap<TensorId, usize> =
+        units.iter().enumerate().map(|(i, u)| (u.out, i)).collect();
+    // An entry reads NCHW: its input must come from outside any region.
+    let units: Vec<Unit> = units
+        .into_iter()
+        .filter(|u| u.role != Role::Entry || !producer.contains_key(&u.x))
+        .collect();
+    // Average pools over a whole plane the backend runs as they are: a region whose output
+    // they read takes them in (a mean over the pixels of its channels-last output).
     let net = view.network();
     let pools: Vec<LayerId> = view
         .layers()
@@ -242,37 +396,64 @@ pub fn channels_last(view: &SubgraphView<'_>, subs: Vec<Substitution>) -> Vec<Su
             let layer = net.layer(l);
             layer.op == Op::GlobalPool(PoolKind::Average)
                 && layer.inputs.len() == 1
+                && layer.outputs.len() == 1
                 && net.tensor(layer.inputs[0]).info.shape.rank() == 4
                 && crate::support::check(&view.layer_desc(l)).is_ok()
         })
         .collect();
+    let pool_input: HashMap<TensorId, TensorId> = pools
+        .iter()
+        .map(|&l| (net.layer(l).outputs[0], net.layer(l).inputs[0]))
+        .collect();
+    let merged = partition(&units, &pool_input, true);
+    let plain = partition(&units, &pool_input, false);
     let mut taken = vec![false; subs.len()];
     let mut out = Vec::new();
-    let mut members: Vec<Vec<usize>> = regions.into_values().collect();
-    members.sort();
-    for region in members {
+    let worth = |region: &[usize]| {
         // A lone windowed convolution is worth its two transposes too (measured on
-        // ResNet-18's strided ones; see STRIDED_MAX_PIXELS).
-        let worth = region
-            .iter()
-            .any(|&i| matches!(units[i].role, Role::Depthwise | Role::Window))
-            && (region.len() >= 2 || units[region[0]].role == Role::Window);
-        if !worth {
-            continue;
+        // ResNet-18's strided ones; see STRIDED_MAX_PIXELS). Only fused layers make a region
+        // worth forming: the lone ones join regions, they do not start them (ShuffleNet's
+        // lone depthwise convolutions would make a region of each branch, four transposes
+        // of its tensors per block: not measured to pay).
+        region.iter().any(|&i| {
+            units[i].sub < real && matches!(units[i].role, Role::Depthwise | Role::Window)
+        }) && (region.len() >= 2 || units[region[0]].role == Role::Window)
+    };
+    for region in merged {
+        let mut tries = vec![region.clone()];
+        if region.len() > 1 {
+            // Should the region with its squeeze-excite blocks not form (not convex), its
+            // parts joined without them may.
+            tries.extend(
+                plain
+                    .iter()
+                    .filter(|p| p.first().is_some_and(|i| region.contains(i)))
+                    .filter(|p| **p != region)
+                    .cloned(),
+            );
         }
-        let region_units: Vec<&Unit> = region.iter().map(|&i| &units[i]).collect();
-        if let Some(s) = rewrite(view, &subs, &region_units, &pools) {
-            for u in &region_units {
-                taken[u.sub] = true;
+        for (k, part) in tries.iter().enumerate() {
+            if !worth(part) {
+                continue;
             }
-            out.push(s);
+            let region_units: Vec<&Unit> = part.iter().map(|&i| &units[i]).collect();
+            if let Some(s) = rewrite(view, &subs, &region_units, &pools) {
+                for u in &region_units {
+                    taken[u.sub] = true;
+                }
+                out.push(s);
+                if k == 0 {
+                    break;
+                }
+            }
         }
     }
     out.extend(
         subs.into_iter()
             .zip(taken)
-            .filter(|(_, t)| !t)
-            .map(|(s, _)| s),
+            .enumerate()
+            .filter(|&(i, (_, t))| !t && i < real)
+            .map(|(_, (s, _))| s),
     );
     out
 }
@@ -320,7 +501,12 @@ fn rewrite(
             stack.extend(consumers[t.0].iter().map(|(c, _)| *c));
         }
     }
-    // Execution order: a unit once its region inputs are computed.
+    // Execution order: a unit once its region inputs are computed (a pool's output once the
+    // pool's input is).
+    let pool_input: HashMap<TensorId, TensorId> = pooled
+        .iter()
+        .filter_map(|&(x, l)| Some((*net.layer(l).outputs.first()?, x)))
+        .collect();
     let produced: BTreeSet<TensorId> = units.iter().map(|u| u.out).collect();
     let mut order: Vec<&Unit> = Vec::new();
     let mut done: BTreeSet<TensorId> = BTreeSet::new();
@@ -329,6 +515,7 @@ fn rewrite(
         for u in units {
             let ready = std::iter::once(u.x)
                 .chain(u.residual)
+                .map(|t| pool_input.get(&t).copied().unwrap_or(t))
                 .all(|t| !produced.contains(&t) || done.contains(&t));
             if !done.contains(&u.out) && ready {
                 done.insert(u.out);
@@ -397,12 +584,19 @@ fn rewrite(
         }
         let first = first_of.get(&u.out);
         let r = subs[u.sub].replacement.first()?;
-        let Op::Custom(c) = &r.op else {
-            return None;
-        };
         let mut inputs = r.inputs.clone();
         // Where the residual goes: after X, W, B, or after the pair's X, W1, B1, W2, B2.
         let mut residual_slot = 3;
+        let mut x_slot = 0;
+        if let Role::Scale { gate_first } = u.role {
+            // The Mul as it was, its inputs channels-last: [N, H, W, C] × [N, 1, 1, C].
+            (x_slot, residual_slot) = if gate_first { (1, 0) } else { (0, 1) };
+        }
+        let c = match (&r.op, u.role) {
+            (Op::Custom(c), _) => Some(c),
+            (_, Role::Scale { .. }) => None,
+            _ => return None,
+        };
         let x = match first {
             Some(f) => {
                 // X, W1, B1 of the first, then W2, B2 (and R) of the second.
@@ -425,8 +619,9 @@ fn rewrite(
             ConvLayout::Nhwc
         };
         let y = nhwc_info(&net.tensor(u.out).info)?;
-        let (name, op) = match first {
-            Some(f) => {
+        let (name, op) = match (first, c) {
+            (_, None) => (r.name.clone(), r.op.clone()),
+            (Some(f), Some(c)) => {
                 let fr = subs[f.sub].replacement.first()?;
                 let Op::Custom(fc) = &fr.op else {
                     return None;
@@ -450,7 +645,7 @@ fn rewrite(
                 let op = Fused::ConvPair { first, second, mid }.encode(y);
                 (format!("{}+{}", fr.name, r.name), op)
             }
-            None => {
+            (None, Some(c)) => {
                 let Fused::Conv(spec) = Fused::decode(c).ok()? else {
                     return None;
                 };
@@ -460,9 +655,9 @@ fn rewrite(
                 )
             }
         };
-        let slots = std::iter::once((0, x)).chain(u.residual.map(|t| (residual_slot, t)));
+        let slots = std::iter::once((x_slot, x)).chain(u.residual.map(|t| (residual_slot, t)));
         for (slot, t) in slots {
-            if slot == 0 && u.role == Role::Entry {
+            if slot == x_slot && u.role == Role::Entry {
                 continue;
             }
             let idx = match nhwc_of.get(&t) {
@@ -513,17 +708,24 @@ fn rewrite(
                 }],
                 outputs: vec![None],
             });
-            layers.push(ReplacementLayer {
-                name: net.layer(pool).name.clone(),
-                op: Op::Reshape {
-                    shape: vec![*d.first()?, *d.get(1)?, 1, 1],
-                },
-                inputs: vec![ValueRef::Produced {
-                    layer: layers.len() - 1,
-                    slot: 0,
-                }],
-                outputs: vec![Some(pooled_out)],
-            });
+            nhwc_of.insert(pooled_out, layers.len() - 1);
+            let pool_leaves = net.outputs().contains(&pooled_out)
+                || consumers[pooled_out.0]
+                    .iter()
+                    .any(|(l, _)| !replaced.contains(l));
+            if pool_leaves {
+                layers.push(ReplacementLayer {
+                    name: net.layer(pool).name.clone(),
+                    op: Op::Reshape {
+                        shape: vec![*d.first()?, *d.get(1)?, 1, 1],
+                    },
+                    inputs: vec![ValueRef::Produced {
+                        layer: layers.len() - 1,
+                        slot: 0,
+                    }],
+                    outputs: vec![Some(pooled_out)],
+                });
+            }
         }
         let leaves = net.outputs().contains(&u.out)
             || consumers[u.out.0]

@@ -8,6 +8,8 @@
 //!   backend alone, against CpuRef's kernels on the same inputs; failures name their seed;
 //! - **quantized sweeps** ([`quant_sweeps`]): random QDQ chains (int8 and uint8 convolutions
 //!   and elementwise layers) with CpuRef behind the backend, within one quantum of CpuRef;
+//! - **block sweeps** ([`block_sweeps`]): random CNN blocks (an inverted residual with
+//!   squeeze-excite) that a backend may rewrite as a whole, CpuRef behind it, against CpuRef;
 //! - **ONNX node tests** ([`node_tests`]), when the `onnx` package's test data is at hand;
 //! - **contract** ([`contract`]): stable support answers, refusals with reasons, workloads
 //!   shared by threads, a failed execution leaving the network usable; and ([`balance`])
@@ -26,6 +28,7 @@
 //! ```
 
 pub mod balance;
+pub mod block_sweeps;
 pub mod contract;
 pub mod exec;
 pub mod node_tests;
@@ -90,6 +93,13 @@ pub fn check(runtime: &Runtime, backend: &BackendId, options: &KitOptions) -> Re
     }
     if options.sweep_cases > 0 {
         quant_sweeps::run(
+            runtime,
+            backend,
+            options.seed,
+            options.sweep_cases,
+            &mut report,
+        );
+        block_sweeps::run(
             runtime,
             backend,
             options.seed,

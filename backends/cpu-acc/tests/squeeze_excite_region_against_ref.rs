@@ -1,0 +1,204 @@
+//! Squeeze-excite blocks inside a channels-last region (`crate::layout`): an expansion, a
+//! depthwise convolution, the pool, the two 1×1 convolutions and the gate's `Mul` (either
+//! operand order), then a projection left alone by fusion, all one region with a transpose
+//! only where the block enters and leaves. The region's layers, run one after the other on
+//! CpuAcc, against CpuRef running the original layers: odd channel counts (1, primes),
+//! planes from 1×2 to 112×112 (an expansion pair), one and two threads.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
+
+use backplane_backend_api::{Backend, LayerDesc, SubgraphView, ValueRef};
+use backplane_core::ops::{AutoPad, BinaryOp, ConvDesc, PoolKind, UnaryOp, Window};
+use backplane_core::{LayerId, Network, Op, Tensor, TensorId};
+use backplane_cpu_acc::CpuAccBackend;
+use std::collections::HashMap;
+use support::{close, reference, run_desc, Rng};
+
+fn conv(k: usize, group: usize) -> Op {
+    let p = k / 2;
+    Op::Conv(ConvDesc {
+        window: Window {
+            kernel: vec![k, k],
+            strides: vec![1, 1],
+            dilations: vec![1, 1],
+            pads: vec![p, p, p, p],
+            auto_pad: AutoPad::NotSet,
+        },
+        group,
+    })
+}
+
+/// The block's shape: input channels, expansion, squeeze, output channels, plane.
+#[derive(Debug, Clone, Copy)]
+struct Block {
+    c: usize,
+    e: usize,
+    s: usize,
+    o: usize,
+    h: usize,
+    w: usize,
+    gate_first: bool,
+}
+
+/// `x → 1×1 conv + ReLU → depthwise 3×3 + ReLU → [pool → 1×1 + ReLU → 1×1 + Sigmoid] → Mul →
+/// 1×1 conv (nothing after it)`, returning the network, its input and the Mul layer.
+fn block(b: Block, rng: &mut Rng) -> (Network, TensorId, LayerId) {
+    let mut net = Network::new();
+    let x = net
+        .add_input("x", rng.tensor(&[1, b.c, b.h, b.w], 1.0).info().clone())
+        .unwrap();
+    let layer = |net: &mut Network, name: &str, op: Op, inputs: &[TensorId]| {
+        net.add_layer(name, op, inputs).unwrap()[0]
+    };
+    let mut weights = |net: &mut Network, name: &str, dims: &[usize]| {
+        let w = net.add_constant(name, rng.tensor(dims, 0.5)).unwrap();
+        let bias = net.add_constant(&format!("{name}_b"), rng.tensor(&dims[..1], 0.5));
+        (w, bias.unwrap())
+    };
+    let (w1, b1) = weights(&mut net, "w_expand", &[b.e, b.c, 1, 1]);
+    let (w2, b2) = weights(&mut net, "w_dw", &[b.e, 1, 3, 3]);
+    let (w3, b3) = weights(&mut net, "w_fc1", &[b.s, b.e, 1, 1]);
+    let (w4, b4) = weights(&mut net, "w_fc2", &[b.e, b.s, 1, 1]);
+    let (w5, b5) = weights(&mut net, "w_project", &[b.o, b.e, 1, 1]);
+    let relu = Op::Unary(UnaryOp::Relu);
+    let t = layer(&mut net, "expand", conv(1, 1), &[x, w1, b1]);
+    let t = layer(&mut net, "expand_relu", relu.clone(), &[t]);
+    let t = layer(&mut net, "dw", conv(3, b.e), &[t, w2, b2]);
+    let d = layer(&mut net, "dw_relu", relu.clone(), &[t]);
+    let p = layer(&mut net, "pool", Op::GlobalPool(PoolKind::Average), &[d]);
+    let t = layer(&mut net, "fc1", conv(1, 1), &[p, w3, b3]);
+    let t = layer(&mut net, "fc1_relu", relu, &[t]);
+    let t = layer(&mut net, "fc2", conv(1, 1), &[t, w4, b4]);
+    let g = layer(&mut net, "gate", Op::Unary(UnaryOp::Sigmoid), &[t]);
+    let mul_inputs = if b.gate_first { [g, d] } else { [d, g] };
+    let m = layer(&mut net, "scale", Op::Binary(BinaryOp::Mul), &mul_inputs);
+    let mul = LayerId(net.layers().len() - 1);
+    let y = layer(&mut net, "project", conv(1, 1), &[m, w5, b5]);
+    net.mark_output(y).unwrap();
+    (net, x, mul)
+}
+
+/// Every layer of `net` on CpuRef, in order: the value of each tensor.
+fn run_reference(net: &Network, feeds: &HashMap<TensorId, Tensor>) -> HashMap<TensorId, Tensor> {
+    let mut values = feeds.clone();
+    for layer in net.layers() {
+        let inputs: Vec<Tensor> = layer
+            .inputs
+            .iter()
+            .map(|t| match values.get(t) {
+                Some(v) => v.clone(),
+                None => (**net.tensor(*t).constant().unwrap()).clone(),
+            })
+            .collect();
+        let refs: Vec<&Tensor> = inputs.iter().collect();
+        for (t, v) in layer.outputs.iter().zip(reference(&layer.op, &refs)) {
+            values.insert(*t, v);
+        }
+    }
+    values
+}
+
+/// The replacement layers of CpuAcc's one substitution of `net`, run one after the other as
+/// CpuAcc workloads: the network's outputs, and the replacement's ops.
+fn run_acc(
+    net: &Network,
+    feeds: &HashMap<TensorId, Tensor>,
+    threads: usize,
+) -> (HashMap<TensorId, Tensor>, Vec<Op>) {
+    let all: Vec<LayerId> = (0..net.layers().len()).map(LayerId).collect();
+    let views =
+        CpuAccBackend::with_threads(threads).optimize_subgraph(&SubgraphView::new(net, all));
+    assert_eq!(views.substitutions.len(), 1, "one region: {views:?}");
+    assert!(views.untouched.is_empty(), "every layer in the region");
+    let rep = &views.substitutions[0].replacement;
+    let mut produced: Vec<Vec<Tensor>> = Vec::new();
+    let mut outputs = HashMap::new();
+    for layer in rep {
+        let (mut inputs, mut constants) = (Vec::new(), Vec::new());
+        for v in &layer.inputs {
+            let (t, k) = match v {
+                ValueRef::Existing(t) => match feeds.get(t) {
+                    Some(x) => (x.clone(), None),
+                    None => {
+                        let k = net.tensor(*t).constant().unwrap().clone();
+                        ((*k).clone(), Some(k))
+                    }
+                },
+                ValueRef::NewConstant(k) => ((**k).clone(), Some(k.clone())),
+                ValueRef::Produced { layer, slot } => (produced[*layer][*slot].clone(), None),
+            };
+            inputs.push(t);
+            constants.push(k);
+        }
+        let infos: Vec<_> = inputs.iter().map(|t| t.info().clone()).collect();
+        let info_refs: Vec<_> = infos.iter().collect();
+        let desc = LayerDesc {
+            name: layer.name.clone(),
+            op: layer.op.clone(),
+            inputs: infos.clone(),
+            outputs: layer.op.infer(&info_refs).unwrap(),
+            constants,
+        };
+        let refs: Vec<&Tensor> = inputs.iter().collect();
+        let out = run_desc(&desc, &refs, threads);
+        for (t, v) in layer.outputs.iter().zip(&out) {
+            if let Some(t) = t {
+                outputs.insert(*t, v.clone());
+            }
+        }
+        produced.push(out);
+    }
+    (outputs, rep.iter().map(|l| l.op.clone()).collect())
+}
+
+fn check(b: Block, seed: u64) {
+    let mut rng = Rng(seed);
+    let (net, x, mul) = block(b, &mut rng);
+    let feeds = HashMap::from([(x, rng.tensor(&[1, b.c, b.h, b.w], 1.0))]);
+    let want = run_reference(&net, &feeds);
+    let y = net.outputs()[0];
+    for threads in [1, 2] {
+        let (got, ops) = run_acc(&net, &feeds, threads);
+        let what = format!("{b:?}, {threads} thread(s)");
+        // One transpose in, one out: the gate's Mul runs channels-last inside the region.
+        let transposes = ops
+            .iter()
+            .filter(|op| matches!(op, Op::Transpose { .. }))
+            .count();
+        assert_eq!(transposes, 2, "{what}: {ops:?}");
+        assert!(
+            ops.contains(&net.layer(mul).op),
+            "{what}: the Mul joins the region"
+        );
+        let atol = 1e-5 * (b.e as f64).sqrt() * (b.c as f64).sqrt();
+        close(&what, &got[&y], &want[&y], 1e-4, atol);
+    }
+}
+
+#[test]
+fn squeeze_excite_blocks_run_channels_last_like_the_reference() {
+    let shapes = [
+        (1, 2, 1, 2, 1, 2),
+        (5, 16, 4, 7, 7, 7),
+        (16, 96, 4, 24, 14, 13),
+        (24, 144, 6, 40, 29, 31),
+        (13, 67, 17, 1, 5, 3),
+        // The expansion and the depthwise convolution run as one pair layer.
+        (16, 96, 4, 24, 112, 112),
+    ];
+    for (i, &(c, e, s, o, h, w)) in shapes.iter().enumerate() {
+        for gate_first in [true, false] {
+            let b = Block {
+                c,
+                e,
+                s,
+                o,
+                h,
+                w,
+                gate_first,
+            };
+            check(b, 17 + i as u64);
+        }
+    }
+}
