@@ -53,7 +53,7 @@ pub(super) fn sgemm_few_rows(
     let tasks = (4 * th.count()).min(np);
     let per = np.div_ceil(tasks);
     let share = per * NR;
-    let mut parts = take(&PARTS_BUF, m * n);
+    let mut parts = try_take(&PARTS_BUF, m * n)?;
     let res = th.chunks(&mut parts[..m * n], m * share, |t, block| {
         let width = block.len() / m;
         let cols = (t * per, ((t + 1) * per).min(np));

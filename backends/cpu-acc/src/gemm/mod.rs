@@ -378,6 +378,21 @@ pub(crate) fn take(buf: &'static std::thread::LocalKey<RefCell<Vec<f32>>>, len: 
     v
 }
 
+/// [`take`], failing with an error instead of aborting when the memory for `len` floats
+/// cannot be had (a buffer sized by the model: M×N of a column split).
+pub(crate) fn try_take(
+    buf: &'static std::thread::LocalKey<RefCell<Vec<f32>>>,
+    len: usize,
+) -> Result<Vec<f32>> {
+    let mut v = take(buf, 0);
+    if v.len() < len {
+        v.try_reserve_exact(len - v.len())
+            .map_err(|_| err(&format!("no memory for a {len}-float scratch buffer")))?;
+        v.resize(len, 0.0);
+    }
+    Ok(v)
+}
+
 pub(crate) fn give_back(buf: &'static std::thread::LocalKey<RefCell<Vec<f32>>>, v: Vec<f32>) {
     buf.with(|b| {
         if let Ok(mut b) = b.try_borrow_mut() {
