@@ -15,6 +15,7 @@ use backplane::core::Op;
 use backplane::{BackendId, DataType, Network, Runtime, Tensor, TensorInfo};
 
 mod cnn;
+mod xfmr;
 
 /// The suite's name in reports.
 pub const SUITE: &str = "random sweeps";
@@ -125,6 +126,8 @@ pub const FAMILIES: &[(&str, Generator)] = &[
     ("GroupedConv", cnn::grouped_conv),
     ("SmallMaxPool", cnn::small_max_pool),
     ("WinogradConv", cnn::winograd_conv),
+    ("FewRowsMatMul", xfmr::few_rows_matmul),
+    ("ProjectionGemm", xfmr::projection_gemm),
 ];
 
 fn dims(r: &mut Rng, rank: usize) -> Vec<usize> {

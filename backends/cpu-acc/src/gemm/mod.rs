@@ -21,6 +21,7 @@ use shifted::pack_b_shifted;
 pub use shifted::Shifted;
 
 mod blocks;
+mod few_rows;
 mod shifted;
 use blocks::*;
 /// Rows of A packed at a time per thread (a multiple of MR).
@@ -377,6 +378,21 @@ pub(crate) fn take(buf: &'static std::thread::LocalKey<RefCell<Vec<f32>>>, len: 
     v
 }
 
+/// [`take`], failing with an error instead of aborting when the memory for `len` floats
+/// cannot be had (a buffer sized by the model: M×N of a column split).
+pub(crate) fn try_take(
+    buf: &'static std::thread::LocalKey<RefCell<Vec<f32>>>,
+    len: usize,
+) -> Result<Vec<f32>> {
+    let mut v = take(buf, 0);
+    if v.len() < len {
+        v.try_reserve_exact(len - v.len())
+            .map_err(|_| err(&format!("no memory for a {len}-float scratch buffer")))?;
+        v.resize(len, 0.0);
+    }
+    Ok(v)
+}
+
 pub(crate) fn give_back(buf: &'static std::thread::LocalKey<RefCell<Vec<f32>>>, v: Vec<f32>) {
     buf.with(|b| {
         if let Ok(mut b) = b.try_borrow_mut() {
@@ -499,7 +515,7 @@ pub fn sgemm(
     if let (true, ASrc::View(av)) = (in_place, a) {
         match b {
             BSrc::Packed(pb) => {
-                sgemm_in_place(th, m, n, k, av, pb.panels(), c, ldc, ep, kernel_act)?
+                in_place_driver(th, m, n, k, av, pb.panels(), c, ldc, ep, kernel_act)?
             }
             BSrc::View(bv) => {
                 // Every K block's panels, laid out as a packed B (`panel_offset`).
@@ -515,7 +531,7 @@ pub fn sgemm(
                         })?;
                     }
                     let panels = (&buf[..k * padded], simd::Halves::Interleaved);
-                    sgemm_in_place(th, m, n, k, av, panels, c, ldc, ep, kernel_act)
+                    in_place_driver(th, m, n, k, av, panels, c, ldc, ep, kernel_act)
                 })();
                 give_back(&B_BUF, buf);
                 packed?;
@@ -671,6 +687,28 @@ pub(crate) fn in_place_tiles(m: usize, a_cs: usize, ep: &Epilogue<'_>) -> bool {
 /// one takes the packed-A path, which packs B a block at a time).
 const IN_PLACE_B: usize = 256 * 1024;
 
+/// The in-place product by the driver that suits its shape: few rows against a large B by
+/// [`few_rows::sgemm_few_rows`], others by [`sgemm_in_place`].
+#[allow(clippy::too_many_arguments)]
+fn in_place_driver(
+    th: &Threads,
+    m: usize,
+    n: usize,
+    k: usize,
+    av: &MatView<'_>,
+    panels: (&[f32], simd::Halves),
+    c: &mut [f32],
+    ldc: usize,
+    ep: &Epilogue<'_>,
+    kernel_act: Activation,
+) -> Result<()> {
+    if few_rows::takes(th, m, n, k, ep) {
+        few_rows::sgemm_few_rows(th, m, n, k, av, panels, c, ldc, ep, kernel_act)
+    } else {
+        sgemm_in_place(th, m, n, k, av, panels, c, ldc, ep, kernel_act)
+    }
+}
+
 /// [`sgemm`] of a row-major A read where it lies against a packed B (`panels`: laid out as
 /// [`Packed::pack_b`] lays out a K×N matrix, halves as given), by
 /// [`simd::tiles_strided`]: nothing is packed per run (the packed-A path transposed every K
@@ -734,16 +772,31 @@ pub(crate) struct HalfPanel<'a> {
 /// it), K blocks outermost: each 16-column half of each panel, or a whole panel of 17 to
 /// `wide` columns (the 3×24 tile, where `wide` allows it). Stops at `f`'s first error.
 pub(crate) fn each_half_panel(
+    panels: (&[f32], simd::Halves),
+    k: usize,
+    n: usize,
+    wide: usize,
+    f: impl FnMut(&HalfPanel<'_>) -> Result<()>,
+) -> Result<()> {
+    each_half_panel_in(panels, k, n, wide, (0, n.div_ceil(NR)), f)
+}
+
+/// [`each_half_panel`] over panels `cols.0..cols.1` only (a task's share of the columns).
+pub(crate) fn each_half_panel_in(
     (panels, halves): (&[f32], simd::Halves),
     k: usize,
     n: usize,
     wide: usize,
+    cols: (usize, usize),
     mut f: impl FnMut(&HalfPanel<'_>) -> Result<()>,
 ) -> Result<()> {
     for (kb, k0) in (0..k).step_by(KC).enumerate() {
         let kc = KC.min(k - k0);
-        let block = panels_block(panels, k, n, kb, 0)?;
-        for (pi, panel) in block.chunks_exact(kc * NR).enumerate() {
+        let block = panels_block(panels, k, n, kb, cols.0)?;
+        let share = block
+            .chunks_exact(kc * NR)
+            .take(cols.1.saturating_sub(cols.0));
+        for (pi, panel) in (cols.0..).zip(share) {
             let width = (n - pi * NR).min(NR);
             let step = if width > simd::HALF && width <= wide {
                 NR

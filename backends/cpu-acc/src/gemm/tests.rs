@@ -362,3 +362,73 @@ fn sgemm_matches_naive_for_odd_sizes_and_every_operand_kind() {
         }
     }
 }
+
+/// A few rows (1 to 256, odd counts) against a B of more than 2^17 floats take the column
+/// split of the in-place tiles (one block on one thread): against the plain product with a
+/// column bias and an activation, both half layouts, C rows wider than N; with two threads and
+/// accumulation onto C the row split runs instead, and 257 rows are past the split.
+#[test]
+fn few_rows_against_a_large_b_match_naive() {
+    for th in [Threads::single(), Threads::new(2).unwrap()] {
+        for &(m, n, k) in &[
+            (13, 1031, 131),
+            (64, 509, 263),
+            (97, 2053, 64),
+            (256, 521, 257),
+            (257, 521, 257),
+        ] {
+            assert_eq!(
+                few_rows::takes(&th, m, n, k, &Epilogue::default()),
+                m <= few_rows::FEW_ROWS
+            );
+            let (a, b) = (rand(m * k, 11), rand(k * n, 12));
+            let ldc = n + 5;
+            let c0 = rand(m * ldc, 13);
+            let bias = rand(n, 14);
+            let plain = naive(m, n, k, &a, &b);
+            let av = row_major(&a, k);
+            let interleaved = Packed::pack_b(k, n, row_major(&b, n));
+            let split = interleaved.clone().with_halves(simd::Halves::Split);
+            for (pb, accumulate) in [(&interleaved, false), (&split, true)] {
+                let ep = Epilogue {
+                    accumulate,
+                    col_bias: Some(&bias),
+                    act: Activation::Relu,
+                    ..Epilogue::default()
+                };
+                let mut c = c0.clone();
+                let got = sgemm(
+                    &th,
+                    m,
+                    n,
+                    k,
+                    &ASrc::View(av),
+                    &BSrc::Packed(pb),
+                    &mut c,
+                    ldc,
+                    &ep,
+                );
+                if pb.halves() == simd::Halves::Split && !simd::strided_tiles() {
+                    assert!(got.is_err());
+                    continue;
+                }
+                got.unwrap();
+                for i in 0..m {
+                    for j in 0..ldc {
+                        let (x, at) = (c[i * ldc + j], i * ldc + j);
+                        if j >= n {
+                            assert_eq!(x, c0[at], "{m}x{n}x{k}: ({i}, {j}) written");
+                            continue;
+                        }
+                        let base = if accumulate { c0[at] } else { 0.0 };
+                        let y = (plain[i * n + j] + base + bias[j]).max(0.0);
+                        assert!(
+                            (x - y).abs() <= 1e-5 * (k as f32).sqrt() + 1e-5 * y.abs(),
+                            "{m}x{n}x{k} acc {accumulate}: ({i}, {j}) {x} vs {y}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,94 @@
+//! The in-place tiles for a product with few rows against a large B (a transformer's
+//! projections at sequence length 64-256, GPT-2's lm_head): every row of C in one block, so
+//! each K block of B is read once per run, and with threads the columns, not the rows, shared
+//! out, so no two threads read the same weights.
+//!
+//! [`super::sgemm_in_place`] splits C's rows between tasks and cuts each task's rows into
+//! blocks of at most 60: with 64 rows and two threads, four tasks each streamed all of B
+//! (megabytes, from L3 or memory) and ran a partly empty six-row tile.
+
+use super::*;
+
+/// Most rows of A the column split takes: their K block (`rows · KC` floats, 256 KB) stays
+/// in L2 beside the B half-panel in L1 while the tiles run down them.
+pub(super) const FEW_ROWS: usize = 256;
+
+/// Least `k · n` (floats of B) worth the column split: a B that does not fit in L2, which the
+/// row split re-reads once per block of rows.
+pub(super) const LARGE_B: usize = 1 << 17;
+
+/// Whether [`sgemm_few_rows`] takes an in-place product of `m` rows against a K×N B.
+pub(super) fn takes(th: &Threads, m: usize, n: usize, k: usize, ep: &Epilogue<'_>) -> bool {
+    let panels = n.div_ceil(NR);
+    m <= FEW_ROWS
+        && k * n >= LARGE_B
+        && (th.count() == 1 || (!ep.accumulate && panels >= 2 * th.count()))
+}
+
+/// [`super::sgemm`] of `m` ([`FEW_ROWS`] at most) rows of a row-major A read in place against
+/// packed B `panels`: on one thread all rows in one block; on more, the column panels split
+/// into tasks (several per thread, so a descheduled helper leaves little behind), each
+/// computing its columns for every row into its own block of a buffer, then copied into C.
+/// The caller checked [`takes`] (no accumulation into C with threads).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn sgemm_few_rows(
+    th: &Threads,
+    m: usize,
+    n: usize,
+    k: usize,
+    av: &MatView<'_>,
+    panels: (&[f32], simd::Halves),
+    c: &mut [f32],
+    ldc: usize,
+    ep: &Epilogue<'_>,
+    kernel_act: Activation,
+) -> Result<()> {
+    let np = n.div_ceil(NR);
+    if th.count() == 1 {
+        return columns_block(m, n, k, av, panels, (0, np), c, ldc, ep, kernel_act);
+    }
+    if ep.accumulate {
+        return Err(err("the column split does not accumulate into C"));
+    }
+    let tasks = (4 * th.count()).min(np);
+    let per = np.div_ceil(tasks);
+    let share = per * NR;
+    let mut parts = try_take(&PARTS_BUF, m * n)?;
+    let res = th.chunks(&mut parts[..m * n], m * share, |t, block| {
+        let width = block.len() / m;
+        let cols = (t * per, ((t + 1) * per).min(np));
+        columns_block(m, n, k, av, panels, cols, block, width, ep, kernel_act)
+    });
+    let res = res.and_then(|()| copy_column_blocks(th, &parts, m, n, share, c, ldc));
+    give_back(&PARTS_BUF, parts);
+    res
+}
+
+/// Columns of panels `cols.0..cols.1` of `C = A·B` for all `m` rows, stored from `c` (its
+/// first element is row 0, column `cols.0 · NR`; row stride `ldc`): for each K block, each
+/// half-panel of B runs down every row, six at a time.
+#[allow(clippy::too_many_arguments)]
+fn columns_block(
+    m: usize,
+    n: usize,
+    k: usize,
+    av: &MatView<'_>,
+    (panels, halves): (&[f32], simd::Halves),
+    cols: (usize, usize),
+    c: &mut [f32],
+    ldc: usize,
+    ep: &Epilogue<'_>,
+    kernel_act: Activation,
+) -> Result<()> {
+    let col0 = cols.0 * NR;
+    each_half_panel_in((panels, halves), k, n, simd::WIDE, cols, |hp| {
+        let a = av.data.get(hp.k0..).unwrap_or(&[]);
+        let tep = ep.tile(ep.accumulate || hp.kb > 0, hp.last, (0, hp.j0), kernel_act);
+        let cb = c.get_mut(hp.j0 - col0..).unwrap_or(&mut []);
+        let next = halves.next(hp.kc, hp.j0 % NR);
+        match simd::tiles_strided(hp.kc, a, av.rs, m, hp.b, cb, ldc, hp.nr, &tep, next) {
+            true => Ok(()),
+            false => Err(err("in-place tiles refused")),
+        }
+    })
+}
