@@ -2,11 +2,14 @@
 //! input and output `[N, H, W, C]`, so a TFLite model's tensors run in their own layout with
 //! no transposes between layers.
 //!
-//! - Depthwise layers: per output pixel, each tap adds a weight row times the pixel's
-//!   channels (`depthwise_tap_*`, vectorized over the channels), padding taps skipped.
+//! - The input is first centered into a zero-padded 16-bit copy (except for 1×1 layers),
+//!   its columns split by stride phase for depthwise layers.
+//! - Depthwise layers: per output row, each tap is one multiply-add of a contiguous run of
+//!   that copy (`OW·C` values, any stride) with the tap's weights repeated per pixel, then
+//!   one requantization of the row.
 //! - Other (one-group) layers are one GEMM with the output pixels as rows: A holds each
-//!   pixel's window as centered 16-bit values in `(ky, kx, c)` order (for a 1×1 layer the
-//!   pixel's channels as they are), B the constant centered weights packed once, and each
+//!   pixel's window in `(ky, kx, c)` order (copied runs of the padded input; for a 1×1 layer
+//!   the centered pixels themselves), B the constant centered weights packed once, and each
 //!   block of rows is requantized from a small int32 block while it is still in cache.
 //!
 //! The sums and the requantization are those of the NCHW path ([`super::conv`]), so both
@@ -20,8 +23,7 @@ use crate::threads::Threads;
 use backplane_backend_api::{BackendError, LayerDesc, Result, Workload};
 use backplane_core::{DataType, TensorInfo, TensorView, TensorViewMut};
 use backplane_cpu_kernels::qgemm::{
-    center_i8, center_u8, depthwise_tap_i8, depthwise_tap_u8, qgemm, requantize_channels, QPackedB,
-    RequantRange,
+    accumulate_products, center_i8, center_u8, qgemm, requantize_channels, QPackedB, RequantRange,
 };
 
 /// Output pixels per GEMM block (A rows centered, summed and requantized together).
@@ -78,7 +80,8 @@ pub(super) fn plan(d: QConvDesc, layer: &LayerDesc) -> std::result::Result<Plan<
 
 /// How the layer computes its sums.
 enum Kind {
-    /// Centered weights `[KH·KW, C]`: one row of channels per tap.
+    /// Centered weights `[KH·KW, OW·C]`: per tap, its channels repeated for each pixel of an
+    /// output row.
     Depthwise { taps: Vec<i16> },
     /// The centered weights packed as B (`KH·KW·C` × M); `pointwise` for a 1×1, stride-1,
     /// unpadded layer, whose A rows are the input pixels themselves.
@@ -92,6 +95,9 @@ struct NhwcQConv {
     geo: Geometry,
     x_signed: bool,
     kind: Kind,
+    /// Bias and multiplier per output channel, repeated for a row of output pixels (an
+    /// output row for depthwise layers, a GEMM block otherwise): one requantization call
+    /// per row.
     bias: Vec<i32>,
     scale: Vec<f32>,
     range: RequantRange,
@@ -132,7 +138,7 @@ impl NhwcQConv {
         let wv = |ch: usize, ci: usize, t: usize| {
             centered(w_signed, w[(ch * cg + ci) * kk + t], zero(ch))
         };
-        let kind = if d.group == 1 {
+        let (kind, reps) = if d.group == 1 {
             let pointwise = kk == 1
                 && d.strides == [1, 1]
                 && d.pads == [0, 0]
@@ -140,15 +146,16 @@ impl NhwcQConv {
             // Depth index k = tap · C + ci (the (ky, kx, c) order of an NHWC window).
             let b = QPackedB::pack(depth, m, |k, ch| wv(ch, k % c, k / c))
                 .ok_or_else(|| io.error("cannot allocate the packed weights".into()))?;
-            Kind::Gemm { b, pointwise }
+            (Kind::Gemm { b, pointwise }, BLOCK_ROWS)
         } else {
-            let mut taps = alloc(kk * c, 0i16, &io)?;
-            for t in 0..kk {
-                for ch in 0..c {
-                    taps[t * c + ch] = wv(ch, 0, t);
+            let row = geo.ow * c;
+            let mut taps = alloc(kk * row, 0i16, &io)?;
+            for (t, tr) in taps.chunks_exact_mut(row.max(1)).enumerate() {
+                for (i, v) in tr.iter_mut().enumerate() {
+                    *v = wv(i % c, 0, t);
                 }
             }
-            Kind::Depthwise { taps }
+            (Kind::Depthwise { taps }, geo.ow)
         };
         let rq = requant_params(&d, bias, &io)?;
         let range = match rq.first() {
@@ -163,11 +170,12 @@ impl NhwcQConv {
                 hi: 0.0,
             },
         };
-        let mut bias_v = alloc(m, 0i32, &io)?;
-        let mut scale = alloc(m, 0f32, &io)?;
-        for (i, p) in rq.iter().enumerate() {
-            bias_v[i] = p.bias;
-            scale[i] = p.scale;
+        let mut bias_v = alloc(reps * m, 0i32, &io)?;
+        let mut scale = alloc(reps * m, 0f32, &io)?;
+        for (i, (b, s)) in bias_v.iter_mut().zip(scale.iter_mut()).enumerate() {
+            if let Some(p) = rq.get(i % m.max(1)) {
+                (*b, *s) = (p.bias, p.scale);
+            }
         }
         Ok(NhwcQConv {
             io,
@@ -182,72 +190,112 @@ impl NhwcQConv {
         })
     }
 
-    /// The input row `iy` and column `ix` of output pixel (oy, ox) at tap (ky, kx), `None` in
-    /// the padding.
-    #[inline]
-    fn source(&self, oy: usize, ox: usize, ky: usize, kx: usize) -> Option<(usize, usize)> {
-        let d = &self.d;
-        let iy = (oy * d.strides[0] + ky * d.dilations[0]).wrapping_sub(d.pads[0]);
-        let ix = (ox * d.strides[1] + kx * d.dilations[1]).wrapping_sub(d.pads[1]);
-        (iy < self.geo.h && ix < self.geo.w).then_some((iy, ix))
+    /// Rows and columns of the zero-padded input the windows read.
+    fn padded_extent(&self) -> (usize, usize) {
+        let (d, g) = (&self.d, &self.geo);
+        let span = |o: usize, s: usize, k: usize, dl: usize| {
+            o.saturating_sub(1) * s + k.saturating_sub(1) * dl + 1
+        };
+        (
+            span(g.oh, d.strides[0], d.kernel[0], d.dilations[0]),
+            span(g.ow, d.strides[1], d.kernel[1], d.dilations[1]),
+        )
+    }
+
+    /// The input centered into zero-padded images of `hp × wp` pixels, the columns split by
+    /// phase: padded pixel (n, yy, xx) at `((n·phases + xx % phases)·hp + yy)·wq + xx / phases`
+    /// (`wq = ⌈wp / phases⌉`), its C channels from there. With the stride as `phases`, each
+    /// tap of an output row reads one contiguous run whatever the stride.
+    fn padded(&self, x: &[u8], phases: usize) -> Result<Vec<i16>> {
+        let g = &self.geo;
+        let c = g.c;
+        let (hp, wp) = self.padded_extent();
+        let wq = wp.div_ceil(phases);
+        let image = phases * hp * wq * c;
+        let mut out = alloc(g.n * image, 0i16, &self.io)?;
+        let mut row = alloc(wp * c, 0i16, &self.io)?;
+        let (pt, pl) = (self.d.pads[0], self.d.pads[1]);
+        let end = (pl + g.w).min(wp);
+        let zx = self.d.x.1;
+        let center = if self.x_signed { center_i8 } else { center_u8 };
+        for (n, img) in out.chunks_exact_mut(image.max(1)).enumerate().take(g.n) {
+            for yy in 0..hp {
+                let iy = yy.wrapping_sub(pt);
+                if iy >= g.h || pl >= end {
+                    continue;
+                }
+                let src = &x[((n * g.h + iy) * g.w) * c..][..(end - pl) * c];
+                if phases == 1 {
+                    center(&mut img[(yy * wq + pl) * c..][..src.len()], src, zx);
+                    continue;
+                }
+                center(&mut row[pl * c..end * c], src, zx);
+                for xx in pl..end {
+                    let at = (((xx % phases) * hp + yy) * wq + xx / phases) * c;
+                    img[at..at + c].copy_from_slice(&row[xx * c..(xx + 1) * c]);
+                }
+            }
+        }
+        Ok(out)
     }
 
     fn depthwise(&self, taps: &[i16], x: &[u8], y: &mut [u8]) -> Result<()> {
         let g = &self.geo;
+        let d = &self.d;
         let c = g.c;
-        let [kh, kw] = self.d.kernel;
+        let [kh, kw] = d.kernel;
+        let s = d.strides[1];
+        let (hp, wp) = self.padded_extent();
+        let wq = wp.div_ceil(s);
+        let xp = self.padded(x, s)?;
+        let image = s * hp * wq * c;
         let row = g.ow * c;
         let rows = g.n * g.oh;
         let per_task = self.th.chunk_size(rows, 1, 1);
-        let zx = self.d.x.1;
-        let tap = if self.x_signed {
-            depthwise_tap_i8
-        } else {
-            depthwise_tap_u8
-        };
         self.th.chunks(y, per_task * row, |task, yc| {
-            let mut acc = alloc(c, 0i32, &self.io)?;
+            let mut acc = alloc(row, 0i32, &self.io)?;
             for (ri, yrow) in yc.chunks_mut(row).enumerate() {
                 let r = task * per_task + ri;
                 let (n, oy) = (r / g.oh, r % g.oh);
-                let image = &x[n * g.h * g.w * c..][..g.h * g.w * c];
-                for (ox, out) in yrow.chunks_exact_mut(c).enumerate() {
-                    acc.fill(0);
-                    for ky in 0..kh {
-                        for kx in 0..kw {
-                            if let Some((iy, ix)) = self.source(oy, ox, ky, kx) {
-                                let t = ky * kw + kx;
-                                let px = &image[(iy * g.w + ix) * c..][..c];
-                                tap(&mut acc, px, &taps[t * c..][..c], zx);
-                            }
-                        }
+                let img = &xp[n * image..][..image];
+                acc.fill(0);
+                for ky in 0..kh {
+                    let yy = oy * d.strides[0] + ky * d.dilations[0];
+                    for kx in 0..kw {
+                        let off = kx * d.dilations[1];
+                        let at = (((off % s) * hp + yy) * wq + off / s) * c;
+                        let t = ky * kw + kx;
+                        accumulate_products(&mut acc, &img[at..at + row], &taps[t * row..][..row]);
                     }
-                    requantize_channels(&acc, out, &self.bias, &self.scale, self.range);
                 }
+                requantize_channels(&acc, yrow, &self.bias, &self.scale, self.range);
             }
             Ok(())
         })
     }
 
-    /// Fill `a` (`BLOCK_ROWS` rows of `kp`) with the windows of output pixels `p0 ..`.
-    fn im2col(&self, x: &[u8], p0: usize, rows: usize, kp: usize, a: &mut [i16]) {
+    /// Fill `a` (rows of `kp`) with the windows of output pixels `p0 ..`, read from the
+    /// padded input `xp` (one phase).
+    fn im2col(&self, xp: &[i16], p0: usize, rows: usize, kp: usize, a: &mut [i16]) {
         let g = &self.geo;
+        let d = &self.d;
         let c = g.c;
-        let [kh, kw] = self.d.kernel;
-        let zx = self.d.x.1;
-        let center = if self.x_signed { center_i8 } else { center_u8 };
+        let [kh, kw] = d.kernel;
+        let (hp, wp) = self.padded_extent();
         let out = g.oh * g.ow;
         for (i, arow) in a.chunks_exact_mut(kp).take(rows).enumerate() {
             let p = p0 + i;
             let (n, q) = (p / out, p % out);
             let (oy, ox) = (q / g.ow, q % g.ow);
-            let image = &x[n * g.h * g.w * c..][..g.h * g.w * c];
             for ky in 0..kh {
-                for kx in 0..kw {
-                    let dst = &mut arow[(ky * kw + kx) * c..][..c];
-                    match self.source(oy, ox, ky, kx) {
-                        Some((iy, ix)) => center(dst, &image[(iy * g.w + ix) * c..][..c], zx),
-                        None => dst.fill(0),
+                let yy = oy * d.strides[0] + ky * d.dilations[0];
+                let base = ((n * hp + yy) * wp + ox * d.strides[1]) * c;
+                if d.dilations[1] == 1 {
+                    arow[ky * kw * c..][..kw * c].copy_from_slice(&xp[base..][..kw * c]);
+                } else {
+                    for kx in 0..kw {
+                        let at = base + kx * d.dilations[1] * c;
+                        arow[(ky * kw + kx) * c..][..c].copy_from_slice(&xp[at..at + c]);
                     }
                 }
             }
@@ -259,9 +307,14 @@ impl NhwcQConv {
         let (c, m) = (g.c, g.m);
         let kp = b.depth_padded();
         let pixels = g.n * g.oh * g.ow;
-        let per_task = self.th.chunk_size(pixels, BLOCK_ROWS, 4);
+        let per_task = self.th.chunk_size(pixels, BLOCK_ROWS, BLOCK_ROWS);
         let zx = self.d.x.1;
         let center = if self.x_signed { center_i8 } else { center_u8 };
+        let xp = if pointwise {
+            Vec::new()
+        } else {
+            self.padded(x, 1)?
+        };
         self.th.chunks(y, per_task * m, |task, yc| {
             // The K padding (past the depth) stays zero.
             let mut a = alloc(BLOCK_ROWS * kp, 0i16, &self.io)?;
@@ -270,19 +323,19 @@ impl NhwcQConv {
             for (bi, yb) in yc.chunks_mut(BLOCK_ROWS * m).enumerate() {
                 let rows = yb.len() / m.max(1);
                 let p0 = first + bi * BLOCK_ROWS;
-                if pointwise {
+                if pointwise && kp == c {
+                    center(&mut a[..rows * c], &x[p0 * c..][..rows * c], zx);
+                } else if pointwise {
                     for (i, arow) in a.chunks_exact_mut(kp).take(rows).enumerate() {
                         center(&mut arow[..c], &x[(p0 + i) * c..][..c], zx);
                     }
                 } else {
-                    self.im2col(x, p0, rows, kp, &mut a);
+                    self.im2col(&xp, p0, rows, kp, &mut a);
                 }
                 if !qgemm(&a, kp, rows, b, &mut sums, m) {
                     return Err(self.io.error("integer GEMM refused its operands".into()));
                 }
-                for (s, out) in sums.chunks_exact(m).zip(yb.chunks_exact_mut(m)) {
-                    requantize_channels(s, out, &self.bias, &self.scale, self.range);
-                }
+                requantize_channels(&sums[..rows * m], yb, &self.bias, &self.scale, self.range);
             }
             Ok(())
         })

@@ -1,7 +1,7 @@
-//! Channels-last (NHWC) pieces of the int8 layers: the per-pixel step of a depthwise
-//! convolution (one tap over a pixel's channels), the centering of 8-bit pixels into the
-//! 16-bit rows the integer GEMM reads, and the requantization of a pixel's sums with one
-//! scale and bias per channel. Compiled per tier (the bodies vectorize over the channels).
+//! Channels-last (NHWC) pieces of the int8 layers: one tap of a depthwise convolution along
+//! a row of pixels, the centering of 8-bit values into the 16-bit operands the integer GEMM
+//! and the taps read, and the requantization of sums with one scale and bias per channel.
+//! Compiled per tier (the bodies vectorize over the channels).
 
 /// The part of a requantization shared by every channel of a layer (see
 /// [`requantize_channels`]).
@@ -15,13 +15,6 @@ pub struct RequantRange {
     pub hi: f32,
 }
 
-/// Round half to even for |v| < 2²² (as `requant::round_even`).
-#[inline(always)]
-fn round_even(v: f32) -> f32 {
-    const MAGIC: f32 = 12_582_912.0;
-    (v + MAGIC) - MAGIC
-}
-
 #[inline(always)]
 fn requantize_channels_body(
     sums: &[i32],
@@ -30,15 +23,21 @@ fn requantize_channels_body(
     scale: &[f32],
     r: RequantRange,
 ) {
-    for (((o, &s), &b), &m) in out.iter_mut().zip(sums).zip(bias).zip(scale) {
-        let v = (s.wrapping_add(b) as f32 * m).max(r.lo).min(r.hi);
-        *o = ((round_even(v) + r.zero) as i32) as u8;
+    let n = out.len().min(sums.len()).min(bias.len()).min(scale.len());
+    let (out, sums, bias, scale) = (&mut out[..n], &sums[..n], &bias[..n], &scale[..n]);
+    let zero = r.zero as i32;
+    for i in 0..n {
+        let v = (sums[i].wrapping_add(bias[i]) as f32 * scale[i])
+            .max(r.lo)
+            .min(r.hi);
+        out[i] = (super::requant::rounded_int(v) + zero) as u8;
     }
 }
 
 crate::multiversion! {
-    /// Requantize one pixel's int32 sums (channel `c` at `sums[c]`) to 8-bit outputs:
-    /// `clamp(round_half_even((sum + bias[c]) · scale[c]), lo, hi) + zero`, the same f32
+    /// Requantize int32 sums to 8-bit outputs, element by element (a pixel's channels, or
+    /// a row of pixels with `bias` and `scale` repeated per pixel):
+    /// `clamp(round_half_even((sum + bias[i]) · scale[i]), lo, hi) + zero`, the same f32
     /// operations as [`super::requantize_f32`] does per channel, so both layouts give the
     /// same bytes.
     pub fn requantize_channels(
@@ -51,41 +50,35 @@ crate::multiversion! {
 }
 
 #[inline(always)]
-fn taps_i8_body(acc: &mut [i32], x: &[u8], w: &[i16], zero: i32) {
-    for ((a, &v), &t) in acc.iter_mut().zip(x).zip(w) {
-        *a += i32::from(t) * (i32::from(v as i8) - zero);
-    }
-}
-
-#[inline(always)]
-fn taps_u8_body(acc: &mut [i32], x: &[u8], w: &[i16], zero: i32) {
-    for ((a, &v), &t) in acc.iter_mut().zip(x).zip(w) {
-        *a += i32::from(t) * (i32::from(v) - zero);
+fn products_body(acc: &mut [i32], x: &[i16], w: &[i16]) {
+    let n = acc.len().min(x.len()).min(w.len());
+    let (acc, x, w) = (&mut acc[..n], &x[..n], &w[..n]);
+    for i in 0..n {
+        acc[i] += i32::from(w[i]) * i32::from(x[i]);
     }
 }
 
 crate::multiversion! {
-    /// `acc[c] += w[c] · (x[c] − zero)` for int8 `x`: one tap of a channels-last depthwise
-    /// convolution at one output pixel.
-    pub fn depthwise_tap_i8(acc: &mut [i32], x: &[u8], w: &[i16], zero: i32) => taps_i8_body;
-}
-
-crate::multiversion! {
-    /// [`depthwise_tap_i8`] for uint8 `x`.
-    pub fn depthwise_tap_u8(acc: &mut [i32], x: &[u8], w: &[i16], zero: i32) => taps_u8_body;
+    /// `acc[i] += w[i] · x[i]` on centered values: one tap of a channels-last depthwise
+    /// convolution along a row of output pixels (the tap's weights repeated per pixel).
+    pub fn accumulate_products(acc: &mut [i32], x: &[i16], w: &[i16]) => products_body;
 }
 
 #[inline(always)]
 fn center_i8_body(out: &mut [i16], x: &[u8], zero: i32) {
-    for (o, &v) in out.iter_mut().zip(x) {
-        *o = (i32::from(v as i8) - zero) as i16;
+    let n = out.len().min(x.len());
+    let (out, x) = (&mut out[..n], &x[..n]);
+    for i in 0..n {
+        out[i] = (i32::from(x[i] as i8) - zero) as i16;
     }
 }
 
 #[inline(always)]
 fn center_u8_body(out: &mut [i16], x: &[u8], zero: i32) {
-    for (o, &v) in out.iter_mut().zip(x) {
-        *o = (i32::from(v) - zero) as i16;
+    let n = out.len().min(x.len());
+    let (out, x) = (&mut out[..n], &x[..n]);
+    for i in 0..n {
+        out[i] = (i32::from(x[i]) - zero) as i16;
     }
 }
 
@@ -115,7 +108,7 @@ mod tests {
     }
 
     #[test]
-    fn taps_and_centering_match_scalar_on_odd_lengths() {
+    fn products_and_centering_match_scalar_on_odd_lengths() {
         for n in [1usize, 2, 7, 8, 15, 16, 17, 31, 64, 97, 333] {
             let x = bytes(n, n as u32);
             let w: Vec<i16> = bytes(n, 7 + n as u32)
@@ -126,12 +119,11 @@ mod tests {
                 let mut acc: Vec<i32> = (0..n as i32).collect();
                 let mut c = vec![0i16; n];
                 if signed {
-                    depthwise_tap_i8(&mut acc, &x, &w, zero);
                     center_i8(&mut c, &x, zero);
                 } else {
-                    depthwise_tap_u8(&mut acc, &x, &w, zero);
                     center_u8(&mut c, &x, zero);
                 }
+                accumulate_products(&mut acc, &c, &w);
                 for i in 0..n {
                     let v = if signed {
                         i32::from(x[i] as i8)

@@ -19,9 +19,7 @@ pub mod requant;
 #[cfg(test)]
 mod tests;
 
-pub use channels::{
-    center_i8, center_u8, depthwise_tap_i8, depthwise_tap_u8, requantize_channels, RequantRange,
-};
+pub use channels::{accumulate_products, center_i8, center_u8, requantize_channels, RequantRange};
 pub use requant::{accumulate_taps, requantize_f32, FloatRequant};
 
 /// Columns per packed panel of B (two AVX2 vectors of eight int32 sums).
