@@ -9,7 +9,9 @@
 //! otherwise one `Transpose` NCHW → NHWC is added. A tensor read outside the region leaves
 //! it through one `Transpose` back, under its own name. A DequantizeLinear whose readers all
 //! were folded into the region (a residual tensor's, read by two folded layers, which no
-//! single fold could remove) goes with it.
+//! single fold could remove) goes with it. A classifier's `DequantizeLinear → ReduceMean`
+//! over the pixels of a region output joins it too, as the same mean over the channels-last
+//! pixels (`[N, C]` either way).
 //!
 //! A region is formed when it holds a convolution and either two layers or only inputs
 //! that come channels-last already, and is convex (no path leaves it and comes back). The option `nhwc=off` keeps every layer NCHW.
@@ -18,7 +20,7 @@ use super::binary::QBinaryDesc;
 use super::conv::QConvDesc;
 use super::{QLINEAR_BINARY, QLINEAR_CONV};
 use backplane_backend_api::{ReplacementLayer, SubgraphView, Substitution, ValueRef};
-use backplane_core::ops::CustomOp;
+use backplane_core::ops::{CustomOp, ReduceDesc, ReduceKind};
 use backplane_core::{LayerId, Network, Op, TensorId, TensorInfo, TensorKind};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -211,6 +213,50 @@ fn absorbed(
     (layers, entries)
 }
 
+/// The `DequantizeLinear` (per tensor) and the `ReduceMean` over H and W (keepdims off)
+/// after a region output `t`, each the only reader of the tensor before it: a classifier's
+/// pooled features, `[N, C]` in either layout, so the pair joins the region and reads the
+/// channels-last tensor (no transpose back).
+fn pooled_tail(
+    view: &SubgraphView<'_>,
+    used: &BTreeSet<LayerId>,
+    t: TensorId,
+) -> Option<(LayerId, LayerId)> {
+    let net = view.network();
+    let consumers = net.consumers();
+    let sole = |t: TensorId| -> Option<LayerId> {
+        if net.outputs().contains(&t) {
+            return None;
+        }
+        match consumers.get(t.0).map(Vec::as_slice) {
+            Some([(l, 0)]) if view.layers().contains(l) && !used.contains(l) => Some(*l),
+            _ => None,
+        }
+    };
+    let dq = sole(t)?;
+    let layer = net.layer(dq);
+    let Op::DequantizeLinear { .. } = layer.op else {
+        return None;
+    };
+    let scale = net.tensor(*layer.inputs.get(1)?).info.shape.elements();
+    let [f] = layer.outputs.as_slice() else {
+        return None;
+    };
+    let mean = sole(*f)?;
+    let ml = net.layer(mean);
+    let Op::Reduce(r) = &ml.op else {
+        return None;
+    };
+    let mut axes: Vec<i64> = r
+        .axes
+        .iter()
+        .map(|&a| if a < 0 { a + 4 } else { a })
+        .collect();
+    axes.sort_unstable();
+    let plain = r.kind == ReduceKind::Mean && !r.keepdims && axes == [2, 3];
+    (scale == 1 && plain && ml.inputs.len() == 1 && ml.outputs.len() == 1).then_some((dq, mean))
+}
+
 /// One substitution for a region, or `None` when it is not convex (or a description fails).
 fn rewrite(
     view: &SubgraphView<'_>,
@@ -230,6 +276,11 @@ fn rewrite(
         .flat_map(|u| u.reads.iter().copied())
         .filter(|t| !outputs.contains(t))
         .collect();
+    let tails: HashMap<TensorId, (LayerId, LayerId)> = units
+        .iter()
+        .filter_map(|u| Some((u.out, pooled_tail(view, used, u.out)?)))
+        .collect();
+    replaced.extend(tails.values().flat_map(|&(a, b)| [a, b]));
     let (extra, entries) = absorbed(view, used, &replaced, &reads);
     // A lone layer only gains where no transpose is added to reach it.
     if units.len() < 2 && entries.len() < reads.len() {
@@ -334,7 +385,36 @@ fn rewrite(
             || consumers[u.out.0]
                 .iter()
                 .any(|(l, _)| !replaced.contains(l));
-        if leaves {
+        if let Some(&(dq, mean)) = tails.get(&u.out) {
+            // Dequantized and averaged over the pixels channels-last: [N, C] as before.
+            let d = net.layer(dq);
+            let m = net.layer(mean);
+            let mut inputs = vec![ValueRef::Produced {
+                layer: idx,
+                slot: 0,
+            }];
+            inputs.extend(d.inputs.iter().skip(1).map(|&t| ValueRef::Existing(t)));
+            layers.push(ReplacementLayer {
+                name: d.name.clone(),
+                op: d.op.clone(),
+                inputs,
+                outputs: vec![None],
+            });
+            layers.push(ReplacementLayer {
+                name: m.name.clone(),
+                op: Op::Reduce(ReduceDesc {
+                    kind: ReduceKind::Mean,
+                    axes: vec![1, 2],
+                    keepdims: false,
+                    noop_with_empty_axes: false,
+                }),
+                inputs: vec![ValueRef::Produced {
+                    layer: layers.len() - 1,
+                    slot: 0,
+                }],
+                outputs: vec![Some(*m.outputs.first()?)],
+            });
+        } else if leaves {
             // Leaves the region: back to NCHW, under the tensor's own name.
             layers.push(ReplacementLayer {
                 name: format!("{}_to_nchw", net.tensor(u.out).name),
