@@ -4,7 +4,11 @@
 Usage (in the environment of gen_tflite_models.py, for LiteRT):
     /work/venv-tflite/bin/python scripts/bench_tflite_ab.py --rounds 5 --iterations 50 \
         --binary new=target/release/backplane [--binary old=/tmp/old/backplane] \
+        [--binary "nchw=target/release/backplane --backend-option CpuAcc:nhwc=off"] \
         DIR_A/model.tflite DIR_B/model.tflite
+
+A binary's PATH may be followed by extra arguments for `backplane bench` (split at spaces):
+the same build with another backend option is then one more configuration of each round.
 
 Every round runs every (binary, model, threads) configuration once (`backplane bench MODEL
 --generate random --iterations N --warmup 5 --threads T --quiet`, which prints the median
@@ -28,8 +32,9 @@ MEDIAN = re.compile(r"median ([0-9.]+) ms")
 
 
 def backplane(binary, model, threads, iterations):
+    binary, *extra = binary.split()
     out = subprocess.run(
-        [binary, "bench", model, "--generate", "random", "--iterations", str(iterations),
+        [binary, "bench", model, *extra, "--generate", "random", "--iterations", str(iterations),
          "--warmup", "5", "--threads", str(threads), "--quiet"],
         capture_output=True, text=True, check=True,
     ).stdout

@@ -121,8 +121,29 @@ struct Case {
 }
 
 /// Build the QDQ chain, fold it with CpuAcc's optimize_subgraph, run the folded layer and
-/// the chain on CpuRef; returns (elements off by one, elements).
+/// the chain on CpuRef; returns (elements off by one, elements). Then the same chain behind a
+/// `Transpose` from an NHWC input (as the TFLite importer writes it): where CpuAcc runs it
+/// channels-last (depthwise or one group), its output must equal the NCHW layer's bytes.
 fn run_case(c: &Case, seed: u64) -> (usize, usize) {
+    let (got, off) = run_layout(c, seed, false);
+    let (nhwc, _) = run_layout(c, seed, true);
+    match nhwc {
+        Some(y) => assert_eq!(
+            y.bytes(),
+            got.as_ref().map(|t| t.bytes()).unwrap_or_default(),
+            "channels-last output differs from NCHW"
+        ),
+        None => assert!(
+            !(c.group == 1 || (c.group == c.x[1] && c.m == c.x[1])),
+            "a depthwise or one-group convolution runs channels-last"
+        ),
+    }
+    off
+}
+
+/// [`run_case`] for one layout: the folded layer's NCHW output (`None` for an NHWC input
+/// whose convolution stayed NCHW) and the elements off.
+fn run_layout(c: &Case, seed: u64, nhwc_in: bool) -> (Option<Tensor>, (usize, usize)) {
     let mut r = Lcg(seed);
     let [n, ci, h, w] = c.x;
     let cg = ci / c.group;
@@ -159,7 +180,19 @@ fn run_case(c: &Case, seed: u64) -> (usize, usize) {
     let sb = Tensor::from_vec(vec![c.m], bias_scales).unwrap();
     let (sy, zy) = (0.05f32, if c.xt == DataType::U8 { 100 } else { 5 });
 
-    let xi = net.add_input("x", x.info().clone()).unwrap();
+    let to_nhwc = Op::Transpose {
+        perm: vec![0, 2, 3, 1],
+    };
+    let x_nhwc = reference(&to_nhwc, &[&x]).remove(0);
+    let xi = if nhwc_in {
+        let xi = net.add_input("x", x_nhwc.info().clone()).unwrap();
+        let to_nchw = Op::Transpose {
+            perm: vec![0, 3, 1, 2],
+        };
+        net.add_layer("to_nchw", to_nchw, &[xi]).unwrap()[0]
+    } else {
+        net.add_input("x", x.info().clone()).unwrap()
+    };
     let k = |net: &mut Network, name: &str, t: &Tensor| net.add_constant(name, t.clone()).unwrap();
     let (sxi, zxi) = (
         k(&mut net, "sx", &Tensor::scalar(sx)),
@@ -216,24 +249,50 @@ fn run_case(c: &Case, seed: u64) -> (usize, usize) {
         "the chain folds into one layer"
     );
     let sub = &views.substitutions[0];
-    assert_eq!(
-        sub.replaced.len(),
-        layers.len(),
-        "every layer of the chain is replaced"
-    );
     let rep = &sub.replacement[0];
     assert!(matches!(&rep.op, Op::Custom(op) if op.op_type == "QLinearConv"));
     let ValueRef::NewConstant(bias_q) = &rep.inputs[2] else {
         panic!("the bias is a new constant");
     };
+    let y_info = net.tensor(y).info.clone();
+    let channels_last = sub.replacement.len() == 2;
+    let (xin, yinfo) = if channels_last {
+        // The NHWC layer reads the model's input as it is, then one transpose back.
+        assert!(nhwc_in, "an NCHW input stays NCHW");
+        assert_eq!(
+            sub.replaced.len(),
+            layers.len(),
+            "the input transpose goes too"
+        );
+        assert!(matches!(&sub.replacement[1].op, Op::Transpose { .. }));
+        let [yn, ym, yh, yw] = <[usize; 4]>::try_from(y_info.shape.dims()).unwrap();
+        (&x_nhwc, TensorInfo::new(y_info.dtype, vec![yn, yh, yw, ym]))
+    } else {
+        let transposed = usize::from(nhwc_in);
+        assert_eq!(
+            sub.replaced.len() + transposed,
+            layers.len(),
+            "every layer of the chain is replaced"
+        );
+        if nhwc_in {
+            return (None, (0, 0));
+        }
+        (&x, y_info)
+    };
     let desc = LayerDesc {
         name: rep.name.clone(),
         op: rep.op.clone(),
-        inputs: vec![x.info().clone(), wq.info().clone(), bias_q.info().clone()],
-        outputs: vec![net.tensor(y).info.clone()],
+        inputs: vec![xin.info().clone(), wq.info().clone(), bias_q.info().clone()],
+        outputs: vec![yinfo],
         constants: vec![None, Some(Arc::new(wq.clone())), Some(bias_q.clone())],
     };
-    let got = run_desc(&desc, &[&x, &wq, bias_q], 2);
+    let mut got = run_desc(&desc, &[xin, &wq, bias_q], 2);
+    if channels_last {
+        let back = Op::Transpose {
+            perm: vec![0, 3, 1, 2],
+        };
+        got = reference(&back, &[&got[0]]);
+    }
 
     // The chain on CpuRef.
     let one = |op: &Op, ins: &[&Tensor]| reference(op, ins).remove(0);
@@ -264,7 +323,7 @@ fn run_case(c: &Case, seed: u64) -> (usize, usize) {
         );
         off += usize::from(d == 1);
     }
-    (off, want.bytes().len())
+    (Some(got.remove(0)), (off, want.bytes().len()))
 }
 
 #[test]
@@ -343,6 +402,34 @@ fn folded_int8_convolutions_are_within_one_quantum_of_cpu_ref() {
             k: [3, 3],
             stride: 2,
             act: relu6,
+            ..base
+        },
+        // Depthwise, u8, prime channels, planes of one column, two images.
+        Case {
+            x: [2, 37, 6, 1],
+            m: 37,
+            group: 37,
+            act: None,
+            ..base
+        },
+        // Depthwise, dilated, per-tensor u8 weights.
+        Case {
+            x: [1, 19, 10, 9],
+            m: 19,
+            group: 19,
+            dilation: 2,
+            pad: 2,
+            per_channel: false,
+            wt: DataType::U8,
+            ..base
+        },
+        // One group, 5×5 window, i8, a single output pixel.
+        Case {
+            x: [1, 3, 5, 5],
+            m: 17,
+            k: [5, 5],
+            pad: 0,
+            xt: DataType::I8,
             ..base
         },
     ];

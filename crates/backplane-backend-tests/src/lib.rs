@@ -7,7 +7,8 @@
 //! - **random sweeps** ([`sweeps`]): one-layer networks of random shapes and parameters on the
 //!   backend alone, against CpuRef's kernels on the same inputs; failures name their seed;
 //! - **quantized sweeps** ([`quant_sweeps`]): random QDQ chains (int8 and uint8 convolutions
-//!   and elementwise layers) with CpuRef behind the backend, within one quantum of CpuRef;
+//!   and elementwise layers, and whole inverted-residual blocks behind an NHWC input) with
+//!   CpuRef behind the backend, within one quantum of CpuRef;
 //! - **block sweeps** ([`block_sweeps`]): random CNN blocks (an inverted residual with
 //!   squeeze-excite) that a backend may rewrite as a whole, CpuRef behind it, against CpuRef;
 //! - **ONNX node tests** ([`node_tests`]), when the `onnx` package's test data is at hand;
@@ -33,6 +34,7 @@ pub mod contract;
 pub mod exec;
 pub mod node_tests;
 pub mod op_table;
+mod quant_blocks;
 pub mod quant_sweeps;
 pub mod report;
 pub mod sweeps;

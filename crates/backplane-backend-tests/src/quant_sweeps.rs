@@ -35,7 +35,11 @@ pub struct QuantCase {
 type Generator = fn(&mut Rng) -> Result<QuantCase, String>;
 
 /// The families.
-pub const FAMILIES: &[(&str, Generator)] = &[("QConv", conv), ("QBinary", binary)];
+pub const FAMILIES: &[(&str, Generator)] = &[
+    ("QConv", conv),
+    ("QBinary", binary),
+    ("QBlock", crate::quant_blocks::block),
+];
 
 fn err(e: impl std::fmt::Display) -> String {
     e.to_string()

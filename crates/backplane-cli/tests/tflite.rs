@@ -68,3 +68,42 @@ fn unsupported_operators_are_listed_with_exit_code_4() {
     assert_eq!(o.status.code(), Some(4), "{out}\n{err}");
     assert!(err.contains("FLOOR") && err.contains("CUMSUM"), "{err}");
 }
+
+#[test]
+fn inspect_shows_int8_convolutions_running_channels_last() {
+    let model = "testdata/tflite/mobile_blocks_int8/model.tflite";
+    let o = backplane(&["inspect", model]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    let after = out
+        .split("layers after optimization")
+        .nth(1)
+        .unwrap_or_default();
+    // The image's NHWC → NCHW transpose is gone: the first convolutions read the model's
+    // NHWC input and write NHWC (12×12 pixels of 8 channels).
+    assert!(!after.contains("i8[1x3x24x24]"), "{after}");
+    assert!(
+        after
+            .lines()
+            .any(|l| l.contains("QLinearConv") && l.contains("-> i8[1x12x12x8]")),
+        "{after}"
+    );
+    // The option that keeps every layer NCHW brings the transpose back.
+    let o = backplane(&["inspect", model, "--backend-option", "CpuAcc:nhwc=off"]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    let after = out
+        .split("layers after optimization")
+        .nth(1)
+        .unwrap_or_default();
+    assert!(
+        after.contains("Transpose") && after.contains("i8[1x3x24x24]"),
+        "{after}"
+    );
+    assert!(
+        after
+            .lines()
+            .any(|l| l.contains("QLinearConv") && l.contains("-> i8[1x8x12x12]")),
+        "{after}"
+    );
+}

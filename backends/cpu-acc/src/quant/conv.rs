@@ -42,6 +42,9 @@ pub(crate) struct QConvDesc {
     pub w_zeros: Vec<i32>,
     /// The fused activation's range in output units.
     pub clamp: (i32, i32),
+    /// Channels-last: input and output `[N, H, W, C]` ([`super::nhwc_conv`]), set by the
+    /// quantized region pass ([`super::region`]); the weights stay `[M, C/group, KH, KW]`.
+    pub nhwc: bool,
 }
 
 impl QConvDesc {
@@ -56,18 +59,19 @@ impl QConvDesc {
     }
 }
 
-/// Everything the workload needs, checked against the layer's tensors.
-struct Geometry {
-    n: usize,
-    c: usize,
-    h: usize,
-    w: usize,
-    m: usize,
-    oh: usize,
-    ow: usize,
+/// Everything the workload needs, checked against the layer's tensors (dims named as
+/// NCHW whatever the layout).
+pub(super) struct Geometry {
+    pub n: usize,
+    pub c: usize,
+    pub h: usize,
+    pub w: usize,
+    pub m: usize,
+    pub oh: usize,
+    pub ow: usize,
 }
 
-fn geometry(
+pub(super) fn geometry(
     d: &QConvDesc,
     x: &TensorInfo,
     w: &TensorInfo,
@@ -128,6 +132,9 @@ pub(super) fn plan<'a>(
             "{QLINEAR_CONV}: constant weights and int32 bias expected"
         ));
     }
+    if d.nhwc {
+        return super::nhwc_conv::plan(d, layer);
+    }
     let geo = geometry(&d, x, w, y)?;
     if b.shape.elements() != geo.m {
         return Err(format!(
@@ -167,7 +174,33 @@ struct QConvWorkload {
     th: Threads,
 }
 
-fn alloc<T: Clone>(n: usize, v: T, io: &Io) -> Result<Vec<T>> {
+/// Per output channel: the bias, the real multiplier `sx·sw[c]/sy`, the output zero point and
+/// the clamp of the requantization.
+pub(super) fn requant_params(d: &QConvDesc, bias: &[i32], io: &Io) -> Result<Vec<FloatRequant>> {
+    let per = |v: &[f32], c: usize| if v.len() == 1 { v[0] } else { v[c] };
+    let mut requant = Vec::new();
+    requant
+        .try_reserve_exact(bias.len())
+        .map_err(|_| io.error("cannot allocate the requantization".into()))?;
+    for (c, &b) in bias.iter().enumerate() {
+        let real = f64::from(d.x.0) * f64::from(per(&d.w_scales, c)) / f64::from(d.y.0);
+        if !(real.is_finite() && real > 0.0 && real < 1e30) {
+            return Err(io.error(format!(
+                "output channel {c}: scale {real} cannot be requantized"
+            )));
+        }
+        requant.push(FloatRequant {
+            bias: b,
+            scale: real as f32,
+            zero: d.y.1 as f32,
+            lo: (d.clamp.0 - d.y.1) as f32,
+            hi: (d.clamp.1 - d.y.1) as f32,
+        });
+    }
+    Ok(requant)
+}
+
+pub(super) fn alloc<T: Clone>(n: usize, v: T, io: &Io) -> Result<Vec<T>> {
     let mut out = Vec::new();
     out.try_reserve_exact(n)
         .map_err(|_| io.error(format!("cannot allocate {n} elements")))?;
@@ -177,7 +210,7 @@ fn alloc<T: Clone>(n: usize, v: T, io: &Io) -> Result<Vec<T>> {
 
 /// An 8-bit value less the zero point.
 #[inline]
-fn centered(signed: bool, b: u8, zero: i32) -> i16 {
+pub(super) fn centered(signed: bool, b: u8, zero: i32) -> i16 {
     (widen(signed, b) - zero) as i16
 }
 
@@ -196,7 +229,6 @@ impl QConvWorkload {
         let cg = geo.c / d.group;
         let kk = d.kernel[0] * d.kernel[1];
         let depth = cg * kk;
-        let per = |v: &[f32], c: usize| if v.len() == 1 { v[0] } else { v[c] };
         let zero = |c: usize| {
             if d.w_zeros.len() == 1 {
                 d.w_zeros[0]
@@ -214,22 +246,7 @@ impl QConvWorkload {
         if bias.len() != m {
             return Err(io.error(format!("{} biases for {m} channels", bias.len())));
         }
-        let mut requant = Vec::with_capacity(m);
-        for (c, &b) in bias.iter().enumerate() {
-            let real = f64::from(d.x.0) * f64::from(per(&d.w_scales, c)) / f64::from(d.y.0);
-            if !(real.is_finite() && real > 0.0 && real < 1e30) {
-                return Err(io.error(format!(
-                    "output channel {c}: scale {real} cannot be requantized"
-                )));
-            }
-            requant.push(FloatRequant {
-                bias: b,
-                scale: real as f32,
-                zero: d.y.1 as f32,
-                lo: (d.clamp.0 - d.y.1) as f32,
-                hi: (d.clamp.1 - d.y.1) as f32,
-            });
-        }
+        let requant = requant_params(&d, bias, &io)?;
         let kp = if cg == 1 { 0 } else { depth.div_ceil(2) * 2 };
         let row = kp.max(depth);
         let mut weights = alloc(m * row, 0i16, &io)?;

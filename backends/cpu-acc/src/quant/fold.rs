@@ -49,6 +49,7 @@ pub(crate) fn optimize(
         return rest(view);
     }
     g.drop_dead_dequantize(view, &mut used, &mut subs);
+    let mut subs = super::region::channels_last(view, subs, &mut used);
     let left: Vec<LayerId> = view
         .layers()
         .iter()
@@ -231,6 +232,7 @@ impl Chains<'_> {
             w_scales: w.scales.clone(),
             w_zeros: w.zeros.clone(),
             clamp: clamp_range(to, (sy, zy), act.0, act.1),
+            nhwc: false,
         };
         // The dequantizations go too where nothing else reads them.
         for dq in [x.layer, w.layer] {

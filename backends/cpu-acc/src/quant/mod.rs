@@ -1,12 +1,15 @@
 //! Quantized layers on CpuAcc: QuantizeLinear / DequantizeLinear of 8-bit tensors
 //! ([`qdq`]), the int8 convolution that a DequantizeLinear → Conv → (Relu/Clip) →
 //! QuantizeLinear chain becomes ([`conv`], folded by [`fold`] in `optimize_subgraph`), on the
-//! kernel crate's integer GEMM (`qgemm`) with TFLite's requantization.
+//! kernel crate's integer GEMM (`qgemm`) with XNNPACK's requantization; connected int8
+//! layers then run channels-last ([`region`], [`nhwc_conv`]).
 
 mod binary;
 mod conv;
 pub(crate) mod fold;
+mod nhwc_conv;
 mod qdq;
+mod region;
 
 use crate::plan::Plan;
 use backplane_backend_api::LayerDesc;

@@ -23,23 +23,24 @@ pub struct FloatRequant {
     pub hi: f32,
 }
 
-/// Round half to even for |v| < 2²² by the float adder (adding and taking away 1.5·2²³
-/// leaves the nearest integer under the default rounding mode); vectorizes where
-/// `round_ties_even` becomes a call.
+/// `v` rounded half to even, as an integer, for |v| < 2²²: after adding 1.5·2²³ the integer
+/// sits in the low mantissa bits, so the conversion is integer arithmetic on the bits, which
+/// vectorizes (a saturating `as i32` of a float does not: it checks for NaN per element).
 #[inline(always)]
-fn round_even(v: f32) -> f32 {
+pub(super) fn rounded_int(v: f32) -> i32 {
     const MAGIC: f32 = 12_582_912.0;
-    (v + MAGIC) - MAGIC
+    (v + MAGIC).to_bits() as i32 - MAGIC.to_bits() as i32
 }
 
 #[inline(always)]
 fn requantize_f32_body(sums: &[i32], out: &mut [u8], p: FloatRequant) {
+    let zero = p.zero as i32;
     for (o, &s) in out.iter_mut().zip(sums) {
         let v = (s.wrapping_add(p.bias) as f32 * p.scale)
             .max(p.lo)
             .min(p.hi);
         // The two's-complement byte is the i8 and the u8 value alike.
-        *o = ((round_even(v) + p.zero) as i32) as u8;
+        *o = (rounded_int(v) + zero) as u8;
     }
 }
 

@@ -1,0 +1,436 @@
+//! Channels-last regions of quantized layers: after folding, the int8 convolutions and the
+//! quantized binary layers connected through their tensors become one substitution that
+//! runs them on `[N, H, W, C]` tensors ([`super::nhwc_conv`]; the binary layers are
+//! elementwise over tensors of one shape, so they run as they are).
+//!
+//! A tensor enters the region once: where it is a `Transpose` NHWC → NCHW that only the
+//! region reads (how the TFLite importer hands a channels-last model's image to
+//! channels-first operators), the region reads the transpose's input and the transpose goes;
+//! otherwise one `Transpose` NCHW → NHWC is added. A tensor read outside the region leaves
+//! it through one `Transpose` back, under its own name. A DequantizeLinear whose readers all
+//! were folded into the region (a residual tensor's, read by two folded layers, which no
+//! single fold could remove) goes with it. A classifier's `DequantizeLinear → ReduceMean`
+//! over the pixels of a region output joins it too, as the same mean over the channels-last
+//! pixels (`[N, C]` either way).
+//!
+//! A region is formed when it holds a convolution and either two layers or only inputs
+//! that come channels-last already, and is convex (no path leaves it and comes back). The option `nhwc=off` keeps every layer NCHW.
+
+use super::binary::QBinaryDesc;
+use super::conv::QConvDesc;
+use super::{QLINEAR_BINARY, QLINEAR_CONV};
+use backplane_backend_api::{ReplacementLayer, SubgraphView, Substitution, ValueRef};
+use backplane_core::ops::{CustomOp, ReduceDesc, ReduceKind};
+use backplane_core::{LayerId, Network, Op, TensorId, TensorInfo, TensorKind};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+/// NCHW → NHWC.
+const TO_NHWC: [usize; 4] = [0, 2, 3, 1];
+/// NHWC → NCHW.
+const TO_NCHW: [usize; 4] = [0, 3, 1, 2];
+
+/// A folded quantized layer that may join a region.
+struct Unit {
+    /// Index of its substitution.
+    sub: usize,
+    /// The 8-bit tensors it reads (the first one or two inputs of its replacement).
+    reads: Vec<TensorId>,
+    out: TensorId,
+    conv: bool,
+}
+
+/// The channels-last dims of an NCHW `info`, keeping the type.
+fn nhwc_info(info: &TensorInfo) -> Option<TensorInfo> {
+    match info.shape.dims() {
+        &[n, c, h, w] => Some(TensorInfo::new(info.dtype, vec![n, h, w, c])),
+        _ => None,
+    }
+}
+
+fn existing(v: &ValueRef) -> Option<TensorId> {
+    match v {
+        ValueRef::Existing(t) => Some(*t),
+        _ => None,
+    }
+}
+
+fn quant_custom(op: &Op) -> Option<&CustomOp> {
+    match op {
+        Op::Custom(c) if super::is_quant_custom(c) => Some(c),
+        _ => None,
+    }
+}
+
+fn unit(net: &Network, sub: usize, s: &Substitution) -> Option<Unit> {
+    let [r] = s.replacement.as_slice() else {
+        return None;
+    };
+    let c = quant_custom(&r.op)?;
+    let out = (*r.outputs.first()?)?;
+    let four = |t: TensorId| net.tensor(t).info.shape.rank() == 4;
+    let (reads, conv) = if c.op_type == QLINEAR_CONV {
+        let d = QConvDesc::decode(c).ok()?;
+        let x = existing(r.inputs.first()?)?;
+        let (xd, yd) = (
+            net.tensor(x).info.shape.dims(),
+            net.tensor(out).info.shape.dims(),
+        );
+        if d.nhwc || xd.len() != 4 || yd.len() != 4 || !super::nhwc_conv::runs(&d, xd[1], yd[1]) {
+            return None;
+        }
+        (vec![x], true)
+    } else if c.op_type == QLINEAR_BINARY {
+        let a = existing(r.inputs.first()?)?;
+        let b = existing(r.inputs.get(1)?)?;
+        (vec![a, b], false)
+    } else {
+        return None;
+    };
+    if !four(out) || reads.iter().any(|&t| !four(t)) {
+        return None;
+    }
+    Some(Unit {
+        sub,
+        reads,
+        out,
+        conv,
+    })
+}
+
+fn find(parent: &mut [usize], mut i: usize) -> usize {
+    while parent[i] != i {
+        parent[i] = parent[parent[i]];
+        i = parent[i];
+    }
+    i
+}
+
+/// Rewrite the folded quantized layers of `subs` into channels-last regions where they form
+/// one; `used` (the layers the substitutions replace) takes the layers a region removes
+/// besides theirs.
+pub(crate) fn channels_last(
+    view: &SubgraphView<'_>,
+    subs: Vec<Substitution>,
+    used: &mut BTreeSet<LayerId>,
+) -> Vec<Substitution> {
+    if !crate::options::current().nhwc {
+        return subs;
+    }
+    let net = view.network();
+    let units: Vec<Unit> = subs
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| unit(net, i, s))
+        .collect();
+    let producer: HashMap<TensorId, usize> =
+        units.iter().enumerate().map(|(i, u)| (u.out, i)).collect();
+    let mut parent: Vec<usize> = (0..units.len()).collect();
+    for (i, u) in units.iter().enumerate() {
+        for t in &u.reads {
+            if let Some(&p) = producer.get(t) {
+                let (a, b) = (find(&mut parent, i), find(&mut parent, p));
+                parent[a] = b;
+            }
+        }
+    }
+    let mut regions: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+    for i in 0..units.len() {
+        let root = find(&mut parent, i);
+        regions.entry(root).or_default().push(i);
+    }
+    let mut taken = vec![false; subs.len()];
+    let mut out = Vec::new();
+    for region in regions.into_values() {
+        let members: Vec<&Unit> = region.iter().map(|&i| &units[i]).collect();
+        if !members.iter().any(|u| u.conv) {
+            continue;
+        }
+        if let Some(s) = rewrite(view, &subs, &members, used) {
+            for u in &members {
+                taken[u.sub] = true;
+            }
+            used.extend(s.replaced.iter().copied());
+            out.push(s);
+        }
+    }
+    out.extend(
+        subs.into_iter()
+            .zip(taken)
+            .filter(|(_, t)| !t)
+            .map(|(s, _)| s),
+    );
+    out
+}
+
+/// The layers of the subgraph outside every substitution whose outputs only the region's
+/// layers read: dead DequantizeLinear layers, and NHWC → NCHW transposes feeding the region.
+/// Returns them with, for each transpose, the tensor it made and the one it read.
+fn absorbed(
+    view: &SubgraphView<'_>,
+    used: &BTreeSet<LayerId>,
+    replaced: &BTreeSet<LayerId>,
+    reads: &BTreeSet<TensorId>,
+) -> (Vec<LayerId>, HashMap<TensorId, TensorId>) {
+    let net = view.network();
+    let consumers = net.consumers();
+    let mut layers = Vec::new();
+    let mut entries = HashMap::new();
+    for &id in view.layers() {
+        if used.contains(&id) {
+            continue;
+        }
+        let layer = net.layer(id);
+        let [t] = layer.outputs.as_slice() else {
+            continue;
+        };
+        let readers = consumers.get(t.0).map(Vec::as_slice).unwrap_or(&[]);
+        if net.outputs().contains(t)
+            || readers.is_empty()
+            || readers.iter().any(|(l, _)| !replaced.contains(l))
+        {
+            continue;
+        }
+        match &layer.op {
+            Op::DequantizeLinear { .. } => layers.push(id),
+            Op::Transpose { perm } if perm.as_slice() == TO_NCHW && reads.contains(t) => {
+                let Some(&x) = layer.inputs.first() else {
+                    continue;
+                };
+                // The transpose's input must be computed outside the region (or be a
+                // graph input or constant).
+                let outside = match net.tensor(x).kind {
+                    TensorKind::Produced { layer, .. } => !replaced.contains(&layer),
+                    _ => true,
+                };
+                if outside && net.tensor(x).info.shape.rank() == 4 {
+                    layers.push(id);
+                    entries.insert(*t, x);
+                }
+            }
+            _ => {}
+        }
+    }
+    (layers, entries)
+}
+
+/// The `DequantizeLinear` (per tensor) and the `ReduceMean` over H and W (keepdims off)
+/// after a region output `t`, each the only reader of the tensor before it: a classifier's
+/// pooled features, `[N, C]` in either layout, so the pair joins the region and reads the
+/// channels-last tensor (no transpose back).
+fn pooled_tail(
+    view: &SubgraphView<'_>,
+    used: &BTreeSet<LayerId>,
+    t: TensorId,
+) -> Option<(LayerId, LayerId)> {
+    let net = view.network();
+    let consumers = net.consumers();
+    let sole = |t: TensorId| -> Option<LayerId> {
+        if net.outputs().contains(&t) {
+            return None;
+        }
+        match consumers.get(t.0).map(Vec::as_slice) {
+            Some([(l, 0)]) if view.layers().contains(l) && !used.contains(l) => Some(*l),
+            _ => None,
+        }
+    };
+    let dq = sole(t)?;
+    let layer = net.layer(dq);
+    let Op::DequantizeLinear { .. } = layer.op else {
+        return None;
+    };
+    let scale = net.tensor(*layer.inputs.get(1)?).info.shape.elements();
+    let [f] = layer.outputs.as_slice() else {
+        return None;
+    };
+    let mean = sole(*f)?;
+    let ml = net.layer(mean);
+    let Op::Reduce(r) = &ml.op else {
+        return None;
+    };
+    let mut axes: Vec<i64> = r
+        .axes
+        .iter()
+        .map(|&a| if a < 0 { a + 4 } else { a })
+        .collect();
+    axes.sort_unstable();
+    let plain = r.kind == ReduceKind::Mean && !r.keepdims && axes == [2, 3];
+    (scale == 1 && plain && ml.inputs.len() == 1 && ml.outputs.len() == 1).then_some((dq, mean))
+}
+
+/// One substitution for a region, or `None` when it is not convex (or a description fails).
+fn rewrite(
+    view: &SubgraphView<'_>,
+    subs: &[Substitution],
+    units: &[&Unit],
+    used: &BTreeSet<LayerId>,
+) -> Option<Substitution> {
+    let net = view.network();
+    let consumers = net.consumers();
+    let outputs: BTreeSet<TensorId> = units.iter().map(|u| u.out).collect();
+    let mut replaced: BTreeSet<LayerId> = units
+        .iter()
+        .flat_map(|u| subs[u.sub].replaced.iter().copied())
+        .collect();
+    let reads: BTreeSet<TensorId> = units
+        .iter()
+        .flat_map(|u| u.reads.iter().copied())
+        .filter(|t| !outputs.contains(t))
+        .collect();
+    let tails: HashMap<TensorId, (LayerId, LayerId)> = units
+        .iter()
+        .filter_map(|u| Some((u.out, pooled_tail(view, used, u.out)?)))
+        .collect();
+    replaced.extend(tails.values().flat_map(|&(a, b)| [a, b]));
+    let (extra, entries) = absorbed(view, used, &replaced, &reads);
+    // A lone layer only gains where no transpose is added to reach it.
+    if units.len() < 2 && entries.len() < reads.len() {
+        return None;
+    }
+    replaced.extend(extra);
+    // Convex: nothing reachable from the region through layers outside it is inside it.
+    let mut stack: Vec<LayerId> = units
+        .iter()
+        .flat_map(|u| consumers[u.out.0].iter().map(|(l, _)| *l))
+        .filter(|l| !replaced.contains(l))
+        .collect();
+    let mut seen: BTreeSet<LayerId> = BTreeSet::new();
+    while let Some(l) = stack.pop() {
+        if replaced.contains(&l) {
+            return None;
+        }
+        if !seen.insert(l) {
+            continue;
+        }
+        for &t in &net.layer(l).outputs {
+            stack.extend(consumers[t.0].iter().map(|(c, _)| *c));
+        }
+    }
+    // Execution order: a unit once the region tensors it reads are computed.
+    let mut order: Vec<&Unit> = Vec::new();
+    let mut done: BTreeSet<TensorId> = BTreeSet::new();
+    while order.len() < units.len() {
+        let before = order.len();
+        for u in units {
+            let ready = u
+                .reads
+                .iter()
+                .all(|t| !outputs.contains(t) || done.contains(t));
+            if !done.contains(&u.out) && ready {
+                done.insert(u.out);
+                order.push(u);
+            }
+        }
+        if order.len() == before {
+            return None;
+        }
+    }
+    let mut layers: Vec<ReplacementLayer> = Vec::new();
+    // Where each channels-last tensor comes from: a replacement layer, or an existing
+    // tensor (the input of an absorbed transpose).
+    let mut nhwc_of: HashMap<TensorId, ValueRef> = HashMap::new();
+    for u in order {
+        let r = subs[u.sub].replacement.first()?;
+        let c = quant_custom(&r.op)?;
+        let y = nhwc_info(&net.tensor(u.out).info)?;
+        let op = if u.conv {
+            let d = QConvDesc::decode(c).ok()?;
+            QConvDesc { nhwc: true, ..d }.to_op(y)
+        } else {
+            QBinaryDesc::decode(c).ok()?.to_op(y)
+        };
+        let mut inputs = r.inputs.clone();
+        for (slot, &t) in u.reads.iter().enumerate() {
+            let v = match nhwc_of.get(&t) {
+                Some(v) => v.clone(),
+                None => {
+                    let v = match entries.get(&t) {
+                        Some(&x) => ValueRef::Existing(x),
+                        None => {
+                            nhwc_info(&net.tensor(t).info)?;
+                            layers.push(ReplacementLayer {
+                                name: format!("{}_to_nhwc_for_{}", net.tensor(t).name, r.name),
+                                op: Op::Transpose {
+                                    perm: TO_NHWC.to_vec(),
+                                },
+                                inputs: vec![ValueRef::Existing(t)],
+                                outputs: vec![None],
+                            });
+                            ValueRef::Produced {
+                                layer: layers.len() - 1,
+                                slot: 0,
+                            }
+                        }
+                    };
+                    nhwc_of.insert(t, v.clone());
+                    v
+                }
+            };
+            *inputs.get_mut(slot)? = v;
+        }
+        layers.push(ReplacementLayer {
+            name: r.name.clone(),
+            op: Op::Custom(op),
+            inputs,
+            outputs: vec![None],
+        });
+        let idx = layers.len() - 1;
+        nhwc_of.insert(
+            u.out,
+            ValueRef::Produced {
+                layer: idx,
+                slot: 0,
+            },
+        );
+        let leaves = net.outputs().contains(&u.out)
+            || consumers[u.out.0]
+                .iter()
+                .any(|(l, _)| !replaced.contains(l));
+        if let Some(&(dq, mean)) = tails.get(&u.out) {
+            // Dequantized and averaged over the pixels channels-last: [N, C] as before.
+            let d = net.layer(dq);
+            let m = net.layer(mean);
+            let mut inputs = vec![ValueRef::Produced {
+                layer: idx,
+                slot: 0,
+            }];
+            inputs.extend(d.inputs.iter().skip(1).map(|&t| ValueRef::Existing(t)));
+            layers.push(ReplacementLayer {
+                name: d.name.clone(),
+                op: d.op.clone(),
+                inputs,
+                outputs: vec![None],
+            });
+            layers.push(ReplacementLayer {
+                name: m.name.clone(),
+                op: Op::Reduce(ReduceDesc {
+                    kind: ReduceKind::Mean,
+                    axes: vec![1, 2],
+                    keepdims: false,
+                    noop_with_empty_axes: false,
+                }),
+                inputs: vec![ValueRef::Produced {
+                    layer: layers.len() - 1,
+                    slot: 0,
+                }],
+                outputs: vec![Some(*m.outputs.first()?)],
+            });
+        } else if leaves {
+            // Leaves the region: back to NCHW, under the tensor's own name.
+            layers.push(ReplacementLayer {
+                name: format!("{}_to_nchw", net.tensor(u.out).name),
+                op: Op::Transpose {
+                    perm: TO_NCHW.to_vec(),
+                },
+                inputs: vec![ValueRef::Produced {
+                    layer: idx,
+                    slot: 0,
+                }],
+                outputs: vec![Some(u.out)],
+            });
+        }
+    }
+    Some(Substitution {
+        replaced: replaced.into_iter().collect(),
+        replacement: layers,
+    })
+}

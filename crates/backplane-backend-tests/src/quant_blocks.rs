@@ -1,0 +1,215 @@
+//! Quantized sweep family "QBlock": random int8/uint8 inverted-residual blocks as a TFLite
+//! model's importer writes them — an NHWC image through a `Transpose` to NCHW, then QDQ
+//! chains of a 1×1 expansion, a 3×3 depthwise convolution (stride 1 or 2) and a 1×1
+//! projection, with the residual `Add` where the shapes allow. A backend that runs such
+//! chains channels-last (CpuAcc) runs a whole region here, its entry and exit included.
+
+use crate::sweeps::Rng;
+use backplane::core::ops::{AutoPad, BinaryOp, ConvDesc, UnaryOp, Window};
+use backplane::core::{Op, TensorId};
+use backplane::{DataType, Network, Tensor, TensorInfo};
+
+use super::quant_sweeps::QuantCase;
+
+fn err(e: impl std::fmt::Display) -> String {
+    e.to_string()
+}
+
+/// A scalar zero point of an 8-bit type.
+fn zero_point(dt: DataType, z: i32) -> Result<Tensor, String> {
+    Tensor::from_f64_values(TensorInfo::new(dt, vec![]), &[f64::from(z)]).map_err(err)
+}
+
+/// An 8-bit tensor of random values over the whole range.
+fn bytes(r: &mut Rng, dt: DataType, dims: &[usize]) -> Result<Tensor, String> {
+    let (lo, hi) = if dt == DataType::I8 {
+        (-128.0, 128.0)
+    } else {
+        (0.0, 256.0)
+    };
+    r.tensor(dt, dims, lo, hi)
+}
+
+/// Builds the block's layers; each constant and layer named after its stage.
+struct Block<'a> {
+    net: Network,
+    r: &'a mut Rng,
+    dt: DataType,
+}
+
+/// An 8-bit activation tensor with its scale and zero point.
+#[derive(Clone, Copy)]
+struct Q {
+    t: TensorId,
+    scale: f32,
+    zero: i32,
+    channels: usize,
+}
+
+impl Block<'_> {
+    fn one(&mut self, name: &str, op: Op, inputs: &[TensorId]) -> Result<TensorId, String> {
+        let out = self.net.add_layer(name, op, inputs).map_err(err)?;
+        out.first().copied().ok_or_else(|| "no output".to_string())
+    }
+
+    fn constant(&mut self, name: &str, t: Tensor) -> Result<TensorId, String> {
+        self.net.add_constant(name, t).map_err(err)
+    }
+
+    fn dequantize(&mut self, name: &str, q: Q) -> Result<TensorId, String> {
+        let s = self.constant(&format!("{name}_scale"), Tensor::scalar(q.scale))?;
+        let z = self.constant(&format!("{name}_zero"), zero_point(self.dt, q.zero)?)?;
+        let op = Op::DequantizeLinear {
+            axis: 1,
+            to: DataType::F32,
+            block_size: 0,
+        };
+        self.one(name, op, &[q.t, s, z])
+    }
+
+    /// `QuantizeLinear(t)` with a random scale near `scale` and a zero point near the middle.
+    fn quantize(&mut self, name: &str, t: TensorId, scale: f32, c: usize) -> Result<Q, String> {
+        let zero = if self.dt == DataType::I8 { 0 } else { 128 } + self.r.below(41) as i32 - 20;
+        let scale = scale * (1.0 + 0.25 * self.r.unit() as f32);
+        let s = self.constant(&format!("{name}_scale"), Tensor::scalar(scale))?;
+        let z = self.constant(&format!("{name}_zero"), zero_point(self.dt, zero)?)?;
+        let op = Op::QuantizeLinear {
+            axis: 1,
+            to: self.dt,
+            block_size: 0,
+            saturate: true,
+        };
+        let t = self.one(name, op, &[t, s, z])?;
+        Ok(Q {
+            t,
+            scale,
+            zero,
+            channels: c,
+        })
+    }
+
+    /// One QDQ convolution stage (per-channel int8 weights, int32 bias, optional ReLU6).
+    fn conv(
+        &mut self,
+        name: &str,
+        x: Q,
+        m: usize,
+        k: usize,
+        stride: usize,
+        depthwise: bool,
+    ) -> Result<Q, String> {
+        let c = x.channels;
+        let group = if depthwise { c } else { 1 };
+        let cg = c / group;
+        let xf = self.dequantize(&format!("{name}_dq_x"), x)?;
+        let sw: Vec<f32> = (0..m)
+            .map(|_| 0.002 + 0.01 * (self.r.unit() as f32 + 1.0))
+            .collect();
+        let w = bytes(self.r, DataType::I8, &[m, cg, k, k])?;
+        let wc = self.constant(&format!("{name}_w"), w)?;
+        let ws = self.constant(
+            &format!("{name}_w_scale"),
+            Tensor::from_vec(vec![m], sw.clone()).map_err(err)?,
+        )?;
+        let wz = self.constant(
+            &format!("{name}_w_zero"),
+            Tensor::from_f64_values(TensorInfo::new(DataType::I8, vec![m]), &vec![0.0; m])
+                .map_err(err)?,
+        )?;
+        let dq0 = Op::DequantizeLinear {
+            axis: 0,
+            to: DataType::F32,
+            block_size: 0,
+        };
+        let wf = self.one(&format!("{name}_dq_w"), dq0.clone(), &[wc, ws, wz])?;
+        let b = self.r.tensor(DataType::I32, &[m], -3000.0, 3000.0)?;
+        let bc = self.constant(&format!("{name}_b"), b)?;
+        let sb: Vec<f32> = sw.iter().map(|&s| x.scale * s).collect();
+        let bs = self.constant(
+            &format!("{name}_b_scale"),
+            Tensor::from_vec(vec![m], sb).map_err(err)?,
+        )?;
+        let bz = self.constant(
+            &format!("{name}_b_zero"),
+            Tensor::from_vec(vec![m], vec![0i32; m]).map_err(err)?,
+        )?;
+        let bf = self.one(&format!("{name}_dq_b"), dq0, &[bc, bs, bz])?;
+        let op = Op::Conv(ConvDesc {
+            window: Window {
+                kernel: vec![k, k],
+                strides: vec![stride; 2],
+                dilations: vec![1, 1],
+                pads: vec![k / 2; 4],
+                auto_pad: AutoPad::NotSet,
+            },
+            group,
+        });
+        let mut y = self.one(&format!("{name}_conv"), op, &[xf, wf, bf])?;
+        let relu6 = self.r.below(3) != 0;
+        if relu6 {
+            let clip = Op::Unary(UnaryOp::Clip { min: 0.0, max: 6.0 });
+            y = self.one(&format!("{name}_relu6"), clip, &[y])?;
+        }
+        // An output scale that spreads typical sums over the 8-bit range.
+        let depth = (cg * k * k) as f32;
+        let sw_mean = sw.iter().sum::<f32>() / m as f32;
+        let sy = x.scale * sw_mean * 40.0 * 40.0 * depth.sqrt() / 60.0;
+        self.quantize(&format!("{name}_q"), y, sy, m)
+    }
+}
+
+/// A random inverted-residual block (see the module's description).
+pub(crate) fn block(r: &mut Rng) -> Result<QuantCase, String> {
+    let dt = r.pick(&[DataType::I8, DataType::U8]);
+    let (n, h, w) = (
+        r.pick(&[1, 1, 2]),
+        r.pick(&[1, 3, 7, 12]),
+        r.pick(&[1, 2, 5, 13]),
+    );
+    let c = r.pick(&[1, 3, 8, 17, 24]);
+    let expand = r.pick(&[1, 2, 6]);
+    let stride = r.pick(&[1, 1, 2]);
+    let cout = r.pick(&[c, c, 5, 16]);
+    let x = bytes(r, dt, &[n, h, w, c])?;
+    let mut b = Block {
+        net: Network::new(),
+        r,
+        dt,
+    };
+    let xi = b.net.add_input("x", x.info().clone()).map_err(err)?;
+    let to_nchw = Op::Transpose {
+        perm: vec![0, 3, 1, 2],
+    };
+    let xt = b.one("to_nchw", to_nchw, &[xi])?;
+    let zx = if dt == DataType::I8 { 3 } else { 125 };
+    let x0 = Q {
+        t: xt,
+        scale: 0.05,
+        zero: zx,
+        channels: c,
+    };
+    let e = b.conv("expand", x0, c * expand, 1, 1, false)?;
+    let d = b.conv("depthwise", e, c * expand, 3, stride, true)?;
+    let p = b.conv("project", d, cout, 1, 1, false)?;
+    let residual = stride == 1 && cout == c;
+    let out = if residual {
+        let pf = b.dequantize("add_dq_a", p)?;
+        let xf = b.dequantize("add_dq_b", x0)?;
+        let sum = b.one("add", Op::Binary(BinaryOp::Add), &[pf, xf])?;
+        let scale = p.scale.max(x0.scale) * 1.5;
+        b.quantize("add_q", sum, scale, c)?
+    } else {
+        p
+    };
+    b.net.mark_output(out.t).map_err(err)?;
+    Ok(QuantCase {
+        family: "QBlock",
+        about: format!(
+            "{dt} NHWC [{n},{h},{w},{c}], expand ×{expand}, depthwise stride {stride}, \
+             project to {cout}{}",
+            if residual { ", residual add" } else { "" }
+        ),
+        network: b.net,
+        feed: vec![("x".into(), x)],
+    })
+}
