@@ -72,16 +72,6 @@ fn shape_list<'py>(py: Python<'py>, dims: &[DimExpr]) -> PyResult<Bound<'py, PyL
     PyList::new(py, items)
 }
 
-impl DynamicNetwork {
-    fn all_names(values: &[Declared]) -> String {
-        values
-            .iter()
-            .map(|d| d.name.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
-    }
-}
-
 #[pymethods]
 impl DynamicNetwork {
     #[new]
@@ -227,7 +217,7 @@ impl DynamicNetwork {
                 {
                     return Err(Error::invalid(format!(
                         "'{n}' is not an output of the model; its outputs are: {}",
-                        Self::all_names(&self.outputs)
+                        model::all_names(&self.outputs)
                     ))
                     .into());
                 }
@@ -243,7 +233,7 @@ impl DynamicNetwork {
             let decl = self.inputs.iter().find(|d| d.name == name).ok_or_else(|| {
                 Error::invalid(format!(
                     "'{name}' is not an input of the model; its inputs are: {}",
-                    Self::all_names(&self.inputs)
+                    model::all_names(&self.inputs)
                 ))
             })?;
             let dtype = decl.dtype.ok_or_else(|| {
@@ -273,7 +263,7 @@ impl DynamicNetwork {
                 "input '{}' ({}) is missing; the model's inputs are: {}",
                 missing.name,
                 missing.describe(&[]),
-                Self::all_names(&self.inputs)
+                model::all_names(&self.inputs)
             ))
             .into());
         }
@@ -303,8 +293,8 @@ impl DynamicNetwork {
     fn __repr__(&self) -> String {
         format!(
             "DynamicNetwork(inputs=[{}], outputs=[{}], {})",
-            Self::all_names(&self.inputs),
-            Self::all_names(&self.outputs),
+            model::all_names(&self.inputs),
+            model::all_names(&self.outputs),
             self.net.stats()
         )
     }

@@ -202,3 +202,12 @@ fn type_string(ty: Option<&TypeProto>, depth: usize) -> String {
         None => "unknown".into(),
     }
 }
+
+/// The names of `values`, comma-separated (for errors that list what a model declares).
+pub fn all_names(values: &[Declared]) -> String {
+    values
+        .iter()
+        .map(|d| d.name.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}

@@ -531,14 +531,6 @@ impl InferenceSession {
         }
         Ok(())
     }
-
-    fn all_names(values: &[Declared]) -> String {
-        values
-            .iter()
-            .map(|d| d.name.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
-    }
 }
 
 #[pymethods]
@@ -718,7 +710,7 @@ impl InferenceSession {
                         .ok_or_else(|| {
                             Error::invalid(format!(
                                 "'{n}' is not an output of the model; its outputs are: {}",
-                                Self::all_names(&self.outputs)
+                                model::all_names(&self.outputs)
                             ))
                         })
                 })
@@ -738,7 +730,7 @@ impl InferenceSession {
                 .ok_or_else(|| {
                     Error::from(RuntimeError::UnknownInput {
                         name: name.clone(),
-                        all: Self::all_names(&self.inputs),
+                        all: model::all_names(&self.inputs),
                     })
                 })?;
             let array = arrays::as_array(&value)?;
@@ -751,7 +743,7 @@ impl InferenceSession {
                 return Err(Error::from(RuntimeError::MissingInput {
                     name: decl.name.clone(),
                     expected: decl.describe(&self.options.free_dimensions),
-                    all: Self::all_names(&self.inputs),
+                    all: model::all_names(&self.inputs),
                 })
                 .into());
             };
@@ -823,8 +815,8 @@ impl InferenceSession {
     fn __repr__(&self) -> String {
         format!(
             "InferenceSession(inputs=[{}], outputs=[{}], providers=[{}])",
-            Self::all_names(&self.inputs),
-            Self::all_names(&self.outputs),
+            model::all_names(&self.inputs),
+            model::all_names(&self.outputs),
             self.providers
                 .iter()
                 .map(|b| format!("'{b}'"))
