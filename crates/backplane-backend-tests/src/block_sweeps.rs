@@ -8,6 +8,7 @@
 //! first (CpuRef behind it) against the same network on CpuRef alone.
 
 use crate::exec::{compare_outputs, run_network, Run};
+use crate::generated::{run_families, Generated};
 use crate::report::{Outcome, Report};
 use crate::sweeps::Rng;
 use backplane::core::ops::{AutoPad, BinaryOp, ConvDesc, MathOp, PoolKind, UnaryOp, Window};
@@ -128,7 +129,7 @@ pub fn squeeze_excite_block(r: &mut Rng) -> Result<BlockCase, String> {
 }
 
 /// A family's generator.
-pub type Generator = fn(&mut Rng) -> Result<BlockCase, String>;
+pub type Generator = crate::generated::Generator<BlockCase>;
 
 /// The families: name and generator.
 pub const FAMILIES: &[(&str, Generator)] = &[("SqueezeExciteBlock", squeeze_excite_block)];
@@ -163,22 +164,14 @@ pub fn run_case(runtime: &Runtime, backend: &BackendId, case: &BlockCase) -> Out
 
 /// Run `cases` blocks of every family on `backend`, from `seed`, into `report`.
 pub fn run(runtime: &Runtime, backend: &BackendId, seed: u64, cases: usize, report: &mut Report) {
-    for (fi, (family, generate)) in FAMILIES.iter().enumerate() {
-        for i in 0..cases {
-            let case_seed = seed
-                .wrapping_mul(3_000_017)
-                .wrapping_add((fi * 100_000 + i) as u64);
-            let name = format!("{family} #{i} (--seed {seed}; case seed {case_seed})");
-            let outcome = match generate(&mut Rng::new(case_seed)) {
-                Ok(case) => {
-                    let name = format!("{name}: {}", case.about);
-                    report.record(SUITE, family, &name, run_case(runtime, backend, &case));
-                    continue;
-                }
-                Err(e) => Outcome::Skipped(e),
-            };
-            report.record(SUITE, family, &name, outcome);
-        }
+    run_families(SUITE, FAMILIES, 3_000_017, seed, cases, report, |case| {
+        run_case(runtime, backend, case)
+    });
+}
+
+impl Generated for BlockCase {
+    fn about(&self) -> &str {
+        &self.about
     }
 }
 

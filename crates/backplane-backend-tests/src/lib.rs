@@ -32,6 +32,7 @@ pub mod balance;
 pub mod block_sweeps;
 pub mod contract;
 pub mod exec;
+pub mod generated;
 pub mod node_tests;
 pub mod op_table;
 mod quant_blocks;

@@ -5,11 +5,12 @@
 //! CpuRef alone.
 //!
 //! A backend may fold a chain into one integer layer whose rounding differs from the f32
-//! chain's (TFLite's fixed-point requantization rounds half away from zero, twice): results
+//! chain's (one requantization instead of a dequantize, an f32 op and a quantize): results
 //! may be one quantum off. The cases pass when no element is more than one quantum off, and
 //! the report names the count of elements that are.
 
 use crate::exec::{run_network, Run};
+use crate::generated::{run_families, Generated};
 use crate::report::{Outcome, Report};
 use crate::sweeps::{window, Rng};
 use backplane::core::ops::{BinaryOp, ConvDesc, UnaryOp};
@@ -32,7 +33,7 @@ pub struct QuantCase {
 }
 
 /// A generator of one family's chains.
-type Generator = fn(&mut Rng) -> Result<QuantCase, String>;
+type Generator = crate::generated::Generator<QuantCase>;
 
 /// The families.
 pub const FAMILIES: &[(&str, Generator)] = &[
@@ -362,22 +363,14 @@ pub fn run_case(runtime: &Runtime, backend: &BackendId, case: &QuantCase) -> Out
 
 /// Run `cases` chains of every family on `backend`, from `seed`, into `report`.
 pub fn run(runtime: &Runtime, backend: &BackendId, seed: u64, cases: usize, report: &mut Report) {
-    for (fi, (family, generate)) in FAMILIES.iter().enumerate() {
-        for i in 0..cases {
-            let case_seed = seed
-                .wrapping_mul(2_000_003)
-                .wrapping_add((fi * 100_000 + i) as u64);
-            let name = format!("{family} #{i} (--seed {seed}; case seed {case_seed})");
-            let outcome = match generate(&mut Rng::new(case_seed)) {
-                Ok(case) => {
-                    let name = format!("{name}: {}", case.about);
-                    report.record(SUITE, family, &name, run_case(runtime, backend, &case));
-                    continue;
-                }
-                Err(e) => Outcome::Skipped(e),
-            };
-            report.record(SUITE, family, &name, outcome);
-        }
+    run_families(SUITE, FAMILIES, 2_000_003, seed, cases, report, |case| {
+        run_case(runtime, backend, case)
+    });
+}
+
+impl Generated for QuantCase {
+    fn about(&self) -> &str {
+        &self.about
     }
 }
 
