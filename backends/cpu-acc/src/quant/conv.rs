@@ -136,10 +136,25 @@ pub(super) fn plan<'a>(
         return super::nhwc_conv::plan(d, layer);
     }
     let geo = geometry(&d, x, w, y)?;
-    if b.shape.elements() != geo.m {
+    plan_workload(layer, d, geo, QConvWorkload::new)
+}
+
+/// How a layout's workload is made: from the description, geometry, the constant weights'
+/// bytes and the int32 bias.
+pub(super) type MakeWorkload<W> = fn(Io, QConvDesc, Geometry, &[u8], &[i32], Threads) -> Result<W>;
+
+/// The plan both layouts share: the bias checked against the output channels, then the
+/// workload made by `make` from the layer's constant weights and bias.
+pub(super) fn plan_workload<W: Workload + 'static>(
+    layer: &LayerDesc,
+    d: QConvDesc,
+    geo: Geometry,
+    make: MakeWorkload<W>,
+) -> std::result::Result<Plan<'_>, String> {
+    let bias_len = layer.inputs.get(2).map_or(0, |b| b.shape.elements());
+    if bias_len != geo.m {
         return Err(format!(
-            "{QLINEAR_CONV}: bias of {} for {} channels",
-            b.shape.elements(),
+            "{QLINEAR_CONV}: bias of {bias_len} for {} channels",
             geo.m
         ));
     }
@@ -150,8 +165,7 @@ pub(super) fn plan<'a>(
         let bt = layer
             .constant(2)
             .ok_or_else(|| io.error("bias not constant".into()))?;
-        let work = QConvWorkload::new(io, d, geo, wt.bytes(), bt.as_slice::<i32>()?, th)?;
-        done(work)
+        done(make(io, d, geo, wt.bytes(), bt.as_slice::<i32>()?, th)?)
     }))
 }
 

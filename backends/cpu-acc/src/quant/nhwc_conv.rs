@@ -15,10 +15,10 @@
 //! The sums and the requantization are those of the NCHW path ([`super::conv`]), so both
 //! layouts give the same bytes.
 
-use super::conv::{alloc, centered, geometry, requant_params, Geometry, QConvDesc};
+use super::conv::{alloc, centered, geometry, plan_workload, requant_params, Geometry, QConvDesc};
 use super::QLINEAR_CONV;
 use crate::io::Io;
-use crate::plan::{done, Plan};
+use crate::plan::Plan;
 use crate::threads::Threads;
 use backplane_backend_api::{BackendError, LayerDesc, Result, Workload};
 use backplane_core::{DataType, TensorInfo, TensorView, TensorViewMut};
@@ -47,7 +47,7 @@ pub(super) fn runs(d: &QConvDesc, c: usize, m: usize) -> bool {
 
 /// The plan of a channels-last int8 convolution (tensor types checked by the caller).
 pub(super) fn plan(d: QConvDesc, layer: &LayerDesc) -> std::result::Result<Plan<'_>, String> {
-    let [x, w, b] = layer.inputs.as_slice() else {
+    let [x, w, _bias] = layer.inputs.as_slice() else {
         return Err(format!("{QLINEAR_CONV} takes x, w and an int32 bias"));
     };
     let y = layer.outputs.first().ok_or("no output")?;
@@ -59,23 +59,7 @@ pub(super) fn plan(d: QConvDesc, layer: &LayerDesc) -> std::result::Result<Plan<
             d.group, geo.c
         ));
     }
-    if b.shape.elements() != geo.m {
-        return Err(format!(
-            "{QLINEAR_CONV}: bias of {} for {} channels",
-            b.shape.elements(),
-            geo.m
-        ));
-    }
-    Ok(Plan::new(move |io, th| {
-        let wt = layer
-            .constant(1)
-            .ok_or_else(|| io.error("weights not constant".into()))?;
-        let bt = layer
-            .constant(2)
-            .ok_or_else(|| io.error("bias not constant".into()))?;
-        let work = NhwcQConv::new(io, d, geo, wt.bytes(), bt.as_slice::<i32>()?, th)?;
-        done(work)
-    }))
+    plan_workload(layer, d, geo, NhwcQConv::new)
 }
 
 /// How the layer computes its sums.
