@@ -31,7 +31,7 @@ use crate::act::Activation;
 use crate::fusion::{ConvLayout, ConvSpec, Fused};
 use backplane_backend_api::{ReplacementLayer, SubgraphView, Substitution, ValueRef};
 use backplane_core::ops::{BinaryOp, PoolKind, ReduceDesc, ReduceKind};
-use backplane_core::{DataType, LayerId, Op, TensorId, TensorInfo};
+use backplane_core::{DataType, LayerId, Network, Op, TensorId, TensorInfo};
 use std::collections::{BTreeSet, HashMap};
 
 /// Fewest floats of an expansion's output for it to run with its depthwise convolution.
@@ -483,23 +483,8 @@ fn rewrite(
         .flat_map(|u| subs[u.sub].replaced.iter().copied())
         .chain(pooled.iter().map(|&(_, l)| l))
         .collect();
-    // Convex: nothing reachable from the region through layers outside it is inside it.
-    let mut stack: Vec<LayerId> = units
-        .iter()
-        .flat_map(|u| consumers[u.out.0].iter().map(|(l, _)| *l))
-        .filter(|l| !replaced.contains(l))
-        .collect();
-    let mut seen: BTreeSet<LayerId> = BTreeSet::new();
-    while let Some(l) = stack.pop() {
-        if replaced.contains(&l) {
-            return None;
-        }
-        if !seen.insert(l) {
-            continue;
-        }
-        for &t in &net.layer(l).outputs {
-            stack.extend(consumers[t.0].iter().map(|(c, _)| *c));
-        }
+    if !is_convex(net, &consumers, units.iter().map(|u| u.out), &replaced) {
+        return None;
     }
     // Execution order: a unit once its region inputs are computed (a pool's output once the
     // pool's input is).
@@ -750,4 +735,30 @@ fn rewrite(
         replaced: replaced.into_iter().collect(),
         replacement: layers,
     })
+}
+
+/// Whether a region replacing the layers `replaced`, whose units write `outputs`, is convex:
+/// nothing reachable from those outputs through layers outside the region is inside it (the
+/// region runs as one layer, so a path out of it and back in would be a cycle).
+pub(crate) fn is_convex(
+    net: &Network,
+    consumers: &[Vec<(LayerId, usize)>],
+    outputs: impl Iterator<Item = TensorId>,
+    replaced: &BTreeSet<LayerId>,
+) -> bool {
+    let readers = |t: TensorId| consumers.get(t.0).into_iter().flatten().map(|&(l, _)| l);
+    let mut stack: Vec<LayerId> = outputs
+        .flat_map(readers)
+        .filter(|l| !replaced.contains(l))
+        .collect();
+    let mut seen: BTreeSet<LayerId> = BTreeSet::new();
+    while let Some(l) = stack.pop() {
+        if replaced.contains(&l) {
+            return false;
+        }
+        if seen.insert(l) {
+            stack.extend(net.layer(l).outputs.iter().copied().flat_map(readers));
+        }
+    }
+    true
 }

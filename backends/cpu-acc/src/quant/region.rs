@@ -19,6 +19,7 @@
 use super::binary::QBinaryDesc;
 use super::conv::QConvDesc;
 use super::{QLINEAR_BINARY, QLINEAR_CONV};
+use crate::layout::is_convex;
 use backplane_backend_api::{ReplacementLayer, SubgraphView, Substitution, ValueRef};
 use backplane_core::ops::{CustomOp, ReduceDesc, ReduceKind};
 use backplane_core::{LayerId, Network, Op, TensorId, TensorInfo, TensorKind};
@@ -287,23 +288,8 @@ fn rewrite(
         return None;
     }
     replaced.extend(extra);
-    // Convex: nothing reachable from the region through layers outside it is inside it.
-    let mut stack: Vec<LayerId> = units
-        .iter()
-        .flat_map(|u| consumers[u.out.0].iter().map(|(l, _)| *l))
-        .filter(|l| !replaced.contains(l))
-        .collect();
-    let mut seen: BTreeSet<LayerId> = BTreeSet::new();
-    while let Some(l) = stack.pop() {
-        if replaced.contains(&l) {
-            return None;
-        }
-        if !seen.insert(l) {
-            continue;
-        }
-        for &t in &net.layer(l).outputs {
-            stack.extend(consumers[t.0].iter().map(|(c, _)| *c));
-        }
+    if !is_convex(net, &consumers, units.iter().map(|u| u.out), &replaced) {
+        return None;
     }
     // Execution order: a unit once the region tensors it reads are computed.
     let mut order: Vec<&Unit> = Vec::new();
