@@ -12,7 +12,7 @@ use crate::model::{self, Declared};
 use crate::options::SessionOptions;
 use crate::session::{new_runtime, parse_providers, NodeArg};
 use backplane::core::symbolic::DimExpr;
-use backplane::{OptimizerOptions, PlanCacheStats, Tensor, TensorInfo};
+use backplane::{NodeCacheStats, OptimizerOptions, PlanCacheStats, Tensor, TensorInfo};
 use numpy::PyUntypedArrayMethods;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString};
@@ -53,6 +53,18 @@ fn stats_dict<'py>(py: Python<'py>, s: PlanCacheStats) -> PyResult<Bound<'py, Py
     d.set_item("size", s.size)?;
     d.set_item("capacity", s.capacity)?;
     d.set_item("networks", s.networks)?;
+    d.set_item("hits", s.hits)?;
+    d.set_item("misses", s.misses)?;
+    d.set_item("evictions", s.evictions)?;
+    d.set_item("bytes", s.bytes)?;
+    Ok(d)
+}
+
+/// The cut nodes' cache counts as a dict.
+fn node_stats_dict<'py>(py: Python<'py>, s: NodeCacheStats) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("size", s.size)?;
+    d.set_item("capacity_per_node", s.capacity_per_node)?;
     d.set_item("hits", s.hits)?;
     d.set_item("misses", s.misses)?;
     d.set_item("evictions", s.evictions)?;
@@ -172,6 +184,18 @@ impl DynamicNetwork {
     /// each node a plan is cut at (``networks`` counts them, this one included).
     fn total_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         stats_dict(py, self.net.total_stats())
+    }
+
+    /// The cut nodes' import cache (each node a plan is cut at is imported alone with the
+    /// values it needs): ``size``, ``capacity_per_node``, ``hits``, ``misses`` (imports),
+    /// ``evictions`` and ``bytes``, for this network's own cuts.
+    fn node_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        node_stats_dict(py, self.net.node_stats())
+    }
+
+    /// :meth:`node_stats` summed over the nested networks too.
+    fn total_node_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        node_stats_dict(py, self.net.total_node_stats())
     }
 
     /// The nodes plans were cut at (their output shapes depend on values): ``[{"node":

@@ -135,6 +135,13 @@ def test_data_dependent_shapes_match_onnx_runtime_outputs():
     assert total["networks"] > 1
     assert total["hits"] >= 1
     assert net.stats()["misses"] == 1  # the part before the cut has fixed shapes
+    # The cut nodes' imports: sets a and b imported them, a again found its entries.
+    own = net.node_stats()
+    assert own["capacity_per_node"] == 8
+    assert own["misses"] >= 2 and own["hits"] >= 1
+    nodes = net.total_node_stats()
+    assert nodes["misses"] >= own["misses"] and nodes["hits"] >= own["hits"]
+    assert nodes["size"] >= 1 and nodes["bytes"] > 0
 
 
 def test_a_loop_ending_on_its_condition_runs_from_python():

@@ -164,6 +164,10 @@ class DynamicNetwork:
         ``misses``, ``evictions``, ``bytes`` (the plans' working memory)."""
     def total_stats(self) -> Dict[str, int]:
         """:meth:`stats` summed over the nested networks serving the rest after each cut."""
+    def node_stats(self) -> Dict[str, int]:
+        """The cut nodes' import cache: size, capacity_per_node, hits, misses, evictions, bytes."""
+    def total_node_stats(self) -> Dict[str, int]:
+        """:meth:`node_stats` summed over the nested networks too."""
     def cuts(self) -> List[Dict[str, str]]:
         """The nodes plans were cut at: ``{"node": label, "op_type": op}``."""
     def run(
