@@ -128,7 +128,7 @@ fn elementwise_kernels_match_cpu_ref() {
 /// by 2.5 ULP, NVIDIA's is), and Relu keeping NaN and -0.0 (a driver may turn the select into
 /// a `max` that drops NaN). Compared with no tolerance at all.
 #[test]
-fn division_and_relu_are_exact() {
+fn division_reciprocal_and_relu_are_exact() {
     let Some(rt) = runtime() else { return };
     let mut r = Rng::new(11);
     let a = t(&mut r, &[100003]);
@@ -150,6 +150,7 @@ fn division_and_relu_are_exact() {
         ],
     )
     .unwrap();
+    let b_again = b.clone();
     let exact = |op, inputs| SweepCase {
         rtol: 0.0,
         atol: 0.0,
@@ -192,6 +193,9 @@ fn division_and_relu_are_exact() {
                 Op::Binary(BinaryOp::Div),
                 vec![(f32s(&num), false), (f32s(&den), false)],
             ),
+            // Reciprocal divides as Div does: exact on the same operands.
+            exact(Op::Math(MathOp::Reciprocal), vec![(f32s(&den), false)]),
+            exact(Op::Math(MathOp::Reciprocal), vec![(b_again, false)]),
         ],
     );
 }

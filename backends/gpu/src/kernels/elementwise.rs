@@ -91,7 +91,7 @@ impl Act {
                     lit(*gamma),
                     lit(*alpha)
                 ),
-                MathOp::Reciprocal => "1.0 / x".into(),
+                MathOp::Reciprocal => "div_rn(1.0, x)".into(),
                 MathOp::Floor => "floor(x)".into(),
                 MathOp::Ceil => "ceil(x)".into(),
                 MathOp::Sin => "sin(x)".into(),
@@ -99,7 +99,13 @@ impl Act {
                 _ => "x".into(),
             },
         };
-        format!("{ERF}\nfn act(x: f32) -> f32 {{ return {expr}; }}\n")
+        // Reciprocal divides exactly, as Div does (the hardware's `/` may be off by an ULP).
+        let div = if matches!(self, Act::Math(MathOp::Reciprocal)) {
+            DIV
+        } else {
+            ""
+        };
+        format!("{ERF}\n{div}\nfn act(x: f32) -> f32 {{ return {expr}; }}\n")
     }
 }
 
@@ -239,7 +245,14 @@ pub fn binary(
     y[i] = act({});",
         binary_expr(op)
     );
-    let helpers = format!("{POW}\n{DIV}\n{}", act.wgsl());
+    let act_src = act.wgsl();
+    // The activation brings `div_rn` itself when it divides (Reciprocal).
+    let div = if act_src.contains("fn div_rn") {
+        ""
+    } else {
+        DIV
+    };
+    let helpers = format!("{POW}\n{div}\n{act_src}");
     let source = linear_shader(2, &helpers, &body);
     let mut params = vec![super::p32(out.len(), "the rank")?];
     params.extend(p32s(out, "a dimension")?);
