@@ -169,6 +169,18 @@ pub(super) fn plan_workload<W: Workload + 'static>(
     }))
 }
 
+/// Rows and columns of the zero-padded input plane the windows of `d` read for the output
+/// of `g` (both layouts pad the same way).
+pub(super) fn padded_extent(d: &QConvDesc, g: &Geometry) -> (usize, usize) {
+    let span = |o: usize, s: usize, k: usize, dl: usize| {
+        o.saturating_sub(1) * s + k.saturating_sub(1) * dl + 1
+    };
+    (
+        span(g.oh, d.strides[0], d.kernel[0], d.dilations[0]),
+        span(g.ow, d.strides[1], d.kernel[1], d.dilations[1]),
+    )
+}
+
 /// The folded int8 convolution.
 struct QConvWorkload {
     io: Io,
@@ -282,18 +294,6 @@ impl QConvWorkload {
         })
     }
 
-    /// Rows and columns of the zero-padded input plane the windows read.
-    fn padded_extent(&self) -> (usize, usize) {
-        let (d, g) = (&self.d, &self.geo);
-        let span = |o: usize, s: usize, k: usize, dl: usize| {
-            o.saturating_sub(1) * s + k.saturating_sub(1) * dl + 1
-        };
-        (
-            span(g.oh, d.strides[0], d.kernel[0], d.dilations[0]),
-            span(g.ow, d.strides[1], d.kernel[1], d.dilations[1]),
-        )
-    }
-
     /// Depthwise layers (one input channel per group): per output channel, the input
     /// plane centered into a zero-padded scratch plane, then each tap added along an
     /// output row.
@@ -304,7 +304,7 @@ impl QConvWorkload {
         let [kh, kw] = d.kernel;
         let kk = kh * kw;
         let mg = g.m / d.group;
-        let (hp, wp) = self.padded_extent();
+        let (hp, wp) = padded_extent(&self.d, &self.geo);
         // The padded plane split by column phase (column `xx` at `xx % s`, `xx / s`), so that
         // every tap reads a contiguous run of its phase whatever the stride.
         let s = d.strides[1];

@@ -15,7 +15,9 @@
 //! The sums and the requantization are those of the NCHW path ([`super::conv`]), so both
 //! layouts give the same bytes.
 
-use super::conv::{alloc, centered, geometry, plan_workload, requant_params, Geometry, QConvDesc};
+use super::conv::{
+    alloc, centered, geometry, padded_extent, plan_workload, requant_params, Geometry, QConvDesc,
+};
 use super::QLINEAR_CONV;
 use crate::io::Io;
 use crate::plan::Plan;
@@ -174,18 +176,6 @@ impl NhwcQConv {
         })
     }
 
-    /// Rows and columns of the zero-padded input the windows read.
-    fn padded_extent(&self) -> (usize, usize) {
-        let (d, g) = (&self.d, &self.geo);
-        let span = |o: usize, s: usize, k: usize, dl: usize| {
-            o.saturating_sub(1) * s + k.saturating_sub(1) * dl + 1
-        };
-        (
-            span(g.oh, d.strides[0], d.kernel[0], d.dilations[0]),
-            span(g.ow, d.strides[1], d.kernel[1], d.dilations[1]),
-        )
-    }
-
     /// The input centered into zero-padded images of `hp × wp` pixels, the columns split by
     /// phase: padded pixel (n, yy, xx) at `((n·phases + xx % phases)·hp + yy)·wq + xx / phases`
     /// (`wq = ⌈wp / phases⌉`), its C channels from there. With the stride as `phases`, each
@@ -193,7 +183,7 @@ impl NhwcQConv {
     fn padded(&self, x: &[u8], phases: usize) -> Result<Vec<i16>> {
         let g = &self.geo;
         let c = g.c;
-        let (hp, wp) = self.padded_extent();
+        let (hp, wp) = padded_extent(&self.d, &self.geo);
         let wq = wp.div_ceil(phases);
         let image = phases * hp * wq * c;
         let mut out = alloc(g.n * image, 0i16, &self.io)?;
@@ -229,7 +219,7 @@ impl NhwcQConv {
         let c = g.c;
         let [kh, kw] = d.kernel;
         let s = d.strides[1];
-        let (hp, wp) = self.padded_extent();
+        let (hp, wp) = padded_extent(&self.d, &self.geo);
         let wq = wp.div_ceil(s);
         let xp = self.padded(x, s)?;
         let image = s * hp * wq * c;
@@ -265,7 +255,7 @@ impl NhwcQConv {
         let d = &self.d;
         let c = g.c;
         let [kh, kw] = d.kernel;
-        let (hp, wp) = self.padded_extent();
+        let (hp, wp) = padded_extent(&self.d, &self.geo);
         let out = g.oh * g.ow;
         for (i, arow) in a.chunks_exact_mut(kp).take(rows).enumerate() {
             let p = p0 + i;
