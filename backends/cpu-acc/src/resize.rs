@@ -13,7 +13,7 @@ use crate::gemm;
 use crate::io::{f32s, f32s_mut, input, output, Io};
 use crate::threads::Threads;
 use backplane_backend_api::{BackendError, Result, Workload};
-use backplane_core::ops::{clamp_index, CoordinateTransform, ResizeDesc, ResizeMode};
+use backplane_core::ops::{linear_neighbours, CoordinateTransform, ResizeDesc, ResizeMode};
 use backplane_core::{TensorView, TensorViewMut};
 use std::cell::RefCell;
 
@@ -65,17 +65,12 @@ struct Tap {
 }
 
 fn linear(c: f32, len: usize) -> Tap {
-    let c = f64::from(c);
-    let last = len.saturating_sub(1) as f64;
-    let c = if c.is_nan() { 0.0 } else { c.clamp(0.0, last) };
-    let lo = c.floor();
-    let frac = c - lo;
-    let i0 = clamp_index(lo, len);
+    let [(i0, w0), (i1, w1)] = linear_neighbours(c, len);
     Tap {
         i0,
-        i1: (i0 + 1).min(len.saturating_sub(1)),
-        w0: (1.0 - frac) as f32,
-        w1: frac as f32,
+        i1,
+        w0: w0 as f32,
+        w1: w1 as f32,
     }
 }
 

@@ -29,7 +29,7 @@ use super::layout::gather_elements;
 use crate::Result;
 use backplane_backend_api::BackendError;
 use backplane_core::ops::{
-    clamp_index, crop_coordinate, CoordinateTransform, ResizeDesc, ResizeMode,
+    clamp_index, crop_coordinate, linear_neighbours, CoordinateTransform, ResizeDesc, ResizeMode,
 };
 use backplane_core::shape::strides_of;
 use backplane_core::{DataType, TensorView, TensorViewMut};
@@ -90,17 +90,7 @@ type Taps = Vec<(usize, f64)>;
 
 /// Linear: the two neighbours of the clamped coordinate.
 fn linear_taps(c: f32, len: usize) -> Taps {
-    let c = f64::from(c);
-    let c = if c.is_nan() {
-        0.0
-    } else {
-        c.clamp(0.0, (len - 1) as f64)
-    };
-    let lo = c.floor();
-    let frac = c - lo;
-    let i0 = clamp_index(lo, len);
-    let i1 = (i0 + 1).min(len - 1);
-    vec![(i0, 1.0 - frac), (i1, frac)]
+    linear_neighbours(c, len).to_vec()
 }
 
 /// Cubic: four neighbours `floor(c) - 1 ..= floor(c) + 2` weighted by the Keys kernel.

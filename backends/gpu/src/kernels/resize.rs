@@ -6,7 +6,7 @@
 
 use super::typed::{self, Storage};
 use super::{linear_shader, linear_step, p32, p32s, product, strides, Bind, Step};
-use backplane_core::ops::{clamp_index, CoordinateTransform, ResizeDesc, ResizeMode};
+use backplane_core::ops::{linear_neighbours, CoordinateTransform, ResizeDesc, ResizeMode};
 
 /// Most axes linear mode blends over (2^rank neighbours per output element).
 const MAX_LINEAR_RANK: usize = 6;
@@ -117,22 +117,12 @@ pub fn resize(
             // Linear's two neighbours of the clamped coordinate and their weights, as
             // CpuRef's taps (weights rounded to f32).
             let p = params(x, &out, 1, 4, |axis, o| {
-                let len = x[axis];
-                let c = f64::from(coordinate(axis, o));
-                let c = if c.is_nan() {
-                    0.0
-                } else {
-                    c.clamp(0.0, (len - 1) as f64)
-                };
-                let lo = c.floor();
-                let frac = c - lo;
-                let i0 = clamp_index(lo, len);
-                let i1 = (i0 + 1).min(len - 1);
+                let [(i0, w0), (i1, w1)] = linear_neighbours(coordinate(axis, o), x[axis]);
                 vec![
                     i0 as u32,
                     i1 as u32,
-                    ((1.0 - frac) as f32).to_bits(),
-                    (frac as f32).to_bits(),
+                    (w0 as f32).to_bits(),
+                    (w1 as f32).to_bits(),
                 ]
             })?;
             let body = "    let r = p[1];

@@ -49,7 +49,8 @@ pub use pooling::{MaxPoolIndicesDesc, MaxUnpoolDesc};
 pub use recurrent::{RnnActivation, RnnActivationKind, RnnDesc, RnnDirection, RnnKind};
 pub use reduce::{ReduceDesc, ReduceKind};
 pub use resize::{
-    clamp_index, crop_coordinate, CoordinateTransform, NearestMode, ResizeDesc, ResizeMode,
+    clamp_index, crop_coordinate, linear_neighbours, CoordinateTransform, NearestMode, ResizeDesc,
+    ResizeMode,
 };
 pub use sampling::{GridSampleDesc, GridSampleMode, GridSamplePadding};
 pub use signal::{DftDesc, StftDesc};

@@ -105,6 +105,23 @@ pub fn clamp_index(i: f64, len: usize) -> usize {
     }
 }
 
+/// Linear mode's two neighbours along an axis of `len` elements for source coordinate `c`
+/// (clamped into the axis; NaN reads element 0): `[(index, weight); 2]`, the weights summing
+/// to 1. Every backend's linear Resize takes its taps from here.
+pub fn linear_neighbours(c: f32, len: usize) -> [(usize, f64); 2] {
+    let c = f64::from(c);
+    let c = if c.is_nan() {
+        0.0
+    } else {
+        c.clamp(0.0, len.saturating_sub(1) as f64)
+    };
+    let lo = c.floor();
+    let frac = c - lo;
+    let i0 = clamp_index(lo, len);
+    let i1 = (i0 + 1).min(len.saturating_sub(1));
+    [(i0, 1.0 - frac), (i1, frac)]
+}
+
 impl NearestMode {
     /// The input index nearest mode reads for coordinate `c`, clamped into `0..len`
     /// (rounding done in f64, where `c ± 0.5` is exact).
@@ -171,5 +188,22 @@ impl ResizeDesc {
             ));
         }
         Ok(vec![TensorInfo::new(x.dtype, self.output_shape.clone())])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn linear_neighbours_clamp_and_weigh() {
+        assert_eq!(linear_neighbours(1.25, 4), [(1, 0.75), (2, 0.25)]);
+        // Past either end: the edge element, all weight on it.
+        assert_eq!(linear_neighbours(-3.0, 4), [(0, 1.0), (1, 0.0)]);
+        assert_eq!(linear_neighbours(9.5, 4), [(3, 1.0), (3, 0.0)]);
+        assert_eq!(linear_neighbours(f32::NAN, 4), [(0, 1.0), (1, 0.0)]);
+        // One element, and none: index 0 either way.
+        assert_eq!(linear_neighbours(0.5, 1), [(0, 1.0), (0, 0.0)]);
+        assert_eq!(linear_neighbours(0.5, 0), [(0, 1.0), (0, 0.0)]);
     }
 }
