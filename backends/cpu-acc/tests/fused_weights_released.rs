@@ -7,11 +7,11 @@
 
 mod support;
 
-use backplane_backend_api::{Backend, LayerDesc, SubgraphView, ValueRef};
+use backplane_backend_api::Backend;
 use backplane_core::ops::{BinaryOp, UnaryOp};
-use backplane_core::{LayerId, Network, Op, Tensor, TensorView};
+use backplane_core::{Network, Op, Tensor, TensorView};
 use backplane_cpu_acc::CpuAccBackend;
-use support::{close, reference, Rng};
+use support::{close, reference, sole_replacement, Rng};
 
 #[test]
 fn a_fused_matmul_reads_neither_weight_nor_bias_at_execution() {
@@ -45,30 +45,8 @@ fn a_fused_matmul_reads_neither_weight_nor_bias_at_execution() {
         }
         net.mark_output(y).unwrap();
 
-        let all = (0..net.layers().len()).map(LayerId).collect();
-        let backend = CpuAccBackend::new();
-        let views = backend.optimize_subgraph(&SubgraphView::new(&net, all));
-        assert_eq!(views.substitutions.len(), 1, "one substitution");
-        let rep = &views.substitutions[0].replacement[0];
-        assert_eq!(rep.inputs.len(), 3, "x, the weight and the bias");
-        let mut inputs = Vec::new();
-        let mut constants = Vec::new();
-        for v in &rep.inputs {
-            let k = match v {
-                ValueRef::Existing(t) => net.tensor(*t).constant().cloned(),
-                ValueRef::NewConstant(k) => Some(k.clone()),
-                ValueRef::Produced { .. } => panic!("a single-layer replacement"),
-            };
-            inputs.push(k.as_ref().map_or_else(|| x.clone(), |k| (**k).clone()));
-            constants.push(k);
-        }
-        let desc = LayerDesc {
-            name: rep.name.clone(),
-            op: rep.op.clone(),
-            inputs: inputs.iter().map(|t| t.info().clone()).collect(),
-            outputs: vec![want.info().clone()],
-            constants,
-        };
+        let (desc, inputs) = sole_replacement(&CpuAccBackend::new(), &net, &[(xi, &x)]);
+        assert_eq!(desc.inputs.len(), 3, "x, the weight and the bias");
         for threads in [1, 2] {
             let what = format!("{batch}x{m}x{k}x{n} relu={relu} threads={threads}");
             let factory = CpuAccBackend::with_threads(threads)

@@ -8,10 +8,10 @@
 
 mod support;
 
-use backplane_backend_api::{Backend, LayerDesc, SubgraphView, ValueRef};
 use backplane_core::ops::{BinaryOp, UnaryOp};
-use backplane_core::{LayerId, Network, Op, Tensor};
-use support::{close, reference, run_desc, Rng};
+use backplane_core::{Network, Op, Tensor};
+use backplane_cpu_acc::CpuAccBackend;
+use support::{close, reference, run_desc, sole_replacement, Rng};
 
 /// `x [batch, s, d]` → Transpose(1, 0, 2) → MatMul(W [d, n]) → Add(bias) [→ Relu] through
 /// CpuAcc's fused layer, and through CpuRef layer by layer.
@@ -42,29 +42,7 @@ fn check(r: &mut Rng, batch: usize, s: usize, d: usize, n: usize, relu: bool) {
     }
     net.mark_output(y).unwrap();
 
-    let all = (0..net.layers().len()).map(LayerId).collect();
-    let views =
-        backplane_cpu_acc::CpuAccBackend::new().optimize_subgraph(&SubgraphView::new(&net, all));
-    assert_eq!(views.substitutions.len(), 1, "one substitution");
-    assert!(views.untouched.is_empty(), "every layer fused");
-    let rep = &views.substitutions[0].replacement[0];
-    let (mut inputs, mut constants) = (Vec::new(), Vec::new());
-    for v in &rep.inputs {
-        let k = match v {
-            ValueRef::Existing(t) => net.tensor(*t).constant().cloned(),
-            ValueRef::NewConstant(k) => Some(k.clone()),
-            ValueRef::Produced { .. } => panic!("a single-layer replacement"),
-        };
-        inputs.push(k.as_ref().map_or_else(|| x.clone(), |k| (**k).clone()));
-        constants.push(k);
-    }
-    let desc = LayerDesc {
-        name: rep.name.clone(),
-        op: rep.op.clone(),
-        inputs: inputs.iter().map(|t| t.info().clone()).collect(),
-        outputs: vec![want.info().clone()],
-        constants,
-    };
+    let (desc, inputs) = sole_replacement(&CpuAccBackend::new(), &net, &[(xi, &x)]);
     let refs: Vec<&Tensor> = inputs.iter().collect();
     for threads in [1, 2] {
         let got = run_desc(&desc, &refs, threads).remove(0);

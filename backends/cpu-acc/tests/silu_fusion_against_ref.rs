@@ -7,13 +7,13 @@
 
 mod support;
 
-use backplane_backend_api::{Backend, LayerDesc, SubgraphView, ValueRef};
+use backplane_backend_api::{Backend, SubgraphView};
 use backplane_core::ops::{AutoPad, BinaryOp, ConvDesc, CustomOp, GemmDesc, UnaryOp, Window};
 use backplane_core::{LayerId, Network, Op, Tensor, TensorId};
 use backplane_cpu_acc::act::Activation;
 use backplane_cpu_acc::fusion::Fused;
 use backplane_cpu_acc::{CpuAccBackend, CpuAccOptions};
-use support::{close, reference, run_desc, Rng};
+use support::{close, reference, run_desc, sole_replacement, Rng};
 
 /// The activation a CpuAcc fused layer applies (none for a normalization).
 fn activation_of(c: &CustomOp) -> Activation {
@@ -44,40 +44,14 @@ fn run_fused(
     feeds: &[(TensorId, &Tensor)],
     threads: usize,
 ) -> (String, String, Tensor) {
-    let views = backend().optimize_subgraph(&SubgraphView::new(net, all_layers(net)));
-    assert_eq!(views.substitutions.len(), 1, "one substitution");
-    assert!(views.untouched.is_empty(), "every layer fused");
-    let rep = &views.substitutions[0].replacement[0];
-    let (mut inputs, mut constants) = (Vec::new(), Vec::new());
-    for v in &rep.inputs {
-        let (t, k) = match v {
-            ValueRef::Existing(t) => match feeds.iter().find(|(id, _)| id == t) {
-                Some((_, x)) => ((*x).clone(), None),
-                None => {
-                    let k = net.tensor(*t).constant().unwrap().clone();
-                    ((*k).clone(), Some(k))
-                }
-            },
-            ValueRef::NewConstant(k) => ((**k).clone(), Some(k.clone())),
-            ValueRef::Produced { .. } => panic!("single-layer replacement"),
-        };
-        inputs.push(t);
-        constants.push(k);
-    }
-    let Op::Custom(c) = &rep.op else {
+    let (desc, inputs) = sole_replacement(&backend(), net, feeds);
+    let Op::Custom(c) = &desc.op else {
         panic!("a fused custom layer");
     };
     let act = activation_of(c).name().to_string();
-    let desc = LayerDesc {
-        name: rep.name.clone(),
-        op: rep.op.clone(),
-        inputs: inputs.iter().map(|t| t.info().clone()).collect(),
-        outputs: vec![net.tensor(rep.outputs[0].unwrap()).info.clone()],
-        constants,
-    };
     let refs: Vec<&Tensor> = inputs.iter().collect();
     (
-        rep.name.clone(),
+        desc.name.clone(),
         act,
         run_desc(&desc, &refs, threads).remove(0),
     )

@@ -52,41 +52,8 @@ fn fused_chains_match_the_unfused_reference() {
         .add_layer("relu1", Op::Unary(UnaryOp::Relu), &[n])
         .unwrap()[0];
     net.mark_output(y).unwrap();
-    let layers: Vec<_> = (0..net.layers().len())
-        .map(backplane_core::LayerId)
-        .collect();
-    let views = CpuAccBackend::new().optimize_subgraph(&SubgraphView::new(&net, layers));
-    assert_eq!(views.substitutions.len(), 1);
-    let rep = &views.substitutions[0].replacement[0];
-    assert_eq!(rep.name, "conv1+bn1+relu1");
-    // Run the replacement layer as the runtime would.
-    let mut inputs: Vec<Tensor> = Vec::new();
-    let mut constants = Vec::new();
-    for v in &rep.inputs {
-        match v {
-            ValueRef::Existing(t) if *t == xi => {
-                inputs.push(x.clone());
-                constants.push(None);
-            }
-            ValueRef::Existing(t) => {
-                let k = net.tensor(*t).constant().unwrap().clone();
-                inputs.push((*k).clone());
-                constants.push(Some(k));
-            }
-            ValueRef::NewConstant(k) => {
-                inputs.push((**k).clone());
-                constants.push(Some(k.clone()));
-            }
-            ValueRef::Produced { .. } => panic!("single-layer replacement"),
-        }
-    }
-    let desc = LayerDesc {
-        name: rep.name.clone(),
-        op: rep.op.clone(),
-        inputs: inputs.iter().map(|t| t.info().clone()).collect(),
-        outputs: vec![net.tensor(y).info.clone()],
-        constants,
-    };
+    let (desc, inputs) = sole_replacement(&CpuAccBackend::new(), &net, &[(xi, &x)]);
+    assert_eq!(desc.name, "conv1+bn1+relu1");
     let refs: Vec<&Tensor> = inputs.iter().collect();
     let got = run_desc(&desc, &refs, 2);
     let t = reference(&conv, &[&x, &w, &b]).remove(0);

@@ -16,7 +16,7 @@ mod support;
 mod conv;
 mod fused;
 
-use support::{check, close, reference, run_desc, Rng};
+use support::{check, close, reference, run_desc, sole_replacement, Rng};
 
 use backplane_backend_api::{Backend, LayerDesc, SubgraphView, ValueRef};
 use backplane_core::ops::{

@@ -2,8 +2,8 @@
 //! on CpuAcc (with garbage in its output buffers) and on CpuRef, and the comparison.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, dead_code)]
 
-use backplane_backend_api::{Backend, LayerDesc};
-use backplane_core::{Op, Tensor, TensorInfo};
+use backplane_backend_api::{Backend, LayerDesc, SubgraphView, ValueRef};
+use backplane_core::{LayerId, Network, Op, Tensor, TensorId, TensorInfo};
 use backplane_cpu_acc::CpuAccBackend;
 use std::sync::Arc;
 
@@ -82,6 +82,46 @@ pub fn run_desc(desc: &LayerDesc, inputs: &[&Tensor], threads: usize) -> Vec<Ten
     let mut out_views: Vec<_> = outs.iter_mut().map(Tensor::view_mut).collect();
     workload.execute(&views, &mut out_views).unwrap();
     outs
+}
+
+/// The one layer `backend` replaces all of `net` with (asserted: one substitution, no layer
+/// left untouched), as the runtime builds it: its description and its input values — a
+/// network input's from `feeds`, a constant's (existing or new) otherwise.
+pub fn sole_replacement(
+    backend: &CpuAccBackend,
+    net: &Network,
+    feeds: &[(TensorId, &Tensor)],
+) -> (LayerDesc, Vec<Tensor>) {
+    let all = (0..net.layers().len()).map(LayerId).collect();
+    let views = backend.optimize_subgraph(&SubgraphView::new(net, all));
+    assert_eq!(views.substitutions.len(), 1, "one substitution");
+    assert!(views.untouched.is_empty(), "every layer fused");
+    let rep = &views.substitutions[0].replacement[0];
+    let (mut inputs, mut constants) = (Vec::new(), Vec::new());
+    for v in &rep.inputs {
+        let (t, k) = match v {
+            ValueRef::Existing(t) => match feeds.iter().find(|(id, _)| id == t) {
+                Some((_, x)) => ((*x).clone(), None),
+                None => {
+                    let k = net.tensor(*t).constant().expect("a constant").clone();
+                    ((*k).clone(), Some(k))
+                }
+            },
+            ValueRef::NewConstant(k) => ((**k).clone(), Some(k.clone())),
+            ValueRef::Produced { .. } => panic!("a single-layer replacement"),
+        };
+        inputs.push(t);
+        constants.push(k);
+    }
+    let output = rep.outputs[0].expect("the replacement writes a network tensor");
+    let desc = LayerDesc {
+        name: rep.name.clone(),
+        op: rep.op.clone(),
+        inputs: inputs.iter().map(|t| t.info().clone()).collect(),
+        outputs: vec![net.tensor(output).info.clone()],
+        constants,
+    };
+    (desc, inputs)
 }
 
 /// `op` run by CpuRef, the oracle.
