@@ -121,6 +121,28 @@ impl Chains<'_> {
         crate::support::check(&view.layer_desc(id)).is_ok()
     }
 
+    /// Adds to `replaced` the dequantizations `dqs` feeding layer `id` that only `id` reads
+    /// (and no earlier substitution took); `None` when a layer in `replaced` is already
+    /// taken, so the fold is dropped.
+    fn absorb_dequantizations(
+        &self,
+        id: LayerId,
+        dqs: [LayerId; 2],
+        used: &BTreeSet<LayerId>,
+        replaced: &mut Vec<LayerId>,
+    ) -> Option<()> {
+        for dq in dqs {
+            let only_here = self.sole_consumer(self.single_output(dq)?) == Some(id);
+            if only_here && self.inside.contains(&dq) && !used.contains(&dq) {
+                replaced.push(dq);
+            }
+        }
+        if replaced.iter().any(|l| used.contains(l)) {
+            return None;
+        }
+        Some(())
+    }
+
     fn single_output(&self, id: LayerId) -> Option<TensorId> {
         match self.net.layer(id).outputs.as_slice() {
             [t] => Some(*t),
@@ -235,15 +257,7 @@ impl Chains<'_> {
             nhwc: false,
         };
         // The dequantizations go too where nothing else reads them.
-        for dq in [x.layer, w.layer] {
-            let only_conv = self.sole_consumer(self.single_output(dq)?) == Some(id);
-            if only_conv && self.inside.contains(&dq) && !used.contains(&dq) {
-                replaced.push(dq);
-            }
-        }
-        if replaced.iter().any(|l| used.contains(l)) {
-            return None;
-        }
+        self.absorb_dequantizations(id, [x.layer, w.layer], used, &mut replaced)?;
         let y_info = self.net.tensor(y).info.clone();
         let bias = Tensor::from_vec(vec![m], bias).ok()?;
         let names: Vec<&str> = replaced
@@ -357,15 +371,7 @@ impl Chains<'_> {
             q,
             act,
         } = self.quantized_output(id)?;
-        for dq in [a.layer, b.layer] {
-            let only_here = self.sole_consumer(self.single_output(dq)?) == Some(id);
-            if only_here && self.inside.contains(&dq) && !used.contains(&dq) {
-                replaced.push(dq);
-            }
-        }
-        if replaced.iter().any(|l| used.contains(l)) {
-            return None;
-        }
+        self.absorb_dequantizations(id, [a.layer, b.layer], used, &mut replaced)?;
         let desc = QBinaryDesc {
             op,
             a: (a.scales[0], a.zeros[0]),
