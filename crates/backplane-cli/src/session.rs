@@ -170,6 +170,10 @@ pub fn read_value(path: &Path, ty: &ValueType, input: Option<&str>) -> Result<On
 /// "CpuAcc: 9 layers, CpuRef: 1 layer": how many layers each backend runs (from
 /// [`OptimizedNetwork::layer_counts`]).
 pub fn backend_summary(counts: &[(BackendId, usize)]) -> String {
+    if counts.is_empty() {
+        // E.g. a data-dependent model whose every node ran at a cut (imported alone, folded).
+        return "no layers".to_string();
+    }
     counts
         .iter()
         .map(|(b, n)| format!("{b}: {n} layer{}", if *n == 1 { "" } else { "s" }))
