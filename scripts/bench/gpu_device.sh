@@ -10,8 +10,9 @@
 # onnxruntime in PY's environment), ONLY (the real architectures to export and time),
 # ITER (timed executions per round, default 20), THREADS (CpuAcc and ORT threads, default
 # every core), TILES_ITER (timed executions per tiles layout and round, default 10),
-# BUDGET (seconds for the whole script, default 900). Every step has a time limit
-# within what is left of BUDGET, so one slow step cannot eat the rest.
+# BUDGET (seconds for the whole script, default 900), KIT_GPU_S (the GpuAcc kit's limit, default 120). Every step has a time limit
+# within what is left of BUDGET, so one slow step cannot eat the rest; the steps run in the
+# order of what matters most when device time is short (the tiles A/B first).
 set -u
 BP=${BP:-target/release/backplane}
 OUT=${OUT:-/tmp/gpu_device}
@@ -45,9 +46,6 @@ kit() {  # kit BACKEND FILE [extra args]: the backend test kit, the summary here
   # the summary, and every table row whose "failed" column is not 0
   grep -E "^backend-test|^onnx node tests|seed|[[:space:]][0-9]+[[:space:]]+[0-9]+[[:space:]]+[1-9][0-9]*[[:space:]]+[0-9]+" "$file" | head -60
 }
-step "backend-test GpuAcc"
-KIT_S=120 kit GpuAcc "$OUT/kit_gpuacc.txt"
-
 step "models"
 timeout "$(lim 60)" "$PY" scripts/bench/make_models.py "$MODELS/old" 2>&1 | tail -3
 timeout "$(lim 150)" "$PY" scripts/bench/make_real_models.py "$MODELS" --only "$ONLY" 2>&1 | grep -E "wrote|FAILED"
@@ -55,11 +53,6 @@ for m in "$MODELS"/*.onnx "$MODELS"/old/*.onnx; do
   [ -f "$m" ] || continue
   echo "-- $(basename "$m"): $(timeout "$(lim 30)" "$BP" inspect "$m" --backends GpuAcc,CpuAcc 2>&1 | grep -E "^copies per execution|^backends:" | tr '\n' ' ')"
 done
-
-step "GpuAcc,CpuAcc against ONNX Runtime (CPU, $THREADS threads)"
-timeout "$(lim 150)" "$PY" scripts/bench/compare.py --suite all --models "$MODELS" --old-models "$MODELS/old" --backplane "$BP" \
-  --backends GpuAcc,CpuAcc --threads "$THREADS" --iterations "$ITER" --rounds 2 \
-  --markdown "$OUT/gpu_vs_ort.md" 2>&1 | grep -vE "round [0-9]/" | tail -30
 
 step "GpuAcc per tiles layout (tiles=auto|16|64|splitk|direct; alternating rounds, A/B in one run)"
 # Each model with each layout forced, round after round, so the layouts share the machine's
@@ -75,6 +68,14 @@ for m in resnet50 bert_base vit_b_16 old/resnet18 old/bert_tiny; do
     done
   done
 done
+
+step "backend-test GpuAcc"
+KIT_S=${KIT_GPU_S:-120} kit GpuAcc "$OUT/kit_gpuacc.txt"
+
+step "GpuAcc,CpuAcc against ONNX Runtime (CPU, $THREADS threads)"
+timeout "$(lim 150)" "$PY" scripts/bench/compare.py --suite all --models "$MODELS" --old-models "$MODELS/old" --backplane "$BP" \
+  --backends GpuAcc,CpuAcc --threads "$THREADS" --iterations "$ITER" --rounds 2 \
+  --markdown "$OUT/gpu_vs_ort.md" 2>&1 | grep -vE "round [0-9]/" | tail -30
 
 step "GpuAcc per-layer profiles"
 for m in resnet50 bert_base; do
