@@ -53,6 +53,9 @@ pub struct GpuStats {
     pub bind_groups: u64,
     /// Layers recorded but not yet submitted (0 after every execution: its end submits them).
     pub pending_layers: u64,
+    /// Bytes written from host memory into device buffers (weights once, at load; then per
+    /// execution only what crosses a border).
+    pub uploaded_bytes: u64,
 }
 
 /// Run a future to completion on this thread. wgpu's native futures are ready when first
@@ -132,6 +135,7 @@ pub struct GpuDevice {
     pub(crate) layers: AtomicU64,
     pub(crate) dispatches: AtomicU64,
     pub(crate) bind_groups: AtomicU64,
+    uploaded_bytes: AtomicU64,
 }
 
 impl std::fmt::Debug for GpuDevice {
@@ -244,6 +248,7 @@ pub fn open(options: &GpuAccOptions) -> Result<GpuDevice, GpuError> {
         layers: AtomicU64::new(0),
         dispatches: AtomicU64::new(0),
         bind_groups: AtomicU64::new(0),
+        uploaded_bytes: AtomicU64::new(0),
     })
 }
 
@@ -255,6 +260,7 @@ impl GpuDevice {
             layers: self.layers.load(Ordering::Relaxed),
             dispatches: self.dispatches.load(Ordering::Relaxed),
             bind_groups: self.bind_groups.load(Ordering::Relaxed),
+            uploaded_bytes: self.uploaded_bytes.load(Ordering::Relaxed),
             pending_layers: self
                 .pending
                 .lock()
@@ -437,6 +443,8 @@ impl GpuDevice {
 
     /// Write host bytes into a device buffer (ordered before the next submission).
     pub(crate) fn upload(&self, buffer: &wgpu::Buffer, bytes: &[u8]) {
+        self.uploaded_bytes
+            .fetch_add(bytes.len() as u64, Ordering::Relaxed);
         let whole = bytes.len() - bytes.len() % 4;
         if whole > 0 {
             self.queue.write_buffer(buffer, 0, &bytes[..whole]);

@@ -99,7 +99,7 @@ impl GpuAccBackend {
         }
     }
 
-    /// The device's counters (submits, layers, dispatches, bind groups); zero when no
+    /// The device's counters (submits, layers, dispatches, bind groups, uploads); zero when no
     /// device is open.
     pub fn stats(&self) -> GpuStats {
         let s = self.shared.lock().unwrap_or_else(|p| p.into_inner());
@@ -222,6 +222,7 @@ impl Backend for GpuAccBackend {
             .with("Dispatches", count(stats.dispatches))
             .with("BindGroups", count(stats.bind_groups))
             .with("PendingLayers", count(stats.pending_layers))
+            .with("UploadedBytes", count(stats.uploaded_bytes))
             .with("TimestampQuery", CapabilityValue::Bool(stamps))
             .with("Profiling", CapabilityValue::Text(profiling))
             .with("NonConstWeights", CapabilityValue::Bool(true))

@@ -248,3 +248,43 @@ fn profiling_uses_timestamp_queries_where_the_adapter_has_them() {
     let note = counter_text(&rt, "Profiling");
     assert!(note.contains("host-side timing of the submit"), "{note}");
 }
+
+/// Weights reach the device once, when the network is loaded: an execution uploads only the
+/// input that crosses the border (the runtime hands constants to GpuAcc through `MemImport`
+/// layers, and the workload sees through them to the constant).
+#[test]
+fn weights_are_uploaded_at_load_not_per_execution() {
+    let Some(rt) = runtime() else { return };
+    let mut r = Rng::new(37);
+    let x = r.tensor(DataType::F32, &[2, 64], -1.0, 1.0).unwrap();
+    let w = r.tensor(DataType::F32, &[64, 96], -1.0, 1.0).unwrap();
+    let mut net = Network::new();
+    let xi = net.add_input("x", x.info().clone()).unwrap();
+    let wi = net.add_constant("w", w).unwrap();
+    let m = net.add_layer("matmul", Op::MatMul, &[xi, wi]).unwrap()[0];
+    net.mark_output(m).unwrap();
+    let (want, _) = execute(&rt, &net, &x, vec![cpu_ref()], 1);
+    let optimized = rt
+        .optimize(&net, &OptimizerOptions::new(vec![gpu()]))
+        .unwrap();
+    let before_load = counter(&rt, "UploadedBytes");
+    let id = rt.load_network(optimized).unwrap();
+    let at_load = counter(&rt, "UploadedBytes") - before_load;
+    let mut per_run = Vec::new();
+    let mut got = Vec::new();
+    for _ in 0..3 {
+        let before = counter(&rt, "UploadedBytes");
+        got = rt.execute(id, &[("x", &x)]).unwrap();
+        per_run.push(counter(&rt, "UploadedBytes") - before);
+    }
+    rt.unload_network(id).unwrap();
+    let got: Vec<Tensor> = got.into_iter().map(|(_, t)| t).collect();
+    assert_close(&got, &want);
+    let weight_bytes = 64 * 96 * 4;
+    assert!(
+        at_load >= weight_bytes,
+        "weights uploaded at load: {at_load} bytes"
+    );
+    // The input (2 x 64 floats) and nothing of the weights.
+    assert_eq!(per_run, vec![2 * 64 * 4; 3], "bytes uploaded per execution");
+}

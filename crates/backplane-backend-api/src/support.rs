@@ -38,7 +38,7 @@ impl LayerDesc {
             constants: layer
                 .inputs
                 .iter()
-                .map(|t| network.tensor(*t).constant().cloned())
+                .map(|t| network.constant_value(*t).cloned())
                 .collect(),
         }
     }

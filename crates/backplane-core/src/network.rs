@@ -248,6 +248,28 @@ impl Network {
         &self.tensors[id.0]
     }
 
+    /// The constant value of a tensor: a constant itself, or the output of `MemImport`
+    /// layers that hand a constant over to another backend's memory without copying it
+    /// (the same bytes, so a backend with its own memory may copy them once, at load).
+    pub fn constant_value(&self, id: TensorId) -> Option<&Arc<Tensor>> {
+        let mut entry = self.tensors.get(id.0)?;
+        // Each step goes to an earlier tensor, so this ends; the bound guards a malformed graph.
+        for _ in 0..=self.layers.len() {
+            match &entry.kind {
+                TensorKind::Constant(t) => return Some(t),
+                TensorKind::Produced { layer, .. } => {
+                    let l = self.layers.get(layer.0)?;
+                    if l.op != Op::MemImport {
+                        return None;
+                    }
+                    entry = self.tensors.get(l.inputs.first()?.0)?;
+                }
+                _ => return None,
+            }
+        }
+        None
+    }
+
     /// One layer.
     pub fn layer(&self, id: LayerId) -> &Layer {
         &self.layers[id.0]
