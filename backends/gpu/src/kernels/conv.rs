@@ -448,10 +448,10 @@ mod tests {
         assert_eq!(auto(&[1, 4, 9, 9], &[4, 4, 3, 3], 0, 81), Layout::Direct);
         // Small and short: 16x16 tiles.
         assert_eq!(auto(&[1, 8, 7, 7], &[64, 8, 3, 3], 1, 49), Layout::Tiled16);
-        // ResNet-50's early 1x1 expansion (256 x 3136 outputs, 196 tiles of 64x64): blocked.
+        // ResNet-50's early 1x1 expansion (256 x 3136 outputs): 16x16 tiles.
         assert_eq!(
             auto(&[1, 64, 56, 56], &[256, 64, 1, 1], 1, 3136),
-            Layout::Blocked64
+            Layout::Tiled16
         );
         // ResNet-50's last 3x3 (512 x 49 outputs, K = 4608): split K.
         assert!(matches!(

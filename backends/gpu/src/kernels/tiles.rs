@@ -1,18 +1,11 @@
-//! How a product (MatMul, Gemm, the implicit-GEMM convolution) is tiled, chosen by how many
-//! workgroups each layout launches: the 64×64 register-blocked tiles reuse each staged value
-//! four times but launch 16 times fewer workgroups than 16×16 tiles, so on a large GPU a
-//! layer with few output tiles leaves most compute units idle. [`choose`] takes 64×64 tiles
-//! only when they launch enough workgroups ([`BLOCKED_MIN_WORKGROUPS`]), else 16×16 tiles,
-//! and splits a long K into slices (each a partial sum, added up by a second pass that also applies the
-//! bias and activation) when even 16×16 tiles are too few. The backend option
-//! `tiles=auto|direct|16|64|splitk` ([`Tiles`]) forces one layout, so every path can be tested.
-
-/// Fewest 64×64 tiles for which a layer takes them. On an H200 (132 SMs) the 64×64 tiles
-/// won with 96 workgroups (BERT-base's 128×3072 projection, 2.5× faster than 16×16 tiles)
-/// and lost with 24 (its 128×768 output projection) and 8 (ResNet-50's last 3×3
-/// convolution); the threshold sits between, about half the SMs of such a GPU (wgpu does
-/// not report a compute-unit count).
-pub const BLOCKED_MIN_WORKGROUPS: usize = 64;
+//! How a product (MatMul, Gemm, the implicit-GEMM convolution) is tiled. [`choose`] takes
+//! 16×16 tiles, and splits a long K into slices (each a partial sum, added up by a second
+//! pass that also applies the bias and activation) when the tiles are too few to fill a
+//! large GPU. The 64×64 register-blocked tiles are never chosen automatically: on an NVIDIA
+//! H200 they were slower than 16×16 tiles at the level of whole models, also where they
+//! launched many workgroups (docs/gpu.md has the A/B). The backend option
+//! `tiles=auto|direct|16|64|splitk` ([`Tiles`]) forces one layout, so every path can be
+//! tested and measured.
 
 /// Workgroups that fill a large GPU: two per compute unit of a 132-SM NVIDIA H100/H200.
 /// A layer launching fewer 16×16 tiles than this, with a long K, splits K so that slices
@@ -122,8 +115,6 @@ pub fn choose(tiles: Tiles, shape: Shape, direct_ok: bool, narrow: bool) -> Layo
         Tiles::Auto => {
             if direct_ok && narrow {
                 Layout::Direct
-            } else if shape.groups(64) >= BLOCKED_MIN_WORKGROUPS {
-                Layout::Blocked64
             } else if shape.groups(16) >= FILL_WORKGROUPS || shape.k < SPLIT_MIN_K {
                 Layout::Tiled16
             } else {
@@ -186,10 +177,10 @@ mod tests {
             choose(Tiles::Auto, shape(128, 768, 3072, 1), false, false),
             Layout::Tiled16
         );
-        // BERT-base's intermediate projection (128 x 3072, 96 tiles of 64x64): blocked.
+        // BERT-base's intermediate projection (128 x 3072): 16x16 tiles, never 64x64 ones.
         assert_eq!(
             choose(Tiles::Auto, shape(128, 3072, 768, 1), false, false),
-            Layout::Blocked64
+            Layout::Tiled16
         );
         // The shapes tests/tiles.rs runs on the automatic choice: K split in 3 and in 2.
         assert_eq!(
