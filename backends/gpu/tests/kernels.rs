@@ -489,11 +489,19 @@ fn normalizations_and_movement_match_cpu_ref() {
         (vec![3, 17], -1),
         (vec![2, 7, 5], 1),
         (vec![4, 1000], 1),
+        // Rows past one workgroup of threads, not a multiple of it.
+        (vec![3, 65], -1),
+        (vec![2, 3, 200], 2),
     ] {
         cases.push(case(Op::Softmax { axis }, vec![(t(&mut r, &x), false)]));
         cases.push(case(Op::LogSoftmax { axis }, vec![(t(&mut r, &x), false)]));
     }
-    for (x, axis) in [(vec![3, 17], -1i64), (vec![2, 5, 7], 1)] {
+    for (x, axis) in [
+        (vec![3, 17], -1i64),
+        (vec![2, 5, 7], 1),
+        (vec![5, 130], -1),
+        (vec![1, 1], 1),
+    ] {
         let a = (if axis < 0 {
             x.len() as i64 + axis
         } else {

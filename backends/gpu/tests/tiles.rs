@@ -41,8 +41,10 @@ fn conv_case(r: &mut Rng, x: &[usize], w: &[usize], group: usize, pads: Vec<usiz
 /// The products and convolutions every layout runs.
 fn cases(r: &mut Rng) -> Vec<SweepCase> {
     let mut out = Vec::new();
-    let matmuls: [(&[usize], &[usize]); 6] = [
+    let matmuls: [(&[usize], &[usize]); 7] = [
         (&[1, 1], &[1, 1]),
+        // Sequence-first, one row per batch: the batches become the rows of one product.
+        (&[13, 1, 24], &[24, 19]),
         (&[5, 1000], &[1000, 7]),
         (&[3, 37], &[37, 5]),
         (&[2, 1, 5, 7], &[3, 7, 2]),

@@ -317,6 +317,24 @@ pub fn matmul(
             .map(|s| s.saturating_mul(mat))
             .collect()
     };
+    let c = bias.then_some((1.0, 1.0, (0, 1)));
+    // One B for every batch, and A holding every batch: the batches are consecutive rows of
+    // one [batches·m, k] × [k, n] product, whose tiles fill where batches of few rows (a
+    // sequence-first [L, 1, E] activation: one row per batch) would leave them mostly empty.
+    if a.len() > 2 && product(b_batch_dims) == 1 && product(a_batch_dims) == product(&batch) {
+        let rows = product(&batch).saturating_mul(m);
+        let p = Product {
+            m: rows,
+            n,
+            k,
+            a: (k, 1),
+            b: (n, 1),
+            c,
+            alpha: 1.0,
+            ..Product::default()
+        };
+        return step(&p, act, tiles);
+    }
     let p = Product {
         m,
         n,
@@ -326,7 +344,7 @@ pub fn matmul(
         a_batch: batch_strides(a_batch_dims, m * k),
         b_batch: batch_strides(b_batch_dims, k * n),
         batch,
-        c: bias.then_some((1.0, 1.0, (0, 1))),
+        c,
         alpha: 1.0,
     };
     step(&p, act, tiles)

@@ -1,11 +1,103 @@
 //! Normalizations: Softmax / LogSoftmax along one axis and LayerNormalization over the
-//! trailing axes. One thread per row (a row: the values one result is normalized over).
+//! trailing axes (a row: the values one result is normalized over). A row of contiguous
+//! values (LayerNormalization; Softmax along the last axis) takes one workgroup, its threads
+//! striding along the row and meeting in workgroup-memory reductions; a Softmax row strided
+//! through memory takes one thread.
 
-use super::{linear_shader, linear_step, p32, product, Bind, Step};
+use super::{bindings, linear_shader, linear_step, p32, product, Bind, Step, MAX_GROUPS};
+
+/// Threads of a row kernel's workgroup.
+const ROW_GROUP: u32 = 64;
+
+/// A one-workgroup-per-row shader: `row` is the row, `t` the thread, `live` whether the row
+/// exists (workgroups past the last row still meet every barrier); `body` may call
+/// `reduce_sum(v)` and `reduce_max(v)`, which every thread must reach.
+fn row_shader(inputs: usize, body: &str) -> String {
+    format!(
+        "{}var<workgroup> part: array<f32, {ROW_GROUP}>;
+fn reduce_sum(v: f32, t: u32) -> f32 {{
+    part[t] = v;
+    workgroupBarrier();
+    for (var w = {half}u; w > 0u; w = w >> 1u) {{
+        if (t < w) {{ part[t] = part[t] + part[t + w]; }}
+        workgroupBarrier();
+    }}
+    let r = part[0];
+    workgroupBarrier();
+    return r;
+}}
+fn reduce_max(v: f32, t: u32) -> f32 {{
+    part[t] = v;
+    workgroupBarrier();
+    for (var w = {half}u; w > 0u; w = w >> 1u) {{
+        if (t < w) {{ part[t] = max(part[t], part[t + w]); }}
+        workgroupBarrier();
+    }}
+    let r = part[0];
+    workgroupBarrier();
+    return r;
+}}
+@compute @workgroup_size({ROW_GROUP})
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {{
+    let row = wg.x + wg.y * nwg.x;
+    let live = row < p[0];
+{body}
+}}
+",
+        bindings(inputs, 1),
+        half = ROW_GROUP / 2,
+    )
+}
+
+/// A step of a row kernel over `rows` rows (`params` after the row count).
+fn row_step(
+    source: String,
+    mut params: Vec<u32>,
+    binds: Vec<Bind>,
+    rows: usize,
+) -> Result<Step, String> {
+    params.insert(0, p32(rows, "the row count")?);
+    let groups = p32(rows, "the row count")?;
+    let x = groups.clamp(1, MAX_GROUPS);
+    let y = groups.div_ceil(x).max(1);
+    if y > MAX_GROUPS {
+        return Err(format!("{rows} rows exceed one dispatch"));
+    }
+    Ok(Step {
+        source,
+        params,
+        binds,
+        groups: [x, y, 1],
+    })
+}
 
 /// Softmax (or LogSoftmax when `log`) of `x` along `axis` (already normalized).
 pub fn softmax(x: &[usize], axis: usize, log: bool) -> Result<Vec<Step>, String> {
     let (outer, len, inner) = (product(&x[..axis]), x[axis], product(&x[axis + 1..]));
+    if inner == 1 {
+        let body = "    let A = p[1];
+    let base = row * A;
+    var mx = bitcast<f32>(0xff800000u);
+    if (live) { for (var a = t; a < A; a = a + 64u) { mx = max(mx, x0[base + a]); } }
+    let m = reduce_max(mx, t);
+    var s = 0.0;
+    if (live) { for (var a = t; a < A; a = a + 64u) { s = s + exp(x0[base + a] - m); } }
+    let total = reduce_sum(s, t);
+    let ls = log(total);
+    if (live) {
+        for (var a = t; a < A; a = a + 64u) {
+            let v = x0[base + a] - m;
+            y[base + a] = select(exp(v) / total, v - ls, p[2] == 1u);
+        }
+    }";
+        let params = vec![p32(len, "the axis")?, u32::from(log)];
+        return Ok(vec![row_step(
+            row_shader(1, body),
+            params,
+            vec![Bind::Input(0), Bind::Output(0)],
+            outer,
+        )?]);
+    }
     let params = vec![
         p32(len, "the axis")?,
         p32(inner, "the inner size")?,
@@ -56,22 +148,24 @@ pub fn layer_norm(
     };
     let body = format!(
         "    let L = p[1];
-    let base = i * L;
-    var mean = 0.0;
-    for (var j = 0u; j < L; j = j + 1u) {{ mean = mean + x0[base + j]; }}
-    mean = mean / f32(L);
+    let base = row * L;
+    var s = 0.0;
+    if (live) {{ for (var j = t; j < L; j = j + 64u) {{ s = s + x0[base + j]; }} }}
+    let mean = reduce_sum(s, t) / f32(L);
     var vs = 0.0;
-    for (var j = 0u; j < L; j = j + 1u) {{ let d = x0[base + j] - mean; vs = vs + d * d; }}
-    let inv = 1.0 / sqrt(vs / f32(L) + bitcast<f32>(p[2]));
-    for (var j = 0u; j < L; j = j + 1u) {{
-        y[base + j] = (x0[base + j] - mean) * inv * x1[j * p[3]] + {bias_term};
+    if (live) {{ for (var j = t; j < L; j = j + 64u) {{ let d = x0[base + j] - mean; vs = vs + d * d; }} }}
+    let inv = 1.0 / sqrt(reduce_sum(vs, t) / f32(L) + bitcast<f32>(p[2]));
+    if (live) {{
+        for (var j = t; j < L; j = j + 64u) {{
+            y[base + j] = (x0[base + j] - mean) * inv * x1[j * p[3]] + {bias_term};
+        }}
     }}"
     );
     let inputs = if bias.is_some() { 3 } else { 2 };
-    let source = linear_shader(inputs, "", &body);
+    let source = row_shader(inputs, &body);
     let mut binds: Vec<Bind> = (0..inputs).map(Bind::Input).collect();
     binds.push(Bind::Output(0));
-    Ok(vec![linear_step(source, params, binds, rows)?])
+    Ok(vec![row_step(source, params, binds, rows)?])
 }
 
 /// BatchNormalization (inference) of `x` [N, C, ...] with per-channel scale, bias, mean and
