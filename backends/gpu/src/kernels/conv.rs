@@ -17,8 +17,8 @@
 use super::elementwise::Act;
 use super::tiles::{self, Layout, Shape, Tiles};
 use super::{
-    bindings, linear_shader, linear_step, p32, p32s, product, splitk, Bind, Step, BLOCK_4X4_STEP,
-    MAX_GROUPS,
+    bindings, linear_shader, linear_step, p32, p32s, product, splitk, Bind, Step, BLOCK_4X4_INIT,
+    BLOCK_4X4_ROW, BLOCK_4X4_STEP, MAX_GROUPS,
 };
 use backplane_core::ops::{ConvDesc, Geometry};
 
@@ -230,8 +230,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     let bcol = col0 + bn;
     let boh = bcol / OW;
     let bow = bcol % OW;
-    var acc: array<f32, 16>;
-    for (var i = 0u; i < 16u; i = i + 1u) {{ acc[i] = 0.0; }}
+{BLOCK_4X4_INIT}
     for (var t = 0u; t < K; t = t + 16u) {{
         for (var j = 0u; j < 4u; j = j + 1u) {{
             let idx = tid + j * 256u;
@@ -239,7 +238,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
             let ak = t + idx % 16u;
             var a = 0.0;
             if (row0 + am < mg && ak < K) {{ a = x1[(wbase + row0 + am) * K + ak]; }}
-            ta[(idx % 16u) * 64u + am] = a;
+            ta[idx] = a;
             let bkl = tid / 64u + 4u * j;
             let bk = t + bkl;
             var v = 0.0;
@@ -261,11 +260,12 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     for (var i = 0u; i < 4u; i = i + 1u) {{
         let row = row0 + lid.y * 4u + i;
         if (row >= mg) {{ continue; }}
+        {BLOCK_4X4_ROW}
         let m = wbase + row;
         for (var j = 0u; j < 4u; j = j + 1u) {{
             let col = col0 + lid.x * 4u + j;
             if (col < P) {{
-                y[(n * M + m) * P + col] = act(acc[i * 4u + j] + {bias_term});
+                y[(n * M + m) * P + col] = act(accs[j] + {bias_term});
             }}
         }}
     }}

@@ -8,7 +8,10 @@
 
 use super::elementwise::Act;
 use super::tiles::{self, Layout, Shape, Tiles};
-use super::{bindings, p32, p32s, product, splitk, Bind, Step, BLOCK_4X4_STEP, MAX_GROUPS};
+use super::{
+    bindings, p32, p32s, product, splitk, Bind, Step, BLOCK_4X4_INIT, BLOCK_4X4_ROW,
+    BLOCK_4X4_STEP, MAX_GROUPS,
+};
 use backplane_core::ops::GemmDesc;
 
 /// Tile edge (threads per workgroup side).
@@ -167,8 +170,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     let row0 = wg.y * 64u;
     let col0 = wg.x * 64u;
     let tid = lid.y * 16u + lid.x;
-    var acc: array<f32, 16>;
-    for (var i = 0u; i < 16u; i = i + 1u) {{ acc[i] = 0.0; }}
+{BLOCK_4X4_INIT}
     for (var t = 0u; t < K; t = t + 16u) {{
         for (var j = 0u; j < 4u; j = j + 1u) {{
             let idx = tid + j * 256u;
@@ -176,7 +178,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
             let ak = t + idx % 16u;
             var a = 0.0;
             if (row0 + am < M && ak < K) {{ a = x0[aoff + (row0 + am) * p[3] + ak * p[4]]; }}
-            ta[(idx % 16u) * 64u + am] = a;
+            ta[idx] = a;
             let bkl = idx / 64u;
             let bn = idx % 64u;
             let bk = t + bkl;
@@ -191,10 +193,11 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     for (var i = 0u; i < 4u; i = i + 1u) {{
         let row = row0 + lid.y * 4u + i;
         if (row >= M) {{ continue; }}
+        {BLOCK_4X4_ROW}
         for (var j = 0u; j < 4u; j = j + 1u) {{
             let col = col0 + lid.x * 4u + j;
             if (col < N) {{
-                var v = bitcast<f32>(p[11]) * acc[i * 4u + j];
+                var v = bitcast<f32>(p[11]) * accs[j];
                 {c_term}
                 y[(batch * M + row) * N + col] = act(v);
             }}

@@ -56,18 +56,31 @@ pub struct Step {
 pub const LINEAR_GROUP: u32 = 64;
 
 /// The inner step of the 64×64 register-blocked tiles (MatMul's and the implicit-GEMM
-/// convolution's): 16 depth steps over the workgroup's `ta`/`tb` tiles (64 floats a row),
-/// each invocation adding a 4×4 block of products into its `acc`.
+/// convolution's): 16 depth steps over the workgroup's tiles, `ta` row-major by output row
+/// (64 rows of 16 depths, so the threads' stores are consecutive) and `tb` by depth (16 rows
+/// of 64 columns), each invocation adding a 4×4 block of products into four `vec4`
+/// accumulators (`acc0..acc3`, one per row of its block: held in registers, where a
+/// dynamically indexed array may not be).
 pub(crate) const BLOCK_4X4_STEP: &str = "        for (var q = 0u; q < 16u; q = q + 1u) {
-            let a = vec4<f32>(ta[q * 64u + lid.y * 4u], ta[q * 64u + lid.y * 4u + 1u], ta[q * 64u + lid.y * 4u + 2u], ta[q * 64u + lid.y * 4u + 3u]);
-            let b = vec4<f32>(tb[q * 64u + lid.x * 4u], tb[q * 64u + lid.x * 4u + 1u], tb[q * 64u + lid.x * 4u + 2u], tb[q * 64u + lid.x * 4u + 3u]);
-            for (var i = 0u; i < 4u; i = i + 1u) {
-                acc[i * 4u] = acc[i * 4u] + a[i] * b.x;
-                acc[i * 4u + 1u] = acc[i * 4u + 1u] + a[i] * b.y;
-                acc[i * 4u + 2u] = acc[i * 4u + 2u] + a[i] * b.z;
-                acc[i * 4u + 3u] = acc[i * 4u + 3u] + a[i] * b.w;
-            }
+            let r = lid.y * 64u + q;
+            let a = vec4<f32>(ta[r], ta[r + 16u], ta[r + 32u], ta[r + 48u]);
+            let c = q * 64u + lid.x * 4u;
+            let b = vec4<f32>(tb[c], tb[c + 1u], tb[c + 2u], tb[c + 3u]);
+            acc0 = acc0 + a.x * b;
+            acc1 = acc1 + a.y * b;
+            acc2 = acc2 + a.z * b;
+            acc3 = acc3 + a.w * b;
         }";
+
+/// The 4×4 block's accumulators, zeroed.
+pub(crate) const BLOCK_4X4_INIT: &str = "    var acc0 = vec4<f32>(0.0);
+    var acc1 = vec4<f32>(0.0);
+    var acc2 = vec4<f32>(0.0);
+    var acc3 = vec4<f32>(0.0);";
+
+/// Row `i` of the 4×4 block (as `accs`), picked without indexing an array.
+pub(crate) const BLOCK_4X4_ROW: &str =
+    "let accs = select(select(acc0, acc1, i == 1u), select(acc2, acc3, i == 3u), i >= 2u);";
 
 /// Most workgroups along one dispatch dimension (WebGPU's default limit).
 pub const MAX_GROUPS: u32 = 65_535;
