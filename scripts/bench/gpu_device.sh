@@ -8,7 +8,9 @@
 # tests built with `cargo test --release --no-run`), NODE_TESTS (the ONNX node tests' folder),
 # MODELS (where to write the generated models; needs torch, torchvision, transformers, onnx and
 # onnxruntime in PY's environment), ONLY (the real architectures to export and time),
-# ITER (timed executions per round, default 20), THREADS (CpuAcc and ORT threads, default
+# ITER (timed executions per round, default 20), TILES (the layouts the A/B times, default
+# "auto 16 64 splitk direct"), PROFILE_TILES (the layouts profiled per layer, default auto),
+# CPU=0 (skip the CpuAcc steps at the end), PROFILES (where the profiles go, default OUT), THREADS (CpuAcc and ORT threads, default
 # every core), TILES_ITER (timed executions per tiles layout and round, default 10),
 # BUDGET (seconds for the whole script, default 900), KIT_GPU_S (the GpuAcc kit's limit, default 120). Every step has a time limit
 # within what is left of BUDGET, so one slow step cannot eat the rest; the steps run in the
@@ -61,7 +63,7 @@ TILES_ITER=${TILES_ITER:-10}
 for m in resnet50 bert_base vit_b_16 old/resnet18 old/bert_tiny; do
   [ -f "$MODELS/$m.onnx" ] || continue
   for round in 1 2; do
-    for t in auto 16 64 splitk direct; do
+    for t in ${TILES:-auto 16 64 splitk direct}; do
       echo "-- $m round $round tiles=$t: $(timeout "$(lim 40)" "$BP" bench "$MODELS/$m.onnx" \
         --backends GpuAcc,CpuAcc --backend-option "GpuAcc:tiles=$t" --generate random \
         --iterations "$TILES_ITER" --warmup 3 --quiet 2>&1 | grep -E "^latency")"
@@ -77,13 +79,16 @@ timeout "$(lim 150)" "$PY" scripts/bench/compare.py --suite all --models "$MODEL
   --backends GpuAcc,CpuAcc --threads "$THREADS" --iterations "$ITER" --rounds 2 \
   --markdown "$OUT/gpu_vs_ort.md" 2>&1 | grep -vE "round [0-9]/" | tail -30
 
-step "GpuAcc per-layer profiles"
-for m in resnet50 bert_base; do
+step "GpuAcc per-layer profiles (tiles=${PROFILE_TILES:-auto})"
+for m in resnet50 bert_base vit_b_16; do
   [ -f "$MODELS/$m.onnx" ] || continue
-  echo "-- $m"
-  timeout "$(lim 30)" "$BP" bench "$MODELS/$m.onnx" --backends GpuAcc,CpuAcc --generate random \
-    --iterations 5 --warmup 2 --quiet \
-    --profile "$OUT/profile_$m.json" 2>&1 | tail -16
+  for t in ${PROFILE_TILES:-auto}; do
+    echo "-- $m tiles=$t"
+    timeout "$(lim 30)" "$BP" bench "$MODELS/$m.onnx" --backends GpuAcc,CpuAcc --generate random \
+      --iterations 5 --warmup 2 --quiet --backend-option "GpuAcc:tiles=$t" \
+      --profile "${PROFILES:-$OUT}/profile_${m}_$t.json" 2>&1 | grep -vE "^ +[0-9.]+%.*\((Fused|Conv|Gemm|MatMul)" |
+      cut -c1-300 | tail -14
+  done
 done
 if [ -n "${TESTS_DIR:-}" ]; then
   step "prebuilt tests on this CPU ($TESTS_DIR)"
@@ -92,6 +97,8 @@ if [ -n "${TESTS_DIR:-}" ]; then
     timeout "$(lim 30)" "$t" --test-threads "$THREADS" 2>&1 | grep -E "^test result|FAILED|panicked|failures:" | head -20
   done
 fi
+
+if [ "${CPU:-1}" = 0 ]; then step "done (CPU=0: the CpuAcc steps skipped)"; exit 0; fi
 
 step "backend-test CpuAcc"
 KIT_S=90 kit CpuAcc "$OUT/kit_cpuacc.txt"
