@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{backplane, repo, text};
+use common::{backplane, repo, scratch, text};
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -96,15 +96,9 @@ fn errors_name_what_is_wrong_and_exit_non_zero() {
     );
 }
 
-fn temp_dir(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("backplane-cli-{tag}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 #[test]
 fn compare_against_onnx_runtime_outputs_and_catch_a_mismatch() {
-    let dir = temp_dir("compare");
+    let dir = scratch("compare");
     // ONNX Runtime's outputs, stored beside the model, named as --compare expects.
     for name in ["logits", "probs"] {
         std::fs::copy(
@@ -148,7 +142,7 @@ fn compare_against_onnx_runtime_outputs_and_catch_a_mismatch() {
 
 #[test]
 fn output_dir_writes_npy_files_that_compare_equal() {
-    let dir = temp_dir("outdir");
+    let dir = scratch("outdir");
     let o = backplane(&["run", "--output-dir", dir.to_str().unwrap()]);
     assert!(o.status.success(), "{:?}", text(&o));
     let probs = backplane::npy::read_file(&dir.join("probabilities.npy")).unwrap();
@@ -255,8 +249,8 @@ fn rust_plugin() -> PathBuf {
 
 /// A directory with the Rust example (as `Backplane_CpuRefDyn_backend.so`), the C example
 /// (as `Acme_ElementwiseC_backend.so`) and two files that are not backends.
-fn plugin_dir(tag: &str) -> PathBuf {
-    let dir = temp_dir(tag);
+fn plugin_dir(tag: &str) -> common::Scratch {
+    let dir = scratch(tag);
     std::fs::copy(rust_plugin(), dir.join("Backplane_CpuRefDyn_backend.so")).unwrap();
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
     let status = Command::new(cc)
@@ -460,7 +454,7 @@ fn dynamic_backend_flags_disable_and_validate() {
 /// Inputs and expected outputs straight from an ONNX test data set (TensorProto .pb files).
 #[test]
 fn onnx_test_data_sets_work_as_inputs_and_expectations() {
-    let dir = temp_dir("pb");
+    let dir = scratch("pb");
     // Write x and the expected outputs as TensorProto files with the onnx crate's types.
     let write_pb = |t: &backplane::Tensor, path: &std::path::Path| {
         use prost::Message;

@@ -40,10 +40,33 @@ pub fn text(o: &Output) -> (String, String) {
     )
 }
 
+/// A test's scratch folder, removed with everything in it when the test ends (also when it
+/// fails), so runs leave nothing behind in the temporary directory.
+pub struct Scratch(PathBuf);
+
+impl std::ops::Deref for Scratch {
+    type Target = std::path::Path;
+    fn deref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl AsRef<std::path::Path> for Scratch {
+    fn as_ref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// A fresh, empty scratch folder for one test.
-pub fn scratch(tag: &str) -> PathBuf {
+pub fn scratch(tag: &str) -> Scratch {
     let dir = std::env::temp_dir().join(format!("backplane-cli-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    dir
+    Scratch(dir)
 }
