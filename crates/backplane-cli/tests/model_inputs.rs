@@ -6,136 +6,15 @@
 
 mod common;
 
+use common::onnx::{
+    f32_proto, i64_proto, node, optional_type, sequence_type, shaped, tensor_type, value,
+    write_model, write_pb,
+};
 use common::{backplane, scratch, text};
 
 use backplane::onnx::proto::tensor_proto::DataType as T;
-use backplane::onnx::proto::{
-    type_proto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, OptionalProto,
-    SequenceProto, TensorProto, TypeProto, ValueInfoProto,
-};
+use backplane::onnx::proto::{OptionalProto, SequenceProto};
 use prost::Message;
-use std::path::{Path, PathBuf};
-
-fn tensor_type(elem: T) -> TypeProto {
-    TypeProto {
-        value: Some(type_proto::Value::TensorType(type_proto::Tensor {
-            elem_type: Some(elem as i32),
-            shape: None,
-        })),
-        ..Default::default()
-    }
-}
-
-/// A tensor type with fixed dimensions.
-fn shaped(elem: T, dims: &[i64]) -> TypeProto {
-    use backplane::onnx::proto::tensor_shape_proto::{dimension, Dimension};
-    TypeProto {
-        value: Some(type_proto::Value::TensorType(type_proto::Tensor {
-            elem_type: Some(elem as i32),
-            shape: Some(backplane::onnx::proto::TensorShapeProto {
-                dim: dims
-                    .iter()
-                    .map(|&d| Dimension {
-                        denotation: None,
-                        value: Some(dimension::Value::DimValue(d)),
-                    })
-                    .collect(),
-            }),
-        })),
-        ..Default::default()
-    }
-}
-
-fn sequence_type(elem: TypeProto) -> TypeProto {
-    TypeProto {
-        value: Some(type_proto::Value::SequenceType(Box::new(
-            type_proto::Sequence {
-                elem_type: Some(Box::new(elem)),
-            },
-        ))),
-        ..Default::default()
-    }
-}
-
-fn optional_type(elem: TypeProto) -> TypeProto {
-    TypeProto {
-        value: Some(type_proto::Value::OptionalType(Box::new(
-            type_proto::Optional {
-                elem_type: Some(Box::new(elem)),
-            },
-        ))),
-        ..Default::default()
-    }
-}
-
-fn value(name: &str, ty: TypeProto) -> ValueInfoProto {
-    ValueInfoProto {
-        name: Some(name.into()),
-        r#type: Some(ty),
-        ..Default::default()
-    }
-}
-
-fn node(op: &str, inputs: &[&str], outputs: &[&str]) -> NodeProto {
-    NodeProto {
-        op_type: Some(op.into()),
-        name: Some(format!("{op}_{}", outputs.join("_"))),
-        input: inputs.iter().map(|s| s.to_string()).collect(),
-        output: outputs.iter().map(|s| s.to_string()).collect(),
-        ..Default::default()
-    }
-}
-
-/// Write a model of these nodes (opset 18) to `dir/name.onnx`.
-fn write_model(
-    dir: &Path,
-    name: &str,
-    nodes: Vec<NodeProto>,
-    inputs: Vec<ValueInfoProto>,
-    outputs: Vec<ValueInfoProto>,
-) -> PathBuf {
-    let model = ModelProto {
-        ir_version: Some(8),
-        opset_import: vec![OperatorSetIdProto {
-            domain: Some(String::new()),
-            version: Some(18),
-        }],
-        graph: Some(GraphProto {
-            name: Some(name.into()),
-            node: nodes,
-            input: inputs,
-            output: outputs,
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    let path = dir.join(format!("{name}.onnx"));
-    std::fs::write(&path, model.encode_to_vec()).unwrap();
-    path
-}
-
-fn f32_proto(dims: &[i64], values: &[f32]) -> TensorProto {
-    TensorProto {
-        dims: dims.to_vec(),
-        data_type: Some(T::Float as i32),
-        float_data: values.to_vec(),
-        ..Default::default()
-    }
-}
-
-fn i64_proto(dims: &[i64], values: &[i64]) -> TensorProto {
-    TensorProto {
-        dims: dims.to_vec(),
-        data_type: Some(T::Int64 as i32),
-        int64_data: values.to_vec(),
-        ..Default::default()
-    }
-}
-
-fn write_pb(path: &Path, message: &impl Message) -> String {
-    std::fs::write(path, message.encode_to_vec()).unwrap();
-    path.to_string_lossy().into_owned()
-}
 
 fn arg(name: &str, path: &str) -> String {
     format!("{name}={path}")
