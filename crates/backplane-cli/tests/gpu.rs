@@ -365,3 +365,65 @@ fn bert_tiny_runs_on_gpu_acc_and_matches_cpu_ref() {
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// Gather indices that arrive at run time are checked on the device: through `backplane run`,
+/// an index outside the gathered axis is an error naming the layer (as on CpuRef), and valid
+/// ones give CpuRef's rows.
+#[test]
+fn run_reports_a_gather_index_out_of_range_on_gpu_acc() {
+    use backplane::onnx::proto::tensor_proto::DataType as T;
+    use common::onnx::{f32_proto, i64_proto, node, shaped, value, write_model, write_pb};
+    if adapter_line().is_none() {
+        return;
+    }
+    let dir = scratch("gpu-gather");
+    let model = write_model(
+        &dir,
+        "gather",
+        vec![node("Gather", &["x", "idx"], &["y"])],
+        vec![
+            value("x", shaped(T::Float, &[4, 3])),
+            value("idx", shaped(T::Int64, &[2])),
+        ],
+        vec![value("y", shaped(T::Float, &[2, 3]))],
+    );
+    let model = model.to_str().unwrap();
+    let rows: Vec<f32> = (0..12).map(|v| v as f32).collect();
+    let x = write_pb(&dir.join("x.pb"), &f32_proto(&[4, 3], &rows));
+    let run = |idx: &[i64]| {
+        let i = write_pb(&dir.join("idx.pb"), &i64_proto(&[2], idx));
+        backplane(&[
+            "run",
+            model,
+            "--backends",
+            "GpuAcc,CpuAcc",
+            "--backend-option",
+            SOFTWARE,
+            "--input",
+            &format!("x={x}"),
+            "--input",
+            &format!("idx={i}"),
+            "--json",
+        ])
+    };
+    let o = run(&[3, 0]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        doc["outputs"][0]["values"],
+        serde_json::json!([9.0, 10.0, 11.0, 0.0, 1.0, 2.0]),
+        "rows 3 then 0: {out}"
+    );
+    assert!(
+        doc["backends"].to_string().contains("GpuAcc"),
+        "the Gather should run on GpuAcc: {out}"
+    );
+    let o = run(&[1, 7]);
+    let (out, err) = text(&o);
+    assert!(!o.status.success(), "an index past the axis ran: {out}");
+    assert!(
+        err.contains("Gather_y") && err.contains("outside"),
+        "the error should name the layer and say why: {err}"
+    );
+}
