@@ -4,6 +4,7 @@
 //! * [`nchw`]: the NCHW convolution workload: a GEMM over the input's padded stride phases
 //!   (pointwise ones a GEMM on the input), and the dispatch to the paths below.
 //! * [`direct`]: GEMM tiles run on the phases with no packed B (first layers, projections).
+//! * [`pixel_rows`]: pointwise layers on small planes as a GEMM with the pixels as rows.
 //! * [`winograd`]: Winograd F(4×4, 3×3) for 3×3 stride-1 layers.
 //! * [`channel_lanes`]: the output channels in vector lanes (first layers, stride 2).
 //! * [`depthwise`]: depthwise convolution and max pooling (planes, rows, channels-last
@@ -19,6 +20,7 @@ pub mod direct;
 pub mod nchw;
 pub mod nhwc;
 pub mod nhwc_winograd;
+pub mod pixel_rows;
 pub mod window;
 pub mod winograd;
 
@@ -39,6 +41,9 @@ pub enum ConvAlgorithm {
     Depthwise,
     /// GEMM tiles on the phases, no packed B ([`direct`]).
     Direct,
+    /// A pointwise GEMM with the pixels as rows, transposed into the planes ([`pixel_rows`];
+    /// constant weights).
+    PixelRows,
     /// A GEMM: over the phases (NCHW), on the input (pointwise), or by tiles reading the
     /// window at offsets (channels-last).
     Gemm,
@@ -132,6 +137,12 @@ pub fn choose_conv_algorithm(s: &ConvShape<'_>) -> ConvAlgorithm {
                 ConvAlgorithm::ChannelLanes
             } else if s.depthwise() {
                 ConvAlgorithm::Depthwise
+            } else if s.const_weights
+                && s.group == 1
+                && pointwise
+                && pixel_rows::applies(s.c, s.m, s.geo.oh * s.geo.ow)
+            {
+                ConvAlgorithm::PixelRows
             } else if direct_applies(s, pointwise) {
                 ConvAlgorithm::Direct
             } else {
