@@ -4,6 +4,7 @@
 //! * [`nchw`]: the NCHW convolution workload: a GEMM over the input's padded stride phases
 //!   (pointwise ones a GEMM on the input), and the dispatch to the paths below.
 //! * [`direct`]: GEMM tiles run on the phases with no packed B (first layers, projections).
+//! * [`grouped`]: grouped 3×3 layers with groups of eight outputs, all groups in one pass.
 //! * [`pixel_rows`]: pointwise layers on small planes as a GEMM with the pixels as rows.
 //! * [`winograd`]: Winograd F(4×4, 3×3) for 3×3 stride-1 layers.
 //! * [`channel_lanes`]: the output channels in vector lanes (first layers, stride 2).
@@ -17,6 +18,7 @@ pub mod channel_lanes;
 pub mod conv_transpose;
 pub mod depthwise;
 pub mod direct;
+pub mod grouped;
 pub mod nchw;
 pub mod nhwc;
 pub mod nhwc_winograd;
@@ -41,6 +43,8 @@ pub enum ConvAlgorithm {
     Depthwise,
     /// GEMM tiles on the phases, no packed B ([`direct`]).
     Direct,
+    /// Groups of eight outputs in vector lanes ([`grouped`]; constant weights).
+    Grouped,
     /// A pointwise GEMM with the pixels as rows, transposed into the planes ([`pixel_rows`];
     /// constant weights).
     PixelRows,
@@ -143,6 +147,8 @@ pub fn choose_conv_algorithm(s: &ConvShape<'_>) -> ConvAlgorithm {
                 && pixel_rows::applies(s.c, s.m, s.geo.oh * s.geo.ow)
             {
                 ConvAlgorithm::PixelRows
+            } else if s.const_weights && grouped::applies(s.geo, s.c, s.m, s.group) {
+                ConvAlgorithm::Grouped
             } else if direct_applies(s, pointwise) {
                 ConvAlgorithm::Direct
             } else {

@@ -11,6 +11,7 @@ use crate::act::Activation;
 use crate::conv::channel_lanes;
 use crate::conv::depthwise;
 use crate::conv::direct;
+use crate::conv::grouped;
 use crate::conv::pixel_rows;
 use crate::conv::window::{FromGeometry, Geo2};
 use crate::conv::winograd;
@@ -54,6 +55,8 @@ enum Weights {
     /// A pointwise layer's weights as the B operand of a GEMM with the pixels as rows (see
     /// [`pixel_rows`]).
     PixelRows(pixel_rows::Plan),
+    /// A grouped layer's weights with each group's eight outputs innermost (see [`grouped`]).
+    Grouped(grouped::Plan),
 }
 
 /// A convolution (optionally with a fused activation).
@@ -144,6 +147,9 @@ impl ConvWorkload {
                     (None, ConvAlgorithm::Depthwise) => Weights::Depthwise(w.to_vec()),
                     (None, ConvAlgorithm::PixelRows) => {
                         Weights::PixelRows(pixel_rows::Plan::new(w, m, c)?)
+                    }
+                    (None, ConvAlgorithm::Grouped) => {
+                        Weights::Grouped(grouped::Plan::new(w, group, c / group)?)
                     }
                     (None, _) => {
                         let live = live_taps(&geo).filter(|_| !depthwise && !pointwise);
@@ -595,6 +601,13 @@ impl ConvWorkload {
             }
             return Ok(());
         }
+        if let Weights::Grouped(plan) = &self.weights {
+            let (xs, ys) = (self.c * geo.h * geo.w, self.m * geo.oh * geo.ow);
+            for (xb, yb) in x.chunks(xs).zip(y.chunks_mut(ys)).take(self.n) {
+                plan.run(&self.threads, geo, xb, bias, act, yb)?;
+            }
+            return Ok(());
+        }
         let runtime_weights;
         let weights = match &self.weights {
             Weights::Runtime => {
@@ -673,7 +686,8 @@ impl ConvWorkload {
             Weights::Runtime
             | Weights::Winograd(_)
             | Weights::ChannelLanes(_)
-            | Weights::PixelRows(_) => Err(self.io.error("weights were not prepared".into())),
+            | Weights::PixelRows(_)
+            | Weights::Grouped(_) => Err(self.io.error("weights were not prepared".into())),
         }
     }
 }
