@@ -115,7 +115,13 @@ impl Plan {
         let s = geo.sh;
         // Padded width of a window row: every tap of every output pixel, and the slack.
         let pitch = (geo.ow.div_ceil(PIXELS) * PIXELS) * s + 2 + SLACK;
-        let per = th.chunk_size(group, 1, 1);
+        // Threads take groups from a shared queue, a few at a time: RegNet's first stage has
+        // six groups, which shares of two (two threads, two shares each) split 4:2.
+        let per = if th.count() > 1 {
+            (group / (4 * th.count())).max(1)
+        } else {
+            group
+        };
         let span = LANES * out_plane;
         th.chunks(&mut y[..group * span], per * span, |i, yc| {
             let mut win = vec![0f32; cg * 3 * pitch];
