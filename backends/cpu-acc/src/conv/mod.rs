@@ -4,6 +4,8 @@
 //! * [`nchw`]: the NCHW convolution workload: a GEMM over the input's padded stride phases
 //!   (pointwise ones a GEMM on the input), and the dispatch to the paths below.
 //! * [`direct`]: GEMM tiles run on the phases with no packed B (first layers, projections).
+//! * [`grouped`]: grouped 3×3 layers with groups of eight outputs, all groups in one pass.
+//! * [`pixel_rows`]: pointwise layers on small planes as a GEMM with the pixels as rows.
 //! * [`winograd`]: Winograd F(4×4, 3×3) for 3×3 stride-1 layers.
 //! * [`channel_lanes`]: the output channels in vector lanes (first layers, stride 2).
 //! * [`depthwise`]: depthwise convolution and max pooling (planes, rows, channels-last
@@ -16,9 +18,11 @@ pub mod channel_lanes;
 pub mod conv_transpose;
 pub mod depthwise;
 pub mod direct;
+pub mod grouped;
 pub mod nchw;
 pub mod nhwc;
 pub mod nhwc_winograd;
+pub mod pixel_rows;
 pub mod window;
 pub mod winograd;
 
@@ -39,6 +43,11 @@ pub enum ConvAlgorithm {
     Depthwise,
     /// GEMM tiles on the phases, no packed B ([`direct`]).
     Direct,
+    /// Groups of eight outputs in vector lanes ([`grouped`]; constant weights).
+    Grouped,
+    /// A pointwise GEMM with the pixels as rows, transposed into the planes ([`pixel_rows`];
+    /// constant weights).
+    PixelRows,
     /// A GEMM: over the phases (NCHW), on the input (pointwise), or by tiles reading the
     /// window at offsets (channels-last).
     Gemm,
@@ -132,6 +141,14 @@ pub fn choose_conv_algorithm(s: &ConvShape<'_>) -> ConvAlgorithm {
                 ConvAlgorithm::ChannelLanes
             } else if s.depthwise() {
                 ConvAlgorithm::Depthwise
+            } else if s.const_weights
+                && s.group == 1
+                && pointwise
+                && pixel_rows::applies(s.c, s.m, s.geo.oh * s.geo.ow)
+            {
+                ConvAlgorithm::PixelRows
+            } else if s.const_weights && grouped::applies(s.geo, s.c, s.m, s.group) {
+                ConvAlgorithm::Grouped
             } else if direct_applies(s, pointwise) {
                 ConvAlgorithm::Direct
             } else {

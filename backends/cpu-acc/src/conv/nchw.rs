@@ -11,6 +11,8 @@ use crate::act::Activation;
 use crate::conv::channel_lanes;
 use crate::conv::depthwise;
 use crate::conv::direct;
+use crate::conv::grouped;
+use crate::conv::pixel_rows;
 use crate::conv::window::{FromGeometry, Geo2};
 use crate::conv::winograd;
 use crate::gemm::{self, ASrc, BSrc, Epilogue, MatView, Packed, Shifted};
@@ -50,6 +52,11 @@ enum Weights {
     Winograd(winograd::Plan),
     /// A first layer's weights in blocks of output channels (see [`channel_lanes`]).
     ChannelLanes(channel_lanes::Plan),
+    /// A pointwise layer's weights as the B operand of a GEMM with the pixels as rows (see
+    /// [`pixel_rows`]).
+    PixelRows(pixel_rows::Plan),
+    /// A grouped layer's weights with each group's eight outputs innermost (see [`grouped`]).
+    Grouped(grouped::Plan),
 }
 
 /// A convolution (optionally with a fused activation).
@@ -138,6 +145,12 @@ impl ConvWorkload {
                         channel_lanes::Plan::new(&geo, w, m, c, threads.count())?,
                     ),
                     (None, ConvAlgorithm::Depthwise) => Weights::Depthwise(w.to_vec()),
+                    (None, ConvAlgorithm::PixelRows) => {
+                        Weights::PixelRows(pixel_rows::Plan::new(w, m, c)?)
+                    }
+                    (None, ConvAlgorithm::Grouped) => {
+                        Weights::Grouped(grouped::Plan::new(w, group, c / group)?)
+                    }
                     (None, _) => {
                         let live = live_taps(&geo).filter(|_| !depthwise && !pointwise);
                         Weights::Packed(pack_live(w, m, group, c / group, &geo, live.as_deref()))
@@ -581,6 +594,20 @@ impl ConvWorkload {
             }
             return Ok(());
         }
+        if let Weights::PixelRows(plan) = &self.weights {
+            let (xs, plane) = (self.c * geo.h * geo.w, geo.oh * geo.ow);
+            for (xb, yb) in x.chunks(xs).zip(y.chunks_mut(self.m * plane)).take(self.n) {
+                plan.run(&self.threads, plane, xb, bias, act, yb)?;
+            }
+            return Ok(());
+        }
+        if let Weights::Grouped(plan) = &self.weights {
+            let (xs, ys) = (self.c * geo.h * geo.w, self.m * geo.oh * geo.ow);
+            for (xb, yb) in x.chunks(xs).zip(y.chunks_mut(ys)).take(self.n) {
+                plan.run(&self.threads, geo, xb, bias, act, yb)?;
+            }
+            return Ok(());
+        }
         let runtime_weights;
         let weights = match &self.weights {
             Weights::Runtime => {
@@ -656,9 +683,11 @@ impl ConvWorkload {
                 }
                 Ok(())
             }
-            Weights::Runtime | Weights::Winograd(_) | Weights::ChannelLanes(_) => {
-                Err(self.io.error("weights were not prepared".into()))
-            }
+            Weights::Runtime
+            | Weights::Winograd(_)
+            | Weights::ChannelLanes(_)
+            | Weights::PixelRows(_)
+            | Weights::Grouped(_) => Err(self.io.error("weights were not prepared".into())),
         }
     }
 }
