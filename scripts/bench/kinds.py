@@ -21,10 +21,14 @@ Usage:
 
 import argparse
 import collections
+import json
 import os
 import sys
+import tempfile
 
+import numpy as np
 import onnx
+import onnxruntime as ort
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import layers  # noqa: E402
@@ -80,11 +84,6 @@ def main():
         return kind_of(n.op_type, both)
 
     bp, ort_t = {}, {}
-    import json
-    import tempfile
-
-    import numpy as np
-    import onnxruntime as ort
 
     def ort_events():
         with tempfile.TemporaryDirectory() as tmp:
@@ -133,7 +132,7 @@ def main():
     tb, to = sum(sums_bp.values()), sum(sums_ort.values())
     print(f"{os.path.basename(args.model)}, {args.threads} thread(s), fastest of "
           f"{args.iterations} executions × {args.rounds} round(s) per layer")
-    print(f"| kind | backplane ms | ORT ms | ratio |")
+    print("| kind | backplane ms | ORT ms | ratio |")
     print("|---|---:|---:|---:|")
     for k in KINDS:
         b, o = sums_bp.get(k, 0.0) / 1e3, sums_ort.get(k, 0.0) / 1e3

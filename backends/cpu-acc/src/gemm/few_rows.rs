@@ -65,11 +65,12 @@ pub(super) fn sgemm_few_rows(
 }
 
 /// Largest `m · k` (floats of A) for which [`columns_block`] runs each panel through every K
-/// block before the next panel: the whole A (256 KB) then stays in L2, and each tile of C,
-/// accumulated over the K blocks while it is still in L1, is written out once. With K
-/// blocks outermost, every K block after the first reads C back (GPT-2's lm_head: 12.8 MB
-/// of C per K block, its rows 200 KB apart, so each tile's six rows miss the caches).
-pub(super) const A_IN_L2: usize = 64 * 1024;
+/// block before the next panel: the whole A (at most 384 KB, BERT's 128 rows of 768, of a
+/// 512 KB L2) then stays in L2, and each tile of C, accumulated over the K blocks while it
+/// is still in L1, is written out once. With K blocks outermost, every K block after the
+/// first reads C back from wherever it went (GPT-2's c_fc: 786 KB of C per K block, past
+/// L2; its lm_head 12.8 MB).
+pub(super) const A_IN_L2: usize = 96 * 1024;
 
 /// Columns of panels `cols.0..cols.1` of `C = A·B` for all `m` rows, stored from `c` (its
 /// first element is row 0, column `cols.0 · NR`; row stride `ldc`): each half-panel of B
