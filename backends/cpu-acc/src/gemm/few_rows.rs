@@ -64,9 +64,18 @@ pub(super) fn sgemm_few_rows(
     res
 }
 
+/// Largest `m · k` (floats of A) for which [`columns_block`] runs each panel through every K
+/// block before the next panel: the whole A (at most 384 KB, BERT's 128 rows of 768, of a
+/// 512 KB L2) then stays in L2, and each tile of C, accumulated over the K blocks while it
+/// is still in L1, is written out once. With K blocks outermost, every K block after the
+/// first reads C back from wherever it went (GPT-2's c_fc: 786 KB of C per K block, past
+/// L2; its lm_head 12.8 MB).
+pub(super) const A_IN_L2: usize = 96 * 1024;
+
 /// Columns of panels `cols.0..cols.1` of `C = A·B` for all `m` rows, stored from `c` (its
-/// first element is row 0, column `cols.0 · NR`; row stride `ldc`): for each K block, each
-/// half-panel of B runs down every row, six at a time.
+/// first element is row 0, column `cols.0 · NR`; row stride `ldc`): each half-panel of B
+/// runs down every row, six at a time; K blocks outermost, or, when A fits in L2
+/// ([`A_IN_L2`]), panels outermost.
 #[allow(clippy::too_many_arguments)]
 fn columns_block(
     m: usize,
@@ -81,14 +90,70 @@ fn columns_block(
     kernel_act: Activation,
 ) -> Result<()> {
     let col0 = cols.0 * NR;
-    each_half_panel_in((panels, halves), k, n, simd::WIDE, cols, |hp| {
+    let mut tile = |hp: &HalfPanel<'_>, next: usize| {
         let a = av.data.get(hp.k0..).unwrap_or(&[]);
         let tep = ep.tile(ep.accumulate || hp.kb > 0, hp.last, (0, hp.j0), kernel_act);
         let cb = c.get_mut(hp.j0 - col0..).unwrap_or(&mut []);
-        let next = halves.next(hp.kc, hp.j0 % NR);
         match simd::tiles_strided(hp.kc, a, av.rs, m, hp.b, cb, ldc, hp.nr, &tep, next) {
             true => Ok(()),
             false => Err(err("in-place tiles refused")),
         }
+    };
+    if k > KC && m * k <= A_IN_L2 {
+        return each_half_panel_by_columns((panels, halves), k, n, simd::WIDE, cols, tile);
+    }
+    each_half_panel_in((panels, halves), k, n, simd::WIDE, cols, |hp| {
+        tile(hp, halves.next(hp.kc, hp.j0 % NR))
     })
+}
+
+/// [`each_half_panel_in`] with panels outermost: each panel's halves (or whole panel, as
+/// there) in K block 0, then in K block 1, and so on, before the next panel. `f` also gets
+/// the prefetch offset of the half it visits next (from the start of the one it gets, any
+/// direction: a prefetch hint wraps, never faults).
+pub(super) fn each_half_panel_by_columns(
+    (panels, halves): (&[f32], simd::Halves),
+    k: usize,
+    n: usize,
+    wide: usize,
+    cols: (usize, usize),
+    mut f: impl FnMut(&HalfPanel<'_>, usize) -> Result<()>,
+) -> Result<()> {
+    let padded = n.div_ceil(NR) * NR;
+    // Every (panel, K block, column) visited, in order, with where its half starts.
+    let visits = (cols.0..cols.1).flat_map(|pi| {
+        let width = (n - pi * NR).min(NR);
+        let step = if width > simd::HALF && width <= wide {
+            NR
+        } else {
+            simd::HALF
+        };
+        (0..k).step_by(KC).enumerate().flat_map(move |(kb, k0)| {
+            let kc = KC.min(k - k0);
+            (0..width).step_by(step).map(move |h| {
+                let at = k0 * padded + pi * kc * NR + halves.start(kc, h);
+                (pi, kb, k0, kc, h, (width - h).min(step), at)
+            })
+        })
+    });
+    let mut visits = visits.peekable();
+    while let Some((pi, kb, k0, kc, h, nr, at)) = visits.next() {
+        let next = visits.peek().map_or(0, |v| v.6.wrapping_sub(at));
+        let b = panels
+            .get(at..)
+            .ok_or_else(|| err("B panels are too small"))?;
+        f(
+            &HalfPanel {
+                kb,
+                k0,
+                kc,
+                j0: pi * NR + h,
+                nr,
+                b: (b, halves),
+                last: k0 + kc == k,
+            },
+            next,
+        )?;
+    }
+    Ok(())
 }

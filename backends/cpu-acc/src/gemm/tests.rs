@@ -364,8 +364,9 @@ fn sgemm_matches_naive_for_odd_sizes_and_every_operand_kind() {
 }
 
 /// A few rows (1 to 256, odd counts) against a B of more than 2^17 floats take the column
-/// split of the in-place tiles (one block on one thread): against the plain product with a
-/// column bias and an activation, both half layouts, C rows wider than N; with two threads and
+/// split of the in-place tiles (one block on one thread; panels outermost where A fits in
+/// L2 and K has several blocks, a last panel of 20 columns among them): against the plain
+/// product with a column bias and an activation, both half layouts, C rows wider than N; with two threads and
 /// accumulation onto C the row split runs instead, and 257 rows are past the split.
 #[test]
 fn few_rows_against_a_large_b_match_naive() {
@@ -373,6 +374,7 @@ fn few_rows_against_a_large_b_match_naive() {
         for &(m, n, k) in &[
             (13, 1031, 131),
             (64, 509, 263),
+            (29, 532, 600),
             (97, 2053, 64),
             (256, 521, 257),
             (257, 521, 257),
@@ -430,5 +432,50 @@ fn few_rows_against_a_large_b_match_naive() {
                 }
             }
         }
+    }
+}
+
+/// The panels-outermost walk visits every half of every panel in every K block once, each
+/// panel's K blocks in order before the next panel, and hands each visit the offset of the
+/// next one's half (0 after the last).
+#[test]
+fn panels_outermost_walk_covers_every_half_once_and_prefetches_the_next() {
+    let (k, n) = (600, 532);
+    let packed = Packed::pack_b(k, n, row_major(&rand(k * n, 3), n));
+    for halves in [simd::Halves::Interleaved, simd::Halves::Split] {
+        let packed = packed.clone().with_halves(halves);
+        let (data, _) = packed.panels();
+        let mut seen = Vec::new();
+        few_rows::each_half_panel_by_columns(
+            packed.panels(),
+            k,
+            n,
+            simd::WIDE,
+            (2, 17),
+            |hp, next| {
+                let at = data.len() - hp.b.0.len();
+                seen.push((hp.j0, hp.kb, hp.nr, at, next));
+                Ok(())
+            },
+        )
+        .unwrap();
+        // Panels 2..16 have two halves of 16, the last (16) one 20-column whole: 3 K blocks.
+        assert_eq!(seen.len(), (14 * 2 + 1) * 3);
+        for w in seen.windows(2) {
+            assert_eq!(w[0].4, w[1].3.wrapping_sub(w[0].3), "{halves:?} {w:?}");
+            let (p0, p1) = (w[0].0 / NR, w[1].0 / NR);
+            assert!(
+                p1 == p0 || (p1 == p0 + 1 && w[0].1 == 2 && w[1].1 == 0),
+                "{w:?}"
+            );
+        }
+        assert_eq!(
+            seen.last().map(|v| (v.0, v.1, v.2, v.4)),
+            Some((512, 2, 20, 0))
+        );
+        let mut cols: Vec<_> = seen.iter().map(|v| (v.0, v.1)).collect();
+        cols.sort_unstable();
+        cols.dedup();
+        assert_eq!(cols.len(), seen.len());
     }
 }
