@@ -15,11 +15,15 @@
 #[cfg(target_arch = "x86_64")]
 mod avx2;
 pub mod channels;
+pub mod fused;
+#[cfg(test)]
+mod fused_tests;
 pub mod requant;
 #[cfg(test)]
 mod tests;
 
 pub use channels::{accumulate_products, center_i8, center_u8, requantize_channels, RequantRange};
+pub use fused::{qgemm_requantized, ColumnRequant};
 pub use requant::{accumulate_taps, requantize_f32, FloatRequant};
 
 /// Columns per packed panel of B (two AVX2 vectors of eight int32 sums).
