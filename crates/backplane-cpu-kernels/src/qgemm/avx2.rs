@@ -100,9 +100,35 @@ pub(super) unsafe fn tile_requant(
     p: usize,
     bytes: &mut [[u8; QNR]; QMR],
 ) {
-    let r = r.min(QMR);
+    // One instantiation per row count, each with its sums inlined (the accumulators stay in
+    // registers instead of going through a returned array).
+    // SAFETY: forwarded contract, for the row count each arm reads.
+    unsafe {
+        match r {
+            0 => {}
+            1 => tile_requant_rows::<1>(a, lda, kp, panel, rq, p, bytes),
+            2 => tile_requant_rows::<2>(a, lda, kp, panel, rq, p, bytes),
+            3 => tile_requant_rows::<3>(a, lda, kp, panel, rq, p, bytes),
+            _ => tile_requant_rows::<4>(a, lda, kp, panel, rq, p, bytes),
+        }
+    }
+}
+
+/// [`tile_requant`] for `R` rows. Safety: as [`tile_requant`] for `R` rows.
+#[target_feature(enable = "avx2")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn tile_requant_rows<const R: usize>(
+    a: *const i16,
+    lda: usize,
+    kp: usize,
+    panel: *const i16,
+    rq: &ColumnRequant,
+    p: usize,
+    bytes: &mut [[u8; QNR]; QMR],
+) {
+    let r = R.min(QMR);
     // SAFETY: forwarded contract.
-    let acc = unsafe { sums_of(a, lda, r, kp, panel) };
+    let acc = unsafe { sums::<R>(a, lda, kp, panel) };
     let (bias, scale) = rq.panel(p);
     // SAFETY: `panel` returns QNR values of each, two vectors.
     let (bias0, bias1, scale0, scale1) = unsafe {

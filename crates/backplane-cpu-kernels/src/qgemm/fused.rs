@@ -113,7 +113,12 @@ pub fn qgemm_requantized(
             let width = (b.cols() - p * QNR).min(QNR);
             for (rr, row) in bytes.iter().enumerate().take(r) {
                 let at = (i + rr) * ldo + j0;
-                out[at..at + width].copy_from_slice(&row[..width]);
+                if width == QNR {
+                    // A fixed length: one 16-byte move, not a call to memcpy.
+                    out[at..at + QNR].copy_from_slice(row);
+                } else {
+                    out[at..at + width].copy_from_slice(&row[..width]);
+                }
             }
         }
         i += r;
