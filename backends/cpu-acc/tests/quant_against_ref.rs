@@ -432,6 +432,23 @@ fn folded_int8_convolutions_are_within_one_quantum_of_cpu_ref() {
             xt: DataType::I8,
             ..base
         },
+        // Few pixels, many channels (the threads share the output channels): 1×1 over
+        // 3×3 pixels, i8, and a strided 3×3 window to 3×3 pixels, u8.
+        Case {
+            x: [1, 40, 3, 3],
+            m: 83,
+            k: [1, 1],
+            pad: 0,
+            act: relu6,
+            xt: DataType::I8,
+            ..base
+        },
+        Case {
+            x: [1, 7, 5, 5],
+            m: 50,
+            stride: 2,
+            ..base
+        },
     ];
     let (mut off, mut total) = (0, 0);
     for (i, c) in cases.iter().enumerate() {

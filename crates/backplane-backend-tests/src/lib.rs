@@ -36,6 +36,7 @@ pub mod generated;
 pub mod node_tests;
 pub mod op_table;
 mod quant_blocks;
+mod quant_gemm_sweeps;
 pub mod quant_sweeps;
 pub mod report;
 pub mod sweeps;

@@ -1,5 +1,5 @@
 //! Quantized sweeps: random QDQ chains as quantizers write them (TFLite's importer, ONNX QDQ
-//! models) — `DequantizeLinear → Conv | Add | Sub | Mul | Max | Min → (Relu | Clip) →
+//! models) — `DequantizeLinear → Conv | Gemm | Add | Sub | Mul | Max | Min → (Relu | Clip) →
 //! QuantizeLinear` on int8 and uint8 tensors, per-channel or per-tensor weights, odd shapes —
 //! run with the backend under test first (CpuRef behind it), against the same network on
 //! CpuRef alone.
@@ -40,9 +40,10 @@ pub const FAMILIES: &[(&str, Generator)] = &[
     ("QConv", conv),
     ("QBinary", binary),
     ("QBlock", crate::quant_blocks::block),
+    ("QGemm", crate::quant_gemm_sweeps::gemm),
 ];
 
-fn err(e: impl std::fmt::Display) -> String {
+pub(crate) fn err(e: impl std::fmt::Display) -> String {
     e.to_string()
 }
 
@@ -52,13 +53,13 @@ fn zero_point(dt: DataType, z: i32) -> Result<Tensor, String> {
 }
 
 /// A random zero point in the type's range, near its middle.
-fn pick_zero(r: &mut Rng, dt: DataType) -> i32 {
+pub(crate) fn pick_zero(r: &mut Rng, dt: DataType) -> i32 {
     let centre = if dt == DataType::I8 { 0 } else { 128 };
     centre + r.below(41) as i32 - 20
 }
 
 /// An 8-bit tensor of random values over the whole range.
-fn bytes(r: &mut Rng, dt: DataType, dims: &[usize]) -> Result<Tensor, String> {
+pub(crate) fn bytes(r: &mut Rng, dt: DataType, dims: &[usize]) -> Result<Tensor, String> {
     let (lo, hi) = if dt == DataType::I8 {
         (-128.0, 128.0)
     } else {
@@ -68,7 +69,7 @@ fn bytes(r: &mut Rng, dt: DataType, dims: &[usize]) -> Result<Tensor, String> {
 }
 
 /// `DequantizeLinear(t)` with constant `scales` (one, or per `axis`) and zero points.
-fn dequantize(
+pub(crate) fn dequantize(
     net: &mut Network,
     name: &str,
     t: backplane::core::TensorId,
@@ -99,7 +100,7 @@ fn dequantize(
 
 /// An optional activation, then `QuantizeLinear` to `dt` with scale `sy`, zero point `zy`,
 /// marked as the network's output.
-fn quantize_out(
+pub(crate) fn quantize_out(
     r: &mut Rng,
     net: &mut Network,
     mut t: backplane::core::TensorId,

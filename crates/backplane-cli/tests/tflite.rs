@@ -107,3 +107,40 @@ fn inspect_shows_int8_convolutions_running_channels_last() {
         "{after}"
     );
 }
+
+#[test]
+fn int8_fully_connected_layers_fold_and_match_litert() {
+    let dir = "testdata/tflite/dense_int8";
+    let model = format!("{dir}/model.tflite");
+    let o = backplane(&["inspect", &model]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    let after = out
+        .split("layers after optimization")
+        .nth(1)
+        .unwrap_or_default();
+    // The quantized FULLY_CONNECTED layers run as integer GEMMs (no f32 Gemm between a
+    // DequantizeLinear and a QuantizeLinear).
+    assert!(
+        after
+            .lines()
+            .any(|l| l.contains("QLinearGemm") && l.contains("-> i8[8x5]")),
+        "{after}"
+    );
+    // Within one quantum of LiteRT.
+    let o = backplane(&[
+        "run",
+        &model,
+        "--backends",
+        "CpuAcc,CpuRef",
+        "--input",
+        &format!("serving_default_seq:0={dir}/input_0.npy"),
+        "--compare",
+        dir,
+        "--atol",
+        "1",
+    ]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(out.contains("every output matches"), "{out}");
+}

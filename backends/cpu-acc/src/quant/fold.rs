@@ -3,7 +3,8 @@
 //! int8 convolution ([`super::conv`]), as ONNX QDQ models and the TFLite importer write
 //! quantized convolutions; `DequantizeLinear(a), DequantizeLinear(b) → Add | Sub | Mul | Max |
 //! Min → (Relu | Clip) → QuantizeLinear` becomes one quantized binary layer
-//! ([`super::binary`]); a DequantizeLinear left with no reader goes too. The rest of the
+//! ([`super::binary`]); the same chain around a Gemm one int8 fully connected layer
+//! ([`super::gemm`]); a DequantizeLinear left with no reader goes too. The rest of the
 //! subgraph then goes through the float fusions.
 //!
 //! The folded layer computes exact int32 sums and requantizes them by TFLite's rule, where
@@ -12,6 +13,7 @@
 
 use super::binary::QBinaryDesc;
 use super::conv::{clamp_range, QConvDesc};
+use super::gemm::QGemmDesc;
 use super::is_8bit;
 use crate::act::{Activation, FromOp};
 use backplane_backend_api::{
@@ -39,7 +41,10 @@ pub(crate) fn optimize(
         if used.contains(&id) {
             continue;
         }
-        let folded = g.fold_conv(id, &used).or_else(|| g.fold_binary(id, &used));
+        let folded = g
+            .fold_conv(id, &used)
+            .or_else(|| g.fold_gemm(id, &used))
+            .or_else(|| g.fold_binary(id, &used));
         if let Some(s) = folded {
             used.extend(s.replaced.iter().copied());
             subs.push(s);
@@ -260,6 +265,83 @@ impl Chains<'_> {
         self.absorb_dequantizations(id, [x.layer, w.layer], used, &mut replaced)?;
         let y_info = self.net.tensor(y).info.clone();
         let bias = Tensor::from_vec(vec![m], bias).ok()?;
+        let names: Vec<&str> = replaced
+            .iter()
+            .map(|&l| self.net.layer(l).name.as_str())
+            .collect();
+        Some(Substitution {
+            replacement: vec![ReplacementLayer {
+                name: names.join("+"),
+                op: Op::Custom(qdesc.to_op(y_info)),
+                inputs: vec![
+                    ValueRef::Existing(x.input),
+                    ValueRef::Existing(w.input),
+                    ValueRef::NewConstant(Arc::new(bias)),
+                ],
+                outputs: vec![Some(y)],
+            }],
+            replaced,
+        })
+    }
+
+    /// Fold the chain whose Gemm is `id`, if it is one: `alpha = beta = 1`, A not
+    /// transposed, a per-tensor 8-bit `[M, K]` input, constant 8-bit weights per tensor or
+    /// per output channel, a bias of N values (or none).
+    fn fold_gemm(&self, id: LayerId, used: &BTreeSet<LayerId>) -> Option<Substitution> {
+        let layer = self.net.layer(id);
+        let Op::Gemm(desc) = &layer.op else {
+            return None;
+        };
+        if desc.alpha != 1.0 || desc.beta != 1.0 || desc.trans_a {
+            return None;
+        }
+        let (xt, wt) = (*layer.inputs.first()?, *layer.inputs.get(1)?);
+        let x = self.dequantize(xt, 0)?;
+        let w = self.dequantize(wt, if desc.trans_b { 0 } else { 1 })?;
+        let x_info = &self.net.tensor(x.input).info;
+        let w_info = &self.net.tensor(w.input).info;
+        if x.scales.len() != 1
+            || !is_8bit(x_info.dtype)
+            || !is_8bit(w_info.dtype)
+            || self.constant(w.input).is_none()
+            || x_info.shape.rank() != 2
+        {
+            return None;
+        }
+        let &[w0, w1] = w_info.shape.dims() else {
+            return None;
+        };
+        let n = if desc.trans_b { w0 } else { w1 };
+        let (sx, zx) = (x.scales[0], x.zeros[0]);
+        let OutChain {
+            mut replaced,
+            y,
+            to,
+            q: (sy, zy),
+            act,
+        } = self.quantized_output(id)?;
+        let bias: Vec<i32> = match layer.inputs.get(2) {
+            None => vec![0; n],
+            Some(&bt) => {
+                // A bias along the output channels only ([N] or [1, N]).
+                let dims = self.net.tensor(bt).info.shape.dims();
+                if !(dims == [n] || dims == [1, n]) {
+                    return None;
+                }
+                self.bias(bt, sx, &w.scales, n, &mut replaced)?
+            }
+        };
+        let qdesc = QGemmDesc {
+            x: (sx, zx),
+            y: (sy, zy),
+            w_scales: w.scales.clone(),
+            w_zeros: w.zeros.clone(),
+            trans_b: desc.trans_b,
+            clamp: clamp_range(to, (sy, zy), act.0, act.1),
+        };
+        self.absorb_dequantizations(id, [x.layer, w.layer], used, &mut replaced)?;
+        let y_info = self.net.tensor(y).info.clone();
+        let bias = Tensor::from_vec(vec![n], bias).ok()?;
         let names: Vec<&str> = replaced
             .iter()
             .map(|&l| self.net.layer(l).name.as_str())

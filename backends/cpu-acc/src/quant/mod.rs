@@ -1,12 +1,14 @@
 //! Quantized layers on CpuAcc: QuantizeLinear / DequantizeLinear of 8-bit tensors
 //! ([`qdq`]), the int8 convolution that a DequantizeLinear → Conv → (Relu/Clip) →
-//! QuantizeLinear chain becomes ([`conv`], folded by [`fold`] in `optimize_subgraph`), on the
+//! QuantizeLinear chain becomes ([`conv`], folded by [`fold`] in `optimize_subgraph`), the
+//! int8 fully connected layer a Gemm's chain becomes ([`gemm`]), on the
 //! kernel crate's integer GEMM (`qgemm`) with XNNPACK's requantization; connected int8
 //! layers then run channels-last ([`region`], [`nhwc_conv`]).
 
 mod binary;
 mod conv;
 pub(crate) mod fold;
+mod gemm;
 mod nhwc_conv;
 mod qdq;
 mod region;
@@ -18,6 +20,8 @@ use backplane_core::{DataType, Op, TensorInfo};
 
 /// The custom operator of a folded int8 convolution (domain CpuAcc).
 pub(crate) const QLINEAR_CONV: &str = "QLinearConv";
+/// The custom operator of a folded int8 fully connected layer (domain CpuAcc).
+pub(crate) const QLINEAR_GEMM: &str = "QLinearGemm";
 /// The custom operator of a folded quantized elementwise binary layer (domain CpuAcc).
 pub(crate) const QLINEAR_BINARY: &str = "QLinearBinary";
 
@@ -64,7 +68,8 @@ pub(crate) fn takes_quantized(op: &Op) -> bool {
 
 /// True for CpuAcc's quantized custom operators.
 pub(crate) fn is_quant_custom(c: &CustomOp) -> bool {
-    c.domain == crate::CPU_ACC_ID && (c.op_type == QLINEAR_CONV || c.op_type == QLINEAR_BINARY)
+    c.domain == crate::CPU_ACC_ID
+        && (c.op_type == QLINEAR_CONV || c.op_type == QLINEAR_BINARY || c.op_type == QLINEAR_GEMM)
 }
 
 /// The plan of a QuantizeLinear or DequantizeLinear layer.
@@ -76,6 +81,8 @@ pub(crate) fn plan_qdq(layer: &LayerDesc) -> Result<Plan<'_>, String> {
 pub(crate) fn plan_custom<'a>(c: &'a CustomOp, layer: &'a LayerDesc) -> Result<Plan<'a>, String> {
     if c.op_type == QLINEAR_BINARY {
         binary::plan(c, layer)
+    } else if c.op_type == QLINEAR_GEMM {
+        gemm::plan(c, layer)
     } else {
         conv::plan(c, layer)
     }

@@ -25,11 +25,24 @@ use crate::threads::Threads;
 use backplane_backend_api::{BackendError, LayerDesc, Result, Workload};
 use backplane_core::{DataType, TensorInfo, TensorView, TensorViewMut};
 use backplane_cpu_kernels::qgemm::{
-    accumulate_products, center_i8, center_u8, qgemm, requantize_channels, QPackedB, RequantRange,
+    accumulate_products, center_i8, center_u8, qgemm_requantized, requantize_channels,
+    ColumnRequant, QPackedB, RequantRange, QNR,
 };
+use std::sync::Mutex;
 
-/// Output pixels per GEMM block (A rows centered, summed and requantized together).
+/// Output pixels per GEMM block (A rows centered, then summed and requantized together).
 const BLOCK_ROWS: usize = 32;
+
+/// Take the buffer kept in `slot` (empty the first time, or while another execution of the
+/// layer holds it).
+fn take<T>(slot: &Mutex<Vec<T>>) -> Vec<T> {
+    std::mem::take(&mut *slot.lock().unwrap_or_else(|p| p.into_inner()))
+}
+
+/// Give a buffer back to `slot` for the next execution.
+fn keep<T>(slot: &Mutex<Vec<T>>, v: Vec<T>) {
+    *slot.lock().unwrap_or_else(|p| p.into_inner()) = v;
+}
 
 /// `[N, H, W, C]` as the NCHW-ordered info the shared geometry check reads.
 fn as_nchw(t: &TensorInfo) -> std::result::Result<TensorInfo, String> {
@@ -69,9 +82,23 @@ enum Kind {
     /// Centered weights `[KH·KW, OW·C]`: per tap, its channels repeated for each pixel of an
     /// output row.
     Depthwise { taps: Vec<i16> },
-    /// The centered weights packed as B (`KH·KW·C` × M); `pointwise` for a 1×1, stride-1,
-    /// unpadded layer, whose A rows are the input pixels themselves.
-    Gemm { b: QPackedB, pointwise: bool },
+    /// The centered weights packed as B (`KH·KW·C` × M) and the requantization per output
+    /// channel; `pointwise` for a 1×1, stride-1, unpadded layer, whose A rows are the input
+    /// pixels themselves.
+    Gemm {
+        b: QPackedB,
+        rq: ColumnRequant,
+        pointwise: bool,
+    },
+}
+
+/// Where a GEMM layer's A rows come from.
+#[derive(Clone, Copy)]
+enum Rows<'a> {
+    /// The input pixels themselves (a pointwise layer), centered.
+    Pixels(&'a [u8]),
+    /// Windows of the padded centered input.
+    Windows(&'a [i16]),
 }
 
 /// The channels-last int8 convolution.
@@ -81,12 +108,14 @@ struct NhwcQConv {
     geo: Geometry,
     x_signed: bool,
     kind: Kind,
-    /// Bias and multiplier per output channel, repeated for a row of output pixels (an
-    /// output row for depthwise layers, a GEMM block otherwise): one requantization call
-    /// per row.
+    /// Bias and multiplier per output channel, repeated for an output row of a depthwise
+    /// layer (one requantization call per row; one pixel's worth for GEMM layers).
     bias: Vec<i32>,
     scale: Vec<f32>,
     range: RequantRange,
+    /// The zero-padded centered input, kept between executions: its padding is written once
+    /// (the interior is rewritten each time), and a large buffer is not mapped afresh.
+    padded: Mutex<Vec<i16>>,
     th: Threads,
 }
 
@@ -124,25 +153,6 @@ impl NhwcQConv {
         let wv = |ch: usize, ci: usize, t: usize| {
             centered(w_signed, w[(ch * cg + ci) * kk + t], zero(ch))
         };
-        let (kind, reps) = if d.group == 1 {
-            let pointwise = kk == 1
-                && d.strides == [1, 1]
-                && d.pads == [0, 0]
-                && (geo.oh, geo.ow) == (geo.h, geo.w);
-            // Depth index k = tap · C + ci (the (ky, kx, c) order of an NHWC window).
-            let b = QPackedB::pack(depth, m, |k, ch| wv(ch, k % c, k / c))
-                .ok_or_else(|| io.error("cannot allocate the packed weights".into()))?;
-            (Kind::Gemm { b, pointwise }, BLOCK_ROWS)
-        } else {
-            let row = geo.ow * c;
-            let mut taps = alloc(kk * row, 0i16, &io)?;
-            for (t, tr) in taps.chunks_exact_mut(row.max(1)).enumerate() {
-                for (i, v) in tr.iter_mut().enumerate() {
-                    *v = wv(i % c, 0, t);
-                }
-            }
-            (Kind::Depthwise { taps }, geo.ow)
-        };
         let rq = requant_params(&d, bias, &io)?;
         let range = match rq.first() {
             Some(p) => RequantRange {
@@ -156,6 +166,7 @@ impl NhwcQConv {
                 hi: 0.0,
             },
         };
+        let reps = if d.group == 1 { 1 } else { geo.ow };
         let mut bias_v = alloc(reps * m, 0i32, &io)?;
         let mut scale = alloc(reps * m, 0f32, &io)?;
         for (i, (b, s)) in bias_v.iter_mut().zip(scale.iter_mut()).enumerate() {
@@ -163,6 +174,27 @@ impl NhwcQConv {
                 (*b, *s) = (p.bias, p.scale);
             }
         }
+        let kind = if d.group == 1 {
+            let pointwise = kk == 1
+                && d.strides == [1, 1]
+                && d.pads == [0, 0]
+                && (geo.oh, geo.ow) == (geo.h, geo.w);
+            // Depth index k = tap · C + ci (the (ky, kx, c) order of an NHWC window).
+            let b = QPackedB::pack(depth, m, |k, ch| wv(ch, k % c, k / c))
+                .ok_or_else(|| io.error("cannot allocate the packed weights".into()))?;
+            let rq = ColumnRequant::new(&bias_v[..m], &scale[..m], range)
+                .ok_or_else(|| io.error("cannot allocate the requantization".into()))?;
+            Kind::Gemm { b, rq, pointwise }
+        } else {
+            let row = geo.ow * c;
+            let mut taps = alloc(kk * row, 0i16, &io)?;
+            for (t, tr) in taps.chunks_exact_mut(row.max(1)).enumerate() {
+                for (i, v) in tr.iter_mut().enumerate() {
+                    *v = wv(i % c, 0, t);
+                }
+            }
+            Kind::Depthwise { taps }
+        };
         Ok(NhwcQConv {
             io,
             d,
@@ -172,6 +204,7 @@ impl NhwcQConv {
             bias: bias_v,
             scale,
             range,
+            padded: Mutex::new(Vec::new()),
             th,
         })
     }
@@ -179,14 +212,17 @@ impl NhwcQConv {
     /// The input centered into zero-padded images of `hp × wp` pixels, the columns split by
     /// phase: padded pixel (n, yy, xx) at `((n·phases + xx % phases)·hp + yy)·wq + xx / phases`
     /// (`wq = ⌈wp / phases⌉`), its C channels from there. With the stride as `phases`, each
-    /// tap of an output row reads one contiguous run whatever the stride.
-    fn padded(&self, x: &[u8], phases: usize) -> Result<Vec<i16>> {
+    /// tap of an output row reads one contiguous run whatever the stride. Written into `out`
+    /// (the buffer of the previous execution, whose padding is still zero, or a new one).
+    fn padded(&self, x: &[u8], phases: usize, out: &mut Vec<i16>) -> Result<()> {
         let g = &self.geo;
         let c = g.c;
         let (hp, wp) = padded_extent(&self.d, &self.geo);
         let wq = wp.div_ceil(phases);
         let image = phases * hp * wq * c;
-        let mut out = alloc(g.n * image, 0i16, &self.io)?;
+        if out.len() != g.n * image {
+            *out = alloc(g.n * image, 0i16, &self.io)?;
+        }
         let mut row = alloc(wp * c, 0i16, &self.io)?;
         let (pt, pl) = (self.d.pads[0], self.d.pads[1]);
         let end = (pl + g.w).min(wp);
@@ -210,7 +246,7 @@ impl NhwcQConv {
                 }
             }
         }
-        Ok(out)
+        Ok(())
     }
 
     fn depthwise(&self, taps: &[i16], x: &[u8], y: &mut [u8]) -> Result<()> {
@@ -221,12 +257,13 @@ impl NhwcQConv {
         let s = d.strides[1];
         let (hp, wp) = padded_extent(&self.d, &self.geo);
         let wq = wp.div_ceil(s);
-        let xp = self.padded(x, s)?;
+        let mut xp = take(&self.padded);
+        self.padded(x, s, &mut xp)?;
         let image = s * hp * wq * c;
         let row = g.ow * c;
         let rows = g.n * g.oh;
         let per_task = self.th.chunk_size(rows, 1, 1);
-        self.th.chunks(y, per_task * row, |task, yc| {
+        let done = self.th.chunks(y, per_task * row, |task, yc| {
             let mut acc = alloc(row, 0i32, &self.io)?;
             for (ri, yrow) in yc.chunks_mut(row).enumerate() {
                 let r = task * per_task + ri;
@@ -245,7 +282,9 @@ impl NhwcQConv {
                 requantize_channels(&acc, yrow, &self.bias, &self.scale, self.range);
             }
             Ok(())
-        })
+        });
+        keep(&self.padded, xp);
+        done
     }
 
     /// Fill `a` (rows of `kp`) with the windows of output pixels `p0 ..`, read from the
@@ -276,40 +315,115 @@ impl NhwcQConv {
         }
     }
 
-    fn gemm(&self, b: &QPackedB, pointwise: bool, x: &[u8], y: &mut [u8]) -> Result<()> {
+    /// Fill `a` (rows of `kp`, the K padding zero) with the A rows of output pixels
+    /// `p0 .. p0 + rows`: the centered pixels of a pointwise layer, else their windows in the
+    /// padded input `xp`.
+    fn a_rows(&self, src: Rows<'_>, p0: usize, rows: usize, kp: usize, a: &mut [i16]) {
+        let c = self.geo.c;
+        let zx = self.d.x.1;
+        let center = if self.x_signed { center_i8 } else { center_u8 };
+        match src {
+            Rows::Pixels(x) if kp == c => center(&mut a[..rows * c], &x[p0 * c..][..rows * c], zx),
+            Rows::Pixels(x) => {
+                for (i, arow) in a.chunks_exact_mut(kp).take(rows).enumerate() {
+                    center(&mut arow[..c], &x[(p0 + i) * c..][..c], zx);
+                }
+            }
+            Rows::Windows(xp) => self.im2col(xp, p0, rows, kp, a),
+        }
+    }
+
+    fn gemm(
+        &self,
+        b: &QPackedB,
+        rq: &ColumnRequant,
+        pointwise: bool,
+        x: &[u8],
+        y: &mut [u8],
+    ) -> Result<()> {
         let g = &self.geo;
-        let (c, m) = (g.c, g.m);
+        let m = g.m;
+        let pixels = g.n * g.oh * g.ow;
+        let mut xp = take(&self.padded);
+        if !pointwise {
+            self.padded(x, 1, &mut xp)?;
+        }
+        let src = if pointwise {
+            Rows::Pixels(x)
+        } else {
+            Rows::Windows(&xp)
+        };
+        let threads = self.th.count();
+        let done = if threads > 1 && pixels.div_ceil(BLOCK_ROWS) < threads && m > QNR {
+            self.gemm_by_channels(b, rq, src, y)
+        } else {
+            self.gemm_by_pixels(b, rq, src, y)
+        };
+        keep(&self.padded, xp);
+        done
+    }
+
+    /// The GEMM with the threads sharing blocks of output pixels (rows).
+    fn gemm_by_pixels(
+        &self,
+        b: &QPackedB,
+        rq: &ColumnRequant,
+        src: Rows<'_>,
+        y: &mut [u8],
+    ) -> Result<()> {
+        let g = &self.geo;
+        let m = g.m;
         let kp = b.depth_padded();
         let pixels = g.n * g.oh * g.ow;
         let per_task = self.th.chunk_size(pixels, BLOCK_ROWS, BLOCK_ROWS);
-        let zx = self.d.x.1;
-        let center = if self.x_signed { center_i8 } else { center_u8 };
-        let xp = if pointwise {
-            Vec::new()
-        } else {
-            self.padded(x, 1)?
-        };
+        let panels = m.div_ceil(QNR);
         self.th.chunks(y, per_task * m, |task, yc| {
             // The K padding (past the depth) stays zero.
             let mut a = alloc(BLOCK_ROWS * kp, 0i16, &self.io)?;
-            let mut sums = alloc(BLOCK_ROWS * m, 0i32, &self.io)?;
             let first = task * per_task;
             for (bi, yb) in yc.chunks_mut(BLOCK_ROWS * m).enumerate() {
                 let rows = yb.len() / m.max(1);
                 let p0 = first + bi * BLOCK_ROWS;
-                if pointwise && kp == c {
-                    center(&mut a[..rows * c], &x[p0 * c..][..rows * c], zx);
-                } else if pointwise {
-                    for (i, arow) in a.chunks_exact_mut(kp).take(rows).enumerate() {
-                        center(&mut arow[..c], &x[(p0 + i) * c..][..c], zx);
-                    }
-                } else {
-                    self.im2col(&xp, p0, rows, kp, &mut a);
-                }
-                if !qgemm(&a, kp, rows, b, &mut sums, m) {
+                self.a_rows(src, p0, rows, kp, &mut a);
+                if !qgemm_requantized(&a, kp, rows, b, 0..panels, rq, yb, m) {
                     return Err(self.io.error("integer GEMM refused its operands".into()));
                 }
-                requantize_channels(&sums[..rows * m], yb, &self.bias, &self.scale, self.range);
+            }
+            Ok(())
+        })
+    }
+
+    /// The GEMM of a layer of few output pixels (fewer row blocks than threads): every pixel's
+    /// A row made once, the threads sharing the output channels (panels of B), each writing
+    /// its columns into `y` when done.
+    fn gemm_by_channels(
+        &self,
+        b: &QPackedB,
+        rq: &ColumnRequant,
+        src: Rows<'_>,
+        y: &mut [u8],
+    ) -> Result<()> {
+        let g = &self.geo;
+        let m = g.m;
+        let kp = b.depth_padded();
+        let pixels = g.n * g.oh * g.ow;
+        let mut a = alloc(pixels * kp, 0i16, &self.io)?;
+        self.a_rows(src, 0, pixels, kp, &mut a);
+        let panels = m.div_ceil(QNR);
+        let tasks = panels.min(2 * self.th.count());
+        let per_task = panels.div_ceil(tasks);
+        let y = Mutex::new(y);
+        self.th.range(panels.div_ceil(per_task), |t| {
+            let range = t * per_task..((t + 1) * per_task).min(panels);
+            let first = range.start * QNR;
+            let width = (range.end * QNR).min(m) - first;
+            let mut out = alloc(pixels * width, 0u8, &self.io)?;
+            if !qgemm_requantized(&a, kp, pixels, b, range, rq, &mut out, width) {
+                return Err(self.io.error("integer GEMM refused its operands".into()));
+            }
+            let mut y = y.lock().unwrap_or_else(|p| p.into_inner());
+            for (i, row) in out.chunks_exact(width).enumerate() {
+                y[i * m + first..][..width].copy_from_slice(row);
             }
             Ok(())
         })
@@ -325,7 +439,7 @@ impl Workload for NhwcQConv {
         let y = &mut outputs.first_mut().ok_or_else(missing)?.data;
         match &self.kind {
             Kind::Depthwise { taps } => self.depthwise(taps, x, y),
-            Kind::Gemm { b, pointwise } => self.gemm(b, *pointwise, x, y),
+            Kind::Gemm { b, rq, pointwise } => self.gemm(b, rq, *pointwise, x, y),
         }
     }
 

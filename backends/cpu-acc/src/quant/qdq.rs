@@ -20,9 +20,20 @@ struct Params {
 }
 
 impl Params {
+    /// The runs of elements sharing one scale and zero point, in a tensor of `n` elements:
+    /// the whole tensor when per tensor, else one slice along the axis.
+    fn run(&self, n: usize) -> usize {
+        if self.len <= 1 {
+            n.max(1)
+        } else {
+            self.inner.max(1)
+        }
+    }
+
+    /// The scale and zero point of run `j` (of [`Params::run`] elements).
     #[inline]
-    fn at(&self, i: usize) -> (f32, i32) {
-        let k = (i / self.inner) % self.len;
+    fn of_run(&self, j: usize) -> (f32, i32) {
+        let k = j % self.len.max(1);
         (self.scales[k], self.zeros[k])
     }
 }
@@ -149,11 +160,14 @@ impl Workload for Quantize {
             .ok_or_else(|| short(&self.io))?
             .as_slice::<f32>()?;
         let y = &mut outputs.first_mut().ok_or_else(|| short(&self.io))?.data;
-        for (i, (&v, out)) in x.iter().zip(y.iter_mut()).enumerate() {
-            let (s, z) = self.p.at(i);
-            let q = ((v / s).round_ties_even() + z as f32).clamp(self.lo, self.hi);
-            // NaN becomes 0, as CpuRef's conversion makes it.
-            *out = (q as i32) as u8;
+        let run = self.p.run(x.len());
+        for (j, (xs, ys)) in x.chunks(run).zip(y.chunks_mut(run)).enumerate() {
+            let (s, z) = self.p.of_run(j);
+            for (&v, out) in xs.iter().zip(ys) {
+                let q = ((v / s).round_ties_even() + z as f32).clamp(self.lo, self.hi);
+                // NaN becomes 0, as CpuRef's conversion makes it.
+                *out = (q as i32) as u8;
+            }
         }
         Ok(())
     }
@@ -175,17 +189,30 @@ impl Workload for Dequantize {
             .first_mut()
             .ok_or_else(|| short(&self.io))?
             .as_mut_slice::<f32>()?;
+        let run = self.p.run(y.len());
         if self.kind == DataType::I32 {
-            for (i, (&v, out)) in x.as_slice::<i32>()?.iter().zip(y.iter_mut()).enumerate() {
-                let (s, z) = self.p.at(i);
-                *out = (i64::from(v) - i64::from(z)) as f32 * s;
+            let x = x.as_slice::<i32>()?;
+            for (j, (xs, ys)) in x.chunks(run).zip(y.chunks_mut(run)).enumerate() {
+                let (s, z) = self.p.of_run(j);
+                for (&v, out) in xs.iter().zip(ys) {
+                    *out = (i64::from(v) - i64::from(z)) as f32 * s;
+                }
             }
             return Ok(());
         }
         let signed = self.kind == DataType::I8;
-        for (i, (&b, out)) in x.data.iter().zip(y.iter_mut()).enumerate() {
-            let (s, z) = self.p.at(i);
-            *out = (widen(signed, b) - z) as f32 * s;
+        for (j, (xs, ys)) in x.data.chunks(run).zip(y.chunks_mut(run)).enumerate() {
+            let (s, z) = self.p.of_run(j);
+            // One loop per signedness, so that each vectorizes.
+            if signed {
+                for (&b, out) in xs.iter().zip(ys) {
+                    *out = (widen(true, b) - z) as f32 * s;
+                }
+            } else {
+                for (&b, out) in xs.iter().zip(ys) {
+                    *out = (widen(false, b) - z) as f32 * s;
+                }
+            }
         }
         Ok(())
     }

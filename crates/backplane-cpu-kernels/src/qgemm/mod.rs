@@ -6,20 +6,33 @@
 //! whose K steps are interleaved in pairs, so that one 32-bit lane holds `B[k][j], B[k+1][j]`
 //! and AVX2's `vpmaddwd` (i16·i16 pairs summed into i32) multiplies a broadcast pair of A
 //! against eight columns at once. Operands are centered 8-bit values (at most 255 in
-//! magnitude), so each pair sum is exact and no 16-bit intermediate can saturate (the
-//! `vpmaddubsw` route would need 7-bit weights for that). An AVX-512 VNNI kernel is not
-//! written: there is no machine to test it on.
+//! magnitude), so each pair sum is exact and no 16-bit intermediate can saturate.
 //!
-//! [`requant`] holds TFLite's requantization rule applied to the sums.
+//! Why not `vpmaddubsw` (u8 × i8, pairs summed into i16 *with saturation*): with
+//! activations over all 256 values (u8, or i8 shifted by 128) and int8 weights in
+//! [−127, 127], one pair reaches 2·255·127 = 64770 > 32767, and quantized MobileNets can
+//! reach it (ReLU6 outputs span the range; each channel's largest weight is ±127). Exact
+//! sums then need weights split into two halves of at most ±64 (two `vpmaddubsw` and two
+//! `vpmaddwd` per 4 K steps: more instructions than the two `vpmaddwd` here) or 7-bit
+//! activations (a bit lost, results off LiteRT). XNNPACK's AVX2 int8 kernels widen to 16
+//! bits and use `vpmaddwd` too. `vpdpbusd` (AVX-VNNI / AVX-512 VNNI, no intermediate
+//! saturation) would be the gain; it is not written: no machine here has it.
+//!
+//! [`requant`] holds TFLite's requantization rule applied to the sums; [`fused`] the GEMM
+//! that applies it in the tile's store.
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
 pub mod channels;
+pub mod fused;
+#[cfg(test)]
+mod fused_tests;
 pub mod requant;
 #[cfg(test)]
 mod tests;
 
 pub use channels::{accumulate_products, center_i8, center_u8, requantize_channels, RequantRange};
+pub use fused::{qgemm_requantized, ColumnRequant};
 pub use requant::{accumulate_taps, requantize_f32, FloatRequant};
 
 /// Columns per packed panel of B (two AVX2 vectors of eight int32 sums).

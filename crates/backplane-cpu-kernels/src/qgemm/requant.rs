@@ -23,12 +23,15 @@ pub struct FloatRequant {
     pub hi: f32,
 }
 
+/// 1.5·2²³: added to an f32 below 2²² in magnitude, leaves its integer part rounded half to
+/// even in the low mantissa bits ([`rounded_int`]).
+pub(super) const MAGIC: f32 = 12_582_912.0;
+
 /// `v` rounded half to even, as an integer, for |v| < 2²²: after adding 1.5·2²³ the integer
 /// sits in the low mantissa bits, so the conversion is integer arithmetic on the bits, which
 /// vectorizes (a saturating `as i32` of a float does not: it checks for NaN per element).
 #[inline(always)]
 pub(super) fn rounded_int(v: f32) -> i32 {
-    const MAGIC: f32 = 12_582_912.0;
     (v + MAGIC).to_bits() as i32 - MAGIC.to_bits() as i32
 }
 

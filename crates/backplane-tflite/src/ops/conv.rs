@@ -406,9 +406,19 @@ pub(super) fn fully_connected(cx: &mut Cx<'_, '_, '_>) -> Tx<()> {
             &[xi],
         )?;
     }
-    let wi = cx.g.constant(&format!("{}/weights", cx.name), weights)?;
+    // Quantized weights stay integers behind a DequantizeLinear, as for convolutions, so
+    // that a backend can fold the chain into an int8 fully connected layer.
+    let int8 = quantized_weights(cx, x, w, out, &[0, 1])?;
+    let wi = match int8 {
+        Some(dq) => dq,
+        None => cx.g.constant(&format!("{}/weights", cx.name), weights)?,
+    };
     let mut inputs = vec![xi, wi];
-    if let Some(b) = bias(cx, 2, cout)? {
+    let b = match int8 {
+        Some(_) => quantized_bias(cx, 2, cout)?,
+        None => None,
+    };
+    if let Some(b) = b.map_or_else(|| bias(cx, 2, cout), |b| Ok(Some(b)))? {
         inputs.push(b);
     }
     let name = cx.fresh("Gemm");

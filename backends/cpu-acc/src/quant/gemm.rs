@@ -1,0 +1,256 @@
+//! The int8 fully connected layer (custom `QLinearGemm`, made by [`super::fold`] from
+//! `DequantizeLinear(x) → Gemm(·, DequantizeLinear(w const), bias) → (Relu | Clip) →
+//! QuantizeLinear`, as the TFLite importer writes FULLY_CONNECTED and ONNX QDQ models write
+//! Gemm): `x [M, K]` 8-bit per tensor, constant 8-bit weights per output channel (`[N, K]`,
+//! or `[K, N]` without `trans_b`), an int32 bias; exact int32 sums requantized in the GEMM
+//! tile's store ([`qgemm_requantized`]) by the convolutions' rule.
+//!
+//! The rows of x are A (centered once per execution), the weights B (centered and packed
+//! once); the threads share the output channels when there are few rows (a classifier's one
+//! row), else blocks of rows.
+
+use super::conv::{alloc, centered};
+use super::{range, QLINEAR_GEMM};
+use crate::io::Io;
+use crate::plan::{done, Plan};
+use crate::threads::Threads;
+use backplane_backend_api::{BackendError, LayerDesc, Result, Workload};
+use backplane_core::ops::CustomOp;
+use backplane_core::{DataType, TensorInfo, TensorView, TensorViewMut};
+use backplane_cpu_kernels::qgemm::{
+    center_i8, center_u8, qgemm_requantized, ColumnRequant, QPackedB, RequantRange, QNR,
+};
+use std::sync::Mutex;
+
+/// Rows of A per block when the threads share rows.
+const BLOCK_ROWS: usize = 32;
+
+/// The quantization of a folded fully connected layer (its custom op's payload).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct QGemmDesc {
+    /// Input scale and zero point.
+    pub x: (f32, i32),
+    /// Output scale and zero point.
+    pub y: (f32, i32),
+    /// Weight scales (one, or one per output channel).
+    pub w_scales: Vec<f32>,
+    /// Weight zero points (as many as scales).
+    pub w_zeros: Vec<i32>,
+    /// The weights are `[N, K]` (ONNX Gemm's `transB`, TFLite's layout), else `[K, N]`.
+    pub trans_b: bool,
+    /// The fused activation's range in output units.
+    pub clamp: (i32, i32),
+}
+
+impl QGemmDesc {
+    /// The custom op, with output `y`.
+    pub(crate) fn to_op(&self, y: TensorInfo) -> CustomOp {
+        super::custom_op(QLINEAR_GEMM, self, y)
+    }
+
+    /// The description [`QGemmDesc::to_op`] put in the custom op.
+    pub(crate) fn decode(c: &CustomOp) -> std::result::Result<QGemmDesc, String> {
+        super::payload_of(c, QLINEAR_GEMM)
+    }
+}
+
+/// The plan of a folded int8 fully connected layer: x `[M, K]`, constant weights, an int32
+/// constant bias of N values, y `[M, N]`.
+pub(super) fn plan<'a>(
+    c: &'a CustomOp,
+    layer: &'a LayerDesc,
+) -> std::result::Result<Plan<'a>, String> {
+    let d = QGemmDesc::decode(c)?;
+    let [x, w, b] = layer.inputs.as_slice() else {
+        return Err(format!("{QLINEAR_GEMM} takes x, w and an int32 bias"));
+    };
+    let y = layer.outputs.first().ok_or("no output")?;
+    for (t, what) in [(x, "x"), (w, "w"), (y, "y")] {
+        if !super::is_8bit(t.dtype) {
+            return Err(format!("{QLINEAR_GEMM}: {what} is {}, not 8-bit", t.dtype));
+        }
+    }
+    let (xd, wd, yd) = (x.shape.dims(), w.shape.dims(), y.shape.dims());
+    let (&[m, k], &[w0, w1], &[ym, n]) = (xd, wd, yd) else {
+        return Err(format!(
+            "{QLINEAR_GEMM}: x {xd:?}, w {wd:?} and y {yd:?} must be 2-D"
+        ));
+    };
+    let (wn, wk) = if d.trans_b { (w0, w1) } else { (w1, w0) };
+    if wk != k || wn != n || ym != m || b.shape.elements() != n {
+        return Err(format!(
+            "{QLINEAR_GEMM}: x {xd:?}, w {wd:?}, bias {} and y {yd:?} disagree",
+            b.shape
+        ));
+    }
+    if d.w_scales.len() != 1 && d.w_scales.len() != n || d.w_zeros.len() != d.w_scales.len() {
+        return Err(format!(
+            "{QLINEAR_GEMM}: {} weight scales for {n} channels",
+            d.w_scales.len()
+        ));
+    }
+    let (lo, hi) = range(y.dtype);
+    if d.clamp.0 < lo || d.clamp.1 > hi || d.clamp.0 > d.clamp.1 {
+        return Err(format!("{QLINEAR_GEMM}: clamp outside the output type"));
+    }
+    if b.dtype != DataType::I32 || layer.constant(1).is_none() || layer.constant(2).is_none() {
+        return Err(format!(
+            "{QLINEAR_GEMM}: constant weights and int32 bias expected"
+        ));
+    }
+    Ok(Plan::new(move |io, th| {
+        let wt = layer
+            .constant(1)
+            .ok_or_else(|| io.error("weights not constant".into()))?;
+        let bt = layer
+            .constant(2)
+            .ok_or_else(|| io.error("bias not constant".into()))?;
+        done(QGemm::new(
+            io,
+            &d,
+            [m, k, n],
+            wt.bytes(),
+            bt.as_slice::<i32>()?,
+            th,
+        )?)
+    }))
+}
+
+/// The folded int8 fully connected layer.
+struct QGemm {
+    io: Io,
+    rows: usize,
+    k: usize,
+    n: usize,
+    x_zero: i32,
+    x_signed: bool,
+    b: QPackedB,
+    rq: ColumnRequant,
+    /// The centered rows of x, kept between executions.
+    a: Mutex<Vec<i16>>,
+    th: Threads,
+}
+
+impl QGemm {
+    fn new(
+        io: Io,
+        d: &QGemmDesc,
+        [rows, k, n]: [usize; 3],
+        w: &[u8],
+        bias: &[i32],
+        th: Threads,
+    ) -> Result<QGemm> {
+        let x_signed = io.inputs[0].dtype == DataType::I8;
+        let w_signed = io.inputs[1].dtype == DataType::I8;
+        if w.len() != k * n || bias.len() != n {
+            return Err(io.error(format!(
+                "{} weights and {} biases for {n} channels of depth {k}",
+                w.len(),
+                bias.len()
+            )));
+        }
+        let per = |v: &[f32], c: usize| if v.len() == 1 { v[0] } else { v[c] };
+        let zero = |c: usize| {
+            if d.w_zeros.len() == 1 {
+                d.w_zeros[0]
+            } else {
+                d.w_zeros[c]
+            }
+        };
+        let at = |kk: usize, c: usize| if d.trans_b { c * k + kk } else { kk * n + c };
+        let b = QPackedB::pack(k, n, |kk, c| centered(w_signed, w[at(kk, c)], zero(c)))
+            .ok_or_else(|| io.error("cannot allocate the packed weights".into()))?;
+        let mut scale = alloc(n, 0f32, &io)?;
+        for (c, s) in scale.iter_mut().enumerate() {
+            let real = f64::from(d.x.0) * f64::from(per(&d.w_scales, c)) / f64::from(d.y.0);
+            if !(real.is_finite() && real > 0.0 && real < 1e30) {
+                return Err(io.error(format!(
+                    "output channel {c}: scale {real} cannot be requantized"
+                )));
+            }
+            *s = real as f32;
+        }
+        let range = RequantRange {
+            zero: d.y.1 as f32,
+            lo: (d.clamp.0 - d.y.1) as f32,
+            hi: (d.clamp.1 - d.y.1) as f32,
+        };
+        let rq = ColumnRequant::new(bias, &scale, range)
+            .ok_or_else(|| io.error("cannot allocate the requantization".into()))?;
+        Ok(QGemm {
+            io,
+            rows,
+            k,
+            n,
+            x_zero: d.x.1,
+            x_signed,
+            b,
+            rq,
+            a: Mutex::new(Vec::new()),
+            th,
+        })
+    }
+
+    fn refused(&self) -> BackendError {
+        self.io.error("integer GEMM refused its operands".into())
+    }
+}
+
+impl Workload for QGemm {
+    fn execute(&self, inputs: &[TensorView<'_>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
+        self.io
+            .check_copied(inputs, outputs, |k| k == 1 || k == 2)?;
+        let missing = || BackendError::Execution(format!("{}: missing buffer", self.io.layer));
+        let x = inputs.first().ok_or_else(missing)?.data;
+        let y = &mut outputs.first_mut().ok_or_else(missing)?.data;
+        let (rows, k, n) = (self.rows, self.k, self.n);
+        let kp = self.b.depth_padded();
+        let mut a = std::mem::take(&mut *self.a.lock().unwrap_or_else(|p| p.into_inner()));
+        if a.len() != rows * kp {
+            // The K padding (past the depth) stays zero.
+            a = alloc(rows * kp, 0i16, &self.io)?;
+        }
+        let center = if self.x_signed { center_i8 } else { center_u8 };
+        for (row, xr) in a.chunks_exact_mut(kp).zip(x.chunks_exact(k)) {
+            center(&mut row[..k], xr, self.x_zero);
+        }
+        let panels = n.div_ceil(QNR);
+        let threads = self.th.count();
+        let result = if threads > 1 && rows.div_ceil(BLOCK_ROWS) < threads && panels > 1 {
+            // Few rows: the threads share the output channels.
+            let tasks = panels.min(2 * threads);
+            let per_task = panels.div_ceil(tasks);
+            let y = Mutex::new(&mut **y);
+            self.th.range(panels.div_ceil(per_task), |t| {
+                let range = t * per_task..((t + 1) * per_task).min(panels);
+                let first = range.start * QNR;
+                let width = (range.end * QNR).min(n) - first;
+                let mut out = alloc(rows * width, 0u8, &self.io)?;
+                if !qgemm_requantized(&a, kp, rows, &self.b, range, &self.rq, &mut out, width) {
+                    return Err(self.refused());
+                }
+                let mut y = y.lock().unwrap_or_else(|p| p.into_inner());
+                for (i, row) in out.chunks_exact(width).enumerate() {
+                    y[i * n + first..][..width].copy_from_slice(row);
+                }
+                Ok(())
+            })
+        } else {
+            let per_task = self.th.chunk_size(rows, BLOCK_ROWS, 1);
+            self.th.chunks(y, per_task * n, |t, yc| {
+                let r = yc.len() / n.max(1);
+                let a = &a[t * per_task * kp..];
+                if !qgemm_requantized(a, kp, r, &self.b, 0..panels, &self.rq, yc, n) {
+                    return Err(self.refused());
+                }
+                Ok(())
+            })
+        };
+        *self.a.lock().unwrap_or_else(|p| p.into_inner()) = a;
+        result
+    }
+
+    fn reads_constant_input(&self, slot: usize) -> bool {
+        slot == 0
+    }
+}

@@ -1,0 +1,160 @@
+//! The integer GEMM with the requantization inside the tile's store: each 4×16 tile of
+//! sums becomes bytes while in registers, so no int32 block is written and read back. The
+//! channels-last int8 convolutions (output pixels as rows, channels as columns) use it.
+//!
+//! The bytes are those of [`super::requantize_channels`] on the sums (same f32 operations
+//! in the same order), on every tier.
+
+use super::channels::RequantRange;
+use super::requant::rounded_int;
+use super::{fits, QPackedB, QMR, QNR};
+use std::ops::Range;
+
+/// Bias and multiplier per column of a GEMM, padded to whole panels of [`QNR`], and the
+/// output range shared by the columns: what [`qgemm_requantized`] applies to the sums.
+#[derive(Debug, Clone)]
+pub struct ColumnRequant {
+    bias: Vec<i32>,
+    scale: Vec<f32>,
+    range: RequantRange,
+}
+
+impl ColumnRequant {
+    /// The requantization of `bias.len()` columns (`scale` as long). `None` when the
+    /// lengths differ or the padded copy cannot be allocated.
+    pub fn new(bias: &[i32], scale: &[f32], range: RequantRange) -> Option<ColumnRequant> {
+        if bias.len() != scale.len() {
+            return None;
+        }
+        let len = bias.len().div_ceil(QNR).checked_mul(QNR)?;
+        let mut b = Vec::new();
+        b.try_reserve_exact(len).ok()?;
+        b.extend_from_slice(bias);
+        b.resize(len, 0);
+        let mut s = Vec::new();
+        s.try_reserve_exact(len).ok()?;
+        s.extend_from_slice(scale);
+        s.resize(len, 0.0);
+        Some(ColumnRequant {
+            bias: b,
+            scale: s,
+            range,
+        })
+    }
+
+    /// The output range.
+    pub fn range(&self) -> RequantRange {
+        self.range
+    }
+
+    /// Bias and scale of panel `p`'s [`QNR`] columns. Panics when `p` is past the columns
+    /// (callers check with [`ColumnRequant::panels`]).
+    pub(super) fn panel(&self, p: usize) -> (&[i32], &[f32]) {
+        (
+            &self.bias[p * QNR..(p + 1) * QNR],
+            &self.scale[p * QNR..(p + 1) * QNR],
+        )
+    }
+
+    /// The number of panels the columns fill.
+    pub fn panels(&self) -> usize {
+        self.bias.len() / QNR
+    }
+}
+
+/// One sum requantized, as [`super::requantize_channels`] does it.
+#[inline(always)]
+fn requant_one(sum: i32, bias: i32, scale: f32, r: RequantRange) -> u8 {
+    let v = (sum.wrapping_add(bias) as f32 * scale).max(r.lo).min(r.hi);
+    (rounded_int(v) + r.zero as i32) as u8
+}
+
+/// `out[i·ldo + j − panels.start·QNR] = requant_j(Σ_k A[i][k] · B[k][j])` for `i < rows` and
+/// the columns `j` of `panels` (panels of [`QNR`] columns of B, the last one possibly
+/// narrower): the int8 GEMM of a row block with its requantization, written from `out[0]`
+/// so that threads can each take a range of panels. Each row of A holds
+/// `b.depth_padded()` values (zeros past the depth). Returns `false`, computing nothing,
+/// when a slice is too short, the panel range is past B's or `rq`'s columns, or `lda` is
+/// shorter than the padded depth.
+#[allow(clippy::too_many_arguments)]
+pub fn qgemm_requantized(
+    a: &[i16],
+    lda: usize,
+    rows: usize,
+    b: &QPackedB,
+    panels: Range<usize>,
+    rq: &ColumnRequant,
+    out: &mut [u8],
+    ldo: usize,
+) -> bool {
+    let all = b.cols().div_ceil(QNR);
+    if panels.start > panels.end || panels.end > all || panels.end > rq.panels() {
+        return false;
+    }
+    let first = panels.start * QNR;
+    let n = (panels.end * QNR).min(b.cols()).saturating_sub(first);
+    if n == 0 || rows == 0 {
+        return true;
+    }
+    if !fits(a, lda, rows, b, out.len(), ldo, n) {
+        return false;
+    }
+    let kp = b.depth_padded();
+    let avx2 = crate::isa::avx2_in_use();
+    let mut bytes = [[0u8; QNR]; QMR];
+    let mut i = 0;
+    while i < rows {
+        let r = (rows - i).min(QMR);
+        let a_rows = &a[i * lda..];
+        for p in panels.clone() {
+            let panel = b.panel(p);
+            tile_bytes(avx2, a_rows, lda, r, kp, panel, rq, p, &mut bytes);
+            let j0 = p * QNR - first;
+            let width = (b.cols() - p * QNR).min(QNR);
+            for (rr, row) in bytes.iter().enumerate().take(r) {
+                let at = (i + rr) * ldo + j0;
+                if width == QNR {
+                    // A fixed length: one 16-byte move, not a call to memcpy.
+                    out[at..at + QNR].copy_from_slice(row);
+                } else {
+                    out[at..at + width].copy_from_slice(&row[..width]);
+                }
+            }
+        }
+        i += r;
+    }
+    true
+}
+
+/// One tile's requantized bytes, on the tier in use.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+pub(super) fn tile_bytes(
+    avx2: bool,
+    a: &[i16],
+    lda: usize,
+    r: usize,
+    kp: usize,
+    panel: &[i16],
+    rq: &ColumnRequant,
+    p: usize,
+    bytes: &mut [[u8; QNR]; QMR],
+) {
+    #[cfg(target_arch = "x86_64")]
+    if avx2 {
+        // SAFETY: AVX2 is in use (the tier says the CPU has it); `qgemm_requantized` checked
+        // that the `r` rows of `kp` values at pitch `lda` lie in `a` and that `p` is a panel
+        // of `rq`; the panel holds `kp · QNR` values by construction.
+        unsafe { super::avx2::tile_requant(a.as_ptr(), lda, r, kp, panel.as_ptr(), rq, p, bytes) };
+        return;
+    }
+    let _ = avx2;
+    let mut sums = [[0i32; QNR]; QMR];
+    super::portable_tile(a, lda, r, kp, panel, &mut sums);
+    let (bias, scale) = rq.panel(p);
+    for (row, s) in bytes.iter_mut().zip(&sums).take(r) {
+        for j in 0..QNR {
+            row[j] = requant_one(s[j], bias[j], scale[j], rq.range);
+        }
+    }
+}
