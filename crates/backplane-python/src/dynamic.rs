@@ -57,6 +57,7 @@ fn stats_dict<'py>(py: Python<'py>, s: PlanCacheStats) -> PyResult<Bound<'py, Py
     d.set_item("misses", s.misses)?;
     d.set_item("evictions", s.evictions)?;
     d.set_item("bytes", s.bytes)?;
+    d.set_item("optimizer_runs", s.optimizer_runs)?;
     Ok(d)
 }
 
@@ -174,10 +175,18 @@ impl DynamicNetwork {
     }
 
     /// The plan cache's counts: ``size``, ``capacity``, ``networks`` (1), ``hits``,
-    /// ``misses``, ``evictions`` and ``bytes`` (the working memory of the plans held; plans
-    /// are also evicted to keep the caches within the runtime's memory budget).
+    /// ``misses``, ``evictions``, ``bytes`` (the working memory of the plans held; plans
+    /// are also evicted to keep the caches within the runtime's memory budget) and
+    /// ``optimizer_runs`` (one per plan built that loads a network).
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         stats_dict(py, self.net.stats())
+    }
+
+    /// The bytes of initializer data the model kept for later plans' imports still holds: the
+    /// model's weights until the first plan is built, 0 after it (the weights are then held
+    /// once, decoded and shared by every plan).
+    fn kept_weight_bytes(&self) -> usize {
+        self.net.kept_weight_bytes()
     }
 
     /// :meth:`stats` summed over the nested networks that serve the rest of the model after

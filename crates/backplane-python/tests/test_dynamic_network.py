@@ -25,6 +25,7 @@ def ids(seq: int) -> np.ndarray:
 def test_one_network_serves_every_sequence_length_and_counts_its_plans():
     net = backplane.DynamicNetwork(str(BERT))
     assert net.signature()["inputs"] == {"input_ids": ["batch", "seq"]}
+    assert net.kept_weight_bytes() > 0  # the model's weights, until the first import
     # The reference: a session specialised per shape (a separate import for each).
     session = backplane.InferenceSession(str(BERT))
     for seq in [7, 16, 33, 7]:
@@ -43,7 +44,10 @@ def test_one_network_serves_every_sequence_length_and_counts_its_plans():
         "misses": 3,
         "evictions": 0,
         "bytes": stats["bytes"],
+        "optimizer_runs": 3,
     }
+    # The first import shared the weights: later imports copy none of them.
+    assert net.kept_weight_bytes() == 0
     assert net.cuts() == []
     assert "3 plans cached" in repr(net)
 

@@ -80,6 +80,10 @@ pub struct PlanCacheStats {
     pub misses: u64,
     /// Plans unloaded to make room.
     pub evictions: u64,
+    /// Optimizer runs (backend assignment, fusions, layout, tensor-handle strategy and memory
+    /// plan) made to build plans: one per miss whose plan loads a network (a split plan whose
+    /// part before the cut computes nothing runs none). Not yet shared across symbol sets.
+    pub optimizer_runs: u64,
 }
 
 impl std::fmt::Display for PlanCacheStats {
@@ -94,7 +98,8 @@ impl std::fmt::Display for PlanCacheStats {
         };
         write!(
             f,
-            "{} plan{} cached{capacity}, {} hit{}, {} miss{}, {} evicted, {} held",
+            "{} plan{} cached{capacity}, {} hit{}, {} miss{}, {} evicted, {} held, {} optimizer \
+             run{}",
             self.size,
             if self.size == 1 { "" } else { "s" },
             self.hits,
@@ -102,7 +107,9 @@ impl std::fmt::Display for PlanCacheStats {
             self.misses,
             if self.misses == 1 { "" } else { "es" },
             self.evictions,
-            ByteSize(self.bytes)
+            ByteSize(self.bytes),
+            self.optimizer_runs,
+            if self.optimizer_runs == 1 { "" } else { "s" }
         )
     }
 }
@@ -202,11 +209,45 @@ struct Cache<'r> {
     stats: PlanCacheStats,
 }
 
+/// The model a [`DynamicNetwork`] imports its plans from. The first import decodes every
+/// initializer into the network's [`SharedInitializers`]; from then on the kept model holds
+/// them without their data (name, type and dimensions only), so that a later import neither
+/// copies nor holds the weights a second time: they live once, decoded, in the shared set.
+#[derive(Debug)]
+struct KeptModel {
+    model: Arc<ModelProto>,
+    /// The bytes of initializer data the kept model still holds.
+    weight_bytes: usize,
+}
+
+impl KeptModel {
+    fn new(model: ModelProto) -> Self {
+        let weight_bytes = model
+            .graph
+            .as_ref()
+            .map_or(0, |g| g.initializer.iter().map(data_bytes).sum());
+        KeptModel {
+            model: Arc::new(model),
+            weight_bytes,
+        }
+    }
+}
+
+/// The bytes of data an initializer holds (in any of its fields).
+fn data_bytes(t: &onnx::proto::TensorProto) -> usize {
+    t.raw_data.as_ref().map_or(0, Vec::len)
+        + 4 * (t.float_data.len() + t.int32_data.len())
+        + 8 * (t.int64_data.len() + t.double_data.len() + t.uint64_data.len())
+        + t.string_data.iter().map(Vec::len).sum::<usize>()
+}
+
 /// An ONNX model served for any input shape that fits its declaration, on one runtime.
 /// See the [module documentation](self).
 pub struct DynamicNetwork<'r> {
     runtime: RuntimeRef<'r>,
-    model: ModelProto,
+    /// The model every plan is imported from: whole until its first import has decoded the
+    /// initializers into the shared set, then without their data ([`KeptModel`]).
+    model: Mutex<KeptModel>,
     base_dir: Option<PathBuf>,
     import: ImportOptions,
     optimizer: OptimizerOptions,
@@ -284,7 +325,7 @@ impl<'r> DynamicNetwork<'r> {
             .collect();
         DynamicNetwork {
             runtime: runtime.into(),
-            model,
+            model: Mutex::new(KeptModel::new(model)),
             base_dir,
             import,
             optimizer,
@@ -442,6 +483,7 @@ impl<'r> DynamicNetwork<'r> {
                 total.hits += s.hits;
                 total.misses += s.misses;
                 total.evictions += s.evictions;
+                total.optimizer_runs += s.optimizer_runs;
             }
         }
         total
@@ -481,6 +523,9 @@ impl<'r> DynamicNetwork<'r> {
         // Built under the lock: concurrent misses for one shape build it once.
         let plan = self.build(inputs, symbols.clone())?;
         cache.stats.misses += 1;
+        if plan.optimized.is_some() {
+            cache.stats.optimizer_runs += 1;
+        }
         for name in &plan.bound {
             if !cache.valued.contains(name) {
                 cache.valued.push(name.clone());
@@ -534,14 +579,32 @@ impl<'r> DynamicNetwork<'r> {
             .filter(|(_, t)| staged::binds_at_import(t))
             .map(|(n, t)| (n.to_string(), (*t).clone()))
             .collect();
-        match onnx::import_model_specialized(
-            self.model.clone(),
+        let started = std::time::Instant::now();
+        let model = self.kept_model();
+        let imported = onnx::import_model_specialized(
+            (*model).clone(),
             self.base_dir.as_deref(),
             &options,
             &values,
+        );
+        if matches!(
+            imported,
+            Ok(_) | Err(onnx::OnnxError::NeedsInputValues { .. })
         ) {
+            // The import went past the initializers: every one it decodes is shared now.
+            drop(model);
+            self.drop_weight_data();
+        }
+        let model = self.kept_model();
+        match imported {
             Ok((network, bound)) => {
+                let imported = started.elapsed();
                 let (id, optimized) = self.load(&network)?;
+                tracing::info!(
+                    import_ms = imported.as_secs_f64() * 1e3,
+                    optimize_and_load_ms = (started.elapsed() - imported).as_secs_f64() * 1e3,
+                    "built a plan"
+                );
                 Ok(Plan {
                     id: Some(id),
                     bytes: optimized.working_bytes(),
@@ -565,7 +628,7 @@ impl<'r> DynamicNetwork<'r> {
                     self.node_stats.clone(),
                     self.held.clone(),
                 );
-                let cut = staged::cut(&self.model, &needing, &given, nodes)?;
+                let cut = staged::cut(&model, &needing, &given, nodes)?;
                 tracing::info!(
                     node = %cut.split.label,
                     op = %cut.split.op_type,
@@ -603,6 +666,65 @@ impl<'r> DynamicNetwork<'r> {
         }
     }
 
+    /// The model plans are imported from (see [`KeptModel`]).
+    fn kept_model(&self) -> Arc<ModelProto> {
+        self.model
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .model
+            .clone()
+    }
+
+    /// Drop the data of every initializer the shared set holds from the kept model, once
+    /// (the first import decoded them; later imports take them from the set).
+    fn drop_weight_data(&self) {
+        let Some(shared) = self.import.shared_initializers.as_ref() else {
+            return;
+        };
+        let mut kept = self.model.lock().unwrap_or_else(|e| e.into_inner());
+        if kept.weight_bytes == 0 {
+            return;
+        }
+        let placeholder = Arc::new(ModelProto::default());
+        let full = std::mem::replace(&mut kept.model, placeholder);
+        // Nothing else holds it while the cache's lock is held; a copy otherwise.
+        let mut model = Arc::try_unwrap(full).unwrap_or_else(|a| (*a).clone());
+        let mut left = 0;
+        if let Some(g) = model.graph.as_mut() {
+            for t in &mut g.initializer {
+                let name = t.name.as_deref().unwrap_or_default();
+                if !name.is_empty() && shared.get(name).is_some() {
+                    *t = onnx::proto::TensorProto {
+                        name: t.name.take(),
+                        data_type: t.data_type,
+                        dims: std::mem::take(&mut t.dims),
+                        ..Default::default()
+                    };
+                } else {
+                    left += data_bytes(t);
+                }
+            }
+        }
+        tracing::debug!(
+            dropped = kept.weight_bytes.saturating_sub(left),
+            left,
+            "the kept model's initializers are shared: their data is no longer copied per import"
+        );
+        kept.model = Arc::new(model);
+        kept.weight_bytes = left;
+    }
+
+    /// The bytes of initializer data the model kept for later imports still holds: the whole
+    /// of the model's weights until the first plan's import has decoded them (they are then
+    /// held once, decoded and shared by every plan), 0 after it when every initializer
+    /// decodes.
+    pub fn kept_weight_bytes(&self) -> usize {
+        self.model
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .weight_bytes
+    }
+
     /// The values of the symbols of these inputs' shapes, checked against the signature.
     fn bind(&self, inputs: &[(&str, &Tensor)]) -> Result<Bindings, Error> {
         let dims: Vec<(&str, &[usize])> =
@@ -628,8 +750,15 @@ impl<'r> DynamicNetwork<'r> {
         &self,
         network: &crate::Network,
     ) -> Result<(NetworkId, OptimizedNetwork), Error> {
+        let started = std::time::Instant::now();
         let optimized = self.runtime.optimize(network, &self.optimizer)?;
+        let optimize_ms = started.elapsed().as_secs_f64() * 1e3;
         let id = self.runtime.load_network(optimized.clone())?;
+        tracing::debug!(
+            optimize_ms,
+            load_ms = started.elapsed().as_secs_f64() * 1e3 - optimize_ms,
+            "optimized and loaded a plan"
+        );
         Ok((id, optimized))
     }
 
