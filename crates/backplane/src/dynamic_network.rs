@@ -53,8 +53,37 @@ pub struct Plan<'r> {
     pub shapes: Vec<(String, Vec<usize>)>,
     /// The values of the model's symbolic input dimensions for this plan (`seq=7`).
     pub symbols: Bindings,
+    /// How long building the plan took, phase by phase (the cost of its miss).
+    pub timings: PlanTimings,
     /// The loaded network's inputs (a given input it does not read is not fed).
     feeds: Vec<String>,
+}
+
+/// The time a plan's miss spent in each phase of building it ([`Plan::timings`]); for a split
+/// plan, the phases of its part before the cut (the failed first import included).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PlanTimings {
+    /// Importing the model for the plan's shapes (shape inference and constant folding over
+    /// the graph; the weights are decoded by the first import only).
+    pub import: std::time::Duration,
+    /// The optimizer: backend assignment, fusions, layout, tensor-handle strategy and memory
+    /// plan.
+    pub optimize: std::time::Duration,
+    /// Loading: workloads (packing weights not packed yet) and memory.
+    pub load: std::time::Duration,
+}
+
+impl std::fmt::Display for PlanTimings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+        write!(
+            f,
+            "import {:.1} ms, optimize {:.1} ms, load {:.1} ms",
+            ms(self.import),
+            ms(self.optimize),
+            ms(self.load)
+        )
+    }
 }
 
 /// Counts of a [`DynamicNetwork`]'s plan cache.
@@ -598,14 +627,14 @@ impl<'r> DynamicNetwork<'r> {
         let model = self.kept_model();
         match imported {
             Ok((network, bound)) => {
-                let imported = started.elapsed();
-                let (id, optimized) = self.load(&network)?;
-                tracing::info!(
-                    import_ms = imported.as_secs_f64() * 1e3,
-                    optimize_and_load_ms = (started.elapsed() - imported).as_secs_f64() * 1e3,
-                    "built a plan"
-                );
+                let mut timings = PlanTimings {
+                    import: started.elapsed(),
+                    ..PlanTimings::default()
+                };
+                let (id, optimized) = self.load(&network, &mut timings)?;
+                tracing::info!(symbols = %symbols, "built a plan: {timings}");
                 Ok(Plan {
+                    timings,
                     id: Some(id),
                     bytes: optimized.working_bytes(),
                     optimized: Some(optimized),
@@ -636,6 +665,7 @@ impl<'r> DynamicNetwork<'r> {
                      before it is planned, the node runs, the rest is planned for the shapes \
                      it produces"
                 );
+                let mut timings = PlanTimings::default();
                 let (id, optimized, bound, feeds) = match cut.prefix {
                     Some(prefix) => {
                         let (network, bound) = onnx::import_model_specialized(
@@ -644,12 +674,17 @@ impl<'r> DynamicNetwork<'r> {
                             &options,
                             &values,
                         )?;
-                        let (id, optimized) = self.load(&network)?;
+                        timings.import = started.elapsed();
+                        let (id, optimized) = self.load(&network, &mut timings)?;
                         (Some(id), Some(optimized), bound, Self::feeds(&network))
                     }
                     None => (None, None, Vec::new(), Vec::new()),
                 };
+                if timings.import.is_zero() {
+                    timings.import = started.elapsed();
+                }
                 Ok(Plan {
+                    timings,
                     id,
                     bytes: optimized
                         .as_ref()
@@ -745,20 +780,18 @@ impl<'r> DynamicNetwork<'r> {
             .collect()
     }
 
-    /// Optimize and load an imported network.
+    /// Optimize and load an imported network, adding the time of each to `timings`.
     pub(crate) fn load(
         &self,
         network: &crate::Network,
+        timings: &mut PlanTimings,
     ) -> Result<(NetworkId, OptimizedNetwork), Error> {
         let started = std::time::Instant::now();
         let optimized = self.runtime.optimize(network, &self.optimizer)?;
-        let optimize_ms = started.elapsed().as_secs_f64() * 1e3;
+        let optimized_at = started.elapsed();
         let id = self.runtime.load_network(optimized.clone())?;
-        tracing::debug!(
-            optimize_ms,
-            load_ms = started.elapsed().as_secs_f64() * 1e3 - optimize_ms,
-            "optimized and loaded a plan"
-        );
+        timings.optimize += optimized_at;
+        timings.load += started.elapsed().saturating_sub(optimized_at);
         Ok((id, optimized))
     }
 
