@@ -238,10 +238,10 @@ struct Cache<'r> {
     stats: PlanCacheStats,
 }
 
-/// The model a [`DynamicNetwork`] imports its plans from. The first import decodes every
-/// initializer into the network's [`SharedInitializers`]; from then on the kept model holds
-/// them without their data (name, type and dimensions only), so that a later import neither
-/// copies nor holds the weights a second time: they live once, decoded, in the shared set.
+/// The model a [`DynamicNetwork`] imports its plans from. Before the first import, every
+/// initializer is decoded into the network's [`SharedInitializers`] and its data taken out of
+/// the kept model (name, type and dimensions stay), so that no import copies the weights and
+/// they live once, decoded, in the shared set.
 #[derive(Debug)]
 struct KeptModel {
     model: Arc<ModelProto>,
@@ -274,8 +274,8 @@ fn data_bytes(t: &onnx::proto::TensorProto) -> usize {
 /// See the [module documentation](self).
 pub struct DynamicNetwork<'r> {
     runtime: RuntimeRef<'r>,
-    /// The model every plan is imported from: whole until its first import has decoded the
-    /// initializers into the shared set, then without their data ([`KeptModel`]).
+    /// The model every plan is imported from: whole until the first plan is built, then
+    /// without the data of the initializers the shared set holds ([`KeptModel`]).
     model: Mutex<KeptModel>,
     base_dir: Option<PathBuf>,
     import: ImportOptions,
@@ -609,23 +609,14 @@ impl<'r> DynamicNetwork<'r> {
             .map(|(n, t)| (n.to_string(), (*t).clone()))
             .collect();
         let started = std::time::Instant::now();
+        self.share_weights()?;
         let model = self.kept_model();
-        let imported = onnx::import_model_specialized(
+        match onnx::import_model_specialized(
             (*model).clone(),
             self.base_dir.as_deref(),
             &options,
             &values,
-        );
-        if matches!(
-            imported,
-            Ok(_) | Err(onnx::OnnxError::NeedsInputValues { .. })
         ) {
-            // The import went past the initializers: every one it decodes is shared now.
-            drop(model);
-            self.drop_weight_data();
-        }
-        let model = self.kept_model();
-        match imported {
             Ok((network, bound)) => {
                 let mut timings = PlanTimings {
                     import: started.elapsed(),
@@ -710,48 +701,39 @@ impl<'r> DynamicNetwork<'r> {
             .clone()
     }
 
-    /// Drop the data of every initializer the shared set holds from the kept model, once
-    /// (the first import decoded them; later imports take them from the set).
-    fn drop_weight_data(&self) {
+    /// Move the kept model's weights into the shared initializers, once, before its first
+    /// import: decoded there, taken out of the model without a copy, so that no import (the
+    /// first included) clones them.
+    fn share_weights(&self) -> Result<(), Error> {
         let Some(shared) = self.import.shared_initializers.as_ref() else {
-            return;
+            return Ok(());
         };
         let mut kept = self.model.lock().unwrap_or_else(|e| e.into_inner());
         if kept.weight_bytes == 0 {
-            return;
+            return Ok(());
         }
         let placeholder = Arc::new(ModelProto::default());
         let full = std::mem::replace(&mut kept.model, placeholder);
-        // Nothing else holds it while the cache's lock is held; a copy otherwise.
+        // Only this network holds it (plans are built under the cache's lock); a copy otherwise.
         let mut model = Arc::try_unwrap(full).unwrap_or_else(|a| (*a).clone());
-        let mut left = 0;
-        if let Some(g) = model.graph.as_mut() {
-            for t in &mut g.initializer {
-                let name = t.name.as_deref().unwrap_or_default();
-                if !name.is_empty() && shared.get(name).is_some() {
-                    *t = onnx::proto::TensorProto {
-                        name: t.name.take(),
-                        data_type: t.data_type,
-                        dims: std::mem::take(&mut t.dims),
-                        ..Default::default()
-                    };
-                } else {
-                    left += data_bytes(t);
-                }
-            }
-        }
+        let shared_now = shared.take_from(&mut model, self.base_dir.as_deref(), &self.import);
+        let left = model
+            .graph
+            .as_ref()
+            .map_or(0, |g| g.initializer.iter().map(data_bytes).sum());
         tracing::debug!(
-            dropped = kept.weight_bytes.saturating_sub(left),
+            shared = kept.weight_bytes.saturating_sub(left),
             left,
-            "the kept model's initializers are shared: their data is no longer copied per import"
+            "the model's weights are decoded once and shared: no import copies them"
         );
         kept.model = Arc::new(model);
         kept.weight_bytes = left;
+        Ok(shared_now?)
     }
 
-    /// The bytes of initializer data the model kept for later imports still holds: the whole
-    /// of the model's weights until the first plan's import has decoded them (they are then
-    /// held once, decoded and shared by every plan), 0 after it when every initializer
+    /// The bytes of initializer data the model kept for imports still holds: the whole of the
+    /// model's weights until the first plan is built (they are then decoded once, shared by
+    /// every plan, and taken out of the kept model), 0 after it when every initializer
     /// decodes.
     pub fn kept_weight_bytes(&self) -> usize {
         self.model
