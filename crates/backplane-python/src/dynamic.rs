@@ -38,6 +38,9 @@ const _: () = assert!(backplane::dynamic_network::DEFAULT_PLAN_CAPACITY == 8);
 ///     capacity: the most plans the cache keeps (at least 1; default 8).
 ///     node_cache: the most specialisations kept per node the plans are cut at (default 8;
 ///         0 re-imports the node at every run).
+///     max_memory: the memory budget in bytes of the network's runtime (default: the memory
+///         available): the caches evict their least recently used entries to stay within it,
+///         and loads that would go over it are refused.
 ///
 /// :meth:`run` releases the GIL while the model runs; the object may be shared by threads.
 #[pyclass(module = "backplane", frozen)]
@@ -88,7 +91,9 @@ fn shape_list<'py>(py: Python<'py>, dims: &[DimExpr]) -> PyResult<Bound<'py, PyL
 #[pymethods]
 impl DynamicNetwork {
     #[new]
-    #[pyo3(signature = (path_or_bytes, sess_options=None, providers=None, provider_options=None, *, capacity=8, node_cache=8))]
+    #[pyo3(signature = (path_or_bytes, sess_options=None, providers=None, provider_options=None, *, capacity=8, node_cache=8, max_memory=None))]
+    // One argument per Python keyword argument.
+    #[allow(clippy::too_many_arguments)]
     fn py_new(
         py: Python<'_>,
         path_or_bytes: &Bound<'_, PyAny>,
@@ -97,6 +102,7 @@ impl DynamicNetwork {
         provider_options: Option<&Bound<'_, PyAny>>,
         capacity: usize,
         node_cache: usize,
+        max_memory: Option<usize>,
     ) -> PyResult<Self> {
         let options = sess_options.unwrap_or_default();
         let (providers, provider_options) = parse_providers(providers, provider_options)?;
@@ -124,7 +130,12 @@ impl DynamicNetwork {
                     v.name, v.type_string
                 )));
             }
-            let runtime = Arc::new(new_runtime(&options, &providers, &provider_options)?);
+            let runtime = Arc::new(new_runtime(
+                &options,
+                &providers,
+                &provider_options,
+                max_memory,
+            )?);
             let mut optimizer = OptimizerOptions::new(providers);
             optimizer.layer_backends = options.overrides()?;
             let net = backplane::DynamicNetwork::from_model(

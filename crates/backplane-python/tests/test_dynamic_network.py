@@ -74,6 +74,24 @@ def test_the_cache_keeps_at_most_capacity_plans():
     assert stats["evictions"] == 2
 
 
+def test_max_memory_bounds_the_plans_held():
+    probe = backplane.DynamicNetwork(BERT)
+    probe.run(None, {"input_ids": ids(16)})
+    one = probe.stats()["bytes"]
+    assert one > 0
+    # Room for one plan of seq 16 and a little more, not for two: the capacity (8) is not
+    # what evicts, the budget is.
+    net = backplane.DynamicNetwork(BERT, max_memory=one + one // 4)
+    for seq in [16, 15, 16]:
+        (hidden,) = net.run(None, {"input_ids": ids(seq)})
+        assert hidden.shape == (1, seq, 96)
+        stats = net.stats()
+        assert stats["size"] == 1, (seq, stats)
+        assert stats["bytes"] <= one + one // 4, (seq, stats)
+    assert net.stats()["evictions"] == 2
+    assert net.stats()["misses"] == 3
+
+
 def test_the_network_keeps_its_runtime_alive():
     def make():
         return backplane.DynamicNetwork(str(BERT), providers=["CpuRef"])
