@@ -228,8 +228,9 @@ pub fn bench_shapes(args: &BenchArgs) -> Result<(), CliError> {
         let (plan, built) = &plans[k];
         out!("shape {}:", describe(set));
         out!(
-            "  plan built in {:.1} ms; backends: {}",
+            "  plan built in {:.1} ms ({}); backends: {}",
             ms(*built),
+            plan.timings,
             plan.optimized
                 .as_ref()
                 .map(|o| backend_summary(&o.layer_counts()))

@@ -47,6 +47,41 @@ fn bench_cycles_input_shapes_and_reports_the_plan_cache() {
         "{out}"
     );
     assert_eq!(err.matches("plan cache miss").count(), 3, "{err}");
+    // Each plan's miss, phase by phase.
+    assert_eq!(
+        out.matches("ms (import ").count(),
+        3,
+        "each plan says what its miss cost: {out}"
+    );
+    assert!(
+        out.contains(" ms, optimize ") && out.contains(" ms, load "),
+        "{out}"
+    );
+}
+
+/// The BERT-shaped sequence lengths 7, 16, 33, 128 and 7 again on one loaded network: four
+/// plans (four misses, four optimizer runs), the second 7 a hit, every execution a hit.
+#[test]
+fn bench_serves_bert_sequence_lengths_with_one_plan_each() {
+    let mut args = vec!["bench", BERT];
+    for shape in [
+        "input_ids=1x7",
+        "input_ids=1x16",
+        "input_ids=1x33",
+        "input_ids=1x128",
+        "input_ids=1x7",
+    ] {
+        args.extend(["--input-shapes", shape]);
+    }
+    args.extend(["--warmup", "0", "--iterations", "5", "--quiet"]);
+    let o = backplane(&args);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(
+        out.contains("plan cache: 4 plans cached (capacity 5), 6 hits, 4 misses, 0 evicted"),
+        "{out}"
+    );
+    assert!(out.contains(" held, 4 optimizer runs"), "{out}");
 }
 
 /// A cache smaller than the cycle rebuilds a plan at every execution: the counts say so.
@@ -400,5 +435,8 @@ fn the_copies_at_a_cut_are_checked_against_the_memory_budget() {
     let o = backplane(&roomy.iter().map(String::as_str).collect::<Vec<_>>());
     let (out, err) = text(&o);
     assert!(o.status.success(), "{out}\n{err}");
-    assert!(out.contains(" KiB held; split nodes:"), "{out}");
+    assert!(
+        out.contains(" KiB held, 3 optimizer runs; split nodes:"),
+        "{out}"
+    );
 }

@@ -125,6 +125,52 @@ impl SharedInitializers {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+
+    /// Decode every top-level initializer of `model` into the set (those it holds already
+    /// are kept), taking the data out of `model` rather than copying it: afterwards `model`
+    /// keeps the initializers' names, types and dimensions, and imports sharing this set
+    /// ([`ImportOptions::shared_initializers`]) take the decoded tensors, so the weights are
+    /// held once. An initializer that does not decode into a tensor (an unsupported element
+    /// type) is left whole, for the import to handle as it would; one whose data is invalid
+    /// is an error (its import would fail the same way). `base_dir` is where external data
+    /// lies; `options` gives the size limit.
+    pub fn take_from(
+        &self,
+        model: &mut proto::ModelProto,
+        base_dir: Option<&Path>,
+        options: &ImportOptions,
+    ) -> Result<(), OnnxError> {
+        let Some(graph) = model.graph.as_mut() else {
+            return Ok(());
+        };
+        let loader = tensor::Loader {
+            base_dir,
+            max_bytes: options.max_tensor_bytes,
+        };
+        for tp in &mut graph.initializer {
+            let name = tp.name.clone().unwrap_or_default();
+            if name.is_empty() {
+                continue;
+            }
+            if self.get(&name).is_none() {
+                if tensor::map_dtype(tp.data_type.unwrap_or(0)).is_none() {
+                    // Not a tensor type: the import decodes what it can of it, from the data.
+                    continue;
+                }
+                match loader.decode(tp, &name)? {
+                    tensor::Decoded::Tensor(t) => self.insert(&name, Arc::new(t)),
+                    tensor::Decoded::Unsupported { .. } => continue,
+                }
+            }
+            *tp = proto::TensorProto {
+                name: tp.name.take(),
+                data_type: tp.data_type,
+                dims: std::mem::take(&mut tp.dims),
+                ..proto::TensorProto::default()
+            };
+        }
+        Ok(())
+    }
 }
 
 impl Default for ImportOptions {

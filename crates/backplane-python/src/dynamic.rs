@@ -38,6 +38,9 @@ const _: () = assert!(backplane::dynamic_network::DEFAULT_PLAN_CAPACITY == 8);
 ///     capacity: the most plans the cache keeps (at least 1; default 8).
 ///     node_cache: the most specialisations kept per node the plans are cut at (default 8;
 ///         0 re-imports the node at every run).
+///     max_memory: the memory budget in bytes of the network's runtime (default: the memory
+///         available): the caches evict their least recently used entries to stay within it,
+///         and loads that would go over it are refused.
 ///
 /// :meth:`run` releases the GIL while the model runs; the object may be shared by threads.
 #[pyclass(module = "backplane", frozen)]
@@ -57,6 +60,7 @@ fn stats_dict<'py>(py: Python<'py>, s: PlanCacheStats) -> PyResult<Bound<'py, Py
     d.set_item("misses", s.misses)?;
     d.set_item("evictions", s.evictions)?;
     d.set_item("bytes", s.bytes)?;
+    d.set_item("optimizer_runs", s.optimizer_runs)?;
     Ok(d)
 }
 
@@ -87,7 +91,9 @@ fn shape_list<'py>(py: Python<'py>, dims: &[DimExpr]) -> PyResult<Bound<'py, PyL
 #[pymethods]
 impl DynamicNetwork {
     #[new]
-    #[pyo3(signature = (path_or_bytes, sess_options=None, providers=None, provider_options=None, *, capacity=8, node_cache=8))]
+    #[pyo3(signature = (path_or_bytes, sess_options=None, providers=None, provider_options=None, *, capacity=8, node_cache=8, max_memory=None))]
+    // One argument per Python keyword argument.
+    #[allow(clippy::too_many_arguments)]
     fn py_new(
         py: Python<'_>,
         path_or_bytes: &Bound<'_, PyAny>,
@@ -96,6 +102,7 @@ impl DynamicNetwork {
         provider_options: Option<&Bound<'_, PyAny>>,
         capacity: usize,
         node_cache: usize,
+        max_memory: Option<usize>,
     ) -> PyResult<Self> {
         let options = sess_options.unwrap_or_default();
         let (providers, provider_options) = parse_providers(providers, provider_options)?;
@@ -123,7 +130,12 @@ impl DynamicNetwork {
                     v.name, v.type_string
                 )));
             }
-            let runtime = Arc::new(new_runtime(&options, &providers, &provider_options)?);
+            let runtime = Arc::new(new_runtime(
+                &options,
+                &providers,
+                &provider_options,
+                max_memory,
+            )?);
             let mut optimizer = OptimizerOptions::new(providers);
             optimizer.layer_backends = options.overrides()?;
             let net = backplane::DynamicNetwork::from_model(
@@ -174,10 +186,18 @@ impl DynamicNetwork {
     }
 
     /// The plan cache's counts: ``size``, ``capacity``, ``networks`` (1), ``hits``,
-    /// ``misses``, ``evictions`` and ``bytes`` (the working memory of the plans held; plans
-    /// are also evicted to keep the caches within the runtime's memory budget).
+    /// ``misses``, ``evictions``, ``bytes`` (the working memory of the plans held; plans
+    /// are also evicted to keep the caches within the runtime's memory budget) and
+    /// ``optimizer_runs`` (one per plan built that loads a network).
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         stats_dict(py, self.net.stats())
+    }
+
+    /// The bytes of initializer data the model kept for later plans' imports still holds: the
+    /// model's weights until the first plan is built, 0 after it (the weights are then held
+    /// once, decoded and shared by every plan).
+    fn kept_weight_bytes(&self) -> usize {
+        self.net.kept_weight_bytes()
     }
 
     /// :meth:`stats` summed over the nested networks that serve the rest of the model after

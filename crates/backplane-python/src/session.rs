@@ -181,11 +181,13 @@ pub(crate) fn new_runtime(
     options: &SessionOptions,
     providers: &[BackendId],
     provider_options: &[(BackendId, BTreeMap<String, String>)],
+    max_memory: Option<usize>,
 ) -> Result<Runtime> {
-    let runtime = Runtime::new(
-        backplane::builtin_registry(),
-        options.runtime_options(provider_options)?,
-    )?;
+    let mut runtime_options = options.runtime_options(provider_options)?;
+    if max_memory.is_some() {
+        runtime_options.max_memory = max_memory;
+    }
+    let runtime = Runtime::new(backplane::builtin_registry(), runtime_options)?;
     let registered = runtime.registry().ids();
     for id in providers
         .iter()
@@ -582,7 +584,7 @@ impl InferenceSession {
                     v.name, v.type_string
                 )));
             }
-            let runtime = new_runtime(&options, &providers, &provider_options)?;
+            let runtime = new_runtime(&options, &providers, &provider_options, None)?;
             let mut optimizer = OptimizerOptions::new(providers.clone());
             optimizer.layer_backends = options.overrides()?;
             let session = InferenceSession {

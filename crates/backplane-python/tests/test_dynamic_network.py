@@ -25,6 +25,7 @@ def ids(seq: int) -> np.ndarray:
 def test_one_network_serves_every_sequence_length_and_counts_its_plans():
     net = backplane.DynamicNetwork(str(BERT))
     assert net.signature()["inputs"] == {"input_ids": ["batch", "seq"]}
+    assert net.kept_weight_bytes() > 0  # the model's weights, until the first import
     # The reference: a session specialised per shape (a separate import for each).
     session = backplane.InferenceSession(str(BERT))
     for seq in [7, 16, 33, 7]:
@@ -43,7 +44,10 @@ def test_one_network_serves_every_sequence_length_and_counts_its_plans():
         "misses": 3,
         "evictions": 0,
         "bytes": stats["bytes"],
+        "optimizer_runs": 3,
     }
+    # The first import shared the weights: later imports copy none of them.
+    assert net.kept_weight_bytes() == 0
     assert net.cuts() == []
     assert "3 plans cached" in repr(net)
 
@@ -68,6 +72,24 @@ def test_the_cache_keeps_at_most_capacity_plans():
     assert stats["capacity"] == 2
     assert stats["misses"] == 4  # seq 3 was evicted by seq 5, then built again
     assert stats["evictions"] == 2
+
+
+def test_max_memory_bounds_the_plans_held():
+    probe = backplane.DynamicNetwork(BERT)
+    probe.run(None, {"input_ids": ids(16)})
+    one = probe.stats()["bytes"]
+    assert one > 0
+    # Room for one plan of seq 16 and a little more, not for two: the capacity (8) is not
+    # what evicts, the budget is.
+    net = backplane.DynamicNetwork(BERT, max_memory=one + one // 4)
+    for seq in [16, 15, 16]:
+        (hidden,) = net.run(None, {"input_ids": ids(seq)})
+        assert hidden.shape == (1, seq, 96)
+        stats = net.stats()
+        assert stats["size"] == 1, (seq, stats)
+        assert stats["bytes"] <= one + one // 4, (seq, stats)
+    assert net.stats()["evictions"] == 2
+    assert net.stats()["misses"] == 3
 
 
 def test_the_network_keeps_its_runtime_alive():

@@ -53,8 +53,37 @@ pub struct Plan<'r> {
     pub shapes: Vec<(String, Vec<usize>)>,
     /// The values of the model's symbolic input dimensions for this plan (`seq=7`).
     pub symbols: Bindings,
+    /// How long building the plan took, phase by phase (the cost of its miss).
+    pub timings: PlanTimings,
     /// The loaded network's inputs (a given input it does not read is not fed).
     feeds: Vec<String>,
+}
+
+/// The time a plan's miss spent in each phase of building it ([`Plan::timings`]); for a split
+/// plan, the phases of its part before the cut (the failed first import included).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PlanTimings {
+    /// Importing the model for the plan's shapes (shape inference and constant folding over
+    /// the graph; the weights are decoded by the first import only).
+    pub import: std::time::Duration,
+    /// The optimizer: backend assignment, fusions, layout, tensor-handle strategy and memory
+    /// plan.
+    pub optimize: std::time::Duration,
+    /// Loading: workloads (packing weights not packed yet) and memory.
+    pub load: std::time::Duration,
+}
+
+impl std::fmt::Display for PlanTimings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+        write!(
+            f,
+            "import {:.1} ms, optimize {:.1} ms, load {:.1} ms",
+            ms(self.import),
+            ms(self.optimize),
+            ms(self.load)
+        )
+    }
 }
 
 /// Counts of a [`DynamicNetwork`]'s plan cache.
@@ -80,6 +109,10 @@ pub struct PlanCacheStats {
     pub misses: u64,
     /// Plans unloaded to make room.
     pub evictions: u64,
+    /// Optimizer runs (backend assignment, fusions, layout, tensor-handle strategy and memory
+    /// plan) made to build plans: one per miss whose plan loads a network (a split plan whose
+    /// part before the cut computes nothing runs none). Not yet shared across symbol sets.
+    pub optimizer_runs: u64,
 }
 
 impl std::fmt::Display for PlanCacheStats {
@@ -94,7 +127,8 @@ impl std::fmt::Display for PlanCacheStats {
         };
         write!(
             f,
-            "{} plan{} cached{capacity}, {} hit{}, {} miss{}, {} evicted, {} held",
+            "{} plan{} cached{capacity}, {} hit{}, {} miss{}, {} evicted, {} held, {} optimizer \
+             run{}",
             self.size,
             if self.size == 1 { "" } else { "s" },
             self.hits,
@@ -102,7 +136,9 @@ impl std::fmt::Display for PlanCacheStats {
             self.misses,
             if self.misses == 1 { "" } else { "es" },
             self.evictions,
-            ByteSize(self.bytes)
+            ByteSize(self.bytes),
+            self.optimizer_runs,
+            if self.optimizer_runs == 1 { "" } else { "s" }
         )
     }
 }
@@ -202,11 +238,45 @@ struct Cache<'r> {
     stats: PlanCacheStats,
 }
 
+/// The model a [`DynamicNetwork`] imports its plans from. Before the first import, every
+/// initializer is decoded into the network's [`SharedInitializers`] and its data taken out of
+/// the kept model (name, type and dimensions stay), so that no import copies the weights and
+/// they live once, decoded, in the shared set.
+#[derive(Debug)]
+struct KeptModel {
+    model: Arc<ModelProto>,
+    /// The bytes of initializer data the kept model still holds.
+    weight_bytes: usize,
+}
+
+impl KeptModel {
+    fn new(model: ModelProto) -> Self {
+        let weight_bytes = model
+            .graph
+            .as_ref()
+            .map_or(0, |g| g.initializer.iter().map(data_bytes).sum());
+        KeptModel {
+            model: Arc::new(model),
+            weight_bytes,
+        }
+    }
+}
+
+/// The bytes of data an initializer holds (in any of its fields).
+fn data_bytes(t: &onnx::proto::TensorProto) -> usize {
+    t.raw_data.as_ref().map_or(0, Vec::len)
+        + 4 * (t.float_data.len() + t.int32_data.len())
+        + 8 * (t.int64_data.len() + t.double_data.len() + t.uint64_data.len())
+        + t.string_data.iter().map(Vec::len).sum::<usize>()
+}
+
 /// An ONNX model served for any input shape that fits its declaration, on one runtime.
 /// See the [module documentation](self).
 pub struct DynamicNetwork<'r> {
     runtime: RuntimeRef<'r>,
-    model: ModelProto,
+    /// The model every plan is imported from: whole until the first plan is built, then
+    /// without the data of the initializers the shared set holds ([`KeptModel`]).
+    model: Mutex<KeptModel>,
     base_dir: Option<PathBuf>,
     import: ImportOptions,
     optimizer: OptimizerOptions,
@@ -284,7 +354,7 @@ impl<'r> DynamicNetwork<'r> {
             .collect();
         DynamicNetwork {
             runtime: runtime.into(),
-            model,
+            model: Mutex::new(KeptModel::new(model)),
             base_dir,
             import,
             optimizer,
@@ -442,6 +512,7 @@ impl<'r> DynamicNetwork<'r> {
                 total.hits += s.hits;
                 total.misses += s.misses;
                 total.evictions += s.evictions;
+                total.optimizer_runs += s.optimizer_runs;
             }
         }
         total
@@ -481,6 +552,9 @@ impl<'r> DynamicNetwork<'r> {
         // Built under the lock: concurrent misses for one shape build it once.
         let plan = self.build(inputs, symbols.clone())?;
         cache.stats.misses += 1;
+        if plan.optimized.is_some() {
+            cache.stats.optimizer_runs += 1;
+        }
         for name in &plan.bound {
             if !cache.valued.contains(name) {
                 cache.valued.push(name.clone());
@@ -534,15 +608,24 @@ impl<'r> DynamicNetwork<'r> {
             .filter(|(_, t)| staged::binds_at_import(t))
             .map(|(n, t)| (n.to_string(), (*t).clone()))
             .collect();
+        let started = std::time::Instant::now();
+        self.share_weights()?;
+        let model = self.kept_model();
         match onnx::import_model_specialized(
-            self.model.clone(),
+            (*model).clone(),
             self.base_dir.as_deref(),
             &options,
             &values,
         ) {
             Ok((network, bound)) => {
-                let (id, optimized) = self.load(&network)?;
+                let mut timings = PlanTimings {
+                    import: started.elapsed(),
+                    ..PlanTimings::default()
+                };
+                let (id, optimized) = self.load(&network, &mut timings)?;
+                tracing::info!(symbols = %symbols, "built a plan: {timings}");
                 Ok(Plan {
+                    timings,
                     id: Some(id),
                     bytes: optimized.working_bytes(),
                     optimized: Some(optimized),
@@ -565,7 +648,7 @@ impl<'r> DynamicNetwork<'r> {
                     self.node_stats.clone(),
                     self.held.clone(),
                 );
-                let cut = staged::cut(&self.model, &needing, &given, nodes)?;
+                let cut = staged::cut(&model, &needing, &given, nodes)?;
                 tracing::info!(
                     node = %cut.split.label,
                     op = %cut.split.op_type,
@@ -573,6 +656,7 @@ impl<'r> DynamicNetwork<'r> {
                      before it is planned, the node runs, the rest is planned for the shapes \
                      it produces"
                 );
+                let mut timings = PlanTimings::default();
                 let (id, optimized, bound, feeds) = match cut.prefix {
                     Some(prefix) => {
                         let (network, bound) = onnx::import_model_specialized(
@@ -581,12 +665,17 @@ impl<'r> DynamicNetwork<'r> {
                             &options,
                             &values,
                         )?;
-                        let (id, optimized) = self.load(&network)?;
+                        timings.import = started.elapsed();
+                        let (id, optimized) = self.load(&network, &mut timings)?;
                         (Some(id), Some(optimized), bound, Self::feeds(&network))
                     }
                     None => (None, None, Vec::new(), Vec::new()),
                 };
+                if timings.import.is_zero() {
+                    timings.import = started.elapsed();
+                }
                 Ok(Plan {
+                    timings,
                     id,
                     bytes: optimized
                         .as_ref()
@@ -601,6 +690,56 @@ impl<'r> DynamicNetwork<'r> {
             }
             Err(e) => Err(e.into()),
         }
+    }
+
+    /// The model plans are imported from (see [`KeptModel`]).
+    fn kept_model(&self) -> Arc<ModelProto> {
+        self.model
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .model
+            .clone()
+    }
+
+    /// Move the kept model's weights into the shared initializers, once, before its first
+    /// import: decoded there, taken out of the model without a copy, so that no import (the
+    /// first included) clones them.
+    fn share_weights(&self) -> Result<(), Error> {
+        let Some(shared) = self.import.shared_initializers.as_ref() else {
+            return Ok(());
+        };
+        let mut kept = self.model.lock().unwrap_or_else(|e| e.into_inner());
+        if kept.weight_bytes == 0 {
+            return Ok(());
+        }
+        let placeholder = Arc::new(ModelProto::default());
+        let full = std::mem::replace(&mut kept.model, placeholder);
+        // Only this network holds it (plans are built under the cache's lock); a copy otherwise.
+        let mut model = Arc::try_unwrap(full).unwrap_or_else(|a| (*a).clone());
+        let shared_now = shared.take_from(&mut model, self.base_dir.as_deref(), &self.import);
+        let left = model
+            .graph
+            .as_ref()
+            .map_or(0, |g| g.initializer.iter().map(data_bytes).sum());
+        tracing::debug!(
+            shared = kept.weight_bytes.saturating_sub(left),
+            left,
+            "the model's weights are decoded once and shared: no import copies them"
+        );
+        kept.model = Arc::new(model);
+        kept.weight_bytes = left;
+        Ok(shared_now?)
+    }
+
+    /// The bytes of initializer data the model kept for imports still holds: the whole of the
+    /// model's weights until the first plan is built (they are then decoded once, shared by
+    /// every plan, and taken out of the kept model), 0 after it when every initializer
+    /// decodes.
+    pub fn kept_weight_bytes(&self) -> usize {
+        self.model
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .weight_bytes
     }
 
     /// The values of the symbols of these inputs' shapes, checked against the signature.
@@ -623,13 +762,18 @@ impl<'r> DynamicNetwork<'r> {
             .collect()
     }
 
-    /// Optimize and load an imported network.
+    /// Optimize and load an imported network, adding the time of each to `timings`.
     pub(crate) fn load(
         &self,
         network: &crate::Network,
+        timings: &mut PlanTimings,
     ) -> Result<(NetworkId, OptimizedNetwork), Error> {
+        let started = std::time::Instant::now();
         let optimized = self.runtime.optimize(network, &self.optimizer)?;
+        let optimized_at = started.elapsed();
         let id = self.runtime.load_network(optimized.clone())?;
+        timings.optimize += optimized_at;
+        timings.load += started.elapsed().saturating_sub(optimized_at);
         Ok((id, optimized))
     }
 

@@ -55,7 +55,7 @@ pub use backplane_runtime::{
     BackendFactory, BackendRegistry, OptimizedNetwork, OptimizerOptions, Runtime, RuntimeError,
     RuntimeOptions,
 };
-pub use dynamic_network::{CutSummary, DynamicNetwork, PlanCacheStats};
+pub use dynamic_network::{CutSummary, DynamicNetwork, PlanCacheStats, PlanTimings};
 pub use node_cache::NodeCacheStats;
 pub use runtime_ref::RuntimeRef;
 

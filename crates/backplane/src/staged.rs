@@ -606,7 +606,8 @@ impl<'r> Split<'r> {
             return Ok(NodeEntry::Folded(values));
         }
         // Not folded (a TopK whose data stays an input, a Loop kept as a layer): loaded.
-        let (id, optimized) = parent.load(network)?;
+        let (id, optimized) =
+            parent.load(network, &mut crate::dynamic_network::PlanTimings::default())?;
         let names: Vec<String> = network
             .outputs()
             .iter()

@@ -69,6 +69,11 @@ fn bert_shaped_encoder_serves_every_sequence_length() {
     let acc = CpuAccBackend::new();
     let rt = runtime_with(&acc);
     let net = dynamic(&rt);
+    let weights = net.kept_weight_bytes();
+    assert!(
+        weights > 100_000,
+        "the kept model holds its weights before the first import: {weights}"
+    );
     let mut packed_after = Vec::new();
     for seq in [7, 16, 33, 128, 7] {
         let input = ids(seq);
@@ -83,6 +88,11 @@ fn bert_shaped_encoder_serves_every_sequence_length() {
             "seq {seq}: the dynamic network's output differs from a static import's"
         );
         packed_after.push(acc.packing_stats());
+        assert_eq!(
+            net.kept_weight_bytes(),
+            0,
+            "seq {seq}: the first import shared every weight; later imports must not copy them"
+        );
     }
     let stats = net.stats();
     assert!(
@@ -99,6 +109,7 @@ fn bert_shaped_encoder_serves_every_sequence_length() {
             misses: 4,
             evictions: 0,
             bytes: stats.bytes,
+            optimizer_runs: 4,
         }
     );
     eprintln!("packing counts after each run: {packed_after:?}");

@@ -153,6 +153,7 @@ class DynamicNetwork:
         *,
         capacity: int = 8,
         node_cache: int = 8,
+        max_memory: Optional[int] = None,
     ) -> DynamicNetwork: ...
     def get_inputs(self) -> List[NodeArg]: ...
     def get_outputs(self) -> List[NodeArg]: ...
@@ -161,7 +162,9 @@ class DynamicNetwork:
         symbolic expression (``"seq"``, ``"batch*seq"``)."""
     def stats(self) -> Dict[str, int]:
         """The plan cache's counts: ``size``, ``capacity``, ``networks``, ``hits``,
-        ``misses``, ``evictions``, ``bytes`` (the plans' working memory)."""
+        ``misses``, ``evictions``, ``bytes`` (the plans' working memory), ``optimizer_runs``."""
+    def kept_weight_bytes(self) -> int:
+        """Initializer bytes the model kept for imports still holds (0 once the first plan is built)."""
     def total_stats(self) -> Dict[str, int]:
         """:meth:`stats` summed over the nested networks serving the rest after each cut."""
     def node_stats(self) -> Dict[str, int]:

@@ -116,6 +116,13 @@ pub(super) fn rebuild(
         }
     }
     let mut new_layers = Vec::new();
+    // Who reads each tensor of `old`: computed once for every substitution's check (per
+    // substitution it made rebuilding quadratic in the network's size).
+    let consumers = if subs.is_empty() {
+        Vec::new()
+    } else {
+        old.consumers()
+    };
     for (pos, &l) in seq.iter().enumerate() {
         match replaced_by.get(&l) {
             None => {
@@ -209,9 +216,10 @@ pub(super) fn rebuild(
                     local.push(outs);
                 }
                 // Everything used outside the replaced set must have been taken over.
-                let consumers = old.consumers();
                 for t in &produced_inside {
-                    let used_outside = consumers[t.0].iter().any(|(c, _)| !replaced.contains(c))
+                    let used_outside = consumers
+                        .get(t.0)
+                        .is_some_and(|c| c.iter().any(|(c, _)| !replaced.contains(c)))
                         || old.outputs().contains(t);
                     if used_outside && !map.contains_key(t) {
                         return Err(bad(format!(
