@@ -120,8 +120,9 @@ pub(super) fn each_half_panel_by_columns(
     mut f: impl FnMut(&HalfPanel<'_>, usize) -> Result<()>,
 ) -> Result<()> {
     let padded = n.div_ceil(NR) * NR;
-    // Every (panel, K block, column) visited, in order, with where its half starts.
-    let visits = (cols.0..cols.1).flat_map(|pi| {
+    // Every (panel, K block, column) visited, in order, with where its half starts (only
+    // panels that exist: a range past N visits no more).
+    let visits = (cols.0..cols.1.min(n.div_ceil(NR))).flat_map(|pi| {
         let width = (n - pi * NR).min(NR);
         let step = if width > simd::HALF && width <= wide {
             NR

@@ -477,5 +477,20 @@ fn panels_outermost_walk_covers_every_half_once_and_prefetches_the_next() {
         cols.sort_unstable();
         cols.dedup();
         assert_eq!(cols.len(), seen.len());
+        // A range past the last panel (16) visits only the panels there are.
+        let mut past = Vec::new();
+        few_rows::each_half_panel_by_columns(
+            packed.panels(),
+            k,
+            n,
+            simd::WIDE,
+            (15, 40),
+            |hp, _| {
+                past.push(hp.j0);
+                Ok(())
+            },
+        )
+        .unwrap();
+        assert_eq!(past, [480, 496, 480, 496, 480, 496, 512, 512, 512]);
     }
 }
