@@ -99,6 +99,58 @@ fn a_caller_s_shared_initializers_serve_the_retry_and_keep_the_weights() {
     assert!(Arc::ptr_eq(&a, &b), "one tensor for both imports");
 }
 
+/// `SharedInitializers::take_from` moves the weights into the set (raw and typed data alike)
+/// and leaves the model their names, types and dimensions; the weightless model then imports
+/// with the same tensors. An initializer of a type that is not a tensor type is left whole.
+#[test]
+fn taking_the_weights_leaves_a_model_that_imports_with_the_shared_tensors() {
+    let shared = Arc::new(SharedInitializers::new());
+    let options = ImportOptions {
+        shared_initializers: Some(shared.clone()),
+        ..ImportOptions::default()
+    };
+    let mut model = specialized_model(7, 13).proto();
+    let mut odd = tensor_f32("unused_complex", &[1], &[0.5]);
+    odd.data_type = Some(14); // COMPLEX64: not a tensor type of backplane
+    model.graph.as_mut().unwrap().initializer.push(odd);
+    shared.take_from(&mut model, None, &options).unwrap();
+    assert_eq!(shared.len(), 2, "w and bias decoded, the complex one not");
+    let inits = &model.graph.as_ref().unwrap().initializer;
+    for t in inits
+        .iter()
+        .filter(|t| t.name.as_deref() != Some("unused_complex"))
+    {
+        assert!(
+            t.raw_data.is_none() && t.float_data.is_empty(),
+            "{:?} kept data",
+            t.name
+        );
+        assert!(!t.dims.is_empty() && t.data_type.is_some());
+    }
+    let complex = inits
+        .iter()
+        .find(|t| t.name.as_deref() == Some("unused_complex"))
+        .unwrap();
+    assert_eq!(
+        complex.float_data,
+        [0.5],
+        "an undecodable initializer is left whole"
+    );
+    let shape = backplane_core::Tensor::from_vec(vec![2], vec![13i64, 1]).unwrap();
+    let given = [("shape".to_string(), shape)];
+    let (net, _) = import_model_specialized(model, None, &options, &given).unwrap();
+    let w = constant(&net, "w");
+    assert_eq!(w.as_slice::<f32>().unwrap(), values(7 * 13, 1).as_slice());
+    assert!(
+        Arc::ptr_eq(&w, &shared.get("w").unwrap()),
+        "the shared tensor"
+    );
+    assert_eq!(
+        constant(&net, "bias").as_slice::<f32>().unwrap(),
+        values(13, 2).as_slice()
+    );
+}
+
 #[test]
 fn a_model_file_decodes_as_it_is_read() {
     // 3 MB of weights: the file is read in several chunks, fields crossing chunk ends.
