@@ -3,7 +3,7 @@
 //! against CpuRef: planes of 1 to 256 pixels, prime channel counts, depths past one K block,
 //! batches, with and without bias, constant weights (the pixel-rows path) and run-time
 //! weights (the NCHW GEMM), one and two threads; and the fused Conv+Add+Relu of a residual
-//! block.
+//! block. Also pointwise layers with 33 to 48 outputs on larger planes (the NCHW GEMM).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod support;
@@ -40,6 +40,10 @@ fn pointwise_convolutions_on_small_planes_against_ref() {
         (3, 8, 5, 2, 3),
         (1, 64, 97, 16, 16),
         (1, 128, 31, 7, 7),
+        // 33 to 48 outputs on larger planes: the NCHW GEMM, next to the paths above.
+        (1, 32, 48, 112, 112),
+        (1, 384, 47, 13, 13),
+        (2, 5, 41, 9, 11),
     ] {
         let op = pointwise();
         let x = r.tensor(&[n, c, h, w], 1.0);

@@ -126,6 +126,8 @@ pub const FAMILIES: &[(&str, Generator)] = &[
     ("GroupedConv", cnn::grouped_conv),
     ("SmallMaxPool", cnn::small_max_pool),
     ("WinogradConv", cnn::winograd_conv),
+    ("LaneGroupedConv", cnn::lane_grouped_conv),
+    ("SmallPlanePointwise", cnn::small_plane_pointwise),
     ("FewRowsMatMul", xfmr::few_rows_matmul),
     ("ProjectionGemm", xfmr::projection_gemm),
 ];

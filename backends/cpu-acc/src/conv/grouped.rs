@@ -124,8 +124,8 @@ impl Plan {
         };
         let span = LANES * out_plane;
         th.chunks(&mut y[..group * span], per * span, |i, yc| {
-            let mut win = vec![0f32; cg * 3 * pitch];
-            let mut row = vec![0f32; geo.ow.div_ceil(PIXELS) * PIXELS * LANES];
+            let mut win = zeros(cg * 3 * pitch)?;
+            let mut row = zeros(geo.ow.div_ceil(PIXELS) * PIXELS * LANES)?;
             for (k, yg) in yc.chunks_exact_mut(span).enumerate() {
                 let g = i * per + k;
                 let xg = &x[g * cg * in_plane..(g + 1) * cg * in_plane];
@@ -159,6 +159,19 @@ impl Plan {
             Ok(())
         })
     }
+}
+
+/// `len` zeros, or an error when the memory cannot be had (the buffers grow with the row
+/// width a model declares).
+fn zeros(len: usize) -> Result<Vec<f32>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(len).map_err(|_| {
+        BackendError::Execution(format!(
+            "grouped convolution: no memory for a {len}-float row buffer"
+        ))
+    })?;
+    v.resize(len, 0.0);
+    Ok(v)
 }
 
 /// Copy the input rows under output row `oy`'s window into `win` (`[c][ky][pitch]`),

@@ -1,7 +1,9 @@
 //! Sweep families for the convolutional networks' layers that the generic families rarely
 //! reach: grouped convolutions with realistic group widths (RegNet, ResNeXt: 8 to 33
 //! channels per group, outputs wide and narrow), max pooling of many small planes (ceil
-//! mode, as SqueezeNet's), and 3×3 convolutions of 32 to 131 channels on mid-sized planes.
+//! mode, as SqueezeNet's), 3×3 convolutions of 32 to 131 channels on mid-sized planes,
+//! grouped 3×3 convolutions of exactly eight outputs per group, and pointwise convolutions
+//! on small planes.
 
 use super::{Rng, SweepCase};
 use backplane::core::ops::{AutoPad, ConvDesc, PoolDesc, PoolKind, Window};
@@ -106,5 +108,61 @@ pub(super) fn winograd_conv(r: &mut Rng) -> Result<SweepCase, String> {
         inputs,
         rtol: 1e-4,
         atol: 1e-4 * ((c * 9) as f64).sqrt(),
+    })
+}
+
+/// A grouped 3×3 convolution with exactly eight outputs per group (RegNet's width), strides
+/// 1 and 2, padding 0 to 2, 1 to 24 inputs per group, planes from 1×1 to 57×23: the shapes
+/// a backend may give a kernel of its own (CpuAcc: each group's outputs in vector lanes).
+pub(super) fn lane_grouped_conv(r: &mut Rng) -> Result<SweepCase, String> {
+    let group = r.pick(&[2, 3, 6, 13]);
+    let cg = r.pick(&[1, 5, 8, 8, 24]);
+    let s = r.pick(&[1, 2, 2]);
+    let pad = r.below(3);
+    // Planes the 3×3 window fits once padded.
+    let h = r.pick(&[1, 7, 14, 28, 57]).max(3 - 2 * pad.min(1));
+    let w = r.pick(&[1, 7, 9, 16, 23]).max(3 - 2 * pad.min(1));
+    let n = r.pick(&[1, 1, 2]);
+    let x = r.tensor(DataType::F32, &[n, group * cg, h, w], -1.0, 1.0)?;
+    let wt = r.tensor(DataType::F32, &[group * 8, cg, 3, 3], -1.0, 1.0)?;
+    let mut inputs = vec![(x, false), (wt, r.below(4) != 0)];
+    if r.below(2) == 0 {
+        inputs.push((r.tensor(DataType::F32, &[group * 8], -1.0, 1.0)?, true));
+    }
+    Ok(SweepCase {
+        family: "LaneGroupedConv",
+        op: Op::Conv(ConvDesc {
+            window: square(3, s, 1, pad),
+            group,
+        }),
+        inputs,
+        rtol: 1e-4,
+        atol: 1e-4 * ((cg * 9) as f64).sqrt(),
+    })
+}
+
+/// A pointwise (1×1) convolution on a small plane (1 to 256 pixels) with 1 to 440 channels
+/// each way: where a backend may turn the product around (CpuAcc: the pixels as the GEMM's
+/// rows on 7×7 planes).
+pub(super) fn small_plane_pointwise(r: &mut Rng) -> Result<SweepCase, String> {
+    let c = r.pick(&[1, 17, 64, 440]);
+    let m = r.pick(&[5, 31, 128, 440]);
+    let (h, w) = r.pick(&[(1, 1), (7, 7), (5, 9), (14, 14), (16, 16), (3, 2)]);
+    let n = r.pick(&[1, 1, 2]);
+    let x = r.tensor(DataType::F32, &[n, c, h, w], -1.0, 1.0)?;
+    let wt = r.tensor(DataType::F32, &[m, c, 1, 1], -1.0, 1.0)?;
+    let mut inputs = vec![(x, false), (wt, r.below(4) != 0)];
+    if r.below(2) == 0 {
+        inputs.push((r.tensor(DataType::F32, &[m], -1.0, 1.0)?, true));
+    }
+    Ok(SweepCase {
+        family: "SmallPlanePointwise",
+        op: Op::Conv(ConvDesc {
+            window: square(1, 1, 1, 0),
+            group: 1,
+        }),
+        inputs,
+        rtol: 1e-4,
+        atol: 1e-4 * (c as f64).sqrt(),
     })
 }
