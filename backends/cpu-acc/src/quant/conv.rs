@@ -118,15 +118,7 @@ pub(super) fn plan<'a>(
     layer: &'a LayerDesc,
 ) -> std::result::Result<Plan<'a>, String> {
     let d = QConvDesc::decode(c)?;
-    let [x, w, b] = layer.inputs.as_slice() else {
-        return Err(format!("{QLINEAR_CONV} takes x, w and an int32 bias"));
-    };
-    let y = layer.outputs.first().ok_or("no output")?;
-    for (t, what) in [(x, "x"), (w, "w"), (y, "y")] {
-        if !super::is_8bit(t.dtype) {
-            return Err(format!("{QLINEAR_CONV}: {what} is {}, not 8-bit", t.dtype));
-        }
-    }
+    let [x, w, b, y] = super::int8_operands(layer, QLINEAR_CONV)?;
     if b.dtype != DataType::I32 || layer.constant(1).is_none() || layer.constant(2).is_none() {
         return Err(format!(
             "{QLINEAR_CONV}: constant weights and int32 bias expected"

@@ -265,23 +265,38 @@ impl Chains<'_> {
         self.absorb_dequantizations(id, [x.layer, w.layer], used, &mut replaced)?;
         let y_info = self.net.tensor(y).info.clone();
         let bias = Tensor::from_vec(vec![m], bias).ok()?;
+        let op = Op::Custom(qdesc.to_op(y_info));
+        Some(self.int8_layer(replaced, op, [x.input, w.input], bias, y))
+    }
+
+    /// The substitution of a folded chain: one int8 layer `op` reading the chain's 8-bit input
+    /// and weights (`operands`) and its bias as a new constant, writing `y`, named after the
+    /// layers it replaces.
+    fn int8_layer(
+        &self,
+        replaced: Vec<LayerId>,
+        op: Op,
+        operands: [TensorId; 2],
+        bias: Tensor,
+        y: TensorId,
+    ) -> Substitution {
         let names: Vec<&str> = replaced
             .iter()
             .map(|&l| self.net.layer(l).name.as_str())
             .collect();
-        Some(Substitution {
+        Substitution {
             replacement: vec![ReplacementLayer {
                 name: names.join("+"),
-                op: Op::Custom(qdesc.to_op(y_info)),
+                op,
                 inputs: vec![
-                    ValueRef::Existing(x.input),
-                    ValueRef::Existing(w.input),
+                    ValueRef::Existing(operands[0]),
+                    ValueRef::Existing(operands[1]),
                     ValueRef::NewConstant(Arc::new(bias)),
                 ],
                 outputs: vec![Some(y)],
             }],
             replaced,
-        })
+        }
     }
 
     /// Fold the chain whose Gemm is `id`, if it is one: `alpha = beta = 1`, A not
@@ -342,23 +357,8 @@ impl Chains<'_> {
         self.absorb_dequantizations(id, [x.layer, w.layer], used, &mut replaced)?;
         let y_info = self.net.tensor(y).info.clone();
         let bias = Tensor::from_vec(vec![n], bias).ok()?;
-        let names: Vec<&str> = replaced
-            .iter()
-            .map(|&l| self.net.layer(l).name.as_str())
-            .collect();
-        Some(Substitution {
-            replacement: vec![ReplacementLayer {
-                name: names.join("+"),
-                op: Op::Custom(qdesc.to_op(y_info)),
-                inputs: vec![
-                    ValueRef::Existing(x.input),
-                    ValueRef::Existing(w.input),
-                    ValueRef::NewConstant(Arc::new(bias)),
-                ],
-                outputs: vec![Some(y)],
-            }],
-            replaced,
-        })
+        let op = Op::Custom(qdesc.to_op(y_info));
+        Some(self.int8_layer(replaced, op, [x.input, w.input], bias, y))
     }
 
     /// The optional Relu/Clip and the per-tensor 8-bit QuantizeLinear after layer `id`, each

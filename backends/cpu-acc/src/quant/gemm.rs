@@ -61,15 +61,7 @@ pub(super) fn plan<'a>(
     layer: &'a LayerDesc,
 ) -> std::result::Result<Plan<'a>, String> {
     let d = QGemmDesc::decode(c)?;
-    let [x, w, b] = layer.inputs.as_slice() else {
-        return Err(format!("{QLINEAR_GEMM} takes x, w and an int32 bias"));
-    };
-    let y = layer.outputs.first().ok_or("no output")?;
-    for (t, what) in [(x, "x"), (w, "w"), (y, "y")] {
-        if !super::is_8bit(t.dtype) {
-            return Err(format!("{QLINEAR_GEMM}: {what} is {}, not 8-bit", t.dtype));
-        }
-    }
+    let [x, w, b, y] = super::int8_operands(layer, QLINEAR_GEMM)?;
     let (xd, wd, yd) = (x.shape.dims(), w.shape.dims(), y.shape.dims());
     let (&[m, k], &[w0, w1], &[ym, n]) = (xd, wd, yd) else {
         return Err(format!(

@@ -93,6 +93,21 @@ fn is_8bit(dt: DataType) -> bool {
     matches!(dt, DataType::I8 | DataType::U8)
 }
 
+/// The input, weights, bias and output of a folded int8 layer (`op` names it in messages),
+/// the input, weights and output checked to be 8-bit.
+fn int8_operands<'a>(layer: &'a LayerDesc, op: &str) -> Result<[&'a TensorInfo; 4], String> {
+    let [x, w, b] = layer.inputs.as_slice() else {
+        return Err(format!("{op} takes x, w and an int32 bias"));
+    };
+    let y = layer.outputs.first().ok_or("no output")?;
+    for (t, what) in [(x, "x"), (w, "w"), (y, "y")] {
+        if !is_8bit(t.dtype) {
+            return Err(format!("{op}: {what} is {}, not 8-bit", t.dtype));
+        }
+    }
+    Ok([x, w, b, y])
+}
+
 /// The value range of an 8-bit type.
 fn range(dt: DataType) -> (i32, i32) {
     if dt == DataType::I8 {
