@@ -11,7 +11,7 @@ mod support;
 use backplane_core::ops::{AutoPad, ConvDesc, UnaryOp, Window};
 use backplane_core::{Network, Op};
 use backplane_cpu_acc::{CpuAccBackend, CpuAccOptions};
-use support::{check, close, reference, run_desc, sole_replacement, Rng};
+use support::{check_conv, close, reference, run_desc, sole_replacement, Rng};
 
 fn grouped(s: usize, pads: [usize; 4], group: usize) -> Op {
     Op::Conv(ConvDesc {
@@ -49,22 +49,7 @@ fn grouped_convolutions_with_eight_outputs_per_group_against_ref() {
         let b = r.tensor(&[m], 1.0);
         let atol = 1e-4 * ((cg * 9) as f64).sqrt();
         let what = format!("grouped n{n} g{g} cg{cg} {h}x{w} s{s} pads {pads:?}");
-        check(
-            &what,
-            &op,
-            &[&x, &wt, &b],
-            &[&[false, true, true], &[false, false, false]],
-            1e-4,
-            atol,
-        );
-        check(
-            &format!("{what} no bias"),
-            &op,
-            &[&x, &wt],
-            &[&[false, true]],
-            1e-4,
-            atol,
-        );
+        check_conv(&what, &op, &x, &wt, &b, atol);
     }
 }
 

@@ -11,7 +11,7 @@ mod support;
 use backplane_core::ops::{AutoPad, BinaryOp, ConvDesc, UnaryOp, Window};
 use backplane_core::{Network, Op};
 use backplane_cpu_acc::{CpuAccBackend, CpuAccOptions};
-use support::{check, close, reference, run_desc, sole_replacement, Rng};
+use support::{check_conv, close, reference, run_desc, sole_replacement, Rng};
 
 fn pointwise() -> Op {
     Op::Conv(ConvDesc {
@@ -51,22 +51,7 @@ fn pointwise_convolutions_on_small_planes_against_ref() {
         let b = r.tensor(&[m], 1.0);
         let atol = 1e-4 * (c as f64).sqrt();
         let what = format!("pointwise n{n} c{c} m{m} {h}x{w}");
-        check(
-            &what,
-            &op,
-            &[&x, &wt, &b],
-            &[&[false, true, true], &[false, false, false]],
-            1e-4,
-            atol,
-        );
-        check(
-            &format!("{what} no bias"),
-            &op,
-            &[&x, &wt],
-            &[&[false, true]],
-            1e-4,
-            atol,
-        );
+        check_conv(&what, &op, &x, &wt, &b, atol);
     }
 }
 

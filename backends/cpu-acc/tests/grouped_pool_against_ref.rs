@@ -9,7 +9,7 @@ mod support;
 
 use backplane_core::ops::{AutoPad, ConvDesc, PoolDesc, PoolKind, Window};
 use backplane_core::{Op, Tensor};
-use support::{check, Rng};
+use support::{check, check_conv, Rng};
 
 fn window(k: usize, s: usize, d: usize, pad: usize) -> Window {
     Window {
@@ -56,22 +56,7 @@ fn grouped_convolutions_against_ref() {
         let b = r.tensor(&[m], 1.0);
         let atol = 1e-4 * ((cg * k * k) as f64).sqrt();
         let what = format!("conv n{n} g{g} cg{cg} mg{mg} {h}x{w} k{k} s{s} d{d} p{p}");
-        check(
-            &what,
-            &op,
-            &[&x, &wt, &b],
-            &[&[false, true, true], &[false, false, false]],
-            1e-4,
-            atol,
-        );
-        check(
-            &format!("{what} no bias"),
-            &op,
-            &[&x, &wt],
-            &[&[false, true]],
-            1e-4,
-            atol,
-        );
+        check_conv(&what, &op, &x, &wt, &b, atol);
     }
 }
 

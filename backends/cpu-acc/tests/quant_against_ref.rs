@@ -11,37 +11,11 @@ use backplane_core::ops::{AutoPad, BinaryOp, ConvDesc, UnaryOp, Window};
 use backplane_core::{DataType, LayerId, Network, Op, Tensor, TensorInfo};
 use backplane_cpu_acc::CpuAccBackend;
 use std::sync::Arc;
-use support::{acc, reference, run_desc};
-
-struct Lcg(u64);
-
-impl Lcg {
-    fn next(&mut self) -> u32 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (self.0 >> 33) as u32
-    }
-    fn bytes(&mut self, n: usize) -> Vec<u8> {
-        (0..n).map(|_| self.next() as u8).collect()
-    }
-}
-
-fn q8(dt: DataType, dims: &[usize], bytes: Vec<u8>) -> Tensor {
-    Tensor::from_bytes(TensorInfo::new(dt, dims.to_vec()), &bytes).unwrap()
-}
-
-fn zp(dt: DataType, v: i32) -> Tensor {
-    match dt {
-        DataType::I8 => Tensor::scalar(v as i8),
-        _ => Tensor::scalar(v as u8),
-    }
-}
+use support::{acc, q8, reference, run_desc, zp, Rng};
 
 #[test]
 fn quantize_and_dequantize_match_cpu_ref_bit_for_bit() {
-    let mut r = Lcg(7);
+    let mut r = Rng(7);
     for dt in [DataType::I8, DataType::U8] {
         for dims in [
             vec![1usize],
@@ -144,7 +118,7 @@ fn run_case(c: &Case, seed: u64) -> (usize, usize) {
 /// [`run_case`] for one layout: the folded layer's NCHW output (`None` for an NHWC input
 /// whose convolution stayed NCHW) and the elements off.
 fn run_layout(c: &Case, seed: u64, nhwc_in: bool) -> (Option<Tensor>, (usize, usize)) {
-    let mut r = Lcg(seed);
+    let mut r = Rng(seed);
     let [n, ci, h, w] = c.x;
     let cg = ci / c.group;
     let (kh, kw) = (c.k[0], c.k[1]);
@@ -464,7 +438,7 @@ fn folded_int8_convolutions_are_within_one_quantum_of_cpu_ref() {
 /// into one layer, against the chain on CpuRef: equal bit for bit (the folded layer computes
 /// the chain's f32 operations in its order).
 fn run_binary(op: BinaryOp, dims: &[usize], ta: DataType, tb: DataType, act: Option<UnaryOp>) {
-    let mut r = Lcg(dims.iter().product::<usize>() as u64 + 11);
+    let mut r = Rng(dims.iter().product::<usize>() as u64 + 11);
     let n: usize = dims.iter().product();
     let a = q8(ta, dims, r.bytes(n));
     let b = q8(tb, dims, r.bytes(n));

@@ -9,36 +9,10 @@ mod support;
 
 use backplane_backend_api::{Backend, LayerDesc, SubgraphView, ValueRef};
 use backplane_core::ops::{GemmDesc, UnaryOp};
-use backplane_core::{DataType, LayerId, Network, Op, Tensor, TensorInfo};
+use backplane_core::{DataType, LayerId, Network, Op, Tensor};
 use backplane_cpu_acc::CpuAccBackend;
 use std::sync::Arc;
-use support::{reference, run_desc};
-
-struct Lcg(u64);
-
-impl Lcg {
-    fn next(&mut self) -> u32 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (self.0 >> 33) as u32
-    }
-    fn bytes(&mut self, n: usize) -> Vec<u8> {
-        (0..n).map(|_| self.next() as u8).collect()
-    }
-}
-
-fn q8(dt: DataType, dims: &[usize], bytes: Vec<u8>) -> Tensor {
-    Tensor::from_bytes(TensorInfo::new(dt, dims.to_vec()), &bytes).unwrap()
-}
-
-fn zp(dt: DataType, v: i32) -> Tensor {
-    match dt {
-        DataType::I8 => Tensor::scalar(v as i8),
-        _ => Tensor::scalar(v as u8),
-    }
-}
+use support::{q8, reference, run_desc, zp, Rng};
 
 #[derive(Clone, Copy)]
 struct Case {
@@ -55,7 +29,7 @@ struct Case {
 /// Fold the chain of `c`, run the folded layer on CpuAcc with `threads` threads and the
 /// chain on CpuRef: (elements one quantum off, elements).
 fn run_case(c: Case, seed: u64, threads: usize) -> (usize, usize) {
-    let mut r = Lcg(seed);
+    let mut r = Rng(seed);
     let (m, k, n) = (c.m, c.k, c.n);
     let x = q8(c.xt, &[m, k], r.bytes(m * k));
     let w_dims = if c.trans_b { [n, k] } else { [k, n] };

@@ -3,7 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, dead_code)]
 
 use backplane_backend_api::{Backend, LayerDesc, SubgraphView, ValueRef};
-use backplane_core::{LayerId, Network, Op, Tensor, TensorId, TensorInfo};
+use backplane_core::{DataType, LayerId, Network, Op, Tensor, TensorId, TensorInfo};
 use backplane_cpu_acc::CpuAccBackend;
 use std::sync::Arc;
 
@@ -31,6 +31,23 @@ impl Rng {
     /// One of `v`.
     pub fn pick<T: Copy>(&mut self, v: &[T]) -> T {
         v[(self.next() % v.len() as u64) as usize]
+    }
+    /// `n` random bytes.
+    pub fn bytes(&mut self, n: usize) -> Vec<u8> {
+        (0..n).map(|_| self.next() as u8).collect()
+    }
+}
+
+/// An 8-bit tensor (`dt` I8 or U8) of `dims` holding `bytes`.
+pub fn q8(dt: DataType, dims: &[usize], bytes: Vec<u8>) -> Tensor {
+    Tensor::from_bytes(TensorInfo::new(dt, dims.to_vec()), &bytes).unwrap()
+}
+
+/// A zero point `v` of the 8-bit type `dt`, as a scalar.
+pub fn zp(dt: DataType, v: i32) -> Tensor {
+    match dt {
+        DataType::I8 => Tensor::scalar(v as i8),
+        _ => Tensor::scalar(v as u8),
     }
 }
 
@@ -161,4 +178,19 @@ pub fn check(what: &str, op: &Op, inputs: &[&Tensor], constants: &[&[bool]], rto
             }
         }
     }
+}
+
+/// A convolution `op` of `x` and weights `w` against CpuRef with the bias `b` (weights and
+/// bias constant, then all given at run time) and without it; `what` names the case.
+pub fn check_conv(what: &str, op: &Op, x: &Tensor, w: &Tensor, b: &Tensor, atol: f64) {
+    let both = [&[false, true, true][..], &[false, false, false][..]];
+    check(what, op, &[x, w, b], &both, 1e-4, atol);
+    check(
+        &format!("{what} no bias"),
+        op,
+        &[x, w],
+        &[&[false, true]],
+        1e-4,
+        atol,
+    );
 }
