@@ -11,7 +11,7 @@ use super::{range, widen, QLINEAR_CONV};
 use crate::io::Io;
 use crate::plan::{done, Plan};
 use crate::threads::Threads;
-use backplane_backend_api::{BackendError, LayerDesc, Result, Workload};
+use backplane_backend_api::{LayerDesc, Result, Workload};
 use backplane_core::ops::CustomOp;
 use backplane_core::{DataType, TensorInfo, TensorView, TensorViewMut};
 use backplane_cpu_kernels::qgemm::{
@@ -118,12 +118,7 @@ pub(super) fn plan<'a>(
     layer: &'a LayerDesc,
 ) -> std::result::Result<Plan<'a>, String> {
     let d = QConvDesc::decode(c)?;
-    let [x, w, b, y] = super::int8_operands(layer, QLINEAR_CONV)?;
-    if b.dtype != DataType::I32 || layer.constant(1).is_none() || layer.constant(2).is_none() {
-        return Err(format!(
-            "{QLINEAR_CONV}: constant weights and int32 bias expected"
-        ));
-    }
+    let [x, w, _, y] = super::int8_operands(layer, QLINEAR_CONV)?;
     if d.nhwc {
         return super::nhwc_conv::plan(d, layer);
     }
@@ -151,12 +146,7 @@ pub(super) fn plan_workload<W: Workload + 'static>(
         ));
     }
     Ok(Plan::new(move |io, th| {
-        let wt = layer
-            .constant(1)
-            .ok_or_else(|| io.error("weights not constant".into()))?;
-        let bt = layer
-            .constant(2)
-            .ok_or_else(|| io.error("bias not constant".into()))?;
+        let (wt, bt) = super::int8_constants(layer, &io)?;
         done(make(io, d, geo, wt.bytes(), bt.as_slice::<i32>()?, th)?)
     }))
 }
@@ -466,11 +456,7 @@ impl QConvWorkload {
 
 impl Workload for QConvWorkload {
     fn execute(&self, inputs: &[TensorView<'_>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
-        self.io
-            .check_copied(inputs, outputs, |k| k == 1 || k == 2)?;
-        let missing = || BackendError::Execution(format!("{}: missing buffer", self.io.layer));
-        let x = inputs.first().ok_or_else(missing)?.data;
-        let y = &mut outputs.first_mut().ok_or_else(missing)?.data;
+        let (x, y) = super::int8_buffers(&self.io, inputs, outputs)?;
         if self.kp == 0 {
             self.depthwise(x, y)
         } else {

@@ -85,18 +85,8 @@ pub(super) fn plan<'a>(
     if d.clamp.0 < lo || d.clamp.1 > hi || d.clamp.0 > d.clamp.1 {
         return Err(format!("{QLINEAR_GEMM}: clamp outside the output type"));
     }
-    if b.dtype != DataType::I32 || layer.constant(1).is_none() || layer.constant(2).is_none() {
-        return Err(format!(
-            "{QLINEAR_GEMM}: constant weights and int32 bias expected"
-        ));
-    }
     Ok(Plan::new(move |io, th| {
-        let wt = layer
-            .constant(1)
-            .ok_or_else(|| io.error("weights not constant".into()))?;
-        let bt = layer
-            .constant(2)
-            .ok_or_else(|| io.error("bias not constant".into()))?;
+        let (wt, bt) = super::int8_constants(layer, &io)?;
         done(QGemm::new(
             io,
             &d,
@@ -190,11 +180,7 @@ impl QGemm {
 
 impl Workload for QGemm {
     fn execute(&self, inputs: &[TensorView<'_>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
-        self.io
-            .check_copied(inputs, outputs, |k| k == 1 || k == 2)?;
-        let missing = || BackendError::Execution(format!("{}: missing buffer", self.io.layer));
-        let x = inputs.first().ok_or_else(missing)?.data;
-        let y = &mut outputs.first_mut().ok_or_else(missing)?.data;
+        let (x, y) = super::int8_buffers(&self.io, inputs, outputs)?;
         let (rows, k, n) = (self.rows, self.k, self.n);
         let kp = self.b.depth_padded();
         let mut a = std::mem::take(&mut *self.a.lock().unwrap_or_else(|p| p.into_inner()));
@@ -212,7 +198,7 @@ impl Workload for QGemm {
             // Few rows: the threads share the output channels.
             let tasks = panels.min(2 * threads);
             let per_task = panels.div_ceil(tasks);
-            let y = Mutex::new(&mut **y);
+            let y = Mutex::new(&mut *y);
             self.th.range(panels.div_ceil(per_task), |t| {
                 let range = t * per_task..((t + 1) * per_task).min(panels);
                 let first = range.start * QNR;

@@ -13,10 +13,11 @@ mod nhwc_conv;
 mod qdq;
 mod region;
 
+use crate::io::Io;
 use crate::plan::Plan;
-use backplane_backend_api::LayerDesc;
+use backplane_backend_api::{BackendError, LayerDesc, Result as BResult};
 use backplane_core::ops::{CustomOp, CustomPayload};
-use backplane_core::{DataType, Op, TensorInfo};
+use backplane_core::{DataType, Op, Tensor, TensorInfo, TensorView, TensorViewMut};
 
 /// The custom operator of a folded int8 convolution (domain CpuAcc).
 pub(crate) const QLINEAR_CONV: &str = "QLinearConv";
@@ -94,7 +95,8 @@ fn is_8bit(dt: DataType) -> bool {
 }
 
 /// The input, weights, bias and output of a folded int8 layer (`op` names it in messages),
-/// the input, weights and output checked to be 8-bit.
+/// the input, weights and output checked to be 8-bit, the weights and the int32 bias to be
+/// constants.
 fn int8_operands<'a>(layer: &'a LayerDesc, op: &str) -> Result<[&'a TensorInfo; 4], String> {
     let [x, w, b] = layer.inputs.as_slice() else {
         return Err(format!("{op} takes x, w and an int32 bias"));
@@ -105,7 +107,36 @@ fn int8_operands<'a>(layer: &'a LayerDesc, op: &str) -> Result<[&'a TensorInfo; 
             return Err(format!("{op}: {what} is {}, not 8-bit", t.dtype));
         }
     }
+    if b.dtype != DataType::I32 || layer.constant(1).is_none() || layer.constant(2).is_none() {
+        return Err(format!("{op}: constant weights and int32 bias expected"));
+    }
     Ok([x, w, b, y])
+}
+
+/// The constant weights and int32 bias of a folded int8 layer (input slots 1 and 2), as
+/// [`int8_operands`] checked them.
+fn int8_constants<'a>(layer: &'a LayerDesc, io: &Io) -> BResult<(&'a Tensor, &'a Tensor)> {
+    let w = layer
+        .constant(1)
+        .ok_or_else(|| io.error("weights not constant".into()))?;
+    let b = layer
+        .constant(2)
+        .ok_or_else(|| io.error("bias not constant".into()))?;
+    Ok((w, b))
+}
+
+/// The input and output bytes of a folded int8 layer's execution, after the buffer check
+/// (its weights and bias were copied at load).
+fn int8_buffers<'a, 'o>(
+    io: &Io,
+    inputs: &[TensorView<'a>],
+    outputs: &'o mut [TensorViewMut<'_>],
+) -> BResult<(&'a [u8], &'o mut [u8])> {
+    io.check_copied(inputs, outputs, |k| k == 1 || k == 2)?;
+    let missing = || BackendError::Execution(format!("{}: missing buffer", io.layer));
+    let x = inputs.first().ok_or_else(missing)?.data;
+    let y = &mut *outputs.first_mut().ok_or_else(missing)?.data;
+    Ok((x, y))
 }
 
 /// The value range of an 8-bit type.

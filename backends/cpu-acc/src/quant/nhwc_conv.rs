@@ -22,7 +22,7 @@ use super::QLINEAR_CONV;
 use crate::io::Io;
 use crate::plan::Plan;
 use crate::threads::Threads;
-use backplane_backend_api::{BackendError, LayerDesc, Result, Workload};
+use backplane_backend_api::{LayerDesc, Result, Workload};
 use backplane_core::{DataType, TensorInfo, TensorView, TensorViewMut};
 use backplane_cpu_kernels::qgemm::{
     accumulate_products, center_i8, center_u8, qgemm_requantized, requantize_channels,
@@ -432,11 +432,7 @@ impl NhwcQConv {
 
 impl Workload for NhwcQConv {
     fn execute(&self, inputs: &[TensorView<'_>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
-        self.io
-            .check_copied(inputs, outputs, |k| k == 1 || k == 2)?;
-        let missing = || BackendError::Execution(format!("{}: missing buffer", self.io.layer));
-        let x = inputs.first().ok_or_else(missing)?.data;
-        let y = &mut outputs.first_mut().ok_or_else(missing)?.data;
+        let (x, y) = super::int8_buffers(&self.io, inputs, outputs)?;
         match &self.kind {
             Kind::Depthwise { taps } => self.depthwise(taps, x, y),
             Kind::Gemm { b, rq, pointwise } => self.gemm(b, rq, *pointwise, x, y),
