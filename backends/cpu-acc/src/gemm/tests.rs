@@ -257,22 +257,10 @@ fn in_place_tiles_match_naive_and_split_b_needs_them() {
                         continue;
                     }
                     got.unwrap();
-                    for i in 0..m {
-                        for j in 0..ldc {
-                            let (x, at) = (c[i * ldc + j], i * ldc + j);
-                            if j >= n {
-                                assert_eq!(x, c0[at], "{m}x{n}x{k}: ({i}, {j}) written");
-                                continue;
-                            }
-                            let base = if accumulate { c0[at] } else { 0.0 };
-                            let y =
-                                crate::math::apply(act, 0.5 * plain[i * n + j] + base + bias[j]);
-                            assert!(
-                                (x - y).abs() <= 1e-5 * (k as f32).sqrt() + 1e-5 * y.abs(),
-                                "{m}x{n}x{k} b{bi} acc {accumulate}: ({i}, {j}) {x} vs {y}"
-                            );
-                        }
-                    }
+                    let what = format!("b{bi} acc {accumulate}");
+                    check_c(&c, &c0, (m, n, k, ldc), accumulate, &what, |i, j, base| {
+                        crate::math::apply(act, 0.5 * plain[i * n + j] + base + bias[j])
+                    });
                 }
             }
             // Where the in-place tiles do not run, a split B is refused: a few rows, a
@@ -415,21 +403,10 @@ fn few_rows_against_a_large_b_match_naive() {
                     continue;
                 }
                 got.unwrap();
-                for i in 0..m {
-                    for j in 0..ldc {
-                        let (x, at) = (c[i * ldc + j], i * ldc + j);
-                        if j >= n {
-                            assert_eq!(x, c0[at], "{m}x{n}x{k}: ({i}, {j}) written");
-                            continue;
-                        }
-                        let base = if accumulate { c0[at] } else { 0.0 };
-                        let y = (plain[i * n + j] + base + bias[j]).max(0.0);
-                        assert!(
-                            (x - y).abs() <= 1e-5 * (k as f32).sqrt() + 1e-5 * y.abs(),
-                            "{m}x{n}x{k} acc {accumulate}: ({i}, {j}) {x} vs {y}"
-                        );
-                    }
-                }
+                let what = format!("acc {accumulate}");
+                check_c(&c, &c0, (m, n, k, ldc), accumulate, &what, |i, j, base| {
+                    (plain[i * n + j] + base + bias[j]).max(0.0)
+                });
             }
         }
     }
@@ -492,5 +469,33 @@ fn panels_outermost_walk_covers_every_half_once_and_prefetches_the_next() {
         )
         .unwrap();
         assert_eq!(past, [480, 496, 480, 496, 480, 496, 512, 512, 512]);
+    }
+}
+
+/// C (`m` rows of `ldc`, the first `n` columns computed) against `want(i, j, base)`, where
+/// `base` is C's value before the product when it accumulates (else 0), within a tolerance
+/// growing with `k`; the columns past `n` untouched.
+fn check_c(
+    c: &[f32],
+    c0: &[f32],
+    (m, n, k, ldc): (usize, usize, usize, usize),
+    accumulate: bool,
+    what: &str,
+    want: impl Fn(usize, usize, f32) -> f32,
+) {
+    for i in 0..m {
+        for j in 0..ldc {
+            let (x, at) = (c[i * ldc + j], i * ldc + j);
+            if j >= n {
+                assert_eq!(x, c0[at], "{m}x{n}x{k}: ({i}, {j}) written");
+                continue;
+            }
+            let base = if accumulate { c0[at] } else { 0.0 };
+            let y = want(i, j, base);
+            assert!(
+                (x - y).abs() <= 1e-5 * (k as f32).sqrt() + 1e-5 * y.abs(),
+                "{m}x{n}x{k} {what}: ({i}, {j}) {x} vs {y}"
+            );
+        }
     }
 }
