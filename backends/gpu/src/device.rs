@@ -42,8 +42,8 @@ pub(crate) struct StatusCheck {
 /// Counters of the device's work since it was opened.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct GpuStats {
-    /// Queue submissions (one per run of consecutive GPU layers whose last layer's output
-    /// leaves the device).
+    /// Queue submissions: one where a run of consecutive GPU layers hands an output to the
+    /// host, at an execution's end, and one per `submit_every` layers of a longer run.
     pub submits: u64,
     /// Layer executions recorded.
     pub layers: u64,
@@ -127,6 +127,8 @@ pub struct GpuDevice {
     /// Submit and wait after every layer (the `profile` option), so host timings per layer
     /// cover its GPU work.
     pub(crate) sync_each_layer: bool,
+    /// Submit after this many recorded layers (0: only where work leaves the device).
+    pub(crate) submit_every: u64,
     /// Recorded, unsubmitted work of consecutive GPU layers.
     pub(crate) pending: Mutex<Pending>,
     /// Status words of submitted work, not yet read.
@@ -239,6 +241,11 @@ pub fn open(options: &GpuAccOptions) -> Result<GpuDevice, GpuError> {
         pipelines: Mutex::new(HashMap::new()),
         timestamp_query,
         sync_each_layer: options.profile && !stamped,
+        submit_every: u64::from(
+            options
+                .submit_every
+                .unwrap_or(crate::options::DEFAULT_SUBMIT_EVERY),
+        ),
         pending: Mutex::new(Pending {
             stamps,
             ..Pending::default()

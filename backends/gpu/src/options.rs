@@ -26,7 +26,17 @@ pub struct GpuAccOptions {
     /// per layer by workgroup count (`auto`, the default) or forced, to test or measure
     /// each path (see [`crate::kernels::tiles`]).
     pub tiles: Tiles,
+    /// Submit the recorded work after this many layers even when nothing leaves the device
+    /// (`submit_every=N`; 0: one submit per run of consecutive GPU layers), so the GPU starts
+    /// on a long run's first layers while the host records the rest. `None`: the default,
+    /// [`DEFAULT_SUBMIT_EVERY`].
+    pub submit_every: Option<u32>,
 }
+
+/// Layers recorded per submit by default: long enough that the submits' own cost stays small
+/// against the layers' work, short enough that the GPU does not wait for a whole network's
+/// recording.
+pub const DEFAULT_SUBMIT_EVERY: u32 = 32;
 
 impl GpuAccOptions {
     /// These options with `options` applied on top; an unknown key or a bad value is an error
@@ -39,12 +49,17 @@ impl GpuAccOptions {
                 "profile" => out.profile = flag(key, value)?,
                 "timestamps" => out.no_timestamps = !flag(key, value)?,
                 "tiles" => out.tiles = Tiles::parse(value)?,
+                "submit_every" => {
+                    out.submit_every = Some(value.parse().map_err(|_| {
+                        format!("GpuAcc option submit_every={value}: expected a count of layers (0: one submit per run)")
+                    })?)
+                }
                 "adapter" => {
                     out.adapter = (!value.is_empty()).then(|| value.clone());
                 }
                 other => {
                     return Err(format!(
-                        "unknown GpuAcc option '{other}' (known: allow_software, adapter, profile, timestamps, tiles)"
+                        "unknown GpuAcc option '{other}' (known: allow_software, adapter, profile, submit_every, timestamps, tiles)"
                     ))
                 }
             }
@@ -104,5 +119,12 @@ mod tests {
             Tiles::T64
         );
         assert!(base.merged(&opts(&[("tiles", "8")])).is_err());
+        assert_eq!(
+            base.merged(&opts(&[("submit_every", "0")]))
+                .unwrap_or_default()
+                .submit_every,
+            Some(0)
+        );
+        assert!(base.merged(&opts(&[("submit_every", "-1")])).is_err());
     }
 }

@@ -1,9 +1,9 @@
 //! A GPU layer's workload: its pipelines, parameter buffers and weights made once, its bind
 //! groups once per set of tensor buffers. Executions record the layer's dispatches into the
 //! device's pending command encoder, after those of the GPU layers before it; the work is
-//! submitted only when an output must reach host memory (a staging tensor at a border, or
-//! host memory), so a run of consecutive GPU layers is one command buffer and one submit,
-//! with no CPU round trip inside it.
+//! submitted when an output must reach host memory (a staging tensor at a border, or host
+//! memory) and after every `submit_every` layers of a long run (so the GPU starts while the
+//! host records the rest), with no CPU round trip inside a run of GPU layers.
 //!
 //! Inputs arrive as device handles (used in place), staging handles (their device buffer,
 //! uploaded first when the host wrote the mirror) or host memory (a weight, uploaded when the
@@ -232,8 +232,8 @@ impl GpuWorkload {
 
     /// Run the layer: inputs and outputs resolved to device buffers, its dispatches recorded
     /// into the device's pending encoder after the GPU layers before it. The work is
-    /// submitted (once, for the whole run of GPU layers) only when an output must reach
-    /// host memory; then this layer waits for it and reads those outputs back.
+    /// submitted when an output must reach host memory (then this layer waits for it and
+    /// reads those outputs back) or when the run has recorded `submit_every` layers.
     fn run(
         &self,
         inputs: &[&dyn TensorHandle],
@@ -393,7 +393,9 @@ impl GpuWorkload {
             dev.submit_pending(&mut pending)?;
             drop(pending);
             dev.wait()?;
-        } else if backs.iter().any(|b| !matches!(b, Back::Stays)) {
+        } else if backs.iter().any(|b| !matches!(b, Back::Stays))
+            || (dev.submit_every > 0 && pending.layers >= dev.submit_every)
+        {
             dev.submit_pending(&mut pending)?;
         }
         Ok(backs)

@@ -141,6 +141,26 @@ fn a_run_of_gpu_layers_is_one_submit_per_execution() {
     assert_eq!(counter(&rt, "GpuLayerRuns") - layers_before, 12);
 }
 
+/// `submit_every=N` cuts a long run of GPU layers into submits of N layers (the GPU starts
+/// while the host records the rest), with the same results; 0 keeps one submit per run.
+#[test]
+fn submit_every_splits_a_long_run_into_submits_of_that_many_layers() {
+    let (net, x) = chain(false);
+    let Some(rt) = runtime() else { return };
+    let (want, _) = execute(&rt, &net, &x, vec![cpu_ref()], 1);
+    // Four GPU layers: every 2 -> two submits (the second at the output's read-back);
+    // every 3 -> the first three, then the last with the read-back; 1 -> one per layer.
+    for (every, expected) in [("0", 1), ("1", 4), ("2", 2), ("3", 2), ("4", 1), ("9", 1)] {
+        let Some(rt) = runtime_with(&[("submit_every", every)]) else {
+            return;
+        };
+        let (got, submits) = execute(&rt, &net, &x, vec![gpu()], 2);
+        assert_close(&got, &want);
+        assert_eq!(submits, vec![expected, expected], "submit_every={every}");
+        assert_eq!(counter(&rt, "PendingLayers"), 0);
+    }
+}
+
 #[test]
 fn a_host_layer_between_gpu_runs_adds_one_submit() {
     let Some(rt) = runtime() else { return };
