@@ -33,6 +33,9 @@ metadata, integer inputs named like masks are ones, other integer inputs are in 
 Usage: compare.py [--suite all|old|real] [--only NAME,...] [--iterations N] [--rounds R]
                   [--threads 1,2] [--markdown FILE] [--json FILE] [--backplane PATH]
                   [--backends GpuAcc,CpuAcc] [--backend-option BACKEND:KEY=VALUE]
+                  [--also-backends CpuAcc,CpuRef]
+With --also-backends, a second backplane configuration (e.g. CpuAcc beside GpuAcc) is timed
+in the same alternating rounds and reported in its own columns ("bp2").
 Needs a release build: cargo build --release -p backplane-cli (set CARGO_TARGET_DIR to match
 --backplane).
 """
@@ -329,7 +332,7 @@ def bench_model(name, path, args, threads):
         refs = sessions[threads[0]].run(None, feeds)
         tract = Tract(path, feeds)
         rows = {t: dict(base, threads=t, rss_ort=rss_ort, ort_med=[], ort_min=math.inf, ort_times=[],
-                        bp_med=[], bp_min=math.inf, bp_p90=[], tract_med=[], tract_times=[],
+                        bp_med=[], bp_min=math.inf, bp_p90=[], tract_med=[], tract_times=[], bp2_med=[],
                         tract_error=tract.error) for t in threads}
         # Outputs once per thread count; a failure here is the model's row.
         for t in threads:
@@ -364,6 +367,12 @@ def bench_model(name, path, args, threads):
                             r["rss_bp"] = peak if r.get("rss_bp") is None else max(r["rss_bp"], peak or 0)
                     except RuntimeError as e:
                         r["error"] = str(e)
+                if args.also and "bp2_error" not in r:
+                    try:
+                        r["bp2_med"].append(bp_bench(args.backplane, path, feeds, t, args.iterations, args.warmup,
+                                                     io_dir, args.also)[0])
+                    except RuntimeError as e:
+                        r["bp2_error"] = str(e)
                 bp = f"{r['bp_med'][-1]:.2f} ms" if r["bp_med"] and "error" not in r else "FAILED"
                 log(f"  {name} t={t} round {rnd + 1}/{args.rounds} (medians): backplane {bp}, "
                     f"ORT {r['ort_med'][-1]:.2f} ms" + (f", tract {r['tract_med'][-1]:.2f} ms" if tr else ""))
@@ -376,7 +385,10 @@ def bench_model(name, path, args, threads):
                        tract=min(r["tract_med"]) if r["tract_med"] else None,
                        tract_noise=noise(r["tract_med"], r["tract_times"]) if r["tract_med"] else None,
                        tract_error=r["tract_error"] if not r["tract_med"] else None,
-                       rss_ort=r["rss_ort"], error=r.get("error"))
+                       rss_ort=r["rss_ort"], error=r.get("error"),
+                       bp2=min(r["bp2_med"]) if r["bp2_med"] and "bp2_error" not in r else None,
+                       bp2_noise=noise(r["bp2_med"], []) if len(r["bp2_med"]) > 1 else None,
+                       bp2_error=r.get("bp2_error"))
             if r["bp_med"] and not r.get("error"):
                 res.update(bp=min(r["bp_med"]), bp_fastest=r["bp_min"],
                            bp_noise=(noise(r["bp_med"], []) if len(r["bp_med"]) > 1 else r["bp_p90"][0]),
@@ -404,16 +416,29 @@ def fmt(v, spec, width, none="n/a"):
 
 def table(rows, threads, args):
     """The comparison table as text lines (also valid Markdown)."""
+    also = any(r.get("bp2") is not None or r.get("bp2_error") for r in rows)
     lines = ["| model | thr | backplane ms | ORT ms | tract ms | bp/ORT | bp/tract | fastest bp/ORT | noise bp/ORT/tract "
-             "| GFLOP | bp GF/s | max abs diff | within tol | RSS bp MiB | RSS ORT MiB | layers |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---|---:|---:|---|"]
+             "| GFLOP | bp GF/s | max abs diff | within tol | RSS bp MiB | RSS ORT MiB | layers |"
+             + (" bp2 ms | bp2/ORT | bp/bp2 | noise bp2 |" if also else ""),
+             "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---|---:|---:|---|"
+             + ("---:|---:|---:|---|" if also else "")]
+
+    def pct(x):
+        return f"{100 * x:.0f}%" if x is not None and math.isfinite(x) else "-"
+
+    def bp2_cells(r):
+        if not also:
+            return ""
+        b2 = r.get("bp2")
+        if b2 is None:
+            return f" FAILED: {(r.get('bp2_error') or '').replace('|', '/')[:80]} | - | - | - |"
+        return (f" {b2:.2f} | {b2 / r['ort']:.2f} | {fmt(r['bp'] / b2 if r.get('bp') else None, '.2f', 0)} "
+                f"| {pct(r.get('bp2_noise'))} |")
     for r in rows:
-        def pct(x):
-            return f"{100 * x:.0f}%" if x is not None and math.isfinite(x) else "-"
         if r.get("bp") is None:
             lines.append(f"| {r['model']} | {r['threads']} | FAILED | {r['ort']:.2f} | {fmt(r['tract'], '.2f', 0)} "
                          f"| - | - | - | - | {r['gflop']:.2f} | - | - | - | - | {fmt(r['rss_ort'], '.0f', 0)} "
-                         f"| {(r.get('error') or '').replace('|', '/')} |")
+                         f"| {(r.get('error') or '').replace('|', '/')} |" + bp2_cells(r))
             continue
         lines.append(
             f"| {r['model']} | {r['threads']} | {r['bp']:.2f} | {r['ort']:.2f} | {fmt(r['tract'], '.2f', 0)} "
@@ -421,7 +446,8 @@ def table(rows, threads, args):
             f"| {r['bp_fastest'] / r['ort_fastest']:.2f} "
             f"| {pct(r['bp_noise'])}/{pct(r['ort_noise'])}/{pct(r['tract_noise'])} "
             f"| {r['gflop']:.2f} | {r['gflop'] / r['bp'] * 1e3:.1f} | {r['diff']:.1e} | {'yes' if r['ok'] else 'NO'} "
-            f"| {fmt(r['rss_bp'], '.0f', 0)} | {fmt(r['rss_ort'], '.0f', 0)} | {r.get('backends', '?')} |")
+            f"| {fmt(r['rss_bp'], '.0f', 0)} | {fmt(r['rss_ort'], '.0f', 0)} | {r.get('backends', '?')} |"
+            + bp2_cells(r))
     lines.append("")
     for t in threads:
         ok = [r for r in rows if r["threads"] == t and r.get("bp") is not None]
@@ -432,6 +458,12 @@ def table(rows, threads, args):
                      f"models, bp/tract {fmt(g_tr, '.2f', 0)} over {sum(1 for r in ok if r['tract'])}; "
                      f"{failed} failed; above 1.1: "
                      + (", ".join(r["model"] for r in ok if r["bp"] / r["ort"] > 1.1) or "none"))
+        if also:
+            ok2 = [r for r in rows if r["threads"] == t and r.get("bp2") is not None]
+            both = [r for r in ok2 if r.get("bp") is not None]
+            lines.append(f"  - bp2 ({args.also_backends}): geometric mean bp2/ORT "
+                         f"{fmt(geomean([r['bp2'] / r['ort'] for r in ok2]), '.2f', 0)} over {len(ok2)} models, "
+                         f"bp/bp2 {fmt(geomean([r['bp'] / r['bp2'] for r in both]), '.2f', 0)} over {len(both)}")
     tract_errors = sorted({(r["model"], r["tract_error"]) for r in rows if r.get("tract_error")})
     for m, e in tract_errors:
         lines.append(f"- tract n/a on {m}: {e}")
@@ -464,12 +496,17 @@ def main():
                     help="backplane's --backends (e.g. GpuAcc,CpuAcc on a machine with a GPU)")
     ap.add_argument("--backend-option", action="append", default=[],
                     help="BACKEND:KEY=VALUE passed to backplane (repeatable)")
+    ap.add_argument("--also-backends", default="",
+                    help="a second backplane --backends list timed in the same rounds (columns bp2), "
+                         "e.g. CpuAcc,CpuRef beside --backends GpuAcc,CpuAcc")
     ap.add_argument("--markdown", help="also write the table to this file")
     ap.add_argument("--json", help="also write every row as JSON to this file")
     ap.add_argument("--from-json", help="measure nothing: print the table of rows saved by --json "
                     "(comma-separated files, e.g. two runs over different models)")
     args = ap.parse_args()
     threads = [int(t) for t in args.threads.split(",")]
+    args.also = argparse.Namespace(backends=args.also_backends, backend_option=args.backend_option) \
+        if args.also_backends else None
     if args.from_json:
         rows = []
         for f in args.from_json.split(","):

@@ -12,15 +12,20 @@
 # "auto 16 64 splitk direct"), PROFILE_TILES (the layouts profiled per layer, default auto),
 # CPU=0 (skip the CpuAcc steps at the end), PROFILES (where the profiles go, default OUT), THREADS (CpuAcc and ORT threads, default
 # every core), TILES_ITER (timed executions per tiles layout and round, default 10),
-# BUDGET (seconds for the whole script, default 900), KIT_GPU_S (the GpuAcc kit's limit, default 120). Every step has a time limit
+# BUDGET (seconds for the whole script, default 900), KIT_GPU_S (the GpuAcc kit's limit, default 120),
+# EXPORT_S (the model export's limit, default 300), SUBMITS (the submit_every values the submit
+# A/B times, default "0 8 32"), STEPS (which steps run, in this order: default
+# "tiles submit kit compare profiles cpu"; models are always made). Every step has a time limit
 # within what is left of BUDGET, so one slow step cannot eat the rest; the steps run in the
-# order of what matters most when device time is short (the tiles A/B first).
+# order of what matters most when device time is short.
 set -u
 BP=${BP:-target/release/backplane}
 OUT=${OUT:-/tmp/gpu_device}
 MODELS=${MODELS:-$OUT/models}
 PY=${PY:-python3}
-ONLY=${ONLY:-resnet50,efficientnet_b0,mobilenet_v3_large,vit_b_16,bert_base}
+ONLY=${ONLY:-resnet50,efficientnet_b0,vit_b_16,squeezenet1_1,shufflenet_v2_x1_0,densenet121,regnet_y_400mf,mobilenet_v3_large,deeplabv3_resnet50,bert_base,distilbert,gpt2}
+STEPS=" ${STEPS:-tiles submit kit compare profiles cpu} "
+want() { [[ "$STEPS" == *" $1 "* ]]; }
 ITER=${ITER:-20}
 THREADS=${THREADS:-$(nproc)}
 mkdir -p "$OUT" "$MODELS/old"
@@ -50,12 +55,13 @@ kit() {  # kit BACKEND FILE [extra args]: the backend test kit, the summary here
 }
 step "models"
 timeout "$(lim 60)" "$PY" scripts/bench/make_models.py "$MODELS/old" 2>&1 | tail -3
-timeout "$(lim 150)" "$PY" scripts/bench/make_real_models.py "$MODELS" --only "$ONLY" 2>&1 | grep -E "wrote|FAILED"
+timeout "$(lim "${EXPORT_S:-300}")" "$PY" scripts/bench/make_real_models.py "$MODELS" --only "$ONLY" 2>&1 | grep -E "wrote|FAILED"
 for m in "$MODELS"/*.onnx "$MODELS"/old/*.onnx; do
   [ -f "$m" ] || continue
   echo "-- $(basename "$m"): $(timeout "$(lim 30)" "$BP" inspect "$m" --backends GpuAcc,CpuAcc 2>&1 | grep -E "^copies per execution|^backends:" | tr '\n' ' ')"
 done
 
+if want tiles; then
 step "GpuAcc per tiles layout (tiles=auto|16|64|splitk|direct; alternating rounds, A/B in one run)"
 # Each model with each layout forced, round after round, so the layouts share the machine's
 # state; the chooser (tiles=auto) should be at least as fast as the best forced layout.
@@ -71,14 +77,37 @@ for m in resnet50 bert_base vit_b_16 old/resnet18 old/bert_tiny; do
   done
 done
 
+fi
+
+if want submit; then
+step "GpuAcc submits every N layers (submit_every=${SUBMITS:-0 8 32}; alternating rounds, A/B in one run)"
+# 0: one submit per run of GPU layers (the GPU waits for the whole recording); N: the GPU
+# starts after the first N layers while the host records the rest.
+for m in old/mobilenet_v2 efficientnet_b0 old/bert_tiny old/digits resnet50 bert_base; do
+  [ -f "$MODELS/$m.onnx" ] || continue
+  for round in 1 2; do
+    for n in ${SUBMITS:-0 8 32}; do
+      echo "-- $m round $round submit_every=$n: $(timeout "$(lim 40)" "$BP" bench "$MODELS/$m.onnx" \
+        --backends GpuAcc,CpuAcc --backend-option "GpuAcc:submit_every=$n" --generate random \
+        --iterations "${TILES_ITER:-10}" --warmup 3 --quiet 2>&1 | grep -E "^latency")"
+    done
+  done
+done
+fi
+
+if want kit; then
 step "backend-test GpuAcc"
 KIT_S=${KIT_GPU_S:-120} kit GpuAcc "$OUT/kit_gpuacc.txt"
+fi
 
-step "GpuAcc,CpuAcc against ONNX Runtime (CPU, $THREADS threads)"
-timeout "$(lim 150)" "$PY" scripts/bench/compare.py --suite all --models "$MODELS" --old-models "$MODELS/old" --backplane "$BP" \
-  --backends GpuAcc,CpuAcc --threads "$THREADS" --iterations "$ITER" --rounds 2 \
-  --markdown "$OUT/gpu_vs_ort.md" 2>&1 | grep -vE "round [0-9]/" | tail -30
+if want compare; then
+step "GpuAcc,CpuAcc and CpuAcc,CpuRef (bp2) against ONNX Runtime (CPU, $THREADS threads), one run"
+timeout "$(lim "${COMPARE_S:-400}")" "$PY" scripts/bench/compare.py --suite all --models "$MODELS" --old-models "$MODELS/old" --backplane "$BP" \
+  --backends GpuAcc,CpuAcc --also-backends CpuAcc,CpuRef --threads "$THREADS" --iterations "$ITER" --rounds 2 \
+  --markdown "$OUT/gpu_vs_ort.md" --json "$OUT/gpu_vs_ort.json" 2>&1 | grep -vE "round [0-9]/" | tail -40
+fi
 
+if want profiles; then
 step "GpuAcc per-layer profiles (tiles=${PROFILE_TILES:-auto})"
 for m in resnet50 bert_base vit_b_16; do
   [ -f "$MODELS/$m.onnx" ] || continue
@@ -90,6 +119,7 @@ for m in resnet50 bert_base vit_b_16; do
       cut -c1-300 | tail -14
   done
 done
+fi
 if [ -n "${TESTS_DIR:-}" ]; then
   step "prebuilt tests on this CPU ($TESTS_DIR)"
   for t in "$TESTS_DIR"/*; do
@@ -98,7 +128,7 @@ if [ -n "${TESTS_DIR:-}" ]; then
   done
 fi
 
-if [ "${CPU:-1}" = 0 ]; then step "done (CPU=0: the CpuAcc steps skipped)"; exit 0; fi
+if [ "${CPU:-1}" = 0 ] || ! want cpu; then step "done (the CpuAcc steps skipped)"; exit 0; fi
 
 step "backend-test CpuAcc"
 KIT_S=90 kit CpuAcc "$OUT/kit_cpuacc.txt"
