@@ -8,6 +8,7 @@ use crate::reduce::{self, ReducePlan};
 use crate::simd;
 use crate::threads::Threads;
 use crate::window::{self, FromGeometry, Geo2, WindowKind};
+use backplane_backend_api::patterns::batch_norm_affine;
 use backplane_backend_api::{BackendError, Result, Workload};
 use backplane_core::ops::{PoolDesc, PoolKind};
 use backplane_core::shape::{broadcast_strides, normalize_axis, strides_of};
@@ -511,28 +512,6 @@ pub struct BatchNormWorkload {
     threads: Threads,
 }
 
-/// Per-channel (multiplier, offset) of a batch normalization.
-pub fn bn_affine(
-    scale: &[f32],
-    bias: &[f32],
-    mean: &[f32],
-    var: &[f32],
-    eps: f32,
-) -> (Vec<f32>, Vec<f32>) {
-    let mul: Vec<f32> = scale
-        .iter()
-        .zip(var)
-        .map(|(&s, &v)| (f64::from(s) / (f64::from(v) + f64::from(eps)).sqrt()) as f32)
-        .collect();
-    let add = bias
-        .iter()
-        .zip(mean)
-        .zip(&mul)
-        .map(|((&b, &m), &k)| (f64::from(b) - f64::from(m) * f64::from(k)) as f32)
-        .collect();
-    (mul, add)
-}
-
 impl BatchNormWorkload {
     /// Precompute the affine map when the parameters are constants.
     pub fn new(
@@ -542,7 +521,7 @@ impl BatchNormWorkload {
         threads: Threads,
     ) -> Result<Self> {
         let affine = match params {
-            [Some(s), Some(b), Some(m), Some(v)] => Some(bn_affine(
+            [Some(s), Some(b), Some(m), Some(v)] => Some(batch_norm_affine(
                 s.as_slice()?,
                 b.as_slice()?,
                 m.as_slice()?,
@@ -569,7 +548,7 @@ impl Workload for BatchNormWorkload {
             Some((m, a)) => (m.as_slice(), a.as_slice()),
             None => {
                 let p = |i| -> Result<&[f32]> { f32s(input(inputs, i)?) };
-                rt = bn_affine(p(1)?, p(2)?, p(3)?, p(4)?, self.epsilon);
+                rt = batch_norm_affine(p(1)?, p(2)?, p(3)?, p(4)?, self.epsilon);
                 (rt.0.as_slice(), rt.1.as_slice())
             }
         };

@@ -2,17 +2,22 @@
 //! one fused layer (the activation runs in the product's epilogue, so the intermediate
 //! tensor is never written); so does a MatMul followed by the Add of a constant bias along
 //! its last axis (a transformer's linear layer), with or without an activation after it.
+//! A BatchNormalization after a Conv is folded into new constant weights and bias, and the
+//! exporters' SiLU subgraph `Mul(t, Sigmoid(t))` is an activation (`Silu`), both through the
+//! patterns of `backplane_backend_api::patterns`.
 //! The fused layer is a custom op of domain `GpuAcc` whose attributes are the product's own
 //! flat attributes plus the activation's, prefixed `act.`, and `bias` when its third input
 //! is a bias added in the epilogue.
 
 use crate::kernels::elementwise::Act;
+use backplane_backend_api::patterns::{fold_batch_norm_after, match_silu, FusionGraph};
 use backplane_backend_api::{
-    OptimizationViews, ReplacementLayer, SubgraphView, Substitution, ValueRef,
+    LayerDesc, OptimizationViews, ReplacementLayer, SubgraphView, Substitution, ValueRef,
 };
 use backplane_core::ops::{AttrValue, BinaryOp, CustomOp};
 use backplane_core::{LayerId, Op, TensorId};
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 /// The custom-op domain of GpuAcc's fused layers.
 pub const DOMAIN: &str = "GpuAcc";
@@ -22,6 +27,8 @@ pub const FUSED: &str = "FusedActivation";
 const INNER: &str = "inner";
 /// Attribute naming the activation's op type.
 const ACT: &str = "act";
+/// The `act` attribute of the SiLU subgraph, which is no single op.
+const SILU: &str = "Silu";
 /// Prefix of the activation's attributes.
 const ACT_PREFIX: &str = "act.";
 /// Attribute marking a bias (the fused layer's third input) added before the activation.
@@ -41,7 +48,7 @@ pub fn activation(op: &Op) -> Option<Act> {
 fn encode(
     product: &Op,
     bias: bool,
-    act_op: Option<&Op>,
+    act: &FusedAct<'_>,
     outputs: Vec<backplane_core::TensorInfo>,
 ) -> CustomOp {
     let (inner, mut attributes) = product.to_attributes();
@@ -49,7 +56,10 @@ fn encode(
     if bias {
         attributes.push((BIAS.into(), AttrValue::Int(1)));
     }
-    if let Some(act_op) = act_op {
+    if let FusedAct::Silu = act {
+        attributes.push((ACT.into(), AttrValue::String(SILU.into())));
+    }
+    if let FusedAct::Op(act_op) = act {
         let (act, act_attrs) = act_op.to_attributes();
         attributes.push((ACT.into(), AttrValue::String(act)));
         attributes.extend(
@@ -65,6 +75,13 @@ fn encode(
         outputs,
         payload: None,
     }
+}
+
+/// The activation a fusion found: none, one layer's op, or the SiLU subgraph.
+enum FusedAct<'a> {
+    None,
+    Op(&'a Op),
+    Silu,
 }
 
 /// A decoded fused layer.
@@ -114,6 +131,7 @@ pub fn decode(c: &CustomOp) -> Result<Fused, String> {
     let product = Op::from_attributes(&inner, &own).map_err(|e| e.to_string())?;
     let act = match text(ACT) {
         None => Act::None,
+        Some(act) if act == SILU => Act::Silu,
         Some(act) => {
             let act_op = Op::from_attributes(&act, &act_attrs).map_err(|e| e.to_string())?;
             activation(&act_op).ok_or_else(|| format!("{act} is not an activation GpuAcc fuses"))?
@@ -126,21 +144,27 @@ pub fn decode(c: &CustomOp) -> Result<Fused, String> {
     }
 }
 
-/// The only consumer of `t`, when it is a layer of the subgraph not yet fused and `t` is no
-/// network output.
-fn sole_consumer(
-    net: &backplane_core::Network,
-    consumers: &[Vec<(LayerId, usize)>],
-    inside: &BTreeSet<LayerId>,
-    used: &BTreeSet<LayerId>,
-    t: TensorId,
-) -> Option<LayerId> {
-    if net.outputs().contains(&t) {
-        return None;
+/// The subgraph being fused, for the shared patterns.
+struct Graph<'a> {
+    view: &'a SubgraphView<'a>,
+    inside: BTreeSet<LayerId>,
+    consumers: Vec<Vec<(LayerId, usize)>>,
+    used: BTreeSet<LayerId>,
+    supported: &'a dyn Fn(&LayerDesc) -> bool,
+}
+
+impl FusionGraph for Graph<'_> {
+    fn view(&self) -> &SubgraphView<'_> {
+        self.view
     }
-    match consumers.get(t.0).map(Vec::as_slice) {
-        Some([(next, _)]) if inside.contains(next) && !used.contains(next) => Some(*next),
-        _ => None,
+    fn readers(&self, t: TensorId) -> &[(LayerId, usize)] {
+        self.consumers.get(t.0).map_or(&[], Vec::as_slice)
+    }
+    fn available(&self, l: LayerId) -> bool {
+        self.inside.contains(&l) && !self.used.contains(&l)
+    }
+    fn supported(&self, l: LayerId) -> bool {
+        (self.supported)(&self.view.layer_desc(l))
     }
 }
 
@@ -170,79 +194,127 @@ fn bias_of(net: &backplane_core::Network, add: LayerId, mid: TensorId) -> Option
     fits.then_some(other)
 }
 
-/// Fuse every product whose only consumer is an activation in the same subgraph.
+/// Fuse every product with what follows it: a folded BatchNormalization (after a Conv), a
+/// constant bias (after a MatMul), an activation.
 pub fn optimize(
     view: &SubgraphView<'_>,
-    supported: impl Fn(&backplane_backend_api::LayerDesc) -> bool,
+    supported: impl Fn(&LayerDesc) -> bool,
 ) -> OptimizationViews {
     let net = view.network();
-    let inside: BTreeSet<LayerId> = view.layers().iter().copied().collect();
-    let consumers = net.consumers();
-    let mut used = BTreeSet::new();
+    let mut g = Graph {
+        view,
+        inside: view.layers().iter().copied().collect(),
+        consumers: net.consumers(),
+        used: BTreeSet::new(),
+        supported: &supported,
+    };
     let mut subs = Vec::new();
     for &id in view.layers() {
-        let layer = net.layer(id);
-        if !matches!(layer.op, Op::Conv(_) | Op::Gemm(_) | Op::MatMul) || layer.outputs.len() != 1 {
+        if g.used.contains(&id) {
             continue;
         }
-        let mid = layer.outputs[0];
-        let Some(mut next) = sole_consumer(net, &consumers, &inside, &used, mid) else {
-            continue;
-        };
-        let mut replaced = vec![id];
-        let mut inputs: Vec<TensorId> = layer.inputs.clone();
-        let mut out = mid;
-        // MatMul + Add(constant bias along the last axis).
-        if layer.op == Op::MatMul && net.tensor(layer.inputs[1]).info.shape.rank() >= 2 {
-            if let Some(bias) = bias_of(net, next, mid) {
-                inputs.push(bias);
-                replaced.push(next);
-                out = net.layer(next).outputs[0];
-                match sole_consumer(net, &consumers, &inside, &used, out) {
-                    Some(n) => next = n,
-                    None => next = id,
-                }
-            }
+        if let Some(sub) = fuse(&g, id) {
+            g.used.extend(sub.replaced.iter().copied());
+            subs.push(sub);
         }
-        let act_layer = net.layer(next);
-        let act_op = (next != id && act_layer.outputs.len() == 1)
-            .then(|| activation(&act_layer.op).map(|_| &act_layer.op))
-            .flatten();
-        if act_op.is_some() {
-            replaced.push(next);
-            out = act_layer.outputs[0];
-        }
-        if replaced.len() < 2 {
-            continue;
-        }
-        let bias = inputs.len() > layer.inputs.len();
-        let custom = encode(&layer.op, bias, act_op, vec![net.tensor(out).info.clone()]);
-        let names: Vec<&str> = replaced
-            .iter()
-            .map(|l| net.layer(*l).name.as_str())
-            .collect();
-        let replacement = ReplacementLayer {
-            name: names.join("+"),
-            op: Op::Custom(custom),
-            inputs: inputs.iter().map(|t| ValueRef::Existing(*t)).collect(),
-            outputs: vec![Some(out)],
-        };
-        let mut desc = view.layer_desc(id);
-        desc.op = replacement.op.clone();
-        desc.outputs = vec![net.tensor(out).info.clone()];
-        if bias {
-            let b = net.tensor(inputs[2]);
-            desc.inputs.push(b.info.clone());
-            desc.constants.push(b.constant().cloned());
-        }
-        if !supported(&desc) {
-            continue;
-        }
-        used.extend(replaced.iter().copied());
-        subs.push(Substitution {
-            replaced,
-            replacement: vec![replacement],
-        });
     }
     OptimizationViews::with_substitutions(view, subs)
+}
+
+/// The fusion starting at product `id`, when something follows it to fuse and GpuAcc runs
+/// the result.
+fn fuse(g: &Graph<'_>, id: LayerId) -> Option<Substitution> {
+    let net = g.view.network();
+    let layer = net.layer(id);
+    if !matches!(layer.op, Op::Conv(_) | Op::Gemm(_) | Op::MatMul) || layer.outputs.len() != 1 {
+        return None;
+    }
+    let mut out = layer.outputs[0];
+    let mut replaced = vec![id];
+    let mut inputs: Vec<ValueRef> = layer
+        .inputs
+        .iter()
+        .map(|t| ValueRef::Existing(*t))
+        .collect();
+    let mut bias = false;
+    if matches!(layer.op, Op::Conv(_)) {
+        if let Some((bn, bn_out, w, b)) = fold_batch_norm_after(g, id) {
+            inputs = vec![
+                ValueRef::Existing(*layer.inputs.first()?),
+                ValueRef::NewConstant(Arc::new(w)),
+                ValueRef::NewConstant(Arc::new(b)),
+            ];
+            replaced.push(bn);
+            out = bn_out;
+        }
+    }
+    // MatMul + Add(constant bias along the last axis).
+    if layer.op == Op::MatMul && net.tensor(*layer.inputs.get(1)?).info.shape.rank() >= 2 {
+        if let Some((add, b)) = g
+            .sole_reader(out)
+            .and_then(|next| Some((next, bias_of(net, next, out)?)))
+        {
+            inputs.push(ValueRef::Existing(b));
+            bias = true;
+            replaced.push(add);
+            out = g.single_output(add)?;
+        }
+    }
+    let act = if let Some((layers, o)) = match_silu(g, out) {
+        replaced.extend(layers);
+        out = o;
+        FusedAct::Silu
+    } else {
+        match g.sole_reader(out) {
+            Some(next) if activation(&net.layer(next).op).is_some() => {
+                out = g.single_output(next)?;
+                replaced.push(next);
+                FusedAct::Op(&net.layer(next).op)
+            }
+            _ => FusedAct::None,
+        }
+    };
+    if replaced.len() < 2 {
+        return None;
+    }
+    let info = net.tensor(out).info.clone();
+    // A Conv with only a BatchNormalization folded in stays a Conv (with the new weights).
+    let op = if matches!(act, FusedAct::None) && !bias {
+        layer.op.clone()
+    } else {
+        Op::Custom(encode(&layer.op, bias, &act, vec![info.clone()]))
+    };
+    let mut desc = g.view.layer_desc(id);
+    desc.op = op.clone();
+    desc.outputs = vec![info];
+    desc.inputs.clear();
+    desc.constants.clear();
+    for v in &inputs {
+        let (i, c) = match v {
+            ValueRef::Existing(t) => {
+                let e = net.tensor(*t);
+                (e.info.clone(), net.constant_value(*t).cloned())
+            }
+            ValueRef::NewConstant(c) => (c.info().clone(), Some(c.clone())),
+            ValueRef::Produced { .. } => return None,
+        };
+        desc.inputs.push(i);
+        desc.constants.push(c);
+    }
+    if !(g.supported)(&desc) {
+        return None;
+    }
+    let names: Vec<&str> = replaced
+        .iter()
+        .map(|l| net.layer(*l).name.as_str())
+        .collect();
+    Some(Substitution {
+        replacement: vec![ReplacementLayer {
+            name: names.join("+"),
+            op,
+            inputs,
+            outputs: vec![Some(out)],
+        }],
+        replaced,
+    })
 }

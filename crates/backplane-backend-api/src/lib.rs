@@ -26,6 +26,7 @@ mod context;
 mod error;
 mod id;
 mod memory;
+pub mod patterns;
 mod subgraph;
 mod support;
 mod tensor_handle;

@@ -3,7 +3,7 @@
 use super::payload::{ConvLayout, ConvSpec, Fused};
 use super::{follow_act, names, single_output, Graph};
 use crate::act::Activation;
-use crate::ops::bn_affine;
+use backplane_backend_api::patterns::fold_batch_norm_after;
 use backplane_backend_api::{ReplacementLayer, Substitution, ValueRef};
 use backplane_core::ops::ConvDesc;
 use backplane_core::{LayerId, Op, Tensor, TensorId};
@@ -38,21 +38,10 @@ pub(super) fn fuse_conv(g: &Graph<'_>, id: LayerId, desc: &ConvDesc) -> Option<S
     let mut replaced = vec![id];
     let mut weights: Option<(Tensor, Tensor)> = None;
     // BatchNormalization with constant parameters, folded into the weights.
-    if let Some(next) = g.sole_consumer(out) {
-        let bn = net.layer(next);
-        if let Op::BatchNormalization { epsilon } = bn.op {
-            let params: Option<Vec<&Arc<Tensor>>> =
-                bn.inputs[1..].iter().map(|&t| g.constant(t)).collect();
-            let w = layer.inputs.get(1).and_then(|&t| g.constant(t));
-            if let (Some(p), Some(w), true) = (params, w, g.supported(next)) {
-                let b = layer.inputs.get(2).and_then(|&t| g.constant(t));
-                if let Some(folded) = fold_bn(w, b.map(|a| &**a), &p, epsilon) {
-                    weights = Some(folded);
-                    replaced.push(next);
-                    out = single_output(g, next)?;
-                }
-            }
-        }
+    if let Some((bn, bn_out, w, b)) = fold_batch_norm_after(g, id) {
+        weights = Some((w, b));
+        replaced.push(bn);
+        out = bn_out;
     }
     let mut act = Activation::None;
     let mut residual = None;
@@ -110,43 +99,4 @@ pub(super) fn fuse_conv(g: &Graph<'_>, id: LayerId, desc: &ConvDesc) -> Option<S
         }],
         replaced,
     })
-}
-
-/// Fold `y = bn(conv(x, w) + b)` into new weights and bias.
-fn fold_bn(
-    w: &Tensor,
-    b: Option<&Tensor>,
-    params: &[&Arc<Tensor>],
-    eps: f32,
-) -> Option<(Tensor, Tensor)> {
-    let [scale, bias, mean, var] = params else {
-        return None;
-    };
-    let (mul, add) = bn_affine(
-        scale.as_slice().ok()?,
-        bias.as_slice().ok()?,
-        mean.as_slice().ok()?,
-        var.as_slice().ok()?,
-        eps,
-    );
-    let wv = w.as_slice::<f32>().ok()?;
-    let m = *w.shape().dims().first()?;
-    if mul.len() != m || m == 0 {
-        return None;
-    }
-    let per = wv.len() / m;
-    let new_w: Vec<f32> = wv
-        .iter()
-        .enumerate()
-        .map(|(i, &v)| v * mul[i / per])
-        .collect();
-    let old_b: Vec<f32> = match b {
-        Some(t) => t.as_slice::<f32>().ok()?.to_vec(),
-        None => vec![0.0; m],
-    };
-    let new_b: Vec<f32> = (0..m).map(|i| old_b[i].mul_add(mul[i], add[i])).collect();
-    Some((
-        Tensor::from_vec(w.shape().clone(), new_w).ok()?,
-        Tensor::from_vec(vec![m], new_b).ok()?,
-    ))
 }

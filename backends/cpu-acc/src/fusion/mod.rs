@@ -24,8 +24,8 @@
 //! A chain only grows through a tensor that has exactly one consumer and is not a network
 //! output, so no intermediate value anyone else needs disappears.
 //!
-//! The patterns live in `conv`, `matmul` (with `gelu`), `norm` and, for the activations
-//! after them, `silu`; what a fused layer
+//! The patterns live in `conv`, `matmul` (with `gelu`), `norm` and, shared with other
+//! backends, `backplane_backend_api::patterns` (SiLU, BatchNormalization folding); what a fused layer
 //! means is the typed [`Fused`] value the custom op carries as its payload (`payload`),
 //! checked by [`check_custom`].
 
@@ -35,7 +35,6 @@ mod gelu;
 mod matmul;
 mod norm;
 mod payload;
-mod silu;
 
 pub use check::check_custom;
 pub use payload::{
@@ -44,6 +43,7 @@ pub use payload::{
 };
 
 use crate::act::{Activation, FromOp};
+use backplane_backend_api::patterns::{match_silu, FusionGraph};
 use backplane_backend_api::{OptimizationViews, SubgraphView};
 use backplane_core::{LayerId, Op, Tensor, TensorId};
 use std::collections::BTreeSet;
@@ -85,6 +85,21 @@ impl Graph<'_> {
 
     pub(super) fn supported(&self, id: LayerId) -> bool {
         crate::support::check(&self.view.layer_desc(id)).is_ok()
+    }
+}
+
+impl FusionGraph for Graph<'_> {
+    fn view(&self) -> &SubgraphView<'_> {
+        self.view
+    }
+    fn readers(&self, t: TensorId) -> &[(LayerId, usize)] {
+        self.consumers.get(t.0).map_or(&[], Vec::as_slice)
+    }
+    fn available(&self, l: LayerId) -> bool {
+        self.inside.contains(&l) && !self.used.contains(&l)
+    }
+    fn supported(&self, l: LayerId) -> bool {
+        Graph::supported(self, l)
     }
 }
 
@@ -134,7 +149,7 @@ pub(super) fn follow_act(
     g: &Graph<'_>,
     t: TensorId,
 ) -> Option<(Vec<LayerId>, Activation, TensorId)> {
-    if let Some((layers, out)) = silu::match_silu(g, t) {
+    if let Some((layers, out)) = match_silu(g, t) {
         return Some((layers, Activation::Silu, out));
     }
     let next = g.sole_consumer(t)?;

@@ -13,6 +13,8 @@ pub enum Act {
     Unary(UnaryOp),
     /// A math op GpuAcc implements (see [`Act::from_math`]).
     Math(MathOp),
+    /// x·sigmoid(x): the exporters' SiLU subgraph fused after a product.
+    Silu,
 }
 
 impl Act {
@@ -39,6 +41,9 @@ impl Act {
     pub fn wgsl(&self) -> String {
         let expr = match self {
             Act::None => "x".to_string(),
+            // x / (1 + e^-x) is x·sigmoid(x) with one division; for x far below 0 the
+            // denominator is infinite and the result -0, as the CPU's product gives.
+            Act::Silu => "x / (1.0 + exp(-x))".into(),
             Act::Unary(u) => match u {
                 // Decided on the bits, so that NaN passes through as on the CPU: a
                 // driver may compile `select(x, 0.0, x < 0.0)` to `max(x, 0.0)`, which

@@ -1,0 +1,225 @@
+//! Graph patterns that several backends' `optimize_subgraph` fuse: the exporters' SiLU
+//! subgraph and a BatchNormalization folded into the convolution before it.
+//!
+//! Helpers for writing [`crate::Backend::optimize_subgraph`], not part of the contract
+//! between the runtime and a backend: a backend may use them or match its own patterns.
+
+use crate::SubgraphView;
+use backplane_core::ops::{BinaryOp, UnaryOp};
+use backplane_core::{LayerId, Op, Tensor, TensorId};
+use std::sync::Arc;
+
+/// What a pattern needs to know of the subgraph a backend is fusing.
+pub trait FusionGraph {
+    /// The subgraph.
+    fn view(&self) -> &SubgraphView<'_>;
+    /// The layers reading tensor `t` (with the input slot), across the whole network.
+    fn readers(&self, t: TensorId) -> &[(LayerId, usize)];
+    /// Whether layer `l` is in the subgraph and not yet taken by another fusion.
+    fn available(&self, l: LayerId) -> bool;
+    /// Whether the backend runs layer `l` on its own.
+    fn supported(&self, l: LayerId) -> bool;
+
+    /// The only reader of `t`, when it is available and `t` is not a network output.
+    fn sole_reader(&self, t: TensorId) -> Option<LayerId> {
+        if self.view().network().outputs().contains(&t) {
+            return None;
+        }
+        match self.readers(t) {
+            [(l, _)] if self.available(*l) => Some(*l),
+            _ => None,
+        }
+    }
+
+    /// The only output of layer `l`.
+    fn single_output(&self, l: LayerId) -> Option<TensorId> {
+        match self.view().network().layer(l).outputs.as_slice() {
+            [t] => Some(*t),
+            _ => None,
+        }
+    }
+
+    /// The value of `t` when it is a constant.
+    fn constant(&self, t: TensorId) -> Option<&Arc<Tensor>> {
+        self.view().network().tensor(t).constant()
+    }
+}
+
+/// The exporters' SiLU subgraph on `t`, `Mul(t, Sigmoid(t))` (either operand order): `t` read
+/// by the Sigmoid and the Mul alone, the Sigmoid's output by the Mul alone, both supported.
+/// Returns the two layers and the product.
+pub fn match_silu(g: &impl FusionGraph, t: TensorId) -> Option<(Vec<LayerId>, TensorId)> {
+    let net = g.view().network();
+    if net.outputs().contains(&t) {
+        return None;
+    }
+    let [(u0, _), (u1, _)] = g.readers(t) else {
+        return None;
+    };
+    let (u0, u1) = (*u0, *u1);
+    if u0 == u1 || !g.available(u0) || !g.available(u1) {
+        return None;
+    }
+    let is_sigmoid = |l: LayerId| {
+        let layer = net.layer(l);
+        layer.op == Op::Unary(UnaryOp::Sigmoid) && layer.inputs.as_slice() == [t]
+    };
+    let (sigmoid, mul) = if is_sigmoid(u0) {
+        (u0, u1)
+    } else if is_sigmoid(u1) {
+        (u1, u0)
+    } else {
+        return None;
+    };
+    let s = g.single_output(sigmoid)?;
+    let layer = net.layer(mul);
+    let reads = layer.inputs.as_slice() == [t, s] || layer.inputs.as_slice() == [s, t];
+    let ok = layer.op == Op::Binary(BinaryOp::Mul)
+        && reads
+        && g.sole_reader(s) == Some(mul)
+        && g.supported(sigmoid)
+        && g.supported(mul);
+    let out = g.single_output(mul)?;
+    (ok && net.tensor(out).info.same_layout(&net.tensor(t).info))
+        .then_some((vec![sigmoid, mul], out))
+}
+
+/// A BatchNormalization after convolution `conv`, folded into its weights: the sole reader
+/// of the convolution's output, with constant f32 parameters, supported; the convolution's
+/// weights (and bias, if any) constant. Returns the BatchNormalization layer, its output and
+/// the new weights and bias (`[M]`, present even when the convolution had none).
+pub fn fold_batch_norm_after(
+    g: &impl FusionGraph,
+    conv: LayerId,
+) -> Option<(LayerId, TensorId, Tensor, Tensor)> {
+    let net = g.view().network();
+    let layer = net.layer(conv);
+    let bn_id = g.sole_reader(g.single_output(conv)?)?;
+    let bn = net.layer(bn_id);
+    let Op::BatchNormalization { epsilon } = bn.op else {
+        return None;
+    };
+    if !g.supported(bn_id) {
+        return None;
+    }
+    let params = bn
+        .inputs
+        .get(1..)?
+        .iter()
+        .map(|&t| g.constant(t))
+        .collect::<Option<Vec<_>>>()?;
+    let w = g.constant(*layer.inputs.get(1)?)?;
+    let b = match layer.inputs.get(2) {
+        Some(&t) => Some(g.constant(t)?),
+        None => None,
+    };
+    let (w, b) = fold_batch_norm(w, b.map(|b| &**b), &params, epsilon)?;
+    Some((bn_id, g.single_output(bn_id)?, w, b))
+}
+
+/// Per-channel multiplier and offset of a batch normalization: `y = x·mul + add`, with
+/// `mul = scale / √(var + ε)` and `add = bias − mean·mul` (computed in f64).
+pub fn batch_norm_affine(
+    scale: &[f32],
+    bias: &[f32],
+    mean: &[f32],
+    var: &[f32],
+    eps: f32,
+) -> (Vec<f32>, Vec<f32>) {
+    let mul: Vec<f32> = scale
+        .iter()
+        .zip(var)
+        .map(|(&s, &v)| (f64::from(s) / (f64::from(v) + f64::from(eps)).sqrt()) as f32)
+        .collect();
+    let add = bias
+        .iter()
+        .zip(mean)
+        .zip(&mul)
+        .map(|((&b, &m), &k)| (f64::from(b) - f64::from(m) * f64::from(k)) as f32)
+        .collect();
+    (mul, add)
+}
+
+/// Fold `y = bn(conv(x, w) + b)` into new weights and bias: `w` (`[M, ...]`) scaled per
+/// output channel, the bias (`[M]`, zeros without `b`) mapped through the affine map.
+/// `params` are the normalization's scale, bias, mean and variance; `None` when they or the
+/// weights are not f32 or their lengths do not match `M`.
+pub fn fold_batch_norm(
+    w: &Tensor,
+    b: Option<&Tensor>,
+    params: &[&Arc<Tensor>],
+    eps: f32,
+) -> Option<(Tensor, Tensor)> {
+    let [scale, bias, mean, var] = params else {
+        return None;
+    };
+    let (mul, add) = batch_norm_affine(
+        scale.as_slice().ok()?,
+        bias.as_slice().ok()?,
+        mean.as_slice().ok()?,
+        var.as_slice().ok()?,
+        eps,
+    );
+    let wv = w.as_slice::<f32>().ok()?;
+    let m = *w.shape().dims().first()?;
+    if mul.len() != m || add.len() != m || m == 0 {
+        return None;
+    }
+    let per = wv.len() / m;
+    let new_w: Vec<f32> = wv
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| v * mul[i / per])
+        .collect();
+    let old_b: Vec<f32> = match b {
+        Some(t) => t.as_slice::<f32>().ok()?.to_vec(),
+        None => vec![0.0; m],
+    };
+    if old_b.len() != m {
+        return None;
+    }
+    let new_b: Vec<f32> = (0..m).map(|i| old_b[i].mul_add(mul[i], add[i])).collect();
+    Some((
+        Tensor::from_vec(w.shape().clone(), new_w).ok()?,
+        Tensor::from_vec(vec![m], new_b).ok()?,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn folding_matches_normalizing_the_convolution_output() {
+        // Two output channels, three weights each; conv output c is mapped by the norm.
+        let w = Tensor::from_vec(vec![2, 3], vec![1.0f32, -2.0, 0.5, 3.0, 0.0, -1.0]).unwrap();
+        let b = Tensor::from_vec(vec![2], vec![0.25f32, -0.5]).unwrap();
+        let p = |v: Vec<f32>| Arc::new(Tensor::from_vec(vec![2], v).unwrap());
+        let (scale, bias, mean, var) = (
+            p(vec![2.0, 0.5]),
+            p(vec![0.1, -0.2]),
+            p(vec![1.0, -3.0]),
+            p(vec![4.0, 0.25]),
+        );
+        let eps = 1e-5;
+        let (fw, fb) = fold_batch_norm(&w, Some(&b), &[&scale, &bias, &mean, &var], eps).unwrap();
+        let x = [0.3f32, -1.2, 2.0];
+        for ch in 0..2 {
+            let row = &w.as_slice::<f32>().unwrap()[ch * 3..ch * 3 + 3];
+            let conv: f32 = row.iter().zip(&x).map(|(a, b)| a * b).sum::<f32>()
+                + b.as_slice::<f32>().unwrap()[ch];
+            let s = scale.as_slice::<f32>().unwrap()[ch];
+            let want = (conv - mean.as_slice::<f32>().unwrap()[ch]) * s
+                / (var.as_slice::<f32>().unwrap()[ch] + eps).sqrt()
+                + bias.as_slice::<f32>().unwrap()[ch];
+            let frow = &fw.as_slice::<f32>().unwrap()[ch * 3..ch * 3 + 3];
+            let got: f32 = frow.iter().zip(&x).map(|(a, b)| a * b).sum::<f32>()
+                + fb.as_slice::<f32>().unwrap()[ch];
+            assert!((got - want).abs() < 1e-5, "channel {ch}: {got} vs {want}");
+        }
+        // Without a bias the fold still makes one; lengths that do not match refuse.
+        assert!(fold_batch_norm(&w, None, &[&scale, &bias, &mean, &var], eps).is_some());
+        let short = Arc::new(Tensor::from_vec(vec![1], vec![1.0f32]).unwrap());
+        assert!(fold_batch_norm(&w, None, &[&short, &bias, &mean, &var], eps).is_none());
+    }
+}
