@@ -2,19 +2,22 @@
 //! one fused layer (the activation runs in the product's epilogue, so the intermediate
 //! tensor is never written); so does a MatMul followed by the Add of a constant bias along
 //! its last axis (a transformer's linear layer), with or without an activation after it.
-//! A BatchNormalization after a Conv is folded into new constant weights and bias, and the
-//! exporters' SiLU subgraph `Mul(t, Sigmoid(t))` is an activation (`Silu`), both through the
-//! patterns of `backplane_backend_api::patterns`.
+//! A BatchNormalization after a Conv is folded into new constant weights and bias; the
+//! exporters' SiLU subgraph `Mul(t, Sigmoid(t))` is an activation (`Silu`) and their erf GELU
+//! subgraph one too (`Gelu`); GPT-2's tanh GELU subgraph becomes one `Gelu(tanh)` layer. The
+//! patterns are `backplane_backend_api::patterns`', shared with CpuAcc.
 //! The fused layer is a custom op of domain `GpuAcc` whose attributes are the product's own
 //! flat attributes plus the activation's, prefixed `act.`, and `bias` when its third input
 //! is a bias added in the epilogue.
 
 use crate::kernels::elementwise::Act;
-use backplane_backend_api::patterns::{fold_batch_norm_after, match_silu, FusionGraph};
+use backplane_backend_api::patterns::{
+    fold_batch_norm_after, match_erf_gelu, match_silu, match_tanh_gelu, FusionGraph,
+};
 use backplane_backend_api::{
     LayerDesc, OptimizationViews, ReplacementLayer, SubgraphView, Substitution, ValueRef,
 };
-use backplane_core::ops::{AttrValue, BinaryOp, CustomOp};
+use backplane_core::ops::{AttrValue, BinaryOp, CustomOp, UnaryOp};
 use backplane_core::{LayerId, Op, TensorId};
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -48,7 +51,7 @@ pub fn activation(op: &Op) -> Option<Act> {
 fn encode(
     product: &Op,
     bias: bool,
-    act: &FusedAct<'_>,
+    act: &FusedAct,
     outputs: Vec<backplane_core::TensorInfo>,
 ) -> CustomOp {
     let (inner, mut attributes) = product.to_attributes();
@@ -78,9 +81,9 @@ fn encode(
 }
 
 /// The activation a fusion found: none, one layer's op, or the SiLU subgraph.
-enum FusedAct<'a> {
+enum FusedAct {
     None,
-    Op(&'a Op),
+    Op(Op),
     Silu,
 }
 
@@ -213,12 +216,46 @@ pub fn optimize(
         if g.used.contains(&id) {
             continue;
         }
-        if let Some(sub) = fuse(&g, id) {
+        if let Some(sub) = fuse(&g, id).or_else(|| tanh_gelu(&g, id)) {
             g.used.extend(sub.replaced.iter().copied());
             subs.push(sub);
         }
     }
     OptimizationViews::with_substitutions(view, subs)
+}
+
+/// The exporters' tanh GELU subgraph around Pow layer `id` as one `Gelu(approximate = tanh)`
+/// layer (GPT-2's eight elementwise layers).
+fn tanh_gelu(g: &Graph<'_>, id: LayerId) -> Option<Substitution> {
+    let net = g.view.network();
+    if net.layer(id).op != Op::Binary(BinaryOp::Pow) {
+        return None;
+    }
+    let (replaced, x, out) = match_tanh_gelu(g, id)?;
+    let op = Op::Unary(UnaryOp::Gelu {
+        tanh_approximation: true,
+    });
+    let mut desc = g.view.layer_desc(id);
+    desc.op = op.clone();
+    desc.inputs = vec![net.tensor(x).info.clone()];
+    desc.constants = vec![None];
+    desc.outputs = vec![net.tensor(out).info.clone()];
+    if !(g.supported)(&desc) {
+        return None;
+    }
+    let names: Vec<&str> = replaced
+        .iter()
+        .map(|l| net.layer(*l).name.as_str())
+        .collect();
+    Some(Substitution {
+        replacement: vec![ReplacementLayer {
+            name: names.join("+"),
+            op,
+            inputs: vec![ValueRef::Existing(x)],
+            outputs: vec![Some(out)],
+        }],
+        replaced,
+    })
 }
 
 /// The fusion starting at product `id`, when something follows it to fuse and GpuAcc runs
@@ -264,12 +301,18 @@ fn fuse(g: &Graph<'_>, id: LayerId) -> Option<Substitution> {
         replaced.extend(layers);
         out = o;
         FusedAct::Silu
+    } else if let Some((layers, o)) = match_erf_gelu(g, out) {
+        replaced.extend(layers);
+        out = o;
+        FusedAct::Op(Op::Unary(UnaryOp::Gelu {
+            tanh_approximation: false,
+        }))
     } else {
         match g.sole_reader(out) {
             Some(next) if activation(&net.layer(next).op).is_some() => {
                 out = g.single_output(next)?;
                 replaced.push(next);
-                FusedAct::Op(&net.layer(next).op)
+                FusedAct::Op(net.layer(next).op.clone())
             }
             _ => FusedAct::None,
         }

@@ -1,7 +1,7 @@
 //! GpuAcc's fusions of what follows a product, against CpuRef running the unfused layers on
 //! the same inputs: a BatchNormalization folded into the Conv before it, the exporters' SiLU
-//! subgraph `Mul(t, Sigmoid(t))` and Clip (ReLU6) as epilogues, and a SiLU that must not fuse
-//! because its input has another reader.
+//! subgraph `Mul(t, Sigmoid(t))`, the erf GELU and Clip (ReLU6) as epilogues, a SiLU that
+//! must not fuse because its input has another reader, and GPT-2's tanh GELU as one layer.
 //!
 //! Needs a Vulkan adapter (see tests/common/mod.rs).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -172,5 +172,105 @@ fn folded_batch_norms_and_silu_epilogues_match_cpu_ref() {
                 }
             }
         }
+    }
+}
+
+/// A scalar f32 constant.
+fn scalar(net: &mut Network, name: &str, v: f32) -> TensorId {
+    net.add_constant(
+        name,
+        Tensor::from_vec(Vec::<usize>::new(), vec![v]).unwrap(),
+    )
+    .unwrap()
+}
+
+/// `op(a, b)` added to `net`; answers its output.
+fn bin(net: &mut Network, name: &str, op: BinaryOp, a: TensorId, b: TensorId) -> TensorId {
+    net.add_layer(name, Op::Binary(op), &[a, b]).unwrap()[0]
+}
+
+/// x[2,3,7] -> MatMul(const [7,11]) -> the exporters' erf GELU, `0.5·h·(1 + erf(h/√2))` with
+/// the 0.5 applied first or last.
+fn erf_gelu_net(r: &mut Rng, half_first: bool) -> (Network, Tensor) {
+    let x = t(r, &[2, 3, 7]);
+    let mut net = Network::new();
+    let xi = net.add_input("x", x.info().clone()).unwrap();
+    let w = net.add_constant("w", t(r, &[7, 11])).unwrap();
+    let h = net.add_layer("matmul", Op::MatMul, &[xi, w]).unwrap()[0];
+    let (sqrt2, one, half) = (
+        scalar(&mut net, "sqrt2", std::f32::consts::SQRT_2),
+        scalar(&mut net, "one", 1.0),
+        scalar(&mut net, "half", 0.5),
+    );
+    let d = bin(&mut net, "div", BinaryOp::Div, h, sqrt2);
+    let e = net.add_layer("erf", Op::Unary(UnaryOp::Erf), &[d]).unwrap()[0];
+    let p = bin(&mut net, "add", BinaryOp::Add, e, one);
+    let y = if half_first {
+        let m = bin(&mut net, "mul_half", BinaryOp::Mul, h, half);
+        bin(&mut net, "mul", BinaryOp::Mul, m, p)
+    } else {
+        let m = bin(&mut net, "mul", BinaryOp::Mul, h, p);
+        bin(&mut net, "mul_half", BinaryOp::Mul, half, m)
+    };
+    net.mark_output(y).unwrap();
+    (net, x)
+}
+
+/// x[3,5,64] -> Relu -> GPT-2's tanh GELU (eight layers).
+fn tanh_gelu_net(r: &mut Rng) -> (Network, Tensor) {
+    let x = t(r, &[3, 5, 64]);
+    let mut net = Network::new();
+    let xi = net.add_input("x", x.info().clone()).unwrap();
+    let v = net
+        .add_layer("relu", Op::Unary(UnaryOp::Relu), &[xi])
+        .unwrap()[0];
+    let c = |net: &mut Network, name: &str, f: f32| scalar(net, name, f);
+    let (half, three, k, s, one) = (
+        c(&mut net, "half", 0.5),
+        c(&mut net, "three", 3.0),
+        c(&mut net, "k", 0.044715),
+        c(&mut net, "s", 0.797_884_6),
+        c(&mut net, "one", 1.0),
+    );
+    let m = bin(&mut net, "half_x", BinaryOp::Mul, v, half);
+    let p = bin(&mut net, "pow", BinaryOp::Pow, v, three);
+    let q = bin(&mut net, "cubic", BinaryOp::Mul, k, p);
+    let a = bin(&mut net, "sum", BinaryOp::Add, v, q);
+    let b = bin(&mut net, "scale", BinaryOp::Mul, a, s);
+    let th = net
+        .add_layer("tanh", Op::Unary(UnaryOp::Tanh), &[b])
+        .unwrap()[0];
+    let pl = bin(&mut net, "plus", BinaryOp::Add, one, th);
+    let y = bin(&mut net, "last", BinaryOp::Mul, m, pl);
+    net.mark_output(y).unwrap();
+    (net, x)
+}
+
+#[test]
+fn gelu_subgraphs_fuse_and_match_cpu_ref() {
+    let Some(rt) = runtime() else { return };
+    let cpu_ref = BackendId::new("CpuRef").unwrap();
+    let mut r = Rng::new(43);
+    // (network, GPU layers expected): the erf GELU in the MatMul's epilogue (one layer), the
+    // tanh GELU as one Gelu layer after the Relu (two).
+    let cases = vec![
+        ("erf, half first", erf_gelu_net(&mut r, true), 1),
+        ("erf, half last", erf_gelu_net(&mut r, false), 1),
+        ("tanh", tanh_gelu_net(&mut r), 2),
+    ];
+    for (what, (net, x), expected) in cases {
+        let feed = vec![("x".to_string(), x)];
+        let want = match run_network(&rt, &net, std::slice::from_ref(&cpu_ref), &feed) {
+            Run::Ran { outputs, .. } => outputs.unwrap(),
+            Run::Refused(why) => panic!("CpuRef refused {what}: {why}"),
+        };
+        let (layers, got) = match run_network(&rt, &net, &[gpu()], &feed) {
+            Run::Ran { layers, outputs } => (layers, outputs.unwrap()),
+            Run::Refused(why) => panic!("GpuAcc refused {what}: {why}"),
+        };
+        assert_eq!(layers, expected, "{what}: GPU layers");
+        // The fused GELU is the same function computed in fewer roundings.
+        backplane::compare::compare(&got[0].1, &want[0].1, 1e-4, 1e-5)
+            .unwrap_or_else(|m| panic!("{what}: {}", m.message));
     }
 }

@@ -1,5 +1,6 @@
-//! Graph patterns that several backends' `optimize_subgraph` fuse: the exporters' SiLU
-//! subgraph and a BatchNormalization folded into the convolution before it.
+//! Graph patterns that several backends' `optimize_subgraph` fuse: the exporters' SiLU and
+//! GELU subgraphs (erf and tanh forms) and a BatchNormalization folded into the convolution
+//! before it.
 //!
 //! Helpers for writing [`crate::Backend::optimize_subgraph`], not part of the contract
 //! between the runtime and a backend: a backend may use them or match its own patterns.
@@ -183,6 +184,171 @@ pub fn fold_batch_norm(
         Tensor::from_vec(w.shape().clone(), new_w).ok()?,
         Tensor::from_vec(vec![m], new_b).ok()?,
     ))
+}
+
+/// The scalar value of a constant f32 tensor with one element.
+fn scalar(g: &impl FusionGraph, t: TensorId) -> Option<f32> {
+    match g.constant(t)?.as_slice::<f32>().ok()? {
+        [v] => Some(*v),
+        _ => None,
+    }
+}
+
+/// Layer `id` is `op(t, c)`, or `op(c, t)` for an op other than Div, with a scalar constant
+/// `c`, and supported: answers `c`.
+pub fn binary_with_scalar(
+    g: &impl FusionGraph,
+    id: LayerId,
+    op: BinaryOp,
+    t: TensorId,
+) -> Option<f32> {
+    let layer = g.view().network().layer(id);
+    if layer.op != Op::Binary(op) || !g.supported(id) {
+        return None;
+    }
+    match layer.inputs.as_slice() {
+        [a, c] if *a == t => scalar(g, *c),
+        [c, a] if *a == t && op != BinaryOp::Div => scalar(g, *c),
+        _ => None,
+    }
+}
+
+/// Whether `v` is `want` to about f32 precision.
+fn near(v: f32, want: f32) -> bool {
+    (v - want).abs() <= 1e-6 * want.abs().max(1.0)
+}
+
+/// Whether layer `id` is a supported `op(a, b)` in either operand order.
+fn reads_both(g: &impl FusionGraph, id: LayerId, op: BinaryOp, a: TensorId, b: TensorId) -> bool {
+    let l = g.view().network().layer(id);
+    l.op == Op::Binary(op)
+        && g.supported(id)
+        && (l.inputs.as_slice() == [a, b] || l.inputs.as_slice() == [b, a])
+}
+
+/// The available readers of `t` when there are exactly `n` and `t` is no network output.
+fn exactly_readers(g: &impl FusionGraph, t: TensorId, n: usize) -> Option<Vec<LayerId>> {
+    if g.view().network().outputs().contains(&t) {
+        return None;
+    }
+    let users: Vec<LayerId> = g.readers(t).iter().map(|(l, _)| *l).collect();
+    (users.len() == n && users.iter().all(|l| g.available(*l))).then_some(users)
+}
+
+/// The exporters' erf GELU subgraph on `h`: `0.5·h·(1 + erf(h/√2))` in either
+/// multiplication order (the scale as a division by √2 or a product with 1/√2). Returns its
+/// five layers and its output.
+pub fn match_erf_gelu(g: &impl FusionGraph, h: TensorId) -> Option<(Vec<LayerId>, TensorId)> {
+    use BinaryOp::{Add, Div, Mul};
+    let net = g.view().network();
+    let users = exactly_readers(g, h, 2)?;
+    let is_scale = |id: LayerId| {
+        binary_with_scalar(g, id, Div, h).is_some_and(|v| near(v, std::f32::consts::SQRT_2))
+            || binary_with_scalar(g, id, Mul, h)
+                .is_some_and(|v| near(v, std::f32::consts::FRAC_1_SQRT_2))
+    };
+    let (scale, other) = if is_scale(users[0]) {
+        (users[0], users[1])
+    } else if is_scale(users[1]) {
+        (users[1], users[0])
+    } else {
+        return None;
+    };
+    let erf = g.sole_reader(g.single_output(scale)?)?;
+    if net.layer(erf).op != Op::Unary(UnaryOp::Erf) || !g.supported(erf) {
+        return None;
+    }
+    let erf_out = g.single_output(erf)?;
+    let plus = g.sole_reader(erf_out)?;
+    if !binary_with_scalar(g, plus, Add, erf_out).is_some_and(|v| near(v, 1.0)) {
+        return None;
+    }
+    let plus_out = g.single_output(plus)?;
+    let other_out = g.single_output(other)?;
+    let last = if binary_with_scalar(g, other, Mul, h).is_some_and(|v| near(v, 0.5)) {
+        // (0.5·h)·(1 + erf)
+        let last = g.sole_reader(other_out)?;
+        (g.sole_reader(plus_out) == Some(last) && reads_both(g, last, Mul, other_out, plus_out))
+            .then_some(last)?
+    } else if reads_both(g, other, Mul, h, plus_out) && g.sole_reader(plus_out) == Some(other) {
+        // (h·(1 + erf))·0.5
+        let last = g.sole_reader(other_out)?;
+        binary_with_scalar(g, last, Mul, other_out)
+            .is_some_and(|v| near(v, 0.5))
+            .then_some(last)?
+    } else {
+        return None;
+    };
+    Some((vec![scale, erf, plus, other, last], g.single_output(last)?))
+}
+
+/// √(2/π), the tanh GELU's inner scale.
+const SQRT_2_OVER_PI: f32 = 0.797_884_6;
+
+/// The exporters' tanh GELU subgraph (GPT-2's `0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))`)
+/// around Pow layer `pow` (its `x³`): `m = 0.5·x`, `p = Pow(x, 3)`, `x + 0.044715·p`,
+/// `·√(2/π)`, `Tanh`, `1 + ·`, `m · ·`, each scalar on either side of a commutative
+/// operation, every intermediate read only inside the subgraph, f32. Returns its eight
+/// layers (sorted), `x` and the output: one `Gelu(approximate = tanh)` layer computes it.
+pub fn match_tanh_gelu(
+    g: &impl FusionGraph,
+    pow: LayerId,
+) -> Option<(Vec<LayerId>, TensorId, TensorId)> {
+    use BinaryOp::{Add, Mul, Pow};
+    let net = g.view().network();
+    let x = *net.layer(pow).inputs.first()?;
+    if net.tensor(x).info.dtype != backplane_core::DataType::F32 {
+        return None;
+    }
+    // Pow is not commutative: x must be the base.
+    let is3 = match net.layer(pow).inputs.as_slice() {
+        [base, e] if *base == x => scalar(g, *e) == Some(3.0),
+        _ => false,
+    };
+    if !is3 || binary_with_scalar(g, pow, Pow, x).is_none() {
+        return None;
+    }
+    let users = exactly_readers(g, x, 3)?;
+    let half = *users
+        .iter()
+        .find(|&&l| binary_with_scalar(g, l, Mul, x).is_some_and(|v| near(v, 0.5)))?;
+    let sum = *users.iter().find(|&&l| l != half && l != pow)?;
+    let pow_out = g.single_output(pow)?;
+    let cubic = g.sole_reader(pow_out)?;
+    if !binary_with_scalar(g, cubic, Mul, pow_out).is_some_and(|v| near(v, 0.044715)) {
+        return None;
+    }
+    let cubic_out = g.single_output(cubic)?;
+    if g.sole_reader(cubic_out) != Some(sum) || !reads_both(g, sum, Add, x, cubic_out) {
+        return None;
+    }
+    let sum_out = g.single_output(sum)?;
+    let scale = g.sole_reader(sum_out)?;
+    if !binary_with_scalar(g, scale, Mul, sum_out).is_some_and(|v| near(v, SQRT_2_OVER_PI)) {
+        return None;
+    }
+    let scale_out = g.single_output(scale)?;
+    let tanh = g.sole_reader(scale_out)?;
+    if net.layer(tanh).op != Op::Unary(UnaryOp::Tanh) || !g.supported(tanh) {
+        return None;
+    }
+    let tanh_out = g.single_output(tanh)?;
+    let plus = g.sole_reader(tanh_out)?;
+    if !binary_with_scalar(g, plus, Add, tanh_out).is_some_and(|v| near(v, 1.0)) {
+        return None;
+    }
+    let (half_out, plus_out) = (g.single_output(half)?, g.single_output(plus)?);
+    let last = g.sole_reader(plus_out)?;
+    if g.sole_reader(half_out) != Some(last) || !reads_both(g, last, Mul, half_out, plus_out) {
+        return None;
+    }
+    let out = g.single_output(last)?;
+    if !net.tensor(out).info.same_layout(&net.tensor(x).info) {
+        return None;
+    }
+    let mut layers = vec![half, pow, cubic, sum, scale, tanh, plus, last];
+    layers.sort();
+    Some((layers, x, out))
 }
 
 #[cfg(test)]

@@ -1,11 +1,11 @@
 //! MatMul and Gemm patterns: the product with its scale, bias and activation, its operands
 //! read and its result written through the Transposes and Reshapes around it.
 
-use super::gelu::{binary_with_scalar, match_gelu};
 use super::payload::Fused;
 use super::{follow_act, names, single_output, Graph};
 use crate::act::Activation;
 use crate::matmul::{MatMulViews, StridedView};
+use backplane_backend_api::patterns::{binary_with_scalar, match_erf_gelu};
 use backplane_backend_api::{ReplacementLayer, Substitution, ValueRef};
 use backplane_core::ops::GemmDesc;
 use backplane_core::{LayerId, Op, Tensor, TensorId, TensorKind};
@@ -176,7 +176,7 @@ pub(super) fn fuse_matmul(g: &Graph<'_>, id: LayerId) -> Option<Substitution> {
         }
     }
     let mut act = Activation::None;
-    if let Some((layers, t)) = match_gelu(g, out) {
+    if let Some((layers, t)) = match_erf_gelu(g, out) {
         act = Activation::Gelu {
             tanh_approximation: false,
         };
