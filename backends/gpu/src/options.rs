@@ -26,6 +26,9 @@ pub struct GpuAccOptions {
     /// per layer by workgroup count (`auto`, the default) or forced, to test or measure
     /// each path (see [`crate::kernels::tiles`]).
     pub tiles: Tiles,
+    /// Refuse f16 compute layers as an adapter without `SHADER_F16` does (`f16=off`; default
+    /// `on`: f16 kernels wherever the adapter offers them), to test that path or compare.
+    pub no_f16: bool,
 }
 
 impl GpuAccOptions {
@@ -39,12 +42,21 @@ impl GpuAccOptions {
                 "profile" => out.profile = flag(key, value)?,
                 "timestamps" => out.no_timestamps = !flag(key, value)?,
                 "tiles" => out.tiles = Tiles::parse(value)?,
+                "f16" => {
+                    out.no_f16 = match value.as_str() {
+                        "on" => false,
+                        "off" => true,
+                        other => {
+                            return Err(format!("GpuAcc option f16={other}: expected on or off"))
+                        }
+                    }
+                }
                 "adapter" => {
                     out.adapter = (!value.is_empty()).then(|| value.clone());
                 }
                 other => {
                     return Err(format!(
-                        "unknown GpuAcc option '{other}' (known: allow_software, adapter, profile, timestamps, tiles)"
+                        "unknown GpuAcc option '{other}' (known: allow_software, adapter, profile, timestamps, tiles, f16)"
                     ))
                 }
             }
@@ -104,5 +116,11 @@ mod tests {
             Tiles::T64
         );
         assert!(base.merged(&opts(&[("tiles", "8")])).is_err());
+        assert!(
+            base.merged(&opts(&[("f16", "off")]))
+                .unwrap_or_default()
+                .no_f16
+        );
+        assert!(base.merged(&opts(&[("f16", "maybe")])).is_err());
     }
 }
