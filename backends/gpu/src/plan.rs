@@ -130,12 +130,16 @@ fn out_len(layer: &LayerDesc) -> usize {
 }
 
 /// How GpuAcc runs `layer`, or why it cannot; products and convolutions take the layout
-/// `tiles` asks for. `half` says whether the device runs f16 compute kernels, or why not: a
+/// `tiles` asks for. `f16_kernels` says whether the device runs f16 compute kernels, or why not: a
 /// step that would store a layer tensor as f16 (see [`crate::kernels::half`]) is refused
 /// with that reason, so the layer falls to the next backend. Layers that only move f16
 /// values (the kernels of [`typed`]) run on any adapter.
-pub fn plan(layer: &LayerDesc, tiles: Tiles, half: Result<(), &str>) -> Result<Plan, String> {
-    let planned = plan_f32(layer, tiles, half.is_ok())?;
+pub fn plan(
+    layer: &LayerDesc,
+    tiles: Tiles,
+    f16_kernels: Result<(), &str>,
+) -> Result<Plan, String> {
+    let planned = plan_f32(layer, tiles, f16_kernels)?;
     let f16 = |bind: Bind| {
         let t = match bind {
             Bind::Input(s) => layer.inputs.get(s),
@@ -149,7 +153,7 @@ pub fn plan(layer: &LayerDesc, tiles: Tiles, half: Result<(), &str>) -> Result<P
         let source = step.source.clone();
         let step = half::specialize(step, f16)?;
         if step.source != source {
-            if let Err(why) = half {
+            if let Err(why) = f16_kernels {
                 return Err(format!(
                     "{} on f16 tensors needs GpuAcc's f16 kernels: {why}",
                     layer.op.name()
@@ -161,9 +165,13 @@ pub fn plan(layer: &LayerDesc, tiles: Tiles, half: Result<(), &str>) -> Result<P
     ok(steps)
 }
 
-/// [`plan`]'s steps, their layer tensors bound as f32 (`f16`: whether f16 kernels can run,
-/// for the choices that depend on it).
-fn plan_f32(layer: &LayerDesc, tiles: Tiles, f16: bool) -> Result<Plan, String> {
+/// [`plan`]'s steps, their layer tensors bound as f32; f16 compute layers are refused here
+/// when `f16_kernels` says the device has none.
+fn plan_f32(
+    layer: &LayerDesc,
+    tiles: Tiles,
+    f16_kernels: Result<(), &str>,
+) -> Result<Plan, String> {
     let op = &layer.op;
     // Layers the optimizer inserts, control flow and fused layers: refused before the checks
     // below, whose messages would not fit them (their arm in the match says the same).
@@ -177,6 +185,13 @@ fn plan_f32(layer: &LayerDesc, tiles: Tiles, f16: bool) -> Result<Plan, String> 
         plain(layer)?;
     } else {
         all_float(layer)?;
+        // A compute op on f16 tensors runs its kernel's f16 variant: only with f16 kernels.
+        if let (DataType::F16, Err(why)) = (dtype(layer, 0), f16_kernels) {
+            return Err(format!(
+                "{} on f16 tensors needs GpuAcc's f16 kernels: {why}",
+                op.name()
+            ));
+        }
     }
     let refs: Vec<&TensorInfo> = layer.inputs.iter().collect();
     // Fused layers declare their outputs; the standard ops' are inferred and must agree.
@@ -249,7 +264,7 @@ fn plan_f32(layer: &LayerDesc, tiles: Tiles, f16: bool) -> Result<Plan, String> 
                 return Err("GpuAcc resizes to sizes or scales given as attributes only".into());
             }
             let t = dtype(layer, 0);
-            let float = t == DataType::F32 || (t == DataType::F16 && f16);
+            let float = t == DataType::F32 || (t == DataType::F16 && f16_kernels.is_ok());
             ok(resize::resize(
                 desc,
                 &dims(layer, 0),
