@@ -1,7 +1,8 @@
 //! GpuAcc's f16 kernels against CpuRef: each case's tensors are drawn in f32 and stored as
 //! f16; the reference is CpuRef's kernel on the same values widened to f32, rounded once to
 //! f16 (the backend test kit's `half_sweeps`), within two f16 units in the last place
-//! (rtol 2e-3, atol 1e-4). Every layout of products and convolutions is forced once. Casts
+//! (rtol 2e-3, atol 1e-4). Every layout of products and convolutions is forced once, and the
+//! fused epilogues (activation, MatMul bias) run in f16 too. Casts
 //! between f16 and f32 need no device feature and are exact. An adapter without
 //! `SHADER_F16` (or the option `f16=off`) refuses f16 compute layers with the reason.
 //!
@@ -538,4 +539,104 @@ fn without_f16_kernels_f16_compute_layers_are_refused_with_the_reason() {
     );
     let half = half_case(&moved).unwrap().unwrap();
     assert_eq!(run_half_case(&rt, &gpu(), &half), Outcome::Passed);
+}
+
+/// Conv, Gemm and MatMul followed by an activation (or a MatMul by a bias Add) run as one
+/// fused f16 layer whose epilogue applies the activation before the one rounding: it matches
+/// CpuRef's two layers on the widened values, rounded once.
+#[test]
+fn f16_fused_products_match_cpu_ref() {
+    use backplane::compare::compare;
+    use backplane_backend_tests::exec::{run_network, Run};
+    use backplane_backend_tests::half_sweeps::{to_f16, F16_ATOL, F16_RTOL};
+    let Some(rt) = f16_runtime(&[]) else { return };
+    let mut r = Rng::new(97);
+    let conv = Op::Conv(ConvDesc {
+        window: window(vec![3, 3], vec![], vec![1, 1, 1, 1]),
+        group: 1,
+    });
+    let gemm = Op::Gemm(GemmDesc {
+        trans_b: true,
+        ..GemmDesc::default()
+    });
+    let half = |t: Tensor| to_f16(&t).unwrap();
+    let cases: Vec<(Op, Vec<Tensor>, Op, Option<Tensor>)> = vec![
+        (
+            conv,
+            vec![
+                half(t(&mut r, &[1, 3, 7, 5])),
+                half(t(&mut r, &[4, 3, 3, 3])),
+                half(t(&mut r, &[4])),
+            ],
+            Op::Unary(UnaryOp::Relu),
+            None,
+        ),
+        (
+            gemm,
+            vec![
+                half(t(&mut r, &[3, 17])),
+                half(t(&mut r, &[5, 17])),
+                half(t(&mut r, &[5])),
+            ],
+            Op::Unary(UnaryOp::Sigmoid),
+            None,
+        ),
+        (
+            Op::MatMul,
+            vec![half(t(&mut r, &[2, 3, 7])), half(t(&mut r, &[7, 11]))],
+            Op::Unary(UnaryOp::Gelu {
+                tanh_approximation: false,
+            }),
+            None,
+        ),
+        (
+            Op::MatMul,
+            vec![half(t(&mut r, &[5, 19])), half(t(&mut r, &[19, 13]))],
+            Op::Binary(BinaryOp::Add),
+            Some(half(t(&mut r, &[13]))),
+        ),
+    ];
+    let widen = |t: &Tensor| {
+        Tensor::from_f64_values(
+            TensorInfo::new(DataType::F32, t.info().shape.dims().to_vec()),
+            &t.to_f64_vec(),
+        )
+        .unwrap()
+    };
+    for (product, inputs, act, bias) in cases {
+        let wide: Vec<Tensor> = inputs.iter().map(widen).collect();
+        let refs: Vec<&Tensor> = wide.iter().collect();
+        let mid = backplane::cpu_ref::evaluate(&product, &refs).unwrap();
+        let want = match &bias {
+            Some(b) => backplane::cpu_ref::evaluate(&act, &[&mid[0], &widen(b)]).unwrap(),
+            None => backplane::cpu_ref::evaluate(&act, &[&mid[0]]).unwrap(),
+        };
+        let want = to_f16(&want[0]).unwrap();
+        let mut net = backplane::Network::new();
+        let x = net.add_input("x", inputs[0].info().clone()).unwrap();
+        let mut ids = vec![x];
+        for (k, w) in inputs.iter().enumerate().skip(1) {
+            ids.push(net.add_constant(&format!("w{k}"), w.clone()).unwrap());
+        }
+        let m = net.add_layer("product", product.clone(), &ids).unwrap();
+        let mut act_inputs = vec![m[0]];
+        if let Some(b) = &bias {
+            act_inputs.push(net.add_constant("bias", b.clone()).unwrap());
+        }
+        let y = net.add_layer("act", act.clone(), &act_inputs).unwrap();
+        net.mark_output(y[0]).unwrap();
+        let feed = vec![("x".to_string(), inputs[0].clone())];
+        match run_network(&rt, &net, &[gpu()], &feed) {
+            Run::Ran { layers, outputs } => {
+                assert_eq!(
+                    layers, 1,
+                    "{product:?} + {act:?} should run as one fused layer"
+                );
+                let got = outputs.unwrap();
+                assert_eq!(got[0].1.dtype(), DataType::F16);
+                compare(&got[0].1, &want, F16_RTOL, F16_ATOL).unwrap();
+            }
+            Run::Refused(why) => panic!("{product:?} + {act:?} refused: {why}"),
+        }
+    }
 }
