@@ -71,7 +71,7 @@ fn rewrite(source: &str, names: &[String]) -> Result<String, String> {
     let mut at = 0;
     let mut copied = 0;
     while at < bytes.len() {
-        let boundary = at == 0 || !is_ident(bytes[at - 1]);
+        let boundary = at == 0 || !(is_ident(bytes[at - 1]) || bytes[at - 1] == b'.');
         let found = names.iter().find(|n| {
             source[at..].starts_with(n.as_str()) && bytes.get(at + n.len()) == Some(&b'[')
         });
@@ -165,7 +165,7 @@ mod tests {
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;
 fn main() {
     let v = x0[p[1] + (2u * 3u)] * x1[0u];
-    y[i] = act(v + x10[2]);
+    y[i] = act(v + x10[2] + q.y[0]);
     if (y[i] == 0.0) { return; }
 }
 ";
@@ -182,7 +182,7 @@ fn main() {
         assert!(s
             .source
             .contains("let v = f32(x0[p[1] + (2u * 3u)]) * x1[0u];"));
-        assert!(s.source.contains("y[i] = f16(act(v + x10[2]));"));
+        assert!(s.source.contains("y[i] = f16(act(v + x10[2] + q.y[0]));"));
         assert!(s.source.contains("if (f32(y[i]) == 0.0)"));
         // Nothing stored as f16: the step is unchanged.
         let same = specialize(step(src, vec![Bind::Input(0); 3]), |_| false);
