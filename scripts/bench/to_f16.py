@@ -94,8 +94,12 @@ def convert(model, f16_io=False, keep=KEEP_F32):
             nodes.append(n)
     # The borders: f32 inputs and outputs stay f32 (one Cast each) unless f16_io.
     head, tail = [], []
+    initialized = {t.name for t in g.initializer}
     for v in g.input:
-        if v.type.tensor_type.elem_type != FLOAT or v.name in {t.name for t in g.initializer}:
+        if v.type.tensor_type.elem_type != FLOAT:
+            continue
+        if v.name in initialized:  # an initializer listed as an input (IR < 4): f16 like it
+            v.type.tensor_type.elem_type = HALF
             continue
         if f16_io:
             v.type.tensor_type.elem_type = HALF
