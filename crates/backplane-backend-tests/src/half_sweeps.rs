@@ -28,6 +28,7 @@ pub const F16_ATOL: f64 = 1e-4;
 const HALF_FAMILIES: &[&str] = &[
     "Unary",
     "Binary",
+    "Pow",
     "MatMul",
     "Gemm",
     "Conv",
@@ -38,6 +39,10 @@ const HALF_FAMILIES: &[&str] = &[
     "Cast",
     "Transpose",
     "GroupedConv",
+    "SmallMaxPool",
+    "WinogradConv",
+    "LaneGroupedConv",
+    "SmallPlanePointwise",
     "FewRowsMatMul",
     "ProjectionGemm",
 ];
