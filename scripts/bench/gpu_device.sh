@@ -15,7 +15,10 @@
 # BUDGET (seconds for the whole script, default 900), KIT_GPU_S (the GpuAcc kit's limit, default 120),
 # EXPORT_S (the model export's limit, default 300), SUBMITS (the submit_every values the submit
 # A/B times, default "0 8 32"), STEPS (which steps run, in this order: default
-# "tiles submit kit compare profiles cpu"; models are always made). Every step has a time limit
+# "tiles submit f16 kit compare profiles cpu"; models are always made).
+# F16_ITER (timed executions per f16/f32 model and round, default 20; the f16 models come from
+# scripts/bench/to_f16.py; GpuAcc's f16 kernel tests, backends/gpu/tests/half.rs, belong in
+# TESTS_DIR, run with BACKPLANE_REQUIRE_GPU_F16=1 so a missing SHADER_F16 fails). Every step has a time limit
 # within what is left of BUDGET, so one slow step cannot eat the rest; the steps run in the
 # order of what matters most when device time is short.
 set -u
@@ -56,6 +59,12 @@ kit() {  # kit BACKEND FILE [extra args]: the backend test kit, the summary here
 step "models"
 timeout "$(lim 60)" "$PY" scripts/bench/make_models.py "$MODELS/old" 2>&1 | tail -3
 timeout "$(lim "${EXPORT_S:-300}")" "$PY" scripts/bench/make_real_models.py "$MODELS" --only "$ONLY" 2>&1 | grep -E "wrote|FAILED"
+# float16 versions of resnet18 and bert_tiny (f32 at their borders, f16 inside) for GpuAcc's
+# f16 kernels, timed beside the f32 ones below.
+for m in resnet18 bert_tiny; do
+  [ -f "$MODELS/old/$m.onnx" ] || continue
+  timeout "$(lim 60)" "$PY" scripts/bench/to_f16.py "$MODELS/old/$m.onnx" "$MODELS/old/${m}_f16.onnx" 2>&1 | tail -2
+done
 for m in "$MODELS"/*.onnx "$MODELS"/old/*.onnx; do
   [ -f "$m" ] || continue
   echo "-- $(basename "$m"): $(timeout "$(lim 30)" "$BP" inspect "$m" --backends GpuAcc,CpuAcc 2>&1 | grep -E "^copies per execution|^backends:" | tr '\n' ' ')"
@@ -95,6 +104,30 @@ for m in old/mobilenet_v2 efficientnet_b0 old/bert_tiny old/digits resnet50 bert
 done
 fi
 
+if want f16; then
+step "GpuAcc f16 against f32 (resnet18, bert_tiny; alternating rounds, A/B in one run)"
+# Correctness first: the f16 model on GpuAcc against the f32 one on CpuAcc, on the same
+# generated input; --rtol 0 --atol 0 makes the comparison print its worst difference.
+for m in resnet18 bert_tiny; do
+  [ -f "$MODELS/old/${m}_f16.onnx" ] || continue
+  rm -rf "$OUT/want_$m"
+  timeout "$(lim 30)" "$BP" run "$MODELS/old/$m.onnx" --backends CpuAcc --generate random \
+    --output-dir "$OUT/want_$m" >/dev/null 2>&1
+  echo "-- $m f16 vs f32: $(timeout "$(lim 30)" "$BP" run "$MODELS/old/${m}_f16.onnx" \
+    --backends GpuAcc,CpuAcc --generate random --compare "$OUT/want_$m" --rtol 0 --atol 0 2>&1 |
+    grep -E "worst|every output" | head -2 | tr '\n' ' ')"
+done
+F16_ITER=${F16_ITER:-20}
+for round in 1 2; do
+  for m in resnet18 resnet18_f16 bert_tiny bert_tiny_f16; do
+    [ -f "$MODELS/old/$m.onnx" ] || continue
+    echo "-- $m round $round: $(timeout "$(lim 40)" "$BP" bench "$MODELS/old/$m.onnx" \
+      --backends GpuAcc,CpuAcc --generate random --iterations "$F16_ITER" --warmup 3 --quiet 2>&1 |
+      grep -E "^latency")"
+  done
+done
+fi
+
 if want kit; then
 step "backend-test GpuAcc"
 KIT_S=${KIT_GPU_S:-120} kit GpuAcc "$OUT/kit_gpuacc.txt"
@@ -124,7 +157,8 @@ if [ -n "${TESTS_DIR:-}" ]; then
   step "prebuilt tests on this CPU ($TESTS_DIR)"
   for t in "$TESTS_DIR"/*; do
     echo "-- $(basename "$t")"
-    timeout "$(lim 30)" "$t" --test-threads "$THREADS" 2>&1 | grep -E "^test result|FAILED|panicked|failures:" | head -20
+    BACKPLANE_REQUIRE_GPU_ADAPTER=1 BACKPLANE_REQUIRE_GPU_F16=1 \
+      timeout "$(lim 30)" "$t" --test-threads "$THREADS" 2>&1 | grep -E "^test result|FAILED|panicked|failures:" | head -20
   done
 fi
 

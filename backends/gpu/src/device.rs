@@ -124,6 +124,9 @@ pub struct GpuDevice {
     pipelines: Mutex<HashMap<String, wgpu::ComputePipeline>>,
     /// Whether the adapter offers timestamp queries (`wgpu::Features::TIMESTAMP_QUERY`).
     pub timestamp_query: bool,
+    /// Whether f16 compute kernels can run: the device was opened with
+    /// `wgpu::Features::SHADER_F16` (f16 arithmetic and 16-bit storage in shaders), or why not.
+    pub shader_f16: Result<(), String>,
     /// Submit and wait after every layer (the `profile` option), so host timings per layer
     /// cover its GPU work.
     pub(crate) sync_each_layer: bool,
@@ -203,13 +206,26 @@ pub fn open(options: &GpuAccOptions) -> Result<GpuDevice, GpuError> {
     let features = adapter.features();
     let timestamp_query = features.contains(wgpu::Features::TIMESTAMP_QUERY);
     let stamped = options.profile && !options.no_timestamps && timestamp_query;
+    let shader_f16 = if options.no_f16 {
+        Err("f16 kernels are off (backend option f16=off)".to_string())
+    } else if features.contains(wgpu::Features::SHADER_F16) {
+        Ok(())
+    } else {
+        Err(format!(
+            "the adapter {} does not offer SHADER_F16 (f16 arithmetic and 16-bit storage in shaders)",
+            info.name
+        ))
+    };
+    let mut required_features = wgpu::Features::empty();
+    if stamped {
+        required_features |= wgpu::Features::TIMESTAMP_QUERY;
+    }
+    if shader_f16.is_ok() {
+        required_features |= wgpu::Features::SHADER_F16;
+    }
     let (device, queue) = block_on(adapter.request_device(&wgpu::DeviceDescriptor {
         label: Some("GpuAcc"),
-        required_features: if stamped {
-            wgpu::Features::TIMESTAMP_QUERY
-        } else {
-            wgpu::Features::empty()
-        },
+        required_features,
         required_limits: limits.clone(),
         experimental_features: wgpu::ExperimentalFeatures::disabled(),
         memory_hints: wgpu::MemoryHints::Performance,
@@ -240,6 +256,7 @@ pub fn open(options: &GpuAccOptions) -> Result<GpuDevice, GpuError> {
         errors,
         pipelines: Mutex::new(HashMap::new()),
         timestamp_query,
+        shader_f16,
         sync_each_layer: options.profile && !stamped,
         submit_every: u64::from(
             options

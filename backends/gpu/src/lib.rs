@@ -139,10 +139,12 @@ struct GpuSupport(GpuAccBackend);
 
 impl LayerSupport for GpuSupport {
     fn is_layer_supported(&self, layer: &LayerDesc) -> Support {
-        if let Err(e) = self.0.device() {
-            return Support::no(e);
-        }
-        match plan::plan(layer, self.0.options().tiles) {
+        let device = match self.0.device() {
+            Ok(d) => d,
+            Err(e) => return Support::no(e),
+        };
+        let half = device.shader_f16.as_ref().map_err(String::as_str).copied();
+        match plan::plan(layer, self.0.options().tiles, half) {
             Ok(_) => Support::Supported,
             Err(reason) => Support::no(reason),
         }
@@ -154,11 +156,13 @@ struct GpuFactory(Arc<GpuDevice>, kernels::tiles::Tiles);
 
 impl WorkloadFactory for GpuFactory {
     fn create_workload(&self, layer: &LayerDesc) -> Result<Box<dyn Workload>> {
-        let planned = plan::plan(layer, self.1).map_err(|reason| BackendError::Unsupported {
-            layer: layer.name.clone(),
-            op: layer.op.name().to_string(),
-            reason,
-        })?;
+        let half = self.0.shader_f16.as_ref().map_err(String::as_str).copied();
+        let planned =
+            plan::plan(layer, self.1, half).map_err(|reason| BackendError::Unsupported {
+                layer: layer.name.clone(),
+                op: layer.op.name().to_string(),
+                reason,
+            })?;
         Ok(Box::new(workload::GpuWorkload::new(
             self.0.clone(),
             layer,
@@ -209,9 +213,20 @@ impl Backend for GpuAccBackend {
     }
 
     fn capabilities(&self) -> Capabilities {
-        let (adapter, stamps, profiling) = match self.device() {
-            Ok(d) => (d.adapter.to_string(), d.timestamp_query, d.profiling_note()),
-            Err(e) => (e.clone(), false, e),
+        let (adapter, stamps, profiling, f16) = match self.device() {
+            Ok(d) => {
+                let f16 = match &d.shader_f16 {
+                    Ok(()) => "yes".to_string(),
+                    Err(why) => format!("no ({why})"),
+                };
+                (
+                    d.adapter.to_string(),
+                    d.timestamp_query,
+                    d.profiling_note(),
+                    f16,
+                )
+            }
+            Err(e) => (e.clone(), false, e.clone(), format!("no ({e})")),
         };
         let stats = self.stats();
         let count = |n: u64| CapabilityValue::Int(i64::try_from(n).unwrap_or(i64::MAX));
@@ -224,6 +239,7 @@ impl Backend for GpuAccBackend {
             .with("PendingLayers", count(stats.pending_layers))
             .with("UploadedBytes", count(stats.uploaded_bytes))
             .with("TimestampQuery", CapabilityValue::Bool(stamps))
+            .with("F16", CapabilityValue::Text(f16))
             .with("Profiling", CapabilityValue::Text(profiling))
             .with("NonConstWeights", CapabilityValue::Bool(true))
             .with("DeviceMemory", CapabilityValue::Bool(true))

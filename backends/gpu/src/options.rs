@@ -31,6 +31,9 @@ pub struct GpuAccOptions {
     /// on a long run's first layers while the host records the rest. `None`: the default,
     /// [`DEFAULT_SUBMIT_EVERY`].
     pub submit_every: Option<u32>,
+    /// Refuse f16 compute layers as an adapter without `SHADER_F16` does (`f16=off`; default
+    /// `on`: f16 kernels wherever the adapter offers them), to test that path or compare.
+    pub no_f16: bool,
 }
 
 /// Layers recorded per submit by default: long enough that the submits' own cost stays small
@@ -54,12 +57,21 @@ impl GpuAccOptions {
                         format!("GpuAcc option submit_every={value}: expected a count of layers (0: one submit per run)")
                     })?)
                 }
+                "f16" => {
+                    out.no_f16 = match value.as_str() {
+                        "on" => false,
+                        "off" => true,
+                        other => {
+                            return Err(format!("GpuAcc option f16={other}: expected on or off"))
+                        }
+                    }
+                }
                 "adapter" => {
                     out.adapter = (!value.is_empty()).then(|| value.clone());
                 }
                 other => {
                     return Err(format!(
-                        "unknown GpuAcc option '{other}' (known: allow_software, adapter, profile, submit_every, timestamps, tiles)"
+                        "unknown GpuAcc option '{other}' (known: allow_software, adapter, profile, submit_every, timestamps, tiles, f16)"
                     ))
                 }
             }

@@ -7,7 +7,9 @@
 use crate::kernels::elementwise::{self, Act};
 use crate::kernels::tiles::Tiles;
 use crate::kernels::typed::{self, Storage};
-use crate::kernels::{conv, linalg, movement, norm, pool, product, reduce, resize, Step};
+use crate::kernels::{
+    conv, half, linalg, movement, norm, pool, product, reduce, resize, Bind, Step,
+};
 use backplane_backend_api::LayerDesc;
 use backplane_core::ops::{BinaryOp, CustomOp, MathOp, PadMode};
 use backplane_core::shape::normalize_axis;
@@ -60,14 +62,17 @@ fn plain(layer: &LayerDesc) -> Result<(), String> {
     Ok(())
 }
 
-/// Every input and output is a plain f32 tensor, or the reason.
-fn all_f32(layer: &LayerDesc) -> Result<(), String> {
+/// Every input and output is a plain tensor of one float type, f32 or f16 (which the
+/// compute kernels take, see [`crate::kernels::half`]), or the reason.
+fn all_float(layer: &LayerDesc) -> Result<(), String> {
     let name = layer.op.name();
+    let first = layer.inputs.first().map(|t| t.dtype);
     for (what, list) in [("input", &layer.inputs), ("output", &layer.outputs)] {
         for (slot, t) in list.iter().enumerate() {
-            if t.dtype != DataType::F32 {
+            let float = matches!(t.dtype, DataType::F32 | DataType::F16);
+            if !float || Some(t.dtype) != first {
                 return Err(format!(
-                    "{name} {what} {slot} is {}; GpuAcc computes on f32 only",
+                    "{name} {what} {slot} is {}; GpuAcc computes on f32 or f16 tensors of one type",
                     t.dtype
                 ));
             }
@@ -125,8 +130,48 @@ fn out_len(layer: &LayerDesc) -> usize {
 }
 
 /// How GpuAcc runs `layer`, or why it cannot; products and convolutions take the layout
-/// `tiles` asks for.
-pub fn plan(layer: &LayerDesc, tiles: Tiles) -> Result<Plan, String> {
+/// `tiles` asks for. `f16_kernels` says whether the device runs f16 compute kernels, or why not: a
+/// step that would store a layer tensor as f16 (see [`crate::kernels::half`]) is refused
+/// with that reason, so the layer falls to the next backend. Layers that only move f16
+/// values (the kernels of [`typed`]) run on any adapter.
+pub fn plan(
+    layer: &LayerDesc,
+    tiles: Tiles,
+    f16_kernels: Result<(), &str>,
+) -> Result<Plan, String> {
+    let planned = plan_f32(layer, tiles, f16_kernels)?;
+    let f16 = |bind: Bind| {
+        let t = match bind {
+            Bind::Input(s) => layer.inputs.get(s),
+            Bind::Output(s) => layer.outputs.get(s),
+            Bind::Scratch { .. } | Bind::Status => None,
+        };
+        t.is_some_and(|t| t.dtype == DataType::F16)
+    };
+    let mut steps = Vec::with_capacity(planned.steps.len());
+    for step in planned.steps {
+        let source = step.source.clone();
+        let step = half::specialize(step, f16)?;
+        if step.source != source {
+            if let Err(why) = f16_kernels {
+                return Err(format!(
+                    "{} on f16 tensors needs GpuAcc's f16 kernels: {why}",
+                    layer.op.name()
+                ));
+            }
+        }
+        steps.push(step);
+    }
+    ok(steps)
+}
+
+/// [`plan`]'s steps, their layer tensors bound as f32; f16 compute layers are refused here
+/// when `f16_kernels` says the device has none.
+fn plan_f32(
+    layer: &LayerDesc,
+    tiles: Tiles,
+    f16_kernels: Result<(), &str>,
+) -> Result<Plan, String> {
     let op = &layer.op;
     // Layers the optimizer inserts, control flow and fused layers: refused before the checks
     // below, whose messages would not fit them (their arm in the match says the same).
@@ -139,7 +184,14 @@ pub fn plan(layer: &LayerDesc, tiles: Tiles) -> Result<Plan, String> {
     if is_typed(op) {
         plain(layer)?;
     } else {
-        all_f32(layer)?;
+        all_float(layer)?;
+        // A compute op on f16 tensors runs its kernel's f16 variant: only with f16 kernels.
+        if let (DataType::F16, Err(why)) = (dtype(layer, 0), f16_kernels) {
+            return Err(format!(
+                "{} on f16 tensors needs GpuAcc's f16 kernels: {why}",
+                op.name()
+            ));
+        }
     }
     let refs: Vec<&TensorInfo> = layer.inputs.iter().collect();
     // Fused layers declare their outputs; the standard ops' are inferred and must agree.
@@ -212,11 +264,12 @@ pub fn plan(layer: &LayerDesc, tiles: Tiles) -> Result<Plan, String> {
                 return Err("GpuAcc resizes to sizes or scales given as attributes only".into());
             }
             let t = dtype(layer, 0);
+            let float = t == DataType::F32 || (t == DataType::F16 && f16_kernels.is_ok());
             ok(resize::resize(
                 desc,
                 &dims(layer, 0),
                 Storage::of(t),
-                t == DataType::F32,
+                float,
             )?)
         }
         Op::Transpose { perm } => ok(movement::transpose(

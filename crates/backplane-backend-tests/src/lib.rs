@@ -6,6 +6,9 @@
 //!   the backend first and CpuRef behind it;
 //! - **random sweeps** ([`sweeps`]): one-layer networks of random shapes and parameters on the
 //!   backend alone, against CpuRef's kernels on the same inputs; failures name their seed;
+//! - **f16 sweeps** ([`half_sweeps`]): the float sweeps with their tensors stored as f16, on
+//!   the backend alone, against CpuRef on the same values in f32 rounded to f16 (a quarter
+//!   as many cases per family);
 //! - **quantized sweeps** ([`quant_sweeps`]): random QDQ chains (int8 and uint8 convolutions
 //!   and elementwise layers, and whole inverted-residual blocks behind an NHWC input) with
 //!   CpuRef behind the backend, within one quantum of CpuRef;
@@ -33,6 +36,7 @@ pub mod block_sweeps;
 pub mod contract;
 pub mod exec;
 pub mod generated;
+pub mod half_sweeps;
 pub mod node_tests;
 pub mod op_table;
 mod quant_blocks;
@@ -92,6 +96,13 @@ pub fn check(runtime: &Runtime, backend: &BackendId, options: &KitOptions) -> Re
             backend,
             options.seed,
             options.sweep_cases,
+            &mut report,
+        );
+        half_sweeps::run(
+            runtime,
+            backend,
+            options.seed,
+            options.sweep_cases.div_ceil(4),
             &mut report,
         );
     }

@@ -4,9 +4,11 @@
 //! binding convention: binding 0 is the parameter array, then the bound tensors in order
 //! (inputs `read`, outputs `read_write`), entry point `main`; f32 kernels bind
 //! `array<f32>`, the kernels of [`typed`] (any element type, read by its size) `array<u32>`.
+//! The f16 variant of an f32 kernel is generated from its source by [`half`].
 
 pub mod conv;
 pub mod elementwise;
+pub mod half;
 pub mod linalg;
 pub mod movement;
 pub mod norm;

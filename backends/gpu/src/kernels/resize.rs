@@ -1,4 +1,4 @@
-//! Resize, nearest (any element type) and N-linear (f32). The coordinate arithmetic is
+//! Resize, nearest (any element type) and N-linear (f32, and f16 through [`super::half`]). The coordinate arithmetic is
 //! core's (`CoordinateTransform::source`, `NearestMode::index`), run on the host when the
 //! layer is planned: each axis gets a table (per output coordinate, the input index nearest
 //! mode reads, or linear mode's two neighbours and weights), so the device only looks
@@ -58,12 +58,13 @@ fn params(
     Ok(head)
 }
 
-/// Resize of `x` (dims) whose elements are `dtype`-stored as `s`; `is_f32` for linear mode.
+/// Resize of `x` (dims) whose elements are stored as `s`; `float`: whether linear mode can
+/// blend them (f32, or f16 on a device with f16 kernels).
 pub fn resize(
     desc: &ResizeDesc,
     x: &[usize],
     s: Storage,
-    is_f32: bool,
+    float: bool,
 ) -> Result<Vec<Step>, String> {
     if let Some(why) = refusal(desc, x) {
         return Err(why);
@@ -106,8 +107,11 @@ pub fn resize(
             )?])
         }
         ResizeMode::Linear => {
-            if !is_f32 {
-                return Err("GpuAcc's linear Resize takes f32 only".into());
+            if !float {
+                return Err(
+                    "GpuAcc's linear Resize takes f32 (and f16 where it has f16 kernels) only"
+                        .into(),
+                );
             }
             if x.len() > MAX_LINEAR_RANK {
                 return Err(format!(

@@ -477,10 +477,50 @@ fn val(e: u32) -> u32 {{ return select(0u, 1u, test(ld0(at(e, 0u)), ld1(at(e, 1u
 }
 
 /// WGSL conversions Cast uses: f32 to i32 and i64 (truncating, saturating, NaN to 0, as
-/// core's `scalar` rules say), i32 and i64 to f32 rounded once to nearest even. NaN is found
-/// by its bits: drivers may fold `x != x` to false.
-const CONVERSIONS: &str =
-    "fn is_nan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
+/// core's `scalar` rules say), i32 and i64 to f32 rounded once to nearest even, and f16 to
+/// and from f32 on the bits (exact widening; narrowing rounded to nearest even, overflow to
+/// infinity, NaN kept quiet with its top payload bits, as the host's `half` conversion
+/// does), so no device feature is needed and no driver flushes subnormals. NaN is found by
+/// its bits: drivers may fold `x != x` to false.
+const CONVERSIONS: &str = "fn f16_to_f32(h: u32) -> u32 {
+    let sign = (h & 0x8000u) << 16u;
+    let e = (h >> 10u) & 0x1fu;
+    let m = h & 0x3ffu;
+    if (e == 31u) {
+        if (m == 0u) { return sign | 0x7f800000u; }
+        return sign | 0x7fc00000u | (m << 13u);
+    }
+    if (e == 0u) {
+        if (m == 0u) { return sign; }
+        let z = countLeadingZeros(m) - 21u;
+        return sign | ((113u - z) << 23u) | (((m << z) & 0x3ffu) << 13u);
+    }
+    return sign | ((e + 112u) << 23u) | (m << 13u);
+}
+fn f32_to_f16(u: u32) -> u32 {
+    let sign = (u >> 16u) & 0x8000u;
+    let a = u & 0x7fffffffu;
+    if (a > 0x7f800000u) { return sign | 0x7e00u | ((a >> 13u) & 0x3ffu); }
+    if (a >= 0x477ff000u) { return sign | 0x7c00u; }
+    var h = 0u;
+    var rest = 0u;
+    var half = 0u;
+    if (a >= 0x38800000u) {
+        h = (a - 0x38000000u) >> 13u;
+        rest = a & 0x1fffu;
+        half = 0x1000u;
+    } else {
+        if (a < 0x33000000u) { return sign; }
+        let shift = 126u - (a >> 23u);
+        let m = (a & 0x7fffffu) | 0x800000u;
+        h = m >> shift;
+        rest = m & ((1u << shift) - 1u);
+        half = 1u << (shift - 1u);
+    }
+    if (rest > half || (rest == half && (h & 1u) == 1u)) { h = h + 1u; }
+    return sign | h;
+}
+fn is_nan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
 fn f_to_i32(x: f32) -> u32 {
     if (is_nan(x)) { return 0u; }
     if (x >= 2147483648.0) { return 0x7fffffffu; }
@@ -551,15 +591,18 @@ fn cast_expr(from: DataType, to: DataType) -> Result<String, String> {
         D::I32 => "i32_to_f(v)",
         D::I64 => "i64_to_f(v)",
         D::Bool => "f32(v)",
+        D::F16 => "bitcast<f32>(f16_to_f32(v))",
         _ => "",
     };
     Ok(match (from, to) {
         _ if from == to => "v".to_string(),
         (_, D::F32) if !as_f32.is_empty() => format!("bitcast<u32>({as_f32})"),
-        (D::F32, D::I32) => "f_to_i32(bitcast<f32>(v))".into(),
-        (D::F32, D::I64) => "f_to_i64(bitcast<f32>(v))".into(),
+        (D::F32, D::F16) => "f32_to_f16(v)".into(),
+        (D::F32 | D::F16, D::I32) => format!("f_to_i32({as_f32})"),
+        (D::F32 | D::F16, D::I64) => format!("f_to_i64({as_f32})"),
         // Any bits but a zero's: NaN is true.
         (D::F32, D::Bool) => "select(0u, 1u, (v & 0x7fffffffu) != 0u)".into(),
+        (D::F16, D::Bool) => "select(0u, 1u, (v & 0x7fffu) != 0u)".into(),
         (D::I32, D::I64) => "vec2<u32>(v, select(0u, 0xffffffffu, bitcast<i32>(v) < 0))".into(),
         (D::I32, D::Bool) => "select(0u, 1u, v != 0u)".into(),
         // Narrowing integers wraps: the low word.
@@ -569,7 +612,7 @@ fn cast_expr(from: DataType, to: DataType) -> Result<String, String> {
         (D::Bool, D::I64) => "vec2<u32>(v, 0u)".into(),
         _ => {
             return Err(format!(
-                "GpuAcc casts between f32, i32, i64 and bool only, not {from} to {to}"
+                "GpuAcc casts between f32, i32, i64 and bool, f16 to those and f32 to f16 only, not {from} to {to}"
             ))
         }
     })

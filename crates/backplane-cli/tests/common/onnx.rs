@@ -88,6 +88,18 @@ pub fn write_model(
     inputs: Vec<ValueInfoProto>,
     outputs: Vec<ValueInfoProto>,
 ) -> PathBuf {
+    write_model_with(dir, name, nodes, inputs, outputs, Vec::new())
+}
+
+/// [`write_model`] with initializers.
+pub fn write_model_with(
+    dir: &Path,
+    name: &str,
+    nodes: Vec<NodeProto>,
+    inputs: Vec<ValueInfoProto>,
+    outputs: Vec<ValueInfoProto>,
+    initializers: Vec<TensorProto>,
+) -> PathBuf {
     let model = ModelProto {
         ir_version: Some(8),
         opset_import: vec![OperatorSetIdProto {
@@ -99,6 +111,7 @@ pub fn write_model(
             node: nodes,
             input: inputs,
             output: outputs,
+            initializer: initializers,
             ..Default::default()
         }),
         ..Default::default()
@@ -113,6 +126,35 @@ pub fn f32_proto(dims: &[i64], values: &[f32]) -> TensorProto {
         dims: dims.to_vec(),
         data_type: Some(T::Float as i32),
         float_data: values.to_vec(),
+        ..Default::default()
+    }
+}
+
+/// A float16 tensor of `values`, each exactly representable in f16 (a normal number or
+/// zero: the test that writes it chooses them so; anything else panics).
+pub fn f16_proto(dims: &[i64], values: &[f32]) -> TensorProto {
+    let raw: Vec<u8> = values
+        .iter()
+        .flat_map(|&v| {
+            let bits = v.to_bits();
+            let sign = (bits >> 16) & 0x8000;
+            let h = if v == 0.0 {
+                sign
+            } else {
+                let exp = ((bits >> 23) & 0xff) as i32 - 127 + 15;
+                assert!(
+                    (1..31).contains(&exp) && bits & 0x1fff == 0,
+                    "{v} is not exact in f16"
+                );
+                sign | ((exp as u32) << 10) | ((bits >> 13) & 0x3ff)
+            };
+            (h as u16).to_le_bytes()
+        })
+        .collect();
+    TensorProto {
+        dims: dims.to_vec(),
+        data_type: Some(T::Float16 as i32),
+        raw_data: Some(raw),
         ..Default::default()
     }
 }
