@@ -581,8 +581,10 @@ fn reductions_match_cpu_ref() {
         })
     };
     // (shape, axes): size 1, primes, one axis, several, all (empty axes), a negative axis,
-    // and a long reduced axis.
-    let shapes: [(&[usize], &[i64]); 7] = [
+    // and long reductions (a workgroup per output from 256 values): strided, contiguous,
+    // around kept axes, and 13485 values over three axes (past where lavapipe stopped one
+    // thread's loop).
+    let shapes: [(&[usize], &[i64]); 10] = [
         (&[1], &[0]),
         (&[7], &[]),
         (&[3, 17], &[1]),
@@ -590,6 +592,9 @@ fn reductions_match_cpu_ref() {
         (&[2, 3, 5, 7], &[-1, 1]),
         (&[1, 13, 1], &[]),
         (&[1009, 3], &[0]),
+        (&[3, 257], &[1]),
+        (&[2, 300, 3], &[1]),
+        (&[29, 31, 15], &[]),
     ];
     let kinds = [
         ReduceKind::Mean,
@@ -610,9 +615,23 @@ fn reductions_match_cpu_ref() {
             ));
         }
     }
-    // Prod on few values; LogSum on positive ones.
+    // Prod on few values and on many near 1; LogSum on positive ones.
     let x = r.tensor(DataType::F32, &[3, 5], 0.5, 1.5).expect("tensor");
     cases.push(case(reduce(ReduceKind::Prod, &[1], true), vec![(x, false)]));
+    let x = r
+        .tensor(DataType::F32, &[2, 521], 0.99, 1.01)
+        .expect("tensor");
+    cases.push(case(
+        reduce(ReduceKind::Prod, &[1], false),
+        vec![(x, false)],
+    ));
+    let x = r
+        .tensor(DataType::F32, &[300, 2], 0.1, 2.0)
+        .expect("tensor");
+    cases.push(case(
+        reduce(ReduceKind::LogSum, &[0], true),
+        vec![(x, false)],
+    ));
     let x = r
         .tensor(DataType::F32, &[2, 3, 5], 0.1, 2.0)
         .expect("tensor");

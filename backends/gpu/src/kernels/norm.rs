@@ -7,7 +7,7 @@
 use super::{bindings, linear_shader, linear_step, p32, product, Bind, Step, MAX_GROUPS};
 
 /// Threads of a row kernel's workgroup.
-const ROW_GROUP: u32 = 64;
+pub(super) const ROW_GROUP: u32 = 64;
 
 /// A one-workgroup-per-row shader: `row` is the row, `t` the thread, `live` whether the row
 /// exists (workgroups past the last row still meet every barrier); `body` may call
@@ -50,7 +50,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
 }
 
 /// A step of a row kernel over `rows` rows (`params` after the row count).
-fn row_step(
+pub(super) fn row_step(
     source: String,
     mut params: Vec<u32>,
     binds: Vec<Bind>,

@@ -1,9 +1,16 @@
-//! Reductions over any set of axes (ReduceMean, ReduceSum, ReduceMax, ... ), one thread per
-//! output element walking the reduced elements of its input. Output order is the kept axes'
-//! order, the same whether or not the reduced axes are kept as size 1.
+//! Reductions over any set of axes (ReduceMean, ReduceSum, ReduceMax, ... ). Few values per
+//! output: one thread per output element walks them. Many ([`WIDE`] or more): one workgroup
+//! per output, its threads striding over them and meeting in a workgroup-memory reduction
+//! (a single thread walking tens of thousands of values is slow, and lavapipe stops such a
+//! loop early). Output order is the kept axes' order, the same whether or not the reduced
+//! axes are kept as size 1.
 
-use super::{linear_shader, linear_step, lit, p32, p32s, product, strides, Bind, Step};
+use super::norm::{row_step, ROW_GROUP};
+use super::{bindings, linear_shader, linear_step, lit, p32, p32s, product, strides, Bind, Step};
 use backplane_core::ops::ReduceKind;
+
+/// Reduced values per output from which a workgroup reduces each output.
+pub const WIDE: usize = 256;
 
 /// The per-kind pieces of the shader: the start value, how a value `v` joins the
 /// accumulator `acc`, and the result from `acc` and the count `c`.
@@ -56,6 +63,9 @@ pub fn reduce(kind: ReduceKind, x: &[usize], mask: &[bool]) -> Result<Vec<Step>,
         params.extend(p32s(v, "a dimension or stride")?);
     }
     let (init, join, result) = parts(kind);
+    if count >= WIDE {
+        return Ok(vec![wide(kind, params, product(&kept))?]);
+    }
     // p: [n, count, nk, nr, kept dims, kept strides, reduced dims, reduced strides]
     let walk = |body: &str| {
         format!(
@@ -106,4 +116,119 @@ pub fn reduce(kind: ReduceKind, x: &[usize], mask: &[bool]) -> Result<Vec<Step>,
         vec![Bind::Input(0), Bind::Output(0)],
         product(&kept),
     )?])
+}
+
+/// How two partial results of `kind` combine.
+fn combine(kind: ReduceKind) -> &'static str {
+    match kind {
+        ReduceKind::Max => "max(a, b)",
+        ReduceKind::Min => "min(a, b)",
+        ReduceKind::Prod => "a * b",
+        ReduceKind::Mean
+        | ReduceKind::Sum
+        | ReduceKind::L1
+        | ReduceKind::L2
+        | ReduceKind::LogSum
+        | ReduceKind::LogSumExp
+        | ReduceKind::SumSquare => "a + b",
+    }
+}
+
+/// One workgroup per output element (`params` as the one-thread kernel's, after the count of
+/// outputs): each thread joins every `ROW_GROUP`-th reduced value, then the partial results
+/// meet in workgroup memory (LogSumExp first meets on the maximum).
+fn wide(kind: ReduceKind, params: Vec<u32>, outputs: usize) -> Result<Step, String> {
+    let (init, join, result) = parts(kind);
+    let neg_inf = lit(f32::NEG_INFINITY);
+    let first = if kind == ReduceKind::LogSumExp {
+        format!(
+            "    var m = {neg_inf};
+    if (live) {{
+        for (var j = t; j < c; j = j + {ROW_GROUP}u) {{
+            let v = x0[at(base, j)];
+            m = max(m, v);
+        }}
+    }}
+    m = meet_max(m, t);
+"
+        )
+    } else {
+        String::new()
+    };
+    let source = format!(
+        "{bindings}var<workgroup> part: array<f32, {ROW_GROUP}>;
+fn combine(a: f32, b: f32) -> f32 {{ return {combine}; }}
+fn meet(v: f32, t: u32) -> f32 {{
+    part[t] = v;
+    workgroupBarrier();
+    for (var w = {half}u; w > 0u; w = w >> 1u) {{
+        if (t < w) {{ part[t] = combine(part[t], part[t + w]); }}
+        workgroupBarrier();
+    }}
+    let r = part[0];
+    workgroupBarrier();
+    return r;
+}}
+fn meet_max(v: f32, t: u32) -> f32 {{
+    part[t] = v;
+    workgroupBarrier();
+    for (var w = {half}u; w > 0u; w = w >> 1u) {{
+        if (t < w) {{ part[t] = max(part[t], part[t + w]); }}
+        workgroupBarrier();
+    }}
+    let r = part[0];
+    workgroupBarrier();
+    return r;
+}}
+// The input offset of reduced value j of the output at `base`.
+fn at(base: u32, j: u32) -> u32 {{
+    let nk = p[2];
+    let nr = p[3];
+    var rem = j;
+    var a = base;
+    for (var d = 0u; d < nr; d = d + 1u) {{
+        let k = nr - 1u - d;
+        let dim = p[4u + 2u * nk + k];
+        a = a + (rem % dim) * p[4u + 2u * nk + nr + k];
+        rem = rem / dim;
+    }}
+    return a;
+}}
+@compute @workgroup_size({ROW_GROUP})
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {{
+    let row = wg.x + wg.y * nwg.x;
+    let live = row < p[0];
+    let c = p[1];
+    let nk = p[2];
+    var base = 0u;
+    var rem = row;
+    for (var d = 0u; d < nk; d = d + 1u) {{
+        let k = nk - 1u - d;
+        let dim = p[4u + k];
+        base = base + (rem % dim) * p[4u + nk + k];
+        rem = rem / dim;
+    }}
+{first}    var acc = {init};
+    if (live) {{
+        for (var j = t; j < c; j = j + {ROW_GROUP}u) {{
+            let v = x0[at(base, j)];
+            {join}
+        }}
+    }}
+    acc = meet(acc, t);
+    if (live && t == 0u) {{
+        y[row] = {result};
+    }}
+}}
+",
+        bindings = bindings(1, 1),
+        combine = combine(kind),
+        half = ROW_GROUP / 2,
+    );
+    row_step(
+        source,
+        params,
+        vec![Bind::Input(0), Bind::Output(0)],
+        outputs,
+    )
 }
