@@ -471,7 +471,14 @@ fn convolutions_and_pools_match_cpu_ref() {
             cases.push(case(Op::Pool(desc), vec![(t(&mut r, &x), false)]));
         }
     }
-    for x in [vec![1, 1, 1, 1], vec![2, 3, 7, 5], vec![1, 7, 13]] {
+    // Planes past 256 values reduce with a workgroup per channel (EfficientNet's 112x112).
+    for x in [
+        vec![1, 1, 1, 1],
+        vec![2, 3, 7, 5],
+        vec![1, 7, 13],
+        vec![1, 3, 17, 19],
+        vec![1, 2, 112, 112],
+    ] {
         for kind in [PoolKind::Max, PoolKind::Average] {
             cases.push(case(Op::GlobalPool(kind), vec![(t(&mut r, &x), false)]));
         }

@@ -1,8 +1,10 @@
 //! Pooling: MaxPool and AveragePool over 1-D and 2-D windows (padding, dilation, ceil mode,
-//! `count_include_pad` as CpuRef counts it), and the global poolings. One thread per output.
+//! `count_include_pad` as CpuRef counts it), one thread per output; the global poolings as
+//! reductions over the spatial axes.
 
 use super::conv::Window2;
-use super::{linear_shader, linear_step, p32, product, Bind, Step};
+use super::{linear_shader, linear_step, product, Bind, Step};
+use backplane_core::ops::ReduceKind;
 use backplane_core::ops::{PoolDesc, PoolKind};
 
 /// MaxPool / AveragePool of `x`.
@@ -58,27 +60,13 @@ pub fn pool(desc: &PoolDesc, x: &[usize]) -> Result<Vec<Step>, String> {
     )?])
 }
 
-/// GlobalMaxPool / GlobalAveragePool of `x`: one thread per (batch, channel).
+/// GlobalAveragePool / GlobalMaxPool: the mean or maximum over the spatial axes, as the
+/// reduction kernels compute it (a workgroup per channel for a large plane).
 pub fn global_pool(kind: PoolKind, x: &[usize]) -> Result<Vec<Step>, String> {
-    let spatial = product(&x[2..]);
-    let params = vec![
-        p32(spatial, "the spatial size")?,
-        u32::from(kind == PoolKind::Max),
-    ];
-    let body = "    let S = p[1];
-    var mx = bitcast<f32>(0xff800000u);
-    var sum = 0.0;
-    for (var s = 0u; s < S; s = s + 1u) {
-        let v = x0[i * S + s];
-        mx = max(mx, v);
-        sum = sum + v;
-    }
-    y[i] = select(sum / f32(S), mx, p[2] == 1u);";
-    let source = linear_shader(1, "", body);
-    Ok(vec![linear_step(
-        source,
-        params,
-        vec![Bind::Input(0), Bind::Output(0)],
-        x[0] * x[1],
-    )?])
+    let kind = match kind {
+        PoolKind::Max => ReduceKind::Max,
+        PoolKind::Average => ReduceKind::Mean,
+    };
+    let mask: Vec<bool> = (0..x.len()).map(|k| k >= 2).collect();
+    super::reduce::reduce(kind, x, &mask)
 }
