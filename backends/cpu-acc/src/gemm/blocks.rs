@@ -33,12 +33,14 @@ pub(super) fn sgemm_small_a(
     kernel_act: Activation,
 ) -> Result<()> {
     let np = n.div_ceil(NR);
-    let tasks = if th.count() == 1 || m * n * k < PARALLEL_MACS {
-        1
+    // Panels per task: as even as whole panels allow (13×13 outputs are 6 panels: two
+    // tasks of 3 on two threads, not three of 2).
+    let per = if th.count() == 1 || m * n * k < PARALLEL_MACS {
+        np
     } else {
-        (2 * th.count()).min(np)
+        th.share(np, 1, 2)
     };
-    if tasks <= 1 {
+    if per >= np {
         return packed_a_block(n, k, pa, b, (0, m), (0, np), c, ldc, ep, kernel_act);
     }
     // Splitting rows makes every thread pack all of B (K×N floats each); splitting columns
@@ -56,7 +58,6 @@ pub(super) fn sgemm_small_a(
     // Each task computes its columns into its own block of one buffer ([m × width] per
     // task, the blocks one after another), then the rows are copied into C, also in
     // parallel.
-    let per = np.div_ceil(tasks);
     let share = per * NR;
     let mut parts = take(&PARTS_BUF, m * n);
     let res = th.chunks(&mut parts[..m * n], m * share, |t, block| {
@@ -113,7 +114,7 @@ pub(super) fn sgemm_columns(
     kernel_act: Activation,
 ) -> Result<()> {
     let np = n.div_ceil(NR);
-    let per = np.div_ceil(2 * th.count());
+    let per = th.share(np, 1, 2);
     let share = per * NR;
     let mut parts = take(&PARTS_BUF, m * n);
     let res = th.chunks(&mut parts[..m * n], m * share, |t, block| {
