@@ -405,8 +405,8 @@ impl Threads {
     /// of rows, a column panel) are split between these threads, at least `min` units per
     /// chunk (below that a chunk costs more in hand-offs than it saves): the chunk size that
     /// gives the smallest load to the busiest thread, among sizes that make about
-    /// `per_thread` chunks per thread or fewer (more chunks let the threads that run ahead
-    /// take the work of one that was descheduled). Depends on the thread count and the work
+    /// `per_thread` chunks per thread or fewer, the finest of those (more chunks let the
+    /// threads that run ahead take the work of one that was descheduled). Depends on the thread count and the work
     /// only, so the split is even for 2 threads as for 16: 6 units on 2 threads are two
     /// chunks of 3, not three of 2 (where one thread would do 4).
     pub fn share(&self, units: usize, min: usize, per_thread: usize) -> usize {
@@ -427,13 +427,14 @@ pub fn even_share(units: usize, threads: usize, min: usize, per_thread: usize) -
     }
     let one_each = units.div_ceil(usable);
     let finest = units.div_ceil(usable * per_thread.max(1)).max(min);
+    // Candidates from the finest split up (a few dozen at most: beyond, the finest sizes
+    // already balance to within a unit or so), then one chunk per thread, which is always
+    // as even as units allow; the finest of the evenest wins.
     let mut best = one_each;
     let mut best_load = busiest_load(units, threads, one_each);
-    // Candidates from the finest split up (a few dozen at most: beyond, the finest sizes
-    // already balance to within a unit or so).
-    for per in (finest..one_each).take(64) {
+    for per in (finest..one_each).take(64).rev() {
         let load = busiest_load(units, threads, per);
-        if load < best_load {
+        if load <= best_load {
             best = per;
             best_load = load;
         }
@@ -502,7 +503,10 @@ mod tests {
         }
         // The cases that motivated it: 6 row blocks on 2 threads, 6 panels on 2.
         assert_eq!(even_share(6, 2, 1, 2), 3);
-        assert_eq!(even_share(3, 2, 1, 2), 2);
+        // Where the finest split is as even, it stays (a descheduled helper holds less).
+        assert_eq!(even_share(24, 2, 1, 4), 3);
+        assert_eq!(even_share(100, 2, 1, 2), 25);
+        assert_eq!(even_share(3, 2, 1, 2), 1);
         // Too little work for a second thread: one chunk.
         assert_eq!(even_share(5, 2, 3, 2), 5);
         assert_eq!(Threads::single().chunk_size(100, 1, 1), 100);
