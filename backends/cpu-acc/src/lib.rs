@@ -46,6 +46,7 @@
 pub mod act;
 mod arg_reduce;
 mod cast;
+mod concat;
 mod conv;
 mod elementwise;
 pub mod fusion;

@@ -15,6 +15,7 @@ use backplane::core::Op;
 use backplane::{BackendId, DataType, Network, Runtime, Tensor, TensorInfo};
 
 mod cnn;
+mod split;
 mod xfmr;
 
 /// The suite's name in reports.
@@ -130,6 +131,8 @@ pub const FAMILIES: &[(&str, Generator)] = &[
     ("SmallPlanePointwise", cnn::small_plane_pointwise),
     ("FewRowsMatMul", xfmr::few_rows_matmul),
     ("ProjectionGemm", xfmr::projection_gemm),
+    ("LargeConcat", split::large_concat),
+    ("FewOutputConv", split::few_output_conv),
 ];
 
 fn dims(r: &mut Rng, rank: usize) -> Vec<usize> {

@@ -33,12 +33,12 @@ pub(super) fn sgemm_small_a(
     kernel_act: Activation,
 ) -> Result<()> {
     let np = n.div_ceil(NR);
-    let tasks = if th.count() == 1 || m * n * k < PARALLEL_MACS {
-        1
-    } else {
-        (2 * th.count()).min(np)
-    };
-    if tasks <= 1 {
+    // Panels per task: as even as whole panels allow (13×13 outputs are 6 panels: two
+    // tasks of 3 on two threads, not three of 2).
+    let parallel = th.count() > 1 && m * n * k >= PARALLEL_MACS;
+    let per = if parallel { th.share(np, 1, 2) } else { np };
+    let row_units = m.div_ceil(ROW_STEP);
+    if per >= np && (!parallel || row_units < 2) {
         return packed_a_block(n, k, pa, b, (0, m), (0, np), c, ldc, ep, kernel_act);
     }
     // Splitting rows makes every thread pack all of B (K×N floats each); splitting columns
@@ -54,16 +54,56 @@ pub(super) fn sgemm_small_a(
         });
     }
     // Each task computes its columns into its own block of one buffer ([m × width] per
-    // task, the blocks one after another), then the rows are copied into C, also in
-    // parallel.
-    let per = np.div_ceil(tasks);
+    // column share, the blocks one after another), then the rows are copied into C, also in
+    // parallel. When the column shares are fewer than the threads (small planes on a large
+    // host: a 7×7 output is 2 panels), each share's rows are split too, every task packing
+    // the B panels of its columns.
     let share = per * NR;
+    let col_tasks = np.div_ceil(per);
+    let row_tasks = if col_tasks < th.count() {
+        (2 * th.count()).div_ceil(col_tasks).min(row_units)
+    } else {
+        1
+    };
+    let rows_per = row_units.div_ceil(row_tasks) * ROW_STEP;
     let mut parts = take(&PARTS_BUF, m * n);
-    let res = th.chunks(&mut parts[..m * n], m * share, |t, block| {
-        let (p0, p1) = (t * per, ((t + 1) * per).min(np));
-        let width = block.len() / m;
-        packed_a_block(n, k, pa, b, (0, m), (p0, p1), block, width, ep, kernel_act)
+    let mut tasks: Vec<(usize, usize, &mut [f32])> = Vec::new();
+    tasks
+        .try_reserve_exact(col_tasks * row_tasks)
+        .map_err(|_| err("no memory for the task list"))?;
+    let mut rest = &mut parts[..m * n];
+    for t in 0..col_tasks {
+        let width = share.min(n - t * share);
+        let (mut block, tail) = std::mem::take(&mut rest).split_at_mut(m * width);
+        rest = tail;
+        for r0 in (0..m).step_by(rows_per) {
+            let rows = rows_per.min(m - r0);
+            let (part, below) = std::mem::take(&mut block).split_at_mut(rows * width);
+            block = below;
+            tasks.push((t, r0, part));
+        }
+    }
+    let res = th.chunks(&mut tasks, 1, |_, task| {
+        for (t, r0, part) in task.iter_mut() {
+            let (p0, p1) = (*t * per, ((*t + 1) * per).min(np));
+            let width = share.min(n - *t * share);
+            let r1 = *r0 + part.len() / width;
+            packed_a_block(
+                n,
+                k,
+                pa,
+                b,
+                (*r0, r1),
+                (p0, p1),
+                part,
+                width,
+                ep,
+                kernel_act,
+            )?;
+        }
+        Ok(())
     });
+    drop(tasks);
     let res = res.and_then(|()| copy_column_blocks(th, &parts, m, n, share, c, ldc));
     give_back(&PARTS_BUF, parts);
     res
@@ -113,7 +153,7 @@ pub(super) fn sgemm_columns(
     kernel_act: Activation,
 ) -> Result<()> {
     let np = n.div_ceil(NR);
-    let per = np.div_ceil(2 * th.count());
+    let per = th.share(np, 1, 2);
     let share = per * NR;
     let mut parts = take(&PARTS_BUF, m * n);
     let res = th.chunks(&mut parts[..m * n], m * share, |t, block| {

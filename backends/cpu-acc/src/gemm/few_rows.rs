@@ -50,8 +50,7 @@ pub(super) fn sgemm_few_rows(
     if ep.accumulate {
         return Err(err("the column split does not accumulate into C"));
     }
-    let tasks = (4 * th.count()).min(np);
-    let per = np.div_ceil(tasks);
+    let per = th.share(np, 1, 4);
     let share = per * NR;
     let mut parts = try_take(&PARTS_BUF, m * n)?;
     let res = th.chunks(&mut parts[..m * n], m * share, |t, block| {

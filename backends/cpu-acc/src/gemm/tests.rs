@@ -100,11 +100,17 @@ fn split_halves_move_every_value_and_come_back() {
 /// Prepacked A with B packed on the fly takes four routes (small A split by columns or,
 /// with a short K, by rows; large A with a narrow B split by rows; the general loop): all
 /// agree with the naive product, with row biases, column biases and an activation in the
-/// epilogue.
+/// epilogue, at 1, 2, 3, 5 and 16 threads (small A on few panels splits rows and columns
+/// when the panels are fewer than the threads).
 #[test]
 fn packed_a_routes_match_naive_with_epilogues() {
-    for th in [Threads::single(), Threads::new(2).unwrap()] {
+    let counts = [1, 2, 3, 5, 16];
+    for th in counts.map(|t| Threads::new(t).unwrap()) {
         for &(m, n, k) in &[
+            // Small A on 2, 1 and 6 panels (7×7, 20 and 13×13 pixels).
+            (64, 49, 1179),
+            (48, 20, 3000),
+            (17, 169, 1200),
             (1, 1, 1),
             (7, 257, 17),
             (63, 300, 600),

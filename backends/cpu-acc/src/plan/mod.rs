@@ -10,15 +10,16 @@ mod fused;
 
 use crate::act::{Activation, FromOp};
 use crate::arg_reduce::ArgReduceWorkload;
+use crate::concat::{ConcatWorkload, CopyWorkload};
 use crate::conv::ConvWorkload;
 use crate::conv_transpose::ConvTransposeWorkload;
 use crate::elementwise::Bin;
 use crate::io::Io;
 use crate::matmul::{GemmWorkload, MatMulViews, MatMulWorkload};
 use crate::ops::{
-    check_pool, BatchNormWorkload, BinaryWorkload, ConcatWorkload, CopyWorkload,
-    GlobalPoolWorkload, InstanceNormWorkload, LayerNormWorkload, PoolWorkload, ReduceWorkload,
-    SoftmaxWorkload, TransposeWorkload, UnaryWorkload,
+    check_pool, BatchNormWorkload, BinaryWorkload, GlobalPoolWorkload, InstanceNormWorkload,
+    LayerNormWorkload, PoolWorkload, ReduceWorkload, SoftmaxWorkload, TransposeWorkload,
+    UnaryWorkload,
 };
 use crate::recurrent::RecurrentWorkload;
 use crate::reduce::ReducePlan;
@@ -134,7 +135,7 @@ pub fn plan(layer: &LayerDesc) -> std::result::Result<Plan<'_>, String> {
         | Op::Reshape { .. }
         | Op::Flatten { .. }
         | Op::Squeeze { .. }
-        | Op::Unsqueeze { .. } => Ok(Plan::new(|io, _| done(CopyWorkload { io }))),
+        | Op::Unsqueeze { .. } => Ok(Plan::new(|io, th| done(CopyWorkload::new(io, th)))),
         Op::Transpose { perm } => Ok(Plan::new(move |io, th| {
             done(TransposeWorkload::new(io, perm, th)?)
         })),
@@ -351,7 +352,9 @@ fn concat(layer: &LayerDesc, axis: i64) -> std::result::Result<Plan<'static>, St
     if layer.inputs.iter().any(|i| Some(i.dtype) != first) {
         return Err("Concat inputs of different types".into());
     }
-    Ok(Plan::new(move |io, _| done(ConcatWorkload::new(io, axis)?)))
+    Ok(Plan::new(move |io, th| {
+        done(ConcatWorkload::new(io, axis, th)?)
+    }))
 }
 
 /// An elementwise function (`None`: one CpuAcc does not implement).
