@@ -15,7 +15,9 @@
 # BUDGET (seconds for the whole script, default 900), KIT_GPU_S (the GpuAcc kit's limit, default 120),
 # EXPORT_S (the model export's limit, default 300), SUBMITS (the submit_every values the submit
 # A/B times, default "0 8 32"), STEPS (which steps run, in this order: default
-# "tiles submit f16 kit compare profiles cpu"; models are always made).
+# "tiles submit f16 kit compare profiles cpu", where cpu means cpukit scaling cpucompare;
+# models are always made). BP_OLD (an earlier build: the scaling step alternates it with BP),
+# SCALING_MODELS, SCALING_ITER.
 # F16_ITER (timed executions per f16/f32 model and round, default 20; the f16 models come from
 # scripts/bench/to_f16.py; GpuAcc's f16 kernel tests, backends/gpu/tests/half.rs, belong in
 # TESTS_DIR, run with BACKPLANE_REQUIRE_GPU_F16=1 so a missing SHADER_F16 fails). Every step has a time limit
@@ -162,22 +164,31 @@ if [ -n "${TESTS_DIR:-}" ]; then
   done
 fi
 
-if [ "${CPU:-1}" = 0 ] || ! want cpu; then step "done (the CpuAcc steps skipped)"; exit 0; fi
+if [ "${CPU:-1}" = 0 ]; then step "done (CPU=0: the CpuAcc steps skipped)"; exit 0; fi
+want cpu && STEPS="$STEPS cpukit scaling cpucompare "
 
+if want cpukit; then
 step "backend-test CpuAcc"
 KIT_S=90 kit CpuAcc "$OUT/kit_cpuacc.txt"
-
-step "CpuAcc thread scaling (resnet18; the pool's spin time A/B at every core)"
-if [ -f "$MODELS/old/resnet18.onnx" ]; then
-  for opt in threads=1 threads=2 threads=4 threads=8 "threads=$THREADS" "threads=$THREADS spin_us=0" \
-    "threads=$THREADS spin_us=2000"; do
-    args=()
-    for o in $opt; do args+=(--backend-option "CpuAcc:$o"); done
-    echo "-- $opt: $(timeout "$(lim 30)" "$BP" bench "$MODELS/old/resnet18.onnx" --generate random \
-      --iterations 30 --warmup 5 --quiet "${args[@]}" 2>&1 | grep -E "^latency" )"
-  done
 fi
 
+if want scaling; then
+step "CpuAcc thread scaling (${SCALING_MODELS:-old/resnet18 resnet50 densenet121}; ${BP_OLD:+against BP_OLD, }alternating rounds)"
+# Each model at 1, 2, 4, 8 and every core; with BP_OLD (an earlier build) the two binaries
+# alternate, so the work split's change is measured on the same host in the same minutes.
+for m in ${SCALING_MODELS:-old/resnet18 resnet50 densenet121}; do
+  [ -f "$MODELS/$m.onnx" ] || continue
+  for t in 1 2 4 8 "$THREADS"; do
+    for b in "$BP" ${BP_OLD:-}; do
+      echo "-- $m threads=$t $([ "$b" = "$BP" ] && echo new || echo old): $(timeout "$(lim 30)" "$b" bench \
+        "$MODELS/$m.onnx" --generate random --iterations "${SCALING_ITER:-20}" --warmup 3 --quiet \
+        --backend-option "CpuAcc:threads=$t" 2>&1 | grep -E "^latency" | sed 's/latency over [0-9]* executions: //')"
+    done
+  done
+done
+fi
+
+if ! want cpucompare; then step done; exit 0; fi
 step "CpuAcc,CpuRef against ONNX Runtime (CPU, 1 and $THREADS threads)"
 timeout "$(lim 400)" "$PY" scripts/bench/compare.py --suite all --models "$MODELS" --old-models "$MODELS/old" --backplane "$BP" \
   --threads "1,$THREADS" --iterations "$ITER" --rounds 2 \
