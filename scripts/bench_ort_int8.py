@@ -5,8 +5,8 @@ onnxruntime: /work/venv-bench/bin/python; LiteRT from /work/venv-tflite).
 
     /work/venv-bench/bin/python scripts/bench_ort_int8.py make [--out DIR]
     /work/venv-bench/bin/python scripts/bench_ort_int8.py compare --binary BIN [--out DIR]
-    /work/venv-bench/bin/python scripts/bench_ort_int8.py bench --binary BIN [--out DIR] \
-        [--tflite DIR/model.tflite ...] [--rounds 10] [--iterations 50]
+    /work/venv-bench/bin/python scripts/bench_ort_int8.py bench --binary [LABEL=]BIN ... \
+        [--out DIR] [--tflite DIR/model.tflite ...] [--rounds 10] [--iterations 50]
 
 `make` writes (default DIR: /tmp/int8_ort): torchvision's MobileNetV2 with width 0.35 and
 100 classes (random weights, seeded), 1x3x96x96 — the shape of gen_tflite_models.py's
@@ -20,9 +20,10 @@ QuantizeLinear / DequantizeLinear), plus `input_0.npy`. Weights are quantized wi
 `reduce_range` (7 bits): ONNX Runtime's AVX2 u8/s8 kernels add pairs of products in
 saturating 16-bit lanes, and full-range weights would put its own outputs many quanta off.
 
-`compare` runs each int8 model through `backplane run` (CpuAcc,CpuRef and CpuRef) and
-ONNX Runtime (graph optimizations on, as `bench` times it), and prints how many of the
-output elements differ and by how many quanta.
+`compare` runs each model through `backplane run` (CpuAcc,CpuRef and CpuRef) and ONNX
+Runtime (graph optimizations on, as `bench` times it) and prints, for qdq.onnx (whose output
+is dequantized int8), how many output elements differ and by how many quanta; for qop.onnx
+(its classifier Gemm stays f32) and f32.onnx the largest difference.
 
 `bench` times, in rounds with the order shuffled per round: backplane (`backplane bench
 --iterations N --warmup 5 --threads T --quiet`, median of N) on qdq.onnx, qop.onnx and
@@ -123,11 +124,12 @@ def compare(out, binary):
                            check=True, capture_output=True)
             got = np.load(os.path.join(d, "logits.npy"))
             diff = np.abs(got.astype(np.float64) - want.astype(np.float64))
-            if name == "f32":
+            if name != "qdq":
+                # f32, and qop's classifier (a Gemm ONNX Runtime's QOperator export keeps f32).
                 print(f"{name} {backends:14}: max |diff| {diff.max():.3g} "
                       f"(max |ORT| {np.abs(want).max():.3g})")
                 continue
-            # The classifier's output is f32 (dequantized): count in quanta of its last
+            # qdq's output is the dequantized int8 logits: count in quanta of its last
             # QuantizeLinear, which the output's distinct values reveal.
             levels = np.unique(want)
             quantum = np.min(np.diff(levels)) if len(levels) > 1 else 1.0
@@ -187,10 +189,12 @@ def bench(a):
     x = np.load(os.path.join(a.out, "input_0.npy"))
     threads = [int(t) for t in a.threads.split(",")]
     configs = []
+    binaries = dict(b.split("=", 1) if "=" in b else ("backplane", b) for b in a.binary)
     for t in threads:
         for name in ["qdq", "qop", "f32"]:
             model = os.path.join(a.out, f"{name}.onnx")
-            configs.append(("backplane", name, model, t))
+            for label in binaries:
+                configs.append((label, name, model, t))
             configs.append(("ORT", name, model, t))
         for tfl in a.tflite:
             configs.append(("LiteRT", os.path.basename(os.path.dirname(tfl)), tfl, t))
@@ -200,8 +204,8 @@ def bench(a):
         random.Random(r).shuffle(order)
         for c in order:
             who, _, model, t = c
-            if who == "backplane":
-                ms = backplane_ms(a.binary, model, t, a.iterations)
+            if who in binaries:
+                ms = backplane_ms(binaries[who], model, t, a.iterations)
             elif who == "ORT":
                 ms = ort_ms(model, x, t, a.iterations)
             else:
@@ -221,7 +225,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("what", choices=["make", "compare", "bench"])
     ap.add_argument("--out", default="/tmp/int8_ort")
-    ap.add_argument("--binary", default="target/release/backplane")
+    ap.add_argument("--binary", action="append", default=[],
+                    help="PATH or LABEL=PATH (repeatable: several builds in the same rounds)")
     ap.add_argument("--tflite", action="append", default=[])
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--iterations", type=int, default=50)
@@ -230,7 +235,7 @@ def main():
     if a.what == "make":
         make(a.out)
     elif a.what == "compare":
-        compare(a.out, a.binary)
+        compare(a.out, a.binary[0].split("=", 1)[-1] if a.binary else "target/release/backplane")
     else:
         bench(a)
 

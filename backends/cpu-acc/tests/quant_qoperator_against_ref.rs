@@ -372,3 +372,84 @@ fn qdq_matmul_and_reshaped_fully_connected_fold_within_one_quantum() {
     }
     println!("{off} of {total} elements one quantum off CpuRef's f32 chain");
 }
+
+/// `DequantizeLinear(s, z)` of each input → `op` → `QuantizeLinear(s_out, z)`.
+fn movement_chain(
+    op: Op,
+    inputs: &[Tensor],
+    s: f32,
+    s_out: f32,
+    z: i32,
+) -> (Network, Vec<TensorId>) {
+    let dt = inputs[0].dtype();
+    let mut net = Network::new();
+    let (si, zi) = (
+        k(&mut net, "s", Tensor::scalar(s)),
+        k(&mut net, "z", zp(dt, z)),
+    );
+    let mut ids = Vec::new();
+    let mut deq = Vec::new();
+    for (i, t) in inputs.iter().enumerate() {
+        let xi = net.add_input(&format!("x{i}"), t.info().clone()).unwrap();
+        ids.push(xi);
+        deq.push(
+            net.add_layer(&format!("dq{i}"), dq(1), &[xi, si, zi])
+                .unwrap()[0],
+        );
+    }
+    let t = net.add_layer("move", op, &deq).unwrap()[0];
+    let so = k(&mut net, "s_out", Tensor::scalar(s_out));
+    let y = net.add_layer("q", quant(dt), &[t, so, zi]).unwrap()[0];
+    net.mark_output(y).unwrap();
+    (net, ids)
+}
+
+#[test]
+fn int8_data_movement_between_equal_quantizations_folds_exactly() {
+    let mut r = Rng(5);
+    let backend = CpuAccBackend::with_options(CpuAccOptions {
+        nhwc: false,
+        ..CpuAccOptions::default()
+    });
+    for dt in [DataType::I8, DataType::U8] {
+        let a = q8(dt, &[1, 3, 5, 7], r.bytes(105));
+        let b = q8(dt, &[1, 2, 5, 7], r.bytes(70));
+        let cases = [
+            (Op::Concat { axis: 1 }, vec![a.clone(), b.clone()]),
+            (
+                Op::Transpose {
+                    perm: vec![0, 2, 3, 1],
+                },
+                vec![a.clone()],
+            ),
+            (Op::Flatten { axis: 1 }, vec![b.clone()]),
+        ];
+        for (op, inputs) in cases {
+            let (net, ids) = movement_chain(op.clone(), &inputs, 0.037, 0.037, 3);
+            let feeds: Vec<(TensorId, &Tensor)> = ids.iter().copied().zip(inputs.iter()).collect();
+            let (desc, ins) = sole_replacement(&backend, &net, &feeds);
+            assert_eq!(
+                desc.op.name(),
+                op.name(),
+                "{dt}: the layer itself, on 8-bit values"
+            );
+            assert_eq!(desc.inputs[0].dtype, dt);
+            let refs: Vec<&Tensor> = ins.iter().collect();
+            let got = run_desc(&desc, &refs, 1).remove(0);
+            let want = reference_net(&net, &feeds);
+            assert_eq!(got.bytes(), want.bytes(), "{dt} {}", op.name());
+            // Another output scale is a requantization: no fold.
+            let (net, _) = movement_chain(op.clone(), &inputs, 0.037, 0.05, 3);
+            let all: Vec<LayerId> = (0..net.layers().len()).map(LayerId).collect();
+            let views = backend.optimize_subgraph(&SubgraphView::new(&net, all));
+            assert!(
+                views
+                    .substitutions
+                    .iter()
+                    .all(|s| !s.replacement.iter().any(|l| l.op.name() == op.name())),
+                "{dt} {}: folded across a requantization",
+                op.name()
+            );
+        }
+    }
+}
