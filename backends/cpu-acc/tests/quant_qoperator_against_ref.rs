@@ -320,21 +320,24 @@ fn product_chain(
     (net, xi, x)
 }
 
+/// x dims, K, N, the Gemm's output shape (None: a MatMul), x and w types, per channel, Relu.
+type ProductCase = (
+    &'static [usize],
+    usize,
+    usize,
+    Option<Vec<usize>>,
+    DataType,
+    DataType,
+    bool,
+    bool,
+);
+
 #[test]
 fn qdq_matmul_and_reshaped_fully_connected_fold_within_one_quantum() {
     use DataType::{I8, U8};
     let mut off = 0;
     let mut total = 0;
-    let cases: [(
-        &[usize],
-        usize,
-        usize,
-        Option<Vec<usize>>,
-        DataType,
-        DataType,
-        bool,
-        bool,
-    ); 8] = [
+    let cases: [ProductCase; 8] = [
         (&[1, 1], 1, 1, None, U8, I8, false, false),
         (&[3, 7], 7, 5, None, I8, I8, true, true),
         (&[2, 37, 64], 64, 17, None, U8, I8, true, false),

@@ -71,7 +71,7 @@ pub(super) fn plan<'a>(
     let (n, k) = if d.trans_b { (w0, w1) } else { (w1, w0) };
     // x and y hold M rows of K and N values in order, whatever their shapes (a folded
     // Reshape on either side).
-    let m = if k == 0 { 0 } else { x.shape.elements() / k };
+    let m = x.shape.elements().checked_div(k).unwrap_or(0);
     let rows_fit = m.checked_mul(k) == Some(x.shape.elements())
         && m.checked_mul(n) == Some(y.shape.elements());
     if !rows_fit || k == 0 || b.shape.elements() != n {
