@@ -6,7 +6,8 @@
 //!   tensor or per channel, depthwise or one group, odd sizes;
 //! - "QMatMul": `DequantizeLinear(x) → MatMul(·, DequantizeLinear(w const [K, N])) →
 //!   (Relu | Clip) → QuantizeLinear` (ONNX QDQ MatMul, QLinearMatMul, TFLite BATCH_MATMUL of
-//!   a constant) with x of rank 2 to 4.
+//!   a constant) with x of rank 2 to 4;
+//! - "QMove": Concat / Transpose / Flatten between equal quantizations.
 
 use crate::quant_sweeps::{bytes, dequantize, err, pick_zero, quantize_out, QuantCase};
 use crate::sweeps::{window, Rng};
@@ -177,5 +178,79 @@ pub(crate) fn matmul(r: &mut Rng) -> Result<QuantCase, String> {
         ),
         network: net,
         feed: vec![("x".into(), x)],
+    })
+}
+
+/// One random "QMove" chain: `DequantizeLinear(s, z)` of one or two 8-bit inputs → Concat |
+/// Transpose | Flatten → `QuantizeLinear(s, z)` (equal parameters: data movement that need
+/// not leave int8).
+pub(crate) fn movement(r: &mut Rng) -> Result<QuantCase, String> {
+    let dt = r.pick(&[DataType::I8, DataType::U8]);
+    let rank = 2 + r.below(3);
+    let dims: Vec<usize> = (0..rank).map(|_| r.pick(&[1, 2, 3, 7, 13, 31])).collect();
+    let kind = r.below(3);
+    let s = 0.01 + 0.05 * (r.unit() as f32 + 1.0);
+    let z = pick_zero(r, dt);
+    let mut net = Network::new();
+    let mut feed = Vec::new();
+    let mut deq = Vec::new();
+    let count = if kind == 0 { 2 } else { 1 };
+    let axis = r.below(rank);
+    for i in 0..count {
+        let mut d = dims.clone();
+        if i == 1 {
+            d[axis] = r.pick(&[1, 2, 5]);
+        }
+        let t = bytes(r, dt, &d)?;
+        let name = format!("x{i}");
+        let id = net.add_input(&name, t.info().clone()).map_err(err)?;
+        deq.push(dequantize(
+            &mut net,
+            &format!("dq{i}"),
+            id,
+            dt,
+            &[s],
+            &[z],
+            1,
+        )?);
+        feed.push((name, t));
+    }
+    let op = match kind {
+        0 => Op::Concat { axis: axis as i64 },
+        1 => {
+            let mut perm: Vec<usize> = (0..rank).collect();
+            perm.rotate_left(1 + r.below(rank - 1));
+            Op::Transpose { perm }
+        }
+        _ => Op::Flatten {
+            axis: r.below(rank + 1) as i64,
+        },
+    };
+    let about = format!("{} of {dt} {dims:?}", op.name());
+    let y = net.add_layer("move", op, &deq).map_err(err)?;
+    let y = *y.first().ok_or("no output")?;
+    let (si, zi) = (
+        net.add_constant("y_scale", Tensor::scalar(s))
+            .map_err(err)?,
+        net.add_constant(
+            "y_zero",
+            Tensor::from_f64_values(TensorInfo::new(dt, vec![]), &[f64::from(z)]).map_err(err)?,
+        )
+        .map_err(err)?,
+    );
+    let op = Op::QuantizeLinear {
+        axis: 1,
+        to: dt,
+        block_size: 0,
+        saturate: true,
+    };
+    let q = net.add_layer("quantize", op, &[y, si, zi]).map_err(err)?;
+    net.mark_output(*q.first().ok_or("no output")?)
+        .map_err(err)?;
+    Ok(QuantCase {
+        family: "QMove",
+        about,
+        network: net,
+        feed,
     })
 }

@@ -43,6 +43,7 @@ pub const FAMILIES: &[(&str, Generator)] = &[
     ("QGemm", crate::quant_gemm_sweeps::gemm),
     ("QLinearConv", crate::quant_qoperator_sweeps::qlinear_conv),
     ("QMatMul", crate::quant_qoperator_sweeps::matmul),
+    ("QMove", crate::quant_qoperator_sweeps::movement),
 ];
 
 pub(crate) fn err(e: impl std::fmt::Display) -> String {
