@@ -9,8 +9,9 @@
 //! - **f16 sweeps** ([`half_sweeps`]): the float sweeps with their tensors stored as f16, on
 //!   the backend alone, against CpuRef on the same values in f32 rounded to f16 (a quarter
 //!   as many cases per family);
-//! - **quantized sweeps** ([`quant_sweeps`]): random QDQ chains (int8 and uint8 convolutions
-//!   and elementwise layers, and whole inverted-residual blocks behind an NHWC input) with
+//! - **quantized sweeps** ([`quant_sweeps`]): random QDQ chains (int8 and uint8 convolutions,
+//!   fully connected layers, MatMuls of constant weights, ONNX's QLinearConv as imported,
+//!   elementwise layers, and whole inverted-residual blocks behind an NHWC input) with
 //!   CpuRef behind the backend, within one quantum of CpuRef;
 //! - **block sweeps** ([`block_sweeps`]): random CNN blocks (an inverted residual with
 //!   squeeze-excite) that a backend may rewrite as a whole, CpuRef behind it, against CpuRef;
@@ -41,6 +42,7 @@ pub mod node_tests;
 pub mod op_table;
 mod quant_blocks;
 mod quant_gemm_sweeps;
+mod quant_qoperator_sweeps;
 pub mod quant_sweeps;
 pub mod report;
 pub mod sweeps;

@@ -41,6 +41,9 @@ pub const FAMILIES: &[(&str, Generator)] = &[
     ("QBinary", binary),
     ("QBlock", crate::quant_blocks::block),
     ("QGemm", crate::quant_gemm_sweeps::gemm),
+    ("QLinearConv", crate::quant_qoperator_sweeps::qlinear_conv),
+    ("QMatMul", crate::quant_qoperator_sweeps::matmul),
+    ("QMove", crate::quant_qoperator_sweeps::movement),
 ];
 
 pub(crate) fn err(e: impl std::fmt::Display) -> String {

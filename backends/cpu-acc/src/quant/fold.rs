@@ -4,7 +4,10 @@
 //! quantized convolutions; `DequantizeLinear(a), DequantizeLinear(b) → Add | Sub | Mul | Max |
 //! Min → (Relu | Clip) → QuantizeLinear` becomes one quantized binary layer
 //! ([`super::binary`]); the same chain around a Gemm one int8 fully connected layer
-//! ([`super::gemm`]); a DequantizeLinear left with no reader goes too. The rest of the
+//! ([`super::gemm`]), and around a MatMul of constant weights too ([`matmul`]); the chain
+//! ONNX's QLinearConv is imported as becomes the int8 convolution ([`qoperator`]); data
+//! movement between equal quantizations moves the 8-bit values ([`movement`]); a
+//! DequantizeLinear left with no reader goes too. The rest of the
 //! subgraph then goes through the float fusions.
 //!
 //! The folded layer computes exact int32 sums and requantizes them by TFLite's rule, where
@@ -22,6 +25,10 @@ use backplane_backend_api::{
 use backplane_core::{DataType, LayerId, Network, Op, Tensor, TensorId, TensorKind};
 use std::collections::BTreeSet;
 use std::sync::Arc;
+
+mod matmul;
+mod movement;
+mod qoperator;
 
 /// Fold the quantized chains of `view`, then hand the remaining layers to `rest` (the float
 /// fusions) and merge both answers.
@@ -43,7 +50,10 @@ pub(crate) fn optimize(
         }
         let folded = g
             .fold_conv(id, &used)
+            .or_else(|| g.fold_qlinear_conv(id, &used))
             .or_else(|| g.fold_gemm(id, &used))
+            .or_else(|| g.fold_matmul(id, &used))
+            .or_else(|| g.fold_movement(id, &used))
             .or_else(|| g.fold_binary(id, &used));
         if let Some(s) = folded {
             used.extend(s.replaced.iter().copied());
@@ -132,11 +142,11 @@ impl Chains<'_> {
     fn absorb_dequantizations(
         &self,
         id: LayerId,
-        dqs: [LayerId; 2],
+        dqs: &[LayerId],
         used: &BTreeSet<LayerId>,
         replaced: &mut Vec<LayerId>,
     ) -> Option<()> {
-        for dq in dqs {
+        for &dq in dqs {
             let only_here = self.sole_consumer(self.single_output(dq)?) == Some(id);
             if only_here && self.inside.contains(&dq) && !used.contains(&dq) {
                 replaced.push(dq);
@@ -262,7 +272,7 @@ impl Chains<'_> {
             nhwc: false,
         };
         // The dequantizations go too where nothing else reads them.
-        self.absorb_dequantizations(id, [x.layer, w.layer], used, &mut replaced)?;
+        self.absorb_dequantizations(id, &[x.layer, w.layer], used, &mut replaced)?;
         let y_info = self.net.tensor(y).info.clone();
         let bias = Tensor::from_vec(vec![m], bias).ok()?;
         let op = Op::Custom(qdesc.to_op(y_info));
@@ -311,16 +321,11 @@ impl Chains<'_> {
             return None;
         }
         let (xt, wt) = (*layer.inputs.first()?, *layer.inputs.get(1)?);
-        let x = self.dequantize(xt, 0)?;
+        let (x, reshape) = self.product_input(xt, id)?;
         let w = self.dequantize(wt, if desc.trans_b { 0 } else { 1 })?;
         let x_info = &self.net.tensor(x.input).info;
         let w_info = &self.net.tensor(w.input).info;
-        if x.scales.len() != 1
-            || !is_8bit(x_info.dtype)
-            || !is_8bit(w_info.dtype)
-            || self.constant(w.input).is_none()
-            || x_info.shape.rank() != 2
-        {
+        if !is_8bit(x_info.dtype) || !is_8bit(w_info.dtype) || self.constant(w.input).is_none() {
             return None;
         }
         let &[w0, w1] = w_info.shape.dims() else {
@@ -334,7 +339,7 @@ impl Chains<'_> {
             to,
             q: (sy, zy),
             act,
-        } = self.quantized_output(id)?;
+        } = self.output_chain(id, true)?;
         let bias: Vec<i32> = match layer.inputs.get(2) {
             None => vec![0; n],
             Some(&bt) => {
@@ -354,7 +359,7 @@ impl Chains<'_> {
             trans_b: desc.trans_b,
             clamp: clamp_range(to, (sy, zy), act.0, act.1),
         };
-        self.absorb_dequantizations(id, [x.layer, w.layer], used, &mut replaced)?;
+        self.absorb_product_input(id, &x, reshape, w.layer, used, &mut replaced)?;
         let y_info = self.net.tensor(y).info.clone();
         let bias = Tensor::from_vec(vec![n], bias).ok()?;
         let op = Op::Custom(qdesc.to_op(y_info));
@@ -364,6 +369,12 @@ impl Chains<'_> {
     /// The optional Relu/Clip and the per-tensor 8-bit QuantizeLinear after layer `id`, each
     /// the sole consumer of the tensor before it.
     fn quantized_output(&self, id: LayerId) -> Option<OutChain> {
+        self.output_chain(id, false)
+    }
+
+    /// [`Self::quantized_output`], with one Reshape or Flatten allowed before the
+    /// QuantizeLinear when `reshape` (a product's rows keep their order).
+    fn output_chain(&self, id: LayerId, reshape: bool) -> Option<OutChain> {
         let mut replaced = vec![id];
         let mut t = self.single_output(id)?;
         let mut act = (f32::NEG_INFINITY, f32::INFINITY);
@@ -384,7 +395,16 @@ impl Chains<'_> {
             act = range;
             t = self.single_output(a)?;
         }
-        let q = self.sole_consumer(t)?;
+        let mut q = self.sole_consumer(t)?;
+        if reshape
+            && matches!(
+                self.net.layer(q).op,
+                Op::Reshape { .. } | Op::Flatten { .. }
+            )
+        {
+            replaced.push(q);
+            q = self.sole_consumer(self.single_output(q)?)?;
+        }
         let ql = self.net.layer(q);
         let Op::QuantizeLinear {
             to, block_size: 0, ..
@@ -453,7 +473,7 @@ impl Chains<'_> {
             q,
             act,
         } = self.quantized_output(id)?;
-        self.absorb_dequantizations(id, [a.layer, b.layer], used, &mut replaced)?;
+        self.absorb_dequantizations(id, &[a.layer, b.layer], used, &mut replaced)?;
         let desc = QBinaryDesc {
             op,
             a: (a.scales[0], a.zeros[0]),

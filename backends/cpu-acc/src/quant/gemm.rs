@@ -1,7 +1,8 @@
 //! The int8 fully connected layer (custom `QLinearGemm`, made by [`super::fold`] from
 //! `DequantizeLinear(x) → Gemm(·, DequantizeLinear(w const), bias) → (Relu | Clip) →
 //! QuantizeLinear`, as the TFLite importer writes FULLY_CONNECTED and ONNX QDQ models write
-//! Gemm): `x [M, K]` 8-bit per tensor, constant 8-bit weights per output channel (`[N, K]`,
+//! Gemm; a MatMul of constant weights folds to it too): M rows of K values of x, 8-bit per
+//! tensor, constant 8-bit weights per output channel (`[N, K]`,
 //! or `[K, N]` without `trans_b`), an int32 bias; exact int32 sums requantized in the GEMM
 //! tile's store ([`qgemm_requantized`]) by the convolutions' rule.
 //!
@@ -54,8 +55,9 @@ impl QGemmDesc {
     }
 }
 
-/// The plan of a folded int8 fully connected layer: x `[M, K]`, constant weights, an int32
-/// constant bias of N values, y `[M, N]`.
+/// The plan of a folded int8 fully connected layer: constant weights `[N, K]` or `[K, N]`, an
+/// int32 constant bias of N values, x and y of M rows of K and N values in row order (`[M,
+/// K]` and `[M, N]`, a MatMul's `[..., M, K]`, or the tensors of a folded Reshape).
 pub(super) fn plan<'a>(
     c: &'a CustomOp,
     layer: &'a LayerDesc,
@@ -63,13 +65,16 @@ pub(super) fn plan<'a>(
     let d = QGemmDesc::decode(c)?;
     let [x, w, b, y] = super::int8_operands(layer, QLINEAR_GEMM)?;
     let (xd, wd, yd) = (x.shape.dims(), w.shape.dims(), y.shape.dims());
-    let (&[m, k], &[w0, w1], &[ym, n]) = (xd, wd, yd) else {
-        return Err(format!(
-            "{QLINEAR_GEMM}: x {xd:?}, w {wd:?} and y {yd:?} must be 2-D"
-        ));
+    let &[w0, w1] = wd else {
+        return Err(format!("{QLINEAR_GEMM}: w {wd:?} must be 2-D"));
     };
-    let (wn, wk) = if d.trans_b { (w0, w1) } else { (w1, w0) };
-    if wk != k || wn != n || ym != m || b.shape.elements() != n {
+    let (n, k) = if d.trans_b { (w0, w1) } else { (w1, w0) };
+    // x and y hold M rows of K and N values in order, whatever their shapes (a folded
+    // Reshape on either side).
+    let m = x.shape.elements().checked_div(k).unwrap_or(0);
+    let rows_fit = m.checked_mul(k) == Some(x.shape.elements())
+        && m.checked_mul(n) == Some(y.shape.elements());
+    if !rows_fit || k == 0 || b.shape.elements() != n {
         return Err(format!(
             "{QLINEAR_GEMM}: x {xd:?}, w {wd:?}, bias {} and y {yd:?} disagree",
             b.shape

@@ -57,6 +57,7 @@ pub(crate) fn takes_quantized(op: &Op) -> bool {
     match op {
         Op::QuantizeLinear { .. } | Op::DequantizeLinear { .. } => true,
         Op::Transpose { .. }
+        | Op::Concat { .. }
         | Op::Identity
         | Op::Reshape { .. }
         | Op::Flatten { .. }

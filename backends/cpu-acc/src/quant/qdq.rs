@@ -144,6 +144,10 @@ fn short(io: &Io) -> BackendError {
     io.error("missing input or output".into())
 }
 
+/// 1.5·2²³: a float of magnitude below 2²² plus this holds it rounded half to even in its
+/// low mantissa bits.
+const ROUNDER: f32 = 12_582_912.0;
+
 /// f32 → 8-bit: `clamp(round_half_even(x / scale) + zero point)`.
 struct Quantize {
     io: Io,
@@ -163,10 +167,15 @@ impl Workload for Quantize {
         let run = self.p.run(x.len());
         for (j, (xs, ys)) in x.chunks(run).zip(y.chunks_mut(run)).enumerate() {
             let (s, z) = self.p.of_run(j);
+            // Clamping before rounding equals rounding before clamping (integer bounds), and
+            // leaves |v| < 2²², where adding ROUNDER rounds half to even in the float adder
+            // (`round_ties_even` is a library call per element without SSE4.1).
+            let (lo, hi) = (self.lo - z as f32, self.hi - z as f32);
             for (&v, out) in xs.iter().zip(ys) {
-                let q = ((v / s).round_ties_even() + z as f32).clamp(self.lo, self.hi);
+                let d = v / s;
+                let r = (d.max(lo).min(hi) + ROUNDER).to_bits() as i32 - ROUNDER.to_bits() as i32;
                 // NaN becomes 0, as CpuRef's conversion makes it.
-                *out = (q as i32) as u8;
+                *out = if d.is_nan() { 0 } else { (r + z) as u8 };
             }
         }
         Ok(())

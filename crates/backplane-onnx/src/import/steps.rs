@@ -155,6 +155,13 @@ impl Importer<'_> {
             .max()
             .unwrap_or(0);
         let mut temps: Vec<Option<String>> = vec![None; num_temps];
+        // A node computing from constants only folds whole; otherwise its dequantizations of
+        // 8-bit constants (and every DequantizeLinear node's) stay layers.
+        let keep_weights = node.op_type.as_deref() == Some("DequantizeLinear")
+            || !node
+                .input
+                .iter()
+                .all(|n| n.is_empty() || matches!(self.values.get(n), Some(Value::Known(_))));
         for step in steps {
             let mut names = Vec::with_capacity(step.inputs.len());
             for src in &step.inputs {
@@ -189,7 +196,7 @@ impl Importer<'_> {
                     _ => None,
                 })
                 .collect();
-            if let Some(known) = known {
+            if let Some(known) = known.filter(|k| !(keep_weights && integer_weights(&step.op, k))) {
                 if let Some(results) = self.try_fold(node_name, &step.op, &known)? {
                     for (name, t) in out_names.into_iter().zip(results) {
                         self.values.insert(name, Value::Known(Arc::new(t)));
@@ -224,4 +231,18 @@ impl Importer<'_> {
         }
         Ok(())
     }
+}
+
+/// A DequantizeLinear of constant 8-bit integers (quantized weights): it stays a layer
+/// rather than becoming an f32 constant (unless its whole node folds), so that backends with
+/// integer kernels (CpuAcc's QDQ fold) read the 8-bit weights through it; others compute it
+/// like any layer.
+fn integer_weights(op: &Op, inputs: &[Arc<Tensor>]) -> bool {
+    matches!(op, Op::DequantizeLinear { .. })
+        && inputs.first().is_some_and(|q| {
+            matches!(
+                q.dtype(),
+                backplane_core::DataType::I8 | backplane_core::DataType::U8
+            )
+        })
 }

@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! acc = Conv(x - x_zero_point, w - w_zero_point, B)      exact integers, computed in f32
+//!       (each centered operand a DequantizeLinear with scale 1)
 //! y   = QuantizeLinear(acc * (x_scale * w_scale / y_scale), scale 1, y_zero_point)
 //! ```
 //!
@@ -23,7 +24,6 @@ pub(super) fn qlinear_conv(cx: &NodeCx<'_>) -> Tx<Lowering> {
     let x = cx.info(0)?;
     let w = cx.info(3)?;
     let m = w.shape.dims().first().copied().unwrap_or(0);
-    let rank = w.shape.rank();
     for (i, what) in [(1usize, "x_scale"), (6, "y_scale")] {
         if cx.info(i)?.shape.elements() != 1 {
             return Err(TxError::Unsupported(format!(
@@ -67,38 +67,32 @@ pub(super) fn qlinear_conv(cx: &NodeCx<'_>) -> Tx<Lowering> {
         to: DataType::F32,
         saturate: true,
     };
-    // Centered operands.
+    // Centered operands: DequantizeLinear with scale 1 gives `q - zero_point` exactly, and
+    // keeps the 8-bit weights visible to a backend's quantized kernels (CpuAcc folds this
+    // chain into one int8 convolution).
     let mut centered = Vec::new();
-    for (k, (v, zp, name)) in [(0usize, 2usize, "x"), (3, 5, "w")].into_iter().enumerate() {
-        let wide = push(
-            widen.clone(),
-            vec![Src::Input(v)],
-            temp(),
-            &format!("{name}_f32"),
-        );
-        if cx.input_name(zp).is_none() {
-            centered.push(wide);
-            continue;
-        }
-        let mut z = push(
-            widen.clone(),
-            vec![Src::Input(zp)],
-            temp(),
-            &format!("{name}_zero_point"),
-        );
-        if k == 1 && per_channel(zp)? {
-            let mut shape = vec![1; rank];
-            shape[0] = m;
-            z = push(
-                Op::Reshape { shape },
-                vec![z],
-                temp(),
-                "w_zero_point_column",
-            );
+    for (v, zp, axis, name) in [(0usize, 2usize, 1i64, "x"), (3, 5, 0, "w")] {
+        let ones = if cx.input_name(zp).is_some() && cx.info(zp)?.shape.elements() != 1 {
+            if v == 3 {
+                per_channel(zp)?;
+            }
+            let z = cx.info(zp)?;
+            Tensor::from_vec(z.shape.clone(), vec![1.0f32; z.shape.elements()])
+                .map_err(|e| cx.invalid(e.to_string()))?
+        } else {
+            Tensor::scalar(1.0f32)
+        };
+        let mut inputs = vec![Src::Input(v), Src::Const(Arc::new(ones))];
+        if cx.input_name(zp).is_some() {
+            inputs.push(Src::Input(zp));
         }
         centered.push(push(
-            Op::Binary(BinaryOp::Sub),
-            vec![wide, z],
+            Op::DequantizeLinear {
+                axis,
+                to: DataType::F32,
+                block_size: 0,
+            },
+            inputs,
             temp(),
             &format!("{name}_centered"),
         ));

@@ -1,0 +1,78 @@
+//! Folding of int8 data movement that need not leave int8: `DequantizeLinear(s, z) inputs →
+//! Concat | Reshape | Flatten | Squeeze | Unsqueeze | Transpose → QuantizeLinear(s, z)`, every
+//! scale and zero point the same (per tensor), becomes the same layer on the 8-bit tensors.
+//! Exact: quantizing a dequantized 8-bit value with the same parameters gives it back (the
+//! f32 round trip stays within an ulp of the integer), and these layers only move values.
+
+use super::{Chains, OutChain};
+use crate::quant::is_8bit;
+use backplane_backend_api::{ReplacementLayer, Substitution, ValueRef};
+use backplane_core::{LayerId, Op};
+use std::collections::BTreeSet;
+
+impl Chains<'_> {
+    /// Fold the chain whose movement layer is `id`, if it is one.
+    pub(super) fn fold_movement(
+        &self,
+        id: LayerId,
+        used: &BTreeSet<LayerId>,
+    ) -> Option<Substitution> {
+        let layer = self.net.layer(id);
+        let moves = matches!(
+            layer.op,
+            Op::Concat { .. }
+                | Op::Reshape { .. }
+                | Op::Flatten { .. }
+                | Op::Squeeze { .. }
+                | Op::Unsqueeze { .. }
+                | Op::Transpose { .. }
+        );
+        if !moves || layer.inputs.is_empty() {
+            return None;
+        }
+        let mut dqs = Vec::new();
+        for &t in &layer.inputs {
+            let dq = self.dequantize(t, 0)?;
+            let dt = self.net.tensor(dq.input).info.dtype;
+            if dq.scales.len() != 1 || !is_8bit(dt) {
+                return None;
+            }
+            dqs.push((dq, dt));
+        }
+        let (first, dt) = (&dqs[0].0, dqs[0].1);
+        let q = (first.scales[0], first.zeros[0]);
+        let same = |d: &super::Dq| d.scales[0] == q.0 && d.zeros[0] == q.1;
+        if dqs.iter().any(|(d, t)| !same(d) || *t != dt) {
+            return None;
+        }
+        let OutChain {
+            mut replaced,
+            y,
+            to,
+            q: out_q,
+            act,
+        } = self.quantized_output(id)?;
+        let no_act = act == (f32::NEG_INFINITY, f32::INFINITY);
+        if !no_act || to != dt || out_q != q {
+            return None;
+        }
+        let dq_layers: Vec<LayerId> = dqs.iter().map(|(d, _)| d.layer).collect();
+        self.absorb_dequantizations(id, &dq_layers, used, &mut replaced)?;
+        let names: Vec<&str> = replaced
+            .iter()
+            .map(|&l| self.net.layer(l).name.as_str())
+            .collect();
+        Some(Substitution {
+            replacement: vec![ReplacementLayer {
+                name: names.join("+"),
+                op: layer.op.clone(),
+                inputs: dqs
+                    .iter()
+                    .map(|(d, _)| ValueRef::Existing(d.input))
+                    .collect(),
+                outputs: vec![Some(y)],
+            }],
+            replaced,
+        })
+    }
+}
