@@ -5,7 +5,7 @@ use std::fmt;
 /// The version of this backend API. Bump the major on any incompatible change, the minor on
 /// compatible additions; a backend built against `a.b` runs on a runtime speaking `a.c` with
 /// `b <= c`.
-pub const BACKEND_API_VERSION: BackendVersion = BackendVersion { major: 1, minor: 3 };
+pub const BACKEND_API_VERSION: BackendVersion = BackendVersion { major: 1, minor: 4 };
 
 /// A backend API version.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

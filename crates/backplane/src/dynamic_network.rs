@@ -369,6 +369,13 @@ impl<'r> DynamicNetwork<'r> {
         import: &ImportOptions,
         optimizer: OptimizerOptions,
     ) -> Self {
+        let mut optimizer = optimizer;
+        // One set of support answers for every plan (and nested network): answers a backend
+        // says hold at every shape are asked once.
+        if optimizer.support_answers.is_none() {
+            optimizer.support_answers =
+                Some(Arc::new(backplane_runtime::SupportAnswers::default()));
+        }
         let mut import = import.clone();
         if import.evaluator.is_none() {
             import.evaluator = Some(Arc::new(backplane_cpu_ref::CpuRefEvaluator));
@@ -479,6 +486,12 @@ impl<'r> DynamicNetwork<'r> {
     fn share_budget(&mut self, budget: &CacheBudget<'r>) {
         self.budget = budget.clone();
         self.lock().budget = budget.clone();
+    }
+
+    /// The backend-support answers its plans share (see
+    /// [`backplane_runtime::SupportAnswers`]): how many were asked and replayed.
+    pub fn support_answers(&self) -> Option<&backplane_runtime::SupportAnswers> {
+        self.optimizer.support_answers.as_deref()
     }
 
     /// The bytes every cache of this network and of its nested ones (plans and cut nodes'

@@ -54,7 +54,7 @@ pub use backplane_core::{DataType, Network, Shape, Tensor, TensorInfo};
 pub use backplane_onnx::ImportOptions;
 pub use backplane_runtime::{
     BackendFactory, BackendRegistry, CacheCounts, OptimizedNetwork, OptimizerOptions,
-    PlanCacheTotals, Runtime, RuntimeError, RuntimeOptions,
+    PlanCacheTotals, Runtime, RuntimeError, RuntimeOptions, SupportAnswers,
 };
 pub use dynamic_network::{CutSummary, DynamicNetwork, PlanCacheStats, PlanTimings};
 pub use node_cache::NodeCacheStats;
