@@ -74,4 +74,14 @@ impl Support {
 pub trait LayerSupport: Send + Sync {
     /// Whether the layer, with these tensor descriptions and attributes, can run here.
     fn is_layer_supported(&self, layer: &LayerDesc) -> Support;
+
+    /// Whether the answer of [`LayerSupport::is_layer_supported`] for `layer` holds for the
+    /// layer at every concrete shape: for any layer of the same name, operator, input data
+    /// types and ranks in a network imported from the same model for other input shapes. An
+    /// optimizer planning one model for many shapes (a dynamic network) then asks once and
+    /// replays the answer for the other shapes. The default, `false`, keeps answers per shape
+    /// (a backend whose support depends on sizes, or on attributes that follow the shapes).
+    fn answer_holds_for_every_shape(&self, _layer: &LayerDesc) -> bool {
+        false
+    }
 }

@@ -102,6 +102,7 @@ pub fn run_data_dependent(
         times.push(t.elapsed());
     }
     let (plan, _) = net.plan(&given)?;
+    tracing::info!("runtime plan caches: {}", runtime.plan_cache_stats());
     let split = match &plan.split {
         Some(s) => format!("split at node '{}' ({})", s.label, s.op_type),
         None => "no split".to_string(),
@@ -164,6 +165,7 @@ pub fn bench_data_dependent(args: &BenchArgs) -> Result<(), CliError> {
     }
     let total = started.elapsed();
     let counts = (net.total_stats(), net.total_node_stats());
+    let totals = runtime.plan_cache_stats();
     let Some(stats) = Stats::of(&mut times) else {
         return Err(CliError::failed("no execution was timed"));
     };
@@ -195,6 +197,7 @@ pub fn bench_data_dependent(args: &BenchArgs) -> Result<(), CliError> {
     out!("{}", throughput_line(stats.count, total));
     out!("plan caches: {}", counts.0);
     out!("split nodes: {}", counts.1);
+    out!("runtime plan caches: {totals}");
     if let Some(line) = peak_memory_line() {
         out!("{line}");
     }

@@ -174,6 +174,7 @@ pub fn run_shapes(
         }
     }
     out!("plan cache: {}", net.stats());
+    tracing::info!("runtime plan caches: {}", runtime.plan_cache_stats());
     Ok(())
 }
 
@@ -255,6 +256,7 @@ pub fn bench_shapes(args: &BenchArgs) -> Result<(), CliError> {
         }
     }
     out!("plan cache: {}", net.stats());
+    out!("runtime plan caches: {}", runtime.plan_cache_stats());
     let count: usize = times.iter().map(Vec::len).sum();
     out!("{}", throughput_line(count, total));
     if let Some(line) = peak_memory_line() {

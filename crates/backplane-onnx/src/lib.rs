@@ -527,10 +527,16 @@ pub fn import_model_specialized(
     if options.shared_initializers.is_none() {
         options.shared_initializers = Some(Arc::new(SharedInitializers::new()));
     }
-    let retry_copy = import::without_initializer_data(&mut model);
+    // With no values to bind, no retry can make progress: no copy is kept for one (a
+    // `DynamicNetwork` imports its weightless graph this way at every plan miss).
+    let retry_copy = (!values.is_empty()).then(|| import::without_initializer_data(&mut model));
     let mut first = Some(model);
     loop {
-        let model = first.take().unwrap_or_else(|| retry_copy.clone());
+        let Some(model) = first.take().or_else(|| retry_copy.clone()) else {
+            return Err(OnnxError::invalid(
+                "internal: an import was retried without a copy of the model to retry",
+            ));
+        };
         match import::import(model, base_dir, &options) {
             Err(OnnxError::NeedsInputValues { inputs, nodes }) => {
                 let mut progress = false;

@@ -206,6 +206,31 @@ impl DynamicNetwork {
         stats_dict(py, self.net.total_stats())
     }
 
+    /// The runtime's totals over every plan cache it serves (this network, the nested ones
+    /// after its cuts, and their cut nodes): ``networks``, ``plans`` and ``nodes`` (each a
+    /// dict of ``entries``, ``bytes``, ``hits``, ``misses``, ``evictions``), and
+    /// ``optimizer_runs``; ``held_bytes`` is what the caches hold together against the memory
+    /// budget they share.
+    fn runtime_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let t = self.net.runtime().plan_cache_stats();
+        let counts = |c: backplane::CacheCounts| -> PyResult<Bound<'py, PyDict>> {
+            let d = PyDict::new(py);
+            d.set_item("entries", c.entries)?;
+            d.set_item("bytes", c.bytes)?;
+            d.set_item("hits", c.hits)?;
+            d.set_item("misses", c.misses)?;
+            d.set_item("evictions", c.evictions)?;
+            Ok(d)
+        };
+        let d = PyDict::new(py);
+        d.set_item("networks", t.networks)?;
+        d.set_item("plans", counts(t.plans)?)?;
+        d.set_item("nodes", counts(t.nodes)?)?;
+        d.set_item("optimizer_runs", t.optimizer_runs)?;
+        d.set_item("held_bytes", self.net.held_bytes())?;
+        Ok(d)
+    }
+
     /// The cut nodes' import cache (each node a plan is cut at is imported alone with the
     /// values it needs): ``size``, ``capacity_per_node``, ``hits``, ``misses`` (imports),
     /// ``evictions`` and ``bytes``, for this network's own cuts.

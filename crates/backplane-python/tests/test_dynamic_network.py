@@ -166,6 +166,34 @@ def test_data_dependent_shapes_match_onnx_runtime_outputs():
     assert nodes["size"] >= 1 and nodes["bytes"] > 0
 
 
+def test_runtime_stats_total_every_cache_of_the_network():
+    net = backplane.DynamicNetwork(str(DATA_DEPENDENT))
+    folder = REPO / "testdata" / "dynamic" / "data_dependent" / "a"
+    feed = {n: np.load(folder / f"{n}.npy") for n in ("logits", "boxes")}
+    for _ in range(2):
+        net.run(None, feed)
+    totals = net.runtime_stats()
+    plans, nodes = net.total_stats(), net.total_node_stats()
+    # The network, and the two nested ones serving the rest after its cuts.
+    assert totals["networks"] == plans["networks"] == 3
+    assert totals["plans"] == {
+        "entries": plans["size"],
+        "bytes": plans["bytes"],
+        "hits": plans["hits"],
+        "misses": 3,
+        "evictions": 0,
+    }
+    assert totals["nodes"] == {
+        "entries": nodes["size"],
+        "bytes": nodes["bytes"],
+        "hits": nodes["hits"],
+        "misses": 2,
+        "evictions": 0,
+    }
+    assert totals["optimizer_runs"] == plans["optimizer_runs"]
+    assert totals["held_bytes"] == plans["bytes"] + nodes["bytes"]
+
+
 def test_a_loop_ending_on_its_condition_runs_from_python():
     net = backplane.DynamicNetwork(str(REPO / "testdata" / "dynamic" / "loop_early_exit.onnx"))
     for case, length in [("a", 3), ("b", 5), ("c", 1)]:

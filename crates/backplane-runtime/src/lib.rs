@@ -12,6 +12,8 @@
 //!   acquires memory managers and notifies the contexts of the backends the network uses.
 //! * [`Runtime::execute`]: checks inputs against the network's descriptions and runs the
 //!   workloads in order.
+//! * [`plan_cache`]: the totals of the plan caches serving models on a runtime
+//!   ([`Runtime::plan_cache_stats`]).
 
 mod budget;
 mod builtin;
@@ -21,6 +23,7 @@ mod host_memory;
 mod loaded;
 pub mod memory_plan;
 mod optimizer;
+pub mod plan_cache;
 mod registry;
 mod runtime;
 pub mod strategy;
@@ -32,8 +35,9 @@ pub use host_memory::{HostFactory, OwnedHostHandle};
 pub use loaded::{LayerTiming, LoadedNetwork, OutputWrite};
 pub use optimizer::{
     OptimizationReport, OptimizedNetwork, OptimizerOptions, RejectedOptimization,
-    SubstitutionRecord,
+    SubstitutionRecord, SupportAnswers,
 };
+pub use plan_cache::{CacheCounts, CacheKind, PlanCacheCounters, PlanCacheTotals};
 pub use registry::{BackendFactory, BackendRegistry};
 pub use runtime::{available_memory, Runtime, RuntimeOptions};
 

@@ -20,7 +20,9 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 mod rebuild;
+mod support_answers;
 use rebuild::rebuild;
+pub use support_answers::SupportAnswers;
 
 /// What the optimizer is asked to do.
 #[derive(Debug, Clone, Default)]
@@ -30,6 +32,10 @@ pub struct OptimizerOptions {
     /// Per-layer overrides: a layer name (or an op type, matching every layer of that type)
     /// and the backend to try first for it.
     pub layer_backends: Vec<(String, BackendId)>,
+    /// Support answers shared by the optimizations of one model at several shapes: answers a
+    /// backend says hold at every shape are asked once and replayed ([`SupportAnswers`]).
+    /// `None`: every layer is asked at every optimization.
+    pub support_answers: Option<Arc<SupportAnswers>>,
 }
 
 impl OptimizerOptions {
@@ -38,6 +44,7 @@ impl OptimizerOptions {
         OptimizerOptions {
             backends,
             layer_backends: Vec::new(),
+            support_answers: None,
         }
     }
 }
@@ -624,7 +631,11 @@ fn choose(
         let Some(c) = candidates.iter().find(|c| &c.id == id) else {
             continue;
         };
-        match c.support.is_layer_supported(desc) {
+        let answer = match &options.support_answers {
+            Some(kept) => kept.answer(&c.id, c.support.as_ref(), desc),
+            None => c.support.is_layer_supported(desc),
+        };
+        match answer {
             Support::Supported => {
                 for (b, r) in reasons {
                     tracing::info!(layer = %desc.name, op = desc.op.name(), "{b} refused it ({r}); falling back to {id}");

@@ -76,6 +76,8 @@ pub struct Runtime {
     /// The working-memory budget of one execution, if any.
     max_memory: Option<usize>,
     dynamic: crate::dynamic::DynamicBackendReport,
+    /// What the plan caches serving models on this runtime hold and did.
+    plan_caches: crate::plan_cache::PlanCacheCounters,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -162,6 +164,7 @@ impl Runtime {
             max_execution_time: options.max_execution_time,
             max_memory: options.max_memory.or_else(available_memory),
             dynamic,
+            plan_caches: crate::plan_cache::PlanCacheCounters::default(),
         })
     }
 
@@ -201,6 +204,19 @@ impl Runtime {
     /// when the runtime was created; `None` when neither is known).
     pub fn max_memory(&self) -> Option<usize> {
         self.max_memory
+    }
+
+    /// The totals of every plan cache serving models on this runtime (the facade's
+    /// `DynamicNetwork`s and the nested networks after their cuts): entries and bytes held
+    /// now; hits, misses, evictions and optimizer runs since the runtime was created.
+    pub fn plan_cache_stats(&self) -> crate::PlanCacheTotals {
+        self.plan_caches.snapshot()
+    }
+
+    /// The counters plan caches on this runtime report into (see
+    /// [`Runtime::plan_cache_stats`]); for code that keeps plans of its own.
+    pub fn plan_cache_counters(&self) -> &crate::PlanCacheCounters {
+        &self.plan_caches
     }
 
     fn context(&self, id: &BackendId) -> Option<&dyn BackendContext> {

@@ -17,6 +17,7 @@
 //! instead ([`crate::staged`]): the part before it is a static network, the node runs on its
 //! values, and the rest is a nested `DynamicNetwork` keyed by the shapes produced.
 
+use crate::cache_budget::{CacheBudget, EntryId, Evict, Owner};
 use crate::node_cache::{self, NodeCache, NodeCacheStats, SharedNodeStats};
 use crate::onnx::{self, proto::ModelProto, SharedInitializers};
 use crate::runtime_ref::RuntimeRef;
@@ -24,10 +25,9 @@ use crate::staged::{self, Split};
 use crate::{Error, ImportOptions, OptimizedNetwork, OptimizerOptions, Tensor};
 use backplane_backend_api::NetworkId;
 use backplane_core::symbolic::{Bindings, DimExpr, SymbolicSignature};
-use backplane_runtime::NamedTensors;
+use backplane_runtime::{CacheKind, NamedTensors};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// The default number of plans a [`DynamicNetwork`] keeps.
@@ -57,6 +57,19 @@ pub struct Plan<'r> {
     pub timings: PlanTimings,
     /// The loaded network's inputs (a given input it does not read is not fed).
     feeds: Vec<String>,
+    /// Where `id` is loaded: the network is unloaded when the plan is dropped (once its cache
+    /// let it go and no execution holds it).
+    runtime: RuntimeRef<'r>,
+}
+
+impl Drop for Plan<'_> {
+    fn drop(&mut self) {
+        if let Some(id) = self.id {
+            if let Err(e) = self.runtime.unload_network(id) {
+                tracing::warn!(network = id.0, "plan not unloaded: {e}");
+            }
+        }
+    }
 }
 
 /// The time a plan's miss spent in each phase of building it ([`Plan::timings`]); for a split
@@ -160,34 +173,6 @@ impl std::fmt::Display for ByteSize {
     }
 }
 
-/// The bytes held by the caches of one [`DynamicNetwork`] and its nested ones (plans and
-/// split nodes' entries), shared by all of them, so that together they stay within the
-/// runtime's memory budget: a cache about to go over evicts its own least recently used
-/// entries first (it keeps at least the new one).
-#[derive(Debug, Clone, Default)]
-pub(crate) struct HeldBytes(Arc<AtomicUsize>);
-
-impl HeldBytes {
-    /// Whether adding `bytes` would go over `budget` (never without a budget).
-    pub(crate) fn over(&self, budget: Option<usize>, bytes: usize) -> bool {
-        budget.is_some_and(|b| self.0.load(Ordering::Relaxed).saturating_add(bytes) > b)
-    }
-
-    /// Count `bytes` as held.
-    pub(crate) fn take(&self, bytes: usize) {
-        self.0.fetch_add(bytes, Ordering::Relaxed);
-    }
-
-    /// Count `bytes` as let go.
-    pub(crate) fn release(&self, bytes: usize) {
-        let _ = self
-            .0
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
-                Some(v.saturating_sub(bytes))
-            });
-    }
-}
-
 /// A node the plans of a [`DynamicNetwork`] were cut at ([`DynamicNetwork::cuts`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CutSummary {
@@ -230,12 +215,61 @@ impl PlanKey {
     }
 }
 
-/// The cache: plans in least-recently-used order (the last is the newest), the inputs whose
-/// values the model needed at import so far, and the counts (`stats.bytes`: the plans' bytes).
+/// The cache: plans in least-recently-used order (the last is the newest) with their ids in
+/// the memory budget, the inputs whose values the model needed at import so far, and the
+/// counts (`stats.bytes`: the plans' bytes).
 struct Cache<'r> {
-    plans: Vec<(PlanKey, Arc<Plan<'r>>)>,
+    plans: Vec<(PlanKey, Arc<Plan<'r>>, EntryId)>,
     valued: Vec<String>,
     stats: PlanCacheStats,
+    runtime: RuntimeRef<'r>,
+    /// The budget shared by every cache of the network and its nested ones.
+    budget: CacheBudget<'r>,
+    /// This cache, as the budget reaches it.
+    me: Owner<'r>,
+}
+
+impl<'r> Cache<'r> {
+    /// Take the plan at `at` out (`evicted`: to make room): its bytes leave the budget and
+    /// the counts. Its network is unloaded when the returned plan is dropped (let the cache's
+    /// lock go first) and no execution holds it.
+    fn remove_at(&mut self, at: usize, evicted: bool) -> Arc<Plan<'r>> {
+        let (_, plan, id) = self.plans.remove(at);
+        self.budget.forget(id);
+        self.stats.bytes = self.stats.bytes.saturating_sub(plan.bytes);
+        if evicted {
+            self.stats.evictions += 1;
+        }
+        self.runtime
+            .plan_cache_counters()
+            .removed(CacheKind::Plans, plan.bytes, evicted);
+        plan
+    }
+}
+
+impl Evict for Mutex<Cache<'_>> {
+    fn try_evict(&self, entry: EntryId) -> bool {
+        let removed = {
+            // Busy (a thread is building a plan in it): its plans stay.
+            let Ok(mut cache) = self.try_lock() else {
+                return false;
+            };
+            match cache.plans.iter().position(|p| p.2 == entry) {
+                Some(at) => cache.remove_at(at, true),
+                None => return false,
+            }
+        };
+        drop(removed);
+        true
+    }
+}
+
+impl Drop for Cache<'_> {
+    fn drop(&mut self) {
+        while !self.plans.is_empty() {
+            drop(self.remove_at(0, false));
+        }
+    }
 }
 
 /// The model a [`DynamicNetwork`] imports its plans from. Before the first import, every
@@ -280,7 +314,7 @@ pub struct DynamicNetwork<'r> {
     base_dir: Option<PathBuf>,
     import: ImportOptions,
     optimizer: OptimizerOptions,
-    cache: Mutex<Cache<'r>>,
+    cache: Arc<Mutex<Cache<'r>>>,
     /// The networks serving the rest of the model after each split node (keyed by the node
     /// and the types and ranks of the rest's inputs), shared by every plan splitting there.
     rests: Mutex<Vec<(String, Arc<DynamicNetwork<'r>>)>>,
@@ -293,9 +327,9 @@ pub struct DynamicNetwork<'r> {
     /// The inputs whose shapes the bound symbols determine (every dimension a number or a
     /// plain symbol): plans are keyed by the symbols alone for them.
     described: Vec<String>,
-    /// The bytes held by every cache of this network and its nested ones (plans and split
-    /// nodes), kept within the runtime's memory budget.
-    held: HeldBytes,
+    /// The memory budget shared by every cache of this network and its nested ones (plans and
+    /// split nodes): least recently used entries of any of them are evicted first.
+    budget: CacheBudget<'r>,
 }
 
 impl std::fmt::Debug for DynamicNetwork<'_> {
@@ -335,6 +369,13 @@ impl<'r> DynamicNetwork<'r> {
         import: &ImportOptions,
         optimizer: OptimizerOptions,
     ) -> Self {
+        let mut optimizer = optimizer;
+        // One set of support answers for every plan (and nested network): answers a backend
+        // says hold at every shape are asked once.
+        if optimizer.support_answers.is_none() {
+            optimizer.support_answers =
+                Some(Arc::new(backplane_runtime::SupportAnswers::default()));
+        }
         let mut import = import.clone();
         if import.evaluator.is_none() {
             import.evaluator = Some(Arc::new(backplane_cpu_ref::CpuRefEvaluator));
@@ -352,13 +393,12 @@ impl<'r> DynamicNetwork<'r> {
             })
             .map(|(n, _)| n.clone())
             .collect();
-        DynamicNetwork {
-            runtime: runtime.into(),
-            model: Mutex::new(KeptModel::new(model)),
-            base_dir,
-            import,
-            optimizer,
-            cache: Mutex::new(Cache {
+        let runtime: RuntimeRef<'r> = runtime.into();
+        runtime.plan_cache_counters().network_created();
+        let budget = CacheBudget::default();
+        let cache = Arc::new_cyclic(|me: &std::sync::Weak<Mutex<Cache<'r>>>| {
+            let me: Owner<'r> = me.clone();
+            Mutex::new(Cache {
                 stats: PlanCacheStats {
                     capacity: DEFAULT_PLAN_CAPACITY,
                     networks: 1,
@@ -366,13 +406,24 @@ impl<'r> DynamicNetwork<'r> {
                 },
                 plans: Vec::new(),
                 valued: Vec::new(),
-            }),
+                runtime: runtime.clone(),
+                budget: budget.clone(),
+                me,
+            })
+        });
+        DynamicNetwork {
+            runtime,
+            model: Mutex::new(KeptModel::new(model)),
+            base_dir,
+            import,
+            optimizer,
+            cache,
             rests: Mutex::new(Vec::new()),
             node_stats: SharedNodeStats::default(),
             node_capacity: DEFAULT_PLAN_CAPACITY,
             signature,
             described,
-            held: HeldBytes::default(),
+            budget,
         }
     }
 
@@ -427,8 +478,26 @@ impl<'r> DynamicNetwork<'r> {
         net.import.input_shapes.clear();
         net.import.input_values.clear();
         net.node_capacity = self.node_capacity;
-        net.held = self.held.clone();
+        net.share_budget(&self.budget);
         net.with_capacity(capacity)
+    }
+
+    /// Count this (new, empty) network's caches in `budget` (its parent's).
+    fn share_budget(&mut self, budget: &CacheBudget<'r>) {
+        self.budget = budget.clone();
+        self.lock().budget = budget.clone();
+    }
+
+    /// The backend-support answers its plans share (see
+    /// [`backplane_runtime::SupportAnswers`]): how many were asked and replayed.
+    pub fn support_answers(&self) -> Option<&backplane_runtime::SupportAnswers> {
+        self.optimizer.support_answers.as_deref()
+    }
+
+    /// The bytes every cache of this network and of its nested ones (plans and cut nodes'
+    /// entries) holds now, together: what the memory budget bounds.
+    pub fn held_bytes(&self) -> usize {
+        self.budget.held()
     }
 
     /// The import options every plan uses.
@@ -437,7 +506,7 @@ impl<'r> DynamicNetwork<'r> {
     }
 
     /// The runtime the plans are loaded on.
-    pub(crate) fn runtime(&self) -> &RuntimeRef<'r> {
+    pub fn runtime(&self) -> &RuntimeRef<'r> {
         &self.runtime
     }
 
@@ -461,7 +530,7 @@ impl<'r> DynamicNetwork<'r> {
     /// (a cut of the rest after a cut follows it); empty for a model with no data-dependent
     /// shapes or before its first run.
     pub fn cuts(&self) -> Vec<CutSummary> {
-        let plans: Vec<Arc<Plan<'r>>> = self.lock().plans.iter().map(|(_, p)| p.clone()).collect();
+        let plans: Vec<Arc<Plan<'r>>> = self.lock().plans.iter().map(|p| p.1.clone()).collect();
         let mut out: Vec<CutSummary> = Vec::new();
         for plan in plans {
             let Some(split) = &plan.split else { continue };
@@ -541,11 +610,13 @@ impl<'r> DynamicNetwork<'r> {
         let symbols = self.bind(inputs)?;
         let mut cache = self.lock();
         let key = PlanKey::of(inputs, &symbols, &self.described, &cache.valued);
-        if let Some(at) = cache.plans.iter().position(|(k, _)| *k == key) {
+        if let Some(at) = cache.plans.iter().position(|p| p.0 == key) {
             let entry = cache.plans.remove(at);
             let plan = entry.1.clone();
+            cache.budget.touch(entry.2);
             cache.plans.push(entry);
             cache.stats.hits += 1;
+            self.runtime.plan_cache_counters().hit(CacheKind::Plans);
             tracing::debug!(symbols = %plan.symbols, shapes = ?plan.shapes, "plan cache hit");
             return Ok((plan, true));
         }
@@ -554,6 +625,7 @@ impl<'r> DynamicNetwork<'r> {
         cache.stats.misses += 1;
         if plan.optimized.is_some() {
             cache.stats.optimizer_runs += 1;
+            self.runtime.plan_cache_counters().optimizer_ran();
         }
         for name in &plan.bound {
             if !cache.valued.contains(name) {
@@ -561,24 +633,32 @@ impl<'r> DynamicNetwork<'r> {
             }
         }
         let key = PlanKey::of(inputs, &symbols, &self.described, &cache.valued);
-        let budget = self.runtime.max_memory();
-        while !cache.plans.is_empty()
-            && (cache.plans.len() >= cache.stats.capacity || self.held.over(budget, plan.bytes))
-        {
-            let (_, old) = cache.plans.remove(0);
-            cache.stats.evictions += 1;
-            cache.stats.bytes = cache.stats.bytes.saturating_sub(old.bytes);
-            self.held.release(old.bytes);
-            if let Some(id) = old.id {
-                if let Err(e) = self.runtime.unload_network(id) {
-                    tracing::warn!(network = id.0, "evicted plan not unloaded: {e}");
-                }
-            }
+        // Evicted plans are dropped (their networks unloaded) once the lock is let go.
+        let mut evicted: Vec<Arc<Plan<'r>>> = Vec::new();
+        while !cache.plans.is_empty() && cache.plans.len() >= cache.stats.capacity {
+            evicted.push(cache.remove_at(0, true));
         }
+        let me = cache.me.clone();
+        let budget = cache.budget.clone();
+        let id = budget.admit(
+            &me,
+            plan.bytes,
+            self.runtime.max_memory(),
+            &|| format!("the plan for {}", plan.symbols),
+            &mut |victim| match cache.plans.iter().position(|p| p.2 == victim) {
+                Some(at) => {
+                    evicted.push(cache.remove_at(at, true));
+                    true
+                }
+                None => false,
+            },
+        )?;
         let plan = Arc::new(plan);
         cache.stats.bytes += plan.bytes;
-        self.held.take(plan.bytes);
-        cache.plans.push((key, plan.clone()));
+        self.runtime
+            .plan_cache_counters()
+            .inserted(CacheKind::Plans, plan.bytes);
+        cache.plans.push((key, plan.clone(), id));
         tracing::info!(
             symbols = %plan.symbols,
             shapes = ?plan.shapes,
@@ -588,6 +668,8 @@ impl<'r> DynamicNetwork<'r> {
                 ..cache.stats
             }
         );
+        drop(cache);
+        drop(evicted);
         Ok((plan, false))
     }
 
@@ -634,6 +716,7 @@ impl<'r> DynamicNetwork<'r> {
                     shapes,
                     symbols,
                     feeds: Self::feeds(&network),
+                    runtime: self.runtime.clone(),
                 })
             }
             Err(onnx::OnnxError::NeedsInputValues { nodes, .. }) => {
@@ -646,7 +729,7 @@ impl<'r> DynamicNetwork<'r> {
                     self.runtime.clone(),
                     self.node_capacity,
                     self.node_stats.clone(),
-                    self.held.clone(),
+                    self.budget.clone(),
                 );
                 let cut = staged::cut(&model, &needing, &given, nodes)?;
                 tracing::info!(
@@ -686,6 +769,7 @@ impl<'r> DynamicNetwork<'r> {
                     shapes,
                     symbols,
                     feeds,
+                    runtime: self.runtime.clone(),
                 })
             }
             Err(e) => Err(e.into()),
@@ -829,14 +913,17 @@ impl<'r> DynamicNetwork<'r> {
 
 impl Drop for DynamicNetwork<'_> {
     fn drop(&mut self) {
-        let cache = self.cache.get_mut().unwrap_or_else(|e| e.into_inner());
-        for (_, plan) in cache.plans.drain(..) {
-            self.held.release(plan.bytes);
-            if let Some(id) = plan.id {
-                if let Err(e) = self.runtime.unload_network(id) {
-                    tracing::warn!(network = id.0, "plan not unloaded: {e}");
-                }
+        // The plans leave the counts and the budget now (each network is unloaded as its
+        // last holder lets it go), whoever else still reaches the cache.
+        let plans: Vec<Arc<Plan<'_>>> = {
+            let mut cache = self.lock();
+            let mut out = Vec::with_capacity(cache.plans.len());
+            while !cache.plans.is_empty() {
+                out.push(cache.remove_at(0, false));
             }
-        }
+            out
+        };
+        drop(plans);
+        self.runtime.plan_cache_counters().network_dropped();
     }
 }

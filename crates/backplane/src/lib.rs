@@ -25,6 +25,7 @@
 //! The crates behind it: [`core`] (IR), [`backend_api`] (what backends implement),
 //! [`runtime`] (registry, optimizer, execution), [`onnx`] (importer) and the backends.
 
+mod cache_budget;
 pub mod compare;
 pub mod dynamic_network;
 #[cfg(feature = "ndarray")]
@@ -52,8 +53,8 @@ pub use backplane_backend_api::{Backend, BackendId, BackendOptions, NetworkId};
 pub use backplane_core::{DataType, Network, Shape, Tensor, TensorInfo};
 pub use backplane_onnx::ImportOptions;
 pub use backplane_runtime::{
-    BackendFactory, BackendRegistry, OptimizedNetwork, OptimizerOptions, Runtime, RuntimeError,
-    RuntimeOptions,
+    BackendFactory, BackendRegistry, CacheCounts, OptimizedNetwork, OptimizerOptions,
+    PlanCacheTotals, Runtime, RuntimeError, RuntimeOptions, SupportAnswers,
 };
 pub use dynamic_network::{CutSummary, DynamicNetwork, PlanCacheStats, PlanTimings};
 pub use node_cache::NodeCacheStats;
@@ -81,6 +82,20 @@ pub enum Error {
     /// An invalid name or argument.
     #[error("{0}")]
     Invalid(String),
+    /// A cache entry a run needs (a plan, a cut node's run) that alone takes more than the
+    /// runtime's memory budget, which every cache of a `DynamicNetwork` shares.
+    #[error(
+        "{what} needs {bytes} bytes, more than the whole memory budget of {budget} bytes that \
+         the network's caches share (raise it with RuntimeBuilder::max_memory)"
+    )]
+    CacheBudget {
+        /// The entry.
+        what: String,
+        /// The bytes it needs.
+        bytes: usize,
+        /// The runtime's memory budget.
+        budget: usize,
+    },
 }
 
 impl From<String> for Error {

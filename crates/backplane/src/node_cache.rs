@@ -9,13 +9,15 @@
 //! inputs are constants in it, the others are fed at each run). Entries are kept in
 //! least-recently-used order, at most a capacity per node and within the runtime's memory
 //! budget (an entry counts its key's bound bytes and its folded outputs' bytes, or its
-//! network's working memory, together with every other cache of the same `DynamicNetwork`);
-//! an evicted network is unloaded.
+//! network's working memory, in the budget shared by every cache of the same
+//! `DynamicNetwork`: [`crate::cache_budget`]); an evicted network is unloaded.
 
-use crate::dynamic_network::{ByteSize, HeldBytes};
+use crate::cache_budget::{CacheBudget, EntryId, Evict, Owner};
+use crate::dynamic_network::ByteSize;
 use crate::runtime_ref::RuntimeRef;
-use crate::Tensor;
+use crate::{Runtime, Tensor};
 use backplane_backend_api::NetworkId;
+use backplane_runtime::CacheKind;
 use std::sync::{Arc, Mutex};
 
 /// Counts of the split nodes' caches of one [`crate::DynamicNetwork`] (every node it splits
@@ -129,59 +131,85 @@ impl NodeEntry {
     }
 }
 
+/// One split node's cache (shared with the memory budget, which may evict from it).
+pub(crate) type SharedNodeCache<'r> = Arc<Mutex<NodeCache<'r>>>;
+
+/// One entry: its key, the entry, the bytes it counts and its id in the budget.
+type Kept = (NodeKey, Arc<NodeEntry>, usize, EntryId);
+
 /// One split node's cache.
-#[derive(Debug)]
 pub(crate) struct NodeCache<'r> {
     runtime: RuntimeRef<'r>,
-    /// Each entry with the bytes it counts.
-    entries: Vec<(NodeKey, Arc<NodeEntry>, usize)>,
+    /// The entries, least recently used first.
+    entries: Vec<Kept>,
     /// The inputs any import of the node bound so far (their bytes are in the key).
     valued: Vec<String>,
     capacity: usize,
     stats: SharedNodeStats,
-    /// The bytes of every cache of the network, against the runtime's memory budget.
-    held: HeldBytes,
+    /// The budget shared by every cache of the network (plans and cut nodes, nested ones
+    /// included).
+    budget: CacheBudget<'r>,
+    /// This cache, as the budget reaches it.
+    me: Owner<'r>,
+}
+
+impl std::fmt::Debug for NodeCache<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NodeCache")
+            .field("entries", &self.entries.len())
+            .field("capacity", &self.capacity)
+            .finish_non_exhaustive()
+    }
 }
 
 impl<'r> NodeCache<'r> {
     /// An empty cache keeping at most `capacity` entries (0: each is dropped once it has
-    /// run, see [`NodeCache::settle`]), counting in `stats` and `held`.
+    /// run, see [`NodeCache::settle`]), counting in `stats` and within `budget`.
     pub(crate) fn new(
         runtime: RuntimeRef<'r>,
         capacity: usize,
         stats: SharedNodeStats,
-        held: HeldBytes,
-    ) -> Self {
+        budget: CacheBudget<'r>,
+    ) -> SharedNodeCache<'r> {
         lock(&stats).capacity_per_node = capacity;
-        NodeCache {
-            runtime,
-            entries: Vec::new(),
-            valued: Vec::new(),
-            capacity,
-            stats,
-            held,
-        }
+        Arc::new_cyclic(|me: &std::sync::Weak<Mutex<NodeCache<'r>>>| {
+            let me: Owner<'r> = me.clone();
+            Mutex::new(NodeCache {
+                runtime,
+                entries: Vec::new(),
+                valued: Vec::new(),
+                capacity,
+                stats,
+                budget,
+                me,
+            })
+        })
     }
 
     /// The entry for these inputs, if cached (counted as a hit, made the newest).
     pub(crate) fn get(&mut self, inputs: &[(&str, &Tensor)]) -> Option<Arc<NodeEntry>> {
         let key = NodeKey::of(inputs, &self.valued);
-        let at = self.entries.iter().position(|(k, _, _)| *k == key)?;
+        let at = self.entries.iter().position(|(k, ..)| *k == key)?;
         let entry = self.entries.remove(at);
         let found = entry.1.clone();
+        self.budget.touch(entry.3);
         self.entries.push(entry);
         lock(&self.stats).hits += 1;
+        self.runtime.plan_cache_counters().hit(CacheKind::Nodes);
         Some(found)
     }
 
     /// Keep `entry`, made for these inputs with `bound` bound at import (counted as a miss),
-    /// dropping the least recently used entry when full.
+    /// dropping the least recently used entry when full and the least recently used entries
+    /// of the network's caches to stay within the memory budget; an entry larger than the
+    /// whole budget is refused ([`crate::Error::CacheBudget`]).
     pub(crate) fn insert(
         &mut self,
         inputs: &[(&str, &Tensor)],
         bound: &[String],
         entry: NodeEntry,
-    ) -> Arc<NodeEntry> {
+        label: &str,
+    ) -> Result<Arc<NodeEntry>, crate::Error> {
         for name in bound {
             if !self.valued.contains(name) {
                 self.valued.push(name.clone());
@@ -189,68 +217,100 @@ impl<'r> NodeCache<'r> {
         }
         let key = NodeKey::of(inputs, &self.valued);
         let bytes = key.bytes().saturating_add(entry.bytes());
-        let budget = self.runtime.max_memory();
-        let mut evicted = 0;
-        let mut freed = 0usize;
-        while !self.entries.is_empty()
-            && (self.entries.len() >= self.capacity.max(1) || self.held.over(budget, bytes))
-        {
-            let (_, old, old_bytes) = self.entries.remove(0);
-            self.release(&old, old_bytes);
-            freed += old_bytes;
-            evicted += 1;
+        while !self.entries.is_empty() && self.entries.len() >= self.capacity.max(1) {
+            self.remove_at(0, true);
         }
+        let me = self.me.clone();
+        let budget = self.budget.clone();
+        let id = budget.admit(
+            &me,
+            bytes,
+            self.runtime.max_memory(),
+            &|| format!("the run of node '{label}' (its outputs or network)"),
+            &mut |victim| match self.entries.iter().position(|e| e.3 == victim) {
+                Some(at) => {
+                    self.remove_at(at, true);
+                    true
+                }
+                None => false,
+            },
+        );
+        let id = match id {
+            Ok(id) => id,
+            Err(e) => {
+                release(&self.runtime, &entry);
+                return Err(e);
+            }
+        };
         let entry = Arc::new(entry);
-        self.held.take(bytes);
-        self.entries.push((key, entry.clone(), bytes));
+        self.entries.push((key, entry.clone(), bytes, id));
         let mut stats = lock(&self.stats);
         stats.misses += 1;
-        stats.evictions += evicted;
-        stats.size = (stats.size + 1).saturating_sub(evicted as usize);
-        stats.bytes = (stats.bytes + bytes).saturating_sub(freed);
-        entry
+        stats.size += 1;
+        stats.bytes += bytes;
+        self.runtime
+            .plan_cache_counters()
+            .inserted(CacheKind::Nodes, bytes);
+        Ok(entry)
     }
 
     /// Drop the entries beyond the capacity (with a capacity of 0, the one just run).
     pub(crate) fn settle(&mut self) {
-        let mut evicted = 0;
-        let mut freed = 0usize;
         while self.entries.len() > self.capacity {
-            let (_, old, old_bytes) = self.entries.remove(0);
-            self.release(&old, old_bytes);
-            freed += old_bytes;
-            evicted += 1;
-        }
-        if evicted > 0 {
-            let mut stats = lock(&self.stats);
-            stats.evictions += evicted;
-            stats.size = stats.size.saturating_sub(evicted as usize);
-            stats.bytes = stats.bytes.saturating_sub(freed);
+            self.remove_at(0, true);
         }
     }
 
-    /// Let an entry's bytes go and unload its network, if it has one.
-    fn release(&self, entry: &NodeEntry, bytes: usize) {
-        self.held.release(bytes);
-        if let NodeEntry::Loaded { id, .. } = entry {
-            if let Err(e) = self.runtime.unload_network(*id) {
-                tracing::warn!(network = id.0, "split node network not unloaded: {e}");
+    /// Let the entry at `at` go (`evicted`: to make room): its bytes leave the budget and the
+    /// counts, its network is unloaded.
+    fn remove_at(&mut self, at: usize, evicted: bool) {
+        let (_, entry, bytes, id) = self.entries.remove(at);
+        self.budget.forget(id);
+        release(&self.runtime, &entry);
+        {
+            let mut stats = lock(&self.stats);
+            stats.size = stats.size.saturating_sub(1);
+            stats.bytes = stats.bytes.saturating_sub(bytes);
+            if evicted {
+                stats.evictions += 1;
             }
+        }
+        self.runtime
+            .plan_cache_counters()
+            .removed(CacheKind::Nodes, bytes, evicted);
+    }
+}
+
+/// Unload an entry's network, if it has one.
+fn release(runtime: &Runtime, entry: &NodeEntry) {
+    if let NodeEntry::Loaded { id, .. } = entry {
+        if let Err(e) = runtime.unload_network(*id) {
+            tracing::warn!(network = id.0, "split node network not unloaded: {e}");
+        }
+    }
+}
+
+impl Evict for Mutex<NodeCache<'_>> {
+    fn try_evict(&self, entry: EntryId) -> bool {
+        // Busy (a thread runs or fills it): its entries stay.
+        let Ok(mut cache) = self.try_lock() else {
+            return false;
+        };
+        match cache.entries.iter().position(|e| e.3 == entry) {
+            Some(at) => {
+                cache.remove_at(at, true);
+                true
+            }
+            None => false,
         }
     }
 }
 
 impl Drop for NodeCache<'_> {
     fn drop(&mut self) {
-        let entries = std::mem::take(&mut self.entries);
-        let mut freed = 0usize;
-        for (_, entry, bytes) in &entries {
-            self.release(entry, *bytes);
-            freed += bytes;
+        while !self.entries.is_empty() {
+            self.remove_at(0, false);
         }
-        let mut stats = lock(&self.stats);
-        stats.size = stats.size.saturating_sub(entries.len());
-        stats.bytes = stats.bytes.saturating_sub(freed);
     }
 }
 

@@ -13,7 +13,7 @@
 //! the rest once more. The rest may split again at its own first data-dependent node. Every
 //! plan that splits at the same node (for other input shapes) shares one nested network.
 
-use crate::node_cache::{NodeCache, NodeEntry};
+use crate::node_cache::{NodeEntry, SharedNodeCache};
 use crate::onnx::proto::{
     tensor_shape_proto, type_proto, GraphProto, ModelProto, NodeProto, TensorProto,
     TensorShapeProto, TypeProto, ValueInfoProto,
@@ -272,7 +272,7 @@ pub(crate) fn cut<'r>(
     model: &ModelProto,
     needing: &[(String, String)],
     given: &[String],
-    nodes: NodeCache<'r>,
+    nodes: SharedNodeCache<'r>,
 ) -> Result<Cut<'r>, Error> {
     let graph = graph_of(model)?;
     let index = find_node(graph, needing)?;
@@ -320,7 +320,7 @@ pub(crate) fn cut<'r>(
             rest_template: with_graph(model, GraphProto::default()),
             outputs,
             rest: Mutex::new(None),
-            nodes: Mutex::new(nodes),
+            nodes,
         },
     })
 }
@@ -346,7 +346,7 @@ pub struct Split<'r> {
     outputs: Vec<String>,
     rest: Mutex<Option<Arc<DynamicNetwork<'r>>>>,
     /// The node's imports, by what they were specialised on ([`crate::node_cache`]).
-    nodes: Mutex<NodeCache<'r>>,
+    nodes: SharedNodeCache<'r>,
 }
 
 impl std::fmt::Debug for Split<'_> {
@@ -464,7 +464,7 @@ impl<'r> Split<'r> {
             Some(entry) => entry,
             None => {
                 let (entry, bound) = self.import_node(parent, &inputs)?;
-                cache.insert(&inputs, &bound, entry)
+                cache.insert(&inputs, &bound, entry, &self.label)?
             }
         };
         let values = match &*entry {

@@ -93,7 +93,9 @@ fn with_its_inputs_known_the_loop_folds_to_the_length_it_ran() {
 /// The split node's cache counts its entries' bytes (bound inputs and folded outputs) and,
 /// with every other cache of the network, stays within the runtime's memory budget: with a
 /// budget that holds what one input set needs, each new limit (same shapes, so the same
-/// plan) evicts the older entry though the node's capacity (8) is far from full.
+/// plan) evicts older entries though the node's capacity (8) is far from full, and the
+/// caches together never hold more than the budget (a longer scan output makes a larger plan
+/// of the rest, so that the set for limit 100 evicts entries of other caches as well).
 #[test]
 fn the_split_nodes_cache_is_bounded_by_the_memory_budget() {
     let x = read("a", "x");
@@ -119,9 +121,11 @@ fn the_split_nodes_cache_is_bounded_by_the_memory_budget() {
     for (v, length) in [(3.0, 3), (1.0, 2), (100.0, 7)] {
         let got = net.execute(&[("x", &x), ("limit", &limit(v))]).unwrap();
         assert_eq!(got[1].1.shape().dims(), &[length], "limit {v}");
+        assert!(held(&net) <= one + 8, "limit {v}: {}", held(&net));
+        assert_eq!(held(&net), net.held_bytes(), "limit {v}");
     }
     let nodes = net.total_node_stats();
     assert_eq!(nodes.misses, 3, "{nodes}");
     assert!(nodes.evictions >= 2, "{nodes}");
-    assert_eq!(nodes.size, 1, "{nodes}");
+    assert!(nodes.size <= 1, "{nodes}");
 }

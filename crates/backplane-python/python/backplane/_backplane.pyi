@@ -167,6 +167,10 @@ class DynamicNetwork:
         """Initializer bytes the model kept for imports still holds (0 once the first plan is built)."""
     def total_stats(self) -> Dict[str, int]:
         """:meth:`stats` summed over the nested networks serving the rest after each cut."""
+    def runtime_stats(self) -> Dict[str, Any]:
+        """The runtime's totals over every plan cache it serves: ``networks``, ``plans`` and
+        ``nodes`` (dicts of entries, bytes, hits, misses, evictions), ``optimizer_runs``,
+        ``held_bytes`` (the caches' bytes against the shared memory budget)."""
     def node_stats(self) -> Dict[str, int]:
         """The cut nodes' import cache: size, capacity_per_node, hits, misses, evictions, bytes."""
     def total_node_stats(self) -> Dict[str, int]:
