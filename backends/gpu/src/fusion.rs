@@ -12,14 +12,13 @@
 
 use crate::kernels::elementwise::Act;
 use backplane_backend_api::patterns::{
-    fold_batch_norm_after, match_erf_gelu, match_silu, match_tanh_gelu, FusionGraph,
+    fold_batch_norm_after, match_erf_gelu, match_silu, match_tanh_gelu, Fusion,
 };
 use backplane_backend_api::{
     LayerDesc, OptimizationViews, ReplacementLayer, SubgraphView, Substitution, ValueRef,
 };
 use backplane_core::ops::{AttrValue, BinaryOp, CustomOp, UnaryOp};
 use backplane_core::{LayerId, Op, TensorId};
-use std::collections::BTreeSet;
 use std::sync::Arc;
 
 /// The custom-op domain of GpuAcc's fused layers.
@@ -147,30 +146,6 @@ pub fn decode(c: &CustomOp) -> Result<Fused, String> {
     }
 }
 
-/// The subgraph being fused, for the shared patterns.
-struct Graph<'a> {
-    view: &'a SubgraphView<'a>,
-    inside: BTreeSet<LayerId>,
-    consumers: Vec<Vec<(LayerId, usize)>>,
-    used: BTreeSet<LayerId>,
-    supported: &'a dyn Fn(&LayerDesc) -> bool,
-}
-
-impl FusionGraph for Graph<'_> {
-    fn view(&self) -> &SubgraphView<'_> {
-        self.view
-    }
-    fn readers(&self, t: TensorId) -> &[(LayerId, usize)] {
-        self.consumers.get(t.0).map_or(&[], Vec::as_slice)
-    }
-    fn available(&self, l: LayerId) -> bool {
-        self.inside.contains(&l) && !self.used.contains(&l)
-    }
-    fn supported(&self, l: LayerId) -> bool {
-        (self.supported)(&self.view.layer_desc(l))
-    }
-}
-
 /// The constant bias `Add` adds to MatMul result `mid` (`[.., N]`): the other operand, when
 /// it holds one value per column (all dims 1 but the last, N) and the sum keeps `mid`'s shape.
 fn bias_of(net: &backplane_core::Network, add: LayerId, mid: TensorId) -> Option<TensorId> {
@@ -204,20 +179,14 @@ pub fn optimize(
     supported: impl Fn(&LayerDesc) -> bool,
 ) -> OptimizationViews {
     let net = view.network();
-    let mut g = Graph {
-        view,
-        inside: view.layers().iter().copied().collect(),
-        consumers: net.consumers(),
-        used: BTreeSet::new(),
-        supported: &supported,
-    };
+    let mut g = Fusion::new(view, supported);
     let mut subs = Vec::new();
     for &id in view.layers() {
-        if g.used.contains(&id) {
+        if g.is_taken(id) {
             continue;
         }
         if let Some(sub) = fuse(&g, id).or_else(|| tanh_gelu(&g, id)) {
-            g.used.extend(sub.replaced.iter().copied());
+            g.take(&sub.replaced);
             subs.push(sub);
         }
     }
@@ -226,8 +195,8 @@ pub fn optimize(
 
 /// The exporters' tanh GELU subgraph around Pow layer `id` as one `Gelu(approximate = tanh)`
 /// layer (GPT-2's eight elementwise layers).
-fn tanh_gelu(g: &Graph<'_>, id: LayerId) -> Option<Substitution> {
-    let net = g.view.network();
+fn tanh_gelu(g: &Fusion<'_>, id: LayerId) -> Option<Substitution> {
+    let net = g.view().network();
     if net.layer(id).op != Op::Binary(BinaryOp::Pow) {
         return None;
     }
@@ -235,33 +204,13 @@ fn tanh_gelu(g: &Graph<'_>, id: LayerId) -> Option<Substitution> {
     let op = Op::Unary(UnaryOp::Gelu {
         tanh_approximation: true,
     });
-    let mut desc = g.view.layer_desc(id);
-    desc.op = op.clone();
-    desc.inputs = vec![net.tensor(x).info.clone()];
-    desc.constants = vec![None];
-    desc.outputs = vec![net.tensor(out).info.clone()];
-    if !(g.supported)(&desc) {
-        return None;
-    }
-    let names: Vec<&str> = replaced
-        .iter()
-        .map(|l| net.layer(*l).name.as_str())
-        .collect();
-    Some(Substitution {
-        replacement: vec![ReplacementLayer {
-            name: names.join("+"),
-            op,
-            inputs: vec![ValueRef::Existing(x)],
-            outputs: vec![Some(out)],
-        }],
-        replaced,
-    })
+    substitution(g, id, replaced, op, vec![ValueRef::Existing(x)], out)
 }
 
 /// The fusion starting at product `id`, when something follows it to fuse and GpuAcc runs
 /// the result.
-fn fuse(g: &Graph<'_>, id: LayerId) -> Option<Substitution> {
-    let net = g.view.network();
+fn fuse(g: &Fusion<'_>, id: LayerId) -> Option<Substitution> {
+    let net = g.view().network();
     let layer = net.layer(id);
     if !matches!(layer.op, Op::Conv(_) | Op::Gemm(_) | Op::MatMul) || layer.outputs.len() != 1 {
         return None;
@@ -320,40 +269,46 @@ fn fuse(g: &Graph<'_>, id: LayerId) -> Option<Substitution> {
     if replaced.len() < 2 {
         return None;
     }
-    let info = net.tensor(out).info.clone();
     // A Conv with only a BatchNormalization folded in stays a Conv (with the new weights).
     let op = if matches!(act, FusedAct::None) && !bias {
         layer.op.clone()
     } else {
-        Op::Custom(encode(&layer.op, bias, &act, vec![info.clone()]))
+        Op::Custom(encode(&layer.op, bias, &act, vec![net.tensor(out).info.clone()]))
     };
-    let mut desc = g.view.layer_desc(id);
+    substitution(g, id, replaced, op, inputs, out)
+}
+
+/// The substitution of `replaced` (starting at layer `first`) by one layer `op` reading
+/// `inputs` and writing `out`, when GpuAcc runs that layer.
+fn substitution(
+    g: &Fusion<'_>,
+    first: LayerId,
+    replaced: Vec<LayerId>,
+    op: Op,
+    inputs: Vec<ValueRef>,
+    out: TensorId,
+) -> Option<Substitution> {
+    let net = g.view().network();
+    let mut desc = g.view().layer_desc(first);
     desc.op = op.clone();
-    desc.outputs = vec![info];
+    desc.outputs = vec![net.tensor(out).info.clone()];
     desc.inputs.clear();
     desc.constants.clear();
     for v in &inputs {
-        let (i, c) = match v {
-            ValueRef::Existing(t) => {
-                let e = net.tensor(*t);
-                (e.info.clone(), net.constant_value(*t).cloned())
-            }
+        let (info, constant) = match v {
+            ValueRef::Existing(t) => (net.tensor(*t).info.clone(), net.constant_value(*t).cloned()),
             ValueRef::NewConstant(c) => (c.info().clone(), Some(c.clone())),
             ValueRef::Produced { .. } => return None,
         };
-        desc.inputs.push(i);
-        desc.constants.push(c);
+        desc.inputs.push(info);
+        desc.constants.push(constant);
     }
-    if !(g.supported)(&desc) {
+    if !g.supports(&desc) {
         return None;
     }
-    let names: Vec<&str> = replaced
-        .iter()
-        .map(|l| net.layer(*l).name.as_str())
-        .collect();
     Some(Substitution {
         replacement: vec![ReplacementLayer {
-            name: names.join("+"),
+            name: g.names(&replaced),
             op,
             inputs,
             outputs: vec![Some(out)],

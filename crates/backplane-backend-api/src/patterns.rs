@@ -5,25 +5,74 @@
 //! Helpers for writing [`crate::Backend::optimize_subgraph`], not part of the contract
 //! between the runtime and a backend: a backend may use them or match its own patterns.
 
-use crate::SubgraphView;
+use crate::{LayerDesc, SubgraphView};
+use std::collections::BTreeSet;
 use backplane_core::ops::{BinaryOp, UnaryOp};
 use backplane_core::{LayerId, Op, Tensor, TensorId};
 use std::sync::Arc;
 
-/// What a pattern needs to know of the subgraph a backend is fusing.
-pub trait FusionGraph {
+/// A fusion pass over a subgraph: who reads each tensor, which layers are in the subgraph and
+/// which a fusion already took, and the backend's support test. The patterns below read it; a
+/// backend's own patterns may too.
+pub struct Fusion<'a> {
+    view: &'a SubgraphView<'a>,
+    inside: BTreeSet<LayerId>,
+    readers: Vec<Vec<(LayerId, usize)>>,
+    taken: BTreeSet<LayerId>,
+    supported: Box<dyn Fn(&LayerDesc) -> bool + 'a>,
+}
+
+impl<'a> Fusion<'a> {
+    /// A pass over `view`, where `supported` says whether the backend runs a layer (also a
+    /// replacement layer a fusion would make).
+    pub fn new(view: &'a SubgraphView<'a>, supported: impl Fn(&LayerDesc) -> bool + 'a) -> Self {
+        Fusion {
+            view,
+            inside: view.layers().iter().copied().collect(),
+            readers: view.network().consumers(),
+            taken: BTreeSet::new(),
+            supported: Box::new(supported),
+        }
+    }
+
     /// The subgraph.
-    fn view(&self) -> &SubgraphView<'_>;
+    pub fn view(&self) -> &'a SubgraphView<'a> {
+        self.view
+    }
+
     /// The layers reading tensor `t` (with the input slot), across the whole network.
-    fn readers(&self, t: TensorId) -> &[(LayerId, usize)];
-    /// Whether layer `l` is in the subgraph and not yet taken by another fusion.
-    fn available(&self, l: LayerId) -> bool;
-    /// Whether the backend runs layer `l` on its own.
-    fn supported(&self, l: LayerId) -> bool;
+    pub fn readers(&self, t: TensorId) -> &[(LayerId, usize)] {
+        self.readers.get(t.0).map_or(&[], Vec::as_slice)
+    }
+
+    /// Whether layer `l` is in the subgraph and not yet taken by a fusion.
+    pub fn available(&self, l: LayerId) -> bool {
+        self.inside.contains(&l) && !self.taken.contains(&l)
+    }
+
+    /// Whether a fusion took layer `l`.
+    pub fn is_taken(&self, l: LayerId) -> bool {
+        self.taken.contains(&l)
+    }
+
+    /// Mark `layers` as taken by a fusion.
+    pub fn take(&mut self, layers: &[LayerId]) {
+        self.taken.extend(layers.iter().copied());
+    }
+
+    /// Whether the backend runs layer `l` of the network on its own.
+    pub fn supported(&self, l: LayerId) -> bool {
+        (self.supported)(&self.view.layer_desc(l))
+    }
+
+    /// Whether the backend runs the layer `desc` describes (a replacement).
+    pub fn supports(&self, desc: &LayerDesc) -> bool {
+        (self.supported)(desc)
+    }
 
     /// The only reader of `t`, when it is available and `t` is not a network output.
-    fn sole_reader(&self, t: TensorId) -> Option<LayerId> {
-        if self.view().network().outputs().contains(&t) {
+    pub fn sole_reader(&self, t: TensorId) -> Option<LayerId> {
+        if self.view.network().outputs().contains(&t) {
             return None;
         }
         match self.readers(t) {
@@ -33,23 +82,31 @@ pub trait FusionGraph {
     }
 
     /// The only output of layer `l`.
-    fn single_output(&self, l: LayerId) -> Option<TensorId> {
-        match self.view().network().layer(l).outputs.as_slice() {
+    pub fn single_output(&self, l: LayerId) -> Option<TensorId> {
+        match self.view.network().layer(l).outputs.as_slice() {
             [t] => Some(*t),
             _ => None,
         }
     }
 
     /// The value of `t` when it is a constant.
-    fn constant(&self, t: TensorId) -> Option<&Arc<Tensor>> {
-        self.view().network().tensor(t).constant()
+    pub fn constant(&self, t: TensorId) -> Option<&'a Arc<Tensor>> {
+        self.view.network().tensor(t).constant()
+    }
+
+    /// The names of layers `ids` joined with `+`: a fused layer's name.
+    pub fn names(&self, ids: &[LayerId]) -> String {
+        ids.iter()
+            .map(|&l| self.view.network().layer(l).name.as_str())
+            .collect::<Vec<_>>()
+            .join("+")
     }
 }
 
 /// The exporters' SiLU subgraph on `t`, `Mul(t, Sigmoid(t))` (either operand order): `t` read
 /// by the Sigmoid and the Mul alone, the Sigmoid's output by the Mul alone, both supported.
 /// Returns the two layers and the product.
-pub fn match_silu(g: &impl FusionGraph, t: TensorId) -> Option<(Vec<LayerId>, TensorId)> {
+pub fn match_silu(g: &Fusion<'_>, t: TensorId) -> Option<(Vec<LayerId>, TensorId)> {
     let net = g.view().network();
     if net.outputs().contains(&t) {
         return None;
@@ -90,7 +147,7 @@ pub fn match_silu(g: &impl FusionGraph, t: TensorId) -> Option<(Vec<LayerId>, Te
 /// weights (and bias, if any) constant. Returns the BatchNormalization layer, its output and
 /// the new weights and bias (`[M]`, present even when the convolution had none).
 pub fn fold_batch_norm_after(
-    g: &impl FusionGraph,
+    g: &Fusion<'_>,
     conv: LayerId,
 ) -> Option<(LayerId, TensorId, Tensor, Tensor)> {
     let net = g.view().network();
@@ -187,7 +244,7 @@ pub fn fold_batch_norm(
 }
 
 /// The scalar value of a constant f32 tensor with one element.
-fn scalar(g: &impl FusionGraph, t: TensorId) -> Option<f32> {
+fn scalar(g: &Fusion<'_>, t: TensorId) -> Option<f32> {
     match g.constant(t)?.as_slice::<f32>().ok()? {
         [v] => Some(*v),
         _ => None,
@@ -197,7 +254,7 @@ fn scalar(g: &impl FusionGraph, t: TensorId) -> Option<f32> {
 /// Layer `id` is `op(t, c)`, or `op(c, t)` for an op other than Div, with a scalar constant
 /// `c`, and supported: answers `c`.
 pub fn binary_with_scalar(
-    g: &impl FusionGraph,
+    g: &Fusion<'_>,
     id: LayerId,
     op: BinaryOp,
     t: TensorId,
@@ -219,7 +276,7 @@ fn near(v: f32, want: f32) -> bool {
 }
 
 /// Whether layer `id` is a supported `op(a, b)` in either operand order.
-fn reads_both(g: &impl FusionGraph, id: LayerId, op: BinaryOp, a: TensorId, b: TensorId) -> bool {
+fn reads_both(g: &Fusion<'_>, id: LayerId, op: BinaryOp, a: TensorId, b: TensorId) -> bool {
     let l = g.view().network().layer(id);
     l.op == Op::Binary(op)
         && g.supported(id)
@@ -227,7 +284,7 @@ fn reads_both(g: &impl FusionGraph, id: LayerId, op: BinaryOp, a: TensorId, b: T
 }
 
 /// The available readers of `t` when there are exactly `n` and `t` is no network output.
-fn exactly_readers(g: &impl FusionGraph, t: TensorId, n: usize) -> Option<Vec<LayerId>> {
+fn exactly_readers(g: &Fusion<'_>, t: TensorId, n: usize) -> Option<Vec<LayerId>> {
     if g.view().network().outputs().contains(&t) {
         return None;
     }
@@ -238,7 +295,7 @@ fn exactly_readers(g: &impl FusionGraph, t: TensorId, n: usize) -> Option<Vec<La
 /// The exporters' erf GELU subgraph on `h`: `0.5·h·(1 + erf(h/√2))` in either
 /// multiplication order (the scale as a division by √2 or a product with 1/√2). Returns its
 /// five layers and its output.
-pub fn match_erf_gelu(g: &impl FusionGraph, h: TensorId) -> Option<(Vec<LayerId>, TensorId)> {
+pub fn match_erf_gelu(g: &Fusion<'_>, h: TensorId) -> Option<(Vec<LayerId>, TensorId)> {
     use BinaryOp::{Add, Div, Mul};
     let net = g.view().network();
     let users = exactly_readers(g, h, 2)?;
@@ -291,7 +348,7 @@ const SQRT_2_OVER_PI: f32 = 0.797_884_6;
 /// operation, every intermediate read only inside the subgraph, f32. Returns its eight
 /// layers (sorted), `x` and the output: one `Gelu(approximate = tanh)` layer computes it.
 pub fn match_tanh_gelu(
-    g: &impl FusionGraph,
+    g: &Fusion<'_>,
     pow: LayerId,
 ) -> Option<(Vec<LayerId>, TensorId, TensorId)> {
     use BinaryOp::{Add, Mul, Pow};

@@ -10,27 +10,7 @@ mod common;
 
 use common::{backplane, scratch, text};
 
-const SOFTWARE: &str = "GpuAcc:allow_software=true";
-
-/// The GpuAcc line of `backplane backends`, or `None` (said) when it has no adapter here.
-fn adapter_line() -> Option<String> {
-    let o = backplane(&["backends", "--backend-option", SOFTWARE]);
-    let (out, err) = text(&o);
-    assert!(o.status.success(), "{err}");
-    let line = out
-        .lines()
-        .find(|l| l.starts_with("GpuAcc"))
-        .unwrap_or_else(|| panic!("GpuAcc is not listed:\n{out}"))
-        .to_string();
-    if line.contains("no GPU adapter") {
-        if std::env::var("BACKPLANE_REQUIRE_GPU_ADAPTER").as_deref() == Ok("1") {
-            panic!("BACKPLANE_REQUIRE_GPU_ADAPTER=1 but GpuAcc has none: {line}");
-        }
-        println!("SKIPPED: no Vulkan adapter on this machine: {line}");
-        return None;
-    }
-    Some(line)
-}
+const SOFTWARE: &str = common::GPU_SOFTWARE;
 
 #[test]
 fn backends_lists_gpu_acc_with_its_adapter_or_the_reason() {
@@ -44,7 +24,7 @@ fn backends_lists_gpu_acc_with_its_adapter_or_the_reason() {
         .find(|l| l.starts_with("GpuAcc"))
         .unwrap_or_default();
     assert!(line.contains("Adapter="), "{out}");
-    let Some(line) = adapter_line() else { return };
+    let Some(line) = common::gpu_line() else { return };
     assert!(
         line.contains("Adapter=") && !line.contains("no GPU adapter"),
         "{line}"
@@ -53,7 +33,7 @@ fn backends_lists_gpu_acc_with_its_adapter_or_the_reason() {
 
 #[test]
 fn run_on_gpu_acc_matches_cpu_ref_on_the_digits_model() {
-    if adapter_line().is_none() {
+    if common::gpu_line().is_none() {
         return;
     }
     let dir = scratch("gpu-digits");
@@ -93,7 +73,7 @@ fn run_on_gpu_acc_matches_cpu_ref_on_the_digits_model() {
 /// naming the accepted ones.
 #[test]
 fn every_tiles_layout_matches_cpu_ref_on_the_digits_model() {
-    if adapter_line().is_none() {
+    if common::gpu_line().is_none() {
         return;
     }
     let dir = scratch("gpu-tiles");
@@ -184,7 +164,7 @@ fn inspect_edges(extra: &[&str]) -> (Vec<String>, String) {
 
 #[test]
 fn inspect_shows_device_memory_and_one_copy_per_border() {
-    if adapter_line().is_none() {
+    if common::gpu_line().is_none() {
         return;
     }
     // All of the digits model on the GPU: nothing is copied; the host reads the output by
@@ -219,7 +199,7 @@ fn inspect_shows_device_memory_and_one_copy_per_border() {
 
 #[test]
 fn backend_test_runs_the_kit_on_gpu_acc() {
-    if adapter_line().is_none() {
+    if common::gpu_line().is_none() {
         return;
     }
     let o = backplane(&[
@@ -238,7 +218,7 @@ fn backend_test_runs_the_kit_on_gpu_acc() {
 
 #[test]
 fn run_profile_shows_gpu_layers_and_how_they_were_timed() {
-    if adapter_line().is_none() {
+    if common::gpu_line().is_none() {
         return;
     }
     let dir = scratch("gpu-profile");
@@ -316,7 +296,7 @@ fn run_profile_shows_gpu_layers_and_how_they_were_timed() {
 
 #[test]
 fn bert_tiny_runs_on_gpu_acc_and_matches_cpu_ref() {
-    if adapter_line().is_none() {
+    if common::gpu_line().is_none() {
         return;
     }
     let dir = scratch("gpu-bert-tiny");
@@ -373,7 +353,7 @@ fn bert_tiny_runs_on_gpu_acc_and_matches_cpu_ref() {
 fn run_reports_a_gather_index_out_of_range_on_gpu_acc() {
     use backplane::onnx::proto::tensor_proto::DataType as T;
     use common::onnx::{f32_proto, i64_proto, node, shaped, value, write_model, write_pb};
-    if adapter_line().is_none() {
+    if common::gpu_line().is_none() {
         return;
     }
     let dir = scratch("gpu-gather");

@@ -21,27 +21,7 @@ use common::onnx::{f16_proto, f32_proto, node, shaped, value, write_model_with};
 use common::{backplane, scratch, text};
 use std::path::{Path, PathBuf};
 
-const SOFTWARE: &str = "GpuAcc:allow_software=true";
-
-/// GpuAcc's line of `backplane backends`, or `None` (said) when it has no adapter here.
-fn gpu_line() -> Option<String> {
-    let o = backplane(&["backends", "--backend-option", SOFTWARE]);
-    let (out, err) = text(&o);
-    assert!(o.status.success(), "{err}");
-    let line = out
-        .lines()
-        .find(|l| l.starts_with("GpuAcc"))
-        .unwrap_or_else(|| panic!("GpuAcc is not listed:\n{out}"))
-        .to_string();
-    if line.contains("no GPU adapter") {
-        if std::env::var("BACKPLANE_REQUIRE_GPU_ADAPTER").as_deref() == Ok("1") {
-            panic!("BACKPLANE_REQUIRE_GPU_ADAPTER=1 but GpuAcc has none: {line}");
-        }
-        println!("SKIPPED: no Vulkan adapter on this machine: {line}");
-        return None;
-    }
-    Some(line)
-}
+const SOFTWARE: &str = common::GPU_SOFTWARE;
 
 fn with_int(mut n: NodeProto, name: &str, v: i64) -> NodeProto {
     n.attribute.push(AttributeProto {
@@ -144,7 +124,7 @@ fn write_network(dir: &Path, half: bool) -> PathBuf {
 
 #[test]
 fn an_f16_network_on_gpu_acc_matches_cpu_ref_on_its_f32_twin() {
-    let Some(line) = gpu_line() else { return };
+    let Some(line) = common::gpu_line() else { return };
     assert!(
         line.contains("F16="),
         "backends should say whether f16 runs: {line}"
@@ -244,7 +224,7 @@ fn an_f16_network_on_gpu_acc_matches_cpu_ref_on_its_f32_twin() {
 
 #[test]
 fn with_f16_kernels_off_the_f16_layers_are_refused_with_the_reason() {
-    if gpu_line().is_none() {
+    if common::gpu_line().is_none() {
         return;
     }
     let dir = scratch("gpu-f16-off");

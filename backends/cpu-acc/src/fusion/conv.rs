@@ -12,8 +12,8 @@ use std::sync::Arc;
 /// Follow a residual addition after `t`: `Add(t, r)` or `Add(r, t)` with `r` of `t`'s type
 /// and shape (no broadcasting). Returns the Add, `r` and the sum.
 fn follow_residual(g: &Graph<'_>, t: TensorId) -> Option<(LayerId, TensorId, TensorId)> {
-    let net = g.view.network();
-    let next = g.sole_consumer(t)?;
+    let net = g.view().network();
+    let next = g.sole_reader(t)?;
     let layer = net.layer(next);
     if layer.op != Op::Binary(backplane_core::ops::BinaryOp::Add) || !g.supported(next) {
         return None;
@@ -32,7 +32,7 @@ fn follow_residual(g: &Graph<'_>, t: TensorId) -> Option<(LayerId, TensorId, Ten
 
 /// The fused convolution starting at Conv layer `id`, when something follows it to fuse.
 pub(super) fn fuse_conv(g: &Graph<'_>, id: LayerId, desc: &ConvDesc) -> Option<Substitution> {
-    let net = g.view.network();
+    let net = g.view().network();
     let layer = net.layer(id);
     let mut out = single_output(g, id)?;
     let mut replaced = vec![id];

@@ -22,15 +22,14 @@ fn is_reshape(op: &Op) -> bool {
 /// The layer computing `t`, when `t` is used by `user` alone, is not a network output, and
 /// the layer is inside, unused and supported.
 fn sole_producer(g: &Graph<'_>, t: TensorId, user: LayerId) -> Option<LayerId> {
-    let net = g.view.network();
+    let net = g.view().network();
     let TensorKind::Produced { layer, .. } = net.tensor(t).kind else {
         return None;
     };
-    let only_user = matches!(g.consumers.get(t.0).map(Vec::as_slice), Some([(l, _)]) if *l == user);
+    let only_user = matches!(g.readers(t), [(l, _)] if *l == user);
     (only_user
         && !net.outputs().contains(&t)
-        && g.inside.contains(&layer)
-        && !g.used.contains(&layer)
+        && g.available(layer)
         && g.supported(layer))
     .then_some(layer)
 }
@@ -43,7 +42,7 @@ fn fold_operand(
     t: TensorId,
     matmul: LayerId,
 ) -> Option<(TensorId, StridedView, Vec<LayerId>)> {
-    let net = g.view.network();
+    let net = g.view().network();
     let (mut cur, mut user) = (t, matmul);
     let (mut perms, mut layers) = (Vec::new(), Vec::new());
     while let Some(p) = sole_producer(g, cur, user) {
@@ -80,8 +79,8 @@ fn fold_operand(
 /// Transpose keeps the last axis last: the view of the final tensor the result is written
 /// through, the layers, and the final tensor.
 fn fold_result(g: &Graph<'_>, t: TensorId) -> Option<(StridedView, Vec<LayerId>, TensorId)> {
-    let net = g.view.network();
-    let next = g.sole_consumer(t)?;
+    let net = g.view().network();
+    let next = g.sole_reader(t)?;
     let Op::Transpose { perm } = &net.layer(next).op else {
         return None;
     };
@@ -107,7 +106,7 @@ fn fold_result(g: &Graph<'_>, t: TensorId) -> Option<(StridedView, Vec<LayerId>,
     };
     let mut out = single_output(g, next)?;
     let mut layers = vec![next];
-    if let Some(after) = g.sole_consumer(out) {
+    if let Some(after) = g.sole_reader(out) {
         if is_reshape(&net.layer(after).op) && g.supported(after) {
             layers.push(after);
             out = single_output(g, after)?;
@@ -120,7 +119,7 @@ fn fold_result(g: &Graph<'_>, t: TensorId) -> Option<(StridedView, Vec<LayerId>,
 /// The fused MatMul around MatMul layer `id`, when something around it folds in.
 pub(super) fn fuse_matmul(g: &Graph<'_>, id: LayerId) -> Option<Substitution> {
     use backplane_core::ops::BinaryOp::{Add, Div, Mul};
-    let net = g.view.network();
+    let net = g.view().network();
     let layer = net.layer(id);
     let mut out = single_output(g, id)?;
     let out_info = net.tensor(out).info.clone();
@@ -142,7 +141,7 @@ pub(super) fn fuse_matmul(g: &Graph<'_>, id: LayerId) -> Option<Substitution> {
     }
     replaced.push(id);
     // A scale straight after the product (attention's 1/√d).
-    if let Some(next) = g.sole_consumer(out) {
+    if let Some(next) = g.sole_reader(out) {
         let scale = binary_with_scalar(g, next, Mul, out).or_else(|| {
             binary_with_scalar(g, next, Div, out)
                 .filter(|&v| v != 0.0)
@@ -158,7 +157,7 @@ pub(super) fn fuse_matmul(g: &Graph<'_>, id: LayerId) -> Option<Substitution> {
         }
     }
     let mut bias: Option<Tensor> = None;
-    if let Some(next) = g.sole_consumer(out) {
+    if let Some(next) = g.sole_reader(out) {
         let add = net.layer(next);
         if add.op == Op::Binary(Add) && g.supported(next) {
             let other = add.inputs.iter().copied().find(|&t| t != out);
@@ -212,7 +211,7 @@ pub(super) fn fuse_matmul(g: &Graph<'_>, id: LayerId) -> Option<Substitution> {
 
 /// Gemm layer `id` and the activation after it.
 pub(super) fn fuse_gemm(g: &Graph<'_>, id: LayerId, desc: GemmDesc) -> Option<Substitution> {
-    let net = g.view.network();
+    let net = g.view().network();
     let layer = net.layer(id);
     let out = single_output(g, id)?;
     let (layers, act, t) = follow_act(g, out)?;

@@ -43,7 +43,7 @@ pub use payload::{
 };
 
 use crate::act::{Activation, FromOp};
-use backplane_backend_api::patterns::{match_silu, FusionGraph};
+use backplane_backend_api::patterns::{match_silu, Fusion};
 use backplane_backend_api::{OptimizationViews, SubgraphView};
 use backplane_core::{LayerId, Op, Tensor, TensorId};
 use std::collections::BTreeSet;
@@ -58,63 +58,16 @@ fn fusable_act(op: &Op) -> Option<Activation> {
     }
 }
 
-/// The subgraph being fused: who consumes each tensor and which layers are taken.
-pub(super) struct Graph<'a> {
-    view: &'a SubgraphView<'a>,
-    inside: BTreeSet<LayerId>,
-    consumers: Vec<Vec<(LayerId, usize)>>,
-    used: BTreeSet<LayerId>,
-}
-
-impl Graph<'_> {
-    /// The only consumer of `t`, if it has one, is inside, unused, and `t` is not an output.
-    pub(super) fn sole_consumer(&self, t: TensorId) -> Option<LayerId> {
-        let net = self.view.network();
-        if net.outputs().contains(&t) {
-            return None;
-        }
-        match self.consumers.get(t.0).map(Vec::as_slice) {
-            Some([(l, _)]) if self.inside.contains(l) && !self.used.contains(l) => Some(*l),
-            _ => None,
-        }
-    }
-
-    pub(super) fn constant(&self, t: TensorId) -> Option<&Arc<Tensor>> {
-        self.view.network().tensor(t).constant()
-    }
-
-    pub(super) fn supported(&self, id: LayerId) -> bool {
-        crate::support::check(&self.view.layer_desc(id)).is_ok()
-    }
-}
-
-impl FusionGraph for Graph<'_> {
-    fn view(&self) -> &SubgraphView<'_> {
-        self.view
-    }
-    fn readers(&self, t: TensorId) -> &[(LayerId, usize)] {
-        self.consumers.get(t.0).map_or(&[], Vec::as_slice)
-    }
-    fn available(&self, l: LayerId) -> bool {
-        self.inside.contains(&l) && !self.used.contains(&l)
-    }
-    fn supported(&self, l: LayerId) -> bool {
-        Graph::supported(self, l)
-    }
-}
+/// The subgraph being fused (the shared pass state of `backplane_backend_api::patterns`).
+pub(super) type Graph<'a> = Fusion<'a>;
 
 /// Optimize a subgraph assigned to CpuAcc.
 pub fn optimize(view: &SubgraphView<'_>) -> OptimizationViews {
     let net = view.network();
-    let mut g = Graph {
-        view,
-        inside: view.layers().iter().copied().collect(),
-        consumers: net.consumers(),
-        used: BTreeSet::new(),
-    };
+    let mut g = Fusion::new(view, |desc| crate::support::check(desc).is_ok());
     let mut subs = Vec::new();
     for &id in view.layers() {
-        if g.used.contains(&id) || !g.supported(id) {
+        if g.is_taken(id) || !g.supported(id) {
             continue;
         }
         let sub = match &net.layer(id).op {
@@ -126,7 +79,7 @@ pub fn optimize(view: &SubgraphView<'_>) -> OptimizationViews {
             _ => None,
         };
         if let Some(s) = sub {
-            g.used.extend(s.replaced.iter().copied());
+            g.take(&s.replaced);
             subs.push(s);
         }
     }
@@ -137,10 +90,7 @@ pub fn optimize(view: &SubgraphView<'_>) -> OptimizationViews {
 
 /// The only output of layer `id`.
 pub(super) fn single_output(g: &Graph<'_>, id: LayerId) -> Option<TensorId> {
-    match g.view.network().layer(id).outputs.as_slice() {
-        [t] => Some(*t),
-        _ => None,
-    }
+    g.single_output(id)
 }
 
 /// Follow an activation after `t`, if there is one: one layer, or the layers of a SiLU
@@ -152,8 +102,8 @@ pub(super) fn follow_act(
     if let Some((layers, out)) = match_silu(g, t) {
         return Some((layers, Activation::Silu, out));
     }
-    let next = g.sole_consumer(t)?;
-    let act = fusable_act(&g.view.network().layer(next).op)?;
+    let next = g.sole_reader(t)?;
+    let act = fusable_act(&g.view().network().layer(next).op)?;
     if !g.supported(next) {
         return None;
     }
@@ -162,8 +112,5 @@ pub(super) fn follow_act(
 
 /// The names of layers `ids` joined with `+`: the fused layer's name.
 pub(super) fn names(g: &Graph<'_>, ids: &[LayerId]) -> String {
-    ids.iter()
-        .map(|&l| g.view.network().layer(l).name.as_str())
-        .collect::<Vec<_>>()
-        .join("+")
+    g.names(ids)
 }

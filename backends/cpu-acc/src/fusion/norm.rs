@@ -8,7 +8,7 @@ use backplane_core::{LayerId, Op, TensorId};
 /// `Add(a, b) → LayerNormalization` with `a` and `b` of one shape and the sum used by the
 /// normalization alone.
 pub(super) fn fuse_add_layer_norm(g: &Graph<'_>, id: LayerId) -> Option<Substitution> {
-    let net = g.view.network();
+    let net = g.view().network();
     let add = net.layer(id);
     let [a, b] = add.inputs.as_slice() else {
         return None;
@@ -18,7 +18,7 @@ pub(super) fn fuse_add_layer_norm(g: &Graph<'_>, id: LayerId) -> Option<Substitu
     if !info(*a).same_layout(info(*b)) || !info(*a).same_layout(info(sum)) {
         return None;
     }
-    let norm = g.sole_consumer(sum)?;
+    let norm = g.sole_reader(sum)?;
     let layer = net.layer(norm);
     let Op::LayerNormalization { axis, epsilon } = layer.op else {
         return None;

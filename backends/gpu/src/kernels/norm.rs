@@ -9,35 +9,38 @@ use super::{bindings, linear_shader, linear_step, p32, product, Bind, Step, MAX_
 /// Threads of a row kernel's workgroup.
 pub(super) const ROW_GROUP: u32 = 64;
 
+/// The WGSL function `NAME(v, t)` in which a workgroup's `ROW_GROUP` threads each bring a
+/// value `v` (thread `t`) and all get back their combination (`combine` of `a` and `b`), met in
+/// the workgroup array `part`; every thread must call it.
+pub(super) fn meet_fn(name: &str, combine: &str) -> String {
+    format!(
+        "fn {name}(v: f32, t: u32) -> f32 {{
+    part[t] = v;
+    workgroupBarrier();
+    for (var w = {half}u; w > 0u; w = w >> 1u) {{
+        if (t < w) {{
+            let a = part[t];
+            let b = part[t + w];
+            part[t] = {combine};
+        }}
+        workgroupBarrier();
+    }}
+    let r = part[0];
+    workgroupBarrier();
+    return r;
+}}
+",
+        half = ROW_GROUP / 2
+    )
+}
+
 /// A one-workgroup-per-row shader: `row` is the row, `t` the thread, `live` whether the row
 /// exists (workgroups past the last row still meet every barrier); `body` may call
 /// `reduce_sum(v)` and `reduce_max(v)`, which every thread must reach.
 fn row_shader(inputs: usize, body: &str) -> String {
     format!(
         "{}var<workgroup> part: array<f32, {ROW_GROUP}>;
-fn reduce_sum(v: f32, t: u32) -> f32 {{
-    part[t] = v;
-    workgroupBarrier();
-    for (var w = {half}u; w > 0u; w = w >> 1u) {{
-        if (t < w) {{ part[t] = part[t] + part[t + w]; }}
-        workgroupBarrier();
-    }}
-    let r = part[0];
-    workgroupBarrier();
-    return r;
-}}
-fn reduce_max(v: f32, t: u32) -> f32 {{
-    part[t] = v;
-    workgroupBarrier();
-    for (var w = {half}u; w > 0u; w = w >> 1u) {{
-        if (t < w) {{ part[t] = max(part[t], part[t + w]); }}
-        workgroupBarrier();
-    }}
-    let r = part[0];
-    workgroupBarrier();
-    return r;
-}}
-@compute @workgroup_size({ROW_GROUP})
+{}{}@compute @workgroup_size({ROW_GROUP})
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {{
     let row = wg.x + wg.y * nwg.x;
     let live = row < p[0];
@@ -45,7 +48,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
 }}
 ",
         bindings(inputs, 1),
-        half = ROW_GROUP / 2,
+        meet_fn("reduce_sum", "a + b"),
+        meet_fn("reduce_max", "max(a, b)"),
     )
 }
 

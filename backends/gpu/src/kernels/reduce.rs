@@ -5,7 +5,7 @@
 //! loop early). Output order is the kept axes' order, the same whether or not the reduced
 //! axes are kept as size 1.
 
-use super::norm::{row_step, ROW_GROUP};
+use super::norm::{meet_fn, row_step, ROW_GROUP};
 use super::{bindings, linear_shader, linear_step, lit, p32, p32s, product, strides, Bind, Step};
 use backplane_core::ops::ReduceKind;
 
@@ -157,30 +157,7 @@ fn wide(kind: ReduceKind, params: Vec<u32>, outputs: usize) -> Result<Step, Stri
     };
     let source = format!(
         "{bindings}var<workgroup> part: array<f32, {ROW_GROUP}>;
-fn combine(a: f32, b: f32) -> f32 {{ return {combine}; }}
-fn meet(v: f32, t: u32) -> f32 {{
-    part[t] = v;
-    workgroupBarrier();
-    for (var w = {half}u; w > 0u; w = w >> 1u) {{
-        if (t < w) {{ part[t] = combine(part[t], part[t + w]); }}
-        workgroupBarrier();
-    }}
-    let r = part[0];
-    workgroupBarrier();
-    return r;
-}}
-fn meet_max(v: f32, t: u32) -> f32 {{
-    part[t] = v;
-    workgroupBarrier();
-    for (var w = {half}u; w > 0u; w = w >> 1u) {{
-        if (t < w) {{ part[t] = max(part[t], part[t + w]); }}
-        workgroupBarrier();
-    }}
-    let r = part[0];
-    workgroupBarrier();
-    return r;
-}}
-// The input offset of reduced value j of the output at `base`.
+{meet}{meet_max}// The input offset of reduced value j of the output at `base`.
 fn at(base: u32, j: u32) -> u32 {{
     let nk = p[2];
     let nr = p[3];
@@ -222,8 +199,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
 }}
 ",
         bindings = bindings(1, 1),
-        combine = combine(kind),
-        half = ROW_GROUP / 2,
+        meet = meet_fn("meet", combine(kind)),
+        meet_max = meet_fn("meet_max", "max(a, b)"),
     );
     row_step(
         source,

@@ -72,3 +72,27 @@ pub fn scratch(tag: &str) -> Scratch {
     std::fs::create_dir_all(&dir).unwrap();
     Scratch(dir)
 }
+
+/// The backend option that lets GpuAcc take a software Vulkan adapter (lavapipe in CI).
+pub const GPU_SOFTWARE: &str = "GpuAcc:allow_software=true";
+
+/// GpuAcc's line of `backplane backends` (software adapters allowed), or `None` (said) when it
+/// has no adapter here; with `BACKPLANE_REQUIRE_GPU_ADAPTER=1` (CI) that is a failure.
+pub fn gpu_line() -> Option<String> {
+    let o = backplane(&["backends", "--backend-option", GPU_SOFTWARE]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("GpuAcc"))
+        .unwrap_or_else(|| panic!("GpuAcc is not listed:\n{out}"))
+        .to_string();
+    if line.contains("no GPU adapter") {
+        if std::env::var("BACKPLANE_REQUIRE_GPU_ADAPTER").as_deref() == Ok("1") {
+            panic!("BACKPLANE_REQUIRE_GPU_ADAPTER=1 but GpuAcc has none: {line}");
+        }
+        println!("SKIPPED: no Vulkan adapter on this machine: {line}");
+        return None;
+    }
+    Some(line)
+}
