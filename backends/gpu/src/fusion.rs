@@ -178,7 +178,6 @@ pub fn optimize(
     view: &SubgraphView<'_>,
     supported: impl Fn(&LayerDesc) -> bool,
 ) -> OptimizationViews {
-    let net = view.network();
     let mut g = Fusion::new(view, supported);
     let mut subs = Vec::new();
     for &id in view.layers() {
@@ -273,7 +272,12 @@ fn fuse(g: &Fusion<'_>, id: LayerId) -> Option<Substitution> {
     let op = if matches!(act, FusedAct::None) && !bias {
         layer.op.clone()
     } else {
-        Op::Custom(encode(&layer.op, bias, &act, vec![net.tensor(out).info.clone()]))
+        Op::Custom(encode(
+            &layer.op,
+            bias,
+            &act,
+            vec![net.tensor(out).info.clone()],
+        ))
     };
     substitution(g, id, replaced, op, inputs, out)
 }

@@ -6,9 +6,9 @@
 //! between the runtime and a backend: a backend may use them or match its own patterns.
 
 use crate::{LayerDesc, SubgraphView};
-use std::collections::BTreeSet;
 use backplane_core::ops::{BinaryOp, UnaryOp};
 use backplane_core::{LayerId, Op, Tensor, TensorId};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 /// A fusion pass over a subgraph: who reads each tensor, which layers are in the subgraph and
@@ -253,12 +253,7 @@ fn scalar(g: &Fusion<'_>, t: TensorId) -> Option<f32> {
 
 /// Layer `id` is `op(t, c)`, or `op(c, t)` for an op other than Div, with a scalar constant
 /// `c`, and supported: answers `c`.
-pub fn binary_with_scalar(
-    g: &Fusion<'_>,
-    id: LayerId,
-    op: BinaryOp,
-    t: TensorId,
-) -> Option<f32> {
+pub fn binary_with_scalar(g: &Fusion<'_>, id: LayerId, op: BinaryOp, t: TensorId) -> Option<f32> {
     let layer = g.view().network().layer(id);
     if layer.op != Op::Binary(op) || !g.supported(id) {
         return None;
@@ -347,10 +342,7 @@ const SQRT_2_OVER_PI: f32 = 0.797_884_6;
 /// `·√(2/π)`, `Tanh`, `1 + ·`, `m · ·`, each scalar on either side of a commutative
 /// operation, every intermediate read only inside the subgraph, f32. Returns its eight
 /// layers (sorted), `x` and the output: one `Gelu(approximate = tanh)` layer computes it.
-pub fn match_tanh_gelu(
-    g: &Fusion<'_>,
-    pow: LayerId,
-) -> Option<(Vec<LayerId>, TensorId, TensorId)> {
+pub fn match_tanh_gelu(g: &Fusion<'_>, pow: LayerId) -> Option<(Vec<LayerId>, TensorId, TensorId)> {
     use BinaryOp::{Add, Mul, Pow};
     let net = g.view().network();
     let x = *net.layer(pow).inputs.first()?;

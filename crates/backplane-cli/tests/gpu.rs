@@ -24,7 +24,9 @@ fn backends_lists_gpu_acc_with_its_adapter_or_the_reason() {
         .find(|l| l.starts_with("GpuAcc"))
         .unwrap_or_default();
     assert!(line.contains("Adapter="), "{out}");
-    let Some(line) = common::gpu_line() else { return };
+    let Some(line) = common::gpu_line() else {
+        return;
+    };
     assert!(
         line.contains("Adapter=") && !line.contains("no GPU adapter"),
         "{line}"

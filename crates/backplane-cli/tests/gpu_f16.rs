@@ -124,7 +124,9 @@ fn write_network(dir: &Path, half: bool) -> PathBuf {
 
 #[test]
 fn an_f16_network_on_gpu_acc_matches_cpu_ref_on_its_f32_twin() {
-    let Some(line) = common::gpu_line() else { return };
+    let Some(line) = common::gpu_line() else {
+        return;
+    };
     assert!(
         line.contains("F16="),
         "backends should say whether f16 runs: {line}"

@@ -27,11 +27,8 @@ fn sole_producer(g: &Graph<'_>, t: TensorId, user: LayerId) -> Option<LayerId> {
         return None;
     };
     let only_user = matches!(g.readers(t), [(l, _)] if *l == user);
-    (only_user
-        && !net.outputs().contains(&t)
-        && g.available(layer)
-        && g.supported(layer))
-    .then_some(layer)
+    (only_user && !net.outputs().contains(&t) && g.available(layer) && g.supported(layer))
+        .then_some(layer)
 }
 
 /// Operand `t` of MatMul `matmul` read through the `[Reshape →] Transpose…` chain that

@@ -45,9 +45,7 @@ pub use payload::{
 use crate::act::{Activation, FromOp};
 use backplane_backend_api::patterns::{match_silu, Fusion};
 use backplane_backend_api::{OptimizationViews, SubgraphView};
-use backplane_core::{LayerId, Op, Tensor, TensorId};
-use std::collections::BTreeSet;
-use std::sync::Arc;
+use backplane_core::{LayerId, Op, TensorId};
 
 /// An activation layer CpuAcc can fuse.
 fn fusable_act(op: &Op) -> Option<Activation> {
