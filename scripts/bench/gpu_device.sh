@@ -15,7 +15,7 @@
 # BUDGET (seconds for the whole script, default 900), KIT_GPU_S (the GpuAcc kit's limit, default 120),
 # EXPORT_S (the model export's limit, default 300), SUBMITS (the submit_every values the submit
 # A/B times, default "0 8 32"), STEPS (which steps run, in this order: default
-# "tiles submit f16 kit compare profiles cpu", where cpu means cpukit scaling cpucompare;
+# "tiles submit f16 strict kit compare profiles cpu", where cpu means cpukit scaling cpucompare;
 # models are always made). BP_OLD (an earlier build: the scaling step alternates it with BP),
 # SCALING_MODELS, SCALING_ITER.
 # F16_ITER (timed executions per f16/f32 model and round, default 20; the f16 models come from
@@ -29,7 +29,7 @@ OUT=${OUT:-/tmp/gpu_device}
 MODELS=${MODELS:-$OUT/models}
 PY=${PY:-python3}
 ONLY=${ONLY:-resnet50,efficientnet_b0,vit_b_16,squeezenet1_1,shufflenet_v2_x1_0,densenet121,regnet_y_400mf,mobilenet_v3_large,deeplabv3_resnet50,bert_base,distilbert,gpt2}
-STEPS=" ${STEPS:-tiles submit kit compare profiles cpu} "
+STEPS=" ${STEPS:-tiles submit f16 strict kit compare profiles cpu} "
 want() { [[ "$STEPS" == *" $1 "* ]]; }
 ITER=${ITER:-20}
 THREADS=${THREADS:-$(nproc)}
@@ -127,6 +127,19 @@ for round in 1 2; do
       --backends GpuAcc,CpuAcc --generate random --iterations "$F16_ITER" --warmup 3 --quiet 2>&1 |
       grep -E "^latency")"
   done
+done
+fi
+
+if want strict; then
+step "GpuAcc,CpuAcc against CpuRef at rtol 1e-4 / atol 1e-5 (the benchmark models, one generated input)"
+for m in old/mobilenet_v2 old/resnet18 old/bert_tiny; do
+  [ -f "$MODELS/$m.onnx" ] || continue
+  want_dir="$OUT/cpuref_$(basename "$m")"
+  rm -rf "$want_dir"
+  timeout "$(lim 60)" "$BP" run "$MODELS/$m.onnx" --backends CpuRef --generate random --output-dir "$want_dir" >/dev/null 2>&1
+  echo "-- $m: $(timeout "$(lim 30)" "$BP" run "$MODELS/$m.onnx" --backends GpuAcc,CpuAcc --generate random \
+    --compare "$want_dir" --rtol 1e-4 --atol 1e-5 2>&1 | grep -E "^backends:|every output|differ|worst" | head -3 | tr '\n' ' ')"
+  rm -rf "$want_dir"
 done
 fi
 
