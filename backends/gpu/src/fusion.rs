@@ -5,7 +5,8 @@
 //! A BatchNormalization after a Conv is folded into new constant weights and bias; the
 //! exporters' SiLU subgraph `Mul(t, Sigmoid(t))` is an activation (`Silu`) and their erf GELU
 //! subgraph one too (`Gelu`); GPT-2's tanh GELU subgraph becomes one `Gelu(tanh)` layer. The
-//! patterns are `backplane_backend_api::patterns`', shared with CpuAcc.
+//! patterns are `backplane_backend_api::patterns`', shared with CpuAcc. An elementwise binary
+//! op followed by an activation (a residual Add and its Relu) is one layer too.
 //! The fused layer is a custom op of domain `GpuAcc` whose attributes are the product's own
 //! flat attributes plus the activation's, prefixed `act.`, and `bias` when its third input
 //! is a bias added in the epilogue.
@@ -141,7 +142,7 @@ pub fn decode(c: &CustomOp) -> Result<Fused, String> {
     };
     match product {
         Op::MatMul => Ok(Fused { product, bias, act }),
-        Op::Conv(_) | Op::Gemm(_) if !bias => Ok(Fused { product, bias, act }),
+        Op::Conv(_) | Op::Gemm(_) | Op::Binary(_) if !bias => Ok(Fused { product, bias, act }),
         other => Err(format!("GpuAcc does not fuse after {}", other.name())),
     }
 }
@@ -211,7 +212,11 @@ fn tanh_gelu(g: &Fusion<'_>, id: LayerId) -> Option<Substitution> {
 fn fuse(g: &Fusion<'_>, id: LayerId) -> Option<Substitution> {
     let net = g.view().network();
     let layer = net.layer(id);
-    if !matches!(layer.op, Op::Conv(_) | Op::Gemm(_) | Op::MatMul) || layer.outputs.len() != 1 {
+    if !matches!(
+        layer.op,
+        Op::Conv(_) | Op::Gemm(_) | Op::MatMul | Op::Binary(_)
+    ) || layer.outputs.len() != 1
+    {
         return None;
     }
     let mut out = layer.outputs[0];

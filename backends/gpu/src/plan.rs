@@ -465,12 +465,13 @@ fn gather(layer: &LayerDesc, axis: i64) -> Result<Plan, String> {
 }
 
 /// A broadcasting binary op.
+/// The dimensions of a layer's output (none when it has no such output).
+fn dims_of(t: Option<&TensorInfo>) -> Vec<usize> {
+    t.map(|o| o.shape.dims().to_vec()).unwrap_or_default()
+}
+
 fn binary(layer: &LayerDesc, op: BinaryOp) -> Result<Plan, String> {
-    let out = layer
-        .outputs
-        .first()
-        .map(|o| o.shape.dims().to_vec())
-        .unwrap_or_default();
+    let out = dims_of(layer.outputs.first());
     ok(elementwise::binary(
         op,
         Act::None,
@@ -535,6 +536,16 @@ fn fused(layer: &LayerDesc, c: &CustomOp, tiles: Tiles) -> Result<Plan, String> 
     let f = crate::fusion::decode(c)?;
     if f.bias && layer.inputs.len() != 3 {
         return Err("a fused MatMul + bias takes three inputs".into());
+    }
+    if let Op::Binary(op) = f.product {
+        let out = dims_of(layer.outputs.first());
+        return ok(elementwise::binary(
+            op,
+            f.act,
+            &dims(layer, 0),
+            &dims(layer, 1),
+            &out,
+        )?);
     }
     product_with(layer, &f.product, f.bias, f.act, tiles)
 }

@@ -137,8 +137,9 @@ fn a_run_of_gpu_layers_is_one_submit_per_execution() {
     let (got, submits) = execute(&rt, &net, &x, vec![gpu()], 3);
     assert_close(&got, &want);
     assert_eq!(submits, vec![1, 1, 1], "submits per execution");
-    // Four GPU layers per execution (the Tanh fuses into the MatMul), one command buffer.
-    assert_eq!(counter(&rt, "GpuLayerRuns") - layers_before, 12);
+    // Three GPU layers per execution (the Sigmoid fuses into the Mul, the Tanh into the
+    // MatMul), one command buffer.
+    assert_eq!(counter(&rt, "GpuLayerRuns") - layers_before, 9);
 }
 
 /// `submit_every=N` cuts a long run of GPU layers into submits of N layers (the GPU starts
@@ -148,9 +149,10 @@ fn submit_every_splits_a_long_run_into_submits_of_that_many_layers() {
     let (net, x) = chain(false);
     let Some(rt) = runtime() else { return };
     let (want, _) = execute(&rt, &net, &x, vec![cpu_ref()], 1);
-    // Four GPU layers: every 2 -> two submits (the second at the output's read-back);
-    // every 3 -> the first three, then the last with the read-back; 1 -> one per layer.
-    for (every, expected) in [("0", 1), ("1", 4), ("2", 2), ("3", 2), ("4", 1), ("9", 1)] {
+    // Three GPU layers (relu, mul+sigmoid, matmul+tanh): every 2 -> two submits (the second
+    // at the output's read-back); every 3 -> one, at the third layer, which reads back
+    // anyway; 1 -> one per layer.
+    for (every, expected) in [("0", 1), ("1", 3), ("2", 2), ("3", 1), ("4", 1), ("9", 1)] {
         let Some(rt) = runtime_with(&[("submit_every", every)]) else {
             return;
         };
@@ -168,7 +170,7 @@ fn a_host_layer_between_gpu_runs_adds_one_submit() {
     let (want, _) = execute(&rt, &net, &x, vec![cpu_ref()], 1);
     let (got, submits) = execute(&rt, &net, &x, vec![gpu(), cpu_ref()], 2);
     assert_close(&got, &want);
-    // relu, mul, sigmoid | Hardmax on CpuRef | matmul, tanh: two runs, two submits.
+    // relu, mul+sigmoid | Hardmax on CpuRef | matmul+tanh: two runs, two submits.
     assert_eq!(submits, vec![2, 2], "submits per execution");
 }
 
@@ -246,25 +248,22 @@ fn profiling_uses_timestamp_queries_where_the_adapter_has_them() {
             .split("GPU ms per layer of the last execution: ")
             .nth(1)
             .unwrap_or_else(|| panic!("no layer times: {note}"));
-        // relu, mul, sigmoid and the fused matmul+tanh, each with a time.
+        // relu, the fused mul+sigmoid and matmul+tanh, each with a time.
         let entries: Vec<&str> = times.split(", ").collect();
-        assert_eq!(entries.len(), 4, "{note}");
-        for (entry, layer) in entries
-            .iter()
-            .zip(["relu", "mul", "sigmoid", "matmul+tanh"])
-        {
+        assert_eq!(entries.len(), 3, "{note}");
+        for (entry, layer) in entries.iter().zip(["relu", "mul+sigmoid", "matmul+tanh"]) {
             let (name, ms) = entry.split_once('=').unwrap();
             assert_eq!(name, layer);
             assert!(ms.parse::<f64>().unwrap() >= 0.0, "{entry}");
         }
     } else {
-        assert_eq!(submits, vec![4, 4], "one submit per layer");
+        assert_eq!(submits, vec![3, 3], "one submit per layer");
     }
     let Some(rt) = runtime_with(&[("profile", "true"), ("timestamps", "false")]) else {
         return;
     };
     let (_, submits) = execute(&rt, &net, &x, vec![gpu()], 1);
-    assert_eq!(submits, vec![4], "host timing submits each layer");
+    assert_eq!(submits, vec![3], "host timing submits each layer");
     let note = counter_text(&rt, "Profiling");
     assert!(note.contains("host-side timing of the submit"), "{note}");
 }

@@ -4,7 +4,12 @@
 //! must not fuse because its input has another reader, and GPT-2's tanh GELU as one layer.
 //!
 //! Needs a Vulkan adapter (see tests/common/mod.rs).
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::type_complexity
+)]
 
 use backplane::core::ops::{BinaryOp, ConvDesc, GemmDesc, UnaryOp, Window};
 use backplane::core::{Op, TensorId};
@@ -272,5 +277,78 @@ fn gelu_subgraphs_fuse_and_match_cpu_ref() {
         // The fused GELU is the same function computed in fewer roundings.
         backplane::compare::compare(&got[0].1, &want[0].1, 1e-4, 1e-5)
             .unwrap_or_else(|m| panic!("{what}: {}", m.message));
+    }
+}
+
+/// An elementwise binary op followed by an activation (a residual Add and its Relu) runs as
+/// one layer, broadcasting included; not when the binary's result is also read elsewhere.
+#[test]
+fn binary_ops_with_an_activation_fuse_and_match_cpu_ref() {
+    let Some(rt) = runtime() else { return };
+    let cpu_ref = BackendId::new("CpuRef").unwrap();
+    let mut r = Rng::new(47);
+    let cases: Vec<(BinaryOp, Vec<usize>, Vec<usize>, Op, bool)> = vec![
+        (
+            BinaryOp::Add,
+            vec![2, 3, 5, 7],
+            vec![2, 3, 5, 7],
+            Op::Unary(UnaryOp::Relu),
+            false,
+        ),
+        (
+            BinaryOp::Add,
+            vec![1, 13, 3, 3],
+            vec![1, 13, 1, 1],
+            Op::Unary(UnaryOp::Relu),
+            false,
+        ),
+        (
+            BinaryOp::Mul,
+            vec![4, 1],
+            vec![1, 17],
+            Op::Unary(UnaryOp::Sigmoid),
+            false,
+        ),
+        (
+            BinaryOp::Sub,
+            vec![1],
+            vec![1],
+            Op::Unary(UnaryOp::Tanh),
+            false,
+        ),
+        (
+            BinaryOp::Add,
+            vec![3, 5],
+            vec![3, 5],
+            Op::Unary(UnaryOp::Relu),
+            true,
+        ),
+    ];
+    for (op, a_dims, b_dims, act, shared) in cases {
+        let (a, b) = (t(&mut r, &a_dims), t(&mut r, &b_dims));
+        let mut net = Network::new();
+        let ai = net.add_input("a", a.info().clone()).unwrap();
+        let bi = net.add_input("b", b.info().clone()).unwrap();
+        let s = bin(&mut net, "binary", op, ai, bi);
+        let y = net.add_layer("act", act.clone(), &[s]).unwrap()[0];
+        if shared {
+            net.mark_output(s).unwrap();
+        }
+        net.mark_output(y).unwrap();
+        let feed = vec![("a".to_string(), a), ("b".to_string(), b)];
+        let what = format!("{op:?} {a_dims:?} {b_dims:?} {act:?} shared={shared}");
+        let want = match run_network(&rt, &net, std::slice::from_ref(&cpu_ref), &feed) {
+            Run::Ran { outputs, .. } => outputs.unwrap(),
+            Run::Refused(why) => panic!("CpuRef refused {what}: {why}"),
+        };
+        let (layers, got) = match run_network(&rt, &net, &[gpu()], &feed) {
+            Run::Ran { layers, outputs } => (layers, outputs.unwrap()),
+            Run::Refused(why) => panic!("GpuAcc refused {what}: {why}"),
+        };
+        assert_eq!(layers, if shared { 2 } else { 1 }, "{what}: GPU layers");
+        for ((name, g), (_, w)) in got.iter().zip(&want) {
+            backplane::compare::compare(g, w, 1e-4, 1e-5)
+                .unwrap_or_else(|m| panic!("{what}, output {name}: {}", m.message));
+        }
     }
 }
