@@ -165,6 +165,18 @@ impl Chains<'_> {
         }
     }
 
+    /// The weights of a product over 8-bit activations `x` with one scale for the whole
+    /// tensor: the DequantizeLinear of an 8-bit constant producing `wt`, on axis `axis` when
+    /// per-axis.
+    fn int8_weights(&self, x: &Dq, wt: TensorId, axis: usize) -> Option<Dq> {
+        let w = self.dequantize(wt, axis)?;
+        let fits = x.scales.len() == 1
+            && is_8bit(self.net.tensor(x.input).info.dtype)
+            && is_8bit(self.net.tensor(w.input).info.dtype)
+            && self.constant(w.input).is_some();
+        fits.then_some(w)
+    }
+
     /// The DequantizeLinear producing `t`, with constant parameters, on axis `axis` when
     /// per-axis.
     fn dequantize(&self, t: TensorId, axis: usize) -> Option<Dq> {
@@ -226,16 +238,9 @@ impl Chains<'_> {
         };
         let (xt, wt) = (*layer.inputs.first()?, *layer.inputs.get(1)?);
         let x = self.dequantize(xt, 1)?;
-        let w = self.dequantize(wt, 0)?;
+        let w = self.int8_weights(&x, wt, 0)?;
         let x_info = &self.net.tensor(x.input).info;
         let w_info = &self.net.tensor(w.input).info;
-        if x.scales.len() != 1
-            || !is_8bit(x_info.dtype)
-            || !is_8bit(w_info.dtype)
-            || self.constant(w.input).is_none()
-        {
-            return None;
-        }
         let (x_dims, w_dims) = (x_info.shape.dims(), w_info.shape.dims());
         if x_dims.len() != 4 || w_dims.len() != 4 {
             return None;
@@ -322,12 +327,8 @@ impl Chains<'_> {
         }
         let (xt, wt) = (*layer.inputs.first()?, *layer.inputs.get(1)?);
         let (x, reshape) = self.product_input(xt, id)?;
-        let w = self.dequantize(wt, if desc.trans_b { 0 } else { 1 })?;
-        let x_info = &self.net.tensor(x.input).info;
+        let w = self.int8_weights(&x, wt, if desc.trans_b { 0 } else { 1 })?;
         let w_info = &self.net.tensor(w.input).info;
-        if !is_8bit(x_info.dtype) || !is_8bit(w_info.dtype) || self.constant(w.input).is_none() {
-            return None;
-        }
         let &[w0, w1] = w_info.shape.dims() else {
             return None;
         };

@@ -8,7 +8,6 @@
 use super::{Chains, Dq, OutChain};
 use crate::quant::conv::clamp_range;
 use crate::quant::gemm::QGemmDesc;
-use crate::quant::is_8bit;
 use backplane_backend_api::Substitution;
 use backplane_core::{LayerId, Op, Tensor, TensorId};
 use std::collections::BTreeSet;
@@ -32,12 +31,8 @@ impl Chains<'_> {
             return None;
         }
         let (x, reshape) = self.product_input(*xt, id)?;
-        let w = self.dequantize(*wt, 1)?;
-        let x_info = &self.net.tensor(x.input).info;
+        let w = self.int8_weights(&x, *wt, 1)?;
         let w_info = &self.net.tensor(w.input).info;
-        if !is_8bit(x_info.dtype) || !is_8bit(w_info.dtype) || self.constant(w.input).is_none() {
-            return None;
-        }
         let &[_, n] = w_info.shape.dims() else {
             return None;
         };

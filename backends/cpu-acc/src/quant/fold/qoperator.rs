@@ -8,7 +8,6 @@
 
 use super::{Chains, OutChain};
 use crate::quant::conv::{clamp_range, QConvDesc};
-use crate::quant::is_8bit;
 use backplane_backend_api::Substitution;
 use backplane_core::ops::BinaryOp;
 use backplane_core::{LayerId, Op, Tensor, TensorId};
@@ -30,17 +29,11 @@ impl Chains<'_> {
         };
         let (xt, wt) = (*layer.inputs.first()?, *layer.inputs.get(1)?);
         let x = self.dequantize(xt, 1)?;
-        let w = self.dequantize(wt, 0)?;
+        let w = self.int8_weights(&x, wt, 0)?;
         let x_info = &self.net.tensor(x.input).info;
         let w_info = &self.net.tensor(w.input).info;
         let unit = |s: &[f32]| s.iter().all(|&v| v == 1.0);
-        if x.scales.len() != 1
-            || !unit(&x.scales)
-            || !unit(&w.scales)
-            || !is_8bit(x_info.dtype)
-            || !is_8bit(w_info.dtype)
-            || self.constant(w.input).is_none()
-        {
+        if !unit(&x.scales) || !unit(&w.scales) {
             return None;
         }
         let (x_dims, w_dims) = (x_info.shape.dims(), w_info.shape.dims());
