@@ -9,6 +9,37 @@ use super::norm::{meet_fn, row_step, ROW_GROUP};
 use super::{bindings, linear_shader, linear_step, lit, p32, p32s, product, strides, Bind, Step};
 use backplane_core::ops::ReduceKind;
 
+/// The WGSL functions both reduction kernels index their input with; the parameters are
+/// `p = [outputs, count, nk, nr, kept dims, kept strides, reduced dims, reduced strides]`.
+const INDEXING: &str = "// The input offset of output o's first value (from its kept coordinates).
+fn base_of(o: u32) -> u32 {
+    let nk = p[2];
+    var rem = o;
+    var b = 0u;
+    for (var d = 0u; d < nk; d = d + 1u) {
+        let k = nk - 1u - d;
+        let dim = p[4u + k];
+        b = b + (rem % dim) * p[4u + nk + k];
+        rem = rem / dim;
+    }
+    return b;
+}
+// The input offset of reduced value j of the output at `base`.
+fn at(base: u32, j: u32) -> u32 {
+    let nk = p[2];
+    let nr = p[3];
+    var rem = j;
+    var a = base;
+    for (var d = 0u; d < nr; d = d + 1u) {
+        let k = nr - 1u - d;
+        let dim = p[4u + 2u * nk + k];
+        a = a + (rem % dim) * p[4u + 2u * nk + nr + k];
+        rem = rem / dim;
+    }
+    return a;
+}
+";
+
 /// Reduced values per output from which a workgroup reduces each output.
 pub const WIDE: usize = 256;
 
@@ -66,19 +97,10 @@ pub fn reduce(kind: ReduceKind, x: &[usize], mask: &[bool]) -> Result<Vec<Step>,
     if count >= WIDE {
         return Ok(vec![wide(kind, params, product(&kept))?]);
     }
-    // p: [n, count, nk, nr, kept dims, kept strides, reduced dims, reduced strides]
     let walk = |body: &str| {
         format!(
             "    for (var j = 0u; j < c; j = j + 1u) {{
-        var rem = j;
-        var at = base;
-        for (var d = 0u; d < nr; d = d + 1u) {{
-            let k = nr - 1u - d;
-            let dim = p[4u + 2u * nk + k];
-            at = at + (rem % dim) * p[4u + 2u * nk + nr + k];
-            rem = rem / dim;
-        }}
-        let v = x0[at];
+        let v = x0[at(base, j)];
         {body}
     }}
 "
@@ -95,21 +117,12 @@ pub fn reduce(kind: ReduceKind, x: &[usize], mask: &[bool]) -> Result<Vec<Step>,
     };
     let body = format!(
         "    let c = p[1];
-    let nk = p[2];
-    let nr = p[3];
-    var rem = i;
-    var base = 0u;
-    for (var d = 0u; d < nk; d = d + 1u) {{
-        let k = nk - 1u - d;
-        let dim = p[4u + k];
-        base = base + (rem % dim) * p[4u + nk + k];
-        rem = rem / dim;
-    }}
+    let base = base_of(i);
 {first}    var acc = {init};
 {}    y[i] = {result};",
         walk(join)
     );
-    let source = linear_shader(1, "", &body);
+    let source = linear_shader(1, INDEXING, &body);
     Ok(vec![linear_step(
         source,
         params,
@@ -157,34 +170,13 @@ fn wide(kind: ReduceKind, params: Vec<u32>, outputs: usize) -> Result<Step, Stri
     };
     let source = format!(
         "{bindings}var<workgroup> part: array<f32, {ROW_GROUP}>;
-{meet}{meet_max}// The input offset of reduced value j of the output at `base`.
-fn at(base: u32, j: u32) -> u32 {{
-    let nk = p[2];
-    let nr = p[3];
-    var rem = j;
-    var a = base;
-    for (var d = 0u; d < nr; d = d + 1u) {{
-        let k = nr - 1u - d;
-        let dim = p[4u + 2u * nk + k];
-        a = a + (rem % dim) * p[4u + 2u * nk + nr + k];
-        rem = rem / dim;
-    }}
-    return a;
-}}
+{meet}{meet_max}{INDEXING}
 @compute @workgroup_size({ROW_GROUP})
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {{
     let row = wg.x + wg.y * nwg.x;
     let live = row < p[0];
     let c = p[1];
-    let nk = p[2];
-    var base = 0u;
-    var rem = row;
-    for (var d = 0u; d < nk; d = d + 1u) {{
-        let k = nk - 1u - d;
-        let dim = p[4u + k];
-        base = base + (rem % dim) * p[4u + nk + k];
-        rem = rem / dim;
-    }}
+    let base = base_of(row);
 {first}    var acc = {init};
     if (live) {{
         for (var j = t; j < c; j = j + {ROW_GROUP}u) {{
