@@ -28,7 +28,7 @@ use backplane_backend_tests::{Outcome, Report};
 
 mod common;
 
-use common::{case, gpu, runtime_with, t};
+use common::{case, expect_all, gpu, runtime_with, t};
 
 /// The adapter's f16 answer in `backplane backends` ("yes", or "no (why)").
 fn f16_capability(rt: &Runtime) -> String {
@@ -53,26 +53,10 @@ fn f16_runtime(extra: &[(&str, &str)]) -> Option<Runtime> {
 
 /// Run every case (drawn in f32) in f16 on GpuAcc alone; all must pass.
 fn expect_half_pass(rt: &Runtime, cases: &[SweepCase]) {
-    let total = cases.len();
-    let mut failures = Vec::new();
-    for c in cases {
+    expect_all(cases, "f16 cases", |c| {
         let half = half_case(c).unwrap().expect("an f32 input");
-        match run_half_case(rt, &gpu(), &half) {
-            Outcome::Passed => {}
-            other => {
-                let shapes: Vec<String> =
-                    c.inputs.iter().map(|(t, _)| t.info().to_string()).collect();
-                failures.push(format!("{:?} on [{}]: {other:?}", c.op, shapes.join(", ")));
-            }
-        }
-    }
-    assert!(
-        failures.is_empty(),
-        "{} of {total} f16 cases failed:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
-    println!("{total} f16 cases passed");
+        run_half_case(rt, &gpu(), &half)
+    });
 }
 
 fn elementwise_cases(r: &mut Rng) -> Vec<SweepCase> {

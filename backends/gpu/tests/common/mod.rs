@@ -62,10 +62,15 @@ pub fn case(op: Op, inputs: Vec<(backplane::Tensor, bool)>) -> SweepCase {
 
 /// Run every case on GpuAcc alone; all must pass (none refused).
 pub fn expect_pass(rt: &Runtime, cases: Vec<SweepCase>) {
+    expect_all(&cases, "cases", |c| run_case(rt, &gpu(), c));
+}
+
+/// Run every case with `run`; all must pass (none refused). `what` names them in messages.
+pub fn expect_all(cases: &[SweepCase], what: &str, run: impl Fn(&SweepCase) -> Outcome) {
     let mut failures = Vec::new();
     let total = cases.len();
-    for c in &cases {
-        match run_case(rt, &gpu(), c) {
+    for c in cases {
+        match run(c) {
             Outcome::Passed => {}
             other => {
                 let shapes: Vec<String> =
@@ -76,9 +81,9 @@ pub fn expect_pass(rt: &Runtime, cases: Vec<SweepCase>) {
     }
     assert!(
         failures.is_empty(),
-        "{} of {total} cases failed:\n{}",
+        "{} of {total} {what} failed:\n{}",
         failures.len(),
         failures.join("\n")
     );
-    println!("{total} cases passed");
+    println!("{total} {what} passed");
 }
