@@ -561,7 +561,7 @@ impl<'o> Importer<'o> {
 
     fn import_node(
         &mut self,
-        mut node: NodeProto,
+        node: &NodeProto,
         index: usize,
         opsets: &HashMap<String, i64>,
     ) -> Result<(), OnnxError> {
@@ -583,7 +583,7 @@ impl<'o> Importer<'o> {
             } else {
                 format!("operators of the domain '{domain}' are not supported")
             };
-            self.report(&node, &name, opset, reason);
+            self.report(node, &name, opset, reason);
             return Ok(());
         }
         let earliest = ops::earliest_opset(&op_type);
@@ -599,26 +599,26 @@ impl<'o> Importer<'o> {
                      opset {MIN_OPSET} and later"
                 )
             };
-            self.report(&node, &name, opset, reason);
+            self.report(node, &name, opset, reason);
             return Ok(());
         }
         if let Some(reason) = ops::too_new(key, &op_type, opset) {
-            self.report(&node, &name, opset, reason);
+            self.report(node, &name, opset, reason);
             return Ok(());
         }
         let result = if op_type == "Constant" {
-            self.constant_node(&mut node, &name)
-        } else if let Some(r) = self.structure_node(&mut node, &name, opsets) {
+            self.constant_node(&mut node.clone(), &name)
+        } else if let Some(r) = self.structure_node(node, &name, opsets) {
             r
         } else if matches!(op_type.as_str(), "If" | "Loop" | "Scan") {
-            self.control_node(&mut node, &name, opset, opsets)
+            self.control_node(&mut node.clone(), &name, opset, opsets)
         } else {
             let lowering = {
                 let cx = NodeCx {
-                    node: &node,
+                    node,
                     name: &name,
                     opset,
-                    attrs: Attrs::new(&node),
+                    attrs: Attrs::new(node),
                     imp: self,
                 };
                 ops::translate(&cx)
@@ -632,15 +632,15 @@ impl<'o> Importer<'o> {
                     }
                     Ok(())
                 }
-                Ok(Lowering::Steps(steps)) => self.run_steps(&node, &name, steps),
+                Ok(Lowering::Steps(steps)) => self.run_steps(node, &name, steps),
                 Err(e) => Err(e),
             };
-            done.and_then(|()| self.check_outputs_defined(&node, &name, &op_type))
+            done.and_then(|()| self.check_outputs_defined(node, &name, &op_type))
         };
         match result {
             Ok(()) => Ok(()),
             Err(TxError::Unsupported(reason)) => {
-                self.report(&node, &name, opset, reason);
+                self.report(node, &name, opset, reason);
                 Ok(())
             }
             Err(TxError::NeedsValues { reason, inputs }) if inputs.is_empty() => {
@@ -649,7 +649,7 @@ impl<'o> Importer<'o> {
                     "{reason} is not supported: it is computed from constants that were not \
                      folded (import with an evaluator)"
                 );
-                self.report(&node, &name, opset, reason);
+                self.report(node, &name, opset, reason);
                 Ok(())
             }
             Err(TxError::NeedsValues { reason, inputs }) => {
@@ -661,11 +661,11 @@ impl<'o> Importer<'o> {
                     reason,
                 };
                 self.needs_values.push((op, inputs));
-                self.poison_outputs(&node);
+                self.poison_outputs(node);
                 Ok(())
             }
             Err(TxError::Skip) => {
-                self.poison_outputs(&node);
+                self.poison_outputs(node);
                 Ok(())
             }
             Err(TxError::Fatal(e)) => Err(e),
@@ -721,9 +721,49 @@ pub(crate) fn without_initializer_data(model: &mut ModelProto) -> ModelProto {
     copy
 }
 
-/// Import a decoded model.
+/// Import a decoded model, moving its initializers' data into the network's constants (no
+/// copy of the weights).
 pub(crate) fn import(
     mut model: ModelProto,
+    base_dir: Option<&Path>,
+    options: &ImportOptions,
+) -> Result<Network, OnnxError> {
+    // The walk reads the graph by reference; the initializers' data are moved out first and
+    // decoded from there, the graph keeping only their names (what the walk reads of them).
+    let owned = match model.graph.as_mut() {
+        Some(graph) => {
+            let owned = std::mem::take(&mut graph.initializer);
+            graph.initializer = owned
+                .iter()
+                .map(|tp| TensorProto {
+                    name: tp.name.clone(),
+                    ..TensorProto::default()
+                })
+                .collect();
+            owned
+        }
+        None => Vec::new(),
+    };
+    import_graph(&model, Some(owned), base_dir, options)
+}
+
+/// Import a decoded model it borrows: the graph is read in place, never copied. An
+/// initializer is taken from `options.shared_initializers` when the set holds it (a model
+/// whose weights were moved there, as a `DynamicNetwork`'s, copies nothing); one it does not
+/// hold is copied to be decoded (and then added to the set, when there is one).
+pub(crate) fn import_borrowed(
+    model: &ModelProto,
+    base_dir: Option<&Path>,
+    options: &ImportOptions,
+) -> Result<Network, OnnxError> {
+    import_graph(model, None, base_dir, options)
+}
+
+/// The import of `model`; `owned`, when given, holds the data of the graph's initializers
+/// (in the graph's order; the graph's own then carry only names).
+fn import_graph(
+    model: &ModelProto,
+    owned: Option<Vec<TensorProto>>,
     base_dir: Option<&Path>,
     options: &ImportOptions,
 ) -> Result<Network, OnnxError> {
@@ -734,10 +774,10 @@ pub(crate) fn import(
             newest: ops::NEWEST_IR_VERSION,
         });
     }
-    let opsets = opsets(&model);
-    let mut graph = model
+    let opsets = opsets(model);
+    let graph = model
         .graph
-        .take()
+        .as_ref()
         .ok_or_else(|| OnnxError::invalid("the model has no graph"))?;
     let has_default_nodes = graph
         .node
@@ -750,10 +790,10 @@ pub(crate) fn import(
     }
 
     let mut imp = Importer::new(options, base_dir);
-    imp.prescan(&graph);
+    imp.prescan(graph);
 
     // Runtime inputs, with their shapes resolved; sequences and optionals as their structure.
-    let (structured, tensors): (Vec<_>, Vec<_>) = runtime_inputs(&graph)
+    let (structured, tensors): (Vec<_>, Vec<_>) = runtime_inputs(graph)
         .into_iter()
         .partition(|vi| sequence::declared_structured(vi));
     for vi in structured {
@@ -825,14 +865,24 @@ pub(crate) fn import(
     }
 
     // Initializers (also those listed as graph inputs) are constants.
-    for mut tp in std::mem::take(&mut graph.initializer) {
-        let name = tp.name.clone().unwrap_or_default();
+    let mut owned = owned.map(Vec::into_iter);
+    for listed in &graph.initializer {
+        let name = listed.name.clone().unwrap_or_default();
         if name.is_empty() {
             return Err(OnnxError::invalid("an initializer has no name"));
         }
-        match options.shared_initializers.as_ref() {
-            Some(shared) => imp.shared_into_values(shared, &name, &mut tp)?,
-            None => imp.decode_into_values(&name, &mut tp)?,
+        let shared = options.shared_initializers.as_ref();
+        match (owned.as_mut().and_then(Iterator::next), shared) {
+            (Some(mut tp), Some(shared)) => imp.shared_into_values(shared, &name, &mut tp)?,
+            (Some(mut tp), None) => imp.decode_into_values(&name, &mut tp)?,
+            // Borrowed: copied only when the shared set does not hold it yet.
+            (None, Some(shared)) => match shared.get(&name) {
+                Some(t) => {
+                    imp.values.insert(name.clone(), Value::Known(t));
+                }
+                None => imp.shared_into_values(shared, &name, &mut listed.clone())?,
+            },
+            (None, None) => imp.decode_into_values(&name, &mut listed.clone())?,
         }
         imp.tensor_names.insert(name);
     }
@@ -840,7 +890,7 @@ pub(crate) fn import(
         return Err(OnnxError::invalid("sparse initializers are not supported"));
     }
 
-    for (index, node) in std::mem::take(&mut graph.node).into_iter().enumerate() {
+    for (index, node) in graph.node.iter().enumerate() {
         imp.import_node(node, index, &opsets)?;
     }
 

@@ -253,7 +253,7 @@ impl Importer<'_> {
             inner.decode_into_values(&name, &mut tp)?;
             inner.tensor_names.insert(name);
         }
-        for (index, n) in std::mem::take(&mut graph.node).into_iter().enumerate() {
+        for (index, n) in graph.node.iter().enumerate() {
             inner.import_node(n, index, opsets)?;
         }
         if !inner.unsupported.is_empty() {
@@ -351,7 +351,7 @@ impl Importer<'_> {
             let n = tp.name.clone().unwrap_or_default();
             self.decode_into_values(&n, &mut tp)?;
         }
-        for (index, n) in std::mem::take(&mut graph.node).into_iter().enumerate() {
+        for (index, n) in graph.node.iter().enumerate() {
             self.import_node(n, base + index, opsets)?;
         }
         Ok(())
