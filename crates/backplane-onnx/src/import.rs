@@ -6,6 +6,7 @@ use crate::proto::{type_proto, GraphProto, ModelProto, NodeProto, TensorProto, V
 use crate::tensor::{check_size, dtype_name, map_dtype, Decoded, Loader};
 use crate::{Dim, ImportOptions, ModelInput, OnnxError, SharedInitializers, UnsupportedOp};
 use backplane_core::{Network, Op, Tensor, TensorId, TensorInfo, TensorKind};
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
@@ -311,15 +312,20 @@ impl<'o> Importer<'o> {
 
     /// Note the names a graph's nodes read and define, before walking it.
     fn prescan(&mut self, graph: &GraphProto) {
+        self.prescan_nodes(graph, &graph.node);
+    }
+
+    /// [`Importer::prescan`] with the graph's nodes given apart (taken out of it).
+    fn prescan_nodes(&mut self, graph: &GraphProto, nodes: &[NodeProto]) {
         // Sized once: growing these maps rehashes every name, which dominated importing
         // long chains.
-        let nodes = graph.node.len();
-        let values = nodes + graph.input.len() + graph.initializer.len();
+        let count = nodes.len();
+        let values = count + graph.input.len() + graph.initializer.len();
         self.values.reserve(values);
         self.tensor_names.reserve(values);
         self.consumed.reserve(values);
-        self.layer_names.reserve(nodes);
-        for n in &graph.node {
+        self.layer_names.reserve(count);
+        for n in nodes {
             self.consumed
                 .extend(n.input.iter().filter(|s| !s.is_empty()).cloned());
             self.tensor_names
@@ -561,10 +567,12 @@ impl<'o> Importer<'o> {
 
     fn import_node(
         &mut self,
-        node: &NodeProto,
+        mut node: Cow<'_, NodeProto>,
         index: usize,
         opsets: &HashMap<String, i64>,
     ) -> Result<(), OnnxError> {
+        // A node the import owns is taken apart in place (a Constant's value moved, not
+        // copied); a borrowed one is copied only on those paths.
         let op_type = node.op_type.clone().unwrap_or_default();
         let name = match node.name.as_deref() {
             Some(n) if !n.is_empty() => n.to_string(),
@@ -583,7 +591,7 @@ impl<'o> Importer<'o> {
             } else {
                 format!("operators of the domain '{domain}' are not supported")
             };
-            self.report(node, &name, opset, reason);
+            self.report(&node, &name, opset, reason);
             return Ok(());
         }
         let earliest = ops::earliest_opset(&op_type);
@@ -599,26 +607,26 @@ impl<'o> Importer<'o> {
                      opset {MIN_OPSET} and later"
                 )
             };
-            self.report(node, &name, opset, reason);
+            self.report(&node, &name, opset, reason);
             return Ok(());
         }
         if let Some(reason) = ops::too_new(key, &op_type, opset) {
-            self.report(node, &name, opset, reason);
+            self.report(&node, &name, opset, reason);
             return Ok(());
         }
         let result = if op_type == "Constant" {
-            self.constant_node(&mut node.clone(), &name)
-        } else if let Some(r) = self.structure_node(node, &name, opsets) {
+            self.constant_node(node.to_mut(), &name)
+        } else if let Some(r) = self.structure_node(&mut node, &name, opsets) {
             r
         } else if matches!(op_type.as_str(), "If" | "Loop" | "Scan") {
-            self.control_node(&mut node.clone(), &name, opset, opsets)
+            self.control_node(node.to_mut(), &name, opset, opsets)
         } else {
             let lowering = {
                 let cx = NodeCx {
-                    node,
+                    node: &node,
                     name: &name,
                     opset,
-                    attrs: Attrs::new(node),
+                    attrs: Attrs::new(&node),
                     imp: self,
                 };
                 ops::translate(&cx)
@@ -632,15 +640,15 @@ impl<'o> Importer<'o> {
                     }
                     Ok(())
                 }
-                Ok(Lowering::Steps(steps)) => self.run_steps(node, &name, steps),
+                Ok(Lowering::Steps(steps)) => self.run_steps(&node, &name, steps),
                 Err(e) => Err(e),
             };
-            done.and_then(|()| self.check_outputs_defined(node, &name, &op_type))
+            done.and_then(|()| self.check_outputs_defined(&node, &name, &op_type))
         };
         match result {
             Ok(()) => Ok(()),
             Err(TxError::Unsupported(reason)) => {
-                self.report(node, &name, opset, reason);
+                self.report(&node, &name, opset, reason);
                 Ok(())
             }
             Err(TxError::NeedsValues { reason, inputs }) if inputs.is_empty() => {
@@ -649,7 +657,7 @@ impl<'o> Importer<'o> {
                     "{reason} is not supported: it is computed from constants that were not \
                      folded (import with an evaluator)"
                 );
-                self.report(node, &name, opset, reason);
+                self.report(&node, &name, opset, reason);
                 Ok(())
             }
             Err(TxError::NeedsValues { reason, inputs }) => {
@@ -661,11 +669,11 @@ impl<'o> Importer<'o> {
                     reason,
                 };
                 self.needs_values.push((op, inputs));
-                self.poison_outputs(node);
+                self.poison_outputs(&node);
                 Ok(())
             }
             Err(TxError::Skip) => {
-                self.poison_outputs(node);
+                self.poison_outputs(&node);
                 Ok(())
             }
             Err(TxError::Fatal(e)) => Err(e),
@@ -728,21 +736,25 @@ pub(crate) fn import(
     base_dir: Option<&Path>,
     options: &ImportOptions,
 ) -> Result<Network, OnnxError> {
-    // The walk reads the graph by reference; the initializers' data are moved out first and
-    // decoded from there, the graph keeping only their names (what the walk reads of them).
+    // The walk reads the graph by reference; the nodes and the initializers' data are moved
+    // out first and taken apart from there (the graph keeps the initializers' names, which
+    // the walk reads), so nothing is copied.
     let owned = match model.graph.as_mut() {
         Some(graph) => {
-            let owned = std::mem::take(&mut graph.initializer);
-            graph.initializer = owned
+            let initializers = std::mem::take(&mut graph.initializer);
+            graph.initializer = initializers
                 .iter()
                 .map(|tp| TensorProto {
                     name: tp.name.clone(),
                     ..TensorProto::default()
                 })
                 .collect();
-            owned
+            Owned {
+                initializers,
+                nodes: std::mem::take(&mut graph.node),
+            }
         }
-        None => Vec::new(),
+        None => Owned::default(),
     };
     import_graph(&model, Some(owned), base_dir, options)
 }
@@ -759,11 +771,19 @@ pub(crate) fn import_borrowed(
     import_graph(model, None, base_dir, options)
 }
 
-/// The import of `model`; `owned`, when given, holds the data of the graph's initializers
-/// (in the graph's order; the graph's own then carry only names).
+/// What an import of a model it owns takes out of the graph before walking it.
+#[derive(Default)]
+struct Owned {
+    /// The initializers, in the graph's order (the graph's own then carry only names).
+    initializers: Vec<TensorProto>,
+    /// The nodes (the graph then has none).
+    nodes: Vec<NodeProto>,
+}
+
+/// The import of `model`; `owned`, when given, holds the graph's initializers and nodes.
 fn import_graph(
     model: &ModelProto,
-    owned: Option<Vec<TensorProto>>,
+    owned: Option<Owned>,
     base_dir: Option<&Path>,
     options: &ImportOptions,
 ) -> Result<Network, OnnxError> {
@@ -779,8 +799,12 @@ fn import_graph(
         .graph
         .as_ref()
         .ok_or_else(|| OnnxError::invalid("the model has no graph"))?;
-    let has_default_nodes = graph
-        .node
+    let (owned_inits, owned_nodes) = match owned {
+        Some(o) => (Some(o.initializers), Some(o.nodes)),
+        None => (None, None),
+    };
+    let nodes: &[NodeProto] = owned_nodes.as_deref().unwrap_or(&graph.node);
+    let has_default_nodes = nodes
         .iter()
         .any(|n| is_default_domain(n.domain.as_deref().unwrap_or("")));
     if has_default_nodes && !opsets.contains_key("") {
@@ -790,7 +814,7 @@ fn import_graph(
     }
 
     let mut imp = Importer::new(options, base_dir);
-    imp.prescan(graph);
+    imp.prescan_nodes(graph, nodes);
 
     // Runtime inputs, with their shapes resolved; sequences and optionals as their structure.
     let (structured, tensors): (Vec<_>, Vec<_>) = runtime_inputs(graph)
@@ -865,7 +889,7 @@ fn import_graph(
     }
 
     // Initializers (also those listed as graph inputs) are constants.
-    let mut owned = owned.map(Vec::into_iter);
+    let mut owned = owned_inits.map(Vec::into_iter);
     for listed in &graph.initializer {
         let name = listed.name.clone().unwrap_or_default();
         if name.is_empty() {
@@ -890,8 +914,17 @@ fn import_graph(
         return Err(OnnxError::invalid("sparse initializers are not supported"));
     }
 
-    for (index, node) in graph.node.iter().enumerate() {
-        imp.import_node(node, index, &opsets)?;
+    match owned_nodes {
+        Some(nodes) => {
+            for (index, node) in nodes.into_iter().enumerate() {
+                imp.import_node(Cow::Owned(node), index, &opsets)?;
+            }
+        }
+        None => {
+            for (index, node) in graph.node.iter().enumerate() {
+                imp.import_node(Cow::Borrowed(node), index, &opsets)?;
+            }
+        }
     }
 
     if !imp.unsupported.is_empty() {

@@ -253,8 +253,8 @@ impl Importer<'_> {
             inner.decode_into_values(&name, &mut tp)?;
             inner.tensor_names.insert(name);
         }
-        for (index, n) in graph.node.iter().enumerate() {
-            inner.import_node(n, index, opsets)?;
+        for (index, n) in std::mem::take(&mut graph.node).into_iter().enumerate() {
+            inner.import_node(std::borrow::Cow::Owned(n), index, opsets)?;
         }
         if !inner.unsupported.is_empty() {
             for mut u in std::mem::take(&mut inner.unsupported) {
@@ -351,8 +351,8 @@ impl Importer<'_> {
             let n = tp.name.clone().unwrap_or_default();
             self.decode_into_values(&n, &mut tp)?;
         }
-        for (index, n) in graph.node.iter().enumerate() {
-            self.import_node(n, base + index, opsets)?;
+        for (index, n) in std::mem::take(&mut graph.node).into_iter().enumerate() {
+            self.import_node(std::borrow::Cow::Owned(n), base + index, opsets)?;
         }
         Ok(())
     }
