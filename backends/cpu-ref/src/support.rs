@@ -19,6 +19,43 @@ impl LayerSupport for CpuRefLayerSupport {
             Err(reason) => Support::no(reason),
         }
     }
+
+    fn answer_holds_for_every_shape(&self, layer: &LayerDesc) -> bool {
+        holds_for_every_shape(&layer.op)
+    }
+}
+
+/// Whether [`plan_layer`]'s answer for a layer of this operator holds at every shape of the
+/// layer (same operator, input data types and ranks). CpuRef's plans check input types and
+/// quantization, and that the declared outputs are what the op's shape inference gives (the
+/// importer declared them with that inference); no plan reads a dimension or a constant. The
+/// builtin backend's operators and custom operators are refused whatever their shapes. Every
+/// operator is named, so a new one must be decided here.
+pub(crate) fn holds_for_every_shape(op: &Op) -> bool {
+    match op {
+        // Refused at every shape.
+        Op::MemCopy | Op::MemImport | Op::Permute { .. } | Op::Custom(_) => true,
+        Op::If(_) | Op::Loop(_) | Op::Scan(_) => true,
+        // Types only.
+        Op::Identity | Op::Reshape { .. } | Op::Flatten { .. } | Op::Squeeze { .. } => true,
+        Op::Unsqueeze { .. } | Op::Transpose { .. } | Op::Concat { .. } | Op::Split { .. } => true,
+        Op::Slice(_) | Op::Gather { .. } | Op::Pad(_) | Op::Expand { .. } | Op::Tile { .. } => true,
+        Op::Unary(_) | Op::Binary(_) | Op::Math(_) | Op::BinaryExt(_) | Op::Where => true,
+        Op::Cast { .. } | Op::Softmax { .. } | Op::LogSoftmax { .. } | Op::Hardmax { .. } => true,
+        Op::LayerNormalization { .. } | Op::BatchNormalization { .. } => true,
+        Op::InstanceNormalization { .. } | Op::Lrn { .. } => true,
+        Op::MatMul | Op::Gemm(_) | Op::Einsum(_) | Op::Det => true,
+        Op::Conv(_) | Op::ConvTranspose(_) | Op::DeformConv(_) | Op::Col2Im(_) => true,
+        Op::Pool(_) | Op::GlobalPool(_) | Op::MaxPoolWithIndices(_) | Op::MaxUnpool(_) => true,
+        Op::Reduce(_) | Op::ArgReduce(_) | Op::CumSum { .. } | Op::TopK(_) => true,
+        Op::Resize(_) | Op::GridSample(_) | Op::AffineGrid(_) | Op::RoiAlign(_) => true,
+        Op::Trilu { .. } | Op::GatherElements { .. } | Op::GatherND { .. } => true,
+        Op::ScatterND { .. } | Op::ScatterElements { .. } | Op::OneHot { .. } => true,
+        Op::QuantizeLinear { .. } | Op::DequantizeLinear { .. } => true,
+        Op::DynamicQuantizeLinear | Op::NegativeLogLikelihoodLoss(_) => true,
+        Op::Rnn(_) | Op::Optimizer(_) | Op::TfIdfVectorizer(_) | Op::TreeEnsemble(_) => true,
+        Op::Dft(_) | Op::Stft(_) => true,
+    }
 }
 
 /// Plan `layer`: its op's plan, checked against the layer's inputs and declared outputs; or

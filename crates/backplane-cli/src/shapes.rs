@@ -256,6 +256,14 @@ pub fn bench_shapes(args: &BenchArgs) -> Result<(), CliError> {
         }
     }
     out!("plan cache: {}", net.stats());
+    if let Some(answers) = net.support_answers() {
+        out!(
+            "support queries: {} asked, {} replayed ({} answers kept for every shape)",
+            answers.asked(),
+            answers.replayed(),
+            answers.len()
+        );
+    }
     out!("runtime plan caches: {}", runtime.plan_cache_stats());
     let count: usize = times.iter().map(Vec::len).sum();
     out!("{}", throughput_line(count, total));

@@ -6,6 +6,7 @@ use crate::proto::{type_proto, GraphProto, ModelProto, NodeProto, TensorProto, V
 use crate::tensor::{check_size, dtype_name, map_dtype, Decoded, Loader};
 use crate::{Dim, ImportOptions, ModelInput, OnnxError, SharedInitializers, UnsupportedOp};
 use backplane_core::{Network, Op, Tensor, TensorId, TensorInfo, TensorKind};
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
@@ -311,15 +312,20 @@ impl<'o> Importer<'o> {
 
     /// Note the names a graph's nodes read and define, before walking it.
     fn prescan(&mut self, graph: &GraphProto) {
+        self.prescan_nodes(graph, &graph.node);
+    }
+
+    /// [`Importer::prescan`] with the graph's nodes given apart (taken out of it).
+    fn prescan_nodes(&mut self, graph: &GraphProto, nodes: &[NodeProto]) {
         // Sized once: growing these maps rehashes every name, which dominated importing
         // long chains.
-        let nodes = graph.node.len();
-        let values = nodes + graph.input.len() + graph.initializer.len();
+        let count = nodes.len();
+        let values = count + graph.input.len() + graph.initializer.len();
         self.values.reserve(values);
         self.tensor_names.reserve(values);
         self.consumed.reserve(values);
-        self.layer_names.reserve(nodes);
-        for n in &graph.node {
+        self.layer_names.reserve(count);
+        for n in nodes {
             self.consumed
                 .extend(n.input.iter().filter(|s| !s.is_empty()).cloned());
             self.tensor_names
@@ -561,10 +567,12 @@ impl<'o> Importer<'o> {
 
     fn import_node(
         &mut self,
-        mut node: NodeProto,
+        mut node: Cow<'_, NodeProto>,
         index: usize,
         opsets: &HashMap<String, i64>,
     ) -> Result<(), OnnxError> {
+        // A node the import owns is taken apart in place (a Constant's value moved, not
+        // copied); a borrowed one is copied only on those paths.
         let op_type = node.op_type.clone().unwrap_or_default();
         let name = match node.name.as_deref() {
             Some(n) if !n.is_empty() => n.to_string(),
@@ -607,11 +615,11 @@ impl<'o> Importer<'o> {
             return Ok(());
         }
         let result = if op_type == "Constant" {
-            self.constant_node(&mut node, &name)
+            self.constant_node(node.to_mut(), &name)
         } else if let Some(r) = self.structure_node(&mut node, &name, opsets) {
             r
         } else if matches!(op_type.as_str(), "If" | "Loop" | "Scan") {
-            self.control_node(&mut node, &name, opset, opsets)
+            self.control_node(node.to_mut(), &name, opset, opsets)
         } else {
             let lowering = {
                 let cx = NodeCx {
@@ -721,9 +729,61 @@ pub(crate) fn without_initializer_data(model: &mut ModelProto) -> ModelProto {
     copy
 }
 
-/// Import a decoded model.
+/// Import a decoded model, moving its initializers' data into the network's constants (no
+/// copy of the weights).
 pub(crate) fn import(
     mut model: ModelProto,
+    base_dir: Option<&Path>,
+    options: &ImportOptions,
+) -> Result<Network, OnnxError> {
+    // The walk reads the graph by reference; the nodes and the initializers' data are moved
+    // out first and taken apart from there (the graph keeps the initializers' names, which
+    // the walk reads), so nothing is copied.
+    let owned = match model.graph.as_mut() {
+        Some(graph) => {
+            let initializers = std::mem::take(&mut graph.initializer);
+            graph.initializer = initializers
+                .iter()
+                .map(|tp| TensorProto {
+                    name: tp.name.clone(),
+                    ..TensorProto::default()
+                })
+                .collect();
+            Owned {
+                initializers,
+                nodes: std::mem::take(&mut graph.node),
+            }
+        }
+        None => Owned::default(),
+    };
+    import_graph(&model, Some(owned), base_dir, options)
+}
+
+/// Import a decoded model it borrows: the graph is read in place, never copied. An
+/// initializer is taken from `options.shared_initializers` when the set holds it (a model
+/// whose weights were moved there, as a `DynamicNetwork`'s, copies nothing); one it does not
+/// hold is copied to be decoded (and then added to the set, when there is one).
+pub(crate) fn import_borrowed(
+    model: &ModelProto,
+    base_dir: Option<&Path>,
+    options: &ImportOptions,
+) -> Result<Network, OnnxError> {
+    import_graph(model, None, base_dir, options)
+}
+
+/// What an import of a model it owns takes out of the graph before walking it.
+#[derive(Default)]
+struct Owned {
+    /// The initializers, in the graph's order (the graph's own then carry only names).
+    initializers: Vec<TensorProto>,
+    /// The nodes (the graph then has none).
+    nodes: Vec<NodeProto>,
+}
+
+/// The import of `model`; `owned`, when given, holds the graph's initializers and nodes.
+fn import_graph(
+    model: &ModelProto,
+    owned: Option<Owned>,
     base_dir: Option<&Path>,
     options: &ImportOptions,
 ) -> Result<Network, OnnxError> {
@@ -734,13 +794,17 @@ pub(crate) fn import(
             newest: ops::NEWEST_IR_VERSION,
         });
     }
-    let opsets = opsets(&model);
-    let mut graph = model
+    let opsets = opsets(model);
+    let graph = model
         .graph
-        .take()
+        .as_ref()
         .ok_or_else(|| OnnxError::invalid("the model has no graph"))?;
-    let has_default_nodes = graph
-        .node
+    let (owned_inits, owned_nodes) = match owned {
+        Some(o) => (Some(o.initializers), Some(o.nodes)),
+        None => (None, None),
+    };
+    let nodes: &[NodeProto] = owned_nodes.as_deref().unwrap_or(&graph.node);
+    let has_default_nodes = nodes
         .iter()
         .any(|n| is_default_domain(n.domain.as_deref().unwrap_or("")));
     if has_default_nodes && !opsets.contains_key("") {
@@ -750,10 +814,10 @@ pub(crate) fn import(
     }
 
     let mut imp = Importer::new(options, base_dir);
-    imp.prescan(&graph);
+    imp.prescan_nodes(graph, nodes);
 
     // Runtime inputs, with their shapes resolved; sequences and optionals as their structure.
-    let (structured, tensors): (Vec<_>, Vec<_>) = runtime_inputs(&graph)
+    let (structured, tensors): (Vec<_>, Vec<_>) = runtime_inputs(graph)
         .into_iter()
         .partition(|vi| sequence::declared_structured(vi));
     for vi in structured {
@@ -825,14 +889,24 @@ pub(crate) fn import(
     }
 
     // Initializers (also those listed as graph inputs) are constants.
-    for mut tp in std::mem::take(&mut graph.initializer) {
-        let name = tp.name.clone().unwrap_or_default();
+    let mut owned = owned_inits.map(Vec::into_iter);
+    for listed in &graph.initializer {
+        let name = listed.name.clone().unwrap_or_default();
         if name.is_empty() {
             return Err(OnnxError::invalid("an initializer has no name"));
         }
-        match options.shared_initializers.as_ref() {
-            Some(shared) => imp.shared_into_values(shared, &name, &mut tp)?,
-            None => imp.decode_into_values(&name, &mut tp)?,
+        let shared = options.shared_initializers.as_ref();
+        match (owned.as_mut().and_then(Iterator::next), shared) {
+            (Some(mut tp), Some(shared)) => imp.shared_into_values(shared, &name, &mut tp)?,
+            (Some(mut tp), None) => imp.decode_into_values(&name, &mut tp)?,
+            // Borrowed: copied only when the shared set does not hold it yet.
+            (None, Some(shared)) => match shared.get(&name) {
+                Some(t) => {
+                    imp.values.insert(name.clone(), Value::Known(t));
+                }
+                None => imp.shared_into_values(shared, &name, &mut listed.clone())?,
+            },
+            (None, None) => imp.decode_into_values(&name, &mut listed.clone())?,
         }
         imp.tensor_names.insert(name);
     }
@@ -840,8 +914,17 @@ pub(crate) fn import(
         return Err(OnnxError::invalid("sparse initializers are not supported"));
     }
 
-    for (index, node) in std::mem::take(&mut graph.node).into_iter().enumerate() {
-        imp.import_node(node, index, &opsets)?;
+    match owned_nodes {
+        Some(nodes) => {
+            for (index, node) in nodes.into_iter().enumerate() {
+                imp.import_node(Cow::Owned(node), index, &opsets)?;
+            }
+        }
+        None => {
+            for (index, node) in graph.node.iter().enumerate() {
+                imp.import_node(Cow::Borrowed(node), index, &opsets)?;
+            }
+        }
     }
 
     if !imp.unsupported.is_empty() {

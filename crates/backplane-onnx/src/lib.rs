@@ -539,20 +539,7 @@ pub fn import_model_specialized(
         };
         match import::import(model, base_dir, &options) {
             Err(OnnxError::NeedsInputValues { inputs, nodes }) => {
-                let mut progress = false;
-                for name in &inputs {
-                    if bound.contains(name) {
-                        continue;
-                    }
-                    if let Some((_, t)) = values.iter().find(|(n, _)| n == name) {
-                        options
-                            .input_values
-                            .insert(name.clone(), Arc::new(t.clone()));
-                        bound.push(name.clone());
-                        progress = true;
-                    }
-                }
-                if !progress {
+                if !bind_more(&mut options, &mut bound, values, &inputs) {
                     return Err(OnnxError::NeedsInputValues { inputs, nodes });
                 }
             }
@@ -560,6 +547,59 @@ pub fn import_model_specialized(
             Ok(network) => return Ok((network, bound)),
         }
     }
+}
+
+/// [`import_model_specialized`] for a model the caller keeps: the graph is borrowed, never
+/// copied, by the import and by each retry. Initializers come from
+/// [`ImportOptions::shared_initializers`] when it holds them (a set filled by
+/// [`SharedInitializers::take_from`], as a `DynamicNetwork` does, makes an import copy no
+/// weight); one it does not hold is copied to be decoded, then shared with the retries.
+pub fn import_model_specialized_borrowed(
+    model: &proto::ModelProto,
+    base_dir: Option<&Path>,
+    options: &ImportOptions,
+    values: &[(String, Tensor)],
+) -> Result<(Network, Vec<String>), OnnxError> {
+    let mut options = options.clone();
+    let mut bound: Vec<String> = options.input_values.keys().cloned().collect();
+    if options.shared_initializers.is_none() {
+        options.shared_initializers = Some(Arc::new(SharedInitializers::new()));
+    }
+    loop {
+        match import::import_borrowed(model, base_dir, &options) {
+            Err(OnnxError::NeedsInputValues { inputs, nodes }) => {
+                if !bind_more(&mut options, &mut bound, values, &inputs) {
+                    return Err(OnnxError::NeedsInputValues { inputs, nodes });
+                }
+            }
+            Err(e) => return Err(e),
+            Ok(network) => return Ok((network, bound)),
+        }
+    }
+}
+
+/// Bind the `needed` inputs that `values` has and that are not bound yet (a retry of a
+/// specialized import); whether any was.
+fn bind_more(
+    options: &mut ImportOptions,
+    bound: &mut Vec<String>,
+    values: &[(String, Tensor)],
+    needed: &[String],
+) -> bool {
+    let mut progress = false;
+    for name in needed {
+        if bound.contains(name) {
+            continue;
+        }
+        if let Some((_, t)) = values.iter().find(|(n, _)| n == name) {
+            options
+                .input_values
+                .insert(name.clone(), Arc::new(t.clone()));
+            bound.push(name.clone());
+            progress = true;
+        }
+    }
+    progress
 }
 
 /// Decode a serialized `TensorProto` (as the `.pb` files of the ONNX backend tests hold).

@@ -693,8 +693,9 @@ impl<'r> DynamicNetwork<'r> {
         let started = std::time::Instant::now();
         self.share_weights()?;
         let model = self.kept_model();
-        match onnx::import_model_specialized(
-            (*model).clone(),
+        // The kept graph is borrowed, not copied (its weights are in the shared set).
+        match onnx::import_model_specialized_borrowed(
+            &model,
             self.base_dir.as_deref(),
             &options,
             &values,

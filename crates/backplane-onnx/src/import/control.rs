@@ -254,7 +254,7 @@ impl Importer<'_> {
             inner.tensor_names.insert(name);
         }
         for (index, n) in std::mem::take(&mut graph.node).into_iter().enumerate() {
-            inner.import_node(n, index, opsets)?;
+            inner.import_node(std::borrow::Cow::Owned(n), index, opsets)?;
         }
         if !inner.unsupported.is_empty() {
             for mut u in std::mem::take(&mut inner.unsupported) {
@@ -352,7 +352,7 @@ impl Importer<'_> {
             self.decode_into_values(&n, &mut tp)?;
         }
         for (index, n) in std::mem::take(&mut graph.node).into_iter().enumerate() {
-            self.import_node(n, base + index, opsets)?;
+            self.import_node(std::borrow::Cow::Owned(n), base + index, opsets)?;
         }
         Ok(())
     }

@@ -60,7 +60,7 @@ impl Importer<'_> {
     /// Import `node` if it works on sequences or optionals; `None` for any other node.
     pub(super) fn structure_node(
         &mut self,
-        node: &mut NodeProto,
+        node: &mut std::borrow::Cow<'_, NodeProto>,
         name: &str,
         opsets: &HashMap<String, i64>,
     ) -> Option<Result<(), TxError>> {
@@ -73,7 +73,8 @@ impl Importer<'_> {
         if !STRUCTURE_OPS.contains(&op.as_str()) && !identity_of_structure {
             return None;
         }
-        Some(self.structure_op(&op, node, name, opsets))
+        // Structure ops may take their node's subgraphs (a borrowed node is copied).
+        Some(self.structure_op(&op, node.to_mut(), name, opsets))
     }
 
     fn structure_op(

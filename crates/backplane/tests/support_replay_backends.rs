@@ -1,0 +1,233 @@
+//! The shipped CPU backends say which support answers hold at every shape: a
+//! `DynamicNetwork` serving BERT-tiny at several sequence lengths on CpuAcc then CpuRef asks
+//! them once per layer and replays them for every later shape, while the answers CpuAcc keeps
+//! per shape (its fused layers, whose ops encode concrete shapes) are asked again per plan.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
+
+use backplane::backend_api::{LayerDesc, LayerSupport, MemoryManager, Support, WorkloadFactory};
+use backplane::cpu_acc::CpuAccBackend;
+use backplane::cpu_ref::CpuRefBackend;
+use backplane::{
+    Backend, BackendFactory, BackendId, DataType, DynamicNetwork, ImportOptions, OptimizerOptions,
+    Tensor, TensorInfo,
+};
+use std::sync::{Arc, Mutex};
+use support::repo;
+
+/// One support query: the backend, the layer, its operator, and whether the backend said the
+/// answer holds at every shape.
+type Query = (String, String, String, bool);
+
+/// A shipped backend whose support queries are recorded; everything else is the backend's.
+#[derive(Clone)]
+struct Recorded {
+    name: &'static str,
+    inner: Arc<dyn Backend>,
+    log: Arc<Mutex<Vec<Query>>>,
+}
+
+struct RecordedSupport {
+    name: &'static str,
+    inner: Arc<dyn LayerSupport>,
+    log: Arc<Mutex<Vec<Query>>>,
+}
+
+impl LayerSupport for RecordedSupport {
+    fn is_layer_supported(&self, layer: &LayerDesc) -> Support {
+        let holds = self.inner.answer_holds_for_every_shape(layer);
+        self.log.lock().unwrap().push((
+            self.name.to_string(),
+            layer.name.clone(),
+            layer.op.name().to_string(),
+            holds,
+        ));
+        self.inner.is_layer_supported(layer)
+    }
+
+    fn answer_holds_for_every_shape(&self, layer: &LayerDesc) -> bool {
+        self.inner.answer_holds_for_every_shape(layer)
+    }
+}
+
+impl Backend for Recorded {
+    fn id(&self) -> BackendId {
+        BackendId::new(self.name).unwrap()
+    }
+
+    fn layer_support(&self) -> Arc<dyn LayerSupport> {
+        Arc::new(RecordedSupport {
+            name: self.name,
+            inner: self.inner.layer_support(),
+            log: self.log.clone(),
+        })
+    }
+
+    fn create_memory_manager(&self) -> Option<Arc<dyn MemoryManager>> {
+        self.inner.create_memory_manager()
+    }
+
+    fn create_workload_factory(
+        &self,
+        memory_manager: Option<Arc<dyn MemoryManager>>,
+    ) -> backplane::backend_api::Result<Box<dyn WorkloadFactory>> {
+        self.inner.create_workload_factory(memory_manager)
+    }
+
+    fn create_backend_context(
+        &self,
+        options: &backplane::BackendOptions,
+    ) -> backplane::backend_api::Result<Option<Box<dyn backplane::backend_api::BackendContext>>>
+    {
+        self.inner.create_backend_context(options)
+    }
+
+    fn optimize_subgraph(
+        &self,
+        subgraph: &backplane::backend_api::SubgraphView<'_>,
+    ) -> backplane::backend_api::OptimizationViews {
+        self.inner.optimize_subgraph(subgraph)
+    }
+
+    fn capabilities(&self) -> backplane::backend_api::Capabilities {
+        self.inner.capabilities()
+    }
+
+    fn register_tensor_handle_factories(
+        &self,
+        registry: &mut backplane::backend_api::TensorHandleFactoryRegistry,
+    ) {
+        self.inner.register_tensor_handle_factories(registry)
+    }
+
+    fn handle_factory_preferences(&self) -> Vec<backplane::backend_api::FactoryId> {
+        self.inner.handle_factory_preferences()
+    }
+}
+
+/// Token ids `[1, seq]`.
+fn ids(seq: usize) -> Tensor {
+    let values: Vec<f64> = (0..seq).map(|i| ((i * 5 + seq) % 64) as f64).collect();
+    Tensor::from_f64_values(TensorInfo::new(DataType::I64, vec![1, seq]), &values).unwrap()
+}
+
+#[test]
+fn cpu_backends_replay_shape_independent_answers_and_ask_the_others_per_shape() {
+    let log: Arc<Mutex<Vec<Query>>> = Arc::new(Mutex::new(Vec::new()));
+    let acc = Recorded {
+        name: "CpuAcc",
+        inner: Arc::new(CpuAccBackend::new()),
+        log: log.clone(),
+    };
+    let cpu_ref = Recorded {
+        name: "CpuRef",
+        inner: Arc::new(CpuRefBackend),
+        log: log.clone(),
+    };
+    let acc_factory: BackendFactory = Arc::new(move || Box::new(acc.clone()) as Box<dyn Backend>);
+    let ref_factory: BackendFactory =
+        Arc::new(move || Box::new(cpu_ref.clone()) as Box<dyn Backend>);
+    let rt = backplane::RuntimeBuilder::empty()
+        .backend(BackendId::new("CpuAcc").unwrap(), acc_factory)
+        .unwrap()
+        .backend(BackendId::new("CpuRef").unwrap(), ref_factory)
+        .unwrap()
+        .build()
+        .unwrap();
+    let net = DynamicNetwork::from_file(
+        &rt,
+        &repo().join("testdata/dynamic/bert_tiny.onnx"),
+        &ImportOptions::default(),
+        OptimizerOptions::new(vec![
+            BackendId::new("CpuAcc").unwrap(),
+            BackendId::new("CpuRef").unwrap(),
+        ]),
+    )
+    .unwrap();
+
+    // The queries of each plan, one plan per sequence length.
+    let mut per_plan: Vec<Vec<Query>> = Vec::new();
+    for seq in [5, 8, 13, 21] {
+        net.execute(&[("input_ids", &ids(seq))]).unwrap();
+        per_plan.push(std::mem::take(&mut *log.lock().unwrap()));
+    }
+    assert_eq!(net.stats().misses, 4);
+    let first = &per_plan[0];
+    let holding = first.iter().filter(|q| q.3).count();
+    assert!(
+        holding > 10,
+        "the first plan asks the layers whose answers hold at every shape: {first:?}"
+    );
+    assert!(
+        first.iter().any(|q| q.3 && q.0 == "CpuAcc"),
+        "CpuAcc says no answer holds at every shape: {first:?}"
+    );
+    let answers = net.support_answers().unwrap();
+    assert!(
+        answers.replayed() as usize >= 3 * holding,
+        "{} replayed, {holding} shape-independent answers per plan",
+        answers.replayed()
+    );
+    // A shape-dependent answer: the queries CpuAcc keeps per shape, in the first plan.
+    let per_shape: Vec<(String, String)> = first
+        .iter()
+        .filter(|q| !q.3)
+        .map(|q| (q.0.clone(), q.1.clone()))
+        .collect();
+    assert!(
+        per_shape.iter().any(|(b, _)| b == "CpuAcc"),
+        "BERT-tiny has no layer whose CpuAcc answer depends on its shape: {first:?}"
+    );
+    for (k, plan) in per_plan.iter().enumerate().skip(1) {
+        // No shape-independent answer is asked again ...
+        let again: Vec<&Query> = plan.iter().filter(|q| q.3).collect();
+        assert!(again.is_empty(), "plan {k} asked again: {again:?}");
+        // ... and every shape-dependent one is, at each shape.
+        let asked: Vec<(String, String)> =
+            plan.iter().map(|q| (q.0.clone(), q.1.clone())).collect();
+        for query in &per_shape {
+            assert!(
+                asked.contains(query),
+                "plan {k} did not ask {query:?} again: {asked:?}"
+            );
+        }
+    }
+}
+
+/// A shape-dependent answer and a shape-independent one on the same layer, through the
+/// backends' layer supports: CpuAcc checks a convolution's window against its input's
+/// dimensions (kept per shape), CpuRef only its types (held at every shape).
+#[test]
+fn a_convolution_is_per_shape_on_cpu_acc_and_for_every_shape_on_cpu_ref() {
+    use backplane::core::ops::{ConvDesc, Window};
+    use backplane::core::Op;
+    let layer = |op: Op, inputs: Vec<TensorInfo>, output: Vec<usize>| LayerDesc {
+        name: "layer".to_string(),
+        op,
+        constants: vec![None; inputs.len()],
+        inputs,
+        outputs: vec![TensorInfo::new(DataType::F32, output)],
+    };
+    let conv = Op::Conv(ConvDesc {
+        window: Window {
+            kernel: vec![3, 3],
+            ..Window::default()
+        },
+        group: 1,
+    });
+    let x = TensorInfo::new(DataType::F32, vec![1, 1, 5, 5]);
+    let w = TensorInfo::new(DataType::F32, vec![1, 1, 3, 3]);
+    let conv = layer(conv, vec![x, w], vec![1, 1, 3, 3]);
+    let acc = CpuAccBackend::new().layer_support();
+    let cpu_ref = CpuRefBackend.layer_support();
+    assert!(acc.is_layer_supported(&conv).is_supported());
+    assert!(cpu_ref.is_layer_supported(&conv).is_supported());
+    assert!(!acc.answer_holds_for_every_shape(&conv));
+    assert!(cpu_ref.answer_holds_for_every_shape(&conv));
+    let a = TensorInfo::new(DataType::F32, vec![2, 3]);
+    let b = TensorInfo::new(DataType::F32, vec![3, 4]);
+    let matmul = layer(Op::MatMul, vec![a, b], vec![2, 4]);
+    assert!(acc.answer_holds_for_every_shape(&matmul));
+    assert!(cpu_ref.answer_holds_for_every_shape(&matmul));
+}
