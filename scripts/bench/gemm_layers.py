@@ -111,7 +111,7 @@ def main():
     runners = [("bp", args.backplane)] + ([("bp_b", args.b)] if args.b else [])
     cols = [r[0] for r in runners] + ([] if args.no_ort else ["ort"])
     head = " | ".join(f"{c} GF/s best / med" for c in cols)
-    print(f"| shape | thr | {head} | spread {' / '.join(cols)} | time {cols[0]}/{cols[-1]} (med) |")
+    print(f"| shape | thr | {head} | spread {' / '.join(cols)} | time {' / '.join(cols[:-1])} over {cols[-1]} (med) |")
     print("|---|---:|" + "---|" * (len(cols) + 2))
     for name, (m, k, n, kind) in SHAPES.items():
         if only and not any(o in name for o in only):
@@ -140,9 +140,9 @@ def main():
                 meds[c] = statistics.median(rm)
                 cells.append(f"{gflop / best * 1e3:.1f} / {gflop / meds[c] * 1e3:.1f}")
                 spreads.append(f"{(max(rm) - min(rm)) / min(rm) * 100:.0f}%")
-            ratio = meds[cols[0]] / meds[cols[-1]]
+            ratios = " / ".join(f"{meds[c] / meds[cols[-1]]:.2f}" for c in cols[:-1])
             print(f"| {name} | {threads} | {' | '.join(cells)} | {' / '.join(spreads)} | "
-                  f"{ratio:.2f} |", flush=True)
+                  f"{ratios} |", flush=True)
 
 
 if __name__ == "__main__":
