@@ -498,9 +498,9 @@ unsafe fn kernel_strided_3x24(
 }
 
 /// [`kernel_strided_6x16`] down `rows` rows of A and C, in tiles of five or six rows
-/// where there are that many, the six-row ones sharing out the prefetch of `kc` lines from
-/// `pf` (see [`super::tiles_strided`]); more than 16 columns take 3×24 tiles, three rows at a time,
-/// without the prefetch. Safety: as [`kernel_strided_6x16`] for every tile: rows
+/// where there are that many, the six-row ones sharing out the prefetch of `kc` lines
+/// from `pf` (see [`super::tiles_strided`]); more than 16 columns take 3×24 tiles, three
+/// rows at a time, without the prefetch. Safety: as [`kernel_strided_6x16`] for every tile: rows
 /// r < `rows` of A readable for kc floats at a + r·lda, of C writable for nr floats at
 /// c + r·ldc; rows >= 1.
 #[target_feature(enable = "avx2,fma")]
@@ -534,9 +534,10 @@ pub(crate) unsafe fn column_strided(
     let tiles = rows.div_ceil(super::AVX2_ROWS);
     let (base, extra) = (rows / tiles, rows % tiles);
     // The `kc` lines from `pf` are shared out between the six-row tiles, each fetching its
-    // share evenly over its K steps: fetched all by the first tile, one per K step, B from
-    // memory (GPT-2's lm_head, 154 MB) came 16 KB per tile's time, more than a loaded
-    // core's share of the memory's bandwidth, and the first tile waited on it.
+    // share evenly over its K steps. Fetched all by the first tile, one per K step, B from
+    // memory (GPT-2's lm_head, 154 MB) is asked for at 16 KB per tile's time, more than a
+    // loaded core's share of the memory's bandwidth (the speed effect is unmeasured: see
+    // docs/perf.md, "The float GEMM, session 40").
     let full = match base {
         6 => tiles,
         5 => extra,
