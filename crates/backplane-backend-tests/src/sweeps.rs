@@ -15,6 +15,7 @@ use backplane::core::Op;
 use backplane::{BackendId, DataType, Network, Runtime, Tensor, TensorInfo};
 
 mod cnn;
+mod gemm_tiles;
 mod split;
 mod xfmr;
 
@@ -131,6 +132,8 @@ pub const FAMILIES: &[(&str, Generator)] = &[
     ("SmallPlanePointwise", cnn::small_plane_pointwise),
     ("FewRowsMatMul", xfmr::few_rows_matmul),
     ("ProjectionGemm", xfmr::projection_gemm),
+    ("TileRowsMatMul", gemm_tiles::tile_rows_matmul),
+    ("LargeGemm", gemm_tiles::large_gemm),
     ("LargeConcat", split::large_concat),
     ("FewOutputConv", split::few_output_conv),
 ];

@@ -248,6 +248,7 @@ unsafe fn rows_tile<const R: usize>(
     let z = _mm256_setzero_ps();
     let mut acc = [(z, z); 6];
     let rows: [*const f32; R] = std::array::from_fn(|r| a.add(r * row_step));
+    prefetch_tile(c, ldc, R, nr);
     let mut at = 0;
     for _ in 0..kc {
         let b0 = _mm256_loadu_ps(b);
@@ -267,8 +268,8 @@ unsafe fn rows_tile<const R: usize>(
 /// r ≥ mr read row mr-1 again, their results not stored). Safety: AVX2 and FMA present;
 /// rows r < mr of A readable for kc floats at a + r·lda; `b` readable for 16 floats at
 /// each of kc steps of `bs`; C and biases as for [`kernel_6x16`]; 1 <= mr <= 6,
-/// nr <= 16. Each K step also prefetches (into L2) the
-/// line `pf + 16·k`, any address (a prefetch never faults, and `pf` is not read).
+/// nr <= 16. The tile also prefetches (into L2) the `pf.1` lines `pf.0 + 16·l`, one every
+/// `pf.2` K steps (any addresses: a prefetch never faults, and they are not read).
 #[target_feature(enable = "avx2,fma")]
 #[allow(clippy::too_many_arguments)]
 pub(crate) unsafe fn kernel_strided_6x16(
@@ -282,10 +283,13 @@ pub(crate) unsafe fn kernel_strided_6x16(
     mr: usize,
     nr: usize,
     ep: &TileEpilogue<'_>,
-    pf: *const f32,
+    (pf, lines, every): (*const f32, usize, usize),
 ) {
+    let (mut pf, mut lines) = (pf, lines);
+    let mut due = 0;
     let row = |r: usize| a.add(r.min(mr - 1) * lda);
     let (a0, a1, a2, a3, a4, a5) = (row(0), row(1), row(2), row(3), row(4), row(5));
+    prefetch_tile(c, ldc, mr, nr);
     let mut c00 = _mm256_setzero_ps();
     let mut c01 = _mm256_setzero_ps();
     let mut c10 = _mm256_setzero_ps();
@@ -319,7 +323,12 @@ pub(crate) unsafe fn kernel_strided_6x16(
         let x5 = _mm256_broadcast_ss(&*a5.add(k));
         c50 = _mm256_fmadd_ps(x5, b0, c50);
         c51 = _mm256_fmadd_ps(x5, b1, c51);
-        _mm_prefetch::<_MM_HINT_T1>(pf.wrapping_add(k * HALF) as *const i8);
+        if k == due && lines > 0 {
+            _mm_prefetch::<_MM_HINT_T1>(pf as *const i8);
+            pf = pf.wrapping_add(HALF);
+            lines -= 1;
+            due += every;
+        }
         b = b.add(bs);
     }
     let rows = [
@@ -489,9 +498,9 @@ unsafe fn kernel_strided_3x24(
 }
 
 /// [`kernel_strided_6x16`] down `rows` rows of A and C, in tiles of five or six rows
-/// where there are that many, the first prefetching `kc` lines from `pf` (see
-/// [`super::tiles_strided`]); more than 16 columns take 3×24 tiles, three rows at a time,
-/// without the prefetch. Safety: as [`kernel_strided_6x16`] for every tile: rows
+/// where there are that many, the six-row ones sharing out the prefetch of `kc` lines
+/// from `pf` (see [`super::tiles_strided`]); more than 16 columns take 3×24 tiles, three
+/// rows at a time, without the prefetch. Safety: as [`kernel_strided_6x16`] for every tile: rows
 /// r < `rows` of A readable for kc floats at a + r·lda, of C writable for nr floats at
 /// c + r·ldc; rows >= 1.
 #[target_feature(enable = "avx2,fma")]
@@ -524,6 +533,18 @@ pub(crate) unsafe fn column_strided(
     // two thirds of a full tile's time for a sixth of its work).
     let tiles = rows.div_ceil(super::AVX2_ROWS);
     let (base, extra) = (rows / tiles, rows % tiles);
+    // The `kc` lines from `pf` are shared out between the six-row tiles, each fetching its
+    // share evenly over its K steps. Fetched all by the first tile, one per K step, B from
+    // memory (GPT-2's lm_head, 154 MB) is asked for at 16 KB per tile's time, more than a
+    // loaded core's share of the memory's bandwidth (the speed effect is unmeasured: see
+    // docs/perf.md, "The float GEMM, session 40").
+    let full = match base {
+        6 => tiles,
+        5 => extra,
+        _ => 0,
+    };
+    let share = kc.div_ceil(full.max(1));
+    let every = (kc / share.max(1)).max(1);
     let mut r0 = 0;
     for t in 0..tiles {
         let mr = base + usize::from(t < extra);
@@ -531,10 +552,27 @@ pub(crate) unsafe fn column_strided(
         if mr < super::AVX2_ROWS {
             kernel_rows(mr, kc, ar, (lda, 1), b, bs, cr, ldc, nr, ep);
         } else {
-            let pf = if r0 == 0 { pf } else { b };
+            let first = (t * share).min(kc);
+            let lines = share.min(kc - first);
+            let pf = (pf.wrapping_add(first * HALF), lines, every);
             kernel_strided_6x16(kc, ar, lda, b, bs, cr, ldc, mr, nr, ep, pf);
         }
         r0 += mr;
+    }
+}
+
+/// Fetch the first `mr` rows of `nr` (≤ 16) columns of a C tile into L2 while the K loop
+/// runs: the epilogue reads them back (after the first K block) and writes them, and a C
+/// past L2 (ViT's 197-row products: 0.6-2.4 MB) otherwise comes from L3 once per K block
+/// with the FMAs waiting on it. Safety: `c + r·ldc` for r < mr lies inside C's allocation
+/// (a prefetch reads nothing and never faults; `wrapping_add` keeps the end of a row, which
+/// may be its allocation's last element, from being an out-of-bounds `add`).
+#[inline(always)]
+unsafe fn prefetch_tile(c: *const f32, ldc: usize, mr: usize, nr: usize) {
+    for r in 0..mr {
+        let p = c.wrapping_add(r * ldc);
+        _mm_prefetch::<_MM_HINT_T1>(p as *const i8);
+        _mm_prefetch::<_MM_HINT_T1>(p.wrapping_add(nr.max(1) - 1) as *const i8);
     }
 }
 

@@ -150,9 +150,9 @@ impl Halves {
 /// (`ldc` apart) and columns `< nr` (1..=16, or up to [`WIDE`] from a panel's start) get the
 /// epilogue of the product of A's rows (`a[r·lda..]`, `kc` values each) and the columns of a
 /// packed B panel whose half `b` starts (laid out as `halves` says). The channels-last pointwise
-/// convolution's tiles: its A is the input, pixels as rows. While the first tile runs, `kc`
-/// cache lines from `prefetch` floats past `b`'s start on (64 bytes apart) are fetched into
-/// L2: a hint only, never read, so it may lie past `b`'s end (0 when nothing is worth
+/// convolution's tiles: its A is the input, pixels as rows. While the six-row tiles run
+/// (each its share, spread over its K steps), `kc` cache lines from `prefetch` floats past
+/// `b`'s start on (64 bytes apart) are fetched into L2: a hint only, never read, so it may lie past `b`'s end (0 when nothing is worth
 /// fetching). Returns false, computing nothing, without AVX2 ([`strided_tiles`]) or when a
 /// slice is too short.
 #[allow(clippy::too_many_arguments)]

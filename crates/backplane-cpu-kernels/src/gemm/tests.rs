@@ -260,3 +260,63 @@ fn dispatched_and_portable_kernels_agree() {
     ));
     assert!(!microkernel_rows(kc, &a, 3, &b, &mut c, ldc, 2, NR, &ep));
 }
+
+/// The tiles that read A in place, at the depths and row counts of the transformers'
+/// projections (one K block of 256, ViT's 197 rows: a mix of six- and five-row tiles, each
+/// six-row one prefetching its share of the next half-panel and its C tile) and at odd ones
+/// (K of 1 and 131, one to 13 rows), with prefetch offsets near, far and wrapping: the same
+/// sums as a plain loop, columns past `nr` and rows past `rows` untouched.
+#[test]
+fn strided_tiles_with_prefetch_shares_match_a_plain_sum() {
+    let lda = 263;
+    let a: Vec<f32> = (0..197 * lda)
+        .map(|i| ((i * 7 % 19) as f32 - 9.0) / 8.0)
+        .collect();
+    for kc in [1, 131, 256] {
+        let b: Vec<f32> = (0..kc * HALF)
+            .map(|i| ((i * 13 % 23) as f32 - 11.0) / 5.0)
+            .collect();
+        for rows in [1, 5, 6, 7, 11, 13, 64, 197] {
+            for (nr, accumulate) in [(16, true), (16, false), (11, true)] {
+                for prefetch in [0, kc * HALF, usize::MAX - 4096] {
+                    let ep = TileEpilogue {
+                        accumulate,
+                        alpha: 1.0,
+                        row_bias: None,
+                        col_bias: None,
+                        last: true,
+                        act: Activation::None,
+                    };
+                    let ldc = 19;
+                    let c0: Vec<f32> = (0..(rows + 1) * ldc)
+                        .map(|i| (i % 5) as f32 * 0.25)
+                        .collect();
+                    let mut c = c0.clone();
+                    let panel = (&b[..], Halves::Split);
+                    let ran =
+                        tiles_strided(kc, &a, lda, rows, panel, &mut c, ldc, nr, &ep, prefetch);
+                    assert_eq!(ran, strided_tiles());
+                    if !ran {
+                        continue;
+                    }
+                    for r in 0..=rows {
+                        for j in 0..ldc {
+                            let (got, old) = (c[r * ldc + j], c0[r * ldc + j]);
+                            if j >= nr || r == rows {
+                                assert_eq!(got, old, "kc {kc} rows {rows}: ({r}, {j}) written");
+                                continue;
+                            }
+                            let dot: f32 = (0..kc).map(|t| a[r * lda + t] * b[t * HALF + j]).sum();
+                            let want = dot + if accumulate { old } else { 0.0 };
+                            assert!(
+                                (got - want).abs() <= 1e-4 * want.abs().max(1.0),
+                                "kc {kc} rows {rows} nr {nr} acc {accumulate} pf {prefetch} \
+                                 at ({r}, {j}): {got} vs {want}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
