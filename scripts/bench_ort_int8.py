@@ -11,7 +11,8 @@ onnxruntime: /work/venv-bench/bin/python; LiteRT from /work/venv-tflite).
 `make` writes (default DIR: /tmp/int8_ort): torchvision's MobileNetV2 with width 0.35 and
 100 classes (random weights, seeded), 1x3x96x96 — the shape of gen_tflite_models.py's
 `--big` Keras MobileNetV2 (same architecture and size, other random weights) — exported to
-ONNX f32 (`f32.onnx`), then quantized by onnxruntime.quantization.quantize_static with 16
+ONNX f32 (`f32.onnx`) (`--size 224 --width 1.0`: that size and width, 1000 classes),
+then quantized by onnxruntime.quantization.quantize_static with 16
 random calibration images: `qdq.onnx` (QDQ format, int8 activations and per-channel int8
 weights) and `qop.onnx` (QOperator format, uint8 activations and per-channel int8 weights;
 Conv, MatMul, Clip and Relu only, the activations folded into the QLinearConvs, since ONNX
@@ -50,7 +51,7 @@ MEDIAN = re.compile(r"median ([0-9.]+) ms")
 TFLITE_PY = "/work/venv-tflite/bin/python"
 
 
-def make(out):
+def make(out, size=96, width=0.35):
     import onnx
     import torch
     import torchvision
@@ -60,7 +61,8 @@ def make(out):
 
     os.makedirs(out, exist_ok=True)
     torch.manual_seed(0)
-    model = torchvision.models.mobilenet_v2(width_mult=0.35, num_classes=100).eval()
+    classes = 100 if (size, width) == (96, 0.35) else 1000
+    model = torchvision.models.mobilenet_v2(width_mult=width, num_classes=classes).eval()
     # Random weights leave the batch norms at identity: give them spread so that the
     # activations are not all alike.
     with torch.no_grad():
@@ -70,7 +72,7 @@ def make(out):
                 m.running_var.uniform_(0.5, 1.5)
                 m.weight.uniform_(0.5, 1.5)
                 m.bias.uniform_(-0.1, 0.1)
-    x = torch.randn(1, 3, 96, 96)
+    x = torch.randn(1, 3, size, size)
     f32 = os.path.join(out, "f32.onnx")
     torch.onnx.export(model, x, f32, input_names=["input"], output_names=["logits"],
                       opset_version=13, dynamo=False)
@@ -78,7 +80,7 @@ def make(out):
     pre = os.path.join(out, "f32_pre.onnx")
     quant_pre_process(f32, pre, skip_symbolic_shape=True)
     rng = np.random.default_rng(0)
-    images = [rng.standard_normal((1, 3, 96, 96)).astype(np.float32) for _ in range(16)]
+    images = [rng.standard_normal((1, 3, size, size)).astype(np.float32) for _ in range(16)]
 
     class Reader(CalibrationDataReader):
         def __init__(self):
@@ -231,9 +233,11 @@ def main():
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--iterations", type=int, default=50)
     ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--size", type=int, default=96, help="make: input side")
+    ap.add_argument("--width", type=float, default=0.35, help="make: width multiplier")
     a = ap.parse_args()
     if a.what == "make":
-        make(a.out)
+        make(a.out, a.size, a.width)
     elif a.what == "compare":
         compare(a.out, a.binary[0].split("=", 1)[-1] if a.binary else "target/release/backplane")
     else:

@@ -19,7 +19,12 @@ Run it in its own virtual environment (not in CI; the outputs are committed):
 unsupported.tflite holds operators the importer does not lower (for its error listing).
 
 `--big` also writes MobileNetV2 (alpha 0.35, 96x96) in both forms to the output folder's
-`big/` subfolder: too large to commit, built on demand for measurements.
+`big/` subfolder: too large to commit, built on demand for measurements. `--big-size N
+--big-alpha A` pick another MobileNetV2 (1000 classes, folder `big_N_A/`, e.g. the
+compute-bound 224x224 alpha 1.0); `--big-only` skips the small committed cases;
+`--big-logits` leaves the softmax out (folder `..._logits/`): with random weights the
+softmax of 100 or 1000 classes is one int8 value everywhere, so only the logits show
+whether two runtimes agree.
 """
 
 import argparse
@@ -117,10 +122,14 @@ def unsupported_net(seed):
     return keras.Model(inp, x)
 
 
-def mobilenet_v2(seed):
+def mobilenet_v2(seed, size=96, alpha=0.35, classes=100, softmax=True):
     keras.utils.set_random_seed(seed)
     return keras.applications.MobileNetV2(
-        input_shape=(96, 96, 3), alpha=0.35, weights=None, classes=100
+        input_shape=(size, size, 3),
+        alpha=alpha,
+        weights=None,
+        classes=classes,
+        classifier_activation="softmax" if softmax else None,
     )
 
 
@@ -177,6 +186,15 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="testdata/tflite")
     ap.add_argument("--big", action="store_true")
+    ap.add_argument("--big-only", action="store_true", help="skip the small committed cases")
+    ap.add_argument("--big-size", type=int, default=96, help="MobileNetV2 input side")
+    ap.add_argument("--big-alpha", type=float, default=0.35, help="MobileNetV2 width")
+    ap.add_argument(
+        "--big-logits",
+        action="store_true",
+        help="no softmax: the output is the logits (random weights make the softmax of"
+        " many classes one quantized value, which compares nothing)",
+    )
     args = ap.parse_args()
     out = pathlib.Path(args.out)
     cases = [
@@ -184,17 +202,26 @@ def main():
         ("dense", dense_net, (1, 6, 8), 2),
         ("data_movement", data_movement_net, (1, 8, 6, 4), 5),
     ]
-    for name, build, shape, seed in cases:
+    for name, build, shape, seed in [] if args.big_only else cases:
         model = build(seed)
         write_case(out, f"{name}_f32", convert(model, shape, seed, False), seed)
         write_case(out, f"{name}_int8", convert(model, shape, seed, True), seed)
     # Not a case (no reference outputs): the importer must list both unsupported operators.
-    (out / "unsupported.tflite").write_bytes(convert(unsupported_net(4), (1, 4, 5), 4, False))
-    if args.big:
-        model = mobilenet_v2(3)
-        big = out / "big"
-        write_case(big, "mobilenet_v2_f32", convert(model, (1, 96, 96, 3), 3, False), 3)
-        write_case(big, "mobilenet_v2_int8", convert(model, (1, 96, 96, 3), 3, True), 3)
+    if not args.big_only:
+        (out / "unsupported.tflite").write_bytes(
+            convert(unsupported_net(4), (1, 4, 5), 4, False)
+        )
+    if args.big or args.big_only:
+        n, a = args.big_size, args.big_alpha
+        model = mobilenet_v2(
+            3, n, a, 100 if (n, a) == (96, 0.35) else 1000, not args.big_logits
+        )
+        # The default size keeps its historical folder; others are named by size and width.
+        big = out / ("big" if (n, a) == (96, 0.35) else f"big_{n}_{a:g}")
+        if args.big_logits:
+            big = big.with_name(big.name + "_logits")
+        write_case(big, "mobilenet_v2_f32", convert(model, (1, n, n, 3), 3, False), 3)
+        write_case(big, "mobilenet_v2_int8", convert(model, (1, n, n, 3), 3, True), 3)
 
 
 if __name__ == "__main__":

@@ -41,6 +41,7 @@ pub mod half_sweeps;
 pub mod node_tests;
 pub mod op_table;
 mod quant_blocks;
+mod quant_entry;
 mod quant_gemm_sweeps;
 mod quant_qoperator_sweeps;
 pub mod quant_sweeps;

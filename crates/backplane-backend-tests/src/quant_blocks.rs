@@ -21,7 +21,7 @@ fn zero_point(dt: DataType, z: i32) -> Result<Tensor, String> {
 }
 
 /// An 8-bit tensor of random values over the whole range.
-fn bytes(r: &mut Rng, dt: DataType, dims: &[usize]) -> Result<Tensor, String> {
+pub(crate) fn bytes(r: &mut Rng, dt: DataType, dims: &[usize]) -> Result<Tensor, String> {
     let (lo, hi) = if dt == DataType::I8 {
         (-128.0, 128.0)
     } else {
@@ -31,32 +31,37 @@ fn bytes(r: &mut Rng, dt: DataType, dims: &[usize]) -> Result<Tensor, String> {
 }
 
 /// Builds the block's layers; each constant and layer named after its stage.
-struct Block<'a> {
-    net: Network,
-    r: &'a mut Rng,
-    dt: DataType,
+pub(crate) struct Block<'a> {
+    pub(crate) net: Network,
+    pub(crate) r: &'a mut Rng,
+    pub(crate) dt: DataType,
 }
 
 /// An 8-bit activation tensor with its scale and zero point.
 #[derive(Clone, Copy)]
-struct Q {
-    t: TensorId,
-    scale: f32,
-    zero: i32,
-    channels: usize,
+pub(crate) struct Q {
+    pub(crate) t: TensorId,
+    pub(crate) scale: f32,
+    pub(crate) zero: i32,
+    pub(crate) channels: usize,
 }
 
 impl Block<'_> {
-    fn one(&mut self, name: &str, op: Op, inputs: &[TensorId]) -> Result<TensorId, String> {
+    pub(crate) fn one(
+        &mut self,
+        name: &str,
+        op: Op,
+        inputs: &[TensorId],
+    ) -> Result<TensorId, String> {
         let out = self.net.add_layer(name, op, inputs).map_err(err)?;
         out.first().copied().ok_or_else(|| "no output".to_string())
     }
 
-    fn constant(&mut self, name: &str, t: Tensor) -> Result<TensorId, String> {
+    pub(crate) fn constant(&mut self, name: &str, t: Tensor) -> Result<TensorId, String> {
         self.net.add_constant(name, t).map_err(err)
     }
 
-    fn dequantize(&mut self, name: &str, q: Q) -> Result<TensorId, String> {
+    pub(crate) fn dequantize(&mut self, name: &str, q: Q) -> Result<TensorId, String> {
         let s = self.constant(&format!("{name}_scale"), Tensor::scalar(q.scale))?;
         let z = self.constant(&format!("{name}_zero"), zero_point(self.dt, q.zero)?)?;
         let op = Op::DequantizeLinear {
@@ -68,7 +73,13 @@ impl Block<'_> {
     }
 
     /// `QuantizeLinear(t)` with a random scale near `scale` and a zero point near the middle.
-    fn quantize(&mut self, name: &str, t: TensorId, scale: f32, c: usize) -> Result<Q, String> {
+    pub(crate) fn quantize(
+        &mut self,
+        name: &str,
+        t: TensorId,
+        scale: f32,
+        c: usize,
+    ) -> Result<Q, String> {
         let zero = if self.dt == DataType::I8 { 0 } else { 128 } + self.r.below(41) as i32 - 20;
         let scale = scale * (1.0 + 0.25 * self.r.unit() as f32);
         let s = self.constant(&format!("{name}_scale"), Tensor::scalar(scale))?;
@@ -89,7 +100,7 @@ impl Block<'_> {
     }
 
     /// One QDQ convolution stage (per-channel int8 weights, int32 bias, optional ReLU6).
-    fn conv(
+    pub(crate) fn conv(
         &mut self,
         name: &str,
         x: Q,

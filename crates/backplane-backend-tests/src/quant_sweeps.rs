@@ -40,6 +40,7 @@ pub const FAMILIES: &[(&str, Generator)] = &[
     ("QConv", conv),
     ("QBinary", binary),
     ("QBlock", crate::quant_blocks::block),
+    ("QEntry", crate::quant_entry::entry),
     ("QGemm", crate::quant_gemm_sweeps::gemm),
     ("QLinearConv", crate::quant_qoperator_sweeps::qlinear_conv),
     ("QMatMul", crate::quant_qoperator_sweeps::matmul),

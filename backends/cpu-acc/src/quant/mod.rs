@@ -25,6 +25,9 @@ pub(crate) const QLINEAR_CONV: &str = "QLinearConv";
 pub(crate) const QLINEAR_GEMM: &str = "QLinearGemm";
 /// The custom operator of a folded quantized elementwise binary layer (domain CpuAcc).
 pub(crate) const QLINEAR_BINARY: &str = "QLinearBinary";
+/// The custom operator quantizing an f32 NCHW tensor into a channels-last 8-bit one
+/// (domain CpuAcc), where a channels-last region starts at a quantized image.
+pub(crate) const QUANTIZE_NHWC: &str = "QuantizeToNhwc";
 
 /// A folded quantized layer: a CpuAcc custom op of type `op_type` carrying `desc` as its
 /// typed payload (nothing written to attributes).
@@ -71,7 +74,7 @@ pub(crate) fn takes_quantized(op: &Op) -> bool {
 /// True for CpuAcc's quantized custom operators.
 pub(crate) fn is_quant_custom(c: &CustomOp) -> bool {
     c.domain == crate::CPU_ACC_ID
-        && (c.op_type == QLINEAR_CONV || c.op_type == QLINEAR_BINARY || c.op_type == QLINEAR_GEMM)
+        && [QLINEAR_CONV, QLINEAR_BINARY, QLINEAR_GEMM, QUANTIZE_NHWC].contains(&c.op_type.as_str())
 }
 
 /// The plan of a QuantizeLinear or DequantizeLinear layer.
@@ -85,6 +88,8 @@ pub(crate) fn plan_custom<'a>(c: &'a CustomOp, layer: &'a LayerDesc) -> Result<P
         binary::plan(c, layer)
     } else if c.op_type == QLINEAR_GEMM {
         gemm::plan(c, layer)
+    } else if c.op_type == QUANTIZE_NHWC {
+        qdq::plan_nhwc(c, layer)
     } else {
         conv::plan(c, layer)
     }

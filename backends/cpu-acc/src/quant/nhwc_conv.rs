@@ -5,8 +5,9 @@
 //! - The input is first centered into a zero-padded 16-bit copy (except for 1×1 layers),
 //!   its columns split by stride phase for depthwise layers.
 //! - Depthwise layers: per output row, each tap is one multiply-add of a contiguous run of
-//!   that copy (`OW·C` values, any stride) with the tap's weights repeated per pixel, then
-//!   one requantization of the row.
+//!   that copy (`OW·C` values, any stride) with the tap's weights repeated per pixel, the
+//!   sums of each block of 16 values kept in registers over all taps and requantized there
+//!   (`qgemm::depthwise_row`).
 //! - Other (one-group) layers are one GEMM with the output pixels as rows: A holds each
 //!   pixel's window in `(ky, kx, c)` order (copied runs of the padded input; for a 1×1 layer
 //!   the centered pixels themselves), B the constant centered weights packed once, and each
@@ -25,8 +26,8 @@ use crate::threads::Threads;
 use backplane_backend_api::{LayerDesc, Result, Workload};
 use backplane_core::{DataType, TensorInfo, TensorView, TensorViewMut};
 use backplane_cpu_kernels::qgemm::{
-    accumulate_products, center_i8, center_u8, qgemm_requantized, requantize_channels,
-    ColumnRequant, QPackedB, RequantRange, QNR,
+    center_i8, center_u8, depthwise_row, qgemm_requantized, ColumnRequant, DwRequant, DwTaps,
+    QPackedB, RequantRange, QNR,
 };
 use std::sync::Mutex;
 
@@ -80,8 +81,9 @@ pub(super) fn plan(d: QConvDesc, layer: &LayerDesc) -> std::result::Result<Plan<
 /// How the layer computes its sums.
 enum Kind {
     /// Centered weights `[KH·KW, OW·C]`: per tap, its channels repeated for each pixel of an
-    /// output row.
-    Depthwise { taps: Vec<i16> },
+    /// output row (interleaved by pairs of taps for the kernel), and the requantization of
+    /// an output row.
+    Depthwise { taps: DwTaps, rq: DwRequant },
     /// The centered weights packed as B (`KH·KW·C` × M) and the requantization per output
     /// channel; `pointwise` for a 1×1, stride-1, unpadded layer, whose A rows are the input
     /// pixels themselves.
@@ -108,11 +110,6 @@ struct NhwcQConv {
     geo: Geometry,
     x_signed: bool,
     kind: Kind,
-    /// Bias and multiplier per output channel, repeated for an output row of a depthwise
-    /// layer (one requantization call per row; one pixel's worth for GEMM layers).
-    bias: Vec<i32>,
-    scale: Vec<f32>,
-    range: RequantRange,
     /// The zero-padded centered input, kept between executions: its padding is written once
     /// (the interior is rewritten each time), and a large buffer is not mapped afresh.
     padded: Mutex<Vec<i16>>,
@@ -166,6 +163,8 @@ impl NhwcQConv {
                 hi: 0.0,
             },
         };
+        // Bias and multiplier per output channel, repeated for an output row of a depthwise
+        // layer (one requantization per row; one pixel's worth for GEMM layers).
         let reps = if d.group == 1 { 1 } else { geo.ow };
         let mut bias_v = alloc(reps * m, 0i32, &io)?;
         let mut scale = alloc(reps * m, 0f32, &io)?;
@@ -187,13 +186,11 @@ impl NhwcQConv {
             Kind::Gemm { b, rq, pointwise }
         } else {
             let row = geo.ow * c;
-            let mut taps = alloc(kk * row, 0i16, &io)?;
-            for (t, tr) in taps.chunks_exact_mut(row.max(1)).enumerate() {
-                for (i, v) in tr.iter_mut().enumerate() {
-                    *v = wv(i % c, 0, t);
-                }
-            }
-            Kind::Depthwise { taps }
+            let taps = DwTaps::new(kk, row, |t, i| wv(i % c, 0, t))
+                .ok_or_else(|| io.error("cannot allocate the depthwise weights".into()))?;
+            let rq = DwRequant::new(&bias_v, &scale, range)
+                .ok_or_else(|| io.error("cannot allocate the requantization".into()))?;
+            Kind::Depthwise { taps, rq }
         };
         Ok(NhwcQConv {
             io,
@@ -201,9 +198,6 @@ impl NhwcQConv {
             geo,
             x_signed,
             kind,
-            bias: bias_v,
-            scale,
-            range,
             padded: Mutex::new(Vec::new()),
             th,
         })
@@ -249,7 +243,7 @@ impl NhwcQConv {
         Ok(())
     }
 
-    fn depthwise(&self, taps: &[i16], x: &[u8], y: &mut [u8]) -> Result<()> {
+    fn depthwise(&self, taps: &DwTaps, rq: &DwRequant, x: &[u8], y: &mut [u8]) -> Result<()> {
         let g = &self.geo;
         let d = &self.d;
         let c = g.c;
@@ -264,22 +258,26 @@ impl NhwcQConv {
         let rows = g.n * g.oh;
         let per_task = self.th.chunk_size(rows, 1, 1);
         let done = self.th.chunks(y, per_task * row, |task, yc| {
-            let mut acc = alloc(row, 0i32, &self.io)?;
+            // The input run each tap of the row reads.
+            let mut runs: Vec<&[i16]> = Vec::new();
+            runs.try_reserve_exact(kh * kw)
+                .map_err(|_| self.io.error("cannot allocate the tap list".into()))?;
             for (ri, yrow) in yc.chunks_mut(row).enumerate() {
                 let r = task * per_task + ri;
                 let (n, oy) = (r / g.oh, r % g.oh);
                 let img = &xp[n * image..][..image];
-                acc.fill(0);
+                runs.clear();
                 for ky in 0..kh {
                     let yy = oy * d.strides[0] + ky * d.dilations[0];
                     for kx in 0..kw {
                         let off = kx * d.dilations[1];
                         let at = (((off % s) * hp + yy) * wq + off / s) * c;
-                        let t = ky * kw + kx;
-                        accumulate_products(&mut acc, &img[at..at + row], &taps[t * row..][..row]);
+                        runs.push(&img[at..at + row]);
                     }
                 }
-                requantize_channels(&acc, yrow, &self.bias, &self.scale, self.range);
+                if !depthwise_row(&runs, taps, rq, yrow) {
+                    return Err(self.io.error("depthwise row refused its operands".into()));
+                }
             }
             Ok(())
         });
@@ -434,7 +432,7 @@ impl Workload for NhwcQConv {
     fn execute(&self, inputs: &[TensorView<'_>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
         let (x, y) = super::int8_buffers(&self.io, inputs, outputs)?;
         match &self.kind {
-            Kind::Depthwise { taps } => self.depthwise(taps, x, y),
+            Kind::Depthwise { taps, rq } => self.depthwise(taps, rq, x, y),
             Kind::Gemm { b, rq, pointwise } => self.gemm(b, rq, *pointwise, x, y),
         }
     }

@@ -1,12 +1,16 @@
 //! QuantizeLinear and DequantizeLinear between f32 and 8-bit integers, per tensor or per
 //! axis, with constant scales and zero points: the same arithmetic as CpuRef, value for
 //! value (quotient in f32, rounded half to even, saturated; dequantized products in f32).
+//! Also the per-tensor QuantizeLinear of an NCHW f32 tensor written channels-last
+//! (`QuantizeToNhwc`, made by [`super::region`] where an int8 region starts at a quantized
+//! image): the same values, one pass instead of a transpose and a quantization.
 
-use super::{is_8bit, range, widen};
+use super::{is_8bit, payload_of, range, widen, QUANTIZE_NHWC};
 use crate::io::Io;
 use crate::plan::{done, Plan};
 use backplane_backend_api::{BackendError, LayerDesc, Result, Workload};
-use backplane_core::{DataType, Op, TensorView, TensorViewMut};
+use backplane_core::ops::CustomOp;
+use backplane_core::{DataType, Op, TensorInfo, TensorView, TensorViewMut};
 
 /// Scales and zero points, one per slice along the axis (or one for the tensor).
 #[derive(Debug, Clone)]
@@ -167,15 +171,109 @@ impl Workload for Quantize {
         let run = self.p.run(x.len());
         for (j, (xs, ys)) in x.chunks(run).zip(y.chunks_mut(run)).enumerate() {
             let (s, z) = self.p.of_run(j);
-            // Clamping before rounding equals rounding before clamping (integer bounds), and
-            // leaves |v| < 2²², where adding ROUNDER rounds half to even in the float adder
-            // (`round_ties_even` is a library call per element without SSE4.1).
-            let (lo, hi) = (self.lo - z as f32, self.hi - z as f32);
-            for (&v, out) in xs.iter().zip(ys) {
-                let d = v / s;
-                let r = (d.max(lo).min(hi) + ROUNDER).to_bits() as i32 - ROUNDER.to_bits() as i32;
-                // NaN becomes 0, as CpuRef's conversion makes it.
-                *out = if d.is_nan() { 0 } else { (r + z) as u8 };
+            quantize_run(xs, ys, s, z, self.lo, self.hi);
+        }
+        Ok(())
+    }
+}
+
+/// `ys[i] = clamp(round_half_even(xs[i] / s) + z, lo, hi)` (NaN to 0, as CpuRef converts
+/// it).
+#[inline]
+fn quantize_run(xs: &[f32], ys: &mut [u8], s: f32, z: i32, lo: f32, hi: f32) {
+    // Clamping before rounding equals rounding before clamping (integer bounds), and
+    // leaves |v| < 2²², where adding ROUNDER rounds half to even in the float adder
+    // (`round_ties_even` is a library call per element without SSE4.1).
+    let (lo, hi) = (lo - z as f32, hi - z as f32);
+    for (&v, out) in xs.iter().zip(ys) {
+        let d = v / s;
+        let r = (d.max(lo).min(hi) + ROUNDER).to_bits() as i32 - ROUNDER.to_bits() as i32;
+        *out = if d.is_nan() { 0 } else { (r + z) as u8 };
+    }
+}
+
+/// What a `QuantizeToNhwc` layer makes (its custom op's payload): the 8-bit type.
+#[derive(Debug, Clone)]
+pub(crate) struct QuantizeNhwcDesc {
+    to: DataType,
+}
+
+/// The custom op quantizing an NCHW f32 tensor per tensor into the channels-last 8-bit
+/// tensor `y` (inputs as QuantizeLinear's: x, scale, optional zero point).
+pub(crate) fn quantize_nhwc_op(to: DataType, y: TensorInfo) -> CustomOp {
+    super::custom_op(QUANTIZE_NHWC, &QuantizeNhwcDesc { to }, y)
+}
+
+/// The plan of a `QuantizeToNhwc` layer.
+pub(super) fn plan_nhwc<'a>(
+    c: &CustomOp,
+    layer: &'a LayerDesc,
+) -> std::result::Result<Plan<'a>, String> {
+    let d: QuantizeNhwcDesc = payload_of(c, QUANTIZE_NHWC)?;
+    let x = layer.inputs.first().ok_or("no input")?;
+    let y = layer.outputs.first().ok_or("no output")?;
+    let (&[n, ch, h, w], &[yn, yh, yw, yc]) = (x.shape.dims(), y.shape.dims()) else {
+        return Err(format!("{QUANTIZE_NHWC}: 4-D input and output expected"));
+    };
+    if x.dtype != DataType::F32 || !is_8bit(d.to) || y.dtype != d.to {
+        return Err(format!("{QUANTIZE_NHWC}: f32 to 8-bit only"));
+    }
+    if (yn, yh, yw, yc) != (n, h, w, ch) {
+        return Err(format!(
+            "{QUANTIZE_NHWC}: output not the input channels-last"
+        ));
+    }
+    let p = params(layer, 1, d.to)?;
+    if p.len > 1 {
+        return Err(format!("{QUANTIZE_NHWC}: per tensor only"));
+    }
+    let (lo, hi) = range(d.to);
+    Ok(Plan::new(move |io, _| {
+        done(QuantizeNhwc {
+            io,
+            p,
+            lo: lo as f32,
+            hi: hi as f32,
+            dims: [n, ch, h, w],
+        })
+    }))
+}
+
+/// f32 `[N, C, H, W]` → 8-bit `[N, H, W, C]`, per tensor: each row of a channel's plane
+/// quantized as [`Quantize`] does, then its bytes spread at a stride of C.
+struct QuantizeNhwc {
+    io: Io,
+    p: Params,
+    lo: f32,
+    hi: f32,
+    dims: [usize; 4],
+}
+
+impl Workload for QuantizeNhwc {
+    fn execute(&self, inputs: &[TensorView<'_>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
+        self.io.check(inputs, outputs)?;
+        let x = inputs
+            .first()
+            .ok_or_else(|| short(&self.io))?
+            .as_slice::<f32>()?;
+        let y = &mut outputs.first_mut().ok_or_else(|| short(&self.io))?.data;
+        let [n, c, h, w] = self.dims;
+        if x.len() != n * c * h * w || y.len() != x.len() {
+            return Err(short(&self.io));
+        }
+        let (s, z) = self.p.of_run(0);
+        let mut row = Vec::new();
+        row.try_reserve_exact(w)
+            .map_err(|_| self.io.error("cannot allocate a row".into()))?;
+        row.resize(w, 0u8);
+        for (plane, xs) in x.chunks_exact((h * w).max(1)).enumerate() {
+            let (ni, ci) = (plane / c.max(1), plane % c.max(1));
+            for (yi, xr) in xs.chunks_exact(w.max(1)).enumerate() {
+                quantize_run(xr, &mut row, s, z, self.lo, self.hi);
+                let base = (ni * h + yi) * w * c + ci;
+                for (dst, &b) in y[base..].iter_mut().step_by(c.max(1)).zip(&row) {
+                    *dst = b;
+                }
             }
         }
         Ok(())

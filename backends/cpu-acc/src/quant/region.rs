@@ -10,8 +10,10 @@
 //! it through one `Transpose` back, under its own name. A DequantizeLinear whose readers all
 //! were folded into the region (a residual tensor's, read by two folded layers, which no
 //! single fold could remove) goes with it. A classifier's `DequantizeLinear → ReduceMean`
-//! over the pixels of a region output joins it too, as the same mean over the channels-last
-//! pixels (`[N, C]` either way).
+//! (or `GlobalAveragePool`) over the pixels of a region output joins it too, as the same
+//! mean over the channels-last pixels (`[N, C]` either way). A region input quantized from
+//! f32 by a per-tensor QuantizeLinear only the region reads (an ONNX QDQ model's image) is
+//! quantized straight into the channels-last layout inside the region.
 //!
 //! A region is formed when it holds a convolution and either two layers or only inputs
 //! that come channels-last already, and is convex (no path leaves it and comes back). The option `nhwc=off` keeps every layer NCHW.
@@ -21,8 +23,8 @@ use super::conv::QConvDesc;
 use super::{QLINEAR_BINARY, QLINEAR_CONV};
 use crate::layout::is_convex;
 use backplane_backend_api::{ReplacementLayer, SubgraphView, Substitution, ValueRef};
-use backplane_core::ops::{CustomOp, ReduceDesc, ReduceKind};
-use backplane_core::{LayerId, Network, Op, TensorId, TensorInfo, TensorKind};
+use backplane_core::ops::{CustomOp, PoolKind, ReduceDesc, ReduceKind};
+use backplane_core::{DataType, LayerId, Network, Op, TensorId, TensorInfo, TensorKind};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// NCHW → NHWC.
@@ -214,10 +216,11 @@ fn absorbed(
     (layers, entries)
 }
 
-/// The `DequantizeLinear` (per tensor) and the `ReduceMean` over H and W (keepdims off)
-/// after a region output `t`, each the only reader of the tensor before it: a classifier's
-/// pooled features, `[N, C]` in either layout, so the pair joins the region and reads the
-/// channels-last tensor (no transpose back).
+/// The `DequantizeLinear` (per tensor) and the mean over the pixels after a region output
+/// `t`, each the only reader of the tensor before it: a classifier's pooled features. A
+/// `ReduceMean` over H and W (keepdims off) gives `[N, C]` in either layout; a
+/// `GlobalAveragePool` gives `[N, C, 1, 1]`, whose bytes are those of `[N, C]` too. So the
+/// pair joins the region and reads the channels-last tensor (no transpose back).
 fn pooled_tail(
     view: &SubgraphView<'_>,
     used: &BTreeSet<LayerId>,
@@ -245,17 +248,68 @@ fn pooled_tail(
     };
     let mean = sole(*f)?;
     let ml = net.layer(mean);
-    let Op::Reduce(r) = &ml.op else {
+    let plain = match &ml.op {
+        Op::Reduce(r) => {
+            let mut axes: Vec<i64> = r
+                .axes
+                .iter()
+                .map(|&a| if a < 0 { a + 4 } else { a })
+                .collect();
+            axes.sort_unstable();
+            r.kind == ReduceKind::Mean && !r.keepdims && axes == [2, 3]
+        }
+        Op::GlobalPool(PoolKind::Average) => true,
+        _ => false,
+    };
+    (scale == 1 && plain && ml.inputs.len() == 1 && ml.outputs.len() == 1).then_some((dq, mean))
+}
+
+/// A per-tensor `QuantizeLinear` of a 4-D f32 tensor computed outside the region (a graph
+/// input's, as an ONNX QDQ model starts) making region input `t`, which only the region
+/// reads: the region then quantizes it straight into the channels-last layout
+/// (`QuantizeToNhwc`) instead of transposing the 8-bit tensor (the generic transpose of
+/// bytes cost several times the quantization).
+fn quantized_entry(
+    view: &SubgraphView<'_>,
+    used: &BTreeSet<LayerId>,
+    replaced: &BTreeSet<LayerId>,
+    t: TensorId,
+) -> Option<LayerId> {
+    let net = view.network();
+    let consumers = net.consumers();
+    if net.outputs().contains(&t) {
+        return None;
+    }
+    let TensorKind::Produced { layer: q, .. } = net.tensor(t).kind else {
         return None;
     };
-    let mut axes: Vec<i64> = r
-        .axes
+    if !view.layers().contains(&q) || used.contains(&q) || replaced.contains(&q) {
+        return None;
+    }
+    let readers = consumers.get(t.0).map(Vec::as_slice).unwrap_or(&[]);
+    if readers.is_empty() || readers.iter().any(|(l, _)| !replaced.contains(l)) {
+        return None;
+    }
+    let layer = net.layer(q);
+    let Op::QuantizeLinear { .. } = layer.op else {
+        return None;
+    };
+    let x = net.tensor(*layer.inputs.first()?);
+    let per_tensor = layer
+        .inputs
         .iter()
-        .map(|&a| if a < 0 { a + 4 } else { a })
-        .collect();
-    axes.sort_unstable();
-    let plain = r.kind == ReduceKind::Mean && !r.keepdims && axes == [2, 3];
-    (scale == 1 && plain && ml.inputs.len() == 1 && ml.outputs.len() == 1).then_some((dq, mean))
+        .skip(1)
+        .all(|&p| net.tensor(p).info.shape.elements() == 1);
+    let outside = match x.kind {
+        TensorKind::Produced { layer, .. } => !replaced.contains(&layer),
+        _ => true,
+    };
+    (per_tensor
+        && outside
+        && layer.outputs.len() == 1
+        && x.info.dtype == DataType::F32
+        && x.info.shape.rank() == 4)
+        .then_some(q)
 }
 
 /// One substitution for a region, or `None` when it is not convex (or a description fails).
@@ -288,6 +342,12 @@ fn rewrite(
         return None;
     }
     replaced.extend(extra);
+    let quantized: HashMap<TensorId, LayerId> = reads
+        .iter()
+        .filter(|t| !entries.contains_key(t))
+        .filter_map(|&t| Some((t, quantized_entry(view, used, &replaced, t)?)))
+        .collect();
+    replaced.extend(quantized.values().copied());
     if !is_convex(net, &consumers, units.iter().map(|u| u.out), &replaced) {
         return None;
     }
@@ -329,9 +389,27 @@ fn rewrite(
             let v = match nhwc_of.get(&t) {
                 Some(v) => v.clone(),
                 None => {
-                    let v = match entries.get(&t) {
-                        Some(&x) => ValueRef::Existing(x),
-                        None => {
+                    let v = match (entries.get(&t), quantized.get(&t)) {
+                        (Some(&x), _) => ValueRef::Existing(x),
+                        (None, Some(&q)) => {
+                            // Quantized channels-last in one pass (no 8-bit transpose).
+                            let ql = net.layer(q);
+                            let Op::QuantizeLinear { to, .. } = ql.op else {
+                                return None;
+                            };
+                            let y = nhwc_info(&net.tensor(t).info)?;
+                            layers.push(ReplacementLayer {
+                                name: format!("{}_nhwc", ql.name),
+                                op: Op::Custom(super::qdq::quantize_nhwc_op(to, y)),
+                                inputs: ql.inputs.iter().map(|&p| ValueRef::Existing(p)).collect(),
+                                outputs: vec![None],
+                            });
+                            ValueRef::Produced {
+                                layer: layers.len() - 1,
+                                slot: 0,
+                            }
+                        }
+                        (None, None) => {
                             nhwc_info(&net.tensor(t).info)?;
                             layers.push(ReplacementLayer {
                                 name: format!("{}_to_nhwc_for_{}", net.tensor(t).name, r.name),
@@ -386,6 +464,9 @@ fn rewrite(
                 inputs,
                 outputs: vec![None],
             });
+            let pooled = *m.outputs.first()?;
+            // A GlobalAveragePool's [N, C, 1, 1] is the mean's [N, C] reshaped.
+            let global = matches!(m.op, Op::GlobalPool(_));
             layers.push(ReplacementLayer {
                 name: m.name.clone(),
                 op: Op::Reduce(ReduceDesc {
@@ -398,8 +479,21 @@ fn rewrite(
                     layer: layers.len() - 1,
                     slot: 0,
                 }],
-                outputs: vec![Some(*m.outputs.first()?)],
+                outputs: vec![(!global).then_some(pooled)],
             });
+            if global {
+                layers.push(ReplacementLayer {
+                    name: format!("{}_as_nc11", m.name),
+                    op: Op::Reshape {
+                        shape: net.tensor(pooled).info.shape.dims().to_vec(),
+                    },
+                    inputs: vec![ValueRef::Produced {
+                        layer: layers.len() - 1,
+                        slot: 0,
+                    }],
+                    outputs: vec![Some(pooled)],
+                });
+            }
         } else if leaves {
             // Leaves the region: back to NCHW, under the tensor's own name.
             layers.push(ReplacementLayer {

@@ -185,3 +185,76 @@ fn requant8(s: __m256i, b: __m256i, sc: __m256, k: &Consts) -> __m256i {
     let i = _mm256_sub_epi32(_mm256_castps_si256(_mm256_add_ps(v, k.magic)), k.magic_bits);
     _mm256_and_si256(_mm256_add_epi32(i, k.zero), k.byte)
 }
+
+/// The whole blocks of 16 values of a depthwise output row ([`super::depthwise`]): per
+/// block, the taps by pairs (`vpunpck{l,h}wd` of two taps' inputs, one `vpmaddwd` against
+/// the interleaved weights each), then the requantization of the block in registers, its
+/// 16 bytes stored. Safety: AVX2 present; `out` and every row of `x` hold at least
+/// `taps.len()` values, `x.len() == taps.taps()`, and `taps` and `rq` were made for that
+/// length.
+#[target_feature(enable = "avx2")]
+pub(super) unsafe fn depthwise_blocks(
+    x: &[&[i16]],
+    taps: &super::depthwise::DwTaps,
+    rq: &super::depthwise::DwRequant,
+    out: &mut [u8],
+) {
+    use super::depthwise::DW_BLOCK;
+    let parts = taps.parts(rq);
+    let blocks = taps.len() / DW_BLOCK;
+    let npairs = parts.npairs;
+    let range = parts.range;
+    let k = Consts {
+        lo: _mm256_set1_ps(range.lo),
+        hi: _mm256_set1_ps(range.hi),
+        magic: _mm256_set1_ps(super::requant::MAGIC),
+        magic_bits: _mm256_set1_epi32(super::requant::MAGIC.to_bits() as i32),
+        zero: _mm256_set1_epi32(range.zero as i32),
+        byte: _mm256_set1_epi32(0xff),
+    };
+    let ntaps = x.len();
+    for b in 0..blocks {
+        let at = b * DW_BLOCK;
+        let mut lo = _mm256_setzero_si256();
+        let mut hi = _mm256_setzero_si256();
+        let w = parts.pairs[b * npairs * 2 * DW_BLOCK..].as_ptr();
+        for q in 0..npairs {
+            // SAFETY: rows hold at least `blocks · 16` values, so 16 from `at` lie in them;
+            // the weights of block b hold `npairs · 32` values.
+            unsafe {
+                let x0 = _mm256_loadu_si256(x[2 * q].as_ptr().add(at).cast());
+                let x1 = if 2 * q + 1 < ntaps {
+                    _mm256_loadu_si256(x[2 * q + 1].as_ptr().add(at).cast())
+                } else {
+                    _mm256_setzero_si256()
+                };
+                let wq = w.add(q * 2 * DW_BLOCK);
+                let w0 = _mm256_loadu_si256(wq.cast());
+                let w1 = _mm256_loadu_si256(wq.add(DW_BLOCK).cast());
+                lo = _mm256_add_epi32(lo, _mm256_madd_epi16(_mm256_unpacklo_epi16(x0, x1), w0));
+                hi = _mm256_add_epi32(hi, _mm256_madd_epi16(_mm256_unpackhi_epi16(x0, x1), w1));
+            }
+        }
+        // SAFETY: the lane copies hold `blocks · 16` values each.
+        let (b0, b1, s0, s1) = unsafe {
+            (
+                _mm256_loadu_si256(parts.bias_lanes.as_ptr().add(at).cast()),
+                _mm256_loadu_si256(parts.bias_lanes.as_ptr().add(at + 8).cast()),
+                _mm256_loadu_ps(parts.scale_lanes.as_ptr().add(at)),
+                _mm256_loadu_ps(parts.scale_lanes.as_ptr().add(at + 8)),
+            )
+        };
+        let v0 = requant8(lo, b0, s0, &k);
+        let v1 = requant8(hi, b1, s1, &k);
+        // Lanes [0..4, 8..12 | 4..8, 12..16] of v0 and v1 pack to values 0..16 in order.
+        let w16 = _mm256_packus_epi32(v0, v1);
+        let bytes = _mm256_permute4x64_epi64(_mm256_packus_epi16(w16, w16), 0b00_00_10_00);
+        // SAFETY: `out` holds at least `blocks · 16` bytes.
+        unsafe {
+            _mm_storeu_si128(
+                out.as_mut_ptr().add(at).cast(),
+                _mm256_castsi256_si128(bytes),
+            )
+        };
+    }
+}

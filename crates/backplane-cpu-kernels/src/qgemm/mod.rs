@@ -19,11 +19,13 @@
 //! saturation) would be the gain; it is not written: no machine here has it.
 //!
 //! [`requant`] holds TFLite's requantization rule applied to the sums; [`fused`] the GEMM
-//! that applies it in the tile's store.
+//! that applies it in the tile's store; [`depthwise`] a channels-last depthwise output row
+//! with its requantization.
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
 pub mod channels;
+pub mod depthwise;
 pub mod fused;
 #[cfg(test)]
 mod fused_tests;
@@ -32,6 +34,7 @@ pub mod requant;
 mod tests;
 
 pub use channels::{accumulate_products, center_i8, center_u8, requantize_channels, RequantRange};
+pub use depthwise::{depthwise_row, DwRequant, DwTaps};
 pub use fused::{qgemm_requantized, ColumnRequant};
 pub use requant::{accumulate_taps, requantize_f32, FloatRequant};
 

@@ -1,0 +1,72 @@
+//! Both ends of CpuAcc's channels-last int8 region on an ONNX QDQ model as ONNX Runtime's
+//! quantizer writes a classifier (made by scripts/gen_qdq_entry_model.py with onnxruntime's
+//! outputs beside it): the f32 image's QuantizeLinear becomes one quantization straight into
+//! the channels-last layout, and the `DequantizeLinear → GlobalAveragePool` after the last
+//! convolution pools the channels-last tensor, so no layer transposes; outputs match
+//! onnxruntime within one quantum.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use common::{backplane, text};
+
+const DIR: &str = "testdata/qdq_entry";
+
+/// The lines of `inspect`'s "layers after optimization" section.
+fn layers_after(args: &[&str]) -> Vec<String> {
+    let o = backplane(args);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    let after = out
+        .split("layers after optimization")
+        .nth(1)
+        .unwrap_or_default()
+        .split("fusions and substitutions")
+        .next()
+        .unwrap_or_default();
+    after.lines().map(str::to_string).collect()
+}
+
+#[test]
+fn quantized_image_enters_and_pooling_leaves_the_region_without_transposes() {
+    let model = format!("{DIR}/model.onnx");
+    let lines = layers_after(&["inspect", &model]);
+    let all = lines.join("\n");
+    assert!(
+        lines.iter().any(|l| l.contains("QuantizeToNhwc")
+            && l.contains("CpuAcc")
+            && l.contains("-> i8[1x13x11x3]")),
+        "{all}"
+    );
+    let convs = lines
+        .iter()
+        .filter(|l| l.contains("QLinearConv") && l.contains("CpuAcc"))
+        .count();
+    assert_eq!(convs, 3, "{all}");
+    for op in ["Transpose", "GlobalAveragePool", " Conv "] {
+        assert!(!all.contains(op), "{op}: {all}");
+    }
+    assert!(all.contains("ReduceMean"), "{all}");
+}
+
+#[test]
+fn qdq_entry_model_matches_onnxruntime() {
+    let model = format!("{DIR}/model.onnx");
+    for backends in ["CpuRef", "CpuAcc,CpuRef"] {
+        let o = backplane(&[
+            "run",
+            &model,
+            "--backends",
+            backends,
+            "--input",
+            &format!("x={DIR}/input_0.npy"),
+            "--compare",
+            DIR,
+            "--atol",
+            "1",
+        ]);
+        let (out, err) = text(&o);
+        assert!(o.status.success(), "{backends}: {out}\n{err}");
+        assert!(out.contains("every output matches"), "{backends}: {out}");
+    }
+}
