@@ -15,7 +15,9 @@ use backplane::core::Op;
 use backplane::{BackendId, DataType, Network, Runtime, Tensor, TensorInfo};
 
 mod cnn;
+mod dilated;
 mod split;
+mod stem;
 mod xfmr;
 
 /// The suite's name in reports.
@@ -133,6 +135,9 @@ pub const FAMILIES: &[(&str, Generator)] = &[
     ("ProjectionGemm", xfmr::projection_gemm),
     ("LargeConcat", split::large_concat),
     ("FewOutputConv", split::few_output_conv),
+    ("FirstLayerConv", stem::first_layer_conv),
+    ("StridedPointwise", stem::strided_pointwise),
+    ("AtrousConv", dilated::atrous_conv),
 ];
 
 fn dims(r: &mut Rng, rank: usize) -> Vec<usize> {

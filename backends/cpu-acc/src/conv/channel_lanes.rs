@@ -38,20 +38,21 @@ thread_local! {
 
 /// Whether a convolution of one group with `c` input channels, `m` filters and this window,
 /// on `threads` threads, takes the channel-lanes path (the `channel_lanes` option on,
-/// AVX-512, horizontal stride 1 or 2): a network's first layer (the layers of
+/// AVX-512 or AVX2, horizontal stride 1 or 2): a network's first layer (the layers of
 /// [`direct::applies`]) on one thread, or a windowed stride-2 convolution whose output rows fill the
 /// kernel's tiles (14, 28, 56 pixels...). Measured with `conv_bench` (best of 4 runs of 15
 /// alternating rounds) against the im2col GEMM: 64→128 3×3 stride 2 on 56×56 1.40 → 1.28 ms
 /// on one thread, even on two; 128→256 on 28×28 1.31 → 1.26 ms, 1.28 → 0.96 ms on two.
 /// Not taken: stride 1 (Winograd's, or measured no faster), 1×1 windows (64→128 1×1 stride
 /// 2 ran 1.3–2.5× slower: a pixel's taps are 64 planes apart) and 7×7 outputs (512→512 3×3
-/// on 7×7 3.6 against 2.9 ms).
+/// on 7×7 3.6 against 2.9 ms). With AVX2 alone (blocks of 16 channels, 24-pixel tiles)
+/// only first layers take it: the stride-2 case needs the 14-pixel tiles of two vectors.
 pub fn applies(geo: &Geo2, c: usize, m: usize, threads: usize) -> bool {
     let first_layer = threads <= 1 && direct::applies(c, c * geo.kh * geo.kw);
     let p = channel_lanes::tile_pixels(geo.ow, vectors_for(m, threads));
     let strided =
         geo.sh == 2 && geo.sw == 2 && geo.kh * geo.kw > 1 && p == 14 && geo.ow.is_multiple_of(p);
-    simd::has_avx512()
+    channel_lanes::supports(vectors_for(m, threads))
         && geo.oh > 0
         && geo.ow > 0
         && (1..=2).contains(&geo.sw)
@@ -60,9 +61,9 @@ pub fn applies(geo: &Geo2, c: usize, m: usize, threads: usize) -> bool {
 }
 
 /// Vectors of 16 output channels per block: 2, or 1 when blocks of 32 would leave threads
-/// idle.
+/// idle or the CPU has no AVX-512 (AVX2 runs one vector as two halves).
 fn vectors_for(m: usize, threads: usize) -> usize {
-    if m > 16 && m.div_ceil(32) >= threads.max(1) {
+    if m > 16 && m.div_ceil(32) >= threads.max(1) && channel_lanes::supports(2) {
         2
     } else {
         1

@@ -104,16 +104,18 @@ const MIN_SIDE: usize = 8;
 pub fn worth(geo: &Geo2, c: usize, m: usize) -> bool {
     let wide = c >= MIN_CHANNELS && m >= MIN_CHANNELS && geo.oh >= MIN_SIDE && geo.ow >= MIN_SIDE;
     let narrow = c.min(m) >= MIN_NARROW_CHANNELS
-        && c * m >= MIN_CHANNELS * MIN_CHANNELS
+        && c * m >= MIN_NARROW_PRODUCT
         && geo.oh >= MIN_NARROW_SIDE
         && geo.ow >= MIN_NARROW_SIDE;
     applies(geo) && (wide || narrow)
 }
 
 /// Fewest channels on either side of a narrow layer that takes the Winograd path.
-const MIN_NARROW_CHANNELS: usize = 32;
+const MIN_NARROW_CHANNELS: usize = 16;
+/// Fewest input × output channels of a narrow layer that takes it.
+const MIN_NARROW_PRODUCT: usize = 32 * 32;
 /// Smallest output side of a narrow layer that takes it.
-const MIN_NARROW_SIDE: usize = 14;
+const MIN_NARROW_SIDE: usize = 13;
 
 /// Tiles per block (see [`Plan::block_tiles`]).
 fn block_tiles(c: usize, m: usize, total: usize, threads: usize) -> usize {
