@@ -296,7 +296,7 @@ impl Phases {
         let phase = rows * pitch;
         let row = &mut row[..pitch * sw];
         // The one column phase read, when a single one is and nothing is padded on the left.
-        let single = (sw >= 2 && sw <= 64 && geo.pl == 0 && self.cols_read.count_ones() == 1)
+        let single = ((2..=64).contains(&sw) && geo.pl == 0 && self.cols_read.count_ones() == 1)
             .then_some(self.cols_read.trailing_zeros() as usize);
         for qy in (0..sh).filter(|&q| Self::reads(self.rows_read, q)) {
             for y in 0..rows {

@@ -230,5 +230,16 @@ mod tests {
                 }
             }
         }
+        // AVX2 alone runs one vector only.
+        if !crate::isa::has_avx512() {
+            let w = vec![0.5f32; taps.len() * 32];
+            let mut out = vec![0f32; 2 * reach(14, 2) * 16];
+            let pass = RowPass {
+                accumulate: false,
+                finish: None,
+            };
+            assert!(!supports(2));
+            assert!(!row(&x, 1, &taps, &w, 2, pass, 14, &mut out));
+        }
     }
 }
