@@ -15,8 +15,10 @@ use backplane::core::Op;
 use backplane::{BackendId, DataType, Network, Runtime, Tensor, TensorInfo};
 
 mod cnn;
+mod dilated;
 mod gemm_tiles;
 mod split;
+mod stem;
 mod xfmr;
 
 /// The suite's name in reports.
@@ -136,6 +138,9 @@ pub const FAMILIES: &[(&str, Generator)] = &[
     ("LargeGemm", gemm_tiles::large_gemm),
     ("LargeConcat", split::large_concat),
     ("FewOutputConv", split::few_output_conv),
+    ("FirstLayerConv", stem::first_layer_conv),
+    ("StridedPointwise", stem::strided_pointwise),
+    ("AtrousConv", dilated::atrous_conv),
 ];
 
 fn dims(r: &mut Rng, rank: usize) -> Vec<usize> {

@@ -20,7 +20,11 @@
 //! layers take this path on one thread only, and the direct path on more (not understood;
 //! worth measuring again on a quieter machine). Skipping the transposes and stores took
 //! 35–50% off a first layer's time: writing the planes from registers would save their
-//! round trip through L1 (not done). AVX-512 only.
+//! round trip through L1 (not done). AVX-512, or AVX2 for first layers (blocks of 16
+//! channels as two 8-lane halves, 6 pixels per tile): SqueezeNet's 3→64 3×3 stride-2 stem
+//! in the model 1.63 → 1.01 ms and RegNetY's 3→32 0.78 → 0.56 ms against the direct path
+//! (one thread, `layers_ab.py`, 3 alternating rounds on a loaded machine); with AVX2 first
+//! layers take it on several threads too (two threads: 1.83 → 0.90 and 1.22 → 0.65 ms).
 
 use crate::act::Activation;
 use crate::conv::direct;
@@ -38,20 +42,24 @@ thread_local! {
 
 /// Whether a convolution of one group with `c` input channels, `m` filters and this window,
 /// on `threads` threads, takes the channel-lanes path (the `channel_lanes` option on,
-/// AVX-512, horizontal stride 1 or 2): a network's first layer (the layers of
-/// [`direct::applies`]) on one thread, or a windowed stride-2 convolution whose output rows fill the
-/// kernel's tiles (14, 28, 56 pixels...). Measured with `conv_bench` (best of 4 runs of 15
+/// AVX-512 or AVX2, horizontal stride 1 or 2): a network's first layer (the layers of
+/// [`direct::applies`]) on one thread (on any number with AVX2 alone), or a windowed
+/// stride-2 convolution whose output rows fill the kernel's tiles (14, 28, 56 pixels...). Measured with `conv_bench` (best of 4 runs of 15
 /// alternating rounds) against the im2col GEMM: 64→128 3×3 stride 2 on 56×56 1.40 → 1.28 ms
 /// on one thread, even on two; 128→256 on 28×28 1.31 → 1.26 ms, 1.28 → 0.96 ms on two.
 /// Not taken: stride 1 (Winograd's, or measured no faster), 1×1 windows (64→128 1×1 stride
 /// 2 ran 1.3–2.5× slower: a pixel's taps are 64 planes apart) and 7×7 outputs (512→512 3×3
-/// on 7×7 3.6 against 2.9 ms).
+/// on 7×7 3.6 against 2.9 ms). With AVX2 alone (blocks of 16 channels, 24-pixel tiles)
+/// only first layers take it: the stride-2 case needs the 14-pixel tiles of two vectors.
 pub fn applies(geo: &Geo2, c: usize, m: usize, threads: usize) -> bool {
-    let first_layer = threads <= 1 && direct::applies(c, c * geo.kh * geo.kw);
+    // With AVX-512, first layers on several threads were slower here than on the direct
+    // tiles (see the module's notes); with AVX2 the direct tiles lost on two threads too.
+    let first_layer =
+        (threads <= 1 || !simd::has_avx512()) && direct::applies(c, c * geo.kh * geo.kw);
     let p = channel_lanes::tile_pixels(geo.ow, vectors_for(m, threads));
     let strided =
         geo.sh == 2 && geo.sw == 2 && geo.kh * geo.kw > 1 && p == 14 && geo.ow.is_multiple_of(p);
-    simd::has_avx512()
+    channel_lanes::supports(vectors_for(m, threads))
         && geo.oh > 0
         && geo.ow > 0
         && (1..=2).contains(&geo.sw)
@@ -60,9 +68,9 @@ pub fn applies(geo: &Geo2, c: usize, m: usize, threads: usize) -> bool {
 }
 
 /// Vectors of 16 output channels per block: 2, or 1 when blocks of 32 would leave threads
-/// idle.
+/// idle or the CPU has no AVX-512 (AVX2 runs one vector as two halves).
 fn vectors_for(m: usize, threads: usize) -> usize {
-    if m > 16 && m.div_ceil(32) >= threads.max(1) {
+    if m > 16 && m.div_ceil(32) >= threads.max(1) && channel_lanes::supports(2) {
         2
     } else {
         1

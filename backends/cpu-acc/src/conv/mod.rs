@@ -7,6 +7,8 @@
 //! * [`grouped`]: grouped 3×3 layers with groups of eight outputs, all groups in one pass.
 //! * [`pixel_rows`]: pointwise layers on small planes as a GEMM with the pixels as rows.
 //! * [`winograd`]: Winograd F(4×4, 3×3) for 3×3 stride-1 layers.
+//! * [`tap_regions`]: dilated layers whose taps mostly read padding, one GEMM per tap over
+//!   the output pixels where it reads the input.
 //! * [`channel_lanes`]: the output channels in vector lanes (first layers, stride 2).
 //! * [`depthwise`]: depthwise convolution and max pooling (planes, rows, channels-last
 //!   blocks); [`window`]: pooling windows over one plane.
@@ -23,6 +25,7 @@ pub mod nchw;
 pub mod nhwc;
 pub mod nhwc_winograd;
 pub mod pixel_rows;
+pub mod tap_regions;
 pub mod window;
 pub mod winograd;
 
@@ -37,6 +40,9 @@ pub enum ConvAlgorithm {
     WinogradF4,
     /// Winograd F(2×2, 3×3) on a channels-last plane ([`nhwc_winograd`]).
     WinogradF2,
+    /// One GEMM per tap over the outputs where it reads the input ([`tap_regions`];
+    /// constant weights).
+    TapRegions,
     /// The output channels in vector lanes ([`channel_lanes`]; constant weights).
     ChannelLanes,
     /// The depthwise kernel ([`depthwise`], or channels-last rows in [`nhwc`]).
@@ -133,6 +139,8 @@ pub fn choose_conv_algorithm(s: &ConvShape<'_>) -> ConvAlgorithm {
                 && options.winograd
             {
                 ConvAlgorithm::WinogradF4
+            } else if s.const_weights && s.group == 1 && tap_regions::applies(s.geo) {
+                ConvAlgorithm::TapRegions
             } else if s.const_weights
                 && s.group == 1
                 && !pointwise

@@ -13,6 +13,7 @@ use crate::conv::depthwise;
 use crate::conv::direct;
 use crate::conv::grouped;
 use crate::conv::pixel_rows;
+use crate::conv::tap_regions;
 use crate::conv::window::{FromGeometry, Geo2};
 use crate::conv::winograd;
 use crate::gemm::{self, ASrc, BSrc, Epilogue, MatView, Packed, Shifted};
@@ -57,6 +58,8 @@ enum Weights {
     PixelRows(pixel_rows::Plan),
     /// A grouped layer's weights with each group's eight outputs innermost (see [`grouped`]).
     Grouped(grouped::Plan),
+    /// A dilated layer's weights one tap at a time (see [`tap_regions`]).
+    TapRegions(tap_regions::Plan),
 }
 
 /// A convolution (optionally with a fused activation).
@@ -147,6 +150,9 @@ impl ConvWorkload {
                     (None, ConvAlgorithm::Depthwise) => Weights::Depthwise(w.to_vec()),
                     (None, ConvAlgorithm::PixelRows) => {
                         Weights::PixelRows(pixel_rows::Plan::new(w, m, c)?)
+                    }
+                    (None, ConvAlgorithm::TapRegions) => {
+                        Weights::TapRegions(tap_regions::Plan::new(&geo, w, m, c)?)
                     }
                     (None, ConvAlgorithm::Grouped) => {
                         Weights::Grouped(grouped::Plan::new(w, group, c / group)?)
@@ -289,6 +295,9 @@ impl Phases {
         let (sh, sw, rows, pitch) = (self.sh, self.sw, self.rows, self.pitch);
         let phase = rows * pitch;
         let row = &mut row[..pitch * sw];
+        // The one column phase read, when a single one is and nothing is padded on the left.
+        let single = ((2..=64).contains(&sw) && geo.pl == 0 && self.cols_read.count_ones() == 1)
+            .then_some(self.cols_read.trailing_zeros() as usize);
         for qy in (0..sh).filter(|&q| Self::reads(self.rows_read, q)) {
             for y in 0..rows {
                 let iy = (y * sh + qy) as isize - geo.pt as isize;
@@ -301,6 +310,24 @@ impl Phases {
                     continue;
                 }
                 let xrow = &x[iy as usize * geo.w..(iy as usize + 1) * geo.w];
+                if let Some(qx) = single {
+                    // One column phase, no left padding (a 1×1 window with a stride): its
+                    // columns picked straight from the input row, with no padded copy.
+                    let d = &mut dst[base + qx * phase..base + qx * phase + pitch];
+                    let src = xrow.get(qx..).unwrap_or(&[]);
+                    let n = src.len().div_ceil(sw).min(pitch);
+                    if sw == 2 {
+                        for (v, pair) in d[..n].iter_mut().zip(src.chunks(2)) {
+                            *v = pair[0];
+                        }
+                    } else {
+                        for (v, &s) in d[..n].iter_mut().zip(src.iter().step_by(sw)) {
+                            *v = s;
+                        }
+                    }
+                    d[n..].fill(0.0);
+                    continue;
+                }
                 // The padded row, then split into column phases.
                 let lo = geo.pl.min(row.len());
                 let n = geo.w.min(row.len() - lo);
@@ -601,6 +628,13 @@ impl ConvWorkload {
             }
             return Ok(());
         }
+        if let Weights::TapRegions(plan) = &self.weights {
+            let (xs, ys) = (self.c * geo.h * geo.w, self.m * geo.oh * geo.ow);
+            for (xb, yb) in x.chunks(xs).zip(y.chunks_mut(ys)).take(self.n) {
+                plan.run(&self.threads, xb, bias, act, yb)?;
+            }
+            return Ok(());
+        }
         if let Weights::Grouped(plan) = &self.weights {
             let (xs, ys) = (self.c * geo.h * geo.w, self.m * geo.oh * geo.ow);
             for (xb, yb) in x.chunks(xs).zip(y.chunks_mut(ys)).take(self.n) {
@@ -687,6 +721,7 @@ impl ConvWorkload {
             | Weights::Winograd(_)
             | Weights::ChannelLanes(_)
             | Weights::PixelRows(_)
+            | Weights::TapRegions(_)
             | Weights::Grouped(_) => Err(self.io.error("weights were not prepared".into())),
         }
     }

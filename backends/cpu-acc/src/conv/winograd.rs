@@ -96,24 +96,29 @@ const MIN_SIDE: usize = 8;
 /// shared out whole between the threads (256→256 on 14×14, 16 tiles, 2 threads: 2.0–2.3 ms
 /// against 2.2–2.5 ms for im2col, on a busy machine; the transforms run on one thread).
 ///
-/// Narrower layers with as many multiply-adds per tile (`c · m` ≥ 64², each side at least
-/// [`MIN_NARROW_CHANNELS`]: DenseNet's 128→32, SqueezeNet's 32→128) take it on planes of
-/// at least [`MIN_NARROW_SIDE`] a side. Measured on DenseNet-121 (one thread, AVX2, fastest
-/// per layer of 3 alternating rounds on a loaded machine) against the im2col GEMM: 128→32 on
-/// 56×56 about 2× faster, on 28×28 1.3-2×, on 14×14 0.30 → 0.20-0.26 ms.
+/// Narrower layers (`c · m` ≥ [`MIN_NARROW_PRODUCT`], each side at least
+/// [`MIN_NARROW_CHANNELS`]: DenseNet's 128→32, SqueezeNet's 16→64, 32→128 and 48→192) take it
+/// on planes of at least [`MIN_NARROW_SIDE`] a side. Measured on DenseNet-121 (one thread,
+/// AVX2, fastest per layer of 3 alternating rounds on a loaded machine) against the im2col
+/// GEMM: 128→32 on 56×56 about 2× faster, on 28×28 1.3-2×, on 14×14 0.30 → 0.20-0.26 ms;
+/// then (single-layer models, `layer_ab.py`, minimum of 4 alternating rounds) from 16
+/// channels, `c · m` ≥ 32² and 13-pixel sides instead of 32, 64² and 14: 16→64 on 55×55
+/// 0.88 → 0.50 ms, 48→192 on 13×13 0.44 → 0.20 ms, 32→32 on 28×28 0.28 → 0.12 ms.
 pub fn worth(geo: &Geo2, c: usize, m: usize) -> bool {
     let wide = c >= MIN_CHANNELS && m >= MIN_CHANNELS && geo.oh >= MIN_SIDE && geo.ow >= MIN_SIDE;
     let narrow = c.min(m) >= MIN_NARROW_CHANNELS
-        && c * m >= MIN_CHANNELS * MIN_CHANNELS
+        && c * m >= MIN_NARROW_PRODUCT
         && geo.oh >= MIN_NARROW_SIDE
         && geo.ow >= MIN_NARROW_SIDE;
     applies(geo) && (wide || narrow)
 }
 
 /// Fewest channels on either side of a narrow layer that takes the Winograd path.
-const MIN_NARROW_CHANNELS: usize = 32;
+const MIN_NARROW_CHANNELS: usize = 16;
+/// Fewest input × output channels of a narrow layer that takes it.
+const MIN_NARROW_PRODUCT: usize = 32 * 32;
 /// Smallest output side of a narrow layer that takes it.
-const MIN_NARROW_SIDE: usize = 14;
+const MIN_NARROW_SIDE: usize = 13;
 
 /// Tiles per block (see [`Plan::block_tiles`]).
 fn block_tiles(c: usize, m: usize, total: usize, threads: usize) -> usize {

@@ -1,6 +1,7 @@
-//! One output row of a convolution with the output channels in vector lanes (AVX-512): each
-//! input value is broadcast and multiplied into 16 or 32 output channels at once, for 24, 14
-//! or 7 pixels in registers.
+//! One output row of a convolution with the output channels in vector lanes: each input
+//! value is broadcast and multiplied into 16 or 32 output channels at once, for 24, 14 or 7
+//! pixels in registers (AVX-512), or into 16 channels as two 8-lane halves for 6 pixels
+//! (AVX2: the 24-pixel tiles of one vector in four steps).
 //!
 //! This is the GEMM tile turned around: the weights are the vectors (loaded whole, aligned to
 //! nothing but contiguous, from a block that stays in L1) and the input is the broadcast
@@ -44,8 +45,9 @@ pub struct RowPass<'a> {
 /// `out[(v·npad + p)·16 + l] (+)= Σ_t w[t·16·vectors + 16v + l] · x[p·step + taps[t]]`, then
 /// with `pass.finish` the bias and activation, where `npad` = [`reach`]`(np, vectors)`; every
 /// pixel below `npad` is written (those past `np` from whatever input lies there). Returns
-/// false, computing nothing, without AVX-512, with `vectors` or `step` not 1 or 2, or when a
-/// slice is too short for that.
+/// false, computing nothing, without AVX-512 or AVX2 ([`supports`]), with `vectors` or
+/// `step` not 1 or 2 (`vectors` not 1 with AVX2 alone), or when a slice is too short for
+/// that.
 #[allow(clippy::too_many_arguments)]
 pub fn row(
     x: &[f32],
@@ -65,8 +67,7 @@ pub fn row(
             .iter()
             .max()
             .and_then(|&t| npad.checked_sub(1)?.checked_mul(step)?.checked_add(t));
-        let ok = crate::isa::has_avx512()
-            && (1..=2).contains(&vectors)
+        let ok = supports(vectors)
             && (1..=2).contains(&step)
             && np > 0
             && last_read.is_some_and(|r| r < x.len())
@@ -75,6 +76,24 @@ pub fn row(
             && out.len() >= vectors * npad * 16;
         if !ok {
             return false;
+        }
+        if !crate::isa::has_avx512() {
+            // SAFETY: AVX2 and FMA are present and `vectors` is 1 (`supports`, checked).
+            // Tile `p0` (a multiple of 6 below npad, a multiple of 24) reads
+            // x[(p0 + p)·step + t] for p < 6 and t in `taps`, all at most `last_read` <
+            // x.len(); w[i] for i < taps.len()·16 <= w.len(); bias[..16]; and reads and
+            // writes out[(p0 + p)·16 + l] for p0 + p < npad, l < 16, inside `out` (checked
+            // above).
+            unsafe {
+                for p0 in (0..npad).step_by(AVX2_PIXELS) {
+                    if step == 1 {
+                        avx2::tile::<AVX2_PIXELS, 1>(x, p0, taps, w, pass, out);
+                    } else {
+                        avx2::tile::<AVX2_PIXELS, 2>(x, p0, taps, w, pass, out);
+                    }
+                }
+            }
+            return true;
         }
         // SAFETY: AVX-512F is present (checked). Tile `p0` reads x[(p0 + p)·step + t] for
         // p < its pixels and t in `taps`, all at most `last_read` < x.len(); w[i] for
@@ -107,6 +126,24 @@ pub fn row(
     }
 }
 
+/// Pixels of an AVX2 tile: 6 (twelve accumulators), dividing every tile width [`reach`]
+/// pads to for one vector (24).
+const AVX2_PIXELS: usize = 6;
+
+const _: () = assert!(24 % AVX2_PIXELS == 0);
+
+/// Whether [`row`] runs `vectors` vectors of 16 output channels on this CPU: 1 or 2 with
+/// AVX-512, 1 with AVX2 and FMA (two 8-lane halves); never on the portable tier.
+pub fn supports(vectors: usize) -> bool {
+    if crate::isa::has_avx512() {
+        (1..=2).contains(&vectors)
+    } else {
+        vectors == 1 && crate::isa::avx2_in_use()
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
 
@@ -120,7 +157,7 @@ mod tests {
     /// short input, weights, bias or output, stride 3 or three vectors is refused.
     #[test]
     fn rows_match_plain_loops() {
-        if !crate::isa::has_avx512() {
+        if !supports(1) {
             return;
         }
         let taps = [0usize, 1, 2, 7, 9, 50];
@@ -131,7 +168,7 @@ mod tests {
             min: -3.0,
             max: 5.0,
         };
-        for vectors in [1, 2] {
+        for vectors in [1, 2].into_iter().filter(|&v| supports(v)) {
             let width = 16 * vectors;
             let w: Vec<f32> = (0..taps.len() * width)
                 .map(|i| ((i * 13 % 29) as f32 - 14.0) / 7.0)
@@ -192,6 +229,17 @@ mod tests {
                     assert!(!row(&x, step, &taps, &w, 3, last, np, &mut one));
                 }
             }
+        }
+        // AVX2 alone runs one vector only.
+        if !crate::isa::has_avx512() {
+            let w = vec![0.5f32; taps.len() * 32];
+            let mut out = vec![0f32; 2 * reach(14, 2) * 16];
+            let pass = RowPass {
+                accumulate: false,
+                finish: None,
+            };
+            assert!(!supports(2));
+            assert!(!row(&x, 1, &taps, &w, 2, pass, 14, &mut out));
         }
     }
 }
