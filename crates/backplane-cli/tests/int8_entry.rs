@@ -8,23 +8,17 @@
 
 mod common;
 
-use common::{backplane, text};
+use common::{backplane, section_lines, text};
 
 const DIR: &str = "testdata/qdq_entry";
 
 /// The lines of `inspect`'s "layers after optimization" section.
 fn layers_after(args: &[&str]) -> Vec<String> {
-    let o = backplane(args);
-    let (out, err) = text(&o);
-    assert!(o.status.success(), "{out}\n{err}");
-    let after = out
-        .split("layers after optimization")
-        .nth(1)
-        .unwrap_or_default()
-        .split("fusions and substitutions")
-        .next()
-        .unwrap_or_default();
-    after.lines().map(str::to_string).collect()
+    section_lines(
+        args,
+        "layers after optimization",
+        "fusions and substitutions",
+    )
 }
 
 #[test]

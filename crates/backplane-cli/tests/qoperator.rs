@@ -5,23 +5,13 @@
 
 mod common;
 
-use common::{backplane, text};
+use common::{backplane, section_lines, text};
 
 const DIR: &str = "testdata/qoperator";
 
 /// The lines of `inspect`'s "layers after optimization" section.
 fn layers_after(args: &[&str]) -> Vec<String> {
-    let o = backplane(args);
-    let (out, err) = text(&o);
-    assert!(o.status.success(), "{out}\n{err}");
-    let after = out
-        .split("layers after optimization")
-        .nth(1)
-        .unwrap_or_default()
-        .split("tensor memory")
-        .next()
-        .unwrap_or_default();
-    after.lines().map(str::to_string).collect()
+    section_lines(args, "layers after optimization", "tensor memory")
 }
 
 #[test]

@@ -65,6 +65,23 @@ impl Drop for Scratch {
     }
 }
 
+/// The lines of a successful `backplane ARGS` (an `inspect`) from the section headed `start`
+/// up to the next one headed `end` (to the end when there is none).
+pub fn section_lines(args: &[&str], start: &str, end: &str) -> Vec<String> {
+    let o = backplane(args);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    out.split(start)
+        .nth(1)
+        .unwrap_or_default()
+        .split(end)
+        .next()
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
 /// A fresh, empty scratch folder for one test.
 pub fn scratch(tag: &str) -> Scratch {
     let dir = std::env::temp_dir().join(format!("backplane-cli-{tag}-{}", std::process::id()));
