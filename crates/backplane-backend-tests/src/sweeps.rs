@@ -396,8 +396,15 @@ fn matmul(r: &mut Rng) -> Result<SweepCase, String> {
     })
 }
 
-fn gemm(r: &mut Rng) -> Result<SweepCase, String> {
-    let (m, k, n) = (r.pick(&SIZES), r.pick(&[1, 7, 17, 64]), r.pick(&SIZES));
+/// A Gemm's operands for an `m`×`k` by `k`×`n` product, drawn in this order: whether A and
+/// whether B are transposed, A ([m, k] or [k, m]), B ([k, n] or [n, k]), and C of [n],
+/// [1, n], [m, 1] or [m, n]; with the two transposes.
+pub(super) fn gemm_operands(
+    r: &mut Rng,
+    m: usize,
+    k: usize,
+    n: usize,
+) -> Result<(Tensor, Tensor, Tensor, bool, bool), String> {
     let (ta, tb) = (r.below(2) == 0, r.below(2) == 0);
     let a = r.tensor(DataType::F32, &if ta { [k, m] } else { [m, k] }, -1.0, 1.0)?;
     let b = r.tensor(DataType::F32, &if tb { [n, k] } else { [k, n] }, -1.0, 1.0)?;
@@ -408,6 +415,12 @@ fn gemm(r: &mut Rng) -> Result<SweepCase, String> {
         _ => vec![m, n],
     };
     let c = r.tensor(DataType::F32, &c_dims, -1.0, 1.0)?;
+    Ok((a, b, c, ta, tb))
+}
+
+fn gemm(r: &mut Rng) -> Result<SweepCase, String> {
+    let (m, k, n) = (r.pick(&SIZES), r.pick(&[1, 7, 17, 64]), r.pick(&SIZES));
+    let (a, b, c, ta, tb) = gemm_operands(r, m, k, n)?;
     let constant = r.below(2) == 0;
     Ok(SweepCase {
         family: "Gemm",

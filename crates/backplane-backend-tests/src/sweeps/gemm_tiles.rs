@@ -54,16 +54,7 @@ pub(super) fn tile_rows_matmul(r: &mut Rng) -> Result<SweepCase, String> {
 /// alpha, beta and C of [n], [1, n], [m, 1] or [m, n]; B and C constant or not.
 pub(super) fn large_gemm(r: &mut Rng) -> Result<SweepCase, String> {
     let (m, k, n) = shape(r);
-    let (ta, tb) = (r.below(2) == 0, r.below(2) == 0);
-    let a = r.tensor(DataType::F32, &if ta { [k, m] } else { [m, k] }, -1.0, 1.0)?;
-    let b = r.tensor(DataType::F32, &if tb { [n, k] } else { [k, n] }, -1.0, 1.0)?;
-    let c_dims = match r.below(4) {
-        0 => vec![n],
-        1 => vec![1, n],
-        2 => vec![m, 1],
-        _ => vec![m, n],
-    };
-    let c = r.tensor(DataType::F32, &c_dims, -1.0, 1.0)?;
+    let (a, b, c, ta, tb) = super::gemm_operands(r, m, k, n)?;
     let (alpha, beta) = r.pick(&[(1.0, 1.0), (0.5, -1.5), (1.0, 0.0)]);
     Ok(SweepCase {
         family: "LargeGemm",
