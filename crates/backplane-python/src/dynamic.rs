@@ -206,6 +206,21 @@ impl DynamicNetwork {
         stats_dict(py, self.net.total_stats())
     }
 
+    /// The backend-support queries of this network's plans: ``asked`` (answered by the
+    /// backends), ``replayed`` (answers a backend said hold at every shape, given again for
+    /// another shape without asking), ``kept`` (such answers held); ``None`` when its plans
+    /// share no answers.
+    fn support_queries<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let Some(answers) = self.net.support_answers() else {
+            return Ok(None);
+        };
+        let d = PyDict::new(py);
+        d.set_item("asked", answers.asked())?;
+        d.set_item("replayed", answers.replayed())?;
+        d.set_item("kept", answers.len())?;
+        Ok(Some(d))
+    }
+
     /// The runtime's totals over every plan cache it serves (this network, the nested ones
     /// after its cuts, and their cut nodes): ``networks``, ``plans`` and ``nodes`` (each a
     /// dict of ``entries``, ``bytes``, ``hits``, ``misses``, ``evictions``), and

@@ -166,6 +166,22 @@ def test_data_dependent_shapes_match_onnx_runtime_outputs():
     assert nodes["size"] >= 1 and nodes["bytes"] > 0
 
 
+def test_later_shapes_replay_the_support_answers_that_hold_at_every_shape():
+    net = backplane.DynamicNetwork(str(BERT))
+    net.run(None, {"input_ids": ids(7)})
+    first = net.support_queries()
+    assert first is not None
+    assert first["asked"] > 0 and first["replayed"] == 0 and first["kept"] > 0
+    for seq in [16, 33]:
+        net.run(None, {"input_ids": ids(seq)})
+    later = net.support_queries()
+    # The kept answers are given again for the two other shapes, not asked; the answers a
+    # backend ties to the shape (CpuAcc's fused layers) are asked again.
+    assert later["kept"] == first["kept"]
+    assert later["replayed"] >= 2 * first["kept"]
+    assert later["asked"] < 3 * first["asked"]
+
+
 def test_runtime_stats_total_every_cache_of_the_network():
     net = backplane.DynamicNetwork(str(DATA_DEPENDENT))
     folder = REPO / "testdata" / "dynamic" / "data_dependent" / "a"

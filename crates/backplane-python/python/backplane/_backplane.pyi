@@ -167,6 +167,9 @@ class DynamicNetwork:
         """Initializer bytes the model kept for imports still holds (0 once the first plan is built)."""
     def total_stats(self) -> Dict[str, int]:
         """:meth:`stats` summed over the nested networks serving the rest after each cut."""
+    def support_queries(self) -> Optional[Dict[str, int]]:
+        """Backend-support queries of its plans: ``asked``, ``replayed`` (answers that hold at
+        every shape, given again without asking), ``kept``; None when plans share none."""
     def runtime_stats(self) -> Dict[str, Any]:
         """The runtime's totals over every plan cache it serves: ``networks``, ``plans`` and
         ``nodes`` (dicts of entries, bytes, hits, misses, evictions), ``optimizer_runs``,
