@@ -21,10 +21,9 @@
 //! worth measuring again on a quieter machine). Skipping the transposes and stores took
 //! 35–50% off a first layer's time: writing the planes from registers would save their
 //! round trip through L1 (not done). AVX-512, or AVX2 for first layers (blocks of 16
-//! channels as two 8-lane halves, 6 pixels per tile): SqueezeNet's 3→64 3×3 stride-2 stem
-//! in the model 1.63 → 1.01 ms and RegNetY's 3→32 0.78 → 0.56 ms against the direct path
-//! (one thread, `layers_ab.py`, 3 alternating rounds on a loaded machine); with AVX2 first
-//! layers take it on several threads too (two threads: 1.83 → 0.90 and 1.22 → 0.65 ms).
+//! channels as two 8-lane halves, 6 pixels per tile), which with AVX2 take it on several
+//! threads too (measured against the direct path in docs/perf.md, "Convolutional networks,
+//! session 40").
 
 use crate::act::Activation;
 use crate::conv::direct;

@@ -101,9 +101,8 @@ const MIN_SIDE: usize = 8;
 /// on planes of at least [`MIN_NARROW_SIDE`] a side. Measured on DenseNet-121 (one thread,
 /// AVX2, fastest per layer of 3 alternating rounds on a loaded machine) against the im2col
 /// GEMM: 128→32 on 56×56 about 2× faster, on 28×28 1.3-2×, on 14×14 0.30 → 0.20-0.26 ms;
-/// then (single-layer models, `layer_ab.py`, minimum of 4 alternating rounds) from 16
-/// channels, `c · m` ≥ 32² and 13-pixel sides instead of 32, 64² and 14: 16→64 on 55×55
-/// 0.88 → 0.50 ms, 48→192 on 13×13 0.44 → 0.20 ms, 32→32 on 28×28 0.28 → 0.12 ms.
+/// the bounds were lowered to these from 32 channels, 64² and 14-pixel sides on SqueezeNet's
+/// layers (docs/perf.md, "Convolutional networks, session 40").
 pub fn worth(geo: &Geo2, c: usize, m: usize) -> bool {
     let wide = c >= MIN_CHANNELS && m >= MIN_CHANNELS && geo.oh >= MIN_SIDE && geo.ow >= MIN_SIDE;
     let narrow = c.min(m) >= MIN_NARROW_CHANNELS
