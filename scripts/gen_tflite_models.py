@@ -124,13 +124,30 @@ def unsupported_net(seed):
 
 def mobilenet_v2(seed, size=96, alpha=0.35, classes=100, softmax=True):
     keras.utils.set_random_seed(seed)
-    return keras.applications.MobileNetV2(
+    model = keras.applications.MobileNetV2(
         input_shape=(size, size, 3),
         alpha=alpha,
         weights=None,
         classes=classes,
         classifier_activation="softmax" if softmax else None,
     )
+    calibrate_batch_norms(model, size, seed)
+    return model
+
+
+def calibrate_batch_norms(model, size, seed):
+    """Set every BatchNormalization's moving statistics to a batch of random images' own.
+
+    With random weights and the initial statistics (mean 0, variance 1) the signal fades
+    layer by layer (logits of about 1e-10), so every int8 output is one value and a
+    comparison with LiteRT shows nothing; normalized by the statistics of the data, each
+    layer's activations keep their spread to the logits."""
+    rng = np.random.default_rng(seed + 2000)
+    x = rng.uniform(-1, 1, (16, size, size, 3)).astype(np.float32)
+    for layer in model.layers:
+        if isinstance(layer, L.BatchNormalization):
+            layer.momentum = 0.0
+    model(x, training=True)
 
 
 def convert(model, sample_shape, seed, int8):
