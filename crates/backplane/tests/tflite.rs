@@ -117,6 +117,30 @@ fn tflite_models_match_litert_on_cpu_ref_and_cpu_acc() {
     }
 }
 
+/// CpuAcc's int8 kernels requantize as LiteRT's XNNPACK does, to the bit: every integer
+/// output of the int8 cases equal to LiteRT's (except a known deviation's). The MobileNetV2
+/// stem case holds one sum so near a rounding boundary that a requantization scale formed
+/// otherwise (the real quotient rounded once to f32) gives one quantum more.
+#[test]
+fn cpu_acc_int8_outputs_equal_litert() {
+    let rt = backplane::RuntimeBuilder::new().build().unwrap();
+    let mut checked = 0;
+    for dir in cases() {
+        let case = dir.file_name().unwrap().to_string_lossy().into_owned();
+        if !case.ends_with("_int8") || KNOWN_DEVIATIONS.iter().any(|(c, _)| *c == case) {
+            continue;
+        }
+        let got = run(&rt, &dir, &["CpuAcc", "CpuRef"]);
+        assert_eq!(
+            check(&dir, &got),
+            0,
+            "{case}: CpuAcc's int8 outputs differ from LiteRT's"
+        );
+        checked += 1;
+    }
+    assert!(checked >= 3, "only {checked} int8 cases");
+}
+
 #[test]
 fn convolutions_run_channels_first_with_transposes_only_at_the_borders() {
     let network =

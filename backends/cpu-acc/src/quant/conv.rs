@@ -15,7 +15,8 @@ use backplane_backend_api::{LayerDesc, Result, Workload};
 use backplane_core::ops::CustomOp;
 use backplane_core::{DataType, TensorInfo, TensorView, TensorViewMut};
 use backplane_cpu_kernels::qgemm::{
-    accumulate_taps, packed_at, qgemm, requantize_f32, FloatRequant, QPackedB, QMR, QNR,
+    accumulate_taps, packed_at, qgemm, requant_scale, requantize_f32, FloatRequant, QPackedB, QMR,
+    QNR,
 };
 use std::sync::Mutex;
 
@@ -191,7 +192,7 @@ pub(super) fn requant_params(d: &QConvDesc, bias: &[i32], io: &Io) -> Result<Vec
         .try_reserve_exact(bias.len())
         .map_err(|_| io.error("cannot allocate the requantization".into()))?;
     for (c, &b) in bias.iter().enumerate() {
-        let real = f64::from(d.x.0) * f64::from(per(&d.w_scales, c)) / f64::from(d.y.0);
+        let real = requant_scale(d.x.0, per(&d.w_scales, c), d.y.0);
         if !(real.is_finite() && real > 0.0 && real < 1e30) {
             return Err(io.error(format!(
                 "output channel {c}: scale {real} cannot be requantized"
@@ -199,7 +200,7 @@ pub(super) fn requant_params(d: &QConvDesc, bias: &[i32], io: &Io) -> Result<Vec
         }
         requant.push(FloatRequant {
             bias: b,
-            scale: real as f32,
+            scale: real,
             zero: d.y.1 as f32,
             lo: (d.clamp.0 - d.y.1) as f32,
             hi: (d.clamp.1 - d.y.1) as f32,

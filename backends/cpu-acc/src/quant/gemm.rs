@@ -19,7 +19,8 @@ use backplane_backend_api::{BackendError, LayerDesc, Result, Workload};
 use backplane_core::ops::CustomOp;
 use backplane_core::{DataType, TensorInfo, TensorView, TensorViewMut};
 use backplane_cpu_kernels::qgemm::{
-    center_i8, center_u8, qgemm_requantized, ColumnRequant, QPackedB, RequantRange, QNR,
+    center_i8, center_u8, qgemm_requantized, requant_scale, ColumnRequant, QPackedB, RequantRange,
+    QNR,
 };
 use std::sync::Mutex;
 
@@ -149,13 +150,13 @@ impl QGemm {
             .ok_or_else(|| io.error("cannot allocate the packed weights".into()))?;
         let mut scale = alloc(n, 0f32, &io)?;
         for (c, s) in scale.iter_mut().enumerate() {
-            let real = f64::from(d.x.0) * f64::from(per(&d.w_scales, c)) / f64::from(d.y.0);
+            let real = requant_scale(d.x.0, per(&d.w_scales, c), d.y.0);
             if !(real.is_finite() && real > 0.0 && real < 1e30) {
                 return Err(io.error(format!(
                     "output channel {c}: scale {real} cannot be requantized"
                 )));
             }
-            *s = real as f32;
+            *s = real;
         }
         let range = RequantRange {
             zero: d.y.1 as f32,

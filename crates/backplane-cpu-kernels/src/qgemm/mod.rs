@@ -36,7 +36,7 @@ mod tests;
 pub use channels::{accumulate_products, center_i8, center_u8, requantize_channels, RequantRange};
 pub use depthwise::{depthwise_row, DwRequant, DwTaps};
 pub use fused::{qgemm_requantized, ColumnRequant};
-pub use requant::{accumulate_taps, requantize_f32, FloatRequant};
+pub use requant::{accumulate_taps, requant_scale, requantize_f32, FloatRequant};
 
 /// Columns per packed panel of B (two AVX2 vectors of eight int32 sums).
 pub const QNR: usize = 16;
