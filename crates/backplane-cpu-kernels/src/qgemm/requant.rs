@@ -21,7 +21,7 @@ pub fn requant_scale(x_scale: f32, w_scale: f32, y_scale: f32) -> f32 {
 pub struct FloatRequant {
     /// Added to each sum first (the int32 bias).
     pub bias: i32,
-    /// The real multiplier `sx·sw/sy`, rounded to f32.
+    /// The multiplier `sx·sw/sy` as [`requant_scale`] forms it in f32.
     pub scale: f32,
     /// The output zero point.
     pub zero: f32,
