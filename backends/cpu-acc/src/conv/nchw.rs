@@ -601,6 +601,21 @@ impl ConvWorkload {
         }
     }
 
+    /// `f` on each image of the batch: its input planes and its output planes.
+    fn per_image(
+        &self,
+        x: &[f32],
+        y: &mut [f32],
+        mut f: impl FnMut(&[f32], &mut [f32]) -> Result<()>,
+    ) -> Result<()> {
+        let geo = &self.geo;
+        let (xs, ys) = (self.c * geo.h * geo.w, self.m * geo.oh * geo.ow);
+        for (xb, yb) in x.chunks(xs).zip(y.chunks_mut(ys)).take(self.n) {
+            f(xb, yb)?;
+        }
+        Ok(())
+    }
+
     /// `y = conv_act(conv(x) + bias)` by whichever path the workload prepared.
     fn convolve(
         &self,
@@ -614,33 +629,22 @@ impl ConvWorkload {
         if let Weights::Winograd(plan) = &self.weights {
             return plan.run(&self.threads, geo, self.n, x, bias, act, y);
         }
-        if let Weights::ChannelLanes(plan) = &self.weights {
-            let (xs, ys) = (self.c * geo.h * geo.w, self.m * geo.oh * geo.ow);
-            for (xb, yb) in x.chunks(xs).zip(y.chunks_mut(ys)).take(self.n) {
-                plan.run(&self.threads, xb, bias, act, yb)?;
+        let threads = &self.threads;
+        match &self.weights {
+            Weights::ChannelLanes(plan) => {
+                return self.per_image(x, y, |xb, yb| plan.run(threads, xb, bias, act, yb));
             }
-            return Ok(());
-        }
-        if let Weights::PixelRows(plan) = &self.weights {
-            let (xs, plane) = (self.c * geo.h * geo.w, geo.oh * geo.ow);
-            for (xb, yb) in x.chunks(xs).zip(y.chunks_mut(self.m * plane)).take(self.n) {
-                plan.run(&self.threads, plane, xb, bias, act, yb)?;
+            Weights::PixelRows(plan) => {
+                let plane = geo.oh * geo.ow;
+                return self.per_image(x, y, |xb, yb| plan.run(threads, plane, xb, bias, act, yb));
             }
-            return Ok(());
-        }
-        if let Weights::TapRegions(plan) = &self.weights {
-            let (xs, ys) = (self.c * geo.h * geo.w, self.m * geo.oh * geo.ow);
-            for (xb, yb) in x.chunks(xs).zip(y.chunks_mut(ys)).take(self.n) {
-                plan.run(&self.threads, xb, bias, act, yb)?;
+            Weights::TapRegions(plan) => {
+                return self.per_image(x, y, |xb, yb| plan.run(threads, xb, bias, act, yb));
             }
-            return Ok(());
-        }
-        if let Weights::Grouped(plan) = &self.weights {
-            let (xs, ys) = (self.c * geo.h * geo.w, self.m * geo.oh * geo.ow);
-            for (xb, yb) in x.chunks(xs).zip(y.chunks_mut(ys)).take(self.n) {
-                plan.run(&self.threads, geo, xb, bias, act, yb)?;
+            Weights::Grouped(plan) => {
+                return self.per_image(x, y, |xb, yb| plan.run(threads, geo, xb, bias, act, yb));
             }
-            return Ok(());
+            _ => {}
         }
         let runtime_weights;
         let weights = match &self.weights {
