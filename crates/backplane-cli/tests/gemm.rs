@@ -11,7 +11,7 @@ mod common;
 
 use backplane::onnx::proto::tensor_proto::DataType as T;
 use common::onnx::{f32_proto, node, shaped, value, write_model_with};
-use common::{backplane, scratch, text};
+use common::{assert_outputs_match, backplane, scratch, text};
 
 const K: usize = 768;
 const N: usize = 1031;
@@ -80,16 +80,7 @@ fn projections_on_cpu_acc_match_cpu_ref_at_one_and_two_threads() {
                 "3e-3",
             ];
             args.extend(common);
-            let o = backplane(&args);
-            let (out, err) = text(&o);
-            assert!(
-                o.status.success(),
-                "rows {rows}, {threads} threads:\n{out}\n{err}"
-            );
-            assert!(
-                out.contains("compare: every output matches"),
-                "rows {rows}, {threads} threads:\n{out}"
-            );
+            assert_outputs_match(&args, &format!("rows {rows}, {threads} threads"));
         }
         let o = backplane(&["inspect", model]);
         let (out, _) = text(&o);

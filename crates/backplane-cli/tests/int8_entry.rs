@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{backplane, section_lines, text};
+use common::{assert_outputs_match, section_lines};
 
 const DIR: &str = "testdata/qdq_entry";
 
@@ -47,20 +47,20 @@ fn quantized_image_enters_and_pooling_leaves_the_region_without_transposes() {
 fn qdq_entry_model_matches_onnxruntime() {
     let model = format!("{DIR}/model.onnx");
     for backends in ["CpuRef", "CpuAcc,CpuRef"] {
-        let o = backplane(&[
-            "run",
-            &model,
-            "--backends",
+        assert_outputs_match(
+            &[
+                "run",
+                &model,
+                "--backends",
+                backends,
+                "--input",
+                &format!("x={DIR}/input_0.npy"),
+                "--compare",
+                DIR,
+                "--atol",
+                "1",
+            ],
             backends,
-            "--input",
-            &format!("x={DIR}/input_0.npy"),
-            "--compare",
-            DIR,
-            "--atol",
-            "1",
-        ]);
-        let (out, err) = text(&o);
-        assert!(o.status.success(), "{backends}: {out}\n{err}");
-        assert!(out.contains("every output matches"), "{backends}: {out}");
+        );
     }
 }

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{backplane, section_lines, text};
+use common::{assert_outputs_match, section_lines};
 
 const DIR: &str = "testdata/qoperator";
 
@@ -47,20 +47,20 @@ fn qoperator_model_matches_onnxruntime() {
     // CpuRef computes the exact integer chain: equal to onnxruntime; CpuAcc's folded layers
     // compute the same operations, the QLinearMatMul within one quantum.
     for (backends, atol) in [("CpuRef", "0"), ("CpuAcc,CpuRef", "1")] {
-        let o = backplane(&[
-            "run",
-            &model,
-            "--backends",
+        assert_outputs_match(
+            &[
+                "run",
+                &model,
+                "--backends",
+                backends,
+                "--input",
+                &format!("x={DIR}/input_0.npy"),
+                "--compare",
+                DIR,
+                "--atol",
+                atol,
+            ],
             backends,
-            "--input",
-            &format!("x={DIR}/input_0.npy"),
-            "--compare",
-            DIR,
-            "--atol",
-            atol,
-        ]);
-        let (out, err) = text(&o);
-        assert!(o.status.success(), "{backends}: {out}\n{err}");
-        assert!(out.contains("every output matches"), "{backends}: {out}");
+        );
     }
 }

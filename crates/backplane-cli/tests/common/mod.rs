@@ -82,6 +82,18 @@ pub fn section_lines(args: &[&str], start: &str, end: &str) -> Vec<String> {
         .collect()
 }
 
+/// Run `backplane ARGS` (a `run ... --compare DIR`) and assert that it succeeds and that
+/// every output matches; `what` names the case in a failure.
+pub fn assert_outputs_match(args: &[&str], what: &str) {
+    let o = backplane(args);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{what}:\n{out}\n{err}");
+    assert!(
+        out.contains("compare: every output matches"),
+        "{what}:\n{out}"
+    );
+}
+
 /// A fresh, empty scratch folder for one test.
 pub fn scratch(tag: &str) -> Scratch {
     let dir = std::env::temp_dir().join(format!("backplane-cli-{tag}-{}", std::process::id()));
