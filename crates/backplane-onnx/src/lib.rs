@@ -519,34 +519,21 @@ pub fn import_model_specialized(
     options: &ImportOptions,
     values: &[(String, Tensor)],
 ) -> Result<(Network, Vec<String>), OnnxError> {
-    let mut options = options.clone();
-    let mut bound: Vec<String> = options.input_values.keys().cloned().collect();
     // A retry imports the model again. Its initializers are decoded once, by the first
     // import, and shared with the retries, so the copy kept for them holds no weights: the
-    // model is never in memory twice.
-    if options.shared_initializers.is_none() {
-        options.shared_initializers = Some(Arc::new(SharedInitializers::new()));
-    }
-    // With no values to bind, no retry can make progress: no copy is kept for one (a
-    // `DynamicNetwork` imports its weightless graph this way at every plan miss).
+    // model is never in memory twice. With no values to bind, no retry can make progress:
+    // no copy is kept for one (a `DynamicNetwork` imports its weightless graph this way at
+    // every plan miss).
     let retry_copy = (!values.is_empty()).then(|| import::without_initializer_data(&mut model));
     let mut first = Some(model);
-    loop {
+    bind_until_imported(options, values, |options| {
         let Some(model) = first.take().or_else(|| retry_copy.clone()) else {
             return Err(OnnxError::invalid(
                 "internal: an import was retried without a copy of the model to retry",
             ));
         };
-        match import::import(model, base_dir, &options) {
-            Err(OnnxError::NeedsInputValues { inputs, nodes }) => {
-                if !bind_more(&mut options, &mut bound, values, &inputs) {
-                    return Err(OnnxError::NeedsInputValues { inputs, nodes });
-                }
-            }
-            Err(e) => return Err(e),
-            Ok(network) => return Ok((network, bound)),
-        }
-    }
+        import::import(model, base_dir, options)
+    })
 }
 
 /// [`import_model_specialized`] for a model the caller keeps: the graph is borrowed, never
@@ -560,13 +547,26 @@ pub fn import_model_specialized_borrowed(
     options: &ImportOptions,
     values: &[(String, Tensor)],
 ) -> Result<(Network, Vec<String>), OnnxError> {
+    bind_until_imported(options, values, |options| {
+        import::import_borrowed(model, base_dir, options)
+    })
+}
+
+/// Import with `import`, binding more of `values` after each import that needs input values
+/// it has, until one succeeds or none can be bound; the network and the inputs bound. The
+/// imports share one set of decoded initializers (a new one unless `options` has one).
+fn bind_until_imported(
+    options: &ImportOptions,
+    values: &[(String, Tensor)],
+    mut import: impl FnMut(&ImportOptions) -> Result<Network, OnnxError>,
+) -> Result<(Network, Vec<String>), OnnxError> {
     let mut options = options.clone();
     let mut bound: Vec<String> = options.input_values.keys().cloned().collect();
     if options.shared_initializers.is_none() {
         options.shared_initializers = Some(Arc::new(SharedInitializers::new()));
     }
     loop {
-        match import::import_borrowed(model, base_dir, &options) {
+        match import(&options) {
             Err(OnnxError::NeedsInputValues { inputs, nodes }) => {
                 if !bind_more(&mut options, &mut bound, values, &inputs) {
                     return Err(OnnxError::NeedsInputValues { inputs, nodes });
