@@ -4,8 +4,8 @@
 
 mod support;
 
-use backplane::{DataType, DynamicNetwork, ImportOptions, Runtime, Tensor, TensorInfo};
-use support::repo;
+use backplane::{DynamicNetwork, ImportOptions, Runtime, Tensor};
+use support::{repo, token_ids};
 
 const BERT: &str = "testdata/dynamic/bert_tiny.onnx";
 const DATA_DEPENDENT: &str = "testdata/dynamic/data_dependent.onnx";
@@ -18,12 +18,6 @@ fn serve<'r>(rt: &'r Runtime, model: &str) -> DynamicNetwork<'r> {
         backplane::default_optimizer_options(),
     )
     .unwrap()
-}
-
-/// Token ids `[1, seq]`.
-fn ids(seq: usize) -> Tensor {
-    let values: Vec<f64> = (0..seq).map(|i| ((i * 5 + seq) % 64) as f64).collect();
-    Tensor::from_f64_values(TensorInfo::new(DataType::I64, vec![1, seq]), &values).unwrap()
 }
 
 /// One input set of testdata/dynamic/data_dependent (a or b) and ONNX Runtime's outputs.
@@ -60,7 +54,7 @@ fn the_runtime_totals_every_network_it_serves() {
     let bert = serve(&rt, BERT);
     let detector = serve(&rt, DATA_DEPENDENT);
     for seq in [7, 9, 7] {
-        bert.execute(&[("input_ids", &ids(seq))]).unwrap();
+        bert.execute(&[("input_ids", &token_ids(seq, 5))]).unwrap();
     }
     run_case(&detector, "a");
     run_case(&detector, "a");
@@ -179,7 +173,7 @@ fn a_plan_over_the_whole_budget_is_refused() {
     let probe = backplane::RuntimeBuilder::new().build().unwrap();
     let small = {
         let net = serve(&probe, BERT);
-        net.execute(&[("input_ids", &ids(4))]).unwrap();
+        net.execute(&[("input_ids", &token_ids(4, 5))]).unwrap();
         net.stats().bytes
     };
     let rt = backplane::RuntimeBuilder::new()
@@ -187,7 +181,9 @@ fn a_plan_over_the_whole_budget_is_refused() {
         .build()
         .unwrap();
     let net = serve(&rt, BERT);
-    let err = net.execute(&[("input_ids", &ids(64))]).unwrap_err();
+    let err = net
+        .execute(&[("input_ids", &token_ids(64, 5))])
+        .unwrap_err();
     assert!(
         matches!(
             err,
@@ -197,7 +193,7 @@ fn a_plan_over_the_whole_budget_is_refused() {
         "{err:?}"
     );
     assert!(err.to_string().contains(&small.to_string()), "{err}");
-    net.execute(&[("input_ids", &ids(4))]).unwrap();
+    net.execute(&[("input_ids", &token_ids(4, 5))]).unwrap();
     let t = rt.plan_cache_stats();
     assert_eq!((t.plans.entries, t.plans.misses), (1, 1), "{t}");
 }

@@ -10,7 +10,7 @@ use backplane::{
     TensorInfo,
 };
 use std::sync::Arc;
-use support::repo;
+use support::{repo, token_ids};
 
 const BERT: &str = "testdata/dynamic/bert_tiny.onnx";
 
@@ -29,12 +29,6 @@ fn runtime_with(acc: &CpuAccBackend) -> Runtime {
         .unwrap()
         .build()
         .unwrap()
-}
-
-/// Token ids `[1, seq]`, different for every length.
-fn ids(seq: usize) -> Tensor {
-    let values: Vec<f64> = (0..seq).map(|i| ((i * 7 + seq) % 64) as f64).collect();
-    Tensor::from_f64_values(TensorInfo::new(DataType::I64, vec![1, seq]), &values).unwrap()
 }
 
 /// The model imported for one shape, optimized and loaded alone, run on `input`.
@@ -76,7 +70,7 @@ fn bert_shaped_encoder_serves_every_sequence_length() {
     );
     let mut packed_after = Vec::new();
     for seq in [7, 16, 33, 128, 7] {
-        let input = ids(seq);
+        let input = token_ids(seq, 7);
         let got = net.execute(&[("input_ids", &input)]).unwrap();
         let want = static_run(&input);
         assert_eq!(got.len(), 1);
@@ -146,7 +140,7 @@ fn the_least_recently_used_plan_is_evicted() {
     let rt = backplane::RuntimeBuilder::new().build().unwrap();
     let net = dynamic(&rt).with_capacity(2);
     for seq in [3, 5, 3, 8, 5, 3] {
-        let out = net.execute(&[("input_ids", &ids(seq))]).unwrap();
+        let out = net.execute(&[("input_ids", &token_ids(seq, 7))]).unwrap();
         assert_eq!(out[0].1.shape().dims(), &[1, seq, 96]);
     }
     // 3 miss, 5 miss, 3 hit, 8 miss (evicts 5), 5 miss (evicts 3), 3 miss (evicts 8).
@@ -165,7 +159,7 @@ fn a_shape_that_does_not_fit_is_refused() {
     let bad = Tensor::from_f64_values(TensorInfo::new(DataType::I64, vec![4]), &[1.0; 4]).unwrap();
     let err = net.execute(&[("input_ids", &bad)]).unwrap_err().to_string();
     assert!(err.contains("input_ids"), "{err}");
-    assert!(net.execute(&[("input_ids", &ids(4))]).is_ok());
+    assert!(net.execute(&[("input_ids", &token_ids(4, 7))]).is_ok());
     assert_eq!(net.stats().misses, 1);
 }
 
@@ -464,10 +458,10 @@ fn plans_are_keyed_by_bound_symbols_and_misfits_are_refused() {
         display_shape(sig.outputs[0].1.as_ref().unwrap()),
         "[batch, seq, 96]"
     );
-    let (plan, hit) = net.plan(&[("input_ids", &ids(7))]).unwrap();
+    let (plan, hit) = net.plan(&[("input_ids", &token_ids(7, 7))]).unwrap();
     assert!(!hit);
     assert_eq!(plan.symbols.to_string(), "batch=1, seq=7");
-    let (again, hit) = net.plan(&[("input_ids", &ids(7))]).unwrap();
+    let (again, hit) = net.plan(&[("input_ids", &token_ids(7, 7))]).unwrap();
     assert!(hit);
     assert!(Arc::ptr_eq(&plan, &again));
     let three =
@@ -571,7 +565,7 @@ fn a_network_can_own_its_share_of_the_runtime() {
     }
     let (net, weak) = make();
     for seq in [3, 5] {
-        let got = net.execute(&[("input_ids", &ids(seq))]).unwrap();
+        let got = net.execute(&[("input_ids", &token_ids(seq, 7))]).unwrap();
         assert_eq!(got[0].1.shape().dims(), &[1, seq, 96]);
     }
     assert_eq!(net.stats().misses, 2);
@@ -592,7 +586,7 @@ fn plans_are_bounded_by_the_memory_budget() {
     let probe = backplane::RuntimeBuilder::new().build().unwrap();
     let one = {
         let net = dynamic(&probe);
-        net.execute(&[("input_ids", &ids(16))]).unwrap();
+        net.execute(&[("input_ids", &token_ids(16, 7))]).unwrap();
         net.stats().bytes
     };
     assert!(one > 0);
@@ -603,7 +597,7 @@ fn plans_are_bounded_by_the_memory_budget() {
         .unwrap();
     let net = dynamic(&rt);
     for seq in [16, 15, 16] {
-        let got = net.execute(&[("input_ids", &ids(seq))]).unwrap();
+        let got = net.execute(&[("input_ids", &token_ids(seq, 7))]).unwrap();
         assert_eq!(got[0].1.shape().dims(), &[1, seq, 96]);
         let stats = net.stats();
         assert_eq!(stats.size, 1, "seq {seq}: {stats:?}");

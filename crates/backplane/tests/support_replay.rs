@@ -8,12 +8,11 @@ mod support;
 use backplane::backend_api::{LayerDesc, LayerSupport, MemoryManager, Support, WorkloadFactory};
 use backplane::cpu_ref::CpuRefBackend;
 use backplane::{
-    Backend, BackendFactory, BackendId, DataType, DynamicNetwork, ImportOptions, OptimizerOptions,
-    Tensor, TensorInfo,
+    Backend, BackendFactory, BackendId, DynamicNetwork, ImportOptions, OptimizerOptions, Tensor,
 };
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use support::repo;
+use support::{repo, token_ids};
 
 /// CpuRef, counting its support queries, optionally saying its answers hold at every shape.
 #[derive(Clone)]
@@ -64,12 +63,6 @@ impl Backend for Counting {
     }
 }
 
-/// Token ids `[1, seq]`.
-fn ids(seq: usize) -> Tensor {
-    let values: Vec<f64> = (0..seq).map(|i| ((i * 3 + seq) % 64) as f64).collect();
-    Tensor::from_f64_values(TensorInfo::new(DataType::I64, vec![1, seq]), &values).unwrap()
-}
-
 /// Run BERT-tiny at four sequence lengths on the counting backend alone; returns the queries
 /// after the first plan, after all four, the outputs and the network's kept-answer counts.
 fn serve(every_shape: bool) -> (u64, u64, Vec<Tensor>, u64) {
@@ -95,7 +88,7 @@ fn serve(every_shape: bool) -> (u64, u64, Vec<Tensor>, u64) {
     let mut first = 0;
     for (k, seq) in [5, 8, 13, 21].into_iter().enumerate() {
         outputs.push(
-            net.execute(&[("input_ids", &ids(seq))])
+            net.execute(&[("input_ids", &token_ids(seq, 3))])
                 .unwrap()
                 .remove(0)
                 .1,

@@ -11,10 +11,10 @@ use backplane::cpu_acc::CpuAccBackend;
 use backplane::cpu_ref::CpuRefBackend;
 use backplane::{
     Backend, BackendFactory, BackendId, DataType, DynamicNetwork, ImportOptions, OptimizerOptions,
-    Tensor, TensorInfo,
+    TensorInfo,
 };
 use std::sync::{Arc, Mutex};
-use support::repo;
+use support::{repo, token_ids};
 
 /// One support query: the backend, the layer, its operator, and whether the backend said the
 /// answer holds at every shape.
@@ -106,12 +106,6 @@ impl Backend for Recorded {
     }
 }
 
-/// Token ids `[1, seq]`.
-fn ids(seq: usize) -> Tensor {
-    let values: Vec<f64> = (0..seq).map(|i| ((i * 5 + seq) % 64) as f64).collect();
-    Tensor::from_f64_values(TensorInfo::new(DataType::I64, vec![1, seq]), &values).unwrap()
-}
-
 #[test]
 fn cpu_backends_replay_shape_independent_answers_and_ask_the_others_per_shape() {
     let log: Arc<Mutex<Vec<Query>>> = Arc::new(Mutex::new(Vec::new()));
@@ -149,7 +143,7 @@ fn cpu_backends_replay_shape_independent_answers_and_ask_the_others_per_shape() 
     // The queries of each plan, one plan per sequence length.
     let mut per_plan: Vec<Vec<Query>> = Vec::new();
     for seq in [5, 8, 13, 21] {
-        net.execute(&[("input_ids", &ids(seq))]).unwrap();
+        net.execute(&[("input_ids", &token_ids(seq, 5))]).unwrap();
         per_plan.push(std::mem::take(&mut *log.lock().unwrap()));
     }
     assert_eq!(net.stats().misses, 4);
