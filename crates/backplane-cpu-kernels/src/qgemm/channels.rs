@@ -15,6 +15,7 @@ pub struct RequantRange {
     pub hi: f32,
 }
 
+#[cfg(test)]
 #[inline(always)]
 fn requantize_channels_body(
     sums: &[i32],
@@ -34,8 +35,10 @@ fn requantize_channels_body(
     }
 }
 
+#[cfg(test)]
 crate::multiversion! {
-    /// Requantize int32 sums to 8-bit outputs, element by element (a pixel's channels, or
+    /// Test reference (the fused tiles and depthwise rows compute this in registers):
+    /// requantize int32 sums to 8-bit outputs, element by element (a pixel's channels, or
     /// a row of pixels with `bias` and `scale` repeated per pixel):
     /// `clamp(round_half_even((sum + bias[i]) · scale[i]), lo, hi) + zero`, the same f32
     /// operations as [`super::requantize_f32`] does per channel, so both layouts give the
@@ -49,6 +52,7 @@ crate::multiversion! {
     ) => requantize_channels_body;
 }
 
+#[cfg(test)]
 #[inline(always)]
 fn products_body(acc: &mut [i32], x: &[i16], w: &[i16]) {
     let n = acc.len().min(x.len()).min(w.len());
@@ -58,8 +62,9 @@ fn products_body(acc: &mut [i32], x: &[i16], w: &[i16]) {
     }
 }
 
+#[cfg(test)]
 crate::multiversion! {
-    /// `acc[i] += w[i] · x[i]` on centered values: one tap of a channels-last depthwise
+    /// Test reference for the depthwise rows: `acc[i] += w[i] · x[i]` on centered values: one tap of a channels-last depthwise
     /// convolution along a row of output pixels (the tap's weights repeated per pixel).
     pub fn accumulate_products(acc: &mut [i32], x: &[i16], w: &[i16]) => products_body;
 }

@@ -33,7 +33,9 @@ pub mod requant;
 #[cfg(test)]
 mod tests;
 
-pub use channels::{accumulate_products, center_i8, center_u8, requantize_channels, RequantRange};
+#[cfg(test)]
+pub(crate) use channels::{accumulate_products, requantize_channels};
+pub use channels::{center_i8, center_u8, RequantRange};
 pub use depthwise::{depthwise_row, DwRequant, DwTaps};
 pub use fused::{qgemm_requantized, ColumnRequant};
 pub use requant::{accumulate_taps, requant_scale, requantize_f32, FloatRequant};
