@@ -34,17 +34,13 @@ use backplane_core::ops::{BinaryOp, PoolKind, ReduceDesc, ReduceKind};
 use backplane_core::{DataType, LayerId, Network, Op, TensorId, TensorInfo};
 use std::collections::{BTreeSet, HashMap};
 
-/// Fewest floats of an expansion's output for it to run with its depthwise convolution.
-/// Measured on MobileNetV2 (per layer, against `conv_pairs=off`): the 112×112×96 pair 7-15%
-/// faster at 2 threads, the 56×56×144 ones 7-11% slower (the stride-1 one moves 2 of every 8
-/// strip rows), all even at 1 thread; smaller tensors stay in L2 between two layers anyway.
+/// Fewest floats of an expansion's output for it to run with its depthwise convolution:
+/// smaller tensors stay in L2 between two layers anyway (the measurement:
+/// docs/cpu-acc-bounds.md, "Channels-last regions").
 const PAIR_MIN_FLOATS: usize = 1 << 20;
 
-/// Fewest floats of a depthwise convolution's output for it to run with its projection.
-/// Measured on MobileNetV2 (per layer, 4 alternating rounds): the 112×112×32 pair 12-16%
-/// faster than its two layers at 1 thread, 5% at 2; the 56×56×144 one (with a residual) 2-4%
-/// at 1 thread, 13% at 2. From 2^16 floats (the 28×28 and 14×14 blocks too): equal at 1
-/// thread, 6% slower in all at 2.
+/// Fewest floats of a depthwise convolution's output for it to run with its projection
+/// (below it the pair was no faster: docs/cpu-acc-bounds.md, "Channels-last regions").
 const PROJECTION_MIN_FLOATS: usize = 1 << 18;
 
 /// How a fused convolution runs in a region.
@@ -68,16 +64,14 @@ enum Role {
 
 /// Most output pixels of a [`Role::Window`] convolution: with the pixels as GEMM rows a 7×7
 /// plane fills 49 of 54 tile rows, where NCHW's 16-wide columns fill 64 lanes for 49. From
-/// 8×8 up, 3×3 convolutions with enough channels take the Winograd path instead (measured
-/// 0.5× ONNX Runtime on ResNet-18), which channels-last would lose.
+/// 8×8 up, 3×3 convolutions with enough channels take the Winograd path instead, which
+/// channels-last would lose.
 const WINDOW_MAX_PIXELS: usize = 49;
 
 /// Most output pixels of a strided (2×2) [`Role::Window`] convolution: channels-last im2col
 /// rows of pixels with the weights prepacked, where NCHW packs an im2col B of the input's
-/// stride phases each run (padding columns included). Measured on ResNet-18 (per layer, 3-4
-/// alternating rounds): its 3×3 stride-2 convolutions onto 28×28 and 14×14 13-21% faster at
-/// 1 thread, 15-17% at 2, the 1×1 stride-2 shortcuts 22-31%; the transposes in and out cost
-/// a quarter of that (-0.53 ms in all at 1 thread, -0.33 ms at 2).
+/// stride phases each run (padding columns included); the gain is about four times what the
+/// transposes in and out cost (docs/cpu-acc-bounds.md, "Channels-last regions").
 const STRIDED_MAX_PIXELS: usize = 28 * 28;
 
 /// A fused convolution that may join a region.

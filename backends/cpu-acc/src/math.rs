@@ -205,8 +205,7 @@ pub const GELU_BLOCK: usize = 32;
 
 /// [`gelu`] of a block of values, bit for bit, one step at a time across the whole block:
 /// each step's 32 values are several independent vectors, where one vector at a time runs
-/// the chain of a division, a polynomial and exp latency-bound (measured on Zen 3, AVX2,
-/// 65,536 values: 5.5 → 4.7 cycles per value). A block with no value below -3 (nearly all
+/// the chain of a division, a polynomial and exp latency-bound. A block with no value below -3 (nearly all
 /// of them) takes the erf form alone; the others compute both forms and pick per value.
 #[inline(always)]
 pub fn gelu_block(x: &mut [f32; GELU_BLOCK]) {

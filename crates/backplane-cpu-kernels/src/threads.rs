@@ -55,9 +55,8 @@ fn pause(rounds: &mut u32) {
     }
 }
 
-/// Spin rounds between yields (a round is ~0.3 µs). Measured with a busy loop on one of two
-/// cores, MobileNetV2 on 2 threads: median 31.5 ms with yields, 47.6 ms without; no
-/// difference on an idle machine.
+/// Spin rounds between yields (a round is ~0.3 µs): yields help a busy machine and cost
+/// nothing on an idle one (docs/cpu-acc-bounds.md, "Thread pool").
 const YIELD_EVERY: u32 = 64;
 
 /// A step's work as the helpers see it: the caller's closure with its lifetime erased.
@@ -106,9 +105,8 @@ impl Shared {
 /// waits only for the helpers that joined: a helper that wakes late (parked, or its core
 /// given to another process) finds the step closed and goes back to waiting, so it costs
 /// some parallelism, never a wait. (With rayon's scopes the caller waited for every
-/// helper's job to run, even one that found nothing left to do: measured on ResNet-18 with 2
-/// threads on this shared host, 72 of 3,000 steps had their helper start only after the
-/// caller had finished every item, and the scope ends waited 27–87 µs a step on average.)
+/// helper's job to run, even one that found nothing left to do: docs/cpu-acc-bounds.md,
+/// "Thread pool".)
 struct Pool {
     shared: Arc<Shared>,
     /// Set while a step runs: a second caller at the same time (another network on this

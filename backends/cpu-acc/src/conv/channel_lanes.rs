@@ -10,20 +10,12 @@
 //! phases), whose tiles stream K runs of 32 inputs each (147 of them for a 7×7 window over
 //! 3 channels: more than L1 holds with the next tile's prefetched), here the block of weights
 //! (K × 32 floats, 18 KiB) stays in L1 and the inputs are single floats; against the im2col
-//! GEMM, nothing is packed. Measured with `conv_bench` (best of 5 runs of 15 alternating
-//! rounds, one thread): 3→32 3×3 stride 2 on 224×224 0.47 → 0.41 ms, 3→64 7×7 stride 2
-//! 3.2 → 2.5 ms; in ResNet-18 (one thread, fastest of 60 executions) its 7×7 first layer
-//! 3.18 → 2.63 ms and 3×3 stride-2 layers 1.58 → 1.37 and 1.57 → 1.43 ms. On two threads the
-//! stride-2 layers ran 1.35 → 1.15 and 1.36 → 1.09 ms, but first layers were slower in three
-//! of four runs on this (shared, 2-vCPU) machine (ResNet-18's 1.97 → 2.26 and 1.73 → 2.15 ms,
-//! MobileNetV2's 0.48 → 0.59; once 2.19 → 1.53), though both threads do even shares: so first
-//! layers take this path on one thread only, and the direct path on more (not understood;
-//! worth measuring again on a quieter machine). Skipping the transposes and stores took
-//! 35–50% off a first layer's time: writing the planes from registers would save their
-//! round trip through L1 (not done). AVX-512, or AVX2 for first layers (blocks of 16
-//! channels as two 8-lane halves, 6 pixels per tile), which with AVX2 take it on several
-//! threads too (measured against the direct path in docs/perf.md, "Convolutional networks,
-//! session 40").
+//! GEMM, nothing is packed. First layers take this path on one thread only with AVX-512 and
+//! the direct path on more (the direct tiles measured faster there, not understood); with
+//! AVX2 (blocks of 16 channels as two 8-lane halves, 6 pixels per tile) first layers take it
+//! on any number of threads. Writing the planes from registers instead of transposing the
+//! channels-last rows would save a round trip through L1 (not done). The measurements behind
+//! these choices: docs/cpu-acc-bounds.md, "Channel lanes".
 
 use crate::act::Activation;
 use crate::conv::direct;
@@ -43,12 +35,10 @@ thread_local! {
 /// on `threads` threads, takes the channel-lanes path (the `channel_lanes` option on,
 /// AVX-512 or AVX2, horizontal stride 1 or 2): a network's first layer (the layers of
 /// [`direct::applies`]) on one thread (on any number with AVX2 alone), or a windowed
-/// stride-2 convolution whose output rows fill the kernel's tiles (14, 28, 56 pixels...). Measured with `conv_bench` (best of 4 runs of 15
-/// alternating rounds) against the im2col GEMM: 64→128 3×3 stride 2 on 56×56 1.40 → 1.28 ms
-/// on one thread, even on two; 128→256 on 28×28 1.31 → 1.26 ms, 1.28 → 0.96 ms on two.
-/// Not taken: stride 1 (Winograd's, or measured no faster), 1×1 windows (64→128 1×1 stride
-/// 2 ran 1.3–2.5× slower: a pixel's taps are 64 planes apart) and 7×7 outputs (512→512 3×3
-/// on 7×7 3.6 against 2.9 ms). With AVX2 alone (blocks of 16 channels, 24-pixel tiles)
+/// stride-2 convolution whose output rows fill the kernel's tiles (14, 28, 56 pixels...),
+/// where it beat the im2col GEMM. Not taken: stride 1 (Winograd's, or no faster), 1×1
+/// windows (slower: a pixel's taps are whole planes apart) and 7×7 outputs (slower). With
+/// AVX2 alone (blocks of 16 channels, 24-pixel tiles)
 /// only first layers take it: the stride-2 case needs the 14-pixel tiles of two vectors.
 pub fn applies(geo: &Geo2, c: usize, m: usize, threads: usize) -> bool {
     // With AVX-512, first layers on several threads were slower here than on the direct

@@ -7,17 +7,11 @@
 //! each plane is read a row at a time, a row segment of up to 64 (AVX-512) or 32 (AVX2)
 //! outputs per step; AVX-512 reads in place with masked loads at the borders (so padding
 //! costs no copy), AVX2 from a buffer of three padded rows; stride 2 is de-interleaved in
-//! registers; bias and Relu, Clip or LeakyRelu are applied before the store. No transposes:
-//! measured with `conv_bench` (one thread, MobileNetV2's shapes, AVX-512) against the
-//! channels-last path, 1.6× faster on 32 planes of 112×112, 1.4× on 144 planes of 56×56,
-//! 1.3× on 192 planes of 28×28, 1.5× on 144 planes of 56×56 stride 2; MobileNetV2 whole, one
-//! thread, 13.2 → 11.7 ms (best of 10 alternating). With AVX2 (Zen 3), against the per-plane
-//! path: stride 2 1.2–1.7× faster, stride 1 1.0–1.3×; MobileNetV2 whole 14.9 → 13.6 ms at
-//! one thread, 10.1 → 9.5 at two (best medians of 4 alternating runs). Rows of 7 fill too
+//! registers; bias and Relu, Clip or LeakyRelu are applied before the store. No transposes,
+//! so it beats the channels-last and per-plane paths on wide planes. Rows of 7 fill too
 //! little of sixteen lanes, and channels-last stays faster there (with AVX2, rows up to 14
 //! wide). Max pooling with 3×3 windows takes the same kernel (−∞ for padding, NaNs kept in a
-//! mask): ResNet-18's, 64 planes of 112×112 stride 2, 0.46 → 0.30 ms against channels-last
-//! (AVX-512), 1.7 → 0.4 ms against plane-by-plane pooling (AVX2).
+//! mask).
 //!
 //! Otherwise, with AVX-512 (and, without it, for small planes of at most [`SMALL_PLANE`]
 //! outputs) the *channels-last* path runs: blocks of [`LANES`] planes are transposed (16×16 in registers,
@@ -25,9 +19,7 @@
 //! rows at a time so the buffer stays in L2; each output pixel accumulates its taps for all
 //! lanes in one vector register, eight pixels at a time (`simd::depthwise_row`), and the band
 //! is transposed back (`simd::scatter_lanes`). Every load is a whole vector and no plane
-//! pays a setup of its own. Measured with `conv_bench` (3×3, one thread, MobileNetV2's
-//! shapes), against the per-plane path: 1.1–1.2× faster on 112×112 and 56×56 planes, 1.5× on
-//! 28×28, 2.4× on 14×14 and 3.5× on 7×7 planes; stride 2 1.8–3.9×.
+//! pays a setup of its own, which matters most on small planes.
 //!
 //! The *per-plane* path (the rest): each input plane is copied once into zero-padded stride
 //! phases (the convolution's `Phases`: phase `(qy, qx)` holds padded rows `y·sh + qy`,
@@ -39,9 +31,10 @@
 //! so they still fill whole vectors; the few values computed between rows are dropped when
 //! the rows are copied out.
 //!
-//! Reading the input in place and handling the border outputs separately was measured too:
-//! with 3×3 windows a 56×56 plane has 2 border columns per row, and computing those one at a
-//! time cost more than the copy (twice as slow on 14×14 and 7×7 planes), so the copy stays.
+//! Reading the input in place and handling the border outputs separately cost more than
+//! the copy (computing the border columns one at a time), so the copy stays.
+//!
+//! The measurements behind these choices: docs/cpu-acc-bounds.md, "Depthwise convolutions".
 
 use crate::act::Activation;
 use crate::conv::window::Geo2;
@@ -58,19 +51,16 @@ const LANES: usize = simd::BLOCK_LANES;
 const MAX_TAPS: usize = 49;
 
 /// Output planes of at most this many pixels take the channels-last path without AVX-512
-/// (with AVX2 its transposes are 8×8 blocks in registers; beyond that, plain loops).
-/// Measured with `conv_bench` (3×3, one thread, Zen 3), against the rows path: 576 planes
-/// 14×14 1.25–1.3× faster, 576 planes 14×14 stride 2 (7×7 out) 1.3×; 192 planes 28×28
-/// (784 out) 1.1× slower. (Before the AVX2 transposes, against the per-plane path: 7×7
-/// planes 1.6–2.0× faster, 14×14 no faster.)
+/// (with AVX2 its transposes are 8×8 blocks in registers; beyond that, plain loops): up to
+/// 14×14 it beat the rows path, at 28×28 it lost.
 pub const SMALL_PLANE: usize = 256;
 
 /// Outputs per band of the channels-last path: with 16 lanes, 24 KiB of scratch (1024 was
-/// slower on 112×112 planes).
+/// slower on wide planes).
 const BAND_PIXELS: usize = 384;
 /// Padded input pixels per band (96 KiB): more than the outputs, so that stride-2 bands of
-/// wide planes hold several output rows and re-read fewer input rows (10% faster on 112×112
-/// planes, stride 2, than with the outputs' limit).
+/// wide planes hold several output rows and re-read fewer input rows (faster on wide
+/// stride-2 planes than with the outputs' limit).
 const BAND_INPUT_PIXELS: usize = 4 * BAND_PIXELS;
 
 /// What is fixed for every plane of one depthwise convolution.

@@ -1,8 +1,8 @@
 //! Direct convolution for layers with few input channels (a network's first layer: 3
 //! channels under a 3×3 or 7×7 window), and for pointwise (1×1) layers with few output
 //! channels: the GEMM's tiles with B read in place. On one thread, first layers with constant
-//! weights and a horizontal stride of 1 or 2 take `crate::conv::channel_lanes` instead (measured
-//! with `conv_bench`: 3→32 3×3 stride 2 0.47 → 0.41 ms, 3→64 7×7 stride 2 3.2 → 2.5 ms); the
+//! weights and a horizontal stride of 1 or 2 take `crate::conv::channel_lanes` instead (faster
+//! there); the
 //! rest (more threads, other strides, weights given at run time) come here.
 //!
 //! The im2col GEMM of such a layer is short and wide (K = c·kh·kw ≤ [`MAX_K`] rows against
@@ -12,10 +12,8 @@
 //! (`conv::Phases`: every im2col row is a contiguous run of a phase), one output row at a
 //! time, and store straight into the output planes: no B packing, no wide output. K is one
 //! block, so a tile's im2col rows (K × 32 floats, at most 20 KiB) stay in L1 while every
-//! panel of weights passes over them. AVX-512, or AVX2 (its 6×16 quarters of the tile;
-//! measured with `conv_bench` on Zen 3 against the im2col GEMM: 3→32 3×3 stride 2 1.15–1.2×
-//! faster, 3→64 7×7 stride 2 1.15×, on one thread and on two; 32→16 1×1 on 112×112 1.06×,
-//! 144→24 on 56×56 even).
+//! panel of weights passes over them. AVX-512, or AVX2 (its 6×16 quarters of the tile).
+//! The measurements behind the bounds here: docs/cpu-acc-bounds.md, "Direct convolutions".
 
 use crate::act::Activation;
 use crate::conv::window::Geo2;
@@ -33,19 +31,14 @@ pub const MAX_K: usize = 160;
 const _: () = assert!(MAX_K <= KC);
 
 /// Most output channels of a pointwise convolution that takes [`run_pointwise`]: with more
-/// weight rows each packed B panel is read often enough to pay for its packing. Measured
-/// with `conv_bench` (best of 3 alternating, 1 thread): 32→16 on 112×112 0.235 → 0.168 ms,
-/// 144→24 on 56×56 0.255 → 0.221 ms; 24→144 even, 160→960 on 7×7 0.27 → 0.34 ms (slower).
+/// weight rows each packed B panel is read often enough to pay for its packing.
 pub const MAX_POINTWISE_M: usize = 32;
 
 thread_local! {
     static PHASES: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Input channels of the layers the direct path takes (an image's colour channels).
-/// Measured with `conv_bench` against the GEMM path: 3→32 3×3 stride 2 1.15–1.3× faster,
-/// 3→64 7×7 stride 2 even; 64→128 and 128→256 1×1 stride 2 (a downsampling shortcut)
-/// 0.87× and 0.7×, and 1×1 stride-1 convolutions from 16–160 channels 0.7–0.97×: with
+/// Input channels of the layers the direct path takes (an image's colour channels): with
 /// more channels the packed B is reused by enough weight rows to pay for its packing.
 pub const MAX_C: usize = 4;
 
@@ -66,10 +59,8 @@ pub fn applies(c: usize, k: usize) -> bool {
 pub const MAX_GROUP_M: usize = 32;
 
 /// Narrowest output rows a grouped convolution takes the direct path with: its tiles span
-/// [`NR`] pixels of one output row, so narrower rows leave most lanes idle. Measured on
-/// RegNetY-400MF (groups of 8 channels, one thread, AVX2, per-layer fastest of 3
-/// alternating rounds on the loaded machine): 28×28 and 14×14 outputs 0.47 → 0.34-0.41 ms
-/// against the im2col GEMM per group, 7×7 outputs 0.21 → 0.30 ms (slower).
+/// [`NR`] pixels of one output row, so narrower rows leave most lanes idle (7×7 outputs
+/// were slower than the im2col GEMM per group).
 pub const MIN_GROUP_OW: usize = 14;
 
 /// Whether a grouped convolution with a window, `cg` input and `mg` output channels per
@@ -193,8 +184,8 @@ struct Tiles<'a> {
 }
 
 /// [`run`]'s tiles on several threads, split by output rows rather than by output channels
-/// (ResNet-18's 64 channels are 5⅓ weight panels: split by panels, two threads shared them
-/// 40/24 rows and the layer ran 1.5× faster than on one thread). Each task computes a band
+/// (ResNet-18's 64 channels are 5⅓ weight panels: split by panels, two threads would share
+/// them 40/24 rows). Each task computes a band
 /// of output rows of every channel, its tiles through a small buffer (the band is not
 /// contiguous in the NCHW output) copied into the band's run of each plane.
 fn by_output_rows(

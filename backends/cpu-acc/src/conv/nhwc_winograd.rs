@@ -46,10 +46,10 @@ thread_local! {
 /// Whether a channels-last convolution with this geometry and these channels runs here: 3×3,
 /// stride 1, undilated, padded by one (output as large as the input), a small plane, with
 /// the AVX2 tiles ([`simd::strided_tiles`]), on one thread. The transformed weights (16.8 MB
-/// for 512→512) stream from memory once per run for only a few GEMM rows: measured on
-/// ResNet-18's 7×7 stage (per layer, alternating rounds), 9-15% faster than the im2col path
-/// on one thread, but 2-12% slower on two, where the im2col path splits its (smaller)
-/// weights between the threads and the transformed ones saturate memory.
+/// for 512→512) stream from memory once per run for only a few GEMM rows: faster than the
+/// im2col path on one thread, slower on two, where the im2col path splits its (smaller)
+/// weights between the threads and the transformed ones saturate memory (the measurement:
+/// docs/cpu-acc-bounds.md, "Channels-last Winograd").
 pub fn applies(geo: &Geo2, c: usize, m: usize, threads: usize) -> bool {
     (
         geo.kh, geo.kw, geo.sh, geo.sw, geo.dh, geo.dw, geo.pt, geo.pl,

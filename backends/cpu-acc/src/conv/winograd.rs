@@ -82,27 +82,19 @@ const MIN_CHANNELS: usize = 64;
 /// Smallest output side for which it is taken.
 const MIN_SIDE: usize = 8;
 
-/// Whether the Winograd path is worth it, measured with `conv_bench` (best of 6 alternating
-/// runs against the im2col GEMM path, on a shared 2-core AVX-512 machine), since the
-/// transforms run as AVX2 intrinsics (`simd::winograd`): 64→64 channels on 56×56 1.90 ms
-/// against 2.61–2.77 (1 thread) and 2.33 (2 threads); 128→128 on 28×28 1.46 against 1.85;
-/// 256→256 on 14×14 1.90 against 2.16. With the transforms compiled from plain arrays,
-/// 64 channels broke even (the transforms cost `(c + m) / (c · m)` of the products, twice
-/// as much at 64 channels as at 128). 512→512 on 7×7 (4 tiles: the 36 transformed weight
-/// matrices are streamed for very few columns) ran 2× slower. Hence at least
-/// [`MIN_CHANNELS`] channels each way and an output of at least [`MIN_SIDE`] × [`MIN_SIDE`].
+/// Whether the Winograd path is worth it against the im2col GEMM path. The transforms cost
+/// `(c + m) / (c · m)` of the products, so few channels do not pay them back, and on tiny
+/// outputs (a 7×7 plane is 4 tiles) the 36 transformed weight matrices stream for very few
+/// columns. Hence at least [`MIN_CHANNELS`] channels each way and an output of at least
+/// [`MIN_SIDE`] × [`MIN_SIDE`].
 ///
 /// With several threads and fewer blocks of tiles than threads, each block's 36 products are
-/// shared out whole between the threads (256→256 on 14×14, 16 tiles, 2 threads: 2.0–2.3 ms
-/// against 2.2–2.5 ms for im2col, on a busy machine; the transforms run on one thread).
+/// shared out whole between the threads (the transforms run on one thread).
 ///
 /// Narrower layers (`c · m` ≥ [`MIN_NARROW_PRODUCT`], each side at least
 /// [`MIN_NARROW_CHANNELS`]: DenseNet's 128→32, SqueezeNet's 16→64, 32→128 and 48→192) take it
-/// on planes of at least [`MIN_NARROW_SIDE`] a side. Measured on DenseNet-121 (one thread,
-/// AVX2, fastest per layer of 3 alternating rounds on a loaded machine) against the im2col
-/// GEMM: 128→32 on 56×56 about 2× faster, on 28×28 1.3-2×, on 14×14 0.30 → 0.20-0.26 ms;
-/// the bounds were lowered to these from 32 channels, 64² and 14-pixel sides on SqueezeNet's
-/// layers (docs/perf.md, "Convolutional networks, session 40").
+/// on planes of at least [`MIN_NARROW_SIDE`] a side. The measurements behind these bounds:
+/// docs/cpu-acc-bounds.md, "Winograd".
 pub fn worth(geo: &Geo2, c: usize, m: usize) -> bool {
     let wide = c >= MIN_CHANNELS && m >= MIN_CHANNELS && geo.oh >= MIN_SIDE && geo.ow >= MIN_SIDE;
     let narrow = c.min(m) >= MIN_NARROW_CHANNELS

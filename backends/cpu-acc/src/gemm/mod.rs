@@ -658,9 +658,8 @@ pub fn sgemm(
 }
 
 /// Least depth (K) whose packed B the in-place tiles read as split halves
-/// ([`Packed::with_halves`]). Measured on MobileNetV2's channels-last pointwise layers at 1
-/// thread (per layer, 8 alternating rounds): K of 160 to 960 4-10% faster split, 96 1-2%,
-/// 64 equal, 16-32 1-2% slower.
+/// ([`Packed::with_halves`]): below it the split halves were slower (the measurement:
+/// docs/cpu-acc-bounds.md, "Split B halves").
 pub(crate) const SPLIT_MIN_DEPTH: usize = 96;
 
 /// The layout the in-place tiles read best for a packed B of depth `k`, on this machine.

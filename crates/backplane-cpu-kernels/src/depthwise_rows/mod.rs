@@ -34,11 +34,8 @@ fn best_isa() -> Option<Isa> {
 
 /// Whether the rows path is worth taking for this geometry (it [`applies`], and the rows
 /// are wide enough to fill the vectors): output rows of at least 14 with sixteen lanes, of
-/// at least 16 with eight. Narrower planes take the channels-last path (see `depthwise`).
-/// Measured with `conv_bench` (one thread, MobileNetV2's shapes, Zen 3, AVX2) against the
-/// per-plane path: stride 2 1.2–1.7× faster (112×112 and 56×56 planes), stride 1 1.0–1.3×;
-/// 3×3 max pooling of 64 planes 112×112 stride 2 4×; against the channels-last path (with
-/// AVX2 transposes), 14-wide rows 1.25–1.3× slower, 28-wide 1.1× faster.
+/// at least 16 with eight. Narrower planes take the channels-last path (see `depthwise`;
+/// the measurements: docs/cpu-acc-bounds.md, "Depthwise convolutions").
 pub fn worth(g: &Geo2) -> bool {
     applies(g)
         && match best_isa() {

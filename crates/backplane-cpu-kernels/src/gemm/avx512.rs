@@ -56,10 +56,8 @@ const PREFETCH: usize = 8;
 /// How many k steps ahead the tile prefetches its A panel: far enough (96 · 48 bytes,
 /// about two tiles' time) to cover a read from memory, since A is a layer's packed weights
 /// and a network's weights outgrow the caches, so each inference streams them from memory
-/// once. Measured (`conv_bench`, `CONV_COLD=4`, 512→512 3×3 on 7×7): 8 steps 1.56–1.65
-/// ms, 24 1.38–1.42, 48 1.27–1.31, 96 1.23–1.24 (as fast as with warm weights), 192 the
-/// same; ResNet-18 1 thread 14.9 → 11.9 ms, 2 threads 8.5 → 7.3 ms, MobileNetV2 −3–5%
-/// (best of 4 alternating runs).
+/// once; at this distance cold weights ran as fast as warm ones (docs/cpu-acc-bounds.md,
+/// "AVX-512 GEMM prefetch").
 const PREFETCH_A: usize = 96;
 
 /// Store an R×(16·C) tile of accumulators (`acc`, `[[__m512; C]; R]`, R at most the
@@ -245,8 +243,8 @@ unsafe fn tile_in_place<const R: usize, const C: usize>(
         let b = x.add(off);
         // Ask for the next tile's run of this row (the callers walk a row's tiles left
         // to right): each row is a different page, too many streams for the hardware
-        // prefetcher, and without this the loads stall the FMAs. Measured: MobileNetV2
-        // 1 thread, best of 10 alternating runs, 13.7 -> 13.0 ms; 3->64 7x7 stem 3-7%.
+        // prefetcher, and without this the loads stall the FMAs (docs/cpu-acc-bounds.md,
+        // "AVX-512 GEMM prefetch").
         // Prefetches never fault, so running past the input is harmless.
         for j in 0..C {
             _mm_prefetch::<_MM_HINT_T0>(b.wrapping_add(NR + 16 * j) as *const i8);

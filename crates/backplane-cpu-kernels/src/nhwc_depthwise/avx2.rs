@@ -15,9 +15,9 @@ use std::arch::x86_64::*;
 #[target_feature(enable = "avx2,fma")]
 pub(crate) unsafe fn row(job: &DwRow<'_>, oy: usize, res: Option<&[f32]>, out: &mut [f32]) {
     let g = job.geo;
-    // Measured on Zen 3: weights in registers pay on wide stride-1 rows (56×56×144 0.83×,
-    // 112×112×32 0.88× the per-pixel loop); on narrow or strided rows the per-pixel loop's
-    // whole cache lines per tap win (14×14×384 1.2×, 56×56×96 stride 2 1.4× slower).
+    // Weights in registers pay on wide stride-1 rows; on narrow or strided rows the
+    // per-pixel loop's whole cache lines per tap win (docs/cpu-acc-bounds.md, "Channels-last
+    // depthwise rows").
     if g.kh == 3
         && g.kw == 3
         && g.dh == 1
@@ -124,9 +124,8 @@ unsafe fn row_3x3(job: &DwRow<'_>, oy: usize, res: Option<&[f32]>, out: &mut [f3
 }
 
 /// Least taps (kh·kw·C floats) for which [`row`] runs [`row_blocks`] rather than
-/// [`row_any`]: one pixel's window and the taps (twice this) no longer fit L1. Measured on
-/// MobileNetV2 at 1 thread (6 alternating rounds): 576 and 960 channels 0.74-0.89× block
-/// by block, 144-384 channels 1.12-1.20× (slower).
+/// [`row_any`]: one pixel's window and the taps (twice this) no longer fit L1
+/// (docs/cpu-acc-bounds.md, "Channels-last depthwise rows").
 const BLOCKS_OUTER_TAPS: usize = 4096;
 
 /// [`row_any`] with the loops the other way round: each block of 32, then 8 channels along

@@ -286,8 +286,7 @@ builds!(input_body(
     /// `input_body` with AVX2 and FMA.
     input => "avx2,fma",
     /// `input_body` with AVX-512VL too: the same 256-bit code with 32 vector registers
-    /// instead of 16 (the transforms' intermediates then mostly stay in registers: a
-    /// quarter less time measured).
+    /// instead of 16 (the transforms' intermediates then mostly stay in registers).
     input_wide => "avx512f,avx512vl,avx2,fma",
 });
 

@@ -48,9 +48,8 @@ pub fn pair_order(
 pub(super) const STRIP_FLOATS: usize = 64 * 1024;
 
 /// Floats of the strip of depthwise rows one band of a projection pair writes and its
-/// pointwise tiles read. Measured on MobileNetV2 at 1 thread (per layer, 4 alternating
-/// rounds): 24K floats (2 rows of 56×56×144, 6 of 112×112×32) 2-4% faster than 64K, and
-/// 8K (one and two rows) no faster than 24K.
+/// pointwise tiles read: a few rows of MobileNetV2's planes (the measurement:
+/// docs/cpu-acc-bounds.md, "Channels-last pairs").
 pub(super) const PROJECTION_STRIP_FLOATS: usize = 24 * 1024;
 
 /// Two channels-last convolutions, the second alone reading the first's output, run a band
