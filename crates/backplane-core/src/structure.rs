@@ -138,15 +138,15 @@ impl Op {
                 axis: *axis,
                 depth: 0,
             },
-            Op::TopK(d) => Op::TopK(TopKDesc { k: 0, ..d.clone() }),
+            Op::TopK(d) => Op::TopK(TopKDesc { k: 0, ..*d }),
             Op::ConvTranspose(d) => Op::ConvTranspose(ConvTransposeDesc {
                 output_shape: Vec::new(),
                 ..d.clone()
             }),
-            Op::MaxUnpool(d) => Op::MaxUnpool(MaxUnpoolDesc {
+            // Both of its attributes are shapes.
+            Op::MaxUnpool(_) => Op::MaxUnpool(MaxUnpoolDesc {
                 unpooled: Vec::new(),
                 output: Vec::new(),
-                ..d.clone()
             }),
             Op::Col2Im(d) => Op::Col2Im(Col2ImDesc {
                 image_shape: Vec::new(),
@@ -156,10 +156,7 @@ impl Op {
                 size: Vec::new(),
                 ..d.clone()
             }),
-            Op::Dft(d) => Op::Dft(DftDesc {
-                length: 0,
-                ..d.clone()
-            }),
+            Op::Dft(d) => Op::Dft(DftDesc { length: 0, ..*d }),
             Op::Custom(c) => Op::Custom(CustomOp {
                 outputs: Vec::new(),
                 payload: None,
