@@ -255,13 +255,15 @@ impl<'r> Cache<'r> {
         match self.structures.iter().find(|(k, _)| *k == key) {
             Some((_, kept)) => {
                 self.stats.same_structure += 1;
-                if *kept == record {
+                let same = *kept == record;
+                if same {
                     self.stats.same_decisions += 1;
-                } else {
-                    tracing::debug!(
-                        "plan of an earlier plan's structure: the optimizer decided otherwise"
-                    );
                 }
+                tracing::info!(
+                    same_decisions = same,
+                    "the plan's import has an earlier plan's structure (its optimization is \
+                     not replayed yet)"
+                );
             }
             None if self.structures.len() < KEPT_STRUCTURES => {
                 self.structures.push((key, record));
