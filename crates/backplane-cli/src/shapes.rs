@@ -264,6 +264,14 @@ pub fn bench_shapes(args: &BenchArgs) -> Result<(), CliError> {
             answers.len()
         );
     }
+    let stats = net.stats();
+    out!(
+        "plan structure: {} of {} optimizer runs had an earlier plan's structure, {} of them \
+         its decisions (each still optimized: replay is not done)",
+        stats.same_structure,
+        stats.optimizer_runs,
+        stats.same_decisions
+    );
     out!("runtime plan caches: {}", runtime.plan_cache_stats());
     let count: usize = times.iter().map(Vec::len).sum();
     out!("{}", throughput_line(count, total));

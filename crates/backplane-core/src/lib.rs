@@ -17,6 +17,7 @@ pub mod ops;
 pub mod quant;
 pub mod scalar;
 pub mod shape;
+pub mod structure;
 pub mod symbolic;
 pub mod tensor;
 
@@ -26,4 +27,5 @@ pub use network::{Layer, LayerId, Network, TensorEntry, TensorId, TensorKind};
 pub use ops::Op;
 pub use quant::Quantization;
 pub use shape::Shape;
+pub use structure::{ShapeAttributes, StructuralKey};
 pub use tensor::{Tensor, TensorInfo, TensorView, TensorViewMut};

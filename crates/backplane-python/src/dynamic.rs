@@ -61,6 +61,8 @@ fn stats_dict<'py>(py: Python<'py>, s: PlanCacheStats) -> PyResult<Bound<'py, Py
     d.set_item("evictions", s.evictions)?;
     d.set_item("bytes", s.bytes)?;
     d.set_item("optimizer_runs", s.optimizer_runs)?;
+    d.set_item("same_structure", s.same_structure)?;
+    d.set_item("same_decisions", s.same_decisions)?;
     Ok(d)
 }
 
@@ -188,7 +190,9 @@ impl DynamicNetwork {
     /// The plan cache's counts: ``size``, ``capacity``, ``networks`` (1), ``hits``,
     /// ``misses``, ``evictions``, ``bytes`` (the working memory of the plans held; plans
     /// are also evicted to keep the caches within the runtime's memory budget) and
-    /// ``optimizer_runs`` (one per plan built that loads a network).
+    /// ``optimizer_runs`` (one per plan built that loads a network), ``same_structure`` (of
+    /// those, the runs whose imported network had an earlier plan's structure) and
+    /// ``same_decisions`` (of those, the runs that decided what that plan's optimizer did).
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         stats_dict(py, self.net.stats())
     }

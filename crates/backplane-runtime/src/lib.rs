@@ -34,8 +34,8 @@ pub use error::{Result, RuntimeError, UnsupportedLayer};
 pub use host_memory::{HostFactory, OwnedHostHandle};
 pub use loaded::{LayerTiming, LoadedNetwork, OutputWrite};
 pub use optimizer::{
-    OptimizationReport, OptimizedNetwork, OptimizerOptions, RejectedOptimization,
-    SubstitutionRecord, SupportAnswers,
+    OptimizationRecord, OptimizationReport, OptimizedNetwork, OptimizerOptions,
+    RejectedOptimization, SubstitutionRecord, SupportAnswers,
 };
 pub use plan_cache::{CacheCounts, CacheKind, PlanCacheCounters, PlanCacheTotals};
 pub use registry::{BackendFactory, BackendRegistry};

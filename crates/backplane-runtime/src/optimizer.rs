@@ -20,8 +20,10 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 mod rebuild;
+mod record;
 mod support_answers;
 use rebuild::rebuild;
+pub use record::OptimizationRecord;
 pub use support_answers::SupportAnswers;
 
 /// What the optimizer is asked to do.
@@ -249,9 +251,9 @@ fn optimize_network(
     let mut states: HashMap<String, LayerState> = HashMap::with_capacity(network.layers().len());
     let mut unsupported = Vec::new();
     for layer in network.layers() {
-        let desc = LayerDesc::from_layer(network, layer);
+        let mut desc = LazyDesc::new(network, layer);
         let excluded = BTreeSet::new();
-        match choose(&candidates, options, &desc, &excluded, &mut report) {
+        match choose(&candidates, options, &mut desc, &excluded, &mut report) {
             Ok(b) => {
                 states.insert(
                     layer.name.clone(),
@@ -416,11 +418,11 @@ fn optimize_network(
             let Some(lid) = current.find_layer(&name) else {
                 continue;
             };
-            let desc = LayerDesc::from_layer(&current, current.layer(lid));
+            let mut desc = LazyDesc::new(&current, current.layer(lid));
             let st = states.get(&name).cloned();
             let Some(mut st) = st else { continue };
             st.excluded.insert(st.backend.clone());
-            match choose(&candidates, options, &desc, &st.excluded, &mut report) {
+            match choose(&candidates, options, &mut desc, &st.excluded, &mut report) {
                 Ok(b) => {
                     st.backend = b;
                     st.settled = false;
@@ -595,19 +597,47 @@ fn unsupported_error(options: &OptimizerOptions, layers: Vec<UnsupportedLayer>) 
     }
 }
 
+/// A layer's description for the support queries, built only when a backend is asked (a
+/// replayed answer needs none).
+struct LazyDesc<'a> {
+    network: &'a Network,
+    layer: &'a backplane_core::Layer,
+    desc: Option<LayerDesc>,
+}
+
+impl<'a> LazyDesc<'a> {
+    fn new(network: &'a Network, layer: &'a backplane_core::Layer) -> Self {
+        LazyDesc {
+            network,
+            layer,
+            desc: None,
+        }
+    }
+
+    fn get(&mut self) -> &LayerDesc {
+        let (network, layer) = (self.network, self.layer);
+        self.desc
+            .get_or_insert_with(|| LayerDesc::from_layer(network, layer))
+    }
+}
+
 /// The first backend that accepts the layer: override first, then preferences.
 fn choose(
     candidates: &[Candidate],
     options: &OptimizerOptions,
-    desc: &LayerDesc,
+    desc: &mut LazyDesc<'_>,
     excluded: &BTreeSet<BackendId>,
     report: &mut OptimizationReport,
 ) -> std::result::Result<BackendId, UnsupportedLayer> {
-    let by_name = options.layer_backends.iter().find(|(k, _)| k == &desc.name);
+    let layer = desc.layer;
+    let by_name = options
+        .layer_backends
+        .iter()
+        .find(|(k, _)| k == &layer.name);
     let by_op = options
         .layer_backends
         .iter()
-        .find(|(k, _)| k == desc.op.name());
+        .find(|(k, _)| k == layer.op.name());
     let mut order: Vec<&BackendId> = Vec::new();
     if let Some((_, b)) = by_name.or(by_op) {
         order.push(b);
@@ -632,16 +662,19 @@ fn choose(
             continue;
         };
         let answer = match &options.support_answers {
-            Some(kept) => kept.answer(&c.id, c.support.as_ref(), desc),
-            None => c.support.is_layer_supported(desc),
+            Some(kept) => match kept.kept(&c.id, desc.network, layer) {
+                Some(answer) => answer,
+                None => kept.answer(&c.id, c.support.as_ref(), desc.get()),
+            },
+            None => c.support.is_layer_supported(desc.get()),
         };
         match answer {
             Support::Supported => {
                 for (b, r) in reasons {
-                    tracing::info!(layer = %desc.name, op = desc.op.name(), "{b} refused it ({r}); falling back to {id}");
-                    report.refusals.push((desc.name.clone(), b, r));
+                    tracing::info!(layer = %layer.name, op = layer.op.name(), "{b} refused it ({r}); falling back to {id}");
+                    report.refusals.push((layer.name.clone(), b, r));
                 }
-                tracing::debug!(layer = %desc.name, op = desc.op.name(), "assigned to {id}");
+                tracing::debug!(layer = %layer.name, op = layer.op.name(), "assigned to {id}");
                 return Ok(id.clone());
             }
             Support::Unsupported(_) if id == &builtin => {}
@@ -649,8 +682,8 @@ fn choose(
         }
     }
     Err(UnsupportedLayer {
-        layer: desc.name.clone(),
-        op: desc.op.name().to_string(),
+        layer: layer.name.clone(),
+        op: layer.op.name().to_string(),
         reasons,
     })
 }

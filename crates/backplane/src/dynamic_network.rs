@@ -25,7 +25,8 @@ use crate::staged::{self, Split};
 use crate::{Error, ImportOptions, OptimizedNetwork, OptimizerOptions, Tensor};
 use backplane_backend_api::NetworkId;
 use backplane_core::symbolic::{Bindings, DimExpr, SymbolicSignature};
-use backplane_runtime::{CacheKind, NamedTensors};
+use backplane_core::StructuralKey;
+use backplane_runtime::{CacheKind, NamedTensors, OptimizationRecord};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -55,6 +56,9 @@ pub struct Plan<'r> {
     pub symbols: Bindings,
     /// How long building the plan took, phase by phase (the cost of its miss).
     pub timings: PlanTimings,
+    /// The structure of the imported network apart from its shapes (`None` when the plan
+    /// loads none): plans of equal keys are what one optimization could serve.
+    pub structure: Option<StructuralKey>,
     /// The loaded network's inputs (a given input it does not read is not fed).
     feeds: Vec<String>,
     /// Where `id` is loaded: the network is unloaded when the plan is dropped (once its cache
@@ -126,6 +130,14 @@ pub struct PlanCacheStats {
     /// plan) made to build plans: one per miss whose plan loads a network (a split plan whose
     /// part before the cut computes nothing runs none). Not yet shared across symbol sets.
     pub optimizer_runs: u64,
+    /// Optimizer runs whose imported network had the structure of an earlier plan's
+    /// ([`Plan::structure`]): what replaying one optimization would serve (not done yet:
+    /// each still runs the optimizer).
+    pub same_structure: u64,
+    /// Of `same_structure`, the runs whose decisions (backend per layer, substitutions,
+    /// order, cancelled permutes: [`backplane_runtime::OptimizationRecord`]) were that
+    /// earlier plan's.
+    pub same_decisions: u64,
 }
 
 impl std::fmt::Display for PlanCacheStats {
@@ -220,6 +232,9 @@ impl PlanKey {
 /// counts (`stats.bytes`: the plans' bytes).
 struct Cache<'r> {
     plans: Vec<(PlanKey, Arc<Plan<'r>>, EntryId)>,
+    /// The first optimization's decisions for each structure seen (at most
+    /// [`KEPT_STRUCTURES`]), to count the later plans that repeat them.
+    structures: Vec<(StructuralKey, OptimizationRecord)>,
     valued: Vec<String>,
     stats: PlanCacheStats,
     runtime: RuntimeRef<'r>,
@@ -229,7 +244,34 @@ struct Cache<'r> {
     me: Owner<'r>,
 }
 
+/// How many distinct structures a plan cache remembers decisions for.
+const KEPT_STRUCTURES: usize = 8;
+
 impl<'r> Cache<'r> {
+    /// Count a plan of this structure: the same structure as an earlier plan's, and the same
+    /// optimizer decisions; remember the first plan's decisions for each structure.
+    fn compare_structure(&mut self, key: StructuralKey, optimized: &OptimizedNetwork) {
+        let record = optimized.record();
+        match self.structures.iter().find(|(k, _)| *k == key) {
+            Some((_, kept)) => {
+                self.stats.same_structure += 1;
+                let same = *kept == record;
+                if same {
+                    self.stats.same_decisions += 1;
+                }
+                tracing::info!(
+                    same_decisions = same,
+                    "the plan's import has an earlier plan's structure (its optimization is \
+                     not replayed yet)"
+                );
+            }
+            None if self.structures.len() < KEPT_STRUCTURES => {
+                self.structures.push((key, record));
+            }
+            None => {}
+        }
+    }
+
     /// Take the plan at `at` out (`evicted`: to make room): its bytes leave the budget and
     /// the counts. Its network is unloaded when the returned plan is dropped (let the cache's
     /// lock go first) and no execution holds it.
@@ -405,6 +447,7 @@ impl<'r> DynamicNetwork<'r> {
                     ..PlanCacheStats::default()
                 },
                 plans: Vec::new(),
+                structures: Vec::new(),
                 valued: Vec::new(),
                 runtime: runtime.clone(),
                 budget: budget.clone(),
@@ -582,6 +625,8 @@ impl<'r> DynamicNetwork<'r> {
                 total.misses += s.misses;
                 total.evictions += s.evictions;
                 total.optimizer_runs += s.optimizer_runs;
+                total.same_structure += s.same_structure;
+                total.same_decisions += s.same_decisions;
             }
         }
         total
@@ -623,9 +668,12 @@ impl<'r> DynamicNetwork<'r> {
         // Built under the lock: concurrent misses for one shape build it once.
         let plan = self.build(inputs, symbols.clone())?;
         cache.stats.misses += 1;
-        if plan.optimized.is_some() {
+        if let Some(optimized) = &plan.optimized {
             cache.stats.optimizer_runs += 1;
             self.runtime.plan_cache_counters().optimizer_ran();
+            if let Some(key) = plan.structure {
+                cache.compare_structure(key, optimized);
+            }
         }
         for name in &plan.bound {
             if !cache.valued.contains(name) {
@@ -701,6 +749,7 @@ impl<'r> DynamicNetwork<'r> {
             &values,
         ) {
             Ok((network, bound)) => {
+                let structure = Some(StructuralKey::of(&network));
                 let mut timings = PlanTimings {
                     import: started.elapsed(),
                     ..PlanTimings::default()
@@ -712,6 +761,7 @@ impl<'r> DynamicNetwork<'r> {
                     id: Some(id),
                     bytes: optimized.working_bytes(),
                     optimized: Some(optimized),
+                    structure,
                     split: None,
                     bound,
                     shapes,
@@ -741,7 +791,7 @@ impl<'r> DynamicNetwork<'r> {
                      it produces"
                 );
                 let mut timings = PlanTimings::default();
-                let (id, optimized, bound, feeds) = match cut.prefix {
+                let (id, optimized, bound, feeds, structure) = match cut.prefix {
                     Some(prefix) => {
                         let (network, bound) = onnx::import_model_specialized(
                             prefix,
@@ -749,11 +799,13 @@ impl<'r> DynamicNetwork<'r> {
                             &options,
                             &values,
                         )?;
+                        let structure = Some(StructuralKey::of(&network));
                         timings.import = started.elapsed();
                         let (id, optimized) = self.load(&network, &mut timings)?;
-                        (Some(id), Some(optimized), bound, Self::feeds(&network))
+                        let feeds = Self::feeds(&network);
+                        (Some(id), Some(optimized), bound, feeds, structure)
                     }
-                    None => (None, None, Vec::new(), Vec::new()),
+                    None => (None, None, Vec::new(), Vec::new(), None),
                 };
                 if timings.import.is_zero() {
                     timings.import = started.elapsed();
@@ -765,6 +817,7 @@ impl<'r> DynamicNetwork<'r> {
                         .as_ref()
                         .map_or(0, OptimizedNetwork::working_bytes),
                     optimized,
+                    structure,
                     split: Some(cut.split),
                     bound,
                     shapes,

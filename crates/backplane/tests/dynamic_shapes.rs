@@ -44,6 +44,53 @@ fn static_run(input: &Tensor) -> Vec<(String, Tensor)> {
     rt.execute(id, &[("input_ids", input)]).unwrap()
 }
 
+/// BERT-tiny imported for one sequence length (no optimization).
+fn import_at(model: backplane::onnx::proto::ModelProto, seq: usize) -> backplane::Network {
+    let mut options = ImportOptions::default().with_input_shape("input_ids", vec![1, seq]);
+    options.evaluator = Some(Arc::new(backplane::cpu_ref::CpuRefEvaluator));
+    backplane::onnx::import_model(model, Some(&repo().join("testdata/dynamic")), &options).unwrap()
+}
+
+fn bert_model() -> backplane::onnx::proto::ModelProto {
+    backplane::onnx::decode_model_file(&repo().join(BERT)).unwrap()
+}
+
+/// Imports of one model at two lengths differ in shapes and in the attributes folded from
+/// them, not in structure: equal keys. A model with a layer renamed has another structure.
+#[test]
+fn imports_at_two_lengths_share_their_structure() {
+    use backplane::core::StructuralKey;
+    let at_7 = import_at(bert_model(), 7);
+    let at_33 = import_at(bert_model(), 33);
+    assert_ne!(
+        at_7, at_33,
+        "the imports differ (shapes, folded shape attributes)"
+    );
+    let reshapes_differ = at_7
+        .layers()
+        .iter()
+        .zip(at_33.layers())
+        .any(|(a, b)| matches!(a.op, backplane::core::Op::Reshape { .. }) && a.op != b.op);
+    assert!(reshapes_differ, "some Reshape targets follow the length");
+    assert_eq!(StructuralKey::of(&at_7), StructuralKey::of(&at_33));
+
+    let mut renamed = bert_model();
+    let graph = renamed.graph.as_mut().unwrap();
+    let node = graph
+        .node
+        .iter_mut()
+        .find(|n| n.op_type.as_deref() == Some("Softmax"))
+        .unwrap();
+    node.name = Some(format!(
+        "{}_renamed",
+        node.name.as_deref().unwrap_or("softmax")
+    ));
+    assert_ne!(
+        StructuralKey::of(&import_at(renamed, 7)),
+        StructuralKey::of(&at_7)
+    );
+}
+
 fn dynamic(rt: &Runtime) -> DynamicNetwork<'_> {
     DynamicNetwork::from_file(
         rt,
@@ -104,8 +151,12 @@ fn bert_shaped_encoder_serves_every_sequence_length() {
             evictions: 0,
             bytes: stats.bytes,
             optimizer_runs: 4,
+            same_structure: 3,
+            same_decisions: 3,
         }
     );
+    // The imports at 16, 33 and 128 had seq 7's structure, and the optimizer decided the same
+    // for them (backends, CpuAcc's fusions, order): what a replay would serve.
     // Still an optimizer run per miss (plan once is not done), but CpuAcc's and CpuRef's
     // answers that hold at every shape were asked for the first plan only: the three later
     // plans replayed them.

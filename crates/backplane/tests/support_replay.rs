@@ -128,3 +128,96 @@ fn shape_independent_support_answers_are_asked_once_across_shapes() {
         assert_eq!(a.bytes(), b.bytes());
     }
 }
+
+/// CpuRef that takes a MatMul only while its first input has at most `max_rows` rows (a
+/// per-shape answer, as a backend with size limits gives); the rest goes to CpuRef.
+#[derive(Clone)]
+struct Picky {
+    max_rows: usize,
+}
+
+struct PickySupport {
+    inner: Arc<dyn LayerSupport>,
+    max_rows: usize,
+}
+
+impl LayerSupport for PickySupport {
+    fn is_layer_supported(&self, layer: &LayerDesc) -> Support {
+        let rows = layer.inputs.first().map_or(0, |i| {
+            let dims = i.shape.dims();
+            dims.len().checked_sub(2).map_or(0, |at| dims[at])
+        });
+        if matches!(layer.op, backplane::core::Op::MatMul) && rows > self.max_rows {
+            return Support::Unsupported(format!("{rows} rows"));
+        }
+        self.inner.is_layer_supported(layer)
+    }
+}
+
+impl Backend for Picky {
+    fn id(&self) -> BackendId {
+        BackendId::new("PickyRef").unwrap()
+    }
+
+    fn layer_support(&self) -> Arc<dyn LayerSupport> {
+        Arc::new(PickySupport {
+            inner: CpuRefBackend.layer_support(),
+            max_rows: self.max_rows,
+        })
+    }
+
+    fn create_memory_manager(&self) -> Option<Arc<dyn MemoryManager>> {
+        CpuRefBackend.create_memory_manager()
+    }
+
+    fn create_workload_factory(
+        &self,
+        memory_manager: Option<Arc<dyn MemoryManager>>,
+    ) -> backplane::backend_api::Result<Box<dyn WorkloadFactory>> {
+        CpuRefBackend.create_workload_factory(memory_manager)
+    }
+}
+
+/// Plans of one structure count as such; their decisions count as the same only while the
+/// backends decide the same: past 16 rows the MatMuls move to CpuRef.
+#[test]
+fn plans_of_one_structure_are_compared_by_their_decisions() {
+    let picky: BackendFactory = Arc::new(|| Box::new(Picky { max_rows: 16 }) as Box<dyn Backend>);
+    let cpu_ref: BackendFactory = Arc::new(|| Box::new(CpuRefBackend) as Box<dyn Backend>);
+    let rt = backplane::RuntimeBuilder::empty()
+        .backend(BackendId::new("PickyRef").unwrap(), picky)
+        .unwrap()
+        .backend(BackendId::new("CpuRef").unwrap(), cpu_ref)
+        .unwrap()
+        .build()
+        .unwrap();
+    let net = DynamicNetwork::from_file(
+        &rt,
+        &repo().join("testdata/dynamic/bert_tiny.onnx"),
+        &ImportOptions::default(),
+        OptimizerOptions::new(vec![
+            BackendId::new("PickyRef").unwrap(),
+            BackendId::new("CpuRef").unwrap(),
+        ]),
+    )
+    .unwrap();
+    let mut keys = Vec::new();
+    for seq in [7, 16, 33] {
+        net.execute(&[("input_ids", &token_ids(seq, 3))]).unwrap();
+        let (plan, hit) = net.plan(&[("input_ids", &token_ids(seq, 3))]).unwrap();
+        assert!(hit);
+        let optimized = plan.optimized.as_ref().unwrap();
+        let on_ref = optimized
+            .assignment()
+            .iter()
+            .filter(|b| b.as_str() == "CpuRef")
+            .count();
+        assert_eq!(on_ref > 0, seq > 16, "seq {seq}: {on_ref} layers on CpuRef");
+        keys.push(plan.structure.unwrap());
+    }
+    assert!(keys.iter().all(|k| *k == keys[0]));
+    let stats = net.stats();
+    assert_eq!(stats.optimizer_runs, 3);
+    assert_eq!(stats.same_structure, 2, "{stats:?}");
+    assert_eq!(stats.same_decisions, 1, "{stats:?}");
+}

@@ -162,7 +162,9 @@ class DynamicNetwork:
         symbolic expression (``"seq"``, ``"batch*seq"``)."""
     def stats(self) -> Dict[str, int]:
         """The plan cache's counts: ``size``, ``capacity``, ``networks``, ``hits``,
-        ``misses``, ``evictions``, ``bytes`` (the plans' working memory), ``optimizer_runs``."""
+        ``misses``, ``evictions``, ``bytes`` (the plans' working memory), ``optimizer_runs``,
+        ``same_structure`` (runs whose import had an earlier plan's structure) and
+        ``same_decisions`` (of those, the runs that decided what that plan's optimizer did)."""
     def kept_weight_bytes(self) -> int:
         """Initializer bytes the model kept for imports still holds (0 once the first plan is built)."""
     def total_stats(self) -> Dict[str, int]:

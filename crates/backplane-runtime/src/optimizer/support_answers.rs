@@ -7,7 +7,7 @@
 //! replayed for the other shapes. Other answers are asked again per shape, as without it.
 
 use backplane_backend_api::{BackendId, LayerDesc, LayerSupport, Support};
-use backplane_core::DataType;
+use backplane_core::{DataType, Layer, Network};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -22,6 +22,23 @@ struct Key {
 }
 
 impl Key {
+    /// The key of a layer of `network`, read from the graph (no `LayerDesc` built).
+    fn of_layer(backend: &BackendId, network: &Network, layer: &Layer) -> Key {
+        Key {
+            backend: backend.clone(),
+            layer: layer.name.clone(),
+            op: layer.op.name().to_string(),
+            inputs: layer
+                .inputs
+                .iter()
+                .map(|&t| {
+                    let info = &network.tensor(t).info;
+                    (info.dtype, info.shape.rank())
+                })
+                .collect(),
+        }
+    }
+
     fn of(backend: &BackendId, desc: &LayerDesc) -> Key {
         Key {
             backend: backend.clone(),
@@ -66,6 +83,28 @@ impl SupportAnswers {
             lock().insert(key, answer.clone());
         }
         answer
+    }
+
+    /// The kept shape-independent answer of `backend` for a layer of `network`, if any
+    /// (counted as replayed): found from the graph, so a replayed layer needs no
+    /// `LayerDesc`.
+    pub(crate) fn kept(
+        &self,
+        backend: &BackendId,
+        network: &Network,
+        layer: &Layer,
+    ) -> Option<Support> {
+        let key = Key::of_layer(backend, network, layer);
+        let found = self
+            .answers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+            .cloned();
+        if found.is_some() {
+            self.replayed.fetch_add(1, Ordering::Relaxed);
+        }
+        found
     }
 
     /// Support queries answered by the backends (through this set).
