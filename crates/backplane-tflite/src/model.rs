@@ -5,6 +5,7 @@ use crate::error::{Result, TfliteError};
 use crate::fbs::{Buf, Table};
 use crate::schema::{self, buffer, model, operator, operator_code, quantization, subgraph, tensor};
 use backplane_core::{DataType, Quantization};
+use std::borrow::Cow;
 
 /// What an operator is.
 #[derive(Debug, Clone)]
@@ -24,8 +25,9 @@ pub(crate) struct TensorDef<'a> {
     /// TFLite's name of the type, for messages.
     pub type_name: String,
     pub shape: Vec<usize>,
-    /// Constant data, borrowed from the model's bytes.
-    pub data: Option<&'a [u8]>,
+    /// Constant data, borrowed from the model's bytes (owned when computed at read time:
+    /// see `fold.rs`).
+    pub data: Option<Cow<'a, [u8]>>,
     pub quant: Quantization,
 }
 
@@ -37,6 +39,8 @@ pub(crate) struct OpDef<'a> {
     pub outputs: Vec<usize>,
     /// The `BuiltinOptions` union: its type and table.
     pub options: Option<(u8, Table<'a>)>,
+    /// Computed at read time (its outputs hold data): not lowered.
+    pub folded: bool,
 }
 
 /// One subgraph of a model, read.
@@ -150,7 +154,9 @@ impl<'a> Model<'a> {
                          are not supported)"
                     )));
                 }
-                buf.bytes(buffer::DATA)?.filter(|d| !d.is_empty())
+                buf.bytes(buffer::DATA)?
+                    .filter(|d| !d.is_empty())
+                    .map(Cow::Borrowed)
             };
             if t.table(tensor::SPARSITY)?.is_some() {
                 return Err(TfliteError::UnsupportedOps(vec![crate::UnsupportedOp {
@@ -216,6 +222,7 @@ impl<'a> Model<'a> {
                 inputs: ins,
                 outputs: outs,
                 options,
+                folded: false,
             });
         }
         Ok(Model {

@@ -164,7 +164,7 @@ impl<'a> Cx<'_, '_, 'a> {
     /// The value of constant tensor `t` (quantization parameters carried in its info).
     pub fn constant(&self, t: usize) -> Tx<Tensor> {
         let d = self.tensor(t)?;
-        let Some(data) = d.data else {
+        let Some(data) = d.data.as_deref() else {
             return invalid(format!("tensor '{}' is read before it is computed", d.name));
         };
         let dtype = self.dtype(t)?;
@@ -422,6 +422,7 @@ pub(crate) fn lower(cx: &mut Cx<'_, '_, '_>) -> Tx<()> {
         "NEG" => arith::unary(cx, Op::Unary(UnaryOp::Neg)),
         "SQRT" => arith::unary(cx, Op::Unary(UnaryOp::Sqrt)),
         "LEAKY_RELU" => arith::leaky_relu(cx),
+        "PRELU" => arith::prelu(cx),
         "QUANTIZE" => arith::quantize(cx),
         "DEQUANTIZE" => arith::dequantize(cx),
         "SOFTMAX" => arith::softmax(cx),
@@ -468,6 +469,7 @@ const LOWERED: &[&str] = &[
     "NEG",
     "SQRT",
     "LEAKY_RELU",
+    "PRELU",
     "QUANTIZE",
     "DEQUANTIZE",
     "SOFTMAX",

@@ -1,0 +1,218 @@
+#!/usr/bin/env python3
+"""Builds the TFLite models users bring ("the zoo") with LiteRT's reference outputs.
+
+Two families, each case a folder <out>/<name>/ laid out like testdata/tflite's cases
+(model.tflite, input_<k>.npy, output_<k>.npy; see gen_tflite_models.py):
+
+* Trained models shipped inside a PyPI wheel: the `.tflite` files of the mediapipe wheel
+  (face detection and landmarks, hands, pose, selfie segmentation, iris), used as they are.
+  The wheel is fetched by pip (`pip download --no-deps`, never installed). mediapipe is
+  Apache-2.0; so are its models (the wheel's LICENSE).
+* Keras applications with seeded random weights (BatchNormalization statistics calibrated
+  on random images, as gen_tflite_models.py does, so activations keep their spread), each
+  converted by TensorFlow's converter in float32 and full-integer int8 (representative
+  dataset of seeded random images, int8 input and output). The classifier's softmax is left
+  out: with random weights it is one int8 value everywhere, the logits show the agreement.
+
+Models LiteRT cannot run by itself (mediapipe's custom operators) get no reference outputs:
+their folder holds the model and `litert_error.txt`.
+
+Run it in its own virtual environment (not in CI):
+    python3 -m venv /work/venv-zoo
+    /work/venv-zoo/bin/pip install -r scripts/requirements-tflite-zoo.txt
+    /work/venv-zoo/bin/python scripts/gen_tflite_zoo.py --out /tmp/tflite_zoo
+    /work/venv-zoo/bin/python scripts/gen_tflite_zoo.py --committed   # testdata/tflite/zoo
+
+`--committed` writes only the small cases committed under testdata/tflite/zoo (COMMITTED).
+`--only a,b` builds only the named cases; `--no-keras` / `--no-wheels` skip a family.
+"""
+
+import argparse
+import os
+import pathlib
+import subprocess
+import sys
+import zipfile
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+from ai_edge_litert.interpreter import Interpreter, OpResolverType  # noqa: E402
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from gen_tflite_models import calibrate_batch_norms, convert  # noqa: E402
+
+keras = tf.keras
+
+# The mediapipe release whose wheel still bundles its .tflite models (later ones download
+# them at run time); cp311 wheels for x86-64 Linux.
+MEDIAPIPE = "mediapipe==0.10.14"
+
+# Keras applications: (case name, constructor, input side, extra arguments). The sides are
+# small so the int8 conversion and the references stay quick; every application accepts them.
+KERAS_APPS = [
+    ("mobilenet_v3_small", "MobileNetV3Small", 96, {"minimalistic": False}),
+    ("mobilenet_v3_large", "MobileNetV3Large", 96, {}),
+    ("efficientnet_b0", "EfficientNetB0", 96, {}),
+    ("resnet50", "ResNet50", 64, {}),
+    ("densenet121", "DenseNet121", 64, {}),
+    ("mobilenet_v1", "MobileNet", 96, {"alpha": 0.5}),
+    ("nasnet_mobile", "NASNetMobile", 96, {}),
+    ("efficientnet_v2_b0", "EfficientNetV2B0", 96, {}),
+    ("inception_v3", "InceptionV3", 96, {}),
+]
+
+# Cases small enough to commit (testdata/tflite/zoo), each at most a few hundred KB.
+COMMITTED = [
+    "mp_hand_recrop",
+    "mp_face_detection_short_range",
+    "mobilenet_v3_small_head_f32",
+    "mobilenet_v3_small_head_int8",
+]
+
+
+def wheel_models(cache):
+    """The .tflite files of the mediapipe wheel: {case name: bytes}."""
+    cache.mkdir(parents=True, exist_ok=True)
+    wheels = sorted(cache.glob("mediapipe-0.10.14-*.whl"))
+    if not wheels:
+        subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+             "--python-version", "3.11", "--platform", "manylinux2014_x86_64",
+             MEDIAPIPE, "-d", str(cache)],
+            check=True,
+        )
+        wheels = sorted(cache.glob("mediapipe-0.10.14-*.whl"))
+    out = {}
+    with zipfile.ZipFile(wheels[0]) as z:
+        for info in z.infolist():
+            if info.filename.endswith(".tflite"):
+                name = pathlib.PurePosixPath(info.filename).stem
+                out[f"mp_{name}"] = z.read(info)
+    return out
+
+
+def keras_app(ctor, side, extra, seed):
+    keras.utils.set_random_seed(seed)
+    model = getattr(keras.applications, ctor)(
+        input_shape=(side, side, 3),
+        weights=None,
+        classes=100,
+        classifier_activation=None,
+        **extra,
+    )
+    calibrate_batch_norms(model, side, seed)
+    return model
+
+
+def mobilenet_v3_small_head(seed):
+    """The first blocks of MobileNetV3Small at 64x64 (stem, hard-swish, squeeze-excite,
+    depthwise 5x5): small enough to commit."""
+    full = keras_app("MobileNetV3Small", 64, {}, seed)
+    names = [layer.name for layer in full.layers]
+    # The output of the fourth inverted-residual block ("expanded_conv_3"): its last Add or
+    # projection BatchNorm, whichever the Keras version names.
+    cut = [n for n in names if n.startswith("expanded_conv_3") and n.endswith("_add")]
+    if not cut:
+        cut = [n for n in names if n.startswith("expanded_conv_3") and "project_bn" in n]
+    head = keras.Model(full.input, full.get_layer(cut[-1]).output)
+    return head
+
+
+def reference(model_bytes, seed, resolver):
+    """Runs LiteRT on a seeded input (as gen_tflite_models.py draws it); (inputs, outputs)."""
+    interp = Interpreter(model_content=model_bytes, experimental_op_resolver_type=resolver)
+    interp.allocate_tensors()
+    rng = np.random.default_rng(seed)
+    inputs = []
+    for d in interp.get_input_details():
+        shape = tuple(d["shape"])
+        if d["dtype"] == np.float32:
+            v = rng.uniform(-1, 1, shape).astype(np.float32)
+        else:
+            info = np.iinfo(d["dtype"])
+            v = rng.integers(info.min, info.max + 1, shape).astype(d["dtype"])
+        interp.set_tensor(d["index"], v)
+        inputs.append(v)
+    interp.invoke()
+    outputs = [interp.get_tensor(d["index"]).copy() for d in interp.get_output_details()]
+    return inputs, outputs
+
+
+def write_reference_or_error(out, name, model_bytes, seed):
+    """Write the case: the model, the seeded inputs and LiteRT's outputs. LiteRT runs with its
+    default delegate (XNNPACK); where XNNPACK refuses the model, with the builtin kernels alone
+    (noted in `litert_resolver.txt`). A model LiteRT cannot run at all gets
+    `litert_error.txt` instead of outputs."""
+    d = out / name
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "model.tflite").write_bytes(model_bytes)
+    errors = []
+    for resolver in (OpResolverType.AUTO, OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES):
+        try:
+            inputs, outputs = reference(model_bytes, seed, resolver)
+        except (RuntimeError, ValueError) as e:
+            errors.append(f"{resolver.name}: {e}")
+            continue
+        for k, v in enumerate(inputs):
+            np.save(d / f"input_{k}.npy", v)
+        for k, v in enumerate(outputs):
+            np.save(d / f"output_{k}.npy", v)
+        if errors:
+            (d / "litert_resolver.txt").write_text(f"{resolver.name}\n" + "\n".join(errors))
+        print(f"{d}: {len(model_bytes)} bytes, inputs {[v.shape for v in inputs]}")
+        return
+    (d / "litert_error.txt").write_text("\n".join(errors) + "\n")
+    print(f"{d}: LiteRT cannot run it: {errors[-1].splitlines()[0]}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default="/tmp/tflite_zoo")
+    ap.add_argument("--committed", action="store_true", help="only COMMITTED, to testdata")
+    ap.add_argument("--only", default="", help="comma-separated case names")
+    ap.add_argument("--no-keras", action="store_true")
+    ap.add_argument("--no-wheels", action="store_true")
+    ap.add_argument("--wheel-cache", default="/tmp/zoo-wheels")
+    args = ap.parse_args()
+    out = pathlib.Path("testdata/tflite/zoo" if args.committed else args.out)
+    only = set(args.only.split(",")) - {""}
+    if args.committed:
+        only = set(COMMITTED)
+
+    def wanted(name):
+        return not only or name in only
+
+    seed = 11
+    if not args.no_wheels:
+        for name, data in sorted(wheel_models(pathlib.Path(args.wheel_cache)).items()):
+            if wanted(name):
+                write_reference_or_error(out, name, data, seed)
+    if args.no_keras:
+        return
+    if wanted("mobilenet_v3_small_head_f32") or wanted("mobilenet_v3_small_head_int8"):
+        head = mobilenet_v3_small_head(seed)
+        shape = (1, 64, 64, 3)
+        for kind, int8 in (("f32", False), ("int8", True)):
+            name = f"mobilenet_v3_small_head_{kind}"
+            if wanted(name):
+                write_reference_or_error(out, name, convert(head, shape, seed, int8), seed)
+    for name, ctor, side, extra in KERAS_APPS:
+        kinds = [k for k in ("f32", "int8") if wanted(f"{name}_{k}")]
+        if not kinds:
+            continue
+        try:
+            model = keras_app(ctor, side, extra, seed)
+        except (ValueError, TypeError) as e:
+            print(f"{name}: Keras cannot build it here: {e}")
+            continue
+        for kind in kinds:
+            write_reference_or_error(
+                out, f"{name}_{kind}",
+                convert(model, (1, side, side, 3), seed, kind == "int8"), seed,
+            )
+
+
+if __name__ == "__main__":
+    main()
