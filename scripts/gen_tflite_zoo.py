@@ -63,6 +63,9 @@ KERAS_APPS = [
     ("inception_v3", "InceptionV3", 96, {}),
 ]
 
+# The seed of every case's weights, calibration data and input.
+SEED = 11
+
 # Cases small enough to commit (testdata/tflite/zoo), each at most a few hundred KB.
 COMMITTED = [
     "mp_hand_recrop",
@@ -140,6 +143,23 @@ def reference(model_bytes, seed, resolver):
     return inputs, outputs
 
 
+def write_spread(d, model_bytes, seed, outputs):
+    """LiteRT's own spread: per float output, the largest difference between the outputs
+    written and those of LiteRT's reference kernels (BUILTIN_REF) on the same input, one
+    number a line in `litert_spread.txt`. Float models whose outputs cancel large terms differ
+    by more than rtol 1e-4 between LiteRT's own kernel sets; the test accepts a difference
+    within twice this spread there (docs/tflite.md)."""
+    try:
+        _, ref = reference(model_bytes, seed, OpResolverType.BUILTIN_REF)
+    except (RuntimeError, ValueError):
+        return
+    lines = []
+    for a, b in zip(outputs, ref):
+        diff = np.abs(a.astype(np.float64) - b.astype(np.float64))
+        lines.append(f"{diff.max() if diff.size else 0.0:.9g}")
+    (d / "litert_spread.txt").write_text("\n".join(lines) + "\n")
+
+
 def write_reference_or_error(out, name, model_bytes, seed):
     """Write the case: the model, the seeded inputs and LiteRT's outputs. LiteRT runs with its
     default delegate (XNNPACK); where XNNPACK refuses the model, with the builtin kernels alone
@@ -161,6 +181,7 @@ def write_reference_or_error(out, name, model_bytes, seed):
             np.save(d / f"output_{k}.npy", v)
         if errors:
             (d / "litert_resolver.txt").write_text(f"{resolver.name}\n" + "\n".join(errors))
+        write_spread(d, model_bytes, seed, outputs)
         print(f"{d}: {len(model_bytes)} bytes, inputs {[v.shape for v in inputs]}")
         return
     (d / "litert_error.txt").write_text("\n".join(errors) + "\n")
@@ -175,8 +196,16 @@ def main():
     ap.add_argument("--no-keras", action="store_true")
     ap.add_argument("--no-wheels", action="store_true")
     ap.add_argument("--wheel-cache", default="/tmp/zoo-wheels")
+    ap.add_argument("--respread", action="store_true",
+                    help="only rewrite litert_spread.txt of the cases already in the folder")
     args = ap.parse_args()
     out = pathlib.Path("testdata/tflite/zoo" if args.committed else args.out)
+    if args.respread:
+        for d in sorted(p for p in out.iterdir() if (p / "output_0.npy").is_file()):
+            outputs = [np.load(f) for f in sorted(d.glob("output_*.npy"),
+                                                  key=lambda f: int(f.stem.split("_")[1]))]
+            write_spread(d, (d / "model.tflite").read_bytes(), SEED, outputs)
+        return
     only = set(args.only.split(",")) - {""}
     if args.committed:
         only = set(COMMITTED)
@@ -184,7 +213,7 @@ def main():
     def wanted(name):
         return not only or name in only
 
-    seed = 11
+    seed = SEED
     if not args.no_wheels:
         for name, data in sorted(wheel_models(pathlib.Path(args.wheel_cache)).items()):
             if wanted(name):

@@ -438,6 +438,7 @@ pub(crate) fn lower(cx: &mut Cx<'_, '_, '_>) -> Tx<()> {
         "PACK" => shape::pack(cx),
         "UNPACK" => shape::unpack(cx),
         "TILE" => shape::tile(cx),
+        "SHAPE" => shape::shape(cx),
         other => unsupported(format!("{other} is not supported")),
     }
 }
@@ -488,6 +489,7 @@ const LOWERED: &[&str] = &[
     "PACK",
     "UNPACK",
     "TILE",
+    "SHAPE",
 ];
 
 /// Why an operator of this code cannot be lowered whatever its inputs, if so: used for the

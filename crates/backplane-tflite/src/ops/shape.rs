@@ -6,7 +6,7 @@ use super::{invalid, unsupported, Cx, Tx};
 use crate::layout::NHWC_TO_NCHW;
 use crate::schema::options as opt;
 use backplane_core::ops::{PadDesc, PadMode, SliceDesc};
-use backplane_core::{Op, TensorId};
+use backplane_core::{DataType, Op, Tensor, TensorId};
 
 fn norm_axis(axis: i64, rank: usize) -> Tx<usize> {
     let a = if axis < 0 { axis + rank as i64 } else { axis };
@@ -344,4 +344,27 @@ pub(super) fn tile(cx: &mut Cx<'_, '_, '_>) -> Tx<()> {
     let name = cx.fresh("Tile");
     let y = cx.g.layer(&name, Op::Tile { repeats }, &[id])?;
     cx.emit(out, y, false)
+}
+
+/// SHAPE of a tensor: its dimensions are known at import, so the result is a constant
+/// (int32 or int64, as the output tensor is declared).
+pub(super) fn shape(cx: &mut Cx<'_, '_, '_>) -> Tx<()> {
+    let (x, out) = (cx.input(0)?, cx.output(0)?);
+    let dims = cx.shape(x)?;
+    let value = match cx.dtype(out)? {
+        DataType::I32 => Tensor::from_vec(
+            vec![dims.len()],
+            dims.iter()
+                .map(|&d| i32::try_from(d))
+                .collect::<Result<Vec<_>, _>>()
+                .or_else(|_| invalid(format!("{}: a dimension beyond int32", cx.name)))?,
+        )?,
+        DataType::I64 => Tensor::from_vec(
+            vec![dims.len()],
+            dims.iter().map(|&d| d as i64).collect::<Vec<_>>(),
+        )?,
+        other => return unsupported(format!("SHAPE to {other}")),
+    };
+    let c = cx.g.constant(&format!("{}/shape", cx.name), value)?;
+    cx.emit(out, c, false)
 }
