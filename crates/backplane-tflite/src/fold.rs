@@ -1,9 +1,11 @@
-//! Constants computed at read time: DEQUANTIZE operators whose input is stored data.
+//! Constants computed at read time: DEQUANTIZE and DENSIFY operators whose input is data.
 //!
 //! Converters store weights in f16 (or int8 for weight-only quantization) and widen them
 //! with a DEQUANTIZE before the operator that reads them, so a convolution's weights are a
-//! computed tensor in the file. The importer folds each such DEQUANTIZE into an f32 constant
-//! before lowering, so the weights reach their operator as data, as in a float32 model.
+//! computed tensor in the file; pruned weights are stored sparse and made dense by a
+//! DENSIFY (the model reader has densified the data already: `sparse.rs`). The importer
+//! folds each such operator into a constant before lowering, so the weights reach their
+//! operator as data, as in a plain float32 model.
 
 use crate::error::{Result, TfliteError};
 use crate::model::{Code, Model};
@@ -69,25 +71,42 @@ pub(crate) fn to_f32(value: &Tensor, name: &str) -> Result<Option<Tensor>> {
     Ok(Some(Tensor::from_vec(shape, f)?))
 }
 
-/// Fold every DEQUANTIZE of stored data into an f32 constant: its output tensor gets the
-/// data and the operator is marked folded (skipped when lowering). A DEQUANTIZE the fold
-/// cannot compute is left to the lowering, which reports it.
-pub(crate) fn fold_constant_dequantize(model: &mut Model<'_>) -> Result<()> {
-    let dequantize = BUILTIN_NAMES.iter().position(|&n| n == "DEQUANTIZE");
+/// Fold every DEQUANTIZE of stored data into an f32 constant, and every DENSIFY of stored
+/// data into a copy of it: the output tensor gets the data and the operator is marked folded
+/// (skipped when lowering). An operator the fold cannot compute is left to the lowering,
+/// which reports it.
+pub(crate) fn fold_constants(model: &mut Model<'_>) -> Result<()> {
+    let code_of = |name: &str| BUILTIN_NAMES.iter().position(|&n| n == name);
+    let (dequantize, densify) = (code_of("DEQUANTIZE"), code_of("DENSIFY"));
     for k in 0..model.operators.len() {
         let op = &model.operators[k];
-        let is_dequantize = matches!(op.code, Code::Builtin(c)
-            if usize::try_from(c).ok() == dequantize);
+        let code = match op.code {
+            Code::Builtin(c) => usize::try_from(c).ok(),
+            Code::Custom(_) => None,
+        };
         let (Some(Some(x)), [y]) = (op.inputs.first(), op.outputs.as_slice()) else {
             continue;
         };
         let (x, y) = (*x, *y);
-        if !is_dequantize || x == y {
+        if code.is_none() || !(code == dequantize || code == densify) || x == y {
             continue;
         }
         let (Some(input), Some(output)) = (model.tensors.get(x), model.tensors.get(y)) else {
             continue;
         };
+        if code == densify {
+            if output.data.is_none()
+                && input.data.is_some()
+                && input.dtype == output.dtype
+                && input.shape == output.shape
+                && input.quant == output.quant
+            {
+                let data = input.data.clone();
+                model.tensors[y].data = data;
+                model.operators[k].folded = true;
+            }
+            continue;
+        }
         if output.data.is_some() || output.dtype != Some(DataType::F32) {
             continue;
         }

@@ -25,6 +25,7 @@ mod layout;
 mod model;
 mod ops;
 mod schema;
+mod sparse;
 
 pub use error::{Result, TfliteError, UnsupportedOp};
 
@@ -127,7 +128,7 @@ pub fn inspect_inputs(bytes: &[u8], options: &ImportOptions) -> Result<Vec<(Stri
 /// Import a model from its bytes.
 pub fn import_bytes(bytes: &[u8], options: &ImportOptions) -> Result<Network> {
     let mut model = Model::read(bytes, options.subgraph)?;
-    fold::fold_constant_dequantize(&mut model)?;
+    fold::fold_constants(&mut model)?;
     let mut g = Graph::new();
     for (t, d) in model.tensors.iter().enumerate() {
         g.set_name(t, &d.name);

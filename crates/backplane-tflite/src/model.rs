@@ -158,14 +158,19 @@ impl<'a> Model<'a> {
                     .filter(|d| !d.is_empty())
                     .map(Cow::Borrowed)
             };
-            if t.table(tensor::SPARSITY)?.is_some() {
-                return Err(TfliteError::UnsupportedOps(vec![crate::UnsupportedOp {
-                    index: 0,
-                    op_type: "tensor".into(),
-                    output: name,
-                    reason: "sparse tensors are not supported".into(),
-                }]));
-            }
+            let data = match (t.table(tensor::SPARSITY)?, data) {
+                (Some(sp), Some(stored)) => {
+                    let Some(elem) = dtype.map(|d| d.size()) else {
+                        return Err(invalid(format!(
+                            "sparse tensor '{name}' of type {type_name}"
+                        )));
+                    };
+                    Some(Cow::Owned(crate::sparse::densify(
+                        &sp, &shape, elem, &stored, &name,
+                    )?))
+                }
+                (_, data) => data,
+            };
             let quant = match t.table(tensor::QUANTIZATION)? {
                 Some(q) => read_quant(&q, &name, shape.len())?,
                 None => Quantization::None,

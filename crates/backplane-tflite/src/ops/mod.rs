@@ -439,6 +439,7 @@ pub(crate) fn lower(cx: &mut Cx<'_, '_, '_>) -> Tx<()> {
         "UNPACK" => shape::unpack(cx),
         "TILE" => shape::tile(cx),
         "SHAPE" => shape::shape(cx),
+        "DEPTH_TO_SPACE" => shape::depth_to_space(cx),
         other => unsupported(format!("{other} is not supported")),
     }
 }
@@ -490,6 +491,7 @@ const LOWERED: &[&str] = &[
     "UNPACK",
     "TILE",
     "SHAPE",
+    "DEPTH_TO_SPACE",
 ];
 
 /// Why an operator of this code cannot be lowered whatever its inputs, if so: used for the

@@ -368,3 +368,32 @@ pub(super) fn shape(cx: &mut Cx<'_, '_, '_>) -> Tx<()> {
     let c = cx.g.constant(&format!("{}/shape", cx.name), value)?;
     cx.emit(out, c, false)
 }
+
+/// DEPTH_TO_SPACE (channels-last, depth index `(i·b + j)·C + c`): a reshape to
+/// `[N, H, W, b, b, C]`, a transpose to `[N, H, b, W, b, C]` and a reshape to
+/// `[N, H·b, W·b, C]`. The block size is read from the shapes (the output's height over
+/// the input's); stored integers move as they are.
+pub(super) fn depth_to_space(cx: &mut Cx<'_, '_, '_>) -> Tx<()> {
+    let (x, out) = (cx.input(0)?, cx.output(0)?);
+    same_quantization(cx, x, out)?;
+    let (xs, ys) = (cx.shape(x)?, cx.shape(out)?);
+    let ([n, h, w, c_in], [_, h2, w2, c]) = (xs.as_slice(), ys.as_slice()) else {
+        return unsupported("DEPTH_TO_SPACE of a tensor that is not 4-D");
+    };
+    let b = if *h > 0 { h2 / h } else { 0 };
+    if b == 0 || h * b != *h2 || w * b != *w2 || b * b * c != *c_in {
+        return invalid(format!(
+            "{}: DEPTH_TO_SPACE from {xs:?} to {ys:?} has no block size",
+            cx.name
+        ));
+    }
+    let id = cx.nhwc(x)?;
+    let name = cx.fresh("Reshape");
+    let split = vec![*n, *h, *w, b, b, *c];
+    let s = cx.g.layer(&name, Op::Reshape { shape: split }, &[id])?;
+    let name = cx.fresh("Transpose");
+    let t = cx.g.transpose(&name, s, &[0, 1, 3, 2, 4, 5])?;
+    let name = cx.fresh("Reshape");
+    let y = cx.g.layer(&name, Op::Reshape { shape: ys.clone() }, &[t])?;
+    cx.emit(out, y, false)
+}
