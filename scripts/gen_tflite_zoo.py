@@ -68,15 +68,17 @@ SEED = 11
 
 # Cases small enough to commit (testdata/tflite/zoo), each at most a few hundred KB.
 COMMITTED = [
-    "mp_hand_recrop",
     "mp_face_detection_short_range",
     "mobilenet_v3_small_head_f32",
-    "mobilenet_v3_small_head_int8",
+    "efficientnet_b0_head_f32",
+    "efficientnet_b0_head_int8",
+    "sparse_features_f32",
+    "sparse_features_int8",
 ]
 
 
 def wheel_models(cache):
-    """The .tflite files of the mediapipe wheel: {case name: bytes}."""
+    """The .tflite files of the mediapipe wheel ({case name: bytes}) and its LICENSE."""
     cache.mkdir(parents=True, exist_ok=True)
     wheels = sorted(cache.glob("mediapipe-0.10.14-*.whl"))
     if not wheels:
@@ -89,11 +91,12 @@ def wheel_models(cache):
         wheels = sorted(cache.glob("mediapipe-0.10.14-*.whl"))
     out = {}
     with zipfile.ZipFile(wheels[0]) as z:
+        licence = z.read("mediapipe-0.10.14.dist-info/LICENSE")
         for info in z.infolist():
             if info.filename.endswith(".tflite"):
                 name = pathlib.PurePosixPath(info.filename).stem
                 out[f"mp_{name}"] = z.read(info)
-    return out
+    return out, licence
 
 
 def keras_app(ctor, side, extra, seed):
@@ -141,6 +144,56 @@ def reference(model_bytes, seed, resolver):
     interp.invoke()
     outputs = [interp.get_tensor(d["index"]).copy() for d in interp.get_output_details()]
     return inputs, outputs
+
+
+def sparse_features_net(seed):
+    """Pruned weights (four in five zero) the converter stores sparse, behind DENSIFY, with
+    PRELU and DEPTH_TO_SPACE: the importer features trained models need, in a small net."""
+    keras.utils.set_random_seed(seed)
+    layers = keras.layers
+    inp = keras.Input((12, 12, 3), batch_size=1, name="image")
+    x = layers.Conv2D(16, 3, padding="same")(inp)
+    x = layers.PReLU(shared_axes=[1, 2])(x)
+    x = layers.Lambda(lambda t: tf.nn.depth_to_space(t, 2))(x)
+    x = layers.Conv2D(8, 3, strides=2)(x)
+    x = layers.Flatten()(x)
+    x = layers.Dense(10)(x)
+    model = keras.Model(inp, x)
+    rng = np.random.default_rng(seed)
+    for layer in model.layers:
+        w = layer.get_weights()
+        if w and w[0].ndim >= 2:
+            w[0][rng.uniform(size=w[0].shape) < 0.8] = 0.0
+            layer.set_weights(w)
+        elif isinstance(layer, layers.PReLU):
+            layer.set_weights([rng.uniform(0.05, 0.5, w[0].shape).astype(np.float32)])
+    return model
+
+
+def convert_sparse(model, sample_shape, seed, int8):
+    """convert() with the converter's sparsity optimization (sparse weight storage)."""
+    conv = tf.lite.TFLiteConverter.from_keras_model(model)
+    conv.optimizations = [tf.lite.Optimize.EXPERIMENTAL_SPARSITY]
+    if int8:
+        rng = np.random.default_rng(seed + 1000)
+
+        def representative():
+            for _ in range(32):
+                yield [rng.uniform(-1, 1, sample_shape).astype(np.float32)]
+
+        conv.optimizations.append(tf.lite.Optimize.DEFAULT)
+        conv.representative_dataset = representative
+        conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+        conv.inference_input_type = tf.int8
+        conv.inference_output_type = tf.int8
+    return conv.convert()
+
+
+def efficientnet_b0_head(seed):
+    """The first blocks of EfficientNetB0 at 64x64 (rescaling and normalization, stem,
+    swish as LOGISTIC times x, squeeze-excite): small enough to commit."""
+    full = keras_app("EfficientNetB0", 64, {}, seed)
+    return keras.Model(full.input, full.get_layer("block2b_add").output)
 
 
 def write_spread(d, model_bytes, seed, outputs):
@@ -215,9 +268,11 @@ def main():
 
     seed = SEED
     if not args.no_wheels:
-        for name, data in sorted(wheel_models(pathlib.Path(args.wheel_cache)).items()):
+        models, licence = wheel_models(pathlib.Path(args.wheel_cache))
+        for name, data in sorted(models.items()):
             if wanted(name):
                 write_reference_or_error(out, name, data, seed)
+                (out / name / "LICENSE").write_bytes(licence)
     if args.no_keras:
         return
     if wanted("mobilenet_v3_small_head_f32") or wanted("mobilenet_v3_small_head_int8"):
@@ -227,6 +282,22 @@ def main():
             name = f"mobilenet_v3_small_head_{kind}"
             if wanted(name):
                 write_reference_or_error(out, name, convert(head, shape, seed, int8), seed)
+    if wanted("efficientnet_b0_head_f32") or wanted("efficientnet_b0_head_int8"):
+        head = efficientnet_b0_head(seed)
+        for kind in ("f32", "int8"):
+            name = f"efficientnet_b0_head_{kind}"
+            if wanted(name):
+                write_reference_or_error(
+                    out, name, convert(head, (1, 64, 64, 3), seed, kind == "int8"), seed
+                )
+    if wanted("sparse_features_f32") or wanted("sparse_features_int8"):
+        net = sparse_features_net(seed)
+        for kind in ("f32", "int8"):
+            if wanted(f"sparse_features_{kind}"):
+                write_reference_or_error(
+                    out, f"sparse_features_{kind}",
+                    convert_sparse(net, (1, 12, 12, 3), seed, kind == "int8"), seed,
+                )
     for name, ctor, side, extra in KERAS_APPS:
         kinds = [k for k in ("f32", "int8") if wanted(f"{name}_{k}")]
         if not kinds:
