@@ -250,11 +250,12 @@ def main():
     ap.add_argument("--no-wheels", action="store_true")
     ap.add_argument("--wheel-cache", default="/tmp/zoo-wheels")
     ap.add_argument("--respread", action="store_true",
-                    help="only rewrite litert_spread.txt of the cases already in the folder")
+                    help="only write the missing litert_spread.txt of the cases in the folder")
     args = ap.parse_args()
     out = pathlib.Path("testdata/tflite/zoo" if args.committed else args.out)
     if args.respread:
-        for d in sorted(p for p in out.iterdir() if (p / "output_0.npy").is_file()):
+        for d in sorted(p for p in out.iterdir() if (p / "output_0.npy").is_file()
+                        and not (p / "litert_spread.txt").is_file()):
             outputs = [np.load(f) for f in sorted(d.glob("output_*.npy"),
                                                   key=lambda f: int(f.stem.split("_")[1]))]
             write_spread(d, (d / "model.tflite").read_bytes(), SEED, outputs)
