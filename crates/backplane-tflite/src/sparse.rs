@@ -122,7 +122,8 @@ pub(crate) fn densify(
         .iter()
         .try_fold(1usize, |a, &d| a.checked_mul(d))
         .and_then(|n| n.checked_mul(elem))
-        .ok_or_else(|| invalid(name, "too many elements"))?;
+        .filter(|&n| n as u64 <= crate::MAX_MODEL_BYTES)
+        .ok_or_else(|| invalid(name, "larger dense than the largest model file"))?;
     let mut dense = Vec::new();
     dense
         .try_reserve_exact(count)
