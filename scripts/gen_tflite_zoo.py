@@ -69,7 +69,6 @@ SEED = 11
 # Cases small enough to commit (testdata/tflite/zoo), each at most a few hundred KB.
 COMMITTED = [
     "mp_face_detection_short_range",
-    "mobilenet_v3_small_head_f32",
     "efficientnet_b0_head_f32",
     "efficientnet_b0_head_int8",
     "sparse_features_f32",
