@@ -193,6 +193,16 @@ impl<'a> Table<'a> {
         }))
     }
 
+    /// A `[ushort]` field.
+    pub fn u16s(&self, slot: usize) -> Result<Vec<u16>> {
+        Ok(self.vector(slot, 2)?.map_or_else(Vec::new, |v| {
+            v.bytes
+                .chunks_exact(2)
+                .map(|c| u16::from_le_bytes([c[0], c[1]]))
+                .collect()
+        }))
+    }
+
     /// A `[float]` field.
     pub fn f32s(&self, slot: usize) -> Result<Vec<f32>> {
         Ok(self.vector(slot, 4)?.map_or_else(Vec::new, |v| {

@@ -20,10 +20,12 @@
 
 mod error;
 mod fbs;
+mod fold;
 mod layout;
 mod model;
 mod ops;
 mod schema;
+mod sparse;
 
 pub use error::{Result, TfliteError, UnsupportedOp};
 
@@ -125,7 +127,8 @@ pub fn inspect_inputs(bytes: &[u8], options: &ImportOptions) -> Result<Vec<(Stri
 
 /// Import a model from its bytes.
 pub fn import_bytes(bytes: &[u8], options: &ImportOptions) -> Result<Network> {
-    let model = Model::read(bytes, options.subgraph)?;
+    let mut model = Model::read(bytes, options.subgraph)?;
+    fold::fold_constants(&mut model)?;
     let mut g = Graph::new();
     for (t, d) in model.tensors.iter().enumerate() {
         g.set_name(t, &d.name);
@@ -142,6 +145,9 @@ pub fn import_bytes(bytes: &[u8], options: &ImportOptions) -> Result<Network> {
     let mut poisoned: HashSet<usize> = HashSet::new();
     let mut dq_cache = HashMap::new();
     for (index, op) in model.operators.iter().enumerate() {
+        if op.folded {
+            continue;
+        }
         let first_out = op
             .outputs
             .first()

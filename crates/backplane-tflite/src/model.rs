@@ -5,6 +5,7 @@ use crate::error::{Result, TfliteError};
 use crate::fbs::{Buf, Table};
 use crate::schema::{self, buffer, model, operator, operator_code, quantization, subgraph, tensor};
 use backplane_core::{DataType, Quantization};
+use std::borrow::Cow;
 
 /// What an operator is.
 #[derive(Debug, Clone)]
@@ -24,8 +25,9 @@ pub(crate) struct TensorDef<'a> {
     /// TFLite's name of the type, for messages.
     pub type_name: String,
     pub shape: Vec<usize>,
-    /// Constant data, borrowed from the model's bytes.
-    pub data: Option<&'a [u8]>,
+    /// Constant data, borrowed from the model's bytes (owned when computed at read time:
+    /// see `fold.rs`).
+    pub data: Option<Cow<'a, [u8]>>,
     pub quant: Quantization,
 }
 
@@ -37,6 +39,8 @@ pub(crate) struct OpDef<'a> {
     pub outputs: Vec<usize>,
     /// The `BuiltinOptions` union: its type and table.
     pub options: Option<(u8, Table<'a>)>,
+    /// Computed at read time (its outputs hold data): not lowered.
+    pub folded: bool,
 }
 
 /// One subgraph of a model, read.
@@ -150,16 +154,23 @@ impl<'a> Model<'a> {
                          are not supported)"
                     )));
                 }
-                buf.bytes(buffer::DATA)?.filter(|d| !d.is_empty())
+                buf.bytes(buffer::DATA)?
+                    .filter(|d| !d.is_empty())
+                    .map(Cow::Borrowed)
             };
-            if t.table(tensor::SPARSITY)?.is_some() {
-                return Err(TfliteError::UnsupportedOps(vec![crate::UnsupportedOp {
-                    index: 0,
-                    op_type: "tensor".into(),
-                    output: name,
-                    reason: "sparse tensors are not supported".into(),
-                }]));
-            }
+            let data = match (t.table(tensor::SPARSITY)?, data) {
+                (Some(sp), Some(stored)) => {
+                    let Some(elem) = dtype.map(|d| d.size()) else {
+                        return Err(invalid(format!(
+                            "sparse tensor '{name}' of type {type_name}"
+                        )));
+                    };
+                    Some(Cow::Owned(crate::sparse::densify(
+                        &sp, &shape, elem, &stored, &name,
+                    )?))
+                }
+                (_, data) => data,
+            };
             let quant = match t.table(tensor::QUANTIZATION)? {
                 Some(q) => read_quant(&q, &name, shape.len())?,
                 None => Quantization::None,
@@ -216,6 +227,7 @@ impl<'a> Model<'a> {
                 inputs: ins,
                 outputs: outs,
                 options,
+                folded: false,
             });
         }
         Ok(Model {

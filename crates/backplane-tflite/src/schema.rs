@@ -45,6 +45,25 @@ pub(crate) mod tensor {
     pub const SPARSITY: usize = 6;
 }
 
+/// `table SparsityParameters`.
+pub(crate) mod sparsity {
+    pub const TRAVERSAL_ORDER: usize = 0;
+    pub const BLOCK_MAP: usize = 1;
+    pub const DIM_METADATA: usize = 2;
+}
+
+/// `table DimensionMetadata` (format: DENSE = 0, SPARSE_CSR = 1; the index vectors are the
+/// union `SparseIndexVector`: Int32Vector = 1, Uint16Vector = 2, Uint8Vector = 3, each a
+/// table whose field 0 is `values`).
+pub(crate) mod dim_metadata {
+    pub const FORMAT: usize = 0;
+    pub const DENSE_SIZE: usize = 1;
+    pub const ARRAY_SEGMENTS_TYPE: usize = 2;
+    pub const ARRAY_SEGMENTS: usize = 3;
+    pub const ARRAY_INDICES_TYPE: usize = 4;
+    pub const ARRAY_INDICES: usize = 5;
+}
+
 /// `table QuantizationParameters`.
 pub(crate) mod quantization {
     pub const SCALE: usize = 2;

@@ -16,10 +16,53 @@ fn models() -> Vec<Vec<u8>> {
         "mobile_blocks_int8",
         "dense_f32",
         "dense_int8",
+        "zoo/sparse_features_f32",
+        "zoo/sparse_features_int8",
     ]
     .iter()
     .map(|m| std::fs::read(testdata().join(m).join("model.tflite")).unwrap())
     .collect()
+}
+
+/// Pruned weights stored sparse behind DENSIFY, PRELU and DEPTH_TO_SPACE (the zoo's
+/// sparse_features cases): the weights are densified into constants at read time, so no
+/// layer computes them, and the operators lower to PRelu and a reshape-transpose-reshape.
+#[test]
+fn sparse_weights_become_dense_constants() {
+    for case in ["zoo/sparse_features_f32", "zoo/sparse_features_int8"] {
+        let bytes = std::fs::read(testdata().join(case).join("model.tflite")).unwrap();
+        let net = import_bytes(&bytes, &ImportOptions::default()).unwrap();
+        let ops: Vec<&str> = net.layers().iter().map(|l| l.op.name()).collect();
+        assert!(ops.contains(&"PRelu"), "{case}: {ops:?}");
+        assert_eq!(
+            ops.iter().filter(|&&o| o == "Conv").count(),
+            2,
+            "{case}: {ops:?}"
+        );
+        for l in net.layers().iter().filter(|l| l.op.name() == "Conv") {
+            // The weights, or the stored integers an int8 model's DequantizeLinear reads.
+            let w = net
+                .tensor(l.inputs[1])
+                .constant()
+                .cloned()
+                .unwrap_or_else(|| {
+                    let producer = net
+                        .layers()
+                        .iter()
+                        .find(|p| p.outputs.contains(&l.inputs[1]))
+                        .unwrap();
+                    assert_eq!(producer.op.name(), "DequantizeLinear", "{case}");
+                    net.tensor(producer.inputs[0]).constant().cloned().unwrap()
+                });
+            // Four in five weights were pruned to zero before conversion.
+            let zeros = w.to_f64_vec().iter().filter(|&&v| v == 0.0).count();
+            assert!(
+                zeros * 2 > w.shape().elements(),
+                "{case}: {zeros} zeros of {}",
+                w.shape().elements()
+            );
+        }
+    }
 }
 
 #[test]

@@ -3,7 +3,7 @@
 use super::{invalid, unsupported, Cx, Tx};
 use crate::layout::NHWC_TO_NCHW;
 use crate::schema::options as opt;
-use backplane_core::ops::{BinaryOp, ReduceDesc, ReduceKind, UnaryOp};
+use backplane_core::ops::{BinaryExtOp, BinaryOp, ReduceDesc, ReduceKind, UnaryOp};
 use backplane_core::{DataType, Op, Tensor};
 
 /// ADD, SUB, MUL, DIV, MAXIMUM, MINIMUM with broadcasting and a fused activation.
@@ -19,6 +19,17 @@ pub(super) fn binary(cx: &mut Cx<'_, '_, '_>, op: BinaryOp) -> Tx<()> {
         Some(o) if ty != 0 => o.i8(opt::arith::ACTIVATION, 0)?,
         _ => 0,
     };
+    broadcast(cx, Op::Binary(op), act)
+}
+
+/// PRELU: `x` where it is positive, `alpha * x` elsewhere, the slopes broadcast to `x`.
+pub(super) fn prelu(cx: &mut Cx<'_, '_, '_>) -> Tx<()> {
+    broadcast(cx, Op::BinaryExt(BinaryExtOp::PRelu), 0)
+}
+
+/// A two-input operator with broadcasting, then a fused activation, in f32 (quantized
+/// operands go through f32), channels-first where an operand already is.
+fn broadcast(cx: &mut Cx<'_, '_, '_>, op: Op, act: i8) -> Tx<()> {
     let (a, b, out) = (cx.input(0)?, cx.input(1)?, cx.output(0)?);
     let out_rank = cx.shape(out)?.len();
     let dtype = cx.dtype(out)?;
@@ -35,7 +46,7 @@ pub(super) fn binary(cx: &mut Cx<'_, '_, '_>, op: BinaryOp) -> Tx<()> {
     let xa = operand(cx, a, nchw)?;
     let xb = operand(cx, b, nchw)?;
     let name = cx.fresh(op.name());
-    let y = cx.g.layer(&name, Op::Binary(op), &[xa, xb])?;
+    let y = cx.g.layer(&name, op, &[xa, xb])?;
     let y = cx.activation(y, act)?;
     cx.emit(out, y, nchw)
 }

@@ -30,53 +30,13 @@ pub(super) fn float_weights(cx: &Cx<'_, '_, '_>, t: usize) -> Tx<Tensor> {
         ));
     }
     let value = cx.constant(t)?;
-    let shape = value.shape().clone();
-    let q = value.to_f64_vec();
-    let f: Vec<f32> = match (value.dtype(), &value.info().quant) {
-        (DataType::F32, _) => {
-            return Ok(value.reinterpret(backplane_core::TensorInfo::new(DataType::F32, shape))?)
-        }
-        (DataType::F16, Quantization::None) => q.iter().map(|&v| v as f32).collect(),
-        (_, Quantization::PerTensor { scale, zero_point }) => q
-            .iter()
-            .map(|&v| (v as f32 - *zero_point as f32) * scale)
-            .collect(),
-        (
-            _,
-            Quantization::PerAxis {
-                axis,
-                scales,
-                zero_points,
-            },
-        ) => {
-            let dims = shape.dims();
-            let Some(&len) = dims.get(*axis) else {
-                return invalid(format!(
-                    "quantized axis {axis} of a rank-{} tensor",
-                    dims.len()
-                ));
-            };
-            if scales.len() != len || zero_points.len() != len {
-                return invalid(format!(
-                    "'{}' has {} scales for {len} slices",
-                    cx.tensor(t)?.name,
-                    scales.len()
-                ));
-            }
-            let inner: usize = dims[axis + 1..].iter().product();
-            q.iter()
-                .enumerate()
-                .map(|(i, &v)| {
-                    let c = (i / inner.max(1)) % len;
-                    (v as f32 - zero_points[c] as f32) * scales[c]
-                })
-                .collect()
-        }
-        (dt, Quantization::None) => {
-            return unsupported(format!("{dt} weights without quantization parameters"))
-        }
-    };
-    Ok(Tensor::from_vec(shape, f)?)
+    match crate::fold::to_f32(&value, &cx.tensor(t)?.name)? {
+        Some(f) => Ok(f),
+        None => unsupported(format!(
+            "{} weights without quantization parameters",
+            value.dtype()
+        )),
+    }
 }
 
 /// The 8-bit weights of a quantized convolution (input, weights and output quantized, the

@@ -164,7 +164,7 @@ impl<'a> Cx<'_, '_, 'a> {
     /// The value of constant tensor `t` (quantization parameters carried in its info).
     pub fn constant(&self, t: usize) -> Tx<Tensor> {
         let d = self.tensor(t)?;
-        let Some(data) = d.data else {
+        let Some(data) = d.data.as_deref() else {
             return invalid(format!("tensor '{}' is read before it is computed", d.name));
         };
         let dtype = self.dtype(t)?;
@@ -422,6 +422,7 @@ pub(crate) fn lower(cx: &mut Cx<'_, '_, '_>) -> Tx<()> {
         "NEG" => arith::unary(cx, Op::Unary(UnaryOp::Neg)),
         "SQRT" => arith::unary(cx, Op::Unary(UnaryOp::Sqrt)),
         "LEAKY_RELU" => arith::leaky_relu(cx),
+        "PRELU" => arith::prelu(cx),
         "QUANTIZE" => arith::quantize(cx),
         "DEQUANTIZE" => arith::dequantize(cx),
         "SOFTMAX" => arith::softmax(cx),
@@ -437,6 +438,8 @@ pub(crate) fn lower(cx: &mut Cx<'_, '_, '_>) -> Tx<()> {
         "PACK" => shape::pack(cx),
         "UNPACK" => shape::unpack(cx),
         "TILE" => shape::tile(cx),
+        "SHAPE" => shape::shape(cx),
+        "DEPTH_TO_SPACE" => shape::depth_to_space(cx),
         other => unsupported(format!("{other} is not supported")),
     }
 }
@@ -468,6 +471,7 @@ const LOWERED: &[&str] = &[
     "NEG",
     "SQRT",
     "LEAKY_RELU",
+    "PRELU",
     "QUANTIZE",
     "DEQUANTIZE",
     "SOFTMAX",
@@ -486,6 +490,8 @@ const LOWERED: &[&str] = &[
     "PACK",
     "UNPACK",
     "TILE",
+    "SHAPE",
+    "DEPTH_TO_SPACE",
 ];
 
 /// Why an operator of this code cannot be lowered whatever its inputs, if so: used for the

@@ -6,7 +6,7 @@ use super::{invalid, unsupported, Cx, Tx};
 use crate::layout::NHWC_TO_NCHW;
 use crate::schema::options as opt;
 use backplane_core::ops::{PadDesc, PadMode, SliceDesc};
-use backplane_core::{Op, TensorId};
+use backplane_core::{DataType, Op, Tensor, TensorId};
 
 fn norm_axis(axis: i64, rank: usize) -> Tx<usize> {
     let a = if axis < 0 { axis + rank as i64 } else { axis };
@@ -343,5 +343,57 @@ pub(super) fn tile(cx: &mut Cx<'_, '_, '_>) -> Tx<()> {
     let id = cx.nhwc(x)?;
     let name = cx.fresh("Tile");
     let y = cx.g.layer(&name, Op::Tile { repeats }, &[id])?;
+    cx.emit(out, y, false)
+}
+
+/// SHAPE of a tensor: its dimensions are known at import, so the result is a constant
+/// (int32 or int64, as the output tensor is declared).
+pub(super) fn shape(cx: &mut Cx<'_, '_, '_>) -> Tx<()> {
+    let (x, out) = (cx.input(0)?, cx.output(0)?);
+    let dims = cx.shape(x)?;
+    let value = match cx.dtype(out)? {
+        DataType::I32 => Tensor::from_vec(
+            vec![dims.len()],
+            dims.iter()
+                .map(|&d| i32::try_from(d))
+                .collect::<Result<Vec<_>, _>>()
+                .or_else(|_| invalid(format!("{}: a dimension beyond int32", cx.name)))?,
+        )?,
+        DataType::I64 => Tensor::from_vec(
+            vec![dims.len()],
+            dims.iter().map(|&d| d as i64).collect::<Vec<_>>(),
+        )?,
+        other => return unsupported(format!("SHAPE to {other}")),
+    };
+    let c = cx.g.constant(&format!("{}/shape", cx.name), value)?;
+    cx.emit(out, c, false)
+}
+
+/// DEPTH_TO_SPACE (channels-last, depth index `(i·b + j)·C + c`): a reshape to
+/// `[N, H, W, b, b, C]`, a transpose to `[N, H, b, W, b, C]` and a reshape to
+/// `[N, H·b, W·b, C]`. The block size is read from the shapes (the output's height over
+/// the input's); stored integers move as they are.
+pub(super) fn depth_to_space(cx: &mut Cx<'_, '_, '_>) -> Tx<()> {
+    let (x, out) = (cx.input(0)?, cx.output(0)?);
+    same_quantization(cx, x, out)?;
+    let (xs, ys) = (cx.shape(x)?, cx.shape(out)?);
+    let ([n, h, w, c_in], [_, h2, w2, c]) = (xs.as_slice(), ys.as_slice()) else {
+        return unsupported("DEPTH_TO_SPACE of a tensor that is not 4-D");
+    };
+    let b = if *h > 0 { h2 / h } else { 0 };
+    if b == 0 || h * b != *h2 || w * b != *w2 || b * b * c != *c_in {
+        return invalid(format!(
+            "{}: DEPTH_TO_SPACE from {xs:?} to {ys:?} has no block size",
+            cx.name
+        ));
+    }
+    let id = cx.nhwc(x)?;
+    let name = cx.fresh("Reshape");
+    let split = vec![*n, *h, *w, b, b, *c];
+    let s = cx.g.layer(&name, Op::Reshape { shape: split }, &[id])?;
+    let name = cx.fresh("Transpose");
+    let t = cx.g.transpose(&name, s, &[0, 1, 3, 2, 4, 5])?;
+    let name = cx.fresh("Reshape");
+    let y = cx.g.layer(&name, Op::Reshape { shape: ys.clone() }, &[t])?;
     cx.emit(out, y, false)
 }

@@ -1,0 +1,51 @@
+//! Models users bring (testdata/tflite/zoo, from scripts/gen_tflite_zoo.py) through
+//! `backplane run --compare`, as a user would: a trained mediapipe model with f16 weights
+//! and a net with sparse weights, PRELU and DEPTH_TO_SPACE.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use common::{backplane, text};
+
+/// Run the case on CpuRef and on CpuAcc,CpuRef and compare with LiteRT's outputs.
+fn run_matches(dir: &str, input: &str, atol: &str) {
+    for backends in ["CpuRef", "CpuAcc,CpuRef"] {
+        let o = backplane(&[
+            "run",
+            &format!("{dir}/model.tflite"),
+            "--backends",
+            backends,
+            "--input",
+            &format!("{input}={dir}/input_0.npy"),
+            "--compare",
+            dir,
+            "--rtol",
+            "1e-4",
+            "--atol",
+            atol,
+        ]);
+        let (out, err) = text(&o);
+        assert!(o.status.success(), "{dir} on {backends}: {out}\n{err}");
+        assert!(out.contains("every output matches"), "{out}");
+    }
+}
+
+/// The trained face detector's box regressors cancel large terms: LiteRT's own kernels
+/// disagree by 4.6e-5 there (its litert_spread.txt), so atol is 1e-4 (about twice that).
+#[test]
+fn a_trained_mediapipe_model_matches_litert() {
+    run_matches(
+        "testdata/tflite/zoo/mp_face_detection_short_range",
+        "input",
+        "1e-4",
+    );
+}
+
+#[test]
+fn sparse_weights_prelu_and_depth_to_space_match_litert() {
+    run_matches(
+        "testdata/tflite/zoo/sparse_features_f32",
+        "serving_default_image:0",
+        "1e-5",
+    );
+}
