@@ -107,9 +107,15 @@ fn shipped_samples(dir: &Path) -> Result<(Tensor, Vec<i64>), CliError> {
     Ok((batch, names.iter().map(|(_, l)| *l).collect()))
 }
 
+/// Longest file name stem [`file_name_for`] writes: file systems refuse names past 255 bytes
+/// (`.npy` and the hash suffix included), and TFLite's fused tensor names can be longer.
+const MAX_STEM: usize = 200;
+
 /// A file name for an output: its name with path separators and odd characters replaced.
+/// A name longer than [`MAX_STEM`] keeps its start and gets a hash of the whole name, so two
+/// long names that share a start still get two files.
 pub fn file_name_for(output: &str) -> String {
-    output
+    let clean: String = output
         .chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.') {
@@ -118,7 +124,16 @@ pub fn file_name_for(output: &str) -> String {
                 '_'
             }
         })
-        .collect()
+        .collect();
+    if clean.len() <= MAX_STEM {
+        return clean;
+    }
+    // FNV-1a: the same file name for the same output in every build.
+    let hash = output.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    });
+    // The cleaned name is ASCII, so any byte index is a character boundary.
+    format!("{}-{hash:016x}", &clean[..MAX_STEM - 17])
 }
 
 /// Run the command.
@@ -472,4 +487,21 @@ fn print_output(name: &str, t: &Tensor, k: usize, labels: Option<&[i64]>) -> Res
         out!("  [{}{more}]", shown.join(", "));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::file_name_for;
+
+    #[test]
+    fn long_output_names_become_short_distinct_file_names() {
+        assert_eq!(file_name_for("a/b:0"), "a_b_0");
+        let a = format!("{}A", "x".repeat(300));
+        let b = format!("{}B", "x".repeat(300));
+        let (fa, fb) = (file_name_for(&a), file_name_for(&b));
+        assert_eq!(fa.len(), 200);
+        assert_ne!(fa, fb);
+        assert_eq!(fa, file_name_for(&a));
+        assert!(fa.starts_with(&"x".repeat(183)), "{fa}");
+    }
 }

@@ -599,3 +599,62 @@ fn backend_test_checks_built_in_and_loaded_backends() {
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// `run --output-dir` writes an output whose name is longer than a file name may be (TFLite's
+/// fused tensor names can be) under a shortened name, and `--compare` finds it there.
+#[test]
+fn outputs_with_names_past_the_file_name_limit_are_written_and_compared() {
+    use prost::Message;
+    let dir = scratch("long-names");
+    let bytes = std::fs::read(repo().join("testdata/e2e/convnet.onnx")).unwrap();
+    let mut model = backplane::onnx::proto::ModelProto::decode(&bytes[..]).unwrap();
+    let long = format!("logits_{}", "fused/".repeat(60));
+    let graph = model.graph.as_mut().unwrap();
+    for node in &mut graph.node {
+        for out in node.output.iter_mut().chain(node.input.iter_mut()) {
+            if out == "logits" {
+                *out = long.clone();
+            }
+        }
+    }
+    for out in &mut graph.output {
+        if out.name.as_deref() == Some("logits") {
+            out.name = Some(long.clone());
+        }
+    }
+    let path = dir.join("long.onnx");
+    std::fs::write(&path, model.encode_to_vec()).unwrap();
+    let out_dir = dir.join("out");
+    let (model_arg, out_arg) = (path.to_str().unwrap(), out_dir.to_str().unwrap());
+    let o = backplane(&[
+        "run",
+        model_arg,
+        "--input",
+        "x=testdata/e2e/input_x.npy",
+        "--output-dir",
+        out_arg,
+    ]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    let names: Vec<String> = std::fs::read_dir(&out_dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+    assert!(names.iter().all(|n| n.len() <= 255), "{names:?}");
+    common::assert_outputs_match(
+        &[
+            "run",
+            model_arg,
+            "--input",
+            "x=testdata/e2e/input_x.npy",
+            "--compare",
+            out_arg,
+            "--rtol",
+            "0",
+            "--atol",
+            "0",
+        ],
+        "long output name",
+    );
+}
