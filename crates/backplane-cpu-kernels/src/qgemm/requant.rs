@@ -7,14 +7,10 @@
 //! rounding boundary or on a tie. ONNX's QLinearConv/QLinearMatMul define the result as the
 //! real value rounded half to even, as here.
 
-/// The requantization multiplier of a convolution's or product's output channel:
-/// `x_scale · w_scale / y_scale`, formed in f32 in that order (two roundings), as XNNPACK
-/// and ONNX Runtime's MLAS form it. The real quotient rounded once to f32 can differ by one
-/// unit in the last place, and a sum near a rounding boundary then lands one quantum away
-/// from theirs.
-pub fn requant_scale(x_scale: f32, w_scale: f32, y_scale: f32) -> f32 {
-    x_scale * w_scale / y_scale
-}
+/// The requantization multiplier of a convolution's or product's output channel,
+/// `x_scale · w_scale / y_scale` in f32 in that order: backplane-core's rule, which CpuRef
+/// uses too.
+pub use backplane_core::quant::requant_scale;
 
 /// The parameters of [`requantize_f32`] for one output channel.
 #[derive(Debug, Clone, Copy, PartialEq)]
