@@ -437,3 +437,212 @@ impl Chains<'_> {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::panic)]
+    use super::*;
+    use crate::evaluate;
+    use crate::test_util::tensor;
+    use backplane_core::ops::{ConvDesc, GemmDesc, Window};
+
+    fn dq(net: &mut Network, name: &str, t: TensorId, scales: &[f32], zero: i8) -> TensorId {
+        let n = scales.len();
+        let s = if n == 1 {
+            Tensor::scalar(scales[0])
+        } else {
+            Tensor::from_vec(vec![n], scales.to_vec()).unwrap()
+        };
+        let z = if n == 1 {
+            Tensor::scalar(zero)
+        } else {
+            Tensor::from_vec(vec![n], vec![zero; n]).unwrap()
+        };
+        let s = net.add_constant(&format!("{name}_s"), s).unwrap();
+        let z = net.add_constant(&format!("{name}_z"), z).unwrap();
+        let op = Op::DequantizeLinear {
+            axis: 0,
+            to: DataType::F32,
+            block_size: 0,
+        };
+        net.add_layer(name, op, &[t, s, z]).unwrap()[0]
+    }
+
+    fn quantize(net: &mut Network, t: TensorId, sy: f32, zy: i8) -> TensorId {
+        let s = net.add_constant("y_s", Tensor::scalar(sy)).unwrap();
+        let z = net.add_constant("y_z", Tensor::scalar(zy)).unwrap();
+        let op = Op::QuantizeLinear {
+            axis: 1,
+            to: DataType::I8,
+            block_size: 0,
+            saturate: true,
+        };
+        let y = net.add_layer("q", op, &[t, s, z]).unwrap()[0];
+        net.mark_output(y).unwrap();
+        y
+    }
+
+    /// Deterministic 8-bit values spread over the range.
+    fn bytes(n: usize, seed: u64) -> Vec<f64> {
+        (0..n as u64)
+            .map(|i| ((i * 7919 + seed * 104_729) % 251) as f64 - 125.0)
+            .collect()
+    }
+
+    /// Every layer runs through CpuRef's kernels in network order; the outputs' values.
+    fn run_layers(net: &Network, x: &Tensor) -> Vec<f64> {
+        let mut values: Vec<Option<Tensor>> = vec![None; net.tensors().len()];
+        values[net.inputs()[0].0] = Some(x.clone());
+        for layer in net.layers() {
+            let ins: Vec<Tensor> = layer
+                .inputs
+                .iter()
+                .map(|&t| match net.tensor(t).constant() {
+                    Some(c) => (**c).clone(),
+                    None => values[t.0].clone().unwrap(),
+                })
+                .collect();
+            let refs: Vec<&Tensor> = ins.iter().collect();
+            for (t, v) in layer
+                .outputs
+                .iter()
+                .zip(evaluate(&layer.op, &refs).unwrap())
+            {
+                values[t.0] = Some(v);
+            }
+        }
+        values[net.outputs()[0].0].clone().unwrap().to_f64_vec()
+    }
+
+    /// The one substitution of `net` run on `x`: its replaced layers' count and its values.
+    fn folded(net: &Network, x: &Tensor) -> (usize, Vec<f64>) {
+        let ids: Vec<LayerId> = (0..net.layers().len()).map(LayerId).collect();
+        let views = optimize(&SubgraphView::new(net, ids));
+        assert_eq!(views.substitutions.len(), 1);
+        let s = &views.substitutions[0];
+        let r = &s.replacement[0];
+        let ins: Vec<Tensor> = r
+            .inputs
+            .iter()
+            .map(|v| match v {
+                ValueRef::Existing(t) if *t == net.inputs()[0] => x.clone(),
+                ValueRef::Existing(t) => (**net.tensor(*t).constant().unwrap()).clone(),
+                ValueRef::NewConstant(c) => (**c).clone(),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        let refs: Vec<&Tensor> = ins.iter().collect();
+        let y = evaluate(&r.op, &refs).unwrap();
+        (s.replaced.len(), y[0].to_f64_vec())
+    }
+
+    #[test]
+    fn depthwise_and_grouped_convolutions_fold_and_stay_within_a_quantum_of_the_chain() {
+        for (c, m, group) in [(3, 3, 3), (4, 6, 2), (5, 7, 1)] {
+            let (h, w) = (7, 5);
+            let mut net = Network::new();
+            let xi = tensor(DataType::I8, &[1, c, h, w], &bytes(c * h * w, 1));
+            let x = net.add_input("x", xi.info().clone()).unwrap();
+            let xf = dq(&mut net, "dq_x", x, &[0.05], 3);
+            let wv = tensor(
+                DataType::I8,
+                &[m, c / group, 3, 3],
+                &bytes(m * c / group * 9, 2),
+            );
+            let wt = net.add_constant("w", wv).unwrap();
+            let scales: Vec<f32> = (0..m).map(|i| 0.01 + 0.003 * i as f32).collect();
+            let wf = dq(&mut net, "dq_w", wt, &scales, 0);
+            let b: Vec<f32> = (0..m).map(|i| i as f32 * 0.01 - 0.02).collect();
+            let bt = net
+                .add_constant("b", Tensor::from_vec(vec![m], b).unwrap())
+                .unwrap();
+            let window = Window {
+                kernel: vec![3, 3],
+                strides: vec![2, 1],
+                pads: vec![1, 1, 1, 1],
+                ..Window::default()
+            };
+            let op = Op::Conv(ConvDesc { window, group });
+            let y = net.add_layer("conv", op, &[xf, wf, bt]).unwrap()[0];
+            let y = net
+                .add_layer("relu", Op::Unary(UnaryOp::Relu), &[y])
+                .unwrap()[0];
+            quantize(&mut net, y, 0.02, -5);
+            let chain = run_layers(&net, &xi);
+            let (replaced, got) = folded(&net, &xi);
+            // conv, relu, q and both dequantizations.
+            assert_eq!(replaced, 5, "c {c} m {m} group {group}");
+            assert_eq!(got.len(), chain.len());
+            assert!(got.iter().all(|&v| v >= -5.0), "relu's floor: {got:?}");
+            let worst = got
+                .iter()
+                .zip(&chain)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0.0, f64::max);
+            assert!(worst <= 1.0, "c {c} m {m} group {group}: {worst}");
+            assert!(got.iter().any(|&v| v > 0.0), "all clamped: {got:?}");
+        }
+    }
+
+    #[test]
+    fn fully_connected_folds_through_a_reshape() {
+        let (k, n) = (12, 5);
+        let mut net = Network::new();
+        let xi = tensor(DataType::I8, &[1, 3, 2, 2], &bytes(k, 3));
+        let x = net.add_input("x", xi.info().clone()).unwrap();
+        let xf = dq(&mut net, "dq_x", x, &[0.1], -2);
+        let xr = net
+            .add_layer("reshape", Op::Reshape { shape: vec![1, k] }, &[xf])
+            .unwrap()[0];
+        let wt = net
+            .add_constant("w", tensor(DataType::I8, &[n, k], &bytes(n * k, 4)))
+            .unwrap();
+        let wf = dq(&mut net, "dq_w", wt, &[0.02], 0);
+        let op = Op::Gemm(GemmDesc {
+            trans_b: true,
+            ..GemmDesc::default()
+        });
+        let y = net.add_layer("gemm", op, &[xr, wf]).unwrap()[0];
+        quantize(&mut net, y, 0.5, 1);
+        let chain = run_layers(&net, &xi);
+        let (replaced, got) = folded(&net, &xi);
+        assert_eq!(replaced, 5);
+        // Exact sums, by hand: one scale 0.1 · 0.02 / 0.5 for every output.
+        let xs = bytes(k, 3);
+        let ws = bytes(n * k, 4);
+        for j in 0..n {
+            let sum: i64 = (0..k)
+                .map(|i| (xs[i] as i64 + 2) * ws[j * k + i] as i64)
+                .sum();
+            let scale = backplane_core::quant::requant_scale(0.1, 0.02, 0.5);
+            let want = backplane_core::quant::requantize(sum, scale, 1, -128, 127);
+            assert_eq!(got[j], f64::from(want), "output {j}");
+            assert!((got[j] - chain[j]).abs() <= 1.0);
+        }
+    }
+
+    #[test]
+    fn chains_that_are_not_quantized_patterns_stay_as_they_are() {
+        // A Conv of f32 weights between quantizations: nothing to fold.
+        let mut net = Network::new();
+        let xi = tensor(DataType::I8, &[1, 1, 3, 3], &bytes(9, 5));
+        let x = net.add_input("x", xi.info().clone()).unwrap();
+        let xf = dq(&mut net, "dq_x", x, &[0.1], 0);
+        let w = net
+            .add_constant(
+                "w",
+                Tensor::from_vec(vec![1, 1, 1, 1], vec![0.5f32]).unwrap(),
+            )
+            .unwrap();
+        let window = Window {
+            kernel: vec![1, 1],
+            ..Window::default()
+        };
+        let op = Op::Conv(ConvDesc { window, group: 1 });
+        let y = net.add_layer("conv", op, &[xf, w]).unwrap()[0];
+        quantize(&mut net, y, 0.1, 0);
+        let ids: Vec<LayerId> = (0..net.layers().len()).map(LayerId).collect();
+        let views = optimize(&SubgraphView::new(&net, ids));
+        assert!(views.substitutions.is_empty());
+    }
+}
