@@ -118,18 +118,18 @@ pub(crate) fn range(dt: DataType) -> Option<(i32, i32)> {
     }
 }
 
-fn ints(v: &TensorView<'_>) -> Vec<i32> {
+/// Element `i` of an 8-bit view, as an integer (the view is read in place: no copy).
+fn int_at(v: &TensorView<'_>, i: usize) -> i32 {
     match v.info.dtype {
-        DataType::I8 => v.data.iter().map(|&b| i32::from(b as i8)).collect(),
-        _ => v.data.iter().map(|&b| i32::from(b)).collect(),
+        DataType::I8 => i32::from(v.data[i] as i8),
+        _ => i32::from(v.data[i]),
     }
 }
 
-fn int32s(v: &TensorView<'_>) -> Vec<i64> {
-    v.data
-        .chunks_exact(4)
-        .map(|b| i64::from(i32::from_le_bytes([b[0], b[1], b[2], b[3]])))
-        .collect()
+/// Element `i` of an int32 view.
+fn int32_at(v: &TensorView<'_>, i: usize) -> i64 {
+    let b = &v.data[4 * i..4 * i + 4];
+    i64::from(i32::from_le_bytes([b[0], b[1], b[2], b[3]]))
 }
 
 /// The byte of an 8-bit value (two's complement for i8).
@@ -248,7 +248,6 @@ fn conv_kernel(
         let [yv] = outputs else {
             return Err(BackendError::Other("QLinearConv has one output".into()));
         };
-        let (xs, ws, bias) = (ints(xv), ints(wv), int32s(bv));
         let mg = m / g;
         for img in 0..n {
             for oc in 0..m {
@@ -256,7 +255,7 @@ fn conv_kernel(
                 let zw = QParams::channel(&d.q.w_zeros, oc);
                 for oy in 0..oh {
                     for ox in 0..ow {
-                        let mut sum = bias[oc];
+                        let mut sum = int32_at(bv, oc);
                         for ic in 0..cg {
                             let ch = grp * cg + ic;
                             for ky in 0..kh {
@@ -271,8 +270,9 @@ fn conv_kernel(
                                     let Some(ix) = ix.filter(|&v| v < wd) else {
                                         continue;
                                     };
-                                    let xq = xs[((img * c + ch) * h + iy) * wd + ix] - d.q.x.1;
-                                    let wq = ws[((oc * cg + ic) * kh + ky) * kw + kx] - zw;
+                                    let xq =
+                                        int_at(xv, ((img * c + ch) * h + iy) * wd + ix) - d.q.x.1;
+                                    let wq = int_at(wv, ((oc * cg + ic) * kh + ky) * kw + kx) - zw;
                                     sum += i64::from(xq) * i64::from(wq);
                                 }
                             }
@@ -320,18 +320,13 @@ fn gemm_kernel(
         let [yv] = outputs else {
             return Err(BackendError::Other("QLinearGemm has one output".into()));
         };
-        let (xs, ws, bias) = (ints(xv), ints(wv), int32s(bv));
         for r in 0..rows {
             for j in 0..nn {
                 let zw = QParams::channel(&d.q.w_zeros, j);
-                let mut sum = bias[j];
+                let mut sum = int32_at(bv, j);
                 for i in 0..k {
-                    let wq = if d.trans_b {
-                        ws[j * k + i]
-                    } else {
-                        ws[i * nn + j]
-                    };
-                    sum += i64::from(xs[r * k + i] - d.q.x.1) * i64::from(wq - zw);
+                    let wq = int_at(wv, if d.trans_b { j * k + i } else { i * nn + j });
+                    sum += i64::from(int_at(xv, r * k + i) - d.q.x.1) * i64::from(wq - zw);
                 }
                 yv.data[r * nn + j] = byte(d.q.output(j, sum));
             }
