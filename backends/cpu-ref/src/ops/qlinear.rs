@@ -334,3 +334,52 @@ fn gemm_kernel(
         Ok(())
     }))
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::panic)]
+    use super::*;
+    use crate::support::check;
+    use backplane_core::Op;
+
+    fn gemm(w_scales: Vec<f32>, clamp: (i32, i32)) -> Op {
+        let q = QParams {
+            x: (0.1, 0),
+            w_scales,
+            w_zeros: vec![0],
+            y: (0.5, 0),
+            clamp,
+        };
+        let y = TensorInfo::new(DataType::I8, vec![2, 3]);
+        Op::Custom(custom_op(QGEMM, QGemmDesc { trans_b: true, q }, y))
+    }
+
+    #[test]
+    fn integer_layers_refuse_what_their_descriptions_do_not_fit() {
+        let x = TensorInfo::new(DataType::I8, vec![2, 4]);
+        let w = TensorInfo::new(DataType::I8, vec![3, 4]);
+        let b = TensorInfo::new(DataType::I32, vec![3]);
+        assert!(check(&gemm(vec![0.1], (-128, 127)), &[&x, &w, &b]).is_ok());
+        // x is not rows of K = 4.
+        let x5 = TensorInfo::new(DataType::I8, vec![2, 5]);
+        let r = check(&gemm(vec![0.1], (-128, 127)), &[&x5, &w, &b])
+            .err()
+            .unwrap();
+        assert!(r.contains("rows of 4"), "{r}");
+        // Two scales for three channels; a range outside i8.
+        assert!(check(&gemm(vec![0.1, 0.2], (-128, 127)), &[&x, &w, &b]).is_err());
+        assert!(check(&gemm(vec![0.1], (-128, 200)), &[&x, &w, &b]).is_err());
+        // f32 x, and a CpuRef custom op without its description.
+        let xf = TensorInfo::new(DataType::F32, vec![2, 4]);
+        assert!(check(&gemm(vec![0.1], (-128, 127)), &[&xf, &w, &b]).is_err());
+        let bare = Op::Custom(CustomOp {
+            domain: DOMAIN.to_string(),
+            op_type: QCONV.to_string(),
+            attributes: vec![],
+            outputs: vec![TensorInfo::new(DataType::I8, vec![1])],
+            payload: None,
+        });
+        let r = check(&bare, &[&x, &w, &b]).err().unwrap();
+        assert!(r.contains("not implemented"), "{r}");
+    }
+}
