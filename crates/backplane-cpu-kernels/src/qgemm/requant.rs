@@ -73,3 +73,42 @@ crate::multiversion! {
     /// (unit stride), compiled per tier.
     pub fn accumulate_taps(acc: &mut [i32], src: &[i16], tap: i32) => accumulate_taps_body;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use backplane_core::quant::requantize;
+
+    /// The vectorized requantization gives backplane-core's scalar rule (CpuRef's) on every
+    /// sum, signed and unsigned outputs, with and without an activation's range.
+    #[test]
+    fn requantize_f32_equals_the_core_rule() {
+        let sums: Vec<i32> = (-3000..3000).map(|i| i * 37 + (i % 7) * 1001).collect();
+        for (bias, scale, zero, lo, hi) in [
+            (0, 0.013_f32, 0, -128, 127),
+            (-517, 0.002_1, -7, -7, 127),
+            (40, 0.031, 128, 128, 200),
+            (3, requant_scale(0.02, 0.003_3, 0.047), 5, -128, 127),
+        ] {
+            let p = FloatRequant {
+                bias,
+                scale,
+                zero: zero as f32,
+                lo: (lo - zero) as f32,
+                hi: (hi - zero) as f32,
+            };
+            let mut out = vec![0u8; sums.len()];
+            requantize_f32(&sums, &mut out, p);
+            let unsigned = lo >= 0;
+            for (&s, &o) in sums.iter().zip(&out) {
+                let want = requantize(i64::from(s) + i64::from(bias), scale, zero, lo, hi);
+                let got = if unsigned {
+                    i32::from(o)
+                } else {
+                    i32::from(o as i8)
+                };
+                assert_eq!(got, want, "sum {s} bias {bias} scale {scale}");
+            }
+        }
+    }
+}
