@@ -1,6 +1,6 @@
 //! # backplane-cpu-ref: the reference CPU backend
 //!
-//! CpuRef runs every standard operator of [`backplane_core::Op`] (all but `Custom`) with plain,
+//! CpuRef runs every standard operator of [`backplane_core::Op`] (of `Custom`, its own only) with plain,
 //! obviously-correct kernels: no SIMD, no threads, no `unsafe`. It is the correctness oracle
 //! other backends are tested against, and it folds constant subgraphs for the importer through
 //! [`CpuRefEvaluator`]. It is not meant to be fast.
@@ -34,8 +34,12 @@
 //!
 //! f16 elementwise math is computed in f64 and rounded once to f16.
 //!
-//! Quantized tensors are accepted only by the data-movement ops; [`CpuRefLayerSupport`]
-//! explains every refusal (op, input, data type).
+//! Quantized tensors are accepted only by the data-movement ops and by CpuRef's two integer
+//! layers (custom ops of domain `CpuRef`, `QLinearConv` and `QLinearGemm`), which its
+//! `optimize_subgraph` makes of `DequantizeLinear → Conv | Gemm | MatMul → QuantizeLinear`
+//! chains with constant 8-bit weights: exact integer sums requantized by XNNPACK's rule
+//! (`backplane_core::quant::requantize`), LiteRT's and ONNX Runtime's integer semantics.
+//! [`CpuRefLayerSupport`] explains every refusal (op, input, data type).
 //!
 //! ## Entry points
 //!
@@ -43,6 +47,7 @@
 //! * [`evaluate`]: run one op on owned tensors (tests, tools, constant folding).
 //! * [`CpuRefEvaluator`]: [`evaluate`] behind backplane-core's `Evaluator` trait.
 
+mod fold;
 mod memory;
 mod ops;
 mod support;
@@ -56,7 +61,7 @@ pub use workload::CpuRefWorkloadFactory;
 
 use backplane_backend_api::{
     Backend, BackendError, BackendId, Capabilities, CapabilityValue, LayerSupport, MemoryManager,
-    Result, WorkloadFactory,
+    OptimizationViews, Result, SubgraphView, WorkloadFactory,
 };
 use backplane_core::ops::Evaluator;
 use backplane_core::{Op, Tensor, TensorInfo, TensorView, TensorViewMut};
@@ -103,6 +108,11 @@ impl Backend for CpuRefBackend {
         memory_manager: Option<Arc<dyn MemoryManager>>,
     ) -> Result<Box<dyn WorkloadFactory>> {
         Ok(Box::new(CpuRefWorkloadFactory::new(memory_manager)))
+    }
+
+    /// Quantized chains with constant 8-bit weights become integer layers ([`fold`]).
+    fn optimize_subgraph(&self, subgraph: &SubgraphView<'_>) -> OptimizationViews {
+        fold::optimize(subgraph)
     }
 
     fn capabilities(&self) -> Capabilities {

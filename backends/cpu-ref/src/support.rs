@@ -29,12 +29,15 @@ impl LayerSupport for CpuRefLayerSupport {
 /// layer (same operator, input data types and ranks). CpuRef's plans check input types and
 /// quantization, and that the declared outputs are what the op's shape inference gives (the
 /// importer declared them with that inference); no plan reads a dimension or a constant. The
-/// builtin backend's operators and custom operators are refused whatever their shapes. Every
-/// operator is named, so a new one must be decided here.
+/// builtin backend's operators and other backends' custom operators are refused whatever
+/// their shapes. Every operator is named, so a new one must be decided here.
 pub(crate) fn holds_for_every_shape(op: &Op) -> bool {
     match op {
         // Refused at every shape.
-        Op::MemCopy | Op::MemImport | Op::Permute { .. } | Op::Custom(_) => true,
+        Op::MemCopy | Op::MemImport | Op::Permute { .. } => true,
+        // Others' custom operators are refused at every shape; CpuRef's integer layers check
+        // their inputs' shapes against their descriptions.
+        Op::Custom(c) => c.domain != crate::CPU_REF_ID,
         Op::If(_) | Op::Loop(_) | Op::Scan(_) => true,
         // Types only.
         Op::Identity | Op::Reshape { .. } | Op::Flatten { .. } | Op::Squeeze { .. } => true,
@@ -87,6 +90,10 @@ pub(crate) fn plan_layer(layer: &LayerDesc) -> Result<Plan, String> {
 pub(crate) fn check(op: &Op, inputs: &[&TensorInfo]) -> Result<(Plan, Vec<TensorInfo>), String> {
     let plan = plan::plan(op)?;
     let outputs = plan.check(op, inputs)?;
+    if let Op::Custom(c) = op {
+        // CpuRef's integer layers: their shapes agree with their descriptions.
+        crate::ops::qlinear::kernel(c, inputs).map(drop)?;
+    }
     Ok((plan, outputs))
 }
 

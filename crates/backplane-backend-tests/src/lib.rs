@@ -12,7 +12,8 @@
 //! - **quantized sweeps** ([`quant_sweeps`]): random QDQ chains (int8 and uint8 convolutions,
 //!   fully connected layers, MatMuls of constant weights, ONNX's QLinearConv as imported,
 //!   elementwise layers, and whole inverted-residual blocks behind an NHWC input) with
-//!   CpuRef behind the backend, within one quantum of CpuRef;
+//!   CpuRef behind the backend, equal to CpuRef to the byte on CpuAcc (within one quantum
+//!   on other backends, which may run part of a chain in f32);
 //! - **block sweeps** ([`block_sweeps`]): random CNN blocks (an inverted residual with
 //!   squeeze-excite) that a backend may rewrite as a whole, CpuRef behind it, against CpuRef;
 //! - **ONNX node tests** ([`node_tests`]), when the `onnx` package's test data is at hand;

@@ -144,3 +144,44 @@ fn int8_fully_connected_layers_fold_and_match_litert() {
     assert!(o.status.success(), "{out}\n{err}");
     assert!(out.contains("every output matches"), "{out}");
 }
+
+/// CpuRef alone computes the int8 MobileNetV2 stem with LiteRT's integer semantics: its
+/// quantized convolutions fold into CpuRef's integer layers, and every output byte equals
+/// LiteRT's (the case holds a sum that one quantum separates from the f32 chain's).
+#[test]
+fn cpu_ref_runs_the_int8_stem_exactly_as_litert() {
+    let dir = "testdata/tflite/mobilenet_v2_stem_int8";
+    let model = format!("{dir}/model.tflite");
+    let o = backplane(&["inspect", &model, "--backends", "CpuRef"]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    let after = out
+        .split("layers after optimization")
+        .nth(1)
+        .unwrap_or_default();
+    let folded = after
+        .lines()
+        .filter(|l| l.contains("QLinearConv") && l.contains("CpuRef"))
+        .count();
+    assert!(folded >= 2, "{after}");
+    let o = backplane(&[
+        "run",
+        &model,
+        "--backends",
+        "CpuRef",
+        "--input",
+        &format!("serving_default_keras_tensor_39:0={dir}/input_0.npy"),
+        "--compare",
+        dir,
+        "--rtol",
+        "0",
+        "--atol",
+        "0",
+    ]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(
+        out.contains("every output matches (rtol 0, atol 0)"),
+        "{out}"
+    );
+}

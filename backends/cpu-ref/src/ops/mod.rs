@@ -27,6 +27,7 @@ mod norm;
 mod numeric;
 pub(crate) mod plan;
 mod pool;
+pub(crate) mod qlinear;
 mod quantize;
 mod recurrent;
 mod reduce;

@@ -68,6 +68,12 @@ impl Plan {
         self
     }
 
+    /// An integer layer of quantized inputs: they are accepted, the outputs are as declared.
+    fn quantized(mut self) -> Plan {
+        self.moves_data = true;
+        self
+    }
+
     /// A conversion (Cast): quantized inputs are accepted, the outputs are plain.
     fn converts(mut self) -> Plan {
         self.moves_data = true;
@@ -168,6 +174,7 @@ const DEQUANTIZABLE: &[DataType] = &[
     DataType::F8E5M2,
     DataType::F8E5M2Fnuz,
 ];
+const EIGHT_BIT: &[DataType] = &[DataType::I8, DataType::U8];
 const F32_ONLY: &[DataType] = &[DataType::F32];
 const FLOATS: &[DataType] = &[DataType::F32, DataType::F16];
 /// Float types of kernels that compute in f64 (through `Scalar`s or f64 values).
@@ -258,12 +265,11 @@ pub(crate) fn plan(op: &Op) -> Result<Plan, String> {
         | Op::Unsqueeze { .. } => unary_kernel(ANY_TYPE, layout::copy).moves_data(),
         Op::MemCopy | Op::MemImport | Op::Permute { .. } => return builtin(),
         Op::If(_) | Op::Loop(_) | Op::Scan(_) => return builtin(),
-        Op::Custom(custom) => {
-            return Err(format!(
-                "custom operator '{}' (domain '{}') is not implemented by CpuRef",
-                custom.op_type, custom.domain
-            ))
-        }
+        // CpuRef's own integer layers (folded quantized chains); other custom ops are refused.
+        Op::Custom(custom) => Plan::new(EIGHT_BIT, super::qlinear::deferred(custom)?)
+            .slot(2, &[DataType::I32])
+            .names(&["x", "w", "bias"])
+            .quantized(),
         Op::Unary(u) => {
             let types = match u {
                 UnaryOp::Relu | UnaryOp::Abs | UnaryOp::Clip { .. } => NUMERIC,

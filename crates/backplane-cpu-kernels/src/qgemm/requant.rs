@@ -7,14 +7,10 @@
 //! rounding boundary or on a tie. ONNX's QLinearConv/QLinearMatMul define the result as the
 //! real value rounded half to even, as here.
 
-/// The requantization multiplier of a convolution's or product's output channel:
-/// `x_scale · w_scale / y_scale`, formed in f32 in that order (two roundings), as XNNPACK
-/// and ONNX Runtime's MLAS form it. The real quotient rounded once to f32 can differ by one
-/// unit in the last place, and a sum near a rounding boundary then lands one quantum away
-/// from theirs.
-pub fn requant_scale(x_scale: f32, w_scale: f32, y_scale: f32) -> f32 {
-    x_scale * w_scale / y_scale
-}
+/// The requantization multiplier of a convolution's or product's output channel,
+/// `x_scale · w_scale / y_scale` in f32 in that order: backplane-core's rule, which CpuRef
+/// uses too.
+pub use backplane_core::quant::requant_scale;
 
 /// The parameters of [`requantize_f32`] for one output channel.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -76,4 +72,43 @@ crate::multiversion! {
     /// `acc[i] += tap · src[i]`: one tap of a depthwise convolution along an output row
     /// (unit stride), compiled per tier.
     pub fn accumulate_taps(acc: &mut [i32], src: &[i16], tap: i32) => accumulate_taps_body;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use backplane_core::quant::requantize;
+
+    /// The vectorized requantization gives backplane-core's scalar rule (CpuRef's) on every
+    /// sum, signed and unsigned outputs, with and without an activation's range.
+    #[test]
+    fn requantize_f32_equals_the_core_rule() {
+        let sums: Vec<i32> = (-3000..3000).map(|i| i * 37 + (i % 7) * 1001).collect();
+        for (bias, scale, zero, lo, hi) in [
+            (0, 0.013_f32, 0, -128, 127),
+            (-517, 0.002_1, -7, -7, 127),
+            (40, 0.031, 128, 128, 200),
+            (3, requant_scale(0.02, 0.003_3, 0.047), 5, -128, 127),
+        ] {
+            let p = FloatRequant {
+                bias,
+                scale,
+                zero: zero as f32,
+                lo: (lo - zero) as f32,
+                hi: (hi - zero) as f32,
+            };
+            let mut out = vec![0u8; sums.len()];
+            requantize_f32(&sums, &mut out, p);
+            let unsigned = lo >= 0;
+            for (&s, &o) in sums.iter().zip(&out) {
+                let want = requantize(i64::from(s) + i64::from(bias), scale, zero, lo, hi);
+                let got = if unsigned {
+                    i32::from(o)
+                } else {
+                    i32::from(o as i8)
+                };
+                assert_eq!(got, want, "sum {s} bias {bias} scale {scale}");
+            }
+        }
+    }
 }
