@@ -101,7 +101,14 @@ mod tests {
 
     #[test]
     fn filled_holds_the_value_at_every_length() {
-        for len in [0usize, 1, 7, MIN_BYTES / 4 - 1, MIN_BYTES / 4 + 4099, 3 * MIN_BYTES / 4] {
+        for len in [
+            0usize,
+            1,
+            7,
+            MIN_BYTES / 4 - 1,
+            MIN_BYTES / 4 + 4099,
+            3 * MIN_BYTES / 4,
+        ] {
             let v = filled(len, 1.5f32).expect("small allocation");
             assert_eq!(v.len(), len);
             assert!(v.iter().all(|&x| x == 1.5));
@@ -168,7 +175,10 @@ mod tests {
         if thp.contains('[') && !thp.contains("[never]") {
             let middle = v.as_ptr() as usize + v.len() / 2;
             let flags = vm_flags(middle).expect("the buffer's mapping in smaps");
-            assert!(flags.split_whitespace().any(|f| f == "hg"), "VmFlags:{flags}");
+            assert!(
+                flags.split_whitespace().any(|f| f == "hg"),
+                "VmFlags:{flags}"
+            );
         }
     }
 }
