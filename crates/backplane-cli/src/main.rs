@@ -18,7 +18,6 @@ mod backend_test;
 mod backends;
 mod bench;
 mod data_dependent;
-mod huge_pages;
 mod inspect;
 mod profile;
 mod run;
@@ -215,10 +214,8 @@ impl From<backplane::npy::NpyError> for CliError {
 }
 
 fn main() -> ExitCode {
-    huge_pages::reexec_with_huge_pages();
     let cli = Cli::parse();
     init_logging(cli.verbose);
-    huge_pages::log_state();
     let result = match cli.command {
         Command::Run(args) => run::run(&args),
         Command::Bench(args) => bench::bench(&args),

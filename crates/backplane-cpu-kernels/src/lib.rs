@@ -22,7 +22,6 @@
 //! * [`elementwise`]: in-place activations as explicit vector code.
 //! * [`multiversion`]: safe bodies (of any crate) compiled per tier.
 //! * [`threads`]: the intra-op thread pool the kernels are run on.
-//! * [`huge_pages`]: transparent huge-page advice for the large buffers.
 //!
 //! The public API is safe. The rules that make the `unsafe` inside sound: vector code is
 //! entered only when the tier says the CPU has its features; every entry point checks each
@@ -38,7 +37,6 @@ pub mod elementwise;
 pub mod gemm;
 pub mod gemv;
 pub mod geo;
-pub mod huge_pages;
 pub mod isa;
 pub mod multiversion;
 pub mod nhwc_depthwise;

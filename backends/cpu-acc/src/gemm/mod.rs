@@ -17,7 +17,6 @@ use backplane_backend_api::{BackendError, Result};
 use std::cell::RefCell;
 
 pub use backplane_cpu_kernels::gemm::{panel_offset, KC};
-use backplane_cpu_kernels::huge_pages;
 use shifted::pack_b_shifted;
 pub use shifted::Shifted;
 
@@ -69,11 +68,7 @@ impl Packed {
     /// Pack with `get(index along the panelled dimension, k)`.
     fn pack(len: usize, k: usize, panel: usize, get: impl Fn(usize, usize) -> f32) -> Self {
         let padded = len.div_ceil(panel) * panel;
-        // Huge pages asked for before the first write: a large operand's placement (cache
-        // sets, TLB reach) is then the same from one process to the next.
-        let mut data = Vec::with_capacity(padded * k);
-        huge_pages::advise(&mut data);
-        data.resize(padded * k, 0f32);
+        let mut data = vec![0f32; padded * k];
         let mut at = 0;
         for k0 in (0..k).step_by(KC) {
             let kc = KC.min(k - k0);
@@ -378,10 +373,6 @@ pub(crate) fn take(buf: &'static std::thread::LocalKey<RefCell<Vec<f32>>>, len: 
             .unwrap_or_default()
     });
     if v.len() < len {
-        if v.capacity() < len {
-            v.reserve_exact(len - v.len());
-            huge_pages::advise(&mut v);
-        }
         v.resize(len, 0.0);
     }
     v
@@ -394,8 +385,11 @@ pub(crate) fn try_take(
     len: usize,
 ) -> Result<Vec<f32>> {
     let mut v = take(buf, 0);
-    huge_pages::grow(&mut v, len, 0.0)
-        .map_err(|_| err(&format!("no memory for a {len}-float scratch buffer")))?;
+    if v.len() < len {
+        v.try_reserve_exact(len - v.len())
+            .map_err(|_| err(&format!("no memory for a {len}-float scratch buffer")))?;
+        v.resize(len, 0.0);
+    }
     Ok(v)
 }
 

@@ -336,14 +336,14 @@ impl LoadedNetwork {
         }
         let line_words = crate::memory_plan::ALIGNMENT / 8;
         let words = self.arena_bytes.div_ceil(8).saturating_add(line_words);
-        // Huge pages asked for before the arena is first written: its placement (cache sets,
-        // TLB reach) is then the same from one process to the next.
-        let arena = backplane_cpu_kernels::huge_pages::filled(words, 0u64).map_err(|_| {
-            RuntimeError::OutOfMemory {
+        let mut arena = Vec::new();
+        arena
+            .try_reserve_exact(words)
+            .map_err(|_| RuntimeError::OutOfMemory {
                 what: format!("the working memory of network {}", self.id.0),
                 bytes: self.arena_bytes,
-            }
-        })?;
+            })?;
+        arena.resize(words, 0u64);
         let misaligned = arena.as_ptr() as usize % crate::memory_plan::ALIGNMENT;
         let arena_start =
             (crate::memory_plan::ALIGNMENT - misaligned) % crate::memory_plan::ALIGNMENT / 8;
