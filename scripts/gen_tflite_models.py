@@ -167,9 +167,11 @@ def convert(model, sample_shape, seed, int8):
     return conv.convert()
 
 
-def reference(model_bytes, seed):
-    """Runs LiteRT on a seeded input; returns (inputs, outputs) in subgraph order."""
-    interp = Interpreter(model_content=model_bytes)
+def reference(model_bytes, seed, resolver=None):
+    """Runs LiteRT on a seeded input; returns (inputs, outputs) in subgraph order. `resolver`:
+    LiteRT's op resolver (`OpResolverType`), its default (XNNPACK) when None."""
+    options = {} if resolver is None else {"experimental_op_resolver_type": resolver}
+    interp = Interpreter(model_content=model_bytes, **options)
     interp.allocate_tensors()
     rng = np.random.default_rng(seed)
     inputs = []

@@ -41,7 +41,7 @@ import tensorflow as tf  # noqa: E402
 from ai_edge_litert.interpreter import Interpreter, OpResolverType  # noqa: E402
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from gen_tflite_models import calibrate_batch_norms, convert  # noqa: E402
+from gen_tflite_models import calibrate_batch_norms, convert, reference  # noqa: E402
 
 keras = tf.keras
 
@@ -123,26 +123,6 @@ def mobilenet_v3_small_head(seed):
         cut = [n for n in names if n.startswith("expanded_conv_3") and "project_bn" in n]
     head = keras.Model(full.input, full.get_layer(cut[-1]).output)
     return head
-
-
-def reference(model_bytes, seed, resolver):
-    """Runs LiteRT on a seeded input (as gen_tflite_models.py draws it); (inputs, outputs)."""
-    interp = Interpreter(model_content=model_bytes, experimental_op_resolver_type=resolver)
-    interp.allocate_tensors()
-    rng = np.random.default_rng(seed)
-    inputs = []
-    for d in interp.get_input_details():
-        shape = tuple(d["shape"])
-        if d["dtype"] == np.float32:
-            v = rng.uniform(-1, 1, shape).astype(np.float32)
-        else:
-            info = np.iinfo(d["dtype"])
-            v = rng.integers(info.min, info.max + 1, shape).astype(d["dtype"])
-        interp.set_tensor(d["index"], v)
-        inputs.append(v)
-    interp.invoke()
-    outputs = [interp.get_tensor(d["index"]).copy() for d in interp.get_output_details()]
-    return inputs, outputs
 
 
 def sparse_features_net(seed):
