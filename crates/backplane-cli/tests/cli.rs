@@ -114,10 +114,10 @@ fn compare_against_onnx_runtime_outputs_and_catch_a_mismatch() {
         "x=testdata/e2e/input_x.npy",
         "--compare",
     ];
-    let o = backplane(&[&args[..], &[dir.to_str().unwrap()]].concat());
-    let (out, err) = text(&o);
-    assert!(o.status.success(), "{out}\n{err}");
-    assert!(out.contains("compare: every output matches"), "{out}");
+    common::assert_outputs_match(
+        &[&args[..], &[dir.to_str().unwrap()]].concat(),
+        "convnet against ONNX Runtime's outputs",
+    );
 
     // Swap the two expected files: shapes differ, so both outputs mismatch (exit code 3).
     std::fs::copy(
@@ -475,17 +475,17 @@ fn onnx_test_data_sets_work_as_inputs_and_expectations() {
         write_pb(&t, &dir.join(format!("output_{k}.pb")));
     }
     let input = format!("x={}", dir.join("input_0.pb").display());
-    let o = backplane(&[
-        "run",
-        "testdata/e2e/convnet.onnx",
-        "--input",
-        &input,
-        "--compare",
-        dir.to_str().unwrap(),
-    ]);
-    let (out, err) = text(&o);
-    assert!(o.status.success(), "{out}\n{err}");
-    assert!(out.contains("compare: every output matches"), "{out}");
+    common::assert_outputs_match(
+        &[
+            "run",
+            "testdata/e2e/convnet.onnx",
+            "--input",
+            &input,
+            "--compare",
+            dir.to_str().unwrap(),
+        ],
+        "an ONNX test data set as inputs and expectations",
+    );
     std::fs::write(dir.join("bad.pb"), b"\xff\xff\xff").unwrap();
     let bad = format!("x={}", dir.join("bad.pb").display());
     let o = backplane(&["run", "testdata/e2e/convnet.onnx", "--input", &bad]);

@@ -172,19 +172,19 @@ fn sequence_inputs_and_outputs_travel_as_pb_files() {
     };
     write_pb(&expected.join("output_1.pb"), &parts(3));
     let exp = expected.to_str().unwrap();
-    let o = backplane(&[
-        "run",
-        model,
-        "--input",
-        &sa,
-        "--input",
-        &xa,
-        "--compare",
-        exp,
-    ]);
-    let (out, err) = text(&o);
-    assert!(o.status.success(), "{out}\n{err}");
-    assert!(out.contains("every output matches"), "{out}");
+    common::assert_outputs_match(
+        &[
+            "run",
+            model,
+            "--input",
+            &sa,
+            "--input",
+            &xa,
+            "--compare",
+            exp,
+        ],
+        "outputs from ONNX test data sets",
+    );
     write_pb(&expected.join("output_1.pb"), &parts(2));
     let o = backplane(&[
         "run",

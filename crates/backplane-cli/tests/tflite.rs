@@ -9,23 +9,23 @@ use common::{backplane, text};
 fn run_compares_a_tflite_model_with_litert() {
     let dir = "testdata/tflite/mobile_blocks_f32";
     for backends in ["CpuRef", "CpuAcc,CpuRef"] {
-        let o = backplane(&[
-            "run",
-            &format!("{dir}/model.tflite"),
-            "--backends",
+        common::assert_outputs_match(
+            &[
+                "run",
+                &format!("{dir}/model.tflite"),
+                "--backends",
+                backends,
+                "--input",
+                &format!("serving_default_image:0={dir}/input_0.npy"),
+                "--compare",
+                dir,
+                "--rtol",
+                "1e-4",
+                "--atol",
+                "1e-5",
+            ],
             backends,
-            "--input",
-            &format!("serving_default_image:0={dir}/input_0.npy"),
-            "--compare",
-            dir,
-            "--rtol",
-            "1e-4",
-            "--atol",
-            "1e-5",
-        ]);
-        let (out, err) = text(&o);
-        assert!(o.status.success(), "{backends}: {out}\n{err}");
-        assert!(out.contains("every output matches"), "{out}");
+        );
     }
 }
 
@@ -128,21 +128,21 @@ fn int8_fully_connected_layers_fold_and_match_litert() {
         "{after}"
     );
     // Within one quantum of LiteRT.
-    let o = backplane(&[
-        "run",
-        &model,
-        "--backends",
-        "CpuAcc,CpuRef",
-        "--input",
-        &format!("serving_default_seq:0={dir}/input_0.npy"),
-        "--compare",
-        dir,
-        "--atol",
-        "1",
-    ]);
-    let (out, err) = text(&o);
-    assert!(o.status.success(), "{out}\n{err}");
-    assert!(out.contains("every output matches"), "{out}");
+    common::assert_outputs_match(
+        &[
+            "run",
+            &model,
+            "--backends",
+            "CpuAcc,CpuRef",
+            "--input",
+            &format!("serving_default_seq:0={dir}/input_0.npy"),
+            "--compare",
+            dir,
+            "--atol",
+            "1",
+        ],
+        "int8 fully connected layers against LiteRT",
+    );
 }
 
 /// CpuRef alone computes the int8 MobileNetV2 stem with LiteRT's integer semantics: its
