@@ -203,8 +203,11 @@ fn options_for(bytes: &[u8]) -> ImportOptions {
 /// Import an ONNX or (by its `TFL3` identifier) TFLite model.
 fn import(bytes: &[u8]) -> Result<backplane::Network, String> {
     if backplane::tflite::is_tflite(bytes) {
-        return backplane::tflite::import_bytes(bytes, &Default::default())
-            .map_err(|e| e.to_string());
+        let options = backplane::tflite::ImportOptions {
+            evaluator: Some(std::sync::Arc::new(backplane::cpu_ref::CpuRefEvaluator)),
+            ..Default::default()
+        };
+        return backplane::tflite::import_bytes(bytes, &options).map_err(|e| e.to_string());
     }
     let options = options_for(bytes);
     backplane::onnx::import_bytes(bytes, None, &options).map_err(|e| e.to_string())

@@ -12,8 +12,14 @@
 //! regions included); constants are permuted at import, never at run time.
 
 use crate::error::{Result, TfliteError};
+use backplane_core::ops::Evaluator;
 use backplane_core::{Network, Op, Tensor, TensorId, TensorInfo};
 use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Most elements a layer computed at import may read or write (all inputs, the output): the
+/// shape arithmetic of a model (SHAPE → STRIDED_SLICE → PACK → RESHAPE) is a few values.
+const MAX_FOLDED_ELEMENTS: usize = 4096;
 
 /// NHWC axis `a` of a 4-D tensor is NCHW axis `NHWC_TO_NCHW[a]`.
 pub(crate) const NHWC_TO_NCHW: [usize; 4] = [0, 2, 3, 1];
@@ -38,15 +44,18 @@ pub(crate) struct Graph {
     forms: HashMap<usize, Forms>,
     names: HashMap<usize, String>,
     counter: usize,
+    /// Computes at import the small layers whose inputs are all constants (see [`Graph::layer`]).
+    evaluator: Option<Arc<dyn Evaluator + Send + Sync>>,
 }
 
 impl Graph {
-    pub fn new() -> Self {
+    pub fn new(evaluator: Option<Arc<dyn Evaluator + Send + Sync>>) -> Self {
         Graph {
             net: Network::new(),
             forms: HashMap::new(),
             names: HashMap::new(),
             counter: 0,
+            evaluator,
         }
     }
 
@@ -173,12 +182,57 @@ impl Graph {
         )
     }
 
-    /// Add a one-output layer named `name`.
+    /// Add a one-output layer named `name`; with an evaluator, a small layer whose inputs are
+    /// all constants is computed now and becomes a constant instead (so shape arithmetic does
+    /// not run at every execution, and a Reshape reading its result gets a static target).
     pub fn layer(&mut self, name: &str, op: Op, inputs: &[TensorId]) -> Result<TensorId> {
+        if let Some(value) = self.fold(&op, inputs) {
+            let name = self.fresh(name);
+            return Ok(self.net.add_constant(&name, value)?);
+        }
         let outs = self.net.add_layer(name, op, inputs)?;
         outs.first()
             .copied()
             .ok_or_else(|| TfliteError::Invalid(format!("layer '{name}' has no output")))
+    }
+
+    /// The value of `op` on `inputs` when every input is a constant, the op is one of the
+    /// shape-arithmetic kind and the inputs and the output hold at most
+    /// [`MAX_FOLDED_ELEMENTS`] values; `None` (the layer is added) otherwise, or when the
+    /// evaluator cannot compute it.
+    fn fold(&self, op: &Op, inputs: &[TensorId]) -> Option<Tensor> {
+        let evaluator = self.evaluator.as_ref()?;
+        let shape_arithmetic = matches!(
+            op,
+            Op::Slice(_)
+                | Op::Reshape { .. }
+                | Op::Unsqueeze { .. }
+                | Op::Squeeze { .. }
+                | Op::Concat { .. }
+                | Op::Gather { .. }
+                | Op::Cast { .. }
+                | Op::Binary(_)
+        );
+        if !shape_arithmetic || inputs.is_empty() {
+            return None;
+        }
+        let values: Vec<&Tensor> = inputs
+            .iter()
+            .map(|&t| self.net.tensor(t).constant().map(|c| &**c))
+            .collect::<Option<_>>()?;
+        let infos: Vec<&TensorInfo> = values.iter().map(|v| v.info()).collect();
+        let out = op.infer(&infos).ok()?;
+        let elements = infos
+            .iter()
+            .copied()
+            .chain(out.iter())
+            .map(|i| i.shape.elements())
+            .fold(0usize, usize::saturating_add);
+        if out.len() != 1 || elements > MAX_FOLDED_ELEMENTS {
+            return None;
+        }
+        let mut result = evaluator.evaluate(op, &values).ok()?;
+        (result.len() == 1).then(|| result.remove(0))
     }
 
     /// Add a constant with a fresh name derived from `base`.

@@ -29,20 +29,37 @@ mod sparse;
 
 pub use error::{Result, TfliteError, UnsupportedOp};
 
+use backplane_core::ops::Evaluator;
 use backplane_core::{Network, TensorInfo};
 use layout::Graph;
 use model::Model;
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
+use std::sync::Arc;
 
 /// The largest model file the importer reads (TFLite's flatbuffers are limited to 2 GiB).
 pub const MAX_MODEL_BYTES: u64 = 2 << 30;
 
 /// How to import a model.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct ImportOptions {
     /// The subgraph to import (0, the main one, unless set).
     pub subgraph: usize,
+    /// Computes at import the small shape-arithmetic layers whose inputs are all constants
+    /// (the facade passes CpuRef's); without one they run at every execution.
+    pub evaluator: Option<Arc<dyn Evaluator + Send + Sync>>,
+}
+
+impl std::fmt::Debug for ImportOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ImportOptions")
+            .field("subgraph", &self.subgraph)
+            .field(
+                "evaluator",
+                &self.evaluator.as_ref().map(|_| "dyn Evaluator"),
+            )
+            .finish()
+    }
 }
 
 /// Whether `bytes` look like a TFLite model: the file identifier `TFL3` at bytes 4..8.
@@ -129,7 +146,7 @@ pub fn inspect_inputs(bytes: &[u8], options: &ImportOptions) -> Result<Vec<(Stri
 pub fn import_bytes(bytes: &[u8], options: &ImportOptions) -> Result<Network> {
     let mut model = Model::read(bytes, options.subgraph)?;
     fold::fold_constants(&mut model)?;
-    let mut g = Graph::new();
+    let mut g = Graph::new(options.evaluator.clone());
     for (t, d) in model.tensors.iter().enumerate() {
         g.set_name(t, &d.name);
     }

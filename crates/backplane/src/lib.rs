@@ -204,12 +204,14 @@ pub fn load_onnx(path: &Path, options: &ImportOptions) -> Result<Network, Error>
     Ok(backplane_onnx::import_file(path, &options)?)
 }
 
-/// Import a TFLite model (`.tflite`).
+/// Import a TFLite model (`.tflite`), computing its shape arithmetic on constants with
+/// CpuRef at import.
 pub fn load_tflite(path: &Path) -> Result<Network, Error> {
-    Ok(backplane_tflite::import_file(
-        path,
-        &backplane_tflite::ImportOptions::default(),
-    )?)
+    let options = backplane_tflite::ImportOptions {
+        evaluator: Some(Arc::new(backplane_cpu_ref::CpuRefEvaluator)),
+        ..Default::default()
+    };
+    Ok(backplane_tflite::import_file(path, &options)?)
 }
 
 /// Import a model of either format: TFLite when the file is one (by its `.tflite` extension

@@ -229,6 +229,38 @@ fn f16_weights_behind_dequantize_become_constants() {
     );
 }
 
+/// Keras's squeeze-excite reshape computes its target from SHAPE (a constant: shapes are
+/// static) through STRIDED_SLICE and PACK: the facade's import computes that arithmetic with
+/// CpuRef, so no Slice, Unsqueeze or Concat runs at every execution and each Reshape has a
+/// constant target; without an evaluator the layers stay (and both imports agree).
+#[test]
+fn shape_arithmetic_on_constants_is_computed_at_import() {
+    for case in ["efficientnet_b0_head_f32", "efficientnet_b0_head_int8"] {
+        let path = repo().join(format!("testdata/tflite/zoo/{case}/model.tflite"));
+        let folded = backplane::load_tflite(&path).unwrap();
+        let plain = backplane::tflite::import_file(&path, &Default::default()).unwrap();
+        let count = |net: &backplane::Network, names: &[&str]| {
+            net.layers()
+                .iter()
+                .filter(|l| names.contains(&l.op.name()))
+                .count()
+        };
+        let arithmetic = ["Slice", "Unsqueeze", "Concat"];
+        assert!(count(&plain, &arithmetic) > 0, "{case}: nothing to fold");
+        assert_eq!(count(&folded, &arithmetic), 0, "{case}");
+        assert!(folded
+            .layers()
+            .iter()
+            .filter(|l| l.op.name() == "Reshape")
+            .all(|l| l
+                .inputs
+                .iter()
+                .skip(1)
+                .all(|&t| folded.tensor(t).constant().is_some())));
+        assert!(folded.layers().len() < plain.layers().len(), "{case}");
+    }
+}
+
 /// Every model `scripts/gen_tflite_zoo.py` builds, from the folder named by
 /// `BACKPLANE_TFLITE_ZOO`; prints one line per model and backend list (the docs' table)
 /// and fails if any model that LiteRT runs does not import, run and match:
