@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{assert_outputs_match, section_lines};
+use common::section_lines;
 
 const DIR: &str = "testdata/qdq_entry";
 
@@ -48,21 +48,5 @@ fn qdq_entry_model_matches_onnxruntime() {
     let model = format!("{DIR}/model.onnx");
     // CpuRef's folded integer convolutions equal onnxruntime's bytes; CpuAcc within a
     // quantum.
-    for (backends, atol) in [("CpuRef", "0"), ("CpuAcc,CpuRef", "1")] {
-        assert_outputs_match(
-            &[
-                "run",
-                &model,
-                "--backends",
-                backends,
-                "--input",
-                &format!("x={DIR}/input_0.npy"),
-                "--compare",
-                DIR,
-                "--atol",
-                atol,
-            ],
-            backends,
-        );
-    }
+    common::assert_quantized_outputs_match(&model, DIR);
 }

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{assert_outputs_match, section_lines};
+use common::section_lines;
 
 const DIR: &str = "testdata/qoperator";
 
@@ -46,21 +46,5 @@ fn qoperator_model_matches_onnxruntime() {
     let model = format!("{DIR}/model.onnx");
     // CpuRef computes the exact integer chain: equal to onnxruntime; CpuAcc's folded layers
     // compute the same operations, the QLinearMatMul within one quantum.
-    for (backends, atol) in [("CpuRef", "0"), ("CpuAcc,CpuRef", "1")] {
-        assert_outputs_match(
-            &[
-                "run",
-                &model,
-                "--backends",
-                backends,
-                "--input",
-                &format!("x={DIR}/input_0.npy"),
-                "--compare",
-                DIR,
-                "--atol",
-                atol,
-            ],
-            backends,
-        );
-    }
+    common::assert_quantized_outputs_match(&model, DIR);
 }

@@ -94,6 +94,29 @@ pub fn assert_outputs_match(args: &[&str], what: &str) {
     );
 }
 
+/// Run the quantized model `model` on input `x` from DIR's `input_0.npy` and compare it with
+/// DIR's expected outputs: exact on CpuRef (its integer layers), within one quantum on
+/// CpuAcc with CpuRef behind it.
+pub fn assert_quantized_outputs_match(model: &str, dir: &str) {
+    for (backends, atol) in [("CpuRef", "0"), ("CpuAcc,CpuRef", "1")] {
+        assert_outputs_match(
+            &[
+                "run",
+                model,
+                "--backends",
+                backends,
+                "--input",
+                &format!("x={dir}/input_0.npy"),
+                "--compare",
+                dir,
+                "--atol",
+                atol,
+            ],
+            backends,
+        );
+    }
+}
+
 /// A fresh, empty scratch folder for one test.
 pub fn scratch(tag: &str) -> Scratch {
     let dir = std::env::temp_dir().join(format!("backplane-cli-{tag}-{}", std::process::id()));
