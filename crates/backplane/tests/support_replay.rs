@@ -5,22 +5,17 @@
 
 mod support;
 
-use backplane::backend_api::{LayerDesc, LayerSupport, MemoryManager, Support, WorkloadFactory};
+use backplane::backend_api::{LayerDesc, LayerSupport, Support};
 use backplane::cpu_ref::CpuRefBackend;
 use backplane::{
     Backend, BackendFactory, BackendId, DynamicNetwork, ImportOptions, OptimizerOptions, Tensor,
 };
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use support::{repo, token_ids};
+use support::{repo, token_ids, WithSupport};
 
-/// CpuRef, counting its support queries, optionally saying its answers hold at every shape.
-#[derive(Clone)]
-struct Counting {
-    asked: Arc<AtomicU64>,
-    every_shape: bool,
-}
-
+/// CpuRef's support answers, counting the queries, optionally saying they hold at every
+/// shape.
 struct CountingSupport {
     inner: Arc<dyn LayerSupport>,
     asked: Arc<AtomicU64>,
@@ -38,40 +33,23 @@ impl LayerSupport for CountingSupport {
     }
 }
 
-impl Backend for Counting {
-    fn id(&self) -> BackendId {
-        BackendId::new("CountingRef").unwrap()
-    }
-
-    fn layer_support(&self) -> Arc<dyn LayerSupport> {
-        Arc::new(CountingSupport {
-            inner: CpuRefBackend.layer_support(),
-            asked: self.asked.clone(),
-            every_shape: self.every_shape,
-        })
-    }
-
-    fn create_memory_manager(&self) -> Option<Arc<dyn MemoryManager>> {
-        CpuRefBackend.create_memory_manager()
-    }
-
-    fn create_workload_factory(
-        &self,
-        memory_manager: Option<Arc<dyn MemoryManager>>,
-    ) -> backplane::backend_api::Result<Box<dyn WorkloadFactory>> {
-        CpuRefBackend.create_workload_factory(memory_manager)
-    }
-}
-
 /// Run BERT-tiny at four sequence lengths on the counting backend alone; returns the queries
 /// after the first plan, after all four, the outputs and the network's kept-answer counts.
 fn serve(every_shape: bool) -> (u64, u64, Vec<Tensor>, u64) {
-    let backend = Counting {
-        asked: Arc::new(AtomicU64::new(0)),
-        every_shape,
-    };
-    let asked = backend.asked.clone();
-    let factory: BackendFactory = Arc::new(move || Box::new(backend.clone()) as Box<dyn Backend>);
+    let asked = Arc::new(AtomicU64::new(0));
+    let counter = asked.clone();
+    let factory = WithSupport {
+        name: "CountingRef",
+        inner: Arc::new(CpuRefBackend),
+        support: Arc::new(move |inner| {
+            Arc::new(CountingSupport {
+                inner,
+                asked: counter.clone(),
+                every_shape,
+            })
+        }),
+    }
+    .factory();
     let rt = backplane::RuntimeBuilder::empty()
         .backend(BackendId::new("CountingRef").unwrap(), factory)
         .unwrap()
@@ -129,13 +107,8 @@ fn shape_independent_support_answers_are_asked_once_across_shapes() {
     }
 }
 
-/// CpuRef that takes a MatMul only while its first input has at most `max_rows` rows (a
-/// per-shape answer, as a backend with size limits gives); the rest goes to CpuRef.
-#[derive(Clone)]
-struct Picky {
-    max_rows: usize,
-}
-
+/// CpuRef's support answers, refusing a MatMul whose first input has more than `max_rows`
+/// rows (a per-shape answer, as a backend with size limits gives).
 struct PickySupport {
     inner: Arc<dyn LayerSupport>,
     max_rows: usize,
@@ -154,35 +127,21 @@ impl LayerSupport for PickySupport {
     }
 }
 
-impl Backend for Picky {
-    fn id(&self) -> BackendId {
-        BackendId::new("PickyRef").unwrap()
-    }
-
-    fn layer_support(&self) -> Arc<dyn LayerSupport> {
-        Arc::new(PickySupport {
-            inner: CpuRefBackend.layer_support(),
-            max_rows: self.max_rows,
-        })
-    }
-
-    fn create_memory_manager(&self) -> Option<Arc<dyn MemoryManager>> {
-        CpuRefBackend.create_memory_manager()
-    }
-
-    fn create_workload_factory(
-        &self,
-        memory_manager: Option<Arc<dyn MemoryManager>>,
-    ) -> backplane::backend_api::Result<Box<dyn WorkloadFactory>> {
-        CpuRefBackend.create_workload_factory(memory_manager)
-    }
-}
-
 /// Plans of one structure count as such; their decisions count as the same only while the
 /// backends decide the same: past 16 rows the MatMuls move to CpuRef.
 #[test]
 fn plans_of_one_structure_are_compared_by_their_decisions() {
-    let picky: BackendFactory = Arc::new(|| Box::new(Picky { max_rows: 16 }) as Box<dyn Backend>);
+    let picky = WithSupport {
+        name: "PickyRef",
+        inner: Arc::new(CpuRefBackend),
+        support: Arc::new(|inner| {
+            Arc::new(PickySupport {
+                inner,
+                max_rows: 16,
+            })
+        }),
+    }
+    .factory();
     let cpu_ref: BackendFactory = Arc::new(|| Box::new(CpuRefBackend) as Box<dyn Backend>);
     let rt = backplane::RuntimeBuilder::empty()
         .backend(BackendId::new("PickyRef").unwrap(), picky)

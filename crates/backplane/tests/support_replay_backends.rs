@@ -6,28 +6,20 @@
 
 mod support;
 
-use backplane::backend_api::{LayerDesc, LayerSupport, MemoryManager, Support, WorkloadFactory};
+use backplane::backend_api::{LayerDesc, LayerSupport, Support};
 use backplane::cpu_acc::CpuAccBackend;
 use backplane::cpu_ref::CpuRefBackend;
 use backplane::{
-    Backend, BackendFactory, BackendId, DataType, DynamicNetwork, ImportOptions, OptimizerOptions,
-    TensorInfo,
+    Backend, BackendId, DataType, DynamicNetwork, ImportOptions, OptimizerOptions, TensorInfo,
 };
 use std::sync::{Arc, Mutex};
-use support::{repo, token_ids};
+use support::{repo, token_ids, WithSupport};
 
 /// One support query: the backend, the layer, its operator, and whether the backend said the
 /// answer holds at every shape.
 type Query = (String, String, String, bool);
 
-/// A shipped backend whose support queries are recorded; everything else is the backend's.
-#[derive(Clone)]
-struct Recorded {
-    name: &'static str,
-    inner: Arc<dyn Backend>,
-    log: Arc<Mutex<Vec<Query>>>,
-}
-
+/// A shipped backend's support answers, each query recorded in `log`.
 struct RecordedSupport {
     name: &'static str,
     inner: Arc<dyn LayerSupport>,
@@ -51,77 +43,31 @@ impl LayerSupport for RecordedSupport {
     }
 }
 
-impl Backend for Recorded {
-    fn id(&self) -> BackendId {
-        BackendId::new(self.name).unwrap()
-    }
-
-    fn layer_support(&self) -> Arc<dyn LayerSupport> {
-        Arc::new(RecordedSupport {
-            name: self.name,
-            inner: self.inner.layer_support(),
-            log: self.log.clone(),
-        })
-    }
-
-    fn create_memory_manager(&self) -> Option<Arc<dyn MemoryManager>> {
-        self.inner.create_memory_manager()
-    }
-
-    fn create_workload_factory(
-        &self,
-        memory_manager: Option<Arc<dyn MemoryManager>>,
-    ) -> backplane::backend_api::Result<Box<dyn WorkloadFactory>> {
-        self.inner.create_workload_factory(memory_manager)
-    }
-
-    fn create_backend_context(
-        &self,
-        options: &backplane::BackendOptions,
-    ) -> backplane::backend_api::Result<Option<Box<dyn backplane::backend_api::BackendContext>>>
-    {
-        self.inner.create_backend_context(options)
-    }
-
-    fn optimize_subgraph(
-        &self,
-        subgraph: &backplane::backend_api::SubgraphView<'_>,
-    ) -> backplane::backend_api::OptimizationViews {
-        self.inner.optimize_subgraph(subgraph)
-    }
-
-    fn capabilities(&self) -> backplane::backend_api::Capabilities {
-        self.inner.capabilities()
-    }
-
-    fn register_tensor_handle_factories(
-        &self,
-        registry: &mut backplane::backend_api::TensorHandleFactoryRegistry,
-    ) {
-        self.inner.register_tensor_handle_factories(registry)
-    }
-
-    fn handle_factory_preferences(&self) -> Vec<backplane::backend_api::FactoryId> {
-        self.inner.handle_factory_preferences()
+/// `inner` under `name`, its support queries recorded in `log`.
+fn recorded(
+    name: &'static str,
+    inner: Arc<dyn Backend>,
+    log: &Arc<Mutex<Vec<Query>>>,
+) -> WithSupport {
+    let log = log.clone();
+    WithSupport {
+        name,
+        inner,
+        support: Arc::new(move |inner| {
+            Arc::new(RecordedSupport {
+                name,
+                inner,
+                log: log.clone(),
+            })
+        }),
     }
 }
 
 #[test]
 fn cpu_backends_replay_shape_independent_answers_and_ask_the_others_per_shape() {
     let log: Arc<Mutex<Vec<Query>>> = Arc::new(Mutex::new(Vec::new()));
-    let acc = Recorded {
-        name: "CpuAcc",
-        inner: Arc::new(CpuAccBackend::new()),
-        log: log.clone(),
-    };
-    let cpu_ref = Recorded {
-        name: "CpuRef",
-        inner: Arc::new(CpuRefBackend),
-        log: log.clone(),
-    };
-    let acc_factory: BackendFactory = Arc::new(move || Box::new(acc.clone()) as Box<dyn Backend>);
-    let ref_factory: BackendFactory =
-        Arc::new(move || Box::new(cpu_ref.clone()) as Box<dyn Backend>);
+    let acc_factory = recorded("CpuAcc", Arc::new(CpuAccBackend::new()), &log).factory();
+    let ref_factory = recorded("CpuRef", Arc::new(CpuRefBackend), &log).factory();
     let rt = backplane::RuntimeBuilder::empty()
         .backend(BackendId::new("CpuAcc").unwrap(), acc_factory)
         .unwrap()

@@ -4,6 +4,7 @@
 
 use backplane::{DataType, Tensor, TensorInfo};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// The repository root.
 pub fn repo() -> PathBuf {
@@ -22,4 +23,80 @@ pub fn compare(actual: &Tensor, expected: &Tensor, rtol: f64, atol: f64) -> Resu
 pub fn token_ids(seq: usize, step: usize) -> Tensor {
     let values: Vec<f64> = (0..seq).map(|i| ((i * step + seq) % 64) as f64).collect();
     Tensor::from_f64_values(TensorInfo::new(DataType::I64, vec![1, seq]), &values).unwrap()
+}
+
+/// Maps a backend's support answers to the ones a test backend gives.
+pub type SupportMap = Arc<
+    dyn Fn(
+            Arc<dyn backplane::backend_api::LayerSupport>,
+        ) -> Arc<dyn backplane::backend_api::LayerSupport>
+        + Send
+        + Sync,
+>;
+
+/// A shipped backend under another name whose support answers pass through `support` (to
+/// count, record or restrict them); everything else is `inner`'s.
+#[derive(Clone)]
+pub struct WithSupport {
+    pub name: &'static str,
+    pub inner: Arc<dyn backplane::Backend>,
+    pub support: SupportMap,
+}
+
+impl WithSupport {
+    /// A factory making this backend, to register it with a runtime.
+    pub fn factory(self) -> backplane::BackendFactory {
+        Arc::new(move || Box::new(self.clone()) as Box<dyn backplane::Backend>)
+    }
+}
+
+impl backplane::Backend for WithSupport {
+    fn id(&self) -> backplane::BackendId {
+        backplane::BackendId::new(self.name).unwrap()
+    }
+
+    fn layer_support(&self) -> Arc<dyn backplane::backend_api::LayerSupport> {
+        (self.support)(self.inner.layer_support())
+    }
+
+    fn create_memory_manager(&self) -> Option<Arc<dyn backplane::backend_api::MemoryManager>> {
+        self.inner.create_memory_manager()
+    }
+
+    fn create_workload_factory(
+        &self,
+        memory_manager: Option<Arc<dyn backplane::backend_api::MemoryManager>>,
+    ) -> backplane::backend_api::Result<Box<dyn backplane::backend_api::WorkloadFactory>> {
+        self.inner.create_workload_factory(memory_manager)
+    }
+
+    fn create_backend_context(
+        &self,
+        options: &backplane::BackendOptions,
+    ) -> backplane::backend_api::Result<Option<Box<dyn backplane::backend_api::BackendContext>>>
+    {
+        self.inner.create_backend_context(options)
+    }
+
+    fn optimize_subgraph(
+        &self,
+        subgraph: &backplane::backend_api::SubgraphView<'_>,
+    ) -> backplane::backend_api::OptimizationViews {
+        self.inner.optimize_subgraph(subgraph)
+    }
+
+    fn capabilities(&self) -> backplane::backend_api::Capabilities {
+        self.inner.capabilities()
+    }
+
+    fn register_tensor_handle_factories(
+        &self,
+        registry: &mut backplane::backend_api::TensorHandleFactoryRegistry,
+    ) {
+        self.inner.register_tensor_handle_factories(registry)
+    }
+
+    fn handle_factory_preferences(&self) -> Vec<backplane::backend_api::FactoryId> {
+        self.inner.handle_factory_preferences()
+    }
 }
