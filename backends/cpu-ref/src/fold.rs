@@ -72,6 +72,18 @@ struct OutChain {
     clamp: (i32, i32),
 }
 
+/// The integer layer's quantization: the activations' (per tensor), the weights' per
+/// channel, the output's and its clamp.
+fn params(x: &Dq, w: &Dq, out: &OutChain) -> QParams {
+    QParams {
+        x: (x.scales[0], x.zeros[0]),
+        w_scales: w.scales.clone(),
+        w_zeros: w.zeros.clone(),
+        y: out.q,
+        clamp: out.clamp,
+    }
+}
+
 struct Chains<'a> {
     net: &'a Network,
     inside: BTreeSet<LayerId>,
@@ -314,8 +326,8 @@ impl Chains<'_> {
             return None;
         }
         let m = w_dims[0];
-        let out = self.output_chain(id, false)?;
-        let mut replaced = out.replaced;
+        let mut out = self.output_chain(id, false)?;
+        let mut replaced = std::mem::take(&mut out.replaced);
         let bias = match layer.inputs.get(2) {
             None => vec![0; m],
             Some(&bt) => self.bias(bt, x.scales[0], &w.scales, m, &mut replaced)?,
@@ -328,13 +340,7 @@ impl Chains<'_> {
             dilations: two(&geo.dilations)?,
             pads: two(&geo.pads_begin)?,
             group: desc.group,
-            q: QParams {
-                x: (x.scales[0], x.zeros[0]),
-                w_scales: w.scales.clone(),
-                w_zeros: w.zeros.clone(),
-                y: out.q,
-                clamp: out.clamp,
-            },
+            q: params(&x, &w, &out),
         };
         self.absorb(id, &[x.layer, w.layer], used, &mut replaced)?;
         let y_info = self.net.tensor(out.y).info.clone();
@@ -372,8 +378,8 @@ impl Chains<'_> {
             return None;
         };
         let n = if trans_b { w0 } else { w1 };
-        let out = self.output_chain(id, true)?;
-        let mut replaced = out.replaced;
+        let mut out = self.output_chain(id, true)?;
+        let mut replaced = std::mem::take(&mut out.replaced);
         let bias = match layer.inputs.get(2) {
             None => vec![0; n],
             Some(&bt) => {
@@ -386,13 +392,7 @@ impl Chains<'_> {
         };
         let qdesc = QGemmDesc {
             trans_b,
-            q: QParams {
-                x: (x.scales[0], x.zeros[0]),
-                w_scales: w.scales.clone(),
-                w_zeros: w.zeros.clone(),
-                y: out.q,
-                clamp: out.clamp,
-            },
+            q: params(&x, &w, &out),
         };
         match reshape {
             None => self.absorb(id, &[x.layer, w.layer], used, &mut replaced)?,
