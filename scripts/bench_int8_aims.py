@@ -7,8 +7,10 @@ Not part of CI (needs /work/venv-bench for ONNX Runtime and /work/venv-tflite fo
         --tflite-dir DIR [--tflite-dir DIR ...] [--ort-dir DIR ...] \
         [--rounds 6] [--iterations 40] [--threads 1,2]
 
-Each --tflite-dir holds `mobilenet_v2_int8/model.tflite` and `mobilenet_v2_f32/model.tflite`
-(gen_tflite_models.py --big, or --big-only --big-size 224 --big-alpha 1.0); each --ort-dir
+Each --tflite-dir holds case folders `<name>_int8/model.tflite`, each timed with its
+`<name>_f32/model.tflite` where there is one (gen_tflite_models.py --big, or --big-only
+--big-size 224 --big-alpha 1.0: `mobilenet_v2_int8` and `mobilenet_v2_f32`; the Keras cases of
+gen_tflite_zoo.py); each --ort-dir
 the `qdq.onnx` and `f32.onnx` of bench_ort_int8.py make. Every configuration runs once per
 round, the order shuffled per round, each in its own process: backplane through `backplane
 bench --iterations N --warmup 5 --threads T` (wall median and minimum of the N) and a
@@ -32,8 +34,10 @@ import subprocess
 
 MEDIAN = re.compile(r"median ([0-9.]+) ms")
 MIN = re.compile(r"min ([0-9.]+) ms")
-TFLITE_PY = "/work/venv-tflite/bin/python"
-BENCH_PY = "/work/venv-bench/bin/python"
+# The interpreters that hold LiteRT and ONNX Runtime (environment variables override them,
+# e.g. on a machine with one Python for both). A peer whose import fails is left out.
+TFLITE_PY = os.environ.get("TFLITE_PY", "/work/venv-tflite/bin/python")
+BENCH_PY = os.environ.get("BENCH_PY", "/work/venv-bench/bin/python")
 
 CHILD = """
 import sys, time, statistics
@@ -92,6 +96,32 @@ def child(kind, model, threads, n):
     return med, mn, cpu
 
 
+def peer_works(kind):
+    """True when the peer's interpreter imports it."""
+    py = TFLITE_PY if kind == "litert" else BENCH_PY
+    module = "ai_edge_litert.interpreter" if kind == "litert" else "onnxruntime"
+    try:
+        r = subprocess.run([py, "-c", f"import {module}"], capture_output=True)
+    except OSError:
+        return False
+    return r.returncode == 0
+
+
+def tflite_pairs(d):
+    """The `<name>_int8` / `<name>_f32` case folders of `d` that hold a model.tflite each
+    (the f32 one may be missing): (name, int8 model, f32 model or None)."""
+    pairs = []
+    for entry in sorted(os.listdir(d)):
+        if not entry.endswith("_int8"):
+            continue
+        name = entry[: -len("_int8")]
+        int8 = os.path.join(d, entry, "model.tflite")
+        f32 = os.path.join(d, f"{name}_f32", "model.tflite")
+        if os.path.isfile(int8):
+            pairs.append((name, int8, f32 if os.path.isfile(f32) else None))
+    return pairs
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--binary", action="append", default=[], help="PATH or LABEL=PATH")
@@ -102,22 +132,33 @@ def main():
     ap.add_argument("--threads", default="1,2")
     a = ap.parse_args()
     binaries = dict(b.split("=", 1) if "=" in b else ("backplane", b) for b in a.binary)
+    litert, onnxrt = peer_works("litert"), peer_works("ort")
+    if not litert:
+        print(f"LiteRT left out: {TFLITE_PY} cannot import ai_edge_litert")
+    if not onnxrt:
+        print(f"ONNX Runtime left out: {BENCH_PY} cannot import onnxruntime")
     configs = []
     for t in (int(v) for v in a.threads.split(",")):
         for d in a.tflite_dir:
             tag = os.path.basename(os.path.normpath(d))
-            for form in ["int8", "f32"]:
-                m = os.path.join(d, f"mobilenet_v2_{form}", "model.tflite")
-                for label in binaries:
-                    configs.append((label, f"{tag} tflite {form}", m, t))
-                configs.append(("LiteRT", f"{tag} tflite {form}", m, t))
+            for name, int8, f32 in tflite_pairs(d):
+                for form, m in [("int8", int8), ("f32", f32)]:
+                    if m is None:
+                        continue
+                    for label in binaries:
+                        configs.append((label, f"{tag}/{name} tflite {form}", m, t))
+                    if litert:
+                        configs.append(("LiteRT", f"{tag}/{name} tflite {form}", m, t))
         for d in a.ort_dir:
             tag = os.path.basename(os.path.normpath(d))
             for form in ["qdq", "f32"]:
                 m = os.path.join(d, f"{form}.onnx")
+                if not os.path.isfile(m):
+                    continue
                 for label in binaries:
                     configs.append((label, f"{tag} onnx {form}", m, t))
-                configs.append(("ORT", f"{tag} onnx {form}", m, t))
+                if onnxrt:
+                    configs.append(("ORT", f"{tag} onnx {form}", m, t))
     res = {c: [] for c in configs}
     for r in range(a.rounds):
         order = list(configs)
@@ -132,7 +173,7 @@ def main():
     load = os.getloadavg()
     print(f"{a.rounds} rounds x {a.iterations} executions, order shuffled per round; load "
           f"average at the end {load[0]:.1f}")
-    print("who        model                          thr  wall median (range)      "
+    print("who        model                                    thr  wall median (range)      "
           "wall min   CPU/exec")
     summary = {}
     for c in configs:
@@ -141,7 +182,7 @@ def main():
         mn = min(v[1] for v in res[c])
         cpu = statistics.median(v[2] for v in res[c])
         summary[(who, name, t)] = (statistics.median(meds), mn, cpu)
-        print(f"{who:10} {name:30} {t:3}  {statistics.median(meds):7.3f} ms "
+        print(f"{who:10} {name:40} {t:3}  {statistics.median(meds):7.3f} ms "
               f"({meds[0]:.3f} - {meds[-1]:.3f})  {mn:7.3f}  {cpu:7.3f}")
     print("ratios (median / min / CPU):")
     for (who, name, t), v in summary.items():

@@ -17,7 +17,8 @@
 # A/B times, default "0 8 32"), STEPS (which steps run, in this order: default
 # "tiles submit f16 strict kit compare profiles cpu", where cpu means cpukit scaling cpucompare;
 # models are always made). BP_OLD (an earlier build: the scaling step alternates it with BP),
-# SCALING_MODELS, SCALING_ITER.
+# SCALING_MODELS, SCALING_ITER. Step int8 (not in the default STEPS): INT8_TFLITE, INT8_ORT,
+# INT8_THREADS (default 1,4), INT8_ROUNDS (3), INT8_ITER (20), INT8_S (its limit, 240 s).
 # F16_ITER (timed executions per f16/f32 model and round, default 20; the f16 models come from
 # scripts/bench/to_f16.py; GpuAcc's f16 kernel tests, backends/gpu/tests/half.rs, belong in
 # TESTS_DIR, run with BACKPLANE_REQUIRE_GPU_F16=1 so a missing SHADER_F16 fails). Every step has a time limit
@@ -60,7 +61,9 @@ kit() {  # kit BACKEND FILE [extra args]: the backend test kit, the summary here
 }
 step "models"
 timeout "$(lim 60)" "$PY" scripts/bench/make_models.py "$MODELS/old" 2>&1 | tail -3
-timeout "$(lim "${EXPORT_S:-300}")" "$PY" scripts/bench/make_real_models.py "$MODELS" --only "$ONLY" 2>&1 | grep -E "wrote|FAILED"
+if [ "$ONLY" != none ]; then  # ONLY=none: no real architectures (steps on the older models only)
+  timeout "$(lim "${EXPORT_S:-300}")" "$PY" scripts/bench/make_real_models.py "$MODELS" --only "$ONLY" 2>&1 | grep -E "wrote|FAILED"
+fi
 # float16 versions of resnet18 and bert_tiny (f32 at their borders, f16 inside) for GpuAcc's
 # f16 kernels, timed beside the f32 ones below.
 for m in resnet18 bert_tiny; do
@@ -128,6 +131,22 @@ for round in 1 2; do
       grep -E "^latency")"
   done
 done
+fi
+
+if want int8; then
+step "int8 against f32, LiteRT and ONNX Runtime on this CPU; CpuAcc's best tier against isa=avx2"
+# INT8_TFLITE / INT8_ORT: folders for bench_int8_aims.py's --tflite-dir / --ort-dir (space-separated).
+# The same binary runs as "best" (the CPU's widest int8 and f32 kernels) and as "avx2"
+# (`--backend-option CpuAcc:isa=avx2`), in the same shuffled rounds.
+printf '#!/bin/sh\nexec "%s" "$@" --backend-option CpuAcc:isa=avx2\n' "$(realpath "$BP")" >"$OUT/bp_avx2"
+chmod +x "$OUT/bp_avx2"
+args=()
+for d in ${INT8_TFLITE:-}; do args+=(--tflite-dir "$d"); done
+for d in ${INT8_ORT:-}; do args+=(--ort-dir "$d"); done
+TFLITE_PY=${TFLITE_PY:-$PY} BENCH_PY=${BENCH_PY:-$PY} timeout "$(lim "${INT8_S:-240}")" "$PY" scripts/bench_int8_aims.py \
+  --binary "best=$BP" --binary "avx2=$OUT/bp_avx2" "${args[@]}" --threads "${INT8_THREADS:-1,4}" \
+  --rounds "${INT8_ROUNDS:-3}" --iterations "${INT8_ITER:-20}" 2>&1 | tail -60
+rm -f "$OUT/bp_avx2"
 fi
 
 if want strict; then
