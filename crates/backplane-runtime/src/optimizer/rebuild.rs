@@ -88,6 +88,34 @@ pub(super) fn emission_order(
     Ok(seq)
 }
 
+/// `base`, or `base` with a numbered suffix when a tensor that the rebuilt network keeps has
+/// that name: one already in `new`, one of `old` that no layer of the substitution computes,
+/// or one the substitution computes under its old name (`kept`). A replacement layer may take
+/// the name of a layer it replaces while that layer's output, named `<layer>:0` by an
+/// importer, keeps its name as the output of another replacement layer (a channels-last
+/// region's exit transpose).
+fn fresh_tensor_name(
+    old: &Network,
+    new: &Network,
+    inside: &HashSet<TensorId>,
+    kept: &HashSet<TensorId>,
+    base: &str,
+) -> String {
+    let taken = |n: &str| {
+        new.find_tensor(n).is_some()
+            || old
+                .find_tensor(n)
+                .is_some_and(|t| !inside.contains(&t) || kept.contains(&t))
+    };
+    if !taken(base) {
+        return base.to_string();
+    }
+    (2..)
+        .map(|k| format!("{base}~{k}"))
+        .find(|n| !taken(n))
+        .unwrap_or_else(|| base.to_string())
+}
+
 /// Build a new network from `old` in `order`, applying substitutions. Returns the network
 /// and the (name, backend) of every replacement layer.
 pub(super) fn rebuild(
@@ -154,6 +182,13 @@ pub(super) fn rebuild(
                     .iter()
                     .flat_map(|l| old.layer(*l).outputs.iter().copied())
                     .collect();
+                // The replaced layers' tensors that replacement layers compute under their
+                // old names.
+                let kept: HashSet<TensorId> = sub
+                    .replacement
+                    .iter()
+                    .flat_map(|r| r.outputs.iter().flatten().copied())
+                    .collect();
                 let mut local: Vec<Vec<TensorId>> = Vec::new();
                 for r in &sub.replacement {
                     let mut inputs = Vec::with_capacity(r.inputs.len());
@@ -192,7 +227,13 @@ pub(super) fn rebuild(
                                     old.tensor(*t).name
                                 )))
                             }
-                            None => names.push(format!("{}:{slot}", r.name)),
+                            None => names.push(fresh_tensor_name(
+                                old,
+                                &new,
+                                &produced_inside,
+                                &kept,
+                                &format!("{}:{slot}", r.name),
+                            )),
                         }
                     }
                     let outs = new
@@ -237,4 +278,85 @@ pub(super) fn rebuild(
         new.mark_output(id)?;
     }
     Ok((new, new_layers))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use backplane_backend_api::{ReplacementLayer, Substitution, ValueRef};
+    use backplane_core::ops::UnaryOp;
+    use backplane_core::{DataType, Op, TensorInfo};
+
+    /// `x → r (Relu, output "r:0") → n (Neg)`, the names an importer gives with `add_layer`.
+    fn network() -> (Network, LayerId, TensorId) {
+        let mut net = Network::new();
+        let x = net
+            .add_input("x", TensorInfo::new(DataType::F32, vec![2, 3]))
+            .unwrap();
+        let r = net.add_layer("r", Op::Unary(UnaryOp::Relu), &[x]).unwrap()[0];
+        let y = net.add_layer("n", Op::Unary(UnaryOp::Neg), &[r]).unwrap()[0];
+        net.mark_output(y).unwrap();
+        (net, LayerId(0), r)
+    }
+
+    /// A replacement layer named like the layer it replaces, its output new, while another
+    /// replacement layer computes the replaced output under its old name `r:0`: the new
+    /// output takes another name instead of failing the rebuild.
+    #[test]
+    fn a_new_tensor_avoids_the_name_of_a_kept_one() {
+        let (net, r, r_out) = network();
+        let sub = Substitution {
+            replaced: vec![r],
+            replacement: vec![
+                ReplacementLayer {
+                    name: "r".into(),
+                    op: Op::Unary(UnaryOp::Relu),
+                    inputs: vec![ValueRef::Existing(net.inputs()[0])],
+                    outputs: vec![None],
+                },
+                ReplacementLayer {
+                    name: "r_copy".into(),
+                    op: Op::Identity,
+                    inputs: vec![ValueRef::Produced { layer: 0, slot: 0 }],
+                    outputs: vec![Some(r_out)],
+                },
+            ],
+        };
+        let backend = BackendId::new("Test").unwrap();
+        let order: Vec<LayerId> = (0..net.layers().len()).map(LayerId).collect();
+        let (new, layers) = rebuild(&net, &order, &[(&backend, &sub)]).unwrap();
+        assert_eq!(layers.len(), 2);
+        let relu = new.find_layer("r").unwrap();
+        assert_eq!(new.tensor(new.layer(relu).outputs[0]).name, "r:0~2");
+        let copy = new.find_layer("r_copy").unwrap();
+        assert_eq!(new.tensor(new.layer(copy).outputs[0]).name, "r:0");
+    }
+
+    /// Without a clash the default name stays `<layer>:<slot>`.
+    #[test]
+    fn a_new_tensor_keeps_its_default_name_without_a_clash() {
+        let (net, r, r_out) = network();
+        let sub = Substitution {
+            replaced: vec![r],
+            replacement: vec![
+                ReplacementLayer {
+                    name: "fused".into(),
+                    op: Op::Unary(UnaryOp::Relu),
+                    inputs: vec![ValueRef::Existing(net.inputs()[0])],
+                    outputs: vec![None],
+                },
+                ReplacementLayer {
+                    name: "fused_copy".into(),
+                    op: Op::Identity,
+                    inputs: vec![ValueRef::Produced { layer: 0, slot: 0 }],
+                    outputs: vec![Some(r_out)],
+                },
+            ],
+        };
+        let backend = BackendId::new("Test").unwrap();
+        let order: Vec<LayerId> = (0..net.layers().len()).map(LayerId).collect();
+        let (new, _) = rebuild(&net, &order, &[(&backend, &sub)]).unwrap();
+        let fused = new.find_layer("fused").unwrap();
+        assert_eq!(new.tensor(new.layer(fused).outputs[0]).name, "fused:0");
+    }
 }
