@@ -789,3 +789,76 @@ fn mobilenet_v3_blocks_run_channels_last() {
         }
     }
 }
+
+/// A zero Pad of the spatial axes before a convolution (TensorFlow's explicit padding before
+/// a strided one, asymmetric) folds into the convolution's pads: no Pad layer remains, and
+/// the results match CpuRef, for strides 1 and 2, depthwise and dense, kernels 1 to 5, on
+/// top of pads the convolution has itself. A Pad that adds channels, fills with another
+/// value, or feeds two readers stays.
+#[test]
+fn a_zero_pad_before_a_convolution_folds_into_its_pads() {
+    use backplane::core::ops::{PadDesc, PadMode};
+    let rt = backplane::RuntimeBuilder::new().build().unwrap();
+    let pad = |pads: [i64; 8], value: f64| {
+        Op::Pad(PadDesc {
+            mode: PadMode::Constant,
+            pads: pads.to_vec(),
+            value,
+        })
+    };
+    // (channels, side, kernel, stride, own pad, group = channels?, Pad, fill, expect folded)
+    type Case = (usize, usize, usize, usize, usize, bool, [i64; 8], f64, bool);
+    let cases: [Case; 7] = [
+        (8, 17, 3, 2, 0, true, [0, 0, 0, 0, 0, 0, 1, 1], 0.0, true),
+        (16, 13, 3, 2, 0, false, [0, 0, 1, 1, 0, 0, 1, 1], 0.0, true),
+        (5, 11, 5, 1, 1, false, [0, 0, 2, 0, 0, 0, 0, 3], 0.0, true),
+        (3, 7, 1, 1, 0, false, [0, 0, 1, 2, 0, 0, 2, 1], 0.0, true),
+        (17, 9, 3, 1, 1, true, [0, 0, 1, 1, 0, 0, 1, 1], 0.0, true),
+        // Not folded: channels padded, a non-zero fill.
+        (4, 9, 3, 1, 0, false, [0, 1, 1, 1, 0, 0, 1, 1], 0.0, false),
+        (4, 9, 3, 1, 0, false, [0, 0, 1, 1, 0, 0, 1, 1], 0.5, false),
+    ];
+    for (i, &(c, side, k, s, p, depthwise, pads, value, folds)) in cases.iter().enumerate() {
+        let group = if depthwise { c } else { 1 };
+        let m = if depthwise { c } else { c + 3 };
+        let added_c = usize::try_from(pads[1] + pads[5]).unwrap();
+        let mut n = Network::new();
+        let x = n
+            .add_input("x", TensorInfo::new(DataType::F32, vec![1, c, side, side]))
+            .unwrap();
+        let padded = n.add_layer("pad", pad(pads, value), &[x]).unwrap()[0];
+        let cin = (c + added_c) / group;
+        let w = n
+            .add_constant(
+                "w",
+                random(
+                    &[m + added_c * usize::from(depthwise), cin, k, k],
+                    7 + i as u64,
+                ),
+            )
+            .unwrap();
+        let b = n
+            .add_constant("b", random(&[m + added_c * usize::from(depthwise)], 9))
+            .unwrap();
+        let g = if depthwise { c + added_c } else { 1 };
+        let y = n
+            .add_layer("conv", conv2d(k, s, p, g), &[padded, w, b])
+            .unwrap()[0];
+        let z = n
+            .add_layer("relu", Op::Unary(backplane::core::ops::UnaryOp::Relu), &[y])
+            .unwrap()[0];
+        n.mark_output(z).unwrap();
+        let opt = rt.optimize(&n, &options("CpuAcc")).unwrap();
+        let pads_left = opt
+            .network()
+            .layers()
+            .iter()
+            .filter(|l| matches!(l.op, Op::Pad(_)))
+            .count();
+        assert_eq!(pads_left, usize::from(!folds), "case {i}");
+        let xv = random(&[1, c, side, side], 11 + i as u64);
+        let got = run(&rt, &n, "CpuAcc", &[("x", &xv)]);
+        let want = run(&rt, &n, "CpuRef", &[("x", &xv)]);
+        assert_close(&format!("case {i}"), &got[0], &want[0]);
+    }
+}

@@ -5,8 +5,8 @@ use super::{follow_act, names, single_output, Graph};
 use crate::act::Activation;
 use backplane_backend_api::patterns::fold_batch_norm_after;
 use backplane_backend_api::{ReplacementLayer, Substitution, ValueRef};
-use backplane_core::ops::ConvDesc;
-use backplane_core::{LayerId, Op, Tensor, TensorId};
+use backplane_core::ops::{AutoPad, ConvDesc, PadDesc, PadMode};
+use backplane_core::{LayerId, Op, Tensor, TensorId, TensorKind};
 use std::sync::Arc;
 
 /// Follow a residual addition after `t`: `Add(t, r)` or `Add(r, t)` with `r` of `t`'s type
@@ -30,12 +30,68 @@ fn follow_residual(g: &Graph<'_>, t: TensorId) -> Option<(LayerId, TensorId, Ten
     Some((next, r, single_output(g, next)?))
 }
 
-/// The fused convolution starting at Conv layer `id`, when something follows it to fuse.
+/// A zero `Pad` of the two spatial axes before the 2-D convolution `id` (how TensorFlow
+/// exports a strided convolution's padding), read by the convolution alone: the Pad, its
+/// input, and the convolution's description with the padding added to its own pads.
+fn fold_pad_before(
+    g: &Graph<'_>,
+    id: LayerId,
+    desc: &ConvDesc,
+) -> Option<(LayerId, TensorId, ConvDesc)> {
+    let net = g.view().network();
+    let x = *net.layer(id).inputs.first()?;
+    let TensorKind::Produced { layer: pad, .. } = net.tensor(x).kind else {
+        return None;
+    };
+    if g.sole_reader(x) != Some(id) || !g.available(pad) || !g.supported(pad) {
+        return None;
+    }
+    let Op::Pad(PadDesc {
+        mode: PadMode::Constant,
+        pads,
+        value,
+    }) = &net.layer(pad).op
+    else {
+        return None;
+    };
+    // [N, C, H, W]: nothing added to the batch or the channels, nothing cut anywhere.
+    let [0, 0, ph, pw, 0, 0, eh, ew] = pads.as_slice() else {
+        return None;
+    };
+    let added = [*ph, *pw, *eh, *ew].map(|v| usize::try_from(v).ok());
+    let [Some(ph), Some(pw), Some(eh), Some(ew)] = added else {
+        return None;
+    };
+    let src = *net.layer(pad).inputs.first()?;
+    if *value != 0.0 || desc.window.kernel.len() != 2 {
+        return None;
+    }
+    let own = match desc.window.auto_pad {
+        AutoPad::NotSet if desc.window.pads.len() == 4 => desc.window.pads.clone(),
+        AutoPad::NotSet if desc.window.pads.is_empty() => vec![0; 4],
+        AutoPad::Valid => vec![0; 4],
+        _ => return None,
+    };
+    let mut folded = desc.clone();
+    folded.window.auto_pad = AutoPad::NotSet;
+    folded.window.pads = vec![own[0] + ph, own[1] + pw, own[2] + eh, own[3] + ew];
+    Some((pad, src, folded))
+}
+
+/// The fused convolution starting at Conv layer `id`, when something follows it to fuse
+/// (or a zero Pad precedes it).
 pub(super) fn fuse_conv(g: &Graph<'_>, id: LayerId, desc: &ConvDesc) -> Option<Substitution> {
     let net = g.view().network();
     let layer = net.layer(id);
     let mut out = single_output(g, id)?;
     let mut replaced = vec![id];
+    let mut x = *layer.inputs.first()?;
+    let mut desc = desc.clone();
+    if let Some((pad, src, folded)) = fold_pad_before(g, id, &desc) {
+        replaced.push(pad);
+        x = src;
+        desc = folded;
+    }
     let mut weights: Option<(Tensor, Tensor)> = None;
     // BatchNormalization with constant parameters, folded into the weights.
     if let Some((bn, bn_out, w, b)) = fold_batch_norm_after(g, id) {
@@ -64,14 +120,13 @@ pub(super) fn fuse_conv(g: &Graph<'_>, id: LayerId, desc: &ConvDesc) -> Option<S
     }
     let mut inputs = match weights {
         Some((w, b)) => vec![
-            ValueRef::Existing(layer.inputs[0]),
+            ValueRef::Existing(x),
             ValueRef::NewConstant(Arc::new(w)),
             ValueRef::NewConstant(Arc::new(b)),
         ],
-        None => layer
-            .inputs
-            .iter()
-            .map(|&t| ValueRef::Existing(t))
+        None => std::iter::once(x)
+            .chain(layer.inputs.iter().skip(1).copied())
+            .map(ValueRef::Existing)
             .collect(),
     };
     if let Some(r) = residual {
@@ -88,7 +143,7 @@ pub(super) fn fuse_conv(g: &Graph<'_>, id: LayerId, desc: &ConvDesc) -> Option<S
         replacement: vec![ReplacementLayer {
             name: names(g, &replaced),
             op: Fused::Conv(ConvSpec {
-                desc: desc.clone(),
+                desc,
                 act,
                 residual: residual.is_some(),
                 layout: ConvLayout::Nchw,
