@@ -74,6 +74,12 @@ const WINDOW_MAX_PIXELS: usize = 49;
 /// transposes in and out cost (docs/cpu-acc-bounds.md, "Channels-last regions").
 const STRIDED_MAX_PIXELS: usize = 28 * 28;
 
+/// Fewest channels of a depthwise or pointwise convolution over more than one pixel that
+/// joins a region: with fewer, the channel blocks of a channels-last tensor are mostly
+/// padding lanes, and the NCHW paths (rows of pixels in the lanes) were faster
+/// (docs/cpu-acc-bounds.md, "Channels-last regions").
+const MIN_REGION_CHANNELS: usize = 16;
+
 /// A fused convolution that may join a region.
 struct Unit {
     /// Index of its substitution.
@@ -135,6 +141,9 @@ fn unit(view: &SubgraphView<'_>, sub: usize, s: &Substitution) -> Option<Unit> {
     let w = &desc.window;
     let ones = |v: &[usize]| v.iter().all(|&s| s == 1);
     let role = if desc.group == ch && m == ch && ch > 1 && ones(&w.dilations) {
+        if ch < MIN_REGION_CHANNELS {
+            return None;
+        }
         Role::Depthwise
     } else if desc.group.max(1) == 1
         && ones(&w.kernel)
@@ -142,6 +151,10 @@ fn unit(view: &SubgraphView<'_>, sub: usize, s: &Substitution) -> Option<Unit> {
         && w.pads.iter().all(|&p| p == 0)
         && xd[2..] == yd[2..]
     {
+        // A squeeze-excite block's convolutions (one pixel) join whatever their channels.
+        if ch.min(m) < MIN_REGION_CHANNELS && yd[2] * yd[3] > 1 {
+            return None;
+        }
         Role::Pointwise
     } else if desc.group.max(1) == 1 && ch <= 4 {
         Role::Entry
