@@ -112,6 +112,18 @@ def data_movement_net(seed):
     return keras.Model(inp, y)
 
 
+def upsampling_net(seed):
+    """Transposed convolutions (TRANSPOSE_CONV): SAME and VALID, strides 2 and 1, a fused
+    ReLU and a bias."""
+    keras.utils.set_random_seed(seed)
+    inp = keras.Input((7, 9, 5), batch_size=1, name="features")
+    x = L.Conv2DTranspose(6, 3, strides=2, padding="same", activation="relu")(inp)
+    x = L.Conv2DTranspose(4, 4, strides=2, padding="same", use_bias=False)(x)
+    x = L.Conv2DTranspose(3, 3, strides=2, padding="valid")(x)
+    x = L.Conv2DTranspose(2, 2, strides=1, padding="valid")(x)
+    return keras.Model(inp, x)
+
+
 def unsupported_net(seed):
     """Two operators backplane does not lower (FLOOR, CUMSUM) around a supported one."""
     keras.utils.set_random_seed(seed)
@@ -220,6 +232,7 @@ def main():
         ("mobile_blocks", mobile_block_net, (1, 24, 24, 3), 1),
         ("dense", dense_net, (1, 6, 8), 2),
         ("data_movement", data_movement_net, (1, 8, 6, 4), 5),
+        ("upsampling", upsampling_net, (1, 7, 9, 5), 6),
     ]
     for name, build, shape, seed in [] if args.big_only else cases:
         model = build(seed)

@@ -69,6 +69,7 @@ SEED = 11
 # Cases small enough to commit (testdata/tflite/zoo), each at most a few hundred KB.
 COMMITTED = [
     "mp_face_detection_short_range",
+    "mp_selfie_segmentation_landscape",
     "efficientnet_b0_head_f32",
     "efficientnet_b0_head_int8",
     "sparse_features_f32",

@@ -49,3 +49,15 @@ fn sparse_weights_prelu_and_depth_to_space_match_litert() {
         "1e-5",
     );
 }
+
+/// mediapipe's trained selfie segmentation ends in its custom `Convolution2DTransposeBias`
+/// (a transposed convolution with bias, options in TFLite's C struct): imported, it matches
+/// LiteRT on both backends.
+#[test]
+fn mediapipe_custom_transposed_convolution_matches_litert() {
+    run_matches(
+        "testdata/tflite/zoo/mp_selfie_segmentation_landscape",
+        "input_1",
+        "1e-5",
+    );
+}

@@ -39,6 +39,9 @@ pub(crate) struct OpDef<'a> {
     pub outputs: Vec<usize>,
     /// The `BuiltinOptions` union: its type and table.
     pub options: Option<(u8, Table<'a>)>,
+    /// A custom operator's options, as the model stores them (their format is the
+    /// operator's own).
+    pub custom_options: Option<&'a [u8]>,
     /// Computed at read time (its outputs hold data): not lowered.
     pub folded: bool,
 }
@@ -222,11 +225,13 @@ impl<'a> Model<'a> {
                 Some(t) if kind != 0 => Some((kind, t)),
                 _ => None,
             };
+            let custom_options = o.bytes(operator::CUSTOM_OPTIONS)?;
             operators.push(OpDef {
                 code,
                 inputs: ins,
                 outputs: outs,
                 options,
+                custom_options,
                 folded: false,
             });
         }

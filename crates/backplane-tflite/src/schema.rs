@@ -79,6 +79,7 @@ pub(crate) mod operator {
     pub const OUTPUTS: usize = 2;
     pub const BUILTIN_OPTIONS_TYPE: usize = 3;
     pub const BUILTIN_OPTIONS: usize = 4;
+    pub const CUSTOM_OPTIONS: usize = 5;
 }
 
 /// `enum TensorType`.
@@ -222,6 +223,14 @@ pub(crate) mod options {
     pub mod leaky_relu {
         pub const TYPE: u8 = 75;
         pub const ALPHA: usize = 0;
+    }
+    /// `TransposeConvOptions`.
+    pub mod transpose_conv {
+        pub const TYPE: u8 = 49;
+        pub const PADDING: usize = 0;
+        pub const STRIDE_W: usize = 1;
+        pub const STRIDE_H: usize = 2;
+        pub const ACTIVATION: usize = 3;
     }
     /// `BatchMatMulOptions`.
     pub mod batch_matmul {

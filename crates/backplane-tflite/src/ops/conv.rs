@@ -6,8 +6,8 @@ use crate::layout::permute;
 use crate::schema::options as opt;
 use crate::schema::PADDING_SAME;
 use backplane_core::ops::{
-    AutoPad, ConvDesc, CoordinateTransform, GemmDesc, NearestMode, PoolDesc, PoolKind, ResizeDesc,
-    ResizeMode, Window,
+    AutoPad, ConvDesc, ConvTransposeDesc, CoordinateTransform, GemmDesc, NearestMode, PoolDesc,
+    PoolKind, ResizeDesc, ResizeMode, Window,
 };
 use backplane_core::{DataType, Op, Quantization, Tensor, TensorId};
 
@@ -328,6 +328,174 @@ fn conv_common(
     let name = cx.fresh("Conv");
     let y =
         cx.g.layer(&name, Op::Conv(ConvDesc { window, group }), &inputs)?;
+    let y = cx.activation(y, act)?;
+    cx.emit(out, y, true)
+}
+
+/// TRANSPOSE_CONV: inputs output shape, weights [O, KH, KW, I], image and an optional bias;
+/// the output tensor's shape is the one the output-shape input names.
+pub(super) fn transpose_conv(cx: &mut Cx<'_, '_, '_>) -> Tx<()> {
+    use opt::transpose_conv as f;
+    let Some(o) = cx.options(f::TYPE) else {
+        return invalid("TRANSPOSE_CONV without its options");
+    };
+    let (w, x, out) = (cx.input(1)?, cx.input(2)?, cx.output(0)?);
+    let shape_input = cx.input(0)?;
+    if cx.is_constant(shape_input) {
+        let named = cx.const_ints(shape_input)?;
+        let od = cx.shape(out)?;
+        if named.len() != od.len() || named.iter().zip(&od).any(|(&n, &d)| n != d as i64) {
+            return invalid(format!(
+                "{}: output shape input {named:?} is not the output tensor's {od:?}",
+                cx.name
+            ));
+        }
+    }
+    let padding = if o.i8(f::PADDING, 0)? == PADDING_SAME {
+        TransposePadding::Same
+    } else {
+        TransposePadding::Valid
+    };
+    transpose_conv_common(
+        cx,
+        (x, w, cx.opt_input(3), out),
+        padding,
+        [o.i32(f::STRIDE_H, 1)?, o.i32(f::STRIDE_W, 1)?],
+        o.i8(f::ACTIVATION, 0)?,
+    )
+}
+
+/// mediapipe's custom `Convolution2DTransposeBias`: inputs image, weights [O, KH, KW, I] and
+/// bias; its options are TFLite's C struct of transposed-convolution parameters as raw
+/// little-endian 32-bit integers: padding (1 same, 2 valid), stride across, stride down.
+pub(super) fn transpose_conv_bias(cx: &mut Cx<'_, '_, '_>) -> Tx<()> {
+    let words: Vec<i32> = cx
+        .op
+        .custom_options
+        .unwrap_or_default()
+        .chunks_exact(4)
+        .map(|b| i32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect();
+    let (padding, stride_w, stride_h) = match words.as_slice() {
+        [p, sw, sh, rest @ ..] if rest.iter().all(|&v| v == 0) => (*p, *sw, *sh),
+        [_, _, _, ..] => {
+            return unsupported("Convolution2DTransposeBias with options past padding and strides")
+        }
+        _ => return invalid("Convolution2DTransposeBias without its 12 bytes of options"),
+    };
+    let padding = match padding {
+        1 => TransposePadding::Same,
+        2 => TransposePadding::Valid,
+        p => return invalid(format!("Convolution2DTransposeBias padding {p}")),
+    };
+    let (x, w, b, out) = (cx.input(0)?, cx.input(1)?, cx.input(2)?, cx.output(0)?);
+    transpose_conv_common(cx, (x, w, Some(b), out), padding, [stride_h, stride_w], 0)
+}
+
+/// TFLite's padding of a transposed convolution.
+#[derive(Clone, Copy)]
+enum TransposePadding {
+    Same,
+    Valid,
+}
+
+/// A transposed convolution of image `x` (NHWC) by weights `w` ([O, KH, KW, I]) with an
+/// optional bias, producing `out` (NHWC, its shape the model's). The rows and columns cut
+/// from the start of the full output follow TFLite's rule: for SAME, half (rounded down) of
+/// the padding a convolution from `out`'s size back to the image's would add, for VALID none;
+/// the rest of the full output past `out` is cut from the end.
+fn transpose_conv_common(
+    cx: &mut Cx<'_, '_, '_>,
+    (x, w, b, out): (usize, usize, Option<usize>, usize),
+    padding: TransposePadding,
+    strides: [i32; 2],
+    act: i8,
+) -> Tx<()> {
+    check_activation_types(cx, x, out)?;
+    let weights = float_weights(cx, w)?;
+    let wd = weights.shape().dims().to_vec();
+    let (xd, od) = (cx.shape(x)?, cx.shape(out)?);
+    if wd.len() != 4 || xd.len() != 4 || od.len() != 4 {
+        return unsupported("transposed convolutions on tensors that are not 4-D");
+    }
+    let (cout, cin) = (wd[0], wd[3]);
+    if xd[3] != cin || od[3] != cout || od[0] != xd[0] {
+        return invalid(format!(
+            "{}: image {xd:?}, weights {wd:?} and output {od:?} do not agree",
+            cx.name
+        ));
+    }
+    let mut pads = vec![0usize; 4];
+    let mut output_padding = vec![0usize; 2];
+    for axis in 0..2 {
+        let s = usize::try_from(strides[axis])
+            .ok()
+            .filter(|&s| s > 0)
+            .map_or_else(|| invalid(format!("stride {}", strides[axis])), Ok)?;
+        let (input, k, size) = (xd[1 + axis], wd[1 + axis], od[1 + axis]);
+        if input == 0 || k == 0 {
+            return invalid(format!("{}: empty image or kernel", cx.name));
+        }
+        let begin = match padding {
+            TransposePadding::Same => {
+                ((size.div_ceil(s).saturating_sub(1)) * s + k).saturating_sub(size) / 2
+            }
+            TransposePadding::Valid => 0,
+        };
+        let full = input.saturating_sub(1) * s + k;
+        let Some(end) = full.checked_sub(begin) else {
+            return invalid(format!("{}: padding past the output", cx.name));
+        };
+        pads[axis] = begin;
+        if end >= size {
+            pads[2 + axis] = end - size;
+        } else if size - end < s {
+            output_padding[axis] = size - end;
+        } else {
+            return invalid(format!(
+                "{}: output size {size} too large for input {input}, kernel {k} and stride {s}",
+                cx.name
+            ));
+        }
+    }
+    // [O, KH, KW, I] → [I, O, KH, KW], the core's (one group).
+    let weights = permute(&weights, &[3, 0, 1, 2])?;
+    let window = Window {
+        kernel: wd[1..3].to_vec(),
+        strides: vec![
+            usize::try_from(strides[0]).unwrap_or(1),
+            usize::try_from(strides[1]).unwrap_or(1),
+        ],
+        dilations: vec![1, 1],
+        pads,
+        auto_pad: AutoPad::NotSet,
+    };
+    let (xi, _) = cx.float(x, Some(true))?;
+    let wi = cx.g.constant(&format!("{}/weights", cx.name), weights)?;
+    let mut inputs = vec![xi, wi];
+    if let Some(k) = b {
+        let b = float_weights(cx, k)?;
+        if b.shape().elements() != cout {
+            return invalid(format!(
+                "{}: bias has {} values for {cout} channels",
+                cx.name,
+                b.shape().elements()
+            ));
+        }
+        let b = b.reinterpret(backplane_core::TensorInfo::new(DataType::F32, vec![cout]))?;
+        inputs.push(cx.g.constant(&format!("{}/bias", cx.name), b)?);
+    }
+    let name = cx.fresh("ConvTranspose");
+    let y = cx.g.layer(
+        &name,
+        Op::ConvTranspose(ConvTransposeDesc {
+            window,
+            group: 1,
+            output_padding,
+            output_shape: Vec::new(),
+        }),
+        &inputs,
+    )?;
     let y = cx.activation(y, act)?;
     cx.emit(out, y, true)
 }

@@ -380,6 +380,9 @@ pub(crate) fn zero_point(dtype: DataType, zp: i32) -> Tx<Tensor> {
 pub(crate) fn lower(cx: &mut Cx<'_, '_, '_>) -> Tx<()> {
     let code = match &cx.op.code {
         Code::Builtin(c) => *c,
+        Code::Custom(name) if name == "Convolution2DTransposeBias" => {
+            return conv::transpose_conv_bias(cx)
+        }
         Code::Custom(name) => return unsupported(format!("custom operator '{name}'")),
     };
     let Some(name) = usize::try_from(code)
@@ -393,6 +396,7 @@ pub(crate) fn lower(cx: &mut Cx<'_, '_, '_>) -> Tx<()> {
     match *name {
         "CONV_2D" => conv::conv_2d(cx),
         "DEPTHWISE_CONV_2D" => conv::depthwise_conv_2d(cx),
+        "TRANSPOSE_CONV" => conv::transpose_conv(cx),
         "FULLY_CONNECTED" => conv::fully_connected(cx),
         "AVERAGE_POOL_2D" => conv::pool_2d(cx, false),
         "MAX_POOL_2D" => conv::pool_2d(cx, true),
@@ -448,6 +452,7 @@ pub(crate) fn lower(cx: &mut Cx<'_, '_, '_>) -> Tx<()> {
 const LOWERED: &[&str] = &[
     "CONV_2D",
     "DEPTHWISE_CONV_2D",
+    "TRANSPOSE_CONV",
     "FULLY_CONNECTED",
     "AVERAGE_POOL_2D",
     "MAX_POOL_2D",
@@ -494,10 +499,14 @@ const LOWERED: &[&str] = &[
     "DEPTH_TO_SPACE",
 ];
 
+/// The custom operators [`lower`] knows: mediapipe's transposed convolution with bias.
+const CUSTOM_LOWERED: &[&str] = &["Convolution2DTransposeBias"];
+
 /// Why an operator of this code cannot be lowered whatever its inputs, if so: used for the
 /// operators after an unsupported one, so that the listing names every unsupported one.
 pub(crate) fn code_refusal(code: &Code) -> Option<String> {
     match code {
+        Code::Custom(name) if CUSTOM_LOWERED.contains(&name.as_str()) => None,
         Code::Custom(name) => Some(format!("custom operator '{name}'")),
         Code::Builtin(_) => {
             let name = code_name(code);
