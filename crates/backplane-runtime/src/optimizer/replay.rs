@@ -190,6 +190,14 @@ pub(crate) fn replay(
     }
 
     // Each backend's substitutions again, from its optimize_subgraph on those layers alone.
+    // A recorded substitution is found by its first replaced layer (each layer is replaced
+    // once in an optimization).
+    let by_first: HashMap<&str, usize> = record
+        .substitutions
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| r.replaced.first().map(|name| (name.as_str(), i)))
+        .collect();
     let mut found: Vec<Option<Substitution>> = vec![None; record.substitutions.len()];
     for (backend_id, mut layers) in replaced {
         layers.sort_by_key(|l| position[l.0]);
@@ -216,16 +224,20 @@ pub(crate) fn replay(
         };
         for s in views.substitutions {
             let replaced_names = names(&s.replaced);
-            let at = record.substitutions.iter().enumerate().position(|(i, r)| {
-                found[i].is_none()
-                    && r.backend == backend_id
-                    && r.replaced == replaced_names
-                    && r.replacement.len() == s.replacement.len()
-                    && r.replacement
-                        .iter()
-                        .zip(&s.replacement)
-                        .all(|(a, b)| *a == b.name)
-            });
+            let at = replaced_names
+                .first()
+                .and_then(|first| by_first.get(first.as_str()).copied())
+                .filter(|&i| {
+                    let r = &record.substitutions[i];
+                    found[i].is_none()
+                        && r.backend == backend_id
+                        && r.replaced == replaced_names
+                        && r.replacement.len() == s.replacement.len()
+                        && r.replacement
+                            .iter()
+                            .zip(&s.replacement)
+                            .all(|(a, b)| *a == b.name)
+                });
             let Some(at) = at else {
                 return refused(format!(
                     "{backend_id} replaced [{}] otherwise than recorded",
