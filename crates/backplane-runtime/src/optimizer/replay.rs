@@ -184,9 +184,11 @@ pub(crate) fn replay(
         return refused(why_not.unwrap_or_else(|| "no record to replay".into()));
     };
     let order = grouped_order(network, &assign);
-    let mut position = vec![0usize; order.len()];
+    let mut position = vec![0usize; network.layers().len()];
     for (at, l) in order.iter().enumerate() {
-        position[l.0] = at;
+        if let Some(p) = position.get_mut(l.0) {
+            *p = at;
+        }
     }
 
     // Each backend's substitutions again, from its optimize_subgraph on those layers alone.
@@ -200,7 +202,7 @@ pub(crate) fn replay(
         .collect();
     let mut found: Vec<Option<Substitution>> = vec![None; record.substitutions.len()];
     for (backend_id, mut layers) in replaced {
-        layers.sort_by_key(|l| position[l.0]);
+        layers.sort_by_key(|l| position.get(l.0).copied().unwrap_or(usize::MAX));
         let Some(cand) = candidates.iter().find(|c| c.id == backend_id) else {
             return refused(format!("backend {backend_id} is not among the candidates"));
         };
