@@ -39,6 +39,10 @@ pub struct BenchArgs {
     /// shape set). Fewer than the sets makes every cycle rebuild plans.
     #[arg(long = "plan-cache", value_name = "N", requires = "shape_sets", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1024))]
     pub plan_cache: Option<usize>,
+    /// With --input-shapes: optimize every plan in full, never replaying an earlier plan's
+    /// optimization of the same structure (the baseline to measure the replay against).
+    #[arg(long = "no-replay", requires = "shape_sets")]
+    pub no_replay: bool,
     /// For a model with data-dependent shapes: how many specialisations each node its plans
     /// are cut at keeps (0 to 1024; default 8). 0 imports the node at every execution.
     #[arg(long = "node-cache", value_name = "N", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=1024))]

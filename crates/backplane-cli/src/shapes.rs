@@ -201,7 +201,8 @@ pub fn bench_shapes(args: &BenchArgs) -> Result<(), CliError> {
         &ImportOptions::default(),
         optimizer,
     )
-    .with_capacity(capacity);
+    .with_capacity(capacity)
+    .with_replay(!args.no_replay);
     let mut plans = Vec::with_capacity(sets.len());
     for set in &inputs {
         let started = Instant::now();
@@ -229,9 +230,14 @@ pub fn bench_shapes(args: &BenchArgs) -> Result<(), CliError> {
         let (plan, built) = &plans[k];
         out!("shape {}:", describe(set));
         out!(
-            "  plan built in {:.1} ms ({}); backends: {}",
+            "  plan built in {:.1} ms ({}{}); backends: {}",
             ms(*built),
             plan.timings,
+            if plan.reshaped {
+                "; optimization replayed"
+            } else {
+                ""
+            },
             plan.optimized
                 .as_ref()
                 .map(|o| backend_summary(&o.layer_counts()))
@@ -266,8 +272,11 @@ pub fn bench_shapes(args: &BenchArgs) -> Result<(), CliError> {
     }
     let stats = net.stats();
     out!(
-        "plan structure: {} of {} optimizer runs had an earlier plan's structure, {} of them \
-         its decisions (each still optimized: replay is not done)",
+        "plan structure: {} plan{} reshaped (an earlier plan's optimization replayed); {} of {} \
+         optimizer runs had an earlier plan's structure (not replayed), {} of them its \
+         decisions",
+        stats.plans_reshaped,
+        if stats.plans_reshaped == 1 { "" } else { "s" },
         stats.same_structure,
         stats.optimizer_runs,
         stats.same_decisions

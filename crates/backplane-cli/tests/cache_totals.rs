@@ -18,7 +18,8 @@ fn line<'a>(out: &'a str, prefix: &str) -> &'a str {
 }
 
 /// `bench --input-shapes` with two shapes: the runtime's totals (one network, two plans, two
-/// misses, every timed execution a hit) follow the network's own counts.
+/// misses, every timed execution a hit; the second plan re-shaped from the first's
+/// optimization) follow the network's own counts.
 #[test]
 fn bench_input_shapes_prints_the_runtime_totals() {
     let o = backplane(&[
@@ -40,7 +41,7 @@ fn bench_input_shapes_prints_the_runtime_totals() {
     // 2 plans built by the first look-ups, then 2 warm-up and 4 timed executions: 6 hits.
     assert!(
         totals.starts_with("runtime plan caches: 1 network, 2 plans held (")
-            && totals.contains("), 6 hits, 2 misses, 0 evicted, 2 optimizer runs; split nodes: 0 held (0 B), 0 hits, 0 imports, 0 evicted"),
+            && totals.contains("), 6 hits, 2 misses, 0 evicted, 1 optimizer run, 1 plan reshaped; split nodes: 0 held (0 B), 0 hits, 0 imports, 0 evicted"),
         "{totals}"
     );
 }
@@ -68,7 +69,7 @@ fn bench_data_dependent_prints_the_runtime_totals() {
     assert!(
         totals.starts_with("runtime plan caches: 3 networks, 3 plans held (")
             && totals.contains(
-                "), 12 hits, 3 misses, 0 evicted, 3 optimizer runs; split nodes: 2 held ("
+                "), 12 hits, 3 misses, 0 evicted, 3 optimizer runs, 0 plans reshaped; split nodes: 2 held ("
             )
             && totals.ends_with("), 8 hits, 2 imports, 0 evicted"),
         "{totals}"
@@ -91,7 +92,9 @@ fn run_verbose_logs_the_runtime_totals() {
     assert!(o.status.success(), "{out}\n{err}");
     assert!(
         err.contains("runtime plan caches: 3 networks, 3 plans held (")
-            && err.contains("3 misses, 0 evicted, 3 optimizer runs; split nodes: 2 held ("),
+            && err.contains(
+                "3 misses, 0 evicted, 3 optimizer runs, 0 plans reshaped; split nodes: 2 held ("
+            ),
         "{err}"
     );
     let o = backplane(&[
@@ -107,7 +110,7 @@ fn run_verbose_logs_the_runtime_totals() {
     assert!(o.status.success(), "{out}\n{err}");
     assert!(
         err.contains("runtime plan caches: 1 network, 2 plans held (")
-            && err.contains(", 0 hits, 2 misses, 0 evicted, 2 optimizer runs;"),
+            && err.contains(", 0 hits, 2 misses, 0 evicted, 1 optimizer run, 1 plan reshaped;"),
         "{err}"
     );
     // Without -v the totals are not printed by `run`.

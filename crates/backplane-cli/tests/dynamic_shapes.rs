@@ -60,8 +60,8 @@ fn bench_cycles_input_shapes_and_reports_the_plan_cache() {
 }
 
 /// The BERT-shaped sequence lengths 7, 16, 33, 128 and 7 again on one loaded network: four
-/// plans (four misses, four optimizer runs, three of them of the first plan's structure), the
-/// second 7 a hit, every execution a hit.
+/// plans (four misses: one optimizer run, then three plans of the first plan's structure
+/// re-shaped by replaying its optimization), the second 7 a hit, every execution a hit.
 #[test]
 fn bench_serves_bert_sequence_lengths_with_one_plan_each() {
     let mut args = vec!["bench", BERT];
@@ -82,16 +82,64 @@ fn bench_serves_bert_sequence_lengths_with_one_plan_each() {
         out.contains("plan cache: 4 plans cached (capacity 5), 6 hits, 4 misses, 0 evicted"),
         "{out}"
     );
-    assert!(out.contains(" held, 4 optimizer runs"), "{out}");
-    // The imports at 16, 33 and 128 had seq 7's structure (replaying its optimization is
-    // not done: each still optimized).
+    assert!(
+        out.contains(" held, 1 optimizer run, 3 plans reshaped"),
+        "{out}"
+    );
+    // The imports at 16, 33 and 128 had seq 7's structure: each replayed its optimization
+    // (no replay was refused, so no optimizer run had a kept structure).
     assert!(
         out.contains(
-            "plan structure: 3 of 4 optimizer runs had an earlier plan's structure, 3 of them \
-             its decisions"
+            "plan structure: 3 plans reshaped (an earlier plan's optimization replayed); 0 of 1 \
+             optimizer runs had an earlier plan's structure (not replayed), 0 of them its \
+             decisions"
         ),
         "{out}"
     );
+    assert_eq!(
+        out.matches("; optimization replayed); backends:").count(),
+        3,
+        "{out}"
+    );
+}
+
+/// `--no-replay` optimizes every plan in full: the same lengths give four optimizer runs,
+/// three of them of seq 7's structure with its decisions (what the replay serves by default).
+#[test]
+fn bench_no_replay_optimizes_every_plan() {
+    let mut args = vec!["bench", BERT];
+    for shape in [
+        "input_ids=1x7",
+        "input_ids=1x16",
+        "input_ids=1x33",
+        "input_ids=1x128",
+    ] {
+        args.extend(["--input-shapes", shape]);
+    }
+    args.extend([
+        "--warmup",
+        "0",
+        "--iterations",
+        "4",
+        "--quiet",
+        "--no-replay",
+    ]);
+    let o = backplane(&args);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(
+        out.contains(" held, 4 optimizer runs, 0 plans reshaped"),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "plan structure: 0 plans reshaped (an earlier plan's optimization replayed); 3 of 4 \
+             optimizer runs had an earlier plan's structure (not replayed), 3 of them its \
+             decisions"
+        ),
+        "{out}"
+    );
+    assert!(!out.contains("; optimization replayed)"), "{out}");
 }
 
 /// A cache smaller than the cycle rebuilds a plan at every execution: the counts say so.
@@ -446,7 +494,7 @@ fn the_copies_at_a_cut_are_checked_against_the_memory_budget() {
     let (out, err) = text(&o);
     assert!(o.status.success(), "{out}\n{err}");
     assert!(
-        out.contains(" KiB held, 3 optimizer runs; split nodes:"),
+        out.contains(" KiB held, 3 optimizer runs, 0 plans reshaped; split nodes:"),
         "{out}"
     );
 }

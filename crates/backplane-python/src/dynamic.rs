@@ -61,6 +61,7 @@ fn stats_dict<'py>(py: Python<'py>, s: PlanCacheStats) -> PyResult<Bound<'py, Py
     d.set_item("evictions", s.evictions)?;
     d.set_item("bytes", s.bytes)?;
     d.set_item("optimizer_runs", s.optimizer_runs)?;
+    d.set_item("plans_reshaped", s.plans_reshaped)?;
     d.set_item("same_structure", s.same_structure)?;
     d.set_item("same_decisions", s.same_decisions)?;
     Ok(d)
@@ -190,9 +191,12 @@ impl DynamicNetwork {
     /// The plan cache's counts: ``size``, ``capacity``, ``networks`` (1), ``hits``,
     /// ``misses``, ``evictions``, ``bytes`` (the working memory of the plans held; plans
     /// are also evicted to keep the caches within the runtime's memory budget) and
-    /// ``optimizer_runs`` (one per plan built that loads a network), ``same_structure`` (of
-    /// those, the runs whose imported network had an earlier plan's structure) and
-    /// ``same_decisions`` (of those, the runs that decided what that plan's optimizer did).
+    /// ``optimizer_runs`` (full optimizer runs: one per plan built that loads a network and
+    /// was not re-shaped), ``plans_reshaped`` (plans of an earlier plan's structure built by
+    /// replaying its optimization), ``same_structure`` (of the optimizer runs, those whose
+    /// imported network had an earlier plan's structure: a replay refused) and
+    /// ``same_decisions`` (of those, the runs that decided what an earlier plan's optimizer
+    /// did).
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         stats_dict(py, self.net.stats())
     }
@@ -228,8 +232,8 @@ impl DynamicNetwork {
     /// The runtime's totals over every plan cache it serves (this network, the nested ones
     /// after its cuts, and their cut nodes): ``networks``, ``plans`` and ``nodes`` (each a
     /// dict of ``entries``, ``bytes``, ``hits``, ``misses``, ``evictions``), and
-    /// ``optimizer_runs``; ``held_bytes`` is what the caches hold together against the memory
-    /// budget they share.
+    /// ``optimizer_runs`` and ``plans_reshaped``; ``held_bytes`` is what the caches hold
+    /// together against the memory budget they share.
     fn runtime_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let t = self.net.runtime().plan_cache_stats();
         let counts = |c: backplane::CacheCounts| -> PyResult<Bound<'py, PyDict>> {
@@ -246,6 +250,7 @@ impl DynamicNetwork {
         d.set_item("plans", counts(t.plans)?)?;
         d.set_item("nodes", counts(t.nodes)?)?;
         d.set_item("optimizer_runs", t.optimizer_runs)?;
+        d.set_item("plans_reshaped", t.plans_reshaped)?;
         d.set_item("held_bytes", self.net.held_bytes())?;
         Ok(d)
     }

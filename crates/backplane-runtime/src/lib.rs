@@ -35,7 +35,7 @@ pub use host_memory::{HostFactory, OwnedHostHandle};
 pub use loaded::{LayerTiming, LoadedNetwork, OutputWrite};
 pub use optimizer::{
     OptimizationRecord, OptimizationReport, OptimizedNetwork, OptimizerOptions,
-    RejectedOptimization, SubstitutionRecord, SupportAnswers,
+    RejectedOptimization, ReplayOutcome, SubstitutionRecord, SupportAnswers,
 };
 pub use plan_cache::{CacheCounts, CacheKind, PlanCacheCounters, PlanCacheTotals};
 pub use registry::{BackendFactory, BackendRegistry};

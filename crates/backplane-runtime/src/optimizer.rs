@@ -21,9 +21,12 @@ use std::sync::Arc;
 
 mod rebuild;
 mod record;
+mod replay;
 mod support_answers;
 use rebuild::rebuild;
 pub use record::OptimizationRecord;
+pub(crate) use replay::replay;
+pub use replay::ReplayOutcome;
 pub use support_answers::SupportAnswers;
 
 /// What the optimizer is asked to do.
@@ -50,6 +53,10 @@ impl OptimizerOptions {
         }
     }
 }
+
+/// The reason the report gives for a layer a backend rejected in `optimize_subgraph` (it
+/// went to the next backend that accepts it).
+const SUBGRAPH_REFUSAL: &str = "rejected by optimize_subgraph";
 
 /// One substitution a backend made.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -205,43 +212,10 @@ fn optimize_network(
     if options.backends.is_empty() && options.layer_backends.is_empty() {
         return Err(RuntimeError::NoBackends);
     }
-    // One backend object per backend for the whole optimization.
-    let mut candidates: Vec<Candidate> = Vec::new();
-    let wanted = options
-        .backends
-        .iter()
-        .chain(options.layer_backends.iter().map(|(_, b)| b));
-    for id in wanted {
-        if candidates.iter().any(|c| &c.id == id) {
-            continue;
-        }
-        let backend = registry.create(id)?;
-        let support = backend.layer_support();
-        candidates.push(Candidate {
-            id: id.clone(),
-            backend,
-            support,
-        });
-    }
-    // The builtin backend is a candidate for every network (when the registry has it).
-    let builtin = crate::BuiltinBackend::backend_id();
-    if !candidates.iter().any(|c| c.id == builtin) {
-        if let Ok(backend) = registry.create(&builtin) {
-            let support = backend.layer_support();
-            candidates.push(Candidate {
-                id: builtin,
-                backend,
-                support,
-            });
-        }
-    }
+    let candidates = candidates(registry, options)?;
     // Overrides apply inside control-flow bodies too; each must match some layer.
     if !nested {
-        for (key, _) in &options.layer_backends {
-            if !matches_layer(network, key) {
-                return Err(RuntimeError::UnknownOverride(key.clone()));
-            }
-        }
+        check_overrides(network, options)?;
     }
 
     let mut report = OptimizationReport {
@@ -366,7 +340,7 @@ fn optimize_network(
                 report.refusals.push((
                     current.layer(*l).name.clone(),
                     backend_id.clone(),
-                    "rejected by optimize_subgraph".into(),
+                    SUBGRAPH_REFUSAL.into(),
                 ));
             }
         }
@@ -436,6 +410,66 @@ fn optimize_network(
         }
     }
 
+    finish(registry, current, &states, &candidates, report, options)
+}
+
+/// The candidate backends of one optimization: one backend object per backend named in
+/// the options, and the builtin backend (when the registry has it).
+fn candidates(registry: &BackendRegistry, options: &OptimizerOptions) -> Result<Vec<Candidate>> {
+    // One backend object per backend for the whole optimization.
+    let mut candidates: Vec<Candidate> = Vec::new();
+    let wanted = options
+        .backends
+        .iter()
+        .chain(options.layer_backends.iter().map(|(_, b)| b));
+    for id in wanted {
+        if candidates.iter().any(|c| &c.id == id) {
+            continue;
+        }
+        let backend = registry.create(id)?;
+        let support = backend.layer_support();
+        candidates.push(Candidate {
+            id: id.clone(),
+            backend,
+            support,
+        });
+    }
+    // The builtin backend is a candidate for every network (when the registry has it).
+    let builtin = crate::BuiltinBackend::backend_id();
+    if !candidates.iter().any(|c| c.id == builtin) {
+        if let Ok(backend) = registry.create(&builtin) {
+            let support = backend.layer_support();
+            candidates.push(Candidate {
+                id: builtin,
+                backend,
+                support,
+            });
+        }
+    }
+    Ok(candidates)
+}
+
+/// Every per-layer override must match some layer of the network (or of a nested one).
+fn check_overrides(network: &Network, options: &OptimizerOptions) -> Result<()> {
+    for (key, _) in &options.layer_backends {
+        if !matches_layer(network, key) {
+            return Err(RuntimeError::UnknownOverride(key.clone()));
+        }
+    }
+    Ok(())
+}
+
+/// The end of an optimization once every layer has its backend and the substitutions are
+/// applied (`current`, `states` by layer name): the grouped execution order, the
+/// tensor-handle strategy, the host-memory plan and the control-flow bodies.
+fn finish(
+    registry: &BackendRegistry,
+    current: Network,
+    states: &HashMap<String, LayerState>,
+    candidates: &[Candidate],
+    report: OptimizationReport,
+    options: &OptimizerOptions,
+) -> Result<OptimizedNetwork> {
     // Final order: grouped by backend, as loaded networks execute it.
     let assign: Vec<BackendId> = current
         .layers()

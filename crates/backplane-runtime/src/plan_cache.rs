@@ -38,6 +38,9 @@ pub struct PlanCacheTotals {
     pub nodes: CacheCounts,
     /// Optimizer runs made to build plans, since the runtime was created.
     pub optimizer_runs: u64,
+    /// Plans built by replaying an earlier plan's optimization of the same structure
+    /// (re-shaped: no optimizer search), since the runtime was created.
+    pub plans_reshaped: u64,
 }
 
 impl std::fmt::Display for PlanCacheTotals {
@@ -46,7 +49,8 @@ impl std::fmt::Display for PlanCacheTotals {
         write!(
             f,
             "{} network{}, {} plan{} held ({}), {} hit{}, {} miss{}, {} evicted, {} optimizer \
-             run{}; split nodes: {} held ({}), {} hit{}, {} import{}, {} evicted",
+             run{}, {} plan{} reshaped; split nodes: {} held ({}), {} hit{}, {} import{}, {} \
+             evicted",
             self.networks,
             s(self.networks as u64, "", "s"),
             self.plans.entries,
@@ -59,6 +63,8 @@ impl std::fmt::Display for PlanCacheTotals {
             self.plans.evictions,
             self.optimizer_runs,
             s(self.optimizer_runs, "", "s"),
+            self.plans_reshaped,
+            s(self.plans_reshaped, "", "s"),
             self.nodes.entries,
             human(self.nodes.bytes),
             self.nodes.hits,
@@ -130,6 +136,7 @@ pub struct PlanCacheCounters {
     plans: Counters,
     nodes: Counters,
     optimizer_runs: AtomicU64,
+    plans_reshaped: AtomicU64,
 }
 
 impl PlanCacheCounters {
@@ -178,6 +185,11 @@ impl PlanCacheCounters {
         self.optimizer_runs.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// A plan was built by replaying an earlier plan's optimization.
+    pub fn plan_reshaped(&self) {
+        self.plans_reshaped.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// The counts now.
     pub fn snapshot(&self) -> PlanCacheTotals {
         PlanCacheTotals {
@@ -185,6 +197,7 @@ impl PlanCacheCounters {
             plans: self.plans.snapshot(),
             nodes: self.nodes.snapshot(),
             optimizer_runs: self.optimizer_runs.load(Ordering::Relaxed),
+            plans_reshaped: self.plans_reshaped.load(Ordering::Relaxed),
         }
     }
 }
@@ -201,6 +214,7 @@ mod tests {
         c.inserted(CacheKind::Plans, 50);
         c.hit(CacheKind::Plans);
         c.optimizer_ran();
+        c.plan_reshaped();
         c.removed(CacheKind::Plans, 100, true);
         c.inserted(CacheKind::Nodes, 8);
         c.removed(CacheKind::Nodes, 8, false);
@@ -218,10 +232,12 @@ mod tests {
             }
         );
         assert_eq!((t.nodes.entries, t.nodes.bytes, t.nodes.misses), (0, 0, 1));
-        assert_eq!(t.optimizer_runs, 1);
+        assert_eq!((t.optimizer_runs, t.plans_reshaped), (1, 1));
         let line = t.to_string();
         assert!(
-            line.contains("1 plan held (50 B), 1 hit, 2 misses, 1 evicted"),
+            line.contains(
+                "1 plan held (50 B), 1 hit, 2 misses, 1 evicted, 1 optimizer run, 1 plan reshaped;"
+            ),
             "{line}"
         );
     }

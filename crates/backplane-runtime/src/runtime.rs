@@ -200,6 +200,29 @@ impl Runtime {
         Ok(optimized)
     }
 
+    /// Optimize `network` by replaying one of `records`, the decisions of earlier
+    /// optimizations of networks of the same structure ([`backplane_core::StructuralKey`])
+    /// at other shapes, the preferred first: every layer's backend is chosen again (support
+    /// answers not kept for every shape asked at these shapes), the first record with those
+    /// backends is replayed, each backend re-making only the substitutions it made then
+    /// (see [`crate::ReplayOutcome`]). `Refused` when no record's decisions hold at these
+    /// shapes: the caller optimizes in full ([`Runtime::optimize`]). The memory budget is
+    /// checked as by [`Runtime::optimize`].
+    pub fn replay_optimization(
+        &self,
+        network: &Network,
+        options: &OptimizerOptions,
+        records: &[&crate::OptimizationRecord],
+    ) -> Result<crate::ReplayOutcome> {
+        let outcome = optimizer::replay(&self.registry, network, options, records)?;
+        if let (crate::ReplayOutcome::Replayed(optimized), Some(budget)) =
+            (&outcome, self.max_memory)
+        {
+            optimized.check_memory_budget(budget)?;
+        }
+        Ok(outcome)
+    }
+
     /// The memory budget in force (`RuntimeOptions::max_memory`, or the memory available
     /// when the runtime was created; `None` when neither is known).
     pub fn max_memory(&self) -> Option<usize> {

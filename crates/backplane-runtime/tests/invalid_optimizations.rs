@@ -313,3 +313,25 @@ fn valid_answers_apply_beside_an_invalid_one() {
     assert_eq!(report.rejected.len(), 1);
     assert_eq!(report.rejected[0].layers, ["add1", "relu1"]);
 }
+
+/// An optimization in which an answer was refused as invalid is not replayable: its record
+/// says so, and replaying it is refused (the caller optimizes in full), whichever run lied.
+#[test]
+fn an_optimization_with_a_refused_answer_is_not_replayed() {
+    for lie in [Lie::FirstRunOnly, Lie::SameNameInEveryRun, Lie::WrongShape] {
+        let rt = runtime(lie);
+        let (opt, _) = run(&rt);
+        let record = opt.record();
+        assert!(!record.replayable, "{lie:?}");
+        let options = OptimizerOptions::new(vec![id("Liar"), id("Other")]);
+        match rt
+            .replay_optimization(&network(), &options, &[&record])
+            .unwrap()
+        {
+            backplane_runtime::ReplayOutcome::Refused(why) => {
+                assert!(why.contains("optimize_subgraph"), "{lie:?}: {why}")
+            }
+            backplane_runtime::ReplayOutcome::Replayed(_) => panic!("{lie:?}: replayed"),
+        }
+    }
+}

@@ -325,6 +325,24 @@ fn substitutions_replace_layers_and_keep_results() {
     assert_eq!(names, vec!["add+relu", "mul"]);
     assert_eq!(opt.report().substitutions.len(), 1);
     assert_eq!(opt.report().substitutions[0].replaced, vec!["add", "relu"]);
+    // Its record replays: the backend makes the same substitution again, on the replaced
+    // layers alone.
+    let record = opt.record();
+    assert!(record.replayable);
+    match rt
+        .replay_optimization(
+            &network(),
+            &OptimizerOptions::new(vec![id("Fuser")]),
+            &[&record],
+        )
+        .unwrap()
+    {
+        backplane_runtime::ReplayOutcome::Replayed(again) => {
+            assert_eq!(again.record(), record);
+            assert!(again.network() == opt.network());
+        }
+        backplane_runtime::ReplayOutcome::Refused(why) => panic!("refused: {why}"),
+    }
 }
 
 #[test]
@@ -341,6 +359,16 @@ fn layers_a_backend_fails_in_optimize_go_to_the_next_backend() {
         .refusals
         .iter()
         .any(|(l, b, _)| l == "relu" && b.as_str() == "Picky"));
+    // A layer re-assigned after optimize_subgraph rejected it: the decisions do not follow
+    // from the support answers alone, so the record is not replayed.
+    let record = opt.record();
+    assert!(!record.replayable);
+    let options = OptimizerOptions::new(vec![id("Picky"), id("Spare")]);
+    assert!(matches!(
+        rt.replay_optimization(&network(), &options, &[&record])
+            .unwrap(),
+        backplane_runtime::ReplayOutcome::Refused(_)
+    ));
 
     // With nowhere else to go, the failed layer is reported unsupported.
     let mut picky = Mock::new("Picky", &["Add", "Relu", "Mul"], &log);

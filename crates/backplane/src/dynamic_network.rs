@@ -17,7 +17,7 @@
 //! instead ([`crate::staged`]): the part before it is a static network, the node runs on its
 //! values, and the rest is a nested `DynamicNetwork` keyed by the shapes produced.
 
-use crate::cache_budget::{CacheBudget, EntryId, Evict, Owner};
+use crate::cache_budget::{CacheBudget, Owner};
 use crate::node_cache::{self, NodeCache, NodeCacheStats, SharedNodeStats};
 use crate::onnx::{self, proto::ModelProto, SharedInitializers};
 use crate::runtime_ref::RuntimeRef;
@@ -26,10 +26,16 @@ use crate::{Error, ImportOptions, OptimizedNetwork, OptimizerOptions, Tensor};
 use backplane_backend_api::NetworkId;
 use backplane_core::symbolic::{Bindings, DimExpr, SymbolicSignature};
 use backplane_core::StructuralKey;
-use backplane_runtime::{CacheKind, NamedTensors, OptimizationRecord};
+use backplane_runtime::{CacheKind, NamedTensors, OptimizationRecord, ReplayOutcome};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+
+mod cache;
+mod stats;
+use cache::{Cache, PlanKey, Records};
+pub(crate) use stats::ByteSize;
+pub use stats::{CutSummary, PlanCacheStats, PlanTimings};
 
 /// The default number of plans a [`DynamicNetwork`] keeps.
 pub const DEFAULT_PLAN_CAPACITY: usize = 8;
@@ -59,6 +65,11 @@ pub struct Plan<'r> {
     /// The structure of the imported network apart from its shapes (`None` when the plan
     /// loads none): plans of equal keys are what one optimization could serve.
     pub structure: Option<StructuralKey>,
+    /// Whether the plan was optimized by replaying the recorded optimization of an earlier
+    /// plan of the same structure (re-shaped: its support answers checked at these shapes,
+    /// its substitutions made again; see [`backplane_runtime::Runtime::replay_optimization`])
+    /// rather than by a full optimizer run.
+    pub reshaped: bool,
     /// The loaded network's inputs (a given input it does not read is not fed).
     feeds: Vec<String>,
     /// Where `id` is loaded: the network is unloaded when the plan is dropped (once its cache
@@ -72,244 +83,6 @@ impl Drop for Plan<'_> {
             if let Err(e) = self.runtime.unload_network(id) {
                 tracing::warn!(network = id.0, "plan not unloaded: {e}");
             }
-        }
-    }
-}
-
-/// The time a plan's miss spent in each phase of building it ([`Plan::timings`]); for a split
-/// plan, the phases of its part before the cut (the failed first import included).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct PlanTimings {
-    /// Importing the model for the plan's shapes (shape inference and constant folding over
-    /// the graph; the weights are decoded by the first import only).
-    pub import: std::time::Duration,
-    /// The optimizer: backend assignment, fusions, layout, tensor-handle strategy and memory
-    /// plan.
-    pub optimize: std::time::Duration,
-    /// Loading: workloads (packing weights not packed yet) and memory.
-    pub load: std::time::Duration,
-}
-
-impl std::fmt::Display for PlanTimings {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
-        write!(
-            f,
-            "import {:.1} ms, optimize {:.1} ms, load {:.1} ms",
-            ms(self.import),
-            ms(self.optimize),
-            ms(self.load)
-        )
-    }
-}
-
-/// Counts of a [`DynamicNetwork`]'s plan cache.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct PlanCacheStats {
-    /// Plans held now.
-    pub size: usize,
-    /// The most plans the counted caches hold at once: one network's capacity for
-    /// [`DynamicNetwork::stats`], the sum over the networks for
-    /// [`DynamicNetwork::total_stats`].
-    pub capacity: usize,
-    /// The working memory of the plans held ([`Plan::bytes`] summed). Plans are also evicted
-    /// to keep every cache of a network (plans and split nodes, nested ones included) within
-    /// the runtime's memory budget ([`crate::Runtime::max_memory`]).
-    pub bytes: usize,
-    /// The networks whose caches are counted: 1 for [`DynamicNetwork::stats`]; with
-    /// [`DynamicNetwork::total_stats`], also the nested ones serving the rest after each cut
-    /// (each holds up to `capacity` plans).
-    pub networks: usize,
-    /// Executions (or plan look-ups) that found their plan.
-    pub hits: u64,
-    /// Look-ups that built a plan.
-    pub misses: u64,
-    /// Plans unloaded to make room.
-    pub evictions: u64,
-    /// Optimizer runs (backend assignment, fusions, layout, tensor-handle strategy and memory
-    /// plan) made to build plans: one per miss whose plan loads a network (a split plan whose
-    /// part before the cut computes nothing runs none). Not yet shared across symbol sets.
-    pub optimizer_runs: u64,
-    /// Optimizer runs whose imported network had the structure of an earlier plan's
-    /// ([`Plan::structure`]): what replaying one optimization would serve (not done yet:
-    /// each still runs the optimizer).
-    pub same_structure: u64,
-    /// Of `same_structure`, the runs whose decisions (backend per layer, substitutions,
-    /// order, cancelled permutes: [`backplane_runtime::OptimizationRecord`]) were that
-    /// earlier plan's.
-    pub same_decisions: u64,
-}
-
-impl std::fmt::Display for PlanCacheStats {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let capacity = if self.networks > 1 {
-            format!(
-                " in {} networks (capacity {} in all)",
-                self.networks, self.capacity
-            )
-        } else {
-            format!(" (capacity {})", self.capacity)
-        };
-        write!(
-            f,
-            "{} plan{} cached{capacity}, {} hit{}, {} miss{}, {} evicted, {} held, {} optimizer \
-             run{}",
-            self.size,
-            if self.size == 1 { "" } else { "s" },
-            self.hits,
-            if self.hits == 1 { "" } else { "s" },
-            self.misses,
-            if self.misses == 1 { "" } else { "es" },
-            self.evictions,
-            ByteSize(self.bytes),
-            self.optimizer_runs,
-            if self.optimizer_runs == 1 { "" } else { "s" }
-        )
-    }
-}
-
-/// A byte count for people: `512 B`, `3.5 KiB`, `12.0 MiB`.
-pub(crate) struct ByteSize(pub usize);
-
-impl std::fmt::Display for ByteSize {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        const KIB: f64 = 1024.0;
-        let b = self.0 as f64;
-        if b < KIB {
-            write!(f, "{} B", self.0)
-        } else if b < KIB * KIB {
-            write!(f, "{:.1} KiB", b / KIB)
-        } else {
-            write!(f, "{:.1} MiB", b / (KIB * KIB))
-        }
-    }
-}
-
-/// A node the plans of a [`DynamicNetwork`] were cut at ([`DynamicNetwork::cuts`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CutSummary {
-    /// The node's name (or `<op_type>_<index>`).
-    pub label: String,
-    /// The node's operator.
-    pub op_type: String,
-    /// The plan cache of the network serving the rest after it, once a run built it.
-    pub rest: Option<PlanCacheStats>,
-}
-
-/// What identifies a plan: the values of the symbols of the model's inputs, the shapes of the
-/// inputs the symbolic signature does not determine (a derived or undeclared dimension), and
-/// the bytes of the inputs the model needs at import.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct PlanKey(Bindings, Vec<KeyPart>);
-
-/// One input's part of a [`PlanKey`]: its name, its shape (when the symbols do not determine
-/// it) and its bytes (when the model needs its value at import).
-type KeyPart = (String, Option<Vec<usize>>, Option<Vec<u8>>);
-
-impl PlanKey {
-    fn of(
-        inputs: &[(&str, &Tensor)],
-        symbols: &Bindings,
-        described: &[String],
-        valued: &[String],
-    ) -> PlanKey {
-        let mut parts: Vec<_> = inputs
-            .iter()
-            .map(|(name, t)| {
-                let value = valued.iter().any(|v| v == name).then(|| t.bytes().to_vec());
-                let dims =
-                    (!described.iter().any(|d| d == name)).then(|| t.shape().dims().to_vec());
-                (name.to_string(), dims, value)
-            })
-            .collect();
-        parts.sort_by(|a, b| a.0.cmp(&b.0));
-        PlanKey(symbols.clone(), parts)
-    }
-}
-
-/// The cache: plans in least-recently-used order (the last is the newest) with their ids in
-/// the memory budget, the inputs whose values the model needed at import so far, and the
-/// counts (`stats.bytes`: the plans' bytes).
-struct Cache<'r> {
-    plans: Vec<(PlanKey, Arc<Plan<'r>>, EntryId)>,
-    /// The first optimization's decisions for each structure seen (at most
-    /// [`KEPT_STRUCTURES`]), to count the later plans that repeat them.
-    structures: Vec<(StructuralKey, OptimizationRecord)>,
-    valued: Vec<String>,
-    stats: PlanCacheStats,
-    runtime: RuntimeRef<'r>,
-    /// The budget shared by every cache of the network and its nested ones.
-    budget: CacheBudget<'r>,
-    /// This cache, as the budget reaches it.
-    me: Owner<'r>,
-}
-
-/// How many distinct structures a plan cache remembers decisions for.
-const KEPT_STRUCTURES: usize = 8;
-
-impl<'r> Cache<'r> {
-    /// Count a plan of this structure: the same structure as an earlier plan's, and the same
-    /// optimizer decisions; remember the first plan's decisions for each structure.
-    fn compare_structure(&mut self, key: StructuralKey, optimized: &OptimizedNetwork) {
-        let record = optimized.record();
-        match self.structures.iter().find(|(k, _)| *k == key) {
-            Some((_, kept)) => {
-                self.stats.same_structure += 1;
-                let same = *kept == record;
-                if same {
-                    self.stats.same_decisions += 1;
-                }
-                tracing::info!(
-                    same_decisions = same,
-                    "the plan's import has an earlier plan's structure (its optimization is \
-                     not replayed yet)"
-                );
-            }
-            None if self.structures.len() < KEPT_STRUCTURES => {
-                self.structures.push((key, record));
-            }
-            None => {}
-        }
-    }
-
-    /// Take the plan at `at` out (`evicted`: to make room): its bytes leave the budget and
-    /// the counts. Its network is unloaded when the returned plan is dropped (let the cache's
-    /// lock go first) and no execution holds it.
-    fn remove_at(&mut self, at: usize, evicted: bool) -> Arc<Plan<'r>> {
-        let (_, plan, id) = self.plans.remove(at);
-        self.budget.forget(id);
-        self.stats.bytes = self.stats.bytes.saturating_sub(plan.bytes);
-        if evicted {
-            self.stats.evictions += 1;
-        }
-        self.runtime
-            .plan_cache_counters()
-            .removed(CacheKind::Plans, plan.bytes, evicted);
-        plan
-    }
-}
-
-impl Evict for Mutex<Cache<'_>> {
-    fn try_evict(&self, entry: EntryId) -> bool {
-        let removed = {
-            // Busy (a thread is building a plan in it): its plans stay.
-            let Ok(mut cache) = self.try_lock() else {
-                return false;
-            };
-            match cache.plans.iter().position(|p| p.2 == entry) {
-                Some(at) => cache.remove_at(at, true),
-                None => return false,
-            }
-        };
-        drop(removed);
-        true
-    }
-}
-
-impl Drop for Cache<'_> {
-    fn drop(&mut self) {
-        while !self.plans.is_empty() {
-            drop(self.remove_at(0, false));
         }
     }
 }
@@ -364,6 +137,9 @@ pub struct DynamicNetwork<'r> {
     node_stats: SharedNodeStats,
     /// How many specialisations each split node keeps.
     node_capacity: usize,
+    /// Whether a plan of an earlier plan's structure replays its optimization
+    /// ([`DynamicNetwork::with_replay`]).
+    replay: bool,
     /// The model's inputs and outputs with symbolic dimensions.
     signature: SymbolicSignature,
     /// The inputs whose shapes the bound symbols determine (every dimension a number or a
@@ -447,7 +223,7 @@ impl<'r> DynamicNetwork<'r> {
                     ..PlanCacheStats::default()
                 },
                 plans: Vec::new(),
-                structures: Vec::new(),
+                records: Records::default(),
                 valued: Vec::new(),
                 runtime: runtime.clone(),
                 budget: budget.clone(),
@@ -464,6 +240,7 @@ impl<'r> DynamicNetwork<'r> {
             rests: Mutex::new(Vec::new()),
             node_stats: SharedNodeStats::default(),
             node_capacity: DEFAULT_PLAN_CAPACITY,
+            replay: true,
             signature,
             described,
             budget,
@@ -481,6 +258,15 @@ impl<'r> DynamicNetwork<'r> {
     /// the cache against). See [`crate::node_cache`].
     pub fn with_node_cache(mut self, capacity: usize) -> Self {
         self.node_capacity = capacity;
+        self
+    }
+
+    /// Whether a plan whose import has the structure of an earlier plan's replays that plan's
+    /// optimization (default `true`; see [`Plan::reshaped`]); `false` optimizes every plan in
+    /// full, as a baseline to measure the replay against (its records are still kept and
+    /// compared: [`PlanCacheStats::same_decisions`]).
+    pub fn with_replay(mut self, replay: bool) -> Self {
+        self.replay = replay;
         self
     }
 
@@ -521,6 +307,7 @@ impl<'r> DynamicNetwork<'r> {
         net.import.input_shapes.clear();
         net.import.input_values.clear();
         net.node_capacity = self.node_capacity;
+        net.replay = self.replay;
         net.share_budget(&self.budget);
         net.with_capacity(capacity)
     }
@@ -625,6 +412,7 @@ impl<'r> DynamicNetwork<'r> {
                 total.misses += s.misses;
                 total.evictions += s.evictions;
                 total.optimizer_runs += s.optimizer_runs;
+                total.plans_reshaped += s.plans_reshaped;
                 total.same_structure += s.same_structure;
                 total.same_decisions += s.same_decisions;
             }
@@ -666,13 +454,21 @@ impl<'r> DynamicNetwork<'r> {
             return Ok((plan, true));
         }
         // Built under the lock: concurrent misses for one shape build it once.
-        let plan = self.build(inputs, symbols.clone())?;
+        let plan = self.build(inputs, symbols.clone(), &cache.records)?;
         cache.stats.misses += 1;
         if let Some(optimized) = &plan.optimized {
-            cache.stats.optimizer_runs += 1;
-            self.runtime.plan_cache_counters().optimizer_ran();
-            if let Some(key) = plan.structure {
-                cache.compare_structure(key, optimized);
+            if plan.reshaped {
+                cache.stats.plans_reshaped += 1;
+                self.runtime.plan_cache_counters().plan_reshaped();
+            } else {
+                cache.stats.optimizer_runs += 1;
+                self.runtime.plan_cache_counters().optimizer_ran();
+                if let Some(key) = plan.structure {
+                    let cache = &mut *cache;
+                    cache
+                        .records
+                        .optimized(key, optimized.record(), &mut cache.stats);
+                }
             }
         }
         for name in &plan.bound {
@@ -722,8 +518,14 @@ impl<'r> DynamicNetwork<'r> {
     }
 
     /// Import, optimize and load the model for these inputs; split it at the first node
-    /// that needs the values of data.
-    fn build(&self, inputs: &[(&str, &Tensor)], symbols: Bindings) -> Result<Plan<'r>, Error> {
+    /// that needs the values of data. An import with the structure of an earlier plan's
+    /// replays that plan's optimization (`records`) when its decisions hold.
+    fn build(
+        &self,
+        inputs: &[(&str, &Tensor)],
+        symbols: Bindings,
+        records: &Records,
+    ) -> Result<Plan<'r>, Error> {
         let mut options = self.import.clone();
         let shapes: Vec<(String, Vec<usize>)> = inputs
             .iter()
@@ -749,19 +551,21 @@ impl<'r> DynamicNetwork<'r> {
             &values,
         ) {
             Ok((network, bound)) => {
-                let structure = Some(StructuralKey::of(&network));
+                let structure = StructuralKey::of(&network);
                 let mut timings = PlanTimings {
                     import: started.elapsed(),
                     ..PlanTimings::default()
                 };
-                let (id, optimized) = self.load(&network, &mut timings)?;
-                tracing::info!(symbols = %symbols, "built a plan: {timings}");
+                let kept = self.replayable(records, &structure);
+                let (id, optimized, reshaped) = self.load_with(&network, &kept, &mut timings)?;
+                tracing::info!(symbols = %symbols, reshaped, "built a plan: {timings}");
                 Ok(Plan {
                     timings,
                     id: Some(id),
                     bytes: optimized.working_bytes(),
                     optimized: Some(optimized),
-                    structure,
+                    structure: Some(structure),
+                    reshaped,
                     split: None,
                     bound,
                     shapes,
@@ -791,7 +595,7 @@ impl<'r> DynamicNetwork<'r> {
                      it produces"
                 );
                 let mut timings = PlanTimings::default();
-                let (id, optimized, bound, feeds, structure) = match cut.prefix {
+                let (id, optimized, bound, feeds, structure, reshaped) = match cut.prefix {
                     Some(prefix) => {
                         let (network, bound) = onnx::import_model_specialized(
                             prefix,
@@ -799,13 +603,16 @@ impl<'r> DynamicNetwork<'r> {
                             &options,
                             &values,
                         )?;
-                        let structure = Some(StructuralKey::of(&network));
+                        let structure = StructuralKey::of(&network);
                         timings.import = started.elapsed();
-                        let (id, optimized) = self.load(&network, &mut timings)?;
+                        let kept = self.replayable(records, &structure);
+                        let (id, optimized, reshaped) =
+                            self.load_with(&network, &kept, &mut timings)?;
                         let feeds = Self::feeds(&network);
-                        (Some(id), Some(optimized), bound, feeds, structure)
+                        let structure = Some(structure);
+                        (Some(id), Some(optimized), bound, feeds, structure, reshaped)
                     }
-                    None => (None, None, Vec::new(), Vec::new(), None),
+                    None => (None, None, Vec::new(), Vec::new(), None, false),
                 };
                 if timings.import.is_zero() {
                     timings.import = started.elapsed();
@@ -818,6 +625,7 @@ impl<'r> DynamicNetwork<'r> {
                         .map_or(0, OptimizedNetwork::working_bytes),
                     optimized,
                     structure,
+                    reshaped,
                     split: Some(cut.split),
                     bound,
                     shapes,
@@ -827,6 +635,19 @@ impl<'r> DynamicNetwork<'r> {
                 })
             }
             Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The records a plan of this structure may replay (none without replay).
+    fn replayable<'a>(
+        &self,
+        records: &'a Records,
+        structure: &StructuralKey,
+    ) -> Vec<&'a OptimizationRecord> {
+        if self.replay {
+            records.of(structure)
+        } else {
+            Vec::new()
         }
     }
 
@@ -906,13 +727,49 @@ impl<'r> DynamicNetwork<'r> {
         network: &crate::Network,
         timings: &mut PlanTimings,
     ) -> Result<(NetworkId, OptimizedNetwork), Error> {
+        let (id, optimized, _) = self.load_with(network, &[], timings)?;
+        Ok((id, optimized))
+    }
+
+    /// [`DynamicNetwork::load`], replaying one of `records` (earlier plans' optimizations of
+    /// networks of the same structure, the preferred first) when its decisions hold at these
+    /// shapes, in full otherwise; also says whether a record was replayed (the plan
+    /// re-shaped).
+    fn load_with(
+        &self,
+        network: &crate::Network,
+        records: &[&OptimizationRecord],
+        timings: &mut PlanTimings,
+    ) -> Result<(NetworkId, OptimizedNetwork, bool), Error> {
         let started = std::time::Instant::now();
-        let optimized = self.runtime.optimize(network, &self.optimizer)?;
+        let replayed = match records {
+            [] => None,
+            records => {
+                match self
+                    .runtime
+                    .replay_optimization(network, &self.optimizer, records)?
+                {
+                    ReplayOutcome::Replayed(optimized) => Some(*optimized),
+                    ReplayOutcome::Refused(why) => {
+                        tracing::info!(
+                            "the earlier plan's optimization of this structure is not replayed \
+                             ({why}): optimizing in full"
+                        );
+                        None
+                    }
+                }
+            }
+        };
+        let reshaped = replayed.is_some();
+        let optimized = match replayed {
+            Some(optimized) => optimized,
+            None => self.runtime.optimize(network, &self.optimizer)?,
+        };
         let optimized_at = started.elapsed();
         let id = self.runtime.load_network(optimized.clone())?;
         timings.optimize += optimized_at;
         timings.load += started.elapsed().saturating_sub(optimized_at);
-        Ok((id, optimized))
+        Ok((id, optimized, reshaped))
     }
 
     /// Run the model on these inputs (every tensor input of the model, by name, of any shape

@@ -53,8 +53,9 @@ pub use backplane_backend_api::{Backend, BackendId, BackendOptions, NetworkId};
 pub use backplane_core::{DataType, Network, Shape, Tensor, TensorInfo};
 pub use backplane_onnx::ImportOptions;
 pub use backplane_runtime::{
-    BackendFactory, BackendRegistry, CacheCounts, OptimizedNetwork, OptimizerOptions,
-    PlanCacheTotals, Runtime, RuntimeError, RuntimeOptions, SupportAnswers,
+    BackendFactory, BackendRegistry, CacheCounts, OptimizationRecord, OptimizedNetwork,
+    OptimizerOptions, PlanCacheTotals, ReplayOutcome, Runtime, RuntimeError, RuntimeOptions,
+    SupportAnswers,
 };
 pub use dynamic_network::{CutSummary, DynamicNetwork, PlanCacheStats, PlanTimings};
 pub use node_cache::NodeCacheStats;

@@ -74,6 +74,19 @@ fn the_runtime_totals_every_network_it_serves() {
     assert_eq!((t.plans.misses, b.misses, d.misses), (5, 2, 3), "{t}");
     assert_eq!(t.plans.evictions, 0, "{t}");
     assert_eq!(t.optimizer_runs, b.optimizer_runs + d.optimizer_runs, "{t}");
+    assert_eq!(t.plans_reshaped, b.plans_reshaped + d.plans_reshaped, "{t}");
+    // BERT at 9 replayed the optimization of BERT at 7 (one structure); the detector's three
+    // networks are three structures.
+    assert_eq!(
+        (
+            b.optimizer_runs,
+            b.plans_reshaped,
+            d.optimizer_runs,
+            d.plans_reshaped
+        ),
+        (1, 1, 3, 0),
+        "{t}"
+    );
     assert_eq!(t.nodes.entries, nodes.size, "{t}");
     assert_eq!(t.nodes.bytes, nodes.bytes, "{t}");
     assert_eq!(
@@ -97,6 +110,7 @@ fn the_runtime_totals_every_network_it_serves() {
     assert_eq!((after.nodes.entries, after.nodes.bytes), (0, 0), "{after}");
     assert_eq!(after.plans.misses, t.plans.misses, "{after}");
     assert_eq!(after.optimizer_runs, t.optimizer_runs, "{after}");
+    assert_eq!(after.plans_reshaped, t.plans_reshaped, "{after}");
     assert_eq!(
         after.plans.evictions, 0,
         "dropped with their network: {after}"

@@ -102,7 +102,8 @@ fn dynamic(rt: &Runtime) -> DynamicNetwork<'_> {
 }
 
 /// Sequence lengths 7, 16, 33, 128 and 7 again on one dynamic network: each output equals a
-/// separate static import's bit for bit, the cache misses four times and hits once, and the
+/// separate static import's bit for bit, the cache misses four times (one optimizer run, then
+/// three plans re-shaped from its record) and hits once per repeated shape, and the
 /// weights are packed once (per packed layout: with AVX2 a product of at most 12 rows reads
 /// interleaved panels and a longer one split halves, so seq 7 and seq 16 may each pack).
 #[test]
@@ -129,6 +130,19 @@ fn bert_shaped_encoder_serves_every_sequence_length() {
             "seq {seq}: the dynamic network's output differs from a static import's"
         );
         packed_after.push(acc.packing_stats());
+        let (plan, hit) = net.plan(&[("input_ids", &input)]).unwrap();
+        assert!(hit);
+        assert_eq!(
+            plan.reshaped,
+            seq != 7,
+            "seq {seq}: every plan after the first replays its optimization"
+        );
+        let record = plan.optimized.as_ref().unwrap().record();
+        assert!(
+            record.replayable && !record.substitutions.is_empty(),
+            "CpuAcc fused chains, and the record can be replayed: {:?}",
+            record.substitutions
+        );
         assert_eq!(
             net.kept_weight_bytes(),
             0,
@@ -146,20 +160,22 @@ fn bert_shaped_encoder_serves_every_sequence_length() {
             size: 4,
             capacity: backplane::dynamic_network::DEFAULT_PLAN_CAPACITY,
             networks: 1,
-            hits: 1,
+            // The second 7, and the look-up after each execution.
+            hits: 6,
             misses: 4,
             evictions: 0,
             bytes: stats.bytes,
-            optimizer_runs: 4,
-            same_structure: 3,
-            same_decisions: 3,
+            optimizer_runs: 1,
+            plans_reshaped: 3,
+            same_structure: 0,
+            same_decisions: 0,
         }
     );
-    // The imports at 16, 33 and 128 had seq 7's structure, and the optimizer decided the same
-    // for them (backends, CpuAcc's fusions, order): what a replay would serve.
-    // Still an optimizer run per miss (plan once is not done), but CpuAcc's and CpuRef's
-    // answers that hold at every shape were asked for the first plan only: the three later
-    // plans replayed them.
+    // The imports at 16, 33 and 128 had seq 7's structure, and every decision of its
+    // optimization held at their shapes (CpuAcc and CpuRef accept the same layers at every
+    // length, CpuAcc fuses the same chains): each replayed it, re-shaped, with no optimizer
+    // search; the outputs above equal full optimizations'. CpuAcc's and CpuRef's answers that
+    // hold at every shape were asked for the first plan only: the later plans replayed them.
     let answers = net.support_answers().unwrap();
     assert!(
         !answers.is_empty() && answers.replayed() >= 3 * answers.len() as u64,

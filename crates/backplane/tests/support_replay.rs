@@ -127,10 +127,14 @@ impl LayerSupport for PickySupport {
     }
 }
 
-/// Plans of one structure count as such; their decisions count as the same only while the
-/// backends decide the same: past 16 rows the MatMuls move to CpuRef.
+/// Plans of one structure replay an earlier plan's optimization only while its decisions
+/// hold: at 16 rows PickyRef still takes the MatMuls (re-shaped from 7's record), past 16 they
+/// move to CpuRef, so the replay at 33 is refused and the plan optimized in full (counted as
+/// an optimizer run of a kept structure with other decisions); 40 then replays 33's record
+/// and 8 replays 7's (the structure's two records, each tried). Every output equals a
+/// separate static import's.
 #[test]
-fn plans_of_one_structure_are_compared_by_their_decisions() {
+fn a_replay_is_refused_when_a_support_answer_changes_with_the_shape() {
     let picky = WithSupport {
         name: "PickyRef",
         inner: Arc::new(CpuRefBackend),
@@ -160,11 +164,28 @@ fn plans_of_one_structure_are_compared_by_their_decisions() {
         ]),
     )
     .unwrap();
+    let options = OptimizerOptions::new(vec![
+        BackendId::new("PickyRef").unwrap(),
+        BackendId::new("CpuRef").unwrap(),
+    ]);
     let mut keys = Vec::new();
-    for seq in [7, 16, 33] {
-        net.execute(&[("input_ids", &token_ids(seq, 3))]).unwrap();
-        let (plan, hit) = net.plan(&[("input_ids", &token_ids(seq, 3))]).unwrap();
+    for seq in [7, 16, 33, 40, 8] {
+        let input = token_ids(seq, 3);
+        let got = net.execute(&[("input_ids", &input)]).unwrap();
+        // The same model imported alone at this length, optimized in full, on the same
+        // backends.
+        let import = ImportOptions::default().with_input_shape("input_ids", vec![1, seq]);
+        let network =
+            backplane::load_onnx(&repo().join("testdata/dynamic/bert_tiny.onnx"), &import).unwrap();
+        let id = rt
+            .load_network(rt.optimize(&network, &options).unwrap())
+            .unwrap();
+        let want = rt.execute(id, &[("input_ids", &input)]).unwrap();
+        rt.unload_network(id).unwrap();
+        assert_eq!(got[0].1.bytes(), want[0].1.bytes(), "seq {seq}");
+        let (plan, hit) = net.plan(&[("input_ids", &input)]).unwrap();
         assert!(hit);
+        assert_eq!(plan.reshaped, seq != 7 && seq != 33, "seq {seq}");
         let optimized = plan.optimized.as_ref().unwrap();
         let on_ref = optimized
             .assignment()
@@ -176,7 +197,8 @@ fn plans_of_one_structure_are_compared_by_their_decisions() {
     }
     assert!(keys.iter().all(|k| *k == keys[0]));
     let stats = net.stats();
-    assert_eq!(stats.optimizer_runs, 3);
-    assert_eq!(stats.same_structure, 2, "{stats:?}");
-    assert_eq!(stats.same_decisions, 1, "{stats:?}");
+    assert_eq!(stats.optimizer_runs, 2, "{stats:?}");
+    assert_eq!(stats.plans_reshaped, 3, "{stats:?}");
+    assert_eq!(stats.same_structure, 1, "{stats:?}");
+    assert_eq!(stats.same_decisions, 0, "{stats:?}");
 }

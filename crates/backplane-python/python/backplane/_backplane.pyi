@@ -163,8 +163,10 @@ class DynamicNetwork:
     def stats(self) -> Dict[str, int]:
         """The plan cache's counts: ``size``, ``capacity``, ``networks``, ``hits``,
         ``misses``, ``evictions``, ``bytes`` (the plans' working memory), ``optimizer_runs``,
-        ``same_structure`` (runs whose import had an earlier plan's structure) and
-        ``same_decisions`` (of those, the runs that decided what that plan's optimizer did)."""
+        ``plans_reshaped`` (plans built by replaying an earlier plan's optimization of the same
+        structure, not counted in ``optimizer_runs``), ``same_structure`` (optimizer runs whose
+        import had an earlier plan's structure: a replay refused) and ``same_decisions`` (of
+        those, the runs that decided what that plan's optimizer did)."""
     def kept_weight_bytes(self) -> int:
         """Initializer bytes the model kept for imports still holds (0 once the first plan is built)."""
     def total_stats(self) -> Dict[str, int]:
@@ -175,7 +177,7 @@ class DynamicNetwork:
     def runtime_stats(self) -> Dict[str, Any]:
         """The runtime's totals over every plan cache it serves: ``networks``, ``plans`` and
         ``nodes`` (dicts of entries, bytes, hits, misses, evictions), ``optimizer_runs``,
-        ``held_bytes`` (the caches' bytes against the shared memory budget)."""
+        ``plans_reshaped``, ``held_bytes`` (the caches' bytes against the shared memory budget)."""
     def node_stats(self) -> Dict[str, int]:
         """The cut nodes' import cache: size, capacity_per_node, hits, misses, evictions, bytes."""
     def total_node_stats(self) -> Dict[str, int]:

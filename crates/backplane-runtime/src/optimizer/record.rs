@@ -1,7 +1,7 @@
 //! What one optimization decided, in a form to compare across the optimizations of one model
-//! at several shapes (and, once re-shaping replacements exists, to replay).
+//! at several shapes, and to replay ([`super::replay`]).
 
-use super::{OptimizedNetwork, SubstitutionRecord};
+use super::{OptimizedNetwork, SubstitutionRecord, SUBGRAPH_REFUSAL};
 use backplane_backend_api::BackendId;
 
 /// The decisions of one optimization ([`OptimizedNetwork::record`]): the backend of every
@@ -18,11 +18,21 @@ pub struct OptimizationRecord {
     pub substitutions: Vec<SubstitutionRecord>,
     /// Pairs of adjacent inverse layout permutes removed.
     pub permutes_cancelled: usize,
+    /// Whether the optimization can be replayed for a network of the same structure
+    /// ([`crate::Runtime::replay_optimization`]): no backend rejected a layer or returned an
+    /// invalid answer in `optimize_subgraph`, so every decision follows from the support
+    /// answers and the substitutions alone.
+    pub replayable: bool,
 }
 
 impl OptimizedNetwork {
     /// What this optimization decided, without the shapes.
     pub fn record(&self) -> OptimizationRecord {
+        let refused_in_subgraph = self
+            .report
+            .refusals
+            .iter()
+            .any(|(_, _, why)| why == SUBGRAPH_REFUSAL);
         OptimizationRecord {
             layers: self
                 .network
@@ -33,6 +43,7 @@ impl OptimizedNetwork {
                 .collect(),
             substitutions: self.report.substitutions.clone(),
             permutes_cancelled: self.report.permutes_cancelled,
+            replayable: self.report.rejected.is_empty() && !refused_in_subgraph,
         }
     }
 }
