@@ -114,10 +114,14 @@ def data_movement_net(seed):
 
 def upsampling_net(seed):
     """Transposed convolutions (TRANSPOSE_CONV): SAME and VALID, strides 2 and 1, a fused
-    ReLU and a bias."""
+    ReLU and a bias; before them a squeeze-and-excite gate whose pool is an
+    AVERAGE_POOL_2D over the whole image."""
     keras.utils.set_random_seed(seed)
     inp = keras.Input((7, 9, 5), batch_size=1, name="features")
-    x = L.Conv2DTranspose(6, 3, strides=2, padding="same", activation="relu")(inp)
+    g = L.AveragePooling2D((7, 9))(inp)
+    g = L.Conv2D(5, 1, activation="sigmoid")(g)
+    x = L.Multiply()([inp, g])
+    x = L.Conv2DTranspose(6, 3, strides=2, padding="same", activation="relu")(x)
     x = L.Conv2DTranspose(4, 4, strides=2, padding="same", use_bias=False)(x)
     x = L.Conv2DTranspose(3, 3, strides=2, padding="valid")(x)
     x = L.Conv2DTranspose(2, 2, strides=1, padding="valid")(x)

@@ -218,3 +218,24 @@ fn big_models_match_litert() {
         }
     }
 }
+
+/// TensorFlow writes a squeeze-and-excite block's pool as AVERAGE_POOL_2D with a window over
+/// the whole image (one output pixel): it imports as a global pooling (`upsampling_f32`'s
+/// gate; the case's outputs match LiteRT in `tflite_models_match_litert_on_cpu_ref_and_cpu_acc`),
+/// while a windowed pool stays windowed (`mobile_blocks_f32`).
+#[test]
+fn a_pool_over_the_whole_image_imports_as_a_global_pooling() {
+    let count = |case: &str, op: &str| {
+        let path = repo().join(format!("testdata/tflite/{case}/model.tflite"));
+        let network = backplane::load_tflite(&path).unwrap();
+        network
+            .layers()
+            .iter()
+            .filter(|l| l.op.name() == op)
+            .count()
+    };
+    assert_eq!(count("upsampling_f32", "GlobalAveragePool"), 1);
+    assert_eq!(count("upsampling_f32", "AveragePool"), 0);
+    assert_eq!(count("mobile_blocks_f32", "AveragePool"), 1);
+    assert_eq!(count("mobile_blocks_f32", "GlobalAveragePool"), 0);
+}

@@ -623,22 +623,30 @@ pub(super) fn pool_2d(cx: &mut Cx<'_, '_, '_>, max: bool) -> Tx<()> {
         pads: Vec::new(),
         auto_pad: auto_pad(o.i8(f::PADDING, 0)?),
     };
+    let kind = if max {
+        PoolKind::Max
+    } else {
+        PoolKind::Average
+    };
+    // A window over the whole image giving one pixel (how TensorFlow writes a
+    // squeeze-and-excite block's pool) is a global pooling: no padding can enter it, so the
+    // two agree; backends run the global form faster and fold it into their patterns.
+    let (xd, od) = (cx.shape(x)?, cx.shape(out)?);
+    let global =
+        xd.len() == 4 && od.len() == 4 && window.kernel[..] == xd[1..3] && od[1..3] == [1, 1];
     let (xi, _) = cx.float(x, Some(true))?;
     let name = cx.fresh(if max { "MaxPool" } else { "AveragePool" });
-    let y = cx.g.layer(
-        &name,
+    let op = if global {
+        Op::GlobalPool(kind)
+    } else {
         Op::Pool(PoolDesc {
-            kind: if max {
-                PoolKind::Max
-            } else {
-                PoolKind::Average
-            },
+            kind,
             window,
             ceil_mode: false,
             count_include_pad: false,
-        }),
-        &[xi],
-    )?;
+        })
+    };
+    let y = cx.g.layer(&name, op, &[xi])?;
     let y = cx.activation(y, o.i8(f::ACTIVATION, 0)?)?;
     cx.emit(out, y, true)
 }
