@@ -3,7 +3,7 @@
 //! ([`tile`]) or requantized to bytes in registers ([`tile_requant`]).
 
 use super::fused::ColumnRequant;
-use super::{QMR, QNR};
+use super::{MR_MAX, QMR, QNR};
 use std::arch::x86_64::*;
 
 /// The sums of `R` rows of A against one panel, two vectors (16 columns) per row.
@@ -70,7 +70,7 @@ pub(super) unsafe fn tile(
     r: usize,
     kp: usize,
     panel: *const i16,
-    tile: &mut [[i32; QNR]; QMR],
+    tile: &mut [[i32; QNR]; MR_MAX],
 ) {
     let r = r.min(QMR);
     // SAFETY: forwarded contract.
@@ -98,7 +98,7 @@ pub(super) unsafe fn tile_requant(
     panel: *const i16,
     rq: &ColumnRequant,
     p: usize,
-    bytes: &mut [[u8; QNR]; QMR],
+    bytes: &mut [[u8; QNR]; MR_MAX],
 ) {
     // One instantiation per row count, each with its sums inlined (the accumulators stay in
     // registers instead of going through a returned array).
@@ -124,7 +124,7 @@ unsafe fn tile_requant_rows<const R: usize>(
     panel: *const i16,
     rq: &ColumnRequant,
     p: usize,
-    bytes: &mut [[u8; QNR]; QMR],
+    bytes: &mut [[u8; QNR]; MR_MAX],
 ) {
     let r = R.min(QMR);
     // SAFETY: forwarded contract.

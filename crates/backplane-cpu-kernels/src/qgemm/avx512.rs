@@ -1,0 +1,213 @@
+//! The AVX-512 micro-tiles of the integer GEMM: up to [`ROWS`] rows of A against one
+//! 16-column panel. A panel's pair of K steps (16 columns × 2 values, [`super::packed_at`])
+//! is one 512-bit vector, so each row's 16 sums are one register: a broadcast pair of A
+//! against it, `vpmaddwd` then `vpaddd` (AVX-512BW, [`bw`]) or the one `vpdpwssd` that fuses
+//! them (AVX-512 VNNI, [`vnni`]). The sums are exact either way (pairs of centered 8-bit
+//! values; `vpdpwssd` adds without saturating), so both give the AVX2 and portable tiles'
+//! sums. Stored as int32 sums (`tile`) or requantized to bytes in registers
+//! (`tile_requant`) with the f32 operations of [`super::requantize_channels`], in its order.
+//!
+//! Eight rows, not the AVX2 tile's four: `vpdpwssd` accumulates in place, so each
+//! accumulator is a dependency chain through an instruction of several cycles' latency,
+//! and eight independent rows keep the multiplier busy where four would wait on it; eight
+//! accumulators, the panel vector and a broadcast use 10 of the 32 registers.
+//!
+//! Written on a machine whose tests exercised both families (see docs/cpu-acc.md, "Quantized
+//! layers"); every path is checked against the portable tile by the module's tests.
+
+use super::fused::ColumnRequant;
+use super::{MR_MAX, QNR};
+use std::arch::x86_64::*;
+
+/// Rows of A per AVX-512 tile.
+pub(super) const ROWS: usize = 8;
+
+// The tile's row array holds every row this family writes.
+const _: () = assert!(ROWS <= MR_MAX);
+
+/// The broadcast constants of a requantization.
+struct Consts {
+    lo: __m512,
+    hi: __m512,
+    magic: __m512,
+    magic_bits: __m512i,
+    zero: __m512i,
+}
+
+impl Consts {
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    fn new(rq: &ColumnRequant) -> Consts {
+        let range = rq.range();
+        Consts {
+            lo: _mm512_set1_ps(range.lo),
+            hi: _mm512_set1_ps(range.hi),
+            magic: _mm512_set1_ps(super::requant::MAGIC),
+            magic_bits: _mm512_set1_epi32(super::requant::MAGIC.to_bits() as i32),
+            zero: _mm512_set1_epi32(range.zero as i32),
+        }
+    }
+}
+
+/// Sixteen sums requantized to their bytes:
+/// `(clamp(round_half_even((s + b) · sc), lo, hi) + zero) as u8`, the operations of the
+/// AVX2 tile's `requant8` in the same order. `vpmovdb` keeps each lane's low byte, which is
+/// what the AVX2 tile's `& 0xff` then unsigned packs keep.
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn requant16(s: __m512i, b: __m512i, sc: __m512, k: &Consts) -> __m128i {
+    let v = _mm512_cvtepi32_ps(_mm512_add_epi32(s, b));
+    let v = _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(v, sc), k.lo), k.hi);
+    let i = _mm512_sub_epi32(_mm512_castps_si512(_mm512_add_ps(v, k.magic)), k.magic_bits);
+    _mm512_cvtepi32_epi8(_mm512_add_epi32(i, k.zero))
+}
+
+/// One family of tiles: `$features` enabled, `$step` the accumulation of one pair of K
+/// steps (`$acc` the row's sums, `$x` the broadcast pair of A, `$b` the panel's vector).
+/// A macro rather than a generic: the BW family must be compiled without VNNI enabled (a
+/// CPU may have AVX-512BW without it), and a `#[target_feature]` function only inlines
+/// into one with at least its features.
+macro_rules! family {
+    ($(#[$doc:meta])* $name:ident, $features:literal, |$acc:ident, $x:ident, $b:ident| $step:expr) => {
+        $(#[$doc])*
+        pub(super) mod $name {
+            use super::*;
+
+            /// The sums of `R` rows of A against one panel, one vector per row.
+            /// Safety: the family's features present; `a` readable for `(R-1)·lda + kp`
+            /// values, `kp` even; `panel` readable for `kp · QNR`.
+            #[target_feature(enable = $features)]
+            #[inline]
+            unsafe fn sums<const R: usize>(
+                a: *const i16,
+                lda: usize,
+                kp: usize,
+                panel: *const i16,
+            ) -> [__m512i; ROWS] {
+                let mut acc = [_mm512_setzero_si512(); ROWS];
+                for pair in 0..kp / 2 {
+                    // SAFETY: pair < kp/2, so the 32 values at pair·2·QNR lie in the panel.
+                    let $b = unsafe { _mm512_loadu_si512(panel.add(pair * 2 * QNR).cast()) };
+                    for (rr, sums) in acc.iter_mut().enumerate().take(R) {
+                        // SAFETY: row rr < R reads values 2·pair, 2·pair + 1 < kp of its row.
+                        let v =
+                            unsafe { a.add(rr * lda + 2 * pair).cast::<i32>().read_unaligned() };
+                        let $x = _mm512_set1_epi32(v);
+                        let $acc = *sums;
+                        *sums = $step;
+                    }
+                }
+                acc
+            }
+
+            /// Sums of `r` (1..=ROWS; more are cut to ROWS) rows of A against one panel
+            /// into `tile`. Safety: the family's features present; `a` readable for
+            /// `(r-1)·lda + kp` values, `kp` even; `panel` readable for `kp · QNR`.
+            #[target_feature(enable = $features)]
+            pub(in crate::qgemm) unsafe fn tile(
+                a: *const i16,
+                lda: usize,
+                r: usize,
+                kp: usize,
+                panel: *const i16,
+                tile: &mut [[i32; QNR]; MR_MAX],
+            ) {
+                let r = r.min(ROWS);
+                // SAFETY: forwarded contract, for the row count each arm reads.
+                let acc = unsafe {
+                    match r {
+                        0 => return,
+                        1 => sums::<1>(a, lda, kp, panel),
+                        2 => sums::<2>(a, lda, kp, panel),
+                        3 => sums::<3>(a, lda, kp, panel),
+                        4 => sums::<4>(a, lda, kp, panel),
+                        5 => sums::<5>(a, lda, kp, panel),
+                        6 => sums::<6>(a, lda, kp, panel),
+                        7 => sums::<7>(a, lda, kp, panel),
+                        _ => sums::<8>(a, lda, kp, panel),
+                    }
+                };
+                for (row, v) in tile.iter_mut().zip(acc).take(r) {
+                    // SAFETY: each row of `tile` holds QNR = 16 int32, one vector.
+                    unsafe { _mm512_storeu_si512(row.as_mut_ptr().cast(), v) };
+                }
+            }
+
+            /// The sums of `r` (1..=ROWS) rows of A against panel `p`, requantized in
+            /// registers with the columns' bias and scale into `bytes` (16 per row).
+            /// Safety: as `tile`; `p` a panel of `rq`.
+            #[target_feature(enable = $features)]
+            #[allow(clippy::too_many_arguments)]
+            pub(in crate::qgemm) unsafe fn tile_requant(
+                a: *const i16,
+                lda: usize,
+                r: usize,
+                kp: usize,
+                panel: *const i16,
+                rq: &ColumnRequant,
+                p: usize,
+                bytes: &mut [[u8; QNR]; MR_MAX],
+            ) {
+                // One instantiation per row count, each with its sums inlined.
+                // SAFETY: forwarded contract, for the row count each arm reads.
+                unsafe {
+                    match r {
+                        0 => {}
+                        1 => requant_rows::<1>(a, lda, kp, panel, rq, p, bytes),
+                        2 => requant_rows::<2>(a, lda, kp, panel, rq, p, bytes),
+                        3 => requant_rows::<3>(a, lda, kp, panel, rq, p, bytes),
+                        4 => requant_rows::<4>(a, lda, kp, panel, rq, p, bytes),
+                        5 => requant_rows::<5>(a, lda, kp, panel, rq, p, bytes),
+                        6 => requant_rows::<6>(a, lda, kp, panel, rq, p, bytes),
+                        7 => requant_rows::<7>(a, lda, kp, panel, rq, p, bytes),
+                        _ => requant_rows::<8>(a, lda, kp, panel, rq, p, bytes),
+                    }
+                }
+            }
+
+            /// `tile_requant` for `R` rows. Safety: as `tile_requant` for `R` rows.
+            #[target_feature(enable = $features)]
+            #[allow(clippy::too_many_arguments)]
+            unsafe fn requant_rows<const R: usize>(
+                a: *const i16,
+                lda: usize,
+                kp: usize,
+                panel: *const i16,
+                rq: &ColumnRequant,
+                p: usize,
+                bytes: &mut [[u8; QNR]; MR_MAX],
+            ) {
+                // SAFETY: forwarded contract.
+                let acc = unsafe { sums::<R>(a, lda, kp, panel) };
+                let (bias, scale) = rq.panel(p);
+                // SAFETY: `panel` returns QNR = 16 values of each, one vector.
+                let (bias, scale) = unsafe {
+                    (
+                        _mm512_loadu_si512(bias.as_ptr().cast()),
+                        _mm512_loadu_ps(scale.as_ptr()),
+                    )
+                };
+                let k = Consts::new(rq);
+                for (row, v) in bytes.iter_mut().zip(acc).take(R.min(ROWS)) {
+                    let b = requant16(v, bias, scale, &k);
+                    // SAFETY: each row of `bytes` holds 16 bytes, one 128-bit vector.
+                    unsafe { _mm_storeu_si128(row.as_mut_ptr().cast(), b) };
+                }
+            }
+        }
+    };
+}
+
+family!(
+    /// The AVX-512BW tiles: `vpmaddwd` then `vpaddd`.
+    bw,
+    "avx512f,avx512bw",
+    |acc, x, b| _mm512_add_epi32(acc, _mm512_madd_epi16(x, b))
+);
+
+family!(
+    /// The AVX-512 VNNI tiles: `vpdpwssd` (the pair products and their add in one).
+    vnni,
+    "avx512f,avx512bw,avx512vnni",
+    |acc, x, b| _mm512_dpwssd_epi32(acc, x, b)
+);
