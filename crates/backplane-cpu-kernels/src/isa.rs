@@ -238,3 +238,35 @@ pub fn int8_isa() -> &'static str {
 pub fn has_avx2_fma() -> bool {
     features().avx2_fma
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A cap on the f32 family caps the integer tier: no AVX-512 integer tile under `avx2`
+    /// (CpuAcc's `isa=avx2`, an A/B on one machine), only the portable one under
+    /// `portable`; without a cap, the best tier the CPU has.
+    #[test]
+    fn the_int8_tier_follows_the_f32_cap() {
+        let best = Int8Isa::ALL
+            .into_iter()
+            .find(|t| t.available())
+            .unwrap_or(Int8Isa::Portable);
+        assert_eq!(Int8Isa::best_under(Isa::Avx512), best);
+        let under_avx2 = Int8Isa::best_under(Isa::Avx2);
+        let want = if Int8Isa::Avx2.available() {
+            Int8Isa::Avx2
+        } else {
+            Int8Isa::Portable
+        };
+        assert_eq!(under_avx2, want);
+        assert_eq!(Int8Isa::best_under(Isa::Portable), Int8Isa::Portable);
+        // The AVX-512 tiers imply the AVX2 one (and so the f32 AVX-512 family's features).
+        if Int8Isa::Avx512Bw.available() {
+            assert!(Int8Isa::Avx2.available() && Isa::Avx512.available());
+        }
+        if Int8Isa::Avx512Vnni.available() {
+            assert!(Int8Isa::Avx512Bw.available());
+        }
+    }
+}
