@@ -45,6 +45,12 @@ fn main() -> Result<(), String> {
         (196, 576, 96, "1x1 576->96 14x14"),
         (49, 960, 160, "1x1 960->160 7x7"),
         (49, 320, 1280, "1x1 320->1280 7x7"),
+        (1, 512, 64, "1 row, B in L2"),
+        (4, 512, 64, "4 rows, B in L2"),
+        (8, 512, 64, "8 rows, B in L2"),
+        (1, 1280, 1000, "classifier 1280->1000, 1 row"),
+        (2, 1280, 1000, "classifier, 2 rows"),
+        (4, 1280, 1000, "classifier, 4 rows"),
     ];
     let range = RequantRange {
         zero: -128.0,

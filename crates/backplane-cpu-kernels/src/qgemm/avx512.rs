@@ -62,13 +62,13 @@ fn requant16(s: __m512i, b: __m512i, sc: __m512, k: &Consts) -> __m128i {
     _mm512_cvtepi32_epi8(_mm512_add_epi32(i, k.zero))
 }
 
-/// One family of tiles: `$features` enabled, `$step` the accumulation of one pair of K
-/// steps (`$acc` the row's sums, `$x` the broadcast pair of A, `$b` the panel's vector).
-/// A macro rather than a generic: the BW family must be compiled without VNNI enabled (a
+/// One family of tiles: `$features` enabled, `$step::<R>(acc, x, b)` the accumulation of
+/// one pair of K steps in a tile of `R` rows (`acc` the row's sums, `x` the broadcast pair
+/// of A, `b` the panel's vector). A macro rather than a generic: the BW family must be compiled without VNNI enabled (a
 /// CPU may have AVX-512BW without it), and a `#[target_feature]` function only inlines
 /// into one with at least its features.
 macro_rules! family {
-    ($(#[$doc:meta])* $name:ident, $features:literal, |$acc:ident, $x:ident, $b:ident| $step:expr) => {
+    ($(#[$doc:meta])* $name:ident, $features:literal, $step:ident) => {
         $(#[$doc])*
         pub(super) mod $name {
             use super::*;
@@ -87,14 +87,12 @@ macro_rules! family {
                 let mut acc = [_mm512_setzero_si512(); ROWS];
                 for pair in 0..kp / 2 {
                     // SAFETY: pair < kp/2, so the 32 values at pair·2·QNR lie in the panel.
-                    let $b = unsafe { _mm512_loadu_si512(panel.add(pair * 2 * QNR).cast()) };
+                    let b = unsafe { _mm512_loadu_si512(panel.add(pair * 2 * QNR).cast()) };
                     for (rr, sums) in acc.iter_mut().enumerate().take(R) {
                         // SAFETY: row rr < R reads values 2·pair, 2·pair + 1 < kp of its row.
                         let v =
                             unsafe { a.add(rr * lda + 2 * pair).cast::<i32>().read_unaligned() };
-                        let $x = _mm512_set1_epi32(v);
-                        let $acc = *sums;
-                        *sums = $step;
+                        *sums = $step::<R>(*sums, _mm512_set1_epi32(v), b);
                     }
                 }
                 acc
@@ -202,15 +200,38 @@ family!(
     /// The AVX-512BW tiles: `vpmaddwd` then `vpaddd`.
     bw,
     "avx512f,avx512bw",
-    |acc, x, b| _mm512_add_epi32(acc, _mm512_madd_epi16(x, b))
+    bw_step
 );
 
 family!(
-    /// The AVX-512 VNNI tiles: `vpdpwssd` (the pair products and their add in one).
+    /// The AVX-512 VNNI tiles: `vpdpwssd` (the pair products and their add in one). The
+    /// tier runs them for tiles of at least [`VNNI_ROWS`] rows, the BW ones for fewer.
     vnni,
     "avx512f,avx512bw,avx512vnni",
-    |acc, x, b| dpwssd(acc, x, b)
+    vnni_step
 );
+
+/// `acc + Σ pairs of x·b` by `vpmaddwd` then `vpaddd`, whatever the tile's rows.
+#[target_feature(enable = "avx512f,avx512bw")]
+#[inline]
+fn bw_step<const R: usize>(acc: __m512i, x: __m512i, b: __m512i) -> __m512i {
+    _mm512_add_epi32(acc, _mm512_madd_epi16(x, b))
+}
+
+/// The fewest rows of a tile the VNNI tier runs on its own tiles; fewer go to the BW tiles.
+/// Each row's accumulator is a chain through `vpdpwssd`, of several cycles' latency, so a
+/// tile of few rows (a fully connected layer's one row) would wait on it, where `vpmaddwd`
+/// then `vpaddd` chains through the add only. (Within a function compiled with VNNI, LLVM
+/// fuses that pair into `vpdpwssd` itself: hence whole BW tiles rather than a per-row-count
+/// step.)
+pub(super) const VNNI_ROWS: usize = 5;
+
+/// `acc + Σ pairs of x·b`, one `vpdpwssd`.
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+#[inline]
+fn vnni_step<const R: usize>(acc: __m512i, x: __m512i, b: __m512i) -> __m512i {
+    dpwssd(acc, x, b)
+}
 
 /// `acc + Σ pairs of x·b` in one `vpdpwssd`, what `_mm512_dpwssd_epi32` computes, written
 /// as assembly: LLVM's machine combiner, tuning for a generic x86-64, splits the

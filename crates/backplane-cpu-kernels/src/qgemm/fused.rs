@@ -172,13 +172,13 @@ pub(super) fn tile_bytes(
         // in `a` and that `p` is a panel of `rq`; the panel holds `kp · QNR` values by
         // construction.
         match isa {
-            Int8Isa::Avx512Vnni => {
+            Int8Isa::Avx512Vnni if r >= super::avx512::VNNI_ROWS => {
                 // SAFETY: as said above the match (AVX-512F, BW and VNNI present).
                 unsafe { super::avx512::vnni::tile_requant(a, lda, r, kp, panel, rq, p, bytes) };
                 return;
             }
-            Int8Isa::Avx512Bw => {
-                // SAFETY: as said above the match (AVX-512F and BW present).
+            Int8Isa::Avx512Vnni | Int8Isa::Avx512Bw => {
+                // SAFETY: as said above the match (AVX-512F and BW present; the VNNI tier has them).
                 unsafe { super::avx512::bw::tile_requant(a, lda, r, kp, panel, rq, p, bytes) };
                 return;
             }

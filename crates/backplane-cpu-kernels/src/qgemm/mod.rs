@@ -21,7 +21,8 @@
 //! `limit_isa`): AVX2 runs 4×16 tiles, two 256-bit accumulators per row, `vpmaddwd` then
 //! `vpaddd`; AVX-512BW 8×16 tiles, one 512-bit accumulator per row (a pair of K steps of a
 //! panel is one 512-bit vector), `vpmaddwd` then `vpaddd`; AVX-512 VNNI the same tiles with
-//! `vpdpwssd`, which fuses the two (and adds without saturating); the portable tier plain
+//! `vpdpwssd`, which fuses the two (and adds without saturating), for tiles of at least five
+//! rows (fewer run the BW tiles: see `avx512::VNNI_ROWS`); the portable tier plain
 //! Rust. All read the same packed panels and give the same sums, so the requantized bytes
 //! are the same on every tier. Not written: `vpdpbusd` (u8 × i8 quads summed into i32, four
 //! K steps per instruction, no intermediate saturation), the larger gain of VNNI, needs
@@ -304,13 +305,13 @@ fn tile_sums(
         // entry points checked that the `r` rows of `kp` values at pitch `lda` lie in `a`,
         // and the panel holds `kp · QNR` values by construction.
         match isa {
-            Int8Isa::Avx512Vnni => {
+            Int8Isa::Avx512Vnni if r >= avx512::VNNI_ROWS => {
                 // SAFETY: as said above the match (AVX-512F, BW and VNNI present).
                 unsafe { avx512::vnni::tile(a, lda, r, kp, panel, tile) };
                 return;
             }
-            Int8Isa::Avx512Bw => {
-                // SAFETY: as said above the match (AVX-512F and BW present).
+            Int8Isa::Avx512Vnni | Int8Isa::Avx512Bw => {
+                // SAFETY: as said above the match (AVX-512F and BW present; the VNNI tier has them).
                 unsafe { avx512::bw::tile(a, lda, r, kp, panel, tile) };
                 return;
             }
