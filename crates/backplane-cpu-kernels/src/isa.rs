@@ -55,9 +55,9 @@ impl Isa {
 /// equal on every tier.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Int8Isa {
-    /// 8×16 tiles, `vpdpwssd` (AVX-512 VNNI: pair products and the add in one instruction).
+    /// 12×16 tiles, `vpdpwssd` (AVX-512 VNNI: pair products and the add in one instruction).
     Avx512Vnni,
-    /// 8×16 tiles, `vpmaddwd` then `vpaddd` on 512-bit registers (AVX-512BW).
+    /// 12×16 tiles, `vpmaddwd` then `vpaddd` on 512-bit registers (AVX-512BW).
     Avx512Bw,
     /// 4×16 tiles, `vpmaddwd` then `vpaddd` on 256-bit registers (AVX2).
     Avx2,

@@ -7,10 +7,11 @@
 //! sums. Stored as int32 sums (`tile`) or requantized to bytes in registers
 //! (`tile_requant`) with the f32 operations of [`super::requantize_channels`], in its order.
 //!
-//! Eight rows, not the AVX2 tile's four: `vpdpwssd` accumulates in place, so each
-//! accumulator is a dependency chain through an instruction of several cycles' latency,
-//! and eight independent rows keep the multiplier busy where four would wait on it; eight
-//! accumulators, the panel vector and a broadcast use 10 of the 32 registers.
+//! Twelve rows, not the AVX2 tile's four: `vpdpwssd` accumulates in place, so each
+//! accumulator is a dependency chain through an instruction of several cycles' latency, and
+//! a CPU that starts two per cycle needs about ten independent rows to keep both
+//! multipliers busy; each panel vector loaded also serves more rows. Twelve accumulators,
+//! the panel vector and a broadcast use 14 of the 32 registers.
 //!
 //! Written on a machine whose tests exercised both families (see docs/cpu-acc.md, "Quantized
 //! layers"); every path is checked against the portable tile by the module's tests.
@@ -20,7 +21,7 @@ use super::{MR_MAX, QNR};
 use std::arch::x86_64::*;
 
 /// Rows of A per AVX-512 tile.
-pub(super) const ROWS: usize = 8;
+pub(super) const ROWS: usize = 12;
 
 // The tile's row array holds every row this family writes.
 const _: () = assert!(ROWS <= MR_MAX);
@@ -122,7 +123,11 @@ macro_rules! family {
                         5 => sums::<5>(a, lda, kp, panel),
                         6 => sums::<6>(a, lda, kp, panel),
                         7 => sums::<7>(a, lda, kp, panel),
-                        _ => sums::<8>(a, lda, kp, panel),
+                        8 => sums::<8>(a, lda, kp, panel),
+                        9 => sums::<9>(a, lda, kp, panel),
+                        10 => sums::<10>(a, lda, kp, panel),
+                        11 => sums::<11>(a, lda, kp, panel),
+                        _ => sums::<12>(a, lda, kp, panel),
                     }
                 };
                 for (row, v) in tile.iter_mut().zip(acc).take(r) {
@@ -158,7 +163,11 @@ macro_rules! family {
                         5 => requant_rows::<5>(a, lda, kp, panel, rq, p, bytes),
                         6 => requant_rows::<6>(a, lda, kp, panel, rq, p, bytes),
                         7 => requant_rows::<7>(a, lda, kp, panel, rq, p, bytes),
-                        _ => requant_rows::<8>(a, lda, kp, panel, rq, p, bytes),
+                        8 => requant_rows::<8>(a, lda, kp, panel, rq, p, bytes),
+                        9 => requant_rows::<9>(a, lda, kp, panel, rq, p, bytes),
+                        10 => requant_rows::<10>(a, lda, kp, panel, rq, p, bytes),
+                        11 => requant_rows::<11>(a, lda, kp, panel, rq, p, bytes),
+                        _ => requant_rows::<12>(a, lda, kp, panel, rq, p, bytes),
                     }
                 }
             }

@@ -1,5 +1,5 @@
 //! The integer GEMM with the requantization inside the tile's store: each tile of sums
-//! (4×16 on AVX2, 8×16 on AVX-512) becomes bytes while in registers, so no int32 block is
+//! (4×16 on AVX2, 12×16 on AVX-512) becomes bytes while in registers, so no int32 block is
 //! written and read back. The channels-last int8 convolutions (output pixels as rows,
 //! channels as columns) use it.
 //!

@@ -19,7 +19,7 @@
 //!
 //! The tiers ([`Int8Isa`], chosen once with the f32 kernels' and capped by the same
 //! `limit_isa`): AVX2 runs 4×16 tiles, two 256-bit accumulators per row, `vpmaddwd` then
-//! `vpaddd`; AVX-512BW 8×16 tiles, one 512-bit accumulator per row (a pair of K steps of a
+//! `vpaddd`; AVX-512BW 12×16 tiles, one 512-bit accumulator per row (a pair of K steps of a
 //! panel is one 512-bit vector), `vpmaddwd` then `vpaddd`; AVX-512 VNNI the same tiles with
 //! `vpdpwssd`, which fuses the two (and adds without saturating), for tiles of at least five
 //! rows (fewer run the BW tiles: see `avx512::VNNI_ROWS`); the portable tier plain
@@ -63,7 +63,7 @@ pub const QNR: usize = 16;
 pub const QMR: usize = 4;
 /// The most rows of A any tier's micro-tile takes (the AVX-512 tiers'): the length of a
 /// tile's row array.
-pub const MR_MAX: usize = 8;
+pub const MR_MAX: usize = 12;
 
 pub use crate::isa::Int8Isa;
 
