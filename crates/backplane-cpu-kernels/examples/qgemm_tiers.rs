@@ -1,15 +1,30 @@
 //! Time the int8 GEMM with its requantization (`qgemm_requantized_on`, one thread) on
 //! MobileNetV2-like convolution shapes (output pixels × input channels × output channels),
-//! on every integer tier this CPU has, in one process:
+//! and the int8 3×3 depthwise output row (`depthwise_row_on`) on its rows (width × channels
+//! values), on every integer tier this CPU has, in one process:
 //! `cargo run --release -p backplane-cpu-kernels --example qgemm_tiers`.
 //! Each tier's bytes are checked against the portable tier's before it is timed.
 
 use backplane_cpu_kernels::isa::{int8_isa, isa};
 use backplane_cpu_kernels::qgemm::{
-    qgemm_requantized_on, ColumnRequant, Int8Isa, QPackedB, RequantRange, QNR,
+    depthwise_row_on, qgemm_requantized_on, ColumnRequant, DwRequant, DwTaps, Int8Isa, QPackedB,
+    RequantRange, QNR,
 };
 use std::hint::black_box;
 use std::time::Instant;
+
+/// The best of five timings of `reps` calls of `f`, per call, in seconds.
+fn best_of(reps: usize, mut f: impl FnMut()) -> f64 {
+    let mut best = f64::INFINITY;
+    for _ in 0..5 {
+        let start = Instant::now();
+        for _ in 0..reps {
+            f();
+        }
+        best = best.min(start.elapsed().as_secs_f64() / reps as f64);
+    }
+    best
+}
 
 /// Deterministic values in −255 ..= 255.
 fn values(n: usize, seed: u64) -> Vec<i16> {
@@ -87,19 +102,50 @@ fn main() -> Result<(), String> {
                 ));
             }
             let reps = (2e8 / macs).clamp(2.0, 2000.0) as usize;
-            let mut best = f64::INFINITY;
-            for _ in 0..5 {
-                let start = Instant::now();
-                for _ in 0..reps {
-                    black_box(run(t, black_box(&mut out)));
-                }
-                best = best.min(start.elapsed().as_secs_f64() / reps as f64);
-            }
+            let best = best_of(reps, || {
+                black_box(run(t, black_box(&mut out)));
+            });
             line += &format!(
                 "  {}: {:>8.1} us {:>6.1} GMAC/s",
                 t.name(),
                 best * 1e6,
                 macs / best / 1e9
+            );
+        }
+        println!("{line}");
+    }
+    depthwise(range)
+}
+
+/// The depthwise rows of MobileNetV2's 3×3 layers (output width × channels values, 9 taps).
+fn depthwise(range: RequantRange) -> Result<(), String> {
+    for (w, c) in [(112, 32), (56, 144), (28, 192), (14, 576), (7, 960)] {
+        let n = w * c;
+        let xs: Vec<Vec<i16>> = (0..9).map(|t| values(n, 7 + t)).collect();
+        let rows: Vec<&[i16]> = xs.iter().map(Vec::as_slice).collect();
+        let wv = values(9 * c, 3);
+        let taps = DwTaps::new(9, n, |t, i| wv[t * c + i % c]).ok_or("taps")?;
+        let bias: Vec<i32> = (0..n).map(|i| (i % c) as i32 * 7 - 300).collect();
+        let rq = DwRequant::new(&bias, &vec![1.0 / 500.0; n], range).ok_or("requant")?;
+        let mut want = vec![0u8; n];
+        if !depthwise_row_on(Int8Isa::Portable, &rows, &taps, &rq, &mut want) {
+            return Err("depthwise: the portable tier refused".into());
+        }
+        let mut line = format!("{:<32} {n:>16}", format!("depthwise row {w}x{c}"));
+        for t in Int8Isa::ALL.into_iter().filter(|t| t.available()) {
+            let mut out = vec![0u8; n];
+            if !depthwise_row_on(t, &rows, &taps, &rq, &mut out) || out != want {
+                return Err(format!("depthwise {w}x{c}: {} differs", t.name()));
+            }
+            let reps = (2e7 / (9 * n) as f64).clamp(2.0, 20000.0) as usize;
+            let best = best_of(reps, || {
+                black_box(depthwise_row_on(t, &rows, &taps, &rq, black_box(&mut out)));
+            });
+            line += &format!(
+                "  {}: {:>8.2} us {:>6.1} GMAC/s",
+                t.name(),
+                best * 1e6,
+                (9 * n) as f64 / best / 1e9
             );
         }
         println!("{line}");

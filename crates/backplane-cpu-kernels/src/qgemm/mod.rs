@@ -28,7 +28,8 @@
 //! K steps per instruction, no intermediate saturation), the larger gain of VNNI, needs
 //! B packed in quads and A as unsigned bytes (the activations' zero point folded into the
 //! bias) — another packing; AVX-VNNI (`vpdpwssd` on 256-bit registers, CPUs with AVX-VNNI
-//! but no AVX-512) in the AVX2 tile.
+//! but no AVX-512) in the AVX2 tile. The depthwise row runs 32-value blocks on the AVX-512
+//! tiers ([`depthwise`]).
 //!
 //! [`requant`] holds TFLite's requantization rule applied to the sums; [`fused`] the GEMM
 //! that applies it in the tile's store; [`depthwise`] a channels-last depthwise output row
@@ -52,7 +53,7 @@ mod tier_tests;
 #[cfg(test)]
 pub(crate) use channels::{accumulate_products, requantize_channels};
 pub use channels::{center_i8, center_u8, RequantRange};
-pub use depthwise::{depthwise_row, DwRequant, DwTaps};
+pub use depthwise::{depthwise_row, depthwise_row_on, DwRequant, DwTaps};
 pub use fused::{qgemm_requantized, qgemm_requantized_on, ColumnRequant};
 pub use requant::{accumulate_taps, requant_scale, requantize_f32, FloatRequant};
 
