@@ -13,6 +13,8 @@
 //! multipliers busy; each panel vector loaded also serves more rows. Twelve accumulators,
 //! the panel vector and a broadcast use 14 of the 32 registers.
 //!
+//! Also here: the depthwise row's blocks of 32 values ([`depthwise_groups`]).
+//!
 //! Written on a machine whose tests exercised both families (see docs/cpu-acc.md, "Quantized
 //! layers"); every path is checked against the portable tile by the module's tests.
 
@@ -63,11 +65,11 @@ fn requant16(s: __m512i, b: __m512i, sc: __m512, k: &Consts) -> __m512i {
     _mm512_and_si512(_mm512_add_epi32(i, k.zero), _mm512_set1_epi32(0xff))
 }
 
-/// One family of tiles: `$features` enabled, `$step::<R>(acc, x, b)` the accumulation of
-/// one pair of K steps in a tile of `R` rows (`acc` the row's sums, `x` the broadcast pair
-/// of A, `b` the panel's vector). A macro rather than a generic: the BW family must be compiled without VNNI enabled (a
-/// CPU may have AVX-512BW without it), and a `#[target_feature]` function only inlines
-/// into one with at least its features.
+/// One family of tiles: `$features` enabled, `$step(acc, x, b)` the accumulation of one
+/// pair of K steps (`acc` the row's sums, `x` the broadcast pair of A, `b` the panel's
+/// vector). A macro rather than a generic: the BW family must be compiled without VNNI
+/// enabled (a CPU may have AVX-512BW without it), and a `#[target_feature]` function only
+/// inlines into one with at least its features.
 macro_rules! family {
     ($(#[$doc:meta])* $name:ident, $features:literal, $step:ident) => {
         $(#[$doc])*
@@ -93,7 +95,7 @@ macro_rules! family {
                         // SAFETY: row rr < R reads values 2·pair, 2·pair + 1 < kp of its row.
                         let v =
                             unsafe { a.add(rr * lda + 2 * pair).cast::<i32>().read_unaligned() };
-                        *sums = $step::<R>(*sums, _mm512_set1_epi32(v), b);
+                        *sums = $step(*sums, _mm512_set1_epi32(v), b);
                     }
                 }
                 acc
@@ -218,13 +220,13 @@ family!(
     /// tier runs them for tiles of at least [`VNNI_ROWS`] rows, the BW ones for fewer.
     vnni,
     "avx512f,avx512bw,avx512vnni",
-    vnni_step
+    dpwssd
 );
 
-/// `acc + Σ pairs of x·b` by `vpmaddwd` then `vpaddd`, whatever the tile's rows.
+/// `acc + Σ pairs of x·b` by `vpmaddwd` then `vpaddd`.
 #[target_feature(enable = "avx512f,avx512bw")]
 #[inline]
-fn bw_step<const R: usize>(acc: __m512i, x: __m512i, b: __m512i) -> __m512i {
+fn bw_step(acc: __m512i, x: __m512i, b: __m512i) -> __m512i {
     _mm512_add_epi32(acc, _mm512_madd_epi16(x, b))
 }
 
@@ -235,13 +237,6 @@ fn bw_step<const R: usize>(acc: __m512i, x: __m512i, b: __m512i) -> __m512i {
 /// fuses that pair into `vpdpwssd` itself: hence whole BW tiles rather than a per-row-count
 /// step.)
 pub(super) const VNNI_ROWS: usize = 5;
-
-/// `acc + Σ pairs of x·b`, one `vpdpwssd`.
-#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-#[inline]
-fn vnni_step<const R: usize>(acc: __m512i, x: __m512i, b: __m512i) -> __m512i {
-    dpwssd(acc, x, b)
-}
 
 /// `acc + Σ pairs of x·b` in one `vpdpwssd`, what `_mm512_dpwssd_epi32` computes, written
 /// as assembly: LLVM's machine combiner, tuning for a generic x86-64, splits the
