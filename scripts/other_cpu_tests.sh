@@ -74,7 +74,7 @@ for exe in "\$here"/*; do
     else
         "\$exe" --nocapture > "/tmp/\$t.log" 2>&1 || status=1
     fi
-    grep -E "test result|FAILED|^conformance:|^backend-test|^int8|^BACKPLANE_REQUIRE" "/tmp/\$t.log" || true
+    grep -E "test result|FAILED|^conformance:|^backend-test|int8 tier|BACKPLANE_REQUIRE" "/tmp/\$t.log" || true
 done
 exit \$status
 RUN
