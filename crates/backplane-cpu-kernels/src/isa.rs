@@ -55,7 +55,8 @@ impl Isa {
 /// equal on every tier.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Int8Isa {
-    /// 12×16 tiles, `vpdpwssd` (AVX-512 VNNI: pair products and the add in one instruction).
+    /// 12×16 tiles, `vpdpwssd` (AVX-512 VNNI: pair products and the add in one
+    /// instruction); tiles of fewer than five rows run the BW ones.
     Avx512Vnni,
     /// 12×16 tiles, `vpmaddwd` then `vpaddd` on 512-bit registers (AVX-512BW).
     Avx512Bw,
