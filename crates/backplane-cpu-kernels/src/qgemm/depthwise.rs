@@ -12,7 +12,7 @@
 //! on blocks of 32 values (512-bit registers; `vpmaddwd` then `vpaddd`, not `vpdpwssd`,
 //! whose latency the two accumulators per block would wait on): the weights, bias and
 //! scale are stored per pair of 16-value blocks so that both widths read them in place
-//! ([`lane_of`]). The sums and the f32 operations are those of
+//! (`lane_of`). The sums and the f32 operations are those of
 //! [`super::accumulate_products`] then [`super::requantize_channels`], so the bytes are the
 //! same on every tier.
 
@@ -110,7 +110,7 @@ impl DwTaps {
 
 /// The per-value bias and multiplier of a depthwise output row (a channel's repeated per
 /// pixel) and the output range: plain, and in the lane order of the interleaved sums for
-/// the whole blocks of 16 ([`lane_of`], per group of 32 values, zeros for the missing half
+/// the whole blocks of 16 (`lane_of`, per group of 32 values, zeros for the missing half
 /// of a last group of 16).
 #[derive(Debug, Clone)]
 pub struct DwRequant {
