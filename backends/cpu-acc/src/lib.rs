@@ -233,5 +233,6 @@ impl Backend for CpuAccBackend {
             .with("ProtectedContentAllocation", CapabilityValue::Bool(false))
             .with("Threads", CapabilityValue::Int(self.threads() as i64))
             .with("Isa", CapabilityValue::Text(simd::isa().into()))
+            .with("Int8Isa", CapabilityValue::Text(simd::int8_isa().into()))
     }
 }

@@ -19,8 +19,9 @@ use std::cell::Cell;
 pub struct CpuAccOptions {
     /// `threads`: threads per operator (`None`: the machine's hardware threads).
     pub threads: Option<usize>,
-    /// `isa`: cap the kernels' instruction set (`avx2` or `portable`). Process-wide: the
-    /// tier is chosen once, before the first kernel runs.
+    /// `isa`: cap the kernels' instruction set (`avx2` or `portable`; `avx2` also keeps
+    /// the int8 GEMM off its AVX-512 tiles). Process-wide: the tier is chosen once, before
+    /// the first kernel runs.
     pub isa: Option<Isa>,
     /// `spin_us`: how long pool helpers spin between parallel steps before parking.
     /// Process-wide, like the pools.

@@ -11,7 +11,9 @@ pub use backplane_cpu_kernels::gemm::{
     tiles_strided, Halves, InPlaceRows, TileEpilogue, HALF, MR, NR, ROW_STEP, WIDE,
 };
 pub use backplane_cpu_kernels::gemv::gemv_panel;
-pub use backplane_cpu_kernels::isa::{avx2_in_use, has_avx2_fma, has_avx512, isa, isa_in_use, Isa};
+pub use backplane_cpu_kernels::isa::{
+    avx2_in_use, has_avx2_fma, has_avx512, int8_isa, isa, isa_in_use, Isa,
+};
 pub use backplane_cpu_kernels::pool_rows::{depthwise_row, max_row};
 pub use backplane_cpu_kernels::transpose::{
     gather_lanes, gather_lanes_pitched, scatter_lanes, transpose_tile, BLOCK_LANES,

@@ -50,12 +50,75 @@ impl Isa {
     }
 }
 
+/// Which micro-tile family the integer GEMM of quantized layers runs ([`crate::qgemm`]):
+/// all sum 16-bit pairs into 32-bit lanes over the same packed panels, so their sums are
+/// equal on every tier.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Int8Isa {
+    /// 12×16 tiles, `vpdpwssd` (AVX-512 VNNI: pair products and the add in one
+    /// instruction); tiles of fewer than five rows run the BW ones.
+    Avx512Vnni,
+    /// 12×16 tiles, `vpmaddwd` then `vpaddd` on 512-bit registers (AVX-512BW).
+    Avx512Bw,
+    /// 4×16 tiles, `vpmaddwd` then `vpaddd` on 256-bit registers (AVX2).
+    Avx2,
+    /// Plain Rust.
+    Portable,
+}
+
+impl Int8Isa {
+    /// Every tier, best first.
+    pub const ALL: [Int8Isa; 4] = [
+        Int8Isa::Avx512Vnni,
+        Int8Isa::Avx512Bw,
+        Int8Isa::Avx2,
+        Int8Isa::Portable,
+    ];
+
+    /// The name shown next to the f32 tier (CpuAcc's `Int8Isa` capability, benchmarks).
+    pub fn name(self) -> &'static str {
+        match self {
+            Int8Isa::Avx512Vnni => "avx512-vnni",
+            Int8Isa::Avx512Bw => "avx512bw",
+            Int8Isa::Avx2 => "avx2",
+            Int8Isa::Portable => "portable",
+        }
+    }
+
+    /// True when this CPU can run the tier (whatever tier the process uses).
+    pub fn available(self) -> bool {
+        let f = features();
+        match self {
+            Int8Isa::Avx512Vnni => f.avx512f && f.avx512bw && f.avx512vnni && f.avx2_fma,
+            Int8Isa::Avx512Bw => f.avx512f && f.avx512bw && f.avx2_fma,
+            Int8Isa::Avx2 => f.avx2_fma,
+            Int8Isa::Portable => true,
+        }
+    }
+
+    /// The best integer tier under the f32 family `isa`: the AVX-512 ones only with
+    /// [`Isa::Avx512`], so `limit_isa(Isa::Avx2)` (CpuAcc's `isa=avx2`) turns them off too.
+    fn best_under(isa: Isa) -> Int8Isa {
+        let allowed = |t: Int8Isa| match isa {
+            Isa::Avx512 => true,
+            Isa::Avx2 => matches!(t, Int8Isa::Avx2 | Int8Isa::Portable),
+            Isa::Portable => t == Int8Isa::Portable,
+        };
+        Int8Isa::ALL
+            .into_iter()
+            .find(|&t| allowed(t) && t.available())
+            .unwrap_or(Int8Isa::Portable)
+    }
+}
+
 /// The CPU features the kernels use, as detected.
 #[derive(Debug, Clone, Copy, Default)]
 struct Features {
     avx2_fma: bool,
     avx512f: bool,
     avx512vl: bool,
+    avx512bw: bool,
+    avx512vnni: bool,
 }
 
 /// The kernel tier of this process: the family every entry point dispatches on, and the
@@ -68,6 +131,8 @@ pub struct Tier {
     pub avx2: bool,
     /// The AVX-512VL builds of the Winograd transforms may run.
     pub avx512vl: bool,
+    /// The integer GEMM's family: the best the CPU runs within `isa`'s.
+    pub int8: Int8Isa,
 }
 
 fn features() -> Features {
@@ -81,6 +146,8 @@ fn features() -> Features {
                 avx2_fma,
                 avx512f: std::arch::is_x86_feature_detected!("avx512f"),
                 avx512vl: std::arch::is_x86_feature_detected!("avx512vl"),
+                avx512bw: std::arch::is_x86_feature_detected!("avx512bw"),
+                avx512vnni: std::arch::is_x86_feature_detected!("avx512vnni"),
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
@@ -127,6 +194,7 @@ pub fn kernels() -> &'static Tier {
             isa,
             avx2: isa != Isa::Portable && f.avx2_fma,
             avx512vl: isa == Isa::Avx512 && f.avx512vl,
+            int8: Int8Isa::best_under(isa),
         }
     })
 }
@@ -155,8 +223,51 @@ pub fn isa() -> &'static str {
     isa_in_use().name()
 }
 
+/// The integer GEMM's family in use.
+#[inline]
+pub fn int8_in_use() -> Int8Isa {
+    kernels().int8
+}
+
+/// Which integer GEMM family runs, for display.
+pub fn int8_isa() -> &'static str {
+    int8_in_use().name()
+}
+
 /// True when this CPU has AVX2 and FMA, whatever tier is in use.
 #[inline]
 pub fn has_avx2_fma() -> bool {
     features().avx2_fma
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A cap on the f32 family caps the integer tier: no AVX-512 integer tile under `avx2`
+    /// (CpuAcc's `isa=avx2`, an A/B on one machine), only the portable one under
+    /// `portable`; without a cap, the best tier the CPU has.
+    #[test]
+    fn the_int8_tier_follows_the_f32_cap() {
+        let best = Int8Isa::ALL
+            .into_iter()
+            .find(|t| t.available())
+            .unwrap_or(Int8Isa::Portable);
+        assert_eq!(Int8Isa::best_under(Isa::Avx512), best);
+        let under_avx2 = Int8Isa::best_under(Isa::Avx2);
+        let want = if Int8Isa::Avx2.available() {
+            Int8Isa::Avx2
+        } else {
+            Int8Isa::Portable
+        };
+        assert_eq!(under_avx2, want);
+        assert_eq!(Int8Isa::best_under(Isa::Portable), Int8Isa::Portable);
+        // The AVX-512 tiers imply the AVX2 one (and so the f32 AVX-512 family's features).
+        if Int8Isa::Avx512Bw.available() {
+            assert!(Int8Isa::Avx2.available() && Isa::Avx512.available());
+        }
+        if Int8Isa::Avx512Vnni.available() {
+            assert!(Int8Isa::Avx512Bw.available());
+        }
+    }
 }

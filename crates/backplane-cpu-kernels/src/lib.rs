@@ -47,4 +47,4 @@ pub mod transpose;
 pub mod winograd;
 
 pub use act::Activation;
-pub use isa::Isa;
+pub use isa::{Int8Isa, Isa};

@@ -3,7 +3,7 @@
 //! ([`tile`]) or requantized to bytes in registers ([`tile_requant`]).
 
 use super::fused::ColumnRequant;
-use super::{QMR, QNR};
+use super::{MR_MAX, QMR, QNR};
 use std::arch::x86_64::*;
 
 /// The sums of `R` rows of A against one panel, two vectors (16 columns) per row.
@@ -70,7 +70,7 @@ pub(super) unsafe fn tile(
     r: usize,
     kp: usize,
     panel: *const i16,
-    tile: &mut [[i32; QNR]; QMR],
+    tile: &mut [[i32; QNR]; MR_MAX],
 ) {
     let r = r.min(QMR);
     // SAFETY: forwarded contract.
@@ -98,7 +98,7 @@ pub(super) unsafe fn tile_requant(
     panel: *const i16,
     rq: &ColumnRequant,
     p: usize,
-    bytes: &mut [[u8; QNR]; QMR],
+    bytes: &mut [[u8; QNR]; MR_MAX],
 ) {
     // One instantiation per row count, each with its sums inlined (the accumulators stay in
     // registers instead of going through a returned array).
@@ -124,7 +124,7 @@ unsafe fn tile_requant_rows<const R: usize>(
     panel: *const i16,
     rq: &ColumnRequant,
     p: usize,
-    bytes: &mut [[u8; QNR]; QMR],
+    bytes: &mut [[u8; QNR]; MR_MAX],
 ) {
     let r = R.min(QMR);
     // SAFETY: forwarded contract.
@@ -186,22 +186,22 @@ fn requant8(s: __m256i, b: __m256i, sc: __m256, k: &Consts) -> __m256i {
     _mm256_and_si256(_mm256_add_epi32(i, k.zero), k.byte)
 }
 
-/// The whole blocks of 16 values of a depthwise output row ([`super::depthwise`]): per
-/// block, the taps by pairs (`vpunpck{l,h}wd` of two taps' inputs, one `vpmaddwd` against
-/// the interleaved weights each), then the requantization of the block in registers, its
-/// 16 bytes stored. Safety: AVX2 present; `out` and every row of `x` hold at least
-/// `taps.len()` values, `x.len() == taps.taps()`, and `taps` and `rq` were made for that
-/// length.
+/// The blocks `blocks` of 16 values of a depthwise output row ([`super::depthwise`]),
+/// whole ones only: per block, the taps by pairs (`vpunpck{l,h}wd` of two taps' inputs, one
+/// `vpmaddwd` against the interleaved weights each), then the requantization of the block
+/// in registers, its 16 bytes stored. Safety: AVX2 present; `blocks.end · 16` at most
+/// `taps.len()`; `out` and every row of `x` hold at least `taps.len()` values,
+/// `x.len() == taps.taps()`, and `taps` and `rq` were made for that length.
 #[target_feature(enable = "avx2")]
 pub(super) unsafe fn depthwise_blocks(
     x: &[&[i16]],
     taps: &super::depthwise::DwTaps,
     rq: &super::depthwise::DwRequant,
     out: &mut [u8],
+    blocks: std::ops::Range<usize>,
 ) {
-    use super::depthwise::DW_BLOCK;
+    use super::depthwise::{DW_BLOCK, DW_WIDE};
     let parts = taps.parts(rq);
-    let blocks = taps.len() / DW_BLOCK;
     let npairs = parts.npairs;
     let range = parts.range;
     let k = Consts {
@@ -213,14 +213,17 @@ pub(super) unsafe fn depthwise_blocks(
         byte: _mm256_set1_epi32(0xff),
     };
     let ntaps = x.len();
-    for b in 0..blocks {
+    for b in blocks {
         let at = b * DW_BLOCK;
+        // Block b is half h of its group of 32 values (the stored lane order's unit).
+        let (g, h) = (b / 2, b % 2);
         let mut lo = _mm256_setzero_si256();
         let mut hi = _mm256_setzero_si256();
-        let w = parts.pairs[b * npairs * 2 * DW_BLOCK..].as_ptr();
+        let w = parts.pairs[g * npairs * 2 * DW_WIDE..].as_ptr();
         for q in 0..npairs {
-            // SAFETY: rows hold at least `blocks · 16` values, so 16 from `at` lie in them;
-            // the weights of block b hold `npairs · 32` values.
+            // SAFETY: rows hold at least `blocks.end · 16` values, so 16 from `at` lie in
+            // them; the weights of group g hold `npairs · 64` values, pair q's low vector
+            // of half h at `16h`, its high one at `32 + 16h`.
             unsafe {
                 let x0 = _mm256_loadu_si256(x[2 * q].as_ptr().add(at).cast());
                 let x1 = if 2 * q + 1 < ntaps {
@@ -228,20 +231,23 @@ pub(super) unsafe fn depthwise_blocks(
                 } else {
                     _mm256_setzero_si256()
                 };
-                let wq = w.add(q * 2 * DW_BLOCK);
-                let w0 = _mm256_loadu_si256(wq.cast());
-                let w1 = _mm256_loadu_si256(wq.add(DW_BLOCK).cast());
+                let wq = w.add(q * 2 * DW_WIDE);
+                let w0 = _mm256_loadu_si256(wq.add(DW_BLOCK * h).cast());
+                let w1 = _mm256_loadu_si256(wq.add(DW_WIDE + DW_BLOCK * h).cast());
                 lo = _mm256_add_epi32(lo, _mm256_madd_epi16(_mm256_unpacklo_epi16(x0, x1), w0));
                 hi = _mm256_add_epi32(hi, _mm256_madd_epi16(_mm256_unpackhi_epi16(x0, x1), w1));
             }
         }
-        // SAFETY: the lane copies hold `blocks · 16` values each.
+        // SAFETY: the lane copies hold 32 values per group (the missing half of a last
+        // group zero-padded), the low vector's of half h at `8h`, the high one's at
+        // `16 + 8h`.
         let (b0, b1, s0, s1) = unsafe {
+            let lanes = g * DW_WIDE + 8 * h;
             (
-                _mm256_loadu_si256(parts.bias_lanes.as_ptr().add(at).cast()),
-                _mm256_loadu_si256(parts.bias_lanes.as_ptr().add(at + 8).cast()),
-                _mm256_loadu_ps(parts.scale_lanes.as_ptr().add(at)),
-                _mm256_loadu_ps(parts.scale_lanes.as_ptr().add(at + 8)),
+                _mm256_loadu_si256(parts.bias_lanes.as_ptr().add(lanes).cast()),
+                _mm256_loadu_si256(parts.bias_lanes.as_ptr().add(lanes + 16).cast()),
+                _mm256_loadu_ps(parts.scale_lanes.as_ptr().add(lanes)),
+                _mm256_loadu_ps(parts.scale_lanes.as_ptr().add(lanes + 16)),
             )
         };
         let v0 = requant8(lo, b0, s0, &k);
@@ -249,7 +255,7 @@ pub(super) unsafe fn depthwise_blocks(
         // Lanes [0..4, 8..12 | 4..8, 12..16] of v0 and v1 pack to values 0..16 in order.
         let w16 = _mm256_packus_epi32(v0, v1);
         let bytes = _mm256_permute4x64_epi64(_mm256_packus_epi16(w16, w16), 0b00_00_10_00);
-        // SAFETY: `out` holds at least `blocks · 16` bytes.
+        // SAFETY: `out` holds at least `blocks.end · 16` bytes.
         unsafe {
             _mm_storeu_si128(
                 out.as_mut_ptr().add(at).cast(),

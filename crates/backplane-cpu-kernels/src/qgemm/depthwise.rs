@@ -8,37 +8,49 @@
 //! at construction ([`DwTaps`]), so each 32-bit lane sums `x_t·w_t + x_{t+1}·w_{t+1}`
 //! (centered 8-bit values: exact, no saturation). The interleaving leaves the sums in a
 //! fixed order within each block, which the final `vpackusdw` undoes; the per-value bias
-//! and scale are stored in that order ([`DwRequant`]). The sums and the f32 operations
-//! are those of [`super::accumulate_products`] then [`super::requantize_channels`], so the
-//! bytes are the same on every tier.
+//! and scale are stored in that order ([`DwRequant`]). On the AVX-512 tiers the same runs
+//! on blocks of 32 values (512-bit registers; `vpmaddwd` then `vpaddd`, not `vpdpwssd`,
+//! whose latency the two accumulators per block would wait on): the weights, bias and
+//! scale are stored per pair of 16-value blocks so that both widths read them in place
+//! (`lane_of`). The sums and the f32 operations are those of
+//! [`super::accumulate_products`] then [`super::requantize_channels`], so the bytes are the
+//! same on every tier.
 
 use super::channels::RequantRange;
 use super::requant::rounded_int;
+use crate::isa::Int8Isa;
 
-/// Values per block of a row (two AVX2 vectors of eight int32 sums).
+/// Values per block of a row on AVX2 (two AVX2 vectors of eight int32 sums).
 pub const DW_BLOCK: usize = 16;
+/// Values per block of a row on the AVX-512 tiers, and per group of the stored lane order.
+pub const DW_WIDE: usize = 2 * DW_BLOCK;
 
-/// Position within a block of 16 values of the sum of value `i` after the pair
-/// interleaving: lanes 0..8 hold values 0..4 and 8..12, lanes 8..16 values 4..8 and 12..16.
+/// Position within a group of 32 values (two AVX2 blocks) of the sum of value `i` after
+/// the pair interleaving, `vpunpck{l,h}wd` working per 128-bit lane: the AVX2 block `h`
+/// (`i / 16`) has its low vector's eight sums (values 0..4 and 8..12 of the block) at
+/// `8h ..`, its high vector's (values 4..8 and 12..16) at `16 + 8h ..`; so the 512-bit
+/// low vector of the 32 values holds positions 0..16 and the high one 16..32.
 #[inline]
 fn lane_of(i: usize) -> usize {
-    let (half, j) = (i / 8, i % 8);
-    if j < 4 {
-        half * 4 + j
+    let (h, j) = (i / DW_BLOCK, i % DW_BLOCK);
+    let (half, k) = (j / 8, j % 8);
+    if k < 4 {
+        8 * h + half * 4 + k
     } else {
-        8 + half * 4 + (j - 4)
+        16 + 8 * h + half * 4 + (k - 4)
     }
 }
 
 /// The centered weights of a depthwise layer for one output row: per tap, the value of
 /// each of the row's `len` positions (its channel's weight repeated per pixel), kept plain
 /// (for the tail past the last whole block, and the portable tier) and interleaved by
-/// pairs of taps for the whole blocks.
+/// pairs of taps for the whole blocks of 16.
 #[derive(Debug, Clone)]
 pub struct DwTaps {
     plain: Vec<i16>,
-    /// `[block][pair][32]`: for taps `2q, 2q+1` (the second zero past the last tap), the
-    /// weights as `vpunpcklwd` then `vpunpckhwd` of the two taps' 16 values give them.
+    /// `[group of 32 values][pair][64]`: for taps `2q, 2q+1` (the second zero past the last
+    /// tap), value `i`'s two weights at `2·lane_of(i)`, as `vpunpck{l,h}wd` of the two taps'
+    /// inputs pair them (zeros for the missing half of a last group of 16 values).
     pairs: Vec<i16>,
     taps: usize,
     len: usize,
@@ -54,17 +66,18 @@ impl DwTaps {
             plain.extend((0..len).map(|i| w(t, i)));
         }
         let npairs = taps.div_ceil(2);
-        let blocks = len / DW_BLOCK;
-        let size = blocks.checked_mul(npairs)?.checked_mul(2 * DW_BLOCK)?;
+        let whole = len / DW_BLOCK * DW_BLOCK;
+        let groups = whole.div_ceil(DW_WIDE);
+        let size = groups.checked_mul(npairs)?.checked_mul(2 * DW_WIDE)?;
         let mut pairs = Vec::new();
         pairs.try_reserve_exact(size).ok()?;
         pairs.resize(size, 0);
         let at = |t: usize, i: usize| if t < taps { plain[t * len + i] } else { 0 };
-        for b in 0..blocks {
+        for g in 0..groups {
             for q in 0..npairs {
-                let dst = &mut pairs[(b * npairs + q) * 2 * DW_BLOCK..][..2 * DW_BLOCK];
-                for j in 0..DW_BLOCK {
-                    let i = b * DW_BLOCK + j;
+                let dst = &mut pairs[(g * npairs + q) * 2 * DW_WIDE..][..2 * DW_WIDE];
+                for j in 0..DW_WIDE.min(whole - g * DW_WIDE) {
+                    let i = g * DW_WIDE + j;
                     let lane = lane_of(j);
                     dst[2 * lane] = at(2 * q, i);
                     dst[2 * lane + 1] = at(2 * q + 1, i);
@@ -97,7 +110,8 @@ impl DwTaps {
 
 /// The per-value bias and multiplier of a depthwise output row (a channel's repeated per
 /// pixel) and the output range: plain, and in the lane order of the interleaved sums for
-/// the whole blocks.
+/// the whole blocks of 16 (`lane_of`, per group of 32 values, zeros for the missing half
+/// of a last group of 16).
 #[derive(Debug, Clone)]
 pub struct DwRequant {
     bias: Vec<i32>,
@@ -127,17 +141,17 @@ impl DwRequant {
             o.extend_from_slice(v);
             Some(o)
         };
-        let mut bias_lanes = copy(&bias[..whole])?;
-        let mut scale_lanes = copyf(&scale[..whole])?;
-        for (b, (bl, sl)) in bias_lanes
-            .chunks_exact_mut(DW_BLOCK)
-            .zip(scale_lanes.chunks_exact_mut(DW_BLOCK))
-            .enumerate()
-        {
-            for j in 0..DW_BLOCK {
-                bl[lane_of(j)] = bias[b * DW_BLOCK + j];
-                sl[lane_of(j)] = scale[b * DW_BLOCK + j];
-            }
+        let padded = whole.div_ceil(DW_WIDE) * DW_WIDE;
+        let mut bias_lanes = Vec::new();
+        bias_lanes.try_reserve_exact(padded).ok()?;
+        bias_lanes.resize(padded, 0);
+        let mut scale_lanes = Vec::new();
+        scale_lanes.try_reserve_exact(padded).ok()?;
+        scale_lanes.resize(padded, 0.0);
+        for i in 0..whole {
+            let at = i / DW_WIDE * DW_WIDE + lane_of(i % DW_WIDE);
+            bias_lanes[at] = bias[i];
+            scale_lanes[at] = scale[i];
         }
         Some(DwRequant {
             bias: copy(bias)?,
@@ -154,20 +168,56 @@ impl DwRequant {
 /// `false`, computing nothing, when the tap count, a row's length, `rq`'s or `out`'s
 /// length does not fit.
 pub fn depthwise_row(x: &[&[i16]], taps: &DwTaps, rq: &DwRequant, out: &mut [u8]) -> bool {
+    depthwise_row_on(crate::isa::int8_in_use(), x, taps, rq, out)
+}
+
+/// [`depthwise_row`] on the integer tier `isa` rather than the process's: for tests and A/B
+/// timings of the tiers in one process. Returns `false`, computing nothing, also when this
+/// CPU lacks `isa`.
+pub fn depthwise_row_on(
+    isa: Int8Isa,
+    x: &[&[i16]],
+    taps: &DwTaps,
+    rq: &DwRequant,
+    out: &mut [u8],
+) -> bool {
     let n = taps.len;
-    if x.len() != taps.taps || x.iter().any(|r| r.len() < n) || out.len() < n || rq.bias.len() != n
+    if !isa.available()
+        || x.len() != taps.taps
+        || x.iter().any(|r| r.len() < n)
+        || out.len() < n
+        || rq.bias.len() != n
     {
         return false;
     }
     let mut whole = 0;
     #[cfg(target_arch = "x86_64")]
-    if crate::isa::avx2_in_use() {
-        whole = n / DW_BLOCK * DW_BLOCK;
-        // SAFETY: AVX2 is in use; every row of `x` holds at least `n` values and `out` at
-        // least `n` bytes (checked above); `taps.pairs` holds `(n / 16) · ⌈taps / 2⌉ · 32`
-        // values and `rq`'s lane copies `n / 16 · 16` each, by construction for length `n`.
-        unsafe { super::avx2::depthwise_blocks(x, taps, rq, out) };
+    {
+        // In every arm: every row of `x` holds at least `n` values and `out` at least `n`
+        // bytes (checked above); `taps.pairs` holds `⌈(n / 16) / 2⌉ · ⌈taps / 2⌉ · 64`
+        // values and `rq`'s lane copies `⌈(n / 16) / 2⌉ · 32` each, by construction for
+        // length `n`.
+        let blocks = n / DW_BLOCK;
+        match isa {
+            Int8Isa::Avx512Vnni | Int8Isa::Avx512Bw => {
+                let groups = n / DW_WIDE;
+                // SAFETY: as said above the match; AVX-512F and BW present (the tier has
+                // them); `groups · 32 <= n`.
+                unsafe { super::avx512::depthwise_groups(x, taps, rq, out, groups) };
+                // SAFETY: as said above the match; AVX2 present (the AVX-512 tiers imply it);
+                // `blocks · 16 <= n`. At most one block: past the whole groups.
+                unsafe { super::avx2::depthwise_blocks(x, taps, rq, out, 2 * groups..blocks) };
+                whole = blocks * DW_BLOCK;
+            }
+            Int8Isa::Avx2 => {
+                // SAFETY: as said above the match; AVX2 present; `blocks · 16 <= n`.
+                unsafe { super::avx2::depthwise_blocks(x, taps, rq, out, 0..blocks) };
+                whole = blocks * DW_BLOCK;
+            }
+            Int8Isa::Portable => {}
+        }
     }
+    let _ = isa;
     portable(x, taps, rq, out, whole..n);
     true
 }
@@ -233,11 +283,18 @@ mod tests {
     }
 
     /// The row against the two-pass path (sums per tap, then the requantization), on odd
-    /// lengths and tap counts, at the extremes of centered 8-bit values, on the tier in use
-    /// and on the portable one.
+    /// lengths (whole groups of 32, a last block of 16, a tail) and tap counts, at the
+    /// extremes of centered 8-bit values, on the tier in use and on every tier this CPU has.
     #[test]
     fn row_equals_products_then_requantization() {
-        for len in [1usize, 3, 15, 16, 17, 31, 32, 48, 97, 768] {
+        let tiers: Vec<Int8Isa> = Int8Isa::ALL.into_iter().filter(|t| t.available()).collect();
+        eprintln!(
+            "int8 tiers depthwise row: tested {}",
+            tiers.iter().map(|t| t.name()).collect::<Vec<_>>().join(" ")
+        );
+        for len in [
+            1usize, 3, 15, 16, 17, 31, 32, 33, 47, 48, 63, 64, 65, 80, 97, 768,
+        ] {
             for ntaps in [1usize, 2, 3, 9, 25] {
                 let seed = (len * 31 + ntaps) as u32;
                 let xs: Vec<Vec<i16>> = (0..ntaps)
@@ -271,6 +328,12 @@ mod tests {
                 let mut got = vec![0u8; len];
                 assert!(depthwise_row(&rows, &taps, &rq, &mut got));
                 assert_eq!(got, want, "len {len} taps {ntaps}");
+                for &isa in &tiers {
+                    let mut got = vec![0x5au8; len + 3];
+                    assert!(depthwise_row_on(isa, &rows, &taps, &rq, &mut got));
+                    assert_eq!(got[..len], want, "{}: len {len} taps {ntaps}", isa.name());
+                    assert_eq!(got[len..], [0x5a; 3], "{}: wrote past the row", isa.name());
+                }
                 let mut port = vec![0u8; len];
                 portable(&rows, &taps, &rq, &mut port, 0..len);
                 assert_eq!(port, want, "portable, len {len} taps {ntaps}");

@@ -1,13 +1,14 @@
-//! The integer GEMM with the requantization inside the tile's store: each 4×16 tile of
-//! sums becomes bytes while in registers, so no int32 block is written and read back. The
-//! channels-last int8 convolutions (output pixels as rows, channels as columns) use it.
+//! The integer GEMM with the requantization inside the tile's store: each tile of sums
+//! (4×16 on AVX2, 12×16 on AVX-512) becomes bytes while in registers, so no int32 block is
+//! written and read back. The channels-last int8 convolutions (output pixels as rows,
+//! channels as columns) use it.
 //!
 //! The bytes are those of [`super::requantize_channels`] on the sums (same f32 operations
 //! in the same order), on every tier.
 
 use super::channels::RequantRange;
 use super::requant::rounded_int;
-use super::{fits, QPackedB, QMR, QNR};
+use super::{fits, tile_rows, Int8Isa, QPackedB, MR_MAX, QNR};
 use std::ops::Range;
 
 /// Bias and multiplier per column of a GEMM, padded to whole panels of [`QNR`], and the
@@ -87,6 +88,28 @@ pub fn qgemm_requantized(
     out: &mut [u8],
     ldo: usize,
 ) -> bool {
+    let isa = crate::isa::int8_in_use();
+    qgemm_requantized_on(isa, a, lda, rows, b, panels, rq, out, ldo)
+}
+
+/// [`qgemm_requantized`] on the tier `isa` rather than the process's: for tests and A/B
+/// timings of the tiers in one process. Returns `false`, computing nothing, also when this
+/// CPU lacks `isa`.
+#[allow(clippy::too_many_arguments)]
+pub fn qgemm_requantized_on(
+    isa: Int8Isa,
+    a: &[i16],
+    lda: usize,
+    rows: usize,
+    b: &QPackedB,
+    panels: Range<usize>,
+    rq: &ColumnRequant,
+    out: &mut [u8],
+    ldo: usize,
+) -> bool {
+    if !isa.available() {
+        return false;
+    }
     let all = b.cols().div_ceil(QNR);
     if panels.start > panels.end || panels.end > all || panels.end > rq.panels() {
         return false;
@@ -100,15 +123,15 @@ pub fn qgemm_requantized(
         return false;
     }
     let kp = b.depth_padded();
-    let avx2 = crate::isa::avx2_in_use();
-    let mut bytes = [[0u8; QNR]; QMR];
+    let step = tile_rows(isa);
+    let mut bytes = [[0u8; QNR]; MR_MAX];
     let mut i = 0;
     while i < rows {
-        let r = (rows - i).min(QMR);
+        let r = (rows - i).min(step);
         let a_rows = &a[i * lda..];
         for p in panels.clone() {
             let panel = b.panel(p);
-            tile_bytes(avx2, a_rows, lda, r, kp, panel, rq, p, &mut bytes);
+            tile_bytes(isa, a_rows, lda, r, kp, panel, rq, p, &mut bytes);
             let j0 = p * QNR - first;
             let width = (b.cols() - p * QNR).min(QNR);
             for (rr, row) in bytes.iter().enumerate().take(r) {
@@ -126,11 +149,12 @@ pub fn qgemm_requantized(
     true
 }
 
-/// One tile's requantized bytes, on the tier in use.
+/// One tile's requantized bytes (`r` rows, at most `tile_rows(isa)`), on tier `isa`, which
+/// the callers have checked the CPU has.
 #[allow(clippy::too_many_arguments)]
 #[inline]
 pub(super) fn tile_bytes(
-    avx2: bool,
+    isa: Int8Isa,
     a: &[i16],
     lda: usize,
     r: usize,
@@ -138,18 +162,36 @@ pub(super) fn tile_bytes(
     panel: &[i16],
     rq: &ColumnRequant,
     p: usize,
-    bytes: &mut [[u8; QNR]; QMR],
+    bytes: &mut [[u8; QNR]; MR_MAX],
 ) {
     #[cfg(target_arch = "x86_64")]
-    if avx2 {
-        // SAFETY: AVX2 is in use (the tier says the CPU has it); `qgemm_requantized` checked
-        // that the `r` rows of `kp` values at pitch `lda` lie in `a` and that `p` is a panel
-        // of `rq`; the panel holds `kp · QNR` values by construction.
-        unsafe { super::avx2::tile_requant(a.as_ptr(), lda, r, kp, panel.as_ptr(), rq, p, bytes) };
-        return;
+    {
+        let (a, panel) = (a.as_ptr(), panel.as_ptr());
+        // In every arm: the CPU has the tier's features (callers pass a tier it has);
+        // `qgemm_requantized_on` checked that the `r` rows of `kp` values at pitch `lda` lie
+        // in `a` and that `p` is a panel of `rq`; the panel holds `kp · QNR` values by
+        // construction.
+        match isa {
+            Int8Isa::Avx512Vnni if r >= super::avx512::VNNI_ROWS => {
+                // SAFETY: as said above the match (AVX-512F, BW and VNNI present).
+                unsafe { super::avx512::vnni::tile_requant(a, lda, r, kp, panel, rq, p, bytes) };
+                return;
+            }
+            Int8Isa::Avx512Vnni | Int8Isa::Avx512Bw => {
+                // SAFETY: as said above the match (AVX-512F and BW present; the VNNI tier has them).
+                unsafe { super::avx512::bw::tile_requant(a, lda, r, kp, panel, rq, p, bytes) };
+                return;
+            }
+            Int8Isa::Avx2 => {
+                // SAFETY: as said above the match (AVX2 present).
+                unsafe { super::avx2::tile_requant(a, lda, r, kp, panel, rq, p, bytes) };
+                return;
+            }
+            Int8Isa::Portable => {}
+        }
     }
-    let _ = avx2;
-    let mut sums = [[0i32; QNR]; QMR];
+    let _ = isa;
+    let mut sums = [[0i32; QNR]; MR_MAX];
     super::portable_tile(a, lda, r, kp, panel, &mut sums);
     let (bias, scale) = rq.panel(p);
     for (row, s) in bytes.iter_mut().zip(&sums).take(r) {

@@ -192,7 +192,7 @@ fn panel_ranges_write_their_columns_from_the_start() {
     ));
 }
 
-/// The portable tile and the tier's tile give the same bytes, at the extremes of the
+/// The portable tile and each tier's tile give the same bytes, at the extremes of the
 /// operands (all ±255 against all ±255: sums of ±255²·K) where the clamps decide.
 #[test]
 fn portable_and_vector_tiles_agree_at_the_extremes() {
@@ -200,7 +200,7 @@ fn portable_and_vector_tiles_agree_at_the_extremes() {
     for (av, bv) in [(255i16, 255i16), (-255, 255), (255, -255), (-128, 127)] {
         let b = QPackedB::pack(k, QNR, |_, j| if j % 3 == 0 { bv } else { -bv }).expect("pack");
         let kp = b.depth_padded();
-        let mut a = vec![0i16; QMR * kp];
+        let mut a = vec![0i16; MR_MAX * kp];
         for row in a.chunks_mut(kp) {
             row[..k].fill(av);
         }
@@ -208,21 +208,30 @@ fn portable_and_vector_tiles_agree_at_the_extremes() {
         let scale: Vec<f32> = (0..QNR).map(|j| 1e-5 * (1 + j) as f32).collect();
         for r in ranges() {
             let rq = ColumnRequant::new(&bias, &scale, r).expect("requant");
-            let mut portable = [[0u8; QNR]; QMR];
-            tile_bytes(false, &a, kp, QMR, kp, b.panel(0), &rq, 0, &mut portable);
-            let mut tier = [[0u8; QNR]; QMR];
+            let mut portable = [[0u8; QNR]; MR_MAX];
+            let all = MR_MAX;
             tile_bytes(
-                crate::isa::avx2_in_use(),
+                Int8Isa::Portable,
                 &a,
                 kp,
-                QMR,
+                all,
                 kp,
                 b.panel(0),
                 &rq,
                 0,
-                &mut tier,
+                &mut portable,
             );
-            assert_eq!(portable, tier, "a {av} b {bv}");
+            for isa in Int8Isa::ALL.into_iter().filter(|t| t.available()) {
+                let rows = tile_rows(isa);
+                let mut tier = [[0u8; QNR]; MR_MAX];
+                tile_bytes(isa, &a, kp, rows, kp, b.panel(0), &rq, 0, &mut tier);
+                assert_eq!(
+                    portable[..rows],
+                    tier[..rows],
+                    "{} a {av} b {bv}",
+                    isa.name()
+                );
+            }
             let sum = i32::from(av) * i32::from(bv) * k as i32;
             for (j, &got) in portable[0].iter().enumerate() {
                 let s = if j % 3 == 0 { sum } else { -sum };

@@ -15,8 +15,21 @@
 //! sums then need weights split into two halves of at most ±64 (two `vpmaddubsw` and two
 //! `vpmaddwd` per 4 K steps: more instructions than the two `vpmaddwd` here) or 7-bit
 //! activations (a bit lost, results off LiteRT). XNNPACK's AVX2 int8 kernels widen to 16
-//! bits and use `vpmaddwd` too. `vpdpbusd` (AVX-VNNI / AVX-512 VNNI, no intermediate
-//! saturation) would be the gain; it is not written: no machine here has it.
+//! bits and use `vpmaddwd` too.
+//!
+//! The tiers ([`Int8Isa`], chosen once with the f32 kernels' and capped by the same
+//! `limit_isa`): AVX2 runs 4×16 tiles, two 256-bit accumulators per row, `vpmaddwd` then
+//! `vpaddd`; AVX-512BW 12×16 tiles, one 512-bit accumulator per row (a pair of K steps of a
+//! panel is one 512-bit vector), `vpmaddwd` then `vpaddd`; AVX-512 VNNI the same tiles with
+//! `vpdpwssd`, which fuses the two (and adds without saturating), for tiles of at least five
+//! rows (fewer run the BW tiles: see `avx512::VNNI_ROWS`); the portable tier plain
+//! Rust. All read the same packed panels and give the same sums, so the requantized bytes
+//! are the same on every tier. Not written: `vpdpbusd` (u8 × i8 quads summed into i32, four
+//! K steps per instruction, no intermediate saturation), the larger gain of VNNI, needs
+//! B packed in quads and A as unsigned bytes (the activations' zero point folded into the
+//! bias) — another packing; AVX-VNNI (`vpdpwssd` on 256-bit registers, CPUs with AVX-VNNI
+//! but no AVX-512) in the AVX2 tile. The depthwise row runs 32-value blocks on the AVX-512
+//! tiers ([`depthwise`]).
 //!
 //! [`requant`] holds TFLite's requantization rule applied to the sums; [`fused`] the GEMM
 //! that applies it in the tile's store; [`depthwise`] a channels-last depthwise output row
@@ -24,6 +37,8 @@
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
+#[cfg(target_arch = "x86_64")]
+mod avx512;
 pub mod channels;
 pub mod depthwise;
 pub mod fused;
@@ -32,18 +47,35 @@ mod fused_tests;
 pub mod requant;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tier_tests;
 
 #[cfg(test)]
 pub(crate) use channels::{accumulate_products, requantize_channels};
 pub use channels::{center_i8, center_u8, RequantRange};
-pub use depthwise::{depthwise_row, DwRequant, DwTaps};
-pub use fused::{qgemm_requantized, ColumnRequant};
+pub use depthwise::{depthwise_row, depthwise_row_on, DwRequant, DwTaps};
+pub use fused::{qgemm_requantized, qgemm_requantized_on, ColumnRequant};
 pub use requant::{accumulate_taps, requant_scale, requantize_f32, FloatRequant};
 
 /// Columns per packed panel of B (two AVX2 vectors of eight int32 sums).
 pub const QNR: usize = 16;
-/// Rows of A per micro-tile.
+/// Rows of A per micro-tile of the AVX2 and portable tiers (the AVX-512 tiers take
+/// [`MR_MAX`]); callers that hand the GEMM a few rows at a time use it as their row block.
 pub const QMR: usize = 4;
+/// The most rows of A any tier's micro-tile takes (the AVX-512 tiers'): the length of a
+/// tile's row array.
+pub const MR_MAX: usize = 12;
+
+pub use crate::isa::Int8Isa;
+
+/// Rows of A per micro-tile on tier `isa`.
+#[inline]
+fn tile_rows(isa: Int8Isa) -> usize {
+    match isa {
+        Int8Isa::Avx512Vnni | Int8Isa::Avx512Bw => MR_MAX,
+        Int8Isa::Avx2 | Int8Isa::Portable => QMR,
+    }
+}
 
 /// B (`depth × cols`, values fitting in i16) packed for [`qgemm`]: panels of [`QNR`]
 /// columns, zero-padded, each `depth_padded / 2` pairs of K steps of `2·QNR` values.
@@ -164,12 +196,26 @@ pub fn packed_at(k: usize, jj: usize) -> usize {
 /// holds `b.depth_padded()` values (zeros past the depth). Returns `false`, computing
 /// nothing, when a slice is too short or `lda` shorter than the padded depth.
 pub fn qgemm(a: &[i16], lda: usize, rows: usize, b: &QPackedB, c: &mut [i32], ldc: usize) -> bool {
-    if !fits(a, lda, rows, b, c.len(), ldc, b.cols) {
+    qgemm_on(crate::isa::int8_in_use(), a, lda, rows, b, c, ldc)
+}
+
+/// [`qgemm`] on the tier `isa` rather than the process's: for tests and A/B timings of the
+/// tiers in one process. Returns `false`, computing nothing, also when this CPU lacks `isa`.
+pub fn qgemm_on(
+    isa: Int8Isa,
+    a: &[i16],
+    lda: usize,
+    rows: usize,
+    b: &QPackedB,
+    c: &mut [i32],
+    ldc: usize,
+) -> bool {
+    if !isa.available() || !fits(a, lda, rows, b, c.len(), ldc, b.cols) {
         return false;
     }
     for p in 0..b.cols.div_ceil(QNR) {
         let j0 = p * QNR;
-        panel_sums(a, lda, rows, b, p, &mut c[j0..], ldc);
+        panel_sums(isa, a, lda, rows, b, p, &mut c[j0..], ldc);
     }
     true
 }
@@ -189,7 +235,7 @@ pub fn qgemm_panel(
     if width == 0 || !fits(a, lda, rows, b, c.len(), ldc, width) {
         return false;
     }
-    panel_sums(a, lda, rows, b, p, c, ldc);
+    panel_sums(crate::isa::int8_in_use(), a, lda, rows, b, p, c, ldc);
     true
 }
 
@@ -211,8 +257,10 @@ fn fits(
     matches!((a_need, c_need), (Some(an), Some(cn)) if an <= a.len() && cn <= c_len && lda >= kp && ldc >= n)
 }
 
-/// The checked body of [`qgemm_panel`].
+/// The checked body of [`qgemm_panel`], on tier `isa` (one the CPU has).
+#[allow(clippy::too_many_arguments)]
 fn panel_sums(
+    isa: Int8Isa,
     a: &[i16],
     lda: usize,
     rows: usize,
@@ -224,12 +272,12 @@ fn panel_sums(
     let kp = b.depth_padded();
     let panel = b.panel(p);
     let width = (b.cols - p * QNR).min(QNR);
-    let avx2 = crate::isa::avx2_in_use();
+    let step = tile_rows(isa);
+    let mut tile = [[0i32; QNR]; MR_MAX];
     let mut i = 0;
     while i < rows {
-        let r = (rows - i).min(QMR);
-        let mut tile = [[0i32; QNR]; QMR];
-        tile_sums(avx2, &a[i * lda..], lda, r, kp, panel, &mut tile);
+        let r = (rows - i).min(step);
+        tile_sums(isa, &a[i * lda..], lda, r, kp, panel, &mut tile);
         for (rr, sums) in tile.iter().enumerate().take(r) {
             let at = (i + rr) * ldc;
             c[at..at + width].copy_from_slice(&sums[..width]);
@@ -238,26 +286,45 @@ fn panel_sums(
     }
 }
 
-/// The sums of `r` rows of A (from `a`, pitch `lda`, `kp` values each) against one panel.
+/// The sums of `r` rows of A (from `a`, pitch `lda`, `kp` values each; `r` at most
+/// `tile_rows(isa)`) against one panel, on tier `isa`, which the callers have checked the
+/// CPU has ([`Int8Isa::available`], or the tier in use).
 #[inline]
 fn tile_sums(
-    avx2: bool,
+    isa: Int8Isa,
     a: &[i16],
     lda: usize,
     r: usize,
     kp: usize,
     panel: &[i16],
-    tile: &mut [[i32; QNR]; QMR],
+    tile: &mut [[i32; QNR]; MR_MAX],
 ) {
     #[cfg(target_arch = "x86_64")]
-    if avx2 {
-        // SAFETY: AVX2 is in use (the tier says the CPU has it); `qgemm` checked that the
-        // `r` rows of `kp` values at pitch `lda` lie in `a`, and the panel holds `kp · QNR`
-        // values by construction.
-        unsafe { avx2::tile(a.as_ptr(), lda, r, kp, panel.as_ptr(), tile) };
-        return;
+    {
+        let (a, panel) = (a.as_ptr(), panel.as_ptr());
+        // In every arm: the CPU has the tier's features (callers pass a tier it has); the
+        // entry points checked that the `r` rows of `kp` values at pitch `lda` lie in `a`,
+        // and the panel holds `kp · QNR` values by construction.
+        match isa {
+            Int8Isa::Avx512Vnni if r >= avx512::VNNI_ROWS => {
+                // SAFETY: as said above the match (AVX-512F, BW and VNNI present).
+                unsafe { avx512::vnni::tile(a, lda, r, kp, panel, tile) };
+                return;
+            }
+            Int8Isa::Avx512Vnni | Int8Isa::Avx512Bw => {
+                // SAFETY: as said above the match (AVX-512F and BW present; the VNNI tier has them).
+                unsafe { avx512::bw::tile(a, lda, r, kp, panel, tile) };
+                return;
+            }
+            Int8Isa::Avx2 => {
+                // SAFETY: as said above the match (AVX2 present).
+                unsafe { avx2::tile(a, lda, r, kp, panel, tile) };
+                return;
+            }
+            Int8Isa::Portable => {}
+        }
     }
-    let _ = avx2;
+    let _ = isa;
     portable_tile(a, lda, r, kp, panel, tile);
 }
 
@@ -268,9 +335,10 @@ fn portable_tile(
     r: usize,
     kp: usize,
     panel: &[i16],
-    tile: &mut [[i32; QNR]; QMR],
+    tile: &mut [[i32; QNR]; MR_MAX],
 ) {
     for (rr, sums) in tile.iter_mut().enumerate().take(r) {
+        sums.fill(0);
         let row = &a[rr * lda..rr * lda + kp];
         for (pair, bs) in row.chunks_exact(2).zip(panel.chunks_exact(2 * QNR)) {
             let (x0, x1) = (i32::from(pair[0]), i32::from(pair[1]));

@@ -84,35 +84,38 @@ fn short_slices_are_refused() {
     assert!(!qgemm(&[0i16; 8], 3, 2, &b, &mut c, 2));
 }
 
+/// Every tier's tile (those this CPU has) gives the portable tile's sums, for every row
+/// count a tile takes.
 #[test]
-fn portable_tile_matches_the_vector_tile() {
-    let (r, k) = (3, 37);
+fn portable_tile_matches_the_vector_tiles() {
+    let k = 37;
     let b_raw = values(k * QNR, 9);
     let b = QPackedB::pack(k, QNR, |kk, j| b_raw[kk * QNR + j]).expect("pack");
     let kp = b.depth_padded();
-    let mut a = values(r * kp, 10);
+    let mut a = values(MR_MAX * kp, 10);
     for row in a.chunks_mut(kp) {
         row[k..].fill(0);
     }
-    let mut portable = [[0i32; QNR]; QMR];
-    portable_tile(&a, kp, r, kp, b.panel(0), &mut portable);
-    let mut dispatched = [[0i32; QNR]; QMR];
-    tile_sums(
-        crate::isa::avx2_in_use(),
-        &a,
-        kp,
-        r,
-        kp,
-        b.panel(0),
-        &mut dispatched,
-    );
-    assert_eq!(portable, dispatched);
-    for (rr, sums) in portable.iter().enumerate().take(r) {
-        for (j, &s) in sums.iter().enumerate() {
-            let want: i32 = (0..k)
-                .map(|kk| i32::from(a[rr * kp + kk]) * i32::from(b_raw[kk * QNR + j]))
-                .sum();
-            assert_eq!(s, want);
+    for isa in Int8Isa::ALL.into_iter().filter(|t| t.available()) {
+        for r in 1..=tile_rows(isa) {
+            let mut portable = [[0i32; QNR]; MR_MAX];
+            portable_tile(&a, kp, r, kp, b.panel(0), &mut portable);
+            let mut dispatched = [[-1i32; QNR]; MR_MAX];
+            tile_sums(isa, &a, kp, r, kp, b.panel(0), &mut dispatched);
+            assert_eq!(portable[..r], dispatched[..r], "{} rows {r}", isa.name());
+            assert!(
+                dispatched[r..].iter().flatten().all(|&v| v == -1),
+                "{} wrote past row {r}",
+                isa.name()
+            );
+            for (rr, sums) in portable.iter().enumerate().take(r) {
+                for (j, &s) in sums.iter().enumerate() {
+                    let want: i32 = (0..k)
+                        .map(|kk| i32::from(a[rr * kp + kk]) * i32::from(b_raw[kk * QNR + j]))
+                        .sum();
+                    assert_eq!(s, want);
+                }
+            }
         }
     }
 }

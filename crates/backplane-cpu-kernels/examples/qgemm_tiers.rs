@@ -1,0 +1,154 @@
+//! Time the int8 GEMM with its requantization (`qgemm_requantized_on`, one thread) on
+//! MobileNetV2-like convolution shapes (output pixels × input channels × output channels),
+//! and the int8 3×3 depthwise output row (`depthwise_row_on`) on its rows (width × channels
+//! values), on every integer tier this CPU has, in one process:
+//! `cargo run --release -p backplane-cpu-kernels --example qgemm_tiers`.
+//! Each tier's bytes are checked against the portable tier's before it is timed.
+
+use backplane_cpu_kernels::isa::{int8_isa, isa};
+use backplane_cpu_kernels::qgemm::{
+    depthwise_row_on, qgemm_requantized_on, ColumnRequant, DwRequant, DwTaps, Int8Isa, QPackedB,
+    RequantRange, QNR,
+};
+use std::hint::black_box;
+use std::time::Instant;
+
+/// The best of five timings of `reps` calls of `f`, per call, in seconds.
+fn best_of(reps: usize, mut f: impl FnMut()) -> f64 {
+    let mut best = f64::INFINITY;
+    for _ in 0..5 {
+        let start = Instant::now();
+        for _ in 0..reps {
+            f();
+        }
+        best = best.min(start.elapsed().as_secs_f64() / reps as f64);
+    }
+    best
+}
+
+/// Deterministic values in −255 ..= 255.
+fn values(n: usize, seed: u64) -> Vec<i16> {
+    let mut s = seed;
+    (0..n)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((s >> 33) % 511) as i16 - 255
+        })
+        .collect()
+}
+
+fn main() -> Result<(), String> {
+    println!(
+        "f32 kernels: {}; int8 tier in use: {}; int8 tiers on this CPU: {}",
+        isa(),
+        int8_isa(),
+        Int8Isa::ALL
+            .into_iter()
+            .filter(|t| t.available())
+            .map(|t| t.name())
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    let shapes = [
+        (12544, 27, 32, "stem 3x3 s2 (im2col) 112x112"),
+        (12544, 16, 96, "1x1 16->96 112x112"),
+        (3136, 144, 24, "1x1 144->24 56x56"),
+        (784, 192, 32, "1x1 192->32 28x28"),
+        (196, 384, 64, "1x1 384->64 14x14"),
+        (196, 576, 96, "1x1 576->96 14x14"),
+        (49, 960, 160, "1x1 960->160 7x7"),
+        (49, 320, 1280, "1x1 320->1280 7x7"),
+        (1, 512, 64, "1 row, B in L2"),
+        (4, 512, 64, "4 rows, B in L2"),
+        (8, 512, 64, "8 rows, B in L2"),
+        (1, 1280, 1000, "classifier 1280->1000, 1 row"),
+        (2, 1280, 1000, "classifier, 2 rows"),
+        (4, 1280, 1000, "classifier, 4 rows"),
+    ];
+    let range = RequantRange {
+        zero: -128.0,
+        lo: 0.0,
+        hi: 255.0,
+    };
+    for (m, k, n, what) in shapes {
+        let b_raw = values(k * n, 1 + k as u64);
+        let b = QPackedB::pack(k, n, |kk, j| b_raw[kk * n + j]).ok_or("pack")?;
+        let lda = b.depth_padded();
+        let mut a = values(m * lda, 2 + m as u64);
+        for row in a.chunks_mut(lda) {
+            row[k..].fill(0);
+        }
+        let bias: Vec<i32> = (0..n as i32).map(|j| j * 13 - 400).collect();
+        let scale = vec![1.0 / (60.0 * (k as f32).sqrt()); n];
+        let rq = ColumnRequant::new(&bias, &scale, range).ok_or("requant")?;
+        let panels = 0..n.div_ceil(QNR);
+        let mut want = vec![0u8; m * n];
+        let run = |t: Int8Isa, out: &mut [u8]| {
+            qgemm_requantized_on(t, &a, lda, m, &b, panels.clone(), &rq, out, n)
+        };
+        if !run(Int8Isa::Portable, &mut want) {
+            return Err(format!("{what}: the portable tier refused"));
+        }
+        let macs = (m * k * n) as f64;
+        let mut line = format!("{what:<32} {m:>5}x{k:>4}x{n:>4}");
+        for t in Int8Isa::ALL.into_iter().filter(|t| t.available()) {
+            let mut out = vec![0u8; m * n];
+            if !run(t, &mut out) || out != want {
+                return Err(format!(
+                    "{what}: {} differs from the portable tier",
+                    t.name()
+                ));
+            }
+            let reps = (2e8 / macs).clamp(2.0, 2000.0) as usize;
+            let best = best_of(reps, || {
+                black_box(run(t, black_box(&mut out)));
+            });
+            line += &format!(
+                "  {}: {:>8.1} us {:>6.1} GMAC/s",
+                t.name(),
+                best * 1e6,
+                macs / best / 1e9
+            );
+        }
+        println!("{line}");
+    }
+    depthwise(range)
+}
+
+/// The depthwise rows of MobileNetV2's 3×3 layers (output width × channels values, 9 taps).
+fn depthwise(range: RequantRange) -> Result<(), String> {
+    for (w, c) in [(112, 32), (56, 144), (28, 192), (14, 576), (7, 960)] {
+        let n = w * c;
+        let xs: Vec<Vec<i16>> = (0..9).map(|t| values(n, 7 + t)).collect();
+        let rows: Vec<&[i16]> = xs.iter().map(Vec::as_slice).collect();
+        let wv = values(9 * c, 3);
+        let taps = DwTaps::new(9, n, |t, i| wv[t * c + i % c]).ok_or("taps")?;
+        let bias: Vec<i32> = (0..n).map(|i| (i % c) as i32 * 7 - 300).collect();
+        let rq = DwRequant::new(&bias, &vec![1.0 / 500.0; n], range).ok_or("requant")?;
+        let mut want = vec![0u8; n];
+        if !depthwise_row_on(Int8Isa::Portable, &rows, &taps, &rq, &mut want) {
+            return Err("depthwise: the portable tier refused".into());
+        }
+        let mut line = format!("{:<32} {n:>16}", format!("depthwise row {w}x{c}"));
+        for t in Int8Isa::ALL.into_iter().filter(|t| t.available()) {
+            let mut out = vec![0u8; n];
+            if !depthwise_row_on(t, &rows, &taps, &rq, &mut out) || out != want {
+                return Err(format!("depthwise {w}x{c}: {} differs", t.name()));
+            }
+            let reps = (2e7 / (9 * n) as f64).clamp(2.0, 20000.0) as usize;
+            let best = best_of(reps, || {
+                black_box(depthwise_row_on(t, &rows, &taps, &rq, black_box(&mut out)));
+            });
+            line += &format!(
+                "  {}: {:>8.2} us {:>6.1} GMAC/s",
+                t.name(),
+                best * 1e6,
+                (9 * n) as f64 / best / 1e9
+            );
+        }
+        println!("{line}");
+    }
+    Ok(())
+}
