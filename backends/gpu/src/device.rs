@@ -7,8 +7,38 @@ use crate::options::GpuAccOptions;
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use wgpu::{Adapter, DeviceType};
+
+/// Whether a thread is creating or destroying a Vulkan device: one at a time in the process.
+/// NVIDIA's driver (580, through the Khronos loader) deadlocks when threads destroy devices
+/// and instances at the same time (runtimes dropped in parallel threads hung in
+/// `vkDestroyDevice` / `vkDestroyInstance` / `vkFreeMemory` on an H200); creation is held to
+/// the same turn for good measure.
+static LIFECYCLE: Mutex<bool> = Mutex::new(false);
+static LIFECYCLE_FREE: Condvar = Condvar::new();
+
+/// A turn at creating or destroying a device ([`LIFECYCLE`]), given back when dropped. Unlike
+/// a `MutexGuard` it may be held by a `Send` value (a device being dropped).
+struct LifecycleTurn;
+
+impl LifecycleTurn {
+    fn take() -> LifecycleTurn {
+        let mut busy = LIFECYCLE.lock().unwrap_or_else(|p| p.into_inner());
+        while *busy {
+            busy = LIFECYCLE_FREE.wait(busy).unwrap_or_else(|p| p.into_inner());
+        }
+        *busy = true;
+        LifecycleTurn
+    }
+}
+
+impl Drop for LifecycleTurn {
+    fn drop(&mut self) {
+        *LIFECYCLE.lock().unwrap_or_else(|p| p.into_inner()) = false;
+        LIFECYCLE_FREE.notify_one();
+    }
+}
 
 /// A pool of reusable buffers (a workload's upload or read-back buffers).
 pub(crate) type BufferPool = Arc<Mutex<Vec<wgpu::Buffer>>>;
@@ -141,6 +171,15 @@ pub struct GpuDevice {
     pub(crate) dispatches: AtomicU64,
     pub(crate) bind_groups: AtomicU64,
     uploaded_bytes: AtomicU64,
+    /// Taken when the device is dropped and given back after every field above: declared
+    /// last, so the Vulkan objects are destroyed during the turn ([`LIFECYCLE`]).
+    teardown: Option<LifecycleTurn>,
+}
+
+impl Drop for GpuDevice {
+    fn drop(&mut self) {
+        self.teardown = Some(LifecycleTurn::take());
+    }
 }
 
 impl std::fmt::Debug for GpuDevice {
@@ -154,6 +193,7 @@ impl std::fmt::Debug for GpuDevice {
 /// Choose an adapter the options accept, preferring discrete over integrated GPUs and a
 /// software adapter last (only with `allow_software`), and create its device.
 pub fn open(options: &GpuAccOptions) -> Result<GpuDevice, GpuError> {
+    let _turn = LifecycleTurn::take();
     let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
     desc.backends = wgpu::Backends::VULKAN;
     // No validation layers: Debian's misreport naga's shaders, and they are slow.
@@ -273,6 +313,7 @@ pub fn open(options: &GpuAccOptions) -> Result<GpuDevice, GpuError> {
         dispatches: AtomicU64::new(0),
         bind_groups: AtomicU64::new(0),
         uploaded_bytes: AtomicU64::new(0),
+        teardown: None,
     })
 }
 

@@ -38,7 +38,6 @@ struct BoundSet {
 
 /// A GPU layer, ready to run.
 pub struct GpuWorkload {
-    device: Arc<GpuDevice>,
     name: String,
     dispatches: Vec<Dispatch>,
     /// Device copies of the constant inputs (weights), by input slot.
@@ -57,6 +56,9 @@ pub struct GpuWorkload {
     readbacks: BufferPool,
     /// Bind groups made on first use of a set of tensor buffers, reused after.
     bound: Mutex<Vec<BoundSet>>,
+    /// Declared last: the buffers above are dropped before the device they came from (whose
+    /// last holder destroys it during its turn, see `device::LIFECYCLE`).
+    device: Arc<GpuDevice>,
 }
 
 /// Where an output's bytes go after the layer's dispatches.

@@ -307,3 +307,30 @@ fn weights_are_uploaded_at_load_not_per_execution() {
     // The input (2 x 64 floats) and nothing of the weights.
     assert_eq!(per_run, vec![2 * 64 * 4; 3], "bytes uploaded per execution");
 }
+
+/// Eight threads each make a GpuAcc runtime, run a network on it and drop it, three times
+/// over, all at once: every thread finishes with CpuRef's outputs. (NVIDIA's driver
+/// deadlocked when devices were destroyed in parallel; GpuAcc now creates and destroys its
+/// devices one at a time.)
+#[test]
+fn runtimes_made_and_dropped_in_parallel_threads_all_finish() {
+    let Some(rt) = runtime() else { return };
+    let (net, x) = chain(false);
+    let (want, _) = execute(&rt, &net, &x, vec![cpu_ref()], 1);
+    drop(rt);
+    let threads: Vec<_> = (0..8)
+        .map(|_| {
+            let (net, x, want) = (net.clone(), x.clone(), want.clone());
+            std::thread::spawn(move || {
+                for _ in 0..3 {
+                    let rt = runtime().unwrap();
+                    let (got, _) = execute(&rt, &net, &x, vec![gpu(), cpu_ref()], 2);
+                    assert_close(&got, &want);
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+}
