@@ -74,11 +74,14 @@ const WINDOW_MAX_PIXELS: usize = 49;
 /// transposes in and out cost (docs/cpu-acc-bounds.md, "Channels-last regions").
 const STRIDED_MAX_PIXELS: usize = 28 * 28;
 
-/// Fewest channels of a depthwise or pointwise convolution over more than one pixel that
-/// joins a region: with fewer, the channel blocks of a channels-last tensor are mostly
-/// padding lanes, and the NCHW paths (rows of pixels in the lanes) were faster
-/// (docs/cpu-acc-bounds.md, "Channels-last regions").
+/// Fewest channels of a depthwise or pointwise convolution over a plane of at least
+/// [`FEW_CHANNELS_MIN_PIXELS`] that joins a region: with fewer, the channel blocks of a
+/// channels-last tensor are mostly padding lanes, and the NCHW paths (rows of pixels in the
+/// lanes) were faster on such planes (docs/cpu-acc-bounds.md, "Channels-last regions").
 const MIN_REGION_CHANNELS: usize = 16;
+
+/// The plane size (output pixels) from which [`MIN_REGION_CHANNELS`] applies.
+const FEW_CHANNELS_MIN_PIXELS: usize = 64 * 64;
 
 /// A fused convolution that may join a region.
 struct Unit {
@@ -141,7 +144,7 @@ fn unit(view: &SubgraphView<'_>, sub: usize, s: &Substitution) -> Option<Unit> {
     let w = &desc.window;
     let ones = |v: &[usize]| v.iter().all(|&s| s == 1);
     let role = if desc.group == ch && m == ch && ch > 1 && ones(&w.dilations) {
-        if ch < MIN_REGION_CHANNELS {
+        if ch < MIN_REGION_CHANNELS && yd[2] * yd[3] >= FEW_CHANNELS_MIN_PIXELS {
             return None;
         }
         Role::Depthwise
@@ -151,8 +154,7 @@ fn unit(view: &SubgraphView<'_>, sub: usize, s: &Substitution) -> Option<Unit> {
         && w.pads.iter().all(|&p| p == 0)
         && xd[2..] == yd[2..]
     {
-        // A squeeze-excite block's convolutions (one pixel) join whatever their channels.
-        if ch.min(m) < MIN_REGION_CHANNELS && yd[2] * yd[3] > 1 {
+        if ch.min(m) < MIN_REGION_CHANNELS && yd[2] * yd[3] >= FEW_CHANNELS_MIN_PIXELS {
             return None;
         }
         Role::Pointwise

@@ -337,12 +337,13 @@ fn mobilenet_blocks_run_channels_last() {
         // their weights in registers, four pixels at a time), with channel tails of 4 and 5.
         (1, 70, 66, 12, 24, 37),
         // An expansion to 130×131×62 floats (over CpuAcc's threshold): it and the depthwise
-        // convolution reading it run as one `FusedConvPair`.
-        (1, 259, 261, 4, 9, 62),
+        // convolution reading it run as one `FusedConvPair`. (At least 16 channels per layer:
+        // fewer over planes this large stay out of regions.)
+        (1, 259, 261, 16, 17, 62),
         // Depthwise outputs of 65×65×64 floats (over CpuAcc's threshold for projections,
         // under the expansions'): dw1 with pw1, and dw2 with the projection adding its
         // residual, each run as one `FusedConvPair`.
-        (1, 130, 130, 64, 9, 64),
+        (1, 130, 130, 64, 16, 64),
     ] {
         let mut n = Network::new();
         let x = n
@@ -860,5 +861,54 @@ fn a_zero_pad_before_a_convolution_folds_into_its_pads() {
         let got = run(&rt, &n, "CpuAcc", &[("x", &xv)]);
         let want = run(&rt, &n, "CpuRef", &[("x", &xv)]);
         assert_close(&format!("case {i}"), &got[0], &want[0]);
+    }
+}
+
+/// Depthwise and pointwise convolutions of fewer than 16 channels over a plane of 64×64 or
+/// more stay NCHW (the channels-last blocks would be mostly padding lanes); with 16 channels
+/// the same body runs channels-last. Both match CpuRef.
+#[test]
+fn few_channels_over_a_large_plane_stay_channels_first() {
+    use backplane::core::ops::UnaryOp;
+    let rt = backplane::RuntimeBuilder::new().build().unwrap();
+    for (c, side, regioned) in [(8, 131, false), (16, 131, true), (8, 33, true)] {
+        let mut n = Network::new();
+        let x = n
+            .add_input("x", TensorInfo::new(DataType::F32, vec![1, 3, side, side]))
+            .unwrap();
+        let mut t = x;
+        for (i, (cin, m, k, s, g)) in [(3, c, 3, 2, 1), (c, c, 3, 1, c), (c, c, 1, 1, 1)]
+            .into_iter()
+            .enumerate()
+        {
+            let w = n
+                .add_constant(&format!("w{i}"), random(&[m, cin / g, k, k], 40 + i as u64))
+                .unwrap();
+            let b = n
+                .add_constant(&format!("b{i}"), random(&[m], 50 + i as u64))
+                .unwrap();
+            let y = n
+                .add_layer(&format!("conv{i}"), conv2d(k, s, k / 2, g), &[t, w, b])
+                .unwrap()[0];
+            t = n
+                .add_layer(&format!("relu{i}"), Op::Unary(UnaryOp::Relu), &[y])
+                .unwrap()[0];
+        }
+        n.mark_output(t).unwrap();
+        let opt = rt.optimize(&n, &options("CpuAcc")).unwrap();
+        let channels_last = opt
+            .network()
+            .layers()
+            .iter()
+            .filter(|l| {
+                conv_layout(&l.op).is_some()
+                    || matches!(&l.op, Op::Custom(c) if c.op_type == "FusedConvPair")
+            })
+            .count();
+        assert_eq!(channels_last > 0, regioned, "c{c} side {side}");
+        let xv = random(&[1, 3, side, side], 60);
+        let got = run(&rt, &n, "CpuAcc", &[("x", &xv)]);
+        let want = run(&rt, &n, "CpuRef", &[("x", &xv)]);
+        assert_close(&format!("c{c} side {side}"), &got[0], &want[0]);
     }
 }
