@@ -8,12 +8,10 @@
 
 mod support;
 
-use backplane_backend_api::{Backend, LayerDesc, SubgraphView, ValueRef};
 use backplane_core::ops::{AutoPad, BinaryOp, ConvDesc, PoolKind, UnaryOp, Window};
-use backplane_core::{LayerId, Network, Op, Tensor, TensorId};
-use backplane_cpu_acc::CpuAccBackend;
+use backplane_core::{LayerId, Network, Op, TensorId};
 use std::collections::HashMap;
-use support::{close, reference, run_desc, Rng};
+use support::{close, run_acc, run_reference, Rng};
 
 fn conv(k: usize, group: usize) -> Op {
     let p = k / 2;
@@ -77,79 +75,6 @@ fn block(b: Block, rng: &mut Rng) -> (Network, TensorId, LayerId) {
     let y = layer(&mut net, "project", conv(1, 1), &[m, w5, b5]);
     net.mark_output(y).unwrap();
     (net, x, mul)
-}
-
-/// Every layer of `net` on CpuRef, in order: the value of each tensor.
-fn run_reference(net: &Network, feeds: &HashMap<TensorId, Tensor>) -> HashMap<TensorId, Tensor> {
-    let mut values = feeds.clone();
-    for layer in net.layers() {
-        let inputs: Vec<Tensor> = layer
-            .inputs
-            .iter()
-            .map(|t| match values.get(t) {
-                Some(v) => v.clone(),
-                None => (**net.tensor(*t).constant().unwrap()).clone(),
-            })
-            .collect();
-        let refs: Vec<&Tensor> = inputs.iter().collect();
-        for (t, v) in layer.outputs.iter().zip(reference(&layer.op, &refs)) {
-            values.insert(*t, v);
-        }
-    }
-    values
-}
-
-/// The replacement layers of CpuAcc's one substitution of `net`, run one after the other as
-/// CpuAcc workloads: the network's outputs, and the replacement's ops.
-fn run_acc(
-    net: &Network,
-    feeds: &HashMap<TensorId, Tensor>,
-    threads: usize,
-) -> (HashMap<TensorId, Tensor>, Vec<Op>) {
-    let all: Vec<LayerId> = (0..net.layers().len()).map(LayerId).collect();
-    let views =
-        CpuAccBackend::with_threads(threads).optimize_subgraph(&SubgraphView::new(net, all));
-    assert_eq!(views.substitutions.len(), 1, "one region: {views:?}");
-    assert!(views.untouched.is_empty(), "every layer in the region");
-    let rep = &views.substitutions[0].replacement;
-    let mut produced: Vec<Vec<Tensor>> = Vec::new();
-    let mut outputs = HashMap::new();
-    for layer in rep {
-        let (mut inputs, mut constants) = (Vec::new(), Vec::new());
-        for v in &layer.inputs {
-            let (t, k) = match v {
-                ValueRef::Existing(t) => match feeds.get(t) {
-                    Some(x) => (x.clone(), None),
-                    None => {
-                        let k = net.tensor(*t).constant().unwrap().clone();
-                        ((*k).clone(), Some(k))
-                    }
-                },
-                ValueRef::NewConstant(k) => ((**k).clone(), Some(k.clone())),
-                ValueRef::Produced { layer, slot } => (produced[*layer][*slot].clone(), None),
-            };
-            inputs.push(t);
-            constants.push(k);
-        }
-        let infos: Vec<_> = inputs.iter().map(|t| t.info().clone()).collect();
-        let info_refs: Vec<_> = infos.iter().collect();
-        let desc = LayerDesc {
-            name: layer.name.clone(),
-            op: layer.op.clone(),
-            inputs: infos.clone(),
-            outputs: layer.op.infer(&info_refs).unwrap(),
-            constants,
-        };
-        let refs: Vec<&Tensor> = inputs.iter().collect();
-        let out = run_desc(&desc, &refs, threads);
-        for (t, v) in layer.outputs.iter().zip(&out) {
-            if let Some(t) = t {
-                outputs.insert(*t, v.clone());
-            }
-        }
-        produced.push(out);
-    }
-    (outputs, rep.iter().map(|l| l.op.clone()).collect())
 }
 
 fn check(b: Block, seed: u64) {

@@ -224,3 +224,120 @@ pub(crate) fn block(r: &mut Rng) -> Result<QuantCase, String> {
         feed: vec![("x".into(), x)],
     })
 }
+
+/// A random squeeze-excite block as the TFLite importer writes Keras's EfficientNet and
+/// MobileNetV3 ones in int8: an NHWC image through a `Transpose`, a 1×1 expansion, its
+/// activation as its own QDQ chain (SiLU: sigmoid then `Mul` by the input; or hard-swish),
+/// the mean over the pixels (`ReduceMean` keeping the dims, or `GlobalAveragePool`), two 1×1
+/// convolutions on `[N, C, 1, 1]`, a sigmoid or a `Mul` by a dequantized constant (the
+/// hard-sigmoid's 1/6), the gate's broadcasting `Mul`, and a 1×1 projection. A backend that
+/// runs quantized chains channels-last (CpuAcc) runs it as one region.
+pub(crate) fn squeeze_excite(r: &mut Rng) -> Result<QuantCase, String> {
+    let dt = r.pick(&[DataType::I8, DataType::U8]);
+    let (n, h, w) = (
+        r.pick(&[1, 1, 2]),
+        r.pick(&[1, 2, 5, 9]),
+        r.pick(&[1, 3, 7]),
+    );
+    let c = r.pick(&[1, 3, 8, 17]);
+    let e = c * r.pick(&[1, 2, 4]);
+    let s = r.pick(&[1, 2, 5]);
+    let silu = r.below(2) == 0;
+    let global = r.below(2) == 0;
+    let x = bytes(r, dt, &[n, h, w, c])?;
+    let mut b = Block {
+        net: Network::new(),
+        r,
+        dt,
+    };
+    let xi = b.net.add_input("x", x.info().clone()).map_err(err)?;
+    let to_nchw = Op::Transpose {
+        perm: vec![0, 3, 1, 2],
+    };
+    let xt = b.one("to_nchw", to_nchw, &[xi])?;
+    let zx = if dt == DataType::I8 { -5 } else { 120 };
+    let x0 = Q {
+        t: xt,
+        scale: 0.04,
+        zero: zx,
+        channels: c,
+    };
+    let ex = b.conv("expand", x0, e, 1, 1, false)?;
+    // The activation, as its own chains.
+    let act = if silu {
+        let f = b.dequantize("act_dq", ex)?;
+        let g = b.one("act_sigmoid", Op::Unary(UnaryOp::Sigmoid), &[f])?;
+        let g = b.quantize("act_sigmoid_q", g, 1.0 / 256.0, e)?;
+        let xf = b.dequantize("act_mul_dq_x", ex)?;
+        let gf = b.dequantize("act_mul_dq_g", g)?;
+        let m = b.one("act_mul", Op::Binary(BinaryOp::Mul), &[xf, gf])?;
+        b.quantize("act_mul_q", m, ex.scale, e)?
+    } else {
+        let f = b.dequantize("act_dq", ex)?;
+        let hs = Op::Math(backplane::core::ops::MathOp::HardSwish);
+        let m = b.one("act_hard_swish", hs, &[f])?;
+        b.quantize("act_q", m, ex.scale, e)?
+    };
+    let pf = b.dequantize("pool_dq", act)?;
+    let pool = if global {
+        Op::GlobalPool(backplane::core::ops::PoolKind::Average)
+    } else {
+        Op::Reduce(backplane::core::ops::ReduceDesc {
+            kind: backplane::core::ops::ReduceKind::Mean,
+            axes: vec![2, 3],
+            keepdims: true,
+            noop_with_empty_axes: false,
+        })
+    };
+    let p = b.one("pool", pool, &[pf])?;
+    let p = b.quantize("pool_q", p, act.scale, e)?;
+    let f1 = b.conv("reduce", p, s, 1, 1, false)?;
+    let f2 = b.conv("expand_se", f1, e, 1, 1, false)?;
+    let gf = b.dequantize("gate_dq", f2)?;
+    let gate = if silu {
+        let g = b.one("gate_sigmoid", Op::Unary(UnaryOp::Sigmoid), &[gf])?;
+        b.quantize("gate_q", g, 1.0 / 256.0, e)?
+    } else {
+        // The hard-sigmoid's division by 6 as a Mul by a dequantized 8-bit constant.
+        let k = b.constant(
+            "sixth",
+            Tensor::from_f64_values(TensorInfo::new(b.dt, vec![]), &[85.0]).map_err(err)?,
+        )?;
+        let k = b.dequantize(
+            "sixth_dq",
+            Q {
+                t: k,
+                scale: 1.0 / 510.0,
+                zero: 0,
+                channels: 1,
+            },
+        )?;
+        let g = b.one("gate_sixth", Op::Binary(BinaryOp::Mul), &[gf, k])?;
+        b.quantize("gate_q", g, f2.scale / 6.0, e)?
+    };
+    let af = b.dequantize("scale_dq_x", act)?;
+    let gf = b.dequantize("scale_dq_g", gate)?;
+    let (l, rr) = if b.r.below(2) == 0 {
+        (af, gf)
+    } else {
+        (gf, af)
+    };
+    let m = b.one("scale", Op::Binary(BinaryOp::Mul), &[l, rr])?;
+    let m = b.quantize("scale_q", m, act.scale, e)?;
+    let out = b.conv("project", m, c, 1, 1, false)?;
+    b.net.mark_output(out.t).map_err(err)?;
+    Ok(QuantCase {
+        family: "QSqueezeExcite",
+        about: format!(
+            "{dt} NHWC [{n},{h},{w},{c}], expand to {e}, {}, {} to {s}",
+            if silu { "SiLU" } else { "hard-swish" },
+            if global {
+                "GlobalAveragePool"
+            } else {
+                "ReduceMean"
+            }
+        ),
+        network: b.net,
+        feed: vec![("x".into(), x)],
+    })
+}

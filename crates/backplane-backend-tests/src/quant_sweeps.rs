@@ -1,6 +1,8 @@
 //! Quantized sweeps: random QDQ chains as quantizers write them (TFLite's importer, ONNX QDQ
 //! models) — `DequantizeLinear → Conv | Gemm | Add | Sub | Mul | Max | Min → (Relu | Clip) →
-//! QuantizeLinear` on int8 and uint8 tensors, per-channel or per-tensor weights, odd shapes —
+//! QuantizeLinear` on int8 and uint8 tensors, per-channel or per-tensor weights, odd shapes,
+//! and whole blocks (inverted residuals, squeeze-excite with its int8 sigmoid, hard-swish,
+//! mean and broadcasting gate) —
 //! run with the backend under test first (CpuRef behind it), against the same network on
 //! CpuRef alone.
 //!
@@ -43,6 +45,7 @@ pub const FAMILIES: &[(&str, Generator)] = &[
     ("QConv", conv),
     ("QBinary", binary),
     ("QBlock", crate::quant_blocks::block),
+    ("QSqueezeExcite", crate::quant_blocks::squeeze_excite),
     ("QEntry", crate::quant_entry::entry),
     ("QGemm", crate::quant_gemm_sweeps::gemm),
     ("QLinearConv", crate::quant_qoperator_sweeps::qlinear_conv),

@@ -1,7 +1,10 @@
 //! The quantized elementwise binary layer (custom `QLinearBinary`, made by [`super::fold`]
 //! from `DequantizeLinear(a), DequantizeLinear(b) → Add | Sub | Mul | Max | Min → (Relu |
-//! Clip) → QuantizeLinear` on tensors of one shape): one pass over the 8-bit inputs instead of
-//! four layers and two f32 tensors.
+//! Clip) → QuantizeLinear`, the inputs of one shape or broadcast to the output's by numpy's
+//! rule, as a squeeze-excite block's `[N, C, H, W] · [N, C, 1, 1]` gate): one pass over the
+//! 8-bit inputs instead of four layers and two f32 tensors. The output is walked in rows
+//! along its innermost axes (merged where both inputs allow), each input advancing along a
+//! row or repeating one value.
 //!
 //! Each element is computed with the f32 operations of the unfolded chain, in its order
 //! (`(q - z) · s` per input, the operation, the quotient by the output scale rounded half to
@@ -53,8 +56,13 @@ impl QBinaryDesc {
     }
 }
 
-/// The plan of a folded quantized binary layer: two 8-bit inputs and an 8-bit output, all
-/// of one shape.
+/// True when inputs of dims `a` and `b` broadcast (numpy's rule) to an output of dims `y`.
+pub(crate) fn broadcasts(a: &[usize], b: &[usize], y: &[usize]) -> bool {
+    Rows::new(a, b, y).is_some()
+}
+
+/// The plan of a folded quantized binary layer: two 8-bit inputs and an 8-bit output, the
+/// inputs of the output's shape or broadcast to it.
 pub(super) fn plan<'a>(
     c: &'a CustomOp,
     layer: &'a LayerDesc,
@@ -72,23 +80,115 @@ pub(super) fn plan<'a>(
             ));
         }
     }
-    if a.shape != b.shape || a.shape != y.shape {
-        return Err(format!(
-            "{QLINEAR_BINARY}: inputs {} and {} and output {} differ in shape",
+    let rows = Rows::new(a.shape.dims(), b.shape.dims(), y.shape.dims()).ok_or_else(|| {
+        format!(
+            "{QLINEAR_BINARY}: inputs {} and {} do not broadcast to output {}",
             a.shape, b.shape, y.shape
-        ));
-    }
+        )
+    })?;
     let (lo, hi) = range(y.dtype);
     if d.clamp.0 < lo || d.clamp.1 > hi || d.clamp.0 > d.clamp.1 {
         return Err(format!("{QLINEAR_BINARY}: clamp outside the output type"));
     }
-    Ok(Plan::new(move |io, th| done(QBinary::new(io, d, th))))
+    Ok(Plan::new(move |io, th| done(QBinary::new(io, d, rows, th))))
+}
+
+/// How the output splits into rows along its innermost (merged) axis, and where each
+/// input's values for a row start: numpy broadcasting, reduced to runs in which each input
+/// advances by one element or stays on one.
+#[derive(Debug, Clone)]
+struct Rows {
+    /// Elements per row.
+    len: usize,
+    /// The outer (merged) dims, outermost first, whose product is the row count.
+    outer: Vec<usize>,
+    /// Each input's element step along the outer dims (0 where broadcast).
+    steps: [Vec<usize>; 2],
+    /// Each input's step along a row: 1, or 0 where the row repeats one value.
+    inner: [usize; 2],
+}
+
+impl Rows {
+    /// The rows of `y` for inputs of dims `a` and `b`, `None` unless both broadcast to `y`.
+    fn new(a: &[usize], b: &[usize], y: &[usize]) -> Option<Rows> {
+        let rank = y.len();
+        if a.len() > rank || b.len() > rank {
+            return None;
+        }
+        // Each input's element steps over the output's axes (0 where it is broadcast).
+        let steps_of = |d: &[usize]| -> Option<Vec<usize>> {
+            let pad = rank - d.len();
+            let mut steps = vec![0; rank];
+            let mut step = 1;
+            for k in (0..rank).rev() {
+                let n = if k < pad { 1 } else { d[k - pad] };
+                if n == y[k] {
+                    steps[k] = if n == 1 { 0 } else { step };
+                } else if n != 1 {
+                    return None;
+                }
+                step *= n;
+            }
+            Some(steps)
+        };
+        let (sa, sb) = (steps_of(a)?, steps_of(b)?);
+        // Merge neighbouring axes along which both inputs keep one pattern.
+        let mut dims: Vec<usize> = Vec::new();
+        let mut steps: [Vec<usize>; 2] = [Vec::new(), Vec::new()];
+        for k in 0..rank {
+            if y[k] == 1 {
+                continue;
+            }
+            let merges = match (dims.last(), steps[0].last(), steps[1].last()) {
+                (Some(_), Some(&pa), Some(&pb)) => pa == sa[k] * y[k] && pb == sb[k] * y[k],
+                _ => false,
+            };
+            if merges {
+                if let Some(d) = dims.last_mut() {
+                    *d *= y[k];
+                }
+                let [ta, tb] = &mut steps;
+                if let (Some(pa), Some(pb)) = (ta.last_mut(), tb.last_mut()) {
+                    *pa = sa[k];
+                    *pb = sb[k];
+                }
+            } else {
+                dims.push(y[k]);
+                steps[0].push(sa[k]);
+                steps[1].push(sb[k]);
+            }
+        }
+        let len = dims.pop().unwrap_or(1);
+        let inner = [
+            steps[0].pop().unwrap_or(0).min(1),
+            steps[1].pop().unwrap_or(0).min(1),
+        ];
+        Some(Rows {
+            len,
+            outer: dims,
+            steps,
+            inner,
+        })
+    }
+
+    /// Where row `r`'s values of each input start.
+    fn starts(&self, mut r: usize) -> [usize; 2] {
+        let mut at = [0, 0];
+        for k in (0..self.outer.len()).rev() {
+            let i = r % self.outer[k];
+            r /= self.outer[k];
+            at[0] += i * self.steps[0][k];
+            at[1] += i * self.steps[1][k];
+        }
+        at
+    }
 }
 
 /// The folded quantized binary layer.
 struct QBinary {
     io: Io,
     d: QBinaryDesc,
+    rows: Rows,
     signed: [bool; 3],
     th: Threads,
 }
@@ -103,12 +203,19 @@ fn round_even(v: f32) -> f32 {
 }
 
 impl QBinary {
-    fn new(io: Io, d: QBinaryDesc, th: Threads) -> QBinary {
+    fn new(io: Io, d: QBinaryDesc, rows: Rows, th: Threads) -> QBinary {
         let s = |t: &TensorInfo| t.dtype == DataType::I8;
         let signed = [s(&io.inputs[0]), s(&io.inputs[1]), s(&io.outputs[0])];
-        QBinary { io, d, signed, th }
+        QBinary {
+            io,
+            d,
+            rows,
+            signed,
+            th,
+        }
     }
 
+    /// One row: `a` and `b` hold the row's values, or one value repeated (`inner` 0).
     fn run(&self, a: &[u8], b: &[u8], y: &mut [u8]) {
         let d = &self.d;
         let f = |v: f32| -> u8 {
@@ -125,9 +232,29 @@ impl QBinary {
         let (sa, sb) = (self.signed[0], self.signed[1]);
         macro_rules! each {
             ($e:expr) => {
-                for ((o, &qa), &qb) in y.iter_mut().zip(a).zip(b) {
-                    let (va, vb) = (deq(sa, qa, d.a), deq(sb, qb, d.b));
-                    *o = f($e(va, vb));
+                match (a, b) {
+                    ([qa], [qb]) if y.len() > 1 => {
+                        let v = f($e(deq(sa, *qa, d.a), deq(sb, *qb, d.b)));
+                        y.fill(v);
+                    }
+                    ([qa], _) if y.len() > 1 => {
+                        let va = deq(sa, *qa, d.a);
+                        for (o, &qb) in y.iter_mut().zip(b) {
+                            *o = f($e(va, deq(sb, qb, d.b)));
+                        }
+                    }
+                    (_, [qb]) if y.len() > 1 => {
+                        let vb = deq(sb, *qb, d.b);
+                        for (o, &qa) in y.iter_mut().zip(a) {
+                            *o = f($e(deq(sa, qa, d.a), vb));
+                        }
+                    }
+                    _ => {
+                        for ((o, &qa), &qb) in y.iter_mut().zip(a).zip(b) {
+                            let (va, vb) = (deq(sa, qa, d.a), deq(sb, qb, d.b));
+                            *o = f($e(va, vb));
+                        }
+                    }
                 }
             };
         }
@@ -150,12 +277,82 @@ impl Workload for QBinary {
         let a = inputs.first().ok_or_else(missing)?.data;
         let b = inputs.get(1).ok_or_else(missing)?.data;
         let y = &mut outputs.first_mut().ok_or_else(missing)?.data;
-        let chunk = self.th.chunk_size(y.len(), 16 * 1024, 64);
+        let len = self.rows.len;
+        if y.is_empty() || len == 0 {
+            return Ok(());
+        }
+        // Whole rows per chunk.
+        let chunk = self.th.chunk_size(y.len(), 16 * 1024, len);
+        let [ia, ib] = self.rows.inner;
         self.th.chunks(y, chunk, |i, yc| {
-            let at = i * chunk;
-            let n = yc.len();
-            self.run(&a[at..at + n], &b[at..at + n], yc);
+            let first = i * chunk / len;
+            for (k, yr) in yc.chunks_mut(len).enumerate() {
+                let [at, bt] = self.rows.starts(first + k);
+                let ar = a.get(at..at + (len - 1) * ia + 1).ok_or_else(missing)?;
+                let br = b.get(bt..bt + (len - 1) * ib + 1).ok_or_else(missing)?;
+                self.run(ar, br, yr);
+            }
             Ok(())
         })
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::panic)]
+mod tests {
+    use super::Rows;
+
+    /// The input offsets of every output element, by the rows.
+    fn offsets(a: &[usize], b: &[usize], y: &[usize]) -> Vec<[usize; 2]> {
+        let r = Rows::new(a, b, y).unwrap_or_else(|| panic!("{a:?} {b:?} {y:?}"));
+        let total: usize = y.iter().product();
+        (0..total / r.len.max(1))
+            .flat_map(|row| {
+                let [sa, sb] = r.starts(row);
+                (0..r.len).map(move |j| [sa + j * r.inner[0], sb + j * r.inner[1]])
+            })
+            .collect()
+    }
+
+    /// The same offsets by numpy's rule, element by element.
+    fn numpy(a: &[usize], b: &[usize], y: &[usize]) -> Vec<[usize; 2]> {
+        let total: usize = y.iter().product();
+        let at = |d: &[usize], mut i: usize| {
+            let mut idx = vec![0; y.len()];
+            for k in (0..y.len()).rev() {
+                idx[k] = i % y[k];
+                i /= y[k];
+            }
+            let pad = y.len() - d.len();
+            let mut off = 0;
+            for (k, &n) in d.iter().enumerate() {
+                off = off * n + if n == 1 { 0 } else { idx[k + pad] };
+            }
+            off
+        };
+        (0..total).map(|i| [at(a, i), at(b, i)]).collect()
+    }
+
+    #[test]
+    fn rows_follow_numpy_broadcasting() {
+        let cases: &[(&[usize], &[usize], &[usize])] = &[
+            (&[2, 3, 5, 7], &[2, 3, 5, 7], &[2, 3, 5, 7]),
+            (&[2, 5, 7, 3], &[2, 1, 1, 3], &[2, 5, 7, 3]),
+            (&[2, 1, 1, 3], &[2, 5, 7, 3], &[2, 5, 7, 3]),
+            (&[2, 3, 5, 7], &[2, 3, 1, 1], &[2, 3, 5, 7]),
+            (&[1, 3, 1, 1], &[1, 3, 1, 1], &[1, 3, 1, 1]),
+            (&[1, 1, 1, 1], &[1, 1, 1, 1], &[1, 1, 1, 1]),
+            (&[4, 1, 6], &[1, 5, 1], &[4, 5, 6]),
+            (&[3, 4], &[4], &[3, 4]),
+            (&[3, 4], &[3, 1], &[3, 4]),
+            (&[1], &[2, 3], &[2, 3]),
+            (&[], &[5], &[5]),
+            (&[17], &[17], &[17]),
+        ];
+        for &(a, b, y) in cases {
+            assert_eq!(offsets(a, b, y), numpy(a, b, y), "{a:?} {b:?} {y:?}");
+        }
+        assert!(Rows::new(&[2, 3], &[3, 3], &[2, 3]).is_none());
+        assert!(Rows::new(&[1, 2, 3], &[3], &[2, 3]).is_none());
     }
 }

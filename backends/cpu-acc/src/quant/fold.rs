@@ -2,11 +2,14 @@
 //! Conv(·, DequantizeLinear(w const), bias) → (Relu | Clip) → QuantizeLinear` becomes one
 //! int8 convolution ([`super::conv`]), as ONNX QDQ models and the TFLite importer write
 //! quantized convolutions; `DequantizeLinear(a), DequantizeLinear(b) → Add | Sub | Mul | Max |
-//! Min → (Relu | Clip) → QuantizeLinear` becomes one quantized binary layer
+//! Min → (Relu | Clip) → QuantizeLinear` (broadcasting allowed) becomes one quantized binary layer
 //! ([`super::binary`]); the same chain around a Gemm one int8 fully connected layer
 //! ([`super::gemm`]), and around a MatMul of constant weights too ([`matmul`]); the chain
 //! ONNX's QLinearConv is imported as becomes the int8 convolution ([`qoperator`]); data
-//! movement between equal quantizations moves the 8-bit values ([`movement`]); a
+//! movement between equal quantizations moves the 8-bit values ([`movement`]);
+//! `DequantizeLinear → elementwise functions of one input → QuantizeLinear` becomes a byte
+//! table ([`lookup`]); `DequantizeLinear → mean over the pixels → QuantizeLinear` the
+//! quantized mean ([`mean`]); a
 //! DequantizeLinear left with no reader goes too. The rest of the
 //! subgraph then goes through the float fusions.
 //!
@@ -26,7 +29,9 @@ use backplane_core::{DataType, LayerId, Network, Op, Tensor, TensorId, TensorKin
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+mod lookup;
 mod matmul;
+mod mean;
 mod movement;
 mod qoperator;
 
@@ -54,6 +59,8 @@ pub(crate) fn optimize(
             .or_else(|| g.fold_gemm(id, &used))
             .or_else(|| g.fold_matmul(id, &used))
             .or_else(|| g.fold_movement(id, &used))
+            .or_else(|| g.fold_lookup(id, &used))
+            .or_else(|| g.fold_mean(id, &used))
             .or_else(|| g.fold_binary(id, &used));
         if let Some(s) = folded {
             used.extend(s.replaced.iter().copied());
@@ -406,6 +413,21 @@ impl Chains<'_> {
             replaced.push(q);
             q = self.sole_consumer(self.single_output(q)?)?;
         }
+        let (to, sy, zy) = self.quantizer(q)?;
+        replaced.push(q);
+        let y = self.single_output(q)?;
+        Some(OutChain {
+            replaced,
+            y,
+            to,
+            q: (sy, zy),
+            act,
+        })
+    }
+
+    /// The 8-bit type, scale and zero point of `q` if it is a per-tensor QuantizeLinear to
+    /// an 8-bit type with constant parameters (a positive finite scale).
+    fn quantizer(&self, q: LayerId) -> Option<(DataType, f32, i32)> {
         let ql = self.net.layer(q);
         let Op::QuantizeLinear {
             to, block_size: 0, ..
@@ -431,22 +453,11 @@ impl Chains<'_> {
         let [sy] = sy else {
             return None;
         };
-        if !(*sy > 0.0 && sy.is_finite()) {
-            return None;
-        }
-        replaced.push(q);
-        let y = self.single_output(q)?;
-        Some(OutChain {
-            replaced,
-            y,
-            to,
-            q: (*sy, zy),
-            act,
-        })
+        (*sy > 0.0 && sy.is_finite()).then_some((to, *sy, zy))
     }
 
     /// Fold the chain whose elementwise binary layer is `id`: two per-tensor 8-bit inputs
-    /// of the output's shape.
+    /// of the output's shape or broadcast to it.
     fn fold_binary(&self, id: LayerId, used: &BTreeSet<LayerId>) -> Option<Substitution> {
         let layer = self.net.layer(id);
         let Op::Binary(op) = layer.op else {
@@ -463,9 +474,13 @@ impl Chains<'_> {
         for dq in [&a, &b] {
             let info = &self.net.tensor(dq.input).info;
             let positive = dq.scales[0] > 0.0 && dq.scales[0].is_finite();
-            if dq.scales.len() != 1 || !is_8bit(info.dtype) || &info.shape != shape || !positive {
+            if dq.scales.len() != 1 || !is_8bit(info.dtype) || !positive {
                 return None;
             }
+        }
+        let dims = |t: TensorId| self.net.tensor(t).info.shape.dims();
+        if !super::binary::broadcasts(dims(a.input), dims(b.input), shape.dims()) {
+            return None;
         }
         let OutChain {
             mut replaced,

@@ -3,12 +3,16 @@
 //! QuantizeLinear chain becomes ([`conv`], folded by [`fold`] in `optimize_subgraph`), the
 //! int8 fully connected layer a Gemm's chain becomes ([`gemm`]), on the
 //! kernel crate's integer GEMM (`qgemm`) with XNNPACK's requantization; connected int8
-//! layers then run channels-last ([`region`], [`nhwc_conv`]).
+//! layers then run channels-last ([`region`], [`nhwc_conv`]). Elementwise functions of one
+//! quantized tensor (int8 sigmoid, hard-swish) become byte tables ([`lookup`]), and the
+//! mean over the pixels an 8-bit layer ([`mean`]).
 
 mod binary;
 mod conv;
 pub(crate) mod fold;
 mod gemm;
+mod lookup;
+mod mean;
 mod nhwc_conv;
 mod qdq;
 mod region;
@@ -25,6 +29,11 @@ pub(crate) const QLINEAR_CONV: &str = "QLinearConv";
 pub(crate) const QLINEAR_GEMM: &str = "QLinearGemm";
 /// The custom operator of a folded quantized elementwise binary layer (domain CpuAcc).
 pub(crate) const QLINEAR_BINARY: &str = "QLinearBinary";
+/// The custom operator of a folded quantized elementwise function of one input, a byte
+/// table (domain CpuAcc).
+pub(crate) const QLINEAR_LOOKUP: &str = "QLinearLookup";
+/// The custom operator of a folded quantized mean over the pixels (domain CpuAcc).
+pub(crate) const QLINEAR_MEAN: &str = "QLinearMean";
 /// The custom operator quantizing an f32 NCHW tensor into a channels-last 8-bit one
 /// (domain CpuAcc), where a channels-last region starts at a quantized image.
 pub(crate) const QUANTIZE_NHWC: &str = "QuantizeToNhwc";
@@ -74,7 +83,15 @@ pub(crate) fn takes_quantized(op: &Op) -> bool {
 /// True for CpuAcc's quantized custom operators.
 pub(crate) fn is_quant_custom(c: &CustomOp) -> bool {
     c.domain == crate::CPU_ACC_ID
-        && [QLINEAR_CONV, QLINEAR_BINARY, QLINEAR_GEMM, QUANTIZE_NHWC].contains(&c.op_type.as_str())
+        && [
+            QLINEAR_CONV,
+            QLINEAR_BINARY,
+            QLINEAR_GEMM,
+            QLINEAR_LOOKUP,
+            QLINEAR_MEAN,
+            QUANTIZE_NHWC,
+        ]
+        .contains(&c.op_type.as_str())
 }
 
 /// The plan of a QuantizeLinear or DequantizeLinear layer.
@@ -88,6 +105,10 @@ pub(crate) fn plan_custom<'a>(c: &'a CustomOp, layer: &'a LayerDesc) -> Result<P
         binary::plan(c, layer)
     } else if c.op_type == QLINEAR_GEMM {
         gemm::plan(c, layer)
+    } else if c.op_type == QLINEAR_LOOKUP {
+        lookup::plan(c, layer)
+    } else if c.op_type == QLINEAR_MEAN {
+        mean::plan(c, layer)
     } else if c.op_type == QUANTIZE_NHWC {
         qdq::plan_nhwc(c, layer)
     } else {

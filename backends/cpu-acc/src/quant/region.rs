@@ -1,7 +1,9 @@
 //! Channels-last regions of quantized layers: after folding, the int8 convolutions and the
 //! quantized binary layers connected through their tensors become one substitution that
 //! runs them on `[N, H, W, C]` tensors ([`super::nhwc_conv`]; the binary layers are
-//! elementwise over tensors of one shape, so they run as they are).
+//! elementwise (broadcasting as numpy does), and the lookup layers ([`super::lookup`]) over
+//! one tensor, so they run as they are on the channels-last shapes; the quantized means
+//! ([`super::mean`]) read the channels-last tensor and write the same `N · C` bytes).
 //!
 //! A tensor enters the region once: where it is a `Transpose` NHWC → NCHW that only the
 //! region reads (how the TFLite importer hands a channels-last model's image to
@@ -18,9 +20,9 @@
 //! A region is formed when it holds a convolution and either two layers or only inputs
 //! that come channels-last already, and is convex (no path leaves it and comes back). The option `nhwc=off` keeps every layer NCHW.
 
-use super::binary::QBinaryDesc;
 use super::conv::QConvDesc;
-use super::{QLINEAR_BINARY, QLINEAR_CONV};
+use super::mean::QMeanDesc;
+use super::{QLINEAR_BINARY, QLINEAR_CONV, QLINEAR_LOOKUP, QLINEAR_MEAN};
 use crate::layout::is_convex;
 use backplane_backend_api::{ReplacementLayer, SubgraphView, Substitution, ValueRef};
 use backplane_core::ops::{CustomOp, PoolKind, ReduceDesc, ReduceKind};
@@ -39,7 +41,20 @@ struct Unit {
     /// The 8-bit tensors it reads (the first one or two inputs of its replacement).
     reads: Vec<TensorId>,
     out: TensorId,
-    conv: bool,
+    kind: Kind,
+}
+
+/// What a region unit is.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// An int8 convolution (channels-last by its description).
+    Conv,
+    /// Elementwise over its inputs (binary, lookup): the same layer on the channels-last
+    /// shapes.
+    Elementwise,
+    /// The mean over the pixels: channels-last by its description; its `N · C` output bytes
+    /// are the same in both layouts.
+    Mean,
 }
 
 /// The channels-last dims of an NCHW `info`, keeping the type.
@@ -71,7 +86,7 @@ fn unit(net: &Network, sub: usize, s: &Substitution) -> Option<Unit> {
     let c = quant_custom(&r.op)?;
     let out = (*r.outputs.first()?)?;
     let four = |t: TensorId| net.tensor(t).info.shape.rank() == 4;
-    let (reads, conv) = if c.op_type == QLINEAR_CONV {
+    let (reads, kind) = if c.op_type == QLINEAR_CONV {
         let d = QConvDesc::decode(c).ok()?;
         let x = existing(r.inputs.first()?)?;
         let (xd, yd) = (
@@ -81,22 +96,28 @@ fn unit(net: &Network, sub: usize, s: &Substitution) -> Option<Unit> {
         if d.nhwc || xd.len() != 4 || yd.len() != 4 || !super::nhwc_conv::runs(&d, xd[1], yd[1]) {
             return None;
         }
-        (vec![x], true)
+        (vec![x], Kind::Conv)
     } else if c.op_type == QLINEAR_BINARY {
         let a = existing(r.inputs.first()?)?;
         let b = existing(r.inputs.get(1)?)?;
-        (vec![a, b], false)
+        (vec![a, b], Kind::Elementwise)
+    } else if c.op_type == QLINEAR_LOOKUP {
+        (vec![existing(r.inputs.first()?)?], Kind::Elementwise)
+    } else if c.op_type == QLINEAR_MEAN {
+        (vec![existing(r.inputs.first()?)?], Kind::Mean)
     } else {
         return None;
     };
-    if !four(out) || reads.iter().any(|&t| !four(t)) {
+    // A mean's [N, C] output leaves any region as it is.
+    let flat = kind == Kind::Mean && net.tensor(out).info.shape.rank() == 2;
+    if !(four(out) || flat) || reads.iter().any(|&t| !four(t)) {
         return None;
     }
     Some(Unit {
         sub,
         reads,
         out,
-        conv,
+        kind,
     })
 }
 
@@ -145,7 +166,7 @@ pub(crate) fn channels_last(
     let mut out = Vec::new();
     for region in regions.into_values() {
         let members: Vec<&Unit> = region.iter().map(|&i| &units[i]).collect();
-        if !members.iter().any(|u| u.conv) {
+        if !members.iter().any(|u| u.kind == Kind::Conv) {
             continue;
         }
         if let Some(s) = rewrite(view, &subs, &members, used) {
@@ -377,12 +398,27 @@ fn rewrite(
     for u in order {
         let r = subs[u.sub].replacement.first()?;
         let c = quant_custom(&r.op)?;
-        let y = nhwc_info(&net.tensor(u.out).info)?;
-        let op = if u.conv {
-            let d = QConvDesc::decode(c).ok()?;
-            QConvDesc { nhwc: true, ..d }.to_op(y)
+        let out_info = &net.tensor(u.out).info;
+        let flat = out_info.shape.rank() == 2;
+        let y = if flat {
+            out_info.clone()
         } else {
-            QBinaryDesc::decode(c).ok()?.to_op(y)
+            nhwc_info(out_info)?
+        };
+        let op = match u.kind {
+            Kind::Conv => {
+                let d = QConvDesc::decode(c).ok()?;
+                QConvDesc { nhwc: true, ..d }.to_op(y)
+            }
+            Kind::Mean => {
+                let d = QMeanDesc::decode(c).ok()?;
+                QMeanDesc { nhwc: true, ..d }.to_op(y)
+            }
+            // Elementwise: the same layer on the channels-last shape.
+            Kind::Elementwise => CustomOp {
+                outputs: vec![y],
+                ..c.clone()
+            },
         };
         let mut inputs = r.inputs.clone();
         for (slot, &t) in u.reads.iter().enumerate() {
@@ -435,7 +471,8 @@ fn rewrite(
             name: r.name.clone(),
             op: Op::Custom(op),
             inputs,
-            outputs: vec![None],
+            // An [N, C] mean is the tensor itself in either layout.
+            outputs: vec![flat.then_some(u.out)],
         });
         let idx = layers.len() - 1;
         nhwc_of.insert(
@@ -494,7 +531,7 @@ fn rewrite(
                     outputs: vec![Some(pooled)],
                 });
             }
-        } else if leaves {
+        } else if leaves && !flat {
             // Leaves the region: back to NCHW, under the tensor's own name.
             layers.push(ReplacementLayer {
                 name: format!("{}_to_nchw", net.tensor(u.out).name),

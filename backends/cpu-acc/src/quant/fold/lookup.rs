@@ -1,0 +1,116 @@
+//! Folding of `DequantizeLinear → f(·) → g(·) … → QuantizeLinear`, per tensor on 8-bit types,
+//! where each of f, g, … is an elementwise f32 function of one input (Sigmoid, Tanh,
+//! HardSwish, HardSigmoid, Relu, Clip, ..., or Add / Sub / Mul / Div / Max / Min with a
+//! constant of one value: [`Func`]): the chain maps each of the 256 input
+//! bytes to one output byte, so it becomes a byte table ([`crate::quant::lookup`]) computed
+//! here with CpuRef's arithmetic.
+
+use super::Chains;
+use crate::quant::is_8bit;
+use crate::quant::lookup::{table, Func, QLookupDesc};
+use backplane_backend_api::{ReplacementLayer, Substitution, ValueRef};
+use backplane_core::{DataType, LayerId, Op, TensorId};
+use std::collections::BTreeSet;
+
+impl Chains<'_> {
+    /// The tabulated function of layer `id` applied to its input `x` (the other operand of a
+    /// binary layer a constant of one value), with the DequantizeLinear of a constant it
+    /// reads, if any.
+    fn func(&self, id: LayerId, x: Option<TensorId>) -> Option<(Func, TensorId, Option<LayerId>)> {
+        let layer = self.net.layer(id);
+        match (&layer.op, layer.inputs.as_slice()) {
+            (Op::Unary(u), &[t]) => Some((Func::of_unary(*u)?, t, None)),
+            (Op::Math(m), &[t]) => Some((Func::of_math(*m)?, t, None)),
+            (Op::Binary(op), &[a, b]) => {
+                // The operand that is not `x` (when given) is the constant.
+                let (t, c, c_first) = match x {
+                    Some(x) if a == x && b != x => (a, b, false),
+                    Some(x) if b == x && a != x => (b, a, true),
+                    Some(_) => return None,
+                    None if self.constant_value(b).is_some() => (a, b, false),
+                    None => (b, a, true),
+                };
+                let (value, dq) = self.constant_value(c)?;
+                Some((Func::of_binary(*op, value, c_first)?, t, dq))
+            }
+            _ => None,
+        }
+    }
+
+    /// The value of a one-element constant `t` as the chain computes with it: an f32
+    /// constant, or the DequantizeLinear (per tensor) of an 8-bit one (with that layer).
+    fn constant_value(&self, t: TensorId) -> Option<(f32, Option<LayerId>)> {
+        if self.net.tensor(t).info.shape.elements() != 1 {
+            return None;
+        }
+        if let Some(c) = self.constant(t) {
+            return Some((*c.as_slice::<f32>().ok()?.first()?, None));
+        }
+        let dq = self.dequantize(t, 0)?;
+        let c = self.constant(dq.input)?;
+        let q = match (c.dtype(), c.bytes()) {
+            (DataType::I8, [b]) => i32::from(*b as i8),
+            (DataType::U8, [b]) => i32::from(*b),
+            _ => return None,
+        };
+        // CpuRef's DequantizeLinear: the difference in f64 (exact), the product in f32.
+        let (s, z) = (*dq.scales.first()?, *dq.zeros.first()?);
+        Some(((q - z) as f32 * s, Some(dq.layer)))
+    }
+
+    /// Fold the chain whose first function is `id`, if it is one.
+    pub(super) fn fold_lookup(
+        &self,
+        id: LayerId,
+        used: &BTreeSet<LayerId>,
+    ) -> Option<Substitution> {
+        let (first, xt, c) = self.func(id, None)?;
+        let x = self.dequantize(xt, 0)?;
+        let x_dt = self.net.tensor(x.input).info.dtype;
+        let (sx, zx) = (*x.scales.first()?, *x.zeros.first()?);
+        if x.scales.len() != 1 || !is_8bit(x_dt) || !(sx > 0.0 && sx.is_finite()) {
+            return None;
+        }
+        let mut funcs = vec![first];
+        let mut replaced = vec![id];
+        let mut constants: Vec<(LayerId, LayerId)> = c.map(|c| (id, c)).into_iter().collect();
+        let mut at = id;
+        let (to, sy, zy) = loop {
+            let t = self.single_output(at)?;
+            let next = self.sole_consumer(t)?;
+            replaced.push(next);
+            at = next;
+            match self.func(next, Some(t)) {
+                Some((f, _, c)) => {
+                    funcs.push(f);
+                    constants.extend(c.map(|c| (next, c)));
+                }
+                None => break self.quantizer(next)?,
+            }
+        };
+        let y = self.single_output(at)?;
+        if self.net.tensor(y).info.shape != self.net.tensor(x.input).info.shape {
+            return None;
+        }
+        for (reader, dq) in constants {
+            self.absorb_dequantizations(reader, &[dq], used, &mut replaced)?;
+        }
+        self.absorb_dequantizations(id, &[x.layer], used, &mut replaced)?;
+        let desc = QLookupDesc {
+            table: table(x_dt, (sx, zx), &funcs, to, (sy, zy)),
+        };
+        let names: Vec<&str> = replaced
+            .iter()
+            .map(|&l| self.net.layer(l).name.as_str())
+            .collect();
+        Some(Substitution {
+            replacement: vec![ReplacementLayer {
+                name: names.join("+"),
+                op: Op::Custom(desc.to_op(self.net.tensor(y).info.clone())),
+                inputs: vec![ValueRef::Existing(x.input)],
+                outputs: vec![Some(y)],
+            }],
+            replaced,
+        })
+    }
+}

@@ -1,0 +1,113 @@
+//! Folding of `DequantizeLinear → ReduceMean over H and W (keepdims or not) |
+//! GlobalAveragePool → QuantizeLinear` on a 4-D per-tensor 8-bit tensor into the quantized
+//! mean ([`crate::quant::mean`]). Where the `[N, C]` result then only goes through Keras's
+//! squeeze-excite reshape as the TFLite importer writes it (`DequantizeLinear → Reshape
+//! [N, 1, 1, C] → QuantizeLinear`, the same parameters, then the importer's `Transpose` to
+//! `[N, C, 1, 1]`), those layers go too: the mean writes `[N, C, 1, 1]`, the same bytes.
+
+use super::Chains;
+use crate::quant::is_8bit;
+use crate::quant::mean::QMeanDesc;
+use backplane_backend_api::{ReplacementLayer, Substitution, ValueRef};
+use backplane_core::ops::{PoolKind, ReduceKind};
+use backplane_core::{LayerId, Op, TensorId};
+use std::collections::BTreeSet;
+
+impl Chains<'_> {
+    /// Fold the chain whose mean is `id`, if it is one.
+    pub(super) fn fold_mean(&self, id: LayerId, used: &BTreeSet<LayerId>) -> Option<Substitution> {
+        let layer = self.net.layer(id);
+        let [xt] = layer.inputs.as_slice() else {
+            return None;
+        };
+        let rank = self.net.tensor(*xt).info.shape.rank();
+        let pixels = match &layer.op {
+            Op::Reduce(r) if r.kind == ReduceKind::Mean => {
+                let mut axes: Vec<i64> = r
+                    .axes
+                    .iter()
+                    .map(|&a| if a < 0 { a + rank as i64 } else { a })
+                    .collect();
+                axes.sort_unstable();
+                axes == [2, 3]
+            }
+            Op::GlobalPool(PoolKind::Average) => true,
+            _ => false,
+        };
+        if !pixels || rank != 4 {
+            return None;
+        }
+        let x = self.dequantize(*xt, 1)?;
+        let x_info = &self.net.tensor(x.input).info;
+        let (sx, zx) = (*x.scales.first()?, *x.zeros.first()?);
+        if x.scales.len() != 1 || !is_8bit(x_info.dtype) || !(sx > 0.0 && sx.is_finite()) {
+            return None;
+        }
+        let q = self.sole_consumer(self.single_output(id)?)?;
+        let (to, sy, zy) = self.quantizer(q)?;
+        let mut replaced = vec![id, q];
+        let mut y = self.single_output(q)?;
+        if let Some((layers, t)) = self.se_reshape(y, (to, sy, zy)) {
+            replaced.extend(layers);
+            y = t;
+        }
+        self.absorb_dequantizations(id, &[x.layer], used, &mut replaced)?;
+        if replaced.iter().any(|l| used.contains(l)) {
+            return None;
+        }
+        let desc = QMeanDesc {
+            x: (sx, zx),
+            y: (sy, zy),
+            nhwc: false,
+        };
+        let names: Vec<&str> = replaced
+            .iter()
+            .map(|&l| self.net.layer(l).name.as_str())
+            .collect();
+        Some(Substitution {
+            replacement: vec![ReplacementLayer {
+                name: names.join("+"),
+                op: Op::Custom(desc.to_op(self.net.tensor(y).info.clone())),
+                inputs: vec![ValueRef::Existing(x.input)],
+                outputs: vec![Some(y)],
+            }],
+            replaced,
+        })
+    }
+
+    /// After a mean's `[N, C]` 8-bit output `t` quantized by `params`: `DequantizeLinear →
+    /// Reshape [N, 1, 1, C] → QuantizeLinear → Transpose [0, 3, 1, 2]`, each the sole reader
+    /// of the tensor before it, the same parameters both sides; the layers and the
+    /// `[N, C, 1, 1]` tensor at the end.
+    fn se_reshape(
+        &self,
+        t: TensorId,
+        params: (backplane_core::DataType, f32, i32),
+    ) -> Option<(Vec<LayerId>, TensorId)> {
+        let &[n, c] = self.net.tensor(t).info.shape.dims() else {
+            return None;
+        };
+        let dq = self.sole_consumer(t)?;
+        let d = self.dequantize(t, 0)?;
+        if d.layer != dq || d.scales != [params.1] || d.zeros != [params.2] {
+            return None;
+        }
+        let r = self.sole_consumer(self.single_output(dq)?)?;
+        let rt = self.single_output(r)?;
+        let reshape = matches!(self.net.layer(r).op, Op::Reshape { .. });
+        if !reshape || self.net.tensor(rt).info.shape.dims() != [n, 1, 1, c] {
+            return None;
+        }
+        let q = self.sole_consumer(rt)?;
+        if self.quantizer(q)? != params {
+            return None;
+        }
+        let tr = self.sole_consumer(self.single_output(q)?)?;
+        let Op::Transpose { perm } = &self.net.layer(tr).op else {
+            return None;
+        };
+        let y = self.single_output(tr)?;
+        let nc11 = self.net.tensor(y).info.shape.dims() == [n, c, 1, 1];
+        (perm.as_slice() == [0, 3, 1, 2] && nc11).then_some((vec![dq, r, q, tr], y))
+    }
+}

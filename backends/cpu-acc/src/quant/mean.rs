@@ -1,0 +1,166 @@
+//! The quantized mean over the pixels (custom `QLinearMean`, made by [`super::fold`] from
+//! `DequantizeLinear → ReduceMean over H and W | GlobalAveragePool → QuantizeLinear`, per
+//! tensor on 8-bit types): a squeeze-excite block's squeeze, or a classifier's pooling, on the
+//! 8-bit tensor, NCHW or channels-last (inside a region, [`super::region`]).
+//!
+//! Each output is what CpuRef's chain computes: the dequantized values `(q - z) · s` in f32,
+//! summed in f64 in pixel order (row by row; the same order in both layouts), divided by the
+//! pixel count in f64 and rounded to f32, then quantized (the quotient by the output scale in
+//! f32, rounded half to even, the zero point added, saturated). So it equals CpuRef bit for
+//! bit. XNNPACK's int8 MEAN uses a fixed-point multiplier instead and may differ by a
+//! quantum.
+//!
+//! The output holds `N · C` values in `(n, c)` order: `[N, C]`, `[N, C, 1, 1]` or, in a
+//! region, `[N, 1, 1, C]`: the same bytes.
+
+use super::{is_8bit, payload_of, range, widen, QLINEAR_MEAN};
+use crate::io::Io;
+use crate::plan::{done, Plan};
+use backplane_backend_api::{BackendError, LayerDesc, Result, Workload};
+use backplane_core::ops::CustomOp;
+use backplane_core::{DataType, TensorInfo, TensorView, TensorViewMut};
+
+/// What a folded mean computes (its custom op's payload).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct QMeanDesc {
+    /// Scale and zero point of the input.
+    pub x: (f32, i32),
+    /// Scale and zero point of the output.
+    pub y: (f32, i32),
+    /// The input is `[N, H, W, C]` (else `[N, C, H, W]`).
+    pub nhwc: bool,
+}
+
+impl QMeanDesc {
+    /// The custom op, with output `y`.
+    pub(crate) fn to_op(&self, y: TensorInfo) -> CustomOp {
+        super::custom_op(QLINEAR_MEAN, self, y)
+    }
+
+    /// The description [`QMeanDesc::to_op`] put in the custom op.
+    pub(crate) fn decode(c: &CustomOp) -> std::result::Result<QMeanDesc, String> {
+        payload_of(c, QLINEAR_MEAN)
+    }
+}
+
+/// The plan of a folded mean: a 4-D 8-bit input, an 8-bit output of `N · C` values.
+pub(super) fn plan<'a>(
+    c: &'a CustomOp,
+    layer: &'a LayerDesc,
+) -> std::result::Result<Plan<'a>, String> {
+    let d = QMeanDesc::decode(c)?;
+    let [x] = layer.inputs.as_slice() else {
+        return Err(format!("{QLINEAR_MEAN} takes one input"));
+    };
+    let y = layer.outputs.first().ok_or("no output")?;
+    if !is_8bit(x.dtype) || !is_8bit(y.dtype) {
+        return Err(format!(
+            "{QLINEAR_MEAN}: {} to {}, not 8-bit",
+            x.dtype, y.dtype
+        ));
+    }
+    let &[n, d1, d2, d3] = x.shape.dims() else {
+        return Err(format!("{QLINEAR_MEAN}: input {} is not 4-D", x.shape));
+    };
+    let (c, pixels) = if d.nhwc { (d3, d1 * d2) } else { (d1, d2 * d3) };
+    if y.shape.elements() != n * c {
+        return Err(format!(
+            "{QLINEAR_MEAN}: output {} for input {}",
+            y.shape, x.shape
+        ));
+    }
+    let signed = x.dtype == DataType::I8;
+    let values: Vec<f64> = (0..=255u8)
+        .map(|b| f64::from((widen(signed, b) - d.x.1) as f32 * d.x.0))
+        .collect();
+    let k = QMean {
+        values,
+        c,
+        pixels,
+        nhwc: d.nhwc,
+        y: d.y,
+        y_dt: y.dtype,
+    };
+    Ok(Plan::new(move |io, _th| done(Running { io, k })))
+}
+
+/// The mean's arithmetic.
+struct QMean {
+    /// The dequantized value of each input byte.
+    values: Vec<f64>,
+    c: usize,
+    pixels: usize,
+    nhwc: bool,
+    y: (f32, i32),
+    y_dt: DataType,
+}
+
+impl QMean {
+    /// The output byte of a sum over the pixels.
+    fn quantize(&self, sum: f64) -> u8 {
+        let mean = (sum / self.pixels as f64) as f32;
+        let (lo, hi) = range(self.y_dt);
+        let r = f64::from(mean / self.y.0).round_ties_even() + f64::from(self.y.1);
+        let q = if r.is_nan() {
+            0
+        } else {
+            r.clamp(f64::from(lo), f64::from(hi)) as i32
+        };
+        if self.y_dt == DataType::I8 {
+            (q as i8) as u8
+        } else {
+            q as u8
+        }
+    }
+
+    /// The means of one batch item: `x` its input values, `y` its `C` outputs; `sums` a
+    /// scratch row of `C`.
+    fn run(&self, x: &[u8], y: &mut [u8], sums: &mut [f64]) {
+        let v = &self.values;
+        if self.nhwc {
+            sums.fill(0.0);
+            for pixel in x.chunks_exact(self.c) {
+                for (s, &b) in sums.iter_mut().zip(pixel) {
+                    *s += v[usize::from(b)];
+                }
+            }
+            for (o, &s) in y.iter_mut().zip(sums.iter()) {
+                *o = self.quantize(s);
+            }
+        } else {
+            for (o, plane) in y.iter_mut().zip(x.chunks_exact(self.pixels)) {
+                let s = plane.iter().fold(0.0, |s, &b| s + v[usize::from(b)]);
+                *o = self.quantize(s);
+            }
+        }
+    }
+}
+
+/// The folded mean, planned.
+struct Running {
+    io: Io,
+    k: QMean,
+}
+
+impl Workload for Running {
+    fn execute(&self, inputs: &[TensorView<'_>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
+        self.io.check(inputs, outputs)?;
+        let missing = || BackendError::Execution(format!("{}: missing buffer", self.io.layer));
+        let x = inputs.first().ok_or_else(missing)?.data;
+        let y = &mut outputs.first_mut().ok_or_else(missing)?.data;
+        let k = &self.k;
+        if k.c == 0 || k.pixels == 0 {
+            // No pixels: the mean of nothing is NaN, which quantizes to 0 (CpuRef).
+            y.fill(k.quantize(f64::NAN));
+            return Ok(());
+        }
+        let mut sums = Vec::new();
+        sums.try_reserve_exact(k.c)
+            .map_err(|e| self.io.error(format!("scratch of {} sums: {e}", k.c)))?;
+        sums.resize(k.c, 0.0);
+        for (xi, yi) in x.chunks_exact(k.c * k.pixels).zip(y.chunks_exact_mut(k.c)) {
+            k.run(xi, yi, &mut sums);
+        }
+        Ok(())
+    }
+}

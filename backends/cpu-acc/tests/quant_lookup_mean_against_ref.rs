@@ -1,0 +1,424 @@
+//! CpuAcc's byte-table layer (`DequantizeLinear → elementwise functions → QuantizeLinear`)
+//! and quantized mean over the pixels (`DequantizeLinear → ReduceMean | GlobalAveragePool →
+//! QuantizeLinear`) against the unfolded chain on CpuRef, bit for bit: int8 and uint8 both
+//! sides, scales from 1e-6 to 50, zero points at the ends of the range, shapes with one
+//! element, primes and a large plane, one and two threads. Then the means and the tables
+//! inside a channels-last region, which must give the same bytes.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
+
+use backplane_backend_api::{Backend, SubgraphView};
+use backplane_core::ops::{
+    AutoPad, BinaryOp, ConvDesc, MathOp, PoolKind, ReduceDesc, ReduceKind, UnaryOp, Window,
+};
+use backplane_core::{DataType, LayerId, Network, Op, Tensor, TensorId};
+use backplane_cpu_acc::CpuAccBackend;
+use std::collections::HashMap;
+use support::{q8, run_acc, run_reference, zp, Rng};
+
+fn dq() -> Op {
+    Op::DequantizeLinear {
+        axis: 1,
+        to: DataType::F32,
+        block_size: 0,
+    }
+}
+
+fn quant(to: DataType) -> Op {
+    Op::QuantizeLinear {
+        axis: 1,
+        to,
+        block_size: 0,
+        saturate: true,
+    }
+}
+
+/// A layer of the chain after the dequantization.
+#[derive(Clone, Debug)]
+enum Step {
+    /// A one-input op.
+    Op(Op),
+    /// A binary op with an f32 constant of one value (second operand, or first).
+    WithF32(BinaryOp, f32, bool),
+    /// A binary op with a dequantized int8 constant of one value, second operand.
+    WithInt8(BinaryOp, i8, f32),
+}
+
+/// Adds constant `t` to `net` under a fresh name.
+fn konst(net: &mut Network, t: Tensor) -> TensorId {
+    let name = format!("k{}", net.tensors().len());
+    net.add_constant(&name, t).unwrap()
+}
+
+/// Adds a layer of one output to `net` under a fresh name.
+fn layer(net: &mut Network, op: Op, inputs: &[TensorId]) -> TensorId {
+    let name = format!("l{}", net.layers().len());
+    net.add_layer(&name, op, inputs).unwrap()[0]
+}
+
+/// Adds `DequantizeLinear(x; s, z)` to `net`.
+fn add_dq(net: &mut Network, x: TensorId, dt: DataType, (s, z): (f32, i32)) -> TensorId {
+    let sc = konst(net, Tensor::scalar(s));
+    let zc = konst(net, zp(dt, z));
+    layer(net, dq(), &[x, sc, zc])
+}
+
+/// Adds `QuantizeLinear(t; s, z)` to `net`.
+fn add_q(net: &mut Network, t: TensorId, dt: DataType, (s, z): (f32, i32)) -> TensorId {
+    let sc = konst(net, Tensor::scalar(s));
+    let zc = konst(net, zp(dt, z));
+    layer(net, quant(dt), &[t, sc, zc])
+}
+
+/// The chain `x → DequantizeLinear → steps → QuantizeLinear`.
+fn lookup_chain(
+    dims: &[usize],
+    xt: DataType,
+    xq: (f32, i32),
+    steps: &[Step],
+    yt: DataType,
+    yq: (f32, i32),
+) -> (Network, TensorId) {
+    let mut net = Network::new();
+    let x = net
+        .add_input(
+            "x",
+            q8(xt, dims, vec![0; dims.iter().product()]).info().clone(),
+        )
+        .unwrap();
+    let mut t = add_dq(&mut net, x, xt, xq);
+    for s in steps {
+        t = match s {
+            Step::Op(op) => layer(&mut net, op.clone(), &[t]),
+            Step::WithF32(op, c, first) => {
+                let c = konst(&mut net, Tensor::scalar(*c));
+                let ins = if *first { [c, t] } else { [t, c] };
+                layer(&mut net, Op::Binary(*op), &ins)
+            }
+            Step::WithInt8(op, c, s) => {
+                let c = konst(&mut net, Tensor::scalar(*c));
+                let c = add_dq(&mut net, c, DataType::I8, (*s, 0));
+                layer(&mut net, Op::Binary(*op), &[t, c])
+            }
+        };
+    }
+    let y = add_q(&mut net, t, yt, yq);
+    net.mark_output(y).unwrap();
+    (net, x)
+}
+
+/// `net` on CpuRef and on CpuAcc (one substitution whose ops are checked by `ops`): the
+/// output bytes must be equal.
+fn same_bytes(what: &str, net: &Network, x: TensorId, input: Tensor, ops: impl Fn(&[Op])) {
+    let feeds = HashMap::from([(x, input)]);
+    let want = run_reference(net, &feeds);
+    let y = net.outputs()[0];
+    for threads in [1, 2] {
+        let (got, replacement) = run_acc(net, &feeds, threads);
+        ops(&replacement);
+        assert_eq!(
+            got[&y].bytes(),
+            want[&y].bytes(),
+            "{what}, {threads} thread(s): {replacement:?}"
+        );
+    }
+}
+
+fn custom(op: &Op) -> &str {
+    match op {
+        Op::Custom(c) => c.op_type.as_str(),
+        _ => "",
+    }
+}
+
+/// Every byte value, then random bytes, over `dims`.
+fn all_bytes(r: &mut Rng, dt: DataType, dims: &[usize]) -> Tensor {
+    let n: usize = dims.iter().product();
+    let mut b = r.bytes(n);
+    for (i, v) in b.iter_mut().take(256).enumerate() {
+        *v = i as u8;
+    }
+    q8(dt, dims, b)
+}
+
+#[test]
+fn byte_tables_equal_the_chain_on_cpu_ref() {
+    let steps: Vec<Vec<Step>> = vec![
+        vec![Step::Op(Op::Unary(UnaryOp::Sigmoid))],
+        vec![Step::Op(Op::Math(MathOp::HardSwish))],
+        vec![Step::Op(Op::Unary(UnaryOp::Tanh))],
+        vec![Step::Op(Op::Math(MathOp::HardSigmoid {
+            alpha: 0.2,
+            beta: 0.5,
+        }))],
+        vec![
+            Step::Op(Op::Unary(UnaryOp::Relu)),
+            Step::Op(Op::Unary(UnaryOp::Clip { min: 0.0, max: 6.0 })),
+        ],
+        vec![Step::WithF32(BinaryOp::Mul, 1.0 / 6.0, false)],
+        vec![
+            Step::WithF32(BinaryOp::Add, 3.0, true),
+            Step::Op(Op::Unary(UnaryOp::Clip { min: 0.0, max: 6.0 })),
+            Step::WithF32(BinaryOp::Div, 6.0, false),
+        ],
+        vec![Step::WithF32(BinaryOp::Sub, 1.0, true)],
+        vec![Step::WithInt8(BinaryOp::Mul, 43, 0.0039)],
+        vec![Step::Op(Op::Unary(UnaryOp::Exp))],
+        vec![Step::Op(Op::Unary(UnaryOp::Log))],
+    ];
+    let params = [
+        (0.02f32, 3i32),
+        (1e-6, 0),
+        (50.0, 127),
+        (0.1, -128),
+        (0.0039, 255),
+    ];
+    let shapes: [&[usize]; 5] = [
+        &[1],
+        &[1, 1, 1, 1],
+        &[2, 3, 5, 7],
+        &[3, 257],
+        &[1, 31, 67, 67],
+    ];
+    let mut r = Rng(11);
+    let mut case = 0;
+    for s in &steps {
+        for xt in [DataType::I8, DataType::U8] {
+            for yt in [DataType::I8, DataType::U8] {
+                let fit = |(s, z): (f32, i32), dt: DataType| {
+                    let z = if dt == DataType::I8 {
+                        z.clamp(-128, 127)
+                    } else {
+                        z.clamp(0, 255)
+                    };
+                    (s, z)
+                };
+                let xq = fit(params[case % params.len()], xt);
+                let yq = fit(params[(case / 2 + 1) % params.len()], yt);
+                let dims = shapes[case % shapes.len()];
+                case += 1;
+                let what = format!("{s:?} {xt}{xq:?} → {yt}{yq:?} {dims:?}");
+                let (net, x) = lookup_chain(dims, xt, xq, s, yt, yq);
+                let input = all_bytes(&mut r, xt, dims);
+                same_bytes(&what, &net, x, input, |ops| {
+                    assert_eq!(ops.len(), 1, "{what}: one layer");
+                    assert_eq!(custom(&ops[0]), "QLinearLookup", "{what}");
+                });
+            }
+        }
+    }
+}
+
+#[test]
+fn chains_a_table_cannot_take_are_left_alone() {
+    // Erf: CpuRef's own erf. A per-channel scale: not one table.
+    let (net, _) = lookup_chain(
+        &[1, 3, 2, 2],
+        DataType::I8,
+        (0.1, 0),
+        &[Step::Op(Op::Unary(UnaryOp::Erf))],
+        DataType::I8,
+        (0.01, 0),
+    );
+    let all: Vec<LayerId> = (0..net.layers().len()).map(LayerId).collect();
+    let views = CpuAccBackend::with_threads(1).optimize_subgraph(&SubgraphView::new(&net, all));
+    for s in &views.substitutions {
+        for l in &s.replacement {
+            assert_ne!(custom(&l.op), "QLinearLookup", "Erf is not tabulated");
+        }
+    }
+}
+
+/// How a mean is written.
+#[derive(Clone, Copy, Debug)]
+enum Mean {
+    Reduce { keepdims: bool },
+    Global,
+}
+
+fn mean_op(m: Mean) -> Op {
+    match m {
+        Mean::Reduce { keepdims } => Op::Reduce(ReduceDesc {
+            kind: ReduceKind::Mean,
+            axes: vec![2, -1],
+            keepdims,
+            noop_with_empty_axes: false,
+        }),
+        Mean::Global => Op::GlobalPool(PoolKind::Average),
+    }
+}
+
+#[test]
+fn quantized_means_equal_the_chain_on_cpu_ref() {
+    let shapes: [[usize; 4]; 6] = [
+        [1, 1, 1, 1],
+        [2, 3, 5, 7],
+        [1, 37, 13, 11],
+        [1, 96, 16, 16],
+        [3, 1, 1, 2],
+        [1, 5, 64, 64],
+    ];
+    let params = [
+        (0.02f32, 3i32),
+        (1e-6, 0),
+        (50.0, 127),
+        (0.1, -128),
+        (0.0039, 255),
+    ];
+    let mut r = Rng(5);
+    let mut case = 0;
+    for dims in shapes {
+        for m in [
+            Mean::Reduce { keepdims: false },
+            Mean::Reduce { keepdims: true },
+            Mean::Global,
+        ] {
+            for (xt, yt) in [(DataType::I8, DataType::I8), (DataType::U8, DataType::I8)] {
+                let fit = |(s, z): (f32, i32), dt: DataType| {
+                    let z = if dt == DataType::I8 {
+                        z.clamp(-128, 127)
+                    } else {
+                        z.clamp(0, 255)
+                    };
+                    (s, z)
+                };
+                let xq = fit(params[case % params.len()], xt);
+                // The output scale near the input's, or far from it.
+                let yq = fit(
+                    if case % 3 == 0 {
+                        params[(case + 2) % params.len()]
+                    } else {
+                        (xq.0 * 1.37, 2)
+                    },
+                    yt,
+                );
+                case += 1;
+                let mut net = Network::new();
+                let x = net
+                    .add_input(
+                        "x",
+                        q8(xt, &dims, vec![0; dims.iter().product()]).info().clone(),
+                    )
+                    .unwrap();
+                let t = add_dq(&mut net, x, xt, xq);
+                let t = layer(&mut net, mean_op(m), &[t]);
+                let y = add_q(&mut net, t, yt, yq);
+                net.mark_output(y).unwrap();
+                let what = format!("{m:?} {xt}{xq:?} → {yt}{yq:?} {dims:?}");
+                let input = all_bytes(&mut r, xt, &dims);
+                same_bytes(&what, &net, x, input, |ops| {
+                    assert_eq!(ops.len(), 1, "{what}: one layer");
+                    assert_eq!(custom(&ops[0]), "QLinearMean", "{what}");
+                });
+            }
+        }
+    }
+}
+
+/// A QDQ 1×1 convolution of `c` to `m` channels (per-channel int8 weights, int32 bias).
+fn conv1x1(
+    net: &mut Network,
+    r: &mut Rng,
+    x: TensorId,
+    xq: (f32, i32),
+    c: usize,
+    m: usize,
+) -> TensorId {
+    let xf = add_dq(net, x, DataType::I8, xq);
+    let w = konst(net, q8(DataType::I8, &[m, c, 1, 1], r.bytes(m * c)));
+    let sw: Vec<f32> = (0..m).map(|i| 0.004 + 0.001 * (i % 7) as f32).collect();
+    let ws = konst(net, Tensor::from_vec(vec![m], sw.clone()).unwrap());
+    let wz = konst(net, q8(DataType::I8, &[m], vec![0; m]));
+    let dq0 = Op::DequantizeLinear {
+        axis: 0,
+        to: DataType::F32,
+        block_size: 0,
+    };
+    let wf = layer(net, dq0.clone(), &[w, ws, wz]);
+    let b: Vec<i32> = (0..m).map(|_| (r.next() % 2001) as i32 - 1000).collect();
+    let bc = konst(net, Tensor::from_vec(vec![m], b).unwrap());
+    let bs: Vec<f32> = sw.iter().map(|s| s * xq.0).collect();
+    let bs = konst(net, Tensor::from_vec(vec![m], bs).unwrap());
+    let bz = konst(net, Tensor::from_vec(vec![m], vec![0i32; m]).unwrap());
+    let bf = layer(net, dq0, &[bc, bs, bz]);
+    let op = Op::Conv(ConvDesc {
+        window: Window {
+            kernel: vec![1, 1],
+            strides: vec![1, 1],
+            dilations: vec![1, 1],
+            pads: vec![0; 4],
+            auto_pad: AutoPad::NotSet,
+        },
+        group: 1,
+    });
+    let y = layer(net, op, &[xf, wf, bf]);
+    add_q(net, y, DataType::I8, (0.05, -2))
+}
+
+#[test]
+fn squeeze_excite_runs_in_one_int8_region() {
+    // NHWC image → transpose → 1×1 conv → SiLU (table, Mul) → mean → 1×1 → table → 1×1 →
+    // sigmoid table → gate Mul (broadcast) → 1×1 conv: one region, no DequantizeLinear, one
+    // transpose out.
+    for (i, &(c, e, s, h, w)) in [(3, 8, 2, 5, 7), (1, 1, 1, 1, 1), (5, 17, 3, 9, 2)]
+        .iter()
+        .enumerate()
+    {
+        for m in [Mean::Reduce { keepdims: true }, Mean::Global] {
+            let mut r = Rng(40 + i as u64);
+            let mut net = Network::new();
+            let x = net
+                .add_input(
+                    "x",
+                    q8(DataType::I8, &[1, h, w, c], vec![0; h * w * c])
+                        .info()
+                        .clone(),
+                )
+                .unwrap();
+            let perm = Op::Transpose {
+                perm: vec![0, 3, 1, 2],
+            };
+            let xt = layer(&mut net, perm, &[x]);
+            let q = (0.05, -2);
+            let t = conv1x1(&mut net, &mut r, xt, (0.03, 1), c, e);
+            let sig = |net: &mut Network, t| {
+                let f = add_dq(net, t, DataType::I8, q);
+                let f = layer(net, Op::Unary(UnaryOp::Sigmoid), &[f]);
+                add_q(net, f, DataType::I8, (1.0 / 256.0, -128))
+            };
+            let g = sig(&mut net, t);
+            let mul = |net: &mut Network, a, aq, b, bq| {
+                let af = add_dq(net, a, DataType::I8, aq);
+                let bf = add_dq(net, b, DataType::I8, bq);
+                let p = layer(net, Op::Binary(BinaryOp::Mul), &[af, bf]);
+                add_q(net, p, DataType::I8, (0.03, 3))
+            };
+            let d = mul(&mut net, t, q, g, (1.0 / 256.0, -128));
+            let pf = add_dq(&mut net, d, DataType::I8, (0.03, 3));
+            let p = layer(&mut net, mean_op(m), &[pf]);
+            let p = add_q(&mut net, p, DataType::I8, (0.02, 0));
+            let f1 = conv1x1(&mut net, &mut r, p, (0.02, 0), e, s);
+            let f1 = sig(&mut net, f1);
+            let f2 = conv1x1(&mut net, &mut r, f1, (1.0 / 256.0, -128), s, e);
+            let f2 = sig(&mut net, f2);
+            let gated = mul(&mut net, d, (0.03, 3), f2, (1.0 / 256.0, -128));
+            let y = conv1x1(&mut net, &mut r, gated, (0.03, 3), e, c);
+            net.mark_output(y).unwrap();
+            let input = all_bytes(&mut r, DataType::I8, &[1, h, w, c]);
+            let what = format!("SE c {c} e {e} s {s} {h}×{w} {m:?}");
+            same_bytes(&what, &net, x, input, |ops| {
+                let transposes = ops
+                    .iter()
+                    .filter(|o| matches!(o, Op::Transpose { .. }))
+                    .count();
+                assert_eq!(transposes, 1, "{what}: only the exit: {ops:?}");
+                assert!(
+                    !ops.iter().any(|o| matches!(o, Op::DequantizeLinear { .. })),
+                    "{what}: all int8: {ops:?}"
+                );
+                assert_eq!(ops.iter().filter(|o| custom(o) == "QLinearMean").count(), 1);
+            });
+        }
+    }
+}
