@@ -211,6 +211,59 @@ fn byte_tables_equal_the_chain_on_cpu_ref() {
 }
 
 #[test]
+fn silu_chains_become_one_table() {
+    // x → DequantizeLinear → Sigmoid → QuantizeLinear = s; Mul(x, s) (either order, x's
+    // dequantization shared with the sigmoid's or its own) → QuantizeLinear: one table.
+    let mut r = Rng(23);
+    let dims: [&[usize]; 3] = [&[1, 1, 1, 1], &[2, 7, 5, 3], &[1, 32, 48, 48]];
+    for d in dims {
+        for (xt, yt) in [(DataType::I8, DataType::I8), (DataType::U8, DataType::U8)] {
+            for (s_first, shared) in [(false, true), (true, false)] {
+                let mut net = Network::new();
+                let n: usize = d.iter().product();
+                let x = net
+                    .add_input("x", q8(xt, d, vec![0; n]).info().clone())
+                    .unwrap();
+                let xq = if xt == DataType::I8 {
+                    (0.07, -9)
+                } else {
+                    (0.07, 119)
+                };
+                let sq = if yt == DataType::I8 {
+                    (1.0 / 256.0, -128)
+                } else {
+                    (1.0 / 256.0, 0)
+                };
+                let yq = if yt == DataType::I8 {
+                    (0.035, -100)
+                } else {
+                    (0.035, 28)
+                };
+                let xf = add_dq(&mut net, x, xt, xq);
+                let sig = layer(&mut net, Op::Unary(UnaryOp::Sigmoid), &[xf]);
+                let sg = add_q(&mut net, sig, yt, sq);
+                let x2 = if shared {
+                    xf
+                } else {
+                    add_dq(&mut net, x, xt, xq)
+                };
+                let sf = add_dq(&mut net, sg, yt, sq);
+                let ins = if s_first { [sf, x2] } else { [x2, sf] };
+                let m = layer(&mut net, Op::Binary(BinaryOp::Mul), &ins);
+                let y = add_q(&mut net, m, yt, yq);
+                net.mark_output(y).unwrap();
+                let what = format!("SiLU {d:?} {xt} → {yt}, s first {s_first}, shared {shared}");
+                let input = all_bytes(&mut r, xt, d);
+                same_bytes(&what, &net, x, input, |ops| {
+                    assert_eq!(ops.len(), 1, "{what}: one layer: {ops:?}");
+                    assert_eq!(custom(&ops[0]), "QLinearLookup", "{what}");
+                });
+            }
+        }
+    }
+}
+
+#[test]
 fn chains_a_table_cannot_take_are_left_alone() {
     // Erf: CpuRef's own erf. A per-channel scale: not one table.
     let (net, _) = lookup_chain(
@@ -360,12 +413,17 @@ fn conv1x1(
 fn squeeze_excite_runs_in_one_int8_region() {
     // NHWC image → transpose → 1×1 conv → SiLU (table, Mul) → mean → 1×1 → table → 1×1 →
     // sigmoid table → gate Mul (broadcast) → 1×1 conv: one region, no DequantizeLinear, one
-    // transpose out.
+    // transpose out. The mean keeps its dims, or is Keras's (an [N, C] mean, an 8-bit
+    // reshape to [N, 1, 1, C] and a transpose), or a GlobalAveragePool.
     for (i, &(c, e, s, h, w)) in [(3, 8, 2, 5, 7), (1, 1, 1, 1, 1), (5, 17, 3, 9, 2)]
         .iter()
         .enumerate()
     {
-        for m in [Mean::Reduce { keepdims: true }, Mean::Global] {
+        for m in [
+            Mean::Reduce { keepdims: true },
+            Mean::Reduce { keepdims: false },
+            Mean::Global,
+        ] {
             let mut r = Rng(40 + i as u64);
             let mut net = Network::new();
             let x = net
@@ -397,7 +455,19 @@ fn squeeze_excite_runs_in_one_int8_region() {
             let d = mul(&mut net, t, q, g, (1.0 / 256.0, -128));
             let pf = add_dq(&mut net, d, DataType::I8, (0.03, 3));
             let p = layer(&mut net, mean_op(m), &[pf]);
-            let p = add_q(&mut net, p, DataType::I8, (0.02, 0));
+            let mut p = add_q(&mut net, p, DataType::I8, (0.02, 0));
+            if let Mean::Reduce { keepdims: false } = m {
+                // Keras's squeeze-excite reshape as the TFLite importer writes it: the 8-bit
+                // [N, C] to [N, 1, 1, C], then its transpose to NCHW.
+                let r = Op::Reshape {
+                    shape: vec![1, 1, 1, e],
+                };
+                p = layer(&mut net, r, &[p]);
+                let perm = Op::Transpose {
+                    perm: vec![0, 3, 1, 2],
+                };
+                p = layer(&mut net, perm, &[p]);
+            }
             let f1 = conv1x1(&mut net, &mut r, p, (0.02, 0), e, s);
             let f1 = sig(&mut net, f1);
             let f2 = conv1x1(&mut net, &mut r, f1, (1.0 / 256.0, -128), s, e);

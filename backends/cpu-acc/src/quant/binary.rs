@@ -54,6 +54,22 @@ impl QBinaryDesc {
     pub(crate) fn decode(c: &CustomOp) -> std::result::Result<QBinaryDesc, String> {
         super::payload_of(c, QLINEAR_BINARY)
     }
+
+    /// The output byte of input bytes `qa` and `qb` (`signed`: whether a, b and y are
+    /// int8), as the layer computes it element by element.
+    pub(crate) fn byte(&self, signed: [bool; 3], qa: u8, qb: u8) -> u8 {
+        let (x, z) = (deq(signed[0], qa, self.a), deq(signed[1], qb, self.b));
+        let v = match self.op {
+            BinaryOp::Add => x + z,
+            BinaryOp::Sub => x - z,
+            BinaryOp::Mul => x * z,
+            BinaryOp::Max => x.max(z),
+            BinaryOp::Min => x.min(z),
+            // Not folded (`foldable`).
+            BinaryOp::Div | BinaryOp::Pow => f32::NAN,
+        };
+        requantize(self, signed[2], v)
+    }
 }
 
 /// True when inputs of dims `a` and `b` broadcast (numpy's rule) to an output of dims `y`.
@@ -193,6 +209,25 @@ struct QBinary {
     th: Threads,
 }
 
+/// The dequantized value of byte `q` (signed or not) on scale and zero point `(s, z)`.
+#[inline]
+fn deq(signed: bool, q: u8, (s, z): (f32, i32)) -> f32 {
+    (widen(signed, q) - z) as f32 * s
+}
+
+/// The output byte of the real result `v`.
+#[inline]
+fn requantize(d: &QBinaryDesc, signed: bool, v: f32) -> u8 {
+    // Clamp far outside the 8-bit range first: the rounding trick needs |v| < 2²².
+    let q = round_even((v / d.y.0).clamp(-1e6, 1e6)) + d.y.1 as f32;
+    let q = (q as i32).clamp(d.clamp.0, d.clamp.1);
+    if signed {
+        (q as i8) as u8
+    } else {
+        q as u8
+    }
+}
+
 /// Round half to even for |v| < 2²², by the float adder: adding and taking away 1.5·2²³
 /// leaves the nearest integer under the default rounding mode (the same as
 /// `round_ties_even` on that range, and vectorizable).
@@ -218,17 +253,7 @@ impl QBinary {
     /// One row: `a` and `b` hold the row's values, or one value repeated (`inner` 0).
     fn run(&self, a: &[u8], b: &[u8], y: &mut [u8]) {
         let d = &self.d;
-        let f = |v: f32| -> u8 {
-            // Clamp far outside the 8-bit range first: the rounding trick needs |v| < 2²².
-            let q = round_even((v / d.y.0).clamp(-1e6, 1e6)) + d.y.1 as f32;
-            let q = (q as i32).clamp(d.clamp.0, d.clamp.1);
-            if self.signed[2] {
-                (q as i8) as u8
-            } else {
-                q as u8
-            }
-        };
-        let deq = |signed: bool, q: u8, (s, z): (f32, i32)| (widen(signed, q) - z) as f32 * s;
+        let f = |v: f32| requantize(d, self.signed[2], v);
         let (sa, sb) = (self.signed[0], self.signed[1]);
         macro_rules! each {
             ($e:expr) => {

@@ -70,6 +70,7 @@ pub(crate) fn optimize(
     if subs.is_empty() {
         return rest(view);
     }
+    g.fuse_table_binaries(&mut subs);
     g.drop_dead_dequantize(view, &mut used, &mut subs);
     let mut subs = super::region::channels_last(view, subs, &mut used);
     let left: Vec<LayerId> = view

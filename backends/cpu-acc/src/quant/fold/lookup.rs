@@ -3,12 +3,16 @@
 //! HardSwish, HardSigmoid, Relu, Clip, ..., or Add / Sub / Mul / Div / Max / Min with a
 //! constant of one value: [`Func`]): the chain maps each of the 256 input
 //! bytes to one output byte, so it becomes a byte table ([`crate::quant::lookup`]) computed
-//! here with CpuRef's arithmetic.
+//! here with CpuRef's arithmetic. A folded binary layer of a tensor and a table of the
+//! same tensor (SiLU's `x · sigmoid(x)`) then becomes one table too.
 
 use super::Chains;
+use crate::quant::binary::QBinaryDesc;
 use crate::quant::is_8bit;
 use crate::quant::lookup::{table, Func, QLookupDesc};
+use crate::quant::{QLINEAR_BINARY, QLINEAR_LOOKUP};
 use backplane_backend_api::{ReplacementLayer, Substitution, ValueRef};
+use backplane_core::ops::CustomOp;
 use backplane_core::{DataType, LayerId, Op, TensorId};
 use std::collections::BTreeSet;
 
@@ -112,5 +116,114 @@ impl Chains<'_> {
             }],
             replaced,
         })
+    }
+}
+
+/// The single quantized custom layer of substitution `s` of type `op_type`: its input
+/// tensors and output.
+fn single<'s>(
+    s: &'s Substitution,
+    op_type: &str,
+) -> Option<(&'s CustomOp, Vec<TensorId>, TensorId)> {
+    let [r] = s.replacement.as_slice() else {
+        return None;
+    };
+    let Op::Custom(c) = &r.op else {
+        return None;
+    };
+    let inputs: Option<Vec<TensorId>> = r
+        .inputs
+        .iter()
+        .map(|v| match v {
+            ValueRef::Existing(t) => Some(*t),
+            _ => None,
+        })
+        .collect();
+    (c.op_type == op_type).then_some((c, inputs?, (*r.outputs.first()?)?))
+}
+
+impl Chains<'_> {
+    /// A folded binary layer of `x` and a byte table of `x` (SiLU as TFLite writes it:
+    /// `x · sigmoid(x)`, each its own quantized chain) is a function of `x` alone: the two
+    /// become one table, composed from both layers' own arithmetic (so the bytes are the
+    /// same), where the binary layer is the table's only reader.
+    pub(super) fn fuse_table_binaries(&self, subs: &mut Vec<Substitution>) {
+        let mut k = 0;
+        while k < subs.len() {
+            if let Some((i, s)) = self.fused(subs, k) {
+                let (hi, lo) = (i.max(k), i.min(k));
+                subs.remove(hi);
+                subs.remove(lo);
+                subs.push(s);
+                k = lo;
+            } else {
+                k += 1;
+            }
+        }
+    }
+
+    /// The table substitution that binary substitution `k` and the table it reads become,
+    /// with the table's index.
+    fn fused(&self, subs: &[Substitution], k: usize) -> Option<(usize, Substitution)> {
+        let (bc, ins, y) = single(&subs[k], QLINEAR_BINARY)?;
+        let &[a, b] = ins.as_slice() else {
+            return None;
+        };
+        let d = QBinaryDesc::decode(bc).ok()?;
+        let (i, t1, table_first) = subs.iter().enumerate().find_map(|(i, s)| {
+            let (c, ins, s_out) = single(s, QLINEAR_LOOKUP)?;
+            let &[x] = ins.as_slice() else {
+                return None;
+            };
+            // The binary reads (x, table(x)) or (table(x), x).
+            let first = if a == s_out && b == x {
+                true
+            } else if b == s_out && a == x {
+                false
+            } else {
+                return None;
+            };
+            Some((i, QLookupDesc::decode(c).ok()?.table, first))
+        })?;
+        let (x, s_out) = if table_first { (b, a) } else { (a, b) };
+        // Only the binary layer's chain reads the table's output.
+        let readers = self.consumers.get(s_out.0)?;
+        let only_binary = readers.iter().all(|(l, _)| subs[k].replaced.contains(l));
+        let info = |t: TensorId| &self.net.tensor(t).info;
+        if !only_binary || self.net.outputs().contains(&s_out) || info(x).shape != info(y).shape {
+            return None;
+        }
+        let signed = |t: TensorId| info(t).dtype == DataType::I8;
+        let signs = [signed(a), signed(b), signed(y)];
+        let table: Vec<u8> = (0..=255u8)
+            .map(|q| {
+                let t = *t1.get(usize::from(q))?;
+                Some(if table_first {
+                    d.byte(signs, t, q)
+                } else {
+                    d.byte(signs, q, t)
+                })
+            })
+            .collect::<Option<_>>()?;
+        let mut replaced = subs[i].replaced.clone();
+        replaced.extend(subs[k].replaced.iter().copied());
+        let name = [&subs[i], &subs[k]]
+            .iter()
+            .filter_map(|s| s.replacement.first().map(|r| r.name.as_str()))
+            .collect::<Vec<_>>()
+            .join("+");
+        let op = Op::Custom(QLookupDesc { table }.to_op(info(y).clone()));
+        Some((
+            i,
+            Substitution {
+                replacement: vec![ReplacementLayer {
+                    name,
+                    op,
+                    inputs: vec![ValueRef::Existing(x)],
+                    outputs: vec![Some(y)],
+                }],
+                replaced,
+            },
+        ))
     }
 }

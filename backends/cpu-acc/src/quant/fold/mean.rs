@@ -1,9 +1,10 @@
 //! Folding of `DequantizeLinear → ReduceMean over H and W (keepdims or not) |
 //! GlobalAveragePool → QuantizeLinear` on a 4-D per-tensor 8-bit tensor into the quantized
 //! mean ([`crate::quant::mean`]). Where the `[N, C]` result then only goes through Keras's
-//! squeeze-excite reshape as the TFLite importer writes it (`DequantizeLinear → Reshape
-//! [N, 1, 1, C] → QuantizeLinear`, the same parameters, then the importer's `Transpose` to
-//! `[N, C, 1, 1]`), those layers go too: the mean writes `[N, C, 1, 1]`, the same bytes.
+//! squeeze-excite reshape as the TFLite importer writes it (a `Reshape` to `[N, 1, 1, C]` of
+//! the 8-bit tensor, or within a QDQ pair of the same parameters, then the importer's
+//! `Transpose` to `[N, C, 1, 1]`), those layers go too: the mean writes `[N, C, 1, 1]`, the
+//! same bytes.
 
 use super::Chains;
 use crate::quant::is_8bit;
@@ -75,10 +76,10 @@ impl Chains<'_> {
         })
     }
 
-    /// After a mean's `[N, C]` 8-bit output `t` quantized by `params`: `DequantizeLinear →
-    /// Reshape [N, 1, 1, C] → QuantizeLinear → Transpose [0, 3, 1, 2]`, each the sole reader
-    /// of the tensor before it, the same parameters both sides; the layers and the
-    /// `[N, C, 1, 1]` tensor at the end.
+    /// After a mean's `[N, C]` 8-bit output `t` quantized by `params`: a `Reshape` to
+    /// `[N, 1, 1, C]` (of the 8-bit tensor, or `DequantizeLinear → Reshape → QuantizeLinear`
+    /// with the same parameters both sides), then a `Transpose [0, 3, 1, 2]`, each the sole
+    /// reader of the tensor before it; the layers and the `[N, C, 1, 1]` tensor at the end.
     fn se_reshape(
         &self,
         t: TensorId,
@@ -87,27 +88,37 @@ impl Chains<'_> {
         let &[n, c] = self.net.tensor(t).info.shape.dims() else {
             return None;
         };
-        let dq = self.sole_consumer(t)?;
-        let d = self.dequantize(t, 0)?;
-        if d.layer != dq || d.scales != [params.1] || d.zeros != [params.2] {
-            return None;
+        let mut layers = Vec::new();
+        let mut next = self.sole_consumer(t)?;
+        let requantized = matches!(self.net.layer(next).op, Op::DequantizeLinear { .. });
+        if requantized {
+            let d = self.dequantize(t, 0)?;
+            if d.layer != next || d.scales != [params.1] || d.zeros != [params.2] {
+                return None;
+            }
+            layers.push(next);
+            next = self.sole_consumer(self.single_output(next)?)?;
         }
-        let r = self.sole_consumer(self.single_output(dq)?)?;
-        let rt = self.single_output(r)?;
-        let reshape = matches!(self.net.layer(r).op, Op::Reshape { .. });
+        let rt = self.single_output(next)?;
+        let reshape = matches!(self.net.layer(next).op, Op::Reshape { .. });
         if !reshape || self.net.tensor(rt).info.shape.dims() != [n, 1, 1, c] {
             return None;
         }
-        let q = self.sole_consumer(rt)?;
-        if self.quantizer(q)? != params {
-            return None;
+        layers.push(next);
+        next = self.sole_consumer(rt)?;
+        if requantized {
+            if self.quantizer(next)? != params {
+                return None;
+            }
+            layers.push(next);
+            next = self.sole_consumer(self.single_output(next)?)?;
         }
-        let tr = self.sole_consumer(self.single_output(q)?)?;
-        let Op::Transpose { perm } = &self.net.layer(tr).op else {
+        let Op::Transpose { perm } = &self.net.layer(next).op else {
             return None;
         };
-        let y = self.single_output(tr)?;
+        let y = self.single_output(next)?;
         let nc11 = self.net.tensor(y).info.shape.dims() == [n, c, 1, 1];
-        (perm.as_slice() == [0, 3, 1, 2] && nc11).then_some((vec![dq, r, q, tr], y))
+        layers.push(next);
+        (perm.as_slice() == [0, 3, 1, 2] && nc11).then_some((layers, y))
     }
 }
