@@ -492,3 +492,117 @@ fn squeeze_excite_runs_in_one_int8_region() {
         }
     }
 }
+
+#[test]
+fn binaries_with_f32_constants_equal_the_chain_on_cpu_ref() {
+    // DequantizeLinear(x) op c → (Relu) → QuantizeLinear, c an f32 constant broadcast to x
+    // (a batch norm's per-channel scale or shift as the TFLite importer leaves it).
+    let mut r = Rng(31);
+    let cases: [(&[usize], &[usize]); 5] = [
+        (&[1, 5, 3, 4], &[5, 1, 1]),
+        (&[2, 7, 1, 1], &[1, 7, 1, 1]),
+        (&[1, 1, 1, 1], &[1]),
+        (&[1, 3, 9, 13], &[13]),
+        (&[1, 64, 16, 16], &[1, 64, 1, 1]),
+    ];
+    let ops = [
+        BinaryOp::Mul,
+        BinaryOp::Add,
+        BinaryOp::Sub,
+        BinaryOp::Max,
+        BinaryOp::Min,
+    ];
+    let mut case = 0;
+    for (dims, cdims) in cases {
+        for op in ops {
+            for (xt, yt) in [(DataType::I8, DataType::U8), (DataType::U8, DataType::I8)] {
+                let c_first = case % 2 == 1;
+                let relu = case % 3 == 0;
+                case += 1;
+                let mut net = Network::new();
+                let n: usize = dims.iter().product();
+                let x = net
+                    .add_input("x", q8(xt, dims, vec![0; n]).info().clone())
+                    .unwrap();
+                let xq = if xt == DataType::I8 {
+                    (0.05, 4)
+                } else {
+                    (0.05, 130)
+                };
+                let yq = if yt == DataType::I8 {
+                    (0.07, -3)
+                } else {
+                    (0.07, 125)
+                };
+                let xf = add_dq(&mut net, x, xt, xq);
+                let cn: usize = cdims.iter().product();
+                let cv =
+                    Tensor::from_vec(cdims.to_vec(), (0..cn).map(|_| r.unit() * 3.0).collect())
+                        .unwrap();
+                let c = konst(&mut net, cv);
+                let ins = if c_first { [c, xf] } else { [xf, c] };
+                let mut t = layer(&mut net, Op::Binary(op), &ins);
+                if relu {
+                    t = layer(&mut net, Op::Unary(UnaryOp::Relu), &[t]);
+                }
+                let y = add_q(&mut net, t, yt, yq);
+                net.mark_output(y).unwrap();
+                let what = format!("{op:?} {dims:?} by {cdims:?} {xt} → {yt}, c first {c_first}");
+                let input = all_bytes(&mut r, xt, dims);
+                // A constant of one value makes the chain a function of x: a table.
+                let kind = if cn == 1 {
+                    "QLinearLookup"
+                } else {
+                    "QLinearBinary"
+                };
+                same_bytes(&what, &net, x, input, |ops| {
+                    assert_eq!(ops.len(), 1, "{what}: one layer: {ops:?}");
+                    assert_eq!(custom(&ops[0]), kind, "{what}");
+                });
+            }
+        }
+    }
+}
+
+#[test]
+fn batch_norm_constants_join_the_int8_region() {
+    // NHWC image → transpose → Mul(scale [C, 1, 1]) → Add(shift [1, C, 1, 1]) → Relu → 1×1
+    // conv, as DenseNet's int8 blocks import: one region, the constants channels-last.
+    for (c, h, w) in [(3, 5, 7), (1, 1, 1), (16, 8, 9)] {
+        let mut r = Rng(60 + c as u64);
+        let mut net = Network::new();
+        let x = net
+            .add_input(
+                "x",
+                q8(DataType::I8, &[1, h, w, c], vec![0; h * w * c])
+                    .info()
+                    .clone(),
+            )
+            .unwrap();
+        let perm = Op::Transpose {
+            perm: vec![0, 3, 1, 2],
+        };
+        let xt = layer(&mut net, perm, &[x]);
+        let xf = add_dq(&mut net, xt, DataType::I8, (0.04, 2));
+        let sc = konst(&mut net, r.tensor(&[c, 1, 1], 2.0));
+        let m = layer(&mut net, Op::Binary(BinaryOp::Mul), &[xf, sc]);
+        let m = add_q(&mut net, m, DataType::I8, (0.05, -1));
+        let mf = add_dq(&mut net, m, DataType::I8, (0.05, -1));
+        let sh = konst(&mut net, r.tensor(&[1, c, 1, 1], 1.0));
+        let a = layer(&mut net, Op::Binary(BinaryOp::Add), &[sh, mf]);
+        let a = layer(&mut net, Op::Unary(UnaryOp::Relu), &[a]);
+        let a = add_q(&mut net, a, DataType::I8, (0.03, -128));
+        let y = conv1x1(&mut net, &mut r, a, (0.03, -128), c, c + 2);
+        net.mark_output(y).unwrap();
+        let input = all_bytes(&mut r, DataType::I8, &[1, h, w, c]);
+        let what = format!("BN c {c} {h}×{w}");
+        same_bytes(&what, &net, x, input, |ops| {
+            let transposes = ops
+                .iter()
+                .filter(|o| matches!(o, Op::Transpose { .. }))
+                .count();
+            assert_eq!(transposes, 1, "{what}: only the exit: {ops:?}");
+            assert_eq!(ops.len(), 4, "{what}: Mul, Add, conv, exit: {ops:?}");
+        });
+    }
+}

@@ -270,13 +270,29 @@ fn binary(r: &mut Rng) -> Result<QuantCase, String> {
     let dims: Vec<usize> = (0..rank)
         .map(|_| r.pick(&[1, 2, 3, 7, 16, 17, 31, 64]))
         .collect();
+    // One case in three broadcasts an operand (numpy's rule): some of its axes are 1,
+    // leading ones may be dropped.
+    let broadcast = r.below(3) == 0;
+    let mut small: Vec<usize> = dims
+        .iter()
+        .map(|&d| if r.below(2) == 0 { 1 } else { d })
+        .collect();
+    if broadcast && r.below(2) == 0 {
+        small.remove(0);
+    }
+    let small_first = r.below(2) == 0;
     let mut net = Network::new();
     let mut inputs = Vec::new();
     let mut feed = Vec::new();
     let mut types = Vec::new();
     for name in ["a", "b"] {
         let dt = r.pick(&[DataType::I8, DataType::U8]);
-        let t = bytes(r, dt, &dims)?;
+        let shape = if broadcast && (name == "a") == small_first {
+            &small
+        } else {
+            &dims
+        };
+        let t = bytes(r, dt, shape)?;
         let id = net.add_input(name, t.info().clone()).map_err(err)?;
         let s = 0.01 + 0.05 * (r.unit() as f32 + 1.0);
         let z = pick_zero(r, dt);
@@ -303,8 +319,17 @@ fn binary(r: &mut Rng) -> Result<QuantCase, String> {
     Ok(QuantCase {
         family: "QBinary",
         about: format!(
-            "{op:?} of {} and {} {dims:?}{act}, y {yt}",
-            types[0], types[1]
+            "{op:?} of {} and {} {dims:?}{}{act}, y {yt}",
+            types[0],
+            types[1],
+            if broadcast {
+                format!(
+                    ", {} broadcast from {small:?}",
+                    if small_first { "a" } else { "b" }
+                )
+            } else {
+                String::new()
+            }
         ),
         network: net,
         feed,

@@ -34,6 +34,12 @@ pub(crate) struct QBinaryDesc {
     pub y: (f32, i32),
     /// The fused activation's range in output units.
     pub clamp: (i32, i32),
+    /// The second operand as f32 constant values of the given dims (a batch-norm scale or
+    /// shift the TFLite importer dequantized at import) instead of an 8-bit input: the
+    /// layer then reads one input, and `b` is unused.
+    pub b_const: Option<(Vec<f32>, Vec<usize>)>,
+    /// The constant is the operation's first operand.
+    pub const_first: bool,
 }
 
 /// The operations the layer computes (those whose f32 result the chain quantizes as is).
@@ -53,6 +59,35 @@ impl QBinaryDesc {
     /// The description [`QBinaryDesc::to_op`] put in the custom op.
     pub(crate) fn decode(c: &CustomOp) -> std::result::Result<QBinaryDesc, String> {
         super::payload_of(c, QLINEAR_BINARY)
+    }
+
+    /// The same layer on channels-last tensors: a constant operand's values transposed
+    /// from NCHW (its dims padded to 4 with leading ones) to NHWC; `None` for a constant of
+    /// more than 4 dims.
+    pub(crate) fn to_nhwc(&self) -> Option<QBinaryDesc> {
+        let Some((v, dims)) = &self.b_const else {
+            return Some(self.clone());
+        };
+        let pad = 4usize.checked_sub(dims.len())?;
+        let mut d4 = vec![1; pad];
+        d4.extend_from_slice(dims);
+        let &[n, c, h, w] = d4.as_slice() else {
+            return None;
+        };
+        let mut t = Vec::with_capacity(v.len());
+        for i in 0..n {
+            for y in 0..h {
+                for x in 0..w {
+                    for k in 0..c {
+                        t.push(*v.get(((i * c + k) * h + y) * w + x)?);
+                    }
+                }
+            }
+        }
+        Some(QBinaryDesc {
+            b_const: Some((t, vec![n, h, w, c])),
+            ..self.clone()
+        })
     }
 
     /// The output byte of input bytes `qa` and `qb` (`signed`: whether a, b and y are
@@ -84,11 +119,22 @@ pub(super) fn plan<'a>(
     layer: &'a LayerDesc,
 ) -> std::result::Result<Plan<'a>, String> {
     let d = QBinaryDesc::decode(c)?;
-    let [a, b] = layer.inputs.as_slice() else {
-        return Err(format!("{QLINEAR_BINARY} takes two inputs"));
-    };
     let y = layer.outputs.first().ok_or("no output")?;
-    for (t, what) in [(a, "a"), (b, "b"), (y, "y")] {
+    let (a, b_dims) = match (layer.inputs.as_slice(), &d.b_const) {
+        ([a, b], None) => {
+            if !super::is_8bit(b.dtype) {
+                return Err(format!("{QLINEAR_BINARY}: b is {}, not 8-bit", b.dtype));
+            }
+            (a, b.shape.dims().to_vec())
+        }
+        ([a], Some((v, dims))) if v.len() == dims.iter().product::<usize>() => (a, dims.clone()),
+        _ => {
+            return Err(format!(
+                "{QLINEAR_BINARY} takes two inputs, or one and its constant"
+            ))
+        }
+    };
+    for (t, what) in [(a, "a"), (y, "y")] {
         if !super::is_8bit(t.dtype) {
             return Err(format!(
                 "{QLINEAR_BINARY}: {what} is {}, not 8-bit",
@@ -96,10 +142,10 @@ pub(super) fn plan<'a>(
             ));
         }
     }
-    let rows = Rows::new(a.shape.dims(), b.shape.dims(), y.shape.dims()).ok_or_else(|| {
+    let rows = Rows::new(a.shape.dims(), &b_dims, y.shape.dims()).ok_or_else(|| {
         format!(
-            "{QLINEAR_BINARY}: inputs {} and {} do not broadcast to output {}",
-            a.shape, b.shape, y.shape
+            "{QLINEAR_BINARY}: inputs {} and {b_dims:?} do not broadcast to output {}",
+            a.shape, y.shape
         )
     })?;
     let (lo, hi) = range(y.dtype);
@@ -239,8 +285,12 @@ fn round_even(v: f32) -> f32 {
 
 impl QBinary {
     fn new(io: Io, d: QBinaryDesc, rows: Rows, th: Threads) -> QBinary {
-        let s = |t: &TensorInfo| t.dtype == DataType::I8;
-        let signed = [s(&io.inputs[0]), s(&io.inputs[1]), s(&io.outputs[0])];
+        let s = |t: Option<&TensorInfo>| t.is_some_and(|t| t.dtype == DataType::I8);
+        let signed = [
+            s(io.inputs.first()),
+            s(io.inputs.get(1)),
+            s(io.outputs.first()),
+        ];
         QBinary {
             io,
             d,
@@ -295,12 +345,62 @@ impl QBinary {
     }
 }
 
+impl QBinary {
+    /// One row with a constant operand: `a` and `c` hold the row's values, or one value
+    /// repeated.
+    fn run_const(&self, a: &[u8], c: &[f32], y: &mut [u8]) {
+        let d = &self.d;
+        let f = |v: f32| requantize(d, self.signed[2], v);
+        let sa = self.signed[0];
+        macro_rules! each {
+            ($e:expr) => {
+                match (a, c) {
+                    (_, [k]) if y.len() > 1 => {
+                        for (o, &qa) in y.iter_mut().zip(a) {
+                            *o = f($e(deq(sa, qa, d.a), *k));
+                        }
+                    }
+                    ([qa], _) if y.len() > 1 => {
+                        let va = deq(sa, *qa, d.a);
+                        for (o, &k) in y.iter_mut().zip(c) {
+                            *o = f($e(va, k));
+                        }
+                    }
+                    _ => {
+                        for ((o, &qa), &k) in y.iter_mut().zip(a).zip(c) {
+                            *o = f($e(deq(sa, qa, d.a), k));
+                        }
+                    }
+                }
+            };
+        }
+        match (d.op, d.const_first) {
+            (BinaryOp::Add, false) => each!(|x: f32, k: f32| x + k),
+            (BinaryOp::Add, true) => each!(|x: f32, k: f32| k + x),
+            (BinaryOp::Sub, false) => each!(|x: f32, k: f32| x - k),
+            (BinaryOp::Sub, true) => each!(|x: f32, k: f32| k - x),
+            (BinaryOp::Mul, false) => each!(|x: f32, k: f32| x * k),
+            (BinaryOp::Mul, true) => each!(|x: f32, k: f32| k * x),
+            (BinaryOp::Max, false) => each!(|x: f32, k: f32| x.max(k)),
+            (BinaryOp::Max, true) => each!(|x: f32, k: f32| k.max(x)),
+            (BinaryOp::Min, false) => each!(|x: f32, k: f32| x.min(k)),
+            (BinaryOp::Min, true) => each!(|x: f32, k: f32| k.min(x)),
+            // Refused by decode.
+            (BinaryOp::Div | BinaryOp::Pow, _) => {}
+        }
+    }
+}
+
 impl Workload for QBinary {
     fn execute(&self, inputs: &[TensorView<'_>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
         self.io.check(inputs, outputs)?;
         let missing = || BackendError::Execution(format!("{}: missing buffer", self.io.layer));
         let a = inputs.first().ok_or_else(missing)?.data;
-        let b = inputs.get(1).ok_or_else(missing)?.data;
+        let consts = self.d.b_const.as_ref().map(|(v, _)| v.as_slice());
+        let b = match consts {
+            Some(_) => &[],
+            None => inputs.get(1).ok_or_else(missing)?.data,
+        };
         let y = &mut outputs.first_mut().ok_or_else(missing)?.data;
         let len = self.rows.len;
         if y.is_empty() || len == 0 {
@@ -314,8 +414,11 @@ impl Workload for QBinary {
             for (k, yr) in yc.chunks_mut(len).enumerate() {
                 let [at, bt] = self.rows.starts(first + k);
                 let ar = a.get(at..at + (len - 1) * ia + 1).ok_or_else(missing)?;
-                let br = b.get(bt..bt + (len - 1) * ib + 1).ok_or_else(missing)?;
-                self.run(ar, br, yr);
+                let bs = bt..bt + (len - 1) * ib + 1;
+                match consts {
+                    Some(c) => self.run_const(ar, c.get(bs).ok_or_else(missing)?, yr),
+                    None => self.run(ar, b.get(bs).ok_or_else(missing)?, yr),
+                }
             }
             Ok(())
         })

@@ -458,7 +458,7 @@ impl Chains<'_> {
     }
 
     /// Fold the chain whose elementwise binary layer is `id`: two per-tensor 8-bit inputs
-    /// of the output's shape or broadcast to it.
+    /// (or one and an f32 constant) of the output's shape or broadcast to it.
     fn fold_binary(&self, id: LayerId, used: &BTreeSet<LayerId>) -> Option<Substitution> {
         let layer = self.net.layer(id);
         let Op::Binary(op) = layer.op else {
@@ -470,9 +470,15 @@ impl Chains<'_> {
         let [at, bt] = layer.inputs.as_slice() else {
             return None;
         };
-        let (a, b) = (self.dequantize(*at, 0)?, self.dequantize(*bt, 0)?);
+        // Two dequantized 8-bit operands, or one and an f32 constant (either side).
+        let (a, b, k, const_first) = match (self.dequantize(*at, 0), self.dequantize(*bt, 0)) {
+            (Some(a), Some(b)) => (a, Some(b), None, false),
+            (Some(a), None) => (a, None, Some(self.f32_constant(*bt)?), false),
+            (None, Some(b)) => (b, None, Some(self.f32_constant(*at)?), true),
+            (None, None) => return None,
+        };
         let shape = &self.net.tensor(self.single_output(id)?).info.shape;
-        for dq in [&a, &b] {
+        for dq in std::iter::once(&a).chain(b.as_ref()) {
             let info = &self.net.tensor(dq.input).info;
             let positive = dq.scales[0] > 0.0 && dq.scales[0].is_finite();
             if dq.scales.len() != 1 || !is_8bit(info.dtype) || !positive {
@@ -480,7 +486,12 @@ impl Chains<'_> {
             }
         }
         let dims = |t: TensorId| self.net.tensor(t).info.shape.dims();
-        if !super::binary::broadcasts(dims(a.input), dims(b.input), shape.dims()) {
+        let b_dims = match (&b, &k) {
+            (Some(b), _) => dims(b.input),
+            (None, Some((_, d))) => d.as_slice(),
+            (None, None) => return None,
+        };
+        if !super::binary::broadcasts(dims(a.input), b_dims, shape.dims()) {
             return None;
         }
         let OutChain {
@@ -490,14 +501,21 @@ impl Chains<'_> {
             q,
             act,
         } = self.quantized_output(id)?;
-        self.absorb_dequantizations(id, &[a.layer, b.layer], used, &mut replaced)?;
+        let dqs: Vec<LayerId> = std::iter::once(&a).chain(&b).map(|d| d.layer).collect();
+        self.absorb_dequantizations(id, &dqs, used, &mut replaced)?;
         let desc = QBinaryDesc {
             op,
             a: (a.scales[0], a.zeros[0]),
-            b: (b.scales[0], b.zeros[0]),
+            b: b.as_ref().map_or((1.0, 0), |b| (b.scales[0], b.zeros[0])),
             y: q,
             clamp: clamp_range(to, q, act.0, act.1),
+            b_const: k,
+            const_first,
         };
+        let inputs: Vec<ValueRef> = std::iter::once(&a)
+            .chain(&b)
+            .map(|d| ValueRef::Existing(d.input))
+            .collect();
         let names: Vec<&str> = replaced
             .iter()
             .map(|&l| self.net.layer(l).name.as_str())
@@ -506,11 +524,18 @@ impl Chains<'_> {
             replacement: vec![ReplacementLayer {
                 name: names.join("+"),
                 op: Op::Custom(desc.to_op(self.net.tensor(y).info.clone())),
-                inputs: vec![ValueRef::Existing(a.input), ValueRef::Existing(b.input)],
+                inputs,
                 outputs: vec![Some(y)],
             }],
             replaced,
         })
+    }
+
+    /// The values and dims of an f32 constant `t`.
+    fn f32_constant(&self, t: TensorId) -> Option<(Vec<f32>, Vec<usize>)> {
+        let c = self.constant(t)?;
+        let v = c.as_slice::<f32>().ok()?.to_vec();
+        Some((v, self.net.tensor(t).info.shape.dims().to_vec()))
     }
 
     /// A DequantizeLinear of the subgraph whose every consumer was folded into one

@@ -20,6 +20,7 @@
 //! A region is formed when it holds a convolution and either two layers or only inputs
 //! that come channels-last already, and is convex (no path leaves it and comes back). The option `nhwc=off` keeps every layer NCHW.
 
+use super::binary::QBinaryDesc;
 use super::conv::QConvDesc;
 use super::mean::QMeanDesc;
 use super::{QLINEAR_BINARY, QLINEAR_CONV, QLINEAR_LOOKUP, QLINEAR_MEAN};
@@ -98,9 +99,9 @@ fn unit(net: &Network, sub: usize, s: &Substitution) -> Option<Unit> {
         }
         (vec![x], Kind::Conv)
     } else if c.op_type == QLINEAR_BINARY {
-        let a = existing(r.inputs.first()?)?;
-        let b = existing(r.inputs.get(1)?)?;
-        (vec![a, b], Kind::Elementwise)
+        // One or two 8-bit inputs (the other operand a constant the layer carries).
+        let reads: Option<Vec<TensorId>> = r.inputs.iter().map(existing).collect();
+        (reads?, Kind::Elementwise)
     } else if c.op_type == QLINEAR_LOOKUP {
         (vec![existing(r.inputs.first()?)?], Kind::Elementwise)
     } else if c.op_type == QLINEAR_MEAN {
@@ -413,6 +414,10 @@ fn rewrite(
             Kind::Mean => {
                 let d = QMeanDesc::decode(c).ok()?;
                 QMeanDesc { nhwc: true, ..d }.to_op(y)
+            }
+            // A binary layer's constant operand goes channels-last too.
+            Kind::Elementwise if c.op_type == QLINEAR_BINARY => {
+                QBinaryDesc::decode(c).ok()?.to_nhwc()?.to_op(y)
             }
             // Elementwise: the same layer on the channels-last shape.
             Kind::Elementwise => CustomOp {
