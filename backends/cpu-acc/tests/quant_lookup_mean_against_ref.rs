@@ -606,3 +606,44 @@ fn batch_norm_constants_join_the_int8_region() {
         });
     }
 }
+
+#[test]
+fn channel_concats_join_the_int8_region() {
+    // DenseNet's feature reuse: conv a, conv b of a, Concat(a, b) along the channels (QDQ of
+    // one quantization, folded to an 8-bit Concat), conv of the concatenation: one region.
+    for (c, h, w) in [(3, 5, 7), (1, 1, 1), (8, 4, 9)] {
+        let mut r = Rng(70 + c as u64);
+        let mut net = Network::new();
+        let x = net
+            .add_input(
+                "x",
+                q8(DataType::I8, &[1, h, w, c], vec![0; h * w * c])
+                    .info()
+                    .clone(),
+            )
+            .unwrap();
+        let perm = Op::Transpose {
+            perm: vec![0, 3, 1, 2],
+        };
+        let xt = layer(&mut net, perm, &[x]);
+        let q = (0.05, -2);
+        let a = conv1x1(&mut net, &mut r, xt, (0.04, 2), c, c + 1);
+        let b = conv1x1(&mut net, &mut r, a, q, c + 1, 2);
+        let af = add_dq(&mut net, a, DataType::I8, q);
+        let bf = add_dq(&mut net, b, DataType::I8, q);
+        let cat = layer(&mut net, Op::Concat { axis: 1 }, &[af, bf]);
+        let cat = add_q(&mut net, cat, DataType::I8, q);
+        let y = conv1x1(&mut net, &mut r, cat, q, c + 3, 5);
+        net.mark_output(y).unwrap();
+        let input = all_bytes(&mut r, DataType::I8, &[1, h, w, c]);
+        let what = format!("Concat c {c} {h}×{w}");
+        same_bytes(&what, &net, x, input, |ops| {
+            let transposes = ops
+                .iter()
+                .filter(|o| matches!(o, Op::Transpose { .. }))
+                .count();
+            assert_eq!(transposes, 1, "{what}: only the exit: {ops:?}");
+            assert!(ops.contains(&Op::Concat { axis: 3 }), "{what}: {ops:?}");
+        });
+    }
+}

@@ -3,7 +3,8 @@
 //! runs them on `[N, H, W, C]` tensors ([`super::nhwc_conv`]; the binary layers are
 //! elementwise (broadcasting as numpy does), and the lookup layers ([`super::lookup`]) over
 //! one tensor, so they run as they are on the channels-last shapes; the quantized means
-//! ([`super::mean`]) read the channels-last tensor and write the same `N · C` bytes).
+//! ([`super::mean`]) read the channels-last tensor and write the same `N · C` bytes; an
+//! 8-bit Concat along the channels, folded data movement, concatenates along the last axis).
 //!
 //! A tensor enters the region once: where it is a `Transpose` NHWC → NCHW that only the
 //! region reads (how the TFLite importer hands a channels-last model's image to
@@ -56,6 +57,8 @@ enum Kind {
     /// The mean over the pixels: channels-last by its description; its `N · C` output bytes
     /// are the same in both layouts.
     Mean,
+    /// An 8-bit Concat along the channels (folded data movement): along the last axis.
+    Concat,
 }
 
 /// The channels-last dims of an NCHW `info`, keeping the type.
@@ -84,9 +87,22 @@ fn unit(net: &Network, sub: usize, s: &Substitution) -> Option<Unit> {
     let [r] = s.replacement.as_slice() else {
         return None;
     };
-    let c = quant_custom(&r.op)?;
     let out = (*r.outputs.first()?)?;
     let four = |t: TensorId| net.tensor(t).info.shape.rank() == 4;
+    if let Op::Concat { axis } = r.op {
+        // A folded 8-bit Concat along the channels: along the last axis channels-last.
+        let reads: Option<Vec<TensorId>> = r.inputs.iter().map(existing).collect();
+        let reads = reads?;
+        let channels = axis == 1 || axis == -3;
+        return (channels && four(out) && !reads.is_empty() && reads.iter().all(|&t| four(t)))
+            .then_some(Unit {
+                sub,
+                reads,
+                out,
+                kind: Kind::Concat,
+            });
+    }
+    let c = quant_custom(&r.op)?;
     let (reads, kind) = if c.op_type == QLINEAR_CONV {
         let d = QConvDesc::decode(c).ok()?;
         let x = existing(r.inputs.first()?)?;
@@ -398,7 +414,6 @@ fn rewrite(
     let mut nhwc_of: HashMap<TensorId, ValueRef> = HashMap::new();
     for u in order {
         let r = subs[u.sub].replacement.first()?;
-        let c = quant_custom(&r.op)?;
         let out_info = &net.tensor(u.out).info;
         let flat = out_info.shape.rank() == 2;
         let y = if flat {
@@ -406,24 +421,31 @@ fn rewrite(
         } else {
             nhwc_info(out_info)?
         };
+        let custom = || quant_custom(&r.op);
         let op = match u.kind {
+            Kind::Concat => Op::Concat { axis: 3 },
             Kind::Conv => {
+                let c = custom()?;
                 let d = QConvDesc::decode(c).ok()?;
-                QConvDesc { nhwc: true, ..d }.to_op(y)
+                Op::Custom(QConvDesc { nhwc: true, ..d }.to_op(y))
             }
             Kind::Mean => {
-                let d = QMeanDesc::decode(c).ok()?;
-                QMeanDesc { nhwc: true, ..d }.to_op(y)
+                let d = QMeanDesc::decode(custom()?).ok()?;
+                Op::Custom(QMeanDesc { nhwc: true, ..d }.to_op(y))
             }
-            // A binary layer's constant operand goes channels-last too.
-            Kind::Elementwise if c.op_type == QLINEAR_BINARY => {
-                QBinaryDesc::decode(c).ok()?.to_nhwc()?.to_op(y)
+            Kind::Elementwise => {
+                let c = custom()?;
+                Op::Custom(if c.op_type == QLINEAR_BINARY {
+                    // A binary layer's constant operand goes channels-last too.
+                    QBinaryDesc::decode(c).ok()?.to_nhwc()?.to_op(y)
+                } else {
+                    // The same layer on the channels-last shape.
+                    CustomOp {
+                        outputs: vec![y],
+                        ..c.clone()
+                    }
+                })
             }
-            // Elementwise: the same layer on the channels-last shape.
-            Kind::Elementwise => CustomOp {
-                outputs: vec![y],
-                ..c.clone()
-            },
         };
         let mut inputs = r.inputs.clone();
         for (slot, &t) in u.reads.iter().enumerate() {
@@ -474,7 +496,7 @@ fn rewrite(
         }
         layers.push(ReplacementLayer {
             name: r.name.clone(),
-            op: Op::Custom(op),
+            op,
             inputs,
             // An [N, C] mean is the tensor itself in either layout.
             outputs: vec![flat.then_some(u.out)],
