@@ -498,12 +498,14 @@ fn binaries_with_f32_constants_equal_the_chain_on_cpu_ref() {
     // DequantizeLinear(x) op c → (Relu) → QuantizeLinear, c an f32 constant broadcast to x
     // (a batch norm's per-channel scale or shift as the TFLite importer leaves it).
     let mut r = Rng(31);
-    let cases: [(&[usize], &[usize]); 5] = [
+    // The last case's constant has more values than the layer keeps byte tables for.
+    let cases: [(&[usize], &[usize]); 6] = [
         (&[1, 5, 3, 4], &[5, 1, 1]),
         (&[2, 7, 1, 1], &[1, 7, 1, 1]),
         (&[1, 1, 1, 1], &[1]),
         (&[1, 3, 9, 13], &[13]),
         (&[1, 64, 16, 16], &[1, 64, 1, 1]),
+        (&[2, 3, 40, 40], &[3, 40, 40]),
     ];
     let ops = [
         BinaryOp::Mul,

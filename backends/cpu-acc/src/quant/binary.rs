@@ -152,7 +152,9 @@ pub(super) fn plan<'a>(
     if d.clamp.0 < lo || d.clamp.1 > hi || d.clamp.0 > d.clamp.1 {
         return Err(format!("{QLINEAR_BINARY}: clamp outside the output type"));
     }
-    Ok(Plan::new(move |io, th| done(QBinary::new(io, d, rows, th))))
+    Ok(Plan::new(move |io, th| {
+        done(QBinary::new(io, d, rows, th)?)
+    }))
 }
 
 /// How the output splits into rows along its innermost (merged) axis, and where each
@@ -253,6 +255,31 @@ struct QBinary {
     rows: Rows,
     signed: [bool; 3],
     th: Threads,
+    /// With a constant operand of at most [`TABLE_CONSTANTS`] values: for each value, the
+    /// output byte of each input byte (256 entries), computed with the same arithmetic.
+    tables: Option<Vec<u8>>,
+}
+
+/// The most constant values whose byte tables a layer keeps (256 bytes each).
+const TABLE_CONSTANTS: usize = 4096;
+
+/// The operation on a dequantized value `x` and a constant `k`, in the constant's place.
+#[inline]
+fn with_const(op: BinaryOp, const_first: bool, x: f32, k: f32) -> f32 {
+    match (op, const_first) {
+        (BinaryOp::Add, false) => x + k,
+        (BinaryOp::Add, true) => k + x,
+        (BinaryOp::Sub, false) => x - k,
+        (BinaryOp::Sub, true) => k - x,
+        (BinaryOp::Mul, false) => x * k,
+        (BinaryOp::Mul, true) => k * x,
+        (BinaryOp::Max, false) => x.max(k),
+        (BinaryOp::Max, true) => k.max(x),
+        (BinaryOp::Min, false) => x.min(k),
+        (BinaryOp::Min, true) => k.min(x),
+        // Not folded (`foldable`).
+        (BinaryOp::Div | BinaryOp::Pow, _) => f32::NAN,
+    }
 }
 
 /// The dequantized value of byte `q` (signed or not) on scale and zero point `(s, z)`.
@@ -284,19 +311,63 @@ fn round_even(v: f32) -> f32 {
 }
 
 impl QBinary {
-    fn new(io: Io, d: QBinaryDesc, rows: Rows, th: Threads) -> QBinary {
+    fn new(io: Io, d: QBinaryDesc, rows: Rows, th: Threads) -> Result<QBinary> {
         let s = |t: Option<&TensorInfo>| t.is_some_and(|t| t.dtype == DataType::I8);
         let signed = [
             s(io.inputs.first()),
             s(io.inputs.get(1)),
             s(io.outputs.first()),
         ];
-        QBinary {
+        let tables = match &d.b_const {
+            Some((values, _)) if values.len() <= TABLE_CONSTANTS => {
+                let mut t = Vec::new();
+                t.try_reserve_exact(values.len() * 256)
+                    .map_err(|e| io.error(format!("byte tables: {e}")))?;
+                for &k in values {
+                    for q in 0..=255u8 {
+                        let v = with_const(d.op, d.const_first, deq(signed[0], q, d.a), k);
+                        t.push(requantize(&d, signed[2], v));
+                    }
+                }
+                Some(t)
+            }
+            _ => None,
+        };
+        Ok(QBinary {
             io,
             d,
             rows,
             signed,
             th,
+            tables,
+        })
+    }
+
+    /// One row by the byte tables: `a` the row's input bytes (or one repeated), `k` the
+    /// index of its first constant, `step` 1 where the constant changes along the row.
+    fn run_tables(&self, tables: &[u8], a: &[u8], k: usize, step: usize, y: &mut [u8]) {
+        let table = |j: usize| tables.get((k + j * step) * 256..(k + j * step + 1) * 256);
+        match (a, step) {
+            (_, 0) => {
+                let Some(t) = table(0) else { return };
+                if let [q] = a {
+                    y.fill(t[usize::from(*q)]);
+                } else {
+                    for (o, &q) in y.iter_mut().zip(a) {
+                        *o = t[usize::from(q)];
+                    }
+                }
+            }
+            ([q], _) => {
+                for (j, o) in y.iter_mut().enumerate() {
+                    *o = table(j).map_or(0, |t| t[usize::from(*q)]);
+                }
+            }
+            _ => {
+                for (j, (o, &q)) in y.iter_mut().zip(a).enumerate() {
+                    *o = table(j).map_or(0, |t| t[usize::from(q)]);
+                }
+            }
         }
     }
 
@@ -374,20 +445,8 @@ impl QBinary {
                 }
             };
         }
-        match (d.op, d.const_first) {
-            (BinaryOp::Add, false) => each!(|x: f32, k: f32| x + k),
-            (BinaryOp::Add, true) => each!(|x: f32, k: f32| k + x),
-            (BinaryOp::Sub, false) => each!(|x: f32, k: f32| x - k),
-            (BinaryOp::Sub, true) => each!(|x: f32, k: f32| k - x),
-            (BinaryOp::Mul, false) => each!(|x: f32, k: f32| x * k),
-            (BinaryOp::Mul, true) => each!(|x: f32, k: f32| k * x),
-            (BinaryOp::Max, false) => each!(|x: f32, k: f32| x.max(k)),
-            (BinaryOp::Max, true) => each!(|x: f32, k: f32| k.max(x)),
-            (BinaryOp::Min, false) => each!(|x: f32, k: f32| x.min(k)),
-            (BinaryOp::Min, true) => each!(|x: f32, k: f32| k.min(x)),
-            // Refused by decode.
-            (BinaryOp::Div | BinaryOp::Pow, _) => {}
-        }
+        let (op, first) = (d.op, d.const_first);
+        each!(|x: f32, k: f32| with_const(op, first, x, k));
     }
 }
 
@@ -415,9 +474,10 @@ impl Workload for QBinary {
                 let [at, bt] = self.rows.starts(first + k);
                 let ar = a.get(at..at + (len - 1) * ia + 1).ok_or_else(missing)?;
                 let bs = bt..bt + (len - 1) * ib + 1;
-                match consts {
-                    Some(c) => self.run_const(ar, c.get(bs).ok_or_else(missing)?, yr),
-                    None => self.run(ar, b.get(bs).ok_or_else(missing)?, yr),
+                match (consts, &self.tables) {
+                    (Some(_), Some(t)) => self.run_tables(t, ar, bt, ib, yr),
+                    (Some(c), None) => self.run_const(ar, c.get(bs).ok_or_else(missing)?, yr),
+                    (None, _) => self.run(ar, b.get(bs).ok_or_else(missing)?, yr),
                 }
             }
             Ok(())
