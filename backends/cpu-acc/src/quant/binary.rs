@@ -346,26 +346,35 @@ impl QBinary {
     /// One row by the byte tables: `a` the row's input bytes (or one repeated), `k` the
     /// index of its first constant, `step` 1 where the constant changes along the row.
     fn run_tables(&self, tables: &[u8], a: &[u8], k: usize, step: usize, y: &mut [u8]) {
-        let table = |j: usize| tables.get((k + j * step) * 256..(k + j * step + 1) * 256);
+        let n = if step == 0 { 1 } else { y.len() };
+        let Some(ts) = tables.get(k * 256..(k + n) * 256) else {
+            return;
+        };
+        // Each constant's table as an array: indexing it by a byte needs no check.
+        let mut ts = ts
+            .chunks_exact(256)
+            .filter_map(|t| <&[u8; 256]>::try_from(t).ok());
         match (a, step) {
-            (_, 0) => {
-                let Some(t) = table(0) else { return };
-                if let [q] = a {
+            ([q], 0) => {
+                if let Some(t) = ts.next() {
                     y.fill(t[usize::from(*q)]);
-                } else {
+                }
+            }
+            (_, 0) => {
+                if let Some(t) = ts.next() {
                     for (o, &q) in y.iter_mut().zip(a) {
                         *o = t[usize::from(q)];
                     }
                 }
             }
             ([q], _) => {
-                for (j, o) in y.iter_mut().enumerate() {
-                    *o = table(j).map_or(0, |t| t[usize::from(*q)]);
+                for (o, t) in y.iter_mut().zip(ts) {
+                    *o = t[usize::from(*q)];
                 }
             }
             _ => {
-                for (j, (o, &q)) in y.iter_mut().zip(a).enumerate() {
-                    *o = table(j).map_or(0, |t| t[usize::from(q)]);
+                for ((o, &q), t) in y.iter_mut().zip(a).zip(ts) {
+                    *o = t[usize::from(q)];
                 }
             }
         }
