@@ -649,3 +649,96 @@ fn channel_concats_join_the_int8_region() {
         });
     }
 }
+
+fn avg_pool(k: [usize; 2], s: [usize; 2]) -> Op {
+    Op::Pool(backplane_core::ops::PoolDesc {
+        kind: PoolKind::Average,
+        window: Window {
+            kernel: k.to_vec(),
+            strides: s.to_vec(),
+            dilations: vec![1, 1],
+            pads: vec![0; 4],
+            auto_pad: AutoPad::NotSet,
+        },
+        ceil_mode: false,
+        count_include_pad: false,
+    })
+}
+
+#[test]
+fn quantized_average_pools_equal_the_chain_on_cpu_ref() {
+    let cases: [([usize; 4], [usize; 2], [usize; 2]); 5] = [
+        ([1, 1, 1, 1], [1, 1], [1, 1]),
+        ([1, 3, 8, 8], [2, 2], [2, 2]),
+        ([2, 5, 7, 9], [3, 2], [2, 3]),
+        ([1, 128, 16, 16], [2, 2], [2, 2]),
+        ([1, 2, 13, 11], [13, 11], [1, 1]),
+    ];
+    let mut r = Rng(77);
+    for (i, (dims, k, s)) in cases.into_iter().enumerate() {
+        for (xt, yt) in [(DataType::I8, DataType::I8), (DataType::U8, DataType::U8)] {
+            let xq = if xt == DataType::I8 {
+                (0.03, -7)
+            } else {
+                (0.03, 140)
+            };
+            let yq = if i % 2 == 0 {
+                (0.03 * 1.3, 1)
+            } else {
+                (0.5, 9)
+            };
+            let mut net = Network::new();
+            let n: usize = dims.iter().product();
+            let x = net
+                .add_input("x", q8(xt, &dims, vec![0; n]).info().clone())
+                .unwrap();
+            let t = add_dq(&mut net, x, xt, xq);
+            let t = layer(&mut net, avg_pool(k, s), &[t]);
+            let y = add_q(&mut net, t, yt, yq);
+            net.mark_output(y).unwrap();
+            let what = format!("AveragePool {k:?}/{s:?} {dims:?} {xt}");
+            let input = all_bytes(&mut r, xt, &dims);
+            same_bytes(&what, &net, x, input, |ops| {
+                assert_eq!(ops.len(), 1, "{what}: one layer");
+                assert_eq!(custom(&ops[0]), "QLinearAveragePool", "{what}");
+            });
+        }
+    }
+}
+
+#[test]
+fn average_pools_join_the_int8_region() {
+    // DenseNet's transition: 1×1 conv → 2×2 average pool → 1×1 conv, channels-last.
+    for (c, h, w) in [(3, 4, 6), (2, 2, 2), (16, 9, 7)] {
+        let mut r = Rng(90 + c as u64);
+        let mut net = Network::new();
+        let x = net
+            .add_input(
+                "x",
+                q8(DataType::I8, &[1, h, w, c], vec![0; h * w * c])
+                    .info()
+                    .clone(),
+            )
+            .unwrap();
+        let perm = Op::Transpose {
+            perm: vec![0, 3, 1, 2],
+        };
+        let xt = layer(&mut net, perm, &[x]);
+        let a = conv1x1(&mut net, &mut r, xt, (0.04, 2), c, c + 1);
+        let af = add_dq(&mut net, a, DataType::I8, (0.05, -2));
+        let p = layer(&mut net, avg_pool([2, 2], [2, 2]), &[af]);
+        let p = add_q(&mut net, p, DataType::I8, (0.05, -2));
+        let y = conv1x1(&mut net, &mut r, p, (0.05, -2), c + 1, 3);
+        net.mark_output(y).unwrap();
+        let input = all_bytes(&mut r, DataType::I8, &[1, h, w, c]);
+        let what = format!("transition c {c} {h}×{w}");
+        same_bytes(&what, &net, x, input, |ops| {
+            let transposes = ops
+                .iter()
+                .filter(|o| matches!(o, Op::Transpose { .. }))
+                .count();
+            assert_eq!(transposes, 1, "{what}: only the exit: {ops:?}");
+            assert_eq!(ops.len(), 4, "{what}: conv, pool, conv, exit: {ops:?}");
+        });
+    }
+}

@@ -61,6 +61,7 @@ pub(crate) fn optimize(
             .or_else(|| g.fold_movement(id, &used))
             .or_else(|| g.fold_lookup(id, &used))
             .or_else(|| g.fold_mean(id, &used))
+            .or_else(|| g.fold_pool(id, &used))
             .or_else(|| g.fold_binary(id, &used));
         if let Some(s) = folded {
             used.extend(s.replaced.iter().copied());

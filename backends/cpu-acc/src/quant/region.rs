@@ -4,7 +4,8 @@
 //! elementwise (broadcasting as numpy does), and the lookup layers ([`super::lookup`]) over
 //! one tensor, so they run as they are on the channels-last shapes; the quantized means
 //! ([`super::mean`]) read the channels-last tensor and write the same `N · C` bytes; an
-//! 8-bit Concat along the channels, folded data movement, concatenates along the last axis).
+//! 8-bit Concat along the channels, folded data movement, concatenates along the last axis;
+//! the quantized average pools run channels-last by their description).
 //!
 //! A tensor enters the region once: where it is a `Transpose` NHWC → NCHW that only the
 //! region reads (how the TFLite importer hands a channels-last model's image to
@@ -23,8 +24,8 @@
 
 use super::binary::QBinaryDesc;
 use super::conv::QConvDesc;
-use super::mean::QMeanDesc;
-use super::{QLINEAR_BINARY, QLINEAR_CONV, QLINEAR_LOOKUP, QLINEAR_MEAN};
+use super::mean::{QMeanDesc, QPoolDesc};
+use super::{QLINEAR_AVERAGE_POOL, QLINEAR_BINARY, QLINEAR_CONV, QLINEAR_LOOKUP, QLINEAR_MEAN};
 use crate::layout::is_convex;
 use backplane_backend_api::{ReplacementLayer, SubgraphView, Substitution, ValueRef};
 use backplane_core::ops::{CustomOp, PoolKind, ReduceDesc, ReduceKind};
@@ -59,6 +60,8 @@ enum Kind {
     Mean,
     /// An 8-bit Concat along the channels (folded data movement): along the last axis.
     Concat,
+    /// The average pool: channels-last by its description.
+    Pool,
 }
 
 /// The channels-last dims of an NCHW `info`, keeping the type.
@@ -122,6 +125,8 @@ fn unit(net: &Network, sub: usize, s: &Substitution) -> Option<Unit> {
         (vec![existing(r.inputs.first()?)?], Kind::Elementwise)
     } else if c.op_type == QLINEAR_MEAN {
         (vec![existing(r.inputs.first()?)?], Kind::Mean)
+    } else if c.op_type == QLINEAR_AVERAGE_POOL {
+        (vec![existing(r.inputs.first()?)?], Kind::Pool)
     } else {
         return None;
     };
@@ -432,6 +437,10 @@ fn rewrite(
             Kind::Mean => {
                 let d = QMeanDesc::decode(custom()?).ok()?;
                 Op::Custom(QMeanDesc { nhwc: true, ..d }.to_op(y))
+            }
+            Kind::Pool => {
+                let d = QPoolDesc::decode(custom()?).ok()?;
+                Op::Custom(QPoolDesc { nhwc: true, ..d }.to_op(y))
             }
             Kind::Elementwise => {
                 let c = custom()?;

@@ -1,6 +1,7 @@
 //! Folding of `DequantizeLinear → ReduceMean over H and W (keepdims or not) |
 //! GlobalAveragePool → QuantizeLinear` on a 4-D per-tensor 8-bit tensor into the quantized
-//! mean ([`crate::quant::mean`]). Where the `[N, C]` result then only goes through Keras's
+//! mean ([`crate::quant::mean`]), and of the same chain around a 2-D `AveragePool` without
+//! padding into the quantized average pool. Where the `[N, C]` result then only goes through Keras's
 //! squeeze-excite reshape as the TFLite importer writes it (a `Reshape` to `[N, 1, 1, C]` of
 //! the 8-bit tensor, or within a QDQ pair of the same parameters, then the importer's
 //! `Transpose` to `[N, C, 1, 1]`), those layers go too: the mean writes `[N, C, 1, 1]`, the
@@ -8,7 +9,7 @@
 
 use super::Chains;
 use crate::quant::is_8bit;
-use crate::quant::mean::QMeanDesc;
+use crate::quant::mean::{QMeanDesc, QPoolDesc};
 use backplane_backend_api::{ReplacementLayer, Substitution, ValueRef};
 use backplane_core::ops::{PoolKind, ReduceKind};
 use backplane_core::{LayerId, Op, TensorId};
@@ -57,6 +58,61 @@ impl Chains<'_> {
             return None;
         }
         let desc = QMeanDesc {
+            x: (sx, zx),
+            y: (sy, zy),
+            nhwc: false,
+        };
+        let names: Vec<&str> = replaced
+            .iter()
+            .map(|&l| self.net.layer(l).name.as_str())
+            .collect();
+        Some(Substitution {
+            replacement: vec![ReplacementLayer {
+                name: names.join("+"),
+                op: Op::Custom(desc.to_op(self.net.tensor(y).info.clone())),
+                inputs: vec![ValueRef::Existing(x.input)],
+                outputs: vec![Some(y)],
+            }],
+            replaced,
+        })
+    }
+
+    /// Fold `DequantizeLinear → AveragePool → QuantizeLinear` (2-D windows without
+    /// padding or dilation, per-tensor 8-bit) into the quantized average pool.
+    pub(super) fn fold_pool(&self, id: LayerId, used: &BTreeSet<LayerId>) -> Option<Substitution> {
+        let layer = self.net.layer(id);
+        let Op::Pool(p) = &layer.op else {
+            return None;
+        };
+        let [xt] = layer.inputs.as_slice() else {
+            return None;
+        };
+        let dims = self.net.tensor(*xt).info.shape.dims();
+        if p.kind != PoolKind::Average || p.ceil_mode || dims.len() != 4 {
+            return None;
+        }
+        let geo = p.window.geometry(&dims[2..], false).ok()?;
+        let plain = geo.pads_begin.iter().chain(&geo.pads_end).all(|&v| v == 0)
+            && geo.dilations.iter().all(|&v| v == 1);
+        let two = |v: &[usize]| -> Option<[usize; 2]> { <[usize; 2]>::try_from(v).ok() };
+        let (kernel, strides) = (two(&geo.kernel)?, two(&geo.strides)?);
+        if !plain {
+            return None;
+        }
+        let x = self.dequantize(*xt, 1)?;
+        let x_info = &self.net.tensor(x.input).info;
+        let (sx, zx) = (*x.scales.first()?, *x.zeros.first()?);
+        if x.scales.len() != 1 || !is_8bit(x_info.dtype) || !(sx > 0.0 && sx.is_finite()) {
+            return None;
+        }
+        let q = self.sole_consumer(self.single_output(id)?)?;
+        let (_, sy, zy) = self.quantizer(q)?;
+        let mut replaced = vec![id, q];
+        self.absorb_dequantizations(id, &[x.layer], used, &mut replaced)?;
+        let y = self.single_output(q)?;
+        let desc = QPoolDesc {
+            kernel,
+            strides,
             x: (sx, zx),
             y: (sy, zy),
             nhwc: false,
