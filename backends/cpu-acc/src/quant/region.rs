@@ -568,12 +568,20 @@ fn rewrite(
                 });
             }
         } else if leaves && !flat {
-            // Leaves the region: back to NCHW, under the tensor's own name.
+            // Leaves the region: back to NCHW, under the tensor's own name; a mean's
+            // [N, 1, 1, C] holds the bytes of [N, C, 1, 1] already, so it only needs the dims.
+            let op = if u.kind == Kind::Mean {
+                Op::Reshape {
+                    shape: out_info.shape.dims().to_vec(),
+                }
+            } else {
+                Op::Transpose {
+                    perm: TO_NCHW.to_vec(),
+                }
+            };
             layers.push(ReplacementLayer {
                 name: format!("{}_to_nchw", net.tensor(u.out).name),
-                op: Op::Transpose {
-                    perm: TO_NCHW.to_vec(),
-                },
+                op,
                 inputs: vec![ValueRef::Produced {
                     layer: idx,
                     slot: 0,
