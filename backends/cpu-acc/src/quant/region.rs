@@ -20,7 +20,9 @@
 //! quantized straight into the channels-last layout inside the region.
 //!
 //! A region is formed when it holds a convolution and either two layers or only inputs
-//! that come channels-last already, and is convex (no path leaves it and comes back). The option `nhwc=off` keeps every layer NCHW.
+//! that come channels-last already, and is convex (no path leaves it and comes back); a
+//! candidate that is not convex drops the units such a path comes back to and tries again
+//! (those units apart too). The option `nhwc=off` keeps every layer NCHW.
 
 use super::binary::QBinaryDesc;
 use super::conv::QConvDesc;
@@ -186,7 +188,9 @@ pub(crate) fn channels_last(
     }
     let mut taken = vec![false; subs.len()];
     let mut out = Vec::new();
-    for region in regions.into_values() {
+    let consumers = net.consumers();
+    let mut work: Vec<Vec<usize>> = regions.into_values().collect();
+    while let Some(region) = work.pop() {
         let members: Vec<&Unit> = region.iter().map(|&i| &units[i]).collect();
         if !members.iter().any(|u| u.kind == Kind::Conv) {
             continue;
@@ -197,6 +201,16 @@ pub(crate) fn channels_last(
             }
             used.extend(s.replaced.iter().copied());
             out.push(s);
+            continue;
+        }
+        // Not convex: leave out the units that a path from the region through layers
+        // outside it comes back to, and try the rest (and, apart, the units left out).
+        let back = reentered(net, &consumers, &subs, &members);
+        let (left, kept): (Vec<usize>, Vec<usize>) =
+            region.iter().partition(|&&i| back.contains(&units[i].sub));
+        if !left.is_empty() && !kept.is_empty() {
+            work.push(left);
+            work.push(kept);
         }
     }
     out.extend(
@@ -206,6 +220,37 @@ pub(crate) fn channels_last(
             .map(|(s, _)| s),
     );
     out
+}
+
+/// The substitutions (by index) of the region's `units` that a path from one of their
+/// outputs through at least one layer outside them reaches: where the region stops being
+/// convex.
+fn reentered(
+    net: &Network,
+    consumers: &[Vec<(LayerId, usize)>],
+    subs: &[Substitution],
+    units: &[&Unit],
+) -> BTreeSet<usize> {
+    let inside: HashMap<LayerId, usize> = units
+        .iter()
+        .flat_map(|u| subs[u.sub].replaced.iter().map(move |&l| (l, u.sub)))
+        .collect();
+    let readers = |t: TensorId| consumers.get(t.0).into_iter().flatten().map(|&(l, _)| l);
+    let mut stack: Vec<LayerId> = units
+        .iter()
+        .flat_map(|u| readers(u.out))
+        .filter(|l| !inside.contains_key(l))
+        .collect();
+    let mut seen: BTreeSet<LayerId> = BTreeSet::new();
+    let mut back = BTreeSet::new();
+    while let Some(l) = stack.pop() {
+        if let Some(&sub) = inside.get(&l) {
+            back.insert(sub);
+        } else if seen.insert(l) {
+            stack.extend(net.layer(l).outputs.iter().copied().flat_map(readers));
+        }
+    }
+    back
 }
 
 /// The layers of the subgraph outside every substitution whose outputs only the region's
