@@ -243,10 +243,19 @@ fn reentered(
         .collect();
     let mut seen: BTreeSet<LayerId> = BTreeSet::new();
     let mut back = BTreeSet::new();
+    // A DequantizeLinear that only the units read goes with the region (`absorbed`): no
+    // path leaves through it.
+    let absorbable = |l: LayerId| {
+        let layer = net.layer(l);
+        matches!(layer.op, Op::DequantizeLinear { .. })
+            && layer.outputs.iter().all(|&t| {
+                !net.outputs().contains(&t) && readers(t).all(|r| inside.contains_key(&r))
+            })
+    };
     while let Some(l) = stack.pop() {
         if let Some(&sub) = inside.get(&l) {
             back.insert(sub);
-        } else if seen.insert(l) {
+        } else if seen.insert(l) && !absorbable(l) {
             stack.extend(net.layer(l).outputs.iter().copied().flat_map(readers));
         }
     }
