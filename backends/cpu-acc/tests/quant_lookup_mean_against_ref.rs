@@ -570,7 +570,16 @@ fn binaries_with_f32_constants_equal_the_chain_on_cpu_ref() {
 fn batch_norm_constants_join_the_int8_region() {
     // NHWC image → transpose → Mul(scale [C, 1, 1]) → Add(shift [1, C, 1, 1]) → Relu → 1×1
     // conv, as DenseNet's int8 blocks import: one region, the constants channels-last.
-    for (c, h, w) in [(3, 5, 7), (1, 1, 1), (16, 8, 9)] {
+    // With the shift's dims those of the scale, the two layers compose into one (their
+    // tables composed); with other dims (broadcasting alike) they stay two.
+    for (c, h, w, same_dims) in [
+        (3, 5, 7, false),
+        // One channel: constants of one value, two byte tables (not composed).
+        (1, 1, 1, false),
+        (7, 1, 1, true),
+        (16, 8, 9, true),
+        (5, 3, 2, false),
+    ] {
         let mut r = Rng(60 + c as u64);
         let mut net = Network::new();
         let x = net
@@ -590,21 +599,27 @@ fn batch_norm_constants_join_the_int8_region() {
         let m = layer(&mut net, Op::Binary(BinaryOp::Mul), &[xf, sc]);
         let m = add_q(&mut net, m, DataType::I8, (0.05, -1));
         let mf = add_dq(&mut net, m, DataType::I8, (0.05, -1));
-        let sh = konst(&mut net, r.tensor(&[1, c, 1, 1], 1.0));
+        let sh_dims: &[usize] = if same_dims { &[c, 1, 1] } else { &[1, c, 1, 1] };
+        let sh = konst(&mut net, r.tensor(sh_dims, 1.0));
         let a = layer(&mut net, Op::Binary(BinaryOp::Add), &[sh, mf]);
         let a = layer(&mut net, Op::Unary(UnaryOp::Relu), &[a]);
         let a = add_q(&mut net, a, DataType::I8, (0.03, -128));
         let y = conv1x1(&mut net, &mut r, a, (0.03, -128), c, c + 2);
         net.mark_output(y).unwrap();
         let input = all_bytes(&mut r, DataType::I8, &[1, h, w, c]);
-        let what = format!("BN c {c} {h}×{w}");
+        let what = format!("BN c {c} {h}×{w}, same dims {same_dims}");
         same_bytes(&what, &net, x, input, |ops| {
             let transposes = ops
                 .iter()
                 .filter(|o| matches!(o, Op::Transpose { .. }))
                 .count();
             assert_eq!(transposes, 1, "{what}: only the exit: {ops:?}");
-            assert_eq!(ops.len(), 4, "{what}: Mul, Add, conv, exit: {ops:?}");
+            let binaries = if same_dims { 1 } else { 2 };
+            assert_eq!(
+                ops.len(),
+                binaries + 2,
+                "{what}: Mul, Add, conv, exit: {ops:?}"
+            );
         });
     }
 }
@@ -740,5 +755,46 @@ fn average_pools_join_the_int8_region() {
             assert_eq!(transposes, 1, "{what}: only the exit: {ops:?}");
             assert_eq!(ops.len(), 4, "{what}: conv, pool, conv, exit: {ops:?}");
         });
+    }
+}
+
+#[test]
+fn chained_constant_binaries_compose_into_one_layer() {
+    // x → DequantizeLinear → Mul(scale) → QuantizeLinear → DequantizeLinear → Add(shift)
+    // → Relu → QuantizeLinear, NCHW (no region): one layer, the chain's bytes.
+    let mut r = Rng(81);
+    for (dims, cdims) in [
+        (&[1usize, 6, 5, 4][..], &[6usize, 1, 1][..]),
+        (&[2, 3, 7, 7], &[1, 3, 1, 1]),
+        (&[1, 4, 2, 9], &[9]),
+    ] {
+        for (xt, yt) in [(DataType::I8, DataType::I8), (DataType::U8, DataType::I8)] {
+            let mut net = Network::new();
+            let n: usize = dims.iter().product();
+            let x = net
+                .add_input("x", q8(xt, dims, vec![0; n]).info().clone())
+                .unwrap();
+            let xq = if xt == DataType::I8 {
+                (0.05, 1)
+            } else {
+                (0.05, 127)
+            };
+            let xf = add_dq(&mut net, x, xt, xq);
+            let sc = konst(&mut net, r.tensor(cdims, 2.0));
+            let m = layer(&mut net, Op::Binary(BinaryOp::Mul), &[xf, sc]);
+            let m = add_q(&mut net, m, DataType::I8, (0.06, 2));
+            let mf = add_dq(&mut net, m, DataType::I8, (0.06, 2));
+            let sh = konst(&mut net, r.tensor(cdims, 1.0));
+            let a = layer(&mut net, Op::Binary(BinaryOp::Add), &[mf, sh]);
+            let a = layer(&mut net, Op::Unary(UnaryOp::Relu), &[a]);
+            let y = add_q(&mut net, a, yt, (0.04, -100));
+            net.mark_output(y).unwrap();
+            let what = format!("scale, shift {dims:?} by {cdims:?} {xt} → {yt}");
+            let input = all_bytes(&mut r, xt, dims);
+            same_bytes(&what, &net, x, input, |ops| {
+                assert_eq!(ops.len(), 1, "{what}: one layer: {ops:?}");
+                assert_eq!(custom(&ops[0]), "QLinearBinary", "{what}");
+            });
+        }
     }
 }

@@ -40,6 +40,9 @@ pub(crate) struct QBinaryDesc {
     pub b_const: Option<(Vec<f32>, Vec<usize>)>,
     /// The constant is the operation's first operand.
     pub const_first: bool,
+    /// With `b_const`: each constant value's 256-byte table, given instead of computed
+    /// (a chain of such layers composed into one, [`super::fold`]).
+    pub tables: Option<Vec<u8>>,
 }
 
 /// The operations the layer computes (those whose f32 result the chain quantizes as is).
@@ -61,6 +64,34 @@ impl QBinaryDesc {
         super::payload_of(c, QLINEAR_BINARY)
     }
 
+    /// With a constant operand of at most [`TABLE_CONSTANTS`] values: for each value, the
+    /// output byte of each input byte (`signed_a`, `signed_y`: the input and output are
+    /// int8), by the layer's own arithmetic; `None` otherwise.
+    pub(crate) fn const_tables(
+        &self,
+        signed_a: bool,
+        signed_y: bool,
+    ) -> std::result::Result<Option<Vec<u8>>, std::collections::TryReserveError> {
+        if let Some(t) = &self.tables {
+            return Ok(Some(t.clone()));
+        }
+        let Some((values, _)) = &self.b_const else {
+            return Ok(None);
+        };
+        if values.len() > TABLE_CONSTANTS {
+            return Ok(None);
+        }
+        let mut t = Vec::new();
+        t.try_reserve_exact(values.len() * 256)?;
+        for &k in values {
+            for q in 0..=255u8 {
+                let v = with_const(self.op, self.const_first, deq(signed_a, q, self.a), k);
+                t.push(requantize(self, signed_y, v));
+            }
+        }
+        Ok(Some(t))
+    }
+
     /// The same layer on channels-last tensors: a constant operand's values transposed
     /// from NCHW (its dims padded to 4 with leading ones) to NHWC; `None` for a constant of
     /// more than 4 dims.
@@ -75,17 +106,23 @@ impl QBinaryDesc {
             return None;
         };
         let mut t = Vec::with_capacity(v.len());
+        let mut tables = self.tables.as_ref().map(|_| Vec::new());
         for i in 0..n {
             for y in 0..h {
                 for x in 0..w {
                     for k in 0..c {
-                        t.push(*v.get(((i * c + k) * h + y) * w + x)?);
+                        let at = ((i * c + k) * h + y) * w + x;
+                        t.push(*v.get(at)?);
+                        if let (Some(out), Some(from)) = (&mut tables, &self.tables) {
+                            out.extend_from_slice(from.get(at * 256..(at + 1) * 256)?);
+                        }
                     }
                 }
             }
         }
         Some(QBinaryDesc {
             b_const: Some((t, vec![n, h, w, c])),
+            tables,
             ..self.clone()
         })
     }
@@ -318,20 +355,12 @@ impl QBinary {
             s(io.inputs.get(1)),
             s(io.outputs.first()),
         ];
-        let tables = match &d.b_const {
-            Some((values, _)) if values.len() <= TABLE_CONSTANTS => {
-                let mut t = Vec::new();
-                t.try_reserve_exact(values.len() * 256)
-                    .map_err(|e| io.error(format!("byte tables: {e}")))?;
-                for &k in values {
-                    for q in 0..=255u8 {
-                        let v = with_const(d.op, d.const_first, deq(signed[0], q, d.a), k);
-                        t.push(requantize(&d, signed[2], v));
-                    }
-                }
-                Some(t)
-            }
-            _ => None,
+        let tables = match (&d.tables, &d.b_const) {
+            (Some(t), Some((values, _))) if t.len() == values.len() * 256 => Some(t.clone()),
+            (Some(_), _) => return Err(io.error("tables of the wrong size".into())),
+            (None, _) => d
+                .const_tables(signed[0], signed[2])
+                .map_err(|e| io.error(format!("byte tables: {e}")))?,
         };
         Ok(QBinary {
             io,

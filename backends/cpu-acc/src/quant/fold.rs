@@ -72,6 +72,7 @@ pub(crate) fn optimize(
         return rest(view);
     }
     g.fuse_table_binaries(&mut subs);
+    g.fuse_constant_binaries(&mut subs);
     g.drop_dead_dequantize(view, &mut used, &mut subs);
     let mut subs = super::region::channels_last(view, subs, &mut used);
     let left: Vec<LayerId> = view
@@ -512,6 +513,7 @@ impl Chains<'_> {
             clamp: clamp_range(to, q, act.0, act.1),
             b_const: k,
             const_first,
+            tables: None,
         };
         let inputs: Vec<ValueRef> = std::iter::once(&a)
             .chain(&b)

@@ -227,3 +227,81 @@ impl Chains<'_> {
         ))
     }
 }
+
+impl Chains<'_> {
+    /// Two folded binary layers with constants of one shape, the second reading only the
+    /// first's output (a batch norm's scale, then its shift and ReLU, as DenseNet's int8
+    /// blocks import): one layer whose per-constant tables are the composition of both
+    /// layers' own tables (the same bytes, one pass).
+    pub(super) fn fuse_constant_binaries(&self, subs: &mut Vec<Substitution>) {
+        let mut k = 0;
+        while k < subs.len() {
+            if let Some((i, s)) = self.composed(subs, k) {
+                let (hi, lo) = (i.max(k), i.min(k));
+                subs.remove(hi);
+                subs.remove(lo);
+                subs.push(s);
+                k = lo;
+            } else {
+                k += 1;
+            }
+        }
+    }
+
+    /// The substitution that constant binary `k` and the constant binary it reads become,
+    /// with the latter's index.
+    fn composed(&self, subs: &[Substitution], k: usize) -> Option<(usize, Substitution)> {
+        let (c2, ins, y) = single(&subs[k], QLINEAR_BINARY)?;
+        let &[s] = ins.as_slice() else {
+            return None;
+        };
+        let d2 = QBinaryDesc::decode(c2).ok()?;
+        let (i, d1, x) = subs.iter().enumerate().find_map(|(i, sub)| {
+            let (c1, ins, out) = single(sub, QLINEAR_BINARY)?;
+            let &[x] = ins.as_slice() else {
+                return None;
+            };
+            (out == s).then_some((i, QBinaryDesc::decode(c1).ok()?, x))
+        })?;
+        let ((v1, dims1), (v2, dims2)) = (d1.b_const.as_ref()?, d2.b_const.as_ref()?);
+        let info = |t: TensorId| &self.net.tensor(t).info;
+        let readers = self.consumers.get(s.0)?;
+        let only_second = readers.iter().all(|(l, _)| subs[k].replaced.contains(l));
+        let same = dims1 == dims2 && v1.len() == v2.len() && info(x).shape == info(y).shape;
+        if !only_second || !same || self.net.outputs().contains(&s) {
+            return None;
+        }
+        let signed = |t: TensorId| info(t).dtype == DataType::I8;
+        let t1 = d1.const_tables(signed(x), signed(s)).ok()??;
+        let t2 = d2.const_tables(signed(s), signed(y)).ok()??;
+        let table: Vec<u8> = t1
+            .chunks_exact(256)
+            .zip(t2.chunks_exact(256))
+            .flat_map(|(a, b)| a.iter().map(move |&q| b.get(usize::from(q)).copied()))
+            .collect::<Option<_>>()?;
+        let desc = QBinaryDesc {
+            a: d1.a,
+            tables: Some(table),
+            ..d2
+        };
+        let mut replaced = subs[i].replaced.clone();
+        replaced.extend(subs[k].replaced.iter().copied());
+        let name = [&subs[i], &subs[k]]
+            .iter()
+            .filter_map(|s| s.replacement.first().map(|r| r.name.as_str()))
+            .collect::<Vec<_>>()
+            .join("+");
+        Some((
+            i,
+            Substitution {
+                replacement: vec![ReplacementLayer {
+                    name,
+                    op: Op::Custom(desc.to_op(info(y).clone())),
+                    inputs: vec![ValueRef::Existing(x)],
+                    outputs: vec![Some(y)],
+                }],
+                replaced,
+            },
+        ))
+    }
+}
