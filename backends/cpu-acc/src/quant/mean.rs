@@ -48,22 +48,28 @@ impl QMeanDesc {
     }
 }
 
+/// The one input and the output of layer `layer` (a `what`), both 8-bit.
+fn one_8bit_input<'a>(
+    layer: &'a LayerDesc,
+    what: &str,
+) -> std::result::Result<(&'a TensorInfo, &'a TensorInfo), String> {
+    let [x] = layer.inputs.as_slice() else {
+        return Err(format!("{what} takes one input"));
+    };
+    let y = layer.outputs.first().ok_or("no output")?;
+    if !is_8bit(x.dtype) || !is_8bit(y.dtype) {
+        return Err(format!("{what}: {} to {}, not 8-bit", x.dtype, y.dtype));
+    }
+    Ok((x, y))
+}
+
 /// The plan of a folded mean: a 4-D 8-bit input, an 8-bit output of `N · C` values.
 pub(super) fn plan<'a>(
     c: &'a CustomOp,
     layer: &'a LayerDesc,
 ) -> std::result::Result<Plan<'a>, String> {
     let d = QMeanDesc::decode(c)?;
-    let [x] = layer.inputs.as_slice() else {
-        return Err(format!("{QLINEAR_MEAN} takes one input"));
-    };
-    let y = layer.outputs.first().ok_or("no output")?;
-    if !is_8bit(x.dtype) || !is_8bit(y.dtype) {
-        return Err(format!(
-            "{QLINEAR_MEAN}: {} to {}, not 8-bit",
-            x.dtype, y.dtype
-        ));
-    }
+    let (x, y) = one_8bit_input(layer, QLINEAR_MEAN)?;
     let &[n, d1, d2, d3] = x.shape.dims() else {
         return Err(format!("{QLINEAR_MEAN}: input {} is not 4-D", x.shape));
     };
@@ -204,16 +210,7 @@ pub(super) fn plan_pool<'a>(
     layer: &'a LayerDesc,
 ) -> std::result::Result<Plan<'a>, String> {
     let d = QPoolDesc::decode(c)?;
-    let [x] = layer.inputs.as_slice() else {
-        return Err(format!("{QLINEAR_AVERAGE_POOL} takes one input"));
-    };
-    let y = layer.outputs.first().ok_or("no output")?;
-    if !is_8bit(x.dtype) || !is_8bit(y.dtype) {
-        return Err(format!(
-            "{QLINEAR_AVERAGE_POOL}: {} to {}, not 8-bit",
-            x.dtype, y.dtype
-        ));
-    }
+    let (x, y) = one_8bit_input(layer, QLINEAR_AVERAGE_POOL)?;
     let (&[n, a1, a2, a3], &[yn, b1, b2, b3]) = (x.shape.dims(), y.shape.dims()) else {
         return Err(format!("{QLINEAR_AVERAGE_POOL}: 4-D tensors expected"));
     };
