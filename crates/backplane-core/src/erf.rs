@@ -42,7 +42,7 @@ fn erfc_fraction(x: f64) -> f64 {
 }
 
 /// The Gauss error function.
-pub(crate) fn erf(x: f64) -> f64 {
+pub fn erf(x: f64) -> f64 {
     if x.is_nan() {
         x
     } else if x > SERIES_LIMIT {
@@ -55,7 +55,7 @@ pub(crate) fn erf(x: f64) -> f64 {
 }
 
 /// The complementary error function `1 - erf(x)`, accurate in the tails.
-pub(crate) fn erfc(x: f64) -> f64 {
+pub fn erfc(x: f64) -> f64 {
     if x.is_nan() {
         x
     } else if x > SERIES_LIMIT {

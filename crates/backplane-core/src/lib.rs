@@ -10,6 +10,7 @@
 //! non-constant tensor, and no cycles; kernels may rely on that.
 
 pub mod dtype;
+pub mod erf;
 pub mod error;
 pub mod lowp;
 pub mod network;

@@ -18,8 +18,12 @@
 //! * int4 / uint4 results round to nearest even (floats) and saturate to -8..=7 / 0..=15
 //!   (integers are clamped, not wrapped), as ONNX's reference does.
 
+use crate::erf::{erf, erfc};
 use crate::lowp::{f64_to_bf16, f64_to_float8};
-use crate::ops::MathOp;
+
+/// sqrt(2 / pi), for the tanh approximation of Gelu.
+const SQRT_2_OVER_PI: f64 = 0.797_884_560_802_865_4;
+use crate::ops::{MathOp, UnaryOp};
 use crate::DataType;
 use half::f16;
 
@@ -254,6 +258,55 @@ fn softplus(x: f64) -> f64 {
         x
     } else {
         x.exp().ln_1p()
+    }
+}
+
+/// The reference formula of a float [`UnaryOp`] on `x`, in f64; the caller rounds the result
+/// once to its type (CpuRef's unary layers, CpuAcc's byte tables). (For the exact operations this gives the correctly rounded result; for
+/// LeakyRelu the product of an f32 alpha and x is exact in f64.)
+pub fn unary_f64(op: UnaryOp, x: f64) -> f64 {
+    match op {
+        UnaryOp::Relu => {
+            // Written so that NaN stays NaN.
+            if x < 0.0 {
+                0.0
+            } else {
+                x
+            }
+        }
+        UnaryOp::LeakyRelu { alpha } => {
+            if x >= 0.0 {
+                x
+            } else {
+                f64::from(alpha) * x
+            }
+        }
+        UnaryOp::Clip { min, max } => {
+            // min(max(x, min), max), literally: NaN stays NaN, and min > max gives max.
+            let lower = if x < f64::from(min) { min.into() } else { x };
+            if lower > f64::from(max) {
+                max.into()
+            } else {
+                lower
+            }
+        }
+        UnaryOp::Sigmoid => 1.0 / (1.0 + (-x).exp()),
+        UnaryOp::Tanh => x.tanh(),
+        UnaryOp::Erf => erf(x),
+        UnaryOp::Gelu {
+            tanh_approximation: false,
+        } => {
+            // x * Phi(x) with Phi(x) = erfc(-x / sqrt 2) / 2, accurate in both tails.
+            0.5 * x * erfc(-x / std::f64::consts::SQRT_2)
+        }
+        UnaryOp::Gelu {
+            tanh_approximation: true,
+        } => 0.5 * x * (1.0 + (SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)).tanh()),
+        UnaryOp::Sqrt => x.sqrt(),
+        UnaryOp::Exp => x.exp(),
+        UnaryOp::Log => x.ln(),
+        UnaryOp::Neg => -x,
+        UnaryOp::Abs => x.abs(),
     }
 }
 

@@ -8,8 +8,8 @@
 //! The table holds, for each of the 256 input bytes, what the unfolded chain computes on
 //! CpuRef: the dequantized value `(q - z) · s` in f32, each function evaluated in f64 on the
 //! f32 value and rounded once to f32 (CpuRef's rule for float elementwise ops:
-//! `backplane_core::scalar::math_f64` for the [`MathOp`]s, the same formulas as CpuRef's
-//! `float_unary` for the [`UnaryOp`]s; binary operations in f32, as CpuRef's arithmetic
+//! `backplane_core::scalar::math_f64` for the [`MathOp`]s and `scalar::unary_f64` for the
+//! [`UnaryOp`]s, the functions CpuRef calls; binary operations in f32, as CpuRef's arithmetic
 //! does), then the quotient by the output scale in f32 rounded
 //! half to even, the zero point added, saturated (NaN gives 0, as CpuRef writes it). So the
 //! layer equals CpuRef's chain bit for bit, whatever CpuAcc's own f32 kernels would round
@@ -25,7 +25,7 @@ use crate::plan::{done, Plan};
 use crate::threads::Threads;
 use backplane_backend_api::{BackendError, LayerDesc, Result, Workload};
 use backplane_core::ops::{BinaryOp, CustomOp, MathOp, UnaryOp};
-use backplane_core::scalar::math_f64;
+use backplane_core::scalar::{math_f64, unary_f64};
 use backplane_core::{DataType, TensorInfo, TensorView, TensorViewMut};
 
 /// One elementwise f32 function of a folded chain.
@@ -104,44 +104,6 @@ impl Func {
                 }
             }
         }
-    }
-}
-
-/// CpuRef's formula of a float [`UnaryOp`] (its `float_unary`), for those [`Func::of_unary`]
-/// accepts; the table tests check it against CpuRef's chain.
-fn unary_f64(op: UnaryOp, x: f64) -> f64 {
-    match op {
-        UnaryOp::Relu => {
-            if x < 0.0 {
-                0.0
-            } else {
-                x
-            }
-        }
-        UnaryOp::LeakyRelu { alpha } => {
-            if x >= 0.0 {
-                x
-            } else {
-                f64::from(alpha) * x
-            }
-        }
-        UnaryOp::Clip { min, max } => {
-            let lower = if x < f64::from(min) { min.into() } else { x };
-            if lower > f64::from(max) {
-                max.into()
-            } else {
-                lower
-            }
-        }
-        UnaryOp::Sigmoid => 1.0 / (1.0 + (-x).exp()),
-        UnaryOp::Tanh => x.tanh(),
-        UnaryOp::Sqrt => x.sqrt(),
-        UnaryOp::Exp => x.exp(),
-        UnaryOp::Log => x.ln(),
-        UnaryOp::Neg => -x,
-        UnaryOp::Abs => x.abs(),
-        // Refused by `Func::of_unary`; NaN makes a table of zeros if one slipped through.
-        UnaryOp::Erf | UnaryOp::Gelu { .. } => f64::NAN,
     }
 }
 

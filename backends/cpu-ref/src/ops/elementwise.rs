@@ -5,7 +5,6 @@
 //! arithmetic wraps; integer division by zero is an error.
 
 use super::cast::{read_scalars, write_scalars, Scalar};
-use super::erf::{erf, erfc};
 use super::indexing::broadcast_offsets;
 use super::numeric::Arithmetic;
 use super::unsupported;
@@ -13,20 +12,18 @@ use crate::Result;
 use backplane_backend_api::BackendError;
 use backplane_core::dtype::Element;
 use backplane_core::ops::{BinaryOp, UnaryOp};
+use backplane_core::scalar::unary_f64;
 use backplane_core::{DataType, TensorView, TensorViewMut};
 use half::f16;
-
-/// sqrt(2 / pi), for the tanh approximation of Gelu.
-const SQRT_2_OVER_PI: f64 = 0.797_884_560_802_865_4;
 
 /// Apply a unary op.
 pub(crate) fn unary(op: UnaryOp, x: &TensorView<'_>, y: &mut TensorViewMut<'_>) -> Result<()> {
     // Integer types support Relu, Neg, Abs and Clip only (integer_unary refuses the rest);
     // Neg of an unsigned type is meaningless.
     match x.info.dtype {
-        DataType::F32 => map(x, y, |v: f32| float_unary(op, v.into()) as f32),
-        DataType::F64 => map(x, y, |v: f64| float_unary(op, v)),
-        DataType::F16 => map(x, y, |v: f16| f16::from_f64(float_unary(op, v.to_f64()))),
+        DataType::F32 => map(x, y, |v: f32| unary_f64(op, v.into()) as f32),
+        DataType::F64 => map(x, y, |v: f64| unary_f64(op, v)),
+        DataType::F16 => map(x, y, |v: f16| f16::from_f64(unary_f64(op, v.to_f64()))),
         DataType::I8 => integer_unary::<i8>(op, x, y),
         DataType::U8 if op != UnaryOp::Neg => integer_unary::<u8>(op, x, y),
         DataType::I32 => integer_unary::<i32>(op, x, y),
@@ -76,55 +73,6 @@ fn map<T: Element>(
         *out = f(v);
     }
     Ok(())
-}
-
-/// One unary function on a float value, evaluated in f64; the caller rounds the result once
-/// to f32 or f16. (For the exact operations this gives the correctly rounded result; for
-/// LeakyRelu the product of an f32 alpha and x is exact in f64.)
-fn float_unary(op: UnaryOp, x: f64) -> f64 {
-    match op {
-        UnaryOp::Relu => {
-            // Written so that NaN stays NaN.
-            if x < 0.0 {
-                0.0
-            } else {
-                x
-            }
-        }
-        UnaryOp::LeakyRelu { alpha } => {
-            if x >= 0.0 {
-                x
-            } else {
-                f64::from(alpha) * x
-            }
-        }
-        UnaryOp::Clip { min, max } => {
-            // min(max(x, min), max), literally: NaN stays NaN, and min > max gives max.
-            let lower = if x < f64::from(min) { min.into() } else { x };
-            if lower > f64::from(max) {
-                max.into()
-            } else {
-                lower
-            }
-        }
-        UnaryOp::Sigmoid => 1.0 / (1.0 + (-x).exp()),
-        UnaryOp::Tanh => x.tanh(),
-        UnaryOp::Erf => erf(x),
-        UnaryOp::Gelu {
-            tanh_approximation: false,
-        } => {
-            // x * Phi(x) with Phi(x) = erfc(-x / sqrt 2) / 2, accurate in both tails.
-            0.5 * x * erfc(-x / std::f64::consts::SQRT_2)
-        }
-        UnaryOp::Gelu {
-            tanh_approximation: true,
-        } => 0.5 * x * (1.0 + (SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)).tanh()),
-        UnaryOp::Sqrt => x.sqrt(),
-        UnaryOp::Exp => x.exp(),
-        UnaryOp::Log => x.ln(),
-        UnaryOp::Neg => -x,
-        UnaryOp::Abs => x.abs(),
-    }
 }
 
 /// Apply a binary op with numpy broadcasting.

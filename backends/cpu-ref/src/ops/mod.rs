@@ -13,7 +13,6 @@ mod conv;
 mod conv_transpose;
 mod einsum;
 mod elementwise;
-mod erf;
 mod gather_scatter;
 mod image;
 mod indexing;
