@@ -305,6 +305,23 @@ impl Chains<'_> {
         bias: Tensor,
         y: TensorId,
     ) -> Substitution {
+        let inputs = vec![
+            ValueRef::Existing(operands[0]),
+            ValueRef::Existing(operands[1]),
+            ValueRef::NewConstant(Arc::new(bias)),
+        ];
+        self.one_layer(replaced, op, inputs, y)
+    }
+
+    /// The substitution of the chain's layers `replaced` by one layer computing `y`, named
+    /// after them: every fold's answer.
+    fn one_layer(
+        &self,
+        replaced: Vec<LayerId>,
+        op: Op,
+        inputs: Vec<ValueRef>,
+        y: TensorId,
+    ) -> Substitution {
         let names: Vec<&str> = replaced
             .iter()
             .map(|&l| self.net.layer(l).name.as_str())
@@ -313,11 +330,7 @@ impl Chains<'_> {
             replacement: vec![ReplacementLayer {
                 name: names.join("+"),
                 op,
-                inputs: vec![
-                    ValueRef::Existing(operands[0]),
-                    ValueRef::Existing(operands[1]),
-                    ValueRef::NewConstant(Arc::new(bias)),
-                ],
+                inputs,
                 outputs: vec![Some(y)],
             }],
             replaced,
@@ -519,19 +532,8 @@ impl Chains<'_> {
             .chain(&b)
             .map(|d| ValueRef::Existing(d.input))
             .collect();
-        let names: Vec<&str> = replaced
-            .iter()
-            .map(|&l| self.net.layer(l).name.as_str())
-            .collect();
-        Some(Substitution {
-            replacement: vec![ReplacementLayer {
-                name: names.join("+"),
-                op: Op::Custom(desc.to_op(self.net.tensor(y).info.clone())),
-                inputs,
-                outputs: vec![Some(y)],
-            }],
-            replaced,
-        })
+        let op = Op::Custom(desc.to_op(self.net.tensor(y).info.clone()));
+        Some(self.one_layer(replaced, op, inputs, y))
     }
 
     /// The values and dims of an f32 constant `t`.

@@ -103,19 +103,8 @@ impl Chains<'_> {
         let desc = QLookupDesc {
             table: table(x_dt, (sx, zx), &funcs, to, (sy, zy)),
         };
-        let names: Vec<&str> = replaced
-            .iter()
-            .map(|&l| self.net.layer(l).name.as_str())
-            .collect();
-        Some(Substitution {
-            replacement: vec![ReplacementLayer {
-                name: names.join("+"),
-                op: Op::Custom(desc.to_op(self.net.tensor(y).info.clone())),
-                inputs: vec![ValueRef::Existing(x.input)],
-                outputs: vec![Some(y)],
-            }],
-            replaced,
-        })
+        let op = Op::Custom(desc.to_op(self.net.tensor(y).info.clone()));
+        Some(self.one_layer(replaced, op, vec![ValueRef::Existing(x.input)], y))
     }
 }
 
@@ -148,18 +137,7 @@ impl Chains<'_> {
     /// become one table, composed from both layers' own arithmetic (so the bytes are the
     /// same), where the binary layer is the table's only reader.
     pub(super) fn fuse_table_binaries(&self, subs: &mut Vec<Substitution>) {
-        let mut k = 0;
-        while k < subs.len() {
-            if let Some((i, s)) = self.fused(subs, k) {
-                let (hi, lo) = (i.max(k), i.min(k));
-                subs.remove(hi);
-                subs.remove(lo);
-                subs.push(s);
-                k = lo;
-            } else {
-                k += 1;
-            }
-        }
+        merge_pairs(subs, |subs, k| self.fused(subs, k));
     }
 
     /// The table substitution that binary substitution `k` and the table it reads become,
@@ -205,26 +183,8 @@ impl Chains<'_> {
                 })
             })
             .collect::<Option<_>>()?;
-        let mut replaced = subs[i].replaced.clone();
-        replaced.extend(subs[k].replaced.iter().copied());
-        let name = [&subs[i], &subs[k]]
-            .iter()
-            .filter_map(|s| s.replacement.first().map(|r| r.name.as_str()))
-            .collect::<Vec<_>>()
-            .join("+");
         let op = Op::Custom(QLookupDesc { table }.to_op(info(y).clone()));
-        Some((
-            i,
-            Substitution {
-                replacement: vec![ReplacementLayer {
-                    name,
-                    op,
-                    inputs: vec![ValueRef::Existing(x)],
-                    outputs: vec![Some(y)],
-                }],
-                replaced,
-            },
-        ))
+        Some((i, merged(subs, i, k, op, x, y)))
     }
 }
 
@@ -234,18 +194,7 @@ impl Chains<'_> {
     /// blocks import): one layer whose per-constant tables are the composition of both
     /// layers' own tables (the same bytes, one pass).
     pub(super) fn fuse_constant_binaries(&self, subs: &mut Vec<Substitution>) {
-        let mut k = 0;
-        while k < subs.len() {
-            if let Some((i, s)) = self.composed(subs, k) {
-                let (hi, lo) = (i.max(k), i.min(k));
-                subs.remove(hi);
-                subs.remove(lo);
-                subs.push(s);
-                k = lo;
-            } else {
-                k += 1;
-            }
-        }
+        merge_pairs(subs, |subs, k| self.composed(subs, k));
     }
 
     /// The substitution that constant binary `k` and the constant binary it reads become,
@@ -284,24 +233,54 @@ impl Chains<'_> {
             tables: Some(table),
             ..d2
         };
-        let mut replaced = subs[i].replaced.clone();
-        replaced.extend(subs[k].replaced.iter().copied());
-        let name = [&subs[i], &subs[k]]
-            .iter()
-            .filter_map(|s| s.replacement.first().map(|r| r.name.as_str()))
-            .collect::<Vec<_>>()
-            .join("+");
-        Some((
-            i,
-            Substitution {
-                replacement: vec![ReplacementLayer {
-                    name,
-                    op: Op::Custom(desc.to_op(info(y).clone())),
-                    inputs: vec![ValueRef::Existing(x)],
-                    outputs: vec![Some(y)],
-                }],
-                replaced,
-            },
-        ))
+        let op = Op::Custom(desc.to_op(info(y).clone()));
+        Some((i, merged(subs, i, k, op, x, y)))
+    }
+}
+
+/// Replace pairs of substitutions by what `merge(subs, k)` makes of substitution `k` and the
+/// one it names, until no pair merges (a merged one may merge again).
+fn merge_pairs(
+    subs: &mut Vec<Substitution>,
+    merge: impl Fn(&[Substitution], usize) -> Option<(usize, Substitution)>,
+) {
+    let mut k = 0;
+    while k < subs.len() {
+        if let Some((i, s)) = merge(subs, k) {
+            let (hi, lo) = (i.max(k), i.min(k));
+            subs.remove(hi);
+            subs.remove(lo);
+            subs.push(s);
+            k = lo;
+        } else {
+            k += 1;
+        }
+    }
+}
+
+/// Substitutions `i` and `k` as one layer `op` of `x` computing `y`, named after both.
+fn merged(
+    subs: &[Substitution],
+    i: usize,
+    k: usize,
+    op: Op,
+    x: TensorId,
+    y: TensorId,
+) -> Substitution {
+    let mut replaced = subs[i].replaced.clone();
+    replaced.extend(subs[k].replaced.iter().copied());
+    let name = [&subs[i], &subs[k]]
+        .iter()
+        .filter_map(|s| s.replacement.first().map(|r| r.name.as_str()))
+        .collect::<Vec<_>>()
+        .join("+");
+    Substitution {
+        replacement: vec![ReplacementLayer {
+            name,
+            op,
+            inputs: vec![ValueRef::Existing(x)],
+            outputs: vec![Some(y)],
+        }],
+        replaced,
     }
 }

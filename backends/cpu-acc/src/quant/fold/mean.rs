@@ -10,7 +10,7 @@
 use super::Chains;
 use crate::quant::is_8bit;
 use crate::quant::mean::{QMeanDesc, QPoolDesc};
-use backplane_backend_api::{ReplacementLayer, Substitution, ValueRef};
+use backplane_backend_api::{Substitution, ValueRef};
 use backplane_core::ops::{PoolKind, ReduceKind};
 use backplane_core::{LayerId, Op, TensorId};
 use std::collections::BTreeSet;
@@ -62,19 +62,8 @@ impl Chains<'_> {
             y: (sy, zy),
             nhwc: false,
         };
-        let names: Vec<&str> = replaced
-            .iter()
-            .map(|&l| self.net.layer(l).name.as_str())
-            .collect();
-        Some(Substitution {
-            replacement: vec![ReplacementLayer {
-                name: names.join("+"),
-                op: Op::Custom(desc.to_op(self.net.tensor(y).info.clone())),
-                inputs: vec![ValueRef::Existing(x.input)],
-                outputs: vec![Some(y)],
-            }],
-            replaced,
-        })
+        let op = Op::Custom(desc.to_op(self.net.tensor(y).info.clone()));
+        Some(self.one_layer(replaced, op, vec![ValueRef::Existing(x.input)], y))
     }
 
     /// Fold `DequantizeLinear → AveragePool → QuantizeLinear` (2-D windows without
@@ -117,19 +106,8 @@ impl Chains<'_> {
             y: (sy, zy),
             nhwc: false,
         };
-        let names: Vec<&str> = replaced
-            .iter()
-            .map(|&l| self.net.layer(l).name.as_str())
-            .collect();
-        Some(Substitution {
-            replacement: vec![ReplacementLayer {
-                name: names.join("+"),
-                op: Op::Custom(desc.to_op(self.net.tensor(y).info.clone())),
-                inputs: vec![ValueRef::Existing(x.input)],
-                outputs: vec![Some(y)],
-            }],
-            replaced,
-        })
+        let op = Op::Custom(desc.to_op(self.net.tensor(y).info.clone()));
+        Some(self.one_layer(replaced, op, vec![ValueRef::Existing(x.input)], y))
     }
 
     /// After a mean's `[N, C]` 8-bit output `t` quantized by `params`: a `Reshape` to

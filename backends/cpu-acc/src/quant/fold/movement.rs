@@ -6,7 +6,7 @@
 
 use super::{Chains, OutChain};
 use crate::quant::is_8bit;
-use backplane_backend_api::{ReplacementLayer, Substitution, ValueRef};
+use backplane_backend_api::{Substitution, ValueRef};
 use backplane_core::{LayerId, Op};
 use std::collections::BTreeSet;
 
@@ -58,21 +58,16 @@ impl Chains<'_> {
         }
         let dq_layers: Vec<LayerId> = dqs.iter().map(|(d, _)| d.layer).collect();
         self.absorb_dequantizations(id, &dq_layers, used, &mut replaced)?;
-        let names: Vec<&str> = replaced
-            .iter()
-            .map(|&l| self.net.layer(l).name.as_str())
-            .collect();
-        Some(Substitution {
-            replacement: vec![ReplacementLayer {
-                name: names.join("+"),
-                op: layer.op.clone(),
-                inputs: dqs
-                    .iter()
+        let op = layer.op.clone();
+        Some(
+            self.one_layer(
+                replaced,
+                op,
+                dqs.iter()
                     .map(|(d, _)| ValueRef::Existing(d.input))
                     .collect(),
-                outputs: vec![Some(y)],
-            }],
-            replaced,
-        })
+                y,
+            ),
+        )
     }
 }
