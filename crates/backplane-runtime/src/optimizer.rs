@@ -179,6 +179,17 @@ struct LayerState {
     excluded: BTreeSet<BackendId>,
 }
 
+impl LayerState {
+    /// A layer whose backend is final: a replacement layer, or a replayed decision.
+    fn settled(backend: BackendId) -> LayerState {
+        LayerState {
+            backend,
+            settled: true,
+            excluded: BTreeSet::new(),
+        }
+    }
+}
+
 pub(crate) fn optimize(
     registry: &BackendRegistry,
     network: &Network,
@@ -346,14 +357,7 @@ fn optimize_network(
         }
         if let Some((next, new_layers)) = outcome {
             for (name, backend) in new_layers {
-                states.insert(
-                    name,
-                    LayerState {
-                        backend,
-                        settled: true,
-                        excluded: BTreeSet::new(),
-                    },
-                );
+                states.insert(name, LayerState::settled(backend));
             }
             let applied = answers
                 .iter()

@@ -145,14 +145,7 @@ pub(crate) fn replay(
             &mut report,
         ) {
             Ok(backend) => {
-                states.insert(
-                    layer.name.clone(),
-                    LayerState {
-                        backend,
-                        settled: true,
-                        excluded: BTreeSet::new(),
-                    },
-                );
+                states.insert(layer.name.clone(), LayerState::settled(backend));
             }
             Err(u) => {
                 return refused(format!(
@@ -269,14 +262,7 @@ pub(crate) fn replay(
         match substitute(network, &order, &all, &candidates) {
             Ok((next, new_layers)) => {
                 for (name, backend) in new_layers {
-                    states.insert(
-                        name,
-                        LayerState {
-                            backend,
-                            settled: true,
-                            excluded: BTreeSet::new(),
-                        },
-                    );
+                    states.insert(name, LayerState::settled(backend));
                 }
                 next
             }
