@@ -132,6 +132,19 @@ fn custom(op: &Op) -> &str {
     }
 }
 
+/// An int8 `[1, H, W, C]` input `x` and its transpose to NCHW (how the TFLite importer hands
+/// a channels-last image to channels-first layers): `(x, transposed)`.
+fn nhwc_image(net: &mut Network, [h, w, c]: [usize; 3]) -> (TensorId, TensorId) {
+    let info = q8(DataType::I8, &[1, h, w, c], vec![0; h * w * c])
+        .info()
+        .clone();
+    let x = net.add_input("x", info).unwrap();
+    let perm = Op::Transpose {
+        perm: vec![0, 3, 1, 2],
+    };
+    (x, layer(net, perm, &[x]))
+}
+
 /// Every byte value, then random bytes, over `dims`.
 fn all_bytes(r: &mut Rng, dt: DataType, dims: &[usize]) -> Tensor {
     let n: usize = dims.iter().product();
@@ -426,18 +439,7 @@ fn squeeze_excite_runs_in_one_int8_region() {
         ] {
             let mut r = Rng(40 + i as u64);
             let mut net = Network::new();
-            let x = net
-                .add_input(
-                    "x",
-                    q8(DataType::I8, &[1, h, w, c], vec![0; h * w * c])
-                        .info()
-                        .clone(),
-                )
-                .unwrap();
-            let perm = Op::Transpose {
-                perm: vec![0, 3, 1, 2],
-            };
-            let xt = layer(&mut net, perm, &[x]);
+            let (x, xt) = nhwc_image(&mut net, [h, w, c]);
             let q = (0.05, -2);
             let t = conv1x1(&mut net, &mut r, xt, (0.03, 1), c, e);
             let sig = |net: &mut Network, t| {
@@ -582,18 +584,7 @@ fn batch_norm_constants_join_the_int8_region() {
     ] {
         let mut r = Rng(60 + c as u64);
         let mut net = Network::new();
-        let x = net
-            .add_input(
-                "x",
-                q8(DataType::I8, &[1, h, w, c], vec![0; h * w * c])
-                    .info()
-                    .clone(),
-            )
-            .unwrap();
-        let perm = Op::Transpose {
-            perm: vec![0, 3, 1, 2],
-        };
-        let xt = layer(&mut net, perm, &[x]);
+        let (x, xt) = nhwc_image(&mut net, [h, w, c]);
         let xf = add_dq(&mut net, xt, DataType::I8, (0.04, 2));
         let sc = konst(&mut net, r.tensor(&[c, 1, 1], 2.0));
         let m = layer(&mut net, Op::Binary(BinaryOp::Mul), &[xf, sc]);
@@ -631,18 +622,7 @@ fn channel_concats_join_the_int8_region() {
     for (c, h, w) in [(3, 5, 7), (1, 1, 1), (8, 4, 9)] {
         let mut r = Rng(70 + c as u64);
         let mut net = Network::new();
-        let x = net
-            .add_input(
-                "x",
-                q8(DataType::I8, &[1, h, w, c], vec![0; h * w * c])
-                    .info()
-                    .clone(),
-            )
-            .unwrap();
-        let perm = Op::Transpose {
-            perm: vec![0, 3, 1, 2],
-        };
-        let xt = layer(&mut net, perm, &[x]);
+        let (x, xt) = nhwc_image(&mut net, [h, w, c]);
         let q = (0.05, -2);
         let a = conv1x1(&mut net, &mut r, xt, (0.04, 2), c, c + 1);
         let b = conv1x1(&mut net, &mut r, a, q, c + 1, 2);
@@ -727,18 +707,7 @@ fn average_pools_join_the_int8_region() {
     for (c, h, w) in [(3, 4, 6), (2, 2, 2), (16, 9, 7)] {
         let mut r = Rng(90 + c as u64);
         let mut net = Network::new();
-        let x = net
-            .add_input(
-                "x",
-                q8(DataType::I8, &[1, h, w, c], vec![0; h * w * c])
-                    .info()
-                    .clone(),
-            )
-            .unwrap();
-        let perm = Op::Transpose {
-            perm: vec![0, 3, 1, 2],
-        };
-        let xt = layer(&mut net, perm, &[x]);
+        let (x, xt) = nhwc_image(&mut net, [h, w, c]);
         let a = conv1x1(&mut net, &mut r, xt, (0.04, 2), c, c + 1);
         let af = add_dq(&mut net, a, DataType::I8, (0.05, -2));
         let p = layer(&mut net, avg_pool([2, 2], [2, 2]), &[af]);
