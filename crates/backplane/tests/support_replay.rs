@@ -7,9 +7,7 @@ mod support;
 
 use backplane::backend_api::{LayerDesc, LayerSupport, Support};
 use backplane::cpu_ref::CpuRefBackend;
-use backplane::{
-    Backend, BackendFactory, BackendId, DynamicNetwork, ImportOptions, OptimizerOptions, Tensor,
-};
+use backplane::{Backend, BackendFactory, BackendId, ImportOptions, OptimizerOptions, Tensor};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use support::{repo, token_ids, WithSupport};
@@ -55,13 +53,7 @@ fn serve(every_shape: bool) -> (u64, u64, Vec<Tensor>, u64) {
         .unwrap()
         .build()
         .unwrap();
-    let net = DynamicNetwork::from_file(
-        &rt,
-        &repo().join("testdata/dynamic/bert_tiny.onnx"),
-        &ImportOptions::default(),
-        OptimizerOptions::new(vec![BackendId::new("CountingRef").unwrap()]),
-    )
-    .unwrap();
+    let net = support::bert_tiny_on(&rt, &["CountingRef"]);
     let mut outputs = Vec::new();
     let mut first = 0;
     for (k, seq) in [5, 8, 13, 21].into_iter().enumerate() {
@@ -154,16 +146,7 @@ fn a_replay_is_refused_when_a_support_answer_changes_with_the_shape() {
         .unwrap()
         .build()
         .unwrap();
-    let net = DynamicNetwork::from_file(
-        &rt,
-        &repo().join("testdata/dynamic/bert_tiny.onnx"),
-        &ImportOptions::default(),
-        OptimizerOptions::new(vec![
-            BackendId::new("PickyRef").unwrap(),
-            BackendId::new("CpuRef").unwrap(),
-        ]),
-    )
-    .unwrap();
+    let net = support::bert_tiny_on(&rt, &["PickyRef", "CpuRef"]);
     let options = OptimizerOptions::new(vec![
         BackendId::new("PickyRef").unwrap(),
         BackendId::new("CpuRef").unwrap(),

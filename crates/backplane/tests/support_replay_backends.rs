@@ -9,11 +9,9 @@ mod support;
 use backplane::backend_api::{LayerDesc, LayerSupport, Support};
 use backplane::cpu_acc::CpuAccBackend;
 use backplane::cpu_ref::CpuRefBackend;
-use backplane::{
-    Backend, BackendId, DataType, DynamicNetwork, ImportOptions, OptimizerOptions, TensorInfo,
-};
+use backplane::{Backend, BackendId, DataType, TensorInfo};
 use std::sync::{Arc, Mutex};
-use support::{repo, token_ids, WithSupport};
+use support::{token_ids, WithSupport};
 
 /// One support query: the backend, the layer, its operator, and whether the backend said the
 /// answer holds at every shape.
@@ -75,16 +73,7 @@ fn cpu_backends_replay_shape_independent_answers_and_ask_the_others_per_shape() 
         .unwrap()
         .build()
         .unwrap();
-    let net = DynamicNetwork::from_file(
-        &rt,
-        &repo().join("testdata/dynamic/bert_tiny.onnx"),
-        &ImportOptions::default(),
-        OptimizerOptions::new(vec![
-            BackendId::new("CpuAcc").unwrap(),
-            BackendId::new("CpuRef").unwrap(),
-        ]),
-    )
-    .unwrap();
+    let net = support::bert_tiny_on(&rt, &["CpuAcc", "CpuRef"]);
 
     // The queries of each plan, one plan per sequence length.
     let mut per_plan: Vec<Vec<Query>> = Vec::new();

@@ -18,6 +18,26 @@ pub fn compare(actual: &Tensor, expected: &Tensor, rtol: f64, atol: f64) -> Resu
         .map_err(|m| m.message)
 }
 
+/// The dynamic BERT-tiny test model (testdata/dynamic/bert_tiny.onnx) served by `rt` with
+/// these backends in order of preference.
+pub fn bert_tiny_on<'r>(
+    rt: &'r backplane::Runtime,
+    backends: &[&str],
+) -> backplane::DynamicNetwork<'r> {
+    backplane::DynamicNetwork::from_file(
+        rt,
+        &repo().join("testdata/dynamic/bert_tiny.onnx"),
+        &backplane::ImportOptions::default(),
+        backplane::OptimizerOptions::new(
+            backends
+                .iter()
+                .map(|b| backplane::BackendId::new(*b).unwrap())
+                .collect(),
+        ),
+    )
+    .unwrap()
+}
+
 /// BERT-shaped token ids `[1, seq]`: `(i·step + seq) mod 64`, so each length (and each
 /// test's `step`) gives other ids.
 pub fn token_ids(seq: usize, step: usize) -> Tensor {
