@@ -59,25 +59,35 @@ fn bench_cycles_input_shapes_and_reports_the_plan_cache() {
     );
 }
 
+/// `bench` on the BERT model cycling these sequence lengths, one execution per length, with
+/// `extra` arguments: its standard output (the run must succeed).
+fn bench_lengths(lengths: &[usize], extra: &[&str]) -> String {
+    let shapes: Vec<String> = lengths.iter().map(|n| format!("input_ids=1x{n}")).collect();
+    let iterations = lengths.len().to_string();
+    let mut args = vec!["bench", BERT];
+    for shape in &shapes {
+        args.extend(["--input-shapes", shape.as_str()]);
+    }
+    args.extend([
+        "--warmup",
+        "0",
+        "--iterations",
+        iterations.as_str(),
+        "--quiet",
+    ]);
+    args.extend(extra);
+    let o = backplane(&args);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    out
+}
+
 /// The BERT-shaped sequence lengths 7, 16, 33, 128 and 7 again on one loaded network: four
 /// plans (four misses: one optimizer run, then three plans of the first plan's structure
 /// re-shaped by replaying its optimization), the second 7 a hit, every execution a hit.
 #[test]
 fn bench_serves_bert_sequence_lengths_with_one_plan_each() {
-    let mut args = vec!["bench", BERT];
-    for shape in [
-        "input_ids=1x7",
-        "input_ids=1x16",
-        "input_ids=1x33",
-        "input_ids=1x128",
-        "input_ids=1x7",
-    ] {
-        args.extend(["--input-shapes", shape]);
-    }
-    args.extend(["--warmup", "0", "--iterations", "5", "--quiet"]);
-    let o = backplane(&args);
-    let (out, err) = text(&o);
-    assert!(o.status.success(), "{out}\n{err}");
+    let out = bench_lengths(&[7, 16, 33, 128, 7], &[]);
     assert!(
         out.contains("plan cache: 4 plans cached (capacity 5), 6 hits, 4 misses, 0 evicted"),
         "{out}"
@@ -107,26 +117,7 @@ fn bench_serves_bert_sequence_lengths_with_one_plan_each() {
 /// three of them of seq 7's structure with its decisions (what the replay serves by default).
 #[test]
 fn bench_no_replay_optimizes_every_plan() {
-    let mut args = vec!["bench", BERT];
-    for shape in [
-        "input_ids=1x7",
-        "input_ids=1x16",
-        "input_ids=1x33",
-        "input_ids=1x128",
-    ] {
-        args.extend(["--input-shapes", shape]);
-    }
-    args.extend([
-        "--warmup",
-        "0",
-        "--iterations",
-        "4",
-        "--quiet",
-        "--no-replay",
-    ]);
-    let o = backplane(&args);
-    let (out, err) = text(&o);
-    assert!(o.status.success(), "{out}\n{err}");
+    let out = bench_lengths(&[7, 16, 33, 128], &["--no-replay"]);
     assert!(
         out.contains(" held, 4 optimizer runs, 0 plans reshaped"),
         "{out}"
