@@ -281,6 +281,18 @@ pub(super) fn depthwise_conv_2d(cx: &mut Cx<'_, '_, '_>) -> Tx<()> {
     )
 }
 
+/// Strides or dilations as read from the options: positive, or the model is invalid.
+fn positive(v: [i32; 2], what: &str) -> Tx<Vec<usize>> {
+    v.iter()
+        .map(|&s| {
+            usize::try_from(s)
+                .ok()
+                .filter(|&s| s > 0)
+                .map_or_else(|| invalid(format!("{what} {s}")), Ok)
+        })
+        .collect()
+}
+
 #[allow(clippy::too_many_arguments)]
 fn conv_common(
     cx: &mut Cx<'_, '_, '_>,
@@ -294,16 +306,6 @@ fn conv_common(
     dilations: [i32; 2],
     act: i8,
 ) -> Tx<()> {
-    let positive = |v: [i32; 2], what: &str| -> Tx<Vec<usize>> {
-        v.iter()
-            .map(|&s| {
-                usize::try_from(s)
-                    .ok()
-                    .filter(|&s| s > 0)
-                    .map_or_else(|| invalid(format!("{what} {s}")), Ok)
-            })
-            .collect()
-    };
     let kernel = weights.shape().dims()[2..].to_vec();
     let window = Window {
         kernel,
@@ -425,13 +427,10 @@ fn transpose_conv_common(
             cx.name
         ));
     }
+    let steps = positive(strides, "stride")?;
     let mut pads = vec![0usize; 4];
     let mut output_padding = vec![0usize; 2];
-    for axis in 0..2 {
-        let s = usize::try_from(strides[axis])
-            .ok()
-            .filter(|&s| s > 0)
-            .map_or_else(|| invalid(format!("stride {}", strides[axis])), Ok)?;
+    for (axis, &s) in steps.iter().enumerate() {
         let (input, k, size) = (xd[1 + axis], wd[1 + axis], od[1 + axis]);
         if input == 0 || k == 0 {
             return invalid(format!("{}: empty image or kernel", cx.name));
@@ -462,10 +461,7 @@ fn transpose_conv_common(
     let weights = permute(&weights, &[3, 0, 1, 2])?;
     let window = Window {
         kernel: wd[1..3].to_vec(),
-        strides: vec![
-            usize::try_from(strides[0]).unwrap_or(1),
-            usize::try_from(strides[1]).unwrap_or(1),
-        ],
+        strides: steps,
         dilations: vec![1, 1],
         pads,
         auto_pad: AutoPad::NotSet,
