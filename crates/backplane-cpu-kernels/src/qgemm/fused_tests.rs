@@ -17,8 +17,9 @@ fn values(n: usize, seed: u64) -> Vec<i16> {
         .collect()
 }
 
-/// The output ranges of an int8 (zero −3, and a ReLU6-like clamp) and a uint8 output.
-fn ranges() -> [RequantRange; 3] {
+/// The output ranges of an int8 (zero −3, and a ReLU6-like clamp) and a uint8 output; the
+/// tier tests use them too.
+pub(super) fn ranges() -> [RequantRange; 3] {
     [
         RequantRange {
             zero: -3.0,

@@ -7,6 +7,7 @@
 //! `=vnni`) turns a missing AVX-512BW (or AVX-512 VNNI) into a failure, so that a run on a
 //! machine meant to exercise them cannot pass by skipping them.
 
+use super::fused_tests::ranges;
 use super::*;
 
 /// The variable that makes a missing AVX-512 integer tier a failure: `1` requires
@@ -123,30 +124,6 @@ fn every_tier_sums_exactly() {
     assert!(cases >= ROWS.len() * DEPTHS.len() * COLS.len() * tiers.len());
 }
 
-/// The output ranges of an int8 output (zero −3), a ReLU6-like uint8 one and a narrow one.
-fn ranges() -> [RequantRange; 3] {
-    [
-        RequantRange {
-            zero: -3.0,
-            lo: -125.0,
-            hi: 130.0,
-        },
-        RequantRange {
-            zero: -128.0,
-            lo: 0.0,
-            hi: 97.0,
-        },
-        RequantRange {
-            zero: 200.0,
-            lo: -200.0,
-            hi: 55.0,
-        },
-    ]
-}
-
-/// `qgemm_requantized_on` on every tier gives the portable tier's bytes, which are those of
-/// the sums requantized by [`requantize_channels`]; for the whole panel range and for a
-/// range starting at the second panel; nothing written past the columns.
 #[test]
 fn every_tier_requantizes_as_the_portable_tier() {
     let tiers = tiers("every_tier_requantizes_as_the_portable_tier");
