@@ -15,24 +15,7 @@ use backplane_core::ops::{
 use backplane_core::{DataType, LayerId, Network, Op, Tensor, TensorId};
 use backplane_cpu_acc::CpuAccBackend;
 use std::collections::HashMap;
-use support::{q8, run_acc, run_reference, zp, Rng};
-
-fn dq() -> Op {
-    Op::DequantizeLinear {
-        axis: 1,
-        to: DataType::F32,
-        block_size: 0,
-    }
-}
-
-fn quant(to: DataType) -> Op {
-    Op::QuantizeLinear {
-        axis: 1,
-        to,
-        block_size: 0,
-        saturate: true,
-    }
-}
+use support::{dq_op, q8, q_op, run_acc, run_reference, zp, Rng};
 
 /// A layer of the chain after the dequantization.
 #[derive(Clone, Debug)]
@@ -61,14 +44,14 @@ fn layer(net: &mut Network, op: Op, inputs: &[TensorId]) -> TensorId {
 fn add_dq(net: &mut Network, x: TensorId, dt: DataType, (s, z): (f32, i32)) -> TensorId {
     let sc = konst(net, Tensor::scalar(s));
     let zc = konst(net, zp(dt, z));
-    layer(net, dq(), &[x, sc, zc])
+    layer(net, dq_op(1), &[x, sc, zc])
 }
 
 /// Adds `QuantizeLinear(t; s, z)` to `net`.
 fn add_q(net: &mut Network, t: TensorId, dt: DataType, (s, z): (f32, i32)) -> TensorId {
     let sc = konst(net, Tensor::scalar(s));
     let zc = konst(net, zp(dt, z));
-    layer(net, quant(dt), &[t, sc, zc])
+    layer(net, q_op(dt), &[t, sc, zc])
 }
 
 /// The chain `x → DequantizeLinear → steps → QuantizeLinear`.

@@ -13,24 +13,7 @@ use backplane_core::ops::{AutoPad, ConvDesc, GemmDesc, UnaryOp, Window};
 use backplane_core::{DataType, LayerId, Network, Op, Tensor, TensorId};
 use backplane_cpu_acc::{CpuAccBackend, CpuAccOptions};
 use std::collections::HashMap;
-use support::{q8, run_desc, sole_replacement, zp, Rng};
-
-fn dq(axis: i64) -> Op {
-    Op::DequantizeLinear {
-        axis,
-        to: DataType::F32,
-        block_size: 0,
-    }
-}
-
-fn quant(to: DataType) -> Op {
-    Op::QuantizeLinear {
-        axis: 1,
-        to,
-        block_size: 0,
-        saturate: true,
-    }
-}
+use support::{dq_op, q8, q_op, run_desc, sole_replacement, zp, Rng};
 
 fn k(net: &mut Network, name: &str, t: Tensor) -> TensorId {
     net.add_constant(name, t).unwrap()
@@ -140,7 +123,9 @@ fn qlinear_conv_chain(c: &ConvCase, seed: u64) -> (Network, TensorId, Tensor) {
         k(&mut net, "one", Tensor::scalar(1f32)),
         k(&mut net, "zx", zp(c.xt, zx)),
     );
-    let xc = net.add_layer("x_centered", dq(1), &[xi, one, zxi]).unwrap()[0];
+    let xc = net
+        .add_layer("x_centered", dq_op(1), &[xi, one, zxi])
+        .unwrap()[0];
     let wi = k(&mut net, "w", wq);
     let (ws, wz) = if c.per_channel {
         let ones = Tensor::from_vec(vec![c.m], vec![1f32; c.m]).unwrap();
@@ -151,7 +136,9 @@ fn qlinear_conv_chain(c: &ConvCase, seed: u64) -> (Network, TensorId, Tensor) {
     } else {
         (one, k(&mut net, "zw", zp(c.wt, zw)))
     };
-    let wc = net.add_layer("w_centered", dq(0), &[wi, ws, wz]).unwrap()[0];
+    let wc = net
+        .add_layer("w_centered", dq_op(0), &[wi, ws, wz])
+        .unwrap()[0];
     let mut inputs = vec![xc, wc];
     if c.bias {
         let b: Vec<f32> = (0..c.m)
@@ -186,9 +173,7 @@ fn qlinear_conv_chain(c: &ConvCase, seed: u64) -> (Network, TensorId, Tensor) {
         )
         .unwrap()[0];
     let zyi = k(&mut net, "zy", zp(c.yt, zy));
-    let y = net
-        .add_layer("q", quant(c.yt), &[scaled, one, zyi])
-        .unwrap()[0];
+    let y = net.add_layer("q", q_op(c.yt), &[scaled, one, zyi]).unwrap()[0];
     net.mark_output(y).unwrap();
     (net, xi, x)
 }
@@ -257,7 +242,7 @@ fn product_chain(
         k(&mut net, "sx", Tensor::scalar(0.02f32)),
         k(&mut net, "zx", zp(xt, zx)),
     );
-    let mut xf = net.add_layer("dq_x", dq(1), &[xi, sx, zxi]).unwrap()[0];
+    let mut xf = net.add_layer("dq_x", dq_op(1), &[xi, sx, zxi]).unwrap()[0];
     let zw = if wt == DataType::U8 { 127 } else { 0 };
     let axis = if gemm.is_some() { 0 } else { 1 };
     let (sw, zwi) = if per_channel {
@@ -271,7 +256,7 @@ fn product_chain(
     };
     let wi = k(&mut net, "w", wq);
     let (swi, zwi) = (k(&mut net, "sw", sw), k(&mut net, "zw", zwi));
-    let wf = net.add_layer("dq_w", dq(axis), &[wi, swi, zwi]).unwrap()[0];
+    let wf = net.add_layer("dq_w", dq_op(axis), &[wi, swi, zwi]).unwrap()[0];
     let mut t = if let Some(out_shape) = &gemm {
         let rows = elements / kk;
         xf = net
@@ -315,7 +300,7 @@ fn product_chain(
         k(&mut net, "sy", Tensor::scalar(sy)),
         k(&mut net, "zy", zp(xt, 9)),
     );
-    t = net.add_layer("q", quant(xt), &[t, syi, zyi]).unwrap()[0];
+    t = net.add_layer("q", q_op(xt), &[t, syi, zyi]).unwrap()[0];
     net.mark_output(t).unwrap();
     (net, xi, x)
 }
@@ -396,13 +381,13 @@ fn movement_chain(
         let xi = net.add_input(&format!("x{i}"), t.info().clone()).unwrap();
         ids.push(xi);
         deq.push(
-            net.add_layer(&format!("dq{i}"), dq(1), &[xi, si, zi])
+            net.add_layer(&format!("dq{i}"), dq_op(1), &[xi, si, zi])
                 .unwrap()[0],
         );
     }
     let t = net.add_layer("move", op, &deq).unwrap()[0];
     let so = k(&mut net, "s_out", Tensor::scalar(s_out));
-    let y = net.add_layer("q", quant(dt), &[t, so, zi]).unwrap()[0];
+    let y = net.add_layer("q", q_op(dt), &[t, so, zi]).unwrap()[0];
     net.mark_output(y).unwrap();
     (net, ids)
 }

@@ -40,6 +40,25 @@ impl Rng {
 }
 
 /// An 8-bit tensor (`dt` I8 or U8) of `dims` holding `bytes`.
+/// DequantizeLinear to f32 along `axis` (per-axis parameters; any axis for per-tensor).
+pub fn dq_op(axis: i64) -> Op {
+    Op::DequantizeLinear {
+        axis,
+        to: DataType::F32,
+        block_size: 0,
+    }
+}
+
+/// Saturating QuantizeLinear to `to` along axis 1.
+pub fn q_op(to: DataType) -> Op {
+    Op::QuantizeLinear {
+        axis: 1,
+        to,
+        block_size: 0,
+        saturate: true,
+    }
+}
+
 pub fn q8(dt: DataType, dims: &[usize], bytes: Vec<u8>) -> Tensor {
     Tensor::from_bytes(TensorInfo::new(dt, dims.to_vec()), &bytes).unwrap()
 }
