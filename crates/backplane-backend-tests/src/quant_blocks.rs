@@ -9,7 +9,7 @@ use backplane::core::ops::{AutoPad, BinaryOp, ConvDesc, UnaryOp, Window};
 use backplane::core::{Op, TensorId};
 use backplane::{DataType, Network, Tensor, TensorInfo};
 
-use super::quant_sweeps::QuantCase;
+use super::quant_sweeps::{bytes, QuantCase};
 
 fn err(e: impl std::fmt::Display) -> String {
     e.to_string()
@@ -18,16 +18,6 @@ fn err(e: impl std::fmt::Display) -> String {
 /// A scalar zero point of an 8-bit type.
 fn zero_point(dt: DataType, z: i32) -> Result<Tensor, String> {
     Tensor::from_f64_values(TensorInfo::new(dt, vec![]), &[f64::from(z)]).map_err(err)
-}
-
-/// An 8-bit tensor of random values over the whole range.
-pub(crate) fn bytes(r: &mut Rng, dt: DataType, dims: &[usize]) -> Result<Tensor, String> {
-    let (lo, hi) = if dt == DataType::I8 {
-        (-128.0, 128.0)
-    } else {
-        (0.0, 256.0)
-    };
-    r.tensor(dt, dims, lo, hi)
 }
 
 /// Builds the block's layers; each constant and layer named after its stage.
@@ -46,7 +36,27 @@ pub(crate) struct Q {
     pub(crate) channels: usize,
 }
 
-impl Block<'_> {
+impl<'a> Block<'a> {
+    /// A block whose input `x` is a channels-last image, transposed to NCHW as the TFLite
+    /// importer hands it to channels-first layers: the block and the transposed tensor.
+    pub(crate) fn nhwc_image(
+        r: &'a mut Rng,
+        dt: DataType,
+        x: &Tensor,
+    ) -> Result<(Block<'a>, TensorId), String> {
+        let mut b = Block {
+            net: Network::new(),
+            r,
+            dt,
+        };
+        let xi = b.net.add_input("x", x.info().clone()).map_err(err)?;
+        let to_nchw = Op::Transpose {
+            perm: vec![0, 3, 1, 2],
+        };
+        let xt = b.one("to_nchw", to_nchw, &[xi])?;
+        Ok((b, xt))
+    }
+
     pub(crate) fn one(
         &mut self,
         name: &str,
@@ -182,16 +192,7 @@ pub(crate) fn block(r: &mut Rng) -> Result<QuantCase, String> {
     let stride = r.pick(&[1, 1, 2]);
     let cout = r.pick(&[c, c, 5, 16]);
     let x = bytes(r, dt, &[n, h, w, c])?;
-    let mut b = Block {
-        net: Network::new(),
-        r,
-        dt,
-    };
-    let xi = b.net.add_input("x", x.info().clone()).map_err(err)?;
-    let to_nchw = Op::Transpose {
-        perm: vec![0, 3, 1, 2],
-    };
-    let xt = b.one("to_nchw", to_nchw, &[xi])?;
+    let (mut b, xt) = Block::nhwc_image(r, dt, &x)?;
     let zx = if dt == DataType::I8 { 3 } else { 125 };
     let x0 = Q {
         t: xt,
@@ -245,16 +246,7 @@ pub(crate) fn squeeze_excite(r: &mut Rng) -> Result<QuantCase, String> {
     let silu = r.below(2) == 0;
     let global = r.below(2) == 0;
     let x = bytes(r, dt, &[n, h, w, c])?;
-    let mut b = Block {
-        net: Network::new(),
-        r,
-        dt,
-    };
-    let xi = b.net.add_input("x", x.info().clone()).map_err(err)?;
-    let to_nchw = Op::Transpose {
-        perm: vec![0, 3, 1, 2],
-    };
-    let xt = b.one("to_nchw", to_nchw, &[xi])?;
+    let (mut b, xt) = Block::nhwc_image(r, dt, &x)?;
     let zx = if dt == DataType::I8 { -5 } else { 120 };
     let x0 = Q {
         t: xt,
