@@ -6,30 +6,17 @@
 
 mod support;
 
-use backplane::{npy, BackendId, DataType, OptimizerOptions, Runtime, Tensor};
+use backplane::{BackendId, DataType, OptimizerOptions, Runtime, Tensor};
 use std::path::{Path, PathBuf};
-use support::repo;
+use support::{read_npys, repo, tflite_cases};
 
 fn cases() -> Vec<PathBuf> {
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(repo().join("testdata/tflite"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.join("model.tflite").is_file())
-        .collect();
-    dirs.sort();
+    let dirs = tflite_cases(&repo().join("testdata/tflite"));
     assert!(
         dirs.len() >= 4,
         "expected the committed test models, found {dirs:?}"
     );
     dirs
-}
-
-fn read_all(dir: &Path, prefix: &str) -> Vec<Tensor> {
-    (0..)
-        .map(|k| dir.join(format!("{prefix}_{k}.npy")))
-        .take_while(|p| p.is_file())
-        .map(|p| npy::read_file(&p).unwrap())
-        .collect()
 }
 
 /// Run the case on the given backends; returns the outputs.
@@ -44,7 +31,7 @@ fn run(rt: &Runtime, dir: &Path, backends: &[&str]) -> Vec<Tensor> {
         .optimize(&network, &OptimizerOptions::new(prefs))
         .unwrap();
     let id = rt.load_network(opt).unwrap();
-    let inputs = read_all(dir, "input");
+    let inputs = read_npys(dir, "input");
     let names: Vec<String> = network
         .inputs()
         .iter()
@@ -71,7 +58,7 @@ fn check(dir: &Path, got: &[Tensor]) -> usize {
         .iter()
         .find(|(c, _)| *c == case)
         .map_or(1.0, |(_, b)| *b);
-    let want = read_all(dir, "output");
+    let want = read_npys(dir, "output");
     assert_eq!(got.len(), want.len(), "{}", dir.display());
     let mut off = 0;
     for (k, (g, w)) in got.iter().zip(&want).enumerate() {
@@ -198,12 +185,7 @@ fn big_models_match_litert() {
         panic!("set BACKPLANE_TFLITE_MODELS to the folder of the --big models");
     };
     let rt = backplane::RuntimeBuilder::new().build().unwrap();
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(root)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.join("model.tflite").is_file())
-        .collect();
-    dirs.sort();
+    let dirs = tflite_cases(std::path::Path::new(&root));
     assert!(!dirs.is_empty());
     for dir in dirs {
         for backends in [&["CpuRef"][..], &["CpuAcc", "CpuRef"][..]] {

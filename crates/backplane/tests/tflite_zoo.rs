@@ -7,30 +7,11 @@
 
 mod support;
 
-use backplane::{npy, BackendId, DataType, OptimizerOptions, Runtime, Tensor};
-use std::path::{Path, PathBuf};
-use support::repo;
+use backplane::{BackendId, DataType, OptimizerOptions, Runtime, Tensor};
+use std::path::Path;
+use support::{read_npys, repo, tflite_cases};
 
 const BACKENDS: [&[&str]; 2] = [&["CpuRef"], &["CpuAcc", "CpuRef"]];
-
-/// The case folders under `root` (a `model.tflite` each), sorted.
-fn cases(root: &Path) -> Vec<PathBuf> {
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(root)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.join("model.tflite").is_file())
-        .collect();
-    dirs.sort();
-    dirs
-}
-
-fn read_all(dir: &Path, prefix: &str) -> Vec<Tensor> {
-    (0..)
-        .map(|k| dir.join(format!("{prefix}_{k}.npy")))
-        .take_while(|p| p.is_file())
-        .map(|p| npy::read_file(&p).unwrap())
-        .collect()
-}
 
 /// Import, optimize, load and run the case on `backends`; an error as text.
 fn run(rt: &Runtime, dir: &Path, backends: &[&str]) -> Result<Vec<Tensor>, String> {
@@ -44,7 +25,7 @@ fn run(rt: &Runtime, dir: &Path, backends: &[&str]) -> Result<Vec<Tensor>, Strin
         .optimize(&network, &OptimizerOptions::new(prefs))
         .map_err(|e| format!("optimize: {e}"))?;
     let id = rt.load_network(opt).map_err(|e| format!("load: {e}"))?;
-    let inputs = read_all(dir, "input");
+    let inputs = read_npys(dir, "input");
     let names: Vec<String> = network
         .inputs()
         .iter()
@@ -96,7 +77,7 @@ fn spreads(dir: &Path) -> Vec<f64> {
 
 /// Compare with LiteRT's outputs (types and shapes must agree).
 fn agreement(dir: &Path, got: &[Tensor]) -> Result<Agreement, String> {
-    let want = read_all(dir, "output");
+    let want = read_npys(dir, "output");
     if got.len() != want.len() {
         return Err(format!("{} outputs, LiteRT {}", got.len(), want.len()));
     }
@@ -188,7 +169,7 @@ fn describe(r: &Result<Agreement, String>) -> String {
 #[test]
 fn committed_zoo_models_match_litert_on_cpu_ref_and_cpu_acc() {
     let rt = backplane::RuntimeBuilder::new().build().unwrap();
-    let dirs = cases(&repo().join("testdata/tflite/zoo"));
+    let dirs = tflite_cases(&repo().join("testdata/tflite/zoo"));
     assert!(
         dirs.iter().any(|d| d.to_string_lossy().contains("mp_")),
         "expected a trained mediapipe model among {dirs:?}"
@@ -275,7 +256,7 @@ fn built_zoo_models_match_litert() {
     let only = std::env::var("BACKPLANE_TFLITE_ZOO_ONLY").unwrap_or_default();
     let rt = backplane::RuntimeBuilder::new().build().unwrap();
     let mut failed = Vec::new();
-    let dirs = cases(Path::new(&root));
+    let dirs = tflite_cases(Path::new(&root));
     assert!(!dirs.is_empty());
     for dir in dirs {
         let case = dir.file_name().unwrap().to_string_lossy().into_owned();

@@ -18,6 +18,27 @@ pub fn compare(actual: &Tensor, expected: &Tensor, rtol: f64, atol: f64) -> Resu
         .map_err(|m| m.message)
 }
 
+/// The case folders under `root` holding a `model.tflite` each (laid out as
+/// testdata/tflite's: `input_<k>.npy`, `output_<k>.npy` beside it), sorted.
+pub fn tflite_cases(root: &std::path::Path) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(root)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.join("model.tflite").is_file())
+        .collect();
+    dirs.sort();
+    dirs
+}
+
+/// The tensors `<prefix>_0.npy`, `<prefix>_1.npy`, ... of a case folder, until one is missing.
+pub fn read_npys(dir: &std::path::Path, prefix: &str) -> Vec<Tensor> {
+    (0..)
+        .map(|k| dir.join(format!("{prefix}_{k}.npy")))
+        .take_while(|p| p.is_file())
+        .map(|p| backplane::npy::read_file(&p).unwrap())
+        .collect()
+}
+
 /// The dynamic BERT-tiny test model (testdata/dynamic/bert_tiny.onnx) served by `rt` with
 /// these backends in order of preference.
 pub fn bert_tiny_on<'r>(
