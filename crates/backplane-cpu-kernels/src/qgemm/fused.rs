@@ -65,7 +65,7 @@ impl ColumnRequant {
 
 /// One sum requantized, as [`super::requantize_channels`] does it.
 #[inline(always)]
-fn requant_one(sum: i32, bias: i32, scale: f32, r: RequantRange) -> u8 {
+pub(super) fn requant_one(sum: i32, bias: i32, scale: f32, r: RequantRange) -> u8 {
     let v = (sum.wrapping_add(bias) as f32 * scale).max(r.lo).min(r.hi);
     (rounded_int(v) + r.zero as i32) as u8
 }

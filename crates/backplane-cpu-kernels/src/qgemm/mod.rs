@@ -44,6 +44,11 @@ pub mod depthwise;
 pub mod fused;
 #[cfg(test)]
 mod fused_tests;
+#[cfg(test)]
+mod quad_tests;
+pub mod quads;
+#[cfg(target_arch = "x86_64")]
+mod quads_avx512;
 pub mod requant;
 #[cfg(test)]
 mod tests;
@@ -55,6 +60,10 @@ pub(crate) use channels::{accumulate_products, requantize_channels};
 pub use channels::{center_i8, center_u8, RequantRange};
 pub use depthwise::{depthwise_row, depthwise_row_on, DwRequant, DwTaps};
 pub use fused::{qgemm_requantized, qgemm_requantized_on, ColumnRequant};
+pub use quads::{
+    has_quad_tile, quad_at, quad_gemm_requantized, quad_gemm_requantized_on, quads_in_use,
+    QuadPackedB, QUAD_ROWS,
+};
 pub use requant::{accumulate_taps, requant_scale, requantize_f32, FloatRequant};
 
 /// Columns per packed panel of B (two AVX2 vectors of eight int32 sums).

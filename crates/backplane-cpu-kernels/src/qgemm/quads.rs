@@ -1,0 +1,367 @@
+//! The byte GEMM of AVX-512 VNNI's `vpdpbusd`: A as unsigned bytes, B as signed bytes packed
+//! in quads (four consecutive K steps of a column in one 32-bit lane), four products summed
+//! into each int32 lane per instruction, with no intermediate saturation (each u8·i8 product
+//! and the sum of four fit easily; the lane adds wrap as int32 adds do).
+//!
+//! The quantized layers' operands become bytes this way: activations `u8` as they are,
+//! `i8` flipped to `x ^ 0x80 = x + 128`; weights centered on their zero point, when every
+//! centered weight fits i8 (per-channel symmetric TFLite weights, ONNX `s8` weights, `u8`
+//! weights of zero point 128), else a layer keeps the 16-bit pair GEMM ([`super::QPackedB`]).
+//! The activations' zero point `za` (plus 128 for i8) is not subtracted from A; instead
+//! `Σ (a − za)·w = Σ a·w − za·Σ w`, so the term `za·Σ w` of each column is folded into its
+//! bias once ([`QuadPackedB::folded_bias`]). The int32 result is the pair GEMM's to the bit
+//! (the same sum modulo 2³², and the requantization adds the bias wrapping), so the bytes
+//! are those of [`super::qgemm_requantized`] on every tier.
+//!
+//! Tiles: up to [`QUAD_ROWS`] rows of A against up to four panels of [`QNR`] columns (one
+//! 512-bit accumulator per row and panel). Only the AVX-512 VNNI tier has a vector tile
+//! ([`super::quads_avx512`]); the others run a plain Rust tile, so callers choose this path
+//! where [`quads_in_use`] says so and keep the pair GEMM elsewhere. Not written: the
+//! 256-bit AVX-VNNI tile (CPUs with AVX-VNNI but no AVX-512).
+
+use super::fused::{requant_one, ColumnRequant};
+use super::{Int8Isa, QNR};
+use std::ops::Range;
+
+/// The most rows of A per quad tile.
+pub const QUAD_ROWS: usize = 12;
+/// The most panels per quad tile (taken when the tile has few rows, so that enough
+/// independent accumulators hide the instruction's latency).
+pub(super) const QUAD_PANELS: usize = 4;
+
+/// True when the int8 tier in use has a `vpdpbusd` tile: the layers that can should then
+/// pack their weights with [`QuadPackedB`] and call [`quad_gemm_requantized`].
+pub fn quads_in_use() -> bool {
+    has_quad_tile(crate::isa::int8_in_use())
+}
+
+/// True when tier `isa` runs a vector tile for the byte GEMM.
+pub fn has_quad_tile(isa: Int8Isa) -> bool {
+    matches!(isa, Int8Isa::Avx512Vnni)
+}
+
+/// B (`depth × cols`, signed bytes) packed for [`quad_gemm_requantized`]: panels of [`QNR`]
+/// columns, each `depth_padded / 4` quads of 64 bytes (column `jj`'s four K steps at
+/// `4·jj ..`), zero past the depth and the columns; and each column's sum.
+#[derive(Debug, Clone)]
+pub struct QuadPackedB {
+    data: Vec<i8>,
+    sums: Vec<i32>,
+    depth: usize,
+    cols: usize,
+}
+
+/// Where `B[k][p·QNR + jj]` lies inside panel `p` of a [`QuadPackedB`].
+#[inline]
+pub fn quad_at(k: usize, jj: usize) -> usize {
+    (k / 4) * 4 * QNR + 4 * jj + k % 4
+}
+
+impl QuadPackedB {
+    /// Pack `b(k, j)` for `k < depth`, `j < cols` (centered weights). `None` when a value
+    /// does not fit i8 (the layer then keeps the pair GEMM), or the size overflows or
+    /// cannot be allocated.
+    pub fn pack(depth: usize, cols: usize, b: impl Fn(usize, usize) -> i16) -> Option<Self> {
+        let kq = depth.checked_add(3)? / 4 * 4;
+        let panels = cols.div_ceil(QNR);
+        let len = panels.checked_mul(kq)?.checked_mul(QNR)?;
+        let mut data = Vec::new();
+        data.try_reserve_exact(len).ok()?;
+        data.resize(len, 0i8);
+        let mut sums = Vec::new();
+        sums.try_reserve_exact(cols).ok()?;
+        sums.resize(cols, 0i32);
+        for (j, sum) in sums.iter_mut().enumerate() {
+            let panel = &mut data[(j / QNR) * kq * QNR..][..kq * QNR];
+            let mut s = 0i64;
+            for k in 0..depth {
+                let v = i8::try_from(b(k, j)).ok()?;
+                panel[quad_at(k, j % QNR)] = v;
+                s += i64::from(v);
+            }
+            // |s| ≤ 128·depth; a depth past 2²⁴ wraps, as the sums themselves do.
+            *sum = s as i32;
+        }
+        Some(QuadPackedB {
+            data,
+            sums,
+            depth,
+            cols,
+        })
+    }
+
+    /// The depth K.
+    pub fn depth(&self) -> usize {
+        self.depth
+    }
+
+    /// The depth rounded up to a multiple of four: the bytes each row of A must hold (any
+    /// values past K: their weights are zero).
+    pub fn depth_padded(&self) -> usize {
+        self.depth.div_ceil(4) * 4
+    }
+
+    /// The number of columns N.
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// Each column's sum of weights.
+    pub fn column_sums(&self) -> &[i32] {
+        &self.sums
+    }
+
+    /// `bias[j] − zero · Σ_k B[k][j]` (wrapping, as the requantization adds it): the bias
+    /// that makes the sums of uncentered A rows (zero point `zero`) those of centered ones.
+    /// `None` when `bias` is not one per column or the copy cannot be allocated.
+    pub fn folded_bias(&self, bias: &[i32], zero: i32) -> Option<Vec<i32>> {
+        if bias.len() != self.cols {
+            return None;
+        }
+        let mut out = Vec::new();
+        out.try_reserve_exact(bias.len()).ok()?;
+        out.extend(
+            bias.iter()
+                .zip(&self.sums)
+                .map(|(&b, &s)| b.wrapping_sub(zero.wrapping_mul(s))),
+        );
+        Some(out)
+    }
+
+    /// Panels `p .. p + n` (contiguous).
+    pub(super) fn panels(&self, p: usize, n: usize) -> &[i8] {
+        let size = self.depth_padded() * QNR;
+        &self.data[p * size..(p + n) * size]
+    }
+}
+
+/// The byte GEMM with its requantization: `out[i·ldo + j − panels.start·QNR] =
+/// requant_j(Σ_k A[i][k] · B[k][j])` for `i < rows` and the columns `j` of `panels`, A rows
+/// of unsigned bytes at pitch `lda`, each readable for `b.depth_padded()` bytes (a row may
+/// run into the next one: the bytes past the depth meet zero weights). Returns `false`,
+/// computing nothing, when a slice is too short, `ldo` narrower than the columns, or the
+/// panel range past B's or `rq`'s.
+#[allow(clippy::too_many_arguments)]
+pub fn quad_gemm_requantized(
+    a: &[u8],
+    lda: usize,
+    rows: usize,
+    b: &QuadPackedB,
+    panels: Range<usize>,
+    rq: &ColumnRequant,
+    out: &mut [u8],
+    ldo: usize,
+) -> bool {
+    let isa = crate::isa::int8_in_use();
+    quad_gemm_requantized_on(isa, a, lda, rows, b, panels, rq, out, ldo)
+}
+
+/// [`quad_gemm_requantized`] on tier `isa` (tests, A/B timings); tiers without a vector
+/// tile ([`has_quad_tile`]) run the plain Rust one. Returns `false`, computing nothing, also
+/// when this CPU lacks `isa`.
+#[allow(clippy::too_many_arguments)]
+pub fn quad_gemm_requantized_on(
+    isa: Int8Isa,
+    a: &[u8],
+    lda: usize,
+    rows: usize,
+    b: &QuadPackedB,
+    panels: Range<usize>,
+    rq: &ColumnRequant,
+    out: &mut [u8],
+    ldo: usize,
+) -> bool {
+    if !isa.available() {
+        return false;
+    }
+    let all = b.cols.div_ceil(QNR);
+    if panels.start > panels.end || panels.end > all || panels.end > rq.panels() {
+        return false;
+    }
+    let first = panels.start * QNR;
+    let n = (panels.end * QNR).min(b.cols).saturating_sub(first);
+    if n == 0 || rows == 0 {
+        return true;
+    }
+    let kq = b.depth_padded();
+    let a_need = (rows - 1).checked_mul(lda).and_then(|v| v.checked_add(kq));
+    let o_need = (rows - 1).checked_mul(ldo).and_then(|v| v.checked_add(n));
+    let fits = matches!((a_need, o_need), (Some(an), Some(on)) if an <= a.len() && on <= out.len());
+    if !fits || ldo < n {
+        return false;
+    }
+    let mut bytes = [[0u8; QNR * QUAD_PANELS]; QUAD_ROWS];
+    let mut i = 0;
+    while i < rows {
+        let r = (rows - i).min(QUAD_ROWS);
+        let a_rows = &a[i * lda..];
+        let mut p = panels.start;
+        while p < panels.end {
+            // Few rows: more panels per tile, for more independent accumulators.
+            let np = (panels.end - p).min(if r <= 4 { QUAD_PANELS } else { 2 });
+            tile_bytes(isa, a_rows, lda, r, b, p, np, rq, &mut bytes);
+            let j0 = p * QNR - first;
+            let width = (b.cols - p * QNR).min(np * QNR);
+            for (rr, row) in bytes.iter().enumerate().take(r) {
+                let at = (i + rr) * ldo + j0;
+                out[at..at + width].copy_from_slice(&row[..width]);
+            }
+            p += np;
+        }
+        i += r;
+    }
+    true
+}
+
+/// One tile's requantized bytes: `r` rows (at most [`QUAD_ROWS`]) against panels
+/// `p .. p + np` (`np` at most [`QUAD_PANELS`]), panel `pp`'s bytes at `bytes[row][16·pp ..]`.
+/// The caller checked the operands' extents and that the CPU has `isa`.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+fn tile_bytes(
+    isa: Int8Isa,
+    a: &[u8],
+    lda: usize,
+    r: usize,
+    b: &QuadPackedB,
+    p: usize,
+    np: usize,
+    rq: &ColumnRequant,
+    bytes: &mut [[u8; QNR * QUAD_PANELS]; QUAD_ROWS],
+) {
+    let kq = b.depth_padded();
+    let panels = b.panels(p, np);
+    #[cfg(target_arch = "x86_64")]
+    if isa == Int8Isa::Avx512Vnni {
+        // SAFETY: the CPU has AVX-512F, BW and VNNI (the tier, checked by the entry point);
+        // the entry point checked that `r` rows of `kq` bytes at pitch `lda` lie in `a`;
+        // `panels` holds `np` panels of `kq · QNR` bytes and `p .. p + np` are panels of
+        // `rq` (both checked against the range).
+        unsafe {
+            super::quads_avx512::tile_requant(
+                a.as_ptr(),
+                lda,
+                r,
+                kq,
+                panels.as_ptr(),
+                np,
+                rq,
+                p,
+                bytes,
+            )
+        };
+        return;
+    }
+    let _ = isa;
+    portable_tile(a, lda, r, kq, panels, np, rq, p, bytes);
+}
+
+/// The plain Rust tile: the same sums (wrapping, as the vector lanes add), the same
+/// requantization.
+#[allow(clippy::too_many_arguments)]
+fn portable_tile(
+    a: &[u8],
+    lda: usize,
+    r: usize,
+    kq: usize,
+    panels: &[i8],
+    np: usize,
+    rq: &ColumnRequant,
+    p: usize,
+    bytes: &mut [[u8; QNR * QUAD_PANELS]; QUAD_ROWS],
+) {
+    for (rr, out) in bytes.iter_mut().enumerate().take(r) {
+        let row = &a[rr * lda..][..kq];
+        for pp in 0..np {
+            let panel = &panels[pp * kq * QNR..][..kq * QNR];
+            let mut sums = [0i32; QNR];
+            for (quad, bs) in row.chunks_exact(4).zip(panel.chunks_exact(4 * QNR)) {
+                for (j, s) in sums.iter_mut().enumerate() {
+                    let dot: i32 = (0..4)
+                        .map(|t| i32::from(quad[t]) * i32::from(bs[4 * j + t]))
+                        .sum();
+                    *s = s.wrapping_add(dot);
+                }
+            }
+            let (bias, scale) = rq.panel(p + pp);
+            for (j, &s) in sums.iter().enumerate() {
+                out[pp * QNR + j] = requant_one(s, bias[j], scale[j], rq.range());
+            }
+        }
+    }
+}
+
+/// The int32 sums `c[i·ldc + j] = Σ_k A[i][k] · B[k][j]` of every column, on tier `isa`,
+/// through the tiles' accumulation (1, 2 or 4 panels at a time, as the requantizing GEMM
+/// takes them): the tests' exact comparison. `false` when an extent does not fit or the CPU
+/// lacks `isa`.
+#[cfg(test)]
+pub(super) fn quad_sums_on(
+    isa: Int8Isa,
+    a: &[u8],
+    lda: usize,
+    rows: usize,
+    b: &QuadPackedB,
+    c: &mut [i32],
+    ldc: usize,
+) -> bool {
+    let kq = b.depth_padded();
+    let n = b.cols;
+    if !isa.available() || rows == 0 || n == 0 {
+        return isa.available();
+    }
+    if (rows - 1) * lda + kq > a.len() || (rows - 1) * ldc + n > c.len() || ldc < n {
+        return false;
+    }
+    let all = n.div_ceil(QNR);
+    let mut tile = [[0i32; QNR * QUAD_PANELS]; QUAD_ROWS];
+    let mut i = 0;
+    while i < rows {
+        let r = (rows - i).min(QUAD_ROWS);
+        let mut p = 0;
+        while p < all {
+            let np = if r <= 4 && all - p >= 4 {
+                4
+            } else {
+                (all - p).min(2)
+            };
+            let panels = b.panels(p, np);
+            let a_rows = &a[i * lda..];
+            #[cfg(target_arch = "x86_64")]
+            if isa == Int8Isa::Avx512Vnni {
+                // SAFETY: the tier's features are present (checked above); the extents of
+                // `a` and of the `np` panels were checked above.
+                unsafe {
+                    super::quads_avx512::tile_sums(
+                        a_rows.as_ptr(),
+                        lda,
+                        r,
+                        kq,
+                        panels.as_ptr(),
+                        np,
+                        &mut tile,
+                    )
+                };
+            }
+            if !has_quad_tile(isa) {
+                for (rr, out) in tile.iter_mut().enumerate().take(r) {
+                    let row = &a_rows[rr * lda..][..kq];
+                    for (j, s) in out.iter_mut().enumerate().take(np * QNR) {
+                        let panel = &panels[(j / QNR) * kq * QNR..][..kq * QNR];
+                        *s = (0..kq).fold(0i32, |acc, k| {
+                            let w = i32::from(panel[quad_at(k, j % QNR)]);
+                            acc.wrapping_add(i32::from(row[k]) * w)
+                        });
+                    }
+                }
+            }
+            let width = (n - p * QNR).min(np * QNR);
+            for (rr, out) in tile.iter().enumerate().take(r) {
+                c[(i + rr) * ldc + p * QNR..][..width].copy_from_slice(&out[..width]);
+            }
+            p += np;
+        }
+        i += r;
+    }
+    true
+}

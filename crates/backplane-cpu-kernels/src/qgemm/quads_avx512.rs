@@ -1,0 +1,237 @@
+//! The AVX-512 VNNI tile of the byte GEMM ([`super::quads`]): `R` rows of A (unsigned
+//! bytes) against `P` panels of 16 columns (signed bytes in quads), one 512-bit accumulator
+//! per row and panel. Per quad of K steps: one 64-byte vector per panel, one broadcast of
+//! four bytes per row, one `vpdpbusd` per row and panel (the broadcast serves `P` of them,
+//! the panel vector `R`). Up to twelve rows by two panels (24 accumulators, two panel
+//! vectors and a broadcast: 27 of the 32 registers); four panels when the tile has at most
+//! four rows (a fully connected layer's one row), since each accumulator is a dependency
+//! chain through an instruction of several cycles' latency.
+//!
+//! The sums are requantized in registers with the pair tiles' operations
+//! ([`super::avx512::requant16`]), so the bytes are theirs.
+
+use super::avx512::{requant16, Consts};
+use super::fused::ColumnRequant;
+use super::quads::{QUAD_PANELS, QUAD_ROWS};
+use super::QNR;
+use std::arch::x86_64::*;
+
+/// `R` rows against `P` panels, requantized into `bytes[row][16·(off + pp) ..]`.
+/// Safety: AVX-512F, BW and VNNI present; `a` readable for `(R−1)·lda + kq` bytes, `kq` a
+/// multiple of 4; `panels` readable for `P · kq · 16` bytes; `p .. p + P` panels of `rq`;
+/// `off + P` at most [`QUAD_PANELS`], `R` at most [`QUAD_ROWS`].
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+#[allow(clippy::too_many_arguments)]
+#[inline]
+unsafe fn rows_requant<const R: usize, const P: usize>(
+    a: *const u8,
+    lda: usize,
+    kq: usize,
+    panels: *const i8,
+    rq: &ColumnRequant,
+    p: usize,
+    off: usize,
+    bytes: &mut [[u8; QNR * QUAD_PANELS]; QUAD_ROWS],
+) {
+    // SAFETY: forwarded contract.
+    let acc = unsafe { sums::<R, P>(a, lda, kq, panels) };
+    let k = Consts::new(rq.range());
+    for pp in 0..P {
+        let (bias, scale) = rq.panel(p + pp);
+        // SAFETY: `panel` returns QNR = 16 values of each, one vector.
+        let (bias, scale) = unsafe {
+            (
+                _mm512_loadu_si512(bias.as_ptr().cast()),
+                _mm512_loadu_ps(scale.as_ptr()),
+            )
+        };
+        for (row, out) in acc.iter().zip(bytes.iter_mut()) {
+            // `vpmovdb`: each lane's low byte.
+            let b = _mm512_cvtepi32_epi8(requant16(row[pp], bias, scale, &k));
+            let dst = &mut out[(off + pp) * QNR..][..QNR];
+            // SAFETY: `dst` holds 16 bytes, one 128-bit vector.
+            unsafe { _mm_storeu_si128(dst.as_mut_ptr().cast(), b) };
+        }
+    }
+}
+
+/// One instantiation of `$f` per row count (1 ..= 12) for `$p` panels.
+macro_rules! by_rows {
+    ($f:ident, $p:literal, $r:expr, $($arg:expr),*) => {
+        // SAFETY: the caller's contract, for the row count each arm reads.
+        unsafe {
+            match $r {
+                0 => {}
+                1 => $f::<1, $p>($($arg),*),
+                2 => $f::<2, $p>($($arg),*),
+                3 => $f::<3, $p>($($arg),*),
+                4 => $f::<4, $p>($($arg),*),
+                5 => $f::<5, $p>($($arg),*),
+                6 => $f::<6, $p>($($arg),*),
+                7 => $f::<7, $p>($($arg),*),
+                8 => $f::<8, $p>($($arg),*),
+                9 => $f::<9, $p>($($arg),*),
+                10 => $f::<10, $p>($($arg),*),
+                11 => $f::<11, $p>($($arg),*),
+                _ => $f::<12, $p>($($arg),*),
+            }
+        }
+    };
+}
+
+/// The sums of `R` rows against `P` panels, one vector per row and panel. Safety: AVX-512F,
+/// BW and VNNI present; `a` readable for `(R−1)·lda + kq` bytes, `kq` a multiple of 4;
+/// `panels` readable for `P · kq · 16` bytes.
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+#[inline]
+unsafe fn sums<const R: usize, const P: usize>(
+    a: *const u8,
+    lda: usize,
+    kq: usize,
+    panels: *const i8,
+) -> [[__m512i; P]; R] {
+    let size = kq * QNR;
+    let mut acc = [[_mm512_setzero_si512(); P]; R];
+    for q in 0..kq / 4 {
+        let mut bv = [_mm512_setzero_si512(); P];
+        for (pp, v) in bv.iter_mut().enumerate() {
+            // SAFETY: pp < P and q < kq/4: the 64 bytes at pp·size + 64·q lie in the panels.
+            *v = unsafe { _mm512_loadu_si512(panels.add(pp * size + q * 4 * QNR).cast()) };
+        }
+        for (rr, row) in acc.iter_mut().enumerate() {
+            // SAFETY: row rr < R reads bytes 4q .. 4q + 4 ≤ kq of its row.
+            let x = unsafe { a.add(rr * lda + 4 * q).cast::<i32>().read_unaligned() };
+            let x = _mm512_set1_epi32(x);
+            for (s, &v) in row.iter_mut().zip(&bv) {
+                *s = _mm512_dpbusd_epi32(*s, x, v);
+            }
+        }
+    }
+    acc
+}
+
+/// The int32 sums of `R` rows against `P` panels into `out[row][16·pp ..]`, for the tests'
+/// exact comparison. Safety: as [`sums`], `R` at most [`QUAD_ROWS`], `P` at most
+/// [`QUAD_PANELS`].
+#[cfg(test)]
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+unsafe fn rows_sums<const R: usize, const P: usize>(
+    a: *const u8,
+    lda: usize,
+    kq: usize,
+    panels: *const i8,
+    out: &mut [[i32; QNR * QUAD_PANELS]; QUAD_ROWS],
+) {
+    // SAFETY: forwarded contract.
+    let acc = unsafe { sums::<R, P>(a, lda, kq, panels) };
+    for (row, o) in acc.iter().zip(out.iter_mut()) {
+        for (pp, &v) in row.iter().enumerate() {
+            let dst = &mut o[pp * QNR..][..QNR];
+            // SAFETY: `dst` holds 16 int32, one vector.
+            unsafe { _mm512_storeu_si512(dst.as_mut_ptr().cast(), v) };
+        }
+    }
+}
+
+/// The sums of `r` rows (1 ..= 12) against `np` panels (1, 2 or 4; others take 1) into
+/// `out[row][16·pp ..]`, the instantiations the requantizing tile runs. Safety: as
+/// [`tile_requant`].
+#[cfg(test)]
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+pub(super) unsafe fn tile_sums(
+    a: *const u8,
+    lda: usize,
+    r: usize,
+    kq: usize,
+    panels: *const i8,
+    np: usize,
+    out: &mut [[i32; QNR * QUAD_PANELS]; QUAD_ROWS],
+) {
+    match np {
+        4 => by_rows!(rows_sums, 4, r.min(4), a, lda, kq, panels, out),
+        2 => by_rows!(rows_sums, 2, r, a, lda, kq, panels, out),
+        _ => by_rows!(rows_sums, 1, r, a, lda, kq, panels, out),
+    }
+}
+
+/// The requantized bytes of `r` rows (1 ..= [`QUAD_ROWS`]; more are cut) against panels
+/// `p .. p + np` (1 ..= [`QUAD_PANELS`]), panel `pp`'s into `bytes[row][16·pp ..]`.
+/// Safety: AVX-512F, BW and VNNI present; `a` readable for `(r−1)·lda + kq` bytes, `kq` a
+/// multiple of 4; `panels` readable for `np · kq · 16` bytes; `p .. p + np` panels of `rq`.
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+#[allow(clippy::too_many_arguments)]
+pub(super) unsafe fn tile_requant(
+    a: *const u8,
+    lda: usize,
+    r: usize,
+    kq: usize,
+    panels: *const i8,
+    np: usize,
+    rq: &ColumnRequant,
+    p: usize,
+    bytes: &mut [[u8; QNR * QUAD_PANELS]; QUAD_ROWS],
+) {
+    let r = r.min(QUAD_ROWS);
+    let np = np.min(QUAD_PANELS);
+    if r == 0 {
+        return;
+    }
+    let size = kq * QNR;
+    match (np, r <= 4) {
+        (3 | 4, true) => {
+            // SAFETY: the caller's contract, for the rows and panels each arm reads.
+            unsafe {
+                match (np, r) {
+                    (4, 1) => rows_requant::<1, 4>(a, lda, kq, panels, rq, p, 0, bytes),
+                    (4, 2) => rows_requant::<2, 4>(a, lda, kq, panels, rq, p, 0, bytes),
+                    (4, 3) => rows_requant::<3, 4>(a, lda, kq, panels, rq, p, 0, bytes),
+                    (4, _) => rows_requant::<4, 4>(a, lda, kq, panels, rq, p, 0, bytes),
+                    (_, 1) => rows_requant::<1, 3>(a, lda, kq, panels, rq, p, 0, bytes),
+                    (_, 2) => rows_requant::<2, 3>(a, lda, kq, panels, rq, p, 0, bytes),
+                    (_, 3) => rows_requant::<3, 3>(a, lda, kq, panels, rq, p, 0, bytes),
+                    _ => rows_requant::<4, 3>(a, lda, kq, panels, rq, p, 0, bytes),
+                }
+            }
+        }
+        (1, _) => by_rows!(rows_requant, 1, r, a, lda, kq, panels, rq, p, 0, bytes),
+        _ => {
+            // Two panels at a time (and a last single one).
+            let mut pp = 0;
+            while pp < np {
+                // SAFETY: pp < np, so the panel at pp·size lies in `panels`.
+                let at = unsafe { panels.add(pp * size) };
+                if np - pp >= 2 {
+                    by_rows!(
+                        rows_requant,
+                        2,
+                        r,
+                        a,
+                        lda,
+                        kq,
+                        at,
+                        rq,
+                        p + pp,
+                        pp,
+                        &mut *bytes
+                    );
+                    pp += 2;
+                } else {
+                    by_rows!(
+                        rows_requant,
+                        1,
+                        r,
+                        a,
+                        lda,
+                        kq,
+                        at,
+                        rq,
+                        p + pp,
+                        pp,
+                        &mut *bytes
+                    );
+                    pp += 1;
+                }
+            }
+        }
+    }
+}
