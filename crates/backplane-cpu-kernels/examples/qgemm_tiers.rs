@@ -3,12 +3,15 @@
 //! and the int8 3×3 depthwise output row (`depthwise_row_on`) on its rows (width × channels
 //! values), on every integer tier this CPU has, in one process:
 //! `cargo run --release -p backplane-cpu-kernels --example qgemm_tiers`.
-//! Each tier's bytes are checked against the portable tier's before it is timed.
+//! Each tier's bytes are checked against the portable tier's before it is timed. The byte
+//! GEMM (`quad_gemm_requantized_on`, `vpdpbusd`) is timed on the tiers with a vector tile
+//! for it (column `quads`), on the same operands made unsigned with the zero point folded
+//! into the bias, its bytes checked against the pair GEMM's.
 
 use backplane_cpu_kernels::isa::{int8_isa, isa};
 use backplane_cpu_kernels::qgemm::{
-    depthwise_row_on, qgemm_requantized_on, ColumnRequant, DwRequant, DwTaps, Int8Isa, QPackedB,
-    RequantRange, QNR,
+    depthwise_row_on, has_quad_tile, qgemm_requantized_on, quad_gemm_requantized_on, ColumnRequant,
+    DwRequant, DwTaps, Int8Isa, QPackedB, QuadPackedB, RequantRange, QNR,
 };
 use std::hint::black_box;
 use std::time::Instant;
@@ -108,6 +111,61 @@ fn main() -> Result<(), String> {
             line += &format!(
                 "  {}: {:>8.1} us {:>6.1} GMAC/s",
                 t.name(),
+                best * 1e6,
+                macs / best / 1e9
+            );
+        }
+        // The byte GEMM: A as unsigned bytes (the centered values plus 128, clamped to a
+        // byte) with zero point 128, B the weights clamped to i8.
+        let qb = QuadPackedB::pack(k, n, |kk, j| b_raw[kk * n + j].clamp(-128, 127))
+            .ok_or("quad pack")?;
+        let pb = QPackedB::pack(k, n, |kk, j| b_raw[kk * n + j].clamp(-128, 127)).ok_or("pack")?;
+        let kq = qb.depth_padded();
+        let mut a8 = vec![0u8; m * kq];
+        let mut a16 = vec![0i16; m * lda];
+        for i in 0..m {
+            for kk in 0..k {
+                let v = (a[i * lda + kk] + 128).clamp(0, 255);
+                a8[i * kq + kk] = v as u8;
+                a16[i * lda + kk] = v - 128;
+            }
+        }
+        let folded = qb.folded_bias(&bias, 128).ok_or("fold")?;
+        let rq8 = ColumnRequant::new(&folded, &scale, range).ok_or("requant")?;
+        let mut want8 = vec![0u8; m * n];
+        if !qgemm_requantized_on(
+            Int8Isa::Portable,
+            &a16,
+            lda,
+            m,
+            &pb,
+            panels.clone(),
+            &rq,
+            &mut want8,
+            n,
+        ) {
+            return Err(format!("{what}: the portable tier refused"));
+        }
+        for t in Int8Isa::ALL
+            .into_iter()
+            .filter(|&t| t.available() && has_quad_tile(t))
+        {
+            let run8 = |out: &mut [u8]| {
+                quad_gemm_requantized_on(t, &a8, kq, m, &qb, panels.clone(), &rq8, out, n)
+            };
+            let mut out = vec![0u8; m * n];
+            if !run8(&mut out) || out != want8 {
+                return Err(format!(
+                    "{what}: quads on {} differ from the pair GEMM",
+                    t.name()
+                ));
+            }
+            let reps = (2e8 / macs).clamp(2.0, 2000.0) as usize;
+            let best = best_of(reps, || {
+                black_box(run8(black_box(&mut out)));
+            });
+            line += &format!(
+                "  quads: {:>8.1} us {:>6.1} GMAC/s",
                 best * 1e6,
                 macs / best / 1e9
             );

@@ -190,7 +190,7 @@ pub fn quad_gemm_requantized_on(
     if !fits || ldo < n {
         return false;
     }
-    let mut bytes = [[0u8; QNR * QUAD_PANELS]; QUAD_ROWS];
+    let mut bytes = [0u8; QNR * QUAD_PANELS * QUAD_ROWS];
     let mut i = 0;
     while i < rows {
         let r = (rows - i).min(QUAD_ROWS);
@@ -199,12 +199,18 @@ pub fn quad_gemm_requantized_on(
         while p < panels.end {
             // Few rows: more panels per tile, for more independent accumulators.
             let np = (panels.end - p).min(if r <= 4 { QUAD_PANELS } else { 2 });
-            tile_bytes(isa, a_rows, lda, r, b, p, np, rq, &mut bytes);
             let j0 = p * QNR - first;
             let width = (b.cols - p * QNR).min(np * QNR);
-            for (rr, row) in bytes.iter().enumerate().take(r) {
-                let at = (i + rr) * ldo + j0;
-                out[at..at + width].copy_from_slice(&row[..width]);
+            let at = i * ldo + j0;
+            if width == np * QNR {
+                // Whole panels: stored in place (`out` holds (r−1)·ldo + width from `at`).
+                tile_bytes(isa, a_rows, lda, r, b, p, np, rq, &mut out[at..], ldo);
+            } else {
+                let ldb = QNR * QUAD_PANELS;
+                tile_bytes(isa, a_rows, lda, r, b, p, np, rq, &mut bytes, ldb);
+                for (rr, row) in bytes.chunks_exact(ldb).enumerate().take(r) {
+                    out[at + rr * ldo..][..width].copy_from_slice(&row[..width]);
+                }
             }
             p += np;
         }
@@ -214,8 +220,9 @@ pub fn quad_gemm_requantized_on(
 }
 
 /// One tile's requantized bytes: `r` rows (at most [`QUAD_ROWS`]) against panels
-/// `p .. p + np` (`np` at most [`QUAD_PANELS`]), panel `pp`'s bytes at `bytes[row][16·pp ..]`.
-/// The caller checked the operands' extents and that the CPU has `isa`.
+/// `p .. p + np` (`np` at most [`QUAD_PANELS`]), panel `pp`'s bytes at
+/// `dst[row·ldd + 16·pp ..]` (the caller sizes `dst`: a short one panics). The caller
+/// checked A's and B's extents and that the CPU has `isa`.
 #[allow(clippy::too_many_arguments)]
 #[inline]
 fn tile_bytes(
@@ -227,7 +234,8 @@ fn tile_bytes(
     p: usize,
     np: usize,
     rq: &ColumnRequant,
-    bytes: &mut [[u8; QNR * QUAD_PANELS]; QUAD_ROWS],
+    dst: &mut [u8],
+    ldd: usize,
 ) {
     let kq = b.depth_padded();
     let panels = b.panels(p, np);
@@ -247,13 +255,14 @@ fn tile_bytes(
                 np,
                 rq,
                 p,
-                bytes,
+                dst,
+                ldd,
             )
         };
         return;
     }
     let _ = isa;
-    portable_tile(a, lda, r, kq, panels, np, rq, p, bytes);
+    portable_tile(a, lda, r, kq, panels, np, rq, p, dst, ldd);
 }
 
 /// The plain Rust tile: the same sums (wrapping, as the vector lanes add), the same
@@ -268,10 +277,12 @@ fn portable_tile(
     np: usize,
     rq: &ColumnRequant,
     p: usize,
-    bytes: &mut [[u8; QNR * QUAD_PANELS]; QUAD_ROWS],
+    dst: &mut [u8],
+    ldd: usize,
 ) {
-    for (rr, out) in bytes.iter_mut().enumerate().take(r) {
+    for rr in 0..r {
         let row = &a[rr * lda..][..kq];
+        let out = &mut dst[rr * ldd..];
         for pp in 0..np {
             let panel = &panels[pp * kq * QNR..][..kq * QNR];
             let mut sums = [0i32; QNR];

@@ -16,10 +16,10 @@ use super::quads::{QUAD_PANELS, QUAD_ROWS};
 use super::QNR;
 use std::arch::x86_64::*;
 
-/// `R` rows against `P` panels, requantized into `bytes[row][16·(off + pp) ..]`.
-/// Safety: AVX-512F, BW and VNNI present; `a` readable for `(R−1)·lda + kq` bytes, `kq` a
-/// multiple of 4; `panels` readable for `P · kq · 16` bytes; `p .. p + P` panels of `rq`;
-/// `off + P` at most [`QUAD_PANELS`], `R` at most [`QUAD_ROWS`].
+/// `R` rows against `P` panels, requantized into `dst[row·ldd + 16·(off + pp) ..]` (a
+/// slice too short panics: the callers size it). Safety: AVX-512F, BW and VNNI present;
+/// `a` readable for `(R−1)·lda + kq` bytes, `kq` a multiple of 4; `panels` readable for
+/// `P · kq · 16` bytes; `p .. p + P` panels of `rq`.
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 #[allow(clippy::too_many_arguments)]
 #[inline]
@@ -31,7 +31,8 @@ unsafe fn rows_requant<const R: usize, const P: usize>(
     rq: &ColumnRequant,
     p: usize,
     off: usize,
-    bytes: &mut [[u8; QNR * QUAD_PANELS]; QUAD_ROWS],
+    dst: &mut [u8],
+    ldd: usize,
 ) {
     // SAFETY: forwarded contract.
     let acc = unsafe { sums::<R, P>(a, lda, kq, panels) };
@@ -45,12 +46,12 @@ unsafe fn rows_requant<const R: usize, const P: usize>(
                 _mm512_loadu_ps(scale.as_ptr()),
             )
         };
-        for (row, out) in acc.iter().zip(bytes.iter_mut()) {
+        for (rr, row) in acc.iter().enumerate() {
             // `vpmovdb`: each lane's low byte.
             let b = _mm512_cvtepi32_epi8(requant16(row[pp], bias, scale, &k));
-            let dst = &mut out[(off + pp) * QNR..][..QNR];
-            // SAFETY: `dst` holds 16 bytes, one 128-bit vector.
-            unsafe { _mm_storeu_si128(dst.as_mut_ptr().cast(), b) };
+            let at = &mut dst[rr * ldd + (off + pp) * QNR..][..QNR];
+            // SAFETY: `at` holds 16 bytes, one 128-bit vector.
+            unsafe { _mm_storeu_si128(at.as_mut_ptr().cast(), b) };
         }
     }
 }
@@ -155,7 +156,8 @@ pub(super) unsafe fn tile_sums(
 }
 
 /// The requantized bytes of `r` rows (1 ..= [`QUAD_ROWS`]; more are cut) against panels
-/// `p .. p + np` (1 ..= [`QUAD_PANELS`]), panel `pp`'s into `bytes[row][16·pp ..]`.
+/// `p .. p + np` (1 ..= [`QUAD_PANELS`]), panel `pp`'s into `dst[row·ldd + 16·pp ..]`
+/// (16 bytes each: a slice too short panics, the caller sizes it).
 /// Safety: AVX-512F, BW and VNNI present; `a` readable for `(r−1)·lda + kq` bytes, `kq` a
 /// multiple of 4; `panels` readable for `np · kq · 16` bytes; `p .. p + np` panels of `rq`.
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
@@ -169,7 +171,8 @@ pub(super) unsafe fn tile_requant(
     np: usize,
     rq: &ColumnRequant,
     p: usize,
-    bytes: &mut [[u8; QNR * QUAD_PANELS]; QUAD_ROWS],
+    dst: &mut [u8],
+    ldd: usize,
 ) {
     let r = r.min(QUAD_ROWS);
     let np = np.min(QUAD_PANELS);
@@ -182,18 +185,18 @@ pub(super) unsafe fn tile_requant(
             // SAFETY: the caller's contract, for the rows and panels each arm reads.
             unsafe {
                 match (np, r) {
-                    (4, 1) => rows_requant::<1, 4>(a, lda, kq, panels, rq, p, 0, bytes),
-                    (4, 2) => rows_requant::<2, 4>(a, lda, kq, panels, rq, p, 0, bytes),
-                    (4, 3) => rows_requant::<3, 4>(a, lda, kq, panels, rq, p, 0, bytes),
-                    (4, _) => rows_requant::<4, 4>(a, lda, kq, panels, rq, p, 0, bytes),
-                    (_, 1) => rows_requant::<1, 3>(a, lda, kq, panels, rq, p, 0, bytes),
-                    (_, 2) => rows_requant::<2, 3>(a, lda, kq, panels, rq, p, 0, bytes),
-                    (_, 3) => rows_requant::<3, 3>(a, lda, kq, panels, rq, p, 0, bytes),
-                    _ => rows_requant::<4, 3>(a, lda, kq, panels, rq, p, 0, bytes),
+                    (4, 1) => rows_requant::<1, 4>(a, lda, kq, panels, rq, p, 0, dst, ldd),
+                    (4, 2) => rows_requant::<2, 4>(a, lda, kq, panels, rq, p, 0, dst, ldd),
+                    (4, 3) => rows_requant::<3, 4>(a, lda, kq, panels, rq, p, 0, dst, ldd),
+                    (4, _) => rows_requant::<4, 4>(a, lda, kq, panels, rq, p, 0, dst, ldd),
+                    (_, 1) => rows_requant::<1, 3>(a, lda, kq, panels, rq, p, 0, dst, ldd),
+                    (_, 2) => rows_requant::<2, 3>(a, lda, kq, panels, rq, p, 0, dst, ldd),
+                    (_, 3) => rows_requant::<3, 3>(a, lda, kq, panels, rq, p, 0, dst, ldd),
+                    _ => rows_requant::<4, 3>(a, lda, kq, panels, rq, p, 0, dst, ldd),
                 }
             }
         }
-        (1, _) => by_rows!(rows_requant, 1, r, a, lda, kq, panels, rq, p, 0, bytes),
+        (1, _) => by_rows!(rows_requant, 1, r, a, lda, kq, panels, rq, p, 0, dst, ldd),
         _ => {
             // Two panels at a time (and a last single one).
             let mut pp = 0;
@@ -212,7 +215,8 @@ pub(super) unsafe fn tile_requant(
                         rq,
                         p + pp,
                         pp,
-                        &mut *bytes
+                        &mut *dst,
+                        ldd
                     );
                     pp += 2;
                 } else {
@@ -227,7 +231,8 @@ pub(super) unsafe fn tile_requant(
                         rq,
                         p + pp,
                         pp,
-                        &mut *bytes
+                        &mut *dst,
+                        ldd
                     );
                     pp += 1;
                 }
