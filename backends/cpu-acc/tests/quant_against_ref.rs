@@ -423,6 +423,50 @@ fn folded_int8_convolutions_are_within_one_quantum_of_cpu_ref() {
             stride: 2,
             ..base
         },
+        // 1×1 over u8 pixels, which the byte GEMM (where the tier has it) reads in place:
+        // 24 channels (a multiple of 4), then 6 (the last rows copied), then few pixels of
+        // many channels (the threads share the channels), per-tensor u8 weights.
+        Case {
+            x: [1, 24, 6, 7],
+            m: 20,
+            k: [1, 1],
+            pad: 0,
+            ..base
+        },
+        Case {
+            x: [2, 6, 5, 3],
+            m: 18,
+            k: [1, 1],
+            pad: 0,
+            act: None,
+            ..base
+        },
+        Case {
+            x: [1, 12, 3, 3],
+            m: 70,
+            k: [1, 1],
+            pad: 0,
+            per_channel: false,
+            wt: DataType::U8,
+            ..base
+        },
+        // A strided 1×1 (windows from the padded copy) and a padded 2×2, i8.
+        Case {
+            x: [1, 9, 9, 8],
+            m: 19,
+            k: [1, 1],
+            stride: 2,
+            pad: 0,
+            xt: DataType::I8,
+            ..base
+        },
+        Case {
+            x: [1, 5, 6, 6],
+            m: 16,
+            k: [2, 2],
+            xt: DataType::I8,
+            ..base
+        },
     ];
     let (mut off, mut total) = (0, 0);
     for (i, c) in cases.iter().enumerate() {

@@ -11,7 +11,11 @@
 //! - Other (one-group) layers are one GEMM with the output pixels as rows: A holds each
 //!   pixel's window in `(ky, kx, c)` order (copied runs of the padded input; for a 1×1 layer
 //!   the centered pixels themselves), B the constant centered weights packed once, and each
-//!   block of rows is requantized from a small int32 block while it is still in cache.
+//!   tile of sums is requantized in registers.
+//! - Where the int8 tier has a `vpdpbusd` tile and the centered weights fit i8, those
+//!   layers run the byte GEMM instead ([`quads`]): A as unsigned bytes (u8 pixels read in
+//!   place, i8 ones flipped by 128 in a block copy; windows from a byte-padded copy), the
+//!   activations' zero point folded into the bias.
 //!
 //! The sums and the requantization are those of the NCHW path ([`super::conv`]), so both
 //! layouts give the same bytes.
@@ -26,10 +30,13 @@ use crate::threads::Threads;
 use backplane_backend_api::{LayerDesc, Result, Workload};
 use backplane_core::{DataType, TensorInfo, TensorView, TensorViewMut};
 use backplane_cpu_kernels::qgemm::{
-    center_i8, center_u8, depthwise_row, qgemm_requantized, ColumnRequant, DwRequant, DwTaps,
-    QPackedB, RequantRange, QNR,
+    center_i8, center_u8, depthwise_row, qgemm_requantized, quads_in_use, ColumnRequant, DwRequant,
+    DwTaps, QPackedB, QuadPackedB, RequantRange, QNR,
 };
 use std::sync::Mutex;
+
+#[path = "nhwc_quads.rs"]
+mod quads;
 
 /// Output pixels per GEMM block (A rows centered, then summed and requantized together).
 const BLOCK_ROWS: usize = 32;
@@ -92,6 +99,14 @@ enum Kind {
         rq: ColumnRequant,
         pointwise: bool,
     },
+    /// The byte GEMM's form of `Gemm` ([`quads`]): the centered weights as i8 quads, the
+    /// requantization's bias less the activations' (unsigned) zero point times each
+    /// channel's weight sum.
+    Quads {
+        b: QuadPackedB,
+        rq: ColumnRequant,
+        pointwise: bool,
+    },
 }
 
 /// Where a GEMM layer's A rows come from.
@@ -113,6 +128,9 @@ struct NhwcQConv {
     /// The zero-padded centered input, kept between executions: its padding is written once
     /// (the interior is rewritten each time), and a large buffer is not mapped afresh.
     padded: Mutex<Vec<i16>>,
+    /// The byte GEMM's padded input (unsigned bytes, padding at the zero point), kept the
+    /// same way.
+    padded_bytes: Mutex<Vec<u8>>,
     th: Threads,
 }
 
@@ -179,11 +197,27 @@ impl NhwcQConv {
                 && d.pads == [0, 0]
                 && (geo.oh, geo.ow) == (geo.h, geo.w);
             // Depth index k = tap · C + ci (the (ky, kx, c) order of an NHWC window).
-            let b = QPackedB::pack(depth, m, |k, ch| wv(ch, k % c, k / c))
-                .ok_or_else(|| io.error("cannot allocate the packed weights".into()))?;
-            let rq = ColumnRequant::new(&bias_v[..m], &scale[..m], range)
-                .ok_or_else(|| io.error("cannot allocate the requantization".into()))?;
-            Kind::Gemm { b, rq, pointwise }
+            let quads = if quads_in_use() {
+                // `None` where a centered weight does not fit i8: the pair GEMM then.
+                QuadPackedB::pack(depth, m, |k, ch| wv(ch, k % c, k / c))
+            } else {
+                None
+            };
+            if let Some(b) = quads {
+                let zero = quads::unsigned_zero(x_signed, d.x.1);
+                let bias = b
+                    .folded_bias(&bias_v[..m], zero)
+                    .ok_or_else(|| io.error("cannot allocate the folded bias".into()))?;
+                let rq = ColumnRequant::new(&bias, &scale[..m], range)
+                    .ok_or_else(|| io.error("cannot allocate the requantization".into()))?;
+                Kind::Quads { b, rq, pointwise }
+            } else {
+                let b = QPackedB::pack(depth, m, |k, ch| wv(ch, k % c, k / c))
+                    .ok_or_else(|| io.error("cannot allocate the packed weights".into()))?;
+                let rq = ColumnRequant::new(&bias_v[..m], &scale[..m], range)
+                    .ok_or_else(|| io.error("cannot allocate the requantization".into()))?;
+                Kind::Gemm { b, rq, pointwise }
+            }
         } else {
             let row = geo.ow * c;
             let taps = DwTaps::new(kk, row, |t, i| wv(i % c, 0, t))
@@ -199,6 +233,7 @@ impl NhwcQConv {
             x_signed,
             kind,
             padded: Mutex::new(Vec::new()),
+            padded_bytes: Mutex::new(Vec::new()),
             th,
         })
     }
@@ -434,6 +469,7 @@ impl Workload for NhwcQConv {
         match &self.kind {
             Kind::Depthwise { taps, rq } => self.depthwise(taps, rq, x, y),
             Kind::Gemm { b, rq, pointwise } => self.gemm(b, rq, *pointwise, x, y),
+            Kind::Quads { b, rq, pointwise } => self.quads(b, rq, *pointwise, x, y),
         }
     }
 

@@ -1,0 +1,258 @@
+//! The channels-last one-group convolution on the byte GEMM
+//! ([`backplane_cpu_kernels::qgemm::quads`], `vpdpbusd`): A rows are unsigned bytes, so
+//! - a pointwise layer's u8 pixels are A as they are, read in place (a block copy only where
+//!   a row's padded depth would run past the input: the last rows when C is not a multiple
+//!   of 4), i8 pixels flipped to `x ^ 0x80 = x + 128` in a block copy;
+//! - other layers take their windows from a copy of the input padded with the activations'
+//!   zero point (in the same unsigned form), so a border tap adds `(z − z)·w = 0` as the
+//!   centered path's zero padding does.
+//!
+//! The activations' zero point (plus 128 for i8) times each channel's weight sum is folded
+//! into the bias at construction, so the bytes are the pair GEMM's.
+
+use super::{alloc, keep, padded_extent, take, NhwcQConv};
+use backplane_backend_api::Result;
+use backplane_cpu_kernels::qgemm::{quad_gemm_requantized, ColumnRequant, QuadPackedB, QNR};
+use std::sync::Mutex;
+
+/// Output pixels per block: a multiple of the tile's twelve rows.
+const BLOCK_ROWS: usize = 48;
+
+/// The activations' zero point as an unsigned byte value: i8 values are read flipped by 128.
+pub(super) fn unsigned_zero(signed: bool, zero: i32) -> i32 {
+    if signed {
+        zero + 128
+    } else {
+        zero
+    }
+}
+
+/// Where the A rows come from.
+#[derive(Clone, Copy)]
+enum ByteRows<'a> {
+    /// The input pixels (a pointwise layer).
+    Pixels(&'a [u8]),
+    /// Windows of the padded unsigned input.
+    Windows(&'a [u8]),
+}
+
+impl NhwcQConv {
+    /// The XOR that turns an input byte into its unsigned form.
+    fn flip(&self) -> u8 {
+        if self.x_signed {
+            0x80
+        } else {
+            0
+        }
+    }
+
+    /// The byte GEMM layer: A rows from the pixels or the padded copy, blocks of pixels or
+    /// panels of channels shared by the threads as [`NhwcQConv::gemm`] shares them.
+    pub(super) fn quads(
+        &self,
+        b: &QuadPackedB,
+        rq: &ColumnRequant,
+        pointwise: bool,
+        x: &[u8],
+        y: &mut [u8],
+    ) -> Result<()> {
+        let g = &self.geo;
+        let pixels = g.n * g.oh * g.ow;
+        let mut xp = take(&self.padded_bytes);
+        if !pointwise {
+            self.padded_bytes(x, &mut xp)?;
+        }
+        let src = if pointwise {
+            ByteRows::Pixels(x)
+        } else {
+            ByteRows::Windows(&xp)
+        };
+        let threads = self.th.count();
+        let done = if threads > 1 && pixels.div_ceil(BLOCK_ROWS) < threads && g.m > QNR {
+            self.quads_by_channels(b, rq, src, y)
+        } else {
+            self.quads_by_pixels(b, rq, src, y)
+        };
+        keep(&self.padded_bytes, xp);
+        done
+    }
+
+    /// The input in unsigned form inside `n` images of `hp × wp` pixels whose padding holds
+    /// the zero point: padded pixel (n, yy, xx) at `((n·hp + yy)·wp + xx)·C`. Written into
+    /// `out` (the previous execution's buffer, whose padding is already the zero point, or
+    /// a new one).
+    fn padded_bytes(&self, x: &[u8], out: &mut Vec<u8>) -> Result<()> {
+        let g = &self.geo;
+        let c = g.c;
+        let (hp, wp) = padded_extent(&self.d, &self.geo);
+        let image = hp * wp * c;
+        if out.len() != g.n * image {
+            // A byte in range: the zero point is one of the input type's values.
+            let zero = unsigned_zero(self.x_signed, self.d.x.1).clamp(0, 255) as u8;
+            *out = alloc(g.n * image, zero, &self.io)?;
+        }
+        let (pt, pl) = (self.d.pads[0], self.d.pads[1]);
+        let end = (pl + g.w).min(wp);
+        if pl >= end {
+            return Ok(());
+        }
+        let flip = self.flip();
+        for (n, img) in out.chunks_exact_mut(image.max(1)).enumerate().take(g.n) {
+            for yy in 0..hp {
+                let iy = yy.wrapping_sub(pt);
+                if iy >= g.h {
+                    continue;
+                }
+                let src = &x[((n * g.h + iy) * g.w) * c..][..(end - pl) * c];
+                let dst = &mut img[(yy * wp + pl) * c..][..src.len()];
+                for (d, &s) in dst.iter_mut().zip(src) {
+                    *d = s ^ flip;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Fill `a` (rows of `kq` bytes; the bytes past the depth are left as they are: they
+    /// meet zero weights) with the A rows of output pixels `p0 .. p0 + rows`.
+    fn byte_rows(&self, src: ByteRows<'_>, p0: usize, rows: usize, kq: usize, a: &mut [u8]) {
+        let g = &self.geo;
+        let d = &self.d;
+        let c = g.c;
+        let flip = self.flip();
+        match src {
+            ByteRows::Pixels(x) => {
+                for (i, arow) in a.chunks_exact_mut(kq).take(rows).enumerate() {
+                    let px = &x[(p0 + i) * c..][..c];
+                    for (d, &s) in arow.iter_mut().zip(px) {
+                        *d = s ^ flip;
+                    }
+                }
+            }
+            ByteRows::Windows(xp) => {
+                let [kh, kw] = d.kernel;
+                let (hp, wp) = padded_extent(d, g);
+                let out = g.oh * g.ow;
+                for (i, arow) in a.chunks_exact_mut(kq).take(rows).enumerate() {
+                    let p = p0 + i;
+                    let (n, q) = (p / out, p % out);
+                    let (oy, ox) = (q / g.ow, q % g.ow);
+                    for ky in 0..kh {
+                        let yy = oy * d.strides[0] + ky * d.dilations[0];
+                        let base = ((n * hp + yy) * wp + ox * d.strides[1]) * c;
+                        if d.dilations[1] == 1 {
+                            arow[ky * kw * c..][..kw * c].copy_from_slice(&xp[base..][..kw * c]);
+                        } else {
+                            for kx in 0..kw {
+                                let at = base + kx * d.dilations[1] * c;
+                                arow[(ky * kw + kx) * c..][..c].copy_from_slice(&xp[at..at + c]);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The pixels `p0 .. p0 + rows` of a u8 pointwise layer as A in place, `(rows, pitch)`,
+    /// where every row's padded depth lies inside the input; else `None` (a block copy).
+    fn in_place<'x>(
+        &self,
+        src: ByteRows<'x>,
+        p0: usize,
+        rows: usize,
+        kq: usize,
+    ) -> Option<&'x [u8]> {
+        let c = self.geo.c;
+        match src {
+            ByteRows::Pixels(x) if !self.x_signed && rows > 0 => {
+                let start = p0 * c;
+                let end = (p0 + rows - 1) * c + kq;
+                x.get(start..end)
+            }
+            _ => None,
+        }
+    }
+
+    /// The byte GEMM with the threads sharing blocks of output pixels.
+    fn quads_by_pixels(
+        &self,
+        b: &QuadPackedB,
+        rq: &ColumnRequant,
+        src: ByteRows<'_>,
+        y: &mut [u8],
+    ) -> Result<()> {
+        let g = &self.geo;
+        let m = g.m;
+        let c = g.c;
+        let kq = b.depth_padded();
+        let pixels = g.n * g.oh * g.ow;
+        let per_task = self.th.chunk_size(pixels, BLOCK_ROWS, BLOCK_ROWS);
+        let panels = m.div_ceil(QNR);
+        self.th.chunks(y, per_task * m, |task, yc| {
+            // Made on the first block that needs a copy.
+            let mut a: Vec<u8> = Vec::new();
+            let first = task * per_task;
+            for (bi, yb) in yc.chunks_mut(BLOCK_ROWS * m).enumerate() {
+                let rows = yb.len() / m.max(1);
+                let p0 = first + bi * BLOCK_ROWS;
+                let ok = if let Some(x) = self.in_place(src, p0, rows, kq) {
+                    quad_gemm_requantized(x, c, rows, b, 0..panels, rq, yb, m)
+                } else {
+                    if a.is_empty() {
+                        a = alloc(BLOCK_ROWS * kq, 0u8, &self.io)?;
+                    }
+                    self.byte_rows(src, p0, rows, kq, &mut a);
+                    quad_gemm_requantized(&a, kq, rows, b, 0..panels, rq, yb, m)
+                };
+                if !ok {
+                    return Err(self.io.error("byte GEMM refused its operands".into()));
+                }
+            }
+            Ok(())
+        })
+    }
+
+    /// The byte GEMM of a layer of few output pixels: every pixel's A row made (or read in
+    /// place) once, the threads sharing the output channels.
+    fn quads_by_channels(
+        &self,
+        b: &QuadPackedB,
+        rq: &ColumnRequant,
+        src: ByteRows<'_>,
+        y: &mut [u8],
+    ) -> Result<()> {
+        let g = &self.geo;
+        let m = g.m;
+        let kq = b.depth_padded();
+        let pixels = g.n * g.oh * g.ow;
+        let copy;
+        let (a, lda) = match self.in_place(src, 0, pixels, kq) {
+            Some(x) => (x, g.c),
+            None => {
+                let mut a = alloc(pixels * kq, 0u8, &self.io)?;
+                self.byte_rows(src, 0, pixels, kq, &mut a);
+                copy = a;
+                (&copy[..], kq)
+            }
+        };
+        let panels = m.div_ceil(QNR);
+        let tasks = panels.min(2 * self.th.count());
+        let per_task = panels.div_ceil(tasks);
+        let y = Mutex::new(y);
+        self.th.range(panels.div_ceil(per_task), |t| {
+            let range = t * per_task..((t + 1) * per_task).min(panels);
+            let first = range.start * QNR;
+            let width = (range.end * QNR).min(m) - first;
+            let mut out = alloc(pixels * width, 0u8, &self.io)?;
+            if !quad_gemm_requantized(a, lda, pixels, b, range, rq, &mut out, width) {
+                return Err(self.io.error("byte GEMM refused its operands".into()));
+            }
+            let mut y = y.lock().unwrap_or_else(|p| p.into_inner());
+            for (i, row) in out.chunks_exact(width).enumerate() {
+                y[i * m + first..][..width].copy_from_slice(row);
+            }
+            Ok(())
+        })
+    }
+}
