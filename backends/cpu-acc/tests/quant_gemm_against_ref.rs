@@ -223,6 +223,30 @@ fn folded_int8_fully_connected_is_within_one_quantum_of_cpu_ref() {
             wt: DataType::U8,
             ..base
         },
+        // u8 rows the byte GEMM (where the tier has it) reads in place: K a multiple of 4,
+        // one row and many; then K = 30 (the last row copied).
+        Case {
+            m: 1,
+            k: 128,
+            n: 70,
+            xt: DataType::U8,
+            ..base
+        },
+        Case {
+            m: 41,
+            k: 96,
+            n: 33,
+            xt: DataType::U8,
+            act: relu6,
+            ..base
+        },
+        Case {
+            m: 13,
+            k: 30,
+            n: 16,
+            xt: DataType::U8,
+            ..base
+        },
     ];
     let (mut off, mut total) = (0, 0);
     for (i, c) in cases.iter().enumerate() {

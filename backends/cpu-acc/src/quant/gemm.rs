@@ -8,7 +8,10 @@
 //!
 //! The rows of x are A (centered once per execution), the weights B (centered and packed
 //! once); the threads share the output channels when there are few rows (a classifier's one
-//! row), else blocks of rows.
+//! row), else blocks of rows. Where the int8 tier has a `vpdpbusd` tile and the centered
+//! weights fit i8, the byte GEMM runs instead ([`quad_gemm_requantized`]): u8 rows read in
+//! place (when K is a multiple of 4), else copied as unsigned bytes (i8 flipped by 128), the
+//! activations' zero point folded into the bias.
 
 use super::conv::{alloc, centered};
 use super::{range, QLINEAR_GEMM};
@@ -19,8 +22,8 @@ use backplane_backend_api::{BackendError, LayerDesc, Result, Workload};
 use backplane_core::ops::CustomOp;
 use backplane_core::{DataType, TensorInfo, TensorView, TensorViewMut};
 use backplane_cpu_kernels::qgemm::{
-    center_i8, center_u8, qgemm_requantized, requant_scale, ColumnRequant, QPackedB, RequantRange,
-    QNR,
+    center_i8, center_u8, qgemm_requantized, quad_gemm_requantized, quads_in_use, requant_scale,
+    ColumnRequant, QPackedB, QuadPackedB, RequantRange, QNR,
 };
 use std::sync::Mutex;
 
@@ -112,11 +115,27 @@ struct QGemm {
     n: usize,
     x_zero: i32,
     x_signed: bool,
-    b: QPackedB,
+    weights: Weights,
     rq: ColumnRequant,
-    /// The centered rows of x, kept between executions.
+    /// The centered rows of x, kept between executions (pair GEMM).
     a: Mutex<Vec<i16>>,
+    /// The unsigned rows of x where they are not read in place (byte GEMM).
+    a_bytes: Mutex<Vec<u8>>,
     th: Threads,
+}
+
+/// The packed weights: 16-bit pairs, or i8 quads for the byte GEMM (whose `rq` holds the
+/// folded bias).
+enum Weights {
+    Pairs(QPackedB),
+    Quads(QuadPackedB),
+}
+
+/// A row block's GEMM on either packing: `rows` rows of A (`a`, pitch `lda`, in the
+/// packing's form) against `panels`, requantized into `out` (pitch `ldo`).
+enum RowsA<'a> {
+    Pairs(&'a [i16]),
+    Quads(&'a [u8]),
 }
 
 impl QGemm {
@@ -146,8 +165,29 @@ impl QGemm {
             }
         };
         let at = |kk: usize, c: usize| if d.trans_b { c * k + kk } else { kk * n + c };
-        let b = QPackedB::pack(k, n, |kk, c| centered(w_signed, w[at(kk, c)], zero(c)))
-            .ok_or_else(|| io.error("cannot allocate the packed weights".into()))?;
+        let wv = |kk: usize, c: usize| centered(w_signed, w[at(kk, c)], zero(c));
+        // The activations' zero point as an unsigned byte value (i8 rows are read flipped).
+        let unsigned_zero = if x_signed { d.x.1 + 128 } else { d.x.1 };
+        // `None` where a centered weight does not fit i8: the pair GEMM then.
+        let quads = if quads_in_use() {
+            QuadPackedB::pack(k, n, wv)
+        } else {
+            None
+        };
+        let (weights, folded) = match quads {
+            Some(b) => {
+                let folded = b
+                    .folded_bias(bias, unsigned_zero)
+                    .ok_or_else(|| io.error("cannot allocate the folded bias".into()))?;
+                (Weights::Quads(b), Some(folded))
+            }
+            None => {
+                let b = QPackedB::pack(k, n, wv)
+                    .ok_or_else(|| io.error("cannot allocate the packed weights".into()))?;
+                (Weights::Pairs(b), None)
+            }
+        };
+        let bias = folded.as_deref().unwrap_or(bias);
         let mut scale = alloc(n, 0f32, &io)?;
         for (c, s) in scale.iter_mut().enumerate() {
             let real = requant_scale(d.x.0, per(&d.w_scales, c), d.y.0);
@@ -172,9 +212,10 @@ impl QGemm {
             n,
             x_zero: d.x.1,
             x_signed,
-            b,
+            weights,
             rq,
             a: Mutex::new(Vec::new()),
+            a_bytes: Mutex::new(Vec::new()),
             th,
         })
     }
@@ -184,53 +225,118 @@ impl QGemm {
     }
 }
 
+impl QGemm {
+    /// The rows of x as A for the packing in use: centered into `pairs`, or as unsigned
+    /// bytes (in place for u8 rows whose padded depth stays inside x, else flipped or
+    /// copied into `bytes`). Returns A and its pitch.
+    fn rows_a<'a>(
+        &self,
+        x: &'a [u8],
+        pairs: &'a mut Vec<i16>,
+        bytes: &'a mut Vec<u8>,
+    ) -> Result<(RowsA<'a>, usize)> {
+        let (rows, k) = (self.rows, self.k);
+        match &self.weights {
+            Weights::Pairs(b) => {
+                let kp = b.depth_padded();
+                if pairs.len() != rows * kp {
+                    // The K padding (past the depth) stays zero.
+                    *pairs = alloc(rows * kp, 0i16, &self.io)?;
+                }
+                let center = if self.x_signed { center_i8 } else { center_u8 };
+                for (row, xr) in pairs.chunks_exact_mut(kp).zip(x.chunks_exact(k)) {
+                    center(&mut row[..k], xr, self.x_zero);
+                }
+                Ok((RowsA::Pairs(pairs), kp))
+            }
+            Weights::Quads(b) => {
+                let kq = b.depth_padded();
+                if !self.x_signed && rows > 0 && (rows - 1) * k + kq <= x.len() {
+                    return Ok((RowsA::Quads(x), k));
+                }
+                if bytes.len() != rows * kq {
+                    // The bytes past the depth meet zero weights: any value will do.
+                    *bytes = alloc(rows * kq, 0u8, &self.io)?;
+                }
+                let flip = if self.x_signed { 0x80 } else { 0 };
+                for (row, xr) in bytes.chunks_exact_mut(kq).zip(x.chunks_exact(k)) {
+                    for (d, &v) in row.iter_mut().zip(xr) {
+                        *d = v ^ flip;
+                    }
+                }
+                Ok((RowsA::Quads(bytes), kq))
+            }
+        }
+    }
+
+    /// `rows` rows of A from row `first` against `panels`, requantized into `out`.
+    #[allow(clippy::too_many_arguments)]
+    fn block(
+        &self,
+        a: &RowsA<'_>,
+        lda: usize,
+        first: usize,
+        rows: usize,
+        panels: std::ops::Range<usize>,
+        out: &mut [u8],
+        ldo: usize,
+    ) -> Result<()> {
+        let ok = match (a, &self.weights) {
+            (RowsA::Pairs(a), Weights::Pairs(b)) => {
+                let a = a.get(first * lda..).unwrap_or_default();
+                qgemm_requantized(a, lda, rows, b, panels, &self.rq, out, ldo)
+            }
+            (RowsA::Quads(a), Weights::Quads(b)) => {
+                let a = a.get(first * lda..).unwrap_or_default();
+                quad_gemm_requantized(a, lda, rows, b, panels, &self.rq, out, ldo)
+            }
+            _ => false,
+        };
+        if ok {
+            Ok(())
+        } else {
+            Err(self.refused())
+        }
+    }
+}
+
 impl Workload for QGemm {
     fn execute(&self, inputs: &[TensorView<'_>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
         let (x, y) = super::int8_buffers(&self.io, inputs, outputs)?;
-        let (rows, k, n) = (self.rows, self.k, self.n);
-        let kp = self.b.depth_padded();
-        let mut a = std::mem::take(&mut *self.a.lock().unwrap_or_else(|p| p.into_inner()));
-        if a.len() != rows * kp {
-            // The K padding (past the depth) stays zero.
-            a = alloc(rows * kp, 0i16, &self.io)?;
-        }
-        let center = if self.x_signed { center_i8 } else { center_u8 };
-        for (row, xr) in a.chunks_exact_mut(kp).zip(x.chunks_exact(k)) {
-            center(&mut row[..k], xr, self.x_zero);
-        }
-        let panels = n.div_ceil(QNR);
-        let threads = self.th.count();
-        let result = if threads > 1 && rows.div_ceil(BLOCK_ROWS) < threads && panels > 1 {
-            // Few rows: the threads share the output channels.
-            let tasks = panels.min(2 * threads);
-            let per_task = panels.div_ceil(tasks);
-            let y = Mutex::new(&mut *y);
-            self.th.range(panels.div_ceil(per_task), |t| {
-                let range = t * per_task..((t + 1) * per_task).min(panels);
-                let first = range.start * QNR;
-                let width = (range.end * QNR).min(n) - first;
-                let mut out = alloc(rows * width, 0u8, &self.io)?;
-                if !qgemm_requantized(&a, kp, rows, &self.b, range, &self.rq, &mut out, width) {
-                    return Err(self.refused());
-                }
-                let mut y = y.lock().unwrap_or_else(|p| p.into_inner());
-                for (i, row) in out.chunks_exact(width).enumerate() {
-                    y[i * n + first..][..width].copy_from_slice(row);
-                }
-                Ok(())
-            })
-        } else {
-            let per_task = self.th.chunk_size(rows, BLOCK_ROWS, 1);
-            self.th.chunks(y, per_task * n, |t, yc| {
-                let r = yc.len() / n.max(1);
-                let a = &a[t * per_task * kp..];
-                if !qgemm_requantized(a, kp, r, &self.b, 0..panels, &self.rq, yc, n) {
-                    return Err(self.refused());
-                }
-                Ok(())
-            })
-        };
-        *self.a.lock().unwrap_or_else(|p| p.into_inner()) = a;
+        let (rows, n) = (self.rows, self.n);
+        let mut pairs = std::mem::take(&mut *self.a.lock().unwrap_or_else(|p| p.into_inner()));
+        let mut bytes =
+            std::mem::take(&mut *self.a_bytes.lock().unwrap_or_else(|p| p.into_inner()));
+        let result = self.rows_a(x, &mut pairs, &mut bytes).and_then(|(a, lda)| {
+            let panels = n.div_ceil(QNR);
+            let threads = self.th.count();
+            if threads > 1 && rows.div_ceil(BLOCK_ROWS) < threads && panels > 1 {
+                // Few rows: the threads share the output channels.
+                let tasks = panels.min(2 * threads);
+                let per_task = panels.div_ceil(tasks);
+                let y = Mutex::new(&mut *y);
+                self.th.range(panels.div_ceil(per_task), |t| {
+                    let range = t * per_task..((t + 1) * per_task).min(panels);
+                    let first = range.start * QNR;
+                    let width = (range.end * QNR).min(n) - first;
+                    let mut out = alloc(rows * width, 0u8, &self.io)?;
+                    self.block(&a, lda, 0, rows, range, &mut out, width)?;
+                    let mut y = y.lock().unwrap_or_else(|p| p.into_inner());
+                    for (i, row) in out.chunks_exact(width).enumerate() {
+                        y[i * n + first..][..width].copy_from_slice(row);
+                    }
+                    Ok(())
+                })
+            } else {
+                let per_task = self.th.chunk_size(rows, BLOCK_ROWS, 1);
+                self.th.chunks(y, per_task * n, |t, yc| {
+                    let r = yc.len() / n.max(1);
+                    self.block(&a, lda, t * per_task, r, 0..panels, yc, n)
+                })
+            }
+        });
+        *self.a.lock().unwrap_or_else(|p| p.into_inner()) = pairs;
+        *self.a_bytes.lock().unwrap_or_else(|p| p.into_inner()) = bytes;
         result
     }
 
