@@ -2,7 +2,8 @@
 //! MobileNetV2-like convolution shapes (output pixels × input channels × output channels),
 //! and the int8 3×3 depthwise output row (`depthwise_row_on`) on its rows (width × channels
 //! values), on every integer tier this CPU has, in one process:
-//! `cargo run --release -p backplane-cpu-kernels --example qgemm_tiers`.
+//! `cargo run --release -p backplane-cpu-kernels --example qgemm_tiers [NAME]` (with NAME,
+//! only the GEMM shapes whose description holds it).
 //! Each tier's bytes are checked against the portable tier's before it is timed. The byte
 //! GEMM (`quad_gemm_requantized_on`, `vpdpbusd`) is timed on the tiers with a vector tile
 //! for it (column `quads`), on the same operands made unsigned with the zero point folded
@@ -75,7 +76,12 @@ fn main() -> Result<(), String> {
         lo: 0.0,
         hi: 255.0,
     };
+    // An argument keeps the shapes whose name holds it (and skips the depthwise rows).
+    let only = std::env::args().nth(1);
     for (m, k, n, what) in shapes {
+        if only.as_deref().is_some_and(|o| !what.contains(o)) {
+            continue;
+        }
         let b_raw = values(k * n, 1 + k as u64);
         let b = QPackedB::pack(k, n, |kk, j| b_raw[kk * n + j]).ok_or("pack")?;
         let lda = b.depth_padded();
@@ -171,6 +177,9 @@ fn main() -> Result<(), String> {
             );
         }
         println!("{line}");
+    }
+    if only.is_some() {
+        return Ok(());
     }
     depthwise(range)
 }

@@ -56,7 +56,8 @@ impl Isa {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Int8Isa {
     /// 12×16 tiles, `vpdpwssd` (AVX-512 VNNI: pair products and the add in one
-    /// instruction); tiles of fewer than five rows run the BW ones.
+    /// instruction); tiles of fewer than five rows run the BW ones. Layers whose weights fit
+    /// i8 run the byte GEMM's `vpdpbusd` tiles instead ([`crate::qgemm::quads`]).
     Avx512Vnni,
     /// 12×16 tiles, `vpmaddwd` then `vpaddd` on 512-bit registers (AVX-512BW).
     Avx512Bw,
@@ -229,9 +230,15 @@ pub fn int8_in_use() -> Int8Isa {
     kernels().int8
 }
 
-/// Which integer GEMM family runs, for display.
+/// Which integer GEMM family runs, for display: the tier's name, with `/vpdpbusd` where
+/// the layers whose weights fit i8 run the byte GEMM ([`crate::qgemm::quads`]).
 pub fn int8_isa() -> &'static str {
-    int8_in_use().name()
+    match int8_in_use() {
+        Int8Isa::Avx512Vnni if crate::qgemm::has_quad_tile(Int8Isa::Avx512Vnni) => {
+            "avx512-vnni/vpdpbusd"
+        }
+        t => t.name(),
+    }
 }
 
 /// True when this CPU has AVX2 and FMA, whatever tier is in use.

@@ -18,6 +18,39 @@ use std::sync::Mutex;
 /// Output pixels per block: a multiple of the tile's twelve rows.
 const BLOCK_ROWS: usize = 48;
 
+/// Bytes past the A rows of a window block: a short run is copied as one 16- or 32-byte
+/// move, which may write past the run (see [`copy_run`]).
+const SLACK: usize = 32;
+
+/// Copy `len` bytes from `src[from ..]` to `dst[at ..]`. A run of at most 32 bytes is moved
+/// as 16 or 32 bytes where both slices have them (a fixed-size move, not a call to
+/// `memcpy`), so up to 31 bytes past the run may be overwritten: the callers write each A
+/// row's runs in order, rows in order, and leave [`SLACK`] bytes after the last row, so
+/// what is overwritten is a later run, the K padding (which meets zero weights) or the
+/// slack.
+#[inline]
+fn copy_run(dst: &mut [u8], at: usize, src: &[u8], from: usize, len: usize) {
+    let wide = if len <= 16 { 16 } else { 32 };
+    if len <= 32 && at + wide <= dst.len() && from + wide <= src.len() {
+        // Fixed 16-byte moves only (one size for both arms, so that the compiler does not
+        // merge them into a call with a variable length).
+        copy16(dst, at, src, from);
+        if len > 16 {
+            copy16(dst, at + 16, src, from + 16);
+        }
+    } else {
+        dst[at..at + len].copy_from_slice(&src[from..from + len]);
+    }
+}
+
+/// Copy 16 bytes from `src[from ..]` to `dst[at ..]`.
+#[inline(always)]
+fn copy16(dst: &mut [u8], at: usize, src: &[u8], from: usize) {
+    let mut v = [0u8; 16];
+    v.copy_from_slice(&src[from..from + 16]);
+    dst[at..at + 16].copy_from_slice(&v);
+}
+
 /// The activations' zero point as an unsigned byte value: i8 values are read flipped by 128.
 pub(super) fn unsigned_zero(signed: bool, zero: i32) -> i32 {
     if signed {
@@ -114,7 +147,8 @@ impl NhwcQConv {
     }
 
     /// Fill `a` (rows of `kq` bytes; the bytes past the depth are left as they are: they
-    /// meet zero weights) with the A rows of output pixels `p0 .. p0 + rows`.
+    /// meet zero weights) with the A rows of output pixels `p0 .. p0 + rows`. For windows,
+    /// `a` holds [`SLACK`] bytes past the rows (the short runs' moves, [`copy_run`]).
     fn byte_rows(&self, src: ByteRows<'_>, p0: usize, rows: usize, kq: usize, a: &mut [u8]) {
         let g = &self.geo;
         let d = &self.d;
@@ -133,28 +167,46 @@ impl NhwcQConv {
                 let [kh, kw] = d.kernel;
                 let (hp, wp) = padded_extent(d, g);
                 let out = g.oh * g.ow;
-                for (i, arow) in a.chunks_exact_mut(kq).take(rows).enumerate() {
-                    let p = p0 + i;
-                    let (n, q) = (p / out, p % out);
-                    let (oy, ox) = (q / g.ow, q % g.ow);
+                // The output pixel of row i, stepped along (no division per row).
+                let (mut n, q) = (p0 / out.max(1), p0 % out.max(1));
+                let (mut oy, mut ox) = (q / g.ow.max(1), q % g.ow.max(1));
+                let run = kw * c;
+                let step = d.dilations[0] * wp * c;
+                let origin = |n: usize, oy: usize, ox: usize| {
+                    ((n * hp + oy * d.strides[0]) * wp + ox * d.strides[1]) * c
+                };
+                let mut base = origin(n, oy, ox);
+                for i in 0..rows {
+                    let row = i * kq;
+                    let mut from = base;
                     for ky in 0..kh {
-                        let yy = oy * d.strides[0] + ky * d.dilations[0];
-                        let base = ((n * hp + yy) * wp + ox * d.strides[1]) * c;
                         if d.dilations[1] == 1 {
-                            arow[ky * kw * c..][..kw * c].copy_from_slice(&xp[base..][..kw * c]);
+                            copy_run(a, row + ky * run, xp, from, run);
                         } else {
                             for kx in 0..kw {
-                                let at = base + kx * d.dilations[1] * c;
-                                arow[(ky * kw + kx) * c..][..c].copy_from_slice(&xp[at..at + c]);
+                                let at = from + kx * d.dilations[1] * c;
+                                copy_run(a, row + (ky * kw + kx) * c, xp, at, c);
                             }
                         }
+                        from += step;
+                    }
+                    ox += 1;
+                    base += d.strides[1] * c;
+                    if ox == g.ow {
+                        ox = 0;
+                        oy += 1;
+                        if oy == g.oh {
+                            oy = 0;
+                            n += 1;
+                        }
+                        base = origin(n, oy, ox);
                     }
                 }
             }
         }
     }
 
-    /// The pixels `p0 .. p0 + rows` of a u8 pointwise layer as A in place, `(rows, pitch)`,
+    /// The pixels `p0 .. p0 + rows` of a u8 pointwise layer as A read in place (pitch C),
     /// where every row's padded depth lies inside the input; else `None` (a block copy).
     fn in_place<'x>(
         &self,
@@ -200,7 +252,7 @@ impl NhwcQConv {
                     quad_gemm_requantized(x, c, rows, b, 0..panels, rq, yb, m)
                 } else {
                     if a.is_empty() {
-                        a = alloc(BLOCK_ROWS * kq, 0u8, &self.io)?;
+                        a = alloc(BLOCK_ROWS * kq + SLACK, 0u8, &self.io)?;
                     }
                     self.byte_rows(src, p0, rows, kq, &mut a);
                     quad_gemm_requantized(&a, kq, rows, b, 0..panels, rq, yb, m)
@@ -230,7 +282,7 @@ impl NhwcQConv {
         let (a, lda) = match self.in_place(src, 0, pixels, kq) {
             Some(x) => (x, g.c),
             None => {
-                let mut a = alloc(pixels * kq, 0u8, &self.io)?;
+                let mut a = alloc(pixels * kq + SLACK, 0u8, &self.io)?;
                 self.byte_rows(src, 0, pixels, kq, &mut a);
                 copy = a;
                 (&copy[..], kq)

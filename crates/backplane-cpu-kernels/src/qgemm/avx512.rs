@@ -31,7 +31,7 @@ pub(super) const ROWS: usize = 12;
 const _: () = assert!(ROWS <= MR_MAX);
 
 /// The broadcast constants of a requantization.
-pub(super) struct Consts {
+struct Consts {
     lo: __m512,
     hi: __m512,
     magic: __m512,
@@ -42,7 +42,7 @@ pub(super) struct Consts {
 impl Consts {
     #[target_feature(enable = "avx512f")]
     #[inline]
-    pub(super) fn new(range: RequantRange) -> Consts {
+    fn new(range: RequantRange) -> Consts {
         Consts {
             lo: _mm512_set1_ps(range.lo),
             hi: _mm512_set1_ps(range.hi),
@@ -58,7 +58,7 @@ impl Consts {
 /// AVX2 tile's `requant8` in the same order.
 #[target_feature(enable = "avx512f")]
 #[inline]
-pub(super) fn requant16(s: __m512i, b: __m512i, sc: __m512, k: &Consts) -> __m512i {
+fn requant16(s: __m512i, b: __m512i, sc: __m512, k: &Consts) -> __m512i {
     let v = _mm512_cvtepi32_ps(_mm512_add_epi32(s, b));
     let v = _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(v, sc), k.lo), k.hi);
     let i = _mm512_sub_epi32(_mm512_castps_si512(_mm512_add_ps(v, k.magic)), k.magic_bits);

@@ -24,12 +24,14 @@
 //! `vpdpwssd`, which fuses the two (and adds without saturating), for tiles of at least five
 //! rows (fewer run the BW tiles: see `avx512::VNNI_ROWS`); the portable tier plain
 //! Rust. All read the same packed panels and give the same sums, so the requantized bytes
-//! are the same on every tier. Not written: `vpdpbusd` (u8 × i8 quads summed into i32, four
-//! K steps per instruction, no intermediate saturation), the larger gain of VNNI, needs
-//! B packed in quads and A as unsigned bytes (the activations' zero point folded into the
-//! bias) — another packing; AVX-VNNI (`vpdpwssd` on 256-bit registers, CPUs with AVX-VNNI
-//! but no AVX-512) in the AVX2 tile. The depthwise row runs 32-value blocks on the AVX-512
-//! tiers ([`depthwise`]).
+//! are the same on every tier. AVX-512 VNNI also has `vpdpbusd` (u8 × i8 quads summed
+//! into i32, four K steps per instruction, no intermediate saturation): [`quads`] is the
+//! byte GEMM on it, B packed as i8 quads ([`QuadPackedB`]) and A as unsigned bytes, the
+//! activations' zero point folded into the bias; the layers whose centered weights fit i8
+//! run it where the tier has its tile ([`quads_in_use`]) and this pair GEMM elsewhere,
+//! with the same bytes. Not written: AVX-VNNI (`vpdpwssd`/`vpdpbusd` on 256-bit registers,
+//! CPUs with AVX-VNNI but no AVX-512). The depthwise row runs 32-value blocks on the
+//! AVX-512 tiers ([`depthwise`]).
 //!
 //! [`requant`] holds TFLite's requantization rule applied to the sums; [`fused`] the GEMM
 //! that applies it in the tile's store; [`depthwise`] a channels-last depthwise output row

@@ -7,12 +7,16 @@
 //! four rows (a fully connected layer's one row), since each accumulator is a dependency
 //! chain through an instruction of several cycles' latency.
 //!
-//! The sums are requantized in registers with the pair tiles' operations
-//! ([`super::avx512::requant16`]), so the bytes are theirs.
+//! The sums are requantized in registers with the pair tiles' f32 operations in their order
+//! ([`super::fused`]); two integer steps are merged where that leaves every int32 value the
+//! same: the accumulators start at the bias (rather than adding it to the sums), and the
+//! rounding's bit offset and the output zero point are one add. `vpmovdb` keeps each lane's
+//! low byte. So the bytes are the pair tiles'.
 
-use super::avx512::{requant16, Consts};
+use super::channels::RequantRange;
 use super::fused::ColumnRequant;
 use super::quads::{QUAD_PANELS, QUAD_ROWS};
+use super::requant::MAGIC;
 use super::QNR;
 use std::arch::x86_64::*;
 
@@ -34,21 +38,22 @@ unsafe fn rows_requant<const R: usize, const P: usize>(
     dst: &mut [u8],
     ldd: usize,
 ) {
+    let mut init = [_mm512_setzero_si512(); P];
+    for (pp, v) in init.iter_mut().enumerate() {
+        let (bias, _) = rq.panel(p + pp);
+        // SAFETY: `panel` returns QNR = 16 values, one vector.
+        *v = unsafe { _mm512_loadu_si512(bias.as_ptr().cast()) };
+    }
     // SAFETY: forwarded contract.
-    let acc = unsafe { sums::<R, P>(a, lda, kq, panels) };
+    let acc = unsafe { sums::<R, P>(a, lda, kq, panels, init) };
     let k = Consts::new(rq.range());
     for pp in 0..P {
-        let (bias, scale) = rq.panel(p + pp);
-        // SAFETY: `panel` returns QNR = 16 values of each, one vector.
-        let (bias, scale) = unsafe {
-            (
-                _mm512_loadu_si512(bias.as_ptr().cast()),
-                _mm512_loadu_ps(scale.as_ptr()),
-            )
-        };
+        let (_, scale) = rq.panel(p + pp);
+        // SAFETY: `panel` returns QNR = 16 values, one vector.
+        let scale = unsafe { _mm512_loadu_ps(scale.as_ptr()) };
         for (rr, row) in acc.iter().enumerate() {
             // `vpmovdb`: each lane's low byte.
-            let b = _mm512_cvtepi32_epi8(requant16(row[pp], bias, scale, &k));
+            let b = _mm512_cvtepi32_epi8(requant16(row[pp], scale, &k));
             let at = &mut dst[rr * ldd + (off + pp) * QNR..][..QNR];
             // SAFETY: `at` holds 16 bytes, one 128-bit vector.
             unsafe { _mm_storeu_si128(at.as_mut_ptr().cast(), b) };
@@ -80,9 +85,42 @@ macro_rules! by_rows {
     };
 }
 
-/// The sums of `R` rows against `P` panels, one vector per row and panel. Safety: AVX-512F,
-/// BW and VNNI present; `a` readable for `(R−1)·lda + kq` bytes, `kq` a multiple of 4;
-/// `panels` readable for `P · kq · 16` bytes.
+/// The broadcast constants of the requantization.
+struct Consts {
+    lo: __m512,
+    hi: __m512,
+    magic: __m512,
+    /// The output zero point less the bits of [`MAGIC`] (wrapping).
+    offset: __m512i,
+}
+
+impl Consts {
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    fn new(range: RequantRange) -> Consts {
+        let zero = range.zero as i32;
+        Consts {
+            lo: _mm512_set1_ps(range.lo),
+            hi: _mm512_set1_ps(range.hi),
+            magic: _mm512_set1_ps(MAGIC),
+            offset: _mm512_set1_epi32(zero.wrapping_sub(MAGIC.to_bits() as i32)),
+        }
+    }
+}
+
+/// Sixteen sums (the bias included) requantized, each lane's byte in its low 8 bits:
+/// `clamp(round_half_even(s · sc), lo, hi) + zero`, [`super::fused`]'s operations.
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn requant16(s: __m512i, sc: __m512, k: &Consts) -> __m512i {
+    let v = _mm512_mul_ps(_mm512_cvtepi32_ps(s), sc);
+    let v = _mm512_min_ps(_mm512_max_ps(v, k.lo), k.hi);
+    _mm512_add_epi32(_mm512_castps_si512(_mm512_add_ps(v, k.magic)), k.offset)
+}
+
+/// The sums of `R` rows against `P` panels, one vector per row and panel, each started at
+/// its panel's `init`. Safety: AVX-512F, BW and VNNI present; `a` readable for
+/// `(R−1)·lda + kq` bytes, `kq` a multiple of 4; `panels` readable for `P · kq · 16` bytes.
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 #[inline]
 unsafe fn sums<const R: usize, const P: usize>(
@@ -90,9 +128,10 @@ unsafe fn sums<const R: usize, const P: usize>(
     lda: usize,
     kq: usize,
     panels: *const i8,
+    init: [__m512i; P],
 ) -> [[__m512i; P]; R] {
     let size = kq * QNR;
-    let mut acc = [[_mm512_setzero_si512(); P]; R];
+    let mut acc = [init; R];
     for q in 0..kq / 4 {
         let mut bv = [_mm512_setzero_si512(); P];
         for (pp, v) in bv.iter_mut().enumerate() {
@@ -124,7 +163,7 @@ unsafe fn rows_sums<const R: usize, const P: usize>(
     out: &mut [[i32; QNR * QUAD_PANELS]; QUAD_ROWS],
 ) {
     // SAFETY: forwarded contract.
-    let acc = unsafe { sums::<R, P>(a, lda, kq, panels) };
+    let acc = unsafe { sums::<R, P>(a, lda, kq, panels, [_mm512_setzero_si512(); P]) };
     for (row, o) in acc.iter().zip(out.iter_mut()) {
         for (pp, &v) in row.iter().enumerate() {
             let dst = &mut o[pp * QNR..][..QNR];
