@@ -196,3 +196,51 @@ fn cpu_ref_runs_the_int8_stem_exactly_as_litert() {
         "{out}"
     );
 }
+
+/// CpuAcc computes the int8 models' bytes exactly as LiteRT on both of its int8 GEMM paths:
+/// the best tier (on a CPU with AVX-512 VNNI, the `vpdpbusd` byte GEMM for the convolutions
+/// and fully connected layers) and the AVX2 tier's 16-bit pair GEMM (`isa=avx2`, which also
+/// keeps a CPU without AVX2 on its portable tier). `backplane backends` names the int8 path.
+#[test]
+fn cpu_acc_int8_layers_match_litert_exactly_on_every_gemm_path() {
+    let o = backplane(&["backends"]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    eprintln!(
+        "int8 path: {}",
+        out.lines().find(|l| l.contains("Int8Isa")).unwrap_or("?")
+    );
+    let cases = [
+        (
+            "mobilenet_v2_stem_int8",
+            "serving_default_keras_tensor_39:0",
+        ),
+        ("mobile_blocks_int8", "serving_default_image:0"),
+        ("dense_int8", "serving_default_seq:0"),
+    ];
+    for (name, input) in cases {
+        let dir = format!("testdata/tflite/{name}");
+        for option in [None, Some("CpuAcc:isa=avx2")] {
+            let model = format!("{dir}/model.tflite");
+            let x = format!("{input}={dir}/input_0.npy");
+            let mut args = vec![
+                "run",
+                &model,
+                "--backends",
+                "CpuAcc,CpuRef",
+                "--input",
+                &x,
+                "--compare",
+                &dir,
+                "--rtol",
+                "0",
+                "--atol",
+                "0",
+            ];
+            if let Some(opt) = option {
+                args.extend(["--backend-option", opt]);
+            }
+            common::assert_outputs_match(&args, &format!("{name} {option:?}"));
+        }
+    }
+}

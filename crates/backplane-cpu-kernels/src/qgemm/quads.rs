@@ -241,10 +241,16 @@ fn tile_bytes(
     let panels = b.panels(p, np);
     #[cfg(target_arch = "x86_64")]
     if isa == Int8Isa::Avx512Vnni {
+        // The callers size `dst` (the entry point checked the output's extent, the byte
+        // buffer holds a whole tile); a short one would have its tile skipped, not
+        // overrun.
+        if (r.max(1) - 1) * ldd + np * QNR > dst.len() {
+            return;
+        }
         // SAFETY: the CPU has AVX-512F, BW and VNNI (the tier, checked by the entry point);
         // the entry point checked that `r` rows of `kq` bytes at pitch `lda` lie in `a`;
         // `panels` holds `np` panels of `kq · QNR` bytes and `p .. p + np` are panels of
-        // `rq` (both checked against the range).
+        // `rq` (both checked against the range); `dst` was checked just above.
         unsafe {
             super::quads_avx512::tile_requant(
                 a.as_ptr(),
@@ -255,7 +261,7 @@ fn tile_bytes(
                 np,
                 rq,
                 p,
-                dst,
+                dst.as_mut_ptr(),
                 ldd,
             )
         };

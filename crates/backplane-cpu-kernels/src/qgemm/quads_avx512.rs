@@ -20,10 +20,10 @@ use super::requant::MAGIC;
 use super::QNR;
 use std::arch::x86_64::*;
 
-/// `R` rows against `P` panels, requantized into `dst[row·ldd + 16·(off + pp) ..]` (a
-/// slice too short panics: the callers size it). Safety: AVX-512F, BW and VNNI present;
-/// `a` readable for `(R−1)·lda + kq` bytes, `kq` a multiple of 4; `panels` readable for
-/// `P · kq · 16` bytes; `p .. p + P` panels of `rq`.
+/// `R` rows against `P` panels, requantized into `dst[row·ldd + 16·(off + pp) ..]`.
+/// Safety: AVX-512F, BW and VNNI present; `a` readable for `(R−1)·lda + kq` bytes, `kq` a
+/// multiple of 4; `panels` readable for `P · kq · 16` bytes; `p .. p + P` panels of `rq`;
+/// `dst` writable for `(R−1)·ldd + 16·(off + P)` bytes.
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 #[allow(clippy::too_many_arguments)]
 #[inline]
@@ -35,7 +35,7 @@ unsafe fn rows_requant<const R: usize, const P: usize>(
     rq: &ColumnRequant,
     p: usize,
     off: usize,
-    dst: &mut [u8],
+    dst: *mut u8,
     ldd: usize,
 ) {
     let mut init = [_mm512_setzero_si512(); P];
@@ -47,16 +47,18 @@ unsafe fn rows_requant<const R: usize, const P: usize>(
     // SAFETY: forwarded contract.
     let acc = unsafe { sums::<R, P>(a, lda, kq, panels, init) };
     let k = Consts::new(rq.range());
-    for pp in 0..P {
+    let mut scales = [_mm512_setzero_ps(); P];
+    for (pp, v) in scales.iter_mut().enumerate() {
         let (_, scale) = rq.panel(p + pp);
         // SAFETY: `panel` returns QNR = 16 values, one vector.
-        let scale = unsafe { _mm512_loadu_ps(scale.as_ptr()) };
-        for (rr, row) in acc.iter().enumerate() {
+        *v = unsafe { _mm512_loadu_ps(scale.as_ptr()) };
+    }
+    for (rr, row) in acc.iter().enumerate() {
+        for (pp, (&v, &sc)) in row.iter().zip(&scales).enumerate() {
             // `vpmovdb`: each lane's low byte.
-            let b = _mm512_cvtepi32_epi8(requant16(row[pp], scale, &k));
-            let at = &mut dst[rr * ldd + (off + pp) * QNR..][..QNR];
-            // SAFETY: `at` holds 16 bytes, one 128-bit vector.
-            unsafe { _mm_storeu_si128(at.as_mut_ptr().cast(), b) };
+            let b = _mm512_cvtepi32_epi8(requant16(v, sc, &k));
+            // SAFETY: rr < R and pp < P: the 16 bytes lie in `dst` by the contract.
+            unsafe { _mm_storeu_si128(dst.add(rr * ldd + (off + pp) * QNR).cast(), b) };
         }
     }
 }
@@ -195,10 +197,10 @@ pub(super) unsafe fn tile_sums(
 }
 
 /// The requantized bytes of `r` rows (1 ..= [`QUAD_ROWS`]; more are cut) against panels
-/// `p .. p + np` (1 ..= [`QUAD_PANELS`]), panel `pp`'s into `dst[row·ldd + 16·pp ..]`
-/// (16 bytes each: a slice too short panics, the caller sizes it).
+/// `p .. p + np` (1 ..= [`QUAD_PANELS`]), panel `pp`'s into `dst[row·ldd + 16·pp ..]`.
 /// Safety: AVX-512F, BW and VNNI present; `a` readable for `(r−1)·lda + kq` bytes, `kq` a
-/// multiple of 4; `panels` readable for `np · kq · 16` bytes; `p .. p + np` panels of `rq`.
+/// multiple of 4; `panels` readable for `np · kq · 16` bytes; `p .. p + np` panels of `rq`;
+/// `dst` writable for `(r−1)·ldd + 16·np` bytes.
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 #[allow(clippy::too_many_arguments)]
 pub(super) unsafe fn tile_requant(
@@ -210,7 +212,7 @@ pub(super) unsafe fn tile_requant(
     np: usize,
     rq: &ColumnRequant,
     p: usize,
-    dst: &mut [u8],
+    dst: *mut u8,
     ldd: usize,
 ) {
     let r = r.min(QUAD_ROWS);
@@ -243,36 +245,10 @@ pub(super) unsafe fn tile_requant(
                 // SAFETY: pp < np, so the panel at pp·size lies in `panels`.
                 let at = unsafe { panels.add(pp * size) };
                 if np - pp >= 2 {
-                    by_rows!(
-                        rows_requant,
-                        2,
-                        r,
-                        a,
-                        lda,
-                        kq,
-                        at,
-                        rq,
-                        p + pp,
-                        pp,
-                        &mut *dst,
-                        ldd
-                    );
+                    by_rows!(rows_requant, 2, r, a, lda, kq, at, rq, p + pp, pp, dst, ldd);
                     pp += 2;
                 } else {
-                    by_rows!(
-                        rows_requant,
-                        1,
-                        r,
-                        a,
-                        lda,
-                        kq,
-                        at,
-                        rq,
-                        p + pp,
-                        pp,
-                        &mut *dst,
-                        ldd
-                    );
+                    by_rows!(rows_requant, 1, r, a, lda, kq, at, rq, p + pp, pp, dst, ldd);
                     pp += 1;
                 }
             }
