@@ -28,6 +28,9 @@ pub const QUAD_ROWS: usize = 12;
 /// The most panels per quad tile (taken when the tile has few rows, so that enough
 /// independent accumulators hide the instruction's latency).
 pub(super) const QUAD_PANELS: usize = 4;
+/// About the bytes of A a block of rows may take so as to stay in the L1 cache while the
+/// panels pass ([`quad_gemm_requantized_on`]).
+const A_BLOCK_BYTES: usize = 16 * 1024;
 
 /// True when the int8 tier in use has a `vpdpbusd` tile: the layers that can should then
 /// pack their weights with [`QuadPackedB`] and call [`quad_gemm_requantized`].
@@ -191,30 +194,39 @@ pub fn quad_gemm_requantized_on(
         return false;
     }
     let mut bytes = [0u8; QNR * QUAD_PANELS * QUAD_ROWS];
-    let mut i = 0;
-    while i < rows {
-        let r = (rows - i).min(QUAD_ROWS);
-        let a_rows = &a[i * lda..];
+    // Rows in blocks of whole tiles whose A bytes stay in the L1 cache, each block against
+    // every panel in turn: a panel's weights are read from memory once per block (not once
+    // per tile) and then serve the block's tiles from the cache.
+    let block = (A_BLOCK_BYTES / kq.max(1)).div_ceil(QUAD_ROWS).max(1) * QUAD_ROWS;
+    let mut i0 = 0;
+    while i0 < rows {
+        let end = (i0 + block).min(rows);
         let mut p = panels.start;
         while p < panels.end {
             // Few rows: more panels per tile, for more independent accumulators.
-            let np = (panels.end - p).min(if r <= 4 { QUAD_PANELS } else { 2 });
+            let np = (panels.end - p).min(if end - i0 <= 4 { QUAD_PANELS } else { 2 });
             let j0 = p * QNR - first;
             let width = (b.cols - p * QNR).min(np * QNR);
-            let at = i * ldo + j0;
-            if width == np * QNR {
-                // Whole panels: stored in place (`out` holds (r−1)·ldo + width from `at`).
-                tile_bytes(isa, a_rows, lda, r, b, p, np, rq, &mut out[at..], ldo);
-            } else {
-                let ldb = QNR * QUAD_PANELS;
-                tile_bytes(isa, a_rows, lda, r, b, p, np, rq, &mut bytes, ldb);
-                for (rr, row) in bytes.chunks_exact(ldb).enumerate().take(r) {
-                    out[at + rr * ldo..][..width].copy_from_slice(&row[..width]);
+            let mut i = i0;
+            while i < end {
+                let r = (end - i).min(QUAD_ROWS);
+                let a_rows = &a[i * lda..];
+                let at = i * ldo + j0;
+                if width == np * QNR {
+                    // Whole panels: stored in place (`out` holds (r−1)·ldo + width from `at`).
+                    tile_bytes(isa, a_rows, lda, r, b, p, np, rq, &mut out[at..], ldo);
+                } else {
+                    let ldb = QNR * QUAD_PANELS;
+                    tile_bytes(isa, a_rows, lda, r, b, p, np, rq, &mut bytes, ldb);
+                    for (rr, row) in bytes.chunks_exact(ldb).enumerate().take(r) {
+                        out[at + rr * ldo..][..width].copy_from_slice(&row[..width]);
+                    }
                 }
+                i += r;
             }
             p += np;
         }
-        i += r;
+        i0 = end;
     }
     true
 }
