@@ -207,6 +207,25 @@ pub fn quad_gemm_requantized_on(
             let np = (panels.end - p).min(if end - i0 <= 4 { QUAD_PANELS } else { 2 });
             let j0 = p * QNR - first;
             let width = (b.cols - p * QNR).min(np * QNR);
+            if width == np * QNR && has_quad_tile(isa) {
+                // Whole panels on the vector tile: the block's rows in one call, stored in
+                // place (`out` holds (end − i0 − 1)·ldo + width bytes from `at`).
+                let at = i0 * ldo + j0;
+                block_bytes(
+                    isa,
+                    &a[i0 * lda..],
+                    lda,
+                    end - i0,
+                    b,
+                    p,
+                    np,
+                    rq,
+                    &mut out[at..],
+                    ldo,
+                );
+                p += np;
+                continue;
+            }
             let mut i = i0;
             while i < end {
                 let r = (end - i).min(QUAD_ROWS);
@@ -229,6 +248,49 @@ pub fn quad_gemm_requantized_on(
         i0 = end;
     }
     true
+}
+
+/// The requantized bytes of `rows` rows (any number) against panels `p .. p + np` on the
+/// vector tile of `isa` ([`has_quad_tile`]), panel `pp`'s at `dst[row·ldd + 16·pp ..]`.
+/// The caller checked A's and B's extents and that the CPU has `isa`; a `dst` too short
+/// for the rows is left as it is (not overrun).
+#[allow(clippy::too_many_arguments)]
+fn block_bytes(
+    isa: Int8Isa,
+    a: &[u8],
+    lda: usize,
+    rows: usize,
+    b: &QuadPackedB,
+    p: usize,
+    np: usize,
+    rq: &ColumnRequant,
+    dst: &mut [u8],
+    ldd: usize,
+) {
+    let kq = b.depth_padded();
+    let panels = b.panels(p, np);
+    #[cfg(target_arch = "x86_64")]
+    if isa == Int8Isa::Avx512Vnni && rows > 0 && (rows - 1) * ldd + np * QNR <= dst.len() {
+        // SAFETY: the CPU has AVX-512F, BW and VNNI (the tier, checked by the entry point);
+        // the entry point checked that `rows` rows of `kq` bytes at pitch `lda` lie in `a`;
+        // `panels` holds `np` panels of `kq · QNR` bytes, `p .. p + np` are panels of `rq`;
+        // `dst`'s extent was checked just above.
+        unsafe {
+            super::quads_avx512::rows_block_requant(
+                a.as_ptr(),
+                lda,
+                rows,
+                kq,
+                panels.as_ptr(),
+                np,
+                rq,
+                p,
+                dst.as_mut_ptr(),
+                ldd,
+            )
+        };
+    }
+    let _ = (isa, a, lda, rows, kq, panels, rq, dst, ldd);
 }
 
 /// One tile's requantized bytes: `r` rows (at most [`QUAD_ROWS`]) against panels

@@ -255,3 +255,57 @@ pub(super) unsafe fn tile_requant(
         }
     }
 }
+
+/// [`tile_requant`] for any number of rows: whole tiles of [`QUAD_ROWS`] rows in a loop (the
+/// tile inlined, so the requantization's constants are set up once rather than per tile),
+/// then the remaining rows. Safety: as [`tile_requant`] with `rows` for `r`: `a` readable
+/// for `(rows−1)·lda + kq` bytes, `dst` writable for `(rows−1)·ldd + 16·np` bytes.
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+#[allow(clippy::too_many_arguments)]
+pub(super) unsafe fn rows_block_requant(
+    a: *const u8,
+    lda: usize,
+    rows: usize,
+    kq: usize,
+    panels: *const i8,
+    np: usize,
+    rq: &ColumnRequant,
+    p: usize,
+    dst: *mut u8,
+    ldd: usize,
+) {
+    let whole = if np <= 2 { rows / QUAD_ROWS } else { 0 };
+    for t in 0..whole {
+        let at = t * QUAD_ROWS;
+        // SAFETY: rows at..at + 12 lie within `rows` (the contract covers them), at their
+        // offsets in `a` and `dst`.
+        unsafe {
+            let (a, dst) = (a.add(at * lda), dst.add(at * ldd));
+            if np == 2 {
+                rows_requant::<QUAD_ROWS, 2>(a, lda, kq, panels, rq, p, 0, dst, ldd);
+            } else {
+                rows_requant::<QUAD_ROWS, 1>(a, lda, kq, panels, rq, p, 0, dst, ldd);
+            }
+        }
+    }
+    let mut at = whole * QUAD_ROWS;
+    while at < rows {
+        let r = (rows - at).min(QUAD_ROWS);
+        // SAFETY: rows at..at + r lie within `rows`, as above.
+        unsafe {
+            tile_requant(
+                a.add(at * lda),
+                lda,
+                r,
+                kq,
+                panels,
+                np,
+                rq,
+                p,
+                dst.add(at * ldd),
+                ldd,
+            )
+        };
+        at += r;
+    }
+}
