@@ -290,13 +290,16 @@ fn block_bytes(
             )
         };
     }
+    // Without the vector tile (other architectures) there is nothing to run.
+    #[cfg(not(target_arch = "x86_64"))]
     let _ = (isa, a, lda, rows, kq, panels, rq, dst, ldd);
 }
 
 /// One tile's requantized bytes: `r` rows (at most [`QUAD_ROWS`]) against panels
 /// `p .. p + np` (`np` at most [`QUAD_PANELS`]), panel `pp`'s bytes at
-/// `dst[row·ldd + 16·pp ..]` (the caller sizes `dst`: a short one panics). The caller
-/// checked A's and B's extents and that the CPU has `isa`.
+/// `dst[row·ldd + 16·pp ..]` (the caller sizes `dst`; were it short, the vector tile would
+/// write nothing and the plain one panic). The caller checked A's and B's extents and that
+/// the CPU has `isa`.
 #[allow(clippy::too_many_arguments)]
 #[inline]
 fn tile_bytes(

@@ -7,6 +7,10 @@
 //! four rows (a fully connected layer's one row), since each accumulator is a dependency
 //! chain through an instruction of several cycles' latency.
 //!
+//! `vpdpbusd` is issued through its intrinsic: unlike `vpdpwssd` (`super::avx512`'s
+//! `dpwssd`, written as assembly), it has no two-instruction equivalent that LLVM could split
+//! it into (the disassembly of the release build shows one `vpdpbusd` per row and panel).
+//!
 //! The sums are requantized in registers with the pair tiles' f32 operations in their order
 //! ([`super::fused`]); two integer steps are merged where that leaves every int32 value the
 //! same: the accumulators start at the bias (rather than adding it to the sums), and the
