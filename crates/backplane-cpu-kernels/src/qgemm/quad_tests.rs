@@ -263,3 +263,57 @@ fn quads_refuse_what_they_cannot_run() {
         assert!(!small);
     }
 }
+
+/// Rows read in place at a pitch of the depth itself (a u8 layer's pixels, C not a multiple
+/// of 4): each row's padded depth runs into the next row, whose bytes meet zero weights, so
+/// the bytes are those of zero-padded rows.
+#[test]
+fn quads_read_rows_that_run_into_the_next() {
+    let tiers = tiers("quads_read_rows_that_run_into_the_next");
+    let range = ranges()[2];
+    for (m, k, n) in [(50, 6, 20), (13, 13, 33), (97, 30, 16), (5, 1, 3)] {
+        let (a_u, w) = operands(m, k, n, 0);
+        let b = QuadPackedB::pack(k, n, |kk, j| w[kk * n + j] as i16).expect("pack");
+        let kq = b.depth_padded();
+        // The pixels back to back, and the readable bytes past the last row's depth.
+        let mut packed: Vec<u8> = a_u.iter().map(|&v| v as u8).collect();
+        packed.resize(m * k + (kq - k), 0xee);
+        let mut padded = vec![0u8; m * kq];
+        for i in 0..m {
+            for kk in 0..k {
+                padded[i * kq + kk] = a_u[i * k + kk] as u8;
+            }
+        }
+        let bias: Vec<i32> = (0..n as i32).map(|j| j * 31 - 200).collect();
+        let scale: Vec<f32> = (0..n).map(|j| 1.0 / (30.0 + j as f32)).collect();
+        let rq = ColumnRequant::new(&bias, &scale, range).expect("requant");
+        let panels = 0..n.div_ceil(QNR);
+        for &isa in &tiers {
+            let mut want = vec![0u8; m * n];
+            let mut got = vec![1u8; m * n];
+            assert!(quad_gemm_requantized_on(
+                isa,
+                &padded,
+                kq,
+                m,
+                &b,
+                panels.clone(),
+                &rq,
+                &mut want,
+                n
+            ));
+            assert!(quad_gemm_requantized_on(
+                isa,
+                &packed,
+                k,
+                m,
+                &b,
+                panels.clone(),
+                &rq,
+                &mut got,
+                n
+            ));
+            assert!(got == want, "{}: {m}x{k}x{n}", isa.name());
+        }
+    }
+}
