@@ -605,8 +605,21 @@ impl NhwcConvWorkload {
         }
         let (m, k) = (self.m, self.geo.kh * self.geo.kw * self.c);
         let px = self.pixels();
-        if self.in_place_tiles && self.threads.count() > 1 && px <= IM2COL_ROWS {
-            return self.im2col_by_columns(p, x, r, y);
+        if self.threads.count() > 1 && px <= IM2COL_ROWS {
+            if self.in_place_tiles {
+                return self.im2col_by_columns(p, x, r, y);
+            }
+            // One block of rows (a 7×7 plane): gathered once, the product shared by the
+            // threads (the SGEMM splits the columns of large weights between them).
+            let mut buf = gemm::take(&IM2COL, px * k);
+            self.gather(x, 0, px, &mut buf[..px * k]);
+            let y = &mut y[..px * m];
+            if let Some(r) = r {
+                y.copy_from_slice(&r[..px * m]);
+            }
+            let done = self.product(&self.threads, p, &buf[..px * k], k, r.is_some(), y);
+            gemm::give_back(&IM2COL, buf);
+            return done;
         }
         let per = self.threads.chunk_size(px, IM2COL_ROWS, 1).min(IM2COL_ROWS);
         let single = Threads::single();
