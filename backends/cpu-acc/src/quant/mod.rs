@@ -5,10 +5,12 @@
 //! kernel crate's integer GEMM (`qgemm`) with XNNPACK's requantization; connected int8
 //! layers then run channels-last ([`region`], [`nhwc_conv`]). Elementwise functions of one
 //! quantized tensor (int8 sigmoid, hard-swish) become byte tables ([`lookup`]), and the
-//! mean over the pixels an 8-bit layer ([`mean`]).
+//! mean over the pixels an 8-bit layer ([`mean`]). ONNX Runtime's dynamic quantization
+//! (DynamicQuantizeLinear, MatMulInteger) runs in [`dynamic`].
 
 mod binary;
 mod conv;
+mod dynamic;
 pub(crate) mod fold;
 mod gemm;
 mod lookup;
@@ -36,6 +38,9 @@ pub(crate) const QLINEAR_LOOKUP: &str = "QLinearLookup";
 pub(crate) const QLINEAR_MEAN: &str = "QLinearMean";
 /// The custom operator of a folded quantized 2-D average pool (domain CpuAcc).
 pub(crate) const QLINEAR_AVERAGE_POOL: &str = "QLinearAveragePool";
+/// The custom operator of a folded integer product of 8-bit values and constant weights, with
+/// int32 sums (ONNX MatMulInteger; domain CpuAcc).
+pub(crate) const MATMUL_INTEGER: &str = "MatMulInteger";
 /// The custom operator quantizing an f32 NCHW tensor into a channels-last 8-bit one
 /// (domain CpuAcc), where a channels-last region starts at a quantized image.
 pub(crate) const QUANTIZE_NHWC: &str = "QuantizeToNhwc";
@@ -93,6 +98,7 @@ pub(crate) fn is_quant_custom(c: &CustomOp) -> bool {
             QLINEAR_MEAN,
             QLINEAR_AVERAGE_POOL,
             QUANTIZE_NHWC,
+            MATMUL_INTEGER,
         ]
         .contains(&c.op_type.as_str())
 }
@@ -100,6 +106,11 @@ pub(crate) fn is_quant_custom(c: &CustomOp) -> bool {
 /// The plan of a QuantizeLinear or DequantizeLinear layer.
 pub(crate) fn plan_qdq(layer: &LayerDesc) -> Result<Plan<'_>, String> {
     qdq::plan(layer)
+}
+
+/// The plan of a DynamicQuantizeLinear layer.
+pub(crate) fn plan_dynamic_quantize(layer: &LayerDesc) -> Result<Plan<'_>, String> {
+    dynamic::plan_dynamic_quantize(layer)
 }
 
 /// The plan of a quantized custom layer.
@@ -116,6 +127,8 @@ pub(crate) fn plan_custom<'a>(c: &'a CustomOp, layer: &'a LayerDesc) -> Result<P
         mean::plan_pool(c, layer)
     } else if c.op_type == QUANTIZE_NHWC {
         qdq::plan_nhwc(c, layer)
+    } else if c.op_type == MATMUL_INTEGER {
+        dynamic::plan_matmul_integer(c, layer)
     } else {
         conv::plan(c, layer)
     }
