@@ -6,8 +6,11 @@ of CpuAcc's dynamic quantization (crates/backplane-cli/tests/dynamic_quant.rs).
 
 The float network before quantization (random weights, seeded):
 
-  x f32[1,9,48] -> MatMul [48,64] -> Add bias -> Relu -> MatMul [64,48] -> Add bias
-    -> Add x -> LayerNormalization -> y f32[1,9,48]
+  x f32[1,9,64] -> MatMul [64,1024] -> Add bias -> Relu -> MatMul [1024,64] -> Add bias
+    -> Add x -> LayerNormalization -> y f32[1,9,64]
+
+The weights are 64 KiB each: the import keeps them 8-bit (their widening Cast a layer that
+CpuAcc folds into the integer product).
 
 Reference outputs: onnxruntime's CPU provider (its DynamicQuantizeLinear and MatMulInteger
 kernels). Needs onnx and onnxruntime: run with /work/venv-bench/bin/python (not in CI).
@@ -28,7 +31,7 @@ def main():
     out = sys.argv[1] if len(sys.argv) > 1 else "testdata/dynamic_quant"
     os.makedirs(out, exist_ok=True)
     rng = np.random.default_rng(43)
-    d, h, seq = 48, 64, 9
+    d, h, seq = 64, 1024, 9
 
     def const(name, shape, scale):
         return numpy_helper.from_array(

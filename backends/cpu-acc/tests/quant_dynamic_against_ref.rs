@@ -74,6 +74,9 @@ struct Chain {
     scale: bool,
     scale_first: bool,
     bias: bool,
+    /// The weights as the import keeps large ones: an 8-bit constant (signed or not) cast to
+    /// int32 in the network, less this zero point when not 0.
+    bytes: Option<(bool, i32)>,
 }
 
 fn chain(c: Chain, r: &mut Rng) -> (Network, HashMap<TensorId, Tensor>, TensorId) {
@@ -113,9 +116,24 @@ fn chain(c: Chain, r: &mut Rng) -> (Network, HashMap<TensorId, Tensor>, TensorId
             _ => (r.next() % 511) as i32 - 255,
         })
         .collect();
-    let w = net
-        .add_constant("w", Tensor::from_vec(vec![c.k, c.n], wv).unwrap())
-        .unwrap();
+    let w = match c.bytes {
+        None => net
+            .add_constant("w", Tensor::from_vec(vec![c.k, c.n], wv).unwrap())
+            .unwrap(),
+        Some((signed, zero)) => {
+            let wdt = if signed { DataType::I8 } else { DataType::U8 };
+            let info = TensorInfo::new(wdt, vec![c.k, c.n]);
+            let w8 = Tensor::from_bytes(info, &r.bytes(c.k * c.n)).unwrap();
+            let w8 = net.add_constant("w8", w8).unwrap();
+            let wide = layer(&mut net, "widen1", cast(DataType::I32), &[w8]);
+            if zero == 0 {
+                layer(&mut net, "centered1", Op::Identity, &[wide])
+            } else {
+                let z = net.add_constant("w_zero", Tensor::scalar(zero)).unwrap();
+                layer(&mut net, "centered1", Op::Binary(BinaryOp::Sub), &[wide, z])
+            }
+        }
+    };
     let mut y = layer(&mut net, "matmul", Op::MatMul, &[centered, w]);
     if c.scale {
         let f = layer(&mut net, "cast", cast(DataType::F32), &[y]);
@@ -145,12 +163,12 @@ fn lowered_matmul_integer_folds_into_one_integer_product() {
         (128, 257, 100),
         (4, 1152, 40),
     ] {
-        for (i, &(signed, zero_point, scale, scale_first, bias)) in [
-            (false, true, true, false, true),
-            (false, true, true, true, false),
-            (true, true, false, false, false),
-            (false, false, true, false, true),
-            (true, false, false, false, false),
+        for (i, &(signed, zero_point, scale, scale_first, bias, bytes)) in [
+            (false, true, true, false, true, None),
+            (false, true, true, true, false, Some((true, 0))),
+            (true, true, false, false, false, None),
+            (false, false, true, false, true, Some((false, 128))),
+            (true, false, false, false, false, Some((true, -3))),
         ]
         .iter()
         .enumerate()
@@ -164,6 +182,7 @@ fn lowered_matmul_integer_folds_into_one_integer_product() {
                 scale,
                 scale_first,
                 bias,
+                bytes,
             };
             let (net, feeds, y) = chain(c, &mut r);
             let want = run_reference(&net, &feeds);

@@ -159,6 +159,8 @@ pub(crate) struct MatMulIntegerDesc {
     pub k: usize,
     /// N.
     pub n: usize,
+    /// The weights are 8-bit with this zero point (else int32, centered already).
+    pub w_zero: Option<i32>,
     /// x's 8-bit scalar zero point is an input (else 0).
     pub zero_point: bool,
     /// An f32 scalar input scales the sums: y = f32(sums) · scale (the Cast and Mul after a
@@ -209,8 +211,12 @@ pub(super) fn plan_matmul_integer<'a>(
     } else {
         DataType::I32
     };
+    let w_type_fits = match d.w_zero {
+        Some(_) => is_8bit(w.dtype),
+        None => w.dtype == DataType::I32,
+    };
     let fits = is_8bit(x.dtype)
-        && w.dtype == DataType::I32
+        && w_type_fits
         && y.dtype == y_type
         && w.shape.dims() == [k, n]
         && k > 0
@@ -227,10 +233,27 @@ pub(super) fn plan_matmul_integer<'a>(
     let wt = layer
         .constant(1)
         .ok_or_else(|| bad("the weights must be constant"))?;
-    let values = wt.as_slice::<i32>().map_err(|e| e.to_string())?;
-    if values.iter().any(|v| !(-255..=255).contains(v)) {
-        return Err(bad("weights outside centered 8-bit values"));
-    }
+    let weights = match d.w_zero {
+        None => {
+            let values = wt.as_slice::<i32>().map_err(|e| e.to_string())?;
+            if values.iter().any(|v| !(-255..=255).contains(v)) {
+                return Err(bad("weights outside centered 8-bit values"));
+            }
+            Weights::Centered(values)
+        }
+        Some(zero) => {
+            let signed = w.dtype == DataType::I8;
+            let (lo, hi) = if signed { (-128, 127) } else { (0, 255) };
+            if !(-255..=255).contains(&(lo - zero)) || !(-255..=255).contains(&(hi - zero)) {
+                return Err(bad("the weights' zero point leaves centered 8-bit values"));
+            }
+            Weights::Bytes {
+                bytes: wt.bytes(),
+                signed,
+                zero,
+            }
+        }
+    };
     let bias = match bias_at {
         Some(s) => {
             let b = layer
@@ -257,8 +280,21 @@ pub(super) fn plan_matmul_integer<'a>(
             zero: zero_at,
             scale: scale_at,
         };
-        done(IntegerMatMul::new(io, [m, k, n], values, slots, bias, th)?)
+        done(IntegerMatMul::new(io, [m, k, n], weights, slots, bias, th)?)
     }))
+}
+
+/// The constant weights of an integer product, `[K, N]`.
+#[derive(Clone, Copy)]
+enum Weights<'a> {
+    /// int32 values, centered 8-bit ones.
+    Centered(&'a [i32]),
+    /// 8-bit values and their zero point.
+    Bytes {
+        bytes: &'a [u8],
+        signed: bool,
+        zero: i32,
+    },
 }
 
 /// Where the optional run-time inputs of an integer product are.
@@ -286,14 +322,23 @@ impl IntegerMatMul {
     fn new(
         io: Io,
         [rows, k, n]: [usize; 3],
-        w: &[i32],
+        w: Weights<'_>,
         slots: Slots,
         bias: Option<Vec<f32>>,
         th: Threads,
     ) -> Result<Self> {
-        // The values were checked to lie in [-255, 255].
-        let b = QPackedB::pack(k, n, |kk, c| w[kk * n + c] as i16)
-            .ok_or_else(|| io.error("cannot allocate the packed weights".into()))?;
+        // The centered values were checked to lie in [-255, 255].
+        let b = match w {
+            Weights::Centered(v) => QPackedB::pack(k, n, |kk, c| v[kk * n + c] as i16),
+            Weights::Bytes {
+                bytes,
+                signed,
+                zero,
+            } => QPackedB::pack(k, n, |kk, c| {
+                (super::widen(signed, bytes[kk * n + c]) - zero) as i16
+            }),
+        }
+        .ok_or_else(|| io.error("cannot allocate the packed weights".into()))?;
         Ok(IntegerMatMul {
             x_signed: io.inputs[0].dtype == DataType::I8,
             io,

@@ -28,25 +28,21 @@ impl Chains<'_> {
         else {
             return None;
         };
-        let w = self.constant(*wt)?;
-        let &[k, n] = w.info().shape.dims() else {
-            return None;
-        };
         let i32s = |t: TensorId| self.net.tensor(t).info.dtype == DataType::I32;
         if !i32s(*xt) || !i32s(*y) || self.net.tensor(*xt).info.shape.rank() < 2 {
             return None;
         }
-        let values = w.as_slice::<i32>().ok()?;
-        if values.iter().any(|v| !(-255..=255).contains(v)) {
-            return None;
-        }
-        // x's chain back from the product: Sub(Cast(x8), Cast(zero8)), or Identity(Cast(x8)),
-        // or Cast(x8); every link read by the next one only.
         let mut replaced = vec![id];
         let link = |t: TensorId, reader: LayerId| -> Option<LayerId> {
             let l = self.producer(t)?;
             (self.inside.contains(&l) && self.sole_consumer(t) == Some(reader)).then_some(l)
         };
+        let (w, w_zero) = self.integer_weights(*wt, id, &link, &mut replaced)?;
+        let &[k, n] = self.net.tensor(w).info.shape.dims() else {
+            return None;
+        };
+        // x's chain back from the product: Sub(Cast(x8), Cast(zero8)), or Identity(Cast(x8)),
+        // or Cast(x8); every link read by the next one only.
         let widened = |l: LayerId| -> Option<TensorId> {
             let layer = self.net.layer(l);
             match (&layer.op, layer.inputs.as_slice()) {
@@ -94,12 +90,13 @@ impl Chains<'_> {
         let desc = MatMulIntegerDesc {
             k,
             n,
+            w_zero,
             zero_point: zero8.is_some(),
             scaled: scale.is_some(),
             bias: bias.is_some(),
         };
         let op = Op::Custom(desc.to_op(self.net.tensor(out).info.clone()));
-        let mut inputs = vec![ValueRef::Existing(x8), ValueRef::Existing(*wt)];
+        let mut inputs = vec![ValueRef::Existing(x8), ValueRef::Existing(w)];
         inputs.extend(
             [zero8, scale, bias]
                 .into_iter()
@@ -107,6 +104,68 @@ impl Chains<'_> {
                 .map(ValueRef::Existing),
         );
         Some(self.one_layer(replaced, op, inputs, out))
+    }
+
+    /// The weights operand `wt` of the product `id`: a constant int32 `[K, N]` of centered
+    /// 8-bit values (the import folded their Cast), or the Cast of a constant 8-bit `[K, N]`
+    /// to int32 (large weights, which the import keeps 8-bit), through an Identity or less a
+    /// constant int32 scalar zero point (`Sub`). Returns the constant and, for 8-bit weights,
+    /// their zero point; adds the layers to `replaced`.
+    fn integer_weights(
+        &self,
+        wt: TensorId,
+        id: LayerId,
+        link: &dyn Fn(TensorId, LayerId) -> Option<LayerId>,
+        replaced: &mut Vec<LayerId>,
+    ) -> Option<(TensorId, Option<i32>)> {
+        if let Some(w) = self.constant(wt) {
+            let values = w.as_slice::<i32>().ok()?;
+            let fits =
+                w.info().shape.rank() == 2 && values.iter().all(|v| (-255..=255).contains(v));
+            return fits.then_some((wt, None));
+        }
+        let l = link(wt, id)?;
+        let layer = self.net.layer(l);
+        let (cast, zero) = match (&layer.op, layer.inputs.as_slice()) {
+            (Op::Identity, [c]) => (link(*c, l)?, 0),
+            (Op::Binary(BinaryOp::Sub), [c, z]) => {
+                let zv = self.constant(*z)?;
+                let &[zero] = zv.as_slice::<i32>().ok()? else {
+                    return None;
+                };
+                (link(*c, l)?, zero)
+            }
+            (Op::Cast { .. }, _) => (l, 0),
+            _ => return None,
+        };
+        let cl = self.net.layer(cast);
+        let (
+            Op::Cast {
+                to: DataType::I32, ..
+            },
+            [w8],
+        ) = (&cl.op, cl.inputs.as_slice())
+        else {
+            return None;
+        };
+        let info = &self.net.tensor(*w8).info;
+        let (lo, hi) = if info.dtype == DataType::I8 {
+            (-128, 127)
+        } else {
+            (0, 255)
+        };
+        let fits = is_8bit(info.dtype)
+            && info.shape.rank() == 2
+            && self.constant(*w8).is_some()
+            && (lo - zero..=hi - zero).all(|v| (-255..=255).contains(&v));
+        if !fits {
+            return None;
+        }
+        replaced.push(cast);
+        if cast != l {
+            replaced.push(l);
+        }
+        Some((*w8, Some(zero)))
     }
 
     /// The layers after the int32 sums `y` that dequantize them: `Cast(→ f32)` then `Mul` by
