@@ -197,13 +197,7 @@ impl Plan {
                 let mut res = Ok(());
                 'bands: for oy0 in (0..g.oh).step_by(band) {
                     let rows = band.min(g.oh - oy0);
-                    for t0 in (0..k).step_by(self.block_taps) {
-                        let t1 = (t0 + self.block_taps).min(k);
-                        let pass = channel_lanes::RowPass {
-                            accumulate: t0 > 0,
-                            finish: (t1 == k).then_some((&b[..], kernel_act)),
-                        };
-                        let (taps, wb) = (&self.taps[t0..t1], &w[t0 * width..t1 * width]);
+                    for (taps, wb, pass) in self.passes(w, &b, kernel_act) {
                         for (r, out) in sums.chunks_exact_mut(row_len).take(rows).enumerate() {
                             let x = &padded_ref[(oy0 + r) * g.sh * wp..];
                             let v = self.vectors;
@@ -233,6 +227,26 @@ impl Plan {
         );
         gemm::give_back(&PADDED, padded);
         res
+    }
+
+    /// The passes over the taps of one block of channels (`w`, its weights): each pass's
+    /// taps, their weights and how it runs (adding to the sums after the first; the last
+    /// adds the bias `b` and applies `act`).
+    fn passes<'a>(
+        &'a self,
+        w: &'a [f32],
+        b: &'a [f32],
+        act: Activation,
+    ) -> impl Iterator<Item = (&'a [usize], &'a [f32], channel_lanes::RowPass<'a>)> + 'a {
+        let (k, width) = (self.taps.len(), 16 * self.vectors);
+        (0..k).step_by(self.block_taps).map(move |t0| {
+            let t1 = (t0 + self.block_taps).min(k);
+            let pass = channel_lanes::RowPass {
+                accumulate: t0 > 0,
+                finish: (t1 == k).then_some((b, act)),
+            };
+            (&self.taps[t0..t1], &w[t0 * width..t1 * width], pass)
+        })
     }
 
     /// The input planes zero-padded to `hp × wp` each (a buffer from [`PADDED`], to be given
@@ -312,13 +326,7 @@ impl Plan {
                     }
                     for (ri, out) in band.chunks_exact_mut(pixel_row).enumerate() {
                         let xrow = &padded_ref[(oy0 + ri) * g.sh * self.wp..];
-                        for t0 in (0..k).step_by(self.block_taps) {
-                            let t1 = (t0 + self.block_taps).min(k);
-                            let pass = channel_lanes::RowPass {
-                                accumulate: t0 > 0,
-                                finish: (t1 == k).then_some((&b[..], kernel_act)),
-                            };
-                            let (taps, wb) = (&self.taps[t0..t1], &w[t0 * width..t1 * width]);
+                        for (taps, wb, pass) in self.passes(w, &b, kernel_act) {
                             let v = self.vectors;
                             if !channel_lanes::row(xrow, g.sw, taps, wb, v, pass, g.ow, &mut sums) {
                                 return Err(bad("a row does not fit its buffers"));
