@@ -13,6 +13,7 @@
 //! (quantization is monotone). TFLite's reference ADD instead rescales in fixed point (20-bit
 //! left shift, 31-bit multipliers): its results may differ by one quantum near a boundary.
 
+use super::binary_rows::{binary_row, const_row, Deq, Req, RowKernel};
 use super::{range, widen, QLINEAR_BINARY};
 use crate::io::Io;
 use crate::plan::{done, Plan};
@@ -290,8 +291,9 @@ struct QBinary {
     io: Io,
     d: QBinaryDesc,
     rows: Rows,
-    signed: [bool; 3],
     th: Threads,
+    /// The rows' arithmetic, vectorized.
+    kernel: RowKernel,
     /// With a constant operand of at most [`TABLE_CONSTANTS`] values: for each value, the
     /// output byte of each input byte (256 entries), computed with the same arithmetic.
     tables: Option<Vec<u8>>,
@@ -362,12 +364,22 @@ impl QBinary {
                 .const_tables(signed[0], signed[2])
                 .map_err(|e| io.error(format!("byte tables: {e}")))?,
         };
+        let deq = |signed: bool, p: (f32, i32)| {
+            Deq::new(signed, p).ok_or_else(|| io.error(format!("zero point {} out of range", p.1)))
+        };
+        let kernel = RowKernel {
+            op: d.op,
+            a: deq(signed[0], d.a)?,
+            b: deq(signed[1], d.b)?,
+            y: Req::new(d.y, d.clamp),
+            const_first: d.const_first,
+        };
         Ok(QBinary {
             io,
             d,
             rows,
-            signed,
             th,
+            kernel,
             tables,
         })
     }
@@ -408,84 +420,6 @@ impl QBinary {
             }
         }
     }
-
-    /// One row: `a` and `b` hold the row's values, or one value repeated (`inner` 0).
-    fn run(&self, a: &[u8], b: &[u8], y: &mut [u8]) {
-        let d = &self.d;
-        let f = |v: f32| requantize(d, self.signed[2], v);
-        let (sa, sb) = (self.signed[0], self.signed[1]);
-        macro_rules! each {
-            ($e:expr) => {
-                match (a, b) {
-                    ([qa], [qb]) if y.len() > 1 => {
-                        let v = f($e(deq(sa, *qa, d.a), deq(sb, *qb, d.b)));
-                        y.fill(v);
-                    }
-                    ([qa], _) if y.len() > 1 => {
-                        let va = deq(sa, *qa, d.a);
-                        for (o, &qb) in y.iter_mut().zip(b) {
-                            *o = f($e(va, deq(sb, qb, d.b)));
-                        }
-                    }
-                    (_, [qb]) if y.len() > 1 => {
-                        let vb = deq(sb, *qb, d.b);
-                        for (o, &qa) in y.iter_mut().zip(a) {
-                            *o = f($e(deq(sa, qa, d.a), vb));
-                        }
-                    }
-                    _ => {
-                        for ((o, &qa), &qb) in y.iter_mut().zip(a).zip(b) {
-                            let (va, vb) = (deq(sa, qa, d.a), deq(sb, qb, d.b));
-                            *o = f($e(va, vb));
-                        }
-                    }
-                }
-            };
-        }
-        match d.op {
-            BinaryOp::Add => each!(|x: f32, z: f32| x + z),
-            BinaryOp::Sub => each!(|x: f32, z: f32| x - z),
-            BinaryOp::Mul => each!(|x: f32, z: f32| x * z),
-            BinaryOp::Max => each!(|x: f32, z: f32| x.max(z)),
-            BinaryOp::Min => each!(|x: f32, z: f32| x.min(z)),
-            // Refused by decode.
-            BinaryOp::Div | BinaryOp::Pow => {}
-        }
-    }
-}
-
-impl QBinary {
-    /// One row with a constant operand: `a` and `c` hold the row's values, or one value
-    /// repeated.
-    fn run_const(&self, a: &[u8], c: &[f32], y: &mut [u8]) {
-        let d = &self.d;
-        let f = |v: f32| requantize(d, self.signed[2], v);
-        let sa = self.signed[0];
-        macro_rules! each {
-            ($e:expr) => {
-                match (a, c) {
-                    (_, [k]) if y.len() > 1 => {
-                        for (o, &qa) in y.iter_mut().zip(a) {
-                            *o = f($e(deq(sa, qa, d.a), *k));
-                        }
-                    }
-                    ([qa], _) if y.len() > 1 => {
-                        let va = deq(sa, *qa, d.a);
-                        for (o, &k) in y.iter_mut().zip(c) {
-                            *o = f($e(va, k));
-                        }
-                    }
-                    _ => {
-                        for ((o, &qa), &k) in y.iter_mut().zip(a).zip(c) {
-                            *o = f($e(deq(sa, qa, d.a), k));
-                        }
-                    }
-                }
-            };
-        }
-        let (op, first) = (d.op, d.const_first);
-        each!(|x: f32, k: f32| with_const(op, first, x, k));
-    }
 }
 
 impl Workload for QBinary {
@@ -514,8 +448,10 @@ impl Workload for QBinary {
                 let bs = bt..bt + (len - 1) * ib + 1;
                 match (consts, &self.tables) {
                     (Some(_), Some(t)) => self.run_tables(t, ar, bt, ib, yr),
-                    (Some(c), None) => self.run_const(ar, c.get(bs).ok_or_else(missing)?, yr),
-                    (None, _) => self.run(ar, b.get(bs).ok_or_else(missing)?, yr),
+                    (Some(c), None) => {
+                        const_row(&self.kernel, ar, c.get(bs).ok_or_else(missing)?, yr)
+                    }
+                    (None, _) => binary_row(&self.kernel, ar, b.get(bs).ok_or_else(missing)?, yr),
                 }
             }
             Ok(())

@@ -8,6 +8,7 @@
 //! mean over the pixels an 8-bit layer ([`mean`]).
 
 mod binary;
+mod binary_rows;
 mod conv;
 pub(crate) mod fold;
 mod gemm;
