@@ -261,9 +261,12 @@ mod tests {
         BinaryOp::Min,
     ];
 
+    /// Scale and zero point of a, b and y, and the clamp.
+    type Setting = ([(f32, i32); 3], (i32, i32));
+
     /// Scales, zero points and clamps per signedness: extreme zero points, tiny and large
     /// scales, a fused Relu's clamp.
-    fn settings(signed: [bool; 3]) -> Vec<([(f32, i32); 3], (i32, i32))> {
+    fn settings(signed: [bool; 3]) -> Vec<Setting> {
         let z = |s: bool, k: usize| match (s, k) {
             (true, 0) => -128,
             (true, 1) => 127,
