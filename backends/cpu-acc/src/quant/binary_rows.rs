@@ -33,8 +33,9 @@ impl Deq {
         Some(Deq { flip, zero, scale })
     }
 
+    /// The dequantized value of byte `q`.
     #[inline(always)]
-    fn at(self, q: u8) -> f32 {
+    pub(super) fn at(self, q: u8) -> f32 {
         (i32::from(q ^ self.flip) - self.zero) as f32 * self.scale
     }
 }

@@ -5,7 +5,8 @@
 //! kernel crate's integer GEMM (`qgemm`) with XNNPACK's requantization; connected int8
 //! layers then run channels-last ([`region`], [`nhwc_conv`]). Elementwise functions of one
 //! quantized tensor (int8 sigmoid, hard-swish) become byte tables ([`lookup`]), and the
-//! mean over the pixels an 8-bit layer ([`mean`]).
+//! mean over the pixels an 8-bit layer ([`mean`]); the 2-D average and max pools are
+//! [`pool`].
 
 mod binary;
 mod binary_rows;
@@ -15,6 +16,7 @@ mod gemm;
 mod lookup;
 mod mean;
 mod nhwc_conv;
+mod pool;
 mod qdq;
 mod region;
 
@@ -114,7 +116,7 @@ pub(crate) fn plan_custom<'a>(c: &'a CustomOp, layer: &'a LayerDesc) -> Result<P
     } else if c.op_type == QLINEAR_MEAN {
         mean::plan(c, layer)
     } else if c.op_type == QLINEAR_AVERAGE_POOL {
-        mean::plan_pool(c, layer)
+        pool::plan_pool(c, layer)
     } else if c.op_type == QUANTIZE_NHWC {
         qdq::plan_nhwc(c, layer)
     } else {

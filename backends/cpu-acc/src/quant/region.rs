@@ -26,7 +26,8 @@
 
 use super::binary::QBinaryDesc;
 use super::conv::QConvDesc;
-use super::mean::{QMeanDesc, QPoolDesc};
+use super::mean::QMeanDesc;
+use super::pool::QPoolDesc;
 use super::{QLINEAR_AVERAGE_POOL, QLINEAR_BINARY, QLINEAR_CONV, QLINEAR_LOOKUP, QLINEAR_MEAN};
 use crate::layout::is_convex;
 use backplane_backend_api::{ReplacementLayer, SubgraphView, Substitution, ValueRef};
