@@ -1,7 +1,7 @@
 //! CpuAcc's quantized 2-D pools (`DequantizeLinear → AveragePool | MaxPool →
 //! QuantizeLinear`, one `QLinearAveragePool` layer) against the unfolded chain on CpuRef, bit
 //! for bit: int8 and uint8, zero points at the ends of the range, equal and different
-//! parameters on both sides, 1×1 to 3×3 windows at strides 1 and 2, no padding, SAME, and
+//! parameters on both sides, a fused Relu or Clip, 1×1 to 3×3 windows at strides 1 and 2, no padding, SAME, and
 //! asymmetric pads, `count_include_pad` both ways, `ceil_mode`, one to 257 channels, one and
 //! two threads. Then the pools inside a channels-last region, which must give the same bytes
 //! with no transpose but the exit.
@@ -9,7 +9,7 @@
 
 mod support;
 
-use backplane_core::ops::{AutoPad, ConvDesc, PoolDesc, PoolKind, Window};
+use backplane_core::ops::{AutoPad, ConvDesc, PoolDesc, PoolKind, UnaryOp, Window};
 use backplane_core::{DataType, Network, Op, Tensor, TensorId};
 use std::collections::HashMap;
 use support::{dq_op, q8, q_op, run_acc, run_reference, zp, Rng};
@@ -179,11 +179,24 @@ fn quantized_pools_equal_the_chain_on_cpu_ref() {
                             .add_input("x", q8(dt, &dims, vec![0; n]).info().clone())
                             .unwrap();
                         let t = add_dq(&mut net, x, dt, xq);
-                        let t = layer(&mut net, pool(max, g, include), &[t]);
+                        let mut t = layer(&mut net, pool(max, g, include), &[t]);
+                        // A fused activation in one case of three.
+                        let act = match folded % 3 {
+                            0 => None,
+                            1 => Some(UnaryOp::Relu),
+                            _ => Some(UnaryOp::Clip {
+                                min: -0.3,
+                                max: 0.5,
+                            }),
+                        };
+                        if let Some(u) = act {
+                            t = layer(&mut net, Op::Unary(u), &[t]);
+                        }
                         let y = add_q(&mut net, t, dt, yq);
                         net.mark_output(y).unwrap();
                         let what = format!(
-                            "{} {g:?} include {include} {dims:?} {dt} z {z} same {same_params}",
+                            "{} {g:?} include {include} {dims:?} {dt} z {z} same {same_params} \
+                             {act:?}",
                             if max { "max" } else { "avg" }
                         );
                         let input = all_bytes(&mut r, dt, &dims);

@@ -21,7 +21,10 @@
 //! window is that of its largest byte; the pool takes the bytes' maximum (unsigned order,
 //! int8 bytes with their top bit flipped) and maps it through a 256-entry table of
 //! `quantize(dequantize(q))` (skipped where that is the identity, as when both sides share
-//! one scale and zero point). A window wholly in the padding is the quantized `-inf`.
+//! one scale and zero point).
+//!
+//! A fused Relu or Clip is a clamp of the output bytes. Every window holds an input tap (the
+//! fold takes begin pads narrower than the window), so no average divides by zero.
 
 use super::binary_rows::{Deq, Req};
 use super::{is_8bit, payload_of, range, QLINEAR_AVERAGE_POOL};
@@ -50,6 +53,8 @@ pub(crate) struct QPoolDesc {
     pub x: (f32, i32),
     /// Scale and zero point of the output.
     pub y: (f32, i32),
+    /// The fused activation's range in output units.
+    pub clamp: (i32, i32),
     /// Input and output are `[N, H, W, C]` (else `[N, C, H, W]`).
     pub nhwc: bool,
 }
@@ -107,11 +112,12 @@ impl Axis {
         Span { lo, hi, padded }
     }
 
-    /// Whether `o` outputs fit: each window starts inside the padded input, and the
-    /// count is what the floor or ceiling rule gives.
+    /// Whether `o` outputs fit: each window starts inside the padded input and reaches
+    /// into the input (the begin padding is narrower than the window), and the count is
+    /// what the floor or ceiling rule gives.
     fn fits(self, o: usize) -> bool {
         let full = self.n + self.pb + self.pe;
-        if self.k == 0 || self.s == 0 || full < self.k || o == 0 {
+        if self.k == 0 || self.s == 0 || full < self.k || o == 0 || self.pb >= self.k {
             return false;
         }
         let floor = (full - self.k) / self.s + 1;
@@ -173,7 +179,12 @@ pub(super) fn plan_pool<'a>(
     }
     let signed = x.dtype == DataType::I8;
     let (lo, hi) = range(y.dtype);
-    let req = Req::new(d.y, (lo, hi));
+    if d.clamp.0 < lo || d.clamp.1 > hi || d.clamp.0 > d.clamp.1 {
+        return Err(format!(
+            "{QLINEAR_AVERAGE_POOL}: clamp outside the output type"
+        ));
+    }
+    let req = Req::new(d.y, d.clamp);
     let deq = |b: u8| (super::widen(signed, b) - d.x.1) as f32 * d.x.0;
     // Max pooling: the output byte of each (unflipped) input byte, and of -inf.
     let table: Vec<u8> = (0..=255u8).map(|b| req.at(deq(b))).collect();
@@ -190,7 +201,6 @@ pub(super) fn plan_pool<'a>(
         deq: Deq::new(signed, d.x).ok_or("zero point out of range")?,
         req,
         table: (!identity).then_some(table),
-        empty: req.at(f32::NEG_INFINITY),
     };
     Ok(Plan::new(move |io, th| done(Pooling { io, p, th })))
 }
@@ -210,8 +220,6 @@ struct Pool {
     req: Req,
     /// Max pooling: the output byte of each input byte, unless that is the identity.
     table: Option<Vec<u8>>,
-    /// The output byte of a window wholly in the padding (max pooling).
-    empty: u8,
 }
 
 /// The pool, planned.
@@ -326,18 +334,6 @@ impl Pool {
                     }
                 }
                 None => flip_row(self.flip, yr),
-            }
-            if s.lo == s.hi {
-                yr.fill(self.empty);
-                continue;
-            }
-            for ox in 0..ow {
-                let cs = self.cols.span(ox);
-                if cs.lo == cs.hi {
-                    if let Some(o) = yr.get_mut(ox * c..(ox + 1) * c) {
-                        o.fill(self.empty);
-                    }
-                }
             }
         }
         Ok(())

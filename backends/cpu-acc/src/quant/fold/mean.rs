@@ -7,7 +7,8 @@
 //! `Transpose` to `[N, C, 1, 1]`), those layers go too: the mean writes `[N, C, 1, 1]`, the
 //! same bytes.
 
-use super::Chains;
+use super::{Chains, OutChain};
+use crate::quant::conv::clamp_range;
 use crate::quant::is_8bit;
 use crate::quant::mean::QMeanDesc;
 use crate::quant::pool::QPoolDesc;
@@ -67,8 +68,10 @@ impl Chains<'_> {
         Some(self.one_layer(replaced, op, vec![ValueRef::Existing(x.input)], y))
     }
 
-    /// Fold `DequantizeLinear → AveragePool | MaxPool → QuantizeLinear` (2-D windows
-    /// without dilation, padded or not, per-tensor 8-bit) into the quantized pool.
+    /// Fold `DequantizeLinear → AveragePool | MaxPool → (Relu | Clip) → QuantizeLinear`
+    /// (2-D windows without dilation, padded or not, per-tensor 8-bit) into the quantized
+    /// pool; the activation becomes a clamp of the quantized result (quantization is
+    /// monotone, so clamping the bytes equals quantizing the clamped value).
     pub(super) fn fold_pool(&self, id: LayerId, used: &BTreeSet<LayerId>) -> Option<Substitution> {
         let layer = self.net.layer(id);
         let Op::Pool(p) = &layer.op else {
@@ -85,7 +88,8 @@ impl Chains<'_> {
         let two = |v: &[usize]| -> Option<[usize; 2]> { <[usize; 2]>::try_from(v).ok() };
         let (kernel, strides) = (two(&geo.kernel)?, two(&geo.strides)?);
         let ([pt, pl], [pb, pr]) = (two(&geo.pads_begin)?, two(&geo.pads_end)?);
-        if geo.dilations.iter().any(|&v| v != 1) {
+        // Every window must reach into the input (the pool never divides by zero).
+        if geo.dilations.iter().any(|&v| v != 1) || pt >= kernel[0] || pl >= kernel[1] {
             return None;
         }
         let x = self.dequantize(*xt, 1)?;
@@ -94,8 +98,13 @@ impl Chains<'_> {
         if x.scales.len() != 1 || !is_8bit(x_info.dtype) || !(sx > 0.0 && sx.is_finite()) {
             return None;
         }
-        let q = self.sole_consumer(self.single_output(id)?)?;
-        let (_, sy, zy) = self.quantizer(q)?;
+        let OutChain {
+            mut replaced,
+            y,
+            to,
+            q,
+            act,
+        } = self.quantized_output(id)?;
         let desc = QPoolDesc {
             max: p.kind == PoolKind::Max,
             kernel,
@@ -103,15 +112,14 @@ impl Chains<'_> {
             pads: [pt, pl, pb, pr],
             count_include_pad: p.count_include_pad,
             x: (sx, zx),
-            y: (sy, zy),
+            y: q,
+            clamp: clamp_range(to, q, act.0, act.1),
             nhwc: false,
         };
         if !desc.exact(x_info.dtype) {
             return None;
         }
-        let mut replaced = vec![id, q];
         self.absorb_dequantizations(id, &[x.layer], used, &mut replaced)?;
-        let y = self.single_output(q)?;
         let op = Op::Custom(desc.to_op(self.net.tensor(y).info.clone()));
         Some(self.one_layer(replaced, op, vec![ValueRef::Existing(x.input)], y))
     }
