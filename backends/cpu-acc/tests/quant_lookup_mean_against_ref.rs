@@ -678,7 +678,7 @@ fn quantized_average_pools_equal_the_chain_on_cpu_ref() {
             let input = all_bytes(&mut r, xt, &dims);
             same_bytes(&what, &net, x, input, |ops| {
                 assert_eq!(ops.len(), 1, "{what}: one layer");
-                assert_eq!(custom(&ops[0]), "QLinearAveragePool", "{what}");
+                assert_eq!(custom(&ops[0]), "QLinearPool", "{what}");
             });
         }
     }

@@ -1,5 +1,5 @@
 //! CpuAcc's quantized 2-D pools (`DequantizeLinear → AveragePool | MaxPool →
-//! QuantizeLinear`, one `QLinearAveragePool` layer) against the unfolded chain on CpuRef, bit
+//! QuantizeLinear`, one `QLinearPool` layer) against the unfolded chain on CpuRef, bit
 //! for bit: int8 and uint8, zero points at the ends of the range, equal and different
 //! parameters on both sides, a fused Relu or Clip, 1×1 to 3×3 windows at strides 1 and 2, no padding, SAME, and
 //! asymmetric pads, `count_include_pad` both ways, `ceil_mode`, one to 257 channels, one and
@@ -202,7 +202,7 @@ fn quantized_pools_equal_the_chain_on_cpu_ref() {
                         let input = all_bytes(&mut r, dt, &dims);
                         same_bytes(&what, &net, x, input, |ops| {
                             assert_eq!(ops.len(), 1, "{what}: one layer");
-                            assert_eq!(custom(&ops[0]), "QLinearAveragePool", "{what}");
+                            assert_eq!(custom(&ops[0]), "QLinearPool", "{what}");
                         });
                         folded += 1;
                     }

@@ -37,8 +37,8 @@ pub(crate) const QLINEAR_BINARY: &str = "QLinearBinary";
 pub(crate) const QLINEAR_LOOKUP: &str = "QLinearLookup";
 /// The custom operator of a folded quantized mean over the pixels (domain CpuAcc).
 pub(crate) const QLINEAR_MEAN: &str = "QLinearMean";
-/// The custom operator of a folded quantized 2-D average pool (domain CpuAcc).
-pub(crate) const QLINEAR_AVERAGE_POOL: &str = "QLinearAveragePool";
+/// The custom operator of a folded quantized 2-D average or max pool (domain CpuAcc).
+pub(crate) const QLINEAR_POOL: &str = "QLinearPool";
 /// The custom operator quantizing an f32 NCHW tensor into a channels-last 8-bit one
 /// (domain CpuAcc), where a channels-last region starts at a quantized image.
 pub(crate) const QUANTIZE_NHWC: &str = "QuantizeToNhwc";
@@ -94,7 +94,7 @@ pub(crate) fn is_quant_custom(c: &CustomOp) -> bool {
             QLINEAR_GEMM,
             QLINEAR_LOOKUP,
             QLINEAR_MEAN,
-            QLINEAR_AVERAGE_POOL,
+            QLINEAR_POOL,
             QUANTIZE_NHWC,
         ]
         .contains(&c.op_type.as_str())
@@ -115,7 +115,7 @@ pub(crate) fn plan_custom<'a>(c: &'a CustomOp, layer: &'a LayerDesc) -> Result<P
         lookup::plan(c, layer)
     } else if c.op_type == QLINEAR_MEAN {
         mean::plan(c, layer)
-    } else if c.op_type == QLINEAR_AVERAGE_POOL {
+    } else if c.op_type == QLINEAR_POOL {
         pool::plan_pool(c, layer)
     } else if c.op_type == QUANTIZE_NHWC {
         qdq::plan_nhwc(c, layer)

@@ -1,4 +1,4 @@
-//! The quantized 2-D pools (custom `QLinearAveragePool`, made by [`super::fold`] from
+//! The quantized 2-D pools (custom `QLinearPool`, made by [`super::fold`] from
 //! `DequantizeLinear → AveragePool | MaxPool → QuantizeLinear`, per tensor on 8-bit types):
 //! DenseNet's transitions, Inception's padded 3×3 average pools and max pools, ResNet's
 //! stem pool, NCHW or channels-last (inside a region, [`super::region`]), with padding
@@ -27,7 +27,7 @@
 //! fold takes begin pads narrower than the window), so no average divides by zero.
 
 use super::binary_rows::{Deq, Req};
-use super::{is_8bit, payload_of, range, QLINEAR_AVERAGE_POOL};
+use super::{is_8bit, payload_of, range, QLINEAR_POOL};
 use crate::io::Io;
 use crate::plan::{done, Plan};
 use crate::threads::Threads;
@@ -62,12 +62,12 @@ pub(crate) struct QPoolDesc {
 impl QPoolDesc {
     /// The custom op, with output `y`.
     pub(crate) fn to_op(&self, y: TensorInfo) -> CustomOp {
-        super::custom_op(QLINEAR_AVERAGE_POOL, self, y)
+        super::custom_op(QLINEAR_POOL, self, y)
     }
 
     /// The description [`QPoolDesc::to_op`] put in the custom op.
     pub(crate) fn decode(c: &CustomOp) -> std::result::Result<QPoolDesc, String> {
-        payload_of(c, QLINEAR_AVERAGE_POOL)
+        payload_of(c, QLINEAR_POOL)
     }
 
     /// Whether an average over these windows of `dt` bytes sums exactly in f64 (see the
@@ -133,17 +133,17 @@ pub(super) fn plan_pool<'a>(
 ) -> std::result::Result<Plan<'a>, String> {
     let d = QPoolDesc::decode(c)?;
     let [x] = layer.inputs.as_slice() else {
-        return Err(format!("{QLINEAR_AVERAGE_POOL} takes one input"));
+        return Err(format!("{QLINEAR_POOL} takes one input"));
     };
     let y = layer.outputs.first().ok_or("no output")?;
     if !is_8bit(x.dtype) || !is_8bit(y.dtype) {
         return Err(format!(
-            "{QLINEAR_AVERAGE_POOL}: {} to {}, not 8-bit",
+            "{QLINEAR_POOL}: {} to {}, not 8-bit",
             x.dtype, y.dtype
         ));
     }
     let (&[n, a1, a2, a3], &[yn, b1, b2, b3]) = (x.shape.dims(), y.shape.dims()) else {
-        return Err(format!("{QLINEAR_AVERAGE_POOL}: 4-D tensors expected"));
+        return Err(format!("{QLINEAR_POOL}: 4-D tensors expected"));
     };
     // [channels, height, width] of input and output.
     let (xi, yo) = if d.nhwc {
@@ -168,21 +168,19 @@ pub(super) fn plan_pool<'a>(
     };
     if yn != n || xi[0] != yo[0] || !rows.fits(yo[1]) || !cols.fits(yo[2]) {
         return Err(format!(
-            "{QLINEAR_AVERAGE_POOL}: output {} for input {}",
+            "{QLINEAR_POOL}: output {} for input {}",
             y.shape, x.shape
         ));
     }
     if !d.exact(x.dtype) {
         return Err(format!(
-            "{QLINEAR_AVERAGE_POOL}: window and zero point too large for an exact sum"
+            "{QLINEAR_POOL}: window and zero point too large for an exact sum"
         ));
     }
     let signed = x.dtype == DataType::I8;
     let (lo, hi) = range(y.dtype);
     if d.clamp.0 < lo || d.clamp.1 > hi || d.clamp.0 > d.clamp.1 {
-        return Err(format!(
-            "{QLINEAR_AVERAGE_POOL}: clamp outside the output type"
-        ));
+        return Err(format!("{QLINEAR_POOL}: clamp outside the output type"));
     }
     let req = Req::new(d.y, d.clamp);
     let deq = |b: u8| (super::widen(signed, b) - d.x.1) as f32 * d.x.0;
@@ -436,4 +434,74 @@ backplane_cpu_kernels::multiversion! {
 backplane_cpu_kernels::multiversion! {
     /// Flip the top bit of each byte (or not).
     fn flip_row(flip: u8, y: &mut [u8]) => flip_row_body;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each output's in-bounds taps and taps inside the padded input, counted one by one
+    /// as CpuRef does, against the spans.
+    #[test]
+    fn spans_count_the_taps_as_cpu_ref() {
+        for n in [1, 2, 5, 13] {
+            for k in 1..=4 {
+                for s in 1..=3 {
+                    for pb in 0..k {
+                        for pe in 0..=k {
+                            let ax = Axis { n, k, s, pb, pe };
+                            let full = n + pb + pe;
+                            if full < k {
+                                continue;
+                            }
+                            let floor = (full - k) / s + 1;
+                            let ceil = (full - k).div_ceil(s) + 1;
+                            for o_count in [floor, ceil] {
+                                if !ax.fits(o_count) {
+                                    continue;
+                                }
+                                for o in 0..o_count {
+                                    let taps = (0..k).map(|t| o * s + t);
+                                    let inside: Vec<usize> = taps
+                                        .clone()
+                                        .filter(|&p| p >= pb && p < pb + n)
+                                        .map(|p| p - pb)
+                                        .collect();
+                                    let padded = taps.filter(|&p| p < pb + n + pe).count();
+                                    let sp = ax.span(o);
+                                    let got: Vec<usize> = (sp.lo..sp.hi).collect();
+                                    assert_eq!(got, inside, "{ax:?} o {o}");
+                                    assert_eq!(sp.padded, padded, "{ax:?} o {o}");
+                                    assert!(sp.hi > sp.lo, "{ax:?} o {o}: no input tap");
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn exact_sums_bound_the_window() {
+        let d = |kernel: [usize; 2], z: i32, max: bool| QPoolDesc {
+            max,
+            kernel,
+            strides: [1, 1],
+            pads: [0; 4],
+            count_include_pad: false,
+            x: (0.1, z),
+            y: (0.1, 0),
+            clamp: (-128, 127),
+            nhwc: true,
+        };
+        assert!(d([3, 3], -128, false).exact(DataType::I8));
+        assert!(d([3, 3], 127, false).exact(DataType::I8));
+        // taps · |q - z|max ≤ 2²⁸, with 2²⁰ and 2²¹ taps.
+        assert!(d([1024, 1024], 0, false).exact(DataType::U8));
+        assert!(d([2048, 1024], 0, false).exact(DataType::I8));
+        assert!(!d([2048, 1024], 0, false).exact(DataType::U8));
+        assert!(!d([2048, 1024], 127, false).exact(DataType::I8));
+        assert!(d([2048, 1024], 255, true).exact(DataType::U8));
+    }
 }
