@@ -750,3 +750,48 @@ fn chained_constant_binaries_compose_into_one_layer() {
         }
     }
 }
+
+#[test]
+fn three_constant_binaries_compose_with_other_types_between() {
+    // x → Mul(scale) → uint8 → shift + x (the constant first) → int8 → x - c → Relu →
+    // uint8: one layer (composed twice), whose rows compute the three layers in turn.
+    let mut r = Rng(83);
+    for (dims, cdims) in [
+        (&[1usize, 5, 3, 7][..], &[5usize, 1, 1][..]),
+        (&[1, 2, 1, 17], &[17]),
+        (&[2, 2, 1, 1], &[2, 1, 1]),
+    ] {
+        for xt in [DataType::I8, DataType::U8] {
+            let mut net = Network::new();
+            let n: usize = dims.iter().product();
+            let x = net
+                .add_input("x", q8(xt, dims, vec![0; n]).info().clone())
+                .unwrap();
+            let xq = if xt == DataType::I8 {
+                (0.05, -128)
+            } else {
+                (0.05, 255)
+            };
+            let xf = add_dq(&mut net, x, xt, xq);
+            let sc = konst(&mut net, r.tensor(cdims, 2.0));
+            let m = layer(&mut net, Op::Binary(BinaryOp::Mul), &[xf, sc]);
+            let m = add_q(&mut net, m, DataType::U8, (0.07, 130));
+            let mf = add_dq(&mut net, m, DataType::U8, (0.07, 130));
+            let sh = konst(&mut net, r.tensor(cdims, 1.0));
+            let a = layer(&mut net, Op::Binary(BinaryOp::Add), &[sh, mf]);
+            let a = add_q(&mut net, a, DataType::I8, (0.04, 3));
+            let af = add_dq(&mut net, a, DataType::I8, (0.04, 3));
+            let c3 = konst(&mut net, r.tensor(cdims, 1.5));
+            let s = layer(&mut net, Op::Binary(BinaryOp::Sub), &[af, c3]);
+            let s = layer(&mut net, Op::Unary(UnaryOp::Relu), &[s]);
+            let y = add_q(&mut net, s, DataType::U8, (0.03, 7));
+            net.mark_output(y).unwrap();
+            let what = format!("three layers {dims:?} by {cdims:?} {xt}");
+            let input = all_bytes(&mut r, xt, dims);
+            same_bytes(&what, &net, x, input, |ops| {
+                assert_eq!(ops.len(), 1, "{what}: one layer: {ops:?}");
+                assert_eq!(custom(&ops[0]), "QLinearBinary", "{what}");
+            });
+        }
+    }
+}

@@ -13,7 +13,7 @@
 //! (quantization is monotone). TFLite's reference ADD instead rescales in fixed point (20-bit
 //! left shift, 31-bit multipliers): its results may differ by one quantum near a boundary.
 
-use super::binary_rows::{binary_row, const_row, Deq, Req, RowKernel};
+use super::binary_rows::{binary_row, const_row, const_row_in_place, Deq, Req, RowKernel};
 use super::{range, widen, QLINEAR_BINARY};
 use crate::io::Io;
 use crate::plan::{done, Plan};
@@ -44,6 +44,21 @@ pub(crate) struct QBinaryDesc {
     /// With `b_const`: each constant value's 256-byte table, given instead of computed
     /// (a chain of such layers composed into one, [`super::fold`]).
     pub tables: Option<Vec<u8>>,
+    /// A chain of layers with constants of one shape composed into one (with `tables`):
+    /// each layer in order, which the layer computes one after the other on each row
+    /// (vectorized), giving the bytes of the composed tables.
+    pub stages: Vec<QBinaryStage>,
+}
+
+/// One layer of a composed chain ([`QBinaryDesc::stages`]).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct QBinaryStage {
+    /// The layer (with its constant operand; no stages of its own).
+    pub desc: QBinaryDesc,
+    /// Its input is int8 (else uint8).
+    pub signed_in: bool,
+    /// Its output is int8 (else uint8).
+    pub signed_out: bool,
 }
 
 /// The operations the layer computes (those whose f32 result the chain quantizes as is).
@@ -121,9 +136,20 @@ impl QBinaryDesc {
                 }
             }
         }
+        let stages = self
+            .stages
+            .iter()
+            .map(|st| {
+                Some(QBinaryStage {
+                    desc: st.desc.to_nhwc()?,
+                    ..st.clone()
+                })
+            })
+            .collect::<Option<Vec<_>>>()?;
         Some(QBinaryDesc {
             b_const: Some((t, vec![n, h, w, c])),
             tables,
+            stages,
             ..self.clone()
         })
     }
@@ -294,8 +320,10 @@ struct QBinary {
     th: Threads,
     /// The rows' arithmetic, vectorized.
     kernel: RowKernel,
-    /// With a constant operand of at most [`TABLE_CONSTANTS`] values: for each value, the
-    /// output byte of each input byte (256 entries), computed with the same arithmetic.
+    /// A composed chain's layers: each one's arithmetic and constants, in order.
+    stages: Vec<(RowKernel, Vec<f32>)>,
+    /// Composed tables given without the layers they compose: for each constant value, the
+    /// output byte of each input byte (256 entries).
     tables: Option<Vec<u8>>,
 }
 
@@ -357,13 +385,6 @@ impl QBinary {
             s(io.inputs.get(1)),
             s(io.outputs.first()),
         ];
-        let tables = match (&d.tables, &d.b_const) {
-            (Some(t), Some((values, _))) if t.len() == values.len() * 256 => Some(t.clone()),
-            (Some(_), _) => return Err(io.error("tables of the wrong size".into())),
-            (None, _) => d
-                .const_tables(signed[0], signed[2])
-                .map_err(|e| io.error(format!("byte tables: {e}")))?,
-        };
         let deq = |signed: bool, p: (f32, i32)| {
             Deq::new(signed, p).ok_or_else(|| io.error(format!("zero point {} out of range", p.1)))
         };
@@ -374,12 +395,40 @@ impl QBinary {
             y: Req::new(d.y, d.clamp),
             const_first: d.const_first,
         };
+        let size = d.b_const.as_ref().map(|(v, _)| v.len());
+        let mut stages = Vec::new();
+        for st in &d.stages {
+            let (sd, values) = (&st.desc, st.desc.b_const.as_ref().map(|(v, _)| v));
+            let (Some(values), Some(n)) = (values, size) else {
+                return Err(io.error("a composed layer without its constants".into()));
+            };
+            if values.len() != n || !sd.stages.is_empty() {
+                return Err(io.error("composed layers of other constants".into()));
+            }
+            let k = RowKernel {
+                op: sd.op,
+                a: deq(st.signed_in, sd.a)?,
+                b: kernel.b,
+                y: Req::new(sd.y, sd.clamp),
+                const_first: sd.const_first,
+            };
+            stages.push((k, values.clone()));
+        }
+        // Byte tables only where the chain's layers are not known (the vector rows are
+        // faster than a lookup per byte).
+        let tables = match (&d.tables, &d.b_const) {
+            _ if !stages.is_empty() => None,
+            (Some(t), Some((values, _))) if t.len() == values.len() * 256 => Some(t.clone()),
+            (Some(_), _) => return Err(io.error("tables of the wrong size".into())),
+            (None, _) => None,
+        };
         Ok(QBinary {
             io,
             d,
             rows,
             th,
             kernel,
+            stages,
             tables,
         })
     }
@@ -447,6 +496,16 @@ impl Workload for QBinary {
                 let ar = a.get(at..at + (len - 1) * ia + 1).ok_or_else(missing)?;
                 let bs = bt..bt + (len - 1) * ib + 1;
                 match (consts, &self.tables) {
+                    _ if !self.stages.is_empty() => {
+                        for (n, (k, c)) in self.stages.iter().enumerate() {
+                            let c = c.get(bs.clone()).ok_or_else(missing)?;
+                            if n == 0 {
+                                const_row(k, ar, c, yr);
+                            } else {
+                                const_row_in_place(k, c, yr);
+                            }
+                        }
+                    }
                     (Some(_), Some(t)) => self.run_tables(t, ar, bt, ib, yr),
                     (Some(c), None) => {
                         const_row(&self.kernel, ar, c.get(bs).ok_or_else(missing)?, yr)

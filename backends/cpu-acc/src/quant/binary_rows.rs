@@ -90,11 +90,13 @@ fn round_even(v: f32) -> f32 {
 /// A row's parameters: the operation, both dequantizations and the requantization.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct RowKernel {
+    /// The operation.
     pub op: BinaryOp,
     /// The first input's dequantization.
     pub a: Deq,
     /// The second input's (unused with a constant operand).
     pub b: Deq,
+    /// The output's requantization.
     pub y: Req,
     /// With a constant operand: it is the operation's first operand.
     pub const_first: bool,
@@ -178,6 +180,44 @@ fn consts_with<O: F2>(k: &RowKernel, a: &[u8], c: &[f32], y: &mut [u8]) {
     }
 }
 
+/// [`consts_with`] on the row `y` in place: `y` holds the row's 8-bit operand (a row, not
+/// one value repeated), `c` the constants (the row's, or one repeated).
+#[inline(always)]
+fn consts_in_place<O: F2>(k: &RowKernel, c: &[f32], y: &mut [u8]) {
+    let (da, r) = (k.a, k.y);
+    match c {
+        [kc] => {
+            for o in y.iter_mut() {
+                *o = r.at(O::f(da.at(*o), *kc));
+            }
+        }
+        _ => {
+            for (o, &kc) in y.iter_mut().zip(c) {
+                *o = r.at(O::f(da.at(*o), kc));
+            }
+        }
+    }
+}
+
+/// [`const_row_in_place`]'s body.
+#[inline(always)]
+fn const_row_in_place_body(k: &RowKernel, c: &[f32], y: &mut [u8]) {
+    match (k.op, k.const_first) {
+        (BinaryOp::Add, false) => consts_in_place::<AddF>(k, c, y),
+        (BinaryOp::Add, true) => consts_in_place::<RAddF>(k, c, y),
+        (BinaryOp::Sub, false) => consts_in_place::<SubF>(k, c, y),
+        (BinaryOp::Sub, true) => consts_in_place::<RSubF>(k, c, y),
+        (BinaryOp::Mul, false) => consts_in_place::<MulF>(k, c, y),
+        (BinaryOp::Mul, true) => consts_in_place::<RMulF>(k, c, y),
+        (BinaryOp::Max, false) => consts_in_place::<MaxF>(k, c, y),
+        (BinaryOp::Max, true) => consts_in_place::<RMaxF>(k, c, y),
+        (BinaryOp::Min, false) => consts_in_place::<MinF>(k, c, y),
+        (BinaryOp::Min, true) => consts_in_place::<RMinF>(k, c, y),
+        // Not folded (`foldable`).
+        (BinaryOp::Div | BinaryOp::Pow, _) => {}
+    }
+}
+
 /// [`binary_row`]'s body.
 #[inline(always)]
 fn binary_row_body(k: &RowKernel, a: &[u8], b: &[u8], y: &mut [u8]) {
@@ -220,6 +260,12 @@ backplane_cpu_kernels::multiversion! {
     /// One output row of an 8-bit operand and f32 constants, each the row's values or one
     /// value repeated.
     pub(super) fn const_row(k: &RowKernel, a: &[u8], c: &[f32], y: &mut [u8]) => const_row_body;
+}
+
+backplane_cpu_kernels::multiversion! {
+    /// One row of a composed chain's later layer, in place: `y` holds the previous layer's
+    /// output row, `c` the constants (the row's or one repeated).
+    pub(super) fn const_row_in_place(k: &RowKernel, c: &[f32], y: &mut [u8]) => const_row_in_place_body;
 }
 
 #[cfg(test)]

@@ -527,6 +527,7 @@ impl Chains<'_> {
             b_const: k,
             const_first,
             tables: None,
+            stages: Vec::new(),
         };
         let inputs: Vec<ValueRef> = std::iter::once(&a)
             .chain(&b)

@@ -7,7 +7,7 @@
 //! same tensor (SiLU's `x · sigmoid(x)`) then becomes one table too.
 
 use super::Chains;
-use crate::quant::binary::QBinaryDesc;
+use crate::quant::binary::{QBinaryDesc, QBinaryStage};
 use crate::quant::is_8bit;
 use crate::quant::lookup::{table, Func, QLookupDesc};
 use crate::quant::{QLINEAR_BINARY, QLINEAR_LOOKUP};
@@ -228,9 +228,24 @@ impl Chains<'_> {
             .zip(t2.chunks_exact(256))
             .flat_map(|(a, b)| a.iter().map(move |&q| b.get(usize::from(q)).copied()))
             .collect::<Option<_>>()?;
+        // Each layer of the chain, in order (either may be composed already).
+        let stages_of = |d: &QBinaryDesc, signed_in: bool, signed_out: bool| {
+            if d.stages.is_empty() {
+                vec![QBinaryStage {
+                    desc: d.clone(),
+                    signed_in,
+                    signed_out,
+                }]
+            } else {
+                d.stages.clone()
+            }
+        };
+        let mut stages = stages_of(&d1, signed(x), signed(s));
+        stages.extend(stages_of(&d2, signed(s), signed(y)));
         let desc = QBinaryDesc {
             a: d1.a,
             tables: Some(table),
+            stages,
             ..d2
         };
         let op = Op::Custom(desc.to_op(info(y).clone()));
