@@ -483,7 +483,7 @@ fn binaries_with_f32_constants_equal_the_chain_on_cpu_ref() {
     // DequantizeLinear(x) op c → (Relu) → QuantizeLinear, c an f32 constant broadcast to x
     // (a batch norm's per-channel scale or shift as the TFLite importer leaves it).
     let mut r = Rng(31);
-    // The last case's constant has more values than the layer keeps byte tables for.
+    // The last case's constant has one value per element (no repeats).
     let cases: [(&[usize], &[usize]); 6] = [
         (&[1, 5, 3, 4], &[5, 1, 1]),
         (&[2, 7, 1, 1], &[1, 7, 1, 1]),
@@ -555,8 +555,8 @@ fn binaries_with_f32_constants_equal_the_chain_on_cpu_ref() {
 fn batch_norm_constants_join_the_int8_region() {
     // NHWC image → transpose → Mul(scale [C, 1, 1]) → Add(shift [1, C, 1, 1]) → Relu → 1×1
     // conv, as DenseNet's int8 blocks import: one region, the constants channels-last.
-    // With the shift's dims those of the scale, the two layers compose into one (their
-    // tables composed); with other dims (broadcasting alike) they stay two.
+    // With the shift's dims those of the scale, the two layers compose into one (computing
+    // both per row); with other dims (broadcasting alike) they stay two.
     for (c, h, w, same_dims) in [
         (3, 5, 7, false),
         // One channel: constants of one value, two byte tables (not composed).

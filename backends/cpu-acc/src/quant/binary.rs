@@ -41,12 +41,9 @@ pub(crate) struct QBinaryDesc {
     pub b_const: Option<(Vec<f32>, Vec<usize>)>,
     /// The constant is the operation's first operand.
     pub const_first: bool,
-    /// With `b_const`: each constant value's 256-byte table, given instead of computed
-    /// (a chain of such layers composed into one, [`super::fold`]).
-    pub tables: Option<Vec<u8>>,
-    /// A chain of layers with constants of one shape composed into one (with `tables`):
-    /// each layer in order, which the layer computes one after the other on each row
-    /// (vectorized), giving the bytes of the composed tables.
+    /// A chain of layers with constants of one shape composed into one ([`super::fold`]):
+    /// each layer in order, computed one after the other on each row (the fields above
+    /// are then the last layer's, but for `a`, the chain's input).
     pub stages: Vec<QBinaryStage>,
 }
 
@@ -80,34 +77,6 @@ impl QBinaryDesc {
         super::payload_of(c, QLINEAR_BINARY)
     }
 
-    /// With a constant operand of at most [`TABLE_CONSTANTS`] values: for each value, the
-    /// output byte of each input byte (`signed_a`, `signed_y`: the input and output are
-    /// int8), by the layer's own arithmetic; `None` otherwise.
-    pub(crate) fn const_tables(
-        &self,
-        signed_a: bool,
-        signed_y: bool,
-    ) -> std::result::Result<Option<Vec<u8>>, std::collections::TryReserveError> {
-        if let Some(t) = &self.tables {
-            return Ok(Some(t.clone()));
-        }
-        let Some((values, _)) = &self.b_const else {
-            return Ok(None);
-        };
-        if values.len() > TABLE_CONSTANTS {
-            return Ok(None);
-        }
-        let mut t = Vec::new();
-        t.try_reserve_exact(values.len() * 256)?;
-        for &k in values {
-            for q in 0..=255u8 {
-                let v = with_const(self.op, self.const_first, deq(signed_a, q, self.a), k);
-                t.push(requantize(self, signed_y, v));
-            }
-        }
-        Ok(Some(t))
-    }
-
     /// The same layer on channels-last tensors: a constant operand's values transposed
     /// from NCHW (its dims padded to 4 with leading ones) to NHWC; `None` for a constant of
     /// more than 4 dims.
@@ -122,16 +91,12 @@ impl QBinaryDesc {
             return None;
         };
         let mut t = Vec::with_capacity(v.len());
-        let mut tables = self.tables.as_ref().map(|_| Vec::new());
         for i in 0..n {
             for y in 0..h {
                 for x in 0..w {
                     for k in 0..c {
                         let at = ((i * c + k) * h + y) * w + x;
                         t.push(*v.get(at)?);
-                        if let (Some(out), Some(from)) = (&mut tables, &self.tables) {
-                            out.extend_from_slice(from.get(at * 256..(at + 1) * 256)?);
-                        }
                     }
                 }
             }
@@ -148,7 +113,6 @@ impl QBinaryDesc {
             .collect::<Option<Vec<_>>>()?;
         Some(QBinaryDesc {
             b_const: Some((t, vec![n, h, w, c])),
-            tables,
             stages,
             ..self.clone()
         })
@@ -322,31 +286,6 @@ struct QBinary {
     kernel: RowKernel,
     /// A composed chain's layers: each one's arithmetic and constants, in order.
     stages: Vec<(RowKernel, Vec<f32>)>,
-    /// Composed tables given without the layers they compose: for each constant value, the
-    /// output byte of each input byte (256 entries).
-    tables: Option<Vec<u8>>,
-}
-
-/// The most constant values whose byte tables a layer keeps (256 bytes each).
-const TABLE_CONSTANTS: usize = 4096;
-
-/// The operation on a dequantized value `x` and a constant `k`, in the constant's place.
-#[inline]
-fn with_const(op: BinaryOp, const_first: bool, x: f32, k: f32) -> f32 {
-    match (op, const_first) {
-        (BinaryOp::Add, false) => x + k,
-        (BinaryOp::Add, true) => k + x,
-        (BinaryOp::Sub, false) => x - k,
-        (BinaryOp::Sub, true) => k - x,
-        (BinaryOp::Mul, false) => x * k,
-        (BinaryOp::Mul, true) => k * x,
-        (BinaryOp::Max, false) => x.max(k),
-        (BinaryOp::Max, true) => k.max(x),
-        (BinaryOp::Min, false) => x.min(k),
-        (BinaryOp::Min, true) => k.min(x),
-        // Not folded (`foldable`).
-        (BinaryOp::Div | BinaryOp::Pow, _) => f32::NAN,
-    }
 }
 
 /// The dequantized value of byte `q` (signed or not) on scale and zero point `(s, z)`.
@@ -414,14 +353,6 @@ impl QBinary {
             };
             stages.push((k, values.clone()));
         }
-        // Byte tables only where the chain's layers are not known (the vector rows are
-        // faster than a lookup per byte).
-        let tables = match (&d.tables, &d.b_const) {
-            _ if !stages.is_empty() => None,
-            (Some(t), Some((values, _))) if t.len() == values.len() * 256 => Some(t.clone()),
-            (Some(_), _) => return Err(io.error("tables of the wrong size".into())),
-            (None, _) => None,
-        };
         Ok(QBinary {
             io,
             d,
@@ -429,45 +360,7 @@ impl QBinary {
             th,
             kernel,
             stages,
-            tables,
         })
-    }
-
-    /// One row by the byte tables: `a` the row's input bytes (or one repeated), `k` the
-    /// index of its first constant, `step` 1 where the constant changes along the row.
-    fn run_tables(&self, tables: &[u8], a: &[u8], k: usize, step: usize, y: &mut [u8]) {
-        let n = if step == 0 { 1 } else { y.len() };
-        let Some(ts) = tables.get(k * 256..(k + n) * 256) else {
-            return;
-        };
-        // Each constant's table as an array: indexing it by a byte needs no check.
-        let mut ts = ts
-            .chunks_exact(256)
-            .filter_map(|t| <&[u8; 256]>::try_from(t).ok());
-        match (a, step) {
-            ([q], 0) => {
-                if let Some(t) = ts.next() {
-                    y.fill(t[usize::from(*q)]);
-                }
-            }
-            (_, 0) => {
-                if let Some(t) = ts.next() {
-                    for (o, &q) in y.iter_mut().zip(a) {
-                        *o = t[usize::from(q)];
-                    }
-                }
-            }
-            ([q], _) => {
-                for (o, t) in y.iter_mut().zip(ts) {
-                    *o = t[usize::from(*q)];
-                }
-            }
-            _ => {
-                for ((o, &q), t) in y.iter_mut().zip(a).zip(ts) {
-                    *o = t[usize::from(q)];
-                }
-            }
-        }
     }
 }
 
@@ -495,7 +388,7 @@ impl Workload for QBinary {
                 let [at, bt] = self.rows.starts(first + k);
                 let ar = a.get(at..at + (len - 1) * ia + 1).ok_or_else(missing)?;
                 let bs = bt..bt + (len - 1) * ib + 1;
-                match (consts, &self.tables) {
+                match consts {
                     _ if !self.stages.is_empty() => {
                         for (n, (k, c)) in self.stages.iter().enumerate() {
                             let c = c.get(bs.clone()).ok_or_else(missing)?;
@@ -506,11 +399,8 @@ impl Workload for QBinary {
                             }
                         }
                     }
-                    (Some(_), Some(t)) => self.run_tables(t, ar, bt, ib, yr),
-                    (Some(c), None) => {
-                        const_row(&self.kernel, ar, c.get(bs).ok_or_else(missing)?, yr)
-                    }
-                    (None, _) => binary_row(&self.kernel, ar, b.get(bs).ok_or_else(missing)?, yr),
+                    Some(c) => const_row(&self.kernel, ar, c.get(bs).ok_or_else(missing)?, yr),
+                    None => binary_row(&self.kernel, ar, b.get(bs).ok_or_else(missing)?, yr),
                 }
             }
             Ok(())

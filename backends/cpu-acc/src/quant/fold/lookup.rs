@@ -191,8 +191,8 @@ impl Chains<'_> {
 impl Chains<'_> {
     /// Two folded binary layers with constants of one shape, the second reading only the
     /// first's output (a batch norm's scale, then its shift and ReLU, as DenseNet's int8
-    /// blocks import): one layer whose per-constant tables are the composition of both
-    /// layers' own tables (the same bytes, one pass).
+    /// blocks import): one layer that computes both on each row in turn (the same bytes,
+    /// one pass, no 8-bit tensor between).
     pub(super) fn fuse_constant_binaries(&self, subs: &mut Vec<Substitution>) {
         merge_pairs(subs, |subs, k| self.composed(subs, k));
     }
@@ -221,13 +221,6 @@ impl Chains<'_> {
             return None;
         }
         let signed = |t: TensorId| info(t).dtype == DataType::I8;
-        let t1 = d1.const_tables(signed(x), signed(s)).ok()??;
-        let t2 = d2.const_tables(signed(s), signed(y)).ok()??;
-        let table: Vec<u8> = t1
-            .chunks_exact(256)
-            .zip(t2.chunks_exact(256))
-            .flat_map(|(a, b)| a.iter().map(move |&q| b.get(usize::from(q)).copied()))
-            .collect::<Option<_>>()?;
         // Each layer of the chain, in order (either may be composed already).
         let stages_of = |d: &QBinaryDesc, signed_in: bool, signed_out: bool| {
             if d.stages.is_empty() {
@@ -244,7 +237,6 @@ impl Chains<'_> {
         stages.extend(stages_of(&d2, signed(s), signed(y)));
         let desc = QBinaryDesc {
             a: d1.a,
-            tables: Some(table),
             stages,
             ..d2
         };
