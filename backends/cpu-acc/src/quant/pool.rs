@@ -245,14 +245,14 @@ impl Pool {
         let mut sums = scratch(io, ow * c, 0f64)?;
         let mut counts = scratch(io, ow * c, 0f64)?;
         let missing = || io.error("input too short".into());
-        for ox in 0..ow {
+        for (ox, px) in counts.chunks_mut(c.max(1)).enumerate() {
             let s = self.cols.span(ox);
             let n = if self.include_pad {
                 s.padded
             } else {
                 s.hi - s.lo
             };
-            counts[ox * c..(ox + 1) * c].fill(n as f64);
+            px.fill(n as f64);
         }
         for (k, yr) in y.chunks_mut(ow * c).enumerate() {
             let r = first + k;
