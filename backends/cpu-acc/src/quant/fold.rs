@@ -528,7 +528,7 @@ impl Chains<'_> {
             clamp: clamp_range(to, q, act.0, act.1),
             b_const: k,
             const_first,
-            tables: None,
+            stages: Vec::new(),
         };
         let inputs: Vec<ValueRef> = std::iter::once(&a)
             .chain(&b)

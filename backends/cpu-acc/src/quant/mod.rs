@@ -5,10 +5,12 @@
 //! kernel crate's integer GEMM (`qgemm`) with XNNPACK's requantization; connected int8
 //! layers then run channels-last ([`region`], [`nhwc_conv`]). Elementwise functions of one
 //! quantized tensor (int8 sigmoid, hard-swish) become byte tables ([`lookup`]), and the
-//! mean over the pixels an 8-bit layer ([`mean`]). ONNX Runtime's dynamic quantization
-//! (DynamicQuantizeLinear, MatMulInteger) runs in [`dynamic`].
+//! mean over the pixels an 8-bit layer ([`mean`]); the 2-D average and max pools are
+//! [`pool`]. ONNX Runtime's dynamic quantization (DynamicQuantizeLinear, MatMulInteger) runs
+//! in [`dynamic`].
 
 mod binary;
+mod binary_rows;
 mod conv;
 mod dynamic;
 pub(crate) mod fold;
@@ -16,6 +18,7 @@ mod gemm;
 mod lookup;
 mod mean;
 mod nhwc_conv;
+mod pool;
 mod qdq;
 mod region;
 
@@ -36,8 +39,8 @@ pub(crate) const QLINEAR_BINARY: &str = "QLinearBinary";
 pub(crate) const QLINEAR_LOOKUP: &str = "QLinearLookup";
 /// The custom operator of a folded quantized mean over the pixels (domain CpuAcc).
 pub(crate) const QLINEAR_MEAN: &str = "QLinearMean";
-/// The custom operator of a folded quantized 2-D average pool (domain CpuAcc).
-pub(crate) const QLINEAR_AVERAGE_POOL: &str = "QLinearAveragePool";
+/// The custom operator of a folded quantized 2-D average or max pool (domain CpuAcc).
+pub(crate) const QLINEAR_POOL: &str = "QLinearPool";
 /// The custom operator of a folded integer product of 8-bit values and constant weights, with
 /// int32 sums (ONNX MatMulInteger; domain CpuAcc).
 pub(crate) const MATMUL_INTEGER: &str = "MatMulInteger";
@@ -96,7 +99,7 @@ pub(crate) fn is_quant_custom(c: &CustomOp) -> bool {
             QLINEAR_GEMM,
             QLINEAR_LOOKUP,
             QLINEAR_MEAN,
-            QLINEAR_AVERAGE_POOL,
+            QLINEAR_POOL,
             QUANTIZE_NHWC,
             MATMUL_INTEGER,
         ]
@@ -123,8 +126,8 @@ pub(crate) fn plan_custom<'a>(c: &'a CustomOp, layer: &'a LayerDesc) -> Result<P
         lookup::plan(c, layer)
     } else if c.op_type == QLINEAR_MEAN {
         mean::plan(c, layer)
-    } else if c.op_type == QLINEAR_AVERAGE_POOL {
-        mean::plan_pool(c, layer)
+    } else if c.op_type == QLINEAR_POOL {
+        pool::plan_pool(c, layer)
     } else if c.op_type == QUANTIZE_NHWC {
         qdq::plan_nhwc(c, layer)
     } else if c.op_type == MATMUL_INTEGER {
