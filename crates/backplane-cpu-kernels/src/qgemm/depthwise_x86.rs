@@ -77,11 +77,13 @@ unsafe fn load32<const S: bool, const M: bool>(p: *const u8, mask: __mmask64) ->
 
 /// One block of 32 channels of one pixel, its bytes: the taps' bytes at offset `off` of
 /// their runs, weights `w` (the group's `⌈taps / 2⌉ · 64` values), the group's bias and
-/// scale in lane order (32 each). Safety: AVX-512F and BW present; each run holds the 32
-/// bytes from `off` (the first `mask` ones when `M`).
+/// scale in lane order (32 each). `T` the tap count when it is fixed at compile time (the
+/// loop over the taps then unrolled), else 0. Safety: AVX-512F and BW present; each run
+/// holds the 32 bytes from `off` (the first `mask` ones when `M`); `T` is 0 or the number
+/// of taps.
 #[target_feature(enable = "avx512f,avx512bw")]
 #[inline]
-unsafe fn block32<const S: bool, const M: bool>(
+unsafe fn block32<const S: bool, const M: bool, const T: usize>(
     taps: &[&[u8]],
     off: usize,
     w: &[i16],
@@ -99,6 +101,8 @@ unsafe fn block32<const S: bool, const M: bool>(
             _mm512_loadu_ps(scale.as_ptr().add(16)),
         )
     };
+    let n = if T > 0 { T } else { taps.len() };
+    let (taps, w) = (&taps[..n], &w[..n.div_ceil(2) * 2 * GROUP]);
     let pairs = taps.chunks_exact(2);
     let last = pairs.remainder();
     let mut wq = w.chunks_exact(2 * GROUP);
@@ -136,19 +140,22 @@ unsafe fn block32<const S: bool, const M: bool>(
 /// tap count.
 #[target_feature(enable = "avx512f,avx512bw")]
 pub(super) unsafe fn avx512(run: &Run<'_>, out: &mut [u8]) {
-    // SAFETY: the caller's contract, passed on.
+    // SAFETY: the caller's contract, passed on; `T` is the tap count or 0.
     unsafe {
-        if run.w.parts().x_signed {
-            avx512_body::<true>(run, out)
-        } else {
-            avx512_body::<false>(run, out)
+        match (run.w.parts().x_signed, run.taps.len()) {
+            (true, 9) => avx512_body::<true, 9>(run, out),
+            (true, 25) => avx512_body::<true, 25>(run, out),
+            (true, _) => avx512_body::<true, 0>(run, out),
+            (false, 9) => avx512_body::<false, 9>(run, out),
+            (false, 25) => avx512_body::<false, 25>(run, out),
+            (false, _) => avx512_body::<false, 0>(run, out),
         }
     }
 }
 
-/// See [`avx512`]; `S` whether the input bytes are signed.
+/// See [`avx512`]; `S` whether the input bytes are signed, `T` the tap count (0: any).
 #[target_feature(enable = "avx512f,avx512bw")]
-unsafe fn avx512_body<const S: bool>(run: &Run<'_>, out: &mut [u8]) {
+unsafe fn avx512_body<const S: bool, const T: usize>(run: &Run<'_>, out: &mut [u8]) {
     let p = run.w.parts();
     let c = p.channels;
     let k = Consts512::new(p.range);
@@ -163,7 +170,7 @@ unsafe fn avx512_body<const S: bool>(run: &Run<'_>, out: &mut [u8]) {
             let lanes = at..at + GROUP;
             // SAFETY: the runs hold this pixel's C bytes from `base`, so 32 from `base + at`.
             let bytes = unsafe {
-                block32::<S, false>(
+                block32::<S, false, T>(
                     run.taps,
                     base + at,
                     &p.pairs[g * gw..][..gw],
@@ -182,7 +189,7 @@ unsafe fn avx512_body<const S: bool>(run: &Run<'_>, out: &mut [u8]) {
             // SAFETY: the runs hold this pixel's C bytes, so the `rem` masked ones from
             // `base + at`; the weights, bias and scale are stored for whole groups.
             let bytes = unsafe {
-                block32::<S, true>(
+                block32::<S, true, T>(
                     run.taps,
                     base + at,
                     &p.pairs[whole * gw..][..gw],
@@ -279,7 +286,10 @@ fn block16<const S: bool>(
             _mm256_loadu_ps(b.scale.as_ptr().add(16 + 8 * h)),
         )
     };
-    for (q, wv) in b.w.chunks_exact(2 * GROUP).enumerate() {
+    let npairs = ntaps.div_ceil(2);
+    let w = &b.w[..npairs * 2 * GROUP];
+    for q in 0..npairs {
+        let wv = &w[q * 2 * GROUP..][..2 * GROUP];
         let x0 = widen16::<S>(x(2 * q));
         let x1 = if 2 * q + 1 < ntaps {
             widen16::<S>(x(2 * q + 1))
@@ -310,22 +320,25 @@ fn block16<const S: bool>(
 /// The run on the AVX2 tier. Safety: AVX2 present; as for [`avx512`].
 #[target_feature(enable = "avx2")]
 pub(super) unsafe fn avx2(run: &Run<'_>, out: &mut [u8]) {
-    // SAFETY: the caller's contract, passed on.
+    // SAFETY: the caller's contract, passed on; `T` is the tap count or 0.
     unsafe {
-        if run.w.parts().x_signed {
-            avx2_body::<true>(run, out)
-        } else {
-            avx2_body::<false>(run, out)
+        match (run.w.parts().x_signed, run.taps.len()) {
+            (true, 9) => avx2_body::<true, 9>(run, out),
+            (true, 25) => avx2_body::<true, 25>(run, out),
+            (true, _) => avx2_body::<true, 0>(run, out),
+            (false, 9) => avx2_body::<false, 9>(run, out),
+            (false, 25) => avx2_body::<false, 25>(run, out),
+            (false, _) => avx2_body::<false, 0>(run, out),
         }
     }
 }
 
-/// See [`avx2`]; `S` whether the input bytes are signed.
+/// See [`avx2`]; `S` whether the input bytes are signed, `T` the tap count (0: any).
 #[target_feature(enable = "avx2")]
-unsafe fn avx2_body<const S: bool>(run: &Run<'_>, out: &mut [u8]) {
+unsafe fn avx2_body<const S: bool, const T: usize>(run: &Run<'_>, out: &mut [u8]) {
     let p: Parts<'_> = run.w.parts();
     let c = p.channels;
-    let ntaps = p.taps;
+    let ntaps = if T > 0 { T } else { p.taps };
     let k = Consts256::new(p.range);
     let gw = ntaps.div_ceil(2) * 2 * GROUP;
     let (whole, rem) = (c / HALF, c % HALF);
