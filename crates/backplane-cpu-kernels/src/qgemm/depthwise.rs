@@ -67,10 +67,14 @@ pub struct DwWeights {
     scale: Vec<f32>,
     scale_lanes: Vec<f32>,
     range: RequantRange,
+    /// The AVX-512 VNNI tier's four-tap operands, when every centered weight fits in a
+    /// signed byte.
+    #[cfg(target_arch = "x86_64")]
+    quads: Option<super::depthwise_vnni::Quads>,
 }
 
 /// A vector of `n` copies of `v`, or `None` when it cannot be allocated.
-fn filled<T: Clone>(n: usize, v: T) -> Option<Vec<T>> {
+pub(super) fn filled<T: Clone>(n: usize, v: T) -> Option<Vec<T>> {
     let mut out = Vec::new();
     out.try_reserve_exact(n).ok()?;
     out.resize(n, v);
@@ -134,6 +138,14 @@ impl DwWeights {
         }
         let mut scale_v = filled(channels, 0f32)?;
         scale_v.copy_from_slice(scale);
+        // Fewer channels than a block of the four-tap body leave most of it idle: the
+        // AVX-512BW body's blocks of 32 serve them better.
+        #[cfg(target_arch = "x86_64")]
+        let quads = if channels >= super::depthwise_vnni::BLOCK {
+            super::depthwise_vnni::Quads::new(channels, taps, &plain, &folded, scale, x_signed)
+        } else {
+            None
+        };
         Some(DwWeights {
             channels,
             taps,
@@ -146,7 +158,23 @@ impl DwWeights {
             scale: scale_v,
             scale_lanes,
             range,
+            #[cfg(target_arch = "x86_64")]
+            quads,
         })
+    }
+
+    /// Whether the AVX-512 VNNI tier runs these weights four taps per instruction (every
+    /// centered weight fits in a signed byte, as symmetric int8 weights do, and there are at
+    /// least 64 channels), rather than the AVX-512BW body.
+    pub fn has_byte_weights(&self) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        {
+            self.quads.is_some()
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            false
+        }
     }
 
     /// Channels per pixel.
@@ -390,6 +418,14 @@ pub fn depthwise_pixels_on(
             pixels,
         };
         match isa {
+            Int8Isa::Avx512Vnni if w.quads.is_some() => {
+                if let Some(q) = &w.quads {
+                    // SAFETY: AVX-512F, BW and VNNI present (the tier has them); the lengths
+                    // as for the arm below; `q` was made with `w`.
+                    unsafe { super::depthwise_vnni::vnni(&run, q, out) };
+                }
+                return true;
+            }
             Int8Isa::Avx512Vnni | Int8Isa::Avx512Bw => {
                 // SAFETY: AVX-512F and BW present (the tier has them); every tap's run holds
                 // `(pixels − 1)·step + C` bytes and `out` `pixels·C` (checked above); `w`'s

@@ -57,14 +57,23 @@ struct Case {
 
 impl Case {
     /// `extreme`: inputs and weights at the ends of their types, zero points at the other
-    /// ends (products of ±255·255); else random bytes and zero points.
-    fn new(geo: DwGeometry, c: usize, x_signed: bool, w_signed: bool, extreme: bool) -> Case {
+    /// ends (products of ±255·255); else random bytes and zero points. `symmetric`: int8
+    /// weights with zero points 0 (TFLite's), which the VNNI tier runs as bytes.
+    fn new(
+        geo: DwGeometry,
+        c: usize,
+        x_signed: bool,
+        w_signed: bool,
+        extreme: bool,
+        symmetric: bool,
+    ) -> Case {
+        let w_signed = w_signed || symmetric;
         let taps = geo.kernel[0] * geo.kernel[1];
         let seed = (c * 7919 + taps * 31 + geo.h * 7 + geo.w) as u64 + u64::from(extreme);
         let nx = geo.n * geo.h * geo.w * c;
         let (lo_x, hi_x) = if x_signed { (0x80u8, 0x7fu8) } else { (0, 255) };
         let (lo_w, hi_w) = if w_signed { (0x80u8, 0x7fu8) } else { (0, 255) };
-        let (x, zx, w, zw) = if extreme {
+        let (x, zx, w, mut zw) = if extreme {
             let r = bytes(nx, seed);
             let x: Vec<u8> = r
                 .iter()
@@ -75,7 +84,7 @@ impl Case {
                 .iter()
                 .map(|&b| if b < 40 { hi_w } else { lo_w })
                 .collect();
-            let zw = (0..c)
+            let zw: Vec<i32> = (0..c)
                 .map(|ch| widen(w_signed, if ch % 3 == 0 { lo_w } else { hi_w }))
                 .collect();
             let zx = widen(x_signed, if c % 2 == 1 { hi_x } else { lo_x });
@@ -89,6 +98,9 @@ impl Case {
                 zb[..c].iter().map(|&b| widen(w_signed, b)).collect(),
             )
         };
+        if symmetric {
+            zw.iter_mut().for_each(|z: &mut i32| *z = 0);
+        }
         let spread = 255.0 * 64.0 * (taps as f32).sqrt();
         let bias = (0..c as i32).map(|i| (i * 7919) % 40001 - 20000).collect();
         let scale = (0..c).map(|ch| (1.0 + (ch % 5) as f32) / spread).collect();
@@ -233,14 +245,21 @@ fn layers_equal_exact_sums_on_every_tier() {
     let chans = [1usize, 3, 8, 15, 16, 17, 31, 32, 33, 96, 144, 257];
     for (gi, geo) in geometries().into_iter().enumerate() {
         for (ci, &c) in chans.iter().enumerate() {
-            for variant in 0..4 {
-                let (x_signed, extreme) = (variant % 2 == 0, variant >= 2);
+            for variant in 0..6 {
+                let (x_signed, extreme) = (variant % 2 == 0, variant % 4 >= 2);
+                let symmetric = variant >= 4;
                 let w_signed = (gi + ci + variant) % 2 == 0;
-                let case = Case::new(geo, c, x_signed, w_signed, extreme);
+                let case = Case::new(geo, c, x_signed, w_signed, extreme, symmetric);
                 let want = case.expected();
                 let layer = case.layer();
+                #[cfg(target_arch = "x86_64")]
+                assert_eq!(
+                    layer.weights().has_byte_weights(),
+                    symmetric && c >= 64,
+                    "byte weights, c {c}"
+                );
                 let what = format!(
-                    "{geo:?} c {c} x {} w {} extreme {extreme}",
+                    "{geo:?} c {c} x {} w {} extreme {extreme} symmetric {symmetric}",
                     if x_signed { "i8" } else { "u8" },
                     if w_signed { "i8" } else { "u8" }
                 );

@@ -23,7 +23,7 @@ pub(super) struct Run<'a> {
 }
 
 /// The broadcast constants of a requantization on 512-bit registers.
-struct Consts512 {
+pub(super) struct Consts512 {
     lo: __m512,
     hi: __m512,
     magic: __m512,
@@ -34,7 +34,7 @@ struct Consts512 {
 
 impl Consts512 {
     #[target_feature(enable = "avx512f")]
-    fn new(r: RequantRange) -> Consts512 {
+    pub(super) fn new(r: RequantRange) -> Consts512 {
         Consts512 {
             lo: _mm512_set1_ps(r.lo),
             hi: _mm512_set1_ps(r.hi),
@@ -48,7 +48,7 @@ impl Consts512 {
 /// zero`, the operations of [`super::requantize_f32`] in its order.
 #[target_feature(enable = "avx512f")]
 #[inline]
-fn requant16(s: __m512i, sc: __m512, k: &Consts512) -> __m512i {
+pub(super) fn requant16(s: __m512i, sc: __m512, k: &Consts512) -> __m512i {
     let v = _mm512_mul_ps(_mm512_cvtepi32_ps(s), sc);
     let v = _mm512_min_ps(_mm512_max_ps(v, k.lo), k.hi);
     _mm512_sub_epi32(_mm512_castps_si512(_mm512_add_ps(v, k.magic)), k.offset)

@@ -43,6 +43,8 @@ pub mod depthwise;
 #[cfg(test)]
 mod depthwise_tests;
 #[cfg(target_arch = "x86_64")]
+mod depthwise_vnni;
+#[cfg(target_arch = "x86_64")]
 mod depthwise_x86;
 pub mod fused;
 #[cfg(test)]

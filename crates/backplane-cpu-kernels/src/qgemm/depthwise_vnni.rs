@@ -1,0 +1,223 @@
+//! The AVX-512 VNNI body of the channels-last int8 depthwise convolution
+//! ([`super::depthwise`]) for layers whose centered weights fit in a signed byte (TFLite's
+//! symmetric int8 weights): four taps per `vpdpbusd`, which multiplies unsigned input bytes
+//! by signed weight bytes and adds each group of four products into a 32-bit lane, exactly
+//! (no intermediate saturation). Signed input bytes are made unsigned by flipping their top
+//! bit (`x + 128`), the `128·Σ w` that adds taken out of the bias.
+//!
+//! Per pixel and block of 64 channels, the bytes of four taps are interleaved into groups of
+//! four (`vpunpck{l,h}bw`, then `vpunpck{l,h}wd`); working per 128-bit lane, that leaves four
+//! accumulators whose lane `4j + k` holds channel `16j + 4q + k` for accumulator `q`
+//! (`quad_pos`). The weights, bias and scale are stored in that order, and the final packs
+//! (`vpackssdw` of accumulators 0, 1 and of 2, 3, then `vpackuswb`) restore the channel order.
+//! A last block of fewer channels uses masked loads and stores.
+
+use super::depthwise::filled;
+use super::depthwise_x86::{requant16, Consts512, Run};
+use std::arch::x86_64::*;
+
+/// Channels per block.
+pub(super) const BLOCK: usize = 64;
+
+/// Position (32-bit lane over the four accumulators, 16 each) of channel `i < 64` of a
+/// block after the interleaving.
+#[inline]
+fn quad_pos(i: usize) -> usize {
+    let (j, r) = (i / 16, i % 16);
+    (r / 4) * 16 + 4 * j + r % 4
+}
+
+/// The weights, bias and scale of a layer in the order of the four-tap body.
+#[derive(Debug, Clone)]
+pub(super) struct Quads {
+    /// `[block of 64 channels][quad of taps][256]`: channel `i`'s weights of taps
+    /// `4u .. 4u + 4` at `4·quad_pos(i % 64)` (zeros past the last tap or channel).
+    w: Vec<i8>,
+    /// Per block, in `quad_pos` order: the folded bias less `128·Σ w` for signed inputs.
+    bias: Vec<i32>,
+    /// Per block, in `quad_pos` order.
+    scale: Vec<f32>,
+}
+
+impl Quads {
+    /// From the centered weights `plain` (`[tap][channel]`), the folded bias and the scale
+    /// per channel. `None` when a weight does not fit in a signed byte, or on no memory.
+    pub(super) fn new(
+        channels: usize,
+        taps: usize,
+        plain: &[i16],
+        bias: &[i32],
+        scale: &[f32],
+        x_signed: bool,
+    ) -> Option<Quads> {
+        if plain.iter().any(|&v| i8::try_from(v).is_err()) {
+            return None;
+        }
+        let nq = taps.div_ceil(4);
+        let blocks = channels.div_ceil(BLOCK);
+        let mut w = filled(blocks.checked_mul(nq)?.checked_mul(4 * BLOCK)?, 0i8)?;
+        let mut qb = filled(blocks * BLOCK, 0i32)?;
+        let mut qs = filled(blocks * BLOCK, 0f32)?;
+        for ch in 0..channels {
+            let (b, pos) = (ch / BLOCK, quad_pos(ch % BLOCK));
+            let mut wsum = 0i32;
+            for t in 0..taps {
+                let v = plain[t * channels + ch];
+                wsum = wsum.wrapping_add(i32::from(v));
+                w[(b * nq + t / 4) * 4 * BLOCK + 4 * pos + t % 4] = v as i8;
+            }
+            let shift = if x_signed { wsum.wrapping_mul(128) } else { 0 };
+            qb[b * BLOCK + pos] = bias[ch].wrapping_sub(shift);
+            qs[b * BLOCK + pos] = scale[ch];
+        }
+        Some(Quads {
+            w,
+            bias: qb,
+            scale: qs,
+        })
+    }
+}
+
+/// 64 input bytes at `p` (the first `mask` ones when `M`, the others zero), as unsigned
+/// bytes: the top bit flipped when `S` (signed input). Safety: AVX-512F and BW present; the
+/// bytes (the masked ones when `M`) are readable.
+#[target_feature(enable = "avx512f,avx512bw")]
+#[inline]
+unsafe fn load64<const S: bool, const M: bool>(p: *const u8, mask: __mmask64) -> __m512i {
+    // SAFETY: per the function's contract; masked-off bytes are not accessed.
+    let v = unsafe {
+        if M {
+            _mm512_maskz_loadu_epi8(mask, p.cast())
+        } else {
+            _mm512_loadu_si512(p.cast())
+        }
+    };
+    if S {
+        _mm512_xor_si512(v, _mm512_set1_epi8(i8::MIN))
+    } else {
+        v
+    }
+}
+
+/// One block of 64 channels of one pixel, its bytes in order: the taps' bytes at offset
+/// `off` of their runs, the block's weights `w` (`⌈taps / 4⌉ · 256`), bias and scale (64
+/// each, `quad_pos` order). `T` the tap count when fixed at compile time, else 0. Safety:
+/// AVX-512F, BW and VNNI present; each run holds the 64 bytes from `off` (the first `mask`
+/// ones when `M`); `T` is 0 or the number of taps.
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+#[inline]
+unsafe fn block64<const S: bool, const M: bool, const T: usize>(
+    taps: &[&[u8]],
+    off: usize,
+    w: &[i8],
+    bias: &[i32],
+    scale: &[f32],
+    k: &Consts512,
+    mask: __mmask64,
+) -> __m512i {
+    let n = if T > 0 { T } else { taps.len() };
+    let (taps, w) = (&taps[..n], &w[..n.div_ceil(4) * 4 * BLOCK]);
+    let (bias, scale) = (&bias[..BLOCK], &scale[..BLOCK]);
+    // SAFETY: `bias` holds 64 values.
+    let mut acc =
+        unsafe { [0, 1, 2, 3].map(|q| _mm512_loadu_si512(bias.as_ptr().add(16 * q).cast())) };
+    for (quad, wu) in taps.chunks(4).zip(w.chunks_exact(4 * BLOCK)) {
+        let x = |i: usize| match quad.get(i) {
+            // SAFETY: the run holds the block's bytes from `off`.
+            Some(run) => unsafe { load64::<S, M>(run.as_ptr().add(off), mask) },
+            None => _mm512_setzero_si512(),
+        };
+        let (a, b, c, d) = (x(0), x(1), x(2), x(3));
+        let (ab_lo, ab_hi) = (_mm512_unpacklo_epi8(a, b), _mm512_unpackhi_epi8(a, b));
+        let (cd_lo, cd_hi) = (_mm512_unpacklo_epi8(c, d), _mm512_unpackhi_epi8(c, d));
+        let q = [
+            _mm512_unpacklo_epi16(ab_lo, cd_lo),
+            _mm512_unpackhi_epi16(ab_lo, cd_lo),
+            _mm512_unpacklo_epi16(ab_hi, cd_hi),
+            _mm512_unpackhi_epi16(ab_hi, cd_hi),
+        ];
+        for (i, (s, v)) in acc.iter_mut().zip(q).enumerate() {
+            // SAFETY: `wu` holds 256 weights, accumulator i's 64 from `64i`.
+            let wv = unsafe { _mm512_loadu_si512(wu.as_ptr().add(BLOCK * i).cast()) };
+            *s = _mm512_dpbusd_epi32(*s, v, wv);
+        }
+    }
+    // SAFETY: `scale` holds 64 values.
+    let r = unsafe { [0, 1, 2, 3].map(|q| _mm512_loadu_ps(scale.as_ptr().add(16 * q))) };
+    let v: [__m512i; 4] = std::array::from_fn(|q| requant16(acc[q], r[q], k));
+    // Per 128-bit lane j: v0, v1 pack to channels 16j..16j+8 and v2, v3 to 16j+8..16j+16
+    // (values within −128..=255, exact); their low bytes pack to the 16 channels in order.
+    let byte = _mm512_set1_epi16(0xff);
+    let lo = _mm512_and_si512(_mm512_packs_epi32(v[0], v[1]), byte);
+    let hi = _mm512_and_si512(_mm512_packs_epi32(v[2], v[3]), byte);
+    _mm512_packus_epi16(lo, hi)
+}
+
+/// The run on the AVX-512 VNNI tier with the weights `q` made for `run.w`. Safety: AVX-512F,
+/// BW and VNNI present; as for [`super::depthwise_x86::avx512`].
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+pub(super) unsafe fn vnni(run: &Run<'_>, q: &Quads, out: &mut [u8]) {
+    // SAFETY: the caller's contract, passed on; `T` is the tap count or 0.
+    unsafe {
+        match (run.w.parts().x_signed, run.taps.len()) {
+            (true, 9) => body::<true, 9>(run, q, out),
+            (true, 25) => body::<true, 25>(run, q, out),
+            (true, _) => body::<true, 0>(run, q, out),
+            (false, 9) => body::<false, 9>(run, q, out),
+            (false, 25) => body::<false, 25>(run, q, out),
+            (false, _) => body::<false, 0>(run, q, out),
+        }
+    }
+}
+
+/// See [`vnni`]; `S` whether the input bytes are signed, `T` the tap count (0: any).
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+unsafe fn body<const S: bool, const T: usize>(run: &Run<'_>, q: &Quads, out: &mut [u8]) {
+    let p = run.w.parts();
+    let c = p.channels;
+    let k = Consts512::new(p.range);
+    let bw = p.taps.div_ceil(4) * 4 * BLOCK;
+    let (whole, rem) = (c / BLOCK, c % BLOCK);
+    let mask: __mmask64 = (1u64 << rem) - 1;
+    for px in 0..run.pixels {
+        let base = px * run.step;
+        let dst = &mut out[px * c..][..c];
+        for b in 0..whole {
+            let at = b * BLOCK;
+            let (wb, lanes) = (&q.w[b * bw..][..bw], at..at + BLOCK);
+            // SAFETY: the runs hold this pixel's C bytes from `base`, so 64 from `base + at`.
+            let bytes = unsafe {
+                block64::<S, false, T>(
+                    run.taps,
+                    base + at,
+                    wb,
+                    &q.bias[lanes.clone()],
+                    &q.scale[lanes],
+                    &k,
+                    !0,
+                )
+            };
+            // SAFETY: `dst` holds 64 bytes from `at`.
+            unsafe { _mm512_storeu_si512(dst.as_mut_ptr().add(at).cast(), bytes) };
+        }
+        if rem > 0 {
+            let at = whole * BLOCK;
+            let (wb, lanes) = (&q.w[whole * bw..][..bw], at..at + BLOCK);
+            // SAFETY: the runs hold this pixel's C bytes, so the `rem` masked ones from
+            // `base + at`; the weights, bias and scale are stored for whole blocks.
+            let bytes = unsafe {
+                block64::<S, true, T>(
+                    run.taps,
+                    base + at,
+                    wb,
+                    &q.bias[lanes.clone()],
+                    &q.scale[lanes],
+                    &k,
+                    mask,
+                )
+            };
+            // SAFETY: `dst` holds the `rem` bytes from `at` the mask writes.
+            unsafe { _mm512_mask_storeu_epi8(dst.as_mut_ptr().add(at).cast(), mask, bytes) };
+        }
+    }
+}
