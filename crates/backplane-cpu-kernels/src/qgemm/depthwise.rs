@@ -138,14 +138,9 @@ impl DwWeights {
         }
         let mut scale_v = filled(channels, 0f32)?;
         scale_v.copy_from_slice(scale);
-        // Fewer channels than a block of the four-tap body leave most of it idle: the
-        // AVX-512BW body's blocks of 32 serve them better.
         #[cfg(target_arch = "x86_64")]
-        let quads = if channels >= super::depthwise_vnni::BLOCK {
-            super::depthwise_vnni::Quads::new(channels, taps, &plain, &folded, scale, x_signed)
-        } else {
-            None
-        };
+        let quads =
+            super::depthwise_vnni::Quads::new(channels, taps, &plain, &folded, scale, x_signed);
         Some(DwWeights {
             channels,
             taps,
@@ -163,9 +158,11 @@ impl DwWeights {
         })
     }
 
-    /// Whether the AVX-512 VNNI tier runs these weights four taps per instruction (every
-    /// centered weight fits in a signed byte, as symmetric int8 weights do, and there are at
-    /// least 64 channels), rather than the AVX-512BW body.
+    /// Whether the AVX-512 VNNI tier can run these weights four taps per instruction: every
+    /// centered weight fits in a signed byte (as symmetric int8 weights do), and there are at
+    /// least 64 channels or a divisor of 64. It does so for runs that fill its blocks of 64
+    /// (whole blocks of channels, or several pixels of a unit step per block); others run
+    /// the AVX-512BW body.
     pub fn has_byte_weights(&self) -> bool {
         #[cfg(target_arch = "x86_64")]
         {
@@ -418,7 +415,9 @@ pub fn depthwise_pixels_on(
             pixels,
         };
         match isa {
-            Int8Isa::Avx512Vnni if w.quads.is_some() => {
+            Int8Isa::Avx512Vnni
+                if w.quads.is_some() && super::depthwise_vnni::suits(c, step, pixels) =>
+            {
                 if let Some(q) = &w.quads {
                     // SAFETY: AVX-512F, BW and VNNI present (the tier has them); the lengths
                     // as for the arm below; `q` was made with `w`.

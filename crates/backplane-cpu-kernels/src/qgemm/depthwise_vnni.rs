@@ -41,7 +41,10 @@ pub(super) struct Quads {
 
 impl Quads {
     /// From the centered weights `plain` (`[tap][channel]`), the folded bias and the scale
-    /// per channel. `None` when a weight does not fit in a signed byte, or on no memory.
+    /// per channel. Fewer than 64 channels that divide 64 are stored repeated over the
+    /// block's lanes, so that a block holds `64 / C` consecutive pixels of a unit-step run.
+    /// `None` when a weight does not fit in a signed byte, for fewer channels that do not
+    /// divide 64 (a block would be mostly idle), or on no memory.
     pub(super) fn new(
         channels: usize,
         taps: usize,
@@ -50,7 +53,11 @@ impl Quads {
         scale: &[f32],
         x_signed: bool,
     ) -> Option<Quads> {
-        if plain.iter().any(|&v| i8::try_from(v).is_err()) {
+        let repeated = channels < BLOCK;
+        if plain.iter().any(|&v| i8::try_from(v).is_err())
+            || channels == 0
+            || (repeated && !BLOCK.is_multiple_of(channels))
+        {
             return None;
         }
         let nq = taps.div_ceil(4);
@@ -58,8 +65,10 @@ impl Quads {
         let mut w = filled(blocks.checked_mul(nq)?.checked_mul(4 * BLOCK)?, 0i8)?;
         let mut qb = filled(blocks * BLOCK, 0i32)?;
         let mut qs = filled(blocks * BLOCK, 0f32)?;
-        for ch in 0..channels {
-            let (b, pos) = (ch / BLOCK, quad_pos(ch % BLOCK));
+        let lanes = if repeated { BLOCK } else { channels };
+        for lane in 0..lanes {
+            let ch = lane % channels;
+            let (b, pos) = (lane / BLOCK, quad_pos(lane % BLOCK));
             let mut wsum = 0i32;
             for t in 0..taps {
                 let v = plain[t * channels + ch];
@@ -170,54 +179,90 @@ pub(super) unsafe fn vnni(run: &Run<'_>, q: &Quads, out: &mut [u8]) {
     }
 }
 
+/// Whether the four-tap body suits a run of `pixels` at `step` over `channels`: whole
+/// blocks of 64 channels, or several pixels per block (a unit-step run of fewer channels).
+pub(super) fn suits(channels: usize, step: usize, pixels: usize) -> bool {
+    channels >= BLOCK || (step == channels && pixels > 1)
+}
+
 /// See [`vnni`]; `S` whether the input bytes are signed, `T` the tap count (0: any).
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 unsafe fn body<const S: bool, const T: usize>(run: &Run<'_>, q: &Quads, out: &mut [u8]) {
     let p = run.w.parts();
     let c = p.channels;
     let k = Consts512::new(p.range);
-    let bw = p.taps.div_ceil(4) * 4 * BLOCK;
-    let (whole, rem) = (c / BLOCK, c % BLOCK);
-    let mask: __mmask64 = (1u64 << rem) - 1;
+    if c < BLOCK && run.step == c {
+        // Consecutive pixels are consecutive bytes in every run and in `out`, and 64 is a
+        // multiple of C: one span of `pixels · C` bytes, each block with the same weights.
+        let len = run.pixels * c;
+        // SAFETY: every run holds `(pixels − 1)·C + C` bytes and `out` `pixels·C`.
+        unsafe { span::<S, T>(run.taps, 0, &mut out[..len], q, &k, true) };
+        return;
+    }
     for px in 0..run.pixels {
-        let base = px * run.step;
-        let dst = &mut out[px * c..][..c];
-        for b in 0..whole {
-            let at = b * BLOCK;
-            let (wb, lanes) = (&q.w[b * bw..][..bw], at..at + BLOCK);
-            // SAFETY: the runs hold this pixel's C bytes from `base`, so 64 from `base + at`.
-            let bytes = unsafe {
-                block64::<S, false, T>(
-                    run.taps,
-                    base + at,
-                    wb,
-                    &q.bias[lanes.clone()],
-                    &q.scale[lanes],
-                    &k,
-                    !0,
-                )
-            };
-            // SAFETY: `dst` holds 64 bytes from `at`.
-            unsafe { _mm512_storeu_si512(dst.as_mut_ptr().add(at).cast(), bytes) };
-        }
-        if rem > 0 {
-            let at = whole * BLOCK;
-            let (wb, lanes) = (&q.w[whole * bw..][..bw], at..at + BLOCK);
-            // SAFETY: the runs hold this pixel's C bytes, so the `rem` masked ones from
-            // `base + at`; the weights, bias and scale are stored for whole blocks.
-            let bytes = unsafe {
-                block64::<S, true, T>(
-                    run.taps,
-                    base + at,
-                    wb,
-                    &q.bias[lanes.clone()],
-                    &q.scale[lanes],
-                    &k,
-                    mask,
-                )
-            };
-            // SAFETY: `dst` holds the `rem` bytes from `at` the mask writes.
-            unsafe { _mm512_mask_storeu_epi8(dst.as_mut_ptr().add(at).cast(), mask, bytes) };
-        }
+        // SAFETY: every run holds this pixel's C bytes from `px · step`.
+        unsafe {
+            span::<S, T>(
+                run.taps,
+                px * run.step,
+                &mut out[px * c..][..c],
+                q,
+                &k,
+                false,
+            )
+        };
+    }
+}
+
+/// The bytes `dst` from the runs' bytes at `base ..`, by blocks of 64: block `b` with the
+/// weights of block `b` (channels) or, when `same`, of block 0 (pixels of repeated weights).
+/// Safety: AVX-512F, BW and VNNI present; every run holds `dst.len()` bytes from `base`.
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+unsafe fn span<const S: bool, const T: usize>(
+    taps: &[&[u8]],
+    base: usize,
+    dst: &mut [u8],
+    q: &Quads,
+    k: &Consts512,
+    same: bool,
+) {
+    let bw = taps.len().div_ceil(4) * 4 * BLOCK;
+    let (whole, rem) = (dst.len() / BLOCK, dst.len() % BLOCK);
+    let mask: __mmask64 = (1u64 << rem) - 1;
+    let of = |b: usize| if same { 0 } else { b };
+    for b in 0..whole {
+        let (at, wb) = (b * BLOCK, of(b) * BLOCK);
+        // SAFETY: the runs hold 64 bytes from `base + at`.
+        let bytes = unsafe {
+            block64::<S, false, T>(
+                taps,
+                base + at,
+                &q.w[of(b) * bw..][..bw],
+                &q.bias[wb..wb + BLOCK],
+                &q.scale[wb..wb + BLOCK],
+                k,
+                !0,
+            )
+        };
+        // SAFETY: `dst` holds 64 bytes from `at`.
+        unsafe { _mm512_storeu_si512(dst.as_mut_ptr().add(at).cast(), bytes) };
+    }
+    if rem > 0 {
+        let (at, wb) = (whole * BLOCK, of(whole) * BLOCK);
+        // SAFETY: the runs hold the `rem` masked bytes from `base + at`; the weights, bias
+        // and scale are stored for whole blocks.
+        let bytes = unsafe {
+            block64::<S, true, T>(
+                taps,
+                base + at,
+                &q.w[of(whole) * bw..][..bw],
+                &q.bias[wb..wb + BLOCK],
+                &q.scale[wb..wb + BLOCK],
+                k,
+                mask,
+            )
+        };
+        // SAFETY: `dst` holds the `rem` bytes from `at` the mask writes.
+        unsafe { _mm512_mask_storeu_epi8(dst.as_mut_ptr().add(at).cast(), mask, bytes) };
     }
 }
