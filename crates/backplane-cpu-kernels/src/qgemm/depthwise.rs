@@ -70,7 +70,7 @@ pub struct DwWeights {
     /// The AVX-512 VNNI tier's four-tap operands, when every centered weight fits in a
     /// signed byte.
     #[cfg(target_arch = "x86_64")]
-    quads: Option<super::depthwise_vnni::Quads>,
+    quads: Option<super::depthwise_vnni::DwQuads>,
 }
 
 /// A vector of `n` copies of `v`, or `None` when it cannot be allocated.
@@ -140,7 +140,7 @@ impl DwWeights {
         scale_v.copy_from_slice(scale);
         #[cfg(target_arch = "x86_64")]
         let quads =
-            super::depthwise_vnni::Quads::new(channels, taps, &plain, &folded, scale, x_signed);
+            super::depthwise_vnni::DwQuads::new(channels, taps, &plain, &folded, scale, x_signed);
         Some(DwWeights {
             channels,
             taps,

@@ -29,7 +29,7 @@ fn quad_pos(i: usize) -> usize {
 
 /// The weights, bias and scale of a layer in the order of the four-tap body.
 #[derive(Debug, Clone)]
-pub(super) struct Quads {
+pub(super) struct DwQuads {
     /// `[block of 64 channels][quad of taps][256]`: channel `i`'s weights of taps
     /// `4u .. 4u + 4` at `4·quad_pos(i % 64)` (zeros past the last tap or channel).
     w: Vec<i8>,
@@ -39,7 +39,7 @@ pub(super) struct Quads {
     scale: Vec<f32>,
 }
 
-impl Quads {
+impl DwQuads {
     /// From the centered weights `plain` (`[tap][channel]`), the folded bias and the scale
     /// per channel. Fewer than 64 channels that divide 64 are stored repeated over the
     /// block's lanes, so that a block holds `64 / C` consecutive pixels of a unit-step run.
@@ -52,7 +52,7 @@ impl Quads {
         bias: &[i32],
         scale: &[f32],
         x_signed: bool,
-    ) -> Option<Quads> {
+    ) -> Option<DwQuads> {
         let repeated = channels < BLOCK;
         if plain.iter().any(|&v| i8::try_from(v).is_err())
             || channels == 0
@@ -79,7 +79,7 @@ impl Quads {
             qb[b * BLOCK + pos] = bias[ch].wrapping_sub(shift);
             qs[b * BLOCK + pos] = scale[ch];
         }
-        Some(Quads {
+        Some(DwQuads {
             w,
             bias: qb,
             scale: qs,
@@ -165,7 +165,7 @@ unsafe fn block64<const S: bool, const M: bool, const T: usize>(
 /// The run on the AVX-512 VNNI tier with the weights `q` made for `run.w`. Safety: AVX-512F,
 /// BW and VNNI present; as for [`super::depthwise_x86::avx512`].
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-pub(super) unsafe fn vnni(run: &Run<'_>, q: &Quads, out: &mut [u8]) {
+pub(super) unsafe fn vnni(run: &Run<'_>, q: &DwQuads, out: &mut [u8]) {
     // SAFETY: the caller's contract, passed on; `T` is the tap count or 0.
     unsafe {
         match (run.w.parts().x_signed, run.taps.len()) {
@@ -187,7 +187,7 @@ pub(super) fn suits(channels: usize, step: usize, pixels: usize) -> bool {
 
 /// See [`vnni`]; `S` whether the input bytes are signed, `T` the tap count (0: any).
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-unsafe fn body<const S: bool, const T: usize>(run: &Run<'_>, q: &Quads, out: &mut [u8]) {
+unsafe fn body<const S: bool, const T: usize>(run: &Run<'_>, q: &DwQuads, out: &mut [u8]) {
     let p = run.w.parts();
     let c = p.channels;
     let k = Consts512::new(p.range);
@@ -222,7 +222,7 @@ unsafe fn span<const S: bool, const T: usize>(
     taps: &[&[u8]],
     base: usize,
     dst: &mut [u8],
-    q: &Quads,
+    q: &DwQuads,
     k: &Consts512,
     same: bool,
 ) {
