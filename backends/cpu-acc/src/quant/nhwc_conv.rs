@@ -223,21 +223,17 @@ impl NhwcQConv {
         })
     }
 
-    /// The input centered into zero-padded images of `hp × wp` pixels, the columns split by
-    /// phase: padded pixel (n, yy, xx) at `((n·phases + xx % phases)·hp + yy)·wq + xx / phases`
-    /// (`wq = ⌈wp / phases⌉`), its C channels from there. With the stride as `phases`, each
-    /// tap of an output row reads one contiguous run whatever the stride. Written into `out`
-    /// (the buffer of the previous execution, whose padding is still zero, or a new one).
-    fn padded(&self, x: &[u8], phases: usize, out: &mut Vec<i16>) -> Result<()> {
+    /// The input centered into zero-padded images of `hp × wp` pixels (the GEMM layers' A
+    /// windows are read from it). Written into `out` (the buffer of the previous execution,
+    /// whose padding is still zero, or a new one).
+    fn padded(&self, x: &[u8], out: &mut Vec<i16>) -> Result<()> {
         let g = &self.geo;
         let c = g.c;
         let (hp, wp) = padded_extent(&self.d, &self.geo);
-        let wq = wp.div_ceil(phases);
-        let image = phases * hp * wq * c;
+        let image = hp * wp * c;
         if out.len() != g.n * image {
             *out = alloc(g.n * image, 0i16, &self.io)?;
         }
-        let mut row = alloc(wp * c, 0i16, &self.io)?;
         let (pt, pl) = (self.d.pads[0], self.d.pads[1]);
         let end = (pl + g.w).min(wp);
         let zx = self.d.x.1;
@@ -249,15 +245,7 @@ impl NhwcQConv {
                     continue;
                 }
                 let src = &x[((n * g.h + iy) * g.w) * c..][..(end - pl) * c];
-                if phases == 1 {
-                    center(&mut img[(yy * wq + pl) * c..][..src.len()], src, zx);
-                    continue;
-                }
-                center(&mut row[pl * c..end * c], src, zx);
-                for xx in pl..end {
-                    let at = (((xx % phases) * hp + yy) * wq + xx / phases) * c;
-                    img[at..at + c].copy_from_slice(&row[xx * c..(xx + 1) * c]);
-                }
+                center(&mut img[(yy * wp + pl) * c..][..src.len()], src, zx);
             }
         }
         Ok(())
@@ -340,7 +328,7 @@ impl NhwcQConv {
         let pixels = g.n * g.oh * g.ow;
         let mut xp = take(&self.padded);
         if !pointwise {
-            self.padded(x, 1, &mut xp)?;
+            self.padded(x, &mut xp)?;
         }
         let src = if pointwise {
             Rows::Pixels(x)
