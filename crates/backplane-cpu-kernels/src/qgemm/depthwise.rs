@@ -21,6 +21,11 @@
 //! `8j+4..8j+8` in the high one; the bias and scale are stored in that order (`lane_of`) and
 //! the final `vpackssdw` restores the channel order. A channel count that is not a multiple
 //! of the block runs a last, masked block (AVX-512) or one through a small copy (AVX2).
+//!
+//! On the AVX-512 VNNI tier, layers whose centered weights all fit in a signed byte
+//! (TFLite's symmetric int8 weights) run four taps per `vpdpbusd` instead
+//! ([`super::depthwise_vnni`]), where its blocks of 64 lanes are full enough; the others,
+//! and every run on that tier that does not suit those blocks, run the AVX-512BW body.
 
 use super::channels::RequantRange;
 use super::requant::rounded_int;
@@ -220,9 +225,9 @@ pub struct DwLayer {
 }
 
 impl DwLayer {
-    /// `None` when the weights' tap count is not the kernel's, an extent, stride or dilation is zero,
-    /// the input zero point is not a value of the input type, or the sizes overflow or cannot
-    /// be allocated.
+    /// `None` when the weights' tap count is not the kernel's, an extent, stride or dilation
+    /// is zero, the input zero point is not a value of the input type, or the sizes overflow
+    /// or cannot be allocated.
     pub fn new(weights: DwWeights, geo: DwGeometry) -> Option<DwLayer> {
         let [kh, kw] = geo.kernel;
         if kh.checked_mul(kw)? != weights.taps
@@ -240,6 +245,7 @@ impl DwLayer {
             u8::try_from(z).ok()?
         };
         let zeros = filled(geo.w.max(1).checked_mul(weights.channels)?, byte)?;
+        // The input's and output's sizes fit (the rows multiply their indices unchecked).
         geo.n
             .checked_mul(geo.h)?
             .checked_mul(geo.w)?

@@ -3,10 +3,11 @@
 //! AVX2), the input bytes of two taps widened to 16 bits (`vpmovsxbw` / `vpmovzxbw`),
 //! interleaved (`vpunpck{l,h}wd`) and multiplied against the pair-interleaved weights
 //! (`vpmaddwd`, then `vpaddd` into accumulators that start at the folded bias), then the
-//! block requantized in registers and stored as bytes. `vpmaddwd` + `vpaddd` rather than
-//! `vpdpwssd` on the VNNI tier too: each accumulator is one chain through the taps, which
-//! the add keeps at one cycle per pair. A last block of fewer channels uses masked loads and
-//! stores (AVX-512BW) or goes through a 16-byte copy (AVX2).
+//! block requantized in registers and stored as bytes. The VNNI tier runs this body too
+//! where its byte body does not apply: LLVM sums the pairs' products as a tree of adds,
+//! and compiled with VNNI (which fuses them into `vpdpwssd` chains) it ran no faster. A
+//! last block of fewer channels uses masked loads and stores (AVX-512BW) or goes through a
+//! 16-byte copy (AVX2).
 
 use super::channels::RequantRange;
 use super::depthwise::{DwWeights, Parts, GROUP, HALF};
