@@ -165,9 +165,10 @@ impl DwWeights {
 
     /// Whether the AVX-512 VNNI tier can run these weights four taps per instruction: every
     /// centered weight fits in a signed byte (as symmetric int8 weights do), and there are at
-    /// least 64 channels or a divisor of 64. It does so for runs that fill its blocks of 64
-    /// (whole blocks of channels, or several pixels of a unit step per block); others run
-    /// the AVX-512BW body.
+    /// least 64 channels, or the least common multiple of 64 and the channel count is at most
+    /// eight times the channels (a unit-step run then fills its blocks of 64 lanes). It does
+    /// so for runs that fill its blocks (whole blocks of channels, or spans of unit-step
+    /// pixels); others run the AVX-512BW body.
     pub fn has_byte_weights(&self) -> bool {
         #[cfg(target_arch = "x86_64")]
         {
@@ -421,9 +422,7 @@ pub fn depthwise_pixels_on(
             pixels,
         };
         match isa {
-            Int8Isa::Avx512Vnni
-                if w.quads.is_some() && super::depthwise_vnni::suits(c, step, pixels) =>
-            {
+            Int8Isa::Avx512Vnni if w.quads.as_ref().is_some_and(|q| q.suits(c, step, pixels)) => {
                 if let Some(q) = &w.quads {
                     // SAFETY: AVX-512F, BW and VNNI present (the tier has them); the lengths
                     // as for the arm below; `q` was made with `w`.

@@ -27,24 +27,42 @@ fn quad_pos(i: usize) -> usize {
     (r / 4) * 16 + 4 * j + r % 4
 }
 
-/// The weights, bias and scale of a layer in the order of the four-tap body.
+/// The weights, bias and scale of a layer in the order of the four-tap body, stored for
+/// `period` blocks: lane `L` of the stored lanes (block `L / 64`) holds channel `L % C`.
+/// Where that period is short enough (`periodic`) it is the least common multiple of 64 and
+/// C lanes, so a unit-step run of pixels, whose bytes are consecutive, is one span of
+/// blocks, block `b` with the stored block `b % period`, all full but the last; else it is
+/// `⌈C / 64⌉` blocks (the lanes past C zero), run one pixel at a time.
 #[derive(Debug, Clone)]
 pub(super) struct DwQuads {
-    /// `[block of 64 channels][quad of taps][256]`: channel `i`'s weights of taps
-    /// `4u .. 4u + 4` at `4·quad_pos(i % 64)` (zeros past the last tap or channel).
+    /// `[stored block][quad of taps][256]`: lane `L`'s weights of taps `4u .. 4u + 4` at
+    /// `4·quad_pos(L % 64)` (zeros past the last tap).
     w: Vec<i8>,
-    /// Per block, in `quad_pos` order: the folded bias less `128·Σ w` for signed inputs.
+    /// Per stored block, in `quad_pos` order: the folded bias less `128·Σ w` for signed
+    /// inputs.
     bias: Vec<i32>,
-    /// Per block, in `quad_pos` order.
+    /// Per stored block, in `quad_pos` order.
     scale: Vec<f32>,
+    /// Stored blocks.
+    period: usize,
+    /// Whether the lanes repeat the channels (unit-step runs as spans).
+    periodic: bool,
+}
+
+/// The greatest common divisor.
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
 }
 
 impl DwQuads {
     /// From the centered weights `plain` (`[tap][channel]`), the folded bias and the scale
-    /// per channel. Fewer than 64 channels that divide 64 are stored repeated over the
-    /// block's lanes, so that a block holds `64 / C` consecutive pixels of a unit-step run.
-    /// `None` when a weight does not fit in a signed byte, for fewer channels that do not
-    /// divide 64 (a block would be mostly idle), or on no memory.
+    /// per channel. Periodic when the period (`lcm(64, C)` lanes) is at most `max(64, 8·C)`
+    /// lanes. `None` when a weight does not fit in a signed byte, for fewer than 64 channels
+    /// that are not periodic (a block would be mostly idle), or on no memory.
     pub(super) fn new(
         channels: usize,
         taps: usize,
@@ -53,19 +71,23 @@ impl DwQuads {
         scale: &[f32],
         x_signed: bool,
     ) -> Option<DwQuads> {
-        let repeated = channels < BLOCK;
-        if plain.iter().any(|&v| i8::try_from(v).is_err())
-            || channels == 0
-            || (repeated && !BLOCK.is_multiple_of(channels))
-        {
+        if channels == 0 || plain.iter().any(|&v| i8::try_from(v).is_err()) {
             return None;
         }
+        let lcm = channels.checked_mul(BLOCK)? / gcd(channels, BLOCK);
+        let periodic = lcm <= (8 * channels).max(BLOCK);
+        if channels < BLOCK && !periodic {
+            return None;
+        }
+        let (period, lanes) = if periodic {
+            (lcm / BLOCK, lcm)
+        } else {
+            (channels.div_ceil(BLOCK), channels)
+        };
         let nq = taps.div_ceil(4);
-        let blocks = channels.div_ceil(BLOCK);
-        let mut w = filled(blocks.checked_mul(nq)?.checked_mul(4 * BLOCK)?, 0i8)?;
-        let mut qb = filled(blocks * BLOCK, 0i32)?;
-        let mut qs = filled(blocks * BLOCK, 0f32)?;
-        let lanes = if repeated { BLOCK } else { channels };
+        let mut w = filled(period.checked_mul(nq)?.checked_mul(4 * BLOCK)?, 0i8)?;
+        let mut qb = filled(period * BLOCK, 0i32)?;
+        let mut qs = filled(period * BLOCK, 0f32)?;
         for lane in 0..lanes {
             let ch = lane % channels;
             let (b, pos) = (lane / BLOCK, quad_pos(lane % BLOCK));
@@ -83,7 +105,15 @@ impl DwQuads {
             w,
             bias: qb,
             scale: qs,
+            period,
+            periodic,
         })
+    }
+
+    /// Whether the four-tap body suits a run of `pixels` at `step` over `channels`: whole
+    /// blocks of 64 channels, or a span of several pixels (a unit-step run).
+    pub(super) fn suits(&self, channels: usize, step: usize, pixels: usize) -> bool {
+        channels >= BLOCK || (self.periodic && step == channels && pixels > 1)
     }
 }
 
@@ -179,21 +209,15 @@ pub(super) unsafe fn vnni(run: &Run<'_>, q: &DwQuads, out: &mut [u8]) {
     }
 }
 
-/// Whether the four-tap body suits a run of `pixels` at `step` over `channels`: whole
-/// blocks of 64 channels, or several pixels per block (a unit-step run of fewer channels).
-pub(super) fn suits(channels: usize, step: usize, pixels: usize) -> bool {
-    channels >= BLOCK || (step == channels && pixels > 1)
-}
-
 /// See [`vnni`]; `S` whether the input bytes are signed, `T` the tap count (0: any).
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 unsafe fn body<const S: bool, const T: usize>(run: &Run<'_>, q: &DwQuads, out: &mut [u8]) {
     let p = run.w.parts();
     let c = p.channels;
     let k = Consts512::new(p.range);
-    if c < BLOCK && run.step == c {
-        // Consecutive pixels are consecutive bytes in every run and in `out`, and 64 is a
-        // multiple of C: one span of `pixels · C` bytes, each block with the same weights.
+    if q.periodic && run.step == c {
+        // Consecutive pixels are consecutive bytes in every run and in `out`: one span of
+        // `pixels · C` bytes, its blocks with the stored lanes' period.
         let len = run.pixels * c;
         // SAFETY: every run holds `(pixels − 1)·C + C` bytes and `out` `pixels·C`.
         unsafe { span::<S, T>(run.taps, 0, &mut out[..len], q, &k, true) };
@@ -215,7 +239,8 @@ unsafe fn body<const S: bool, const T: usize>(run: &Run<'_>, q: &DwQuads, out: &
 }
 
 /// The bytes `dst` from the runs' bytes at `base ..`, by blocks of 64: block `b` with the
-/// weights of block `b` (channels) or, when `same`, of block 0 (pixels of repeated weights).
+/// stored block `b` (one pixel's channels) or, when `span`, `b % period` (a span of pixels
+/// of periodic lanes).
 /// Safety: AVX-512F, BW and VNNI present; every run holds `dst.len()` bytes from `base`.
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 unsafe fn span<const S: bool, const T: usize>(
@@ -224,12 +249,12 @@ unsafe fn span<const S: bool, const T: usize>(
     dst: &mut [u8],
     q: &DwQuads,
     k: &Consts512,
-    same: bool,
+    span: bool,
 ) {
     let bw = taps.len().div_ceil(4) * 4 * BLOCK;
     let (whole, rem) = (dst.len() / BLOCK, dst.len() % BLOCK);
     let mask: __mmask64 = (1u64 << rem) - 1;
-    let of = |b: usize| if same { 0 } else { b };
+    let of = |b: usize| if span { b % q.period } else { b };
     for b in 0..whole {
         let (at, wb) = (b * BLOCK, of(b) * BLOCK);
         // SAFETY: the runs hold 64 bytes from `base + at`.
