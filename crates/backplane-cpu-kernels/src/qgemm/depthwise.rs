@@ -420,6 +420,7 @@ pub fn depthwise_pixels_on(
             taps,
             step,
             pixels,
+            avail: taps.iter().map(|r| r.len()).min().unwrap_or(0),
         };
         match isa {
             Int8Isa::Avx512Vnni if w.quads.as_ref().is_some_and(|q| q.suits(c, step, pixels)) => {

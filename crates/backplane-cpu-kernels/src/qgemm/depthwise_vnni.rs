@@ -220,37 +220,30 @@ unsafe fn body<const S: bool, const T: usize>(run: &Run<'_>, q: &DwQuads, out: &
         // `pixels · C` bytes, its blocks with the stored lanes' period.
         let len = run.pixels * c;
         // SAFETY: every run holds `(pixels − 1)·C + C` bytes and `out` `pixels·C`.
-        unsafe { span::<S, T>(run.taps, 0, &mut out[..len], q, &k, true) };
+        unsafe { span::<S, T>(run, 0, &mut out[..len], q, &k, true) };
         return;
     }
     for px in 0..run.pixels {
         // SAFETY: every run holds this pixel's C bytes from `px · step`.
-        unsafe {
-            span::<S, T>(
-                run.taps,
-                px * run.step,
-                &mut out[px * c..][..c],
-                q,
-                &k,
-                false,
-            )
-        };
+        unsafe { span::<S, T>(run, px * run.step, &mut out[px * c..][..c], q, &k, false) };
     }
 }
 
 /// The bytes `dst` from the runs' bytes at `base ..`, by blocks of 64: block `b` with the
 /// stored block `b` (one pixel's channels) or, when `span`, `b % period` (a span of pixels
 /// of periodic lanes).
-/// Safety: AVX-512F, BW and VNNI present; every run holds `dst.len()` bytes from `base`.
+/// Safety: AVX-512F, BW and VNNI present; every run holds `dst.len()` bytes from `base`,
+/// and `run.avail` bytes in all.
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 unsafe fn span<const S: bool, const T: usize>(
-    taps: &[&[u8]],
+    run: &Run<'_>,
     base: usize,
     dst: &mut [u8],
     q: &DwQuads,
     k: &Consts512,
     span: bool,
 ) {
+    let taps = run.taps;
     let bw = taps.len().div_ceil(4) * 4 * BLOCK;
     let (whole, rem) = (dst.len() / BLOCK, dst.len() % BLOCK);
     let mask: __mmask64 = (1u64 << rem) - 1;
@@ -274,18 +267,16 @@ unsafe fn span<const S: bool, const T: usize>(
     }
     if rem > 0 {
         let (at, wb) = (whole * BLOCK, of(whole) * BLOCK);
-        // SAFETY: the runs hold the `rem` masked bytes from `base + at`; the weights, bias
-        // and scale are stored for whole blocks.
+        let w = &q.w[of(whole) * bw..][..bw];
+        let (bias, scale) = (&q.bias[wb..wb + BLOCK], &q.scale[wb..wb + BLOCK]);
+        // SAFETY: the runs hold the `rem` masked bytes from `base + at`, and all 64 when
+        // `avail` reaches them; the weights, bias and scale are stored for whole blocks.
         let bytes = unsafe {
-            block64::<S, true, T>(
-                taps,
-                base + at,
-                &q.w[of(whole) * bw..][..bw],
-                &q.bias[wb..wb + BLOCK],
-                &q.scale[wb..wb + BLOCK],
-                k,
-                mask,
-            )
+            if base + at + BLOCK <= run.avail {
+                block64::<S, false, T>(taps, base + at, w, bias, scale, k, !0)
+            } else {
+                block64::<S, true, T>(taps, base + at, w, bias, scale, k, mask)
+            }
         };
         // SAFETY: `dst` holds the `rem` bytes from `at` the mask writes.
         unsafe { _mm512_mask_storeu_epi8(dst.as_mut_ptr().add(at).cast(), mask, bytes) };

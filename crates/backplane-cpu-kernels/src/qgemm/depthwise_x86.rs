@@ -21,6 +21,9 @@ pub(super) struct Run<'a> {
     pub taps: &'a [&'a [u8]],
     pub step: usize,
     pub pixels: usize,
+    /// The bytes every tap's run holds: a last block of fewer channels whose whole width
+    /// lies within them loads it unmasked (the lanes past the channels are not stored).
+    pub avail: usize,
 }
 
 /// The broadcast constants of a requantization on 512-bit registers.
@@ -186,19 +189,17 @@ unsafe fn avx512_body<const S: bool, const T: usize>(run: &Run<'_>, out: &mut [u
         }
         if rem > 0 {
             let at = whole * GROUP;
-            let lanes = at..at + GROUP;
+            let (lanes, w) = (at..at + GROUP, &p.pairs[whole * gw..][..gw]);
+            let (bias, scale) = (&p.bias_lanes[lanes.clone()], &p.scale_lanes[lanes]);
             // SAFETY: the runs hold this pixel's C bytes, so the `rem` masked ones from
-            // `base + at`; the weights, bias and scale are stored for whole groups.
+            // `base + at`, and all 32 when `avail` reaches them; the weights, bias and scale
+            // are stored for whole groups.
             let bytes = unsafe {
-                block32::<S, true, T>(
-                    run.taps,
-                    base + at,
-                    &p.pairs[whole * gw..][..gw],
-                    &p.bias_lanes[lanes.clone()],
-                    &p.scale_lanes[lanes],
-                    &k,
-                    mask,
-                )
+                if base + at + GROUP <= run.avail {
+                    block32::<S, false, T>(run.taps, base + at, w, bias, scale, &k, !0)
+                } else {
+                    block32::<S, true, T>(run.taps, base + at, w, bias, scale, &k, mask)
+                }
             };
             // SAFETY: `dst` holds the `rem` bytes from `at` the mask writes.
             unsafe {
@@ -367,13 +368,21 @@ unsafe fn avx2_body<const S: bool, const T: usize>(run: &Run<'_>, out: &mut [u8]
         }
         if rem > 0 {
             let at = base + whole * HALF;
-            let x = |t: usize| {
-                let mut buf = [0u8; HALF];
-                buf[..rem].copy_from_slice(&run.taps[t][at..at + rem]);
-                // SAFETY: `buf` holds 16 bytes.
-                unsafe { _mm_loadu_si128(buf.as_ptr().cast()) }
+            let bytes = if at + HALF <= run.avail {
+                let x = |t: usize| {
+                    // SAFETY: each run holds `avail` bytes, so 16 from `at`.
+                    unsafe { _mm_loadu_si128(run.taps[t].as_ptr().add(at).cast()) }
+                };
+                block16::<S>(ntaps, x, &layout(whole), &k)
+            } else {
+                let x = |t: usize| {
+                    let mut buf = [0u8; HALF];
+                    buf[..rem].copy_from_slice(&run.taps[t][at..at + rem]);
+                    // SAFETY: `buf` holds 16 bytes.
+                    unsafe { _mm_loadu_si128(buf.as_ptr().cast()) }
+                };
+                block16::<S>(ntaps, x, &layout(whole), &k)
             };
-            let bytes = block16::<S>(ntaps, x, &layout(whole), &k);
             let mut buf = [0u8; HALF];
             // SAFETY: `buf` holds 16 bytes.
             unsafe { _mm_storeu_si128(buf.as_mut_ptr().cast(), bytes) };
