@@ -446,20 +446,13 @@ pub fn depthwise_pixels_on(
             Int8Isa::Portable => {}
         }
     }
-    portable(w, taps, step, pixels, out, 0..c);
+    portable(w, taps, step, pixels, out);
     true
 }
 
-/// The channels `chans` of a run of pixels, one value at a time (the portable tier, and the
-/// reference of the tests). The caller has checked the operands' lengths.
-pub(super) fn portable(
-    w: &DwWeights,
-    taps: &[&[u8]],
-    step: usize,
-    pixels: usize,
-    out: &mut [u8],
-    chans: std::ops::Range<usize>,
-) {
+/// A run of pixels, one value at a time (the portable tier, and a reference of the tests).
+/// The caller has checked the operands' lengths.
+pub(super) fn portable(w: &DwWeights, taps: &[&[u8]], step: usize, pixels: usize, out: &mut [u8]) {
     let c = w.channels;
     let r = w.range;
     let zero = r.zero as i32;
@@ -471,7 +464,7 @@ pub(super) fn portable(
         }
     };
     for p in 0..pixels {
-        for ch in chans.clone() {
+        for ch in 0..c {
             let mut s = w.bias[ch];
             for (t, run) in taps.iter().enumerate() {
                 let x = widen(run[p * step + ch]);

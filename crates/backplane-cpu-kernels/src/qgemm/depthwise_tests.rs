@@ -322,7 +322,7 @@ fn pixel_runs_equal_the_portable_body() {
                 let w = DwWeights::new(c, taps, cw, &bias, &scale, range, zx, x_signed)
                     .expect("weights");
                 let mut want = vec![0u8; pixels * c];
-                portable(&w, &runs, step, pixels, &mut want, 0..c);
+                portable(&w, &runs, step, pixels, &mut want);
                 for p in 0..pixels {
                     for ch in 0..c {
                         let mut s = bias[ch];
