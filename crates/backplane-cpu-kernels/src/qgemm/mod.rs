@@ -28,12 +28,11 @@
 //! K steps per instruction, no intermediate saturation), the larger gain of VNNI, needs
 //! B packed in quads and A as unsigned bytes (the activations' zero point folded into the
 //! bias) — another packing; AVX-VNNI (`vpdpwssd` on 256-bit registers, CPUs with AVX-VNNI
-//! but no AVX-512) in the AVX2 tile. The depthwise row runs 32-value blocks on the AVX-512
-//! tiers ([`depthwise`]).
+//! but no AVX-512) in the AVX2 tile.
 //!
 //! [`requant`] holds TFLite's requantization rule applied to the sums; [`fused`] the GEMM
-//! that applies it in the tile's store; [`depthwise`] a channels-last depthwise output row
-//! with its requantization.
+//! that applies it in the tile's store; [`depthwise`] the channels-last depthwise
+//! convolution of runs of pixels, read in place, with its requantization.
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
@@ -41,6 +40,12 @@ mod avx2;
 mod avx512;
 pub mod channels;
 pub mod depthwise;
+#[cfg(test)]
+mod depthwise_tests;
+#[cfg(target_arch = "x86_64")]
+mod depthwise_vnni;
+#[cfg(target_arch = "x86_64")]
+mod depthwise_x86;
 pub mod fused;
 #[cfg(test)]
 mod fused_tests;
@@ -51,9 +56,12 @@ mod tests;
 mod tier_tests;
 
 #[cfg(test)]
-pub(crate) use channels::{accumulate_products, requantize_channels};
+pub(crate) use channels::requantize_channels;
 pub use channels::{center_i8, center_u8, RequantRange};
-pub use depthwise::{depthwise_row, depthwise_row_on, DwRequant, DwTaps};
+pub use depthwise::{
+    depthwise_pixels, depthwise_pixels_on, depthwise_rows, depthwise_rows_on, DwGeometry, DwLayer,
+    DwWeights,
+};
 pub use fused::{qgemm_requantized, qgemm_requantized_on, ColumnRequant};
 pub use requant::{accumulate_taps, requant_scale, requantize_f32, FloatRequant};
 
