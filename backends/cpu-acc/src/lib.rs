@@ -52,6 +52,7 @@ mod elementwise;
 pub mod fusion;
 pub mod gemm;
 mod int_arith;
+mod int_matmul;
 mod io;
 mod layout;
 mod math;

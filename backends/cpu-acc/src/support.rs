@@ -43,6 +43,7 @@ pub fn holds_for_every_shape(op: &Op) -> bool {
         Op::Expand { .. } | Op::Tile { .. } | Op::Pad(_) | Op::Split { .. } => true,
         // Types (and the function) only.
         Op::Cast { .. } | Op::Unary(_) | Op::Math(_) | Op::Binary(_) | Op::BinaryExt(_) => true,
+        Op::DynamicQuantizeLinear => true,
         Op::Softmax { .. } | Op::LogSoftmax { .. } | Op::LayerNormalization { .. } => true,
         Op::MatMul | Op::Gemm(_) | Op::GlobalPool(_) => true,
         // Types and the input's rank (part of the key).
@@ -61,7 +62,7 @@ pub fn holds_for_every_shape(op: &Op) -> bool {
         Op::Trilu { .. } | Op::GatherElements { .. } | Op::GatherND { .. } => true,
         Op::ScatterND { .. } | Op::ScatterElements { .. } | Op::OneHot { .. } => true,
         Op::TopK(_) | Op::CumSum { .. } | Op::Hardmax { .. } | Op::Lrn { .. } => true,
-        Op::DynamicQuantizeLinear | Op::NegativeLogLikelihoodLoss(_) | Op::GridSample(_) => true,
+        Op::NegativeLogLikelihoodLoss(_) | Op::GridSample(_) => true,
         Op::Einsum(_) | Op::Det | Op::MaxPoolWithIndices(_) | Op::MaxUnpool(_) => true,
         Op::Optimizer(_) | Op::TfIdfVectorizer(_) | Op::TreeEnsemble(_) => true,
         Op::Dft(_) | Op::Stft(_) | Op::Col2Im(_) | Op::AffineGrid(_) => true,

@@ -99,3 +99,71 @@ fn fused_residual_pointwise_on_small_planes_against_ref() {
         }
     }
 }
+
+/// A residual block of a network's last stage, channels-last inside a region (`x → 3×3 conv,
+/// ReLU → 3×3 conv, add x, ReLU → 1×1 conv`), on planes of 7×7 and fewer pixels with weights
+/// of megabytes (on two threads the product of such a plane is split by output columns, each
+/// thread streaming its share of the weights), against CpuRef's layers, one and two threads.
+#[test]
+fn residual_blocks_on_small_planes_run_channels_last_like_the_reference() {
+    use std::collections::HashMap;
+    use support::{run_acc, run_reference};
+    let conv = |k: usize| {
+        Op::Conv(ConvDesc {
+            window: Window {
+                kernel: vec![k, k],
+                strides: vec![1, 1],
+                dilations: vec![1, 1],
+                pads: vec![k / 2; 4],
+                auto_pad: AutoPad::NotSet,
+            },
+            group: 1,
+        })
+    };
+    let mut r = Rng(3803);
+    // (channels, 1×1 outputs, h, w)
+    for (c, o, h, w) in [(256, 1024, 7, 7), (263, 521, 5, 3), (240, 2053, 1, 1)] {
+        let mut net = Network::new();
+        let x = net
+            .add_input("x", r.tensor(&[1, c, h, w], 1.0).info().clone())
+            .unwrap();
+        let mut weights = |net: &mut Network, name: &str, dims: &[usize]| {
+            let scale = 1.0 / (dims[1] * dims[2] * dims[3]) as f32;
+            let wt = net
+                .add_constant(name, r.tensor(dims, scale.sqrt()))
+                .unwrap();
+            let b = net.add_constant(&format!("{name}_b"), r.tensor(&dims[..1], 0.5));
+            (wt, b.unwrap())
+        };
+        let (w1, b1) = weights(&mut net, "w1", &[c, c, 3, 3]);
+        let (w2, b2) = weights(&mut net, "w2", &[c, c, 3, 3]);
+        let (w3, b3) = weights(&mut net, "w3", &[o, c, 1, 1]);
+        let mut layer =
+            |name: &str, op: Op, inputs: &[_]| net.add_layer(name, op, inputs).unwrap()[0];
+        let t = layer("conv1", conv(3), &[x, w1, b1]);
+        let t = layer("relu1", Op::Unary(UnaryOp::Relu), &[t]);
+        let t = layer("conv2", conv(3), &[t, w2, b2]);
+        let t = layer("add", Op::Binary(BinaryOp::Add), &[t, x]);
+        let t = layer("relu2", Op::Unary(UnaryOp::Relu), &[t]);
+        let y = layer("conv3", conv(1), &[t, w3, b3]);
+        net.mark_output(y).unwrap();
+        let feeds = HashMap::from([(x, r.tensor(&[1, c, h, w], 1.0))]);
+        let want = run_reference(&net, &feeds);
+        for threads in [1, 2] {
+            let (got, ops) = run_acc(&net, &feeds, threads);
+            let what = format!("c{c} o{o} {h}x{w}, {threads} thread(s)");
+            let transposes = ops
+                .iter()
+                .filter(|op| matches!(op, Op::Transpose { .. }))
+                .count();
+            assert_eq!(transposes, 2, "{what}: one region: {ops:?}");
+            close(
+                &what,
+                &got[&y],
+                &want[&y],
+                1e-4,
+                1e-4 * (9.0 * c as f64).sqrt(),
+            );
+        }
+    }
+}

@@ -483,7 +483,7 @@ fn binaries_with_f32_constants_equal_the_chain_on_cpu_ref() {
     // DequantizeLinear(x) op c → (Relu) → QuantizeLinear, c an f32 constant broadcast to x
     // (a batch norm's per-channel scale or shift as the TFLite importer leaves it).
     let mut r = Rng(31);
-    // The last case's constant has more values than the layer keeps byte tables for.
+    // The last case's constant has one value per element (no repeats).
     let cases: [(&[usize], &[usize]); 6] = [
         (&[1, 5, 3, 4], &[5, 1, 1]),
         (&[2, 7, 1, 1], &[1, 7, 1, 1]),
@@ -555,8 +555,8 @@ fn binaries_with_f32_constants_equal_the_chain_on_cpu_ref() {
 fn batch_norm_constants_join_the_int8_region() {
     // NHWC image → transpose → Mul(scale [C, 1, 1]) → Add(shift [1, C, 1, 1]) → Relu → 1×1
     // conv, as DenseNet's int8 blocks import: one region, the constants channels-last.
-    // With the shift's dims those of the scale, the two layers compose into one (their
-    // tables composed); with other dims (broadcasting alike) they stay two.
+    // With the shift's dims those of the scale, the two layers compose into one (computing
+    // both per row); with other dims (broadcasting alike) they stay two.
     for (c, h, w, same_dims) in [
         (3, 5, 7, false),
         // One channel: constants of one value, two byte tables (not composed).
@@ -678,7 +678,7 @@ fn quantized_average_pools_equal_the_chain_on_cpu_ref() {
             let input = all_bytes(&mut r, xt, &dims);
             same_bytes(&what, &net, x, input, |ops| {
                 assert_eq!(ops.len(), 1, "{what}: one layer");
-                assert_eq!(custom(&ops[0]), "QLinearAveragePool", "{what}");
+                assert_eq!(custom(&ops[0]), "QLinearPool", "{what}");
             });
         }
     }
@@ -742,6 +742,51 @@ fn chained_constant_binaries_compose_into_one_layer() {
             let y = add_q(&mut net, a, yt, (0.04, -100));
             net.mark_output(y).unwrap();
             let what = format!("scale, shift {dims:?} by {cdims:?} {xt} → {yt}");
+            let input = all_bytes(&mut r, xt, dims);
+            same_bytes(&what, &net, x, input, |ops| {
+                assert_eq!(ops.len(), 1, "{what}: one layer: {ops:?}");
+                assert_eq!(custom(&ops[0]), "QLinearBinary", "{what}");
+            });
+        }
+    }
+}
+
+#[test]
+fn three_constant_binaries_compose_with_other_types_between() {
+    // x → Mul(scale) → uint8 → shift + x (the constant first) → int8 → x - c → Relu →
+    // uint8: one layer (composed twice), whose rows compute the three layers in turn.
+    let mut r = Rng(83);
+    for (dims, cdims) in [
+        (&[1usize, 5, 3, 7][..], &[5usize, 1, 1][..]),
+        (&[1, 2, 1, 17], &[17]),
+        (&[2, 2, 1, 1], &[2, 1, 1]),
+    ] {
+        for xt in [DataType::I8, DataType::U8] {
+            let mut net = Network::new();
+            let n: usize = dims.iter().product();
+            let x = net
+                .add_input("x", q8(xt, dims, vec![0; n]).info().clone())
+                .unwrap();
+            let xq = if xt == DataType::I8 {
+                (0.05, -128)
+            } else {
+                (0.05, 255)
+            };
+            let xf = add_dq(&mut net, x, xt, xq);
+            let sc = konst(&mut net, r.tensor(cdims, 2.0));
+            let m = layer(&mut net, Op::Binary(BinaryOp::Mul), &[xf, sc]);
+            let m = add_q(&mut net, m, DataType::U8, (0.07, 130));
+            let mf = add_dq(&mut net, m, DataType::U8, (0.07, 130));
+            let sh = konst(&mut net, r.tensor(cdims, 1.0));
+            let a = layer(&mut net, Op::Binary(BinaryOp::Add), &[sh, mf]);
+            let a = add_q(&mut net, a, DataType::I8, (0.04, 3));
+            let af = add_dq(&mut net, a, DataType::I8, (0.04, 3));
+            let c3 = konst(&mut net, r.tensor(cdims, 1.5));
+            let s = layer(&mut net, Op::Binary(BinaryOp::Sub), &[af, c3]);
+            let s = layer(&mut net, Op::Unary(UnaryOp::Relu), &[s]);
+            let y = add_q(&mut net, s, DataType::U8, (0.03, 7));
+            net.mark_output(y).unwrap();
+            let what = format!("three layers {dims:?} by {cdims:?} {xt}");
             let input = all_bytes(&mut r, xt, dims);
             same_bytes(&what, &net, x, input, |ops| {
                 assert_eq!(ops.len(), 1, "{what}: one layer: {ops:?}");

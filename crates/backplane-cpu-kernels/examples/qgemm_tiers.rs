@@ -1,7 +1,7 @@
 //! Time the int8 GEMM with its requantization (`qgemm_requantized_on`, one thread) on
 //! MobileNetV2-like convolution shapes (output pixels × input channels × output channels),
-//! and the int8 3×3 depthwise output row (`depthwise_row_on`) on its rows (width × channels
-//! values), on every integer tier this CPU has, in one process:
+//! and the int8 3×3 depthwise layers (`depthwise_rows_on`, whole images of MobileNetV2's
+//! shapes), on every integer tier this CPU has, in one process:
 //! `cargo run --release -p backplane-cpu-kernels --example qgemm_tiers [NAME]` (with NAME,
 //! only the GEMM shapes whose description holds it).
 //! Each tier's bytes are checked against the portable tier's before it is timed. The byte
@@ -11,8 +11,9 @@
 
 use backplane_cpu_kernels::isa::{int8_isa, isa};
 use backplane_cpu_kernels::qgemm::{
-    depthwise_row_on, has_quad_tile, qgemm_requantized_on, quad_gemm_requantized_on, ColumnRequant,
-    DwRequant, DwTaps, Int8Isa, QPackedB, QuadPackedB, RequantRange, QNR,
+    depthwise_rows_on, has_quad_tile, qgemm_requantized_on, quad_gemm_requantized_on,
+    ColumnRequant, DwGeometry, DwLayer, DwWeights, Int8Isa, QPackedB, QuadPackedB, RequantRange,
+    QNR,
 };
 use std::hint::black_box;
 use std::time::Instant;
@@ -184,29 +185,61 @@ fn main() -> Result<(), String> {
     depthwise(range)
 }
 
-/// The depthwise rows of MobileNetV2's 3×3 layers (output width × channels values, 9 taps).
+/// MobileNetV2's 3×3 depthwise layers (input extent, channels, stride; pads 1, or the
+/// TFLite "same" padding of a stride-2 layer: none before).
 fn depthwise(range: RequantRange) -> Result<(), String> {
-    for (w, c) in [(112, 32), (56, 144), (28, 192), (14, 576), (7, 960)] {
-        let n = w * c;
-        let xs: Vec<Vec<i16>> = (0..9).map(|t| values(n, 7 + t)).collect();
-        let rows: Vec<&[i16]> = xs.iter().map(Vec::as_slice).collect();
+    for (hw, c, s) in [
+        (112, 32, 1),
+        (112, 96, 2),
+        (56, 144, 1),
+        (56, 144, 2),
+        (28, 192, 1),
+        (14, 576, 1),
+        (7, 960, 1),
+    ] {
+        let o = hw / s;
+        let pad = if s == 1 { 1 } else { 0 };
+        let geo = DwGeometry {
+            n: 1,
+            h: hw,
+            w: hw,
+            oh: o,
+            ow: o,
+            kernel: [3, 3],
+            strides: [s, s],
+            dilations: [1, 1],
+            pads: [pad, pad],
+        };
+        let x: Vec<u8> = values(hw * hw * c, 7).iter().map(|&v| v as u8).collect();
         let wv = values(9 * c, 3);
-        let taps = DwTaps::new(9, n, |t, i| wv[t * c + i % c]).ok_or("taps")?;
-        let bias: Vec<i32> = (0..n).map(|i| (i % c) as i32 * 7 - 300).collect();
-        let rq = DwRequant::new(&bias, &vec![1.0 / 500.0; n], range).ok_or("requant")?;
+        let bias: Vec<i32> = (0..c).map(|i| i as i32 * 7 - 300).collect();
+        let w = DwWeights::new(
+            c,
+            9,
+            |t, ch| wv[t * c + ch] / 2,
+            &bias,
+            &vec![1.0 / 500.0; c],
+            range,
+            -3,
+            true,
+        )
+        .ok_or("weights")?;
+        let layer = DwLayer::new(w, geo).ok_or("layer")?;
+        let n = o * o * c;
         let mut want = vec![0u8; n];
-        if !depthwise_row_on(Int8Isa::Portable, &rows, &taps, &rq, &mut want) {
+        if !depthwise_rows_on(Int8Isa::Portable, &layer, &x, 0..o, &mut want) {
             return Err("depthwise: the portable tier refused".into());
         }
-        let mut line = format!("{:<32} {n:>16}", format!("depthwise row {w}x{c}"));
+        let what = format!("depthwise {hw}x{hw}x{c} s{s}");
+        let mut line = format!("{what:<32} {n:>16}");
         for t in Int8Isa::ALL.into_iter().filter(|t| t.available()) {
             let mut out = vec![0u8; n];
-            if !depthwise_row_on(t, &rows, &taps, &rq, &mut out) || out != want {
-                return Err(format!("depthwise {w}x{c}: {} differs", t.name()));
+            if !depthwise_rows_on(t, &layer, &x, 0..o, &mut out) || out != want {
+                return Err(format!("{what}: {} differs", t.name()));
             }
             let reps = (2e7 / (9 * n) as f64).clamp(2.0, 20000.0) as usize;
             let best = best_of(reps, || {
-                black_box(depthwise_row_on(t, &rows, &taps, &rq, black_box(&mut out)));
+                black_box(depthwise_rows_on(t, &layer, &x, 0..o, black_box(&mut out)));
             });
             line += &format!(
                 "  {}: {:>8.2} us {:>6.1} GMAC/s",

@@ -299,3 +299,62 @@ fn identity_and_dropout_of_constants_fold() {
     assert_eq!(ops(&net), vec!["Mul"]);
     assert_eq!(input_names(&net, &net.layers()[0]), vec!["x", "w2"]);
 }
+
+/// An evaluator that casts 8-bit tensors to int32 (the weights of a lowered MatMulInteger).
+struct WideningEvaluator;
+
+impl Evaluator for WideningEvaluator {
+    fn evaluate(&self, op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, String> {
+        match (op, inputs) {
+            (Op::Cast { to, .. }, [x]) if *to == backplane_core::DataType::I32 => {
+                let v: Vec<i32> = x.bytes().iter().map(|&b| i32::from(b as i8)).collect();
+                Ok(vec![
+                    Tensor::from_vec(x.shape().dims().to_vec(), v).map_err(|e| e.to_string())?
+                ])
+            }
+            _ => Err("not handled".into()),
+        }
+    }
+}
+
+/// MatMulInteger of an input and int8 weights of `k × n` (no zero points).
+fn matmul_integer(k: usize, n: usize) -> Model {
+    use backplane_onnx::proto::tensor_proto::DataType as T;
+    let w = backplane_onnx::proto::TensorProto {
+        name: Some("w".into()),
+        dims: vec![k as i64, n as i64],
+        data_type: Some(T::Int8 as i32),
+        raw_data: Some((0..k * n).map(|i| (i % 251) as u8).collect()),
+        ..Default::default()
+    };
+    Model::new(13)
+        .input(value_info(
+            "x",
+            T::Uint8 as i32,
+            Some(&[D::V(2), D::V(k as i64)]),
+        ))
+        .init(w)
+        .node(node("MatMulInteger", &["x", "w"], &["y"], vec![]))
+        .output("y")
+}
+
+/// The int8 weights of a MatMulInteger are widened to int32 in the lowering. Large ones (64
+/// KiB and up) keep that Cast as a layer, so the weights stay 8-bit in memory (a backend
+/// folds the integer product around them); small ones fold to an int32 constant.
+#[test]
+fn large_8bit_weights_are_not_widened_at_import() {
+    let options = ImportOptions::default().with_evaluator(Arc::new(WideningEvaluator));
+    let cast_of_constant = |net: &backplane_core::Network| {
+        net.layers().iter().any(|l| {
+            matches!(l.op, Op::Cast { .. })
+                && l.inputs.iter().any(|&t| {
+                    net.tensor(t).constant().is_some()
+                        && net.tensor(t).info.dtype == backplane_core::DataType::I8
+                })
+        })
+    };
+    let large = matmul_integer(256, 256).import_with(&options).unwrap();
+    assert!(cast_of_constant(&large), "{:?}", ops(&large));
+    let small = matmul_integer(16, 8).import_with(&options).unwrap();
+    assert!(!cast_of_constant(&small), "{:?}", ops(&small));
+}

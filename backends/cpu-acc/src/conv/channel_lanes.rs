@@ -56,6 +56,20 @@ pub fn applies(geo: &Geo2, c: usize, m: usize, threads: usize) -> bool {
         && crate::options::current().channel_lanes
 }
 
+/// Whether a region's first layer (NCHW input, channels-last output: a network's image
+/// entering a channels-last region) takes [`Plan::run_nhwc`]: the layers of
+/// [`direct::applies`], stride 1 or 2, with AVX-512 (with AVX2 alone the in-place tiles of
+/// `crate::conv::nhwc` take them) and the `channel_lanes` option on.
+pub fn applies_nhwc(geo: &Geo2, c: usize, m: usize) -> bool {
+    simd::has_avx512()
+        && channel_lanes::supports(vectors_for(m, 1))
+        && direct::applies(c, c * geo.kh * geo.kw)
+        && geo.oh > 0
+        && geo.ow > 0
+        && (1..=2).contains(&geo.sw)
+        && crate::options::current().channel_lanes
+}
+
 /// Vectors of 16 output channels per block: 2, or 1 when blocks of 32 would leave threads
 /// idle or the CPU has no AVX-512 (AVX2 runs one vector as two halves).
 fn vectors_for(m: usize, threads: usize) -> usize {
@@ -160,26 +174,8 @@ impl Plan {
         if bias.is_some_and(|b| b.len() < self.m) {
             return Err(bad("bias too short"));
         }
-        let (hp, wp) = (self.hp, self.wp);
-        let mut padded = gemm::take(&PADDED, self.c * hp * wp);
-        // Each plane's border is zeroed and its inside copied: nothing is written twice.
-        let (pt, pl) = (g.pt.min(hp), g.pl.min(wp));
-        let (rows, cols) = (g.h.min(hp - pt), g.w.min(wp - pl));
-        for (ci, chan) in padded[..self.c * hp * wp]
-            .chunks_exact_mut(hp * wp)
-            .enumerate()
-        {
-            let (top, rest) = chan.split_at_mut(pt * wp);
-            let (inside, bottom) = rest.split_at_mut(rows * wp);
-            top.fill(0.0);
-            bottom.fill(0.0);
-            for (iy, row) in inside.chunks_exact_mut(wp).enumerate() {
-                let src = ci * plane + iy * g.w;
-                row[..pl].fill(0.0);
-                row[pl..pl + cols].copy_from_slice(&x[src..src + cols]);
-                row[pl + cols..].fill(0.0);
-            }
-        }
+        let wp = self.wp;
+        let padded = self.padded(x);
         let kernel_act = act.kernel_part();
         let width = 16 * self.vectors;
         let k = self.taps.len();
@@ -201,13 +197,7 @@ impl Plan {
                 let mut res = Ok(());
                 'bands: for oy0 in (0..g.oh).step_by(band) {
                     let rows = band.min(g.oh - oy0);
-                    for t0 in (0..k).step_by(self.block_taps) {
-                        let t1 = (t0 + self.block_taps).min(k);
-                        let pass = channel_lanes::RowPass {
-                            accumulate: t0 > 0,
-                            finish: (t1 == k).then_some((&b[..], kernel_act)),
-                        };
-                        let (taps, wb) = (&self.taps[t0..t1], &w[t0 * width..t1 * width]);
+                    for (taps, wb, pass) in self.passes(w, &b, kernel_act) {
                         for (r, out) in sums.chunks_exact_mut(row_len).take(rows).enumerate() {
                             let x = &padded_ref[(oy0 + r) * g.sh * wp..];
                             let v = self.vectors;
@@ -235,6 +225,139 @@ impl Plan {
                 res
             },
         );
+        gemm::give_back(&PADDED, padded);
+        res
+    }
+
+    /// The passes over the taps of one block of channels (`w`, its weights): each pass's
+    /// taps, their weights and how it runs (adding to the sums after the first; the last
+    /// adds the bias `b` and applies `act`).
+    fn passes<'a>(
+        &'a self,
+        w: &'a [f32],
+        b: &'a [f32],
+        act: Activation,
+    ) -> impl Iterator<Item = (&'a [usize], &'a [f32], channel_lanes::RowPass<'a>)> + 'a {
+        let (k, width) = (self.taps.len(), 16 * self.vectors);
+        (0..k).step_by(self.block_taps).map(move |t0| {
+            let t1 = (t0 + self.block_taps).min(k);
+            let pass = channel_lanes::RowPass {
+                accumulate: t0 > 0,
+                finish: (t1 == k).then_some((b, act)),
+            };
+            (&self.taps[t0..t1], &w[t0 * width..t1 * width], pass)
+        })
+    }
+
+    /// The input planes zero-padded to `hp × wp` each (a buffer from [`PADDED`], to be given
+    /// back): each plane's border is zeroed and its inside copied, nothing written twice.
+    fn padded(&self, x: &[f32]) -> Vec<f32> {
+        let g = &self.geo;
+        let (hp, wp, plane) = (self.hp, self.wp, g.h * g.w);
+        let mut padded = gemm::take(&PADDED, self.c * hp * wp);
+        let (pt, pl) = (g.pt.min(hp), g.pl.min(wp));
+        let (rows, cols) = (g.h.min(hp - pt), g.w.min(wp - pl));
+        for (ci, chan) in padded[..self.c * hp * wp]
+            .chunks_exact_mut(hp * wp)
+            .enumerate()
+        {
+            let (top, rest) = chan.split_at_mut(pt * wp);
+            let (inside, bottom) = rest.split_at_mut(rows * wp);
+            top.fill(0.0);
+            bottom.fill(0.0);
+            for (iy, row) in inside.chunks_exact_mut(wp).enumerate() {
+                let src = ci * plane + iy * g.w;
+                row[..pl].fill(0.0);
+                row[pl..pl + cols].copy_from_slice(&x[src..src + cols]);
+                row[pl + cols..].fill(0.0);
+            }
+        }
+        padded
+    }
+
+    /// [`Plan::run`] with channels-last output: `y` holds the image's `oh·ow` pixels of `m`
+    /// channels, and `r` (when given, the same shape) is added before the activation. Bands
+    /// of output rows are shared out between the threads; each row's sums, per block of
+    /// channels, are copied into its pixels' channels (runs of 16), with no transpose.
+    pub fn run_nhwc(
+        &self,
+        th: &Threads,
+        x: &[f32],
+        bias: Option<&[f32]>,
+        act: Activation,
+        r: Option<&[f32]>,
+        y: &mut [f32],
+    ) -> Result<()> {
+        let g = &self.geo;
+        let (m, out_len) = (self.m, g.oh * g.ow * self.m);
+        let bad =
+            |what: &str| BackendError::Execution(format!("channel-lanes convolution: {what}"));
+        if x.len() < self.c * g.h * g.w || y.len() < out_len || r.is_some_and(|r| r.len() < out_len)
+        {
+            return Err(bad("input or output too small"));
+        }
+        if bias.is_some_and(|b| b.len() < m) {
+            return Err(bad("bias too short"));
+        }
+        let padded = self.padded(x);
+        // With a residual, the activation comes after it: the kernel adds the bias only.
+        let kernel_act = if r.is_some() {
+            Activation::None
+        } else {
+            act.kernel_part()
+        };
+        let width = 16 * self.vectors;
+        let k = self.taps.len();
+        let npad = channel_lanes::reach(g.ow, self.vectors);
+        let row_len = self.vectors * npad * 16;
+        let pixel_row = g.ow * m;
+        let per = th.chunk_size(g.oh, 1, 1);
+        let padded_ref = &padded;
+        let res = th.chunks(&mut y[..out_len], per * pixel_row, |ti, band| {
+            let oy0 = ti * per;
+            let mut sums = gemm::take(&ROW, row_len);
+            let res = (|| {
+                for (bi, w) in self.weights.chunks_exact(k * width).enumerate() {
+                    let c0 = bi * width;
+                    let channels = (m - c0).min(width);
+                    let mut b = [0f32; 32];
+                    if let Some(bias) = bias {
+                        b[..channels].copy_from_slice(&bias[c0..c0 + channels]);
+                    }
+                    for (ri, out) in band.chunks_exact_mut(pixel_row).enumerate() {
+                        let xrow = &padded_ref[(oy0 + ri) * g.sh * self.wp..];
+                        for (taps, wb, pass) in self.passes(w, &b, kernel_act) {
+                            let v = self.vectors;
+                            if !channel_lanes::row(xrow, g.sw, taps, wb, v, pass, g.ow, &mut sums) {
+                                return Err(bad("a row does not fit its buffers"));
+                            }
+                        }
+                        for v in 0..self.vectors {
+                            let n = channels.saturating_sub(16 * v).min(16);
+                            if n == 0 {
+                                break;
+                            }
+                            let lanes = sums[v * npad * 16..].chunks_exact(16);
+                            for (px, lane) in out.chunks_exact_mut(m).zip(lanes) {
+                                px[c0 + 16 * v..][..n].copy_from_slice(&lane[..n]);
+                            }
+                        }
+                    }
+                }
+                Ok(())
+            })();
+            gemm::give_back(&ROW, sums);
+            res?;
+            match r {
+                Some(r) => {
+                    let at = oy0 * pixel_row;
+                    simd::add_act_in_place(act, band, &r[at..at + band.len()]);
+                }
+                None if !act.in_kernel() => simd::unary_in_place(act, band),
+                None => {}
+            }
+            Ok(())
+        });
         gemm::give_back(&PADDED, padded);
         res
     }

@@ -167,6 +167,13 @@ pub fn choose_conv_algorithm(s: &ConvShape<'_>) -> ConvAlgorithm {
             let nhwc_in = s.layout == ConvLayoutIn::Nhwc;
             if nhwc_in && s.group == s.c && s.c > 1 {
                 ConvAlgorithm::Depthwise
+            } else if !nhwc_in
+                && s.const_weights
+                && s.group == 1
+                && !pointwise
+                && channel_lanes::applies_nhwc(s.geo, s.c, s.m)
+            {
+                ConvAlgorithm::ChannelLanes
             } else if nhwc_in
                 && !pointwise
                 && s.winograd

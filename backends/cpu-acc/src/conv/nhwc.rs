@@ -16,9 +16,9 @@
 //! the `Transpose` layers at its borders, so the runtime sees nothing unusual.
 
 use crate::act::Activation;
-use crate::conv::nhwc_winograd;
 use crate::conv::window::{FromGeometry, Geo2};
 use crate::conv::{self, choose_conv_algorithm, ConvAlgorithm, ConvLayoutIn, ConvShape};
+use crate::conv::{channel_lanes, nhwc_winograd};
 use crate::gemm::{self, ASrc, BSrc, Epilogue, MatView, Packed};
 use crate::io::{f32s, f32s_mut, input, output, Io};
 use crate::simd;
@@ -99,6 +99,9 @@ enum Kind {
     /// One group, 3×3 stride 1 on a small plane: Winograd F(2×2, 3×3)
     /// (`crate::conv::nhwc_winograd`).
     Winograd(nhwc_winograd::Plan),
+    /// A region's first layer (NCHW input, a few channels): output channels in vector lanes
+    /// (`crate::conv::channel_lanes`).
+    Lanes(channel_lanes::Plan),
 }
 
 /// Which convolutions run channels-last: one group per channel, or one group (pointwise, or
@@ -213,6 +216,8 @@ impl NhwcConvWorkload {
             ))
         } else if algorithm == ConvAlgorithm::WinogradF2 {
             Kind::Winograd(nhwc_winograd::Plan::new(w, m, c)?)
+        } else if algorithm == ConvAlgorithm::ChannelLanes {
+            Kind::Lanes(channel_lanes::Plan::new(&geo, w, m, c, 1)?)
         } else {
             // B[(t, ci)][j] = W[j][ci][t], packed straight from W (a reordered copy first
             // raised a 3×3 512→512 layer's peak memory by its 9.4 MB).
@@ -605,8 +610,21 @@ impl NhwcConvWorkload {
         }
         let (m, k) = (self.m, self.geo.kh * self.geo.kw * self.c);
         let px = self.pixels();
-        if self.in_place_tiles && self.threads.count() > 1 && px <= IM2COL_ROWS {
-            return self.im2col_by_columns(p, x, r, y);
+        if self.threads.count() > 1 && px <= IM2COL_ROWS {
+            if self.in_place_tiles {
+                return self.im2col_by_columns(p, x, r, y);
+            }
+            // One block of rows (a 7×7 plane): gathered once, the product shared by the
+            // threads (the SGEMM splits the columns of large weights between them).
+            let mut buf = gemm::take(&IM2COL, px * k);
+            self.gather(x, 0, px, &mut buf[..px * k]);
+            let y = &mut y[..px * m];
+            if let Some(r) = r {
+                y.copy_from_slice(&r[..px * m]);
+            }
+            let done = self.product(&self.threads, p, &buf[..px * k], k, r.is_some(), y);
+            gemm::give_back(&IM2COL, buf);
+            return done;
         }
         let per = self.threads.chunk_size(px, IM2COL_ROWS, 1).min(IM2COL_ROWS);
         let single = Threads::single();
@@ -704,6 +722,13 @@ impl Workload for NhwcConvWorkload {
         if y.len() != self.pixels() * self.m || r.is_some_and(|r| r.len() != y.len()) {
             return Err(self.io.error("output buffers do not match".into()));
         }
+        self.compute(x, r, y)
+    }
+}
+
+impl NhwcConvWorkload {
+    /// `y = act(conv(x) + bias (+ r))` by the layer's kind (buffers checked by the caller).
+    fn compute(&self, x: &[f32], r: Option<&[f32]>, y: &mut [f32]) -> Result<()> {
         match &self.kind {
             Kind::Pointwise(p) => self.pointwise(p, x, r, y),
             Kind::Depthwise(t) => self.depthwise(t, x, r, y),
@@ -711,6 +736,16 @@ impl Workload for NhwcConvWorkload {
             Kind::Winograd(plan) => {
                 let (th, geo) = (&self.threads, &self.geo);
                 plan.run(th, geo, self.n, x, &self.bias, self.act, r, y)
+            }
+            Kind::Lanes(plan) => {
+                let g = &self.geo;
+                let (image, out) = (self.c * g.h * g.w, g.oh * g.ow * self.m);
+                for (i, yi) in y.chunks_exact_mut(out.max(1)).enumerate() {
+                    let xi = x.get(i * image..(i + 1) * image).unwrap_or(&[]);
+                    let ri = r.map(|r| &r[i * out..(i + 1) * out]);
+                    plan.run_nhwc(&self.threads, xi, Some(&self.bias), self.act, ri, yi)?;
+                }
+                Ok(())
             }
         }
     }

@@ -136,9 +136,13 @@ pub(super) fn copy_column_blocks(
     })
 }
 
-/// `sgemm` for at most [`MR`] rows of A and a packed B, on more than one thread: the column
-/// panels split between tasks, each computing its columns for every K block into its own
-/// block of a buffer (A, one panel, packed by each task), then copied into C.
+/// `sgemm` for at most [`MC`] rows of A (one packed block) and a packed B, on more than one
+/// thread: the column panels split between tasks, each computing its columns for every K
+/// block into its own block of a buffer (A packed by each task), then copied into C. Each
+/// task reads only its share of B: the split for few rows against large weights (a batch-1
+/// fully connected layer, a convolution over a 7×7 plane), where a split of the rows would
+/// have every thread stream all the weights. With `ep.accumulate` a task's block starts
+/// from C's values of its columns.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn sgemm_columns(
     th: &Threads,
@@ -152,14 +156,24 @@ pub(super) fn sgemm_columns(
     ep: &Epilogue<'_>,
     kernel_act: Activation,
 ) -> Result<()> {
+    if m > MC {
+        return Err(err("the column split takes at most one block of rows"));
+    }
     let np = n.div_ceil(NR);
     let per = th.share(np, 1, 2);
     let share = per * NR;
     let mut parts = take(&PARTS_BUF, m * n);
+    let seen: &[f32] = c;
     let res = th.chunks(&mut parts[..m * n], m * share, |t, block| {
         let width = block.len() / m;
+        let j0 = t * share;
+        if ep.accumulate {
+            for (i, row) in block.chunks_exact_mut(width).enumerate() {
+                row.copy_from_slice(&seen[i * ldc + j0..][..width]);
+            }
+        }
         let mut abuf = match a {
-            ASrc::View(_) => take(&A_BUF, KC * MR),
+            ASrc::View(_) => take(&A_BUF, KC * m.div_ceil(MR) * MR),
             ASrc::Packed(_) => Vec::new(),
         };
         let res = (|| -> Result<()> {
@@ -174,15 +188,24 @@ pub(super) fn sgemm_columns(
                 };
                 let panels = pb.block(kb, t * per)?;
                 for (q, bp) in panels.chunks(kc * NR).take(per).enumerate() {
-                    let col = (t * per + q) * NR;
+                    let col = j0 + q * NR;
                     if col >= n {
                         break;
                     }
-                    let tep = ep.tile(kb > 0, pc + kc == k, (0, col), kernel_act);
-                    let cs = block.get_mut(q * NR..).unwrap_or(&mut []);
                     let nr = NR.min(n - col);
-                    if !simd::microkernel(kc, ap, bp, cs, width, m, nr, &tep) {
-                        return Err(err("micro-kernel bounds"));
+                    for ir in 0..m.div_ceil(MR) {
+                        let (row, mr) = (ir * MR, MR.min(m - ir * MR));
+                        let tep = ep.tile(
+                            kb > 0 || ep.accumulate,
+                            pc + kc == k,
+                            (row, col),
+                            kernel_act,
+                        );
+                        let ap = ap.get(ir * kc * MR..).unwrap_or(&[]);
+                        let cs = block.get_mut(row * width + q * NR..).unwrap_or(&mut []);
+                        if !simd::microkernel(kc, ap, bp, cs, width, mr, nr, &tep) {
+                            return Err(err("micro-kernel bounds"));
+                        }
                     }
                 }
             }

@@ -26,6 +26,18 @@ mod shifted;
 use blocks::*;
 /// Rows of A packed at a time per thread (a multiple of MR).
 pub const MC: usize = 120;
+/// Least weights (K·N values) for which [`sgemm`] splits a block of up to [`MC`] rows of A
+/// between threads by columns of a packed B rather than by rows: twice a core's L2 in f32,
+/// so that each thread streaming all of B from memory would cost more than packing A and
+/// copying C once more.
+const COLUMN_SPLIT_WEIGHTS: usize = 1 << 19;
+
+/// Whether [`sgemm`] shares `m` rows of A against a packed `k × n` B between the threads by
+/// columns ([`sgemm_columns`]): one A panel, or one block of rows against large weights.
+fn splits_by_columns(th: &Threads, m: usize, n: usize, k: usize) -> bool {
+    let few = m <= MR || (m <= MC && n * k >= COLUMN_SPLIT_WEIGHTS);
+    th.count() > 1 && few && n >= 2 * NR * th.count() && n * k >= 1 << 18
+}
 /// Columns of B packed at a time (a multiple of NR).
 pub const NC: usize = 2048;
 
@@ -558,9 +570,10 @@ pub fn sgemm(
         return gemv(th, n, k, av, pb, c, ep);
     }
     if let BSrc::Packed(pb) = b {
-        // A few rows against a large packed B (a batch-1 fully connected layer): the rows
-        // cannot be shared out, the columns can.
-        if th.count() > 1 && m <= MR && !ep.accumulate && n >= 4 * NR && n * k >= 1 << 18 {
+        // A few rows against a large packed B (a batch-1 fully connected layer, a convolution
+        // over a 7×7 plane): the rows cannot be shared out, or a split of them would have
+        // every thread stream all the weights; the columns can.
+        if splits_by_columns(th, m, n, k) {
             sgemm_columns(th, m, n, k, a, pb, c, ldc, ep, kernel_act)?;
             return finish(th, n, c, ldc, rows_per, ep);
         }

@@ -175,11 +175,21 @@ fn packed_a_routes_match_naive_with_epilogues() {
 }
 
 /// A few rows against a large packed B (the column split between threads, as for a
-/// batch-1 fully connected layer), with biases and an activation, A packed or not.
+/// batch-1 fully connected layer or a convolution over a 7×7 plane), with biases and an
+/// activation, A packed or not, accumulating onto C or not.
 #[test]
 fn few_rows_split_by_columns_match_naive() {
     let th = Threads::new(2).unwrap();
-    for &(m, n, k) in &[(1, 300, 1000), (5, 257, 1100), (12, 1000, 300)] {
+    for &(m, n, k) in &[
+        (1, 300, 1000),
+        (5, 257, 1100),
+        (12, 1000, 300),
+        (49, 512, 1152),
+        (13, 131, 4099),
+        (MC, 160, 4000),
+    ] {
+        assert!(splits_by_columns(&th, m, n, k), "{m}x{n}x{k}");
+        assert!(!splits_by_columns(&Threads::single(), m, n, k));
         let a = rand(m * k, 7);
         let b = rand(k * n, 8);
         let rb = rand(m, 9);
@@ -209,7 +219,35 @@ fn few_rows_split_by_columns_match_naive() {
                 );
             }
         }
+        // Onto a C of wider rows (a residual already there), the columns past N untouched.
+        let ldc = n + 3;
+        let c0 = rand(m * ldc, 15);
+        let acc = Epilogue {
+            accumulate: true,
+            col_bias: Some(&cb),
+            act: Activation::Relu,
+            ..Epilogue::default()
+        };
+        let mut c = c0.clone();
+        sgemm(
+            &th,
+            m,
+            n,
+            k,
+            &ASrc::View(av),
+            &BSrc::Packed(&pb),
+            &mut c,
+            ldc,
+            &acc,
+        )
+        .unwrap();
+        let plain = naive(m, n, k, &a, &b);
+        check_c(&c, &c0, (m, n, k, ldc), true, "accumulate", |i, j, base| {
+            (plain[i * n + j] + base + cb[j]).max(0.0)
+        });
     }
+    // Below the weights' threshold a block of rows is split by rows.
+    assert!(!splits_by_columns(&th, 49, 256, 256));
 }
 
 /// A row-major A with more rows than one A panel takes the in-place tiles (where the CPU

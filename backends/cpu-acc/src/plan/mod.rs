@@ -246,6 +246,7 @@ pub fn plan(layer: &LayerDesc) -> std::result::Result<Plan<'_>, String> {
                 done(ResizeWorkload::new(io, desc, th)?)
             }))
         }
+        Op::MatMul if first_type(layer) == DataType::I32 => crate::int_matmul::plan(layer),
         Op::MatMul => {
             all_f32(layer)?;
             Ok(Plan::new(move |io, th| {
@@ -306,6 +307,7 @@ pub fn plan(layer: &LayerDesc) -> std::result::Result<Plan<'_>, String> {
         }
         Op::Custom(custom) => fused::plan(custom, layer),
         Op::QuantizeLinear { .. } | Op::DequantizeLinear { .. } => crate::quant::plan_qdq(layer),
+        Op::DynamicQuantizeLinear => crate::quant::plan_dynamic_quantize(layer),
         // Inserted by the optimizer or holding nested networks: the builtin backend's.
         Op::MemCopy
         | Op::MemImport
@@ -327,7 +329,6 @@ pub fn plan(layer: &LayerDesc) -> std::result::Result<Plan<'_>, String> {
         | Op::CumSum { .. }
         | Op::Hardmax { .. }
         | Op::Lrn { .. }
-        | Op::DynamicQuantizeLinear
         | Op::NegativeLogLikelihoodLoss(_)
         | Op::GridSample(_)
         | Op::Einsum(_)

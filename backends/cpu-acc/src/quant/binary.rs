@@ -13,6 +13,7 @@
 //! (quantization is monotone). TFLite's reference ADD instead rescales in fixed point (20-bit
 //! left shift, 31-bit multipliers): its results may differ by one quantum near a boundary.
 
+use super::binary_rows::{binary_row, const_row, const_row_in_place, Deq, Req, RowKernel};
 use super::{range, widen, QLINEAR_BINARY};
 use crate::io::Io;
 use crate::plan::{done, Plan};
@@ -40,9 +41,21 @@ pub(crate) struct QBinaryDesc {
     pub b_const: Option<(Vec<f32>, Vec<usize>)>,
     /// The constant is the operation's first operand.
     pub const_first: bool,
-    /// With `b_const`: each constant value's 256-byte table, given instead of computed
-    /// (a chain of such layers composed into one, [`super::fold`]).
-    pub tables: Option<Vec<u8>>,
+    /// A chain of layers with constants of one shape composed into one ([`super::fold`]):
+    /// each layer in order, computed one after the other on each row (the fields above
+    /// are then the last layer's, but for `a`, the chain's input).
+    pub stages: Vec<QBinaryStage>,
+}
+
+/// One layer of a composed chain ([`QBinaryDesc::stages`]).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct QBinaryStage {
+    /// The layer (with its constant operand; no stages of its own).
+    pub desc: QBinaryDesc,
+    /// Its input is int8 (else uint8).
+    pub signed_in: bool,
+    /// Its output is int8 (else uint8).
+    pub signed_out: bool,
 }
 
 /// The operations the layer computes (those whose f32 result the chain quantizes as is).
@@ -64,34 +77,6 @@ impl QBinaryDesc {
         super::payload_of(c, QLINEAR_BINARY)
     }
 
-    /// With a constant operand of at most [`TABLE_CONSTANTS`] values: for each value, the
-    /// output byte of each input byte (`signed_a`, `signed_y`: the input and output are
-    /// int8), by the layer's own arithmetic; `None` otherwise.
-    pub(crate) fn const_tables(
-        &self,
-        signed_a: bool,
-        signed_y: bool,
-    ) -> std::result::Result<Option<Vec<u8>>, std::collections::TryReserveError> {
-        if let Some(t) = &self.tables {
-            return Ok(Some(t.clone()));
-        }
-        let Some((values, _)) = &self.b_const else {
-            return Ok(None);
-        };
-        if values.len() > TABLE_CONSTANTS {
-            return Ok(None);
-        }
-        let mut t = Vec::new();
-        t.try_reserve_exact(values.len() * 256)?;
-        for &k in values {
-            for q in 0..=255u8 {
-                let v = with_const(self.op, self.const_first, deq(signed_a, q, self.a), k);
-                t.push(requantize(self, signed_y, v));
-            }
-        }
-        Ok(Some(t))
-    }
-
     /// The same layer on channels-last tensors: a constant operand's values transposed
     /// from NCHW (its dims padded to 4 with leading ones) to NHWC; `None` for a constant of
     /// more than 4 dims.
@@ -106,23 +91,29 @@ impl QBinaryDesc {
             return None;
         };
         let mut t = Vec::with_capacity(v.len());
-        let mut tables = self.tables.as_ref().map(|_| Vec::new());
         for i in 0..n {
             for y in 0..h {
                 for x in 0..w {
                     for k in 0..c {
                         let at = ((i * c + k) * h + y) * w + x;
                         t.push(*v.get(at)?);
-                        if let (Some(out), Some(from)) = (&mut tables, &self.tables) {
-                            out.extend_from_slice(from.get(at * 256..(at + 1) * 256)?);
-                        }
                     }
                 }
             }
         }
+        let stages = self
+            .stages
+            .iter()
+            .map(|st| {
+                Some(QBinaryStage {
+                    desc: st.desc.to_nhwc()?,
+                    ..st.clone()
+                })
+            })
+            .collect::<Option<Vec<_>>>()?;
         Some(QBinaryDesc {
             b_const: Some((t, vec![n, h, w, c])),
-            tables,
+            stages,
             ..self.clone()
         })
     }
@@ -290,33 +281,11 @@ struct QBinary {
     io: Io,
     d: QBinaryDesc,
     rows: Rows,
-    signed: [bool; 3],
     th: Threads,
-    /// With a constant operand of at most [`TABLE_CONSTANTS`] values: for each value, the
-    /// output byte of each input byte (256 entries), computed with the same arithmetic.
-    tables: Option<Vec<u8>>,
-}
-
-/// The most constant values whose byte tables a layer keeps (256 bytes each).
-const TABLE_CONSTANTS: usize = 4096;
-
-/// The operation on a dequantized value `x` and a constant `k`, in the constant's place.
-#[inline]
-fn with_const(op: BinaryOp, const_first: bool, x: f32, k: f32) -> f32 {
-    match (op, const_first) {
-        (BinaryOp::Add, false) => x + k,
-        (BinaryOp::Add, true) => k + x,
-        (BinaryOp::Sub, false) => x - k,
-        (BinaryOp::Sub, true) => k - x,
-        (BinaryOp::Mul, false) => x * k,
-        (BinaryOp::Mul, true) => k * x,
-        (BinaryOp::Max, false) => x.max(k),
-        (BinaryOp::Max, true) => k.max(x),
-        (BinaryOp::Min, false) => x.min(k),
-        (BinaryOp::Min, true) => k.min(x),
-        // Not folded (`foldable`).
-        (BinaryOp::Div | BinaryOp::Pow, _) => f32::NAN,
-    }
+    /// The rows' arithmetic, vectorized.
+    kernel: RowKernel,
+    /// A composed chain's layers: each one's arithmetic and constants, in order.
+    stages: Vec<(RowKernel, Vec<f32>)>,
 }
 
 /// The dequantized value of byte `q` (signed or not) on scale and zero point `(s, z)`.
@@ -355,136 +324,43 @@ impl QBinary {
             s(io.inputs.get(1)),
             s(io.outputs.first()),
         ];
-        let tables = match (&d.tables, &d.b_const) {
-            (Some(t), Some((values, _))) if t.len() == values.len() * 256 => Some(t.clone()),
-            (Some(_), _) => return Err(io.error("tables of the wrong size".into())),
-            (None, _) => d
-                .const_tables(signed[0], signed[2])
-                .map_err(|e| io.error(format!("byte tables: {e}")))?,
+        let deq = |signed: bool, p: (f32, i32)| {
+            Deq::new(signed, p).ok_or_else(|| io.error(format!("zero point {} out of range", p.1)))
         };
+        let kernel = RowKernel {
+            op: d.op,
+            a: deq(signed[0], d.a)?,
+            b: deq(signed[1], d.b)?,
+            y: Req::new(d.y, d.clamp),
+            const_first: d.const_first,
+        };
+        let size = d.b_const.as_ref().map(|(v, _)| v.len());
+        let mut stages = Vec::new();
+        for st in &d.stages {
+            let (sd, values) = (&st.desc, st.desc.b_const.as_ref().map(|(v, _)| v));
+            let (Some(values), Some(n)) = (values, size) else {
+                return Err(io.error("a composed layer without its constants".into()));
+            };
+            if values.len() != n || !sd.stages.is_empty() {
+                return Err(io.error("composed layers of other constants".into()));
+            }
+            let k = RowKernel {
+                op: sd.op,
+                a: deq(st.signed_in, sd.a)?,
+                b: kernel.b,
+                y: Req::new(sd.y, sd.clamp),
+                const_first: sd.const_first,
+            };
+            stages.push((k, values.clone()));
+        }
         Ok(QBinary {
             io,
             d,
             rows,
-            signed,
             th,
-            tables,
+            kernel,
+            stages,
         })
-    }
-
-    /// One row by the byte tables: `a` the row's input bytes (or one repeated), `k` the
-    /// index of its first constant, `step` 1 where the constant changes along the row.
-    fn run_tables(&self, tables: &[u8], a: &[u8], k: usize, step: usize, y: &mut [u8]) {
-        let n = if step == 0 { 1 } else { y.len() };
-        let Some(ts) = tables.get(k * 256..(k + n) * 256) else {
-            return;
-        };
-        // Each constant's table as an array: indexing it by a byte needs no check.
-        let mut ts = ts
-            .chunks_exact(256)
-            .filter_map(|t| <&[u8; 256]>::try_from(t).ok());
-        match (a, step) {
-            ([q], 0) => {
-                if let Some(t) = ts.next() {
-                    y.fill(t[usize::from(*q)]);
-                }
-            }
-            (_, 0) => {
-                if let Some(t) = ts.next() {
-                    for (o, &q) in y.iter_mut().zip(a) {
-                        *o = t[usize::from(q)];
-                    }
-                }
-            }
-            ([q], _) => {
-                for (o, t) in y.iter_mut().zip(ts) {
-                    *o = t[usize::from(*q)];
-                }
-            }
-            _ => {
-                for ((o, &q), t) in y.iter_mut().zip(a).zip(ts) {
-                    *o = t[usize::from(q)];
-                }
-            }
-        }
-    }
-
-    /// One row: `a` and `b` hold the row's values, or one value repeated (`inner` 0).
-    fn run(&self, a: &[u8], b: &[u8], y: &mut [u8]) {
-        let d = &self.d;
-        let f = |v: f32| requantize(d, self.signed[2], v);
-        let (sa, sb) = (self.signed[0], self.signed[1]);
-        macro_rules! each {
-            ($e:expr) => {
-                match (a, b) {
-                    ([qa], [qb]) if y.len() > 1 => {
-                        let v = f($e(deq(sa, *qa, d.a), deq(sb, *qb, d.b)));
-                        y.fill(v);
-                    }
-                    ([qa], _) if y.len() > 1 => {
-                        let va = deq(sa, *qa, d.a);
-                        for (o, &qb) in y.iter_mut().zip(b) {
-                            *o = f($e(va, deq(sb, qb, d.b)));
-                        }
-                    }
-                    (_, [qb]) if y.len() > 1 => {
-                        let vb = deq(sb, *qb, d.b);
-                        for (o, &qa) in y.iter_mut().zip(a) {
-                            *o = f($e(deq(sa, qa, d.a), vb));
-                        }
-                    }
-                    _ => {
-                        for ((o, &qa), &qb) in y.iter_mut().zip(a).zip(b) {
-                            let (va, vb) = (deq(sa, qa, d.a), deq(sb, qb, d.b));
-                            *o = f($e(va, vb));
-                        }
-                    }
-                }
-            };
-        }
-        match d.op {
-            BinaryOp::Add => each!(|x: f32, z: f32| x + z),
-            BinaryOp::Sub => each!(|x: f32, z: f32| x - z),
-            BinaryOp::Mul => each!(|x: f32, z: f32| x * z),
-            BinaryOp::Max => each!(|x: f32, z: f32| x.max(z)),
-            BinaryOp::Min => each!(|x: f32, z: f32| x.min(z)),
-            // Refused by decode.
-            BinaryOp::Div | BinaryOp::Pow => {}
-        }
-    }
-}
-
-impl QBinary {
-    /// One row with a constant operand: `a` and `c` hold the row's values, or one value
-    /// repeated.
-    fn run_const(&self, a: &[u8], c: &[f32], y: &mut [u8]) {
-        let d = &self.d;
-        let f = |v: f32| requantize(d, self.signed[2], v);
-        let sa = self.signed[0];
-        macro_rules! each {
-            ($e:expr) => {
-                match (a, c) {
-                    (_, [k]) if y.len() > 1 => {
-                        for (o, &qa) in y.iter_mut().zip(a) {
-                            *o = f($e(deq(sa, qa, d.a), *k));
-                        }
-                    }
-                    ([qa], _) if y.len() > 1 => {
-                        let va = deq(sa, *qa, d.a);
-                        for (o, &k) in y.iter_mut().zip(c) {
-                            *o = f($e(va, k));
-                        }
-                    }
-                    _ => {
-                        for ((o, &qa), &k) in y.iter_mut().zip(a).zip(c) {
-                            *o = f($e(deq(sa, qa, d.a), k));
-                        }
-                    }
-                }
-            };
-        }
-        let (op, first) = (d.op, d.const_first);
-        each!(|x: f32, k: f32| with_const(op, first, x, k));
     }
 }
 
@@ -512,10 +388,19 @@ impl Workload for QBinary {
                 let [at, bt] = self.rows.starts(first + k);
                 let ar = a.get(at..at + (len - 1) * ia + 1).ok_or_else(missing)?;
                 let bs = bt..bt + (len - 1) * ib + 1;
-                match (consts, &self.tables) {
-                    (Some(_), Some(t)) => self.run_tables(t, ar, bt, ib, yr),
-                    (Some(c), None) => self.run_const(ar, c.get(bs).ok_or_else(missing)?, yr),
-                    (None, _) => self.run(ar, b.get(bs).ok_or_else(missing)?, yr),
+                match consts {
+                    _ if !self.stages.is_empty() => {
+                        for (n, (k, c)) in self.stages.iter().enumerate() {
+                            let c = c.get(bs.clone()).ok_or_else(missing)?;
+                            if n == 0 {
+                                const_row(k, ar, c, yr);
+                            } else {
+                                const_row_in_place(k, c, yr);
+                            }
+                        }
+                    }
+                    Some(c) => const_row(&self.kernel, ar, c.get(bs).ok_or_else(missing)?, yr),
+                    None => binary_row(&self.kernel, ar, b.get(bs).ok_or_else(missing)?, yr),
                 }
             }
             Ok(())

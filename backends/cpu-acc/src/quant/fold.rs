@@ -29,6 +29,7 @@ use backplane_core::{DataType, LayerId, Network, Op, Tensor, TensorId, TensorKin
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+mod integer;
 mod lookup;
 mod matmul;
 mod mean;
@@ -58,6 +59,7 @@ pub(crate) fn optimize(
             .or_else(|| g.fold_qlinear_conv(id, &used))
             .or_else(|| g.fold_gemm(id, &used))
             .or_else(|| g.fold_matmul(id, &used))
+            .or_else(|| g.fold_matmul_integer(id, &used))
             .or_else(|| g.fold_movement(id, &used))
             .or_else(|| g.fold_lookup(id, &used))
             .or_else(|| g.fold_mean(id, &used))
@@ -526,7 +528,7 @@ impl Chains<'_> {
             clamp: clamp_range(to, q, act.0, act.1),
             b_const: k,
             const_first,
-            tables: None,
+            stages: Vec::new(),
         };
         let inputs: Vec<ValueRef> = std::iter::once(&a)
             .chain(&b)

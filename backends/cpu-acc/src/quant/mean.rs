@@ -13,12 +13,9 @@
 //! The output holds `N · C` values in `(n, c)` order: `[N, C]`, `[N, C, 1, 1]` or, in a
 //! region, `[N, 1, 1, C]`: the same bytes.
 //!
-//! Also the 2-D average pool without padding (custom `QLinearAveragePool`, from
-//! `DequantizeLinear → AveragePool → QuantizeLinear`; DenseNet's transitions), by the same
-//! rule per window (CpuRef sums a window's taps in f64 in row-major order), NCHW or
-//! channels-last.
+//! The 2-D pools are [`super::pool`]'s.
 
-use super::{is_8bit, payload_of, range, widen, QLINEAR_AVERAGE_POOL, QLINEAR_MEAN};
+use super::{is_8bit, payload_of, range, widen, QLINEAR_MEAN};
 use crate::io::Io;
 use crate::plan::{done, Plan};
 use backplane_backend_api::{BackendError, LayerDesc, Result, Workload};
@@ -171,146 +168,6 @@ impl Workload for Running {
         sums.resize(k.c, 0.0);
         for (xi, yi) in x.chunks_exact(k.c * k.pixels).zip(y.chunks_exact_mut(k.c)) {
             k.run(xi, yi, &mut sums);
-        }
-        Ok(())
-    }
-}
-
-/// What a folded 2-D average pool computes (its custom op's payload): windows without
-/// padding or dilation, so every window holds `kernel[0] · kernel[1]` taps.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct QPoolDesc {
-    /// The window.
-    pub kernel: [usize; 2],
-    /// The strides.
-    pub strides: [usize; 2],
-    /// Scale and zero point of the input.
-    pub x: (f32, i32),
-    /// Scale and zero point of the output.
-    pub y: (f32, i32),
-    /// Input and output are `[N, H, W, C]` (else `[N, C, H, W]`).
-    pub nhwc: bool,
-}
-
-impl QPoolDesc {
-    /// The custom op, with output `y`.
-    pub(crate) fn to_op(&self, y: TensorInfo) -> CustomOp {
-        super::custom_op(QLINEAR_AVERAGE_POOL, self, y)
-    }
-
-    /// The description [`QPoolDesc::to_op`] put in the custom op.
-    pub(crate) fn decode(c: &CustomOp) -> std::result::Result<QPoolDesc, String> {
-        payload_of(c, QLINEAR_AVERAGE_POOL)
-    }
-}
-
-/// The plan of a folded average pool: 4-D 8-bit input and output of the window's geometry.
-pub(super) fn plan_pool<'a>(
-    c: &'a CustomOp,
-    layer: &'a LayerDesc,
-) -> std::result::Result<Plan<'a>, String> {
-    let d = QPoolDesc::decode(c)?;
-    let (x, y) = one_8bit_input(layer, QLINEAR_AVERAGE_POOL)?;
-    let (&[n, a1, a2, a3], &[yn, b1, b2, b3]) = (x.shape.dims(), y.shape.dims()) else {
-        return Err(format!("{QLINEAR_AVERAGE_POOL}: 4-D tensors expected"));
-    };
-    // [channels, height, width] of input and output.
-    let (xi, yo) = if d.nhwc {
-        ([a3, a1, a2], [b3, b1, b2])
-    } else {
-        ([a1, a2, a3], [b1, b2, b3])
-    };
-    let [kh, kw] = d.kernel;
-    let [sh, sw] = d.strides;
-    let fits =
-        |i: usize, k: usize, s: usize, o: usize| k > 0 && s > 0 && i >= k && (i - k) / s + 1 == o;
-    if yn != n || xi[0] != yo[0] || !fits(xi[1], kh, sh, yo[1]) || !fits(xi[2], kw, sw, yo[2]) {
-        return Err(format!(
-            "{QLINEAR_AVERAGE_POOL}: output {} for input {}",
-            y.shape, x.shape
-        ));
-    }
-    let signed = x.dtype == DataType::I8;
-    let values: Vec<f64> = (0..=255u8)
-        .map(|b| f64::from((widen(signed, b) - d.x.1) as f32 * d.x.0))
-        .collect();
-    let k = QMean {
-        values,
-        c: xi[0],
-        pixels: kh * kw,
-        nhwc: d.nhwc,
-        y: d.y,
-        y_dt: y.dtype,
-    };
-    let pool = Pool {
-        hw: [xi[1], xi[2]],
-        out: [yo[1], yo[2]],
-        kernel: d.kernel,
-        strides: d.strides,
-    };
-    Ok(Plan::new(move |io, _th| done(Pooling { io, k, pool })))
-}
-
-/// An average pool's geometry.
-struct Pool {
-    hw: [usize; 2],
-    out: [usize; 2],
-    kernel: [usize; 2],
-    strides: [usize; 2],
-}
-
-/// The folded average pool, planned.
-struct Pooling {
-    io: Io,
-    k: QMean,
-    pool: Pool,
-}
-
-impl Workload for Pooling {
-    fn execute(&self, inputs: &[TensorView<'_>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
-        self.io.check(inputs, outputs)?;
-        let missing = || BackendError::Execution(format!("{}: missing buffer", self.io.layer));
-        let x = inputs.first().ok_or_else(missing)?.data;
-        let y = &mut outputs.first_mut().ok_or_else(missing)?.data;
-        let (k, p) = (&self.k, &self.pool);
-        let ([h, w], [oh, ow], [kh, kw], [sh, sw]) = (p.hw, p.out, p.kernel, p.strides);
-        let c = k.c;
-        let v = &k.values;
-        let at = |i: usize| x.get(i).map_or(0.0, |&b| v[usize::from(b)]);
-        if k.nhwc {
-            let mut sums = Vec::new();
-            sums.try_reserve_exact(c)
-                .map_err(|e| self.io.error(format!("scratch of {c} sums: {e}")))?;
-            sums.resize(c, 0.0f64);
-            for (o, yo) in y.chunks_exact_mut(c.max(1)).enumerate() {
-                let (b, oy, ox) = (o / (oh * ow), o / ow % oh, o % ow);
-                sums.fill(0.0);
-                // Taps in row-major window order, as CpuRef sums them.
-                for ky in 0..kh {
-                    for kx in 0..kw {
-                        let pixel = ((b * h + oy * sh + ky) * w + ox * sw + kx) * c;
-                        let px = x.get(pixel..pixel + c).ok_or_else(missing)?;
-                        for (s, &q) in sums.iter_mut().zip(px) {
-                            *s += v[usize::from(q)];
-                        }
-                    }
-                }
-                for (out, &s) in yo.iter_mut().zip(sums.iter()) {
-                    *out = k.quantize(s);
-                }
-            }
-        } else {
-            for (o, out) in y.iter_mut().enumerate() {
-                let (plane, oy, ox) = (o / (oh * ow), o / ow % oh, o % ow);
-                let base = plane * h * w;
-                let mut s = 0.0;
-                for ky in 0..kh {
-                    for kx in 0..kw {
-                        s += at(base + (oy * sh + ky) * w + ox * sw + kx);
-                    }
-                }
-                *out = k.quantize(s);
-            }
         }
         Ok(())
     }

@@ -5,15 +5,20 @@
 //! kernel crate's integer GEMM (`qgemm`) with XNNPACK's requantization; connected int8
 //! layers then run channels-last ([`region`], [`nhwc_conv`]). Elementwise functions of one
 //! quantized tensor (int8 sigmoid, hard-swish) become byte tables ([`lookup`]), and the
-//! mean over the pixels an 8-bit layer ([`mean`]).
+//! mean over the pixels an 8-bit layer ([`mean`]); the 2-D average and max pools are
+//! [`pool`]. ONNX Runtime's dynamic quantization (DynamicQuantizeLinear, MatMulInteger) runs
+//! in [`dynamic`].
 
 mod binary;
+mod binary_rows;
 mod conv;
+mod dynamic;
 pub(crate) mod fold;
 mod gemm;
 mod lookup;
 mod mean;
 mod nhwc_conv;
+mod pool;
 mod qdq;
 mod region;
 
@@ -34,8 +39,11 @@ pub(crate) const QLINEAR_BINARY: &str = "QLinearBinary";
 pub(crate) const QLINEAR_LOOKUP: &str = "QLinearLookup";
 /// The custom operator of a folded quantized mean over the pixels (domain CpuAcc).
 pub(crate) const QLINEAR_MEAN: &str = "QLinearMean";
-/// The custom operator of a folded quantized 2-D average pool (domain CpuAcc).
-pub(crate) const QLINEAR_AVERAGE_POOL: &str = "QLinearAveragePool";
+/// The custom operator of a folded quantized 2-D average or max pool (domain CpuAcc).
+pub(crate) const QLINEAR_POOL: &str = "QLinearPool";
+/// The custom operator of a folded integer product of 8-bit values and constant weights, with
+/// int32 sums (ONNX MatMulInteger; domain CpuAcc).
+pub(crate) const MATMUL_INTEGER: &str = "MatMulInteger";
 /// The custom operator quantizing an f32 NCHW tensor into a channels-last 8-bit one
 /// (domain CpuAcc), where a channels-last region starts at a quantized image.
 pub(crate) const QUANTIZE_NHWC: &str = "QuantizeToNhwc";
@@ -91,8 +99,9 @@ pub(crate) fn is_quant_custom(c: &CustomOp) -> bool {
             QLINEAR_GEMM,
             QLINEAR_LOOKUP,
             QLINEAR_MEAN,
-            QLINEAR_AVERAGE_POOL,
+            QLINEAR_POOL,
             QUANTIZE_NHWC,
+            MATMUL_INTEGER,
         ]
         .contains(&c.op_type.as_str())
 }
@@ -100,6 +109,11 @@ pub(crate) fn is_quant_custom(c: &CustomOp) -> bool {
 /// The plan of a QuantizeLinear or DequantizeLinear layer.
 pub(crate) fn plan_qdq(layer: &LayerDesc) -> Result<Plan<'_>, String> {
     qdq::plan(layer)
+}
+
+/// The plan of a DynamicQuantizeLinear layer.
+pub(crate) fn plan_dynamic_quantize(layer: &LayerDesc) -> Result<Plan<'_>, String> {
+    dynamic::plan_dynamic_quantize(layer)
 }
 
 /// The plan of a quantized custom layer.
@@ -112,10 +126,12 @@ pub(crate) fn plan_custom<'a>(c: &'a CustomOp, layer: &'a LayerDesc) -> Result<P
         lookup::plan(c, layer)
     } else if c.op_type == QLINEAR_MEAN {
         mean::plan(c, layer)
-    } else if c.op_type == QLINEAR_AVERAGE_POOL {
-        mean::plan_pool(c, layer)
+    } else if c.op_type == QLINEAR_POOL {
+        pool::plan_pool(c, layer)
     } else if c.op_type == QUANTIZE_NHWC {
         qdq::plan_nhwc(c, layer)
+    } else if c.op_type == MATMUL_INTEGER {
+        dynamic::plan_matmul_integer(c, layer)
     } else {
         conv::plan(c, layer)
     }

@@ -2,13 +2,12 @@
 //! input and output `[N, H, W, C]`, so a TFLite model's tensors run in their own layout with
 //! no transposes between layers.
 //!
-//! - The input is first centered into a zero-padded 16-bit copy (except for 1×1 layers),
-//!   its columns split by stride phase for depthwise layers.
-//! - Depthwise layers: per output row, each tap is one multiply-add of a contiguous run of
-//!   that copy (`OW·C` values, any stride) with the tap's weights repeated per pixel, the
-//!   sums of each block of 16 values kept in registers over all taps and requantized there
-//!   (`qgemm::depthwise_row`).
-//! - Other (one-group) layers are one GEMM with the output pixels as rows: A holds each
+//! - Depthwise layers read the 8-bit input in place, channels as vector lanes
+//!   (`qgemm::depthwise_rows`): per output pixel and block of channels every tap is summed in
+//!   registers (the input zero point folded into the bias, so the raw bytes are multiplied)
+//!   and requantized there; a window leaving the image reads a row of zero points instead.
+//! - Other (one-group) layers first center the input into a zero-padded 16-bit copy (except
+//!   for 1×1 layers), then are one GEMM with the output pixels as rows: A holds each
 //!   pixel's window in `(ky, kx, c)` order (copied runs of the padded input; for a 1×1 layer
 //!   the centered pixels themselves), B the constant centered weights packed once, and each
 //!   tile of sums is requantized in registers.
@@ -30,8 +29,8 @@ use crate::threads::Threads;
 use backplane_backend_api::{LayerDesc, Result, Workload};
 use backplane_core::{DataType, TensorInfo, TensorView, TensorViewMut};
 use backplane_cpu_kernels::qgemm::{
-    center_i8, center_u8, depthwise_row, qgemm_requantized, quads_in_use, ColumnRequant, DwRequant,
-    DwTaps, QPackedB, QuadPackedB, RequantRange, QNR,
+    center_i8, center_u8, depthwise_rows, qgemm_requantized, quads_in_use, ColumnRequant,
+    DwGeometry, DwLayer, DwWeights, QPackedB, QuadPackedB, RequantRange, QNR,
 };
 use std::sync::Mutex;
 
@@ -87,10 +86,9 @@ pub(super) fn plan(d: QConvDesc, layer: &LayerDesc) -> std::result::Result<Plan<
 
 /// How the layer computes its sums.
 enum Kind {
-    /// Centered weights `[KH·KW, OW·C]`: per tap, its channels repeated for each pixel of an
-    /// output row (interleaved by pairs of taps for the kernel), and the requantization of
-    /// an output row.
-    Depthwise { taps: DwTaps, rq: DwRequant },
+    /// The centered weights per (tap, channel), the bias with the input zero point folded in,
+    /// the requantization and the layer's geometry.
+    Depthwise(Box<DwLayer>),
     /// The centered weights packed as B (`KH·KW·C` × M) and the requantization per output
     /// channel; `pointwise` for a 1×1, stride-1, unpadded layer, whose A rows are the input
     /// pixels themselves.
@@ -181,13 +179,11 @@ impl NhwcQConv {
                 hi: 0.0,
             },
         };
-        // Bias and multiplier per output channel, repeated for an output row of a depthwise
-        // layer (one requantization per row; one pixel's worth for GEMM layers).
-        let reps = if d.group == 1 { 1 } else { geo.ow };
-        let mut bias_v = alloc(reps * m, 0i32, &io)?;
-        let mut scale = alloc(reps * m, 0f32, &io)?;
+        // Bias and multiplier per output channel.
+        let mut bias_v = alloc(m, 0i32, &io)?;
+        let mut scale = alloc(m, 0f32, &io)?;
         for (i, (b, s)) in bias_v.iter_mut().zip(scale.iter_mut()).enumerate() {
-            if let Some(p) = rq.get(i % m.max(1)) {
+            if let Some(p) = rq.get(i) {
                 (*b, *s) = (p.bias, p.scale);
             }
         }
@@ -219,12 +215,36 @@ impl NhwcQConv {
                 Kind::Gemm { b, rq, pointwise }
             }
         } else {
-            let row = geo.ow * c;
-            let taps = DwTaps::new(kk, row, |t, i| wv(i % c, 0, t))
-                .ok_or_else(|| io.error("cannot allocate the depthwise weights".into()))?;
-            let rq = DwRequant::new(&bias_v, &scale, range)
-                .ok_or_else(|| io.error("cannot allocate the requantization".into()))?;
-            Kind::Depthwise { taps, rq }
+            let (zx, x_signed) = (d.x.1, x_signed);
+            let w = DwWeights::new(
+                c,
+                kk,
+                |t, ch| wv(ch, 0, t),
+                &bias_v,
+                &scale,
+                range,
+                zx,
+                x_signed,
+            )
+            .ok_or_else(|| io.error("cannot allocate the depthwise weights".into()))?;
+            let dg = DwGeometry {
+                n: geo.n,
+                h: geo.h,
+                w: geo.w,
+                oh: geo.oh,
+                ow: geo.ow,
+                kernel: d.kernel,
+                strides: d.strides,
+                dilations: d.dilations,
+                pads: d.pads,
+            };
+            let layer = DwLayer::new(w, dg).ok_or_else(|| {
+                io.error(format!(
+                    "depthwise layer refused (input zero point {zx} out of its type's range, or \
+                     no memory)"
+                ))
+            })?;
+            Kind::Depthwise(Box::new(layer))
         };
         Ok(NhwcQConv {
             io,
@@ -238,21 +258,17 @@ impl NhwcQConv {
         })
     }
 
-    /// The input centered into zero-padded images of `hp × wp` pixels, the columns split by
-    /// phase: padded pixel (n, yy, xx) at `((n·phases + xx % phases)·hp + yy)·wq + xx / phases`
-    /// (`wq = ⌈wp / phases⌉`), its C channels from there. With the stride as `phases`, each
-    /// tap of an output row reads one contiguous run whatever the stride. Written into `out`
-    /// (the buffer of the previous execution, whose padding is still zero, or a new one).
-    fn padded(&self, x: &[u8], phases: usize, out: &mut Vec<i16>) -> Result<()> {
+    /// The input centered into zero-padded images of `hp × wp` pixels (the GEMM layers' A
+    /// windows are read from it). Written into `out` (the buffer of the previous execution,
+    /// whose padding is still zero, or a new one).
+    fn padded(&self, x: &[u8], out: &mut Vec<i16>) -> Result<()> {
         let g = &self.geo;
         let c = g.c;
         let (hp, wp) = padded_extent(&self.d, &self.geo);
-        let wq = wp.div_ceil(phases);
-        let image = phases * hp * wq * c;
+        let image = hp * wp * c;
         if out.len() != g.n * image {
             *out = alloc(g.n * image, 0i16, &self.io)?;
         }
-        let mut row = alloc(wp * c, 0i16, &self.io)?;
         let (pt, pl) = (self.d.pads[0], self.d.pads[1]);
         let end = (pl + g.w).min(wp);
         let zx = self.d.x.1;
@@ -264,60 +280,28 @@ impl NhwcQConv {
                     continue;
                 }
                 let src = &x[((n * g.h + iy) * g.w) * c..][..(end - pl) * c];
-                if phases == 1 {
-                    center(&mut img[(yy * wq + pl) * c..][..src.len()], src, zx);
-                    continue;
-                }
-                center(&mut row[pl * c..end * c], src, zx);
-                for xx in pl..end {
-                    let at = (((xx % phases) * hp + yy) * wq + xx / phases) * c;
-                    img[at..at + c].copy_from_slice(&row[xx * c..(xx + 1) * c]);
-                }
+                center(&mut img[(yy * wp + pl) * c..][..src.len()], src, zx);
             }
         }
         Ok(())
     }
 
-    fn depthwise(&self, taps: &DwTaps, rq: &DwRequant, x: &[u8], y: &mut [u8]) -> Result<()> {
+    /// The depthwise layer, the threads sharing blocks of output rows.
+    fn depthwise(&self, layer: &DwLayer, x: &[u8], y: &mut [u8]) -> Result<()> {
         let g = &self.geo;
-        let d = &self.d;
-        let c = g.c;
-        let [kh, kw] = d.kernel;
-        let s = d.strides[1];
-        let (hp, wp) = padded_extent(&self.d, &self.geo);
-        let wq = wp.div_ceil(s);
-        let mut xp = take(&self.padded);
-        self.padded(x, s, &mut xp)?;
-        let image = s * hp * wq * c;
-        let row = g.ow * c;
-        let rows = g.n * g.oh;
-        let per_task = self.th.chunk_size(rows, 1, 1);
-        let done = self.th.chunks(y, per_task * row, |task, yc| {
-            // The input run each tap of the row reads.
-            let mut runs: Vec<&[i16]> = Vec::new();
-            runs.try_reserve_exact(kh * kw)
-                .map_err(|_| self.io.error("cannot allocate the tap list".into()))?;
-            for (ri, yrow) in yc.chunks_mut(row).enumerate() {
-                let r = task * per_task + ri;
-                let (n, oy) = (r / g.oh, r % g.oh);
-                let img = &xp[n * image..][..image];
-                runs.clear();
-                for ky in 0..kh {
-                    let yy = oy * d.strides[0] + ky * d.dilations[0];
-                    for kx in 0..kw {
-                        let off = kx * d.dilations[1];
-                        let at = (((off % s) * hp + yy) * wq + off / s) * c;
-                        runs.push(&img[at..at + row]);
-                    }
-                }
-                if !depthwise_row(&runs, taps, rq, yrow) {
-                    return Err(self.io.error("depthwise row refused its operands".into()));
-                }
+        let row = g.ow * g.c;
+        let per_task = self.th.chunk_size(g.n * g.oh, 1, 1);
+        self.th.chunks(y, per_task * row, |task, yc| {
+            let first = task * per_task;
+            let rows = first..first + yc.len() / row.max(1);
+            if depthwise_rows(layer, x, rows, yc) {
+                Ok(())
+            } else {
+                Err(self
+                    .io
+                    .error("depthwise rows refused their operands".into()))
             }
-            Ok(())
-        });
-        keep(&self.padded, xp);
-        done
+        })
     }
 
     /// Fill `a` (rows of `kp`) with the windows of output pixels `p0 ..`, read from the
@@ -379,7 +363,7 @@ impl NhwcQConv {
         let pixels = g.n * g.oh * g.ow;
         let mut xp = take(&self.padded);
         if !pointwise {
-            self.padded(x, 1, &mut xp)?;
+            self.padded(x, &mut xp)?;
         }
         let src = if pointwise {
             Rows::Pixels(x)
@@ -467,7 +451,7 @@ impl Workload for NhwcQConv {
     fn execute(&self, inputs: &[TensorView<'_>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
         let (x, y) = super::int8_buffers(&self.io, inputs, outputs)?;
         match &self.kind {
-            Kind::Depthwise { taps, rq } => self.depthwise(taps, rq, x, y),
+            Kind::Depthwise(layer) => self.depthwise(layer, x, y),
             Kind::Gemm { b, rq, pointwise } => self.gemm(b, rq, *pointwise, x, y),
             Kind::Quads { b, rq, pointwise } => self.quads(b, rq, *pointwise, x, y),
         }

@@ -5,7 +5,7 @@
 //! one tensor, so they run as they are on the channels-last shapes; the quantized means
 //! ([`super::mean`]) read the channels-last tensor and write the same `N · C` bytes; an
 //! 8-bit Concat along the channels, folded data movement, concatenates along the last axis;
-//! the quantized average pools run channels-last by their description).
+//! the quantized average and max pools run channels-last by their description).
 //!
 //! A tensor enters the region once: where it is a `Transpose` NHWC → NCHW that only the
 //! region reads (how the TFLite importer hands a channels-last model's image to
@@ -26,8 +26,9 @@
 
 use super::binary::QBinaryDesc;
 use super::conv::QConvDesc;
-use super::mean::{QMeanDesc, QPoolDesc};
-use super::{QLINEAR_AVERAGE_POOL, QLINEAR_BINARY, QLINEAR_CONV, QLINEAR_LOOKUP, QLINEAR_MEAN};
+use super::mean::QMeanDesc;
+use super::pool::QPoolDesc;
+use super::{QLINEAR_BINARY, QLINEAR_CONV, QLINEAR_LOOKUP, QLINEAR_MEAN, QLINEAR_POOL};
 use crate::layout::is_convex;
 use backplane_backend_api::{ReplacementLayer, SubgraphView, Substitution, ValueRef};
 use backplane_core::ops::{CustomOp, PoolKind, ReduceDesc, ReduceKind};
@@ -127,7 +128,7 @@ fn unit(net: &Network, sub: usize, s: &Substitution) -> Option<Unit> {
         (vec![existing(r.inputs.first()?)?], Kind::Elementwise)
     } else if c.op_type == QLINEAR_MEAN {
         (vec![existing(r.inputs.first()?)?], Kind::Mean)
-    } else if c.op_type == QLINEAR_AVERAGE_POOL {
+    } else if c.op_type == QLINEAR_POOL {
         (vec![existing(r.inputs.first()?)?], Kind::Pool)
     } else {
         return None;

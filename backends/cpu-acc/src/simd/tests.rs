@@ -122,11 +122,22 @@ fn planes_match_the_plain_loops() {
                 assert!(!depthwise_rows::plane_on::<false>(
                     isa, &g, short, &wt, 0.25, act, &mut y, &mut rows
                 ));
-                // The maximum, with a NaN on the plane's last row (its windows only).
-                let mut xn = x.clone();
-                xn[(h - 1) * w] = f32::NAN;
+                // The maximum, without a NaN and with one on the plane's last row (its
+                // windows only).
                 let mut ym = vec![0f32; g.oh * g.ow + 5];
                 let none = Activation::None;
+                assert!(depthwise_rows::plane_on::<true>(
+                    isa, &g, &x, &wt, 0.0, none, &mut ym, &mut rows
+                ));
+                assert_eq!(
+                    ym[..g.oh * g.ow],
+                    naive_max(&g, &x),
+                    "{isa:?} max s{s} {h}x{w}"
+                );
+                assert!(ym[g.oh * g.ow..].iter().all(|&v| v == 0.0), "wrote past");
+                let mut xn = x.clone();
+                xn[(h - 1) * w] = f32::NAN;
+                ym.fill(0.0);
                 assert!(depthwise_rows::plane_on::<true>(
                     isa, &g, &xn, &wt, 0.0, none, &mut ym, &mut rows
                 ));

@@ -102,7 +102,13 @@ pub fn plane_on<const MAX: bool>(
             // not read, and their addresses are formed with wrapping arithmetic), and every
             // store to the lanes of output columns < ow of rows < oh, inside `y` (checked
             // above).
-            unsafe { avx512::planes::<MAX>(g, x.as_ptr(), &taps, bias, act, y.as_mut_ptr()) };
+            unsafe {
+                if MAX {
+                    avx512::max_planes(g, x.as_ptr(), y.as_mut_ptr());
+                } else {
+                    avx512::planes::<MAX>(g, x.as_ptr(), &taps, bias, act, y.as_mut_ptr());
+                }
+            }
             return true;
         }
         Isa::Avx2 => {

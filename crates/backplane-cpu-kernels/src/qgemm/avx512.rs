@@ -13,13 +13,10 @@
 //! multipliers busy; each panel vector loaded also serves more rows. Twelve accumulators,
 //! the panel vector and a broadcast use 14 of the 32 registers.
 //!
-//! Also here: the depthwise row's blocks of 32 values ([`depthwise_groups`]).
-//!
 //! Written on a machine whose tests exercised both families (see docs/cpu-acc.md, "Quantized
 //! layers"); every path is checked against the portable tile by the module's tests.
 
 use super::channels::RequantRange;
-use super::depthwise::{DwRequant, DwTaps, DW_WIDE};
 use super::fused::ColumnRequant;
 use super::{MR_MAX, QNR};
 use std::arch::x86_64::*;
@@ -259,64 +256,4 @@ fn dpwssd(acc: __m512i, x: __m512i, b: __m512i) -> __m512i {
         )
     };
     acc
-}
-
-/// The first `groups` groups of 32 values of a depthwise output row ([`super::depthwise`]):
-/// per group, the taps by pairs (`vpunpck{l,h}wd` of two taps' inputs, then `vpmaddwd`
-/// against the interleaved weights and `vpaddd`), then the requantization of the group in
-/// registers, its 32 bytes stored. The AVX2 body's steps on twice the values (the stored
-/// lane order serves both). Safety: AVX-512F and BW present; `groups · 32` at most
-/// `taps.len()`; `out` and every row of `x` hold at least `taps.len()` values,
-/// `x.len() == taps.taps()`, and `taps` and `rq` were made for that length.
-#[target_feature(enable = "avx512f,avx512bw")]
-pub(super) unsafe fn depthwise_groups(
-    x: &[&[i16]],
-    taps: &DwTaps,
-    rq: &DwRequant,
-    out: &mut [u8],
-    groups: usize,
-) {
-    let parts = taps.parts(rq);
-    let npairs = parts.npairs;
-    let k = Consts::new(parts.range);
-    let ntaps = x.len();
-    for g in 0..groups {
-        let at = g * DW_WIDE;
-        let mut lo = _mm512_setzero_si512();
-        let mut hi = _mm512_setzero_si512();
-        let w = parts.pairs[g * npairs * 2 * DW_WIDE..].as_ptr();
-        for q in 0..npairs {
-            // SAFETY: rows hold at least `groups · 32` values, so 32 from `at` lie in them;
-            // the weights of group g hold `npairs · 64` values.
-            unsafe {
-                let x0 = _mm512_loadu_si512(x[2 * q].as_ptr().add(at).cast());
-                let x1 = if 2 * q + 1 < ntaps {
-                    _mm512_loadu_si512(x[2 * q + 1].as_ptr().add(at).cast())
-                } else {
-                    _mm512_setzero_si512()
-                };
-                let wq = w.add(q * 2 * DW_WIDE);
-                let w0 = _mm512_loadu_si512(wq.cast());
-                let w1 = _mm512_loadu_si512(wq.add(DW_WIDE).cast());
-                lo = _mm512_add_epi32(lo, _mm512_madd_epi16(_mm512_unpacklo_epi16(x0, x1), w0));
-                hi = _mm512_add_epi32(hi, _mm512_madd_epi16(_mm512_unpackhi_epi16(x0, x1), w1));
-            }
-        }
-        // SAFETY: the lane copies hold 32 values per group.
-        let (b0, b1, s0, s1) = unsafe {
-            (
-                _mm512_loadu_si512(parts.bias_lanes.as_ptr().add(at).cast()),
-                _mm512_loadu_si512(parts.bias_lanes.as_ptr().add(at + 16).cast()),
-                _mm512_loadu_ps(parts.scale_lanes.as_ptr().add(at)),
-                _mm512_loadu_ps(parts.scale_lanes.as_ptr().add(at + 16)),
-            )
-        };
-        let v0 = requant16(lo, b0, s0, &k);
-        let v1 = requant16(hi, b1, s1, &k);
-        // Per 128-bit lane, v0 holds values 8L..8L+4 and v1 8L+4..8L+8: packed to 16 bits
-        // they are in order, and `vpmovwb` keeps each one's byte.
-        let bytes = _mm512_cvtepi16_epi8(_mm512_packus_epi32(v0, v1));
-        // SAFETY: `out` holds at least `groups · 32` bytes.
-        unsafe { _mm256_storeu_si256(out.as_mut_ptr().add(at).cast(), bytes) };
-    }
 }

@@ -1,7 +1,7 @@
-//! Channels-last (NHWC) pieces of the int8 layers: one tap of a depthwise convolution along
-//! a row of pixels, the centering of 8-bit values into the 16-bit operands the integer GEMM
-//! and the taps read, and the requantization of sums with one scale and bias per channel.
-//! Compiled per tier (the bodies vectorize over the channels).
+//! Channels-last (NHWC) pieces of the int8 layers: the centering of 8-bit values into the
+//! 16-bit operands the integer GEMM reads, and the requantization of sums with one scale and
+//! bias per channel (a test reference). Compiled per tier (the bodies vectorize over the
+//! channels).
 
 /// The part of a requantization shared by every channel of a layer (see
 /// [`requantize_channels`]).
@@ -37,7 +37,7 @@ fn requantize_channels_body(
 
 #[cfg(test)]
 crate::multiversion! {
-    /// Test reference (the fused tiles and depthwise rows compute this in registers):
+    /// Test reference (the fused tiles compute this in registers):
     /// requantize int32 sums to 8-bit outputs, element by element (a pixel's channels, or
     /// a row of pixels with `bias` and `scale` repeated per pixel):
     /// `clamp(round_half_even((sum + bias[i]) · scale[i]), lo, hi) + zero`, the same f32
@@ -50,23 +50,6 @@ crate::multiversion! {
         scale: &[f32],
         r: RequantRange,
     ) => requantize_channels_body;
-}
-
-#[cfg(test)]
-#[inline(always)]
-fn products_body(acc: &mut [i32], x: &[i16], w: &[i16]) {
-    let n = acc.len().min(x.len()).min(w.len());
-    let (acc, x, w) = (&mut acc[..n], &x[..n], &w[..n]);
-    for i in 0..n {
-        acc[i] += i32::from(w[i]) * i32::from(x[i]);
-    }
-}
-
-#[cfg(test)]
-crate::multiversion! {
-    /// Test reference for the depthwise rows: `acc[i] += w[i] · x[i]` on centered values: one tap of a channels-last depthwise
-    /// convolution along a row of output pixels (the tap's weights repeated per pixel).
-    pub fn accumulate_products(acc: &mut [i32], x: &[i16], w: &[i16]) => products_body;
 }
 
 #[inline(always)]
@@ -113,29 +96,22 @@ mod tests {
     }
 
     #[test]
-    fn products_and_centering_match_scalar_on_odd_lengths() {
+    fn centering_matches_scalar_on_odd_lengths() {
         for n in [1usize, 2, 7, 8, 15, 16, 17, 31, 64, 97, 333] {
             let x = bytes(n, n as u32);
-            let w: Vec<i16> = bytes(n, 7 + n as u32)
-                .iter()
-                .map(|&b| i16::from(b) - 128)
-                .collect();
             for (signed, zero) in [(true, -3), (true, 127), (false, 0), (false, 200)] {
-                let mut acc: Vec<i32> = (0..n as i32).collect();
                 let mut c = vec![0i16; n];
                 if signed {
                     center_i8(&mut c, &x, zero);
                 } else {
                     center_u8(&mut c, &x, zero);
                 }
-                accumulate_products(&mut acc, &c, &w);
                 for i in 0..n {
                     let v = if signed {
                         i32::from(x[i] as i8)
                     } else {
                         i32::from(x[i])
                     } - zero;
-                    assert_eq!(acc[i], i as i32 + i32::from(w[i]) * v, "n {n} at {i}");
                     assert_eq!(i32::from(c[i]), v, "n {n} at {i}");
                 }
             }

@@ -1,362 +1,504 @@
-//! One output row of a channels-last int8 depthwise convolution, its sums and their
-//! requantization in one pass: for each block of 16 values of the row (pixels × channels),
-//! every tap is accumulated in registers and the block is requantized to bytes before the
-//! next one, so no int32 row is written and read back per tap.
+//! Channels-last int8 depthwise convolution: runs of output pixels, each pixel's channels
+//! as vector lanes, its 8-bit input read in place.
 //!
-//! On AVX2 two taps go into one `vpmaddwd`: the 16-bit inputs of taps `t` and `t + 1` are
-//! interleaved (`vpunpcklwd` / `vpunpckhwd`) against weights interleaved the same way once
-//! at construction ([`DwTaps`]), so each 32-bit lane sums `x_t·w_t + x_{t+1}·w_{t+1}`
-//! (centered 8-bit values: exact, no saturation). The interleaving leaves the sums in a
-//! fixed order within each block, which the final `vpackusdw` undoes; the per-value bias
-//! and scale are stored in that order ([`DwRequant`]). On the AVX-512 tiers the same runs
-//! on blocks of 32 values (512-bit registers; `vpmaddwd` then `vpaddd`, not `vpdpwssd`,
-//! whose latency the two accumulators per block would wait on): the weights, bias and
-//! scale are stored per pair of 16-value blocks so that both widths read them in place
-//! (`lane_of`). The sums and the f32 operations are those of
-//! [`super::accumulate_products`] then [`super::requantize_channels`], so the bytes are the
-//! same on every tier.
+//! For each output pixel `p` of a run and channel `ch`,
+//! `out = requant_ch(Σ_t w[t][ch] · (x_t[p·step + ch] − zx) + bias[ch])`, where `x_t` is the
+//! input run tap `t` reads (a row of the input, or of bytes equal to the zero point where
+//! the window leaves the image): any stride and dilation are the caller's `step` and run
+//! offsets, so nothing is copied. The input zero point is folded into the bias once
+//! (`Σ(x − zx)·w = Σ x·w − zx·Σ w`, exact in wrapping i32 arithmetic, as the sums are), so
+//! the raw bytes, sign- or zero-extended to 16 bits, are multiplied directly.
+//!
+//! The weights are stored once per (tap, channel) ([`DwWeights`]), centered on their zero
+//! point: plain for the portable tier and the pair interleaved for the vector ones, where
+//! the 16-bit inputs of taps `t` and `t + 1` are interleaved (`vpunpck{l,h}wd`) so that one
+//! `vpmaddwd` sums `x_t·w_t + x_{t+1}·w_{t+1}` per 32-bit lane (at most 2·255·255: exact).
+//! Per pixel and block of channels (32 on the AVX-512 tiers, 16 on AVX2) every tap is
+//! accumulated in registers from the folded bias, then requantized with the f32 operations of
+//! [`super::requantize_f32`] (multiply, clamp, round half to even, zero point) and stored as
+//! bytes: the same bytes on every tier, and as CpuRef's. The unpacking works per 128-bit
+//! lane, which leaves the sums of channels `8j..8j+4` in the low accumulator and
+//! `8j+4..8j+8` in the high one; the bias and scale are stored in that order (`lane_of`) and
+//! the final `vpackssdw` restores the channel order. A channel count that is not a multiple
+//! of the block runs a last, masked block (AVX-512) or one through a small copy (AVX2).
+//!
+//! On the AVX-512 VNNI tier, layers whose centered weights all fit in a signed byte
+//! (TFLite's symmetric int8 weights) run four taps per `vpdpbusd` instead
+//! ([`super::depthwise_vnni`]), where its blocks of 64 lanes are full enough; the others,
+//! and every run on that tier that does not suit those blocks, run the AVX-512BW body.
 
 use super::channels::RequantRange;
 use super::requant::rounded_int;
 use crate::isa::Int8Isa;
 
-/// Values per block of a row on AVX2 (two AVX2 vectors of eight int32 sums).
-pub const DW_BLOCK: usize = 16;
-/// Values per block of a row on the AVX-512 tiers, and per group of the stored lane order.
-pub const DW_WIDE: usize = 2 * DW_BLOCK;
+/// Channels per block on the AVX-512 tiers, and per group of the stored lane order.
+pub(super) const GROUP: usize = 32;
+/// Channels per block on AVX2 (half a group).
+pub(super) const HALF: usize = GROUP / 2;
 
-/// Position within a group of 32 values (two AVX2 blocks) of the sum of value `i` after
-/// the pair interleaving, `vpunpck{l,h}wd` working per 128-bit lane: the AVX2 block `h`
-/// (`i / 16`) has its low vector's eight sums (values 0..4 and 8..12 of the block) at
-/// `8h ..`, its high vector's (values 4..8 and 12..16) at `16 + 8h ..`; so the 512-bit
-/// low vector of the 32 values holds positions 0..16 and the high one 16..32.
+/// Position within a group of 32 channels of channel `i`'s sum after the pair interleaving:
+/// the 512-bit low accumulator holds, per 128-bit lane `j`, channels `8j..8j+4`, the high one
+/// `8j+4..8j+8`; stored low then high (16 each). An AVX2 block (half `h` of the group) reads
+/// its low vector at `8h` and its high one at `16 + 8h`.
 #[inline]
 fn lane_of(i: usize) -> usize {
-    let (h, j) = (i / DW_BLOCK, i % DW_BLOCK);
-    let (half, k) = (j / 8, j % 8);
+    let (j, k) = (i / 8, i % 8);
     if k < 4 {
-        8 * h + half * 4 + k
+        4 * j + k
     } else {
-        16 + 8 * h + half * 4 + (k - 4)
+        16 + 4 * j + (k - 4)
     }
 }
 
-/// The centered weights of a depthwise layer for one output row: per tap, the value of
-/// each of the row's `len` positions (its channel's weight repeated per pixel), kept plain
-/// (for the tail past the last whole block, and the portable tier) and interleaved by
-/// pairs of taps for the whole blocks of 16.
+/// The constant operands of a depthwise layer: centered weights per (tap, channel), the
+/// bias with the input zero point folded in, the requantization multipliers and range, and
+/// whether the input bytes are signed.
 #[derive(Debug, Clone)]
-pub struct DwTaps {
-    plain: Vec<i16>,
-    /// `[group of 32 values][pair][64]`: for taps `2q, 2q+1` (the second zero past the last
-    /// tap), value `i`'s two weights at `2·lane_of(i)`, as `vpunpck{l,h}wd` of the two taps'
-    /// inputs pair them (zeros for the missing half of a last group of 16 values).
-    pairs: Vec<i16>,
+pub struct DwWeights {
+    channels: usize,
     taps: usize,
-    len: usize,
+    x_signed: bool,
+    x_zero: i32,
+    /// `[tap][channel]`, centered.
+    plain: Vec<i16>,
+    /// `[group of 32 channels][pair of taps][64]`: for taps `2q, 2q+1` (the second zero past
+    /// the last tap), channel `i`'s two weights at `2·lane_of(i % 32)` (zeros past the last
+    /// channel).
+    pairs: Vec<i16>,
+    /// Per channel: `bias − zx·Σ_t w[t]` (wrapping), then the same in lane order per group.
+    bias: Vec<i32>,
+    bias_lanes: Vec<i32>,
+    /// Per channel the multiplier, then the same in lane order per group.
+    scale: Vec<f32>,
+    scale_lanes: Vec<f32>,
+    range: RequantRange,
+    /// The AVX-512 VNNI tier's four-tap operands, when every centered weight fits in a
+    /// signed byte.
+    #[cfg(target_arch = "x86_64")]
+    quads: Option<super::depthwise_vnni::DwQuads>,
 }
 
-impl DwTaps {
-    /// `w(t, i)`: the weight of tap `t < taps` at row position `i < len`. `None` when the
-    /// sizes overflow or cannot be allocated.
-    pub fn new(taps: usize, len: usize, w: impl Fn(usize, usize) -> i16) -> Option<DwTaps> {
+/// A vector of `n` copies of `v`, or `None` when it cannot be allocated.
+pub(super) fn filled<T: Clone>(n: usize, v: T) -> Option<Vec<T>> {
+    let mut out = Vec::new();
+    out.try_reserve_exact(n).ok()?;
+    out.resize(n, v);
+    Some(out)
+}
+
+impl DwWeights {
+    /// `w(t, ch)`: the centered weight (8-bit weight less its zero point) of tap `t < taps`
+    /// and channel `ch < channels`; `bias` and `scale` one per channel; `x_zero` the input
+    /// zero point (added back through the bias); `x_signed` whether input bytes are int8.
+    /// `None` when `bias` or `scale` is not one per channel, the sizes overflow or cannot be
+    /// allocated.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        channels: usize,
+        taps: usize,
+        w: impl Fn(usize, usize) -> i16,
+        bias: &[i32],
+        scale: &[f32],
+        range: RequantRange,
+        x_zero: i32,
+        x_signed: bool,
+    ) -> Option<DwWeights> {
+        if bias.len() != channels || scale.len() != channels {
+            return None;
+        }
         let mut plain = Vec::new();
-        plain.try_reserve_exact(taps.checked_mul(len)?).ok()?;
+        plain.try_reserve_exact(taps.checked_mul(channels)?).ok()?;
         for t in 0..taps {
-            plain.extend((0..len).map(|i| w(t, i)));
+            plain.extend((0..channels).map(|ch| w(t, ch)));
         }
         let npairs = taps.div_ceil(2);
-        let whole = len / DW_BLOCK * DW_BLOCK;
-        let groups = whole.div_ceil(DW_WIDE);
-        let size = groups.checked_mul(npairs)?.checked_mul(2 * DW_WIDE)?;
-        let mut pairs = Vec::new();
-        pairs.try_reserve_exact(size).ok()?;
-        pairs.resize(size, 0);
-        let at = |t: usize, i: usize| if t < taps { plain[t * len + i] } else { 0 };
-        for g in 0..groups {
+        let groups = channels.div_ceil(GROUP);
+        let mut pairs = filled(groups.checked_mul(npairs)?.checked_mul(2 * GROUP)?, 0i16)?;
+        let at = |t: usize, ch: usize| {
+            if t < taps {
+                plain[t * channels + ch]
+            } else {
+                0
+            }
+        };
+        for ch in 0..channels {
+            let (g, lane) = (ch / GROUP, lane_of(ch % GROUP));
             for q in 0..npairs {
-                let dst = &mut pairs[(g * npairs + q) * 2 * DW_WIDE..][..2 * DW_WIDE];
-                for j in 0..DW_WIDE.min(whole - g * DW_WIDE) {
-                    let i = g * DW_WIDE + j;
-                    let lane = lane_of(j);
-                    dst[2 * lane] = at(2 * q, i);
-                    dst[2 * lane + 1] = at(2 * q + 1, i);
-                }
+                let dst = &mut pairs[(g * npairs + q) * 2 * GROUP..][..2 * GROUP];
+                dst[2 * lane] = at(2 * q, ch);
+                dst[2 * lane + 1] = at(2 * q + 1, ch);
             }
         }
-        Some(DwTaps {
+        let mut folded = filled(channels, 0i32)?;
+        for (ch, f) in folded.iter_mut().enumerate() {
+            let wsum = (0..taps).fold(0i32, |s, t| s.wrapping_add(i32::from(at(t, ch))));
+            *f = bias[ch].wrapping_sub(x_zero.wrapping_mul(wsum));
+        }
+        let mut bias_lanes = filled(groups * GROUP, 0i32)?;
+        let mut scale_lanes = filled(groups * GROUP, 0f32)?;
+        for ch in 0..channels {
+            let at = ch / GROUP * GROUP + lane_of(ch % GROUP);
+            bias_lanes[at] = folded[ch];
+            scale_lanes[at] = scale[ch];
+        }
+        let mut scale_v = filled(channels, 0f32)?;
+        scale_v.copy_from_slice(scale);
+        #[cfg(target_arch = "x86_64")]
+        let quads =
+            super::depthwise_vnni::DwQuads::new(channels, taps, &plain, &folded, scale, x_signed);
+        Some(DwWeights {
+            channels,
+            taps,
+            x_signed,
+            x_zero,
             plain,
             pairs,
-            taps,
-            len,
+            bias: folded,
+            bias_lanes,
+            scale: scale_v,
+            scale_lanes,
+            range,
+            #[cfg(target_arch = "x86_64")]
+            quads,
         })
     }
 
-    /// Taps per output value.
+    /// Whether the AVX-512 VNNI tier can run these weights four taps per instruction: every
+    /// centered weight fits in a signed byte (as symmetric int8 weights do), and there are at
+    /// least 64 channels, or the least common multiple of 64 and the channel count is at most
+    /// eight times the channels (a unit-step run then fills its blocks of 64 lanes). It does
+    /// so for runs that fill its blocks (whole blocks of channels, or spans of unit-step
+    /// pixels); others run the AVX-512BW body.
+    pub fn has_byte_weights(&self) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        {
+            self.quads.is_some()
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            false
+        }
+    }
+
+    /// Channels per pixel.
+    pub fn channels(&self) -> usize {
+        self.channels
+    }
+
+    /// Taps per output pixel.
     pub fn taps(&self) -> usize {
         self.taps
     }
-
-    /// Values per output row.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// True for a row of no values.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
 }
 
-/// The per-value bias and multiplier of a depthwise output row (a channel's repeated per
-/// pixel) and the output range: plain, and in the lane order of the interleaved sums for
-/// the whole blocks of 16 (`lane_of`, per group of 32 values, zeros for the missing half
-/// of a last group of 16).
+/// The shape of a channels-last depthwise layer: `n` images of `h × w` pixels in, `oh × ow`
+/// out, the kernel's extent, strides, dilations and leading pads (top, left) per axis.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DwGeometry {
+    /// Images.
+    pub n: usize,
+    /// Input height and width.
+    pub h: usize,
+    /// See `h`.
+    pub w: usize,
+    /// Output height and width.
+    pub oh: usize,
+    /// See `oh`.
+    pub ow: usize,
+    /// Kernel extent `[KH, KW]`.
+    pub kernel: [usize; 2],
+    /// Strides `[vertical, horizontal]`.
+    pub strides: [usize; 2],
+    /// Dilations `[vertical, horizontal]`.
+    pub dilations: [usize; 2],
+    /// Padding before: `[top, left]` (the trailing padding follows from the output extent).
+    pub pads: [usize; 2],
+}
+
+/// A depthwise layer ready to run on whole output rows: its [`DwWeights`], its geometry, and
+/// one input row of bytes equal to the input zero point, which the taps of a window that
+/// leaves the image read instead of the image (so padding costs no copy of the input).
 #[derive(Debug, Clone)]
-pub struct DwRequant {
-    bias: Vec<i32>,
-    scale: Vec<f32>,
-    bias_lanes: Vec<i32>,
-    scale_lanes: Vec<f32>,
-    range: RequantRange,
+pub struct DwLayer {
+    weights: DwWeights,
+    geo: DwGeometry,
+    zeros: Vec<u8>,
 }
 
-impl DwRequant {
-    /// From `bias` and `scale` of equal length (the row's). `None` when they differ or a
-    /// copy cannot be allocated.
-    pub fn new(bias: &[i32], scale: &[f32], range: RequantRange) -> Option<DwRequant> {
-        if bias.len() != scale.len() {
+impl DwLayer {
+    /// `None` when the weights' tap count is not the kernel's, an extent, stride or dilation
+    /// is zero, the input zero point is not a value of the input type, or the sizes overflow
+    /// or cannot be allocated.
+    pub fn new(weights: DwWeights, geo: DwGeometry) -> Option<DwLayer> {
+        let [kh, kw] = geo.kernel;
+        if kh.checked_mul(kw)? != weights.taps
+            || kh == 0
+            || kw == 0
+            || geo.strides.contains(&0)
+            || geo.dilations.contains(&0)
+        {
             return None;
         }
-        let whole = bias.len() / DW_BLOCK * DW_BLOCK;
-        let copy = |v: &[i32]| -> Option<Vec<i32>> {
-            let mut o = Vec::new();
-            o.try_reserve_exact(v.len()).ok()?;
-            o.extend_from_slice(v);
-            Some(o)
+        let z = weights.x_zero;
+        let byte = if weights.x_signed {
+            i8::try_from(z).ok()? as u8
+        } else {
+            u8::try_from(z).ok()?
         };
-        let copyf = |v: &[f32]| -> Option<Vec<f32>> {
-            let mut o = Vec::new();
-            o.try_reserve_exact(v.len()).ok()?;
-            o.extend_from_slice(v);
-            Some(o)
-        };
-        let padded = whole.div_ceil(DW_WIDE) * DW_WIDE;
-        let mut bias_lanes = Vec::new();
-        bias_lanes.try_reserve_exact(padded).ok()?;
-        bias_lanes.resize(padded, 0);
-        let mut scale_lanes = Vec::new();
-        scale_lanes.try_reserve_exact(padded).ok()?;
-        scale_lanes.resize(padded, 0.0);
-        for i in 0..whole {
-            let at = i / DW_WIDE * DW_WIDE + lane_of(i % DW_WIDE);
-            bias_lanes[at] = bias[i];
-            scale_lanes[at] = scale[i];
-        }
-        Some(DwRequant {
-            bias: copy(bias)?,
-            scale: copyf(scale)?,
-            bias_lanes,
-            scale_lanes,
-            range,
+        let zeros = filled(geo.w.max(1).checked_mul(weights.channels)?, byte)?;
+        // The input's and output's sizes fit (the rows multiply their indices unchecked).
+        geo.n
+            .checked_mul(geo.h)?
+            .checked_mul(geo.w)?
+            .checked_mul(weights.channels)?;
+        geo.n
+            .checked_mul(geo.oh)?
+            .checked_mul(geo.ow)?
+            .checked_mul(weights.channels)?;
+        Some(DwLayer {
+            weights,
+            geo,
+            zeros,
         })
+    }
+
+    /// The layer's geometry.
+    pub fn geometry(&self) -> &DwGeometry {
+        &self.geo
+    }
+
+    /// The layer's weights.
+    pub fn weights(&self) -> &DwWeights {
+        &self.weights
     }
 }
 
-/// One depthwise output row: `out[i] = requant_i(Σ_t w_t[i] · x[t][i])`, where `x[t]` is
-/// the row of centered input values tap `t` reads (at least `taps.len()` each). Returns
-/// `false`, computing nothing, when the tap count, a row's length, `rq`'s or `out`'s
-/// length does not fit.
-pub fn depthwise_row(x: &[&[i16]], taps: &DwTaps, rq: &DwRequant, out: &mut [u8]) -> bool {
-    depthwise_row_on(crate::isa::int8_in_use(), x, taps, rq, out)
-}
-
-/// [`depthwise_row`] on the integer tier `isa` rather than the process's: for tests and A/B
-/// timings of the tiers in one process. Returns `false`, computing nothing, also when this
-/// CPU lacks `isa`.
-pub fn depthwise_row_on(
-    isa: Int8Isa,
-    x: &[&[i16]],
-    taps: &DwTaps,
-    rq: &DwRequant,
+/// Output rows `rows` (indices over all images' rows, `n · oh`) of a depthwise layer, from
+/// the whole input `x` (`n · h · w · C` bytes) into `out` (the rows' `ow · C` bytes each).
+/// Returns `false`, computing nothing, when a length does not fit or a small list cannot be
+/// allocated.
+pub fn depthwise_rows(
+    layer: &DwLayer,
+    x: &[u8],
+    rows: std::ops::Range<usize>,
     out: &mut [u8],
 ) -> bool {
-    let n = taps.len;
+    depthwise_rows_on(crate::isa::int8_in_use(), layer, x, rows, out)
+}
+
+/// [`depthwise_rows`] on the integer tier `isa` rather than the process's. Returns `false`,
+/// computing nothing, also when this CPU lacks `isa`.
+pub fn depthwise_rows_on(
+    isa: Int8Isa,
+    layer: &DwLayer,
+    x: &[u8],
+    rows: std::ops::Range<usize>,
+    out: &mut [u8],
+) -> bool {
+    let g = &layer.geo;
+    let c = layer.weights.channels;
+    let [kh, kw] = g.kernel;
+    let [sh, sw] = g.strides;
+    let [dh, dw] = g.dilations;
+    let [pt, pl] = g.pads;
+    let (image, row_out) = (g.h * g.w * c, g.ow * c);
     if !isa.available()
-        || x.len() != taps.taps
-        || x.iter().any(|r| r.len() < n)
-        || out.len() < n
-        || rq.bias.len() != n
+        || x.len() < g.n * image
+        || rows.end > g.n * g.oh
+        || out.len() < rows.len() * row_out
     {
         return false;
     }
-    let mut whole = 0;
+    if rows.is_empty() || c == 0 || g.ow == 0 {
+        return true;
+    }
+    // Output columns whose whole window lies within the image's width: [lo, hi).
+    let lo = pl.div_ceil(sw).min(g.ow);
+    let reach = (kw - 1) * dw;
+    let hi = if g.w + pl > reach {
+        ((g.w + pl - reach - 1) / sw + 1).min(g.ow)
+    } else {
+        0
+    }
+    .max(lo);
+    let mut lines: Vec<&[u8]> = Vec::new();
+    let mut taps: Vec<&[u8]> = Vec::new();
+    if lines.try_reserve_exact(kh).is_err() || taps.try_reserve_exact(kh * kw).is_err() {
+        return false;
+    }
+    let line = g.w * c;
+    for (r, y) in rows.zip(out.chunks_exact_mut(row_out)) {
+        let (n, oy) = (r / g.oh, r % g.oh);
+        // The input row each kernel row reads, or the row of zero points past the image.
+        lines.clear();
+        lines.extend((0..kh).map(|ky| {
+            match (oy * sh + ky * dh).checked_sub(pt).filter(|&iy| iy < g.h) {
+                Some(iy) => &x[n * image + iy * line..][..line],
+                None => &layer.zeros[..line],
+            }
+        }));
+        if hi > lo {
+            taps.clear();
+            for l in &lines {
+                taps.extend((0..kw).map(|kx| &l[(lo * sw + kx * dw - pl) * c..]));
+            }
+            let ran = depthwise_pixels_on(
+                isa,
+                &layer.weights,
+                &taps,
+                sw * c,
+                hi - lo,
+                &mut y[lo * c..hi * c],
+            );
+            if !ran {
+                return false;
+            }
+        }
+        for ox in (0..lo).chain(hi..g.ow) {
+            taps.clear();
+            for l in &lines {
+                taps.extend((0..kw).map(|kx| {
+                    match (ox * sw + kx * dw).checked_sub(pl).filter(|&ix| ix < g.w) {
+                        Some(ix) => &l[ix * c..][..c],
+                        None => &layer.zeros[..c],
+                    }
+                }));
+            }
+            if !depthwise_pixels_on(isa, &layer.weights, &taps, 0, 1, &mut y[ox * c..][..c]) {
+                return false;
+            }
+        }
+    }
+    true
+}
+
+/// A run of `pixels` output pixels: pixel `p`'s `channels` bytes to `out[p·C..]`, from the
+/// bytes each tap reads at `taps[t][p·step ..][..C]`. Returns `false`, computing nothing,
+/// when the tap count differs from `w`'s, a tap's run or `out` is too short.
+pub fn depthwise_pixels(
+    w: &DwWeights,
+    taps: &[&[u8]],
+    step: usize,
+    pixels: usize,
+    out: &mut [u8],
+) -> bool {
+    depthwise_pixels_on(crate::isa::int8_in_use(), w, taps, step, pixels, out)
+}
+
+/// [`depthwise_pixels`] on the integer tier `isa` rather than the process's: for tests and
+/// A/B timings of the tiers in one process. Returns `false`, computing nothing, also when
+/// this CPU lacks `isa`.
+pub fn depthwise_pixels_on(
+    isa: Int8Isa,
+    w: &DwWeights,
+    taps: &[&[u8]],
+    step: usize,
+    pixels: usize,
+    out: &mut [u8],
+) -> bool {
+    let c = w.channels;
+    if pixels == 0 || c == 0 {
+        return isa.available() && taps.len() == w.taps;
+    }
+    let span = (pixels - 1)
+        .checked_mul(step)
+        .and_then(|v| v.checked_add(c));
+    let Some(span) = span else {
+        return false;
+    };
+    if !isa.available()
+        || taps.len() != w.taps
+        || taps.iter().any(|r| r.len() < span)
+        || pixels.checked_mul(c).is_none_or(|n| out.len() < n)
+    {
+        return false;
+    }
     #[cfg(target_arch = "x86_64")]
     {
-        // In every arm: every row of `x` holds at least `n` values and `out` at least `n`
-        // bytes (checked above); `taps.pairs` holds `⌈(n / 16) / 2⌉ · ⌈taps / 2⌉ · 64`
-        // values and `rq`'s lane copies `⌈(n / 16) / 2⌉ · 32` each, by construction for
-        // length `n`.
-        let blocks = n / DW_BLOCK;
+        let run = super::depthwise_x86::Run {
+            w,
+            taps,
+            step,
+            pixels,
+            avail: taps.iter().map(|r| r.len()).min().unwrap_or(0),
+        };
         match isa {
+            Int8Isa::Avx512Vnni if w.quads.as_ref().is_some_and(|q| q.suits(c, step, pixels)) => {
+                if let Some(q) = &w.quads {
+                    // SAFETY: AVX-512F, BW and VNNI present (the tier has them); the lengths
+                    // as for the arm below; `q` was made with `w`.
+                    unsafe { super::depthwise_vnni::vnni(&run, q, out) };
+                }
+                return true;
+            }
             Int8Isa::Avx512Vnni | Int8Isa::Avx512Bw => {
-                let groups = n / DW_WIDE;
-                // SAFETY: as said above the match; AVX-512F and BW present (the tier has
-                // them); `groups · 32 <= n`.
-                unsafe { super::avx512::depthwise_groups(x, taps, rq, out, groups) };
-                // SAFETY: as said above the match; AVX2 present (the AVX-512 tiers imply it);
-                // `blocks · 16 <= n`. At most one block: past the whole groups.
-                unsafe { super::avx2::depthwise_blocks(x, taps, rq, out, 2 * groups..blocks) };
-                whole = blocks * DW_BLOCK;
+                // SAFETY: AVX-512F and BW present (the tier has them); every tap's run holds
+                // `(pixels − 1)·step + C` bytes and `out` `pixels·C` (checked above); `w`'s
+                // stored copies are sized for its channels and taps by construction.
+                unsafe { super::depthwise_x86::avx512(&run, out) };
+                return true;
             }
             Int8Isa::Avx2 => {
-                // SAFETY: as said above the match; AVX2 present; `blocks · 16 <= n`.
-                unsafe { super::avx2::depthwise_blocks(x, taps, rq, out, 0..blocks) };
-                whole = blocks * DW_BLOCK;
+                // SAFETY: as for the AVX-512 arm, with AVX2 present.
+                unsafe { super::depthwise_x86::avx2(&run, out) };
+                return true;
             }
             Int8Isa::Portable => {}
         }
     }
-    let _ = isa;
-    portable(x, taps, rq, out, whole..n);
+    portable(w, taps, step, pixels, out);
     true
 }
 
-/// The values `range` of a row, one at a time (the tail, or the whole row off AVX2).
-fn portable(
-    x: &[&[i16]],
-    taps: &DwTaps,
-    rq: &DwRequant,
-    out: &mut [u8],
-    range: std::ops::Range<usize>,
-) {
-    let r = rq.range;
-    let n = taps.len;
-    for i in range {
-        let mut s = 0i32;
-        for (t, row) in x.iter().enumerate() {
-            s += i32::from(taps.plain[t * n + i]) * i32::from(row[i]);
+/// A run of pixels, one value at a time (the portable tier, and a reference of the tests).
+/// The caller has checked the operands' lengths.
+pub(super) fn portable(w: &DwWeights, taps: &[&[u8]], step: usize, pixels: usize, out: &mut [u8]) {
+    let c = w.channels;
+    let r = w.range;
+    let zero = r.zero as i32;
+    let widen = |b: u8| {
+        if w.x_signed {
+            i32::from(b as i8)
+        } else {
+            i32::from(b)
         }
-        let v = (s.wrapping_add(rq.bias[i]) as f32 * rq.scale[i])
-            .max(r.lo)
-            .min(r.hi);
-        out[i] = (rounded_int(v) + r.zero as i32) as u8;
+    };
+    for p in 0..pixels {
+        for ch in 0..c {
+            let mut s = w.bias[ch];
+            for (t, run) in taps.iter().enumerate() {
+                let x = widen(run[p * step + ch]);
+                s = s.wrapping_add(i32::from(w.plain[t * c + ch]) * x);
+            }
+            let v = (s as f32 * w.scale[ch]).max(r.lo).min(r.hi);
+            out[p * c + ch] = (rounded_int(v) + zero) as u8;
+        }
     }
 }
 
-/// What the AVX2 body reads of the operands.
+/// What the vector bodies read: the layer's operands and one run of pixels.
 #[cfg(target_arch = "x86_64")]
-pub(super) struct DwParts<'a> {
+pub(super) struct Parts<'a> {
     pub pairs: &'a [i16],
-    pub npairs: usize,
     pub bias_lanes: &'a [i32],
     pub scale_lanes: &'a [f32],
     pub range: RequantRange,
+    pub x_signed: bool,
+    pub channels: usize,
+    pub taps: usize,
 }
 
 #[cfg(target_arch = "x86_64")]
-impl DwTaps {
-    pub(super) fn parts<'a>(&'a self, rq: &'a DwRequant) -> DwParts<'a> {
-        DwParts {
+impl DwWeights {
+    pub(super) fn parts(&self) -> Parts<'_> {
+        Parts {
             pairs: &self.pairs,
-            npairs: self.taps.div_ceil(2),
-            bias_lanes: &rq.bias_lanes,
-            scale_lanes: &rq.scale_lanes,
-            range: rq.range,
+            bias_lanes: &self.bias_lanes,
+            scale_lanes: &self.scale_lanes,
+            range: self.range,
+            x_signed: self.x_signed,
+            channels: self.channels,
+            taps: self.taps,
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::qgemm::{accumulate_products, requantize_channels};
-
-    fn vals(n: usize, seed: u32, lo: i32, span: u32) -> Vec<i16> {
-        let mut s = seed.wrapping_mul(2_654_435_761).wrapping_add(977);
-        (0..n)
-            .map(|_| {
-                s = s.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
-                (lo + ((s >> 8) % span) as i32) as i16
-            })
-            .collect()
-    }
-
-    /// The row against the two-pass path (sums per tap, then the requantization), on odd
-    /// lengths (whole groups of 32, a last block of 16, a tail) and tap counts, at the
-    /// extremes of centered 8-bit values, on the tier in use and on every tier this CPU has.
-    #[test]
-    fn row_equals_products_then_requantization() {
-        let tiers: Vec<Int8Isa> = Int8Isa::ALL.into_iter().filter(|t| t.available()).collect();
-        eprintln!(
-            "int8 tiers depthwise row: tested {}",
-            tiers.iter().map(|t| t.name()).collect::<Vec<_>>().join(" ")
-        );
-        for len in [
-            1usize, 3, 15, 16, 17, 31, 32, 33, 47, 48, 63, 64, 65, 80, 97, 768,
-        ] {
-            for ntaps in [1usize, 2, 3, 9, 25] {
-                let seed = (len * 31 + ntaps) as u32;
-                let xs: Vec<Vec<i16>> = (0..ntaps)
-                    .map(|t| {
-                        if t % 3 == 0 {
-                            vec![255; len + 5]
-                        } else {
-                            vals(len + 5, seed + t as u32, -255, 511)
-                        }
-                    })
-                    .collect();
-                let wv = vals(ntaps * len, seed + 99, -255, 511);
-                let w = |t: usize, i: usize| if t == 0 { -255 } else { wv[t * len + i] };
-                let bias: Vec<i32> = (0..len as i32).map(|i| i * 37 - 300).collect();
-                let scale: Vec<f32> = (0..len).map(|i| 1e-4 + 3e-6 * i as f32).collect();
-                let r = RequantRange {
-                    zero: -3.0,
-                    lo: -125.0,
-                    hi: 130.0,
-                };
-                let taps = DwTaps::new(ntaps, len, w).expect("taps");
-                let rq = DwRequant::new(&bias, &scale, r).expect("requant");
-                let rows: Vec<&[i16]> = xs.iter().map(Vec::as_slice).collect();
-                let mut acc = vec![0i32; len];
-                for (t, row) in rows.iter().enumerate() {
-                    let wt: Vec<i16> = (0..len).map(|i| w(t, i)).collect();
-                    accumulate_products(&mut acc, &row[..len], &wt);
-                }
-                let mut want = vec![0u8; len];
-                requantize_channels(&acc, &mut want, &bias, &scale, r);
-                let mut got = vec![0u8; len];
-                assert!(depthwise_row(&rows, &taps, &rq, &mut got));
-                assert_eq!(got, want, "len {len} taps {ntaps}");
-                for &isa in &tiers {
-                    let mut got = vec![0x5au8; len + 3];
-                    assert!(depthwise_row_on(isa, &rows, &taps, &rq, &mut got));
-                    assert_eq!(got[..len], want, "{}: len {len} taps {ntaps}", isa.name());
-                    assert_eq!(got[len..], [0x5a; 3], "{}: wrote past the row", isa.name());
-                }
-                let mut port = vec![0u8; len];
-                portable(&rows, &taps, &rq, &mut port, 0..len);
-                assert_eq!(port, want, "portable, len {len} taps {ntaps}");
-            }
-        }
-    }
-
-    #[test]
-    fn mismatched_operands_are_refused() {
-        let taps = DwTaps::new(2, 20, |_, _| 1).expect("taps");
-        let r = RequantRange {
-            zero: 0.0,
-            lo: -128.0,
-            hi: 127.0,
-        };
-        let rq = DwRequant::new(&[0; 20], &[1.0; 20], r).expect("requant");
-        let row = [0i16; 20];
-        let short = [0i16; 19];
-        let mut out = [0u8; 20];
-        assert!(!depthwise_row(&[&row], &taps, &rq, &mut out));
-        assert!(!depthwise_row(&[&row, &short], &taps, &rq, &mut out));
-        assert!(!depthwise_row(&[&row, &row], &taps, &rq, &mut out[..19]));
-        assert!(DwRequant::new(&[0; 3], &[1.0; 2], r).is_none());
-        assert!(depthwise_row(&[&row, &row], &taps, &rq, &mut out));
     }
 }

@@ -30,12 +30,11 @@
 //! activations' zero point folded into the bias; the layers whose centered weights fit i8
 //! run it where the tier has its tile ([`quads_in_use`]) and this pair GEMM elsewhere,
 //! with the same bytes. Not written: AVX-VNNI (`vpdpwssd`/`vpdpbusd` on 256-bit registers,
-//! CPUs with AVX-VNNI but no AVX-512). The depthwise row runs 32-value blocks on the
-//! AVX-512 tiers ([`depthwise`]).
+//! CPUs with AVX-VNNI but no AVX-512).
 //!
 //! [`requant`] holds TFLite's requantization rule applied to the sums; [`fused`] the GEMM
-//! that applies it in the tile's store; [`depthwise`] a channels-last depthwise output row
-//! with its requantization.
+//! that applies it in the tile's store; [`depthwise`] the channels-last depthwise
+//! convolution of runs of pixels, read in place, with its requantization.
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
@@ -43,6 +42,12 @@ mod avx2;
 mod avx512;
 pub mod channels;
 pub mod depthwise;
+#[cfg(test)]
+mod depthwise_tests;
+#[cfg(target_arch = "x86_64")]
+mod depthwise_vnni;
+#[cfg(target_arch = "x86_64")]
+mod depthwise_x86;
 pub mod fused;
 #[cfg(test)]
 mod fused_tests;
@@ -58,9 +63,12 @@ mod tests;
 mod tier_tests;
 
 #[cfg(test)]
-pub(crate) use channels::{accumulate_products, requantize_channels};
+pub(crate) use channels::requantize_channels;
 pub use channels::{center_i8, center_u8, RequantRange};
-pub use depthwise::{depthwise_row, depthwise_row_on, DwRequant, DwTaps};
+pub use depthwise::{
+    depthwise_pixels, depthwise_pixels_on, depthwise_rows, depthwise_rows_on, DwGeometry, DwLayer,
+    DwWeights,
+};
 pub use fused::{qgemm_requantized, qgemm_requantized_on, ColumnRequant};
 pub use quads::{
     has_quad_tile, quad_at, quad_gemm_requantized, quad_gemm_requantized_on, quads_in_use,

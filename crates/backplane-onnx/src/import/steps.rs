@@ -59,6 +59,9 @@ impl Importer<'_> {
                 return Ok(None);
             }
         }
+        if widens_large_8bit_constant(op, inputs) {
+            return Ok(None);
+        }
         // Ops that only relabel the shape fold without an evaluator.
         if matches!(
             op,
@@ -245,4 +248,32 @@ fn integer_weights(op: &Op, inputs: &[Arc<Tensor>]) -> bool {
                 backplane_core::DataType::I8 | backplane_core::DataType::U8
             )
         })
+}
+
+/// Least size (bytes of the 8-bit input) of a constant whose widening to int32 is kept as a
+/// layer rather than folded ([`widens_large_8bit_constant`]).
+const WIDENED_WEIGHTS_BYTES: usize = 1 << 16;
+
+/// Whether `op` casts a large 8-bit constant to a 32- or 64-bit integer: the weights of
+/// MatMulInteger and ConvInteger as they are lowered. Such a cast stays a layer: folded, the
+/// weights would be held four or eight times over from import on, where a backend that folds
+/// the integer product (CpuAcc) reads the bytes themselves.
+fn widens_large_8bit_constant(op: &Op, inputs: &[Arc<Tensor>]) -> bool {
+    let wide = matches!(
+        op,
+        Op::Cast {
+            to: backplane_core::DataType::I32 | backplane_core::DataType::I64,
+            ..
+        }
+    );
+    match inputs {
+        [x] => {
+            let i = x.info();
+            wide && matches!(
+                i.dtype,
+                backplane_core::DataType::I8 | backplane_core::DataType::U8
+            ) && i.shape.elements() >= WIDENED_WEIGHTS_BYTES
+        }
+        _ => false,
+    }
 }

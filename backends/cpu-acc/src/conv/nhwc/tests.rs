@@ -322,6 +322,11 @@ fn every_path_matches_the_definition() {
         Case { n: 1, c: 3, h: 9, w: 11, m: 19, k: 3, s: 2, p: 1, group: 1, nchw_in: true, residual: false, act: clip },
         Case { n: 2, c: 3, h: 1, w: 1, m: 8, k: 3, s: 2, p: 1, group: 1, nchw_in: true, residual: true, act: Activation::None },
         Case { n: 1, c: 2, h: 6, w: 5, m: 33, k: 5, s: 1, p: 2, group: 1, nchw_in: true, residual: false, act: Activation::Sigmoid },
+        // A MobileNet's and a ResNet's first layers (blocks of 32 and 16 output channels).
+        Case { n: 1, c: 3, h: 32, w: 29, m: 32, k: 3, s: 2, p: 1, group: 1, nchw_in: true, residual: false, act: clip },
+        Case { n: 2, c: 3, h: 17, w: 40, m: 16, k: 7, s: 2, p: 3, group: 1, nchw_in: true, residual: true, act: Activation::Relu },
+        Case { n: 1, c: 4, h: 10, w: 33, m: 48, k: 3, s: 1, p: 1, group: 1, nchw_in: true, residual: false, act: Activation::Sigmoid },
+        Case { n: 1, c: 1, h: 3, w: 70, m: 1, k: 3, s: 1, p: 0, group: 1, nchw_in: true, residual: true, act: clip },
         Case { n: 1, c: 37, h: 6, w: 40, m: 37, k: 3, s: 1, p: 1, group: 37, nchw_in: false, residual: true, act: clip },
         Case { n: 2, c: 12, h: 9, w: 9, m: 12, k: 3, s: 2, p: 1, group: 12, nchw_in: false, residual: false, act: Activation::Sigmoid },
         Case { n: 1, c: 5, h: 1, w: 1, m: 5, k: 3, s: 1, p: 1, group: 5, nchw_in: false, residual: false, act: Activation::Relu },
@@ -363,19 +368,13 @@ fn every_path_matches_the_definition() {
             let mut wl = workload(t, &wt, &b, threads);
             let want_kind = winograd(threads);
             assert_eq!(matches!(wl.kind, Kind::Winograd(_)), want_kind, "case {ci}");
+            // A region's first layer: output channels in lanes, with AVX-512.
+            let lanes = t.nchw_in && t.c <= 4 && simd::has_avx512();
+            assert_eq!(matches!(wl.kind, Kind::Lanes(_)), lanes, "case {ci}");
             for tiles in [wl.in_place_tiles, false] {
                 wl = wl.with_tiles(tiles);
                 let mut y = vec![f32::NAN; want.len()];
-                match &wl.kind {
-                    Kind::Pointwise(p) => wl.pointwise(p, &x, r, &mut y),
-                    Kind::Depthwise(taps) => wl.depthwise(taps, &x, r, &mut y),
-                    Kind::Im2col(p) => wl.im2col(p, &x, r, &mut y),
-                    Kind::Winograd(plan) => {
-                        let (th, g) = (&wl.threads, &wl.geo);
-                        plan.run(th, g, t.n, &x, &wl.bias, t.act, r, &mut y)
-                    }
-                }
-                .unwrap();
+                wl.compute(&x, r, &mut y).unwrap();
                 close(
                     &format!("case {ci} threads {threads} tiles {tiles}"),
                     &y,

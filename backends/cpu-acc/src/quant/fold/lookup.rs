@@ -7,7 +7,7 @@
 //! same tensor (SiLU's `x · sigmoid(x)`) then becomes one table too.
 
 use super::Chains;
-use crate::quant::binary::QBinaryDesc;
+use crate::quant::binary::{QBinaryDesc, QBinaryStage};
 use crate::quant::is_8bit;
 use crate::quant::lookup::{table, Func, QLookupDesc};
 use crate::quant::{QLINEAR_BINARY, QLINEAR_LOOKUP};
@@ -191,8 +191,8 @@ impl Chains<'_> {
 impl Chains<'_> {
     /// Two folded binary layers with constants of one shape, the second reading only the
     /// first's output (a batch norm's scale, then its shift and ReLU, as DenseNet's int8
-    /// blocks import): one layer whose per-constant tables are the composition of both
-    /// layers' own tables (the same bytes, one pass).
+    /// blocks import): one layer that computes both on each row in turn (the same bytes,
+    /// one pass, no 8-bit tensor between).
     pub(super) fn fuse_constant_binaries(&self, subs: &mut Vec<Substitution>) {
         merge_pairs(subs, |subs, k| self.composed(subs, k));
     }
@@ -221,16 +221,23 @@ impl Chains<'_> {
             return None;
         }
         let signed = |t: TensorId| info(t).dtype == DataType::I8;
-        let t1 = d1.const_tables(signed(x), signed(s)).ok()??;
-        let t2 = d2.const_tables(signed(s), signed(y)).ok()??;
-        let table: Vec<u8> = t1
-            .chunks_exact(256)
-            .zip(t2.chunks_exact(256))
-            .flat_map(|(a, b)| a.iter().map(move |&q| b.get(usize::from(q)).copied()))
-            .collect::<Option<_>>()?;
+        // Each layer of the chain, in order (either may be composed already).
+        let stages_of = |d: &QBinaryDesc, signed_in: bool, signed_out: bool| {
+            if d.stages.is_empty() {
+                vec![QBinaryStage {
+                    desc: d.clone(),
+                    signed_in,
+                    signed_out,
+                }]
+            } else {
+                d.stages.clone()
+            }
+        };
+        let mut stages = stages_of(&d1, signed(x), signed(s));
+        stages.extend(stages_of(&d2, signed(s), signed(y)));
         let desc = QBinaryDesc {
             a: d1.a,
-            tables: Some(table),
+            stages,
             ..d2
         };
         let op = Op::Custom(desc.to_op(info(y).clone()));

@@ -1,15 +1,17 @@
 //! Folding of `DequantizeLinear → ReduceMean over H and W (keepdims or not) |
 //! GlobalAveragePool → QuantizeLinear` on a 4-D per-tensor 8-bit tensor into the quantized
-//! mean ([`crate::quant::mean`]), and of the same chain around a 2-D `AveragePool` without
-//! padding into the quantized average pool. Where the `[N, C]` result then only goes through Keras's
+//! mean ([`crate::quant::mean`]), and of the same chain around a 2-D `AveragePool` or
+//! `MaxPool` (padded or not) into the quantized pool ([`crate::quant::pool`]). Where the `[N, C]` result then only goes through Keras's
 //! squeeze-excite reshape as the TFLite importer writes it (a `Reshape` to `[N, 1, 1, C]` of
 //! the 8-bit tensor, or within a QDQ pair of the same parameters, then the importer's
 //! `Transpose` to `[N, C, 1, 1]`), those layers go too: the mean writes `[N, C, 1, 1]`, the
 //! same bytes.
 
-use super::Chains;
+use super::{Chains, OutChain};
+use crate::quant::conv::clamp_range;
 use crate::quant::is_8bit;
-use crate::quant::mean::{QMeanDesc, QPoolDesc};
+use crate::quant::mean::QMeanDesc;
+use crate::quant::pool::QPoolDesc;
 use backplane_backend_api::{Substitution, ValueRef};
 use backplane_core::ops::{PoolKind, ReduceKind};
 use backplane_core::{LayerId, Op, TensorId};
@@ -66,8 +68,10 @@ impl Chains<'_> {
         Some(self.one_layer(replaced, op, vec![ValueRef::Existing(x.input)], y))
     }
 
-    /// Fold `DequantizeLinear → AveragePool → QuantizeLinear` (2-D windows without
-    /// padding or dilation, per-tensor 8-bit) into the quantized average pool.
+    /// Fold `DequantizeLinear → AveragePool | MaxPool → (Relu | Clip) → QuantizeLinear`
+    /// (2-D windows without dilation, padded or not, per-tensor 8-bit) into the quantized
+    /// pool; the activation becomes a clamp of the quantized result (quantization is
+    /// monotone, so clamping the bytes equals quantizing the clamped value).
     pub(super) fn fold_pool(&self, id: LayerId, used: &BTreeSet<LayerId>) -> Option<Substitution> {
         let layer = self.net.layer(id);
         let Op::Pool(p) = &layer.op else {
@@ -77,15 +81,15 @@ impl Chains<'_> {
             return None;
         };
         let dims = self.net.tensor(*xt).info.shape.dims();
-        if p.kind != PoolKind::Average || p.ceil_mode || dims.len() != 4 {
+        if dims.len() != 4 {
             return None;
         }
-        let geo = p.window.geometry(&dims[2..], false).ok()?;
-        let plain = geo.pads_begin.iter().chain(&geo.pads_end).all(|&v| v == 0)
-            && geo.dilations.iter().all(|&v| v == 1);
+        let geo = p.window.geometry(&dims[2..], p.ceil_mode).ok()?;
         let two = |v: &[usize]| -> Option<[usize; 2]> { <[usize; 2]>::try_from(v).ok() };
         let (kernel, strides) = (two(&geo.kernel)?, two(&geo.strides)?);
-        if !plain {
+        let ([pt, pl], [pb, pr]) = (two(&geo.pads_begin)?, two(&geo.pads_end)?);
+        // Every window must reach into the input (the pool never divides by zero).
+        if geo.dilations.iter().any(|&v| v != 1) || pt >= kernel[0] || pl >= kernel[1] {
             return None;
         }
         let x = self.dequantize(*xt, 1)?;
@@ -94,18 +98,28 @@ impl Chains<'_> {
         if x.scales.len() != 1 || !is_8bit(x_info.dtype) || !(sx > 0.0 && sx.is_finite()) {
             return None;
         }
-        let q = self.sole_consumer(self.single_output(id)?)?;
-        let (_, sy, zy) = self.quantizer(q)?;
-        let mut replaced = vec![id, q];
-        self.absorb_dequantizations(id, &[x.layer], used, &mut replaced)?;
-        let y = self.single_output(q)?;
+        let OutChain {
+            mut replaced,
+            y,
+            to,
+            q,
+            act,
+        } = self.quantized_output(id)?;
         let desc = QPoolDesc {
+            max: p.kind == PoolKind::Max,
             kernel,
             strides,
+            pads: [pt, pl, pb, pr],
+            count_include_pad: p.count_include_pad,
             x: (sx, zx),
-            y: (sy, zy),
+            y: q,
+            clamp: clamp_range(to, q, act.0, act.1),
             nhwc: false,
         };
+        if !desc.exact(x_info.dtype) {
+            return None;
+        }
+        self.absorb_dequantizations(id, &[x.layer], used, &mut replaced)?;
         let op = Op::Custom(desc.to_op(self.net.tensor(y).info.clone()));
         Some(self.one_layer(replaced, op, vec![ValueRef::Existing(x.input)], y))
     }

@@ -1,0 +1,456 @@
+//! The rows of the quantized binary layer ([`super::binary`]) as safe, autovectorizable
+//! bodies compiled per tier by the kernel crate's `multiversion!`: 16 elements at a time
+//! with AVX-512, eight with AVX2, one on the baseline.
+//!
+//! Each element takes exactly the f32 operations of the scalar rule (the unfolded chain's,
+//! in its order): `(q - z) as f32 · s` per input, the operation, the quotient by the output
+//! scale (a true division, not a product by the reciprocal), rounded half to even, the zero
+//! point added, the integer saturated to the clamp. Vector lanes perform the same IEEE
+//! operations as scalar code, so the bytes do not depend on the tier. A signed byte is
+//! widened as its bits flipped at the top (`q ^ 0x80`, unsigned) less 128, which is the
+//! same integer as `q as i8` and needs no per-element branch.
+
+use backplane_core::ops::BinaryOp;
+
+/// How one 8-bit operand dequantizes: `((q ^ flip) as i32 - zero) as f32 · scale`.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Deq {
+    /// 0x80 for int8 (whose `zero` then holds the zero point plus 128), else 0.
+    flip: u8,
+    zero: i32,
+    scale: f32,
+}
+
+impl Deq {
+    /// The dequantization of a signed (int8) or unsigned byte on scale and zero point
+    /// `(s, z)`; `None` when the shifted zero point does not fit an `i32`.
+    pub(super) fn new(signed: bool, (scale, z): (f32, i32)) -> Option<Deq> {
+        let (flip, zero) = if signed {
+            (0x80, z.checked_add(128)?)
+        } else {
+            (0, z)
+        };
+        Some(Deq { flip, zero, scale })
+    }
+
+    /// The dequantized value of byte `q`.
+    #[inline(always)]
+    pub(super) fn at(self, q: u8) -> f32 {
+        (i32::from(q ^ self.flip) - self.zero) as f32 * self.scale
+    }
+}
+
+/// How the real result becomes the output byte.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Req {
+    scale: f32,
+    zero: f32,
+    lo: f32,
+    hi: f32,
+}
+
+impl Req {
+    /// Output scale and zero point `(s, z)`, the result saturated to `clamp` (within the
+    /// output type's range; its low byte is the output byte for int8 and uint8 alike).
+    pub(super) fn new((scale, z): (f32, i32), clamp: (i32, i32)) -> Req {
+        Req {
+            scale,
+            zero: z as f32,
+            lo: clamp.0 as f32,
+            hi: clamp.1 as f32,
+        }
+    }
+
+    /// The output byte of `v`: the scalar rule's `(q as i32).clamp(lo, hi)` (a NaN as 0),
+    /// computed in f32 on integer values (exact below 2²⁴), then the integer's low byte
+    /// read from the bits of `q + 1.5·2²³` (its mantissa holds `q + 2²²`). A saturating
+    /// `as i32` would compile to one scalar conversion per lane.
+    #[inline(always)]
+    pub(super) fn at(self, v: f32) -> u8 {
+        // Clamp far outside the 8-bit range first: the rounding trick needs |v| < 2²².
+        let q = round_even((v / self.scale).clamp(-1e6, 1e6)) + self.zero;
+        let q = if q.is_nan() { 0.0 } else { q };
+        let q = q.max(self.lo).min(self.hi);
+        (q + MAGIC).to_bits() as u8
+    }
+}
+
+/// 1.5·2²³: added to an f32 of magnitude below 2²², rounds it to an integer (the mantissa's
+/// low bits then hold the integer plus 2²²).
+const MAGIC: f32 = 12_582_912.0;
+
+/// Round half to even for |v| < 2²², by the float adder: adding and taking away 1.5·2²³
+/// leaves the nearest integer under the default rounding mode (the same as
+/// `round_ties_even` on that range, and vectorizable).
+#[inline(always)]
+fn round_even(v: f32) -> f32 {
+    (v + MAGIC) - MAGIC
+}
+
+/// A row's parameters: the operation, both dequantizations and the requantization.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct RowKernel {
+    /// The operation.
+    pub op: BinaryOp,
+    /// The first input's dequantization.
+    pub a: Deq,
+    /// The second input's (unused with a constant operand).
+    pub b: Deq,
+    /// The output's requantization.
+    pub y: Req,
+    /// With a constant operand: it is the operation's first operand.
+    pub const_first: bool,
+}
+
+/// One f32 operation, monomorphized into each loop.
+trait F2 {
+    fn f(x: f32, z: f32) -> f32;
+}
+
+macro_rules! op2 {
+    ($name:ident, |$x:ident, $z:ident| $e:expr) => {
+        struct $name;
+        impl F2 for $name {
+            #[inline(always)]
+            fn f($x: f32, $z: f32) -> f32 {
+                $e
+            }
+        }
+    };
+}
+op2!(AddF, |x, z| x + z);
+op2!(SubF, |x, z| x - z);
+op2!(MulF, |x, z| x * z);
+op2!(MaxF, |x, z| x.max(z));
+op2!(MinF, |x, z| x.min(z));
+op2!(RSubF, |x, z| z - x);
+op2!(RAddF, |x, z| z + x);
+op2!(RMulF, |x, z| z * x);
+op2!(RMaxF, |x, z| z.max(x));
+op2!(RMinF, |x, z| z.min(x));
+
+/// Two 8-bit operands: `a` and `b` each hold the row's values or one value repeated.
+#[inline(always)]
+fn bytes_with<O: F2>(k: &RowKernel, a: &[u8], b: &[u8], y: &mut [u8]) {
+    let (da, db, r) = (k.a, k.b, k.y);
+    match (a, b) {
+        ([qa], [qb]) if y.len() > 1 => y.fill(r.at(O::f(da.at(*qa), db.at(*qb)))),
+        ([qa], _) if y.len() > 1 => {
+            let va = da.at(*qa);
+            for (o, &qb) in y.iter_mut().zip(b) {
+                *o = r.at(O::f(va, db.at(qb)));
+            }
+        }
+        (_, [qb]) if y.len() > 1 => {
+            let vb = db.at(*qb);
+            for (o, &qa) in y.iter_mut().zip(a) {
+                *o = r.at(O::f(da.at(qa), vb));
+            }
+        }
+        _ => {
+            for ((o, &qa), &qb) in y.iter_mut().zip(a).zip(b) {
+                *o = r.at(O::f(da.at(qa), db.at(qb)));
+            }
+        }
+    }
+}
+
+/// An 8-bit operand `a` and f32 constants `c` (the operation's second operand as `O`
+/// writes it): each holds the row's values or one value repeated.
+#[inline(always)]
+fn consts_with<O: F2>(k: &RowKernel, a: &[u8], c: &[f32], y: &mut [u8]) {
+    let (da, r) = (k.a, k.y);
+    match (a, c) {
+        (_, [kc]) if y.len() > 1 => {
+            for (o, &qa) in y.iter_mut().zip(a) {
+                *o = r.at(O::f(da.at(qa), *kc));
+            }
+        }
+        ([qa], _) if y.len() > 1 => {
+            let va = da.at(*qa);
+            for (o, &kc) in y.iter_mut().zip(c) {
+                *o = r.at(O::f(va, kc));
+            }
+        }
+        _ => {
+            for ((o, &qa), &kc) in y.iter_mut().zip(a).zip(c) {
+                *o = r.at(O::f(da.at(qa), kc));
+            }
+        }
+    }
+}
+
+/// [`consts_with`] on the row `y` in place: `y` holds the row's 8-bit operand (a row, not
+/// one value repeated), `c` the constants (the row's, or one repeated).
+#[inline(always)]
+fn consts_in_place<O: F2>(k: &RowKernel, c: &[f32], y: &mut [u8]) {
+    let (da, r) = (k.a, k.y);
+    match c {
+        [kc] => {
+            for o in y.iter_mut() {
+                *o = r.at(O::f(da.at(*o), *kc));
+            }
+        }
+        _ => {
+            for (o, &kc) in y.iter_mut().zip(c) {
+                *o = r.at(O::f(da.at(*o), kc));
+            }
+        }
+    }
+}
+
+/// [`const_row_in_place`]'s body.
+#[inline(always)]
+fn const_row_in_place_body(k: &RowKernel, c: &[f32], y: &mut [u8]) {
+    match (k.op, k.const_first) {
+        (BinaryOp::Add, false) => consts_in_place::<AddF>(k, c, y),
+        (BinaryOp::Add, true) => consts_in_place::<RAddF>(k, c, y),
+        (BinaryOp::Sub, false) => consts_in_place::<SubF>(k, c, y),
+        (BinaryOp::Sub, true) => consts_in_place::<RSubF>(k, c, y),
+        (BinaryOp::Mul, false) => consts_in_place::<MulF>(k, c, y),
+        (BinaryOp::Mul, true) => consts_in_place::<RMulF>(k, c, y),
+        (BinaryOp::Max, false) => consts_in_place::<MaxF>(k, c, y),
+        (BinaryOp::Max, true) => consts_in_place::<RMaxF>(k, c, y),
+        (BinaryOp::Min, false) => consts_in_place::<MinF>(k, c, y),
+        (BinaryOp::Min, true) => consts_in_place::<RMinF>(k, c, y),
+        // Not folded (`foldable`).
+        (BinaryOp::Div | BinaryOp::Pow, _) => {}
+    }
+}
+
+/// [`binary_row`]'s body.
+#[inline(always)]
+fn binary_row_body(k: &RowKernel, a: &[u8], b: &[u8], y: &mut [u8]) {
+    match k.op {
+        BinaryOp::Add => bytes_with::<AddF>(k, a, b, y),
+        BinaryOp::Sub => bytes_with::<SubF>(k, a, b, y),
+        BinaryOp::Mul => bytes_with::<MulF>(k, a, b, y),
+        BinaryOp::Max => bytes_with::<MaxF>(k, a, b, y),
+        BinaryOp::Min => bytes_with::<MinF>(k, a, b, y),
+        // Not folded (`foldable`).
+        BinaryOp::Div | BinaryOp::Pow => {}
+    }
+}
+
+/// [`const_row`]'s body.
+#[inline(always)]
+fn const_row_body(k: &RowKernel, a: &[u8], c: &[f32], y: &mut [u8]) {
+    match (k.op, k.const_first) {
+        (BinaryOp::Add, false) => consts_with::<AddF>(k, a, c, y),
+        (BinaryOp::Add, true) => consts_with::<RAddF>(k, a, c, y),
+        (BinaryOp::Sub, false) => consts_with::<SubF>(k, a, c, y),
+        (BinaryOp::Sub, true) => consts_with::<RSubF>(k, a, c, y),
+        (BinaryOp::Mul, false) => consts_with::<MulF>(k, a, c, y),
+        (BinaryOp::Mul, true) => consts_with::<RMulF>(k, a, c, y),
+        (BinaryOp::Max, false) => consts_with::<MaxF>(k, a, c, y),
+        (BinaryOp::Max, true) => consts_with::<RMaxF>(k, a, c, y),
+        (BinaryOp::Min, false) => consts_with::<MinF>(k, a, c, y),
+        (BinaryOp::Min, true) => consts_with::<RMinF>(k, a, c, y),
+        // Not folded (`foldable`).
+        (BinaryOp::Div | BinaryOp::Pow, _) => {}
+    }
+}
+
+backplane_cpu_kernels::multiversion! {
+    /// One output row of two 8-bit operands, each the row's values or one value repeated.
+    pub(super) fn binary_row(k: &RowKernel, a: &[u8], b: &[u8], y: &mut [u8]) => binary_row_body;
+}
+
+backplane_cpu_kernels::multiversion! {
+    /// One output row of an 8-bit operand and f32 constants, each the row's values or one
+    /// value repeated.
+    pub(super) fn const_row(k: &RowKernel, a: &[u8], c: &[f32], y: &mut [u8]) => const_row_body;
+}
+
+backplane_cpu_kernels::multiversion! {
+    /// One row of a composed chain's later layer, in place: `y` holds the previous layer's
+    /// output row, `c` the constants (the row's or one repeated).
+    pub(super) fn const_row_in_place(k: &RowKernel, c: &[f32], y: &mut [u8]) => const_row_in_place_body;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The chain's rule, written plainly: widen, dequantize, operate, quantize.
+    fn chain(
+        op: BinaryOp,
+        signed: [bool; 3],
+        p: [(f32, i32); 3],
+        clamp: (i32, i32),
+        q: [u8; 2],
+    ) -> u8 {
+        let w = |s: bool, b: u8| if s { i32::from(b as i8) } else { i32::from(b) };
+        let x = (w(signed[0], q[0]) - p[0].1) as f32 * p[0].0;
+        let z = (w(signed[1], q[1]) - p[1].1) as f32 * p[1].0;
+        let v = match op {
+            BinaryOp::Add => x + z,
+            BinaryOp::Sub => x - z,
+            BinaryOp::Mul => x * z,
+            BinaryOp::Max => x.max(z),
+            BinaryOp::Min => x.min(z),
+            BinaryOp::Div | BinaryOp::Pow => f32::NAN,
+        };
+        let r = f64::from((v / p[2].0).round_ties_even()) + f64::from(p[2].1);
+        let r = r.clamp(f64::from(clamp.0), f64::from(clamp.1)) as i32;
+        if signed[2] {
+            (r as i8) as u8
+        } else {
+            r as u8
+        }
+    }
+
+    const OPS: [BinaryOp; 5] = [
+        BinaryOp::Add,
+        BinaryOp::Sub,
+        BinaryOp::Mul,
+        BinaryOp::Max,
+        BinaryOp::Min,
+    ];
+
+    /// Scale and zero point of a, b and y, and the clamp.
+    type Setting = ([(f32, i32); 3], (i32, i32));
+
+    /// Scales, zero points and clamps per signedness: extreme zero points, tiny and large
+    /// scales, a fused Relu's clamp.
+    fn settings(signed: [bool; 3]) -> Vec<Setting> {
+        let z = |s: bool, k: usize| match (s, k) {
+            (true, 0) => -128,
+            (true, 1) => 127,
+            (true, _) => 3,
+            (false, 0) => 0,
+            (false, 1) => 255,
+            (false, _) => 131,
+        };
+        let range = if signed[2] { (-128, 127) } else { (0, 255) };
+        (0..3)
+            .map(|k| {
+                let p = [
+                    ([0.0173, 1e-5, 0.5][k], z(signed[0], k)),
+                    ([0.0219, 3e-5, 0.25][k], z(signed[1], (k + 1) % 3)),
+                    ([0.031, 7e-6, 1.7][k], z(signed[2], (k + 2) % 3)),
+                ];
+                let clamp = if k == 2 {
+                    (p[2].1.max(range.0), range.1)
+                } else {
+                    range
+                };
+                (p, clamp)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_byte_pair_equals_the_chain() {
+        let signs = [
+            [false, false, false],
+            [true, true, true],
+            [true, false, true],
+            [false, true, false],
+        ];
+        // Every pair once, a then b.
+        let a: Vec<u8> = (0..65536u32).map(|i| (i >> 8) as u8).collect();
+        let b: Vec<u8> = (0..65536u32).map(|i| i as u8).collect();
+        for signed in signs {
+            for (p, clamp) in settings(signed) {
+                for op in OPS {
+                    let k = RowKernel {
+                        op,
+                        a: Deq::new(signed[0], p[0]).unwrap_or_else(|| unreachable!()),
+                        b: Deq::new(signed[1], p[1]).unwrap_or_else(|| unreachable!()),
+                        y: Req::new(p[2], clamp),
+                        const_first: false,
+                    };
+                    let want: Vec<u8> = a
+                        .iter()
+                        .zip(&b)
+                        .map(|(&x, &z)| chain(op, signed, p, clamp, [x, z]))
+                        .collect();
+                    let mut got = vec![0u8; a.len()];
+                    binary_row(&k, &a, &b, &mut got);
+                    assert!(got == want, "{op:?} {signed:?} {p:?} (best tier)");
+                    got.fill(0);
+                    binary_row_body(&k, &a, &b, &mut got);
+                    assert!(got == want, "{op:?} {signed:?} {p:?} (baseline)");
+                    // One operand repeated over rows of odd lengths.
+                    for len in [1, 2, 17, 257] {
+                        for q in [0u8, 1, 127, 128, 255] {
+                            let row = &b[..len];
+                            let mut y = vec![0u8; len];
+                            binary_row(&k, &[q], row, &mut y);
+                            let w: Vec<u8> = row
+                                .iter()
+                                .map(|&z| chain(op, signed, p, clamp, [q, z]))
+                                .collect();
+                            assert_eq!(y, w, "{op:?} a={q} len {len}");
+                            binary_row(&k, row, &[q], &mut y);
+                            let w: Vec<u8> = row
+                                .iter()
+                                .map(|&x| chain(op, signed, p, clamp, [x, q]))
+                                .collect();
+                            assert_eq!(y, w, "{op:?} b={q} len {len}");
+                            binary_row(&k, &[q], &[row[len - 1]], &mut y);
+                            let one = chain(op, signed, p, clamp, [q, row[len - 1]]);
+                            assert!(y.iter().all(|&v| v == one), "{op:?} both repeated");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn constant_rows_equal_the_chain() {
+        let a: Vec<u8> = (0..=255u8).cycle().take(256 * 7 + 3).collect();
+        let consts: Vec<f32> = (0..a.len()).map(|i| (i as f32 - 900.0) * 0.0137).collect();
+        for signed in [
+            [false, false, false],
+            [true, false, true],
+            [true, false, false],
+        ] {
+            for (p, clamp) in settings(signed) {
+                for op in OPS {
+                    for first in [false, true] {
+                        let k = RowKernel {
+                            op,
+                            a: Deq::new(signed[0], p[0]).unwrap_or_else(|| unreachable!()),
+                            b: Deq::new(false, (1.0, 0)).unwrap_or_else(|| unreachable!()),
+                            y: Req::new(p[2], clamp),
+                            const_first: first,
+                        };
+                        let one = |q: u8, c: f32| {
+                            let w = if signed[0] {
+                                i32::from(q as i8)
+                            } else {
+                                i32::from(q)
+                            };
+                            let x = (w - p[0].1) as f32 * p[0].0;
+                            let v = match (op, first) {
+                                (BinaryOp::Add, _) => x + c,
+                                (BinaryOp::Sub, false) => x - c,
+                                (BinaryOp::Sub, true) => c - x,
+                                (BinaryOp::Mul, _) => x * c,
+                                (BinaryOp::Max, _) => x.max(c),
+                                _ => x.min(c),
+                            };
+                            let r = f64::from((v / p[2].0).round_ties_even()) + f64::from(p[2].1);
+                            let r = r.clamp(f64::from(clamp.0), f64::from(clamp.1)) as i32;
+                            r as u8
+                        };
+                        let mut y = vec![0u8; a.len()];
+                        const_row(&k, &a, &consts, &mut y);
+                        let w: Vec<u8> = a.iter().zip(&consts).map(|(&q, &c)| one(q, c)).collect();
+                        assert!(y == w, "{op:?} {signed:?} first {first}");
+                        const_row(&k, &a, &consts[5..6], &mut y);
+                        let w: Vec<u8> = a.iter().map(|&q| one(q, consts[5])).collect();
+                        assert!(y == w, "{op:?} {signed:?} first {first}, one constant");
+                        let mut y = vec![0u8; 257];
+                        const_row(&k, &a[9..10], &consts[..257], &mut y);
+                        let w: Vec<u8> = consts[..257].iter().map(|&c| one(a[9], c)).collect();
+                        assert!(y == w, "{op:?} {signed:?} first {first}, one byte");
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,507 @@
+//! The quantized 2-D pools (custom `QLinearPool`, made by [`super::fold`] from
+//! `DequantizeLinear → AveragePool | MaxPool → QuantizeLinear`, per tensor on 8-bit types):
+//! DenseNet's transitions, Inception's padded 3×3 average pools and max pools, ResNet's
+//! stem pool, NCHW or channels-last (inside a region, [`super::region`]), with padding
+//! (counted in the average or not, as ONNX's `count_include_pad`; TFLite's SAME padding is
+//! not counted), strides and `ceil_mode`.
+//!
+//! **Average.** CpuRef sums a window's dequantized values `t = (q - z) as f32 · s` in f64 in
+//! row-major tap order. Every such sum is exact: each nonzero `t` is a multiple of the unit
+//! in the last place of `s` (its magnitude is at least `s`), and below `2 · |q - z|max · s`,
+//! so a sum of `taps` of them is an integer number of those units below
+//! `taps · |q - z|max · 2²⁵`, representable in f64 while `taps · |q - z|max ≤ 2²⁸` (the
+//! plan checks it). An exact sum does not depend on the order of the additions, so the pool
+//! is computed separably, with vector lanes over the channels (or the columns, NCHW): each
+//! output row first sums its window's input rows column by column, then each output pixel
+//! sums its window's columns. The quotient by the tap count (in f64, rounded to f32) and the
+//! quantization (the f32 quotient by the output scale, rounded half to even, the zero point
+//! added, saturated) are CpuRef's, so the bytes equal CpuRef's chain.
+//!
+//! **Max.** The dequantization is monotone (`s > 0`), so the largest dequantized value of a
+//! window is that of its largest byte; the pool takes the bytes' maximum (unsigned order,
+//! int8 bytes with their top bit flipped) and maps it through a 256-entry table of
+//! `quantize(dequantize(q))` (skipped where that is the identity, as when both sides share
+//! one scale and zero point).
+//!
+//! A fused Relu or Clip is a clamp of the output bytes. Every window holds an input tap (the
+//! fold takes begin pads narrower than the window), so no average divides by zero.
+
+use super::binary_rows::{Deq, Req};
+use super::{is_8bit, payload_of, range, QLINEAR_POOL};
+use crate::io::Io;
+use crate::plan::{done, Plan};
+use crate::threads::Threads;
+use backplane_backend_api::{BackendError, LayerDesc, Result, Workload};
+use backplane_core::ops::CustomOp;
+use backplane_core::{DataType, TensorInfo, TensorView, TensorViewMut};
+
+/// What a folded 2-D pool computes (its custom op's payload).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct QPoolDesc {
+    /// Max pooling (else average).
+    pub max: bool,
+    /// The window.
+    pub kernel: [usize; 2],
+    /// The strides.
+    pub strides: [usize; 2],
+    /// Padding: top, left, bottom, right (the resolved geometry's, `ceil_mode` included in
+    /// the output's size).
+    pub pads: [usize; 4],
+    /// The average divides by the taps inside the padded input (else inside the input).
+    pub count_include_pad: bool,
+    /// Scale and zero point of the input.
+    pub x: (f32, i32),
+    /// Scale and zero point of the output.
+    pub y: (f32, i32),
+    /// The fused activation's range in output units.
+    pub clamp: (i32, i32),
+    /// Input and output are `[N, H, W, C]` (else `[N, C, H, W]`).
+    pub nhwc: bool,
+}
+
+impl QPoolDesc {
+    /// The custom op, with output `y`.
+    pub(crate) fn to_op(&self, y: TensorInfo) -> CustomOp {
+        super::custom_op(QLINEAR_POOL, self, y)
+    }
+
+    /// The description [`QPoolDesc::to_op`] put in the custom op.
+    pub(crate) fn decode(c: &CustomOp) -> std::result::Result<QPoolDesc, String> {
+        payload_of(c, QLINEAR_POOL)
+    }
+
+    /// Whether an average over these windows of `dt` bytes sums exactly in f64 (see the
+    /// module doc): `taps · |q - z|max ≤ 2²⁸`. Always true for max pooling.
+    pub(crate) fn exact(&self, dt: DataType) -> bool {
+        let (lo, hi) = range(dt);
+        let far = (i64::from(lo) - i64::from(self.x.1))
+            .abs()
+            .max((i64::from(hi) - i64::from(self.x.1)).abs()) as u64;
+        let taps = self.kernel[0] as u64 * self.kernel[1] as u64;
+        self.max || taps.saturating_mul(far) <= 1 << 28
+    }
+}
+
+/// The in-window taps of one axis: the output position's window `[o·s - pb, o·s - pb + k)`
+/// clipped to the input `[0, n)` (`lo..hi`, possibly empty), and the taps inside the
+/// padded input (`[0, n + pe)` after the begin padding) that `count_include_pad` counts.
+#[derive(Debug, Clone, Copy)]
+struct Span {
+    lo: usize,
+    hi: usize,
+    padded: usize,
+}
+
+/// One axis of the pool: input size, window, stride, pads.
+#[derive(Debug, Clone, Copy)]
+struct Axis {
+    n: usize,
+    k: usize,
+    s: usize,
+    pb: usize,
+    pe: usize,
+}
+
+impl Axis {
+    fn span(self, o: usize) -> Span {
+        let start = o * self.s;
+        let end = start + self.k;
+        let lo = start.max(self.pb).min(self.pb + self.n) - self.pb;
+        let hi = end.max(self.pb).min(self.pb + self.n) - self.pb;
+        let padded = end.min(self.pb + self.n + self.pe).saturating_sub(start);
+        Span { lo, hi, padded }
+    }
+
+    /// Whether `o` outputs fit: each window starts inside the padded input and reaches
+    /// into the input (the begin padding is narrower than the window), and the count is
+    /// what the floor or ceiling rule gives.
+    fn fits(self, o: usize) -> bool {
+        let full = self.n + self.pb + self.pe;
+        if self.k == 0 || self.s == 0 || full < self.k || o == 0 || self.pb >= self.k {
+            return false;
+        }
+        let floor = (full - self.k) / self.s + 1;
+        let ceil = (full - self.k).div_ceil(self.s) + 1;
+        (o == floor || o == ceil) && (o - 1) * self.s < self.n + self.pb
+    }
+}
+
+/// The plan of a folded pool: 4-D 8-bit input and output of the window's geometry.
+pub(super) fn plan_pool<'a>(
+    c: &'a CustomOp,
+    layer: &'a LayerDesc,
+) -> std::result::Result<Plan<'a>, String> {
+    let d = QPoolDesc::decode(c)?;
+    let [x] = layer.inputs.as_slice() else {
+        return Err(format!("{QLINEAR_POOL} takes one input"));
+    };
+    let y = layer.outputs.first().ok_or("no output")?;
+    if !is_8bit(x.dtype) || !is_8bit(y.dtype) {
+        return Err(format!(
+            "{QLINEAR_POOL}: {} to {}, not 8-bit",
+            x.dtype, y.dtype
+        ));
+    }
+    let (&[n, a1, a2, a3], &[yn, b1, b2, b3]) = (x.shape.dims(), y.shape.dims()) else {
+        return Err(format!("{QLINEAR_POOL}: 4-D tensors expected"));
+    };
+    // [channels, height, width] of input and output.
+    let (xi, yo) = if d.nhwc {
+        ([a3, a1, a2], [b3, b1, b2])
+    } else {
+        ([a1, a2, a3], [b1, b2, b3])
+    };
+    let [pt, pl, pb, pr] = d.pads;
+    let rows = Axis {
+        n: xi[1],
+        k: d.kernel[0],
+        s: d.strides[0],
+        pb: pt,
+        pe: pb,
+    };
+    let cols = Axis {
+        n: xi[2],
+        k: d.kernel[1],
+        s: d.strides[1],
+        pb: pl,
+        pe: pr,
+    };
+    if yn != n || xi[0] != yo[0] || !rows.fits(yo[1]) || !cols.fits(yo[2]) {
+        return Err(format!(
+            "{QLINEAR_POOL}: output {} for input {}",
+            y.shape, x.shape
+        ));
+    }
+    if !d.exact(x.dtype) {
+        return Err(format!(
+            "{QLINEAR_POOL}: window and zero point too large for an exact sum"
+        ));
+    }
+    let signed = x.dtype == DataType::I8;
+    let (lo, hi) = range(y.dtype);
+    if d.clamp.0 < lo || d.clamp.1 > hi || d.clamp.0 > d.clamp.1 {
+        return Err(format!("{QLINEAR_POOL}: clamp outside the output type"));
+    }
+    let req = Req::new(d.y, d.clamp);
+    let deq = |b: u8| (super::widen(signed, b) - d.x.1) as f32 * d.x.0;
+    // Max pooling: the output byte of each (unflipped) input byte, and of -inf.
+    let table: Vec<u8> = (0..=255u8).map(|b| req.at(deq(b))).collect();
+    let identity = table.iter().enumerate().all(|(i, &v)| usize::from(v) == i);
+    let p = Pool {
+        max: d.max,
+        include_pad: d.count_include_pad,
+        // NCHW: each channel plane an image of one lane.
+        lanes: if d.nhwc { xi[0] } else { 1 },
+        rows,
+        cols,
+        out: [yo[1], yo[2]],
+        flip: if signed { 0x80 } else { 0 },
+        deq: Deq::new(signed, d.x).ok_or("zero point out of range")?,
+        req,
+        table: (!identity).then_some(table),
+    };
+    Ok(Plan::new(move |io, th| done(Pooling { io, p, th })))
+}
+
+/// The planned pool.
+struct Pool {
+    max: bool,
+    include_pad: bool,
+    /// Values per pixel (the channels channels-last, else 1).
+    lanes: usize,
+    rows: Axis,
+    cols: Axis,
+    out: [usize; 2],
+    /// 0x80 for int8 input: the bytes' order as unsigned bytes.
+    flip: u8,
+    deq: Deq,
+    req: Req,
+    /// Max pooling: the output byte of each input byte, unless that is the identity.
+    table: Option<Vec<u8>>,
+}
+
+/// The pool, planned.
+struct Pooling {
+    io: Io,
+    p: Pool,
+    th: Threads,
+}
+
+/// A scratch row, allocated fallibly.
+fn scratch<T: Clone>(io: &Io, len: usize, v: T) -> Result<Vec<T>> {
+    let mut s = Vec::new();
+    s.try_reserve_exact(len)
+        .map_err(|e| io.error(format!("scratch of {len} values: {e}")))?;
+    s.resize(len, v);
+    Ok(s)
+}
+
+impl Pool {
+    /// Output rows `first..` of the flattened `images × out[0]` rows into `y` (whole rows).
+    fn average_rows(&self, io: &Io, x: &[u8], first: usize, y: &mut [u8]) -> Result<()> {
+        let (c, [oh, ow]) = (self.lanes, self.out);
+        let (w, image) = (self.cols.n * c, self.rows.n * self.cols.n * c);
+        let mut colsum = scratch(io, w, 0f64)?;
+        let mut sums = scratch(io, ow * c, 0f64)?;
+        let mut counts = scratch(io, ow * c, 0f64)?;
+        let missing = || io.error("input too short".into());
+        for (ox, px) in counts.chunks_mut(c.max(1)).enumerate() {
+            let s = self.cols.span(ox);
+            let n = if self.include_pad {
+                s.padded
+            } else {
+                s.hi - s.lo
+            };
+            px.fill(n as f64);
+        }
+        for (k, yr) in y.chunks_mut(ow * c).enumerate() {
+            let r = first + k;
+            let (img, oy) = (r / oh, r % oh);
+            let s = self.rows.span(oy);
+            colsum.fill(0.0);
+            for iy in s.lo..s.hi {
+                let at = img * image + iy * w;
+                let row = x.get(at..at + w).ok_or_else(missing)?;
+                deq_add_row(self.deq, row, &mut colsum);
+            }
+            sums.fill(0.0);
+            self.columns(&colsum, &mut sums, add_rows);
+            let rows = if self.include_pad {
+                s.padded
+            } else {
+                s.hi - s.lo
+            };
+            quantize_row(self.req, rows as f64, &sums, &counts, yr);
+        }
+        Ok(())
+    }
+
+    /// Each output pixel of a row: `combine(acc, column)` of its window's in-bounds
+    /// columns of `cols` (pixels of `lanes` values) into `out` (the output row).
+    fn columns<T>(&self, cols: &[T], out: &mut [T], combine: fn(&mut [T], &[T])) {
+        let (c, ow, ax) = (self.lanes, self.out[1], self.cols);
+        if ax.s == 1 {
+            // Stride 1: each window column is one contiguous run of output pixels.
+            for kx in 0..ax.k {
+                // Output pixels whose column `ox + kx - pb` is inside the input.
+                let lo = ax.pb.saturating_sub(kx).min(ow);
+                let hi = (ax.n + ax.pb).saturating_sub(kx).min(ow).max(lo);
+                let from = (lo + kx).saturating_sub(ax.pb) * c;
+                if let (Some(o), Some(i)) = (
+                    out.get_mut(lo * c..hi * c),
+                    cols.get(from..from + (hi - lo) * c),
+                ) {
+                    combine(o, i);
+                }
+            }
+            return;
+        }
+        for (ox, o) in out.chunks_mut(c).enumerate().take(ow) {
+            let s = ax.span(ox);
+            for ix in s.lo..s.hi {
+                if let Some(i) = cols.get(ix * c..(ix + 1) * c) {
+                    combine(o, i);
+                }
+            }
+        }
+    }
+
+    /// Max pooling's output rows, as [`Pool::average_rows`].
+    fn max_rows(&self, io: &Io, x: &[u8], first: usize, y: &mut [u8]) -> Result<()> {
+        let (c, [oh, ow]) = (self.lanes, self.out);
+        let (w, image) = (self.cols.n * c, self.rows.n * self.cols.n * c);
+        let mut colmax = scratch(io, w, 0u8)?;
+        let missing = || io.error("input too short".into());
+        for (k, yr) in y.chunks_mut(ow * c).enumerate() {
+            let r = first + k;
+            let (img, oy) = (r / oh, r % oh);
+            let s = self.rows.span(oy);
+            colmax.fill(0);
+            for iy in s.lo..s.hi {
+                let at = img * image + iy * w;
+                let row = x.get(at..at + w).ok_or_else(missing)?;
+                max_flipped_row(self.flip, row, &mut colmax);
+            }
+            yr.fill(0);
+            self.columns(&colmax, yr, max_rows);
+            // Back to the input's bytes, then the output's.
+            match &self.table {
+                Some(t) => {
+                    for v in yr.iter_mut() {
+                        *v = t[usize::from(*v ^ self.flip)];
+                    }
+                }
+                None => flip_row(self.flip, yr),
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Workload for Pooling {
+    fn execute(&self, inputs: &[TensorView<'_>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
+        self.io.check(inputs, outputs)?;
+        let missing = || BackendError::Execution(format!("{}: missing buffer", self.io.layer));
+        let x = inputs.first().ok_or_else(missing)?.data;
+        let y = &mut outputs.first_mut().ok_or_else(missing)?.data;
+        let p = &self.p;
+        let row = p.out[1] * p.lanes;
+        if row == 0 || y.is_empty() {
+            return Ok(());
+        }
+        // Whole output rows per chunk.
+        let chunk = self.th.chunk_size(y.len(), 8 * 1024, row);
+        self.th.chunks(y, chunk, |i, yc| {
+            let first = i * chunk / row;
+            if p.max {
+                p.max_rows(&self.io, x, first, yc)
+            } else {
+                p.average_rows(&self.io, x, first, yc)
+            }
+        })
+    }
+}
+
+/// `acc[i] += f64(dequantize(x[i]))`.
+#[inline(always)]
+fn deq_add_row_body(d: Deq, x: &[u8], acc: &mut [f64]) {
+    for (a, &q) in acc.iter_mut().zip(x) {
+        *a += f64::from(d.at(q));
+    }
+}
+
+/// `acc[i] += v[i]`.
+#[inline(always)]
+fn add_rows_body(acc: &mut [f64], v: &[f64]) {
+    for (a, &b) in acc.iter_mut().zip(v) {
+        *a += b;
+    }
+}
+
+/// `y[i] = quantize((sums[i] / (rows · counts[i])) as f32)`.
+#[inline(always)]
+fn quantize_row_body(r: Req, rows: f64, sums: &[f64], counts: &[f64], y: &mut [u8]) {
+    for ((o, &s), &n) in y.iter_mut().zip(sums).zip(counts) {
+        *o = r.at((s / (rows * n)) as f32);
+    }
+}
+
+/// `acc[i] = max(acc[i], x[i] ^ flip)`.
+#[inline(always)]
+fn max_flipped_row_body(flip: u8, x: &[u8], acc: &mut [u8]) {
+    for (a, &q) in acc.iter_mut().zip(x) {
+        *a = (*a).max(q ^ flip);
+    }
+}
+
+/// `acc[i] = max(acc[i], v[i])`.
+#[inline(always)]
+fn max_rows_body(acc: &mut [u8], v: &[u8]) {
+    for (a, &b) in acc.iter_mut().zip(v) {
+        *a = (*a).max(b);
+    }
+}
+
+/// `y[i] ^= flip`.
+#[inline(always)]
+fn flip_row_body(flip: u8, y: &mut [u8]) {
+    for v in y.iter_mut() {
+        *v ^= flip;
+    }
+}
+
+backplane_cpu_kernels::multiversion! {
+    /// Add a row's dequantized bytes to f64 sums.
+    fn deq_add_row(d: Deq, x: &[u8], acc: &mut [f64]) => deq_add_row_body;
+}
+backplane_cpu_kernels::multiversion! {
+    /// Add f64 values to sums.
+    fn add_rows(acc: &mut [f64], v: &[f64]) => add_rows_body;
+}
+backplane_cpu_kernels::multiversion! {
+    /// Quantize a row of averages.
+    fn quantize_row(r: Req, rows: f64, sums: &[f64], counts: &[f64], y: &mut [u8])
+        => quantize_row_body;
+}
+backplane_cpu_kernels::multiversion! {
+    /// Fold a row of bytes (top bit flipped) into a running maximum.
+    fn max_flipped_row(flip: u8, x: &[u8], acc: &mut [u8]) => max_flipped_row_body;
+}
+backplane_cpu_kernels::multiversion! {
+    /// Fold a row of bytes into a running maximum.
+    fn max_rows(acc: &mut [u8], v: &[u8]) => max_rows_body;
+}
+backplane_cpu_kernels::multiversion! {
+    /// Flip the top bit of each byte (or not).
+    fn flip_row(flip: u8, y: &mut [u8]) => flip_row_body;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each output's in-bounds taps and taps inside the padded input, counted one by one
+    /// as CpuRef does, against the spans.
+    #[test]
+    fn spans_count_the_taps_as_cpu_ref() {
+        for n in [1, 2, 5, 13] {
+            for k in 1..=4 {
+                for s in 1..=3 {
+                    for pb in 0..k {
+                        for pe in 0..=k {
+                            let ax = Axis { n, k, s, pb, pe };
+                            let full = n + pb + pe;
+                            if full < k {
+                                continue;
+                            }
+                            let floor = (full - k) / s + 1;
+                            let ceil = (full - k).div_ceil(s) + 1;
+                            for o_count in [floor, ceil] {
+                                if !ax.fits(o_count) {
+                                    continue;
+                                }
+                                for o in 0..o_count {
+                                    let taps = (0..k).map(|t| o * s + t);
+                                    let inside: Vec<usize> = taps
+                                        .clone()
+                                        .filter(|&p| p >= pb && p < pb + n)
+                                        .map(|p| p - pb)
+                                        .collect();
+                                    let padded = taps.filter(|&p| p < pb + n + pe).count();
+                                    let sp = ax.span(o);
+                                    let got: Vec<usize> = (sp.lo..sp.hi).collect();
+                                    assert_eq!(got, inside, "{ax:?} o {o}");
+                                    assert_eq!(sp.padded, padded, "{ax:?} o {o}");
+                                    assert!(sp.hi > sp.lo, "{ax:?} o {o}: no input tap");
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn exact_sums_bound_the_window() {
+        let d = |kernel: [usize; 2], z: i32, max: bool| QPoolDesc {
+            max,
+            kernel,
+            strides: [1, 1],
+            pads: [0; 4],
+            count_include_pad: false,
+            x: (0.1, z),
+            y: (0.1, 0),
+            clamp: (-128, 127),
+            nhwc: true,
+        };
+        assert!(d([3, 3], -128, false).exact(DataType::I8));
+        assert!(d([3, 3], 127, false).exact(DataType::I8));
+        // taps · |q - z|max ≤ 2²⁸, with 2²⁰ and 2²¹ taps.
+        assert!(d([1024, 1024], 0, false).exact(DataType::U8));
+        assert!(d([2048, 1024], 0, false).exact(DataType::I8));
+        assert!(!d([2048, 1024], 0, false).exact(DataType::U8));
+        assert!(!d([2048, 1024], 127, false).exact(DataType::I8));
+        assert!(d([2048, 1024], 255, true).exact(DataType::U8));
+    }
+}

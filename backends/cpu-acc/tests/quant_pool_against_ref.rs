@@ -1,0 +1,297 @@
+//! CpuAcc's quantized 2-D pools (`DequantizeLinear → AveragePool | MaxPool →
+//! QuantizeLinear`, one `QLinearPool` layer) against the unfolded chain on CpuRef, bit
+//! for bit: int8 and uint8, zero points at the ends of the range, equal and different
+//! parameters on both sides, a fused Relu or Clip, 1×1 to 3×3 windows at strides 1 and 2, no padding, SAME, and
+//! asymmetric pads, `count_include_pad` both ways, `ceil_mode`, one to 257 channels, one and
+//! two threads. Then the pools inside a channels-last region, which must give the same bytes
+//! with no transpose but the exit.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
+
+use backplane_core::ops::{AutoPad, ConvDesc, PoolDesc, PoolKind, UnaryOp, Window};
+use backplane_core::{DataType, Network, Op, Tensor, TensorId};
+use std::collections::HashMap;
+use support::{dq_op, q8, q_op, run_acc, run_reference, zp, Rng};
+
+fn konst(net: &mut Network, t: Tensor) -> TensorId {
+    let name = format!("k{}", net.tensors().len());
+    net.add_constant(&name, t).unwrap()
+}
+
+fn layer(net: &mut Network, op: Op, inputs: &[TensorId]) -> TensorId {
+    let name = format!("l{}", net.layers().len());
+    net.add_layer(&name, op, inputs).unwrap()[0]
+}
+
+fn add_dq(net: &mut Network, x: TensorId, dt: DataType, (s, z): (f32, i32)) -> TensorId {
+    let sc = konst(net, Tensor::scalar(s));
+    let zc = konst(net, zp(dt, z));
+    layer(net, dq_op(1), &[x, sc, zc])
+}
+
+fn add_q(net: &mut Network, t: TensorId, dt: DataType, (s, z): (f32, i32)) -> TensorId {
+    let sc = konst(net, Tensor::scalar(s));
+    let zc = konst(net, zp(dt, z));
+    layer(net, q_op(dt), &[t, sc, zc])
+}
+
+/// One pool's geometry: window, strides, pads (top, left, bottom, right) or SAME.
+#[derive(Clone, Copy, Debug)]
+struct Geo {
+    k: [usize; 2],
+    s: [usize; 2],
+    pads: [usize; 4],
+    same: bool,
+    ceil: bool,
+}
+
+fn pool(max: bool, g: Geo, count_include_pad: bool) -> Op {
+    Op::Pool(PoolDesc {
+        kind: if max {
+            PoolKind::Max
+        } else {
+            PoolKind::Average
+        },
+        window: Window {
+            kernel: g.k.to_vec(),
+            strides: g.s.to_vec(),
+            dilations: vec![1, 1],
+            pads: if g.same { Vec::new() } else { g.pads.to_vec() },
+            auto_pad: if g.same {
+                AutoPad::SameUpper
+            } else {
+                AutoPad::NotSet
+            },
+        },
+        ceil_mode: g.ceil,
+        count_include_pad,
+    })
+}
+
+/// Every byte value, then random bytes, over `dims`.
+fn all_bytes(r: &mut Rng, dt: DataType, dims: &[usize]) -> Tensor {
+    let n: usize = dims.iter().product();
+    let mut b = r.bytes(n);
+    for (i, v) in b.iter_mut().take(256).enumerate() {
+        *v = i as u8;
+    }
+    q8(dt, dims, b)
+}
+
+fn custom(op: &Op) -> &str {
+    match op {
+        Op::Custom(c) => c.op_type.as_str(),
+        _ => "",
+    }
+}
+
+/// `net` on CpuRef and on CpuAcc (whose replacement `ops` checks): equal output bytes.
+fn same_bytes(what: &str, net: &Network, x: TensorId, input: Tensor, ops: impl Fn(&[Op])) {
+    let feeds = HashMap::from([(x, input)]);
+    let want = run_reference(net, &feeds);
+    let y = net.outputs()[0];
+    for threads in [1, 2] {
+        let (got, replacement) = run_acc(net, &feeds, threads);
+        ops(&replacement);
+        assert_eq!(
+            got[&y].bytes(),
+            want[&y].bytes(),
+            "{what}, {threads} thread(s): {replacement:?}"
+        );
+    }
+}
+
+fn geometries() -> Vec<Geo> {
+    let g = |k: [usize; 2], s: [usize; 2], pads: [usize; 4]| Geo {
+        k,
+        s,
+        pads,
+        same: false,
+        ceil: false,
+    };
+    vec![
+        g([1, 1], [1, 1], [0; 4]),
+        g([2, 2], [2, 2], [0; 4]),
+        g([3, 3], [1, 1], [1, 1, 1, 1]),
+        g([3, 3], [2, 2], [1, 1, 1, 1]),
+        g([3, 3], [2, 2], [0, 1, 1, 0]),
+        g([3, 2], [1, 2], [2, 0, 0, 1]),
+        g([2, 3], [2, 1], [0, 0, 0, 0]),
+        Geo {
+            same: true,
+            ..g([3, 3], [1, 1], [0; 4])
+        },
+        Geo {
+            same: true,
+            ..g([3, 3], [2, 2], [0; 4])
+        },
+        Geo {
+            ceil: true,
+            ..g([3, 3], [2, 2], [0; 4])
+        },
+        Geo {
+            ceil: true,
+            ..g([2, 2], [2, 2], [1, 0, 0, 1])
+        },
+    ]
+}
+
+#[test]
+fn quantized_pools_equal_the_chain_on_cpu_ref() {
+    let shapes: [[usize; 4]; 5] = [
+        [1, 1, 1, 1],
+        [1, 3, 7, 5],
+        [2, 17, 5, 11],
+        [1, 257, 3, 4],
+        [1, 2, 13, 2],
+    ];
+    let mut r = Rng(4111);
+    let mut folded = 0;
+    for g in geometries() {
+        for dims in shapes {
+            // A window larger than the padded input has no output.
+            let fits = (0..2).all(|a| dims[2 + a] + g.pads[a] + g.pads[2 + a] >= g.k[a]);
+            if !fits && !g.same {
+                continue;
+            }
+            for (dt, z) in [
+                (DataType::I8, -128),
+                (DataType::I8, 127),
+                (DataType::I8, 5),
+                (DataType::U8, 0),
+                (DataType::U8, 255),
+                (DataType::U8, 131),
+            ] {
+                for (max, include) in [(false, false), (false, true), (true, false)] {
+                    for same_params in [true, false] {
+                        let xq = (0.0173, z);
+                        let yq = if same_params {
+                            xq
+                        } else if dt == DataType::I8 {
+                            (0.05, -3)
+                        } else {
+                            (0.011, 140)
+                        };
+                        let mut net = Network::new();
+                        let n: usize = dims.iter().product();
+                        let x = net
+                            .add_input("x", q8(dt, &dims, vec![0; n]).info().clone())
+                            .unwrap();
+                        let t = add_dq(&mut net, x, dt, xq);
+                        let mut t = layer(&mut net, pool(max, g, include), &[t]);
+                        // A fused activation in one case of three.
+                        let act = match folded % 3 {
+                            0 => None,
+                            1 => Some(UnaryOp::Relu),
+                            _ => Some(UnaryOp::Clip {
+                                min: -0.3,
+                                max: 0.5,
+                            }),
+                        };
+                        if let Some(u) = act {
+                            t = layer(&mut net, Op::Unary(u), &[t]);
+                        }
+                        let y = add_q(&mut net, t, dt, yq);
+                        net.mark_output(y).unwrap();
+                        let what = format!(
+                            "{} {g:?} include {include} {dims:?} {dt} z {z} same {same_params} \
+                             {act:?}",
+                            if max { "max" } else { "avg" }
+                        );
+                        let input = all_bytes(&mut r, dt, &dims);
+                        same_bytes(&what, &net, x, input, |ops| {
+                            assert_eq!(ops.len(), 1, "{what}: one layer");
+                            assert_eq!(custom(&ops[0]), "QLinearPool", "{what}");
+                        });
+                        folded += 1;
+                    }
+                }
+            }
+        }
+    }
+    assert!(folded > 1000, "{folded} cases");
+}
+
+/// A QDQ 1×1 convolution of `c` channels that copies its input: identity int8 weights of
+/// scale 1, a zero bias, the output quantized as the input. Its integer result needs no
+/// rounding, so it is exact under any requantization rule (CpuAcc's int8 convolution
+/// rounds as XNNPACK does, which may differ from the f32 chain by a quantum elsewhere), and
+/// the pool after it is checked alone.
+fn conv_copy(net: &mut Network, x: TensorId, xq: (f32, i32), c: usize) -> TensorId {
+    let xf = add_dq(net, x, DataType::I8, xq);
+    let eye: Vec<u8> = (0..c * c).map(|i| u8::from(i / c == i % c)).collect();
+    let w = konst(net, q8(DataType::I8, &[c, c, 1, 1], eye));
+    let ws = konst(net, Tensor::from_vec(vec![c], vec![1.0f32; c]).unwrap());
+    let wz = konst(net, q8(DataType::I8, &[c], vec![0; c]));
+    let dq0 = Op::DequantizeLinear {
+        axis: 0,
+        to: DataType::F32,
+        block_size: 0,
+    };
+    let wf = layer(net, dq0.clone(), &[w, ws, wz]);
+    let bc = konst(net, Tensor::from_vec(vec![c], vec![0i32; c]).unwrap());
+    let bs = konst(net, Tensor::from_vec(vec![c], vec![xq.0; c]).unwrap());
+    let bz = konst(net, Tensor::from_vec(vec![c], vec![0i32; c]).unwrap());
+    let bf = layer(net, dq0, &[bc, bs, bz]);
+    let op = Op::Conv(ConvDesc {
+        window: Window {
+            kernel: vec![1, 1],
+            strides: vec![1, 1],
+            dilations: vec![1, 1],
+            pads: vec![0; 4],
+            auto_pad: AutoPad::NotSet,
+        },
+        group: 1,
+    });
+    let y = layer(net, op, &[xf, wf, bf]);
+    add_q(net, y, DataType::I8, xq)
+}
+
+#[test]
+fn padded_and_max_pools_join_the_int8_region() {
+    // Inception's branch: 1×1 conv → padded 3×3 pool (average or max), channels-last from
+    // the NHWC image to the one exit.
+    let mut cases = 0;
+    for (c, h, w) in [(3, 4, 6), (1, 2, 2), (17, 9, 7), (256, 3, 5)] {
+        for (g, (max, include)) in geometries()
+            .into_iter()
+            .flat_map(|g| [(false, false), (false, true), (true, false)].map(|m| (g, m)))
+        {
+            let fits = [h, w]
+                .iter()
+                .enumerate()
+                .all(|(a, &n)| g.same || n + g.pads[a] + g.pads[2 + a] >= g.k[a]);
+            if !fits {
+                continue;
+            }
+            cases += 1;
+            let mut r = Rng(300 + c as u64);
+            let mut net = Network::new();
+            let info = q8(DataType::I8, &[1, h, w, c], vec![0; h * w * c])
+                .info()
+                .clone();
+            let x = net.add_input("x", info).unwrap();
+            let perm = Op::Transpose {
+                perm: vec![0, 3, 1, 2],
+            };
+            let xt = layer(&mut net, perm, &[x]);
+            let a = conv_copy(&mut net, xt, (0.04, 2), c);
+            let af = add_dq(&mut net, a, DataType::I8, (0.04, 2));
+            let p = layer(&mut net, pool(max, g, include), &[af]);
+            let y = add_q(&mut net, p, DataType::I8, (0.05, -2));
+            net.mark_output(y).unwrap();
+            let input = all_bytes(&mut r, DataType::I8, &[1, h, w, c]);
+            let what = format!("c {c} {h}×{w} max {max} include {include} {g:?}");
+            same_bytes(&what, &net, x, input, |ops| {
+                let transposes = ops
+                    .iter()
+                    .filter(|o| matches!(o, Op::Transpose { .. }))
+                    .count();
+                assert_eq!(transposes, 1, "{what}: only the exit: {ops:?}");
+                assert_eq!(ops.len(), 3, "{what}: conv, pool, exit: {ops:?}");
+            });
+        }
+    }
+    assert!(cases > 100, "{cases} cases");
+}
