@@ -136,7 +136,7 @@ pub(super) fn copy_column_blocks(
     })
 }
 
-/// `sgemm` for at most [`MC`] rows of A (one packed block) and a packed B, on more than one
+/// `sgemm` for at most [`COLUMN_SPLIT_ROWS`] rows of A and a packed B, on more than one
 /// thread: the column panels split between tasks, each computing its columns for every K
 /// block into its own block of a buffer (A packed by each task), then copied into C. Each
 /// task reads only its share of B: the split for few rows against large weights (a batch-1
@@ -156,8 +156,8 @@ pub(super) fn sgemm_columns(
     ep: &Epilogue<'_>,
     kernel_act: Activation,
 ) -> Result<()> {
-    if m > MC {
-        return Err(err("the column split takes at most one block of rows"));
+    if m > COLUMN_SPLIT_ROWS {
+        return Err(err("the column split takes at most a few blocks of rows"));
     }
     let np = n.div_ceil(NR);
     let per = th.share(np, 1, 2);

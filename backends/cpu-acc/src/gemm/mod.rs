@@ -26,16 +26,21 @@ mod shifted;
 use blocks::*;
 /// Rows of A packed at a time per thread (a multiple of MR).
 pub const MC: usize = 120;
-/// Least weights (K·N values) for which [`sgemm`] splits a block of up to [`MC`] rows of A
-/// between threads by columns of a packed B rather than by rows: twice a core's L2 in f32,
+/// Least weights (K·N values) for which [`sgemm`] splits up to [`COLUMN_SPLIT_ROWS`] rows of
+/// A between threads by columns of a packed B rather than by rows: twice a core's L2 in f32,
 /// so that each thread streaming all of B from memory would cost more than packing A and
 /// copying C once more.
 const COLUMN_SPLIT_WEIGHTS: usize = 1 << 19;
 
+/// Most rows of A the column split takes: each thread packs them all per K block (at most
+/// 480 KB of A at once, in L2), against its share of the weights (a transformer's tokens
+/// against a projection, a 7×7 plane's pixels against a convolution's weights).
+const COLUMN_SPLIT_ROWS: usize = 4 * MC;
+
 /// Whether [`sgemm`] shares `m` rows of A against a packed `k × n` B between the threads by
-/// columns ([`sgemm_columns`]): one A panel, or one block of rows against large weights.
+/// columns ([`sgemm_columns`]): one A panel, or a few blocks of rows against large weights.
 fn splits_by_columns(th: &Threads, m: usize, n: usize, k: usize) -> bool {
-    let few = m <= MR || (m <= MC && n * k >= COLUMN_SPLIT_WEIGHTS);
+    let few = m <= MR || (m <= COLUMN_SPLIT_ROWS && n * k >= COLUMN_SPLIT_WEIGHTS);
     th.count() > 1 && few && n >= 2 * NR * th.count() && n * k >= 1 << 18
 }
 /// Columns of B packed at a time (a multiple of NR).

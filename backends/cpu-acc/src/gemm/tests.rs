@@ -187,6 +187,9 @@ fn few_rows_split_by_columns_match_naive() {
         (49, 512, 1152),
         (13, 131, 4099),
         (MC, 160, 4000),
+        // A transformer's tokens against a projection; the most rows the split takes.
+        (128, 768, 768),
+        (COLUMN_SPLIT_ROWS, 160, 3300),
     ] {
         assert!(splits_by_columns(&th, m, n, k), "{m}x{n}x{k}");
         assert!(!splits_by_columns(&Threads::single(), m, n, k));
@@ -246,8 +249,9 @@ fn few_rows_split_by_columns_match_naive() {
             (plain[i * n + j] + base + cb[j]).max(0.0)
         });
     }
-    // Below the weights' threshold a block of rows is split by rows.
+    // Below the weights' threshold, or past the rows' bound, the rows are split.
     assert!(!splits_by_columns(&th, 49, 256, 256));
+    assert!(!splits_by_columns(&th, COLUMN_SPLIT_ROWS + 1, 768, 768));
 }
 
 /// A row-major A with more rows than one A panel takes the in-place tiles (where the CPU
