@@ -8,9 +8,11 @@
 //! - [`DynamicQuantize`]: the minimum and maximum over the tensor, then each value divided by
 //!   the scale in f32 and rounded half to even in f64, as CpuRef computes them, so the bytes,
 //!   the scale and the zero point equal CpuRef's.
-//! - [`IntegerMatMul`]: the rows of x less the run-time zero point (16-bit) against the
-//!   constant centered weights packed once, on the kernel crate's integer GEMM: exact int32
-//!   sums, equal to CpuRef's int32 MatMul of the lowered chain.
+//! - [`IntegerMatMul`]: the rows of x against the constant centered weights packed once:
+//!   on AVX-512 VNNI the byte GEMM (`vpdpbusd`, x's bytes as they are, the zero point times
+//!   each column's weight sum taken off after) where every centered weight fits i8, else the
+//!   16-bit pair GEMM of x less its zero point; exact int32 sums either way, equal to
+//!   CpuRef's int32 MatMul of the lowered chain.
 
 use super::conv::alloc;
 use super::{is_8bit, payload_of, MATMUL_INTEGER};
@@ -20,7 +22,9 @@ use crate::threads::Threads;
 use backplane_backend_api::{BackendError, LayerDesc, Result, Workload};
 use backplane_core::ops::CustomOp;
 use backplane_core::{DataType, TensorInfo, TensorView, TensorViewMut};
-use backplane_cpu_kernels::qgemm::{center_i8, center_u8, qgemm, QPackedB};
+use backplane_cpu_kernels::qgemm::{
+    center_i8, center_u8, qgemm, quad_gemm_sums, quads_in_use, QPackedB, QuadPackedB,
+};
 use std::sync::Mutex;
 
 /// Rows of x per block of the integer product (centered, then multiplied, together).
@@ -311,11 +315,25 @@ struct IntegerMatMul {
     k: usize,
     n: usize,
     x_signed: bool,
-    b: QPackedB,
+    b: Packed,
     slots: Slots,
     /// The bias added after the scale (copied at load).
     bias: Option<Vec<f32>>,
     th: Threads,
+}
+
+/// The packed weights: i8 quads for the byte GEMM where the tier has its tile and every
+/// centered weight fits i8 (ONNX Runtime's symmetric int8 weights), else 16-bit pairs.
+enum Packed {
+    Pairs(QPackedB),
+    Quads(QuadPackedB),
+}
+
+/// A task's scratch rows of x: centered 16-bit values for the pairs, bytes for the quads
+/// (each row padded to the packed depth; the padding meets zero weights).
+struct RowsScratch {
+    pairs: Vec<i16>,
+    bytes: Vec<u8>,
 }
 
 impl IntegerMatMul {
@@ -328,17 +346,26 @@ impl IntegerMatMul {
         th: Threads,
     ) -> Result<Self> {
         // The centered values were checked to lie in [-255, 255].
-        let b = match w {
-            Weights::Centered(v) => QPackedB::pack(k, n, |kk, c| v[kk * n + c] as i16),
+        let value = |kk: usize, c: usize| match w {
+            Weights::Centered(v) => v[kk * n + c] as i16,
             Weights::Bytes {
                 bytes,
                 signed,
                 zero,
-            } => QPackedB::pack(k, n, |kk, c| {
-                (super::widen(signed, bytes[kk * n + c]) - zero) as i16
-            }),
-        }
-        .ok_or_else(|| io.error("cannot allocate the packed weights".into()))?;
+            } => (super::widen(signed, bytes[kk * n + c]) - zero) as i16,
+        };
+        let quads = if quads_in_use() {
+            QuadPackedB::pack(k, n, value)
+        } else {
+            None
+        };
+        let b = match quads {
+            Some(q) => Packed::Quads(q),
+            None => Packed::Pairs(
+                QPackedB::pack(k, n, value)
+                    .ok_or_else(|| io.error("cannot allocate the packed weights".into()))?,
+            ),
+        };
         Ok(IntegerMatMul {
             x_signed: io.inputs[0].dtype == DataType::I8,
             io,
@@ -352,28 +379,66 @@ impl IntegerMatMul {
         })
     }
 
-    /// The sums of rows `r0 .. r0 + rows` of x into `c` (rows of N), `a` scratch for the
-    /// centered rows (its K padding zero).
-    #[allow(clippy::too_many_arguments)]
+    /// Scratch for a task's blocks of rows.
+    fn scratch(&self) -> Result<RowsScratch> {
+        let (pairs, bytes) = match &self.b {
+            Packed::Pairs(b) => (BLOCK_ROWS * b.depth_padded(), 0),
+            Packed::Quads(b) => (0, BLOCK_ROWS * b.depth_padded()),
+        };
+        Ok(RowsScratch {
+            pairs: alloc(pairs, 0i16, &self.io)?,
+            bytes: alloc(bytes, 0u8, &self.io)?,
+        })
+    }
+
+    /// The sums of rows `r0 .. r0 + rows` (at most [`BLOCK_ROWS`]) of x less its zero point
+    /// into `c` (rows of N).
     fn sums(
         &self,
         x: &[u8],
         zero: i32,
         r0: usize,
         rows: usize,
-        a: &mut [i16],
+        s: &mut RowsScratch,
         c: &mut [i32],
     ) -> Result<()> {
         let (k, n) = (self.k, self.n);
-        let kp = self.b.depth_padded();
-        let center = if self.x_signed { center_i8 } else { center_u8 };
-        for (i, row) in a.chunks_exact_mut(kp).take(rows).enumerate() {
-            center(&mut row[..k], &x[(r0 + i) * k..][..k], zero);
-        }
-        if qgemm(a, kp, rows, &self.b, c, n) {
-            Ok(())
-        } else {
-            Err(self.io.error("integer GEMM refused its operands".into()))
+        let refused = || self.io.error("integer GEMM refused its operands".into());
+        match &self.b {
+            Packed::Pairs(b) => {
+                let kp = b.depth_padded();
+                let center = if self.x_signed { center_i8 } else { center_u8 };
+                for (i, row) in s.pairs.chunks_exact_mut(kp).take(rows).enumerate() {
+                    center(&mut row[..k], &x[(r0 + i) * k..][..k], zero);
+                }
+                qgemm(&s.pairs, kp, rows, b, c, n)
+                    .then_some(())
+                    .ok_or_else(refused)
+            }
+            Packed::Quads(b) => {
+                // Unsigned bytes: int8 values flipped to x + 128, the zero point with them.
+                let kq = b.depth_padded();
+                let (flip, zero) = if self.x_signed {
+                    (0x80, zero + 128)
+                } else {
+                    (0, zero)
+                };
+                for (i, row) in s.bytes.chunks_exact_mut(kq).take(rows).enumerate() {
+                    for (d, &v) in row.iter_mut().zip(&x[(r0 + i) * k..][..k]) {
+                        *d = v ^ flip;
+                    }
+                }
+                if !quad_gemm_sums(&s.bytes, kq, rows, b, c, n) {
+                    return Err(refused());
+                }
+                // Σ (a − za)·w = Σ a·w − za·Σ w (wrapping, as the sums are).
+                for row in c.chunks_exact_mut(n).take(rows) {
+                    for (v, &cs) in row.iter_mut().zip(b.column_sums()) {
+                        *v = v.wrapping_sub(zero.wrapping_mul(cs));
+                    }
+                }
+                Ok(())
+            }
         }
     }
 }
@@ -419,14 +484,13 @@ impl Workload for IntegerMatMul {
             None => 0,
         };
         let n = self.n;
-        let kp = self.b.depth_padded();
         let per_task = self.th.chunk_size(self.rows, BLOCK_ROWS, BLOCK_ROWS);
         let y = outputs.first_mut().ok_or_else(missing)?;
         let Some(s) = self.slots.scale else {
             let y = y.as_mut_slice::<i32>()?;
             return self.th.chunks(y, per_task * n, |t, yc| {
                 // The K padding (past the depth) stays zero.
-                let mut a = alloc(BLOCK_ROWS * kp, 0i16, &self.io)?;
+                let mut a = self.scratch()?;
                 for (bi, yb) in yc.chunks_mut(BLOCK_ROWS * n).enumerate() {
                     let rows = yb.len() / n.max(1);
                     self.sums(x, zero, t * per_task + bi * BLOCK_ROWS, rows, &mut a, yb)?;
@@ -439,7 +503,7 @@ impl Workload for IntegerMatMul {
         let bias = self.bias.as_deref().unwrap_or(&[]);
         let y = y.as_mut_slice::<f32>()?;
         self.th.chunks(y, per_task * n, |t, yc| {
-            let mut a = alloc(BLOCK_ROWS * kp, 0i16, &self.io)?;
+            let mut a = self.scratch()?;
             let mut c = alloc(BLOCK_ROWS * n, 0i32, &self.io)?;
             for (bi, yb) in yc.chunks_mut(BLOCK_ROWS * n).enumerate() {
                 let rows = yb.len() / n.max(1);

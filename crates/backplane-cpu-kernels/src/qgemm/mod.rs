@@ -71,8 +71,8 @@ pub use depthwise::{
 };
 pub use fused::{qgemm_requantized, qgemm_requantized_on, ColumnRequant};
 pub use quads::{
-    has_quad_tile, quad_at, quad_gemm_requantized, quad_gemm_requantized_on, quads_in_use,
-    QuadPackedB, QUAD_ROWS,
+    has_quad_tile, quad_at, quad_gemm_requantized, quad_gemm_requantized_on, quad_gemm_sums,
+    quad_gemm_sums_on, quads_in_use, QuadPackedB, QUAD_ROWS,
 };
 pub use requant::{accumulate_taps, requant_scale, requantize_f32, FloatRequant};
 

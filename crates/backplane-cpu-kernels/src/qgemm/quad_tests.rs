@@ -5,7 +5,7 @@
 //! partial panels and the extreme operands.
 
 use super::fused_tests::ranges;
-use super::quads::quad_sums_on;
+use super::quads::quad_gemm_sums_on as quad_sums_on;
 use super::*;
 
 const ROWS: [usize; 7] = [1, 2, 5, 11, 12, 13, 97];

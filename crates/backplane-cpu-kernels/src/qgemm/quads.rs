@@ -385,12 +385,25 @@ fn portable_tile(
     }
 }
 
-/// The int32 sums `c[i·ldc + j] = Σ_k A[i][k] · B[k][j]` of every column, on tier `isa`,
-/// through the tiles' accumulation (1, 2 or 4 panels at a time, as the requantizing GEMM
-/// takes them): the tests' exact comparison. `false` when an extent does not fit or the CPU
-/// lacks `isa`.
-#[cfg(test)]
-pub(super) fn quad_sums_on(
+/// The int32 sums `c[i·ldc + j] = Σ_k A[i][k] · B[k][j]` of every column (wrapping, A rows
+/// of unsigned bytes at pitch `lda`, each readable for `b.depth_padded()` bytes), without a
+/// requantization: for layers whose output is the sums or a float of them (ONNX
+/// MatMulInteger). The tier in use; see [`quad_gemm_sums_on`].
+pub fn quad_gemm_sums(
+    a: &[u8],
+    lda: usize,
+    rows: usize,
+    b: &QuadPackedB,
+    c: &mut [i32],
+    ldc: usize,
+) -> bool {
+    quad_gemm_sums_on(crate::isa::int8_in_use(), a, lda, rows, b, c, ldc)
+}
+
+/// [`quad_gemm_sums`] on tier `isa`, through the tiles' accumulation (1, 2 or 4 panels at a
+/// time, as the requantizing GEMM takes them; a plain Rust sum on tiers without the vector
+/// tile). `false`, computing nothing, when an extent does not fit or the CPU lacks `isa`.
+pub fn quad_gemm_sums_on(
     isa: Int8Isa,
     a: &[u8],
     lda: usize,

@@ -156,10 +156,9 @@ unsafe fn sums<const R: usize, const P: usize>(
     acc
 }
 
-/// The int32 sums of `R` rows against `P` panels into `out[row][16·pp ..]`, for the tests'
-/// exact comparison. Safety: as [`sums`], `R` at most [`QUAD_ROWS`], `P` at most
-/// [`QUAD_PANELS`].
-#[cfg(test)]
+/// The int32 sums of `R` rows against `P` panels into `out[row][16·pp ..]` (the raw sums of
+/// [`super::quads::quad_gemm_sums`], and the tests' exact comparison). Safety: as [`sums`],
+/// `R` at most [`QUAD_ROWS`], `P` at most [`QUAD_PANELS`].
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 unsafe fn rows_sums<const R: usize, const P: usize>(
     a: *const u8,
@@ -182,7 +181,6 @@ unsafe fn rows_sums<const R: usize, const P: usize>(
 /// The sums of `r` rows (1 ..= 12) against `np` panels (1, 2 or 4; others take 1) into
 /// `out[row][16·pp ..]`, the instantiations the requantizing tile runs. Safety: as
 /// [`tile_requant`].
-#[cfg(test)]
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 pub(super) unsafe fn tile_sums(
     a: *const u8,
