@@ -23,7 +23,7 @@ use backplane_backend_api::{BackendError, LayerDesc, Result, Workload};
 use backplane_core::ops::CustomOp;
 use backplane_core::{DataType, TensorInfo, TensorView, TensorViewMut};
 use backplane_cpu_kernels::qgemm::{
-    center_i8, center_u8, qgemm, quad_gemm_sums, quads_in_use, QPackedB, QuadPackedB,
+    center_i8, center_u8, qgemm, quad_gemm_sums, quads_in_use, QPackedB, QuadPackedB, QNR,
 };
 use std::sync::Mutex;
 
@@ -301,6 +301,12 @@ enum Weights<'a> {
     },
 }
 
+/// The output of an integer product: its int32 sums, or their scaled f32 values.
+enum Out<'a> {
+    I32(&'a mut [i32]),
+    F32(&'a mut [f32]),
+}
+
 /// Where the optional run-time inputs of an integer product are.
 #[derive(Debug, Clone, Copy)]
 struct Slots {
@@ -327,13 +333,6 @@ struct IntegerMatMul {
 enum Packed {
     Pairs(QPackedB),
     Quads(QuadPackedB),
-}
-
-/// A task's scratch rows of x: centered 16-bit values for the pairs, bytes for the quads
-/// (each row padded to the packed depth; the padding meets zero weights).
-struct RowsScratch {
-    pairs: Vec<i16>,
-    bytes: Vec<u8>,
 }
 
 impl IntegerMatMul {
@@ -379,66 +378,30 @@ impl IntegerMatMul {
         })
     }
 
-    /// Scratch for a task's blocks of rows.
-    fn scratch(&self) -> Result<RowsScratch> {
-        let (pairs, bytes) = match &self.b {
-            Packed::Pairs(b) => (BLOCK_ROWS * b.depth_padded(), 0),
-            Packed::Quads(b) => (0, BLOCK_ROWS * b.depth_padded()),
-        };
-        Ok(RowsScratch {
-            pairs: alloc(pairs, 0i16, &self.io)?,
-            bytes: alloc(bytes, 0u8, &self.io)?,
-        })
-    }
-
     /// The sums of rows `r0 .. r0 + rows` (at most [`BLOCK_ROWS`]) of x less its zero point
-    /// into `c` (rows of N).
-    fn sums(
+    /// into `c` (rows of N), on the pair GEMM; `a` the scratch of the centered rows (rows of
+    /// `b.depth_padded()`, the K padding zero).
+    #[allow(clippy::too_many_arguments)]
+    fn pair_sums(
         &self,
+        b: &QPackedB,
         x: &[u8],
         zero: i32,
         r0: usize,
         rows: usize,
-        s: &mut RowsScratch,
+        a: &mut [i16],
         c: &mut [i32],
     ) -> Result<()> {
         let (k, n) = (self.k, self.n);
-        let refused = || self.io.error("integer GEMM refused its operands".into());
-        match &self.b {
-            Packed::Pairs(b) => {
-                let kp = b.depth_padded();
-                let center = if self.x_signed { center_i8 } else { center_u8 };
-                for (i, row) in s.pairs.chunks_exact_mut(kp).take(rows).enumerate() {
-                    center(&mut row[..k], &x[(r0 + i) * k..][..k], zero);
-                }
-                qgemm(&s.pairs, kp, rows, b, c, n)
-                    .then_some(())
-                    .ok_or_else(refused)
-            }
-            Packed::Quads(b) => {
-                // Unsigned bytes: int8 values flipped to x + 128, the zero point with them.
-                let kq = b.depth_padded();
-                let (flip, zero) = if self.x_signed {
-                    (0x80, zero + 128)
-                } else {
-                    (0, zero)
-                };
-                for (i, row) in s.bytes.chunks_exact_mut(kq).take(rows).enumerate() {
-                    for (d, &v) in row.iter_mut().zip(&x[(r0 + i) * k..][..k]) {
-                        *d = v ^ flip;
-                    }
-                }
-                if !quad_gemm_sums(&s.bytes, kq, rows, b, c, n) {
-                    return Err(refused());
-                }
-                // Σ (a − za)·w = Σ a·w − za·Σ w (wrapping, as the sums are).
-                for row in c.chunks_exact_mut(n).take(rows) {
-                    for (v, &cs) in row.iter_mut().zip(b.column_sums()) {
-                        *v = v.wrapping_sub(zero.wrapping_mul(cs));
-                    }
-                }
-                Ok(())
-            }
+        let kp = b.depth_padded();
+        let center = if self.x_signed { center_i8 } else { center_u8 };
+        for (i, row) in a.chunks_exact_mut(kp).take(rows).enumerate() {
+            center(&mut row[..k], &x[(r0 + i) * k..][..k], zero);
+        }
+        if qgemm(a, kp, rows, b, c, n) {
+            Ok(())
+        } else {
+            Err(self.io.error("integer GEMM refused its operands".into()))
         }
     }
 }
@@ -486,29 +449,41 @@ impl Workload for IntegerMatMul {
         let n = self.n;
         let per_task = self.th.chunk_size(self.rows, BLOCK_ROWS, BLOCK_ROWS);
         let y = outputs.first_mut().ok_or_else(missing)?;
-        let Some(s) = self.slots.scale else {
+        let scale = match self.slots.scale {
+            Some(s) => {
+                let v = inputs.get(s).ok_or_else(missing)?.as_slice::<f32>()?;
+                Some(*v.first().ok_or_else(missing)?)
+            }
+            None => None,
+        };
+        let b = match &self.b {
+            Packed::Quads(b) => return self.quads(b, x, zero, scale, y),
+            Packed::Pairs(b) => b,
+        };
+        let kp = b.depth_padded();
+        let Some(scale) = scale else {
             let y = y.as_mut_slice::<i32>()?;
             return self.th.chunks(y, per_task * n, |t, yc| {
                 // The K padding (past the depth) stays zero.
-                let mut a = self.scratch()?;
+                let mut a = alloc(BLOCK_ROWS * kp, 0i16, &self.io)?;
                 for (bi, yb) in yc.chunks_mut(BLOCK_ROWS * n).enumerate() {
                     let rows = yb.len() / n.max(1);
-                    self.sums(x, zero, t * per_task + bi * BLOCK_ROWS, rows, &mut a, yb)?;
+                    let r0 = t * per_task + bi * BLOCK_ROWS;
+                    self.pair_sums(b, x, zero, r0, rows, &mut a, yb)?;
                 }
                 Ok(())
             });
         };
-        let scale = inputs.get(s).ok_or_else(missing)?.as_slice::<f32>()?;
-        let scale = *scale.first().ok_or_else(missing)?;
         let bias = self.bias.as_deref().unwrap_or(&[]);
         let y = y.as_mut_slice::<f32>()?;
         self.th.chunks(y, per_task * n, |t, yc| {
-            let mut a = self.scratch()?;
+            let mut a = alloc(BLOCK_ROWS * kp, 0i16, &self.io)?;
             let mut c = alloc(BLOCK_ROWS * n, 0i32, &self.io)?;
             for (bi, yb) in yc.chunks_mut(BLOCK_ROWS * n).enumerate() {
                 let rows = yb.len() / n.max(1);
                 let c = &mut c[..rows * n];
-                self.sums(x, zero, t * per_task + bi * BLOCK_ROWS, rows, &mut a, c)?;
+                let r0 = t * per_task + bi * BLOCK_ROWS;
+                self.pair_sums(b, x, zero, r0, rows, &mut a, c)?;
                 scale_sums(c, scale, bias, yb);
             }
             Ok(())
@@ -520,7 +495,74 @@ impl Workload for IntegerMatMul {
     }
 }
 
+/// Most panels of B one task of [`IntegerMatMul::quads`] takes (their int32 sums for every
+/// row are a task's scratch).
+const TASK_PANELS: usize = 64;
+
 impl IntegerMatMul {
+    /// The product on the byte GEMM: every row of x as bytes once, then the threads share
+    /// the panels of B (each reads its share of the weights once, whatever the rows),
+    /// writing their columns of y (the int32 sums, or scaled and biased f32 values).
+    fn quads(
+        &self,
+        b: &QuadPackedB,
+        x: &[u8],
+        zero: i32,
+        scale: Option<f32>,
+        y: &mut TensorViewMut<'_>,
+    ) -> Result<()> {
+        let (rows, k, n) = (self.rows, self.k, self.n);
+        let kq = b.depth_padded();
+        // Unsigned bytes: int8 values flipped to x + 128, the zero point with them.
+        let (flip, zero) = if self.x_signed {
+            (0x80, zero + 128)
+        } else {
+            (0, zero)
+        };
+        let mut a = alloc(rows * kq, 0u8, &self.io)?;
+        for (dst, src) in a.chunks_exact_mut(kq).zip(x.chunks_exact(k)) {
+            for (d, &v) in dst.iter_mut().zip(src) {
+                *d = v ^ flip;
+            }
+        }
+        let all = n.div_ceil(QNR);
+        let per = all.div_ceil(2 * self.th.count()).clamp(1, TASK_PANELS);
+        let bias = self.bias.as_deref().unwrap_or(&[]);
+        let out = match scale {
+            Some(_) => Out::F32(y.as_mut_slice::<f32>()?),
+            None => Out::I32(y.as_mut_slice::<i32>()?),
+        };
+        let out = Mutex::new(out);
+        self.th.range(all.div_ceil(per), |t| {
+            let panels = t * per..((t + 1) * per).min(all);
+            let first = panels.start * QNR;
+            let width = (panels.end * QNR).min(n) - first;
+            let mut c = alloc(rows * width, 0i32, &self.io)?;
+            if !quad_gemm_sums(&a, kq, rows, b, panels, &mut c, width) {
+                return Err(self.io.error("integer GEMM refused its operands".into()));
+            }
+            // Σ (a − za)·w = Σ a·w − za·Σ w (wrapping, as the sums are).
+            let sums = &b.column_sums()[first..first + width];
+            for row in c.chunks_exact_mut(width) {
+                for (v, &cs) in row.iter_mut().zip(sums) {
+                    *v = v.wrapping_sub(zero.wrapping_mul(cs));
+                }
+            }
+            let bias = bias.get(first..first + width).unwrap_or(&[]);
+            let mut out = out.lock().unwrap_or_else(|p| p.into_inner());
+            for (i, row) in c.chunks_exact(width).enumerate() {
+                match (&mut *out, scale) {
+                    (Out::F32(y), Some(s)) => {
+                        scale_sums(row, s, bias, &mut y[i * n + first..][..width])
+                    }
+                    (Out::I32(y), _) => y[i * n + first..][..width].copy_from_slice(row),
+                    (Out::F32(_), None) => {}
+                }
+            }
+            Ok(())
+        })
+    }
+
     /// The input slot of the bias, if the layer has one.
     fn bias_slot(&self) -> Option<usize> {
         self.bias.as_ref().map(|_| self.io.inputs.len() - 1)

@@ -109,12 +109,27 @@ fn quad_sums_are_exact_on_every_tier() {
                     assert_eq!(b.column_sums(), &col[..]);
                     for &isa in &tiers {
                         let mut c = vec![-9i32; m * ldc];
-                        assert!(quad_sums_on(isa, &a, lda, m, &b, &mut c, ldc));
+                        let all = n.div_ceil(QNR);
+                        assert!(quad_sums_on(isa, &a, lda, m, &b, 0..all, &mut c, ldc));
                         assert!(
                             c == want,
                             "{}: {m}x{k}x{n} fill {fill} differs from the exact sums",
                             isa.name()
                         );
+                        // The panels from the second on, written from column 0.
+                        if all > 1 {
+                            let mut part = vec![-9i32; m * ldc];
+                            assert!(quad_sums_on(isa, &a, lda, m, &b, 1..all, &mut part, ldc));
+                            for i in 0..m {
+                                let got = &part[i * ldc..][..n - QNR];
+                                assert_eq!(
+                                    got,
+                                    &want[i * ldc + QNR..][..n - QNR],
+                                    "{}",
+                                    isa.name()
+                                );
+                            }
+                        }
                         cases += 1;
                     }
                 }
@@ -315,5 +330,51 @@ fn quads_read_rows_that_run_into_the_next() {
             ));
             assert!(got == want, "{}: {m}x{k}x{n}", isa.name());
         }
+    }
+}
+
+/// Rows past one block of A (the panels run down each block in turn) and a panel range past
+/// B's: the sums against a plain loop, and the refusal.
+#[test]
+fn quad_sums_of_many_rows_are_exact() {
+    let (m, k, n) = (300usize, 1152usize, 40usize);
+    let a: Vec<u8> = (0..m * k).map(|i| (i * 7 % 256) as u8).collect();
+    let w = |kk: usize, j: usize| ((kk * 13 + j * 5) % 255) as i16 - 127;
+    let b = QuadPackedB::pack(k, n, w).expect("pack");
+    let kq = b.depth_padded();
+    let mut rows = vec![0u8; m * kq];
+    for (dst, src) in rows.chunks_exact_mut(kq).zip(a.chunks_exact(k)) {
+        dst[..k].copy_from_slice(src);
+    }
+    for isa in Int8Isa::ALL.into_iter().filter(|t| t.available()) {
+        let mut c = vec![0i32; m * n];
+        assert!(quad_sums_on(
+            isa,
+            &rows,
+            kq,
+            m,
+            &b,
+            0..n.div_ceil(QNR),
+            &mut c,
+            n
+        ));
+        for i in (0..m).step_by(37) {
+            for j in 0..n {
+                let s: i32 = (0..k)
+                    .map(|kk| i32::from(a[i * k + kk]) * i32::from(w(kk, j)))
+                    .sum();
+                assert_eq!(c[i * n + j], s, "{}: row {i} column {j}", isa.name());
+            }
+        }
+        assert!(!quad_sums_on(
+            isa,
+            &rows,
+            kq,
+            m,
+            &b,
+            0..n.div_ceil(QNR) + 1,
+            &mut c,
+            n
+        ));
     }
 }

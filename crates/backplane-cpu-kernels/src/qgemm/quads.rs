@@ -385,90 +385,112 @@ fn portable_tile(
     }
 }
 
-/// The int32 sums `c[i·ldc + j] = Σ_k A[i][k] · B[k][j]` of every column (wrapping, A rows
-/// of unsigned bytes at pitch `lda`, each readable for `b.depth_padded()` bytes), without a
-/// requantization: for layers whose output is the sums or a float of them (ONNX
-/// MatMulInteger). The tier in use; see [`quad_gemm_sums_on`].
+/// The int32 sums `c[i·ldc + j − panels.start·QNR] = Σ_k A[i][k] · B[k][j]` for the columns
+/// `j` of `panels` (wrapping; A rows of unsigned bytes at pitch `lda`, each readable for
+/// `b.depth_padded()` bytes), without a requantization: for layers whose output is the sums
+/// or a float of them (ONNX MatMulInteger). The tier in use; see [`quad_gemm_sums_on`].
 pub fn quad_gemm_sums(
     a: &[u8],
     lda: usize,
     rows: usize,
     b: &QuadPackedB,
+    panels: Range<usize>,
     c: &mut [i32],
     ldc: usize,
 ) -> bool {
-    quad_gemm_sums_on(crate::isa::int8_in_use(), a, lda, rows, b, c, ldc)
+    quad_gemm_sums_on(crate::isa::int8_in_use(), a, lda, rows, b, panels, c, ldc)
 }
+
+/// About the bytes of A one block of rows of [`quad_gemm_sums_on`] takes: they stay in L2
+/// while each pair of panels (in L1) runs down them, so B is read from memory once per
+/// block.
+const SUMS_A_BLOCK_BYTES: usize = 256 * 1024;
 
 /// [`quad_gemm_sums`] on tier `isa`, through the tiles' accumulation (1, 2 or 4 panels at a
 /// time, as the requantizing GEMM takes them; a plain Rust sum on tiers without the vector
-/// tile). `false`, computing nothing, when an extent does not fit or the CPU lacks `isa`.
+/// tile): per block of rows, each pair of panels down every row of the block. `false`,
+/// computing nothing, when an extent does not fit, the panels are past B's, or the CPU lacks
+/// `isa`.
+#[allow(clippy::too_many_arguments)]
 pub fn quad_gemm_sums_on(
     isa: Int8Isa,
     a: &[u8],
     lda: usize,
     rows: usize,
     b: &QuadPackedB,
+    panels: Range<usize>,
     c: &mut [i32],
     ldc: usize,
 ) -> bool {
     let kq = b.depth_padded();
-    let n = b.cols;
-    if !isa.available() || rows == 0 || n == 0 {
-        return isa.available();
+    let all = b.cols.div_ceil(QNR);
+    if !isa.available() || panels.start > panels.end || panels.end > all {
+        return false;
+    }
+    let first = panels.start * QNR;
+    let n = (panels.end * QNR).min(b.cols).saturating_sub(first);
+    if rows == 0 || n == 0 {
+        return true;
     }
     if (rows - 1) * lda + kq > a.len() || (rows - 1) * ldc + n > c.len() || ldc < n {
         return false;
     }
-    let all = n.div_ceil(QNR);
     let mut tile = [[0i32; QNR * QUAD_PANELS]; QUAD_ROWS];
-    let mut i = 0;
-    while i < rows {
-        let r = (rows - i).min(QUAD_ROWS);
-        let mut p = 0;
-        while p < all {
-            let np = if r <= 4 && all - p >= 4 {
+    let block = (SUMS_A_BLOCK_BYTES / kq.max(1)).div_ceil(QUAD_ROWS).max(1) * QUAD_ROWS;
+    let mut i0 = 0;
+    while i0 < rows {
+        let end = (i0 + block).min(rows);
+        // Four panels per tile only when every tile of the block has at most four rows.
+        let wide = end - i0 <= 4;
+        let mut p = panels.start;
+        while p < panels.end {
+            let np = if wide && panels.end - p >= 4 {
                 4
             } else {
-                (all - p).min(2)
+                (panels.end - p).min(2)
             };
-            let panels = b.panels(p, np);
-            let a_rows = &a[i * lda..];
-            #[cfg(target_arch = "x86_64")]
-            if isa == Int8Isa::Avx512Vnni {
-                // SAFETY: the tier's features are present (checked above); the extents of
-                // `a` and of the `np` panels were checked above.
-                unsafe {
-                    super::quads_avx512::tile_sums(
-                        a_rows.as_ptr(),
-                        lda,
-                        r,
-                        kq,
-                        panels.as_ptr(),
-                        np,
-                        &mut tile,
-                    )
-                };
-            }
-            if !has_quad_tile(isa) {
-                for (rr, out) in tile.iter_mut().enumerate().take(r) {
-                    let row = &a_rows[rr * lda..][..kq];
-                    for (j, s) in out.iter_mut().enumerate().take(np * QNR) {
-                        let panel = &panels[(j / QNR) * kq * QNR..][..kq * QNR];
-                        *s = (0..kq).fold(0i32, |acc, k| {
-                            let w = i32::from(panel[quad_at(k, j % QNR)]);
-                            acc.wrapping_add(i32::from(row[k]) * w)
-                        });
+            let bp = b.panels(p, np);
+            let width = (b.cols - p * QNR).min(np * QNR);
+            let mut i = i0;
+            while i < end {
+                let r = (end - i).min(QUAD_ROWS);
+                let a_rows = &a[i * lda..];
+                #[cfg(target_arch = "x86_64")]
+                if isa == Int8Isa::Avx512Vnni {
+                    // SAFETY: the tier's features are present (checked above); the extents
+                    // of `a` and of the `np` panels were checked above.
+                    unsafe {
+                        super::quads_avx512::tile_sums(
+                            a_rows.as_ptr(),
+                            lda,
+                            r,
+                            kq,
+                            bp.as_ptr(),
+                            np,
+                            &mut tile,
+                        )
+                    };
+                }
+                if !has_quad_tile(isa) {
+                    for (rr, out) in tile.iter_mut().enumerate().take(r) {
+                        let row = &a_rows[rr * lda..][..kq];
+                        for (j, s) in out.iter_mut().enumerate().take(np * QNR) {
+                            let panel = &bp[(j / QNR) * kq * QNR..][..kq * QNR];
+                            *s = (0..kq).fold(0i32, |acc, k| {
+                                let w = i32::from(panel[quad_at(k, j % QNR)]);
+                                acc.wrapping_add(i32::from(row[k]) * w)
+                            });
+                        }
                     }
                 }
-            }
-            let width = (n - p * QNR).min(np * QNR);
-            for (rr, out) in tile.iter().enumerate().take(r) {
-                c[(i + rr) * ldc + p * QNR..][..width].copy_from_slice(&out[..width]);
+                for (rr, out) in tile.iter().enumerate().take(r) {
+                    c[(i + rr) * ldc + p * QNR - first..][..width].copy_from_slice(&out[..width]);
+                }
+                i += r;
             }
             p += np;
         }
-        i += r;
+        i0 = end;
     }
     true
 }
