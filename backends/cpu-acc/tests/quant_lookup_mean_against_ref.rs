@@ -15,7 +15,7 @@ use backplane_core::ops::{
 use backplane_core::{DataType, LayerId, Network, Op, Tensor, TensorId};
 use backplane_cpu_acc::CpuAccBackend;
 use std::collections::HashMap;
-use support::{dq_op, q8, q_op, run_acc, run_reference, zp, Rng};
+use support::{add_dq, add_q, konst, layer, q8, run_acc, run_reference, Rng};
 
 /// A layer of the chain after the dequantization.
 #[derive(Clone, Debug)]
@@ -26,32 +26,6 @@ enum Step {
     WithF32(BinaryOp, f32, bool),
     /// A binary op with a dequantized int8 constant of one value, second operand.
     WithInt8(BinaryOp, i8, f32),
-}
-
-/// Adds constant `t` to `net` under a fresh name.
-fn konst(net: &mut Network, t: Tensor) -> TensorId {
-    let name = format!("k{}", net.tensors().len());
-    net.add_constant(&name, t).unwrap()
-}
-
-/// Adds a layer of one output to `net` under a fresh name.
-fn layer(net: &mut Network, op: Op, inputs: &[TensorId]) -> TensorId {
-    let name = format!("l{}", net.layers().len());
-    net.add_layer(&name, op, inputs).unwrap()[0]
-}
-
-/// Adds `DequantizeLinear(x; s, z)` to `net`.
-fn add_dq(net: &mut Network, x: TensorId, dt: DataType, (s, z): (f32, i32)) -> TensorId {
-    let sc = konst(net, Tensor::scalar(s));
-    let zc = konst(net, zp(dt, z));
-    layer(net, dq_op(1), &[x, sc, zc])
-}
-
-/// Adds `QuantizeLinear(t; s, z)` to `net`.
-fn add_q(net: &mut Network, t: TensorId, dt: DataType, (s, z): (f32, i32)) -> TensorId {
-    let sc = konst(net, Tensor::scalar(s));
-    let zc = konst(net, zp(dt, z));
-    layer(net, q_op(dt), &[t, sc, zc])
 }
 
 /// The chain `x → DequantizeLinear → steps → QuantizeLinear`.

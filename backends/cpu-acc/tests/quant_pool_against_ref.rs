@@ -12,29 +12,7 @@ mod support;
 use backplane_core::ops::{AutoPad, ConvDesc, PoolDesc, PoolKind, UnaryOp, Window};
 use backplane_core::{DataType, Network, Op, Tensor, TensorId};
 use std::collections::HashMap;
-use support::{dq_op, q8, q_op, run_acc, run_reference, zp, Rng};
-
-fn konst(net: &mut Network, t: Tensor) -> TensorId {
-    let name = format!("k{}", net.tensors().len());
-    net.add_constant(&name, t).unwrap()
-}
-
-fn layer(net: &mut Network, op: Op, inputs: &[TensorId]) -> TensorId {
-    let name = format!("l{}", net.layers().len());
-    net.add_layer(&name, op, inputs).unwrap()[0]
-}
-
-fn add_dq(net: &mut Network, x: TensorId, dt: DataType, (s, z): (f32, i32)) -> TensorId {
-    let sc = konst(net, Tensor::scalar(s));
-    let zc = konst(net, zp(dt, z));
-    layer(net, dq_op(1), &[x, sc, zc])
-}
-
-fn add_q(net: &mut Network, t: TensorId, dt: DataType, (s, z): (f32, i32)) -> TensorId {
-    let sc = konst(net, Tensor::scalar(s));
-    let zc = konst(net, zp(dt, z));
-    layer(net, q_op(dt), &[t, sc, zc])
-}
+use support::{add_dq, add_q, konst, layer, q8, run_acc, run_reference, Rng};
 
 /// One pool's geometry: window, strides, pads (top, left, bottom, right) or SAME.
 #[derive(Clone, Copy, Debug)]

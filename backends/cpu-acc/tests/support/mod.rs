@@ -71,6 +71,32 @@ pub fn zp(dt: DataType, v: i32) -> Tensor {
     }
 }
 
+/// Adds constant `t` to `net` under a fresh name.
+pub fn konst(net: &mut Network, t: Tensor) -> TensorId {
+    let name = format!("k{}", net.tensors().len());
+    net.add_constant(&name, t).unwrap()
+}
+
+/// Adds a layer of one output to `net` under a fresh name.
+pub fn layer(net: &mut Network, op: Op, inputs: &[TensorId]) -> TensorId {
+    let name = format!("l{}", net.layers().len());
+    net.add_layer(&name, op, inputs).unwrap()[0]
+}
+
+/// Adds `DequantizeLinear(x; s, z)` to `net`.
+pub fn add_dq(net: &mut Network, x: TensorId, dt: DataType, (s, z): (f32, i32)) -> TensorId {
+    let sc = konst(net, Tensor::scalar(s));
+    let zc = konst(net, zp(dt, z));
+    layer(net, dq_op(1), &[x, sc, zc])
+}
+
+/// Adds `QuantizeLinear(t; s, z)` to `net`.
+pub fn add_q(net: &mut Network, t: TensorId, dt: DataType, (s, z): (f32, i32)) -> TensorId {
+    let sc = konst(net, Tensor::scalar(s));
+    let zc = konst(net, zp(dt, z));
+    layer(net, q_op(dt), &[t, sc, zc])
+}
+
 /// Run `op` on CpuAcc with `threads`; `constant[i]` makes input i a load-time constant.
 pub fn acc(op: &Op, inputs: &[&Tensor], constant: &[bool], threads: usize) -> Vec<Tensor> {
     let infos: Vec<TensorInfo> = inputs.iter().map(|t| t.info().clone()).collect();
