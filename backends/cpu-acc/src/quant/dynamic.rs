@@ -325,6 +325,11 @@ struct IntegerMatMul {
     slots: Slots,
     /// The bias added after the scale (copied at load).
     bias: Option<Vec<f32>>,
+    /// The byte GEMM's rows of x, kept between executions.
+    bytes: Mutex<Vec<u8>>,
+    /// The byte GEMM's tasks' sums buffers, kept between executions (a large buffer is not
+    /// mapped afresh each time).
+    sums: Mutex<Vec<Vec<i32>>>,
     th: Threads,
 }
 
@@ -374,6 +379,8 @@ impl IntegerMatMul {
             b,
             slots,
             bias,
+            bytes: Mutex::new(Vec::new()),
+            sums: Mutex::new(Vec::new()),
             th,
         })
     }
@@ -519,7 +526,11 @@ impl IntegerMatMul {
         } else {
             (0, zero)
         };
-        let mut a = alloc(rows * kq, 0u8, &self.io)?;
+        // The byte rows' buffer of the previous execution (its K padding still zero).
+        let mut a = std::mem::take(&mut *self.bytes.lock().unwrap_or_else(|p| p.into_inner()));
+        if a.len() != rows * kq {
+            a = alloc(rows * kq, 0u8, &self.io)?;
+        }
         for (dst, src) in a.chunks_exact_mut(kq).zip(x.chunks_exact(k)) {
             for (d, &v) in dst.iter_mut().zip(src) {
                 *d = v ^ flip;
@@ -533,34 +544,64 @@ impl IntegerMatMul {
             None => Out::I32(y.as_mut_slice::<i32>()?),
         };
         let out = Mutex::new(out);
-        self.th.range(all.div_ceil(per), |t| {
+        let result = self.th.range(all.div_ceil(per), |t| {
             let panels = t * per..((t + 1) * per).min(all);
-            let first = panels.start * QNR;
-            let width = (panels.end * QNR).min(n) - first;
-            let mut c = alloc(rows * width, 0i32, &self.io)?;
-            if !quad_gemm_sums(&a, kq, rows, b, panels, &mut c, width) {
-                return Err(self.io.error("integer GEMM refused its operands".into()));
+            let width = (panels.end * QNR).min(n) - panels.start * QNR;
+            // A sums buffer kept from an earlier execution, or a new one.
+            let kept = self.sums.lock().unwrap_or_else(|p| p.into_inner()).pop();
+            let mut c = match kept {
+                Some(c) if c.len() >= rows * width => c,
+                _ => alloc(rows * per * QNR, 0i32, &self.io)?,
+            };
+            let done = self.write_sums(b, &a, kq, zero, scale, bias, panels, &mut c, &out);
+            self.sums.lock().unwrap_or_else(|p| p.into_inner()).push(c);
+            done
+        });
+        *self.bytes.lock().unwrap_or_else(|p| p.into_inner()) = a;
+        result
+    }
+
+    /// One task of [`IntegerMatMul::quads`]: the sums of every row for `panels` into `c`,
+    /// then their columns of the output.
+    #[allow(clippy::too_many_arguments)]
+    fn write_sums(
+        &self,
+        b: &QuadPackedB,
+        a: &[u8],
+        kq: usize,
+        zero: i32,
+        scale: Option<f32>,
+        bias: &[f32],
+        panels: std::ops::Range<usize>,
+        c: &mut [i32],
+        out: &Mutex<Out<'_>>,
+    ) -> Result<()> {
+        let (rows, n) = (self.rows, self.n);
+        let first = panels.start * QNR;
+        let width = (panels.end * QNR).min(n) - first;
+        let c = &mut c[..rows * width];
+        if !quad_gemm_sums(a, kq, rows, b, panels, c, width) {
+            return Err(self.io.error("integer GEMM refused its operands".into()));
+        }
+        // Σ (a − za)·w = Σ a·w − za·Σ w (wrapping, as the sums are).
+        let sums = &b.column_sums()[first..first + width];
+        for row in c.chunks_exact_mut(width) {
+            for (v, &cs) in row.iter_mut().zip(sums) {
+                *v = v.wrapping_sub(zero.wrapping_mul(cs));
             }
-            // Σ (a − za)·w = Σ a·w − za·Σ w (wrapping, as the sums are).
-            let sums = &b.column_sums()[first..first + width];
-            for row in c.chunks_exact_mut(width) {
-                for (v, &cs) in row.iter_mut().zip(sums) {
-                    *v = v.wrapping_sub(zero.wrapping_mul(cs));
+        }
+        let bias = bias.get(first..first + width).unwrap_or(&[]);
+        let mut out = out.lock().unwrap_or_else(|p| p.into_inner());
+        for (i, row) in c.chunks_exact(width).enumerate() {
+            match (&mut *out, scale) {
+                (Out::F32(y), Some(s)) => {
+                    scale_sums(row, s, bias, &mut y[i * n + first..][..width])
                 }
+                (Out::I32(y), _) => y[i * n + first..][..width].copy_from_slice(row),
+                (Out::F32(_), None) => {}
             }
-            let bias = bias.get(first..first + width).unwrap_or(&[]);
-            let mut out = out.lock().unwrap_or_else(|p| p.into_inner());
-            for (i, row) in c.chunks_exact(width).enumerate() {
-                match (&mut *out, scale) {
-                    (Out::F32(y), Some(s)) => {
-                        scale_sums(row, s, bias, &mut y[i * n + first..][..width])
-                    }
-                    (Out::I32(y), _) => y[i * n + first..][..width].copy_from_slice(row),
-                    (Out::F32(_), None) => {}
-                }
-            }
-            Ok(())
-        })
+        }
+        Ok(())
     }
 
     /// The input slot of the bias, if the layer has one.
