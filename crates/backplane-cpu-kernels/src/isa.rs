@@ -120,6 +120,7 @@ struct Features {
     avx512vl: bool,
     avx512bw: bool,
     avx512vnni: bool,
+    avx512vbmi: bool,
 }
 
 /// The kernel tier of this process: the family every entry point dispatches on, and the
@@ -134,6 +135,8 @@ pub struct Tier {
     pub avx512vl: bool,
     /// The integer GEMM's family: the best the CPU runs within `isa`'s.
     pub int8: Int8Isa,
+    /// AVX-512 VBMI's byte permutes may run (the AVX-512 tier, on a CPU with VBMI and BW).
+    pub avx512vbmi: bool,
 }
 
 fn features() -> Features {
@@ -149,6 +152,7 @@ fn features() -> Features {
                 avx512vl: std::arch::is_x86_feature_detected!("avx512vl"),
                 avx512bw: std::arch::is_x86_feature_detected!("avx512bw"),
                 avx512vnni: std::arch::is_x86_feature_detected!("avx512vnni"),
+                avx512vbmi: std::arch::is_x86_feature_detected!("avx512vbmi"),
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
@@ -196,6 +200,7 @@ pub fn kernels() -> &'static Tier {
             avx2: isa != Isa::Portable && f.avx2_fma,
             avx512vl: isa == Isa::Avx512 && f.avx512vl,
             int8: Int8Isa::best_under(isa),
+            avx512vbmi: isa == Isa::Avx512 && f.avx512bw && f.avx512vbmi,
         }
     })
 }

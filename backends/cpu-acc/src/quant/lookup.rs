@@ -206,9 +206,7 @@ impl Workload for QLookup {
         self.th.chunks(y, chunk, |i, yc| {
             let at = i * chunk;
             let xc = x.get(at..at + yc.len()).ok_or_else(missing)?;
-            for (o, &b) in yc.iter_mut().zip(xc) {
-                *o = self.table[usize::from(b)];
-            }
+            backplane_cpu_kernels::byte_table::apply(&self.table, xc, yc);
             Ok(())
         })
     }
