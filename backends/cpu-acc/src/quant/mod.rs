@@ -118,22 +118,16 @@ pub(crate) fn plan_dynamic_quantize(layer: &LayerDesc) -> Result<Plan<'_>, Strin
 
 /// The plan of a quantized custom layer.
 pub(crate) fn plan_custom<'a>(c: &'a CustomOp, layer: &'a LayerDesc) -> Result<Plan<'a>, String> {
-    if c.op_type == QLINEAR_BINARY {
-        binary::plan(c, layer)
-    } else if c.op_type == QLINEAR_GEMM {
-        gemm::plan(c, layer)
-    } else if c.op_type == QLINEAR_LOOKUP {
-        lookup::plan(c, layer)
-    } else if c.op_type == QLINEAR_MEAN {
-        mean::plan(c, layer)
-    } else if c.op_type == QLINEAR_POOL {
-        pool::plan_pool(c, layer)
-    } else if c.op_type == QUANTIZE_NHWC {
-        qdq::plan_nhwc(c, layer)
-    } else if c.op_type == MATMUL_INTEGER {
-        dynamic::plan_matmul_integer(c, layer)
-    } else {
-        conv::plan(c, layer)
+    match c.op_type.as_str() {
+        QLINEAR_CONV => conv::plan(c, layer),
+        QLINEAR_BINARY => binary::plan(c, layer),
+        QLINEAR_GEMM => gemm::plan(c, layer),
+        QLINEAR_LOOKUP => lookup::plan(c, layer),
+        QLINEAR_MEAN => mean::plan(c, layer),
+        QLINEAR_POOL => pool::plan_pool(c, layer),
+        QUANTIZE_NHWC => qdq::plan_nhwc(c, layer),
+        MATMUL_INTEGER => dynamic::plan_matmul_integer(c, layer),
+        other => Err(format!("{other} is not one of CpuAcc's quantized layers")),
     }
 }
 
