@@ -11,20 +11,7 @@ mod support;
 use backplane_core::ops::{AutoPad, BinaryOp, ConvDesc, UnaryOp, Window};
 use backplane_core::{Network, Op};
 use backplane_cpu_acc::{CpuAccBackend, CpuAccOptions};
-use support::{check_conv, close, reference, run_desc, sole_replacement, Rng};
-
-fn pointwise() -> Op {
-    Op::Conv(ConvDesc {
-        window: Window {
-            kernel: vec![1, 1],
-            strides: vec![1, 1],
-            dilations: vec![1, 1],
-            pads: vec![0; 4],
-            auto_pad: AutoPad::NotSet,
-        },
-        group: 1,
-    })
-}
+use support::{check_conv, close, pointwise, reference, run_desc, sole_replacement, Rng};
 
 #[test]
 fn pointwise_convolutions_on_small_planes_against_ref() {

@@ -10,12 +10,13 @@ mod support;
 
 use backplane_backend_api::{Backend, SubgraphView};
 use backplane_core::ops::{
-    AutoPad, BinaryOp, ConvDesc, MathOp, PoolKind, ReduceDesc, ReduceKind, UnaryOp, Window,
+    AutoPad, BinaryOp, MathOp, PoolKind, ReduceDesc, ReduceKind, UnaryOp, Window,
 };
 use backplane_core::{DataType, LayerId, Network, Op, Tensor, TensorId};
 use backplane_cpu_acc::CpuAccBackend;
-use std::collections::HashMap;
-use support::{add_dq, add_q, konst, layer, q8, run_acc, run_reference, Rng};
+use support::{
+    add_dq, add_q, all_bytes, custom, konst, layer, q8, qdq_pointwise, same_output_bytes, Rng,
+};
 
 /// A layer of the chain after the dequantization.
 #[derive(Clone, Debug)]
@@ -65,30 +66,6 @@ fn lookup_chain(
     (net, x)
 }
 
-/// `net` on CpuRef and on CpuAcc (one substitution whose ops are checked by `ops`): the
-/// output bytes must be equal.
-fn same_bytes(what: &str, net: &Network, x: TensorId, input: Tensor, ops: impl Fn(&[Op])) {
-    let feeds = HashMap::from([(x, input)]);
-    let want = run_reference(net, &feeds);
-    let y = net.outputs()[0];
-    for threads in [1, 2] {
-        let (got, replacement) = run_acc(net, &feeds, threads);
-        ops(&replacement);
-        assert_eq!(
-            got[&y].bytes(),
-            want[&y].bytes(),
-            "{what}, {threads} thread(s): {replacement:?}"
-        );
-    }
-}
-
-fn custom(op: &Op) -> &str {
-    match op {
-        Op::Custom(c) => c.op_type.as_str(),
-        _ => "",
-    }
-}
-
 /// An int8 `[1, H, W, C]` input `x` and its transpose to NCHW (how the TFLite importer hands
 /// a channels-last image to channels-first layers): `(x, transposed)`.
 fn nhwc_image(net: &mut Network, [h, w, c]: [usize; 3]) -> (TensorId, TensorId) {
@@ -100,16 +77,6 @@ fn nhwc_image(net: &mut Network, [h, w, c]: [usize; 3]) -> (TensorId, TensorId) 
         perm: vec![0, 3, 1, 2],
     };
     (x, layer(net, perm, &[x]))
-}
-
-/// Every byte value, then random bytes, over `dims`.
-fn all_bytes(r: &mut Rng, dt: DataType, dims: &[usize]) -> Tensor {
-    let n: usize = dims.iter().product();
-    let mut b = r.bytes(n);
-    for (i, v) in b.iter_mut().take(256).enumerate() {
-        *v = i as u8;
-    }
-    q8(dt, dims, b)
 }
 
 #[test]
@@ -171,7 +138,7 @@ fn byte_tables_equal_the_chain_on_cpu_ref() {
                 let what = format!("{s:?} {xt}{xq:?} → {yt}{yq:?} {dims:?}");
                 let (net, x) = lookup_chain(dims, xt, xq, s, yt, yq);
                 let input = all_bytes(&mut r, xt, dims);
-                same_bytes(&what, &net, x, input, |ops| {
+                same_output_bytes(&what, &net, x, input, |ops| {
                     assert_eq!(ops.len(), 1, "{what}: one layer");
                     assert_eq!(custom(&ops[0]), "QLinearLookup", "{what}");
                 });
@@ -224,7 +191,7 @@ fn silu_chains_become_one_table() {
                 net.mark_output(y).unwrap();
                 let what = format!("SiLU {d:?} {xt} → {yt}, s first {s_first}, shared {shared}");
                 let input = all_bytes(&mut r, xt, d);
-                same_bytes(&what, &net, x, input, |ops| {
+                same_output_bytes(&what, &net, x, input, |ops| {
                     assert_eq!(ops.len(), 1, "{what}: one layer: {ops:?}");
                     assert_eq!(custom(&ops[0]), "QLinearLookup", "{what}");
                 });
@@ -330,7 +297,7 @@ fn quantized_means_equal_the_chain_on_cpu_ref() {
                 net.mark_output(y).unwrap();
                 let what = format!("{m:?} {xt}{xq:?} → {yt}{yq:?} {dims:?}");
                 let input = all_bytes(&mut r, xt, &dims);
-                same_bytes(&what, &net, x, input, |ops| {
+                same_output_bytes(&what, &net, x, input, |ops| {
                     assert_eq!(ops.len(), 1, "{what}: one layer");
                     assert_eq!(custom(&ops[0]), "QLinearMean", "{what}");
                 });
@@ -348,35 +315,10 @@ fn conv1x1(
     c: usize,
     m: usize,
 ) -> TensorId {
-    let xf = add_dq(net, x, DataType::I8, xq);
-    let w = konst(net, q8(DataType::I8, &[m, c, 1, 1], r.bytes(m * c)));
-    let sw: Vec<f32> = (0..m).map(|i| 0.004 + 0.001 * (i % 7) as f32).collect();
-    let ws = konst(net, Tensor::from_vec(vec![m], sw.clone()).unwrap());
-    let wz = konst(net, q8(DataType::I8, &[m], vec![0; m]));
-    let dq0 = Op::DequantizeLinear {
-        axis: 0,
-        to: DataType::F32,
-        block_size: 0,
-    };
-    let wf = layer(net, dq0.clone(), &[w, ws, wz]);
+    let ws: Vec<f32> = (0..m).map(|i| 0.004 + 0.001 * (i % 7) as f32).collect();
+    let w = r.bytes(m * c);
     let b: Vec<i32> = (0..m).map(|_| (r.next() % 2001) as i32 - 1000).collect();
-    let bc = konst(net, Tensor::from_vec(vec![m], b).unwrap());
-    let bs: Vec<f32> = sw.iter().map(|s| s * xq.0).collect();
-    let bs = konst(net, Tensor::from_vec(vec![m], bs).unwrap());
-    let bz = konst(net, Tensor::from_vec(vec![m], vec![0i32; m]).unwrap());
-    let bf = layer(net, dq0, &[bc, bs, bz]);
-    let op = Op::Conv(ConvDesc {
-        window: Window {
-            kernel: vec![1, 1],
-            strides: vec![1, 1],
-            dilations: vec![1, 1],
-            pads: vec![0; 4],
-            auto_pad: AutoPad::NotSet,
-        },
-        group: 1,
-    });
-    let y = layer(net, op, &[xf, wf, bf]);
-    add_q(net, y, DataType::I8, (0.05, -2))
+    qdq_pointwise(net, x, xq, w, ws, b, (0.05, -2))
 }
 
 #[test]
@@ -436,7 +378,7 @@ fn squeeze_excite_runs_in_one_int8_region() {
             net.mark_output(y).unwrap();
             let input = all_bytes(&mut r, DataType::I8, &[1, h, w, c]);
             let what = format!("SE c {c} e {e} s {s} {h}×{w} {m:?}");
-            same_bytes(&what, &net, x, input, |ops| {
+            same_output_bytes(&what, &net, x, input, |ops| {
                 let transposes = ops
                     .iter()
                     .filter(|o| matches!(o, Op::Transpose { .. }))
@@ -516,7 +458,7 @@ fn binaries_with_f32_constants_equal_the_chain_on_cpu_ref() {
                 } else {
                     "QLinearBinary"
                 };
-                same_bytes(&what, &net, x, input, |ops| {
+                same_output_bytes(&what, &net, x, input, |ops| {
                     assert_eq!(ops.len(), 1, "{what}: one layer: {ops:?}");
                     assert_eq!(custom(&ops[0]), kind, "{what}");
                 });
@@ -556,7 +498,7 @@ fn batch_norm_constants_join_the_int8_region() {
         net.mark_output(y).unwrap();
         let input = all_bytes(&mut r, DataType::I8, &[1, h, w, c]);
         let what = format!("BN c {c} {h}×{w}, same dims {same_dims}");
-        same_bytes(&what, &net, x, input, |ops| {
+        same_output_bytes(&what, &net, x, input, |ops| {
             let transposes = ops
                 .iter()
                 .filter(|o| matches!(o, Op::Transpose { .. }))
@@ -591,7 +533,7 @@ fn channel_concats_join_the_int8_region() {
         net.mark_output(y).unwrap();
         let input = all_bytes(&mut r, DataType::I8, &[1, h, w, c]);
         let what = format!("Concat c {c} {h}×{w}");
-        same_bytes(&what, &net, x, input, |ops| {
+        same_output_bytes(&what, &net, x, input, |ops| {
             let transposes = ops
                 .iter()
                 .filter(|o| matches!(o, Op::Transpose { .. }))
@@ -650,7 +592,7 @@ fn quantized_average_pools_equal_the_chain_on_cpu_ref() {
             net.mark_output(y).unwrap();
             let what = format!("AveragePool {k:?}/{s:?} {dims:?} {xt}");
             let input = all_bytes(&mut r, xt, &dims);
-            same_bytes(&what, &net, x, input, |ops| {
+            same_output_bytes(&what, &net, x, input, |ops| {
                 assert_eq!(ops.len(), 1, "{what}: one layer");
                 assert_eq!(custom(&ops[0]), "QLinearPool", "{what}");
             });
@@ -673,7 +615,7 @@ fn average_pools_join_the_int8_region() {
         net.mark_output(y).unwrap();
         let input = all_bytes(&mut r, DataType::I8, &[1, h, w, c]);
         let what = format!("transition c {c} {h}×{w}");
-        same_bytes(&what, &net, x, input, |ops| {
+        same_output_bytes(&what, &net, x, input, |ops| {
             let transposes = ops
                 .iter()
                 .filter(|o| matches!(o, Op::Transpose { .. }))
@@ -717,7 +659,7 @@ fn chained_constant_binaries_compose_into_one_layer() {
             net.mark_output(y).unwrap();
             let what = format!("scale, shift {dims:?} by {cdims:?} {xt} → {yt}");
             let input = all_bytes(&mut r, xt, dims);
-            same_bytes(&what, &net, x, input, |ops| {
+            same_output_bytes(&what, &net, x, input, |ops| {
                 assert_eq!(ops.len(), 1, "{what}: one layer: {ops:?}");
                 assert_eq!(custom(&ops[0]), "QLinearBinary", "{what}");
             });
@@ -762,7 +704,7 @@ fn three_constant_binaries_compose_with_other_types_between() {
             net.mark_output(y).unwrap();
             let what = format!("three layers {dims:?} by {cdims:?} {xt}");
             let input = all_bytes(&mut r, xt, dims);
-            same_bytes(&what, &net, x, input, |ops| {
+            same_output_bytes(&what, &net, x, input, |ops| {
                 assert_eq!(ops.len(), 1, "{what}: one layer: {ops:?}");
                 assert_eq!(custom(&ops[0]), "QLinearBinary", "{what}");
             });

@@ -9,10 +9,9 @@
 
 mod support;
 
-use backplane_core::ops::{AutoPad, ConvDesc, PoolDesc, PoolKind, UnaryOp, Window};
-use backplane_core::{DataType, Network, Op, Tensor, TensorId};
-use std::collections::HashMap;
-use support::{add_dq, add_q, konst, layer, q8, run_acc, run_reference, Rng};
+use backplane_core::ops::{AutoPad, PoolDesc, PoolKind, UnaryOp, Window};
+use backplane_core::{DataType, Network, Op, TensorId};
+use support::{add_dq, add_q, all_bytes, custom, layer, q8, qdq_pointwise, same_output_bytes, Rng};
 
 /// One pool's geometry: window, strides, pads (top, left, bottom, right) or SAME.
 #[derive(Clone, Copy, Debug)]
@@ -45,39 +44,6 @@ fn pool(max: bool, g: Geo, count_include_pad: bool) -> Op {
         ceil_mode: g.ceil,
         count_include_pad,
     })
-}
-
-/// Every byte value, then random bytes, over `dims`.
-fn all_bytes(r: &mut Rng, dt: DataType, dims: &[usize]) -> Tensor {
-    let n: usize = dims.iter().product();
-    let mut b = r.bytes(n);
-    for (i, v) in b.iter_mut().take(256).enumerate() {
-        *v = i as u8;
-    }
-    q8(dt, dims, b)
-}
-
-fn custom(op: &Op) -> &str {
-    match op {
-        Op::Custom(c) => c.op_type.as_str(),
-        _ => "",
-    }
-}
-
-/// `net` on CpuRef and on CpuAcc (whose replacement `ops` checks): equal output bytes.
-fn same_bytes(what: &str, net: &Network, x: TensorId, input: Tensor, ops: impl Fn(&[Op])) {
-    let feeds = HashMap::from([(x, input)]);
-    let want = run_reference(net, &feeds);
-    let y = net.outputs()[0];
-    for threads in [1, 2] {
-        let (got, replacement) = run_acc(net, &feeds, threads);
-        ops(&replacement);
-        assert_eq!(
-            got[&y].bytes(),
-            want[&y].bytes(),
-            "{what}, {threads} thread(s): {replacement:?}"
-        );
-    }
 }
 
 fn geometries() -> Vec<Geo> {
@@ -178,7 +144,7 @@ fn quantized_pools_equal_the_chain_on_cpu_ref() {
                             if max { "max" } else { "avg" }
                         );
                         let input = all_bytes(&mut r, dt, &dims);
-                        same_bytes(&what, &net, x, input, |ops| {
+                        same_output_bytes(&what, &net, x, input, |ops| {
                             assert_eq!(ops.len(), 1, "{what}: one layer");
                             assert_eq!(custom(&ops[0]), "QLinearPool", "{what}");
                         });
@@ -197,33 +163,8 @@ fn quantized_pools_equal_the_chain_on_cpu_ref() {
 /// rounds as XNNPACK does, which may differ from the f32 chain by a quantum elsewhere), and
 /// the pool after it is checked alone.
 fn conv_copy(net: &mut Network, x: TensorId, xq: (f32, i32), c: usize) -> TensorId {
-    let xf = add_dq(net, x, DataType::I8, xq);
     let eye: Vec<u8> = (0..c * c).map(|i| u8::from(i / c == i % c)).collect();
-    let w = konst(net, q8(DataType::I8, &[c, c, 1, 1], eye));
-    let ws = konst(net, Tensor::from_vec(vec![c], vec![1.0f32; c]).unwrap());
-    let wz = konst(net, q8(DataType::I8, &[c], vec![0; c]));
-    let dq0 = Op::DequantizeLinear {
-        axis: 0,
-        to: DataType::F32,
-        block_size: 0,
-    };
-    let wf = layer(net, dq0.clone(), &[w, ws, wz]);
-    let bc = konst(net, Tensor::from_vec(vec![c], vec![0i32; c]).unwrap());
-    let bs = konst(net, Tensor::from_vec(vec![c], vec![xq.0; c]).unwrap());
-    let bz = konst(net, Tensor::from_vec(vec![c], vec![0i32; c]).unwrap());
-    let bf = layer(net, dq0, &[bc, bs, bz]);
-    let op = Op::Conv(ConvDesc {
-        window: Window {
-            kernel: vec![1, 1],
-            strides: vec![1, 1],
-            dilations: vec![1, 1],
-            pads: vec![0; 4],
-            auto_pad: AutoPad::NotSet,
-        },
-        group: 1,
-    });
-    let y = layer(net, op, &[xf, wf, bf]);
-    add_q(net, y, DataType::I8, xq)
+    qdq_pointwise(net, x, xq, eye, vec![1.0; c], vec![0; c], xq)
 }
 
 #[test]
@@ -261,7 +202,7 @@ fn padded_and_max_pools_join_the_int8_region() {
             net.mark_output(y).unwrap();
             let input = all_bytes(&mut r, DataType::I8, &[1, h, w, c]);
             let what = format!("c {c} {h}×{w} max {max} include {include} {g:?}");
-            same_bytes(&what, &net, x, input, |ops| {
+            same_output_bytes(&what, &net, x, input, |ops| {
                 let transposes = ops
                     .iter()
                     .filter(|o| matches!(o, Op::Transpose { .. }))

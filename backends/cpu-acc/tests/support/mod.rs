@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, dead_code)]
 
 use backplane_backend_api::{Backend, LayerDesc, SubgraphView, ValueRef};
+use backplane_core::ops::{AutoPad, ConvDesc, Window};
 use backplane_core::{DataType, LayerId, Network, Op, Tensor, TensorId, TensorInfo};
 use backplane_cpu_acc::CpuAccBackend;
 use std::collections::HashMap;
@@ -95,6 +96,94 @@ pub fn add_q(net: &mut Network, t: TensorId, dt: DataType, (s, z): (f32, i32)) -
     let sc = konst(net, Tensor::scalar(s));
     let zc = konst(net, zp(dt, z));
     layer(net, q_op(dt), &[t, sc, zc])
+}
+
+/// Every byte value, then random bytes, over `dims`.
+pub fn all_bytes(r: &mut Rng, dt: DataType, dims: &[usize]) -> Tensor {
+    let n: usize = dims.iter().product();
+    let mut b = r.bytes(n);
+    for (i, v) in b.iter_mut().take(256).enumerate() {
+        *v = i as u8;
+    }
+    q8(dt, dims, b)
+}
+
+/// The type of a custom op (empty for other ops).
+pub fn custom(op: &Op) -> &str {
+    match op {
+        Op::Custom(c) => c.op_type.as_str(),
+        _ => "",
+    }
+}
+
+/// `net` (input `x` fed `input`) on CpuRef and on CpuAcc, one and two threads, CpuAcc's one
+/// substitution checked by `ops`: the output bytes must be equal.
+pub fn same_output_bytes(
+    what: &str,
+    net: &Network,
+    x: TensorId,
+    input: Tensor,
+    ops: impl Fn(&[Op]),
+) {
+    let feeds = HashMap::from([(x, input)]);
+    let want = run_reference(net, &feeds);
+    let y = net.outputs()[0];
+    for threads in [1, 2] {
+        let (got, replacement) = run_acc(net, &feeds, threads);
+        ops(&replacement);
+        assert_eq!(
+            got[&y].bytes(),
+            want[&y].bytes(),
+            "{what}, {threads} thread(s): {replacement:?}"
+        );
+    }
+}
+
+/// A 1×1 convolution, stride 1, no padding, one group.
+pub fn pointwise() -> Op {
+    Op::Conv(ConvDesc {
+        window: Window {
+            kernel: vec![1, 1],
+            strides: vec![1, 1],
+            dilations: vec![1, 1],
+            pads: vec![0; 4],
+            auto_pad: AutoPad::NotSet,
+        },
+        group: 1,
+    })
+}
+
+/// A QDQ 1×1 convolution of int8 `x` (quantization `xq`) to `ws.len()` channels: int8
+/// weights `w` (`[m, c, 1, 1]` bytes) with per-channel scales `ws`, an int32 bias on scales
+/// `ws · xq.0`, the output quantized to int8 on `yq`.
+pub fn qdq_pointwise(
+    net: &mut Network,
+    x: TensorId,
+    xq: (f32, i32),
+    w: Vec<u8>,
+    ws: Vec<f32>,
+    bias: Vec<i32>,
+    yq: (f32, i32),
+) -> TensorId {
+    let m = ws.len();
+    let c = w.len() / m.max(1);
+    let xf = add_dq(net, x, DataType::I8, xq);
+    let wt = konst(net, q8(DataType::I8, &[m, c, 1, 1], w));
+    let bs: Vec<f32> = ws.iter().map(|s| s * xq.0).collect();
+    let wsc = konst(net, Tensor::from_vec(vec![m], ws).unwrap());
+    let wz = konst(net, q8(DataType::I8, &[m], vec![0; m]));
+    let dq0 = Op::DequantizeLinear {
+        axis: 0,
+        to: DataType::F32,
+        block_size: 0,
+    };
+    let wf = layer(net, dq0.clone(), &[wt, wsc, wz]);
+    let bc = konst(net, Tensor::from_vec(vec![m], bias).unwrap());
+    let bs = konst(net, Tensor::from_vec(vec![m], bs).unwrap());
+    let bz = konst(net, Tensor::from_vec(vec![m], vec![0i32; m]).unwrap());
+    let bf = layer(net, dq0, &[bc, bs, bz]);
+    let y = layer(net, pointwise(), &[xf, wf, bf]);
+    add_q(net, y, DataType::I8, yq)
 }
 
 /// Run `op` on CpuAcc with `threads`; `constant[i]` makes input i a load-time constant.
