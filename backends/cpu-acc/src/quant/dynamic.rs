@@ -521,21 +521,13 @@ impl IntegerMatMul {
         let (rows, k, n) = (self.rows, self.k, self.n);
         let kq = b.depth_padded();
         // Unsigned bytes: int8 values flipped to x + 128, the zero point with them.
-        let (flip, zero) = if self.x_signed {
-            (0x80, zero + 128)
-        } else {
-            (0, zero)
-        };
+        let (flip, zero) = super::unsigned_form(self.x_signed, zero);
         // The byte rows' buffer of the previous execution (its K padding still zero).
         let mut a = std::mem::take(&mut *self.bytes.lock().unwrap_or_else(|p| p.into_inner()));
         if a.len() != rows * kq {
             a = alloc(rows * kq, 0u8, &self.io)?;
         }
-        for (dst, src) in a.chunks_exact_mut(kq).zip(x.chunks_exact(k)) {
-            for (d, &v) in dst.iter_mut().zip(src) {
-                *d = v ^ flip;
-            }
-        }
+        super::unsigned_rows(x, k, flip, &mut a, kq);
         let all = n.div_ceil(QNR);
         let per = all.div_ceil(2 * self.th.count()).clamp(1, TASK_PANELS);
         let bias = self.bias.as_deref().unwrap_or(&[]);

@@ -167,7 +167,7 @@ impl QGemm {
         let at = |kk: usize, c: usize| if d.trans_b { c * k + kk } else { kk * n + c };
         let wv = |kk: usize, c: usize| centered(w_signed, w[at(kk, c)], zero(c));
         // The activations' zero point as an unsigned byte value (i8 rows are read flipped).
-        let unsigned_zero = if x_signed { d.x.1 + 128 } else { d.x.1 };
+        let (_, unsigned_zero) = super::unsigned_form(x_signed, d.x.1);
         // `None` where a centered weight does not fit i8: the pair GEMM then.
         let quads = if quads_in_use() {
             QuadPackedB::pack(k, n, wv)
@@ -258,12 +258,8 @@ impl QGemm {
                     // The bytes past the depth meet zero weights: any value will do.
                     *bytes = alloc(rows * kq, 0u8, &self.io)?;
                 }
-                let flip = if self.x_signed { 0x80 } else { 0 };
-                for (row, xr) in bytes.chunks_exact_mut(kq).zip(x.chunks_exact(k)) {
-                    for (d, &v) in row.iter_mut().zip(xr) {
-                        *d = v ^ flip;
-                    }
-                }
+                let (flip, _) = super::unsigned_form(self.x_signed, 0);
+                super::unsigned_rows(x, k, flip, bytes, kq);
                 Ok((RowsA::Quads(bytes), kq))
             }
         }

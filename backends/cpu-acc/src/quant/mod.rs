@@ -181,6 +181,31 @@ fn int8_buffers<'a, 'o>(
     Ok((x, y))
 }
 
+/// The byte GEMM's form of an 8-bit type's values (`qgemm::quads`, unsigned bytes): the XOR
+/// that makes a byte unsigned (`x ^ 0x80 = x + 128` for int8, nothing for uint8) and the
+/// zero point `zero` in that form.
+fn unsigned_form(signed: bool, zero: i32) -> (u8, i32) {
+    if signed {
+        (0x80, zero + 128)
+    } else {
+        (0, zero)
+    }
+}
+
+/// Rows of `k` bytes from `src` into rows of `pitch` bytes of `dst`, each byte XORed with
+/// `flip` ([`unsigned_form`]): the byte GEMM's A rows. The bytes of a row past `k` are left
+/// as they are (they meet zero weights).
+fn unsigned_rows(src: &[u8], k: usize, flip: u8, dst: &mut [u8], pitch: usize) {
+    for (row, xr) in dst
+        .chunks_exact_mut(pitch.max(1))
+        .zip(src.chunks_exact(k.max(1)))
+    {
+        for (d, &v) in row.iter_mut().zip(xr) {
+            *d = v ^ flip;
+        }
+    }
+}
+
 /// The value range of an 8-bit type.
 fn range(dt: DataType) -> (i32, i32) {
     if dt == DataType::I8 {

@@ -200,7 +200,7 @@ impl NhwcQConv {
                 None
             };
             if let Some(b) = quads {
-                let zero = quads::unsigned_zero(x_signed, d.x.1);
+                let (_, zero) = super::unsigned_form(x_signed, d.x.1);
                 let bias = b
                     .folded_bias(&bias_v[..m], zero)
                     .ok_or_else(|| io.error("cannot allocate the folded bias".into()))?;

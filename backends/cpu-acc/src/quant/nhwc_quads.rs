@@ -11,6 +11,7 @@
 //! into the bias at construction, so the bytes are the pair GEMM's.
 
 use super::{alloc, keep, padded_extent, take, NhwcQConv};
+use crate::quant::{unsigned_form, unsigned_rows};
 use backplane_backend_api::Result;
 use backplane_cpu_kernels::qgemm::{quad_gemm_requantized, ColumnRequant, QuadPackedB, QNR};
 use std::sync::Mutex;
@@ -51,15 +52,6 @@ fn copy16(dst: &mut [u8], at: usize, src: &[u8], from: usize) {
     dst[at..at + 16].copy_from_slice(&v);
 }
 
-/// The activations' zero point as an unsigned byte value: i8 values are read flipped by 128.
-pub(super) fn unsigned_zero(signed: bool, zero: i32) -> i32 {
-    if signed {
-        zero + 128
-    } else {
-        zero
-    }
-}
-
 /// Where the A rows come from.
 #[derive(Clone, Copy)]
 enum ByteRows<'a> {
@@ -72,11 +64,7 @@ enum ByteRows<'a> {
 impl NhwcQConv {
     /// The XOR that turns an input byte into its unsigned form.
     fn flip(&self) -> u8 {
-        if self.x_signed {
-            0x80
-        } else {
-            0
-        }
+        unsigned_form(self.x_signed, 0).0
     }
 
     /// The byte GEMM layer: A rows from the pixels or the padded copy, blocks of pixels or
@@ -121,7 +109,7 @@ impl NhwcQConv {
         let image = hp * wp * c;
         if out.len() != g.n * image {
             // A byte in range: the zero point is one of the input type's values.
-            let zero = unsigned_zero(self.x_signed, self.d.x.1).clamp(0, 255) as u8;
+            let zero = unsigned_form(self.x_signed, self.d.x.1).1.clamp(0, 255) as u8;
             *out = alloc(g.n * image, zero, &self.io)?;
         }
         let (pt, pl) = (self.d.pads[0], self.d.pads[1]);
@@ -156,12 +144,8 @@ impl NhwcQConv {
         let flip = self.flip();
         match src {
             ByteRows::Pixels(x) => {
-                for (i, arow) in a.chunks_exact_mut(kq).take(rows).enumerate() {
-                    let px = &x[(p0 + i) * c..][..c];
-                    for (d, &s) in arow.iter_mut().zip(px) {
-                        *d = s ^ flip;
-                    }
-                }
+                let rows_x = &x[p0 * c..][..rows * c];
+                unsigned_rows(rows_x, c, flip, &mut a[..rows * kq], kq);
             }
             ByteRows::Windows(xp) => {
                 let [kh, kw] = d.kernel;
