@@ -334,7 +334,7 @@ fn quads_read_rows_that_run_into_the_next() {
 }
 
 /// Rows past one block of A (the panels run down each block in turn) and a panel range past
-/// B's: the sums against a plain loop, and the refusal.
+/// B's or a pitch past the slice: the sums against a plain loop, and the refusals.
 #[test]
 fn quad_sums_of_many_rows_are_exact() {
     let (m, k, n) = (300usize, 1152usize, 40usize);
@@ -373,6 +373,17 @@ fn quad_sums_of_many_rows_are_exact() {
             m,
             &b,
             0..n.div_ceil(QNR) + 1,
+            &mut c,
+            n
+        ));
+        // A pitch whose extent overflows is refused, not wrapped around.
+        assert!(!quad_sums_on(
+            isa,
+            &rows,
+            usize::MAX / 2,
+            3,
+            &b,
+            0..1,
             &mut c,
             n
         ));

@@ -138,6 +138,26 @@ impl QuadPackedB {
     }
 }
 
+/// Whether `rows` (at least one) rows of A, `kq` bytes each at pitch `lda`, lie in `a_len`
+/// bytes, and as many output rows of `n` values at pitch `ldo` (at least `n`) in `out_len`
+/// (the products checked for overflow): what the byte GEMM's entry points check before the
+/// vector tile reads and writes through pointers.
+fn extents_fit(
+    a_len: usize,
+    lda: usize,
+    rows: usize,
+    kq: usize,
+    out_len: usize,
+    ldo: usize,
+    n: usize,
+) -> bool {
+    let last = rows.saturating_sub(1);
+    let a_need = last.checked_mul(lda).and_then(|v| v.checked_add(kq));
+    let o_need = last.checked_mul(ldo).and_then(|v| v.checked_add(n));
+    let fits = matches!((a_need, o_need), (Some(an), Some(on)) if an <= a_len && on <= out_len);
+    fits && ldo >= n
+}
+
 /// The byte GEMM with its requantization: `out[i·ldo + j − panels.start·QNR] =
 /// requant_j(Σ_k A[i][k] · B[k][j])` for `i < rows` and the columns `j` of `panels`, A rows
 /// of unsigned bytes at pitch `lda`, each readable for `b.depth_padded()` bytes (a row may
@@ -187,10 +207,7 @@ pub fn quad_gemm_requantized_on(
         return true;
     }
     let kq = b.depth_padded();
-    let a_need = (rows - 1).checked_mul(lda).and_then(|v| v.checked_add(kq));
-    let o_need = (rows - 1).checked_mul(ldo).and_then(|v| v.checked_add(n));
-    let fits = matches!((a_need, o_need), (Some(an), Some(on)) if an <= a.len() && on <= out.len());
-    if !fits || ldo < n {
+    if !extents_fit(a.len(), lda, rows, kq, out.len(), ldo, n) {
         return false;
     }
     let mut bytes = [0u8; QNR * QUAD_PANELS * QUAD_ROWS];
@@ -432,7 +449,7 @@ pub fn quad_gemm_sums_on(
     if rows == 0 || n == 0 {
         return true;
     }
-    if (rows - 1) * lda + kq > a.len() || (rows - 1) * ldc + n > c.len() || ldc < n {
+    if !extents_fit(a.len(), lda, rows, kq, c.len(), ldc, n) {
         return false;
     }
     let mut tile = [[0i32; QNR * QUAD_PANELS]; QUAD_ROWS];
