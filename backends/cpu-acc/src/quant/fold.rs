@@ -189,6 +189,24 @@ impl Chains<'_> {
         fits.then_some(w)
     }
 
+    /// The per-tensor DequantizeLinear producing `t` of an 8-bit tensor, its scale positive
+    /// and finite: the input the folded quantized layers read (with its scale and zero point).
+    fn per_tensor_8bit(&self, t: TensorId, axis: usize) -> Option<(Dq, f32, i32)> {
+        let x = self.dequantize(t, axis)?;
+        let (s, z) = self.per_tensor_params(&x)?;
+        Some((x, s, z))
+    }
+
+    /// The scale and zero point of `dq` when it is per tensor, of an 8-bit tensor, its
+    /// scale positive and finite.
+    fn per_tensor_params(&self, dq: &Dq) -> Option<(f32, i32)> {
+        let dt = self.net.tensor(dq.input).info.dtype;
+        let (&[s], &[z]) = (dq.scales.as_slice(), dq.zeros.as_slice()) else {
+            return None;
+        };
+        (is_8bit(dt) && s > 0.0 && s.is_finite()).then_some((s, z))
+    }
+
     /// The DequantizeLinear producing `t`, with constant parameters, on axis `axis` when
     /// per-axis.
     fn dequantize(&self, t: TensorId, axis: usize) -> Option<Dq> {
@@ -496,11 +514,7 @@ impl Chains<'_> {
         };
         let shape = &self.net.tensor(self.single_output(id)?).info.shape;
         for dq in std::iter::once(&a).chain(b.as_ref()) {
-            let info = &self.net.tensor(dq.input).info;
-            let positive = dq.scales[0] > 0.0 && dq.scales[0].is_finite();
-            if dq.scales.len() != 1 || !is_8bit(info.dtype) || !positive {
-                return None;
-            }
+            self.per_tensor_params(dq)?;
         }
         let dims = |t: TensorId| self.net.tensor(t).info.shape.dims();
         let b_dims = match (&b, &k) {

@@ -8,7 +8,6 @@
 
 use super::Chains;
 use crate::quant::binary::{QBinaryDesc, QBinaryStage};
-use crate::quant::is_8bit;
 use crate::quant::lookup::{table, Func, QLookupDesc};
 use crate::quant::{QLINEAR_BINARY, QLINEAR_LOOKUP};
 use backplane_backend_api::{ReplacementLayer, Substitution, ValueRef};
@@ -69,12 +68,8 @@ impl Chains<'_> {
         used: &BTreeSet<LayerId>,
     ) -> Option<Substitution> {
         let (first, xt, c) = self.func(id, None)?;
-        let x = self.dequantize(xt, 0)?;
+        let (x, sx, zx) = self.per_tensor_8bit(xt, 0)?;
         let x_dt = self.net.tensor(x.input).info.dtype;
-        let (sx, zx) = (*x.scales.first()?, *x.zeros.first()?);
-        if x.scales.len() != 1 || !is_8bit(x_dt) || !(sx > 0.0 && sx.is_finite()) {
-            return None;
-        }
         let mut funcs = vec![first];
         let mut replaced = vec![id];
         let mut constants: Vec<(LayerId, LayerId)> = c.map(|c| (id, c)).into_iter().collect();

@@ -9,7 +9,6 @@
 
 use super::{Chains, OutChain};
 use crate::quant::conv::clamp_range;
-use crate::quant::is_8bit;
 use crate::quant::mean::QMeanDesc;
 use crate::quant::pool::QPoolDesc;
 use backplane_backend_api::{Substitution, ValueRef};
@@ -41,12 +40,7 @@ impl Chains<'_> {
         if !pixels || rank != 4 {
             return None;
         }
-        let x = self.dequantize(*xt, 1)?;
-        let x_info = &self.net.tensor(x.input).info;
-        let (sx, zx) = (*x.scales.first()?, *x.zeros.first()?);
-        if x.scales.len() != 1 || !is_8bit(x_info.dtype) || !(sx > 0.0 && sx.is_finite()) {
-            return None;
-        }
+        let (x, sx, zx) = self.per_tensor_8bit(*xt, 1)?;
         let q = self.sole_consumer(self.single_output(id)?)?;
         let (to, sy, zy) = self.quantizer(q)?;
         let mut replaced = vec![id, q];
@@ -92,12 +86,7 @@ impl Chains<'_> {
         if geo.dilations.iter().any(|&v| v != 1) || pt >= kernel[0] || pl >= kernel[1] {
             return None;
         }
-        let x = self.dequantize(*xt, 1)?;
-        let x_info = &self.net.tensor(x.input).info;
-        let (sx, zx) = (*x.scales.first()?, *x.zeros.first()?);
-        if x.scales.len() != 1 || !is_8bit(x_info.dtype) || !(sx > 0.0 && sx.is_finite()) {
-            return None;
-        }
+        let (x, sx, zx) = self.per_tensor_8bit(*xt, 1)?;
         let OutChain {
             mut replaced,
             y,
@@ -116,7 +105,7 @@ impl Chains<'_> {
             clamp: clamp_range(to, q, act.0, act.1),
             nhwc: false,
         };
-        if !desc.exact(x_info.dtype) {
+        if !desc.exact(self.net.tensor(x.input).info.dtype) {
             return None;
         }
         self.absorb_dequantizations(id, &[x.layer], used, &mut replaced)?;
