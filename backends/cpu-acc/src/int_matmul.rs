@@ -6,10 +6,11 @@
 //! loop the compiler vectorizes.
 
 use crate::io::{input, output, Io};
+use crate::matmul::batch_offsets;
 use crate::plan::{done, Plan};
 use crate::threads::Threads;
 use backplane_backend_api::{LayerDesc, Result, Workload};
-use backplane_core::shape::broadcast_shapes;
+use backplane_core::shape::{broadcast_shapes, broadcast_strides, strides_of};
 use backplane_core::{DataType, TensorView, TensorViewMut};
 
 /// Plan an int32 MatMul, or say why CpuAcc leaves it.
@@ -41,51 +42,34 @@ pub fn plan(layer: &LayerDesc) -> std::result::Result<Plan<'static>, String> {
     let (ab, am) = ad.split_at(ad.len() - 2);
     let (bb, bm) = bd.split_at(bd.len() - 2);
     let batch = broadcast_shapes(ab, bb).map_err(|e| e.to_string())?;
-    let shape = Shape {
-        m: am[0],
-        k: am[1],
-        n: bm[1],
-        pairs: batch_pairs(ab, bb, &batch),
+    let (m, k, n) = (am[0], am[1], bm[1]);
+    // Element offsets of each output matrix's operands (Y's row-major, contiguous).
+    let steps = |dims: &[usize]| {
+        let mut to = batch.clone();
+        to.extend_from_slice(&dims[dims.len() - 2..]);
+        broadcast_strides(dims, &to)[..batch.len()].to_vec()
     };
-    if shape.pairs.len() * shape.m * shape.n != y.shape.elements() {
+    let y_steps: Vec<usize> = strides_of(&batch).iter().map(|s| s * m * n).collect();
+    let shape = Shape {
+        m,
+        k,
+        n,
+        offsets: batch_offsets(&batch, [&steps(&ad), &steps(&bd), &y_steps]),
+    };
+    if shape.offsets.len() * shape.m * shape.n != y.shape.elements() {
         return Err(format!("MatMul: output {} does not match", y.shape));
     }
     Ok(Plan::new(move |io, th| done(IntMatMul { io, shape, th })))
 }
 
-/// The product's sizes, and for each output matrix the matrices of A and B it multiplies.
+/// The product's sizes, and for each output matrix (in order) the element offsets of the
+/// matrices of A and B it multiplies (and its own).
 #[derive(Debug, Clone)]
 struct Shape {
     m: usize,
     k: usize,
     n: usize,
-    pairs: Vec<(usize, usize)>,
-}
-
-/// For each index of the broadcast batch `batch` (row-major), the matching matrix of a
-/// batch of dims `a` and of `b` (each right-aligned, size-1 axes repeated).
-fn batch_pairs(a: &[usize], b: &[usize], batch: &[usize]) -> Vec<(usize, usize)> {
-    let total: usize = batch.iter().product();
-    let index_in = |dims: &[usize], at: usize| {
-        // The batch index `at`, digit by digit from the last axis, mapped into `dims`.
-        let (mut rest, mut idx, mut stride) = (at, 0, 1);
-        for (i, &d) in batch.iter().enumerate().rev() {
-            let digit = rest % d.max(1);
-            rest /= d.max(1);
-            let off = batch.len() - i;
-            if off <= dims.len() {
-                let dd = dims[dims.len() - off];
-                if dd > 1 {
-                    idx += digit * stride;
-                }
-                stride *= dd;
-            }
-        }
-        idx
-    };
-    (0..total)
-        .map(|t| (index_in(a, t), index_in(b, t)))
-        .collect()
+    offsets: Vec<(usize, usize, usize)>,
 }
 
 /// An int32 MatMul.
@@ -113,14 +97,14 @@ impl Workload for IntMatMul {
         if m * n == 0 {
             return Ok(());
         }
-        let rows = self.shape.pairs.len() * m;
+        let rows = self.shape.offsets.len() * m;
         let per = self.th.chunk_size(rows, (4096 / (k * n).max(1)).max(1), 1);
         self.th.chunks(y, per * n, |t, yc| {
             for (r, row) in yc.chunks_exact_mut(n).enumerate() {
                 let g = t * per + r;
-                let (ai, bi) = self.shape.pairs[g / m];
-                let arow = &a[(ai * m + g % m) * k..][..k];
-                let bm = &b[bi * k * n..][..k * n];
+                let (ao, bo, _) = self.shape.offsets[g / m];
+                let arow = &a[ao + (g % m) * k..][..k];
+                let bm = &b[bo..][..k * n];
                 row.fill(0);
                 for (&x, brow) in arow.iter().zip(bm.chunks_exact(n)) {
                     axpy(row, x, brow);
@@ -128,24 +112,5 @@ impl Workload for IntMatMul {
             }
             Ok(())
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn batch_pairs_follow_numpy_broadcasting() {
-        assert_eq!(batch_pairs(&[], &[], &[]), vec![(0, 0)]);
-        assert_eq!(batch_pairs(&[3], &[], &[3]), vec![(0, 0), (1, 0), (2, 0)]);
-        assert_eq!(
-            batch_pairs(&[2, 1], &[3], &[2, 3]),
-            vec![(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2)]
-        );
-        assert_eq!(
-            batch_pairs(&[1, 2], &[2, 1], &[2, 2]),
-            vec![(0, 0), (1, 0), (0, 1), (1, 1)]
-        );
     }
 }

@@ -204,6 +204,26 @@ fn batch_steps(v: &StridedView, batch: &[usize]) -> Vec<usize> {
         .collect()
 }
 
+/// For each index of `batch` in row-major order, the element offsets of three operands whose
+/// batch axes step by `steps` (0 on a broadcast axis): A's, B's and Y's matrices of a
+/// batched product.
+pub(crate) fn batch_offsets(batch: &[usize], steps: [&[usize]; 3]) -> Vec<(usize, usize, usize)> {
+    let count: usize = batch.iter().product();
+    let mut offsets = Vec::with_capacity(count);
+    for idx in 0..count {
+        let (mut rem, mut off) = (idx, (0, 0, 0));
+        for i in (0..batch.len()).rev() {
+            let d = rem % batch[i];
+            rem /= batch[i];
+            off.0 += d * steps[0][i];
+            off.1 += d * steps[1][i];
+            off.2 += d * steps[2][i];
+        }
+        offsets.push(off);
+    }
+    offsets
+}
+
 impl MatMulWorkload {
     /// Build it: `b` is B's value when constant, `bias` a column bias of n values, `views`
     /// how the operands are read and the result written.
@@ -259,18 +279,7 @@ impl MatMulWorkload {
             yv.strides[..batch.len()].to_vec(),
         );
         let count: usize = batch.iter().product();
-        let mut batches = Vec::with_capacity(count);
-        for idx in 0..count {
-            let (mut rem, mut off) = (idx, (0, 0, 0));
-            for i in (0..batch.len()).rev() {
-                let d = rem % batch[i];
-                rem /= batch[i];
-                off.0 += d * sa[i];
-                off.1 += d * sb[i];
-                off.2 += d * sy[i];
-            }
-            batches.push(off);
-        }
+        let batches = batch_offsets(&batch, [&sa, &sb, &sy]);
         let b_shared = sb.iter().all(|&s| s == 0);
         let rows_of = |steps: &[usize], row: usize| {
             collapsed_stride(
