@@ -117,7 +117,12 @@ fn block_tiles(c: usize, m: usize, total: usize, threads: usize) -> usize {
     let fit = (12 * 1024 / (c + m).max(1)).div_ceil(nr) * nr;
     let mut per = fit.clamp(2 * nr, 8 * nr);
     if threads > 1 {
-        per = per.min(total.div_ceil(threads).div_ceil(nr) * nr).max(nr);
+        // An even share per thread, in whole lane groups (a block's transforms and copy-out
+        // scale with its tiles), but at least one GEMM panel: fewer tiles than that run as
+        // one block whose products the threads share.
+        per = per
+            .min(total.div_ceil(threads).div_ceil(LANES) * LANES)
+            .max(nr);
     }
     per
 }
@@ -382,8 +387,8 @@ impl Plan {
     }
 
     /// Tiles per block: as many as keep V and M (36 × (c + m) × tiles floats) near 1.5 MB,
-    /// a whole number of 32-column GEMM panels, between 64 and 256 (fewer with more threads,
-    /// so that each gets a block).
+    /// a whole number of 32-column GEMM panels, between 64 and 256; with more threads at most
+    /// an even share of the tiles per thread (whole lane groups), so that each gets a block.
     fn block_tiles(&self, total: usize, threads: usize) -> usize {
         block_tiles(self.c, self.m, total, threads)
     }
@@ -492,23 +497,36 @@ impl Plan {
         th.chunks(&mut y[..n * m * out_plane], out_plane, |pi, plane| {
             let (b, co) = (pi / m, pi % m);
             let per_image = tiles.across * tiles.down;
-            for r in 0..per_image {
-                let t = b * per_image + r;
-                let (first, local) = (t / per * per, t % per);
-                let groups = per.min(tiles.total - first).div_ceil(LANES);
-                let at = (co * groups + local / LANES) * TILE * STRIP + (local % LANES) * TILE;
-                let part = strips
-                    .get(t / per * slot..(t / per + 1) * slot)
-                    .ok_or_else(|| BackendError::Execution("winograd: block missing".into()))?;
-                let (oy, ox) = ((r / tiles.across) * TILE, (r % tiles.across) * TILE);
+            for ty in 0..tiles.down {
+                let oy = ty * TILE;
                 let rows = TILE.min(geo.oh - oy);
-                let cols = TILE.min(geo.ow - ox);
-                for i in 0..rows {
-                    let s = (oy + i) * geo.ow + ox;
-                    let src = part
-                        .get(at + i * STRIP..at + i * STRIP + cols)
-                        .ok_or_else(|| BackendError::Execution("winograd: tile missing".into()))?;
-                    plane[s..s + cols].copy_from_slice(src);
+                // The tiles of this tile row, in runs that share a block and a lane group:
+                // such a run's row `i` is contiguous in its strip, as in the output row.
+                let mut tx = 0;
+                while tx < tiles.across {
+                    let t = b * per_image + ty * tiles.across + tx;
+                    let (first, local) = (t / per * per, t % per);
+                    let in_group = LANES - local % LANES;
+                    let run = in_group
+                        .min(tiles.across - tx)
+                        .min(per.min(tiles.total - first) - local);
+                    let groups = per.min(tiles.total - first).div_ceil(LANES);
+                    let at = (co * groups + local / LANES) * TILE * STRIP + (local % LANES) * TILE;
+                    let part = strips
+                        .get(t / per * slot..(t / per + 1) * slot)
+                        .ok_or_else(|| BackendError::Execution("winograd: block missing".into()))?;
+                    let ox = tx * TILE;
+                    let cols = (run * TILE).min(geo.ow - ox);
+                    for i in 0..rows {
+                        let s = (oy + i) * geo.ow + ox;
+                        let src =
+                            part.get(at + i * STRIP..at + i * STRIP + cols)
+                                .ok_or_else(|| {
+                                    BackendError::Execution("winograd: tile missing".into())
+                                })?;
+                        plane[s..s + cols].copy_from_slice(src);
+                    }
+                    tx += run;
                 }
             }
             Ok(())
