@@ -20,6 +20,13 @@ default). For every model and thread count, from the same run:
 - how many layers each backend runs (a model with CpuRef layers has ops CpuAcc leaves);
 - a row saying FAILED, with the first line of the error, when backplane cannot run a model.
 
+Warm-up: every runtime gets the same number of warm-up executions per model and thread count,
+at least `--warmup` and enough to fill `--warmup-time` seconds (0.25) at ONNX Runtime's speed.
+backplane runs in a fresh process each round while ONNX Runtime's session lives through the
+run; on the 2-vCPU VM a fresh process's helper thread often shares its caller's CPU for its
+first 5-15 ms (ONNX Runtime in a fresh process shows the same), which a few warm-up
+executions of a small model did not cover (BERT-tiny at 2 threads measured as at 1).
+
 backplane runs through its CLI (release build): `backplane run --output-dir` once per thread
 count for the outputs, `backplane bench` for the timings. tract runs in this process if
 `import tract` works (pip install tract), with its own threading (its Python API has no thread
@@ -344,11 +351,17 @@ def bench_model(name, path, args, threads):
                     r["error"] = str(e)
                 log(f"  {name}: backplane FAILED: {e}")
                 break
+        # Warm-up executions per thread count: at least --warmup, and enough to fill
+        # --warmup-time at ONNX Runtime's speed (the same count for every runtime).
+        warm = {}
+        for t in threads:
+            est = min(time_ort(sessions[t], feeds, 3, 0)) / 1000
+            warm[t] = max(args.warmup, min(1000, math.ceil(args.warmup_time / max(est, 1e-6))))
         for rnd in range(args.rounds):
-            tr = tract.time(args.iterations, args.warmup)
+            tr = tract.time(args.iterations, max(warm.values()))
             for t in threads:
                 r = rows[t]
-                times = time_ort(sessions[t], feeds, args.iterations, args.warmup)
+                times = time_ort(sessions[t], feeds, args.iterations, warm[t])
                 r["ort_med"].append(float(np.median(times)))
                 r["ort_min"] = min(r["ort_min"], min(times))
                 r["ort_times"] = times
@@ -358,7 +371,7 @@ def bench_model(name, path, args, threads):
                 if "error" not in r:
                     try:
                         med, fast, p90, peak, backends = bp_bench(args.backplane, path, feeds, t, args.iterations,
-                                                                  args.warmup, io_dir, args)
+                                                                  warm[t], io_dir, args)
                         r["bp_med"].append(med)
                         r["bp_min"] = min(r["bp_min"], fast)
                         r["bp_p90"].append((p90 - med) / med if med else float("nan"))
@@ -369,7 +382,7 @@ def bench_model(name, path, args, threads):
                         r["error"] = str(e)
                 if args.also and "bp2_error" not in r:
                     try:
-                        r["bp2_med"].append(bp_bench(args.backplane, path, feeds, t, args.iterations, args.warmup,
+                        r["bp2_med"].append(bp_bench(args.backplane, path, feeds, t, args.iterations, warm[t],
                                                      io_dir, args.also)[0])
                     except RuntimeError as e:
                         r["bp2_error"] = str(e)
@@ -468,7 +481,8 @@ def table(rows, threads, args):
     for m, e in tract_errors:
         lines.append(f"- tract n/a on {m}: {e}")
     lines.append("")
-    lines.append(f"Latencies are medians in ms over {args.iterations} executions ({args.warmup} warm-up), the lowest "
+    lines.append(f"Latencies are medians in ms over {args.iterations} executions (after at least {args.warmup} "
+                 f"warm-up executions and {args.warmup_time:g} s of them, the same count for each runtime), the lowest "
                  f"of {args.rounds} alternating round(s); noise is the spread of the round medians (max-min)/min, or "
                  "with one round (p90-median)/median; 'fastest' is bp/ORT of the fastest single executions; "
                  f"tolerance rtol {args.rtol:g}, atol {args.atol:g} against ONNX Runtime; RSS is the peak resident "
@@ -482,6 +496,8 @@ def main():
     ap.add_argument("--only", default="", help="comma-separated model names")
     ap.add_argument("--iterations", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--warmup-time", type=float, default=0.25,
+                    help="seconds of warm-up executions at least (counted at ONNX Runtime's speed)")
     ap.add_argument("--rounds", type=int, default=3,
                     help="repeat each measurement, alternating runtimes; keep the lowest median")
     ap.add_argument("--threads", default="1,2")
