@@ -3,7 +3,7 @@
 //! windows per output pixel, 32 channels (four independent FMA chains) at a time, then 8,
 //! then one by one, each valid tap one load of input and one of weights per vector.
 
-use super::{valid_taps, DwRow};
+use super::{valid_taps, DwRow, BLOCKS_OUTER_TAPS};
 use crate::gemm::avx2::Act256;
 use std::arch::x86_64::*;
 
@@ -122,11 +122,6 @@ unsafe fn row_3x3(job: &DwRow<'_>, oy: usize, res: Option<&[f32]>, out: &mut [f3
         row_any(job, oy, res, out, c0);
     }
 }
-
-/// Least taps (kh·kw·C floats) for which [`row`] runs [`row_blocks`] rather than
-/// [`row_any`]: one pixel's window and the taps (twice this) no longer fit L1
-/// (docs/cpu-acc-bounds.md, "Channels-last depthwise rows").
-const BLOCKS_OUTER_TAPS: usize = 4096;
 
 /// [`row_any`] with the loops the other way round: each block of 32, then 8 channels along
 /// the whole row before the next block, so the rows under the window stay in L1 (three rows

@@ -1,0 +1,243 @@
+//! The AVX-512 row kernels of the channels-last depthwise convolution: the AVX2 kernels'
+//! loops ([`super::avx2`]) on 16-channel vectors, with the last `c % 16` channels of a row
+//! under a lane mask instead of a narrower loop.
+
+use super::{valid_taps, DwRow, BLOCKS_OUTER_TAPS};
+use crate::gemm::avx512::Act512;
+use std::arch::x86_64::*;
+
+/// Output row `oy` of a channels-last depthwise convolution (see `super::row`).
+///
+/// Safety: AVX-512F, AVX2 and FMA present; the buffers as `super::row_fits` checks them; the
+/// geometry is the one the output was computed for (so every valid tap lies inside the
+/// image).
+#[target_feature(enable = "avx512f,avx2,fma")]
+pub(crate) unsafe fn row(job: &DwRow<'_>, oy: usize, res: Option<&[f32]>, out: &mut [f32]) {
+    let g = job.geo;
+    if g.kh == 3
+        && g.kw == 3
+        && g.dh == 1
+        && g.dw == 1
+        && g.sh == 1
+        && g.sw == 1
+        && g.ow >= 32
+        && job.c >= 16
+    {
+        row_3x3(job, oy, res, out);
+    } else if g.kh * g.kw * job.c >= BLOCKS_OUTER_TAPS {
+        row_blocks(job, oy, res, out);
+    } else {
+        row_any(job, oy, res, out, 0);
+    }
+}
+
+/// The mask of the first `n` (at most 16) lanes.
+#[inline(always)]
+fn lanes(n: usize) -> __mmask16 {
+    if n >= 16 {
+        0xffff
+    } else {
+        ((1u32 << n) - 1) as __mmask16
+    }
+}
+
+/// [`row`] for 3×3 windows on wide rows: sixteen channels at a time, their nine weight
+/// vectors in registers while the row's pixels go by; pixels whose window reaches into the
+/// padding, and the last `c % 16` channels, by [`row_any`]. Safety: as [`row`], with a 3×3
+/// window of dilation 1 and stride 1, and c >= 16.
+#[target_feature(enable = "avx512f,avx2,fma")]
+unsafe fn row_3x3(job: &DwRow<'_>, oy: usize, res: Option<&[f32]>, out: &mut [f32]) {
+    let g = job.geo;
+    let c = job.c;
+    let act = Act512::new(job.act);
+    let (ky0, ky1) = valid_taps(oy * g.sh, 1, g.pt, g.h, 3);
+    // Columns whose window lies inside the image.
+    let lo = g.pl.div_ceil(g.sw);
+    let hi = if g.w + g.pl >= 3 {
+        ((g.w + g.pl - 3) / g.sw + 1).min(g.ow)
+    } else {
+        0
+    };
+    let full_rows = ky0 == 0 && ky1 == 3;
+    let (xp, wp, bp) = (job.x.as_ptr(), job.taps.as_ptr(), job.bias.as_ptr());
+    let op = out.as_mut_ptr();
+    let rp = res.map(<[f32]>::as_ptr);
+    let row_c = g.w * c;
+    let mut c0 = 0;
+    while c0 + 16 <= c {
+        let w: [__m512; 9] = std::array::from_fn(|t| _mm512_loadu_ps(wp.add(t * c + c0)));
+        let b = _mm512_loadu_ps(bp.add(c0));
+        let mut ox = 0;
+        while ox < g.ow {
+            if full_rows && ox >= lo && ox + 4 <= hi {
+                // Four interior pixels: four independent chains of nine FMAs.
+                let p = xp.add(((oy * g.sh - g.pt) * g.w + ox * g.sw - g.pl) * c + c0);
+                let step = g.sw * c;
+                let mut a = [b; 4];
+                for ky in 0..3 {
+                    for kx in 0..3 {
+                        let r = p.add(ky * row_c + kx * c);
+                        for (j, aj) in a.iter_mut().enumerate() {
+                            let x = _mm512_loadu_ps(r.add(j * step));
+                            *aj = _mm512_fmadd_ps(x, w[ky * 3 + kx], *aj);
+                        }
+                    }
+                }
+                for (j, &aj) in a.iter().enumerate() {
+                    let o = (ox + j) * c + c0;
+                    let v = match rp {
+                        Some(r) => _mm512_add_ps(aj, _mm512_loadu_ps(r.add(o))),
+                        None => aj,
+                    };
+                    _mm512_storeu_ps(op.add(o), act.apply(v));
+                }
+                ox += 4;
+                continue;
+            }
+            let o = ox * c + c0;
+            let mut a = b;
+            if full_rows && ox >= lo && ox < hi {
+                let p = xp.add(((oy * g.sh - g.pt) * g.w + ox * g.sw - g.pl) * c + c0);
+                for ky in 0..3 {
+                    let r = p.add(ky * row_c);
+                    a = _mm512_fmadd_ps(_mm512_loadu_ps(r), w[ky * 3], a);
+                    a = _mm512_fmadd_ps(_mm512_loadu_ps(r.add(c)), w[ky * 3 + 1], a);
+                    a = _mm512_fmadd_ps(_mm512_loadu_ps(r.add(2 * c)), w[ky * 3 + 2], a);
+                }
+            } else {
+                let (kx0, kx1) = valid_taps(ox * g.sw, 1, g.pl, g.w, 3);
+                for ky in ky0..ky1 {
+                    for kx in kx0..kx1 {
+                        let iy = oy * g.sh + ky - g.pt;
+                        let ix = ox * g.sw + kx - g.pl;
+                        let x = _mm512_loadu_ps(xp.add((iy * g.w + ix) * c + c0));
+                        a = _mm512_fmadd_ps(x, w[ky * 3 + kx], a);
+                    }
+                }
+            }
+            if let Some(r) = rp {
+                a = _mm512_add_ps(a, _mm512_loadu_ps(r.add(o)));
+            }
+            _mm512_storeu_ps(op.add(o), act.apply(a));
+            ox += 1;
+        }
+        c0 += 16;
+    }
+    if c0 < c {
+        row_any(job, oy, res, out, c0);
+    }
+}
+
+/// [`row_any`] with the loops the other way round: each block of 64 channels along the
+/// whole row before the next block, so the rows under the window stay in L1 (see the AVX2
+/// kernel's notes). Safety: as [`row`].
+#[target_feature(enable = "avx512f,avx2,fma")]
+unsafe fn row_blocks(job: &DwRow<'_>, oy: usize, res: Option<&[f32]>, out: &mut [f32]) {
+    let g = job.geo;
+    let c = job.c;
+    let act = Act512::new(job.act);
+    let (ky0, ky1) = valid_taps(oy * g.sh, g.dh, g.pt, g.h, g.kh);
+    let op = out.as_mut_ptr();
+    let rp = res.map(<[f32]>::as_ptr);
+    let mut c0 = 0;
+    while c0 + 64 <= c {
+        for ox in 0..g.ow {
+            let (kx0, kx1) = valid_taps(ox * g.sw, g.dw, g.pl, g.w, g.kw);
+            pixel64(job, (oy, ox), (ky0, ky1, kx0, kx1), c0, rp, op, &act);
+        }
+        c0 += 64;
+    }
+    if c0 < c {
+        row_any(job, oy, res, out, c0);
+    }
+}
+
+/// [`row`] for any window, channels from `first` on: per output pixel, 64 channels (four
+/// independent FMA chains) at a time, then 16, then the rest under a lane mask. Safety: as
+/// [`row`].
+#[target_feature(enable = "avx512f,avx2,fma")]
+unsafe fn row_any(job: &DwRow<'_>, oy: usize, res: Option<&[f32]>, out: &mut [f32], first: usize) {
+    let g = job.geo;
+    let c = job.c;
+    let act = Act512::new(job.act);
+    let (ky0, ky1) = valid_taps(oy * g.sh, g.dh, g.pt, g.h, g.kh);
+    let (xp, wp, bp) = (job.x.as_ptr(), job.taps.as_ptr(), job.bias.as_ptr());
+    let op = out.as_mut_ptr();
+    let rp = res.map(<[f32]>::as_ptr);
+    for ox in 0..g.ow {
+        let (kx0, kx1) = valid_taps(ox * g.sw, g.dw, g.pl, g.w, g.kw);
+        let o = ox * c;
+        // Input offset of valid tap (ky, kx), channel 0.
+        let at = |ky: usize, kx: usize| {
+            let iy = oy * g.sh + ky * g.dh - g.pt;
+            let ix = ox * g.sw + kx * g.dw - g.pl;
+            (iy * g.w + ix) * c
+        };
+        let mut c0 = first;
+        while c0 + 64 <= c {
+            pixel64(job, (oy, ox), (ky0, ky1, kx0, kx1), c0, rp, op, &act);
+            c0 += 64;
+        }
+        while c0 < c {
+            // Sixteen channels, or the last few under a mask (masked lanes neither read
+            // nor written).
+            let m = lanes(c - c0);
+            let mut a = _mm512_maskz_loadu_ps(m, bp.add(c0));
+            for ky in ky0..ky1 {
+                for kx in kx0..kx1 {
+                    let xs = _mm512_maskz_loadu_ps(m, xp.add(at(ky, kx) + c0));
+                    let ws = _mm512_maskz_loadu_ps(m, wp.add((ky * g.kw + kx) * c + c0));
+                    a = _mm512_fmadd_ps(xs, ws, a);
+                }
+            }
+            if let Some(r) = rp {
+                a = _mm512_add_ps(a, _mm512_maskz_loadu_ps(m, r.add(o + c0)));
+            }
+            _mm512_mask_storeu_ps(op.add(o + c0), m, act.apply(a));
+            c0 += 16;
+        }
+    }
+}
+
+/// Channels `c0 .. c0 + 64` of output pixel `ox` of row `oy` (four independent FMA chains),
+/// over the valid taps `ky0..ky1` × `kx0..kx1`: plus the residual `rp` (when given) and the
+/// activation, stored at `op`. Safety: as [`row`], c0 + 64 <= C, the taps valid for the
+/// pixel.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn pixel64(
+    job: &DwRow<'_>,
+    (oy, ox): (usize, usize),
+    (ky0, ky1, kx0, kx1): (usize, usize, usize, usize),
+    c0: usize,
+    rp: Option<*const f32>,
+    op: *mut f32,
+    act: &Act512,
+) {
+    let (g, c) = (job.geo, job.c);
+    let (xp, wp, bp) = (job.x.as_ptr(), job.taps.as_ptr(), job.bias.as_ptr());
+    let mut a0 = _mm512_loadu_ps(bp.add(c0));
+    let mut a1 = _mm512_loadu_ps(bp.add(c0 + 16));
+    let mut a2 = _mm512_loadu_ps(bp.add(c0 + 32));
+    let mut a3 = _mm512_loadu_ps(bp.add(c0 + 48));
+    for ky in ky0..ky1 {
+        for kx in kx0..kx1 {
+            let iy = oy * g.sh + ky * g.dh - g.pt;
+            let ix = ox * g.sw + kx * g.dw - g.pl;
+            let xs = xp.add((iy * g.w + ix) * c + c0);
+            let ws = wp.add((ky * g.kw + kx) * c + c0);
+            a0 = _mm512_fmadd_ps(_mm512_loadu_ps(xs), _mm512_loadu_ps(ws), a0);
+            a1 = _mm512_fmadd_ps(_mm512_loadu_ps(xs.add(16)), _mm512_loadu_ps(ws.add(16)), a1);
+            a2 = _mm512_fmadd_ps(_mm512_loadu_ps(xs.add(32)), _mm512_loadu_ps(ws.add(32)), a2);
+            a3 = _mm512_fmadd_ps(_mm512_loadu_ps(xs.add(48)), _mm512_loadu_ps(ws.add(48)), a3);
+        }
+    }
+    for (j, a) in [a0, a1, a2, a3].into_iter().enumerate() {
+        let o = ox * c + c0 + 16 * j;
+        let v = match rp {
+            Some(r) => _mm512_add_ps(a, _mm512_loadu_ps(r.add(o))),
+            None => a,
+        };
+        _mm512_storeu_ps(op.add(o), act.apply(v));
+    }
+}
