@@ -308,13 +308,9 @@ pub fn plan(layer: &LayerDesc) -> std::result::Result<Plan<'_>, String> {
         Op::Custom(custom) => fused::plan(custom, layer),
         Op::QuantizeLinear { .. } | Op::DequantizeLinear { .. } => crate::quant::plan_qdq(layer),
         Op::DynamicQuantizeLinear => crate::quant::plan_dynamic_quantize(layer),
-        // The 8-bit integer forms run as folded quantized layers (`quant::fold`: a byte table,
-        // a quantized pool); a layer the fold left (a table that is not a constant) goes to
-        // the next backend.
-        Op::IntegerAveragePool(_) | Op::Lookup => Err(format!(
-            "{} runs on CpuAcc only as a folded quantized layer",
-            op.name()
-        )),
+        // The 8-bit integer forms: the byte table and the quantized pool (folded into
+        // channels-last regions by `quant::fold` where they join one).
+        Op::IntegerAveragePool(_) | Op::Lookup => crate::quant::plan_integer_form(layer),
         // Inserted by the optimizer or holding nested networks: the builtin backend's.
         Op::MemCopy
         | Op::MemImport

@@ -360,13 +360,15 @@ pub(crate) fn plan(op: &Op) -> Result<Plan, String> {
                 EIGHT_BIT,
                 run(move |i, o| qint::integer_average_pool(&d, x(i)?, out(o)?)),
             )
+            .quantized()
         }
         Op::Lookup => Plan::new(
             EIGHT_BIT,
             run(move |i, o| qint::lookup(x(i)?, input(i, 1)?, out(o)?)),
         )
         .slot(1, EIGHT_BIT)
-        .names(&["X", "table"]),
+        .names(&["X", "table"])
+        .quantized(),
         Op::GlobalPool(kind) => {
             let kind = *kind;
             Plan::new(
