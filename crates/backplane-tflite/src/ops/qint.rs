@@ -153,13 +153,12 @@ pub(crate) fn hard_swish_table(
     Some(table)
 }
 
+/// An 8-bit type with the (scale, zero point) of an input and of an output.
+type EightBit = (DataType, (f32, i32), (f32, i32));
+
 /// The 8-bit type and per-tensor quantizations of `x` and `out` when both are 8-bit
 /// quantized tensors of one type; `None` otherwise (the f32 chain applies).
-fn eight_bit(
-    cx: &Cx<'_, '_, '_>,
-    x: usize,
-    out: usize,
-) -> Tx<Option<(DataType, (f32, i32), (f32, i32))>> {
+fn eight_bit(cx: &Cx<'_, '_, '_>, x: usize, out: usize) -> Tx<Option<EightBit>> {
     let dt = cx.dtype(x)?;
     if !matches!(dt, DataType::I8 | DataType::U8)
         || cx.dtype(out)? != dt
