@@ -102,6 +102,38 @@ mod tests {
     }
 
     #[test]
+    fn shapes_and_types_are_checked() {
+        use crate::ops::{AutoPad, Op, Window};
+        let x = TensorInfo::new(DataType::I8, vec![1, 3, 5, 4]);
+        let table = TensorInfo::new(DataType::U8, vec![256]);
+        let out = Op::Lookup.infer(&[&x, &table]).unwrap();
+        assert_eq!(out, vec![TensorInfo::new(DataType::U8, vec![1, 3, 5, 4])]);
+        let short = TensorInfo::new(DataType::U8, vec![255]);
+        assert!(Op::Lookup.infer(&[&x, &short]).is_err());
+        let wide = TensorInfo::new(DataType::I16, vec![256]);
+        assert!(Op::Lookup.infer(&[&x, &wide]).is_err());
+        let f = TensorInfo::new(DataType::F32, vec![1, 3, 5, 4]);
+        assert!(Op::Lookup.infer(&[&f, &table]).is_err());
+        let mut p = PoolDesc {
+            kind: PoolKind::Average,
+            window: Window {
+                kernel: vec![2, 2],
+                strides: vec![2, 2],
+                dilations: Vec::new(),
+                pads: Vec::new(),
+                auto_pad: AutoPad::SameUpper,
+            },
+            ceil_mode: false,
+            count_include_pad: false,
+        };
+        let out = Op::IntegerAveragePool(p.clone()).infer(&[&x]).unwrap();
+        assert_eq!(out, vec![TensorInfo::new(DataType::I8, vec![1, 3, 3, 2])]);
+        assert!(Op::IntegerAveragePool(p.clone()).infer(&[&f]).is_err());
+        p.kind = PoolKind::Max;
+        assert!(Op::IntegerAveragePool(p).infer(&[&x]).is_err());
+    }
+
+    #[test]
     fn int8_values_index_by_their_byte() {
         assert_eq!(lookup_index(DataType::I8, -1), 255);
         assert_eq!(lookup_index(DataType::I8, -128), 128);
