@@ -71,6 +71,22 @@ def mobile_block_net(seed):
     return keras.Model(inp, out)
 
 
+def q8_rules_net(seed):
+    """int8 HARD_SWISH and AVERAGE_POOL_2D (2x2 VALID, 3x3 SAME stride 1 and 2, a global
+    window) after a convolution whose wide output range makes many exact pooling ties and
+    fixed-point hard-swish values the f32 chain rounds differently (issue 31)."""
+    keras.utils.set_random_seed(seed)
+    inp = keras.Input((9, 11, 3), batch_size=1, name="image")
+    x = L.Conv2D(17, 3, padding="same")(inp)
+    x = L.Lambda(hard_swish)(x)
+    a = L.AveragePooling2D(2)(x)
+    b = L.AveragePooling2D(3, strides=2, padding="same")(x)
+    c = L.AveragePooling2D(3, strides=1, padding="same")(x)
+    c = L.Lambda(hard_swish)(c)
+    c = L.AveragePooling2D((9, 11))(c)
+    return keras.Model(inp, [a, b, c])
+
+
 def dense_net(seed):
     """Fully connected layers, reshapes, transposes and slices on a 2-D input."""
     keras.utils.set_random_seed(seed)
@@ -230,6 +246,7 @@ def main():
         help="no softmax: the output is the logits (random weights make the softmax of"
         " many classes one quantized value, which compares nothing)",
     )
+    ap.add_argument("--only", help="write only this small case (e.g. q8_rules)")
     args = ap.parse_args()
     out = pathlib.Path(args.out)
     cases = [
@@ -237,7 +254,14 @@ def main():
         ("dense", dense_net, (1, 6, 8), 2),
         ("data_movement", data_movement_net, (1, 8, 6, 4), 5),
         ("upsampling", upsampling_net, (1, 7, 9, 5), 6),
+        ("q8_rules", q8_rules_net, (1, 9, 11, 3), 8),
     ]
+    if args.only:
+        for name, build, shape, seed in [c for c in cases if c[0] == args.only]:
+            model = build(seed)
+            write_case(out, f"{name}_f32", convert(model, shape, seed, False), seed)
+            write_case(out, f"{name}_int8", convert(model, shape, seed, True), seed)
+        return
     for name, build, shape, seed in [] if args.big_only else cases:
         model = build(seed)
         write_case(out, f"{name}_f32", convert(model, shape, seed, False), seed)

@@ -67,5 +67,7 @@ pub fn holds_for_every_shape(op: &Op) -> bool {
         Op::Optimizer(_) | Op::TfIdfVectorizer(_) | Op::TreeEnsemble(_) => true,
         Op::Dft(_) | Op::Stft(_) | Op::Col2Im(_) | Op::AffineGrid(_) => true,
         Op::RoiAlign(_) | Op::DeformConv(_) => true,
+        // Checked against the window's geometry, and the table's constant.
+        Op::IntegerAveragePool(_) | Op::Lookup => false,
     }
 }

@@ -50,6 +50,7 @@ pub(crate) fn holds_for_every_shape(op: &Op) -> bool {
         Op::MatMul | Op::Gemm(_) | Op::Einsum(_) | Op::Det => true,
         Op::Conv(_) | Op::ConvTranspose(_) | Op::DeformConv(_) | Op::Col2Im(_) => true,
         Op::Pool(_) | Op::GlobalPool(_) | Op::MaxPoolWithIndices(_) | Op::MaxUnpool(_) => true,
+        Op::IntegerAveragePool(_) | Op::Lookup => true,
         Op::Reduce(_) | Op::ArgReduce(_) | Op::CumSum { .. } | Op::TopK(_) => true,
         Op::Resize(_) | Op::GridSample(_) | Op::AffineGrid(_) | Op::RoiAlign(_) => true,
         Op::Trilu { .. } | Op::GatherElements { .. } | Op::GatherND { .. } => true,

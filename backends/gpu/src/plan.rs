@@ -417,6 +417,8 @@ fn plan_f32(
         | Op::QuantizeLinear { .. }
         | Op::DequantizeLinear { .. }
         | Op::DynamicQuantizeLinear
+        | Op::IntegerAveragePool(_)
+        | Op::Lookup
         | Op::NegativeLogLikelihoodLoss(_)
         | Op::GridSample(_)
         | Op::Einsum(_)

@@ -2,7 +2,8 @@
 //! models) — `DequantizeLinear → Conv | Gemm | Add | Sub | Mul | Max | Min → (Relu | Clip) →
 //! QuantizeLinear` on int8 and uint8 tensors, per-channel or per-tensor weights, odd shapes,
 //! and whole blocks (inverted residuals, squeeze-excite with its int8 sigmoid, hard-swish,
-//! mean and broadcasting gate), 2-D average and max pools (`quant_pool_sweeps.rs`) —
+//! mean and broadcasting gate), 2-D average and max pools (`quant_pool_sweeps.rs`), TFLite's
+//! 8-bit integer forms (`Lookup`, `IntegerAveragePool`: `quant_int_forms.rs`) —
 //! run with the backend under test first (CpuRef behind it), against the same network on
 //! CpuRef alone.
 //!
@@ -52,6 +53,7 @@ pub const FAMILIES: &[(&str, Generator)] = &[
     ("QMatMul", crate::quant_qoperator_sweeps::matmul),
     ("QMove", crate::quant_qoperator_sweeps::movement),
     ("QPool", crate::quant_pool_sweeps::pool),
+    ("QIntForm", crate::quant_int_forms::int_forms),
 ];
 
 pub(crate) fn err(e: impl std::fmt::Display) -> String {

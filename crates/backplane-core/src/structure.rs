@@ -58,6 +58,8 @@ impl Op {
             | Op::Gemm(_)
             | Op::Pool(_)
             | Op::GlobalPool(_)
+            | Op::IntegerAveragePool(_)
+            | Op::Lookup
             | Op::Flatten { .. }
             | Op::Transpose { .. }
             | Op::Squeeze { .. }

@@ -308,6 +308,9 @@ pub fn plan(layer: &LayerDesc) -> std::result::Result<Plan<'_>, String> {
         Op::Custom(custom) => fused::plan(custom, layer),
         Op::QuantizeLinear { .. } | Op::DequantizeLinear { .. } => crate::quant::plan_qdq(layer),
         Op::DynamicQuantizeLinear => crate::quant::plan_dynamic_quantize(layer),
+        // The 8-bit integer forms: the byte table and the quantized pool (folded into
+        // channels-last regions by `quant::fold` where they join one).
+        Op::IntegerAveragePool(_) | Op::Lookup => crate::quant::plan_integer_form(layer),
         // Inserted by the optimizer or holding nested networks: the builtin backend's.
         Op::MemCopy
         | Op::MemImport

@@ -9,7 +9,8 @@
 //! movement between equal quantizations moves the 8-bit values ([`movement`]);
 //! `DequantizeLinear → elementwise functions of one input → QuantizeLinear` becomes a byte
 //! table ([`lookup`]); `DequantizeLinear → mean over the pixels → QuantizeLinear` the
-//! quantized mean ([`mean`]); a
+//! quantized mean ([`mean`]); the integer forms of TFLite's HARD_SWISH and AVERAGE_POOL_2D
+//! (`Lookup`, `IntegerAveragePool`) the byte table and the quantized pool ([`qint`]); a
 //! DequantizeLinear left with no reader goes too. The rest of the
 //! subgraph then goes through the float fusions.
 //!
@@ -34,6 +35,7 @@ mod lookup;
 mod matmul;
 mod mean;
 mod movement;
+mod qint;
 mod qoperator;
 
 /// Fold the quantized chains of `view`, then hand the remaining layers to `rest` (the float
@@ -64,6 +66,7 @@ pub(crate) fn optimize(
             .or_else(|| g.fold_lookup(id, &used))
             .or_else(|| g.fold_mean(id, &used))
             .or_else(|| g.fold_pool(id, &used))
+            .or_else(|| g.fold_integer_form(id))
             .or_else(|| g.fold_binary(id, &used));
         if let Some(s) = folded {
             used.extend(s.replaced.iter().copied());

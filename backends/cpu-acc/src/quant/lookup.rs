@@ -189,6 +189,27 @@ pub(super) fn plan<'a>(
     Ok(Plan::new(move |io, th| done(QLookup { io, table, th })))
 }
 
+/// The plan of an `Op::Lookup` layer whose table is a constant: the byte table.
+pub(super) fn plan_op(layer: &LayerDesc) -> std::result::Result<Plan<'_>, String> {
+    let [x, t] = layer.inputs.as_slice() else {
+        return Err("Lookup takes an input and a table".into());
+    };
+    let y = layer.outputs.first().ok_or("no output")?;
+    if !is_8bit(x.dtype) || !is_8bit(t.dtype) || y.dtype != t.dtype || x.shape != y.shape {
+        return Err(format!(
+            "Lookup: {} through a {} table to {}",
+            x.dtype, t.dtype, y.dtype
+        ));
+    }
+    let table: [u8; 256] = layer
+        .constant(1)
+        .ok_or("Lookup: the table is not a constant")?
+        .bytes()
+        .try_into()
+        .map_err(|_| "Lookup: a table of other than 256 entries".to_string())?;
+    Ok(Plan::new(move |io, th| done(QLookup { io, table, th })))
+}
+
 /// The folded lookup layer.
 struct QLookup {
     io: Io,

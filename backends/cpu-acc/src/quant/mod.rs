@@ -78,6 +78,8 @@ fn payload_of<T: Clone + 'static>(c: &CustomOp, op_type: &str) -> Result<T, Stri
 pub(crate) fn takes_quantized(op: &Op) -> bool {
     match op {
         Op::QuantizeLinear { .. } | Op::DequantizeLinear { .. } => true,
+        // The 8-bit integer forms compute on the stored integers.
+        Op::Lookup | Op::IntegerAveragePool(_) => true,
         Op::Transpose { .. }
         | Op::Concat { .. }
         | Op::Identity
@@ -128,6 +130,15 @@ pub(crate) fn plan_custom<'a>(c: &'a CustomOp, layer: &'a LayerDesc) -> Result<P
         QUANTIZE_NHWC => qdq::plan_nhwc(c, layer),
         MATMUL_INTEGER => dynamic::plan_matmul_integer(c, layer),
         other => Err(format!("{other} is not one of CpuAcc's quantized layers")),
+    }
+}
+
+/// The plan of an 8-bit integer form left unfolded (`Op::Lookup` with a constant table,
+/// `Op::IntegerAveragePool`): the byte table and the quantized pool.
+pub(crate) fn plan_integer_form(layer: &LayerDesc) -> Result<Plan<'_>, String> {
+    match layer.op {
+        Op::Lookup => lookup::plan_op(layer),
+        _ => pool::plan_integer(layer),
     }
 }
 

@@ -23,6 +23,11 @@
 //! `quantize(dequantize(q))` (skipped where that is the identity, as when both sides share
 //! one scale and zero point).
 //!
+//! **Integer average** (`round_away`, TFLite's rule, from `Op::IntegerAveragePool`): the
+//! same exact f64 sums of the stored integers (scale 1, zero point 0), then the quotient by
+//! the tap count rounded half away from zero in integers (`div_round_half_away`, CpuRef's
+//! rule), saturated.
+//!
 //! A fused Relu or Clip is a clamp of the output bytes. Every window holds an input tap (the
 //! fold takes begin pads narrower than the window), so no average divides by zero.
 
@@ -32,8 +37,8 @@ use crate::io::Io;
 use crate::plan::{done, Plan};
 use crate::threads::Threads;
 use backplane_backend_api::{BackendError, LayerDesc, Result, Workload};
-use backplane_core::ops::CustomOp;
-use backplane_core::{DataType, TensorInfo, TensorView, TensorViewMut};
+use backplane_core::ops::{div_round_half_away, CustomOp, PoolDesc, PoolKind};
+use backplane_core::{DataType, Op, TensorInfo, TensorView, TensorViewMut};
 
 /// What a folded 2-D pool computes (its custom op's payload).
 #[derive(Debug, Clone, PartialEq)]
@@ -57,6 +62,10 @@ pub(crate) struct QPoolDesc {
     pub clamp: (i32, i32),
     /// Input and output are `[N, H, W, C]` (else `[N, C, H, W]`).
     pub nhwc: bool,
+    /// TFLite's integer average (`Op::IntegerAveragePool`, folded from that layer): the sum
+    /// of the stored integers over the taps counted, rounded half away from zero,
+    /// saturated; `x` and `y` are then (1, 0) and nothing is rescaled.
+    pub round_away: bool,
 }
 
 impl QPoolDesc {
@@ -68,6 +77,37 @@ impl QPoolDesc {
     /// The description [`QPoolDesc::to_op`] put in the custom op.
     pub(crate) fn decode(c: &CustomOp) -> std::result::Result<QPoolDesc, String> {
         payload_of(c, QLINEAR_POOL)
+    }
+
+    /// The pool of an `Op::IntegerAveragePool` over a 4-D NCHW `dt` input of dimensions
+    /// `dims` (TFLite's integer average, `round_away`); `None` for a geometry the pool does
+    /// not take (not 2-D, dilated, a window entirely in the padding, sums that could be
+    /// inexact).
+    pub(crate) fn integer(p: &PoolDesc, dims: &[usize], dt: DataType) -> Option<QPoolDesc> {
+        if dims.len() != 4 || !is_8bit(dt) || p.kind != PoolKind::Average {
+            return None;
+        }
+        let geo = p.window.geometry(&dims[2..], p.ceil_mode).ok()?;
+        let two = |v: &[usize]| -> Option<[usize; 2]> { <[usize; 2]>::try_from(v).ok() };
+        let (kernel, strides) = (two(&geo.kernel)?, two(&geo.strides)?);
+        let ([pt, pl], [pb, pr]) = (two(&geo.pads_begin)?, two(&geo.pads_end)?);
+        // Every window must reach into the input (the pool never divides by zero).
+        if geo.dilations.iter().any(|&v| v != 1) || pt >= kernel[0] || pl >= kernel[1] {
+            return None;
+        }
+        let desc = QPoolDesc {
+            max: false,
+            kernel,
+            strides,
+            pads: [pt, pl, pb, pr],
+            count_include_pad: p.count_include_pad,
+            x: (1.0, 0),
+            y: (1.0, 0),
+            clamp: range(dt),
+            nhwc: false,
+            round_away: true,
+        };
+        desc.exact(dt).then_some(desc)
     }
 
     /// Whether an average over these windows of `dt` bytes sums exactly in f64 (see the
@@ -131,7 +171,24 @@ pub(super) fn plan_pool<'a>(
     c: &'a CustomOp,
     layer: &'a LayerDesc,
 ) -> std::result::Result<Plan<'a>, String> {
-    let d = QPoolDesc::decode(c)?;
+    plan_desc(QPoolDesc::decode(c)?, layer)
+}
+
+/// The plan of an `Op::IntegerAveragePool` layer, as the quantized pool.
+pub(super) fn plan_integer(layer: &LayerDesc) -> std::result::Result<Plan<'_>, String> {
+    let Op::IntegerAveragePool(p) = &layer.op else {
+        return Err("not an IntegerAveragePool".into());
+    };
+    let [x] = layer.inputs.as_slice() else {
+        return Err("IntegerAveragePool takes one input".into());
+    };
+    let d = QPoolDesc::integer(p, x.shape.dims(), x.dtype)
+        .ok_or("IntegerAveragePool: a window CpuAcc's pool does not take")?;
+    plan_desc(d, layer)
+}
+
+/// The plan of pool `d` on `layer`'s input and output.
+fn plan_desc(d: QPoolDesc, layer: &LayerDesc) -> std::result::Result<Plan<'_>, String> {
     let [x] = layer.inputs.as_slice() else {
         return Err(format!("{QLINEAR_POOL} takes one input"));
     };
@@ -189,6 +246,7 @@ pub(super) fn plan_pool<'a>(
     let identity = table.iter().enumerate().all(|(i, &v)| usize::from(v) == i);
     let p = Pool {
         max: d.max,
+        round_away: d.round_away,
         include_pad: d.count_include_pad,
         // NCHW: each channel plane an image of one lane.
         lanes: if d.nhwc { xi[0] } else { 1 },
@@ -199,6 +257,7 @@ pub(super) fn plan_pool<'a>(
         deq: Deq::new(signed, d.x).ok_or("zero point out of range")?,
         req,
         table: (!identity).then_some(table),
+        clamp: (i64::from(d.clamp.0), i64::from(d.clamp.1)),
     };
     Ok(Plan::new(move |io, th| done(Pooling { io, p, th })))
 }
@@ -206,6 +265,8 @@ pub(super) fn plan_pool<'a>(
 /// The planned pool.
 struct Pool {
     max: bool,
+    /// The integer average's rounding (half away from zero) instead of `req`.
+    round_away: bool,
     include_pad: bool,
     /// Values per pixel (the channels channels-last, else 1).
     lanes: usize,
@@ -218,6 +279,8 @@ struct Pool {
     req: Req,
     /// Max pooling: the output byte of each input byte, unless that is the identity.
     table: Option<Vec<u8>>,
+    /// The output range of the integer average (`round_away`).
+    clamp: (i64, i64),
 }
 
 /// The pool, planned.
@@ -271,9 +334,28 @@ impl Pool {
             } else {
                 s.hi - s.lo
             };
-            quantize_row(self.req, rows as f64, &sums, &counts, yr);
+            if self.round_away {
+                self.round_away_row(rows as f64, &sums, &counts, yr);
+            } else {
+                quantize_row(self.req, rows as f64, &sums, &counts, yr);
+            }
         }
         Ok(())
+    }
+
+    /// `y[i]` = the integer sum `sums[i]` over `rows · counts[i]` taps, rounded half away from
+    /// zero, clamped to the output range (the bytes of `flip`'s type).
+    fn round_away_row(&self, rows: f64, sums: &[f64], counts: &[f64], y: &mut [u8]) {
+        let (lo, hi) = self.clamp;
+        for ((o, &s), &n) in y.iter_mut().zip(sums).zip(counts) {
+            // Exact integers (the plan checked the sums fit f64's integers).
+            let v = div_round_half_away(s as i64, (rows * n) as i64).clamp(lo, hi);
+            *o = if self.flip != 0 {
+                v as i8 as u8
+            } else {
+                v as u8
+            };
+        }
     }
 
     /// Each output pixel of a row: `combine(acc, column)` of its window's in-bounds
@@ -494,6 +576,7 @@ mod tests {
             y: (0.1, 0),
             clamp: (-128, 127),
             nhwc: true,
+            round_away: false,
         };
         assert!(d([3, 3], -128, false).exact(DataType::I8));
         assert!(d([3, 3], 127, false).exact(DataType::I8));

@@ -26,6 +26,7 @@ mod norm;
 mod numeric;
 pub(crate) mod plan;
 mod pool;
+mod qint;
 pub(crate) mod qlinear;
 mod quantize;
 mod recurrent;

@@ -7,8 +7,8 @@
 
 use super::{
     axis, cast, conv, conv_transpose, einsum, elementwise, gather_scatter, image, layout, linalg,
-    loss, math, matmul, ml, norm, pool, quantize, recurrent, reduce, resize, sampling, signal,
-    training, unpool,
+    loss, math, matmul, ml, norm, pool, qint, quantize, recurrent, reduce, resize, sampling,
+    signal, training, unpool,
 };
 use crate::Result;
 use backplane_backend_api::BackendError;
@@ -354,6 +354,21 @@ pub(crate) fn plan(op: &Op) -> Result<Plan, String> {
             });
             Plan::new(if max { MAX_POOL } else { F32_ONLY }, kernel)
         }
+        Op::IntegerAveragePool(d) => {
+            let d = d.clone();
+            Plan::new(
+                EIGHT_BIT,
+                run(move |i, o| qint::integer_average_pool(&d, x(i)?, out(o)?)),
+            )
+            .quantized()
+        }
+        Op::Lookup => Plan::new(
+            EIGHT_BIT,
+            run(move |i, o| qint::lookup(x(i)?, input(i, 1)?, out(o)?)),
+        )
+        .slot(1, EIGHT_BIT)
+        .names(&["X", "table"])
+        .quantized(),
         Op::GlobalPool(kind) => {
             let kind = *kind;
             Plan::new(

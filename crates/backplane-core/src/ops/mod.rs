@@ -20,6 +20,7 @@ mod ml;
 mod nn;
 mod payload;
 mod pooling;
+mod qint;
 mod recurrent;
 mod reduce;
 mod resize;
@@ -46,6 +47,7 @@ pub use nn::{
 };
 pub use payload::CustomPayload;
 pub use pooling::{MaxPoolIndicesDesc, MaxUnpoolDesc};
+pub use qint::{div_round_half_away, lookup_index, LOOKUP_ENTRIES};
 pub use recurrent::{RnnActivation, RnnActivationKind, RnnDesc, RnnDirection, RnnKind};
 pub use reduce::{ReduceDesc, ReduceKind};
 pub use resize::{
@@ -129,6 +131,19 @@ pub enum Op {
     Pool(PoolDesc),
     /// Pooling over all spatial axes.
     GlobalPool(PoolKind),
+    /// Average pooling of 8-bit integers by TFLite's integer rule (its int8/uint8
+    /// AVERAGE_POOL_2D): each output is the sum of the window's stored integers (no zero
+    /// point subtracted) over the number of taps counted (inside the input unless
+    /// `count_include_pad`), rounded to nearest with ties away from zero
+    /// ([`div_round_half_away`]), saturated to the type. Input and output share one
+    /// quantization (TFLite requires it), so nothing is rescaled. `kind` must be `Average`.
+    IntegerAveragePool(PoolDesc),
+    /// Byte table lookup: X (int8 or uint8), table (256 values of an 8-bit type) → Y of X's
+    /// shape and the table's type, `y = table[byte of x]` (an int8 value by its
+    /// two's-complement byte: -1 reads entry 255, [`lookup_index`]). How an importer carries
+    /// an 8-bit elementwise function whose integer rule the model format defines (TFLite's
+    /// int8 HARD_SWISH): it evaluates the rule on the 256 inputs.
+    Lookup,
     /// Collapse to 2-D around `axis`.
     Flatten {
         /// Dimensions before it form the rows.
@@ -400,6 +415,8 @@ impl Op {
             },
             Op::GlobalPool(PoolKind::Max) => "GlobalMaxPool",
             Op::GlobalPool(PoolKind::Average) => "GlobalAveragePool",
+            Op::IntegerAveragePool(_) => "IntegerAveragePool",
+            Op::Lookup => "Lookup",
             Op::Flatten { .. } => "Flatten",
             Op::Reshape { .. } => "Reshape",
             Op::Transpose { .. } => "Transpose",
@@ -469,7 +486,7 @@ impl Op {
     /// How many inputs the op takes: (minimum, maximum).
     pub fn arity(&self) -> (usize, usize) {
         match self {
-            Op::Binary(_) | Op::MatMul | Op::Gather { .. } => (2, 2),
+            Op::Binary(_) | Op::MatMul | Op::Gather { .. } | Op::Lookup => (2, 2),
             Op::BinaryExt(_)
             | Op::GatherElements { .. }
             | Op::GatherND { .. }
@@ -501,6 +518,7 @@ impl Op {
             | Op::Unary(_)
             | Op::Pool(_)
             | Op::GlobalPool(_)
+            | Op::IntegerAveragePool(_)
             | Op::Flatten { .. }
             | Op::Reshape { .. }
             | Op::Transpose { .. }
@@ -564,6 +582,8 @@ impl Op {
             Op::Gemm(g) => g.infer(inputs),
             Op::Pool(p) => p.infer(inputs),
             Op::GlobalPool(_) => nn::infer_global_pool(inputs),
+            Op::IntegerAveragePool(p) => qint::infer_integer_average_pool(p, inputs),
+            Op::Lookup => qint::infer_lookup(inputs),
             Op::Flatten { axis } => layout::infer_flatten(*axis, inputs),
             Op::Reshape { shape } => layout::infer_reshape(shape, inputs),
             Op::Transpose { perm } => layout::infer_transpose(perm, inputs),

@@ -79,6 +79,8 @@ fn plan(op: &Op) -> std::result::Result<Plan<'_>, &'static str> {
         | Op::Gemm(_)
         | Op::Pool(_)
         | Op::GlobalPool(_)
+        | Op::IntegerAveragePool(_)
+        | Op::Lookup
         | Op::Flatten { .. }
         | Op::Reshape { .. }
         | Op::Transpose { .. }

@@ -630,6 +630,21 @@ pub(super) fn pool_2d(cx: &mut Cx<'_, '_, '_>, max: bool) -> Tx<()> {
     let (xd, od) = (cx.shape(x)?, cx.shape(out)?);
     let global =
         xd.len() == 4 && od.len() == 4 && window.kernel[..] == xd[1..3] && od[1..3] == [1, 1];
+    let act = o.i8(f::ACTIVATION, 0)?;
+    if !max {
+        if let Some(xi) = super::qint::integer_pool_input(cx, x, out, act)? {
+            // TFLite's integer average (see `qint`); a whole-image window has no padding.
+            let name = cx.fresh("IntegerAveragePool");
+            let op = Op::IntegerAveragePool(PoolDesc {
+                kind,
+                window,
+                ceil_mode: false,
+                count_include_pad: false,
+            });
+            let y = cx.g.layer(&name, op, &[xi])?;
+            return cx.emit(out, y, true);
+        }
+    }
     let (xi, _) = cx.float(x, Some(true))?;
     let name = cx.fresh(if max { "MaxPool" } else { "AveragePool" });
     let op = if global {
@@ -643,7 +658,7 @@ pub(super) fn pool_2d(cx: &mut Cx<'_, '_, '_>, max: bool) -> Tx<()> {
         })
     };
     let y = cx.g.layer(&name, op, &[xi])?;
-    let y = cx.activation(y, o.i8(f::ACTIVATION, 0)?)?;
+    let y = cx.activation(y, act)?;
     cx.emit(out, y, true)
 }
 

@@ -10,6 +10,7 @@
 
 mod arith;
 mod conv;
+mod qint;
 mod shape;
 
 use crate::error::TfliteError;
@@ -420,7 +421,13 @@ pub(crate) fn lower(cx: &mut Cx<'_, '_, '_>) -> Tx<()> {
         ),
         "LOGISTIC" => arith::unary(cx, Op::Unary(UnaryOp::Sigmoid)),
         "TANH" => arith::unary(cx, Op::Unary(UnaryOp::Tanh)),
-        "HARD_SWISH" => arith::unary(cx, Op::Math(MathOp::HardSwish)),
+        "HARD_SWISH" => {
+            if qint::hard_swish(cx)? {
+                Ok(())
+            } else {
+                arith::unary(cx, Op::Math(MathOp::HardSwish))
+            }
+        }
         "EXP" => arith::unary(cx, Op::Unary(UnaryOp::Exp)),
         "ABS" => arith::unary(cx, Op::Unary(UnaryOp::Abs)),
         "NEG" => arith::unary(cx, Op::Unary(UnaryOp::Neg)),

@@ -104,6 +104,7 @@ impl Chains<'_> {
             y: q,
             clamp: clamp_range(to, q, act.0, act.1),
             nhwc: false,
+            round_away: false,
         };
         if !desc.exact(self.net.tensor(x.input).info.dtype) {
             return None;

@@ -178,7 +178,7 @@ impl Op {
                 .float("beta", g.beta)
                 .flag("transA", g.trans_a)
                 .flag("transB", g.trans_b),
-            Op::Pool(p) => a
+            Op::Pool(p) | Op::IntegerAveragePool(p) => a
                 .window(&p.window)
                 .flag("ceil_mode", p.ceil_mode)
                 .flag("count_include_pad", p.count_include_pad),
@@ -224,6 +224,7 @@ impl Op {
                 .floats("roi", &r.roi)
                 .float("extrapolation_value", r.extrapolation_value),
             Op::Math(_)
+            | Op::Lookup
             | Op::BinaryExt(_)
             | Op::Where
             | Op::ArgReduce(_)
@@ -365,6 +366,13 @@ impl Op {
                 ceil_mode: r.flag("ceil_mode")?,
                 count_include_pad: r.flag("count_include_pad")?,
             }),
+            "IntegerAveragePool" => Op::IntegerAveragePool(PoolDesc {
+                kind: PoolKind::Average,
+                window: r.window()?,
+                ceil_mode: r.flag("ceil_mode")?,
+                count_include_pad: r.flag("count_include_pad")?,
+            }),
+            "Lookup" => Op::Lookup,
             "Flatten" => Op::Flatten {
                 axis: r.int("axis")?,
             },

@@ -196,6 +196,13 @@ fn every_op() -> Vec<Op> {
         }),
         Op::GlobalPool(PoolKind::Max),
         Op::GlobalPool(PoolKind::Average),
+        Op::IntegerAveragePool(PoolDesc {
+            kind: PoolKind::Average,
+            window: window(),
+            ceil_mode: false,
+            count_include_pad: false,
+        }),
+        Op::Lookup,
         Op::Flatten { axis: -1 },
         Op::Reshape { shape: vec![1, 64] },
         Op::Transpose {
@@ -326,6 +333,8 @@ fn covered(op: &Op) -> bool {
         | Op::Gemm(_)
         | Op::Pool(_)
         | Op::GlobalPool(_)
+        | Op::IntegerAveragePool(_)
+        | Op::Lookup
         | Op::Flatten { .. }
         | Op::Reshape { .. }
         | Op::Transpose { .. }
