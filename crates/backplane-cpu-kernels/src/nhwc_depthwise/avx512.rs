@@ -143,7 +143,16 @@ unsafe fn row_blocks(job: &DwRow<'_>, oy: usize, res: Option<&[f32]>, out: &mut 
     while c0 + 64 <= c {
         for ox in 0..g.ow {
             let (kx0, kx1) = valid_taps(ox * g.sw, g.dw, g.pl, g.w, g.kw);
-            pixel64(job, (oy, ox), (ky0, ky1, kx0, kx1), c0, rp, op, &act);
+            pixel::<4>(
+                job,
+                (oy, ox),
+                (ky0, ky1, kx0, kx1),
+                c0,
+                0xffff,
+                rp,
+                op,
+                &act,
+            );
         }
         c0 += 64;
     }
@@ -153,91 +162,79 @@ unsafe fn row_blocks(job: &DwRow<'_>, oy: usize, res: Option<&[f32]>, out: &mut 
 }
 
 /// [`row`] for any window, channels from `first` on: per output pixel, 64 channels (four
-/// independent FMA chains) at a time, then 16, then the rest under a lane mask. Safety: as
-/// [`row`].
+/// independent FMA chains) at a time, then the rest as up to four chains, the last vector
+/// under a lane mask. Safety: as [`row`].
 #[target_feature(enable = "avx512f,avx2,fma")]
 unsafe fn row_any(job: &DwRow<'_>, oy: usize, res: Option<&[f32]>, out: &mut [f32], first: usize) {
     let g = job.geo;
     let c = job.c;
     let act = Act512::new(job.act);
     let (ky0, ky1) = valid_taps(oy * g.sh, g.dh, g.pt, g.h, g.kh);
-    let (xp, wp, bp) = (job.x.as_ptr(), job.taps.as_ptr(), job.bias.as_ptr());
     let op = out.as_mut_ptr();
     let rp = res.map(<[f32]>::as_ptr);
     for ox in 0..g.ow {
         let (kx0, kx1) = valid_taps(ox * g.sw, g.dw, g.pl, g.w, g.kw);
-        let o = ox * c;
-        // Input offset of valid tap (ky, kx), channel 0.
-        let at = |ky: usize, kx: usize| {
-            let iy = oy * g.sh + ky * g.dh - g.pt;
-            let ix = ox * g.sw + kx * g.dw - g.pl;
-            (iy * g.w + ix) * c
-        };
+        let taps = (ky0, ky1, kx0, kx1);
         let mut c0 = first;
         while c0 + 64 <= c {
-            pixel64(job, (oy, ox), (ky0, ky1, kx0, kx1), c0, rp, op, &act);
+            pixel::<4>(job, (oy, ox), taps, c0, 0xffff, rp, op, &act);
             c0 += 64;
         }
-        while c0 < c {
-            // Sixteen channels, or the last few under a mask (masked lanes neither read
-            // nor written).
-            let m = lanes(c - c0);
-            let mut a = _mm512_maskz_loadu_ps(m, bp.add(c0));
-            for ky in ky0..ky1 {
-                for kx in kx0..kx1 {
-                    let xs = _mm512_maskz_loadu_ps(m, xp.add(at(ky, kx) + c0));
-                    let ws = _mm512_maskz_loadu_ps(m, wp.add((ky * g.kw + kx) * c + c0));
-                    a = _mm512_fmadd_ps(xs, ws, a);
-                }
-            }
-            if let Some(r) = rp {
-                a = _mm512_add_ps(a, _mm512_maskz_loadu_ps(m, r.add(o + c0)));
-            }
-            _mm512_mask_storeu_ps(op.add(o + c0), m, act.apply(a));
-            c0 += 16;
+        // The last 1 to 63 channels as one to four independent chains (one vector's chain
+        // alone would wait on the FMA latency at every tap), the last under a lane mask.
+        let rest = c - c0;
+        let last = lanes(rest - (rest.max(1) - 1) / 16 * 16);
+        match rest.div_ceil(16) {
+            0 => {}
+            1 => pixel::<1>(job, (oy, ox), taps, c0, last, rp, op, &act),
+            2 => pixel::<2>(job, (oy, ox), taps, c0, last, rp, op, &act),
+            3 => pixel::<3>(job, (oy, ox), taps, c0, last, rp, op, &act),
+            _ => pixel::<4>(job, (oy, ox), taps, c0, last, rp, op, &act),
         }
     }
 }
 
-/// Channels `c0 .. c0 + 64` of output pixel `ox` of row `oy` (four independent FMA chains),
-/// over the valid taps `ky0..ky1` × `kx0..kx1`: plus the residual `rp` (when given) and the
-/// activation, stored at `op`. Safety: as [`row`], c0 + 64 <= C, the taps valid for the
-/// pixel.
+/// Channels `c0 .. c0 + 16·V` of output pixel `ox` of row `oy` (V independent FMA chains,
+/// the last vector's lanes under `last`, the others whole), over the valid taps `ky0..ky1` ×
+/// `kx0..kx1`: plus the residual `rp` (when given) and the activation, stored at `op`.
+/// Masked lanes are neither read nor written. Safety: as [`row`], the channels the lanes
+/// cover within C, the taps valid for the pixel.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn pixel64(
+unsafe fn pixel<const V: usize>(
     job: &DwRow<'_>,
     (oy, ox): (usize, usize),
     (ky0, ky1, kx0, kx1): (usize, usize, usize, usize),
     c0: usize,
+    last: __mmask16,
     rp: Option<*const f32>,
     op: *mut f32,
     act: &Act512,
 ) {
     let (g, c) = (job.geo, job.c);
     let (xp, wp, bp) = (job.x.as_ptr(), job.taps.as_ptr(), job.bias.as_ptr());
-    let mut a0 = _mm512_loadu_ps(bp.add(c0));
-    let mut a1 = _mm512_loadu_ps(bp.add(c0 + 16));
-    let mut a2 = _mm512_loadu_ps(bp.add(c0 + 32));
-    let mut a3 = _mm512_loadu_ps(bp.add(c0 + 48));
+    let mask = |j: usize| if j + 1 == V { last } else { 0xffff };
+    let mut a: [__m512; V] =
+        std::array::from_fn(|j| _mm512_maskz_loadu_ps(mask(j), bp.add(c0 + 16 * j)));
     for ky in ky0..ky1 {
         for kx in kx0..kx1 {
             let iy = oy * g.sh + ky * g.dh - g.pt;
             let ix = ox * g.sw + kx * g.dw - g.pl;
             let xs = xp.add((iy * g.w + ix) * c + c0);
             let ws = wp.add((ky * g.kw + kx) * c + c0);
-            a0 = _mm512_fmadd_ps(_mm512_loadu_ps(xs), _mm512_loadu_ps(ws), a0);
-            a1 = _mm512_fmadd_ps(_mm512_loadu_ps(xs.add(16)), _mm512_loadu_ps(ws.add(16)), a1);
-            a2 = _mm512_fmadd_ps(_mm512_loadu_ps(xs.add(32)), _mm512_loadu_ps(ws.add(32)), a2);
-            a3 = _mm512_fmadd_ps(_mm512_loadu_ps(xs.add(48)), _mm512_loadu_ps(ws.add(48)), a3);
+            for (j, aj) in a.iter_mut().enumerate() {
+                let x = _mm512_maskz_loadu_ps(mask(j), xs.add(16 * j));
+                let w = _mm512_maskz_loadu_ps(mask(j), ws.add(16 * j));
+                *aj = _mm512_fmadd_ps(x, w, *aj);
+            }
         }
     }
-    for (j, a) in [a0, a1, a2, a3].into_iter().enumerate() {
+    for (j, &aj) in a.iter().enumerate() {
         let o = ox * c + c0 + 16 * j;
         let v = match rp {
-            Some(r) => _mm512_add_ps(a, _mm512_loadu_ps(r.add(o))),
-            None => a,
+            Some(r) => _mm512_add_ps(aj, _mm512_maskz_loadu_ps(mask(j), r.add(o))),
+            None => aj,
         };
-        _mm512_storeu_ps(op.add(o), act.apply(v));
+        _mm512_mask_storeu_ps(op.add(o), mask(j), act.apply(v));
     }
 }
