@@ -173,6 +173,35 @@ impl ReducePlan {
     }
 }
 
+/// Outputs per part of one image's `inner` outputs on `threads` threads: all of them on one
+/// thread or when they are few, else the largest even split into at least two parts per
+/// thread (a divisor of `inner`, so no part spans two images) whose parts keep 16 outputs
+/// or more.
+fn inner_part(inner: usize, threads: usize) -> usize {
+    if threads <= 1 {
+        return inner.max(1);
+    }
+    (2..=2 * threads)
+        .rev()
+        .filter(|&p| inner.is_multiple_of(p) && inner / p >= 16)
+        .map(|p| inner / p)
+        .next()
+        .unwrap_or(inner)
+        .max(1)
+}
+
+/// `acc[i] = combine(acc[i], x[i])` in f64 for the sums (each element's order of additions
+/// unchanged, so the results are the same bits).
+#[inline(always)]
+pub fn reduce_accumulate_f64_body(kind: RunKind, acc: &mut [f64], x: &[f32]) {
+    let pairs = acc.iter_mut().zip(x);
+    // The kind chosen outside the loop, so a sum (a mean over pixels) vectorizes.
+    match kind {
+        RunKind::Sum => pairs.for_each(|(a, &v)| *a += f64::from(v)),
+        _ => pairs.for_each(|(a, &v)| *a = combine(kind, *a, v)),
+    }
+}
+
 /// Run a planned reduction.
 pub fn reduce(th: &Threads, plan: &ReducePlan, x: &[f32], y: &mut [f32]) -> Result<()> {
     let kind = run_kind(plan.kind).unwrap_or(RunKind::Sum);
@@ -187,29 +216,29 @@ pub fn reduce(th: &Threads, plan: &ReducePlan, x: &[f32], y: &mut [f32]) -> Resu
             Ok(())
         });
     }
-    th.chunks(y, inner, |o, yc| {
-        let base = o * red * inner;
+    // Each image's `inner` outputs in parts (whole vectors of channels where `inner` allows),
+    // so that a channels-last mean over the pixels of one image still uses every thread.
+    let part = inner_part(inner, th.count());
+    th.chunks(y, part, |o, yc| {
+        let (b, c0) = ((o * part) / inner, (o * part) % inner);
+        let base = b * red * inner + c0;
+        let inner_len = yc.len();
         match kind {
             RunKind::Max | RunKind::Min => {
-                yc.copy_from_slice(&x[base..base + inner]);
+                yc.copy_from_slice(&x[base..base + inner_len]);
                 for r in 1..red {
                     let s = base + r * inner;
-                    simd::reduce_accumulate(kind, yc, &x[s..s + inner]);
+                    simd::reduce_accumulate(kind, yc, &x[s..s + inner_len]);
                 }
                 for v in yc.iter_mut() {
                     *v = plan.finish(f64::from(*v));
                 }
             }
             _ => {
-                let mut acc = vec![0f64; inner];
+                let mut acc = vec![0f64; inner_len];
                 for r in 0..red {
                     let s = base + r * inner;
-                    let pairs = acc.iter_mut().zip(&x[s..s + inner]);
-                    // The kind chosen outside the loop, so a sum (a mean over pixels) vectorizes.
-                    match kind {
-                        RunKind::Sum => pairs.for_each(|(a, &v)| *a += f64::from(v)),
-                        _ => pairs.for_each(|(a, &v)| *a = combine(kind, *a, v)),
-                    }
+                    simd::reduce_accumulate_f64(kind, &mut acc, &x[s..s + inner_len]);
                 }
                 for (v, &a) in yc.iter_mut().zip(&acc) {
                     *v = plan.finish(a);

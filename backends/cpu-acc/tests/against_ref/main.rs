@@ -665,6 +665,9 @@ fn softmax_layernorm_batchnorm_reduce() {
             (vec![2, 17, 7], vec![1, 2], true),
             (vec![7, 3, 63], vec![0], false),
             (vec![1, 3, 1, 5], vec![1, 2], true),
+            // A channels-last mean over the pixels: each image's channels in parts.
+            (vec![2, 5, 6, 64], vec![1, 2], true),
+            (vec![1, 7, 7, 48], vec![1, 2], false),
         ] {
             let x = r.tensor(&dims, 2.0);
             let op = Op::Reduce(ReduceDesc {
