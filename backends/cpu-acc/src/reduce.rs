@@ -190,15 +190,21 @@ fn inner_part(inner: usize, threads: usize) -> usize {
         .max(1)
 }
 
-/// `acc[i] = combine(acc[i], x[i])` in f64 for the sums (each element's order of additions
-/// unchanged, so the results are the same bits).
+/// `acc[i] = combine(acc[i], row[i])` in f64 for every row of `x` (rows `stride` apart, the
+/// last one possibly just `acc.len()` long), in row order: each element's additions in the
+/// order of a row-by-row loop, so the results are the same bits.
 #[inline(always)]
-pub fn reduce_accumulate_f64_body(kind: RunKind, acc: &mut [f64], x: &[f32]) {
-    let pairs = acc.iter_mut().zip(x);
-    // The kind chosen outside the loop, so a sum (a mean over pixels) vectorizes.
-    match kind {
-        RunKind::Sum => pairs.for_each(|(a, &v)| *a += f64::from(v)),
-        _ => pairs.for_each(|(a, &v)| *a = combine(kind, *a, v)),
+pub fn reduce_rows_f64_body(kind: RunKind, acc: &mut [f64], x: &[f32], stride: usize) {
+    let n = acc.len();
+    let mut s = 0;
+    while s + n <= x.len() {
+        let pairs = acc.iter_mut().zip(&x[s..s + n]);
+        // The kind chosen outside the loop, so a sum (a mean over pixels) vectorizes.
+        match kind {
+            RunKind::Sum => pairs.for_each(|(a, &v)| *a += f64::from(v)),
+            _ => pairs.for_each(|(a, &v)| *a = combine(kind, *a, v)),
+        }
+        s += stride.max(1);
     }
 }
 
@@ -236,10 +242,8 @@ pub fn reduce(th: &Threads, plan: &ReducePlan, x: &[f32], y: &mut [f32]) -> Resu
             }
             _ => {
                 let mut acc = vec![0f64; inner_len];
-                for r in 0..red {
-                    let s = base + r * inner;
-                    simd::reduce_accumulate_f64(kind, &mut acc, &x[s..s + inner_len]);
-                }
+                let rows = &x[base..base + (red - 1) * inner + inner_len];
+                simd::reduce_rows_f64(kind, &mut acc, rows, inner);
                 for (v, &a) in yc.iter_mut().zip(&acc) {
                     *v = plan.finish(a);
                 }

@@ -132,9 +132,10 @@ backplane_cpu_kernels::multiversion! {
         => crate::reduce::reduce_run_body;
 }
 backplane_cpu_kernels::multiversion! {
-    /// `acc[i] = combine(acc[i], x[i])` in f64, for strided sums over an outer axis.
-    pub fn reduce_accumulate_f64(kind: crate::reduce::RunKind, acc: &mut [f64], x: &[f32])
-        => crate::reduce::reduce_accumulate_f64_body;
+    /// `acc[i] = combine(acc[i], row[i])` in f64 over rows `stride` apart: strided sums
+    /// over an outer axis.
+    pub fn reduce_rows_f64(kind: crate::reduce::RunKind, acc: &mut [f64], x: &[f32], stride: usize)
+        => crate::reduce::reduce_rows_f64_body;
 }
 backplane_cpu_kernels::multiversion! {
     /// `acc[i] = combine(acc[i], x[i])` for strided reductions over an outer axis.
