@@ -52,7 +52,7 @@ fn channels_first_means_equal_the_chain_on_cpu_ref() {
                 let ps = params(xt);
                 let xq = ps[case % ps.len()];
                 // The output near the mean's range, or far from it.
-                let yq = if case % 2 == 0 {
+                let yq = if case.is_multiple_of(2) {
                     (xq.0 * 0.73, 5)
                 } else {
                     (0.01, -128)
@@ -64,7 +64,7 @@ fn channels_first_means_equal_the_chain_on_cpu_ref() {
                     .add_input("x", q8(xt, &dims, vec![0; c * h * w]).info().clone())
                     .unwrap();
                 let t = add_dq(&mut net, x, xt, xq);
-                let t = layer(&mut net, mean(case % 3 == 0), &[t]);
+                let t = layer(&mut net, mean(case.is_multiple_of(3)), &[t]);
                 let y = add_q(&mut net, t, DataType::I8, yq);
                 net.mark_output(y).unwrap();
                 let what = format!("{xt}{xq:?} → {yq:?} {dims:?}");
