@@ -44,6 +44,7 @@ pub mod op_table;
 mod quant_blocks;
 mod quant_entry;
 mod quant_gemm_sweeps;
+mod quant_moves;
 mod quant_pool_sweeps;
 mod quant_qoperator_sweeps;
 pub mod quant_sweeps;

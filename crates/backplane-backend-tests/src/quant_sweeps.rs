@@ -52,6 +52,7 @@ pub const FAMILIES: &[(&str, Generator)] = &[
     ("QMatMul", crate::quant_qoperator_sweeps::matmul),
     ("QMove", crate::quant_qoperator_sweeps::movement),
     ("QPool", crate::quant_pool_sweeps::pool),
+    ("QPadSlice", crate::quant_moves::pad_slice),
 ];
 
 pub(crate) fn err(e: impl std::fmt::Display) -> String {
