@@ -665,6 +665,9 @@ fn softmax_layernorm_batchnorm_reduce() {
             (vec![2, 17, 7], vec![1, 2], true),
             (vec![7, 3, 63], vec![0], false),
             (vec![1, 3, 1, 5], vec![1, 2], true),
+            // Only size-1 axes reduced (a classifier's mean over a 1×1 image).
+            (vec![1, 37, 1, 1], vec![2, 3], false),
+            (vec![2, 5, 1, 1], vec![2, -1], true),
         ] {
             let x = r.tensor(&dims, 2.0);
             let op = Op::Reduce(ReduceDesc {
