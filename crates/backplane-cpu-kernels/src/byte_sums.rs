@@ -16,7 +16,7 @@
 //!   lanes) is representable in f64 (`u` is far above f64's smallest subnormal), so no
 //!   addition rounds, and the sum is the exact `u · Σ V(q_i)` whatever the order.
 //!
-//! [`Dequant::exact_terms`] is that bound for one scale and zero point (with zero points in
+//! [`Dequant::exact_terms`] ([`ExactSums`] holds it) is that bound for one scale and zero point (with zero points in
 //! the type's range, `|q − z| ≤ 255`, `max|V| < 2^32`: at least `2^21` terms); the kernels
 //! refuse longer sums, and the caller keeps the in-order chain for them. The sign of a zero
 //! sum may differ from the chain's (`+0` against `−0`); a mean of it quantizes the same.
@@ -85,6 +85,34 @@ impl Dequant {
     }
 }
 
+/// A dequantization with its [`Dequant::exact_terms`] bound computed once (when a layer is
+/// planned, not per sum): what the kernels take.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ExactSums {
+    d: Dequant,
+    terms: usize,
+}
+
+impl ExactSums {
+    /// `d` and its bound.
+    pub fn new(d: Dequant) -> ExactSums {
+        ExactSums {
+            d,
+            terms: d.exact_terms(),
+        }
+    }
+
+    /// The dequantization.
+    pub fn dequant(&self) -> Dequant {
+        self.d
+    }
+
+    /// How many values a sum may hold and stay exact ([`Dequant::exact_terms`]).
+    pub fn terms(&self) -> usize {
+        self.terms
+    }
+}
+
 /// The tier of the build to run for a caller asking for `isa`: the best one present and no
 /// higher.
 fn pick(isa: Isa) -> Isa {
@@ -106,14 +134,14 @@ fn rank(isa: Isa) -> u8 {
 /// channels-last image's pixels, channels across): `sums[c] = Σ_rows v(x[row][c])` in f64,
 /// equal to the in-order chain. Returns `false` (writing nothing) when `x` is not whole rows,
 /// `sums` is empty, or there are more rows than [`Dequant::exact_terms`].
-pub fn column_sums(d: Dequant, x: &[u8], sums: &mut [f64]) -> bool {
-    column_sums_on(isa_in_use(), d, x, sums)
+pub fn column_sums(e: &ExactSums, x: &[u8], sums: &mut [f64]) -> bool {
+    column_sums_on(isa_in_use(), e, x, sums)
 }
 
 /// [`column_sums`] compiled for tier `isa` (or the best present below it).
-pub fn column_sums_on(isa: Isa, d: Dequant, x: &[u8], sums: &mut [f64]) -> bool {
-    let c = sums.len();
-    if c == 0 || !x.len().is_multiple_of(c) || x.len() / c > d.exact_terms() {
+pub fn column_sums_on(isa: Isa, e: &ExactSums, x: &[u8], sums: &mut [f64]) -> bool {
+    let (c, d) = (sums.len(), e.d);
+    if c == 0 || !x.len().is_multiple_of(c) || x.len() / c > e.terms {
         return false;
     }
     match pick(isa) {
@@ -134,13 +162,14 @@ pub fn column_sums_on(isa: Isa, d: Dequant, x: &[u8], sums: &mut [f64]) -> bool 
 
 /// The sum `Σ v(x[i])` in f64 of a run of bytes (a channels-first image's plane), equal to
 /// the in-order chain; `None` when the run is longer than [`Dequant::exact_terms`].
-pub fn sum(d: Dequant, x: &[u8]) -> Option<f64> {
-    sum_on(isa_in_use(), d, x)
+pub fn sum(e: &ExactSums, x: &[u8]) -> Option<f64> {
+    sum_on(isa_in_use(), e, x)
 }
 
 /// [`sum`] compiled for tier `isa` (or the best present below it).
-pub fn sum_on(isa: Isa, d: Dequant, x: &[u8]) -> Option<f64> {
-    if x.len() > d.exact_terms() {
+pub fn sum_on(isa: Isa, e: &ExactSums, x: &[u8]) -> Option<f64> {
+    let d = e.d;
+    if x.len() > e.terms {
         return None;
     }
     Some(match pick(isa) {
@@ -328,7 +357,10 @@ mod tests {
                 for (rows, cols) in [(1, 1), (49, 3), (221, 17), (49, 257), (1, 1152), (13, 32)] {
                     let x = bytes(rows * cols, rows as u32 * 7 + cols as u32);
                     let mut got = vec![f64::NAN; cols];
-                    assert!(column_sums_on(isa, d, &x, &mut got), "{isa:?} {d:?}");
+                    assert!(
+                        column_sums_on(isa, &ExactSums::new(d), &x, &mut got),
+                        "{isa:?} {d:?}"
+                    );
                     for (c, &g) in got.iter().enumerate() {
                         let want = chain(d, x.iter().skip(c).step_by(cols).copied());
                         assert!(
@@ -347,7 +379,7 @@ mod tests {
             for d in cases() {
                 for n in [0usize, 1, 31, 32, 33, 49, 221, 12544, 100_003] {
                     let x = bytes(n, n as u32);
-                    let got = sum_on(isa, d, &x);
+                    let got = sum_on(isa, &ExactSums::new(d), &x);
                     assert_eq!(got, Some(chain(d, x.iter().copied())), "{isa:?} {d:?} {n}");
                 }
             }
@@ -382,18 +414,25 @@ mod tests {
             },
         ] {
             assert_eq!(bad.exact_terms(), 0, "{bad:?}");
-            assert_eq!(sum_on(Isa::Portable, bad, &[1]), None);
-            assert!(!column_sums_on(Isa::Portable, bad, &[1], &mut [0.0]));
+            assert_eq!(sum_on(Isa::Portable, &ExactSums::new(bad), &[1]), None);
+            assert!(!column_sums_on(
+                Isa::Portable,
+                &ExactSums::new(bad),
+                &[1],
+                &mut [0.0]
+            ));
         }
         assert_eq!(Dequant { scale: 0.0, ..d }.exact_terms(), usize::MAX);
         // Shapes that are not whole rows are refused.
-        assert!(!column_sums(d, &[1, 2, 3], &mut [0.0; 2]));
-        assert!(!column_sums(d, &[1, 2], &mut []));
+        let e = ExactSums::new(d);
+        assert_eq!(e.terms(), terms);
+        assert!(!column_sums(&e, &[1, 2, 3], &mut [0.0; 2]));
+        assert!(!column_sums(&e, &[1, 2], &mut []));
         // Past the bound, a sum is refused; at it, kept.
         let long = vec![255u8; terms + 1];
-        assert_eq!(sum(d, &long), None);
+        assert_eq!(sum(&e, &long), None);
         assert_eq!(
-            sum(d, &long[..terms]),
+            sum(&e, &long[..terms]),
             Some(chain(d, long[..terms].iter().copied()))
         );
     }

@@ -28,7 +28,7 @@ use crate::plan::{done, Plan};
 use backplane_backend_api::{BackendError, LayerDesc, Result, Workload};
 use backplane_core::ops::CustomOp;
 use backplane_core::{DataType, TensorInfo, TensorView, TensorViewMut};
-use backplane_cpu_kernels::byte_sums::{self, Dequant};
+use backplane_cpu_kernels::byte_sums::{self, Dequant, ExactSums};
 
 /// What a folded mean computes (its custom op's payload).
 #[derive(Debug, Clone, PartialEq)]
@@ -91,11 +91,11 @@ pub(super) fn plan<'a>(
         .collect();
     let k = QMean {
         values,
-        dequant: Dequant {
+        exact: ExactSums::new(Dequant {
             signed,
             zero: d.x.1,
             scale: d.x.0,
-        },
+        }),
         c,
         pixels,
         nhwc: d.nhwc,
@@ -109,8 +109,8 @@ pub(super) fn plan<'a>(
 struct QMean {
     /// The dequantized value of each input byte (the in-order chain's).
     values: Vec<f64>,
-    /// The same values' parameters (the vectorized exact sums').
-    dequant: Dequant,
+    /// The same values' parameters and exact-sum bound (the vectorized sums').
+    exact: ExactSums,
     c: usize,
     pixels: usize,
     nhwc: bool,
@@ -140,7 +140,7 @@ impl QMean {
     /// scratch row of `C`.
     fn run(&self, x: &[u8], y: &mut [u8], sums: &mut [f64]) {
         let v = &self.values;
-        if self.nhwc && byte_sums::column_sums(self.dequant, x, sums) {
+        if self.nhwc && byte_sums::column_sums(&self.exact, x, sums) {
             for (o, &s) in y.iter_mut().zip(sums.iter()) {
                 *o = self.quantize(s);
             }
@@ -156,7 +156,7 @@ impl QMean {
             }
         } else {
             for (o, plane) in y.iter_mut().zip(x.chunks_exact(self.pixels)) {
-                let s = byte_sums::sum(self.dequant, plane)
+                let s = byte_sums::sum(&self.exact, plane)
                     .unwrap_or_else(|| plane.iter().fold(0.0, |s, &b| s + v[usize::from(b)]));
                 *o = self.quantize(s);
             }
