@@ -45,6 +45,7 @@ mod quant_blocks;
 mod quant_entry;
 mod quant_gemm_sweeps;
 mod quant_int_forms;
+mod quant_moves;
 mod quant_pool_sweeps;
 mod quant_qoperator_sweeps;
 pub mod quant_sweeps;

@@ -54,6 +54,7 @@ pub const FAMILIES: &[(&str, Generator)] = &[
     ("QMove", crate::quant_qoperator_sweeps::movement),
     ("QPool", crate::quant_pool_sweeps::pool),
     ("QIntForm", crate::quant_int_forms::int_forms),
+    ("QPadSlice", crate::quant_moves::pad_slice),
 ];
 
 pub(crate) fn err(e: impl std::fmt::Display) -> String {

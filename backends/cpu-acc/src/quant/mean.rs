@@ -10,6 +10,13 @@
 //! bit. XNNPACK's int8 MEAN uses a fixed-point multiplier instead and may differ by a
 //! quantum.
 //!
+//! The sums run vectorized ([`backplane_cpu_kernels::byte_sums`]: channels in lanes
+//! channels-last, lanes along the plane channels-first) in another order than the chain's,
+//! yet give its f64 bits: every value is an integer multiple of the scale's last-place unit
+//! below `2^32` of them, so up to [`Dequant::exact_terms`] pixels (at least `2^21` for zero
+//! points in range) no addition rounds. Longer planes, or unusable parameters, keep the
+//! in-order chain over a table of the 256 values.
+//!
 //! The output holds `N · C` values in `(n, c)` order: `[N, C]`, `[N, C, 1, 1]` or, in a
 //! region, `[N, 1, 1, C]`: the same bytes.
 //!
@@ -21,6 +28,7 @@ use crate::plan::{done, Plan};
 use backplane_backend_api::{BackendError, LayerDesc, Result, Workload};
 use backplane_core::ops::CustomOp;
 use backplane_core::{DataType, TensorInfo, TensorView, TensorViewMut};
+use backplane_cpu_kernels::byte_sums::{self, Dequant, ExactSums};
 
 /// What a folded mean computes (its custom op's payload).
 #[derive(Debug, Clone, PartialEq)]
@@ -83,6 +91,11 @@ pub(super) fn plan<'a>(
         .collect();
     let k = QMean {
         values,
+        exact: ExactSums::new(Dequant {
+            signed,
+            zero: d.x.1,
+            scale: d.x.0,
+        }),
         c,
         pixels,
         nhwc: d.nhwc,
@@ -94,8 +107,10 @@ pub(super) fn plan<'a>(
 
 /// The mean's arithmetic.
 struct QMean {
-    /// The dequantized value of each input byte.
+    /// The dequantized value of each input byte (the in-order chain's).
     values: Vec<f64>,
+    /// The same values' parameters and exact-sum bound (the vectorized sums').
+    exact: ExactSums,
     c: usize,
     pixels: usize,
     nhwc: bool,
@@ -125,7 +140,11 @@ impl QMean {
     /// scratch row of `C`.
     fn run(&self, x: &[u8], y: &mut [u8], sums: &mut [f64]) {
         let v = &self.values;
-        if self.nhwc {
+        if self.nhwc && byte_sums::column_sums(&self.exact, x, sums) {
+            for (o, &s) in y.iter_mut().zip(sums.iter()) {
+                *o = self.quantize(s);
+            }
+        } else if self.nhwc {
             sums.fill(0.0);
             for pixel in x.chunks_exact(self.c) {
                 for (s, &b) in sums.iter_mut().zip(pixel) {
@@ -137,7 +156,8 @@ impl QMean {
             }
         } else {
             for (o, plane) in y.iter_mut().zip(x.chunks_exact(self.pixels)) {
-                let s = plane.iter().fold(0.0, |s, &b| s + v[usize::from(b)]);
+                let s = byte_sums::sum(&self.exact, plane)
+                    .unwrap_or_else(|| plane.iter().fold(0.0, |s, &b| s + v[usize::from(b)]));
                 *o = self.quantize(s);
             }
         }

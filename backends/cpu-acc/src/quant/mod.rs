@@ -21,6 +21,7 @@ mod nhwc_conv;
 mod pool;
 mod qdq;
 mod region;
+mod region_moves;
 
 use crate::io::Io;
 use crate::plan::Plan;
@@ -82,6 +83,8 @@ pub(crate) fn takes_quantized(op: &Op) -> bool {
         Op::Lookup | Op::IntegerAveragePool(_) => true,
         Op::Transpose { .. }
         | Op::Concat { .. }
+        | Op::Pad(_)
+        | Op::Slice(_)
         | Op::Identity
         | Op::Reshape { .. }
         | Op::Flatten { .. }

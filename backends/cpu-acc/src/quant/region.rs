@@ -65,6 +65,9 @@ enum Kind {
     Concat,
     /// The average pool: channels-last by its description.
     Pool,
+    /// An 8-bit Pad or Slice (data movement, [`super::region_moves`]): the same layer with
+    /// its axes taken to the channels-last order.
+    Moves,
 }
 
 /// The channels-last dims of an NCHW `info`, keeping the type.
@@ -95,6 +98,14 @@ fn unit(net: &Network, sub: usize, s: &Substitution) -> Option<Unit> {
     };
     let out = (*r.outputs.first()?)?;
     let four = |t: TensorId| net.tensor(t).info.shape.rank() == 4;
+    if let Some(reads) = super::region_moves::unit_reads(net, &r.op, &r.inputs, out) {
+        return Some(Unit {
+            sub,
+            reads,
+            out,
+            kind: Kind::Moves,
+        });
+    }
     if let Op::Concat { axis } = r.op {
         // A folded 8-bit Concat along the channels: along the last axis channels-last.
         let reads: Option<Vec<TensorId>> = r.inputs.iter().map(existing).collect();
@@ -166,6 +177,8 @@ pub(crate) fn channels_last(
         return subs;
     }
     let net = view.network();
+    let mut subs = subs;
+    super::region_moves::add_slices(view, &mut subs, used);
     let units: Vec<Unit> = subs
         .iter()
         .enumerate()
@@ -484,6 +497,7 @@ fn rewrite(
         let custom = || quant_custom(&r.op);
         let op = match u.kind {
             Kind::Concat => Op::Concat { axis: 3 },
+            Kind::Moves => super::region_moves::to_nhwc(&r.op)?,
             Kind::Conv => {
                 let c = custom()?;
                 let d = QConvDesc::decode(c).ok()?;

@@ -668,6 +668,9 @@ fn softmax_layernorm_batchnorm_reduce() {
             // A channels-last mean over the pixels: each image's channels in parts.
             (vec![2, 5, 6, 64], vec![1, 2], true),
             (vec![1, 7, 7, 48], vec![1, 2], false),
+            // Only size-1 axes reduced (a classifier's mean over a 1×1 image).
+            (vec![1, 37, 1, 1], vec![2, 3], false),
+            (vec![2, 5, 1, 1], vec![2, -1], true),
         ] {
             let x = r.tensor(&dims, 2.0);
             let op = Op::Reduce(ReduceDesc {

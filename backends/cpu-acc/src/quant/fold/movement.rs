@@ -1,12 +1,15 @@
 //! Folding of int8 data movement that need not leave int8: `DequantizeLinear(s, z) inputs →
-//! Concat | Reshape | Flatten | Squeeze | Unsqueeze | Transpose → QuantizeLinear(s, z)`, every
-//! scale and zero point the same (per tensor), becomes the same layer on the 8-bit tensors.
-//! Exact: quantizing a dequantized 8-bit value with the same parameters gives it back (the
-//! f32 round trip stays within an ulp of the integer), and these layers only move values.
+//! Concat | Reshape | Flatten | Squeeze | Unsqueeze | Transpose | Pad → QuantizeLinear(s, z)`,
+//! every scale and zero point the same (per tensor), becomes the same layer on the 8-bit
+//! tensors. Exact: quantizing a dequantized 8-bit value with the same parameters gives it
+//! back (the f32 round trip stays within an ulp of the integer), and these layers only move
+//! values. A Pad filling with a constant fills with the zero point, so only a fill of 0 (the
+//! zero point's real value) folds; its other modes only copy values.
 
 use super::{Chains, OutChain};
 use crate::quant::is_8bit;
 use backplane_backend_api::{Substitution, ValueRef};
+use backplane_core::ops::{PadDesc, PadMode};
 use backplane_core::{LayerId, Op};
 use std::collections::BTreeSet;
 
@@ -26,6 +29,7 @@ impl Chains<'_> {
                 | Op::Squeeze { .. }
                 | Op::Unsqueeze { .. }
                 | Op::Transpose { .. }
+                | Op::Pad(_)
         );
         if !moves || layer.inputs.is_empty() {
             return None;
@@ -58,7 +62,10 @@ impl Chains<'_> {
         }
         let dq_layers: Vec<LayerId> = dqs.iter().map(|(d, _)| d.layer).collect();
         self.absorb_dequantizations(id, &dq_layers, used, &mut replaced)?;
-        let op = layer.op.clone();
+        let op = match &layer.op {
+            Op::Pad(d) => Op::Pad(pad_on_bytes(d, q.1)?),
+            op => op.clone(),
+        };
         Some(
             self.one_layer(
                 replaced,
@@ -69,5 +76,51 @@ impl Chains<'_> {
                 y,
             ),
         )
+    }
+}
+
+/// The Pad of the 8-bit tensor for the float Pad `d` between quantizations of zero point
+/// `zero`: a constant fill of 0 becomes the zero point; `None` for another constant (it
+/// would need quantizing, and no model seen pads with one).
+fn pad_on_bytes(d: &PadDesc, zero: i32) -> Option<PadDesc> {
+    match d.mode {
+        PadMode::Constant if d.value == 0.0 => Some(PadDesc {
+            value: f64::from(zero),
+            ..d.clone()
+        }),
+        PadMode::Constant => None,
+        _ => Some(d.clone()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_fill_of_zero_pads_the_bytes() {
+        let d = PadDesc {
+            mode: PadMode::Constant,
+            pads: vec![0, 0, 1, 1, 0, 0, 1, 1],
+            value: 0.0,
+        };
+        assert_eq!(pad_on_bytes(&d, -128).map(|p| p.value), Some(-128.0));
+        assert_eq!(pad_on_bytes(&d, 7).map(|p| p.pads), Some(d.pads.clone()));
+        assert_eq!(
+            pad_on_bytes(
+                &PadDesc {
+                    value: 0.5,
+                    ..d.clone()
+                },
+                7
+            ),
+            None
+        );
+        let edge = PadDesc {
+            mode: PadMode::Edge,
+            value: 3.0,
+            ..d
+        };
+        assert_eq!(pad_on_bytes(&edge, 7), Some(edge.clone()));
     }
 }
