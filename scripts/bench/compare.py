@@ -255,7 +255,8 @@ BENCH_LAT = re.compile(r"min ([\d.]+) ms, median ([\d.]+) ms, p90 ([\d.]+) ms")
 def bp_bench(exe, path, feeds, threads, iterations, warmup, io_dir, cfg):
     """(median, min, p90) ms, peak MiB and the backend summary of one `backplane bench`."""
     p = subprocess.run(bp_args(exe, "bench", path, feeds, threads, io_dir, cfg)
-                       + ["--iterations", str(iterations), "--warmup", str(warmup), "--quiet"],
+                       + ["--iterations", str(iterations), "--warmup", str(warmup), "--warmup-time", "0",
+                          "--quiet"],
                        capture_output=True, text=True, check=False)
     if p.returncode != 0:
         raise RuntimeError(first_line(p.stderr) or f"exit code {p.returncode}")

@@ -12,6 +12,11 @@ pub struct BenchArgs {
     /// Untimed executions first (at most 1,000,000,000).
     #[arg(long, default_value_t = 5, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=crate::run::MAX_ITERATIONS))]
     pub warmup: usize,
+    /// Keep warming up until this many seconds have passed too (0 for no minimum). A fresh
+    /// process's first executions can be slower than the rest: on some machines the OS runs
+    /// a new thread pool's helpers beside the calling thread for their first milliseconds.
+    #[arg(long = "warmup-time", value_name = "SECONDS", default_value = "0.2", value_parser = parse_warmup_time)]
+    pub warmup_time: Duration,
     /// Timed executions (1 to 1,000,000,000).
     #[arg(long, default_value_t = 100, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=crate::run::MAX_ITERATIONS))]
     pub iterations: usize,
@@ -49,6 +54,18 @@ pub struct BenchArgs {
     pub node_cache: Option<usize>,
     #[command(flatten)]
     pub dynamic: crate::backends::DynamicArgs,
+}
+
+/// `--warmup-time`: seconds, 0 up to a day.
+fn parse_warmup_time(text: &str) -> Result<Duration, String> {
+    let secs: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{text}' is not a number of seconds"))?;
+    if !(0.0..=86_400.0).contains(&secs) {
+        return Err(format!("'{text}': give 0 to 86400 seconds"));
+    }
+    Ok(Duration::from_secs_f64(secs))
 }
 
 /// Peak resident memory of this process in bytes (Linux), if known.
@@ -149,9 +166,15 @@ pub fn bench(args: &BenchArgs) -> Result<(), CliError> {
         Err(e) => return Err(e),
     };
     let named = session.named_inputs();
-    for _ in 0..args.warmup {
+    let warm_start = Instant::now();
+    let mut warm = 0usize;
+    while warm < args.warmup
+        || (warm_start.elapsed() < args.warmup_time && (warm as u64) < crate::run::MAX_ITERATIONS)
+    {
         session.runtime.execute(session.id, &named)?;
+        warm += 1;
     }
+    let warm_time = warm_start.elapsed();
     let bar = if args.quiet {
         indicatif::ProgressBar::hidden()
     } else {
@@ -195,6 +218,10 @@ pub fn bench(args: &BenchArgs) -> Result<(), CliError> {
         crate::session::backend_summary(&session.layer_counts)
     );
     out!("{stats}");
+    out!(
+        "warm-up: {warm} executions in {:.3} s (not timed)",
+        warm_time.as_secs_f64()
+    );
     out!("{}", throughput_line(stats.count, total));
     if let Some(line) = peak_memory_line() {
         out!("{line}");

@@ -58,6 +58,36 @@ fn bench_with_a_time_budget_stops_early() {
     assert!(count < 1_000_000, "{out}");
 }
 
+/// The warm-up runs its --warmup executions and, with --warmup-time, as many more as fill
+/// that time; it is reported, and a negative time is refused.
+#[test]
+fn bench_warms_up_for_a_count_and_a_time() {
+    let warmups = |extra: &[&str]| -> usize {
+        let mut args = vec![
+            "bench",
+            "testdata/e2e/convnet.onnx",
+            "--generate",
+            "zeros",
+            "--iterations",
+            "2",
+            "--quiet",
+        ];
+        args.extend_from_slice(extra);
+        let out = stdout(&backplane(&args));
+        out.split("warm-up: ")
+            .nth(1)
+            .and_then(|s| s.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no warm-up line: {out}"))
+    };
+    assert_eq!(warmups(&["--warmup", "3", "--warmup-time", "0"]), 3);
+    assert_eq!(warmups(&["--warmup", "0", "--warmup-time", "0"]), 0);
+    // The model runs in well under 0.1 s, so a 0.3 s warm-up takes several executions.
+    assert!(warmups(&["--warmup", "1", "--warmup-time", "0.3"]) > 1);
+    let o = backplane(&["bench", "testdata/e2e/convnet.onnx", "--warmup-time", "-1"]);
+    assert!(!o.status.success());
+}
+
 #[test]
 fn bench_without_inputs_says_how_to_give_them() {
     let o = backplane(&["bench", "testdata/e2e/convnet.onnx"]);
