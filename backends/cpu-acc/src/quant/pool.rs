@@ -84,7 +84,24 @@ impl QPoolDesc {
     /// not take (not 2-D, dilated, a window entirely in the padding, sums that could be
     /// inexact).
     pub(crate) fn integer(p: &PoolDesc, dims: &[usize], dt: DataType) -> Option<QPoolDesc> {
-        if dims.len() != 4 || !is_8bit(dt) || p.kind != PoolKind::Average {
+        if !is_8bit(dt) || p.kind != PoolKind::Average {
+            return None;
+        }
+        let desc = QPoolDesc {
+            x: (1.0, 0),
+            y: (1.0, 0),
+            clamp: range(dt),
+            round_away: true,
+            ..QPoolDesc::windows(p, dims)?
+        };
+        desc.exact(dt).then_some(desc)
+    }
+
+    /// The windows of `p` over a 4-D NCHW input of dimensions `dims`, as a pool of `p`'s kind
+    /// on unit-scale bytes (the caller sets the quantization and the clamp); `None` for a
+    /// geometry the pool does not take (not 2-D, dilated, a window entirely in the padding).
+    pub(crate) fn windows(p: &PoolDesc, dims: &[usize]) -> Option<QPoolDesc> {
+        if dims.len() != 4 {
             return None;
         }
         let geo = p.window.geometry(&dims[2..], p.ceil_mode).ok()?;
@@ -95,19 +112,18 @@ impl QPoolDesc {
         if geo.dilations.iter().any(|&v| v != 1) || pt >= kernel[0] || pl >= kernel[1] {
             return None;
         }
-        let desc = QPoolDesc {
-            max: false,
+        Some(QPoolDesc {
+            max: p.kind == PoolKind::Max,
             kernel,
             strides,
             pads: [pt, pl, pb, pr],
             count_include_pad: p.count_include_pad,
             x: (1.0, 0),
             y: (1.0, 0),
-            clamp: range(dt),
+            clamp: (0, 0),
             nhwc: false,
-            round_away: true,
-        };
-        desc.exact(dt).then_some(desc)
+            round_away: false,
+        })
     }
 
     /// Whether an average over these windows of `dt` bytes sums exactly in f64 (see the

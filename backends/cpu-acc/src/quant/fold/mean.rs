@@ -74,18 +74,7 @@ impl Chains<'_> {
         let [xt] = layer.inputs.as_slice() else {
             return None;
         };
-        let dims = self.net.tensor(*xt).info.shape.dims();
-        if dims.len() != 4 {
-            return None;
-        }
-        let geo = p.window.geometry(&dims[2..], p.ceil_mode).ok()?;
-        let two = |v: &[usize]| -> Option<[usize; 2]> { <[usize; 2]>::try_from(v).ok() };
-        let (kernel, strides) = (two(&geo.kernel)?, two(&geo.strides)?);
-        let ([pt, pl], [pb, pr]) = (two(&geo.pads_begin)?, two(&geo.pads_end)?);
-        // Every window must reach into the input (the pool never divides by zero).
-        if geo.dilations.iter().any(|&v| v != 1) || pt >= kernel[0] || pl >= kernel[1] {
-            return None;
-        }
+        let windows = QPoolDesc::windows(p, self.net.tensor(*xt).info.shape.dims())?;
         let (x, sx, zx) = self.per_tensor_8bit(*xt, 1)?;
         let OutChain {
             mut replaced,
@@ -95,16 +84,10 @@ impl Chains<'_> {
             act,
         } = self.quantized_output(id)?;
         let desc = QPoolDesc {
-            max: p.kind == PoolKind::Max,
-            kernel,
-            strides,
-            pads: [pt, pl, pb, pr],
-            count_include_pad: p.count_include_pad,
             x: (sx, zx),
             y: q,
             clamp: clamp_range(to, q, act.0, act.1),
-            nhwc: false,
-            round_away: false,
+            ..windows
         };
         if !desc.exact(self.net.tensor(x.input).info.dtype) {
             return None;
