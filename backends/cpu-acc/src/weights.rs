@@ -12,29 +12,47 @@
 //! is packed afresh.
 
 use crate::gemm::Packed;
+use crate::options::{self, CpuAccOptions};
 use backplane_backend_api::Result;
 use backplane_core::Tensor;
+use std::any::{Any, TypeId};
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
-/// What a packed operand was packed from and how: the constant's address, the kind of
-/// packing and its parameters.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+/// What a packed form was made from and how: the constant's address, the kind of packing,
+/// the Rust type of the packed form, its parameters, and the backend options in force (a
+/// switch such as `split_halves` or `winograd` may change the layout or the path).
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct Key {
     tensor: usize,
     kind: &'static str,
-    params: [usize; 4],
+    form: TypeId,
+    params: Box<[usize]>,
+    options: CpuAccOptions,
 }
 
-/// One cached operand: the constant it came from and the operand, both held weakly.
+impl Hash for Key {
+    /// Everything but the options (which are not `Hash`; equal keys still hash equally).
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.tensor.hash(state);
+        self.kind.hash(state);
+        self.form.hash(state);
+        self.params.hash(state);
+    }
+}
+
+/// One cached form: the constant it came from and the form, both held weakly.
 struct Entry {
     source: Weak<Tensor>,
-    packed: Weak<Packed>,
+    packed: Weak<dyn Any + Send + Sync>,
 }
 
-/// A cache of packed constant operands, with counts of packings and reuses.
+/// A cache of packed constant operands (any packed or transformed form of a constant: GEMM
+/// panels, a convolution's Winograd-domain weights, int8 weights with their folded
+/// requantization), with counts of packings and reuses.
 #[derive(Default)]
 pub struct PackedWeights {
     entries: Mutex<HashMap<Key, Entry>>,
@@ -75,25 +93,28 @@ impl PackedWeights {
         }
     }
 
-    /// The operand packed from `source` as `kind` with `params`: the cached one while any
+    /// The form packed from `source` as `kind` with `params`: the cached one while any
     /// workload still holds it, else `pack()`'s result, cached.
-    fn get_or_pack(
+    fn get_or_pack<T: Any + Send + Sync>(
         &self,
         source: &Arc<Tensor>,
         kind: &'static str,
-        params: [usize; 4],
-        pack: impl FnOnce() -> Result<Packed>,
-    ) -> Result<Arc<Packed>> {
+        params: &[usize],
+        pack: impl FnOnce() -> Result<T>,
+    ) -> Result<Arc<T>> {
         let key = Key {
             tensor: Arc::as_ptr(source) as usize,
             kind,
-            params,
+            form: TypeId::of::<T>(),
+            params: params.into(),
+            options: options::current(),
         };
         {
             let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
             if let Some(e) = entries.get(&key) {
                 let same = e.source.upgrade().is_some_and(|s| Arc::ptr_eq(&s, source));
-                if let (true, Some(p)) = (same, e.packed.upgrade()) {
+                let live = e.packed.upgrade().and_then(|p| p.downcast::<T>().ok());
+                if let (true, Some(p)) = (same, live) {
                     self.reused.fetch_add(1, Ordering::Relaxed);
                     return Ok(p);
                 }
@@ -103,13 +124,14 @@ impl PackedWeights {
         // (the later one's is kept); neither waits on the other's packing.
         let packed = Arc::new(pack()?);
         self.packed.fetch_add(1, Ordering::Relaxed);
+        let erased: Arc<dyn Any + Send + Sync> = packed.clone();
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         entries.retain(|_, e| e.packed.strong_count() > 0 && e.source.strong_count() > 0);
         entries.insert(
             key,
             Entry {
                 source: Arc::downgrade(source),
-                packed: Arc::downgrade(&packed),
+                packed: Arc::downgrade(&erased),
             },
         );
         Ok(packed)
@@ -134,18 +156,31 @@ pub fn scoped<R>(cache: &Arc<PackedWeights>, f: impl FnOnce() -> R) -> R {
     f()
 }
 
-/// The operand packed from the constant `source` as `kind` with `params` (everything else the
-/// packing depends on): shared through the cache [`scoped`] installed, or packed afresh.
+/// The form `pack` makes from the constant `source`, as `kind` with `params` (everything
+/// else the form depends on besides the constant's values and the backend options: shapes,
+/// geometry, tile layout, quantization parameters as bits): shared through the cache
+/// [`scoped`] installed, or made afresh. Any type can be cached; `kind` names the packing
+/// (one kind, one meaning of `params`).
+pub(crate) fn shared<T: Any + Send + Sync>(
+    source: &Arc<Tensor>,
+    kind: &'static str,
+    params: &[usize],
+    pack: impl FnOnce() -> Result<T>,
+) -> Result<Arc<T>> {
+    match CURRENT.with(|c| c.borrow().clone()) {
+        Some(cache) => cache.get_or_pack(source, kind, params, pack),
+        None => Ok(Arc::new(pack()?)),
+    }
+}
+
+/// A GEMM B operand packed from the constant `source` ([`shared`] for [`Packed`]).
 pub(crate) fn packed(
     source: &Arc<Tensor>,
     kind: &'static str,
     params: [usize; 4],
     pack: impl FnOnce() -> Result<Packed>,
 ) -> Result<Arc<Packed>> {
-    match CURRENT.with(|c| c.borrow().clone()) {
-        Some(cache) => cache.get_or_pack(source, kind, params, pack),
-        None => Ok(Arc::new(pack()?)),
-    }
+    shared(source, kind, &params, pack)
 }
 
 #[cfg(test)]
@@ -200,5 +235,46 @@ mod tests {
         packed(&w, "b", [2, 3, 0, 0], || pack_of(&w, 2, 3)).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(cache.stats().packed, 4);
         drop((c, d));
+    }
+
+    /// Any form can be cached: forms of other types under one kind and parameters are kept
+    /// apart, and the options in force are part of the key.
+    #[test]
+    fn forms_are_keyed_by_type_and_options() {
+        let cache = Arc::new(PackedWeights::new());
+        let w = weight(&[1.0, 2.0, 3.0, 4.0], 2, 2);
+        let run = || {
+            scoped(&cache, || {
+                let a = shared(&w, "conv", &[2, 2, 7], || Ok(vec![1u8, 2]))?;
+                let b = shared(&w, "conv", &[2, 2, 7], || Ok(vec![3.0f32]))?;
+                let c = shared(&w, "conv", &[2, 2, 7], || Ok(vec![9u8]))?;
+                Ok::<_, backplane_backend_api::BackendError>((a, b, c))
+            })
+            .unwrap_or_else(|e| panic!("{e}"))
+        };
+        let (a, b, c) = run();
+        assert!(Arc::ptr_eq(&a, &c), "one form of one type is reused");
+        assert_eq!((a.as_slice(), b.as_slice()), (&[1u8, 2][..], &[3.0f32][..]));
+        assert_eq!(
+            cache.stats(),
+            PackingStats {
+                packed: 2,
+                reused: 1
+            }
+        );
+        let other = CpuAccOptions {
+            winograd: false,
+            ..CpuAccOptions::default()
+        };
+        let (d, _, _) = options::scoped(other, run);
+        assert!(!Arc::ptr_eq(&a, &d), "other options pack again");
+        assert_eq!(
+            cache.stats(),
+            PackingStats {
+                packed: 4,
+                reused: 2
+            }
+        );
+        drop((a, b, c, d));
     }
 }

@@ -22,17 +22,18 @@
 use super::conv::{
     alloc, centered, geometry, padded_extent, plan_workload, requant_params, Geometry, QConvDesc,
 };
+use super::packed_b::{packed_b, PackedB, Source};
 use super::QLINEAR_CONV;
 use crate::io::Io;
 use crate::plan::Plan;
 use crate::threads::Threads;
 use backplane_backend_api::{LayerDesc, Result, Workload};
-use backplane_core::{DataType, TensorInfo, TensorView, TensorViewMut};
+use backplane_core::{DataType, Tensor, TensorInfo, TensorView, TensorViewMut};
 use backplane_cpu_kernels::qgemm::{
-    center_i8, center_u8, depthwise_rows, qgemm_requantized, quads_in_use, ColumnRequant,
-    DwGeometry, DwLayer, DwWeights, QPackedB, QuadPackedB, RequantRange, QNR,
+    center_i8, center_u8, depthwise_rows, qgemm_requantized, ColumnRequant, DwGeometry, DwLayer,
+    DwWeights, QPackedB, QuadPackedB, RequantRange, QNR,
 };
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 #[path = "nhwc_quads.rs"]
 mod quads;
@@ -93,7 +94,7 @@ enum Kind {
     /// channel; `pointwise` for a 1×1, stride-1, unpadded layer, whose A rows are the input
     /// pixels themselves.
     Gemm {
-        b: QPackedB,
+        b: Arc<QPackedB>,
         rq: ColumnRequant,
         pointwise: bool,
     },
@@ -101,7 +102,7 @@ enum Kind {
     /// requantization's bias less the activations' (unsigned) zero point times each
     /// channel's weight sum.
     Quads {
-        b: QuadPackedB,
+        b: Arc<QuadPackedB>,
         rq: ColumnRequant,
         pointwise: bool,
     },
@@ -137,10 +138,11 @@ impl NhwcQConv {
         io: Io,
         d: QConvDesc,
         geo: Geometry,
-        w: &[u8],
+        wt: &Arc<Tensor>,
         bias: &[i32],
         th: Threads,
     ) -> Result<Self> {
+        let w = wt.bytes();
         let x_signed = io.inputs[0].dtype == DataType::I8;
         let w_signed = io.inputs[1].dtype == DataType::I8;
         let (m, c) = (geo.m, geo.c);
@@ -192,27 +194,31 @@ impl NhwcQConv {
                 && d.strides == [1, 1]
                 && d.pads == [0, 0]
                 && (geo.oh, geo.ow) == (geo.h, geo.w);
-            // Depth index k = tap · C + ci (the (ky, kx, c) order of an NHWC window).
-            let quads = if quads_in_use() {
-                // `None` where a centered weight does not fit i8: the pair GEMM then.
-                QuadPackedB::pack(depth, m, |k, ch| wv(ch, k % c, k / c))
-            } else {
-                None
+            // Depth index k = tap · C + ci (the (ky, kx, c) order of an NHWC window). The
+            // packed weights depend on the shape, signedness and zero points only: plans at
+            // every input size share them (the requantization is the plan's own).
+            let src = Source {
+                tensor: wt,
+                kind: "qconv_nhwc_b",
+                params: &[c, kk],
+                signed: w_signed,
+                zeros: &d.w_zeros,
             };
-            if let Some(b) = quads {
-                let (_, zero) = super::unsigned_form(x_signed, d.x.1);
-                let bias = b
-                    .folded_bias(&bias_v[..m], zero)
-                    .ok_or_else(|| io.error("cannot allocate the folded bias".into()))?;
-                let rq = ColumnRequant::new(&bias, &scale[..m], range)
-                    .ok_or_else(|| io.error("cannot allocate the requantization".into()))?;
-                Kind::Quads { b, rq, pointwise }
-            } else {
-                let b = QPackedB::pack(depth, m, |k, ch| wv(ch, k % c, k / c))
-                    .ok_or_else(|| io.error("cannot allocate the packed weights".into()))?;
-                let rq = ColumnRequant::new(&bias_v[..m], &scale[..m], range)
-                    .ok_or_else(|| io.error("cannot allocate the requantization".into()))?;
-                Kind::Gemm { b, rq, pointwise }
+            match packed_b(&src, (depth, m), |k, ch| wv(ch, k % c, k / c), &io)? {
+                PackedB::Quads(b) => {
+                    let (_, zero) = super::unsigned_form(x_signed, d.x.1);
+                    let bias = b
+                        .folded_bias(&bias_v[..m], zero)
+                        .ok_or_else(|| io.error("cannot allocate the folded bias".into()))?;
+                    let rq = ColumnRequant::new(&bias, &scale[..m], range)
+                        .ok_or_else(|| io.error("cannot allocate the requantization".into()))?;
+                    Kind::Quads { b, rq, pointwise }
+                }
+                PackedB::Pairs(b) => {
+                    let rq = ColumnRequant::new(&bias_v[..m], &scale[..m], range)
+                        .ok_or_else(|| io.error("cannot allocate the requantization".into()))?;
+                    Kind::Gemm { b, rq, pointwise }
+                }
             }
         } else {
             let (zx, x_signed) = (d.x.1, x_signed);
