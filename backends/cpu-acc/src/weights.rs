@@ -58,6 +58,8 @@ pub struct PackedWeights {
     entries: Mutex<HashMap<Key, Entry>>,
     packed: AtomicU64,
     reused: AtomicU64,
+    /// The same counts per kind of packing.
+    kinds: Mutex<HashMap<&'static str, PackingStats>>,
 }
 
 impl std::fmt::Debug for PackedWeights {
@@ -93,6 +95,28 @@ impl PackedWeights {
         }
     }
 
+    /// The counts so far per kind of packing (`"matmul_b"`, `"conv_winograd_f4"`,
+    /// `"qconv_nhwc_b"`, ...), sorted by kind.
+    pub fn stats_by_kind(&self) -> Vec<(&'static str, PackingStats)> {
+        let kinds = self.kinds.lock().unwrap_or_else(|e| e.into_inner());
+        let mut v: Vec<_> = kinds.iter().map(|(k, s)| (*k, *s)).collect();
+        v.sort_unstable_by_key(|(k, _)| *k);
+        v
+    }
+
+    /// Count a packing (`reused` false) or a reuse of `kind`.
+    fn count(&self, kind: &'static str, reused: bool) {
+        let total = if reused { &self.reused } else { &self.packed };
+        total.fetch_add(1, Ordering::Relaxed);
+        let mut kinds = self.kinds.lock().unwrap_or_else(|e| e.into_inner());
+        let s = kinds.entry(kind).or_default();
+        if reused {
+            s.reused += 1;
+        } else {
+            s.packed += 1;
+        }
+    }
+
     /// The form packed from `source` as `kind` with `params`: the cached one while any
     /// workload still holds it, else `pack()`'s result, cached.
     fn get_or_pack<T: Any + Send + Sync>(
@@ -115,7 +139,8 @@ impl PackedWeights {
                 let same = e.source.upgrade().is_some_and(|s| Arc::ptr_eq(&s, source));
                 let live = e.packed.upgrade().and_then(|p| p.downcast::<T>().ok());
                 if let (true, Some(p)) = (same, live) {
-                    self.reused.fetch_add(1, Ordering::Relaxed);
+                    drop(entries);
+                    self.count(kind, true);
                     return Ok(p);
                 }
             }
@@ -123,7 +148,7 @@ impl PackedWeights {
         // Packed outside the lock: two creations racing for one operand may both pack it
         // (the later one's is kept); neither waits on the other's packing.
         let packed = Arc::new(pack()?);
-        self.packed.fetch_add(1, Ordering::Relaxed);
+        self.count(kind, false);
         let erased: Arc<dyn Any + Send + Sync> = packed.clone();
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         entries.retain(|_, e| e.packed.strong_count() > 0 && e.source.strong_count() > 0);
