@@ -144,28 +144,34 @@ fn relu(x: &str, y: &str) -> NodeProto {
     }
 }
 
-/// x `[n, 32, h, w]` (n, h, w symbolic) → a Winograd-eligible 3×3 convolution (32 → 32) →
-/// Relu → a 3×3 depthwise one → a pointwise one (32 → 48) → Relu → a 3×3 stride-2 one
-/// (48 → 16) → y. The convolutions' paths follow CpuAcc's choice at each shape.
-fn cnn() -> ModelProto {
+/// One convolution layer of a test model: name, input, (c, m, k), (stride, pad, group),
+/// and whether a Relu follows (its output `<name>_r`).
+type Layer = (
+    &'static str,
+    &'static str,
+    (usize, usize, usize),
+    (i64, i64, i64),
+    bool,
+);
+
+/// A model of `layers` on x `[n, channels, h, w]` (n, h, w symbolic); its output is the last
+/// layer's.
+fn model(channels: &str, layers: &[Layer]) -> ModelProto {
     let mut nodes = Vec::new();
     let mut inits = Vec::new();
-    let layers = [
-        ("wino", "x", (32, 32, 3), (1, 1, 1)),
-        ("dw", "wino_r", (32, 32, 3), (1, 1, 32)),
-        ("pw", "dw", (32, 48, 1), (1, 0, 1)),
-        ("down", "pw_r", (48, 16, 3), (2, 1, 1)),
-    ];
-    for (i, (name, x, shape, window)) in layers.into_iter().enumerate() {
+    let mut last = String::new();
+    for (i, &(name, x, shape, window, act)) in layers.iter().enumerate() {
         let (node, w) = conv(name, x, shape, window, i as u64 + 1);
         nodes.push(node);
         inits.extend(w);
-        if name == "wino" || name == "pw" {
-            nodes.push(relu(name, &format!("{name}_r")));
+        last = name.to_string();
+        if act {
+            last = format!("{name}_r");
+            nodes.push(relu(name, &last));
         }
     }
     let y = ValueInfoProto {
-        name: Some("down".into()),
+        name: Some(last),
         ..Default::default()
     };
     ModelProto {
@@ -178,12 +184,43 @@ fn cnn() -> ModelProto {
             name: Some("cnn".into()),
             node: nodes,
             initializer: inits,
-            input: vec![input("x", &["n", "32", "h", "w"])],
+            input: vec![input("x", &["n", channels, "h", "w"])],
             output: vec![y],
             ..Default::default()
         }),
         ..Default::default()
     }
+}
+
+/// x `[n, 32, h, w]` → a Winograd-eligible 3×3 convolution (32 → 32) → Relu → a 3×3
+/// depthwise one → a pointwise one (32 → 48) → Relu → a 3×3 stride-2 one (48 → 16): NCHW
+/// layers (no channels-last region: the depthwise convolution is not fused).
+fn cnn() -> ModelProto {
+    model(
+        "32",
+        &[
+            ("wino", "x", (32, 32, 3), (1, 1, 1), true),
+            ("dw", "wino_r", (32, 32, 3), (1, 1, 32), false),
+            ("pw", "dw", (32, 48, 1), (1, 0, 1), true),
+            ("down", "pw_r", (48, 16, 3), (2, 1, 1), false),
+        ],
+    )
+}
+
+/// A MobileNet-style body, every layer followed by a Relu: x `[n, 3, h, w]` → a stride-2
+/// 3×3 stem (3 → 16) → depthwise → pointwise (16 → 24) → depthwise → pointwise (24 → 16):
+/// CpuAcc runs it as a channels-last region.
+fn mobile() -> ModelProto {
+    model(
+        "3",
+        &[
+            ("stem", "x", (3, 16, 3), (2, 1, 1), true),
+            ("dw1", "stem_r", (16, 16, 3), (1, 1, 16), true),
+            ("pw1", "dw1_r", (16, 24, 1), (1, 0, 1), true),
+            ("dw2", "pw1_r", (24, 24, 3), (1, 1, 24), true),
+            ("pw2", "dw2_r", (24, 16, 1), (1, 0, 1), true),
+        ],
+    )
 }
 
 /// `model` imported for `x`'s shape alone, optimized and loaded on a fresh runtime (a CpuAcc
@@ -275,11 +312,25 @@ fn conv_weights_are_packed_once_across_batch_sizes() {
     ];
     let x = |d: &[usize]| Tensor::from_vec(d.to_vec(), values(d.iter().product(), 9)).unwrap();
     let (_acc, after) = serve(cnn(), "x", &shapes, 1, x);
-    eprintln!("conv packing after each run: {after:#?}");
-    let first = total(&after[0]);
+    packed_by_the_first_plan_only(&after, 4);
+    let shapes = [vec![1, 3, 24, 24], vec![2, 3, 24, 24], vec![3, 3, 24, 24]];
+    let (_acc, nhwc) = serve(mobile(), "x", &shapes, 1, x);
     assert!(
-        first.packed >= 4,
-        "the first plan prepares the four convolutions' weights: {after:?}"
+        nhwc[0].iter().any(|(k, _)| k.starts_with("nhwc_")),
+        "the MobileNet-style body runs channels-last: {nhwc:?}"
+    );
+    packed_by_the_first_plan_only(&nhwc, 5);
+}
+
+/// Every kind of packing counted after the first execution (`convs` forms, one per
+/// convolution), and nothing packed since; the
+/// plans after the first reused every form it made (the last execution is a cache hit).
+fn packed_by_the_first_plan_only(after: &[Vec<(&'static str, PackingStats)>], convs: u64) {
+    eprintln!("conv packing after each run: {after:?}");
+    let first = total(&after[0]);
+    assert_eq!(
+        first.packed, convs,
+        "the first plan prepares each convolution's weights once: {after:?}"
     );
     for (i, kinds) in after.iter().enumerate().skip(1) {
         let kinds_first: Vec<_> = after[0].iter().map(|(k, s)| (*k, s.packed)).collect();
@@ -302,7 +353,24 @@ fn conv_weights_are_shared_across_image_sizes() {
     ];
     let x = |d: &[usize]| Tensor::from_vec(d.to_vec(), values(d.iter().product(), 5)).unwrap();
     let (_acc, after) = serve(cnn(), "x", &shapes, 1, x);
-    eprintln!("conv packing after each run: {after:#?}");
+    plane_free_forms_packed_once(&after);
+    assert!(
+        after[0].iter().any(|(k, _)| *k == "conv_winograd_f4"),
+        "the 3x3 layer takes the Winograd path: {after:?}"
+    );
+    let shapes = [vec![1, 3, 24, 24], vec![1, 3, 32, 32], vec![2, 3, 18, 18]];
+    let (_acc, nhwc) = serve(mobile(), "x", &shapes, 1, x);
+    plane_free_forms_packed_once(&nhwc);
+    assert!(
+        nhwc[0].iter().any(|(k, _)| *k == "nhwc_depthwise"),
+        "channels-last depthwise layers: {nhwc:?}"
+    );
+}
+
+/// The kinds of packing whose form does not depend on the plane were made by the first plan
+/// only.
+fn plane_free_forms_packed_once(after: &[Vec<(&'static str, PackingStats)>]) {
+    eprintln!("conv packing after each run: {after:?}");
     let last = &after[after.len() - 1];
     let by_plane = |kind: &str| kind.contains("lanes") || kind.contains("tap_regions");
     for (kind, s) in last {
@@ -315,10 +383,6 @@ fn conv_weights_are_shared_across_image_sizes() {
             );
         }
     }
-    assert!(
-        after[0].iter().any(|(k, _)| *k == "conv_winograd_f4"),
-        "the 3x3 layer takes the Winograd path: {after:?}"
-    );
     assert!(
         total(last).reused >= 2,
         "later plans reused the first plan's forms: {after:?}"
