@@ -515,11 +515,11 @@ fn keep_live<T: Copy>(v: &[T], per_tap: usize, live: &[usize]) -> Vec<T> {
 
 /// The constant weights `t` prepared for `algorithm`, through the shared cache
 /// (`crate::weights`): the key holds what the prepared form depends on besides the values.
-/// Winograd, pixel-row, grouped and depthwise forms depend on the channel counts only, so
-/// plans at every input size share them; the GEMM's packed weights also on the live taps
-/// (which follow the geometry only for dilations as wide as the plane). The channel-lanes and
-/// tap-region plans embed the whole geometry (and the thread count), so only plans with the
-/// same spatial shape share those (plans for other batch sizes, say).
+/// Winograd, pixel-row, grouped, depthwise and channel-lanes forms depend on the channel
+/// counts (and window) only, so plans at every input size share them; the GEMM's packed
+/// weights also on the live taps (which follow the geometry only for dilations as wide as
+/// the plane). The tap-region plan embeds the whole geometry, so only plans with the same
+/// spatial shape share it (plans for other batch sizes, say).
 fn prepare(
     t: &Arc<Tensor>,
     algorithm: ConvAlgorithm,
@@ -530,7 +530,7 @@ fn prepare(
 ) -> Result<Arc<Weights>> {
     let g = geo;
     let whole = [
-        g.h, g.w, g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, g.pt, g.pl, g.oh, g.ow, m, c, threads,
+        g.h, g.w, g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, g.pt, g.pl, g.oh, g.ow, m, c,
     ];
     let w = || t.as_slice::<f32>();
     match algorithm {
@@ -539,15 +539,17 @@ fn prepare(
             plan.map(Weights::Winograd)
                 .ok_or_else(|| BackendError::Other("Winograd weights do not match".into()))
         }),
-        ConvAlgorithm::ChannelLanes => weights::shared(t, "conv_channel_lanes", &whole, || {
-            Ok(Weights::ChannelLanes(channel_lanes::Plan::new(
-                geo,
-                w()?,
-                m,
-                c,
-                threads,
-            )?))
-        }),
+        ConvAlgorithm::ChannelLanes => {
+            // The weight blocks are shared; the plan around them (where each tap reads the
+            // padded plane) is this workload's own.
+            let k = c * geo.kh * geo.kw;
+            let vectors = channel_lanes::vectors_for(m, threads);
+            let blocks = weights::shared(t, "conv_channel_lanes", &[m, k, vectors], || {
+                channel_lanes::weight_blocks(w()?, m, k, vectors)
+            })?;
+            let plan = channel_lanes::Plan::with_blocks(geo, blocks, m, c, threads)?;
+            Ok(Arc::new(Weights::ChannelLanes(plan)))
+        }
         ConvAlgorithm::Depthwise => weights::shared(t, "conv_depthwise", &[], || {
             Ok(Weights::Depthwise(w()?.to_vec()))
         }),

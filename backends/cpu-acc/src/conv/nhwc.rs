@@ -131,8 +131,8 @@ fn needs_relay(p: &Packed, tiles: bool) -> bool {
 /// The constant weights `t` (`[M, C/group, kh, kw]`) in the form `algorithm` reads, through
 /// the shared cache (`crate::weights`), laid out for the in-place tiles when `tiles`. The
 /// depthwise taps, the pointwise and im2col B operands and the Winograd weights depend on
-/// the channel counts and window only, so plans at every input size share them; the
-/// channel-lanes plan embeds the geometry, so only plans of one spatial shape share it.
+/// the channel counts and window only, so plans at every input size share them (a
+/// channel-lanes plan shares its weight blocks and keeps its own geometry).
 fn prepare(
     t: &Arc<Tensor>,
     algorithm: ConvAlgorithm,
@@ -172,13 +172,14 @@ fn prepare(
             Ok(Kind::Winograd(nhwc_winograd::Plan::new(w()?, m, c)?))
         }),
         ConvAlgorithm::ChannelLanes => {
-            let g = geo;
-            let whole = [
-                g.h, g.w, g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, g.pt, g.pl, g.oh, g.ow, m, c,
-            ];
-            weights::shared(t, "nhwc_channel_lanes", &whole, || {
-                Ok(Kind::Lanes(channel_lanes::Plan::new(geo, w()?, m, c, 1)?))
-            })
+            // The weight blocks are shared; the plan around them is this workload's own.
+            let k = c * taps;
+            let vectors = channel_lanes::vectors_for(m, 1);
+            let blocks = weights::shared(t, "nhwc_channel_lanes", &[m, k, vectors], || {
+                channel_lanes::weight_blocks(w()?, m, k, vectors)
+            })?;
+            let plan = channel_lanes::Plan::with_blocks(geo, blocks, m, c, 1)?;
+            Ok(Arc::new(Kind::Lanes(plan)))
         }
         _ => weights::shared(t, "nhwc_im2col", &[taps, c, m, usize::from(tiles)], || {
             let w = w()?;
