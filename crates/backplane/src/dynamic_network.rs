@@ -509,7 +509,7 @@ impl<'r> DynamicNetwork<'r> {
             Err(e) => {
                 // The plans evicted for it are gone: so are their structures' records.
                 cache.forget_unplanned_records();
-                return Err(e.into());
+                return Err(e);
             }
         };
         let plan = Arc::new(plan);

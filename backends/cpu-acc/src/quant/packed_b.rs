@@ -42,15 +42,19 @@ pub(super) fn packed_b(
         .map_err(|_| io.error("cannot allocate the packing key".into()))?;
     key.extend([k, n, usize::from(src.signed)]);
     key.extend_from_slice(src.params);
-    // Zero points as their bits (their sign kept apart from the other parameters' values).
+    // Zero points by their 32 bits (a negative one is not a small number).
     key.extend(src.zeros.iter().map(|&z| z as u32 as usize));
+    // Decided before the look-up (a scan, cheaper than packing): which form this layer reads.
     let fits = || (0..k).all(|kk| (0..n).all(|j| i8::try_from(wv(kk, j)).is_ok()));
     if quads_in_use() && fits() {
-        let b = weights::shared(src.tensor, src.kind, &key, || {
+        let quads = weights::shared(src.tensor, src.kind, &key, || {
             QuadPackedB::pack(k, n, &wv)
-                .ok_or_else(|| io.error("cannot allocate the packed weights".into()))
-        })?;
-        return Ok(PackedB::Quads(b));
+                .ok_or_else(|| io.error("the byte GEMM's weights cannot be allocated".into()))
+        });
+        // Where the quads cannot be allocated, the pair GEMM (as before the cache).
+        if let Ok(b) = quads {
+            return Ok(PackedB::Quads(b));
+        }
     }
     let b = weights::shared(src.tensor, src.kind, &key, || {
         QPackedB::pack(k, n, &wv)
