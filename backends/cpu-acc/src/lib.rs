@@ -227,8 +227,12 @@ impl Backend for CpuAccBackend {
     }
 
     fn optimize_subgraph(&self, subgraph: &SubgraphView<'_>) -> OptimizationViews {
+        // The packed-weights cache too: a fusion that derives constants notes where they
+        // came from, so their packings are shared across plans (`weights::derived`).
         options::scoped(self.options(), || {
-            quant::fold::optimize(subgraph, fusion::optimize)
+            weights::scoped(&self.packed, || {
+                quant::fold::optimize(subgraph, fusion::optimize)
+            })
         })
     }
 

@@ -32,6 +32,9 @@ struct Key {
     form: TypeId,
     params: Box<[usize]>,
     options: CpuAccOptions,
+    /// For a constant derived from another ([`derived`]): how (its derivation's name, its
+    /// other inputs' addresses and its parameters); `tensor` is then the original's address.
+    derivation: Option<(&'static str, Box<[usize]>)>,
 }
 
 impl Hash for Key {
@@ -41,7 +44,19 @@ impl Hash for Key {
         self.kind.hash(state);
         self.form.hash(state);
         self.params.hash(state);
+        self.derivation.hash(state);
     }
+}
+
+/// A constant made from another at optimization (a convolution's weights with a
+/// BatchNormalization folded in): new in every plan, so its packings are keyed by the
+/// original and the derivation instead. All held weakly.
+struct Origin {
+    derived: Weak<Tensor>,
+    source: Weak<Tensor>,
+    inputs: Vec<Weak<Tensor>>,
+    how: &'static str,
+    params: Box<[usize]>,
 }
 
 /// One cached form: the constant it came from and the form, both held weakly.
@@ -60,6 +75,8 @@ pub struct PackedWeights {
     reused: AtomicU64,
     /// The same counts per kind of packing.
     kinds: Mutex<HashMap<&'static str, PackingStats>>,
+    /// Derived constants by address ([`derived`]).
+    origins: Mutex<HashMap<usize, Origin>>,
 }
 
 impl std::fmt::Debug for PackedWeights {
@@ -104,6 +121,54 @@ impl PackedWeights {
         v
     }
 
+    /// Note that `derived` was made from `source` (and `inputs`) by `how` with `params`.
+    fn note_derived(
+        &self,
+        derived: &Arc<Tensor>,
+        source: &Arc<Tensor>,
+        inputs: &[&Arc<Tensor>],
+        how: &'static str,
+        params: &[usize],
+    ) {
+        let mut origins = self.origins.lock().unwrap_or_else(|e| e.into_inner());
+        origins.retain(|_, o| o.derived.strong_count() > 0);
+        origins.insert(
+            Arc::as_ptr(derived) as usize,
+            Origin {
+                derived: Arc::downgrade(derived),
+                source: Arc::downgrade(source),
+                inputs: inputs.iter().map(|t| Arc::downgrade(t)).collect(),
+                how,
+                params: params.into(),
+            },
+        );
+    }
+
+    /// The original of a derived constant and the derivation's part of the key (`None`,
+    /// `None` for a constant not derived, or whose original or inputs are gone).
+    #[allow(clippy::type_complexity)]
+    fn origin_of(
+        &self,
+        t: &Arc<Tensor>,
+    ) -> (Option<Arc<Tensor>>, Option<(&'static str, Box<[usize]>)>) {
+        let origins = self.origins.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(o) = origins.get(&(Arc::as_ptr(t) as usize)) else {
+            return (None, None);
+        };
+        let same = o.derived.upgrade().is_some_and(|d| Arc::ptr_eq(&d, t));
+        let (Some(source), true) = (o.source.upgrade(), same) else {
+            return (None, None);
+        };
+        let mut how: Vec<usize> = o.params.to_vec();
+        for input in &o.inputs {
+            match input.upgrade() {
+                Some(i) => how.push(Arc::as_ptr(&i) as usize),
+                None => return (None, None),
+            }
+        }
+        (Some(source), Some((o.how, how.into())))
+    }
+
     /// Count a packing (`reused` false) or a reuse of `kind`.
     fn count(&self, kind: &'static str, reused: bool) {
         let total = if reused { &self.reused } else { &self.packed };
@@ -126,12 +191,15 @@ impl PackedWeights {
         params: &[usize],
         pack: impl FnOnce() -> Result<T>,
     ) -> Result<Arc<T>> {
+        let (origin, derivation) = self.origin_of(source);
+        let source = origin.as_ref().unwrap_or(source);
         let key = Key {
             tensor: Arc::as_ptr(source) as usize,
             kind,
             form: TypeId::of::<T>(),
             params: params.into(),
             options: options::current(),
+            derivation,
         };
         {
             let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
@@ -195,6 +263,23 @@ pub(crate) fn shared<T: Any + Send + Sync>(
     match CURRENT.with(|c| c.borrow().clone()) {
         Some(cache) => cache.get_or_pack(source, kind, params, pack),
         None => Ok(Arc::new(pack()?)),
+    }
+}
+
+/// Note that the constant `derived` was computed from the constant `source` (and the
+/// constants `inputs`) by `how` with `params` (every other value it depends on), so that
+/// [`shared`] keys its packings by `source` and the derivation: a constant folded anew in
+/// every plan (a BatchNormalization folded into a convolution's weights) is then packed
+/// once for all of them. Outside a cache's scope nothing is noted.
+pub(crate) fn derived(
+    derived: &Arc<Tensor>,
+    source: &Arc<Tensor>,
+    inputs: &[&Arc<Tensor>],
+    how: &'static str,
+    params: &[usize],
+) {
+    if let Some(cache) = CURRENT.with(|c| c.borrow().clone()) {
+        cache.note_derived(derived, source, inputs, how, params);
     }
 }
 
@@ -301,5 +386,48 @@ mod tests {
             }
         );
         drop((a, b, c, d));
+    }
+
+    /// Constants derived anew from one original with the same inputs and parameters share
+    /// one packing; another parameter, or no note, packs again.
+    #[test]
+    fn derived_constants_are_keyed_by_their_original() {
+        let cache = Arc::new(PackedWeights::new());
+        let w = weight(&[1.0, 2.0, 3.0, 4.0], 2, 2);
+        let scale = weight(&[2.0, 3.0], 1, 2);
+        let form = |t: &Arc<Tensor>, eps: Option<usize>| {
+            scoped(&cache, || {
+                if let Some(eps) = eps {
+                    derived(t, &w, &[&scale], "batch_norm", &[eps]);
+                }
+                shared(t, "conv", &[2], || Ok(t.as_slice::<f32>()?.to_vec()))
+            })
+            .unwrap_or_else(|e| panic!("{e}"))
+        };
+        // Two plans' folds: equal values, new tensors.
+        let (one, two) = (
+            weight(&[2.0, 6.0, 6.0, 12.0], 2, 2),
+            weight(&[2.0, 6.0, 6.0, 12.0], 2, 2),
+        );
+        let a = form(&one, Some(1));
+        let b = form(&two, Some(1));
+        assert!(
+            Arc::ptr_eq(&a, &b),
+            "the second fold reuses the first's packing"
+        );
+        let c = form(&weight(&[0.0; 4], 2, 2), Some(2));
+        assert!(
+            !Arc::ptr_eq(&a, &c),
+            "another epsilon is another derivation"
+        );
+        let d = form(&weight(&[2.0, 6.0, 6.0, 12.0], 2, 2), None);
+        assert!(!Arc::ptr_eq(&a, &d), "a constant with no note is its own");
+        assert_eq!(
+            cache.stats(),
+            PackingStats {
+                packed: 3,
+                reused: 1
+            }
+        );
     }
 }

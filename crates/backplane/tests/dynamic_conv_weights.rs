@@ -193,10 +193,11 @@ fn model(channels: &str, layers: &[Layer]) -> ModelProto {
 }
 
 /// x `[n, 32, h, w]` → a Winograd-eligible 3×3 convolution (32 → 32) → Relu → a 3×3
-/// depthwise one → a pointwise one (32 → 48) → Relu → a 3×3 stride-2 one (48 → 16): NCHW
-/// layers (no channels-last region: the depthwise convolution is not fused).
+/// depthwise one → a pointwise one (32 → 48) → BatchNormalization → Relu → a 3×3 stride-2
+/// one (48 → 16): NCHW layers (no channels-last region: the depthwise convolution is not
+/// fused); the normalization is folded into the pointwise weights anew in every plan.
 fn cnn() -> ModelProto {
-    model(
+    let mut m = model(
         "32",
         &[
             ("wino", "x", (32, 32, 3), (1, 1, 1), true),
@@ -204,7 +205,49 @@ fn cnn() -> ModelProto {
             ("pw", "dw", (32, 48, 1), (1, 0, 1), true),
             ("down", "pw_r", (48, 16, 3), (2, 1, 1), false),
         ],
-    )
+    );
+    with_batch_norm(&mut m, "pw", 48);
+    m
+}
+
+/// A BatchNormalization (`[m]` constant parameters) inserted after convolution `conv`: its
+/// readers read the normalization's output. CpuAcc folds it into the weights in every plan.
+fn with_batch_norm(model: &mut ModelProto, conv: &str, m: usize) {
+    let graph = model.graph.as_mut().unwrap();
+    let out = format!("{conv}_bn");
+    for node in &mut graph.node {
+        for input in &mut node.input {
+            if input == conv {
+                *input = out.clone();
+            }
+        }
+    }
+    let names = ["scale", "bias", "mean", "var"].map(|p| format!("{out}.{p}"));
+    for (i, name) in names.iter().enumerate() {
+        let mut t = weight(name, &[m], 50 + i as u64);
+        if i == 3 {
+            // A positive variance.
+            t.float_data.iter_mut().for_each(|v| *v = v.abs() + 0.5);
+        }
+        graph.initializer.push(t);
+    }
+    let at = graph
+        .node
+        .iter()
+        .position(|n| n.name.as_deref() == Some(conv))
+        .unwrap();
+    let mut inputs = vec![conv.to_string()];
+    inputs.extend(names);
+    graph.node.insert(
+        at + 1,
+        NodeProto {
+            op_type: Some("BatchNormalization".into()),
+            name: Some(out.clone()),
+            input: inputs,
+            output: vec![out],
+            ..Default::default()
+        },
+    );
 }
 
 /// A MobileNet-style body, every layer followed by a Relu: x `[n, 3, h, w]` → a stride-2
@@ -287,8 +330,22 @@ fn serve(
             );
         }
         after.push(conv_kinds(&acc));
+        // A BatchNormalization after a convolution was folded into its weights (so the test
+        // sees their packing keyed by the original weights, not a plan's folded copy).
+        let (plan, _) = net.plan(&[(name, &x)]).unwrap();
+        let optimized = plan.optimized.as_ref().unwrap();
+        assert!(
+            !optimized
+                .network()
+                .layers()
+                .iter()
+                .any(|l| matches!(l.op, backplane::core::Op::BatchNormalization { .. })),
+            "{dims:?}: a BatchNormalization was left unfolded"
+        );
     }
     assert_eq!(net.stats().misses, shapes.len() as u64);
+    // The repeated shape, and the look-up after each execution.
+    assert_eq!(net.stats().hits, all.len() as u64 + 1);
     (acc, after)
 }
 
