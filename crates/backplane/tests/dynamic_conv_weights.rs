@@ -466,8 +466,8 @@ fn qdq_model() -> ModelProto {
     model
 }
 
-/// The int8 QDQ convolutions (folded into CpuAcc's int8 layers) pack their weights once for
-/// batch sizes 1, 2, 3 and plane sizes 13×11 and 17×9.
+/// The int8 QDQ convolutions (folded into CpuAcc's int8 layers, channels-last) pack their
+/// weights once for batch sizes 1, 2, 3 and plane sizes 13×11 and 17×9.
 #[test]
 fn int8_conv_weights_are_packed_once() {
     let shapes = [vec![1, 3, 13, 11], vec![2, 3, 13, 11], vec![3, 3, 17, 9]];
@@ -484,8 +484,12 @@ fn int8_conv_weights_are_packed_once() {
                 .collect::<Vec<_>>()
         })
         .collect();
-    assert!(
-        !int8[0].is_empty(),
+    // The stem and the pointwise layer as GEMM B panels, the depthwise layer's weights with
+    // its bias and requantization folded in.
+    let kinds: Vec<_> = int8[0].iter().map(|(k, s)| (*k, s.packed)).collect();
+    assert_eq!(
+        kinds,
+        vec![("qconv_nhwc_b", 2), ("qconv_nhwc_depthwise", 1)],
         "the folded int8 convolutions packed through the cache: {:?}",
         acc.packing_stats_by_kind()
     );

@@ -27,6 +27,7 @@ use super::QLINEAR_CONV;
 use crate::io::Io;
 use crate::plan::Plan;
 use crate::threads::Threads;
+use crate::weights;
 use backplane_backend_api::{LayerDesc, Result, Workload};
 use backplane_core::{DataType, Tensor, TensorInfo, TensorView, TensorViewMut};
 use backplane_cpu_kernels::qgemm::{
@@ -222,17 +223,32 @@ impl NhwcQConv {
             }
         } else {
             let (zx, x_signed) = (d.x.1, x_signed);
-            let w = DwWeights::new(
-                c,
-                kk,
-                |t, ch| wv(ch, 0, t),
-                &bias_v,
-                &scale,
-                range,
-                zx,
-                x_signed,
-            )
-            .ok_or_else(|| io.error("cannot allocate the depthwise weights".into()))?;
+            // The weights with the bias and requantization folded in do not depend on the
+            // geometry: keyed by every value they fold (the bias and scales by value, as a
+            // plan's folded bias may be a new tensor), plans at every input size share them.
+            let bits = |v: f32| v.to_bits() as usize;
+            let mut key = Vec::new();
+            key.try_reserve_exact(6 + d.w_zeros.len() + 2 * m + 3)
+                .map_err(|_| io.error("cannot allocate the packing key".into()))?;
+            key.extend([c, kk, zx as u32 as usize, usize::from(x_signed)]);
+            key.extend([usize::from(w_signed), d.w_zeros.len()]);
+            key.extend(d.w_zeros.iter().map(|&z| z as u32 as usize));
+            key.extend(bias_v.iter().map(|&b| b as u32 as usize));
+            key.extend(scale.iter().map(|&v| bits(v)));
+            key.extend([bits(range.zero), bits(range.lo), bits(range.hi)]);
+            let w = weights::shared(wt, "qconv_nhwc_depthwise", &key, || {
+                DwWeights::new(
+                    c,
+                    kk,
+                    |t, ch| wv(ch, 0, t),
+                    &bias_v,
+                    &scale,
+                    range,
+                    zx,
+                    x_signed,
+                )
+                .ok_or_else(|| io.error("cannot allocate the depthwise weights".into()))
+            })?;
             let dg = DwGeometry {
                 n: geo.n,
                 h: geo.h,
