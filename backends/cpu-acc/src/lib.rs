@@ -134,6 +134,12 @@ impl CpuAccBackend {
         self.packed.stats()
     }
 
+    /// [`packing_stats`](Self::packing_stats) per kind of packing (a MatMul's B, a
+    /// convolution's Winograd weights, ...), sorted by kind: which operands were shared.
+    pub fn packing_stats_by_kind(&self) -> Vec<(&'static str, weights::PackingStats)> {
+        self.packed.stats_by_kind()
+    }
+
     /// A registry factory: every backend object it creates shares one set of options.
     pub fn factory() -> impl Fn() -> Box<dyn Backend> + Send + Sync + 'static {
         let shared = CpuAccBackend::new();
@@ -221,8 +227,12 @@ impl Backend for CpuAccBackend {
     }
 
     fn optimize_subgraph(&self, subgraph: &SubgraphView<'_>) -> OptimizationViews {
+        // The packed-weights cache too: a fusion that derives constants notes where they
+        // came from, so their packings are shared across plans (`weights::derived`).
         options::scoped(self.options(), || {
-            quant::fold::optimize(subgraph, fusion::optimize)
+            weights::scoped(&self.packed, || {
+                quant::fold::optimize(subgraph, fusion::optimize)
+            })
         })
     }
 

@@ -12,34 +12,71 @@
 //! is packed afresh.
 
 use crate::gemm::Packed;
+use crate::options::{self, CpuAccOptions};
 use backplane_backend_api::Result;
 use backplane_core::Tensor;
+use std::any::{Any, TypeId};
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
-/// What a packed operand was packed from and how: the constant's address, the kind of
-/// packing and its parameters.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+/// What a packed form was made from and how: the constant's address, the kind of packing,
+/// the Rust type of the packed form, its parameters, and the backend options in force (a
+/// switch such as `split_halves` or `winograd` may change the layout or the path).
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct Key {
     tensor: usize,
     kind: &'static str,
-    params: [usize; 4],
+    form: TypeId,
+    params: Box<[usize]>,
+    options: CpuAccOptions,
+    /// For a constant derived from another ([`derived`]): how (its derivation's name, its
+    /// other inputs' addresses and its parameters); `tensor` is then the original's address.
+    derivation: Option<(&'static str, Box<[usize]>)>,
 }
 
-/// One cached operand: the constant it came from and the operand, both held weakly.
+impl Hash for Key {
+    /// Everything but the options (which are not `Hash`; equal keys still hash equally).
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.tensor.hash(state);
+        self.kind.hash(state);
+        self.form.hash(state);
+        self.params.hash(state);
+        self.derivation.hash(state);
+    }
+}
+
+/// A constant made from another at optimization (a convolution's weights with a
+/// BatchNormalization folded in): new in every plan, so its packings are keyed by the
+/// original and the derivation instead. All held weakly.
+struct Origin {
+    derived: Weak<Tensor>,
+    source: Weak<Tensor>,
+    inputs: Vec<Weak<Tensor>>,
+    how: &'static str,
+    params: Box<[usize]>,
+}
+
+/// One cached form: the constant it came from and the form, both held weakly.
 struct Entry {
     source: Weak<Tensor>,
-    packed: Weak<Packed>,
+    packed: Weak<dyn Any + Send + Sync>,
 }
 
-/// A cache of packed constant operands, with counts of packings and reuses.
+/// A cache of packed constant operands (any packed or transformed form of a constant: GEMM
+/// panels, a convolution's Winograd-domain weights, int8 weights with their folded
+/// requantization), with counts of packings and reuses.
 #[derive(Default)]
 pub struct PackedWeights {
     entries: Mutex<HashMap<Key, Entry>>,
     packed: AtomicU64,
     reused: AtomicU64,
+    /// The same counts per kind of packing.
+    kinds: Mutex<HashMap<&'static str, PackingStats>>,
+    /// Derived constants by address ([`derived`]).
+    origins: Mutex<HashMap<usize, Origin>>,
 }
 
 impl std::fmt::Debug for PackedWeights {
@@ -75,26 +112,103 @@ impl PackedWeights {
         }
     }
 
-    /// The operand packed from `source` as `kind` with `params`: the cached one while any
+    /// The counts so far per kind of packing (`"matmul_b"`, `"conv_winograd_f4"`,
+    /// `"qconv_nhwc_b"`, ...), sorted by kind.
+    pub fn stats_by_kind(&self) -> Vec<(&'static str, PackingStats)> {
+        let kinds = self.kinds.lock().unwrap_or_else(|e| e.into_inner());
+        let mut v: Vec<_> = kinds.iter().map(|(k, s)| (*k, *s)).collect();
+        v.sort_unstable_by_key(|(k, _)| *k);
+        v
+    }
+
+    /// Note that `derived` was made from `source` (and `inputs`) by `how` with `params`.
+    fn note_derived(
+        &self,
+        derived: &Arc<Tensor>,
+        source: &Arc<Tensor>,
+        inputs: &[&Arc<Tensor>],
+        how: &'static str,
+        params: &[usize],
+    ) {
+        let mut origins = self.origins.lock().unwrap_or_else(|e| e.into_inner());
+        origins.retain(|_, o| o.derived.strong_count() > 0);
+        origins.insert(
+            Arc::as_ptr(derived) as usize,
+            Origin {
+                derived: Arc::downgrade(derived),
+                source: Arc::downgrade(source),
+                inputs: inputs.iter().map(|t| Arc::downgrade(t)).collect(),
+                how,
+                params: params.into(),
+            },
+        );
+    }
+
+    /// The original of a derived constant and the derivation's part of the key (`None`,
+    /// `None` for a constant not derived, or whose original or inputs are gone).
+    #[allow(clippy::type_complexity)]
+    fn origin_of(
+        &self,
+        t: &Arc<Tensor>,
+    ) -> (Option<Arc<Tensor>>, Option<(&'static str, Box<[usize]>)>) {
+        let origins = self.origins.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(o) = origins.get(&(Arc::as_ptr(t) as usize)) else {
+            return (None, None);
+        };
+        let same = o.derived.upgrade().is_some_and(|d| Arc::ptr_eq(&d, t));
+        let (Some(source), true) = (o.source.upgrade(), same) else {
+            return (None, None);
+        };
+        let mut how: Vec<usize> = o.params.to_vec();
+        for input in &o.inputs {
+            match input.upgrade() {
+                Some(i) => how.push(Arc::as_ptr(&i) as usize),
+                None => return (None, None),
+            }
+        }
+        (Some(source), Some((o.how, how.into())))
+    }
+
+    /// Count a packing (`reused` false) or a reuse of `kind`.
+    fn count(&self, kind: &'static str, reused: bool) {
+        let total = if reused { &self.reused } else { &self.packed };
+        total.fetch_add(1, Ordering::Relaxed);
+        let mut kinds = self.kinds.lock().unwrap_or_else(|e| e.into_inner());
+        let s = kinds.entry(kind).or_default();
+        if reused {
+            s.reused += 1;
+        } else {
+            s.packed += 1;
+        }
+    }
+
+    /// The form packed from `source` as `kind` with `params`: the cached one while any
     /// workload still holds it, else `pack()`'s result, cached.
-    fn get_or_pack(
+    fn get_or_pack<T: Any + Send + Sync>(
         &self,
         source: &Arc<Tensor>,
         kind: &'static str,
-        params: [usize; 4],
-        pack: impl FnOnce() -> Result<Packed>,
-    ) -> Result<Arc<Packed>> {
+        params: &[usize],
+        pack: impl FnOnce() -> Result<T>,
+    ) -> Result<Arc<T>> {
+        let (origin, derivation) = self.origin_of(source);
+        let source = origin.as_ref().unwrap_or(source);
         let key = Key {
             tensor: Arc::as_ptr(source) as usize,
             kind,
-            params,
+            form: TypeId::of::<T>(),
+            params: params.into(),
+            options: options::current(),
+            derivation,
         };
         {
             let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
             if let Some(e) = entries.get(&key) {
                 let same = e.source.upgrade().is_some_and(|s| Arc::ptr_eq(&s, source));
-                if let (true, Some(p)) = (same, e.packed.upgrade()) {
-                    self.reused.fetch_add(1, Ordering::Relaxed);
+                let live = e.packed.upgrade().and_then(|p| p.downcast::<T>().ok());
+                if let (true, Some(p)) = (same, live) {
+                    drop(entries);
+                    self.count(kind, true);
                     return Ok(p);
                 }
             }
@@ -102,14 +216,15 @@ impl PackedWeights {
         // Packed outside the lock: two creations racing for one operand may both pack it
         // (the later one's is kept); neither waits on the other's packing.
         let packed = Arc::new(pack()?);
-        self.packed.fetch_add(1, Ordering::Relaxed);
+        self.count(kind, false);
+        let erased: Arc<dyn Any + Send + Sync> = packed.clone();
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         entries.retain(|_, e| e.packed.strong_count() > 0 && e.source.strong_count() > 0);
         entries.insert(
             key,
             Entry {
                 source: Arc::downgrade(source),
-                packed: Arc::downgrade(&packed),
+                packed: Arc::downgrade(&erased),
             },
         );
         Ok(packed)
@@ -134,18 +249,48 @@ pub fn scoped<R>(cache: &Arc<PackedWeights>, f: impl FnOnce() -> R) -> R {
     f()
 }
 
-/// The operand packed from the constant `source` as `kind` with `params` (everything else the
-/// packing depends on): shared through the cache [`scoped`] installed, or packed afresh.
+/// The form `pack` makes from the constant `source`, as `kind` with `params` (everything
+/// else the form depends on besides the constant's values and the backend options: shapes,
+/// geometry, tile layout, quantization parameters as bits): shared through the cache
+/// [`scoped`] installed, or made afresh. Any type can be cached; `kind` names the packing
+/// (one kind, one meaning of `params`).
+pub(crate) fn shared<T: Any + Send + Sync>(
+    source: &Arc<Tensor>,
+    kind: &'static str,
+    params: &[usize],
+    pack: impl FnOnce() -> Result<T>,
+) -> Result<Arc<T>> {
+    match CURRENT.with(|c| c.borrow().clone()) {
+        Some(cache) => cache.get_or_pack(source, kind, params, pack),
+        None => Ok(Arc::new(pack()?)),
+    }
+}
+
+/// Note that the constant `derived` was computed from the constant `source` (and the
+/// constants `inputs`) by `how` with `params` (every other value it depends on), so that
+/// [`shared`] keys its packings by `source` and the derivation: a constant folded anew in
+/// every plan (a BatchNormalization folded into a convolution's weights) is then packed
+/// once for all of them. Outside a cache's scope nothing is noted.
+pub(crate) fn derived(
+    derived: &Arc<Tensor>,
+    source: &Arc<Tensor>,
+    inputs: &[&Arc<Tensor>],
+    how: &'static str,
+    params: &[usize],
+) {
+    if let Some(cache) = CURRENT.with(|c| c.borrow().clone()) {
+        cache.note_derived(derived, source, inputs, how, params);
+    }
+}
+
+/// A GEMM B operand packed from the constant `source` ([`shared`] for [`Packed`]).
 pub(crate) fn packed(
     source: &Arc<Tensor>,
     kind: &'static str,
     params: [usize; 4],
     pack: impl FnOnce() -> Result<Packed>,
 ) -> Result<Arc<Packed>> {
-    match CURRENT.with(|c| c.borrow().clone()) {
-        Some(cache) => cache.get_or_pack(source, kind, params, pack),
-        None => Ok(Arc::new(pack()?)),
-    }
+    shared(source, kind, &params, pack)
 }
 
 #[cfg(test)]
@@ -200,5 +345,89 @@ mod tests {
         packed(&w, "b", [2, 3, 0, 0], || pack_of(&w, 2, 3)).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(cache.stats().packed, 4);
         drop((c, d));
+    }
+
+    /// Any form can be cached: forms of other types under one kind and parameters are kept
+    /// apart, and the options in force are part of the key.
+    #[test]
+    fn forms_are_keyed_by_type_and_options() {
+        let cache = Arc::new(PackedWeights::new());
+        let w = weight(&[1.0, 2.0, 3.0, 4.0], 2, 2);
+        let run = || {
+            scoped(&cache, || {
+                let a = shared(&w, "conv", &[2, 2, 7], || Ok(vec![1u8, 2]))?;
+                let b = shared(&w, "conv", &[2, 2, 7], || Ok(vec![3.0f32]))?;
+                let c = shared(&w, "conv", &[2, 2, 7], || Ok(vec![9u8]))?;
+                Ok::<_, backplane_backend_api::BackendError>((a, b, c))
+            })
+            .unwrap_or_else(|e| panic!("{e}"))
+        };
+        let (a, b, c) = run();
+        assert!(Arc::ptr_eq(&a, &c), "one form of one type is reused");
+        assert_eq!((a.as_slice(), b.as_slice()), (&[1u8, 2][..], &[3.0f32][..]));
+        assert_eq!(
+            cache.stats(),
+            PackingStats {
+                packed: 2,
+                reused: 1
+            }
+        );
+        let other = CpuAccOptions {
+            winograd: false,
+            ..CpuAccOptions::default()
+        };
+        let (d, _, _) = options::scoped(other, run);
+        assert!(!Arc::ptr_eq(&a, &d), "other options pack again");
+        assert_eq!(
+            cache.stats(),
+            PackingStats {
+                packed: 4,
+                reused: 2
+            }
+        );
+        drop((a, b, c, d));
+    }
+
+    /// Constants derived anew from one original with the same inputs and parameters share
+    /// one packing; another parameter, or no note, packs again.
+    #[test]
+    fn derived_constants_are_keyed_by_their_original() {
+        let cache = Arc::new(PackedWeights::new());
+        let w = weight(&[1.0, 2.0, 3.0, 4.0], 2, 2);
+        let scale = weight(&[2.0, 3.0], 1, 2);
+        let form = |t: &Arc<Tensor>, eps: Option<usize>| {
+            scoped(&cache, || {
+                if let Some(eps) = eps {
+                    derived(t, &w, &[&scale], "batch_norm", &[eps]);
+                }
+                shared(t, "conv", &[2], || Ok(t.as_slice::<f32>()?.to_vec()))
+            })
+            .unwrap_or_else(|e| panic!("{e}"))
+        };
+        // Two plans' folds: equal values, new tensors.
+        let (one, two) = (
+            weight(&[2.0, 6.0, 6.0, 12.0], 2, 2),
+            weight(&[2.0, 6.0, 6.0, 12.0], 2, 2),
+        );
+        let a = form(&one, Some(1));
+        let b = form(&two, Some(1));
+        assert!(
+            Arc::ptr_eq(&a, &b),
+            "the second fold reuses the first's packing"
+        );
+        let c = form(&weight(&[0.0; 4], 2, 2), Some(2));
+        assert!(
+            !Arc::ptr_eq(&a, &c),
+            "another epsilon is another derivation"
+        );
+        let d = form(&weight(&[2.0, 6.0, 6.0, 12.0], 2, 2), None);
+        assert!(!Arc::ptr_eq(&a, &d), "a constant with no note is its own");
+        assert_eq!(
+            cache.stats(),
+            PackingStats {
+                packed: 3,
+                reused: 1
+            }
+        );
     }
 }

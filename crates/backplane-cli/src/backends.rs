@@ -106,6 +106,27 @@ pub fn set_limits(
 
 /// A runtime with the built-in backends and the dynamic backends the command line chose.
 pub fn runtime() -> Result<Runtime, CliError> {
+    runtime_from(backplane::builtin_registry())
+}
+
+/// [`runtime`] with `acc` (and its clones) as its CpuAcc, so the caller can read the
+/// backend's packing counts (`CpuAccBackend::packing_stats`).
+pub fn runtime_with_cpu_acc(acc: &backplane::cpu_acc::CpuAccBackend) -> Result<Runtime, CliError> {
+    let mut registry = backplane::builtin_registry();
+    let id =
+        backplane::BackendId::new("CpuAcc").map_err(|e| CliError::usage(format!("CpuAcc: {e}")))?;
+    registry.unregister(&id);
+    let acc = acc.clone();
+    let factory: backplane::BackendFactory =
+        std::sync::Arc::new(move || Box::new(acc.clone()) as Box<dyn backplane::Backend>);
+    registry
+        .register(id, factory)
+        .map_err(|e| CliError::usage(format!("CpuAcc: {e}")))?;
+    runtime_from(registry)
+}
+
+/// A runtime on `registry` with the options the command line chose.
+fn runtime_from(registry: backplane::BackendRegistry) -> Result<Runtime, CliError> {
     let mut options = RuntimeOptions {
         dynamic_backends: CHOICE.get().cloned().unwrap_or_default(),
         max_execution_time: TIME_LIMIT.get().copied(),
@@ -135,7 +156,7 @@ pub fn runtime() -> Result<Runtime, CliError> {
                 .or_insert_with(|| "true".into());
         }
     }
-    Ok(Runtime::new(backplane::builtin_registry(), options)?)
+    Ok(Runtime::new(registry, options)?)
 }
 
 /// Arguments of `backplane backends`.

@@ -191,7 +191,9 @@ pub fn bench_shapes(args: &BenchArgs) -> Result<(), CliError> {
     let sets = parse_shape_sets(&args.shape_sets)?;
     let model = ModelFile::open(&args.model.model)?;
     let inputs = inputs_for(&model, common, &sets)?;
-    let runtime = crate::backends::runtime()?;
+    // CpuAcc kept at hand to report how many constant operands its plans packed and shared.
+    let acc = backplane::cpu_acc::CpuAccBackend::new();
+    let runtime = crate::backends::runtime_with_cpu_acc(&acc)?;
     let optimizer = optimizer_options(&common.backends, &common.layer_backends)?;
     let capacity = args.plan_cache.unwrap_or(sets.len().max(1));
     let net = DynamicNetwork::from_model(
@@ -280,6 +282,13 @@ pub fn bench_shapes(args: &BenchArgs) -> Result<(), CliError> {
         stats.same_structure,
         stats.optimizer_runs,
         stats.same_decisions
+    );
+    let packing = acc.packing_stats();
+    out!(
+        "weights packed {}, reused {} (CpuAcc's packed constant operands: each packed once, \
+         shared by every plan that prepares it alike)",
+        packing.packed,
+        packing.reused
     );
     out!("runtime plan caches: {}", runtime.plan_cache_stats());
     let count: usize = times.iter().map(Vec::len).sum();

@@ -111,6 +111,28 @@ fn bench_serves_bert_sequence_lengths_with_one_plan_each() {
         3,
         "{out}"
     );
+    // CpuAcc packed the products' constant weights for the first plan (and at most once more
+    // per other panel layout); the later plans took them packed.
+    let (packed, reused) = packing_counts(&out);
+    assert!(
+        packed > 0 && reused >= packed,
+        "packed {packed}, reused {reused}: {out}"
+    );
+}
+
+/// The counts of the "weights packed N, reused M" line of `bench --input-shapes`.
+fn packing_counts(out: &str) -> (u64, u64) {
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("weights packed "))
+        .unwrap_or_else(|| panic!("no packing line: {out}"));
+    let numbers: Vec<u64> = line
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|w| !w.is_empty())
+        .take(2)
+        .map(|w| w.parse().unwrap())
+        .collect();
+    (numbers[0], numbers[1])
 }
 
 /// `--no-replay` optimizes every plan in full: the same lengths give four optimizer runs,

@@ -247,6 +247,13 @@ impl<'r> DynamicNetwork<'r> {
         }
     }
 
+    /// How many recorded optimizations the plan cache keeps for replay: at most eight, and
+    /// only those of structures some cached plan has (a structure's records are dropped with
+    /// its last plan).
+    pub fn kept_records(&self) -> usize {
+        self.lock().records.len()
+    }
+
     /// Keep at most `capacity` plans (at least 1; default [`DEFAULT_PLAN_CAPACITY`]).
     pub fn with_capacity(self, capacity: usize) -> Self {
         self.lock().stats.capacity = capacity.max(1);
@@ -496,13 +503,22 @@ impl<'r> DynamicNetwork<'r> {
                 }
                 None => false,
             },
-        )?;
+        );
+        let id = match id {
+            Ok(id) => id,
+            Err(e) => {
+                // The plans evicted for it are gone: so are their structures' records.
+                cache.forget_unplanned_records();
+                return Err(e);
+            }
+        };
         let plan = Arc::new(plan);
         cache.stats.bytes += plan.bytes;
         self.runtime
             .plan_cache_counters()
             .inserted(CacheKind::Plans, plan.bytes);
         cache.plans.push((key, plan.clone(), id));
+        cache.forget_unplanned_records();
         tracing::info!(
             symbols = %plan.symbols,
             shapes = ?plan.shapes,
@@ -832,6 +848,7 @@ impl Drop for DynamicNetwork<'_> {
             while !cache.plans.is_empty() {
                 out.push(cache.remove_at(0, false));
             }
+            cache.forget_unplanned_records();
             out
         };
         drop(plans);

@@ -217,6 +217,38 @@ fn the_least_recently_used_plan_is_evicted() {
     assert_eq!(rt.loaded_networks().len(), 2);
 }
 
+/// A structure's recorded optimization lives as long as a plan of that structure does: with
+/// room for one plan, each new length evicts the previous plan, but the new plan has the same
+/// structure, so the record stays and every later plan replays it; the network keeps one
+/// record, not one per plan. (A structure whose last plan goes loses its records:
+/// `dynamic_network/cache.rs`'s unit test, as one model's plans here share one structure.)
+#[test]
+fn a_record_lives_while_a_plan_of_its_structure_does() {
+    let rt = backplane::RuntimeBuilder::new().build().unwrap();
+    let net = dynamic(&rt).with_capacity(1);
+    assert_eq!(net.kept_records(), 0);
+    for seq in [3, 5, 8, 3] {
+        let input = token_ids(seq, 7);
+        let out = net.execute(&[("input_ids", &input)]).unwrap();
+        assert_eq!(out[0].1.shape().dims(), &[1, seq, 96]);
+        let (plan, hit) = net.plan(&[("input_ids", &input)]).unwrap();
+        assert!(hit);
+        assert_eq!(plan.reshaped, seq != 3 || net.stats().misses > 1);
+        assert_eq!(net.kept_records(), 1, "seq {seq}");
+    }
+    let stats = net.stats();
+    assert_eq!(
+        (
+            stats.misses,
+            stats.evictions,
+            stats.optimizer_runs,
+            stats.plans_reshaped
+        ),
+        (4, 3, 1, 3),
+        "{stats:?}"
+    );
+}
+
 /// A shape the declaration does not allow (a wrong rank) is an error naming the input, and
 /// the network keeps serving.
 #[test]

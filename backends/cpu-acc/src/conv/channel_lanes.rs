@@ -25,6 +25,7 @@ use crate::simd::{self, channel_lanes};
 use crate::threads::Threads;
 use backplane_backend_api::{BackendError, Result};
 use std::cell::RefCell;
+use std::sync::Arc;
 
 thread_local! {
     static PADDED: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
@@ -72,12 +73,32 @@ pub fn applies_nhwc(geo: &Geo2, c: usize, m: usize) -> bool {
 
 /// Vectors of 16 output channels per block: 2, or 1 when blocks of 32 would leave threads
 /// idle or the CPU has no AVX-512 (AVX2 runs one vector as two halves).
-fn vectors_for(m: usize, threads: usize) -> usize {
+pub(crate) fn vectors_for(m: usize, threads: usize) -> usize {
     if m > 16 && m.div_ceil(32) >= threads.max(1) && channel_lanes::supports(2) {
         2
     } else {
         1
     }
+}
+
+/// The filters `w` (`[m, k]`, `k` = channels × window) in blocks of `16·vectors` output
+/// channels, each `k × 16·vectors` (zero past `m`): the form [`Plan`] reads.
+pub fn weight_blocks(w: &[f32], m: usize, k: usize, vectors: usize) -> Result<Vec<f32>> {
+    if w.len() < m * k || m == 0 || k == 0 {
+        return Err(BackendError::Execution(
+            "channel-lanes convolution: weights do not match".into(),
+        ));
+    }
+    let width = 16 * vectors;
+    let blocks = m.div_ceil(width);
+    let mut weights = vec![0f32; blocks * k * width];
+    for (o, filter) in w.chunks(k).take(m).enumerate() {
+        let block = &mut weights[o / width * k * width..][..k * width];
+        for (t, &v) in filter.iter().enumerate() {
+            block[t * width + o % width] = v;
+        }
+    }
+    Ok(weights)
 }
 
 /// Most taps per pass over a row: a block of 32 channels' weights for them (160 × 32 floats,
@@ -105,22 +126,31 @@ pub struct Plan {
     /// Taps per pass (whole input channels, at most [`BLOCK_TAPS`] unless one channel's
     /// window is larger).
     block_taps: usize,
-    /// Per block of `16·vectors` channels: K × `16·vectors` weights (zero past `m`).
-    weights: Vec<f32>,
+    /// Per block of `16·vectors` channels: K × `16·vectors` weights (zero past `m`);
+    /// shared with plans for other planes (`crate::weights`).
+    weights: Arc<Vec<f32>>,
 }
 
 impl Plan {
-    /// Plan a convolution of `m` filters of `c` channels (`w`: [m, c, kh, kw]) for
-    /// `threads` threads: blocks of 32 channels, or 16 when 32 would leave threads idle.
-    pub fn new(geo: &Geo2, w: &[f32], m: usize, c: usize, threads: usize) -> Result<Self> {
+    /// Plan a convolution of `m` filters of `c` channels for `threads` threads (blocks of 32
+    /// channels, or 16 when 32 would leave threads idle) on its filters in blocks
+    /// ([`weight_blocks`] for `vectors_for(m, threads)` vectors): they depend on the filters
+    /// alone, so plans for other planes share them.
+    pub fn with_blocks(
+        geo: &Geo2,
+        weights: Arc<Vec<f32>>,
+        m: usize,
+        c: usize,
+        threads: usize,
+    ) -> Result<Self> {
         let k = c * geo.kh * geo.kw;
-        if w.len() < m * k || m == 0 || k == 0 {
-            return Err(BackendError::Execution(
-                "channel-lanes convolution: weights do not match".into(),
-            ));
-        }
         let vectors = vectors_for(m, threads);
         let width = 16 * vectors;
+        if weights.len() != m.div_ceil(width) * k * width || m == 0 || k == 0 {
+            return Err(BackendError::Execution(
+                "channel-lanes convolution: weight blocks do not match".into(),
+            ));
+        }
         let npad = channel_lanes::reach(geo.ow, vectors);
         let wp = (npad - 1) * geo.sw + (geo.kw - 1) * geo.dw + 1;
         let hp = (geo.oh - 1) * geo.sh + (geo.kh - 1) * geo.dh + 1;
@@ -130,14 +160,6 @@ impl Plan {
                 for kx in 0..geo.kw {
                     taps.push(ci * hp * wp + ky * geo.dh * wp + kx * geo.dw);
                 }
-            }
-        }
-        let blocks = m.div_ceil(width);
-        let mut weights = vec![0f32; blocks * k * width];
-        for (o, filter) in w.chunks(k).take(m).enumerate() {
-            let block = &mut weights[o / width * k * width..][..k * width];
-            for (t, &v) in filter.iter().enumerate() {
-                block[t * width + o % width] = v;
             }
         }
         let window = geo.kh * geo.kw;

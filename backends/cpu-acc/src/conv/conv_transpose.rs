@@ -11,10 +11,12 @@
 use crate::gemm::{self, ASrc, BSrc, Epilogue, MatView, Packed};
 use crate::io::{f32s, f32s_mut, input, output, Io};
 use crate::threads::Threads;
+use crate::weights;
 use backplane_backend_api::{BackendError, Result, Workload};
 use backplane_core::ops::ConvTransposeDesc;
 use backplane_core::{Tensor, TensorView, TensorViewMut};
 use std::cell::RefCell;
+use std::sync::Arc;
 
 /// Why CpuAcc cannot run a transposed convolution with these shapes, if it cannot.
 pub fn check(
@@ -103,8 +105,8 @@ struct Geo {
 }
 
 enum Weights {
-    /// `W_gᵀ` packed per group.
-    Packed(Vec<Packed>),
+    /// `W_gᵀ` packed per group (shared with other plans' workloads: `crate::weights`).
+    Packed(Arc<Vec<Packed>>),
     /// A run-time input: read in place by the SGEMM each execution.
     Runtime,
 }
@@ -132,7 +134,7 @@ impl ConvTransposeWorkload {
     pub fn new(
         io: Io,
         desc: &ConvTransposeDesc,
-        weights: Option<&Tensor>,
+        weights: Option<&Arc<Tensor>>,
         bias: Option<&Tensor>,
         threads: Threads,
     ) -> Result<Self> {
@@ -182,25 +184,31 @@ impl ConvTransposeWorkload {
         let cg = c / group;
         let taps = mg * kh * kw;
         let weights = match weights {
-            Some(t) => {
-                let w = t.as_slice::<f32>()?;
-                let per = cg * taps;
-                let packed = (0..group)
-                    .map(|g| {
-                        let wg = w
-                            .get(g * per..(g + 1) * per)
-                            .ok_or_else(|| bad("weights are too small".into()))?;
-                        // (tap row r, input channel ci) is W[g·cg + ci][r].
-                        let view = MatView {
-                            data: wg,
-                            rs: 1,
-                            cs: taps,
-                        };
-                        Ok(Packed::pack_a(taps, cg, view))
-                    })
-                    .collect::<Result<Vec<_>>>()?;
-                Weights::Packed(packed)
-            }
+            // The packed form depends on the channels, groups and kernel only: plans at
+            // every input size share it.
+            Some(t) => Weights::Packed(weights::shared(
+                t,
+                "conv_transpose_a",
+                &[group, cg, taps],
+                || {
+                    let w = t.as_slice::<f32>()?;
+                    let per = cg * taps;
+                    (0..group)
+                        .map(|g| {
+                            let wg = w
+                                .get(g * per..(g + 1) * per)
+                                .ok_or_else(|| bad("weights are too small".into()))?;
+                            // (tap row r, input channel ci) is W[g·cg + ci][r].
+                            let view = MatView {
+                                data: wg,
+                                rs: 1,
+                                cs: taps,
+                            };
+                            Ok(Packed::pack_a(taps, cg, view))
+                        })
+                        .collect::<Result<Vec<_>>>()
+                },
+            )?),
             None => Weights::Runtime,
         };
         let bias = bias

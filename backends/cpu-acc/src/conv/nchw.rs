@@ -20,10 +20,12 @@ use crate::gemm::{self, ASrc, BSrc, Epilogue, MatView, Packed, Shifted};
 use crate::io::{f32s, f32s_mut, input, output, Io};
 use crate::simd;
 use crate::threads::Threads;
+use crate::weights;
 use backplane_backend_api::{BackendError, Result, Workload};
 use backplane_core::ops::ConvDesc;
 use backplane_core::{Tensor, TensorView, TensorViewMut};
 use std::cell::RefCell;
+use std::sync::Arc;
 
 /// Why CpuAcc cannot run a convolution with these shapes, if it cannot.
 pub fn check(desc: &ConvDesc, x: &[usize], w: &[usize]) -> std::result::Result<(), String> {
@@ -79,7 +81,9 @@ pub struct ConvWorkload {
     /// The taps (`ky · kw + kx`) that read some input, when others read only padding (a
     /// dilation as wide as the plane): the packed weights and shifted rows hold only these.
     live_taps: Option<Vec<usize>>,
-    weights: Weights,
+    /// Shared with the workloads of other plans that prepared the same constant alike
+    /// (`crate::weights`).
+    weights: Arc<Weights>,
     bias: Option<Vec<f32>>,
     act: Activation,
     /// A fused residual connection: input 3 is added to the convolution (after its bias)
@@ -99,7 +103,7 @@ impl ConvWorkload {
     pub fn new(
         io: Io,
         desc: &ConvDesc,
-        weights: Option<&Tensor>,
+        weights: Option<&Arc<Tensor>>,
         bias: Option<&Tensor>,
         act: Activation,
         threads: Threads,
@@ -131,37 +135,19 @@ impl ConvWorkload {
         let (depthwise, pointwise) = (shape.depthwise(), shape.pointwise());
         let mut algorithm = choose_conv_algorithm(&shape);
         let weights = match weights {
-            None => Weights::Runtime,
+            None => Arc::new(Weights::Runtime),
             Some(t) => {
                 let w = t.as_slice::<f32>()?;
-                let mut plan = None;
-                if algorithm == ConvAlgorithm::WinogradF4 {
-                    plan = winograd::Plan::new(w, m, c);
-                    if plan.is_none() {
-                        shape.winograd = false;
-                        algorithm = choose_conv_algorithm(&shape);
-                    }
+                // The Winograd plan's own refusal (empty or short weights), decided here so
+                // that the prepared weights come from one shared packing.
+                if algorithm == ConvAlgorithm::WinogradF4
+                    && (m == 0 || c == 0 || w.len() < m * c * 9)
+                {
+                    shape.winograd = false;
+                    algorithm = choose_conv_algorithm(&shape);
                 }
-                match (plan, algorithm) {
-                    (Some(plan), _) => Weights::Winograd(plan),
-                    (None, ConvAlgorithm::ChannelLanes) => Weights::ChannelLanes(
-                        channel_lanes::Plan::new(&geo, w, m, c, threads.count())?,
-                    ),
-                    (None, ConvAlgorithm::Depthwise) => Weights::Depthwise(w.to_vec()),
-                    (None, ConvAlgorithm::PixelRows) => {
-                        Weights::PixelRows(pixel_rows::Plan::new(w, m, c)?)
-                    }
-                    (None, ConvAlgorithm::TapRegions) => {
-                        Weights::TapRegions(tap_regions::Plan::new(&geo, w, m, c)?)
-                    }
-                    (None, ConvAlgorithm::Grouped) => {
-                        Weights::Grouped(grouped::Plan::new(w, group, c / group)?)
-                    }
-                    (None, _) => {
-                        let live = live_taps(&geo).filter(|_| !depthwise && !pointwise);
-                        Weights::Packed(pack_live(w, m, group, c / group, &geo, live.as_deref()))
-                    }
-                }
+                let live = live_taps(&geo).filter(|_| !depthwise && !pointwise);
+                prepare(t, algorithm, &geo, (m, c, group), threads.count(), live)?
             }
         };
         let bias = bias
@@ -527,6 +513,83 @@ fn keep_live<T: Copy>(v: &[T], per_tap: usize, live: &[usize]) -> Vec<T> {
         .collect()
 }
 
+/// The constant weights `t` prepared for `algorithm`, through the shared cache
+/// (`crate::weights`): the key holds what the prepared form depends on besides the values.
+/// Winograd, pixel-row, grouped, depthwise and channel-lanes forms depend on the channel
+/// counts (and window) only, so plans at every input size share them; the GEMM's packed
+/// weights also on the live taps (which follow the geometry only for dilations as wide as
+/// the plane). The tap-region plan embeds the whole geometry, so only plans with the same
+/// spatial shape share it (plans for other batch sizes, say).
+fn prepare(
+    t: &Arc<Tensor>,
+    algorithm: ConvAlgorithm,
+    geo: &Geo2,
+    (m, c, group): (usize, usize, usize),
+    threads: usize,
+    live: Option<Vec<usize>>,
+) -> Result<Arc<Weights>> {
+    let g = geo;
+    let whole = [
+        g.h, g.w, g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, g.pt, g.pl, g.oh, g.ow, m, c,
+    ];
+    let w = || t.as_slice::<f32>();
+    match algorithm {
+        ConvAlgorithm::WinogradF4 => weights::shared(t, "conv_winograd_f4", &[m, c], || {
+            let plan = winograd::Plan::new(w()?, m, c);
+            plan.map(Weights::Winograd)
+                .ok_or_else(|| BackendError::Other("Winograd weights do not match".into()))
+        }),
+        ConvAlgorithm::ChannelLanes => {
+            // The weight blocks are shared; the plan around them (where each tap reads the
+            // padded plane) is this workload's own.
+            let k = c * geo.kh * geo.kw;
+            let vectors = channel_lanes::vectors_for(m, threads);
+            let blocks = weights::shared(t, "conv_channel_lanes", &[m, k, vectors], || {
+                channel_lanes::weight_blocks(w()?, m, k, vectors)
+            })?;
+            let plan = channel_lanes::Plan::with_blocks(geo, blocks, m, c, threads)?;
+            Ok(Arc::new(Weights::ChannelLanes(plan)))
+        }
+        ConvAlgorithm::Depthwise => weights::shared(t, "conv_depthwise", &[], || {
+            Ok(Weights::Depthwise(w()?.to_vec()))
+        }),
+        ConvAlgorithm::PixelRows => weights::shared(t, "conv_pixel_rows", &[m, c], || {
+            Ok(Weights::PixelRows(pixel_rows::Plan::new(w()?, m, c)?))
+        }),
+        ConvAlgorithm::TapRegions => weights::shared(t, "conv_tap_regions", &whole, || {
+            Ok(Weights::TapRegions(tap_regions::Plan::new(
+                geo,
+                w()?,
+                m,
+                c,
+            )?))
+        }),
+        ConvAlgorithm::Grouped => weights::shared(t, "conv_grouped", &[group, c], || {
+            Ok(Weights::Grouped(grouped::Plan::new(
+                w()?,
+                group,
+                c / group,
+            )?))
+        }),
+        ConvAlgorithm::WinogradF2 | ConvAlgorithm::Direct | ConvAlgorithm::Gemm => {
+            let taps = geo.kh * geo.kw;
+            let mut params = vec![m, group, c / group, taps];
+            params.extend(live.iter().flatten().copied());
+            weights::shared(t, "conv_gemm_a", &params, || {
+                let cg = c / group;
+                Ok(Weights::Packed(pack_live(
+                    w()?,
+                    m,
+                    group,
+                    cg,
+                    geo,
+                    live.as_deref(),
+                )))
+            })
+        }
+    }
+}
+
 /// Pack the weights for the GEMM over the phases: only the `live` taps' columns when some
 /// taps read only padding (a sparser product with the same result), else all of them.
 fn pack_live(
@@ -595,7 +658,7 @@ impl ConvWorkload {
     /// only when it was not copied; X and the residual always.
     fn reads_input(&self, slot: usize) -> bool {
         match slot {
-            1 => matches!(self.weights, Weights::Runtime),
+            1 => matches!(*self.weights, Weights::Runtime),
             2 => self.bias.is_none(),
             _ => true,
         }
@@ -626,11 +689,11 @@ impl ConvWorkload {
     ) -> Result<()> {
         let geo = &self.geo;
         let act = self.conv_act();
-        if let Weights::Winograd(plan) = &self.weights {
+        if let Weights::Winograd(plan) = &*self.weights {
             return plan.run(&self.threads, geo, self.n, x, bias, act, y);
         }
         let threads = &self.threads;
-        match &self.weights {
+        match &*self.weights {
             Weights::ChannelLanes(plan) => {
                 return self.per_image(x, y, |xb, yb| plan.run(threads, xb, bias, act, yb));
             }
@@ -647,7 +710,7 @@ impl ConvWorkload {
             _ => {}
         }
         let runtime_weights;
-        let weights = match &self.weights {
+        let weights = match &*self.weights {
             Weights::Runtime => {
                 let w = f32s(input(inputs, 1)?)?;
                 if self.group == self.c && self.m == self.c && self.c > 1 {

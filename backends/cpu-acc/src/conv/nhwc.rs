@@ -23,12 +23,14 @@ use crate::gemm::{self, ASrc, BSrc, Epilogue, MatView, Packed};
 use crate::io::{f32s, f32s_mut, input, output, Io};
 use crate::simd;
 use crate::threads::Threads;
+use crate::weights;
 use backplane_backend_api::{BackendError, Result, Workload};
 use backplane_core::ops::ConvDesc;
 use backplane_core::{Tensor, TensorView, TensorViewMut};
 pub use backplane_cpu_kernels::nhwc_depthwise::{valid_taps, DwRow};
 pub use pair::{pair_order, NhwcPairWorkload, PairOrder};
 use std::cell::RefCell;
+use std::sync::Arc;
 
 /// Pixels gathered into one im2col block (the block and its GEMM stay in L2).
 const IM2COL_ROWS: usize = 96;
@@ -104,6 +106,94 @@ enum Kind {
     Lanes(channel_lanes::Plan),
 }
 
+/// The packed weights' halves as the in-place tiles (`tiles`) or the SGEMM read them: the
+/// tiles walk one half-panel down many rows, and at depths from `gemm::SPLIT_MIN_DEPTH` a
+/// half split from the other stays in L1 (`simd::Halves`).
+fn relay(p: Packed, tiles: bool) -> Packed {
+    match tiles {
+        true => {
+            let halves = gemm::halves_for(p.depth());
+            p.with_halves(halves)
+        }
+        false => p.with_halves(simd::Halves::Interleaved),
+    }
+}
+
+/// Whether `p` is not laid out as [`relay`] would lay it out for `tiles`.
+fn needs_relay(p: &Packed, tiles: bool) -> bool {
+    let want = match tiles {
+        true => gemm::halves_for(p.depth()),
+        false => simd::Halves::Interleaved,
+    };
+    p.halves() != want
+}
+
+/// The constant weights `t` (`[M, C/group, kh, kw]`) in the form `algorithm` reads, through
+/// the shared cache (`crate::weights`), laid out for the in-place tiles when `tiles`. The
+/// depthwise taps, the pointwise and im2col B operands and the Winograd weights depend on
+/// the channel counts and window only, so plans at every input size share them (a
+/// channel-lanes plan shares its weight blocks and keeps its own geometry).
+fn prepare(
+    t: &Arc<Tensor>,
+    algorithm: ConvAlgorithm,
+    geo: &Geo2,
+    (m, c): (usize, usize),
+    pointwise: bool,
+    tiles: bool,
+) -> Result<Arc<Kind>> {
+    let w = || t.as_slice::<f32>();
+    let taps = geo.kh * geo.kw;
+    if algorithm == ConvAlgorithm::Depthwise {
+        return weights::shared(t, "nhwc_depthwise", &[c, taps], || {
+            let w = w()?;
+            // [c][t] → [t][c].
+            let mut k = vec![0f32; taps * c];
+            for ch in 0..c {
+                for tap in 0..taps {
+                    k[tap * c + ch] = w[ch * taps + tap];
+                }
+            }
+            Ok(Kind::Depthwise(k))
+        });
+    }
+    if pointwise {
+        return weights::shared(t, "nhwc_pointwise", &[c, m, usize::from(tiles)], || {
+            // B[k][j] = W[j][k].
+            let view = MatView {
+                data: w()?,
+                rs: 1,
+                cs: c,
+            };
+            Ok(Kind::Pointwise(relay(Packed::pack_b(c, m, view), tiles)))
+        });
+    }
+    match algorithm {
+        ConvAlgorithm::WinogradF2 => weights::shared(t, "nhwc_winograd_f2", &[m, c], || {
+            Ok(Kind::Winograd(nhwc_winograd::Plan::new(w()?, m, c)?))
+        }),
+        ConvAlgorithm::ChannelLanes => {
+            // The weight blocks are shared; the plan around them is this workload's own.
+            let k = c * taps;
+            let vectors = channel_lanes::vectors_for(m, 1);
+            let blocks = weights::shared(t, "nhwc_channel_lanes", &[m, k, vectors], || {
+                channel_lanes::weight_blocks(w()?, m, k, vectors)
+            })?;
+            let plan = channel_lanes::Plan::with_blocks(geo, blocks, m, c, 1)?;
+            Ok(Arc::new(Kind::Lanes(plan)))
+        }
+        _ => weights::shared(t, "nhwc_im2col", &[taps, c, m, usize::from(tiles)], || {
+            let w = w()?;
+            // B[(t, ci)][j] = W[j][ci][t], packed straight from W (a reordered copy first
+            // raised a 3×3 512→512 layer's peak memory by its 9.4 MB).
+            let b = Packed::pack_b_with(taps * c, m, |l, j| {
+                let (t, ci) = (l / c, l % c);
+                w[(j * c + ci) * taps + t]
+            });
+            Ok(Kind::Im2col(relay(b, tiles)))
+        }),
+    }
+}
+
 /// Which convolutions run channels-last: one group per channel, or one group (pointwise, or
 /// any window when the input is read as im2col rows).
 pub fn applies(desc: &ConvDesc, c: usize, m: usize) -> bool {
@@ -118,7 +208,9 @@ pub struct NhwcConvWorkload {
     n: usize,
     c: usize,
     m: usize,
-    kind: Kind,
+    /// Shared with the workloads of other plans that prepared the same constant alike
+    /// (`crate::weights`).
+    kind: Arc<Kind>,
     bias: Vec<f32>,
     act: Activation,
     /// Input 3 (channels-last, the output's shape) is added before the activation.
@@ -147,7 +239,7 @@ impl NhwcConvWorkload {
     pub fn new(
         io: Io,
         desc: &ConvDesc,
-        weights: Option<&Tensor>,
+        weights: Option<&Arc<Tensor>>,
         bias: Option<&Tensor>,
         act: Activation,
         input_nchw: bool,
@@ -157,8 +249,8 @@ impl NhwcConvWorkload {
         let xd = io.first_input()?;
         let xd = xd.shape.dims();
         let xd = if input_nchw { xd.to_vec() } else { to_nchw(xd) };
-        let w = weights.ok_or_else(|| bad("channels-last weights must be constant".into()))?;
-        let wd = w.shape().dims().to_vec();
+        let wt = weights.ok_or_else(|| bad("channels-last weights must be constant".into()))?;
+        let wd = wt.shape().dims().to_vec();
         conv::check(desc, &xd, &wd).map_err(bad)?;
         if xd.len() != 4 {
             return Err(bad("channels-last convolutions are 2-D".into()));
@@ -169,7 +261,7 @@ impl NhwcConvWorkload {
         if !applies(desc, c, m) {
             return Err(bad("grouped convolutions do not run channels-last".into()));
         }
-        let w = w.as_slice::<f32>()?;
+        let w = wt.as_slice::<f32>()?;
         let taps = geo.kh * geo.kw;
         let shape = ConvShape {
             geo: &geo,
@@ -190,42 +282,13 @@ impl NhwcConvWorkload {
         if w.len() != m * (c / desc.group.max(1)) * taps {
             return Err(bad("weights do not match the convolution".into()));
         }
-        let kind = if algorithm == ConvAlgorithm::Depthwise {
-            // [c][t] → [t][c].
-            let mut t = vec![0f32; taps * c];
-            for ch in 0..c {
-                for k in 0..taps {
-                    t[k * c + ch] = w[ch * taps + k];
-                }
-            }
-            Kind::Depthwise(t)
-        } else if desc.group.max(1) != 1 {
+        if algorithm != ConvAlgorithm::Depthwise && desc.group.max(1) != 1 {
             return Err(bad(
                 "a depthwise convolution reads channels-last input".into()
             ));
-        } else if pointwise && !input_nchw {
-            // B[k][j] = W[j][k].
-            Kind::Pointwise(Packed::pack_b(
-                c,
-                m,
-                MatView {
-                    data: w,
-                    rs: 1,
-                    cs: c,
-                },
-            ))
-        } else if algorithm == ConvAlgorithm::WinogradF2 {
-            Kind::Winograd(nhwc_winograd::Plan::new(w, m, c)?)
-        } else if algorithm == ConvAlgorithm::ChannelLanes {
-            Kind::Lanes(channel_lanes::Plan::new(&geo, w, m, c, 1)?)
-        } else {
-            // B[(t, ci)][j] = W[j][ci][t], packed straight from W (a reordered copy first
-            // raised a 3×3 512→512 layer's peak memory by its 9.4 MB).
-            Kind::Im2col(Packed::pack_b_with(taps * c, m, |l, j| {
-                let (t, ci) = (l / c, l % c);
-                w[(j * c + ci) * taps + t]
-            }))
-        };
+        }
+        let tiles = simd::strided_tiles();
+        let kind = prepare(wt, algorithm, &geo, (m, c), pointwise && !input_nchw, tiles)?;
         let bias = match bias {
             Some(b) => b.as_slice::<f32>()?.to_vec(),
             None => vec![0f32; m],
@@ -234,7 +297,7 @@ impl NhwcConvWorkload {
             return Err(bad("bias does not match the output channels".into()));
         }
         let mut offsets = Vec::new();
-        if matches!(kind, Kind::Im2col(_)) {
+        if matches!(*kind, Kind::Im2col(_)) {
             for ky in 0..geo.kh {
                 for kx in 0..geo.kw {
                     for ci in 0..c {
@@ -264,7 +327,7 @@ impl NhwcConvWorkload {
             in_place_tiles: false,
             threads,
         };
-        Ok(wl.with_tiles(simd::strided_tiles()))
+        Ok(wl.with_tiles(tiles))
     }
 
     /// On the in-place tiles (`on`, where the CPU runs them) or on the SGEMM, with the
@@ -274,18 +337,18 @@ impl NhwcConvWorkload {
     fn with_tiles(mut self, on: bool) -> Self {
         self.in_place_tiles = on && simd::strided_tiles();
         let tiles = self.in_place_tiles;
-        let relay = |p: Packed| match tiles {
-            true => {
-                let halves = gemm::halves_for(p.depth());
-                p.with_halves(halves)
+        // Prepared for `simd::strided_tiles()` at creation; laid out again (a copy of this
+        // workload's own) only when a test asks for the other path.
+        let relaid = match &*self.kind {
+            Kind::Pointwise(p) if needs_relay(p, tiles) => {
+                Some(Kind::Pointwise(relay(p.clone(), tiles)))
             }
-            false => p.with_halves(simd::Halves::Interleaved),
+            Kind::Im2col(p) if needs_relay(p, tiles) => Some(Kind::Im2col(relay(p.clone(), tiles))),
+            _ => None,
         };
-        self.kind = match self.kind {
-            Kind::Pointwise(p) => Kind::Pointwise(relay(p)),
-            Kind::Im2col(p) => Kind::Im2col(relay(p)),
-            other => other,
-        };
+        if let Some(kind) = relaid {
+            self.kind = Arc::new(kind);
+        }
         self
     }
 
@@ -729,7 +792,7 @@ impl Workload for NhwcConvWorkload {
 impl NhwcConvWorkload {
     /// `y = act(conv(x) + bias (+ r))` by the layer's kind (buffers checked by the caller).
     fn compute(&self, x: &[f32], r: Option<&[f32]>, y: &mut [f32]) -> Result<()> {
-        match &self.kind {
+        match &*self.kind {
             Kind::Pointwise(p) => self.pointwise(p, x, r, y),
             Kind::Depthwise(t) => self.depthwise(t, x, r, y),
             Kind::Im2col(p) => self.im2col(p, x, r, y),

@@ -78,6 +78,30 @@ fn fold_pad_before(
     Some((pad, src, folded))
 }
 
+/// Note that `folded` is convolution `conv`'s weights with BatchNormalization `bn` folded in
+/// (`crate::weights::derived`): folded anew in every plan, its packing is keyed by the
+/// original weights and the normalization's constants and epsilon, and so shared.
+fn note_folded(g: &Graph<'_>, conv: LayerId, bn: LayerId, folded: &Arc<Tensor>) {
+    let net = g.view().network();
+    let Op::BatchNormalization { epsilon } = net.layer(bn).op else {
+        return;
+    };
+    let Some(w) = net.layer(conv).inputs.get(1).and_then(|&t| g.constant(t)) else {
+        return;
+    };
+    let params: Option<Vec<&Arc<Tensor>>> = net
+        .layer(bn)
+        .inputs
+        .iter()
+        .skip(1)
+        .map(|&t| g.constant(t))
+        .collect();
+    if let Some(params) = params {
+        let eps = epsilon.to_bits() as usize;
+        crate::weights::derived(folded, w, &params, "batch_norm", &[eps]);
+    }
+}
+
 /// The fused convolution starting at Conv layer `id`, when something follows it to fuse
 /// (or a zero Pad precedes it).
 pub(super) fn fuse_conv(g: &Graph<'_>, id: LayerId, desc: &ConvDesc) -> Option<Substitution> {
@@ -92,9 +116,11 @@ pub(super) fn fuse_conv(g: &Graph<'_>, id: LayerId, desc: &ConvDesc) -> Option<S
         x = src;
         desc = folded;
     }
-    let mut weights: Option<(Tensor, Tensor)> = None;
+    let mut weights: Option<(Arc<Tensor>, Tensor)> = None;
     // BatchNormalization with constant parameters, folded into the weights.
     if let Some((bn, bn_out, w, b)) = fold_batch_norm_after(g, id) {
+        let w = Arc::new(w);
+        note_folded(g, id, bn, &w);
         weights = Some((w, b));
         replaced.push(bn);
         out = bn_out;
@@ -121,7 +147,7 @@ pub(super) fn fuse_conv(g: &Graph<'_>, id: LayerId, desc: &ConvDesc) -> Option<S
     let mut inputs = match weights {
         Some((w, b)) => vec![
             ValueRef::Existing(x),
-            ValueRef::NewConstant(Arc::new(w)),
+            ValueRef::NewConstant(w),
             ValueRef::NewConstant(Arc::new(b)),
         ],
         None => std::iter::once(x)

@@ -226,7 +226,8 @@ pub fn plan(layer: &LayerDesc) -> std::result::Result<Plan<'_>, String> {
             all_f32(layer)?;
             crate::conv::check(desc, &dims(layer, 0), &dims(layer, 1))?;
             Ok(Plan::new(move |io, th| {
-                let (w, b) = (layer.constant(1), layer.constant(2));
+                let w = layer.constants.get(1).and_then(Option::as_ref);
+                let b = layer.constant(2);
                 done(ConvWorkload::new(io, desc, w, b, Activation::None, th)?)
             }))
         }
@@ -235,7 +236,8 @@ pub fn plan(layer: &LayerDesc) -> std::result::Result<Plan<'_>, String> {
             let bias = (layer.inputs.len() > 2).then(|| dims(layer, 2));
             crate::conv_transpose::check(desc, &dims(layer, 0), &dims(layer, 1), bias.as_deref())?;
             Ok(Plan::new(move |io, th| {
-                let (w, b) = (layer.constant(1), layer.constant(2));
+                let w = layer.constants.get(1).and_then(Option::as_ref);
+                let b = layer.constant(2);
                 done(ConvTransposeWorkload::new(io, desc, w, b, th)?)
             }))
         }

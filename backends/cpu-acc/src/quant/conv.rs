@@ -11,14 +11,15 @@ use super::{range, widen, QLINEAR_CONV};
 use crate::io::Io;
 use crate::plan::{done, Plan};
 use crate::threads::Threads;
+use crate::weights;
 use backplane_backend_api::{LayerDesc, Result, Workload};
 use backplane_core::ops::CustomOp;
-use backplane_core::{DataType, TensorInfo, TensorView, TensorViewMut};
+use backplane_core::{DataType, Tensor, TensorInfo, TensorView, TensorViewMut};
 use backplane_cpu_kernels::qgemm::{
     accumulate_taps, packed_at, qgemm, requant_scale, requantize_f32, FloatRequant, QPackedB, QMR,
     QNR,
 };
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// The quantization and geometry of a folded convolution (its custom op's payload).
 #[derive(Debug, Clone, PartialEq)]
@@ -129,7 +130,8 @@ pub(super) fn plan<'a>(
 
 /// How a layout's workload is made: from the description, geometry, the constant weights'
 /// bytes and the int32 bias.
-pub(super) type MakeWorkload<W> = fn(Io, QConvDesc, Geometry, &[u8], &[i32], Threads) -> Result<W>;
+pub(super) type MakeWorkload<W> =
+    fn(Io, QConvDesc, Geometry, &Arc<Tensor>, &[i32], Threads) -> Result<W>;
 
 /// The plan both layouts share: the bias checked against the output channels, then the
 /// workload made by `make` from the layer's constant weights and bias.
@@ -148,7 +150,7 @@ pub(super) fn plan_workload<W: Workload + 'static>(
     }
     Ok(Plan::new(move |io, th| {
         let (wt, bt) = super::int8_constants(layer, &io)?;
-        done(make(io, d, geo, wt.bytes(), bt.as_slice::<i32>()?, th)?)
+        done(make(io, d, geo, wt, bt.as_slice::<i32>()?, th)?)
     }))
 }
 
@@ -171,8 +173,9 @@ struct QConvWorkload {
     geo: Geometry,
     x_signed: bool,
     /// GEMM path: the centered weights, one row of `kp` values (zeros past the depth) per
-    /// output channel, groups after each other; depthwise: `[M, KH·KW]`.
-    weights: Vec<i16>,
+    /// output channel, groups after each other; depthwise: `[M, KH·KW]`. Shared with other
+    /// plans' workloads (`crate::weights`).
+    weights: Arc<Vec<i16>>,
     /// The padded depth of a weight row (GEMM path; 0 for depthwise layers).
     kp: usize,
     /// Per output channel: bias, multiplier, zero point and clamp of the requantization.
@@ -228,10 +231,11 @@ impl QConvWorkload {
         io: Io,
         d: QConvDesc,
         geo: Geometry,
-        w: &[u8],
+        wt: &Arc<Tensor>,
         bias: &[i32],
         th: Threads,
     ) -> Result<Self> {
+        let w = wt.bytes();
         let x_signed = io.inputs[0].dtype == DataType::I8;
         let w_signed = io.inputs[1].dtype == DataType::I8;
         let m = geo.m;
@@ -258,12 +262,19 @@ impl QConvWorkload {
         let requant = requant_params(&d, bias, &io)?;
         let kp = if cg == 1 { 0 } else { depth.div_ceil(2) * 2 };
         let row = kp.max(depth);
-        let mut weights = alloc(m * row, 0i16, &io)?;
-        for (c, r) in weights.chunks_exact_mut(row).enumerate() {
-            for (k, v) in r.iter_mut().take(depth).enumerate() {
-                *v = centered(w_signed, w[c * depth + k], zero(c));
+        // The centered rows depend on the shape, signedness and zero points only: plans at
+        // every input size share them.
+        let mut key = vec![m, depth, row, usize::from(w_signed)];
+        key.extend(d.w_zeros.iter().map(|&z| z as u32 as usize));
+        let weights = weights::shared(wt, "qconv_rows", &key, || {
+            let mut weights = alloc(m * row, 0i16, &io)?;
+            for (c, r) in weights.chunks_exact_mut(row).enumerate() {
+                for (k, v) in r.iter_mut().take(depth).enumerate() {
+                    *v = centered(w_signed, w[c * depth + k], zero(c));
+                }
             }
-        }
+            Ok(weights)
+        })?;
         Ok(QConvWorkload {
             io,
             d,

@@ -14,18 +14,19 @@
 //! activations' zero point folded into the bias.
 
 use super::conv::{alloc, centered};
+use super::packed_b::{packed_b, PackedB, Source};
 use super::{range, QLINEAR_GEMM};
 use crate::io::Io;
 use crate::plan::{done, Plan};
 use crate::threads::Threads;
 use backplane_backend_api::{BackendError, LayerDesc, Result, Workload};
 use backplane_core::ops::CustomOp;
-use backplane_core::{DataType, TensorInfo, TensorView, TensorViewMut};
+use backplane_core::{DataType, Tensor, TensorInfo, TensorView, TensorViewMut};
 use backplane_cpu_kernels::qgemm::{
-    center_i8, center_u8, qgemm_requantized, quad_gemm_requantized, quads_in_use, requant_scale,
-    ColumnRequant, QPackedB, QuadPackedB, RequantRange, QNR,
+    center_i8, center_u8, qgemm_requantized, quad_gemm_requantized, requant_scale, ColumnRequant,
+    RequantRange, QNR,
 };
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// Rows of A per block when the threads share rows.
 const BLOCK_ROWS: usize = 32;
@@ -100,7 +101,7 @@ pub(super) fn plan<'a>(
             io,
             &d,
             [m, k, n],
-            wt.bytes(),
+            wt,
             bt.as_slice::<i32>()?,
             th,
         )?)
@@ -125,11 +126,8 @@ struct QGemm {
 }
 
 /// The packed weights: 16-bit pairs, or i8 quads for the byte GEMM (whose `rq` holds the
-/// folded bias).
-enum Weights {
-    Pairs(QPackedB),
-    Quads(QuadPackedB),
-}
+/// folded bias); shared with other plans' workloads (`super::packed_b`).
+type Weights = PackedB;
 
 /// A row block's GEMM on either packing: `rows` rows of A (`a`, pitch `lda`, in the
 /// packing's form) against `panels`, requantized into `out` (pitch `ldo`).
@@ -143,10 +141,11 @@ impl QGemm {
         io: Io,
         d: &QGemmDesc,
         [rows, k, n]: [usize; 3],
-        w: &[u8],
+        wt: &Arc<Tensor>,
         bias: &[i32],
         th: Threads,
     ) -> Result<QGemm> {
+        let w = wt.bytes();
         let x_signed = io.inputs[0].dtype == DataType::I8;
         let w_signed = io.inputs[1].dtype == DataType::I8;
         if w.len() != k * n || bias.len() != n {
@@ -168,24 +167,21 @@ impl QGemm {
         let wv = |kk: usize, c: usize| centered(w_signed, w[at(kk, c)], zero(c));
         // The activations' zero point as an unsigned byte value (i8 rows are read flipped).
         let (_, unsigned_zero) = super::unsigned_form(x_signed, d.x.1);
-        // `None` where a centered weight does not fit i8: the pair GEMM then.
-        let quads = if quads_in_use() {
-            QuadPackedB::pack(k, n, wv)
-        } else {
-            None
+        let src = Source {
+            tensor: wt,
+            kind: "qgemm_b",
+            params: &[usize::from(d.trans_b)],
+            signed: w_signed,
+            zeros: &d.w_zeros,
         };
-        let (weights, folded) = match quads {
-            Some(b) => {
+        let (weights, folded) = match packed_b(&src, (k, n), wv, &io)? {
+            Weights::Quads(b) => {
                 let folded = b
                     .folded_bias(bias, unsigned_zero)
                     .ok_or_else(|| io.error("cannot allocate the folded bias".into()))?;
                 (Weights::Quads(b), Some(folded))
             }
-            None => {
-                let b = QPackedB::pack(k, n, wv)
-                    .ok_or_else(|| io.error("cannot allocate the packed weights".into()))?;
-                (Weights::Pairs(b), None)
-            }
+            pairs => (pairs, None),
         };
         let bias = folded.as_deref().unwrap_or(bias);
         let mut scale = alloc(n, 0f32, &io)?;

@@ -18,6 +18,7 @@ mod gemm;
 mod lookup;
 mod mean;
 mod nhwc_conv;
+mod packed_b;
 mod pool;
 mod qdq;
 mod region;
@@ -28,6 +29,7 @@ use crate::plan::Plan;
 use backplane_backend_api::{BackendError, LayerDesc, Result as BResult};
 use backplane_core::ops::{CustomOp, CustomPayload};
 use backplane_core::{DataType, Op, Tensor, TensorInfo, TensorView, TensorViewMut};
+use std::sync::Arc;
 
 /// The custom operator of a folded int8 convolution (domain CpuAcc).
 pub(crate) const QLINEAR_CONV: &str = "QLinearConv";
@@ -171,9 +173,11 @@ fn int8_operands<'a>(layer: &'a LayerDesc, op: &str) -> Result<[&'a TensorInfo; 
 
 /// The constant weights and int32 bias of a folded int8 layer (input slots 1 and 2), as
 /// [`int8_operands`] checked them.
-fn int8_constants<'a>(layer: &'a LayerDesc, io: &Io) -> BResult<(&'a Tensor, &'a Tensor)> {
+fn int8_constants<'a>(layer: &'a LayerDesc, io: &Io) -> BResult<(&'a Arc<Tensor>, &'a Tensor)> {
     let w = layer
-        .constant(1)
+        .constants
+        .get(1)
+        .and_then(Option::as_ref)
         .ok_or_else(|| io.error("weights not constant".into()))?;
     let b = layer
         .constant(2)

@@ -22,17 +22,19 @@
 use super::conv::{
     alloc, centered, geometry, padded_extent, plan_workload, requant_params, Geometry, QConvDesc,
 };
+use super::packed_b::{packed_b, PackedB, Source};
 use super::QLINEAR_CONV;
 use crate::io::Io;
 use crate::plan::Plan;
 use crate::threads::Threads;
+use crate::weights;
 use backplane_backend_api::{LayerDesc, Result, Workload};
-use backplane_core::{DataType, TensorInfo, TensorView, TensorViewMut};
+use backplane_core::{DataType, Tensor, TensorInfo, TensorView, TensorViewMut};
 use backplane_cpu_kernels::qgemm::{
-    center_i8, center_u8, depthwise_rows, qgemm_requantized, quads_in_use, ColumnRequant,
-    DwGeometry, DwLayer, DwWeights, QPackedB, QuadPackedB, RequantRange, QNR,
+    center_i8, center_u8, depthwise_rows, qgemm_requantized, ColumnRequant, DwGeometry, DwLayer,
+    DwWeights, QPackedB, QuadPackedB, RequantRange, QNR,
 };
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 #[path = "nhwc_quads.rs"]
 mod quads;
@@ -93,7 +95,7 @@ enum Kind {
     /// channel; `pointwise` for a 1×1, stride-1, unpadded layer, whose A rows are the input
     /// pixels themselves.
     Gemm {
-        b: QPackedB,
+        b: Arc<QPackedB>,
         rq: ColumnRequant,
         pointwise: bool,
     },
@@ -101,7 +103,7 @@ enum Kind {
     /// requantization's bias less the activations' (unsigned) zero point times each
     /// channel's weight sum.
     Quads {
-        b: QuadPackedB,
+        b: Arc<QuadPackedB>,
         rq: ColumnRequant,
         pointwise: bool,
     },
@@ -137,10 +139,11 @@ impl NhwcQConv {
         io: Io,
         d: QConvDesc,
         geo: Geometry,
-        w: &[u8],
+        wt: &Arc<Tensor>,
         bias: &[i32],
         th: Threads,
     ) -> Result<Self> {
+        let w = wt.bytes();
         let x_signed = io.inputs[0].dtype == DataType::I8;
         let w_signed = io.inputs[1].dtype == DataType::I8;
         let (m, c) = (geo.m, geo.c);
@@ -192,41 +195,60 @@ impl NhwcQConv {
                 && d.strides == [1, 1]
                 && d.pads == [0, 0]
                 && (geo.oh, geo.ow) == (geo.h, geo.w);
-            // Depth index k = tap · C + ci (the (ky, kx, c) order of an NHWC window).
-            let quads = if quads_in_use() {
-                // `None` where a centered weight does not fit i8: the pair GEMM then.
-                QuadPackedB::pack(depth, m, |k, ch| wv(ch, k % c, k / c))
-            } else {
-                None
+            // Depth index k = tap · C + ci (the (ky, kx, c) order of an NHWC window). The
+            // packed weights depend on the shape, signedness and zero points only: plans at
+            // every input size share them (the requantization is the plan's own).
+            let src = Source {
+                tensor: wt,
+                kind: "qconv_nhwc_b",
+                params: &[c, kk],
+                signed: w_signed,
+                zeros: &d.w_zeros,
             };
-            if let Some(b) = quads {
-                let (_, zero) = super::unsigned_form(x_signed, d.x.1);
-                let bias = b
-                    .folded_bias(&bias_v[..m], zero)
-                    .ok_or_else(|| io.error("cannot allocate the folded bias".into()))?;
-                let rq = ColumnRequant::new(&bias, &scale[..m], range)
-                    .ok_or_else(|| io.error("cannot allocate the requantization".into()))?;
-                Kind::Quads { b, rq, pointwise }
-            } else {
-                let b = QPackedB::pack(depth, m, |k, ch| wv(ch, k % c, k / c))
-                    .ok_or_else(|| io.error("cannot allocate the packed weights".into()))?;
-                let rq = ColumnRequant::new(&bias_v[..m], &scale[..m], range)
-                    .ok_or_else(|| io.error("cannot allocate the requantization".into()))?;
-                Kind::Gemm { b, rq, pointwise }
+            match packed_b(&src, (depth, m), |k, ch| wv(ch, k % c, k / c), &io)? {
+                PackedB::Quads(b) => {
+                    let (_, zero) = super::unsigned_form(x_signed, d.x.1);
+                    let bias = b
+                        .folded_bias(&bias_v[..m], zero)
+                        .ok_or_else(|| io.error("cannot allocate the folded bias".into()))?;
+                    let rq = ColumnRequant::new(&bias, &scale[..m], range)
+                        .ok_or_else(|| io.error("cannot allocate the requantization".into()))?;
+                    Kind::Quads { b, rq, pointwise }
+                }
+                PackedB::Pairs(b) => {
+                    let rq = ColumnRequant::new(&bias_v[..m], &scale[..m], range)
+                        .ok_or_else(|| io.error("cannot allocate the requantization".into()))?;
+                    Kind::Gemm { b, rq, pointwise }
+                }
             }
         } else {
             let (zx, x_signed) = (d.x.1, x_signed);
-            let w = DwWeights::new(
-                c,
-                kk,
-                |t, ch| wv(ch, 0, t),
-                &bias_v,
-                &scale,
-                range,
-                zx,
-                x_signed,
-            )
-            .ok_or_else(|| io.error("cannot allocate the depthwise weights".into()))?;
+            // The weights with the bias and requantization folded in do not depend on the
+            // geometry: keyed by every value they fold (the bias and scales by value, as a
+            // plan's folded bias may be a new tensor), plans at every input size share them.
+            let bits = |v: f32| v.to_bits() as usize;
+            let mut key = Vec::new();
+            key.try_reserve_exact(6 + d.w_zeros.len() + 2 * m + 3)
+                .map_err(|_| io.error("cannot allocate the packing key".into()))?;
+            key.extend([c, kk, zx as u32 as usize, usize::from(x_signed)]);
+            key.extend([usize::from(w_signed), d.w_zeros.len()]);
+            key.extend(d.w_zeros.iter().map(|&z| z as u32 as usize));
+            key.extend(bias_v.iter().map(|&b| b as u32 as usize));
+            key.extend(scale.iter().map(|&v| bits(v)));
+            key.extend([bits(range.zero), bits(range.lo), bits(range.hi)]);
+            let w = weights::shared(wt, "qconv_nhwc_depthwise", &key, || {
+                DwWeights::new(
+                    c,
+                    kk,
+                    |t, ch| wv(ch, 0, t),
+                    &bias_v,
+                    &scale,
+                    range,
+                    zx,
+                    x_signed,
+                )
+                .ok_or_else(|| io.error("cannot allocate the depthwise weights".into()))
+            })?;
             let dg = DwGeometry {
                 n: geo.n,
                 h: geo.h,

@@ -30,6 +30,7 @@
 use super::channels::RequantRange;
 use super::requant::rounded_int;
 use crate::isa::Int8Isa;
+use std::sync::Arc;
 
 /// Channels per block on the AVX-512 tiers, and per group of the stored lane order.
 pub(super) const GROUP: usize = 32;
@@ -220,7 +221,9 @@ pub struct DwGeometry {
 /// leaves the image read instead of the image (so padding costs no copy of the input).
 #[derive(Debug, Clone)]
 pub struct DwLayer {
-    weights: DwWeights,
+    /// Shareable between layers of other geometries (a model's plans for several input
+    /// shapes): the weights do not depend on the geometry.
+    weights: Arc<DwWeights>,
     geo: DwGeometry,
     zeros: Vec<u8>,
 }
@@ -229,7 +232,8 @@ impl DwLayer {
     /// `None` when the weights' tap count is not the kernel's, an extent, stride or dilation
     /// is zero, the input zero point is not a value of the input type, or the sizes overflow
     /// or cannot be allocated.
-    pub fn new(weights: DwWeights, geo: DwGeometry) -> Option<DwLayer> {
+    pub fn new(weights: impl Into<Arc<DwWeights>>, geo: DwGeometry) -> Option<DwLayer> {
+        let weights = weights.into();
         let [kh, kw] = geo.kernel;
         if kh.checked_mul(kw)? != weights.taps
             || kh == 0

@@ -66,12 +66,27 @@ const KEPT_RECORDS: usize = 8;
 /// made or matched last. A later plan of a kept structure replays the first of its records
 /// (the latest first) whose backend choices hold at its shapes
 /// ([`backplane_runtime::Runtime::replay_optimization`]) instead of running the optimizer.
+///
+/// A structure's records live as long as the cache holds a plan of that structure: when the
+/// last one leaves (evicted, or dropped with the network), they go with it
+/// ([`Records::retain_structures`], called by the cache after every removal), so the records
+/// are bounded by the plans' lifetime as well as by their count.
 #[derive(Debug, Default)]
 pub(super) struct Records {
     kept: Vec<(StructuralKey, OptimizationRecord)>,
 }
 
 impl Records {
+    /// How many records are kept.
+    pub(super) fn len(&self) -> usize {
+        self.kept.len()
+    }
+
+    /// Drop the records of every structure `live` says no plan has any more.
+    pub(super) fn retain_structures(&mut self, live: impl Fn(&StructuralKey) -> bool) {
+        self.kept.retain(|(k, _)| live(k));
+    }
+
     /// The records to replay for a network of this structure, the latest first.
     pub(super) fn of(&self, key: &StructuralKey) -> Vec<&OptimizationRecord> {
         self.kept
@@ -120,6 +135,18 @@ impl Records {
 }
 
 impl<'r> Cache<'r> {
+    /// Drop the records of the structures no cached plan has (see [`Records`]). Called once
+    /// the plans removed to make room are out and the new plan is in, so a plan replacing
+    /// the last of its structure keeps the structure's records.
+    pub(super) fn forget_unplanned_records(&mut self) {
+        let plans = &self.plans;
+        self.records.retain_structures(|k| {
+            plans
+                .iter()
+                .any(|(_, p, _)| p.structure.as_ref() == Some(k))
+        });
+    }
+
     /// Take the plan at `at` out (`evicted`: to make room): its bytes leave the budget and
     /// the counts. Its network is unloaded when the returned plan is dropped (let the cache's
     /// lock go first) and no execution holds it.
@@ -145,7 +172,11 @@ impl Evict for Mutex<Cache<'_>> {
                 return false;
             };
             match cache.plans.iter().position(|p| p.2 == entry) {
-                Some(at) => cache.remove_at(at, true),
+                Some(at) => {
+                    let plan = cache.remove_at(at, true);
+                    cache.forget_unplanned_records();
+                    plan
+                }
                 None => return false,
             }
         };
@@ -159,5 +190,51 @@ impl Drop for Cache<'_> {
         while !self.plans.is_empty() {
             drop(self.remove_at(0, false));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use backplane_core::{DataType, Network, Op, TensorInfo};
+
+    /// The structure of a one-MatMul network whose layer is `name`.
+    fn structure(name: &str) -> StructuralKey {
+        let mut net = Network::new();
+        let x = net
+            .add_input("x", TensorInfo::new(DataType::F32, vec![2, 2]))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let y = net
+            .add_layer(name, Op::MatMul, &[x, x])
+            .unwrap_or_else(|e| panic!("{e}"))[0];
+        net.mark_output(y).unwrap_or_else(|e| panic!("{e}"));
+        StructuralKey::of(&net)
+    }
+
+    fn record(permutes_cancelled: usize) -> OptimizationRecord {
+        OptimizationRecord {
+            layers: Vec::new(),
+            substitutions: Vec::new(),
+            permutes_cancelled,
+            replayable: true,
+        }
+    }
+
+    /// Records of the structures still planned stay (every one of theirs); the others go.
+    #[test]
+    fn records_of_unplanned_structures_are_dropped() {
+        let (a, b) = (structure("a"), structure("b"));
+        assert_ne!(a, b);
+        let mut stats = PlanCacheStats::default();
+        let mut records = Records::default();
+        records.optimized(a, record(0), &mut stats);
+        records.optimized(b, record(0), &mut stats);
+        records.optimized(b, record(1), &mut stats);
+        assert_eq!((records.len(), stats.same_structure), (3, 1));
+        records.retain_structures(|k| *k == b);
+        assert!(records.of(&a).is_empty());
+        assert_eq!(records.of(&b), vec![&record(1), &record(0)]);
+        records.retain_structures(|_| false);
+        assert_eq!(records.len(), 0);
     }
 }

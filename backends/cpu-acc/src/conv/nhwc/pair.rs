@@ -73,7 +73,7 @@ impl NhwcPairWorkload {
     /// then depthwise, neither with a residual) or a projection (depthwise then pointwise,
     /// the second with a residual or not).
     pub fn new(io: Io, first: NhwcConvWorkload, second: NhwcConvWorkload) -> Result<Self> {
-        let kinds = match (&first.kind, &second.kind) {
+        let kinds = match (&*first.kind, &*second.kind) {
             (Kind::Pointwise(_), Kind::Depthwise(_)) => !second.residual,
             (Kind::Depthwise(_), Kind::Pointwise(_)) => true,
             _ => false,
@@ -199,7 +199,7 @@ impl NhwcPairWorkload {
                 .io
                 .error("the residual does not match the output".into()));
         }
-        match (&self.first.kind, &self.second.kind) {
+        match (&*self.first.kind, &*self.second.kind) {
             (Kind::Pointwise(p), Kind::Depthwise(taps)) => self.expansion(p, taps, x, y),
             (Kind::Depthwise(taps), Kind::Pointwise(p)) => self.projection(taps, p, x, r, y),
             _ => Err(self.io.error("convolution pair kinds changed".into())),

@@ -116,7 +116,9 @@ fn workload(t: &Case, wt: &[f32], b: &[f32], threads: usize) -> NhwcConvWorkload
         },
         group: t.group,
     };
-    let wt = Tensor::from_vec(vec![t.m, t.c / t.group, t.k, t.k], wt.to_vec()).unwrap();
+    let wt = std::sync::Arc::new(
+        Tensor::from_vec(vec![t.m, t.c / t.group, t.k, t.k], wt.to_vec()).unwrap(),
+    );
     let b = Tensor::from_vec(vec![t.m], b.to_vec()).unwrap();
     let th = Threads::new(threads).unwrap();
     let w = NhwcConvWorkload::new(io, &desc, Some(&wt), Some(&b), t.act, t.nchw_in, th).unwrap();
@@ -367,10 +369,14 @@ fn every_path_matches_the_definition() {
         for threads in [1, 2] {
             let mut wl = workload(t, &wt, &b, threads);
             let want_kind = winograd(threads);
-            assert_eq!(matches!(wl.kind, Kind::Winograd(_)), want_kind, "case {ci}");
+            assert_eq!(
+                matches!(*wl.kind, Kind::Winograd(_)),
+                want_kind,
+                "case {ci}"
+            );
             // A region's first layer: output channels in lanes, with AVX-512.
             let lanes = t.nchw_in && t.c <= 4 && simd::has_avx512();
-            assert_eq!(matches!(wl.kind, Kind::Lanes(_)), lanes, "case {ci}");
+            assert_eq!(matches!(*wl.kind, Kind::Lanes(_)), lanes, "case {ci}");
             for tiles in [wl.in_place_tiles, false] {
                 wl = wl.with_tiles(tiles);
                 let mut y = vec![f32::NAN; want.len()];
@@ -381,7 +387,7 @@ fn every_path_matches_the_definition() {
                     &want,
                 );
             }
-            if let Kind::Winograd(plan) = &wl.kind {
+            if let Kind::Winograd(plan) = &*wl.kind {
                 // Its steps split between two threads (taken on one thread only).
                 let th = Threads::new(2).unwrap();
                 let mut y = vec![f32::NAN; want.len()];
@@ -389,7 +395,7 @@ fn every_path_matches_the_definition() {
                     .unwrap();
                 close(&format!("case {ci} Winograd on two threads"), &y, &want);
             }
-            if let Kind::Depthwise(taps) = &wl.kind {
+            if let Kind::Depthwise(taps) = &*wl.kind {
                 // The compiled body, whatever the CPU.
                 let g = &wl.geo;
                 let (row, img) = (g.ow * t.c, g.h * g.w * t.c);

@@ -1,0 +1,508 @@
+//! Convolution weights packed once across a `DynamicNetwork`'s plans: a CNN served at several
+//! batch sizes and image sizes equals separate static imports bit for bit, and CpuAcc's
+//! packing counts show each convolution's prepared weights made once per form and reused by
+//! every later plan (`backplane_cpu_acc::weights`).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
+
+use backplane::cpu_acc::weights::PackingStats;
+use backplane::cpu_acc::CpuAccBackend;
+use backplane::onnx::proto::{
+    attribute_proto::AttributeType, tensor_shape_proto, type_proto, AttributeProto, GraphProto,
+    ModelProto, NodeProto, OperatorSetIdProto, TensorProto, TensorShapeProto, TypeProto,
+    ValueInfoProto,
+};
+use backplane::{BackendFactory, DynamicNetwork, ImportOptions, Runtime, Tensor};
+use std::sync::Arc;
+use support::repo;
+
+/// A runtime with CpuRef and the given CpuAcc object (kept by the caller to read its packing
+/// counts).
+fn runtime_with(acc: &CpuAccBackend) -> Runtime {
+    let acc = acc.clone();
+    let factory: BackendFactory =
+        Arc::new(move || Box::new(acc.clone()) as Box<dyn backplane::Backend>);
+    let cpu_ref: BackendFactory =
+        Arc::new(|| Box::new(backplane::cpu_ref::CpuRefBackend) as Box<dyn backplane::Backend>);
+    backplane::RuntimeBuilder::empty()
+        .backend(backplane::BackendId::new("CpuRef").unwrap(), cpu_ref)
+        .unwrap()
+        .backend(backplane::BackendId::new("CpuAcc").unwrap(), factory)
+        .unwrap()
+        .build()
+        .unwrap()
+}
+
+/// Deterministic values in [-1, 1).
+fn values(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(1);
+    (0..n)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+fn dim(d: &str) -> tensor_shape_proto::Dimension {
+    let value = match d.parse::<i64>() {
+        Ok(v) => tensor_shape_proto::dimension::Value::DimValue(v),
+        Err(_) => tensor_shape_proto::dimension::Value::DimParam(d.into()),
+    };
+    tensor_shape_proto::Dimension {
+        value: Some(value),
+        ..Default::default()
+    }
+}
+
+/// A float tensor value-info of dimensions `dims` (numbers or symbols).
+fn input(name: &str, dims: &[&str]) -> ValueInfoProto {
+    ValueInfoProto {
+        name: Some(name.into()),
+        r#type: Some(TypeProto {
+            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
+                elem_type: Some(1),
+                shape: Some(TensorShapeProto {
+                    dim: dims.iter().map(|d| dim(d)).collect(),
+                }),
+            })),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn ints(name: &str, v: &[i64]) -> AttributeProto {
+    AttributeProto {
+        name: Some(name.into()),
+        r#type: Some(AttributeType::Ints as i32),
+        ints: v.to_vec(),
+        ..Default::default()
+    }
+}
+
+fn int(name: &str, v: i64) -> AttributeProto {
+    AttributeProto {
+        name: Some(name.into()),
+        r#type: Some(AttributeType::Int as i32),
+        i: Some(v),
+        ..Default::default()
+    }
+}
+
+fn weight(name: &str, dims: &[usize], seed: u64) -> TensorProto {
+    let n = dims.iter().product();
+    TensorProto {
+        name: Some(name.into()),
+        data_type: Some(1),
+        dims: dims.iter().map(|&d| d as i64).collect(),
+        float_data: values(n, seed).iter().map(|v| v * 0.3).collect(),
+        ..Default::default()
+    }
+}
+
+/// One convolution node `name` reading `x`, with weights `[m, c / group, k, k]` and a bias.
+fn conv(
+    name: &str,
+    x: &str,
+    (c, m, k): (usize, usize, usize),
+    (stride, pad, group): (i64, i64, i64),
+    seed: u64,
+) -> (NodeProto, Vec<TensorProto>) {
+    let (w, b) = (format!("{name}.w"), format!("{name}.b"));
+    let node = NodeProto {
+        op_type: Some("Conv".into()),
+        name: Some(name.into()),
+        input: vec![x.into(), w.clone(), b.clone()],
+        output: vec![name.into()],
+        attribute: vec![
+            ints("kernel_shape", &[k as i64, k as i64]),
+            ints("strides", &[stride, stride]),
+            ints("pads", &[pad; 4]),
+            int("group", group),
+        ],
+        ..Default::default()
+    };
+    let cg = c / group as usize;
+    let inits = vec![
+        weight(&w, &[m, cg, k, k], seed),
+        weight(&b, &[m], seed + 100),
+    ];
+    (node, inits)
+}
+
+fn relu(x: &str, y: &str) -> NodeProto {
+    NodeProto {
+        op_type: Some("Relu".into()),
+        name: Some(y.into()),
+        input: vec![x.into()],
+        output: vec![y.into()],
+        ..Default::default()
+    }
+}
+
+/// One convolution layer of a test model: name, input, (c, m, k), (stride, pad, group),
+/// and whether a Relu follows (its output `<name>_r`).
+type Layer = (
+    &'static str,
+    &'static str,
+    (usize, usize, usize),
+    (i64, i64, i64),
+    bool,
+);
+
+/// A model of `layers` on x `[n, channels, h, w]` (n, h, w symbolic); its output is the last
+/// layer's.
+fn model(channels: &str, layers: &[Layer]) -> ModelProto {
+    let mut nodes = Vec::new();
+    let mut inits = Vec::new();
+    let mut last = String::new();
+    for (i, &(name, x, shape, window, act)) in layers.iter().enumerate() {
+        let (node, w) = conv(name, x, shape, window, i as u64 + 1);
+        nodes.push(node);
+        inits.extend(w);
+        last = name.to_string();
+        if act {
+            last = format!("{name}_r");
+            nodes.push(relu(name, &last));
+        }
+    }
+    let y = ValueInfoProto {
+        name: Some(last),
+        ..Default::default()
+    };
+    ModelProto {
+        ir_version: Some(8),
+        opset_import: vec![OperatorSetIdProto {
+            domain: Some(String::new()),
+            version: Some(17),
+        }],
+        graph: Some(GraphProto {
+            name: Some("cnn".into()),
+            node: nodes,
+            initializer: inits,
+            input: vec![input("x", &["n", channels, "h", "w"])],
+            output: vec![y],
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// x `[n, 32, h, w]` → a Winograd-eligible 3×3 convolution (32 → 32) → Relu → a 3×3
+/// depthwise one → a pointwise one (32 → 48) → BatchNormalization → Relu → a 3×3 stride-2
+/// one (48 → 16): NCHW layers (no channels-last region: the depthwise convolution is not
+/// fused); the normalization is folded into the pointwise weights anew in every plan.
+fn cnn() -> ModelProto {
+    let mut m = model(
+        "32",
+        &[
+            ("wino", "x", (32, 32, 3), (1, 1, 1), true),
+            ("dw", "wino_r", (32, 32, 3), (1, 1, 32), false),
+            ("pw", "dw", (32, 48, 1), (1, 0, 1), true),
+            ("down", "pw_r", (48, 16, 3), (2, 1, 1), false),
+        ],
+    );
+    with_batch_norm(&mut m, "pw", 48);
+    m
+}
+
+/// A BatchNormalization (`[m]` constant parameters) inserted after convolution `conv`: its
+/// readers read the normalization's output. CpuAcc folds it into the weights in every plan.
+fn with_batch_norm(model: &mut ModelProto, conv: &str, m: usize) {
+    let graph = model.graph.as_mut().unwrap();
+    let out = format!("{conv}_bn");
+    for node in &mut graph.node {
+        for input in &mut node.input {
+            if input == conv {
+                *input = out.clone();
+            }
+        }
+    }
+    let names = ["scale", "bias", "mean", "var"].map(|p| format!("{out}.{p}"));
+    for (i, name) in names.iter().enumerate() {
+        let mut t = weight(name, &[m], 50 + i as u64);
+        if i == 3 {
+            // A positive variance.
+            t.float_data.iter_mut().for_each(|v| *v = v.abs() + 0.5);
+        }
+        graph.initializer.push(t);
+    }
+    let at = graph
+        .node
+        .iter()
+        .position(|n| n.name.as_deref() == Some(conv))
+        .unwrap();
+    let mut inputs = vec![conv.to_string()];
+    inputs.extend(names);
+    graph.node.insert(
+        at + 1,
+        NodeProto {
+            op_type: Some("BatchNormalization".into()),
+            name: Some(out.clone()),
+            input: inputs,
+            output: vec![out],
+            ..Default::default()
+        },
+    );
+}
+
+/// A MobileNet-style body, every layer followed by a Relu: x `[n, 3, h, w]` → a stride-2
+/// 3×3 stem (3 → 16) → depthwise → pointwise (16 → 24) → depthwise → pointwise (24 → 16):
+/// CpuAcc runs it as a channels-last region.
+fn mobile() -> ModelProto {
+    model(
+        "3",
+        &[
+            ("stem", "x", (3, 16, 3), (2, 1, 1), true),
+            ("dw1", "stem_r", (16, 16, 3), (1, 1, 16), true),
+            ("pw1", "dw1_r", (16, 24, 1), (1, 0, 1), true),
+            ("dw2", "pw1_r", (24, 24, 3), (1, 1, 24), true),
+            ("pw2", "dw2_r", (24, 16, 1), (1, 0, 1), true),
+        ],
+    )
+}
+
+/// `model` imported for `x`'s shape alone, optimized and loaded on a fresh runtime (a CpuAcc
+/// with `threads` threads), run on `x`.
+fn static_run(model: &ModelProto, name: &str, x: &Tensor, threads: usize) -> Vec<Tensor> {
+    let rt = runtime_with(&CpuAccBackend::with_threads(threads));
+    let mut options = ImportOptions::default().with_input_shape(name, x.shape().dims().to_vec());
+    options.evaluator = Some(Arc::new(backplane::cpu_ref::CpuRefEvaluator));
+    let network = backplane::onnx::import_model(model.clone(), None, &options).unwrap();
+    let optimized = rt
+        .optimize(&network, &backplane::default_optimizer_options())
+        .unwrap();
+    let id = rt.load_network(optimized).unwrap();
+    let out = rt.execute(id, &[(name, x)]).unwrap();
+    out.into_iter().map(|(_, t)| t).collect()
+}
+
+/// The counts of the convolution kinds of packing (every kind but the MatMul and Gemm ones).
+fn conv_kinds(acc: &CpuAccBackend) -> Vec<(&'static str, PackingStats)> {
+    acc.packing_stats_by_kind()
+        .into_iter()
+        .filter(|(k, _)| !k.starts_with("matmul") && !k.starts_with("gemm"))
+        .collect()
+}
+
+/// Serve `model` at `shapes` (then the first again) on one dynamic network; each output must
+/// equal a static import's bit for bit. Returns the convolution packing counts after each
+/// execution.
+fn serve(
+    model: ModelProto,
+    name: &str,
+    shapes: &[Vec<usize>],
+    threads: usize,
+    input: impl Fn(&[usize]) -> Tensor,
+) -> (CpuAccBackend, Vec<Vec<(&'static str, PackingStats)>>) {
+    let acc = CpuAccBackend::with_threads(threads);
+    let rt = runtime_with(&acc);
+    let net = DynamicNetwork::from_model(
+        &rt,
+        model.clone(),
+        None,
+        &ImportOptions::default(),
+        backplane::default_optimizer_options(),
+    );
+    let mut after = Vec::new();
+    let mut all = shapes.to_vec();
+    all.extend(shapes.first().cloned());
+    for dims in &all {
+        let x = input(dims);
+        let got: Vec<Tensor> = net
+            .execute(&[(name, &x)])
+            .unwrap()
+            .into_iter()
+            .map(|(_, t)| t)
+            .collect();
+        let want = static_run(&model, name, &x, threads);
+        assert_eq!(got.len(), want.len());
+        for (g, w) in got.iter().zip(&want) {
+            assert_eq!(g.shape(), w.shape(), "{dims:?}");
+            assert_eq!(
+                g.bytes(),
+                w.bytes(),
+                "{dims:?}: the dynamic network's output differs from a static import's"
+            );
+        }
+        after.push(conv_kinds(&acc));
+        // A BatchNormalization after a convolution was folded into its weights (so the test
+        // sees their packing keyed by the original weights, not a plan's folded copy).
+        let (plan, _) = net.plan(&[(name, &x)]).unwrap();
+        let optimized = plan.optimized.as_ref().unwrap();
+        assert!(
+            !optimized
+                .network()
+                .layers()
+                .iter()
+                .any(|l| matches!(l.op, backplane::core::Op::BatchNormalization { .. })),
+            "{dims:?}: a BatchNormalization was left unfolded"
+        );
+    }
+    assert_eq!(net.stats().misses, shapes.len() as u64);
+    // The repeated shape, and the look-up after each execution.
+    assert_eq!(net.stats().hits, all.len() as u64 + 1);
+    (acc, after)
+}
+
+fn total(kinds: &[(&'static str, PackingStats)]) -> PackingStats {
+    kinds
+        .iter()
+        .fold(PackingStats::default(), |a, (_, s)| PackingStats {
+            packed: a.packed + s.packed,
+            reused: a.reused + s.reused,
+        })
+}
+
+/// Batch sizes 1, 2, 3 and 1 again: every convolution (Winograd, depthwise, pointwise,
+/// strided) prepares its weights for the first plan only; each later plan reuses all of them.
+#[test]
+fn conv_weights_are_packed_once_across_batch_sizes() {
+    let shapes = [
+        vec![1, 32, 16, 16],
+        vec![2, 32, 16, 16],
+        vec![3, 32, 16, 16],
+    ];
+    let x = |d: &[usize]| Tensor::from_vec(d.to_vec(), values(d.iter().product(), 9)).unwrap();
+    let (_acc, after) = serve(cnn(), "x", &shapes, 1, x);
+    packed_by_the_first_plan_only(&after, 4);
+    let shapes = [vec![1, 3, 24, 24], vec![2, 3, 24, 24], vec![3, 3, 24, 24]];
+    let (_acc, nhwc) = serve(mobile(), "x", &shapes, 1, x);
+    assert!(
+        nhwc[0].iter().any(|(k, _)| k.starts_with("nhwc_")),
+        "the MobileNet-style body runs channels-last: {nhwc:?}"
+    );
+    packed_by_the_first_plan_only(&nhwc, 5);
+}
+
+/// Every kind of packing counted after the first execution (`convs` forms, one per
+/// convolution), and nothing packed since; the
+/// plans after the first reused every form it made (the last execution is a cache hit).
+fn packed_by_the_first_plan_only(after: &[Vec<(&'static str, PackingStats)>], convs: u64) {
+    eprintln!("conv packing after each run: {after:?}");
+    let first = total(&after[0]);
+    assert_eq!(
+        first.packed, convs,
+        "the first plan prepares each convolution's weights once: {after:?}"
+    );
+    for (i, kinds) in after.iter().enumerate().skip(1) {
+        let kinds_first: Vec<_> = after[0].iter().map(|(k, s)| (*k, s.packed)).collect();
+        let kinds_now: Vec<_> = kinds.iter().map(|(k, s)| (*k, s.packed)).collect();
+        assert_eq!(kinds_now, kinds_first, "run {i} packed again: {after:?}");
+    }
+    // Plans 2 and 3 reuse every form the first made; the repeat is a cache hit.
+    assert_eq!(total(&after[3]).reused, 2 * first.packed, "{after:?}");
+}
+
+/// Image sizes 16×16, 20×20 and 13×13 (and batch 2): the forms that do not depend on the
+/// plane (Winograd, depthwise, GEMM, channel-lanes blocks) are made by the first plan only;
+/// the plane-dependent one (a dilated layer's tap-region plan) would be made again for a new
+/// plane.
+#[test]
+fn conv_weights_are_shared_across_image_sizes() {
+    let shapes = [
+        vec![1, 32, 16, 16],
+        vec![1, 32, 20, 20],
+        vec![2, 32, 13, 13],
+    ];
+    let x = |d: &[usize]| Tensor::from_vec(d.to_vec(), values(d.iter().product(), 5)).unwrap();
+    let (_acc, after) = serve(cnn(), "x", &shapes, 1, x);
+    plane_free_forms_packed_once(&after);
+    assert!(
+        after[0].iter().any(|(k, _)| *k == "conv_winograd_f4"),
+        "the 3x3 layer takes the Winograd path: {after:?}"
+    );
+    let shapes = [vec![1, 3, 24, 24], vec![1, 3, 32, 32], vec![2, 3, 18, 18]];
+    let (_acc, nhwc) = serve(mobile(), "x", &shapes, 1, x);
+    plane_free_forms_packed_once(&nhwc);
+    // The channels-last first layer takes the channel lanes with AVX-512 only.
+    let lanes = backplane::cpu_acc::simd::has_avx512().then_some("nhwc_channel_lanes");
+    for kind in std::iter::once("nhwc_depthwise").chain(lanes) {
+        assert!(
+            nhwc[0].iter().any(|(k, _)| *k == kind),
+            "{kind} (a channels-last body and its first layer): {nhwc:?}"
+        );
+    }
+}
+
+/// The kinds of packing whose form does not depend on the plane were made by the first plan
+/// only.
+fn plane_free_forms_packed_once(after: &[Vec<(&'static str, PackingStats)>]) {
+    eprintln!("conv packing after each run: {after:?}");
+    let last = &after[after.len() - 1];
+    let by_plane = |kind: &str| kind.contains("tap_regions");
+    for (kind, s) in last {
+        let first = after[0].iter().find(|(k, _)| k == kind);
+        if !by_plane(kind) {
+            assert_eq!(
+                first.map(|(_, f)| f.packed),
+                Some(s.packed),
+                "{kind}: made by the first plan only, for every image size: {after:?}"
+            );
+        }
+    }
+    assert!(
+        total(last).reused >= 2,
+        "later plans reused the first plan's forms: {after:?}"
+    );
+}
+
+/// The QDQ model of testdata/qdq_entry (an int8 stem, depthwise and pointwise convolution)
+/// with its input's batch and plane made symbolic.
+fn qdq_model() -> ModelProto {
+    let mut model =
+        backplane::onnx::decode_model_file(&repo().join("testdata/qdq_entry/model.onnx")).unwrap();
+    let graph = model.graph.as_mut().unwrap();
+    graph.input[0] = input("x", &["n", "3", "h", "w"]);
+    // Shapes inferred at the static size would contradict the others.
+    graph.value_info.clear();
+    for o in &mut graph.output {
+        o.r#type = None;
+    }
+    model
+}
+
+/// The int8 QDQ convolutions (folded into CpuAcc's int8 layers, channels-last) pack their
+/// weights once for batch sizes 1, 2, 3 and plane sizes 13×11 and 17×9.
+#[test]
+fn int8_conv_weights_are_packed_once() {
+    let shapes = [vec![1, 3, 13, 11], vec![2, 3, 13, 11], vec![3, 3, 17, 9]];
+    let x = |d: &[usize]| Tensor::from_vec(d.to_vec(), values(d.iter().product(), 3)).unwrap();
+    let (acc, after) = serve(qdq_model(), "x", &shapes, 1, x);
+    eprintln!("int8 conv packing after each run: {after:#?}");
+    let int8: Vec<_> = after
+        .iter()
+        .map(|kinds| {
+            kinds
+                .iter()
+                .filter(|(k, _)| k.starts_with("qconv"))
+                .map(|(k, s)| (*k, *s))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    // The stem and the pointwise layer as GEMM B panels, the depthwise layer's weights with
+    // its bias and requantization folded in.
+    let kinds: Vec<_> = int8[0].iter().map(|(k, s)| (*k, s.packed)).collect();
+    assert_eq!(
+        kinds,
+        vec![("qconv_nhwc_b", 2), ("qconv_nhwc_depthwise", 1)],
+        "the folded int8 convolutions packed through the cache: {:?}",
+        acc.packing_stats_by_kind()
+    );
+    for kinds in &int8[1..] {
+        let packed: Vec<_> = kinds.iter().map(|(k, s)| (*k, s.packed)).collect();
+        let first: Vec<_> = int8[0].iter().map(|(k, s)| (*k, s.packed)).collect();
+        assert_eq!(
+            packed, first,
+            "a later plan packed int8 weights again: {int8:?}"
+        );
+    }
+    assert!(
+        total(&int8[3]).reused >= 2 * total(&int8[0]).packed,
+        "{int8:?}"
+    );
+}
