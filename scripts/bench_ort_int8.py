@@ -143,7 +143,7 @@ def compare(out, binary):
 def backplane_ms(binary, model, threads, iterations):
     out = subprocess.run(
         [binary, "bench", model, "--generate", "random", "--iterations", str(iterations),
-         "--warmup", "5", "--threads", str(threads), "--quiet"],
+         "--warmup", "5", "--warmup-time", "0", "--threads", str(threads), "--quiet"],
         capture_output=True, text=True, check=True).stdout
     m = MEDIAN.search(out)
     if not m:

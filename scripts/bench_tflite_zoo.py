@@ -49,7 +49,7 @@ def litert_ms(case, iterations):
 def backplane_ms(case, binary, iterations):
     r = subprocess.run(
         [binary, "bench", str(case / "model.tflite"), "--threads", "1", "--iterations",
-         str(iterations), "--warmup", "3", "--quiet", "--generate", "random"],
+         str(iterations), "--warmup", "3", "--warmup-time", "0", "--quiet", "--generate", "random"],
         capture_output=True, text=True,
     )
     m = re.search(r"median ([0-9.]+) ms", r.stdout)
