@@ -13,26 +13,9 @@ use backplane::onnx::proto::{
     ModelProto, NodeProto, OperatorSetIdProto, TensorProto, TensorShapeProto, TypeProto,
     ValueInfoProto,
 };
-use backplane::{BackendFactory, DynamicNetwork, ImportOptions, Runtime, Tensor};
+use backplane::{DynamicNetwork, ImportOptions, Tensor};
 use std::sync::Arc;
-use support::repo;
-
-/// A runtime with CpuRef and the given CpuAcc object (kept by the caller to read its packing
-/// counts).
-fn runtime_with(acc: &CpuAccBackend) -> Runtime {
-    let acc = acc.clone();
-    let factory: BackendFactory =
-        Arc::new(move || Box::new(acc.clone()) as Box<dyn backplane::Backend>);
-    let cpu_ref: BackendFactory =
-        Arc::new(|| Box::new(backplane::cpu_ref::CpuRefBackend) as Box<dyn backplane::Backend>);
-    backplane::RuntimeBuilder::empty()
-        .backend(backplane::BackendId::new("CpuRef").unwrap(), cpu_ref)
-        .unwrap()
-        .backend(backplane::BackendId::new("CpuAcc").unwrap(), factory)
-        .unwrap()
-        .build()
-        .unwrap()
-}
+use support::{repo, runtime_with};
 
 /// Deterministic values in [-1, 1).
 fn values(n: usize, seed: u64) -> Vec<f32> {

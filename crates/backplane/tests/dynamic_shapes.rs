@@ -6,30 +6,12 @@ mod support;
 
 use backplane::cpu_acc::CpuAccBackend;
 use backplane::{
-    BackendFactory, DataType, DynamicNetwork, ImportOptions, PlanCacheStats, Runtime, Tensor,
-    TensorInfo,
+    DataType, DynamicNetwork, ImportOptions, PlanCacheStats, Runtime, Tensor, TensorInfo,
 };
 use std::sync::Arc;
-use support::{repo, token_ids};
+use support::{repo, runtime_with, token_ids};
 
 const BERT: &str = "testdata/dynamic/bert_tiny.onnx";
-
-/// A runtime with CpuRef and the given CpuAcc object (kept by the caller to read its packing
-/// counts).
-fn runtime_with(acc: &CpuAccBackend) -> Runtime {
-    let acc = acc.clone();
-    let factory: BackendFactory =
-        Arc::new(move || Box::new(acc.clone()) as Box<dyn backplane::Backend>);
-    let cpu_ref: BackendFactory =
-        Arc::new(|| Box::new(backplane::cpu_ref::CpuRefBackend) as Box<dyn backplane::Backend>);
-    backplane::RuntimeBuilder::empty()
-        .backend(backplane::BackendId::new("CpuRef").unwrap(), cpu_ref)
-        .unwrap()
-        .backend(backplane::BackendId::new("CpuAcc").unwrap(), factory)
-        .unwrap()
-        .build()
-        .unwrap()
-}
 
 /// The model imported for one shape, optimized and loaded alone, run on `input`.
 fn static_run(input: &Tensor) -> Vec<(String, Tensor)> {

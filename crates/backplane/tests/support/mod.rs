@@ -141,3 +141,20 @@ impl backplane::Backend for WithSupport {
         self.inner.handle_factory_preferences()
     }
 }
+
+/// A runtime with CpuRef and the given CpuAcc object (kept by the caller to read its packing
+/// counts).
+pub fn runtime_with(acc: &backplane::cpu_acc::CpuAccBackend) -> backplane::Runtime {
+    let acc = acc.clone();
+    let factory: backplane::BackendFactory =
+        Arc::new(move || Box::new(acc.clone()) as Box<dyn backplane::Backend>);
+    let cpu_ref: backplane::BackendFactory =
+        Arc::new(|| Box::new(backplane::cpu_ref::CpuRefBackend) as Box<dyn backplane::Backend>);
+    backplane::RuntimeBuilder::empty()
+        .backend(backplane::BackendId::new("CpuRef").unwrap(), cpu_ref)
+        .unwrap()
+        .backend(backplane::BackendId::new("CpuAcc").unwrap(), factory)
+        .unwrap()
+        .build()
+        .unwrap()
+}
