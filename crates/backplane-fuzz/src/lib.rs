@@ -162,7 +162,7 @@ pub fn estimated_work(network: &backplane::Network) -> u64 {
                 ),
             Op::MatMul => input(0).last().map(|&d| d as u64).unwrap_or(1),
             Op::Gemm(_) => input(0).iter().map(|&d| d as u64).max().unwrap_or(1),
-            Op::Pool(p) => p
+            Op::Pool(p) | Op::IntegerAveragePool(p) => p
                 .window
                 .kernel
                 .iter()
