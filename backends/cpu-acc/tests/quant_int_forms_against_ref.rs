@@ -11,7 +11,8 @@ mod support;
 use backplane_core::ops::{AutoPad, PoolDesc, PoolKind, Window};
 use backplane_core::{DataType, Network, Op, Tensor, TensorId};
 use support::{
-    acc, all_bytes, custom, konst, layer, q8, qdq_pointwise, reference, same_output_bytes, Rng,
+    acc, all_bytes, custom, konst, layer, only_the_exit_transpose, q8, qdq_pointwise, reference,
+    same_output_bytes, Rng,
 };
 
 /// An integer average pool: `k`×`k` at stride `s`, SAME or VALID.
@@ -145,11 +146,7 @@ fn integer_forms_join_the_int8_region() {
             let input = all_bytes(&mut r, DataType::I8, &[1, h, w, c]);
             let what = format!("c {c} {h}×{w} {k:?}/{s} same {same}");
             same_output_bytes(&what, &net, x, input, |ops| {
-                let transposes = ops
-                    .iter()
-                    .filter(|o| matches!(o, Op::Transpose { .. }))
-                    .count();
-                assert_eq!(transposes, 1, "{what}: only the exit: {ops:?}");
+                only_the_exit_transpose(&what, ops);
                 assert_eq!(ops.len(), 4, "{what}: conv, lookup, pool, exit: {ops:?}");
             });
             cases += 1;

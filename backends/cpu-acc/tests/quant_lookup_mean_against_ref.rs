@@ -15,7 +15,8 @@ use backplane_core::ops::{
 use backplane_core::{DataType, LayerId, Network, Op, Tensor, TensorId};
 use backplane_cpu_acc::CpuAccBackend;
 use support::{
-    add_dq, add_q, all_bytes, custom, konst, layer, q8, qdq_pointwise, same_output_bytes, Rng,
+    add_dq, add_q, all_bytes, custom, konst, layer, only_the_exit_transpose, q8, qdq_pointwise,
+    same_output_bytes, Rng,
 };
 
 /// A layer of the chain after the dequantization.
@@ -379,11 +380,7 @@ fn squeeze_excite_runs_in_one_int8_region() {
             let input = all_bytes(&mut r, DataType::I8, &[1, h, w, c]);
             let what = format!("SE c {c} e {e} s {s} {h}×{w} {m:?}");
             same_output_bytes(&what, &net, x, input, |ops| {
-                let transposes = ops
-                    .iter()
-                    .filter(|o| matches!(o, Op::Transpose { .. }))
-                    .count();
-                assert_eq!(transposes, 1, "{what}: only the exit: {ops:?}");
+                only_the_exit_transpose(&what, ops);
                 assert!(
                     !ops.iter().any(|o| matches!(o, Op::DequantizeLinear { .. })),
                     "{what}: all int8: {ops:?}"
@@ -499,11 +496,7 @@ fn batch_norm_constants_join_the_int8_region() {
         let input = all_bytes(&mut r, DataType::I8, &[1, h, w, c]);
         let what = format!("BN c {c} {h}×{w}, same dims {same_dims}");
         same_output_bytes(&what, &net, x, input, |ops| {
-            let transposes = ops
-                .iter()
-                .filter(|o| matches!(o, Op::Transpose { .. }))
-                .count();
-            assert_eq!(transposes, 1, "{what}: only the exit: {ops:?}");
+            only_the_exit_transpose(&what, ops);
             let binaries = if same_dims { 1 } else { 2 };
             assert_eq!(
                 ops.len(),
@@ -534,11 +527,7 @@ fn channel_concats_join_the_int8_region() {
         let input = all_bytes(&mut r, DataType::I8, &[1, h, w, c]);
         let what = format!("Concat c {c} {h}×{w}");
         same_output_bytes(&what, &net, x, input, |ops| {
-            let transposes = ops
-                .iter()
-                .filter(|o| matches!(o, Op::Transpose { .. }))
-                .count();
-            assert_eq!(transposes, 1, "{what}: only the exit: {ops:?}");
+            only_the_exit_transpose(&what, ops);
             assert!(ops.contains(&Op::Concat { axis: 3 }), "{what}: {ops:?}");
         });
     }
@@ -616,11 +605,7 @@ fn average_pools_join_the_int8_region() {
         let input = all_bytes(&mut r, DataType::I8, &[1, h, w, c]);
         let what = format!("transition c {c} {h}×{w}");
         same_output_bytes(&what, &net, x, input, |ops| {
-            let transposes = ops
-                .iter()
-                .filter(|o| matches!(o, Op::Transpose { .. }))
-                .count();
-            assert_eq!(transposes, 1, "{what}: only the exit: {ops:?}");
+            only_the_exit_transpose(&what, ops);
             assert_eq!(ops.len(), 4, "{what}: conv, pool, conv, exit: {ops:?}");
         });
     }

@@ -11,7 +11,10 @@ mod support;
 
 use backplane_core::ops::{AutoPad, PoolDesc, PoolKind, UnaryOp, Window};
 use backplane_core::{DataType, Network, Op, TensorId};
-use support::{add_dq, add_q, all_bytes, custom, layer, q8, qdq_pointwise, same_output_bytes, Rng};
+use support::{
+    add_dq, add_q, all_bytes, custom, layer, only_the_exit_transpose, q8, qdq_pointwise,
+    same_output_bytes, Rng,
+};
 
 /// One pool's geometry: window, strides, pads (top, left, bottom, right) or SAME.
 #[derive(Clone, Copy, Debug)]
@@ -203,11 +206,7 @@ fn padded_and_max_pools_join_the_int8_region() {
             let input = all_bytes(&mut r, DataType::I8, &[1, h, w, c]);
             let what = format!("c {c} {h}×{w} max {max} include {include} {g:?}");
             same_output_bytes(&what, &net, x, input, |ops| {
-                let transposes = ops
-                    .iter()
-                    .filter(|o| matches!(o, Op::Transpose { .. }))
-                    .count();
-                assert_eq!(transposes, 1, "{what}: only the exit: {ops:?}");
+                only_the_exit_transpose(&what, ops);
                 assert_eq!(ops.len(), 3, "{what}: conv, pool, exit: {ops:?}");
             });
         }

@@ -10,7 +10,10 @@ mod support;
 
 use backplane_core::ops::{PadDesc, PadMode, SliceDesc};
 use backplane_core::{DataType, Network, Op, TensorId};
-use support::{add_dq, add_q, all_bytes, custom, layer, q8, qdq_pointwise, same_output_bytes, Rng};
+use support::{
+    add_dq, add_q, all_bytes, custom, layer, only_the_exit_transpose, q8, qdq_pointwise,
+    same_output_bytes, Rng,
+};
 
 /// How the tensor between the two convolutions is moved.
 #[derive(Debug, Clone, Copy)]
@@ -121,11 +124,7 @@ fn pads_and_slices_run_in_the_int8_region() {
             let input = all_bytes(&mut r, DataType::I8, &[1, h, w, c]);
             let what = format!("{mv:?} c {c} m {m} {h}×{w}");
             same_output_bytes(&what, &net, x, input, |ops| {
-                let transposes = ops
-                    .iter()
-                    .filter(|o| matches!(o, Op::Transpose { .. }))
-                    .count();
-                assert_eq!(transposes, 1, "{what}: only the exit: {ops:?}");
+                only_the_exit_transpose(&what, ops);
                 assert!(
                     !ops.iter().any(|o| matches!(
                         o,

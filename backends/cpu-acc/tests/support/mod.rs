@@ -139,6 +139,16 @@ pub fn same_output_bytes(
     }
 }
 
+/// Assert that an optimized int8 region's ops hold one Transpose: its exit (the layers
+/// between stayed channels-last).
+pub fn only_the_exit_transpose(what: &str, ops: &[Op]) {
+    let transposes = ops
+        .iter()
+        .filter(|o| matches!(o, Op::Transpose { .. }))
+        .count();
+    assert_eq!(transposes, 1, "{what}: only the exit: {ops:?}");
+}
+
 /// A 1×1 convolution, stride 1, no padding, one group.
 pub fn pointwise() -> Op {
     Op::Conv(ConvDesc {
