@@ -489,3 +489,49 @@ fn int8_conv_weights_are_packed_once() {
         "{int8:?}"
     );
 }
+
+/// x `[n, 32, h, w]` → a grouped 3×3 convolution (4 groups, 32 → 32) → Relu → a dilated
+/// 3×3 one (dilation 2, 32 → 32; at 15×15 the im2col GEMM with packed weight panels).
+fn grouped_and_dilated() -> ModelProto {
+    let mut m = model(
+        "32",
+        &[
+            ("grouped", "x", (32, 32, 3), (1, 1, 4), true),
+            ("dilated", "grouped_r", (32, 32, 3), (1, 2, 1), false),
+        ],
+    );
+    let graph = m.graph.as_mut().unwrap();
+    let node = graph
+        .node
+        .iter_mut()
+        .find(|n| n.name.as_deref() == Some("dilated"))
+        .unwrap();
+    node.attribute.push(ints("dilations", &[2, 2]));
+    m
+}
+
+/// Batch sizes 1, 2, 3 and 1 again at one plane: the grouped convolution and the dilated one
+/// prepare their weights for the first plan only, and the later plans reuse them all.
+#[test]
+fn grouped_and_dilated_conv_weights_are_packed_once_across_batch_sizes() {
+    let shapes = [
+        vec![1, 32, 15, 15],
+        vec![2, 32, 15, 15],
+        vec![3, 32, 15, 15],
+    ];
+    let x = |d: &[usize]| Tensor::from_vec(d.to_vec(), values(d.iter().product(), 11)).unwrap();
+    let (_acc, after) = serve(grouped_and_dilated(), "x", &shapes, 1, x);
+    eprintln!("conv packing after each run: {after:?}");
+    let first = total(&after[0]);
+    assert!(first.packed >= 2, "both convolutions packed: {after:?}");
+    assert!(
+        after[0].iter().any(|(k, _)| *k == "conv_grouped"),
+        "the grouped path: {after:?}"
+    );
+    for (i, kinds) in after.iter().enumerate().skip(1) {
+        let now: Vec<_> = kinds.iter().map(|(k, s)| (*k, s.packed)).collect();
+        let then: Vec<_> = after[0].iter().map(|(k, s)| (*k, s.packed)).collect();
+        assert_eq!(now, then, "run {i} packed again: {after:?}");
+    }
+    assert_eq!(total(&after[3]).reused, 2 * first.packed, "{after:?}");
+}
