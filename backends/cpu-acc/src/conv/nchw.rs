@@ -138,11 +138,9 @@ impl ConvWorkload {
             None => Arc::new(Weights::Runtime),
             Some(t) => {
                 let w = t.as_slice::<f32>()?;
-                // The Winograd plan's own refusal (empty or short weights), decided here so
-                // that the prepared weights come from one shared packing.
-                if algorithm == ConvAlgorithm::WinogradF4
-                    && (m == 0 || c == 0 || w.len() < m * c * 9)
-                {
+                // The Winograd plan's refusal decided before packing, so that the prepared
+                // weights come from one shared packing.
+                if algorithm == ConvAlgorithm::WinogradF4 && !winograd::Plan::takes(w.len(), m, c) {
                     shape.winograd = false;
                     algorithm = choose_conv_algorithm(&shape);
                 }

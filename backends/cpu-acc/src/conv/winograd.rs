@@ -368,9 +368,15 @@ impl std::fmt::Debug for Plan {
 }
 
 impl Plan {
-    /// Transform `w` (`[m][c][3][3]`) and pack the 36 matrices; `None` when `w` is too short.
+    /// Whether [`Plan::new`] takes weights of `len` floats for `m` filters of `c` channels.
+    pub fn takes(len: usize, m: usize, c: usize) -> bool {
+        m > 0 && c > 0 && len >= m * c * 9
+    }
+
+    /// Transform `w` (`[m][c][3][3]`) and pack the 36 matrices; `None` when `w` is too short
+    /// ([`Plan::takes`]).
     pub fn new(w: &[f32], m: usize, c: usize) -> Option<Self> {
-        if m == 0 || c == 0 || w.len() < m * c * 9 {
+        if !Self::takes(w.len(), m, c) {
             return None;
         }
         let mut u = vec![0f32; XI * m * c];
