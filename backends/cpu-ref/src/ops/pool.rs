@@ -44,30 +44,49 @@ impl Plane<'_> {
     }
 
     fn average(&self, out: &[usize], count_include_pad: bool) -> f32 {
-        let (mut sum, mut in_bounds, mut in_padded) = (0f64, 0usize, 0usize);
-        for_each_index(&self.geo.kernel, |k| {
-            if let Some(at) = window_input_offset(self.geo, out, k, self.dims, self.strides) {
-                sum += f64::from(self.values[at]);
-                in_bounds += 1;
-            }
-            if self.inside_padded_input(out, k) {
-                in_padded += 1;
-            }
-        });
-        let count = if count_include_pad {
-            in_padded
-        } else {
-            in_bounds
-        };
+        let mut sum = 0f64;
+        let count = average_taps(
+            self.geo,
+            self.dims,
+            self.strides,
+            out,
+            count_include_pad,
+            |at| sum += f64::from(self.values[at]),
+        );
         (sum / count as f64) as f32
     }
+}
 
-    /// Whether a tap lies within the input extended by both paddings.
-    fn inside_padded_input(&self, out: &[usize], k: &[usize]) -> bool {
-        (0..self.dims.len()).all(|axis| {
-            let padded = out[axis] * self.geo.strides[axis] + k[axis] * self.geo.dilations[axis];
-            padded < self.geo.pads_begin[axis] + self.dims[axis] + self.geo.pads_end[axis]
-        })
+/// Visit the in-bounds taps of output `out`'s window over a plane of dimensions `dims`
+/// (`visit` gets each tap's offset in the plane) and return what an average divides by: the
+/// in-bounds taps, or with `count_include_pad` the taps inside the input extended by both
+/// paddings (taps beyond the end padding, possible with `ceil_mode`, never count).
+pub(crate) fn average_taps(
+    geo: &Geometry,
+    dims: &[usize],
+    strides: &[usize],
+    out: &[usize],
+    count_include_pad: bool,
+    mut visit: impl FnMut(usize),
+) -> usize {
+    let (mut in_bounds, mut in_padded) = (0usize, 0usize);
+    for_each_index(&geo.kernel, |k| {
+        if let Some(at) = window_input_offset(geo, out, k, dims, strides) {
+            visit(at);
+            in_bounds += 1;
+        }
+        let inside = (0..dims.len()).all(|axis| {
+            let padded = out[axis] * geo.strides[axis] + k[axis] * geo.dilations[axis];
+            padded < geo.pads_begin[axis] + dims[axis] + geo.pads_end[axis]
+        });
+        if inside {
+            in_padded += 1;
+        }
+    });
+    if count_include_pad {
+        in_padded
+    } else {
+        in_bounds
     }
 }
 

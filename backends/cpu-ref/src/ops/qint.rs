@@ -4,7 +4,8 @@
 //! half away from zero, saturated). These are the reference the faster backends match bit
 //! for bit.
 
-use super::indexing::{for_each_index, product, window_input_offset};
+use super::indexing::{for_each_index, product};
+use super::pool::average_taps;
 use crate::Result;
 use backplane_backend_api::BackendError;
 use backplane_core::ops::{div_round_half_away, lookup_index, PoolDesc, LOOKUP_ENTRIES};
@@ -75,25 +76,10 @@ pub(crate) fn integer_average_pool(
     for p in 0..planes {
         let plane = &x.data[p * in_plane..(p + 1) * in_plane];
         for_each_index(&geo.output, |o| {
-            let (mut sum, mut in_bounds, mut in_padded) = (0i64, 0i64, 0i64);
-            for_each_index(&geo.kernel, |k| {
-                if let Some(at) = window_input_offset(&geo, o, k, spatial, &strides) {
-                    sum += widen(dt, plane[at]);
-                    in_bounds += 1;
-                }
-                let inside = (0..spatial.len()).all(|a| {
-                    o[a] * geo.strides[a] + k[a] * geo.dilations[a]
-                        < geo.pads_begin[a] + spatial[a] + geo.pads_end[a]
-                });
-                if inside {
-                    in_padded += 1;
-                }
-            });
-            let count = if desc.count_include_pad {
-                in_padded
-            } else {
-                in_bounds
-            };
+            let mut sum = 0i64;
+            let count = average_taps(&geo, spatial, &strides, o, desc.count_include_pad, |at| {
+                sum += widen(dt, plane[at])
+            }) as i64;
             // Every window of a valid geometry holds a tap; an empty one gives 0.
             let v = if count > 0 {
                 div_round_half_away(sum, count)
