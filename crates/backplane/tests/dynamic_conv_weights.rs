@@ -9,13 +9,12 @@ mod support;
 use backplane::cpu_acc::weights::PackingStats;
 use backplane::cpu_acc::CpuAccBackend;
 use backplane::onnx::proto::{
-    attribute_proto::AttributeType, tensor_shape_proto, type_proto, AttributeProto, GraphProto,
-    ModelProto, NodeProto, OperatorSetIdProto, TensorProto, TensorShapeProto, TypeProto,
-    ValueInfoProto,
+    attribute_proto::AttributeType, AttributeProto, GraphProto, ModelProto, NodeProto,
+    OperatorSetIdProto, TensorProto, ValueInfoProto,
 };
 use backplane::{DynamicNetwork, ImportOptions, Tensor};
 use std::sync::Arc;
-use support::{repo, runtime_with};
+use support::{onnx_f32_input, repo, runtime_with};
 
 /// Deterministic values in [-1, 1).
 fn values(n: usize, seed: u64) -> Vec<f32> {
@@ -28,34 +27,6 @@ fn values(n: usize, seed: u64) -> Vec<f32> {
             ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
         })
         .collect()
-}
-
-fn dim(d: &str) -> tensor_shape_proto::Dimension {
-    let value = match d.parse::<i64>() {
-        Ok(v) => tensor_shape_proto::dimension::Value::DimValue(v),
-        Err(_) => tensor_shape_proto::dimension::Value::DimParam(d.into()),
-    };
-    tensor_shape_proto::Dimension {
-        value: Some(value),
-        ..Default::default()
-    }
-}
-
-/// A float tensor value-info of dimensions `dims` (numbers or symbols).
-fn input(name: &str, dims: &[&str]) -> ValueInfoProto {
-    ValueInfoProto {
-        name: Some(name.into()),
-        r#type: Some(TypeProto {
-            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
-                elem_type: Some(1),
-                shape: Some(TensorShapeProto {
-                    dim: dims.iter().map(|d| dim(d)).collect(),
-                }),
-            })),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
 }
 
 fn ints(name: &str, v: &[i64]) -> AttributeProto {
@@ -167,7 +138,7 @@ fn model(channels: &str, layers: &[Layer]) -> ModelProto {
             name: Some("cnn".into()),
             node: nodes,
             initializer: inits,
-            input: vec![input("x", &["n", channels, "h", "w"])],
+            input: vec![onnx_f32_input("x", &["n", channels, "h", "w"])],
             output: vec![y],
             ..Default::default()
         }),
@@ -440,7 +411,7 @@ fn qdq_model() -> ModelProto {
     let mut model =
         backplane::onnx::decode_model_file(&repo().join("testdata/qdq_entry/model.onnx")).unwrap();
     let graph = model.graph.as_mut().unwrap();
-    graph.input[0] = input("x", &["n", "3", "h", "w"]);
+    graph.input[0] = onnx_f32_input("x", &["n", "3", "h", "w"]);
     // Shapes inferred at the static size would contradict the others.
     graph.value_info.clear();
     for o in &mut graph.output {

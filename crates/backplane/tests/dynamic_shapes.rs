@@ -9,7 +9,7 @@ use backplane::{
     DataType, DynamicNetwork, ImportOptions, PlanCacheStats, Runtime, Tensor, TensorInfo,
 };
 use std::sync::Arc;
-use support::{repo, runtime_with, token_ids};
+use support::{onnx_f32_input, repo, runtime_with, token_ids};
 
 const BERT: &str = "testdata/dynamic/bert_tiny.onnx";
 
@@ -387,9 +387,8 @@ fn data_dependent_shapes_run_then_the_rest_is_planned() {
 /// only from x's values; x is `[n]`, n symbolic.
 fn topk_by_count() -> backplane::onnx::proto::ModelProto {
     use backplane::onnx::proto::{
-        attribute_proto::AttributeType, tensor_shape_proto, type_proto, AttributeProto, GraphProto,
-        ModelProto, NodeProto, OperatorSetIdProto, TensorProto, TensorShapeProto, TypeProto,
-        ValueInfoProto,
+        attribute_proto::AttributeType, AttributeProto, GraphProto, ModelProto, NodeProto,
+        OperatorSetIdProto, TensorProto, ValueInfoProto,
     };
     let node =
         |op: &str, inputs: &[&str], outputs: &[&str], attribute: Vec<AttributeProto>| NodeProto {
@@ -410,22 +409,7 @@ fn topk_by_count() -> backplane::onnx::proto::ModelProto {
         name: Some(name.into()),
         ..Default::default()
     };
-    let x = ValueInfoProto {
-        name: Some("x".into()),
-        r#type: Some(TypeProto {
-            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
-                elem_type: Some(1),
-                shape: Some(TensorShapeProto {
-                    dim: vec![tensor_shape_proto::Dimension {
-                        value: Some(tensor_shape_proto::dimension::Value::DimParam("n".into())),
-                        ..Default::default()
-                    }],
-                }),
-            })),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
+    let x = onnx_f32_input("x", &["n"]);
     let zero = TensorProto {
         name: Some("zero".into()),
         data_type: Some(1),
@@ -561,25 +545,9 @@ fn plans_are_keyed_by_bound_symbols_and_misfits_are_refused() {
 #[test]
 fn a_symbol_given_two_values_is_refused_naming_it() {
     use backplane::onnx::proto::{
-        tensor_shape_proto, type_proto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto,
-        TensorShapeProto, TypeProto, ValueInfoProto,
+        GraphProto, ModelProto, NodeProto, OperatorSetIdProto, ValueInfoProto,
     };
-    let input = |name: &str| ValueInfoProto {
-        name: Some(name.into()),
-        r#type: Some(TypeProto {
-            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
-                elem_type: Some(1),
-                shape: Some(TensorShapeProto {
-                    dim: vec![tensor_shape_proto::Dimension {
-                        value: Some(tensor_shape_proto::dimension::Value::DimParam("n".into())),
-                        ..Default::default()
-                    }],
-                }),
-            })),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
+    let input = |name: &str| onnx_f32_input(name, &["n"]);
     let model = ModelProto {
         ir_version: Some(8),
         opset_import: vec![OperatorSetIdProto {

@@ -158,3 +158,34 @@ pub fn runtime_with(acc: &backplane::cpu_acc::CpuAccBackend) -> backplane::Runti
         .build()
         .unwrap()
 }
+
+/// An ONNX dimension: a number, or else a named symbol.
+pub fn onnx_dim(d: &str) -> backplane::onnx::proto::tensor_shape_proto::Dimension {
+    use backplane::onnx::proto::tensor_shape_proto::{dimension::Value, Dimension};
+    let value = match d.parse::<i64>() {
+        Ok(v) => Value::DimValue(v),
+        Err(_) => Value::DimParam(d.into()),
+    };
+    Dimension {
+        value: Some(value),
+        ..Default::default()
+    }
+}
+
+/// A float tensor value-info `name` of dimensions `dims` (numbers or symbols).
+pub fn onnx_f32_input(name: &str, dims: &[&str]) -> backplane::onnx::proto::ValueInfoProto {
+    use backplane::onnx::proto::{type_proto, TensorShapeProto, TypeProto, ValueInfoProto};
+    ValueInfoProto {
+        name: Some(name.into()),
+        r#type: Some(TypeProto {
+            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
+                elem_type: Some(1),
+                shape: Some(TensorShapeProto {
+                    dim: dims.iter().map(|d| onnx_dim(d)).collect(),
+                }),
+            })),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
