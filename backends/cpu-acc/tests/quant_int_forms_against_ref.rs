@@ -11,8 +11,8 @@ mod support;
 use backplane_core::ops::{AutoPad, PoolDesc, PoolKind, Window};
 use backplane_core::{DataType, Network, Op, Tensor, TensorId};
 use support::{
-    acc, all_bytes, custom, konst, layer, only_the_exit_transpose, q8, qdq_pointwise, reference,
-    same_output_bytes, Rng,
+    acc, all_bytes, custom, konst, layer, nhwc_image, only_the_exit_transpose, q8, qdq_pointwise,
+    reference, same_output_bytes, Rng,
 };
 
 /// An integer average pool: `k`×`k` at stride `s`, SAME or VALID.
@@ -130,14 +130,7 @@ fn integer_forms_join_the_int8_region() {
             }
             let mut r = Rng(500 + c as u64);
             let mut net = Network::new();
-            let info = q8(DataType::I8, &[1, h, w, c], vec![0; h * w * c])
-                .info()
-                .clone();
-            let x = net.add_input("x", info).unwrap();
-            let perm = Op::Transpose {
-                perm: vec![0, 3, 1, 2],
-            };
-            let xt = layer(&mut net, perm, &[x]);
+            let (x, xt) = nhwc_image(&mut net, [h, w, c]);
             let a = conv_copy(&mut net, xt, (0.04, 2), c);
             let tc = konst(&mut net, table(DataType::I8));
             let l = layer(&mut net, Op::Lookup, &[a, tc]);

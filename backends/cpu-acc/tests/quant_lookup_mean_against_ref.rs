@@ -15,8 +15,8 @@ use backplane_core::ops::{
 use backplane_core::{DataType, LayerId, Network, Op, Tensor, TensorId};
 use backplane_cpu_acc::CpuAccBackend;
 use support::{
-    add_dq, add_q, all_bytes, custom, konst, layer, only_the_exit_transpose, q8, qdq_pointwise,
-    same_output_bytes, Rng,
+    add_dq, add_q, all_bytes, custom, konst, layer, nhwc_image, only_the_exit_transpose, q8,
+    qdq_pointwise, same_output_bytes, Rng,
 };
 
 /// A layer of the chain after the dequantization.
@@ -65,19 +65,6 @@ fn lookup_chain(
     let y = add_q(&mut net, t, yt, yq);
     net.mark_output(y).unwrap();
     (net, x)
-}
-
-/// An int8 `[1, H, W, C]` input `x` and its transpose to NCHW (how the TFLite importer hands
-/// a channels-last image to channels-first layers): `(x, transposed)`.
-fn nhwc_image(net: &mut Network, [h, w, c]: [usize; 3]) -> (TensorId, TensorId) {
-    let info = q8(DataType::I8, &[1, h, w, c], vec![0; h * w * c])
-        .info()
-        .clone();
-    let x = net.add_input("x", info).unwrap();
-    let perm = Op::Transpose {
-        perm: vec![0, 3, 1, 2],
-    };
-    (x, layer(net, perm, &[x]))
 }
 
 #[test]

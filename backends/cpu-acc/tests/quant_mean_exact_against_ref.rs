@@ -10,7 +10,9 @@ mod support;
 
 use backplane_core::ops::{ReduceDesc, ReduceKind};
 use backplane_core::{DataType, Network, Op};
-use support::{add_dq, add_q, all_bytes, custom, layer, q8, qdq_pointwise, same_output_bytes, Rng};
+use support::{
+    add_dq, add_q, all_bytes, custom, layer, nhwc_image, q8, qdq_pointwise, same_output_bytes, Rng,
+};
 
 const CHANNELS: [usize; 4] = [1, 3, 17, 257];
 const PLANES: [[usize; 2]; 3] = [[1, 1], [7, 7], [13, 17]];
@@ -90,14 +92,7 @@ fn channels_last_means_equal_the_chain_on_cpu_ref() {
             let mq = ps[case % ps.len()];
             case += 1;
             let mut net = Network::new();
-            let info = q8(DataType::I8, &[1, h, w, 3], vec![0; h * w * 3])
-                .info()
-                .clone();
-            let x = net.add_input("x", info).unwrap();
-            let perm = Op::Transpose {
-                perm: vec![0, 3, 1, 2],
-            };
-            let xt = layer(&mut net, perm, &[x]);
+            let (x, xt) = nhwc_image(&mut net, [h, w, 3]);
             let ws: Vec<f32> = (0..c).map(|i| 0.003 + 0.002 * (i % 5) as f32).collect();
             let wb = r.bytes(c * 3);
             let bias: Vec<i32> = (0..c).map(|i| (i as i32 % 9 - 4) * 300).collect();

@@ -12,8 +12,8 @@ mod support;
 use backplane_core::ops::{AutoPad, PoolDesc, PoolKind, UnaryOp, Window};
 use backplane_core::{DataType, Network, Op, TensorId};
 use support::{
-    add_dq, add_q, all_bytes, custom, layer, only_the_exit_transpose, q8, qdq_pointwise,
-    same_output_bytes, Rng,
+    add_dq, add_q, all_bytes, custom, layer, nhwc_image, only_the_exit_transpose, q8,
+    qdq_pointwise, same_output_bytes, Rng,
 };
 
 /// One pool's geometry: window, strides, pads (top, left, bottom, right) or SAME.
@@ -190,14 +190,7 @@ fn padded_and_max_pools_join_the_int8_region() {
             cases += 1;
             let mut r = Rng(300 + c as u64);
             let mut net = Network::new();
-            let info = q8(DataType::I8, &[1, h, w, c], vec![0; h * w * c])
-                .info()
-                .clone();
-            let x = net.add_input("x", info).unwrap();
-            let perm = Op::Transpose {
-                perm: vec![0, 3, 1, 2],
-            };
-            let xt = layer(&mut net, perm, &[x]);
+            let (x, xt) = nhwc_image(&mut net, [h, w, c]);
             let a = conv_copy(&mut net, xt, (0.04, 2), c);
             let af = add_dq(&mut net, a, DataType::I8, (0.04, 2));
             let p = layer(&mut net, pool(max, g, include), &[af]);

@@ -139,6 +139,19 @@ pub fn same_output_bytes(
     }
 }
 
+/// An int8 `[1, H, W, C]` input `x` and its transpose to NCHW (how the TFLite importer hands
+/// a channels-last image to channels-first layers): `(x, transposed)`.
+pub fn nhwc_image(net: &mut Network, [h, w, c]: [usize; 3]) -> (TensorId, TensorId) {
+    let info = q8(DataType::I8, &[1, h, w, c], vec![0; h * w * c])
+        .info()
+        .clone();
+    let x = net.add_input("x", info).unwrap();
+    let perm = Op::Transpose {
+        perm: vec![0, 3, 1, 2],
+    };
+    (x, layer(net, perm, &[x]))
+}
+
 /// Assert that an optimized int8 region's ops hold one Transpose: its exit (the layers
 /// between stayed channels-last).
 pub fn only_the_exit_transpose(what: &str, ops: &[Op]) {
