@@ -41,7 +41,7 @@ SHAPES = {
     "r50_conv1x1_3136x64x256": (3136, 64, 256, "conv"),
 }
 
-MEDIAN = re.compile(r"latency over \d+ executions: min ([0-9.]+) ms, median ([0-9.]+) ms")
+MEDIAN = re.compile(r"latency over \d+ executions?: min ([0-9.]+) ms, median ([0-9.]+) ms")
 
 
 def build(path, m, k, n, kind, seed=7):

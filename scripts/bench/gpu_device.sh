@@ -214,7 +214,7 @@ for m in ${SCALING_MODELS:-old/resnet18 resnet50 densenet121}; do
     for b in "$BP" ${BP_OLD:-}; do
       echo "-- $m threads=$t $([ "$b" = "$BP" ] && echo new || echo old): $(timeout "$(lim 30)" "$b" bench \
         "$MODELS/$m.onnx" --generate random --iterations "${SCALING_ITER:-20}" --warmup 3 --quiet \
-        --backend-option "CpuAcc:threads=$t" 2>&1 | grep -E "^latency" | sed 's/latency over [0-9]* executions: //')"
+        --backend-option "CpuAcc:threads=$t" 2>&1 | grep -E "^latency" | sed 's/latency over [0-9]* executions\?: //')"
     done
   done
 done

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 pub struct BenchArgs {
     #[command(flatten)]
     pub model: ModelArgs,
-    /// Untimed executions first (at most 1,000,000,000).
+    /// Untimed executions first (at most 1,000,000,000; with --input-shapes, per shape set).
     #[arg(long, default_value_t = 5, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=crate::run::MAX_ITERATIONS))]
     pub warmup: usize,
     /// Keep warming up until this many seconds have passed too (0 for no minimum). A fresh
@@ -17,7 +17,7 @@ pub struct BenchArgs {
     /// a new thread pool's helpers beside the calling thread for their first milliseconds.
     #[arg(long = "warmup-time", value_name = "SECONDS", default_value = "0.2", value_parser = parse_warmup_time)]
     pub warmup_time: Duration,
-    /// Timed executions (1 to 1,000,000,000).
+    /// Timed executions (1 to 1,000,000,000; with --input-shapes, per shape set).
     #[arg(long, default_value_t = 100, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=crate::run::MAX_ITERATIONS))]
     pub iterations: usize,
     /// Stop timing after this many seconds even if fewer iterations ran.
@@ -118,8 +118,9 @@ impl std::fmt::Display for Stats {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "latency over {} executions: min {:.3} ms, median {:.3} ms, p90 {:.3} ms, max {:.3} ms",
+            "latency over {} execution{}: min {:.3} ms, median {:.3} ms, p90 {:.3} ms, max {:.3} ms",
             self.count,
+            if self.count == 1 { "" } else { "s" },
             ms(self.min),
             ms(self.median),
             ms(self.p90),
@@ -140,6 +141,20 @@ pub(crate) fn throughput_line(count: usize, total: Duration) -> String {
 pub(crate) fn peak_memory_line() -> Option<String> {
     peak_memory_bytes()
         .map(|peak| format!("peak memory: {:.1} MiB", peak as f64 / (1024.0 * 1024.0)))
+}
+
+/// The bar shown over `len` timed executions (hidden with `--quiet`).
+pub(crate) fn progress_bar(quiet: bool, len: usize) -> indicatif::ProgressBar {
+    if quiet {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::new(len as u64);
+    if let Ok(style) = indicatif::ProgressStyle::with_template(
+        "{bar:40} {pos}/{len} executions, {elapsed} elapsed, eta {eta}",
+    ) {
+        bar.set_style(style);
+    }
+    bar
 }
 
 /// Run the command.
@@ -175,17 +190,7 @@ pub fn bench(args: &BenchArgs) -> Result<(), CliError> {
         warm += 1;
     }
     let warm_time = warm_start.elapsed();
-    let bar = if args.quiet {
-        indicatif::ProgressBar::hidden()
-    } else {
-        let bar = indicatif::ProgressBar::new(args.iterations as u64);
-        if let Ok(style) = indicatif::ProgressStyle::with_template(
-            "{bar:40} {pos}/{len} executions, {elapsed} elapsed, eta {eta}",
-        ) {
-            bar.set_style(style);
-        }
-        bar
-    };
+    let bar = progress_bar(args.quiet, args.iterations);
     let started = Instant::now();
     // Grown as executions run: a huge --iterations with a --time budget must not reserve
     // memory for executions that never happen.

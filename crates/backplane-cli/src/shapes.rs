@@ -2,7 +2,7 @@
 //! shapes, through a [`DynamicNetwork`] (one plan per shape set from its cache), reporting per
 //! shape and the plan cache's counts.
 
-use crate::bench::{ms, peak_memory_line, throughput_line, BenchArgs, Stats};
+use crate::bench::{ms, peak_memory_line, progress_bar, throughput_line, BenchArgs, Stats};
 use crate::session::{
     backend_summary, configure, generate, optimizer_options, parse_dims, read_inputs, split_pair,
     CommonArgs, ModelFile, ModelFormat,
@@ -179,7 +179,8 @@ pub fn run_shapes(
 }
 
 /// `bench` with `--input-shapes`: each set's plan is built first (a cache miss each), then
-/// the warm-up and timed executions cycle through the sets in order.
+/// the warm-up and timed executions cycle through the sets in order, `--iterations` timed
+/// executions per set.
 pub fn bench_shapes(args: &BenchArgs) -> Result<(), CliError> {
     let common = &args.model.common;
     if args.profile.is_some() {
@@ -208,43 +209,66 @@ pub fn bench_shapes(args: &BenchArgs) -> Result<(), CliError> {
     let mut plans = Vec::with_capacity(sets.len());
     for set in &inputs {
         let started = Instant::now();
-        let (plan, _) = net.plan(&named(set))?;
-        plans.push((plan, started.elapsed()));
+        let (plan, hit) = net.plan(&named(set))?;
+        plans.push((plan, started.elapsed(), hit));
     }
-    for i in 0..args.warmup.saturating_mul(sets.len()) {
-        let set = &inputs[i % sets.len()];
-        net.execute(&named(set))?;
+    // Every set warms up `--warmup` times, and all of them together for `--warmup-time`.
+    let warm_start = Instant::now();
+    let mut warm = 0usize;
+    while warm < args.warmup.saturating_mul(sets.len())
+        || (warm_start.elapsed() < args.warmup_time && (warm as u64) < crate::run::MAX_ITERATIONS)
+    {
+        net.execute(&named(&inputs[warm % sets.len()]))?;
+        warm += 1;
     }
+    let warm_time = warm_start.elapsed();
+    // `--iterations` executions per set, cycling through the sets; `--time` stops them all.
+    let rounds = args.iterations;
+    let bar = progress_bar(args.quiet, rounds.saturating_mul(sets.len()));
     let started = Instant::now();
     let mut times: Vec<Vec<Duration>> = vec![Vec::new(); sets.len()];
-    for i in 0..args.iterations {
-        let k = i % sets.len();
-        let t = Instant::now();
-        net.execute(&named(&inputs[k]))?;
-        times[k].push(t.elapsed());
-        if args.time.is_some_and(|b| started.elapsed() >= b) {
-            break;
+    'rounds: for _ in 0..rounds {
+        for (k, set) in inputs.iter().enumerate() {
+            let t = Instant::now();
+            net.execute(&named(set))?;
+            times[k].push(t.elapsed());
+            bar.inc(1);
+            if args.time.is_some_and(|b| started.elapsed() >= b) {
+                break 'rounds;
+            }
         }
     }
+    bar.finish_and_clear();
     let total = started.elapsed();
     out!("model: {}", model.path.display());
-    for (k, set) in sets.iter().enumerate() {
-        let (plan, built) = &plans[k];
-        out!("shape {}:", describe(set));
+    if warm > 0 {
         out!(
-            "  plan built in {:.1} ms ({}{}); backends: {}",
-            ms(*built),
-            plan.timings,
-            if plan.reshaped {
-                "; optimization replayed"
-            } else {
-                ""
-            },
-            plan.optimized
-                .as_ref()
-                .map(|o| backend_summary(&o.layer_counts()))
-                .unwrap_or_else(|| "none before the split".into())
+            "warm-up: {warm} executions in {:.2} s (cycling the shape sets)",
+            warm_time.as_secs_f64()
         );
+    }
+    for (k, set) in sets.iter().enumerate() {
+        let (plan, built, hit) = &plans[k];
+        out!("shape {}:", describe(set));
+        let backends = plan
+            .optimized
+            .as_ref()
+            .map(|o| backend_summary(&o.layer_counts()))
+            .unwrap_or_else(|| "none before the split".into());
+        if *hit {
+            out!("  plan from the cache (a hit: an earlier set's plan); backends: {backends}");
+        } else {
+            out!(
+                "  plan built in {:.1} ms ({}{}); backends: {backends}",
+                ms(*built),
+                plan.timings,
+                if plan.reshaped {
+                    "; optimization replayed"
+                } else {
+                    ""
+                },
+            );
+        }
         if !plan.symbols.is_empty() {
             out!("  symbols: {}", plan.symbols);
         }
@@ -260,7 +284,7 @@ pub fn bench_shapes(args: &BenchArgs) -> Result<(), CliError> {
         }
         match Stats::of(&mut times[k]) {
             Some(s) => out!("  {s}"),
-            None => out!("  not timed (the time budget ran out first)"),
+            None => out!("  not timed (--time ran out before this set's turn)"),
         }
     }
     out!("plan cache: {}", net.stats());

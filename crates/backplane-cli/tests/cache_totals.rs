@@ -31,8 +31,10 @@ fn bench_input_shapes_prints_the_runtime_totals() {
         "input_ids=1x11",
         "--warmup",
         "1",
+        "--warmup-time",
+        "0",
         "--iterations",
-        "4",
+        "2",
         "--quiet",
     ]);
     let (out, err) = text(&o);

@@ -24,8 +24,10 @@ fn bench_cycles_input_shapes_and_reports_the_plan_cache() {
         "input_ids=2x33",
         "--warmup",
         "1",
+        "--warmup-time",
+        "0",
         "--iterations",
-        "6",
+        "2",
         "--quiet",
     ]);
     let (out, err) = text(&o);
@@ -63,7 +65,6 @@ fn bench_cycles_input_shapes_and_reports_the_plan_cache() {
 /// `extra` arguments: its standard output (the run must succeed).
 fn bench_lengths(lengths: &[usize], extra: &[&str]) -> String {
     let shapes: Vec<String> = lengths.iter().map(|n| format!("input_ids=1x{n}")).collect();
-    let iterations = lengths.len().to_string();
     let mut args = vec!["bench", BERT];
     for shape in &shapes {
         args.extend(["--input-shapes", shape.as_str()]);
@@ -71,8 +72,10 @@ fn bench_lengths(lengths: &[usize], extra: &[&str]) -> String {
     args.extend([
         "--warmup",
         "0",
+        "--warmup-time",
+        "0",
         "--iterations",
-        iterations.as_str(),
+        "1",
         "--quiet",
     ]);
     args.extend(extra);
@@ -111,6 +114,14 @@ fn bench_serves_bert_sequence_lengths_with_one_plan_each() {
         3,
         "{out}"
     );
+    // The second 7 found seq 7's plan: it says so rather than repeating that plan's miss.
+    assert_eq!(
+        out.matches("plan from the cache (a hit: an earlier set's plan)")
+            .count(),
+        1,
+        "{out}"
+    );
+    assert_eq!(out.matches("latency over 1 execution:").count(), 5, "{out}");
     // CpuAcc packed the products' constant weights for the first plan (and at most once more
     // per other panel layout); the later plans took them packed.
     let (packed, reused) = packing_counts(&out);
@@ -169,8 +180,10 @@ fn a_plan_cache_smaller_than_the_cycle_evicts() {
         "1",
         "--warmup",
         "0",
+        "--warmup-time",
+        "0",
         "--iterations",
-        "4",
+        "2",
         "--quiet",
     ]);
     let (out, err) = text(&o);
@@ -418,6 +431,8 @@ fn inspect_and_bench_show_symbolic_shapes() {
         "--input-shapes",
         "input_ids=2x5",
         "--warmup",
+        "0",
+        "--warmup-time",
         "0",
         "--iterations",
         "1",
