@@ -70,6 +70,7 @@ mod reduce;
 mod resize;
 pub mod simd;
 mod support;
+mod transpose;
 pub use backplane_cpu_kernels::threads;
 pub mod weights;
 mod workload;

@@ -18,13 +18,13 @@ use crate::io::Io;
 use crate::matmul::{GemmWorkload, MatMulViews, MatMulWorkload};
 use crate::ops::{
     check_pool, BatchNormWorkload, BinaryWorkload, GlobalPoolWorkload, InstanceNormWorkload,
-    LayerNormWorkload, PoolWorkload, ReduceWorkload, SoftmaxWorkload, TransposeWorkload,
-    UnaryWorkload,
+    LayerNormWorkload, PoolWorkload, ReduceWorkload, SoftmaxWorkload, UnaryWorkload,
 };
 use crate::recurrent::RecurrentWorkload;
 use crate::reduce::ReducePlan;
 use crate::resize::ResizeWorkload;
 use crate::threads::Threads;
+use crate::transpose::TransposeWorkload;
 use crate::{cast, int_arith, movement, pow, predicate};
 use backplane_backend_api::{BackendError, LayerDesc, Result, Workload};
 use backplane_core::ops::{BinaryExtOp, BinaryOp, MathOp};

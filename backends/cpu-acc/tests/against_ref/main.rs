@@ -745,6 +745,94 @@ fn data_movement() {
     );
 }
 
+/// Every permutation of rank 3 and 4, and ShuffleNet's rank-5 channel shuffle, on shapes with
+/// size-1 axes, primes and a large one (split between threads), in 1-, 2-, 4- and 8-byte
+/// types: equal to CpuRef (the axes that move together are merged before copying).
+#[test]
+fn transposes_of_every_permutation_and_element_type() {
+    fn perms(n: usize) -> Vec<Vec<usize>> {
+        if n == 0 {
+            return vec![vec![]];
+        }
+        let mut all = Vec::new();
+        for p in perms(n - 1) {
+            for at in 0..n {
+                let mut q = p.clone();
+                q.insert(at, n - 1);
+                all.push(q);
+            }
+        }
+        all
+    }
+    fn typed(values: &[f32], dims: &[usize]) -> Vec<Tensor> {
+        let ints: Vec<i64> = values.iter().map(|v| (v * 1000.0) as i64).collect();
+        vec![
+            Tensor::from_vec(dims.to_vec(), values.to_vec()).unwrap(),
+            Tensor::from_vec(dims.to_vec(), ints.clone()).unwrap(),
+            Tensor::from_vec(
+                dims.to_vec(),
+                ints.iter().map(|&v| v as u8).collect::<Vec<_>>(),
+            )
+            .unwrap(),
+            Tensor::from_vec(
+                dims.to_vec(),
+                ints.iter().map(|&v| v as i16).collect::<Vec<_>>(),
+            )
+            .unwrap(),
+        ]
+    }
+    let mut r = Rng(45);
+    let mut checked = 0;
+    let shapes: &[&[usize]] = &[
+        &[2, 3, 5],
+        &[1, 7, 1],
+        &[3, 1, 4, 5],
+        &[2, 3, 17, 7],
+        &[1, 1, 1, 13],
+        &[1, 5, 7, 1],
+        &[4, 33, 41, 3],
+    ];
+    for dims in shapes {
+        let x = r.tensor(dims, 1.0);
+        let values: Vec<f32> = x.to_f64_vec().iter().map(|&v| v as f32).collect();
+        for t in typed(&values, dims) {
+            for perm in perms(dims.len()) {
+                check(
+                    &format!("transpose {:?} {dims:?} {perm:?}", t.dtype()),
+                    &Op::Transpose { perm },
+                    &[&t],
+                    &[&[false]],
+                    0.0,
+                    0.0,
+                );
+                checked += 1;
+            }
+        }
+    }
+    for dims in [[1, 2, 58, 28, 28], [1, 2, 232, 7, 7], [3, 2, 5, 1, 7]] {
+        let x = r.tensor(&dims, 1.0);
+        let values: Vec<f32> = x.to_f64_vec().iter().map(|&v| v as f32).collect();
+        for t in typed(&values, &dims) {
+            for perm in [
+                vec![0, 2, 1, 3, 4],
+                vec![0, 3, 4, 1, 2],
+                vec![4, 3, 2, 1, 0],
+            ] {
+                check(
+                    &format!("transpose {:?} {dims:?} {perm:?}", t.dtype()),
+                    &Op::Transpose { perm },
+                    &[&t],
+                    &[&[false]],
+                    0.0,
+                    0.0,
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert_eq!(checked, 4 * (2 * 6 + 5 * 24) + 3 * 4 * 3);
+}
+
 #[test]
 fn unsupported_layers_are_refused_with_a_reason() {
     let backend = CpuAccBackend::new();
