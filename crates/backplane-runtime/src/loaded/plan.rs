@@ -7,7 +7,7 @@ use crate::{Result, RuntimeError};
 use backplane_backend_api::{
     BackendId, FactoryId, MemoryManager, NetworkId, TensorHandle, TensorHandleFactoryRegistry,
 };
-use backplane_core::{Network, Op, TensorId, TensorKind};
+use backplane_core::{Network, Op, TensorId, TensorInfo, TensorKind};
 use std::sync::{Arc, Mutex};
 
 /// Where a tensor's bytes are during an execution.
@@ -68,7 +68,9 @@ pub(crate) struct HostLayout {
 
 /// Plan the host arena. Concat and Split along an axis with nothing but size-1 axes before
 /// it are *sub-tensor* layers: each part is a contiguous range of the whole, so the parts are
-/// placed inside the whole and the layer copies nothing.
+/// placed inside the whole and the layer copies nothing. So are the layers whose output is
+/// their input's bytes, or one contiguous range of them (Reshape, Flatten, Squeeze,
+/// Unsqueeze, Identity; a Slice of one range): the output is a view of the input's memory.
 pub(crate) fn plan_host_memory(network: &Network, factories: &[FactoryId]) -> Result<HostLayout> {
     let host = FactoryId::host();
     let n = network.tensors().len();
@@ -144,6 +146,48 @@ pub(crate) fn plan_host_memory(network: &Network, factories: &[FactoryId]) -> Re
             _ => {}
         }
     }
+    // Views second: a Concat or Split placed first keeps its parts where its producers and
+    // consumers write and read them (a Slice that feeds a Concat writes into the Concat's
+    // output rather than the Concat copying a view).
+    for (i, layer) in network.layers().iter().enumerate() {
+        match &layer.op {
+            Op::Reshape { .. }
+            | Op::Flatten { .. }
+            | Op::Squeeze { .. }
+            | Op::Unsqueeze { .. }
+            | Op::Identity
+            | Op::Slice(_) => {
+                let (Some(&x), Some(&y)) = (layer.inputs.first(), layer.outputs.first()) else {
+                    continue;
+                };
+                let x_info = &network.tensor(x).info;
+                let y_info = &network.tensor(y).info;
+                let offset = match &layer.op {
+                    Op::Slice(desc) => contiguous_slice(desc, x_info),
+                    _ => Some(0),
+                };
+                let ok = layer.inputs.len() == 1
+                    && layer.outputs.len() == 1
+                    && in_arena(x)
+                    && in_arena(y)
+                    && parent[y.0].is_none()
+                    && !has_children[y.0]
+                    && !is_output(x)
+                    && !is_output(y)
+                    && x_info.dtype == y_info.dtype
+                    && y_info.num_bytes()? > 0;
+                if let (true, Some(offset)) = (ok, offset) {
+                    // A view of a view, or of a part of a Concat or Split, goes straight to
+                    // the memory's owner: every sub-tensor is one level below its root.
+                    let (root, base) = parent[x.0].unwrap_or((x, 0));
+                    parent[y.0] = Some((root, base.saturating_add(offset)));
+                    has_children[root.0] = true;
+                    elided[i] = true;
+                }
+            }
+            _ => {}
+        }
+    }
     // The tensor whose memory holds `t`, and where in it.
     let root = |t: TensorId| {
         let t = owner(t);
@@ -206,6 +250,36 @@ pub(crate) fn plan_host_memory(network: &Network, factories: &[FactoryId]) -> Re
         elided,
         aliased,
     })
+}
+
+/// The byte offset in its input of a Slice's output when that output is one contiguous range
+/// of the input (every axis before the first sliced one of size 1, the sliced one read with
+/// step 1, every later one whole); `None` otherwise.
+fn contiguous_slice(desc: &backplane_core::ops::SliceDesc, x: &TensorInfo) -> Option<usize> {
+    let dims = x.shape.dims();
+    let ranges = desc.resolve(dims).ok()?;
+    let partial = ranges
+        .iter()
+        .zip(dims)
+        .position(|(r, &d)| !(r.start == 0 && r.step == 1 && r.len == d))
+        .unwrap_or(dims.len());
+    if dims[..partial].iter().any(|&d| d != 1) {
+        return None;
+    }
+    let Some(cut) = ranges.get(partial) else {
+        return Some(0);
+    };
+    let later_whole = ranges[partial + 1..]
+        .iter()
+        .zip(&dims[partial + 1..])
+        .all(|(r, &d)| r.start == 0 && r.step == 1 && r.len == d);
+    if !later_whole || (cut.step != 1 && cut.len > 1) || cut.start < 0 {
+        return None;
+    }
+    let inner: usize = dims[partial + 1..].iter().product();
+    (cut.start as usize)
+        .checked_mul(inner)?
+        .checked_mul(x.dtype.size())
 }
 
 /// What `LoadedNetwork::new` needs besides the workloads.
