@@ -298,3 +298,77 @@ fn a_device_is_not_read_as_an_npy_file() {
         assert!(err.to_string().contains("a device"), "{err}");
     }
 }
+
+/// Reshape, Unsqueeze and a Slice of one contiguous range are views of their input's memory
+/// (the layers do not run; a view of a view points at the memory's owner); a Slice across
+/// rows and a Reshape that is a network output still copy. Values as computed by hand.
+#[test]
+fn reshapes_and_contiguous_slices_are_views_that_copy_nothing() {
+    use backplane::core::ops::SliceDesc;
+    let slice = |axis: i64, start: i64, end: i64| {
+        Op::Slice(SliceDesc {
+            starts: vec![start],
+            ends: vec![end],
+            axes: vec![axis],
+            steps: vec![],
+        })
+    };
+    let mut n = Network::new();
+    let a = n
+        .add_input("a", TensorInfo::new(DataType::F32, vec![2, 3, 4]))
+        .unwrap();
+    let n1 = n.add_layer("neg", Op::Unary(UnaryOp::Neg), &[a]).unwrap()[0];
+    let r = n
+        .add_layer("rows", Op::Reshape { shape: vec![6, 4] }, &[n1])
+        .unwrap()[0];
+    let s1 = n.add_layer("middle_rows", slice(0, 2, 5), &[r]).unwrap()[0];
+    let y0 = n
+        .add_layer_named("relu", Op::Unary(UnaryOp::Relu), &[s1], &["y0".into()])
+        .unwrap()[0];
+    let s2 = n.add_layer("middle_columns", slice(1, 1, 3), &[r]).unwrap()[0];
+    let y1 = n
+        .add_layer_named("abs", Op::Unary(UnaryOp::Abs), &[s2], &["y1".into()])
+        .unwrap()[0];
+    let u = n
+        .add_layer("batch", Op::Unsqueeze { axes: vec![0] }, &[s1])
+        .unwrap()[0];
+    let y2 = n
+        .add_layer_named("neg_again", Op::Unary(UnaryOp::Neg), &[u], &["y2".into()])
+        .unwrap()[0];
+    let flat = n
+        .add_layer_named(
+            "flat",
+            Op::Reshape { shape: vec![24] },
+            &[n1],
+            &["flat".into()],
+        )
+        .unwrap()[0];
+    for y in [y0, y1, y2, flat] {
+        n.mark_output(y).unwrap();
+    }
+    let rt = backplane::RuntimeBuilder::new().build().unwrap();
+    let opt = rt.optimize(&n, &cpuref()).unwrap();
+    assert_eq!(opt.memory_plan().sub_tensor_layers, 3, "rows, middle_rows, batch");
+    let id = rt.load_network(opt).unwrap();
+    let x = Tensor::from_vec(vec![2, 3, 4], (0..24).map(|v| v as f32 - 12.0).collect()).unwrap();
+    let (out, timings) = rt.execute_profiled(id, &[("a", &x)]).unwrap();
+    let ran: Vec<&str> = timings.iter().map(|t| t.layer.as_str()).collect();
+    assert_eq!(
+        ran,
+        ["neg", "relu", "middle_columns", "abs", "neg_again", "flat"]
+    );
+    // neg: element k is 12 - k; rows 2..5 are elements 8..20.
+    let middle: Vec<f32> = (8..20).map(|k| 12.0 - k as f32).collect();
+    let relu: Vec<f32> = middle.iter().map(|v| v.max(0.0)).collect();
+    let columns: Vec<f32> = (0..6)
+        .flat_map(|i| [11.0 - 4.0 * i as f32, 10.0 - 4.0 * i as f32])
+        .map(f32::abs)
+        .collect();
+    let negated: Vec<f32> = middle.iter().map(|v| -v).collect();
+    let all: Vec<f32> = (0..24).map(|k| 12.0 - k as f32).collect();
+    assert_eq!(out[0].1.as_slice::<f32>().unwrap(), relu.as_slice());
+    assert_eq!(out[1].1.as_slice::<f32>().unwrap(), columns.as_slice());
+    assert_eq!(out[2].1.shape().dims(), &[1, 3, 4]);
+    assert_eq!(out[2].1.as_slice::<f32>().unwrap(), negated.as_slice());
+    assert_eq!(out[3].1.as_slice::<f32>().unwrap(), all.as_slice());
+}
