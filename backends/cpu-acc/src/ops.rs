@@ -90,6 +90,10 @@ pub struct PoolWorkload {
     inv_cx: Vec<f32>,
     /// Max pooling's channels-last plan (used with AVX-512 on NaN-free inputs).
     max_plan: Option<crate::depthwise::Plan>,
+    /// An average pool whose windows all count the same taps, as the depthwise convolution
+    /// it is: its plan and the one tap weight, 1/count. The depthwise paths take many small
+    /// planes (DenseNet's 2×2 pools) at vector speed, where the window path loops per row.
+    uniform_average: Option<(crate::depthwise::Plan, Vec<f32>)>,
     threads: Threads,
 }
 
@@ -136,10 +140,25 @@ impl PoolWorkload {
         let inc = desc.count_include_pad;
         let inv_cy = inv_counts(geo.oh, geo.h, geo.kh, geo.sh, geo.dh, geo.pt, pe_h, inc);
         let inv_cx = inv_counts(geo.ow, geo.w, geo.kw, geo.sw, geo.dw, geo.pl, pe_w, inc);
+        let uniform = |inv: &[f32]| inv.windows(2).all(|p| p[0] == p[1]);
+        let uniform_average = (matches!(desc.kind, PoolKind::Average)
+            && geo.dh == 1
+            && geo.dw == 1
+            && uniform(&inv_cy)
+            && uniform(&inv_cx))
+        .then(|| {
+            let inv =
+                inv_cy.first().copied().unwrap_or(1.0) * inv_cx.first().copied().unwrap_or(1.0);
+            (
+                crate::depthwise::Plan::new(&geo),
+                vec![inv; geo.kh * geo.kw],
+            )
+        });
         Ok(PoolWorkload {
             io,
             geo,
             kind: desc.kind,
+            uniform_average,
             inv_cy,
             inv_cx,
             max_plan: matches!(desc.kind, PoolKind::Max).then(|| crate::depthwise::Plan::new(&geo)),
@@ -153,6 +172,10 @@ impl Workload for PoolWorkload {
         self.io.check(inputs, outputs)?;
         let x = f32s(input(inputs, 0)?)?;
         let y = f32s_mut(output(outputs)?)?;
+        if let Some((plan, taps)) = &self.uniform_average {
+            let act = crate::act::Activation::None;
+            return crate::depthwise::run(&self.threads, plan, 1, x, taps, None, act, y);
+        }
         if let Some(plan) = &self.max_plan {
             if crate::depthwise::run_max(&self.threads, plan, x, y)? {
                 return Ok(());
