@@ -532,6 +532,8 @@ pub struct BatchNormWorkload {
     io: Io,
     epsilon: f32,
     affine: Option<(Vec<f32>, Vec<f32>)>,
+    /// Applied to each block of the output as it is written (a `FusedBatchNorm`).
+    act: Activation,
     threads: Threads,
 }
 
@@ -557,8 +559,15 @@ impl BatchNormWorkload {
             io,
             epsilon,
             affine,
+            act: Activation::None,
             threads,
         })
+    }
+
+    /// The same, with `act` applied to its output (a `FusedBatchNorm`).
+    pub fn with_act(mut self, act: Activation) -> Self {
+        self.act = act;
+        self
     }
 }
 
@@ -600,6 +609,10 @@ impl Workload for BatchNormWorkload {
                 for (o, &v) in out.iter_mut().zip(&x[p * plane..(p + 1) * plane]) {
                     *o = v * k + a;
                 }
+            }
+            if self.act != Activation::None {
+                // The block is still in cache: one more pass over it, not over the tensor.
+                simd::unary_in_place(self.act, block);
             }
             Ok(())
         })

@@ -49,6 +49,9 @@ fn check(fused: &Fused, inputs: &[TensorInfo], output: &TensorInfo) -> Result<()
             }
             _ => return Err("FusedAddLayerNorm takes A, B of one shape, scale, bias?".into()),
         },
+        Fused::BatchNorm { epsilon, .. } => Op::BatchNormalization { epsilon: *epsilon }
+            .infer(&refs)
+            .map_err(|e| e.to_string())?,
     };
     let op_type = fused.op_type();
     if inputs.iter().any(|i| i.dtype != DataType::F32) {

@@ -15,6 +15,8 @@
 //! * `Add → LayerNormalization` (the residual connection before a transformer's norm) →
 //!   `FusedAddLayerNorm`: each row is summed and normalized in one pass, the sum never
 //!   stored.
+//! * `BatchNormalization → activation` (a pre-activation block's, not after a convolution)
+//!   → `FusedBatchNorm`: the activation applied as each block of the output is written.
 //! * The exporters' tanh GELU subgraph (GPT-2's, eight elementwise layers) → one
 //!   `Gelu(approximate = tanh)` layer.
 //!
@@ -38,8 +40,8 @@ mod payload;
 
 pub use check::check_custom;
 pub use payload::{
-    ConvLayout, ConvSpec, Fused, FUSED_ADD_LAYER_NORM, FUSED_CONV, FUSED_CONV_PAIR, FUSED_GEMM,
-    FUSED_MATMUL,
+    ConvLayout, ConvSpec, Fused, FUSED_ADD_LAYER_NORM, FUSED_BATCH_NORM, FUSED_CONV,
+    FUSED_CONV_PAIR, FUSED_GEMM, FUSED_MATMUL,
 };
 
 use crate::act::{Activation, FromOp};
@@ -73,6 +75,7 @@ pub fn optimize(view: &SubgraphView<'_>) -> OptimizationViews {
             Op::MatMul => matmul::fuse_matmul(&g, id),
             Op::Gemm(desc) => matmul::fuse_gemm(&g, id, *desc),
             Op::Binary(backplane_core::ops::BinaryOp::Add) => norm::fuse_add_layer_norm(&g, id),
+            Op::BatchNormalization { epsilon } => norm::fuse_batch_norm_act(&g, id, *epsilon),
             Op::Binary(backplane_core::ops::BinaryOp::Pow) => gelu::fuse_tanh_gelu(&g, id),
             _ => None,
         };

@@ -1,7 +1,8 @@
-//! The residual sum before a transformer's LayerNormalization.
+//! Normalizations with what surrounds them: the residual sum before a transformer's
+//! LayerNormalization, the activation after a BatchNormalization.
 
 use super::payload::Fused;
-use super::{names, single_output, Graph};
+use super::{follow_act, names, single_output, Graph};
 use backplane_backend_api::{ReplacementLayer, Substitution, ValueRef};
 use backplane_core::{LayerId, Op, TensorId};
 
@@ -38,6 +39,30 @@ pub(super) fn fuse_add_layer_norm(g: &Graph<'_>, id: LayerId) -> Option<Substitu
             name: names(g, &replaced),
             op: Fused::AddLayerNorm { axis, epsilon }.encode(info(out).clone()),
             inputs,
+            outputs: vec![Some(out)],
+        }],
+        replaced,
+    })
+}
+
+/// `BatchNormalization → activation` with the normalized tensor used by the activation alone
+/// (a convolution's BatchNormalization is folded into it by `conv` first).
+pub(super) fn fuse_batch_norm_act(
+    g: &Graph<'_>,
+    id: LayerId,
+    epsilon: f32,
+) -> Option<Substitution> {
+    let net = g.view().network();
+    let norm = net.layer(id);
+    let normed = single_output(g, id)?;
+    let (act_layers, act, out) = follow_act(g, normed)?;
+    let mut replaced = vec![id];
+    replaced.extend(act_layers);
+    Some(Substitution {
+        replacement: vec![ReplacementLayer {
+            name: names(g, &replaced),
+            op: Fused::BatchNorm { epsilon, act }.encode(net.tensor(out).info.clone()),
+            inputs: norm.inputs.iter().map(|&t| ValueRef::Existing(t)).collect(),
             outputs: vec![Some(out)],
         }],
         replaced,

@@ -29,6 +29,9 @@ pub const FUSED_MATMUL: &str = "FusedMatMul";
 pub const FUSED_GEMM: &str = "FusedGemm";
 /// Custom op: `LayerNormalization(A + B)`, A and B of one shape. Inputs A, B, scale, bias?.
 pub const FUSED_ADD_LAYER_NORM: &str = "FusedAddLayerNorm";
+/// Custom op: `act(BatchNormalization(X))` in one pass (DenseNet's pre-activation before each
+/// convolution). Inputs X, scale, bias, mean, variance.
+pub const FUSED_BATCH_NORM: &str = "FusedBatchNorm";
 
 /// The tensor layouts of a `FusedConv`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,6 +93,13 @@ pub enum Fused {
         /// LayerNormalization's epsilon.
         epsilon: f32,
     },
+    /// A `FusedBatchNorm`: BatchNormalization + activation.
+    BatchNorm {
+        /// BatchNormalization's epsilon.
+        epsilon: f32,
+        /// The activation.
+        act: Activation,
+    },
 }
 
 impl Fused {
@@ -101,6 +111,7 @@ impl Fused {
             Fused::MatMul { .. } => FUSED_MATMUL,
             Fused::Gemm { .. } => FUSED_GEMM,
             Fused::AddLayerNorm { .. } => FUSED_ADD_LAYER_NORM,
+            Fused::BatchNorm { .. } => FUSED_BATCH_NORM,
         }
     }
 

@@ -7,7 +7,7 @@ use crate::fusion::{self, ConvLayout, Fused};
 use crate::io::Io;
 use crate::matmul::{GemmWorkload, MatMulWorkload};
 use crate::nhwc::{NhwcConvWorkload, NhwcPairWorkload};
-use crate::ops::LayerNormWorkload;
+use crate::ops::{BatchNormWorkload, LayerNormWorkload};
 use crate::threads::Threads;
 use backplane_backend_api::{BackendError, LayerDesc, Result, Workload};
 use backplane_core::ops::CustomOp;
@@ -98,6 +98,9 @@ fn build(fused: Fused, layer: &LayerDesc, io: Io, th: Threads) -> Result<Box<dyn
         Fused::Gemm { desc, act } => {
             Box::new(GemmWorkload::new(io, desc, shared(1), k(2), act, th)?)
         }
+        Fused::BatchNorm { epsilon, act } => Box::new(
+            BatchNormWorkload::new(io, epsilon, [k(1), k(2), k(3), k(4)], th)?.with_act(act),
+        ),
     })
 }
 

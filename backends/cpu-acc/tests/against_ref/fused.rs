@@ -381,3 +381,120 @@ fn depthwise_with_activation_fuses() {
         }
     }
 }
+
+/// A BatchNormalization followed by an activation (Relu, Clip, LeakyRelu, the SiLU subgraph),
+/// not after a convolution, becomes one FusedBatchNorm equal to CpuRef running the pair, on
+/// planes of 1, 49 (DenseNet's 7×7) and 17·13 values, constant and run-time parameters, 1
+/// and 2 threads. Without an activation it is left alone.
+#[test]
+fn batch_norm_with_activation_fuses() {
+    let mut r = Rng(45);
+    let acts: [(&str, Vec<Op>); 4] = [
+        ("relu", vec![Op::Unary(UnaryOp::Relu)]),
+        (
+            "clip",
+            vec![Op::Unary(UnaryOp::Clip { min: 0.0, max: 6.0 })],
+        ),
+        ("leaky", vec![Op::Unary(UnaryOp::LeakyRelu { alpha: 0.1 })]),
+        ("silu", vec![]),
+    ];
+    for dims in [[2, 5, 1, 1], [1, 64, 7, 7], [1, 3, 17, 13]] {
+        let c = dims[1];
+        let x = r.tensor(&dims, 2.0);
+        let params: Vec<Tensor> = (0..4)
+            .map(|i| {
+                let t = r.tensor(&[c], 1.0);
+                let v: Vec<f32> = t.as_slice::<f32>().unwrap().to_vec();
+                let v = if i == 3 {
+                    v.iter().map(|v| v.abs() + 0.5).collect()
+                } else {
+                    v
+                };
+                Tensor::from_vec(vec![c], v).unwrap()
+            })
+            .collect();
+        for (what, act_ops) in &acts {
+            for constant in [true, false] {
+                let mut net = Network::new();
+                let xi = net.add_input("x", x.info().clone()).unwrap();
+                let ps: Vec<_> = params
+                    .iter()
+                    .enumerate()
+                    .map(|(i, p)| {
+                        if constant {
+                            net.add_constant(&format!("p{i}"), p.clone()).unwrap()
+                        } else {
+                            net.add_input(&format!("p{i}"), p.info().clone()).unwrap()
+                        }
+                    })
+                    .collect();
+                let bn_op = Op::BatchNormalization { epsilon: 1e-5 };
+                let t = net
+                    .add_layer("bn", bn_op.clone(), &[xi, ps[0], ps[1], ps[2], ps[3]])
+                    .unwrap()[0];
+                let normed = reference(
+                    &bn_op,
+                    &[&x, &params[0], &params[1], &params[2], &params[3]],
+                )
+                .remove(0);
+                let (y, want) = if act_ops.is_empty() {
+                    // SiLU as exporters write it: Mul(t, Sigmoid(t)).
+                    let s = net
+                        .add_layer("sigmoid", Op::Unary(UnaryOp::Sigmoid), &[t])
+                        .unwrap()[0];
+                    let y = net
+                        .add_layer("mul", Op::Binary(BinaryOp::Mul), &[t, s])
+                        .unwrap()[0];
+                    let sig = reference(&Op::Unary(UnaryOp::Sigmoid), &[&normed]).remove(0);
+                    let want = reference(&Op::Binary(BinaryOp::Mul), &[&normed, &sig]).remove(0);
+                    (y, want)
+                } else {
+                    let y = net.add_layer(what, act_ops[0].clone(), &[t]).unwrap()[0];
+                    (y, reference(&act_ops[0], &[&normed]).remove(0))
+                };
+                net.mark_output(y).unwrap();
+                let mut feeds = vec![(xi, &x)];
+                if !constant {
+                    feeds.extend(ps.iter().copied().zip(params.iter()));
+                }
+                for threads in [1, 2] {
+                    let (name, got) = run_fused(&net, &feeds, threads);
+                    assert!(name.starts_with("bn+"), "{name}");
+                    close(
+                        &format!("bn+{what} {dims:?} constant {constant} threads {threads}"),
+                        &got,
+                        &want,
+                        1e-5,
+                        1e-5,
+                    );
+                }
+            }
+        }
+    }
+    // Alone, a BatchNormalization is not a fused layer.
+    let mut net = Network::new();
+    let x = r.tensor(&[1, 4, 3, 3], 1.0);
+    let xi = net.add_input("x", x.info().clone()).unwrap();
+    let ps: Vec<_> = (0..4)
+        .map(|i| {
+            let v = if i == 3 {
+                vec![1.0f32; 4]
+            } else {
+                vec![0.5f32; 4]
+            };
+            net.add_constant(&format!("p{i}"), Tensor::from_vec(vec![4], v).unwrap())
+                .unwrap()
+        })
+        .collect();
+    let y = net
+        .add_layer(
+            "bn",
+            Op::BatchNormalization { epsilon: 1e-5 },
+            &[xi, ps[0], ps[1], ps[2], ps[3]],
+        )
+        .unwrap()[0];
+    net.mark_output(y).unwrap();
+    let layers = vec![backplane_core::LayerId(0)];
+    let views = CpuAccBackend::new().optimize_subgraph(&SubgraphView::new(&net, layers));
+    assert!(views.substitutions.is_empty());
+}
