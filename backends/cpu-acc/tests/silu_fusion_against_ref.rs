@@ -20,7 +20,9 @@ fn activation_of(c: &CustomOp) -> Activation {
     match Fused::decode(c) {
         Ok(Fused::Conv(spec)) => spec.act,
         Ok(Fused::ConvPair { second, .. }) => second.act,
-        Ok(Fused::MatMul { act, .. } | Fused::Gemm { act, .. }) => act,
+        Ok(Fused::MatMul { act, .. } | Fused::Gemm { act, .. } | Fused::BatchNorm { act, .. }) => {
+            act
+        }
         Ok(Fused::AddLayerNorm { .. }) | Err(_) => Activation::None,
     }
 }
