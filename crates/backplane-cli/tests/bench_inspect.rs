@@ -144,7 +144,9 @@ fn profile_is_valid_chrome_trace_json() {
     let doc: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     let events = doc["traceEvents"].as_array().unwrap();
-    assert_eq!(events.len(), 20, "10 layers x 2 executions");
+    // The digits model's 10 layers but its Reshape, a view of its input's memory that does
+    // not run.
+    assert_eq!(events.len(), 18, "9 running layers x 2 executions");
     let mut last_end = 0.0;
     for e in events {
         assert_eq!(e["ph"], "X");

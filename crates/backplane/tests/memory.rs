@@ -348,7 +348,11 @@ fn reshapes_and_contiguous_slices_are_views_that_copy_nothing() {
     }
     let rt = backplane::RuntimeBuilder::new().build().unwrap();
     let opt = rt.optimize(&n, &cpuref()).unwrap();
-    assert_eq!(opt.memory_plan().sub_tensor_layers, 3, "rows, middle_rows, batch");
+    assert_eq!(
+        opt.memory_plan().sub_tensor_layers,
+        3,
+        "rows, middle_rows, batch"
+    );
     let id = rt.load_network(opt).unwrap();
     let x = Tensor::from_vec(vec![2, 3, 4], (0..24).map(|v| v as f32 - 12.0).collect()).unwrap();
     let (out, timings) = rt.execute_profiled(id, &[("a", &x)]).unwrap();
