@@ -235,11 +235,12 @@ fn static_run(model: &ModelProto, name: &str, x: &Tensor, threads: usize) -> Vec
     out.into_iter().map(|(_, t)| t).collect()
 }
 
-/// The counts of the convolution kinds of packing (every kind but the MatMul and Gemm ones).
+/// The counts of the convolution and int8 kinds of packing (every kind but the f32 MatMul
+/// and Gemm B panels).
 fn conv_kinds(acc: &CpuAccBackend) -> Vec<(&'static str, PackingStats)> {
     acc.packing_stats_by_kind()
         .into_iter()
-        .filter(|(k, _)| !k.starts_with("matmul") && !k.starts_with("gemm"))
+        .filter(|(k, _)| !k.starts_with("matmul_b") && !k.starts_with("gemm"))
         .collect()
 }
 
@@ -408,10 +409,15 @@ fn plane_free_forms_packed_once(after: &[Vec<(&'static str, PackingStats)>]) {
 /// The QDQ model of testdata/qdq_entry (an int8 stem, depthwise and pointwise convolution)
 /// with its input's batch and plane made symbolic.
 fn qdq_model() -> ModelProto {
-    let mut model =
-        backplane::onnx::decode_model_file(&repo().join("testdata/qdq_entry/model.onnx")).unwrap();
+    symbolic("qdq_entry", &["n", "3", "h", "w"])
+}
+
+/// The model of testdata/`dir` with its input `x` of `dims` (symbols allowed).
+fn symbolic(dir: &str, dims: &[&str]) -> ModelProto {
+    let path = repo().join("testdata").join(dir).join("model.onnx");
+    let mut model = backplane::onnx::decode_model_file(&path).unwrap();
     let graph = model.graph.as_mut().unwrap();
-    graph.input[0] = onnx_f32_input("x", &["n", "3", "h", "w"]);
+    graph.input[0] = onnx_f32_input("x", dims);
     // Shapes inferred at the static size would contradict the others.
     graph.value_info.clear();
     for o in &mut graph.output {
@@ -438,12 +444,16 @@ fn int8_conv_weights_are_packed_once() {
                 .collect::<Vec<_>>()
         })
         .collect();
-    // The stem and the pointwise layer as GEMM B panels, the depthwise layer's weights with
-    // its bias and requantization folded in.
+    // The stem and the pointwise layer as GEMM B panels and their requantizations, the
+    // depthwise layer's weights with its bias and requantization folded in.
     let kinds: Vec<_> = int8[0].iter().map(|(k, s)| (*k, s.packed)).collect();
     assert_eq!(
         kinds,
-        vec![("qconv_nhwc_b", 2), ("qconv_nhwc_depthwise", 1)],
+        vec![
+            ("qconv_nhwc_b", 2),
+            ("qconv_nhwc_depthwise", 1),
+            ("qconv_nhwc_requant", 2)
+        ],
         "the folded int8 convolutions packed through the cache: {:?}",
         acc.packing_stats_by_kind()
     );
@@ -691,7 +701,8 @@ fn kinds_packed_once(after: &[Vec<(&'static str, PackingStats)>], kinds: &[&str]
 
 /// One int8 QDQ convolution (8 → 24 channels, 3×3, pad 1) alone: no channels-last region
 /// (which needs two layers), so it runs NCHW as the centered weight rows times the packed
-/// im2col. Batch sizes 1, 2, 3 and planes 9×9, 11×7, 6×13.
+/// im2col. Batch sizes 1, 2, 3 and planes 9×9, 11×7, 6×13: its centered weights and its
+/// requantization are made by the first plan only.
 #[test]
 fn int8_nchw_conv_rows_are_packed_once() {
     let conv = vec![ints("kernel_shape", &[3, 3]), ints("pads", &[1; 4])];
@@ -699,11 +710,12 @@ fn int8_nchw_conv_rows_are_packed_once() {
     let shapes = [vec![1, 8, 9, 9], vec![2, 8, 11, 7], vec![3, 8, 6, 13]];
     let x = |d: &[usize]| Tensor::from_vec(d.to_vec(), values(d.iter().product(), 13)).unwrap();
     let (_acc, after) = serve(model, "x", &shapes, 1, x);
-    kinds_packed_once(&after, &["qconv_rows"]);
+    kinds_packed_once(&after, &["qconv_rows", "qconv_rows_requant"]);
 }
 
 /// Two int8 QDQ fully connected layers (Gemm with transposed weights, 37 → 20 → 11) served
-/// at batch sizes 1, 4 and 7: their packed weights are made by the first plan only.
+/// at batch sizes 1, 4 and 7: their packed weights and requantizations (with the byte GEMM,
+/// the bias with the weights' column sums folded in) are made by the first plan only.
 #[test]
 fn int8_fully_connected_weights_are_packed_once() {
     let trans = || vec![int("transB", 1)];
@@ -717,9 +729,11 @@ fn int8_fully_connected_weights_are_packed_once() {
     let shapes = [vec![1, 37], vec![4, 37], vec![7, 37]];
     let x = |d: &[usize]| Tensor::from_vec(d.to_vec(), values(d.iter().product(), 17)).unwrap();
     let (_acc, after) = serve(model, "x", &shapes, 1, x);
-    kinds_packed_once(&after, &["qgemm_b"]);
-    let first = after[0].iter().find(|(k, _)| *k == "qgemm_b");
-    assert_eq!(first.map(|(_, s)| s.packed), Some(2), "{after:?}");
+    kinds_packed_once(&after, &["qgemm_b", "qgemm_requant"]);
+    for kind in ["qgemm_b", "qgemm_requant"] {
+        let first = after[0].iter().find(|(k, _)| *k == kind);
+        assert_eq!(first.map(|(_, s)| s.packed), Some(2), "{kind}: {after:?}");
+    }
 }
 
 /// A ConvTranspose (8 → 6 channels, 3×3, stride 2, pad 1, output padding 1, a bias) served at
@@ -759,4 +773,19 @@ fn pixel_row_weights_are_packed_once() {
         assert_eq!(kinds, ["conv_pixel_rows"], "the pixel-row path: {after:?}");
     }
     kinds_packed_once(&after, &kinds);
+}
+
+/// The dynamically quantized model of testdata/dynamic_quant (two MatMulInteger layers with
+/// constant int8 weights and f32 biases, a residual Add and a LayerNormalization) served at
+/// batch and sequence sizes 1×9, 1×5 and 2×7: the integer products' packed weights and their
+/// biases are made by the first plan only.
+#[test]
+fn int8_matmul_integer_weights_are_packed_once() {
+    let model = symbolic("dynamic_quant", &["n", "s", "64"]);
+    let shapes = [vec![1, 9, 64], vec![1, 5, 64], vec![2, 7, 64]];
+    let x = |d: &[usize]| Tensor::from_vec(d.to_vec(), values(d.iter().product(), 29)).unwrap();
+    let (_acc, after) = serve(model, "x", &shapes, 1, x);
+    kinds_packed_once(&after, &["matmul_integer_b", "matmul_integer_bias"]);
+    let first = after[0].iter().find(|(k, _)| *k == "matmul_integer_b");
+    assert_eq!(first.map(|(_, s)| s.packed), Some(2), "{after:?}");
 }
