@@ -354,9 +354,9 @@ fn packed_by_the_first_plan_only(after: &[Vec<(&'static str, PackingStats)>], co
 }
 
 /// Image sizes 16×16, 20×20 and 13×13 (and batch 2): the forms that do not depend on the
-/// plane (Winograd, depthwise, GEMM, channel-lanes blocks) are made by the first plan only;
-/// the plane-dependent one (a dilated layer's tap-region plan) would be made again for a new
-/// plane.
+/// plane (Winograd, depthwise, GEMM, channel-lanes blocks) are made by the first plan only
+/// (a dilated layer's per-tap weights would be made again for a plane with other live taps:
+/// `tap_region_weights_are_shared_across_image_sizes`).
 #[test]
 fn conv_weights_are_shared_across_image_sizes() {
     let shapes = [
@@ -384,8 +384,8 @@ fn conv_weights_are_shared_across_image_sizes() {
     }
 }
 
-/// The kinds of packing whose form does not depend on the plane were made by the first plan
-/// only.
+/// The kinds of packing whose form does not depend on the plane (all but the tap-region
+/// weights, which depend on the live taps) were made by the first plan only.
 fn plane_free_forms_packed_once(after: &[Vec<(&'static str, PackingStats)>]) {
     eprintln!("conv packing after each run: {after:?}");
     let last = &after[after.len() - 1];
@@ -788,4 +788,21 @@ fn int8_matmul_integer_weights_are_packed_once() {
     kinds_packed_once(&after, &["matmul_integer_b", "matmul_integer_bias"]);
     let first = after[0].iter().find(|(k, _)| *k == "matmul_integer_b");
     assert_eq!(first.map(|(_, s)| s.packed), Some(2), "{after:?}");
+}
+
+/// An atrous convolution (16 → 16, 3×3, dilation 6, pad 6), whose off-centre taps read the
+/// input for a band of the output only: it takes the per-tap products (`tap_regions`) at
+/// planes 9×9, 11×11 and 13×13, where every tap is live, so the first plan's per-tap weights
+/// serve them all (each plan places the taps' rectangles on its own plane).
+#[test]
+fn tap_region_weights_are_shared_across_image_sizes() {
+    let mut model = model("16", &[("atrous", "x", (16, 16, 3), (1, 6, 1), false)]);
+    let graph = model.graph.as_mut().unwrap();
+    graph.node[0].attribute.push(ints("dilations", &[6, 6]));
+    let shapes = [vec![1, 16, 9, 9], vec![2, 16, 11, 11], vec![1, 16, 13, 13]];
+    let x = |d: &[usize]| Tensor::from_vec(d.to_vec(), values(d.iter().product(), 37)).unwrap();
+    let (_acc, after) = serve(model, "x", &shapes, 1, x);
+    let kinds: Vec<&str> = after[0].iter().map(|(k, _)| *k).collect();
+    assert_eq!(kinds, ["conv_tap_regions"], "the per-tap path: {after:?}");
+    kinds_packed_once(&after, &kinds);
 }

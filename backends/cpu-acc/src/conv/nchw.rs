@@ -516,8 +516,8 @@ fn keep_live<T: Copy>(v: &[T], per_tap: usize, live: &[usize]) -> Vec<T> {
 /// Winograd, pixel-row, grouped, depthwise and channel-lanes forms depend on the channel
 /// counts (and window) only, so plans at every input size share them; the GEMM's packed
 /// weights also on the live taps (which follow the geometry only for dilations as wide as
-/// the plane). The tap-region plan embeds the whole geometry, so only plans with the same
-/// spatial shape share it (plans for other batch sizes, say).
+/// the plane), and so do the tap-region weights (each plan places the taps' rectangles on
+/// its own plane).
 fn prepare(
     t: &Arc<Tensor>,
     algorithm: ConvAlgorithm,
@@ -526,10 +526,6 @@ fn prepare(
     threads: usize,
     live: Option<Vec<usize>>,
 ) -> Result<Arc<Weights>> {
-    let g = geo;
-    let whole = [
-        g.h, g.w, g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, g.pt, g.pl, g.oh, g.ow, m, c,
-    ];
     let w = || t.as_slice::<f32>();
     match algorithm {
         ConvAlgorithm::WinogradF4 => weights::shared(t, "conv_winograd_f4", &[m, c], || {
@@ -554,14 +550,19 @@ fn prepare(
         ConvAlgorithm::PixelRows => weights::shared(t, "conv_pixel_rows", &[m, c], || {
             Ok(Weights::PixelRows(pixel_rows::Plan::new(w()?, m, c)?))
         }),
-        ConvAlgorithm::TapRegions => weights::shared(t, "conv_tap_regions", &whole, || {
-            Ok(Weights::TapRegions(tap_regions::Plan::new(
-                geo,
-                w()?,
-                m,
-                c,
-            )?))
-        }),
+        ConvAlgorithm::TapRegions => {
+            // The per-tap weights are shared; the plan around them (each tap's rectangle
+            // on the plane) is this workload's own.
+            let window = geo.kh * geo.kw;
+            let live = tap_regions::live_taps(geo);
+            let mut params = vec![m, c, window];
+            params.extend(&live);
+            let taps = weights::shared(t, "conv_tap_regions", &params, || {
+                tap_regions::TapWeights::new(w()?, m, c, window, &live)
+            })?;
+            let plan = tap_regions::Plan::with_weights(geo, taps)?;
+            Ok(Arc::new(Weights::TapRegions(plan)))
+        }
         ConvAlgorithm::Grouped => weights::shared(t, "conv_grouped", &[group, c], || {
             Ok(Weights::Grouped(grouped::Plan::new(
                 w()?,
