@@ -264,6 +264,8 @@ fn serve(
         backplane::default_optimizer_options(),
     );
     let mut after = Vec::new();
+    // The constants of the first plan's network, by name.
+    let mut first: Vec<(String, Arc<Tensor>)> = Vec::new();
     let mut all = shapes.to_vec();
     all.extend(shapes.first().cloned());
     for dims in &all {
@@ -297,6 +299,28 @@ fn serve(
                 .any(|l| matches!(l.op, backplane::core::Op::BatchNormalization { .. })),
             "{dims:?}: a BatchNormalization was left unfolded"
         );
+        // Every constant of a later plan's network that the first plan's has too (the
+        // model's weights, the folded ones) is the same tensor, not a copy.
+        let constants = optimized
+            .network()
+            .tensors()
+            .iter()
+            .filter_map(|t| match &t.kind {
+                backplane::core::TensorKind::Constant(c) => Some((t.name.clone(), c.clone())),
+                _ => None,
+            });
+        if first.is_empty() {
+            first = constants.collect();
+        } else {
+            for (name, c) in constants {
+                if let Some((_, f)) = first.iter().find(|(n, _)| *n == name) {
+                    assert!(
+                        Arc::ptr_eq(f, &c),
+                        "{dims:?}: constant {name} is a copy of the first plan's"
+                    );
+                }
+            }
+        }
     }
     assert_eq!(net.stats().misses, shapes.len() as u64);
     // The repeated shape, and the look-up after each execution.
@@ -324,7 +348,15 @@ fn conv_weights_are_packed_once_across_batch_sizes() {
     ];
     let x = |d: &[usize]| Tensor::from_vec(d.to_vec(), values(d.iter().product(), 9)).unwrap();
     let (_acc, after) = serve(cnn(), "x", &shapes, 1, x);
-    packed_by_the_first_plan_only(&after, 4);
+    // Four convolutions' weights, and the normalization folded into one of them (its
+    // weights and bias, made once and shared by the plans' networks).
+    packed_by_the_first_plan_only(&after, 6);
+    for kind in ["batch_norm_bias", "batch_norm_weights"] {
+        assert!(
+            after[0].iter().any(|(k, _)| *k == kind),
+            "{kind}: {after:?}"
+        );
+    }
     let shapes = [vec![1, 3, 24, 24], vec![2, 3, 24, 24], vec![3, 3, 24, 24]];
     let (_acc, nhwc) = serve(mobile(), "x", &shapes, 1, x);
     assert!(
@@ -701,8 +733,8 @@ fn kinds_packed_once(after: &[Vec<(&'static str, PackingStats)>], kinds: &[&str]
 
 /// One int8 QDQ convolution (8 → 24 channels, 3×3, pad 1) alone: no channels-last region
 /// (which needs two layers), so it runs NCHW as the centered weight rows times the packed
-/// im2col. Batch sizes 1, 2, 3 and planes 9×9, 11×7, 6×13: its centered weights and its
-/// requantization are made by the first plan only.
+/// im2col. Batch sizes 1, 2, 3 and planes 9×9, 11×7, 6×13: its centered weights, its
+/// requantization and its folded int32 bias are made by the first plan only.
 #[test]
 fn int8_nchw_conv_rows_are_packed_once() {
     let conv = vec![ints("kernel_shape", &[3, 3]), ints("pads", &[1; 4])];
@@ -710,12 +742,13 @@ fn int8_nchw_conv_rows_are_packed_once() {
     let shapes = [vec![1, 8, 9, 9], vec![2, 8, 11, 7], vec![3, 8, 6, 13]];
     let x = |d: &[usize]| Tensor::from_vec(d.to_vec(), values(d.iter().product(), 13)).unwrap();
     let (_acc, after) = serve(model, "x", &shapes, 1, x);
-    kinds_packed_once(&after, &["qconv_rows", "qconv_rows_requant"]);
+    kinds_packed_once(&after, &["qconv_rows", "qconv_rows_requant", "int8_bias"]);
 }
 
 /// Two int8 QDQ fully connected layers (Gemm with transposed weights, 37 → 20 → 11) served
-/// at batch sizes 1, 4 and 7: their packed weights and requantizations (with the byte GEMM,
-/// the bias with the weights' column sums folded in) are made by the first plan only.
+/// at batch sizes 1, 4 and 7: their packed weights, folded int32 biases and requantizations
+/// (with the byte GEMM, the bias with the weights' column sums folded in) are made by the
+/// first plan only.
 #[test]
 fn int8_fully_connected_weights_are_packed_once() {
     let trans = || vec![int("transB", 1)];
@@ -729,8 +762,9 @@ fn int8_fully_connected_weights_are_packed_once() {
     let shapes = [vec![1, 37], vec![4, 37], vec![7, 37]];
     let x = |d: &[usize]| Tensor::from_vec(d.to_vec(), values(d.iter().product(), 17)).unwrap();
     let (_acc, after) = serve(model, "x", &shapes, 1, x);
-    kinds_packed_once(&after, &["qgemm_b", "qgemm_requant"]);
-    for kind in ["qgemm_b", "qgemm_requant"] {
+    let kinds = ["qgemm_b", "qgemm_requant", "int8_bias"];
+    kinds_packed_once(&after, &kinds);
+    for kind in kinds {
         let first = after[0].iter().find(|(k, _)| *k == kind);
         assert_eq!(first.map(|(_, s)| s.packed), Some(2), "{kind}: {after:?}");
     }
