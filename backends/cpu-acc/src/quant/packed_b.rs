@@ -185,12 +185,32 @@ mod tests {
         // another requantization; the pair GEMM's does not depend on it, but is keyed by it
         // all the same.
         assert_eq!(requant, Some((4, 1)));
+        // The pair GEMM's requantization (whichever form this machine packs above) is
+        // shared among pair packings and apart from the byte GEMM's.
+        let pairs = || {
+            QPackedB::pack(k, n, wv)
+                .map(|b| PackedB::Pairs(Arc::new(b)))
+                .unwrap_or_else(|| panic!("pairs"))
+        };
+        let on_pairs = || {
+            scoped(&cache, || {
+                shared_requant(&src, &pairs(), (k, n), 4, &[1, 2, 3], &scale, range, &io)
+            })
+            .unwrap_or_else(|e| panic!("{e}"))
+        };
+        let (p1, p2) = (on_pairs(), on_pairs());
+        assert!(Arc::ptr_eq(&p1, &p2), "pair requantizations are shared");
+        assert_eq!(
+            Arc::ptr_eq(&p1, &a),
+            !quads_in_use(),
+            "the byte GEMM's requantization is its own"
+        );
         // Too few biases for the columns is an error, not a panic.
         let short = scoped(&cache, || {
             let b = packed_b(&src, (k, n), wv, &io)?;
             shared_requant(&src, &b, (k, n), 4, &[1, 2], &scale[..2], range, &io)
         });
         assert!(short.is_err());
-        drop((a, b, others));
+        drop((a, b, others, p1, p2));
     }
 }
