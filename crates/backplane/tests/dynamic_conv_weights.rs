@@ -348,10 +348,10 @@ fn conv_weights_are_packed_once_across_batch_sizes() {
     ];
     let x = |d: &[usize]| Tensor::from_vec(d.to_vec(), values(d.iter().product(), 9)).unwrap();
     let (_acc, after) = serve(cnn(), "x", &shapes, 1, x);
-    // Four convolutions' weights, and the normalization folded into one of them (its
-    // weights and bias, made once and shared by the plans' networks).
-    packed_by_the_first_plan_only(&after, 6);
-    for kind in ["batch_norm_bias", "batch_norm_weights"] {
+    // Four convolutions' weights and biases, and the normalization folded into one of them
+    // (its weights and bias, made once and shared by the plans' networks).
+    packed_by_the_first_plan_only(&after, 10);
+    for kind in ["batch_norm_bias", "batch_norm_weights", "conv_bias"] {
         assert!(
             after[0].iter().any(|(k, _)| *k == kind),
             "{kind}: {after:?}"
@@ -363,17 +363,18 @@ fn conv_weights_are_packed_once_across_batch_sizes() {
         nhwc[0].iter().any(|(k, _)| k.starts_with("nhwc_")),
         "the MobileNet-style body runs channels-last: {nhwc:?}"
     );
-    packed_by_the_first_plan_only(&nhwc, 5);
+    // Five convolutions' weights and biases.
+    packed_by_the_first_plan_only(&nhwc, 10);
 }
 
-/// Every kind of packing counted after the first execution (`convs` forms, one per
-/// convolution), and nothing packed since; the
-/// plans after the first reused every form it made (the last execution is a cache hit).
-fn packed_by_the_first_plan_only(after: &[Vec<(&'static str, PackingStats)>], convs: u64) {
+/// Every kind of packing counted after the first execution (`forms` forms in all), and
+/// nothing packed since; the plans after the first reused every form it made (the last
+/// execution is a cache hit).
+fn packed_by_the_first_plan_only(after: &[Vec<(&'static str, PackingStats)>], forms: u64) {
     eprintln!("conv packing after each run: {after:?}");
     let first = total(&after[0]);
     assert_eq!(
-        first.packed, convs,
+        first.packed, forms,
         "the first plan prepares each convolution's weights once: {after:?}"
     );
     for (i, kinds) in after.iter().enumerate().skip(1) {
@@ -790,7 +791,7 @@ fn conv_transpose_weights_are_packed_once() {
     let shapes = [vec![1, 8, 5, 5], vec![2, 8, 7, 4], vec![3, 8, 3, 9]];
     let x = |d: &[usize]| Tensor::from_vec(d.to_vec(), values(d.iter().product(), 19)).unwrap();
     let (_acc, after) = serve(model, "x", &shapes, 1, x);
-    kinds_packed_once(&after, &["conv_transpose_a"]);
+    kinds_packed_once(&after, &["conv_bias", "conv_transpose_a"]);
 }
 
 /// A pointwise convolution (32 → 48, then Relu) on small planes, which takes the pixel-row
@@ -804,7 +805,8 @@ fn pixel_row_weights_are_packed_once() {
     let (_acc, after) = serve(model, "x", &shapes, 1, x);
     let kinds: Vec<&str> = after[0].iter().map(|(k, _)| *k).collect();
     if backplane::cpu_acc::simd::avx2_in_use() {
-        assert_eq!(kinds, ["conv_pixel_rows"], "the pixel-row path: {after:?}");
+        let path = ["conv_bias", "conv_pixel_rows"];
+        assert_eq!(kinds, path, "the pixel-row path: {after:?}");
     }
     kinds_packed_once(&after, &kinds);
 }
@@ -837,6 +839,7 @@ fn tap_region_weights_are_shared_across_image_sizes() {
     let x = |d: &[usize]| Tensor::from_vec(d.to_vec(), values(d.iter().product(), 37)).unwrap();
     let (_acc, after) = serve(model, "x", &shapes, 1, x);
     let kinds: Vec<&str> = after[0].iter().map(|(k, _)| *k).collect();
-    assert_eq!(kinds, ["conv_tap_regions"], "the per-tap path: {after:?}");
+    let path = ["conv_bias", "conv_tap_regions"];
+    assert_eq!(kinds, path, "the per-tap path: {after:?}");
     kinds_packed_once(&after, &kinds);
 }

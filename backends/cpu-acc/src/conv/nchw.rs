@@ -84,7 +84,7 @@ pub struct ConvWorkload {
     /// Shared with the workloads of other plans that prepared the same constant alike
     /// (`crate::weights`).
     weights: Arc<Weights>,
-    bias: Option<Vec<f32>>,
+    bias: Option<Arc<Vec<f32>>>,
     act: Activation,
     /// A fused residual connection: input 3 is added to the convolution (after its bias)
     /// before the activation.
@@ -104,7 +104,7 @@ impl ConvWorkload {
         io: Io,
         desc: &ConvDesc,
         weights: Option<&Arc<Tensor>>,
-        bias: Option<&Tensor>,
+        bias: Option<&Arc<Tensor>>,
         act: Activation,
         threads: Threads,
     ) -> Result<Self> {
@@ -148,9 +148,7 @@ impl ConvWorkload {
                 prepare(t, algorithm, &geo, (m, c, group), threads.count(), live)?
             }
         };
-        let bias = bias
-            .map(|b| b.as_slice::<f32>().map(<[f32]>::to_vec))
-            .transpose()?;
+        let bias = super::shared_bias(bias)?;
         let live = live_taps(&geo).filter(|_| !depthwise && !pointwise);
         Ok(ConvWorkload {
             io,
@@ -634,7 +632,7 @@ impl Workload for ConvWorkload {
         let x = f32s(input(inputs, 0)?)?;
         let bias_in;
         let bias: Option<&[f32]> = match &self.bias {
-            Some(b) => Some(b),
+            Some(b) => Some(b.as_slice()),
             None => match inputs.get(2) {
                 Some(v) => {
                     bias_in = f32s(v)?;
