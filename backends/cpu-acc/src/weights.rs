@@ -4,12 +4,15 @@
 //! concrete shapes). Its constant weights are the same `Arc<Tensor>`s in every plan, so the
 //! B operands CpuAcc packs from them need packing only once: a [`PackedWeights`] cache, kept
 //! by the backend object (shared by every clone the registry hands out), maps a constant's
-//! identity and the packing parameters to the packed operand. Entries hold the constant and
-//! the packed operand weakly: a packed operand lives as long as a workload uses it, and an
-//! entry whose constant has gone can never match a new tensor at the same address.
+//! identity and the packing parameters to the packed operand (a form made from several
+//! constants, [`shared_from`], by all their identities). Entries hold the constants and
+//! the packed operand weakly: a packed operand lives as long as a workload (or a plan's
+//! network, for constants a fusion makes) uses it, and an entry whose constant has gone can
+//! never match a new tensor at the same address.
 //! The workload factory installs the cache for the duration of each workload creation
-//! ([`scoped`]); outside such a call (kit tests building workloads directly) every operand
-//! is packed afresh.
+//! ([`scoped`]), and `optimize_subgraph` for its fusions' (a BatchNormalization folded into a
+//! convolution, an int8 layer's folded bias: the same tensors in every plan); outside such a
+//! call (kit tests building workloads directly) every operand is packed afresh.
 
 use crate::gemm::Packed;
 use crate::options::{self, CpuAccOptions};
@@ -35,6 +38,8 @@ struct Key {
     /// For a constant derived from another ([`derived`]): how (its derivation's name, its
     /// other inputs' addresses and its parameters); `tensor` is then the original's address.
     derivation: Option<(&'static str, Box<[usize]>)>,
+    /// The addresses of the other constants a form is made from ([`shared_from`]).
+    others: Box<[usize]>,
 }
 
 impl Hash for Key {
@@ -45,6 +50,7 @@ impl Hash for Key {
         self.form.hash(state);
         self.params.hash(state);
         self.derivation.hash(state);
+        self.others.hash(state);
     }
 }
 
@@ -59,10 +65,29 @@ struct Origin {
     params: Box<[usize]>,
 }
 
-/// One cached form: the constant it came from and the form, both held weakly.
+/// One cached form: the constants it came from and the form, all held weakly.
 struct Entry {
     source: Weak<Tensor>,
+    others: Vec<Weak<Tensor>>,
     packed: Weak<dyn Any + Send + Sync>,
+}
+
+impl Entry {
+    /// Whether the entry was made from `source` and `others` (the same tensors, all live).
+    fn made_from(&self, source: &Arc<Tensor>, others: &[&Arc<Tensor>]) -> bool {
+        let same =
+            |w: &Weak<Tensor>, t: &Arc<Tensor>| w.upgrade().is_some_and(|w| Arc::ptr_eq(&w, t));
+        same(&self.source, source)
+            && self.others.len() == others.len()
+            && self.others.iter().zip(others).all(|(w, t)| same(w, t))
+    }
+
+    /// Whether every constant it came from and the form are still live.
+    fn live(&self) -> bool {
+        self.packed.strong_count() > 0
+            && self.source.strong_count() > 0
+            && self.others.iter().all(|o| o.strong_count() > 0)
+    }
 }
 
 /// A cache of packed constant operands (any packed or transformed form of a constant: GEMM
@@ -182,11 +207,12 @@ impl PackedWeights {
         }
     }
 
-    /// The form packed from `source` as `kind` with `params`: the cached one while any
-    /// workload still holds it, else `pack()`'s result, cached.
+    /// The form packed from `source` (and `others`) as `kind` with `params`: the cached
+    /// one while any workload still holds it, else `pack()`'s result, cached.
     fn get_or_pack<T: Any + Send + Sync>(
         &self,
         source: &Arc<Tensor>,
+        others: &[&Arc<Tensor>],
         kind: &'static str,
         params: &[usize],
         pack: impl FnOnce() -> Result<T>,
@@ -200,11 +226,12 @@ impl PackedWeights {
             params: params.into(),
             options: options::current(),
             derivation,
+            others: others.iter().map(|t| Arc::as_ptr(t) as usize).collect(),
         };
         {
             let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
             if let Some(e) = entries.get(&key) {
-                let same = e.source.upgrade().is_some_and(|s| Arc::ptr_eq(&s, source));
+                let same = e.made_from(source, others);
                 let live = e.packed.upgrade().and_then(|p| p.downcast::<T>().ok());
                 if let (true, Some(p)) = (same, live) {
                     drop(entries);
@@ -219,11 +246,12 @@ impl PackedWeights {
         self.count(kind, false);
         let erased: Arc<dyn Any + Send + Sync> = packed.clone();
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        entries.retain(|_, e| e.packed.strong_count() > 0 && e.source.strong_count() > 0);
+        entries.retain(|_, e| e.live());
         entries.insert(
             key,
             Entry {
                 source: Arc::downgrade(source),
+                others: others.iter().map(|t| Arc::downgrade(t)).collect(),
                 packed: Arc::downgrade(&erased),
             },
         );
@@ -260,8 +288,20 @@ pub(crate) fn shared<T: Any + Send + Sync>(
     params: &[usize],
     pack: impl FnOnce() -> Result<T>,
 ) -> Result<Arc<T>> {
+    shared_from(source, &[], kind, params, pack)
+}
+
+/// [`shared`] for a form made from several constants: `source` and `others` (all held
+/// weakly by the entry, all part of its key by identity).
+pub(crate) fn shared_from<T: Any + Send + Sync>(
+    source: &Arc<Tensor>,
+    others: &[&Arc<Tensor>],
+    kind: &'static str,
+    params: &[usize],
+    pack: impl FnOnce() -> Result<T>,
+) -> Result<Arc<T>> {
     match CURRENT.with(|c| c.borrow().clone()) {
-        Some(cache) => cache.get_or_pack(source, kind, params, pack),
+        Some(cache) => cache.get_or_pack(source, others, kind, params, pack),
         None => Ok(Arc::new(pack()?)),
     }
 }
@@ -386,6 +426,44 @@ mod tests {
             }
         );
         drop((a, b, c, d));
+    }
+
+    /// A form made from several constants is shared only by creations from the same ones:
+    /// another second constant (equal values, another tensor) makes its own, and one whose
+    /// second constant has gone is made again.
+    #[test]
+    fn forms_of_several_constants_are_keyed_by_all_of_them() {
+        let cache = Arc::new(PackedWeights::new());
+        let w = weight(&[1.0, 2.0], 1, 2);
+        let (a, b) = (weight(&[3.0], 1, 1), weight(&[3.0], 1, 1));
+        let form = |other: &Arc<Tensor>| {
+            scoped(&cache, || {
+                shared_from(&w, &[other], "two", &[1], || {
+                    Ok(vec![other.as_slice::<f32>()?[0]])
+                })
+            })
+            .unwrap_or_else(|e| panic!("{e}"))
+        };
+        let (x, y, z) = (form(&a), form(&a), form(&b));
+        assert!(Arc::ptr_eq(&x, &y), "the same constants share one form");
+        assert!(
+            !Arc::ptr_eq(&x, &z),
+            "another second constant makes its own"
+        );
+        assert_eq!(
+            cache.stats(),
+            PackingStats {
+                packed: 2,
+                reused: 1
+            }
+        );
+        // Without its second constant the entry no longer matches anything.
+        drop((b, z));
+        let c = weight(&[4.0], 1, 1);
+        let v = form(&c);
+        assert_eq!(v.as_slice(), &[4.0]);
+        assert_eq!(cache.stats().packed, 3);
+        drop((x, y, v));
     }
 
     /// Constants derived anew from one original with the same inputs and parameters share

@@ -235,11 +235,12 @@ fn static_run(model: &ModelProto, name: &str, x: &Tensor, threads: usize) -> Vec
     out.into_iter().map(|(_, t)| t).collect()
 }
 
-/// The counts of the convolution kinds of packing (every kind but the MatMul and Gemm ones).
+/// The counts of the convolution and int8 kinds of packing (every kind but the f32 MatMul
+/// and Gemm B panels).
 fn conv_kinds(acc: &CpuAccBackend) -> Vec<(&'static str, PackingStats)> {
     acc.packing_stats_by_kind()
         .into_iter()
-        .filter(|(k, _)| !k.starts_with("matmul") && !k.starts_with("gemm"))
+        .filter(|(k, _)| !k.starts_with("matmul_b") && !k.starts_with("gemm"))
         .collect()
 }
 
@@ -263,6 +264,8 @@ fn serve(
         backplane::default_optimizer_options(),
     );
     let mut after = Vec::new();
+    // The constants of the first plan's network, by name.
+    let mut first: Vec<(String, Arc<Tensor>)> = Vec::new();
     let mut all = shapes.to_vec();
     all.extend(shapes.first().cloned());
     for dims in &all {
@@ -296,6 +299,28 @@ fn serve(
                 .any(|l| matches!(l.op, backplane::core::Op::BatchNormalization { .. })),
             "{dims:?}: a BatchNormalization was left unfolded"
         );
+        // Every constant of a later plan's network that the first plan's has too (the
+        // model's weights, the folded ones) is the same tensor, not a copy.
+        let constants = optimized
+            .network()
+            .tensors()
+            .iter()
+            .filter_map(|t| match &t.kind {
+                backplane::core::TensorKind::Constant(c) => Some((t.name.clone(), c.clone())),
+                _ => None,
+            });
+        if first.is_empty() {
+            first = constants.collect();
+        } else {
+            for (name, c) in constants {
+                if let Some((_, f)) = first.iter().find(|(n, _)| *n == name) {
+                    assert!(
+                        Arc::ptr_eq(f, &c),
+                        "{dims:?}: constant {name} is a copy of the first plan's"
+                    );
+                }
+            }
+        }
     }
     assert_eq!(net.stats().misses, shapes.len() as u64);
     // The repeated shape, and the look-up after each execution.
@@ -323,24 +348,33 @@ fn conv_weights_are_packed_once_across_batch_sizes() {
     ];
     let x = |d: &[usize]| Tensor::from_vec(d.to_vec(), values(d.iter().product(), 9)).unwrap();
     let (_acc, after) = serve(cnn(), "x", &shapes, 1, x);
-    packed_by_the_first_plan_only(&after, 4);
+    // Four convolutions' weights and biases, and the normalization folded into one of them
+    // (its weights and bias, made once and shared by the plans' networks).
+    packed_by_the_first_plan_only(&after, 10);
+    for kind in ["batch_norm_bias", "batch_norm_weights", "conv_bias"] {
+        assert!(
+            after[0].iter().any(|(k, _)| *k == kind),
+            "{kind}: {after:?}"
+        );
+    }
     let shapes = [vec![1, 3, 24, 24], vec![2, 3, 24, 24], vec![3, 3, 24, 24]];
     let (_acc, nhwc) = serve(mobile(), "x", &shapes, 1, x);
     assert!(
         nhwc[0].iter().any(|(k, _)| k.starts_with("nhwc_")),
         "the MobileNet-style body runs channels-last: {nhwc:?}"
     );
-    packed_by_the_first_plan_only(&nhwc, 5);
+    // Five convolutions' weights and biases.
+    packed_by_the_first_plan_only(&nhwc, 10);
 }
 
-/// Every kind of packing counted after the first execution (`convs` forms, one per
-/// convolution), and nothing packed since; the
-/// plans after the first reused every form it made (the last execution is a cache hit).
-fn packed_by_the_first_plan_only(after: &[Vec<(&'static str, PackingStats)>], convs: u64) {
+/// Every kind of packing counted after the first execution (`forms` forms in all), and
+/// nothing packed since; the plans after the first reused every form it made (the last
+/// execution is a cache hit).
+fn packed_by_the_first_plan_only(after: &[Vec<(&'static str, PackingStats)>], forms: u64) {
     eprintln!("conv packing after each run: {after:?}");
     let first = total(&after[0]);
     assert_eq!(
-        first.packed, convs,
+        first.packed, forms,
         "the first plan prepares each convolution's weights once: {after:?}"
     );
     for (i, kinds) in after.iter().enumerate().skip(1) {
@@ -353,9 +387,9 @@ fn packed_by_the_first_plan_only(after: &[Vec<(&'static str, PackingStats)>], co
 }
 
 /// Image sizes 16×16, 20×20 and 13×13 (and batch 2): the forms that do not depend on the
-/// plane (Winograd, depthwise, GEMM, channel-lanes blocks) are made by the first plan only;
-/// the plane-dependent one (a dilated layer's tap-region plan) would be made again for a new
-/// plane.
+/// plane (Winograd, depthwise, GEMM, channel-lanes blocks) are made by the first plan only
+/// (a dilated layer's per-tap weights would be made again for a plane with other live taps:
+/// `tap_region_weights_are_shared_across_image_sizes`).
 #[test]
 fn conv_weights_are_shared_across_image_sizes() {
     let shapes = [
@@ -383,8 +417,8 @@ fn conv_weights_are_shared_across_image_sizes() {
     }
 }
 
-/// The kinds of packing whose form does not depend on the plane were made by the first plan
-/// only.
+/// The kinds of packing whose form does not depend on the plane (all but the tap-region
+/// weights, which depend on the live taps) were made by the first plan only.
 fn plane_free_forms_packed_once(after: &[Vec<(&'static str, PackingStats)>]) {
     eprintln!("conv packing after each run: {after:?}");
     let last = &after[after.len() - 1];
@@ -408,10 +442,15 @@ fn plane_free_forms_packed_once(after: &[Vec<(&'static str, PackingStats)>]) {
 /// The QDQ model of testdata/qdq_entry (an int8 stem, depthwise and pointwise convolution)
 /// with its input's batch and plane made symbolic.
 fn qdq_model() -> ModelProto {
-    let mut model =
-        backplane::onnx::decode_model_file(&repo().join("testdata/qdq_entry/model.onnx")).unwrap();
+    symbolic("qdq_entry", &["n", "3", "h", "w"])
+}
+
+/// The model of testdata/`dir` with its input `x` of `dims` (symbols allowed).
+fn symbolic(dir: &str, dims: &[&str]) -> ModelProto {
+    let path = repo().join("testdata").join(dir).join("model.onnx");
+    let mut model = backplane::onnx::decode_model_file(&path).unwrap();
     let graph = model.graph.as_mut().unwrap();
-    graph.input[0] = onnx_f32_input("x", &["n", "3", "h", "w"]);
+    graph.input[0] = onnx_f32_input("x", dims);
     // Shapes inferred at the static size would contradict the others.
     graph.value_info.clear();
     for o in &mut graph.output {
@@ -438,12 +477,16 @@ fn int8_conv_weights_are_packed_once() {
                 .collect::<Vec<_>>()
         })
         .collect();
-    // The stem and the pointwise layer as GEMM B panels, the depthwise layer's weights with
-    // its bias and requantization folded in.
+    // The stem and the pointwise layer as GEMM B panels and their requantizations, the
+    // depthwise layer's weights with its bias and requantization folded in.
     let kinds: Vec<_> = int8[0].iter().map(|(k, s)| (*k, s.packed)).collect();
     assert_eq!(
         kinds,
-        vec![("qconv_nhwc_b", 2), ("qconv_nhwc_depthwise", 1)],
+        vec![
+            ("qconv_nhwc_b", 2),
+            ("qconv_nhwc_depthwise", 1),
+            ("qconv_nhwc_requant", 2)
+        ],
         "the folded int8 convolutions packed through the cache: {:?}",
         acc.packing_stats_by_kind()
     );
@@ -505,4 +548,298 @@ fn grouped_and_dilated_conv_weights_are_packed_once_across_batch_sizes() {
         assert_eq!(now, then, "run {i} packed again: {after:?}");
     }
     assert_eq!(total(&after[3]).reused, 2 * first.packed, "{after:?}");
+}
+
+/// A node `op` named `name` reading `inputs`, writing `name`.
+fn node(op: &str, name: &str, inputs: &[&str], attribute: Vec<AttributeProto>) -> NodeProto {
+    NodeProto {
+        op_type: Some(op.into()),
+        name: Some(name.into()),
+        input: inputs.iter().map(|&i| i.to_string()).collect(),
+        output: vec![name.into()],
+        attribute,
+        ..Default::default()
+    }
+}
+
+/// A constant of ONNX type `data_type` (2 uint8, 3 int8, 6 int32) held as int32 values.
+fn ints_of(name: &str, data_type: i32, dims: &[usize], v: Vec<i32>) -> TensorProto {
+    TensorProto {
+        name: Some(name.into()),
+        data_type: Some(data_type),
+        dims: dims.iter().map(|&d| d as i64).collect(),
+        int32_data: v,
+        ..Default::default()
+    }
+}
+
+fn floats_of(name: &str, dims: &[usize], v: Vec<f32>) -> TensorProto {
+    TensorProto {
+        name: Some(name.into()),
+        data_type: Some(1),
+        dims: dims.iter().map(|&d| d as i64).collect(),
+        float_data: v,
+        ..Default::default()
+    }
+}
+
+/// Scale of the int8 test models' activations (input and every layer's output).
+const ACT_SCALE: f32 = 0.02;
+
+/// `x` quantized to uint8 (zero point 128) and dequantized again as `<x>_dq`: the nodes and
+/// their constants.
+fn quantized(x: &str) -> (Vec<NodeProto>, Vec<TensorProto>) {
+    let (s, z) = (format!("{x}_s"), format!("{x}_z"));
+    let (q, dq) = (format!("{x}_q"), format!("{x}_dq"));
+    let nodes = vec![
+        node("QuantizeLinear", &q, &[x, &s, &z], vec![]),
+        node("DequantizeLinear", &dq, &[&q, &s, &z], vec![]),
+    ];
+    let inits = vec![
+        floats_of(&s, &[], vec![ACT_SCALE]),
+        ints_of(&z, 2, &[], vec![128]),
+    ];
+    (nodes, inits)
+}
+
+/// The int8 weights `<name>.w` of `dims` (per output channel along axis 0: scales varying by
+/// channel, zero points 0) and an int32 bias `<name>.b` of `dims[0]` values dequantized by
+/// the products of the scales, as quantizers write them: the nodes (dequantizations named
+/// `<name>.wd`, `<name>.bd`) and constants.
+fn int8_weights(name: &str, dims: &[usize], seed: u64) -> (Vec<NodeProto>, Vec<TensorProto>) {
+    let m = dims[0];
+    let n: usize = dims.iter().product();
+    let w: Vec<i32> = values(n, seed).iter().map(|v| (v * 120.0) as i32).collect();
+    let ws: Vec<f32> = (0..m).map(|c| 0.004 + 0.0005 * (c % 5) as f32).collect();
+    let bias: Vec<i32> = values(m, seed + 7)
+        .iter()
+        .map(|v| (v * 900.0) as i32)
+        .collect();
+    let bs: Vec<f32> = ws.iter().map(|s| s * ACT_SCALE).collect();
+    let p = |s: &str| format!("{name}.{s}");
+    let axis0 = || vec![int("axis", 0)];
+    let nodes = vec![
+        node(
+            "DequantizeLinear",
+            &p("wd"),
+            &[&p("w"), &p("ws"), &p("wz")],
+            axis0(),
+        ),
+        node(
+            "DequantizeLinear",
+            &p("bd"),
+            &[&p("b"), &p("bs"), &p("bz")],
+            axis0(),
+        ),
+    ];
+    let inits = vec![
+        ints_of(&p("w"), 3, dims, w),
+        floats_of(&p("ws"), &[m], ws),
+        ints_of(&p("wz"), 3, &[m], vec![0; m]),
+        ints_of(&p("b"), 6, &[m], bias),
+        floats_of(&p("bs"), &[m], bs),
+        ints_of(&p("bz"), 6, &[m], vec![0; m]),
+    ];
+    (nodes, inits)
+}
+
+/// A model on x (`dims`, symbols allowed) of `layers`: each an operator (`Conv` or `Gemm`)
+/// with its attributes and weight shape, reading the previous output quantized (QDQ), its
+/// output quantized again; the last one dequantized is the output. CpuAcc folds each into one
+/// int8 layer.
+fn qdq_layers(dims: &[&str], layers: &[(&str, Vec<AttributeProto>, Vec<usize>)]) -> ModelProto {
+    let (mut nodes, mut inits) = (Vec::new(), Vec::new());
+    let mut x = "x".to_string();
+    for (i, (op, attrs, w)) in layers.iter().enumerate() {
+        let name = format!("l{i}");
+        let (qn, qi) = quantized(&x);
+        let (wn, wi) = int8_weights(&name, w, 20 + i as u64);
+        nodes.extend(qn.into_iter().chain(wn));
+        inits.extend(qi.into_iter().chain(wi));
+        let inputs = [
+            format!("{x}_dq"),
+            format!("{name}.wd"),
+            format!("{name}.bd"),
+        ];
+        let inputs: Vec<&str> = inputs.iter().map(String::as_str).collect();
+        nodes.push(node(op, &name, &inputs, attrs.clone()));
+        x = name;
+    }
+    let (qn, qi) = quantized(&x);
+    nodes.extend(qn);
+    inits.extend(qi);
+    let y = ValueInfoProto {
+        name: Some(format!("{x}_dq")),
+        ..Default::default()
+    };
+    graph_model(nodes, inits, onnx_f32_input("x", dims), y)
+}
+
+fn graph_model(
+    node: Vec<NodeProto>,
+    initializer: Vec<TensorProto>,
+    x: ValueInfoProto,
+    y: ValueInfoProto,
+) -> ModelProto {
+    ModelProto {
+        ir_version: Some(8),
+        opset_import: vec![OperatorSetIdProto {
+            domain: Some(String::new()),
+            version: Some(17),
+        }],
+        graph: Some(GraphProto {
+            name: Some("layers".into()),
+            node,
+            initializer,
+            input: vec![x],
+            output: vec![y],
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// Each of `kinds` was packed by the first plan and never again (every kind's count fixed
+/// after the first execution), and each later plan reused all of the first plan's forms of
+/// those kinds (the reuses grow by that much with each new plan; the repeat is a hit).
+fn kinds_packed_once(after: &[Vec<(&'static str, PackingStats)>], kinds: &[&str]) {
+    eprintln!("packing after each run: {after:?}");
+    let of = |run: &[(&'static str, PackingStats)], kind: &str| {
+        run.iter()
+            .find(|(k, _)| *k == kind)
+            .map(|(_, s)| *s)
+            .unwrap_or_default()
+    };
+    for kind in kinds {
+        let first = of(&after[0], kind);
+        assert!(
+            first.packed > 0,
+            "{kind} packed by the first plan: {after:?}"
+        );
+        for (i, run) in after.iter().enumerate().skip(1) {
+            let now = of(run, kind);
+            assert_eq!(
+                now.packed, first.packed,
+                "{kind}: run {i} packed again: {after:?}"
+            );
+            let misses = i.min(after.len() - 2) as u64;
+            assert_eq!(
+                now.reused,
+                first.reused + misses * first.packed,
+                "{kind}: run {i} did not reuse every form: {after:?}"
+            );
+        }
+    }
+}
+
+/// One int8 QDQ convolution (8 → 24 channels, 3×3, pad 1) alone: no channels-last region
+/// (which needs two layers), so it runs NCHW as the centered weight rows times the packed
+/// im2col. Batch sizes 1, 2, 3 and planes 9×9, 11×7, 6×13: its centered weights, its
+/// requantization and its folded int32 bias are made by the first plan only.
+#[test]
+fn int8_nchw_conv_rows_are_packed_once() {
+    let conv = vec![ints("kernel_shape", &[3, 3]), ints("pads", &[1; 4])];
+    let model = qdq_layers(&["n", "8", "h", "w"], &[("Conv", conv, vec![24, 8, 3, 3])]);
+    let shapes = [vec![1, 8, 9, 9], vec![2, 8, 11, 7], vec![3, 8, 6, 13]];
+    let x = |d: &[usize]| Tensor::from_vec(d.to_vec(), values(d.iter().product(), 13)).unwrap();
+    let (_acc, after) = serve(model, "x", &shapes, 1, x);
+    kinds_packed_once(&after, &["qconv_rows", "qconv_rows_requant", "int8_bias"]);
+}
+
+/// Two int8 QDQ fully connected layers (Gemm with transposed weights, 37 → 20 → 11) served
+/// at batch sizes 1, 4 and 7: their packed weights, folded int32 biases and requantizations
+/// (with the byte GEMM, the bias with the weights' column sums folded in) are made by the
+/// first plan only.
+#[test]
+fn int8_fully_connected_weights_are_packed_once() {
+    let trans = || vec![int("transB", 1)];
+    let model = qdq_layers(
+        &["n", "37"],
+        &[
+            ("Gemm", trans(), vec![20, 37]),
+            ("Gemm", trans(), vec![11, 20]),
+        ],
+    );
+    let shapes = [vec![1, 37], vec![4, 37], vec![7, 37]];
+    let x = |d: &[usize]| Tensor::from_vec(d.to_vec(), values(d.iter().product(), 17)).unwrap();
+    let (_acc, after) = serve(model, "x", &shapes, 1, x);
+    let kinds = ["qgemm_b", "qgemm_requant", "int8_bias"];
+    kinds_packed_once(&after, &kinds);
+    for kind in kinds {
+        let first = after[0].iter().find(|(k, _)| *k == kind);
+        assert_eq!(first.map(|(_, s)| s.packed), Some(2), "{kind}: {after:?}");
+    }
+}
+
+/// A ConvTranspose (8 → 6 channels, 3×3, stride 2, pad 1, output padding 1, a bias) served at
+/// batch sizes and planes 1×5×5, 2×7×4, 3×3×9: its weights are packed by the first plan only.
+#[test]
+fn conv_transpose_weights_are_packed_once() {
+    let attrs = vec![
+        ints("kernel_shape", &[3, 3]),
+        ints("strides", &[2, 2]),
+        ints("pads", &[1; 4]),
+        ints("output_padding", &[1, 1]),
+    ];
+    let nodes = vec![node("ConvTranspose", "up", &["x", "up.w", "up.b"], attrs)];
+    let inits = vec![weight("up.w", &[8, 6, 3, 3], 31), weight("up.b", &[6], 32)];
+    let y = ValueInfoProto {
+        name: Some("up".into()),
+        ..Default::default()
+    };
+    let model = graph_model(nodes, inits, onnx_f32_input("x", &["n", "8", "h", "w"]), y);
+    let shapes = [vec![1, 8, 5, 5], vec![2, 8, 7, 4], vec![3, 8, 3, 9]];
+    let x = |d: &[usize]| Tensor::from_vec(d.to_vec(), values(d.iter().product(), 19)).unwrap();
+    let (_acc, after) = serve(model, "x", &shapes, 1, x);
+    kinds_packed_once(&after, &["conv_bias", "conv_transpose_a"]);
+}
+
+/// A pointwise convolution (32 → 48, then Relu) on small planes, which takes the pixel-row
+/// GEMM where AVX2 is in use: served at 1×7×7, 2×6×6, 3×9×9, its weights are packed by the
+/// first plan only (on other tiers by whichever path the planes take).
+#[test]
+fn pixel_row_weights_are_packed_once() {
+    let model = model("32", &[("pw", "x", (32, 48, 1), (1, 0, 1), true)]);
+    let shapes = [vec![1, 32, 7, 7], vec![2, 32, 6, 6], vec![3, 32, 9, 9]];
+    let x = |d: &[usize]| Tensor::from_vec(d.to_vec(), values(d.iter().product(), 23)).unwrap();
+    let (_acc, after) = serve(model, "x", &shapes, 1, x);
+    let kinds: Vec<&str> = after[0].iter().map(|(k, _)| *k).collect();
+    if backplane::cpu_acc::simd::avx2_in_use() {
+        let path = ["conv_bias", "conv_pixel_rows"];
+        assert_eq!(kinds, path, "the pixel-row path: {after:?}");
+    }
+    kinds_packed_once(&after, &kinds);
+}
+
+/// The dynamically quantized model of testdata/dynamic_quant (two MatMulInteger layers with
+/// constant int8 weights and f32 biases, a residual Add and a LayerNormalization) served at
+/// batch and sequence sizes 1×9, 1×5 and 2×7: the integer products' packed weights and their
+/// biases are made by the first plan only.
+#[test]
+fn int8_matmul_integer_weights_are_packed_once() {
+    let model = symbolic("dynamic_quant", &["n", "s", "64"]);
+    let shapes = [vec![1, 9, 64], vec![1, 5, 64], vec![2, 7, 64]];
+    let x = |d: &[usize]| Tensor::from_vec(d.to_vec(), values(d.iter().product(), 29)).unwrap();
+    let (_acc, after) = serve(model, "x", &shapes, 1, x);
+    kinds_packed_once(&after, &["matmul_integer_b", "matmul_integer_bias"]);
+    let first = after[0].iter().find(|(k, _)| *k == "matmul_integer_b");
+    assert_eq!(first.map(|(_, s)| s.packed), Some(2), "{after:?}");
+}
+
+/// An atrous convolution (16 → 16, 3×3, dilation 6, pad 6), whose off-centre taps read the
+/// input for a band of the output only: it takes the per-tap products (`tap_regions`) at
+/// planes 9×9, 11×11 and 13×13, where every tap is live, so the first plan's per-tap weights
+/// serve them all (each plan places the taps' rectangles on its own plane).
+#[test]
+fn tap_region_weights_are_shared_across_image_sizes() {
+    let mut model = model("16", &[("atrous", "x", (16, 16, 3), (1, 6, 1), false)]);
+    let graph = model.graph.as_mut().unwrap();
+    graph.node[0].attribute.push(ints("dilations", &[6, 6]));
+    let shapes = [vec![1, 16, 9, 9], vec![2, 16, 11, 11], vec![1, 16, 13, 13]];
+    let x = |d: &[usize]| Tensor::from_vec(d.to_vec(), values(d.iter().product(), 37)).unwrap();
+    let (_acc, after) = serve(model, "x", &shapes, 1, x);
+    let kinds: Vec<&str> = after[0].iter().map(|(k, _)| *k).collect();
+    let path = ["conv_bias", "conv_tap_regions"];
+    assert_eq!(kinds, path, "the per-tap path: {after:?}");
+    kinds_packed_once(&after, &kinds);
 }

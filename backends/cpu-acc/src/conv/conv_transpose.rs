@@ -125,7 +125,7 @@ pub struct ConvTransposeWorkload {
     mg: usize,
     group: usize,
     weights: Weights,
-    bias: Option<Vec<f32>>,
+    bias: Option<Arc<Vec<f32>>>,
     threads: Threads,
 }
 
@@ -135,7 +135,7 @@ impl ConvTransposeWorkload {
         io: Io,
         desc: &ConvTransposeDesc,
         weights: Option<&Arc<Tensor>>,
-        bias: Option<&Tensor>,
+        bias: Option<&Arc<Tensor>>,
         threads: Threads,
     ) -> Result<Self> {
         let bad = |m: String| BackendError::Other(format!("{}: {m}", io.layer));
@@ -211,9 +211,7 @@ impl ConvTransposeWorkload {
             )?),
             None => Weights::Runtime,
         };
-        let bias = bias
-            .map(|b| b.as_slice::<f32>().map(<[f32]>::to_vec))
-            .transpose()?;
+        let bias = super::shared_bias(bias)?;
         if bias.as_ref().is_some_and(|b| b.len() != mg * group) {
             return Err(bad("bias length differs from the output channels".into()));
         }

@@ -32,6 +32,9 @@ pub mod winograd;
 pub use nchw::*;
 
 use crate::conv::window::Geo2;
+use backplane_backend_api::{BackendError, Result};
+use backplane_core::Tensor;
+use std::sync::Arc;
 
 /// How a convolution is computed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -123,6 +126,22 @@ fn direct_applies(s: &ConvShape<'_>, pointwise: bool) -> bool {
         (_, true) => false,
         (g, false) => direct::applies_grouped(cg, s.m / g, k, s.geo.ow),
     }
+}
+
+/// A copy of the constant f32 bias `b` as a convolution reads it, shared with other plans'
+/// workloads through the cache of packed constants (`crate::weights`): one per constant.
+pub(crate) fn shared_bias(b: Option<&Arc<Tensor>>) -> Result<Option<Arc<Vec<f32>>>> {
+    b.map(|b| {
+        crate::weights::shared(b, "conv_bias", &[], || {
+            let v = b.as_slice::<f32>()?;
+            let mut out = Vec::new();
+            out.try_reserve_exact(v.len())
+                .map_err(|_| BackendError::Other("cannot allocate the bias".into()))?;
+            out.extend_from_slice(v);
+            Ok(out)
+        })
+    })
+    .transpose()
 }
 
 /// The algorithm a convolution runs with: every size threshold and option that decides it is

@@ -84,7 +84,7 @@ pub struct ConvWorkload {
     /// Shared with the workloads of other plans that prepared the same constant alike
     /// (`crate::weights`).
     weights: Arc<Weights>,
-    bias: Option<Vec<f32>>,
+    bias: Option<Arc<Vec<f32>>>,
     act: Activation,
     /// A fused residual connection: input 3 is added to the convolution (after its bias)
     /// before the activation.
@@ -104,7 +104,7 @@ impl ConvWorkload {
         io: Io,
         desc: &ConvDesc,
         weights: Option<&Arc<Tensor>>,
-        bias: Option<&Tensor>,
+        bias: Option<&Arc<Tensor>>,
         act: Activation,
         threads: Threads,
     ) -> Result<Self> {
@@ -148,9 +148,7 @@ impl ConvWorkload {
                 prepare(t, algorithm, &geo, (m, c, group), threads.count(), live)?
             }
         };
-        let bias = bias
-            .map(|b| b.as_slice::<f32>().map(<[f32]>::to_vec))
-            .transpose()?;
+        let bias = super::shared_bias(bias)?;
         let live = live_taps(&geo).filter(|_| !depthwise && !pointwise);
         Ok(ConvWorkload {
             io,
@@ -516,8 +514,8 @@ fn keep_live<T: Copy>(v: &[T], per_tap: usize, live: &[usize]) -> Vec<T> {
 /// Winograd, pixel-row, grouped, depthwise and channel-lanes forms depend on the channel
 /// counts (and window) only, so plans at every input size share them; the GEMM's packed
 /// weights also on the live taps (which follow the geometry only for dilations as wide as
-/// the plane). The tap-region plan embeds the whole geometry, so only plans with the same
-/// spatial shape share it (plans for other batch sizes, say).
+/// the plane), and so do the tap-region weights (each plan places the taps' rectangles on
+/// its own plane).
 fn prepare(
     t: &Arc<Tensor>,
     algorithm: ConvAlgorithm,
@@ -526,10 +524,6 @@ fn prepare(
     threads: usize,
     live: Option<Vec<usize>>,
 ) -> Result<Arc<Weights>> {
-    let g = geo;
-    let whole = [
-        g.h, g.w, g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, g.pt, g.pl, g.oh, g.ow, m, c,
-    ];
     let w = || t.as_slice::<f32>();
     match algorithm {
         ConvAlgorithm::WinogradF4 => weights::shared(t, "conv_winograd_f4", &[m, c], || {
@@ -554,14 +548,19 @@ fn prepare(
         ConvAlgorithm::PixelRows => weights::shared(t, "conv_pixel_rows", &[m, c], || {
             Ok(Weights::PixelRows(pixel_rows::Plan::new(w()?, m, c)?))
         }),
-        ConvAlgorithm::TapRegions => weights::shared(t, "conv_tap_regions", &whole, || {
-            Ok(Weights::TapRegions(tap_regions::Plan::new(
-                geo,
-                w()?,
-                m,
-                c,
-            )?))
-        }),
+        ConvAlgorithm::TapRegions => {
+            // The per-tap weights are shared; the plan around them (each tap's rectangle
+            // on the plane) is this workload's own.
+            let window = geo.kh * geo.kw;
+            let live = tap_regions::live_taps(geo);
+            let mut params = vec![m, c, window];
+            params.extend(&live);
+            let taps = weights::shared(t, "conv_tap_regions", &params, || {
+                tap_regions::TapWeights::new(w()?, m, c, window, &live)
+            })?;
+            let plan = tap_regions::Plan::with_weights(geo, taps)?;
+            Ok(Arc::new(Weights::TapRegions(plan)))
+        }
         ConvAlgorithm::Grouped => weights::shared(t, "conv_grouped", &[group, c], || {
             Ok(Weights::Grouped(grouped::Plan::new(
                 w()?,
@@ -633,7 +632,7 @@ impl Workload for ConvWorkload {
         let x = f32s(input(inputs, 0)?)?;
         let bias_in;
         let bias: Option<&[f32]> = match &self.bias {
-            Some(b) => Some(b),
+            Some(b) => Some(b.as_slice()),
             None => match inputs.get(2) {
                 Some(v) => {
                     bias_in = f32s(v)?;

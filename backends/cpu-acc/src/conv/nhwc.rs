@@ -211,7 +211,8 @@ pub struct NhwcConvWorkload {
     /// Shared with the workloads of other plans that prepared the same constant alike
     /// (`crate::weights`).
     kind: Arc<Kind>,
-    bias: Vec<f32>,
+    /// A constant bias is shared with other plans' workloads (`super::shared_bias`).
+    bias: Arc<Vec<f32>>,
     act: Activation,
     /// Input 3 (channels-last, the output's shape) is added before the activation.
     residual: bool,
@@ -240,7 +241,7 @@ impl NhwcConvWorkload {
         io: Io,
         desc: &ConvDesc,
         weights: Option<&Arc<Tensor>>,
-        bias: Option<&Tensor>,
+        bias: Option<&Arc<Tensor>>,
         act: Activation,
         input_nchw: bool,
         threads: Threads,
@@ -289,9 +290,9 @@ impl NhwcConvWorkload {
         }
         let tiles = simd::strided_tiles();
         let kind = prepare(wt, algorithm, &geo, (m, c), pointwise && !input_nchw, tiles)?;
-        let bias = match bias {
-            Some(b) => b.as_slice::<f32>()?.to_vec(),
-            None => vec![0f32; m],
+        let bias = match super::shared_bias(bias)? {
+            Some(b) => b,
+            None => Arc::new(vec![0f32; m]),
         };
         if bias.len() != m {
             return Err(bad("bias does not match the output channels".into()));
@@ -408,7 +409,7 @@ impl NhwcConvWorkload {
     ) -> Result<()> {
         let ep = Epilogue {
             accumulate,
-            col_bias: Some(&self.bias),
+            col_bias: Some(self.bias.as_slice()),
             act: self.act,
             ..Epilogue::default()
         };
@@ -652,7 +653,7 @@ impl NhwcConvWorkload {
                         c,
                         x: &x[b * image_in..(b + 1) * image_in],
                         taps,
-                        bias: &self.bias,
+                        bias: self.bias.as_slice(),
                         act: self.act.kernel_part(),
                     };
                     let res = r.map(|r| &r[at..at + row]);
@@ -798,7 +799,7 @@ impl NhwcConvWorkload {
             Kind::Im2col(p) => self.im2col(p, x, r, y),
             Kind::Winograd(plan) => {
                 let (th, geo) = (&self.threads, &self.geo);
-                plan.run(th, geo, self.n, x, &self.bias, self.act, r, y)
+                plan.run(th, geo, self.n, x, self.bias.as_slice(), self.act, r, y)
             }
             Kind::Lanes(plan) => {
                 let g = &self.geo;
@@ -806,7 +807,14 @@ impl NhwcConvWorkload {
                 for (i, yi) in y.chunks_exact_mut(out.max(1)).enumerate() {
                     let xi = x.get(i * image..(i + 1) * image).unwrap_or(&[]);
                     let ri = r.map(|r| &r[i * out..(i + 1) * out]);
-                    plan.run_nhwc(&self.threads, xi, Some(&self.bias), self.act, ri, yi)?;
+                    plan.run_nhwc(
+                        &self.threads,
+                        xi,
+                        Some(self.bias.as_slice()),
+                        self.act,
+                        ri,
+                        yi,
+                    )?;
                 }
                 Ok(())
             }

@@ -11,6 +11,10 @@
 //! `[c, pixels]`; every read is inside, so nothing is padded). A rectangle as wide as the
 //! output accumulates into the output planes in place; a narrower one goes through a
 //! scratch product added into it. The activation is applied once at the end.
+//!
+//! The packed per-tap weights ([`TapWeights`]) depend on the live taps only, not on where
+//! their rectangles lie, so plans at other planes with the same live taps share them
+//! (`crate::weights`); each [`Plan`] places the rectangles on its own plane.
 
 use crate::act::Activation;
 use crate::conv::window::Geo2;
@@ -20,6 +24,7 @@ use crate::threads::Threads;
 use backplane_backend_api::{BackendError, Result};
 use std::cell::RefCell;
 use std::ops::Range;
+use std::sync::Arc;
 
 /// Largest share of the dense GEMM's multiply-adds the taps' rectangles may keep for this
 /// path to be taken: below it the per-tap products save enough to pay for their gathers
@@ -42,14 +47,15 @@ fn valid(k: usize, d: usize, s: usize, pad: usize, out: usize, size: usize) -> R
     lo.min(hi)..hi
 }
 
-/// One tap's rectangle of output pixels, and its packed `[m, c]` weights.
+/// One tap's rectangle of output pixels; its packed weights are
+/// `TapWeights::packed[index]`.
 #[derive(Debug, Clone)]
 struct Tap {
     ky: usize,
     kx: usize,
     rows: Range<usize>,
     cols: Range<usize>,
-    weights: Packed,
+    index: usize,
 }
 
 /// The rectangles of the live taps of a window (row-major tap order).
@@ -65,6 +71,15 @@ fn rectangles(geo: &Geo2) -> Vec<(usize, usize, Range<usize>, Range<usize>)> {
         }
     }
     out
+}
+
+/// The live taps of `geo`'s window (those whose rectangle of output pixels is not empty),
+/// as indices `ky · kw + kx` in row-major order: what [`TapWeights`] are packed for.
+pub fn live_taps(geo: &Geo2) -> Vec<usize> {
+    rectangles(geo)
+        .into_iter()
+        .map(|(ky, kx, _, _)| ky * geo.kw + kx)
+        .collect()
 }
 
 /// Whether a convolution of one group with this window takes [`Plan`]: dilated, more than
@@ -87,6 +102,50 @@ thread_local! {
     static PRODUCT: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
+/// The `[m, c]` weights of each live tap of a convolution, packed: they depend on the
+/// channels, the window and which taps are live, not on the plane.
+#[derive(Debug)]
+pub struct TapWeights {
+    m: usize,
+    c: usize,
+    window: usize,
+    /// The live taps' indices (`ky · kw + kx`), ascending.
+    live: Vec<usize>,
+    packed: Vec<Packed>,
+}
+
+impl TapWeights {
+    /// Pack the `live` taps (indices below `window`, ascending) of `m` filters of `c`
+    /// channels (`w`: `[m, c, window]`).
+    pub fn new(w: &[f32], m: usize, c: usize, window: usize, live: &[usize]) -> Result<Self> {
+        let ascending = live.windows(2).all(|p| p[0] < p[1]);
+        let inside = live.last().is_none_or(|&t| t < window);
+        if w.len() < m * c * window || m == 0 || c == 0 || !ascending || !inside {
+            return Err(BackendError::Other(
+                "dilated convolution: weights do not match".into(),
+            ));
+        }
+        let packed = live
+            .iter()
+            .map(|&t| {
+                let view = MatView {
+                    data: &w[t..],
+                    rs: c * window,
+                    cs: window,
+                };
+                Packed::pack_a(m, c, view)
+            })
+            .collect();
+        Ok(TapWeights {
+            m,
+            c,
+            window,
+            live: live.to_vec(),
+            packed,
+        })
+    }
+}
+
 /// The per-tap weights and rectangles of one convolution.
 #[derive(Debug, Clone)]
 pub struct Plan {
@@ -94,40 +153,41 @@ pub struct Plan {
     c: usize,
     m: usize,
     taps: Vec<Tap>,
+    weights: Arc<TapWeights>,
 }
 
 impl Plan {
-    /// Plan a convolution of `m` filters of `c` channels (`w`: `[m, c, kh, kw]`).
-    pub fn new(geo: &Geo2, w: &[f32], m: usize, c: usize) -> Result<Self> {
-        let window = geo.kh * geo.kw;
-        if w.len() < m * c * window || m == 0 || c == 0 {
+    /// Plan a convolution with `weights` packed for the live taps of `geo`'s window
+    /// ([`live_taps`]): the rectangles are this plan's own.
+    pub fn with_weights(geo: &Geo2, weights: Arc<TapWeights>) -> Result<Self> {
+        let rects = rectangles(geo);
+        let same_taps = rects.len() == weights.live.len()
+            && rects
+                .iter()
+                .zip(&weights.live)
+                .all(|((ky, kx, _, _), &t)| ky * geo.kw + kx == t);
+        if weights.window != geo.kh * geo.kw || !same_taps {
             return Err(BackendError::Other(
-                "dilated convolution: weights do not match".into(),
+                "dilated convolution: the weights were packed for other taps".into(),
             ));
         }
-        let taps = rectangles(geo)
+        let taps = rects
             .into_iter()
-            .map(|(ky, kx, rows, cols)| {
-                let t = ky * geo.kw + kx;
-                let view = MatView {
-                    data: &w[t..],
-                    rs: c * window,
-                    cs: window,
-                };
-                Tap {
-                    ky,
-                    kx,
-                    rows,
-                    cols,
-                    weights: Packed::pack_a(m, c, view),
-                }
+            .enumerate()
+            .map(|(index, (ky, kx, rows, cols))| Tap {
+                ky,
+                kx,
+                rows,
+                cols,
+                index,
             })
             .collect();
         Ok(Plan {
             geo: *geo,
-            c,
-            m,
+            c: weights.c,
+            m: weights.m,
             taps,
+            weights,
         })
     }
 
@@ -199,7 +259,10 @@ impl Plan {
             }
             Ok(())
         });
-        let a = ASrc::Packed(&tap.weights);
+        let packed = self.weights.packed.get(tap.index).ok_or_else(|| {
+            BackendError::Execution("dilated convolution: a tap has no weights".into())
+        })?;
+        let a = ASrc::Packed(packed);
         let src = BSrc::View(MatView {
             data: &b[..c * n],
             rs: n,
@@ -295,5 +358,39 @@ mod tests {
         assert!(!applies(&geo(36)));
         assert!(!applies(&geo(4)));
         assert!(!applies(&geo(1)));
+    }
+
+    /// Weights packed for one set of live taps serve a plane with the same live taps, and
+    /// are refused (an error, not a panic) where other taps are live.
+    #[test]
+    fn tap_weights_serve_planes_with_the_same_live_taps() {
+        let geo = |plane: usize, d: usize| Geo2 {
+            h: plane,
+            w: plane,
+            kh: 3,
+            kw: 3,
+            sh: 1,
+            sw: 1,
+            dh: d,
+            dw: d,
+            pt: d,
+            pl: d,
+            oh: plane,
+            ow: plane,
+        };
+        let (m, c) = (5, 3);
+        let w: Vec<f32> = (0..m * c * 9).map(|i| i as f32 * 0.01).collect();
+        let live = live_taps(&geo(28, 12));
+        assert_eq!(live, (0..9).collect::<Vec<_>>());
+        let weights =
+            Arc::new(TapWeights::new(&w, m, c, 9, &live).unwrap_or_else(|e| panic!("{e}")));
+        assert_eq!(live_taps(&geo(20, 12)), live);
+        assert!(Plan::with_weights(&geo(20, 12), weights.clone()).is_ok());
+        // Dilation 36 on 28: the centre tap alone.
+        assert_eq!(live_taps(&geo(28, 36)), [4]);
+        assert!(Plan::with_weights(&geo(28, 36), weights).is_err());
+        assert!(TapWeights::new(&w, m, c, 9, &[3, 1]).is_err());
+        assert!(TapWeights::new(&w, m, c, 9, &[9]).is_err());
+        assert!(TapWeights::new(&w[1..], m, c, 9, &live).is_err());
     }
 }

@@ -102,6 +102,47 @@ fn note_folded(g: &Graph<'_>, conv: LayerId, bn: LayerId, folded: &Arc<Tensor>) 
     }
 }
 
+/// The weights `w` and bias `b` of convolution `conv` with BatchNormalization `bn` folded
+/// in, as the tensors the first plan that folded the same constants made
+/// (`crate::weights::shared_from`, keyed by the weights, the normalization's constants, the
+/// convolution's bias and the epsilon; held by the plans' networks, weakly by the cache):
+/// every plan's network then holds one copy, not its own (each plan still computes the fold
+/// to match the layers). Where an operand is not a constant, `w` and `b` themselves. `None`
+/// only where the cache fails, which it does not for a form made without error.
+fn shared_fold(
+    g: &Graph<'_>,
+    conv: LayerId,
+    bn: LayerId,
+    w: Tensor,
+    b: Tensor,
+) -> Option<(Arc<Tensor>, Arc<Tensor>)> {
+    let net = g.view().network();
+    let Op::BatchNormalization { epsilon } = net.layer(bn).op else {
+        return Some((Arc::new(w), Arc::new(b)));
+    };
+    let inputs = &net.layer(conv).inputs;
+    let source = inputs.get(1).and_then(|&t| g.constant(t));
+    let bias = inputs.get(2).map(|&t| g.constant(t));
+    let params: Option<Vec<&Arc<Tensor>>> = net
+        .layer(bn)
+        .inputs
+        .iter()
+        .skip(1)
+        .map(|&t| g.constant(t))
+        .chain(bias)
+        .collect();
+    let (Some(source), Some(others)) = (source, params) else {
+        return Some((Arc::new(w), Arc::new(b)));
+    };
+    let key = [epsilon.to_bits() as usize, others.len()];
+    let shared =
+        |kind, t: Tensor| crate::weights::shared_from(source, &others, kind, &key, || Ok(t)).ok();
+    Some((
+        shared("batch_norm_weights", w)?,
+        shared("batch_norm_bias", b)?,
+    ))
+}
+
 /// The fused convolution starting at Conv layer `id`, when something follows it to fuse
 /// (or a zero Pad precedes it).
 pub(super) fn fuse_conv(g: &Graph<'_>, id: LayerId, desc: &ConvDesc) -> Option<Substitution> {
@@ -116,10 +157,10 @@ pub(super) fn fuse_conv(g: &Graph<'_>, id: LayerId, desc: &ConvDesc) -> Option<S
         x = src;
         desc = folded;
     }
-    let mut weights: Option<(Arc<Tensor>, Tensor)> = None;
+    let mut weights: Option<(Arc<Tensor>, Arc<Tensor>)> = None;
     // BatchNormalization with constant parameters, folded into the weights.
     if let Some((bn, bn_out, w, b)) = fold_batch_norm_after(g, id) {
-        let w = Arc::new(w);
+        let (w, b) = shared_fold(g, id, bn, w, b)?;
         note_folded(g, id, bn, &w);
         weights = Some((w, b));
         replaced.push(bn);
@@ -148,7 +189,7 @@ pub(super) fn fuse_conv(g: &Graph<'_>, id: LayerId, desc: &ConvDesc) -> Option<S
         Some((w, b)) => vec![
             ValueRef::Existing(x),
             ValueRef::NewConstant(w),
-            ValueRef::NewConstant(Arc::new(b)),
+            ValueRef::NewConstant(b),
         ],
         None => std::iter::once(x)
             .chain(layer.inputs.iter().skip(1).copied())

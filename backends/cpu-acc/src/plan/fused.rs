@@ -52,8 +52,8 @@ fn build(fused: Fused, layer: &LayerDesc, io: Io, th: Threads) -> Result<Box<dyn
             let io2 = part(in2, io.outputs[0].clone());
             let (d1, a1) = (&first.desc, first.act);
             let (d2, a2) = (&second.desc, second.act);
-            let one = NhwcConvWorkload::new(io1, d1, shared(1), k(2), a1, false, th.clone())?;
-            let mut two = NhwcConvWorkload::new(io2, d2, shared(3), k(4), a2, false, th)?;
+            let one = NhwcConvWorkload::new(io1, d1, shared(1), shared(2), a1, false, th.clone())?;
+            let mut two = NhwcConvWorkload::new(io2, d2, shared(3), shared(4), a2, false, th)?;
             if second.residual {
                 two = two.with_residual()?;
             }
@@ -63,14 +63,14 @@ fn build(fused: Fused, layer: &LayerDesc, io: Io, th: Threads) -> Result<Box<dyn
             let (desc, act) = (&spec.desc, spec.act);
             if spec.layout != ConvLayout::Nchw {
                 let nchw_in = spec.layout == ConvLayout::NchwToNhwc;
-                let conv = NhwcConvWorkload::new(io, desc, shared(1), k(2), act, nchw_in, th)?;
+                let conv = NhwcConvWorkload::new(io, desc, shared(1), shared(2), act, nchw_in, th)?;
                 return Ok(if spec.residual {
                     Box::new(conv.with_residual()?)
                 } else {
                     Box::new(conv)
                 });
             }
-            let conv = ConvWorkload::new(io, desc, shared(1), k(2), act, th)?;
+            let conv = ConvWorkload::new(io, desc, shared(1), shared(2), act, th)?;
             if spec.residual {
                 Box::new(conv.with_residual()?)
             } else {

@@ -227,7 +227,7 @@ pub fn plan(layer: &LayerDesc) -> std::result::Result<Plan<'_>, String> {
             crate::conv::check(desc, &dims(layer, 0), &dims(layer, 1))?;
             Ok(Plan::new(move |io, th| {
                 let w = layer.constants.get(1).and_then(Option::as_ref);
-                let b = layer.constant(2);
+                let b = layer.constants.get(2).and_then(Option::as_ref);
                 done(ConvWorkload::new(io, desc, w, b, Activation::None, th)?)
             }))
         }
@@ -237,7 +237,7 @@ pub fn plan(layer: &LayerDesc) -> std::result::Result<Plan<'_>, String> {
             crate::conv_transpose::check(desc, &dims(layer, 0), &dims(layer, 1), bias.as_deref())?;
             Ok(Plan::new(move |io, th| {
                 let w = layer.constants.get(1).and_then(Option::as_ref);
-                let b = layer.constant(2);
+                let b = layer.constants.get(2).and_then(Option::as_ref);
                 done(ConvTransposeWorkload::new(io, desc, w, b, th)?)
             }))
         }

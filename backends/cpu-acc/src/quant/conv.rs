@@ -178,8 +178,9 @@ struct QConvWorkload {
     weights: Arc<Vec<i16>>,
     /// The padded depth of a weight row (GEMM path; 0 for depthwise layers).
     kp: usize,
-    /// Per output channel: bias, multiplier, zero point and clamp of the requantization.
-    requant: Vec<FloatRequant>,
+    /// Per output channel: bias, multiplier, zero point and clamp of the requantization
+    /// (shared with other plans' workloads).
+    requant: Arc<Vec<FloatRequant>>,
     /// The packed input (im2col) of the GEMM path, kept between executions; an execution
     /// that finds it busy (another running at once) packs into a buffer of its own.
     packed: Mutex<Option<QPackedB>>,
@@ -210,6 +211,29 @@ pub(super) fn requant_params(d: &QConvDesc, bias: &[i32], io: &Io) -> Result<Vec
         });
     }
     Ok(requant)
+}
+
+/// [`requant_params`] shared by the plans through the cache of packed constants: keyed by
+/// the weights (whose requantization it is) and every value it is made of (the bias by
+/// value: a plan's int32 bias is folded anew from the model's constants).
+fn shared_requant(
+    wt: &Arc<Tensor>,
+    d: &QConvDesc,
+    bias: &[i32],
+    io: &Io,
+) -> Result<Arc<Vec<FloatRequant>>> {
+    let bits = |v: f32| v.to_bits() as usize;
+    let mut key = Vec::new();
+    key.try_reserve_exact(bias.len() + d.w_scales.len() + 6)
+        .map_err(|_| io.error("cannot allocate the requantization key".into()))?;
+    key.extend([bits(d.x.0), bits(d.y.0), d.y.1 as u32 as usize]);
+    key.extend([d.clamp.0 as u32 as usize, d.clamp.1 as u32 as usize]);
+    key.push(d.w_scales.len());
+    key.extend(d.w_scales.iter().map(|&v| bits(v)));
+    key.extend(bias.iter().map(|&b| b as u32 as usize));
+    weights::shared(wt, "qconv_rows_requant", &key, || {
+        requant_params(d, bias, io)
+    })
 }
 
 pub(super) fn alloc<T: Clone>(n: usize, v: T, io: &Io) -> Result<Vec<T>> {
@@ -259,7 +283,7 @@ impl QConvWorkload {
         if bias.len() != m {
             return Err(io.error(format!("{} biases for {m} channels", bias.len())));
         }
-        let requant = requant_params(&d, bias, &io)?;
+        let requant = shared_requant(wt, &d, bias, &io)?;
         let kp = if cg == 1 { 0 } else { depth.div_ceil(2) * 2 };
         let row = kp.max(depth);
         // The centered rows depend on the shape, signedness and zero points only: plans at

@@ -19,13 +19,14 @@ use super::{is_8bit, payload_of, MATMUL_INTEGER};
 use crate::io::Io;
 use crate::plan::{done, Plan};
 use crate::threads::Threads;
+use crate::weights;
 use backplane_backend_api::{BackendError, LayerDesc, Result, Workload};
 use backplane_core::ops::CustomOp;
-use backplane_core::{DataType, TensorInfo, TensorView, TensorViewMut};
+use backplane_core::{DataType, Tensor, TensorInfo, TensorView, TensorViewMut};
 use backplane_cpu_kernels::qgemm::{
     center_i8, center_u8, qgemm, quad_gemm_sums, quads_in_use, QPackedB, QuadPackedB, QNR,
 };
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// Rows of x per block of the integer product (centered, then multiplied, together).
 const BLOCK_ROWS: usize = 32;
@@ -235,7 +236,9 @@ pub(super) fn plan_matmul_integer<'a>(
         ));
     }
     let wt = layer
-        .constant(1)
+        .constants
+        .get(1)
+        .and_then(Option::as_ref)
         .ok_or_else(|| bad("the weights must be constant"))?;
     let weights = match d.w_zero {
         None => {
@@ -261,10 +264,11 @@ pub(super) fn plan_matmul_integer<'a>(
     let bias = match bias_at {
         Some(s) => {
             let b = layer
-                .constant(s)
+                .constants
+                .get(s)
+                .and_then(Option::as_ref)
                 .ok_or_else(|| bad("the bias must be constant"))?;
-            let b = b.as_slice::<f32>().map_err(|e| e.to_string())?;
-            if b.len() != n {
+            if b.as_slice::<f32>().map_err(|e| e.to_string())?.len() != n {
                 return Err(bad("the bias must hold N values"));
             }
             Some(b)
@@ -272,20 +276,63 @@ pub(super) fn plan_matmul_integer<'a>(
         None => None,
     };
     Ok(Plan::new(move |io, th| {
+        // A copy of the constant bias, shared with other plans' workloads.
         let bias = match bias {
-            Some(b) => {
+            Some(b) => Some(weights::shared(b, "matmul_integer_bias", &[n], || {
                 let mut v = alloc(n, 0f32, &io)?;
-                v.copy_from_slice(b);
-                Some(v)
-            }
+                v.copy_from_slice(b.as_slice::<f32>()?);
+                Ok(v)
+            })?),
             None => None,
         };
         let slots = Slots {
             zero: zero_at,
             scale: scale_at,
         };
-        done(IntegerMatMul::new(io, [m, k, n], weights, slots, bias, th)?)
+        let b = packed(wt, weights, (k, n), &io)?;
+        done(IntegerMatMul::new(io, [m, k, n], b, slots, bias, th)?)
     }))
+}
+
+/// The weights `w` (the constant `wt`, `[K, N]`) packed for the byte GEMM where its tile is
+/// in use and every centered value fits i8, else for the pair GEMM: shared with other plans'
+/// workloads through the cache of packed constants (keyed by the form's parameters: shape,
+/// kind of values, signedness, zero point).
+fn packed(
+    wt: &Arc<Tensor>,
+    w: Weights<'_>,
+    (k, n): (usize, usize),
+    io: &Io,
+) -> Result<Arc<Packed>> {
+    let form = match w {
+        Weights::Centered(_) => [0, 0, 0],
+        Weights::Bytes { signed, zero, .. } => [1, usize::from(signed), zero as u32 as usize],
+    };
+    let quads = quads_in_use();
+    let key = [k, n, usize::from(quads), form[0], form[1], form[2]];
+    weights::shared(wt, "matmul_integer_b", &key, || {
+        // The centered values were checked to lie in [-255, 255].
+        let value = |kk: usize, c: usize| match w {
+            Weights::Centered(v) => v[kk * n + c] as i16,
+            Weights::Bytes {
+                bytes,
+                signed,
+                zero,
+            } => (super::widen(signed, bytes[kk * n + c]) - zero) as i16,
+        };
+        let quads = if quads {
+            QuadPackedB::pack(k, n, value)
+        } else {
+            None
+        };
+        Ok(match quads {
+            Some(q) => Packed::Quads(q),
+            None => Packed::Pairs(
+                QPackedB::pack(k, n, value)
+                    .ok_or_else(|| io.error("cannot allocate the packed weights".into()))?,
+            ),
+        })
+    })
 }
 
 /// The constant weights of an integer product, `[K, N]`.
@@ -321,10 +368,11 @@ struct IntegerMatMul {
     k: usize,
     n: usize,
     x_signed: bool,
-    b: Packed,
+    /// Shared with other plans' workloads ([`packed`]).
+    b: Arc<Packed>,
     slots: Slots,
-    /// The bias added after the scale (copied at load).
-    bias: Option<Vec<f32>>,
+    /// The bias added after the scale (copied at load, shared with other plans' workloads).
+    bias: Option<Arc<Vec<f32>>>,
     /// The byte GEMM's rows of x, kept between executions.
     bytes: Mutex<Vec<u8>>,
     /// The byte GEMM's tasks' sums buffers, kept between executions (a large buffer is not
@@ -344,32 +392,11 @@ impl IntegerMatMul {
     fn new(
         io: Io,
         [rows, k, n]: [usize; 3],
-        w: Weights<'_>,
+        b: Arc<Packed>,
         slots: Slots,
-        bias: Option<Vec<f32>>,
+        bias: Option<Arc<Vec<f32>>>,
         th: Threads,
     ) -> Result<Self> {
-        // The centered values were checked to lie in [-255, 255].
-        let value = |kk: usize, c: usize| match w {
-            Weights::Centered(v) => v[kk * n + c] as i16,
-            Weights::Bytes {
-                bytes,
-                signed,
-                zero,
-            } => (super::widen(signed, bytes[kk * n + c]) - zero) as i16,
-        };
-        let quads = if quads_in_use() {
-            QuadPackedB::pack(k, n, value)
-        } else {
-            None
-        };
-        let b = match quads {
-            Some(q) => Packed::Quads(q),
-            None => Packed::Pairs(
-                QPackedB::pack(k, n, value)
-                    .ok_or_else(|| io.error("cannot allocate the packed weights".into()))?,
-            ),
-        };
         Ok(IntegerMatMul {
             x_signed: io.inputs[0].dtype == DataType::I8,
             io,
@@ -463,7 +490,7 @@ impl Workload for IntegerMatMul {
             }
             None => None,
         };
-        let b = match &self.b {
+        let b = match &*self.b {
             Packed::Quads(b) => return self.quads(b, x, zero, scale, y),
             Packed::Pairs(b) => b,
         };
@@ -481,7 +508,7 @@ impl Workload for IntegerMatMul {
                 Ok(())
             });
         };
-        let bias = self.bias.as_deref().unwrap_or(&[]);
+        let bias = self.bias.as_ref().map_or(&[][..], |b| b.as_slice());
         let y = y.as_mut_slice::<f32>()?;
         self.th.chunks(y, per_task * n, |t, yc| {
             let mut a = alloc(BLOCK_ROWS * kp, 0i16, &self.io)?;
@@ -530,7 +557,7 @@ impl IntegerMatMul {
         super::unsigned_rows(x, k, flip, &mut a, kq);
         let all = n.div_ceil(QNR);
         let per = all.div_ceil(2 * self.th.count()).clamp(1, TASK_PANELS);
-        let bias = self.bias.as_deref().unwrap_or(&[]);
+        let bias = self.bias.as_ref().map_or(&[][..], |b| b.as_slice());
         let out = match scale {
             Some(_) => Out::F32(y.as_mut_slice::<f32>()?),
             None => Out::I32(y.as_mut_slice::<i32>()?),

@@ -319,7 +319,10 @@ impl Chains<'_> {
 
     /// The substitution of a folded chain: one int8 layer `op` reading the chain's 8-bit input
     /// and weights (`operands`) and its bias as a new constant, writing `y`, named after the
-    /// layers it replaces.
+    /// layers it replaces. The bias is folded anew in every plan; where the weights are a
+    /// constant, every plan's layer gets the tensor the first plan made with those values
+    /// (`crate::weights::shared`, keyed by the weights and the bias values), so the plans'
+    /// networks hold one copy.
     fn int8_layer(
         &self,
         replaced: Vec<LayerId>,
@@ -328,10 +331,22 @@ impl Chains<'_> {
         bias: Tensor,
         y: TensorId,
     ) -> Substitution {
+        let key: Option<Vec<usize>> = bias
+            .as_slice::<i32>()
+            .ok()
+            .map(|v| v.iter().map(|&b| b as u32 as usize).collect());
+        let bias = match (self.constant(operands[1]), key) {
+            (Some(w), Some(key)) => {
+                let fresh = Arc::new(bias);
+                crate::weights::shared(w, "int8_bias", &key, || Ok(fresh.as_ref().clone()))
+                    .unwrap_or(fresh)
+            }
+            _ => Arc::new(bias),
+        };
         let inputs = vec![
             ValueRef::Existing(operands[0]),
             ValueRef::Existing(operands[1]),
-            ValueRef::NewConstant(Arc::new(bias)),
+            ValueRef::NewConstant(bias),
         ];
         self.one_layer(replaced, op, inputs, y)
     }

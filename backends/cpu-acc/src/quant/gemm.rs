@@ -14,7 +14,7 @@
 //! activations' zero point folded into the bias.
 
 use super::conv::{alloc, centered};
-use super::packed_b::{packed_b, PackedB, Source};
+use super::packed_b::{packed_b, shared_requant, PackedB, Source};
 use super::{range, QLINEAR_GEMM};
 use crate::io::Io;
 use crate::plan::{done, Plan};
@@ -117,7 +117,8 @@ struct QGemm {
     x_zero: i32,
     x_signed: bool,
     weights: Weights,
-    rq: ColumnRequant,
+    /// Shared with other plans' workloads (`super::packed_b::shared_requant`).
+    rq: Arc<ColumnRequant>,
     /// The centered rows of x, kept between executions (pair GEMM).
     a: Mutex<Vec<i16>>,
     /// The unsigned rows of x where they are not read in place (byte GEMM).
@@ -170,20 +171,12 @@ impl QGemm {
         let src = Source {
             tensor: wt,
             kind: "qgemm_b",
+            requant: "qgemm_requant",
             params: &[usize::from(d.trans_b)],
             signed: w_signed,
             zeros: &d.w_zeros,
         };
-        let (weights, folded) = match packed_b(&src, (k, n), wv, &io)? {
-            Weights::Quads(b) => {
-                let folded = b
-                    .folded_bias(bias, unsigned_zero)
-                    .ok_or_else(|| io.error("cannot allocate the folded bias".into()))?;
-                (Weights::Quads(b), Some(folded))
-            }
-            pairs => (pairs, None),
-        };
-        let bias = folded.as_deref().unwrap_or(bias);
+        let weights = packed_b(&src, (k, n), wv, &io)?;
         let mut scale = alloc(n, 0f32, &io)?;
         for (c, s) in scale.iter_mut().enumerate() {
             let real = requant_scale(d.x.0, per(&d.w_scales, c), d.y.0);
@@ -199,8 +192,16 @@ impl QGemm {
             lo: (d.clamp.0 - d.y.1) as f32,
             hi: (d.clamp.1 - d.y.1) as f32,
         };
-        let rq = ColumnRequant::new(bias, &scale, range)
-            .ok_or_else(|| io.error("cannot allocate the requantization".into()))?;
+        let rq = shared_requant(
+            &src,
+            &weights,
+            (k, n),
+            unsigned_zero,
+            bias,
+            &scale,
+            range,
+            &io,
+        )?;
         Ok(QGemm {
             io,
             rows,

@@ -22,7 +22,7 @@
 use super::conv::{
     alloc, centered, geometry, padded_extent, plan_workload, requant_params, Geometry, QConvDesc,
 };
-use super::packed_b::{packed_b, PackedB, Source};
+use super::packed_b::{packed_b, shared_requant, PackedB, Source};
 use super::QLINEAR_CONV;
 use crate::io::Io;
 use crate::plan::Plan;
@@ -96,7 +96,7 @@ enum Kind {
     /// pixels themselves.
     Gemm {
         b: Arc<QPackedB>,
-        rq: ColumnRequant,
+        rq: Arc<ColumnRequant>,
         pointwise: bool,
     },
     /// The byte GEMM's form of `Gemm` ([`quads`]): the centered weights as i8 quads, the
@@ -104,7 +104,7 @@ enum Kind {
     /// channel's weight sum.
     Quads {
         b: Arc<QuadPackedB>,
-        rq: ColumnRequant,
+        rq: Arc<ColumnRequant>,
         pointwise: bool,
     },
 }
@@ -197,29 +197,30 @@ impl NhwcQConv {
                 && (geo.oh, geo.ow) == (geo.h, geo.w);
             // Depth index k = tap · C + ci (the (ky, kx, c) order of an NHWC window). The
             // packed weights depend on the shape, signedness and zero points only: plans at
-            // every input size share them (the requantization is the plan's own).
+            // every input size share them, and their requantization too.
             let src = Source {
                 tensor: wt,
                 kind: "qconv_nhwc_b",
+                requant: "qconv_nhwc_requant",
                 params: &[c, kk],
                 signed: w_signed,
                 zeros: &d.w_zeros,
             };
-            match packed_b(&src, (depth, m), |k, ch| wv(ch, k % c, k / c), &io)? {
-                PackedB::Quads(b) => {
-                    let (_, zero) = super::unsigned_form(x_signed, d.x.1);
-                    let bias = b
-                        .folded_bias(&bias_v[..m], zero)
-                        .ok_or_else(|| io.error("cannot allocate the folded bias".into()))?;
-                    let rq = ColumnRequant::new(&bias, &scale[..m], range)
-                        .ok_or_else(|| io.error("cannot allocate the requantization".into()))?;
-                    Kind::Quads { b, rq, pointwise }
-                }
-                PackedB::Pairs(b) => {
-                    let rq = ColumnRequant::new(&bias_v[..m], &scale[..m], range)
-                        .ok_or_else(|| io.error("cannot allocate the requantization".into()))?;
-                    Kind::Gemm { b, rq, pointwise }
-                }
+            let b = packed_b(&src, (depth, m), |k, ch| wv(ch, k % c, k / c), &io)?;
+            let (_, zero) = super::unsigned_form(x_signed, d.x.1);
+            let rq = shared_requant(
+                &src,
+                &b,
+                (depth, m),
+                zero,
+                &bias_v[..m],
+                &scale[..m],
+                range,
+                &io,
+            )?;
+            match b {
+                PackedB::Quads(b) => Kind::Quads { b, rq, pointwise },
+                PackedB::Pairs(b) => Kind::Gemm { b, rq, pointwise },
             }
         } else {
             let (zx, x_signed) = (d.x.1, x_signed);

@@ -119,7 +119,7 @@ fn workload(t: &Case, wt: &[f32], b: &[f32], threads: usize) -> NhwcConvWorkload
     let wt = std::sync::Arc::new(
         Tensor::from_vec(vec![t.m, t.c / t.group, t.k, t.k], wt.to_vec()).unwrap(),
     );
-    let b = Tensor::from_vec(vec![t.m], b.to_vec()).unwrap();
+    let b = std::sync::Arc::new(Tensor::from_vec(vec![t.m], b.to_vec()).unwrap());
     let th = Threads::new(threads).unwrap();
     let w = NhwcConvWorkload::new(io, &desc, Some(&wt), Some(&b), t.act, t.nchw_in, th).unwrap();
     if t.residual {
