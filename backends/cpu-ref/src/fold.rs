@@ -20,7 +20,7 @@ use backplane_backend_api::{
     OptimizationViews, ReplacementLayer, SubgraphView, Substitution, ValueRef,
 };
 use backplane_core::ops::UnaryOp;
-use backplane_core::quant::activation_range;
+use backplane_core::quant::{activation_range, Requantization};
 use backplane_core::{DataType, LayerId, Network, Op, Tensor, TensorId, TensorKind};
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -70,6 +70,8 @@ struct OutChain {
     q: (f32, i32),
     /// The output integers' range, narrowed by the activation.
     clamp: (i32, i32),
+    /// The QuantizeLinear's requantization rule.
+    requant: Requantization,
 }
 
 /// The integer layer's quantization: the activations' (per tensor), the weights' per
@@ -81,6 +83,7 @@ fn params(x: &Dq, w: &Dq, out: &OutChain) -> QParams {
         w_zeros: w.zeros.clone(),
         y: out.q,
         clamp: out.clamp,
+        requant: out.requant,
     }
 }
 
@@ -217,7 +220,10 @@ impl Chains<'_> {
         }
         let ql = self.net.layer(next);
         let Op::QuantizeLinear {
-            to, block_size: 0, ..
+            to,
+            block_size: 0,
+            requant,
+            ..
         } = ql.op
         else {
             return None;
@@ -243,6 +249,7 @@ impl Chains<'_> {
             y: self.single_output(next)?,
             q: (sy, zy),
             clamp: activation_range((sy, zy), act, bounds),
+            requant,
         })
     }
 
@@ -476,6 +483,7 @@ mod tests {
             to: DataType::I8,
             block_size: 0,
             saturate: true,
+            requant: backplane_core::quant::Requantization::F32,
         };
         let y = net.add_layer("q", op, &[t, s, z]).unwrap()[0];
         net.mark_output(y).unwrap();

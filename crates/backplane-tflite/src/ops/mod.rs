@@ -311,6 +311,7 @@ impl<'a> Cx<'_, '_, 'a> {
                     to: dtype,
                     block_size: 0,
                     saturate: true,
+                    requant: backplane_core::quant::Requantization::F32,
                 },
                 &[id, s, z],
             )?
