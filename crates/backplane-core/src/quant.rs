@@ -60,8 +60,8 @@ pub enum Requantization {
     #[default]
     F32,
     /// A Q31 fixed-point multiplier and shift ([`fixed_point_multiplier`],
-    /// [`requantize_fixed_point`]): gemmlowp's rule, which LiteRT's builtin kernels use
-    /// when its XNNPACK delegate refuses a model.
+    /// [`requantize_fixed_point`]): the rule of LiteRT's builtin convolution kernels, which
+    /// run when its XNNPACK delegate refuses a model.
     FixedPoint,
 }
 
@@ -150,9 +150,24 @@ pub fn multiply_by_quantized_multiplier(x: i32, q: i32, shift: i32) -> i32 {
     r as i32
 }
 
-/// Requantize one exact integer sum (bias included) by the fixed-point rule: the sum
-/// (saturated to i32, as LiteRT's int32 accumulator) through
-/// [`multiply_by_quantized_multiplier`], plus `zero`, clamped to `[lo, hi]`.
+/// The variant of [`multiply_by_quantized_multiplier`] LiteRT's optimized int8
+/// convolution, depthwise convolution and mean kernels compute on x86 (found by
+/// experiment, `scripts/probe_tflite_q8_builtin.py`): both roundings half up (toward
+/// +∞), `h = (x · 2^max(shift, 0) · q + 2^30) >> 31`, then `(h + 2^(k-1)) >> k` for the
+/// right shift `k = max(-shift, 0)`. It differs from gemmlowp's reference where either
+/// step is a tie on a negative value.
+pub fn multiply_by_quantized_multiplier_half_up(x: i32, q: i32, shift: i32) -> i32 {
+    let left = shift.clamp(0, 31);
+    let right = (-shift).clamp(0, 31);
+    let x = (i64::from(x) << left).clamp(i64::from(i32::MIN), i64::from(i32::MAX));
+    let high = (x * i64::from(q) + (1 << 30)) >> 31;
+    let r = (high + ((1i64 << right) >> 1)) >> right;
+    r.clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32
+}
+
+/// Requantize one exact integer sum (bias included) by the fixed-point rule of LiteRT's
+/// builtin convolutions: the sum (saturated to i32, as LiteRT's int32 accumulator) through
+/// [`multiply_by_quantized_multiplier_half_up`], plus `zero`, clamped to `[lo, hi]`.
 pub fn requantize_fixed_point(
     sum: i64,
     (q, shift): (i32, i32),
@@ -161,7 +176,7 @@ pub fn requantize_fixed_point(
     hi: i32,
 ) -> i32 {
     let s = sum.clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32;
-    let v = i64::from(multiply_by_quantized_multiplier(s, q, shift)) + i64::from(zero);
+    let v = i64::from(multiply_by_quantized_multiplier_half_up(s, q, shift)) + i64::from(zero);
     v.clamp(i64::from(lo), i64::from(hi)) as i32
 }
 
@@ -240,19 +255,43 @@ mod tests {
     }
 
     #[test]
-    fn fixed_point_follows_gemmlowp_rounding() {
-        // Multiplier 0.5: the high multiply rounds 2.5 up to 3 but -2.5 up to -2 (its
-        // negative nudge is one short of a half); the f32 rule gives 2 and -2.
+    fn gemmlowp_rounds_twice_ties_away_from_zero_but_the_high_multiply() {
+        let half = quantize_multiplier(0.5);
+        // The high multiply rounds 2.5 up to 3 but -2.5 to -2 (its negative nudge is one
+        // short of a half).
+        assert_eq!(multiply_by_quantized_multiplier(5, half.0, half.1), 3);
+        assert_eq!(multiply_by_quantized_multiplier(-5, half.0, half.1), -2);
+        // 1/8 = 0.5 · 2^-2: the shift rounds half away from zero, 12 / 8 → 2, -12 / 8 →
+        // -2; and twice: 11 · 0.5 → 6, 6 / 4 → 2 (11 / 8 is 1.375).
+        let eighth = quantize_multiplier(0.125);
+        assert_eq!(eighth.1, -2);
+        assert_eq!(multiply_by_quantized_multiplier(12, eighth.0, eighth.1), 2);
+        assert_eq!(
+            multiply_by_quantized_multiplier(-12, eighth.0, eighth.1),
+            -2
+        );
+        assert_eq!(multiply_by_quantized_multiplier(11, eighth.0, eighth.1), 2);
+        assert_eq!(
+            multiply_by_quantized_multiplier(-20, eighth.0, eighth.1),
+            -3
+        );
+        assert_eq!(
+            multiply_by_quantized_multiplier(i32::MIN, i32::MIN, 0),
+            i32::MAX
+        );
+    }
+
+    #[test]
+    fn fixed_point_rounds_half_up_twice() {
         let half = quantize_multiplier(0.5);
         assert_eq!(requantize_fixed_point(5, half, 0, -128, 127), 3);
         assert_eq!(requantize_fixed_point(-5, half, 0, -128, 127), -2);
         assert_eq!(requantize(5, 0.5, 0, -128, 127), 2);
-        // Multiplier 1/8 = 0.5 · 2^-2: the shift rounds half away from zero, 12 / 8 → 2,
-        // -12 / 8 → -2; and two roundings: 11 · 0.5 → 6, 6 / 4 → 2 (11 / 8 is 1.375).
         let eighth = quantize_multiplier(0.125);
-        assert_eq!(eighth.1, -2);
+        // -12 / 8 = -1.5 → -1 (gemmlowp: -2); -20 / 8 = -2.5 → -2 (gemmlowp: -3).
+        assert_eq!(requantize_fixed_point(-12, eighth, 0, -128, 127), -1);
+        assert_eq!(requantize_fixed_point(-20, eighth, 0, -128, 127), -2);
         assert_eq!(requantize_fixed_point(12, eighth, 0, -128, 127), 2);
-        assert_eq!(requantize_fixed_point(-12, eighth, 0, -128, 127), -2);
         assert_eq!(requantize_fixed_point(11, eighth, 0, -128, 127), 2);
         assert_eq!(requantize_fixed_point(10, eighth, 0, -128, 127), 1);
         // Multipliers above one shift left first; sums saturate, outputs clamp.
@@ -260,10 +299,7 @@ mod tests {
         assert_eq!(requantize_fixed_point(1, big, -100, -128, 127), 127);
         assert_eq!(requantize_fixed_point(-1, big, 100, -128, 127), -128);
         assert_eq!(requantize_fixed_point(i64::MAX, half, 0, -128, 127), 127);
-        assert_eq!(
-            multiply_by_quantized_multiplier(i32::MIN, i32::MIN, 0),
-            i32::MAX
-        );
+        assert_eq!(requantize_fixed_point(i64::MIN, half, 0, -128, 127), -128);
         assert_eq!(fixed_point_scale(half), 0.5);
     }
 
