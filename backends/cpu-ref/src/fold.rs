@@ -6,7 +6,10 @@
 //!   QuantizeLinear`, 2-D images, any groups (depthwise included): `QLinearConv`;
 //! * the same around a Gemm (`alpha = beta = 1`, A not transposed) or a MatMul of 2-D
 //!   weights, with one Reshape or Flatten allowed on either side of the product (TFLite's
-//!   FULLY_CONNECTED on a 4-D tensor): `QLinearGemm`.
+//!   FULLY_CONNECTED on a 4-D tensor): `QLinearGemm`;
+//! * when the QuantizeLinear asks for the fixed-point rule (LiteRT's builtin kernels), a Mul
+//!   of two dequantized 8-bit tensors and a ReduceMean of one: `QMulFixedPoint` and
+//!   `QMeanFixedPoint` ([`crate::ops::qbuiltin`]).
 //!
 //! x and y are per-tensor 8-bit, the weights 8-bit per tensor or per output channel; the bias
 //! is a DequantizeLinear of int32 values on the scales `x_scale · w_scale` (as quantizers
@@ -15,11 +18,12 @@
 //! operator). Elementwise layers between quantized tensors already equal LiteRT's results
 //! in f32 (CpuAcc's folded binary layer computes them the same way), so they are not folded.
 
+use crate::ops::qbuiltin::{self, QMeanDesc, QMulDesc};
 use crate::ops::qlinear::{self, QConvDesc, QGemmDesc, QParams};
 use backplane_backend_api::{
     OptimizationViews, ReplacementLayer, SubgraphView, Substitution, ValueRef,
 };
-use backplane_core::ops::UnaryOp;
+use backplane_core::ops::{BinaryOp, ReduceKind, UnaryOp};
 use backplane_core::quant::{activation_range, Requantization};
 use backplane_core::{DataType, LayerId, Network, Op, Tensor, TensorId, TensorKind};
 use std::collections::BTreeSet;
@@ -40,7 +44,11 @@ pub(crate) fn optimize(view: &SubgraphView<'_>) -> OptimizationViews {
         if used.contains(&id) {
             continue;
         }
-        let folded = g.fold_conv(id, &used).or_else(|| g.fold_product(id, &used));
+        let folded = g
+            .fold_conv(id, &used)
+            .or_else(|| g.fold_product(id, &used))
+            .or_else(|| g.fold_mul(id, &used))
+            .or_else(|| g.fold_mean(id, &used));
         if let Some(s) = folded {
             used.extend(s.replaced.iter().copied());
             subs.push(s);
@@ -412,6 +420,85 @@ impl Chains<'_> {
         let y_info = self.net.tensor(out.y).info.clone();
         let op = Op::Custom(qlinear::custom_op(qlinear::QGEMM, qdesc, y_info));
         self.integer_layer(replaced, op, [x.input, w.input], bias, out.y)
+    }
+
+    /// Fold the chain whose Mul is `id` when its QuantizeLinear asks for the fixed-point
+    /// rule (LiteRT's builtin MUL); the f32 chain already equals the f32 rule.
+    fn fold_mul(&self, id: LayerId, used: &BTreeSet<LayerId>) -> Option<Substitution> {
+        let layer = self.net.layer(id);
+        if !matches!(layer.op, Op::Binary(BinaryOp::Mul)) {
+            return None;
+        }
+        let a = self.activations(*layer.inputs.first()?)?;
+        let b = self.activations(*layer.inputs.get(1)?)?;
+        let mut out = self.output_chain(id, false)?;
+        if out.requant != Requantization::FixedPoint {
+            return None;
+        }
+        let mut replaced = std::mem::take(&mut out.replaced);
+        let desc = QMulDesc {
+            a: (a.scales[0], a.zeros[0]),
+            b: (b.scales[0], b.zeros[0]),
+            y: out.q,
+            clamp: out.clamp,
+        };
+        self.absorb(id, &[a.layer, b.layer], used, &mut replaced)?;
+        let y_info = self.net.tensor(out.y).info.clone();
+        let op = Op::Custom(qlinear::custom_op(qbuiltin::QMUL, desc, y_info));
+        self.replacement(replaced, op, vec![a.input, b.input], out.y)
+    }
+
+    /// Fold the chain whose ReduceMean is `id` when its QuantizeLinear asks for the
+    /// fixed-point rule (LiteRT's builtin MEAN) and no activation narrows the output.
+    fn fold_mean(&self, id: LayerId, used: &BTreeSet<LayerId>) -> Option<Substitution> {
+        let layer = self.net.layer(id);
+        let Op::Reduce(desc) = &layer.op else {
+            return None;
+        };
+        if desc.kind != ReduceKind::Mean || layer.inputs.len() != 1 {
+            return None;
+        }
+        let x = self.activations(*layer.inputs.first()?)?;
+        let rank = self.net.tensor(x.input).info.shape.rank();
+        let reduced = desc.reduced_mask(rank).ok()?;
+        let mut out = self.output_chain(id, false)?;
+        let y_type = self.net.tensor(out.y).info.dtype;
+        if out.requant != Requantization::FixedPoint || Some(out.clamp) != qlinear::range(y_type) {
+            return None;
+        }
+        let mut replaced = std::mem::take(&mut out.replaced);
+        let qdesc = QMeanDesc {
+            x: (x.scales[0], x.zeros[0]),
+            y: out.q,
+            reduced,
+        };
+        self.absorb(id, &[x.layer], used, &mut replaced)?;
+        let y_info = self.net.tensor(out.y).info.clone();
+        let op = Op::Custom(qlinear::custom_op(qbuiltin::QMEAN, qdesc, y_info));
+        self.replacement(replaced, op, vec![x.input], out.y)
+    }
+
+    /// One layer `op` reading `operands`, writing `y`, named after the layers it replaces.
+    fn replacement(
+        &self,
+        replaced: Vec<LayerId>,
+        op: Op,
+        operands: Vec<TensorId>,
+        y: TensorId,
+    ) -> Option<Substitution> {
+        let names: Vec<&str> = replaced
+            .iter()
+            .map(|&l| self.net.layer(l).name.as_str())
+            .collect();
+        Some(Substitution {
+            replacement: vec![ReplacementLayer {
+                name: names.join("+"),
+                op,
+                inputs: operands.into_iter().map(ValueRef::Existing).collect(),
+                outputs: vec![Some(y)],
+            }],
+            replaced,
+        })
     }
 
     /// One integer layer `op` reading the 8-bit input and weights (`operands`) and the bias

@@ -157,20 +157,21 @@ fn byte(v: i32) -> u8 {
 /// CpuRef's integer layers (or the reason it is not), and each run checks the inputs'
 /// shapes against its description through [`kernel`].
 pub(crate) fn deferred(c: &CustomOp) -> std::result::Result<super::plan::Kernel, String> {
-    let known = c.domain == DOMAIN
-        && match c.op_type.as_str() {
-            QCONV => c
-                .payload
-                .as_ref()
-                .and_then(|p| p.get::<QConvDesc>())
-                .is_some(),
-            QGEMM => c
-                .payload
-                .as_ref()
-                .and_then(|p| p.get::<QGemmDesc>())
-                .is_some(),
-            _ => false,
-        };
+    let known = super::qbuiltin::is_ours(c)
+        || c.domain == DOMAIN
+            && match c.op_type.as_str() {
+                QCONV => c
+                    .payload
+                    .as_ref()
+                    .and_then(|p| p.get::<QConvDesc>())
+                    .is_some(),
+                QGEMM => c
+                    .payload
+                    .as_ref()
+                    .and_then(|p| p.get::<QGemmDesc>())
+                    .is_some(),
+                _ => false,
+            };
     if !known {
         return Err(format!(
             "custom operator '{}' (domain '{}') is not implemented by CpuRef",
@@ -199,6 +200,9 @@ pub(crate) fn kernel(
     };
     if c.domain != DOMAIN {
         return Err(not_ours());
+    }
+    if super::qbuiltin::is_ours(c) {
+        return super::qbuiltin::kernel(c, inputs);
     }
     let [x, w, b] = inputs else {
         return Err(format!("{} takes x, w and bias", c.op_type));
@@ -432,6 +436,10 @@ mod tests {
         assert!(
             f32_off > 0,
             "the recorded cases do not tell the rules apart"
+        );
+        assert!(
+            gemmlowp_off > 0,
+            "the cases do not tell the roundings apart"
         );
     }
 
