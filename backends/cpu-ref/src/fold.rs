@@ -539,6 +539,7 @@ mod tests {
     use crate::evaluate;
     use crate::test_util::tensor;
     use backplane_core::ops::{ConvDesc, GemmDesc, Window};
+    use backplane_core::TensorInfo;
 
     fn dq(net: &mut Network, name: &str, t: TensorId, scales: &[f32], zero: i8) -> TensorId {
         let n = scales.len();
@@ -563,6 +564,16 @@ mod tests {
     }
 
     fn quantize(net: &mut Network, t: TensorId, sy: f32, zy: i8) -> TensorId {
+        quantize_by(net, t, sy, zy, Requantization::F32)
+    }
+
+    fn quantize_by(
+        net: &mut Network,
+        t: TensorId,
+        sy: f32,
+        zy: i8,
+        requant: Requantization,
+    ) -> TensorId {
         let s = net.add_constant("y_s", Tensor::scalar(sy)).unwrap();
         let z = net.add_constant("y_z", Tensor::scalar(zy)).unwrap();
         let op = Op::QuantizeLinear {
@@ -570,7 +581,7 @@ mod tests {
             to: DataType::I8,
             block_size: 0,
             saturate: true,
-            requant: backplane_core::quant::Requantization::F32,
+            requant,
         };
         let y = net.add_layer("q", op, &[t, s, z]).unwrap()[0];
         net.mark_output(y).unwrap();
@@ -629,6 +640,67 @@ mod tests {
         let refs: Vec<&Tensor> = ins.iter().collect();
         let y = evaluate(&r.op, &refs).unwrap();
         (s.replaced.len(), y[0].to_f64_vec())
+    }
+
+    /// A Mul of two dequantized tensors and a ReduceMean of one fold into CpuRef's
+    /// fixed-point layers when their QuantizeLinear asks for that rule, and stay f32
+    /// chains (XNNPACK's rule, which the f32 chain already gives) otherwise.
+    #[test]
+    fn fixed_point_mul_and_mean_chains_fold_and_f32_ones_do_not() {
+        use backplane_core::ops::{ReduceDesc, ReduceKind};
+        for requant in [Requantization::F32, Requantization::FixedPoint] {
+            for mean in [false, true] {
+                let mut net = Network::new();
+                let a = TensorInfo::new(DataType::I8, vec![1, 4, 3, 3]);
+                let a = net.add_input("a", a).unwrap();
+                let da = dq(&mut net, "a", a, &[0.05], 3);
+                let y = if mean {
+                    let op = Op::Reduce(ReduceDesc {
+                        kind: ReduceKind::Mean,
+                        axes: vec![2, 3],
+                        keepdims: true,
+                        noop_with_empty_axes: false,
+                    });
+                    net.add_layer("mean", op, &[da]).unwrap()[0]
+                } else {
+                    let b = TensorInfo::new(DataType::I8, vec![1, 4, 1, 1]);
+                    let b = net.add_input("b", b).unwrap();
+                    let db = dq(&mut net, "b", b, &[0.02], -1);
+                    let op = Op::Binary(BinaryOp::Mul);
+                    net.add_layer("mul", op, &[da, db]).unwrap()[0]
+                };
+                quantize_by(&mut net, y, 0.01, 2, requant);
+                let ids: Vec<LayerId> = (0..net.layers().len()).map(LayerId).collect();
+                let views = optimize(&SubgraphView::new(&net, ids));
+                if requant == Requantization::F32 {
+                    assert!(views.substitutions.is_empty(), "mean {mean}");
+                    continue;
+                }
+                assert_eq!(views.substitutions.len(), 1, "mean {mean}");
+                let s = &views.substitutions[0];
+                // The product, the quantize and the dequantizations.
+                assert_eq!(s.replaced.len(), if mean { 3 } else { 4 });
+                let Op::Custom(c) = &s.replacement[0].op else {
+                    panic!("{:?}", s.replacement[0].op);
+                };
+                let want = if mean {
+                    qbuiltin::QMEAN
+                } else {
+                    qbuiltin::QMUL
+                };
+                assert_eq!(c.op_type, want);
+                let infos: Vec<TensorInfo> = s.replacement[0]
+                    .inputs
+                    .iter()
+                    .map(|v| match v {
+                        ValueRef::Existing(t) => net.tensor(*t).info.clone(),
+                        other => panic!("{other:?}"),
+                    })
+                    .collect();
+                let refs: Vec<&TensorInfo> = infos.iter().collect();
+                assert!(qbuiltin::kernel(c, &refs).is_ok());
+            }
+        }
     }
 
     #[test]

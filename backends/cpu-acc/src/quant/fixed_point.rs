@@ -78,3 +78,88 @@ fn producer(net: &Network, t: TensorId) -> Option<LayerId> {
         _ => None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use backplane_core::{DataType, Tensor, TensorInfo};
+
+    /// A name not used yet.
+    fn fresh(net: &Network, what: &str) -> String {
+        format!("{what}{}", net.tensors().len())
+    }
+
+    fn dq(net: &mut Network, t: TensorId) -> TensorId {
+        let s = net
+            .add_constant(&fresh(net, "s"), Tensor::scalar(0.05f32))
+            .unwrap();
+        let z = net
+            .add_constant(&fresh(net, "z"), Tensor::scalar(1i8))
+            .unwrap();
+        let op = Op::DequantizeLinear {
+            axis: 1,
+            to: DataType::F32,
+            block_size: 0,
+        };
+        net.add_layer(&fresh(net, "dq"), op, &[t, s, z]).unwrap()[0]
+    }
+
+    fn q(net: &mut Network, t: TensorId, requant: Requantization) -> TensorId {
+        let s = net
+            .add_constant(&fresh(net, "s"), Tensor::scalar(0.1f32))
+            .unwrap();
+        let z = net
+            .add_constant(&fresh(net, "z"), Tensor::scalar(0i8))
+            .unwrap();
+        let op = Op::QuantizeLinear {
+            axis: 1,
+            to: DataType::I8,
+            block_size: 0,
+            saturate: true,
+            requant,
+        };
+        net.add_layer(&fresh(net, "q"), op, &[t, s, z]).unwrap()[0]
+    }
+
+    /// a · b → Relu → quantize, and a + b → quantize: with the fixed-point rule the Mul's
+    /// chain (dequantizations, Mul, Relu, quantize) goes to CpuRef and the Add's stays; with
+    /// the f32 rule nothing does.
+    #[test]
+    fn fixed_point_products_go_and_additions_stay() {
+        for requant in [Requantization::F32, Requantization::FixedPoint] {
+            let mut net = Network::new();
+            let info = TensorInfo::new(DataType::I8, vec![1, 4, 2, 2]);
+            let a = net.add_input("a", info.clone()).unwrap();
+            let b = net.add_input("b", info).unwrap();
+            let (da, db) = (dq(&mut net, a), dq(&mut net, b));
+            let m = net
+                .add_layer("mul", Op::Binary(BinaryOp::Mul), &[da, db])
+                .unwrap()[0];
+            let r = net
+                .add_layer("relu", Op::Unary(UnaryOp::Relu), &[m])
+                .unwrap()[0];
+            let y = q(&mut net, r, requant);
+            net.mark_output(y).unwrap();
+            let (da2, db2) = (dq(&mut net, a), dq(&mut net, b));
+            let s = net
+                .add_layer("add", Op::Binary(BinaryOp::Add), &[da2, db2])
+                .unwrap()[0];
+            let y2 = q(&mut net, s, requant);
+            net.mark_output(y2).unwrap();
+            let ids: Vec<LayerId> = (0..net.layers().len()).map(LayerId).collect();
+            let got = chains(&SubgraphView::new(&net, ids));
+            let names: BTreeSet<&str> = got.iter().map(|&l| net.layer(l).name.as_str()).collect();
+            match requant {
+                Requantization::F32 => assert!(got.is_empty(), "{names:?}"),
+                Requantization::FixedPoint => {
+                    assert_eq!(got.len(), 5, "{names:?}");
+                    for l in &got {
+                        let name = &net.layer(*l).name;
+                        assert!(!name.contains("add"), "{names:?}");
+                    }
+                }
+            }
+        }
+    }
+}
