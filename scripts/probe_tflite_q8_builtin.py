@@ -16,7 +16,9 @@ rounding differs from XNNPACK's (which backplane follows). This script
    wrong; with --write FILE it records per-layer convolution cases (exact integer sums, the
    scales, LiteRT's outputs) as test data (testdata/tflite/q8_rules/README.md);
 3. `scan`: prints, for every zoo int8 model, its convolutions whose requantization scale is
-   at least 256 (the models LiteRT runs on builtin kernels).
+   at least 256 (the models LiteRT runs on builtin kernels);
+4. `fc`: the same rule comparison on one-layer int8 Dense models (FULLY_CONNECTED, per
+   channel and per tensor).
 
     /work/venv-zoo/bin/python scripts/probe_tflite_q8_builtin.py refusal
     /work/venv-zoo/bin/python scripts/probe_tflite_q8_builtin.py ops \
@@ -295,17 +297,70 @@ def ops(args):
             f.write("\n")
 
 
+def fully_connected(_args):
+    """One-layer int8 Dense models (per channel and per tensor) on the builtin kernels: how
+    many outputs each requantization rule gets wrong."""
+    import tensorflow as tf
+    keras, layers = tf.keras, tf.keras.layers
+    rng = np.random.default_rng(0)
+    for n_in, n_out, batch, by_channel in [(53, 37, 5, True), (200, 64, 3, True), (17, 1000, 2, False)]:
+        inp = keras.Input((n_in,), batch_size=batch)
+        m = keras.Model(inp, layers.Dense(n_out)(inp))
+        m.layers[1].set_weights([rng.normal(0, 0.3, (n_in, n_out)).astype(np.float32),
+                                 rng.normal(0, 0.1, (n_out,)).astype(np.float32)])
+        conv = tf.lite.TFLiteConverter.from_keras_model(m)
+
+        def representative():
+            for _ in range(8):
+                yield [rng.uniform(-2, 2, (batch, n_in)).astype(np.float32)]
+
+        conv.optimizations = [tf.lite.Optimize.DEFAULT]
+        conv.representative_dataset = representative
+        conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+        conv.inference_input_type = tf.int8
+        conv.inference_output_type = tf.int8
+        if not by_channel:
+            conv._experimental_disable_per_channel = True
+        it = Interpreter(model_content=conv.convert(),
+                         experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,
+                         experimental_preserve_all_tensors=True)
+        it.allocate_tensors()
+        it.set_tensor(it.get_input_details()[0]["index"], rng.integers(-128, 128, (batch, n_in)).astype(np.int8))
+        it.invoke()
+        td = {t["index"]: t for t in it.get_tensor_details()}
+        for o in it._get_ops_details():
+            if o["op_name"] != "FULLY_CONNECTED":
+                continue
+            xi, wi, bi = o["inputs"][:3]
+            yi = o["outputs"][0]
+            sx, zx = td[xi]["quantization"]
+            so, zo = td[yi]["quantization"]
+            sw = td[wi]["quantization_parameters"]["scales"]
+            val = lambda i: it.get_tensor(i).astype(np.int64)  # noqa: E731
+            acc = (val(xi) - zx) @ val(wi).T + val(bi)
+            y = val(yi)
+            mults = [quantize_multiplier(float(sx) * float(w) / so) for w in sw]
+            mults = mults * n_out if len(mults) == 1 else mults
+            rules = {"half-up": np.clip(per_channel(half_up, acc, mults) + zo, -128, 127),
+                     "gemmlowp": np.clip(per_channel(mbqm, acc, mults) + zo, -128, 127),
+                     "xnnpack(f32)": xnn_requant(acc, np.float32(sx) * sw.astype(np.float32) / np.float32(so), zo, -128, 127)}
+            off = " ".join(f"{r}: {int((v != y).sum())}" for r, v in rules.items())
+            print(f"FULLY_CONNECTED {n_in}->{n_out} batch {batch} per-channel {len(sw) > 1}: "
+                  f"{y.size} elements; off under {off}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
     sub.add_parser("refusal")
     sub.add_parser("scan")
+    sub.add_parser("fc")
     o = sub.add_parser("ops")
     o.add_argument("model")
     o.add_argument("input")
     o.add_argument("--write")
     args = ap.parse_args()
-    {"refusal": refusal, "scan": scan, "ops": ops}[args.cmd](args)
+    {"refusal": refusal, "scan": scan, "ops": ops, "fc": fully_connected}[args.cmd](args)
 
 
 if __name__ == "__main__":
