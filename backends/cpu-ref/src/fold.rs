@@ -449,7 +449,9 @@ impl Chains<'_> {
     }
 
     /// Fold the chain whose ReduceMean is `id` when its QuantizeLinear asks for the
-    /// fixed-point rule (LiteRT's builtin MEAN) and no activation narrows the output.
+    /// fixed-point rule (LiteRT's builtin MEAN) and no activation narrows the output: a
+    /// 4-D mean over two axes other than the batch, keeping them, the form whose rule LiteRT
+    /// was probed for (its other means run other kernels, not followed yet).
     fn fold_mean(&self, id: LayerId, used: &BTreeSet<LayerId>) -> Option<Substitution> {
         let layer = self.net.layer(id);
         let Op::Reduce(desc) = &layer.op else {
@@ -461,6 +463,10 @@ impl Chains<'_> {
         let x = self.activations(*layer.inputs.first()?)?;
         let rank = self.net.tensor(x.input).info.shape.rank();
         let reduced = desc.reduced_mask(rank).ok()?;
+        let two_spatial = rank == 4 && !reduced[0] && reduced.iter().filter(|&&r| r).count() == 2;
+        if !(two_spatial && desc.keepdims) {
+            return None;
+        }
         let mut out = self.output_chain(id, false)?;
         let y_type = self.net.tensor(out.y).info.dtype;
         if out.requant != Requantization::FixedPoint || Some(out.clamp) != qlinear::range(y_type) {

@@ -59,7 +59,17 @@ pub(crate) fn chains(view: &SubgraphView<'_>) -> BTreeSet<LayerId> {
         let takes = match &product.op {
             Op::Conv(_) | Op::Gemm(_) | Op::MatMul => !dqs.is_empty(),
             Op::Binary(BinaryOp::Mul) => dqs.len() == 2,
-            Op::Reduce(r) => r.kind == ReduceKind::Mean && dqs.len() == 1,
+            // CpuRef folds the 4-D means over two axes it keeps (`crate::fold` there).
+            Op::Reduce(r) => {
+                let rank = product
+                    .inputs
+                    .first()
+                    .map_or(0, |&t| net.tensor(t).info.shape.rank());
+                let two = r
+                    .reduced_mask(rank)
+                    .is_ok_and(|m| rank == 4 && !m[0] && m.iter().filter(|&&x| x).count() == 2);
+                r.kind == ReduceKind::Mean && r.keepdims && two && dqs.len() == 1
+            }
             _ => false,
         };
         if !takes {
