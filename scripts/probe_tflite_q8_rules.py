@@ -5,7 +5,8 @@ int8 models with several input/output scales and zero points, runs every int8 in
 (XNNPACK) and its reference kernels (BUILTIN_REF), and checks candidate integer rules against
 both. Prints, per case, the elements where the two LiteRT paths disagree and where each rule
 disagrees with LiteRT's default; with --write DIR also writes the cases as test data
-(see testdata/tflite/q8_rules/README.md).
+(see testdata/tflite/q8_rules/README.md). The builtin kernels' CONV_2D, DEPTHWISE_CONV_2D,
+MUL and MEAN rules, and when LiteRT uses them, are probed by probe_tflite_q8_builtin.py.
 
     /work/venv-zoo/bin/python scripts/probe_tflite_q8_rules.py [--write testdata/tflite/q8_rules]
 """

@@ -230,11 +230,31 @@ impl Backend for CpuAccBackend {
     fn optimize_subgraph(&self, subgraph: &SubgraphView<'_>) -> OptimizationViews {
         // The packed-weights cache too: a fusion that derives constants notes where they
         // came from, so their packings are shared across plans (`weights::derived`).
-        options::scoped(self.options(), || {
+        // Chains that requantize by the fixed-point rule go to CpuRef (see
+        // `quant::fixed_point`); the rest is optimized as usual.
+        let refused = quant::fixed_point::chains(subgraph);
+        let rest;
+        let view = if refused.is_empty() {
+            subgraph
+        } else {
+            let kept = subgraph
+                .layers()
+                .iter()
+                .copied()
+                .filter(|l| !refused.contains(l))
+                .collect();
+            rest = SubgraphView::new(subgraph.network(), kept);
+            &rest
+        };
+        let mut views = options::scoped(self.options(), || {
             weights::scoped(&self.packed, || {
-                quant::fold::optimize(subgraph, fusion::optimize)
+                quant::fold::optimize(view, fusion::optimize)
             })
-        })
+        });
+        if !refused.is_empty() {
+            views.failed.push(refused.into_iter().collect());
+        }
+        views
     }
 
     fn capabilities(&self) -> Capabilities {

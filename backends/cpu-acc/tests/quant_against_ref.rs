@@ -50,6 +50,7 @@ fn quantize_and_dequantize_match_cpu_ref_bit_for_bit() {
                     to: dt,
                     block_size: 0,
                     saturate: true,
+                    requant: backplane_core::quant::Requantization::F32,
                 };
                 let got = acc(&op, &[&x, &s, &z], &[false, true, true], 2);
                 let want = reference(&op, &[&x, &s, &z]);
@@ -209,6 +210,7 @@ fn run_layout(c: &Case, seed: u64, nhwc_in: bool) -> (Option<Tensor>, (usize, us
         to: c.xt,
         block_size: 0,
         saturate: true,
+        requant: backplane_core::quant::Requantization::F32,
     };
     let y = net.add_layer("q", quant.clone(), &[t, syi, zyi]).unwrap()[0];
     net.mark_output(y).unwrap();
@@ -525,6 +527,7 @@ fn run_binary(op: BinaryOp, dims: &[usize], ta: DataType, tb: DataType, act: Opt
         to: yt,
         block_size: 0,
         saturate: true,
+        requant: backplane_core::quant::Requantization::F32,
     };
     let y = net.add_layer("q", quant.clone(), &[t, s3, z3]).unwrap()[0];
     net.mark_output(y).unwrap();

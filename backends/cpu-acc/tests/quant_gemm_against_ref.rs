@@ -94,6 +94,7 @@ fn run_case(c: Case, seed: u64, threads: usize) -> (usize, usize) {
         to: c.xt,
         block_size: 0,
         saturate: true,
+        requant: backplane_core::quant::Requantization::F32,
     };
     let y = net.add_layer("q", quant.clone(), &[t, syi, zyi]).unwrap()[0];
     net.mark_output(y).unwrap();

@@ -6,7 +6,10 @@
 //!   QuantizeLinear`, 2-D images, any groups (depthwise included): `QLinearConv`;
 //! * the same around a Gemm (`alpha = beta = 1`, A not transposed) or a MatMul of 2-D
 //!   weights, with one Reshape or Flatten allowed on either side of the product (TFLite's
-//!   FULLY_CONNECTED on a 4-D tensor): `QLinearGemm`.
+//!   FULLY_CONNECTED on a 4-D tensor): `QLinearGemm`;
+//! * when the QuantizeLinear asks for the fixed-point rule (LiteRT's builtin kernels), a Mul
+//!   of two dequantized 8-bit tensors and a ReduceMean of one: `QMulFixedPoint` and
+//!   `QMeanFixedPoint` ([`crate::ops::qbuiltin`]).
 //!
 //! x and y are per-tensor 8-bit, the weights 8-bit per tensor or per output channel; the bias
 //! is a DequantizeLinear of int32 values on the scales `x_scale · w_scale` (as quantizers
@@ -15,12 +18,13 @@
 //! operator). Elementwise layers between quantized tensors already equal LiteRT's results
 //! in f32 (CpuAcc's folded binary layer computes them the same way), so they are not folded.
 
+use crate::ops::qbuiltin::{self, QMeanDesc, QMulDesc};
 use crate::ops::qlinear::{self, QConvDesc, QGemmDesc, QParams};
 use backplane_backend_api::{
     OptimizationViews, ReplacementLayer, SubgraphView, Substitution, ValueRef,
 };
-use backplane_core::ops::UnaryOp;
-use backplane_core::quant::activation_range;
+use backplane_core::ops::{BinaryOp, ReduceKind, UnaryOp};
+use backplane_core::quant::{activation_range, Requantization};
 use backplane_core::{DataType, LayerId, Network, Op, Tensor, TensorId, TensorKind};
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -40,7 +44,11 @@ pub(crate) fn optimize(view: &SubgraphView<'_>) -> OptimizationViews {
         if used.contains(&id) {
             continue;
         }
-        let folded = g.fold_conv(id, &used).or_else(|| g.fold_product(id, &used));
+        let folded = g
+            .fold_conv(id, &used)
+            .or_else(|| g.fold_product(id, &used))
+            .or_else(|| g.fold_mul(id, &used))
+            .or_else(|| g.fold_mean(id, &used));
         if let Some(s) = folded {
             used.extend(s.replaced.iter().copied());
             subs.push(s);
@@ -70,6 +78,8 @@ struct OutChain {
     q: (f32, i32),
     /// The output integers' range, narrowed by the activation.
     clamp: (i32, i32),
+    /// The QuantizeLinear's requantization rule.
+    requant: Requantization,
 }
 
 /// The integer layer's quantization: the activations' (per tensor), the weights' per
@@ -81,6 +91,7 @@ fn params(x: &Dq, w: &Dq, out: &OutChain) -> QParams {
         w_zeros: w.zeros.clone(),
         y: out.q,
         clamp: out.clamp,
+        requant: out.requant,
     }
 }
 
@@ -217,7 +228,10 @@ impl Chains<'_> {
         }
         let ql = self.net.layer(next);
         let Op::QuantizeLinear {
-            to, block_size: 0, ..
+            to,
+            block_size: 0,
+            requant,
+            ..
         } = ql.op
         else {
             return None;
@@ -243,6 +257,7 @@ impl Chains<'_> {
             y: self.single_output(next)?,
             q: (sy, zy),
             clamp: activation_range((sy, zy), act, bounds),
+            requant,
         })
     }
 
@@ -407,6 +422,91 @@ impl Chains<'_> {
         self.integer_layer(replaced, op, [x.input, w.input], bias, out.y)
     }
 
+    /// Fold the chain whose Mul is `id` when its QuantizeLinear asks for the fixed-point
+    /// rule (LiteRT's builtin MUL); the f32 chain already equals the f32 rule.
+    fn fold_mul(&self, id: LayerId, used: &BTreeSet<LayerId>) -> Option<Substitution> {
+        let layer = self.net.layer(id);
+        if !matches!(layer.op, Op::Binary(BinaryOp::Mul)) {
+            return None;
+        }
+        let a = self.activations(*layer.inputs.first()?)?;
+        let b = self.activations(*layer.inputs.get(1)?)?;
+        let mut out = self.output_chain(id, false)?;
+        if out.requant != Requantization::FixedPoint {
+            return None;
+        }
+        let mut replaced = std::mem::take(&mut out.replaced);
+        let desc = QMulDesc {
+            a: (a.scales[0], a.zeros[0]),
+            b: (b.scales[0], b.zeros[0]),
+            y: out.q,
+            clamp: out.clamp,
+        };
+        self.absorb(id, &[a.layer, b.layer], used, &mut replaced)?;
+        let y_info = self.net.tensor(out.y).info.clone();
+        let op = Op::Custom(qlinear::custom_op(qbuiltin::QMUL, desc, y_info));
+        self.replacement(replaced, op, vec![a.input, b.input], out.y)
+    }
+
+    /// Fold the chain whose ReduceMean is `id` when its QuantizeLinear asks for the
+    /// fixed-point rule (LiteRT's builtin MEAN) and no activation narrows the output: a
+    /// 4-D mean over two axes other than the batch, keeping them, the form whose rule LiteRT
+    /// was probed for (its other means run other kernels, not followed yet).
+    fn fold_mean(&self, id: LayerId, used: &BTreeSet<LayerId>) -> Option<Substitution> {
+        let layer = self.net.layer(id);
+        let Op::Reduce(desc) = &layer.op else {
+            return None;
+        };
+        if desc.kind != ReduceKind::Mean || layer.inputs.len() != 1 {
+            return None;
+        }
+        let x = self.activations(*layer.inputs.first()?)?;
+        let rank = self.net.tensor(x.input).info.shape.rank();
+        let reduced = desc.reduced_mask(rank).ok()?;
+        let two_spatial = rank == 4 && !reduced[0] && reduced.iter().filter(|&&r| r).count() == 2;
+        if !(two_spatial && desc.keepdims) {
+            return None;
+        }
+        let mut out = self.output_chain(id, false)?;
+        let y_type = self.net.tensor(out.y).info.dtype;
+        if out.requant != Requantization::FixedPoint || Some(out.clamp) != qlinear::range(y_type) {
+            return None;
+        }
+        let mut replaced = std::mem::take(&mut out.replaced);
+        let qdesc = QMeanDesc {
+            x: (x.scales[0], x.zeros[0]),
+            y: out.q,
+            reduced,
+        };
+        self.absorb(id, &[x.layer], used, &mut replaced)?;
+        let y_info = self.net.tensor(out.y).info.clone();
+        let op = Op::Custom(qlinear::custom_op(qbuiltin::QMEAN, qdesc, y_info));
+        self.replacement(replaced, op, vec![x.input], out.y)
+    }
+
+    /// One layer `op` reading `operands`, writing `y`, named after the layers it replaces.
+    fn replacement(
+        &self,
+        replaced: Vec<LayerId>,
+        op: Op,
+        operands: Vec<TensorId>,
+        y: TensorId,
+    ) -> Option<Substitution> {
+        let names: Vec<&str> = replaced
+            .iter()
+            .map(|&l| self.net.layer(l).name.as_str())
+            .collect();
+        Some(Substitution {
+            replacement: vec![ReplacementLayer {
+                name: names.join("+"),
+                op,
+                inputs: operands.into_iter().map(ValueRef::Existing).collect(),
+                outputs: vec![Some(y)],
+            }],
+            replaced,
+        })
+    }
+
     /// One integer layer `op` reading the 8-bit input and weights (`operands`) and the bias
     /// as a new constant, writing `y`, named after the layers it replaces.
     fn integer_layer(
@@ -445,6 +545,7 @@ mod tests {
     use crate::evaluate;
     use crate::test_util::tensor;
     use backplane_core::ops::{ConvDesc, GemmDesc, Window};
+    use backplane_core::TensorInfo;
 
     fn dq(net: &mut Network, name: &str, t: TensorId, scales: &[f32], zero: i8) -> TensorId {
         let n = scales.len();
@@ -469,6 +570,16 @@ mod tests {
     }
 
     fn quantize(net: &mut Network, t: TensorId, sy: f32, zy: i8) -> TensorId {
+        quantize_by(net, t, sy, zy, Requantization::F32)
+    }
+
+    fn quantize_by(
+        net: &mut Network,
+        t: TensorId,
+        sy: f32,
+        zy: i8,
+        requant: Requantization,
+    ) -> TensorId {
         let s = net.add_constant("y_s", Tensor::scalar(sy)).unwrap();
         let z = net.add_constant("y_z", Tensor::scalar(zy)).unwrap();
         let op = Op::QuantizeLinear {
@@ -476,6 +587,7 @@ mod tests {
             to: DataType::I8,
             block_size: 0,
             saturate: true,
+            requant,
         };
         let y = net.add_layer("q", op, &[t, s, z]).unwrap()[0];
         net.mark_output(y).unwrap();
@@ -534,6 +646,67 @@ mod tests {
         let refs: Vec<&Tensor> = ins.iter().collect();
         let y = evaluate(&r.op, &refs).unwrap();
         (s.replaced.len(), y[0].to_f64_vec())
+    }
+
+    /// A Mul of two dequantized tensors and a ReduceMean of one fold into CpuRef's
+    /// fixed-point layers when their QuantizeLinear asks for that rule, and stay f32
+    /// chains (XNNPACK's rule, which the f32 chain already gives) otherwise.
+    #[test]
+    fn fixed_point_mul_and_mean_chains_fold_and_f32_ones_do_not() {
+        use backplane_core::ops::{ReduceDesc, ReduceKind};
+        for requant in [Requantization::F32, Requantization::FixedPoint] {
+            for mean in [false, true] {
+                let mut net = Network::new();
+                let a = TensorInfo::new(DataType::I8, vec![1, 4, 3, 3]);
+                let a = net.add_input("a", a).unwrap();
+                let da = dq(&mut net, "a", a, &[0.05], 3);
+                let y = if mean {
+                    let op = Op::Reduce(ReduceDesc {
+                        kind: ReduceKind::Mean,
+                        axes: vec![2, 3],
+                        keepdims: true,
+                        noop_with_empty_axes: false,
+                    });
+                    net.add_layer("mean", op, &[da]).unwrap()[0]
+                } else {
+                    let b = TensorInfo::new(DataType::I8, vec![1, 4, 1, 1]);
+                    let b = net.add_input("b", b).unwrap();
+                    let db = dq(&mut net, "b", b, &[0.02], -1);
+                    let op = Op::Binary(BinaryOp::Mul);
+                    net.add_layer("mul", op, &[da, db]).unwrap()[0]
+                };
+                quantize_by(&mut net, y, 0.01, 2, requant);
+                let ids: Vec<LayerId> = (0..net.layers().len()).map(LayerId).collect();
+                let views = optimize(&SubgraphView::new(&net, ids));
+                if requant == Requantization::F32 {
+                    assert!(views.substitutions.is_empty(), "mean {mean}");
+                    continue;
+                }
+                assert_eq!(views.substitutions.len(), 1, "mean {mean}");
+                let s = &views.substitutions[0];
+                // The product, the quantize and the dequantizations.
+                assert_eq!(s.replaced.len(), if mean { 3 } else { 4 });
+                let Op::Custom(c) = &s.replacement[0].op else {
+                    panic!("{:?}", s.replacement[0].op);
+                };
+                let want = if mean {
+                    qbuiltin::QMEAN
+                } else {
+                    qbuiltin::QMUL
+                };
+                assert_eq!(c.op_type, want);
+                let infos: Vec<TensorInfo> = s.replacement[0]
+                    .inputs
+                    .iter()
+                    .map(|v| match v {
+                        ValueRef::Existing(t) => net.tensor(*t).info.clone(),
+                        other => panic!("{other:?}"),
+                    })
+                    .collect();
+                let refs: Vec<&TensorInfo> = infos.iter().collect();
+                assert!(qbuiltin::kernel(c, &refs).is_ok());
+            }
+        }
     }
 
     #[test]

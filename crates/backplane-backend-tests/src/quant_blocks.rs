@@ -99,6 +99,7 @@ impl<'a> Block<'a> {
             to: self.dt,
             block_size: 0,
             saturate: true,
+            requant: backplane::core::quant::Requantization::F32,
         };
         let t = self.one(name, op, &[t, s, z])?;
         Ok(Q {

@@ -32,6 +32,7 @@ fn requantize(
         to: b.dt,
         block_size: 0,
         saturate: true,
+        requant: backplane::core::quant::Requantization::F32,
     };
     let t = b.one(name, op, &[t, s, z])?;
     Ok(Q { t, ..like })

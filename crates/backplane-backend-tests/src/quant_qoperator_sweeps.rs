@@ -97,6 +97,7 @@ pub(crate) fn qlinear_conv(r: &mut Rng) -> Result<QuantCase, String> {
         to: yt,
         block_size: 0,
         saturate: true,
+        requant: backplane::core::quant::Requantization::F32,
     };
     let y = net
         .add_layer("quantize", op, &[scaled, one, z])
@@ -243,6 +244,7 @@ pub(crate) fn movement(r: &mut Rng) -> Result<QuantCase, String> {
         to: dt,
         block_size: 0,
         saturate: true,
+        requant: backplane::core::quant::Requantization::F32,
     };
     let q = net.add_layer("quantize", op, &[y, si, zi]).map_err(err)?;
     net.mark_output(*q.first().ok_or("no output")?)

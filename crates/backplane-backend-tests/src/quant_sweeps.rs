@@ -148,6 +148,7 @@ pub(crate) fn quantize_out(
         to: dt,
         block_size: 0,
         saturate: true,
+        requant: backplane::core::quant::Requantization::F32,
     };
     let out = net.add_layer("quantize", op, &[t, s, z]).map_err(err)?;
     net.mark_output(*out.first().ok_or("no output")?)

@@ -138,7 +138,7 @@ pub fn bench_data_dependent(args: &BenchArgs) -> Result<(), CliError> {
         ));
     }
     configure(common);
-    let file = ModelFile::open(&args.model.model)?;
+    let file = ModelFile::open_with(&args.model.model, common.int8_requant())?;
     let runtime = crate::backends::runtime()?;
     let (net, inputs, _) = serve(&runtime, file, common)?;
     let net = match args.node_cache {

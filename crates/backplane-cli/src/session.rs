@@ -70,6 +70,20 @@ pub struct CommonArgs {
     /// the command starts.
     #[arg(long = "max-memory", value_name = "BYTES", value_parser = parse_bytes)]
     pub max_memory: Option<usize>,
+    /// How a TFLite model's int8 convolutions and fully connected layers requantize their
+    /// sums: f32 (LiteRT's XNNPACK delegate), fixed-point (gemmlowp's Q31 multiplier, LiteRT's
+    /// builtin kernels), or auto: the rule of the kernels LiteRT runs the model on, fixed
+    /// point when XNNPACK refuses the model (a requantization scale of 256 or more), f32
+    /// otherwise; -v logs the choice. ONNX models are not affected.
+    #[arg(long = "int8-requant", value_name = "RULE", default_value = "auto", value_parser = ["auto", "f32", "fixed-point"])]
+    pub int8_requant: String,
+}
+
+impl CommonArgs {
+    /// `--int8-requant` as a rule; None for auto.
+    pub fn int8_requant(&self) -> Option<backplane::core::quant::Requantization> {
+        backplane::core::quant::Requantization::from_name(&self.int8_requant)
+    }
 }
 
 /// The most intra-op threads `--threads` takes.
@@ -280,8 +294,21 @@ impl ModelFile {
     /// Read and decode a model file: TFLite when it is one (by extension or identifier),
     /// ONNX otherwise.
     pub fn open(path: &Path) -> Result<ModelFile, CliError> {
+        ModelFile::open_with(path, None)
+    }
+
+    /// [`ModelFile::open`], a TFLite model's int8 layers requantized by `int8_requant`
+    /// (None: the importer's choice).
+    pub fn open_with(
+        path: &Path,
+        int8_requant: Option<backplane::core::quant::Requantization>,
+    ) -> Result<ModelFile, CliError> {
         if backplane::tflite::is_tflite_file(path) {
-            let network = backplane::load_tflite(path).map_err(|e| match e {
+            let options = backplane::tflite::ImportOptions {
+                int8_requant,
+                ..Default::default()
+            };
+            let network = backplane::load_tflite_with(path, &options).map_err(|e| match e {
                 backplane::Error::Tflite(e) => CliError::from(e),
                 e => CliError::failed(e.to_string()),
             })?;
@@ -514,7 +541,7 @@ pub fn prepare_binding(
         path,
         format,
         signature,
-    } = ModelFile::open(model)?;
+    } = ModelFile::open_with(model, args.int8_requant())?;
     let mut given: Vec<(String, OnnxValue)> = preset
         .into_iter()
         .map(|(n, t)| (n, OnnxValue::Tensor(t)))

@@ -190,7 +190,7 @@ pub fn bench_shapes(args: &BenchArgs) -> Result<(), CliError> {
     }
     configure(common);
     let sets = parse_shape_sets(&args.shape_sets)?;
-    let model = ModelFile::open(&args.model.model)?;
+    let model = ModelFile::open_with(&args.model.model, common.int8_requant())?;
     let inputs = inputs_for(&model, common, &sets)?;
     // CpuAcc kept at hand to report how many constant operands its plans packed and shared.
     let acc = backplane::cpu_acc::CpuAccBackend::new();

@@ -24,12 +24,14 @@ mod fold;
 mod layout;
 mod model;
 mod ops;
+mod requant;
 mod schema;
 mod sparse;
 
 pub use error::{Result, TfliteError, UnsupportedOp};
 
 use backplane_core::ops::Evaluator;
+use backplane_core::quant::Requantization;
 use backplane_core::{Network, TensorInfo};
 use layout::Graph;
 use model::Model;
@@ -48,12 +50,19 @@ pub struct ImportOptions {
     /// Computes at import the small shape-arithmetic layers whose inputs are all constants
     /// (the facade passes CpuRef's); without one they run at every execution.
     pub evaluator: Option<Arc<dyn Evaluator + Send + Sync>>,
+    /// How the int8 convolutions and fully connected layers requantize (the rule each
+    /// quantized output's QuantizeLinear carries). None: the rule of the results LiteRT
+    /// gives for the model, f32 (its XNNPACK delegate's) unless the model has what makes
+    /// that delegate refuse it, fixed point (its builtin kernels') then; see
+    /// docs/tflite.md.
+    pub int8_requant: Option<Requantization>,
 }
 
 impl std::fmt::Debug for ImportOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ImportOptions")
             .field("subgraph", &self.subgraph)
+            .field("int8_requant", &self.int8_requant)
             .field(
                 "evaluator",
                 &self.evaluator.as_ref().map(|_| "dyn Evaluator"),
@@ -146,6 +155,19 @@ pub fn inspect_inputs(bytes: &[u8], options: &ImportOptions) -> Result<Vec<(Stri
 pub fn import_bytes(bytes: &[u8], options: &ImportOptions) -> Result<Network> {
     let mut model = Model::read(bytes, options.subgraph)?;
     fold::fold_constants(&mut model)?;
+    let requant = match options.int8_requant {
+        Some(r) => r,
+        None => {
+            let (r, why) = requant::litert_rule(&model);
+            if let Some(why) = why {
+                tracing::info!(
+                    "int8 requantization: {} (LiteRT's builtin kernels): {why}",
+                    r.name()
+                );
+            }
+            r
+        }
+    };
     let mut g = Graph::new(options.evaluator.clone());
     for (t, d) in model.tensors.iter().enumerate() {
         g.set_name(t, &d.name);
@@ -191,6 +213,7 @@ pub fn import_bytes(bytes: &[u8], options: &ImportOptions) -> Result<Network> {
             op,
             name,
             dq_cache: &mut dq_cache,
+            requant,
         };
         match ops::lower(&mut cx) {
             Ok(()) => {}

@@ -3,6 +3,7 @@
 //! giving errors, never panics.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use backplane_core::quant::Requantization;
 use backplane_tflite::{import_bytes, ImportOptions, TfliteError};
 use std::path::PathBuf;
 
@@ -130,4 +131,41 @@ fn truncated_and_mutated_models_fail_cleanly() {
     }
     // Most mutations land in weights (still a valid model); many must not.
     assert!(errors > 100, "only {errors} mutated models were refused");
+}
+
+/// The requantization rule each QuantizeLinear of `bytes` imported with `options` carries.
+fn rules(bytes: &[u8], options: &ImportOptions) -> Vec<Requantization> {
+    let net = import_bytes(bytes, options).unwrap();
+    net.layers()
+        .iter()
+        .filter_map(|l| match l.op {
+            backplane_core::Op::QuantizeLinear { requant, .. } => Some(requant),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A model with a convolution whose requantization scale reaches 256 (mobilenet_v3_small's
+/// squeeze-excite head, which LiteRT's XNNPACK delegate refuses) gets the fixed-point rule
+/// of LiteRT's builtin kernels on every quantized output; other int8 models keep the f32
+/// rule; the option overrides either way.
+#[test]
+fn int8_requantization_follows_the_kernels_litert_runs() {
+    let builtin = std::fs::read(testdata().join("q8_builtin_int8/model.tflite")).unwrap();
+    let xnnpack = std::fs::read(testdata().join("mobile_blocks_int8/model.tflite")).unwrap();
+    let auto = ImportOptions::default();
+    let all =
+        |r: &[Requantization], want: Requantization| !r.is_empty() && r.iter().all(|&x| x == want);
+    assert!(all(&rules(&builtin, &auto), Requantization::FixedPoint));
+    assert!(all(&rules(&xnnpack, &auto), Requantization::F32));
+    let f32_rule = ImportOptions {
+        int8_requant: Some(Requantization::F32),
+        ..Default::default()
+    };
+    assert!(all(&rules(&builtin, &f32_rule), Requantization::F32));
+    let fixed = ImportOptions {
+        int8_requant: Some(Requantization::FixedPoint),
+        ..Default::default()
+    };
+    assert!(all(&rules(&xnnpack, &fixed), Requantization::FixedPoint));
 }

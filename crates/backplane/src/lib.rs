@@ -208,10 +208,19 @@ pub fn load_onnx(path: &Path, options: &ImportOptions) -> Result<Network, Error>
 /// Import a TFLite model (`.tflite`), computing its shape arithmetic on constants with
 /// CpuRef at import.
 pub fn load_tflite(path: &Path) -> Result<Network, Error> {
-    let options = backplane_tflite::ImportOptions {
-        evaluator: Some(Arc::new(backplane_cpu_ref::CpuRefEvaluator)),
-        ..Default::default()
-    };
+    load_tflite_with(path, &backplane_tflite::ImportOptions::default())
+}
+
+/// Import a TFLite model with `options` (e.g. its int8 requantization rule), computing its
+/// shape arithmetic on constants with CpuRef when the options name no evaluator.
+pub fn load_tflite_with(
+    path: &Path,
+    options: &backplane_tflite::ImportOptions,
+) -> Result<Network, Error> {
+    let mut options = options.clone();
+    if options.evaluator.is_none() {
+        options.evaluator = Some(Arc::new(backplane_cpu_ref::CpuRefEvaluator));
+    }
     Ok(backplane_tflite::import_file(path, &options)?)
 }
 

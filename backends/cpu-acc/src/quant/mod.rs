@@ -13,6 +13,7 @@ mod binary;
 mod binary_rows;
 mod conv;
 mod dynamic;
+pub(crate) mod fixed_point;
 pub(crate) mod fold;
 mod gemm;
 mod lookup;

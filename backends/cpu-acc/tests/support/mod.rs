@@ -57,6 +57,7 @@ pub fn q_op(to: DataType) -> Op {
         to,
         block_size: 0,
         saturate: true,
+        requant: backplane_core::quant::Requantization::F32,
     }
 }
 

@@ -26,6 +26,7 @@ mod norm;
 mod numeric;
 pub(crate) mod plan;
 mod pool;
+pub(crate) mod qbuiltin;
 mod qint;
 pub(crate) mod qlinear;
 mod quantize;

@@ -4,14 +4,18 @@
 //! of `(x - x_zero) · (w - w_zero)` plus the int32 bias, requantized by
 //! [`backplane_core::quant::requantize`] with the scale of
 //! [`backplane_core::quant::requant_scale`]: LiteRT's (XNNPACK's) integer semantics, which
-//! the f32 chain misses by a quantum where a sum lies next to a rounding boundary.
+//! the f32 chain misses by a quantum where a sum lies next to a rounding boundary; or, when
+//! the chain's QuantizeLinear asks for [`Requantization::FixedPoint`], by
+//! [`backplane_core::quant::requantize_fixed_point`] (LiteRT's builtin kernels).
 //!
 //! Plain loops over plain indices: this is the oracle the fast integer kernels are checked
 //! against.
 
 use backplane_backend_api::BackendError;
 use backplane_core::ops::{CustomOp, CustomPayload};
-use backplane_core::quant::{requant_scale, requantize};
+use backplane_core::quant::{
+    fixed_point_multiplier, requant_scale, requantize, requantize_fixed_point, Requantization,
+};
 use backplane_core::{DataType, TensorInfo, TensorView};
 
 /// The domain of CpuRef's own custom operators.
@@ -35,6 +39,8 @@ pub(crate) struct QParams {
     pub y: (f32, i32),
     /// The lowest and highest output integer.
     pub clamp: (i32, i32),
+    /// How each sum becomes an output integer.
+    pub requant: Requantization,
 }
 
 impl QParams {
@@ -48,8 +54,18 @@ impl QParams {
 
     /// Output channel `c`'s sum requantized.
     fn output(&self, c: usize, sum: i64) -> i32 {
-        let scale = requant_scale(self.x.0, Self::channel(&self.w_scales, c), self.y.0);
-        requantize(sum, scale, self.y.1, self.clamp.0, self.clamp.1)
+        let w_scale = Self::channel(&self.w_scales, c);
+        let (lo, hi) = self.clamp;
+        match self.requant {
+            Requantization::F32 => {
+                let scale = requant_scale(self.x.0, w_scale, self.y.0);
+                requantize(sum, scale, self.y.1, lo, hi)
+            }
+            Requantization::FixedPoint => {
+                let m = fixed_point_multiplier(self.x.0, w_scale, self.y.0);
+                requantize_fixed_point(sum, m, self.y.1, lo, hi)
+            }
+        }
     }
 
     fn check(&self, channels: usize, y: DataType) -> std::result::Result<(), String> {
@@ -141,20 +157,21 @@ fn byte(v: i32) -> u8 {
 /// CpuRef's integer layers (or the reason it is not), and each run checks the inputs'
 /// shapes against its description through [`kernel`].
 pub(crate) fn deferred(c: &CustomOp) -> std::result::Result<super::plan::Kernel, String> {
-    let known = c.domain == DOMAIN
-        && match c.op_type.as_str() {
-            QCONV => c
-                .payload
-                .as_ref()
-                .and_then(|p| p.get::<QConvDesc>())
-                .is_some(),
-            QGEMM => c
-                .payload
-                .as_ref()
-                .and_then(|p| p.get::<QGemmDesc>())
-                .is_some(),
-            _ => false,
-        };
+    let known = super::qbuiltin::is_ours(c)
+        || c.domain == DOMAIN
+            && match c.op_type.as_str() {
+                QCONV => c
+                    .payload
+                    .as_ref()
+                    .and_then(|p| p.get::<QConvDesc>())
+                    .is_some(),
+                QGEMM => c
+                    .payload
+                    .as_ref()
+                    .and_then(|p| p.get::<QGemmDesc>())
+                    .is_some(),
+                _ => false,
+            };
     if !known {
         return Err(format!(
             "custom operator '{}' (domain '{}') is not implemented by CpuRef",
@@ -183,6 +200,9 @@ pub(crate) fn kernel(
     };
     if c.domain != DOMAIN {
         return Err(not_ours());
+    }
+    if super::qbuiltin::is_ours(c) {
+        return super::qbuiltin::kernel(c, inputs);
     }
     let [x, w, b] = inputs else {
         return Err(format!("{} takes x, w and bias", c.op_type));
@@ -349,9 +369,78 @@ mod tests {
             w_zeros: vec![0],
             y: (0.5, 0),
             clamp,
+            requant: Requantization::F32,
         };
         let y = TensorInfo::new(DataType::I8, vec![2, 3]);
         Op::Custom(custom_op(QGEMM, QGemmDesc { trans_b: true, q }, y))
+    }
+
+    /// The convolution layers `scripts/probe_tflite_q8_builtin.py` recorded from LiteRT's
+    /// builtin kernels (mobilenet_v3_small's head): each exact sum requantized by the
+    /// fixed-point rule equals LiteRT's output; the f32 rule and gemmlowp's reference
+    /// multiply (rounding ties on negative values differently) each miss some.
+    #[test]
+    fn fixed_point_requantization_equals_litert_builtin_kernels() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../testdata/tflite/q8_rules/builtin_conv.json"
+        );
+        let text = std::fs::read_to_string(path).unwrap();
+        let layers: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let f32s = |v: &serde_json::Value| -> Vec<f32> {
+            let a = v.as_array().unwrap();
+            a.iter().map(|e| e.as_f64().unwrap() as f32).collect()
+        };
+        let ints = |v: &serde_json::Value| -> Vec<i64> {
+            let a = v.as_array().unwrap();
+            a.iter().map(|e| e.as_i64().unwrap()).collect()
+        };
+        let (mut checked, mut f32_off, mut gemmlowp_off) = (0, 0, 0);
+        for layer in layers.as_array().unwrap() {
+            let y = f32s(&layer["y"]);
+            let range = ints(&layer["range"]);
+            let mut q = QParams {
+                x: (layer["x_scale"].as_f64().unwrap() as f32, 0),
+                w_scales: f32s(&layer["w_scales"]),
+                w_zeros: vec![0],
+                y: (y[0], y[1] as i32),
+                clamp: (range[0] as i32, range[1] as i32),
+                requant: Requantization::FixedPoint,
+            };
+            let channels = layer["channels"].as_u64().unwrap() as usize;
+            let sums = ints(&layer["sums"]);
+            let litert = ints(&layer["litert"]);
+            assert_eq!(sums.len(), litert.len());
+            let mut off = 0;
+            for (i, (&sum, &want)) in sums.iter().zip(&litert).enumerate() {
+                q.requant = Requantization::FixedPoint;
+                assert_eq!(
+                    i64::from(q.output(i % channels, sum)),
+                    want,
+                    "layer {} element {i}",
+                    layer["layer"]
+                );
+                q.requant = Requantization::F32;
+                off += usize::from(i64::from(q.output(i % channels, sum)) != want);
+                let (sx, sw) = (q.x.0, QParams::channel(&q.w_scales, i % channels));
+                let (m, shift) = fixed_point_multiplier(sx, sw, q.y.0);
+                let g =
+                    backplane_core::quant::multiply_by_quantized_multiplier(sum as i32, m, shift);
+                let g = (i64::from(g) + i64::from(q.y.1)).clamp(range[0], range[1]);
+                gemmlowp_off += usize::from(g != want);
+                checked += 1;
+            }
+            f32_off += off;
+        }
+        assert!(checked > 10_000, "{checked} elements");
+        assert!(
+            f32_off > 0,
+            "the recorded cases do not tell the rules apart"
+        );
+        assert!(
+            gemmlowp_off > 0,
+            "the cases do not tell the roundings apart"
+        );
     }
 
     #[test]

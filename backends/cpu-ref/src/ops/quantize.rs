@@ -211,6 +211,7 @@ mod tests {
             to,
             block_size,
             saturate,
+            requant: backplane_core::quant::Requantization::F32,
         }
     }
 

@@ -318,6 +318,11 @@ pub enum Op {
         /// For float8 results: clamp to the largest finite value (true) or overflow to
         /// infinity / NaN (false), as Cast's `saturate`.
         saturate: bool,
+        /// How a backend that folds the quantized chain ending here (a convolution or
+        /// product of dequantized 8-bit values) into integer arithmetic requantizes the
+        /// exact sum; computing the chain in f32 ignores it. The TFLite importer sets it to
+        /// the rule of the reference LiteRT would run (`docs/tflite.md`).
+        requant: crate::quant::Requantization,
     },
     /// Dequantize: x, scale, optional zero point → `to` ((x - zero point) * scale), with
     /// the same scale layouts as [`Op::QuantizeLinear`].

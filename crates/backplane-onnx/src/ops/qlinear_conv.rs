@@ -154,6 +154,7 @@ pub(super) fn qlinear_conv(cx: &NodeCx<'_>) -> Tx<Lowering> {
             to,
             block_size: 0,
             saturate: true,
+            requant: backplane_core::quant::Requantization::F32,
         },
         inputs,
         outputs: vec![Dst::Output(0)],

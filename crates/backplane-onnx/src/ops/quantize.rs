@@ -48,6 +48,7 @@ pub(super) fn quantize_linear(cx: &NodeCx<'_>) -> Tx<Lowering> {
             to,
             block_size,
             saturate,
+            requant: backplane_core::quant::Requantization::F32,
         },
         cx.data_inputs(2, 1)?,
     ))
@@ -110,6 +111,7 @@ pub(super) fn qlinear_matmul(cx: &NodeCx<'_>) -> Tx<Lowering> {
                 to,
                 block_size: 0,
                 saturate: true,
+                requant: backplane_core::quant::Requantization::F32,
             },
             inputs: vec![Src::Temp(2), Src::Input(6), Src::Input(7)],
             outputs: vec![Dst::Output(0)],

@@ -500,7 +500,8 @@ fn quantize_linear_low_precision_and_blocked() {
             axis: 1,
             to: DataType::I4,
             block_size: 2,
-            saturate: true
+            saturate: true,
+            requant: backplane_core::quant::Requantization::F32,
         }
     );
     // output_dtype picks a float8 type when there is no zero point; saturate=0 is kept.
@@ -521,7 +522,8 @@ fn quantize_linear_low_precision_and_blocked() {
             axis: 1,
             to: DataType::F8E5M2,
             block_size: 0,
-            saturate: false
+            saturate: false,
+            requant: backplane_core::quant::Requantization::F32,
         }
     );
     // DequantizeLinear of a float8 input.

@@ -64,6 +64,8 @@ pub(crate) struct Cx<'g, 'm, 'a> {
     pub name: String,
     /// Dequantized forms already made: (tensor, nchw) → f32 tensor.
     pub dq_cache: &'g mut HashMap<(usize, bool), TensorId>,
+    /// The requantization rule of the model's quantized outputs.
+    pub requant: backplane_core::quant::Requantization,
 }
 
 impl<'a> Cx<'_, '_, 'a> {
@@ -311,6 +313,7 @@ impl<'a> Cx<'_, '_, 'a> {
                     to: dtype,
                     block_size: 0,
                     saturate: true,
+                    requant: self.requant,
                 },
                 &[id, s, z],
             )?

@@ -4,6 +4,7 @@
 use super::codec::{Attrs, Reader};
 use super::{dtype_from_onnx_code, onnx_dtype_code};
 use crate::ops::{ArgReduceDesc, AttrValue, BinaryExtOp, MathOp, Op, ScatterReduction, TopKDesc};
+use crate::quant::Requantization;
 use crate::Result;
 
 pub(super) const MATH: [MathOp; 30] = [
@@ -132,11 +133,19 @@ pub(super) fn ext_to_attributes(op: &Op) -> Option<(String, Vec<(String, AttrVal
             to,
             block_size,
             saturate,
-        } => a
-            .int("axis", *axis)
-            .int("to", onnx_dtype_code(*to))
-            .usize("block_size", *block_size)
-            .flag("saturate", *saturate),
+            requant,
+        } => {
+            let a = a
+                .int("axis", *axis)
+                .int("to", onnx_dtype_code(*to))
+                .usize("block_size", *block_size)
+                .flag("saturate", *saturate);
+            // Written only when not the default, so earlier attribute lists stay as they were.
+            match requant {
+                Requantization::F32 => a,
+                Requantization::FixedPoint => a.string("requant", requant.name()),
+            }
+        }
         Op::DequantizeLinear {
             axis,
             to,
@@ -328,11 +337,20 @@ pub(super) fn ext_from_attributes(op_type: &str, r: &Reader<'_>) -> Result<Optio
             };
             if op_type == "QuantizeLinear" {
                 let saturate = r.get("saturate").is_none() || r.flag("saturate")?;
+                // Absent in attributes written before it existed: the f32 rule.
+                let requant = match r.get("requant") {
+                    Some(_) => {
+                        let name = r.string("requant")?;
+                        Requantization::from_name(name).ok_or_else(|| r.bad("requant", name))?
+                    }
+                    None => Requantization::F32,
+                };
                 Op::QuantizeLinear {
                     axis,
                     to,
                     block_size,
                     saturate,
+                    requant,
                 }
             } else {
                 Op::DequantizeLinear {

@@ -58,12 +58,14 @@ fn ext_examples() -> Vec<Op> {
             to: crate::DataType::I8,
             block_size: 0,
             saturate: true,
+            requant: crate::quant::Requantization::FixedPoint,
         },
         Op::QuantizeLinear {
             axis: 0,
             to: crate::DataType::F8E5M2,
             block_size: 4,
             saturate: false,
+            requant: crate::quant::Requantization::F32,
         },
         Op::DequantizeLinear {
             axis: 0,
