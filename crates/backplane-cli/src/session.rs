@@ -71,18 +71,19 @@ pub struct CommonArgs {
     #[arg(long = "max-memory", value_name = "BYTES", value_parser = parse_bytes)]
     pub max_memory: Option<usize>,
     /// How a TFLite model's int8 convolutions and fully connected layers requantize their
-    /// sums: f32 (LiteRT's XNNPACK delegate), fixed-point (gemmlowp's Q31 multiplier, LiteRT's
-    /// builtin kernels), or auto: the rule of the kernels LiteRT runs the model on, fixed
-    /// point when XNNPACK refuses the model (a requantization scale of 256 or more), f32
-    /// otherwise; -v logs the choice. ONNX models are not affected.
-    #[arg(long = "int8-requant", value_name = "RULE", default_value = "auto", value_parser = ["auto", "f32", "fixed-point"])]
+    /// sums: f32 (LiteRT's XNNPACK delegate's rule; CpuAcc's int8 kernels, the fast path),
+    /// fixed-point (gemmlowp's Q31 multiplier, LiteRT's builtin kernels; run on CpuRef), or
+    /// litert: the rule of the kernels LiteRT runs the model on, fixed point when XNNPACK
+    /// refuses the model (a requantization scale of 256 or more), f32 otherwise; -v logs
+    /// the choice. ONNX models are not affected.
+    #[arg(long = "int8-requant", value_name = "RULE", default_value = "f32", value_parser = ["f32", "fixed-point", "litert"])]
     pub int8_requant: String,
 }
 
 impl CommonArgs {
-    /// `--int8-requant` as a rule; None for auto.
-    pub fn int8_requant(&self) -> Option<backplane::core::quant::Requantization> {
-        backplane::core::quant::Requantization::from_name(&self.int8_requant)
+    /// `--int8-requant` as the importer's choice.
+    pub fn int8_requant(&self) -> backplane::tflite::Int8Requant {
+        backplane::tflite::Int8Requant::from_name(&self.int8_requant).unwrap_or_default()
     }
 }
 
@@ -294,14 +295,14 @@ impl ModelFile {
     /// Read and decode a model file: TFLite when it is one (by extension or identifier),
     /// ONNX otherwise.
     pub fn open(path: &Path) -> Result<ModelFile, CliError> {
-        ModelFile::open_with(path, None)
+        ModelFile::open_with(path, backplane::tflite::Int8Requant::default())
     }
 
     /// [`ModelFile::open`], a TFLite model's int8 layers requantized by `int8_requant`
     /// (None: the importer's choice).
     pub fn open_with(
         path: &Path,
-        int8_requant: Option<backplane::core::quant::Requantization>,
+        int8_requant: backplane::tflite::Int8Requant,
     ) -> Result<ModelFile, CliError> {
         if backplane::tflite::is_tflite_file(path) {
             let options = backplane::tflite::ImportOptions {

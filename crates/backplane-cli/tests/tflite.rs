@@ -296,9 +296,10 @@ fn int8_hard_swish_and_average_pools_equal_litert() {
 
 /// mobilenet_v3_small's int8 squeeze-excite head, which LiteRT's XNNPACK delegate refuses (a
 /// convolution's requantization scale reaches 256), so LiteRT runs its builtin kernels
-/// (issue 31): the importer picks their fixed-point rules on its own (-v says so), and every
-/// output byte equals LiteRT's on CpuRef and on CpuAcc (which leaves the fixed-point chains
-/// to CpuRef), at every CpuAcc tier. XNNPACK's f32 rule misses most of them.
+/// (issue 31). With `--int8-requant litert` the importer picks their fixed-point rules (-v
+/// says so), and every output byte equals LiteRT's on CpuRef and on CpuAcc (which leaves the
+/// fixed-point chains to CpuRef), at every CpuAcc tier. By default (the f32 rule, CpuAcc's
+/// fast path) the outputs differ, and a warning names the option.
 #[test]
 fn int8_builtin_kernel_rules_equal_litert() {
     let dir = "testdata/tflite/q8_builtin_int8";
@@ -325,20 +326,29 @@ fn int8_builtin_kernel_rules_equal_litert() {
     let as_str = |v: &[String]| v.iter().map(String::as_str).collect::<Vec<_>>().join(" ");
     for backends in ["CpuRef", "CpuAcc,CpuRef"] {
         for option in [None, Some("CpuAcc:isa=avx2"), Some("CpuAcc:isa=portable")] {
-            let extra: Vec<&str> = option.map_or(vec![], |o| vec!["--backend-option", o]);
+            let mut extra: Vec<&str> = vec!["--int8-requant", "litert"];
+            if let Some(o) = option {
+                extra.extend(["--backend-option", o]);
+            }
             let args = run(backends, &extra);
             let refs: Vec<&str> = args.iter().map(String::as_str).collect();
             common::assert_outputs_match(&refs, &as_str(&args));
         }
     }
-    let args = run("CpuRef", &["-v"]);
+    let args = run("CpuRef", &["--int8-requant", "litert", "-v"]);
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();
     let o = backplane(&refs);
     let (_, err) = text(&o);
     assert!(err.contains("int8 requantization: fixed-point"), "{err}");
-    // The f32 rule, asked for: outputs differ (exit code 3).
-    let args = run("CpuRef", &["--int8-requant", "f32"]);
+    // The default, the f32 rule: outputs differ (exit code 3), and the warning says why.
+    let args = run("CpuAcc,CpuRef", &[]);
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();
     let o = backplane(&refs);
-    assert_eq!(o.status.code(), Some(3), "{}", text(&o).0);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(3), "{out}");
+    assert!(
+        err.contains("LiteRT runs this model on its builtin kernels")
+            && err.contains("--int8-requant litert"),
+        "{err}"
+    );
 }

@@ -51,11 +51,36 @@ pub struct ImportOptions {
     /// (the facade passes CpuRef's); without one they run at every execution.
     pub evaluator: Option<Arc<dyn Evaluator + Send + Sync>>,
     /// How the int8 convolutions and fully connected layers requantize (the rule each
-    /// quantized output's QuantizeLinear carries). None: the rule of the results LiteRT
-    /// gives for the model, f32 (its XNNPACK delegate's) unless the model has what makes
-    /// that delegate refuse it, fixed point (its builtin kernels') then; see
-    /// docs/tflite.md.
-    pub int8_requant: Option<Requantization>,
+    /// quantized output's QuantizeLinear carries); see [`Int8Requant`] and docs/tflite.md.
+    pub int8_requant: Int8Requant,
+}
+
+/// The requantization rule a TFLite model's int8 layers are imported with.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Int8Requant {
+    /// The f32 rule of LiteRT's XNNPACK delegate, which LiteRT runs most int8 models on,
+    /// and which CpuAcc's int8 kernels run: the fast path.
+    #[default]
+    F32,
+    /// The fixed-point rule of LiteRT's builtin kernels (a Q31 multiplier): only CpuRef
+    /// runs it, so its layers leave CpuAcc.
+    FixedPoint,
+    /// The rule of the kernels LiteRT runs this model on: fixed point when its XNNPACK
+    /// delegate refuses the model (a requantization scale of 256 or more), f32 otherwise.
+    /// Equal to LiteRT bit for bit, at CpuRef's speed on the models XNNPACK refuses.
+    Litert,
+}
+
+impl Int8Requant {
+    /// The choice named `f32`, `fixed-point` or `litert`.
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "f32" => Some(Int8Requant::F32),
+            "fixed-point" => Some(Int8Requant::FixedPoint),
+            "litert" => Some(Int8Requant::Litert),
+            _ => None,
+        }
+    }
 }
 
 impl std::fmt::Debug for ImportOptions {
@@ -155,10 +180,19 @@ pub fn inspect_inputs(bytes: &[u8], options: &ImportOptions) -> Result<Vec<(Stri
 pub fn import_bytes(bytes: &[u8], options: &ImportOptions) -> Result<Network> {
     let mut model = Model::read(bytes, options.subgraph)?;
     fold::fold_constants(&mut model)?;
-    let requant = match options.int8_requant {
-        Some(r) => r,
-        None => {
-            let (r, why) = requant::litert_rule(&model);
+    let litert = requant::litert_rule(&model);
+    let requant = match (options.int8_requant, litert) {
+        (Int8Requant::F32, (_, Some(why))) => {
+            tracing::warn!(
+                "LiteRT runs this model on its builtin kernels, whose int8 rounding differs from \
+                 the f32 rule imported here ({why}); --int8-requant litert follows them bit \
+                 for bit (on CpuRef: slower)"
+            );
+            Requantization::F32
+        }
+        (Int8Requant::F32, _) => Requantization::F32,
+        (Int8Requant::FixedPoint, _) => Requantization::FixedPoint,
+        (Int8Requant::Litert, (r, why)) => {
             if let Some(why) = why {
                 tracing::info!(
                     "int8 requantization: {} (LiteRT's builtin kernels): {why}",

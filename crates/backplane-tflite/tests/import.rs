@@ -4,7 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use backplane_core::quant::Requantization;
-use backplane_tflite::{import_bytes, ImportOptions, TfliteError};
+use backplane_tflite::{import_bytes, ImportOptions, Int8Requant, TfliteError};
 use std::path::PathBuf;
 
 fn testdata() -> PathBuf {
@@ -145,27 +145,30 @@ fn rules(bytes: &[u8], options: &ImportOptions) -> Vec<Requantization> {
         .collect()
 }
 
-/// A model with a convolution whose requantization scale reaches 256 (mobilenet_v3_small's
-/// squeeze-excite head, which LiteRT's XNNPACK delegate refuses) gets the fixed-point rule
-/// of LiteRT's builtin kernels on every quantized output; other int8 models keep the f32
-/// rule; the option overrides either way.
+/// By default every int8 model gets the f32 rule (CpuAcc's fast path). Following LiteRT, a
+/// model with a convolution whose requantization scale reaches 256 (mobilenet_v3_small's
+/// squeeze-excite head, which LiteRT's XNNPACK delegate refuses) gets the fixed-point rule of
+/// LiteRT's builtin kernels on every quantized output, other int8 models the f32 rule; the
+/// fixed-point choice applies to any model.
 #[test]
 fn int8_requantization_follows_the_kernels_litert_runs() {
     let builtin = std::fs::read(testdata().join("q8_builtin_int8/model.tflite")).unwrap();
     let xnnpack = std::fs::read(testdata().join("mobile_blocks_int8/model.tflite")).unwrap();
-    let auto = ImportOptions::default();
+    let with = |int8_requant| ImportOptions {
+        int8_requant,
+        ..Default::default()
+    };
     let all =
         |r: &[Requantization], want: Requantization| !r.is_empty() && r.iter().all(|&x| x == want);
-    assert!(all(&rules(&builtin, &auto), Requantization::FixedPoint));
-    assert!(all(&rules(&xnnpack, &auto), Requantization::F32));
-    let f32_rule = ImportOptions {
-        int8_requant: Some(Requantization::F32),
-        ..Default::default()
-    };
-    assert!(all(&rules(&builtin, &f32_rule), Requantization::F32));
-    let fixed = ImportOptions {
-        int8_requant: Some(Requantization::FixedPoint),
-        ..Default::default()
-    };
+    // The default: the fast f32 rule, whatever LiteRT does.
+    let default = ImportOptions::default();
+    assert_eq!(default.int8_requant, Int8Requant::F32);
+    assert!(all(&rules(&builtin, &default), Requantization::F32));
+    assert!(all(&rules(&xnnpack, &default), Requantization::F32));
+    // Following LiteRT: fixed point where XNNPACK refuses the model, f32 elsewhere.
+    let litert = with(Int8Requant::Litert);
+    assert!(all(&rules(&builtin, &litert), Requantization::FixedPoint));
+    assert!(all(&rules(&xnnpack, &litert), Requantization::F32));
+    let fixed = with(Int8Requant::FixedPoint);
     assert!(all(&rules(&xnnpack, &fixed), Requantization::FixedPoint));
 }
