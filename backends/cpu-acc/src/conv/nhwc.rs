@@ -222,8 +222,11 @@ pub struct NhwcConvWorkload {
     offsets: Vec<usize>,
     /// A first layer reading NCHW: its padded input, read in place by the AVX2 tiles.
     window: Option<Window>,
-    /// The AVX2 tiles that read A in place run ([`simd::strided_tiles`]); else the SGEMM.
+    /// Tiles that read A in place run: the AVX2 ones ([`simd::strided_tiles`]), or for a
+    /// pointwise convolution the AVX-512 ones (`wide_tiles`); else the SGEMM.
     in_place_tiles: bool,
+    /// The in-place tiles are the AVX-512 ones ([`simd::tiles_strided_wide`]).
+    wide_tiles: bool,
     threads: Threads,
 }
 
@@ -325,18 +328,27 @@ impl NhwcConvWorkload {
             offsets,
             window: (input_nchw && geo.oh > 0 && geo.ow > 0).then(|| Window::new(&geo, c)),
             in_place_tiles: false,
+            wide_tiles: false,
             threads,
         };
-        Ok(wl.with_tiles(tiles))
+        // A pointwise convolution runs on the AVX-512 tiles that read its input in place
+        // where the CPU has them: the SGEMM packs A per block of rows, as much work as the
+        // product at MobileNets' 16-32 channels, and its 32-column tile idles half of
+        // itself on 16 output channels (docs/perf.md, session 45).
+        Ok(wl.with_tiles(tiles || (pointwise && !input_nchw)))
     }
 
-    /// On the in-place tiles (`on`, where the CPU runs them) or on the SGEMM, with the
+    /// On the in-place tiles (`on`, where the CPU runs them: the AVX2 ones, or the AVX-512
+    /// ones for a pointwise convolution) or on the SGEMM, with the
     /// weights' panels laid out for the one chosen: the tiles walk one half-panel down many
     /// rows, and at depths from `gemm::SPLIT_MIN_DEPTH` a half split from the other stays in
     /// L1 (`simd::Halves`).
     fn with_tiles(mut self, on: bool) -> Self {
-        self.in_place_tiles = on && simd::strided_tiles();
-        let tiles = self.in_place_tiles;
+        let pointwise = matches!(*self.kind, Kind::Pointwise(_));
+        self.wide_tiles = on && pointwise && !simd::strided_tiles() && simd::wide_strided_tiles();
+        self.in_place_tiles = on && simd::strided_tiles() || self.wide_tiles;
+        // The AVX-512 tiles read a panel's halves interleaved, as the SGEMM does.
+        let tiles = self.in_place_tiles && !self.wide_tiles;
         // Prepared for `simd::strided_tiles()` at creation; laid out again (a copy of this
         // workload's own) only when a test asks for the other path.
         let relaid = match &*self.kind {
@@ -467,6 +479,17 @@ impl NhwcConvWorkload {
     ) -> Result<()> {
         let ldc = cols.len();
         let rows = yb.len() / ldc.max(1);
+        if self.wide_tiles {
+            // Whole panels: one or two 16-lane columns per tile.
+            return self.each_half(p, accumulate, simd::NR, |k0, kc, j0, nr, b, ep| {
+                if !cols.contains(&j0) {
+                    return true;
+                }
+                let c = &mut yb[j0 - cols.start..];
+                a.get(k0..)
+                    .is_some_and(|a| simd::tiles_strided_wide(kc, a, lda, rows, b, c, ldc, nr, ep))
+            });
+        }
         self.each_half(p, accumulate, simd::WIDE, |k0, kc, j0, nr, b, ep| {
             if !cols.contains(&j0) {
                 return true;
