@@ -14,16 +14,11 @@ use std::arch::x86_64::*;
 #[target_feature(enable = "avx512f,avx2,fma")]
 pub(crate) unsafe fn row(job: &DwRow<'_>, oy: usize, res: Option<&[f32]>, out: &mut [f32]) {
     let g = job.geo;
-    if g.kh == 3
-        && g.kw == 3
-        && g.dh == 1
-        && g.dw == 1
-        && g.sh == 1
-        && g.sw == 1
-        && g.ow >= 32
-        && job.c >= 16
-    {
-        row_3x3(job, oy, res, out);
+    let three = g.kh == 3 && g.kw == 3 && g.dh == 1 && g.dw == 1 && job.c >= 16;
+    if three && g.sh == 1 && g.sw == 1 && g.ow >= 32 {
+        row_3x3::<1, 6>(job, oy, res, out);
+    } else if three && g.sh == 2 && g.sw == 2 && g.ow >= 8 {
+        row_3x3::<2, 9>(job, oy, res, out);
     } else if g.kh * g.kw * job.c >= BLOCKS_OUTER_TAPS {
         row_blocks(job, oy, res, out);
     } else {
@@ -42,11 +37,18 @@ fn lanes(n: usize) -> __mmask16 {
 }
 
 /// [`row`] for 3×3 windows on wide rows: sixteen channels at a time, their nine weight
-/// vectors in registers while the row's pixels go by; pixels whose window reaches into the
-/// padding, and the last `c % 16` channels, by [`row_any`]. Safety: as [`row`], with a 3×3
-/// window of dilation 1 and stride 1, and c >= 16.
+/// vectors in registers while the row's pixels go by, four pixels a step with each input
+/// vector under them loaded once (the `COLS` = 3·S + 3 columns their windows span, where a
+/// load per tap and pixel made the loads, not the FMAs, the bound); pixels whose window
+/// reaches into the padding, and the last `c % 16` channels, by [`row_any`]. Safety: as
+/// [`row`], with a 3×3 window of dilation 1, stride S both ways, COLS = 3·S + 3, c >= 16.
 #[target_feature(enable = "avx512f,avx2,fma")]
-unsafe fn row_3x3(job: &DwRow<'_>, oy: usize, res: Option<&[f32]>, out: &mut [f32]) {
+unsafe fn row_3x3<const S: usize, const COLS: usize>(
+    job: &DwRow<'_>,
+    oy: usize,
+    res: Option<&[f32]>,
+    out: &mut [f32],
+) {
     let g = job.geo;
     let c = job.c;
     let act = Act512::new(job.act);
@@ -70,16 +72,16 @@ unsafe fn row_3x3(job: &DwRow<'_>, oy: usize, res: Option<&[f32]>, out: &mut [f3
         let mut ox = 0;
         while ox < g.ow {
             if full_rows && ox >= lo && ox + 4 <= hi {
-                // Four interior pixels: four independent chains of nine FMAs.
-                let p = xp.add(((oy * g.sh - g.pt) * g.w + ox * g.sw - g.pl) * c + c0);
-                let step = g.sw * c;
+                // Four interior pixels: four independent chains of nine FMAs, over the
+                // COLS input columns of each window row (pixel j's tap kx at column j·S + kx).
+                let p = xp.add(((oy * g.sh - g.pt) * g.w + ox * S - g.pl) * c + c0);
                 let mut a = [b; 4];
                 for ky in 0..3 {
+                    let r = p.add(ky * row_c);
+                    let xs: [__m512; COLS] = std::array::from_fn(|i| _mm512_loadu_ps(r.add(i * c)));
                     for kx in 0..3 {
-                        let r = p.add(ky * row_c + kx * c);
                         for (j, aj) in a.iter_mut().enumerate() {
-                            let x = _mm512_loadu_ps(r.add(j * step));
-                            *aj = _mm512_fmadd_ps(x, w[ky * 3 + kx], *aj);
+                            *aj = _mm512_fmadd_ps(xs[j * S + kx], w[ky * 3 + kx], *aj);
                         }
                     }
                 }

@@ -134,9 +134,9 @@ mod tests {
             .collect()
     }
 
-    /// Every tier's kernels against the definition: 3×3 on wide rows (the weights-in-
-    /// registers kernel), 5×5 and 7×7 windows, strides 2, dilation 2, pads on every side,
-    /// channel counts around the vector widths (1, 7, 16, 17, 64, 67) and past the block
+    /// Every tier's kernels against the definition: 3×3 on wide rows at strides 1 and 2
+    /// (the weights-in-registers kernels), 5×5 and 7×7 windows, strides 2, dilation 2, pads
+    /// on every side, channel counts around the vector widths (1, 7, 16, 17, 64, 67) and past the block
     /// threshold (640 under a 3×3 window), a residual and the in-kernel activations.
     #[test]
     fn every_tier_matches_the_definition() {
@@ -156,6 +156,12 @@ mod tests {
             (7, 10, 3, 2, 2, 2, 33),
             (4, 5, 3, 1, 1, 1, 640),
             (3, 3, 3, 2, 1, 0, 130),
+            // Stride 2 under a 3×3 window on rows of at least eight outputs (AVX-512's
+            // weights-in-registers kernel): odd and even sides, with and without padding,
+            // channels of one vector, tails past one and two.
+            (7, 37, 3, 2, 1, 1, 33),
+            (6, 20, 3, 2, 1, 0, 16),
+            (5, 18, 3, 2, 1, 1, 50),
         ];
         let acts = [
             Activation::None,
