@@ -1,6 +1,7 @@
 //! The AVX-512 row kernels of the channels-last depthwise convolution: the AVX2 kernels'
 //! loops ([`super::avx2`]) on 16-channel vectors, with the last `c % 16` channels of a row
-//! under a lane mask instead of a narrower loop.
+//! under a lane mask instead of a narrower loop; and, on this tier only, 3×3 rows at
+//! strides 1 and 2 and 5×5 rows four pixels a step with each input vector loaded once.
 
 use super::{valid_taps, DwRow, BLOCKS_OUTER_TAPS};
 use crate::gemm::avx512::Act512;
@@ -15,10 +16,21 @@ use std::arch::x86_64::*;
 pub(crate) unsafe fn row(job: &DwRow<'_>, oy: usize, res: Option<&[f32]>, out: &mut [f32]) {
     let g = job.geo;
     let three = g.kh == 3 && g.kw == 3 && g.dh == 1 && g.dw == 1 && job.c >= 16;
-    if three && g.sh == 1 && g.sw == 1 && g.ow >= 32 {
+    if three && g.sh == 1 && g.sw == 1 && g.ow >= 4 {
         row_3x3::<1, 6>(job, oy, res, out);
-    } else if three && g.sh == 2 && g.sw == 2 && g.ow >= 8 {
+    } else if three && g.sh == 2 && g.sw == 2 && g.ow >= 4 {
         row_3x3::<2, 9>(job, oy, res, out);
+    } else if g.kh == 5 && g.kw == 5 && g.dh == 1 && g.dw == 1 && job.c >= 16 && g.sh == g.sw {
+        // Groups of four over at least two thirds of the row: the other pixels go one at a
+        // time, slower than the kernels below on a short row (a 14×14 plane's).
+        let (lo, hi) = interior(g, 5);
+        let grouped = (hi - lo) / 4 * 4 * 3 >= 2 * g.ow;
+        match g.sw {
+            1 if grouped => row_window::<5, 1, 8>(job, oy, res, out),
+            2 if grouped => row_window::<5, 2, 11>(job, oy, res, out),
+            _ if g.kh * g.kw * job.c >= BLOCKS_OUTER_TAPS => row_blocks(job, oy, res, out),
+            _ => row_any(job, oy, res, out, 0),
+        }
     } else if g.kh * g.kw * job.c >= BLOCKS_OUTER_TAPS {
         row_blocks(job, oy, res, out);
     } else {
@@ -168,31 +180,122 @@ unsafe fn row_blocks(job: &DwRow<'_>, oy: usize, res: Option<&[f32]>, out: &mut 
 /// under a lane mask. Safety: as [`row`].
 #[target_feature(enable = "avx512f,avx2,fma")]
 unsafe fn row_any(job: &DwRow<'_>, oy: usize, res: Option<&[f32]>, out: &mut [f32], first: usize) {
-    let g = job.geo;
-    let c = job.c;
     let act = Act512::new(job.act);
-    let (ky0, ky1) = valid_taps(oy * g.sh, g.dh, g.pt, g.h, g.kh);
+    let (ky0, ky1) = valid_taps(
+        oy * job.geo.sh,
+        job.geo.dh,
+        job.geo.pt,
+        job.geo.h,
+        job.geo.kh,
+    );
     let op = out.as_mut_ptr();
     let rp = res.map(<[f32]>::as_ptr);
+    for ox in 0..job.geo.ow {
+        pixel_from(job, (oy, ox), (ky0, ky1), first, rp, op, &act);
+    }
+}
+
+/// Channels `first..` of output pixel `ox` of row `oy` (the valid rows of its window
+/// `ky0..ky1`): 64 channels (four independent FMA chains) at a time, then the last 1 to 63
+/// as one to four chains (one vector's chain alone would wait on the FMA latency at every
+/// tap), the last under a lane mask. Safety: as [`row`].
+#[inline(always)]
+unsafe fn pixel_from(
+    job: &DwRow<'_>,
+    (oy, ox): (usize, usize),
+    (ky0, ky1): (usize, usize),
+    first: usize,
+    rp: Option<*const f32>,
+    op: *mut f32,
+    act: &Act512,
+) {
+    let (g, c) = (job.geo, job.c);
+    let (kx0, kx1) = valid_taps(ox * g.sw, g.dw, g.pl, g.w, g.kw);
+    let taps = (ky0, ky1, kx0, kx1);
+    let mut c0 = first;
+    while c0 + 64 <= c {
+        pixel::<4>(job, (oy, ox), taps, c0, 0xffff, rp, op, act);
+        c0 += 64;
+    }
+    let rest = c - c0;
+    let last = lanes(rest - (rest.max(1) - 1) / 16 * 16);
+    match rest.div_ceil(16) {
+        0 => {}
+        1 => pixel::<1>(job, (oy, ox), taps, c0, last, rp, op, act),
+        2 => pixel::<2>(job, (oy, ox), taps, c0, last, rp, op, act),
+        3 => pixel::<3>(job, (oy, ox), taps, c0, last, rp, op, act),
+        _ => pixel::<4>(job, (oy, ox), taps, c0, last, rp, op, act),
+    }
+}
+
+/// The output columns `lo..hi` whose K-wide window (dilation 1) lies inside the image's
+/// columns.
+fn interior(g: &crate::geo::Geo2, k: usize) -> (usize, usize) {
+    let lo = g.pl.div_ceil(g.sw);
+    let hi = match g.w + g.pl >= k {
+        true => ((g.w + g.pl - k) / g.sw + 1).min(g.ow),
+        false => 0,
+    };
+    (lo, hi.max(lo))
+}
+
+/// [`row`] for K×K windows of dilation 1 and column stride S (5×5 and larger, whose weights
+/// do not all fit in registers): sixteen channels at a time, four interior pixels a step,
+/// each input vector under their windows loaded once (the `COLS` = 3·S + K columns they
+/// span) and each weight vector once per step, where [`row_any`] loads both per tap and
+/// pixel. The other pixels, and the last `c % 16` channels, go as in [`row_any`]. Safety:
+/// as [`row`], with a K×K window of dilation 1, column stride S, COLS = 3·S + K.
+#[target_feature(enable = "avx512f,avx2,fma")]
+unsafe fn row_window<const K: usize, const S: usize, const COLS: usize>(
+    job: &DwRow<'_>,
+    oy: usize,
+    res: Option<&[f32]>,
+    out: &mut [f32],
+) {
+    let (g, c) = (job.geo, job.c);
+    let act = Act512::new(job.act);
+    let (ky0, ky1) = valid_taps(oy * g.sh, 1, g.pt, g.h, K);
+    let (lo, hi) = interior(g, K);
+    let groups = (hi - lo) / 4;
+    let (xp, wp, bp) = (job.x.as_ptr(), job.taps.as_ptr(), job.bias.as_ptr());
+    let op = out.as_mut_ptr();
+    let rp = res.map(<[f32]>::as_ptr);
+    let row_c = g.w * c;
+    let full = c / 16 * 16;
+    let mut c0 = 0;
+    while c0 < full {
+        let b = _mm512_loadu_ps(bp.add(c0));
+        for gi in 0..groups {
+            let ox = lo + 4 * gi;
+            // Pixel j's tap (ky, kx) reads column j·S + kx from the group's first column.
+            let p = xp.add((ox * S - g.pl) * c + c0);
+            let mut a = [b; 4];
+            for ky in ky0..ky1 {
+                let r = p.add((oy * g.sh + ky - g.pt) * row_c);
+                let xs: [__m512; COLS] = std::array::from_fn(|i| _mm512_loadu_ps(r.add(i * c)));
+                for kx in 0..K {
+                    let w = _mm512_loadu_ps(wp.add((ky * K + kx) * c + c0));
+                    for (j, aj) in a.iter_mut().enumerate() {
+                        *aj = _mm512_fmadd_ps(xs[j * S + kx], w, *aj);
+                    }
+                }
+            }
+            for (j, &aj) in a.iter().enumerate() {
+                let o = (ox + j) * c + c0;
+                let v = match rp {
+                    Some(r) => _mm512_add_ps(aj, _mm512_loadu_ps(r.add(o))),
+                    None => aj,
+                };
+                _mm512_storeu_ps(op.add(o), act.apply(v));
+            }
+        }
+        c0 += 16;
+    }
+    let grouped = lo..lo + 4 * groups;
     for ox in 0..g.ow {
-        let (kx0, kx1) = valid_taps(ox * g.sw, g.dw, g.pl, g.w, g.kw);
-        let taps = (ky0, ky1, kx0, kx1);
-        let mut c0 = first;
-        while c0 + 64 <= c {
-            pixel::<4>(job, (oy, ox), taps, c0, 0xffff, rp, op, &act);
-            c0 += 64;
-        }
-        // The last 1 to 63 channels as one to four independent chains (one vector's chain
-        // alone would wait on the FMA latency at every tap), the last under a lane mask.
-        let rest = c - c0;
-        let last = lanes(rest - (rest.max(1) - 1) / 16 * 16);
-        match rest.div_ceil(16) {
-            0 => {}
-            1 => pixel::<1>(job, (oy, ox), taps, c0, last, rp, op, &act),
-            2 => pixel::<2>(job, (oy, ox), taps, c0, last, rp, op, &act),
-            3 => pixel::<3>(job, (oy, ox), taps, c0, last, rp, op, &act),
-            _ => pixel::<4>(job, (oy, ox), taps, c0, last, rp, op, &act),
-        }
+        // Grouped pixels still need their last channels; the others all of them.
+        let first = if grouped.contains(&ox) { full } else { 0 };
+        pixel_from(job, (oy, ox), (ky0, ky1), first, rp, op, &act);
     }
 }
 

@@ -134,8 +134,8 @@ mod tests {
             .collect()
     }
 
-    /// Every tier's kernels against the definition: 3×3 on wide rows at strides 1 and 2
-    /// (the weights-in-registers kernels), 5×5 and 7×7 windows, strides 2, dilation 2, pads
+    /// Every tier's kernels against the definition: 3×3 at strides 1 and 2 (the
+    /// weights-in-registers kernels), 5×5 (groups of four pixels) and 7×7 windows, strides 2, dilation 2, pads
     /// on every side, channel counts around the vector widths (1, 7, 16, 17, 64, 67) and past the block
     /// threshold (640 under a 3×3 window), a residual and the in-kernel activations.
     #[test]
@@ -162,6 +162,13 @@ mod tests {
             (7, 37, 3, 2, 1, 1, 33),
             (6, 20, 3, 2, 1, 0, 16),
             (5, 18, 3, 2, 1, 1, 50),
+            // A 3×3 row of seven outputs (one group of four between the padded edges).
+            (9, 7, 3, 1, 1, 1, 48),
+            // 5×5 on rows with groups of four interior pixels (AVX-512's kernel that loads
+            // each input vector once per group): strides 1 and 2, pads 2 and 0, tails.
+            (7, 23, 5, 1, 1, 2, 33),
+            (6, 29, 5, 2, 1, 2, 48),
+            (5, 16, 5, 1, 1, 0, 16),
         ];
         let acts = [
             Activation::None,
