@@ -38,6 +38,13 @@ const IM2COL_ROWS: usize = 96;
 const ROW_BLOCK: usize = 60;
 /// Rows of one pointwise tile (blocks split between threads at multiples of it).
 const ROW_STEP: usize = simd::ROW_STEP;
+/// Most weights (C·M floats) of a pointwise convolution that runs on the AVX-512 in-place
+/// tiles: the SGEMM packs A per block of rows, as much work as the product at MobileNets'
+/// 16-32 channels, and its 32-column tile idles half of itself on 16 output channels; but
+/// weights past L2 come from memory, and the SGEMM's prefetching of its packed panels hides
+/// that where the tiles do not (the 7×7 and 14×14 layers of 150-400 K weights of
+/// EfficientNet-B0 and MobileNetV3 ran slower on the tiles: docs/perf.md, session 45).
+const WIDE_TILES_MAX_WEIGHTS: usize = 64 * 1024;
 /// Columns of one pointwise tile (half a packed panel).
 const ROW_HALF: usize = 16;
 
@@ -331,11 +338,10 @@ impl NhwcConvWorkload {
             wide_tiles: false,
             threads,
         };
-        // A pointwise convolution runs on the AVX-512 tiles that read its input in place
-        // where the CPU has them: the SGEMM packs A per block of rows, as much work as the
-        // product at MobileNets' 16-32 channels, and its 32-column tile idles half of
-        // itself on 16 output channels (docs/perf.md, session 45).
-        Ok(wl.with_tiles(tiles || (pointwise && !input_nchw)))
+        // A pointwise convolution of small weights runs on the AVX-512 tiles that read its
+        // input in place where the CPU has them (see WIDE_TILES_MAX_WEIGHTS).
+        let wide = pointwise && !input_nchw && c * m <= WIDE_TILES_MAX_WEIGHTS;
+        Ok(wl.with_tiles(tiles || wide))
     }
 
     /// On the in-place tiles (`on`, where the CPU runs them: the AVX2 ones, or the AVX-512

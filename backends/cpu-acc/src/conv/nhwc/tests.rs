@@ -330,6 +330,8 @@ fn every_path_matches_the_definition() {
         Case { n: 1, c: 3, h: 11, w: 9, m: 31, k: 1, s: 1, p: 0, group: 1, nchw_in: false, residual: false, act: clip },
         Case { n: 1, c: 33, h: 1, w: 1, m: 32, k: 1, s: 1, p: 0, group: 1, nchw_in: false, residual: false, act: clip },
         Case { n: 1, c: 263, h: 4, w: 5, m: 97, k: 1, s: 1, p: 0, group: 1, nchw_in: false, residual: true, act: Activation::Relu },
+        // Weights past WIDE_TILES_MAX_WEIGHTS: the SGEMM.
+        Case { n: 1, c: 300, h: 2, w: 3, m: 260, k: 1, s: 1, p: 0, group: 1, nchw_in: false, residual: false, act: clip },
         // Deep enough for split halves, 24 columns: the 3×24 tile reads the upper half.
         Case { n: 1, c: 130, h: 5, w: 4, m: 24, k: 1, s: 1, p: 0, group: 1, nchw_in: false, residual: true, act: clip },
         Case { n: 1, c: 3, h: 9, w: 11, m: 19, k: 3, s: 2, p: 1, group: 1, nchw_in: true, residual: false, act: clip },
@@ -390,7 +392,7 @@ fn every_path_matches_the_definition() {
             assert_eq!(matches!(*wl.kind, Kind::Lanes(_)), lanes, "case {ci}");
             // A pointwise convolution on AVX-512 takes the AVX-512 in-place tiles.
             let pointwise = (t.k, t.s, t.p, t.group, t.nchw_in) == (1, 1, 0, 1, false);
-            let wide = pointwise && simd::has_avx512();
+            let wide = pointwise && simd::has_avx512() && t.c * t.m <= WIDE_TILES_MAX_WEIGHTS;
             assert_eq!(wl.wide_tiles, wide, "case {ci}");
             assert_eq!(
                 wl.in_place_tiles,
