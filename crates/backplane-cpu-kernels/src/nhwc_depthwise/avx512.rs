@@ -16,21 +16,17 @@ use std::arch::x86_64::*;
 pub(crate) unsafe fn row(job: &DwRow<'_>, oy: usize, res: Option<&[f32]>, out: &mut [f32]) {
     let g = job.geo;
     let three = g.kh == 3 && g.kw == 3 && g.dh == 1 && g.dw == 1 && job.c >= 16;
+    let five = g.kh == 5 && g.kw == 5 && g.dh == 1 && g.dw == 1 && job.c >= 16;
     if three && g.sh == 1 && g.sw == 1 && g.ow >= 4 {
         row_3x3::<1, 6>(job, oy, res, out);
     } else if three && g.sh == 2 && g.sw == 2 && g.ow >= 4 {
         row_3x3::<2, 9>(job, oy, res, out);
-    } else if g.kh == 5 && g.kw == 5 && g.dh == 1 && g.dw == 1 && job.c >= 16 && g.sh == g.sw {
-        // Groups of four over at least two thirds of the row: the other pixels go one at a
-        // time, slower than the kernels below on a short row (a 14×14 plane's).
-        let (lo, hi) = interior(g, 5);
-        let grouped = (hi - lo) / 4 * 4 * 3 >= 2 * g.ow;
-        match g.sw {
-            1 if grouped => row_window::<5, 1, 8>(job, oy, res, out),
-            2 if grouped => row_window::<5, 2, 11>(job, oy, res, out),
-            _ if g.kh * g.kw * job.c >= BLOCKS_OUTER_TAPS => row_blocks(job, oy, res, out),
-            _ => row_any(job, oy, res, out, 0),
-        }
+    } else if five && g.sw == 1 {
+        row_window::<5, 1, 8>(job, oy, res, out);
+    } else if five && g.sw == 2 && g.ow >= 16 {
+        // (On a short row, half its groups waste columns of padding: a 7-wide row of 672
+        // channels ran slower on it than below.)
+        row_window::<5, 2, 11>(job, oy, res, out);
     } else if g.kh * g.kw * job.c >= BLOCKS_OUTER_TAPS {
         row_blocks(job, oy, res, out);
     } else {
@@ -228,23 +224,14 @@ unsafe fn pixel_from(
     }
 }
 
-/// The output columns `lo..hi` whose K-wide window (dilation 1) lies inside the image's
-/// columns.
-fn interior(g: &crate::geo::Geo2, k: usize) -> (usize, usize) {
-    let lo = g.pl.div_ceil(g.sw);
-    let hi = match g.w + g.pl >= k {
-        true => ((g.w + g.pl - k) / g.sw + 1).min(g.ow),
-        false => 0,
-    };
-    (lo, hi.max(lo))
-}
-
-/// [`row`] for K×K windows of dilation 1 and column stride S (5×5 and larger, whose weights
-/// do not all fit in registers): sixteen channels at a time, four interior pixels a step,
-/// each input vector under their windows loaded once (the `COLS` = 3·S + K columns they
-/// span) and each weight vector once per step, where [`row_any`] loads both per tap and
-/// pixel. The other pixels, and the last `c % 16` channels, go as in [`row_any`]. Safety:
-/// as [`row`], with a K×K window of dilation 1, column stride S, COLS = 3·S + K.
+/// [`row`] for K×K windows of dilation 1 and column stride S (5×5, whose weights do not all
+/// fit in registers): sixteen channels at a time, four pixels a step, each input vector under
+/// their windows loaded once (the `COLS` = 3·S + K columns they span) and each weight vector
+/// once per step, where [`row_any`] loads both per tap and pixel. Columns outside the image
+/// are not read, and their taps leave the sums as they are (a masked FMA), so the pixels at
+/// the edges, and a last group of fewer than four, run in the same steps. The last `c % 16`
+/// channels go as in [`row_any`]. Safety: as [`row`], with a K×K window of dilation 1,
+/// column stride S, COLS = 3·S + K.
 #[target_feature(enable = "avx512f,avx2,fma")]
 unsafe fn row_window<const K: usize, const S: usize, const COLS: usize>(
     job: &DwRow<'_>,
@@ -255,32 +242,59 @@ unsafe fn row_window<const K: usize, const S: usize, const COLS: usize>(
     let (g, c) = (job.geo, job.c);
     let act = Act512::new(job.act);
     let (ky0, ky1) = valid_taps(oy * g.sh, 1, g.pt, g.h, K);
-    let (lo, hi) = interior(g, K);
-    let groups = (hi - lo) / 4;
     let (xp, wp, bp) = (job.x.as_ptr(), job.taps.as_ptr(), job.bias.as_ptr());
     let op = out.as_mut_ptr();
     let rp = res.map(<[f32]>::as_ptr);
     let row_c = g.w * c;
     let full = c / 16 * 16;
+    let z = _mm512_setzero_ps();
+    // Channel blocks outermost: a block's weights and the window rows' columns of it stay
+    // in L1 along the row.
     let mut c0 = 0;
     while c0 < full {
         let b = _mm512_loadu_ps(bp.add(c0));
-        for gi in 0..groups {
-            let ox = lo + 4 * gi;
-            // Pixel j's tap (ky, kx) reads column j·S + kx from the group's first column.
-            let p = xp.add((ox * S - g.pl) * c + c0);
+        for ox in (0..g.ow).step_by(4) {
+            let n = (g.ow - ox).min(4);
+            // Which of the group's columns lie in the image: the first at ox·S - pl.
+            let inside: [bool; COLS] = std::array::from_fn(|i| {
+                let padded = ox * S + i;
+                padded >= g.pl && padded - g.pl < g.w
+            });
             let mut a = [b; 4];
-            for ky in ky0..ky1 {
-                let r = p.add((oy * g.sh + ky - g.pt) * row_c);
-                let xs: [__m512; COLS] = std::array::from_fn(|i| _mm512_loadu_ps(r.add(i * c)));
-                for kx in 0..K {
-                    let w = _mm512_loadu_ps(wp.add((ky * K + kx) * c + c0));
-                    for (j, aj) in a.iter_mut().enumerate() {
-                        *aj = _mm512_fmadd_ps(xs[j * S + kx], w, *aj);
+            if inside.iter().all(|&v| v) {
+                let p = xp.add((ox * S - g.pl) * c + c0);
+                for ky in ky0..ky1 {
+                    let r = p.add((oy * g.sh + ky - g.pt) * row_c);
+                    let xs: [__m512; COLS] = std::array::from_fn(|i| _mm512_loadu_ps(r.add(i * c)));
+                    for kx in 0..K {
+                        let w = _mm512_loadu_ps(wp.add((ky * K + kx) * c + c0));
+                        // Pixel j's tap kx reads column j·S + kx of the group.
+                        for (j, aj) in a.iter_mut().enumerate() {
+                            *aj = _mm512_fmadd_ps(xs[j * S + kx], w, *aj);
+                        }
+                    }
+                }
+            } else {
+                let masks: [__mmask16; COLS] = std::array::from_fn(|i| match inside[i] {
+                    true => 0xffff,
+                    false => 0,
+                });
+                for ky in ky0..ky1 {
+                    let r = xp.add((oy * g.sh + ky - g.pt) * row_c + c0);
+                    let xs: [__m512; COLS] = std::array::from_fn(|i| match inside[i] {
+                        true => _mm512_loadu_ps(r.add((ox * S + i - g.pl) * c)),
+                        false => z,
+                    });
+                    for kx in 0..K {
+                        let w = _mm512_loadu_ps(wp.add((ky * K + kx) * c + c0));
+                        for (j, aj) in a.iter_mut().enumerate() {
+                            let i = j * S + kx;
+                            *aj = _mm512_mask3_fmadd_ps(xs[i], w, *aj, masks[i]);
+                        }
                     }
                 }
             }
-            for (j, &aj) in a.iter().enumerate() {
+            for (j, &aj) in a.iter().enumerate().take(n) {
                 let o = (ox + j) * c + c0;
                 let v = match rp {
                     Some(r) => _mm512_add_ps(aj, _mm512_loadu_ps(r.add(o))),
@@ -291,11 +305,8 @@ unsafe fn row_window<const K: usize, const S: usize, const COLS: usize>(
         }
         c0 += 16;
     }
-    let grouped = lo..lo + 4 * groups;
-    for ox in 0..g.ow {
-        // Grouped pixels still need their last channels; the others all of them.
-        let first = if grouped.contains(&ox) { full } else { 0 };
-        pixel_from(job, (oy, ox), (ky0, ky1), first, rp, op, &act);
+    if full < c {
+        row_any(job, oy, res, out, full);
     }
 }
 

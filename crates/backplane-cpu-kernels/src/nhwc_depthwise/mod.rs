@@ -164,11 +164,15 @@ mod tests {
             (5, 18, 3, 2, 1, 1, 50),
             // A 3×3 row of seven outputs (one group of four between the padded edges).
             (9, 7, 3, 1, 1, 1, 48),
-            // 5×5 on rows with groups of four interior pixels (AVX-512's kernel that loads
-            // each input vector once per group): strides 1 and 2, pads 2 and 0, tails.
+            // 5×5 four pixels a step (AVX-512's kernel that loads each input vector once per
+            // group, edge columns masked): strides 1 and 2 (rows of at least 16 outputs),
+            // pads 2 and 0, channel tails, a last group of one to three pixels, a row
+            // narrower than the window, a 7×7 plane.
             (7, 23, 5, 1, 1, 2, 33),
-            (6, 29, 5, 2, 1, 2, 48),
+            (6, 33, 5, 2, 1, 2, 48),
             (5, 16, 5, 1, 1, 0, 16),
+            (4, 3, 5, 1, 1, 2, 16),
+            (7, 7, 5, 1, 1, 2, 40),
         ];
         let acts = [
             Activation::None,
