@@ -93,7 +93,8 @@ pub fn microkernel_rows(
 }
 
 /// True when [`tiles_strided`] runs (AVX2 without AVX-512: with AVX-512 the SGEMM's packing
-/// of A transposes in registers and its 12×32 tile is faster).
+/// of A transposes in registers and its 12×32 tile is faster, except for the channels-last
+/// pointwise convolutions of few channels, which [`tiles_strided_wide`] serves).
 #[inline]
 pub fn strided_tiles() -> bool {
     avx2_in_use() && !has_avx512()
