@@ -38,6 +38,13 @@ const IM2COL_ROWS: usize = 96;
 const ROW_BLOCK: usize = 60;
 /// Rows of one pointwise tile (blocks split between threads at multiples of it).
 const ROW_STEP: usize = simd::ROW_STEP;
+/// Most weights (C·M floats) of a pointwise convolution that runs on the AVX-512 in-place
+/// tiles: the SGEMM packs A per block of rows, as much work as the product at MobileNets'
+/// 16-32 channels, and its 32-column tile idles half of itself on 16 output channels; but
+/// weights past L2 come from memory, and the SGEMM's prefetching of its packed panels hides
+/// that where the tiles do not (the 7×7 and 14×14 layers of 150-400 K weights of
+/// EfficientNet-B0 and MobileNetV3 ran slower on the tiles: docs/perf.md, session 45).
+const WIDE_TILES_MAX_WEIGHTS: usize = 64 * 1024;
 /// Columns of one pointwise tile (half a packed panel).
 const ROW_HALF: usize = 16;
 
@@ -223,8 +230,11 @@ pub struct NhwcConvWorkload {
     offsets: Vec<usize>,
     /// A first layer reading NCHW: its padded input, read in place by the AVX2 tiles.
     window: Option<Window>,
-    /// The AVX2 tiles that read A in place run ([`simd::strided_tiles`]); else the SGEMM.
+    /// Tiles that read A in place run: the AVX2 ones ([`simd::strided_tiles`]), or for a
+    /// pointwise convolution the AVX-512 ones (`wide_tiles`); else the SGEMM.
     in_place_tiles: bool,
+    /// The in-place tiles are the AVX-512 ones ([`simd::tiles_strided_wide`]).
+    wide_tiles: bool,
     threads: Threads,
 }
 
@@ -326,18 +336,26 @@ impl NhwcConvWorkload {
             offsets,
             window: (input_nchw && geo.oh > 0 && geo.ow > 0).then(|| Window::new(&geo, c)),
             in_place_tiles: false,
+            wide_tiles: false,
             threads,
         };
-        Ok(wl.with_tiles(tiles))
+        // A pointwise convolution of small weights runs on the AVX-512 tiles that read its
+        // input in place where the CPU has them (see WIDE_TILES_MAX_WEIGHTS).
+        let wide = pointwise && !input_nchw && c * m <= WIDE_TILES_MAX_WEIGHTS;
+        Ok(wl.with_tiles(tiles || wide))
     }
 
-    /// On the in-place tiles (`on`, where the CPU runs them) or on the SGEMM, with the
+    /// On the in-place tiles (`on`, where the CPU runs them: the AVX2 ones, or the AVX-512
+    /// ones for a pointwise convolution) or on the SGEMM, with the
     /// weights' panels laid out for the one chosen: the tiles walk one half-panel down many
     /// rows, and at depths from `gemm::SPLIT_MIN_DEPTH` a half split from the other stays in
     /// L1 (`simd::Halves`).
     fn with_tiles(mut self, on: bool) -> Self {
-        self.in_place_tiles = on && simd::strided_tiles();
-        let tiles = self.in_place_tiles;
+        let pointwise = matches!(*self.kind, Kind::Pointwise(_));
+        self.wide_tiles = on && pointwise && !simd::strided_tiles() && simd::wide_strided_tiles();
+        self.in_place_tiles = on && simd::strided_tiles() || self.wide_tiles;
+        // The AVX-512 tiles read a panel's halves interleaved, as the SGEMM does.
+        let tiles = self.in_place_tiles && !self.wide_tiles;
         // Prepared for `simd::strided_tiles()` at creation; laid out again (a copy of this
         // workload's own) only when a test asks for the other path.
         let relaid = match &*self.kind {
@@ -468,6 +486,17 @@ impl NhwcConvWorkload {
     ) -> Result<()> {
         let ldc = cols.len();
         let rows = yb.len() / ldc.max(1);
+        if self.wide_tiles {
+            // Whole panels: one or two 16-lane columns per tile.
+            return self.each_half(p, accumulate, simd::NR, |k0, kc, j0, nr, b, ep| {
+                if !cols.contains(&j0) {
+                    return true;
+                }
+                let c = &mut yb[j0 - cols.start..];
+                a.get(k0..)
+                    .is_some_and(|a| simd::tiles_strided_wide(kc, a, lda, rows, b, c, ldc, nr, ep))
+            });
+        }
         self.each_half(p, accumulate, simd::WIDE, |k0, kc, j0, nr, b, ep| {
             if !cols.contains(&j0) {
                 return true;

@@ -263,3 +263,88 @@ unsafe fn tile_in_place<const R: usize, const C: usize>(
     }
     store_tile!(acc, c, ldc, nr, ep, C; 0 1 2 3 4 5 6 7 8 9 10 11);
 }
+
+/// Rows `0..rows` of `C = A·B` with A read where it lies (row `r`'s K steps at
+/// `a + r·lda`), against a packed B panel whose first 16 columns' K step `k` lies at
+/// `b + k·bs` and whose next 16 at `b + upper + k·bs`: tiles of up to twelve rows, as even
+/// as they can be (49 rows as four of ten and one of nine, not four of twelve and a single
+/// row whose two FMA chains wait on their latency), each one or two 16-lane columns wide.
+/// Safety: AVX-512F present; `a + r·lda + k` readable for r < rows, k < kc; `b + k·bs` for
+/// min(nr, 16) floats and, when nr > 16, `b + upper + k·bs` for nr − 16 floats, for k < kc;
+/// rows r < rows of `c` readable and writable for nr floats at c + r·ldc; no row bias, the
+/// column bias readable for nr floats; kc >= 1, 1 <= nr <= NR.
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn column_strided(
+    kc: usize,
+    a: *const f32,
+    lda: usize,
+    rows: usize,
+    b: *const f32,
+    (bs, upper): (usize, usize),
+    c: *mut f32,
+    ldc: usize,
+    nr: usize,
+    ep: &TileEpilogue<'_>,
+) {
+    macro_rules! dispatch {
+        ($mr:expr, $a:expr, $c:expr; $($r:literal)*) => {
+            match ($mr, nr > 16) {
+                $(($r, false) => tile_strided::<$r, 1>(kc, $a, lda, b, (bs, upper), $c, ldc, nr, ep),
+                  ($r, true) => tile_strided::<$r, 2>(kc, $a, lda, b, (bs, upper), $c, ldc, nr, ep),)*
+                _ => {}
+            }
+        };
+    }
+    let tiles = rows.div_ceil(MR);
+    let (base, extra) = (rows / tiles.max(1), rows % tiles.max(1));
+    let mut r0 = 0;
+    for t in 0..tiles {
+        let mr = base + usize::from(t < extra);
+        let (ar, cr) = (a.add(r0 * lda), c.add(r0 * ldc));
+        dispatch!(mr, ar, cr; 1 2 3 4 5 6 7 8 9 10 11 12);
+        r0 += mr;
+    }
+}
+
+/// The R×(16·C) tile of [`column_strided`]: per K step, C vectors of B (masked to `nr`
+/// columns, so nothing past them is read) and R broadcasts straight from A's rows.
+/// Safety: as [`column_strided`], with R rows and nr <= 16·C.
+#[target_feature(enable = "avx512f,avx2,fma")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn tile_strided<const R: usize, const C: usize>(
+    kc: usize,
+    a: *const f32,
+    lda: usize,
+    b: *const f32,
+    (bs, upper): (usize, usize),
+    c: *mut f32,
+    ldc: usize,
+    nr: usize,
+    ep: &TileEpilogue<'_>,
+) {
+    let z = _mm512_setzero_ps();
+    let mut acc = [[z; C]; R];
+    let mut masks = [0xffff as __mmask16; C];
+    for (j, m) in masks.iter_mut().enumerate() {
+        let n = nr.saturating_sub(16 * j);
+        *m = if n >= 16 {
+            0xffff
+        } else {
+            ((1u32 << n) - 1) as __mmask16
+        };
+    }
+    let starts = [0, upper];
+    for k in 0..kc {
+        let mut bv = [z; C];
+        for (j, v) in bv.iter_mut().enumerate() {
+            *v = _mm512_maskz_loadu_ps(masks[j], b.add(starts[j] + k * bs));
+        }
+        for (r, row) in acc.iter_mut().enumerate() {
+            let av = _mm512_set1_ps(*a.add(r * lda + k));
+            for (o, &v) in row.iter_mut().zip(&bv) {
+                *o = _mm512_fmadd_ps(av, v, *o);
+            }
+        }
+    }
+    store_tile!(acc, c, ldc, nr, ep, C; 0 1 2 3 4 5 6 7 8 9 10 11);
+}

@@ -3,7 +3,7 @@
 //! A packed A panel (`kc × MR`) times a packed B panel (`kc × NR`) into a tile of C with an
 //! epilogue (scale, accumulate, biases, an in-register activation): a 12×32 AVX-512 tile
 //! ([`avx512`]), 6×16 AVX2 quarters of it ([`avx2`]), or plain Rust ([`portable`]). Variants
-//! read A where it lies ([`tiles_strided`], [`tiles_offsets`]) or B where it lies
+//! read A where it lies ([`tiles_strided`], [`tiles_strided_wide`], [`tiles_offsets`]) or B where it lies
 //! ([`microkernel_in_place`]).
 //!
 //! The rules that make the `unsafe` sound: an AVX2 or AVX-512 kernel is entered only when
@@ -93,7 +93,8 @@ pub fn microkernel_rows(
 }
 
 /// True when [`tiles_strided`] runs (AVX2 without AVX-512: with AVX-512 the SGEMM's packing
-/// of A transposes in registers and its 12×32 tile is faster).
+/// of A transposes in registers and its 12×32 tile is faster, except for the channels-last
+/// pointwise convolutions of few channels, which [`tiles_strided_wide`] serves).
 #[inline]
 pub fn strided_tiles() -> bool {
     avx2_in_use() && !has_avx512()
@@ -211,6 +212,80 @@ pub fn tiles_strided(
                 nr,
                 ep,
                 b.as_ptr().wrapping_add(prefetch),
+            );
+        }
+        true
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+/// True when [`tiles_strided_wide`] runs: the AVX-512 tier is in use.
+#[inline]
+pub fn wide_strided_tiles() -> bool {
+    has_avx512()
+}
+
+/// [`tiles_strided`] on AVX-512: `rows` rows of `C = A·B` with A read where it lies (row
+/// `r`'s `kc` values at `a[r·lda..]`), against up to a whole packed B panel (`nr` of 1..=[`NR`]
+/// columns from the panel's start `b`, its halves laid out as `halves` says), into C's rows
+/// `ldc` apart with the epilogue (no row bias). Tiles of up to twelve rows by one or two
+/// 16-lane columns: a pointwise convolution of few channels runs without packing A per
+/// block (its K of 16-32 gave the packing as much work as the product) and a panel of at
+/// most 16 columns without the 32-column tile's idle half. Returns false, computing
+/// nothing, without AVX-512 ([`wide_strided_tiles`]) or when a slice is too short.
+#[allow(clippy::too_many_arguments)]
+pub fn tiles_strided_wide(
+    kc: usize,
+    a: &[f32],
+    lda: usize,
+    rows: usize,
+    (b, halves): (&[f32], Halves),
+    c: &mut [f32],
+    ldc: usize,
+    nr: usize,
+    ep: &TileEpilogue<'_>,
+) -> bool {
+    if rows == 0 {
+        return true;
+    }
+    let (bs, upper) = (halves.k_step(), halves.start(kc, HALF));
+    // The furthest B value read (masked loads read only the nr columns).
+    let b_need = match nr > HALF {
+        true => upper + kc.saturating_sub(1) * bs + (nr - HALF),
+        false => kc.saturating_sub(1) * bs + nr,
+    };
+    let ok = (1..=NR).contains(&nr)
+        && kc >= 1
+        && (nr <= ldc || rows == 1)
+        && a.len() >= (rows - 1) * lda + kc
+        && b.len() >= b_need
+        && c.len() >= (rows - 1) * ldc + nr
+        && ep.row_bias.is_none()
+        && !matches!(ep.col_bias, Some(r) if r.len() < nr);
+    if !ok || !wide_strided_tiles() {
+        return false;
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: AVX-512F is present (`wide_strided_tiles`); rows r < rows of A hold kc
+        // floats at r·lda (checked: (rows-1)·lda + kc <= a.len()); the tiles read
+        // b[k·bs ..] for min(nr, 16) floats and, when nr > 16, b[upper + k·bs ..] for
+        // nr − 16 floats, for k < kc (masked loads), inside `b` (b_need, checked); they
+        // touch c[r·ldc .. r·ldc + nr] for r < rows only, inside `c`; there is no row bias
+        // and the column bias holds nr values; kc >= 1 and 1 <= nr <= NR were checked.
+        unsafe {
+            avx512::column_strided(
+                kc,
+                a.as_ptr(),
+                lda,
+                rows,
+                b.as_ptr(),
+                (bs, upper),
+                c.as_mut_ptr(),
+                ldc,
+                nr,
+                ep,
             );
         }
         true

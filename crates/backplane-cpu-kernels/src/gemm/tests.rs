@@ -320,3 +320,171 @@ fn strided_tiles_with_prefetch_shares_match_a_plain_sum() {
         }
     }
 }
+
+/// The AVX-512 tiles reading A in place against a plain sum: row counts across one to
+/// three twelve-row tiles (uneven splits, single rows), column counts from 1 to a whole
+/// panel around the 16-lane halves, depths from 1 to past a vector's width, both halves'
+/// layouts, with a column bias, an activation and accumulation onto C; the columns past
+/// `nr` are left alone. Without AVX-512 they refuse; bad slices and a row bias are refused.
+#[test]
+fn wide_strided_tiles_match_a_plain_sum() {
+    let lda = 41;
+    let cb: Vec<f32> = (0..NR).map(|j| j as f32 * 0.1 - 0.5).collect();
+    let act = Activation::Clip {
+        min: -1.5,
+        max: 2.5,
+    };
+    for kc in [1, 3, 16, 37] {
+        let a: Vec<f32> = (0..36 * lda + kc)
+            .map(|i| ((i * 7 % 19) as f32 - 9.0) / 8.0)
+            .collect();
+        let b: Vec<f32> = (0..kc * NR)
+            .map(|i| ((i * 13 % 23) as f32 - 11.0) / 5.0)
+            .collect();
+        let split: Vec<f32> = (0..kc * NR)
+            .map(|i| {
+                let (h, k, j) = (i / (kc * HALF), i / HALF % kc, i % HALF);
+                b[k * NR + h * HALF + j]
+            })
+            .collect();
+        for rows in [1, 2, 5, 7, 11, 12, 13, 17, 23, 24, 25, 31, 36] {
+            for nr in [1, 3, 15, 16, 17, 24, 31, 32] {
+                for accumulate in [false, true] {
+                    let ep = TileEpilogue {
+                        accumulate,
+                        alpha: 1.0,
+                        row_bias: None,
+                        col_bias: Some(&cb),
+                        last: true,
+                        act,
+                    };
+                    let ldc = 35;
+                    let c0: Vec<f32> = (0..rows * ldc).map(|i| (i % 5) as f32 * 0.25).collect();
+                    for halves in [Halves::Interleaved, Halves::Split] {
+                        let panel = match halves {
+                            Halves::Interleaved => &b[..],
+                            Halves::Split => &split[..],
+                        };
+                        let mut c = c0.clone();
+                        let ran = tiles_strided_wide(
+                            kc,
+                            &a,
+                            lda,
+                            rows,
+                            (panel, halves),
+                            &mut c,
+                            ldc,
+                            nr,
+                            &ep,
+                        );
+                        assert_eq!(ran, wide_strided_tiles());
+                        if !ran {
+                            continue;
+                        }
+                        for r in 0..rows {
+                            for j in 0..ldc {
+                                let got = c[r * ldc + j];
+                                if j >= nr {
+                                    assert_eq!(got, c0[r * ldc + j], "column {j} past {nr}");
+                                    continue;
+                                }
+                                let dot: f32 =
+                                    (0..kc).map(|t| a[r * lda + t] * b[t * NR + j]).sum();
+                                let base = if accumulate { c0[r * ldc + j] } else { 0.0 };
+                                let want = act.apply_simple(dot + base + cb[j]);
+                                assert!(
+                                    (got - want).abs() <= 1e-4 * want.abs().max(1.0),
+                                    "kc {kc} rows {rows} nr {nr} acc {accumulate} {halves:?} \
+                                     at ({r}, {j}): {got} vs {want}"
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    // Refusals: A, B or C one value short, a row bias, more columns than a panel.
+    let (kc, rows, nr, ldc) = (16, 13, 32, 32);
+    let a = vec![1f32; (rows - 1) * lda + kc];
+    let b = vec![1f32; kc * NR];
+    let mut c = vec![0f32; (rows - 1) * ldc + nr];
+    let rb = vec![0f32; rows];
+    let plain = TileEpilogue {
+        accumulate: false,
+        alpha: 1.0,
+        row_bias: None,
+        col_bias: None,
+        last: true,
+        act: Activation::None,
+    };
+    let with_rb = TileEpilogue {
+        row_bias: Some(&rb),
+        ..plain
+    };
+    let il = Halves::Interleaved;
+    let short_a = &a[..a.len() - 1];
+    let short_b = &b[..b.len() - 1];
+    assert!(!tiles_strided_wide(
+        kc,
+        short_a,
+        lda,
+        rows,
+        (&b, il),
+        &mut c,
+        ldc,
+        nr,
+        &plain
+    ));
+    assert!(!tiles_strided_wide(
+        kc,
+        &a,
+        lda,
+        rows,
+        (short_b, il),
+        &mut c,
+        ldc,
+        nr,
+        &plain
+    ));
+    let cl = c.len();
+    assert!(!tiles_strided_wide(
+        kc,
+        &a,
+        lda,
+        rows,
+        (&b, il),
+        &mut c[..cl - 1],
+        ldc,
+        nr,
+        &plain
+    ));
+    assert!(!tiles_strided_wide(
+        kc,
+        &a,
+        lda,
+        rows,
+        (&b, il),
+        &mut c,
+        ldc,
+        nr,
+        &with_rb
+    ));
+    assert!(!tiles_strided_wide(
+        kc,
+        &a,
+        lda,
+        rows,
+        (&b, il),
+        &mut c,
+        40,
+        NR + 1,
+        &plain
+    ));
+    // Whole and in bounds: it runs where the CPU has AVX-512, and sums K ones.
+    let ran = tiles_strided_wide(kc, &a, lda, rows, (&b, il), &mut c, ldc, nr, &plain);
+    assert_eq!(ran, wide_strided_tiles());
+    if ran {
+        assert!(c.iter().all(|&v| v == kc as f32));
+    }
+}

@@ -1,6 +1,7 @@
 //! The AVX-512 row kernels of the channels-last depthwise convolution: the AVX2 kernels'
 //! loops ([`super::avx2`]) on 16-channel vectors, with the last `c % 16` channels of a row
-//! under a lane mask instead of a narrower loop.
+//! under a lane mask instead of a narrower loop; and, on this tier only, 3×3 rows at
+//! strides 1 and 2 and 5×5 rows four pixels a step with each input vector loaded once.
 
 use super::{valid_taps, DwRow, BLOCKS_OUTER_TAPS};
 use crate::gemm::avx512::Act512;
@@ -14,16 +15,18 @@ use std::arch::x86_64::*;
 #[target_feature(enable = "avx512f,avx2,fma")]
 pub(crate) unsafe fn row(job: &DwRow<'_>, oy: usize, res: Option<&[f32]>, out: &mut [f32]) {
     let g = job.geo;
-    if g.kh == 3
-        && g.kw == 3
-        && g.dh == 1
-        && g.dw == 1
-        && g.sh == 1
-        && g.sw == 1
-        && g.ow >= 32
-        && job.c >= 16
-    {
-        row_3x3(job, oy, res, out);
+    let three = g.kh == 3 && g.kw == 3 && g.dh == 1 && g.dw == 1 && job.c >= 16;
+    let five = g.kh == 5 && g.kw == 5 && g.dh == 1 && g.dw == 1 && job.c >= 16;
+    if three && g.sh == 1 && g.sw == 1 && g.ow >= 4 {
+        row_3x3::<1, 6>(job, oy, res, out);
+    } else if three && g.sh == 2 && g.sw == 2 && g.ow >= 4 {
+        row_3x3::<2, 9>(job, oy, res, out);
+    } else if five && g.sw == 1 {
+        row_window::<5, 1, 8>(job, oy, res, out);
+    } else if five && g.sw == 2 && g.ow >= 16 {
+        // (On a short row, half its groups waste columns of padding: a 7-wide row of 672
+        // channels ran slower on it than below.)
+        row_window::<5, 2, 11>(job, oy, res, out);
     } else if g.kh * g.kw * job.c >= BLOCKS_OUTER_TAPS {
         row_blocks(job, oy, res, out);
     } else {
@@ -42,11 +45,18 @@ fn lanes(n: usize) -> __mmask16 {
 }
 
 /// [`row`] for 3×3 windows on wide rows: sixteen channels at a time, their nine weight
-/// vectors in registers while the row's pixels go by; pixels whose window reaches into the
-/// padding, and the last `c % 16` channels, by [`row_any`]. Safety: as [`row`], with a 3×3
-/// window of dilation 1 and stride 1, and c >= 16.
+/// vectors in registers while the row's pixels go by, four pixels a step with each input
+/// vector under them loaded once (the `COLS` = 3·S + 3 columns their windows span, where a
+/// load per tap and pixel made the loads, not the FMAs, the bound); pixels whose window
+/// reaches into the padding, and the last `c % 16` channels, by [`row_any`]. Safety: as
+/// [`row`], with a 3×3 window of dilation 1, stride S both ways, COLS = 3·S + 3, c >= 16.
 #[target_feature(enable = "avx512f,avx2,fma")]
-unsafe fn row_3x3(job: &DwRow<'_>, oy: usize, res: Option<&[f32]>, out: &mut [f32]) {
+unsafe fn row_3x3<const S: usize, const COLS: usize>(
+    job: &DwRow<'_>,
+    oy: usize,
+    res: Option<&[f32]>,
+    out: &mut [f32],
+) {
     let g = job.geo;
     let c = job.c;
     let act = Act512::new(job.act);
@@ -70,16 +80,16 @@ unsafe fn row_3x3(job: &DwRow<'_>, oy: usize, res: Option<&[f32]>, out: &mut [f3
         let mut ox = 0;
         while ox < g.ow {
             if full_rows && ox >= lo && ox + 4 <= hi {
-                // Four interior pixels: four independent chains of nine FMAs.
-                let p = xp.add(((oy * g.sh - g.pt) * g.w + ox * g.sw - g.pl) * c + c0);
-                let step = g.sw * c;
+                // Four interior pixels: four independent chains of nine FMAs, over the
+                // COLS input columns of each window row (pixel j's tap kx at column j·S + kx).
+                let p = xp.add(((oy * g.sh - g.pt) * g.w + ox * S - g.pl) * c + c0);
                 let mut a = [b; 4];
                 for ky in 0..3 {
+                    let r = p.add(ky * row_c);
+                    let xs: [__m512; COLS] = std::array::from_fn(|i| _mm512_loadu_ps(r.add(i * c)));
                     for kx in 0..3 {
-                        let r = p.add(ky * row_c + kx * c);
                         for (j, aj) in a.iter_mut().enumerate() {
-                            let x = _mm512_loadu_ps(r.add(j * step));
-                            *aj = _mm512_fmadd_ps(x, w[ky * 3 + kx], *aj);
+                            *aj = _mm512_fmadd_ps(xs[j * S + kx], w[ky * 3 + kx], *aj);
                         }
                     }
                 }
@@ -166,31 +176,137 @@ unsafe fn row_blocks(job: &DwRow<'_>, oy: usize, res: Option<&[f32]>, out: &mut 
 /// under a lane mask. Safety: as [`row`].
 #[target_feature(enable = "avx512f,avx2,fma")]
 unsafe fn row_any(job: &DwRow<'_>, oy: usize, res: Option<&[f32]>, out: &mut [f32], first: usize) {
-    let g = job.geo;
-    let c = job.c;
     let act = Act512::new(job.act);
-    let (ky0, ky1) = valid_taps(oy * g.sh, g.dh, g.pt, g.h, g.kh);
+    let (ky0, ky1) = valid_taps(
+        oy * job.geo.sh,
+        job.geo.dh,
+        job.geo.pt,
+        job.geo.h,
+        job.geo.kh,
+    );
     let op = out.as_mut_ptr();
     let rp = res.map(<[f32]>::as_ptr);
-    for ox in 0..g.ow {
-        let (kx0, kx1) = valid_taps(ox * g.sw, g.dw, g.pl, g.w, g.kw);
-        let taps = (ky0, ky1, kx0, kx1);
-        let mut c0 = first;
-        while c0 + 64 <= c {
-            pixel::<4>(job, (oy, ox), taps, c0, 0xffff, rp, op, &act);
-            c0 += 64;
+    for ox in 0..job.geo.ow {
+        pixel_from(job, (oy, ox), (ky0, ky1), first, rp, op, &act);
+    }
+}
+
+/// Channels `first..` of output pixel `ox` of row `oy` (the valid rows of its window
+/// `ky0..ky1`): 64 channels (four independent FMA chains) at a time, then the last 1 to 63
+/// as one to four chains (one vector's chain alone would wait on the FMA latency at every
+/// tap), the last under a lane mask. Safety: as [`row`].
+#[inline(always)]
+unsafe fn pixel_from(
+    job: &DwRow<'_>,
+    (oy, ox): (usize, usize),
+    (ky0, ky1): (usize, usize),
+    first: usize,
+    rp: Option<*const f32>,
+    op: *mut f32,
+    act: &Act512,
+) {
+    let (g, c) = (job.geo, job.c);
+    let (kx0, kx1) = valid_taps(ox * g.sw, g.dw, g.pl, g.w, g.kw);
+    let taps = (ky0, ky1, kx0, kx1);
+    let mut c0 = first;
+    while c0 + 64 <= c {
+        pixel::<4>(job, (oy, ox), taps, c0, 0xffff, rp, op, act);
+        c0 += 64;
+    }
+    let rest = c - c0;
+    let last = lanes(rest - (rest.max(1) - 1) / 16 * 16);
+    match rest.div_ceil(16) {
+        0 => {}
+        1 => pixel::<1>(job, (oy, ox), taps, c0, last, rp, op, act),
+        2 => pixel::<2>(job, (oy, ox), taps, c0, last, rp, op, act),
+        3 => pixel::<3>(job, (oy, ox), taps, c0, last, rp, op, act),
+        _ => pixel::<4>(job, (oy, ox), taps, c0, last, rp, op, act),
+    }
+}
+
+/// [`row`] for K×K windows of dilation 1 and column stride S (5×5, whose weights do not all
+/// fit in registers): sixteen channels at a time, four pixels a step, each input vector under
+/// their windows loaded once (the `COLS` = 3·S + K columns they span) and each weight vector
+/// once per step, where [`row_any`] loads both per tap and pixel. Columns outside the image
+/// are not read, and their taps leave the sums as they are (a masked FMA), so the pixels at
+/// the edges, and a last group of fewer than four, run in the same steps. The last `c % 16`
+/// channels go as in [`row_any`]. Safety: as [`row`], with a K×K window of dilation 1,
+/// column stride S, COLS = 3·S + K.
+#[target_feature(enable = "avx512f,avx2,fma")]
+unsafe fn row_window<const K: usize, const S: usize, const COLS: usize>(
+    job: &DwRow<'_>,
+    oy: usize,
+    res: Option<&[f32]>,
+    out: &mut [f32],
+) {
+    let (g, c) = (job.geo, job.c);
+    let act = Act512::new(job.act);
+    let (ky0, ky1) = valid_taps(oy * g.sh, 1, g.pt, g.h, K);
+    let (xp, wp, bp) = (job.x.as_ptr(), job.taps.as_ptr(), job.bias.as_ptr());
+    let op = out.as_mut_ptr();
+    let rp = res.map(<[f32]>::as_ptr);
+    let row_c = g.w * c;
+    let full = c / 16 * 16;
+    let z = _mm512_setzero_ps();
+    // Channel blocks outermost: a block's weights and the window rows' columns of it stay
+    // in L1 along the row.
+    let mut c0 = 0;
+    while c0 < full {
+        let b = _mm512_loadu_ps(bp.add(c0));
+        for ox in (0..g.ow).step_by(4) {
+            let n = (g.ow - ox).min(4);
+            // Which of the group's columns lie in the image: the first at ox·S - pl.
+            let inside: [bool; COLS] = std::array::from_fn(|i| {
+                let padded = ox * S + i;
+                padded >= g.pl && padded - g.pl < g.w
+            });
+            let mut a = [b; 4];
+            if inside.iter().all(|&v| v) {
+                let p = xp.add((ox * S - g.pl) * c + c0);
+                for ky in ky0..ky1 {
+                    let r = p.add((oy * g.sh + ky - g.pt) * row_c);
+                    let xs: [__m512; COLS] = std::array::from_fn(|i| _mm512_loadu_ps(r.add(i * c)));
+                    for kx in 0..K {
+                        let w = _mm512_loadu_ps(wp.add((ky * K + kx) * c + c0));
+                        // Pixel j's tap kx reads column j·S + kx of the group.
+                        for (j, aj) in a.iter_mut().enumerate() {
+                            *aj = _mm512_fmadd_ps(xs[j * S + kx], w, *aj);
+                        }
+                    }
+                }
+            } else {
+                let masks: [__mmask16; COLS] = std::array::from_fn(|i| match inside[i] {
+                    true => 0xffff,
+                    false => 0,
+                });
+                for ky in ky0..ky1 {
+                    let r = xp.add((oy * g.sh + ky - g.pt) * row_c + c0);
+                    let xs: [__m512; COLS] = std::array::from_fn(|i| match inside[i] {
+                        true => _mm512_loadu_ps(r.add((ox * S + i - g.pl) * c)),
+                        false => z,
+                    });
+                    for kx in 0..K {
+                        let w = _mm512_loadu_ps(wp.add((ky * K + kx) * c + c0));
+                        for (j, aj) in a.iter_mut().enumerate() {
+                            let i = j * S + kx;
+                            *aj = _mm512_mask3_fmadd_ps(xs[i], w, *aj, masks[i]);
+                        }
+                    }
+                }
+            }
+            for (j, &aj) in a.iter().enumerate().take(n) {
+                let o = (ox + j) * c + c0;
+                let v = match rp {
+                    Some(r) => _mm512_add_ps(aj, _mm512_loadu_ps(r.add(o))),
+                    None => aj,
+                };
+                _mm512_storeu_ps(op.add(o), act.apply(v));
+            }
         }
-        // The last 1 to 63 channels as one to four independent chains (one vector's chain
-        // alone would wait on the FMA latency at every tap), the last under a lane mask.
-        let rest = c - c0;
-        let last = lanes(rest - (rest.max(1) - 1) / 16 * 16);
-        match rest.div_ceil(16) {
-            0 => {}
-            1 => pixel::<1>(job, (oy, ox), taps, c0, last, rp, op, &act),
-            2 => pixel::<2>(job, (oy, ox), taps, c0, last, rp, op, &act),
-            3 => pixel::<3>(job, (oy, ox), taps, c0, last, rp, op, &act),
-            _ => pixel::<4>(job, (oy, ox), taps, c0, last, rp, op, &act),
-        }
+        c0 += 16;
+    }
+    if full < c {
+        row_any(job, oy, res, out, full);
     }
 }
 

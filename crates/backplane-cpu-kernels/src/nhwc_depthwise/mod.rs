@@ -134,9 +134,9 @@ mod tests {
             .collect()
     }
 
-    /// Every tier's kernels against the definition: 3×3 on wide rows (the weights-in-
-    /// registers kernel), 5×5 and 7×7 windows, strides 2, dilation 2, pads on every side,
-    /// channel counts around the vector widths (1, 7, 16, 17, 64, 67) and past the block
+    /// Every tier's kernels against the definition: 3×3 at strides 1 and 2 (the
+    /// weights-in-registers kernels), 5×5 (groups of four pixels) and 7×7 windows, strides 2, dilation 2, pads
+    /// on every side, channel counts around the vector widths (1, 7, 16, 17, 64, 67) and past the block
     /// threshold (640 under a 3×3 window), a residual and the in-kernel activations.
     #[test]
     fn every_tier_matches_the_definition() {
@@ -156,6 +156,23 @@ mod tests {
             (7, 10, 3, 2, 2, 2, 33),
             (4, 5, 3, 1, 1, 1, 640),
             (3, 3, 3, 2, 1, 0, 130),
+            // Stride 2 under a 3×3 window on rows of at least eight outputs (AVX-512's
+            // weights-in-registers kernel): odd and even sides, with and without padding,
+            // channels of one vector, tails past one and two.
+            (7, 37, 3, 2, 1, 1, 33),
+            (6, 20, 3, 2, 1, 0, 16),
+            (5, 18, 3, 2, 1, 1, 50),
+            // A 3×3 row of seven outputs (one group of four between the padded edges).
+            (9, 7, 3, 1, 1, 1, 48),
+            // 5×5 four pixels a step (AVX-512's kernel that loads each input vector once per
+            // group, edge columns masked): strides 1 and 2 (rows of at least 16 outputs),
+            // pads 2 and 0, channel tails, a last group of one to three pixels, a row
+            // narrower than the window, a 7×7 plane.
+            (7, 23, 5, 1, 1, 2, 33),
+            (6, 33, 5, 2, 1, 2, 48),
+            (5, 16, 5, 1, 1, 0, 16),
+            (4, 3, 5, 1, 1, 2, 16),
+            (7, 7, 5, 1, 1, 2, 40),
         ];
         let acts = [
             Activation::None,

@@ -319,6 +319,19 @@ fn every_path_matches_the_definition() {
         Case { n: 2, c: 17, h: 5, w: 7, m: 24, k: 1, s: 1, p: 0, group: 1, nchw_in: false, residual: false, act: clip },
         Case { n: 1, c: 33, h: 1, w: 1, m: 7, k: 1, s: 1, p: 0, group: 1, nchw_in: false, residual: true, act: Activation::Relu },
         Case { n: 1, c: 300, h: 7, w: 7, m: 40, k: 1, s: 1, p: 0, group: 1, nchw_in: false, residual: false, act: Activation::Sigmoid },
+        // Pointwise on the AVX-512 tiles: one channel in or out, 16 ± 1 and 32 ± 1 (one or
+        // two 16-lane columns, masked tails), 113 pixels (tiles of twelve rows and fewer),
+        // a K over one block, a single pixel.
+        Case { n: 1, c: 1, h: 1, w: 7, m: 3, k: 1, s: 1, p: 0, group: 1, nchw_in: false, residual: false, act: clip },
+        Case { n: 1, c: 32, h: 1, w: 113, m: 16, k: 1, s: 1, p: 0, group: 1, nchw_in: false, residual: true, act: clip },
+        Case { n: 1, c: 16, h: 13, w: 1, m: 33, k: 1, s: 1, p: 0, group: 1, nchw_in: false, residual: false, act: Activation::Relu },
+        Case { n: 2, c: 31, h: 3, w: 5, m: 17, k: 1, s: 1, p: 0, group: 1, nchw_in: false, residual: false, act: Activation::None },
+        Case { n: 1, c: 17, h: 7, w: 7, m: 1, k: 1, s: 1, p: 0, group: 1, nchw_in: false, residual: true, act: Activation::Sigmoid },
+        Case { n: 1, c: 3, h: 11, w: 9, m: 31, k: 1, s: 1, p: 0, group: 1, nchw_in: false, residual: false, act: clip },
+        Case { n: 1, c: 33, h: 1, w: 1, m: 32, k: 1, s: 1, p: 0, group: 1, nchw_in: false, residual: false, act: clip },
+        Case { n: 1, c: 263, h: 4, w: 5, m: 97, k: 1, s: 1, p: 0, group: 1, nchw_in: false, residual: true, act: Activation::Relu },
+        // Weights past WIDE_TILES_MAX_WEIGHTS: the SGEMM.
+        Case { n: 1, c: 300, h: 2, w: 3, m: 260, k: 1, s: 1, p: 0, group: 1, nchw_in: false, residual: false, act: clip },
         // Deep enough for split halves, 24 columns: the 3×24 tile reads the upper half.
         Case { n: 1, c: 130, h: 5, w: 4, m: 24, k: 1, s: 1, p: 0, group: 1, nchw_in: false, residual: true, act: clip },
         Case { n: 1, c: 3, h: 9, w: 11, m: 19, k: 3, s: 2, p: 1, group: 1, nchw_in: true, residual: false, act: clip },
@@ -377,6 +390,15 @@ fn every_path_matches_the_definition() {
             // A region's first layer: output channels in lanes, with AVX-512.
             let lanes = t.nchw_in && t.c <= 4 && simd::has_avx512();
             assert_eq!(matches!(*wl.kind, Kind::Lanes(_)), lanes, "case {ci}");
+            // A pointwise convolution on AVX-512 takes the AVX-512 in-place tiles.
+            let pointwise = (t.k, t.s, t.p, t.group, t.nchw_in) == (1, 1, 0, 1, false);
+            let wide = pointwise && simd::has_avx512() && t.c * t.m <= WIDE_TILES_MAX_WEIGHTS;
+            assert_eq!(wl.wide_tiles, wide, "case {ci}");
+            assert_eq!(
+                wl.in_place_tiles,
+                wide || simd::strided_tiles(),
+                "case {ci}"
+            );
             for tiles in [wl.in_place_tiles, false] {
                 wl = wl.with_tiles(tiles);
                 let mut y = vec![f32::NAN; want.len()];
