@@ -19,9 +19,14 @@ fn cases() -> Vec<PathBuf> {
     dirs
 }
 
-/// Run the case on the given backends; returns the outputs.
+/// Run the case on the given backends, its int8 layers requantized as LiteRT's kernels for
+/// it do (f32 on all but the case LiteRT's XNNPACK delegate refuses); returns the outputs.
 fn run(rt: &Runtime, dir: &Path, backends: &[&str]) -> Vec<Tensor> {
-    let network = backplane::load_model(&dir.join("model.tflite"), &Default::default())
+    let options = backplane::tflite::ImportOptions {
+        int8_requant: backplane::tflite::Int8Requant::Litert,
+        ..Default::default()
+    };
+    let network = backplane::load_tflite_with(&dir.join("model.tflite"), &options)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
     let prefs = backends
         .iter()

@@ -13,9 +13,14 @@ use support::{read_npys, repo, tflite_cases};
 
 const BACKENDS: [&[&str]; 2] = [&["CpuRef"], &["CpuAcc", "CpuRef"]];
 
-/// Import, optimize, load and run the case on `backends`; an error as text.
+/// Import (int8 layers requantized as the kernels LiteRT runs the model on), optimize, load
+/// and run the case on `backends`; an error as text.
 fn run(rt: &Runtime, dir: &Path, backends: &[&str]) -> Result<Vec<Tensor>, String> {
-    let network = backplane::load_model(&dir.join("model.tflite"), &Default::default())
+    let options = backplane::tflite::ImportOptions {
+        int8_requant: backplane::tflite::Int8Requant::Litert,
+        ..Default::default()
+    };
+    let network = backplane::load_tflite_with(&dir.join("model.tflite"), &options)
         .map_err(|e| format!("import: {e}"))?;
     let prefs = backends
         .iter()
