@@ -162,6 +162,22 @@ fn erf_gelu_subgraph_is_fused_into_the_matmul() {
     assert!(views.untouched.is_empty());
 }
 
+/// Random BatchNormalization parameters for `c` channels: scale, bias, mean and a positive
+/// variance.
+fn batch_norm_params(r: &mut Rng, c: usize) -> Vec<Tensor> {
+    (0..4)
+        .map(|i| {
+            let v: Vec<f32> = r.tensor(&[c], 1.0).as_slice::<f32>().unwrap().to_vec();
+            let v = if i == 3 {
+                v.iter().map(|v| v.abs() + 0.5).collect()
+            } else {
+                v
+            };
+            Tensor::from_vec(vec![c], v).unwrap()
+        })
+        .collect()
+}
+
 /// Run the only replacement layer of the only substitution CpuAcc makes in `net` (all of it),
 /// as the runtime would: `feeds` give the network inputs, constants come from the network
 /// or the substitution. Returns the replacement's name and output.
@@ -230,18 +246,7 @@ fn residual_blocks_fuse_into_the_convolution() {
         let x = r.tensor(&[1, c, hw, hw], 1.0);
         let w = r.tensor(&[c, c / group, k, k], 0.3);
         let b = r.tensor(&[c], 0.5);
-        let bn: Vec<Tensor> = (0..4)
-            .map(|i| {
-                let t = r.tensor(&[c], 1.0);
-                let v: Vec<f32> = t.as_slice::<f32>().unwrap().to_vec();
-                let v = if i == 3 {
-                    v.iter().map(|v| v.abs() + 0.5).collect()
-                } else {
-                    v
-                };
-                Tensor::from_vec(vec![c], v).unwrap()
-            })
-            .collect();
+        let bn = batch_norm_params(&mut r, c);
         let xi = net.add_input("x", x.info().clone()).unwrap();
         let wi = net.add_constant("w", w.clone()).unwrap();
         let p = k / 2;
@@ -401,18 +406,7 @@ fn batch_norm_with_activation_fuses() {
     for dims in [[2, 5, 1, 1], [1, 64, 7, 7], [1, 3, 17, 13]] {
         let c = dims[1];
         let x = r.tensor(&dims, 2.0);
-        let params: Vec<Tensor> = (0..4)
-            .map(|i| {
-                let t = r.tensor(&[c], 1.0);
-                let v: Vec<f32> = t.as_slice::<f32>().unwrap().to_vec();
-                let v = if i == 3 {
-                    v.iter().map(|v| v.abs() + 0.5).collect()
-                } else {
-                    v
-                };
-                Tensor::from_vec(vec![c], v).unwrap()
-            })
-            .collect();
+        let params = batch_norm_params(&mut r, c);
         for (what, act_ops) in &acts {
             for constant in [true, false] {
                 let mut net = Network::new();

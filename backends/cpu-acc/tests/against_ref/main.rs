@@ -783,6 +783,23 @@ fn transposes_of_every_permutation_and_element_type() {
     }
     let mut r = Rng(45);
     let mut checked = 0;
+    let mut check_all = |dims: &[usize], perms: &[Vec<usize>]| {
+        let x = r.tensor(dims, 1.0);
+        let values: Vec<f32> = x.to_f64_vec().iter().map(|&v| v as f32).collect();
+        for t in typed(&values, dims) {
+            for perm in perms {
+                check(
+                    &format!("transpose {:?} {dims:?} {perm:?}", t.dtype()),
+                    &Op::Transpose { perm: perm.clone() },
+                    &[&t],
+                    &[&[false]],
+                    0.0,
+                    0.0,
+                );
+                checked += 1;
+            }
+        }
+    };
     let shapes: &[&[usize]] = &[
         &[2, 3, 5],
         &[1, 7, 1],
@@ -793,42 +810,15 @@ fn transposes_of_every_permutation_and_element_type() {
         &[4, 33, 41, 3],
     ];
     for dims in shapes {
-        let x = r.tensor(dims, 1.0);
-        let values: Vec<f32> = x.to_f64_vec().iter().map(|&v| v as f32).collect();
-        for t in typed(&values, dims) {
-            for perm in perms(dims.len()) {
-                check(
-                    &format!("transpose {:?} {dims:?} {perm:?}", t.dtype()),
-                    &Op::Transpose { perm },
-                    &[&t],
-                    &[&[false]],
-                    0.0,
-                    0.0,
-                );
-                checked += 1;
-            }
-        }
+        check_all(dims, &perms(dims.len()));
     }
+    let shuffles = [
+        vec![0, 2, 1, 3, 4],
+        vec![0, 3, 4, 1, 2],
+        vec![4, 3, 2, 1, 0],
+    ];
     for dims in [[1, 2, 58, 28, 28], [1, 2, 232, 7, 7], [3, 2, 5, 1, 7]] {
-        let x = r.tensor(&dims, 1.0);
-        let values: Vec<f32> = x.to_f64_vec().iter().map(|&v| v as f32).collect();
-        for t in typed(&values, &dims) {
-            for perm in [
-                vec![0, 2, 1, 3, 4],
-                vec![0, 3, 4, 1, 2],
-                vec![4, 3, 2, 1, 0],
-            ] {
-                check(
-                    &format!("transpose {:?} {dims:?} {perm:?}", t.dtype()),
-                    &Op::Transpose { perm },
-                    &[&t],
-                    &[&[false]],
-                    0.0,
-                    0.0,
-                );
-                checked += 1;
-            }
-        }
+        check_all(&dims, &shuffles);
     }
     assert_eq!(checked, 4 * (2 * 6 + 5 * 24) + 3 * 4 * 3);
 }

@@ -179,15 +179,19 @@ pub fn tiles_strided(
         true => upper + (kc - 1) * bs + 8,
         false => (kc - 1) * bs + HALF,
     };
-    let ok = (1..=WIDE).contains(&nr)
-        && kc >= 1
-        && (nr <= ldc || rows == 1)
-        && a.len() >= (rows - 1) * lda + kc
-        && b.len() >= b_need
-        && c.len() >= (rows - 1) * ldc + nr
-        && ep.row_bias.is_none()
-        && !matches!(ep.col_bias, Some(r) if r.len() < nr);
-    if !ok || !strided_tiles() {
+    let fits = StridedOperands {
+        kc,
+        a,
+        lda,
+        rows,
+        b_len: b.len(),
+        b_need,
+        c,
+        ldc,
+        nr,
+        ep,
+    };
+    if !fits.check(WIDE) || !strided_tiles() {
         return false;
     }
     #[cfg(target_arch = "x86_64")]
@@ -218,6 +222,39 @@ pub fn tiles_strided(
     }
     #[cfg(not(target_arch = "x86_64"))]
     false
+}
+
+/// What the in-place tiles ([`tiles_strided`], [`tiles_strided_wide`]) are given, for the
+/// checks both make before their kernels run.
+struct StridedOperands<'a, 'e> {
+    kc: usize,
+    a: &'a [f32],
+    lda: usize,
+    rows: usize,
+    b_len: usize,
+    /// The furthest B value the kernel reads, plus one.
+    b_need: usize,
+    c: &'a [f32],
+    ldc: usize,
+    nr: usize,
+    ep: &'a TileEpilogue<'e>,
+}
+
+impl StridedOperands<'_, '_> {
+    /// Whether `1..=max_nr` columns, depth at least 1, every row of A and C and the B values
+    /// read lie inside their slices, and the epilogue has no row bias and a column bias of
+    /// at least `nr` values (`rows` is at least 1).
+    fn check(&self, max_nr: usize) -> bool {
+        let (rows, nr) = (self.rows, self.nr);
+        (1..=max_nr).contains(&nr)
+            && self.kc >= 1
+            && (nr <= self.ldc || rows == 1)
+            && self.a.len() >= (rows - 1) * self.lda + self.kc
+            && self.b_len >= self.b_need
+            && self.c.len() >= (rows - 1) * self.ldc + nr
+            && self.ep.row_bias.is_none()
+            && !matches!(self.ep.col_bias, Some(r) if r.len() < nr)
+    }
 }
 
 /// True when [`tiles_strided_wide`] runs: the AVX-512 tier is in use.
@@ -255,15 +292,19 @@ pub fn tiles_strided_wide(
         true => upper + kc.saturating_sub(1) * bs + (nr - HALF),
         false => kc.saturating_sub(1) * bs + nr,
     };
-    let ok = (1..=NR).contains(&nr)
-        && kc >= 1
-        && (nr <= ldc || rows == 1)
-        && a.len() >= (rows - 1) * lda + kc
-        && b.len() >= b_need
-        && c.len() >= (rows - 1) * ldc + nr
-        && ep.row_bias.is_none()
-        && !matches!(ep.col_bias, Some(r) if r.len() < nr);
-    if !ok || !wide_strided_tiles() {
+    let fits = StridedOperands {
+        kc,
+        a,
+        lda,
+        rows,
+        b_len: b.len(),
+        b_need,
+        c,
+        ldc,
+        nr,
+        ep,
+    };
+    if !fits.check(NR) || !wide_strided_tiles() {
         return false;
     }
     #[cfg(target_arch = "x86_64")]
