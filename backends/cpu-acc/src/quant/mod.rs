@@ -114,6 +114,18 @@ pub(crate) fn is_quant_custom(c: &CustomOp) -> bool {
         .contains(&c.op_type.as_str())
 }
 
+/// True for CpuAcc's folded int8 convolution and fully connected layers: those that follow
+/// their chain's requantization rule, f32 or fixed point ([`fixed_point`]).
+pub(crate) fn is_integer_product(op: &Op) -> bool {
+    match op {
+        Op::Custom(c) => {
+            c.domain == crate::CPU_ACC_ID
+                && [QLINEAR_CONV, QLINEAR_GEMM].contains(&c.op_type.as_str())
+        }
+        _ => false,
+    }
+}
+
 /// The plan of a QuantizeLinear or DequantizeLinear layer.
 pub(crate) fn plan_qdq(layer: &LayerDesc) -> Result<Plan<'_>, String> {
     qdq::plan(layer)

@@ -28,7 +28,7 @@
 //! and every run on that tier that does not suit those blocks, run the AVX-512BW body.
 
 use super::channels::RequantRange;
-use super::requant::rounded_int;
+use super::requant::{requant_fixed_one, rounded_int};
 use crate::isa::Int8Isa;
 use std::sync::Arc;
 
@@ -73,6 +73,9 @@ pub struct DwWeights {
     scale: Vec<f32>,
     scale_lanes: Vec<f32>,
     range: RequantRange,
+    /// The fixed-point rule's Q31 multipliers `(q, shift)` per channel, which replace the
+    /// f32 multipliers when present ([`DwWeights::with_fixed_point`]).
+    fixed: Option<Vec<(i32, i32)>>,
     /// The AVX-512 VNNI tier's four-tap operands, when every centered weight fits in a
     /// signed byte.
     #[cfg(target_arch = "x86_64")]
@@ -159,9 +162,28 @@ impl DwWeights {
             scale: scale_v,
             scale_lanes,
             range,
+            fixed: None,
             #[cfg(target_arch = "x86_64")]
             quads,
         })
+    }
+
+    /// These weights requantizing by the fixed-point rule of LiteRT's builtin kernels
+    /// ([`super::requant_fixed_one`]) with one Q31 multiplier `(q, shift)` per channel
+    /// instead of the f32 multipliers: what a model whose QuantizeLinear asks for that rule
+    /// needs to equal CpuRef and LiteRT. Every tier computes it with the portable body (the
+    /// vector bodies requantize in f32 in registers; a fixed-point form of them is not
+    /// written yet). `None` when `multipliers` is not one per channel or cannot be
+    /// allocated.
+    pub fn with_fixed_point(mut self, multipliers: &[(i32, i32)]) -> Option<DwWeights> {
+        if multipliers.len() != self.channels {
+            return None;
+        }
+        let mut m = Vec::new();
+        m.try_reserve_exact(multipliers.len()).ok()?;
+        m.extend_from_slice(multipliers);
+        self.fixed = Some(m);
+        Some(self)
     }
 
     /// Whether the AVX-512 VNNI tier can run these weights four taps per instruction: every
@@ -418,7 +440,7 @@ pub fn depthwise_pixels_on(
         return false;
     }
     #[cfg(target_arch = "x86_64")]
-    {
+    if w.fixed.is_none() {
         let run = super::depthwise_x86::Run {
             w,
             taps,
@@ -474,8 +496,13 @@ pub(super) fn portable(w: &DwWeights, taps: &[&[u8]], step: usize, pixels: usize
                 let x = widen(run[p * step + ch]);
                 s = s.wrapping_add(i32::from(w.plain[t * c + ch]) * x);
             }
-            let v = (s as f32 * w.scale[ch]).max(r.lo).min(r.hi);
-            out[p * c + ch] = (rounded_int(v) + zero) as u8;
+            out[p * c + ch] = match &w.fixed {
+                Some(m) => requant_fixed_one(s, 0, m[ch], r),
+                None => {
+                    let v = (s as f32 * w.scale[ch]).max(r.lo).min(r.hi);
+                    (rounded_int(v) + zero) as u8
+                }
+            };
         }
     }
 }

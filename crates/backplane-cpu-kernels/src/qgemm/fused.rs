@@ -7,7 +7,7 @@
 //! in the same order), on every tier.
 
 use super::channels::RequantRange;
-use super::requant::rounded_int;
+use super::requant::{requant_fixed_one, rounded_int};
 use super::{fits, tile_rows, Int8Isa, QPackedB, MR_MAX, QNR};
 use std::ops::Range;
 
@@ -18,6 +18,9 @@ pub struct ColumnRequant {
     bias: Vec<i32>,
     scale: Vec<f32>,
     range: RequantRange,
+    /// The fixed-point rule's Q31 multipliers `(q, shift)` per column (padded as `bias`),
+    /// which replace `scale` when present ([`ColumnRequant::fixed_point`]).
+    fixed: Option<Vec<(i32, i32)>>,
 }
 
 impl ColumnRequant {
@@ -40,7 +43,37 @@ impl ColumnRequant {
             bias: b,
             scale: s,
             range,
+            fixed: None,
         })
+    }
+
+    /// The requantization of `bias.len()` columns by the fixed-point rule of LiteRT's
+    /// builtin kernels ([`super::requant_fixed_one`]), one Q31 multiplier `(q, shift)` per
+    /// column in `multipliers`: what a model whose QuantizeLinear asks for that rule needs
+    /// to equal CpuRef and LiteRT. The pair GEMM ([`qgemm_requantized`]) computes it on
+    /// every tier; the byte GEMM ([`super::quad_gemm_requantized`]) refuses it. `None` as
+    /// for [`ColumnRequant::new`].
+    pub fn fixed_point(
+        bias: &[i32],
+        multipliers: &[(i32, i32)],
+        range: RequantRange,
+    ) -> Option<ColumnRequant> {
+        if bias.len() != multipliers.len() {
+            return None;
+        }
+        let zeros = vec_try(bias.len(), 0f32)?;
+        let mut rq = ColumnRequant::new(bias, &zeros, range)?;
+        let mut m = Vec::new();
+        m.try_reserve_exact(rq.bias.len()).ok()?;
+        m.extend_from_slice(multipliers);
+        m.resize(rq.bias.len(), (0, 0));
+        rq.fixed = Some(m);
+        Some(rq)
+    }
+
+    /// Whether the columns requantize by the fixed-point rule ([`ColumnRequant::fixed_point`]).
+    pub fn is_fixed_point(&self) -> bool {
+        self.fixed.is_some()
     }
 
     /// The output range.
@@ -61,6 +94,14 @@ impl ColumnRequant {
     pub fn panels(&self) -> usize {
         self.bias.len() / QNR
     }
+}
+
+/// `n` copies of `v`, `None` when they cannot be allocated.
+fn vec_try<T: Clone>(n: usize, v: T) -> Option<Vec<T>> {
+    let mut out = Vec::new();
+    out.try_reserve_exact(n).ok()?;
+    out.resize(n, v);
+    Some(out)
 }
 
 /// One sum requantized, as [`super::requantize_channels`] does it.
@@ -164,6 +205,21 @@ pub(super) fn tile_bytes(
     p: usize,
     bytes: &mut [[u8; QNR]; MR_MAX],
 ) {
+    if let Some(fixed) = &rq.fixed {
+        // The fixed-point rule: the tier's sums, then each requantized in integers.
+        let mut sums = [[0i32; QNR]; MR_MAX];
+        super::tile_sums(isa, a, lda, r, kp, panel, &mut sums);
+        let (bias, m) = (
+            &rq.bias[p * QNR..(p + 1) * QNR],
+            &fixed[p * QNR..(p + 1) * QNR],
+        );
+        for (row, s) in bytes.iter_mut().zip(&sums).take(r) {
+            for j in 0..QNR {
+                row[j] = requant_fixed_one(s[j], bias[j], m[j], rq.range);
+            }
+        }
+        return;
+    }
     #[cfg(target_arch = "x86_64")]
     {
         let (a, panel) = (a.as_ptr(), panel.as_ptr());

@@ -162,8 +162,9 @@ fn extents_fit(
 /// requant_j(Σ_k A[i][k] · B[k][j])` for `i < rows` and the columns `j` of `panels`, A rows
 /// of unsigned bytes at pitch `lda`, each readable for `b.depth_padded()` bytes (a row may
 /// run into the next one: the bytes past the depth meet zero weights). Returns `false`,
-/// computing nothing, when a slice is too short, `ldo` narrower than the columns, or the
-/// panel range past B's or `rq`'s.
+/// computing nothing, when a slice is too short, `ldo` narrower than the columns, the
+/// panel range past B's or `rq`'s, or `rq` is by the fixed-point rule (not written for the
+/// byte GEMM: such layers run the pair GEMM, [`super::qgemm_requantized`]).
 #[allow(clippy::too_many_arguments)]
 pub fn quad_gemm_requantized(
     a: &[u8],
@@ -198,7 +199,11 @@ pub fn quad_gemm_requantized_on(
         return false;
     }
     let all = b.cols.div_ceil(QNR);
-    if panels.start > panels.end || panels.end > all || panels.end > rq.panels() {
+    if panels.start > panels.end
+        || panels.end > all
+        || panels.end > rq.panels()
+        || rq.is_fixed_point()
+    {
         return false;
     }
     let first = panels.start * QNR;

@@ -82,6 +82,7 @@ impl Chains<'_> {
             to,
             q,
             act,
+            ..
         } = self.quantized_output(id)?;
         let desc = QPoolDesc {
             x: (sx, zx),
