@@ -171,9 +171,10 @@ impl DwWeights {
     /// These weights requantizing by the fixed-point rule of LiteRT's builtin kernels
     /// ([`super::requant_fixed_one`]) with one Q31 multiplier `(q, shift)` per channel
     /// instead of the f32 multipliers: what a model whose QuantizeLinear asks for that rule
-    /// needs to equal CpuRef and LiteRT. Every tier computes it with the portable body (the
-    /// vector bodies requantize in f32 in registers; a fixed-point form of them is not
-    /// written yet). `None` when `multipliers` is not one per channel or cannot be
+    /// needs to equal CpuRef and LiteRT. The vector tiers run a compiled (autovectorized)
+    /// body of exact integer sums and requantization, the portable tier its plain one (the
+    /// hand-written vector bodies requantize in f32 in registers; a fixed-point form of
+    /// them is not written yet). `None` when `multipliers` is not one per channel or cannot be
     /// allocated.
     pub fn with_fixed_point(mut self, multipliers: &[(i32, i32)]) -> Option<DwWeights> {
         if multipliers.len() != self.channels {
@@ -439,8 +440,14 @@ pub fn depthwise_pixels_on(
     {
         return false;
     }
+    if w.fixed.is_some() && isa != Int8Isa::Portable {
+        // The fixed-point rule: the compiled body of the tier in use (exact integers, so
+        // every tier gives the same bytes).
+        fixed_pixels(w, taps, step, pixels, out);
+        return true;
+    }
     #[cfg(target_arch = "x86_64")]
-    if w.fixed.is_none() {
+    {
         let run = super::depthwise_x86::Run {
             w,
             taps,
@@ -505,6 +512,52 @@ pub(super) fn portable(w: &DwWeights, taps: &[&[u8]], step: usize, pixels: usize
             };
         }
     }
+}
+
+/// Channels per block of [`fixed_pixels`]'s sums (a stack array).
+const FIXED_BLOCK: usize = 64;
+
+#[inline(always)]
+fn fixed_pixels_body(w: &DwWeights, taps: &[&[u8]], step: usize, pixels: usize, out: &mut [u8]) {
+    let Some(fixed) = &w.fixed else {
+        return;
+    };
+    let c = w.channels;
+    let r = w.range;
+    let mut acc = [0i32; FIXED_BLOCK];
+    for p in 0..pixels {
+        for c0 in (0..c).step_by(FIXED_BLOCK) {
+            let n = (c - c0).min(FIXED_BLOCK);
+            let acc = &mut acc[..n];
+            acc.copy_from_slice(&w.bias[c0..c0 + n]);
+            for (t, run) in taps.iter().enumerate() {
+                let x = &run[p * step + c0..][..n];
+                let wt = &w.plain[t * c + c0..][..n];
+                // Channels innermost, contiguous: the loops vectorize.
+                if w.x_signed {
+                    for i in 0..n {
+                        acc[i] = acc[i].wrapping_add(i32::from(wt[i]) * i32::from(x[i] as i8));
+                    }
+                } else {
+                    for i in 0..n {
+                        acc[i] = acc[i].wrapping_add(i32::from(wt[i]) * i32::from(x[i]));
+                    }
+                }
+            }
+            let o = &mut out[p * c + c0..][..n];
+            let m = &fixed[c0..c0 + n];
+            for i in 0..n {
+                o[i] = requant_fixed_one(acc[i], 0, m[i], r);
+            }
+        }
+    }
+}
+
+crate::multiversion! {
+    /// A run of pixels by the fixed-point rule ([`DwWeights::with_fixed_point`]): the
+    /// portable tier's sums and requantization, blocks of channels innermost so that the
+    /// compiled tiers vectorize them. The caller has checked the operands' lengths.
+    fn fixed_pixels(w: &DwWeights, taps: &[&[u8]], step: usize, pixels: usize, out: &mut [u8]) => fixed_pixels_body;
 }
 
 /// What the vector bodies read: the layer's operands and one run of pixels.

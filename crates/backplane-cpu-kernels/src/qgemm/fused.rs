@@ -111,6 +111,34 @@ pub(super) fn requant_one(sum: i32, bias: i32, scale: f32, r: RequantRange) -> u
     (rounded_int(v) + r.zero as i32) as u8
 }
 
+#[inline(always)]
+fn requant_fixed_tile_body(
+    sums: &[[i32; QNR]],
+    bias: &[i32],
+    m: &[(i32, i32)],
+    range: RequantRange,
+    bytes: &mut [[u8; QNR]],
+) {
+    let (bias, m) = (&bias[..QNR], &m[..QNR]);
+    for (row, s) in bytes.iter_mut().zip(sums) {
+        for j in 0..QNR {
+            row[j] = requant_fixed_one(s[j], bias[j], m[j], range);
+        }
+    }
+}
+
+crate::multiversion! {
+    /// A tile's sums (one row of [`QNR`] columns each) requantized by the fixed-point rule
+    /// into bytes, compiled per tier so that the 64-bit products vectorize.
+    fn requant_fixed_tile(
+        sums: &[[i32; QNR]],
+        bias: &[i32],
+        m: &[(i32, i32)],
+        range: RequantRange,
+        bytes: &mut [[u8; QNR]],
+    ) => requant_fixed_tile_body;
+}
+
 /// `out[i·ldo + j − panels.start·QNR] = requant_j(Σ_k A[i][k] · B[k][j])` for `i < rows` and
 /// the columns `j` of `panels` (panels of [`QNR`] columns of B, the last one possibly
 /// narrower): the int8 GEMM of a row block with its requantization, written from `out[0]`
@@ -213,11 +241,7 @@ pub(super) fn tile_bytes(
             &rq.bias[p * QNR..(p + 1) * QNR],
             &fixed[p * QNR..(p + 1) * QNR],
         );
-        for (row, s) in bytes.iter_mut().zip(&sums).take(r) {
-            for j in 0..QNR {
-                row[j] = requant_fixed_one(s[j], bias[j], m[j], rq.range);
-            }
-        }
+        requant_fixed_tile(&sums[..r], bias, m, rq.range, &mut bytes[..r]);
         return;
     }
     #[cfg(target_arch = "x86_64")]
