@@ -3,7 +3,8 @@
 //! TFLite importer writes with `--int8-requant litert`) against CpuRef bit for bit: chains as
 //! the importer writes mobilenet_v3_small's (the stem, pointwise, depthwise 3×3 and 5×5 with
 //! strides 1 and 2, a ReLU6, the classifier's fully connected layer) on channels 1, 3, 16,
-//! 17, 33 and 1, 7, 113 pixels. CpuAcc must fold every such chain (none left to CpuRef or to
+//! 17, 33 and 1, 7, 113 pixels; and the multiplication of two int8 tensors (same shapes,
+//! broadcast per channel or from a scalar) as CpuRef's `QMulFixedPoint`. CpuAcc must fold every such chain (none left to CpuRef or to
 //! float layers), and the rule must matter: the same networks under the f32 rule differ
 //! somewhere.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -248,6 +249,16 @@ fn fc_net(rows: usize, c: usize, n: usize, rule: Requantization) -> (Network, Te
 /// its one substitution, holding `ops` of its integer layers): equal bytes. Returns CpuRef's
 /// output bytes.
 fn equal_on_both(what: &str, net: &Network, x: TensorId, input: Tensor, integer: &str) -> Vec<u8> {
+    equal_fed(what, net, HashMap::from([(x, input)]), integer)
+}
+
+/// [`equal_on_both`] with every input fed by `feeds`.
+fn equal_fed(
+    what: &str,
+    net: &Network,
+    feeds: HashMap<TensorId, Tensor>,
+    integer: &str,
+) -> Vec<u8> {
     let all: Vec<LayerId> = (0..net.layers().len()).map(LayerId).collect();
     let views =
         backplane_cpu_acc::CpuAccBackend::new().optimize_subgraph(&SubgraphView::new(net, all));
@@ -256,7 +267,6 @@ fn equal_on_both(what: &str, net: &Network, x: TensorId, input: Tensor, integer:
         "{what}: CpuAcc refused {:?}",
         views.failed
     );
-    let feeds = HashMap::from([(x, input)]);
     let want = run_reference(net, &feeds);
     let y = net.outputs()[0];
     for threads in [1, 2] {
@@ -337,5 +347,65 @@ fn fixed_point_fully_connected_equals_cpu_ref() {
     assert!(
         differ > 0,
         "the rules agree on every layer: the test tells nothing"
+    );
+}
+
+/// Two int8 inputs `a` `[1, C, H, W]` and `b` (`b_dims`, broadcast to a's shape), each
+/// dequantized, multiplied, an optional ReLU, quantized by `rule`.
+fn mul_net(
+    c: usize,
+    hw: [usize; 2],
+    b_dims: &[usize],
+    relu: bool,
+    rule: Requantization,
+) -> (Network, [TensorId; 2]) {
+    let mut net = Network::new();
+    let info = |d: &[usize]| {
+        q8(DataType::I8, d, vec![0; d.iter().product()])
+            .info()
+            .clone()
+    };
+    let a = net.add_input("a", info(&[1, c, hw[0], hw[1]])).unwrap();
+    let b = net.add_input("b", info(b_dims)).unwrap();
+    let af = add_dq(&mut net, a, DataType::I8, (0.0173, -9));
+    let bf = add_dq(&mut net, b, DataType::I8, (0.0061, 3));
+    let mut y = layer(
+        &mut net,
+        Op::Binary(backplane_core::ops::BinaryOp::Mul),
+        &[af, bf],
+    );
+    if relu {
+        y = layer(&mut net, Op::Unary(UnaryOp::Relu), &[y]);
+    }
+    let t = quantize(&mut net, y, (0.0093, 11), rule);
+    net.mark_output(t).unwrap();
+    (net, [a, b])
+}
+
+#[test]
+fn fixed_point_multiplications_equal_cpu_ref() {
+    let mut differ = 0;
+    for c in [1, 3, 16, 17, 33] {
+        for hw in [[1, 1], [1, 7], [113, 1], [9, 13]] {
+            // Same shapes, a squeeze-excite gate per channel, one scalar.
+            for b_dims in [vec![1, c, hw[0], hw[1]], vec![1, c, 1, 1], vec![1]] {
+                for relu in [false, true] {
+                    let (net, [a, b]) = mul_net(c, hw, &b_dims, relu, Requantization::FixedPoint);
+                    let mut r = Rng((c * 31 + hw[0] * 7 + hw[1] + b_dims.len()) as u64);
+                    let av = all_bytes(&mut r, DataType::I8, &[1, c, hw[0], hw[1]]);
+                    let bv = all_bytes(&mut r, DataType::I8, &b_dims);
+                    let feeds = HashMap::from([(a, av.clone()), (b, bv.clone())]);
+                    let what = format!("mul {c} {hw:?} by {b_dims:?} relu {relu}");
+                    let fixed = equal_fed(&what, &net, feeds, "QLinearBinary");
+                    let (n32, [a32, b32]) = mul_net(c, hw, &b_dims, relu, Requantization::F32);
+                    let f32_out = run_reference(&n32, &HashMap::from([(a32, av), (b32, bv)]));
+                    differ += usize::from(f32_out[&n32.outputs()[0]].bytes() != fixed.as_slice());
+                }
+            }
+        }
+    }
+    assert!(
+        differ > 0,
+        "the rules agree on every multiplication: the test tells nothing"
     );
 }

@@ -7,11 +7,11 @@
 //! re-assigns them to CpuRef, whose integer layers follow the rule exactly).
 //!
 //! CpuAcc's folded int8 convolutions and fully connected layers (`super::conv`,
-//! `super::nhwc_conv`, `super::gemm`) have the rule; a convolution or product chain is
-//! kept when the fold takes it ([`missed`] checks, and `optimize_subgraph` rejects the
-//! chains a fold left as float layers). The multiplication of two quantized tensors and the
-//! mean do not have it yet (CpuRef's `QMulFixedPoint` / `QMeanFixedPoint`): their chains are
-//! always rejected. Other chains ending in such a QuantizeLinear (additions, tables, pools)
+//! `super::nhwc_conv`, `super::gemm`) and its binary layer's multiplication of two 8-bit
+//! inputs (`super::binary`, CpuRef's `QMulFixedPoint`) have the rule; such a chain is kept
+//! when the fold takes it ([`missed`] checks, and `optimize_subgraph` rejects the chains a
+//! fold left as float layers). The mean does not have it yet (CpuRef's
+//! `QMeanFixedPoint`): its chains are always rejected. Other chains ending in such a QuantizeLinear (additions, tables, pools)
 //! give the same results under both rules (`scripts/probe_tflite_q8_builtin.py`) and stay
 //! on CpuAcc.
 
@@ -31,8 +31,8 @@ pub(crate) struct Chain {
     pub product: LayerId,
     /// The QuantizeLinear.
     pub quantize: LayerId,
-    /// Whether CpuAcc's folded layer computes it by the rule (convolutions and products),
-    /// so the chain stays when the fold takes it.
+    /// Whether CpuAcc's folded layer computes it by the rule (convolutions, products and
+    /// multiplications), so the chain stays when the fold takes it.
     pub computed: bool,
 }
 
@@ -76,7 +76,10 @@ pub(crate) fn chains(view: &SubgraphView<'_>) -> Vec<Chain> {
             producer(net, *t).filter(|&l| matches!(net.layer(l).op, Op::DequantizeLinear { .. }))
         };
         let dqs: Vec<LayerId> = product.inputs.iter().filter_map(dequantized).collect();
-        let computed = matches!(product.op, Op::Conv(_) | Op::Gemm(_) | Op::MatMul);
+        let computed = matches!(
+            product.op,
+            Op::Conv(_) | Op::Gemm(_) | Op::MatMul | Op::Binary(BinaryOp::Mul)
+        );
         let takes = match &product.op {
             Op::Conv(_) | Op::Gemm(_) | Op::MatMul => !dqs.is_empty(),
             Op::Binary(BinaryOp::Mul) => dqs.len() == 2,
@@ -109,9 +112,10 @@ pub(crate) fn chains(view: &SubgraphView<'_>) -> Vec<Chain> {
 }
 
 /// The chains of `chains` CpuAcc would compute ([`Chain::computed`]) that `views` did not
-/// fold into one of its integer convolutions or products (one substitution replacing both
-/// the product and the QuantizeLinear by layers that include such a folded layer): left as
-/// float layers they would follow the f32 rule, so they must go to CpuRef.
+/// fold into one of its layers that follow the rule (one substitution replacing both the
+/// product and the QuantizeLinear by layers that include such a folded layer,
+/// `super::follows_requant_rule`): left as float layers they would follow the f32 rule, so
+/// they must go to CpuRef.
 pub(crate) fn missed<'a>(chains: &'a [Chain], views: &OptimizationViews) -> Vec<&'a Chain> {
     let folded = |c: &Chain| {
         views.substitutions.iter().any(|s| {
@@ -119,7 +123,7 @@ pub(crate) fn missed<'a>(chains: &'a [Chain], views: &OptimizationViews) -> Vec<
                 && s.replaced.contains(&c.quantize)
                 && s.replacement
                     .iter()
-                    .any(|r| super::is_integer_product(&r.op))
+                    .any(|r| super::follows_requant_rule(&r.op))
         })
     };
     chains.iter().filter(|c| c.computed && !folded(c)).collect()
@@ -176,10 +180,10 @@ mod tests {
     }
 
     /// a · b → Relu → quantize, and a + b → quantize: with the fixed-point rule the Mul's
-    /// chain (dequantizations, Mul, Relu, quantize) goes to CpuRef and the Add's stays; with
-    /// the f32 rule nothing does.
+    /// chain (dequantizations, Mul, Relu, quantize) is found (for CpuAcc's binary layer to
+    /// compute by the rule) and the Add's is not; with the f32 rule nothing is.
     #[test]
-    fn fixed_point_products_go_and_additions_stay() {
+    fn fixed_point_products_are_found_and_additions_not() {
         for requant in [Requantization::F32, Requantization::FixedPoint] {
             let mut net = Network::new();
             let info = TensorInfo::new(DataType::I8, vec![1, 4, 2, 2]);
@@ -201,11 +205,10 @@ mod tests {
             let y2 = q(&mut net, s, requant);
             net.mark_output(y2).unwrap();
             let ids: Vec<LayerId> = (0..net.layers().len()).map(LayerId).collect();
-            let got: BTreeSet<LayerId> = chains(&SubgraphView::new(&net, ids))
-                .into_iter()
-                .filter(|c| !c.computed)
-                .flat_map(|c| c.layers)
-                .collect();
+            let found = chains(&SubgraphView::new(&net, ids));
+            // CpuAcc's binary layer has the rule: the chain is one it computes.
+            assert!(found.iter().all(|c| c.computed), "{found:?}");
+            let got: BTreeSet<LayerId> = found.into_iter().flat_map(|c| c.layers).collect();
             let names: BTreeSet<&str> = got.iter().map(|&l| net.layer(l).name.as_str()).collect();
             match requant {
                 Requantization::F32 => assert!(got.is_empty(), "{names:?}"),

@@ -561,7 +561,7 @@ impl Chains<'_> {
             to,
             q,
             act,
-            ..
+            requant,
         } = self.quantized_output(id)?;
         let dqs: Vec<LayerId> = std::iter::once(&a).chain(&b).map(|d| d.layer).collect();
         self.absorb_dequantizations(id, &dqs, used, &mut replaced)?;
@@ -574,6 +574,7 @@ impl Chains<'_> {
             b_const: k,
             const_first,
             stages: Vec::new(),
+            requant,
         };
         let inputs: Vec<ValueRef> = std::iter::once(&a)
             .chain(&b)

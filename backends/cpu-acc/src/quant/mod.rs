@@ -114,13 +114,15 @@ pub(crate) fn is_quant_custom(c: &CustomOp) -> bool {
         .contains(&c.op_type.as_str())
 }
 
-/// True for CpuAcc's folded int8 convolution and fully connected layers: those that follow
-/// their chain's requantization rule, f32 or fixed point ([`fixed_point`]).
-pub(crate) fn is_integer_product(op: &Op) -> bool {
+/// True for CpuAcc's folded layers that follow their chain's requantization rule, f32 or
+/// fixed point ([`fixed_point`]): the int8 convolution, fully connected and binary layers,
+/// and the byte tables a binary layer may be fused into (built from its bytes).
+pub(crate) fn follows_requant_rule(op: &Op) -> bool {
     match op {
         Op::Custom(c) => {
             c.domain == crate::CPU_ACC_ID
-                && [QLINEAR_CONV, QLINEAR_GEMM].contains(&c.op_type.as_str())
+                && [QLINEAR_CONV, QLINEAR_GEMM, QLINEAR_BINARY, QLINEAR_LOOKUP]
+                    .contains(&c.op_type.as_str())
         }
         _ => false,
     }
