@@ -4,9 +4,10 @@
 //! the importer writes mobilenet_v3_small's (the stem, pointwise, depthwise 3×3 and 5×5 with
 //! strides 1 and 2, a ReLU6, the classifier's fully connected layer) on channels 1, 3, 16,
 //! 17, 33 and 1, 7, 113 pixels; and the multiplication of two int8 tensors (same shapes,
-//! broadcast per channel or from a scalar) as CpuRef's `QMulFixedPoint`. CpuAcc must fold every such chain (none left to CpuRef or to
-//! float layers), and the rule must matter: the same networks under the f32 rule differ
-//! somewhere.
+//! broadcast per channel or from a scalar) as CpuRef's `QMulFixedPoint`, and the mean over
+//! the pixels as its `QMeanFixedPoint` (channel counts on both sides of its blocks of 16).
+//! CpuAcc must fold every such chain (none left to CpuRef or to float layers), and the rule
+//! must matter: the same networks under the f32 rule differ somewhere.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod support;
@@ -407,5 +408,82 @@ fn fixed_point_multiplications_equal_cpu_ref() {
     assert!(
         differ > 0,
         "the rules agree on every multiplication: the test tells nothing"
+    );
+}
+
+/// An int8 image `[1, C, H, W]` (or `[1, H, W, C]` then the importer's transpose, when
+/// `nhwc`) through a 1×1 convolution to `c` channels (so the region holds the mean
+/// channels-last), then dequantized, its mean over H and W kept as `[1, C, 1, 1]`,
+/// quantized by `rule`.
+fn mean_net(c: usize, hw: [usize; 2], nhwc: bool, rule: Requantization) -> (Network, TensorId) {
+    let mut net = Network::new();
+    let (x, mut t) = if nhwc {
+        nhwc_image(&mut net, [hw[0], hw[1], c])
+    } else {
+        let info = q8(
+            DataType::I8,
+            &[1, c, hw[0], hw[1]],
+            vec![0; c * hw[0] * hw[1]],
+        );
+        let x = net.add_input("x", info.info().clone()).unwrap();
+        (x, x)
+    };
+    let mut q = (0.029f32, 6);
+    if nhwc {
+        let mut r = Rng(c as u64 + 1);
+        let xf = add_dq(&mut net, t, DataType::I8, q);
+        let (wf, bf) = weights(&mut net, &mut r, &[c, c, 1, 1], 0, q.0);
+        let conv = Op::Conv(ConvDesc {
+            window: Window {
+                kernel: vec![1, 1],
+                strides: vec![1, 1],
+                dilations: vec![1, 1],
+                pads: vec![0; 4],
+                auto_pad: AutoPad::NotSet,
+            },
+            group: 1,
+        });
+        let y = layer(&mut net, conv, &[xf, wf, bf]);
+        q = (0.047, -5);
+        t = quantize(&mut net, y, q, rule);
+    }
+    let xf = add_dq(&mut net, t, DataType::I8, q);
+    let mean = Op::Reduce(backplane_core::ops::ReduceDesc {
+        kind: backplane_core::ops::ReduceKind::Mean,
+        axes: vec![2, 3],
+        keepdims: true,
+        noop_with_empty_axes: false,
+    });
+    let m = layer(&mut net, mean, &[xf]);
+    let y = quantize(&mut net, m, (0.0113, -17), rule);
+    net.mark_output(y).unwrap();
+    (net, x)
+}
+
+#[test]
+fn fixed_point_means_equal_cpu_ref() {
+    let mut differ = 0;
+    for c in [1, 3, 16, 17, 33] {
+        for hw in [[1, 1], [1, 7], [113, 1], [9, 13], [24, 24]] {
+            for nhwc in [false, true] {
+                let (net, x) = mean_net(c, hw, nhwc, Requantization::FixedPoint);
+                let mut r = Rng((c * 13 + hw[0] * 5 + hw[1]) as u64);
+                let dims = if nhwc {
+                    [1, hw[0], hw[1], c]
+                } else {
+                    [1, c, hw[0], hw[1]]
+                };
+                let input = all_bytes(&mut r, DataType::I8, &dims);
+                let what = format!("mean {c} {hw:?} nhwc {nhwc}");
+                let fixed = equal_on_both(&what, &net, x, input.clone(), "QLinearMean");
+                let (n32, x32) = mean_net(c, hw, nhwc, Requantization::F32);
+                let f32_out = run_reference(&n32, &HashMap::from([(x32, input)]));
+                differ += usize::from(f32_out[&n32.outputs()[0]].bytes() != fixed.as_slice());
+            }
+        }
+    }
+    assert!(
+        differ > 0,
+        "the rules agree on every mean: the test tells nothing"
     );
 }

@@ -10,8 +10,8 @@
 //! `super::nhwc_conv`, `super::gemm`) and its binary layer's multiplication of two 8-bit
 //! inputs (`super::binary`, CpuRef's `QMulFixedPoint`) have the rule; such a chain is kept
 //! when the fold takes it ([`missed`] checks, and `optimize_subgraph` rejects the chains a
-//! fold left as float layers). The mean does not have it yet (CpuRef's
-//! `QMeanFixedPoint`): its chains are always rejected. Other chains ending in such a QuantizeLinear (additions, tables, pools)
+//! fold left as float layers). So has its mean (`super::mean`, CpuRef's `QMeanFixedPoint`)
+//! on the form CpuRef folds. Other chains ending in such a QuantizeLinear (additions, tables, pools)
 //! give the same results under both rules (`scripts/probe_tflite_q8_builtin.py`) and stay
 //! on CpuAcc.
 
@@ -76,9 +76,11 @@ pub(crate) fn chains(view: &SubgraphView<'_>) -> Vec<Chain> {
             producer(net, *t).filter(|&l| matches!(net.layer(l).op, Op::DequantizeLinear { .. }))
         };
         let dqs: Vec<LayerId> = product.inputs.iter().filter_map(dequantized).collect();
+        // A mean with an activation before its QuantizeLinear is not folded by CpuAcc nor
+        // CpuRef (`missed` sends it to CpuRef).
         let computed = matches!(
             product.op,
-            Op::Conv(_) | Op::Gemm(_) | Op::MatMul | Op::Binary(BinaryOp::Mul)
+            Op::Conv(_) | Op::Gemm(_) | Op::MatMul | Op::Binary(BinaryOp::Mul) | Op::Reduce(_)
         );
         let takes = match &product.op {
             Op::Conv(_) | Op::Gemm(_) | Op::MatMul => !dqs.is_empty(),
