@@ -309,24 +309,54 @@ struct QBinary {
     kernel: RowKernel,
     /// A composed chain's layers: each one's arithmetic and constants, in order.
     stages: Vec<(RowKernel, Vec<f32>)>,
-    /// LiteRT's builtin MUL's multiplier when the layer follows it
-    /// ([`QBinaryDesc::fixed_mul`]): the rows are then computed by that rule.
-    fixed: Option<(i32, i32)>,
-    /// Whether a, b and y are int8.
-    signed: [bool; 3],
+    /// When the layer follows LiteRT's builtin MUL ([`QBinaryDesc::fixed_mul`]): its output
+    /// byte for every pair of input bytes, `table[qa · 256 + qb]`, made once by
+    /// [`fixed_mul_byte`] (one look-up per element instead of the 64-bit arithmetic).
+    fixed: Option<Vec<u8>>,
 }
 
 impl QBinary {
-    /// One output row by the fixed-point MUL: element `j` of `a[j·ia]` and `b[j·ib]` (each
-    /// stride 1, or 0 for a repeated value).
-    fn fixed_row(&self, a: &[u8], ia: usize, b: &[u8], ib: usize, y: &mut [u8]) {
-        let Some(m) = self.fixed else {
-            return;
-        };
-        for (j, o) in y.iter_mut().enumerate() {
-            *o = fixed_mul_byte(self.signed, m, &self.d, a[j * ia], b[j * ib]);
+    /// One output row by the fixed-point MUL's table: element `j` of `a[j·ia]` and
+    /// `b[j·ib]` (each stride 1, or 0 for a repeated value).
+    fn fixed_row(table: &[u8], a: &[u8], ia: usize, b: &[u8], ib: usize, y: &mut [u8]) {
+        let at = |qa: u8, qb: u8| table[usize::from(qa) << 8 | usize::from(qb)];
+        match (ia, ib) {
+            (1, 1) => {
+                for ((o, &qa), &qb) in y.iter_mut().zip(a).zip(b) {
+                    *o = at(qa, qb);
+                }
+            }
+            (1, 0) => {
+                // b repeated: its row of the table.
+                let row = &table[usize::from(b[0])..];
+                for (o, &qa) in y.iter_mut().zip(a) {
+                    *o = row[usize::from(qa) << 8];
+                }
+            }
+            (0, 1) => {
+                let row = &table[usize::from(a[0]) << 8..][..256];
+                for (o, &qb) in y.iter_mut().zip(b) {
+                    *o = row[usize::from(qb)];
+                }
+            }
+            (0, 0) => y.fill(at(a[0], b[0])),
+            _ => {
+                for (j, o) in y.iter_mut().enumerate() {
+                    *o = at(a[j * ia], b[j * ib]);
+                }
+            }
         }
     }
+}
+
+/// The table of [`QBinary::fixed`] for multiplier `m`, `None` when it cannot be allocated.
+fn fixed_mul_table(d: &QBinaryDesc, signed: [bool; 3], m: (i32, i32)) -> Option<Vec<u8>> {
+    let mut t = Vec::new();
+    t.try_reserve_exact(1 << 16).ok()?;
+    for qa in 0..=255u8 {
+        t.extend((0..=255u8).map(|qb| fixed_mul_byte(signed, m, d, qa, qb)));
+    }
+    Some(t)
 }
 
 /// LiteRT's builtin MUL of bytes `qa` and `qb` (CpuRef's `QMulFixedPoint`): `(a − za)(b −
@@ -409,15 +439,21 @@ impl QBinary {
             };
             stages.push((k, values.clone()));
         }
+        let fixed = match d.fixed_mul() {
+            Some(m) => Some(
+                fixed_mul_table(&d, signed, m)
+                    .ok_or_else(|| io.error("cannot allocate the multiplication's table".into()))?,
+            ),
+            None => None,
+        };
         Ok(QBinary {
             io,
-            fixed: d.fixed_mul(),
             d,
             rows,
             th,
             kernel,
             stages,
-            signed,
+            fixed,
         })
     }
 }
@@ -449,7 +485,9 @@ impl Workload for QBinary {
                 match consts {
                     _ if self.fixed.is_some() => {
                         let br = b.get(bs).ok_or_else(missing)?;
-                        self.fixed_row(ar, ia, br, ib, yr);
+                        if let Some(t) = &self.fixed {
+                            Self::fixed_row(t, ar, ia, br, ib, yr);
+                        }
                     }
                     _ if !self.stages.is_empty() => {
                         for (n, (k, c)) in self.stages.iter().enumerate() {
