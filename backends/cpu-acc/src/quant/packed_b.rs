@@ -33,7 +33,9 @@ pub(super) struct Source<'a> {
     pub(super) signed: bool,
     pub(super) zeros: &'a [i32],
     /// The fixed-point rule's multipliers `(q, shift)` per column when the layer follows
-    /// it: such layers run the pair GEMM, which has the rule (the byte GEMM has not).
+    /// it (`ColumnRequant::fixed_point`). Such layers run the pair GEMM: the byte GEMM has
+    /// the rule too, but only by storing its sums and requantizing them after, which
+    /// measured slower than the pair GEMM's tiles (docs/tflite.md).
     pub(super) fixed: Option<&'a [(i32, i32)]>,
 }
 

@@ -1,5 +1,5 @@
-//! The fixed-point requantization (LiteRT's builtin kernels' rule) in the fused GEMM
-//! ([`ColumnRequant::fixed_point`]) and the depthwise convolution
+//! The fixed-point requantization (LiteRT's builtin kernels' rule) in the fused pair GEMM
+//! and the byte GEMM ([`ColumnRequant::fixed_point`]) and in the depthwise convolution
 //! ([`DwWeights::with_fixed_point`]) on every integer tier this CPU has, against exact sums
 //! requantized by backplane-core's `requantize_fixed_point` (CpuRef's rule): odd row, depth
 //! and column counts, multipliers with left and right shifts, i8 and u8 ranges.
@@ -101,28 +101,64 @@ fn fused_gemm_fixed_point_equals_the_core_rule_on_every_tier() {
     assert!(checked > 100_000, "{checked}");
 }
 
-/// The byte GEMM has no fixed-point form: it refuses such a requantization rather than
-/// apply the f32 rule.
+/// The byte GEMM (i8 weights, unsigned activations, the zero point folded into the bias)
+/// with the fixed-point rule equals the core rule on the centered sums, on every tier.
 #[test]
-fn quad_gemm_refuses_the_fixed_point_rule() {
-    let (k, n) = (4, 16);
-    let b = QuadPackedB::pack(k, n, |_, _| 1).expect("pack");
-    let rq = ColumnRequant::fixed_point(&[0; 16], &[(1 << 30, 0); 16], ranges()[0]).expect("rq");
-    let a = vec![1u8; b.depth_padded()];
-    let mut out = vec![0u8; n];
-    for isa in Int8Isa::ALL.into_iter().filter(|t| t.available()) {
-        assert!(!quad_gemm_requantized_on(
-            isa,
-            &a,
-            b.depth_padded(),
-            1,
-            &b,
-            0..1,
-            &rq,
-            &mut out,
-            n
-        ));
+fn quad_gemm_fixed_point_equals_the_core_rule_on_every_tier() {
+    let tiers: Vec<Int8Isa> = Int8Isa::ALL.into_iter().filter(|t| t.available()).collect();
+    let mut checked = 0usize;
+    for m in [1, 3, 7, 13, 40, 113] {
+        for k in [1, 3, 16, 17, 33, 144] {
+            for n in [1, 3, 16, 17, 33, 80] {
+                let seed = (m * 1013 + k * 37 + n) as u64;
+                let a: Vec<u8> = values(m * k, seed, 0, 256)
+                    .into_iter()
+                    .map(|v| v as u8)
+                    .collect();
+                let w = values(k * n, seed + 1, -127, 255);
+                let zx = 131;
+                let b = QuadPackedB::pack(k, n, |kk, j| w[kk * n + j] as i16).expect("pack");
+                let lda = b.depth_padded();
+                let mut ap = vec![0u8; m * lda];
+                for i in 0..m {
+                    ap[i * lda..i * lda + k].copy_from_slice(&a[i * k..(i + 1) * k]);
+                }
+                let bias: Vec<i32> = (0..n as i32).map(|j| (j * 977) % 3001 - 1500).collect();
+                let folded = b.folded_bias(&bias, zx).expect("folded");
+                let mult = multipliers(n, k);
+                for r in ranges() {
+                    let rq = ColumnRequant::fixed_point(&folded, &mult, r).expect("requant");
+                    let mut want = vec![0u8; m * n];
+                    for i in 0..m {
+                        for j in 0..n {
+                            let s: i32 = (0..k)
+                                .map(|kk| (i32::from(a[i * k + kk]) - zx) * w[kk * n + j])
+                                .sum();
+                            want[i * n + j] = expect(s, bias[j], mult[j], r);
+                        }
+                    }
+                    for &isa in &tiers {
+                        let mut got = vec![0xa5u8; m * n];
+                        let panels = n.div_ceil(QNR);
+                        assert!(quad_gemm_requantized_on(
+                            isa,
+                            &ap,
+                            lda,
+                            m,
+                            &b,
+                            0..panels,
+                            &rq,
+                            &mut got,
+                            n
+                        ));
+                        assert_eq!(got, want, "{}: {m}x{k}x{n} {r:?}", isa.name());
+                        checked += got.len();
+                    }
+                }
+            }
+        }
     }
+    assert!(checked > 100_000, "{checked}");
 }
 
 #[test]

@@ -50,9 +50,9 @@ impl ColumnRequant {
     /// The requantization of `bias.len()` columns by the fixed-point rule of LiteRT's
     /// builtin kernels ([`super::requant_fixed_one`]), one Q31 multiplier `(q, shift)` per
     /// column in `multipliers`: what a model whose QuantizeLinear asks for that rule needs
-    /// to equal CpuRef and LiteRT. The pair GEMM ([`qgemm_requantized`]) computes it on
-    /// every tier; the byte GEMM ([`super::quad_gemm_requantized`]) refuses it. `None` as
-    /// for [`ColumnRequant::new`].
+    /// to equal CpuRef and LiteRT. The pair GEMM ([`qgemm_requantized`]) and the byte GEMM
+    /// ([`super::quad_gemm_requantized`], with its folded bias) compute it on every tier.
+    /// `None` as for [`ColumnRequant::new`].
     pub fn fixed_point(
         bias: &[i32],
         multipliers: &[(i32, i32)],
@@ -69,6 +69,13 @@ impl ColumnRequant {
         m.resize(rq.bias.len(), (0, 0));
         rq.fixed = Some(m);
         Some(rq)
+    }
+
+    /// The biases and fixed-point multipliers of columns `cols`, `None` under the f32 rule
+    /// or past the columns.
+    pub(super) fn fixed_columns(&self, cols: Range<usize>) -> Option<(&[i32], &[(i32, i32)])> {
+        let m = self.fixed.as_ref()?.get(cols.clone())?;
+        Some((self.bias.get(cols)?, m))
     }
 
     /// Whether the columns requantize by the fixed-point rule ([`ColumnRequant::fixed_point`]).
@@ -125,6 +132,33 @@ fn requant_fixed_tile_body(
             row[j] = requant_fixed_one(s[j], bias[j], m[j], range);
         }
     }
+}
+
+#[inline(always)]
+fn requant_fixed_row_body(
+    sums: &[i32],
+    bias: &[i32],
+    m: &[(i32, i32)],
+    range: RequantRange,
+    out: &mut [u8],
+) {
+    let n = sums.len().min(bias.len()).min(m.len()).min(out.len());
+    let (sums, bias, m, out) = (&sums[..n], &bias[..n], &m[..n], &mut out[..n]);
+    for j in 0..n {
+        out[j] = requant_fixed_one(sums[j], bias[j], m[j], range);
+    }
+}
+
+crate::multiversion! {
+    /// One row of sums requantized by the fixed-point rule, column `j` with `bias[j]` and
+    /// multiplier `m[j]` (the shortest slice's length), compiled per tier.
+    pub(super) fn requant_fixed_row(
+        sums: &[i32],
+        bias: &[i32],
+        m: &[(i32, i32)],
+        range: RequantRange,
+        out: &mut [u8],
+    ) => requant_fixed_row_body;
 }
 
 crate::multiversion! {
