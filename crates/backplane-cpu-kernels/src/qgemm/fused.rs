@@ -11,6 +11,9 @@ use super::requant::{requant_fixed_one, rounded_int};
 use super::{fits, tile_rows, Int8Isa, QPackedB, MR_MAX, QNR};
 use std::ops::Range;
 
+/// Columns' biases and fixed-point multipliers `(q, shift)` ([`ColumnRequant::fixed_point`]).
+pub(super) type FixedColumns<'a> = (&'a [i32], &'a [(i32, i32)]);
+
 /// Bias and multiplier per column of a GEMM, padded to whole panels of [`QNR`], and the
 /// output range shared by the columns: what [`qgemm_requantized`] applies to the sums.
 #[derive(Debug, Clone)]
@@ -73,7 +76,7 @@ impl ColumnRequant {
 
     /// The biases and fixed-point multipliers of columns `cols`, `None` under the f32 rule
     /// or past the columns.
-    pub(super) fn fixed_columns(&self, cols: Range<usize>) -> Option<(&[i32], &[(i32, i32)])> {
+    pub(super) fn fixed_columns(&self, cols: Range<usize>) -> Option<FixedColumns<'_>> {
         let m = self.fixed.as_ref()?.get(cols.clone())?;
         Some((self.bias.get(cols)?, m))
     }
