@@ -252,3 +252,59 @@ fn depthwise_fixed_point_equals_the_core_rule_on_every_tier() {
     }
     assert!(checked > 20_000, "{checked}");
 }
+
+/// The recorded outputs of LiteRT's builtin int8 convolutions on mobilenet_v3_small's layers
+/// (`testdata/tflite/q8_rules/builtin_conv.json`: each layer's exact sums, bias included,
+/// and LiteRT's bytes) through the kernels' fixed-point requantization, the one every tier's
+/// GEMM and depthwise layer applies: every byte equals LiteRT's.
+#[test]
+fn fixed_point_requantization_equals_recorded_litert_layers() {
+    use backplane_core::quant::fixed_point_multiplier;
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../testdata/tflite/q8_rules/builtin_conv.json"
+    );
+    let text = std::fs::read_to_string(path).expect("recorded cases");
+    let layers: serde_json::Value = serde_json::from_str(&text).expect("json");
+    let f = |v: &serde_json::Value| v.as_f64().expect("number");
+    let i = |v: &serde_json::Value| v.as_i64().expect("integer");
+    let mut checked = 0;
+    for layer in layers.as_array().expect("layers") {
+        let x_scale = f(&layer["x_scale"]) as f32;
+        let w_scales: Vec<f32> = layer["w_scales"]
+            .as_array()
+            .expect("w_scales")
+            .iter()
+            .map(|v| f(v) as f32)
+            .collect();
+        let (y_scale, y_zero) = (f(&layer["y"][0]) as f32, i(&layer["y"][1]) as i32);
+        let (lo, hi) = (i(&layer["range"][0]) as i32, i(&layer["range"][1]) as i32);
+        let r = RequantRange {
+            zero: y_zero as f32,
+            lo: (lo - y_zero) as f32,
+            hi: (hi - y_zero) as f32,
+        };
+        let channels = i(&layer["channels"]) as usize;
+        let sums = layer["sums"].as_array().expect("sums");
+        let litert = layer["litert"].as_array().expect("litert");
+        assert_eq!(sums.len(), litert.len());
+        for (e, (s, want)) in sums.iter().zip(litert).enumerate() {
+            let ch = e % channels;
+            let w = if w_scales.len() == 1 {
+                w_scales[0]
+            } else {
+                w_scales[ch]
+            };
+            let m = fixed_point_multiplier(x_scale, w, y_scale);
+            let got = requant_fixed_one(i(s) as i32, 0, m, r);
+            let got = if lo < 0 {
+                i64::from(got as i8)
+            } else {
+                i64::from(got)
+            };
+            assert_eq!(got, i(want), "layer {} element {e}", layer["layer"]);
+            checked += 1;
+        }
+    }
+    assert!(checked > 10_000, "{checked}");
+}
