@@ -87,6 +87,8 @@ use backplane_backend_api::{
     CapabilityValue, LayerSupport, MemoryManager, OptimizationViews, Result, SubgraphView,
     WorkloadFactory,
 };
+use backplane_core::LayerId;
+use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 
 /// The id CpuAcc registers under.
@@ -107,6 +109,32 @@ pub struct CpuAccBackend {
 }
 
 impl CpuAccBackend {
+    /// The folds and fusions of `subgraph` less the layers `refused`.
+    fn optimize_without(
+        &self,
+        subgraph: &SubgraphView<'_>,
+        refused: &BTreeSet<LayerId>,
+    ) -> OptimizationViews {
+        let rest;
+        let view = if refused.is_empty() {
+            subgraph
+        } else {
+            let kept = subgraph
+                .layers()
+                .iter()
+                .copied()
+                .filter(|l| !refused.contains(l))
+                .collect();
+            rest = SubgraphView::new(subgraph.network(), kept);
+            &rest
+        };
+        options::scoped(self.options(), || {
+            weights::scoped(&self.packed, || {
+                quant::fold::optimize(view, fusion::optimize)
+            })
+        })
+    }
+
     /// The backend with the default options.
     pub fn new() -> Self {
         Self::default()
@@ -230,27 +258,29 @@ impl Backend for CpuAccBackend {
     fn optimize_subgraph(&self, subgraph: &SubgraphView<'_>) -> OptimizationViews {
         // The packed-weights cache too: a fusion that derives constants notes where they
         // came from, so their packings are shared across plans (`weights::derived`).
-        // Chains that requantize by the fixed-point rule go to CpuRef (see
-        // `quant::fixed_point`); the rest is optimized as usual.
-        let refused = quant::fixed_point::chains(subgraph);
-        let rest;
-        let view = if refused.is_empty() {
-            subgraph
-        } else {
-            let kept = subgraph
-                .layers()
-                .iter()
-                .copied()
-                .filter(|l| !refused.contains(l))
+        // Chains that requantize by the fixed-point rule go to CpuRef unless a folded
+        // integer layer computes them by it (see `quant::fixed_point`); the rest is
+        // optimized as usual.
+        let chains = quant::fixed_point::chains(subgraph);
+        let mut refused: BTreeSet<LayerId> = chains
+            .iter()
+            .filter(|c| !c.computed)
+            .flat_map(|c| c.layers.iter().copied())
+            .collect();
+        let mut views = self.optimize_without(subgraph, &refused);
+        // A chain the folds left as float layers goes to CpuRef too, and the rest is
+        // optimized again; each round refuses at least one more chain, so this ends.
+        loop {
+            let missed: Vec<_> = quant::fixed_point::missed(&chains, &views)
+                .into_iter()
+                .filter(|c| !refused.contains(&c.quantize))
                 .collect();
-            rest = SubgraphView::new(subgraph.network(), kept);
-            &rest
-        };
-        let mut views = options::scoped(self.options(), || {
-            weights::scoped(&self.packed, || {
-                quant::fold::optimize(view, fusion::optimize)
-            })
-        });
+            if missed.is_empty() {
+                break;
+            }
+            refused.extend(missed.iter().flat_map(|c| c.layers.iter().copied()));
+            views = self.optimize_without(subgraph, &refused);
+        }
         if !refused.is_empty() {
             views.failed.push(refused.into_iter().collect());
         }

@@ -297,9 +297,10 @@ fn int8_hard_swish_and_average_pools_equal_litert() {
 /// mobilenet_v3_small's int8 squeeze-excite head, which LiteRT's XNNPACK delegate refuses (a
 /// convolution's requantization scale reaches 256), so LiteRT runs its builtin kernels
 /// (issue 31). With `--int8-requant litert` the importer picks their fixed-point rules (-v
-/// says so), and every output byte equals LiteRT's on CpuRef and on CpuAcc (which leaves the
-/// fixed-point chains to CpuRef), at every CpuAcc tier. By default (the f32 rule, CpuAcc's
-/// fast path) the outputs differ, and a warning names the option.
+/// says so), and every output byte equals LiteRT's on CpuRef and on CpuAcc, at every CpuAcc
+/// tier, with every layer on CpuAcc (its int8 layers follow the fixed-point rules: none is
+/// left to CpuRef). By default (the f32 rule) the outputs differ, and a warning names the
+/// option.
 #[test]
 fn int8_builtin_kernel_rules_equal_litert() {
     let dir = "testdata/tflite/q8_builtin_int8";
@@ -340,6 +341,20 @@ fn int8_builtin_kernel_rules_equal_litert() {
     let o = backplane(&refs);
     let (_, err) = text(&o);
     assert!(err.contains("int8 requantization: fixed-point"), "{err}");
+    // CpuAcc takes every layer of the fixed-point model: the run's placement names no CpuRef.
+    let args = run("CpuAcc,CpuRef", &["--int8-requant", "litert"]);
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let o = backplane(&refs);
+    let (out, err) = text(&o);
+    let placement = format!("{out}{err}");
+    let line = placement
+        .lines()
+        .find(|l| l.starts_with("backends:"))
+        .unwrap_or_else(|| panic!("no placement line: {placement}"));
+    assert!(
+        line.contains("CpuAcc") && !line.contains("CpuRef"),
+        "{line}"
+    );
     // The default, the f32 rule: outputs differ (exit code 3), and the warning says why.
     let args = run("CpuAcc,CpuRef", &[]);
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();

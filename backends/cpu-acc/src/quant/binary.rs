@@ -20,6 +20,9 @@ use crate::plan::{done, Plan};
 use crate::threads::Threads;
 use backplane_backend_api::{BackendError, LayerDesc, Result, Workload};
 use backplane_core::ops::{BinaryOp, CustomOp};
+use backplane_core::quant::{
+    multiply_by_quantized_multiplier, quantize_multiplier, Requantization,
+};
 use backplane_core::{DataType, TensorInfo, TensorView, TensorViewMut};
 
 /// What a folded quantized binary layer computes (its custom op's payload).
@@ -45,6 +48,10 @@ pub(crate) struct QBinaryDesc {
     /// each layer in order, computed one after the other on each row (the fields above
     /// are then the last layer's, but for `a`, the chain's input).
     pub stages: Vec<QBinaryStage>,
+    /// The chain's QuantizeLinear's requantization rule: the fixed-point one changes the
+    /// multiplication of two 8-bit inputs ([`QBinaryDesc::fixed_mul`]); for the other
+    /// operations both rules give the same bytes.
+    pub requant: Requantization,
 }
 
 /// One layer of a composed chain ([`QBinaryDesc::stages`]).
@@ -118,9 +125,25 @@ impl QBinaryDesc {
         })
     }
 
+    /// The Q31 multiplier `(q, shift)` of LiteRT's builtin MUL when this layer follows it:
+    /// the multiplication of two 8-bit inputs under the fixed-point rule, `a_scale · b_scale
+    /// / y_scale` in f64 (CpuRef's `QMulFixedPoint`). `None` otherwise.
+    pub(crate) fn fixed_mul(&self) -> Option<(i32, i32)> {
+        let applies = self.requant == Requantization::FixedPoint
+            && self.op == BinaryOp::Mul
+            && self.b_const.is_none()
+            && self.stages.is_empty();
+        applies.then(|| {
+            quantize_multiplier(f64::from(self.a.0) * f64::from(self.b.0) / f64::from(self.y.0))
+        })
+    }
+
     /// The output byte of input bytes `qa` and `qb` (`signed`: whether a, b and y are
     /// int8), as the layer computes it element by element.
     pub(crate) fn byte(&self, signed: [bool; 3], qa: u8, qb: u8) -> u8 {
+        if let Some(m) = self.fixed_mul() {
+            return fixed_mul_byte(signed, m, self, qa, qb);
+        }
         let (x, z) = (deq(signed[0], qa, self.a), deq(signed[1], qb, self.b));
         let v = match self.op {
             BinaryOp::Add => x + z,
@@ -286,6 +309,69 @@ struct QBinary {
     kernel: RowKernel,
     /// A composed chain's layers: each one's arithmetic and constants, in order.
     stages: Vec<(RowKernel, Vec<f32>)>,
+    /// When the layer follows LiteRT's builtin MUL ([`QBinaryDesc::fixed_mul`]): its output
+    /// byte for every pair of input bytes, `table[qa · 256 + qb]`, made once by
+    /// [`fixed_mul_byte`] (one look-up per element instead of the 64-bit arithmetic).
+    fixed: Option<Vec<u8>>,
+}
+
+impl QBinary {
+    /// One output row by the fixed-point MUL's table: element `j` of `a[j·ia]` and
+    /// `b[j·ib]` (each stride 1, or 0 for a repeated value).
+    fn fixed_row(table: &[u8], a: &[u8], ia: usize, b: &[u8], ib: usize, y: &mut [u8]) {
+        let at = |qa: u8, qb: u8| table[usize::from(qa) << 8 | usize::from(qb)];
+        match (ia, ib) {
+            (1, 1) => {
+                for ((o, &qa), &qb) in y.iter_mut().zip(a).zip(b) {
+                    *o = at(qa, qb);
+                }
+            }
+            (1, 0) => {
+                // b repeated: its row of the table.
+                let row = &table[usize::from(b[0])..];
+                for (o, &qa) in y.iter_mut().zip(a) {
+                    *o = row[usize::from(qa) << 8];
+                }
+            }
+            (0, 1) => {
+                let row = &table[usize::from(a[0]) << 8..][..256];
+                for (o, &qb) in y.iter_mut().zip(b) {
+                    *o = row[usize::from(qb)];
+                }
+            }
+            (0, 0) => y.fill(at(a[0], b[0])),
+            _ => {
+                for (j, o) in y.iter_mut().enumerate() {
+                    *o = at(a[j * ia], b[j * ib]);
+                }
+            }
+        }
+    }
+}
+
+/// The table of [`QBinary::fixed`] for multiplier `m`, `None` when it cannot be allocated.
+fn fixed_mul_table(d: &QBinaryDesc, signed: [bool; 3], m: (i32, i32)) -> Option<Vec<u8>> {
+    let mut t = Vec::new();
+    t.try_reserve_exact(1 << 16).ok()?;
+    for qa in 0..=255u8 {
+        t.extend((0..=255u8).map(|qb| fixed_mul_byte(signed, m, d, qa, qb)));
+    }
+    Some(t)
+}
+
+/// LiteRT's builtin MUL of bytes `qa` and `qb` (CpuRef's `QMulFixedPoint`): `(a − za)(b −
+/// zb)` through gemmlowp's reference `MultiplyByQuantizedMultiplier` with `m`, plus the
+/// output zero point (saturating), clamped to the layer's range.
+#[inline]
+fn fixed_mul_byte(signed: [bool; 3], m: (i32, i32), d: &QBinaryDesc, qa: u8, qb: u8) -> u8 {
+    let p = (widen(signed[0], qa) - d.a.1) * (widen(signed[1], qb) - d.b.1);
+    let v = multiply_by_quantized_multiplier(p, m.0, m.1).saturating_add(d.y.1);
+    let q = v.clamp(d.clamp.0, d.clamp.1);
+    if signed[2] {
+        (q as i8) as u8
+    } else {
+        q as u8
+    }
 }
 
 /// The dequantized value of byte `q` (signed or not) on scale and zero point `(s, z)`.
@@ -353,6 +439,13 @@ impl QBinary {
             };
             stages.push((k, values.clone()));
         }
+        let fixed = match d.fixed_mul() {
+            Some(m) => Some(
+                fixed_mul_table(&d, signed, m)
+                    .ok_or_else(|| io.error("cannot allocate the multiplication's table".into()))?,
+            ),
+            None => None,
+        };
         Ok(QBinary {
             io,
             d,
@@ -360,6 +453,7 @@ impl QBinary {
             th,
             kernel,
             stages,
+            fixed,
         })
     }
 }
@@ -389,6 +483,12 @@ impl Workload for QBinary {
                 let ar = a.get(at..at + (len - 1) * ia + 1).ok_or_else(missing)?;
                 let bs = bt..bt + (len - 1) * ib + 1;
                 match consts {
+                    _ if self.fixed.is_some() => {
+                        let br = b.get(bs).ok_or_else(missing)?;
+                        if let Some(t) = &self.fixed {
+                            Self::fixed_row(t, ar, ia, br, ib, yr);
+                        }
+                    }
                     _ if !self.stages.is_empty() => {
                         for (n, (k, c)) in self.stages.iter().enumerate() {
                             let c = c.get(bs.clone()).ok_or_else(missing)?;

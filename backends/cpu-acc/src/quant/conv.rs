@@ -14,10 +14,11 @@ use crate::threads::Threads;
 use crate::weights;
 use backplane_backend_api::{LayerDesc, Result, Workload};
 use backplane_core::ops::CustomOp;
+use backplane_core::quant::{fixed_point_multiplier, Requantization};
 use backplane_core::{DataType, Tensor, TensorInfo, TensorView, TensorViewMut};
 use backplane_cpu_kernels::qgemm::{
-    accumulate_taps, packed_at, qgemm, requant_scale, requantize_f32, FloatRequant, QPackedB, QMR,
-    QNR,
+    accumulate_taps, packed_at, qgemm, requant_scale, requantize_f32, requantize_fixed,
+    FloatRequant, QPackedB, QMR, QNR,
 };
 use std::sync::{Arc, Mutex};
 
@@ -47,6 +48,8 @@ pub(crate) struct QConvDesc {
     /// Channels-last: input and output `[N, H, W, C]` ([`super::nhwc_conv`]), set by the
     /// quantized region pass ([`super::region`]); the weights stay `[M, C/group, KH, KW]`.
     pub nhwc: bool,
+    /// How the sums become output integers (the chain's QuantizeLinear's rule).
+    pub requant: Requantization,
 }
 
 impl QConvDesc {
@@ -180,16 +183,38 @@ struct QConvWorkload {
     kp: usize,
     /// Per output channel: bias, multiplier, zero point and clamp of the requantization
     /// (shared with other plans' workloads).
-    requant: Arc<Vec<FloatRequant>>,
+    requant: Arc<Vec<ChannelRequant>>,
     /// The packed input (im2col) of the GEMM path, kept between executions; an execution
     /// that finds it busy (another running at once) packs into a buffer of its own.
     packed: Mutex<Option<QPackedB>>,
     th: Threads,
 }
 
+/// One output channel's requantization: its bias, f32 multiplier, zero point and clamp, and
+/// with the fixed-point rule ([`Requantization::FixedPoint`]) the Q31 multiplier `(q,
+/// shift)` that replaces the f32 one.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct ChannelRequant {
+    /// The f32 rule's parameters (bias, zero point and clamp apply to both rules).
+    pub f: FloatRequant,
+    /// The fixed-point multiplier, `None` under the f32 rule.
+    pub fixed: Option<(i32, i32)>,
+}
+
+impl ChannelRequant {
+    /// `sums` (one channel's) requantized into `out` by this channel's rule.
+    fn apply(&self, sums: &[i32], out: &mut [u8]) {
+        match self.fixed {
+            Some(m) => requantize_fixed(sums, out, self.f, m),
+            None => requantize_f32(sums, out, self.f),
+        }
+    }
+}
+
 /// Per output channel: the bias, the real multiplier `sx·sw[c]/sy`, the output zero point and
-/// the clamp of the requantization.
-pub(super) fn requant_params(d: &QConvDesc, bias: &[i32], io: &Io) -> Result<Vec<FloatRequant>> {
+/// the clamp of the requantization, and the fixed-point multiplier (LiteRT's
+/// `x_scale · w_scale / y_scale` in f64, as CpuRef) when the rule is fixed point.
+pub(super) fn requant_params(d: &QConvDesc, bias: &[i32], io: &Io) -> Result<Vec<ChannelRequant>> {
     let per = |v: &[f32], c: usize| if v.len() == 1 { v[0] } else { v[c] };
     let mut requant = Vec::new();
     requant
@@ -202,12 +227,21 @@ pub(super) fn requant_params(d: &QConvDesc, bias: &[i32], io: &Io) -> Result<Vec
                 "output channel {c}: scale {real} cannot be requantized"
             )));
         }
-        requant.push(FloatRequant {
-            bias: b,
-            scale: real,
-            zero: d.y.1 as f32,
-            lo: (d.clamp.0 - d.y.1) as f32,
-            hi: (d.clamp.1 - d.y.1) as f32,
+        let fixed = match d.requant {
+            Requantization::F32 => None,
+            Requantization::FixedPoint => {
+                Some(fixed_point_multiplier(d.x.0, per(&d.w_scales, c), d.y.0))
+            }
+        };
+        requant.push(ChannelRequant {
+            f: FloatRequant {
+                bias: b,
+                scale: real,
+                zero: d.y.1 as f32,
+                lo: (d.clamp.0 - d.y.1) as f32,
+                hi: (d.clamp.1 - d.y.1) as f32,
+            },
+            fixed,
         });
     }
     Ok(requant)
@@ -221,14 +255,17 @@ fn shared_requant(
     d: &QConvDesc,
     bias: &[i32],
     io: &Io,
-) -> Result<Arc<Vec<FloatRequant>>> {
+) -> Result<Arc<Vec<ChannelRequant>>> {
     let bits = |v: f32| v.to_bits() as usize;
     let mut key = Vec::new();
-    key.try_reserve_exact(bias.len() + d.w_scales.len() + 6)
+    key.try_reserve_exact(bias.len() + d.w_scales.len() + 7)
         .map_err(|_| io.error("cannot allocate the requantization key".into()))?;
     key.extend([bits(d.x.0), bits(d.y.0), d.y.1 as u32 as usize]);
     key.extend([d.clamp.0 as u32 as usize, d.clamp.1 as u32 as usize]);
-    key.push(d.w_scales.len());
+    key.extend([
+        d.w_scales.len(),
+        usize::from(d.requant == Requantization::FixedPoint),
+    ]);
     key.extend(d.w_scales.iter().map(|&v| bits(v)));
     key.extend(bias.iter().map(|&b| b as u32 as usize));
     weights::shared(wt, "qconv_rows_requant", &key, || {
@@ -372,7 +409,7 @@ impl QConvWorkload {
                         }
                     }
                 }
-                requantize_f32(&acc, ych, self.requant[c]);
+                self.requant[c].apply(&acc, ych);
             }
             Ok(())
         })
@@ -479,7 +516,7 @@ impl QConvWorkload {
                         for (i, sums) in c.chunks_exact(out).take(r).enumerate() {
                             let ch = c0 + r0 + i;
                             let yrow = &mut yb[(r0 + i) * out..][..out];
-                            requantize_f32(sums, yrow, self.requant[ch]);
+                            self.requant[ch].apply(sums, yrow);
                         }
                     }
                     Ok(())

@@ -1,26 +1,46 @@
-//! Quantized chains CpuAcc leaves to CpuRef: those whose QuantizeLinear asks for the
-//! fixed-point requantization ([`Requantization::FixedPoint`], LiteRT's builtin kernels,
-//! which the TFLite importer chooses for models LiteRT's XNNPACK delegate refuses) around a
-//! convolution, fully connected product, multiplication of two quantized tensors or mean.
-//! CpuAcc's integer kernels requantize in f32 (XNNPACK's rule); until they have the
-//! fixed-point rule, it rejects these chains in `optimize_subgraph` and the optimizer
-//! re-assigns them to CpuRef, whose integer layers follow the rule exactly. Other chains
-//! ending in such a QuantizeLinear (additions, tables, pools) give the same results under
-//! both rules (`scripts/probe_tflite_q8_builtin.py`) and stay on CpuAcc.
+//! Quantized chains whose QuantizeLinear asks for the fixed-point requantization
+//! ([`Requantization::FixedPoint`], LiteRT's builtin kernels, which the TFLite importer
+//! chooses for models LiteRT's XNNPACK delegate refuses) around a convolution, fully
+//! connected product, multiplication of two quantized tensors or mean: the float chain
+//! computes them by the f32 rule, so CpuAcc runs them only where a folded integer layer
+//! has the fixed-point rule, and rejects the rest in `optimize_subgraph` (the optimizer
+//! re-assigns them to CpuRef, whose integer layers follow the rule exactly).
+//!
+//! CpuAcc's folded int8 convolutions and fully connected layers (`super::conv`,
+//! `super::nhwc_conv`, `super::gemm`) and its binary layer's multiplication of two 8-bit
+//! inputs (`super::binary`, CpuRef's `QMulFixedPoint`) have the rule; such a chain is kept
+//! when the fold takes it ([`missed`] checks, and `optimize_subgraph` rejects the chains a
+//! fold left as float layers). So has its mean (`super::mean`, CpuRef's `QMeanFixedPoint`)
+//! on the form CpuRef folds. Other chains ending in such a QuantizeLinear (additions, tables, pools)
+//! give the same results under both rules (`scripts/probe_tflite_q8_builtin.py`) and stay
+//! on CpuAcc.
 
-use backplane_backend_api::SubgraphView;
+use backplane_backend_api::{OptimizationViews, SubgraphView};
 use backplane_core::ops::{BinaryOp, ReduceKind, UnaryOp};
 use backplane_core::quant::Requantization;
 use backplane_core::{LayerId, Network, Op, TensorId, TensorKind};
 use std::collections::BTreeSet;
 
-/// The layers of `view` in fixed-point chains: each such QuantizeLinear, the activation and
-/// Reshape between it and its product, the product, and the DequantizeLinears feeding the
-/// product.
-pub(crate) fn chains(view: &SubgraphView<'_>) -> BTreeSet<LayerId> {
+/// One fixed-point chain of a subgraph.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Chain {
+    /// Its layers in the subgraph: the QuantizeLinear, the activation and Reshape between
+    /// it and its product, the product, and the DequantizeLinears feeding the product.
+    pub layers: Vec<LayerId>,
+    /// The product (convolution, Gemm, MatMul, Mul or mean).
+    pub product: LayerId,
+    /// The QuantizeLinear.
+    pub quantize: LayerId,
+    /// Whether CpuAcc's folded layer computes it by the rule (convolutions, products and
+    /// multiplications), so the chain stays when the fold takes it.
+    pub computed: bool,
+}
+
+/// The fixed-point chains of `view`.
+pub(crate) fn chains(view: &SubgraphView<'_>) -> Vec<Chain> {
     let net = view.network();
     let inside: BTreeSet<LayerId> = view.layers().iter().copied().collect();
-    let mut out = BTreeSet::new();
+    let mut out = Vec::new();
     for &id in view.layers() {
         let layer = net.layer(id);
         let Op::QuantizeLinear {
@@ -56,6 +76,12 @@ pub(crate) fn chains(view: &SubgraphView<'_>) -> BTreeSet<LayerId> {
             producer(net, *t).filter(|&l| matches!(net.layer(l).op, Op::DequantizeLinear { .. }))
         };
         let dqs: Vec<LayerId> = product.inputs.iter().filter_map(dequantized).collect();
+        // A mean with an activation before its QuantizeLinear is not folded by CpuAcc nor
+        // CpuRef (`missed` sends it to CpuRef).
+        let computed = matches!(
+            product.op,
+            Op::Conv(_) | Op::Gemm(_) | Op::MatMul | Op::Binary(BinaryOp::Mul) | Op::Reduce(_)
+        );
         let takes = match &product.op {
             Op::Conv(_) | Op::Gemm(_) | Op::MatMul => !dqs.is_empty(),
             Op::Binary(BinaryOp::Mul) => dqs.len() == 2,
@@ -77,9 +103,32 @@ pub(crate) fn chains(view: &SubgraphView<'_>) -> BTreeSet<LayerId> {
         }
         chain.push(p);
         chain.extend(dqs);
-        out.extend(chain.into_iter().filter(|l| inside.contains(l)));
+        out.push(Chain {
+            layers: chain.into_iter().filter(|l| inside.contains(l)).collect(),
+            product: p,
+            quantize: id,
+            computed,
+        });
     }
     out
+}
+
+/// The chains of `chains` CpuAcc would compute ([`Chain::computed`]) that `views` did not
+/// fold into one of its layers that follow the rule (one substitution replacing both the
+/// product and the QuantizeLinear by layers that include such a folded layer,
+/// `super::follows_requant_rule`): left as float layers they would follow the f32 rule, so
+/// they must go to CpuRef.
+pub(crate) fn missed<'a>(chains: &'a [Chain], views: &OptimizationViews) -> Vec<&'a Chain> {
+    let folded = |c: &Chain| {
+        views.substitutions.iter().any(|s| {
+            s.replaced.contains(&c.product)
+                && s.replaced.contains(&c.quantize)
+                && s.replacement
+                    .iter()
+                    .any(|r| super::follows_requant_rule(&r.op))
+        })
+    };
+    chains.iter().filter(|c| c.computed && !folded(c)).collect()
 }
 
 fn producer(net: &Network, t: TensorId) -> Option<LayerId> {
@@ -133,10 +182,10 @@ mod tests {
     }
 
     /// a · b → Relu → quantize, and a + b → quantize: with the fixed-point rule the Mul's
-    /// chain (dequantizations, Mul, Relu, quantize) goes to CpuRef and the Add's stays; with
-    /// the f32 rule nothing does.
+    /// chain (dequantizations, Mul, Relu, quantize) is found (for CpuAcc's binary layer to
+    /// compute by the rule) and the Add's is not; with the f32 rule nothing is.
     #[test]
-    fn fixed_point_products_go_and_additions_stay() {
+    fn fixed_point_products_are_found_and_additions_not() {
         for requant in [Requantization::F32, Requantization::FixedPoint] {
             let mut net = Network::new();
             let info = TensorInfo::new(DataType::I8, vec![1, 4, 2, 2]);
@@ -158,7 +207,10 @@ mod tests {
             let y2 = q(&mut net, s, requant);
             net.mark_output(y2).unwrap();
             let ids: Vec<LayerId> = (0..net.layers().len()).map(LayerId).collect();
-            let got = chains(&SubgraphView::new(&net, ids));
+            let found = chains(&SubgraphView::new(&net, ids));
+            // CpuAcc's binary layer has the rule: the chain is one it computes.
+            assert!(found.iter().all(|c| c.computed), "{found:?}");
+            let got: BTreeSet<LayerId> = found.into_iter().flat_map(|c| c.layers).collect();
             let names: BTreeSet<&str> = got.iter().map(|&l| net.layer(l).name.as_str()).collect();
             match requant {
                 Requantization::F32 => assert!(got.is_empty(), "{names:?}"),

@@ -26,6 +26,7 @@ use crate::act::{Activation, FromOp};
 use backplane_backend_api::{
     OptimizationViews, ReplacementLayer, SubgraphView, Substitution, ValueRef,
 };
+use backplane_core::quant::Requantization;
 use backplane_core::{DataType, LayerId, Network, Op, Tensor, TensorId, TensorKind};
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -104,6 +105,8 @@ struct OutChain {
     q: (f32, i32),
     /// The activation's range (real values).
     act: (f32, f32),
+    /// The QuantizeLinear's requantization rule.
+    requant: Requantization,
 }
 
 struct Chains<'a> {
@@ -286,6 +289,7 @@ impl Chains<'_> {
             to,
             q: (sy, zy),
             act,
+            requant,
         } = self.quantized_output(id)?;
         // Bias: a dequantized int32 constant on the product's scale, or f32 values put on it.
         let bias: Vec<i32> = match layer.inputs.get(2) {
@@ -308,6 +312,7 @@ impl Chains<'_> {
             w_zeros: w.zeros.clone(),
             clamp: clamp_range(to, (sy, zy), act.0, act.1),
             nhwc: false,
+            requant,
         };
         // The dequantizations go too where nothing else reads them.
         self.absorb_dequantizations(id, &[x.layer, w.layer], used, &mut replaced)?;
@@ -401,6 +406,7 @@ impl Chains<'_> {
             to,
             q: (sy, zy),
             act,
+            requant,
         } = self.output_chain(id, true)?;
         let bias: Vec<i32> = match layer.inputs.get(2) {
             None => vec![0; n],
@@ -420,6 +426,7 @@ impl Chains<'_> {
             w_zeros: w.zeros.clone(),
             trans_b: desc.trans_b,
             clamp: clamp_range(to, (sy, zy), act.0, act.1),
+            requant,
         };
         self.absorb_product_input(id, &x, reshape, w.layer, used, &mut replaced)?;
         let y_info = self.net.tensor(y).info.clone();
@@ -468,6 +475,10 @@ impl Chains<'_> {
             q = self.sole_consumer(self.single_output(q)?)?;
         }
         let (to, sy, zy) = self.quantizer(q)?;
+        let requant = match self.net.layer(q).op {
+            Op::QuantizeLinear { requant, .. } => requant,
+            _ => Requantization::F32,
+        };
         replaced.push(q);
         let y = self.single_output(q)?;
         Some(OutChain {
@@ -476,6 +487,7 @@ impl Chains<'_> {
             to,
             q: (sy, zy),
             act,
+            requant,
         })
     }
 
@@ -549,6 +561,7 @@ impl Chains<'_> {
             to,
             q,
             act,
+            requant,
         } = self.quantized_output(id)?;
         let dqs: Vec<LayerId> = std::iter::once(&a).chain(&b).map(|d| d.layer).collect();
         self.absorb_dequantizations(id, &dqs, used, &mut replaced)?;
@@ -561,6 +574,7 @@ impl Chains<'_> {
             b_const: k,
             const_first,
             stages: Vec::new(),
+            requant,
         };
         let inputs: Vec<ValueRef> = std::iter::once(&a)
             .chain(&b)

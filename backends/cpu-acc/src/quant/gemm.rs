@@ -21,6 +21,7 @@ use crate::plan::{done, Plan};
 use crate::threads::Threads;
 use backplane_backend_api::{BackendError, LayerDesc, Result, Workload};
 use backplane_core::ops::CustomOp;
+use backplane_core::quant::{fixed_point_multiplier, Requantization};
 use backplane_core::{DataType, Tensor, TensorInfo, TensorView, TensorViewMut};
 use backplane_cpu_kernels::qgemm::{
     center_i8, center_u8, qgemm_requantized, quad_gemm_requantized, requant_scale, ColumnRequant,
@@ -46,6 +47,8 @@ pub(crate) struct QGemmDesc {
     pub trans_b: bool,
     /// The fused activation's range in output units.
     pub clamp: (i32, i32),
+    /// How the sums become output integers (the chain's QuantizeLinear's rule).
+    pub requant: Requantization,
 }
 
 impl QGemmDesc {
@@ -168,6 +171,17 @@ impl QGemm {
         let wv = |kk: usize, c: usize| centered(w_signed, w[at(kk, c)], zero(c));
         // The activations' zero point as an unsigned byte value (i8 rows are read flipped).
         let (_, unsigned_zero) = super::unsigned_form(x_signed, d.x.1);
+        // The fixed-point rule's multipliers (LiteRT's, as CpuRef forms them), if it applies.
+        let fixed: Option<Vec<(i32, i32)>> = match d.requant {
+            Requantization::F32 => None,
+            Requantization::FixedPoint => {
+                let mut m = Vec::new();
+                m.try_reserve_exact(n)
+                    .map_err(|_| io.error("cannot allocate the multipliers".into()))?;
+                m.extend((0..n).map(|c| fixed_point_multiplier(d.x.0, per(&d.w_scales, c), d.y.0)));
+                Some(m)
+            }
+        };
         let src = Source {
             tensor: wt,
             kind: "qgemm_b",
@@ -175,6 +189,7 @@ impl QGemm {
             params: &[usize::from(d.trans_b)],
             signed: w_signed,
             zeros: &d.w_zeros,
+            fixed: fixed.as_deref(),
         };
         let weights = packed_b(&src, (k, n), wv, &io)?;
         let mut scale = alloc(n, 0f32, &io)?;

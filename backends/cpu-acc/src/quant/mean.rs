@@ -27,6 +27,10 @@ use crate::io::Io;
 use crate::plan::{done, Plan};
 use backplane_backend_api::{BackendError, LayerDesc, Result, Workload};
 use backplane_core::ops::CustomOp;
+use backplane_core::quant::{
+    multiply_by_quantized_multiplier, multiply_by_quantized_multiplier_half_up,
+    quantize_multiplier, Requantization,
+};
 use backplane_core::{DataType, TensorInfo, TensorView, TensorViewMut};
 use backplane_cpu_kernels::byte_sums::{self, Dequant, ExactSums};
 
@@ -39,6 +43,48 @@ pub(crate) struct QMeanDesc {
     pub y: (f32, i32),
     /// The input is `[N, H, W, C]` (else `[N, C, H, W]`).
     pub nhwc: bool,
+    /// `FixedPoint`: LiteRT's builtin MEAN rule ([`FixedMean`], CpuRef's
+    /// `QMeanFixedPoint`) instead of the f32 chain's.
+    pub requant: Requantization,
+}
+
+/// LiteRT's builtin int8 MEAN (CpuRef's `QMeanFixedPoint`): the sum of the raw 8-bit values
+/// through the Q31 multiplier `x_scale / (n · y_scale)` (f32), channels in blocks of 16
+/// with both roundings half up and the last `C mod 16` by gemmlowp's reference, plus
+/// `y_zero − round(x_zero · x_scale / y_scale)` (f32, half away from zero), clamped to the
+/// type.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct FixedMean {
+    m: (i32, i32),
+    bias: i32,
+    /// The output type's range.
+    lo: i32,
+    hi: i32,
+}
+
+/// LiteRT's optimized int8 MEAN's channel block (its vectorized part).
+const MEAN_BLOCK: usize = 16;
+
+impl FixedMean {
+    /// The constants of a mean of `n` pixels, every step in f32 as LiteRT's kernel.
+    fn new((sx, zx): (f32, i32), (sy, zy): (f32, i32), n: usize, (lo, hi): (i32, i32)) -> Self {
+        let t = zx as f32 * sx / sy;
+        let t = if t > 0.0 { t + 0.5 } else { t - 0.5 };
+        let bias = zy.saturating_sub(t.clamp(-2e9, 2e9) as i32);
+        let m = quantize_multiplier(f64::from(sx / (n as f32 * sy)));
+        FixedMean { m, bias, lo, hi }
+    }
+
+    /// Channel `ch` of `c`'s output value from its sum.
+    fn value(&self, sum: f64, ch: usize, c: usize) -> i32 {
+        let s = sum.clamp(f64::from(i32::MIN), f64::from(i32::MAX)) as i32;
+        let v = if ch < c - c % MEAN_BLOCK {
+            multiply_by_quantized_multiplier_half_up(s, self.m.0, self.m.1)
+        } else {
+            multiply_by_quantized_multiplier(s, self.m.0, self.m.1)
+        };
+        v.saturating_add(self.bias).clamp(self.lo, self.hi)
+    }
 }
 
 impl QMeanDesc {
@@ -101,6 +147,9 @@ pub(super) fn plan<'a>(
         nhwc: d.nhwc,
         y: d.y,
         y_dt: y.dtype,
+        fixed: (d.requant == Requantization::FixedPoint)
+            .then(|| FixedMean::new(d.x, d.y, pixels, range(y.dtype))),
+        x_signed: signed,
     };
     Ok(Plan::new(move |io, _th| done(Running { io, k })))
 }
@@ -116,9 +165,37 @@ struct QMean {
     nhwc: bool,
     y: (f32, i32),
     y_dt: DataType,
+    /// LiteRT's builtin rule, when the layer follows it.
+    fixed: Option<FixedMean>,
+    /// The input is int8.
+    x_signed: bool,
 }
 
 impl QMean {
+    /// The means of one batch item by the fixed-point rule `f`: the raw values' integer
+    /// sums (held exactly in f64), then [`FixedMean::value`].
+    fn run_fixed(&self, f: &FixedMean, x: &[u8], y: &mut [u8], sums: &mut [f64]) {
+        let signed = self.y_dt == DataType::I8;
+        let x_signed = self.x_signed;
+        let raw = |b: u8| f64::from(widen(x_signed, b));
+        if self.nhwc {
+            sums.fill(0.0);
+            for pixel in x.chunks_exact(self.c) {
+                for (s, &b) in sums.iter_mut().zip(pixel) {
+                    *s += raw(b);
+                }
+            }
+        } else {
+            for (s, plane) in sums.iter_mut().zip(x.chunks_exact(self.pixels)) {
+                *s = plane.iter().fold(0.0, |s, &b| s + raw(b));
+            }
+        }
+        for (ch, (o, &s)) in y.iter_mut().zip(sums.iter()).enumerate() {
+            let q = f.value(s, ch, self.c);
+            *o = if signed { (q as i8) as u8 } else { q as u8 };
+        }
+    }
+
     /// The output byte of a sum over the pixels.
     fn quantize(&self, sum: f64) -> u8 {
         let mean = (sum / self.pixels as f64) as f32;
@@ -139,6 +216,10 @@ impl QMean {
     /// The means of one batch item: `x` its input values, `y` its `C` outputs; `sums` a
     /// scratch row of `C`.
     fn run(&self, x: &[u8], y: &mut [u8], sums: &mut [f64]) {
+        if let Some(f) = &self.fixed {
+            self.run_fixed(f, x, y, sums);
+            return;
+        }
         let v = &self.values;
         if self.nhwc && byte_sums::column_sums(&self.exact, x, sums) {
             for (o, &s) in y.iter_mut().zip(sums.iter()) {

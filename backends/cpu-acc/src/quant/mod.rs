@@ -114,6 +114,26 @@ pub(crate) fn is_quant_custom(c: &CustomOp) -> bool {
         .contains(&c.op_type.as_str())
 }
 
+/// True for CpuAcc's folded layers that follow their chain's requantization rule, f32 or
+/// fixed point ([`fixed_point`]): the int8 convolution, fully connected, binary and mean
+/// layers, and the byte tables a binary layer may be fused into (built from its bytes).
+pub(crate) fn follows_requant_rule(op: &Op) -> bool {
+    match op {
+        Op::Custom(c) => {
+            c.domain == crate::CPU_ACC_ID
+                && [
+                    QLINEAR_CONV,
+                    QLINEAR_GEMM,
+                    QLINEAR_BINARY,
+                    QLINEAR_LOOKUP,
+                    QLINEAR_MEAN,
+                ]
+                .contains(&c.op_type.as_str())
+        }
+        _ => false,
+    }
+}
+
 /// The plan of a QuantizeLinear or DequantizeLinear layer.
 pub(crate) fn plan_qdq(layer: &LayerDesc) -> Result<Plan<'_>, String> {
     qdq::plan(layer)

@@ -29,6 +29,7 @@ use crate::plan::Plan;
 use crate::threads::Threads;
 use crate::weights;
 use backplane_backend_api::{LayerDesc, Result, Workload};
+use backplane_core::quant::Requantization;
 use backplane_core::{DataType, Tensor, TensorInfo, TensorView, TensorViewMut};
 use backplane_cpu_kernels::qgemm::{
     center_i8, center_u8, depthwise_rows, qgemm_requantized, ColumnRequant, DwGeometry, DwLayer,
@@ -172,9 +173,9 @@ impl NhwcQConv {
         let rq = requant_params(&d, bias, &io)?;
         let range = match rq.first() {
             Some(p) => RequantRange {
-                zero: p.zero,
-                lo: p.lo,
-                hi: p.hi,
+                zero: p.f.zero,
+                lo: p.f.lo,
+                hi: p.f.hi,
             },
             None => RequantRange {
                 zero: 0.0,
@@ -187,9 +188,16 @@ impl NhwcQConv {
         let mut scale = alloc(m, 0f32, &io)?;
         for (i, (b, s)) in bias_v.iter_mut().zip(scale.iter_mut()).enumerate() {
             if let Some(p) = rq.get(i) {
-                (*b, *s) = (p.bias, p.scale);
+                (*b, *s) = (p.f.bias, p.f.scale);
             }
         }
+        // The fixed-point rule's multipliers, when the layer follows it.
+        let fixed: Option<Vec<(i32, i32)>> = match d.requant {
+            Requantization::F32 => None,
+            Requantization::FixedPoint => {
+                Some(rq.iter().map(|p| p.fixed.unwrap_or((0, 0))).collect())
+            }
+        };
         let kind = if d.group == 1 {
             let pointwise = kk == 1
                 && d.strides == [1, 1]
@@ -205,6 +213,7 @@ impl NhwcQConv {
                 params: &[c, kk],
                 signed: w_signed,
                 zeros: &d.w_zeros,
+                fixed: fixed.as_deref(),
             };
             let b = packed_b(&src, (depth, m), |k, ch| wv(ch, k % c, k / c), &io)?;
             let (_, zero) = super::unsigned_form(x_signed, d.x.1);
@@ -237,8 +246,12 @@ impl NhwcQConv {
             key.extend(bias_v.iter().map(|&b| b as u32 as usize));
             key.extend(scale.iter().map(|&v| bits(v)));
             key.extend([bits(range.zero), bits(range.lo), bits(range.hi)]);
+            key.push(usize::from(fixed.is_some()));
+            for &(q, shift) in fixed.as_deref().unwrap_or_default() {
+                key.extend([q as u32 as usize, shift as u32 as usize]);
+            }
             let w = weights::shared(wt, "qconv_nhwc_depthwise", &key, || {
-                DwWeights::new(
+                let w = DwWeights::new(
                     c,
                     kk,
                     |t, ch| wv(ch, 0, t),
@@ -247,7 +260,11 @@ impl NhwcQConv {
                     range,
                     zx,
                     x_signed,
-                )
+                );
+                match &fixed {
+                    Some(m) => w.and_then(|w| w.with_fixed_point(m)),
+                    None => w,
+                }
                 .ok_or_else(|| io.error("cannot allocate the depthwise weights".into()))
             })?;
             let dg = DwGeometry {

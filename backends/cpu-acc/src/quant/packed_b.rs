@@ -32,6 +32,11 @@ pub(super) struct Source<'a> {
     pub(super) params: &'a [usize],
     pub(super) signed: bool,
     pub(super) zeros: &'a [i32],
+    /// The fixed-point rule's multipliers `(q, shift)` per column when the layer follows
+    /// it (`ColumnRequant::fixed_point`). Such layers run the pair GEMM: the byte GEMM has
+    /// the rule too, but only by storing its sums and requantizing them after, which
+    /// measured slower than the pair GEMM's tiles (docs/tflite.md).
+    pub(super) fixed: Option<&'a [(i32, i32)]>,
 }
 
 /// The centered weights `wv(k, j)` (depth `k` by `n` columns) of `src` packed for the byte
@@ -45,7 +50,7 @@ pub(super) fn packed_b(
     let key = packing_key(src, (k, n), 0, io)?;
     // Decided before the look-up (a scan, cheaper than packing): which form this layer reads.
     let fits = || (0..k).all(|kk| (0..n).all(|j| i8::try_from(wv(kk, j)).is_ok()));
-    if quads_in_use() && fits() {
+    if src.fixed.is_none() && quads_in_use() && fits() {
         let quads = weights::shared(src.tensor, src.kind, &key, || {
             QuadPackedB::pack(k, n, &wv)
                 .ok_or_else(|| io.error("the byte GEMM's weights cannot be allocated".into()))
@@ -104,12 +109,21 @@ pub(super) fn shared_requant(
         )));
     }
     let bits = |v: f32| v.to_bits() as usize;
-    let mut key = packing_key(src, (k, n), 2 * n + 5, io)?;
+    let mut key = packing_key(src, (k, n), 4 * n + 6, io)?;
     let quads = matches!(b, PackedB::Quads(_));
     key.extend([usize::from(quads), x_zero as u32 as usize]);
     key.extend(bias.iter().map(|&v| v as u32 as usize));
     key.extend(scale.iter().map(|&v| bits(v)));
     key.extend([bits(range.zero), bits(range.lo), bits(range.hi)]);
+    key.push(usize::from(src.fixed.is_some()));
+    for &(q, shift) in src.fixed.unwrap_or_default() {
+        key.extend([q as u32 as usize, shift as u32 as usize]);
+    }
+    if let Some(m) = src.fixed {
+        if m.len() != n {
+            return Err(io.error(format!("{} multipliers for {n} columns", m.len())));
+        }
+    }
     weights::shared(src.tensor, src.requant, &key, || {
         let folded = match b {
             PackedB::Quads(q) => Some(
@@ -118,8 +132,12 @@ pub(super) fn shared_requant(
             ),
             PackedB::Pairs(_) => None,
         };
-        ColumnRequant::new(folded.as_deref().unwrap_or(bias), scale, range)
-            .ok_or_else(|| io.error("cannot allocate the requantization".into()))
+        let bias = folded.as_deref().unwrap_or(bias);
+        match src.fixed {
+            Some(m) => ColumnRequant::fixed_point(bias, m, range),
+            None => ColumnRequant::new(bias, scale, range),
+        }
+        .ok_or_else(|| io.error("cannot allocate the requantization".into()))
     })
 }
 
@@ -149,6 +167,7 @@ mod tests {
             params: &[1],
             signed: true,
             zeros: &[0],
+            fixed: None,
         };
         let wv = |kk: usize, j: usize| (j * k + kk) as i16 - 7;
         let range = RequantRange {

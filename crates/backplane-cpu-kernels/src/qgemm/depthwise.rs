@@ -28,7 +28,7 @@
 //! and every run on that tier that does not suit those blocks, run the AVX-512BW body.
 
 use super::channels::RequantRange;
-use super::requant::rounded_int;
+use super::requant::{requant_fixed_one, rounded_int};
 use crate::isa::Int8Isa;
 use std::sync::Arc;
 
@@ -73,6 +73,9 @@ pub struct DwWeights {
     scale: Vec<f32>,
     scale_lanes: Vec<f32>,
     range: RequantRange,
+    /// The fixed-point rule's Q31 multipliers `(q, shift)` per channel, which replace the
+    /// f32 multipliers when present ([`DwWeights::with_fixed_point`]).
+    fixed: Option<Vec<(i32, i32)>>,
     /// The AVX-512 VNNI tier's four-tap operands, when every centered weight fits in a
     /// signed byte.
     #[cfg(target_arch = "x86_64")]
@@ -159,9 +162,29 @@ impl DwWeights {
             scale: scale_v,
             scale_lanes,
             range,
+            fixed: None,
             #[cfg(target_arch = "x86_64")]
             quads,
         })
+    }
+
+    /// These weights requantizing by the fixed-point rule of LiteRT's builtin kernels
+    /// ([`super::requant_fixed_one`]) with one Q31 multiplier `(q, shift)` per channel
+    /// instead of the f32 multipliers: what a model whose QuantizeLinear asks for that rule
+    /// needs to equal CpuRef and LiteRT. The vector tiers run a compiled (autovectorized)
+    /// body of exact integer sums and requantization, the portable tier its plain one (the
+    /// hand-written vector bodies requantize in f32 in registers; a fixed-point form of
+    /// them is not written yet). `None` when `multipliers` is not one per channel or cannot be
+    /// allocated.
+    pub fn with_fixed_point(mut self, multipliers: &[(i32, i32)]) -> Option<DwWeights> {
+        if multipliers.len() != self.channels {
+            return None;
+        }
+        let mut m = Vec::new();
+        m.try_reserve_exact(multipliers.len()).ok()?;
+        m.extend_from_slice(multipliers);
+        self.fixed = Some(m);
+        Some(self)
     }
 
     /// Whether the AVX-512 VNNI tier can run these weights four taps per instruction: every
@@ -417,6 +440,12 @@ pub fn depthwise_pixels_on(
     {
         return false;
     }
+    if w.fixed.is_some() && isa != Int8Isa::Portable {
+        // The fixed-point rule: the compiled body of the tier in use (exact integers, so
+        // every tier gives the same bytes).
+        fixed_pixels(w, taps, step, pixels, out);
+        return true;
+    }
     #[cfg(target_arch = "x86_64")]
     {
         let run = super::depthwise_x86::Run {
@@ -474,10 +503,61 @@ pub(super) fn portable(w: &DwWeights, taps: &[&[u8]], step: usize, pixels: usize
                 let x = widen(run[p * step + ch]);
                 s = s.wrapping_add(i32::from(w.plain[t * c + ch]) * x);
             }
-            let v = (s as f32 * w.scale[ch]).max(r.lo).min(r.hi);
-            out[p * c + ch] = (rounded_int(v) + zero) as u8;
+            out[p * c + ch] = match &w.fixed {
+                Some(m) => requant_fixed_one(s, 0, m[ch], r),
+                None => {
+                    let v = (s as f32 * w.scale[ch]).max(r.lo).min(r.hi);
+                    (rounded_int(v) + zero) as u8
+                }
+            };
         }
     }
+}
+
+/// Channels per block of [`fixed_pixels`]'s sums (a stack array).
+const FIXED_BLOCK: usize = 64;
+
+#[inline(always)]
+fn fixed_pixels_body(w: &DwWeights, taps: &[&[u8]], step: usize, pixels: usize, out: &mut [u8]) {
+    let Some(fixed) = &w.fixed else {
+        return;
+    };
+    let c = w.channels;
+    let r = w.range;
+    let mut acc = [0i32; FIXED_BLOCK];
+    for p in 0..pixels {
+        for c0 in (0..c).step_by(FIXED_BLOCK) {
+            let n = (c - c0).min(FIXED_BLOCK);
+            let acc = &mut acc[..n];
+            acc.copy_from_slice(&w.bias[c0..c0 + n]);
+            for (t, run) in taps.iter().enumerate() {
+                let x = &run[p * step + c0..][..n];
+                let wt = &w.plain[t * c + c0..][..n];
+                // Channels innermost, contiguous: the loops vectorize.
+                if w.x_signed {
+                    for i in 0..n {
+                        acc[i] = acc[i].wrapping_add(i32::from(wt[i]) * i32::from(x[i] as i8));
+                    }
+                } else {
+                    for i in 0..n {
+                        acc[i] = acc[i].wrapping_add(i32::from(wt[i]) * i32::from(x[i]));
+                    }
+                }
+            }
+            let o = &mut out[p * c + c0..][..n];
+            let m = &fixed[c0..c0 + n];
+            for i in 0..n {
+                o[i] = requant_fixed_one(acc[i], 0, m[i], r);
+            }
+        }
+    }
+}
+
+crate::multiversion! {
+    /// A run of pixels by the fixed-point rule ([`DwWeights::with_fixed_point`]): the
+    /// portable tier's sums and requantization, blocks of channels innermost so that the
+    /// compiled tiers vectorize them. The caller has checked the operands' lengths.
+    fn fixed_pixels(w: &DwWeights, taps: &[&[u8]], step: usize, pixels: usize, out: &mut [u8]) => fixed_pixels_body;
 }
 
 /// What the vector bodies read: the layer's operands and one run of pixels.

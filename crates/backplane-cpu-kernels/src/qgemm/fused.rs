@@ -7,9 +7,12 @@
 //! in the same order), on every tier.
 
 use super::channels::RequantRange;
-use super::requant::rounded_int;
+use super::requant::{requant_fixed_one, rounded_int};
 use super::{fits, tile_rows, Int8Isa, QPackedB, MR_MAX, QNR};
 use std::ops::Range;
+
+/// Columns' biases and fixed-point multipliers `(q, shift)` ([`ColumnRequant::fixed_point`]).
+pub(super) type FixedColumns<'a> = (&'a [i32], &'a [(i32, i32)]);
 
 /// Bias and multiplier per column of a GEMM, padded to whole panels of [`QNR`], and the
 /// output range shared by the columns: what [`qgemm_requantized`] applies to the sums.
@@ -18,6 +21,9 @@ pub struct ColumnRequant {
     bias: Vec<i32>,
     scale: Vec<f32>,
     range: RequantRange,
+    /// The fixed-point rule's Q31 multipliers `(q, shift)` per column (padded as `bias`),
+    /// which replace `scale` when present ([`ColumnRequant::fixed_point`]).
+    fixed: Option<Vec<(i32, i32)>>,
 }
 
 impl ColumnRequant {
@@ -40,7 +46,44 @@ impl ColumnRequant {
             bias: b,
             scale: s,
             range,
+            fixed: None,
         })
+    }
+
+    /// The requantization of `bias.len()` columns by the fixed-point rule of LiteRT's
+    /// builtin kernels ([`super::requant_fixed_one`]), one Q31 multiplier `(q, shift)` per
+    /// column in `multipliers`: what a model whose QuantizeLinear asks for that rule needs
+    /// to equal CpuRef and LiteRT. The pair GEMM ([`qgemm_requantized`]) and the byte GEMM
+    /// ([`super::quad_gemm_requantized`], with its folded bias) compute it on every tier.
+    /// `None` as for [`ColumnRequant::new`].
+    pub fn fixed_point(
+        bias: &[i32],
+        multipliers: &[(i32, i32)],
+        range: RequantRange,
+    ) -> Option<ColumnRequant> {
+        if bias.len() != multipliers.len() {
+            return None;
+        }
+        let zeros = vec_try(bias.len(), 0f32)?;
+        let mut rq = ColumnRequant::new(bias, &zeros, range)?;
+        let mut m = Vec::new();
+        m.try_reserve_exact(rq.bias.len()).ok()?;
+        m.extend_from_slice(multipliers);
+        m.resize(rq.bias.len(), (0, 0));
+        rq.fixed = Some(m);
+        Some(rq)
+    }
+
+    /// The biases and fixed-point multipliers of columns `cols`, `None` under the f32 rule
+    /// or past the columns.
+    pub(super) fn fixed_columns(&self, cols: Range<usize>) -> Option<FixedColumns<'_>> {
+        let m = self.fixed.as_ref()?.get(cols.clone())?;
+        Some((self.bias.get(cols)?, m))
+    }
+
+    /// Whether the columns requantize by the fixed-point rule ([`ColumnRequant::fixed_point`]).
+    pub fn is_fixed_point(&self) -> bool {
+        self.fixed.is_some()
     }
 
     /// The output range.
@@ -63,11 +106,74 @@ impl ColumnRequant {
     }
 }
 
+/// `n` copies of `v`, `None` when they cannot be allocated.
+fn vec_try<T: Clone>(n: usize, v: T) -> Option<Vec<T>> {
+    let mut out = Vec::new();
+    out.try_reserve_exact(n).ok()?;
+    out.resize(n, v);
+    Some(out)
+}
+
 /// One sum requantized, as [`super::requantize_channels`] does it.
 #[inline(always)]
 pub(super) fn requant_one(sum: i32, bias: i32, scale: f32, r: RequantRange) -> u8 {
     let v = (sum.wrapping_add(bias) as f32 * scale).max(r.lo).min(r.hi);
     (rounded_int(v) + r.zero as i32) as u8
+}
+
+#[inline(always)]
+fn requant_fixed_tile_body(
+    sums: &[[i32; QNR]],
+    bias: &[i32],
+    m: &[(i32, i32)],
+    range: RequantRange,
+    bytes: &mut [[u8; QNR]],
+) {
+    let (bias, m) = (&bias[..QNR], &m[..QNR]);
+    for (row, s) in bytes.iter_mut().zip(sums) {
+        for j in 0..QNR {
+            row[j] = requant_fixed_one(s[j], bias[j], m[j], range);
+        }
+    }
+}
+
+#[inline(always)]
+fn requant_fixed_row_body(
+    sums: &[i32],
+    bias: &[i32],
+    m: &[(i32, i32)],
+    range: RequantRange,
+    out: &mut [u8],
+) {
+    let n = sums.len().min(bias.len()).min(m.len()).min(out.len());
+    let (sums, bias, m, out) = (&sums[..n], &bias[..n], &m[..n], &mut out[..n]);
+    for j in 0..n {
+        out[j] = requant_fixed_one(sums[j], bias[j], m[j], range);
+    }
+}
+
+crate::multiversion! {
+    /// One row of sums requantized by the fixed-point rule, column `j` with `bias[j]` and
+    /// multiplier `m[j]` (the shortest slice's length), compiled per tier.
+    pub(super) fn requant_fixed_row(
+        sums: &[i32],
+        bias: &[i32],
+        m: &[(i32, i32)],
+        range: RequantRange,
+        out: &mut [u8],
+    ) => requant_fixed_row_body;
+}
+
+crate::multiversion! {
+    /// A tile's sums (one row of [`QNR`] columns each) requantized by the fixed-point rule
+    /// into bytes, compiled per tier so that the 64-bit products vectorize.
+    fn requant_fixed_tile(
+        sums: &[[i32; QNR]],
+        bias: &[i32],
+        m: &[(i32, i32)],
+        range: RequantRange,
+        bytes: &mut [[u8; QNR]],
+    ) => requant_fixed_tile_body;
 }
 
 /// `out[i·ldo + j − panels.start·QNR] = requant_j(Σ_k A[i][k] · B[k][j])` for `i < rows` and
@@ -164,6 +270,17 @@ pub(super) fn tile_bytes(
     p: usize,
     bytes: &mut [[u8; QNR]; MR_MAX],
 ) {
+    if let Some(fixed) = &rq.fixed {
+        // The fixed-point rule: the tier's sums, then each requantized in integers.
+        let mut sums = [[0i32; QNR]; MR_MAX];
+        super::tile_sums(isa, a, lda, r, kp, panel, &mut sums);
+        let (bias, m) = (
+            &rq.bias[p * QNR..(p + 1) * QNR],
+            &fixed[p * QNR..(p + 1) * QNR],
+        );
+        requant_fixed_tile(&sums[..r], bias, m, rq.range, &mut bytes[..r]);
+        return;
+    }
     #[cfg(target_arch = "x86_64")]
     {
         let (a, panel) = (a.as_ptr(), panel.as_ptr());

@@ -48,6 +48,8 @@ mod depthwise_tests;
 mod depthwise_vnni;
 #[cfg(target_arch = "x86_64")]
 mod depthwise_x86;
+#[cfg(test)]
+mod fixed_tests;
 pub mod fused;
 #[cfg(test)]
 mod fused_tests;
@@ -74,7 +76,10 @@ pub use quads::{
     has_quad_tile, quad_at, quad_gemm_requantized, quad_gemm_requantized_on, quad_gemm_sums,
     quad_gemm_sums_on, quads_in_use, QuadPackedB, QUAD_ROWS,
 };
-pub use requant::{accumulate_taps, requant_scale, requantize_f32, FloatRequant};
+pub use requant::{
+    accumulate_taps, requant_fixed_one, requant_scale, requantize_f32, requantize_fixed,
+    FloatRequant,
+};
 
 /// Columns per packed panel of B (two AVX2 vectors of eight int32 sums).
 pub const QNR: usize = 16;

@@ -163,7 +163,8 @@ fn extents_fit(
 /// of unsigned bytes at pitch `lda`, each readable for `b.depth_padded()` bytes (a row may
 /// run into the next one: the bytes past the depth meet zero weights). Returns `false`,
 /// computing nothing, when a slice is too short, `ldo` narrower than the columns, or the
-/// panel range past B's or `rq`'s.
+/// panel range past B's or `rq`'s. With the fixed-point rule ([`ColumnRequant::fixed_point`])
+/// the tiles' sums are stored per block of rows and requantized after, in integers.
 #[allow(clippy::too_many_arguments)]
 pub fn quad_gemm_requantized(
     a: &[u8],
@@ -200,6 +201,9 @@ pub fn quad_gemm_requantized_on(
     let all = b.cols.div_ceil(QNR);
     if panels.start > panels.end || panels.end > all || panels.end > rq.panels() {
         return false;
+    }
+    if rq.is_fixed_point() {
+        return fixed_point_rows(isa, a, lda, rows, b, panels, rq, out, ldo);
     }
     let first = panels.start * QNR;
     let n = (panels.end * QNR).min(b.cols).saturating_sub(first);
@@ -263,6 +267,58 @@ pub fn quad_gemm_requantized_on(
             p += np;
         }
         i0 = end;
+    }
+    true
+}
+
+/// Rows of A per block of [`fixed_point_rows`]'s sums.
+const FIXED_ROWS: usize = 32;
+
+/// [`quad_gemm_requantized_on`] by the fixed-point rule ([`ColumnRequant::fixed_point`]):
+/// per block of rows the tier's sums ([`quad_gemm_sums_on`]), then each requantized in
+/// integers with its column's folded bias and multiplier. The caller checked the panel
+/// range against B and `rq`; `false` when an extent does not fit or the scratch sums cannot
+/// be allocated.
+#[allow(clippy::too_many_arguments)]
+fn fixed_point_rows(
+    isa: Int8Isa,
+    a: &[u8],
+    lda: usize,
+    rows: usize,
+    b: &QuadPackedB,
+    panels: Range<usize>,
+    rq: &ColumnRequant,
+    out: &mut [u8],
+    ldo: usize,
+) -> bool {
+    let first = panels.start * QNR;
+    let n = (panels.end * QNR).min(b.cols).saturating_sub(first);
+    if n == 0 || rows == 0 {
+        return true;
+    }
+    if !extents_fit(a.len(), lda, rows, b.depth_padded(), out.len(), ldo, n) {
+        return false;
+    }
+    let Some((bias, m)) = rq.fixed_columns(first..first + n) else {
+        return false;
+    };
+    let mut sums = Vec::new();
+    if sums.try_reserve_exact(FIXED_ROWS * n).is_err() {
+        return false;
+    }
+    sums.resize(FIXED_ROWS * n, 0i32);
+    let mut i = 0;
+    while i < rows {
+        let r = (rows - i).min(FIXED_ROWS);
+        let s = &mut sums[..r * n];
+        if !quad_gemm_sums_on(isa, &a[i * lda..], lda, r, b, panels.clone(), s, n) {
+            return false;
+        }
+        for (rr, row) in s.chunks_exact(n).enumerate() {
+            let o = &mut out[(i + rr) * ldo..][..n];
+            super::fused::requant_fixed_row(row, bias, m, rq.range(), o);
+        }
+        i += r;
     }
     true
 }

@@ -12,6 +12,8 @@
 /// uses too.
 pub use backplane_core::quant::requant_scale;
 
+use super::channels::RequantRange;
+
 /// The parameters of [`requantize_f32`] for one output channel.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct FloatRequant {
@@ -61,6 +63,46 @@ crate::multiversion! {
     pub fn requantize_f32(sums: &[i32], out: &mut [u8], p: FloatRequant) => requantize_f32_body;
 }
 
+/// One sum requantized by the fixed-point rule of LiteRT's builtin kernels
+/// ([`backplane_core::quant::requantize_fixed_point`], CpuRef's): `sum + bias` (wrapping, as
+/// the int32 accumulators of the tiles) times the Q31 multiplier `m = (q, shift)`, both
+/// roundings half up, plus the zero point, clamped to the range; the byte of an i8 or u8
+/// output. Equal to CpuRef's whenever the exact sum fits in i32.
+#[inline(always)]
+pub fn requant_fixed_one(sum: i32, bias: i32, m: (i32, i32), r: RequantRange) -> u8 {
+    let zero = r.zero as i32;
+    let (lo, hi) = (r.lo as i32 + zero, r.hi as i32 + zero);
+    let (q, shift) = m;
+    let (left, right) = (shift.clamp(0, 31), (-shift).clamp(0, 31));
+    // backplane-core's `multiply_by_quantized_multiplier_half_up`, written here so that it
+    // inlines into the loops (the tests check both agree).
+    let x =
+        (i64::from(sum.wrapping_add(bias)) << left).clamp(i64::from(i32::MIN), i64::from(i32::MAX));
+    let high = (x * i64::from(q) + (1 << 30)) >> 31;
+    let v = (high + ((1i64 << right) >> 1)) >> right;
+    // The two's-complement byte is the i8 and the u8 value alike.
+    (v + i64::from(zero)).clamp(i64::from(lo), i64::from(hi)) as u8
+}
+
+#[inline(always)]
+fn requantize_fixed_body(sums: &[i32], out: &mut [u8], p: FloatRequant, m: (i32, i32)) {
+    let r = RequantRange {
+        zero: p.zero,
+        lo: p.lo,
+        hi: p.hi,
+    };
+    for (o, &s) in out.iter_mut().zip(sums) {
+        *o = requant_fixed_one(s, p.bias, m, r);
+    }
+}
+
+crate::multiversion! {
+    /// [`requantize_f32`] by the fixed-point rule instead ([`requant_fixed_one`]): the
+    /// multiplier `m = (q, shift)` replaces `p.scale`, which is not read; `p`'s bias, zero
+    /// point and range apply as there.
+    pub fn requantize_fixed(sums: &[i32], out: &mut [u8], p: FloatRequant, m: (i32, i32)) => requantize_fixed_body;
+}
+
 #[inline(always)]
 fn accumulate_taps_body(acc: &mut [i32], src: &[i16], tap: i32) {
     for (a, &v) in acc.iter_mut().zip(src) {
@@ -78,6 +120,49 @@ crate::multiversion! {
 mod tests {
     use super::*;
     use backplane_core::quant::requantize;
+
+    /// The fixed-point requantization gives backplane-core's rule (CpuRef's) on every sum:
+    /// left and right shifts, ties on both signs, signed and unsigned outputs, activation
+    /// ranges.
+    #[test]
+    fn requantize_fixed_equals_the_core_rule() {
+        use backplane_core::quant::{quantize_multiplier, requantize_fixed_point};
+        let mut sums: Vec<i32> = (-3000..3000).map(|i| i * 37 + (i % 7) * 1001).collect();
+        // Ties of the high multiply and of the shift: multiples of powers of two.
+        sums.extend((-64..64).map(|i| i << 20));
+        sums.extend([i32::MAX / 2, i32::MIN / 2, 1 << 30, -(1 << 30)]);
+        for (bias, m, zero, lo, hi) in [
+            (0, quantize_multiplier(0.013), 0, -128, 127),
+            (-517, quantize_multiplier(0.002_1), -7, -7, 127),
+            (40, quantize_multiplier(0.031), 128, 128, 200),
+            (3, quantize_multiplier(0.5), 5, -128, 127),
+            (0, quantize_multiplier(0.25), 0, -128, 127),
+            (1, quantize_multiplier(3.75), -3, -128, 127),
+            (0, quantize_multiplier(300.0), 0, 0, 255),
+            (9, (1 << 30, -40), 2, -128, 127),
+        ] {
+            let p = FloatRequant {
+                bias,
+                scale: 0.0,
+                zero: zero as f32,
+                lo: (lo - zero) as f32,
+                hi: (hi - zero) as f32,
+            };
+            let mut out = vec![0u8; sums.len()];
+            requantize_fixed(&sums, &mut out, p, m);
+            let unsigned = lo >= 0;
+            for (&s, &o) in sums.iter().zip(&out) {
+                let exact = i64::from(s.wrapping_add(bias));
+                let want = requantize_fixed_point(exact, m, zero, lo, hi);
+                let got = if unsigned {
+                    i32::from(o)
+                } else {
+                    i32::from(o as i8)
+                };
+                assert_eq!(got, want, "sum {s} bias {bias} multiplier {m:?}");
+            }
+        }
+    }
 
     /// The vectorized requantization gives backplane-core's scalar rule (CpuRef's) on every
     /// sum, signed and unsigned outputs, with and without an activation's range.

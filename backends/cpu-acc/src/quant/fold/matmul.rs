@@ -43,6 +43,7 @@ impl Chains<'_> {
             to,
             q: (sy, zy),
             act,
+            requant,
         } = self.output_chain(id, true)?;
         let qdesc = QGemmDesc {
             x: (sx, zx),
@@ -51,6 +52,7 @@ impl Chains<'_> {
             w_zeros: w.zeros.clone(),
             trans_b: false,
             clamp: clamp_range(to, (sy, zy), act.0, act.1),
+            requant,
         };
         self.absorb_product_input(id, &x, reshape, w.layer, used, &mut replaced)?;
         let y_info = self.net.tensor(y).info.clone();

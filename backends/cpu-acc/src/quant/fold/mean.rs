@@ -13,6 +13,7 @@ use crate::quant::mean::QMeanDesc;
 use crate::quant::pool::QPoolDesc;
 use backplane_backend_api::{Substitution, ValueRef};
 use backplane_core::ops::{PoolKind, ReduceKind};
+use backplane_core::quant::Requantization;
 use backplane_core::{LayerId, Op, TensorId};
 use std::collections::BTreeSet;
 
@@ -53,10 +54,25 @@ impl Chains<'_> {
         if replaced.iter().any(|l| used.contains(l)) {
             return None;
         }
+        // LiteRT's builtin MEAN rule where the QuantizeLinear asks for it, on the form CpuRef
+        // folds (a ReduceMean keeping its axes; CpuRef leaves the others to the f32 chain).
+        let fixed = matches!(&layer.op, Op::Reduce(r) if r.keepdims)
+            && matches!(
+                self.net.layer(q).op,
+                Op::QuantizeLinear {
+                    requant: Requantization::FixedPoint,
+                    ..
+                }
+            );
         let desc = QMeanDesc {
             x: (sx, zx),
             y: (sy, zy),
             nhwc: false,
+            requant: if fixed {
+                Requantization::FixedPoint
+            } else {
+                Requantization::F32
+            },
         };
         let op = Op::Custom(desc.to_op(self.net.tensor(y).info.clone()));
         Some(self.one_layer(replaced, op, vec![ValueRef::Existing(x.input)], y))
@@ -82,6 +98,7 @@ impl Chains<'_> {
             to,
             q,
             act,
+            ..
         } = self.quantized_output(id)?;
         let desc = QPoolDesc {
             x: (sx, zx),

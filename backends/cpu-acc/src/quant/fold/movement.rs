@@ -55,6 +55,7 @@ impl Chains<'_> {
             to,
             q: out_q,
             act,
+            ..
         } = self.quantized_output(id)?;
         let no_act = act == (f32::NEG_INFINITY, f32::INFINITY);
         if !no_act || to != dt || out_q != q {

@@ -50,6 +50,7 @@ impl Chains<'_> {
             to,
             q: (sy, zy),
             act,
+            requant,
         } = self.quantized_output(mul)?;
         let mut replaced = vec![id];
         replaced.extend(tail);
@@ -92,6 +93,7 @@ impl Chains<'_> {
             w_zeros,
             clamp: clamp_range(to, (sy, zy), act.0, act.1),
             nhwc: false,
+            requant,
         };
         self.absorb_dequantizations(id, &[x.layer, w.layer], used, &mut replaced)?;
         let y_info = self.net.tensor(y).info.clone();
