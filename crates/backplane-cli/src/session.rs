@@ -71,12 +71,12 @@ pub struct CommonArgs {
     #[arg(long = "max-memory", value_name = "BYTES", value_parser = parse_bytes)]
     pub max_memory: Option<usize>,
     /// How a TFLite model's int8 convolutions and fully connected layers requantize their
-    /// sums: f32 (LiteRT's XNNPACK delegate's rule; CpuAcc's int8 kernels, the fast path),
-    /// fixed-point (gemmlowp's Q31 multiplier, LiteRT's builtin kernels; run on CpuRef), or
-    /// litert: the rule of the kernels LiteRT runs the model on, fixed point when XNNPACK
-    /// refuses the model (a requantization scale of 256 or more), f32 otherwise; -v logs
-    /// the choice. ONNX models are not affected.
-    #[arg(long = "int8-requant", value_name = "RULE", default_value = "f32", value_parser = ["f32", "fixed-point", "litert"])]
+    /// sums: litert (the default: the rule of the kernels LiteRT runs the model on, fixed
+    /// point when its XNNPACK delegate refuses the model, a requantization scale of 256 or
+    /// more, f32 otherwise; outputs equal LiteRT's), f32 (XNNPACK's rule on every model:
+    /// CpuAcc's fastest int8 kernels), or fixed-point (gemmlowp's Q31 multiplier, LiteRT's
+    /// builtin kernels, on every model); -v logs the choice. ONNX models are not affected.
+    #[arg(long = "int8-requant", value_name = "RULE", default_value = "litert", value_parser = ["litert", "f32", "fixed-point"])]
     pub int8_requant: String,
 }
 

@@ -296,11 +296,10 @@ fn int8_hard_swish_and_average_pools_equal_litert() {
 
 /// mobilenet_v3_small's int8 squeeze-excite head, which LiteRT's XNNPACK delegate refuses (a
 /// convolution's requantization scale reaches 256), so LiteRT runs its builtin kernels
-/// (issue 31). With `--int8-requant litert` the importer picks their fixed-point rules (-v
-/// says so), and every output byte equals LiteRT's on CpuRef and on CpuAcc, at every CpuAcc
-/// tier, with every layer on CpuAcc (its int8 layers follow the fixed-point rules: none is
-/// left to CpuRef). By default (the f32 rule) the outputs differ, and a warning names the
-/// option.
+/// (issue 31). Following LiteRT (`--int8-requant litert`, the default) the importer picks
+/// their fixed-point rules (-v says so), and every output byte equals LiteRT's on CpuRef and
+/// on CpuAcc, at every CpuAcc tier, with every layer on CpuAcc (its int8 layers follow the
+/// fixed-point rules: none is left to CpuRef). With `--int8-requant f32` the outputs differ.
 #[test]
 fn int8_builtin_kernel_rules_equal_litert() {
     let dir = "testdata/tflite/q8_builtin_int8";
@@ -355,15 +354,18 @@ fn int8_builtin_kernel_rules_equal_litert() {
         line.contains("CpuAcc") && !line.contains("CpuRef"),
         "{line}"
     );
-    // The default, the f32 rule: outputs differ (exit code 3), and the warning says why.
+    // The default follows LiteRT too; the f32 rule, asked for, differs (exit code 3) and -v
+    // says why.
     let args = run("CpuAcc,CpuRef", &[]);
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    common::assert_outputs_match(&refs, "the default rule");
+    let args = run("CpuAcc,CpuRef", &["--int8-requant", "f32", "-v"]);
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();
     let o = backplane(&refs);
     let (out, err) = text(&o);
     assert_eq!(o.status.code(), Some(3), "{out}");
     assert!(
-        err.contains("LiteRT runs this model on its builtin kernels")
-            && err.contains("--int8-requant litert"),
+        err.contains("f32 as asked, while LiteRT runs this model on its builtin kernels"),
         "{err}"
     );
 }

@@ -58,17 +58,16 @@ pub struct ImportOptions {
 /// The requantization rule a TFLite model's int8 layers are imported with.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Int8Requant {
-    /// The f32 rule of LiteRT's XNNPACK delegate, which LiteRT runs most int8 models on,
-    /// and which CpuAcc's int8 kernels run: the fast path.
-    #[default]
-    F32,
-    /// The fixed-point rule of LiteRT's builtin kernels (a Q31 multiplier): only CpuRef
-    /// runs it, so its layers leave CpuAcc.
-    FixedPoint,
     /// The rule of the kernels LiteRT runs this model on: fixed point when its XNNPACK
-    /// delegate refuses the model (a requantization scale of 256 or more), f32 otherwise.
-    /// Equal to LiteRT bit for bit, at CpuRef's speed on the models XNNPACK refuses.
+    /// delegate refuses the model (a requantization scale of 256 or more), f32 otherwise,
+    /// so the outputs equal LiteRT's bit for bit.
+    #[default]
     Litert,
+    /// The f32 rule of LiteRT's XNNPACK delegate on every model (CpuAcc's fastest int8
+    /// kernels; on a model XNNPACK refuses, results differ from LiteRT's by rounding).
+    F32,
+    /// The fixed-point rule of LiteRT's builtin kernels (a Q31 multiplier) on every model.
+    FixedPoint,
 }
 
 impl Int8Requant {
@@ -183,10 +182,9 @@ pub fn import_bytes(bytes: &[u8], options: &ImportOptions) -> Result<Network> {
     let litert = requant::litert_rule(&model);
     let requant = match (options.int8_requant, litert) {
         (Int8Requant::F32, (_, Some(why))) => {
-            tracing::warn!(
-                "LiteRT runs this model on its builtin kernels, whose int8 rounding differs from \
-                 the f32 rule imported here ({why}); --int8-requant litert follows them bit \
-                 for bit (on CpuRef: slower)"
+            tracing::info!(
+                "int8 requantization: f32 as asked, while LiteRT runs this model on its \
+                 builtin kernels (fixed point: {why}); results differ from LiteRT's by rounding"
             );
             Requantization::F32
         }

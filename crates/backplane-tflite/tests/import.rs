@@ -145,11 +145,10 @@ fn rules(bytes: &[u8], options: &ImportOptions) -> Vec<Requantization> {
         .collect()
 }
 
-/// By default every int8 model gets the f32 rule (CpuAcc's fast path). Following LiteRT, a
-/// model with a convolution whose requantization scale reaches 256 (mobilenet_v3_small's
-/// squeeze-excite head, which LiteRT's XNNPACK delegate refuses) gets the fixed-point rule of
-/// LiteRT's builtin kernels on every quantized output, other int8 models the f32 rule; the
-/// fixed-point choice applies to any model.
+/// By default the importer follows LiteRT: a model with a convolution whose requantization
+/// scale reaches 256 (mobilenet_v3_small's squeeze-excite head, which LiteRT's XNNPACK
+/// delegate refuses) gets the fixed-point rule of LiteRT's builtin kernels on every quantized
+/// output, other int8 models the f32 rule; the f32 and fixed-point choices apply to any model.
 #[test]
 fn int8_requantization_follows_the_kernels_litert_runs() {
     let builtin = std::fs::read(testdata().join("q8_builtin_int8/model.tflite")).unwrap();
@@ -160,15 +159,14 @@ fn int8_requantization_follows_the_kernels_litert_runs() {
     };
     let all =
         |r: &[Requantization], want: Requantization| !r.is_empty() && r.iter().all(|&x| x == want);
-    // The default: the fast f32 rule, whatever LiteRT does.
+    // The default follows LiteRT: fixed point where XNNPACK refuses the model, f32 elsewhere.
     let default = ImportOptions::default();
-    assert_eq!(default.int8_requant, Int8Requant::F32);
-    assert!(all(&rules(&builtin, &default), Requantization::F32));
+    assert_eq!(default.int8_requant, Int8Requant::Litert);
+    assert!(all(&rules(&builtin, &default), Requantization::FixedPoint));
     assert!(all(&rules(&xnnpack, &default), Requantization::F32));
-    // Following LiteRT: fixed point where XNNPACK refuses the model, f32 elsewhere.
-    let litert = with(Int8Requant::Litert);
-    assert!(all(&rules(&builtin, &litert), Requantization::FixedPoint));
-    assert!(all(&rules(&xnnpack, &litert), Requantization::F32));
+    // f32 asked for: every model.
+    let f32_rule = with(Int8Requant::F32);
+    assert!(all(&rules(&builtin, &f32_rule), Requantization::F32));
     let fixed = with(Int8Requant::FixedPoint);
     assert!(all(&rules(&xnnpack, &fixed), Requantization::FixedPoint));
 }
