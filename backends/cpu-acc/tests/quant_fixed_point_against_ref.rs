@@ -74,22 +74,7 @@ fn run_reference(net: &Network, feeds: &HashMap<TensorId, Tensor>) -> HashMap<Te
         let unit = units.remove(at);
         let mut produced: Vec<Vec<Tensor>> = Vec::new();
         for (op, ins, outs) in unit {
-            let (mut inputs, mut constants) = (Vec::new(), Vec::new());
-            for v in &ins {
-                let (t, k) = match v {
-                    ValueRef::Existing(t) => match values.get(t) {
-                        Some(x) => (x.clone(), None),
-                        None => {
-                            let k = net.tensor(*t).constant().unwrap().clone();
-                            ((*k).clone(), Some(k))
-                        }
-                    },
-                    ValueRef::NewConstant(k) => ((**k).clone(), Some(k.clone())),
-                    ValueRef::Produced { layer, slot } => (produced[*layer][*slot].clone(), None),
-                };
-                inputs.push(t);
-                constants.push(k);
-            }
+            let (inputs, constants) = support::replacement_inputs(net, &values, &produced, &ins);
             let infos: Vec<_> = inputs.iter().map(|t| t.info().clone()).collect();
             let info_refs: Vec<_> = infos.iter().collect();
             let desc = LayerDesc {

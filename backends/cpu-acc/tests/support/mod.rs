@@ -393,22 +393,7 @@ pub fn run_acc(
     let mut produced: Vec<Vec<Tensor>> = Vec::new();
     let mut outputs = HashMap::new();
     for layer in rep {
-        let (mut inputs, mut constants) = (Vec::new(), Vec::new());
-        for v in &layer.inputs {
-            let (t, k) = match v {
-                ValueRef::Existing(t) => match feeds.get(t) {
-                    Some(x) => (x.clone(), None),
-                    None => {
-                        let k = net.tensor(*t).constant().unwrap().clone();
-                        ((*k).clone(), Some(k))
-                    }
-                },
-                ValueRef::NewConstant(k) => ((**k).clone(), Some(k.clone())),
-                ValueRef::Produced { layer, slot } => (produced[*layer][*slot].clone(), None),
-            };
-            inputs.push(t);
-            constants.push(k);
-        }
+        let (inputs, constants) = replacement_inputs(net, feeds, &produced, &layer.inputs);
         let infos: Vec<_> = inputs.iter().map(|t| t.info().clone()).collect();
         let info_refs: Vec<_> = infos.iter().collect();
         let desc = LayerDesc {
@@ -428,4 +413,28 @@ pub fn run_acc(
         produced.push(out);
     }
     (outputs, rep.iter().map(|l| l.op.clone()).collect())
+}
+
+/// The values of a replacement layer's inputs, and which are constants: a network tensor's
+/// value from `values` (its constant in `net` when it has none there), a new constant, or an
+/// output of an earlier replacement layer from `produced`.
+pub fn replacement_inputs(
+    net: &Network,
+    values: &HashMap<TensorId, Tensor>,
+    produced: &[Vec<Tensor>],
+    ins: &[ValueRef],
+) -> (Vec<Tensor>, Vec<Option<Arc<Tensor>>>) {
+    ins.iter()
+        .map(|v| match v {
+            ValueRef::Existing(t) => match values.get(t) {
+                Some(x) => (x.clone(), None),
+                None => {
+                    let k = net.tensor(*t).constant().unwrap().clone();
+                    ((*k).clone(), Some(k))
+                }
+            },
+            ValueRef::NewConstant(k) => ((**k).clone(), Some(k.clone())),
+            ValueRef::Produced { layer, slot } => (produced[*layer][*slot].clone(), None),
+        })
+        .unzip()
 }
