@@ -232,7 +232,7 @@ pub fn bench(args: &BenchArgs) -> Result<(), CliError> {
         out!("{line}");
     }
     if let Some(path) = &args.profile {
-        crate::profile::report(path, &session.runtime, &runs, true)?;
+        crate::profile::report(path, &session.runtime, session.views, &runs, true)?;
     }
     Ok(())
 }

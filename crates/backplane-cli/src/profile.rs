@@ -65,11 +65,13 @@ pub fn write_trace(
     std::fs::write(path, text).map_err(|e| CliError::failed(format!("{}: {e}", path.display())))
 }
 
-/// Write the trace to `path` and, when `print`, the top-10 table, the backends' notes on
-/// their timings and where the file went.
+/// Write the trace to `path` and, when `print`, the top-10 table, how many layers did not
+/// run (`views`: outputs that are views or parts of another tensor's memory), the backends'
+/// notes on their timings and where the file went.
 pub fn report(
     path: &Path,
     runtime: &Runtime,
+    views: usize,
     runs: &[Vec<LayerTiming>],
     print: bool,
 ) -> Result<(), CliError> {
@@ -77,6 +79,15 @@ pub fn report(
     write_trace(path, runs, &notes)?;
     if print {
         print_top(runs)?;
+        if views > 0 {
+            out!(
+                "not timed: {views} layer{} whose output is a view or part of another tensor's \
+                 memory (Reshape, Flatten, Squeeze, Unsqueeze, Identity, one-range Slice; Concat \
+                 and Split along an outer axis), which {} not run",
+                if views == 1 { "" } else { "s" },
+                if views == 1 { "does" } else { "do" }
+            );
+        }
         for note in notes.values() {
             out!("{note}");
         }

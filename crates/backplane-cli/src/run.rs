@@ -189,6 +189,7 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
                     labels: labels.as_deref(),
                     dynamic: Some(&ran.summary),
                     runtime: None,
+                    views: 0,
                 },
             );
         }
@@ -223,6 +224,7 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
             labels: labels.as_deref(),
             dynamic: None,
             runtime: Some(&session.runtime),
+            views: session.views,
         },
     )
 }
@@ -241,6 +243,8 @@ struct Ran<'a> {
     dynamic: Option<&'a str>,
     /// The runtime that ran a static network, for the profile's notes (none when dynamic).
     runtime: Option<&'a backplane::Runtime>,
+    /// Layers that do not run (views and parts of other tensors' memory), for the profile.
+    views: usize,
 }
 
 /// Write, compare and print what a run produced.
@@ -255,6 +259,7 @@ fn report(args: &RunArgs, model: &Path, ran: Ran<'_>) -> Result<(), CliError> {
         labels,
         dynamic,
         runtime,
+        views,
     } = ran;
     if let Some(dir) = &args.output_dir {
         write_outputs(dir, signature, outputs)?;
@@ -325,7 +330,7 @@ fn report(args: &RunArgs, model: &Path, ran: Ran<'_>) -> Result<(), CliError> {
     }
     if let Some(path) = &args.profile {
         if let Some(runtime) = runtime {
-            crate::profile::report(path, runtime, runs, !args.json)?;
+            crate::profile::report(path, runtime, views, runs, !args.json)?;
         }
     }
     if !mismatches.is_empty() {

@@ -229,6 +229,9 @@ pub struct Session {
     pub signature: ModelSignature,
     /// Graph inputs bound at import (see [`Imported::bound`]).
     pub bound: Vec<String>,
+    /// Layers that do not run: their outputs are views or parts of another tensor's memory
+    /// (the memory plan's sub-tensor layers), so a profile has no time for them.
+    pub views: usize,
 }
 
 impl Session {
@@ -563,6 +566,7 @@ pub fn prepare_binding(
         &args.layer_backends,
     )?;
     let layer_counts = optimized.layer_counts();
+    let views = optimized.memory_plan().sub_tensor_layers;
     // Only the inputs' descriptions are needed from here on. The imported network goes before
     // the load (it holds the weights as imported, which fusion may have replaced), and the
     // optimized one is handed over, so that the constants the load packs and releases are
@@ -603,5 +607,6 @@ pub fn prepare_binding(
         inputs,
         signature,
         bound,
+        views,
     })
 }

@@ -141,6 +141,10 @@ fn profile_is_valid_chrome_trace_json() {
         out.contains("top layers by time (mean over 2 executions)"),
         "{out}"
     );
+    assert!(
+        out.contains("not timed: 1 layer whose output is a view or part of another tensor's"),
+        "{out}"
+    );
     let doc: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     let events = doc["traceEvents"].as_array().unwrap();
