@@ -197,6 +197,42 @@ fn cpu_ref_runs_the_int8_stem_exactly_as_litert() {
     );
 }
 
+/// `run MODEL --backends BACKENDS --input INPUT=DIR/input_0.npy --compare DIR --rtol 0
+/// --atol 0` followed by `extra`: a run whose every output byte must equal the stored one.
+fn exact_run(model: &str, backends: &str, input: &str, dir: &str, extra: &[&str]) -> Vec<String> {
+    let x = format!("{input}={dir}/input_0.npy");
+    let mut args: Vec<String> = [
+        "run",
+        model,
+        "--backends",
+        backends,
+        "--input",
+        &x,
+        "--compare",
+        dir,
+        "--rtol",
+        "0",
+        "--atol",
+        "0",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    args.extend(extra.iter().map(|s| s.to_string()));
+    args
+}
+
+/// The CLI on `args`, as `backplane` takes them.
+fn run_args(args: &[String]) -> std::process::Output {
+    backplane(&args.iter().map(String::as_str).collect::<Vec<_>>())
+}
+
+/// [`common::assert_outputs_match`] on `args`, named by them.
+fn assert_exact(args: &[String]) {
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    common::assert_outputs_match(&refs, &args.join(" "));
+}
+
 /// CpuAcc computes the int8 models' bytes exactly as LiteRT on both of its int8 GEMM paths:
 /// the best tier (on a CPU with AVX-512 VNNI, the `vpdpbusd` byte GEMM for the convolutions
 /// and fully connected layers) and the AVX2 tier's 16-bit pair GEMM (`isa=avx2`, which also
@@ -220,27 +256,9 @@ fn cpu_acc_int8_layers_match_litert_exactly_on_every_gemm_path() {
     ];
     for (name, input) in cases {
         let dir = format!("testdata/tflite/{name}");
-        for option in [None, Some("CpuAcc:isa=avx2")] {
-            let model = format!("{dir}/model.tflite");
-            let x = format!("{input}={dir}/input_0.npy");
-            let mut args = vec![
-                "run",
-                &model,
-                "--backends",
-                "CpuAcc,CpuRef",
-                "--input",
-                &x,
-                "--compare",
-                &dir,
-                "--rtol",
-                "0",
-                "--atol",
-                "0",
-            ];
-            if let Some(opt) = option {
-                args.extend(["--backend-option", opt]);
-            }
-            common::assert_outputs_match(&args, &format!("{name} {option:?}"));
+        let model = format!("{dir}/model.tflite");
+        for extra in [&[][..], &["--backend-option", "CpuAcc:isa=avx2"]] {
+            assert_exact(&exact_run(&model, "CpuAcc,CpuRef", input, &dir, extra));
         }
     }
 }
@@ -270,26 +288,9 @@ fn int8_hard_swish_and_average_pools_equal_litert() {
     assert_eq!(on_acc("QLinearLookup"), 2, "{after}");
     assert_eq!(on_acc("QLinearPool"), 4, "{after}");
     for backends in ["CpuRef", "CpuAcc,CpuRef"] {
-        for option in [None, Some("CpuAcc:isa=avx2")] {
-            let x = format!("serving_default_image:0={dir}/input_0.npy");
-            let mut args = vec![
-                "run",
-                &model,
-                "--backends",
-                backends,
-                "--input",
-                &x,
-                "--compare",
-                dir,
-                "--rtol",
-                "0",
-                "--atol",
-                "0",
-            ];
-            if let Some(opt) = option {
-                args.extend(["--backend-option", opt]);
-            }
-            common::assert_outputs_match(&args, &format!("{backends} {option:?}"));
+        for extra in [&[][..], &["--backend-option", "CpuAcc:isa=avx2"]] {
+            let input = "serving_default_image:0";
+            assert_exact(&exact_run(&model, backends, input, dir, extra));
         }
     }
 }
@@ -304,46 +305,29 @@ fn int8_hard_swish_and_average_pools_equal_litert() {
 fn int8_builtin_kernel_rules_equal_litert() {
     let dir = "testdata/tflite/q8_builtin_int8";
     let model = format!("{dir}/model.tflite");
-    let x = format!("serving_default_keras_tensor:0={dir}/input_0.npy");
     let run = |backends: &str, extra: &[&str]| {
-        let mut args = vec![
-            "run",
+        exact_run(
             &model,
-            "--backends",
             backends,
-            "--input",
-            &x,
-            "--compare",
+            "serving_default_keras_tensor:0",
             dir,
-            "--rtol",
-            "0",
-            "--atol",
-            "0",
-        ];
-        args.extend(extra);
-        args.iter().map(|s| s.to_string()).collect::<Vec<_>>()
+            extra,
+        )
     };
-    let as_str = |v: &[String]| v.iter().map(String::as_str).collect::<Vec<_>>().join(" ");
     for backends in ["CpuRef", "CpuAcc,CpuRef"] {
         for option in [None, Some("CpuAcc:isa=avx2"), Some("CpuAcc:isa=portable")] {
             let mut extra: Vec<&str> = vec!["--int8-requant", "litert"];
             if let Some(o) = option {
                 extra.extend(["--backend-option", o]);
             }
-            let args = run(backends, &extra);
-            let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-            common::assert_outputs_match(&refs, &as_str(&args));
+            assert_exact(&run(backends, &extra));
         }
     }
-    let args = run("CpuRef", &["--int8-requant", "litert", "-v"]);
-    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-    let o = backplane(&refs);
+    let o = run_args(&run("CpuRef", &["--int8-requant", "litert", "-v"]));
     let (_, err) = text(&o);
     assert!(err.contains("int8 requantization: fixed-point"), "{err}");
     // CpuAcc takes every layer of the fixed-point model: the run's placement names no CpuRef.
-    let args = run("CpuAcc,CpuRef", &["--int8-requant", "litert"]);
-    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-    let o = backplane(&refs);
+    let o = run_args(&run("CpuAcc,CpuRef", &["--int8-requant", "litert"]));
     let (out, err) = text(&o);
     let placement = format!("{out}{err}");
     let line = placement
@@ -356,12 +340,8 @@ fn int8_builtin_kernel_rules_equal_litert() {
     );
     // The default follows LiteRT too; the f32 rule, asked for, differs (exit code 3) and -v
     // says why.
-    let args = run("CpuAcc,CpuRef", &[]);
-    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-    common::assert_outputs_match(&refs, "the default rule");
-    let args = run("CpuAcc,CpuRef", &["--int8-requant", "f32", "-v"]);
-    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-    let o = backplane(&refs);
+    assert_exact(&run("CpuAcc,CpuRef", &[]));
+    let o = run_args(&run("CpuAcc,CpuRef", &["--int8-requant", "f32", "-v"]));
     let (out, err) = text(&o);
     assert_eq!(o.status.code(), Some(3), "{out}");
     assert!(
