@@ -69,14 +69,9 @@ fn fused_gemm_fixed_point_equals_the_core_rule_on_every_tier() {
                 for r in ranges() {
                     let rq = ColumnRequant::fixed_point(&bias, &mult, r).expect("requant");
                     assert!(rq.is_fixed_point());
-                    let mut want = vec![0u8; m * n];
-                    for i in 0..m {
-                        for j in 0..n {
-                            let s: i32 =
-                                (0..k).map(|kk| a_raw[i * k + kk] * b_raw[kk * n + j]).sum();
-                            want[i * n + j] = expect(s, bias[j], mult[j], r);
-                        }
-                    }
+                    let want = expected(m, n, &bias, &mult, r, |i, j| {
+                        (0..k).map(|kk| a_raw[i * k + kk] * b_raw[kk * n + j]).sum()
+                    });
                     for &isa in &tiers {
                         let mut got = vec![0xa5u8; m * n];
                         let panels = n.div_ceil(QNR);
@@ -99,6 +94,24 @@ fn fused_gemm_fixed_point_equals_the_core_rule_on_every_tier() {
         }
     }
     assert!(checked > 100_000, "{checked}");
+}
+
+/// The `m×n` output bytes the core rule gives for the sums `sum(i, j)`, column `j`'s bias and
+/// multiplier, in range `r`.
+fn expected(
+    m: usize,
+    n: usize,
+    bias: &[i32],
+    mult: &[(i32, i32)],
+    r: RequantRange,
+    sum: impl Fn(usize, usize) -> i32,
+) -> Vec<u8> {
+    (0..m * n)
+        .map(|ij| {
+            let (i, j) = (ij / n, ij % n);
+            expect(sum(i, j), bias[j], mult[j], r)
+        })
+        .collect()
 }
 
 /// The byte GEMM (i8 weights, unsigned activations, the zero point folded into the bias)
@@ -128,15 +141,11 @@ fn quad_gemm_fixed_point_equals_the_core_rule_on_every_tier() {
                 let mult = multipliers(n, k);
                 for r in ranges() {
                     let rq = ColumnRequant::fixed_point(&folded, &mult, r).expect("requant");
-                    let mut want = vec![0u8; m * n];
-                    for i in 0..m {
-                        for j in 0..n {
-                            let s: i32 = (0..k)
-                                .map(|kk| (i32::from(a[i * k + kk]) - zx) * w[kk * n + j])
-                                .sum();
-                            want[i * n + j] = expect(s, bias[j], mult[j], r);
-                        }
-                    }
+                    let want = expected(m, n, &bias, &mult, r, |i, j| {
+                        (0..k)
+                            .map(|kk| (i32::from(a[i * k + kk]) - zx) * w[kk * n + j])
+                            .sum()
+                    });
                     for &isa in &tiers {
                         let mut got = vec![0xa5u8; m * n];
                         let panels = n.div_ceil(QNR);
