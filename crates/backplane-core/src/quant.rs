@@ -209,6 +209,47 @@ pub fn activation_range(
     (lo, hi.max(lo))
 }
 
+/// LiteRT's builtin int8 MEAN (its optimized kernel, on one thread): the sum of the raw
+/// 8-bit values times the Q31 multiplier `x_scale / (n · y_scale)` (f32), channels in blocks
+/// of [`FixedPointMean::BLOCK`] with both roundings half up and the last `C mod 16` by
+/// gemmlowp's reference, plus `y_zero − round(x_zero · x_scale / y_scale)` (f32, half away
+/// from zero). Shared by the backends that follow the rule, so they agree bit for bit.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FixedPointMean {
+    /// The Q31 multiplier and its shift.
+    pub multiplier: (i32, i32),
+    /// What is added after the multiplication.
+    pub bias: i32,
+}
+
+impl FixedPointMean {
+    /// The channel block of LiteRT's vectorized part.
+    pub const BLOCK: usize = 16;
+
+    /// The constants of a mean of `n` values of `x` (scale, zero point) into `y`, every step
+    /// in f32 as LiteRT's kernel takes it.
+    pub fn new((sx, zx): (f32, i32), (sy, zy): (f32, i32), n: usize) -> Self {
+        let t = zx as f32 * sx / sy;
+        let t = if t > 0.0 { t + 0.5 } else { t - 0.5 };
+        FixedPointMean {
+            multiplier: quantize_multiplier(f64::from(sx / (n as f32 * sy))),
+            bias: zy.saturating_sub(t.clamp(-2e9, 2e9) as i32),
+        }
+    }
+
+    /// The output value (before the type's clamp) of channel `ch` of `depth` from its sum.
+    pub fn value(&self, sum: i64, ch: usize, depth: usize) -> i32 {
+        let s = sum.clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32;
+        let (q, shift) = self.multiplier;
+        let v = if ch < depth - depth % Self::BLOCK {
+            multiply_by_quantized_multiplier_half_up(s, q, shift)
+        } else {
+            multiply_by_quantized_multiplier(s, q, shift)
+        };
+        v.saturating_add(self.bias)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

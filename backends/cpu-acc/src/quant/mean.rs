@@ -27,10 +27,7 @@ use crate::io::Io;
 use crate::plan::{done, Plan};
 use backplane_backend_api::{BackendError, LayerDesc, Result, Workload};
 use backplane_core::ops::CustomOp;
-use backplane_core::quant::{
-    multiply_by_quantized_multiplier, multiply_by_quantized_multiplier_half_up,
-    quantize_multiplier, Requantization,
-};
+use backplane_core::quant::{FixedPointMean, Requantization};
 use backplane_core::{DataType, TensorInfo, TensorView, TensorViewMut};
 use backplane_cpu_kernels::byte_sums::{self, Dequant, ExactSums};
 
@@ -48,42 +45,30 @@ pub(crate) struct QMeanDesc {
     pub requant: Requantization,
 }
 
-/// LiteRT's builtin int8 MEAN (CpuRef's `QMeanFixedPoint`): the sum of the raw 8-bit values
-/// through the Q31 multiplier `x_scale / (n · y_scale)` (f32), channels in blocks of 16
-/// with both roundings half up and the last `C mod 16` by gemmlowp's reference, plus
-/// `y_zero − round(x_zero · x_scale / y_scale)` (f32, half away from zero), clamped to the
-/// type.
+/// LiteRT's builtin int8 MEAN ([`FixedPointMean`], as CpuRef's `QMeanFixedPoint`), clamped
+/// to the output type's range.
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct FixedMean {
-    m: (i32, i32),
-    bias: i32,
+    rule: FixedPointMean,
     /// The output type's range.
     lo: i32,
     hi: i32,
 }
 
-/// LiteRT's optimized int8 MEAN's channel block (its vectorized part).
-const MEAN_BLOCK: usize = 16;
-
 impl FixedMean {
-    /// The constants of a mean of `n` pixels, every step in f32 as LiteRT's kernel.
-    fn new((sx, zx): (f32, i32), (sy, zy): (f32, i32), n: usize, (lo, hi): (i32, i32)) -> Self {
-        let t = zx as f32 * sx / sy;
-        let t = if t > 0.0 { t + 0.5 } else { t - 0.5 };
-        let bias = zy.saturating_sub(t.clamp(-2e9, 2e9) as i32);
-        let m = quantize_multiplier(f64::from(sx / (n as f32 * sy)));
-        FixedMean { m, bias, lo, hi }
+    /// The constants of a mean of `n` pixels.
+    fn new(x: (f32, i32), y: (f32, i32), n: usize, (lo, hi): (i32, i32)) -> Self {
+        FixedMean {
+            rule: FixedPointMean::new(x, y, n),
+            lo,
+            hi,
+        }
     }
 
     /// Channel `ch` of `c`'s output value from its sum.
     fn value(&self, sum: f64, ch: usize, c: usize) -> i32 {
-        let s = sum.clamp(f64::from(i32::MIN), f64::from(i32::MAX)) as i32;
-        let v = if ch < c - c % MEAN_BLOCK {
-            multiply_by_quantized_multiplier_half_up(s, self.m.0, self.m.1)
-        } else {
-            multiply_by_quantized_multiplier(s, self.m.0, self.m.1)
-        };
-        v.saturating_add(self.bias).clamp(self.lo, self.hi)
+        let s = sum.clamp(f64::from(i32::MIN), f64::from(i32::MAX)) as i64;
+        self.rule.value(s, ch, c).clamp(self.lo, self.hi)
     }
 }
 

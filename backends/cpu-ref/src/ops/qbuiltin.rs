@@ -24,7 +24,7 @@ use super::qlinear::range;
 use backplane_backend_api::BackendError;
 use backplane_core::ops::CustomOp;
 use backplane_core::quant::{
-    multiply_by_quantized_multiplier, multiply_by_quantized_multiplier_half_up, quantize_multiplier,
+    multiply_by_quantized_multiplier, quantize_multiplier, FixedPointMean,
 };
 use backplane_core::{DataType, TensorInfo, TensorView};
 
@@ -32,8 +32,6 @@ use backplane_core::{DataType, TensorInfo, TensorView};
 pub(crate) const QMUL: &str = "QMulFixedPoint";
 /// The folded int8 mean.
 pub(crate) const QMEAN: &str = "QMeanFixedPoint";
-/// The channels LiteRT's int8 mean kernel computes together (the rest by its scalar loop).
-const MEAN_BLOCK: usize = 16;
 
 /// The multiplication's quantization: a's, b's and y's scale and zero point, and y's range.
 #[derive(Debug, Clone, PartialEq)]
@@ -177,13 +175,7 @@ fn mean_kernel(
         ));
     }
     let (lo, hi) = range(y.dtype).ok_or("QMeanFixedPoint: y is not 8-bit")?;
-    // As TFLite's optimized int8 Mean: every step in f32.
-    let (sx, zx) = d.x;
-    let (sy, zy) = d.y;
-    let t = zx as f32 * sx / sy;
-    let t = if t > 0.0 { t + 0.5 } else { t - 0.5 };
-    let bias = zy.saturating_sub(t.clamp(-2e9, 2e9) as i32);
-    let m = quantize_multiplier(f64::from(sx / (n as f32 * sy)));
+    let rule = FixedPointMean::new(d.x, d.y, n);
     // The output index of each input element: row-major over the kept axes.
     let mut out_strides = vec![0usize; dims.len()];
     let mut s = 1;
@@ -199,7 +191,6 @@ fn mean_kernel(
         (Some(&b), Some(false)) if b > 0 => kept / b,
         _ => kept,
     };
-    let vectorized = depth - depth % MEAN_BLOCK;
     Ok(Box::new(move |inputs, outputs| {
         let ([xv], [yv]) = (inputs, outputs) else {
             return Err(BackendError::Other("QMeanFixedPoint takes x".into()));
@@ -209,13 +200,7 @@ fn mean_kernel(
             sums[o] += i64::from(int_at(xv, i));
         }
         for (o, &sum) in sums.iter().enumerate() {
-            let s = sum.clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32;
-            let v = if depth == 0 || o % depth < vectorized {
-                multiply_by_quantized_multiplier_half_up(s, m.0, m.1)
-            } else {
-                multiply_by_quantized_multiplier(s, m.0, m.1)
-            };
-            let v = v.saturating_add(bias);
+            let v = rule.value(sum, o % depth.max(1), depth.max(1));
             yv.data[o] = v.clamp(lo, hi) as u8;
         }
         Ok(())
