@@ -9,9 +9,9 @@
 mod support;
 
 use backplane_core::ops::{AutoPad, PoolDesc, PoolKind, Window};
-use backplane_core::{DataType, Network, Op, Tensor, TensorId};
+use backplane_core::{DataType, Network, Op, Tensor};
 use support::{
-    acc, all_bytes, custom, konst, layer, nhwc_image, only_the_exit_transpose, q8, qdq_pointwise,
+    acc, all_bytes, conv_copy, custom, konst, layer, nhwc_image, only_the_exit_transpose, q8,
     reference, same_output_bytes, Rng,
 };
 
@@ -111,12 +111,6 @@ fn integer_forms_equal_cpu_ref() {
         }
     }
     assert!(cases > 60, "{cases} cases");
-}
-
-/// A QDQ 1×1 convolution of `c` channels that copies its input (exact under any rounding).
-fn conv_copy(net: &mut Network, x: TensorId, xq: (f32, i32), c: usize) -> TensorId {
-    let eye: Vec<u8> = (0..c * c).map(|i| u8::from(i / c == i % c)).collect();
-    qdq_pointwise(net, x, xq, eye, vec![1.0; c], vec![0; c], xq)
 }
 
 #[test]

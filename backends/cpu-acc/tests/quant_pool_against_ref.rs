@@ -10,10 +10,10 @@
 mod support;
 
 use backplane_core::ops::{AutoPad, PoolDesc, PoolKind, UnaryOp, Window};
-use backplane_core::{DataType, Network, Op, TensorId};
+use backplane_core::{DataType, Network, Op};
 use support::{
-    add_dq, add_q, all_bytes, custom, layer, nhwc_image, only_the_exit_transpose, q8,
-    qdq_pointwise, same_output_bytes, Rng,
+    add_dq, add_q, all_bytes, conv_copy, custom, layer, nhwc_image, only_the_exit_transpose, q8,
+    same_output_bytes, Rng,
 };
 
 /// One pool's geometry: window, strides, pads (top, left, bottom, right) or SAME.
@@ -158,16 +158,6 @@ fn quantized_pools_equal_the_chain_on_cpu_ref() {
         }
     }
     assert!(folded > 1000, "{folded} cases");
-}
-
-/// A QDQ 1×1 convolution of `c` channels that copies its input: identity int8 weights of
-/// scale 1, a zero bias, the output quantized as the input. Its integer result needs no
-/// rounding, so it is exact under any requantization rule (CpuAcc's int8 convolution
-/// rounds as XNNPACK does, which may differ from the f32 chain by a quantum elsewhere), and
-/// the pool after it is checked alone.
-fn conv_copy(net: &mut Network, x: TensorId, xq: (f32, i32), c: usize) -> TensorId {
-    let eye: Vec<u8> = (0..c * c).map(|i| u8::from(i / c == i % c)).collect();
-    qdq_pointwise(net, x, xq, eye, vec![1.0; c], vec![0; c], xq)
 }
 
 #[test]

@@ -438,3 +438,13 @@ pub fn replacement_inputs(
         })
         .unzip()
 }
+
+/// A QDQ 1×1 convolution of `c` channels that copies its input: identity int8 weights of
+/// scale 1, a zero bias, the output quantized as the input. Its integer result needs no
+/// rounding, so it is exact under any requantization rule (CpuAcc's int8 convolution
+/// rounds as XNNPACK does, which may differ from the f32 chain by a quantum elsewhere), and
+/// the layer after it is checked alone.
+pub fn conv_copy(net: &mut Network, x: TensorId, xq: (f32, i32), c: usize) -> TensorId {
+    let eye: Vec<u8> = (0..c * c).map(|i| u8::from(i / c == i % c)).collect();
+    qdq_pointwise(net, x, xq, eye, vec![1.0; c], vec![0; c], xq)
+}
