@@ -918,11 +918,17 @@ fn import_graph(
         Some(nodes) => {
             for (index, node) in nodes.into_iter().enumerate() {
                 imp.import_node(Cow::Owned(node), index, &opsets)?;
+                if options.stop_at_value_need && !imp.needs_values.is_empty() {
+                    break;
+                }
             }
         }
         None => {
             for (index, node) in graph.node.iter().enumerate() {
                 imp.import_node(Cow::Borrowed(node), index, &opsets)?;
+                if options.stop_at_value_need && !imp.needs_values.is_empty() {
+                    break;
+                }
             }
         }
     }

@@ -89,6 +89,13 @@ pub struct ImportOptions {
     /// derive from a weight, such as packed operands, by its identity). The holder must use
     /// it for one model only.
     pub shared_initializers: Option<Arc<SharedInitializers>>,
+    /// Stop at the first node that needs the values of a run-time tensor, reporting only it
+    /// ([`OnnxError::NeedsInputValues`]), instead of importing the rest of the graph to report
+    /// every such node. For callers that split the model at that node and import the part
+    /// before it on its own (`DynamicNetwork`): the import then costs the part before the
+    /// node, not the whole graph. Unsupported operators after the node are reported when the
+    /// rest is imported.
+    pub stop_at_value_need: bool,
 }
 
 /// Initializers decoded by one import of a model, for later imports of the same model
@@ -183,6 +190,7 @@ impl Default for ImportOptions {
             input_values: HashMap::new(),
             input_structures: HashMap::new(),
             shared_initializers: None,
+            stop_at_value_need: false,
         }
     }
 }
@@ -206,6 +214,7 @@ impl fmt::Debug for ImportOptions {
                 "shared_initializers",
                 &self.shared_initializers.as_ref().map(|s| s.len()),
             )
+            .field("stop_at_value_need", &self.stop_at_value_need)
             .finish()
     }
 }

@@ -111,6 +111,38 @@ fn runtime_parameters_ask_for_a_specialization() {
     assert_eq!(net.tensor(out).info.shape.dims(), &[2, 2]);
 }
 
+/// Two nodes need run-time values: the import reports both, or with `stop_at_value_need`
+/// only the first.
+#[test]
+fn stop_at_value_need_reports_only_the_first_node() {
+    let m = Model::new(13)
+        .input(input("x", &[1, 4]))
+        .input(value_info("shape", INT64, Some(&[D::V(2)])))
+        .input(value_info("shape2", INT64, Some(&[D::V(2)])))
+        .node(node("Reshape", &["x", "shape"], &["y"], vec![]))
+        .node(node("Reshape", &["x", "shape2"], &["z"], vec![]))
+        .output("y")
+        .output("z");
+    let bytes = m.bytes();
+    let labels = |options: &ImportOptions| match import_bytes(&bytes, None, options) {
+        Err(OnnxError::NeedsInputValues { inputs, nodes }) => (
+            inputs,
+            nodes.iter().map(|n| n.node.clone()).collect::<Vec<_>>(),
+        ),
+        other => panic!("unexpected {other:?}"),
+    };
+    let (inputs, nodes) = labels(&ImportOptions::default());
+    assert_eq!(inputs, ["shape", "shape2"]);
+    assert_eq!(nodes.len(), 2, "{nodes:?}");
+    let first = ImportOptions {
+        stop_at_value_need: true,
+        ..ImportOptions::default()
+    };
+    let (inputs, nodes) = labels(&first);
+    assert_eq!(inputs, ["shape"]);
+    assert_eq!(nodes.len(), 1, "{nodes:?}");
+}
+
 #[test]
 fn old_opsets_are_unsupported() {
     let err = Model::new(6)

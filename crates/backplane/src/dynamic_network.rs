@@ -27,7 +27,6 @@ use backplane_backend_api::NetworkId;
 use backplane_core::symbolic::{Bindings, DimExpr, SymbolicSignature};
 use backplane_core::StructuralKey;
 use backplane_runtime::{CacheKind, NamedTensors, OptimizationRecord, ReplayOutcome};
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -447,9 +446,21 @@ impl<'r> DynamicNetwork<'r> {
     /// ([`DynamicNetwork::signature`]): a dimension that differs from a declared number, or a
     /// symbol given two values, is refused naming it, before anything is planned.
     pub fn plan(&self, inputs: &[(&str, &Tensor)]) -> Result<(Arc<Plan<'r>>, bool), Error> {
-        let symbols = self.bind(inputs)?;
+        // A plan built for these very shapes (and bound values) binds them as before: found
+        // without binding the signature again (a split model runs a nested network per cut).
         let mut cache = self.lock();
-        let key = PlanKey::of(inputs, &symbols, &self.described, &cache.valued);
+        let seen = cache
+            .plans
+            .iter()
+            .rposition(|(key, plan, _)| key.fits(inputs, &plan.shapes));
+        let (key, symbols) = match seen {
+            Some(at) => (cache.plans[at].0.clone(), None),
+            None => {
+                let symbols = self.bind(inputs)?;
+                let key = PlanKey::of(inputs, &symbols, &self.described, &cache.valued);
+                (key, Some(symbols))
+            }
+        };
         if let Some(at) = cache.plans.iter().position(|p| p.0 == key) {
             let entry = cache.plans.remove(at);
             let plan = entry.1.clone();
@@ -461,6 +472,10 @@ impl<'r> DynamicNetwork<'r> {
             return Ok((plan, true));
         }
         // Built under the lock: concurrent misses for one shape build it once.
+        let symbols = match symbols {
+            Some(symbols) => symbols,
+            None => self.bind(inputs)?,
+        };
         let plan = self.build(inputs, symbols.clone(), &cache.records)?;
         cache.stats.misses += 1;
         if let Some(optimized) = &plan.optimized {
@@ -543,6 +558,9 @@ impl<'r> DynamicNetwork<'r> {
         records: &Records,
     ) -> Result<Plan<'r>, Error> {
         let mut options = self.import.clone();
+        // A plan that splits imports only the part before the split: finding the first node
+        // that needs values is enough (the rest is imported when it is planned).
+        options.stop_at_value_need = true;
         let shapes: Vec<(String, Vec<usize>)> = inputs
             .iter()
             .map(|(n, t)| (n.to_string(), t.shape().dims().to_vec()))
@@ -814,27 +832,22 @@ impl<'r> DynamicNetwork<'r> {
         let Some(split) = &plan.split else {
             return Ok(produced);
         };
-        // The values crossing the cut are copies: counted against the memory budget first.
-        let crossing = inputs
+        // What the part before the cut produced is held while the rest runs: counted against
+        // the memory budget (the inputs are the caller's, borrowed, never copied).
+        let held = produced
             .iter()
             .map(|(_, t)| t.bytes().len())
-            .chain(produced.iter().map(|(_, t)| t.bytes().len()))
             .fold(0usize, usize::saturating_add);
         if let Some(budget) = self.runtime.max_memory() {
-            if crossing > budget {
+            if held > budget {
                 return Err(Error::Invalid(format!(
-                    "the values crossing the cut at node '{}' ({}) take {crossing} bytes, over \
-                     the memory budget of {budget} bytes",
+                    "the values held at the cut at node '{}' ({}) take {held} bytes, over the \
+                     memory budget of {budget} bytes",
                     split.label, split.op_type
                 )));
             }
         }
-        let mut env: HashMap<String, Tensor> = inputs
-            .iter()
-            .map(|(n, t)| (n.to_string(), (*t).clone()))
-            .collect();
-        env.extend(produced);
-        split.run(self, env)
+        split.run(self, inputs, produced)
     }
 }
 

@@ -360,23 +360,62 @@ impl std::fmt::Debug for Split<'_> {
     }
 }
 
+/// The values known at a point of a split run, by name, borrowed: the run's inputs, what the
+/// part before the split produced and, after the node, its outputs (later ones win).
+struct Env<'a> {
+    inputs: &'a [(&'a str, &'a Tensor)],
+    produced: &'a [(String, Tensor)],
+    later: &'a [(String, Tensor)],
+}
+
+impl Env<'_> {
+    fn get(&self, name: &str) -> Option<&Tensor> {
+        fn find<'v>(values: &'v [(String, Tensor)], name: &str) -> Option<&'v Tensor> {
+            values.iter().rev().find(|(n, _)| n == name).map(|(_, t)| t)
+        }
+        find(self.later, name)
+            .or_else(|| find(self.produced, name))
+            .or_else(|| {
+                self.inputs
+                    .iter()
+                    .rev()
+                    .find(|(n, _)| *n == name)
+                    .map(|(_, t)| *t)
+            })
+    }
+}
+
 impl<'r> Split<'r> {
     /// The nested network serving the rest, once a run has built it.
     pub fn rest(&self) -> Option<Arc<DynamicNetwork<'r>>> {
         self.rest.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    /// Run the split node on `env` (every value known so far, by name), then the rest;
-    /// returns the graph outputs in order.
+    /// Run the split node on the values known so far (the caller's `inputs`, borrowed, and
+    /// what the part before the split `produced`), then the rest; returns the graph outputs in
+    /// order. No value is copied on the way: the rest borrows them, and the outputs are moved
+    /// out of what was produced (only an output that is one of `inputs` is copied).
     pub(crate) fn run(
         &self,
         parent: &DynamicNetwork<'r>,
-        mut env: HashMap<String, Tensor>,
+        inputs: &[(&str, &Tensor)],
+        produced: Vec<(String, Tensor)>,
     ) -> Result<Vec<(String, Tensor)>, Error> {
-        for (name, t) in self.evaluate_node(parent, &env)? {
-            env.insert(name, t);
-        }
+        let node_values = {
+            let env = Env {
+                inputs,
+                produced: &produced,
+                later: &[],
+            };
+            self.evaluate_node(parent, &env)?
+        };
+        let mut rest_values: Vec<(String, Tensor)> = Vec::new();
         if let Some(graph) = &self.rest_graph {
+            let env = Env {
+                inputs,
+                produced: &produced,
+                later: &node_values,
+            };
             let rest = {
                 let mut slot = self.rest.lock().unwrap_or_else(|e| e.into_inner());
                 match slot.as_ref() {
@@ -400,7 +439,7 @@ impl<'r> Split<'r> {
                     }
                 }
             };
-            let inputs: Vec<(&str, &Tensor)> = self
+            let rest_inputs: Vec<(&str, &Tensor)> = self
                 .rest_inputs
                 .iter()
                 .map(|n| {
@@ -409,19 +448,33 @@ impl<'r> Split<'r> {
                         .ok_or_else(|| self.missing(n))
                 })
                 .collect::<Result<_, _>>()?;
-            let produced = rest.execute(&inputs)?;
-            for (name, t) in produced {
-                env.insert(name, t);
-            }
+            rest_values = rest.execute(&rest_inputs)?;
         }
-        self.outputs
-            .iter()
-            .map(|n| {
-                env.get(n)
-                    .map(|t| (n.clone(), t.clone()))
-                    .ok_or_else(|| self.missing(n))
-            })
-            .collect()
+        // Moved out of what this run owns (latest first, as a later value of one name wins).
+        let mut owned: HashMap<String, Tensor> = HashMap::new();
+        for (name, t) in produced.into_iter().chain(node_values).chain(rest_values) {
+            owned.insert(name, t);
+        }
+        let mut out: Vec<(String, Tensor)> = Vec::with_capacity(self.outputs.len());
+        for name in &self.outputs {
+            let t = match owned.remove(name) {
+                Some(t) => t,
+                // An input given back, or an output listed twice: a copy.
+                None => out
+                    .iter()
+                    .find(|(n, _)| n == name)
+                    .map(|(_, t)| t.clone())
+                    .or_else(|| {
+                        inputs
+                            .iter()
+                            .find(|(n, _)| *n == name.as_str())
+                            .map(|(_, t)| (*t).clone())
+                    })
+                    .ok_or_else(|| self.missing(name))?,
+            };
+            out.push((name.clone(), t));
+        }
+        Ok(out)
     }
 
     fn missing(&self, name: &str) -> Error {
@@ -431,14 +484,14 @@ impl<'r> Split<'r> {
         ))
     }
 
-    /// The node's outputs on `env` (every value known so far, by name): from the node's
+    /// The node's outputs on `env` (every value known so far): from the node's
     /// cache when it was imported for the same shapes and bound values before, else by
     /// importing it alone with the values its import needs bound (the importer computes
     /// it, or makes a network of it that is loaded and kept).
     fn evaluate_node(
         &self,
         parent: &DynamicNetwork<'r>,
-        env: &HashMap<String, Tensor>,
+        env: &Env<'_>,
     ) -> Result<Vec<(String, Tensor)>, Error> {
         let mut names: Vec<String> = Vec::new();
         for name in reads(&self.node) {

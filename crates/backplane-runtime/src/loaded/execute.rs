@@ -9,6 +9,7 @@ use crate::host_memory::{HostView, HostViewMut};
 use crate::{NamedTensors, Result, RuntimeError};
 use backplane_backend_api::{BackendError, TensorHandle};
 use backplane_core::{Op, Tensor, TensorId, TensorView, TensorViewMut};
+use std::collections::{HashMap, HashSet};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Instant;
 
@@ -218,26 +219,30 @@ impl LoadedNetwork {
             .iter()
             .map(|t| self.network.tensor(*t).name.as_str())
             .collect();
-        let all = names.join(", ");
-        for (i, (name, _)) in given.iter().enumerate() {
-            if !names.contains(name) {
+        // Built for the error messages only.
+        let all = || names.join(", ");
+        // By name: a network split at a data-dependent node may take hundreds of inputs.
+        let known: HashSet<&str> = names.iter().copied().collect();
+        let mut by_name: HashMap<&str, &'a Tensor> = HashMap::with_capacity(given.len());
+        for &(name, tensor) in given {
+            if !known.contains(name) {
                 return Err(RuntimeError::UnknownInput {
                     name: name.to_string(),
-                    all,
+                    all: all(),
                 });
             }
-            if given[..i].iter().any(|(n, _)| n == name) {
+            if by_name.insert(name, tensor).is_some() {
                 return Err(RuntimeError::DuplicateInput(name.to_string()));
             }
         }
         let mut bound = Vec::with_capacity(names.len());
         for &t in self.network.inputs() {
             let e = self.network.tensor(t);
-            let Some((_, tensor)) = given.iter().find(|(n, _)| *n == e.name) else {
+            let Some(tensor) = by_name.get(e.name.as_str()) else {
                 return Err(RuntimeError::MissingInput {
                     name: e.name.clone(),
                     expected: e.info.to_string(),
-                    all,
+                    all: all(),
                 });
             };
             if !tensor.info().same_layout(&e.info) {

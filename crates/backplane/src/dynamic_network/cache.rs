@@ -41,6 +41,23 @@ impl PlanKey {
         parts.sort_by(|a, b| a.0.cmp(&b.0));
         PlanKey(symbols.clone(), parts)
     }
+
+    /// Whether `inputs` are those a plan was built for: the same names and shapes, in order,
+    /// as `shapes` (the plan's), and the same bytes for every input this key holds the value
+    /// of. Such inputs bind the symbols as the plan's did, so they have this key.
+    pub(super) fn fits(&self, inputs: &[(&str, &Tensor)], shapes: &[(String, Vec<usize>)]) -> bool {
+        inputs.len() == shapes.len()
+            && inputs
+                .iter()
+                .zip(shapes)
+                .all(|((n, t), (name, dims))| n == name && t.shape().dims() == dims.as_slice())
+            && self.1.iter().all(|(name, _, value)| match value {
+                None => true,
+                Some(bytes) => inputs
+                    .iter()
+                    .any(|(n, t)| n == name && t.bytes() == bytes.as_slice()),
+            })
+    }
 }
 
 /// The cache: plans in least-recently-used order (the last is the newest) with their ids in
