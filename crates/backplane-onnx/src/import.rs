@@ -756,7 +756,7 @@ pub(crate) fn import(
         }
         None => Owned::default(),
     };
-    import_graph(&model, Some(owned), base_dir, options)
+    import_graph(&model, Some(owned), None, base_dir, options)
 }
 
 /// Import a decoded model it borrows: the graph is read in place, never copied. An
@@ -768,7 +768,18 @@ pub(crate) fn import_borrowed(
     base_dir: Option<&Path>,
     options: &ImportOptions,
 ) -> Result<Network, OnnxError> {
-    import_graph(model, None, base_dir, options)
+    import_graph(model, None, None, base_dir, options)
+}
+
+/// [`import_borrowed`] with the graph's nodes given apart (the graph's own are ignored): a
+/// caller serving parts of one node list shares the list instead of copying it per part.
+pub(crate) fn import_borrowed_nodes(
+    model: &ModelProto,
+    nodes: &[NodeProto],
+    base_dir: Option<&Path>,
+    options: &ImportOptions,
+) -> Result<Network, OnnxError> {
+    import_graph(model, None, Some(nodes), base_dir, options)
 }
 
 /// What an import of a model it owns takes out of the graph before walking it.
@@ -780,10 +791,12 @@ struct Owned {
     nodes: Vec<NodeProto>,
 }
 
-/// The import of `model`; `owned`, when given, holds the graph's initializers and nodes.
+/// The import of `model`; `owned`, when given, holds the graph's initializers and nodes;
+/// `apart`, when given, the nodes (borrowed) in place of the graph's.
 fn import_graph(
     model: &ModelProto,
     owned: Option<Owned>,
+    apart: Option<&[NodeProto]>,
     base_dir: Option<&Path>,
     options: &ImportOptions,
 ) -> Result<Network, OnnxError> {
@@ -803,7 +816,8 @@ fn import_graph(
         Some(o) => (Some(o.initializers), Some(o.nodes)),
         None => (None, None),
     };
-    let nodes: &[NodeProto] = owned_nodes.as_deref().unwrap_or(&graph.node);
+    let borrowed: &[NodeProto] = apart.unwrap_or(&graph.node);
+    let nodes: &[NodeProto] = owned_nodes.as_deref().unwrap_or(borrowed);
     let has_default_nodes = nodes
         .iter()
         .any(|n| is_default_domain(n.domain.as_deref().unwrap_or("")));
@@ -924,7 +938,7 @@ fn import_graph(
             }
         }
         None => {
-            for (index, node) in graph.node.iter().enumerate() {
+            for (index, node) in borrowed.iter().enumerate() {
                 imp.import_node(Cow::Borrowed(node), index, &opsets)?;
                 if options.stop_at_value_need && !imp.needs_values.is_empty() {
                     break;

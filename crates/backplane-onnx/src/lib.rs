@@ -38,7 +38,7 @@ mod tensor;
 pub use error::{OnnxError, UnsupportedOp};
 pub use signature::{tensor_proto, GraphValue, ModelSignature, ValueType};
 pub use structured::{decode_optional, decode_sequence, element_name, InputStructure, OnnxValue};
-pub use symbolic::symbolic_signature;
+pub use symbolic::{symbolic_signature, symbolic_signature_with_nodes};
 
 use backplane_core::ops::Evaluator;
 use backplane_core::{DataType, Network, Tensor};
@@ -558,6 +558,21 @@ pub fn import_model_specialized_borrowed(
 ) -> Result<(Network, Vec<String>), OnnxError> {
     bind_until_imported(options, values, |options| {
         import::import_borrowed(model, base_dir, options)
+    })
+}
+
+/// [`import_model_specialized_borrowed`] with the graph's nodes given apart (the graph's own
+/// are ignored): a caller that serves parts of one node list (a `DynamicNetwork` split at
+/// data-dependent nodes serves every suffix of it) shares the list instead of copying it.
+pub fn import_model_specialized_with_nodes(
+    model: &proto::ModelProto,
+    nodes: &[proto::NodeProto],
+    base_dir: Option<&Path>,
+    options: &ImportOptions,
+    values: &[(String, Tensor)],
+) -> Result<(Network, Vec<String>), OnnxError> {
+    bind_until_imported(options, values, |options| {
+        import::import_borrowed_nodes(model, nodes, base_dir, options)
     })
 }
 

@@ -44,6 +44,14 @@ pub fn symbolic_signature(model: &ModelProto) -> SymbolicSignature {
     let Some(graph) = model.graph.as_ref() else {
         return SymbolicSignature::default();
     };
+    symbolic_signature_with_nodes(model, &graph.node)
+}
+
+/// [`symbolic_signature`] with the graph's nodes given apart (the graph's own are ignored).
+pub fn symbolic_signature_with_nodes(model: &ModelProto, nodes: &[NodeProto]) -> SymbolicSignature {
+    let Some(graph) = model.graph.as_ref() else {
+        return SymbolicSignature::default();
+    };
     let mut env: HashMap<String, Info> = HashMap::new();
     for t in &graph.initializer {
         if let Some(name) = &t.name {
@@ -69,7 +77,7 @@ pub fn symbolic_signature(model: &ModelProto) -> SymbolicSignature {
             inputs.push((input.name, shape));
         }
     }
-    for node in &graph.node {
+    for node in nodes {
         let ins: Vec<Option<&Info>> = node
             .input
             .iter()

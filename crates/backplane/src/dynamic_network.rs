@@ -90,21 +90,32 @@ impl Drop for Plan<'_> {
 /// initializer is decoded into the network's [`SharedInitializers`] and its data taken out of
 /// the kept model (name, type and dimensions stay), so that no import copies the weights and
 /// they live once, decoded, in the shared set.
+/// The nodes are kept apart from the graph ([`staged::Nodes`]): a rest of the model after a
+/// split shares its parent's list.
 #[derive(Debug)]
 struct KeptModel {
+    /// The model, its graph without nodes.
     model: Arc<ModelProto>,
+    /// The graph's nodes.
+    nodes: staged::Nodes,
     /// The bytes of initializer data the kept model still holds.
     weight_bytes: usize,
 }
 
 impl KeptModel {
-    fn new(model: ModelProto) -> Self {
+    fn new(mut model: ModelProto) -> Self {
         let weight_bytes = model
             .graph
             .as_ref()
             .map_or(0, |g| g.initializer.iter().map(data_bytes).sum());
+        let nodes = model
+            .graph
+            .as_mut()
+            .map(|g| std::mem::take(&mut g.node))
+            .unwrap_or_default();
         KeptModel {
             model: Arc::new(model),
+            nodes: staged::Nodes::new(nodes),
             weight_bytes,
         }
     }
@@ -288,18 +299,21 @@ impl<'r> DynamicNetwork<'r> {
     pub(crate) fn rest_network(
         &self,
         key: String,
-        model: impl FnOnce() -> ModelProto,
+        model: impl FnOnce() -> (ModelProto, staged::Nodes),
     ) -> Arc<DynamicNetwork<'r>> {
         let mut rests = self.rests.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((_, rest)) = rests.iter().find(|(k, _)| *k == key) {
             return rest.clone();
         }
-        let rest = Arc::new(self.nested(model()));
+        let (model, nodes) = model();
+        let rest = Arc::new(self.nested(model, nodes));
         rests.push((key, rest.clone()));
         rest
     }
 
-    fn nested(&self, model: ModelProto) -> DynamicNetwork<'r> {
+    /// A network serving `model` (a graph without nodes) whose nodes are `nodes`. Its
+    /// signature describes the inputs only (a rest's outputs are never shown).
+    fn nested(&self, model: ModelProto, nodes: staged::Nodes) -> DynamicNetwork<'r> {
         let capacity = self.lock().stats.capacity;
         let mut net = DynamicNetwork::from_model(
             self.runtime.clone(),
@@ -308,6 +322,7 @@ impl<'r> DynamicNetwork<'r> {
             &self.import,
             self.optimizer.clone(),
         );
+        net.model.get_mut().unwrap_or_else(|e| e.into_inner()).nodes = nodes;
         net.import = self.import.clone();
         // The rest's inputs are other tensors: shapes given for the model's inputs do not apply.
         net.import.input_shapes.clear();
@@ -389,7 +404,7 @@ impl<'r> DynamicNetwork<'r> {
     }
 
     /// The nested networks serving the rest after each split.
-    fn nested_networks(&self) -> Vec<Arc<DynamicNetwork<'r>>> {
+    pub(crate) fn nested_networks(&self) -> Vec<Arc<DynamicNetwork<'r>>> {
         self.rests
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -576,10 +591,11 @@ impl<'r> DynamicNetwork<'r> {
             .collect();
         let started = std::time::Instant::now();
         self.share_weights()?;
-        let model = self.kept_model();
+        let (model, nodes) = self.kept_model();
         // The kept graph is borrowed, not copied (its weights are in the shared set).
-        match onnx::import_model_specialized_borrowed(
+        match onnx::import_model_specialized_with_nodes(
             &model,
+            nodes.get(),
             self.base_dir.as_deref(),
             &options,
             &values,
@@ -608,19 +624,21 @@ impl<'r> DynamicNetwork<'r> {
                     runtime: self.runtime.clone(),
                 })
             }
-            Err(onnx::OnnxError::NeedsInputValues { nodes, .. }) => {
-                let needing: Vec<(String, String)> = nodes
+            Err(onnx::OnnxError::NeedsInputValues {
+                nodes: reported, ..
+            }) => {
+                let needing: Vec<(String, String)> = reported
                     .iter()
                     .map(|n| (n.node.clone(), n.op_type.clone()))
                     .collect();
                 let given: Vec<String> = shapes.iter().map(|(n, _)| n.clone()).collect();
-                let nodes = NodeCache::new(
+                let node_cache = NodeCache::new(
                     self.runtime.clone(),
                     self.node_capacity,
                     self.node_stats.clone(),
                     self.budget.clone(),
                 );
-                let cut = staged::cut(&model, &needing, &given, nodes)?;
+                let cut = staged::cut(&model, &nodes, &needing, &given, node_cache)?;
                 tracing::info!(
                     node = %cut.split.label,
                     op = %cut.split.op_type,
@@ -685,13 +703,10 @@ impl<'r> DynamicNetwork<'r> {
         }
     }
 
-    /// The model plans are imported from (see [`KeptModel`]).
-    fn kept_model(&self) -> Arc<ModelProto> {
-        self.model
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .model
-            .clone()
+    /// The model plans are imported from and its nodes (see [`KeptModel`]).
+    pub(crate) fn kept_model(&self) -> (Arc<ModelProto>, staged::Nodes) {
+        let kept = self.model.lock().unwrap_or_else(|e| e.into_inner());
+        (kept.model.clone(), kept.nodes.clone())
     }
 
     /// Move the kept model's weights into the shared initializers, once, before its first

@@ -33,6 +33,38 @@ pub fn binds_at_import(t: &Tensor) -> bool {
     t.dtype().is_integer() && t.shape().dims().iter().product::<usize>() <= MAX_BOUND_ELEMENTS
 }
 
+/// A model's nodes from `start` on, shared: the rests of a model split at data-dependent
+/// nodes are suffixes of one list, held once (a copy per rest made memory and planning time
+/// grow with the square of the splits).
+#[derive(Debug, Clone)]
+pub(crate) struct Nodes {
+    all: Arc<Vec<NodeProto>>,
+    start: usize,
+}
+
+impl Nodes {
+    /// All of `nodes`.
+    pub(crate) fn new(nodes: Vec<NodeProto>) -> Self {
+        Nodes {
+            all: Arc::new(nodes),
+            start: 0,
+        }
+    }
+
+    /// The nodes, in order.
+    pub(crate) fn get(&self) -> &[NodeProto] {
+        self.all.get(self.start..).unwrap_or_default()
+    }
+
+    /// The nodes after the one at `index` (of [`Nodes::get`]).
+    fn after(&self, index: usize) -> Nodes {
+        Nodes {
+            all: self.all.clone(),
+            start: self.start.saturating_add(index).saturating_add(1),
+        }
+    }
+}
+
 /// How a node is named in import reports: its name, or `<op_type>_<index>`.
 fn node_label(node: &NodeProto, index: usize) -> String {
     match node.name.as_deref() {
@@ -184,12 +216,12 @@ pub fn first_cut(
     given: &[String],
 ) -> Result<FirstCut, Error> {
     let graph = graph_of(model)?;
-    let index = find_node(graph, needing)?;
+    let index = find_node(&graph.node, needing)?;
     let node = &graph.node[index];
     Ok(FirstCut {
         label: node_label(node, index),
         op_type: node.op_type.clone().unwrap_or_default(),
-        prefix: prefix_of(model, graph, index, given).1,
+        prefix: prefix_of(model, graph, &graph.node, index, given).1,
     })
 }
 
@@ -200,10 +232,9 @@ fn graph_of(model: &ModelProto) -> Result<&GraphProto, Error> {
         .ok_or_else(|| Error::Invalid("the model has no graph".into()))
 }
 
-/// The index of the first node of `graph` among `needing`.
-fn find_node(graph: &GraphProto, needing: &[(String, String)]) -> Result<usize, Error> {
-    graph
-        .node
+/// The index of the first of `nodes` among `needing`.
+fn find_node(nodes: &[NodeProto], needing: &[(String, String)]) -> Result<usize, Error> {
+    nodes
         .iter()
         .enumerate()
         .position(|(i, n)| {
@@ -229,11 +260,17 @@ fn find_node(graph: &GraphProto, needing: &[(String, String)]) -> Result<usize, 
 fn prefix_of(
     model: &ModelProto,
     graph: &GraphProto,
+    nodes: &[NodeProto],
     index: usize,
     given: &[String],
 ) -> (Vec<String>, Option<ModelProto>) {
-    let before = &graph.node[..index];
-    let mut later: HashSet<String> = graph.node[index..].iter().flat_map(reads).collect();
+    let before = nodes.get(..index).unwrap_or_default();
+    let mut later: HashSet<String> = nodes
+        .get(index..)
+        .unwrap_or_default()
+        .iter()
+        .flat_map(reads)
+        .collect();
     later.extend(graph.output.iter().filter_map(|o| o.name.clone()));
     let mut frontier: Vec<String> = Vec::new();
     for name in before.iter().flat_map(|n| n.output.iter()) {
@@ -265,20 +302,23 @@ fn prefix_of(
     (frontier, prefix)
 }
 
-/// Find the first node of `model` among `needing` (label and operator, as the import reports
-/// them; a node inside a subgraph stands for the top-level node holding it) and split the
-/// model there. `given` names the model's inputs in the order given.
+/// Find the first of a model's `nodes` among `needing` (label and operator, as the import
+/// reports them; a node inside a subgraph stands for the top-level node holding it) and split
+/// the model there (`model` gives the rest of its graph: inputs, initializers, outputs).
+/// `given` names the model's inputs in the order given.
 pub(crate) fn cut<'r>(
     model: &ModelProto,
+    nodes: &Nodes,
     needing: &[(String, String)],
     given: &[String],
-    nodes: SharedNodeCache<'r>,
+    node_cache: SharedNodeCache<'r>,
 ) -> Result<Cut<'r>, Error> {
     let graph = graph_of(model)?;
-    let index = find_node(graph, needing)?;
-    let (frontier, prefix) = prefix_of(model, graph, index, given);
-    let node = graph.node[index].clone();
-    let after = &graph.node[index + 1..];
+    let list = nodes.get();
+    let index = find_node(list, needing)?;
+    let (frontier, prefix) = prefix_of(model, graph, list, index, given);
+    let node = list[index].clone();
+    let after = list.get(index + 1..).unwrap_or_default();
     let outputs: Vec<String> = graph.output.iter().filter_map(|o| o.name.clone()).collect();
 
     // Known after the node: the given inputs, the prefix's outputs and the node's outputs.
@@ -300,7 +340,6 @@ pub(crate) fn cut<'r>(
     let read_after: HashSet<&str> = read_after.iter().map(String::as_str).collect();
     let rest_graph = (!rest_outputs.is_empty()).then(|| GraphProto {
         name: graph.name.clone(),
-        node: after.to_vec(),
         initializer: initializers_read(graph, &read_after),
         output: rest_outputs.iter().map(|n| output(n)).collect(),
         ..Default::default()
@@ -317,10 +356,11 @@ pub(crate) fn cut<'r>(
             frontier,
             rest_inputs,
             rest_graph,
+            rest_nodes: nodes.after(index),
             rest_template: with_graph(model, GraphProto::default()),
             outputs,
             rest: Mutex::new(None),
-            nodes,
+            nodes: node_cache,
         },
     })
 }
@@ -337,9 +377,11 @@ pub struct Split<'r> {
     /// The part before the split's outputs (empty when it has none).
     frontier: Vec<String>,
     rest_inputs: Vec<String>,
-    /// The nodes after the split, their initializers and outputs (inputs are declared when
-    /// their types are known, at the first run); `None` when the rest computes no output.
+    /// The rest's graph but its nodes: the initializers and outputs (inputs are declared
+    /// when their types are known, at the first run); `None` when the rest computes no output.
     rest_graph: Option<GraphProto>,
+    /// The nodes after the split (shared with the model's other rests).
+    rest_nodes: Nodes,
     /// The model's opsets and functions.
     rest_template: ModelProto,
     /// The graph outputs, in order.
@@ -432,8 +474,12 @@ impl<'r> Split<'r> {
                                 t.shape().dims().len()
                             ));
                         }
-                        let rest =
-                            parent.rest_network(key, || with_graph(&self.rest_template, graph));
+                        let rest = parent.rest_network(key, || {
+                            (
+                                with_graph(&self.rest_template, graph),
+                                self.rest_nodes.clone(),
+                            )
+                        });
                         *slot = Some(rest.clone());
                         rest
                     }
@@ -685,5 +731,47 @@ impl<'r> Split<'r> {
             outputs: outputs.to_vec(),
             bytes: optimized.working_bytes(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ImportOptions;
+
+    /// A model split twice (at a NonZero, then at a NonMaxSuppression): every network serving
+    /// a rest holds the model's one node list, not a copy of its suffix.
+    #[test]
+    fn rests_share_the_model_node_list() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let rt = crate::RuntimeBuilder::new().build().unwrap();
+        let net = DynamicNetwork::from_file(
+            &rt,
+            &root.join("testdata/dynamic/data_dependent.onnx"),
+            &ImportOptions::default(),
+            crate::default_optimizer_options(),
+        )
+        .unwrap();
+        let dir = root.join("testdata/dynamic/data_dependent/a");
+        let read = |n: &str| crate::npy::read_file(&dir.join(format!("{n}.npy"))).unwrap();
+        let (logits, boxes) = (read("logits"), read("boxes"));
+        net.execute(&[("logits", &logits), ("boxes", &boxes)])
+            .unwrap();
+        let (_, top) = net.kept_model();
+        assert_eq!(top.start, 0);
+        // Every network serving a rest, at any depth: two (after each cut).
+        let mut found = Vec::new();
+        let mut todo = net.nested_networks();
+        while let Some(rest) = todo.pop() {
+            let (model, nodes) = rest.kept_model();
+            assert!(Arc::ptr_eq(&nodes.all, &top.all), "a rest holds a copy");
+            assert!(model.graph.as_ref().is_some_and(|g| g.node.is_empty()));
+            found.push(nodes.start);
+            todo.extend(rest.nested_networks());
+        }
+        found.sort_unstable();
+        assert_eq!(found.len(), 2, "{found:?}");
+        assert!(0 < found[0] && found[0] < found[1], "{found:?}");
+        assert!(found[1] < top.all.len(), "{found:?}");
     }
 }
