@@ -121,6 +121,32 @@ impl KeptModel {
     }
 }
 
+/// The `inputs` a plan's network takes (`feeds`, by name), in the order given. A split
+/// model's rests take hundreds of inputs: when `feeds` follow the order of `inputs` (as a
+/// plan's own do), one pass finds them; otherwise they are looked up by name.
+fn fed_inputs<'a>(
+    inputs: &[(&'a str, &'a Tensor)],
+    feeds: &[String],
+) -> Vec<(&'a str, &'a Tensor)> {
+    let mut fed = Vec::with_capacity(feeds.len());
+    let mut next = feeds.iter().peekable();
+    for &(name, t) in inputs {
+        if next.peek().is_some_and(|f| f.as_str() == name) {
+            fed.push((name, t));
+            next.next();
+        }
+    }
+    if next.peek().is_none() {
+        return fed;
+    }
+    let wanted: std::collections::HashSet<&str> = feeds.iter().map(String::as_str).collect();
+    inputs
+        .iter()
+        .filter(|(n, _)| wanted.contains(n))
+        .copied()
+        .collect()
+}
+
 /// The bytes of data an initializer holds (in any of its fields).
 fn data_bytes(t: &onnx::proto::TensorProto) -> usize {
     t.raw_data.as_ref().map_or(0, Vec::len)
@@ -464,19 +490,21 @@ impl<'r> DynamicNetwork<'r> {
         // A plan built for these very shapes (and bound values) binds them as before: found
         // without binding the signature again (a split model runs a nested network per cut).
         let mut cache = self.lock();
-        let seen = cache
+        let mut symbols = None;
+        let found = match cache
             .plans
             .iter()
-            .rposition(|(key, plan, _)| key.fits(inputs, &plan.shapes));
-        let (key, symbols) = match seen {
-            Some(at) => (cache.plans[at].0.clone(), None),
+            .rposition(|(key, plan, _)| key.fits(inputs, &plan.shapes))
+        {
+            Some(at) => Some(at),
             None => {
-                let symbols = self.bind(inputs)?;
-                let key = PlanKey::of(inputs, &symbols, &self.described, &cache.valued);
-                (key, Some(symbols))
+                let bound = self.bind(inputs)?;
+                let key = PlanKey::of(inputs, &bound, &self.described, &cache.valued);
+                symbols = Some(bound);
+                cache.plans.iter().position(|p| p.0 == key)
             }
         };
-        if let Some(at) = cache.plans.iter().position(|p| p.0 == key) {
+        if let Some(at) = found {
             let entry = cache.plans.remove(at);
             let plan = entry.1.clone();
             cache.budget.touch(entry.2);
@@ -835,11 +863,7 @@ impl<'r> DynamicNetwork<'r> {
         plan: &Plan<'r>,
         inputs: &[(&str, &Tensor)],
     ) -> Result<NamedTensors, Error> {
-        let fed: Vec<(&str, &Tensor)> = inputs
-            .iter()
-            .filter(|(n, _)| plan.feeds.iter().any(|f| f == n))
-            .copied()
-            .collect();
+        let fed = fed_inputs(inputs, &plan.feeds);
         let produced = match plan.id {
             Some(id) => self.runtime.execute(id, &fed)?,
             None => Vec::new(),

@@ -405,25 +405,25 @@ impl std::fmt::Debug for Split<'_> {
 /// The values known at a point of a split run, by name, borrowed: the run's inputs, what the
 /// part before the split produced and, after the node, its outputs (later ones win).
 struct Env<'a> {
-    inputs: &'a [(&'a str, &'a Tensor)],
-    produced: &'a [(String, Tensor)],
-    later: &'a [(String, Tensor)],
+    by_name: HashMap<&'a str, &'a Tensor>,
 }
 
-impl Env<'_> {
-    fn get(&self, name: &str) -> Option<&Tensor> {
-        fn find<'v>(values: &'v [(String, Tensor)], name: &str) -> Option<&'v Tensor> {
-            values.iter().rev().find(|(n, _)| n == name).map(|(_, t)| t)
-        }
-        find(self.later, name)
-            .or_else(|| find(self.produced, name))
-            .or_else(|| {
-                self.inputs
-                    .iter()
-                    .rev()
-                    .find(|(n, _)| *n == name)
-                    .map(|(_, t)| *t)
-            })
+impl<'a> Env<'a> {
+    fn new(inputs: &'a [(&'a str, &'a Tensor)], produced: &'a [(String, Tensor)]) -> Self {
+        let mut by_name = HashMap::with_capacity(inputs.len() + produced.len());
+        by_name.extend(inputs.iter().copied());
+        by_name.extend(produced.iter().map(|(n, t)| (n.as_str(), t)));
+        Env { by_name }
+    }
+
+    /// Add `later` values (a node's outputs), over earlier ones of the same name.
+    fn extend(&mut self, later: &'a [(String, Tensor)]) {
+        self.by_name
+            .extend(later.iter().map(|(n, t)| (n.as_str(), t)));
+    }
+
+    fn get(&self, name: &str) -> Option<&'a Tensor> {
+        self.by_name.get(name).copied()
     }
 }
 
@@ -443,21 +443,11 @@ impl<'r> Split<'r> {
         inputs: &[(&str, &Tensor)],
         produced: Vec<(String, Tensor)>,
     ) -> Result<Vec<(String, Tensor)>, Error> {
-        let node_values = {
-            let env = Env {
-                inputs,
-                produced: &produced,
-                later: &[],
-            };
-            self.evaluate_node(parent, &env)?
-        };
         let mut rest_values: Vec<(String, Tensor)> = Vec::new();
+        let mut env = Env::new(inputs, &produced);
+        let node_values = self.evaluate_node(parent, &env)?;
         if let Some(graph) = &self.rest_graph {
-            let env = Env {
-                inputs,
-                produced: &produced,
-                later: &node_values,
-            };
+            env.extend(&node_values);
             let rest = {
                 let mut slot = self.rest.lock().unwrap_or_else(|e| e.into_inner());
                 match slot.as_ref() {
@@ -496,14 +486,18 @@ impl<'r> Split<'r> {
                 .collect::<Result<_, _>>()?;
             rest_values = rest.execute(&rest_inputs)?;
         }
-        // Moved out of what this run owns (latest first, as a later value of one name wins).
-        let mut owned: HashMap<String, Tensor> = HashMap::new();
-        for (name, t) in produced.into_iter().chain(node_values).chain(rest_values) {
-            owned.insert(name, t);
-        }
+        drop(env);
+        // Moved out of what this run owns (the latest first: a later value of a name wins).
+        let mut owned = [rest_values, node_values, produced];
+        let mut take = |name: &str| {
+            owned.iter_mut().find_map(|values| {
+                let at = values.iter().position(|(n, _)| n == name)?;
+                Some(values.swap_remove(at).1)
+            })
+        };
         let mut out: Vec<(String, Tensor)> = Vec::with_capacity(self.outputs.len());
         for name in &self.outputs {
-            let t = match owned.remove(name) {
+            let t = match take(name) {
                 Some(t) => t,
                 // An input given back, or an output listed twice: a copy.
                 None => out
