@@ -234,6 +234,73 @@ fn iou(a: &[f64; 4], b: &[f64; 4]) -> f64 {
     inter / union
 }
 
+/// The boxes NonMaxSuppression kept so far for one class, and the test a candidate must
+/// pass: its IoU with each of them at most the threshold. Only boxes that overlap the
+/// candidate can have a positive IoU, so with a threshold of 0 or more and finite corners
+/// the kept boxes are indexed by their left edge and only those whose span can reach the
+/// candidate's are tested (detectors offset each class's boxes apart, so most kept boxes
+/// are far away: the test per candidate no longer grows with every box kept).
+struct Kept<'a> {
+    corners: &'a [[f64; 4]],
+    threshold: f64,
+    /// Kept boxes by the order key of their left edge (`None`: test every kept box).
+    by_left: Option<std::collections::BTreeMap<u64, Vec<usize>>>,
+    /// The widest kept box.
+    widest: f64,
+    all: Vec<usize>,
+}
+
+/// A key ordered as the finite float `x` is.
+fn order_key(x: f64) -> u64 {
+    let bits = x.to_bits();
+    if bits >> 63 == 1 {
+        !bits
+    } else {
+        bits | (1 << 63)
+    }
+}
+
+impl<'a> Kept<'a> {
+    fn new(corners: &'a [[f64; 4]], threshold: f64) -> Self {
+        let indexed = threshold >= 0.0 && corners.iter().flatten().all(|v| v.is_finite());
+        Kept {
+            corners,
+            threshold,
+            by_left: indexed.then(std::collections::BTreeMap::new),
+            widest: 0.0,
+            all: Vec::new(),
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.all.len()
+    }
+
+    fn push(&mut self, i: usize) {
+        self.all.push(i);
+        let c = &self.corners[i];
+        if let Some(by_left) = &mut self.by_left {
+            by_left.entry(order_key(c[1])).or_default().push(i);
+            self.widest = self.widest.max(c[3] - c[1]);
+        }
+    }
+
+    /// Whether box `i` overlaps no kept box by more than the threshold.
+    fn admits(&self, i: usize) -> bool {
+        let c = &self.corners[i];
+        let fits = |k: &usize| iou(c, &self.corners[*k]) <= self.threshold;
+        match &self.by_left {
+            None => self.all.iter().all(fits),
+            Some(by_left) => {
+                // A kept box overlapping this one starts before its right edge and no
+                // further left than its left edge minus the widest kept box.
+                let (from, to) = (order_key(c[1] - self.widest), order_key(c[3]));
+                from > to || by_left.range(from..=to).flat_map(|(_, v)| v).all(fits)
+            }
+        }
+    }
+}
+
 /// NonMaxSuppression: per batch and class, greedily keep the highest-scoring boxes (ties:
 /// lower index first) above `score_threshold` whose IoU with every box kept so far is at most
 /// `iou_threshold`, up to `max_output_boxes_per_class`. The output's length depends on the
@@ -280,15 +347,12 @@ pub(super) fn non_max_suppression(cx: &NodeCx<'_>) -> Tx<Lowering> {
                 .collect();
             // Highest score first; the sort is stable, so ties keep the lower index first.
             order.sort_by(|&i, &j| s[j].partial_cmp(&s[i]).unwrap_or(std::cmp::Ordering::Equal));
-            let mut kept: Vec<usize> = Vec::new();
+            let mut kept = Kept::new(&corners, iou_threshold);
             for i in order {
                 if kept.len() >= max_per_class {
                     break;
                 }
-                if kept
-                    .iter()
-                    .all(|&k| iou(&corners[i], &corners[k]) <= iou_threshold)
-                {
+                if kept.admits(i) {
                     kept.push(i);
                     selected.extend([b as i64, c as i64, i as i64]);
                 }
@@ -397,4 +461,73 @@ pub(super) fn unique(cx: &NodeCx<'_>) -> Tx<Lowering> {
             .take(cx.node.output.len().max(1))
             .collect(),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The greedy selection of every box against every kept one, as the operator defines it.
+    fn greedy(corners: &[[f64; 4]], threshold: f64) -> Vec<usize> {
+        let mut kept: Vec<usize> = Vec::new();
+        for i in 0..corners.len() {
+            if kept
+                .iter()
+                .all(|&k| iou(&corners[i], &corners[k]) <= threshold)
+            {
+                kept.push(i);
+            }
+        }
+        kept
+    }
+
+    /// The indexed test keeps exactly the boxes the plain one does: boxes of many sizes, in
+    /// clusters far apart (as a detector's per-class offsets make them), with touching and
+    /// equal boxes, zero-area ones, negative coordinates, and thresholds 0, 0.5 and below 0.
+    #[test]
+    fn kept_boxes_match_the_plain_greedy_selection() {
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut unit = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 11) as f64 / (1u64 << 53) as f64
+        };
+        let mut corners: Vec<[f64; 4]> = Vec::new();
+        for cluster in 0..7 {
+            let off = f64::from(cluster) * 1000.0 - 3000.0;
+            for _ in 0..150 {
+                let (y, x) = (unit() * 50.0 + off, unit() * 50.0 + off);
+                let (h, w) = (unit() * 30.0, unit() * 30.0 * f64::from(cluster % 3));
+                corners.push([y, x, y + h, x + w]);
+            }
+        }
+        corners.push(corners[3]);
+        corners.push([
+            corners[5][0],
+            corners[5][3],
+            corners[5][2],
+            corners[5][3] + 4.0,
+        ]);
+        for threshold in [0.0, 0.5, 0.9, -0.1] {
+            let mut kept = Kept::new(&corners, threshold);
+            let mut got = Vec::new();
+            for i in 0..corners.len() {
+                if kept.admits(i) {
+                    kept.push(i);
+                    got.push(i);
+                }
+            }
+            let want = greedy(&corners, threshold);
+            assert_eq!(got, want, "threshold {threshold}");
+            // Meaningful cases: some boxes suppressed, many kept (a negative threshold keeps
+            // only the first box: every IoU, 0 included, is above it).
+            let (n, all) = (want.len(), corners.len());
+            match threshold {
+                t if t < 0.0 => assert_eq!(n, 1),
+                t if t <= 0.5 => assert!(n > 7 && n < all, "{n} of {all}"),
+                _ => {}
+            }
+        }
+    }
 }
