@@ -4,7 +4,8 @@
 //! epilogue (scale, accumulate, biases, an in-register activation): a 12×32 AVX-512 tile
 //! ([`avx512`]), 6×16 AVX2 quarters of it ([`avx2`]), or plain Rust ([`portable`]). Variants
 //! read A where it lies ([`tiles_strided`], [`tiles_strided_wide`], [`tiles_offsets`]) or B where it lies
-//! ([`microkernel_in_place`]).
+//! ([`microkernel_in_place`]), or fetch the next packed B panel into L2 while they run
+//! ([`microkernel_fetching`]).
 //!
 //! The rules that make the `unsafe` sound: an AVX2 or AVX-512 kernel is entered only when
 //! the tier ([`crate::isa::kernels`]) says the CPU has its features, and every public entry
