@@ -56,6 +56,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         (128, 256, 28, 3, 2, 1, 1),
         (64, 128, 56, 1, 2, 1, 1),
         (128, 256, 28, 1, 2, 1, 1),
+        // ResNet-50's pointwise layers, stride 1 and 2 (`CONV_BENCH=k1` keeps the 1×1 ones).
+        (2048, 512, 7, 1, 1, 1, 1),
+        (512, 2048, 7, 1, 1, 1, 1),
+        (1024, 2048, 14, 1, 2, 1, 1),
+        (256, 512, 56, 1, 2, 1, 1),
+        (512, 1024, 28, 1, 2, 1, 1),
+        (64, 256, 56, 1, 1, 1, 1),
+        (256, 64, 56, 1, 1, 1, 1),
+        (1024, 256, 14, 1, 1, 1, 1),
         // Group 0: max pooling (ResNet-18's, after its first layer).
         (64, 64, 112, 3, 2, 0, 1),
         // Dilated 3×3 (DeepLab's atrous layers and ASPP branches; padding = dilation).

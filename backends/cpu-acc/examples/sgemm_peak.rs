@@ -102,7 +102,8 @@ fn kernel_alone() {
 }
 
 /// Products as a MatMul with constant weights runs them: A (the activations) read in
-/// place, B packed once, at 1 thread: BERT-tiny's projections and feed-forward layers.
+/// place, B packed once, at 1 and 2 threads: BERT-tiny's and BERT-base's projections and
+/// feed-forward layers, GPT-2's, and ResNet-50's 7×7 pointwise layers with the pixels as rows.
 fn weights_prepacked() -> Result<(), Box<dyn std::error::Error>> {
     for threads in [1, 2] {
         let th = Threads::new(threads)?;
@@ -117,6 +118,12 @@ fn weights_prepacked_on(th: &Threads, threads: usize) -> Result<(), Box<dyn std:
         (128, 512, 128, "bert ffn up"),
         (128, 128, 512, "bert ffn down"),
         (128, 128, 64, "bert attention scores"),
+        (128, 768, 768, "bert-base projection"),
+        (128, 3072, 768, "bert-base ffn up"),
+        (128, 768, 3072, "bert-base ffn down"),
+        (64, 2304, 768, "gpt2 qkv (seq 64)"),
+        (49, 512, 2048, "resnet-50 7x7 pixel rows"),
+        (49, 2048, 512, "resnet-50 7x7 pixel rows up"),
     ] {
         let a: Vec<f32> = (0..m * k).map(|i| (i % 7) as f32 * 0.1).collect();
         let b: Vec<f32> = (0..k * n).map(|i| (i % 5) as f32 * 0.1).collect();

@@ -3,7 +3,9 @@
 //! against CpuRef: planes of 1 to 256 pixels, prime channel counts, depths past one K block,
 //! batches, with and without bias, constant weights (the pixel-rows path) and run-time
 //! weights (the NCHW GEMM), one and two threads; and the fused Conv+Add+Relu of a residual
-//! block. Also pointwise layers with 33 to 48 outputs on larger planes (the NCHW GEMM).
+//! block. Also pointwise layers with 33 to 48 outputs on larger planes (the NCHW GEMM), and
+//! strided 1×1 projections (the pixel-rows path on their subsampled input where the output
+//! plane is small, the NCHW GEMM over the stride phase elsewhere).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod support;
@@ -42,18 +44,63 @@ fn pointwise_convolutions_on_small_planes_against_ref() {
     }
 }
 
+/// A 1×1 convolution with strides `(sh, sw)`, no padding.
+fn strided_pointwise(sh: usize, sw: usize) -> Op {
+    Op::Conv(ConvDesc {
+        window: Window {
+            kernel: vec![1, 1],
+            strides: vec![sh, sw],
+            dilations: vec![1, 1],
+            pads: vec![0; 4],
+            auto_pad: AutoPad::NotSet,
+        },
+        group: 1,
+    })
+}
+
+#[test]
+fn strided_pointwise_convolutions_against_ref() {
+    let mut r = Rng(3804);
+    // (n, c, m, h, w, sh, sw): outputs of 1 to 7×7 pixels (the pixel-rows path where the
+    // outputs are many), 13×11 and odd sides (a last row or column read), 56×56 (a
+    // 28×28 output, the NCHW GEMM), a stride of 3 and unequal strides.
+    for (n, c, m, h, w, sh, sw) in [
+        (1, 513, 1031, 14, 14, 2, 2),
+        (1, 64, 440, 13, 11, 2, 2),
+        (2, 17, 64, 13, 13, 2, 2),
+        (1, 3, 513, 7, 7, 2, 2),
+        (1, 1, 17, 1, 1, 2, 2),
+        (1, 513, 64, 2, 2, 2, 2),
+        (1, 64, 128, 56, 56, 2, 2),
+        (1, 17, 97, 20, 21, 3, 3),
+        (1, 64, 300, 14, 9, 2, 1),
+        (1, 3, 1, 7, 7, 2, 2),
+    ] {
+        let op = strided_pointwise(sh, sw);
+        let x = r.tensor(&[n, c, h, w], 1.0);
+        let wt = r.tensor(&[m, c, 1, 1], 1.0);
+        let b = r.tensor(&[m], 1.0);
+        let atol = 1e-4 * (c as f64).sqrt();
+        let what = format!("pointwise n{n} c{c} m{m} {h}x{w} stride {sh}x{sw}");
+        check_conv(&what, &op, &x, &wt, &b, atol);
+    }
+}
+
 #[test]
 fn fused_residual_pointwise_on_small_planes_against_ref() {
     let mut r = Rng(3802);
-    // (c, m, h, w)
-    for (c, m, h, w) in [
-        (440, 440, 7, 7),
-        (29, 67, 7, 7),
-        (3, 5, 1, 1),
-        (53, 211, 4, 5),
+    // (c, m, h, w, stride): the strided ones a projection with the block's sum and ReLU.
+    for (c, m, h, w, s) in [
+        (440, 440, 7, 7, 1),
+        (29, 67, 7, 7, 1),
+        (3, 5, 1, 1, 1),
+        (53, 211, 4, 5, 1),
+        (256, 1031, 14, 14, 2),
+        (17, 64, 13, 11, 2),
     ] {
+        let (oh, ow) = ((h - 1) / s + 1, (w - 1) / s + 1);
         let x = r.tensor(&[1, c, h, w], 1.0);
-        let res = r.tensor(&[1, m, h, w], 1.0);
+        let res = r.tensor(&[1, m, oh, ow], 1.0);
         let wt = r.tensor(&[m, c, 1, 1], 1.0);
         let b = r.tensor(&[m], 1.0);
         let mut net = Network::new();
@@ -61,7 +108,8 @@ fn fused_residual_pointwise_on_small_planes_against_ref() {
         let ri = net.add_input("r", res.info().clone()).unwrap();
         let wi = net.add_constant("w", wt.clone()).unwrap();
         let bi = net.add_constant("b", b.clone()).unwrap();
-        let t = net.add_layer("conv", pointwise(), &[xi, wi, bi]).unwrap()[0];
+        let conv = strided_pointwise(s, s);
+        let t = net.add_layer("conv", conv.clone(), &[xi, wi, bi]).unwrap()[0];
         let a = net
             .add_layer("add", Op::Binary(BinaryOp::Add), &[t, ri])
             .unwrap()[0];
@@ -69,7 +117,7 @@ fn fused_residual_pointwise_on_small_planes_against_ref() {
             .add_layer("relu", Op::Unary(UnaryOp::Relu), &[a])
             .unwrap()[0];
         net.mark_output(y).unwrap();
-        let want = reference(&pointwise(), &[&x, &wt, &b]).remove(0);
+        let want = reference(&conv, &[&x, &wt, &b]).remove(0);
         let want = reference(&Op::Binary(BinaryOp::Add), &[&want, &res]).remove(0);
         let want = reference(&Op::Unary(UnaryOp::Relu), &[&want]).remove(0);
         // No channels-last region, so the fused chain stays one NCHW layer.
@@ -81,7 +129,7 @@ fn fused_residual_pointwise_on_small_planes_against_ref() {
         let refs: Vec<&_> = inputs.iter().collect();
         for threads in [1, 2] {
             let got = run_desc(&desc, &refs, threads).remove(0);
-            let what = format!("conv+add+relu c{c} m{m} {h}x{w} threads {threads}");
+            let what = format!("conv+add+relu c{c} m{m} {h}x{w} s{s} threads {threads}");
             close(&what, &got, &want, 1e-4, 1e-4 * (c as f64).sqrt());
         }
     }

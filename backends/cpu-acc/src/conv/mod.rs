@@ -5,7 +5,8 @@
 //!   (pointwise ones a GEMM on the input), and the dispatch to the paths below.
 //! * [`direct`]: GEMM tiles run on the phases with no packed B (first layers, projections).
 //! * [`grouped`]: grouped 3×3 layers with groups of eight outputs, all groups in one pass.
-//! * [`pixel_rows`]: pointwise layers on small planes as a GEMM with the pixels as rows.
+//! * [`pixel_rows`]: pointwise layers on small planes as a GEMM with the pixels as rows
+//!   (strided ones on their subsampled input).
 //! * [`winograd`]: Winograd F(4×4, 3×3) for 3×3 stride-1 layers.
 //! * [`tap_regions`]: dilated layers whose taps mostly read padding, one GEMM per tap over
 //!   the output pixels where it reads the input.
@@ -108,6 +109,22 @@ impl ConvShape<'_> {
             && g.ow == g.w
     }
 
+    /// A 1×1 unpadded window with a stride (of 2, mostly: ResNet's and RegNet's
+    /// projections), every output reading an input pixel: a product with every stride-th
+    /// pixel of every stride-th row.
+    pub fn strided_pointwise(&self) -> bool {
+        let g = self.geo;
+        g.kh == 1
+            && g.kw == 1
+            && (g.sh > 1 || g.sw > 1)
+            && g.pt == 0
+            && g.pl == 0
+            && g.oh > 0
+            && g.ow > 0
+            && (g.oh - 1) * g.sh < g.h
+            && (g.ow - 1) * g.sw < g.w
+    }
+
     /// One group per channel, as many outputs as inputs.
     pub fn depthwise(&self) -> bool {
         self.group == self.c && self.m == self.c && self.c > 1
@@ -170,7 +187,7 @@ pub fn choose_conv_algorithm(s: &ConvShape<'_>) -> ConvAlgorithm {
                 ConvAlgorithm::Depthwise
             } else if s.const_weights
                 && s.group == 1
-                && pointwise
+                && (pointwise || s.strided_pointwise())
                 && pixel_rows::applies(s.c, s.m, s.geo.oh * s.geo.ow)
             {
                 ConvAlgorithm::PixelRows

@@ -695,8 +695,9 @@ impl ConvWorkload {
                 return self.per_image(x, y, |xb, yb| plan.run(threads, xb, bias, act, yb));
             }
             Weights::PixelRows(plan) => {
-                let plane = geo.oh * geo.ow;
-                return self.per_image(x, y, |xb, yb| plan.run(threads, plane, xb, bias, act, yb));
+                return self.per_image(x, y, |xb, yb| {
+                    plan.run_strided(threads, geo, xb, bias, act, yb)
+                });
             }
             Weights::TapRegions(plan) => {
                 return self.per_image(x, y, |xb, yb| plan.run(threads, xb, bias, act, yb));

@@ -7,9 +7,13 @@
 //! the weights are packed once as the B operand, the input planes are packed as A on the
 //! fly (each K step six adjacent pixels of one plane), bias and activation are applied in the
 //! GEMM's epilogue (per column), and the `[pixels, channels]` product is transposed into the
-//! output planes. ResNet's, RegNet's and DenseNet's last stages (7×7 planes) take it.
+//! output planes. ResNet's, RegNet's and DenseNet's last stages (7×7 planes) take it, and
+//! the strided 1×1 projections into them ([`Plan::run_strided`]: every stride-th pixel of
+//! every stride-th row copied into compact planes first, the same copy the NCHW GEMM's
+//! stride phases make, then the same product).
 
 use crate::act::Activation;
+use crate::conv::window::Geo2;
 use crate::gemm::{self, ASrc, BSrc, Epilogue, MatView, Packed};
 use crate::simd;
 use crate::threads::Threads;
@@ -44,7 +48,12 @@ pub fn applies(c: usize, m: usize, plane: usize) -> bool {
 
 thread_local! {
     static PRODUCT: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    static SUBSAMPLED: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
+
+/// The smallest share of the subsampling copy handed to a thread (floats): below it, waking
+/// a helper costs more than the copy.
+const COPY_SHARE: usize = 16 * 1024;
 
 /// The weights of a pointwise convolution packed as the B operand (`Wᵀ`, `c` × `m`).
 #[derive(Debug, Clone)]
@@ -122,6 +131,76 @@ impl Plan {
     }
 }
 
+impl Plan {
+    /// `y = act(conv(x) + bias)` for one image of a 1×1 unpadded convolution of geometry
+    /// `geo` (any stride; every output reads an input pixel, as
+    /// `ConvShape::strided_pointwise` checks): `x` its `c` planes of `geo.h × geo.w`
+    /// pixels, `y` its `m` output planes of `geo.oh × geo.ow`. With a stride, the pixels
+    /// read are copied into compact planes first, then [`Plan::run`] runs on them.
+    pub fn run_strided(
+        &self,
+        th: &Threads,
+        geo: &Geo2,
+        x: &[f32],
+        bias: Option<&[f32]>,
+        act: Activation,
+        y: &mut [f32],
+    ) -> Result<()> {
+        let plane = geo.oh * geo.ow;
+        if geo.sh == 1 && geo.sw == 1 && geo.oh == geo.h && geo.ow == geo.w {
+            return self.run(th, plane, x, bias, act, y);
+        }
+        let (c, in_plane) = (self.c, geo.h * geo.w);
+        let inside = geo.kh == 1
+            && geo.kw == 1
+            && geo.pt == 0
+            && geo.pl == 0
+            && (geo.oh.saturating_sub(1)) * geo.sh < geo.h
+            && (geo.ow.saturating_sub(1)) * geo.sw < geo.w;
+        if !inside || x.len() < c * in_plane {
+            return Err(BackendError::Execution(
+                "strided pointwise convolution: a window or input the plan does not take".into(),
+            ));
+        }
+        if plane == 0 || c == 0 {
+            return self.run(th, plane, &[], bias, act, y);
+        }
+        let mut sub = gemm::try_take(&SUBSAMPLED, c * plane)?;
+        let per = th.chunk_size(c, COPY_SHARE.div_ceil(plane), 1);
+        let res = th
+            .chunks(&mut sub[..c * plane], per * plane, |i, dst| {
+                for (j, d) in dst.chunks_exact_mut(plane).enumerate() {
+                    let ci = i * per + j;
+                    let src = x.get(ci * in_plane..(ci + 1) * in_plane).unwrap_or(&[]);
+                    subsample_plane(geo, src, d);
+                }
+                Ok(())
+            })
+            .and_then(|()| self.run(th, plane, &sub[..c * plane], bias, act, y));
+        gemm::give_back(&SUBSAMPLED, sub);
+        res
+    }
+}
+
+/// `dst[oy·ow + ox] = src[oy·sh·w + ox·sw]`: the pixels a strided 1×1 window reads of one
+/// plane (`src`, `h × w`), compact (`dst`, `oh × ow`). Rows `src` lacks are left as they
+/// are (the caller checked that every row read lies inside the plane).
+fn subsample_plane(geo: &Geo2, src: &[f32], dst: &mut [f32]) {
+    for (oy, d) in dst.chunks_exact_mut(geo.ow.max(1)).take(geo.oh).enumerate() {
+        let row = src.get(oy * geo.sh * geo.w..).unwrap_or(&[]);
+        let row = &row[..geo.w.min(row.len())];
+        if geo.sw == 2 {
+            for (v, pair) in d.iter_mut().zip(row.chunks(2)) {
+                *v = pair[0];
+            }
+        } else {
+            for (v, &s) in d.iter_mut().zip(row.iter().step_by(geo.sw.max(1))) {
+                *v = s;
+            }
+        }
+    }
+}
+
 /// `y[j·plane + i] = p[i·m + j]`: the `[plane, m]` product into `m` planes, the channels
 /// shared out between threads in multiples of eight.
 fn transpose_into_planes(
@@ -149,6 +228,108 @@ fn transpose_into_planes(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::conv::{choose_conv_algorithm, ConvAlgorithm, ConvLayoutIn, ConvShape};
+
+    /// A 1×1 window of stride `s` on an `h × w` plane, unpadded.
+    fn strided(h: usize, w: usize, s: usize) -> Geo2 {
+        Geo2 {
+            h,
+            w,
+            kh: 1,
+            kw: 1,
+            sh: s,
+            sw: s,
+            dh: 1,
+            dw: 1,
+            pt: 0,
+            pl: 0,
+            oh: (h - 1) / s + 1,
+            ow: (w - 1) / s + 1,
+        }
+    }
+
+    #[test]
+    fn strided_projections_onto_small_planes_take_it() {
+        let geo = strided(14, 14, 2);
+        let shape = ConvShape {
+            geo: &geo,
+            c: 1024,
+            m: 2048,
+            group: 1,
+            threads: 1,
+            const_weights: true,
+            layout: ConvLayoutIn::Nchw,
+            winograd: true,
+        };
+        assert!(shape.strided_pointwise() && !shape.pointwise());
+        let want = match simd::avx2_in_use() {
+            true => ConvAlgorithm::PixelRows,
+            false => ConvAlgorithm::Gemm,
+        };
+        assert_eq!(choose_conv_algorithm(&shape), want);
+        // Padded, or reading a row past the plane's end (an output row of padding): not a
+        // strided pointwise product.
+        let padded = Geo2 {
+            pt: 1,
+            pl: 1,
+            oh: 8,
+            ow: 8,
+            ..geo
+        };
+        let past = Geo2 { oh: 8, ..geo };
+        for g in [&padded, &past] {
+            assert!(!ConvShape { geo: g, ..shape }.strided_pointwise());
+        }
+        // A 28×28 output: the NCHW tiles waste little there.
+        let large = strided(56, 56, 2);
+        let shape = ConvShape {
+            geo: &large,
+            c: 256,
+            m: 512,
+            ..shape
+        };
+        assert_ne!(choose_conv_algorithm(&shape), ConvAlgorithm::PixelRows);
+    }
+
+    #[test]
+    fn a_strided_run_is_the_run_on_the_pixels_read() {
+        let (c, m) = (7, 37);
+        let value = |i: usize, k: usize| ((i * k) % 23) as f32 / 8.0 - 1.4;
+        let w: Vec<f32> = (0..m * c).map(|i| value(i, 5)).collect();
+        let bias: Vec<f32> = (0..m).map(|i| value(i, 3)).collect();
+        let plan = Plan::new(&w, m, c).unwrap();
+        for (h, wd, s) in [(9, 8, 2), (13, 11, 2), (10, 10, 3), (1, 1, 2), (2, 5, 2)] {
+            let geo = strided(h, wd, s);
+            let plane = geo.oh * geo.ow;
+            let x: Vec<f32> = (0..c * h * wd).map(|i| value(i, 7)).collect();
+            let mut sub = Vec::new();
+            for ci in 0..c {
+                for oy in 0..geo.oh {
+                    for ox in 0..geo.ow {
+                        sub.push(x[ci * h * wd + oy * s * wd + ox * s]);
+                    }
+                }
+            }
+            for threads in [1, 2] {
+                let th = Threads::new(threads).unwrap();
+                let (mut got, mut want) = (vec![f32::NAN; m * plane], vec![0.0; m * plane]);
+                let (b, act) = (Some(&bias[..]), Activation::Relu);
+                plan.run_strided(&th, &geo, &x, b, act, &mut got).unwrap();
+                plan.run(&th, plane, &sub, b, act, &mut want).unwrap();
+                assert_eq!(got, want, "{h}x{wd} stride {s}, {threads} thread(s)");
+            }
+        }
+        // A window the plan does not take is an error, not a read past the input.
+        let past = Geo2 {
+            oh: 6,
+            ..strided(9, 8, 2)
+        };
+        let x = vec![0.0; c * 72];
+        let mut y = vec![0.0; m * 6 * 4];
+        let th = Threads::single();
+        let res = plan.run_strided(&th, &past, &x, None, Activation::None, &mut y);
+        assert!(res.is_err());
+    }
 
     #[test]
     fn small_planes_with_many_channels_take_it() {

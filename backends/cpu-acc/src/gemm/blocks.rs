@@ -203,7 +203,12 @@ pub(super) fn sgemm_columns(
                         );
                         let ap = ap.get(ir * kc * MR..).unwrap_or(&[]);
                         let cs = block.get_mut(row * width + q * NR..).unwrap_or(&mut []);
-                        if !simd::microkernel(kc, ap, bp, cs, width, mr, nr, &tep) {
+                        // This task's next panel (the first past its share is another's).
+                        let ahead = match q + 1 < per {
+                            true => next_panel_share(panels, q, kc, ir),
+                            false => &[],
+                        };
+                        if !simd::microkernel_fetching(kc, ap, bp, cs, width, mr, nr, &tep, ahead) {
                             return Err(err("micro-kernel bounds"));
                         }
                     }

@@ -651,7 +651,13 @@ pub fn sgemm(
                                     );
                                     let ap = apanels.get(ir * kc * MR..).unwrap_or(&[]);
                                     let cs = cc.get_mut(row * ldc + col..).unwrap_or(&mut []);
-                                    if !simd::microkernel(kc, ap, bp, cs, ldc, mr, nr, &tep) {
+                                    let ahead = match b {
+                                        BSrc::Packed(_) => next_panel_share(bpanels, jr, kc, ir),
+                                        _ => &[],
+                                    };
+                                    if !simd::microkernel_fetching(
+                                        kc, ap, bp, cs, ldc, mr, nr, &tep, ahead,
+                                    ) {
                                         return Err(err("micro-kernel bounds"));
                                     }
                                 }
@@ -673,6 +679,19 @@ pub fn sgemm(
     }
     result?;
     finish(th, n, c, ldc, rows_per, ep)
+}
+
+/// The share of the packed B panel after panel `q` (of depth `kc`, in `panels`: a K block's
+/// panels from some panel on) that the `t`-th tile run against panel `q` prefetches: `kc`
+/// floats·16 (one line per K step) each, the first two tiles covering the next panel whole.
+/// Weights streamed from memory arrive in L2 before the tiles reach them; empty past the
+/// block's last panel and for later tiles.
+pub(crate) fn next_panel_share(panels: &[f32], q: usize, kc: usize, t: usize) -> &[f32] {
+    let next = panels.get((q + 1) * kc * NR..).unwrap_or(&[]);
+    let next = &next[..(kc * NR).min(next.len())];
+    let from = (t * kc * 16).min(next.len());
+    let to = ((t + 1) * kc * 16).min(next.len());
+    &next[from..to]
 }
 
 /// Least depth (K) whose packed B the in-place tiles read as split halves

@@ -123,7 +123,9 @@ macro_rules! store_tile {
 /// count, so a short edge tile costs only its own rows, and one or two 16-lane columns.
 /// Safety: AVX-512F present; `a` readable for kc*MR floats, `b` for kc*NR; rows r < mr of
 /// `c` readable and writable for nr floats at c + r*ldc; biases readable for mr (row) and
-/// nr (column) floats; 1 <= mr <= MR, 1 <= nr <= NR.
+/// nr (column) floats; 1 <= mr <= MR, 1 <= nr <= NR. `ahead` (`lines` cache lines from it,
+/// 64 bytes apart, one per K step, `lines` at most kc) is only prefetched, never read, so it
+/// may point anywhere.
 #[allow(clippy::too_many_arguments)]
 pub(crate) unsafe fn kernel(
     kc: usize,
@@ -134,12 +136,14 @@ pub(crate) unsafe fn kernel(
     mr: usize,
     nr: usize,
     ep: &TileEpilogue<'_>,
+    (ahead, lines): (*const f32, usize),
 ) {
+    let ahead = (ahead, lines.min(kc));
     macro_rules! dispatch {
         ($($r:literal)*) => {
             match (mr, nr > 16) {
-                $(($r, false) => tile::<$r, 1>(kc, a, b, c, ldc, nr, ep),
-                  ($r, true) => tile::<$r, 2>(kc, a, b, c, ldc, nr, ep),)*
+                $(($r, false) => tile::<$r, 1>(kc, a, b, c, ldc, nr, ep, ahead),
+                  ($r, true) => tile::<$r, 2>(kc, a, b, c, ldc, nr, ep, ahead),)*
                 _ => {}
             }
         };
@@ -151,8 +155,9 @@ pub(crate) unsafe fn kernel(
 
 /// The R×(16·C) tile: R rows of A broadcast against C vectors of a B row per k step, so
 /// the 12×32 tile keeps 24 accumulators, 2 B vectors and a broadcast in the 32 registers
-/// and issues 24 FMAs per 14 loads. Safety: as [`kernel`], with R == mr and
-/// nr <= 16·C.
+/// and issues 24 FMAs per 14 loads. The first `ahead.1` K steps each also fetch one line
+/// from `ahead.0` on into L2 (the next B panel of weights streamed from memory). Safety: as
+/// [`kernel`], with R == mr and nr <= 16·C.
 #[target_feature(enable = "avx512f,avx2,fma")]
 #[allow(clippy::too_many_arguments)]
 unsafe fn tile<const R: usize, const C: usize>(
@@ -163,10 +168,14 @@ unsafe fn tile<const R: usize, const C: usize>(
     ldc: usize,
     nr: usize,
     ep: &TileEpilogue<'_>,
+    (ahead, lines): (*const f32, usize),
 ) {
     let z = _mm512_setzero_ps();
     let mut acc = [[z; C]; R];
-    for _ in 0..kc {
+    for k in 0..kc {
+        if k < lines {
+            _mm_prefetch::<_MM_HINT_T1>(ahead.wrapping_add(16 * k) as *const i8);
+        }
         // Ask for the panels' lines PREFETCH k steps ahead: the B panel streams from L2
         // in most products and the loads would otherwise stall the FMAs. Prefetches
         // never fault, so running past the panels' ends is harmless.

@@ -4,7 +4,8 @@
 //! epilogue (scale, accumulate, biases, an in-register activation): a 12×32 AVX-512 tile
 //! ([`avx512`]), 6×16 AVX2 quarters of it ([`avx2`]), or plain Rust ([`portable`]). Variants
 //! read A where it lies ([`tiles_strided`], [`tiles_strided_wide`], [`tiles_offsets`]) or B where it lies
-//! ([`microkernel_in_place`]).
+//! ([`microkernel_in_place`]), or fetch the next packed B panel into L2 while they run
+//! ([`microkernel_fetching`]).
 //!
 //! The rules that make the `unsafe` sound: an AVX2 or AVX-512 kernel is entered only when
 //! the tier ([`crate::isa::kernels`]) says the CPU has its features, and every public entry
@@ -70,7 +71,7 @@ pub fn microkernel(
     nr: usize,
     ep: &TileEpilogue<'_>,
 ) -> bool {
-    microkernel_on(isa_in_use(), kc, a, 0, b, c, ldc, mr, nr, ep)
+    microkernel_on(isa_in_use(), kc, a, 0, b, c, ldc, mr, nr, ep, &[])
 }
 
 /// [`microkernel`] for rows `row0 .. row0 + mr` of the packed A panel `a`, so that a range of
@@ -89,7 +90,29 @@ pub fn microkernel_rows(
     nr: usize,
     ep: &TileEpilogue<'_>,
 ) -> bool {
-    microkernel_on(isa_in_use(), kc, a, row0, b, c, ldc, mr, nr, ep)
+    microkernel_on(isa_in_use(), kc, a, row0, b, c, ldc, mr, nr, ep, &[])
+}
+
+/// [`microkernel`] that also fetches `ahead` into L2 while it runs, one 64-byte line per K
+/// step (at most `kc` lines, as many as `ahead` holds): a product whose packed B is weights
+/// streamed from memory (the pixel rows of a pointwise convolution on a small plane, a
+/// transformer's projection) hands each tile a share of the next B panel, which the tile's
+/// own prefetch, a few K steps ahead, fetches too late. The AVX-512 tile only; the others
+/// ignore `ahead`.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+pub fn microkernel_fetching(
+    kc: usize,
+    a: &[f32],
+    b: &[f32],
+    c: &mut [f32],
+    ldc: usize,
+    mr: usize,
+    nr: usize,
+    ep: &TileEpilogue<'_>,
+    ahead: &[f32],
+) -> bool {
+    microkernel_on(isa_in_use(), kc, a, 0, b, c, ldc, mr, nr, ep, ahead)
 }
 
 /// True when [`tiles_strided`] runs (AVX2 without AVX-512: with AVX-512 the SGEMM's packing
@@ -536,6 +559,7 @@ fn microkernel_on(
     mr: usize,
     nr: usize,
     ep: &TileEpilogue<'_>,
+    ahead: &[f32],
 ) -> bool {
     if mr == 0 || nr == 0 {
         return true;
@@ -560,10 +584,12 @@ fn microkernel_on(
         // of the k loop is in bounds; for each row r < mr the kernel touches
         // c[r*ldc .. r*ldc + nr] only (masked loads/stores), within `c` because
         // c.len() >= (mr-1)*ldc + nr; the bias slices were checked to hold mr and nr values;
-        // 1 <= mr and 1 <= nr <= NR were checked.
+        // 1 <= mr and 1 <= nr <= NR were checked; `ahead` is only prefetched, and only
+        // the lines inside it (ahead.len() / 16 of them).
         unsafe {
             let a = a.as_ptr().add(row0);
-            avx512::kernel(kc, a, b.as_ptr(), c.as_mut_ptr(), ldc, mr, nr, ep);
+            let ahead = (ahead.as_ptr(), ahead.len() / 16);
+            avx512::kernel(kc, a, b.as_ptr(), c.as_mut_ptr(), ldc, mr, nr, ep, ahead);
         }
         return true;
     }
@@ -613,7 +639,7 @@ fn microkernel_on(
         }
         return true;
     }
-    let _ = isa;
+    let _ = (isa, ahead);
     portable_kernel(kc, a, row0, b, c, ldc, mr, nr, ep);
     true
 }
