@@ -74,13 +74,13 @@ fn node_label(node: &NodeProto, index: usize) -> String {
 }
 
 /// The names a node reads: its inputs and, for nodes with subgraphs (If, Loop, Scan), the
-/// outer values its subgraphs use.
-fn reads(node: &NodeProto) -> Vec<String> {
-    let mut out: Vec<String> = node
+/// outer values its subgraphs use. Borrowed: a split walks every node after it.
+fn reads(node: &NodeProto) -> Vec<&str> {
+    let mut out: Vec<&str> = node
         .input
         .iter()
         .filter(|n| !n.is_empty())
-        .cloned()
+        .map(String::as_str)
         .collect();
     for attr in &node.attribute {
         if let Some(g) = &attr.g {
@@ -94,7 +94,7 @@ fn reads(node: &NodeProto) -> Vec<String> {
 }
 
 /// The outer values a subgraph reads.
-fn graph_reads(graph: &GraphProto, out: &mut Vec<String>) {
+fn graph_reads<'a>(graph: &'a GraphProto, out: &mut Vec<&'a str>) {
     let mut local: HashSet<&str> = graph
         .input
         .iter()
@@ -103,7 +103,7 @@ fn graph_reads(graph: &GraphProto, out: &mut Vec<String>) {
     local.extend(graph.initializer.iter().filter_map(|t| t.name.as_deref()));
     for node in &graph.node {
         for name in reads(node) {
-            if !local.contains(name.as_str()) {
+            if !local.contains(name) {
                 out.push(name);
             }
         }
@@ -112,7 +112,7 @@ fn graph_reads(graph: &GraphProto, out: &mut Vec<String>) {
     for o in &graph.output {
         if let Some(n) = o.name.as_deref() {
             if !local.contains(n) {
-                out.push(n.to_string());
+                out.push(n);
             }
         }
     }
@@ -265,22 +265,21 @@ fn prefix_of(
     given: &[String],
 ) -> (Vec<String>, Option<ModelProto>) {
     let before = nodes.get(..index).unwrap_or_default();
-    let mut later: HashSet<String> = nodes
+    let mut later: HashSet<&str> = nodes
         .get(index..)
         .unwrap_or_default()
         .iter()
         .flat_map(reads)
         .collect();
-    later.extend(graph.output.iter().filter_map(|o| o.name.clone()));
+    later.extend(graph.output.iter().filter_map(|o| o.name.as_deref()));
     let mut frontier: Vec<String> = Vec::new();
     for name in before.iter().flat_map(|n| n.output.iter()) {
-        if !name.is_empty() && later.contains(name) && !frontier.contains(name) {
+        if !name.is_empty() && later.contains(name.as_str()) && !frontier.contains(name) {
             frontier.push(name.clone());
         }
     }
     let prefix = (!frontier.is_empty()).then(|| {
-        let read: Vec<String> = before.iter().flat_map(reads).collect();
-        let read: HashSet<&str> = read.iter().map(String::as_str).collect();
+        let read: HashSet<&str> = before.iter().flat_map(reads).collect();
         let inputs = graph
             .input
             .iter()
@@ -322,30 +321,35 @@ pub(crate) fn cut<'r>(
     let outputs: Vec<String> = graph.output.iter().filter_map(|o| o.name.clone()).collect();
 
     // Known after the node: the given inputs, the prefix's outputs and the node's outputs.
-    let mut known: Vec<String> = given.to_vec();
-    known.extend(frontier.iter().cloned());
-    known.extend(node.output.iter().filter(|n| !n.is_empty()).cloned());
+    let mut known: HashSet<&str> = given.iter().map(String::as_str).collect();
+    known.extend(frontier.iter().map(String::as_str));
+    known.extend(
+        node.output
+            .iter()
+            .filter(|n| !n.is_empty())
+            .map(String::as_str),
+    );
     let rest_outputs: Vec<String> = outputs
         .iter()
-        .filter(|o| !known.contains(o))
+        .filter(|o| !known.contains(o.as_str()))
         .cloned()
         .collect();
+    // One pass over the nodes after it: what they read, and of that what is known (the
+    // rest's inputs, in the order first read).
+    let mut read_after: HashSet<&str> = HashSet::new();
     let mut rest_inputs: Vec<String> = Vec::new();
     for name in after.iter().flat_map(reads) {
-        if known.contains(&name) && !rest_inputs.contains(&name) {
-            rest_inputs.push(name);
+        if read_after.insert(name) && known.contains(name) {
+            rest_inputs.push(name.to_string());
         }
     }
-    let read_after: Vec<String> = after.iter().flat_map(reads).collect();
-    let read_after: HashSet<&str> = read_after.iter().map(String::as_str).collect();
     let rest_graph = (!rest_outputs.is_empty()).then(|| GraphProto {
         name: graph.name.clone(),
         initializer: initializers_read(graph, &read_after),
         output: rest_outputs.iter().map(|n| output(n)).collect(),
         ..Default::default()
     });
-    let node_read: Vec<String> = reads(&node);
-    let node_read: HashSet<&str> = node_read.iter().map(String::as_str).collect();
+    let node_read: HashSet<&str> = reads(&node).into_iter().collect();
     Ok(Cut {
         prefix,
         split: Split {
@@ -533,20 +537,20 @@ impl<'r> Split<'r> {
         parent: &DynamicNetwork<'r>,
         env: &Env<'_>,
     ) -> Result<Vec<(String, Tensor)>, Error> {
-        let mut names: Vec<String> = Vec::new();
+        let mut names: Vec<&str> = Vec::new();
         for name in reads(&self.node) {
             if !names.contains(&name) {
                 names.push(name);
             }
         }
         let mut inputs: Vec<(&str, &Tensor)> = Vec::with_capacity(names.len());
-        for name in &names {
+        for &name in &names {
             if let Some(t) = env.get(name) {
-                inputs.push((name.as_str(), t));
+                inputs.push((name, t));
             } else if !self
                 .node_initializers
                 .iter()
-                .any(|i| i.name.as_deref() == Some(name.as_str()))
+                .any(|i| i.name.as_deref() == Some(name))
             {
                 return Err(self.missing(name));
             }
