@@ -656,9 +656,10 @@ impl NhwcConvWorkload {
                         let offs = &win.offsets[k0..];
                         simd::tiles_offsets(kc, a, g.sw, offs, g.ow, bh, &mut yr[j0..], m, nr, ep)
                     })?;
-                }
-                if !self.act.in_kernel() {
-                    simd::unary_in_place(self.act, yc);
+                    // The activation the tiles do not apply, on the row while it is in L1.
+                    if !self.act.in_kernel() {
+                        simd::unary_in_place(self.act, yr);
+                    }
                 }
                 Ok(())
             });
@@ -683,15 +684,12 @@ impl NhwcConvWorkload {
                         x: &x[b * image_in..(b + 1) * image_in],
                         taps,
                         bias: self.bias.as_slice(),
-                        act: self.act.kernel_part(),
+                        act: self.act,
                     };
                     let res = r.map(|r| &r[at..at + row]);
                     if !simd::nhwc_depthwise_row(&job, oy, res, out) {
                         return Err(self.io.error("depthwise buffers do not match".into()));
                     }
-                }
-                if !self.act.in_kernel() {
-                    simd::unary_in_place(self.act, yc);
                 }
                 Ok(())
             })

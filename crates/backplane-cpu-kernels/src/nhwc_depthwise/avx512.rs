@@ -99,7 +99,7 @@ unsafe fn row_3x3<const S: usize, const COLS: usize>(
                         Some(r) => _mm512_add_ps(aj, _mm512_loadu_ps(r.add(o))),
                         None => aj,
                     };
-                    _mm512_storeu_ps(op.add(o), act.apply(v));
+                    _mm512_storeu_ps(op.add(o), act.apply_all(v));
                 }
                 ox += 4;
                 continue;
@@ -128,7 +128,7 @@ unsafe fn row_3x3<const S: usize, const COLS: usize>(
             if let Some(r) = rp {
                 a = _mm512_add_ps(a, _mm512_loadu_ps(r.add(o)));
             }
-            _mm512_storeu_ps(op.add(o), act.apply(a));
+            _mm512_storeu_ps(op.add(o), act.apply_all(a));
             ox += 1;
         }
         c0 += 16;
@@ -300,7 +300,7 @@ unsafe fn row_window<const K: usize, const S: usize, const COLS: usize>(
                     Some(r) => _mm512_add_ps(aj, _mm512_loadu_ps(r.add(o))),
                     None => aj,
                 };
-                _mm512_storeu_ps(op.add(o), act.apply(v));
+                _mm512_storeu_ps(op.add(o), act.apply_all(v));
             }
         }
         c0 += 16;
@@ -351,6 +351,6 @@ unsafe fn pixel<const V: usize>(
             Some(r) => _mm512_add_ps(aj, _mm512_maskz_loadu_ps(mask(j), r.add(o))),
             None => aj,
         };
-        _mm512_mask_storeu_ps(op.add(o), mask(j), act.apply(v));
+        _mm512_mask_storeu_ps(op.add(o), mask(j), act.apply_all(v));
     }
 }
