@@ -193,6 +193,12 @@ mod tests {
             (5, 16, 5, 1, 1, 0, 16),
             (4, 3, 5, 1, 1, 2, 16),
             (7, 7, 5, 1, 1, 2, 40),
+            // The last eight channels of MobileNetV3's 72 and 120 under a lane mask in the
+            // same steps as the others: 3×3 at strides 1 and 2, 5×5 at stride 2 on a row
+            // of 20 outputs.
+            (4, 30, 3, 1, 1, 1, 72),
+            (5, 29, 3, 2, 1, 1, 24),
+            (5, 40, 5, 2, 1, 2, 120),
         ];
         let acts = [
             Activation::None,
