@@ -73,7 +73,7 @@ mod tests {
             1e6,
             -1e6,
         ]);
-        while v.len() % 16 != 0 {
+        while !v.len().is_multiple_of(16) {
             v.push(0.25);
         }
         v
