@@ -6,8 +6,8 @@ use crate::act::Activation;
 use std::arch::x86_64::*;
 
 /// An in-kernel activation (see [`Activation::in_kernel`]) with its constants in
-/// registers: the AVX2 twin of the AVX-512 kernels' `Act512`, shared by the AVX2 kernels
-/// that store through it.
+/// registers: the AVX2 twin of the AVX-512 kernels' `Act512` (its `apply_all` too), shared
+/// by the AVX2 kernels that store through it.
 #[derive(Clone, Copy)]
 pub(crate) struct Act256 {
     act: Activation,

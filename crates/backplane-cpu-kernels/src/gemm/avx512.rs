@@ -6,7 +6,8 @@ use std::arch::x86_64::*;
 
 /// An in-kernel activation (see [`Activation::in_kernel`]) with its constants in
 /// registers, applied to accumulators before they are stored; the kernels that store
-/// through it share one definition of what Relu, Clip and LeakyRelu compute.
+/// through it share one definition of what Relu, Clip and LeakyRelu compute (and, through
+/// [`Act512::apply_all`], the depthwise rows that of the sigmoids and swishes).
 #[derive(Clone, Copy)]
 pub(crate) struct Act512 {
     act: Activation,
