@@ -79,8 +79,11 @@ backplane_cpu_kernels::multiversion! {
 }
 
 /// Output row `oy` of a channels-last depthwise convolution into `out` (see
-/// `crate::conv::nhwc::dw_row_body`), by explicit AVX2 code where it runs (the compiled loops kept
-/// their accumulators in memory). False, computing nothing, when a buffer is too short.
+/// `crate::conv::nhwc::dw_row_body`), with the whole of `job.act` applied: by explicit
+/// AVX-512 or AVX2 code where it runs (the compiled loops kept their accumulators in
+/// memory), the activation in registers where those kernels compute it
+/// ([`Activation::in_registers`]), else on the stored row while it is in L1. False,
+/// computing nothing, when a buffer is too short.
 pub fn nhwc_depthwise_row(
     job: &crate::conv::nhwc::DwRow<'_>,
     oy: usize,
@@ -90,10 +93,22 @@ pub fn nhwc_depthwise_row(
     if !nhwc_depthwise::row_fits(job, oy, res, out) {
         return false;
     }
-    if nhwc_depthwise::row(job, oy, res, out) {
+    if job.act.in_registers() && nhwc_depthwise::row(job, oy, res, out) {
         return true;
     }
-    nhwc_depthwise_row_compiled(job, oy, res, out)
+    let part = crate::conv::nhwc::DwRow {
+        act: job.act.kernel_part(),
+        ..*job
+    };
+    if !nhwc_depthwise::row(&part, oy, res, out)
+        && !nhwc_depthwise_row_compiled(&part, oy, res, out)
+    {
+        return false;
+    }
+    if !job.act.in_kernel() {
+        unary_in_place(job.act, &mut out[..job.geo.ow * job.c]);
+    }
+    true
 }
 backplane_cpu_kernels::multiversion! {
     /// Pad and phase-split one input plane for a window op (see `crate::conv::window`).

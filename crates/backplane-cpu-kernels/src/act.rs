@@ -136,6 +136,23 @@ impl Activation {
         )
     }
 
+    /// Whether the channels-last depthwise rows' AVX-512 and AVX2 kernels
+    /// ([`crate::nhwc_depthwise`]) apply it in registers: the in-kernel ones and the
+    /// sigmoid, SiLU and hard sigmoid and swish of MobileNetV3 and EfficientNet
+    /// ([`crate::act_vec`]), whose separate pass over a large output cost as much as the
+    /// convolution.
+    #[inline]
+    pub fn in_registers(self) -> bool {
+        self.in_kernel()
+            || matches!(
+                self,
+                Activation::Sigmoid
+                    | Activation::Silu
+                    | Activation::HardSwish
+                    | Activation::HardSigmoid { .. }
+            )
+    }
+
     /// The part a kernel applies in registers: itself when [`Activation::in_kernel`], else
     /// nothing (the caller applies it to the stored result).
     #[inline]

@@ -20,6 +20,8 @@
 //! * [`qgemm`]: the integer GEMM of quantized layers (16-bit operands, int32 sums) and
 //!   TFLite's requantization rule.
 //! * [`elementwise`]: in-place activations as explicit vector code.
+//! * [`act_vec`]: sigmoid, SiLU and the hard sigmoid and swish on vectors, for kernels that
+//!   apply them in registers.
 //! * [`byte_sums`]: exact f64 sums of dequantized bytes (the quantized mean), vectorized.
 //! * [`byte_table`]: a 256-entry byte table over a run of bytes (quantized functions).
 //! * [`multiversion`]: safe bodies (of any crate) compiled per tier.
@@ -33,6 +35,7 @@
 #![allow(unsafe_code)]
 
 pub mod act;
+pub mod act_vec;
 pub mod byte_sums;
 pub mod byte_table;
 pub mod channel_lanes;

@@ -383,11 +383,11 @@ impl NhwcConvWorkload {
     }
 
     fn pointwise(&self, p: &Packed, x: &[f32], r: Option<&[f32]>, y: &mut [f32]) -> Result<()> {
+        if self.in_place_tiles {
+            return self.pointwise_tiles(p, x, r, y);
+        }
         if let Some(r) = r {
             y.copy_from_slice(r);
-        }
-        if self.in_place_tiles {
-            return self.pointwise_tiles(p, x, r.is_some(), y);
         }
         self.product(&self.threads, p, x, self.c, r.is_some(), y)
     }
@@ -441,12 +441,14 @@ impl NhwcConvWorkload {
     }
 
     /// The pointwise GEMM by [`simd::tiles_strided`] tiles reading the input where it lies,
-    /// split between the threads by blocks of [`ROW_BLOCK`] pixels.
+    /// split between the threads by blocks of [`ROW_BLOCK`] pixels; the residual `r`, when
+    /// given, copied into each block just before its tiles add onto it (in L1 then, where a
+    /// copy of the whole output first left it in L2 or memory).
     fn pointwise_tiles(
         &self,
         p: &Packed,
         x: &[f32],
-        accumulate: bool,
+        r: Option<&[f32]>,
         y: &mut [f32],
     ) -> Result<()> {
         let (px, m, c) = (self.pixels(), self.m, self.c);
@@ -466,7 +468,10 @@ impl NhwcConvWorkload {
             let block = rows.div_ceil(rows.div_ceil(ROW_BLOCK));
             for (bi, yb) in yc.chunks_mut(block * m).enumerate() {
                 let r0 = i * per + bi * block;
-                self.product(&self.threads, p, &x[r0 * c..], c, accumulate, yb)?;
+                if let Some(r) = r {
+                    yb.copy_from_slice(&r[r0 * m..r0 * m + yb.len()]);
+                }
+                self.product(&self.threads, p, &x[r0 * c..], c, r.is_some(), yb)?;
             }
             Ok(())
         })
@@ -656,9 +661,10 @@ impl NhwcConvWorkload {
                         let offs = &win.offsets[k0..];
                         simd::tiles_offsets(kc, a, g.sw, offs, g.ow, bh, &mut yr[j0..], m, nr, ep)
                     })?;
-                }
-                if !self.act.in_kernel() {
-                    simd::unary_in_place(self.act, yc);
+                    // The activation the tiles do not apply, on the row while it is in L1.
+                    if !self.act.in_kernel() {
+                        simd::unary_in_place(self.act, yr);
+                    }
                 }
                 Ok(())
             });
@@ -683,15 +689,12 @@ impl NhwcConvWorkload {
                         x: &x[b * image_in..(b + 1) * image_in],
                         taps,
                         bias: self.bias.as_slice(),
-                        act: self.act.kernel_part(),
+                        act: self.act,
                     };
                     let res = r.map(|r| &r[at..at + row]);
                     if !simd::nhwc_depthwise_row(&job, oy, res, out) {
                         return Err(self.io.error("depthwise buffers do not match".into()));
                     }
-                }
-                if !self.act.in_kernel() {
-                    simd::unary_in_place(self.act, yc);
                 }
                 Ok(())
             })

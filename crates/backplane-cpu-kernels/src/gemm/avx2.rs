@@ -6,8 +6,8 @@ use crate::act::Activation;
 use std::arch::x86_64::*;
 
 /// An in-kernel activation (see [`Activation::in_kernel`]) with its constants in
-/// registers: the AVX2 twin of the AVX-512 kernels' `Act512`, shared by the AVX2 kernels
-/// that store through it.
+/// registers: the AVX2 twin of the AVX-512 kernels' `Act512` (its `apply_all` too), shared
+/// by the AVX2 kernels that store through it.
 #[derive(Clone, Copy)]
 pub(crate) struct Act256 {
     act: Activation,
@@ -24,6 +24,7 @@ impl Act256 {
         let (lo, hi, slope) = match act {
             Activation::Clip { min, max } => (min, max, 0.0),
             Activation::LeakyRelu { alpha } => (0.0, 0.0, alpha),
+            Activation::HardSigmoid { alpha, beta } => (beta, 0.0, alpha),
             _ => (0.0, 0.0, 0.0),
         };
         Act256 {
@@ -48,6 +49,35 @@ impl Act256 {
                 _mm256_blendv_ps(v, _mm256_mul_ps(v, self.slope), neg)
             }
             _ => v,
+        }
+    }
+
+    /// `act(v)` lane by lane for every activation of [`Activation::in_registers`] (the
+    /// channels-last depthwise rows' epilogue): [`Act256::apply`] and the sigmoid, SiLU and
+    /// hard sigmoid and swish, kept out of `apply` so that the GEMM tiles' epilogue stays
+    /// small; the others pass `v` through.
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    pub(crate) fn apply_all(&self, v: __m256) -> __m256 {
+        match self.act {
+            Activation::Sigmoid => crate::act_vec::avx2::sigmoid(v),
+            Activation::Silu => crate::act_vec::avx2::silu(v),
+            Activation::HardSwish => crate::act_vec::avx2::hard_swish(v),
+            Activation::HardSigmoid { .. } => {
+                crate::act_vec::avx2::hard_sigmoid(self.slope, self.lo, v)
+            }
+            _ => self.apply(v),
+        }
+    }
+
+    /// `act(x)` for one value, as [`Act256::apply_all`] computes it in a lane (the scalar
+    /// tails of the kernels that store through it).
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    pub(crate) fn apply_scalar(&self, x: f32) -> f32 {
+        match self.act.in_kernel() {
+            true => self.act.apply_simple(x),
+            false => _mm256_cvtss_f32(self.apply_all(_mm256_set1_ps(x))),
         }
     }
 }

@@ -6,7 +6,8 @@ use std::arch::x86_64::*;
 
 /// An in-kernel activation (see [`Activation::in_kernel`]) with its constants in
 /// registers, applied to accumulators before they are stored; the kernels that store
-/// through it share one definition of what Relu, Clip and LeakyRelu compute.
+/// through it share one definition of what Relu, Clip and LeakyRelu compute (and, through
+/// [`Act512::apply_all`], the depthwise rows that of the sigmoids and swishes).
 #[derive(Clone, Copy)]
 pub(crate) struct Act512 {
     act: Activation,
@@ -23,6 +24,7 @@ impl Act512 {
         let (lo, hi, slope) = match act {
             Activation::Clip { min, max } => (min, max, 0.0),
             Activation::LeakyRelu { alpha } => (0.0, 0.0, alpha),
+            Activation::HardSigmoid { alpha, beta } => (beta, 0.0, alpha),
             _ => (0.0, 0.0, 0.0),
         };
         Act512 {
@@ -47,6 +49,24 @@ impl Act512 {
                 _mm512_mask_mul_ps(v, neg, v, self.slope)
             }
             _ => v,
+        }
+    }
+
+    /// `act(v)` lane by lane for every activation of [`Activation::in_registers`] (the
+    /// channels-last depthwise rows' epilogue): [`Act512::apply`] and the sigmoid, SiLU and
+    /// hard sigmoid and swish, kept out of `apply` so that the GEMM tiles' epilogue stays
+    /// small; the others pass `v` through.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    pub(crate) fn apply_all(&self, v: __m512) -> __m512 {
+        match self.act {
+            Activation::Sigmoid => crate::act_vec::avx512::sigmoid(v),
+            Activation::Silu => crate::act_vec::avx512::silu(v),
+            Activation::HardSwish => crate::act_vec::avx512::hard_swish(v),
+            Activation::HardSigmoid { .. } => {
+                crate::act_vec::avx512::hard_sigmoid(self.slope, self.lo, v)
+            }
+            _ => self.apply(v),
         }
     }
 }

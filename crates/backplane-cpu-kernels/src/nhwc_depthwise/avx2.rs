@@ -83,7 +83,7 @@ unsafe fn row_3x3(job: &DwRow<'_>, oy: usize, res: Option<&[f32]>, out: &mut [f3
                         Some(r) => _mm256_add_ps(aj, _mm256_loadu_ps(r.add(o))),
                         None => aj,
                     };
-                    _mm256_storeu_ps(op.add(o), act.apply(v));
+                    _mm256_storeu_ps(op.add(o), act.apply_all(v));
                 }
                 ox += 4;
                 continue;
@@ -113,7 +113,7 @@ unsafe fn row_3x3(job: &DwRow<'_>, oy: usize, res: Option<&[f32]>, out: &mut [f3
             if let Some(r) = rp {
                 a = _mm256_add_ps(a, _mm256_loadu_ps(r.add(o)));
             }
-            _mm256_storeu_ps(op.add(o), act.apply(a));
+            _mm256_storeu_ps(op.add(o), act.apply_all(a));
             ox += 1;
         }
         c0 += 8;
@@ -186,7 +186,7 @@ unsafe fn row_any(job: &DwRow<'_>, oy: usize, res: Option<&[f32]>, out: &mut [f3
             if let Some(r) = rp {
                 a = _mm256_add_ps(a, _mm256_loadu_ps(r.add(o + c0)));
             }
-            _mm256_storeu_ps(op.add(o + c0), act.apply(a));
+            _mm256_storeu_ps(op.add(o + c0), act.apply_all(a));
             c0 += 8;
         }
         for ch in c0..c {
@@ -200,7 +200,7 @@ unsafe fn row_any(job: &DwRow<'_>, oy: usize, res: Option<&[f32]>, out: &mut [f3
             if let Some(r) = rp {
                 a += *r.add(o + ch);
             }
-            *op.add(o + ch) = job.act.apply_simple(a);
+            *op.add(o + ch) = act.apply_scalar(a);
         }
     }
 }
@@ -244,6 +244,6 @@ unsafe fn pixel32(
             Some(r) => _mm256_add_ps(a, _mm256_loadu_ps(r.add(o))),
             None => a,
         };
-        _mm256_storeu_ps(op.add(o), act.apply(v));
+        _mm256_storeu_ps(op.add(o), act.apply_all(v));
     }
 }

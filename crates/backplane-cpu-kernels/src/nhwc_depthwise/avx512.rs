@@ -48,8 +48,10 @@ fn lanes(n: usize) -> __mmask16 {
 /// vectors in registers while the row's pixels go by, four pixels a step with each input
 /// vector under them loaded once (the `COLS` = 3·S + 3 columns their windows span, where a
 /// load per tap and pixel made the loads, not the FMAs, the bound); pixels whose window
-/// reaches into the padding, and the last `c % 16` channels, by [`row_any`]. Safety: as
-/// [`row`], with a 3×3 window of dilation 1, stride S both ways, COLS = 3·S + 3, c >= 16.
+/// reaches into the padding one at a time; the last `c % 16` channels in the same steps
+/// under a lane mask (MobileNetV3's 72, 120, 184 and 200 channels; pixel by pixel in
+/// [`row_any`], those eight channels cost far more than their share). Safety: as [`row`], with a
+/// 3×3 window of dilation 1, stride S both ways, COLS = 3·S + 3, c >= 16.
 #[target_feature(enable = "avx512f,avx2,fma")]
 unsafe fn row_3x3<const S: usize, const COLS: usize>(
     job: &DwRow<'_>,
@@ -74,67 +76,81 @@ unsafe fn row_3x3<const S: usize, const COLS: usize>(
     let rp = res.map(<[f32]>::as_ptr);
     let row_c = g.w * c;
     let mut c0 = 0;
-    while c0 + 16 <= c {
-        let w: [__m512; 9] = std::array::from_fn(|t| _mm512_loadu_ps(wp.add(t * c + c0)));
-        let b = _mm512_loadu_ps(bp.add(c0));
-        let mut ox = 0;
-        while ox < g.ow {
-            if full_rows && ox >= lo && ox + 4 <= hi {
-                // Four interior pixels: four independent chains of nine FMAs, over the
-                // COLS input columns of each window row (pixel j's tap kx at column j·S + kx).
-                let p = xp.add(((oy * g.sh - g.pt) * g.w + ox * S - g.pl) * c + c0);
-                let mut a = [b; 4];
-                for ky in 0..3 {
-                    let r = p.add(ky * row_c);
-                    let xs: [__m512; COLS] = std::array::from_fn(|i| _mm512_loadu_ps(r.add(i * c)));
-                    for kx in 0..3 {
-                        for (j, aj) in a.iter_mut().enumerate() {
-                            *aj = _mm512_fmadd_ps(xs[j * S + kx], w[ky * 3 + kx], *aj);
+    // One block of 16 channels from c0: plain loads and stores for the whole blocks, and
+    // for the last `c % 16` channels the same steps under a lane mask (the lanes past C
+    // read nothing and store nothing).
+    macro_rules! block_3x3 {
+        ($load:expr, $store:expr) => {{
+            let w: [__m512; 9] = std::array::from_fn(|t| $load(wp.add(t * c + c0)));
+            let b = $load(bp.add(c0));
+            let mut ox = 0;
+            while ox < g.ow {
+                if full_rows && ox >= lo && ox + 4 <= hi {
+                    // Four interior pixels: four independent chains of nine FMAs, over the
+                    // COLS input columns of each window row (pixel j's tap kx at column j·S + kx).
+                    let p = xp.add(((oy * g.sh - g.pt) * g.w + ox * S - g.pl) * c + c0);
+                    let mut a = [b; 4];
+                    for ky in 0..3 {
+                        let r = p.add(ky * row_c);
+                        let xs: [__m512; COLS] = std::array::from_fn(|i| $load(r.add(i * c)));
+                        for kx in 0..3 {
+                            for (j, aj) in a.iter_mut().enumerate() {
+                                *aj = _mm512_fmadd_ps(xs[j * S + kx], w[ky * 3 + kx], *aj);
+                            }
+                        }
+                    }
+                    for (j, &aj) in a.iter().enumerate() {
+                        let o = (ox + j) * c + c0;
+                        let v = match rp {
+                            Some(r) => _mm512_add_ps(aj, $load(r.add(o))),
+                            None => aj,
+                        };
+                        $store(op.add(o), act.apply_all(v));
+                    }
+                    ox += 4;
+                    continue;
+                }
+                let o = ox * c + c0;
+                let mut a = b;
+                if full_rows && ox >= lo && ox < hi {
+                    let p = xp.add(((oy * g.sh - g.pt) * g.w + ox * g.sw - g.pl) * c + c0);
+                    for ky in 0..3 {
+                        let r = p.add(ky * row_c);
+                        a = _mm512_fmadd_ps($load(r), w[ky * 3], a);
+                        a = _mm512_fmadd_ps($load(r.add(c)), w[ky * 3 + 1], a);
+                        a = _mm512_fmadd_ps($load(r.add(2 * c)), w[ky * 3 + 2], a);
+                    }
+                } else {
+                    let (kx0, kx1) = valid_taps(ox * g.sw, 1, g.pl, g.w, 3);
+                    for ky in ky0..ky1 {
+                        for kx in kx0..kx1 {
+                            let iy = oy * g.sh + ky - g.pt;
+                            let ix = ox * g.sw + kx - g.pl;
+                            let x = $load(xp.add((iy * g.w + ix) * c + c0));
+                            a = _mm512_fmadd_ps(x, w[ky * 3 + kx], a);
                         }
                     }
                 }
-                for (j, &aj) in a.iter().enumerate() {
-                    let o = (ox + j) * c + c0;
-                    let v = match rp {
-                        Some(r) => _mm512_add_ps(aj, _mm512_loadu_ps(r.add(o))),
-                        None => aj,
-                    };
-                    _mm512_storeu_ps(op.add(o), act.apply(v));
+                if let Some(r) = rp {
+                    a = _mm512_add_ps(a, $load(r.add(o)));
                 }
-                ox += 4;
-                continue;
+                $store(op.add(o), act.apply_all(a));
+                ox += 1;
             }
-            let o = ox * c + c0;
-            let mut a = b;
-            if full_rows && ox >= lo && ox < hi {
-                let p = xp.add(((oy * g.sh - g.pt) * g.w + ox * g.sw - g.pl) * c + c0);
-                for ky in 0..3 {
-                    let r = p.add(ky * row_c);
-                    a = _mm512_fmadd_ps(_mm512_loadu_ps(r), w[ky * 3], a);
-                    a = _mm512_fmadd_ps(_mm512_loadu_ps(r.add(c)), w[ky * 3 + 1], a);
-                    a = _mm512_fmadd_ps(_mm512_loadu_ps(r.add(2 * c)), w[ky * 3 + 2], a);
-                }
-            } else {
-                let (kx0, kx1) = valid_taps(ox * g.sw, 1, g.pl, g.w, 3);
-                for ky in ky0..ky1 {
-                    for kx in kx0..kx1 {
-                        let iy = oy * g.sh + ky - g.pt;
-                        let ix = ox * g.sw + kx - g.pl;
-                        let x = _mm512_loadu_ps(xp.add((iy * g.w + ix) * c + c0));
-                        a = _mm512_fmadd_ps(x, w[ky * 3 + kx], a);
-                    }
-                }
-            }
-            if let Some(r) = rp {
-                a = _mm512_add_ps(a, _mm512_loadu_ps(r.add(o)));
-            }
-            _mm512_storeu_ps(op.add(o), act.apply(a));
-            ox += 1;
-        }
+        }};
+    }
+    while c0 + 16 <= c {
+        block_3x3!(|p: *const f32| _mm512_loadu_ps(p), |p: *mut f32, v| {
+            _mm512_storeu_ps(p, v)
+        });
         c0 += 16;
     }
     if c0 < c {
-        row_any(job, oy, res, out, c0);
+        let m = lanes(c - c0);
+        block_3x3!(
+            |p: *const f32| _mm512_maskz_loadu_ps(m, p),
+            |p: *mut f32, v| _mm512_mask_storeu_ps(p, m, v)
+        );
     }
 }
 
@@ -229,8 +245,8 @@ unsafe fn pixel_from(
 /// their windows loaded once (the `COLS` = 3·S + K columns they span) and each weight vector
 /// once per step, where [`row_any`] loads both per tap and pixel. Columns outside the image
 /// are not read, and their taps leave the sums as they are (a masked FMA), so the pixels at
-/// the edges, and a last group of fewer than four, run in the same steps. The last `c % 16`
-/// channels go as in [`row_any`]. Safety: as [`row`], with a K×K window of dilation 1,
+/// the edges, and a last group of fewer than four, run in the same steps, and so do the last
+/// `c % 16` channels, under a lane mask. Safety: as [`row`], with a K×K window of dilation 1,
 /// column stride S, COLS = 3·S + K.
 #[target_feature(enable = "avx512f,avx2,fma")]
 unsafe fn row_window<const K: usize, const S: usize, const COLS: usize>(
@@ -246,67 +262,80 @@ unsafe fn row_window<const K: usize, const S: usize, const COLS: usize>(
     let op = out.as_mut_ptr();
     let rp = res.map(<[f32]>::as_ptr);
     let row_c = g.w * c;
-    let full = c / 16 * 16;
     let z = _mm512_setzero_ps();
     // Channel blocks outermost: a block's weights and the window rows' columns of it stay
     // in L1 along the row.
     let mut c0 = 0;
-    while c0 < full {
-        let b = _mm512_loadu_ps(bp.add(c0));
-        for ox in (0..g.ow).step_by(4) {
-            let n = (g.ow - ox).min(4);
-            // Which of the group's columns lie in the image: the first at ox·S - pl.
-            let inside: [bool; COLS] = std::array::from_fn(|i| {
-                let padded = ox * S + i;
-                padded >= g.pl && padded - g.pl < g.w
-            });
-            let mut a = [b; 4];
-            if inside.iter().all(|&v| v) {
-                let p = xp.add((ox * S - g.pl) * c + c0);
-                for ky in ky0..ky1 {
-                    let r = p.add((oy * g.sh + ky - g.pt) * row_c);
-                    let xs: [__m512; COLS] = std::array::from_fn(|i| _mm512_loadu_ps(r.add(i * c)));
-                    for kx in 0..K {
-                        let w = _mm512_loadu_ps(wp.add((ky * K + kx) * c + c0));
-                        // Pixel j's tap kx reads column j·S + kx of the group.
-                        for (j, aj) in a.iter_mut().enumerate() {
-                            *aj = _mm512_fmadd_ps(xs[j * S + kx], w, *aj);
-                        }
-                    }
-                }
-            } else {
-                let masks: [__mmask16; COLS] = std::array::from_fn(|i| match inside[i] {
-                    true => 0xffff,
-                    false => 0,
+    // One block of 16 channels from c0: plain loads and stores for the whole blocks, and
+    // for the last `c % 16` channels the same steps under a lane mask (the lanes past C
+    // read nothing and store nothing).
+    macro_rules! block_window {
+        ($load:expr, $store:expr) => {{
+            let b = $load(bp.add(c0));
+            for ox in (0..g.ow).step_by(4) {
+                let n = (g.ow - ox).min(4);
+                // Which of the group's columns lie in the image: the first at ox·S - pl.
+                let inside: [bool; COLS] = std::array::from_fn(|i| {
+                    let padded = ox * S + i;
+                    padded >= g.pl && padded - g.pl < g.w
                 });
-                for ky in ky0..ky1 {
-                    let r = xp.add((oy * g.sh + ky - g.pt) * row_c + c0);
-                    let xs: [__m512; COLS] = std::array::from_fn(|i| match inside[i] {
-                        true => _mm512_loadu_ps(r.add((ox * S + i - g.pl) * c)),
-                        false => z,
+                let mut a = [b; 4];
+                if inside.iter().all(|&v| v) {
+                    let p = xp.add((ox * S - g.pl) * c + c0);
+                    for ky in ky0..ky1 {
+                        let r = p.add((oy * g.sh + ky - g.pt) * row_c);
+                        let xs: [__m512; COLS] = std::array::from_fn(|i| $load(r.add(i * c)));
+                        for kx in 0..K {
+                            let w = $load(wp.add((ky * K + kx) * c + c0));
+                            // Pixel j's tap kx reads column j·S + kx of the group.
+                            for (j, aj) in a.iter_mut().enumerate() {
+                                *aj = _mm512_fmadd_ps(xs[j * S + kx], w, *aj);
+                            }
+                        }
+                    }
+                } else {
+                    let masks: [__mmask16; COLS] = std::array::from_fn(|i| match inside[i] {
+                        true => 0xffff,
+                        false => 0,
                     });
-                    for kx in 0..K {
-                        let w = _mm512_loadu_ps(wp.add((ky * K + kx) * c + c0));
-                        for (j, aj) in a.iter_mut().enumerate() {
-                            let i = j * S + kx;
-                            *aj = _mm512_mask3_fmadd_ps(xs[i], w, *aj, masks[i]);
+                    for ky in ky0..ky1 {
+                        let r = xp.add((oy * g.sh + ky - g.pt) * row_c + c0);
+                        let xs: [__m512; COLS] = std::array::from_fn(|i| match inside[i] {
+                            true => $load(r.add((ox * S + i - g.pl) * c)),
+                            false => z,
+                        });
+                        for kx in 0..K {
+                            let w = $load(wp.add((ky * K + kx) * c + c0));
+                            for (j, aj) in a.iter_mut().enumerate() {
+                                let i = j * S + kx;
+                                *aj = _mm512_mask3_fmadd_ps(xs[i], w, *aj, masks[i]);
+                            }
                         }
                     }
                 }
+                for (j, &aj) in a.iter().enumerate().take(n) {
+                    let o = (ox + j) * c + c0;
+                    let v = match rp {
+                        Some(r) => _mm512_add_ps(aj, $load(r.add(o))),
+                        None => aj,
+                    };
+                    $store(op.add(o), act.apply_all(v));
+                }
             }
-            for (j, &aj) in a.iter().enumerate().take(n) {
-                let o = (ox + j) * c + c0;
-                let v = match rp {
-                    Some(r) => _mm512_add_ps(aj, _mm512_loadu_ps(r.add(o))),
-                    None => aj,
-                };
-                _mm512_storeu_ps(op.add(o), act.apply(v));
-            }
-        }
+        }};
+    }
+    while c0 + 16 <= c {
+        block_window!(|p: *const f32| _mm512_loadu_ps(p), |p: *mut f32, v| {
+            _mm512_storeu_ps(p, v)
+        });
         c0 += 16;
     }
-    if full < c {
-        row_any(job, oy, res, out, full);
+    if c0 < c {
+        let m = lanes(c - c0);
+        block_window!(
+            |p: *const f32| _mm512_maskz_loadu_ps(m, p),
+            |p: *mut f32, v| _mm512_mask_storeu_ps(p, m, v)
+        );
     }
 }
 
@@ -351,6 +380,6 @@ unsafe fn pixel<const V: usize>(
             Some(r) => _mm512_add_ps(aj, _mm512_maskz_loadu_ps(mask(j), r.add(o))),
             None => aj,
         };
-        _mm512_mask_storeu_ps(op.add(o), mask(j), act.apply(v));
+        _mm512_mask_storeu_ps(op.add(o), mask(j), act.apply_all(v));
     }
 }

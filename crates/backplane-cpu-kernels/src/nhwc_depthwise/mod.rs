@@ -28,7 +28,8 @@ pub struct DwRow<'a> {
     pub taps: &'a [f32],
     /// One bias per channel.
     pub bias: &'a [f32],
-    /// The activation.
+    /// The activation: the AVX-512 and AVX2 kernels apply those of
+    /// [`Activation::in_registers`] and pass the others through.
     pub act: Activation,
 }
 
@@ -122,10 +123,27 @@ mod tests {
                 if let Some(r) = res {
                     v += r[ox * c + ch];
                 }
-                out[ox * c + ch] = job.act.apply_simple(v);
+                out[ox * c + ch] = act_f64(job.act, v);
             }
         }
         out
+    }
+
+    /// The activation in f64: the in-kernel ones as the kernels define them, and those the
+    /// kernels apply in registers ([`Activation::in_registers`]) by their definitions.
+    pub(crate) fn act_f64(act: Activation, v: f32) -> f32 {
+        let x = f64::from(v);
+        let sigmoid = |x: f64| 1.0 / (1.0 + (-x).exp());
+        let unit = |x: f64| x.clamp(0.0, 1.0);
+        match act {
+            Activation::Sigmoid => sigmoid(x) as f32,
+            Activation::Silu => (x * sigmoid(x)) as f32,
+            Activation::HardSwish => (x * unit(x / 6.0 + 0.5)) as f32,
+            Activation::HardSigmoid { alpha, beta } => {
+                unit(f64::from(alpha) * x + f64::from(beta)) as f32
+            }
+            _ => act.apply_simple(v),
+        }
     }
 
     fn values(n: usize, seed: usize) -> Vec<f32> {
@@ -137,7 +155,9 @@ mod tests {
     /// Every tier's kernels against the definition: 3×3 at strides 1 and 2 (the
     /// weights-in-registers kernels), 5×5 (groups of four pixels) and 7×7 windows, strides 2, dilation 2, pads
     /// on every side, channel counts around the vector widths (1, 7, 16, 17, 64, 67) and past the block
-    /// threshold (640 under a 3×3 window), a residual and the in-kernel activations.
+    /// threshold (640 under a 3×3 window), a residual, the in-kernel activations and those
+    /// applied in registers (SiLU, hard swish, sigmoid, hard sigmoid; the AVX2 kernels'
+    /// scalar channel tails included).
     #[test]
     fn every_tier_matches_the_definition() {
         let tiers: Vec<Isa> = [Isa::Avx512, Isa::Avx2]
@@ -173,6 +193,12 @@ mod tests {
             (5, 16, 5, 1, 1, 0, 16),
             (4, 3, 5, 1, 1, 2, 16),
             (7, 7, 5, 1, 1, 2, 40),
+            // The last eight channels of MobileNetV3's 72 and 120 under a lane mask in the
+            // same steps as the others: 3×3 at strides 1 and 2, 5×5 at stride 2 on a row
+            // of 20 outputs.
+            (4, 30, 3, 1, 1, 1, 72),
+            (5, 29, 3, 2, 1, 1, 24),
+            (5, 40, 5, 2, 1, 2, 120),
         ];
         let acts = [
             Activation::None,
@@ -182,6 +208,13 @@ mod tests {
                 max: 0.75,
             },
             Activation::LeakyRelu { alpha: 0.1 },
+            Activation::Silu,
+            Activation::HardSwish,
+            Activation::Sigmoid,
+            Activation::HardSigmoid {
+                alpha: 0.2,
+                beta: 0.5,
+            },
         ];
         let mut checked = 0;
         for (ci, &(h, w, k, s, d, p, c)) in cases.iter().enumerate() {

@@ -154,16 +154,13 @@ impl NhwcPairWorkload {
                 x: &strip[..(hi - lo) * row_in],
                 taps,
                 bias: &self.second.bias,
-                act: self.second.act.kernel_part(),
+                act: self.second.act,
             };
             let out = &mut yc[j * row_out..(j + oy1 - oy0) * row_out];
             for (oy, row) in out.chunks_exact_mut(row_out).enumerate() {
                 if !simd::nhwc_depthwise_row(&job, oy, None, row) {
                     return Err(self.io.error("depthwise buffers do not match".into()));
                 }
-            }
-            if !self.second.act.in_kernel() {
-                simd::unary_in_place(self.second.act, out);
             }
             j += oy1 - oy0;
         }
@@ -272,14 +269,11 @@ impl NhwcPairWorkload {
                             x: &x[b * image_in..(b + 1) * image_in],
                             taps,
                             bias: &dw.bias,
-                            act: dw.act.kernel_part(),
+                            act: dw.act,
                         };
                         if !simd::nhwc_depthwise_row(&job, oy, None, row) {
                             return Err(self.io.error("depthwise buffers do not match".into()));
                         }
-                    }
-                    if !dw.act.in_kernel() {
-                        simd::unary_in_place(dw.act, mid);
                     }
                     let out = &mut yc[j * row_out..(j + nb) * row_out];
                     if let Some(r) = r {

@@ -167,6 +167,7 @@ fn pairs_match_the_two_convolutions() {
         (2, 7, 61, 33, 48, 3, 2, 1, clip, Activation::Sigmoid),
         (1, 5, 23, 70, 9, 5, 2, 2, Activation::Sigmoid, Activation::Relu),
         (2, 3, 1, 1, 8, 3, 1, 1, Activation::Relu, clip),
+        (1, 16, 29, 31, 96, 3, 2, 1, Activation::Silu, Activation::Silu),
     ];
     let mut rng = Rng(5);
     for (ci, &(n, c, h, w, m, k, s, p, act1, act2)) in cases.iter().enumerate() {
@@ -225,6 +226,7 @@ fn pairs_match_the_two_convolutions() {
         (2, 24, 61, 33, 8, 3, 2, 1, Activation::Sigmoid, clip, false),
         (1, 9, 1, 1, 5, 3, 1, 1, Activation::Relu, Activation::Sigmoid, true),
         (2, 300, 3, 100, 17, 5, 1, 2, clip, Activation::None, true),
+        (1, 33, 13, 7, 24, 5, 1, 2, Activation::HardSwish, Activation::None, true),
     ];
     for (ci, &(n, c, h, w, m, k, s, p, act1, act2, residual)) in cases.iter().enumerate() {
         let dw = Case {
@@ -309,7 +311,8 @@ fn pairs_match_the_two_convolutions() {
 /// Every path of every kind (the AVX2 tiles where they run, the SGEMM and im2col
 /// fallbacks, the depthwise kernel and its compiled portable body) against the ONNX
 /// definition: odd channel counts (tails of 32, 8 and 1), sizes of 1, padding, strides,
-/// batches, residuals, and an activation computed outside the kernels (Sigmoid).
+/// batches, residuals, and activations computed outside the GEMM kernels (Sigmoid; SiLU,
+/// hard swish and hard sigmoid in the depthwise rows' registers).
 #[test]
 fn every_path_matches_the_definition() {
     let clip = Activation::Clip { min: 0.0, max: 6.0 };
@@ -346,6 +349,14 @@ fn every_path_matches_the_definition() {
         Case { n: 2, c: 12, h: 9, w: 9, m: 12, k: 3, s: 2, p: 1, group: 12, nchw_in: false, residual: false, act: Activation::Sigmoid },
         Case { n: 1, c: 5, h: 1, w: 1, m: 5, k: 3, s: 1, p: 1, group: 5, nchw_in: false, residual: false, act: Activation::Relu },
         Case { n: 1, c: 48, h: 4, w: 33, m: 48, k: 5, s: 1, p: 2, group: 48, nchw_in: false, residual: false, act: clip },
+        // Depthwise with the activations applied in registers (SiLU, hard swish, hard
+        // sigmoid): EfficientNet's 112×112 plane, MobileNetV3's 5×5 stride 2, one pixel,
+        // one channel, channel tails of 16 and 8.
+        Case { n: 1, c: 33, h: 112, w: 112, m: 33, k: 3, s: 1, p: 1, group: 33, nchw_in: false, residual: false, act: Activation::Silu },
+        Case { n: 2, c: 17, h: 7, w: 13, m: 17, k: 5, s: 2, p: 2, group: 17, nchw_in: false, residual: true, act: Activation::HardSwish },
+        Case { n: 1, c: 16, h: 1, w: 1, m: 16, k: 3, s: 1, p: 1, group: 16, nchw_in: false, residual: false, act: Activation::Silu },
+        Case { n: 1, c: 3, h: 7, w: 13, m: 3, k: 3, s: 2, p: 1, group: 3, nchw_in: false, residual: false, act: Activation::HardSwish },
+        Case { n: 1, c: 72, h: 28, w: 29, m: 72, k: 5, s: 1, p: 2, group: 72, nchw_in: false, residual: false, act: Activation::HardSigmoid { alpha: 0.2, beta: 0.5 } },
         // Taps of at least 4096 floats: each block of channels along the row first,
         // the last channels (an 8-block and 7 single ones, or one 8-block) pixel by pixel.
         Case { n: 2, c: 463, h: 5, w: 6, m: 463, k: 3, s: 1, p: 1, group: 463, nchw_in: false, residual: true, act: clip },
