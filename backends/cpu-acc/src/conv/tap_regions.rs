@@ -250,7 +250,7 @@ impl Plan {
     fn in_place(&self, tap: &Tap) -> Option<usize> {
         let g = &self.geo;
         let contiguous = g.sh == 1 && g.sw == 1 && tap.cols.len() == g.w;
-        let iy0 = tap.rows.start + tap.ky * g.dh - g.pt;
+        let iy0 = (tap.rows.start + tap.ky * g.dh).checked_sub(g.pt)?;
         contiguous.then_some(iy0 * g.w)
     }
 
