@@ -63,10 +63,21 @@ fn gather(
     let (dh, dw) = (geo.dh.max(1), geo.dw.max(1));
     let phases = dh * dw;
     let plane = geo.h * geo.w;
+    // Columns `s` of phase column `px` that lie inside the input: `px + dw·s − pl` in
+    // `0..w`, and inside the phase (`s < pg.w`).
+    let inside = |px: usize| {
+        let lo = geo.pl.saturating_sub(px).div_ceil(dw);
+        let hi = (geo.w + geo.pl)
+            .checked_sub(px + 1)
+            .map_or(0, |last| last / dw + 1)
+            .min(pg.w);
+        lo.min(hi)..hi
+    };
     th.chunks(xp, tiles.padded_plane(), |pi, dst| {
         let (img, ci) = (pi / c, pi % c);
         let (b, p) = (img / phases, img % phases);
         let (py, px) = (p / dw, p % dw);
+        let cols = inside(px);
         let src_at = (b * c + ci) * plane;
         let src = x
             .get(src_at..src_at + plane)
@@ -80,13 +91,16 @@ fn gather(
                 continue;
             };
             let line = &src[iy * geo.w..(iy + 1) * geo.w];
-            for (s, v) in row.iter_mut().enumerate() {
-                *v = (px + dw * s)
-                    .checked_sub(geo.pl)
-                    .filter(|_| s < pg.w)
-                    .and_then(|ix| line.get(ix))
-                    .copied()
-                    .unwrap_or(0.0);
+            let (head, rest) = row.split_at_mut(cols.start.min(row.len()));
+            let (mid, tail) = rest.split_at_mut(cols.len().min(rest.len()));
+            head.fill(0.0);
+            tail.fill(0.0);
+            // The first column read: `px + dw·cols.start − pl` (inside by `inside`); the
+            // columns in `cols` are all inside the row.
+            let first = (px + dw * cols.start).saturating_sub(geo.pl);
+            let mut picked = line.get(first..).unwrap_or(&[]).iter().step_by(dw);
+            for v in mid.iter_mut() {
+                *v = picked.next().copied().unwrap_or(0.0);
             }
         }
         Ok(())
