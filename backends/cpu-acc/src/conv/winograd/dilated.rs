@@ -98,9 +98,12 @@ fn gather(
             // The first column read: `px + dw·cols.start − pl` (inside by `inside`); the
             // columns in `cols` are all inside the row.
             let first = (px + dw * cols.start).saturating_sub(geo.pl);
-            let mut picked = line.get(first..).unwrap_or(&[]).iter().step_by(dw);
-            for v in mid.iter_mut() {
-                *v = picked.next().copied().unwrap_or(0.0);
+            let src = line.get(first..).unwrap_or(&[]);
+            let n = mid.len().min(src.len().div_ceil(dw));
+            let (mid, past) = mid.split_at_mut(n);
+            past.fill(0.0);
+            for (v, run) in mid.iter_mut().zip(src.chunks(dw)) {
+                *v = run[0];
             }
         }
         Ok(())
@@ -135,8 +138,9 @@ fn scatter(
                 let src = yp
                     .get(at..at + pg.ow)
                     .ok_or_else(|| BackendError::Execution("winograd: phase missing".into()))?;
-                for (d, s) in row.iter_mut().skip(px).step_by(dw).zip(src) {
-                    *d = *s;
+                let dst = row.get_mut(px..).unwrap_or(&mut []);
+                for (run, s) in dst.chunks_mut(dw).zip(src) {
+                    run[0] = *s;
                 }
             }
         }
