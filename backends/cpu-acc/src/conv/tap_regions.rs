@@ -29,7 +29,8 @@ use std::sync::Arc;
 /// Largest share of the dense GEMM's multiply-adds the taps' rectangles may keep for this
 /// path to be taken: below it the per-tap products save enough to pay for their gathers
 /// (DeepLabV3's ASPP on 28×28: dilation 12 keeps 0.51, 24 keeps 0.18; its backbone's
-/// dilation-4 3×3 convolutions keep 0.82 and stay on the dense GEMM).
+/// dilation-4 3×3 convolutions keep 0.82, and take the Winograd path before this one is
+/// considered: `crate::conv::winograd::worth`).
 const MAX_KEPT: f64 = 0.75;
 
 /// The output indices `o < out` whose input position `o·s + k·d − pad` lies in `0..size`.
