@@ -29,7 +29,8 @@ use std::sync::Arc;
 /// Largest share of the dense GEMM's multiply-adds the taps' rectangles may keep for this
 /// path to be taken: below it the per-tap products save enough to pay for their gathers
 /// (DeepLabV3's ASPP on 28×28: dilation 12 keeps 0.51, 24 keeps 0.18; its backbone's
-/// dilation-4 3×3 convolutions keep 0.82 and stay on the dense GEMM).
+/// dilation-4 3×3 convolutions keep 0.82, and take the Winograd path before this one is
+/// considered: `crate::conv::winograd::worth`).
 const MAX_KEPT: f64 = 0.75;
 
 /// The output indices `o < out` whose input position `o·s + k·d − pad` lies in `0..size`.
@@ -82,10 +83,11 @@ pub fn live_taps(geo: &Geo2) -> Vec<usize> {
         .collect()
 }
 
-/// Whether a convolution of one group with this window takes [`Plan`]: dilated, more than
-/// one live tap (a single one, as dilation 36 on 28×28 leaves, is one product on the
-/// dense path already), and the taps' rectangles at most [`MAX_KEPT`] of the dense
-/// product's pixels.
+/// Whether a convolution of one group with this window takes [`Plan`]: dilated, and the
+/// live taps' rectangles at most [`MAX_KEPT`] of the dense product's pixels. A single live
+/// tap (dilation 36 on 28×28 leaves the centre) takes it too: it is one pointwise product
+/// on the input, where the dense path would first copy the input into planes padded by the
+/// whole dilation.
 pub fn applies(geo: &Geo2) -> bool {
     let taps = geo.kh * geo.kw;
     let dense = taps * geo.oh * geo.ow;
@@ -94,7 +96,7 @@ pub fn applies(geo: &Geo2) -> bool {
     }
     let rects = rectangles(geo);
     let kept: usize = rects.iter().map(|(_, _, r, c)| r.len() * c.len()).sum();
-    rects.len() > 1 && (kept as f64) <= MAX_KEPT * dense as f64
+    !rects.is_empty() && (kept as f64) <= MAX_KEPT * dense as f64
 }
 
 thread_local! {
@@ -210,6 +212,18 @@ impl Plan {
             ));
         }
         let y = &mut y[..m * out_plane];
+        if let [tap] = self.taps.as_slice() {
+            if tap.rows.len() == g.oh && tap.cols.len() == g.ow {
+                // One tap reading the input for every output: a single product, with the
+                // bias and activation in its epilogue.
+                let ep = Epilogue {
+                    row_bias: bias,
+                    act,
+                    ..Epilogue::default()
+                };
+                return self.tap_product(th, tap, x, y, &ep);
+            }
+        }
         // The bias (or zeros) first: every tap adds to it.
         let per = th.chunk_size(m, (16 * 1024usize).div_ceil(out_plane.max(1)), 1);
         th.chunks(y, per * out_plane.max(1), |i, ys| {
@@ -231,19 +245,27 @@ impl Plan {
         Ok(())
     }
 
-    /// `y[:, rect] += W_t · X_t` for one tap.
-    fn add_tap(&self, th: &Threads, tap: &Tap, x: &[f32], y: &mut [f32]) -> Result<()> {
+    /// Where tap `tap` reads the input for its rectangle, when that is one contiguous run of
+    /// each input plane (stride 1, rectangle rows as wide as the input): its start in the
+    /// plane, so the product reads the input in place.
+    fn in_place(&self, tap: &Tap) -> Option<usize> {
         let g = &self.geo;
-        let (c, m) = (self.c, self.m);
-        let (plane, out_plane) = (g.h * g.w, g.oh * g.ow);
-        let (rh, rw) = (tap.rows.len(), tap.cols.len());
-        let n = rh * rw;
-        let mut b = gemm::try_take(&GATHER, c * n)?;
+        let contiguous = g.sh == 1 && g.sw == 1 && tap.cols.len() == g.w;
+        let iy0 = (tap.rows.start + tap.ky * g.dh).checked_sub(g.pt)?;
+        contiguous.then_some(iy0 * g.w)
+    }
+
+    /// Gather `X_t` (`[c, rectangle pixels]`) of one tap into `b`.
+    fn gather(&self, th: &Threads, tap: &Tap, x: &[f32], b: &mut [f32]) -> Result<()> {
+        let g = &self.geo;
+        let plane = g.h * g.w;
+        let rw = tap.cols.len();
+        let n = tap.rows.len() * rw;
         // Input row and column of output (oy, ox) at this tap; inside by construction.
         let iy0 = tap.rows.start * g.sh + tap.ky * g.dh - g.pt;
         let ix0 = tap.cols.start * g.sw + tap.kx * g.dw - g.pl;
-        let per = th.chunk_size(c, (16 * 1024usize).div_ceil(n.max(1)), 1);
-        let res = th.chunks(&mut b[..c * n], per * n, |i, bs| {
+        let per = th.chunk_size(self.c, (16 * 1024usize).div_ceil(n.max(1)), 1);
+        th.chunks(&mut b[..self.c * n], per * n, |i, bs| {
             for (j, bc) in bs.chunks_exact_mut(n).enumerate() {
                 let xc = &x[(i * per + j) * plane..][..plane];
                 for (r, row) in bc.chunks_exact_mut(rw).enumerate() {
@@ -258,33 +280,81 @@ impl Plan {
                 }
             }
             Ok(())
-        });
+        })
+    }
+
+    /// `y[:, rect rows] = ep(W_t · X_t)` for one tap whose rectangle holds whole output rows
+    /// (written where they lie in the planes; with `ep.accumulate`, added to them).
+    fn tap_product(
+        &self,
+        th: &Threads,
+        tap: &Tap,
+        x: &[f32],
+        y: &mut [f32],
+        ep: &Epilogue<'_>,
+    ) -> Result<()> {
+        let g = &self.geo;
+        let (c, m) = (self.c, self.m);
+        let n = tap.rows.len() * tap.cols.len();
         let packed = self.weights.packed.get(tap.index).ok_or_else(|| {
             BackendError::Execution("dilated convolution: a tap has no weights".into())
         })?;
         let a = ASrc::Packed(packed);
-        let src = BSrc::View(MatView {
-            data: &b[..c * n],
-            rs: n,
-            cs: 1,
+        let yr = &mut y[tap.rows.start * g.ow..];
+        let out_plane = g.oh * g.ow;
+        if let Some(at) = self.in_place(tap) {
+            let src = BSrc::View(MatView {
+                data: &x[at..],
+                rs: g.h * g.w,
+                cs: 1,
+            });
+            return gemm::sgemm(th, m, n, c, &a, &src, yr, out_plane, ep);
+        }
+        let mut b = gemm::try_take(&GATHER, c * n)?;
+        let res = self.gather(th, tap, x, &mut b).and_then(|()| {
+            let src = BSrc::View(MatView {
+                data: &b[..c * n],
+                rs: n,
+                cs: 1,
+            });
+            gemm::sgemm(th, m, n, c, &a, &src, yr, out_plane, ep)
         });
-        let res = res.and_then(|()| {
-            if rw == g.ow {
-                // Whole output rows: accumulate into the planes where they lie.
-                let ep = Epilogue {
-                    accumulate: true,
-                    ..Epilogue::default()
-                };
-                let yr = &mut y[tap.rows.start * g.ow..];
-                return gemm::sgemm(th, m, n, c, &a, &src, yr, out_plane, &ep);
-            }
+        gemm::give_back(&GATHER, b);
+        res
+    }
+
+    /// `y[:, rect] += W_t · X_t` for one tap.
+    fn add_tap(&self, th: &Threads, tap: &Tap, x: &[f32], y: &mut [f32]) -> Result<()> {
+        let g = &self.geo;
+        let (c, m) = (self.c, self.m);
+        let out_plane = g.oh * g.ow;
+        let (rh, rw) = (tap.rows.len(), tap.cols.len());
+        let n = rh * rw;
+        if rw == g.ow {
+            // Whole output rows: accumulate into the planes where they lie.
+            let ep = Epilogue {
+                accumulate: true,
+                ..Epilogue::default()
+            };
+            return self.tap_product(th, tap, x, y, &ep);
+        }
+        let packed = self.weights.packed.get(tap.index).ok_or_else(|| {
+            BackendError::Execution("dilated convolution: a tap has no weights".into())
+        })?;
+        let mut b = gemm::try_take(&GATHER, c * n)?;
+        let res = self.gather(th, tap, x, &mut b).and_then(|()| {
+            let src = BSrc::View(MatView {
+                data: &b[..c * n],
+                rs: n,
+                cs: 1,
+            });
             let mut p = gemm::try_take(&PRODUCT, m * n)?;
             let res = gemm::sgemm(
                 th,
                 m,
                 n,
                 c,
-                &a,
+                &ASrc::Packed(packed),
                 &src,
                 &mut p[..m * n],
                 n,
@@ -354,8 +424,8 @@ mod tests {
         };
         assert!(applies(&geo(12)));
         assert!(applies(&geo(24)));
-        // Only the centre tap reads the input: the dense path's single product.
-        assert!(!applies(&geo(36)));
+        // Only the centre tap reads the input: one pointwise product here.
+        assert!(applies(&geo(36)));
         assert!(!applies(&geo(4)));
         assert!(!applies(&geo(1)));
     }

@@ -1,4 +1,5 @@
-//! Winograd F(4×4, 3×3) convolution for 3×3, stride-1, undilated, ungrouped f32 convolutions.
+//! Winograd F(4×4, 3×3) convolution for 3×3, stride-1, ungrouped f32 convolutions (dilated
+//! ones as a batch of their phases: [`dilated`]).
 //!
 //! Lavin & Gray's minimal filtering ("Fast Algorithms for Convolutional Neural Networks",
 //! 2015): one 4×4 output tile of a 3×3 correlation is `Aᵀ [(G g Gᵀ) ⊙ (Bᵀ d B)] A` for the
@@ -51,6 +52,8 @@ pub use backplane_cpu_kernels::winograd::{
 };
 use std::cell::RefCell;
 
+mod dilated;
+
 /// Points of the transformed domain.
 const XI: usize = ALPHA * ALPHA;
 
@@ -64,17 +67,22 @@ thread_local! {
     static STRIPS_BUF: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Whether the Winograd path computes this convolution at all: 3×3, stride 1, dilation 1
-/// (groups are the caller's business).
+/// Whether the Winograd path computes this convolution at all: 3×3, stride 1, any dilation
+/// (a dilated one as the batch of its phases, [`dilated`]; groups are the caller's business).
 pub fn applies(geo: &Geo2) -> bool {
     geo.kh == 3
         && geo.kw == 3
         && geo.sh == 1
         && geo.sw == 1
-        && geo.dh == 1
-        && geo.dw == 1
+        && geo.dh >= 1
+        && geo.dw >= 1
         && geo.oh > 0
         && geo.ow > 0
+}
+
+/// Whether `geo` is dilated (and runs as the batch of its phases).
+fn is_dilated(geo: &Geo2) -> bool {
+    geo.dh > 1 || geo.dw > 1
 }
 
 /// Fewest input and output channels for which the Winograd path is taken.
@@ -96,12 +104,36 @@ const MIN_SIDE: usize = 8;
 /// on planes of at least [`MIN_NARROW_SIDE`] a side. The measurements behind these bounds:
 /// docs/cpu-acc-bounds.md, "Winograd".
 pub fn worth(geo: &Geo2, c: usize, m: usize) -> bool {
+    if is_dilated(geo) {
+        return worth_dilated(geo, c, m);
+    }
     let wide = c >= MIN_CHANNELS && m >= MIN_CHANNELS && geo.oh >= MIN_SIDE && geo.ow >= MIN_SIDE;
     let narrow = c.min(m) >= MIN_NARROW_CHANNELS
         && c * m >= MIN_NARROW_PRODUCT
         && geo.oh >= MIN_NARROW_SIDE
         && geo.ow >= MIN_NARROW_SIDE;
     applies(geo) && (wide || narrow)
+}
+
+/// Least share of the computed tile pixels a dilated layer's output must fill (in
+/// hundredths) for it to take the Winograd path.
+const MIN_TILE_USE_PCT: usize = 45;
+
+/// [`worth`] for a dilated layer: each phase is an image of the batch, padded up to whole
+/// 4×4 tiles at the largest phase's size, so what decides is the share of the computed
+/// tile pixels that are outputs: at least [`MIN_TILE_USE_PCT`] in a hundred (DeepLabV3's
+/// dilation 2 and 4 on 28×28 fill 0.77; dilation 6 on 28×28, phases of 5×5 in 8×8 tiles,
+/// 0.34, and ran slower than `crate::conv::tap_regions` there; the ASPP's dilations 12 to
+/// 36 fill less still), with [`MIN_CHANNELS`] channels each way. Measurements:
+/// docs/perf.md, "Session 46".
+fn worth_dilated(geo: &Geo2, c: usize, m: usize) -> bool {
+    let pg = dilated::phase_geo(geo);
+    let tiles = geo.dh * geo.dw * pg.oh.div_ceil(TILE) * pg.ow.div_ceil(TILE);
+    let computed = tiles * TILE * TILE;
+    applies(geo)
+        && c >= MIN_CHANNELS
+        && m >= MIN_CHANNELS
+        && 100 * geo.oh * geo.ow >= MIN_TILE_USE_PCT * computed
 }
 
 /// Fewest channels on either side of a narrow layer that takes the Winograd path.
@@ -420,6 +452,9 @@ impl Plan {
             return Err(BackendError::Execution(
                 "winograd: operands do not match the plan".into(),
             ));
+        }
+        if is_dilated(geo) {
+            return self.run_dilated(th, geo, n, x, bias, act, y);
         }
         let tiles = Tiles::new(geo, n);
         let len = n * c * tiles.padded_plane();
