@@ -26,14 +26,15 @@ use super::packed_b::{packed_b, shared_requant, PackedB, Source};
 use super::QLINEAR_CONV;
 use crate::io::Io;
 use crate::plan::Plan;
+use crate::threads::GemmSplit;
 use crate::threads::Threads;
 use crate::weights;
 use backplane_backend_api::{LayerDesc, Result, Workload};
 use backplane_core::quant::Requantization;
 use backplane_core::{DataType, Tensor, TensorInfo, TensorView, TensorViewMut};
 use backplane_cpu_kernels::qgemm::{
-    center_i8, center_u8, depthwise_rows, qgemm_requantized, ColumnRequant, DwGeometry, DwLayer,
-    DwWeights, QPackedB, QuadPackedB, RequantRange, QNR,
+    center_i8, center_u8, depthwise_rows, pair_tile_rows, qgemm_requantized, ColumnRequant,
+    DwGeometry, DwLayer, DwWeights, QPackedB, QuadPackedB, RequantRange, QNR,
 };
 use std::sync::{Arc, Mutex};
 
@@ -410,11 +411,13 @@ impl NhwcQConv {
         } else {
             Rows::Windows(&xp)
         };
-        let threads = self.th.count();
-        let done = if threads > 1 && pixels.div_ceil(BLOCK_ROWS) < threads && m > QNR {
-            self.gemm_by_channels(b, rq, src, y)
-        } else {
-            self.gemm_by_pixels(b, rq, src, y)
+        let tile = pair_tile_rows();
+        let done = match self
+            .th
+            .gemm_split(pixels, m.div_ceil(QNR), BLOCK_ROWS, tile)
+        {
+            GemmSplit::Panels(per_task) => self.gemm_by_channels(b, rq, src, per_task, y),
+            GemmSplit::Rows(per_task) => self.gemm_by_pixels(b, rq, src, per_task, y),
         };
         keep(&self.padded, xp);
         done
@@ -426,13 +429,13 @@ impl NhwcQConv {
         b: &QPackedB,
         rq: &ColumnRequant,
         src: Rows<'_>,
+        per_task: usize,
         y: &mut [u8],
     ) -> Result<()> {
         let g = &self.geo;
         let m = g.m;
         let kp = b.depth_padded();
-        let pixels = g.n * g.oh * g.ow;
-        let per_task = self.th.chunk_size(pixels, BLOCK_ROWS, BLOCK_ROWS);
+        let per_task = per_task.max(1);
         let panels = m.div_ceil(QNR);
         self.th.chunks(y, per_task * m, |task, yc| {
             // The K padding (past the depth) stays zero.
@@ -450,14 +453,15 @@ impl NhwcQConv {
         })
     }
 
-    /// The GEMM of a layer of few output pixels (fewer row blocks than threads): every pixel's
-    /// A row made once, the threads sharing the output channels (panels of B), each writing
-    /// its columns into `y` when done.
+    /// The GEMM of a layer of few output pixels (too few row blocks to share evenly): every
+    /// pixel's A row made once, the threads sharing the output channels (panels of B,
+    /// `per_task` at a time), each writing its columns into `y` when done.
     fn gemm_by_channels(
         &self,
         b: &QPackedB,
         rq: &ColumnRequant,
         src: Rows<'_>,
+        per_task: usize,
         y: &mut [u8],
     ) -> Result<()> {
         let g = &self.geo;
@@ -467,8 +471,7 @@ impl NhwcQConv {
         let mut a = alloc(pixels * kp, 0i16, &self.io)?;
         self.a_rows(src, 0, pixels, kp, &mut a);
         let panels = m.div_ceil(QNR);
-        let tasks = panels.min(2 * self.th.count());
-        let per_task = panels.div_ceil(tasks);
+        let per_task = per_task.max(1);
         let y = Mutex::new(y);
         self.th.range(panels.div_ceil(per_task), |t| {
             let range = t * per_task..((t + 1) * per_task).min(panels);
