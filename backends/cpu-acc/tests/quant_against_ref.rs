@@ -565,6 +565,27 @@ fn channels_last_gemm_splits_give_equal_bytes_at_any_thread_count() {
             m: 64,
             ..base
         },
+        // A first layer (3 channels, 3×3 stride 2): its padded input copy, large enough to be
+        // shared by the threads, on the byte and the pair GEMM.
+        Case {
+            x: [1, 3, 151, 149],
+            m: 8,
+            k: [3, 3],
+            stride: 2,
+            pad: 1,
+            ..base
+        },
+        Case {
+            x: [1, 3, 149, 151],
+            m: 11,
+            k: [3, 3],
+            stride: 2,
+            pad: 1,
+            per_channel: false,
+            wt: DataType::U8,
+            u8_zero: 3,
+            ..base
+        },
     ];
     for (i, c) in cases.iter().enumerate() {
         let outs: Vec<Tensor> = [1, 2, 3]

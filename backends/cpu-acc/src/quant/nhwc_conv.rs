@@ -44,6 +44,10 @@ mod quads;
 /// Output pixels per GEMM block (A rows centered, then summed and requantized together).
 const BLOCK_ROWS: usize = 32;
 
+/// The fewest elements of the padded input copy a thread takes (less is copied faster than
+/// handed over).
+const PADDED_COPY_SHARE: usize = 32 * 1024;
+
 /// Take the buffer kept in `slot` (empty the first time, or while another execution of the
 /// layer holds it).
 fn take<T>(slot: &Mutex<Vec<T>>) -> Vec<T> {
@@ -312,19 +316,39 @@ impl NhwcQConv {
         }
         let (pt, pl) = (self.d.pads[0], self.d.pads[1]);
         let end = (pl + g.w).min(wp);
+        if pl >= end || image == 0 {
+            return Ok(());
+        }
         let zx = self.d.x.1;
         let center = if self.x_signed { center_i8 } else { center_u8 };
-        for (n, img) in out.chunks_exact_mut(image.max(1)).enumerate().take(g.n) {
-            for yy in 0..hp {
-                let iy = yy.wrapping_sub(pt);
-                if iy >= g.h || pl >= end {
-                    continue;
-                }
+        self.padded_rows(out, wp * c, |r, prow| {
+            let (n, iy) = (r / hp, (r % hp).wrapping_sub(pt));
+            if iy < g.h {
                 let src = &x[((n * g.h + iy) * g.w) * c..][..(end - pl) * c];
-                center(&mut img[(yy * wp + pl) * c..][..src.len()], src, zx);
+                center(&mut prow[pl * c..][..src.len()], src, zx);
             }
-        }
-        Ok(())
+        })
+    }
+
+    /// Run `fill(r, row)` on every padded row `r` (of `n · hp`, `row` bytes or values each)
+    /// of `out`, the threads sharing blocks of rows where the copy is large enough to pay
+    /// for the hand-off (a first layer's image: the layer's only serial part otherwise).
+    fn padded_rows<T: Send>(
+        &self,
+        out: &mut [T],
+        row: usize,
+        fill: impl Fn(usize, &mut [T]) + Sync + Send,
+    ) -> Result<()> {
+        let row = row.max(1);
+        let per = self
+            .th
+            .chunk_size(out.len() / row, PADDED_COPY_SHARE.div_ceil(row), 1);
+        self.th.chunks(out, per * row, |i, chunk| {
+            for (k, prow) in chunk.chunks_exact_mut(row).enumerate() {
+                fill(i * per + k, prow);
+            }
+            Ok(())
+        })
     }
 
     /// The depthwise layer, the threads sharing blocks of output rows.

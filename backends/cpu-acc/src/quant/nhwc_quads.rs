@@ -118,24 +118,19 @@ impl NhwcQConv {
         }
         let (pt, pl) = (self.d.pads[0], self.d.pads[1]);
         let end = (pl + g.w).min(wp);
-        if pl >= end {
+        if pl >= end || image == 0 {
             return Ok(());
         }
         let flip = self.flip();
-        for (n, img) in out.chunks_exact_mut(image.max(1)).enumerate().take(g.n) {
-            for yy in 0..hp {
-                let iy = yy.wrapping_sub(pt);
-                if iy >= g.h {
-                    continue;
-                }
+        self.padded_rows(out, wp * c, |r, prow| {
+            let (n, iy) = (r / hp, (r % hp).wrapping_sub(pt));
+            if iy < g.h {
                 let src = &x[((n * g.h + iy) * g.w) * c..][..(end - pl) * c];
-                let dst = &mut img[(yy * wp + pl) * c..][..src.len()];
-                for (d, &s) in dst.iter_mut().zip(src) {
+                for (d, &s) in prow[pl * c..][..src.len()].iter_mut().zip(src) {
                     *d = s ^ flip;
                 }
             }
-        }
-        Ok(())
+        })
     }
 
     /// Fill `a` (rows of `kq` bytes; the bytes past the depth are left as they are: they
