@@ -412,9 +412,15 @@ impl Threads {
     }
 
     /// How to share a GEMM of `rows` output rows and `panels` column panels between these
-    /// threads ([`gemm_split`]).
-    pub fn gemm_split(&self, rows: usize, panels: usize, block: usize, tile: usize) -> GemmSplit {
-        gemm_split(rows, panels, self.count, block, tile)
+    /// threads, where the caller would share rows in chunks of `per_rows` ([`gemm_split`]).
+    pub fn gemm_split(
+        &self,
+        rows: usize,
+        panels: usize,
+        per_rows: usize,
+        tile: usize,
+    ) -> GemmSplit {
+        gemm_split(rows, panels, self.count, per_rows, tile)
     }
 }
 
@@ -428,25 +434,24 @@ pub enum GemmSplit {
 }
 
 /// How `threads` threads share a GEMM of `rows` rows and `panels` column panels, whose kernel
-/// computes tiles of `tile` rows by one panel and whose rows are shared out in blocks of
-/// `block` rows ([`Threads::chunk_size`]; a chunk of fewer rows than that costs more in
-/// hand-offs than it saves).
+/// computes tiles of `tile` rows by one panel, where the caller would share rows in chunks
+/// of `per_rows` (its [`Threads::chunk_size`], which keeps a chunk from being so small that
+/// the hand-off costs more than it saves).
 ///
 /// Sharing rows is the default (each thread's rows are its own, no copy). But a layer of few
-/// rows (the 7×7 layers at the end of a classifier: 49 rows, one block and a row) cannot be
-/// shared evenly by blocks: one thread would do nearly all of it. Then the threads share the
-/// panels instead, each over every row (its columns copied into place afterwards, and half
-/// of B read by each), where that makes the busiest thread's tiles at least an eighth fewer
-/// (the margin pays for the copy).
+/// rows (the 7×7 layers at the end of a classifier: 49 rows, a block of 48 and a row) cannot
+/// be shared evenly by blocks: one thread would do nearly all of it. Then the threads share
+/// the panels instead, each over every row (its columns copied into place afterwards, and
+/// its part of B read by each alone), where that makes the busiest thread's tiles at least
+/// an eighth fewer (the margin pays for the copy).
 pub fn gemm_split(
     rows: usize,
     panels: usize,
     threads: usize,
-    block: usize,
+    per_rows: usize,
     tile: usize,
 ) -> GemmSplit {
-    let (block, tile) = (block.max(1), tile.max(1));
-    let per_rows = even_share(rows.div_ceil(block), threads, 1, 2).max(1) * block;
+    let (per_rows, tile) = (per_rows.max(1), tile.max(1));
     if threads < 2 || panels < 2 || rows == 0 {
         return GemmSplit::Rows(per_rows);
     }
@@ -586,26 +591,33 @@ mod tests {
     /// no more than under the other split plus the margin.
     #[test]
     fn gemm_splits_share_few_rows_by_panels() {
-        assert_eq!(gemm_split(49, 60, 2, 48, 12), GemmSplit::Panels(15));
-        assert_eq!(gemm_split(49, 10, 2, 48, 12), GemmSplit::Panels(5));
-        assert_eq!(gemm_split(49, 20, 3, 48, 12), GemmSplit::Panels(7));
-        assert_eq!(gemm_split(49, 1, 2, 48, 12), GemmSplit::Rows(48));
-        assert_eq!(gemm_split(49, 60, 1, 48, 12), GemmSplit::Rows(96));
+        // Rows in blocks of 48, as the channels-last byte GEMM shares them.
+        let blocks =
+            |rows: usize, threads: usize| even_share(rows.div_ceil(48), threads, 1, 2) * 48;
+        let split =
+            |rows, panels, threads| gemm_split(rows, panels, threads, blocks(rows, threads), 12);
+        assert_eq!(split(49, 60, 2), GemmSplit::Panels(15));
+        assert_eq!(split(49, 10, 2), GemmSplit::Panels(5));
+        assert_eq!(split(49, 20, 3), GemmSplit::Panels(7));
+        assert_eq!(split(49, 1, 2), GemmSplit::Rows(48));
+        assert_eq!(split(49, 60, 1), GemmSplit::Rows(96));
         // 14×14 and larger planes split evenly enough by rows.
-        assert_eq!(gemm_split(196, 4, 2, 48, 12), GemmSplit::Rows(96));
-        assert_eq!(gemm_split(196, 24, 2, 48, 12), GemmSplit::Rows(96));
-        assert!(matches!(
-            gemm_split(12544, 2, 2, 48, 12),
-            GemmSplit::Rows(per) if per % 48 == 0 && per < 12544
-        ));
-        assert_eq!(gemm_split(0, 5, 2, 48, 12), GemmSplit::Rows(48));
+        assert_eq!(split(196, 4, 2), GemmSplit::Rows(96));
+        assert_eq!(split(196, 24, 2), GemmSplit::Rows(96));
+        assert_eq!(split(12544, 2, 2), GemmSplit::Rows(blocks(12544, 2)));
+        assert_eq!(split(0, 5, 2), GemmSplit::Rows(48));
+        // Rows in chunks of any length (a fully connected layer's): 70 rows as 35 + 35 keep
+        // rows; one row shares panels.
+        assert_eq!(gemm_split(70, 8, 2, 35, 12), GemmSplit::Rows(35));
+        assert_eq!(gemm_split(1, 63, 2, 1, 12), GemmSplit::Panels(16));
         let th = Threads::new(2).unwrap();
         assert_eq!(th.gemm_split(49, 60, 48, 12), GemmSplit::Panels(15));
         for threads in [1usize, 2, 3, 5] {
             for rows in 1..200usize {
                 for panels in [1usize, 2, 3, 7, 10, 60] {
-                    for (block, tile) in [(48, 12), (32, 4)] {
-                        let split = gemm_split(rows, panels, threads, block, tile);
+                    for (block, tile) in [(48, 12), (32, 4), (1, 12)] {
+                        let per_rows = even_share(rows.div_ceil(block), threads, 1, 2) * block;
+                        let chosen = gemm_split(rows, panels, threads, per_rows, tile);
                         let by_rows = |per: usize| {
                             let chunks = (0..rows.div_ceil(per))
                                 .map(|i| per.min(rows - i * per).div_ceil(tile) * panels);
@@ -616,10 +628,9 @@ mod tests {
                                 .map(|i| per.min(panels - i * per) * rows.div_ceil(tile));
                             busiest_of(chunks, threads)
                         };
-                        let rows_per = even_share(rows.div_ceil(block), threads, 1, 2) * block;
-                        match split {
+                        match chosen {
                             GemmSplit::Rows(per) => {
-                                assert_eq!(per, rows_per, "{rows} {panels} {threads}");
+                                assert_eq!(per, per_rows, "{rows} {panels} {threads}");
                                 let alt = even_share(panels, threads, 1, 2);
                                 if threads > 1 && panels > 1 {
                                     assert!(8 * by_panels(alt) > 7 * by_rows(per));
@@ -627,7 +638,7 @@ mod tests {
                             }
                             GemmSplit::Panels(per) => {
                                 assert!(threads > 1 && panels > 1 && per < panels);
-                                assert!(8 * by_panels(per) <= 7 * by_rows(rows_per));
+                                assert!(8 * by_panels(per) <= 7 * by_rows(per_rows));
                             }
                         }
                     }

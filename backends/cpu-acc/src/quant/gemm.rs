@@ -321,29 +321,29 @@ impl Workload for QGemm {
                 Weights::Pairs(_) => pair_tile_rows(),
                 Weights::Quads(_) => QUAD_ROWS,
             };
-            let split = self.th.gemm_split(rows, panels, BLOCK_ROWS, tile);
-            if let GemmSplit::Panels(per_task) = split {
-                // Few rows: the threads share the output channels.
-                let per_task = per_task.max(1);
-                let y = Mutex::new(&mut *y);
-                self.th.range(panels.div_ceil(per_task), |t| {
-                    let range = t * per_task..((t + 1) * per_task).min(panels);
-                    let first = range.start * QNR;
-                    let width = (range.end * QNR).min(n) - first;
-                    let mut out = alloc(rows * width, 0u8, &self.io)?;
-                    self.block(&a, lda, 0, rows, range, &mut out, width)?;
-                    let mut y = y.lock().unwrap_or_else(|p| p.into_inner());
-                    for (i, row) in out.chunks_exact(width).enumerate() {
-                        y[i * n + first..][..width].copy_from_slice(row);
-                    }
-                    Ok(())
-                })
-            } else {
-                let per_task = self.th.chunk_size(rows, BLOCK_ROWS, 1);
-                self.th.chunks(y, per_task * n, |t, yc| {
+            let per_rows = self.th.chunk_size(rows, BLOCK_ROWS, 1);
+            match self.th.gemm_split(rows, panels, per_rows, tile) {
+                GemmSplit::Panels(per_task) => {
+                    // Few rows: the threads share the output channels.
+                    let per_task = per_task.max(1);
+                    let y = Mutex::new(&mut *y);
+                    self.th.range(panels.div_ceil(per_task), |t| {
+                        let range = t * per_task..((t + 1) * per_task).min(panels);
+                        let first = range.start * QNR;
+                        let width = (range.end * QNR).min(n) - first;
+                        let mut out = alloc(rows * width, 0u8, &self.io)?;
+                        self.block(&a, lda, 0, rows, range, &mut out, width)?;
+                        let mut y = y.lock().unwrap_or_else(|p| p.into_inner());
+                        for (i, row) in out.chunks_exact(width).enumerate() {
+                            y[i * n + first..][..width].copy_from_slice(row);
+                        }
+                        Ok(())
+                    })
+                }
+                GemmSplit::Rows(per_task) => self.th.chunks(y, per_task * n, |t, yc| {
                     let r = yc.len() / n.max(1);
                     self.block(&a, lda, t * per_task, r, 0..panels, yc, n)
-                })
+                }),
             }
         });
         *self.a.lock().unwrap_or_else(|p| p.into_inner()) = pairs;

@@ -436,10 +436,12 @@ impl NhwcQConv {
             Rows::Windows(&xp)
         };
         let tile = pair_tile_rows();
-        let done = match self
-            .th
-            .gemm_split(pixels, m.div_ceil(QNR), BLOCK_ROWS, tile)
-        {
+        let done = match self.th.gemm_split(
+            pixels,
+            m.div_ceil(QNR),
+            self.th.chunk_size(pixels, BLOCK_ROWS, BLOCK_ROWS),
+            tile,
+        ) {
             GemmSplit::Panels(per_task) => self.gemm_by_channels(b, rq, src, per_task, y),
             GemmSplit::Rows(per_task) => self.gemm_by_pixels(b, rq, src, per_task, y),
         };
