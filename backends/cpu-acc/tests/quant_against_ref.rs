@@ -93,6 +93,11 @@ struct Case {
     per_channel: bool,
     xt: DataType,
     wt: DataType,
+    /// The u8 weights' zero point (128 keeps the centered weights within i8, for the byte
+    /// GEMM; others leave the layer on the 16-bit pair GEMM).
+    u8_zero: u8,
+    /// Threads the folded layer runs on.
+    threads: usize,
 }
 
 /// Build the QDQ chain, fold it with CpuAcc's optimize_subgraph, run the folded layer and
@@ -131,7 +136,7 @@ fn run_layout(c: &Case, seed: u64, nhwc_in: bool) -> (Option<Tensor>, (usize, us
     let sws: Vec<f32> = (0..c.m).map(|i| 0.004 + 0.0007 * (i % 11) as f32).collect();
     let (sw, zw) = if c.per_channel {
         let z = if c.wt == DataType::U8 {
-            vec![128u8; c.m]
+            vec![c.u8_zero; c.m]
         } else {
             vec![0u8; c.m]
         };
@@ -142,7 +147,14 @@ fn run_layout(c: &Case, seed: u64, nhwc_in: bool) -> (Option<Tensor>, (usize, us
     } else {
         (
             Tensor::scalar(sws[0]),
-            zp(c.wt, if c.wt == DataType::U8 { 128 } else { 0 }),
+            zp(
+                c.wt,
+                if c.wt == DataType::U8 {
+                    c.u8_zero.into()
+                } else {
+                    0
+                },
+            ),
         )
     };
     let bias: Vec<i32> = (0..c.m)
@@ -262,7 +274,7 @@ fn run_layout(c: &Case, seed: u64, nhwc_in: bool) -> (Option<Tensor>, (usize, us
         outputs: vec![yinfo],
         constants: vec![None, Some(Arc::new(wq.clone())), Some(bias_q.clone())],
     };
-    let mut got = run_desc(&desc, &[xin, &wq, bias_q], 2);
+    let mut got = run_desc(&desc, &[xin, &wq, bias_q], c.threads);
     if channels_last {
         let back = Op::Transpose {
             perm: vec![0, 3, 1, 2],
@@ -318,6 +330,8 @@ fn folded_int8_convolutions_are_within_one_quantum_of_cpu_ref() {
         per_channel: true,
         xt: DataType::U8,
         wt: DataType::I8,
+        u8_zero: 128,
+        threads: 2,
     };
     let cases = [
         Case { ..base },
@@ -480,14 +494,139 @@ fn folded_int8_convolutions_are_within_one_quantum_of_cpu_ref() {
     println!("{off} of {total} elements one quantum off CpuRef's f32 chain");
 }
 
+/// Channels-last one-group layers whose few output pixels the threads share by output
+/// channels (7×7 and smaller planes, as a classifier's last layers) and others they share by
+/// blocks of pixels: the same bytes at one, two and three threads, on the byte GEMM (i8
+/// weights, u8 ones centered by 128) and the pair GEMM (u8 weights whose centered values
+/// leave i8), each within one quantum of CpuRef and equal to the NCHW layer.
+#[test]
+fn channels_last_gemm_splits_give_equal_bytes_at_any_thread_count() {
+    let base = Case {
+        x: [1, 96, 7, 7],
+        m: 160,
+        k: [1, 1],
+        stride: 1,
+        dilation: 1,
+        pad: 0,
+        group: 1,
+        act: Some(UnaryOp::Clip { min: 0.0, max: 6.0 }),
+        per_channel: true,
+        xt: DataType::I8,
+        wt: DataType::I8,
+        u8_zero: 128,
+        threads: 1,
+    };
+    let cases = [
+        // 49 pixels of 160 and of 37 (a prime: the last panel short) channels, i8 and u8.
+        Case { ..base },
+        Case {
+            x: [1, 41, 7, 7],
+            m: 37,
+            xt: DataType::U8,
+            ..base
+        },
+        // Pair GEMM (u8 weights of zero point 3), 5×3 pixels, 3×3 windows.
+        Case {
+            x: [1, 19, 5, 3],
+            m: 53,
+            k: [3, 3],
+            pad: 1,
+            per_channel: false,
+            wt: DataType::U8,
+            u8_zero: 3,
+            ..base
+        },
+        Case {
+            x: [1, 24, 7, 7],
+            m: 70,
+            per_channel: false,
+            wt: DataType::U8,
+            u8_zero: 3,
+            xt: DataType::U8,
+            ..base
+        },
+        // Two images of 5×5 pixels (50 rows), a strided 3×3 to 7×7, and 14×14 (shared by
+        // blocks of pixels).
+        Case {
+            x: [2, 32, 5, 5],
+            m: 48,
+            ..base
+        },
+        Case {
+            x: [1, 8, 13, 13],
+            m: 40,
+            k: [3, 3],
+            stride: 2,
+            pad: 1,
+            ..base
+        },
+        Case {
+            x: [1, 16, 14, 14],
+            m: 64,
+            ..base
+        },
+        // A first layer (3 channels, 3×3 stride 2): its padded input copy, large enough to be
+        // shared by the threads, on the byte and the pair GEMM.
+        Case {
+            x: [1, 3, 151, 149],
+            m: 8,
+            k: [3, 3],
+            stride: 2,
+            pad: 1,
+            ..base
+        },
+        Case {
+            x: [1, 3, 149, 151],
+            m: 11,
+            k: [3, 3],
+            stride: 2,
+            pad: 1,
+            per_channel: false,
+            wt: DataType::U8,
+            u8_zero: 3,
+            ..base
+        },
+    ];
+    for (i, c) in cases.iter().enumerate() {
+        let outs: Vec<Tensor> = [1, 2, 3]
+            .into_iter()
+            .map(|threads| {
+                let c = Case { threads, ..*c };
+                run_case(&c, 300 + i as u64);
+                run_layout(&c, 300 + i as u64, true).0.unwrap()
+            })
+            .collect();
+        for (t, y) in outs.iter().enumerate().skip(1) {
+            assert_eq!(
+                y.bytes(),
+                outs[0].bytes(),
+                "case {i}: {} threads differ from one",
+                t + 1
+            );
+        }
+    }
+}
+
 /// `DequantizeLinear(a), DequantizeLinear(b) → op → (act) → QuantizeLinear` folded by CpuAcc
 /// into one layer, against the chain on CpuRef: equal bit for bit (the folded layer computes
 /// the chain's f32 operations in its order).
 fn run_binary(op: BinaryOp, dims: &[usize], ta: DataType, tb: DataType, act: Option<UnaryOp>) {
-    let mut r = Rng(dims.iter().product::<usize>() as u64 + 11);
-    let n: usize = dims.iter().product();
-    let a = q8(ta, dims, r.bytes(n));
-    let b = q8(tb, dims, r.bytes(n));
+    run_broadcast(op, [dims, dims], ta, tb, act);
+}
+
+/// [`run_binary`] with inputs of dims `a` and `b` (broadcast to the output by numpy's rule),
+/// the folded layer run at one, two and three threads (long rows are cut into pieces for
+/// the threads: every count must give CpuRef's bytes).
+fn run_broadcast(
+    op: BinaryOp,
+    [a_dims, b_dims]: [&[usize]; 2],
+    ta: DataType,
+    tb: DataType,
+    act: Option<UnaryOp>,
+) {
+    let mut r = Rng(a_dims.iter().product::<usize>() as u64 + 11);
+    let a = q8(ta, a_dims, r.bytes(a_dims.iter().product()));
+    let b = q8(tb, b_dims, r.bytes(b_dims.iter().product()));
     let zero = |dt: DataType| if dt == DataType::U8 { 131 } else { -7 };
     let (sa, sb, sy) = (
         0.031f32,
@@ -547,8 +686,6 @@ fn run_binary(op: BinaryOp, dims: &[usize], ta: DataType, tb: DataType, act: Opt
         outputs: vec![net.tensor(y).info.clone()],
         constants: vec![None, None],
     };
-    let got = run_desc(&desc, &[&a, &b], 2);
-
     let one = |op: &Op, ins: &[&Tensor]| reference(op, ins).remove(0);
     let af = one(&dq, &[&a, &Tensor::scalar(sa), &zp(ta, zero(ta))]);
     let bf = one(&dq, &[&b, &Tensor::scalar(sb), &zp(tb, zero(tb))]);
@@ -557,13 +694,19 @@ fn run_binary(op: BinaryOp, dims: &[usize], ta: DataType, tb: DataType, act: Opt
         yf = one(&Op::Unary(u), &[&yf]);
     }
     let want = one(&quant, &[&yf, &Tensor::scalar(sy), &zp(yt, zero(yt))]);
-    let off = got[0]
-        .bytes()
-        .iter()
-        .zip(want.bytes())
-        .filter(|(g, w)| g != w)
-        .count();
-    assert_eq!(off, 0, "{op:?} {dims:?} {ta}/{tb}: {off} elements differ");
+    for threads in [1, 2, 3] {
+        let got = run_desc(&desc, &[&a, &b], threads);
+        let off = got[0]
+            .bytes()
+            .iter()
+            .zip(want.bytes())
+            .filter(|(g, w)| g != w)
+            .count();
+        assert_eq!(
+            off, 0,
+            "{op:?} {a_dims:?} {b_dims:?} {ta}/{tb}, {threads} threads: {off} elements differ"
+        );
+    }
 }
 
 #[test]
@@ -577,4 +720,10 @@ fn folded_binary_chains_match_cpu_ref_bit_for_bit() {
     run_binary(BinaryOp::Mul, &[1, 64, 65], i8t, u8t, None);
     run_binary(BinaryOp::Max, &[97], i8t, i8t, None);
     run_binary(BinaryOp::Min, &[4, 129, 130], u8t, u8t, Some(UnaryOp::Relu));
+    // One long row (inputs of one shape, as MobileNetV2's residual sums) cut into pieces
+    // that do not divide it, and long rows with one input repeating a value per row.
+    run_binary(BinaryOp::Add, &[1, 56, 56, 24], i8t, i8t, None);
+    run_binary(BinaryOp::Add, &[1, 7, 7, 157], u8t, u8t, relu6);
+    run_broadcast(BinaryOp::Mul, [&[2, 3, 5003], &[2, 3, 1]], i8t, i8t, None);
+    run_broadcast(BinaryOp::Sub, [&[3, 1], &[3, 9001]], u8t, i8t, None);
 }

@@ -293,7 +293,8 @@ fn fixed_point_convolutions_equal_cpu_ref() {
     let mut differ = 0;
     let mut cases = 0;
     for (h, w) in [(1, 1), (1, 7), (7, 1), (113, 1), (9, 13)] {
-        for c in [1, 3, 16, 17, 33] {
+        // 1283: blocks of channels shared by two threads, the last holding the odd three.
+        for c in [1, 3, 16, 17, 33, 1283] {
             let steps = [stem, dw(3, 1), pw(17), dw(5, 2), pw(c), dw(3, 2), pw(33)];
             let (net, x) = conv_net(h, w, c, &steps, Requantization::FixedPoint);
             let mut r = Rng((h * w * c) as u64 + 5);
@@ -371,7 +372,8 @@ fn mul_net(
 #[test]
 fn fixed_point_multiplications_equal_cpu_ref() {
     let mut differ = 0;
-    for c in [1, 3, 16, 17, 33] {
+    // 1283: blocks of channels shared by two threads, the last holding the odd three.
+    for c in [1, 3, 16, 17, 33, 1283] {
         for hw in [[1, 1], [1, 7], [113, 1], [9, 13]] {
             // Same shapes, a squeeze-excite gate per channel, one scalar.
             for b_dims in [vec![1, c, hw[0], hw[1]], vec![1, c, 1, 1], vec![1]] {
@@ -448,8 +450,14 @@ fn mean_net(c: usize, hw: [usize; 2], nhwc: bool, rule: Requantization) -> (Netw
 #[test]
 fn fixed_point_means_equal_cpu_ref() {
     let mut differ = 0;
-    for c in [1, 3, 16, 17, 33] {
-        for hw in [[1, 1], [1, 7], [113, 1], [9, 13], [24, 24]] {
+    // 1283: blocks of channels shared by two threads, the last holding the odd three.
+    for c in [1, 3, 16, 17, 33, 1283] {
+        let planes: &[[usize; 2]] = if c > 64 {
+            &[[9, 13]]
+        } else {
+            &[[1, 1], [1, 7], [113, 1], [9, 13], [24, 24]]
+        };
+        for &hw in planes {
             for nhwc in [false, true] {
                 let (net, x) = mean_net(c, hw, nhwc, Requantization::FixedPoint);
                 let mut r = Rng((c * 13 + hw[0] * 5 + hw[1]) as u64);

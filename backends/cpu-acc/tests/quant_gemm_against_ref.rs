@@ -2,7 +2,7 @@
 //! DequantizeLinear(w const), DequantizeLinear(bias)) → (Relu | Clip) → QuantizeLinear`
 //! into, against the chain on CpuRef: within one quantum (the count off printed), on odd
 //! shapes (1 row, primes, more rows than a block), i8 and u8, per-tensor and per-channel
-//! weights, `transB` on and off, one and two threads.
+//! weights, `transB` on and off, one, two and three threads (equal bytes at each).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod support;
@@ -28,7 +28,7 @@ struct Case {
 
 /// Fold the chain of `c`, run the folded layer on CpuAcc with `threads` threads and the
 /// chain on CpuRef: (elements one quantum off, elements).
-fn run_case(c: Case, seed: u64, threads: usize) -> (usize, usize) {
+fn run_case(c: Case, seed: u64, threads: usize) -> (usize, usize, Vec<u8>) {
     let mut r = Rng(seed);
     let (m, k, n) = (c.m, c.k, c.n);
     let x = q8(c.xt, &[m, k], r.bytes(m * k));
@@ -161,7 +161,7 @@ fn run_case(c: Case, seed: u64, threads: usize) -> (usize, usize) {
         "outputs spread over the range ({} distinct values)",
         distinct.len()
     );
-    (off, want.bytes().len())
+    (off, want.bytes().len(), got[0].bytes().to_vec())
 }
 
 #[test]
@@ -251,11 +251,17 @@ fn folded_int8_fully_connected_is_within_one_quantum_of_cpu_ref() {
     ];
     let (mut off, mut total) = (0, 0);
     for (i, c) in cases.iter().enumerate() {
-        for threads in [1, 2] {
-            let (o, t) = run_case(*c, 300 + i as u64, threads);
+        // Three threads too: the rows or the output channels shared unevenly.
+        let mut first: Option<Vec<u8>> = None;
+        for threads in [1, 2, 3] {
+            let (o, t, bytes) = run_case(*c, 300 + i as u64, threads);
             println!("case {i}, {threads} threads: {o} of {t} elements one quantum off");
             off += o;
             total += t;
+            match &first {
+                None => first = Some(bytes),
+                Some(one) => assert_eq!(&bytes, one, "case {i}: {threads} threads differ from one"),
+            }
         }
     }
     println!("{off} of {total} elements one quantum off CpuRef's f32 chain");

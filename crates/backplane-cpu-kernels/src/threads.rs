@@ -410,6 +410,81 @@ impl Threads {
     pub fn share(&self, units: usize, min: usize, per_thread: usize) -> usize {
         even_share(units, self.count, min, per_thread)
     }
+
+    /// How to share a GEMM of `rows` output rows and `panels` column panels between these
+    /// threads, where the caller would share rows in chunks of `per_rows` ([`gemm_split`]).
+    pub fn gemm_split(
+        &self,
+        rows: usize,
+        panels: usize,
+        per_rows: usize,
+        tile: usize,
+    ) -> GemmSplit {
+        gemm_split(rows, panels, self.count, per_rows, tile)
+    }
+}
+
+/// How the threads share a GEMM's output ([`gemm_split`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GemmSplit {
+    /// Chunks of this many rows (the last may be shorter), each over every column.
+    Rows(usize),
+    /// Chunks of this many column panels (the last may be shorter), each over every row.
+    Panels(usize),
+}
+
+/// How `threads` threads share a GEMM of `rows` rows and `panels` column panels, whose kernel
+/// computes tiles of `tile` rows by one panel, where the caller would share rows in chunks
+/// of `per_rows` (its [`Threads::chunk_size`], which keeps a chunk from being so small that
+/// the hand-off costs more than it saves).
+///
+/// Sharing rows is the default (each thread's rows are its own, no copy). But a layer of few
+/// rows (the 7×7 layers at the end of a classifier: 49 rows, a block of 48 and a row) cannot
+/// be shared evenly by blocks: one thread would do nearly all of it. Then the threads share
+/// the panels instead, each over every row (its columns copied into place afterwards, and
+/// its part of B read by each alone), where that makes the busiest thread's tiles at least
+/// an eighth fewer (the margin pays for the copy).
+pub fn gemm_split(
+    rows: usize,
+    panels: usize,
+    threads: usize,
+    per_rows: usize,
+    tile: usize,
+) -> GemmSplit {
+    let (per_rows, tile) = (per_rows.max(1), tile.max(1));
+    if threads < 2 || panels < 2 || rows == 0 {
+        return GemmSplit::Rows(per_rows);
+    }
+    // The busiest thread's tiles (row tiles times panels) under each split.
+    let row_chunks = (0..rows.div_ceil(per_rows)).map(|i| {
+        let r = per_rows.min(rows - i * per_rows);
+        r.div_ceil(tile) * panels
+    });
+    let by_rows = busiest_of(row_chunks, threads);
+    let per_panels = even_share(panels, threads, 1, 2).max(1);
+    let row_tiles = rows.div_ceil(tile);
+    let panel_chunks = (0..panels.div_ceil(per_panels)).map(|i| {
+        let p = per_panels.min(panels - i * per_panels);
+        p * row_tiles
+    });
+    let by_panels = busiest_of(panel_chunks, threads);
+    if by_panels * 8 <= by_rows * 7 {
+        GemmSplit::Panels(per_panels)
+    } else {
+        GemmSplit::Rows(per_rows)
+    }
+}
+
+/// The busiest of `threads` equally fast threads' load when chunks of these costs are handed
+/// out in order, each to the thread that has done the least so far.
+fn busiest_of(costs: impl Iterator<Item = usize>, threads: usize) -> usize {
+    let mut loads = vec![0usize; threads.max(1)];
+    for c in costs {
+        if let Some(least) = loads.iter_mut().min() {
+            *least += c;
+        }
+    }
+    loads.into_iter().max().unwrap_or(0)
 }
 
 /// [`Threads::share`] for `threads` threads.
@@ -508,6 +583,68 @@ mod tests {
         // Too little work for a second thread: one chunk.
         assert_eq!(even_share(5, 2, 3, 2), 5);
         assert_eq!(Threads::single().chunk_size(100, 1, 1), 100);
+    }
+
+    /// A GEMM of few rows (a 7×7 layer: 49 rows, one block of 48 and a row) shares its
+    /// panels evenly; one of many rows, or of one panel, or on one thread shares rows as
+    /// [`Threads::chunk_size`] does; and whichever split is chosen, the busiest thread does
+    /// no more than under the other split plus the margin.
+    #[test]
+    fn gemm_splits_share_few_rows_by_panels() {
+        // Rows in blocks of 48, as the channels-last byte GEMM shares them.
+        let blocks =
+            |rows: usize, threads: usize| even_share(rows.div_ceil(48), threads, 1, 2) * 48;
+        let split =
+            |rows, panels, threads| gemm_split(rows, panels, threads, blocks(rows, threads), 12);
+        assert_eq!(split(49, 60, 2), GemmSplit::Panels(15));
+        assert_eq!(split(49, 10, 2), GemmSplit::Panels(5));
+        assert_eq!(split(49, 20, 3), GemmSplit::Panels(7));
+        assert_eq!(split(49, 1, 2), GemmSplit::Rows(48));
+        assert_eq!(split(49, 60, 1), GemmSplit::Rows(96));
+        // 14×14 and larger planes split evenly enough by rows.
+        assert_eq!(split(196, 4, 2), GemmSplit::Rows(96));
+        assert_eq!(split(196, 24, 2), GemmSplit::Rows(96));
+        assert_eq!(split(12544, 2, 2), GemmSplit::Rows(blocks(12544, 2)));
+        assert_eq!(split(0, 5, 2), GemmSplit::Rows(48));
+        // Rows in chunks of any length (a fully connected layer's): 70 rows as 35 + 35 keep
+        // rows; one row shares panels.
+        assert_eq!(gemm_split(70, 8, 2, 35, 12), GemmSplit::Rows(35));
+        assert_eq!(gemm_split(1, 63, 2, 1, 12), GemmSplit::Panels(16));
+        let th = Threads::new(2).unwrap();
+        assert_eq!(th.gemm_split(49, 60, 48, 12), GemmSplit::Panels(15));
+        for threads in [1usize, 2, 3, 5] {
+            for rows in 1..200usize {
+                for panels in [1usize, 2, 3, 7, 10, 60] {
+                    for (block, tile) in [(48, 12), (32, 4), (1, 12)] {
+                        let per_rows = even_share(rows.div_ceil(block), threads, 1, 2) * block;
+                        let chosen = gemm_split(rows, panels, threads, per_rows, tile);
+                        let by_rows = |per: usize| {
+                            let chunks = (0..rows.div_ceil(per))
+                                .map(|i| per.min(rows - i * per).div_ceil(tile) * panels);
+                            busiest_of(chunks, threads)
+                        };
+                        let by_panels = |per: usize| {
+                            let chunks = (0..panels.div_ceil(per))
+                                .map(|i| per.min(panels - i * per) * rows.div_ceil(tile));
+                            busiest_of(chunks, threads)
+                        };
+                        match chosen {
+                            GemmSplit::Rows(per) => {
+                                assert_eq!(per, per_rows, "{rows} {panels} {threads}");
+                                let alt = even_share(panels, threads, 1, 2);
+                                if threads > 1 && panels > 1 {
+                                    assert!(8 * by_panels(alt) > 7 * by_rows(per));
+                                }
+                            }
+                            GemmSplit::Panels(per) => {
+                                assert!(threads > 1 && panels > 1 && per < panels);
+                                assert!(8 * by_panels(per) <= 7 * by_rows(per_rows));
+                            }
+                        }
+                    }
+                }
+            }
+        }
     }
 
     /// Every item is taken exactly once over many steps in a row, on the caller and helpers.

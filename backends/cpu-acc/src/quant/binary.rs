@@ -25,6 +25,14 @@ use backplane_core::quant::{
 };
 use backplane_core::{DataType, TensorInfo, TensorView, TensorViewMut};
 
+/// Elements per piece when long rows are cut for the threads (a multiple of every tier's
+/// vector width).
+const ROW_PIECE: usize = 1024;
+
+/// The fewest elements a thread's chunk holds: below that a hand-off costs more than the
+/// chunk (each element is a few f32 operations).
+const MIN_CHUNK: usize = 4 * 1024;
+
 /// What a folded quantized binary layer computes (its custom op's payload).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct QBinaryDesc {
@@ -473,15 +481,25 @@ impl Workload for QBinary {
         if y.is_empty() || len == 0 {
             return Ok(());
         }
-        // Whole rows per chunk.
-        let chunk = self.th.chunk_size(y.len(), 16 * 1024, len);
+        // Chunks of whole rows, or of pieces of rows where they are long (inputs of one shape
+        // are one row): each element is computed alone, so a piece gives the bytes the whole
+        // row would.
+        let piece = len.min(ROW_PIECE);
+        let chunk = self.th.chunk_size(y.len(), MIN_CHUNK, piece);
         let [ia, ib] = self.rows.inner;
         self.th.chunks(y, chunk, |i, yc| {
-            let first = i * chunk / len;
-            for (k, yr) in yc.chunks_mut(len).enumerate() {
-                let [at, bt] = self.rows.starts(first + k);
-                let ar = a.get(at..at + (len - 1) * ia + 1).ok_or_else(missing)?;
-                let bs = bt..bt + (len - 1) * ib + 1;
+            let mut at_element = i * chunk;
+            let mut rest = &mut yc[..];
+            while !rest.is_empty() {
+                let (row, off) = (at_element / len, at_element % len);
+                let run = (len - off).min(rest.len());
+                let (yr, tail) = rest.split_at_mut(run);
+                rest = tail;
+                at_element += run;
+                let [at, bt] = self.rows.starts(row);
+                let (at, bt) = (at + off * ia, bt + off * ib);
+                let ar = a.get(at..at + (run - 1) * ia + 1).ok_or_else(missing)?;
+                let bs = bt..bt + (run - 1) * ib + 1;
                 match consts {
                     _ if self.fixed.is_some() => {
                         let br = b.get(bs).ok_or_else(missing)?;

@@ -18,14 +18,14 @@ use super::packed_b::{packed_b, shared_requant, PackedB, Source};
 use super::{range, QLINEAR_GEMM};
 use crate::io::Io;
 use crate::plan::{done, Plan};
-use crate::threads::Threads;
+use crate::threads::{GemmSplit, Threads};
 use backplane_backend_api::{BackendError, LayerDesc, Result, Workload};
 use backplane_core::ops::CustomOp;
 use backplane_core::quant::{fixed_point_multiplier, Requantization};
 use backplane_core::{DataType, Tensor, TensorInfo, TensorView, TensorViewMut};
 use backplane_cpu_kernels::qgemm::{
-    center_i8, center_u8, qgemm_requantized, quad_gemm_requantized, requant_scale, ColumnRequant,
-    RequantRange, QNR,
+    center_i8, center_u8, pair_tile_rows, qgemm_requantized, quad_gemm_requantized, requant_scale,
+    ColumnRequant, RequantRange, QNR, QUAD_ROWS,
 };
 use std::sync::{Arc, Mutex};
 
@@ -317,30 +317,33 @@ impl Workload for QGemm {
             std::mem::take(&mut *self.a_bytes.lock().unwrap_or_else(|p| p.into_inner()));
         let result = self.rows_a(x, &mut pairs, &mut bytes).and_then(|(a, lda)| {
             let panels = n.div_ceil(QNR);
-            let threads = self.th.count();
-            if threads > 1 && rows.div_ceil(BLOCK_ROWS) < threads && panels > 1 {
-                // Few rows: the threads share the output channels.
-                let tasks = panels.min(2 * threads);
-                let per_task = panels.div_ceil(tasks);
-                let y = Mutex::new(&mut *y);
-                self.th.range(panels.div_ceil(per_task), |t| {
-                    let range = t * per_task..((t + 1) * per_task).min(panels);
-                    let first = range.start * QNR;
-                    let width = (range.end * QNR).min(n) - first;
-                    let mut out = alloc(rows * width, 0u8, &self.io)?;
-                    self.block(&a, lda, 0, rows, range, &mut out, width)?;
-                    let mut y = y.lock().unwrap_or_else(|p| p.into_inner());
-                    for (i, row) in out.chunks_exact(width).enumerate() {
-                        y[i * n + first..][..width].copy_from_slice(row);
-                    }
-                    Ok(())
-                })
-            } else {
-                let per_task = self.th.chunk_size(rows, BLOCK_ROWS, 1);
-                self.th.chunks(y, per_task * n, |t, yc| {
+            let tile = match &self.weights {
+                Weights::Pairs(_) => pair_tile_rows(),
+                Weights::Quads(_) => QUAD_ROWS,
+            };
+            let per_rows = self.th.chunk_size(rows, BLOCK_ROWS, 1);
+            match self.th.gemm_split(rows, panels, per_rows, tile) {
+                GemmSplit::Panels(per_task) => {
+                    // Few rows: the threads share the output channels.
+                    let per_task = per_task.max(1);
+                    let y = Mutex::new(&mut *y);
+                    self.th.range(panels.div_ceil(per_task), |t| {
+                        let range = t * per_task..((t + 1) * per_task).min(panels);
+                        let first = range.start * QNR;
+                        let width = (range.end * QNR).min(n) - first;
+                        let mut out = alloc(rows * width, 0u8, &self.io)?;
+                        self.block(&a, lda, 0, rows, range, &mut out, width)?;
+                        let mut y = y.lock().unwrap_or_else(|p| p.into_inner());
+                        for (i, row) in out.chunks_exact(width).enumerate() {
+                            y[i * n + first..][..width].copy_from_slice(row);
+                        }
+                        Ok(())
+                    })
+                }
+                GemmSplit::Rows(per_task) => self.th.chunks(y, per_task * n, |t, yc| {
                     let r = yc.len() / n.max(1);
                     self.block(&a, lda, t * per_task, r, 0..panels, yc, n)
-                })
+                }),
             }
         });
         *self.a.lock().unwrap_or_else(|p| p.into_inner()) = pairs;

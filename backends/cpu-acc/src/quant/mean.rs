@@ -25,6 +25,7 @@
 use super::{is_8bit, payload_of, range, widen, QLINEAR_MEAN};
 use crate::io::Io;
 use crate::plan::{done, Plan};
+use crate::threads::Threads;
 use backplane_backend_api::{BackendError, LayerDesc, Result, Workload};
 use backplane_core::ops::CustomOp;
 use backplane_core::quant::{FixedPointMean, Requantization};
@@ -136,7 +137,7 @@ pub(super) fn plan<'a>(
             .then(|| FixedMean::new(d.x, d.y, pixels, range(y.dtype))),
         x_signed: signed,
     };
-    Ok(Plan::new(move |io, _th| done(Running { io, k })))
+    Ok(Plan::new(move |io, th| done(Running { io, k, th })))
 }
 
 /// The mean's arithmetic.
@@ -157,15 +158,16 @@ struct QMean {
 }
 
 impl QMean {
-    /// The means of one batch item by the fixed-point rule `f`: the raw values' integer
-    /// sums (held exactly in f64), then [`FixedMean::value`].
-    fn run_fixed(&self, f: &FixedMean, x: &[u8], y: &mut [u8], sums: &mut [f64]) {
+    /// The means of channels `ch0 ..` of one batch item by the fixed-point rule `f`: the raw
+    /// values' integer sums (held exactly in f64), then [`FixedMean::value`]. `x` holds the
+    /// block's values (`y.len()` channels of every pixel, [`QMean::block`]).
+    fn run_fixed(&self, f: &FixedMean, x: &[u8], ch0: usize, y: &mut [u8], sums: &mut [f64]) {
         let signed = self.y_dt == DataType::I8;
         let x_signed = self.x_signed;
         let raw = |b: u8| f64::from(widen(x_signed, b));
         if self.nhwc {
             sums.fill(0.0);
-            for pixel in x.chunks_exact(self.c) {
+            for pixel in x.chunks_exact(y.len()) {
                 for (s, &b) in sums.iter_mut().zip(pixel) {
                     *s += raw(b);
                 }
@@ -176,9 +178,35 @@ impl QMean {
             }
         }
         for (ch, (o, &s)) in y.iter_mut().zip(sums.iter()).enumerate() {
-            let q = f.value(s, ch, self.c);
+            let q = f.value(s, ch0 + ch, self.c);
             *o = if signed { (q as i8) as u8 } else { q as u8 };
         }
+    }
+
+    /// The values of channels `ch0 .. ch0 + width` of one batch item `x`: its planes of
+    /// those channels (channels-first), the item itself (every channel), or those channels
+    /// of each pixel gathered into `gather` (channels-last).
+    fn block<'a>(
+        &self,
+        x: &'a [u8],
+        ch0: usize,
+        width: usize,
+        gather: &'a mut Vec<u8>,
+    ) -> std::result::Result<&'a [u8], String> {
+        if !self.nhwc {
+            return Ok(&x[ch0 * self.pixels..(ch0 + width) * self.pixels]);
+        }
+        if width == self.c {
+            return Ok(x);
+        }
+        gather.clear();
+        gather
+            .try_reserve_exact(self.pixels * width)
+            .map_err(|e| format!("scratch of {} bytes: {e}", self.pixels * width))?;
+        for pixel in x.chunks_exact(self.c) {
+            gather.extend_from_slice(&pixel[ch0..ch0 + width]);
+        }
+        Ok(gather)
     }
 
     /// The output byte of a sum over the pixels.
@@ -198,11 +226,13 @@ impl QMean {
         }
     }
 
-    /// The means of one batch item: `x` its input values, `y` its `C` outputs; `sums` a
-    /// scratch row of `C`.
-    fn run(&self, x: &[u8], y: &mut [u8], sums: &mut [f64]) {
+    /// The means of channels `ch0 .. ch0 + y.len()` of one batch item: `x` the block's values
+    /// ([`QMean::block`]), `y` its outputs; `sums` a scratch row of `y.len()`. Each channel's
+    /// sum and output depend on that channel's values only, so blocks give the bytes of the
+    /// whole.
+    fn run(&self, x: &[u8], ch0: usize, y: &mut [u8], sums: &mut [f64]) {
         if let Some(f) = &self.fixed {
-            self.run_fixed(f, x, y, sums);
+            self.run_fixed(f, x, ch0, y, sums);
             return;
         }
         let v = &self.values;
@@ -212,7 +242,7 @@ impl QMean {
             }
         } else if self.nhwc {
             sums.fill(0.0);
-            for pixel in x.chunks_exact(self.c) {
+            for pixel in x.chunks_exact(y.len()) {
                 for (s, &b) in sums.iter_mut().zip(pixel) {
                     *s += v[usize::from(b)];
                 }
@@ -234,7 +264,12 @@ impl QMean {
 struct Running {
     io: Io,
     k: QMean,
+    th: Threads,
 }
+
+/// The fewest input bytes a thread's block of channels holds (less is summed faster than
+/// handed over).
+const MEAN_SHARE: usize = 16 * 1024;
 
 impl Workload for Running {
     fn execute(&self, inputs: &[TensorView<'_>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
@@ -248,13 +283,93 @@ impl Workload for Running {
             y.fill(k.quantize(f64::NAN));
             return Ok(());
         }
-        let mut sums = Vec::new();
-        sums.try_reserve_exact(k.c)
-            .map_err(|e| self.io.error(format!("scratch of {} sums: {e}", k.c)))?;
-        sums.resize(k.c, 0.0);
+        // Blocks of channels for the threads (whole vectors of f64 lanes), each at least
+        // MEAN_SHARE input bytes.
+        let min = MEAN_SHARE.div_ceil(k.pixels).div_ceil(16) * 16;
+        let per = self.th.chunk_size(k.c, min, 16);
         for (xi, yi) in x.chunks_exact(k.c * k.pixels).zip(y.chunks_exact_mut(k.c)) {
-            k.run(xi, yi, &mut sums);
+            self.th.chunks(yi, per, |t, yb| {
+                let ch0 = t * per;
+                let mut sums = Vec::new();
+                sums.try_reserve_exact(yb.len())
+                    .map_err(|e| self.io.error(format!("scratch of {} sums: {e}", yb.len())))?;
+                sums.resize(yb.len(), 0.0);
+                let mut gather = Vec::new();
+                let xb = k
+                    .block(xi, ch0, yb.len(), &mut gather)
+                    .map_err(|e| self.io.error(e))?;
+                k.run(xb, ch0, yb, &mut sums);
+                Ok(())
+            })?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Blocks of channels (gathered from the pixels, placed by their first channel: the
+    /// fixed-point rule rounds the last `C mod 16` channels its own way) give the bytes of
+    /// the whole, by both rules: 24 channels over two pixels, sums of ±1, ±3, ±5, ±7 (means
+    /// on ties).
+    #[test]
+    fn channel_blocks_give_the_whole_bytes() {
+        let (c, pixels) = (24usize, 2usize);
+        let sum = |ch: usize| {
+            let v = 2 * (ch % 4) as i8 + 1;
+            if ch % 8 < 4 {
+                v
+            } else {
+                -v
+            }
+        };
+        // Pixel 0 holds each channel's sum, pixel 1 zeros.
+        let x: Vec<u8> = (0..c)
+            .map(|ch| sum(ch) as u8)
+            .chain(std::iter::repeat_n(0u8, c))
+            .collect();
+        for fixed in [true, false] {
+            let k = QMean {
+                values: (0..=255u8).map(|b| f64::from(b as i8)).collect(),
+                exact: ExactSums::new(Dequant {
+                    signed: true,
+                    zero: 0,
+                    scale: 1.0,
+                }),
+                c,
+                pixels,
+                nhwc: true,
+                y: (1.0, 0),
+                y_dt: DataType::I8,
+                fixed: fixed.then(|| FixedMean::new((1.0, 0), (1.0, 0), pixels, (-128, 127))),
+                x_signed: true,
+            };
+            let mut whole = vec![0u8; c];
+            k.run(&x, 0, &mut whole, &mut vec![0.0; c]);
+            let mut blocks = vec![0u8; c];
+            for (ch0, width) in [(0usize, 16usize), (16, 5), (21, 3)] {
+                let mut gather = Vec::new();
+                let xb = k.block(&x, ch0, width, &mut gather).unwrap_or_default();
+                let yb = &mut blocks[ch0..ch0 + width];
+                k.run(xb, ch0, yb, &mut vec![0.0; width]);
+            }
+            assert_eq!(blocks, whole, "fixed {fixed}");
+            // The means themselves: ties rounded up by the fixed-point rule, to even by the
+            // f32 chain.
+            let want: Vec<u8> = (0..c)
+                .map(|ch| {
+                    let m = f64::from(sum(ch)) / 2.0;
+                    let q = if fixed {
+                        (m + 0.5).floor()
+                    } else {
+                        m.round_ties_even()
+                    };
+                    q as i8 as u8
+                })
+                .collect();
+            assert_eq!(whole, want, "fixed {fixed}");
+        }
     }
 }

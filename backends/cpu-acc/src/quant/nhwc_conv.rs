@@ -26,14 +26,15 @@ use super::packed_b::{packed_b, shared_requant, PackedB, Source};
 use super::QLINEAR_CONV;
 use crate::io::Io;
 use crate::plan::Plan;
+use crate::threads::GemmSplit;
 use crate::threads::Threads;
 use crate::weights;
 use backplane_backend_api::{LayerDesc, Result, Workload};
 use backplane_core::quant::Requantization;
 use backplane_core::{DataType, Tensor, TensorInfo, TensorView, TensorViewMut};
 use backplane_cpu_kernels::qgemm::{
-    center_i8, center_u8, depthwise_rows, qgemm_requantized, ColumnRequant, DwGeometry, DwLayer,
-    DwWeights, QPackedB, QuadPackedB, RequantRange, QNR,
+    center_i8, center_u8, depthwise_rows, pair_tile_rows, qgemm_requantized, ColumnRequant,
+    DwGeometry, DwLayer, DwWeights, QPackedB, QuadPackedB, RequantRange, QNR,
 };
 use std::sync::{Arc, Mutex};
 
@@ -42,6 +43,10 @@ mod quads;
 
 /// Output pixels per GEMM block (A rows centered, then summed and requantized together).
 const BLOCK_ROWS: usize = 32;
+
+/// The fewest elements of the padded input copy a thread takes (less is copied faster than
+/// handed over).
+const PADDED_COPY_SHARE: usize = 32 * 1024;
 
 /// Take the buffer kept in `slot` (empty the first time, or while another execution of the
 /// layer holds it).
@@ -311,19 +316,39 @@ impl NhwcQConv {
         }
         let (pt, pl) = (self.d.pads[0], self.d.pads[1]);
         let end = (pl + g.w).min(wp);
+        if pl >= end || image == 0 {
+            return Ok(());
+        }
         let zx = self.d.x.1;
         let center = if self.x_signed { center_i8 } else { center_u8 };
-        for (n, img) in out.chunks_exact_mut(image.max(1)).enumerate().take(g.n) {
-            for yy in 0..hp {
-                let iy = yy.wrapping_sub(pt);
-                if iy >= g.h || pl >= end {
-                    continue;
-                }
+        self.padded_rows(out, wp * c, |r, prow| {
+            let (n, iy) = (r / hp, (r % hp).wrapping_sub(pt));
+            if iy < g.h {
                 let src = &x[((n * g.h + iy) * g.w) * c..][..(end - pl) * c];
-                center(&mut img[(yy * wp + pl) * c..][..src.len()], src, zx);
+                center(&mut prow[pl * c..][..src.len()], src, zx);
             }
-        }
-        Ok(())
+        })
+    }
+
+    /// Run `fill(r, row)` on every padded row `r` (of `n · hp`, `row` bytes or values each)
+    /// of `out`, the threads sharing blocks of rows where the copy is large enough to pay
+    /// for the hand-off (a first layer's image: the layer's only serial part otherwise).
+    fn padded_rows<T: Send>(
+        &self,
+        out: &mut [T],
+        row: usize,
+        fill: impl Fn(usize, &mut [T]) + Sync + Send,
+    ) -> Result<()> {
+        let row = row.max(1);
+        let per = self
+            .th
+            .chunk_size(out.len() / row, PADDED_COPY_SHARE.div_ceil(row), 1);
+        self.th.chunks(out, per * row, |i, chunk| {
+            for (k, prow) in chunk.chunks_exact_mut(row).enumerate() {
+                fill(i * per + k, prow);
+            }
+            Ok(())
+        })
     }
 
     /// The depthwise layer, the threads sharing blocks of output rows.
@@ -410,11 +435,15 @@ impl NhwcQConv {
         } else {
             Rows::Windows(&xp)
         };
-        let threads = self.th.count();
-        let done = if threads > 1 && pixels.div_ceil(BLOCK_ROWS) < threads && m > QNR {
-            self.gemm_by_channels(b, rq, src, y)
-        } else {
-            self.gemm_by_pixels(b, rq, src, y)
+        let tile = pair_tile_rows();
+        let done = match self.th.gemm_split(
+            pixels,
+            m.div_ceil(QNR),
+            self.th.chunk_size(pixels, BLOCK_ROWS, BLOCK_ROWS),
+            tile,
+        ) {
+            GemmSplit::Panels(per_task) => self.gemm_by_channels(b, rq, src, per_task, y),
+            GemmSplit::Rows(per_task) => self.gemm_by_pixels(b, rq, src, per_task, y),
         };
         keep(&self.padded, xp);
         done
@@ -426,13 +455,13 @@ impl NhwcQConv {
         b: &QPackedB,
         rq: &ColumnRequant,
         src: Rows<'_>,
+        per_task: usize,
         y: &mut [u8],
     ) -> Result<()> {
         let g = &self.geo;
         let m = g.m;
         let kp = b.depth_padded();
-        let pixels = g.n * g.oh * g.ow;
-        let per_task = self.th.chunk_size(pixels, BLOCK_ROWS, BLOCK_ROWS);
+        let per_task = per_task.max(1);
         let panels = m.div_ceil(QNR);
         self.th.chunks(y, per_task * m, |task, yc| {
             // The K padding (past the depth) stays zero.
@@ -450,14 +479,15 @@ impl NhwcQConv {
         })
     }
 
-    /// The GEMM of a layer of few output pixels (fewer row blocks than threads): every pixel's
-    /// A row made once, the threads sharing the output channels (panels of B), each writing
-    /// its columns into `y` when done.
+    /// The GEMM of a layer of few output pixels (too few row blocks to share evenly): every
+    /// pixel's A row made once, the threads sharing the output channels (panels of B,
+    /// `per_task` at a time), each writing its columns into `y` when done.
     fn gemm_by_channels(
         &self,
         b: &QPackedB,
         rq: &ColumnRequant,
         src: Rows<'_>,
+        per_task: usize,
         y: &mut [u8],
     ) -> Result<()> {
         let g = &self.geo;
@@ -467,8 +497,7 @@ impl NhwcQConv {
         let mut a = alloc(pixels * kp, 0i16, &self.io)?;
         self.a_rows(src, 0, pixels, kp, &mut a);
         let panels = m.div_ceil(QNR);
-        let tasks = panels.min(2 * self.th.count());
-        let per_task = panels.div_ceil(tasks);
+        let per_task = per_task.max(1);
         let y = Mutex::new(y);
         self.th.range(panels.div_ceil(per_task), |t| {
             let range = t * per_task..((t + 1) * per_task).min(panels);

@@ -12,8 +12,11 @@
 
 use super::{alloc, keep, padded_extent, take, NhwcQConv};
 use crate::quant::{unsigned_form, unsigned_rows};
+use crate::threads::GemmSplit;
 use backplane_backend_api::Result;
-use backplane_cpu_kernels::qgemm::{quad_gemm_requantized, ColumnRequant, QuadPackedB, QNR};
+use backplane_cpu_kernels::qgemm::{
+    quad_gemm_requantized, ColumnRequant, QuadPackedB, QNR, QUAD_ROWS,
+};
 use std::sync::Mutex;
 
 /// Output pixels per block: a multiple of the tile's twelve rows.
@@ -88,11 +91,14 @@ impl NhwcQConv {
         } else {
             ByteRows::Windows(&xp)
         };
-        let threads = self.th.count();
-        let done = if threads > 1 && pixels.div_ceil(BLOCK_ROWS) < threads && g.m > QNR {
-            self.quads_by_channels(b, rq, src, y)
-        } else {
-            self.quads_by_pixels(b, rq, src, y)
+        let done = match self.th.gemm_split(
+            pixels,
+            g.m.div_ceil(QNR),
+            self.th.chunk_size(pixels, BLOCK_ROWS, BLOCK_ROWS),
+            QUAD_ROWS,
+        ) {
+            GemmSplit::Panels(per_task) => self.quads_by_channels(b, rq, src, per_task, y),
+            GemmSplit::Rows(per_task) => self.quads_by_pixels(b, rq, src, per_task, y),
         };
         keep(&self.padded_bytes, xp);
         done
@@ -114,24 +120,19 @@ impl NhwcQConv {
         }
         let (pt, pl) = (self.d.pads[0], self.d.pads[1]);
         let end = (pl + g.w).min(wp);
-        if pl >= end {
+        if pl >= end || image == 0 {
             return Ok(());
         }
         let flip = self.flip();
-        for (n, img) in out.chunks_exact_mut(image.max(1)).enumerate().take(g.n) {
-            for yy in 0..hp {
-                let iy = yy.wrapping_sub(pt);
-                if iy >= g.h {
-                    continue;
-                }
+        self.padded_rows(out, wp * c, |r, prow| {
+            let (n, iy) = (r / hp, (r % hp).wrapping_sub(pt));
+            if iy < g.h {
                 let src = &x[((n * g.h + iy) * g.w) * c..][..(end - pl) * c];
-                let dst = &mut img[(yy * wp + pl) * c..][..src.len()];
-                for (d, &s) in dst.iter_mut().zip(src) {
+                for (d, &s) in prow[pl * c..][..src.len()].iter_mut().zip(src) {
                     *d = s ^ flip;
                 }
             }
-        }
-        Ok(())
+        })
     }
 
     /// Fill `a` (rows of `kq` bytes; the bytes past the depth are left as they are: they
@@ -216,14 +217,14 @@ impl NhwcQConv {
         b: &QuadPackedB,
         rq: &ColumnRequant,
         src: ByteRows<'_>,
+        per_task: usize,
         y: &mut [u8],
     ) -> Result<()> {
         let g = &self.geo;
         let m = g.m;
         let c = g.c;
         let kq = b.depth_padded();
-        let pixels = g.n * g.oh * g.ow;
-        let per_task = self.th.chunk_size(pixels, BLOCK_ROWS, BLOCK_ROWS);
+        let per_task = per_task.max(1);
         let panels = m.div_ceil(QNR);
         self.th.chunks(y, per_task * m, |task, yc| {
             // Made on the first block that needs a copy.
@@ -250,12 +251,13 @@ impl NhwcQConv {
     }
 
     /// The byte GEMM of a layer of few output pixels: every pixel's A row made (or read in
-    /// place) once, the threads sharing the output channels.
+    /// place) once, the threads sharing the output channels, `per_task` panels at a time.
     fn quads_by_channels(
         &self,
         b: &QuadPackedB,
         rq: &ColumnRequant,
         src: ByteRows<'_>,
+        per_task: usize,
         y: &mut [u8],
     ) -> Result<()> {
         let g = &self.geo;
@@ -273,8 +275,7 @@ impl NhwcQConv {
             }
         };
         let panels = m.div_ceil(QNR);
-        let tasks = panels.min(2 * self.th.count());
-        let per_task = panels.div_ceil(tasks);
+        let per_task = per_task.max(1);
         let y = Mutex::new(y);
         self.th.range(panels.div_ceil(per_task), |t| {
             let range = t * per_task..((t + 1) * per_task).min(panels);

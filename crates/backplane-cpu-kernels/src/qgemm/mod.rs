@@ -92,6 +92,12 @@ pub const MR_MAX: usize = 12;
 
 pub use crate::isa::Int8Isa;
 
+/// Rows of A per micro-tile of [`qgemm_requantized`] on the tier in use (callers weigh how
+/// to share a GEMM between threads by whole tiles).
+pub fn pair_tile_rows() -> usize {
+    tile_rows(crate::isa::int8_in_use())
+}
+
 /// Rows of A per micro-tile on tier `isa`.
 #[inline]
 fn tile_rows(isa: Int8Isa) -> usize {
