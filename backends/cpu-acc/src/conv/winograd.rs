@@ -692,9 +692,10 @@ mod tests {
         }
     }
 
-    /// Direct convolution in f64, with bias and activation.
+    /// Direct convolution in f64 (at the geometry's dilation), with bias and activation; the
+    /// reference of the undilated and the dilated tests.
     #[allow(clippy::too_many_arguments)]
-    fn direct(
+    pub(super) fn direct(
         g: &Geo2,
         n: usize,
         c: usize,
@@ -704,7 +705,7 @@ mod tests {
         bias: &[f32],
         act: Activation,
     ) -> Vec<f32> {
-        let mut y = vec![0f32; n * m * g.oh * g.ow];
+        let mut y = Vec::with_capacity(n * m * g.oh * g.ow);
         for b in 0..n {
             for co in 0..m {
                 for oy in 0..g.oh {
@@ -713,21 +714,21 @@ mod tests {
                         for ci in 0..c {
                             for ky in 0..3 {
                                 for kx in 0..3 {
-                                    let iy = (oy + ky) as isize - g.pt as isize;
-                                    let ix = (ox + kx) as isize - g.pl as isize;
-                                    if iy < 0 || ix < 0 || iy >= g.h as isize || ix >= g.w as isize
-                                    {
+                                    let iy = (oy + ky * g.dh).checked_sub(g.pt);
+                                    let ix = (ox + kx * g.dw).checked_sub(g.pl);
+                                    let (Some(iy), Some(ix)) = (iy, ix) else {
+                                        continue;
+                                    };
+                                    if iy >= g.h || ix >= g.w {
                                         continue;
                                     }
-                                    let xv =
-                                        x[((b * c + ci) * g.h + iy as usize) * g.w + ix as usize];
+                                    let xv = x[((b * c + ci) * g.h + iy) * g.w + ix];
                                     let wv = w[((co * c + ci) * 3 + ky) * 3 + kx];
                                     acc += f64::from(xv) * f64::from(wv);
                                 }
                             }
                         }
-                        y[((b * m + co) * g.oh + oy) * g.ow + ox] =
-                            crate::math::apply(act, acc as f32);
+                        y.push(crate::math::apply(act, acc as f32));
                     }
                 }
             }

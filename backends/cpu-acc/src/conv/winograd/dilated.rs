@@ -193,6 +193,7 @@ impl Plan {
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::direct;
     use super::*;
 
     /// Values in [-1, 1) from a small deterministic generator.
@@ -225,49 +226,6 @@ mod tests {
             ow: (w + pl + pr).checked_sub(2 * dw)?,
         })
         .filter(|g| g.oh > 0 && g.ow > 0)
-    }
-
-    /// The dilated convolution computed directly in f64, bias and activation applied.
-    #[allow(clippy::too_many_arguments)]
-    fn direct(
-        g: &Geo2,
-        n: usize,
-        c: usize,
-        m: usize,
-        x: &[f32],
-        w: &[f32],
-        bias: &[f32],
-        act: Activation,
-    ) -> Vec<f32> {
-        let mut y = Vec::with_capacity(n * m * g.oh * g.ow);
-        for b in 0..n {
-            for co in 0..m {
-                for oy in 0..g.oh {
-                    for ox in 0..g.ow {
-                        let mut acc = f64::from(bias[co]);
-                        for ci in 0..c {
-                            for ky in 0..3 {
-                                for kx in 0..3 {
-                                    let iy = (oy + ky * g.dh).checked_sub(g.pt);
-                                    let ix = (ox + kx * g.dw).checked_sub(g.pl);
-                                    let (Some(iy), Some(ix)) = (iy, ix) else {
-                                        continue;
-                                    };
-                                    if iy >= g.h || ix >= g.w {
-                                        continue;
-                                    }
-                                    let xv = x[((b * c + ci) * g.h + iy) * g.w + ix];
-                                    let wv = w[((co * c + ci) * 3 + ky) * 3 + kx];
-                                    acc += f64::from(xv) * f64::from(wv);
-                                }
-                            }
-                        }
-                        y.push(crate::math::apply(act, acc as f32));
-                    }
-                }
-            }
-        }
-        y
     }
 
     /// Largest `|got − want| / (1 + max |raw|)` of one case, `raw` the output before the
