@@ -222,39 +222,34 @@ impl LoadedNetwork {
         // Built for the error messages only.
         let all = || names.join(", ");
         // The usual case, found without hashing: every input given, in the network's order.
-        if given.len() == names.len() && given.iter().zip(&names).all(|((g, _), n)| g == n) {
-            let mut bound = Vec::with_capacity(names.len());
-            for (&t, (_, tensor)) in self.network.inputs().iter().zip(given) {
-                let e = self.network.tensor(t);
-                if !tensor.info().same_layout(&e.info) {
-                    return Err(RuntimeError::InputMismatch {
-                        name: e.name.clone(),
-                        expected: e.info.to_string(),
-                        actual: tensor.info().to_string(),
+        let in_order =
+            given.len() == names.len() && given.iter().zip(&names).all(|((g, _), n)| g == n);
+        let mut by_name: HashMap<&str, &'a Tensor> = HashMap::new();
+        if !in_order {
+            // By name: a network split at a data-dependent node may take hundreds of inputs.
+            let known: HashSet<&str> = names.iter().copied().collect();
+            by_name.reserve(given.len());
+            for &(name, tensor) in given {
+                if !known.contains(name) {
+                    return Err(RuntimeError::UnknownInput {
+                        name: name.to_string(),
+                        all: all(),
                     });
                 }
-                bound.push(tensor.view());
-            }
-            return Ok(bound);
-        }
-        // By name: a network split at a data-dependent node may take hundreds of inputs.
-        let known: HashSet<&str> = names.iter().copied().collect();
-        let mut by_name: HashMap<&str, &'a Tensor> = HashMap::with_capacity(given.len());
-        for &(name, tensor) in given {
-            if !known.contains(name) {
-                return Err(RuntimeError::UnknownInput {
-                    name: name.to_string(),
-                    all: all(),
-                });
-            }
-            if by_name.insert(name, tensor).is_some() {
-                return Err(RuntimeError::DuplicateInput(name.to_string()));
+                if by_name.insert(name, tensor).is_some() {
+                    return Err(RuntimeError::DuplicateInput(name.to_string()));
+                }
             }
         }
         let mut bound = Vec::with_capacity(names.len());
-        for &t in self.network.inputs() {
+        for (k, &t) in self.network.inputs().iter().enumerate() {
             let e = self.network.tensor(t);
-            let Some(tensor) = by_name.get(e.name.as_str()) else {
+            let found = if in_order {
+                given.get(k).map(|(_, t)| *t)
+            } else {
+                by_name.get(e.name.as_str()).copied()
+            };
+            let Some(tensor) = found else {
                 return Err(RuntimeError::MissingInput {
                     name: e.name.clone(),
                     expected: e.info.to_string(),
