@@ -494,3 +494,87 @@ fn wide_strided_tiles_match_a_plain_sum() {
         assert!(c.iter().all(|&v| v == kc as f32));
     }
 }
+
+/// The AVX-512 tiles reading A in place with a sigmoid or swish in their store (see
+/// [`strided_tiles_apply`]): bit-equal to the same tiles without it followed by the
+/// vector function on each stored value, across row counts of one to three tiles, masked
+/// column tails, depths 1 and past a vector, accumulation onto C (a residual) or not; a
+/// K block that is not the last applies nothing. Without AVX-512 only the in-kernel
+/// activations are reported applied.
+#[test]
+fn wide_strided_tiles_apply_sigmoids_and_swishes_in_their_store() {
+    let acts = [
+        Activation::Silu,
+        Activation::HardSwish,
+        Activation::Sigmoid,
+        Activation::HardSigmoid {
+            alpha: 0.2,
+            beta: 0.5,
+        },
+    ];
+    for act in acts {
+        assert_eq!(strided_tiles_apply(act), wide_strided_tiles());
+    }
+    assert!(strided_tiles_apply(Activation::Relu));
+    assert!(!strided_tiles_apply(Activation::Tanh));
+    if !wide_strided_tiles() {
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm512_cvtss_f32, _mm512_set1_ps};
+        // SAFETY: AVX-512F is present (`wide_strided_tiles`).
+        let vector = |act: Activation, x: f32| unsafe {
+            _mm512_cvtss_f32(super::avx512::Act512::new(act).apply_all(_mm512_set1_ps(x)))
+        };
+        let (lda, ldc) = (37, 34);
+        let cb: Vec<f32> = (0..NR).map(|j| j as f32 * 0.3 - 4.0).collect();
+        for kc in [1, 17] {
+            let a: Vec<f32> = (0..25 * lda + kc)
+                .map(|i| ((i * 7 % 19) as f32 - 9.0) / 2.0)
+                .collect();
+            let b: Vec<f32> = (0..kc * NR)
+                .map(|i| ((i * 13 % 23) as f32 - 11.0) / 3.0)
+                .collect();
+            for rows in [1, 7, 12, 13, 25] {
+                let c0: Vec<f32> = (0..rows * ldc).map(|i| (i % 9) as f32 - 4.0).collect();
+                for nr in [1, 3, 16, 17, 32] {
+                    for (accumulate, last) in [(false, true), (true, true), (true, false)] {
+                        let run = |act: Activation| {
+                            let ep = TileEpilogue {
+                                accumulate,
+                                alpha: 1.0,
+                                row_bias: None,
+                                col_bias: Some(&cb),
+                                last,
+                                act,
+                            };
+                            let mut c = c0.clone();
+                            let halves = (&b[..], Halves::Interleaved);
+                            let ran =
+                                tiles_strided_wide(kc, &a, lda, rows, halves, &mut c, ldc, nr, &ep);
+                            assert!(ran);
+                            c
+                        };
+                        let plain = run(Activation::None);
+                        for act in acts {
+                            let got = run(act);
+                            for (i, (&g, &p)) in got.iter().zip(&plain).enumerate() {
+                                let want = match last && i % ldc < nr {
+                                    true => vector(act, p),
+                                    false => p,
+                                };
+                                assert_eq!(
+                                    g.to_bits(),
+                                    want.to_bits(),
+                                    "{act:?} kc {kc} rows {rows} nr {nr} acc {accumulate} \
+                                     last {last} at {i}: {g} vs {want}"
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
