@@ -408,7 +408,7 @@ impl NhwcConvWorkload {
             return self.sgemm_rows(th, p, a, lda, accumulate, y);
         }
         self.tiles_in(p, a, lda, accumulate, y, 0..self.m)?;
-        if !self.act.in_kernel() {
+        if !simd::strided_tiles_apply(self.act) {
             simd::unary_in_place(self.act, y);
         }
         Ok(())
@@ -491,9 +491,15 @@ impl NhwcConvWorkload {
     ) -> Result<()> {
         let ldc = cols.len();
         let rows = yb.len() / ldc.max(1);
+        // The whole activation where the tiles apply it as they store, else the part they
+        // can (the caller applies the rest).
+        let act = match simd::strided_tiles_apply(self.act) {
+            true => self.act,
+            false => self.act.kernel_part(),
+        };
         if self.wide_tiles {
             // Whole panels: one or two 16-lane columns per tile.
-            return self.each_half(p, accumulate, simd::NR, |k0, kc, j0, nr, b, ep| {
+            return self.each_half(p, accumulate, simd::NR, act, |k0, kc, j0, nr, b, ep| {
                 if !cols.contains(&j0) {
                     return true;
                 }
@@ -502,7 +508,7 @@ impl NhwcConvWorkload {
                     .is_some_and(|a| simd::tiles_strided_wide(kc, a, lda, rows, b, c, ldc, nr, ep))
             });
         }
-        self.each_half(p, accumulate, simd::WIDE, |k0, kc, j0, nr, b, ep| {
+        self.each_half(p, accumulate, simd::WIDE, act, |k0, kc, j0, nr, b, ep| {
             if !cols.contains(&j0) {
                 return true;
             }
@@ -548,7 +554,7 @@ impl NhwcConvWorkload {
                     }
                 }
                 self.tiles_in(p, a, k, r.is_some(), block, cols)?;
-                if !self.act.in_kernel() {
+                if !simd::strided_tiles_apply(self.act) {
                     simd::unary_in_place(self.act, block);
                 }
                 Ok(())
@@ -575,13 +581,14 @@ impl NhwcConvWorkload {
     /// its halves lie) of the packed weights `p`, or of each whole panel when it has at most
     /// `wide` columns (more than 16: the 3×24 tile), with
     /// the epilogue of that block (`accumulate` onto C for all but the first block when not
-    /// set; bias and the in-kernel activation on the last). Each runs down all the rows of
+    /// set; bias and `act`, what the tiles apply of the activation, on the last). Each runs down all the rows of
     /// a block (the weights stay in L1, the rows in L2). `tile` returns false when refused.
     fn each_half(
         &self,
         p: &Packed,
         accumulate: bool,
         wide: usize,
+        act: Activation,
         mut tile: impl FnMut(
             usize,
             usize,
@@ -598,7 +605,7 @@ impl NhwcConvWorkload {
                 row_bias: None,
                 col_bias: Some(&self.bias[hp.j0..]),
                 last: hp.last,
-                act: self.act.kernel_part(),
+                act,
             };
             match tile(hp.k0, hp.kc, hp.j0, hp.nr, hp.b, &ep) {
                 true => Ok(()),
@@ -657,7 +664,8 @@ impl NhwcConvWorkload {
                         let at = (i * per + j) * row;
                         yr.copy_from_slice(&r[at..at + row]);
                     }
-                    self.each_half(p, r.is_some(), ROW_HALF, |k0, kc, j0, nr, bh, ep| {
+                    let act = self.act.kernel_part();
+                    self.each_half(p, r.is_some(), ROW_HALF, act, |k0, kc, j0, nr, bh, ep| {
                         let offs = &win.offsets[k0..];
                         simd::tiles_offsets(kc, a, g.sw, offs, g.ow, bh, &mut yr[j0..], m, nr, ep)
                     })?;

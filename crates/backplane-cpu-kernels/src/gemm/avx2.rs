@@ -156,7 +156,7 @@ pub(crate) unsafe fn kernel_in_place_6x16(
         }
         a = a.add(MR);
     }
-    store_6x16(acc, c, ldc, mr, nr, ep);
+    store_6x16::<false>(acc, c, ldc, mr, nr, ep);
 }
 
 /// Lane masks: `MASKS[8 - n..16 - n]` enables the first `n` lanes.
@@ -229,7 +229,7 @@ pub(crate) unsafe fn kernel_6x16(
         (c40, c41),
         (c50, c51),
     ];
-    store_6x16(rows, c, ldc, mr, nr, ep);
+    store_6x16::<false>(rows, c, ldc, mr, nr, ep);
 }
 
 /// [`kernel_6x16`] for `mr` < 6 rows, computing just those: `mr` broadcasts and 2·`mr`
@@ -240,7 +240,7 @@ pub(crate) unsafe fn kernel_6x16(
 /// C and biases as for [`kernel_6x16`]; 1 <= mr < 6, nr <= 16.
 #[target_feature(enable = "avx2,fma")]
 #[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn kernel_rows(
+pub(crate) unsafe fn kernel_rows<const ALL: bool>(
     mr: usize,
     kc: usize,
     a: *const f32,
@@ -253,18 +253,18 @@ pub(crate) unsafe fn kernel_rows(
     ep: &TileEpilogue<'_>,
 ) {
     match mr {
-        1 => rows_tile::<1>(kc, a, steps, b, bs, c, ldc, nr, ep),
-        2 => rows_tile::<2>(kc, a, steps, b, bs, c, ldc, nr, ep),
-        3 => rows_tile::<3>(kc, a, steps, b, bs, c, ldc, nr, ep),
-        4 => rows_tile::<4>(kc, a, steps, b, bs, c, ldc, nr, ep),
-        _ => rows_tile::<5>(kc, a, steps, b, bs, c, ldc, nr, ep),
+        1 => rows_tile::<1, ALL>(kc, a, steps, b, bs, c, ldc, nr, ep),
+        2 => rows_tile::<2, ALL>(kc, a, steps, b, bs, c, ldc, nr, ep),
+        3 => rows_tile::<3, ALL>(kc, a, steps, b, bs, c, ldc, nr, ep),
+        4 => rows_tile::<4, ALL>(kc, a, steps, b, bs, c, ldc, nr, ep),
+        _ => rows_tile::<5, ALL>(kc, a, steps, b, bs, c, ldc, nr, ep),
     }
 }
 
 /// [`kernel_rows`] for `R` rows, unrolled.
 #[target_feature(enable = "avx2,fma")]
 #[allow(clippy::too_many_arguments)]
-unsafe fn rows_tile<const R: usize>(
+unsafe fn rows_tile<const R: usize, const ALL: bool>(
     kc: usize,
     a: *const f32,
     (row_step, k_step): (usize, usize),
@@ -291,7 +291,7 @@ unsafe fn rows_tile<const R: usize>(
         at += k_step;
         b = b.add(bs);
     }
-    store_6x16(acc, c, ldc, R, nr, ep);
+    store_6x16::<ALL>(acc, c, ldc, R, nr, ep);
 }
 
 /// [`kernel_6x16`] with A read in place: row r's K values start at `a + r·lda` (rows
@@ -302,7 +302,7 @@ unsafe fn rows_tile<const R: usize>(
 /// `pf.2` K steps (any addresses: a prefetch never faults, and they are not read).
 #[target_feature(enable = "avx2,fma")]
 #[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn kernel_strided_6x16(
+pub(crate) unsafe fn kernel_strided_6x16<const ALL: bool>(
     kc: usize,
     a: *const f32,
     lda: usize,
@@ -369,7 +369,7 @@ pub(crate) unsafe fn kernel_strided_6x16(
         (c40, c41),
         (c50, c51),
     ];
-    store_6x16(rows, c, ldc, mr, nr, ep);
+    store_6x16::<ALL>(rows, c, ldc, mr, nr, ep);
 }
 
 /// [`kernel_strided_6x16`] with A's K steps at given offsets: row r's value at step k is
@@ -438,7 +438,7 @@ pub(crate) unsafe fn kernel_offsets_6x16(
         (c40, c41),
         (c50, c51),
     ];
-    store_6x16(rows, c, ldc, mr, nr, ep);
+    store_6x16::<false>(rows, c, ldc, mr, nr, ep);
 }
 
 /// [`kernel_offsets_6x16`] down `rows` rows of A and C, six at a time. Safety: as
@@ -479,7 +479,7 @@ const WIDE_ROWS: usize = 3;
 /// column bias (if any) for nr values.
 #[target_feature(enable = "avx2,fma")]
 #[allow(clippy::too_many_arguments)]
-unsafe fn kernel_strided_3x24(
+unsafe fn kernel_strided_3x24<const ALL: bool>(
     kc: usize,
     a: *const f32,
     lda: usize,
@@ -518,13 +518,13 @@ unsafe fn kernel_strided_3x24(
         b = b.add(bs);
     }
     let left = [(c00, c01), (c10, c11), (c20, c21), (z, z), (z, z), (z, z)];
-    store_6x16(left, c, ldc, mr, HALF, ep);
+    store_6x16::<ALL>(left, c, ldc, mr, HALF, ep);
     let right = [(c02, z), (c12, z), (c22, z), (z, z), (z, z), (z, z)];
     let ep_right = TileEpilogue {
         col_bias: ep.col_bias.map(|cb| &cb[HALF..]),
         ..*ep
     };
-    store_6x16(right, c.add(HALF), ldc, mr, nr - HALF, &ep_right);
+    store_6x16::<ALL>(right, c.add(HALF), ldc, mr, nr - HALF, &ep_right);
 }
 
 /// [`kernel_strided_6x16`] down `rows` rows of A and C, in tiles of five or six rows
@@ -533,9 +533,35 @@ unsafe fn kernel_strided_3x24(
 /// rows at a time, without the prefetch. Safety: as [`kernel_strided_6x16`] for every tile: rows
 /// r < `rows` of A readable for kc floats at a + r·lda, of C writable for nr floats at
 /// c + r·ldc; rows >= 1.
+/// The epilogue's activation may be any of [`Activation::in_registers`]: the sigmoids and
+/// swishes are applied as the tiles are stored, by tile variants of their own (so the
+/// other activations' tiles keep their small store code).
 #[target_feature(enable = "avx2,fma")]
 #[allow(clippy::too_many_arguments)]
 pub(crate) unsafe fn column_strided(
+    kc: usize,
+    a: *const f32,
+    lda: usize,
+    rows: usize,
+    b: *const f32,
+    bs: (usize, usize),
+    c: *mut f32,
+    ldc: usize,
+    nr: usize,
+    ep: &TileEpilogue<'_>,
+    pf: *const f32,
+) {
+    match ep.last && !ep.act.in_kernel() && ep.act.in_registers() {
+        true => column_strided_as::<true>(kc, a, lda, rows, b, bs, c, ldc, nr, ep, pf),
+        false => column_strided_as::<false>(kc, a, lda, rows, b, bs, c, ldc, nr, ep, pf),
+    }
+}
+
+/// [`column_strided`] with the whole activation in the store (`ALL`) or its in-kernel
+/// part. Safety: as [`column_strided`].
+#[target_feature(enable = "avx2,fma")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn column_strided_as<const ALL: bool>(
     kc: usize,
     a: *const f32,
     lda: usize,
@@ -553,7 +579,7 @@ pub(crate) unsafe fn column_strided(
         while r0 < rows {
             let mr = (rows - r0).min(WIDE_ROWS);
             let (ar, cr) = (a.add(r0 * lda), c.add(r0 * ldc));
-            kernel_strided_3x24(kc, ar, lda, b, (bs, upper), cr, ldc, mr, nr, ep);
+            kernel_strided_3x24::<ALL>(kc, ar, lda, b, (bs, upper), cr, ldc, mr, nr, ep);
             r0 += WIDE_ROWS;
         }
         return;
@@ -580,12 +606,12 @@ pub(crate) unsafe fn column_strided(
         let mr = base + usize::from(t < extra);
         let (ar, cr) = (a.add(r0 * lda), c.add(r0 * ldc));
         if mr < super::AVX2_ROWS {
-            kernel_rows(mr, kc, ar, (lda, 1), b, bs, cr, ldc, nr, ep);
+            kernel_rows::<ALL>(mr, kc, ar, (lda, 1), b, bs, cr, ldc, nr, ep);
         } else {
             let first = (t * share).min(kc);
             let lines = share.min(kc - first);
             let pf = (pf.wrapping_add(first * HALF), lines, every);
-            kernel_strided_6x16(kc, ar, lda, b, bs, cr, ldc, mr, nr, ep, pf);
+            kernel_strided_6x16::<ALL>(kc, ar, lda, b, bs, cr, ldc, mr, nr, ep, pf);
         }
         r0 += mr;
     }
@@ -613,7 +639,7 @@ unsafe fn prefetch_tile(c: *const f32, ldc: usize, mr: usize, nr: usize) {
 /// kernels (without a target feature of its own, which `inline(always)` does not allow):
 /// called, it took its twelve accumulators through the stack.
 #[inline(always)]
-unsafe fn store_6x16(
+unsafe fn store_6x16<const ALL: bool>(
     rows: [(__m256, __m256); 6],
     c: *mut f32,
     ldc: usize,
@@ -624,8 +650,8 @@ unsafe fn store_6x16(
     if nr == HALF && ep.alpha == 1.0 && ep.row_bias.is_none() {
         // (In a kernel of a fixed row count the match folds to one arm.)
         match mr {
-            6 => return store_full::<6>(rows, c, ldc, ep),
-            5 => return store_full::<5>(rows, c, ldc, ep),
+            6 => return store_full::<6, ALL>(rows, c, ldc, ep),
+            5 => return store_full::<5, ALL>(rows, c, ldc, ep),
             _ => {}
         }
     }
@@ -663,8 +689,7 @@ unsafe fn store_6x16(
                 v0 = _mm256_add_ps(v0, bias);
                 v1 = _mm256_add_ps(v1, bias);
             }
-            v0 = act.apply(_mm256_add_ps(v0, cb0));
-            v1 = act.apply(_mm256_add_ps(v1, cb1));
+            (v0, v1) = act_pair::<ALL>(&act, _mm256_add_ps(v0, cb0), _mm256_add_ps(v1, cb1));
         }
         if full {
             _mm256_storeu_ps(p, v0);
@@ -676,13 +701,24 @@ unsafe fn store_6x16(
     }
 }
 
+/// The activation on a row's two vectors: the whole of [`Activation::in_registers`] when
+/// `ALL` ([`Act256::apply_all`]), else the in-kernel part ([`Act256::apply`]). Safety: AVX2
+/// and FMA present.
+#[inline(always)]
+unsafe fn act_pair<const ALL: bool>(act: &Act256, v0: __m256, v1: __m256) -> (__m256, __m256) {
+    match ALL {
+        true => (act.apply_all(v0), act.apply_all(v1)),
+        false => (act.apply(v0), act.apply(v1)),
+    }
+}
+
 /// [`store_6x16`] for the common tiles: `R` (five or six) rows of sixteen columns, no
 /// scale, no row bias. A fixed row count unrolls the loop and keeps the accumulators in
 /// registers (the general loop, with its run-time row count, spilled them to the stack
 /// and read them back: a cost per tile that a K of 16 or 24 does not hide; MobileNetV2's
 /// K 16-32 layers 5-9% faster). Safety: as [`store_6x16`] with mr = R, nr = 16.
 #[inline(always)]
-unsafe fn store_full<const R: usize>(
+unsafe fn store_full<const R: usize, const ALL: bool>(
     rows: [(__m256, __m256); 6],
     c: *mut f32,
     ldc: usize,
@@ -703,8 +739,7 @@ unsafe fn store_full<const R: usize>(
             v1 = _mm256_add_ps(v1, _mm256_loadu_ps(p.add(8)));
         }
         if ep.last {
-            v0 = act.apply(_mm256_add_ps(v0, cb0));
-            v1 = act.apply(_mm256_add_ps(v1, cb1));
+            (v0, v1) = act_pair::<ALL>(&act, _mm256_add_ps(v0, cb0), _mm256_add_ps(v1, cb1));
         }
         _mm256_storeu_ps(p, v0);
         _mm256_storeu_ps(p.add(8), v1);

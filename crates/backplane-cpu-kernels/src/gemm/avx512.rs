@@ -82,12 +82,13 @@ const PREFETCH_A: usize = 96;
 
 /// Store an R×(16·C) tile of accumulators (`acc`, `[[__m512; C]; R]`, R at most the
 /// row indices listed) into C with the epilogue (scale, earlier contents, biases,
-/// activation), masked to `nr` columns. A macro, not a function: a `#[target_feature]`
+/// activation), masked to `nr` columns; `$all` (a constant) true applies every activation
+/// of [`Activation::in_registers`] ([`Act512::apply_all`]), false only the in-kernel ones. A macro, not a function: a `#[target_feature]`
 /// function cannot be forced inline, and where the compiler declined (9–12-row tiles,
 /// the main one among them) the accumulators went through the stack, zeroed by a memset
 /// call per tile (4% of MobileNetV2's time). Safety: as [`kernel`].
 macro_rules! store_tile {
-    ($acc:expr, $c:expr, $ldc:expr, $nr:expr, $ep:expr, $cols:expr; $($row:literal)*) => {{
+    ($acc:expr, $c:expr, $ldc:expr, $nr:expr, $ep:expr, $cols:expr, $all:expr; $($row:literal)*) => {{
         let z = _mm512_setzero_ps();
         let lanes = |n: usize| -> __mmask16 {
             if n >= 16 {
@@ -131,7 +132,10 @@ macro_rules! store_tile {
                         v = _mm512_add_ps(v, bias);
                     }
                     v = _mm512_add_ps(v, cb[j]);
-                    v = act.apply(v);
+                    v = match $all {
+                        true => act.apply_all(v),
+                        false => act.apply(v),
+                    };
                 }
                 _mm512_mask_storeu_ps(pj, m, v);
             }
@@ -216,7 +220,7 @@ unsafe fn tile<const R: usize, const C: usize>(
         a = a.add(MR);
         b = b.add(NR);
     }
-    store_tile!(acc, c, ldc, nr, ep, C; 0 1 2 3 4 5 6 7 8 9 10 11);
+    store_tile!(acc, c, ldc, nr, ep, C, false; 0 1 2 3 4 5 6 7 8 9 10 11);
 }
 
 /// [`kernel`] with B read in place: k step `t`'s B row is `x + offs[t]`. Safety: as
@@ -290,7 +294,7 @@ unsafe fn tile_in_place<const R: usize, const C: usize>(
         }
         a = a.add(MR);
     }
-    store_tile!(acc, c, ldc, nr, ep, C; 0 1 2 3 4 5 6 7 8 9 10 11);
+    store_tile!(acc, c, ldc, nr, ep, C, false; 0 1 2 3 4 5 6 7 8 9 10 11);
 }
 
 /// Rows `0..rows` of `C = A·B` with A read where it lies (row `r`'s K steps at
@@ -298,6 +302,9 @@ unsafe fn tile_in_place<const R: usize, const C: usize>(
 /// `b + k·bs` and whose next 16 at `b + upper + k·bs`: tiles of up to twelve rows, as even
 /// as they can be (49 rows as four of ten and one of nine, not four of twelve and a single
 /// row whose two FMA chains wait on their latency), each one or two 16-lane columns wide.
+/// The epilogue's activation may be any of [`Activation::in_registers`] (the pointwise
+/// convolutions' SiLU and hard swish applied as the tile is stored, not by a pass over
+/// the stored block).
 /// Safety: AVX-512F present; `a + r·lda + k` readable for r < rows, k < kc; `b + k·bs` for
 /// min(nr, 16) floats and, when nr > 16, `b + upper + k·bs` for nr − 16 floats, for k < kc;
 /// rows r < rows of `c` readable and writable for nr floats at c + r·ldc; no row bias, the
@@ -315,11 +322,16 @@ pub(crate) unsafe fn column_strided(
     nr: usize,
     ep: &TileEpilogue<'_>,
 ) {
+    // The sigmoids and swishes in the store only in a tile variant of their own, so the
+    // other activations' tiles keep their small store code.
+    let all = ep.last && !ep.act.in_kernel() && ep.act.in_registers();
     macro_rules! dispatch {
         ($mr:expr, $a:expr, $c:expr; $($r:literal)*) => {
-            match ($mr, nr > 16) {
-                $(($r, false) => tile_strided::<$r, 1>(kc, $a, lda, b, (bs, upper), $c, ldc, nr, ep),
-                  ($r, true) => tile_strided::<$r, 2>(kc, $a, lda, b, (bs, upper), $c, ldc, nr, ep),)*
+            match ($mr, nr > 16, all) {
+                $(($r, false, false) => tile_strided::<$r, 1, false>(kc, $a, lda, b, (bs, upper), $c, ldc, nr, ep),
+                  ($r, true, false) => tile_strided::<$r, 2, false>(kc, $a, lda, b, (bs, upper), $c, ldc, nr, ep),
+                  ($r, false, true) => tile_strided::<$r, 1, true>(kc, $a, lda, b, (bs, upper), $c, ldc, nr, ep),
+                  ($r, true, true) => tile_strided::<$r, 2, true>(kc, $a, lda, b, (bs, upper), $c, ldc, nr, ep),)*
                 _ => {}
             }
         };
@@ -336,11 +348,12 @@ pub(crate) unsafe fn column_strided(
 }
 
 /// The R×(16·C) tile of [`column_strided`]: per K step, C vectors of B (masked to `nr`
-/// columns, so nothing past them is read) and R broadcasts straight from A's rows.
+/// columns, so nothing past them is read) and R broadcasts straight from A's rows; `ALL`
+/// applies the whole activation of [`Activation::in_registers`] as the tile is stored.
 /// Safety: as [`column_strided`], with R rows and nr <= 16·C.
 #[target_feature(enable = "avx512f,avx2,fma")]
 #[allow(clippy::too_many_arguments)]
-unsafe fn tile_strided<const R: usize, const C: usize>(
+unsafe fn tile_strided<const R: usize, const C: usize, const ALL: bool>(
     kc: usize,
     a: *const f32,
     lda: usize,
@@ -375,5 +388,5 @@ unsafe fn tile_strided<const R: usize, const C: usize>(
             }
         }
     }
-    store_tile!(acc, c, ldc, nr, ep, C; 0 1 2 3 4 5 6 7 8 9 10 11);
+    store_tile!(acc, c, ldc, nr, ep, C, ALL; 0 1 2 3 4 5 6 7 8 9 10 11);
 }

@@ -51,8 +51,9 @@ pub struct TileEpilogue<'a> {
     pub col_bias: Option<&'a [f32]>,
     /// This is the last K block: add biases and apply the activation.
     pub last: bool,
-    /// Activation applied when `last` (only the in-register ones: see
-    /// [`Activation::in_kernel`]; others are applied by the caller afterwards).
+    /// Activation applied when `last`: the in-kernel ones ([`Activation::in_kernel`]), and
+    /// in the tiles that read A in place also the sigmoids and swishes where
+    /// [`strided_tiles_apply`] says so; others pass through, for the caller to apply.
     pub act: Activation,
 }
 
@@ -278,6 +279,18 @@ impl StridedOperands<'_, '_> {
             && self.ep.row_bias.is_none()
             && !matches!(self.ep.col_bias, Some(r) if r.len() < nr)
     }
+}
+
+/// Whether the tiles reading A in place ([`tiles_strided`], [`tiles_strided_wide`]) apply
+/// `act` whole as they store, on the tier in use: the in-kernel activations
+/// ([`Activation::in_kernel`]) everywhere, and the sigmoids and swishes
+/// ([`Activation::in_registers`]) on the AVX2 and AVX-512 tiers, bit-equal to CpuAcc's
+/// compiled pass (see [`crate::act_vec`]). Otherwise (the portable tier, where the tiles
+/// do not run) the caller applies `act` to the stored result, and hands the tiles only
+/// [`Activation::kernel_part`].
+#[inline]
+pub fn strided_tiles_apply(act: Activation) -> bool {
+    act.in_kernel() || act.in_registers() && (wide_strided_tiles() || strided_tiles())
 }
 
 /// True when [`tiles_strided_wide`] runs: the AVX-512 tier is in use.
@@ -631,7 +644,7 @@ fn microkernel_on(
                 // A half of fewer than six rows (a product's last rows) computes just those:
                 // row r's K steps at a + r + k·MR.
                 if rows < AVX2_ROWS {
-                    avx2::kernel_rows(rows, kc, a, (1, MR), b, NR, c, ldc, w, &half_ep);
+                    avx2::kernel_rows::<false>(rows, kc, a, (1, MR), b, NR, c, ldc, w, &half_ep);
                 } else {
                     avx2::kernel_6x16(kc, a, b, c, ldc, rows, w, &half_ep);
                 }

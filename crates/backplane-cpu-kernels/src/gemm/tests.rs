@@ -494,3 +494,139 @@ fn wide_strided_tiles_match_a_plain_sum() {
         assert!(c.iter().all(|&v| v == kc as f32));
     }
 }
+
+/// The tiles reading A in place with a sigmoid or swish in their store (see
+/// [`strided_tiles_apply`]), AVX-512's ([`tiles_strided_wide`]) and AVX2's (its
+/// `column_strided`, called directly so that it is tested wherever the CPU has AVX2):
+/// bit-equal to the same tiles without it followed by the tier's vector function on each
+/// stored value, across row counts of one to several tiles, masked column tails (and
+/// AVX2's 3×24 tile), depths 1 and past a vector, accumulation onto C (a residual) or
+/// not; a K block that is not the last applies nothing.
+/// A tier's tiles (the stored C for an activation) and its vector function on one value.
+#[cfg(target_arch = "x86_64")]
+type Tier<'t> = (
+    Isa,
+    Box<dyn Fn(Activation) -> Vec<f32> + 't>,
+    fn(Activation, f32) -> f32,
+);
+
+#[test]
+fn strided_tiles_apply_sigmoids_and_swishes_in_their_store() {
+    let acts = [
+        Activation::Silu,
+        Activation::HardSwish,
+        Activation::Sigmoid,
+        Activation::HardSigmoid {
+            alpha: 0.2,
+            beta: 0.5,
+        },
+    ];
+    for act in acts {
+        assert_eq!(
+            strided_tiles_apply(act),
+            wide_strided_tiles() || strided_tiles()
+        );
+    }
+    assert!(strided_tiles_apply(Activation::Relu));
+    assert!(!strided_tiles_apply(Activation::Tanh));
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::*;
+        let (lda, ldc) = (37, 34);
+        let cb: Vec<f32> = (0..NR).map(|j| j as f32 * 0.3 - 4.0).collect();
+        for kc in [1, 17] {
+            let a: Vec<f32> = (0..25 * lda + kc)
+                .map(|i| ((i * 7 % 19) as f32 - 9.0) / 2.0)
+                .collect();
+            let b: Vec<f32> = (0..kc * NR)
+                .map(|i| ((i * 13 % 23) as f32 - 11.0) / 3.0)
+                .collect();
+            for rows in [1, 5, 7, 12, 13, 25] {
+                let c0: Vec<f32> = (0..rows * ldc).map(|i| (i % 9) as f32 - 4.0).collect();
+                for nr in [1, 3, 16, 17, 24, 32] {
+                    for (accumulate, last) in [(false, true), (true, true), (true, false)] {
+                        let ep_of = |act: Activation| TileEpilogue {
+                            accumulate,
+                            alpha: 1.0,
+                            row_bias: None,
+                            col_bias: Some(&cb),
+                            last,
+                            act,
+                        };
+                        // Each tier the CPU has: its tiles and its vector function.
+                        let mut tiers: Vec<Tier<'_>> = Vec::new();
+                        if wide_strided_tiles() {
+                            let run = |act: Activation| {
+                                let mut c = c0.clone();
+                                let bh = (&b[..], Halves::Interleaved);
+                                let ep = ep_of(act);
+                                assert!(tiles_strided_wide(
+                                    kc, &a, lda, rows, bh, &mut c, ldc, nr, &ep
+                                ));
+                                c
+                            };
+                            // SAFETY: AVX-512F is present (`wide_strided_tiles`).
+                            let f = |act: Activation, x: f32| unsafe {
+                                let v =
+                                    super::avx512::Act512::new(act).apply_all(_mm512_set1_ps(x));
+                                _mm512_cvtss_f32(v)
+                            };
+                            tiers.push((Isa::Avx512, Box::new(run), f));
+                        }
+                        if Isa::Avx2.available() && nr <= WIDE {
+                            let run = |act: Activation| {
+                                let mut c = c0.clone();
+                                let ep = ep_of(act);
+                                // SAFETY: AVX2 and FMA are present (checked); rows r < rows
+                                // of A hold kc floats at r·lda; the tiles read B's kc steps
+                                // of 32 (16 and, past 16 columns, 8 more at 16) inside `b`;
+                                // C holds `rows` rows of ldc >= nr; the column bias holds
+                                // NR values; the prefetch address is never read.
+                                unsafe {
+                                    super::avx2::column_strided(
+                                        kc,
+                                        a.as_ptr(),
+                                        lda,
+                                        rows,
+                                        b.as_ptr(),
+                                        (NR, HALF),
+                                        c.as_mut_ptr(),
+                                        ldc,
+                                        nr,
+                                        &ep,
+                                        b.as_ptr(),
+                                    )
+                                };
+                                c
+                            };
+                            // SAFETY: AVX2 and FMA are present (checked).
+                            let f = |act: Activation, x: f32| unsafe {
+                                let v = super::avx2::Act256::new(act).apply_all(_mm256_set1_ps(x));
+                                _mm256_cvtss_f32(v)
+                            };
+                            tiers.push((Isa::Avx2, Box::new(run), f));
+                        }
+                        for (isa, run, vector) in &tiers {
+                            let plain = run(Activation::None);
+                            for act in acts {
+                                let got = run(act);
+                                for (i, (&g, &p)) in got.iter().zip(&plain).enumerate() {
+                                    let want = match last && i % ldc < nr {
+                                        true => vector(act, p),
+                                        false => p,
+                                    };
+                                    assert_eq!(
+                                        g.to_bits(),
+                                        want.to_bits(),
+                                        "{isa:?} {act:?} kc {kc} rows {rows} nr {nr} \
+                                         acc {accumulate} last {last} at {i}: {g} vs {want}"
+                                    );
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
