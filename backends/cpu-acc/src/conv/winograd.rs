@@ -273,8 +273,11 @@ pub fn input_body(tiles: &Tiles, c: usize, blk: &Block, x: &[f32], v: &mut [f32]
     }
 }
 
-/// The output transform of one block, for output channels `m`: `mo[(ξ·m + co)·pitch + t]` in,
-/// each tile's 4×4 values (bias added, activation applied) out to `dest`.
+/// The output transform of one block, for the output channels `channels` of `ep.m`:
+/// `mo[(ξ·m + co)·pitch + t]` in, each tile's 4×4 values (bias added, activation applied)
+/// out to `dest`, which starts at channel `channels.start` (a part of the channels with
+/// [`Dest::Output`] only for tiles of the first image: see
+/// `backplane_cpu_kernels::winograd::output_channels`).
 #[allow(clippy::needless_range_loop)]
 #[inline(always)]
 pub fn output_body(
@@ -282,14 +285,16 @@ pub fn output_body(
     tiles: &Tiles,
     blk: &Block,
     ep: &OutEpilogue<'_>,
+    channels: std::ops::Range<usize>,
     mo: &[f32],
     dest: &mut Dest<'_>,
 ) {
     let (m, bias, act) = (ep.m, ep.bias, ep.act);
     let groups = blk.count.div_ceil(LANES);
     let out_plane = geo.oh * geo.ow;
+    let co0 = channels.start;
     let mut rows = [[[0f32; LANES]; ALPHA]; TILE];
-    for co in 0..m {
+    for co in channels.start..channels.end.min(m) {
         let b = bias.and_then(|b| b.get(co)).copied().unwrap_or(0.0);
         for (g, t0) in (0..blk.count).step_by(LANES).enumerate() {
             for j in 0..ALPHA {
@@ -325,7 +330,7 @@ pub fn output_body(
             }
             match dest {
                 Dest::Strips(buf) => {
-                    let at = (co * groups + g) * TILE * STRIP;
+                    let at = ((co - co0) * groups + g) * TILE * STRIP;
                     if let Some(dst) = buf.get_mut(at..at + TILE * STRIP) {
                         for (d, s) in dst.chunks_exact_mut(STRIP).zip(&strip) {
                             d.copy_from_slice(s);
@@ -341,7 +346,7 @@ pub fn output_body(
                         let (bi, oy, ox) = tiles.origin(t);
                         let run = (tiles.across - ox / TILE).min(end - t0 - l);
                         let cols = (run * TILE).min(geo.ow - ox);
-                        let base = (bi * m + co) * out_plane + oy * geo.ow + ox;
+                        let base = (bi * m + co - co0) * out_plane + oy * geo.ow + ox;
                         for (i, src) in strip.iter().enumerate().take(TILE.min(geo.oh - oy)) {
                             let at = base + i * geo.ow;
                             if let Some(dst) = y.get_mut(at..at + cols) {
@@ -615,12 +620,57 @@ impl Plan {
                 &Epilogue::default(),
             )
         });
-        if res.is_ok() {
-            simd::winograd_output(geo, tiles, blk, &OutEpilogue { m, bias, act }, &mo, dest);
-        }
+        let res = res.and_then(|()| {
+            let ep = OutEpilogue { m, bias, act };
+            self.output(th, geo, tiles, blk, &ep, &mo, dest)
+        });
         gemm::give_back(&V_BUF, v);
         gemm::give_back(&M_BUF, mo);
         res
+    }
+
+    /// A block's output transform: with several threads, into the output, and the block's
+    /// tiles all of the first image, shared out over ranges of output channels (each thread
+    /// writes its channels' planes); else on this thread.
+    #[allow(clippy::too_many_arguments)]
+    fn output(
+        &self,
+        th: &Threads,
+        geo: &Geo2,
+        tiles: &Tiles,
+        blk: &Block,
+        ep: &OutEpilogue<'_>,
+        mo: &[f32],
+        dest: &mut Dest<'_>,
+    ) -> Result<()> {
+        let m = ep.m;
+        let out_plane = geo.oh * geo.ow;
+        let first_image = blk.first + blk.count <= tiles.across * tiles.down;
+        match dest {
+            Dest::Output(y) if th.count() > 1 && first_image && m > 1 => {
+                let share = m.div_ceil(th.count());
+                let y = y
+                    .get_mut(..m * out_plane)
+                    .ok_or_else(|| BackendError::Execution("winograd: output too short".into()))?;
+                th.chunks(y, share * out_plane, |i, part| {
+                    let channels = i * share..((i + 1) * share).min(m);
+                    simd::winograd_output(
+                        geo,
+                        tiles,
+                        blk,
+                        ep,
+                        channels,
+                        mo,
+                        &mut Dest::Output(part),
+                    );
+                    Ok(())
+                })
+            }
+            _ => {
+                simd::winograd_output(geo, tiles, blk, ep, 0..m, mo, dest);
+                Ok(())
+            }
+        }
     }
 }
 
@@ -867,23 +917,38 @@ mod tests {
                 };
                 let size = n * m * g.oh * g.ow;
                 let (mut yf, mut ys) = (vec![0f32; size], vec![0f32; size]);
-                simd::winograd_output(&g, &tiles, &blk, &ep, &mo, &mut Dest::Output(&mut yf));
+                simd::winograd_output(&g, &tiles, &blk, &ep, 0..m, &mo, &mut Dest::Output(&mut yf));
                 simd::winograd_output_portable(
                     &g,
                     &tiles,
                     &blk,
                     &ep,
+                    0..m,
                     &mo,
                     &mut Dest::Output(&mut ys),
                 );
+                if n == 1 {
+                    // A part of the channels (as a thread writes it), into its planes only.
+                    let part = (m - 1) * g.oh * g.ow;
+                    let (mut pf, mut ps) = (vec![0f32; part], vec![0f32; part]);
+                    let mut df = Dest::Output(&mut pf);
+                    simd::winograd_output(&g, &tiles, &blk, &ep, 1..m, &mo, &mut df);
+                    let mut ds = Dest::Output(&mut ps);
+                    simd::winograd_output_portable(&g, &tiles, &blk, &ep, 1..m, &mo, &mut ds);
+                    assert_eq!(pf[..], yf[g.oh * g.ow..size], "channels 1.. {act:?}");
+                    for (p, q) in pf.iter().zip(&ps) {
+                        assert!((p - q).abs() <= 1e-5 * (1.0 + q.abs()), "part: {p} vs {q}");
+                    }
+                }
                 let strips = m * blk.pitch * TILE * TILE;
                 let (mut sf, mut ss) = (vec![0f32; strips], vec![0f32; strips]);
-                simd::winograd_output(&g, &tiles, &blk, &ep, &mo, &mut Dest::Strips(&mut sf));
+                simd::winograd_output(&g, &tiles, &blk, &ep, 0..m, &mo, &mut Dest::Strips(&mut sf));
                 simd::winograd_output_portable(
                     &g,
                     &tiles,
                     &blk,
                     &ep,
+                    0..m,
                     &mo,
                     &mut Dest::Strips(&mut ss),
                 );
@@ -937,6 +1002,53 @@ mod tests {
                 Activation::None,
             );
             assert!(e <= TOL, "{n}x{h}x{w}: {e}");
+        }
+    }
+
+    /// One block shared by 2 and 3 threads (its output transform split over output-channel
+    /// ranges) gives the single thread's result bit for bit (the arithmetic is the same), and
+    /// that result matches the direct convolution; planes of one block (13×13) and a few
+    /// (27×27), channel counts prime and not.
+    #[test]
+    fn threads_split_one_block_bit_identically() {
+        let mut rng = Rng(13);
+        let threads = [Threads::new(2).unwrap(), Threads::new(3).unwrap()];
+        for (h, c, m) in [
+            (1, 16, 17),
+            (5, 37, 16),
+            (13, 64, 131),
+            (13, 17, 2),
+            (14, 16, 64),
+            (27, 31, 67),
+        ] {
+            let g = geo(h, h, [1, 1, 1, 1]);
+            let x = rng.vec(c * h * h);
+            let wt = rng.vec(m * c * 9);
+            let bias = rng.vec(m);
+            let plan = Plan::new(&wt, m, c).unwrap();
+            let size = m * g.oh * g.ow;
+            let mut one = vec![f32::NAN; size];
+            let act = Activation::Relu;
+            plan.run(&Threads::single(), &g, 1, &x, Some(&bias), act, &mut one)
+                .unwrap();
+            let want = direct(&g, 1, c, m, &x, &wt, &bias, act);
+            let raw = direct(&g, 1, c, m, &x, &wt, &bias, Activation::None);
+            let scale = 1.0 + raw.iter().fold(0f32, |a, v| a.max(v.abs()));
+            for (a, b) in one.iter().zip(&want) {
+                assert!(
+                    (a - b).abs() / scale <= TOL,
+                    "{h}x{h} c{c} m{m}: {a} vs {b}"
+                );
+            }
+            for th in &threads {
+                let mut got = vec![f32::NAN; size];
+                plan.run(th, &g, 1, &x, Some(&bias), act, &mut got).unwrap();
+                let same = got
+                    .iter()
+                    .zip(&one)
+                    .all(|(a, b)| a.to_bits() == b.to_bits());
+                assert!(same, "{h}x{h} c{c} m{m} on {} threads", th.count());
+            }
         }
     }
 

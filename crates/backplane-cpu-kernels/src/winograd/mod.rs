@@ -226,25 +226,59 @@ pub fn output(
     mo: &[f32],
     dest: &mut Dest<'_>,
 ) -> bool {
+    output_channels(geo, tiles, blk, ep, 0..ep.m, mo, dest)
+}
+
+/// [`output`] for the output channels `channels` (of `ep.m`) only, so that threads can
+/// share one block's output transform: `dest` then starts at the first of them (channel
+/// `co` is written where [`output`] writes channel `co − channels.start`). A range other
+/// than the whole `0..ep.m` with [`Dest::Output`] takes only tiles of the first image
+/// (other images' planes of those channels are not contiguous); returns false otherwise.
+pub fn output_channels(
+    geo: &Geo2,
+    tiles: &Tiles,
+    blk: &Block,
+    ep: &OutEpilogue<'_>,
+    channels: std::ops::Range<usize>,
+    mo: &[f32],
+    dest: &mut Dest<'_>,
+) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         let Some(act) = act_of(ep.act) else {
             return false;
         };
-        let m = ep.m;
-        if !vectors() || blk.count == 0 || m == 0 {
+        let full = ep.m;
+        let (co0, co1) = (channels.start, channels.end);
+        if !vectors() || blk.count == 0 || co0 >= co1 || co1 > full {
             return false;
         }
-        if ep.bias.is_some_and(|b| b.len() < m) {
+        let m = co1 - co0;
+        let bias = match ep.bias {
+            Some(b) => match b.get(co0..co1) {
+                Some(part) => Some(part),
+                None => return false,
+            },
+            None => None,
+        };
+        let partial = m < full;
+        if partial
+            && matches!(dest, Dest::Output(_))
+            && blk.first + blk.count > tiles.across * tiles.down
+        {
             return false;
         }
         let groups = blk.count.div_ceil(LANES);
-        let ms = xi_stride(m, blk.pitch);
-        if XI_LAST * ms + (m - 1) * blk.pitch + groups * LANES > mo.len()
+        let ms = xi_stride(full, blk.pitch);
+        if XI_LAST * ms + (co1 - 1) * blk.pitch + groups * LANES > mo.len()
             || groups * LANES > blk.pitch
         {
             return false;
         }
+        // The rows of channel co0 onwards.
+        let Some(mo) = mo.get(co0 * blk.pitch..) else {
+            return false;
+        };
         let out_plane = geo.oh * geo.ow;
         let strips = matches!(dest, Dest::Strips(_));
         let (co_step, row_step) = if strips {
@@ -271,7 +305,7 @@ pub fn output(
                     (d.rows[l], d.cols[l]) = (TILE, TILE);
                 } else {
                     let (b, oy, ox) = tiles.origin(blk.first + local);
-                    d.base[l] = (b * m) * out_plane + oy * geo.ow + ox;
+                    d.base[l] = (b * full) * out_plane + oy * geo.ow + ox;
                     d.rows[l] = TILE.min(geo.oh.saturating_sub(oy));
                     d.cols[l] = TILE.min(geo.ow.saturating_sub(ox));
                 }
@@ -288,10 +322,11 @@ pub fn output(
         if end + (m - 1) * co_step > y.len() {
             return false;
         }
-        // SAFETY: AVX2 and FMA are present (and AVX-512F/VL when `wide()`); M reads end at most at
-        // 35·ms + (m-1)·pitch + groups·8 <= mo.len(); every store of lane l writes at most
+        // SAFETY: AVX2 and FMA are present (and AVX-512F/VL when `wide()`); M reads (from
+        // channel co0's rows) end at most at 35·ms + (m-1)·pitch + groups·8 <= mo.len()
+        // (checked on the whole slice for co0 + m - 1 = co1 - 1); every store of lane l writes at most
         // rows[l] rows of cols[l] floats from co·co_step + base[l], all of which end at most
-        // at end + (m-1)·co_step <= y.len(); the bias holds m values when given.
+        // at end + (m-1)·co_step <= y.len(); the bias slice holds m values when given.
         unsafe {
             let run = if wide() {
                 x86::output_wide
@@ -303,7 +338,7 @@ pub fn output(
                 ms,
                 blk.pitch,
                 m,
-                ep.bias,
+                bias,
                 act,
                 &lanes,
                 co_step,
@@ -315,7 +350,7 @@ pub fn output(
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        let _ = (geo, tiles, blk, ep, mo, dest);
+        let _ = (geo, tiles, blk, ep, channels, mo, dest);
         false
     }
 }
