@@ -177,15 +177,17 @@ backplane_cpu_kernels::multiversion! {
 pub const WINOGRAD_SLACK: usize = kw::WINDOW_SLACK;
 
 /// Winograd input transform of one block of tiles (see `crate::conv::winograd`): AVX2+FMA
-/// intrinsics (`backplane_cpu_kernels::winograd`) where they apply, else the safe body.
+/// intrinsics (`backplane_cpu_kernels::winograd`) where they apply, the input channels
+/// shared out between the threads of `th`, else the safe body (on this thread).
 pub fn winograd_input(
+    th: &crate::threads::Threads,
     tiles: &crate::conv::winograd::Tiles,
     c: usize,
     blk: &crate::conv::winograd::Block,
     x: &[f32],
     v: &mut [f32],
 ) {
-    if !kw::input(tiles, c, blk, x, v) {
+    if !kw::input_threaded(th, tiles, c, blk, x, v) {
         winograd_input_portable(tiles, c, blk, x, v);
     }
 }

@@ -31,8 +31,9 @@
 //! pixels of each tile (partial tiles at the right and bottom borders). The transforms work on
 //! [`LANES`] tiles at a time (plain `[f32; LANES]` arithmetic compiled for AVX2 by
 //! `crate::simd`). Threads take whole blocks (each writing its tiles to its own buffer, copied
-//! out at the end); when there are fewer blocks than threads the blocks run in turn and each
-//! product uses the threads instead.
+//! out at the end); when there are fewer blocks than threads the blocks run in turn, each
+//! block's input transform shared out over input channels, its 36 products whole between
+//! the threads, and (one image) its output transform over output channels.
 //!
 //! Where it is taken: see [`worth`]. With AVX2 the transforms run as intrinsics
 //! (`simd::winograd`: window rows loaded as vectors and transposed in registers; the safe
@@ -97,7 +98,7 @@ const MIN_SIDE: usize = 8;
 /// [`MIN_SIDE`] × [`MIN_SIDE`].
 ///
 /// With several threads and fewer blocks of tiles than threads, each block's 36 products are
-/// shared out whole between the threads (the transforms run on one thread).
+/// shared out whole between the threads, and its transforms over channels.
 ///
 /// Narrower layers (`c · m` ≥ [`MIN_NARROW_PRODUCT`], each side at least
 /// [`MIN_NARROW_CHANNELS`]: DenseNet's 128→32, SqueezeNet's 16→64, 32→128 and 48→192) take it
@@ -596,7 +597,9 @@ impl Plan {
         let (vs, ms) = (xi_stride(c, blk.pitch), xi_stride(m, blk.pitch));
         let mut v = gemm::take(&V_BUF, XI * vs);
         let mut mo = gemm::take(&M_BUF, XI * ms);
-        simd::winograd_input(tiles, c, blk, x, &mut v);
+        // The transforms share the threads out over channels (input channels here, output
+        // channels below); blocks run in parallel are given one thread.
+        simd::winograd_input(th, tiles, c, blk, x, &mut v);
         // The 36 products are independent: with several threads each takes whole products
         // (a block's products are too narrow to split well one by one).
         let single = Threads::single();
@@ -891,8 +894,16 @@ mod tests {
             pad_input(&Threads::single(), &g, &tiles, &x, &mut xp[..len]).unwrap();
             let vs = xi_stride(c, blk.pitch);
             let (mut fast, mut safe) = (vec![0f32; XI * vs], vec![0f32; XI * vs]);
-            simd::winograd_input(&tiles, c, &blk, &xp, &mut fast);
+            simd::winograd_input(&Threads::single(), &tiles, c, &blk, &xp, &mut fast);
             simd::winograd_input_portable(&tiles, c, &blk, &xp, &mut safe);
+            // Shared out over channels between threads: the same values, bit for bit.
+            let mut shared = vec![0f32; XI * vs];
+            let three = Threads::new(3).unwrap();
+            simd::winograd_input(&three, &tiles, c, &blk, &xp, &mut shared);
+            assert!(fast
+                .iter()
+                .zip(&shared)
+                .all(|(a, b)| a.to_bits() == b.to_bits()));
             for (i, (a, b)) in fast.iter().zip(&safe).enumerate() {
                 assert!((a - b).abs() <= 1e-5 * (1.0 + b.abs()), "V {i}: {a} vs {b}");
             }

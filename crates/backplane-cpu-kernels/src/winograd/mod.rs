@@ -8,6 +8,7 @@
 
 use crate::act::Activation;
 use crate::geo::Geo2;
+use crate::threads::Threads;
 
 /// Tiles transformed together (one AVX2 vector).
 pub const LANES: usize = 8;
@@ -140,6 +141,21 @@ fn act_of(a: Activation) -> Option<Act> {
 /// window: the caller leaves [`WINDOW_SLACK`] floats after the padded input) or a V row
 /// would fall outside the slices.
 pub fn input(tiles: &Tiles, c: usize, blk: &Block, x: &[f32], v: &mut [f32]) -> bool {
+    input_threaded(&Threads::single(), tiles, c, blk, x, v)
+}
+
+/// [`input`] with the input channels shared out between the threads of `th` (each writes
+/// its channels' rows of the 36 V matrices; the arithmetic per value is the same, so the
+/// result is too). Returns false, doing nothing, where [`input`] does, or when the threads
+/// failed.
+pub fn input_threaded(
+    th: &Threads,
+    tiles: &Tiles,
+    c: usize,
+    blk: &Block,
+    x: &[f32],
+    v: &mut [f32],
+) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         if !vectors() || blk.count == 0 || c == 0 {
@@ -168,32 +184,61 @@ pub fn input(tiles: &Tiles, c: usize, blk: &Block, x: &[f32], v: &mut [f32]) -> 
         if reads_end > x.len() || writes_end > v.len() || panels != blk.pitch {
             return false;
         }
-        // SAFETY: AVX2 and FMA are present (and AVX-512F/VL when `wide()`); every row read (eight floats from
-        // ci·plane + org + i·pw, i < 6) ends at most at reads_end <= x.len(); every store of
-        // lane vectors (at ξ·vs + panel_offset(c, count, ci, 8g): eight floats inside one
-        // panel row, 8g being a multiple of 8 and panels NR = 32 wide) ends at most at
-        // writes_end <= v.len().
-        unsafe {
-            let run = if wide() { x86::input_wide } else { x86::input };
-            run(
-                x.as_ptr(),
-                &orgs,
-                plane,
-                pw,
-                c,
-                blk.count,
-                vs,
-                v.as_mut_ptr(),
-            )
-        };
-        true
+        let run = if wide() { x86::input_wide } else { x86::input };
+        let share = c.div_ceil(th.count().max(1));
+        let out = Shared(v.as_mut_ptr());
+        let out = &out;
+        let orgs = &orgs;
+        th.range(c.div_ceil(share), |i| {
+            let rows = (i * share, ((i + 1) * share).min(c));
+            // SAFETY: AVX2 and FMA are present (and AVX-512F/VL when `wide()`); every row
+            // read (eight floats from ci·plane + org + i·pw, i < 6) ends at most at reads_end
+            // <= x.len(); every store of lane vectors (at ξ·vs + panel_offset(c, count, ci,
+            // 8g): eight floats inside one panel row, 8g being a multiple of 8 and panels NR
+            // = 32 wide) ends at most at writes_end <= v.len(). The calls write the rows of
+            // disjoint channel ranges (panel_offset is one to one in ci), so no two threads
+            // write the same float, and nothing reads `v` until `range` has returned.
+            unsafe {
+                run(
+                    x.as_ptr(),
+                    orgs,
+                    plane,
+                    pw,
+                    c,
+                    rows,
+                    blk.count,
+                    vs,
+                    out.ptr(),
+                )
+            };
+            Ok(())
+        })
+        .is_ok()
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        let _ = (tiles, c, blk, x, v);
+        let _ = (th, tiles, c, blk, x, v);
         false
     }
 }
+
+/// The V matrices' pointer, shared by the threads of [`input_threaded`] (each writes its
+/// own channels' rows).
+#[cfg(target_arch = "x86_64")]
+struct Shared(*mut f32);
+
+#[cfg(target_arch = "x86_64")]
+impl Shared {
+    /// The pointer (a method, so that closures capture the whole `Shared`).
+    fn ptr(&self) -> *mut f32 {
+        self.0
+    }
+}
+
+// SAFETY: the threads write disjoint floats through it (see `input_threaded`) while the
+// slice it came from is borrowed mutably for the whole call.
+#[cfg(target_arch = "x86_64")]
+unsafe impl Sync for Shared {}
 
 /// Floats read past the last window row of the padded input (zeros the caller appends).
 pub const WINDOW_SLACK: usize = LANES - ALPHA;
@@ -388,8 +433,28 @@ mod tests {
         // SAFETY: AVX2, FMA and AVX-512F/VL are present (checked); the largest read ends at
         // 2·200 + 96 + 5·14 + 8 < x.len(); V's panels (3 × 32 floats) fit in vs.
         unsafe {
-            x86::input(x.as_ptr(), &orgs, plane, pw, c, count, vs, a.as_mut_ptr());
-            x86::input_wide(x.as_ptr(), &orgs, plane, pw, c, count, vs, b.as_mut_ptr());
+            x86::input(
+                x.as_ptr(),
+                &orgs,
+                plane,
+                pw,
+                c,
+                (0, c),
+                count,
+                vs,
+                a.as_mut_ptr(),
+            );
+            x86::input_wide(
+                x.as_ptr(),
+                &orgs,
+                plane,
+                pw,
+                c,
+                (0, c),
+                count,
+                vs,
+                b.as_mut_ptr(),
+            );
         }
         for xi in 0..36 {
             let used = xi * vs..xi * vs + c * 32;
