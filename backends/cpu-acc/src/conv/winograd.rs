@@ -144,11 +144,17 @@ const MIN_NARROW_PRODUCT: usize = 32 * 32;
 /// Smallest output side of a narrow layer that takes it.
 const MIN_NARROW_SIDE: usize = 13;
 
-/// Tiles per block (see [`Plan::block_tiles`]).
-fn block_tiles(c: usize, m: usize, total: usize, threads: usize) -> usize {
+/// Tiles per block (see [`Plan::block_tiles`]); `one_image`: the tiles are of one image.
+fn block_tiles(c: usize, m: usize, total: usize, threads: usize, one_image: bool) -> usize {
     let nr = simd::NR;
     let fit = (12 * 1024 / (c + m).max(1)).div_ceil(nr) * nr;
     let mut per = fit.clamp(2 * nr, 8 * nr);
+    if threads > 1 && one_image && total <= per {
+        // One block that fits: the threads share its transforms (over channels) and its
+        // products, as evenly as whole lane groups and panels allow, where blocks of an
+        // even share each would pad their products to whole panels and copy their strips.
+        return per;
+    }
     if threads > 1 {
         // An even share per thread, in whole lane groups (a block's transforms and copy-out
         // scale with its tiles), but at least one GEMM panel: fewer tiles than that run as
@@ -432,9 +438,10 @@ impl Plan {
 
     /// Tiles per block: as many as keep V and M (36 × (c + m) × tiles floats) near 1.5 MB,
     /// a whole number of 32-column GEMM panels, between 64 and 256; with more threads at most
-    /// an even share of the tiles per thread (whole lane groups), so that each gets a block.
-    fn block_tiles(&self, total: usize, threads: usize) -> usize {
-        block_tiles(self.c, self.m, total, threads)
+    /// an even share of the tiles per thread (whole lane groups), so that each gets a block,
+    /// unless the tiles are one image's and fit in one block (the threads then share it).
+    fn block_tiles(&self, total: usize, threads: usize, one_image: bool) -> usize {
+        block_tiles(self.c, self.m, total, threads, one_image)
     }
 
     /// `y = act(conv(x, w) + bias)` for `n` images (NCHW), `geo` a geometry [`applies`] to.
@@ -490,7 +497,7 @@ impl Plan {
         y: &mut [f32],
     ) -> Result<()> {
         let (m, tiles) = (self.m, *tiles);
-        let per = self.block_tiles(tiles.total, th.count());
+        let per = self.block_tiles(tiles.total, th.count(), n == 1);
         let blocks = tiles.total.div_ceil(per);
         let block = |i: usize| {
             let first = i * per;
