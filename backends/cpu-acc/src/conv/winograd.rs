@@ -144,16 +144,22 @@ const MIN_NARROW_PRODUCT: usize = 32 * 32;
 /// Smallest output side of a narrow layer that takes it.
 const MIN_NARROW_SIDE: usize = 13;
 
+/// Most tiles, in multiples of a block's cache-fitting size, that one image's layer with no
+/// more input than output channels runs as one block on several threads.
+const ONE_BLOCK_MAX_FITS: usize = 2;
+
 /// Tiles per block (see [`Plan::block_tiles`]); `one_image`: the tiles are of one image.
 fn block_tiles(c: usize, m: usize, total: usize, threads: usize, one_image: bool) -> usize {
     let nr = simd::NR;
     let fit = (12 * 1024 / (c + m).max(1)).div_ceil(nr) * nr;
     let mut per = fit.clamp(2 * nr, 8 * nr);
-    if threads > 1 && one_image && total <= per {
-        // One block that fits: the threads share its transforms (over channels) and its
-        // products, as evenly as whole lane groups and panels allow, where blocks of an
-        // even share each would pad their products to whole panels and copy their strips.
-        return per;
+    if threads > 1 && one_image && c <= m && total <= ONE_BLOCK_MAX_FITS * per {
+        // One block: the threads share its transforms (over channels) and its products, as
+        // evenly as whole lane groups and panels allow, where blocks of an even share each
+        // would pad their products to whole panels and copy their strips. Measured faster
+        // for SqueezeNet's 16→64 at 55×55 and 32→128 at 27×27, slower for DenseNet's
+        // 128→32 at 28×28 (hence only c ≤ m): docs/perf.md, session 46.
+        return total.div_ceil(nr) * nr;
     }
     if threads > 1 {
         // An even share per thread, in whole lane groups (a block's transforms and copy-out
@@ -439,7 +445,8 @@ impl Plan {
     /// Tiles per block: as many as keep V and M (36 × (c + m) × tiles floats) near 1.5 MB,
     /// a whole number of 32-column GEMM panels, between 64 and 256; with more threads at most
     /// an even share of the tiles per thread (whole lane groups), so that each gets a block,
-    /// unless the tiles are one image's and fit in one block (the threads then share it).
+    /// unless the tiles are one image's, at most [`ONE_BLOCK_MAX_FITS`] such blocks, and
+    /// `c ≤ m` (the threads then share one block).
     fn block_tiles(&self, total: usize, threads: usize, one_image: bool) -> usize {
         block_tiles(self.c, self.m, total, threads, one_image)
     }
