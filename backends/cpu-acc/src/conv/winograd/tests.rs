@@ -337,10 +337,11 @@ fn many_blocks_on_threads() {
     }
 }
 
-/// One block shared by 2 and 3 threads (its output transform split over output-channel
-/// ranges) gives the single thread's result bit for bit (the arithmetic is the same), and
-/// that result matches the direct convolution; planes of one block (13×13) and a few
-/// (27×27), channel counts prime and not.
+/// One block shared by 2 and 3 threads (its transforms split over channel ranges) gives
+/// the single thread's result bit for bit (the arithmetic is the same), and that result
+/// matches the direct convolution; planes of one block (13×13), of one shared block on
+/// threads (27×27 with c ≤ m, 55×55) and of blocks in parallel (27×27 with c > m),
+/// channel counts prime and not.
 #[test]
 fn threads_split_one_block_bit_identically() {
     let mut rng = Rng(13);
@@ -352,6 +353,8 @@ fn threads_split_one_block_bit_identically() {
         (13, 17, 2),
         (14, 16, 64),
         (27, 31, 67),
+        (27, 67, 31),
+        (55, 16, 64),
     ] {
         let g = geo(h, h, [1, 1, 1, 1]);
         let x = rng.vec(c * h * h);
