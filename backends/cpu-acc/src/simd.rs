@@ -168,7 +168,7 @@ backplane_cpu_kernels::multiversion! {
 backplane_cpu_kernels::multiversion! {
     /// Winograd output transform of one block of tiles, with bias and activation, by the
     /// safe body (see `crate::conv::winograd`): the fallback of [`winograd_output`].
-    pub fn winograd_output_portable(geo: &crate::conv::window::Geo2, tiles: &crate::conv::winograd::Tiles, blk: &crate::conv::winograd::Block, ep: &crate::conv::winograd::OutEpilogue<'_>, mo: &[f32], dest: &mut crate::conv::winograd::Dest<'_>)
+    pub fn winograd_output_portable(geo: &crate::conv::window::Geo2, tiles: &crate::conv::winograd::Tiles, blk: &crate::conv::winograd::Block, ep: &crate::conv::winograd::OutEpilogue<'_>, channels: std::ops::Range<usize>, mo: &[f32], dest: &mut crate::conv::winograd::Dest<'_>)
         => crate::conv::winograd::output_body;
 }
 
@@ -177,32 +177,36 @@ backplane_cpu_kernels::multiversion! {
 pub const WINOGRAD_SLACK: usize = kw::WINDOW_SLACK;
 
 /// Winograd input transform of one block of tiles (see `crate::conv::winograd`): AVX2+FMA
-/// intrinsics (`backplane_cpu_kernels::winograd`) where they apply, else the safe body.
+/// intrinsics (`backplane_cpu_kernels::winograd`) where they apply, the input channels
+/// shared out between the threads of `th`, else the safe body (on this thread).
 pub fn winograd_input(
+    th: &crate::threads::Threads,
     tiles: &crate::conv::winograd::Tiles,
     c: usize,
     blk: &crate::conv::winograd::Block,
     x: &[f32],
     v: &mut [f32],
 ) {
-    if !kw::input(tiles, c, blk, x, v) {
+    if !kw::input_threaded(th, tiles, c, blk, x, v) {
         winograd_input_portable(tiles, c, blk, x, v);
     }
 }
 
-/// Winograd output transform of one block of tiles, with bias and activation (see
-/// `crate::conv::winograd`): AVX2+FMA intrinsics (`backplane_cpu_kernels::winograd`) where they apply, else the safe
-/// body.
+/// Winograd output transform of one block of tiles, for the output channels `channels`
+/// (`dest` starting at the first of them), with bias and activation (see
+/// `crate::conv::winograd`): AVX2+FMA intrinsics (`backplane_cpu_kernels::winograd`) where
+/// they apply, else the safe body.
 pub fn winograd_output(
     geo: &crate::conv::window::Geo2,
     tiles: &crate::conv::winograd::Tiles,
     blk: &crate::conv::winograd::Block,
     ep: &crate::conv::winograd::OutEpilogue<'_>,
+    channels: std::ops::Range<usize>,
     mo: &[f32],
     dest: &mut crate::conv::winograd::Dest<'_>,
 ) {
-    if !kw::output(geo, tiles, blk, ep, mo, dest) {
-        winograd_output_portable(geo, tiles, blk, ep, mo, dest);
+    if !kw::output_channels(geo, tiles, blk, ep, channels.clone(), mo, dest) {
+        winograd_output_portable(geo, tiles, blk, ep, channels, mo, dest);
     }
 }
 

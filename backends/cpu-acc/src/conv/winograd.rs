@@ -31,8 +31,9 @@
 //! pixels of each tile (partial tiles at the right and bottom borders). The transforms work on
 //! [`LANES`] tiles at a time (plain `[f32; LANES]` arithmetic compiled for AVX2 by
 //! `crate::simd`). Threads take whole blocks (each writing its tiles to its own buffer, copied
-//! out at the end); when there are fewer blocks than threads the blocks run in turn and each
-//! product uses the threads instead.
+//! out at the end); when there are fewer blocks than threads the blocks run in turn, each
+//! block's input transform shared out over input channels, its 36 products whole between
+//! the threads, and (one image) its output transform over output channels.
 //!
 //! Where it is taken: see [`worth`]. With AVX2 the transforms run as intrinsics
 //! (`simd::winograd`: window rows loaded as vectors and transposed in registers; the safe
@@ -97,7 +98,7 @@ const MIN_SIDE: usize = 8;
 /// [`MIN_SIDE`] × [`MIN_SIDE`].
 ///
 /// With several threads and fewer blocks of tiles than threads, each block's 36 products are
-/// shared out whole between the threads (the transforms run on one thread).
+/// shared out whole between the threads, and its transforms over channels.
 ///
 /// Narrower layers (`c · m` ≥ [`MIN_NARROW_PRODUCT`], each side at least
 /// [`MIN_NARROW_CHANNELS`]: DenseNet's 128→32, SqueezeNet's 16→64, 32→128 and 48→192) take it
@@ -143,11 +144,23 @@ const MIN_NARROW_PRODUCT: usize = 32 * 32;
 /// Smallest output side of a narrow layer that takes it.
 const MIN_NARROW_SIDE: usize = 13;
 
-/// Tiles per block (see [`Plan::block_tiles`]).
-fn block_tiles(c: usize, m: usize, total: usize, threads: usize) -> usize {
+/// Most tiles, in multiples of a block's cache-fitting size, that one image's layer with no
+/// more input than output channels runs as one block on several threads.
+const ONE_BLOCK_MAX_FITS: usize = 2;
+
+/// Tiles per block (see [`Plan::block_tiles`]); `one_image`: the tiles are of one image.
+fn block_tiles(c: usize, m: usize, total: usize, threads: usize, one_image: bool) -> usize {
     let nr = simd::NR;
     let fit = (12 * 1024 / (c + m).max(1)).div_ceil(nr) * nr;
     let mut per = fit.clamp(2 * nr, 8 * nr);
+    if threads > 1 && one_image && c <= m && total <= ONE_BLOCK_MAX_FITS * per {
+        // One block: the threads share its transforms (over channels) and its products, as
+        // evenly as whole lane groups and panels allow, where blocks of an even share each
+        // would pad their products to whole panels and copy their strips. Measured faster
+        // for SqueezeNet's 16→64 at 55×55 and 32→128 at 27×27, slower for DenseNet's
+        // 128→32 at 28×28 (hence only c ≤ m): docs/perf.md, session 46.
+        return total.div_ceil(nr) * nr;
+    }
     if threads > 1 {
         // An even share per thread, in whole lane groups (a block's transforms and copy-out
         // scale with its tiles), but at least one GEMM panel: fewer tiles than that run as
@@ -273,8 +286,11 @@ pub fn input_body(tiles: &Tiles, c: usize, blk: &Block, x: &[f32], v: &mut [f32]
     }
 }
 
-/// The output transform of one block, for output channels `m`: `mo[(ξ·m + co)·pitch + t]` in,
-/// each tile's 4×4 values (bias added, activation applied) out to `dest`.
+/// The output transform of one block, for the output channels `channels` of `ep.m`:
+/// `mo[(ξ·m + co)·pitch + t]` in, each tile's 4×4 values (bias added, activation applied)
+/// out to `dest`, which starts at channel `channels.start` (a part of the channels with
+/// [`Dest::Output`] only for tiles of the first image: see
+/// `backplane_cpu_kernels::winograd::output_channels`).
 #[allow(clippy::needless_range_loop)]
 #[inline(always)]
 pub fn output_body(
@@ -282,14 +298,16 @@ pub fn output_body(
     tiles: &Tiles,
     blk: &Block,
     ep: &OutEpilogue<'_>,
+    channels: std::ops::Range<usize>,
     mo: &[f32],
     dest: &mut Dest<'_>,
 ) {
     let (m, bias, act) = (ep.m, ep.bias, ep.act);
     let groups = blk.count.div_ceil(LANES);
     let out_plane = geo.oh * geo.ow;
+    let co0 = channels.start;
     let mut rows = [[[0f32; LANES]; ALPHA]; TILE];
-    for co in 0..m {
+    for co in channels.start..channels.end.min(m) {
         let b = bias.and_then(|b| b.get(co)).copied().unwrap_or(0.0);
         for (g, t0) in (0..blk.count).step_by(LANES).enumerate() {
             for j in 0..ALPHA {
@@ -325,7 +343,7 @@ pub fn output_body(
             }
             match dest {
                 Dest::Strips(buf) => {
-                    let at = (co * groups + g) * TILE * STRIP;
+                    let at = ((co - co0) * groups + g) * TILE * STRIP;
                     if let Some(dst) = buf.get_mut(at..at + TILE * STRIP) {
                         for (d, s) in dst.chunks_exact_mut(STRIP).zip(&strip) {
                             d.copy_from_slice(s);
@@ -341,7 +359,7 @@ pub fn output_body(
                         let (bi, oy, ox) = tiles.origin(t);
                         let run = (tiles.across - ox / TILE).min(end - t0 - l);
                         let cols = (run * TILE).min(geo.ow - ox);
-                        let base = (bi * m + co) * out_plane + oy * geo.ow + ox;
+                        let base = (bi * m + co - co0) * out_plane + oy * geo.ow + ox;
                         for (i, src) in strip.iter().enumerate().take(TILE.min(geo.oh - oy)) {
                             let at = base + i * geo.ow;
                             if let Some(dst) = y.get_mut(at..at + cols) {
@@ -426,9 +444,11 @@ impl Plan {
 
     /// Tiles per block: as many as keep V and M (36 × (c + m) × tiles floats) near 1.5 MB,
     /// a whole number of 32-column GEMM panels, between 64 and 256; with more threads at most
-    /// an even share of the tiles per thread (whole lane groups), so that each gets a block.
-    fn block_tiles(&self, total: usize, threads: usize) -> usize {
-        block_tiles(self.c, self.m, total, threads)
+    /// an even share of the tiles per thread (whole lane groups), so that each gets a block,
+    /// unless the tiles are one image's, at most [`ONE_BLOCK_MAX_FITS`] such blocks, and
+    /// `c ≤ m` (the threads then share one block).
+    fn block_tiles(&self, total: usize, threads: usize, one_image: bool) -> usize {
+        block_tiles(self.c, self.m, total, threads, one_image)
     }
 
     /// `y = act(conv(x, w) + bias)` for `n` images (NCHW), `geo` a geometry [`applies`] to.
@@ -484,7 +504,7 @@ impl Plan {
         y: &mut [f32],
     ) -> Result<()> {
         let (m, tiles) = (self.m, *tiles);
-        let per = self.block_tiles(tiles.total, th.count());
+        let per = self.block_tiles(tiles.total, th.count(), n == 1);
         let blocks = tiles.total.div_ceil(per);
         let block = |i: usize| {
             let first = i * per;
@@ -591,7 +611,9 @@ impl Plan {
         let (vs, ms) = (xi_stride(c, blk.pitch), xi_stride(m, blk.pitch));
         let mut v = gemm::take(&V_BUF, XI * vs);
         let mut mo = gemm::take(&M_BUF, XI * ms);
-        simd::winograd_input(tiles, c, blk, x, &mut v);
+        // The transforms share the threads out over channels (input channels here, output
+        // channels below); blocks run in parallel are given one thread.
+        simd::winograd_input(th, tiles, c, blk, x, &mut v);
         // The 36 products are independent: with several threads each takes whole products
         // (a block's products are too narrow to split well one by one).
         let single = Threads::single();
@@ -615,338 +637,59 @@ impl Plan {
                 &Epilogue::default(),
             )
         });
-        if res.is_ok() {
-            simd::winograd_output(geo, tiles, blk, &OutEpilogue { m, bias, act }, &mo, dest);
-        }
+        let res = res.and_then(|()| {
+            let ep = OutEpilogue { m, bias, act };
+            self.output(th, geo, tiles, blk, &ep, &mo, dest)
+        });
         gemm::give_back(&V_BUF, v);
         gemm::give_back(&M_BUF, mo);
         res
     }
+
+    /// A block's output transform: with several threads, into the output, and the block's
+    /// tiles all of the first image, shared out over ranges of output channels (each thread
+    /// writes its channels' planes); else on this thread.
+    #[allow(clippy::too_many_arguments)]
+    fn output(
+        &self,
+        th: &Threads,
+        geo: &Geo2,
+        tiles: &Tiles,
+        blk: &Block,
+        ep: &OutEpilogue<'_>,
+        mo: &[f32],
+        dest: &mut Dest<'_>,
+    ) -> Result<()> {
+        let m = ep.m;
+        let out_plane = geo.oh * geo.ow;
+        let first_image = blk.first + blk.count <= tiles.across * tiles.down;
+        match dest {
+            Dest::Output(y) if th.count() > 1 && first_image && m > 1 => {
+                let share = m.div_ceil(th.count());
+                let y = y
+                    .get_mut(..m * out_plane)
+                    .ok_or_else(|| BackendError::Execution("winograd: output too short".into()))?;
+                th.chunks(y, share * out_plane, |i, part| {
+                    let channels = i * share..((i + 1) * share).min(m);
+                    simd::winograd_output(
+                        geo,
+                        tiles,
+                        blk,
+                        ep,
+                        channels,
+                        mo,
+                        &mut Dest::Output(part),
+                    );
+                    Ok(())
+                })
+            }
+            _ => {
+                simd::winograd_output(geo, tiles, blk, ep, 0..m, mo, dest);
+                Ok(())
+            }
+        }
+    }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The 1-D identity `y = Aᵀ[(G g) ⊙ (Bᵀ d)]` equals the correlation
-    /// `yᵢ = Σₖ dᵢ₊ₖ gₖ` on every basis input and filter (so on all, by linearity).
-    #[test]
-    #[allow(clippy::needless_range_loop)]
-    fn transforms_compute_the_1d_correlation() {
-        const G: [[f64; 3]; ALPHA] = [
-            [1.0 / 4.0, 0.0, 0.0],
-            [-1.0 / 6.0, -1.0 / 6.0, -1.0 / 6.0],
-            [-1.0 / 6.0, 1.0 / 6.0, -1.0 / 6.0],
-            [1.0 / 24.0, 1.0 / 12.0, 1.0 / 6.0],
-            [1.0 / 24.0, -1.0 / 12.0, 1.0 / 6.0],
-            [0.0, 0.0, 1.0],
-        ];
-        for dk in 0..ALPHA {
-            for gk in 0..3 {
-                let mut d = [[0f32; LANES]; ALPHA];
-                d[dk] = [1.0; LANES];
-                let bd = bt(&d);
-                let mut prod = [[0f32; LANES]; ALPHA];
-                for i in 0..ALPHA {
-                    prod[i] = [bd[i][0] * G[i][gk] as f32; LANES];
-                }
-                let y = at(&prod);
-                for (i, yi) in y.iter().enumerate() {
-                    let want = if dk == i + gk { 1.0 } else { 0.0 };
-                    assert!((yi[0] - want).abs() < 1e-6, "d{dk} g{gk} y{i}: {}", yi[0]);
-                }
-            }
-        }
-    }
-
-    /// A small deterministic generator of values in [-1, 1).
-    struct Rng(u64);
-    impl Rng {
-        fn unit(&mut self) -> f32 {
-            self.0 = self
-                .0
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((self.0 >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-        }
-        fn vec(&mut self, n: usize) -> Vec<f32> {
-            (0..n).map(|_| self.unit()).collect()
-        }
-    }
-
-    fn geo(h: usize, w: usize, pads: [usize; 4]) -> Geo2 {
-        let [pt, pl, pb, pr] = pads;
-        Geo2 {
-            h,
-            w,
-            kh: 3,
-            kw: 3,
-            sh: 1,
-            sw: 1,
-            dh: 1,
-            dw: 1,
-            pt,
-            pl,
-            oh: (h + pt + pb).saturating_sub(2),
-            ow: (w + pl + pr).saturating_sub(2),
-        }
-    }
-
-    /// Direct convolution in f64 (at the geometry's dilation), with bias and activation; the
-    /// reference of the undilated and the dilated tests.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn direct(
-        g: &Geo2,
-        n: usize,
-        c: usize,
-        m: usize,
-        x: &[f32],
-        w: &[f32],
-        bias: &[f32],
-        act: Activation,
-    ) -> Vec<f32> {
-        let mut y = Vec::with_capacity(n * m * g.oh * g.ow);
-        for b in 0..n {
-            for co in 0..m {
-                for oy in 0..g.oh {
-                    for ox in 0..g.ow {
-                        let mut acc = f64::from(bias[co]);
-                        for ci in 0..c {
-                            for ky in 0..3 {
-                                for kx in 0..3 {
-                                    let iy = (oy + ky * g.dh).checked_sub(g.pt);
-                                    let ix = (ox + kx * g.dw).checked_sub(g.pl);
-                                    let (Some(iy), Some(ix)) = (iy, ix) else {
-                                        continue;
-                                    };
-                                    if iy >= g.h || ix >= g.w {
-                                        continue;
-                                    }
-                                    let xv = x[((b * c + ci) * g.h + iy) * g.w + ix];
-                                    let wv = w[((co * c + ci) * 3 + ky) * 3 + kx];
-                                    acc += f64::from(xv) * f64::from(wv);
-                                }
-                            }
-                        }
-                        y.push(crate::math::apply(act, acc as f32));
-                    }
-                }
-            }
-        }
-        y
-    }
-
-    /// Largest `|got − want| / (1 + max |want|)` of one case.
-    #[allow(clippy::too_many_arguments)]
-    fn case(
-        rng: &mut Rng,
-        th: &Threads,
-        n: usize,
-        c: usize,
-        m: usize,
-        h: usize,
-        w: usize,
-        pads: [usize; 4],
-        act: Activation,
-    ) -> f32 {
-        let g = geo(h, w, pads);
-        let x = rng.vec(n * c * h * w);
-        let wt = rng.vec(m * c * 9);
-        let bias = rng.vec(m);
-        let want = direct(&g, n, c, m, &x, &wt, &bias, act);
-        let plan = Plan::new(&wt, m, c).unwrap();
-        let mut got = vec![f32::NAN; want.len()];
-        plan.run(th, &g, n, &x, Some(&bias), act, &mut got).unwrap();
-        // The scale is the pre-activation output's (a clipped output hides its magnitude).
-        let raw = direct(&g, n, c, m, &x, &wt, &bias, Activation::None);
-        let scale = 1.0 + raw.iter().fold(0f32, |a, v| a.max(v.abs()));
-        got.iter()
-            .zip(&want)
-            .map(|(a, b)| (a - b).abs() / scale)
-            .fold(0f32, |a, e| {
-                assert!(!e.is_nan(), "NaN: a pixel was not written");
-                a.max(e)
-            })
-    }
-
-    /// Tolerance of the Winograd path against a direct f64 convolution: max abs error <=
-    /// `TOL` × (1 + max |pre-activation reference|). Measured: at most 8.5e-6 (inputs, weights
-    /// and bias in [-1, 1), up to 64 input channels; typically 2e-6 to 5e-6); the bound
-    /// leaves a margin of ~6×.
-    const TOL: f32 = 5e-5;
-
-    /// The path forced on small and odd sizes (every border-tile shape), batches, pads
-    /// (asymmetric too), channel counts and activations, on 1 and 2 threads.
-    #[test]
-    fn matches_direct_convolution_on_odd_sizes() {
-        let mut rng = Rng(7);
-        let acts = [
-            Activation::None,
-            Activation::Relu,
-            Activation::Clip {
-                min: -0.5,
-                max: 0.75,
-            },
-            Activation::LeakyRelu { alpha: 0.1 },
-            Activation::Sigmoid,
-        ];
-        let two = Threads::new(2).unwrap();
-        let mut worst = 0f32;
-        let mut k = 0;
-        for &(h, w) in &[(1, 1), (3, 3), (7, 7), (17, 17), (5, 9), (63, 63)] {
-            for &c in &[1, 3, 17, 64] {
-                for &m in &[1, 3, 17, 64] {
-                    if (h * w > 300 && (c < 17 || m < 17)) || (h * w > 1000 && c * m > 17 * 64) {
-                        continue;
-                    }
-                    for &pads in &[[0, 0, 0, 0], [1, 1, 1, 1], [0, 1, 2, 1], [2, 0, 1, 2]] {
-                        if h + pads[0] + pads[2] < 3 || w + pads[1] + pads[3] < 3 {
-                            continue;
-                        }
-                        k += 1;
-                        let n = 1 + k % 2;
-                        let act = acts[k % acts.len()];
-                        let th = if k % 3 == 0 { &two } else { &Threads::single() };
-                        let e = case(&mut rng, th, n, c, m, h, w, pads, act);
-                        assert!(e <= TOL, "{h}x{w} c{c} m{m} pads {pads:?} {act:?}: {e}");
-                        worst = worst.max(e);
-                    }
-                }
-            }
-        }
-        eprintln!("winograd F(4,3): worst relative error {worst:e} over {k} cases");
-    }
-
-    /// The AVX2 intrinsics transforms against the safe bodies on the same block: the V
-    /// matrices and the output (both destinations, partial border tiles, every activation
-    /// the intrinsics take, NaN kept by Relu) agree within rounding.
-    #[test]
-    fn intrinsics_transforms_match_the_safe_bodies() {
-        if !simd::has_avx2_fma() {
-            return;
-        }
-        let mut rng = Rng(5);
-        for (n, c, m, h, w) in [(1, 3, 5, 14, 14), (2, 17, 9, 7, 11), (1, 8, 16, 30, 29)] {
-            let g = geo(h, w, [1, 1, 1, 1]);
-            let tiles = Tiles::new(&g, n);
-            let count = tiles.total.min(40);
-            let blk = Block {
-                first: tiles.total - count,
-                count,
-                pitch: count.div_ceil(simd::NR) * simd::NR,
-            };
-            let len = n * c * tiles.padded_plane();
-            let mut xp = vec![0f32; len + simd::WINOGRAD_SLACK];
-            let x = rng.vec(n * c * h * w);
-            pad_input(&Threads::single(), &g, &tiles, &x, &mut xp[..len]).unwrap();
-            let vs = xi_stride(c, blk.pitch);
-            let (mut fast, mut safe) = (vec![0f32; XI * vs], vec![0f32; XI * vs]);
-            simd::winograd_input(&tiles, c, &blk, &xp, &mut fast);
-            simd::winograd_input_portable(&tiles, c, &blk, &xp, &mut safe);
-            for (i, (a, b)) in fast.iter().zip(&safe).enumerate() {
-                assert!((a - b).abs() <= 1e-5 * (1.0 + b.abs()), "V {i}: {a} vs {b}");
-            }
-
-            let ms = xi_stride(m, blk.pitch);
-            let mut mo = rng.vec(XI * ms);
-            mo[3] = f32::NAN;
-            let bias = rng.vec(m);
-            for act in [
-                Activation::None,
-                Activation::Relu,
-                Activation::Clip {
-                    min: -0.5,
-                    max: 0.75,
-                },
-                Activation::LeakyRelu { alpha: 0.1 },
-            ] {
-                let ep = OutEpilogue {
-                    m,
-                    bias: Some(&bias),
-                    act,
-                };
-                let size = n * m * g.oh * g.ow;
-                let (mut yf, mut ys) = (vec![0f32; size], vec![0f32; size]);
-                simd::winograd_output(&g, &tiles, &blk, &ep, &mo, &mut Dest::Output(&mut yf));
-                simd::winograd_output_portable(
-                    &g,
-                    &tiles,
-                    &blk,
-                    &ep,
-                    &mo,
-                    &mut Dest::Output(&mut ys),
-                );
-                let strips = m * blk.pitch * TILE * TILE;
-                let (mut sf, mut ss) = (vec![0f32; strips], vec![0f32; strips]);
-                simd::winograd_output(&g, &tiles, &blk, &ep, &mo, &mut Dest::Strips(&mut sf));
-                simd::winograd_output_portable(
-                    &g,
-                    &tiles,
-                    &blk,
-                    &ep,
-                    &mo,
-                    &mut Dest::Strips(&mut ss),
-                );
-                // The safe body fills the strips of lanes past the block's end too; the
-                // intrinsics leave them (nothing reads them).
-                let groups = blk.count.div_ceil(LANES);
-                for (what, a, b) in [("output", &yf, &ys), ("strips", &sf, &ss)] {
-                    for (i, (p, q)) in a.iter().zip(b.iter()).enumerate() {
-                        if what == "strips"
-                            && (i % STRIP) / TILE + (i / (TILE * STRIP) % groups) * LANES
-                                >= blk.count
-                        {
-                            continue;
-                        }
-                        let same =
-                            (p.is_nan() && q.is_nan()) || (p - q).abs() <= 1e-5 * (1.0 + q.abs());
-                        assert!(same, "{what} {i} {act:?}: {p} vs {q}");
-                    }
-                }
-            }
-        }
-    }
-
-    /// Many blocks (on 2 threads: the per-block buffers and the copy-out) and a batch.
-    #[test]
-    fn many_blocks_on_threads() {
-        let mut rng = Rng(11);
-        let two = Threads::new(2).unwrap();
-        for (n, h, w) in [(2, 40, 37), (1, 70, 66)] {
-            let e = case(
-                &mut rng,
-                &two,
-                n,
-                16,
-                24,
-                h,
-                w,
-                [1, 1, 1, 1],
-                Activation::Relu,
-            );
-            assert!(e <= TOL, "{n}x{h}x{w}: {e}");
-            let e = case(
-                &mut rng,
-                &Threads::single(),
-                n,
-                16,
-                8,
-                h,
-                w,
-                [1, 0, 0, 1],
-                Activation::None,
-            );
-            assert!(e <= TOL, "{n}x{h}x{w}: {e}");
-        }
-    }
-
-    /// The 2-D filter transform agrees with the 1-D one applied twice (G g Gᵀ).
-    #[test]
-    fn filter_transform_is_separable() {
-        let g: Vec<f32> = (0..9).map(|i| i as f32 - 3.5).collect();
-        let u = filter_transform(&g);
-        // Row 5 / column 5 pick the last filter row / column.
-        assert!((u[5 * ALPHA + 5] - f64::from(g[8])).abs() < 1e-12);
-        assert!((u[0] - f64::from(g[0]) / 16.0).abs() < 1e-12);
-    }
-}
+mod tests;

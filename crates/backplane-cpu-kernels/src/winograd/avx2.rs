@@ -110,7 +110,8 @@ unsafe fn m_column(src: *const f32, j: usize, ms: usize) -> [__m256; TILE] {
 }
 
 /// See `super::input`; inlined into [`input`] and [`input_wide`], which enable the
-/// instructions. Safety: AVX2 and FMA present; for every channel ci < c, group g
+/// instructions, for the channels `rows.0..rows.1` of `c` (V's rows of those channels
+/// only). Safety: AVX2 and FMA present; for every channel ci of `rows`, group g
 /// and lane l, the eight floats from `x + ci·plane + orgs[g][l] + i·pw` (i < 6) are
 /// readable; for every ξ < 36, `v + ξ·vs + panel_offset(c, count, ci, 8g) .. + 8` is
 /// writable.
@@ -122,11 +123,12 @@ unsafe fn input_body(
     plane: usize,
     pw: usize,
     c: usize,
+    rows: (usize, usize),
     count: usize,
     vs: usize,
     v: *mut f32,
 ) {
-    for ci in 0..c {
+    for ci in rows.0..rows.1.min(c) {
         let xc = x.wrapping_add(ci * plane);
         for (g, org) in orgs.iter().enumerate() {
             // Rows first: each window row of the eight tiles loaded (one vector per tile),
@@ -281,8 +283,8 @@ macro_rules! builds {
 
 builds!(input_body(
     x: *const f32, orgs: &[[usize; LANES]], plane: usize, pw: usize, c: usize,
-    count: usize, vs: usize, v: *mut f32
-) (x, orgs, plane, pw, c, count, vs, v) {
+    rows: (usize, usize), count: usize, vs: usize, v: *mut f32
+) (x, orgs, plane, pw, c, rows, count, vs, v) {
     /// `input_body` with AVX2 and FMA.
     input => "avx2,fma",
     /// `input_body` with AVX-512VL too: the same 256-bit code with 32 vector registers

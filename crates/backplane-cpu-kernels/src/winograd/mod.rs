@@ -8,6 +8,7 @@
 
 use crate::act::Activation;
 use crate::geo::Geo2;
+use crate::threads::Threads;
 
 /// Tiles transformed together (one AVX2 vector).
 pub const LANES: usize = 8;
@@ -140,6 +141,21 @@ fn act_of(a: Activation) -> Option<Act> {
 /// window: the caller leaves [`WINDOW_SLACK`] floats after the padded input) or a V row
 /// would fall outside the slices.
 pub fn input(tiles: &Tiles, c: usize, blk: &Block, x: &[f32], v: &mut [f32]) -> bool {
+    input_threaded(&Threads::single(), tiles, c, blk, x, v)
+}
+
+/// [`input`] with the input channels shared out between the threads of `th` (each writes
+/// its channels' rows of the 36 V matrices; the arithmetic per value is the same, so the
+/// result is too). Returns false, doing nothing, where [`input`] does, or when the threads
+/// failed.
+pub fn input_threaded(
+    th: &Threads,
+    tiles: &Tiles,
+    c: usize,
+    blk: &Block,
+    x: &[f32],
+    v: &mut [f32],
+) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         if !vectors() || blk.count == 0 || c == 0 {
@@ -168,32 +184,61 @@ pub fn input(tiles: &Tiles, c: usize, blk: &Block, x: &[f32], v: &mut [f32]) -> 
         if reads_end > x.len() || writes_end > v.len() || panels != blk.pitch {
             return false;
         }
-        // SAFETY: AVX2 and FMA are present (and AVX-512F/VL when `wide()`); every row read (eight floats from
-        // ci·plane + org + i·pw, i < 6) ends at most at reads_end <= x.len(); every store of
-        // lane vectors (at ξ·vs + panel_offset(c, count, ci, 8g): eight floats inside one
-        // panel row, 8g being a multiple of 8 and panels NR = 32 wide) ends at most at
-        // writes_end <= v.len().
-        unsafe {
-            let run = if wide() { x86::input_wide } else { x86::input };
-            run(
-                x.as_ptr(),
-                &orgs,
-                plane,
-                pw,
-                c,
-                blk.count,
-                vs,
-                v.as_mut_ptr(),
-            )
-        };
-        true
+        let run = if wide() { x86::input_wide } else { x86::input };
+        let share = c.div_ceil(th.count().max(1));
+        let out = Shared(v.as_mut_ptr());
+        let out = &out;
+        let orgs = &orgs;
+        th.range(c.div_ceil(share), |i| {
+            let rows = (i * share, ((i + 1) * share).min(c));
+            // SAFETY: AVX2 and FMA are present (and AVX-512F/VL when `wide()`); every row
+            // read (eight floats from ci·plane + org + i·pw, i < 6) ends at most at reads_end
+            // <= x.len(); every store of lane vectors (at ξ·vs + panel_offset(c, count, ci,
+            // 8g): eight floats inside one panel row, 8g being a multiple of 8 and panels NR
+            // = 32 wide) ends at most at writes_end <= v.len(). The calls write the rows of
+            // disjoint channel ranges (panel_offset is one to one in ci), so no two threads
+            // write the same float, and nothing reads `v` until `range` has returned.
+            unsafe {
+                run(
+                    x.as_ptr(),
+                    orgs,
+                    plane,
+                    pw,
+                    c,
+                    rows,
+                    blk.count,
+                    vs,
+                    out.ptr(),
+                )
+            };
+            Ok(())
+        })
+        .is_ok()
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        let _ = (tiles, c, blk, x, v);
+        let _ = (th, tiles, c, blk, x, v);
         false
     }
 }
+
+/// The V matrices' pointer, shared by the threads of [`input_threaded`] (each writes its
+/// own channels' rows).
+#[cfg(target_arch = "x86_64")]
+struct Shared(*mut f32);
+
+#[cfg(target_arch = "x86_64")]
+impl Shared {
+    /// The pointer (a method, so that closures capture the whole `Shared`).
+    fn ptr(&self) -> *mut f32 {
+        self.0
+    }
+}
+
+// SAFETY: the threads write disjoint floats through it (see `input_threaded`) while the
+// slice it came from is borrowed mutably for the whole call.
+#[cfg(target_arch = "x86_64")]
+unsafe impl Sync for Shared {}
 
 /// Floats read past the last window row of the padded input (zeros the caller appends).
 pub const WINDOW_SLACK: usize = LANES - ALPHA;
@@ -226,25 +271,59 @@ pub fn output(
     mo: &[f32],
     dest: &mut Dest<'_>,
 ) -> bool {
+    output_channels(geo, tiles, blk, ep, 0..ep.m, mo, dest)
+}
+
+/// [`output`] for the output channels `channels` (of `ep.m`) only, so that threads can
+/// share one block's output transform: `dest` then starts at the first of them (channel
+/// `co` is written where [`output`] writes channel `co − channels.start`). A range other
+/// than the whole `0..ep.m` with [`Dest::Output`] takes only tiles of the first image
+/// (other images' planes of those channels are not contiguous); returns false otherwise.
+pub fn output_channels(
+    geo: &Geo2,
+    tiles: &Tiles,
+    blk: &Block,
+    ep: &OutEpilogue<'_>,
+    channels: std::ops::Range<usize>,
+    mo: &[f32],
+    dest: &mut Dest<'_>,
+) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         let Some(act) = act_of(ep.act) else {
             return false;
         };
-        let m = ep.m;
-        if !vectors() || blk.count == 0 || m == 0 {
+        let full = ep.m;
+        let (co0, co1) = (channels.start, channels.end);
+        if !vectors() || blk.count == 0 || co0 >= co1 || co1 > full {
             return false;
         }
-        if ep.bias.is_some_and(|b| b.len() < m) {
+        let m = co1 - co0;
+        let bias = match ep.bias {
+            Some(b) => match b.get(co0..co1) {
+                Some(part) => Some(part),
+                None => return false,
+            },
+            None => None,
+        };
+        let partial = m < full;
+        if partial
+            && matches!(dest, Dest::Output(_))
+            && blk.first + blk.count > tiles.across * tiles.down
+        {
             return false;
         }
         let groups = blk.count.div_ceil(LANES);
-        let ms = xi_stride(m, blk.pitch);
-        if XI_LAST * ms + (m - 1) * blk.pitch + groups * LANES > mo.len()
+        let ms = xi_stride(full, blk.pitch);
+        if XI_LAST * ms + (co1 - 1) * blk.pitch + groups * LANES > mo.len()
             || groups * LANES > blk.pitch
         {
             return false;
         }
+        // The rows of channel co0 onwards.
+        let Some(mo) = mo.get(co0 * blk.pitch..) else {
+            return false;
+        };
         let out_plane = geo.oh * geo.ow;
         let strips = matches!(dest, Dest::Strips(_));
         let (co_step, row_step) = if strips {
@@ -271,7 +350,7 @@ pub fn output(
                     (d.rows[l], d.cols[l]) = (TILE, TILE);
                 } else {
                     let (b, oy, ox) = tiles.origin(blk.first + local);
-                    d.base[l] = (b * m) * out_plane + oy * geo.ow + ox;
+                    d.base[l] = (b * full) * out_plane + oy * geo.ow + ox;
                     d.rows[l] = TILE.min(geo.oh.saturating_sub(oy));
                     d.cols[l] = TILE.min(geo.ow.saturating_sub(ox));
                 }
@@ -288,10 +367,11 @@ pub fn output(
         if end + (m - 1) * co_step > y.len() {
             return false;
         }
-        // SAFETY: AVX2 and FMA are present (and AVX-512F/VL when `wide()`); M reads end at most at
-        // 35·ms + (m-1)·pitch + groups·8 <= mo.len(); every store of lane l writes at most
+        // SAFETY: AVX2 and FMA are present (and AVX-512F/VL when `wide()`); M reads (from
+        // channel co0's rows) end at most at 35·ms + (m-1)·pitch + groups·8 <= mo.len()
+        // (checked on the whole slice for co0 + m - 1 = co1 - 1); every store of lane l writes at most
         // rows[l] rows of cols[l] floats from co·co_step + base[l], all of which end at most
-        // at end + (m-1)·co_step <= y.len(); the bias holds m values when given.
+        // at end + (m-1)·co_step <= y.len(); the bias slice holds m values when given.
         unsafe {
             let run = if wide() {
                 x86::output_wide
@@ -303,7 +383,7 @@ pub fn output(
                 ms,
                 blk.pitch,
                 m,
-                ep.bias,
+                bias,
                 act,
                 &lanes,
                 co_step,
@@ -315,7 +395,7 @@ pub fn output(
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        let _ = (geo, tiles, blk, ep, mo, dest);
+        let _ = (geo, tiles, blk, ep, channels, mo, dest);
         false
     }
 }
@@ -353,8 +433,28 @@ mod tests {
         // SAFETY: AVX2, FMA and AVX-512F/VL are present (checked); the largest read ends at
         // 2·200 + 96 + 5·14 + 8 < x.len(); V's panels (3 × 32 floats) fit in vs.
         unsafe {
-            x86::input(x.as_ptr(), &orgs, plane, pw, c, count, vs, a.as_mut_ptr());
-            x86::input_wide(x.as_ptr(), &orgs, plane, pw, c, count, vs, b.as_mut_ptr());
+            x86::input(
+                x.as_ptr(),
+                &orgs,
+                plane,
+                pw,
+                c,
+                (0, c),
+                count,
+                vs,
+                a.as_mut_ptr(),
+            );
+            x86::input_wide(
+                x.as_ptr(),
+                &orgs,
+                plane,
+                pw,
+                c,
+                (0, c),
+                count,
+                vs,
+                b.as_mut_ptr(),
+            );
         }
         for xi in 0..36 {
             let used = xi * vs..xi * vs + c * 32;
