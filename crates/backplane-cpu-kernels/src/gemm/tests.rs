@@ -3,6 +3,30 @@
 use super::*;
 use crate::isa::Isa;
 
+/// A test operand: `len` values of a short ramp (period 19) over `div`.
+fn ramp_a(len: usize, div: f32) -> Vec<f32> {
+    (0..len)
+        .map(|i| ((i * 7 % 19) as f32 - 9.0) / div)
+        .collect()
+}
+
+/// A second test operand: `len` values of another ramp (period 23) over `div`.
+fn ramp_b(len: usize, div: f32) -> Vec<f32> {
+    (0..len)
+        .map(|i| ((i * 13 % 23) as f32 - 11.0) / div)
+        .collect()
+}
+
+/// The panel `b` (`kc` rows of [`NR`]) with its two halves one after the other.
+fn halves_apart(b: &[f32], kc: usize) -> Vec<f32> {
+    (0..kc * NR)
+        .map(|i| {
+            let (h, k, j) = (i / (kc * HALF), i / HALF % kc, i % HALF);
+            b[k * NR + h * HALF + j]
+        })
+        .collect()
+}
+
 /// The in-place tile (AVX-512, or AVX2 at row offsets of six) against a plain sum for
 /// every row range of a panel, column counts around the vector width (masked tails, and
 /// inputs that end right after the last run), with biases and an activation; short
@@ -10,12 +34,8 @@ use crate::isa::Isa;
 #[test]
 fn in_place_tiles_match_a_plain_sum() {
     let k = 13;
-    let a: Vec<f32> = (0..k * MR)
-        .map(|i| ((i * 7 % 19) as f32 - 9.0) / 8.0)
-        .collect();
-    let x: Vec<f32> = (0..400)
-        .map(|i| ((i * 13 % 23) as f32 - 11.0) / 5.0)
-        .collect();
+    let a: Vec<f32> = ramp_a(k * MR, 8.0);
+    let x: Vec<f32> = ramp_b(400, 5.0);
     let offs: Vec<usize> = (0..k).map(|t| (t * 29) % 331).collect();
     let rb: Vec<f32> = (0..MR).map(|r| r as f32 * 0.1 - 0.5).collect();
     let act = Activation::Clip {
@@ -86,19 +106,10 @@ fn in_place_tiles_match_a_plain_sum() {
 #[test]
 fn strided_and_offset_tiles_match_a_plain_sum() {
     let (kc, lda) = (37, 41);
-    let a: Vec<f32> = (0..20 * lda + kc)
-        .map(|i| ((i * 7 % 19) as f32 - 9.0) / 8.0)
-        .collect();
-    let b: Vec<f32> = (0..kc * NR)
-        .map(|i| ((i * 13 % 23) as f32 - 11.0) / 5.0)
-        .collect();
+    let a: Vec<f32> = ramp_a(20 * lda + kc, 8.0);
+    let b: Vec<f32> = ramp_b(kc * NR, 5.0);
     // The same panel with its halves one after the other.
-    let split: Vec<f32> = (0..kc * NR)
-        .map(|i| {
-            let (h, k, j) = (i / (kc * HALF), i / HALF % kc, i % HALF);
-            b[k * NR + h * HALF + j]
-        })
-        .collect();
+    let split: Vec<f32> = halves_apart(&b, kc);
     let offs: Vec<usize> = (0..kc).map(|t| (t * 5) % lda).collect();
     let cb: Vec<f32> = (0..NR).map(|j| j as f32 * 0.1 - 0.5).collect();
     let act = Activation::Clip {
@@ -275,13 +286,9 @@ fn dispatched_and_portable_kernels_agree() {
 #[test]
 fn strided_tiles_with_prefetch_shares_match_a_plain_sum() {
     let lda = 263;
-    let a: Vec<f32> = (0..197 * lda)
-        .map(|i| ((i * 7 % 19) as f32 - 9.0) / 8.0)
-        .collect();
+    let a: Vec<f32> = ramp_a(197 * lda, 8.0);
     for kc in [1, 131, 256] {
-        let b: Vec<f32> = (0..kc * HALF)
-            .map(|i| ((i * 13 % 23) as f32 - 11.0) / 5.0)
-            .collect();
+        let b: Vec<f32> = ramp_b(kc * HALF, 5.0);
         for rows in [1, 5, 6, 7, 11, 13, 64, 197] {
             for (nr, accumulate) in [(16, true), (16, false), (11, true)] {
                 for prefetch in [0, kc * HALF, usize::MAX - 4096] {
@@ -341,18 +348,9 @@ fn wide_strided_tiles_match_a_plain_sum() {
         max: 2.5,
     };
     for kc in [1, 3, 16, 37] {
-        let a: Vec<f32> = (0..36 * lda + kc)
-            .map(|i| ((i * 7 % 19) as f32 - 9.0) / 8.0)
-            .collect();
-        let b: Vec<f32> = (0..kc * NR)
-            .map(|i| ((i * 13 % 23) as f32 - 11.0) / 5.0)
-            .collect();
-        let split: Vec<f32> = (0..kc * NR)
-            .map(|i| {
-                let (h, k, j) = (i / (kc * HALF), i / HALF % kc, i % HALF);
-                b[k * NR + h * HALF + j]
-            })
-            .collect();
+        let a: Vec<f32> = ramp_a(36 * lda + kc, 8.0);
+        let b: Vec<f32> = ramp_b(kc * NR, 5.0);
+        let split: Vec<f32> = halves_apart(&b, kc);
         for rows in [1, 2, 5, 7, 11, 12, 13, 17, 23, 24, 25, 31, 36] {
             for nr in [1, 3, 15, 16, 17, 24, 31, 32] {
                 for accumulate in [false, true] {
@@ -535,12 +533,8 @@ fn strided_tiles_apply_sigmoids_and_swishes_in_their_store() {
         let (lda, ldc) = (37, 34);
         let cb: Vec<f32> = (0..NR).map(|j| j as f32 * 0.3 - 4.0).collect();
         for kc in [1, 17] {
-            let a: Vec<f32> = (0..25 * lda + kc)
-                .map(|i| ((i * 7 % 19) as f32 - 9.0) / 2.0)
-                .collect();
-            let b: Vec<f32> = (0..kc * NR)
-                .map(|i| ((i * 13 % 23) as f32 - 11.0) / 3.0)
-                .collect();
+            let a: Vec<f32> = ramp_a(25 * lda + kc, 2.0);
+            let b: Vec<f32> = ramp_b(kc * NR, 3.0);
             for rows in [1, 5, 7, 12, 13, 25] {
                 let c0: Vec<f32> = (0..rows * ldc).map(|i| (i % 9) as f32 - 4.0).collect();
                 for nr in [1, 3, 16, 17, 24, 32] {
