@@ -45,6 +45,7 @@ pub mod gemm;
 pub mod gemv;
 pub mod geo;
 pub mod isa;
+mod lanes;
 pub mod multiversion;
 pub mod nhwc_depthwise;
 pub mod pool_rows;

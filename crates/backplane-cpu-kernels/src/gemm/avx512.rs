@@ -90,17 +90,7 @@ const PREFETCH_A: usize = 96;
 macro_rules! store_tile {
     ($acc:expr, $c:expr, $ldc:expr, $nr:expr, $ep:expr, $cols:expr, $all:expr; $($row:literal)*) => {{
         let z = _mm512_setzero_ps();
-        let lanes = |n: usize| -> __mmask16 {
-            if n >= 16 {
-                0xffff
-            } else {
-                ((1u32 << n) - 1) as __mmask16
-            }
-        };
-        let mut masks = [0xffff as __mmask16; $cols];
-        for (j, m) in masks.iter_mut().enumerate() {
-            *m = lanes($nr.saturating_sub(16 * j));
-        }
+        let masks: [__mmask16; $cols] = crate::lanes::first16_each($nr);
         let alpha = _mm512_set1_ps($ep.alpha);
         let mut cb = [z; $cols];
         if let (true, Some(bias)) = ($ep.last, $ep.col_bias) {
@@ -263,15 +253,7 @@ unsafe fn tile_in_place<const R: usize, const C: usize>(
 ) {
     let z = _mm512_setzero_ps();
     let mut acc = [[z; C]; R];
-    let mut masks = [0xffff as __mmask16; C];
-    for (j, m) in masks.iter_mut().enumerate() {
-        let n = nr.saturating_sub(16 * j);
-        *m = if n >= 16 {
-            0xffff
-        } else {
-            ((1u32 << n) - 1) as __mmask16
-        };
-    }
+    let masks: [__mmask16; C] = crate::lanes::first16_each(nr);
     for &off in offs {
         let b = x.add(off);
         // Ask for the next tile's run of this row (the callers walk a row's tiles left
@@ -366,15 +348,7 @@ unsafe fn tile_strided<const R: usize, const C: usize, const ALL: bool>(
 ) {
     let z = _mm512_setzero_ps();
     let mut acc = [[z; C]; R];
-    let mut masks = [0xffff as __mmask16; C];
-    for (j, m) in masks.iter_mut().enumerate() {
-        let n = nr.saturating_sub(16 * j);
-        *m = if n >= 16 {
-            0xffff
-        } else {
-            ((1u32 << n) - 1) as __mmask16
-        };
-    }
+    let masks: [__mmask16; C] = crate::lanes::first16_each(nr);
     let starts = [0, upper];
     for k in 0..kc {
         let mut bv = [z; C];

@@ -34,15 +34,7 @@ pub(crate) unsafe fn row(job: &DwRow<'_>, oy: usize, res: Option<&[f32]>, out: &
     }
 }
 
-/// The mask of the first `n` (at most 16) lanes.
-#[inline(always)]
-fn lanes(n: usize) -> __mmask16 {
-    if n >= 16 {
-        0xffff
-    } else {
-        ((1u32 << n) - 1) as __mmask16
-    }
-}
+use crate::lanes::first16 as lanes;
 
 /// [`row`] for 3×3 windows on wide rows: sixteen channels at a time, their nine weight
 /// vectors in registers while the row's pixels go by, four pixels a step with each input

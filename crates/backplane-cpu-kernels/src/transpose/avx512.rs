@@ -41,15 +41,7 @@ fn transpose16(r: [__m512; 16]) -> [__m512; 16] {
     out
 }
 
-/// The mask of the first `count` ≤ 16 lanes.
-#[inline]
-fn first(count: usize) -> __mmask16 {
-    if count >= 16 {
-        0xffff
-    } else {
-        ((1u32 << count) - 1) as __mmask16
-    }
-}
+use crate::lanes::first16 as first;
 
 /// See `gather_lanes_pitched`. Safety: AVX-512F present; `src` readable for
 /// `(n-1)·stride + len` floats, `dst` writable for `len·pitch`; `1 <= n <= pitch <= 16`.
