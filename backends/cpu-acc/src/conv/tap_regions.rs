@@ -406,35 +406,10 @@ mod tests {
         }
     }
 
-    #[test]
-    fn large_dilations_take_it_and_small_ones_do_not() {
-        let geo = |d: usize| Geo2 {
-            h: 28,
-            w: 28,
-            kh: 3,
-            kw: 3,
-            sh: 1,
-            sw: 1,
-            dh: d,
-            dw: d,
-            pt: d,
-            pl: d,
-            oh: 28,
-            ow: 28,
-        };
-        assert!(applies(&geo(12)));
-        assert!(applies(&geo(24)));
-        // Only the centre tap reads the input: one pointwise product here.
-        assert!(applies(&geo(36)));
-        assert!(!applies(&geo(4)));
-        assert!(!applies(&geo(1)));
-    }
-
-    /// Weights packed for one set of live taps serve a plane with the same live taps, and
-    /// are refused (an error, not a panic) where other taps are live.
-    #[test]
-    fn tap_weights_serve_planes_with_the_same_live_taps() {
-        let geo = |plane: usize, d: usize| Geo2 {
+    /// A 3×3 window at dilation `d` on a `plane`×`plane` input, padded by `d` so the output
+    /// keeps the input's size.
+    fn same_size(plane: usize, d: usize) -> Geo2 {
+        Geo2 {
             h: plane,
             w: plane,
             kh: 3,
@@ -447,7 +422,25 @@ mod tests {
             pl: d,
             oh: plane,
             ow: plane,
-        };
+        }
+    }
+
+    #[test]
+    fn large_dilations_take_it_and_small_ones_do_not() {
+        let geo = |d: usize| same_size(28, d);
+        assert!(applies(&geo(12)));
+        assert!(applies(&geo(24)));
+        // Only the centre tap reads the input: one pointwise product here.
+        assert!(applies(&geo(36)));
+        assert!(!applies(&geo(4)));
+        assert!(!applies(&geo(1)));
+    }
+
+    /// Weights packed for one set of live taps serve a plane with the same live taps, and
+    /// are refused (an error, not a panic) where other taps are live.
+    #[test]
+    fn tap_weights_serve_planes_with_the_same_live_taps() {
+        let geo = same_size;
         let (m, c) = (5, 3);
         let w: Vec<f32> = (0..m * c * 9).map(|i| i as f32 * 0.01).collect();
         let live = live_taps(&geo(28, 12));
