@@ -78,6 +78,16 @@ fn fold_pad_before(
     Some((pad, src, folded))
 }
 
+/// The constants of BatchNormalization `bn` after its input (scale, bias, mean, variance),
+/// each `None` where it is not a constant.
+fn norm_constants<'g>(
+    g: &'g Graph<'_>,
+    bn: LayerId,
+) -> impl Iterator<Item = Option<&'g Arc<Tensor>>> + 'g {
+    let net = g.view().network();
+    net.layer(bn).inputs.iter().skip(1).map(|&t| g.constant(t))
+}
+
 /// Note that `folded` is convolution `conv`'s weights with BatchNormalization `bn` folded in
 /// (`crate::weights::derived`): folded anew in every plan, its packing is keyed by the
 /// original weights and the normalization's constants and epsilon, and so shared.
@@ -89,14 +99,7 @@ fn note_folded(g: &Graph<'_>, conv: LayerId, bn: LayerId, folded: &Arc<Tensor>) 
     let Some(w) = net.layer(conv).inputs.get(1).and_then(|&t| g.constant(t)) else {
         return;
     };
-    let params: Option<Vec<&Arc<Tensor>>> = net
-        .layer(bn)
-        .inputs
-        .iter()
-        .skip(1)
-        .map(|&t| g.constant(t))
-        .collect();
-    if let Some(params) = params {
+    if let Some(params) = norm_constants(g, bn).collect::<Option<Vec<_>>>() {
         let eps = epsilon.to_bits() as usize;
         crate::weights::derived(folded, w, &params, "batch_norm", &[eps]);
     }
@@ -123,14 +126,7 @@ fn shared_fold(
     let inputs = &net.layer(conv).inputs;
     let source = inputs.get(1).and_then(|&t| g.constant(t));
     let bias = inputs.get(2).map(|&t| g.constant(t));
-    let params: Option<Vec<&Arc<Tensor>>> = net
-        .layer(bn)
-        .inputs
-        .iter()
-        .skip(1)
-        .map(|&t| g.constant(t))
-        .chain(bias)
-        .collect();
+    let params: Option<Vec<&Arc<Tensor>>> = norm_constants(g, bn).chain(bias).collect();
     let (Some(source), Some(others)) = (source, params) else {
         return Some((Arc::new(w), Arc::new(b)));
     };
