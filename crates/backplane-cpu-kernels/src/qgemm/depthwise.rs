@@ -76,10 +76,23 @@ pub struct DwWeights {
     /// The fixed-point rule's Q31 multipliers `(q, shift)` per channel, which replace the
     /// f32 multipliers when present ([`DwWeights::with_fixed_point`]).
     fixed: Option<Vec<(i32, i32)>>,
+    /// The same multipliers in lane order per group, for the AVX-512 body.
+    fixed_lanes: Option<FixedLanes>,
     /// The AVX-512 VNNI tier's four-tap operands, when every centered weight fits in a
     /// signed byte.
     #[cfg(target_arch = "x86_64")]
     quads: Option<super::depthwise_vnni::DwQuads>,
+}
+
+/// The fixed-point rule's multipliers in lane order (as `scale_lanes`): per lane the Q31
+/// multiplier and the left and right shifts [`super::requant_fixed_one`] takes apart from
+/// the multiplier's one signed shift. Lanes past the last channel hold zeros.
+#[derive(Debug, Clone)]
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+pub(super) struct FixedLanes {
+    pub q: Vec<i32>,
+    pub left: Vec<i32>,
+    pub right: Vec<i32>,
 }
 
 /// A vector of `n` copies of `v`, or `None` when it cannot be allocated.
@@ -163,6 +176,7 @@ impl DwWeights {
             scale_lanes,
             range,
             fixed: None,
+            fixed_lanes: None,
             #[cfg(target_arch = "x86_64")]
             quads,
         })
@@ -171,11 +185,11 @@ impl DwWeights {
     /// These weights requantizing by the fixed-point rule of LiteRT's builtin kernels
     /// ([`super::requant_fixed_one`]) with one Q31 multiplier `(q, shift)` per channel
     /// instead of the f32 multipliers: what a model whose QuantizeLinear asks for that rule
-    /// needs to equal CpuRef and LiteRT. The vector tiers run a compiled (autovectorized)
-    /// body of exact integer sums and requantization, the portable tier its plain one (the
-    /// hand-written vector bodies requantize in f32 in registers; a fixed-point form of
-    /// them is not written yet). `None` when `multipliers` is not one per channel or cannot be
-    /// allocated.
+    /// needs to equal CpuRef and LiteRT. The AVX-512 tiers run their pair body with the
+    /// requantization in 64-bit lanes; AVX2 a compiled (autovectorized) body of exact integer
+    /// sums and requantization (AVX2 has no 64-bit shifts by lane), the portable tier its
+    /// plain one; the VNNI four-tap body is not used. `None` when `multipliers` is not one
+    /// per channel or cannot be allocated.
     pub fn with_fixed_point(mut self, multipliers: &[(i32, i32)]) -> Option<DwWeights> {
         if multipliers.len() != self.channels {
             return None;
@@ -183,7 +197,20 @@ impl DwWeights {
         let mut m = Vec::new();
         m.try_reserve_exact(multipliers.len()).ok()?;
         m.extend_from_slice(multipliers);
+        let n = self.bias_lanes.len();
+        let mut lanes = FixedLanes {
+            q: filled(n, 0)?,
+            left: filled(n, 0)?,
+            right: filled(n, 0)?,
+        };
+        for (ch, &(q, shift)) in m.iter().enumerate() {
+            let at = ch / GROUP * GROUP + lane_of(ch % GROUP);
+            lanes.q[at] = q;
+            lanes.left[at] = shift.clamp(0, 31);
+            lanes.right[at] = (-shift).clamp(0, 31);
+        }
         self.fixed = Some(m);
+        self.fixed_lanes = Some(lanes);
         Some(self)
     }
 
@@ -441,8 +468,25 @@ pub fn depthwise_pixels_on(
         return false;
     }
     if w.fixed.is_some() && isa != Int8Isa::Portable {
-        // The fixed-point rule: the compiled body of the tier in use (exact integers, so
-        // every tier gives the same bytes).
+        // The fixed-point rule (exact integers, so every tier gives the same bytes): the
+        // AVX-512 pair body, which requantizes by the weights' fixed lanes, or the compiled
+        // body of the tier in use.
+        #[cfg(target_arch = "x86_64")]
+        if matches!(isa, Int8Isa::Avx512Vnni | Int8Isa::Avx512Bw) {
+            let run = super::depthwise_x86::Run {
+                w,
+                taps,
+                step,
+                pixels,
+                avail: taps.iter().map(|r| r.len()).min().unwrap_or(0),
+            };
+            // SAFETY: AVX-512F and BW present (the tier has them); every tap's run holds
+            // `(pixels − 1)·step + C` bytes and `out` `pixels·C` (checked above); `w`'s
+            // stored copies, its fixed lanes included, are sized for its channels and taps
+            // by construction.
+            unsafe { super::depthwise_x86::avx512(&run, out) };
+            return true;
+        }
         fixed_pixels(w, taps, step, pixels, out);
         return true;
     }
@@ -566,6 +610,7 @@ pub(super) struct Parts<'a> {
     pub pairs: &'a [i16],
     pub bias_lanes: &'a [i32],
     pub scale_lanes: &'a [f32],
+    pub fixed_lanes: Option<&'a FixedLanes>,
     pub range: RequantRange,
     pub x_signed: bool,
     pub channels: usize,
@@ -579,6 +624,7 @@ impl DwWeights {
             pairs: &self.pairs,
             bias_lanes: &self.bias_lanes,
             scale_lanes: &self.scale_lanes,
+            fixed_lanes: self.fixed_lanes.as_ref(),
             range: self.range,
             x_signed: self.x_signed,
             channels: self.channels,

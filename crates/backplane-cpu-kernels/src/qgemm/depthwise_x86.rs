@@ -34,16 +34,123 @@ pub(super) struct Consts512 {
     /// The bits of [`MAGIC`] less the output zero point: subtracted from the rounded value's
     /// bits, gives `round_half_even(v) + zero`.
     offset: __m512i,
+    /// The fixed-point rule's constants in 64-bit lanes ([`fixed16`]): the output zero
+    /// point, the range with the zero point added, i32's bounds, 2³⁰ and 1.
+    zero64: __m512i,
+    lo64: __m512i,
+    hi64: __m512i,
+    i32_min: __m512i,
+    i32_max: __m512i,
+    half31: __m512i,
+    one64: __m512i,
 }
 
 impl Consts512 {
     #[target_feature(enable = "avx512f")]
     pub(super) fn new(r: RequantRange) -> Consts512 {
+        let zero = r.zero as i32;
         Consts512 {
             lo: _mm512_set1_ps(r.lo),
             hi: _mm512_set1_ps(r.hi),
             magic: _mm512_set1_ps(MAGIC),
-            offset: _mm512_set1_epi32((MAGIC.to_bits() as i32).wrapping_sub(r.zero as i32)),
+            offset: _mm512_set1_epi32((MAGIC.to_bits() as i32).wrapping_sub(zero)),
+            zero64: _mm512_set1_epi64(i64::from(zero)),
+            lo64: _mm512_set1_epi64(i64::from(r.lo as i32 + zero)),
+            hi64: _mm512_set1_epi64(i64::from(r.hi as i32 + zero)),
+            i32_min: _mm512_set1_epi64(i64::from(i32::MIN)),
+            i32_max: _mm512_set1_epi64(i64::from(i32::MAX)),
+            half31: _mm512_set1_epi64(1 << 30),
+            one64: _mm512_set1_epi64(1),
+        }
+    }
+}
+
+/// Eight sums (bias included) requantized by the fixed-point rule, in 64-bit lanes: the
+/// operations of [`super::requant_fixed_one`] (shift left saturating to i32, the Q31
+/// product rounded half up, the rounding right shift, the zero point, the range) on each
+/// lane's multiplier `q` and shifts `left`, `right`; each lane's byte value as an i32.
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn fixed8(s: __m256i, q: __m256i, left: __m256i, right: __m256i, k: &Consts512) -> __m256i {
+    let x = _mm512_sllv_epi64(_mm512_cvtepi32_epi64(s), _mm512_cvtepi32_epi64(left));
+    let x = _mm512_max_epi64(_mm512_min_epi64(x, k.i32_max), k.i32_min);
+    // `vpmuldq` multiplies each lane's low 32 bits as signed: `x` fits in them now.
+    let p = _mm512_mul_epi32(x, _mm512_cvtepi32_epi64(q));
+    let high = _mm512_srai_epi64::<31>(_mm512_add_epi64(p, k.half31));
+    let r = _mm512_cvtepi32_epi64(right);
+    let round = _mm512_srli_epi64::<1>(_mm512_sllv_epi64(k.one64, r));
+    let v = _mm512_add_epi64(
+        _mm512_srav_epi64(_mm512_add_epi64(high, round), r),
+        k.zero64,
+    );
+    _mm512_cvtepi64_epi32(_mm512_max_epi64(_mm512_min_epi64(v, k.hi64), k.lo64))
+}
+
+/// Sixteen sums (bias included) requantized by the fixed-point rule ([`fixed8`] on each
+/// half): the same lanes [`requant16`] gives for the f32 rule.
+#[target_feature(enable = "avx512f")]
+#[inline]
+pub(super) fn fixed16(
+    s: __m512i,
+    q: __m512i,
+    left: __m512i,
+    right: __m512i,
+    k: &Consts512,
+) -> __m512i {
+    let lo = fixed8(
+        _mm512_castsi512_si256(s),
+        _mm512_castsi512_si256(q),
+        _mm512_castsi512_si256(left),
+        _mm512_castsi512_si256(right),
+        k,
+    );
+    let hi = fixed8(
+        _mm512_extracti64x4_epi64::<1>(s),
+        _mm512_extracti64x4_epi64::<1>(q),
+        _mm512_extracti64x4_epi64::<1>(left),
+        _mm512_extracti64x4_epi64::<1>(right),
+        k,
+    );
+    _mm512_inserti64x4::<1>(_mm512_castsi256_si512(lo), hi)
+}
+
+/// The multipliers of a block's 32 lanes: f32 scales, or the fixed-point rule's Q31
+/// multipliers and left and right shifts (each in lane order).
+#[derive(Clone, Copy)]
+pub(super) enum LaneRequant<'a> {
+    Scale(&'a [f32]),
+    Fixed(&'a [i32], &'a [i32], &'a [i32]),
+}
+
+impl<'a> LaneRequant<'a> {
+    /// The multipliers of `lanes` of a run's weights: the fixed-point rule's when the
+    /// weights carry it.
+    fn of(p: &Parts<'a>, lanes: std::ops::Range<usize>) -> LaneRequant<'a> {
+        match p.fixed_lanes {
+            Some(f) => {
+                LaneRequant::Fixed(&f.q[lanes.clone()], &f.left[lanes.clone()], &f.right[lanes])
+            }
+            None => LaneRequant::Scale(&p.scale_lanes[lanes]),
+        }
+    }
+
+    /// Lanes `16·h .. 16·h + 16` (`h` 0 or 1) of sums `s` requantized. Safety: AVX-512F
+    /// present; the slices hold 32 lanes.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    unsafe fn apply(self, s: __m512i, h: usize, k: &Consts512) -> __m512i {
+        // SAFETY: the slices hold 32 lanes (the caller's contract), so 16 from `16·h`.
+        unsafe {
+            match self {
+                LaneRequant::Scale(sc) => requant16(s, _mm512_loadu_ps(sc.as_ptr().add(16 * h)), k),
+                LaneRequant::Fixed(q, l, r) => fixed16(
+                    s,
+                    _mm512_loadu_si512(q.as_ptr().add(16 * h).cast()),
+                    _mm512_loadu_si512(l.as_ptr().add(16 * h).cast()),
+                    _mm512_loadu_si512(r.as_ptr().add(16 * h).cast()),
+                    k,
+                ),
+            }
         }
     }
 }
@@ -81,7 +188,7 @@ unsafe fn load32<const S: bool, const M: bool>(p: *const u8, mask: __mmask64) ->
 
 /// One block of 32 channels of one pixel, its bytes: the taps' bytes at offset `off` of
 /// their runs, weights `w` (the group's `⌈taps / 2⌉ · 64` values), the group's bias and
-/// scale in lane order (32 each). `T` the tap count when it is fixed at compile time (the
+/// multipliers in lane order (32 each). `T` the tap count when it is fixed at compile time (the
 /// loop over the taps then unrolled), else 0. Safety: AVX-512F and BW present; each run
 /// holds the 32 bytes from `off` (the first `mask` ones when `M`); `T` is 0 or the number
 /// of taps.
@@ -92,17 +199,15 @@ unsafe fn block32<const S: bool, const M: bool, const T: usize>(
     off: usize,
     w: &[i16],
     bias: &[i32],
-    scale: &[f32],
+    rq: LaneRequant<'_>,
     k: &Consts512,
     mask: __mmask64,
 ) -> __m256i {
-    // SAFETY: the group's bias and scale hold 32 values.
-    let (mut lo, mut hi, s0, s1) = unsafe {
+    // SAFETY: the group's bias holds 32 values.
+    let (mut lo, mut hi) = unsafe {
         (
             _mm512_loadu_si512(bias.as_ptr().cast()),
             _mm512_loadu_si512(bias.as_ptr().add(16).cast()),
-            _mm512_loadu_ps(scale.as_ptr()),
-            _mm512_loadu_ps(scale.as_ptr().add(16)),
         )
     };
     let n = if T > 0 { T } else { taps.len() };
@@ -132,8 +237,8 @@ unsafe fn block32<const S: bool, const M: bool, const T: usize>(
             hi = _mm512_add_epi32(hi, _mm512_madd_epi16(_mm512_unpackhi_epi16(x0, z), w1));
         }
     }
-    let v0 = requant16(lo, s0, k);
-    let v1 = requant16(hi, s1, k);
+    // SAFETY: the group's multipliers hold 32 lanes.
+    let (v0, v1) = unsafe { (rq.apply(lo, 0, k), rq.apply(hi, 1, k)) };
     // Per 128-bit lane, v0 holds channels 8j..8j+4 and v1 8j+4..8j+8: packed to 16 bits
     // (values within −128..=255, exact) they are in order, and `vpmovwb` keeps each byte.
     _mm512_cvtepi16_epi8(_mm512_packs_epi32(v0, v1))
@@ -179,7 +284,7 @@ unsafe fn avx512_body<const S: bool, const T: usize>(run: &Run<'_>, out: &mut [u
                     base + at,
                     &p.pairs[g * gw..][..gw],
                     &p.bias_lanes[lanes.clone()],
-                    &p.scale_lanes[lanes],
+                    LaneRequant::of(&p, lanes),
                     &k,
                     !0,
                 )
@@ -190,7 +295,7 @@ unsafe fn avx512_body<const S: bool, const T: usize>(run: &Run<'_>, out: &mut [u
         if rem > 0 {
             let at = whole * GROUP;
             let (lanes, w) = (at..at + GROUP, &p.pairs[whole * gw..][..gw]);
-            let (bias, scale) = (&p.bias_lanes[lanes.clone()], &p.scale_lanes[lanes]);
+            let (bias, scale) = (&p.bias_lanes[lanes.clone()], LaneRequant::of(&p, lanes));
             // SAFETY: the runs hold this pixel's C bytes, so the `rem` masked ones from
             // `base + at`, and all 32 when `avail` reaches them; the weights, bias and scale
             // are stored for whole groups.

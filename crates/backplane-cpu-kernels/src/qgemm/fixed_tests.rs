@@ -317,3 +317,80 @@ fn fixed_point_requantization_equals_recorded_litert_layers() {
     }
     assert!(checked > 10_000, "{checked}");
 }
+
+/// The AVX-512 depthwise body's fixed-point requantization of 16 lanes equals the scalar
+/// rule on extreme operands: sums at i32's bounds and near zero, Q31 multipliers from 0 to
+/// i32::MAX and negative, shifts from −31 (and past it) to +31, every lane its own.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn fixed16_equals_the_scalar_rule_at_the_extremes() {
+    use super::depthwise_x86::{fixed16, Consts512};
+    use std::arch::x86_64::*;
+    if !std::arch::is_x86_feature_detected!("avx512f") {
+        return;
+    }
+    let sums = [
+        i32::MIN,
+        i32::MIN + 1,
+        -(1 << 30),
+        -65_536,
+        -1,
+        0,
+        1,
+        2,
+        3,
+        127,
+        65_535,
+        1 << 30,
+        i32::MAX - 1,
+        i32::MAX,
+        -1_000_003,
+        999_983,
+    ];
+    let qs = [
+        0,
+        1,
+        1 << 30,
+        i32::MAX,
+        (1 << 30) + 12_345,
+        1_518_500_250,
+        -(1 << 30),
+    ];
+    let shifts = [-40, -31, -30, -17, -8, -1, 0, 1, 2, 8, 30, 31];
+    let mut checked = 0;
+    for r in ranges() {
+        // SAFETY: AVX-512F is present (checked above).
+        let k = unsafe { Consts512::new(r) };
+        for i in 0..qs.len() {
+            for j in 0..shifts.len() {
+                // Each lane its own sum, and every fourth lane another multiplier and shift.
+                let lane_q: [i32; 16] = std::array::from_fn(|l| qs[(i + l / 4) % qs.len()]);
+                let lane_shift: [i32; 16] =
+                    std::array::from_fn(|l| shifts[(j + l / 4) % shifts.len()]);
+                let left = lane_shift.map(|s| s.clamp(0, 31));
+                let right = lane_shift.map(|s| (-s).clamp(0, 31));
+                // SAFETY: AVX-512F is present; each array holds 16 lanes.
+                let got: [i32; 16] = unsafe {
+                    let load = |a: &[i32; 16]| _mm512_loadu_si512(a.as_ptr().cast());
+                    std::mem::transmute(fixed16(
+                        load(&sums),
+                        load(&lane_q),
+                        load(&left),
+                        load(&right),
+                        &k,
+                    ))
+                };
+                for l in 0..16 {
+                    let want = requant_fixed_one(sums[l], 0, (lane_q[l], lane_shift[l]), r);
+                    assert_eq!(
+                        got[l] as u8, want,
+                        "sum {} q {} shift {} {r:?}",
+                        sums[l], lane_q[l], lane_shift[l]
+                    );
+                    checked += 1;
+                }
+            }
+        }
+    }
+    assert!(checked > 1000, "{checked}");
+}
