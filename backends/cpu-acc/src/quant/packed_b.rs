@@ -33,9 +33,7 @@ pub(super) struct Source<'a> {
     pub(super) signed: bool,
     pub(super) zeros: &'a [i32],
     /// The fixed-point rule's multipliers `(q, shift)` per column when the layer follows
-    /// it (`ColumnRequant::fixed_point`). Such layers run the pair GEMM: the byte GEMM has
-    /// the rule too, but only by storing its sums and requantizing them after, which
-    /// measured slower than the pair GEMM's tiles (docs/tflite.md).
+    /// it (`ColumnRequant::fixed_point`).
     pub(super) fixed: Option<&'a [(i32, i32)]>,
 }
 
@@ -50,7 +48,7 @@ pub(super) fn packed_b(
     let key = packing_key(src, (k, n), 0, io)?;
     // Decided before the look-up (a scan, cheaper than packing): which form this layer reads.
     let fits = || (0..k).all(|kk| (0..n).all(|j| i8::try_from(wv(kk, j)).is_ok()));
-    if src.fixed.is_none() && quads_in_use() && fits() {
+    if quads_in_use() && fits() {
         let quads = weights::shared(src.tensor, src.kind, &key, || {
             QuadPackedB::pack(k, n, &wv)
                 .ok_or_else(|| io.error("the byte GEMM's weights cannot be allocated".into()))

@@ -17,6 +17,7 @@
 //! layers"); every path is checked against the portable tile by the module's tests.
 
 use super::channels::RequantRange;
+use super::fixed_avx512::{fixed16, FixedConsts};
 use super::fused::ColumnRequant;
 use super::{MR_MAX, QNR};
 use std::arch::x86_64::*;
@@ -185,6 +186,11 @@ macro_rules! family {
             ) {
                 // SAFETY: forwarded contract.
                 let acc = unsafe { sums::<R>(a, lda, kp, panel) };
+                if let Some([q, left, right]) = rq.fixed_panel(p) {
+                    // SAFETY: `fixed_panel` returns QNR = 16 values of each, one vector.
+                    unsafe { fixed_rows::<R>(acc, rq, p, q, left, right, bytes) };
+                    return;
+                }
                 let (bias, scale) = rq.panel(p);
                 // SAFETY: `panel` returns QNR = 16 values of each, one vector.
                 let (bias, scale) = unsafe {
@@ -197,6 +203,40 @@ macro_rules! family {
                 for (row, v) in bytes.iter_mut().zip(acc).take(R.min(ROWS)) {
                     // `vpmovdb`: each lane's low byte.
                     let b = _mm512_cvtepi32_epi8(requant16(v, bias, scale, &k));
+                    // SAFETY: each row of `bytes` holds 16 bytes, one 128-bit vector.
+                    unsafe { _mm_storeu_si128(row.as_mut_ptr().cast(), b) };
+                }
+            }
+
+            /// `R` rows of sums requantized by the fixed-point rule with panel `p`'s bias
+            /// and multipliers `q`, shifts `left`, `right`. Safety: the family's features
+            /// present; `q`, `left` and `right` hold 16 values each.
+            #[target_feature(enable = $features)]
+            #[allow(clippy::too_many_arguments)]
+            unsafe fn fixed_rows<const R: usize>(
+                acc: [__m512i; ROWS],
+                rq: &ColumnRequant,
+                p: usize,
+                q: &[i32],
+                left: &[i32],
+                right: &[i32],
+                bytes: &mut [[u8; QNR]; MR_MAX],
+            ) {
+                let (bias, _) = rq.panel(p);
+                // SAFETY: the panel's bias holds 16 values, and `q`, `left`, `right` too.
+                let (bias, q, left, right) = unsafe {
+                    (
+                        _mm512_loadu_si512(bias.as_ptr().cast()),
+                        _mm512_loadu_si512(q.as_ptr().cast()),
+                        _mm512_loadu_si512(left.as_ptr().cast()),
+                        _mm512_loadu_si512(right.as_ptr().cast()),
+                    )
+                };
+                let k = FixedConsts::new(rq.range());
+                for (row, v) in bytes.iter_mut().zip(acc).take(R.min(ROWS)) {
+                    let v = fixed16(_mm512_add_epi32(v, bias), q, left, right, &k);
+                    // `vpmovdb`: each lane's low byte.
+                    let b = _mm512_cvtepi32_epi8(v);
                     // SAFETY: each row of `bytes` holds 16 bytes, one 128-bit vector.
                     unsafe { _mm_storeu_si128(row.as_mut_ptr().cast(), b) };
                 }

@@ -28,7 +28,7 @@
 //! and every run on that tier that does not suit those blocks, run the AVX-512BW body.
 
 use super::channels::RequantRange;
-use super::requant::{requant_fixed_one, rounded_int};
+use super::requant::{requant_fixed_one, rounded_int, FixedLanes};
 use crate::isa::Int8Isa;
 use std::sync::Arc;
 
@@ -82,17 +82,6 @@ pub struct DwWeights {
     /// signed byte.
     #[cfg(target_arch = "x86_64")]
     quads: Option<super::depthwise_vnni::DwQuads>,
-}
-
-/// The fixed-point rule's multipliers in lane order (as `scale_lanes`): per lane the Q31
-/// multiplier and the left and right shifts [`super::requant_fixed_one`] takes apart from
-/// the multiplier's one signed shift. Lanes past the last channel hold zeros.
-#[derive(Debug, Clone)]
-#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
-pub(super) struct FixedLanes {
-    pub q: Vec<i32>,
-    pub left: Vec<i32>,
-    pub right: Vec<i32>,
 }
 
 /// A vector of `n` copies of `v`, or `None` when it cannot be allocated.
@@ -197,18 +186,9 @@ impl DwWeights {
         let mut m = Vec::new();
         m.try_reserve_exact(multipliers.len()).ok()?;
         m.extend_from_slice(multipliers);
-        let n = self.bias_lanes.len();
-        let mut lanes = FixedLanes {
-            q: filled(n, 0)?,
-            left: filled(n, 0)?,
-            right: filled(n, 0)?,
-        };
-        for (ch, &(q, shift)) in m.iter().enumerate() {
-            let at = ch / GROUP * GROUP + lane_of(ch % GROUP);
-            lanes.q[at] = q;
-            lanes.left[at] = shift.clamp(0, 31);
-            lanes.right[at] = (-shift).clamp(0, 31);
-        }
+        let lanes = FixedLanes::placed(self.bias_lanes.len(), &m, |ch| {
+            ch / GROUP * GROUP + lane_of(ch % GROUP)
+        })?;
         self.fixed = Some(m);
         self.fixed_lanes = Some(lanes);
         Some(self)

@@ -324,7 +324,7 @@ fn fixed_point_requantization_equals_recorded_litert_layers() {
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn fixed16_equals_the_scalar_rule_at_the_extremes() {
-    use super::depthwise_x86::{fixed16, Consts512};
+    use super::fixed_avx512::{fixed16, FixedConsts};
     use std::arch::x86_64::*;
     if !std::arch::is_x86_feature_detected!("avx512f") {
         return;
@@ -360,7 +360,7 @@ fn fixed16_equals_the_scalar_rule_at_the_extremes() {
     let mut checked = 0;
     for r in ranges() {
         // SAFETY: AVX-512F is present (checked above).
-        let k = unsafe { Consts512::new(r) };
+        let k = unsafe { FixedConsts::new(r) };
         for i in 0..qs.len() {
             for j in 0..shifts.len() {
                 // Each lane its own sum, and every fourth lane another multiplier and shift.

@@ -7,7 +7,7 @@
 //! in the same order), on every tier.
 
 use super::channels::RequantRange;
-use super::requant::{requant_fixed_one, rounded_int};
+use super::requant::{requant_fixed_one, rounded_int, FixedLanes};
 use super::{fits, tile_rows, Int8Isa, QPackedB, MR_MAX, QNR};
 use std::ops::Range;
 
@@ -24,6 +24,8 @@ pub struct ColumnRequant {
     /// The fixed-point rule's Q31 multipliers `(q, shift)` per column (padded as `bias`),
     /// which replace `scale` when present ([`ColumnRequant::fixed_point`]).
     fixed: Option<Vec<(i32, i32)>>,
+    /// The same, one lane per column, for the AVX-512 tiles.
+    fixed_lanes: Option<FixedLanes>,
 }
 
 impl ColumnRequant {
@@ -47,6 +49,7 @@ impl ColumnRequant {
             scale: s,
             range,
             fixed: None,
+            fixed_lanes: None,
         })
     }
 
@@ -70,6 +73,7 @@ impl ColumnRequant {
         m.try_reserve_exact(rq.bias.len()).ok()?;
         m.extend_from_slice(multipliers);
         m.resize(rq.bias.len(), (0, 0));
+        rq.fixed_lanes = Some(FixedLanes::placed(m.len(), &m, |j| j)?);
         rq.fixed = Some(m);
         Some(rq)
     }
@@ -79,6 +83,15 @@ impl ColumnRequant {
     pub(super) fn fixed_columns(&self, cols: Range<usize>) -> Option<FixedColumns<'_>> {
         let m = self.fixed.as_ref()?.get(cols.clone())?;
         Some((self.bias.get(cols)?, m))
+    }
+
+    /// Panel `p`'s [`QNR`] Q31 multipliers and left and right shifts, `None` under the f32
+    /// rule. Panics when `p` is past the columns, as [`ColumnRequant::panel`].
+    #[cfg(target_arch = "x86_64")]
+    pub(super) fn fixed_panel(&self, p: usize) -> Option<[&[i32]; 3]> {
+        let f = self.fixed_lanes.as_ref()?;
+        let at = p * QNR..(p + 1) * QNR;
+        Some([&f.q[at.clone()], &f.left[at.clone()], &f.right[at]])
     }
 
     /// Whether the columns requantize by the fixed-point rule ([`ColumnRequant::fixed_point`]).
@@ -270,8 +283,10 @@ pub(super) fn tile_bytes(
     p: usize,
     bytes: &mut [[u8; QNR]; MR_MAX],
 ) {
-    if let Some(fixed) = &rq.fixed {
-        // The fixed-point rule: the tier's sums, then each requantized in integers.
+    let vector_fixed = matches!(isa, Int8Isa::Avx512Vnni | Int8Isa::Avx512Bw);
+    if let Some(fixed) = rq.fixed.as_ref().filter(|_| !vector_fixed) {
+        // The fixed-point rule without the AVX-512 tiles (which requantize by it in their
+        // store): the tier's sums, then each requantized in integers.
         let mut sums = [[0i32; QNR]; MR_MAX];
         super::tile_sums(isa, a, lda, r, kp, panel, &mut sums);
         let (bias, m) = (

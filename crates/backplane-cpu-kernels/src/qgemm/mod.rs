@@ -48,6 +48,8 @@ mod depthwise_tests;
 mod depthwise_vnni;
 #[cfg(target_arch = "x86_64")]
 mod depthwise_x86;
+#[cfg(target_arch = "x86_64")]
+mod fixed_avx512;
 #[cfg(test)]
 mod fixed_tests;
 pub mod fused;

@@ -164,7 +164,8 @@ fn extents_fit(
 /// run into the next one: the bytes past the depth meet zero weights). Returns `false`,
 /// computing nothing, when a slice is too short, `ldo` narrower than the columns, or the
 /// panel range past B's or `rq`'s. With the fixed-point rule ([`ColumnRequant::fixed_point`])
-/// the tiles' sums are stored per block of rows and requantized after, in integers.
+/// the vector tile requantizes by it in registers; without the tile, the sums are stored
+/// per block of rows and requantized after, in integers.
 #[allow(clippy::too_many_arguments)]
 pub fn quad_gemm_requantized(
     a: &[u8],
@@ -202,7 +203,7 @@ pub fn quad_gemm_requantized_on(
     if panels.start > panels.end || panels.end > all || panels.end > rq.panels() {
         return false;
     }
-    if rq.is_fixed_point() {
+    if rq.is_fixed_point() && !has_quad_tile(isa) {
         return fixed_point_rows(isa, a, lda, rows, b, panels, rq, out, ldo);
     }
     let first = panels.start * QNR;

@@ -15,9 +15,11 @@
 //! ([`super::fused`]); two integer steps are merged where that leaves every int32 value the
 //! same: the accumulators start at the bias (rather than adding it to the sums), and the
 //! rounding's bit offset and the output zero point are one add. `vpmovdb` keeps each lane's
-//! low byte. So the bytes are the pair tiles'.
+//! low byte. So the bytes are the pair tiles'. Under the fixed-point rule the same
+//! accumulators are requantized by [`super::fixed_avx512`] instead.
 
 use super::channels::RequantRange;
+use super::fixed_avx512::{fixed16, FixedConsts};
 use super::fused::ColumnRequant;
 use super::quads::{QUAD_PANELS, QUAD_ROWS};
 use super::requant::MAGIC;
@@ -50,6 +52,11 @@ unsafe fn rows_requant<const R: usize, const P: usize>(
     }
     // SAFETY: forwarded contract.
     let acc = unsafe { sums::<R, P>(a, lda, kq, panels, init) };
+    if rq.is_fixed_point() {
+        // SAFETY: forwarded contract.
+        unsafe { fixed_store::<R, P>(&acc, rq, p, off, dst, ldd) };
+        return;
+    }
     let k = Consts::new(rq.range());
     let mut scales = [_mm512_setzero_ps(); P];
     for (pp, v) in scales.iter_mut().enumerate() {
@@ -61,6 +68,38 @@ unsafe fn rows_requant<const R: usize, const P: usize>(
         for (pp, (&v, &sc)) in row.iter().zip(&scales).enumerate() {
             // `vpmovdb`: each lane's low byte.
             let b = _mm512_cvtepi32_epi8(requant16(v, sc, &k));
+            // SAFETY: rr < R and pp < P: the 16 bytes lie in `dst` by the contract.
+            unsafe { _mm_storeu_si128(dst.add(rr * ldd + (off + pp) * QNR).cast(), b) };
+        }
+    }
+}
+
+/// The sums of [`rows_requant`] (bias included) requantized by the fixed-point rule of
+/// `rq`'s panels `p ..` ([`fixed16`]) and stored as there. Safety: as [`rows_requant`].
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+#[inline]
+unsafe fn fixed_store<const R: usize, const P: usize>(
+    acc: &[[__m512i; P]; R],
+    rq: &ColumnRequant,
+    p: usize,
+    off: usize,
+    dst: *mut u8,
+    ldd: usize,
+) {
+    let k = FixedConsts::new(rq.range());
+    let mut m = [[_mm512_setzero_si512(); 3]; P];
+    for (pp, v) in m.iter_mut().enumerate() {
+        if let Some(lanes) = rq.fixed_panel(p + pp) {
+            for (x, l) in v.iter_mut().zip(lanes) {
+                // SAFETY: `fixed_panel` returns QNR = 16 values of each, one vector.
+                *x = unsafe { _mm512_loadu_si512(l.as_ptr().cast()) };
+            }
+        }
+    }
+    for (rr, row) in acc.iter().enumerate() {
+        for (pp, (&v, [q, left, right])) in row.iter().zip(&m).enumerate() {
+            // `vpmovdb`: each lane's low byte.
+            let b = _mm512_cvtepi32_epi8(fixed16(v, *q, *left, *right, &k));
             // SAFETY: rr < R and pp < P: the 16 bytes lie in `dst` by the contract.
             unsafe { _mm_storeu_si128(dst.add(rr * ldd + (off + pp) * QNR).cast(), b) };
         }

@@ -84,6 +84,46 @@ pub fn requant_fixed_one(sum: i32, bias: i32, m: (i32, i32), r: RequantRange) ->
     (v + i64::from(zero)).clamp(i64::from(lo), i64::from(hi)) as u8
 }
 
+/// Fixed-point multipliers laid out for the vector bodies ([`super::fixed_avx512`]): per
+/// lane the Q31 multiplier and the left and right shifts [`requant_fixed_one`] takes apart
+/// from the multiplier's one signed shift. Lanes no multiplier is placed in hold zeros.
+#[derive(Debug, Clone)]
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+pub(super) struct FixedLanes {
+    pub q: Vec<i32>,
+    pub left: Vec<i32>,
+    pub right: Vec<i32>,
+}
+
+impl FixedLanes {
+    /// `n` lanes, multiplier `k` of `m` in lane `place(k)` (below `n`). `None` when a
+    /// place is past the lanes or the lanes cannot be allocated.
+    pub(super) fn placed(
+        n: usize,
+        m: &[(i32, i32)],
+        place: impl Fn(usize) -> usize,
+    ) -> Option<FixedLanes> {
+        let zeros = || {
+            let mut v = Vec::new();
+            v.try_reserve_exact(n).ok()?;
+            v.resize(n, 0i32);
+            Some(v)
+        };
+        let mut lanes = FixedLanes {
+            q: zeros()?,
+            left: zeros()?,
+            right: zeros()?,
+        };
+        for (k, &(q, shift)) in m.iter().enumerate() {
+            let at = place(k);
+            *lanes.q.get_mut(at)? = q;
+            lanes.left[at] = shift.clamp(0, 31);
+            lanes.right[at] = (-shift).clamp(0, 31);
+        }
+        Some(lanes)
+    }
+}
+
 #[inline(always)]
 fn requantize_fixed_body(sums: &[i32], out: &mut [u8], p: FloatRequant, m: (i32, i32)) {
     let r = RequantRange {
