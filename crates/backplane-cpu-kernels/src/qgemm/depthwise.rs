@@ -174,11 +174,10 @@ impl DwWeights {
     /// These weights requantizing by the fixed-point rule of LiteRT's builtin kernels
     /// ([`super::requant_fixed_one`]) with one Q31 multiplier `(q, shift)` per channel
     /// instead of the f32 multipliers: what a model whose QuantizeLinear asks for that rule
-    /// needs to equal CpuRef and LiteRT. The AVX-512 tiers run their pair body with the
-    /// requantization in 64-bit lanes; AVX2 a compiled (autovectorized) body of exact integer
-    /// sums and requantization (AVX2 has no 64-bit shifts by lane), the portable tier its
-    /// plain one; the VNNI four-tap body is not used. `None` when `multipliers` is not one
-    /// per channel or cannot be allocated.
+    /// needs to equal CpuRef and LiteRT. The AVX-512 bodies requantize by it in 64-bit
+    /// lanes; AVX2 runs a compiled (autovectorized) body of exact integer sums and
+    /// requantization (AVX2 has no 64-bit shifts by lane), the portable tier its plain one.
+    /// `None` when `multipliers` is not one per channel or cannot be allocated.
     pub fn with_fixed_point(mut self, multipliers: &[(i32, i32)]) -> Option<DwWeights> {
         if multipliers.len() != self.channels {
             return None;
@@ -189,6 +188,10 @@ impl DwWeights {
         let lanes = FixedLanes::placed(self.bias_lanes.len(), &m, |ch| {
             ch / GROUP * GROUP + lane_of(ch % GROUP)
         })?;
+        #[cfg(target_arch = "x86_64")]
+        if let Some(q) = &mut self.quads {
+            q.set_fixed_point(&m)?;
+        }
         self.fixed = Some(m);
         self.fixed_lanes = Some(lanes);
         Some(self)
@@ -447,26 +450,9 @@ pub fn depthwise_pixels_on(
     {
         return false;
     }
-    if w.fixed.is_some() && isa != Int8Isa::Portable {
-        // The fixed-point rule (exact integers, so every tier gives the same bytes): the
-        // AVX-512 pair body, which requantizes by the weights' fixed lanes, or the compiled
-        // body of the tier in use.
-        #[cfg(target_arch = "x86_64")]
-        if matches!(isa, Int8Isa::Avx512Vnni | Int8Isa::Avx512Bw) {
-            let run = super::depthwise_x86::Run {
-                w,
-                taps,
-                step,
-                pixels,
-                avail: taps.iter().map(|r| r.len()).min().unwrap_or(0),
-            };
-            // SAFETY: AVX-512F and BW present (the tier has them); every tap's run holds
-            // `(pixels − 1)·step + C` bytes and `out` `pixels·C` (checked above); `w`'s
-            // stored copies, its fixed lanes included, are sized for its channels and taps
-            // by construction.
-            unsafe { super::depthwise_x86::avx512(&run, out) };
-            return true;
-        }
+    if w.fixed.is_some() && isa == Int8Isa::Avx2 {
+        // The fixed-point rule on AVX2 (whose body requantizes in f32): the compiled body of
+        // exact integers. The AVX-512 bodies requantize by the weights' fixed lanes.
         fixed_pixels(w, taps, step, pixels, out);
         return true;
     }

@@ -13,7 +13,8 @@
 //! A last block of fewer channels uses masked loads and stores.
 
 use super::depthwise::filled;
-use super::depthwise_x86::{requant16, Consts512, Run};
+use super::depthwise_x86::{Consts512, LaneRequant, Run};
+use super::requant::FixedLanes;
 use std::arch::x86_64::*;
 
 /// Channels per block.
@@ -43,6 +44,11 @@ pub(super) struct DwQuads {
     bias: Vec<i32>,
     /// Per stored block, in `quad_pos` order.
     scale: Vec<f32>,
+    /// The fixed-point rule's multipliers in the same order, when the layer follows it
+    /// ([`DwQuads::set_fixed_point`]).
+    fixed: Option<FixedLanes>,
+    /// The channel count.
+    channels: usize,
     /// Stored blocks.
     period: usize,
     /// Whether the lanes repeat the channels (unit-step runs as spans).
@@ -105,9 +111,41 @@ impl DwQuads {
             w,
             bias: qb,
             scale: qs,
+            fixed: None,
+            channels,
             period,
             periodic,
         })
+    }
+
+    /// Requantize by the fixed-point rule, channel `ch` with multiplier `m[ch]`, in the
+    /// stored lanes' order. `None` when `m` is not one per channel or on no memory.
+    pub(super) fn set_fixed_point(&mut self, m: &[(i32, i32)]) -> Option<()> {
+        let c = self.channels;
+        if m.len() != c {
+            return None;
+        }
+        let lanes = if self.periodic {
+            self.period * BLOCK
+        } else {
+            c
+        };
+        let mut f = FixedLanes::zeros(self.period * BLOCK)?;
+        for lane in 0..lanes {
+            f.set((lane / BLOCK) * BLOCK + quad_pos(lane % BLOCK), m[lane % c])?;
+        }
+        self.fixed = Some(f);
+        Some(())
+    }
+
+    /// The multipliers of stored lanes `lanes`.
+    fn requant(&self, lanes: std::ops::Range<usize>) -> LaneRequant<'_> {
+        match &self.fixed {
+            Some(f) => {
+                LaneRequant::Fixed(&f.q[lanes.clone()], &f.left[lanes.clone()], &f.right[lanes])
+            }
+            None => LaneRequant::Scale(&self.scale[lanes]),
+        }
     }
 
     /// Whether the four-tap body suits a run of `pixels` at `step` over `channels`: whole
@@ -139,8 +177,8 @@ unsafe fn load64<const S: bool, const M: bool>(p: *const u8, mask: __mmask64) ->
 }
 
 /// One block of 64 channels of one pixel, its bytes in order: the taps' bytes at offset
-/// `off` of their runs, the block's weights `w` (`⌈taps / 4⌉ · 256`), bias and scale (64
-/// each, `quad_pos` order). `T` the tap count when fixed at compile time, else 0. Safety:
+/// `off` of their runs, the block's weights `w` (`⌈taps / 4⌉ · 256`), bias and multipliers
+/// (64 each, `quad_pos` order). `T` the tap count when fixed at compile time, else 0. Safety:
 /// AVX-512F, BW and VNNI present; each run holds the 64 bytes from `off` (the first `mask`
 /// ones when `M`); `T` is 0 or the number of taps.
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
@@ -150,13 +188,13 @@ unsafe fn block64<const S: bool, const M: bool, const T: usize>(
     off: usize,
     w: &[i8],
     bias: &[i32],
-    scale: &[f32],
+    rq: LaneRequant<'_>,
     k: &Consts512,
     mask: __mmask64,
 ) -> __m512i {
     let n = if T > 0 { T } else { taps.len() };
     let (taps, w) = (&taps[..n], &w[..n.div_ceil(4) * 4 * BLOCK]);
-    let (bias, scale) = (&bias[..BLOCK], &scale[..BLOCK]);
+    let bias = &bias[..BLOCK];
     // SAFETY: `bias` holds 64 values.
     let mut acc =
         unsafe { [0, 1, 2, 3].map(|q| _mm512_loadu_si512(bias.as_ptr().add(16 * q).cast())) };
@@ -181,9 +219,8 @@ unsafe fn block64<const S: bool, const M: bool, const T: usize>(
             *s = _mm512_dpbusd_epi32(*s, v, wv);
         }
     }
-    // SAFETY: `scale` holds 64 values.
-    let r = unsafe { [0, 1, 2, 3].map(|q| _mm512_loadu_ps(scale.as_ptr().add(16 * q))) };
-    let v: [__m512i; 4] = std::array::from_fn(|q| requant16(acc[q], r[q], k));
+    // SAFETY: the block's multipliers hold 64 lanes.
+    let v: [__m512i; 4] = std::array::from_fn(|q| unsafe { rq.apply(acc[q], q, k) });
     // Per 128-bit lane j: v0, v1 pack to channels 16j..16j+8 and v2, v3 to 16j+8..16j+16
     // (values within −128..=255, exact); their low bytes pack to the 16 channels in order.
     let byte = _mm512_set1_epi16(0xff);
@@ -257,7 +294,7 @@ unsafe fn span<const S: bool, const T: usize>(
                 base + at,
                 &q.w[of(b) * bw..][..bw],
                 &q.bias[wb..wb + BLOCK],
-                &q.scale[wb..wb + BLOCK],
+                q.requant(wb..wb + BLOCK),
                 k,
                 !0,
             )
@@ -268,7 +305,7 @@ unsafe fn span<const S: bool, const T: usize>(
     if rem > 0 {
         let (at, wb) = (whole * BLOCK, of(whole) * BLOCK);
         let w = &q.w[of(whole) * bw..][..bw];
-        let (bias, scale) = (&q.bias[wb..wb + BLOCK], &q.scale[wb..wb + BLOCK]);
+        let (bias, scale) = (&q.bias[wb..wb + BLOCK], q.requant(wb..wb + BLOCK));
         // SAFETY: the runs hold the `rem` masked bytes from `base + at`, and all 64 when
         // `avail` reaches them; the weights, bias and scale are stored for whole blocks.
         let bytes = unsafe {

@@ -53,8 +53,9 @@ impl Consts512 {
     }
 }
 
-/// The multipliers of a block's 32 lanes: f32 scales, or the fixed-point rule's Q31
-/// multipliers and left and right shifts (each in lane order).
+/// The multipliers of a block's lanes (32 for the pair body, 64 for the four-tap one): f32
+/// scales, or the fixed-point rule's Q31 multipliers and left and right shifts (each in
+/// lane order).
 #[derive(Clone, Copy)]
 pub(super) enum LaneRequant<'a> {
     Scale(&'a [f32]),
@@ -73,12 +74,12 @@ impl<'a> LaneRequant<'a> {
         }
     }
 
-    /// Lanes `16·h .. 16·h + 16` (`h` 0 or 1) of sums `s` requantized. Safety: AVX-512F
-    /// present; the slices hold 32 lanes.
+    /// Lanes `16·h .. 16·h + 16` of sums `s` requantized. Safety: AVX-512F present; the
+    /// slices hold `16·(h + 1)` lanes.
     #[target_feature(enable = "avx512f")]
     #[inline]
-    unsafe fn apply(self, s: __m512i, h: usize, k: &Consts512) -> __m512i {
-        // SAFETY: the slices hold 32 lanes (the caller's contract), so 16 from `16·h`.
+    pub(super) unsafe fn apply(self, s: __m512i, h: usize, k: &Consts512) -> __m512i {
+        // SAFETY: the slices hold 16 lanes from `16·h` (the caller's contract).
         unsafe {
             match self {
                 LaneRequant::Scale(sc) => requant16(s, _mm512_loadu_ps(sc.as_ptr().add(16 * h)), k),

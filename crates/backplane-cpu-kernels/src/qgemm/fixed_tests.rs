@@ -174,7 +174,7 @@ fn quad_gemm_fixed_point_equals_the_core_rule_on_every_tier() {
 fn depthwise_fixed_point_equals_the_core_rule_on_every_tier() {
     let tiers: Vec<Int8Isa> = Int8Isa::ALL.into_iter().filter(|t| t.available()).collect();
     let mut checked = 0usize;
-    for c in [1, 3, 16, 17, 33, 64] {
+    for c in [1, 3, 16, 17, 33, 64, 96, 131] {
         for (kernel, stride, hw) in [(3, 1, 7), (3, 2, 11), (5, 1, 9), (5, 2, 6), (1, 1, 1)] {
             for x_signed in [true, false] {
                 let taps = kernel * kernel;

@@ -103,24 +103,34 @@ impl FixedLanes {
         m: &[(i32, i32)],
         place: impl Fn(usize) -> usize,
     ) -> Option<FixedLanes> {
+        let mut lanes = FixedLanes::zeros(n)?;
+        for (k, &mk) in m.iter().enumerate() {
+            lanes.set(place(k), mk)?;
+        }
+        Some(lanes)
+    }
+
+    /// `n` lanes of zeros, `None` when they cannot be allocated.
+    pub(super) fn zeros(n: usize) -> Option<FixedLanes> {
         let zeros = || {
             let mut v = Vec::new();
             v.try_reserve_exact(n).ok()?;
             v.resize(n, 0i32);
             Some(v)
         };
-        let mut lanes = FixedLanes {
+        Some(FixedLanes {
             q: zeros()?,
             left: zeros()?,
             right: zeros()?,
-        };
-        for (k, &(q, shift)) in m.iter().enumerate() {
-            let at = place(k);
-            *lanes.q.get_mut(at)? = q;
-            lanes.left[at] = shift.clamp(0, 31);
-            lanes.right[at] = (-shift).clamp(0, 31);
-        }
-        Some(lanes)
+        })
+    }
+
+    /// Lane `at` takes multiplier `(q, shift)`; `None` when `at` is past the lanes.
+    pub(super) fn set(&mut self, at: usize, (q, shift): (i32, i32)) -> Option<()> {
+        *self.q.get_mut(at)? = q;
+        self.left[at] = shift.clamp(0, 31);
+        self.right[at] = (-shift).clamp(0, 31);
+        Some(())
     }
 }
 
