@@ -135,6 +135,11 @@ pub(super) fn plan<'a>(
         y_dt: y.dtype,
         fixed: (d.requant == Requantization::FixedPoint)
             .then(|| FixedMean::new(d.x, d.y, pixels, range(y.dtype))),
+        raw: ExactSums::new(Dequant {
+            signed,
+            zero: 0,
+            scale: 1.0,
+        }),
         x_signed: signed,
     };
     Ok(Plan::new(move |io, th| done(Running { io, k, th })))
@@ -153,6 +158,8 @@ struct QMean {
     y_dt: DataType,
     /// LiteRT's builtin rule, when the layer follows it.
     fixed: Option<FixedMean>,
+    /// The bytes as integers (zero point 0, scale 1): the fixed-point rule's sums, exact.
+    raw: ExactSums,
     /// The input is int8.
     x_signed: bool,
 }
@@ -166,15 +173,19 @@ impl QMean {
         let x_signed = self.x_signed;
         let raw = |b: u8| f64::from(widen(x_signed, b));
         if self.nhwc {
-            sums.fill(0.0);
-            for pixel in x.chunks_exact(y.len()) {
-                for (s, &b) in sums.iter_mut().zip(pixel) {
-                    *s += raw(b);
+            // The vectorized sums of the integers, or else the plain ones.
+            if !byte_sums::column_sums(&self.raw, x, sums) {
+                sums.fill(0.0);
+                for pixel in x.chunks_exact(y.len()) {
+                    for (s, &b) in sums.iter_mut().zip(pixel) {
+                        *s += raw(b);
+                    }
                 }
             }
         } else {
             for (s, plane) in sums.iter_mut().zip(x.chunks_exact(self.pixels)) {
-                *s = plane.iter().fold(0.0, |s, &b| s + raw(b));
+                *s = byte_sums::sum(&self.raw, plane)
+                    .unwrap_or_else(|| plane.iter().fold(0.0, |s, &b| s + raw(b)));
             }
         }
         for (ch, (o, &s)) in y.iter_mut().zip(sums.iter()).enumerate() {
@@ -344,6 +355,11 @@ mod tests {
                 y: (1.0, 0),
                 y_dt: DataType::I8,
                 fixed: fixed.then(|| FixedMean::new((1.0, 0), (1.0, 0), pixels, (-128, 127))),
+                raw: ExactSums::new(Dequant {
+                    signed: true,
+                    zero: 0,
+                    scale: 1.0,
+                }),
                 x_signed: true,
             };
             let mut whole = vec![0u8; c];
