@@ -140,12 +140,7 @@ impl DwQuads {
 
     /// The multipliers of stored lanes `lanes`.
     fn requant(&self, lanes: std::ops::Range<usize>) -> LaneRequant<'_> {
-        match &self.fixed {
-            Some(f) => {
-                LaneRequant::Fixed(&f.q[lanes.clone()], &f.left[lanes.clone()], &f.right[lanes])
-            }
-            None => LaneRequant::Scale(&self.scale[lanes]),
-        }
+        LaneRequant::of(&self.scale, self.fixed.as_ref(), lanes)
     }
 
     /// Whether the four-tap body suits a run of `pixels` at `step` over `channels`: whole
@@ -183,7 +178,7 @@ unsafe fn load64<const S: bool, const M: bool>(p: *const u8, mask: __mmask64) ->
 /// ones when `M`); `T` is 0 or the number of taps.
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 #[inline]
-unsafe fn block64<const S: bool, const M: bool, const T: usize>(
+unsafe fn block64<const S: bool, const M: bool, const T: usize, const FX: bool>(
     taps: &[&[u8]],
     off: usize,
     w: &[i8],
@@ -220,7 +215,14 @@ unsafe fn block64<const S: bool, const M: bool, const T: usize>(
         }
     }
     // SAFETY: the block's multipliers hold 64 lanes.
-    let v: [__m512i; 4] = std::array::from_fn(|q| unsafe { rq.apply(acc[q], q, k) });
+    let v = unsafe {
+        [
+            rq.apply::<FX>(acc[0], 0, k),
+            rq.apply::<FX>(acc[1], 1, k),
+            rq.apply::<FX>(acc[2], 2, k),
+            rq.apply::<FX>(acc[3], 3, k),
+        ]
+    };
     // Per 128-bit lane j: v0, v1 pack to channels 16j..16j+8 and v2, v3 to 16j+8..16j+16
     // (values within −128..=255, exact); their low bytes pack to the 16 channels in order.
     let byte = _mm512_set1_epi16(0xff);
@@ -235,20 +237,31 @@ unsafe fn block64<const S: bool, const M: bool, const T: usize>(
 pub(super) unsafe fn vnni(run: &Run<'_>, q: &DwQuads, out: &mut [u8]) {
     // SAFETY: the caller's contract, passed on; `T` is the tap count or 0.
     unsafe {
-        match (run.w.parts().x_signed, run.taps.len()) {
-            (true, 9) => body::<true, 9>(run, q, out),
-            (true, 25) => body::<true, 25>(run, q, out),
-            (true, _) => body::<true, 0>(run, q, out),
-            (false, 9) => body::<false, 9>(run, q, out),
-            (false, 25) => body::<false, 25>(run, q, out),
-            (false, _) => body::<false, 0>(run, q, out),
+        match (run.w.parts().x_signed, run.taps.len(), q.fixed.is_some()) {
+            (true, 9, false) => body::<true, 9, false>(run, q, out),
+            (true, 25, false) => body::<true, 25, false>(run, q, out),
+            (true, _, false) => body::<true, 0, false>(run, q, out),
+            (false, 9, false) => body::<false, 9, false>(run, q, out),
+            (false, 25, false) => body::<false, 25, false>(run, q, out),
+            (false, _, false) => body::<false, 0, false>(run, q, out),
+            (true, 9, true) => body::<true, 9, true>(run, q, out),
+            (true, 25, true) => body::<true, 25, true>(run, q, out),
+            (true, _, true) => body::<true, 0, true>(run, q, out),
+            (false, 9, true) => body::<false, 9, true>(run, q, out),
+            (false, 25, true) => body::<false, 25, true>(run, q, out),
+            (false, _, true) => body::<false, 0, true>(run, q, out),
         }
     }
 }
 
-/// See [`vnni`]; `S` whether the input bytes are signed, `T` the tap count (0: any).
+/// See [`vnni`]; `S` whether the input bytes are signed, `T` the tap count (0: any), `FX`
+/// whether `q` requantizes by the fixed-point rule (it carries its lanes).
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-unsafe fn body<const S: bool, const T: usize>(run: &Run<'_>, q: &DwQuads, out: &mut [u8]) {
+unsafe fn body<const S: bool, const T: usize, const FX: bool>(
+    run: &Run<'_>,
+    q: &DwQuads,
+    out: &mut [u8],
+) {
     let p = run.w.parts();
     let c = p.channels;
     let k = Consts512::new(p.range);
@@ -257,12 +270,12 @@ unsafe fn body<const S: bool, const T: usize>(run: &Run<'_>, q: &DwQuads, out: &
         // `pixels · C` bytes, its blocks with the stored lanes' period.
         let len = run.pixels * c;
         // SAFETY: every run holds `(pixels − 1)·C + C` bytes and `out` `pixels·C`.
-        unsafe { span::<S, T>(run, 0, &mut out[..len], q, &k, true) };
+        unsafe { span::<S, T, FX>(run, 0, &mut out[..len], q, &k, true) };
         return;
     }
     for px in 0..run.pixels {
         // SAFETY: every run holds this pixel's C bytes from `px · step`.
-        unsafe { span::<S, T>(run, px * run.step, &mut out[px * c..][..c], q, &k, false) };
+        unsafe { span::<S, T, FX>(run, px * run.step, &mut out[px * c..][..c], q, &k, false) };
     }
 }
 
@@ -272,7 +285,7 @@ unsafe fn body<const S: bool, const T: usize>(run: &Run<'_>, q: &DwQuads, out: &
 /// Safety: AVX-512F, BW and VNNI present; every run holds `dst.len()` bytes from `base`,
 /// and `run.avail` bytes in all.
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-unsafe fn span<const S: bool, const T: usize>(
+unsafe fn span<const S: bool, const T: usize, const FX: bool>(
     run: &Run<'_>,
     base: usize,
     dst: &mut [u8],
@@ -289,7 +302,7 @@ unsafe fn span<const S: bool, const T: usize>(
         let (at, wb) = (b * BLOCK, of(b) * BLOCK);
         // SAFETY: the runs hold 64 bytes from `base + at`.
         let bytes = unsafe {
-            block64::<S, false, T>(
+            block64::<S, false, T, FX>(
                 taps,
                 base + at,
                 &q.w[of(b) * bw..][..bw],
@@ -310,9 +323,9 @@ unsafe fn span<const S: bool, const T: usize>(
         // `avail` reaches them; the weights, bias and scale are stored for whole blocks.
         let bytes = unsafe {
             if base + at + BLOCK <= run.avail {
-                block64::<S, false, T>(taps, base + at, w, bias, scale, k, !0)
+                block64::<S, false, T, FX>(taps, base + at, w, bias, scale, k, !0)
             } else {
-                block64::<S, true, T>(taps, base + at, w, bias, scale, k, mask)
+                block64::<S, true, T, FX>(taps, base + at, w, bias, scale, k, mask)
             }
         };
         // SAFETY: `dst` holds the `rem` bytes from `at` the mask writes.

@@ -12,7 +12,7 @@
 use super::channels::RequantRange;
 use super::depthwise::{DwWeights, Parts, GROUP, HALF};
 use super::fixed_avx512::{fixed16, FixedConsts};
-use super::requant::MAGIC;
+use super::requant::{FixedLanes, MAGIC};
 use std::arch::x86_64::*;
 
 /// One run of output pixels: the layer's operands, each tap's input run and the distance
@@ -53,43 +53,64 @@ impl Consts512 {
     }
 }
 
-/// The multipliers of a block's lanes (32 for the pair body, 64 for the four-tap one): f32
-/// scales, or the fixed-point rule's Q31 multipliers and left and right shifts (each in
-/// lane order).
+/// The multipliers of a block's lanes (32 for the pair body, 64 for the four-tap one), in
+/// lane order: the f32 scales, and the fixed-point rule's Q31 multipliers and left and right
+/// shifts (empty when the weights do not follow it). The bodies take the rule as a const
+/// parameter `FX`, so that each instantiation holds one requantization.
 #[derive(Clone, Copy)]
-pub(super) enum LaneRequant<'a> {
-    Scale(&'a [f32]),
-    Fixed(&'a [i32], &'a [i32], &'a [i32]),
+pub(super) struct LaneRequant<'a> {
+    pub scale: &'a [f32],
+    pub q: &'a [i32],
+    pub left: &'a [i32],
+    pub right: &'a [i32],
 }
 
 impl<'a> LaneRequant<'a> {
-    /// The multipliers of `lanes` of a run's weights: the fixed-point rule's when the
-    /// weights carry it.
-    fn of(p: &Parts<'a>, lanes: std::ops::Range<usize>) -> LaneRequant<'a> {
-        match p.fixed_lanes {
-            Some(f) => {
-                LaneRequant::Fixed(&f.q[lanes.clone()], &f.left[lanes.clone()], &f.right[lanes])
-            }
-            None => LaneRequant::Scale(&p.scale_lanes[lanes]),
+    /// Lanes `lanes` of `scale` and, when present, of `fixed`.
+    pub(super) fn of(
+        scale: &'a [f32],
+        fixed: Option<&'a FixedLanes>,
+        lanes: std::ops::Range<usize>,
+    ) -> LaneRequant<'a> {
+        match fixed {
+            Some(f) => LaneRequant {
+                scale: &scale[lanes.clone()],
+                q: &f.q[lanes.clone()],
+                left: &f.left[lanes.clone()],
+                right: &f.right[lanes],
+            },
+            None => LaneRequant {
+                scale: &scale[lanes],
+                q: &[],
+                left: &[],
+                right: &[],
+            },
         }
     }
 
-    /// Lanes `16·h .. 16·h + 16` of sums `s` requantized. Safety: AVX-512F present; the
-    /// slices hold `16·(h + 1)` lanes.
+    /// Lanes `16·h .. 16·h + 16` of sums `s` requantized, by the fixed-point rule when `FX`.
+    /// Safety: AVX-512F present; the scales (or, when `FX`, the fixed-point slices) hold
+    /// `16·(h + 1)` lanes.
     #[target_feature(enable = "avx512f")]
     #[inline]
-    pub(super) unsafe fn apply(self, s: __m512i, h: usize, k: &Consts512) -> __m512i {
-        // SAFETY: the slices hold 16 lanes from `16·h` (the caller's contract).
+    pub(super) unsafe fn apply<const FX: bool>(
+        &self,
+        s: __m512i,
+        h: usize,
+        k: &Consts512,
+    ) -> __m512i {
+        // SAFETY: the slices read hold 16 lanes from `16·h` (the caller's contract).
         unsafe {
-            match self {
-                LaneRequant::Scale(sc) => requant16(s, _mm512_loadu_ps(sc.as_ptr().add(16 * h)), k),
-                LaneRequant::Fixed(q, l, r) => fixed16(
+            if FX {
+                fixed16(
                     s,
-                    _mm512_loadu_si512(q.as_ptr().add(16 * h).cast()),
-                    _mm512_loadu_si512(l.as_ptr().add(16 * h).cast()),
-                    _mm512_loadu_si512(r.as_ptr().add(16 * h).cast()),
+                    _mm512_loadu_si512(self.q.as_ptr().add(16 * h).cast()),
+                    _mm512_loadu_si512(self.left.as_ptr().add(16 * h).cast()),
+                    _mm512_loadu_si512(self.right.as_ptr().add(16 * h).cast()),
                     &k.fixed,
-                ),
+                )
+            } else {
+                requant16(s, _mm512_loadu_ps(self.scale.as_ptr().add(16 * h)), k)
             }
         }
     }
@@ -134,7 +155,7 @@ unsafe fn load32<const S: bool, const M: bool>(p: *const u8, mask: __mmask64) ->
 /// of taps.
 #[target_feature(enable = "avx512f,avx512bw")]
 #[inline]
-unsafe fn block32<const S: bool, const M: bool, const T: usize>(
+unsafe fn block32<const S: bool, const M: bool, const T: usize, const FX: bool>(
     taps: &[&[u8]],
     off: usize,
     w: &[i16],
@@ -178,7 +199,7 @@ unsafe fn block32<const S: bool, const M: bool, const T: usize>(
         }
     }
     // SAFETY: the group's multipliers hold 32 lanes.
-    let (v0, v1) = unsafe { (rq.apply(lo, 0, k), rq.apply(hi, 1, k)) };
+    let (v0, v1) = unsafe { (rq.apply::<FX>(lo, 0, k), rq.apply::<FX>(hi, 1, k)) };
     // Per 128-bit lane, v0 holds channels 8j..8j+4 and v1 8j+4..8j+8: packed to 16 bits
     // (values within −128..=255, exact) they are in order, and `vpmovwb` keeps each byte.
     _mm512_cvtepi16_epi8(_mm512_packs_epi32(v0, v1))
@@ -191,20 +212,31 @@ unsafe fn block32<const S: bool, const M: bool, const T: usize>(
 pub(super) unsafe fn avx512(run: &Run<'_>, out: &mut [u8]) {
     // SAFETY: the caller's contract, passed on; `T` is the tap count or 0.
     unsafe {
-        match (run.w.parts().x_signed, run.taps.len()) {
-            (true, 9) => avx512_body::<true, 9>(run, out),
-            (true, 25) => avx512_body::<true, 25>(run, out),
-            (true, _) => avx512_body::<true, 0>(run, out),
-            (false, 9) => avx512_body::<false, 9>(run, out),
-            (false, 25) => avx512_body::<false, 25>(run, out),
-            (false, _) => avx512_body::<false, 0>(run, out),
+        let p = run.w.parts();
+        match (p.x_signed, run.taps.len(), p.fixed_lanes.is_some()) {
+            (true, 9, false) => avx512_body::<true, 9, false>(run, out),
+            (true, 25, false) => avx512_body::<true, 25, false>(run, out),
+            (true, _, false) => avx512_body::<true, 0, false>(run, out),
+            (false, 9, false) => avx512_body::<false, 9, false>(run, out),
+            (false, 25, false) => avx512_body::<false, 25, false>(run, out),
+            (false, _, false) => avx512_body::<false, 0, false>(run, out),
+            (true, 9, true) => avx512_body::<true, 9, true>(run, out),
+            (true, 25, true) => avx512_body::<true, 25, true>(run, out),
+            (true, _, true) => avx512_body::<true, 0, true>(run, out),
+            (false, 9, true) => avx512_body::<false, 9, true>(run, out),
+            (false, 25, true) => avx512_body::<false, 25, true>(run, out),
+            (false, _, true) => avx512_body::<false, 0, true>(run, out),
         }
     }
 }
 
-/// See [`avx512`]; `S` whether the input bytes are signed, `T` the tap count (0: any).
+/// See [`avx512`]; `S` whether the input bytes are signed, `T` the tap count (0: any),
+/// `FX` whether the weights requantize by the fixed-point rule (they carry its lanes).
 #[target_feature(enable = "avx512f,avx512bw")]
-unsafe fn avx512_body<const S: bool, const T: usize>(run: &Run<'_>, out: &mut [u8]) {
+unsafe fn avx512_body<const S: bool, const T: usize, const FX: bool>(
+    run: &Run<'_>,
+    out: &mut [u8],
+) {
     let p = run.w.parts();
     let c = p.channels;
     let k = Consts512::new(p.range);
@@ -219,12 +251,12 @@ unsafe fn avx512_body<const S: bool, const T: usize>(run: &Run<'_>, out: &mut [u
             let lanes = at..at + GROUP;
             // SAFETY: the runs hold this pixel's C bytes from `base`, so 32 from `base + at`.
             let bytes = unsafe {
-                block32::<S, false, T>(
+                block32::<S, false, T, FX>(
                     run.taps,
                     base + at,
                     &p.pairs[g * gw..][..gw],
                     &p.bias_lanes[lanes.clone()],
-                    LaneRequant::of(&p, lanes),
+                    LaneRequant::of(p.scale_lanes, p.fixed_lanes, lanes),
                     &k,
                     !0,
                 )
@@ -235,15 +267,16 @@ unsafe fn avx512_body<const S: bool, const T: usize>(run: &Run<'_>, out: &mut [u
         if rem > 0 {
             let at = whole * GROUP;
             let (lanes, w) = (at..at + GROUP, &p.pairs[whole * gw..][..gw]);
-            let (bias, scale) = (&p.bias_lanes[lanes.clone()], LaneRequant::of(&p, lanes));
+            let bias = &p.bias_lanes[lanes.clone()];
+            let scale = LaneRequant::of(p.scale_lanes, p.fixed_lanes, lanes);
             // SAFETY: the runs hold this pixel's C bytes, so the `rem` masked ones from
             // `base + at`, and all 32 when `avail` reaches them; the weights, bias and scale
             // are stored for whole groups.
             let bytes = unsafe {
                 if base + at + GROUP <= run.avail {
-                    block32::<S, false, T>(run.taps, base + at, w, bias, scale, &k, !0)
+                    block32::<S, false, T, FX>(run.taps, base + at, w, bias, scale, &k, !0)
                 } else {
-                    block32::<S, true, T>(run.taps, base + at, w, bias, scale, &k, mask)
+                    block32::<S, true, T, FX>(run.taps, base + at, w, bias, scale, &k, mask)
                 }
             };
             // SAFETY: `dst` holds the `rem` bytes from `at` the mask writes.
