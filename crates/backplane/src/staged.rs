@@ -21,7 +21,7 @@ use crate::onnx::proto::{
 use crate::{DynamicNetwork, Error, Tensor};
 use backplane_core::TensorKind;
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// The most elements a graph input may have for its value to be bound at import (an
 /// integer tensor that small is a parameter: a shape, a count, an axis list); larger inputs,
@@ -39,7 +39,36 @@ pub fn binds_at_import(t: &Tensor) -> bool {
 #[derive(Debug, Clone)]
 pub(crate) struct Nodes {
     all: Arc<Vec<NodeProto>>,
+    /// Which nodes of `all` read each name, built at the first split and shared by every
+    /// rest: a split asks what the nodes after it read without walking them.
+    readers: Arc<OnceLock<Readers>>,
     start: usize,
+}
+
+/// For each name the nodes read ([`reads`]), the indices (into the whole list, ascending)
+/// of the nodes that read it.
+#[derive(Debug, Default)]
+struct Readers(HashMap<String, Vec<usize>>);
+
+impl Readers {
+    fn of(nodes: &[NodeProto]) -> Readers {
+        let mut map: HashMap<String, Vec<usize>> = HashMap::new();
+        for (i, node) in nodes.iter().enumerate() {
+            for name in reads(node) {
+                let at = map.entry(name.to_string()).or_default();
+                if at.last() != Some(&i) {
+                    at.push(i);
+                }
+            }
+        }
+        Readers(map)
+    }
+
+    /// The first node at or after `from` that reads `name`.
+    fn first_from(&self, name: &str, from: usize) -> Option<usize> {
+        let at = self.0.get(name)?;
+        at.get(at.partition_point(|&i| i < from)).copied()
+    }
 }
 
 impl Nodes {
@@ -47,6 +76,7 @@ impl Nodes {
     pub(crate) fn new(nodes: Vec<NodeProto>) -> Self {
         Nodes {
             all: Arc::new(nodes),
+            readers: Arc::new(OnceLock::new()),
             start: 0,
         }
     }
@@ -60,8 +90,18 @@ impl Nodes {
     fn after(&self, index: usize) -> Nodes {
         Nodes {
             all: self.all.clone(),
+            readers: self.readers.clone(),
             start: self.start.saturating_add(index).saturating_add(1),
         }
+    }
+
+    /// The first node at or after `index` (of [`Nodes::get`]) that reads `name`, as an index
+    /// of [`Nodes::get`].
+    fn first_reader(&self, name: &str, index: usize) -> Option<usize> {
+        let readers = self.readers.get_or_init(|| Readers::of(&self.all));
+        readers
+            .first_from(name, self.start.saturating_add(index))
+            .map(|i| i - self.start)
     }
 }
 
@@ -221,7 +261,11 @@ pub fn first_cut(
     Ok(FirstCut {
         label: node_label(node, index),
         op_type: node.op_type.clone().unwrap_or_default(),
-        prefix: prefix_of(model, graph, &graph.node, index, given).1,
+        prefix: {
+            let later: HashSet<&str> = graph.node[index..].iter().flat_map(reads).collect();
+            let before = &graph.node[..index];
+            prefix_of(model, graph, before, |n| later.contains(n), given).1
+        },
     })
 }
 
@@ -260,21 +304,19 @@ fn find_node(nodes: &[NodeProto], needing: &[(String, String)]) -> Result<usize,
 fn prefix_of(
     model: &ModelProto,
     graph: &GraphProto,
-    nodes: &[NodeProto],
-    index: usize,
+    before: &[NodeProto],
+    read_later: impl Fn(&str) -> bool,
     given: &[String],
 ) -> (Vec<String>, Option<ModelProto>) {
-    let before = nodes.get(..index).unwrap_or_default();
-    let mut later: HashSet<&str> = nodes
-        .get(index..)
-        .unwrap_or_default()
+    let outputs: HashSet<&str> = graph
+        .output
         .iter()
-        .flat_map(reads)
+        .filter_map(|o| o.name.as_deref())
         .collect();
-    later.extend(graph.output.iter().filter_map(|o| o.name.as_deref()));
+    let later = |name: &str| outputs.contains(name) || read_later(name);
     let mut frontier: Vec<String> = Vec::new();
     for name in before.iter().flat_map(|n| n.output.iter()) {
-        if !name.is_empty() && later.contains(name.as_str()) && !frontier.contains(name) {
+        if !name.is_empty() && later(name) && !frontier.contains(name) {
             frontier.push(name.clone());
         }
     }
@@ -315,7 +357,9 @@ pub(crate) fn cut<'r>(
     let graph = graph_of(model)?;
     let list = nodes.get();
     let index = find_node(list, needing)?;
-    let (frontier, prefix) = prefix_of(model, graph, list, index, given);
+    let before = list.get(..index).unwrap_or_default();
+    let read_later = |name: &str| nodes.first_reader(name, index).is_some();
+    let (frontier, prefix) = prefix_of(model, graph, before, read_later, given);
     let node = list[index].clone();
     let after = list.get(index + 1..).unwrap_or_default();
     let outputs: Vec<String> = graph.output.iter().filter_map(|o| o.name.clone()).collect();
@@ -334,18 +378,33 @@ pub(crate) fn cut<'r>(
         .filter(|o| !known.contains(o.as_str()))
         .cloned()
         .collect();
-    // One pass over the nodes after it: what they read, and of that what is known (the
-    // rest's inputs, in the order first read).
-    let mut read_after: HashSet<&str> = HashSet::new();
-    let mut rest_inputs: Vec<String> = Vec::new();
-    for name in after.iter().flat_map(reads) {
-        if read_after.insert(name) && known.contains(name) {
-            rest_inputs.push(name.to_string());
-        }
-    }
+    // The rest's inputs: what is known that a node after it reads, in the order first read
+    // (by node, then by the place among the node's reads). From the shared readers, so a
+    // split does not walk the nodes after it.
+    let mut first_read: Vec<((usize, usize), &str)> = known
+        .iter()
+        .filter_map(|&name| {
+            let i = nodes.first_reader(name, index + 1)?;
+            let place = reads(after.get(i - index - 1)?)
+                .iter()
+                .position(|&r| r == name)?;
+            Some(((i, place), name))
+        })
+        .collect();
+    first_read.sort_unstable();
+    let rest_inputs: Vec<String> = first_read.iter().map(|(_, n)| n.to_string()).collect();
     let rest_graph = (!rest_outputs.is_empty()).then(|| GraphProto {
         name: graph.name.clone(),
-        initializer: initializers_read(graph, &read_after),
+        initializer: graph
+            .initializer
+            .iter()
+            .filter(|t| {
+                t.name
+                    .as_deref()
+                    .is_some_and(|n| nodes.first_reader(n, index + 1).is_some())
+            })
+            .cloned()
+            .collect(),
         output: rest_outputs.iter().map(|n| output(n)).collect(),
         ..Default::default()
     });
