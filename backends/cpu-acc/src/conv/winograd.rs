@@ -379,29 +379,54 @@ pub fn output_body(
 /// zeroed: clearing whole planes first was an eighth of a 64-channel layer's time).
 fn pad_input(th: &Threads, geo: &Geo2, tiles: &Tiles, x: &[f32], xp: &mut [f32]) -> Result<()> {
     let plane = geo.h * geo.w;
-    let pw = tiles.pitch;
-    // Input columns past the last window (never read) are left out.
-    let n = geo.w.min(pw.saturating_sub(geo.pl));
-    let left = geo.pl.min(pw);
     th.chunks(xp, tiles.padded_plane(), |pi, dst| {
         let src = x
             .get(pi * plane..(pi + 1) * plane)
             .ok_or_else(|| BackendError::Execution("winograd: input too short".into()))?;
-        for (r, row) in dst.chunks_exact_mut(pw).enumerate() {
-            let inside = r.checked_sub(geo.pt).filter(|&iy| iy < geo.h);
-            match inside.and_then(|iy| src.get(iy * geo.w..iy * geo.w + n)) {
-                Some(run) => {
-                    let (head, rest) = row.split_at_mut(left);
-                    head.fill(0.0);
-                    let (mid, tail) = rest.split_at_mut(n.min(rest.len()));
-                    mid.copy_from_slice(&run[..mid.len()]);
-                    tail.fill(0.0);
-                }
-                None => row.fill(0.0),
-            }
-        }
+        pad_plane(geo, tiles.pitch, src, dst);
         Ok(())
     })
+}
+
+/// Zeros stored at once between two padded rows (see [`pad_plane`]).
+const GAP_STORE: usize = 8;
+
+/// One plane of [`pad_input`]: `src` (`geo.h` rows of `geo.w`) into `dst`, rows `pw` apart.
+///
+/// The zeros between one row's copy and the next one's (the row's right border and the
+/// next row's left one, a few floats) are stored as [`GAP_STORE`] zeros at once, past the
+/// gap into the next row's values, which its copy then overwrites: filling each border as a
+/// slice of its own length was a library call per border, as many as there are rows, and
+/// on 14×14 planes took more time than the copies.
+fn pad_plane(geo: &Geo2, pw: usize, src: &[f32], dst: &mut [f32]) {
+    // Input columns past the last window (never read) are left out.
+    let n = geo.w.min(pw.saturating_sub(geo.pl));
+    let left = geo.pl.min(pw);
+    let len = dst.len();
+    let rows = len / pw.max(1);
+    let (r0, r1) = (geo.pt.min(rows), (geo.pt + geo.h).min(rows));
+    if n == 0 || r0 >= r1 {
+        dst.fill(0.0);
+        return;
+    }
+    // The rows above the input and the first row's left border.
+    let mut at = r0 * pw + left;
+    dst[..at].fill(0.0);
+    for (r, run) in (r0..r1).zip(src.chunks_exact(geo.w)) {
+        dst[at..at + n].copy_from_slice(&run[..n]);
+        at += n;
+        let next = (r + 1) * pw + left;
+        match dst.get_mut(at..at + GAP_STORE) {
+            Some(gap) if r + 1 < r1 && next - at <= GAP_STORE => gap.fill(0.0),
+            // The last row's right border, the rows below and any wide gap: a fill.
+            _ => dst[at..next.min(len)].fill(0.0),
+        }
+        at = next;
+    }
+    // Rows below the input.
+    if let Some(rest) = dst.get_mut((r1 * pw).min(at)..) {
+        rest.fill(0.0);
+    }
 }
 
 /// A convolution's weights in the Winograd domain: 36 packed `m × c` matrices.

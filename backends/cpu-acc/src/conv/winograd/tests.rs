@@ -396,3 +396,55 @@ fn filter_transform_is_separable() {
     assert!((u[5 * ALPHA + 5] - f64::from(g[8])).abs() < 1e-12);
     assert!((u[0] - f64::from(g[0]) / 16.0).abs() < 1e-12);
 }
+
+/// The padded planes equal a naive zero-padded copy (input `(iy, ix)` at `(iy + pt, ix + pl)`,
+/// zeros elsewhere, columns past the last window left out) on planes from 1×1 to 56×56,
+/// odd and prime sides, every pad up to 2: the zeros stored past each row's gap are
+/// overwritten by the next row, none spill out of the plane, and every other float is set
+/// (the buffer starts as NaN).
+#[test]
+fn padded_planes_match_a_naive_copy() {
+    let mut rng = Rng(11);
+    for &(h, w) in &[
+        (1, 1),
+        (1, 7),
+        (7, 1),
+        (7, 7),
+        (13, 11),
+        (14, 14),
+        (2, 3),
+        (56, 56),
+    ] {
+        for &pads in &[
+            [0, 0, 0, 0],
+            [1, 1, 1, 1],
+            [0, 1, 2, 1],
+            [2, 0, 1, 2],
+            [2, 2, 2, 2],
+        ] {
+            if h + pads[0] + pads[2] < 3 || w + pads[1] + pads[3] < 3 {
+                continue;
+            }
+            let g = geo(h, w, pads);
+            let tiles = Tiles::new(&g, 1);
+            let (pw, len) = (tiles.pitch, tiles.padded_plane());
+            let src = rng.vec(h * w);
+            let mut got = vec![f32::NAN; len];
+            pad_plane(&g, pw, &src, &mut got);
+            for (i, v) in got.iter().enumerate() {
+                let (r, col) = (i / pw, i % pw);
+                let iy = r.checked_sub(g.pt).filter(|&y| y < h);
+                let ix = col.checked_sub(g.pl).filter(|&x| x < w);
+                let want = match (iy, ix) {
+                    (Some(y), Some(x)) => src[y * w + x],
+                    _ => 0.0,
+                };
+                assert_eq!(
+                    v.to_bits(),
+                    want.to_bits(),
+                    "{h}x{w} pads {pads:?}: row {r} column {col}"
+                );
+            }
+        }
+    }
+}
