@@ -388,6 +388,34 @@ fn pad_input(th: &Threads, geo: &Geo2, tiles: &Tiles, x: &[f32], xp: &mut [f32])
     })
 }
 
+/// `dst = src` (as long) in arrays of [`GAP_STORE`] floats, the last one overlapping the one
+/// before: vector moves where rows of a dozen floats were a library call each.
+#[inline(always)]
+fn copy_row(dst: &mut [f32], src: &[f32]) {
+    let n = dst.len().min(src.len());
+    if n < GAP_STORE {
+        dst[..n].copy_from_slice(&src[..n]);
+        return;
+    }
+    let mut i = 0;
+    loop {
+        let at = i.min(n - GAP_STORE);
+        let from = src
+            .get(at..at + GAP_STORE)
+            .and_then(|s| <&[f32; GAP_STORE]>::try_from(s).ok());
+        let to = dst
+            .get_mut(at..at + GAP_STORE)
+            .and_then(|d| <&mut [f32; GAP_STORE]>::try_from(d).ok());
+        if let (Some(from), Some(to)) = (from, to) {
+            *to = *from;
+        }
+        if at + GAP_STORE >= n {
+            break;
+        }
+        i += GAP_STORE;
+    }
+}
+
 /// Zeros stored at once between two padded rows (see [`pad_plane`]).
 const GAP_STORE: usize = 8;
 
@@ -413,11 +441,15 @@ fn pad_plane(geo: &Geo2, pw: usize, src: &[f32], dst: &mut [f32]) {
     let mut at = r0 * pw + left;
     dst[..at].fill(0.0);
     for (r, run) in (r0..r1).zip(src.chunks_exact(geo.w)) {
-        dst[at..at + n].copy_from_slice(&run[..n]);
+        copy_row(&mut dst[at..at + n], &run[..n]);
         at += n;
         let next = (r + 1) * pw + left;
-        match dst.get_mut(at..at + GAP_STORE) {
-            Some(gap) if r + 1 < r1 && next - at <= GAP_STORE => gap.fill(0.0),
+        // A fixed-size array store: vector moves, where a slice fill was a library call.
+        let gap = dst
+            .get_mut(at..at + GAP_STORE)
+            .and_then(|g| <&mut [f32; GAP_STORE]>::try_from(g).ok());
+        match gap {
+            Some(gap) if r + 1 < r1 && next - at <= GAP_STORE => *gap = [0.0; GAP_STORE],
             // The last row's right border, the rows below and any wide gap: a fill.
             _ => dst[at..next.min(len)].fill(0.0),
         }
