@@ -475,6 +475,24 @@ fn pad_plane(geo: &Geo2, pw: usize, src: &[f32], dst: &mut [f32]) {
     }
 }
 
+/// Fewest multiply-adds of the products one thread takes at once in a block shared by
+/// several threads: DenseNet's 128→32 on 14×14 (16 tiles) is 36 products of 65K each, a
+/// fraction of a microsecond, less than handing each out through the step's shared counter.
+const PRODUCT_MACS: usize = 256 * 1024;
+
+/// Products per item of a block's 36 on `th` when each is `macs` multiply-adds: one where
+/// each is at least [`PRODUCT_MACS`] (the finest split, so that threads running ahead take
+/// a late one's share), else runs of enough of them to reach it, about two per thread
+/// ([`Threads::chunk_size`]).
+fn products_per_item(th: &Threads, macs: usize) -> usize {
+    let least = PRODUCT_MACS.div_ceil(macs.max(1));
+    if th.count() < 2 || least <= 1 {
+        1
+    } else {
+        th.chunk_size(XI, least, 1)
+    }
+}
+
 /// A convolution's weights in the Winograd domain: 36 packed `m × c` matrices.
 pub struct Plan {
     c: usize,
@@ -686,27 +704,33 @@ impl Plan {
         // channels below); blocks run in parallel are given one thread.
         simd::winograd_input(th, tiles, c, blk, x, &mut v);
         // The 36 products are independent: with several threads each takes whole products
-        // (a block's products are too narrow to split well one by one).
+        // (a block's products are too narrow to split well one by one), in runs of at
+        // least PRODUCT_MACS multiply-adds ([`products_per_item`]).
         let single = Threads::single();
         let vt = &v;
-        let res = th.chunks(&mut mo[..XI * ms], ms, |xi, out| {
-            let u = self
-                .u
-                .get(xi)
-                .ok_or_else(|| BackendError::Execution("winograd: product missing".into()))?;
-            // V_ξ was written as packed panels: nothing to pack.
-            let b = BSrc::Panels(&vt[xi * vs..xi * vs + c * blk.pitch]);
-            gemm::sgemm(
-                &single,
-                m,
-                blk.count,
-                c,
-                &ASrc::Packed(u),
-                &b,
-                &mut out[..m * blk.pitch],
-                blk.pitch,
-                &Epilogue::default(),
-            )
+        let per = products_per_item(th, m * blk.count * c);
+        let res = th.chunks(&mut mo[..XI * ms], per * ms, |ri, run| {
+            for (j, out) in run.chunks_mut(ms).enumerate() {
+                let xi = ri * per + j;
+                let u = self
+                    .u
+                    .get(xi)
+                    .ok_or_else(|| BackendError::Execution("winograd: product missing".into()))?;
+                // V_ξ was written as packed panels: nothing to pack.
+                let b = BSrc::Panels(&vt[xi * vs..xi * vs + c * blk.pitch]);
+                gemm::sgemm(
+                    &single,
+                    m,
+                    blk.count,
+                    c,
+                    &ASrc::Packed(u),
+                    &b,
+                    &mut out[..m * blk.pitch],
+                    blk.pitch,
+                    &Epilogue::default(),
+                )?;
+            }
+            Ok(())
         });
         let res = res.and_then(|()| {
             let ep = OutEpilogue { m, bias, act };

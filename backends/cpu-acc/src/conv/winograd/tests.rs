@@ -479,3 +479,21 @@ fn padding_runs_on_threads_match_one_thread() {
         }
     }
 }
+
+/// The products of a block go out in runs on several threads only where each is small:
+/// DenseNet's 128→32 on 16 tiles in runs (two per thread on two threads), 256→256 one at a
+/// time, one thread always one at a time; every run count covers the 36.
+#[test]
+fn small_products_go_out_in_runs() {
+    let two = Threads::new(2).unwrap();
+    let three = Threads::new(3).unwrap();
+    assert_eq!(products_per_item(&Threads::single(), 32 * 16 * 128), 1);
+    assert_eq!(products_per_item(&two, 256 * 16 * 256), 1);
+    assert_eq!(products_per_item(&two, 32 * 16 * 128), 9);
+    for macs in [1, 100, 32 * 16 * 128, 64 * 32 * 64, 1 << 20] {
+        for th in [&two, &three] {
+            let per = products_per_item(th, macs);
+            assert!((1..=XI).contains(&per), "{macs}: {per}");
+        }
+    }
+}
