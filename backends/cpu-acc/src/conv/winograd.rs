@@ -377,31 +377,120 @@ pub fn output_body(
 /// Copy the input planes (`x`, NCHW) into zero-padded planes of [`Tiles::padded_plane`]
 /// floats: input `(iy, ix)` at `(iy + pt, ix + pl)`, zeros around (only the border is
 /// zeroed: clearing whole planes first was an eighth of a 64-channel layer's time).
+///
+/// The threads take runs of planes of at least [`PAD_SHARE`] floats, about two runs each: a
+/// 14×14 plane pads in a fraction of a microsecond, less than handing it to a thread (one
+/// plane per item was 128 hand-offs for DenseNet's 128-channel inputs).
 fn pad_input(th: &Threads, geo: &Geo2, tiles: &Tiles, x: &[f32], xp: &mut [f32]) -> Result<()> {
-    let plane = geo.h * geo.w;
-    let pw = tiles.pitch;
-    // Input columns past the last window (never read) are left out.
-    let n = geo.w.min(pw.saturating_sub(geo.pl));
-    let left = geo.pl.min(pw);
-    th.chunks(xp, tiles.padded_plane(), |pi, dst| {
-        let src = x
-            .get(pi * plane..(pi + 1) * plane)
-            .ok_or_else(|| BackendError::Execution("winograd: input too short".into()))?;
-        for (r, row) in dst.chunks_exact_mut(pw).enumerate() {
-            let inside = r.checked_sub(geo.pt).filter(|&iy| iy < geo.h);
-            match inside.and_then(|iy| src.get(iy * geo.w..iy * geo.w + n)) {
-                Some(run) => {
-                    let (head, rest) = row.split_at_mut(left);
-                    head.fill(0.0);
-                    let (mid, tail) = rest.split_at_mut(n.min(rest.len()));
-                    mid.copy_from_slice(&run[..mid.len()]);
-                    tail.fill(0.0);
-                }
-                None => row.fill(0.0),
-            }
+    let (plane, padded) = (geo.h * geo.w, tiles.padded_plane());
+    if padded == 0 {
+        return Ok(());
+    }
+    let per = th.chunk_size(xp.len() / padded, PAD_SHARE.div_ceil(padded), 1);
+    th.chunks(xp, per * padded, |ci, run| {
+        for (j, dst) in run.chunks_exact_mut(padded).enumerate() {
+            let pi = ci * per + j;
+            let src = x
+                .get(pi * plane..(pi + 1) * plane)
+                .ok_or_else(|| BackendError::Execution("winograd: input too short".into()))?;
+            pad_plane(geo, tiles.pitch, src, dst);
         }
         Ok(())
     })
+}
+
+/// Fewest floats of padded planes handed to a thread at once by [`pad_input`].
+const PAD_SHARE: usize = 8 * 1024;
+
+/// `dst = src` (as long) in arrays of [`GAP_STORE`] floats, the last one overlapping the one
+/// before: vector moves where rows of a dozen floats were a library call each.
+#[inline(always)]
+fn copy_row(dst: &mut [f32], src: &[f32]) {
+    let n = dst.len().min(src.len());
+    if n < GAP_STORE {
+        dst[..n].copy_from_slice(&src[..n]);
+        return;
+    }
+    let mut i = 0;
+    loop {
+        let at = i.min(n - GAP_STORE);
+        let from = src
+            .get(at..at + GAP_STORE)
+            .and_then(|s| <&[f32; GAP_STORE]>::try_from(s).ok());
+        let to = dst
+            .get_mut(at..at + GAP_STORE)
+            .and_then(|d| <&mut [f32; GAP_STORE]>::try_from(d).ok());
+        if let (Some(from), Some(to)) = (from, to) {
+            *to = *from;
+        }
+        if at + GAP_STORE >= n {
+            break;
+        }
+        i += GAP_STORE;
+    }
+}
+
+/// Zeros stored at once between two padded rows (see [`pad_plane`]).
+const GAP_STORE: usize = 8;
+
+/// One plane of [`pad_input`]: `src` (`geo.h` rows of `geo.w`) into `dst`, rows `pw` apart.
+///
+/// The zeros between one row's copy and the next one's (the row's right border and the
+/// next row's left one, a few floats) are stored as [`GAP_STORE`] zeros at once, past the
+/// gap into the next row's values, which its copy then overwrites: filling each border as a
+/// slice of its own length was a library call per border, as many as there are rows, and
+/// on 14×14 planes took more time than the copies.
+fn pad_plane(geo: &Geo2, pw: usize, src: &[f32], dst: &mut [f32]) {
+    // Input columns past the last window (never read) are left out.
+    let n = geo.w.min(pw.saturating_sub(geo.pl));
+    let left = geo.pl.min(pw);
+    let len = dst.len();
+    let rows = len / pw.max(1);
+    let (r0, r1) = (geo.pt.min(rows), (geo.pt + geo.h).min(rows));
+    if n == 0 || r0 >= r1 {
+        dst.fill(0.0);
+        return;
+    }
+    // The rows above the input and the first row's left border.
+    let mut at = r0 * pw + left;
+    dst[..at].fill(0.0);
+    for (r, run) in (r0..r1).zip(src.chunks_exact(geo.w)) {
+        copy_row(&mut dst[at..at + n], &run[..n]);
+        at += n;
+        let next = (r + 1) * pw + left;
+        // A fixed-size array store: vector moves, where a slice fill was a library call.
+        let gap = dst
+            .get_mut(at..at + GAP_STORE)
+            .and_then(|g| <&mut [f32; GAP_STORE]>::try_from(g).ok());
+        match gap {
+            Some(gap) if r + 1 < r1 && next - at <= GAP_STORE => *gap = [0.0; GAP_STORE],
+            // The last row's right border, the rows below and any wide gap: a fill.
+            _ => dst[at..next.min(len)].fill(0.0),
+        }
+        at = next;
+    }
+    // Rows below the input.
+    if let Some(rest) = dst.get_mut((r1 * pw).min(at)..) {
+        rest.fill(0.0);
+    }
+}
+
+/// Fewest multiply-adds of the products one thread takes at once in a block shared by
+/// several threads: DenseNet's 128→32 on 14×14 (16 tiles) is 36 products of 65K each, a
+/// fraction of a microsecond, less than handing each out through the step's shared counter.
+const PRODUCT_MACS: usize = 256 * 1024;
+
+/// Products per item of a block's 36 on `th` when each is `macs` multiply-adds: one where
+/// each is at least [`PRODUCT_MACS`] (the finest split, so that threads running ahead take
+/// a late one's share), else runs of enough of them to reach it, about two per thread
+/// ([`Threads::chunk_size`]).
+fn products_per_item(th: &Threads, macs: usize) -> usize {
+    let least = PRODUCT_MACS.div_ceil(macs.max(1));
+    if th.count() < 2 || least <= 1 {
+        1
+    } else {
+        th.chunk_size(XI, least, 1)
+    }
 }
 
 /// A convolution's weights in the Winograd domain: 36 packed `m × c` matrices.
@@ -615,27 +704,33 @@ impl Plan {
         // channels below); blocks run in parallel are given one thread.
         simd::winograd_input(th, tiles, c, blk, x, &mut v);
         // The 36 products are independent: with several threads each takes whole products
-        // (a block's products are too narrow to split well one by one).
+        // (a block's products are too narrow to split well one by one), in runs of at
+        // least PRODUCT_MACS multiply-adds ([`products_per_item`]).
         let single = Threads::single();
         let vt = &v;
-        let res = th.chunks(&mut mo[..XI * ms], ms, |xi, out| {
-            let u = self
-                .u
-                .get(xi)
-                .ok_or_else(|| BackendError::Execution("winograd: product missing".into()))?;
-            // V_ξ was written as packed panels: nothing to pack.
-            let b = BSrc::Panels(&vt[xi * vs..xi * vs + c * blk.pitch]);
-            gemm::sgemm(
-                &single,
-                m,
-                blk.count,
-                c,
-                &ASrc::Packed(u),
-                &b,
-                &mut out[..m * blk.pitch],
-                blk.pitch,
-                &Epilogue::default(),
-            )
+        let per = products_per_item(th, m * blk.count * c);
+        let res = th.chunks(&mut mo[..XI * ms], per * ms, |ri, run| {
+            for (j, out) in run.chunks_mut(ms).enumerate() {
+                let xi = ri * per + j;
+                let u = self
+                    .u
+                    .get(xi)
+                    .ok_or_else(|| BackendError::Execution("winograd: product missing".into()))?;
+                // V_ξ was written as packed panels: nothing to pack.
+                let b = BSrc::Panels(&vt[xi * vs..xi * vs + c * blk.pitch]);
+                gemm::sgemm(
+                    &single,
+                    m,
+                    blk.count,
+                    c,
+                    &ASrc::Packed(u),
+                    &b,
+                    &mut out[..m * blk.pitch],
+                    blk.pitch,
+                    &Epilogue::default(),
+                )?;
+            }
+            Ok(())
         });
         let res = res.and_then(|()| {
             let ep = OutEpilogue { m, bias, act };

@@ -36,7 +36,7 @@ pub(super) fn sgemm_small_a(
     // Panels per task: as even as whole panels allow (13×13 outputs are 6 panels: two
     // tasks of 3 on two threads, not three of 2).
     let parallel = th.count() > 1 && m * n * k >= PARALLEL_MACS;
-    let per = if parallel { th.share(np, 1, 2) } else { np };
+    let per = if parallel { column_share(th, n) } else { np };
     let row_units = m.div_ceil(ROW_STEP);
     if per >= np && (!parallel || row_units < 2) {
         return packed_a_block(n, k, pa, b, (0, m), (0, np), c, ldc, ep, kernel_act);
@@ -107,6 +107,52 @@ pub(super) fn sgemm_small_a(
     let res = res.and_then(|()| copy_column_blocks(th, &parts, m, n, share, c, ldc));
     give_back(&PARTS_BUF, parts);
     res
+}
+
+/// Columns of a panel the tiles compute at half width: a last panel of at most this many
+/// columns costs them about half a full one (one vector per row instead of two).
+const HALF_PANEL: usize = NR / 2;
+
+/// Panels per column task of [`sgemm_small_a`] when `th` shares `n` columns: the
+/// [`Threads::share`] of the panels, except where the last panel is narrow
+/// ([`HALF_PANEL`] columns or fewer, run at half the cost). Counted as a whole panel, it
+/// made a 14×14 plane's 7 panels tasks of 2 + 2 | 2 + 1, the busiest thread doing 4 of
+/// 6.5 panels' work; weighted by its cost, the tasks are 3 | 3 + 1, the busiest doing 3.5.
+pub(super) fn column_share(th: &Threads, n: usize) -> usize {
+    let np = n.div_ceil(NR);
+    let last = n - (np.max(1) - 1) * NR;
+    if th.count() < 2 || np < 2 || last > HALF_PANEL {
+        return th.share(np, 1, 2);
+    }
+    // Costs in half panels; a chunk's cost is its panels', the last chunk's one less.
+    let cost = |per: usize, i: usize| {
+        let panels = per.min(np - i * per);
+        2 * panels - usize::from((i + 1) * per >= np)
+    };
+    // Chunks go in order to whichever thread is free first: the busiest thread's load.
+    let busiest = |per: usize| {
+        let mut loads = [0usize; 64];
+        let loads = &mut loads[..th.count().min(64)];
+        for i in 0..np.div_ceil(per) {
+            if let Some(least) = loads.iter_mut().min() {
+                *least += cost(per, i);
+            }
+        }
+        loads.iter().copied().max().unwrap_or(0)
+    };
+    // From one chunk per thread down to about two per thread: the finest of the evenest.
+    let one_each = np.div_ceil(th.count());
+    let finest = np.div_ceil(2 * th.count()).max(1);
+    let mut best = one_each;
+    let mut best_load = busiest(one_each);
+    for per in (finest..one_each).rev() {
+        let load = busiest(per);
+        if load <= best_load {
+            best = per;
+            best_load = load;
+        }
+    }
+    best
 }
 
 /// Copy the column blocks of a split product into C, rows shared out between threads:

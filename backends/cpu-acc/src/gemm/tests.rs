@@ -122,6 +122,12 @@ fn packed_a_routes_match_naive_with_epilogues() {
             // Rows split between threads inside a packed panel (shares of 18 rows).
             (32, 3000, 27),
             (30, 3000, 27),
+            // A narrow last panel (14×14 and 13×11 planes, 1 and 17 columns past a panel):
+            // column tasks weighted by its cost.
+            (128, 196, 300),
+            (17, 143, 129),
+            (3, 97, 640),
+            (32, 113, 200),
         ] {
             let a = rand(m * k, 3);
             let b = rand(k * n, 4);
@@ -170,6 +176,38 @@ fn packed_a_routes_match_naive_with_epilogues() {
                     );
                 }
             }
+        }
+    }
+}
+
+/// The column tasks of a small-A product: a narrow last panel (at most half a panel's
+/// columns) counts as half a panel, so that a 14×14 plane's 7 panels split 3 | 3 + 1 on two
+/// threads; every other width keeps the threads' even share of whole panels.
+#[test]
+fn column_share_weighs_a_narrow_last_panel_by_its_cost() {
+    let two = Threads::new(2).unwrap();
+    let three = Threads::new(3).unwrap();
+    let one = Threads::single();
+    // 196 columns: 6 panels and 4 columns.
+    assert_eq!(blocks::column_share(&two, 196), 3);
+    assert_eq!(two.share(7, 1, 2), 2, "the unweighted share this replaces");
+    // A last panel of 17 columns or more is a whole panel's work: the plain share.
+    for n in [49usize, 60, 64, 817, 3136] {
+        let np = n.div_ceil(NR);
+        assert_eq!(
+            blocks::column_share(&two, n),
+            two.share(np, 1, 2),
+            "{n} columns"
+        );
+    }
+    // One thread, or one panel: no split.
+    assert_eq!(blocks::column_share(&one, 196), 7);
+    assert_eq!(blocks::column_share(&two, 16), 1);
+    // Every share is a whole number of panels, at least one and at most all.
+    for n in 1..700 {
+        for th in [&two, &three] {
+            let per = blocks::column_share(th, n);
+            assert!(per >= 1 && per <= n.div_ceil(NR).max(1), "{n}: {per}");
         }
     }
 }

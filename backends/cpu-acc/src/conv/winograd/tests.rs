@@ -396,3 +396,104 @@ fn filter_transform_is_separable() {
     assert!((u[5 * ALPHA + 5] - f64::from(g[8])).abs() < 1e-12);
     assert!((u[0] - f64::from(g[0]) / 16.0).abs() < 1e-12);
 }
+
+/// The padded planes equal a naive zero-padded copy (input `(iy, ix)` at `(iy + pt, ix + pl)`,
+/// zeros elsewhere, columns past the last window left out) on planes from 1×1 to 56×56,
+/// odd and prime sides, every pad up to 2: the zeros stored past each row's gap are
+/// overwritten by the next row, none spill out of the plane, and every other float is set
+/// (the buffer starts as NaN).
+#[test]
+fn padded_planes_match_a_naive_copy() {
+    let mut rng = Rng(11);
+    for &(h, w) in &[
+        (1, 1),
+        (1, 7),
+        (7, 1),
+        (7, 7),
+        (13, 11),
+        (14, 14),
+        (2, 3),
+        (56, 56),
+    ] {
+        for &pads in &[
+            [0, 0, 0, 0],
+            [1, 1, 1, 1],
+            [0, 1, 2, 1],
+            [2, 0, 1, 2],
+            [2, 2, 2, 2],
+        ] {
+            if h + pads[0] + pads[2] < 3 || w + pads[1] + pads[3] < 3 {
+                continue;
+            }
+            let g = geo(h, w, pads);
+            let tiles = Tiles::new(&g, 1);
+            let (pw, len) = (tiles.pitch, tiles.padded_plane());
+            let src = rng.vec(h * w);
+            let mut got = vec![f32::NAN; len];
+            pad_plane(&g, pw, &src, &mut got);
+            for (i, v) in got.iter().enumerate() {
+                let (r, col) = (i / pw, i % pw);
+                let iy = r.checked_sub(g.pt).filter(|&y| y < h);
+                let ix = col.checked_sub(g.pl).filter(|&x| x < w);
+                let want = match (iy, ix) {
+                    (Some(y), Some(x)) => src[y * w + x],
+                    _ => 0.0,
+                };
+                assert_eq!(
+                    v.to_bits(),
+                    want.to_bits(),
+                    "{h}x{w} pads {pads:?}: row {r} column {col}"
+                );
+            }
+        }
+    }
+}
+
+/// The whole batch's padding shared out in runs of planes between 2 and 3 threads equals
+/// the one-thread padding bit for bit (runs that end mid-batch, a last short run, planes
+/// too few to split), and every float of the buffer is written.
+#[test]
+fn padding_runs_on_threads_match_one_thread() {
+    let mut rng = Rng(12);
+    for &(n, c, h, w) in &[
+        (1, 128, 14, 14),
+        (2, 37, 13, 11),
+        (1, 3, 56, 56),
+        (3, 1, 7, 7),
+    ] {
+        let g = geo(h, w, [1, 1, 1, 1]);
+        let tiles = Tiles::new(&g, n);
+        let len = n * c * tiles.padded_plane();
+        let x = rng.vec(n * c * h * w);
+        let mut want = vec![f32::NAN; len];
+        pad_input(&Threads::single(), &g, &tiles, &x, &mut want).unwrap();
+        assert!(want.iter().all(|v| !v.is_nan()), "n{n} c{c} {h}x{w}");
+        for t in [2, 3] {
+            let mut got = vec![f32::NAN; len];
+            pad_input(&Threads::new(t).unwrap(), &g, &tiles, &x, &mut got).unwrap();
+            let same = got
+                .iter()
+                .zip(&want)
+                .all(|(a, b)| a.to_bits() == b.to_bits());
+            assert!(same, "n{n} c{c} {h}x{w} threads {t}");
+        }
+    }
+}
+
+/// The products of a block go out in runs on several threads only where each is small:
+/// DenseNet's 128→32 on 16 tiles in runs (two per thread on two threads), 256→256 one at a
+/// time, one thread always one at a time; every run count covers the 36.
+#[test]
+fn small_products_go_out_in_runs() {
+    let two = Threads::new(2).unwrap();
+    let three = Threads::new(3).unwrap();
+    assert_eq!(products_per_item(&Threads::single(), 32 * 16 * 128), 1);
+    assert_eq!(products_per_item(&two, 256 * 16 * 256), 1);
+    assert_eq!(products_per_item(&two, 32 * 16 * 128), 9);
+    for macs in [1, 100, 32 * 16 * 128, 64 * 32 * 64, 1 << 20] {
+        for th in [&two, &three] {
+            let per = products_per_item(th, macs);
+            assert!((1..=XI).contains(&per), "{macs}: {per}");
+        }
+    }
+}
