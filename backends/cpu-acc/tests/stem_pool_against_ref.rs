@@ -50,22 +50,26 @@ fn optimized(net: &Network) -> Vec<String> {
 }
 
 /// No fusion where the convolution's output is also read elsewhere (it must exist), nor for
-/// a convolution over many channels (not a first layer), nor for an average pooling.
+/// a convolution over many channels (not a first layer), nor for an average or a dilated
+/// max pooling.
 #[test]
 fn conv_and_pool_stay_apart_where_they_must() {
     let mut r = Rng(4702);
-    let pool = |kind| {
+    let pool = |kind, dilation| {
+        let mut window = window(3, 2);
+        window.dilations = vec![dilation; 2];
         Op::Pool(PoolDesc {
             kind,
-            window: window(3, 2),
+            window,
             ceil_mode: false,
             count_include_pad: false,
         })
     };
-    for (c, kind, second_reader) in [
-        (3, PoolKind::Max, true),
-        (32, PoolKind::Max, false),
-        (3, PoolKind::Average, false),
+    for (c, kind, dilation, second_reader) in [
+        (3, PoolKind::Max, 1, true),
+        (32, PoolKind::Max, 1, false),
+        (3, PoolKind::Average, 1, false),
+        (3, PoolKind::Max, 2, false),
     ] {
         let mut net = Network::new();
         let x = r.tensor(&[1, c, 17, 17], 1.0);
@@ -80,7 +84,7 @@ fn conv_and_pool_stay_apart_where_they_must() {
         let t = net.add_layer("conv", conv, &[xi, wi]).unwrap()[0];
         let relu = Op::Unary(backplane_core::ops::UnaryOp::Relu);
         let t = net.add_layer("relu", relu, &[t]).unwrap()[0];
-        let y = net.add_layer("pool", pool(kind), &[t]).unwrap()[0];
+        let y = net.add_layer("pool", pool(kind, dilation), &[t]).unwrap()[0];
         net.mark_output(y).unwrap();
         if second_reader {
             net.mark_output(t).unwrap();
@@ -88,7 +92,7 @@ fn conv_and_pool_stay_apart_where_they_must() {
         let ops = optimized(&net);
         assert!(
             !ops.iter().any(|o| o.contains("FusedConvMaxPool")),
-            "c {c} {kind:?} second reader {second_reader}: {ops:?}"
+            "c {c} {kind:?} dilation {dilation} second reader {second_reader}: {ops:?}"
         );
     }
 }

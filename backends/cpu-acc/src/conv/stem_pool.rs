@@ -25,7 +25,8 @@ use std::sync::Arc;
 /// Whether a convolution of `c` input channels (`x`: `[N, C, H, W]`, `w`: `[M, C, kh, kw]`,
 /// one group, constant weights) with activation `act`, followed by the pooling `pool`, runs
 /// as one layer: a first layer (the layers of [`direct::applies`]), a horizontal stride
-/// of 1 or 2, an in-kernel activation (the pool reads finished values), a 2-D max pooling,
+/// of 1 or 2, an in-kernel activation (the pool reads finished values), a 2-D max pooling
+/// without dilation (a window's rows are taken as one run),
 /// the channel-lanes kernels on this CPU (AVX-512 or AVX2) and the `channel_lanes` option
 /// on.
 pub fn applies(
@@ -46,6 +47,8 @@ pub fn applies(
         && (1..=2).contains(&conv.sw)
         && act.in_kernel()
         && pool.kind == PoolKind::Max
+        && pooled.dh == 1
+        && pooled.dw == 1
         && pooled.oh > 0
         && pooled.ow > 0
         && simd::channel_lanes::supports(1)
@@ -296,5 +299,92 @@ impl Workload for ConvMaxPoolWorkload {
                 .run_pooled(&self.threads, xb, bias, self.act, &self.pooled, yb)?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The pooled row, plainly: NaN wins, columns outside `0..p.w` are skipped.
+    fn naive(src: &[f32], rows: usize, pitch: usize, p: &Geo2) -> Vec<f32> {
+        let mut out = vec![f32::NEG_INFINITY; p.ow * 16];
+        for ox in 0..p.ow {
+            for kx in 0..p.kw {
+                let ix = (ox * p.sw + kx * p.dw) as isize - p.pl as isize;
+                if ix < 0 || ix as usize >= p.w {
+                    continue;
+                }
+                for r in 0..rows {
+                    for l in 0..16 {
+                        let v = src[r * pitch + ix as usize * 16 + l];
+                        let o = &mut out[ox * 16 + l];
+                        if !o.is_nan() && (v.is_nan() || v > *o) {
+                            *o = v;
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Both pooled-row kernels against the plain one: widths 1 to 111, windows 1 to 3 (the
+    /// widths dilated by 2 too), strides 1 and 2, left pads 0 and 1, 0 to 3 rows; a NaN for
+    /// the NaN-keeping one.
+    #[test]
+    fn pooled_rows_match_the_plain_maximum() {
+        let mut seed = 47u32;
+        let mut next = || {
+            seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            (seed >> 8) as f32 / (1u32 << 24) as f32 - 0.5
+        };
+        for w in [1usize, 2, 5, 14, 111] {
+            for (kw, sw, pl, dw) in [
+                (3, 2, 0, 1),
+                (3, 2, 1, 1),
+                (2, 2, 0, 1),
+                (3, 1, 1, 1),
+                (1, 1, 0, 1),
+                (3, 1, 2, 2),
+            ] {
+                let ow = (w + 2 * pl).saturating_sub((kw - 1) * dw + 1) / sw + 1;
+                let p = Geo2 {
+                    h: 3,
+                    w,
+                    kh: 3,
+                    kw,
+                    sh: 2,
+                    sw,
+                    dh: 1,
+                    dw,
+                    pt: 0,
+                    pl,
+                    oh: 1,
+                    ow,
+                };
+                let pitch = w * 16 + 32;
+                for rows in 0..=3 {
+                    let mut src: Vec<f32> = (0..3 * pitch).map(|_| next()).collect();
+                    let mut out = vec![0f32; ow * 16];
+                    let mut scratch = vec![0f32; w * 16];
+                    max_lanes_row(&src, rows, pitch, &p, &mut scratch, &mut out);
+                    assert_eq!(
+                        out,
+                        naive(&src, rows, pitch, &p),
+                        "w {w} k {kw} s {sw} rows {rows}"
+                    );
+                    src[w * 8 + 5] = f32::NAN;
+                    max_lanes_row_nan(&src, rows, pitch, &p, &mut scratch, &mut out);
+                    let want = naive(&src, rows, pitch, &p);
+                    for (i, (g, e)) in out.iter().zip(&want).enumerate() {
+                        assert!(
+                            g == e || (g.is_nan() && e.is_nan()),
+                            "NaN: w {w} k {kw} s {sw} rows {rows} at {i}: {g} vs {e}"
+                        );
+                    }
+                }
+            }
+        }
     }
 }
