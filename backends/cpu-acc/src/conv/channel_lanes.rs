@@ -15,7 +15,9 @@
 //! AVX2 (blocks of 16 channels as two 8-lane halves, 6 pixels per tile) first layers take it
 //! on any number of threads. Writing the planes from registers instead of transposing the
 //! channels-last rows would save a round trip through L1 (not done). The measurements behind
-//! these choices: docs/cpu-acc-bounds.md, "Channel lanes".
+//! these choices: docs/cpu-acc-bounds.md, "Channel lanes". [`Plan::run_pooled`] serves a first
+//! layer fused with the max pooling after it (`crate::conv::stem_pool`), on any number of
+//! threads: the rows are pooled before the transpose.
 
 use crate::act::Activation;
 use crate::conv::direct;

@@ -83,10 +83,11 @@ pub fn backend() -> CpuAccBackend {
     })
 }
 
-/// Build the case's network (`nan`: one input value NaN), optimize it on CpuAcc and run
+/// Build the case's network (`nan`: one input value NaN; `bias`: the convolution has one),
+/// optimize it on CpuAcc and run
 /// the one layer it becomes on 1, 2 and 3 threads against CpuRef's three (or two) layers.
 /// Returns the replacement's op type.
-pub fn check(r: &mut Rng, t: Case, nan: bool) -> String {
+pub fn check(r: &mut Rng, t: Case, nan: bool, bias: bool) -> String {
     let mut x = r.tensor(&[t.n, t.c, t.h, t.w], 2.0);
     if nan {
         let v = x.as_mut_slice::<f32>().unwrap();
@@ -108,9 +109,14 @@ pub fn check(r: &mut Rng, t: Case, nan: bool) -> String {
     let mut net = Network::new();
     let xi = net.add_input("x", x.info().clone()).unwrap();
     let wi = net.add_constant("w", wt.clone()).unwrap();
-    let bi = net.add_constant("b", b.clone()).unwrap();
-    let mut y = net.add_layer("conv", conv.clone(), &[xi, wi, bi]).unwrap()[0];
-    let mut want = reference(&conv, &[&x, &wt, &b]).remove(0);
+    let (mut y, mut want) = if bias {
+        let bi = net.add_constant("b", b.clone()).unwrap();
+        let y = net.add_layer("conv", conv.clone(), &[xi, wi, bi]).unwrap()[0];
+        (y, reference(&conv, &[&x, &wt, &b]).remove(0))
+    } else {
+        let y = net.add_layer("conv", conv.clone(), &[xi, wi]).unwrap()[0];
+        (y, reference(&conv, &[&x, &wt]).remove(0))
+    };
     if t.relu {
         let relu = Op::Unary(UnaryOp::Relu);
         y = net.add_layer("relu", relu.clone(), &[y]).unwrap()[0];
