@@ -19,6 +19,7 @@ use support::{close, reference, run_desc, sole_replacement, Rng};
 fn activation_of(c: &CustomOp) -> Activation {
     match Fused::decode(c) {
         Ok(Fused::Conv(spec)) => spec.act,
+        Ok(Fused::ConvMaxPool { conv, .. }) => conv.act,
         Ok(Fused::ConvPair { second, .. }) => second.act,
         Ok(Fused::MatMul { act, .. } | Fused::Gemm { act, .. } | Fused::BatchNorm { act, .. }) => {
             act

@@ -15,10 +15,13 @@
 //! AVX2 (blocks of 16 channels as two 8-lane halves, 6 pixels per tile) first layers take it
 //! on any number of threads. Writing the planes from registers instead of transposing the
 //! channels-last rows would save a round trip through L1 (not done). The measurements behind
-//! these choices: docs/cpu-acc-bounds.md, "Channel lanes".
+//! these choices: docs/cpu-acc-bounds.md, "Channel lanes". [`Plan::run_pooled`] serves a first
+//! layer fused with the max pooling after it (`crate::conv::stem_pool`), on any number of
+//! threads: the rows are pooled before the transpose.
 
 use crate::act::Activation;
 use crate::conv::direct;
+use crate::conv::stem_pool;
 use crate::conv::window::Geo2;
 use crate::gemm;
 use crate::simd::{self, channel_lanes};
@@ -30,6 +33,7 @@ use std::sync::Arc;
 thread_local! {
     static PADDED: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
     static ROW: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    static POOLED: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Whether a convolution of one group with `c` input channels, `m` filters and this window,
@@ -244,6 +248,123 @@ impl Plan {
                 if res.is_ok() && !act.in_kernel() {
                     simd::unary_in_place(act, slab);
                 }
+                res
+            },
+        );
+        gemm::give_back(&PADDED, padded);
+        res
+    }
+
+    /// [`Plan::run`] followed by a max pooling `pool` of its output (`pool.h × pool.w` is
+    /// this convolution's `oh × ow`): `y` holds the image's `m` pooled planes, and the
+    /// convolution's own planes are never written. Each block of output channels keeps the
+    /// channels-last rows of sums the pooled row being made reads (kept from one pooled row
+    /// to the next, each computed once), pools them with the channels in vector lanes
+    /// (`crate::conv::stem_pool`) and transposes only the pooled row into the planes. The
+    /// activation must be an in-kernel one (see [`Activation::in_kernel`]): the pool reads
+    /// the finished values.
+    pub fn run_pooled(
+        &self,
+        th: &Threads,
+        x: &[f32],
+        bias: Option<&[f32]>,
+        act: Activation,
+        pool: &Geo2,
+        y: &mut [f32],
+    ) -> Result<()> {
+        let g = &self.geo;
+        let (plane, pooled_plane) = (g.h * g.w, pool.oh * pool.ow);
+        let bad = |what: &str| {
+            BackendError::Execution(format!("pooled channel-lanes convolution: {what}"))
+        };
+        if pool.h != g.oh || pool.w != g.ow || pooled_plane == 0 || !act.in_kernel() {
+            return Err(bad("the pooling does not read this convolution's output"));
+        }
+        if x.len() < self.c * plane || y.len() < self.m * pooled_plane {
+            return Err(bad("input or output too small"));
+        }
+        if bias.is_some_and(|b| b.len() < self.m) {
+            return Err(bad("bias too short"));
+        }
+        let wp = self.wp;
+        let padded = self.padded(x);
+        let width = 16 * self.vectors;
+        let k = self.taps.len();
+        let npad = channel_lanes::reach(g.ow, self.vectors);
+        let row_len = self.vectors * npad * 16;
+        // Convolution rows one pooled row reads, and rows kept (at least that many).
+        let reach = pool.kh.saturating_sub(1) * pool.dh + 1;
+        let cap = (BAND_FLOATS / row_len).clamp(reach, g.oh.max(reach));
+        let padded_ref = &padded;
+        let res = th.chunks(
+            &mut y[..self.m * pooled_plane],
+            width * pooled_plane,
+            |bi, slab| {
+                let channels = slab.len() / pooled_plane;
+                let mut b = [0f32; 32];
+                if let Some(bias) = bias {
+                    b[..channels].copy_from_slice(&bias[bi * width..bi * width + channels]);
+                }
+                let w = &self.weights[bi * k * width..(bi + 1) * k * width];
+                let mut sums = gemm::try_take(&ROW, cap * row_len)?;
+                // The pooled row, then the column maxima it is taken from.
+                let mut pooled = gemm::take(&POOLED, (pool.ow + pool.w) * 16);
+                // Which kept rows hold a NaN (those pool through the NaN-keeping maximum).
+                let mut nan_rows = vec![false; cap];
+                // The kept rows: convolution rows lo .. lo + kept, from the buffer's start.
+                let (mut lo, mut kept) = (0usize, 0usize);
+                let mut res = Ok(());
+                'rows: for py in 0..pool.oh {
+                    let top = (py * pool.sh) as isize - pool.pt as isize;
+                    let first = top.clamp(0, g.oh as isize) as usize;
+                    let end = (top + reach as isize).clamp(0, g.oh as isize) as usize;
+                    if lo + kept < end {
+                        // Rows above this window are done with: the rest (at most the
+                        // window's overlap) move to the front, and as many new rows as the
+                        // buffer holds (at least those needed) are computed after them.
+                        let drop = (first - lo).min(kept);
+                        sums.copy_within(drop * row_len..kept * row_len, 0);
+                        nan_rows.copy_within(drop..kept, 0);
+                        kept -= drop;
+                        lo = first;
+                        let (from, to) = (lo + kept, g.oh.min(lo + cap));
+                        for (taps, wb, pass) in self.passes(w, &b, act) {
+                            for r in from..to {
+                                let x = &padded_ref[r * g.sh * wp..];
+                                let out = &mut sums[(r - lo) * row_len..][..row_len];
+                                let v = self.vectors;
+                                if !channel_lanes::row(x, g.sw, taps, wb, v, pass, g.ow, out) {
+                                    res = Err(bad("a row does not fit its buffers"));
+                                    break 'rows;
+                                }
+                            }
+                        }
+                        for r in from..to {
+                            let row = &sums[(r - lo) * row_len..][..row_len];
+                            nan_rows[r - lo] = simd::any_nan(row);
+                        }
+                        kept = to - lo;
+                    }
+                    let rows = end.saturating_sub(first);
+                    for v in 0..self.vectors {
+                        let n = channels.saturating_sub(16 * v).min(16);
+                        if n == 0 {
+                            break;
+                        }
+                        let src = &sums[(first - lo) * row_len + v * npad * 16..];
+                        let nan = nan_rows[first - lo..end - lo].contains(&true);
+                        let pool_row = match nan {
+                            false => stem_pool::max_lanes_row,
+                            true => stem_pool::max_lanes_row_nan,
+                        };
+                        let (row, columns) = pooled.split_at_mut(pool.ow * 16);
+                        pool_row(src, rows, row_len, pool, columns, row);
+                        let dst = &mut slab[16 * v * pooled_plane + py * pool.ow..];
+                        simd::scatter_lanes(row, pool.ow, n, dst, pooled_plane);
+                    }
+                }
+                gemm::give_back(&ROW, sums);
+                gemm::give_back(&POOLED, pooled);
                 res
             },
         );

@@ -11,6 +11,7 @@
 //! * [`tap_regions`]: dilated layers whose taps mostly read padding, one GEMM per tap over
 //!   the output pixels where it reads the input.
 //! * [`channel_lanes`]: the output channels in vector lanes (first layers, stride 2).
+//! * [`stem_pool`]: a first layer and the max pooling after it as one layer.
 //! * [`depthwise`]: depthwise convolution and max pooling (planes, rows, channels-last
 //!   blocks); [`window`]: pooling windows over one plane.
 //! * [`nhwc`]: channels-last convolutions of a region (pointwise, depthwise, im2col tiles at
@@ -26,6 +27,7 @@ pub mod nchw;
 pub mod nhwc;
 pub mod nhwc_winograd;
 pub mod pixel_rows;
+pub mod stem_pool;
 pub mod tap_regions;
 pub mod window;
 pub mod winograd;

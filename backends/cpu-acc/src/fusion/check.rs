@@ -5,7 +5,7 @@ use super::payload::{ConvLayout, ConvSpec, Fused};
 use crate::matmul::{MatMulViews, StridedView};
 use crate::CPU_ACC_ID;
 use backplane_backend_api::LayerDesc;
-use backplane_core::ops::CustomOp;
+use backplane_core::ops::{CustomOp, PoolKind};
 use backplane_core::{DataType, Op, TensorInfo};
 
 /// The payload of this custom layer, when CpuAcc runs it; why not otherwise.
@@ -32,6 +32,25 @@ fn check(fused: &Fused, inputs: &[TensorInfo], output: &TensorInfo) -> Result<()
             return check_pair(first, second, mid, inputs, output)
         }
         Fused::Conv(spec) => conv_output(spec, &refs, output)?,
+        Fused::ConvMaxPool { conv, pool } => {
+            if conv.residual || conv.layout != ConvLayout::Nchw || pool.kind != PoolKind::Max {
+                return Err("FusedConvMaxPool is an NCHW convolution and a max pooling".into());
+            }
+            if !(2..=3).contains(&refs.len()) {
+                return Err("FusedConvMaxPool takes X, W and B".into());
+            }
+            let dims = |s: usize| refs[s].shape.dims().to_vec();
+            crate::conv::check(&conv.desc, &dims(0), &dims(1))?;
+            let conv_out = Op::Conv(conv.desc.clone())
+                .infer(&refs[..refs.len().min(3)])
+                .map_err(|e| e.to_string())?;
+            let [conv_out] = conv_out.as_slice() else {
+                return Err("FusedConvMaxPool's convolution has one output".into());
+            };
+            Op::Pool(pool.clone())
+                .infer(&[conv_out])
+                .map_err(|e| e.to_string())?
+        }
         Fused::MatMul { views, .. } => check_fused_matmul(views, &refs, output)?,
         Fused::Gemm { desc, .. } => Op::Gemm(*desc).infer(&refs).map_err(|e| e.to_string())?,
         Fused::AddLayerNorm { axis, epsilon } => match refs.as_slice() {

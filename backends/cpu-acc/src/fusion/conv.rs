@@ -5,7 +5,7 @@ use super::{follow_act, names, single_output, Graph};
 use crate::act::Activation;
 use backplane_backend_api::patterns::fold_batch_norm_after;
 use backplane_backend_api::{ReplacementLayer, Substitution, ValueRef};
-use backplane_core::ops::{AutoPad, ConvDesc, PadDesc, PadMode};
+use backplane_core::ops::{AutoPad, ConvDesc, PadDesc, PadMode, PoolDesc};
 use backplane_core::{LayerId, Op, Tensor, TensorId, TensorKind};
 use std::sync::Arc;
 
@@ -28,6 +28,33 @@ fn follow_residual(g: &Graph<'_>, t: TensorId) -> Option<(LayerId, TensorId, Ten
         return None;
     }
     Some((next, r, single_output(g, next)?))
+}
+
+/// A max pooling reading `t` (the output of the convolution `desc` of `x` by the constant
+/// weights `w`, activation `act` applied) alone, where the two run as one layer
+/// (`crate::conv::stem_pool::applies`): the pooling layer, its description and its output.
+fn follow_max_pool(
+    g: &Graph<'_>,
+    x: TensorId,
+    w: TensorId,
+    desc: &ConvDesc,
+    act: Activation,
+    t: TensorId,
+) -> Option<(LayerId, PoolDesc, TensorId)> {
+    let net = g.view().network();
+    let next = g.sole_reader(t)?;
+    let Op::Pool(pool) = &net.layer(next).op else {
+        return None;
+    };
+    g.constant(w)?;
+    let (xd, wd) = (
+        net.tensor(x).info.shape.dims(),
+        net.tensor(w).info.shape.dims(),
+    );
+    let fits = g.supported(next)
+        && net.tensor(x).info.dtype == backplane_core::DataType::F32
+        && crate::conv::stem_pool::applies(desc, xd, wd, act, pool);
+    fits.then(|| Some((next, pool.clone(), single_output(g, next)?)))?
 }
 
 /// A zero `Pad` of the two spatial axes before the 2-D convolution `id` (how TensorFlow
@@ -178,6 +205,15 @@ pub(super) fn fuse_conv(g: &Graph<'_>, id: LayerId, desc: &ConvDesc) -> Option<S
             out = t;
         }
     }
+    // A first layer's max pooling joins it (`crate::conv::stem_pool`).
+    let pool = match residual {
+        None => follow_max_pool(g, x, layer.inputs.get(1).copied()?, &desc, act, out),
+        Some(_) => None,
+    };
+    if let Some((pool_layer, _, t)) = &pool {
+        replaced.push(*pool_layer);
+        out = *t;
+    }
     if replaced.len() == 1 {
         return None;
     }
@@ -202,16 +238,20 @@ pub(super) fn fuse_conv(g: &Graph<'_>, id: LayerId, desc: &ConvDesc) -> Option<S
         inputs.push(ValueRef::Existing(r));
     }
     let info = net.tensor(out).info.clone();
+    let spec = ConvSpec {
+        desc,
+        act,
+        residual: residual.is_some(),
+        layout: ConvLayout::Nchw,
+    };
+    let op = match pool {
+        Some((_, pool, _)) => Fused::ConvMaxPool { conv: spec, pool },
+        None => Fused::Conv(spec),
+    };
     Some(Substitution {
         replacement: vec![ReplacementLayer {
             name: names(g, &replaced),
-            op: Fused::Conv(ConvSpec {
-                desc,
-                act,
-                residual: residual.is_some(),
-                layout: ConvLayout::Nchw,
-            })
-            .encode(info),
+            op: op.encode(info),
             inputs,
             outputs: vec![Some(out)],
         }],

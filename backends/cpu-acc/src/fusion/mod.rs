@@ -4,7 +4,9 @@
 //!   into new constant weights and bias), or `Conv [→ BatchNormalization] → Add(residual)
 //!   [→ activation]` → `FusedConv` with the residual as a fourth input (the shortcut of a
 //!   residual block: the addition and the activation run as one pass over the output, with
-//!   no intermediate tensor and no separate layers).
+//!   no intermediate tensor and no separate layers). A network's first convolution (and its
+//!   activation) followed by a `MaxPool` → `FusedConvMaxPool` where `crate::conv::stem_pool`
+//!   runs it: the convolution's output is never stored.
 //! * `MatMul [→ Mul/Div(scalar)] [→ Add(constant row bias)] [→ activation]
 //!   [→ Transpose [→ Reshape]]` → `FusedMatMul`, where the activation may also be the
 //!   exporters' GELU subgraph `0.5·x·(1 + erf(x/√2))`. Each operand may come through
@@ -41,7 +43,7 @@ mod payload;
 pub use check::check_custom;
 pub use payload::{
     ConvLayout, ConvSpec, Fused, FUSED_ADD_LAYER_NORM, FUSED_BATCH_NORM, FUSED_CONV,
-    FUSED_CONV_PAIR, FUSED_GEMM, FUSED_MATMUL,
+    FUSED_CONV_MAX_POOL, FUSED_CONV_PAIR, FUSED_GEMM, FUSED_MATMUL,
 };
 
 use crate::act::{Activation, FromOp};

@@ -8,7 +8,7 @@
 use crate::act::Activation;
 use crate::matmul::MatMulViews;
 use crate::CPU_ACC_ID;
-use backplane_core::ops::{ConvDesc, CustomOp, CustomPayload, GemmDesc};
+use backplane_core::ops::{ConvDesc, CustomOp, CustomPayload, GemmDesc, PoolDesc};
 use backplane_core::{Op, TensorInfo};
 
 /// Custom op: convolution with folded batch norm, bias and activation. Inputs X, W, B?, or
@@ -29,6 +29,9 @@ pub const FUSED_MATMUL: &str = "FusedMatMul";
 pub const FUSED_GEMM: &str = "FusedGemm";
 /// Custom op: `LayerNormalization(A + B)`, A and B of one shape. Inputs A, B, scale, bias?.
 pub const FUSED_ADD_LAYER_NORM: &str = "FusedAddLayerNorm";
+/// Custom op: `MaxPool(act(conv(X) + B))`, a network's first convolution and the max pooling
+/// after it, NCHW in and out (see `crate::conv::stem_pool`). Inputs X, W, B?.
+pub const FUSED_CONV_MAX_POOL: &str = "FusedConvMaxPool";
 /// Custom op: `act(BatchNormalization(X))` in one pass (DenseNet's pre-activation before each
 /// convolution). Inputs X, scale, bias, mean, variance.
 pub const FUSED_BATCH_NORM: &str = "FusedBatchNorm";
@@ -72,6 +75,14 @@ pub enum Fused {
         /// The tensor between them.
         mid: TensorInfo,
     },
+    /// A `FusedConvMaxPool`: an NCHW convolution (no residual) and the max pooling of its
+    /// output.
+    ConvMaxPool {
+        /// The convolution (layout NCHW).
+        conv: ConvSpec,
+        /// The pooling (a max pooling).
+        pool: PoolDesc,
+    },
     /// A `FusedMatMul`: `act(alpha·A·B + bias)` through the views.
     MatMul {
         /// How the operands are read, the result written, and the scale.
@@ -108,6 +119,7 @@ impl Fused {
         match self {
             Fused::Conv(_) => FUSED_CONV,
             Fused::ConvPair { .. } => FUSED_CONV_PAIR,
+            Fused::ConvMaxPool { .. } => FUSED_CONV_MAX_POOL,
             Fused::MatMul { .. } => FUSED_MATMUL,
             Fused::Gemm { .. } => FUSED_GEMM,
             Fused::AddLayerNorm { .. } => FUSED_ADD_LAYER_NORM,
@@ -180,6 +192,21 @@ mod tests {
         let cases = [
             Fused::Conv(conv(ConvLayout::Nchw, false, 1)),
             Fused::Conv(conv(ConvLayout::NchwToNhwc, true, 8)),
+            Fused::ConvMaxPool {
+                conv: conv(ConvLayout::Nchw, false, 1),
+                pool: PoolDesc {
+                    kind: backplane_core::ops::PoolKind::Max,
+                    window: Window {
+                        kernel: vec![3, 3],
+                        strides: vec![2, 2],
+                        dilations: vec![1, 1],
+                        pads: vec![0, 0, 0, 0],
+                        auto_pad: AutoPad::NotSet,
+                    },
+                    ceil_mode: true,
+                    count_include_pad: false,
+                },
+            },
             Fused::ConvPair {
                 first: conv(ConvLayout::Nhwc, false, 1),
                 second: conv(ConvLayout::Nhwc, true, 8),

@@ -2,6 +2,7 @@
 //! substitutes (see [`crate::fusion`]), checked and built from their typed payload ([`Fused`]).
 
 use super::{refused, Plan};
+use crate::conv::stem_pool::ConvMaxPoolWorkload;
 use crate::conv::ConvWorkload;
 use crate::fusion::{self, ConvLayout, Fused};
 use crate::io::Io;
@@ -77,6 +78,15 @@ fn build(fused: Fused, layer: &LayerDesc, io: Io, th: Threads) -> Result<Box<dyn
                 Box::new(conv)
             }
         }
+        Fused::ConvMaxPool { conv, pool } => Box::new(ConvMaxPoolWorkload::new(
+            io,
+            &conv.desc,
+            &pool,
+            shared(1),
+            shared(2),
+            conv.act,
+            th,
+        )?),
         Fused::MatMul { views, act } => {
             let bias = match layer.inputs.len() {
                 3 => Some(
