@@ -43,6 +43,7 @@ pub mod node_tests;
 pub mod op_table;
 mod quant_blocks;
 mod quant_entry;
+mod quant_fixed_point;
 mod quant_gemm_sweeps;
 mod quant_int_forms;
 mod quant_moves;
