@@ -5,7 +5,10 @@
 //! mean and broadcasting gate), 2-D average and max pools (`quant_pool_sweeps.rs`), TFLite's
 //! 8-bit integer forms (`Lookup`, `IntegerAveragePool`: `quant_int_forms.rs`) —
 //! run with the backend under test first (CpuRef behind it), against the same network on
-//! CpuRef alone.
+//! CpuRef alone. The families named `…FixedPoint` end their chains with LiteRT's builtin
+//! kernels' rule (`Requantization::FixedPoint`) instead of XNNPACK's, with multipliers on
+//! ties, tiny and large, and add the Mul and mean chains that rule folds
+//! (`quant_fixed_point.rs`).
 //!
 //! CpuRef folds the quantized convolutions and products into integer layers with LiteRT's
 //! (XNNPACK's) requantization (`backends/cpu-ref/src/fold.rs`), and runs the other chains in
