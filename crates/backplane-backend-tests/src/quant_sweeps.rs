@@ -66,6 +66,10 @@ pub const FAMILIES: &[(&str, Generator)] = &[
         "QGemmFixedPoint",
         crate::quant_gemm_sweeps::gemm_fixed_point,
     ),
+    (
+        "QMatMulFixedPoint",
+        crate::quant_qoperator_sweeps::matmul_fixed_point,
+    ),
     ("QBlockFixedPoint", crate::quant_blocks::block_fixed_point),
     (
         "QSqueezeExciteFixedPoint",

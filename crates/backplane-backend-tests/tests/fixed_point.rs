@@ -13,6 +13,7 @@ use backplane_backend_tests::{check, KitOptions, Outcome};
 const FIXED_POINT: &[&str] = &[
     "QConvFixedPoint",
     "QGemmFixedPoint",
+    "QMatMulFixedPoint",
     "QBlockFixedPoint",
     "QSqueezeExciteFixedPoint",
     "QMulFixedPoint",

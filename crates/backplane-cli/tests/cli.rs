@@ -531,6 +531,7 @@ fn backend_test_runs_the_fixed_point_families() {
     let families = [
         "QConvFixedPoint",
         "QGemmFixedPoint",
+        "QMatMulFixedPoint",
         "QBlockFixedPoint",
         "QSqueezeExciteFixedPoint",
         "QMulFixedPoint",
