@@ -170,6 +170,18 @@ pub(crate) fn mul(r: &mut Rng) -> Result<QuantCase, String> {
     })
 }
 
+/// What a mean chain's description says when a convolution's chain feeds it.
+const AFTER_CONV: &str = " → 1×1 conv";
+
+/// Whether `case` chains quantized stages under the fixed-point rule (a block, or a mean fed
+/// by a convolution's chain): a backend that computes a stage by the f32 rule may be one
+/// quantum off there, and the next stage may make that more, so only a backend that follows
+/// the rule (CpuRef, CpuAcc) is judged on it.
+pub(crate) fn chained(case: &QuantCase) -> bool {
+    matches!(case.family, "QBlockFixedPoint" | "QSqueezeExciteFixedPoint")
+        || (case.family == "QMeanFixedPoint" && case.about.contains(AFTER_CONV))
+}
+
 /// A random mean chain (family "QMeanFixedPoint").
 pub(crate) fn mean(r: &mut Rng) -> Result<QuantCase, String> {
     let regime = Multiplier::draw(r);
@@ -247,7 +259,7 @@ pub(crate) fn mean(r: &mut Rng) -> Result<QuantCase, String> {
             if form == 0 { c } else { h },
             if form == 0 { h } else { w },
             if form == 0 { w } else { c },
-            if form == 2 { " → 1×1 conv" } else { "" },
+            if form == 2 { AFTER_CONV } else { "" },
             if relu { " → Relu" } else { "" },
             regime.about()
         ),
