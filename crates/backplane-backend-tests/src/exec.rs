@@ -77,12 +77,23 @@ pub fn run_network(
             }
         }
     };
-    // A layer the backend claims must be given to it (the optimizer tries it first).
+    // A layer the backend claims must be given to it (the optimizer tries it first), unless
+    // the backend rejected it in `optimize_subgraph` (the API's answer for layers it takes
+    // alone but not in this company, e.g. CpuAcc's fixed-point chains that no folded layer
+    // computes by the rule): the runtime then gives it to the next backend.
+    let rejected = |name: &str| {
+        optimized
+            .report()
+            .refusals
+            .iter()
+            .any(|(layer, by, _)| layer == name && by == first)
+    };
     if let Ok(backend) = runtime.backend(first) {
         let support = backend.layer_support();
         let net = optimized.network();
         for (layer, on) in net.layers().iter().zip(optimized.assignment()) {
             if on != first
+                && !rejected(&layer.name)
                 && support
                     .is_layer_supported(&LayerDesc::from_layer(net, layer))
                     .is_supported()

@@ -11,7 +11,8 @@
 //!   as many cases per family);
 //! - **quantized sweeps** ([`quant_sweeps`]): random QDQ chains (int8 and uint8 convolutions,
 //!   fully connected layers, MatMuls of constant weights, ONNX's QLinearConv as imported,
-//!   elementwise layers, and whole inverted-residual blocks behind an NHWC input) with
+//!   elementwise layers, and whole inverted-residual blocks behind an NHWC input; and the
+//!   `…FixedPoint` families under LiteRT's builtin rule, `Requantization::FixedPoint`) with
 //!   CpuRef behind the backend, equal to CpuRef to the byte on CpuAcc (within one quantum
 //!   on other backends, which may run part of a chain in f32);
 //! - **block sweeps** ([`block_sweeps`]): random CNN blocks (an inverted residual with
@@ -43,6 +44,7 @@ pub mod node_tests;
 pub mod op_table;
 mod quant_blocks;
 mod quant_entry;
+mod quant_fixed_point;
 mod quant_gemm_sweeps;
 mod quant_int_forms;
 mod quant_moves;

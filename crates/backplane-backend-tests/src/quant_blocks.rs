@@ -6,6 +6,7 @@
 
 use crate::sweeps::Rng;
 use backplane::core::ops::{AutoPad, BinaryOp, ConvDesc, UnaryOp, Window};
+use backplane::core::quant::Requantization;
 use backplane::core::{Op, TensorId};
 use backplane::{DataType, Network, Tensor, TensorInfo};
 
@@ -25,6 +26,8 @@ pub(crate) struct Block<'a> {
     pub(crate) net: Network,
     pub(crate) r: &'a mut Rng,
     pub(crate) dt: DataType,
+    /// The rule of every QuantizeLinear the block writes.
+    pub(crate) requant: Requantization,
 }
 
 /// An 8-bit activation tensor with its scale and zero point.
@@ -48,6 +51,7 @@ impl<'a> Block<'a> {
             net: Network::new(),
             r,
             dt,
+            requant: Requantization::F32,
         };
         let xi = b.net.add_input("x", x.info().clone()).map_err(err)?;
         let to_nchw = Op::Transpose {
@@ -92,6 +96,17 @@ impl<'a> Block<'a> {
     ) -> Result<Q, String> {
         let zero = if self.dt == DataType::I8 { 0 } else { 128 } + self.r.below(41) as i32 - 20;
         let scale = scale * (1.0 + 0.25 * self.r.unit() as f32);
+        self.quantize_at(name, t, (scale, zero), c)
+    }
+
+    /// `QuantizeLinear(t)` with scale and zero point `(scale, zero)`, by the block's rule.
+    pub(crate) fn quantize_at(
+        &mut self,
+        name: &str,
+        t: TensorId,
+        (scale, zero): (f32, i32),
+        c: usize,
+    ) -> Result<Q, String> {
         let s = self.constant(&format!("{name}_scale"), Tensor::scalar(scale))?;
         let z = self.constant(&format!("{name}_zero"), zero_point(self.dt, zero)?)?;
         let op = Op::QuantizeLinear {
@@ -99,7 +114,7 @@ impl<'a> Block<'a> {
             to: self.dt,
             block_size: 0,
             saturate: true,
-            requant: backplane::core::quant::Requantization::F32,
+            requant: self.requant,
         };
         let t = self.one(name, op, &[t, s, z])?;
         Ok(Q {
@@ -182,6 +197,18 @@ impl<'a> Block<'a> {
 
 /// A random inverted-residual block (see the module's description).
 pub(crate) fn block(r: &mut Rng) -> Result<QuantCase, String> {
+    block_by(r, Requantization::F32)
+}
+
+/// Family "QBlockFixedPoint": the inverted-residual blocks with every QuantizeLinear under
+/// the fixed-point rule (LiteRT's builtin kernels'), as the TFLite importer writes a model
+/// XNNPACK refuses.
+pub(crate) fn block_fixed_point(r: &mut Rng) -> Result<QuantCase, String> {
+    block_by(r, Requantization::FixedPoint)
+}
+
+/// A random inverted-residual block whose QuantizeLinears follow `requant`.
+fn block_by(r: &mut Rng, requant: Requantization) -> Result<QuantCase, String> {
     let dt = r.pick(&[DataType::I8, DataType::U8]);
     let (n, h, w) = (
         r.pick(&[1, 1, 2]),
@@ -194,6 +221,7 @@ pub(crate) fn block(r: &mut Rng) -> Result<QuantCase, String> {
     let cout = r.pick(&[c, c, 5, 16]);
     let x = bytes(r, dt, &[n, h, w, c])?;
     let (mut b, xt) = Block::nhwc_image(r, dt, &x)?;
+    b.requant = requant;
     let zx = if dt == DataType::I8 { 3 } else { 125 };
     let x0 = Q {
         t: xt,
@@ -216,11 +244,12 @@ pub(crate) fn block(r: &mut Rng) -> Result<QuantCase, String> {
     };
     b.net.mark_output(out.t).map_err(err)?;
     Ok(QuantCase {
-        family: "QBlock",
+        family: fixed_name(requant, "QBlock", "QBlockFixedPoint"),
         about: format!(
             "{dt} NHWC [{n},{h},{w},{c}], expand ×{expand}, depthwise stride {stride}, \
-             project to {cout}{}",
-            if residual { ", residual add" } else { "" }
+             project to {cout}{}{}",
+            if residual { ", residual add" } else { "" },
+            rule_note(requant)
         ),
         network: b.net,
         feed: vec![("x".into(), x)],
@@ -235,6 +264,18 @@ pub(crate) fn block(r: &mut Rng) -> Result<QuantCase, String> {
 /// hard-sigmoid's 1/6), the gate's broadcasting `Mul`, and a 1×1 projection. A backend that
 /// runs quantized chains channels-last (CpuAcc) runs it as one region.
 pub(crate) fn squeeze_excite(r: &mut Rng) -> Result<QuantCase, String> {
+    squeeze_excite_by(r, Requantization::F32)
+}
+
+/// Family "QSqueezeExciteFixedPoint": the squeeze-excite blocks with every QuantizeLinear
+/// under the fixed-point rule: LiteRT's builtin MUL (the SiLU's and the gate's products) and
+/// MEAN (`ReduceMean` keeping its axes) besides its convolutions.
+pub(crate) fn squeeze_excite_fixed_point(r: &mut Rng) -> Result<QuantCase, String> {
+    squeeze_excite_by(r, Requantization::FixedPoint)
+}
+
+/// A random squeeze-excite block whose QuantizeLinears follow `requant`.
+fn squeeze_excite_by(r: &mut Rng, requant: Requantization) -> Result<QuantCase, String> {
     let dt = r.pick(&[DataType::I8, DataType::U8]);
     let (n, h, w) = (
         r.pick(&[1, 1, 2]),
@@ -248,6 +289,7 @@ pub(crate) fn squeeze_excite(r: &mut Rng) -> Result<QuantCase, String> {
     let global = r.below(2) == 0;
     let x = bytes(r, dt, &[n, h, w, c])?;
     let (mut b, xt) = Block::nhwc_image(r, dt, &x)?;
+    b.requant = requant;
     let zx = if dt == DataType::I8 { -5 } else { 120 };
     let x0 = Q {
         t: xt,
@@ -320,17 +362,34 @@ pub(crate) fn squeeze_excite(r: &mut Rng) -> Result<QuantCase, String> {
     let out = b.conv("project", m, c, 1, 1, false)?;
     b.net.mark_output(out.t).map_err(err)?;
     Ok(QuantCase {
-        family: "QSqueezeExcite",
+        family: fixed_name(requant, "QSqueezeExcite", "QSqueezeExciteFixedPoint"),
         about: format!(
-            "{dt} NHWC [{n},{h},{w},{c}], expand to {e}, {}, {} to {s}",
+            "{dt} NHWC [{n},{h},{w},{c}], expand to {e}, {}, {} to {s}{}",
             if silu { "SiLU" } else { "hard-swish" },
             if global {
                 "GlobalAveragePool"
             } else {
                 "ReduceMean"
-            }
+            },
+            rule_note(requant)
         ),
         network: b.net,
         feed: vec![("x".into(), x)],
     })
+}
+
+/// The family name for `requant`: `f32` under the f32 rule, `fixed` under the fixed-point one.
+fn fixed_name(requant: Requantization, f32: &'static str, fixed: &'static str) -> &'static str {
+    match requant {
+        Requantization::F32 => f32,
+        Requantization::FixedPoint => fixed,
+    }
+}
+
+/// What a block's description adds for `requant`: nothing under the f32 rule.
+fn rule_note(requant: Requantization) -> &'static str {
+    match requant {
+        Requantization::F32 => "",
+        Requantization::FixedPoint => ", fixed-point requantization",
+    }
 }

@@ -35,6 +35,7 @@ pub(crate) fn entry(r: &mut Rng) -> Result<QuantCase, String> {
         net: Network::new(),
         r,
         dt,
+        requant: backplane::core::quant::Requantization::F32,
     };
     let xi = b.net.add_input("image", x.info().clone()).map_err(err)?;
     let x0 = b.quantize("image_q", xi, 1.0 / 100.0, c)?;

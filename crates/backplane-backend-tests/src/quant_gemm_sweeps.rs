@@ -3,7 +3,10 @@
 //! TFLite's importer and ONNX QDQ models write it: int8 / uint8, weights `[N, K]` (`transB`)
 //! or `[K, N]`, per channel or per tensor, one row (a classifier) or many, odd sizes.
 
-use crate::quant_sweeps::{bytes, dequantize, err, pick_zero, quantize_out, QuantCase};
+use crate::quant_fixed_point::Multiplier;
+use crate::quant_sweeps::{
+    about_rule, bytes, dequantize, err, pick_zero, quantize_out_by, rule, QuantCase,
+};
 use crate::sweeps::Rng;
 use backplane::core::ops::GemmDesc;
 use backplane::core::Op;
@@ -11,6 +14,20 @@ use backplane::{DataType, Network, Tensor};
 
 /// One random fully connected chain.
 pub(crate) fn gemm(r: &mut Rng) -> Result<QuantCase, String> {
+    gemm_by(r, None)
+}
+
+/// Family "QGemmFixedPoint": the fully connected chains under the fixed-point rule, their
+/// scales drawn for a [`Multiplier`] regime.
+pub(crate) fn gemm_fixed_point(r: &mut Rng) -> Result<QuantCase, String> {
+    let m = Multiplier::draw(r);
+    gemm_by(r, Some(m))
+}
+
+/// A random fully connected chain: under the f32 rule with the family's scales (`None`), or
+/// under the fixed-point rule with scales drawn for `fixed`.
+fn gemm_by(r: &mut Rng, fixed: Option<Multiplier>) -> Result<QuantCase, String> {
+    let scales = fixed.unwrap_or(Multiplier::Typical);
     let xt = r.pick(&[DataType::I8, DataType::U8]);
     let wt = r.pick(&[DataType::I8, DataType::I8, DataType::U8]);
     let yt = r.pick(&[xt, xt, DataType::I8, DataType::U8]);
@@ -22,13 +39,11 @@ pub(crate) fn gemm(r: &mut Rng) -> Result<QuantCase, String> {
     let mut net = Network::new();
     let x = bytes(r, xt, &[m, k])?;
     let xi = net.add_input("x", x.info().clone()).map_err(err)?;
-    let sx = 0.01 + 0.05 * (r.unit() as f32 + 1.0);
+    let sx = scales.x_scale(r);
     let zx = pick_zero(r, xt);
     let xf = dequantize(&mut net, "dq_x", xi, xt, &[sx], &[zx], 1)?;
     let nscales = if per_channel { n } else { 1 };
-    let sw: Vec<f32> = (0..nscales)
-        .map(|_| 0.002 + 0.01 * (r.unit() as f32 + 1.0))
-        .collect();
+    let sw: Vec<f32> = (0..nscales).map(|_| scales.w_scale(r)).collect();
     let zw: Vec<i32> = (0..nscales)
         .map(|_| {
             if wt == DataType::I8 {
@@ -72,17 +87,23 @@ pub(crate) fn gemm(r: &mut Rng) -> Result<QuantCase, String> {
     // An output scale that spreads typical sums over the 8-bit range (some saturate).
     let sw_mean = sw.iter().sum::<f32>() / sw.len() as f32;
     let sy = sx * sw_mean * 40.0 * 40.0 * (k as f32).sqrt() / 60.0;
+    let sy = scales.y_scale(r, sx, &sw, sy);
     let zy = pick_zero(r, yt);
-    let act = quantize_out(r, &mut net, y, yt, sy, zy)?;
+    let act = quantize_out_by(r, &mut net, y, yt, (sy, zy), rule(fixed))?;
     Ok(QuantCase {
-        family: "QGemm",
+        family: if fixed.is_some() {
+            "QGemmFixedPoint"
+        } else {
+            "QGemm"
+        },
         about: format!(
-            "x {xt} [{m},{k}], w {wt} {w_dims:?} {}, bias {with_bias}{act}, y {yt}",
+            "x {xt} [{m},{k}], w {wt} {w_dims:?} {}, bias {with_bias}{act}, y {yt}{}",
             if per_channel {
                 "per channel"
             } else {
                 "per tensor"
             },
+            about_rule(fixed)
         ),
         network: net,
         feed: vec![("x".into(), x)],

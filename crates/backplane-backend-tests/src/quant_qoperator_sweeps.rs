@@ -9,7 +9,10 @@
 //!   a constant) with x of rank 2 to 4;
 //! - "QMove": Concat / Transpose / Flatten between equal quantizations.
 
-use crate::quant_sweeps::{bytes, dequantize, err, pick_zero, quantize_out, QuantCase};
+use crate::quant_fixed_point::Multiplier;
+use crate::quant_sweeps::{
+    about_rule, bytes, dequantize, err, pick_zero, quantize_out_by, rule, QuantCase,
+};
 use crate::sweeps::{window, Rng};
 use backplane::core::ops::{BinaryOp, ConvDesc};
 use backplane::core::Op;
@@ -127,6 +130,20 @@ pub(crate) fn qlinear_conv(r: &mut Rng) -> Result<QuantCase, String> {
 
 /// One random QDQ MatMul chain with constant weights.
 pub(crate) fn matmul(r: &mut Rng) -> Result<QuantCase, String> {
+    matmul_by(r, None)
+}
+
+/// Family "QMatMulFixedPoint": the MatMul chains under the fixed-point rule, their scales
+/// drawn for a [`Multiplier`] regime.
+pub(crate) fn matmul_fixed_point(r: &mut Rng) -> Result<QuantCase, String> {
+    let m = Multiplier::draw(r);
+    matmul_by(r, Some(m))
+}
+
+/// A random MatMul chain: under the f32 rule with the family's scales (`None`), or under
+/// the fixed-point rule with scales drawn for `fixed`.
+fn matmul_by(r: &mut Rng, fixed: Option<Multiplier>) -> Result<QuantCase, String> {
+    let scales = fixed.unwrap_or(Multiplier::Typical);
     let xt = r.pick(&[DataType::I8, DataType::U8]);
     let wt = r.pick(&[DataType::I8, DataType::I8, DataType::U8]);
     let yt = r.pick(&[xt, xt, DataType::I8, DataType::U8]);
@@ -140,13 +157,11 @@ pub(crate) fn matmul(r: &mut Rng) -> Result<QuantCase, String> {
     let mut net = Network::new();
     let x = bytes(r, xt, &x_dims)?;
     let xi = net.add_input("x", x.info().clone()).map_err(err)?;
-    let sx = 0.01 + 0.05 * (r.unit() as f32 + 1.0);
+    let sx = scales.x_scale(r);
     let zx = pick_zero(r, xt);
     let xf = dequantize(&mut net, "dq_x", xi, xt, &[sx], &[zx], 1)?;
     let nscales = if per_channel { n } else { 1 };
-    let sw: Vec<f32> = (0..nscales)
-        .map(|_| 0.002 + 0.01 * (r.unit() as f32 + 1.0))
-        .collect();
+    let sw: Vec<f32> = (0..nscales).map(|_| scales.w_scale(r)).collect();
     let zw: Vec<i32> = (0..nscales)
         .map(|_| {
             if wt == DataType::I8 {
@@ -165,17 +180,23 @@ pub(crate) fn matmul(r: &mut Rng) -> Result<QuantCase, String> {
     let y = *y.first().ok_or("no output")?;
     let sw_mean = sw.iter().sum::<f32>() / sw.len() as f32;
     let sy = sx * sw_mean * 40.0 * 40.0 * (k as f32).sqrt() / 60.0;
+    let sy = scales.y_scale(r, sx, &sw, sy);
     let zy = pick_zero(r, yt);
-    let act = quantize_out(r, &mut net, y, yt, sy, zy)?;
+    let act = quantize_out_by(r, &mut net, y, yt, (sy, zy), rule(fixed))?;
     Ok(QuantCase {
-        family: "QMatMul",
+        family: if fixed.is_some() {
+            "QMatMulFixedPoint"
+        } else {
+            "QMatMul"
+        },
         about: format!(
-            "x {xt} {x_dims:?}, w {wt} [{k},{n}] {}{act}, y {yt}",
+            "x {xt} {x_dims:?}, w {wt} [{k},{n}] {}{act}, y {yt}{}",
             if per_channel {
                 "per column"
             } else {
                 "per tensor"
             },
+            about_rule(fixed)
         ),
         network: net,
         feed: vec![("x".into(), x)],

@@ -5,7 +5,10 @@
 //! mean and broadcasting gate), 2-D average and max pools (`quant_pool_sweeps.rs`), TFLite's
 //! 8-bit integer forms (`Lookup`, `IntegerAveragePool`: `quant_int_forms.rs`) —
 //! run with the backend under test first (CpuRef behind it), against the same network on
-//! CpuRef alone.
+//! CpuRef alone. The families named `…FixedPoint` end their chains with LiteRT's builtin
+//! kernels' rule (`Requantization::FixedPoint`) instead of XNNPACK's, with multipliers on
+//! ties, tiny and large, and add the Mul and mean chains that rule folds
+//! (`quant_fixed_point.rs`).
 //!
 //! CpuRef folds the quantized convolutions and products into integer layers with LiteRT's
 //! (XNNPACK's) requantization (`backends/cpu-ref/src/fold.rs`), and runs the other chains in
@@ -17,9 +20,11 @@
 
 use crate::exec::{run_network, Run};
 use crate::generated::{run_families, Generated};
+use crate::quant_fixed_point::Multiplier;
 use crate::report::{Outcome, Report};
 use crate::sweeps::{window, Rng};
 use backplane::core::ops::{BinaryOp, ConvDesc, UnaryOp};
+use backplane::core::quant::Requantization;
 use backplane::core::Op;
 use backplane::{BackendId, DataType, Network, Runtime, Tensor, TensorInfo};
 
@@ -55,7 +60,36 @@ pub const FAMILIES: &[(&str, Generator)] = &[
     ("QPool", crate::quant_pool_sweeps::pool),
     ("QIntForm", crate::quant_int_forms::int_forms),
     ("QPadSlice", crate::quant_moves::pad_slice),
+    // LiteRT's builtin kernels' rule (`Requantization::FixedPoint`).
+    ("QConvFixedPoint", conv_fixed_point),
+    (
+        "QGemmFixedPoint",
+        crate::quant_gemm_sweeps::gemm_fixed_point,
+    ),
+    (
+        "QMatMulFixedPoint",
+        crate::quant_qoperator_sweeps::matmul_fixed_point,
+    ),
+    ("QBlockFixedPoint", crate::quant_blocks::block_fixed_point),
+    (
+        "QSqueezeExciteFixedPoint",
+        crate::quant_blocks::squeeze_excite_fixed_point,
+    ),
+    ("QMulFixedPoint", crate::quant_fixed_point::mul),
+    ("QMeanFixedPoint", crate::quant_fixed_point::mean),
 ];
+
+/// The requantization rule of a chain drawn for `fixed` (`None`: the f32 rule).
+pub(crate) fn rule(fixed: Option<Multiplier>) -> Requantization {
+    fixed.map_or(Requantization::F32, |_| Requantization::FixedPoint)
+}
+
+/// What a case's description adds for `fixed`: nothing under the f32 rule.
+pub(crate) fn about_rule(fixed: Option<Multiplier>) -> String {
+    fixed.map_or(String::new(), |m| {
+        format!(", fixed-point requantization, {}", m.about())
+    })
+}
 
 pub(crate) fn err(e: impl std::fmt::Display) -> String {
     e.to_string()
@@ -117,10 +151,22 @@ pub(crate) fn dequantize(
 pub(crate) fn quantize_out(
     r: &mut Rng,
     net: &mut Network,
-    mut t: backplane::core::TensorId,
+    t: backplane::core::TensorId,
     dt: DataType,
     sy: f32,
     zy: i32,
+) -> Result<String, String> {
+    quantize_out_by(r, net, t, dt, (sy, zy), Requantization::F32)
+}
+
+/// [`quantize_out`] with the QuantizeLinear's requantization rule `requant`.
+pub(crate) fn quantize_out_by(
+    r: &mut Rng,
+    net: &mut Network,
+    mut t: backplane::core::TensorId,
+    dt: DataType,
+    (sy, zy): (f32, i32),
+    requant: Requantization,
 ) -> Result<String, String> {
     let act = r.below(3);
     let mut about = String::new();
@@ -148,7 +194,7 @@ pub(crate) fn quantize_out(
         to: dt,
         block_size: 0,
         saturate: true,
-        requant: backplane::core::quant::Requantization::F32,
+        requant,
     };
     let out = net.add_layer("quantize", op, &[t, s, z]).map_err(err)?;
     net.mark_output(*out.first().ok_or("no output")?)
@@ -157,6 +203,20 @@ pub(crate) fn quantize_out(
 }
 
 fn conv(r: &mut Rng) -> Result<QuantCase, String> {
+    conv_by(r, None)
+}
+
+/// Family "QConvFixedPoint": the convolution chains under the fixed-point rule, their scales
+/// drawn for a [`Multiplier`] regime.
+pub(crate) fn conv_fixed_point(r: &mut Rng) -> Result<QuantCase, String> {
+    let m = Multiplier::draw(r);
+    conv_by(r, Some(m))
+}
+
+/// A random convolution chain: under the f32 rule with the family's scales (`None`), or
+/// under the fixed-point rule with scales drawn for `fixed`.
+fn conv_by(r: &mut Rng, fixed: Option<Multiplier>) -> Result<QuantCase, String> {
+    let scales = fixed.unwrap_or(Multiplier::Typical);
     let xt = r.pick(&[DataType::I8, DataType::U8]);
     let wt = r.pick(&[DataType::I8, DataType::I8, DataType::U8]);
     let yt = r.pick(&[xt, xt, DataType::I8, DataType::U8]);
@@ -183,14 +243,12 @@ fn conv(r: &mut Rng) -> Result<QuantCase, String> {
     let mut net = Network::new();
     let x = bytes(r, xt, &[n, cin, h, w])?;
     let xi = net.add_input("x", x.info().clone()).map_err(err)?;
-    let sx = 0.01 + 0.05 * (r.unit() as f32 + 1.0);
+    let sx = scales.x_scale(r);
     let zx = pick_zero(r, xt);
     let xf = dequantize(&mut net, "dq_x", xi, xt, &[sx], &[zx], 1)?;
     let per_channel = r.below(3) != 0;
     let nscales = if per_channel { cout } else { 1 };
-    let sw: Vec<f32> = (0..nscales)
-        .map(|_| 0.002 + 0.01 * (r.unit() as f32 + 1.0))
-        .collect();
+    let sw: Vec<f32> = (0..nscales).map(|_| scales.w_scale(r)).collect();
     // Weights: signed ones symmetric (zero point 0, as quantizers make them), unsigned ones
     // around a zero point.
     let zw: Vec<i32> = (0..nscales)
@@ -239,13 +297,19 @@ fn conv(r: &mut Rng) -> Result<QuantCase, String> {
     // An output scale that spreads typical sums over the 8-bit range (some saturate).
     let sw_mean = sw.iter().sum::<f32>() / sw.len() as f32;
     let sy = sx * sw_mean * 40.0 * 40.0 * (k as f32).sqrt() / 60.0;
+    let sy = scales.y_scale(r, sx, &sw, sy);
     let zy = pick_zero(r, yt);
-    let act = quantize_out(r, &mut net, y, yt, sy, zy)?;
+    let requant = rule(fixed);
+    let act = quantize_out_by(r, &mut net, y, yt, (sy, zy), requant)?;
     Ok(QuantCase {
-        family: "QConv",
+        family: if fixed.is_some() {
+            "QConvFixedPoint"
+        } else {
+            "QConv"
+        },
         about: format!(
             "x {xt} [{n},{cin},{h},{w}], w {wt} [{cout},{cg},{},{}] {}, group {group}, \
-             strides {:?}, pads {:?}, dilations {:?}, bias {with_bias}{act}, y {yt}",
+             strides {:?}, pads {:?}, dilations {:?}, bias {with_bias}{act}, y {yt}{}",
             win.kernel[0],
             win.kernel[1],
             if per_channel {
@@ -255,7 +319,8 @@ fn conv(r: &mut Rng) -> Result<QuantCase, String> {
             },
             win.strides,
             win.pads,
-            win.dilations
+            win.dilations,
+            about_rule(fixed)
         ),
         network: net,
         feed: vec![("x".into(), x)],
@@ -366,12 +431,21 @@ fn outputs(
 const EXACT_BACKEND: &str = "CpuAcc";
 
 /// One case with `backend` first (CpuRef behind it) against CpuRef alone: passed when every
-/// element is equal (CpuAcc) or at most one quantum off (any other backend).
+/// element is equal (CpuAcc) or at most one quantum off (any other backend). A chain of
+/// several fixed-point stages is checked on CpuRef and CpuAcc only (skipped elsewhere: a
+/// backend computing a stage by the f32 rule may be a quantum off there, and more after the
+/// next stage).
 pub fn run_case(runtime: &Runtime, backend: &BackendId, case: &QuantCase) -> Outcome {
     let cpu_ref = match BackendId::new("CpuRef") {
         Ok(id) => id,
         Err(e) => return Outcome::Skipped(e.to_string()),
     };
+    let follows_rule = [EXACT_BACKEND, "CpuRef"].contains(&backend.as_str());
+    if crate::quant_fixed_point::chained(case) && !follows_rule {
+        return Outcome::Skipped(
+            "fixed-point stages in a row are checked on backends that follow the rule".into(),
+        );
+    }
     let want = match outputs(runtime, case, std::slice::from_ref(&cpu_ref)) {
         Ok((_, w)) => w,
         Err(Outcome::Failed { why, .. }) => return Outcome::Skipped(format!("CpuRef: {why}")),

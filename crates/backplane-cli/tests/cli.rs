@@ -524,6 +524,55 @@ fn a_reader_that_closes_stdout_early_ends_the_command_quietly() {
     }
 }
 
+/// The kit's fixed-point families (LiteRT's builtin requantization) are listed by
+/// `backend-test` and pass on both CPU backends, CpuAcc at its AVX2 and portable tiers too.
+#[test]
+fn backend_test_runs_the_fixed_point_families() {
+    let families = [
+        "QConvFixedPoint",
+        "QGemmFixedPoint",
+        "QMatMulFixedPoint",
+        "QBlockFixedPoint",
+        "QSqueezeExciteFixedPoint",
+        "QMulFixedPoint",
+        "QMeanFixedPoint",
+    ];
+    // CpuAcc at each tier a CI machine may have too (the tier is chosen once per process).
+    for (backend, isa) in [
+        ("CpuRef", None),
+        ("CpuAcc", None),
+        ("CpuAcc", Some("CpuAcc:isa=avx2")),
+        ("CpuAcc", Some("CpuAcc:isa=portable")),
+    ] {
+        let mut args = vec![
+            "backend-test",
+            backend,
+            "--sweeps",
+            "3",
+            "--no-op-table",
+            "--no-contract",
+        ];
+        args.extend(isa.map(|o| ["--backend-option", o]).into_iter().flatten());
+        let o = backplane(&args);
+        let (out, err) = text(&o);
+        assert!(o.status.success(), "{out}\n{err}");
+        for family in families {
+            // op, claimed, passed, failed, refused
+            let row: Vec<&str> = out
+                .lines()
+                .map(str::split_whitespace)
+                .map(Iterator::collect)
+                .find(|row: &Vec<&str>| row.first() == Some(&family))
+                .unwrap_or_else(|| panic!("{backend} {isa:?}: no row for {family}:\n{out}"));
+            let passed: usize = row[2].parse().unwrap();
+            assert!(
+                passed > 0 && row[3] == "0",
+                "{backend} {isa:?} {family}: {row:?}"
+            );
+        }
+    }
+}
+
 #[test]
 fn backend_test_checks_built_in_and_loaded_backends() {
     let o = backplane(&["backend-test", "CpuAcc", "--sweeps", "5"]);

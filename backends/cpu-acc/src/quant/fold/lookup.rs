@@ -4,14 +4,17 @@
 //! constant of one value: [`Func`]): the chain maps each of the 256 input
 //! bytes to one output byte, so it becomes a byte table ([`crate::quant::lookup`]) computed
 //! here with CpuRef's arithmetic. A folded binary layer of a tensor and a table of the
-//! same tensor (SiLU's `x · sigmoid(x)`) then becomes one table too.
+//! same tensor (SiLU's `x · sigmoid(x)`) then becomes one table too. A Mul by a dequantized
+//! 8-bit constant straight into a QuantizeLinear asking for the fixed-point rule is LiteRT's
+//! builtin MUL, not a table of the f32 chain: the binary layer takes it.
 
 use super::Chains;
 use crate::quant::binary::{QBinaryDesc, QBinaryStage};
 use crate::quant::lookup::{table, Func, QLookupDesc};
 use crate::quant::{QLINEAR_BINARY, QLINEAR_LOOKUP};
 use backplane_backend_api::{ReplacementLayer, Substitution, ValueRef};
-use backplane_core::ops::CustomOp;
+use backplane_core::ops::{BinaryOp, CustomOp, UnaryOp};
+use backplane_core::quant::Requantization;
 use backplane_core::{DataType, LayerId, Op, TensorId};
 use std::collections::BTreeSet;
 
@@ -87,6 +90,9 @@ impl Chains<'_> {
                 None => break self.quantizer(next)?,
             }
         };
+        if self.builtin_mul(id, &replaced[1..replaced.len() - 1], at) {
+            return None;
+        }
         let y = self.single_output(at)?;
         if self.net.tensor(y).info.shape != self.net.tensor(x.input).info.shape {
             return None;
@@ -100,6 +106,36 @@ impl Chains<'_> {
         };
         let op = Op::Custom(desc.to_op(self.net.tensor(y).info.clone()));
         Some(self.one_layer(replaced, op, vec![ValueRef::Existing(x.input)], y))
+    }
+}
+
+impl Chains<'_> {
+    /// Whether layer `id`, then the layers `between` and the QuantizeLinear `q`, is a Mul of
+    /// two dequantized 8-bit tensors (one of them a constant) that LiteRT's builtin MUL
+    /// computes: an optional Relu or Clip, then a QuantizeLinear asking for the fixed-point
+    /// rule. CpuRef folds it into its `QMulFixedPoint`; a table of the f32 chain would follow
+    /// the f32 rule, so the binary layer (`fold_binary`, which has the rule) takes it.
+    fn builtin_mul(&self, id: LayerId, between: &[LayerId], q: LayerId) -> bool {
+        let layer = self.net.layer(id);
+        let mul = matches!(layer.op, Op::Binary(BinaryOp::Mul))
+            && layer
+                .inputs
+                .iter()
+                .all(|&t| self.dequantize(t, 0).is_some());
+        let activation = |l: &LayerId| {
+            matches!(
+                self.net.layer(*l).op,
+                Op::Unary(UnaryOp::Relu | UnaryOp::Clip { .. })
+            )
+        };
+        let fixed = matches!(
+            self.net.layer(q).op,
+            Op::QuantizeLinear {
+                requant: Requantization::FixedPoint,
+                ..
+            }
+        );
+        mul && fixed && between.len() <= 1 && between.iter().all(activation)
     }
 }
 
