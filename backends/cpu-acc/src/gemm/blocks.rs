@@ -211,6 +211,7 @@ pub(super) fn sgemm_columns(
                         if !simd::microkernel_fetching(kc, ap, bp, cs, width, mr, nr, &tep, ahead) {
                             return Err(err("micro-kernel bounds"));
                         }
+                        act_after_tile(ep.act, kernel_act, pc + kc == k, cs, width, mr, nr);
                     }
                 }
             }
@@ -306,6 +307,7 @@ pub(super) fn packed_a_block(
                         if !simd::microkernel_rows(kc, ap, row0, bp, cs, ldc, mr, nr, &tep) {
                             return Err(err("micro-kernel bounds"));
                         }
+                        act_after_tile(ep.act, kernel_act, last, cs, ldc, mr, nr);
                     }
                 }
             }
