@@ -1,4 +1,4 @@
-//! The SGEMM's per-tile activations against the unfused pass on the process's best tier
+//! The SGEMM's block-wise activations against the unfused pass on the process's best tier
 //! (AVX-512 where the CPU has it); `sgemm_acts_avx2_against_unfused.rs` and
 //! `sgemm_acts_portable_against_unfused.rs` run the same checks capped to the lesser tiers.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]

@@ -1,4 +1,4 @@
-//! The SGEMM's per-tile activations against the unfused pass with the process's kernels
+//! The SGEMM's block-wise activations against the unfused pass with the process's kernels
 //! capped at the portable tier before any runs (see `sgemm_acts/mod.rs`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 

@@ -211,10 +211,10 @@ pub(super) fn sgemm_columns(
                         if !simd::microkernel_fetching(kc, ap, bp, cs, width, mr, nr, &tep, ahead) {
                             return Err(err("micro-kernel bounds"));
                         }
-                        act_after_tile(ep.act, kernel_act, pc + kc == k, cs, width, mr, nr);
                     }
                 }
             }
+            act_after_block(ep.act, kernel_act, true, block, width, m, width);
             Ok(())
         })();
         if !abuf.is_empty() {
@@ -307,10 +307,12 @@ pub(super) fn packed_a_block(
                         if !simd::microkernel_rows(kc, ap, row0, bp, cs, ldc, mr, nr, &tep) {
                             return Err(err("micro-kernel bounds"));
                         }
-                        act_after_tile(ep.act, kernel_act, last, cs, ldc, mr, nr);
                     }
                 }
             }
+            let block = c.get_mut((q0 - p0) * NR..).unwrap_or(&mut []);
+            let width = (q1 * NR).min(n) - q0 * NR;
+            act_after_block(ep.act, kernel_act, true, block, ldc, r1 - r0, width);
         }
         Ok(())
     })();

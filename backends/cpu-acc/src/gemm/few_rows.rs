@@ -93,18 +93,21 @@ fn columns_block(
         let a = av.data.get(hp.k0..).unwrap_or(&[]);
         let tep = ep.tile(ep.accumulate || hp.kb > 0, hp.last, (0, hp.j0), in_tile);
         let cb = c.get_mut(hp.j0 - col0..).unwrap_or(&mut []);
-        if !simd::tiles_strided(hp.kc, a, av.rs, m, hp.b, cb, ldc, hp.nr, &tep, next) {
-            return Err(err("in-place tiles refused"));
+        match simd::tiles_strided(hp.kc, a, av.rs, m, hp.b, cb, ldc, hp.nr, &tep, next) {
+            true => Ok(()),
+            false => Err(err("in-place tiles refused")),
         }
-        act_after_tile(ep.act, in_tile, hp.last, cb, ldc, m, hp.nr);
-        Ok(())
     };
     if k > KC && m * k <= A_IN_L2 {
-        return each_half_panel_by_columns((panels, halves), k, n, simd::WIDE, cols, tile);
+        each_half_panel_by_columns((panels, halves), k, n, simd::WIDE, cols, tile)?;
+    } else {
+        each_half_panel_in((panels, halves), k, n, simd::WIDE, cols, |hp| {
+            tile(hp, halves.next(hp.kc, hp.j0 % NR))
+        })?;
     }
-    each_half_panel_in((panels, halves), k, n, simd::WIDE, cols, |hp| {
-        tile(hp, halves.next(hp.kc, hp.j0 % NR))
-    })
+    let width = (cols.1 * NR).min(n).saturating_sub(col0);
+    act_after_block(ep.act, in_tile, true, c, ldc, m, width);
+    Ok(())
 }
 
 /// [`each_half_panel_in`] with panels outermost: each panel's halves (or whole panel, as

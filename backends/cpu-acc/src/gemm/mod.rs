@@ -656,9 +656,10 @@ pub fn sgemm(
                                     ) {
                                         return Err(err("micro-kernel bounds"));
                                     }
-                                    act_after_tile(ep.act, kernel_act, last, cs, ldc, mr, nr);
                                 }
                             }
+                            let block = cc.get_mut(ic * ldc + jc..).unwrap_or(&mut []);
+                            act_after_block(ep.act, kernel_act, last, block, ldc, mc, nc);
                         }
                         Ok(())
                     })();
@@ -771,12 +772,13 @@ fn sgemm_in_place(
                 let tep = ep.tile(ep.accumulate || hp.kb > 0, hp.last, (0, hp.j0), in_tile);
                 let cb = cc.get_mut(b0 * ldc + hp.j0..).unwrap_or(&mut []);
                 let next = halves.next(hp.kc, hp.j0 % NR);
-                if !simd::tiles_strided(hp.kc, a, av.rs, br, hp.b, cb, ldc, hp.nr, &tep, next) {
-                    return Err(err("in-place tiles refused"));
+                match simd::tiles_strided(hp.kc, a, av.rs, br, hp.b, cb, ldc, hp.nr, &tep, next) {
+                    true => Ok(()),
+                    false => Err(err("in-place tiles refused")),
                 }
-                act_after_tile(ep.act, in_tile, hp.last, cb, ldc, br, hp.nr);
-                Ok(())
             })?;
+            let rows = cc.get_mut(b0 * ldc..).unwrap_or(&mut []);
+            act_after_block(ep.act, in_tile, true, rows, ldc, br, n);
         }
         Ok(())
     })
@@ -852,27 +854,29 @@ pub(crate) fn each_half_panel_in(
     Ok(())
 }
 
-/// After a tile of the last K block (`last`) is stored, `mr` rows of `nr` values from the
-/// start of `c`, `ldc` apart: apply `act` when the tile applied none of it (`in_tile`, the
-/// activation its epilogue had, is either all of `act` or [`Activation::None`]), while the
-/// tile is still in L1. (A pass over the whole output after the product read it back from
-/// L2 or memory, and was one more parallel step per layer.) Element by element as the
-/// compiled pass, so the results are the same bits.
+/// After a block of C is computed through the last K block (`last`), `rows` rows of `cols`
+/// values from the start of `c`, `ldc` apart: apply `act` when the tiles applied none of it
+/// (`in_tile`, the activation their epilogue had, is either all of `act` or
+/// [`Activation::None`]), while the block is still in L1 or L2. (A pass over the whole
+/// output after the product read it back from memory and was one more parallel step per
+/// layer; a pass per tile, on rows of 32 values, ran the compiled loop's short tail and was
+/// slower still.) Element by element as the compiled pass, so the results are the same bits.
 #[inline]
-pub(crate) fn act_after_tile(
+pub(crate) fn act_after_block(
     act: Activation,
     in_tile: Activation,
     last: bool,
     c: &mut [f32],
     ldc: usize,
-    mr: usize,
-    nr: usize,
+    rows: usize,
+    cols: usize,
 ) {
     if !last || !matches!(in_tile, Activation::None) || matches!(act, Activation::None) {
         return;
     }
-    for r in 0..mr {
-        if let Some(row) = c.get_mut(r * ldc..r * ldc + nr) {
+    for r in 0..rows {
+        let end = c.len().min(r * ldc + cols);
+        if let Some(row) = c.get_mut(r * ldc..end) {
             simd::unary_in_place(act, row);
         }
     }
@@ -880,7 +884,7 @@ pub(crate) fn act_after_tile(
 
 /// The activation the tiles that read A in place ([`simd::tiles_strided`]) apply as they
 /// store: all of `act` where they can ([`simd::strided_tiles_apply`]), else its in-kernel
-/// part ([`act_after_tile`] applies the rest).
+/// part ([`act_after_block`] applies the rest).
 pub(crate) fn strided_tile_act(act: Activation) -> Activation {
     if simd::strided_tiles_apply(act) {
         act

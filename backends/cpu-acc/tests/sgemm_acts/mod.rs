@@ -1,5 +1,6 @@
 //! The SGEMM's activations that its micro-kernels do not apply in registers (SiLU, hard
-//! swish, sigmoid, hard sigmoid, tanh, exact GELU), applied to each tile as it is stored:
+//! swish, sigmoid, hard sigmoid, tanh, exact GELU), applied to each block of C as it is
+//! finished:
 //! every driver of `gemm::sgemm` (the packed-A loop, the column split of few rows, a small
 //! prepacked A, a large prepacked A against a narrow B, the tiles reading A in place, a
 //! single row) gives the same bits as the product without the activation followed by the
