@@ -41,23 +41,47 @@ fn keep_warm_time() -> Duration {
 /// How long the calling thread spins for the helpers to finish before blocking.
 const FINISH_SPIN: Duration = Duration::from_micros(200);
 
-/// One round of a spin-wait: a few CPU pause hints, and every [`YIELD_EVERY`] rounds a yield
-/// to the OS, so that a spinning thread gives its core to a thread it is waiting for (a
-/// helper descheduled on a busy machine) instead of burning the time slice.
+/// Spin until `done()` holds or `limit` has passed, and return `done()`. Each round reads
+/// the condition once and issues a single CPU pause hint; the clock is read every
+/// [`CLOCK_EVERY`] rounds, and every [`YIELD_AFTER`] of spinning the core is yielded to the
+/// OS, so that a spinning thread gives its core to a thread it is waiting for (a helper
+/// descheduled on a busy machine) instead of burning the time slice.
+///
+/// One pause per round, not a burst: a pause costs from a few nanoseconds to a couple of
+/// hundred (it is slow on some CPUs and under hypervisors that trap pause loops), and the
+/// condition is read only between them, so a burst of 32 made a helper start a step, and a
+/// caller see the end of one, microseconds late (docs/perf.md, "small layers at two
+/// threads").
 #[inline]
-fn pause(rounds: &mut u32) {
-    for _ in 0..32 {
+fn spin_until(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    let mut yielded = Duration::ZERO;
+    let mut rounds = 0u32;
+    loop {
+        if done() {
+            return true;
+        }
         std::hint::spin_loop();
-    }
-    *rounds = rounds.wrapping_add(1);
-    if (*rounds).is_multiple_of(YIELD_EVERY) {
-        std::thread::yield_now();
+        rounds = rounds.wrapping_add(1);
+        if rounds.is_multiple_of(CLOCK_EVERY) {
+            let spun = start.elapsed();
+            if spun >= limit {
+                return done();
+            }
+            if spun >= yielded + YIELD_AFTER {
+                std::thread::yield_now();
+                yielded = spun;
+            }
+        }
     }
 }
 
-/// Spin rounds between yields (a round is ~0.3 µs): yields help a busy machine and cost
-/// nothing on an idle one (docs/cpu-acc-bounds.md, "Thread pool").
-const YIELD_EVERY: u32 = 64;
+/// Spin rounds between reads of the clock (reading it can cost as much as a few pauses).
+const CLOCK_EVERY: u32 = 8;
+
+/// Spinning between yields to the OS: yields help a busy machine and cost nothing on an
+/// idle one (docs/cpu-acc-bounds.md, "Thread pool").
+const YIELD_AFTER: Duration = Duration::from_micros(20);
 
 /// A step's work as the helpers see it: the caller's closure with its lifetime erased.
 #[derive(Clone, Copy)]
@@ -222,11 +246,7 @@ impl Drop for Close<'_> {
     fn drop(&mut self) {
         let shared = self.0;
         shared.lock().job = None;
-        let start = Instant::now();
-        let mut rounds = 0u32;
-        while shared.active.load(Ordering::Acquire) > 0 && start.elapsed() < FINISH_SPIN {
-            pause(&mut rounds);
-        }
+        spin_until(FINISH_SPIN, || shared.active.load(Ordering::Acquire) == 0);
         let mut st = shared.lock();
         while st.active > 0 {
             st = shared.left.wait(st).unwrap_or_else(|p| p.into_inner());
@@ -239,12 +259,9 @@ impl Drop for Close<'_> {
 fn helper(shared: &Shared) {
     let mut seen = 0u64;
     loop {
-        let start = Instant::now();
-        let mut rounds = 0u32;
-        let keep_warm = keep_warm_time();
-        while shared.generation.load(Ordering::Acquire) == seen && start.elapsed() < keep_warm {
-            pause(&mut rounds);
-        }
+        spin_until(keep_warm_time(), || {
+            shared.generation.load(Ordering::Acquire) != seen
+        });
         let mut st = shared.lock();
         while st.generation == seen {
             st.parked += 1;

@@ -260,6 +260,7 @@ pub(super) fn sgemm_columns(
                     }
                 }
             }
+            act_after_block(ep.act, kernel_act, true, block, width, m, width);
             Ok(())
         })();
         if !abuf.is_empty() {
@@ -355,6 +356,9 @@ pub(super) fn packed_a_block(
                     }
                 }
             }
+            let block = c.get_mut((q0 - p0) * NR..).unwrap_or(&mut []);
+            let width = (q1 * NR).min(n) - q0 * NR;
+            act_after_block(ep.act, kernel_act, true, block, ldc, r1 - r0, width);
         }
         Ok(())
     })();

@@ -41,11 +41,11 @@ pub(super) fn sgemm_few_rows(
     c: &mut [f32],
     ldc: usize,
     ep: &Epilogue<'_>,
-    kernel_act: Activation,
+    in_tile: Activation,
 ) -> Result<()> {
     let np = n.div_ceil(NR);
     if th.count() == 1 {
-        return columns_block(m, n, k, av, panels, (0, np), c, ldc, ep, kernel_act);
+        return columns_block(m, n, k, av, panels, (0, np), c, ldc, ep, in_tile);
     }
     if ep.accumulate {
         return Err(err("the column split does not accumulate into C"));
@@ -56,7 +56,7 @@ pub(super) fn sgemm_few_rows(
     let res = th.chunks(&mut parts[..m * n], m * share, |t, block| {
         let width = block.len() / m;
         let cols = (t * per, ((t + 1) * per).min(np));
-        columns_block(m, n, k, av, panels, cols, block, width, ep, kernel_act)
+        columns_block(m, n, k, av, panels, cols, block, width, ep, in_tile)
     });
     let res = res.and_then(|()| copy_column_blocks(th, &parts, m, n, share, c, ldc));
     give_back(&PARTS_BUF, parts);
@@ -86,12 +86,12 @@ fn columns_block(
     c: &mut [f32],
     ldc: usize,
     ep: &Epilogue<'_>,
-    kernel_act: Activation,
+    in_tile: Activation,
 ) -> Result<()> {
     let col0 = cols.0 * NR;
     let mut tile = |hp: &HalfPanel<'_>, next: usize| {
         let a = av.data.get(hp.k0..).unwrap_or(&[]);
-        let tep = ep.tile(ep.accumulate || hp.kb > 0, hp.last, (0, hp.j0), kernel_act);
+        let tep = ep.tile(ep.accumulate || hp.kb > 0, hp.last, (0, hp.j0), in_tile);
         let cb = c.get_mut(hp.j0 - col0..).unwrap_or(&mut []);
         match simd::tiles_strided(hp.kc, a, av.rs, m, hp.b, cb, ldc, hp.nr, &tep, next) {
             true => Ok(()),
@@ -99,11 +99,15 @@ fn columns_block(
         }
     };
     if k > KC && m * k <= A_IN_L2 {
-        return each_half_panel_by_columns((panels, halves), k, n, simd::WIDE, cols, tile);
+        each_half_panel_by_columns((panels, halves), k, n, simd::WIDE, cols, tile)?;
+    } else {
+        each_half_panel_in((panels, halves), k, n, simd::WIDE, cols, |hp| {
+            tile(hp, halves.next(hp.kc, hp.j0 % NR))
+        })?;
     }
-    each_half_panel_in((panels, halves), k, n, simd::WIDE, cols, |hp| {
-        tile(hp, halves.next(hp.kc, hp.j0 % NR))
-    })
+    let width = (cols.1 * NR).min(n).saturating_sub(col0);
+    act_after_block(ep.act, in_tile, true, c, ldc, m, width);
+    Ok(())
 }
 
 /// [`each_half_panel_in`] with panels outermost: each panel's halves (or whole panel, as

@@ -530,10 +530,9 @@ pub fn sgemm(
     let kernel_act = ep.act.kernel_part();
     let rows_per = th.chunk_size(m, MR, MR);
     if let (true, ASrc::View(av)) = (in_place, a) {
+        let in_tile = strided_tile_act(ep.act);
         match b {
-            BSrc::Packed(pb) => {
-                in_place_driver(th, m, n, k, av, pb.panels(), c, ldc, ep, kernel_act)?
-            }
+            BSrc::Packed(pb) => in_place_driver(th, m, n, k, av, pb.panels(), c, ldc, ep, in_tile)?,
             BSrc::View(bv) => {
                 // Every K block's panels, laid out as a packed B (`panel_offset`).
                 let mut buf = take(&B_BUF, k * padded);
@@ -548,24 +547,22 @@ pub fn sgemm(
                         })?;
                     }
                     let panels = (&buf[..k * padded], simd::Halves::Interleaved);
-                    in_place_driver(th, m, n, k, av, panels, c, ldc, ep, kernel_act)
+                    in_place_driver(th, m, n, k, av, panels, c, ldc, ep, in_tile)
                 })();
                 give_back(&B_BUF, buf);
                 packed?;
             }
             _ => return Err(err("in-place tiles take a packed B or a view")),
         }
-        return finish(th, n, c, ldc, rows_per, ep);
+        return Ok(());
     }
     if let ASrc::Packed(pa) = a {
         if !ep.accumulate && !matches!(b, BSrc::Packed(_)) {
             if m * k <= SMALL_A {
-                sgemm_small_a(th, m, n, k, pa, b, c, ldc, ep, kernel_act)?;
-                return finish(th, n, c, ldc, rows_per, ep);
+                return sgemm_small_a(th, m, n, k, pa, b, c, ldc, ep, kernel_act);
             }
             if th.count() > 1 && n <= NB * NR && m >= 8 * MR && m * n * k >= PARALLEL_MACS {
-                sgemm_rows(th, m, n, k, pa, b, c, ldc, ep, kernel_act)?;
-                return finish(th, n, c, ldc, rows_per, ep);
+                return sgemm_rows(th, m, n, k, pa, b, c, ldc, ep, kernel_act);
             }
         }
     }
@@ -579,8 +576,7 @@ pub fn sgemm(
         // over a 7×7 plane): the rows cannot be shared out, or a split of them would have
         // every thread stream all the weights; the columns can.
         if splits_by_columns(th, m, n, k) {
-            sgemm_columns(th, m, n, k, a, pb, c, ldc, ep, kernel_act)?;
-            return finish(th, n, c, ldc, rows_per, ep);
+            return sgemm_columns(th, m, n, k, a, pb, c, ldc, ep, kernel_act);
         }
     }
     let mut bbuf = match b {
@@ -662,6 +658,8 @@ pub fn sgemm(
                                     }
                                 }
                             }
+                            let block = cc.get_mut(ic * ldc + jc..).unwrap_or(&mut []);
+                            act_after_block(ep.act, kernel_act, last, block, ldc, mc, nc);
                         }
                         Ok(())
                     })();
@@ -677,8 +675,7 @@ pub fn sgemm(
     if !bbuf.is_empty() {
         give_back(&B_BUF, bbuf);
     }
-    result?;
-    finish(th, n, c, ldc, rows_per, ep)
+    result
 }
 
 /// The share of the packed B panel after panel `q` (of depth `kc`, in `panels`: a K block's
@@ -736,12 +733,12 @@ fn in_place_driver(
     c: &mut [f32],
     ldc: usize,
     ep: &Epilogue<'_>,
-    kernel_act: Activation,
+    in_tile: Activation,
 ) -> Result<()> {
     if few_rows::takes(th, m, n, k, ep) {
-        few_rows::sgemm_few_rows(th, m, n, k, av, panels, c, ldc, ep, kernel_act)
+        few_rows::sgemm_few_rows(th, m, n, k, av, panels, c, ldc, ep, in_tile)
     } else {
-        sgemm_in_place(th, m, n, k, av, panels, c, ldc, ep, kernel_act)
+        sgemm_in_place(th, m, n, k, av, panels, c, ldc, ep, in_tile)
     }
 }
 
@@ -762,7 +759,7 @@ fn sgemm_in_place(
     c: &mut [f32],
     ldc: usize,
     ep: &Epilogue<'_>,
-    kernel_act: Activation,
+    in_tile: Activation,
 ) -> Result<()> {
     let per = th.chunk_size(m, ROW_STEP, ROW_STEP);
     th.chunks(c, per * ldc, |i, cc| {
@@ -772,7 +769,7 @@ fn sgemm_in_place(
             let (r0, br) = (i * per + b0, block.min(rows - b0));
             each_half_panel((panels, halves), k, n, simd::WIDE, |hp| {
                 let a = av.data.get(r0 * av.rs + hp.k0..).unwrap_or(&[]);
-                let tep = ep.tile(ep.accumulate || hp.kb > 0, hp.last, (0, hp.j0), kernel_act);
+                let tep = ep.tile(ep.accumulate || hp.kb > 0, hp.last, (0, hp.j0), in_tile);
                 let cb = cc.get_mut(b0 * ldc + hp.j0..).unwrap_or(&mut []);
                 let next = halves.next(hp.kc, hp.j0 % NR);
                 match simd::tiles_strided(hp.kc, a, av.rs, br, hp.b, cb, ldc, hp.nr, &tep, next) {
@@ -780,6 +777,8 @@ fn sgemm_in_place(
                     false => Err(err("in-place tiles refused")),
                 }
             })?;
+            let rows = cc.get_mut(b0 * ldc..).unwrap_or(&mut []);
+            act_after_block(ep.act, in_tile, true, rows, ldc, br, n);
         }
         Ok(())
     })
@@ -855,26 +854,43 @@ pub(crate) fn each_half_panel_in(
     Ok(())
 }
 
-/// Apply an activation the micro-kernel does not apply in registers.
-fn finish(
-    th: &Threads,
-    n: usize,
+/// After a block of C is computed through the last K block (`last`), `rows` rows of `cols`
+/// values from the start of `c`, `ldc` apart: apply `act` when the tiles applied none of it
+/// (`in_tile`, the activation their epilogue had, is either all of `act` or
+/// [`Activation::None`]), while the block is still in L1 or L2. (A pass over the whole
+/// output after the product read it back from memory and was one more parallel step per
+/// layer; a pass per tile, on rows of 32 values, ran the compiled loop's short tail and was
+/// slower still.) Element by element as the compiled pass, so the results are the same bits.
+#[inline]
+pub(crate) fn act_after_block(
+    act: Activation,
+    in_tile: Activation,
+    last: bool,
     c: &mut [f32],
     ldc: usize,
-    rows_per: usize,
-    ep: &Epilogue<'_>,
-) -> Result<()> {
-    if !ep.act.in_kernel() {
-        let act = ep.act;
-        th.chunks(c, rows_per * ldc, |_, cc| {
-            for row in cc.chunks_mut(ldc) {
-                let len = n.min(row.len());
-                simd::unary_in_place(act, &mut row[..len]);
-            }
-            Ok(())
-        })?;
+    rows: usize,
+    cols: usize,
+) {
+    if !last || !matches!(in_tile, Activation::None) || matches!(act, Activation::None) {
+        return;
     }
-    Ok(())
+    for r in 0..rows {
+        let end = c.len().min(r * ldc + cols);
+        if let Some(row) = c.get_mut(r * ldc..end) {
+            simd::unary_in_place(act, row);
+        }
+    }
+}
+
+/// The activation the tiles that read A in place ([`simd::tiles_strided`]) apply as they
+/// store: all of `act` where they can ([`simd::strided_tiles_apply`]), else its in-kernel
+/// part ([`act_after_block`] applies the rest).
+pub(crate) fn strided_tile_act(act: Activation) -> Activation {
+    if simd::strided_tiles_apply(act) {
+        act
+    } else {
+        act.kernel_part()
+    }
 }
 
 #[cfg(test)]
