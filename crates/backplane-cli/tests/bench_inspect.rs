@@ -110,8 +110,10 @@ fn inspect_shows_inputs_ops_and_placement() {
     assert!(out.contains("input  'input' f32[2x1x8x8]"), "{out}");
     assert!(out.contains("output 'probabilities' f32[2x10]"), "{out}");
     assert!(out.contains("Conv x2"), "{out}");
-    // The default preference: CpuAcc first (it fuses the batch norm into the convolution).
-    assert!(out.contains("backends: CpuAcc: 9"), "{out}");
+    // The default preference: CpuAcc first (it fuses the batch norm into the convolution,
+    // and the first convolution with its max pooling).
+    assert!(out.contains("backends: CpuAcc: 8"), "{out}");
+    assert!(out.contains("FusedConvMaxPool"), "{out}");
 }
 
 #[test]
