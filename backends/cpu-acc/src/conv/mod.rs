@@ -36,8 +36,20 @@ pub use nchw::*;
 
 use crate::conv::window::Geo2;
 use backplane_backend_api::{BackendError, Result};
-use backplane_core::Tensor;
+use backplane_core::{Tensor, TensorView};
 use std::sync::Arc;
+
+/// The bias a convolution adds: its packed copy when it was constant, else the run-time
+/// input in slot 2, or none.
+pub(crate) fn bias_of<'a>(
+    packed: &'a Option<Arc<Vec<f32>>>,
+    inputs: &[TensorView<'a>],
+) -> Result<Option<&'a [f32]>> {
+    match packed {
+        Some(b) => Ok(Some(b.as_slice())),
+        None => inputs.get(2).map(crate::io::f32s).transpose(),
+    }
+}
 
 /// How a convolution is computed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -630,17 +630,7 @@ impl Workload for ConvWorkload {
         self.io
             .check_copied(inputs, outputs, |slot| !self.reads_input(slot))?;
         let x = f32s(input(inputs, 0)?)?;
-        let bias_in;
-        let bias: Option<&[f32]> = match &self.bias {
-            Some(b) => Some(b.as_slice()),
-            None => match inputs.get(2) {
-                Some(v) => {
-                    bias_in = f32s(v)?;
-                    Some(bias_in)
-                }
-                None => None,
-            },
-        };
+        let bias = super::bias_of(&self.bias, inputs)?;
         let y = f32s_mut(output(outputs)?)?;
         self.convolve(inputs, x, bias, y)?;
         if self.residual {

@@ -274,17 +274,7 @@ impl Workload for ConvMaxPoolWorkload {
         let copied = |slot: usize| slot == 1 || (slot == 2 && self.bias.is_some());
         self.io.check_copied(inputs, outputs, copied)?;
         let x = f32s(input(inputs, 0)?)?;
-        let bias_in;
-        let bias: Option<&[f32]> = match &self.bias {
-            Some(b) => Some(b.as_slice()),
-            None => match inputs.get(2) {
-                Some(v) => {
-                    bias_in = f32s(v)?;
-                    Some(bias_in)
-                }
-                None => None,
-            },
-        };
+        let bias = super::bias_of(&self.bias, inputs)?;
         let y = f32s_mut(output(outputs)?)?;
         let xs = self.c * self.conv.h * self.conv.w;
         let ys = self.m * self.pooled.oh * self.pooled.ow;
