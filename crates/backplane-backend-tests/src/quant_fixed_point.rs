@@ -17,7 +17,7 @@
 //!   activation), which must stay in f32 on every backend.
 
 use crate::quant_blocks::{Block, Q};
-use crate::quant_sweeps::{bytes, dequantize, err, pick_zero, quantize_out_by, QuantCase};
+use crate::quant_sweeps::{bytes, dequantized_input, err, pick_zero, quantize_out_by, QuantCase};
 use crate::sweeps::Rng;
 use backplane::core::ops::{BinaryOp, PoolKind, ReduceDesc, ReduceKind, UnaryOp};
 use backplane::core::quant::Requantization;
@@ -131,20 +131,9 @@ pub(crate) fn mul(r: &mut Rng) -> Result<QuantCase, String> {
         } else {
             &dims
         };
-        let t = bytes(r, dt, shape)?;
-        let id = net.add_input(name, t.info().clone()).map_err(err)?;
-        let s = regime.x_scale(r);
-        let z = pick_zero(r, dt);
-        inputs.push(dequantize(
-            &mut net,
-            &format!("dq_{name}"),
-            id,
-            dt,
-            &[s],
-            &[z],
-            1,
-        )?);
-        feed.push((name.to_string(), t));
+        let scale = |r: &mut Rng| regime.x_scale(r);
+        let (x, s) = dequantized_input(r, &mut net, (name, dt, shape), scale, &mut feed)?;
+        inputs.push(x);
         about.push(format!("{name} {dt} {shape:?}"));
         scales.push(s);
     }

@@ -116,6 +116,25 @@ pub(crate) fn bytes(r: &mut Rng, dt: DataType, dims: &[usize]) -> Result<Tensor,
     r.tensor(dt, dims, lo, hi)
 }
 
+/// A graph input `name` of random 8-bit values of `dt`, dequantized per tensor by the scale
+/// `scale` draws and a drawn zero point (in that order, after the bytes): the dequantized
+/// tensor and the scale; the input's value is pushed to `feed`.
+pub(crate) fn dequantized_input(
+    r: &mut Rng,
+    net: &mut Network,
+    (name, dt, shape): (&str, DataType, &[usize]),
+    scale: impl FnOnce(&mut Rng) -> f32,
+    feed: &mut Vec<(String, Tensor)>,
+) -> Result<(backplane::core::TensorId, f32), String> {
+    let t = bytes(r, dt, shape)?;
+    let id = net.add_input(name, t.info().clone()).map_err(err)?;
+    let s = scale(r);
+    let z = pick_zero(r, dt);
+    let x = dequantize(net, &format!("dq_{name}"), id, dt, &[s], &[z], 1)?;
+    feed.push((name.to_string(), t));
+    Ok((x, s))
+}
+
 /// `DequantizeLinear(t)` with constant `scales` (one, or per `axis`) and zero points.
 pub(crate) fn dequantize(
     net: &mut Network,
@@ -362,20 +381,9 @@ fn binary(r: &mut Rng) -> Result<QuantCase, String> {
         } else {
             &dims
         };
-        let t = bytes(r, dt, shape)?;
-        let id = net.add_input(name, t.info().clone()).map_err(err)?;
-        let s = 0.01 + 0.05 * (r.unit() as f32 + 1.0);
-        let z = pick_zero(r, dt);
-        inputs.push(dequantize(
-            &mut net,
-            &format!("dq_{name}"),
-            id,
-            dt,
-            &[s],
-            &[z],
-            1,
-        )?);
-        feed.push((name.to_string(), t));
+        let scale = |r: &mut Rng| 0.01 + 0.05 * (r.unit() as f32 + 1.0);
+        let (x, _) = dequantized_input(r, &mut net, (name, dt, shape), scale, &mut feed)?;
+        inputs.push(x);
         types.push(dt);
     }
     let y = net
