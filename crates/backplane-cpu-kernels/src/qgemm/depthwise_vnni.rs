@@ -138,9 +138,10 @@ impl DwQuads {
         Some(())
     }
 
-    /// The multipliers of stored lanes `lanes`.
-    fn requant(&self, lanes: std::ops::Range<usize>) -> LaneRequant<'_> {
-        LaneRequant::of(&self.scale, self.fixed.as_ref(), lanes)
+    /// The multipliers of stored lanes `lanes` (the fixed-point rule's when `FX`).
+    #[inline(always)]
+    fn requant<const FX: bool>(&self, lanes: std::ops::Range<usize>) -> LaneRequant<'_> {
+        LaneRequant::of::<FX>(&self.scale, self.fixed.as_ref(), lanes)
     }
 
     /// Whether the four-tap body suits a run of `pixels` at `step` over `channels`: whole
@@ -307,7 +308,7 @@ unsafe fn span<const S: bool, const T: usize, const FX: bool>(
                 base + at,
                 &q.w[of(b) * bw..][..bw],
                 &q.bias[wb..wb + BLOCK],
-                q.requant(wb..wb + BLOCK),
+                q.requant::<FX>(wb..wb + BLOCK),
                 k,
                 !0,
             )
@@ -318,7 +319,7 @@ unsafe fn span<const S: bool, const T: usize, const FX: bool>(
     if rem > 0 {
         let (at, wb) = (whole * BLOCK, of(whole) * BLOCK);
         let w = &q.w[of(whole) * bw..][..bw];
-        let (bias, scale) = (&q.bias[wb..wb + BLOCK], q.requant(wb..wb + BLOCK));
+        let (bias, scale) = (&q.bias[wb..wb + BLOCK], q.requant::<FX>(wb..wb + BLOCK));
         // SAFETY: the runs hold the `rem` masked bytes from `base + at`, and all 64 when
         // `avail` reaches them; the weights, bias and scale are stored for whole blocks.
         let bytes = unsafe {

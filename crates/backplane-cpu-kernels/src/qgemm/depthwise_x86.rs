@@ -66,13 +66,15 @@ pub(super) struct LaneRequant<'a> {
 }
 
 impl<'a> LaneRequant<'a> {
-    /// Lanes `lanes` of `scale` and, when present, of `fixed`.
-    pub(super) fn of(
+    /// Lanes `lanes` of `scale` and, when `FX` and present, of `fixed` (per block of a run:
+    /// inlined, and without the fixed lanes' slicing for the f32 rule).
+    #[inline(always)]
+    pub(super) fn of<const FX: bool>(
         scale: &'a [f32],
         fixed: Option<&'a FixedLanes>,
         lanes: std::ops::Range<usize>,
     ) -> LaneRequant<'a> {
-        match fixed {
+        match fixed.filter(|_| FX) {
             Some(f) => LaneRequant {
                 scale: &scale[lanes.clone()],
                 q: &f.q[lanes.clone()],
@@ -256,7 +258,7 @@ unsafe fn avx512_body<const S: bool, const T: usize, const FX: bool>(
                     base + at,
                     &p.pairs[g * gw..][..gw],
                     &p.bias_lanes[lanes.clone()],
-                    LaneRequant::of(p.scale_lanes, p.fixed_lanes, lanes),
+                    LaneRequant::of::<FX>(p.scale_lanes, p.fixed_lanes, lanes),
                     &k,
                     !0,
                 )
@@ -268,7 +270,7 @@ unsafe fn avx512_body<const S: bool, const T: usize, const FX: bool>(
             let at = whole * GROUP;
             let (lanes, w) = (at..at + GROUP, &p.pairs[whole * gw..][..gw]);
             let bias = &p.bias_lanes[lanes.clone()];
-            let scale = LaneRequant::of(p.scale_lanes, p.fixed_lanes, lanes);
+            let scale = LaneRequant::of::<FX>(p.scale_lanes, p.fixed_lanes, lanes);
             // SAFETY: the runs hold this pixel's C bytes, so the `rem` masked ones from
             // `base + at`, and all 32 when `avail` reaches them; the weights, bias and scale
             // are stored for whole groups.
