@@ -18,7 +18,10 @@ default). For every model and thread count, from the same run:
 - peak resident memory (MiB) of one backplane process (`backplane bench`) and one ONNX
   Runtime process, each at one thread;
 - how many layers each backend runs (a model with CpuRef layers has ops CpuAcc leaves);
-- a row saying FAILED, with the first line of the error, when backplane cannot run a model.
+- a row saying FAILED, with the first line of the error, when backplane cannot run a model;
+- how far apart the two cores were before each model, where `examples/core_round_trip` is
+  built beside the backplane binary (`cargo build --release --example core_round_trip -p
+  backplane-cpu-kernels`): two-thread timings taken with the cores on two chiplets are slower.
 
 Warm-up: every runtime gets the same number of warm-up executions per model and thread count,
 at least `--warmup` and enough to fill `--warmup-time` seconds (0.25) at ONNX Runtime's speed.
@@ -488,7 +491,26 @@ def table(rows, threads, args):
                  "with one round (p90-median)/median; 'fastest' is bp/ORT of the fastest single executions; "
                  f"tolerance rtol {args.rtol:g}, atol {args.atol:g} against ONNX Runtime; RSS is the peak resident "
                  "memory of one process at one thread; tract uses its own threading.")
+    trips = [r["round_trip_ns"] for r in rows if r.get("round_trip_ns") is not None]
+    if trips:
+        lines.append("")
+        lines.append(f"The two cores were {min(trips):.0f}-{max(trips):.0f} ns apart a round trip before the "
+                     "models (examples/core_round_trip; ~80 ns: one chiplet, ~400 ns: two, where two-thread "
+                     "timings are slower).")
     return lines
+
+
+def round_trip_ns(args):
+    """The two cores' distance (ns a round trip, `examples/core_round_trip` beside the backplane
+    binary), or None where that example is not built. On a shared host the two vCPUs are
+    sometimes on one chiplet (~80 ns) and sometimes on two (~400 ns), and two-thread timings
+    differ between the states (docs/perf.md, "Whole suite after session 47")."""
+    probe = os.path.join(os.path.dirname(args.backplane), "examples", "core_round_trip")
+    if not os.path.exists(probe):
+        return None
+    p = subprocess.run([probe], capture_output=True, text=True, check=False)
+    m = re.search(r"([\d.]+) ns", p.stdout)
+    return float(m.group(1)) if p.returncode == 0 and m else None
 
 
 def main():
@@ -546,9 +568,14 @@ def main():
         if not os.path.exists(path):
             log(f"[{k + 1}/{len(paths)}] skipping {name}: {path} missing (make_models.py / make_real_models.py)")
             continue
-        log(f"[{k + 1}/{len(paths)}] {name} ({time.time() - started:.0f} s elapsed)")
+        rt = round_trip_ns(args)
+        log(f"[{k + 1}/{len(paths)}] {name} ({time.time() - started:.0f} s elapsed"
+            + (f", cores {rt:.0f} ns apart)" if rt is not None else ")"))
         try:
-            rows += bench_model(name, path, args, threads)
+            model_rows = bench_model(name, path, args, threads)
+            for r in model_rows:
+                r["round_trip_ns"] = rt
+            rows += model_rows
         except Exception as e:  # noqa: BLE001 - ORT itself failed: say so, go on
             log(f"  {name}: skipped, ONNX Runtime or the inputs failed: {first_line(str(e))}")
         if args.json:  # after every model, so that an interrupted run keeps what it measured
