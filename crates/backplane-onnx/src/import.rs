@@ -181,6 +181,10 @@ pub(crate) struct Importer<'o> {
     tensor_names: HashSet<String>,
     layer_names: HashSet<String>,
     consumed: HashSet<String>,
+    /// The index the given nodes are a suffix of ([`ImportOptions::node_names`]), for the
+    /// top-level graph: what later nodes read and which names are taken, beside
+    /// `consumed` and `tensor_names` (which then hold only what the importer adds).
+    shared: Option<crate::node_names::NodeNamesAt>,
     unsupported: Vec<UnsupportedOp>,
     /// Nodes that need the values of graph inputs, with those inputs.
     needs_values: Vec<(UnsupportedOp, Vec<String>)>,
@@ -198,6 +202,7 @@ impl<'o> Importer<'o> {
             tensor_names: HashSet::new(),
             layer_names: HashSet::new(),
             consumed: HashSet::new(),
+            shared: None,
             unsupported: Vec::new(),
             needs_values: Vec::new(),
             options,
@@ -210,24 +215,34 @@ impl<'o> Importer<'o> {
 
     /// Note the names a graph's nodes read and define, before walking it.
     fn prescan(&mut self, graph: &GraphProto) {
-        self.prescan_nodes(graph, &graph.node);
+        self.prescan_nodes(graph, &graph.node, None);
     }
 
-    /// [`Importer::prescan`] with the graph's nodes given apart (taken out of it).
-    fn prescan_nodes(&mut self, graph: &GraphProto, nodes: &[NodeProto]) {
+    /// [`Importer::prescan`] with the graph's nodes given apart (taken out of it), and
+    /// optionally the index of the list they are a suffix of, which answers for them.
+    fn prescan_nodes(
+        &mut self,
+        graph: &GraphProto,
+        nodes: &[NodeProto],
+        shared: Option<&crate::node_names::NodeNamesAt>,
+    ) {
         // Sized once: growing these maps rehashes every name, which dominated importing
         // long chains.
         let count = nodes.len();
         let values = count + graph.input.len() + graph.initializer.len();
         self.values.reserve(values);
-        self.tensor_names.reserve(values);
-        self.consumed.reserve(values);
         self.layer_names.reserve(count);
-        for n in nodes {
-            self.consumed
-                .extend(n.input.iter().filter(|s| !s.is_empty()).cloned());
-            self.tensor_names
-                .extend(n.output.iter().filter(|s| !s.is_empty()).cloned());
+        if let Some(shared) = shared {
+            self.shared = Some(shared.clone());
+        } else {
+            self.tensor_names.reserve(values);
+            self.consumed.reserve(values);
+            for n in nodes {
+                self.consumed
+                    .extend(n.input.iter().filter(|s| !s.is_empty()).cloned());
+                self.tensor_names
+                    .extend(n.output.iter().filter(|s| !s.is_empty()).cloned());
+            }
         }
         for o in &graph.output {
             self.consumed.insert(o.name.clone().unwrap_or_default());
@@ -282,18 +297,24 @@ impl<'o> Importer<'o> {
     }
 
     pub(crate) fn is_consumed(&self, name: &str) -> bool {
-        self.consumed.contains(name)
+        self.consumed.contains(name) || self.shared.as_ref().is_some_and(|s| s.read_by_given(name))
+    }
+
+    /// Whether `name` is a value of the model or of the network so far.
+    pub(crate) fn name_taken(&self, name: &str) -> bool {
+        self.tensor_names.contains(name)
+            || self.shared.as_ref().is_some_and(|s| s.names.defines(name))
     }
 
     /// A tensor name not used by the model or the network yet.
     fn fresh_tensor_name(&mut self, base: &str) -> String {
-        let name = unique(&self.tensor_names, base);
+        let name = unique(|n| self.name_taken(n), base);
         self.tensor_names.insert(name.clone());
         name
     }
 
     fn fresh_layer_name(&mut self, base: &str) -> String {
-        let name = unique(&self.layer_names, base);
+        let name = unique(|n| self.layer_names.contains(n), base);
         self.layer_names.insert(name.clone());
         name
     }
@@ -580,13 +601,13 @@ impl<'o> Importer<'o> {
 }
 
 /// `base`, or `base_2`, `base_3`, ... whichever is not in `used`.
-fn unique(used: &HashSet<String>, base: &str) -> String {
-    if !used.contains(base) {
+fn unique(used: impl Fn(&str) -> bool, base: &str) -> String {
+    if !used(base) {
         return base.to_string();
     }
     (2usize..)
         .map(|k| format!("{base}_{k}"))
-        .find(|n| !used.contains(n))
+        .find(|n| !used(n))
         .unwrap_or_else(|| base.to_string())
 }
 
@@ -726,7 +747,7 @@ fn import_graph(
     }
 
     let mut imp = Importer::new(options, base_dir);
-    imp.prescan_nodes(graph, nodes);
+    imp.prescan_nodes(graph, nodes, options.node_names.as_ref());
 
     // Runtime inputs, with their shapes resolved; sequences and optionals as their structure.
     let (structured, tensors): (Vec<_>, Vec<_>) = runtime_inputs(graph)

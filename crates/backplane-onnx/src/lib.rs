@@ -28,6 +28,7 @@ mod attrs;
 mod chunked;
 mod error;
 mod import;
+pub mod node_names;
 mod ops;
 pub mod proto;
 mod signature;
@@ -96,6 +97,13 @@ pub struct ImportOptions {
     /// node, not the whole graph. Unsupported operators after the node are reported when the
     /// rest is imported.
     pub stop_at_value_need: bool,
+    /// The index of the node list the nodes given to an import with its nodes apart
+    /// (`import_model_specialized_with_nodes`) are a suffix of, and where they start in it.
+    /// With it the import asks the index what later nodes read, and which names are taken,
+    /// instead of collecting the names of every node it is given: `DynamicNetwork` imports
+    /// a split model from each split point on, and those walks made it quadratic. It must
+    /// index the same nodes.
+    pub node_names: Option<node_names::NodeNamesAt>,
 }
 
 /// Initializers decoded by one import of a model, for later imports of the same model
@@ -191,6 +199,7 @@ impl Default for ImportOptions {
             input_structures: HashMap::new(),
             shared_initializers: None,
             stop_at_value_need: false,
+            node_names: None,
         }
     }
 }
@@ -215,6 +224,7 @@ impl fmt::Debug for ImportOptions {
                 &self.shared_initializers.as_ref().map(|s| s.len()),
             )
             .field("stop_at_value_need", &self.stop_at_value_need)
+            .field("node_names", &self.node_names.as_ref().map(|n| n.start))
             .finish()
     }
 }

@@ -80,3 +80,78 @@ fn a_borrowed_import_reads_the_model_in_place_and_builds_the_same_network() {
         ));
     }
 }
+
+/// An import given the index of its node list (`ImportOptions::node_names`, what a
+/// `DynamicNetwork` passes) builds the network an import that walks its nodes builds: the
+/// same layers and tensor names, a MaxPool's indices kept where a later node reads them and
+/// dropped where none does, and fresh names that avoid the names later nodes define.
+#[test]
+fn an_import_with_the_node_index_builds_the_same_network() {
+    use backplane_onnx::import_model_specialized_with_nodes;
+    use backplane_onnx::node_names::{NodeNames, NodeNamesAt};
+    let pool = |indices_read: bool| {
+        let mut m = Model::new(13)
+            .input(input("x", &[1, 1, 4, 4]))
+            .node(node(
+                "MaxPool",
+                &["x"],
+                &["p", "idx"],
+                vec![a_ints("kernel_shape", &[2, 2]), a_ints("strides", &[2, 2])],
+            ))
+            .node(node("Relu", &["p"], &["y"], vec![]))
+            .output("y");
+        if indices_read {
+            m = m
+                .node(node("Cast", &["idx"], &["idx_f"], vec![a_int("to", 1)]))
+                .output("idx_f");
+        }
+        m
+    };
+    for indices_read in [false, true] {
+        let proto = pool(indices_read).proto();
+        let nodes = &proto.graph.as_ref().unwrap().node;
+        let plain = ImportOptions::default();
+        let indexed = ImportOptions {
+            node_names: Some(NodeNamesAt {
+                names: Arc::new(NodeNames::of(nodes)),
+                start: 0,
+            }),
+            ..ImportOptions::default()
+        };
+        let (a, _) = import_model_specialized_with_nodes(&proto, nodes, None, &plain, &[]).unwrap();
+        let (b, _) =
+            import_model_specialized_with_nodes(&proto, nodes, None, &indexed, &[]).unwrap();
+        let names = |n: &backplane_core::Network| {
+            n.tensors()
+                .iter()
+                .map(|t| t.name.clone())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(ops(&a), ops(&b), "indices read: {indices_read}");
+        assert_eq!(names(&a), names(&b), "indices read: {indices_read}");
+        assert_eq!(
+            names(&b).iter().any(|n| n == "idx"),
+            indices_read,
+            "the indices are kept exactly where a later node reads them"
+        );
+    }
+}
+
+/// The index answers which later node reads a name, from any start, and which names the
+/// nodes define.
+#[test]
+fn the_node_index_finds_later_readers() {
+    use backplane_onnx::node_names::NodeNames;
+    let nodes = vec![
+        node("Relu", &["x"], &["a"], vec![]),
+        node("Add", &["a", "x"], &["b"], vec![]),
+        node("Mul", &["b", "a"], &["c"], vec![]),
+    ];
+    let ix = NodeNames::of(&nodes);
+    assert_eq!(ix.first_reader("a", 0), Some(1));
+    assert_eq!(ix.first_reader("a", 2), Some(2));
+    assert_eq!(ix.first_reader("a", 3), None);
+    assert_eq!(ix.first_reader("x", 0), Some(0));
+    assert_eq!(ix.first_reader("c", 0), None);
+    assert!(ix.defines("b") && ix.defines("c") && !ix.defines("x"));
+}

@@ -14,6 +14,7 @@
 //! plan that splits at the same node (for other input shapes) shares one nested network.
 
 use crate::node_cache::{NodeEntry, SharedNodeCache};
+use crate::onnx::node_names::{node_reads as reads, NodeNames, NodeNamesAt};
 use crate::onnx::proto::{
     tensor_shape_proto, type_proto, GraphProto, ModelProto, NodeProto, TensorProto,
     TensorShapeProto, TypeProto, ValueInfoProto,
@@ -39,36 +40,11 @@ pub fn binds_at_import(t: &Tensor) -> bool {
 #[derive(Debug, Clone)]
 pub(crate) struct Nodes {
     all: Arc<Vec<NodeProto>>,
-    /// Which nodes of `all` read each name, built at the first split and shared by every
-    /// rest: a split asks what the nodes after it read without walking them.
-    readers: Arc<OnceLock<Readers>>,
+    /// What the nodes of `all` read and define, built at the first use and shared by every
+    /// rest: a split, and the import of a rest, ask it instead of walking the nodes after
+    /// them.
+    names: Arc<OnceLock<Arc<NodeNames>>>,
     start: usize,
-}
-
-/// For each name the nodes read ([`reads`]), the indices (into the whole list, ascending)
-/// of the nodes that read it.
-#[derive(Debug, Default)]
-struct Readers(HashMap<String, Vec<usize>>);
-
-impl Readers {
-    fn of(nodes: &[NodeProto]) -> Readers {
-        let mut map: HashMap<String, Vec<usize>> = HashMap::new();
-        for (i, node) in nodes.iter().enumerate() {
-            for name in reads(node) {
-                let at = map.entry(name.to_string()).or_default();
-                if at.last() != Some(&i) {
-                    at.push(i);
-                }
-            }
-        }
-        Readers(map)
-    }
-
-    /// The first node at or after `from` that reads `name`.
-    fn first_from(&self, name: &str, from: usize) -> Option<usize> {
-        let at = self.0.get(name)?;
-        at.get(at.partition_point(|&i| i < from)).copied()
-    }
 }
 
 impl Nodes {
@@ -76,7 +52,7 @@ impl Nodes {
     pub(crate) fn new(nodes: Vec<NodeProto>) -> Self {
         Nodes {
             all: Arc::new(nodes),
-            readers: Arc::new(OnceLock::new()),
+            names: Arc::new(OnceLock::new()),
             start: 0,
         }
     }
@@ -90,7 +66,7 @@ impl Nodes {
     fn after(&self, index: usize) -> Nodes {
         Nodes {
             all: self.all.clone(),
-            readers: self.readers.clone(),
+            names: self.names.clone(),
             start: self.start.saturating_add(index).saturating_add(1),
         }
     }
@@ -98,10 +74,23 @@ impl Nodes {
     /// The first node at or after `index` (of [`Nodes::get`]) that reads `name`, as an index
     /// of [`Nodes::get`].
     fn first_reader(&self, name: &str, index: usize) -> Option<usize> {
-        let readers = self.readers.get_or_init(|| Readers::of(&self.all));
-        readers
-            .first_from(name, self.start.saturating_add(index))
+        self.index()
+            .first_reader(name, self.start.saturating_add(index))
             .map(|i| i - self.start)
+    }
+
+    fn index(&self) -> &Arc<NodeNames> {
+        self.names
+            .get_or_init(|| Arc::new(NodeNames::of(&self.all)))
+    }
+
+    /// The index of the whole list and where these nodes start in it, for an import of
+    /// them (`ImportOptions::node_names`).
+    pub(crate) fn names_at(&self) -> NodeNamesAt {
+        NodeNamesAt {
+            names: self.index().clone(),
+            start: self.start,
+        }
     }
 }
 
@@ -110,51 +99,6 @@ fn node_label(node: &NodeProto, index: usize) -> String {
     match node.name.as_deref() {
         Some(n) if !n.is_empty() => n.to_string(),
         _ => format!("{}_{index}", node.op_type.as_deref().unwrap_or_default()),
-    }
-}
-
-/// The names a node reads: its inputs and, for nodes with subgraphs (If, Loop, Scan), the
-/// outer values its subgraphs use. Borrowed: a split walks every node after it.
-fn reads(node: &NodeProto) -> Vec<&str> {
-    let mut out: Vec<&str> = node
-        .input
-        .iter()
-        .filter(|n| !n.is_empty())
-        .map(String::as_str)
-        .collect();
-    for attr in &node.attribute {
-        if let Some(g) = &attr.g {
-            graph_reads(g, &mut out);
-        }
-        for g in &attr.graphs {
-            graph_reads(g, &mut out);
-        }
-    }
-    out
-}
-
-/// The outer values a subgraph reads.
-fn graph_reads<'a>(graph: &'a GraphProto, out: &mut Vec<&'a str>) {
-    let mut local: HashSet<&str> = graph
-        .input
-        .iter()
-        .filter_map(|v| v.name.as_deref())
-        .collect();
-    local.extend(graph.initializer.iter().filter_map(|t| t.name.as_deref()));
-    for node in &graph.node {
-        for name in reads(node) {
-            if !local.contains(name) {
-                out.push(name);
-            }
-        }
-        local.extend(node.output.iter().map(String::as_str));
-    }
-    for o in &graph.output {
-        if let Some(n) = o.name.as_deref() {
-            if !local.contains(n) {
-                out.push(n);
-            }
-        }
     }
 }
 

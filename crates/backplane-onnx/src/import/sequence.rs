@@ -656,7 +656,7 @@ impl Importer<'_> {
                 }
                 check_size(path, dims, dtype.size(), self.options.max_tensor_bytes)?;
                 // (An optional input holding a tensor keeps the input's own name.)
-                if path.contains('[') && self.tensor_names.contains(path) {
+                if path.contains('[') && self.name_taken(path) {
                     return Err(OnnxError::invalid(format!(
                         "the element name '{path}' is already a value of the model"
                     )));
@@ -684,7 +684,7 @@ impl Importer<'_> {
         collect_leaves(name, v, &mut leaves);
         let mut names = Vec::with_capacity(leaves.len());
         for (path, v) in leaves {
-            if path != name && self.tensor_names.contains(&path) {
+            if path != name && self.name_taken(&path) {
                 return Err(OnnxError::invalid(format!(
                     "the element name '{path}' is already a value of the model"
                 )));
