@@ -5,8 +5,10 @@ builtin kernels, and backplane's CpuRef and CpuAcc (through `backplane run`). It
 far each run is from CpuRef, the run closest to the exact network (docs/tflite.md, "The
 accuracy rule").
 
-    /work/venv-zoo/bin/python scripts/tflite_float_distances.py /tmp/tflite_zoo/densenet121_f32 \\
-        --backplane target/release/backplane
+    python scripts/tflite_float_distances.py ZOO/densenet121_f32 --backplane target/release/backplane
+
+in the virtual environment of scripts/requirements-tflite-zoo.txt (ZOO: gen_tflite_zoo.py's
+output folder).
 """
 import argparse
 import subprocess
