@@ -283,6 +283,36 @@ impl Plan {
         })
     }
 
+    /// Tap `tap`'s packed weights.
+    fn tap_weights(&self, tap: &Tap) -> Result<&Packed> {
+        self.weights.packed.get(tap.index).ok_or_else(|| {
+            BackendError::Execution("dilated convolution: a tap has no weights".into())
+        })
+    }
+
+    /// `f` on the tap's input rectangle gathered into a pooled buffer (`c` rows of `n`),
+    /// the buffer given back after.
+    fn with_gathered(
+        &self,
+        th: &Threads,
+        tap: &Tap,
+        x: &[f32],
+        n: usize,
+        f: impl FnOnce(&BSrc<'_>) -> Result<()>,
+    ) -> Result<()> {
+        let c = self.c;
+        let mut b = gemm::try_take(&GATHER, c * n)?;
+        let res = self.gather(th, tap, x, &mut b).and_then(|()| {
+            f(&BSrc::View(MatView {
+                data: &b[..c * n],
+                rs: n,
+                cs: 1,
+            }))
+        });
+        gemm::give_back(&GATHER, b);
+        res
+    }
+
     /// `y[:, rect rows] = ep(W_t · X_t)` for one tap whose rectangle holds whole output rows
     /// (written where they lie in the planes; with `ep.accumulate`, added to them).
     fn tap_product(
@@ -296,10 +326,7 @@ impl Plan {
         let g = &self.geo;
         let (c, m) = (self.c, self.m);
         let n = tap.rows.len() * tap.cols.len();
-        let packed = self.weights.packed.get(tap.index).ok_or_else(|| {
-            BackendError::Execution("dilated convolution: a tap has no weights".into())
-        })?;
-        let a = ASrc::Packed(packed);
+        let a = ASrc::Packed(self.tap_weights(tap)?);
         let yr = &mut y[tap.rows.start * g.ow..];
         let out_plane = g.oh * g.ow;
         if let Some(at) = self.in_place(tap) {
@@ -310,17 +337,9 @@ impl Plan {
             });
             return gemm::sgemm(th, m, n, c, &a, &src, yr, out_plane, ep);
         }
-        let mut b = gemm::try_take(&GATHER, c * n)?;
-        let res = self.gather(th, tap, x, &mut b).and_then(|()| {
-            let src = BSrc::View(MatView {
-                data: &b[..c * n],
-                rs: n,
-                cs: 1,
-            });
-            gemm::sgemm(th, m, n, c, &a, &src, yr, out_plane, ep)
-        });
-        gemm::give_back(&GATHER, b);
-        res
+        self.with_gathered(th, tap, x, n, |src| {
+            gemm::sgemm(th, m, n, c, &a, src, yr, out_plane, ep)
+        })
     }
 
     /// `y[:, rect] += W_t · X_t` for one tap.
@@ -338,16 +357,8 @@ impl Plan {
             };
             return self.tap_product(th, tap, x, y, &ep);
         }
-        let packed = self.weights.packed.get(tap.index).ok_or_else(|| {
-            BackendError::Execution("dilated convolution: a tap has no weights".into())
-        })?;
-        let mut b = gemm::try_take(&GATHER, c * n)?;
-        let res = self.gather(th, tap, x, &mut b).and_then(|()| {
-            let src = BSrc::View(MatView {
-                data: &b[..c * n],
-                rs: n,
-                cs: 1,
-            });
+        let packed = self.tap_weights(tap)?;
+        self.with_gathered(th, tap, x, n, |src| {
             let mut p = gemm::try_take(&PRODUCT, m * n)?;
             let res = gemm::sgemm(
                 th,
@@ -355,7 +366,7 @@ impl Plan {
                 n,
                 c,
                 &ASrc::Packed(packed),
-                &src,
+                src,
                 &mut p[..m * n],
                 n,
                 &Epilogue::default(),
@@ -378,9 +389,7 @@ impl Plan {
             });
             gemm::give_back(&PRODUCT, p);
             res
-        });
-        gemm::give_back(&GATHER, b);
-        res
+        })
     }
 }
 
