@@ -172,18 +172,19 @@ fn block_tiles(c: usize, m: usize, total: usize, threads: usize, one_image: bool
     per
 }
 
+/// The filter transform's matrix G: rows are the filter polynomial at 0, 1, −1, 2, −2 over
+/// the Lagrange denominators 4, −6, −6, 24, 24, and the leading coefficient (∞).
+const G: [[f64; 3]; ALPHA] = [
+    [1.0 / 4.0, 0.0, 0.0],
+    [-1.0 / 6.0, -1.0 / 6.0, -1.0 / 6.0],
+    [-1.0 / 6.0, 1.0 / 6.0, -1.0 / 6.0],
+    [1.0 / 24.0, 1.0 / 12.0, 1.0 / 6.0],
+    [1.0 / 24.0, -1.0 / 12.0, 1.0 / 6.0],
+    [0.0, 0.0, 1.0],
+];
+
 /// The filter transform `G g Gᵀ` of one 3×3 filter (row-major), in f64.
 fn filter_transform(g: &[f32]) -> [f64; XI] {
-    // G: rows are the filter polynomial at 0, 1, −1, 2, −2 over the Lagrange denominators
-    // 4, −6, −6, 24, 24, and the leading coefficient (∞).
-    const G: [[f64; 3]; ALPHA] = [
-        [1.0 / 4.0, 0.0, 0.0],
-        [-1.0 / 6.0, -1.0 / 6.0, -1.0 / 6.0],
-        [-1.0 / 6.0, 1.0 / 6.0, -1.0 / 6.0],
-        [1.0 / 24.0, 1.0 / 12.0, 1.0 / 6.0],
-        [1.0 / 24.0, -1.0 / 12.0, 1.0 / 6.0],
-        [0.0, 0.0, 1.0],
-    ];
     let mut tmp = [[0f64; 3]; ALPHA];
     for (i, row) in tmp.iter_mut().enumerate() {
         for (j, v) in row.iter_mut().enumerate() {

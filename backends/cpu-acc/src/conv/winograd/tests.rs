@@ -8,14 +8,6 @@ use super::*;
 #[test]
 #[allow(clippy::needless_range_loop)]
 fn transforms_compute_the_1d_correlation() {
-    const G: [[f64; 3]; ALPHA] = [
-        [1.0 / 4.0, 0.0, 0.0],
-        [-1.0 / 6.0, -1.0 / 6.0, -1.0 / 6.0],
-        [-1.0 / 6.0, 1.0 / 6.0, -1.0 / 6.0],
-        [1.0 / 24.0, 1.0 / 12.0, 1.0 / 6.0],
-        [1.0 / 24.0, -1.0 / 12.0, 1.0 / 6.0],
-        [0.0, 0.0, 1.0],
-    ];
     for dk in 0..ALPHA {
         for gk in 0..3 {
             let mut d = [[0f32; LANES]; ALPHA];
