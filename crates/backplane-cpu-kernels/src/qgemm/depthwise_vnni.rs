@@ -47,8 +47,6 @@ pub(super) struct DwQuads {
     /// The fixed-point rule's multipliers in the same order, when the layer follows it
     /// ([`DwQuads::set_fixed_point`]).
     fixed: Option<FixedLanes>,
-    /// The channel count.
-    channels: usize,
     /// Stored blocks.
     period: usize,
     /// Whether the lanes repeat the channels (unit-step runs as spans).
@@ -112,17 +110,17 @@ impl DwQuads {
             bias: qb,
             scale: qs,
             fixed: None,
-            channels,
             period,
             periodic,
         })
     }
 
-    /// Requantize by the fixed-point rule, channel `ch` with multiplier `m[ch]`, in the
-    /// stored lanes' order. `None` when `m` is not one per channel or on no memory.
+    /// Requantize by the fixed-point rule, channel `ch` with multiplier `m[ch]` (one per
+    /// channel of the layer these were made for), in the stored lanes' order. `None` for no
+    /// multipliers or on no memory.
     pub(super) fn set_fixed_point(&mut self, m: &[(i32, i32)]) -> Option<()> {
-        let c = self.channels;
-        if m.len() != c {
+        let c = m.len();
+        if c == 0 {
             return None;
         }
         let lanes = if self.periodic {
