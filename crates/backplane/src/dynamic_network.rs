@@ -620,7 +620,7 @@ impl<'r> DynamicNetwork<'r> {
         let started = std::time::Instant::now();
         self.share_weights()?;
         let (model, nodes) = self.kept_model();
-        options.node_names = Some(nodes.names_at());
+        options.node_names = nodes.names_at();
         // The kept graph is borrowed, not copied (its weights are in the shared set).
         match onnx::import_model_specialized_with_nodes(
             &model,

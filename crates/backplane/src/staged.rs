@@ -85,12 +85,17 @@ impl Nodes {
     }
 
     /// The index of the whole list and where these nodes start in it, for an import of
-    /// them (`ImportOptions::node_names`).
-    pub(crate) fn names_at(&self) -> NodeNamesAt {
-        NodeNamesAt {
+    /// them (`ImportOptions::node_names`). None for the whole list before any split has
+    /// built the index: the importer's own walk costs as much there, and a model that never
+    /// splits then never holds the index.
+    pub(crate) fn names_at(&self) -> Option<NodeNamesAt> {
+        if self.start == 0 && self.names.get().is_none() {
+            return None;
+        }
+        Some(NodeNamesAt {
             names: self.index().clone(),
             start: self.start,
-        }
+        })
     }
 }
 
@@ -771,8 +776,39 @@ mod tests {
             todo.extend(rest.nested_networks());
         }
         found.sort_unstable();
+        // The split built the index, and the rests share it.
+        assert!(top.names.get().is_some(), "a split did not build the index");
+        assert!(top.names_at().is_some());
         assert_eq!(found.len(), 2, "{found:?}");
         assert!(0 < found[0] && found[0] < found[1], "{found:?}");
         assert!(found[1] < top.all.len(), "{found:?}");
+    }
+
+    /// A model that never splits never builds the node index (its import walks the nodes
+    /// itself), so it does not hold one for its life.
+    #[test]
+    fn a_model_that_never_splits_builds_no_node_index() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let rt = crate::RuntimeBuilder::new().build().unwrap();
+        let net = DynamicNetwork::from_file(
+            &rt,
+            &root.join("testdata/dynamic/bert_tiny.onnx"),
+            &ImportOptions::default(),
+            crate::default_optimizer_options(),
+        )
+        .unwrap();
+        for seq in [5usize, 9] {
+            let values: Vec<f64> = (0..seq).map(|i| (i % 64) as f64).collect();
+            let ids = Tensor::from_f64_values(
+                backplane_core::TensorInfo::new(backplane_core::DataType::I64, vec![1, seq]),
+                &values,
+            )
+            .unwrap();
+            net.execute(&[("input_ids", &ids)]).unwrap();
+        }
+        assert!(net.nested_networks().is_empty(), "the model split");
+        let (_, top) = net.kept_model();
+        assert!(top.names.get().is_none());
+        assert!(top.names_at().is_none());
     }
 }
