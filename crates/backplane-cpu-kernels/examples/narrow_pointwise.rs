@@ -25,26 +25,33 @@ fn best(mut f: impl FnMut()) -> f64 {
 
 fn main() {
     let px = 112 * 112;
-    for (k, n, act) in [
-        (16usize, 16usize, Activation::None),
-        (16, 64, Activation::Relu),
-        (16, 96, Activation::Silu),
-        (24, 72, Activation::Relu),
-        (40, 120, Activation::HardSwish),
+    for (k, n, act, residual) in [
+        (16usize, 16usize, Activation::None, false),
+        (16, 16, Activation::None, true),
+        (16, 64, Activation::Relu, false),
+        (16, 96, Activation::Silu, false),
+        (24, 72, Activation::Relu, false),
+        (40, 120, Activation::HardSwish, false),
     ] {
         let a: Vec<f32> = (0..px * k).map(|i| (i % 7) as f32 * 0.1 - 0.3).collect();
         let panels = n.div_ceil(NR);
         let b: Vec<f32> = (0..panels * k * NR).map(|i| (i % 5) as f32 * 0.1).collect();
         let bias: Vec<f32> = (0..n).map(|i| i as f32 * 0.01).collect();
         let mut c = vec![0f32; px * n];
+        let res: Vec<f32> = (0..px * n).map(|i| (i % 3) as f32).collect();
         let run = |c: &mut [f32], repeat: bool, pairs: bool| {
             for blk in 0..px / BLOCK {
                 let r0 = if repeat { 0 } else { blk * BLOCK };
+                if residual {
+                    // As CpuAcc adds a residual: copied into the block, then added onto.
+                    let at = r0 * n..(r0 + BLOCK) * n;
+                    c[at.clone()].copy_from_slice(&res[at]);
+                }
                 let mut p = 0;
                 while p < panels {
                     let j0 = p * NR;
                     let ep = TileEpilogue {
-                        accumulate: false,
+                        accumulate: residual,
                         alpha: 1.0,
                         row_bias: None,
                         col_bias: Some(&bias[j0..]),
@@ -91,7 +98,7 @@ fn main() {
             let hot = best(|| run(&mut c, true, pairs));
             let gflop = 2.0 * (px / BLOCK * BLOCK * k * n) as f64 / 1e3;
             println!(
-            "{} K {k:3} N {n:3} {act:?}: plane {plane:7.1} us ({:5.1} GFLOP/s), one block repeated {hot:7.1} us ({:5.1} GFLOP/s)",
+            "{} K {k:3} N {n:3} {act:?} residual {residual}: plane {plane:7.1} us ({:5.1} GFLOP/s), one block repeated {hot:7.1} us ({:5.1} GFLOP/s)",
             if pairs { "pairs" } else { "wide " },
             gflop / plane,
             gflop / hot
