@@ -32,6 +32,9 @@ fn main() {
         (16, 96, Activation::Silu, false),
         (24, 72, Activation::Relu, false),
         (40, 120, Activation::HardSwish, false),
+        (80, 200, Activation::HardSwish, false),
+        (64, 96, Activation::Relu, false),
+        (96, 96, Activation::Relu, false),
     ] {
         let a: Vec<f32> = (0..px * k).map(|i| (i % 7) as f32 * 0.1 - 0.3).collect();
         let panels = n.div_ceil(NR);

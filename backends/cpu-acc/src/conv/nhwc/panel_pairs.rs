@@ -11,7 +11,7 @@ use backplane_backend_api::Result;
 /// ([`simd::tiles_strided_pairs`]): a value of A feeds four FMAs, not two, which pays at
 /// the few input channels where the tile's loads bound it, while the two panels' weights
 /// (`K·256` bytes) stay a small part of L1.
-const PAIRS_MAX_DEPTH: usize = 64;
+const PAIRS_MAX_DEPTH: usize = 80;
 
 impl NhwcConvWorkload {
     /// [`NhwcConvWorkload::tiles_in`] by pairs of packed panels

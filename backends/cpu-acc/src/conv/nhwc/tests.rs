@@ -532,7 +532,7 @@ fn pointwise_activations_in_the_tiles_match_the_pass() {
 
 /// Pointwise convolutions whose weights the AVX-512 tiles take two packed panels at a time
 /// (33 or more output channels, at most `PAIRS_MAX_DEPTH` input channels), against the
-/// definition and against the SGEMM path: one to 64 input channels and one past the limit,
+/// definition and against the SGEMM path: one to 80 input channels and one past the limit,
 /// 33 to 120 outputs (a last panel alone, or a pair with a masked third or fourth vector),
 /// one pixel, 13, a plane of 61 (a row block and one more), MobileNetV3's 112×112 16→64
 /// layer; with a residual and every kind of fused activation, on one, two and three
@@ -558,7 +558,8 @@ fn pointwise_panel_pairs_match_the_definition() {
         (24, 72, 7, 9, true),
         (40, 120, 5, 13, false),
         (64, 97, 3, 5, true),
-        (65, 64, 2, 7, false),
+        (80, 200, 2, 7, false),
+        (81, 64, 2, 7, false),
         (16, 96, 1, 61, true),
     ];
     let mut rng = Rng(23);
