@@ -1,7 +1,9 @@
-//! The channels-last 3×3 depthwise rows at strides 1 and 2 on MobileNetV3's 112² planes
-//! (64 channels, stride 2; 16 channels, stride 1): the whole plane, and one row repeated
-//! (its input in L1), to tell the kernel's own rate from the memory traffic.
-//! `cargo run --release --example dw_rows -p backplane-cpu-kernels`.
+//! The channels-last 3×3 depthwise rows on a 112² plane, by default MobileNetV3's 64
+//! channels at stride 2 and a few other channel counts and strides: the whole plane, and one
+//! row repeated (its input in L1 or L2), to tell the kernel's own rate from the memory
+//! traffic. `cargo run --release --example dw_rows -p backplane-cpu-kernels [SHIFT
+//! [CxS,CxS...]]`: SHIFT floats between the output buffer's start and the output (to move
+//! its 4 KiB alignment against the input's), then the channel counts and strides to run.
 
 use backplane_cpu_kernels::geo::Geo2;
 use backplane_cpu_kernels::nhwc_depthwise::{row, DwRow};
@@ -9,7 +11,16 @@ use backplane_cpu_kernels::Activation;
 use std::time::Instant;
 
 fn main() {
-    for (c, s) in [(64usize, 2usize), (16, 1), (72, 1), (72, 2)] {
+    let cases: Vec<(usize, usize)> = std::env::args()
+        .nth(2)
+        .map(|a| {
+            a.split(',')
+                .filter_map(|p| p.split_once('x'))
+                .filter_map(|(c, s)| Some((c.parse().ok()?, s.parse().ok()?)))
+                .collect()
+        })
+        .unwrap_or_else(|| vec![(64, 2), (16, 1), (72, 1), (72, 2)]);
+    for (c, s) in cases {
         let (h, w) = (112, 112);
         let o = (h + 2 - 3) / s + 1;
         let geo = Geo2 {
