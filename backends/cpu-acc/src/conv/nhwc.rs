@@ -498,6 +498,9 @@ impl NhwcConvWorkload {
             false => self.act.kernel_part(),
         };
         if self.wide_tiles {
+            if let Some(done) = self.pairs_in(p, a, lda, accumulate, yb, &cols, act) {
+                return done;
+            }
             // Whole panels: one or two 16-lane columns per tile.
             return self.each_half(p, accumulate, simd::NR, act, |k0, kc, j0, nr, b, ep| {
                 if !cols.contains(&j0) {
@@ -951,5 +954,6 @@ pub fn dw_row_body(job: &DwRow<'_>, oy: usize, res: Option<&[f32]>, out: &mut [f
 }
 
 mod pair;
+mod panel_pairs;
 #[cfg(test)]
 mod tests;

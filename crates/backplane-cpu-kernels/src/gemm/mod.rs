@@ -16,6 +16,8 @@
 pub(crate) mod avx2;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod avx512;
+#[cfg(target_arch = "x86_64")]
+mod pairs_avx512;
 mod portable;
 #[cfg(test)]
 mod tests;
@@ -359,6 +361,86 @@ pub fn tiles_strided_wide(
                 rows,
                 b.as_ptr(),
                 (bs, upper),
+                c.as_mut_ptr(),
+                ldc,
+                nr,
+                ep,
+            );
+        }
+        true
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+/// [`tiles_strided_wide`] across two adjacent packed panels at once: `rows` rows of
+/// `C = A·B` with A read where it lies (row `r`'s `kc` values at `a[r·lda..]`) against
+/// `nr` of 33..=64 columns from the start of panel `b` (interleaved halves, `kc` K steps;
+/// the next panel `kc·NR` floats on, as one K block of a packed B lies), into C's rows
+/// `ldc` apart with the epilogue (no row bias, no scale). Tiles of six rows by four 16-lane
+/// columns (eight by three for at most 48 columns): a value of A broadcast feeds four FMAs
+/// instead of two, and each row of A is read once per 64 columns, which the channels-last
+/// pointwise convolutions of few input channels (K 16-40) were bound by. Returns false,
+/// computing nothing, without AVX-512 ([`wide_strided_tiles`]) or when a slice is too short
+/// or `nr` is outside 33..=64.
+#[allow(clippy::too_many_arguments)]
+pub fn tiles_strided_pairs(
+    kc: usize,
+    a: &[f32],
+    lda: usize,
+    rows: usize,
+    b: &[f32],
+    c: &mut [f32],
+    ldc: usize,
+    nr: usize,
+    ep: &TileEpilogue<'_>,
+) -> bool {
+    if rows == 0 {
+        return true;
+    }
+    if !(NR + 1..=2 * NR).contains(&nr) || ep.alpha != 1.0 || kc == 0 {
+        return false;
+    }
+    // The furthest B value read: the second panel's last K step, its masked columns.
+    let ps = kc * NR;
+    let last = nr - NR;
+    let b_need = match last > HALF {
+        true => ps + HALF + (kc - 1) * NR + (last - HALF),
+        false => ps + (kc - 1) * NR + last,
+    };
+    let fits = StridedOperands {
+        kc,
+        a,
+        lda,
+        rows,
+        b_len: b.len(),
+        b_need,
+        c,
+        ldc,
+        nr,
+        ep,
+    };
+    if !fits.check(2 * NR) || !wide_strided_tiles() {
+        return false;
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: AVX-512F is present (`wide_strided_tiles`); rows r < rows of A hold kc
+        // floats at r·lda (checked: (rows-1)·lda + kc <= a.len()); the tiles read, for
+        // k < kc, b[k·NR ..] for 16 floats and b[16 + k·NR ..] for 16 (the first panel,
+        // whole since nr > 32), b[ps + k·NR ..] for min(nr − 32, 16) and, when nr > 48,
+        // b[ps + 16 + k·NR ..] for nr − 48 (masked loads), the furthest inside `b`
+        // (b_need, checked); they touch c[r·ldc .. r·ldc + nr] for r < rows only, inside
+        // `c`; there is no row bias or scale and the column bias holds nr values; kc >= 1
+        // and 33 <= nr <= 64 were checked.
+        unsafe {
+            pairs_avx512::column_pairs(
+                kc,
+                a.as_ptr(),
+                lda,
+                rows,
+                b.as_ptr(),
+                ps,
                 c.as_mut_ptr(),
                 ldc,
                 nr,

@@ -624,3 +624,214 @@ fn strided_tiles_apply_sigmoids_and_swishes_in_their_store() {
         }
     }
 }
+
+/// `act(x)` by its definition, in f64 (the sigmoids and swishes too).
+fn act_by_definition(act: Activation, x: f32) -> f32 {
+    let v = x as f64;
+    let sig = 1.0 / (1.0 + (-v).exp());
+    let y = match act {
+        Activation::Silu => v * sig,
+        Activation::Sigmoid => sig,
+        Activation::HardSwish => v * (v / 6.0 + 0.5).clamp(0.0, 1.0),
+        Activation::HardSigmoid { alpha, beta } => (alpha as f64 * v + beta as f64).clamp(0.0, 1.0),
+        _ => return act.apply_simple(x),
+    };
+    y as f32
+}
+
+/// The panel-pair tiles ([`tiles_strided_pairs`], six rows by four columns, eight by three)
+/// against the one-panel tiles ([`tiles_strided_wide`]) run on each of the two panels in
+/// turn (the same FMA order per value, so the same bits) and against a plain sum: depths 1
+/// to 64 (a short K, MobileNets' 16-40, odd ones), 1 to 61 rows (one partial tile to ten),
+/// 33 to 64 columns (a third vector masked or whole, a fourth masked or whole), a
+/// `ldc` past the columns, onto earlier contents or not, with every kind of activation the
+/// store applies (in-kernel, and the sigmoids and swishes); then the refusals.
+#[test]
+#[allow(clippy::needless_range_loop)]
+fn panel_pair_tiles_match_one_panel_at_a_time_and_a_plain_sum() {
+    let acts = [
+        Activation::None,
+        Activation::Relu,
+        Activation::Clip {
+            min: -1.5,
+            max: 2.5,
+        },
+        Activation::LeakyRelu { alpha: 0.1 },
+        Activation::Silu,
+        Activation::HardSwish,
+        Activation::Sigmoid,
+        Activation::HardSigmoid {
+            alpha: 0.2,
+            beta: 0.5,
+        },
+    ];
+    let cb: Vec<f32> = (0..2 * NR).map(|j| j as f32 * 0.05 - 0.7).collect();
+    let mut case = 0;
+    for kc in [1, 3, 16, 17, 24, 40, 64] {
+        let lda = kc + 3;
+        let rows_max = 61;
+        let a: Vec<f32> = ramp_a((rows_max - 1) * lda + kc, 8.0);
+        // Two interleaved panels, one after the other.
+        let b: Vec<f32> = ramp_b(2 * kc * NR, 5.0);
+        for rows in [1, 5, 6, 7, 8, 9, 13, 24, 61] {
+            for nr in [33, 40, 47, 48, 49, 63, 64] {
+                case += 1;
+                let act = acts[case % acts.len()];
+                let accumulate = case % 3 == 0;
+                let ep = TileEpilogue {
+                    accumulate,
+                    alpha: 1.0,
+                    row_bias: None,
+                    col_bias: Some(&cb),
+                    last: true,
+                    act,
+                };
+                let ldc = nr + 5;
+                let c0: Vec<f32> = (0..rows * ldc).map(|i| (i % 7) as f32 * 0.25).collect();
+                let mut c = c0.clone();
+                let ran = tiles_strided_pairs(kc, &a, lda, rows, &b, &mut c, ldc, nr, &ep);
+                assert_eq!(ran, wide_strided_tiles(), "kc {kc} rows {rows} nr {nr}");
+                if !ran {
+                    continue;
+                }
+                // The one-panel tiles, the second panel's with its share of the bias.
+                let mut one = c0.clone();
+                let il = Halves::Interleaved;
+                assert!(tiles_strided_wide(
+                    kc,
+                    &a,
+                    lda,
+                    rows,
+                    (&b, il),
+                    &mut one,
+                    ldc,
+                    NR,
+                    &ep
+                ));
+                let ep2 = TileEpilogue {
+                    col_bias: Some(&cb[NR..]),
+                    ..ep
+                };
+                let second = &b[kc * NR..];
+                assert!(tiles_strided_wide(
+                    kc,
+                    &a,
+                    lda,
+                    rows,
+                    (second, il),
+                    &mut one[NR..],
+                    ldc,
+                    nr - NR,
+                    &ep2
+                ));
+                for r in 0..rows {
+                    for j in 0..ldc {
+                        let at = r * ldc + j;
+                        let (got, same) = (c[at], one[at]);
+                        let what = format!("kc {kc} rows {rows} nr {nr} {act:?} at ({r}, {j})");
+                        assert_eq!(got.to_bits(), same.to_bits(), "{what}: {got} vs {same}");
+                        if j >= nr {
+                            assert_eq!(got, c0[at], "{what}: past the columns");
+                            continue;
+                        }
+                        let (p, jj) = (j / NR, j % NR);
+                        let dot: f32 = (0..kc)
+                            .map(|t| a[r * lda + t] * b[p * kc * NR + t * NR + jj])
+                            .sum();
+                        let base = if accumulate { c0[at] } else { 0.0 };
+                        let want = act_by_definition(act, dot + base + cb[j]);
+                        assert!(
+                            (got - want).abs() <= 1e-4 * want.abs().max(1.0),
+                            "{what}: {got} vs {want}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+    // Refusals: A, B or C one value short, a row bias, a scale, 32 or 65 columns, no depth.
+    let (kc, rows, nr, lda, ldc) = (16, 13, 64, 16, 64);
+    let a = vec![1f32; (rows - 1) * lda + kc];
+    let b = vec![1f32; 2 * kc * NR];
+    let mut c = vec![0f32; (rows - 1) * ldc + nr];
+    let rb = vec![0f32; rows];
+    let plain = TileEpilogue {
+        accumulate: false,
+        alpha: 1.0,
+        row_bias: None,
+        col_bias: None,
+        last: true,
+        act: Activation::None,
+    };
+    let with_rb = TileEpilogue {
+        row_bias: Some(&rb),
+        ..plain
+    };
+    let scaled = TileEpilogue {
+        alpha: 2.0,
+        ..plain
+    };
+    let (al, bl, cl) = (a.len() - 1, b.len() - 1, c.len() - 1);
+    assert!(!tiles_strided_pairs(
+        kc,
+        &a[..al],
+        lda,
+        rows,
+        &b,
+        &mut c,
+        ldc,
+        nr,
+        &plain
+    ));
+    assert!(!tiles_strided_pairs(
+        kc,
+        &a,
+        lda,
+        rows,
+        &b[..bl],
+        &mut c,
+        ldc,
+        nr,
+        &plain
+    ));
+    assert!(!tiles_strided_pairs(
+        kc,
+        &a,
+        lda,
+        rows,
+        &b,
+        &mut c[..cl],
+        ldc,
+        nr,
+        &plain
+    ));
+    assert!(!tiles_strided_pairs(
+        kc, &a, lda, rows, &b, &mut c, ldc, nr, &with_rb
+    ));
+    assert!(!tiles_strided_pairs(
+        kc, &a, lda, rows, &b, &mut c, ldc, nr, &scaled
+    ));
+    assert!(!tiles_strided_pairs(
+        kc, &a, lda, rows, &b, &mut c, ldc, NR, &plain
+    ));
+    assert!(!tiles_strided_pairs(
+        kc,
+        &a,
+        lda,
+        rows,
+        &b,
+        &mut c,
+        80,
+        2 * NR + 1,
+        &plain
+    ));
+    assert!(!tiles_strided_pairs(
+        0, &a, lda, rows, &b, &mut c, ldc, nr, &plain
+    ));
+    // Whole and in bounds: it runs where the CPU has AVX-512, and sums K ones.
+    let ran = tiles_strided_pairs(kc, &a, lda, rows, &b, &mut c, ldc, nr, &plain);
+    assert_eq!(ran, wide_strided_tiles());
+    if ran {
+        assert!(c.iter().all(|&v| v == kc as f32));
+    }
+}

@@ -529,3 +529,73 @@ fn pointwise_activations_in_the_tiles_match_the_pass() {
         }
     }
 }
+
+/// Pointwise convolutions whose weights the AVX-512 tiles take two packed panels at a time
+/// (33 or more output channels, at most `PAIRS_MAX_DEPTH` input channels), against the
+/// definition and against the SGEMM path: one to 80 input channels and one past the limit,
+/// 33 to 120 outputs (a last panel alone, or a pair with a masked third or fourth vector),
+/// one pixel, 13, a plane of 61 (a row block and one more), MobileNetV3's 112×112 16→64
+/// layer; with a residual and every kind of fused activation, on one, two and three
+/// threads.
+#[test]
+fn pointwise_panel_pairs_match_the_definition() {
+    let acts = [
+        Activation::Relu,
+        Activation::Clip { min: 0.0, max: 6.0 },
+        Activation::None,
+        Activation::HardSwish,
+        Activation::Silu,
+        Activation::LeakyRelu { alpha: 0.1 },
+        Activation::Sigmoid,
+    ];
+    // (input channels, output channels, plane height, width, residual)
+    let shapes = [
+        (16, 64, 112, 112, false),
+        (16, 16, 13, 1, true),
+        (1, 33, 1, 1, false),
+        (3, 40, 1, 13, true),
+        (17, 49, 61, 1, false),
+        (24, 72, 7, 9, true),
+        (40, 120, 5, 13, false),
+        (64, 97, 3, 5, true),
+        (80, 200, 2, 7, false),
+        (81, 64, 2, 7, false),
+        (16, 96, 1, 61, true),
+    ];
+    let mut rng = Rng(23);
+    for (si, &(c, m, h, w, residual)) in shapes.iter().enumerate() {
+        let act = acts[si % acts.len()];
+        let t = Case {
+            n: 1,
+            c,
+            h,
+            w,
+            m,
+            k: 1,
+            s: 1,
+            p: 0,
+            group: 1,
+            nchw_in: false,
+            residual,
+            act,
+        };
+        let x = rng.vec(c * h * w);
+        let wt = rng.vec(m * c);
+        let b = rng.vec(m);
+        let r = rng.vec(h * w * m);
+        let r = residual.then_some(&r[..]);
+        let want = naive(&t, &x, &wt, &b, r);
+        for threads in [1, 2, 3] {
+            let wl = workload(&t, &wt, &b, threads);
+            assert_eq!(wl.wide_tiles, simd::has_avx512(), "shape {si}");
+            let mut y = vec![f32::NAN; want.len()];
+            wl.compute(&x, r, &mut y).unwrap();
+            let what = format!("shape {si} {act:?} residual {residual} threads {threads}");
+            close(&what, &y, &want);
+            let wl = wl.with_tiles(false);
+            let mut sgemm = vec![f32::NAN; want.len()];
+            wl.compute(&x, r, &mut sgemm).unwrap();
+            close(&format!("{what} (the SGEMM)"), &y, &sgemm);
+        }
+    }
+}
