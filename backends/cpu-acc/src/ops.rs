@@ -94,6 +94,8 @@ pub struct PoolWorkload {
     /// it is: its plan and the one tap weight, 1/count. The depthwise paths take many small
     /// planes (DenseNet's 2×2 pools) at vector speed, where the window path loops per row.
     uniform_average: Option<(crate::depthwise::Plan, Vec<f32>)>,
+    /// A 2×2 stride-2 average pool of even planes, run by `conv::pool_pairs`.
+    pair_average: bool,
     threads: Threads,
 }
 
@@ -162,6 +164,8 @@ impl PoolWorkload {
             inv_cy,
             inv_cx,
             max_plan: matches!(desc.kind, PoolKind::Max).then(|| crate::depthwise::Plan::new(&geo)),
+            pair_average: matches!(desc.kind, PoolKind::Average)
+                && crate::conv::pool_pairs::applies(&geo),
             threads,
         })
     }
@@ -172,6 +176,9 @@ impl Workload for PoolWorkload {
         self.io.check(inputs, outputs)?;
         let x = f32s(input(inputs, 0)?)?;
         let y = f32s_mut(output(outputs)?)?;
+        if self.pair_average {
+            return crate::conv::pool_pairs::run_average(&self.threads, &self.geo, x, y);
+        }
         if let Some((plan, taps)) = &self.uniform_average {
             let act = crate::act::Activation::None;
             return crate::depthwise::run(&self.threads, plan, 1, x, taps, None, act, y);

@@ -116,6 +116,11 @@ backplane_cpu_kernels::multiversion! {
         => crate::conv::window::prepare_body;
 }
 backplane_cpu_kernels::multiversion! {
+    /// One plane of a 2×2 stride-2 average pool (see `crate::conv::pool_pairs`).
+    pub fn pair_average_plane(x: &[f32], ow: usize, y: &mut [f32], pairs: &mut [f32])
+        => crate::conv::pool_pairs::pair_average_plane_body;
+}
+backplane_cpu_kernels::multiversion! {
     /// Softmax of one contiguous row.
     pub fn softmax_row(x: &[f32], y: &mut [f32]) => crate::norm::softmax_row_body;
 }

@@ -13,7 +13,8 @@
 //! * [`channel_lanes`]: the output channels in vector lanes (first layers, stride 2).
 //! * [`stem_pool`]: a first layer and the max pooling after it as one layer.
 //! * [`depthwise`]: depthwise convolution and max pooling (planes, rows, channels-last
-//!   blocks); [`window`]: pooling windows over one plane.
+//!   blocks); [`window`]: pooling windows over one plane; [`pool_pairs`]: 2×2 stride-2
+//!   average pools of even planes.
 //! * [`nhwc`]: channels-last convolutions of a region (pointwise, depthwise, im2col tiles at
 //!   offsets, pairs), [`nhwc_winograd`]: their Winograd F(2×2, 3×3).
 //! * [`conv_transpose`]: ConvTranspose as a GEMM into columns and a scatter-add.
@@ -27,6 +28,7 @@ pub mod nchw;
 pub mod nhwc;
 pub mod nhwc_winograd;
 pub mod pixel_rows;
+pub mod pool_pairs;
 pub mod stem_pool;
 pub mod tap_regions;
 pub mod window;
