@@ -17,8 +17,8 @@ const SMALL: usize = 16 * 1024;
 /// dilation, no padding before the plane, even sides, and every input inside a window.
 pub fn applies(g: &Geo2) -> bool {
     (g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, g.pt, g.pl) == (2, 2, 2, 2, 1, 1, 0, 0)
-        && g.h % 2 == 0
-        && g.w % 2 == 0
+        && g.h.is_multiple_of(2)
+        && g.w.is_multiple_of(2)
         && g.oh == g.h / 2
         && g.ow == g.w / 2
         && g.oh > 0
