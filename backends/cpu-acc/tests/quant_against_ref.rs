@@ -726,4 +726,42 @@ fn folded_binary_chains_match_cpu_ref_bit_for_bit() {
     run_binary(BinaryOp::Add, &[1, 7, 7, 157], u8t, u8t, relu6);
     run_broadcast(BinaryOp::Mul, [&[2, 3, 5003], &[2, 3, 1]], i8t, i8t, None);
     run_broadcast(BinaryOp::Sub, [&[3, 1], &[3, 9001]], u8t, i8t, None);
+    // Channels-last squeeze-excite gates: short rows (the channels) repeated at every
+    // pixel, run in blocks of whole rows; threads' chunks start inside a block.
+    run_broadcast(
+        BinaryOp::Mul,
+        [&[1, 48, 48, 32], &[1, 1, 1, 32]],
+        i8t,
+        i8t,
+        None,
+    );
+    run_broadcast(
+        BinaryOp::Mul,
+        [&[1, 1, 1, 13], &[2, 37, 11, 13]],
+        u8t,
+        i8t,
+        None,
+    );
+    run_broadcast(
+        BinaryOp::Add,
+        [&[2, 5, 7, 3], &[2, 1, 1, 3]],
+        i8t,
+        u8t,
+        relu6,
+    );
+    run_broadcast(
+        BinaryOp::Max,
+        [&[3, 1, 7, 5], &[1, 6, 1, 5]],
+        i8t,
+        i8t,
+        None,
+    );
+    run_broadcast(BinaryOp::Min, [&[1, 97, 1], &[1, 97, 1]], u8t, u8t, None);
+    run_broadcast(
+        BinaryOp::Sub,
+        [&[1, 9, 1, 1], &[1, 9, 1, 1]],
+        i8t,
+        i8t,
+        None,
+    );
 }

@@ -251,6 +251,54 @@ fn const_row_body(k: &RowKernel, a: &[u8], c: &[f32], y: &mut [u8]) {
     }
 }
 
+/// Where a block of whole output rows reads its two 8-bit operands ([`binary_rows`]): the
+/// elements per row, each input's step along a row (1, or 0 for one value repeated) and its
+/// step from one row to the next.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct RowBlock {
+    /// Elements per row.
+    pub len: usize,
+    /// Each input's step along a row.
+    pub inner: [usize; 2],
+    /// Each input's step between rows.
+    pub outer: [usize; 2],
+}
+
+impl RowBlock {
+    /// The elements an input with steps `inner` and `outer` spans over `rows` rows.
+    pub(super) fn span(&self, input: usize, rows: usize) -> usize {
+        match rows {
+            0 => 0,
+            _ => (rows - 1) * self.outer[input] + (self.len.max(1) - 1) * self.inner[input] + 1,
+        }
+    }
+}
+
+/// [`binary_rows`]'s body: [`binary_row_body`] on each row, so that short rows (a
+/// squeeze-excite gate's channels, repeated at every pixel) pay one call per block.
+#[inline(always)]
+fn binary_rows_body(k: &RowKernel, block: RowBlock, a: &[u8], b: &[u8], y: &mut [u8]) {
+    if block.len == 0 {
+        return;
+    }
+    for (r, yr) in y.chunks_exact_mut(block.len).enumerate() {
+        let (at, bt) = (r * block.outer[0], r * block.outer[1]);
+        let ra = a.get(at..at + block.span(0, 1));
+        let rb = b.get(bt..bt + block.span(1, 1));
+        // The caller passes operands spanning every row; a short one ends the block.
+        let (Some(ra), Some(rb)) = (ra, rb) else {
+            return;
+        };
+        binary_row_body(k, ra, rb, yr);
+    }
+}
+
+backplane_cpu_kernels::multiversion! {
+    /// Whole output rows of two 8-bit operands (`y` holds them, `block` says where each
+    /// row's operands start): [`binary_row`] on each, in one call.
+    pub(super) fn binary_rows(k: &RowKernel, block: RowBlock, a: &[u8], b: &[u8], y: &mut [u8]) => binary_rows_body;
+}
+
 backplane_cpu_kernels::multiversion! {
     /// One output row of two 8-bit operands, each the row's values or one value repeated.
     pub(super) fn binary_row(k: &RowKernel, a: &[u8], b: &[u8], y: &mut [u8]) => binary_row_body;
