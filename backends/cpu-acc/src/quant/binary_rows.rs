@@ -274,12 +274,46 @@ impl RowBlock {
     }
 }
 
+/// The bytes a repeated short row is laid out to in [`binary_rows_body`].
+const TILE: usize = 1024;
+
 /// [`binary_rows`]'s body: [`binary_row_body`] on each row, so that short rows (a
 /// squeeze-excite gate's channels, repeated at every pixel) pay one call per block.
 #[inline(always)]
 fn binary_rows_body(k: &RowKernel, block: RowBlock, a: &[u8], b: &[u8], y: &mut [u8]) {
     if block.len == 0 {
         return;
+    }
+    let len = block.len;
+    // One input advancing row after row, the other repeating one short row: the repeated
+    // row is laid end to end in a run of whole copies, and the rows go through in runs
+    // that long (the vector loops then run full width instead of a row's remainder).
+    let repeats = TILE / len;
+    if block.inner == [1, 1] && repeats >= 2 {
+        let tiled = match block.outer {
+            [o, 0] if o == len => Some((1, b)),
+            [0, o] if o == len => Some((0, a)),
+            _ => None,
+        };
+        if let Some((rep, row)) = tiled {
+            let Some(row) = row.get(..len) else {
+                return;
+            };
+            let mut tile = [0u8; TILE];
+            for t in tile.chunks_exact_mut(len).take(repeats) {
+                t.copy_from_slice(row);
+            }
+            let run = repeats * len;
+            let whole = if rep == 1 { a } else { b };
+            for (yr, wr) in y.chunks_mut(run).zip(whole.chunks(run)) {
+                let tr = &tile[..yr.len()];
+                match rep {
+                    1 => binary_row_body(k, wr, tr, yr),
+                    _ => binary_row_body(k, tr, wr, yr),
+                }
+            }
+            return;
+        }
     }
     for (r, yr) in y.chunks_exact_mut(block.len).enumerate() {
         let (at, bt) = (r * block.outer[0], r * block.outer[1]);
