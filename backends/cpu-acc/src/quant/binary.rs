@@ -642,7 +642,33 @@ impl Workload for QBinary {
 #[cfg(test)]
 #[allow(clippy::panic)]
 mod tests {
-    use super::Rows;
+    use super::{periodic_lookup, Rows};
+
+    #[test]
+    fn periodic_lookups_start_anywhere_in_the_row() {
+        // Tables whose entries name their position and byte; runs starting at every
+        // position of rows of 1, 3 and 7, shorter and longer than a row.
+        for len in [1usize, 3, 7] {
+            let tables: Vec<u8> = (0..len * 256)
+                .map(|i| ((i / 256) as u8).wrapping_mul(31) ^ (i % 256) as u8)
+                .collect();
+            for k0 in 0..len {
+                for n in [0usize, 1, 2, len, 2 * len + 1, 50] {
+                    let a: Vec<u8> = (0..n).map(|i| (i * 89 + 7) as u8).collect();
+                    let mut y = vec![0u8; n];
+                    periodic_lookup(&tables, len, k0, &a, &mut y);
+                    for (i, (&o, &q)) in y.iter().zip(&a).enumerate() {
+                        let k = (k0 + i) % len;
+                        assert_eq!(
+                            o,
+                            tables[k * 256 + usize::from(q)],
+                            "len {len} k0 {k0} n {n} i {i}"
+                        );
+                    }
+                }
+            }
+        }
+    }
 
     /// The input offsets of every output element, by the rows.
     fn offsets(a: &[usize], b: &[usize], y: &[usize]) -> Vec<[usize; 2]> {
