@@ -67,10 +67,17 @@ impl Req {
     /// `as i32` would compile to one scalar conversion per lane.
     #[inline(always)]
     pub(super) fn at(self, v: f32) -> u8 {
-        // Clamp far outside the 8-bit range first: the rounding trick needs |v| < 2²².
-        let q = round_even((v / self.scale).clamp(-1e6, 1e6)) + self.zero;
-        let q = if q.is_nan() { 0.0 } else { q };
-        let q = q.max(self.lo).min(self.hi);
+        let w = v / self.scale;
+        // A NaN becomes the integer 0 once the zero point is added (`-zero` is an integer
+        // below 2²², which the rounding keeps): the scalar rule's NaN as 0, tested here
+        // once, so that the bounds below are plain comparisons (one max or min a vector).
+        let w = if w.is_nan() { -self.zero } else { w };
+        // Clamp far outside the 8-bit range first: the rounding trick needs |w| < 2²².
+        let w = if w > -1e6 { w } else { -1e6 };
+        let w = if w < 1e6 { w } else { 1e6 };
+        let q = round_even(w) + self.zero;
+        let q = if q > self.lo { q } else { self.lo };
+        let q = if q < self.hi { q } else { self.hi };
         (q + MAGIC).to_bits() as u8
     }
 }
@@ -420,6 +427,47 @@ mod tests {
                 (p, clamp)
             })
             .collect()
+    }
+
+    #[test]
+    fn requantization_of_extreme_values_follows_the_scalar_rule() {
+        // NaN as the integer 0, infinities and huge values saturated, halves to even, on
+        // zero points at the ends of both types and a Relu's clamp.
+        let values = [
+            f32::NAN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            1e30,
+            -1e30,
+            0.0,
+            -0.0,
+            0.5,
+            -0.5,
+            2.5,
+            -2.5,
+            127.5,
+            -128.5,
+            1e6,
+            -4_194_303.5,
+        ];
+        for zero in [-128, 0, 3, 127, 255] {
+            for (lo, hi) in [(-128, 127), (0, 255), (3, 127)] {
+                for scale in [1.0f32, 0.37, 1e-30] {
+                    let r = Req::new((scale, zero), (lo, hi));
+                    for v in values {
+                        let w = v / scale;
+                        let q = if w.is_nan() {
+                            0
+                        } else {
+                            let q = f64::from(w).round_ties_even() + f64::from(zero);
+                            q.clamp(-1e9, 1e9) as i32
+                        };
+                        let want = q.clamp(lo, hi) as u8;
+                        assert_eq!(r.at(v), want, "{v} / {scale} + {zero} in [{lo}, {hi}]");
+                    }
+                }
+            }
+        }
     }
 
     #[test]
