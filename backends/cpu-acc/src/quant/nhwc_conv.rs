@@ -52,7 +52,7 @@ const PADDED_COPY_SHARE: usize = 32 * 1024;
 /// a layer of less than twice this runs on the calling thread, whose hand-off to a second
 /// thread and back would cost about what the second thread saves (a small model's late
 /// layers). Chosen by estimate, not yet by a two-thread A/B on a quiet host.
-pub(super) const MIN_SHARED_MACS: usize = 1 << 19;
+pub(super) const MIN_SHARED_MACS: usize = 1 << 18;
 
 /// [`MIN_SHARED_MACS`] for the depthwise layers, whose multiply-adds cost several times a
 /// GEMM's.
