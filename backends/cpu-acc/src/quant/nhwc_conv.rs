@@ -51,7 +51,7 @@ const PADDED_COPY_SHARE: usize = 32 * 1024;
 /// The fewest multiply-adds a thread's share of a GEMM layer (pointwise or im2col) carries:
 /// a layer of less than twice this runs on the calling thread, whose hand-off to a second
 /// thread and back would cost about what the second thread saves (a small model's late
-/// layers). Chosen by estimate, not yet by a two-thread A/B on a quiet host.
+/// layers). Set by a rough two-thread A/B on a loaded host (docs/tflite.md, session 48).
 pub(super) const MIN_SHARED_MACS: usize = 1 << 18;
 
 /// [`MIN_SHARED_MACS`] for the depthwise layers, whose multiply-adds cost several times a
