@@ -502,7 +502,7 @@ fn folded_int8_convolutions_are_within_one_quantum_of_cpu_ref() {
 #[test]
 fn channels_last_gemm_splits_give_equal_bytes_at_any_thread_count() {
     let base = Case {
-        x: [1, 96, 7, 7],
+        x: [1, 256, 7, 7],
         m: 160,
         k: [1, 1],
         stride: 1,
@@ -516,18 +516,20 @@ fn channels_last_gemm_splits_give_equal_bytes_at_any_thread_count() {
         u8_zero: 128,
         threads: 1,
     };
+    // Each layer has at least twice CpuAcc's fewest multiply-adds per thread (2^19), so
+    // that two and three threads share it.
     let cases = [
         // 49 pixels of 160 and of 37 (a prime: the last panel short) channels, i8 and u8.
         Case { ..base },
         Case {
-            x: [1, 41, 7, 7],
+            x: [1, 601, 7, 7],
             m: 37,
             xt: DataType::U8,
             ..base
         },
         // Pair GEMM (u8 weights of zero point 3), 5×3 pixels, 3×3 windows.
         Case {
-            x: [1, 19, 5, 3],
+            x: [1, 190, 5, 3],
             m: 53,
             k: [3, 3],
             pad: 1,
@@ -537,7 +539,7 @@ fn channels_last_gemm_splits_give_equal_bytes_at_any_thread_count() {
             ..base
         },
         Case {
-            x: [1, 24, 7, 7],
+            x: [1, 320, 7, 7],
             m: 70,
             per_channel: false,
             wt: DataType::U8,
@@ -548,12 +550,12 @@ fn channels_last_gemm_splits_give_equal_bytes_at_any_thread_count() {
         // Two images of 5×5 pixels (50 rows), a strided 3×3 to 7×7, and 14×14 (shared by
         // blocks of pixels).
         Case {
-            x: [2, 32, 5, 5],
+            x: [2, 448, 5, 5],
             m: 48,
             ..base
         },
         Case {
-            x: [1, 8, 13, 13],
+            x: [1, 80, 13, 13],
             m: 40,
             k: [3, 3],
             stride: 2,
@@ -561,7 +563,7 @@ fn channels_last_gemm_splits_give_equal_bytes_at_any_thread_count() {
             ..base
         },
         Case {
-            x: [1, 16, 14, 14],
+            x: [1, 96, 14, 14],
             m: 64,
             ..base
         },
@@ -726,4 +728,42 @@ fn folded_binary_chains_match_cpu_ref_bit_for_bit() {
     run_binary(BinaryOp::Add, &[1, 7, 7, 157], u8t, u8t, relu6);
     run_broadcast(BinaryOp::Mul, [&[2, 3, 5003], &[2, 3, 1]], i8t, i8t, None);
     run_broadcast(BinaryOp::Sub, [&[3, 1], &[3, 9001]], u8t, i8t, None);
+    // Channels-last squeeze-excite gates: short rows (the channels) repeated at every
+    // pixel, run in blocks of whole rows; threads' chunks start inside a block.
+    run_broadcast(
+        BinaryOp::Mul,
+        [&[1, 48, 48, 32], &[1, 1, 1, 32]],
+        i8t,
+        i8t,
+        None,
+    );
+    run_broadcast(
+        BinaryOp::Mul,
+        [&[1, 1, 1, 13], &[2, 37, 11, 13]],
+        u8t,
+        i8t,
+        None,
+    );
+    run_broadcast(
+        BinaryOp::Add,
+        [&[2, 5, 7, 3], &[2, 1, 1, 3]],
+        i8t,
+        u8t,
+        relu6,
+    );
+    run_broadcast(
+        BinaryOp::Max,
+        [&[3, 1, 7, 5], &[1, 6, 1, 5]],
+        i8t,
+        i8t,
+        None,
+    );
+    run_broadcast(BinaryOp::Min, [&[1, 97, 1], &[1, 97, 1]], u8t, u8t, None);
+    run_broadcast(
+        BinaryOp::Sub,
+        [&[1, 9, 1, 1], &[1, 9, 1, 1]],
+        i8t,
+        i8t,
+        None,
+    );
 }

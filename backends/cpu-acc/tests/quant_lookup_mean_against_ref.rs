@@ -383,8 +383,13 @@ fn binaries_with_f32_constants_equal_the_chain_on_cpu_ref() {
     // DequantizeLinear(x) op c → (Relu) → QuantizeLinear, c an f32 constant broadcast to x
     // (a batch norm's per-channel scale or shift as the TFLite importer leaves it).
     let mut r = Rng(31);
-    // The last case's constant has one value per element (no repeats).
-    let cases: [(&[usize], &[usize]); 6] = [
+    // The last case's constant has one value per element (no repeats). Channels-last
+    // per-channel constants of up to 32 values become byte tables (an image of three
+    // channels, large enough that two threads share it; 32 values, and 33, which do not).
+    let cases: [(&[usize], &[usize]); 9] = [
+        (&[1, 61, 67, 3], &[3]),
+        (&[2, 9, 5, 32], &[1, 1, 1, 32]),
+        (&[1, 5, 5, 33], &[33]),
         (&[1, 5, 3, 4], &[5, 1, 1]),
         (&[2, 7, 1, 1], &[1, 7, 1, 1]),
         (&[1, 1, 1, 1], &[1]),

@@ -13,7 +13,9 @@
 //! (quantization is monotone). TFLite's reference ADD instead rescales in fixed point (20-bit
 //! left shift, 31-bit multipliers): its results may differ by one quantum near a boundary.
 
-use super::binary_rows::{binary_row, const_row, const_row_in_place, Deq, Req, RowKernel};
+use super::binary_rows::{
+    binary_row, binary_rows, const_row, const_row_in_place, Deq, Req, RowBlock, RowKernel,
+};
 use super::{range, widen, QLINEAR_BINARY};
 use crate::io::Io;
 use crate::plan::{done, Plan};
@@ -32,6 +34,12 @@ const ROW_PIECE: usize = 1024;
 /// The fewest elements a thread's chunk holds: below that a hand-off costs more than the
 /// chunk (each element is a few f32 operations).
 const MIN_CHUNK: usize = 4 * 1024;
+
+/// The longest row of constants the layer turns into byte tables ([`QBinary::tables`]):
+/// shorter rows repeated at every pixel (an image's per-channel normalization over three
+/// channels) cost a call and a vector remainder per row on the f32 path, a look-up per
+/// element by table; longer rows vectorize well.
+const MAX_TABLE_ROW: usize = 32;
 
 /// What a folded quantized binary layer computes (its custom op's payload).
 #[derive(Debug, Clone, PartialEq)]
@@ -321,6 +329,11 @@ struct QBinary {
     /// byte for every pair of input bytes, `table[qa · 256 + qb]`, made once by
     /// [`fixed_mul_byte`] (one look-up per element instead of the 64-bit arithmetic).
     fixed: Option<Vec<u8>>,
+    /// When the layer's (or chain's) constants are one short row repeated over an input of
+    /// the output's shape (channels-last per-channel constants): the output byte of every
+    /// input byte at each position of that row, `tables[k · 256 + q]`, made once by the
+    /// row kernels themselves (so the bytes are theirs).
+    tables: Option<Vec<u8>>,
 }
 
 impl QBinary {
@@ -365,6 +378,55 @@ fn fixed_mul_table(d: &QBinaryDesc, signed: [bool; 3], m: (i32, i32)) -> Option<
         t.extend((0..=255u8).map(|qb| fixed_mul_byte(signed, m, d, qa, qb)));
     }
     Some(t)
+}
+
+/// The tables of [`QBinary::tables`]: for each position `k` of the constants' row, every
+/// input byte through the layer (`kernel` with constant `values[k]`) or through each layer
+/// of a composed chain in turn (`stages`, each with its own constants), by the same row
+/// kernels the layer runs otherwise. `None` when the tables cannot be allocated.
+fn const_tables(
+    kernel: &RowKernel,
+    stages: &[(RowKernel, Vec<f32>)],
+    values: &[f32],
+) -> Option<Vec<u8>> {
+    let mut t = Vec::new();
+    t.try_reserve_exact(values.len() * 256).ok()?;
+    t.resize(values.len() * 256, 0);
+    let bytes: [u8; 256] = std::array::from_fn(|q| q as u8);
+    let mut c = [0f32; 256];
+    for (k, out) in t.chunks_exact_mut(256).enumerate() {
+        if stages.is_empty() {
+            c.fill(*values.get(k)?);
+            const_row(kernel, &bytes, &c, out);
+        }
+        for (n, (sk, sv)) in stages.iter().enumerate() {
+            c.fill(*sv.get(k)?);
+            if n == 0 {
+                const_row(sk, &bytes, &c, out);
+            } else {
+                const_row_in_place(sk, &c, out);
+            }
+        }
+    }
+    Some(t)
+}
+
+/// Output bytes `y` of input bytes `a` by the tables of a constants' row of `len` positions
+/// (`tables[k · 256 + q]`), the first element at position `k0` of the row.
+fn periodic_lookup(tables: &[u8], len: usize, k0: usize, a: &[u8], y: &mut [u8]) {
+    let rows = tables.chunks_exact(256);
+    // The partial row up to the next row start, then whole rows, then the rest.
+    let head = (len - k0).min(y.len());
+    let (yh, yt) = y.split_at_mut(head);
+    let (ah, at) = a.split_at(head.min(a.len()));
+    for ((o, &q), t) in yh.iter_mut().zip(ah).zip(rows.clone().skip(k0)) {
+        *o = t[usize::from(q)];
+    }
+    for (yr, ar) in yt.chunks_mut(len).zip(at.chunks(len)) {
+        for ((o, &q), t) in yr.iter_mut().zip(ar).zip(rows.clone()) {
+            *o = t[usize::from(q)];
+        }
+    }
 }
 
 /// LiteRT's builtin MUL of bytes `qa` and `qb` (CpuRef's `QMulFixedPoint`): `(a − za)(b −
@@ -454,6 +516,21 @@ impl QBinary {
             ),
             None => None,
         };
+        let periodic = rows.inner == [1, 1]
+            && rows.steps[1].iter().all(|&s| s == 0)
+            && size == Some(rows.len)
+            && {
+                let count = |t: Option<&TensorInfo>| t.and_then(|t| t.shape.num_elements().ok());
+                let x = count(io.inputs.first());
+                x.is_some() && x == count(io.outputs.first())
+            };
+        let tables = match (&d.b_const, &fixed) {
+            (Some((values, _)), None) if periodic && rows.len <= MAX_TABLE_ROW => Some(
+                const_tables(&kernel, &stages, values)
+                    .ok_or_else(|| io.error("cannot allocate the constants' tables".into()))?,
+            ),
+            _ => None,
+        };
         Ok(QBinary {
             io,
             d,
@@ -462,6 +539,7 @@ impl QBinary {
             kernel,
             stages,
             fixed,
+            tables,
         })
     }
 }
@@ -487,11 +565,46 @@ impl Workload for QBinary {
         let piece = len.min(ROW_PIECE);
         let chunk = self.th.chunk_size(y.len(), MIN_CHUNK, piece);
         let [ia, ib] = self.rows.inner;
+        // Blocks of whole rows along the innermost outer axis, for two 8-bit inputs.
+        let block = match (self.rows.outer.last(), &self.fixed, consts) {
+            (Some(&n), None, None) => Some((
+                n,
+                RowBlock {
+                    len,
+                    inner: [ia, ib],
+                    outer: [
+                        self.rows.steps[0].last().copied().unwrap_or(0),
+                        self.rows.steps[1].last().copied().unwrap_or(0),
+                    ],
+                },
+            )),
+            _ => None,
+        };
         self.th.chunks(y, chunk, |i, yc| {
+            if let Some(t) = &self.tables {
+                // One row of constants repeated over an input of the output's shape.
+                let e0 = i * chunk;
+                let ac = a.get(e0..e0 + yc.len()).ok_or_else(missing)?;
+                periodic_lookup(t, len, e0 % len, ac, yc);
+                return Ok(());
+            }
             let mut at_element = i * chunk;
             let mut rest = &mut yc[..];
             while !rest.is_empty() {
                 let (row, off) = (at_element / len, at_element % len);
+                if let Some((n, blk)) = block.filter(|_| off == 0) {
+                    let m = (n - row % n).min(rest.len() / len);
+                    if m >= 2 {
+                        let (yr, tail) = rest.split_at_mut(m * len);
+                        rest = tail;
+                        at_element += m * len;
+                        let [at, bt] = self.rows.starts(row);
+                        let ar = a.get(at..at + blk.span(0, m)).ok_or_else(missing)?;
+                        let br = b.get(bt..bt + blk.span(1, m)).ok_or_else(missing)?;
+                        binary_rows(&self.kernel, blk, ar, br, yr);
+                        continue;
+                    }
+                }
                 let run = (len - off).min(rest.len());
                 let (yr, tail) = rest.split_at_mut(run);
                 rest = tail;
@@ -529,7 +642,33 @@ impl Workload for QBinary {
 #[cfg(test)]
 #[allow(clippy::panic)]
 mod tests {
-    use super::Rows;
+    use super::{periodic_lookup, Rows};
+
+    #[test]
+    fn periodic_lookups_start_anywhere_in_the_row() {
+        // Tables whose entries name their position and byte; runs starting at every
+        // position of rows of 1, 3 and 7, shorter and longer than a row.
+        for len in [1usize, 3, 7] {
+            let tables: Vec<u8> = (0..len * 256)
+                .map(|i| ((i / 256) as u8).wrapping_mul(31) ^ (i % 256) as u8)
+                .collect();
+            for k0 in 0..len {
+                for n in [0usize, 1, 2, len, 2 * len + 1, 50] {
+                    let a: Vec<u8> = (0..n).map(|i| (i * 89 + 7) as u8).collect();
+                    let mut y = vec![0u8; n];
+                    periodic_lookup(&tables, len, k0, &a, &mut y);
+                    for (i, (&o, &q)) in y.iter().zip(&a).enumerate() {
+                        let k = (k0 + i) % len;
+                        assert_eq!(
+                            o,
+                            tables[k * 256 + usize::from(q)],
+                            "len {len} k0 {k0} n {n} i {i}"
+                        );
+                    }
+                }
+            }
+        }
+    }
 
     /// The input offsets of every output element, by the rows.
     fn offsets(a: &[usize], b: &[usize], y: &[usize]) -> Vec<[usize; 2]> {

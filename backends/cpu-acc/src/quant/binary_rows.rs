@@ -67,10 +67,17 @@ impl Req {
     /// `as i32` would compile to one scalar conversion per lane.
     #[inline(always)]
     pub(super) fn at(self, v: f32) -> u8 {
-        // Clamp far outside the 8-bit range first: the rounding trick needs |v| < 2²².
-        let q = round_even((v / self.scale).clamp(-1e6, 1e6)) + self.zero;
-        let q = if q.is_nan() { 0.0 } else { q };
-        let q = q.max(self.lo).min(self.hi);
+        let w = v / self.scale;
+        // A NaN becomes the integer 0 once the zero point is added (`-zero` is an integer
+        // below 2²², which the rounding keeps): the scalar rule's NaN as 0, tested here
+        // once, so that the bounds below are plain comparisons (one max or min a vector).
+        let w = if w.is_nan() { -self.zero } else { w };
+        // Clamp far outside the 8-bit range first: the rounding trick needs |w| < 2²².
+        let w = if w > -1e6 { w } else { -1e6 };
+        let w = if w < 1e6 { w } else { 1e6 };
+        let q = round_even(w) + self.zero;
+        let q = if q > self.lo { q } else { self.lo };
+        let q = if q < self.hi { q } else { self.hi };
         (q + MAGIC).to_bits() as u8
     }
 }
@@ -251,6 +258,88 @@ fn const_row_body(k: &RowKernel, a: &[u8], c: &[f32], y: &mut [u8]) {
     }
 }
 
+/// Where a block of whole output rows reads its two 8-bit operands ([`binary_rows`]): the
+/// elements per row, each input's step along a row (1, or 0 for one value repeated) and its
+/// step from one row to the next.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct RowBlock {
+    /// Elements per row.
+    pub len: usize,
+    /// Each input's step along a row.
+    pub inner: [usize; 2],
+    /// Each input's step between rows.
+    pub outer: [usize; 2],
+}
+
+impl RowBlock {
+    /// The elements an input with steps `inner` and `outer` spans over `rows` rows.
+    pub(super) fn span(&self, input: usize, rows: usize) -> usize {
+        match rows {
+            0 => 0,
+            _ => (rows - 1) * self.outer[input] + (self.len.max(1) - 1) * self.inner[input] + 1,
+        }
+    }
+}
+
+/// The bytes a repeated short row is laid out to in [`binary_rows_body`].
+const TILE: usize = 1024;
+
+/// [`binary_rows`]'s body: [`binary_row_body`] on each row, so that short rows (a
+/// squeeze-excite gate's channels, repeated at every pixel) pay one call per block.
+#[inline(always)]
+fn binary_rows_body(k: &RowKernel, block: RowBlock, a: &[u8], b: &[u8], y: &mut [u8]) {
+    if block.len == 0 {
+        return;
+    }
+    let len = block.len;
+    // One input advancing row after row, the other repeating one short row: the repeated
+    // row is laid end to end in a run of whole copies, and the rows go through in runs
+    // that long (the vector loops then run full width instead of a row's remainder).
+    let repeats = TILE / len;
+    if block.inner == [1, 1] && repeats >= 2 {
+        let tiled = match block.outer {
+            [o, 0] if o == len => Some((1, b)),
+            [0, o] if o == len => Some((0, a)),
+            _ => None,
+        };
+        if let Some((rep, row)) = tiled {
+            let Some(row) = row.get(..len) else {
+                return;
+            };
+            let mut tile = [0u8; TILE];
+            for t in tile.chunks_exact_mut(len).take(repeats) {
+                t.copy_from_slice(row);
+            }
+            let run = repeats * len;
+            let whole = if rep == 1 { a } else { b };
+            for (yr, wr) in y.chunks_mut(run).zip(whole.chunks(run)) {
+                let tr = &tile[..yr.len()];
+                match rep {
+                    1 => binary_row_body(k, wr, tr, yr),
+                    _ => binary_row_body(k, tr, wr, yr),
+                }
+            }
+            return;
+        }
+    }
+    for (r, yr) in y.chunks_exact_mut(block.len).enumerate() {
+        let (at, bt) = (r * block.outer[0], r * block.outer[1]);
+        let ra = a.get(at..at + block.span(0, 1));
+        let rb = b.get(bt..bt + block.span(1, 1));
+        // The caller passes operands spanning every row; a short one ends the block.
+        let (Some(ra), Some(rb)) = (ra, rb) else {
+            return;
+        };
+        binary_row_body(k, ra, rb, yr);
+    }
+}
+
+backplane_cpu_kernels::multiversion! {
+    /// Whole output rows of two 8-bit operands (`y` holds them, `block` says where each
+    /// row's operands start): [`binary_row`] on each, in one call.
+    pub(super) fn binary_rows(k: &RowKernel, block: RowBlock, a: &[u8], b: &[u8], y: &mut [u8]) => binary_rows_body;
+}
+
 backplane_cpu_kernels::multiversion! {
     /// One output row of two 8-bit operands, each the row's values or one value repeated.
     pub(super) fn binary_row(k: &RowKernel, a: &[u8], b: &[u8], y: &mut [u8]) => binary_row_body;
@@ -338,6 +427,47 @@ mod tests {
                 (p, clamp)
             })
             .collect()
+    }
+
+    #[test]
+    fn requantization_of_extreme_values_follows_the_scalar_rule() {
+        // NaN as the integer 0, infinities and huge values saturated, halves to even, on
+        // zero points at the ends of both types and a Relu's clamp.
+        let values = [
+            f32::NAN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            1e30,
+            -1e30,
+            0.0,
+            -0.0,
+            0.5,
+            -0.5,
+            2.5,
+            -2.5,
+            127.5,
+            -128.5,
+            1e6,
+            -4_194_303.5,
+        ];
+        for zero in [-128, 0, 3, 127, 255] {
+            for (lo, hi) in [(-128, 127), (0, 255), (3, 127)] {
+                for scale in [1.0f32, 0.37, 1e-30] {
+                    let r = Req::new((scale, zero), (lo, hi));
+                    for v in values {
+                        let w = v / scale;
+                        let q = if w.is_nan() {
+                            0
+                        } else {
+                            let q = f64::from(w).round_ties_even() + f64::from(zero);
+                            q.clamp(-1e9, 1e9) as i32
+                        };
+                        let want = q.clamp(lo, hi) as u8;
+                        assert_eq!(r.at(v), want, "{v} / {scale} + {zero} in [{lo}, {hi}]");
+                    }
+                }
+            }
+        }
     }
 
     #[test]

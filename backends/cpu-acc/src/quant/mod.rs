@@ -235,14 +235,30 @@ fn unsigned_form(signed: bool, zero: i32) -> (u8, i32) {
 /// `flip` ([`unsigned_form`]): the byte GEMM's A rows. The bytes of a row past `k` are left
 /// as they are (they meet zero weights).
 fn unsigned_rows(src: &[u8], k: usize, flip: u8, dst: &mut [u8], pitch: usize) {
-    for (row, xr) in dst
-        .chunks_exact_mut(pitch.max(1))
-        .zip(src.chunks_exact(k.max(1)))
-    {
-        for (d, &v) in row.iter_mut().zip(xr) {
-            *d = v ^ flip;
-        }
+    let (k, pitch) = (k.max(1), pitch.max(1));
+    if k == pitch {
+        // Rows end to end on both sides: one run (a pointwise layer's pixels).
+        let n = (src.len() / k).min(dst.len() / pitch) * k;
+        xor_bytes(&src[..n], flip, &mut dst[..n]);
+        return;
     }
+    for (row, xr) in dst.chunks_exact_mut(pitch).zip(src.chunks_exact(k)) {
+        let n = k.min(pitch);
+        xor_bytes(&xr[..n], flip, &mut row[..n]);
+    }
+}
+
+/// [`xor_bytes`]'s body.
+#[inline(always)]
+fn xor_bytes_body(src: &[u8], flip: u8, dst: &mut [u8]) {
+    for (d, &v) in dst.iter_mut().zip(src) {
+        *d = v ^ flip;
+    }
+}
+
+backplane_cpu_kernels::multiversion! {
+    /// `dst[i] = src[i] ^ flip` over the shorter of the two, at each tier's vector width.
+    fn xor_bytes(src: &[u8], flip: u8, dst: &mut [u8]) => xor_bytes_body;
 }
 
 /// The value range of an 8-bit type.
@@ -261,5 +277,38 @@ fn widen(dt_signed: bool, b: u8) -> i32 {
         i32::from(b as i8)
     } else {
         i32::from(b)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::unsigned_rows;
+
+    #[test]
+    fn unsigned_rows_flip_each_row_and_keep_the_padding() {
+        // Rows end to end (one run) and rows into a wider pitch (the padding kept), over
+        // lengths that are not multiples of any vector width.
+        for (k, pitch, rows) in [
+            (1, 1, 1),
+            (16, 16, 7),
+            (67, 67, 3),
+            (27, 28, 5),
+            (3, 4, 129),
+        ] {
+            let src: Vec<u8> = (0..k * rows).map(|i| (i * 37 % 251) as u8).collect();
+            for flip in [0u8, 0x80] {
+                let mut dst = vec![0xA5u8; pitch * rows + 3];
+                unsigned_rows(&src, k, flip, &mut dst, pitch);
+                for (i, &d) in dst.iter().enumerate() {
+                    let (r, j) = (i / pitch, i % pitch);
+                    let want = if r < rows && j < k {
+                        src[r * k + j] ^ flip
+                    } else {
+                        0xA5
+                    };
+                    assert_eq!(d, want, "k {k} pitch {pitch} byte {i} flip {flip:#x}");
+                }
+            }
+        }
     }
 }

@@ -48,6 +48,16 @@ const BLOCK_ROWS: usize = 32;
 /// handed over).
 const PADDED_COPY_SHARE: usize = 32 * 1024;
 
+/// The fewest multiply-adds a thread's share of a GEMM layer (pointwise or im2col) carries:
+/// a layer of less than twice this runs on the calling thread, whose hand-off to a second
+/// thread and back would cost about what the second thread saves (a small model's late
+/// layers). Set by a rough two-thread A/B on a loaded host (docs/tflite.md, session 48).
+pub(super) const MIN_SHARED_MACS: usize = 1 << 18;
+
+/// [`MIN_SHARED_MACS`] for the depthwise layers, whose multiply-adds cost several times a
+/// GEMM's.
+const MIN_SHARED_DW_MACS: usize = 1 << 15;
+
 /// Take the buffer kept in `slot` (empty the first time, or while another execution of the
 /// layer holds it).
 fn take<T>(slot: &Mutex<Vec<T>>) -> Vec<T> {
@@ -355,7 +365,9 @@ impl NhwcQConv {
     fn depthwise(&self, layer: &DwLayer, x: &[u8], y: &mut [u8]) -> Result<()> {
         let g = &self.geo;
         let row = g.ow * g.c;
-        let per_task = self.th.chunk_size(g.n * g.oh, 1, 1);
+        let per_row = row * self.d.kernel[0] * self.d.kernel[1];
+        let min_rows = MIN_SHARED_DW_MACS.div_ceil(per_row.max(1));
+        let per_task = self.th.chunk_size(g.n * g.oh, min_rows, 1);
         self.th.chunks(y, per_task * row, |task, yc| {
             let first = task * per_task;
             let rows = first..first + yc.len() / row.max(1);
@@ -415,6 +427,22 @@ impl NhwcQConv {
         }
     }
 
+    /// How the threads share the GEMM of `pixels` rows (blocks of `block` rows, tiles of
+    /// `tile`): as `gemm_split` decides, each share at
+    /// least [`MIN_SHARED_MACS`], or all on the calling thread below twice that.
+    pub(super) fn share(&self, pixels: usize, block: usize, tile: usize) -> GemmSplit {
+        let g = &self.geo;
+        let depth = (g.c / self.d.group.max(1)) * self.d.kernel[0] * self.d.kernel[1];
+        let per_pixel = depth.saturating_mul(g.m).max(1);
+        let min_pixels = MIN_SHARED_MACS.div_ceil(per_pixel).max(block);
+        if pixels.saturating_mul(per_pixel) < 2 * MIN_SHARED_MACS {
+            return GemmSplit::Rows(pixels.max(1));
+        }
+        let per_rows = self.th.chunk_size(pixels, min_pixels, block);
+        self.th
+            .gemm_split(pixels, g.m.div_ceil(QNR), per_rows, tile)
+    }
+
     fn gemm(
         &self,
         b: &QPackedB,
@@ -424,7 +452,6 @@ impl NhwcQConv {
         y: &mut [u8],
     ) -> Result<()> {
         let g = &self.geo;
-        let m = g.m;
         let pixels = g.n * g.oh * g.ow;
         let mut xp = take(&self.padded);
         if !pointwise {
@@ -436,12 +463,7 @@ impl NhwcQConv {
             Rows::Windows(&xp)
         };
         let tile = pair_tile_rows();
-        let done = match self.th.gemm_split(
-            pixels,
-            m.div_ceil(QNR),
-            self.th.chunk_size(pixels, BLOCK_ROWS, BLOCK_ROWS),
-            tile,
-        ) {
+        let done = match self.share(pixels, BLOCK_ROWS, tile) {
             GemmSplit::Panels(per_task) => self.gemm_by_channels(b, rq, src, per_task, y),
             GemmSplit::Rows(per_task) => self.gemm_by_pixels(b, rq, src, per_task, y),
         };
