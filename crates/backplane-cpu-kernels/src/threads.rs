@@ -2,15 +2,18 @@
 //! all for one thread (so a 1-thread backend runs exactly the single-threaded code, with no
 //! pool hand-offs).
 //!
-//! A parallel step hands its items out through a shared counter: the calling thread works on
-//! them too, so it never sleeps while a layer runs, and a helper that wakes late costs only
-//! some parallelism, never a wait (see [`Pool`]). After a step each helper spins for
+//! A parallel step cuts its items into one contiguous range per thread, each thread taking
+//! its own range first and then what is left of the others' ([`Claims`]), so the same thread
+//! takes the same part of consecutive steps; the calling thread works on them too, so it
+//! never sleeps while a layer runs, and a helper that wakes late costs only some
+//! parallelism, never a wait (see [`Pool`]). After a step each helper spins for
 //! `KEEP_WARM`, then parks: back-to-back layers find the helpers awake instead of paying a
 //! wake-up each. Spinning threads yield to the OS every few tens of microseconds, so on a busy
 //! machine they hand their core to the thread they wait for.
 //!
-//! The one `unsafe` here hands the step's closure, which borrows the caller's stack, to the
-//! helpers: the caller withdraws it and waits for every helper that took it before returning.
+//! The `unsafe` here hands the step's closure, which borrows the caller's stack, to the
+//! helpers (the caller withdraws it and waits for every helper that took it before
+//! returning), and hands each thread the chunks of [`Threads::chunks`] it claimed.
 #![allow(unsafe_code)]
 
 use backplane_backend_api::{BackendError, Result};
@@ -158,7 +161,10 @@ impl Pool {
             let shared = shared.clone();
             std::thread::Builder::new()
                 .name(format!("cpuacc-{i}"))
-                .spawn(move || helper(&shared))
+                .spawn(move || {
+                    SLOT.set(i + 1);
+                    helper(&shared)
+                })
                 .map_err(|e| {
                     BackendError::Other(format!("cannot start {} CpuAcc threads: {e}", helpers + 1))
                 })?;
@@ -254,6 +260,78 @@ impl Drop for Close<'_> {
     }
 }
 
+thread_local! {
+    /// This thread's place in its pool: 0 for a calling thread, `i + 1` for helper `i`. A
+    /// step's items are cut into one contiguous range per place ([`Claims`]), so the same
+    /// thread takes the same part of every step.
+    static SLOT: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// One place's range of a step's items, as `front | back << 32`: its owner takes items from
+/// the front, other threads (done with their own) from the back. On a cache line of its own,
+/// so that the owner's claims stay on its core.
+#[repr(align(64))]
+struct Cursor(AtomicU64);
+
+/// Who takes which item of a step: items `0..n` cut into `count` contiguous ranges, range
+/// `t` for the thread in place `t`, which takes its items in order; a thread that has run out
+/// takes the others' last items. So when consecutive layers share their work out in the same
+/// order (the same channels, rows or pixels to the same place), each thread mostly reads
+/// what it wrote in the layer before, instead of what the other thread wrote: a cache line
+/// written on one core and read on another costs a transfer, several times a local read when
+/// the two cores sit on different chiplets (docs/perf.md, "session 48, two threads across
+/// chiplets"). A thread that comes late (or never) costs only its items' order, never a
+/// wait: every item is taken exactly once either way.
+struct Claims {
+    count: usize,
+    ranges: Vec<Cursor>,
+}
+
+impl Claims {
+    /// `n` items (below 2³²) for `count` places.
+    fn new(n: usize, count: usize) -> Result<Self> {
+        let count = count.max(1);
+        let mut ranges = Vec::new();
+        ranges
+            .try_reserve_exact(count)
+            .map_err(|_| BackendError::Execution("out of memory for a parallel step".into()))?;
+        for t in 0..count {
+            let (front, back) = (t * n / count, (t + 1) * n / count);
+            ranges.push(Cursor(AtomicU64::new(front as u64 | (back as u64) << 32)));
+        }
+        Ok(Claims { count, ranges })
+    }
+
+    /// Take the first free item of range `t` (`own`) or its last one (stealing), if any.
+    fn take_from(&self, t: usize, own: bool) -> Option<usize> {
+        let cursor = &self.ranges[t].0;
+        let mut cur = cursor.load(Ordering::Acquire);
+        loop {
+            let (front, back) = (cur & 0xffff_ffff, cur >> 32);
+            if front >= back {
+                return None;
+            }
+            let (next, item) = if own {
+                (cur + 1, front)
+            } else {
+                (front | (back - 1) << 32, back - 1)
+            };
+            match cursor.compare_exchange_weak(cur, next, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return Some(item as usize),
+                Err(now) => cur = now,
+            }
+        }
+    }
+
+    /// The next item for the thread in place `slot` (taken modulo the places: a step run
+    /// alone on a helper of another pool still takes every item).
+    fn next(&self, slot: usize) -> Option<usize> {
+        let me = slot % self.count;
+        self.take_from(me, true)
+            .or_else(|| (1..self.count).find_map(|d| self.take_from((me + d) % self.count, false)))
+    }
+}
+
 /// A helper's life: spin for [`KEEP_WARM`] after each step waiting for the next one, then
 /// park; join each step that is still open when it looks.
 fn helper(shared: &Shared) {
@@ -288,6 +366,24 @@ fn helper(shared: &Shared) {
         }
     }
 }
+
+/// Most items of a step that go out by place ([`Claims`], which counts in 32 bits); a step of
+/// more (which the work splits never make) hands them out in order from one counter.
+const MAX_CLAIMED: usize = u32::MAX as usize;
+
+/// The start of a step's data, shared with the helpers that take its chunks.
+struct Base<T>(*mut T);
+
+impl<T> Base<T> {
+    /// The element `i` places on (inside the data, by the caller's bounds).
+    fn at(&self, i: usize) -> *mut T {
+        self.0.wrapping_add(i)
+    }
+}
+
+// SAFETY: the helpers reach the data only through disjoint chunks ([`Threads::chunks`]), and
+// sending those is sound for `T: Send`.
+unsafe impl<T: Send> Sync for Base<T> {}
 
 /// The threads a workload may use.
 #[derive(Clone)]
@@ -359,8 +455,32 @@ impl Threads {
         F: Fn(usize, &mut [T]) -> Result<()> + Sync + Send,
     {
         let chunk = chunk.max(1);
+        let n = data.len().div_ceil(chunk);
         match &self.pool {
-            Some(pool) if data.len() > chunk => {
+            Some(pool) if n > 1 && n <= MAX_CLAIMED => {
+                let claims = Claims::new(n, self.count)?;
+                let len = data.len();
+                let base = Base(data.as_mut_ptr());
+                pool.run(|stop| {
+                    let slot = SLOT.get();
+                    while !stop.load(Ordering::Acquire) {
+                        let Some(i) = claims.next(slot) else {
+                            break;
+                        };
+                        let start = i * chunk;
+                        let size = chunk.min(len - start);
+                        // SAFETY: `data` is borrowed mutably for the whole step, and `Claims`
+                        // hands out each index below `n = ceil(len / chunk)` exactly once, so
+                        // the chunks `start..start + size` (inside `data`) taken on the
+                        // threads are disjoint and none outlives the step: the same slices
+                        // `data.chunks_mut(chunk)` would give.
+                        let c = unsafe { std::slice::from_raw_parts_mut(base.at(start), size) };
+                        f(i, c)?;
+                    }
+                    Ok(())
+                })
+            }
+            Some(pool) if n > 1 => {
                 let items = Mutex::new(data.chunks_mut(chunk).enumerate());
                 pool.run(|stop| {
                     while !stop.load(Ordering::Acquire) {
@@ -388,6 +508,19 @@ impl Threads {
         F: Fn(usize) -> Result<()> + Sync + Send,
     {
         match &self.pool {
+            Some(pool) if n > 1 && n <= MAX_CLAIMED => {
+                let claims = Claims::new(n, self.count)?;
+                pool.run(|stop| {
+                    let slot = SLOT.get();
+                    while !stop.load(Ordering::Acquire) {
+                        let Some(i) = claims.next(slot) else {
+                            break;
+                        };
+                        f(i)?;
+                    }
+                    Ok(())
+                })
+            }
             Some(pool) if n > 1 => {
                 let next = AtomicUsize::new(0);
                 pool.run(|stop| {
@@ -660,6 +793,34 @@ mod tests {
                         }
                     }
                 }
+            }
+        }
+    }
+
+    /// Each place takes its own contiguous range first, in order, and then the other places'
+    /// items from their ends; every item once, for any item and place count (places beyond
+    /// the count, as on a helper of a larger pool, wrap around).
+    #[test]
+    fn claims_take_own_range_first_then_the_others_from_the_back() {
+        let c = Claims::new(10, 2).unwrap();
+        let mine: Vec<usize> = (0..5).filter_map(|_| c.next(1)).collect();
+        assert_eq!(mine, vec![5, 6, 7, 8, 9]);
+        assert_eq!(c.next(1), Some(4));
+        assert_eq!(c.next(0), Some(0));
+        assert_eq!(c.next(3), Some(3));
+        assert_eq!(c.next(1), Some(2));
+        assert_eq!(c.next(0), Some(1));
+        assert_eq!((c.next(0), c.next(1)), (None, None));
+        for n in [0usize, 1, 2, 3, 7, 13, 64] {
+            for count in 1..=5 {
+                let c = Claims::new(n, count).unwrap();
+                let mut seen = vec![0u32; n];
+                let mut slot = 0;
+                while let Some(i) = c.next(slot) {
+                    seen[i] += 1;
+                    slot = (slot * 7 + 3) % (count + 2);
+                }
+                assert!(seen.iter().all(|&v| v == 1), "{n} items, {count} places");
             }
         }
     }
