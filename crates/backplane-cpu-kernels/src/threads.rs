@@ -385,6 +385,42 @@ impl<T> Base<T> {
 // sending those is sound for `T: Send`.
 unsafe impl<T: Send> Sync for Base<T> {}
 
+/// One task's columns of a row-major matrix ([`Threads::columns`]): the same column range
+/// of each row, borrowed mutably for the task.
+pub struct Columns<'a, T> {
+    /// The task's first column of row 0.
+    base: *mut T,
+    ld: usize,
+    rows: usize,
+    width: usize,
+    _data: std::marker::PhantomData<&'a mut [T]>,
+}
+
+impl<T> Columns<'_, T> {
+    /// How many columns the task has.
+    pub fn width(&self) -> usize {
+        self.width
+    }
+
+    /// How many rows.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// The task's columns of row `r` (`None` past the last row).
+    pub fn row(&mut self, r: usize) -> Option<&mut [T]> {
+        if r >= self.rows {
+            return None;
+        }
+        // SAFETY: `Threads::columns` checked that row `r`'s columns lie inside the matrix's
+        // buffer, which it borrows mutably for the step, and gives each task a column range
+        // no other task has; `&mut self` keeps this row's slice unique within the task.
+        Some(unsafe {
+            std::slice::from_raw_parts_mut(self.base.wrapping_add(r * self.ld), self.width)
+        })
+    }
+}
+
 /// The threads a workload may use.
 #[derive(Clone)]
 pub struct Threads {
@@ -500,6 +536,54 @@ impl Threads {
                 Ok(())
             }
         }
+    }
+
+    /// Run `f(i, columns)` for the column ranges `i·share .. min((i + 1)·share, n)` of a
+    /// row-major matrix of `rows` rows `ld` apart in `data`, in parallel when there is a pool:
+    /// each task writes its columns of every row. This is the split that keeps a channels-first
+    /// tensor's pixels on the thread that computed them (rows are channels, columns pixels),
+    /// where [`Threads::chunks`] can only cut whole rows. Tasks are claimed as in `chunks`, so
+    /// task `i` runs on the same thread as item `i` of a step of as many items.
+    pub fn columns<T, F>(
+        &self,
+        data: &mut [T],
+        ld: usize,
+        rows: usize,
+        n: usize,
+        share: usize,
+        f: F,
+    ) -> Result<()>
+    where
+        T: Send,
+        F: Fn(usize, Columns<'_, T>) -> Result<()> + Sync + Send,
+    {
+        let share = share.max(1);
+        if rows == 0 || n == 0 {
+            return Ok(());
+        }
+        if n > ld || data.len() < (rows - 1) * ld + n {
+            return Err(BackendError::Execution(
+                "column split: the matrix does not fit its buffer".into(),
+            ));
+        }
+        let tasks = n.div_ceil(share);
+        let base = Base(data.as_mut_ptr());
+        let task = |i: usize| {
+            let c0 = i * share;
+            f(
+                i,
+                Columns {
+                    base: base.at(c0),
+                    ld,
+                    rows,
+                    width: share.min(n - c0),
+                    _data: std::marker::PhantomData,
+                },
+            )
+        };
+        // Every task's columns lie inside `data` (checked above) and the tasks' column ranges
+        // are disjoint, so `range` running each index once keeps the `Columns` disjoint.
+        self.range(tasks, task)
     }
 
     /// Run `f(i)` for `i` in `0..n`, in parallel when there is a pool.
@@ -822,6 +906,45 @@ mod tests {
                 }
                 assert!(seen.iter().all(|&v| v == 1), "{n} items, {count} places");
             }
+        }
+    }
+
+    /// `columns` writes every column range of every row once (rows 1, 3, 17, 64; columns 1,
+    /// 7, 13, 55·55; shares that divide them or leave a narrow last range) at 1, 2 and 3
+    /// threads, leaves the columns past `n` alone, and refuses a matrix its buffer cannot
+    /// hold.
+    #[test]
+    fn columns_cover_each_range_of_each_row_once() {
+        for threads in [1, 2, 3] {
+            let th = Threads::new(threads).unwrap();
+            for rows in [1usize, 3, 17, 64] {
+                for n in [1usize, 7, 13, 55 * 55] {
+                    for share in [1usize, 4, 32, n.div_ceil(2), n] {
+                        let ld = n + 3;
+                        let mut data = vec![u32::MAX; (rows - 1) * ld + n];
+                        th.columns(&mut data, ld, rows, n, share, |t, mut cols| {
+                            assert_eq!(cols.rows(), rows);
+                            assert_eq!(cols.width(), share.min(n - t * share));
+                            for r in 0..rows {
+                                for (j, v) in cols.row(r).unwrap().iter_mut().enumerate() {
+                                    assert_eq!(*v, u32::MAX);
+                                    *v = (r * ld + t * share + j) as u32;
+                                }
+                            }
+                            assert!(cols.row(rows).is_none());
+                            Ok(())
+                        })
+                        .unwrap();
+                        for (i, v) in data.iter().enumerate() {
+                            let want = if i % ld < n { i as u32 } else { u32::MAX };
+                            assert_eq!(*v, want, "{threads}t {rows}x{n} share {share} at {i}");
+                        }
+                    }
+                }
+            }
+            let mut short = vec![0u8; 10];
+            assert!(th.columns(&mut short, 4, 3, 3, 1, |_, _| Ok(())).is_err());
+            assert!(th.columns(&mut short, 2, 3, 3, 1, |_, _| Ok(())).is_err());
         }
     }
 
