@@ -284,27 +284,44 @@ struct Cursor(AtomicU64);
 /// wait: every item is taken exactly once either way.
 struct Claims {
     count: usize,
-    ranges: Vec<Cursor>,
+    /// The ranges of up to [`INLINE_PLACES`] places (no allocation for a step on few
+    /// threads).
+    inline: [Cursor; INLINE_PLACES],
+    /// The ranges, where there are more places.
+    heap: Vec<Cursor>,
 }
+
+/// Places whose ranges [`Claims`] keeps without allocating.
+const INLINE_PLACES: usize = 4;
 
 impl Claims {
     /// `n` items (below 2³²) for `count` places.
     fn new(n: usize, count: usize) -> Result<Self> {
         let count = count.max(1);
-        let mut ranges = Vec::new();
-        ranges
-            .try_reserve_exact(count)
-            .map_err(|_| BackendError::Execution("out of memory for a parallel step".into()))?;
-        for t in 0..count {
+        let cursor = |t: usize| {
             let (front, back) = (t * n / count, (t + 1) * n / count);
-            ranges.push(Cursor(AtomicU64::new(front as u64 | (back as u64) << 32)));
+            Cursor(AtomicU64::new(front as u64 | (back as u64) << 32))
+        };
+        let mut heap = Vec::new();
+        if count > INLINE_PLACES {
+            heap.try_reserve_exact(count)
+                .map_err(|_| BackendError::Execution("out of memory for a parallel step".into()))?;
+            heap.extend((0..count).map(cursor));
         }
-        Ok(Claims { count, ranges })
+        Ok(Claims {
+            count,
+            // Places past the count have empty ranges (never looked at).
+            inline: std::array::from_fn(|t| match t < count && heap.is_empty() {
+                true => cursor(t),
+                false => Cursor(AtomicU64::new(0)),
+            }),
+            heap,
+        })
     }
 
     /// Take the first free item of range `t` (`own`) or its last one (stealing), if any.
     fn take_from(&self, t: usize, own: bool) -> Option<usize> {
-        let cursor = &self.ranges[t].0;
+        let cursor = &self.heap.get(t).or_else(|| self.inline.get(t))?.0;
         let mut cur = cursor.load(Ordering::Acquire);
         loop {
             let (front, back) = (cur & 0xffff_ffff, cur >> 32);
