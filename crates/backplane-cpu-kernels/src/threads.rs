@@ -2,15 +2,18 @@
 //! all for one thread (so a 1-thread backend runs exactly the single-threaded code, with no
 //! pool hand-offs).
 //!
-//! A parallel step hands its items out through a shared counter: the calling thread works on
-//! them too, so it never sleeps while a layer runs, and a helper that wakes late costs only
-//! some parallelism, never a wait (see [`Pool`]). After a step each helper spins for
+//! A parallel step cuts its items into one contiguous range per thread, each thread taking
+//! its own range first and then what is left of the others' ([`Claims`]), so the same thread
+//! takes the same part of consecutive steps; the calling thread works on them too, so it
+//! never sleeps while a layer runs, and a helper that wakes late costs only some
+//! parallelism, never a wait (see [`Pool`]). After a step each helper spins for
 //! `KEEP_WARM`, then parks: back-to-back layers find the helpers awake instead of paying a
 //! wake-up each. Spinning threads yield to the OS every few tens of microseconds, so on a busy
 //! machine they hand their core to the thread they wait for.
 //!
-//! The one `unsafe` here hands the step's closure, which borrows the caller's stack, to the
-//! helpers: the caller withdraws it and waits for every helper that took it before returning.
+//! The `unsafe` here hands the step's closure, which borrows the caller's stack, to the
+//! helpers (the caller withdraws it and waits for every helper that took it before
+//! returning), and hands each thread the chunks of [`Threads::chunks`] it claimed.
 #![allow(unsafe_code)]
 
 use backplane_backend_api::{BackendError, Result};
@@ -158,7 +161,10 @@ impl Pool {
             let shared = shared.clone();
             std::thread::Builder::new()
                 .name(format!("cpuacc-{i}"))
-                .spawn(move || helper(&shared))
+                .spawn(move || {
+                    SLOT.set(i + 1);
+                    helper(&shared)
+                })
                 .map_err(|e| {
                     BackendError::Other(format!("cannot start {} CpuAcc threads: {e}", helpers + 1))
                 })?;
@@ -254,6 +260,95 @@ impl Drop for Close<'_> {
     }
 }
 
+thread_local! {
+    /// This thread's place in its pool: 0 for a calling thread, `i + 1` for helper `i`. A
+    /// step's items are cut into one contiguous range per place ([`Claims`]), so the same
+    /// thread takes the same part of every step.
+    static SLOT: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// One place's range of a step's items, as `front | back << 32`: its owner takes items from
+/// the front, other threads (done with their own) from the back. On a cache line of its own,
+/// so that the owner's claims stay on its core.
+#[repr(align(64))]
+struct Cursor(AtomicU64);
+
+/// Who takes which item of a step: items `0..n` cut into `count` contiguous ranges, range
+/// `t` for the thread in place `t`, which takes its items in order; a thread that has run out
+/// takes the others' last items. So when consecutive layers share their work out in the same
+/// order (the same channels, rows or pixels to the same place), each thread mostly reads
+/// what it wrote in the layer before, instead of what the other thread wrote: a cache line
+/// written on one core and read on another costs a transfer, several times a local read when
+/// the two cores sit on different chiplets (docs/perf.md, "session 48, two threads across
+/// chiplets"). A thread that comes late (or never) costs only its items' order, never a
+/// wait: every item is taken exactly once either way.
+struct Claims {
+    count: usize,
+    /// The ranges of up to [`INLINE_PLACES`] places (no allocation for a step on few
+    /// threads).
+    inline: [Cursor; INLINE_PLACES],
+    /// The ranges, where there are more places.
+    heap: Vec<Cursor>,
+}
+
+/// Places whose ranges [`Claims`] keeps without allocating.
+const INLINE_PLACES: usize = 4;
+
+impl Claims {
+    /// `n` items (below 2³²) for `count` places.
+    fn new(n: usize, count: usize) -> Result<Self> {
+        let count = count.max(1);
+        let cursor = |t: usize| {
+            let (front, back) = (t * n / count, (t + 1) * n / count);
+            Cursor(AtomicU64::new(front as u64 | (back as u64) << 32))
+        };
+        let mut heap = Vec::new();
+        if count > INLINE_PLACES {
+            heap.try_reserve_exact(count)
+                .map_err(|_| BackendError::Execution("out of memory for a parallel step".into()))?;
+            heap.extend((0..count).map(cursor));
+        }
+        Ok(Claims {
+            count,
+            // Places past the count have empty ranges (never looked at).
+            inline: std::array::from_fn(|t| match t < count && heap.is_empty() {
+                true => cursor(t),
+                false => Cursor(AtomicU64::new(0)),
+            }),
+            heap,
+        })
+    }
+
+    /// Take the first free item of range `t` (`own`) or its last one (stealing), if any.
+    fn take_from(&self, t: usize, own: bool) -> Option<usize> {
+        let cursor = &self.heap.get(t).or_else(|| self.inline.get(t))?.0;
+        let mut cur = cursor.load(Ordering::Acquire);
+        loop {
+            let (front, back) = (cur & 0xffff_ffff, cur >> 32);
+            if front >= back {
+                return None;
+            }
+            let (next, item) = if own {
+                (cur + 1, front)
+            } else {
+                (front | (back - 1) << 32, back - 1)
+            };
+            match cursor.compare_exchange_weak(cur, next, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return Some(item as usize),
+                Err(now) => cur = now,
+            }
+        }
+    }
+
+    /// The next item for the thread in place `slot` (taken modulo the places: a step run
+    /// alone on a helper of another pool still takes every item).
+    fn next(&self, slot: usize) -> Option<usize> {
+        let me = slot % self.count;
+        self.take_from(me, true)
+            .or_else(|| (1..self.count).find_map(|d| self.take_from((me + d) % self.count, false)))
+    }
+}
+
 /// A helper's life: spin for [`KEEP_WARM`] after each step waiting for the next one, then
 /// park; join each step that is still open when it looks.
 fn helper(shared: &Shared) {
@@ -286,6 +381,60 @@ fn helper(shared: &Shared) {
         if st.active == 0 {
             shared.left.notify_all();
         }
+    }
+}
+
+/// Most items of a step that go out by place ([`Claims`], which counts in 32 bits); a step of
+/// more (which the work splits never make) hands them out in order from one counter.
+const MAX_CLAIMED: usize = u32::MAX as usize;
+
+/// The start of a step's data, shared with the helpers that take its chunks.
+struct Base<T>(*mut T);
+
+impl<T> Base<T> {
+    /// The element `i` places on (inside the data, by the caller's bounds).
+    fn at(&self, i: usize) -> *mut T {
+        self.0.wrapping_add(i)
+    }
+}
+
+// SAFETY: the helpers reach the data only through disjoint chunks ([`Threads::chunks`]), and
+// sending those is sound for `T: Send`.
+unsafe impl<T: Send> Sync for Base<T> {}
+
+/// One task's columns of a row-major matrix ([`Threads::columns`]): the same column range
+/// of each row, borrowed mutably for the task.
+pub struct Columns<'a, T> {
+    /// The task's first column of row 0.
+    base: *mut T,
+    ld: usize,
+    rows: usize,
+    width: usize,
+    _data: std::marker::PhantomData<&'a mut [T]>,
+}
+
+impl<T> Columns<'_, T> {
+    /// How many columns the task has.
+    pub fn width(&self) -> usize {
+        self.width
+    }
+
+    /// How many rows.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// The task's columns of row `r` (`None` past the last row).
+    pub fn row(&mut self, r: usize) -> Option<&mut [T]> {
+        if r >= self.rows {
+            return None;
+        }
+        // SAFETY: `Threads::columns` checked that row `r`'s columns lie inside the matrix's
+        // buffer, which it borrows mutably for the step, and gives each task a column range
+        // no other task has; `&mut self` keeps this row's slice unique within the task.
+        Some(unsafe {
+            std::slice::from_raw_parts_mut(self.base.wrapping_add(r * self.ld), self.width)
+        })
     }
 }
 
@@ -359,8 +508,32 @@ impl Threads {
         F: Fn(usize, &mut [T]) -> Result<()> + Sync + Send,
     {
         let chunk = chunk.max(1);
+        let n = data.len().div_ceil(chunk);
         match &self.pool {
-            Some(pool) if data.len() > chunk => {
+            Some(pool) if n > 1 && n <= MAX_CLAIMED => {
+                let claims = Claims::new(n, self.count)?;
+                let len = data.len();
+                let base = Base(data.as_mut_ptr());
+                pool.run(|stop| {
+                    let slot = SLOT.get();
+                    while !stop.load(Ordering::Acquire) {
+                        let Some(i) = claims.next(slot) else {
+                            break;
+                        };
+                        let start = i * chunk;
+                        let size = chunk.min(len - start);
+                        // SAFETY: `data` is borrowed mutably for the whole step, and `Claims`
+                        // hands out each index below `n = ceil(len / chunk)` exactly once, so
+                        // the chunks `start..start + size` (inside `data`) taken on the
+                        // threads are disjoint and none outlives the step: the same slices
+                        // `data.chunks_mut(chunk)` would give.
+                        let c = unsafe { std::slice::from_raw_parts_mut(base.at(start), size) };
+                        f(i, c)?;
+                    }
+                    Ok(())
+                })
+            }
+            Some(pool) if n > 1 => {
                 let items = Mutex::new(data.chunks_mut(chunk).enumerate());
                 pool.run(|stop| {
                     while !stop.load(Ordering::Acquire) {
@@ -382,12 +555,73 @@ impl Threads {
         }
     }
 
+    /// Run `f(i, columns)` for the column ranges `i·share .. min((i + 1)·share, n)` of a
+    /// row-major matrix of `rows` rows `ld` apart in `data`, in parallel when there is a pool:
+    /// each task writes its columns of every row. This is the split that keeps a channels-first
+    /// tensor's pixels on the thread that computed them (rows are channels, columns pixels),
+    /// where [`Threads::chunks`] can only cut whole rows. Tasks are claimed as in `chunks`, so
+    /// task `i` runs on the same thread as item `i` of a step of as many items.
+    pub fn columns<T, F>(
+        &self,
+        data: &mut [T],
+        ld: usize,
+        rows: usize,
+        n: usize,
+        share: usize,
+        f: F,
+    ) -> Result<()>
+    where
+        T: Send,
+        F: Fn(usize, Columns<'_, T>) -> Result<()> + Sync + Send,
+    {
+        let share = share.max(1);
+        if rows == 0 || n == 0 {
+            return Ok(());
+        }
+        if n > ld || data.len() < (rows - 1) * ld + n {
+            return Err(BackendError::Execution(
+                "column split: the matrix does not fit its buffer".into(),
+            ));
+        }
+        let tasks = n.div_ceil(share);
+        let base = Base(data.as_mut_ptr());
+        let task = |i: usize| {
+            let c0 = i * share;
+            f(
+                i,
+                Columns {
+                    base: base.at(c0),
+                    ld,
+                    rows,
+                    width: share.min(n - c0),
+                    _data: std::marker::PhantomData,
+                },
+            )
+        };
+        // Every task's columns lie inside `data` (checked above) and the tasks' column ranges
+        // are disjoint, so `range` running each index once keeps the `Columns` disjoint.
+        self.range(tasks, task)
+    }
+
     /// Run `f(i)` for `i` in `0..n`, in parallel when there is a pool.
     pub fn range<F>(&self, n: usize, f: F) -> Result<()>
     where
         F: Fn(usize) -> Result<()> + Sync + Send,
     {
         match &self.pool {
+            Some(pool) if n > 1 && n <= MAX_CLAIMED => {
+                let claims = Claims::new(n, self.count)?;
+                pool.run(|stop| {
+                    let slot = SLOT.get();
+                    while !stop.load(Ordering::Acquire) {
+                        let Some(i) = claims.next(slot) else {
+                            break;
+                        };
+                        f(i)?;
+                    }
+                    Ok(())
+                })
+            }
             Some(pool) if n > 1 => {
                 let next = AtomicUsize::new(0);
                 pool.run(|stop| {
@@ -661,6 +895,73 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    /// Each place takes its own contiguous range first, in order, and then the other places'
+    /// items from their ends; every item once, for any item and place count (places beyond
+    /// the count, as on a helper of a larger pool, wrap around).
+    #[test]
+    fn claims_take_own_range_first_then_the_others_from_the_back() {
+        let c = Claims::new(10, 2).unwrap();
+        let mine: Vec<usize> = (0..5).filter_map(|_| c.next(1)).collect();
+        assert_eq!(mine, vec![5, 6, 7, 8, 9]);
+        assert_eq!(c.next(1), Some(4));
+        assert_eq!(c.next(0), Some(0));
+        assert_eq!(c.next(3), Some(3));
+        assert_eq!(c.next(1), Some(2));
+        assert_eq!(c.next(0), Some(1));
+        assert_eq!((c.next(0), c.next(1)), (None, None));
+        for n in [0usize, 1, 2, 3, 7, 13, 64] {
+            for count in 1..=5 {
+                let c = Claims::new(n, count).unwrap();
+                let mut seen = vec![0u32; n];
+                let mut slot = 0;
+                while let Some(i) = c.next(slot) {
+                    seen[i] += 1;
+                    slot = (slot * 7 + 3) % (count + 2);
+                }
+                assert!(seen.iter().all(|&v| v == 1), "{n} items, {count} places");
+            }
+        }
+    }
+
+    /// `columns` writes every column range of every row once (rows 1, 3, 17, 64; columns 1,
+    /// 7, 13, 55·55; shares that divide them or leave a narrow last range) at 1, 2 and 3
+    /// threads, leaves the columns past `n` alone, and refuses a matrix its buffer cannot
+    /// hold.
+    #[test]
+    fn columns_cover_each_range_of_each_row_once() {
+        for threads in [1, 2, 3] {
+            let th = Threads::new(threads).unwrap();
+            for rows in [1usize, 3, 17, 64] {
+                for n in [1usize, 7, 13, 55 * 55] {
+                    for share in [1usize, 4, 32, n.div_ceil(2), n] {
+                        let ld = n + 3;
+                        let mut data = vec![u32::MAX; (rows - 1) * ld + n];
+                        th.columns(&mut data, ld, rows, n, share, |t, mut cols| {
+                            assert_eq!(cols.rows(), rows);
+                            assert_eq!(cols.width(), share.min(n - t * share));
+                            for r in 0..rows {
+                                for (j, v) in cols.row(r).unwrap().iter_mut().enumerate() {
+                                    assert_eq!(*v, u32::MAX);
+                                    *v = (r * ld + t * share + j) as u32;
+                                }
+                            }
+                            assert!(cols.row(rows).is_none());
+                            Ok(())
+                        })
+                        .unwrap();
+                        for (i, v) in data.iter().enumerate() {
+                            let want = if i % ld < n { i as u32 } else { u32::MAX };
+                            assert_eq!(*v, want, "{threads}t {rows}x{n} share {share} at {i}");
+                        }
+                    }
+                }
+            }
+            let mut short = vec![0u8; 10];
+            assert!(th.columns(&mut short, 4, 3, 3, 1, |_, _| Ok(())).is_err());
+            assert!(th.columns(&mut short, 2, 3, 3, 1, |_, _| Ok(())).is_err());
         }
     }
 

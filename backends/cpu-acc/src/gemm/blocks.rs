@@ -155,9 +155,12 @@ pub(super) fn column_share(th: &Threads, n: usize) -> usize {
     best
 }
 
-/// Copy the column blocks of a split product into C, rows shared out between threads:
-/// `parts` holds, for each `share` columns of C from the left, an [m × width] block (the
-/// last one narrower), one after another.
+/// Copy the column blocks of a split product into C: `parts` holds, for each `share` columns
+/// of C from the left, an [m × width] block (the last one narrower), one after another.
+/// With a block for each thread or more, each block is copied by the thread that computed it
+/// (the blocks' step and this one claim items alike, [`Threads::columns`]): it reads what it
+/// wrote, and C's columns (a convolution's pixels) stay with that thread for the next layer.
+/// With fewer, the rows are shared out.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn copy_column_blocks(
     th: &Threads,
@@ -168,6 +171,21 @@ pub(super) fn copy_column_blocks(
     c: &mut [f32],
     ldc: usize,
 ) -> Result<()> {
+    let share = share.max(1);
+    if th.count() > 1 && n.div_ceil(share) >= th.count() {
+        return th.columns(c, ldc, m, n, share, |t, mut cols| {
+            let (j0, width) = (t * share, cols.width());
+            let block = parts
+                .get(m * j0..m * (j0 + width))
+                .ok_or_else(|| err("column block out of range"))?;
+            for (i, src) in block.chunks_exact(width).enumerate() {
+                if let Some(row) = cols.row(i) {
+                    row.copy_from_slice(src);
+                }
+            }
+            Ok(())
+        });
+    }
     let rows_per = th.chunk_size(m, 1, 1);
     th.chunks(&mut c[..(m - 1) * ldc + n], rows_per * ldc, |ci, cc| {
         for (r, row) in cc.chunks_mut(ldc).enumerate() {
