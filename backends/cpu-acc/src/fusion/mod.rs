@@ -42,7 +42,7 @@ mod payload;
 
 pub use check::check_custom;
 pub use payload::{
-    ConvLayout, ConvSpec, Fused, FUSED_ADD_LAYER_NORM, FUSED_BATCH_NORM, FUSED_CONV,
+    ConvLayout, ConvSpec, Fused, PreNorm, FUSED_ADD_LAYER_NORM, FUSED_BATCH_NORM, FUSED_CONV,
     FUSED_CONV_MAX_POOL, FUSED_CONV_PAIR, FUSED_GEMM, FUSED_MATMUL,
 };
 

@@ -234,6 +234,52 @@ fn pack_b_view(b: &MatView<'_>, n: usize, j0: usize, k0: usize, kc: usize, out: 
     }
 }
 
+/// A per-K-row affine map and activation applied to a B view as it is packed
+/// ([`BSrc::Normed`]): row `l` of B is read as `act(b[l][j] · scale[l] + shift[l])`, which is
+/// an inference BatchNormalization and its activation folded into the 1×1 convolution that
+/// reads them, so the normalized tensor is never written.
+#[derive(Debug, Clone, Copy)]
+pub struct RowNorm<'a> {
+    /// Multiplier per K row (at least K values).
+    pub scale: &'a [f32],
+    /// Addend per K row (at least K values).
+    pub shift: &'a [f32],
+    /// Applied after the affine map.
+    pub act: Activation,
+}
+
+/// [`pack_b_view`], each packed row then mapped by `norm` (the arithmetic of
+/// `BatchNormWorkload` with its activation, so the result matches the unfused layers'). The
+/// padding columns of a last, narrow panel stay zero.
+fn pack_b_normed(
+    b: &MatView<'_>,
+    norm: &RowNorm<'_>,
+    n: usize,
+    j0: usize,
+    k0: usize,
+    kc: usize,
+    out: &mut [f32],
+) {
+    pack_b_view(b, n, j0, k0, kc, out);
+    let rows = norm.scale[k0..k0 + kc].iter().zip(&norm.shift[k0..k0 + kc]);
+    for (p, panel) in out.chunks_exact_mut(kc * NR).enumerate() {
+        let width = NR.min(n.saturating_sub(j0 + p * NR));
+        for (dst, (&s, &h)) in panel.chunks_exact_mut(NR).zip(rows.clone()) {
+            for v in &mut dst[..width] {
+                *v = *v * s + h;
+            }
+        }
+        if norm.act != Activation::None {
+            simd::unary_in_place(norm.act, panel);
+            if width < NR {
+                for dst in panel.chunks_exact_mut(NR) {
+                    dst[width..].fill(0.0);
+                }
+            }
+        }
+    }
+}
+
 /// Pack `mc` rows of a strided A view from row `i0`, K columns `k0..k0+kc`.
 fn pack_a_view(a: &MatView<'_>, i0: usize, mc: usize, k0: usize, kc: usize, out: &mut [f32]) {
     let panels = mc.div_ceil(MR);
@@ -310,6 +356,8 @@ pub enum BSrc<'a> {
     Packed(&'a Packed),
     /// Packed on the fly.
     View(MatView<'a>),
+    /// Packed on the fly, each K row mapped by a [`RowNorm`] as it is packed.
+    Normed(MatView<'a>, RowNorm<'a>),
     /// Shifted runs of a padded convolution input.
     Shifted(Shifted<'a>),
     /// Already laid out as [`Packed::pack_b`] lays out a K×N matrix (see [`panel_offset`])
@@ -492,6 +540,11 @@ pub fn sgemm(
             return Err(err("shifted B does not match the product"));
         }
     }
+    if let BSrc::Normed(_, norm) = b {
+        if norm.scale.len() < k || norm.shift.len() < k {
+            return Err(err("B's row normalization is shorter than K"));
+        }
+    }
     if let ASrc::Packed(p) = a {
         if p.len != m || p.k != k || p.panel != MR {
             return Err(err("packed A does not match the product"));
@@ -597,6 +650,15 @@ pub fn sgemm(
                         let per = pack_share(th, np, kc);
                         th.chunks(buf, per * kc * NR, |i, chunk| {
                             pack_b_view(v, n, jc + i * per * NR, pc, kc, chunk);
+                            Ok(())
+                        })?;
+                        buf
+                    }
+                    BSrc::Normed(v, norm) => {
+                        let buf = &mut bbuf[..np * kc * NR];
+                        let per = pack_share(th, np, kc);
+                        th.chunks(buf, per * kc * NR, |i, chunk| {
+                            pack_b_normed(v, norm, n, jc + i * per * NR, pc, kc, chunk);
                             Ok(())
                         })?;
                         buf
