@@ -7,6 +7,9 @@
 //! input, at 1, 2 and 3 threads, on whatever tier the test binary runs (each binary that
 //! includes this module caps the tier first). Layers the fold does not fit stay as they were.
 
+// The capped-tier binaries run only the kernel test.
+#![allow(dead_code)]
+
 use crate::support::{
     acc, custom, konst, layer, pointwise, reference, run_desc, sole_replacement, Rng,
 };
