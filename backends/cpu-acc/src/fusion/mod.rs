@@ -19,6 +19,9 @@
 //!   stored.
 //! * `BatchNormalization → activation` (a pre-activation block's, not after a convolution)
 //!   → `FusedBatchNorm`: the activation applied as each block of the output is written.
+//!   When the activation's sole reader is a 1×1, stride-1, one-group convolution of
+//!   constant weights (DenseNet's layers), the three become one `FusedConv` with the
+//!   normalization as its `PreNorm`, applied as the convolution's GEMM packs its input.
 //! * The exporters' tanh GELU subgraph (GPT-2's, eight elementwise layers) → one
 //!   `Gelu(approximate = tanh)` layer.
 //!
