@@ -113,7 +113,8 @@ fn unit(view: &SubgraphView<'_>, sub: usize, s: &Substitution) -> Option<Unit> {
     let Fused::Conv(spec) = Fused::decode(c).ok()? else {
         return None;
     };
-    if spec.layout != ConvLayout::Nchw {
+    // A normalization folded into the input's packing runs in the NCHW GEMM only.
+    if spec.layout != ConvLayout::Nchw || spec.pre.is_some() {
         return None;
     }
     let desc = spec.desc;
@@ -216,6 +217,7 @@ fn candidates(
                     act: Activation::None,
                     residual: false,
                     layout: ConvLayout::Nchw,
+                    pre: None,
                 };
                 let replacement = ReplacementLayer {
                     name: layer.name.clone(),

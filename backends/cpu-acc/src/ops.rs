@@ -593,7 +593,6 @@ impl Workload for BatchNormWorkload {
         };
         let dims = x.len();
         let y = f32s_mut(output(outputs)?)?;
-        let c = mul.len().max(1);
         let shape = self
             .io
             .inputs
@@ -604,26 +603,45 @@ impl Workload for BatchNormWorkload {
         if dims == 0 || plane == 0 {
             return Ok(());
         }
-        // Blocks of whole planes, about 16K values each at least (one plane per step item
-        // was 49 values on DenseNet's 7×7 planes: more hand-offs than arithmetic).
-        let planes = y.len() / plane;
-        let per = self.threads.chunk_size(planes, (16384 / plane).max(1), 1);
-        self.threads.chunks(y, per * plane, |ci, block| {
-            for (j, out) in block.chunks_exact_mut(plane).enumerate() {
-                let p = ci * per + j;
-                let ch = p % c;
-                let (k, a) = (mul[ch], add[ch]);
-                for (o, &v) in out.iter_mut().zip(&x[p * plane..(p + 1) * plane]) {
-                    *o = v * k + a;
-                }
-            }
-            if self.act != Activation::None {
-                // The block is still in cache: one more pass over it, not over the tensor.
-                simd::unary_in_place(self.act, block);
-            }
-            Ok(())
-        })
+        batch_norm_planes(&self.threads, x, (mul, add), self.act, plane, y)
     }
+}
+
+/// `y = act(x · mul[c] + add[c])` over NCHW planes of `plane` values, `c` the plane's channel
+/// (`mul` and `add` one value a channel), split between the threads: a BatchNormalization
+/// and its activation (`BatchNormWorkload`, and a convolution's folded input normalization
+/// where its algorithm does not apply it while packing, `crate::conv::nchw`).
+pub(crate) fn batch_norm_planes(
+    threads: &Threads,
+    x: &[f32],
+    (mul, add): (&[f32], &[f32]),
+    act: Activation,
+    plane: usize,
+    y: &mut [f32],
+) -> Result<()> {
+    let c = mul.len().min(add.len());
+    if plane == 0 || c == 0 || x.len() < y.len() {
+        return Ok(());
+    }
+    // Blocks of whole planes, about 16K values each at least (one plane per step item
+    // was 49 values on DenseNet's 7×7 planes: more hand-offs than arithmetic).
+    let planes = y.len() / plane;
+    let per = threads.chunk_size(planes, (16384 / plane).max(1), 1);
+    threads.chunks(y, per * plane, |ci, block| {
+        for (j, out) in block.chunks_exact_mut(plane).enumerate() {
+            let p = ci * per + j;
+            let ch = p % c;
+            let (k, a) = (mul[ch], add[ch]);
+            for (o, &v) in out.iter_mut().zip(&x[p * plane..(p + 1) * plane]) {
+                *o = v * k + a;
+            }
+        }
+        if act != Activation::None {
+            // The block is still in cache: one more pass over it, not over the tensor.
+            simd::unary_in_place(act, block);
+        }
+        Ok(())
+    })
 }
 
 /// A reduction.

@@ -3,9 +3,12 @@
 //! squeeze-excite, as EfficientNet and MobileNetV3 have it. Expansion 1×1 + ReLU, depthwise
 //! 3×3 or 5×5 (stride 1 or 2) + ReLU or HardSwish, global average pool, two 1×1 convolutions
 //! (ReLU, then Sigmoid or HardSigmoid), the gate's `Mul` (either operand order), a projection
-//! 1×1 with nothing after it, and the residual `Add` where the shapes allow. Channel counts
-//! of 1 and primes, planes from 1×1 to 29×31. Each case runs with the backend under test
-//! first (CpuRef behind it) against the same network on CpuRef alone.
+//! 1×1 with nothing after it, and the residual `Add` where the shapes allow. And DenseNet's
+//! layer: BatchNormalization → ReLU → 1×1 convolution (CpuAcc folds the normalization into
+//! the convolution's packing) → BatchNormalization → ReLU → 3×3 convolution, concatenated
+//! to its input. Channel counts of 1 and primes, planes from 1×1 to 29×31. Each case runs
+//! with the backend under test first (CpuRef behind it) against the same network on CpuRef
+//! alone.
 
 use crate::exec::{compare_outputs, run_network, Run};
 use crate::generated::{run_families, Generated};
@@ -128,11 +131,70 @@ pub fn squeeze_excite_block(r: &mut Rng) -> Result<BlockCase, String> {
     })
 }
 
+/// A DenseNet layer (see the module's documentation): normalization scales of both signs,
+/// some zero.
+pub fn dense_layer(r: &mut Rng) -> Result<BlockCase, String> {
+    let c = r.pick(&[1, 3, 16, 17, 64, 67]);
+    let m = r.pick(&[1, 7, 32, 33]);
+    let g = r.pick(&[1, 8, 13]);
+    let (h, w) = (r.pick(&[1, 7, 14, 29]), r.pick(&[1, 7, 13, 31]));
+    let mut net = Network::new();
+    let err = |e: backplane::core::CoreError| e.to_string();
+    let x_value = r.tensor(DataType::F32, &[1, c, h, w], -2.0, 2.0)?;
+    let x = net.add_input("x", x_value.info().clone()).map_err(err)?;
+    let layer = |net: &mut Network, name: &str, op: Op, inputs: &[TensorId]| {
+        net.add_layer(name, op, inputs)
+            .map_err(err)?
+            .first()
+            .copied()
+            .ok_or_else(|| format!("{name}: no output"))
+    };
+    let norm = |r: &mut Rng, net: &mut Network, name: &str, t: TensorId, ch: usize| {
+        let mut scale = r.tensor(DataType::F32, &[ch], -1.5, 1.5)?.to_f64_vec();
+        for v in scale.iter_mut().step_by(3) {
+            *v = 0.0;
+        }
+        let scale: Vec<f32> = scale.iter().map(|&v| v as f32).collect();
+        let params = [
+            Tensor::from_vec(vec![ch], scale).map_err(err)?,
+            r.tensor(DataType::F32, &[ch], -0.5, 0.5)?,
+            r.tensor(DataType::F32, &[ch], -0.5, 0.5)?,
+            r.tensor(DataType::F32, &[ch], 0.1, 1.0)?,
+        ];
+        let mut inputs = vec![t];
+        for (i, p) in params.into_iter().enumerate() {
+            inputs.push(net.add_constant(&format!("{name}_p{i}"), p).map_err(err)?);
+        }
+        let n = layer(net, name, Op::BatchNormalization { epsilon: 1e-5 }, &inputs)?;
+        layer(net, &format!("{name}_relu"), Op::Unary(UnaryOp::Relu), &[n])
+    };
+    let t = norm(r, &mut net, "norm1", x, c)?;
+    let w1 = r.tensor(DataType::F32, &[m, c, 1, 1], -0.5, 0.5)?;
+    let w1 = net.add_constant("w1", w1).map_err(err)?;
+    let t = layer(&mut net, "conv1", conv(1, 1, 1), &[t, w1])?;
+    let t = norm(r, &mut net, "norm2", t, m)?;
+    let w2 = r.tensor(DataType::F32, &[g, m, 3, 3], -0.5, 0.5)?;
+    let w2 = net.add_constant("w2", w2).map_err(err)?;
+    let t = layer(&mut net, "conv2", conv(3, 1, 1), &[t, w2])?;
+    let y = layer(&mut net, "concat", Op::Concat { axis: 1 }, &[x, t])?;
+    net.mark_output(y).map_err(err)?;
+    Ok(BlockCase {
+        network: net,
+        feed: vec![("x".into(), x_value)],
+        about: format!("dense layer {c}->{m}->{g} on {h}x{w}"),
+        rtol: 1e-4,
+        atol: 1e-4 * (c.max(9 * m) as f64).sqrt(),
+    })
+}
+
 /// A family's generator.
 pub type Generator = crate::generated::Generator<BlockCase>;
 
 /// The families: name and generator.
-pub const FAMILIES: &[(&str, Generator)] = &[("SqueezeExciteBlock", squeeze_excite_block)];
+pub const FAMILIES: &[(&str, Generator)] = &[
+    ("SqueezeExciteBlock", squeeze_excite_block),
+    ("DenseLayer", dense_layer),
+];
 
 fn outputs(
     runtime: &Runtime,

@@ -16,7 +16,8 @@ use crate::conv::pixel_rows;
 use crate::conv::tap_regions;
 use crate::conv::window::{FromGeometry, Geo2};
 use crate::conv::winograd;
-use crate::gemm::{self, ASrc, BSrc, Epilogue, MatView, Packed, Shifted};
+use crate::fusion::PreNorm;
+use crate::gemm::{self, ASrc, BSrc, Epilogue, MatView, Packed, RowNorm, Shifted};
 use crate::io::{f32s, f32s_mut, input, output, Io};
 use crate::simd;
 use crate::threads::Threads;
@@ -95,6 +96,8 @@ pub struct ConvWorkload {
     direct: bool,
     /// The GEMM over the phases packs only the output's columns ([`Shifted::gathered`]).
     gather: bool,
+    /// A normalization of the input folded into the layer ([`ConvWorkload::with_pre`]).
+    pre: Option<PreNorm>,
     threads: Threads,
 }
 
@@ -173,8 +176,43 @@ impl ConvWorkload {
             residual: false,
             direct: algorithm == ConvAlgorithm::Direct,
             gather: gathers(&geo),
+            pre: None,
             threads,
         })
+    }
+
+    /// Normalize the input per channel first, `x ↦ act(x · scale + shift)` (a folded
+    /// BatchNormalization and its activation): applied to each K row of B as the pointwise
+    /// GEMM packs it, or by the other algorithms to a copy of the input.
+    pub fn with_pre(mut self, pre: PreNorm) -> Result<Self> {
+        if pre.scale.len() != self.c || pre.shift.len() != self.c {
+            let why = "the input normalization needs one value per input channel";
+            return Err(self.io.error(why.into()));
+        }
+        self.pre = Some(pre);
+        Ok(self)
+    }
+
+    /// Whether the SGEMM applies the input normalization while packing B (the pointwise GEMM
+    /// of one group reading the input in place).
+    fn pre_in_packing(&self) -> bool {
+        self.pointwise
+            && !self.direct
+            && self.group == 1
+            && matches!(*self.weights, Weights::Packed(_))
+    }
+
+    /// The input normalized by [`ConvWorkload::with_pre`]'s map into a new buffer (the
+    /// algorithms that do not apply it while packing read that).
+    fn normalized(&self, pre: &PreNorm, x: &[f32]) -> Result<Vec<f32>> {
+        let mut buf = Vec::new();
+        buf.try_reserve_exact(x.len())
+            .map_err(|_| self.io.error("no memory for the normalized input".into()))?;
+        buf.resize(x.len(), 0.0);
+        let plane = self.geo.h * self.geo.w;
+        let affine = (pre.scale.as_slice(), pre.shift.as_slice());
+        crate::ops::batch_norm_planes(&self.threads, x, affine, pre.act, plane, &mut buf)?;
+        Ok(buf)
     }
 
     /// Take input 3 as a residual added before the activation: `act(conv(x) + b + r)`.
@@ -629,7 +667,12 @@ impl Workload for ConvWorkload {
     fn execute(&self, inputs: &[TensorView<'_>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
         self.io
             .check_copied(inputs, outputs, |slot| !self.reads_input(slot))?;
-        let x = f32s(input(inputs, 0)?)?;
+        let mut x = f32s(input(inputs, 0)?)?;
+        let normalized;
+        if let Some(pre) = self.pre.as_ref().filter(|_| !self.pre_in_packing()) {
+            normalized = self.normalized(pre, x)?;
+            x = &normalized;
+        }
         let bias = super::bias_of(&self.bias, inputs)?;
         let y = f32s_mut(output(outputs)?)?;
         self.convolve(inputs, x, bias, y)?;
@@ -752,11 +795,25 @@ impl ConvWorkload {
                             direct::run_pointwise(th, pa, xg, in_plane, b, act, yg)?;
                             continue;
                         }
-                        let src = BSrc::View(MatView {
+                        let view = MatView {
                             data: xg,
                             rs: in_plane,
                             cs: 1,
-                        });
+                        };
+                        let src = match &self.pre {
+                            Some(pre) if self.pre_in_packing() => {
+                                let (scale, shift) = (&pre.scale, &pre.shift);
+                                BSrc::Normed(
+                                    view,
+                                    RowNorm {
+                                        scale,
+                                        shift,
+                                        act: pre.act,
+                                    },
+                                )
+                            }
+                            _ => BSrc::View(view),
+                        };
                         gemm::sgemm(
                             &self.threads,
                             mg,

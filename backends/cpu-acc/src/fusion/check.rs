@@ -33,7 +33,8 @@ fn check(fused: &Fused, inputs: &[TensorInfo], output: &TensorInfo) -> Result<()
         }
         Fused::Conv(spec) => conv_output(spec, &refs, output)?,
         Fused::ConvMaxPool { conv, pool } => {
-            if conv.residual || conv.layout != ConvLayout::Nchw || pool.kind != PoolKind::Max {
+            let plain = !conv.residual && conv.pre.is_none() && conv.layout == ConvLayout::Nchw;
+            if !plain || pool.kind != PoolKind::Max {
                 return Err("FusedConvMaxPool is an NCHW convolution and a max pooling".into());
             }
             if !(2..=3).contains(&refs.len()) {
@@ -142,6 +143,13 @@ fn conv_output(
         ConvLayout::Nchw | ConvLayout::NchwToNhwc => dims(0),
     };
     crate::conv::check(desc, &x_nchw, &dims(1))?;
+    if let Some(pre) = &spec.pre {
+        let channels = x_nchw.get(1).copied();
+        let sized = |v: &[f32]| Some(v.len()) == channels;
+        if spec.layout != ConvLayout::Nchw || !sized(&pre.scale) || !sized(&pre.shift) {
+            return Err("a FusedConv's input normalization is NCHW, one value a channel".into());
+        }
+    }
     if spec.residual {
         if refs.len() != 4 || refs[3].dtype != DataType::F32 {
             return Err("FusedConv with a residual takes X, W, B and R".into());

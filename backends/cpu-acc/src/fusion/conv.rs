@@ -1,6 +1,6 @@
 //! Convolution patterns: `Conv [→ BatchNormalization] [→ Add(residual)] [→ activation]`.
 
-use super::payload::{ConvLayout, ConvSpec, Fused};
+use super::payload::{ConvLayout, ConvSpec, Fused, PreNorm};
 use super::{follow_act, names, single_output, Graph};
 use crate::act::Activation;
 use backplane_backend_api::patterns::fold_batch_norm_after;
@@ -166,20 +166,53 @@ fn shared_fold(
     ))
 }
 
+/// A normalization before a convolution, folded into it ([`PreNorm`]): the tensor it
+/// normalizes, the layers it replaces (a BatchNormalization and its activation) and the map.
+pub(super) struct Pre {
+    /// The normalization's input: the fused convolution's X.
+    pub x: TensorId,
+    /// The layers the map stands for.
+    pub layers: Vec<LayerId>,
+    /// The map.
+    pub norm: PreNorm,
+}
+
 /// The fused convolution starting at Conv layer `id`, when something follows it to fuse
 /// (or a zero Pad precedes it).
 pub(super) fn fuse_conv(g: &Graph<'_>, id: LayerId, desc: &ConvDesc) -> Option<Substitution> {
+    fuse_conv_with(g, id, desc, None)
+}
+
+/// [`fuse_conv`], with a normalization of its input folded in when `pre` is given (then the
+/// convolution is fused even with nothing after it, and no Pad or max pooling joins).
+pub(super) fn fuse_conv_with(
+    g: &Graph<'_>,
+    id: LayerId,
+    desc: &ConvDesc,
+    pre: Option<Pre>,
+) -> Option<Substitution> {
     let net = g.view().network();
     let layer = net.layer(id);
     let mut out = single_output(g, id)?;
     let mut replaced = vec![id];
     let mut x = *layer.inputs.first()?;
     let mut desc = desc.clone();
-    if let Some((pad, src, folded)) = fold_pad_before(g, id, &desc) {
-        replaced.push(pad);
-        x = src;
-        desc = folded;
-    }
+    let pre = match pre {
+        Some(p) => {
+            replaced = p.layers;
+            replaced.push(id);
+            x = p.x;
+            Some(p.norm)
+        }
+        None => {
+            if let Some((pad, src, folded)) = fold_pad_before(g, id, &desc) {
+                replaced.push(pad);
+                x = src;
+                desc = folded;
+            }
+            None
+        }
+    };
     let mut weights: Option<(Arc<Tensor>, Arc<Tensor>)> = None;
     // BatchNormalization with constant parameters, folded into the weights.
     if let Some((bn, bn_out, w, b)) = fold_batch_norm_after(g, id) {
@@ -207,8 +240,10 @@ pub(super) fn fuse_conv(g: &Graph<'_>, id: LayerId, desc: &ConvDesc) -> Option<S
     }
     // A first layer's max pooling joins it (`crate::conv::stem_pool`).
     let pool = match residual {
-        None => follow_max_pool(g, x, layer.inputs.get(1).copied()?, &desc, act, out),
-        Some(_) => None,
+        None if pre.is_none() => {
+            follow_max_pool(g, x, layer.inputs.get(1).copied()?, &desc, act, out)
+        }
+        _ => None,
     };
     if let Some((pool_layer, _, t)) = &pool {
         replaced.push(*pool_layer);
@@ -243,6 +278,7 @@ pub(super) fn fuse_conv(g: &Graph<'_>, id: LayerId, desc: &ConvDesc) -> Option<S
         act,
         residual: residual.is_some(),
         layout: ConvLayout::Nchw,
+        pre,
     };
     let op = match pool {
         Some((_, pool, _)) => Fused::ConvMaxPool { conv: spec, pool },

@@ -19,6 +19,9 @@
 //!   stored.
 //! * `BatchNormalization → activation` (a pre-activation block's, not after a convolution)
 //!   → `FusedBatchNorm`: the activation applied as each block of the output is written.
+//!   When the activation's sole reader is a 1×1, stride-1, one-group convolution of
+//!   constant weights (DenseNet's layers), the three become one `FusedConv` with the
+//!   normalization as its `PreNorm`, applied as the convolution's GEMM packs its input.
 //! * The exporters' tanh GELU subgraph (GPT-2's, eight elementwise layers) → one
 //!   `Gelu(approximate = tanh)` layer.
 //!
@@ -42,7 +45,7 @@ mod payload;
 
 pub use check::check_custom;
 pub use payload::{
-    ConvLayout, ConvSpec, Fused, FUSED_ADD_LAYER_NORM, FUSED_BATCH_NORM, FUSED_CONV,
+    ConvLayout, ConvSpec, Fused, PreNorm, FUSED_ADD_LAYER_NORM, FUSED_BATCH_NORM, FUSED_CONV,
     FUSED_CONV_MAX_POOL, FUSED_CONV_PAIR, FUSED_GEMM, FUSED_MATMUL,
 };
 

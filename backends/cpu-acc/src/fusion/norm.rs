@@ -1,10 +1,13 @@
 //! Normalizations with what surrounds them: the residual sum before a transformer's
 //! LayerNormalization, the activation after a BatchNormalization.
 
-use super::payload::Fused;
+use super::conv::{fuse_conv_with, Pre};
+use super::payload::{Fused, PreNorm};
 use super::{follow_act, names, single_output, Graph};
+use backplane_backend_api::patterns::batch_norm_affine;
 use backplane_backend_api::{ReplacementLayer, Substitution, ValueRef};
-use backplane_core::{LayerId, Op, TensorId};
+use backplane_core::ops::{AutoPad, ConvDesc};
+use backplane_core::{DataType, LayerId, Op, TensorId};
 
 /// `Add(a, b) → LayerNormalization` with `a` and `b` of one shape and the sum used by the
 /// normalization alone.
@@ -46,7 +49,10 @@ pub(super) fn fuse_add_layer_norm(g: &Graph<'_>, id: LayerId) -> Option<Substitu
 }
 
 /// `BatchNormalization → activation` with the normalized tensor used by the activation alone
-/// (a convolution's BatchNormalization is folded into it by `conv` first).
+/// (a convolution's BatchNormalization is folded into it by `conv` first). When the
+/// activation's sole reader is a 1×1 convolution it folds into ([`pointwise_reader`]), the
+/// three become one `FusedConv` with the normalization as its [`PreNorm`] (with whatever
+/// `conv::fuse_conv` fuses after the convolution).
 pub(super) fn fuse_batch_norm_act(
     g: &Graph<'_>,
     id: LayerId,
@@ -58,6 +64,19 @@ pub(super) fn fuse_batch_norm_act(
     let (act_layers, act, out) = follow_act(g, normed)?;
     let mut replaced = vec![id];
     replaced.extend(act_layers);
+    if let Some((conv, desc)) = pointwise_reader(g, id, out) {
+        if let Some(affine) = constant_affine(g, id, epsilon) {
+            let (scale, shift) = affine;
+            let pre = Pre {
+                x: *norm.inputs.first()?,
+                layers: replaced.clone(),
+                norm: PreNorm { scale, shift, act },
+            };
+            if let Some(sub) = fuse_conv_with(g, conv, &desc, Some(pre)) {
+                return Some(sub);
+            }
+        }
+    }
     Some(Substitution {
         replacement: vec![ReplacementLayer {
             name: names(g, &replaced),
@@ -67,4 +86,67 @@ pub(super) fn fuse_batch_norm_act(
         }],
         replaced,
     })
+}
+
+/// The affine map of BatchNormalization `id` (its parameters all constants of one value per
+/// channel), computed as `crate::ops::BatchNormWorkload` computes it.
+fn constant_affine(g: &Graph<'_>, id: LayerId, epsilon: f32) -> Option<(Vec<f32>, Vec<f32>)> {
+    let net = g.view().network();
+    let params: Vec<&[f32]> = net
+        .layer(id)
+        .inputs
+        .iter()
+        .skip(1)
+        .map(|&t| g.constant(t).and_then(|c| c.as_slice::<f32>().ok()))
+        .collect::<Option<_>>()?;
+    let [s, b, m, v] = params.as_slice() else {
+        return None;
+    };
+    let channels = s.len();
+    if [b, m, v].iter().any(|p| p.len() != channels) {
+        return None;
+    }
+    Some(batch_norm_affine(s, b, m, v, epsilon))
+}
+
+/// The convolution reading `t` (the activation after BatchNormalization `bn`) alone, when
+/// the normalization folds into it: 1×1, stride 1, no padding, one group, constant weights,
+/// an f32 NCHW input whose channels the normalization's parameters match. Returns it and its
+/// description.
+fn pointwise_reader(g: &Graph<'_>, bn: LayerId, t: TensorId) -> Option<(LayerId, ConvDesc)> {
+    let net = g.view().network();
+    let conv = g.sole_reader(t)?;
+    let layer = net.layer(conv);
+    let Op::Conv(desc) = &layer.op else {
+        return None;
+    };
+    let (&x, w) = (layer.inputs.first()?, *layer.inputs.get(1)?);
+    let wd = g.constant(w)?.shape().dims();
+    let xi = &net.tensor(x).info;
+    let channels = net
+        .tensor(*net.layer(bn).inputs.get(1)?)
+        .info
+        .shape
+        .elements();
+    let ones = |v: &[usize]| v.iter().all(|&d| d == 1);
+    let unpadded = match desc.window.auto_pad {
+        AutoPad::NotSet => desc.window.pads.iter().all(|&p| p == 0),
+        AutoPad::Valid => true,
+        _ => ones(&desc.window.kernel),
+    };
+    let fits = x == t
+        && g.supported(conv)
+        && xi.dtype == DataType::F32
+        && xi.shape.rank() == 4
+        && xi.shape.dims().get(1) == Some(&channels)
+        && desc.group <= 1
+        && desc.window.kernel.len() == 2
+        && ones(&desc.window.kernel)
+        && ones(&desc.window.strides)
+        && ones(&desc.window.dilations)
+        && unpadded
+        && wd.len() == 4
+        && wd.get(1) == Some(&channels)
+        && ones(wd.get(2..).unwrap_or_default());
+    fits.then(|| (conv, desc.clone()))
 }

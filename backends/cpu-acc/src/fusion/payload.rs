@@ -47,7 +47,22 @@ pub enum ConvLayout {
     NchwToNhwc,
 }
 
-/// One fused convolution: `act(conv(X) + B [+ R])` in some layout.
+/// A per-input-channel affine map and activation applied to a convolution's input before it
+/// is convolved: `act(X[c] · scale[c] + shift[c])`, an inference BatchNormalization (folded
+/// to its affine map) and the activation after it, whose sole reader was the convolution
+/// (DenseNet's pre-activation before each 1×1 convolution). The NCHW pointwise GEMM applies
+/// it while packing its B operand, so the normalized tensor is never stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PreNorm {
+    /// Multiplier per input channel.
+    pub scale: Vec<f32>,
+    /// Addend per input channel.
+    pub shift: Vec<f32>,
+    /// Applied after the affine map.
+    pub act: Activation,
+}
+
+/// One fused convolution: `act(conv(pre(X)) + B [+ R])` in some layout.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ConvSpec {
     /// The convolution.
@@ -58,6 +73,8 @@ pub struct ConvSpec {
     pub residual: bool,
     /// The layouts of its tensors.
     pub layout: ConvLayout,
+    /// A normalization of X before the convolution (NCHW layers only).
+    pub pre: Option<PreNorm>,
 }
 
 /// A CpuAcc fused layer, decoded: what its custom op means.
@@ -178,6 +195,7 @@ mod tests {
             act: Activation::Clip { min: 0.0, max: 6.0 },
             residual,
             layout,
+            pre: None,
         }
     }
 
@@ -192,6 +210,14 @@ mod tests {
         let cases = [
             Fused::Conv(conv(ConvLayout::Nchw, false, 1)),
             Fused::Conv(conv(ConvLayout::NchwToNhwc, true, 8)),
+            Fused::Conv(ConvSpec {
+                pre: Some(PreNorm {
+                    scale: vec![0.5, -1.0],
+                    shift: vec![0.0, 2.0],
+                    act: Activation::Relu,
+                }),
+                ..conv(ConvLayout::Nchw, false, 1)
+            }),
             Fused::ConvMaxPool {
                 conv: conv(ConvLayout::Nchw, false, 1),
                 pool: PoolDesc {

@@ -349,6 +349,10 @@ pub(super) fn packed_a_block(
                         pack_b_view(v, n, q0 * NR, pc, kc, &mut bbuf[..len]);
                         &bbuf[..len]
                     }
+                    BSrc::Normed(v, norm) => {
+                        pack_b_normed(v, norm, n, q0 * NR, pc, kc, &mut bbuf[..len]);
+                        &bbuf[..len]
+                    }
                     BSrc::Shifted(s) => {
                         pack_b_shifted(s, n, q0 * NR, pc, kc, &mut bbuf[..len]);
                         &bbuf[..len]

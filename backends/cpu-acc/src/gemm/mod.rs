@@ -22,8 +22,11 @@ pub use shifted::Shifted;
 
 mod blocks;
 mod few_rows;
+mod normed;
 mod shifted;
 use blocks::*;
+use normed::pack_b_normed;
+pub use normed::RowNorm;
 /// Rows of A packed at a time per thread (a multiple of MR).
 pub const MC: usize = 120;
 /// Least weights (K·N values) for which [`sgemm`] splits up to [`COLUMN_SPLIT_ROWS`] rows of
@@ -310,6 +313,8 @@ pub enum BSrc<'a> {
     Packed(&'a Packed),
     /// Packed on the fly.
     View(MatView<'a>),
+    /// Packed on the fly, each K row mapped by a [`RowNorm`] as it is packed.
+    Normed(MatView<'a>, RowNorm<'a>),
     /// Shifted runs of a padded convolution input.
     Shifted(Shifted<'a>),
     /// Already laid out as [`Packed::pack_b`] lays out a K×N matrix (see [`panel_offset`])
@@ -492,6 +497,11 @@ pub fn sgemm(
             return Err(err("shifted B does not match the product"));
         }
     }
+    if let BSrc::Normed(_, norm) = b {
+        if norm.scale.len() < k || norm.shift.len() < k {
+            return Err(err("B's row normalization is shorter than K"));
+        }
+    }
     if let ASrc::Packed(p) = a {
         if p.len != m || p.k != k || p.panel != MR {
             return Err(err("packed A does not match the product"));
@@ -597,6 +607,15 @@ pub fn sgemm(
                         let per = pack_share(th, np, kc);
                         th.chunks(buf, per * kc * NR, |i, chunk| {
                             pack_b_view(v, n, jc + i * per * NR, pc, kc, chunk);
+                            Ok(())
+                        })?;
+                        buf
+                    }
+                    BSrc::Normed(v, norm) => {
+                        let buf = &mut bbuf[..np * kc * NR];
+                        let per = pack_share(th, np, kc);
+                        th.chunks(buf, per * kc * NR, |i, chunk| {
+                            pack_b_normed(v, norm, n, jc + i * per * NR, pc, kc, chunk);
                             Ok(())
                         })?;
                         buf

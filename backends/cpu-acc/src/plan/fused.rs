@@ -71,7 +71,10 @@ fn build(fused: Fused, layer: &LayerDesc, io: Io, th: Threads) -> Result<Box<dyn
                     Box::new(conv)
                 });
             }
-            let conv = ConvWorkload::new(io, desc, shared(1), shared(2), act, th)?;
+            let mut conv = ConvWorkload::new(io, desc, shared(1), shared(2), act, th)?;
+            if let Some(pre) = spec.pre {
+                conv = conv.with_pre(pre)?;
+            }
             if spec.residual {
                 Box::new(conv.with_residual()?)
             } else {
