@@ -58,6 +58,24 @@ pub(super) const MIN_SHARED_MACS: usize = 1 << 18;
 /// GEMM's.
 const MIN_SHARED_DW_MACS: usize = 1 << 15;
 
+/// How `th` shares a GEMM layer of `pixels` output pixels (rows), `per_pixel` multiply-adds
+/// each, over `m` output channels, on a kernel of tiles of `tile` rows: as
+/// [`Threads::gemm_split`] decides, each share at least [`MIN_SHARED_MACS`], or all on the
+/// calling thread below twice that. Shares of rows are whole tiles, not whole blocks of
+/// the callers' A buffers (a task runs its rows in blocks, the last one short): a layer of
+/// few blocks (144 pixels, three blocks of 48) is then cut evenly by rows, where whole
+/// blocks would leave one thread two of three and push the layer to the channel split,
+/// which copies A once and each share's output into place.
+fn gemm_share(th: &Threads, pixels: usize, per_pixel: usize, m: usize, tile: usize) -> GemmSplit {
+    let (tile, per_pixel) = (tile.max(1), per_pixel.max(1));
+    if pixels.saturating_mul(per_pixel) < 2 * MIN_SHARED_MACS {
+        return GemmSplit::Rows(pixels.max(1));
+    }
+    let min_pixels = MIN_SHARED_MACS.div_ceil(per_pixel);
+    let per_rows = th.chunk_size(pixels, min_pixels, tile);
+    th.gemm_split(pixels, m.div_ceil(QNR), per_rows, tile)
+}
+
 /// Take the buffer kept in `slot` (empty the first time, or while another execution of the
 /// layer holds it).
 fn take<T>(slot: &Mutex<Vec<T>>) -> Vec<T> {
@@ -427,20 +445,12 @@ impl NhwcQConv {
         }
     }
 
-    /// How the threads share the GEMM of `pixels` rows (blocks of `block` rows, tiles of
-    /// `tile`): as `gemm_split` decides, each share at
-    /// least [`MIN_SHARED_MACS`], or all on the calling thread below twice that.
-    pub(super) fn share(&self, pixels: usize, block: usize, tile: usize) -> GemmSplit {
+    /// How the threads share the GEMM of `pixels` rows (its kernel's tiles of `tile` rows):
+    /// [`gemm_share`] with this layer's multiply-adds per pixel.
+    pub(super) fn share(&self, pixels: usize, tile: usize) -> GemmSplit {
         let g = &self.geo;
         let depth = (g.c / self.d.group.max(1)) * self.d.kernel[0] * self.d.kernel[1];
-        let per_pixel = depth.saturating_mul(g.m).max(1);
-        let min_pixels = MIN_SHARED_MACS.div_ceil(per_pixel).max(block);
-        if pixels.saturating_mul(per_pixel) < 2 * MIN_SHARED_MACS {
-            return GemmSplit::Rows(pixels.max(1));
-        }
-        let per_rows = self.th.chunk_size(pixels, min_pixels, block);
-        self.th
-            .gemm_split(pixels, g.m.div_ceil(QNR), per_rows, tile)
+        gemm_share(&self.th, pixels, depth.saturating_mul(g.m), g.m, tile)
     }
 
     fn gemm(
@@ -463,7 +473,7 @@ impl NhwcQConv {
             Rows::Windows(&xp)
         };
         let tile = pair_tile_rows();
-        let done = match self.share(pixels, BLOCK_ROWS, tile) {
+        let done = match self.share(pixels, tile) {
             GemmSplit::Panels(per_task) => self.gemm_by_channels(b, rq, src, per_task, y),
             GemmSplit::Rows(per_task) => self.gemm_by_pixels(b, rq, src, per_task, y),
         };
@@ -550,5 +560,41 @@ impl Workload for NhwcQConv {
 
     fn reads_constant_input(&self, slot: usize) -> bool {
         slot == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// MobileNetV1's 12×12 pointwise layer (128 → 128 channels) at two threads: shared by
+    /// rows in whole tiles, evenly (in blocks of 48 rows, one thread had two of three and
+    /// the layer went to the channel split); a layer under twice the fewest multiply-adds
+    /// stays on the calling thread; one thread takes it all.
+    #[test]
+    fn gemm_layers_of_few_blocks_are_shared_by_whole_tiles() -> Result<()> {
+        let two = Threads::new(2)?;
+        let split = gemm_share(&two, 144, 128 * 128, 128, 12);
+        assert_eq!(split, GemmSplit::Rows(36));
+        // 11×13 pixels: 12 tiles, the last one row short; shares of whole tiles.
+        match gemm_share(&two, 143, 61 * 67, 67, 12) {
+            GemmSplit::Rows(per) => assert!(per % 12 == 0 && per < 143, "{per}"),
+            s => panic!("{s:?}"),
+        }
+        // Few pixels of many channels: the channels are shared.
+        assert!(matches!(
+            gemm_share(&two, 9, 512 * 512, 512, 12),
+            GemmSplit::Panels(_)
+        ));
+        let small = 2 * MIN_SHARED_MACS / (64 * 64) - 1;
+        assert_eq!(
+            gemm_share(&two, small, 64 * 64, 64, 12),
+            GemmSplit::Rows(small)
+        );
+        assert_eq!(
+            gemm_share(&Threads::single(), 144, 128 * 128, 128, 12),
+            GemmSplit::Rows(144)
+        );
+        Ok(())
     }
 }

@@ -91,7 +91,7 @@ impl NhwcQConv {
         } else {
             ByteRows::Windows(&xp)
         };
-        let done = match self.share(pixels, BLOCK_ROWS, QUAD_ROWS) {
+        let done = match self.share(pixels, QUAD_ROWS) {
             GemmSplit::Panels(per_task) => self.quads_by_channels(b, rq, src, per_task, y),
             GemmSplit::Rows(per_task) => self.quads_by_pixels(b, rq, src, per_task, y),
         };
