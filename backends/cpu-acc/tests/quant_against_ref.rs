@@ -567,6 +567,43 @@ fn channels_last_gemm_splits_give_equal_bytes_at_any_thread_count() {
             m: 64,
             ..base
         },
+        // 12×12 and 11×13 pixels (143, a prime's neighbour: the last tile one row short)
+        // shared by rows in whole tiles or half tiles of the kernel, not in blocks of A
+        // rows: shares end inside a block. i8 pixels (a block copy per share), u8 ones read
+        // in place, and the pair GEMM (3×3 windows); 6×6 pixels cut in shares of 18 and 6
+        // rows (half tiles) at two and three threads.
+        Case {
+            x: [1, 256, 6, 6],
+            m: 256,
+            ..base
+        },
+        Case {
+            x: [1, 200, 6, 6],
+            m: 83,
+            xt: DataType::U8,
+            ..base
+        },
+        Case {
+            x: [1, 128, 12, 12],
+            m: 128,
+            ..base
+        },
+        Case {
+            x: [1, 61, 11, 13],
+            m: 67,
+            xt: DataType::U8,
+            ..base
+        },
+        Case {
+            x: [1, 29, 13, 11],
+            m: 41,
+            k: [3, 3],
+            pad: 1,
+            per_channel: false,
+            wt: DataType::U8,
+            u8_zero: 3,
+            ..base
+        },
         // A first layer (3 channels, 3×3 stride 2): its padded input copy, large enough to be
         // shared by the threads, on the byte and the pair GEMM.
         Case {

@@ -58,6 +58,41 @@ pub(super) const MIN_SHARED_MACS: usize = 1 << 18;
 /// GEMM's.
 const MIN_SHARED_DW_MACS: usize = 1 << 15;
 
+/// How `th` shares a GEMM layer of `pixels` output pixels (rows), `per_pixel` multiply-adds
+/// each, over `m` output channels, on a kernel of tiles of `tile` rows whose short tiles
+/// cost about their rows where they are `grain` rows or more (`grain` divides `tile`; the
+/// pair GEMM passes `tile`): as [`Threads::gemm_split`] decides, each share at least
+/// [`MIN_SHARED_MACS`], or all on the calling thread below twice that.
+///
+/// Shares of rows are whole tiles, not whole blocks of the callers' A buffers (a task runs
+/// its rows in blocks, the last one short): a layer of few blocks (144 pixels, three blocks
+/// of 48) is then cut evenly by rows, where whole blocks would leave one thread two of
+/// three and push the layer to the channel split, which copies A once and each share's
+/// output into place. Where every thread can have a tile's rows, shares are cut at grains
+/// instead (36 pixels at two threads: 18 rows each, no copies); fewer rows (a 3×3 plane)
+/// are left to the channel split, which shares them better than a short tile would.
+fn gemm_share(
+    th: &Threads,
+    pixels: usize,
+    per_pixel: usize,
+    m: usize,
+    tile: usize,
+    grain: usize,
+) -> GemmSplit {
+    let (tile, per_pixel) = (tile.max(1), per_pixel.max(1));
+    if pixels.saturating_mul(per_pixel) < 2 * MIN_SHARED_MACS {
+        return GemmSplit::Rows(pixels.max(1));
+    }
+    let unit = if pixels >= tile.saturating_mul(th.count()) {
+        grain.clamp(1, tile)
+    } else {
+        tile
+    };
+    let min_pixels = MIN_SHARED_MACS.div_ceil(per_pixel);
+    let per_rows = th.chunk_size(pixels, min_pixels, unit);
+    th.gemm_split(pixels, m.div_ceil(QNR), per_rows, unit)
+}
+
 /// Take the buffer kept in `slot` (empty the first time, or while another execution of the
 /// layer holds it).
 fn take<T>(slot: &Mutex<Vec<T>>) -> Vec<T> {
@@ -427,20 +462,20 @@ impl NhwcQConv {
         }
     }
 
-    /// How the threads share the GEMM of `pixels` rows (blocks of `block` rows, tiles of
-    /// `tile`): as `gemm_split` decides, each share at
-    /// least [`MIN_SHARED_MACS`], or all on the calling thread below twice that.
-    pub(super) fn share(&self, pixels: usize, block: usize, tile: usize) -> GemmSplit {
+    /// How the threads share the GEMM of `pixels` rows (its kernel's tiles of `tile` rows,
+    /// short tiles of `grain` rows or more costing about their rows): [`gemm_share`] with
+    /// this layer's multiply-adds per pixel.
+    pub(super) fn share(&self, pixels: usize, tile: usize, grain: usize) -> GemmSplit {
         let g = &self.geo;
         let depth = (g.c / self.d.group.max(1)) * self.d.kernel[0] * self.d.kernel[1];
-        let per_pixel = depth.saturating_mul(g.m).max(1);
-        let min_pixels = MIN_SHARED_MACS.div_ceil(per_pixel).max(block);
-        if pixels.saturating_mul(per_pixel) < 2 * MIN_SHARED_MACS {
-            return GemmSplit::Rows(pixels.max(1));
-        }
-        let per_rows = self.th.chunk_size(pixels, min_pixels, block);
-        self.th
-            .gemm_split(pixels, g.m.div_ceil(QNR), per_rows, tile)
+        gemm_share(
+            &self.th,
+            pixels,
+            depth.saturating_mul(g.m),
+            g.m,
+            tile,
+            grain,
+        )
     }
 
     fn gemm(
@@ -463,7 +498,7 @@ impl NhwcQConv {
             Rows::Windows(&xp)
         };
         let tile = pair_tile_rows();
-        let done = match self.share(pixels, BLOCK_ROWS, tile) {
+        let done = match self.share(pixels, tile, tile) {
             GemmSplit::Panels(per_task) => self.gemm_by_channels(b, rq, src, per_task, y),
             GemmSplit::Rows(per_task) => self.gemm_by_pixels(b, rq, src, per_task, y),
         };
@@ -550,5 +585,59 @@ impl Workload for NhwcQConv {
 
     fn reads_constant_input(&self, slot: usize) -> bool {
         slot == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// MobileNetV1's pointwise layers at two threads on the byte GEMM (tiles of 12 rows,
+    /// grains of 6): 12×12 pixels (128 → 128 channels) shared by rows evenly (in blocks of
+    /// 48 rows, one thread had two of three and the layer went to the channel split), 6×6
+    /// (256 → 256) by rows of 18, 3×3 (512 → 512) by channels; on the pair GEMM (grain the
+    /// tile) 6×6 by channels. A layer under twice the fewest multiply-adds stays on the
+    /// calling thread; one thread takes every layer whole.
+    #[test]
+    fn gemm_layers_of_few_blocks_are_shared_by_tiles_or_grains() -> Result<()> {
+        let two = Threads::new(2)?;
+        assert_eq!(
+            gemm_share(&two, 144, 128 * 128, 128, 12, 6),
+            GemmSplit::Rows(36)
+        );
+        assert_eq!(
+            gemm_share(&two, 36, 256 * 256, 256, 12, 6),
+            GemmSplit::Rows(18)
+        );
+        assert!(matches!(
+            gemm_share(&two, 36, 256 * 256, 256, 12, 12),
+            GemmSplit::Panels(_)
+        ));
+        assert!(matches!(
+            gemm_share(&two, 9, 512 * 512, 512, 12, 6),
+            GemmSplit::Panels(_)
+        ));
+        // 11×13 pixels: shares of whole grains, the last one row short.
+        match gemm_share(&two, 143, 61 * 67, 67, 12, 6) {
+            GemmSplit::Rows(per) => assert!(per % 6 == 0 && per < 143, "{per}"),
+            s => panic!("{s:?}"),
+        }
+        // Three threads: 36 rows in six shares of a grain, two each (the finest of the
+        // evenest splits).
+        let three = Threads::new(3)?;
+        assert_eq!(
+            gemm_share(&three, 36, 256 * 256, 256, 12, 6),
+            GemmSplit::Rows(6)
+        );
+        let small = 2 * MIN_SHARED_MACS / (64 * 64) - 1;
+        assert_eq!(
+            gemm_share(&two, small, 64 * 64, 64, 12, 6),
+            GemmSplit::Rows(small)
+        );
+        assert_eq!(
+            gemm_share(&Threads::single(), 144, 128 * 128, 128, 12, 6),
+            GemmSplit::Rows(144)
+        );
+        Ok(())
     }
 }

@@ -91,7 +91,8 @@ impl NhwcQConv {
         } else {
             ByteRows::Windows(&xp)
         };
-        let done = match self.share(pixels, BLOCK_ROWS, QUAD_ROWS) {
+        // The vector tile has a kernel per count of rows: half a tile costs about half.
+        let done = match self.share(pixels, QUAD_ROWS, QUAD_ROWS / 2) {
             GemmSplit::Panels(per_task) => self.quads_by_channels(b, rq, src, per_task, y),
             GemmSplit::Rows(per_task) => self.quads_by_pixels(b, rq, src, per_task, y),
         };
