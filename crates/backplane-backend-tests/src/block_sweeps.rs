@@ -36,6 +36,15 @@ pub struct BlockCase {
     pub atol: f64,
 }
 
+/// Add a layer of one output to `net` and return that output.
+fn layer(net: &mut Network, name: &str, op: Op, inputs: &[TensorId]) -> Result<TensorId, String> {
+    net.add_layer(name, op, inputs)
+        .map_err(|e| e.to_string())?
+        .first()
+        .copied()
+        .ok_or_else(|| format!("{name}: no output"))
+}
+
 fn conv(k: usize, stride: usize, group: usize) -> Op {
     let p = k / 2;
     Op::Conv(ConvDesc {
@@ -79,13 +88,6 @@ pub fn squeeze_excite_block(r: &mut Rng) -> Result<BlockCase, String> {
     let b_fc2 = constant(&mut net, "b_fc2", &[e])?;
     let w_proj = constant(&mut net, "w_project", &[o, e, 1, 1])?;
     let b_proj = constant(&mut net, "b_project", &[o])?;
-    let layer = |net: &mut Network, name: &str, op: Op, inputs: &[TensorId]| {
-        net.add_layer(name, op, inputs)
-            .map_err(err)?
-            .first()
-            .copied()
-            .ok_or_else(|| format!("{name}: no output"))
-    };
     let relu = Op::Unary(UnaryOp::Relu);
     let t = layer(&mut net, "expand", conv(1, 1, 1), &[x, w_expand, b_expand])?;
     let t = layer(&mut net, "expand_act", relu.clone(), &[t])?;
@@ -142,13 +144,6 @@ pub fn dense_layer(r: &mut Rng) -> Result<BlockCase, String> {
     let err = |e: backplane::core::CoreError| e.to_string();
     let x_value = r.tensor(DataType::F32, &[1, c, h, w], -2.0, 2.0)?;
     let x = net.add_input("x", x_value.info().clone()).map_err(err)?;
-    let layer = |net: &mut Network, name: &str, op: Op, inputs: &[TensorId]| {
-        net.add_layer(name, op, inputs)
-            .map_err(err)?
-            .first()
-            .copied()
-            .ok_or_else(|| format!("{name}: no output"))
-    };
     let norm = |r: &mut Rng, net: &mut Network, name: &str, t: TensorId, ch: usize| {
         let mut scale = r.tensor(DataType::F32, &[ch], -1.5, 1.5)?.to_f64_vec();
         for v in scale.iter_mut().step_by(3) {
