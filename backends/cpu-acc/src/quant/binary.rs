@@ -414,6 +414,11 @@ fn const_tables(
 /// Output bytes `y` of input bytes `a` by the tables of a constants' row of `len` positions
 /// (`tables[k · 256 + q]`), the first element at position `k0` of the row.
 fn periodic_lookup(tables: &[u8], len: usize, k0: usize, a: &[u8], y: &mut [u8]) {
+    if let (1, Some(table)) = (len, tables.first_chunk::<256>()) {
+        // One table for every element: the vectorized byte look-up.
+        backplane_cpu_kernels::byte_table::apply(table, a, y);
+        return;
+    }
     let rows = tables.chunks_exact(256);
     // The partial row up to the next row start, then whole rows, then the rest.
     let head = (len - k0).min(y.len());
@@ -646,14 +651,15 @@ mod tests {
 
     #[test]
     fn periodic_lookups_start_anywhere_in_the_row() {
-        // Tables whose entries name their position and byte; runs starting at every
-        // position of rows of 1, 3 and 7, shorter and longer than a row.
+        // Tables whose entries name their position and byte (none the identity); runs
+        // starting at every position of rows of 1, 3 and 7, shorter and longer than a row,
+        // and long enough for the vectorized look-up of a one-value row.
         for len in [1usize, 3, 7] {
             let tables: Vec<u8> = (0..len * 256)
-                .map(|i| ((i / 256) as u8).wrapping_mul(31) ^ (i % 256) as u8)
+                .map(|i| ((i / 256) as u8).wrapping_mul(31).wrapping_add(101) ^ (i % 256) as u8)
                 .collect();
             for k0 in 0..len {
-                for n in [0usize, 1, 2, len, 2 * len + 1, 50] {
+                for n in [0usize, 1, 2, len, 2 * len + 1, 50, 200] {
                     let a: Vec<u8> = (0..n).map(|i| (i * 89 + 7) as u8).collect();
                     let mut y = vec![0u8; n];
                     periodic_lookup(&tables, len, k0, &a, &mut y);
