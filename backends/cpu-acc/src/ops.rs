@@ -143,7 +143,11 @@ impl PoolWorkload {
         let inv_cy = inv_counts(geo.oh, geo.h, geo.kh, geo.sh, geo.dh, geo.pt, pe_h, inc);
         let inv_cx = inv_counts(geo.ow, geo.w, geo.kw, geo.sw, geo.dw, geo.pl, pe_w, inc);
         let uniform = |inv: &[f32]| inv.windows(2).all(|p| p[0] == p[1]);
+        let pair_average =
+            matches!(desc.kind, PoolKind::Average) && crate::conv::pool_pairs::applies(&geo);
+        // Pair averages never take the depthwise plan: none is built for them.
         let uniform_average = (matches!(desc.kind, PoolKind::Average)
+            && !pair_average
             && geo.dh == 1
             && geo.dw == 1
             && uniform(&inv_cy)
@@ -164,8 +168,7 @@ impl PoolWorkload {
             inv_cy,
             inv_cx,
             max_plan: matches!(desc.kind, PoolKind::Max).then(|| crate::depthwise::Plan::new(&geo)),
-            pair_average: matches!(desc.kind, PoolKind::Average)
-                && crate::conv::pool_pairs::applies(&geo),
+            pair_average,
             threads,
         })
     }
