@@ -376,3 +376,90 @@ fn reshapes_and_contiguous_slices_are_views_that_copy_nothing() {
     assert_eq!(out[2].1.as_slice::<f32>().unwrap(), negated.as_slice());
     assert_eq!(out[3].1.as_slice::<f32>().unwrap(), all.as_slice());
 }
+
+/// Runs `n` on CpuRef with input `a` = [1, -2, 3] (shape [1, 1, 3]); returns the number of
+/// sub-tensor layers, the layers that ran, and the outputs.
+fn run_concat_chain(n: &Network) -> (usize, Vec<String>, Vec<Vec<f32>>) {
+    let rt = backplane::RuntimeBuilder::new().build().unwrap();
+    let opt = rt.optimize(n, &cpuref()).unwrap();
+    let sub = opt.memory_plan().sub_tensor_layers;
+    let id = rt.load_network(opt).unwrap();
+    let a = Tensor::from_vec(vec![1, 1, 3], vec![1.0f32, -2.0, 3.0]).unwrap();
+    let (out, timings) = rt.execute_profiled(id, &[("a", &a)]).unwrap();
+    let ran = timings.iter().map(|t| t.layer.clone()).collect();
+    let values = out
+        .iter()
+        .map(|(_, t)| t.as_slice::<f32>().unwrap().to_vec())
+        .collect();
+    (sub, ran, values)
+}
+
+/// x0 = -a, y1 = |x0|, c1 = concat(x0, y1), y2 = x0 + y1, then `second(x0, y1, c1, y2)` is
+/// the second concat; outputs relu(c1) and -c2 (DenseNet's shape of growing concatenations).
+fn concat_chain(
+    second: impl Fn(&mut Network, [backplane::core::TensorId; 4]) -> backplane::core::TensorId,
+) -> Network {
+    use backplane::core::ops::BinaryOp;
+    let mut n = Network::new();
+    let a = n
+        .add_input("a", TensorInfo::new(DataType::F32, vec![1, 1, 3]))
+        .unwrap();
+    let x0 = n.add_layer("x0", Op::Unary(UnaryOp::Neg), &[a]).unwrap()[0];
+    let y1 = n.add_layer("y1", Op::Unary(UnaryOp::Abs), &[x0]).unwrap()[0];
+    let c1 = n
+        .add_layer("c1", Op::Concat { axis: 1 }, &[x0, y1])
+        .unwrap()[0];
+    let o1 = n.add_layer("o1", Op::Unary(UnaryOp::Relu), &[c1]).unwrap()[0];
+    let y2 = n
+        .add_layer("y2", Op::Binary(BinaryOp::Add), &[x0, y1])
+        .unwrap()[0];
+    let c2 = second(&mut n, [x0, y1, c1, y2]);
+    let o2 = n.add_layer("o2", Op::Unary(UnaryOp::Neg), &[c2]).unwrap()[0];
+    n.mark_output(o1).unwrap();
+    n.mark_output(o2).unwrap();
+    n
+}
+
+const CHAIN_O1: [f32; 6] = [0.0, 2.0, 0.0, 1.0, 2.0, 3.0];
+
+#[test]
+fn growing_concatenations_are_views_of_the_last_one() {
+    // c2 = concat(x0, y1, y2): c1 is its prefix, so both copy nothing.
+    let n = concat_chain(|n, [x0, y1, _, y2]| {
+        n.add_layer("c2", Op::Concat { axis: 1 }, &[x0, y1, y2])
+            .unwrap()[0]
+    });
+    let (sub, ran, out) = run_concat_chain(&n);
+    assert_eq!(sub, 2, "both concatenations in place: {ran:?}");
+    assert!(!ran.iter().any(|l| l == "c1" || l == "c2"), "{ran:?}");
+    assert_eq!(out[0], CHAIN_O1);
+    assert_eq!(out[1], [1.0, -2.0, 3.0, -1.0, -2.0, -3.0, 0.0, -4.0, 0.0]);
+}
+
+#[test]
+fn a_concatenation_of_a_concatenation_is_placed_inside_it() {
+    // c2 = concat(c1, y2): c1's parts go straight into c2's memory.
+    let n = concat_chain(|n, [_, _, c1, y2]| {
+        n.add_layer("c2", Op::Concat { axis: 1 }, &[c1, y2])
+            .unwrap()[0]
+    });
+    let (sub, ran, out) = run_concat_chain(&n);
+    assert_eq!(sub, 2, "both concatenations in place: {ran:?}");
+    assert_eq!(out[0], CHAIN_O1);
+    assert_eq!(out[1], [1.0, -2.0, 3.0, -1.0, -2.0, -3.0, 0.0, -4.0, 0.0]);
+}
+
+#[test]
+fn a_concatenation_whose_parts_sit_out_of_order_still_copies_them() {
+    // c2 = concat(y1, x0, y2) holds x0 and y1 the other way round: c1 cannot be a view of
+    // it, so c1 runs, and the results stay right.
+    let n = concat_chain(|n, [x0, y1, _, y2]| {
+        n.add_layer("c2", Op::Concat { axis: 1 }, &[y1, x0, y2])
+            .unwrap()[0]
+    });
+    let (sub, ran, out) = run_concat_chain(&n);
+    assert_eq!(sub, 1, "only the last concatenation in place: {ran:?}");
+    assert!(ran.iter().any(|l| l == "c1"), "{ran:?}");
+    assert_eq!(out[0], CHAIN_O1);
+    assert_eq!(out[1], [-1.0, -2.0, -3.0, 1.0, -2.0, 3.0, 0.0, -4.0, 0.0]);
+}

@@ -98,52 +98,81 @@ pub(crate) fn plan_host_memory(network: &Network, factories: &[FactoryId]) -> Re
     let mut parent: Vec<Option<(TensorId, usize)>> = vec![None; n];
     let mut has_children = vec![false; n];
     let mut elided = vec![false; network.layers().len()];
+    // Concats last to first: a Concat whose output is itself a part of a later Concat places
+    // its parts inside that later output, and one whose parts all sit, in order, inside a
+    // later Concat (DenseNet's growing concatenations, each a prefix of the next) becomes a
+    // view of that range. Every sub-tensor stays one level below its root.
+    for (i, layer) in network.layers().iter().enumerate().rev() {
+        let Op::Concat { axis } = &layer.op else {
+            continue;
+        };
+        let out = layer.outputs[0];
+        let ins = &layer.inputs;
+        let distinct = ins.iter().enumerate().all(|(k, t)| !ins[..k].contains(t));
+        if !in_arena(out)
+            || has_children[out.0]
+            || !contiguous(network.tensor(out).info.shape.dims(), *axis)
+            || !distinct
+        {
+            continue;
+        }
+        let mut starts = Vec::with_capacity(ins.len());
+        let mut bytes = 0usize;
+        for t in ins {
+            starts.push(bytes);
+            bytes = bytes.saturating_add(network.tensor(*t).info.num_bytes()?);
+        }
+        if bytes != network.tensor(out).info.num_bytes()? {
+            continue;
+        }
+        let placeable =
+            |t: TensorId| in_arena(t) && t != out && !has_children[t.0] && !is_output(t);
+        // The parts already sit in order inside one root: the output is a view of them.
+        let in_order_at = |(root, base): (TensorId, usize)| {
+            ins.iter()
+                .zip(&starts)
+                .all(|(t, &s)| placeable(*t) && parent[t.0] == Some((root, base + s)))
+        };
+        if let (None, Some(first)) = (parent[out.0], ins.first().and_then(|t| parent[t.0])) {
+            if !is_output(out) && in_order_at(first) {
+                parent[out.0] = Some(first);
+                has_children[first.0 .0] = true;
+                elided[i] = true;
+            }
+            continue;
+        }
+        let (root, base) = parent[out.0].unwrap_or((out, 0));
+        let ok = ins
+            .iter()
+            .zip(&starts)
+            .all(|(t, &s)| placeable(*t) && parent[t.0].is_none_or(|p| p == (root, base + s)));
+        if ok {
+            for (t, &s) in ins.iter().zip(&starts) {
+                parent[t.0] = Some((root, base + s));
+            }
+            has_children[root.0] = true;
+            elided[i] = true;
+        }
+    }
     for (i, layer) in network.layers().iter().enumerate() {
-        match &layer.op {
-            Op::Concat { axis } => {
-                let out = layer.outputs[0];
-                let ins = &layer.inputs;
-                let distinct = ins.iter().enumerate().all(|(k, t)| !ins[..k].contains(t));
-                let ok = in_arena(out)
-                    && parent[out.0].is_none()
-                    && contiguous(network.tensor(out).info.shape.dims(), *axis)
-                    && distinct
-                    && ins.iter().all(|t| {
-                        in_arena(*t)
-                            && parent[t.0].is_none()
-                            && !has_children[t.0]
-                            && !is_output(*t)
-                    });
-                if ok {
-                    let mut offset = 0usize;
-                    for t in ins {
-                        parent[t.0] = Some((out, offset));
-                        offset = offset.saturating_add(network.tensor(*t).info.num_bytes()?);
-                    }
-                    has_children[out.0] = true;
-                    elided[i] = true;
+        if let Op::Split { axis, .. } = &layer.op {
+            let x = layer.inputs[0];
+            let ok = in_arena(x)
+                && parent[x.0].is_none()
+                && contiguous(network.tensor(x).info.shape.dims(), *axis)
+                && layer
+                    .outputs
+                    .iter()
+                    .all(|t| in_arena(*t) && parent[t.0].is_none() && !has_children[t.0]);
+            if ok {
+                let mut offset = 0usize;
+                for t in &layer.outputs {
+                    parent[t.0] = Some((x, offset));
+                    offset = offset.saturating_add(network.tensor(*t).info.num_bytes()?);
                 }
+                has_children[x.0] = true;
+                elided[i] = true;
             }
-            Op::Split { axis, .. } => {
-                let x = layer.inputs[0];
-                let ok = in_arena(x)
-                    && parent[x.0].is_none()
-                    && contiguous(network.tensor(x).info.shape.dims(), *axis)
-                    && layer
-                        .outputs
-                        .iter()
-                        .all(|t| in_arena(*t) && parent[t.0].is_none());
-                if ok {
-                    let mut offset = 0usize;
-                    for t in &layer.outputs {
-                        parent[t.0] = Some((x, offset));
-                        offset = offset.saturating_add(network.tensor(*t).info.num_bytes()?);
-                    }
-                    has_children[x.0] = true;
-                    elided[i] = true;
-                }
-            }
-            _ => {}
         }
     }
     // Views second: a Concat or Split placed first keeps its parts where its producers and
