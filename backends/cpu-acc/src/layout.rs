@@ -36,10 +36,8 @@ use std::collections::{BTreeSet, HashMap};
 
 /// Fewest floats of an expansion's output for it to run with its depthwise convolution:
 /// smaller tensors stay in L2 between two layers anyway (the measurement:
-/// docs/cpu-acc-bounds.md, "Channels-last regions"). 2 MiB, twice a Zen 5 core's L2, so
-/// that a thread's half of the tensor does not fit its L2 either: MobileNetV3's
-/// 112×112×64 expansion pairs, MobileNetV2's 56×56×144 ones (slower as pairs) do not.
-const PAIR_MIN_FLOATS: usize = 1 << 19;
+/// docs/cpu-acc-bounds.md, "Channels-last regions").
+const PAIR_MIN_FLOATS: usize = 1 << 20;
 
 /// Fewest floats of a depthwise convolution's output for it to run with its projection
 /// (below it the pair was no faster: docs/cpu-acc-bounds.md, "Channels-last regions").

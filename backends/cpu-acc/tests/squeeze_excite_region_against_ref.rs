@@ -111,8 +111,8 @@ fn squeeze_excite_blocks_run_channels_last_like_the_reference() {
         (13, 67, 17, 1, 5, 3),
         // The expansion and the depthwise convolution run as one pair layer.
         (16, 96, 4, 24, 112, 112),
-        // The pool's mean by parts of the pixels (from 2^17 values), with and without a
-        // pair (552 K and 155 K floats of expansion, odd planes).
+        // The pool's mean by parts of the pixels (from 2^17 values): 552 K and 155 K floats,
+        // odd planes.
         (16, 64, 4, 24, 97, 89),
         (8, 48, 4, 16, 61, 53),
     ];
