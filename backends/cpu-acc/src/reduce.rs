@@ -185,7 +185,7 @@ impl ReducePlan {
 const SPLIT_FLOATS: usize = 1 << 17;
 
 /// Least floats per pixel part of [`pixel_sums`].
-const PART_MIN_FLOATS: usize = 1 << 12;
+const PART_MIN_FLOATS: usize = 1 << 15;
 
 /// Most pixel parts of [`pixel_sums`] per image (enough for even shares on a few threads).
 const MAX_PIXEL_PARTS: usize = 8;
@@ -339,8 +339,8 @@ mod tests {
     use super::*;
 
     /// Sums over the pixels by [`pixel_sums`]' parts (batches of 1 to 3 images, odd pixel
-    /// and channel counts, one part and several; the last shape large enough that
-    /// [`reduce`] takes them): the same bits on 1, 2 and 3 threads, and within an f32
+    /// and channel counts, one part and two to eight; the last three large enough
+    /// that [`reduce`] takes them): the same bits on 1, 2 and 3 threads, and within an f32
     /// rounding of a plain f64 loop (the values span eight decades, so the partial sums are
     /// not exact).
     #[test]
@@ -349,8 +349,9 @@ mod tests {
             (1, 1, 5),
             (2, 7, 3),
             (3, 97, 13),
-            (1, 1000, 17),
-            (2, 4099, 16),
+            (1, 8209, 17),
+            (2, 2053, 37),
+            (1, 4099, 64),
         ];
         for &(outer, red, inner) in &shapes {
             let x: Vec<f32> = (0..outer * red * inner)
