@@ -2,7 +2,7 @@
 
 use crate::simd;
 use crate::threads::Threads;
-use backplane_backend_api::Result;
+use backplane_backend_api::{BackendError, Result};
 use backplane_core::ops::{ReduceDesc, ReduceKind};
 
 /// What one pass over the values accumulates.
@@ -176,12 +176,27 @@ impl ReducePlan {
     }
 }
 
-/// Least input (floats) whose reduction over middle axes [`reduce`] shares between threads.
-/// Each thread reads every pixel for its part of the channels, about half of them from the
-/// other core's cache (the layer before split the pixels), so a squeeze-excite block's mean
-/// (MobileNetV3's: 30 to 130 thousand values) took no less time on two threads than on one,
-/// and the hand-off on top.
+/// Least input (floats) whose reduction over middle axes [`reduce`] shares between threads:
+/// sums by parts of the pixels ([`pixel_sums`]), a max or min by parts of the channels. Below
+/// it the calling thread runs it alone, in one pass: on two threads a squeeze-excite block's
+/// pool (MobileNetV3's: 30 to 130 thousand values) took no less time than on one, the
+/// hand-off on top (and a split of the channels, each thread reading every pixel, half of
+/// them from the other core's cache, took longer still).
 const SPLIT_FLOATS: usize = 1 << 17;
+
+/// Least floats per pixel part of [`pixel_sums`].
+const PART_MIN_FLOATS: usize = 1 << 15;
+
+/// Most pixel parts of [`pixel_sums`] per image (enough for even shares on a few threads).
+const MAX_PIXEL_PARTS: usize = 8;
+
+/// Pixels per part when `red` pixels of `inner` channels are summed by [`pixel_sums`]: set
+/// by the sizes alone, never by the thread count, so every thread count adds the same
+/// partial sums in the same order (the same bits).
+fn pixels_per_part(red: usize, inner: usize) -> usize {
+    let parts = (red * inner / PART_MIN_FLOATS).clamp(1, MAX_PIXEL_PARTS.min(red.max(1)));
+    red.div_ceil(parts).max(1)
+}
 
 /// Outputs per part of one image's `inner` outputs on `threads` threads: all of them on one
 /// thread or when they are few, else the largest even split into at least two parts per
@@ -232,9 +247,13 @@ pub fn reduce(th: &Threads, plan: &ReducePlan, x: &[f32], y: &mut [f32]) -> Resu
             Ok(())
         });
     }
+    let large = plan.outer * red * inner >= SPLIT_FLOATS;
+    if large && !matches!(kind, RunKind::Max | RunKind::Min) {
+        return pixel_sums(th, plan, kind, x, y);
+    }
     // Each image's `inner` outputs in parts (whole vectors of channels where `inner` allows),
-    // so that a channels-last mean over the pixels of one image still uses every thread;
-    // a small input (a squeeze-excite block's mean) on the calling thread alone.
+    // so that a channels-last max over the pixels of one image still uses every thread;
+    // a small input on the calling thread alone.
     let threads = match plan.outer * red * inner < SPLIT_FLOATS {
         true => 1,
         false => th.count(),
@@ -268,9 +287,127 @@ pub fn reduce(th: &Threads, plan: &ReducePlan, x: &[f32], y: &mut [f32]) -> Resu
     })
 }
 
+/// A sum over middle axes (a channels-last mean over the pixels: a squeeze-excite block's
+/// pool, a classifier's) by parts of [`pixels_per_part`] consecutive pixels, each summing all
+/// `inner` channels of its pixels into its own f64 row, then the rows added in part order.
+/// The parts are shared out in order (`Threads::chunks`), so on two threads each sums the
+/// pixels the layer before computed on it (that layer split the pixels too), where a split
+/// of the channels had each thread read every pixel, half of them from the other core's
+/// cache, and took several times as long as one thread.
+fn pixel_sums(
+    th: &Threads,
+    plan: &ReducePlan,
+    kind: RunKind,
+    x: &[f32],
+    y: &mut [f32],
+) -> Result<()> {
+    let (outer, red, inner) = (plan.outer, plan.red, plan.inner);
+    let per = pixels_per_part(red, inner);
+    let parts = red.div_ceil(per).max(1);
+    let len = outer * parts * inner;
+    if x.len() < outer * red * inner || y.len() < outer * inner {
+        return Err(BackendError::Execution(
+            "a reduction's buffers are too short".into(),
+        ));
+    }
+    let mut acc: Vec<f64> = Vec::new();
+    acc.try_reserve_exact(len)
+        .map_err(|_| BackendError::Execution("out of memory for a reduction".into()))?;
+    acc.resize(len, 0.0);
+    th.chunks(&mut acc, inner.max(1), |i, row| {
+        let (b, p) = (i / parts, i % parts);
+        let (r0, r1) = (p * per, ((p + 1) * per).min(red));
+        let base = (b * red + r0) * inner;
+        simd::reduce_rows_f64(kind, row, &x[base..base + (r1 - r0) * inner], inner);
+        Ok(())
+    })?;
+    for (b, yb) in y[..outer * inner].chunks_exact_mut(inner).enumerate() {
+        // The parts' rows added onto the first, in part order.
+        let (total, rest) = acc[b * parts * inner..(b + 1) * parts * inner].split_at_mut(inner);
+        for row in rest.chunks_exact(inner) {
+            total.iter_mut().zip(row).for_each(|(t, &s)| *t += s);
+        }
+        for (v, &t) in yb.iter_mut().zip(total.iter()) {
+            *v = plan.finish(t);
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Sums over the pixels by [`pixel_sums`]' parts (batches of 1 to 3 images, odd pixel
+    /// and channel counts, one part and two to eight; the last three large enough
+    /// that [`reduce`] takes them): the same bits on 1, 2 and 3 threads, and within an f32
+    /// rounding of a plain f64 loop (the values span eight decades, so the partial sums are
+    /// not exact).
+    #[test]
+    fn pixel_sums_are_the_same_bits_on_any_thread_count() {
+        let shapes = [
+            (1, 1, 5),
+            (2, 7, 3),
+            (3, 97, 13),
+            (1, 8209, 17),
+            (2, 2053, 37),
+            (1, 4099, 64),
+        ];
+        for &(outer, red, inner) in &shapes {
+            let x: Vec<f32> = (0..outer * red * inner)
+                .map(|i| {
+                    let m = ((i * 7919) % 1013) as f32 / 1013.0 - 0.37;
+                    m * 10f32.powi((i % 9) as i32 - 4)
+                })
+                .collect();
+            let kinds = [
+                ReduceKind::Mean,
+                ReduceKind::Sum,
+                ReduceKind::L1,
+                ReduceKind::L2,
+                ReduceKind::SumSquare,
+            ];
+            for kind in kinds {
+                let plan = ReducePlan {
+                    kind,
+                    outer,
+                    red,
+                    inner,
+                };
+                let rk = run_kind(kind).unwrap();
+                let want: Vec<f32> = (0..outer * inner)
+                    .map(|o| {
+                        let (b, c) = (o / inner, o % inner);
+                        let col = (0..red).map(|r| x[(b * red + r) * inner + c]);
+                        plan.finish(col.fold(0.0, |a, v| combine(rk, a, v)))
+                    })
+                    .collect();
+                let mut first: Option<Vec<f32>> = None;
+                for t in [1, 2, 3] {
+                    let th = Threads::new(t).unwrap();
+                    let mut y = vec![f32::NAN; outer * inner];
+                    match outer * red * inner >= SPLIT_FLOATS {
+                        true => reduce(&th, &plan, &x, &mut y).unwrap(),
+                        false => pixel_sums(&th, &plan, rk, &x, &mut y).unwrap(),
+                    }
+                    for (o, (g, w)) in y.iter().zip(&want).enumerate() {
+                        let close = (g - w).abs() <= w.abs() * 2.5e-7;
+                        assert!(
+                            close,
+                            "{kind:?} {outer}x{red}x{inner} {t}t, output {o}: {g} vs {w}"
+                        );
+                    }
+                    match &first {
+                        Some(f) => assert!(
+                            f.iter().zip(&y).all(|(a, b)| a.to_bits() == b.to_bits()),
+                            "{kind:?} {outer}x{red}x{inner}: {t} threads differ from one"
+                        ),
+                        None => first = Some(y),
+                    }
+                }
+            }
+        }
+    }
 
     /// A channels-last mean or max over the pixels (one image, `red` pixels of `inner`
     /// channels) gives the same bits on 1, 2 and 3 threads, below [`SPLIT_FLOATS`] (the

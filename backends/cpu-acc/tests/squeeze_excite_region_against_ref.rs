@@ -3,7 +3,7 @@
 //! operand order), then a projection left alone by fusion, all one region with a transpose
 //! only where the block enters and leaves. The region's layers, run one after the other on
 //! CpuAcc, against CpuRef running the original layers: odd channel counts (1, primes),
-//! planes from 1×2 to 112×112 (an expansion pair), one and two threads.
+//! planes from 1×2 to 112×112 (expansion pairs), one to three threads.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod support;
@@ -83,7 +83,7 @@ fn check(b: Block, seed: u64) {
     let feeds = HashMap::from([(x, rng.tensor(&[1, b.c, b.h, b.w], 1.0))]);
     let want = run_reference(&net, &feeds);
     let y = net.outputs()[0];
-    for threads in [1, 2] {
+    for threads in [1, 2, 3] {
         let (got, ops) = run_acc(&net, &feeds, threads);
         let what = format!("{b:?}, {threads} thread(s)");
         // One transpose in, one out: the gate's Mul runs channels-last inside the region.
@@ -111,6 +111,10 @@ fn squeeze_excite_blocks_run_channels_last_like_the_reference() {
         (13, 67, 17, 1, 5, 3),
         // The expansion and the depthwise convolution run as one pair layer.
         (16, 96, 4, 24, 112, 112),
+        // The pool's mean by parts of the pixels (from 2^17 values): 552 K and 155 K floats,
+        // odd planes.
+        (16, 64, 4, 24, 97, 89),
+        (8, 48, 4, 16, 61, 53),
     ];
     for (i, &(c, e, s, o, h, w)) in shapes.iter().enumerate() {
         for gate_first in [true, false] {
