@@ -35,6 +35,7 @@ use backplane_cpu_kernels::qgemm::{
     center_i8, center_u8, depthwise_rows, pair_tile_rows, qgemm_requantized, ColumnRequant,
     DwGeometry, DwLayer, DwWeights, QPackedB, QuadPackedB, RequantRange, QNR,
 };
+use std::cell::RefCell;
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
@@ -102,6 +103,12 @@ fn take<T>(slot: &Mutex<Vec<T>>) -> Vec<T> {
 /// Give a buffer back to `slot` for the next execution.
 fn keep<T>(slot: &Mutex<Vec<T>>, v: Vec<T>) {
     *slot.lock().unwrap_or_else(|p| p.into_inner()) = v;
+}
+
+thread_local! {
+    /// Each thread's block of centered A rows for [`NhwcQConv::gemm_by_pixels`], kept
+    /// between layers and executions (not allocated and zeroed per share).
+    static PAIR_BLOCK: RefCell<Vec<i16>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Output rows of the stack tile a channel share's GEMM writes before its rows are copied
@@ -574,19 +581,36 @@ impl NhwcQConv {
         let kp = b.depth_padded();
         let per_task = per_task.max(1);
         let panels = m.div_ceil(QNR);
+        let depth = b.depth();
         self.th.chunks(y, per_task * m, |task, yc| {
-            // The K padding (past the depth) stays zero.
-            let mut a = alloc(BLOCK_ROWS * kp, 0i16, &self.io)?;
-            let first = task * per_task;
-            for (bi, yb) in yc.chunks_mut(BLOCK_ROWS * m).enumerate() {
-                let rows = yb.len() / m.max(1);
-                let p0 = first + bi * BLOCK_ROWS;
-                self.a_rows(src, p0, rows, kp, &mut a);
-                if !qgemm_requantized(&a, kp, rows, b, 0..panels, rq, yb, m) {
-                    return Err(self.io.error("integer GEMM refused its operands".into()));
+            PAIR_BLOCK.with(|kept| {
+                // This thread's kept block (a fresh one if it is somehow in use).
+                let mut own = Vec::new();
+                let mut held = kept.try_borrow_mut().ok();
+                let a = held.as_deref_mut().unwrap_or(&mut own);
+                let need = BLOCK_ROWS * kp;
+                if a.len() < need {
+                    *a = alloc(need, 0i16, &self.io)?;
                 }
-            }
-            Ok(())
+                let a = &mut a[..need];
+                // The K padding must be zero (`a_rows` writes the depth only); an earlier
+                // layer may have left values there.
+                if kp > depth {
+                    for row in a.chunks_exact_mut(kp) {
+                        row[depth..].fill(0);
+                    }
+                }
+                let first = task * per_task;
+                for (bi, yb) in yc.chunks_mut(BLOCK_ROWS * m).enumerate() {
+                    let rows = yb.len() / m.max(1);
+                    let p0 = first + bi * BLOCK_ROWS;
+                    self.a_rows(src, p0, rows, kp, a);
+                    if !qgemm_requantized(a, kp, rows, b, 0..panels, rq, yb, m) {
+                        return Err(self.io.error("integer GEMM refused its operands".into()));
+                    }
+                }
+                Ok(())
+            })
         })
     }
 
