@@ -676,16 +676,10 @@ impl Workload for NhwcQConv {
 mod tests {
     use super::*;
 
-    /// MobileNetV1's pointwise layers at two threads on the byte GEMM (tiles of 12 rows,
-    /// grains of 6): 12×12 pixels (128 → 128 channels) shared by rows evenly (in blocks of
-    /// 48 rows, one thread had two of three and the layer went to the channel split), 6×6
-    /// (256 → 256) by rows of 18, 3×3 (512 → 512) by channels; on the pair GEMM (grain the
-    /// tile) 6×6 by channels. A layer under twice the fewest multiply-adds stays on the
-    /// calling thread; one thread takes every layer whole.
     /// A channel share's tiles land in its columns of the output: rows on either side of
     /// the tile's 48 (1, 47, 48, 49, 97), channels of one short panel, whole panels and a
     /// short last one (1, 16, 67, 131), shares of one to five panels, at one, two and three
-    /// threads; every element written once, with its (row, column) value.
+    /// threads; every element holds its (row, column) value.
     #[test]
     fn channel_shares_write_their_columns_in_place() -> Result<()> {
         let value = |r: usize, j: usize| (r * 31 + j * 7 + 3) as u8;
@@ -721,7 +715,7 @@ mod tests {
                 }
             }
         }
-        // A refused GEMM, or a share wider than its columns, is an error, not a panic.
+        // A refused GEMM, or more rows than the share's columns hold, gives false, not a panic.
         let mut y = vec![0u8; 4 * 20];
         Threads::single().columns(&mut y, 20, 4, 20, 20, |_, mut cols| {
             assert!(!share_columns(&mut cols, 4, 0..2, |_, _, _, _| false));
@@ -731,6 +725,12 @@ mod tests {
         Ok(())
     }
 
+    /// MobileNetV1's pointwise layers at two threads on the byte GEMM (tiles of 12 rows,
+    /// grains of 6): 12×12 pixels (128 → 128 channels) shared by rows evenly (in blocks of
+    /// 48 rows, one thread had two of three and the layer went to the channel split), 6×6
+    /// (256 → 256) by rows of 18, 3×3 (512 → 512) by channels; on the pair GEMM (grain the
+    /// tile) 6×6 by channels. A layer under twice the fewest multiply-adds stays on the
+    /// calling thread; one thread takes every layer whole.
     #[test]
     fn gemm_layers_of_few_blocks_are_shared_by_tiles_or_grains() -> Result<()> {
         let two = Threads::new(2)?;
