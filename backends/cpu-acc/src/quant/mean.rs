@@ -31,6 +31,7 @@ use backplane_core::ops::CustomOp;
 use backplane_core::quant::{FixedPointMean, Requantization};
 use backplane_core::{DataType, TensorInfo, TensorView, TensorViewMut};
 use backplane_cpu_kernels::byte_sums::{self, Dequant, ExactSums};
+use std::cell::RefCell;
 
 /// What a folded mean computes (its custom op's payload).
 #[derive(Debug, Clone, PartialEq)]
@@ -220,21 +221,21 @@ impl QMean {
         Ok(gather)
     }
 
+    /// How a sum over the pixels becomes an output byte.
+    fn rule(&self) -> Quantize {
+        let (lo, hi) = range(self.y_dt);
+        Quantize {
+            pixels: self.pixels as f64,
+            scale: self.y.0,
+            zero: f64::from(self.y.1),
+            lo: f64::from(lo),
+            hi: f64::from(hi),
+        }
+    }
+
     /// The output byte of a sum over the pixels.
     fn quantize(&self, sum: f64) -> u8 {
-        let mean = (sum / self.pixels as f64) as f32;
-        let (lo, hi) = range(self.y_dt);
-        let r = f64::from(mean / self.y.0).round_ties_even() + f64::from(self.y.1);
-        let q = if r.is_nan() {
-            0
-        } else {
-            r.clamp(f64::from(lo), f64::from(hi)) as i32
-        };
-        if self.y_dt == DataType::I8 {
-            (q as i8) as u8
-        } else {
-            q as u8
-        }
+        self.rule().byte(sum)
     }
 
     /// The means of channels `ch0 .. ch0 + y.len()` of one batch item: `x` the block's values
@@ -248,9 +249,7 @@ impl QMean {
         }
         let v = &self.values;
         if self.nhwc && byte_sums::column_sums(&self.exact, x, sums) {
-            for (o, &s) in y.iter_mut().zip(sums.iter()) {
-                *o = self.quantize(s);
-            }
+            quantize_sums(self.rule(), sums, y);
         } else if self.nhwc {
             sums.fill(0.0);
             for pixel in x.chunks_exact(y.len()) {
@@ -258,9 +257,7 @@ impl QMean {
                     *s += v[usize::from(b)];
                 }
             }
-            for (o, &s) in y.iter_mut().zip(sums.iter()) {
-                *o = self.quantize(s);
-            }
+            quantize_sums(self.rule(), sums, y);
         } else {
             for (o, plane) in y.iter_mut().zip(x.chunks_exact(self.pixels)) {
                 let s = byte_sums::sum(&self.exact, plane)
@@ -271,11 +268,55 @@ impl QMean {
     }
 }
 
+/// The f32 chain's quantization of a mean: the sum over `pixels` pixels divided in f64 and
+/// rounded to f32, divided by the output scale in f32, rounded half to even, the zero point
+/// added, saturated to `lo ..= hi` (a NaN to 0).
+#[derive(Debug, Clone, Copy)]
+struct Quantize {
+    pixels: f64,
+    scale: f32,
+    zero: f64,
+    lo: f64,
+    hi: f64,
+}
+
+impl Quantize {
+    /// The output byte of `sum` (an i8's two's complement byte where `lo` is negative).
+    #[inline(always)]
+    fn byte(self, sum: f64) -> u8 {
+        let mean = (sum / self.pixels) as f32;
+        let r = f64::from(mean / self.scale).round_ties_even() + self.zero;
+        // NaN to 0 first, then plain bounds (no NaN left to order).
+        let r = if r.is_nan() { 0.0 } else { r };
+        (r.max(self.lo).min(self.hi) as i32) as u8
+    }
+}
+
+/// `y[i] = q.byte(sums[i])`: the loop compiled per tier (there `round_ties_even` is one
+/// vector instruction, not a call to `rint` per value).
+#[inline(always)]
+fn quantize_sums_body(q: Quantize, sums: &[f64], y: &mut [u8]) {
+    for (o, &s) in y.iter_mut().zip(sums) {
+        *o = q.byte(s);
+    }
+}
+
+backplane_cpu_kernels::multiversion! {
+    /// [`quantize_sums_body`] on the best tier in use.
+    fn quantize_sums(q: Quantize, sums: &[f64], y: &mut [u8]) => quantize_sums_body;
+}
+
 /// The folded mean, planned.
 struct Running {
     io: Io,
     k: QMean,
     th: Threads,
+}
+
+thread_local! {
+    /// Each thread's sums and gathered block of channels, kept between layers and
+    /// executions (not allocated per share: a model's means are many and small).
+    static SCRATCH: RefCell<(Vec<f64>, Vec<u8>)> = const { RefCell::new((Vec::new(), Vec::new())) };
 }
 
 /// The fewest input bytes a thread's block of channels holds (less is summed faster than
@@ -301,16 +342,24 @@ impl Workload for Running {
         for (xi, yi) in x.chunks_exact(k.c * k.pixels).zip(y.chunks_exact_mut(k.c)) {
             self.th.chunks(yi, per, |t, yb| {
                 let ch0 = t * per;
-                let mut sums = Vec::new();
-                sums.try_reserve_exact(yb.len())
-                    .map_err(|e| self.io.error(format!("scratch of {} sums: {e}", yb.len())))?;
-                sums.resize(yb.len(), 0.0);
-                let mut gather = Vec::new();
-                let xb = k
-                    .block(xi, ch0, yb.len(), &mut gather)
-                    .map_err(|e| self.io.error(e))?;
-                k.run(xb, ch0, yb, &mut sums);
-                Ok(())
+                SCRATCH.with(|kept| {
+                    // This thread's kept scratch (fresh ones if it is somehow in use).
+                    let mut own = (Vec::new(), Vec::new());
+                    let mut held = kept.try_borrow_mut().ok();
+                    let (sums, gather) = held.as_deref_mut().unwrap_or(&mut own);
+                    if sums.len() < yb.len() {
+                        sums.try_reserve_exact(yb.len() - sums.len()).map_err(|e| {
+                            self.io.error(format!("scratch of {} sums: {e}", yb.len()))
+                        })?;
+                        sums.resize(yb.len(), 0.0);
+                    }
+                    let sums = &mut sums[..yb.len()];
+                    let xb = k
+                        .block(xi, ch0, yb.len(), gather)
+                        .map_err(|e| self.io.error(e))?;
+                    k.run(xb, ch0, yb, sums);
+                    Ok(())
+                })
             })?;
         }
         Ok(())

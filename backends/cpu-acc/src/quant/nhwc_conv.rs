@@ -26,8 +26,7 @@ use super::packed_b::{packed_b, shared_requant, PackedB, Source};
 use super::QLINEAR_CONV;
 use crate::io::Io;
 use crate::plan::Plan;
-use crate::threads::GemmSplit;
-use crate::threads::Threads;
+use crate::threads::{Columns, GemmSplit, Threads};
 use crate::weights;
 use backplane_backend_api::{LayerDesc, Result, Workload};
 use backplane_core::quant::Requantization;
@@ -36,6 +35,8 @@ use backplane_cpu_kernels::qgemm::{
     center_i8, center_u8, depthwise_rows, pair_tile_rows, qgemm_requantized, ColumnRequant,
     DwGeometry, DwLayer, DwWeights, QPackedB, QuadPackedB, RequantRange, QNR,
 };
+use std::cell::RefCell;
+use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
 #[path = "nhwc_quads.rs"]
@@ -102,6 +103,58 @@ fn take<T>(slot: &Mutex<Vec<T>>) -> Vec<T> {
 /// Give a buffer back to `slot` for the next execution.
 fn keep<T>(slot: &Mutex<Vec<T>>, v: Vec<T>) {
     *slot.lock().unwrap_or_else(|p| p.into_inner()) = v;
+}
+
+thread_local! {
+    /// Each thread's block of centered A rows for [`NhwcQConv::gemm_by_pixels`], kept
+    /// between layers and executions (not allocated and zeroed per share).
+    static PAIR_BLOCK: RefCell<Vec<i16>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Output rows of the stack tile a channel share's GEMM writes before its rows are copied
+/// into the share's columns ([`share_columns`]).
+const TILE_ROWS: usize = 48;
+/// Column panels of that tile.
+const TILE_PANELS: usize = 4;
+
+/// Write one channel share of a GEMM of `rows` output rows into its columns `cols` of the
+/// output: `gemm(rows, panels, tile, ld)` computes the requantized bytes of output rows
+/// `rows` and column panels `panels` (of the share's `panels`) into `tile` at pitch `ld`,
+/// `TILE_ROWS` rows by `TILE_PANELS` panels at a time, each row of which is then copied
+/// into place. The threads write their columns of the shared output in place this way, with
+/// no lock and no buffer of their own; the tile stays in the cache (the share's B panels
+/// are read once per `TILE_ROWS` rows, as the kernels' own blocks of A about do). False
+/// when `gemm` refuses its operands or a row does not fit the share.
+fn share_columns(
+    cols: &mut Columns<'_, u8>,
+    rows: usize,
+    panels: Range<usize>,
+    gemm: impl Fn(Range<usize>, Range<usize>, &mut [u8], usize) -> bool,
+) -> bool {
+    let ld = TILE_PANELS * QNR;
+    let mut tile = [0u8; TILE_ROWS * TILE_PANELS * QNR];
+    let mut r0 = 0;
+    while r0 < rows {
+        let r1 = (r0 + TILE_ROWS).min(rows);
+        let mut p = panels.start;
+        while p < panels.end {
+            let pe = (p + TILE_PANELS).min(panels.end);
+            let c0 = (p - panels.start) * QNR;
+            let width = cols.width().saturating_sub(c0).min((pe - p) * QNR);
+            if !gemm(r0..r1, p..pe, &mut tile, ld) {
+                return false;
+            }
+            for (i, src) in tile.chunks_exact(ld).take(r1 - r0).enumerate() {
+                match cols.row(r0 + i).and_then(|row| row.get_mut(c0..c0 + width)) {
+                    Some(dst) => dst.copy_from_slice(&src[..width]),
+                    None => return false,
+                }
+            }
+            p = pe;
+        }
+        r0 = r1;
+    }
+    true
 }
 
 /// `[N, H, W, C]` as the NCHW-ordered info the shared geometry check reads.
@@ -182,6 +235,12 @@ struct NhwcQConv {
     /// The byte GEMM's padded input (unsigned bytes, padding at the zero point), kept the
     /// same way.
     padded_bytes: Mutex<Vec<u8>>,
+    /// The A rows of a layer shared by channels (every output pixel's), kept the same way:
+    /// centered values on the pair GEMM (the K padding zero), unsigned bytes on the byte
+    /// GEMM.
+    a_pairs: Mutex<Vec<i16>>,
+    /// See `a_pairs`.
+    a_bytes: Mutex<Vec<u8>>,
     th: Threads,
 }
 
@@ -344,6 +403,8 @@ impl NhwcQConv {
             kind,
             padded: Mutex::new(Vec::new()),
             padded_bytes: Mutex::new(Vec::new()),
+            a_pairs: Mutex::new(Vec::new()),
+            a_bytes: Mutex::new(Vec::new()),
             th,
         })
     }
@@ -520,25 +581,43 @@ impl NhwcQConv {
         let kp = b.depth_padded();
         let per_task = per_task.max(1);
         let panels = m.div_ceil(QNR);
+        let depth = b.depth();
         self.th.chunks(y, per_task * m, |task, yc| {
-            // The K padding (past the depth) stays zero.
-            let mut a = alloc(BLOCK_ROWS * kp, 0i16, &self.io)?;
-            let first = task * per_task;
-            for (bi, yb) in yc.chunks_mut(BLOCK_ROWS * m).enumerate() {
-                let rows = yb.len() / m.max(1);
-                let p0 = first + bi * BLOCK_ROWS;
-                self.a_rows(src, p0, rows, kp, &mut a);
-                if !qgemm_requantized(&a, kp, rows, b, 0..panels, rq, yb, m) {
-                    return Err(self.io.error("integer GEMM refused its operands".into()));
+            PAIR_BLOCK.with(|kept| {
+                // This thread's kept block (a fresh one if it is somehow in use).
+                let mut own = Vec::new();
+                let mut held = kept.try_borrow_mut().ok();
+                let a = held.as_deref_mut().unwrap_or(&mut own);
+                let need = BLOCK_ROWS * kp;
+                if a.len() < need {
+                    *a = alloc(need, 0i16, &self.io)?;
                 }
-            }
-            Ok(())
+                let a = &mut a[..need];
+                // The K padding must be zero (`a_rows` writes the depth only); an earlier
+                // layer may have left values there.
+                if kp > depth {
+                    for row in a.chunks_exact_mut(kp) {
+                        row[depth..].fill(0);
+                    }
+                }
+                let first = task * per_task;
+                for (bi, yb) in yc.chunks_mut(BLOCK_ROWS * m).enumerate() {
+                    let rows = yb.len() / m.max(1);
+                    let p0 = first + bi * BLOCK_ROWS;
+                    self.a_rows(src, p0, rows, kp, a);
+                    if !qgemm_requantized(a, kp, rows, b, 0..panels, rq, yb, m) {
+                        return Err(self.io.error("integer GEMM refused its operands".into()));
+                    }
+                }
+                Ok(())
+            })
         })
     }
 
     /// The GEMM of a layer of few output pixels (too few row blocks to share evenly): every
-    /// pixel's A row made once, the threads sharing the output channels (panels of B,
-    /// `per_task` at a time), each writing its columns into `y` when done.
+    /// pixel's A row made once (into a buffer kept between executions), the threads sharing
+    /// the output channels (panels of B, `per_task` at a time), each writing its columns of
+    /// `y` in place ([`share_columns`]).
     fn gemm_by_channels(
         &self,
         b: &QPackedB,
@@ -551,25 +630,30 @@ impl NhwcQConv {
         let m = g.m;
         let kp = b.depth_padded();
         let pixels = g.n * g.oh * g.ow;
-        let mut a = alloc(pixels * kp, 0i16, &self.io)?;
+        let mut a = take(&self.a_pairs);
+        if a.len() != pixels * kp {
+            // The K padding is written zero here once; `a_rows` leaves it as it is.
+            a = alloc(pixels * kp, 0i16, &self.io)?;
+        }
         self.a_rows(src, 0, pixels, kp, &mut a);
         let panels = m.div_ceil(QNR);
         let per_task = per_task.max(1);
-        let y = Mutex::new(y);
-        self.th.range(panels.div_ceil(per_task), |t| {
-            let range = t * per_task..((t + 1) * per_task).min(panels);
-            let first = range.start * QNR;
-            let width = (range.end * QNR).min(m) - first;
-            let mut out = alloc(pixels * width, 0u8, &self.io)?;
-            if !qgemm_requantized(&a, kp, pixels, b, range, rq, &mut out, width) {
-                return Err(self.io.error("integer GEMM refused its operands".into()));
-            }
-            let mut y = y.lock().unwrap_or_else(|p| p.into_inner());
-            for (i, row) in out.chunks_exact(width).enumerate() {
-                y[i * m + first..][..width].copy_from_slice(row);
-            }
-            Ok(())
-        })
+        let done = self
+            .th
+            .columns(y, m, pixels, m, per_task * QNR, |t, mut cols| {
+                let range = t * per_task..((t + 1) * per_task).min(panels);
+                let ok = share_columns(&mut cols, pixels, range, |rows, p, tile, ld| {
+                    let a = &a[rows.start * kp..];
+                    qgemm_requantized(a, kp, rows.len(), b, p, rq, tile, ld)
+                });
+                if ok {
+                    Ok(())
+                } else {
+                    Err(self.io.error("integer GEMM refused its operands".into()))
+                }
+            });
+        keep(&self.a_pairs, a);
+        done
     }
 }
 
@@ -591,6 +675,55 @@ impl Workload for NhwcQConv {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A channel share's tiles land in its columns of the output: rows on either side of
+    /// the tile's 48 (1, 47, 48, 49, 97), channels of one short panel, whole panels and a
+    /// short last one (1, 16, 67, 131), shares of one to five panels, at one, two and three
+    /// threads; every element holds its (row, column) value.
+    #[test]
+    fn channel_shares_write_their_columns_in_place() -> Result<()> {
+        let value = |r: usize, j: usize| (r * 31 + j * 7 + 3) as u8;
+        for threads in [1, 2, 3] {
+            let th = Threads::new(threads)?;
+            for rows in [1, 47, 48, 49, 97] {
+                for m in [1usize, 16, 67, 131] {
+                    let panels = m.div_ceil(QNR);
+                    for per_task in 1..=5 {
+                        let mut y = vec![0u8; rows * m];
+                        th.columns(&mut y, m, rows, m, per_task * QNR, |t, mut cols| {
+                            let range = t * per_task..((t + 1) * per_task).min(panels);
+                            let ok = share_columns(&mut cols, rows, range, |rr, p, tile, ld| {
+                                // As the kernels: rows `rr`, columns of panels `p` (at most
+                                // the layer's), at column 0 of the tile.
+                                let (c0, c1) = (p.start * QNR, (p.end * QNR).min(m));
+                                assert!(rr.len() <= TILE_ROWS && p.len() <= TILE_PANELS);
+                                for (i, r) in rr.enumerate() {
+                                    for j in c0..c1 {
+                                        tile[i * ld + j - c0] = value(r, j);
+                                    }
+                                }
+                                true
+                            });
+                            assert!(ok);
+                            Ok(())
+                        })?;
+                        for (i, &v) in y.iter().enumerate() {
+                            let (r, j) = (i / m, i % m);
+                            assert_eq!(v, value(r, j), "{threads} threads, {rows}×{m}, {per_task}");
+                        }
+                    }
+                }
+            }
+        }
+        // A refused GEMM, or more rows than the share's columns hold, gives false, not a panic.
+        let mut y = vec![0u8; 4 * 20];
+        Threads::single().columns(&mut y, 20, 4, 20, 20, |_, mut cols| {
+            assert!(!share_columns(&mut cols, 4, 0..2, |_, _, _, _| false));
+            assert!(!share_columns(&mut cols, 5, 0..2, |_, _, _, _| true));
+            Ok(())
+        })?;
+        Ok(())
+    }
 
     /// MobileNetV1's pointwise layers at two threads on the byte GEMM (tiles of 12 rows,
     /// grains of 6): 12×12 pixels (128 → 128 channels) shared by rows evenly (in blocks of

@@ -10,17 +10,24 @@
 //! The activations' zero point (plus 128 for i8) times each channel's weight sum is folded
 //! into the bias at construction, so the bytes are the pair GEMM's.
 
-use super::{alloc, keep, padded_extent, take, NhwcQConv};
+use super::{alloc, keep, padded_extent, share_columns, take, NhwcQConv};
 use crate::quant::{unsigned_form, unsigned_rows};
 use crate::threads::GemmSplit;
 use backplane_backend_api::Result;
 use backplane_cpu_kernels::qgemm::{
     quad_gemm_requantized, ColumnRequant, QuadPackedB, QNR, QUAD_ROWS,
 };
-use std::sync::Mutex;
+use std::cell::RefCell;
 
 /// Output pixels per block: a multiple of the tile's twelve rows.
 const BLOCK_ROWS: usize = 48;
+
+thread_local! {
+    /// Each thread's block of A rows for [`NhwcQConv::quads_by_pixels`], kept between layers
+    /// and executions (not allocated and zeroed per share). Its bytes past a row's depth are
+    /// whatever an earlier layer left: they meet zero weights.
+    static A_BLOCK: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
 
 /// Bytes past the A rows of a window block: a short run is copied as one 16- or 32-byte
 /// move, which may write past the run (see [`copy_run`]).
@@ -223,31 +230,38 @@ impl NhwcQConv {
         let per_task = per_task.max(1);
         let panels = m.div_ceil(QNR);
         self.th.chunks(y, per_task * m, |task, yc| {
-            // Made on the first block that needs a copy.
-            let mut a: Vec<u8> = Vec::new();
-            let first = task * per_task;
-            for (bi, yb) in yc.chunks_mut(BLOCK_ROWS * m).enumerate() {
-                let rows = yb.len() / m.max(1);
-                let p0 = first + bi * BLOCK_ROWS;
-                let ok = if let Some(x) = self.in_place(src, p0, rows, kq) {
-                    quad_gemm_requantized(x, c, rows, b, 0..panels, rq, yb, m)
-                } else {
-                    if a.is_empty() {
-                        a = alloc(BLOCK_ROWS * kq + SLACK, 0u8, &self.io)?;
+            A_BLOCK.with(|kept| {
+                // This thread's kept block (a fresh one if it is somehow in use).
+                let mut own = Vec::new();
+                let mut held = kept.try_borrow_mut().ok();
+                let a = held.as_deref_mut().unwrap_or(&mut own);
+                let first = task * per_task;
+                for (bi, yb) in yc.chunks_mut(BLOCK_ROWS * m).enumerate() {
+                    let rows = yb.len() / m.max(1);
+                    let p0 = first + bi * BLOCK_ROWS;
+                    let ok = if let Some(x) = self.in_place(src, p0, rows, kq) {
+                        quad_gemm_requantized(x, c, rows, b, 0..panels, rq, yb, m)
+                    } else {
+                        let need = BLOCK_ROWS * kq + SLACK;
+                        if a.len() < need {
+                            *a = alloc(need, 0u8, &self.io)?;
+                        }
+                        self.byte_rows(src, p0, rows, kq, a);
+                        quad_gemm_requantized(a, kq, rows, b, 0..panels, rq, yb, m)
+                    };
+                    if !ok {
+                        return Err(self.io.error("byte GEMM refused its operands".into()));
                     }
-                    self.byte_rows(src, p0, rows, kq, &mut a);
-                    quad_gemm_requantized(&a, kq, rows, b, 0..panels, rq, yb, m)
-                };
-                if !ok {
-                    return Err(self.io.error("byte GEMM refused its operands".into()));
                 }
-            }
-            Ok(())
+                Ok(())
+            })
         })
     }
 
-    /// The byte GEMM of a layer of few output pixels: every pixel's A row made (or read in
-    /// place) once, the threads sharing the output channels, `per_task` panels at a time.
+    /// The byte GEMM of a layer of few output pixels: every pixel's A row made (into a
+    /// buffer kept between executions) or read in place once, the threads sharing the output
+    /// channels, `per_task` panels at a time, each writing its columns of `y` in place
+    /// ([`share_columns`]).
     fn quads_by_channels(
         &self,
         b: &QuadPackedB,
@@ -260,32 +274,36 @@ impl NhwcQConv {
         let m = g.m;
         let kq = b.depth_padded();
         let pixels = g.n * g.oh * g.ow;
-        let copy;
+        let mut copy = take(&self.a_bytes);
         let (a, lda) = match self.in_place(src, 0, pixels, kq) {
             Some(x) => (x, g.c),
             None => {
-                let mut a = alloc(pixels * kq + SLACK, 0u8, &self.io)?;
-                self.byte_rows(src, 0, pixels, kq, &mut a);
-                copy = a;
+                // The bytes past each row's depth are whatever an earlier execution left:
+                // they meet zero weights.
+                if copy.len() != pixels * kq + SLACK {
+                    copy = alloc(pixels * kq + SLACK, 0u8, &self.io)?;
+                }
+                self.byte_rows(src, 0, pixels, kq, &mut copy);
                 (&copy[..], kq)
             }
         };
         let panels = m.div_ceil(QNR);
         let per_task = per_task.max(1);
-        let y = Mutex::new(y);
-        self.th.range(panels.div_ceil(per_task), |t| {
-            let range = t * per_task..((t + 1) * per_task).min(panels);
-            let first = range.start * QNR;
-            let width = (range.end * QNR).min(m) - first;
-            let mut out = alloc(pixels * width, 0u8, &self.io)?;
-            if !quad_gemm_requantized(a, lda, pixels, b, range, rq, &mut out, width) {
-                return Err(self.io.error("byte GEMM refused its operands".into()));
-            }
-            let mut y = y.lock().unwrap_or_else(|p| p.into_inner());
-            for (i, row) in out.chunks_exact(width).enumerate() {
-                y[i * m + first..][..width].copy_from_slice(row);
-            }
-            Ok(())
-        })
+        let done = self
+            .th
+            .columns(y, m, pixels, m, per_task * QNR, |t, mut cols| {
+                let range = t * per_task..((t + 1) * per_task).min(panels);
+                let ok = share_columns(&mut cols, pixels, range, |rows, p, tile, ld| {
+                    let a = &a[rows.start * lda..];
+                    quad_gemm_requantized(a, lda, rows.len(), b, p, rq, tile, ld)
+                });
+                if ok {
+                    Ok(())
+                } else {
+                    Err(self.io.error("byte GEMM refused its operands".into()))
+                }
+            });
+        keep(&self.a_bytes, copy);
+        done
     }
 }
