@@ -145,8 +145,9 @@ impl Shared {
 #[repr(align(128))]
 struct Busy(AtomicBool);
 
-/// A flag on a line of its own: the step's stop flag, which every thread reads once per item,
-/// away from the caller's stack frames below it.
+/// The shared steps' stop flag, which every thread reads once per item: in the pool, on a
+/// line of its own, so that it stays in each core's cache from step to step (a flag made
+/// afresh on the caller's stack for each step would cost the helpers a transfer each).
 #[repr(align(128))]
 struct Flag(AtomicBool);
 
@@ -165,6 +166,9 @@ pub(super) struct Pool {
     /// thread count, or a step started from inside a step) runs its step alone instead of
     /// waiting.
     busy: Busy,
+    /// The stop flag of the step that holds `busy`: set when an item fails, cleared by the
+    /// caller once every helper left.
+    stop: Flag,
 }
 
 impl Pool {
@@ -197,6 +201,7 @@ impl Pool {
         Ok(Pool {
             shared,
             busy: Busy(AtomicBool::new(false)),
+            stop: Flag(AtomicBool::new(false)),
         })
     }
 
@@ -207,12 +212,19 @@ impl Pool {
     where
         W: Fn(&AtomicBool) -> Result<()> + Sync,
     {
-        let stop = Flag(AtomicBool::new(false));
+        // A second caller at the same time runs its step alone, with a stop flag of its own.
+        let with_helpers = self
+            .busy
+            .0
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok();
+        let alone = AtomicBool::new(false);
+        let stop = if with_helpers { &self.stop.0 } else { &alone };
         // Locked only when an item fails.
         let error: Mutex<Option<BackendError>> = Mutex::new(None);
         let record = |r: Result<()>| {
             if let Err(e) = r {
-                stop.0.store(true, Ordering::Release);
+                stop.store(true, Ordering::Release);
                 let mut slot = error.lock().unwrap_or_else(|p| p.into_inner());
                 if slot.is_none() {
                     *slot = Some(e);
@@ -220,18 +232,18 @@ impl Pool {
             }
         };
         let job = || {
-            let r = std::panic::catch_unwind(AssertUnwindSafe(|| work(&stop.0)));
+            let r = std::panic::catch_unwind(AssertUnwindSafe(|| work(stop)));
             record(r.unwrap_or_else(|_| {
                 Err(BackendError::Execution("a CpuAcc kernel panicked".into()))
             }));
         };
-        if self
-            .busy
-            .0
-            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
-            .is_ok()
-        {
+        if with_helpers {
             self.share(&job);
+            // Every helper left: no one reads the flag until the next step opens. Written only
+            // when set, so that the line stays shared in the helpers' caches.
+            if self.stop.0.load(Ordering::Relaxed) {
+                self.stop.0.store(false, Ordering::Relaxed);
+            }
             self.busy.0.store(false, Ordering::Release);
         } else {
             job();
