@@ -262,7 +262,8 @@ impl Pool {
         let line = &shared.step;
         // The address of this reference is what the helpers get: a thin pointer to a fat
         // one, with the lifetimes erased (the cast changes only the pointee's lifetimes).
-        // It stays valid while any helper may read it: see the SAFETY comment in `helper`.
+        // It stays valid while any helper may read it: see the SAFETY comment in `helper`
+        // (declared before `_close`, it is dropped after `_close` has waited).
         let job_ref: &(dyn Fn() + Sync) = job;
         let job_at = std::ptr::from_ref(&job_ref).cast::<Work>().cast_mut();
         line.job.store(job_at, Ordering::Relaxed);
