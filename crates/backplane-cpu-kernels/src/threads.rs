@@ -9,256 +9,22 @@
 //! parallelism, never a wait (see [`Pool`]). After a step each helper spins for
 //! `KEEP_WARM`, then parks: back-to-back layers find the helpers awake instead of paying a
 //! wake-up each. Spinning threads yield to the OS every few tens of microseconds, so on a busy
-//! machine they hand their core to the thread they wait for.
+//! machine they hand their core to the thread they wait for. A step's hand-off takes no lock
+//! ([`pool`]: one atomic word for the step's state).
 //!
 //! The `unsafe` here hands the step's closure, which borrows the caller's stack, to the
-//! helpers (the caller withdraws it and waits for every helper that took it before
-//! returning), and hands each thread the chunks of [`Threads::chunks`] it claimed.
+//! helpers (the caller closes the step and waits for every helper that joined it before
+//! returning: [`pool`]), and hands each thread the chunks of [`Threads::chunks`] it claimed.
 #![allow(unsafe_code)]
 
+mod pool;
+
 use backplane_backend_api::{BackendError, Result};
+pub use pool::set_keep_warm;
+use pool::Pool;
 use std::collections::HashMap;
-use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, OnceLock};
-use std::time::{Duration, Instant};
-
-/// How long helpers spin after a step, waiting for the next one, before they may park.
-const KEEP_WARM: Duration = Duration::from_micros(100);
-
-/// Microseconds helpers spin after a step ([`KEEP_WARM`] unless [`set_keep_warm`] changed it).
-static KEEP_WARM_US: AtomicU64 = AtomicU64::new(KEEP_WARM.as_micros() as u64);
-
-/// Set how long the helpers of every pool spin after a step, waiting for the next one,
-/// before they park (for A/B measurements of the spin policy). Process-wide, as the pools
-/// are shared by thread count.
-pub fn set_keep_warm(time: Duration) {
-    let us = u64::try_from(time.as_micros()).unwrap_or(u64::MAX);
-    KEEP_WARM_US.store(us, Ordering::Relaxed);
-}
-
-fn keep_warm_time() -> Duration {
-    Duration::from_micros(KEEP_WARM_US.load(Ordering::Relaxed))
-}
-
-/// How long the calling thread spins for the helpers to finish before blocking.
-const FINISH_SPIN: Duration = Duration::from_micros(200);
-
-/// Spin until `done()` holds or `limit` has passed, and return `done()`. Each round reads
-/// the condition once and issues a single CPU pause hint; the clock is read every
-/// [`CLOCK_EVERY`] rounds, and every [`YIELD_AFTER`] of spinning the core is yielded to the
-/// OS, so that a spinning thread gives its core to a thread it is waiting for (a helper
-/// descheduled on a busy machine) instead of burning the time slice.
-///
-/// One pause per round, not a burst: a pause costs from a few nanoseconds to a couple of
-/// hundred (it is slow on some CPUs and under hypervisors that trap pause loops), and the
-/// condition is read only between them, so a burst of 32 made a helper start a step, and a
-/// caller see the end of one, microseconds late (docs/perf.md, "small layers at two
-/// threads").
-#[inline]
-fn spin_until(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
-    let start = Instant::now();
-    let mut yielded = Duration::ZERO;
-    let mut rounds = 0u32;
-    loop {
-        if done() {
-            return true;
-        }
-        std::hint::spin_loop();
-        rounds = rounds.wrapping_add(1);
-        if rounds.is_multiple_of(CLOCK_EVERY) {
-            let spun = start.elapsed();
-            if spun >= limit {
-                return done();
-            }
-            if spun >= yielded + YIELD_AFTER {
-                std::thread::yield_now();
-                yielded = spun;
-            }
-        }
-    }
-}
-
-/// Spin rounds between reads of the clock (reading it can cost as much as a few pauses).
-const CLOCK_EVERY: u32 = 8;
-
-/// Spinning between yields to the OS: yields help a busy machine and cost nothing on an
-/// idle one (docs/cpu-acc-bounds.md, "Thread pool").
-const YIELD_AFTER: Duration = Duration::from_micros(20);
-
-/// A step's work as the helpers see it: the caller's closure with its lifetime erased.
-#[derive(Clone, Copy)]
-struct Job(*const (dyn Fn() + Sync + 'static));
-
-// SAFETY: the closure behind the pointer is `Sync` (shared by reference across threads is
-// sound), and `Pool::run` keeps it alive while any helper may call it (see `Step`).
-unsafe impl Send for Job {}
-
-/// What the helpers and the caller agree on, under one lock.
-struct Step {
-    /// Bumped when a step starts.
-    generation: u64,
-    /// The current step's work, while the caller still lets helpers join it.
-    job: Option<Job>,
-    /// Helpers that joined the current step and have not left it.
-    active: usize,
-    /// Helpers asleep on `Shared::wake`.
-    parked: usize,
-}
-
-/// The state a pool's helpers share with the callers.
-struct Shared {
-    step: Mutex<Step>,
-    /// Wakes parked helpers when a step starts.
-    wake: Condvar,
-    /// Wakes a caller waiting for the last helper to leave its step.
-    left: Condvar,
-    /// `Step::generation`, readable without the lock by spinning helpers.
-    generation: AtomicU64,
-    /// `Step::active`, readable without the lock by a spinning caller.
-    active: AtomicUsize,
-}
-
-impl Shared {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Step> {
-        self.step.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
-
-/// A pool of helper threads shared by the workloads that use the same thread count.
-///
-/// A step publishes its work; helpers that are awake (or wake in time) join it and take
-/// items alongside the caller. When the caller has run out of items it closes the step and
-/// waits only for the helpers that joined: a helper that wakes late (parked, or its core
-/// given to another process) finds the step closed and goes back to waiting, so it costs
-/// some parallelism, never a wait. (With rayon's scopes the caller waited for every
-/// helper's job to run, even one that found nothing left to do: docs/cpu-acc-bounds.md,
-/// "Thread pool".)
-struct Pool {
-    shared: Arc<Shared>,
-    /// Set while a step runs: a second caller at the same time (another network on this
-    /// thread count, or a step started from inside a step) runs its step alone instead of
-    /// waiting.
-    busy: AtomicBool,
-}
-
-impl Pool {
-    /// Start `helpers` threads.
-    fn start(helpers: usize) -> Result<Self> {
-        let shared = Arc::new(Shared {
-            step: Mutex::new(Step {
-                generation: 0,
-                job: None,
-                active: 0,
-                parked: 0,
-            }),
-            wake: Condvar::new(),
-            left: Condvar::new(),
-            generation: AtomicU64::new(0),
-            active: AtomicUsize::new(0),
-        });
-        for i in 0..helpers {
-            let shared = shared.clone();
-            std::thread::Builder::new()
-                .name(format!("cpuacc-{i}"))
-                .spawn(move || {
-                    SLOT.set(i + 1);
-                    helper(&shared)
-                })
-                .map_err(|e| {
-                    BackendError::Other(format!("cannot start {} CpuAcc threads: {e}", helpers + 1))
-                })?;
-        }
-        Ok(Pool {
-            shared,
-            busy: AtomicBool::new(false),
-        })
-    }
-
-    /// Run `work(&stop)` on the calling thread and on every helper that joins in time; `work`
-    /// takes items until none are left (or `stop` is set) and returns its first error. A
-    /// panic in `work` on any thread becomes an error.
-    fn run<W>(&self, work: W) -> Result<()>
-    where
-        W: Fn(&AtomicBool) -> Result<()> + Sync,
-    {
-        let stop = AtomicBool::new(false);
-        let error: Mutex<Option<BackendError>> = Mutex::new(None);
-        let record = |r: Result<()>| {
-            if let Err(e) = r {
-                stop.store(true, Ordering::Release);
-                let mut slot = error.lock().unwrap_or_else(|p| p.into_inner());
-                if slot.is_none() {
-                    *slot = Some(e);
-                }
-            }
-        };
-        let job = || {
-            let r = std::panic::catch_unwind(AssertUnwindSafe(|| work(&stop)));
-            record(r.unwrap_or_else(|_| {
-                Err(BackendError::Execution("a CpuAcc kernel panicked".into()))
-            }));
-        };
-        if self
-            .busy
-            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
-            .is_ok()
-        {
-            self.share(&job);
-            self.busy.store(false, Ordering::Release);
-        } else {
-            job();
-        }
-        error
-            .into_inner()
-            .unwrap_or_else(|p| p.into_inner())
-            .map_or(Ok(()), Err)
-    }
-
-    /// Run `job` on the calling thread and on the helpers that join in time; return once
-    /// every helper that joined has left (so `job` is never called after this returns).
-    fn share(&self, job: &(dyn Fn() + Sync)) {
-        // SAFETY: only the lifetime is erased (same fat pointer). The pointer is published
-        // under the lock and withdrawn by `Close` below, which then waits until every helper
-        // that took it has left; `Close` drops before this function returns (even if the
-        // caller's share unwinds), and `job` is borrowed for the whole call, so no helper
-        // calls a dead closure.
-        let ptr = unsafe {
-            std::mem::transmute::<*const (dyn Fn() + Sync + '_), *const (dyn Fn() + Sync + 'static)>(
-                job,
-            )
-        };
-        {
-            let mut st = self.shared.lock();
-            st.generation += 1;
-            st.job = Some(Job(ptr));
-            self.shared
-                .generation
-                .store(st.generation, Ordering::Release);
-            if st.parked > 0 {
-                self.shared.wake.notify_all();
-            }
-        }
-        let _close = Close(&self.shared);
-        job();
-    }
-}
-
-/// Closes the current step when dropped: no helper may join it any more, and the caller waits
-/// (spinning briefly, then asleep) for those that did.
-struct Close<'a>(&'a Shared);
-
-impl Drop for Close<'_> {
-    fn drop(&mut self) {
-        let shared = self.0;
-        shared.lock().job = None;
-        spin_until(FINISH_SPIN, || shared.active.load(Ordering::Acquire) == 0);
-        let mut st = shared.lock();
-        while st.active > 0 {
-            st = shared.left.wait(st).unwrap_or_else(|p| p.into_inner());
-        }
-    }
-}
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
 thread_local! {
     /// This thread's place in its pool: 0 for a calling thread, `i + 1` for helper `i`. A
@@ -268,9 +34,10 @@ thread_local! {
 }
 
 /// One place's range of a step's items, as `front | back << 32`: its owner takes items from
-/// the front, other threads (done with their own) from the back. On a cache line of its own,
-/// so that the owner's claims stay on its core.
-#[repr(align(64))]
+/// the front, other threads (done with their own) from the back. On a pair of cache lines of
+/// its own (the neighbouring line is prefetched with it), so that the owner's claims stay on
+/// its core.
+#[repr(align(128))]
 struct Cursor(AtomicU64);
 
 /// Who takes which item of a step: items `0..n` cut into `count` contiguous ranges, range
@@ -346,41 +113,6 @@ impl Claims {
         let me = slot % self.count;
         self.take_from(me, true)
             .or_else(|| (1..self.count).find_map(|d| self.take_from((me + d) % self.count, false)))
-    }
-}
-
-/// A helper's life: spin for [`KEEP_WARM`] after each step waiting for the next one, then
-/// park; join each step that is still open when it looks.
-fn helper(shared: &Shared) {
-    let mut seen = 0u64;
-    loop {
-        spin_until(keep_warm_time(), || {
-            shared.generation.load(Ordering::Acquire) != seen
-        });
-        let mut st = shared.lock();
-        while st.generation == seen {
-            st.parked += 1;
-            st = shared.wake.wait(st).unwrap_or_else(|p| p.into_inner());
-            st.parked -= 1;
-        }
-        seen = st.generation;
-        let Some(job) = st.job else {
-            continue;
-        };
-        st.active += 1;
-        shared.active.store(st.active, Ordering::Release);
-        drop(st);
-        // SAFETY: this helper is counted in `active` for the step that published `job`, and
-        // that step's caller does not drop the closure before `active` is back to zero (see
-        // `Pool::run`). The closure catches its own panics; this one only keeps the count
-        // right should that ever fail.
-        let _ = std::panic::catch_unwind(AssertUnwindSafe(|| unsafe { (*job.0)() }));
-        let mut st = shared.lock();
-        st.active -= 1;
-        shared.active.store(st.active, Ordering::Release);
-        if st.active == 0 {
-            shared.left.notify_all();
-        }
     }
 }
 

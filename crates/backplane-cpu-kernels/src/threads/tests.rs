@@ -1,6 +1,7 @@
 //! The pool's and the work splits' tests.
 
 use super::*;
+use std::time::Duration;
 
 /// The busiest thread's load under a greedy hand-out, simulated.
 fn simulated_load(units: usize, threads: usize, per: usize) -> usize {
@@ -277,4 +278,216 @@ fn nested_steps_run() {
     })
     .unwrap();
     assert_eq!(total.load(Ordering::Relaxed), 4 * 10);
+}
+
+/// `count` threads on a pool of their own, not shared with the other tests running at the
+/// same time (a step on a busy pool runs alone on its caller). Its helpers outlive the test,
+/// parked.
+fn private(count: usize) -> Threads {
+    Threads {
+        pool: Some(Arc::new(Pool::start(count - 1).unwrap())),
+        count,
+    }
+}
+
+/// Run `f` on a thread of its own and fail if it has not finished within `secs` seconds: a
+/// lost wake-up hangs a step, and this makes that a failure instead of a hung test.
+fn within(secs: u64, f: impl FnOnce() + Send + 'static) {
+    let (done, finished) = std::sync::mpsc::channel();
+    let body = std::thread::spawn(move || {
+        f();
+        let _ = done.send(());
+    });
+    match finished.recv_timeout(Duration::from_secs(secs)) {
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => panic!("hung for {secs} s"),
+        // Finished, or panicked (the sender dropped): pass the panic on.
+        _ => {
+            if let Err(p) = body.join() {
+                std::panic::resume_unwind(p);
+            }
+        }
+    }
+}
+
+/// Spin for about `ns` nanoseconds (a helper caught in the middle of an item).
+fn busy_for(ns: u64) {
+    let t = std::time::Instant::now();
+    while (t.elapsed().as_nanos() as u64) < ns {
+        std::hint::spin_loop();
+    }
+}
+
+/// Many tiny steps in a row, each closed while helpers are joining or still working: every
+/// item runs exactly once, by its own step's closure, and no item is running (or starts)
+/// once the step has returned. A caller that returned before a joined helper left would
+/// leave `in_flight` above zero, or let the helper take the next step's items through the
+/// old closure (`now` moved on, and the next step's items not all hit), at 2, 3 and 4
+/// threads (1: no pool, the same guarantees trivially).
+#[test]
+fn no_item_runs_after_its_step_returns() {
+    within(300, || {
+        for threads in [1usize, 2, 3, 4] {
+            let th = match threads {
+                1 => Threads::single(),
+                _ => private(threads),
+            };
+            let now = AtomicU64::new(0);
+            let in_flight = AtomicUsize::new(0);
+            let late = AtomicUsize::new(0);
+            let on_helpers = AtomicUsize::new(0);
+            let caller = std::thread::current().id();
+            let steps: u64 = if threads <= 2 { 100_000 } else { 20_000 };
+            for k in 0..steps {
+                now.store(k, Ordering::SeqCst);
+                let n = 1 + (k % 7) as usize;
+                let hits: [AtomicUsize; 7] = std::array::from_fn(|_| AtomicUsize::new(0));
+                let item = |i: usize| {
+                    in_flight.fetch_add(1, Ordering::SeqCst);
+                    if now.load(Ordering::SeqCst) != k {
+                        late.fetch_add(1, Ordering::SeqCst);
+                    }
+                    hits[i].fetch_add(1, Ordering::Relaxed);
+                    if std::thread::current().id() != caller {
+                        on_helpers.fetch_add(1, Ordering::Relaxed);
+                    }
+                    if k % 5 == 0 {
+                        busy_for(300);
+                    }
+                    if now.load(Ordering::SeqCst) != k {
+                        late.fetch_add(1, Ordering::SeqCst);
+                    }
+                    in_flight.fetch_sub(1, Ordering::SeqCst);
+                };
+                if k % 2 == 0 {
+                    th.range(n, |i| {
+                        item(i);
+                        Ok(())
+                    })
+                    .unwrap();
+                } else {
+                    let mut data = [0u8; 7];
+                    th.chunks(&mut data[..n], 1, |i, c| {
+                        c[0] += 1;
+                        item(i);
+                        Ok(())
+                    })
+                    .unwrap();
+                    assert!(data[..n].iter().all(|&v| v == 1), "{threads}t step {k}");
+                }
+                assert_eq!(in_flight.load(Ordering::SeqCst), 0, "{threads}t step {k}");
+                assert!(
+                    hits[..n].iter().all(|h| h.load(Ordering::Relaxed) == 1),
+                    "{threads}t step {k}"
+                );
+                assert!(hits[n..].iter().all(|h| h.load(Ordering::Relaxed) == 0));
+            }
+            assert_eq!(late.load(Ordering::SeqCst), 0, "{threads} threads");
+            // The helpers took part (else this tested nothing).
+            assert_eq!(on_helpers.load(Ordering::Relaxed) > 0, threads > 1);
+        }
+    });
+}
+
+/// Errors and panics on any item (the caller's or a helper's) come back from their step,
+/// steps after them run every item, and no item runs once its step returned; then every
+/// helper still joins a step (a leaked join would hang a later step, a lost one would let
+/// a step return early).
+#[test]
+fn errors_and_panics_in_many_steps_leave_the_pool_whole() {
+    within(300, || {
+        for threads in [2usize, 3, 4] {
+            let th = private(threads);
+            let in_flight = AtomicUsize::new(0);
+            for k in 0..3_000usize {
+                let n = 2 + k % 11;
+                let bad = k % n;
+                let panics = k % 100 == 0;
+                let ran = AtomicUsize::new(0);
+                let r = th.range(n, |i| {
+                    in_flight.fetch_add(1, Ordering::SeqCst);
+                    ran.fetch_add(1, Ordering::Relaxed);
+                    busy_for(if i % 2 == 0 { 100 } else { 0 });
+                    in_flight.fetch_sub(1, Ordering::SeqCst);
+                    if i == bad && k % 3 == 0 {
+                        if panics {
+                            panic!("item {i} panics");
+                        }
+                        return Err(BackendError::Execution(format!("item {i}")));
+                    }
+                    Ok(())
+                });
+                assert_eq!(in_flight.load(Ordering::SeqCst), 0, "{threads}t step {k}");
+                match r {
+                    Ok(()) => {
+                        assert!(k % 3 != 0, "{threads}t step {k}: the error was lost");
+                        assert_eq!(ran.load(Ordering::Relaxed), n);
+                    }
+                    Err(BackendError::Execution(m)) if panics => assert!(m.contains("panicked")),
+                    Err(BackendError::Execution(m)) => assert_eq!(m, format!("item {bad}")),
+                    Err(e) => panic!("{threads}t step {k}: {e}"),
+                }
+            }
+            assert!(
+                all_threads_take_part(&th, Duration::ZERO),
+                "{threads} threads"
+            );
+        }
+    });
+}
+
+/// Whether every thread of `th` takes an item of one step: each of `count` items waits (up
+/// to seconds) until all have started, so no thread can take two. Then the helpers' items
+/// sleep for `helper_work` while the caller's returns at once, and the step must not return
+/// before they are done.
+fn all_threads_take_part(th: &Threads, helper_work: Duration) -> bool {
+    let count = th.count();
+    let caller = std::thread::current().id();
+    let (arrived, in_flight) = (AtomicUsize::new(0), AtomicUsize::new(0));
+    let ids = Mutex::new(Vec::new());
+    let r = th.range(count, |_| {
+        in_flight.fetch_add(1, Ordering::SeqCst);
+        ids.lock().unwrap().push(std::thread::current().id());
+        arrived.fetch_add(1, Ordering::SeqCst);
+        let t = std::time::Instant::now();
+        while arrived.load(Ordering::SeqCst) < count && t.elapsed().as_secs() < 10 {
+            std::thread::yield_now();
+        }
+        if std::thread::current().id() != caller {
+            std::thread::sleep(helper_work);
+        }
+        in_flight.fetch_sub(1, Ordering::SeqCst);
+        Ok(())
+    });
+    assert_eq!(
+        in_flight.load(Ordering::SeqCst),
+        0,
+        "returned before a helper left"
+    );
+    let mut ids = ids.into_inner().unwrap();
+    ids.sort_by_key(|id| format!("{id:?}"));
+    ids.dedup();
+    r.is_ok() && ids.len() == count
+}
+
+/// After idle gaps longer than the helpers spin (they park), the next step wakes them and
+/// each takes part; a step whose helpers work longer than the caller spins for them (it
+/// sleeps until the last leaves) returns only once they left.
+#[test]
+fn parked_helpers_wake_and_slow_helpers_are_waited_for() {
+    within(300, || {
+        for threads in [2usize, 3, 4] {
+            let th = private(threads);
+            for (round, gap_us) in [0u64, 300, 2_000, 20_000, 300, 5_000, 0]
+                .into_iter()
+                .enumerate()
+            {
+                std::thread::sleep(Duration::from_micros(gap_us));
+                let work = Duration::from_millis(if round % 2 == 0 { 3 } else { 0 });
+                assert!(
+                    all_threads_take_part(&th, work),
+                    "{threads}t after {gap_us} us idle (round {round})"
+                );
+            }
+        }
+    });
 }
