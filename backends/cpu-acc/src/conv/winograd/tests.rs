@@ -489,3 +489,60 @@ fn small_products_go_out_in_runs() {
         }
     }
 }
+
+/// One image in blocks run in parallel (on 2 threads; on 3, some of these run as one
+/// shared block), copied out by bands of tile rows (`copy_strips`), gives the single thread's result bit for bit, and that result
+/// matches the direct convolution: ResNet's 64→64 and DenseNet's 128→32 on 56×56 (three
+/// blocks on two threads), 128→32 on 28×28, planes whose last tile row or column is partial
+/// (57×43, 61×59 with one-sided padding) and prime channel counts.
+#[test]
+fn one_image_blocks_copy_out_by_tile_rows() {
+    let mut rng = Rng(17);
+    let threads = [Threads::new(2).unwrap(), Threads::new(3).unwrap()];
+    for (h, w, c, m, pads) in [
+        (56, 56, 64, 64, [1, 1, 1, 1]),
+        (56, 56, 128, 32, [1, 1, 1, 1]),
+        (28, 28, 128, 32, [1, 1, 1, 1]),
+        (57, 43, 37, 16, [1, 1, 1, 1]),
+        (61, 59, 67, 31, [1, 0, 0, 1]),
+    ] {
+        let g = geo(h, w, pads);
+        let tiles = Tiles::new(&g, 1);
+        let per = block_tiles(c, m, tiles.total, 2, true);
+        assert!(
+            tiles.total.div_ceil(per) >= 2,
+            "{h}x{w} c{c} m{m}: fewer blocks than two threads"
+        );
+        let x = rng.vec(c * h * w);
+        let wt = rng.vec(m * c * 9);
+        let bias = rng.vec(m);
+        let plan = Plan::new(&wt, m, c).unwrap();
+        let size = m * g.oh * g.ow;
+        let act = Activation::Relu;
+        let mut one = vec![f32::NAN; size + 3];
+        plan.run(&Threads::single(), &g, 1, &x, Some(&bias), act, &mut one)
+            .unwrap();
+        assert!(
+            one[size..].iter().all(|v| v.is_nan()),
+            "{h}x{w}: past the output"
+        );
+        let want = direct(&g, 1, c, m, &x, &wt, &bias, act);
+        let raw = direct(&g, 1, c, m, &x, &wt, &bias, Activation::None);
+        let scale = 1.0 + raw.iter().fold(0f32, |a, v| a.max(v.abs()));
+        for (a, b) in one.iter().zip(&want) {
+            assert!(
+                (a - b).abs() / scale <= TOL,
+                "{h}x{w} c{c} m{m}: {a} vs {b}"
+            );
+        }
+        for th in &threads {
+            let mut got = vec![f32::NAN; size + 3];
+            plan.run(th, &g, 1, &x, Some(&bias), act, &mut got).unwrap();
+            let same = got
+                .iter()
+                .zip(&one)
+                .all(|(a, b)| a.to_bits() == b.to_bits());
+            assert!(same, "{h}x{w} c{c} m{m} on {} threads", th.count());
+        }
+    }
+}
