@@ -546,3 +546,41 @@ fn one_image_blocks_copy_out_by_tile_rows() {
         }
     }
 }
+
+/// One image padded by bands of tile rows on 1, 2 and 3 threads (`pad_input_bands`) equals
+/// the padding by planes bit for bit, and writes every float of the buffer: pads on all
+/// sides, on none, on one side only, planes whose last band is short (two rows), a
+/// plane of one tile row, and odd sizes.
+#[test]
+fn padding_by_row_bands_matches_padding_by_planes() {
+    let mut rng = Rng(19);
+    for &(c, h, w, pads) in &[
+        (64usize, 56usize, 56usize, [1usize, 1, 1, 1]),
+        (37, 57, 43, [1, 1, 1, 1]),
+        (5, 61, 59, [1, 0, 0, 1]),
+        (3, 30, 31, [0, 1, 1, 0]),
+        (2, 4, 9, [1, 1, 1, 1]),
+        (1, 23, 6, [0, 0, 0, 0]),
+    ] {
+        let g = geo(h, w, pads);
+        let tiles = Tiles::new(&g, 1);
+        let len = c * tiles.padded_plane();
+        let x = rng.vec(c * h * w);
+        let mut want = vec![f32::NAN; len];
+        pad_input(&Threads::single(), &g, &tiles, &x, &mut want).unwrap();
+        for t in [1, 2, 3] {
+            let mut got = vec![f32::NAN; len];
+            let th = Threads::new(t).unwrap();
+            pad_input_bands(&th, &g, &tiles, c, &x, &mut got).unwrap();
+            assert!(
+                got.iter().all(|v| !v.is_nan()),
+                "c{c} {h}x{w} {pads:?}: unwritten"
+            );
+            let same = got
+                .iter()
+                .zip(&want)
+                .all(|(a, b)| a.to_bits() == b.to_bits());
+            assert!(same, "c{c} {h}x{w} {pads:?} on {t} threads");
+        }
+    }
+}
