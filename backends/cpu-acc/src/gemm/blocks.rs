@@ -141,6 +141,8 @@ fn small_a_columns(
 ) -> Result<()> {
     let np = n.div_ceil(NR);
     let per = per.max(1);
+    // One row may come with any stride (`sgemm` checks it only between rows).
+    let ldc = ldc.max(n);
     th.columns(c, ldc, m, n, per * NR, |t, mut cols| {
         let (p0, p1) = (t * per, ((t + 1) * per).min(np));
         let mut buf = try_take(&PARTS_BUF, m * NB * NR)?;

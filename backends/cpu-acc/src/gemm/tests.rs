@@ -727,6 +727,14 @@ fn small_a_column_split_in_place_matches_one_thread_and_naive() {
                     "{m}x{n}x{k} {act:?} at {t} threads differs from 1 thread"
                 );
             }
+            if m == 1 {
+                // One row with a stride shorter than the row (never used between rows).
+                let mut c = vec![-7.0f32; n];
+                let (a, b) = (&ASrc::Packed(&pa), &BSrc::View(row_major(&b, n)));
+                sgemm(&two, 1, n, k, a, b, &mut c, 1, &ep).unwrap();
+                let same = c.iter().zip(&want).all(|(x, y)| x.to_bits() == y.to_bits());
+                assert!(same, "one row of {n}x{k} {act:?} with a short stride");
+            }
         }
     }
 }
