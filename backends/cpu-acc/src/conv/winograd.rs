@@ -400,35 +400,6 @@ fn pad_input(th: &Threads, geo: &Geo2, tiles: &Tiles, x: &[f32], xp: &mut [f32])
     })
 }
 
-/// [`pad_input`] for one image whose tiles run as blocks in parallel: by bands of padded
-/// rows ([`Threads::columns`]: each task the [`TILE`] rows of every plane that one tile
-/// row's windows start in), so that at two threads the first half of the rows goes to the
-/// thread that takes the first blocks (the steps claim their items alike) and each block
-/// reads the rows its thread padded, but for the two rows of its windows' overlap.
-fn pad_input_bands(
-    th: &Threads,
-    geo: &Geo2,
-    tiles: &Tiles,
-    c: usize,
-    x: &[f32],
-    xp: &mut [f32],
-) -> Result<()> {
-    let (plane, padded) = (geo.h * geo.w, tiles.padded_plane());
-    let band = TILE * tiles.pitch;
-    th.columns(xp, padded, c, padded, band, |bi, mut cols| {
-        for ci in 0..c {
-            let src = x
-                .get(ci * plane..(ci + 1) * plane)
-                .ok_or_else(|| BackendError::Execution("winograd: input too short".into()))?;
-            let dst = cols
-                .row(ci)
-                .ok_or_else(|| BackendError::Execution("winograd: padded band missing".into()))?;
-            pad_rows(geo, tiles.pitch, src, dst, bi * TILE);
-        }
-        Ok(())
-    })
-}
-
 /// Fewest floats of padded planes handed to a thread at once by [`pad_input`].
 const PAD_SHARE: usize = 8 * 1024;
 
@@ -464,37 +435,27 @@ fn copy_row(dst: &mut [f32], src: &[f32]) {
 const GAP_STORE: usize = 8;
 
 /// One plane of [`pad_input`]: `src` (`geo.h` rows of `geo.w`) into `dst`, rows `pw` apart.
-fn pad_plane(geo: &Geo2, pw: usize, src: &[f32], dst: &mut [f32]) {
-    pad_rows(geo, pw, src, dst, 0);
-}
-
-/// Padded rows `row0 ..` of one plane of [`pad_input`] (as many as `dst` holds, `pw`
-/// floats each) from the plane `src` (`geo.h` rows of `geo.w`).
 ///
 /// The zeros between one row's copy and the next one's (the row's right border and the
 /// next row's left one, a few floats) are stored as [`GAP_STORE`] zeros at once, past the
 /// gap into the next row's values, which its copy then overwrites: filling each border as a
 /// slice of its own length was a library call per border, as many as there are rows, and
 /// on 14×14 planes took more time than the copies.
-fn pad_rows(geo: &Geo2, pw: usize, src: &[f32], dst: &mut [f32], row0: usize) {
+fn pad_plane(geo: &Geo2, pw: usize, src: &[f32], dst: &mut [f32]) {
     // Input columns past the last window (never read) are left out.
     let n = geo.w.min(pw.saturating_sub(geo.pl));
     let left = geo.pl.min(pw);
     let len = dst.len();
     let rows = len / pw.max(1);
-    // The band's rows that hold input rows, counted from the band's first.
-    let r0 = geo.pt.saturating_sub(row0).min(rows);
-    let r1 = (geo.pt + geo.h).saturating_sub(row0).min(rows);
+    let (r0, r1) = (geo.pt.min(rows), (geo.pt + geo.h).min(rows));
     if n == 0 || r0 >= r1 {
         dst.fill(0.0);
         return;
     }
-    // The input row of band row r0.
-    let first = row0 + r0 - geo.pt;
     // The rows above the input and the first row's left border.
     let mut at = r0 * pw + left;
     dst[..at].fill(0.0);
-    for (r, run) in (r0..r1).zip(src.chunks_exact(geo.w).skip(first)) {
+    for (r, run) in (r0..r1).zip(src.chunks_exact(geo.w)) {
         copy_row(&mut dst[at..at + n], &run[..n]);
         at += n;
         let next = (r + 1) * pw + left;
@@ -611,15 +572,7 @@ impl Plan {
         // vector, a little past the last window.
         let mut xp = gemm::take(&X_BUF, len + simd::WINOGRAD_SLACK);
         xp[len..].fill(0.0);
-        // One image in blocks run in parallel ([`Plan::run_tiles`]) is padded by bands of
-        // rows, as its blocks read it; otherwise by planes.
-        let per = self.block_tiles(tiles.total, th.count(), n == 1);
-        let bands = n == 1 && th.count() > 1 && tiles.total.div_ceil(per.max(1)) >= th.count();
-        let pad = match bands {
-            true => pad_input_bands(th, geo, &tiles, c, x, &mut xp[..len]),
-            false => pad_input(th, geo, &tiles, x, &mut xp[..len]),
-        };
-        let res = pad.and_then(|()| {
+        let res = pad_input(th, geo, &tiles, x, &mut xp[..len]).and_then(|()| {
             let padded = &xp[..len + simd::WINOGRAD_SLACK];
             self.run_tiles(th, geo, n, &tiles, padded, bias, act, y)
         });
