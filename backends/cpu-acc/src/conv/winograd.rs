@@ -630,12 +630,7 @@ impl Plan {
     }
 
     /// Copy the strips of every block (block `i` in `strips[i·slot..]`, `per` tiles a
-    /// block) into the output planes of `y` (`n` images). One image is copied by bands of
-    /// tile rows ([`Threads::columns`]: each task one tile row of every output plane), so
-    /// that at two threads the first half of the rows goes to the thread that took the first
-    /// blocks (the blocks' step and this one claim their items alike) and each thread reads
-    /// the strips it wrote and writes the pixels it will read first in a next layer split by
-    /// columns; a batch is copied plane by plane.
+    /// block) into the output planes of `y` (`n` images).
     #[allow(clippy::too_many_arguments)]
     fn copy_strips(
         &self,
@@ -650,30 +645,40 @@ impl Plan {
     ) -> Result<()> {
         let m = self.m;
         let out_plane = geo.oh * geo.ow;
-        let rows = StripRows {
-            geo,
-            tiles,
-            per,
-            strips,
-            slot,
-        };
-        if n == 1 {
-            let band = TILE * geo.ow;
-            return th.columns(y, out_plane, m, out_plane, band, |ty, mut cols| {
-                for co in 0..m {
-                    let band = cols
-                        .row(co)
-                        .ok_or_else(|| BackendError::Execution("winograd: band missing".into()))?;
-                    rows.copy(0, co, ty, band)?;
-                }
-                Ok(())
-            });
-        }
         th.chunks(&mut y[..n * m * out_plane], out_plane, |pi, plane| {
             let (b, co) = (pi / m, pi % m);
+            let per_image = tiles.across * tiles.down;
             for ty in 0..tiles.down {
-                let band = plane.get_mut(ty * TILE * geo.ow..).unwrap_or(&mut []);
-                rows.copy(b, co, ty, band)?;
+                let oy = ty * TILE;
+                let rows = TILE.min(geo.oh - oy);
+                // The tiles of this tile row, in runs that share a block and a lane group:
+                // such a run's row `i` is contiguous in its strip, as in the output row.
+                let mut tx = 0;
+                while tx < tiles.across {
+                    let t = b * per_image + ty * tiles.across + tx;
+                    let (first, local) = (t / per * per, t % per);
+                    let in_group = LANES - local % LANES;
+                    let run = in_group
+                        .min(tiles.across - tx)
+                        .min(per.min(tiles.total - first) - local);
+                    let groups = per.min(tiles.total - first).div_ceil(LANES);
+                    let at = (co * groups + local / LANES) * TILE * STRIP + (local % LANES) * TILE;
+                    let part = strips
+                        .get(t / per * slot..(t / per + 1) * slot)
+                        .ok_or_else(|| BackendError::Execution("winograd: block missing".into()))?;
+                    let ox = tx * TILE;
+                    let cols = (run * TILE).min(geo.ow - ox);
+                    for i in 0..rows {
+                        let s = (oy + i) * geo.ow + ox;
+                        let src =
+                            part.get(at + i * STRIP..at + i * STRIP + cols)
+                                .ok_or_else(|| {
+                                    BackendError::Execution("winograd: tile missing".into())
+                                })?;
+                        plane[s..s + cols].copy_from_slice(src);
+                    }
+                    tx += run;
+                }
             }
             Ok(())
         })
@@ -779,57 +784,6 @@ impl Plan {
                 Ok(())
             }
         }
-    }
-}
-
-/// Where the strips of the blocks run in parallel lie ([`Plan::copy_strips`]): block `i`
-/// in `strips[i·slot..]`, `per` tiles a block.
-struct StripRows<'a> {
-    geo: &'a Geo2,
-    tiles: &'a Tiles,
-    per: usize,
-    strips: &'a [f32],
-    slot: usize,
-}
-
-impl StripRows<'_> {
-    /// Copy tile row `ty` of output channel `co` of image `b` from the strips into `band`,
-    /// the output rows from the tile row's first on (`geo.ow` floats each).
-    fn copy(&self, b: usize, co: usize, ty: usize, band: &mut [f32]) -> Result<()> {
-        let (geo, tiles, per) = (self.geo, self.tiles, self.per);
-        let missing = |what: &str| BackendError::Execution(format!("winograd: {what} missing"));
-        let per_image = tiles.across * tiles.down;
-        let rows = TILE.min(geo.oh.saturating_sub(ty * TILE));
-        // The tiles of this tile row, in runs that share a block and a lane group: such a
-        // run's row `i` is contiguous in its strip, as in the output row.
-        let mut tx = 0;
-        while tx < tiles.across {
-            let t = b * per_image + ty * tiles.across + tx;
-            let (first, local) = (t / per * per, t % per);
-            let in_group = LANES - local % LANES;
-            let run = in_group
-                .min(tiles.across - tx)
-                .min(per.min(tiles.total - first) - local);
-            let groups = per.min(tiles.total - first).div_ceil(LANES);
-            let at = (co * groups + local / LANES) * TILE * STRIP + (local % LANES) * TILE;
-            let part = self
-                .strips
-                .get(t / per * self.slot..(t / per + 1) * self.slot)
-                .ok_or_else(|| missing("block"))?;
-            let ox = tx * TILE;
-            let cols = (run * TILE).min(geo.ow - ox);
-            for i in 0..rows {
-                let s = i * geo.ow + ox;
-                let src = part
-                    .get(at + i * STRIP..at + i * STRIP + cols)
-                    .ok_or_else(|| missing("tile"))?;
-                band.get_mut(s..s + cols)
-                    .ok_or_else(|| missing("output row"))?
-                    .copy_from_slice(src);
-            }
-            tx += run;
-        }
-        Ok(())
     }
 }
 
