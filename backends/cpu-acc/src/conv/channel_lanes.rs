@@ -36,6 +36,10 @@ thread_local! {
     static POOLED: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
+/// Fewest floats of padded rows handed to a thread at once by [`Plan::padded`]: below
+/// it the hand-off costs more than the copy.
+const PAD_SHARE: usize = 8 * 1024;
+
 /// Whether a convolution of one group with `c` input channels, `m` filters and this window,
 /// on `threads` threads, takes the channel-lanes path (the `channel_lanes` option on,
 /// AVX-512 or AVX2, horizontal stride 1 or 2): a network's first layer (the layers of
@@ -201,7 +205,7 @@ impl Plan {
             return Err(bad("bias too short"));
         }
         let wp = self.wp;
-        let padded = self.padded(x);
+        let padded = self.padded(th, x)?;
         let kernel_act = act.kernel_part();
         let width = 16 * self.vectors;
         let k = self.taps.len();
@@ -287,7 +291,7 @@ impl Plan {
             return Err(bad("bias too short"));
         }
         let wp = self.wp;
-        let padded = self.padded(x);
+        let padded = self.padded(th, x)?;
         let width = 16 * self.vectors;
         let k = self.taps.len();
         let npad = channel_lanes::reach(g.ow, self.vectors);
@@ -394,28 +398,48 @@ impl Plan {
 
     /// The input planes zero-padded to `hp × wp` each (a buffer from [`PADDED`], to be given
     /// back): each plane's border is zeroed and its inside copied, nothing written twice.
-    fn padded(&self, x: &[f32]) -> Vec<f32> {
+    /// The padded rows (of all planes) are shared out between the threads in runs of at
+    /// least [`PAD_SHARE`] floats: a first layer's three 224×224 planes took a fixed slice
+    /// of the layer on the calling thread while the helpers waited.
+    fn padded(&self, th: &Threads, x: &[f32]) -> Result<Vec<f32>> {
         let g = &self.geo;
         let (hp, wp, plane) = (self.hp, self.wp, g.h * g.w);
         let mut padded = gemm::take(&PADDED, self.c * hp * wp);
         let (pt, pl) = (g.pt.min(hp), g.pl.min(wp));
         let (rows, cols) = (g.h.min(hp - pt), g.w.min(wp - pl));
-        for (ci, chan) in padded[..self.c * hp * wp]
-            .chunks_exact_mut(hp * wp)
-            .enumerate()
-        {
-            let (top, rest) = chan.split_at_mut(pt * wp);
-            let (inside, bottom) = rest.split_at_mut(rows * wp);
-            top.fill(0.0);
-            bottom.fill(0.0);
-            for (iy, row) in inside.chunks_exact_mut(wp).enumerate() {
-                let src = ci * plane + iy * g.w;
-                row[..pl].fill(0.0);
-                row[pl..pl + cols].copy_from_slice(&x[src..src + cols]);
-                row[pl + cols..].fill(0.0);
+        let all = self.c * hp;
+        if all == 0 || wp == 0 {
+            return Ok(padded);
+        }
+        let per = th.chunk_size(all, PAD_SHARE.div_ceil(wp), 1);
+        let res = th.chunks(&mut padded[..all * wp], per * wp, |i, run| {
+            for (j, row) in run.chunks_exact_mut(wp).enumerate() {
+                let r = i * per + j;
+                let (ci, y) = (r / hp, r % hp);
+                match y.checked_sub(pt).filter(|&iy| iy < rows) {
+                    Some(iy) => {
+                        let src = ci * plane + iy * g.w;
+                        let inside = x.get(src..src + cols).ok_or_else(|| {
+                            BackendError::Execution(
+                                "channel-lanes convolution: input too short".into(),
+                            )
+                        })?;
+                        row[..pl].fill(0.0);
+                        row[pl..pl + cols].copy_from_slice(inside);
+                        row[pl + cols..].fill(0.0);
+                    }
+                    None => row.fill(0.0),
+                }
+            }
+            Ok(())
+        });
+        match res {
+            Ok(()) => Ok(padded),
+            Err(e) => {
+                gemm::give_back(&PADDED, padded);
+                Err(e)
             }
         }
-        padded
     }
 
     /// [`Plan::run`] with channels-last output: `y` holds the image's `oh·ow` pixels of `m`
@@ -442,7 +466,7 @@ impl Plan {
         if bias.is_some_and(|b| b.len() < m) {
             return Err(bad("bias too short"));
         }
-        let padded = self.padded(x);
+        let padded = self.padded(th, x)?;
         // With a residual, the activation comes after it: the kernel adds the bias only.
         let kernel_act = if r.is_some() {
             Activation::None

@@ -16,9 +16,10 @@ pub(super) const PARALLEL_MACS: usize = 1 << 21;
 /// packed on the fly (shifted runs of a convolution input, or a strided matrix). Each task owns a range of B's
 /// columns and packs its own panels, [`NB`] at a time, right before the micro-kernel reads
 /// them, so packed B never leaves L2 and threads never wait for each other: the work splits
-/// over columns with no shared packing step. With more than one task, each computes its
-/// columns into its own buffer, copied into C at the end (or, when K is small, the rows
-/// split instead, each task packing all of B).
+/// over columns with no shared packing step. With a column task per thread or more, each
+/// writes its own columns of C ([`small_a_columns`]); with fewer, each computes its block
+/// into one shared buffer, copied into C at the end (or, when K is small, the rows split
+/// instead, each task packing all of B).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn sgemm_small_a(
     th: &Threads,
@@ -65,6 +66,9 @@ pub(super) fn sgemm_small_a(
     } else {
         1
     };
+    if row_tasks == 1 && in_place_columns(th, np, per) {
+        return small_a_columns(th, (m, n, k), pa, b, per, c, ldc, ep, kernel_act);
+    }
     let rows_per = row_units.div_ceil(row_tasks) * ROW_STEP;
     let mut parts = take(&PARTS_BUF, m * n);
     let mut tasks: Vec<(usize, usize, &mut [f32])> = Vec::new();
@@ -107,6 +111,63 @@ pub(super) fn sgemm_small_a(
     let res = res.and_then(|()| copy_column_blocks(th, &parts, m, n, share, c, ldc));
     give_back(&PARTS_BUF, parts);
     res
+}
+
+/// Whether the column split of [`sgemm_small_a`] writes C's columns in place
+/// ([`small_a_columns`]): with a column task for each thread or more, as
+/// [`copy_column_blocks`] would copy each block on the thread that computed it anyway.
+pub(super) fn in_place_columns(th: &Threads, np: usize, per: usize) -> bool {
+    np.div_ceil(per.max(1)) >= th.count()
+}
+
+/// The column split of [`sgemm_small_a`] with each task writing its own columns of C: the
+/// task computes [`NB`] panels at a time into a block of this thread's scratch (`m` rows of
+/// at most `NB·NR` columns, in L2) and copies it into its columns of C right away. The
+/// split through one `m × n` buffer wrote every product to memory and read it back in a
+/// second step; here the copy reads what the tiles just stored, and one step does it all.
+/// The tiles, their K blocks and their order per element are those of the buffered split,
+/// so C gets the same bits.
+#[allow(clippy::too_many_arguments)]
+fn small_a_columns(
+    th: &Threads,
+    (m, n, k): (usize, usize, usize),
+    pa: &Packed,
+    b: &BSrc<'_>,
+    per: usize,
+    c: &mut [f32],
+    ldc: usize,
+    ep: &Epilogue<'_>,
+    kernel_act: Activation,
+) -> Result<()> {
+    let np = n.div_ceil(NR);
+    let per = per.max(1);
+    // One row may come with any stride (`sgemm` checks it only between rows).
+    let ldc = ldc.max(n);
+    th.columns(c, ldc, m, n, per * NR, |t, mut cols| {
+        let (p0, p1) = (t * per, ((t + 1) * per).min(np));
+        let mut buf = try_take(&PARTS_BUF, m * NB * NR)?;
+        let res = (|| -> Result<()> {
+            for q0 in (p0..p1).step_by(NB) {
+                let q1 = (q0 + NB).min(p1);
+                let width = (q1 * NR).min(n) - q0 * NR;
+                let block = buf
+                    .get_mut(..m * width)
+                    .ok_or_else(|| err("column block buffer too short"))?;
+                packed_a_block(n, k, pa, b, (0, m), (q0, q1), block, width, ep, kernel_act)?;
+                let at = (q0 - p0) * NR;
+                for (i, src) in block.chunks_exact(width).enumerate() {
+                    let dst = cols
+                        .row(i)
+                        .and_then(|row| row.get_mut(at..at + width))
+                        .ok_or_else(|| err("column block out of range"))?;
+                    dst.copy_from_slice(src);
+                }
+            }
+            Ok(())
+        })();
+        give_back(&PARTS_BUF, buf);
+        res
+    })
 }
 
 /// Columns of a panel the tiles compute at half width: a last panel of at most this many

@@ -639,3 +639,102 @@ fn column_split_copy_matches_one_thread_bit_for_bit() {
         }
     }
 }
+
+/// The column split of the small-A path writing C's columns in place (`small_a_columns`):
+/// at 2 and 3 threads C is bit for bit the 1-thread C and within rounding of a naive
+/// product with both biases and the activation (ReLU in the tile, a sigmoid after each
+/// block), the columns of C past `n` untouched; shapes with one and several K blocks
+/// (K = 331, 512, 700, 1153), tasks of one and several groups of `NB` panels (N = 3025), a
+/// narrow last panel (N = 200, 529, 3025) and rows in one or several A panels.
+#[test]
+fn small_a_column_split_in_place_matches_one_thread_and_naive() {
+    let one = Threads::single();
+    let shapes = [
+        (1usize, 700usize, 3025usize),
+        (5, 331, 1500),
+        (17, 64, 3025),
+        (24, 97, 97 * 16),
+        (13, 1153, 200),
+        (64, 512, 529),
+    ];
+    for &(m, k, n) in &shapes {
+        let two = Threads::new(2).unwrap();
+        let np = n.div_ceil(NR);
+        assert!(
+            m * n * k >= PARALLEL_MACS
+                && m * k <= SMALL_A
+                && in_place_columns(&two, np, column_share(&two, n)),
+            "{m}x{n}x{k} does not take the in-place split at 2 threads"
+        );
+        let a = rand(m * k, 17);
+        let b = rand(k * n, 18);
+        let rb = rand(m, 19);
+        let cb = rand(n, 20);
+        let pa = Packed::pack_a(m, k, row_major(&a, k));
+        let prod = naive(m, n, k, &a, &b);
+        for act in [Activation::Relu, Activation::Sigmoid] {
+            let ep = Epilogue {
+                row_bias: Some(&rb),
+                col_bias: Some(&cb),
+                act,
+                ..Epilogue::default()
+            };
+            let ldc = n + 3;
+            let run = |th: &Threads| {
+                let mut c = vec![-7.0f32; m * ldc];
+                sgemm(
+                    th,
+                    m,
+                    n,
+                    k,
+                    &ASrc::Packed(&pa),
+                    &BSrc::View(row_major(&b, n)),
+                    &mut c,
+                    ldc,
+                    &ep,
+                )
+                .unwrap();
+                c
+            };
+            let want = run(&one);
+            for i in 0..m {
+                for j in 0..ldc {
+                    let v = want[i * ldc + j];
+                    if j >= n {
+                        assert_eq!(v, -7.0, "{m}x{n}x{k}: column {j} written");
+                        continue;
+                    }
+                    let x = prod[i * n + j] + rb[i] + cb[j];
+                    let r = match act {
+                        Activation::Relu => x.max(0.0),
+                        _ => 1.0 / (1.0 + (-x).exp()),
+                    };
+                    let tol = 1e-4 * (1.0 + (k as f32).sqrt());
+                    assert!(
+                        (v - r).abs() <= tol,
+                        "{m}x{n}x{k} {act:?} ({i},{j}): {v} vs {r}"
+                    );
+                }
+            }
+            for t in [2, 3] {
+                let got = run(&Threads::new(t).unwrap());
+                let same = got
+                    .iter()
+                    .zip(&want)
+                    .all(|(x, y)| x.to_bits() == y.to_bits());
+                assert!(
+                    same,
+                    "{m}x{n}x{k} {act:?} at {t} threads differs from 1 thread"
+                );
+            }
+            if m == 1 {
+                // One row with a stride shorter than the row (never used between rows).
+                let mut c = vec![-7.0f32; n];
+                let (a, b) = (&ASrc::Packed(&pa), &BSrc::View(row_major(&b, n)));
+                sgemm(&two, 1, n, k, a, b, &mut c, 1, &ep).unwrap();
+                let same = c.iter().zip(&want).all(|(x, y)| x.to_bits() == y.to_bits());
+                assert!(same, "one row of {n}x{k} {act:?} with a short stride");
+            }
+        }
+    }
+}
