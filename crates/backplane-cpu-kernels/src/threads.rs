@@ -33,34 +33,12 @@ thread_local! {
     static SLOT: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
-/// One place's claim cursor: `front | back << 24 | stamp << 48`, the place's range of a
-/// step's items, its owner taking them from the front and other threads (done with their
-/// own) from the back. The pool keeps one per place from step to step ([`pool`]), each on
-/// a pair of cache lines of its own (the neighbouring line is prefetched with it), so that
-/// the owner's claims, the first of a step included, stay on its core: nobody resets a
-/// cursor for a step. `stamp` tells a cursor of this step from one left by an earlier step,
-/// which stands for the place's whole range of this step ([`Claims`]).
+/// One place's range of a step's items, as `front | back << 32`: its owner takes items from
+/// the front, other threads (done with their own) from the back. On a pair of cache lines of
+/// its own (the neighbouring line is prefetched with it), so that the owner's claims stay on
+/// its core.
 #[repr(align(128))]
 struct Cursor(AtomicU64);
-
-impl Cursor {
-    /// A cursor that no step of stamp above 0 takes as its own (a new pool's).
-    fn stale() -> Self {
-        Cursor(AtomicU64::new(0))
-    }
-}
-
-/// Bits of a cursor's front and of its back.
-const ITEM_BITS: u32 = 24;
-/// A cursor's front or back, below its stamp.
-const ITEM_MASK: u64 = (1 << ITEM_BITS) - 1;
-/// The stamps, in the bits above a cursor's front and back (they wrap).
-const STAMP_MASK: u64 = (1 << (64 - 2 * ITEM_BITS)) - 1;
-
-/// `front..back` of stamp `stamp` as a cursor word.
-fn cursor_word(stamp: u64, front: u64, back: u64) -> u64 {
-    front | back << ITEM_BITS | (stamp & STAMP_MASK) << (2 * ITEM_BITS)
-}
 
 /// Who takes which item of a step: items `0..n` cut into `count` contiguous ranges, range
 /// `t` for the thread in place `t`, which takes its items in order; a thread that has run out
@@ -71,76 +49,76 @@ fn cursor_word(stamp: u64, front: u64, back: u64) -> u64 {
 /// the two cores sit on different chiplets (docs/perf.md, "session 48, two threads across
 /// chiplets"). A thread that comes late (or never) costs only its items' order, never a
 /// wait: every item is taken exactly once either way.
-///
-/// The cursors are the pool's, reused by every step: a step has a stamp of its own, and a
-/// cursor whose stamp is not the step's holds the place's whole range (`t·n/count ..
-/// (t+1)·n/count`), which the first claim from it (or the first look at an empty one) turns
-/// into a cursor of the step. This is exact as long as no cursor carries the step's stamp
-/// when the step starts: [`pool`] gives each step the stamp after the last one and leaves
-/// every cursor stamped when a step ends (every cursor is looked at before the caller finds
-/// no item left; a step stopped early has its cursors stamped by the caller).
-struct Claims<'a> {
-    cursors: &'a [Cursor],
-    n: u64,
-    stamp: u64,
+struct Claims {
+    count: usize,
+    /// The ranges of up to [`INLINE_PLACES`] places (no allocation for a step on few
+    /// threads).
+    inline: [Cursor; INLINE_PLACES],
+    /// The ranges, where there are more places.
+    heap: Vec<Cursor>,
 }
 
-impl<'a> Claims<'a> {
-    /// `n` items (at most [`MAX_CLAIMED`]) on these cursors, one place each, for a step of
-    /// stamp `stamp` (which none of them may carry yet).
-    fn new(cursors: &'a [Cursor], n: usize, stamp: u64) -> Self {
-        Claims {
-            cursors,
-            n: n as u64,
-            stamp: stamp & STAMP_MASK,
+/// Places whose ranges [`Claims`] keeps without allocating.
+const INLINE_PLACES: usize = 4;
+
+impl Claims {
+    /// `n` items (below 2³²) for `count` places.
+    fn new(n: usize, count: usize) -> Result<Self> {
+        let count = count.max(1);
+        let cursor = |t: usize| {
+            let (front, back) = (t * n / count, (t + 1) * n / count);
+            Cursor(AtomicU64::new(front as u64 | (back as u64) << 32))
+        };
+        let mut heap = Vec::new();
+        if count > INLINE_PLACES {
+            heap.try_reserve_exact(count)
+                .map_err(|_| BackendError::Execution("out of memory for a parallel step".into()))?;
+            heap.extend((0..count).map(cursor));
         }
+        Ok(Claims {
+            count,
+            // Places past the count have empty ranges (never looked at).
+            inline: std::array::from_fn(|t| match t < count && heap.is_empty() {
+                true => cursor(t),
+                false => Cursor(AtomicU64::new(0)),
+            }),
+            heap,
+        })
     }
 
     /// Take the first free item of range `t` (`own`) or its last one (stealing), if any.
     fn take_from(&self, t: usize, own: bool) -> Option<usize> {
-        let cursor = &self.cursors.get(t)?.0;
-        let count = self.cursors.len() as u64;
+        let cursor = &self.heap.get(t).or_else(|| self.inline.get(t))?.0;
         let mut cur = cursor.load(Ordering::Acquire);
         loop {
-            let (front, back) = if cur >> (2 * ITEM_BITS) == self.stamp {
-                (cur & ITEM_MASK, cur >> ITEM_BITS & ITEM_MASK)
+            let (front, back) = (cur & 0xffff_ffff, cur >> 32);
+            if front >= back {
+                return None;
+            }
+            let (next, item) = if own {
+                (cur + 1, front)
             } else {
-                // Left by an earlier step: the whole range of this one.
-                let t = t as u64;
-                (t * self.n / count, (t + 1) * self.n / count)
-            };
-            let (next, item) = if front >= back {
-                if cur >> (2 * ITEM_BITS) == self.stamp {
-                    return None;
-                }
-                // Stamped even though empty, so that no cursor stays stale past the step.
-                (cursor_word(self.stamp, front, back), None)
-            } else if own {
-                (cursor_word(self.stamp, front + 1, back), Some(front))
-            } else {
-                (cursor_word(self.stamp, front, back - 1), Some(back - 1))
+                (front | (back - 1) << 32, back - 1)
             };
             match cursor.compare_exchange_weak(cur, next, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(_) => return item.map(|i| i as usize),
+                Ok(_) => return Some(item as usize),
                 Err(now) => cur = now,
             }
         }
     }
 
     /// The next item for the thread in place `slot` (taken modulo the places: a step run
-    /// on a pool by a helper of another pool still takes every item). `None` only once every
-    /// cursor has been seen empty and carries the step's stamp.
+    /// alone on a helper of another pool still takes every item).
     fn next(&self, slot: usize) -> Option<usize> {
-        let count = self.cursors.len().max(1);
-        let me = slot % count;
+        let me = slot % self.count;
         self.take_from(me, true)
-            .or_else(|| (1..count).find_map(|d| self.take_from((me + d) % count, false)))
+            .or_else(|| (1..self.count).find_map(|d| self.take_from((me + d) % self.count, false)))
     }
 }
 
-/// Most items of a step that go out by place ([`Claims`], which counts in 24 bits); a step of
+/// Most items of a step that go out by place ([`Claims`], which counts in 32 bits); a step of
 /// more (which the work splits never make) hands them out in order from one counter.
-const MAX_CLAIMED: usize = ITEM_MASK as usize;
+const MAX_CLAIMED: usize = u32::MAX as usize;
 
 /// The start of a step's data, shared with the helpers that take its chunks.
 struct Base<T>(*mut T);
@@ -265,18 +243,26 @@ impl Threads {
         let n = data.len().div_ceil(chunk);
         match &self.pool {
             Some(pool) if n > 1 && n <= MAX_CLAIMED => {
+                let claims = Claims::new(n, self.count)?;
                 let len = data.len();
                 let base = Base(data.as_mut_ptr());
-                pool.run_claimed(n, |i| {
-                    let start = i * chunk;
-                    let size = chunk.min(len - start);
-                    // SAFETY: `data` is borrowed mutably for the whole step, and
-                    // `Pool::run_claimed` hands out each index below `n = ceil(len / chunk)`
-                    // exactly once, so the chunks `start..start + size` (inside `data`) taken
-                    // on the threads are disjoint and none outlives the step: the same slices
-                    // `data.chunks_mut(chunk)` would give.
-                    let c = unsafe { std::slice::from_raw_parts_mut(base.at(start), size) };
-                    f(i, c)
+                pool.run(|stop| {
+                    let slot = SLOT.get();
+                    while !stop.load(Ordering::Acquire) {
+                        let Some(i) = claims.next(slot) else {
+                            break;
+                        };
+                        let start = i * chunk;
+                        let size = chunk.min(len - start);
+                        // SAFETY: `data` is borrowed mutably for the whole step, and `Claims`
+                        // hands out each index below `n = ceil(len / chunk)` exactly once, so
+                        // the chunks `start..start + size` (inside `data`) taken on the
+                        // threads are disjoint and none outlives the step: the same slices
+                        // `data.chunks_mut(chunk)` would give.
+                        let c = unsafe { std::slice::from_raw_parts_mut(base.at(start), size) };
+                        f(i, c)?;
+                    }
+                    Ok(())
                 })
             }
             Some(pool) if n > 1 => {
@@ -355,7 +341,19 @@ impl Threads {
         F: Fn(usize) -> Result<()> + Sync + Send,
     {
         match &self.pool {
-            Some(pool) if n > 1 && n <= MAX_CLAIMED => pool.run_claimed(n, f),
+            Some(pool) if n > 1 && n <= MAX_CLAIMED => {
+                let claims = Claims::new(n, self.count)?;
+                pool.run(|stop| {
+                    let slot = SLOT.get();
+                    while !stop.load(Ordering::Acquire) {
+                        let Some(i) = claims.next(slot) else {
+                            break;
+                        };
+                        f(i)?;
+                    }
+                    Ok(())
+                })
+            }
             Some(pool) if n > 1 => {
                 let next = AtomicUsize::new(0);
                 pool.run(|stop| {

@@ -11,7 +11,7 @@
 //! that found no step for [`KEEP_WARM`], to wake one, or for a caller that waited longer
 //! than [`FINISH_SPIN`].
 
-use super::{Claims, Cursor, SLOT};
+use super::SLOT;
 use backplane_backend_api::{BackendError, Result};
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
@@ -141,15 +141,9 @@ impl Shared {
     }
 }
 
-/// The callers' flag, and the stamp of the last step that handed out its items by the
-/// pool's cursors, on a line the helpers never touch.
+/// The callers' flag, on a line the helpers never touch.
 #[repr(align(128))]
-pub(super) struct Busy {
-    flag: AtomicBool,
-    /// Read and written only by the caller that holds `flag` (relaxed: `flag`'s acquire and
-    /// release order it between callers).
-    pub(super) stamp: AtomicU64,
-}
+struct Busy(AtomicBool);
 
 /// The shared steps' stop flag, which every thread reads once per item: in the pool, on a
 /// line of its own, so that it stays in each core's cache from step to step (a flag made
@@ -171,14 +165,10 @@ pub(super) struct Pool {
     /// Set while a step runs: a second caller at the same time (another network on this
     /// thread count, or a step started from inside a step) runs its step alone instead of
     /// waiting.
-    pub(super) busy: Busy,
+    busy: Busy,
     /// The stop flag of the step that holds `busy`: set when an item fails, cleared by the
     /// caller once every helper left.
     stop: Flag,
-    /// The claim cursor of each place (the caller's, then each helper's), used by the step
-    /// that holds `busy` ([`Pool::run_claimed`]) and kept from step to step, so that each
-    /// thread's first claim of a step finds its cursor in its own cache.
-    pub(super) cursors: Box<[Cursor]>,
 }
 
 impl Pool {
@@ -196,11 +186,6 @@ impl Pool {
                 left: Condvar::new(),
             },
         });
-        let mut cursors = Vec::new();
-        cursors
-            .try_reserve_exact(helpers + 1)
-            .map_err(|_| BackendError::Other("out of memory for a CpuAcc pool".into()))?;
-        cursors.extend((0..=helpers).map(|_| Cursor::stale()));
         for i in 0..helpers {
             let shared = shared.clone();
             std::thread::Builder::new()
@@ -215,88 +200,26 @@ impl Pool {
         }
         Ok(Pool {
             shared,
-            busy: Busy {
-                flag: AtomicBool::new(false),
-                stamp: AtomicU64::new(0),
-            },
+            busy: Busy(AtomicBool::new(false)),
             stop: Flag(AtomicBool::new(false)),
-            cursors: cursors.into_boxed_slice(),
         })
     }
 
-    /// Run `f(i)` for every `i` in `0..n` (`n` at most [`super::MAX_CLAIMED`]) on the calling
-    /// thread and the helpers that join in time, each index once, handed out by place
-    /// ([`Claims`]) from the pool's cursors; stop at the first error, which is returned (a
-    /// panic becomes one). A second caller at the same time runs its items alone, in order.
-    pub(super) fn run_claimed<F>(&self, n: usize, f: F) -> Result<()>
-    where
-        F: Fn(usize) -> Result<()> + Sync,
-    {
-        if !self.hold() {
-            let alone = AtomicBool::new(false);
-            return Self::run_on(&alone, None, |stop| {
-                for i in 0..n {
-                    if stop.load(Ordering::Relaxed) {
-                        break;
-                    }
-                    f(i)?;
-                }
-                Ok(())
-            });
-        }
-        // The stamp after the last claimed step's, which every cursor carries (steps of
-        // `run` leave both alone), so that none carries this one.
-        let stamp = self.busy.stamp.load(Ordering::Relaxed).wrapping_add(1);
-        self.busy.stamp.store(stamp, Ordering::Relaxed);
-        let claims = Claims::new(&self.cursors, n, stamp);
-        // The items run until none is left, so that every cursor carries `stamp` when the
-        // step ends (`Claims::next` looks at each before it says none is left), or until
-        // `stop`, after which the caller stamps them below.
-        let r = Self::run_on(&self.stop.0, Some(self), |stop| {
-            let slot = SLOT.get();
-            while !stop.load(Ordering::Acquire) {
-                let Some(i) = claims.next(slot) else {
-                    break;
-                };
-                f(i)?;
-            }
-            Ok(())
-        });
-        if self.stop.0.load(Ordering::Relaxed) {
-            // Every helper left (`share` waited): no thread reads the cursors until the next
-            // step opens, whose opening store publishes these.
-            for c in self.cursors.iter() {
-                c.0.store(super::cursor_word(stamp, 0, 0), Ordering::Relaxed);
-            }
-        }
-        self.release();
-        r
-    }
-
-    /// Take the helpers for a step (`false` when another caller has them).
-    fn hold(&self) -> bool {
-        self.busy
-            .flag
-            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
-            .is_ok()
-    }
-
-    /// Hand the helpers back after a step held with [`Pool::hold`]: every helper left, so no
-    /// one reads the stop flag until the next step opens; it is written only when set, so
-    /// that its line stays shared in the helpers' caches.
-    fn release(&self) {
-        if self.stop.0.load(Ordering::Relaxed) {
-            self.stop.0.store(false, Ordering::Relaxed);
-        }
-        self.busy.flag.store(false, Ordering::Release);
-    }
-
-    /// Run `work(stop)` on the calling thread and, with `pool` (held by this caller), on the
-    /// helpers that join in time; return the first error (a panic becomes one).
-    fn run_on<W>(stop: &AtomicBool, pool: Option<&Pool>, work: W) -> Result<()>
+    /// Run `work(&stop)` on the calling thread and on every helper that joins in time; `work`
+    /// takes items until none are left (or `stop` is set) and returns its first error. A
+    /// panic in `work` on any thread becomes an error.
+    pub(super) fn run<W>(&self, work: W) -> Result<()>
     where
         W: Fn(&AtomicBool) -> Result<()> + Sync,
     {
+        // A second caller at the same time runs its step alone, with a stop flag of its own.
+        let with_helpers = self
+            .busy
+            .0
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok();
+        let alone = AtomicBool::new(false);
+        let stop = if with_helpers { &self.stop.0 } else { &alone };
         // Locked only when an item fails.
         let error: Mutex<Option<BackendError>> = Mutex::new(None);
         let record = |r: Result<()>| {
@@ -314,31 +237,21 @@ impl Pool {
                 Err(BackendError::Execution("a CpuAcc kernel panicked".into()))
             }));
         };
-        match pool {
-            Some(pool) => pool.share(&job),
-            None => job(),
+        if with_helpers {
+            self.share(&job);
+            // Every helper left: no one reads the flag until the next step opens. Written only
+            // when set, so that the line stays shared in the helpers' caches.
+            if self.stop.0.load(Ordering::Relaxed) {
+                self.stop.0.store(false, Ordering::Relaxed);
+            }
+            self.busy.0.store(false, Ordering::Release);
+        } else {
+            job();
         }
         error
             .into_inner()
             .unwrap_or_else(|p| p.into_inner())
             .map_or(Ok(()), Err)
-    }
-
-    /// Run `work(&stop)` on the calling thread and on every helper that joins in time; `work`
-    /// takes items until none are left (or `stop` is set) and returns its first error. A
-    /// panic in `work` on any thread becomes an error.
-    pub(super) fn run<W>(&self, work: W) -> Result<()>
-    where
-        W: Fn(&AtomicBool) -> Result<()> + Sync,
-    {
-        // A second caller at the same time runs its step alone, with a stop flag of its own.
-        if !self.hold() {
-            let alone = AtomicBool::new(false);
-            return Self::run_on(&alone, None, work);
-        }
-        let r = Self::run_on(&self.stop.0, Some(self), work);
-        self.release();
-        r
     }
 
     /// Run `job` on the calling thread and on the helpers that join in time; return once

@@ -115,18 +115,12 @@ fn gemm_splits_share_few_rows_by_panels() {
     }
 }
 
-/// `count` stale cursors, as a new pool has.
-fn cursors(count: usize) -> Vec<Cursor> {
-    (0..count).map(|_| Cursor::stale()).collect()
-}
-
 /// Each place takes its own contiguous range first, in order, and then the other places'
 /// items from their ends; every item once, for any item and place count (places beyond
 /// the count, as on a helper of a larger pool, wrap around).
 #[test]
 fn claims_take_own_range_first_then_the_others_from_the_back() {
-    let places = cursors(2);
-    let c = Claims::new(&places, 10, 1);
+    let c = Claims::new(10, 2).unwrap();
     let mine: Vec<usize> = (0..5).filter_map(|_| c.next(1)).collect();
     assert_eq!(mine, vec![5, 6, 7, 8, 9]);
     assert_eq!(c.next(1), Some(4));
@@ -137,8 +131,7 @@ fn claims_take_own_range_first_then_the_others_from_the_back() {
     assert_eq!((c.next(0), c.next(1)), (None, None));
     for n in [0usize, 1, 2, 3, 7, 13, 64] {
         for count in 1..=5 {
-            let places = cursors(count);
-            let c = Claims::new(&places, n, 1);
+            let c = Claims::new(n, count).unwrap();
             let mut seen = vec![0u32; n];
             let mut slot = 0;
             while let Some(i) = c.next(slot) {
@@ -148,76 +141,6 @@ fn claims_take_own_range_first_then_the_others_from_the_back() {
             assert!(seen.iter().all(|&v| v == 1), "{n} items, {count} places");
         }
     }
-}
-
-/// The same cursors reused by many steps of 1-4 places, each step's stamp the one after
-/// the last: a cursor left by an earlier step (exhausted, half taken, or never looked at
-/// while its range was empty) counts as its whole range of the new step, so every item of
-/// every step is taken exactly once, the owner's first claim is the front of its own range,
-/// and once a step has no item left every cursor carries its stamp. Also across the
-/// stamps' wrap-around, and with the last step's items taken in a different place order.
-#[test]
-fn reused_cursors_take_every_item_of_every_step_once() {
-    for count in 1..=4usize {
-        let places = cursors(count);
-        let mut stamp = 0u64;
-        for step in 0..70_000usize {
-            // Past the 16-bit wrap of the stamps for the small counts.
-            if count > 2 && step >= 3_000 {
-                break;
-            }
-            stamp = stamp.wrapping_add(1);
-            let n = [0usize, 1, 2, 3, 5, 7, 13, 64, 1000][step % 9] + step % 3;
-            let c = Claims::new(&places, n, stamp);
-            let first = step % (count + 1);
-            if let Some(i) = c.next(first) {
-                let t = first % count;
-                let mut seen = vec![0u32; n];
-                seen[i] += 1;
-                assert_eq!(i, t * n / count, "step {step}: own range's front first");
-                let mut slot = step;
-                while let Some(i) = c.next(slot) {
-                    seen[i] += 1;
-                    slot = slot.wrapping_mul(5).wrapping_add(1) % (count + 1);
-                }
-                assert!(seen.iter().all(|&v| v == 1), "{count} places, step {step}");
-            } else {
-                assert_eq!(n, 0, "step {step}: an item was left untaken");
-            }
-            for p in places.iter() {
-                let w = p.0.load(Ordering::Relaxed);
-                assert_eq!(
-                    w >> (2 * ITEM_BITS),
-                    stamp & STAMP_MASK,
-                    "step {step} stale"
-                );
-                assert!(
-                    w & ITEM_MASK >= w >> ITEM_BITS & ITEM_MASK,
-                    "step {step} not empty"
-                );
-            }
-        }
-    }
-}
-
-/// A cursor carrying the step's stamp is taken as it is: a step stopped early leaves its
-/// cursors holding items, and a later step of a stale stamp would take them; a fresh stamp
-/// ignores them. (This is what the pool's stamping after a stop guards against.)
-#[test]
-fn a_cursor_of_the_current_stamp_is_taken_as_it_is() {
-    let places = cursors(2);
-    let c = Claims::new(&places, 10, 7);
-    assert_eq!(c.next(0), Some(0));
-    // Stopped here: places 0 and 1 still hold 1..5 and 5..10 under stamp 7.
-    let again = Claims::new(&places, 4, 7);
-    assert_eq!(again.next(0), Some(1), "same stamp: the old cursor is used");
-    let fresh = Claims::new(&places, 4, 8);
-    assert_eq!(fresh.next(0), Some(0));
-    assert_eq!(fresh.next(1), Some(2));
-    for p in places.iter() {
-        p.0.store(cursor_word(8, 0, 0), Ordering::Relaxed);
-    }
-    assert_eq!(fresh.next(0), None);
 }
 
 /// `columns` writes every column range of every row once (rows 1, 3, 17, 64; columns 1,
@@ -564,50 +487,6 @@ fn parked_helpers_wake_and_slow_helpers_are_waited_for() {
                     all_threads_take_part(&th, work),
                     "{threads}t after {gap_us} us idle (round {round})"
                 );
-            }
-        }
-    });
-}
-
-/// Steps on a pool's reused cursors, many of them stopped early by an error on the caller
-/// or a helper (leaving items untaken): every step after takes each of its items exactly
-/// once, and after every step, stopped or not, each cursor carries that step's stamp with
-/// nothing left in it (else a later step could take an old step's leftovers), at 2-4
-/// threads over more steps than the stamps have values.
-#[test]
-fn stopped_steps_leave_no_stale_cursor() {
-    within(300, || {
-        for threads in [2usize, 3, 4] {
-            let th = private(threads);
-            let Some(pool) = th.pool.as_ref() else {
-                panic!("no pool");
-            };
-            let steps = if threads == 2 { 70_000 } else { 5_000 };
-            for k in 0..steps {
-                let n = 1 + k % 13;
-                let hits: Vec<AtomicUsize> = (0..n).map(|_| AtomicUsize::new(0)).collect();
-                let fails = k % 4 == 1;
-                let r = th.range(n, |i| {
-                    hits[i].fetch_add(1, Ordering::Relaxed);
-                    match fails && i == k % n {
-                        true => Err(BackendError::Execution("stop".into())),
-                        false => Ok(()),
-                    }
-                });
-                assert_eq!(r.is_err(), fails, "{threads}t step {k}");
-                if !fails {
-                    assert!(
-                        hits.iter().all(|h| h.load(Ordering::Relaxed) == 1),
-                        "{threads}t step {k}"
-                    );
-                }
-                assert!(hits.iter().all(|h| h.load(Ordering::Relaxed) <= 1));
-                let stamp = pool.busy.stamp.load(Ordering::Relaxed) & STAMP_MASK;
-                for c in pool.cursors.iter() {
-                    let w = c.0.load(Ordering::Relaxed);
-                    assert_eq!(w >> (2 * ITEM_BITS), stamp, "{threads}t step {k}");
-                    assert!(w & ITEM_MASK >= w >> ITEM_BITS & ITEM_MASK);
-                }
             }
         }
     });
