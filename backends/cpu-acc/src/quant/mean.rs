@@ -166,6 +166,17 @@ struct QMean {
 }
 
 impl QMean {
+    /// The fewest channels of a thread's block (whole vectors of f64 lanes): at least
+    /// [`MEAN_SHARE`] input bytes, and channels-last at least [`MEAN_NHWC_SHARE_CHANNELS`].
+    fn min_share(&self) -> usize {
+        let min = MEAN_SHARE.div_ceil(self.pixels.max(1)).div_ceil(16) * 16;
+        if self.nhwc {
+            min.max(MEAN_NHWC_SHARE_CHANNELS)
+        } else {
+            min
+        }
+    }
+
     /// The means of channels `ch0 ..` of one batch item by the fixed-point rule `f`: the raw
     /// values' integer sums (held exactly in f64), then [`FixedMean::value`]. `x` holds the
     /// block's values (`y.len()` channels of every pixel, [`QMean::block`]).
@@ -323,6 +334,13 @@ thread_local! {
 /// handed over).
 const MEAN_SHARE: usize = 16 * 1024;
 
+/// The fewest channels a thread's block holds channels-last. Such a block is gathered from
+/// every pixel (a copy of its run of channels per pixel), which costs more than the sums it
+/// shares where the runs are short: a squeeze-excite block's squeeze over a large plane of few
+/// channels (32 to 144) ran several times slower shared than on one thread (docs/tflite.md,
+/// session 49). Long runs (a classifier's pooling over thousands of channels) still share.
+const MEAN_NHWC_SHARE_CHANNELS: usize = 256;
+
 impl Workload for Running {
     fn execute(&self, inputs: &[TensorView<'_>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
         self.io.check(inputs, outputs)?;
@@ -335,9 +353,7 @@ impl Workload for Running {
             y.fill(k.quantize(f64::NAN));
             return Ok(());
         }
-        // Blocks of channels for the threads (whole vectors of f64 lanes), each at least
-        // MEAN_SHARE input bytes.
-        let min = MEAN_SHARE.div_ceil(k.pixels).div_ceil(16) * 16;
+        let min = k.min_share();
         let per = self.th.chunk_size(k.c, min, 16);
         for (xi, yi) in x.chunks_exact(k.c * k.pixels).zip(y.chunks_exact_mut(k.c)) {
             self.th.chunks(yi, per, |t, yb| {
@@ -369,6 +385,48 @@ impl Workload for Running {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A kernel of `c` channels over `pixels` pixels, by the f32 chain's rule.
+    fn plain(c: usize, pixels: usize, nhwc: bool) -> QMean {
+        let exact = || {
+            ExactSums::new(Dequant {
+                signed: true,
+                zero: 0,
+                scale: 1.0,
+            })
+        };
+        QMean {
+            values: (0..=255u8).map(|b| f64::from(b as i8)).collect(),
+            exact: exact(),
+            c,
+            pixels,
+            nhwc,
+            y: (1.0, 0),
+            y_dt: DataType::I8,
+            fixed: None,
+            raw: exact(),
+            x_signed: true,
+        }
+    }
+
+    /// Channels-last, a squeeze over a large plane of few channels (whose blocks would be
+    /// gathered in short runs) stays whole on one thread, while channels-first the same
+    /// layer shares its planes; a wide channels-last layer (a classifier's pooling) shares
+    /// whole vectors of lanes.
+    #[test]
+    fn channels_last_shares_only_long_runs() {
+        for (c, pixels) in [(32usize, 48 * 48), (144, 24 * 24), (255, 97 * 89)] {
+            let nhwc = plain(c, pixels, true).min_share();
+            assert!(nhwc >= c, "{c} channels of {pixels} pixels: {nhwc}");
+            let nchw = plain(c, pixels, false).min_share();
+            assert!(nchw < c, "{c} channels of {pixels} pixels: {nchw}");
+        }
+        let wide = plain(2048, 7 * 7, true).min_share();
+        assert!(wide < 2048 && wide.is_multiple_of(16), "{wide}");
+        // No pixels or a single one: no division by zero, a whole kernel's worth.
+        assert!(plain(16, 0, true).min_share() >= 16);
+        assert!(plain(16, 1, false).min_share() >= 16);
+    }
 
     /// Blocks of channels (gathered from the pixels, placed by their first channel: the
     /// fixed-point rule rounds the last `C mod 16` channels its own way) give the bytes of
