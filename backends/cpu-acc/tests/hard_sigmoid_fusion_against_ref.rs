@@ -4,7 +4,8 @@
 //! layers: pointwise, depthwise and grouped convolutions, a 1×1 plane (a squeeze-excite
 //! gate), odd channel counts, either Mul operand order, one and two threads. Left alone
 //! when the pair is not a hard sigmoid (a clip floor other than 0, a scale whose product
-//! with the ceiling is not 1, a negative or tensor scale) or the clip has another reader.
+//! with the ceiling is not 1, a negative or tensor scale, a one-element scale that broadcasts
+//! to more axes) or the clip has another reader.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod support;
@@ -166,6 +167,11 @@ fn clip_and_mul_that_are_no_hard_sigmoid_stay_apart() {
             "a tensor of scales",
             (0.0, 6.0),
             r.tensor(&[1, 4, 1, 1], 1.0),
+        ),
+        (
+            "a one-element scale of higher rank",
+            (0.0, 6.0),
+            Tensor::from_vec(vec![1, 1, 1, 1, 1], vec![1.0f32 / 6.0]).unwrap(),
         ),
     ];
     for (what, bounds, scale) in cases {

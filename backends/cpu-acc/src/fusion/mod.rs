@@ -143,7 +143,10 @@ fn clip_then_scale(
     let c = binary_with_scalar(g, mul, BinaryOp::Mul, clipped)?;
     let exact = min == 0.0 && c.is_finite() && c > 0.0 && max * c == 1.0;
     exact.then_some(())?;
-    Some((mul, c, single_output(g, mul)?))
+    let y = single_output(g, mul)?;
+    // A one-element scale of higher rank would broadcast the product to more axes.
+    let net = g.view().network();
+    (net.tensor(y).info.shape == net.tensor(clipped).info.shape).then_some((mul, c, y))
 }
 
 /// The names of layers `ids` joined with `+`: the fused layer's name.
