@@ -7,7 +7,8 @@
 //! transposed by each, under a name made of the tensor's and the region's first layer
 //! reading it, so that layer names stay unique.
 //!
-//! A GlobalAveragePool reading a region's output joins it as a mean over the pixels of the
+//! A GlobalAveragePool (or a ReduceMean over both spatial axes, keeping them: TFLite's MEAN)
+//! reading a region's output joins it as a mean over the pixels of the
 //! channels-last tensor (`[N, 1, 1, C]`, the bytes of `[N, C, 1, 1]`), so a classifier's
 //! body ends without a transpose.
 //!
@@ -185,6 +186,19 @@ fn pixel_mean() -> ReduceDesc {
         axes: vec![1, 2],
         keepdims: true,
         noop_with_empty_axes: false,
+    }
+}
+
+/// A mean over both spatial axes of an NCHW tensor, keeping them (TFLite's MEAN over height
+/// and width, as the importer writes it): a global average pool.
+fn is_plane_mean(op: &Op) -> bool {
+    let Op::Reduce(d) = op else {
+        return false;
+    };
+    d.kind == ReduceKind::Mean && d.keepdims && {
+        let mut axes = d.axes.clone();
+        axes.sort_unstable();
+        axes == [2, 3] || axes == [-2, -1]
     }
 }
 
@@ -405,7 +419,7 @@ pub fn channels_last(view: &SubgraphView<'_>, subs: Vec<Substitution>) -> Vec<Su
         .filter(|l| !fused.contains(l))
         .filter(|&l| {
             let layer = net.layer(l);
-            layer.op == Op::GlobalPool(PoolKind::Average)
+            (layer.op == Op::GlobalPool(PoolKind::Average) || is_plane_mean(&layer.op))
                 && layer.inputs.len() == 1
                 && layer.outputs.len() == 1
                 && net.tensor(layer.inputs[0]).info.shape.rank() == 4

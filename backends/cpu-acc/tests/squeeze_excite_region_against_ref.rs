@@ -3,13 +3,17 @@
 //! operand order), then a projection left alone by fusion, all one region with a transpose
 //! only where the block enters and leaves. The region's layers, run one after the other on
 //! CpuAcc, against CpuRef running the original layers: odd channel counts (1, primes),
-//! planes from 1×2 to 112×112 (expansion pairs), one to three threads.
+//! planes from 1×2 to 112×112 (expansion pairs), one to three threads. Each block also in
+//! the form the TFLite importer writes (MobileNetV3's): the pool a `ReduceMean` over both
+//! spatial axes, the gate `Clip(0, 6)` then `Mul` by the scalar 1/6 (fused as a hard sigmoid).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod support;
 
-use backplane_core::ops::{AutoPad, BinaryOp, ConvDesc, PoolKind, UnaryOp, Window};
-use backplane_core::{LayerId, Network, Op, TensorId};
+use backplane_core::ops::{
+    AutoPad, BinaryOp, ConvDesc, PoolKind, ReduceDesc, ReduceKind, UnaryOp, Window,
+};
+use backplane_core::{LayerId, Network, Op, Tensor, TensorId};
 use std::collections::HashMap;
 use support::{close, run_acc, run_reference, Rng};
 
@@ -37,6 +41,8 @@ struct Block {
     h: usize,
     w: usize,
     gate_first: bool,
+    /// TFLite's form: ReduceMean for the pool, `Clip(0, 6) → Mul(1/6)` for the gate.
+    tflite: bool,
 }
 
 /// `x → 1×1 conv + ReLU → depthwise 3×3 + ReLU → [pool → 1×1 + ReLU → 1×1 + Sigmoid] → Mul →
@@ -64,11 +70,29 @@ fn block(b: Block, rng: &mut Rng) -> (Network, TensorId, LayerId) {
     let t = layer(&mut net, "expand_relu", relu.clone(), &[t]);
     let t = layer(&mut net, "dw", conv(3, b.e), &[t, w2, b2]);
     let d = layer(&mut net, "dw_relu", relu.clone(), &[t]);
-    let p = layer(&mut net, "pool", Op::GlobalPool(PoolKind::Average), &[d]);
+    let pool = if b.tflite {
+        Op::Reduce(ReduceDesc {
+            kind: ReduceKind::Mean,
+            axes: vec![2, 3],
+            keepdims: true,
+            noop_with_empty_axes: true,
+        })
+    } else {
+        Op::GlobalPool(PoolKind::Average)
+    };
+    let p = layer(&mut net, "pool", pool, &[d]);
     let t = layer(&mut net, "fc1", conv(1, 1), &[p, w3, b3]);
     let t = layer(&mut net, "fc1_relu", relu, &[t]);
     let t = layer(&mut net, "fc2", conv(1, 1), &[t, w4, b4]);
-    let g = layer(&mut net, "gate", Op::Unary(UnaryOp::Sigmoid), &[t]);
+    let g = if b.tflite {
+        let clip = Op::Unary(UnaryOp::Clip { min: 0.0, max: 6.0 });
+        let t = layer(&mut net, "gate_clip", clip, &[t]);
+        let sixth = Tensor::from_vec(vec![], vec![1.0f32 / 6.0]).unwrap();
+        let sixth = net.add_constant("sixth", sixth).unwrap();
+        layer(&mut net, "gate", Op::Binary(BinaryOp::Mul), &[t, sixth])
+    } else {
+        layer(&mut net, "gate", Op::Unary(UnaryOp::Sigmoid), &[t])
+    };
     let mul_inputs = if b.gate_first { [g, d] } else { [d, g] };
     let m = layer(&mut net, "scale", Op::Binary(BinaryOp::Mul), &mul_inputs);
     let mul = LayerId(net.layers().len() - 1);
@@ -117,7 +141,7 @@ fn squeeze_excite_blocks_run_channels_last_like_the_reference() {
         (8, 48, 4, 16, 61, 53),
     ];
     for (i, &(c, e, s, o, h, w)) in shapes.iter().enumerate() {
-        for gate_first in [true, false] {
+        for (gate_first, tflite) in [(true, false), (false, false), (true, true), (false, true)] {
             let b = Block {
                 c,
                 e,
@@ -126,6 +150,7 @@ fn squeeze_excite_blocks_run_channels_last_like_the_reference() {
                 h,
                 w,
                 gate_first,
+                tflite,
             };
             check(b, 17 + i as u64);
         }

@@ -26,7 +26,8 @@
 //!   `Gelu(approximate = tanh)` layer.
 //!
 //! An activation may also be the exporters' SiLU subgraph `Mul(t, Sigmoid(t))`
-//! (EfficientNet's), fused as `Activation::Silu`.
+//! (EfficientNet's), fused as `Activation::Silu`, or TFLite's hard sigmoid `Clip(0, 6)` →
+//! `Mul(1/6)`, fused as `Activation::HardSigmoid`.
 //!
 //! A chain only grows through a tensor that has exactly one consumer and is not a network
 //! output, so no intermediate value anyone else needs disappears.
@@ -50,8 +51,9 @@ pub use payload::{
 };
 
 use crate::act::{Activation, FromOp};
-use backplane_backend_api::patterns::{match_silu, Fusion};
+use backplane_backend_api::patterns::{binary_with_scalar, match_silu, Fusion};
 use backplane_backend_api::{OptimizationViews, SubgraphView};
+use backplane_core::ops::BinaryOp;
 use backplane_core::{LayerId, Op, TensorId};
 
 /// An activation layer CpuAcc can fuse.
@@ -113,7 +115,38 @@ pub(super) fn follow_act(
     if !g.supported(next) {
         return None;
     }
-    Some((vec![next], act, single_output(g, next)?))
+    let out = single_output(g, next)?;
+    if let Some((mul, alpha, y)) = clip_then_scale(g, act, out) {
+        return Some((
+            vec![next, mul],
+            Activation::HardSigmoid { alpha, beta: 0.0 },
+            y,
+        ));
+    }
+    Some((vec![next], act, out))
+}
+
+/// `Clip(0, hi)` then `Mul` by a positive scalar `c` with `hi · c` rounding to 1 (TFLite's
+/// hard sigmoid, `relu6(x) · (1/6)`, which keeps a MobileNetV3 squeeze-excite gate one fused
+/// convolution): equal, bit for bit, to `HardSigmoid(alpha = c, beta = 0)`, since rounding
+/// `x · c` is monotonic in `x` and clamps the same way (`0 · c = 0`, `hi · c = 1`). Returns
+/// the Mul, `c` and the Mul's output.
+fn clip_then_scale(
+    g: &Graph<'_>,
+    act: Activation,
+    clipped: TensorId,
+) -> Option<(LayerId, f32, TensorId)> {
+    let Activation::Clip { min, max } = act else {
+        return None;
+    };
+    let mul = g.sole_reader(clipped)?;
+    let c = binary_with_scalar(g, mul, BinaryOp::Mul, clipped)?;
+    let exact = min == 0.0 && c.is_finite() && c > 0.0 && max * c == 1.0;
+    exact.then_some(())?;
+    let y = single_output(g, mul)?;
+    // A one-element scale of higher rank would broadcast the product to more axes.
+    let net = g.view().network();
+    (net.tensor(y).info.shape == net.tensor(clipped).info.shape).then_some((mul, c, y))
 }
 
 /// The names of layers `ids` joined with `+`: the fused layer's name.
