@@ -68,6 +68,7 @@ mod quant;
 mod recurrent;
 mod reduce;
 mod resize;
+mod scratch;
 pub mod simd;
 mod support;
 mod transpose;

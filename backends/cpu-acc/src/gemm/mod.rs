@@ -387,41 +387,7 @@ thread_local! {
     static PARTS_BUF: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Borrow this thread's scratch vector (taken out so no RefCell borrow is held across calls).
-pub(crate) fn take(buf: &'static std::thread::LocalKey<RefCell<Vec<f32>>>, len: usize) -> Vec<f32> {
-    let mut v = buf.with(|b| {
-        b.try_borrow_mut()
-            .map(|mut b| std::mem::take(&mut *b))
-            .unwrap_or_default()
-    });
-    if v.len() < len {
-        v.resize(len, 0.0);
-    }
-    v
-}
-
-/// [`take`], failing with an error instead of aborting when the memory for `len` floats
-/// cannot be had (a buffer sized by the model: M×N of a column split).
-pub(crate) fn try_take(
-    buf: &'static std::thread::LocalKey<RefCell<Vec<f32>>>,
-    len: usize,
-) -> Result<Vec<f32>> {
-    let mut v = take(buf, 0);
-    if v.len() < len {
-        v.try_reserve_exact(len - v.len())
-            .map_err(|_| err(&format!("no memory for a {len}-float scratch buffer")))?;
-        v.resize(len, 0.0);
-    }
-    Ok(v)
-}
-
-pub(crate) fn give_back(buf: &'static std::thread::LocalKey<RefCell<Vec<f32>>>, v: Vec<f32>) {
-    buf.with(|b| {
-        if let Ok(mut b) = b.try_borrow_mut() {
-            *b = v;
-        }
-    });
-}
+pub(crate) use crate::scratch::{give_back, take, try_take};
 
 /// `c[..n] = act(alpha·a·B [+ c] + row_bias + col_bias)` for one row `a` (K values) and a
 /// packed B: each [`NR`]-column panel summed over K in registers ([`simd::gemv_panel`]),

@@ -25,6 +25,7 @@
 use super::{is_8bit, payload_of, range, widen, QLINEAR_MEAN};
 use crate::io::Io;
 use crate::plan::{done, Plan};
+use crate::scratch;
 use crate::threads::Threads;
 use backplane_backend_api::{BackendError, LayerDesc, Result, Workload};
 use backplane_core::ops::CustomOp;
@@ -325,9 +326,11 @@ struct Running {
 }
 
 thread_local! {
-    /// Each thread's sums and gathered block of channels, kept between layers and
-    /// executions (not allocated per share: a model's means are many and small).
-    static SCRATCH: RefCell<(Vec<f64>, Vec<u8>)> = const { RefCell::new((Vec::new(), Vec::new())) };
+    /// Each thread's sums, kept between layers and executions (not allocated per share: a
+    /// model's means are many and small).
+    static SUMS: RefCell<Vec<f64>> = const { RefCell::new(Vec::new()) };
+    /// Each thread's gathered block of channels, kept the same way.
+    static GATHER: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 
 /// The fewest input bytes a thread's block of channels holds (less is summed faster than
@@ -358,24 +361,17 @@ impl Workload for Running {
         for (xi, yi) in x.chunks_exact(k.c * k.pixels).zip(y.chunks_exact_mut(k.c)) {
             self.th.chunks(yi, per, |t, yb| {
                 let ch0 = t * per;
-                SCRATCH.with(|kept| {
-                    // This thread's kept scratch (fresh ones if it is somehow in use).
-                    let mut own = (Vec::new(), Vec::new());
-                    let mut held = kept.try_borrow_mut().ok();
-                    let (sums, gather) = held.as_deref_mut().unwrap_or(&mut own);
-                    if sums.len() < yb.len() {
-                        sums.try_reserve_exact(yb.len() - sums.len()).map_err(|e| {
-                            self.io.error(format!("scratch of {} sums: {e}", yb.len()))
-                        })?;
-                        sums.resize(yb.len(), 0.0);
-                    }
-                    let sums = &mut sums[..yb.len()];
-                    let xb = k
-                        .block(xi, ch0, yb.len(), gather)
-                        .map_err(|e| self.io.error(e))?;
-                    k.run(xb, ch0, yb, sums);
-                    Ok(())
-                })
+                // This thread's kept scratch.
+                let mut sums = scratch::try_take(&SUMS, yb.len())
+                    .map_err(|e| self.io.error(format!("scratch of {} sums: {e}", yb.len())))?;
+                let mut gather = scratch::take(&GATHER, 0);
+                let done = k
+                    .block(xi, ch0, yb.len(), &mut gather)
+                    .map(|xb| k.run(xb, ch0, yb, &mut sums[..yb.len()]))
+                    .map_err(|e| self.io.error(e));
+                scratch::give_back(&SUMS, sums);
+                scratch::give_back(&GATHER, gather);
+                done
             })?;
         }
         Ok(())

@@ -26,6 +26,7 @@ use super::packed_b::{packed_b, shared_requant, PackedB, Source};
 use super::QLINEAR_CONV;
 use crate::io::Io;
 use crate::plan::Plan;
+use crate::scratch;
 use crate::threads::{Columns, GemmSplit, Threads};
 use crate::weights;
 use backplane_backend_api::{LayerDesc, Result, Workload};
@@ -583,34 +584,30 @@ impl NhwcQConv {
         let panels = m.div_ceil(QNR);
         let depth = b.depth();
         self.th.chunks(y, per_task * m, |task, yc| {
-            PAIR_BLOCK.with(|kept| {
-                // This thread's kept block (a fresh one if it is somehow in use).
-                let mut own = Vec::new();
-                let mut held = kept.try_borrow_mut().ok();
-                let a = held.as_deref_mut().unwrap_or(&mut own);
-                let need = BLOCK_ROWS * kp;
-                if a.len() < need {
-                    *a = alloc(need, 0i16, &self.io)?;
+            // This thread's kept block of A rows.
+            let need = BLOCK_ROWS * kp;
+            let mut kept = scratch::try_take(&PAIR_BLOCK, need)?;
+            let a = &mut kept[..need];
+            // The K padding must be zero (`a_rows` writes the depth only); an earlier layer
+            // may have left values there.
+            if kp > depth {
+                for row in a.chunks_exact_mut(kp) {
+                    row[depth..].fill(0);
                 }
-                let a = &mut a[..need];
-                // The K padding must be zero (`a_rows` writes the depth only); an earlier
-                // layer may have left values there.
-                if kp > depth {
-                    for row in a.chunks_exact_mut(kp) {
-                        row[depth..].fill(0);
-                    }
+            }
+            let first = task * per_task;
+            let mut done = Ok(());
+            for (bi, yb) in yc.chunks_mut(BLOCK_ROWS * m).enumerate() {
+                let rows = yb.len() / m.max(1);
+                let p0 = first + bi * BLOCK_ROWS;
+                self.a_rows(src, p0, rows, kp, a);
+                if !qgemm_requantized(a, kp, rows, b, 0..panels, rq, yb, m) {
+                    done = Err(self.io.error("integer GEMM refused its operands".into()));
+                    break;
                 }
-                let first = task * per_task;
-                for (bi, yb) in yc.chunks_mut(BLOCK_ROWS * m).enumerate() {
-                    let rows = yb.len() / m.max(1);
-                    let p0 = first + bi * BLOCK_ROWS;
-                    self.a_rows(src, p0, rows, kp, a);
-                    if !qgemm_requantized(a, kp, rows, b, 0..panels, rq, yb, m) {
-                        return Err(self.io.error("integer GEMM refused its operands".into()));
-                    }
-                }
-                Ok(())
-            })
+            }
+            scratch::give_back(&PAIR_BLOCK, kept);
+            done
         })
     }
 

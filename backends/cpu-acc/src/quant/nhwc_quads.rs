@@ -12,6 +12,7 @@
 
 use super::{alloc, keep, padded_extent, share_columns, take, NhwcQConv};
 use crate::quant::{unsigned_form, unsigned_rows};
+use crate::scratch;
 use crate::threads::GemmSplit;
 use backplane_backend_api::Result;
 use backplane_cpu_kernels::qgemm::{
@@ -230,31 +231,31 @@ impl NhwcQConv {
         let per_task = per_task.max(1);
         let panels = m.div_ceil(QNR);
         self.th.chunks(y, per_task * m, |task, yc| {
-            A_BLOCK.with(|kept| {
-                // This thread's kept block (a fresh one if it is somehow in use).
-                let mut own = Vec::new();
-                let mut held = kept.try_borrow_mut().ok();
-                let a = held.as_deref_mut().unwrap_or(&mut own);
-                let first = task * per_task;
-                for (bi, yb) in yc.chunks_mut(BLOCK_ROWS * m).enumerate() {
-                    let rows = yb.len() / m.max(1);
-                    let p0 = first + bi * BLOCK_ROWS;
-                    let ok = if let Some(x) = self.in_place(src, p0, rows, kq) {
-                        quad_gemm_requantized(x, c, rows, b, 0..panels, rq, yb, m)
-                    } else {
-                        let need = BLOCK_ROWS * kq + SLACK;
-                        if a.len() < need {
-                            *a = alloc(need, 0u8, &self.io)?;
-                        }
-                        self.byte_rows(src, p0, rows, kq, a);
-                        quad_gemm_requantized(a, kq, rows, b, 0..panels, rq, yb, m)
-                    };
-                    if !ok {
-                        return Err(self.io.error("byte GEMM refused its operands".into()));
+            // This thread's kept block of A rows, grown when a block needs one.
+            let mut a = scratch::take(&A_BLOCK, 0);
+            let first = task * per_task;
+            let mut done = Ok(());
+            for (bi, yb) in yc.chunks_mut(BLOCK_ROWS * m).enumerate() {
+                let rows = yb.len() / m.max(1);
+                let p0 = first + bi * BLOCK_ROWS;
+                let ok = if let Some(x) = self.in_place(src, p0, rows, kq) {
+                    quad_gemm_requantized(x, c, rows, b, 0..panels, rq, yb, m)
+                } else {
+                    let need = BLOCK_ROWS * kq + SLACK;
+                    if let Err(e) = scratch::grow(&mut a, need) {
+                        done = Err(e);
+                        break;
                     }
+                    self.byte_rows(src, p0, rows, kq, &mut a);
+                    quad_gemm_requantized(&a, kq, rows, b, 0..panels, rq, yb, m)
+                };
+                if !ok {
+                    done = Err(self.io.error("byte GEMM refused its operands".into()));
+                    break;
                 }
-                Ok(())
-            })
+            }
+            scratch::give_back(&A_BLOCK, a);
+            done
         })
     }
 
