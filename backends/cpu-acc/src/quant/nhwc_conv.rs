@@ -624,7 +624,6 @@ impl NhwcQConv {
         y: &mut [u8],
     ) -> Result<()> {
         let g = &self.geo;
-        let m = g.m;
         let kp = b.depth_padded();
         let pixels = g.n * g.oh * g.ow;
         let mut a = take(&self.a_pairs);
@@ -633,24 +632,37 @@ impl NhwcQConv {
             a = alloc(pixels * kp, 0i16, &self.io)?;
         }
         self.a_rows(src, 0, pixels, kp, &mut a);
-        let panels = m.div_ceil(QNR);
-        let per_task = per_task.max(1);
-        let done = self
-            .th
-            .columns(y, m, pixels, m, per_task * QNR, |t, mut cols| {
-                let range = t * per_task..((t + 1) * per_task).min(panels);
-                let ok = share_columns(&mut cols, pixels, range, |rows, p, tile, ld| {
-                    let a = &a[rows.start * kp..];
-                    qgemm_requantized(a, kp, rows.len(), b, p, rq, tile, ld)
-                });
-                if ok {
-                    Ok(())
-                } else {
-                    Err(self.io.error("integer GEMM refused its operands".into()))
-                }
-            });
+        let done = self.by_channel_shares(y, pixels, per_task, "integer", |rows, p, tile, ld| {
+            let a = &a[rows.start * kp..];
+            qgemm_requantized(a, kp, rows.len(), b, p, rq, tile, ld)
+        });
         keep(&self.a_pairs, a);
         done
+    }
+
+    /// The `pixels` output rows of `y` written by channel shares of `per_task` panels, each
+    /// thread writing its columns in place ([`share_columns`], with `gemm` as there); a
+    /// refusal is an error naming the `what` GEMM.
+    fn by_channel_shares(
+        &self,
+        y: &mut [u8],
+        pixels: usize,
+        per_task: usize,
+        what: &str,
+        gemm: impl Fn(Range<usize>, Range<usize>, &mut [u8], usize) -> bool + Sync + Send,
+    ) -> Result<()> {
+        let m = self.geo.m;
+        let panels = m.div_ceil(QNR);
+        let per_task = per_task.max(1);
+        self.th
+            .columns(y, m, pixels, m, per_task * QNR, |t, mut cols| {
+                let range = t * per_task..((t + 1) * per_task).min(panels);
+                if share_columns(&mut cols, pixels, range, &gemm) {
+                    Ok(())
+                } else {
+                    Err(self.io.error(format!("{what} GEMM refused its operands")))
+                }
+            })
     }
 }
 

@@ -10,7 +10,7 @@
 //! The activations' zero point (plus 128 for i8) times each channel's weight sum is folded
 //! into the bias at construction, so the bytes are the pair GEMM's.
 
-use super::{alloc, keep, padded_extent, share_columns, take, NhwcQConv};
+use super::{alloc, keep, padded_extent, take, NhwcQConv};
 use crate::quant::{unsigned_form, unsigned_rows};
 use crate::scratch;
 use crate::threads::GemmSplit;
@@ -272,7 +272,6 @@ impl NhwcQConv {
         y: &mut [u8],
     ) -> Result<()> {
         let g = &self.geo;
-        let m = g.m;
         let kq = b.depth_padded();
         let pixels = g.n * g.oh * g.ow;
         let mut copy = take(&self.a_bytes);
@@ -288,22 +287,10 @@ impl NhwcQConv {
                 (&copy[..], kq)
             }
         };
-        let panels = m.div_ceil(QNR);
-        let per_task = per_task.max(1);
-        let done = self
-            .th
-            .columns(y, m, pixels, m, per_task * QNR, |t, mut cols| {
-                let range = t * per_task..((t + 1) * per_task).min(panels);
-                let ok = share_columns(&mut cols, pixels, range, |rows, p, tile, ld| {
-                    let a = &a[rows.start * lda..];
-                    quad_gemm_requantized(a, lda, rows.len(), b, p, rq, tile, ld)
-                });
-                if ok {
-                    Ok(())
-                } else {
-                    Err(self.io.error("byte GEMM refused its operands".into()))
-                }
-            });
+        let done = self.by_channel_shares(y, pixels, per_task, "byte", |rows, p, tile, ld| {
+            let a = &a[rows.start * lda..];
+            quad_gemm_requantized(a, lda, rows.len(), b, p, rq, tile, ld)
+        });
         keep(&self.a_bytes, copy);
         done
     }
