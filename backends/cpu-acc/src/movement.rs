@@ -229,6 +229,21 @@ impl<const K: usize> Walk<K> {
         })
     }
 
+    /// Cut a walk that is one long row into rows of at most `max` elements (a divisor of
+    /// the row, at least a quarter of `max`), so that the rows can be shared by threads.
+    /// A row with no such divisor stays whole.
+    fn cut_long_rows(&mut self, max: usize) {
+        if !self.dims.is_empty() || self.inner <= max || max < 4 {
+            return;
+        }
+        let inner = self.inner;
+        if let Some(k) = (max / 4..=max).rev().find(|&k| inner.is_multiple_of(k)) {
+            self.dims.push(inner / k);
+            self.strides.push(self.step.map(|s| s * k as isize));
+            self.inner = k;
+        }
+    }
+
     /// Number of rows.
     fn rows(&self) -> usize {
         if self.empty {
@@ -549,14 +564,16 @@ impl Workload for GatherWorkload {
     }
 }
 
+/// The longest row a Where walks at once: longer single rows are cut so that threads can
+/// share them.
+const WHERE_ROW: usize = 4096;
+
 /// Where: each output element from X where the condition is true, else from Y.
 pub struct WhereWorkload {
     io: Io,
     /// Operands: condition, X, Y.
     walk: Walk<3>,
     esize: usize,
-    /// All shapes equal and f32: one typed loop.
-    plain_f32: bool,
     threads: Threads,
 }
 
@@ -580,7 +597,8 @@ impl WhereWorkload {
         let strides: Vec<[isize; 3]> = (0..out.len())
             .map(|i| [c[i] as isize, a[i] as isize, b[i] as isize])
             .collect();
-        let walk = Walk::new(&out, &strides, [0; 3])?;
+        let mut walk = Walk::new(&out, &strides, [0; 3])?;
+        walk.cut_long_rows(WHERE_ROW);
         let lens = [0, 1, 2].map(|s| {
             io.inputs
                 .get(s)
@@ -590,12 +608,10 @@ impl WhereWorkload {
         if !walk.fits(lens) {
             return Err(io.error("the planned reads leave the inputs".into()));
         }
-        let plain_f32 = y.dtype == DataType::F32 && io.inputs.iter().all(|i| i.shape == y.shape);
         Ok(WhereWorkload {
             io,
             walk,
             esize,
-            plain_f32,
             threads,
         })
     }
@@ -617,17 +633,134 @@ fn where_row<const N: usize>(
     let c = part(c, at[0], at[0] + span(0))?;
     let (x, _) = part(x, at[1] * N, (at[1] + span(1)) * N)?.as_chunks::<N>();
     let (y, _) = part(y, at[2] * N, (at[2] + span(2)) * N)?.as_chunks::<N>();
-    if sc == 1 && sx == 1 && sy == 1 {
-        for (((o, &c), x), y) in out.iter_mut().zip(c).zip(x).zip(y) {
-            *o = if c != 0 { *x } else { *y };
+    // The broadcast forms exporters write (a constant on one side, a mask repeated along
+    // the row) run as selects compiled per tier.
+    match (sc, sx, sy) {
+        (1, 0 | 1, 0 | 1) => {
+            // X's or Y's row is one element when its stride is 0 (see `span`).
+            match N {
+                1 => select_1(c, as_n(x)?, as_n(y)?, as_n_mut(out)?),
+                2 => select_2(c, as_n(x)?, as_n(y)?, as_n_mut(out)?),
+                4 => select_4(c, as_n(x)?, as_n(y)?, as_n_mut(out)?),
+                _ => select_8(c, as_n(x)?, as_n(y)?, as_n_mut(out)?),
+            }
         }
-    } else {
-        // Each index is below the span taken above (a stride of 0 reads element 0).
-        for (j, o) in out.iter_mut().enumerate() {
-            *o = if c[j * sc] != 0 { x[j * sx] } else { y[j * sy] };
+        (0, 0 | 1, 0 | 1) => {
+            // One condition for the whole row: the row is X's or Y's.
+            let (src, s) = if c.first().is_some_and(|&c| c != 0) {
+                (x, sx)
+            } else {
+                (y, sy)
+            };
+            if s == 1 {
+                let src = src
+                    .get(..n)
+                    .ok_or_else(|| BackendError::Execution("a Where row leaves X or Y".into()))?;
+                out.copy_from_slice(src);
+            } else {
+                out.fill(*src.first().unwrap_or(&[0; N]));
+            }
+        }
+        _ => {
+            // Each index is below the span taken above (a stride of 0 reads element 0).
+            for (j, o) in out.iter_mut().enumerate() {
+                *o = if c[j * sc] != 0 { x[j * sx] } else { y[j * sy] };
+            }
         }
     }
     Ok(())
+}
+
+/// Where's select over one row: each output element from X where `c` is not 0, else
+/// from Y; X or Y may be one element, repeated. Written as a blend through a mask (not an
+/// `if` on the element), so that the compiler cannot turn it into a gather.
+macro_rules! select_body {
+    ($name:ident, $int:ty, $n:literal) => {
+        #[inline(always)]
+        fn $name(c: &[u8], x: &[[u8; $n]], y: &[[u8; $n]], out: &mut [[u8; $n]]) {
+            let n = out.len();
+            let pick = |c: u8, x: $int, y: $int| {
+                let m = <$int>::MIN.wrapping_sub((c != 0) as $int);
+                ((x & m) | (y & !m)).to_ne_bytes()
+            };
+            let one = |v: &[[u8; $n]]| match v {
+                [v0] if n > 1 => Some(<$int>::from_ne_bytes(*v0)),
+                _ => None,
+            };
+            match (one(x), one(y)) {
+                (Some(x0), Some(y0)) => {
+                    for (o, &c) in out.iter_mut().zip(c) {
+                        *o = pick(c, x0, y0);
+                    }
+                }
+                (Some(x0), None) => {
+                    for ((o, &c), y) in out.iter_mut().zip(c).zip(y) {
+                        *o = pick(c, x0, <$int>::from_ne_bytes(*y));
+                    }
+                }
+                (None, Some(y0)) => {
+                    for ((o, &c), x) in out.iter_mut().zip(c).zip(x) {
+                        *o = pick(c, <$int>::from_ne_bytes(*x), y0);
+                    }
+                }
+                (None, None) => {
+                    for (((o, &c), x), y) in out.iter_mut().zip(c).zip(x).zip(y) {
+                        *o = pick(c, <$int>::from_ne_bytes(*x), <$int>::from_ne_bytes(*y));
+                    }
+                }
+            }
+        }
+    };
+}
+
+select_body!(select_1_body, u8, 1);
+select_body!(select_2_body, u16, 2);
+select_body!(select_4_body, u32, 4);
+select_body!(select_8_body, u64, 8);
+
+backplane_cpu_kernels::multiversion! {
+    /// [`select_1_body`]: bytes and booleans.
+    fn select_1(c: &[u8], x: &[[u8; 1]], y: &[[u8; 1]], out: &mut [[u8; 1]]) => select_1_body;
+}
+
+backplane_cpu_kernels::multiversion! {
+    /// [`select_2_body`]: 2-byte elements (f16, bf16, i16).
+    fn select_2(c: &[u8], x: &[[u8; 2]], y: &[[u8; 2]], out: &mut [[u8; 2]]) => select_2_body;
+}
+
+backplane_cpu_kernels::multiversion! {
+    /// [`select_4_body`]: 4-byte elements (f32, i32).
+    fn select_4(c: &[u8], x: &[[u8; 4]], y: &[[u8; 4]], out: &mut [[u8; 4]]) => select_4_body;
+}
+
+backplane_cpu_kernels::multiversion! {
+    /// [`select_8_body`]: 8-byte elements (f64, i64).
+    fn select_8(c: &[u8], x: &[[u8; 8]], y: &[[u8; 8]], out: &mut [[u8; 8]]) => select_8_body;
+}
+
+/// A slice of `[u8; N]` seen as `[u8; M]` when `M == N` (for the per-size selects above;
+/// an error otherwise).
+fn as_n<const N: usize, const M: usize>(s: &[[u8; N]]) -> Result<&[[u8; M]]> {
+    let (m, rest) = s.as_flattened().as_chunks::<M>();
+    if N == M && rest.is_empty() {
+        Ok(m)
+    } else {
+        Err(BackendError::Execution(
+            "a Where row of the wrong element size".into(),
+        ))
+    }
+}
+
+/// [`as_n`] for the output row.
+fn as_n_mut<const N: usize, const M: usize>(s: &mut [[u8; N]]) -> Result<&mut [[u8; M]]> {
+    let (m, rest) = s.as_flattened_mut().as_chunks_mut::<M>();
+    if N == M && rest.is_empty() {
+        Ok(m)
+    } else {
+        Err(BackendError::Execution(
+            "a Where row of the wrong element size".into(),
+        ))
+    }
 }
 
 impl Workload for WhereWorkload {
@@ -635,14 +768,6 @@ impl Workload for WhereWorkload {
         self.io.check(inputs, outputs)?;
         let (c, a, b) = (input(inputs, 0)?.data, input(inputs, 1)?, input(inputs, 2)?);
         let out = output(outputs)?;
-        if self.plain_f32 {
-            let (xs, ys) = (a.as_slice::<f32>()?, b.as_slice::<f32>()?);
-            let os = out.as_mut_slice::<f32>()?;
-            for (((o, &c), &x), &y) in os.iter_mut().zip(c).zip(xs).zip(ys) {
-                *o = if c != 0 { x } else { y };
-            }
-            return Ok(());
-        }
         let (x, y) = (a.data, b.data);
         let (walk, esize) = (&self.walk, self.esize);
         if walk.rows() * walk.inner * esize != out.data.len() {

@@ -260,6 +260,33 @@ fn where_broadcasts_every_type() {
             &[&[false; 3]],
         );
     }
+    // The forms exporters write, on rows long enough to be cut and threaded: a constant
+    // on one side (attention masks, NaN guards), constants on both, one condition for all;
+    // 65,537 (a prime) cannot be cut and stays one row.
+    for dt in [DataType::F32, DataType::U8, DataType::F16, DataType::I64] {
+        for full in [&[1, 12, 64, 97][..], &[65_537]] {
+            let cond = typed(&mut rng, full, DataType::Bool);
+            let (xf, yf) = (typed(&mut rng, full, dt), typed(&mut rng, full, dt));
+            let (x1, y1) = (typed(&mut rng, &[], dt), typed(&mut rng, &[1], dt));
+            let one = typed(&mut rng, &[1], DataType::Bool);
+            let forms: [(&str, [&Tensor; 3]); 6] = [
+                ("x constant", [&cond, &x1, &yf]),
+                ("y constant", [&cond, &xf, &y1]),
+                ("both constant", [&cond, &x1, &y1]),
+                ("one condition", [&one, &xf, &yf]),
+                ("one condition, y constant", [&one, &xf, &y1]),
+                ("all full", [&cond, &xf, &yf]),
+            ];
+            for (what, inputs) in forms {
+                exact(
+                    &format!("{dt} {full:?} {what}"),
+                    &Op::Where,
+                    &inputs,
+                    &[&[false; 3]],
+                );
+            }
+        }
+    }
     // Any nonzero condition byte selects X, as in CpuRef.
     let cond =
         Tensor::from_bytes(TensorInfo::new(DataType::Bool, vec![4]), &[0, 1, 2, 255]).unwrap();
