@@ -48,6 +48,9 @@ fn dynamic_quantize_linear_equals_the_reference() {
     let mut nan = r.tensor(&[4, 33], 2.0);
     nan.as_mut_slice::<f32>().unwrap()[40] = f32::NAN;
     cases.push(("a NaN".into(), nan));
+    let mut inf = r.tensor(&[3, 29], 2.0);
+    inf.as_mut_slice::<f32>().unwrap()[11] = f32::INFINITY;
+    cases.push(("an infinity".into(), inf));
     // Values on the rounding boundaries: x / scale lands on k + 0.5.
     let ties: Vec<f32> = (0..=255).map(|i| i as f32 * 0.5 - 20.0).collect();
     cases.push(("ties".into(), Tensor::from_vec(vec![256], ties).unwrap()));

@@ -108,9 +108,15 @@ fn quantize_body(x: &[f32], scale: f32, zero: f32, y: &mut [u8]) {
         y.fill(zero.clamp(0.0, 255.0) as u8);
         return;
     }
+    // The byte is taken from the bits of `r + 2²³` (exact for the integers 0..=255), as
+    // `as u8` on a float compiles to one conversion per element; comparisons (not `clamp`)
+    // send NaN to 0.
+    const INTEGER_BITS: f32 = 8_388_608.0;
     for (o, &v) in y.iter_mut().zip(x) {
         let r = (v / scale).round_ties_even() + zero;
-        *o = r.clamp(0.0, 255.0) as u8;
+        let r = if r > 0.0 { r } else { 0.0 };
+        let r = if r < 255.0 { r } else { 255.0 };
+        *o = (r + INTEGER_BITS).to_bits() as u8;
     }
 }
 
