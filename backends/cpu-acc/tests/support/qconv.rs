@@ -374,6 +374,59 @@ pub fn splits_give_equal_bytes() {
             u8_zero: 3,
             ..base
         },
+        // More first layers (few channels, window runs of at most 32 bytes, the padding's
+        // taps at the zero point): u8 pixels of 4 channels shared by rows, two images of 3
+        // channels, runs of 24 bytes (two vector moves), dilated taps of 2 channels, one
+        // pixel under a 3×3 window, and a 2×2 image at stride 2 (fewer rows than threads).
+        Case {
+            x: [1, 4, 97, 89],
+            m: 16,
+            k: [3, 3],
+            stride: 2,
+            pad: 1,
+            xt: DataType::U8,
+            ..base
+        },
+        Case {
+            x: [2, 3, 17, 19],
+            m: 5,
+            k: [3, 3],
+            pad: 1,
+            ..base
+        },
+        Case {
+            x: [1, 8, 13, 11],
+            m: 7,
+            k: [3, 3],
+            stride: 2,
+            pad: 1,
+            ..base
+        },
+        Case {
+            x: [1, 2, 9, 7],
+            m: 3,
+            k: [5, 5],
+            dilation: 2,
+            pad: 3,
+            xt: DataType::U8,
+            ..base
+        },
+        Case {
+            x: [1, 3, 1, 1],
+            m: 2,
+            k: [3, 3],
+            pad: 1,
+            ..base
+        },
+        Case {
+            x: [1, 3, 2, 2],
+            m: 13,
+            k: [3, 3],
+            stride: 2,
+            pad: 1,
+            xt: DataType::U8,
+            ..base
+        },
         // Shared by channels, each share writing its columns of the output in place: one
         // pixel (997 channels, a prime: the last panel short), 3×3 pixels read in place (u8)
         // and their 3×3 windows (i8, from the padded copy), and the pair GEMM's 3×3 plane.
