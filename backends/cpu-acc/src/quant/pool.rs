@@ -37,7 +37,7 @@ use crate::io::Io;
 use crate::plan::{done, Plan};
 use crate::threads::Threads;
 use backplane_backend_api::{BackendError, LayerDesc, Result, Workload};
-use backplane_core::ops::{div_round_half_away, CustomOp, PoolDesc, PoolKind};
+use backplane_core::ops::{CustomOp, PoolDesc, PoolKind};
 use backplane_core::{DataType, Op, TensorInfo, TensorView, TensorViewMut};
 
 /// What a folded 2-D pool computes (its custom op's payload).
@@ -318,6 +318,9 @@ fn scratch<T: Clone>(io: &Io, len: usize, v: T) -> Result<Vec<T>> {
 impl Pool {
     /// Output rows `first..` of the flattened `images × out[0]` rows into `y` (whole rows).
     fn average_rows(&self, io: &Io, x: &[u8], first: usize, y: &mut [u8]) -> Result<()> {
+        if self.round_away {
+            return self.integer_rows(io, x, first, y);
+        }
         let (c, [oh, ow]) = (self.lanes, self.out);
         let (w, image) = (self.cols.n * c, self.rows.n * self.cols.n * c);
         let mut colsum = scratch(io, w, 0f64)?;
@@ -350,28 +353,64 @@ impl Pool {
             } else {
                 s.hi - s.lo
             };
-            if self.round_away {
-                self.round_away_row(rows as f64, &sums, &counts, yr);
-            } else {
-                quantize_row(self.req, rows as f64, &sums, &counts, yr);
-            }
+            quantize_row(self.req, rows as f64, &sums, &counts, yr);
         }
         Ok(())
     }
 
-    /// `y[i]` = the integer sum `sums[i]` over `rows · counts[i]` taps, rounded half away from
-    /// zero, clamped to the output range (the bytes of `flip`'s type).
-    fn round_away_row(&self, rows: f64, sums: &[f64], counts: &[f64], y: &mut [u8]) {
-        let (lo, hi) = self.clamp;
-        for ((o, &s), &n) in y.iter_mut().zip(sums).zip(counts) {
-            // Exact integers (the plan checked the sums fit f64's integers).
-            let v = div_round_half_away(s as i64, (rows * n) as i64).clamp(lo, hi);
-            *o = if self.flip != 0 {
-                v as i8 as u8
+    /// The integer average's output rows, as [`Pool::average_rows`]: the stored integers
+    /// summed in `i32` (exact: the plan bounds `taps · |q|max` by 2²⁸), each sum divided by
+    /// its tap count with [`round_away_row`].
+    fn integer_rows(&self, io: &Io, x: &[u8], first: usize, y: &mut [u8]) -> Result<()> {
+        let (c, [oh, ow]) = (self.lanes, self.out);
+        let (w, image) = (self.cols.n * c, self.rows.n * self.cols.n * c);
+        let mut colsum = scratch(io, w, 0i32)?;
+        let mut sums = scratch(io, ow * c, 0i32)?;
+        // Each output's tap count and its reciprocal, for the rows' count `recip_rows`
+        // (made again only when a row's count differs from the last row's).
+        let mut counts = scratch(io, ow * c, 0i32)?;
+        let mut recip = scratch(io, ow * c, 0f64)?;
+        let mut recip_rows = 0;
+        let missing = || io.error("input too short".into());
+        // The integer of a byte: `(b ^ flip) - offset`.
+        let offset = if self.flip != 0 { 128 } else { 0 };
+        let taps = |s: Span| {
+            if self.include_pad {
+                s.padded
             } else {
-                v as u8
-            };
+                s.hi - s.lo
+            }
+        };
+        for (k, yr) in y.chunks_mut(ow * c).enumerate() {
+            let r = first + k;
+            let (img, oy) = (r / oh, r % oh);
+            let s = self.rows.span(oy);
+            colsum.fill(0);
+            for iy in s.lo..s.hi {
+                let at = img * image + iy * w;
+                let row = x.get(at..at + w).ok_or_else(missing)?;
+                widen_add_row(self.flip, offset, row, &mut colsum);
+            }
+            sums.fill(0);
+            self.columns(&colsum, &mut sums, add_i32_rows);
+            let rows = taps(s);
+            if rows != recip_rows {
+                for (ox, (n, v)) in counts
+                    .chunks_mut(c.max(1))
+                    .zip(recip.chunks_mut(c.max(1)))
+                    .enumerate()
+                {
+                    let d = rows * taps(self.cols.span(ox));
+                    // Tap counts are below 2²⁸ (the plan's exactness bound).
+                    n.fill(i32::try_from(d).unwrap_or(i32::MAX));
+                    v.fill(1.0 / d as f64);
+                }
+                recip_rows = rows;
+            }
+            let (lo, hi) = (self.clamp.0 as i32, self.clamp.1 as i32);
+            round_away_row(&sums, &counts, &recip, (lo, hi), yr);
         }
+        Ok(())
     }
 
     /// Each output pixel of a row: `combine(acc, column)` of its window's in-bounds
@@ -468,6 +507,51 @@ fn deq_add_row_body(d: Deq, x: &[u8], acc: &mut [f64]) {
     }
 }
 
+/// `acc[i] += (x[i] ^ flip) - offset` (the stored integer of an int8 or uint8 byte).
+#[inline(always)]
+fn widen_add_row_body(flip: u8, offset: i32, x: &[u8], acc: &mut [i32]) {
+    for (a, &q) in acc.iter_mut().zip(x) {
+        *a += i32::from(q ^ flip) - offset;
+    }
+}
+
+/// `acc[i] += v[i]` on integers.
+#[inline(always)]
+fn add_i32_rows_body(acc: &mut [i32], v: &[i32]) {
+    for (a, &b) in acc.iter_mut().zip(v) {
+        *a += b;
+    }
+}
+
+/// `y[i]` = `sums[i]` divided by its tap count `counts[i]`, rounded half away from zero
+/// ([`div_round_half_away`]'s `(|s| + ⌊d/2⌋) / d`, the sign put back), clamped to `clamp`,
+/// stored as its low byte. `recip[i]` is `1 / counts[i]` in f64.
+///
+/// The integer quotient is `⌊(a + ½) · recip⌋` for `a = |s| + ⌊d/2⌋`: `(a + ½) / d` lies
+/// at least `1 / (2d)` from every integer, while the two roundings (of `1 / d` and of the
+/// product) move it by under `2⁻⁵¹` of a value below 2¹⁰ (an average of bytes plus one), so
+/// the floor is exact for any tap count below 2⁴⁰.
+#[inline(always)]
+fn round_away_row_body(
+    sums: &[i32],
+    counts: &[i32],
+    recip: &[f64],
+    clamp: (i32, i32),
+    y: &mut [u8],
+) {
+    // Adding 1.5 · 2⁵² to an integer-valued f64 of magnitude below 2³¹ puts that integer's
+    // two's complement in the low bits of the sum's representation: a bit cast, where an
+    // `as` conversion (saturating) would not vectorize.
+    const LOW_BITS: f64 = 6_755_399_441_055_744.0;
+    let (lo, hi) = (f64::from(clamp.0), f64::from(clamp.1));
+    for (((o, &s), &d), &r) in y.iter_mut().zip(sums).zip(counts).zip(recip) {
+        let a = f64::from(s).abs() + f64::from(d >> 1);
+        let q = ((a + 0.5) * r).floor();
+        let v = if s < 0 { -q } else { q };
+        *o = (v.max(lo).min(hi) + LOW_BITS).to_bits() as u8;
+    }
+}
+
 /// `acc[i] += v[i]`.
 #[inline(always)]
 fn add_rows_body(acc: &mut [f64], v: &[f64]) {
@@ -513,6 +597,19 @@ backplane_cpu_kernels::multiversion! {
     fn deq_add_row(d: Deq, x: &[u8], acc: &mut [f64]) => deq_add_row_body;
 }
 backplane_cpu_kernels::multiversion! {
+    /// Add a row's stored integers to i32 sums.
+    fn widen_add_row(flip: u8, offset: i32, x: &[u8], acc: &mut [i32]) => widen_add_row_body;
+}
+backplane_cpu_kernels::multiversion! {
+    /// Add i32 values to sums.
+    fn add_i32_rows(acc: &mut [i32], v: &[i32]) => add_i32_rows_body;
+}
+backplane_cpu_kernels::multiversion! {
+    /// The integer average's quotients of a row, rounded half away from zero.
+    fn round_away_row(sums: &[i32], counts: &[i32], recip: &[f64], clamp: (i32, i32), y: &mut [u8])
+        => round_away_row_body;
+}
+backplane_cpu_kernels::multiversion! {
     /// Add f64 values to sums.
     fn add_rows(acc: &mut [f64], v: &[f64]) => add_rows_body;
 }
@@ -537,6 +634,7 @@ backplane_cpu_kernels::multiversion! {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use backplane_core::ops::div_round_half_away;
 
     /// Each output's in-bounds taps and taps inside the padded input, counted one by one
     /// as CpuRef does, against the spans.
@@ -577,6 +675,53 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    /// The vector rule's quotients equal CpuRef's integer `div_round_half_away` for every
+    /// sum of bytes over tap counts 1 to 300 (every tie of the even counts among them), and
+    /// for sums at the ends of the range over counts up to the exactness bound's 2²¹ taps.
+    #[test]
+    fn round_away_quotients_equal_the_integer_rule() {
+        let check = |d: i32, sums: &mut dyn Iterator<Item = i32>| {
+            let sums: Vec<i32> = sums.collect();
+            let counts = vec![d; sums.len()];
+            let recip = vec![1.0 / f64::from(d); sums.len()];
+            let mut y = vec![0u8; sums.len()];
+            round_away_row(&sums, &counts, &recip, (i32::MIN, i32::MAX), &mut y);
+            let mut wide = vec![0u8; sums.len()];
+            // The unclamped quotient's low byte, and the quotient's sign and size through
+            // a clamp to the int8 range.
+            let mut narrow = vec![0u8; sums.len()];
+            round_away_row(&sums, &counts, &recip, (-128, 127), &mut narrow);
+            round_away_row_body(&sums, &counts, &recip, (i32::MIN, i32::MAX), &mut wide);
+            for (i, &s) in sums.iter().enumerate() {
+                let want = div_round_half_away(i64::from(s), i64::from(d));
+                assert_eq!(y[i], want as u8, "sum {s} over {d}");
+                assert_eq!(wide[i], want as u8, "sum {s} over {d}");
+                assert_eq!(
+                    narrow[i],
+                    want.clamp(-128, 127) as i8 as u8,
+                    "sum {s} over {d}"
+                );
+            }
+        };
+        for d in 1..=300 {
+            check(d, &mut (-255 * d..=255 * d));
+        }
+        for d in [1 << 10, 3 << 12, (1 << 21) - 1, 1 << 21] {
+            let ends = [
+                0,
+                1,
+                d / 2,
+                d / 2 + 1,
+                d - 1,
+                d,
+                3 * d / 2,
+                127 * d + d / 2,
+                255 * d,
+            ];
+            check(d, &mut ends.iter().flat_map(|&s| [s, -s, s - 1, 1 - s]));
         }
     }
 
