@@ -248,6 +248,48 @@ fn folded_int8_convolutions_are_within_one_quantum_of_cpu_ref() {
             xt: DataType::I8,
             ..base
         },
+        // Windows larger than the input: the taps no output reaches are dropped (a 3×3
+        // over a 1×1 map becomes a 1×1 layer, 1×3 and 7×1 keep the reached columns or
+        // rows, a dilated 3×3 its middle tap), i8 and u8, one and many output pixels.
+        Case {
+            x: [1, 48, 1, 1],
+            m: 40,
+            xt: DataType::I8,
+            ..base
+        },
+        Case {
+            x: [1, 20, 1, 1],
+            m: 33,
+            k: [1, 3],
+            act: None,
+            ..base
+        },
+        Case {
+            x: [1, 17, 2, 1],
+            m: 24,
+            k: [7, 1],
+            pad: 3,
+            xt: DataType::I8,
+            threads: 1,
+            ..base
+        },
+        Case {
+            x: [1, 16, 2, 2],
+            m: 17,
+            k: [3, 3],
+            dilation: 2,
+            pad: 2,
+            per_channel: false,
+            wt: DataType::U8,
+            ..base
+        },
+        Case {
+            x: [2, 9, 1, 1],
+            m: 9,
+            k: [3, 1],
+            group: 9,
+            ..base
+        },
     ];
     let (mut off, mut total) = (0, 0);
     for (i, c) in cases.iter().enumerate() {

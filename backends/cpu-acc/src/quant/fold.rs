@@ -38,6 +38,7 @@ mod mean;
 mod movement;
 mod qint;
 mod qoperator;
+mod taps;
 
 /// Fold the quantized chains of `view`, then hand the remaining layers to `rest` (the float
 /// fusions) and merge both answers.
@@ -300,11 +301,24 @@ impl Chains<'_> {
         let spatial = &x_dims[2..];
         let geo = desc.window.geometry(spatial, false).ok()?;
         let two = |v: &[usize]| -> Option<[usize; 2]> { <[usize; 2]>::try_from(v).ok() };
+        let (strides, dilations) = (two(&geo.strides)?, two(&geo.dilations)?);
+        let (mut kernel, mut pads) = (two(&desc.window.kernel)?, two(&geo.pads_begin)?);
+        // Kernel taps that read only padding for every output go (see `taps`).
+        let y_dims = self.net.tensor(y).info.shape.dims();
+        let trimmed = match (two(spatial), y_dims.get(2..4).and_then(two)) {
+            (Some(spatial), Some(out)) => self
+                .constant(w.input)
+                .and_then(|wc| taps::trim(wc, spatial, out, strides, dilations, pads)),
+            _ => None,
+        };
+        if let Some(t) = &trimmed {
+            (kernel, pads) = (t.kernel, t.pads);
+        }
         let qdesc = QConvDesc {
-            kernel: two(&desc.window.kernel)?,
-            strides: two(&geo.strides)?,
-            dilations: two(&geo.dilations)?,
-            pads: two(&geo.pads_begin)?,
+            kernel,
+            strides,
+            dilations,
+            pads,
             group: desc.group,
             x: (sx, zx),
             y: (sy, zy),
@@ -319,6 +333,14 @@ impl Chains<'_> {
         let y_info = self.net.tensor(y).info.clone();
         let bias = Tensor::from_vec(vec![m], bias).ok()?;
         let op = Op::Custom(qdesc.to_op(y_info));
+        if let Some(t) = trimmed {
+            let inputs = vec![
+                ValueRef::Existing(x.input),
+                ValueRef::NewConstant(Arc::new(t.weights)),
+                ValueRef::NewConstant(Arc::new(bias)),
+            ];
+            return Some(self.one_layer(replaced, op, inputs, y));
+        }
         Some(self.int8_layer(replaced, op, [x.input, w.input], bias, y))
     }
 

@@ -172,6 +172,19 @@ pub fn run_layout(c: &Case, seed: u64, nhwc_in: bool) -> (Option<Tensor>, (usize
     let ValueRef::NewConstant(bias_q) = &rep.inputs[2] else {
         panic!("the bias is a new constant");
     };
+    // The weights the layer reads: the model's, or those of the taps some output reaches
+    // (a window larger than the input, trimmed by the fold).
+    let w_used = match &rep.inputs[1] {
+        ValueRef::NewConstant(t) => {
+            let d = t.shape().dims();
+            assert!(
+                d[..2] == [c.m, cg] && d[2] <= kh && d[3] <= kw && d[2] * d[3] < kh * kw,
+                "trimmed weights {d:?} of a {kh}×{kw} kernel"
+            );
+            t.as_ref().clone()
+        }
+        _ => wq.clone(),
+    };
     let y_info = net.tensor(y).info.clone();
     let channels_last = sub.replacement.len() == 2;
     let (xin, yinfo) = if channels_last {
@@ -200,11 +213,15 @@ pub fn run_layout(c: &Case, seed: u64, nhwc_in: bool) -> (Option<Tensor>, (usize
     let desc = LayerDesc {
         name: rep.name.clone(),
         op: rep.op.clone(),
-        inputs: vec![xin.info().clone(), wq.info().clone(), bias_q.info().clone()],
+        inputs: vec![
+            xin.info().clone(),
+            w_used.info().clone(),
+            bias_q.info().clone(),
+        ],
         outputs: vec![yinfo],
-        constants: vec![None, Some(Arc::new(wq.clone())), Some(bias_q.clone())],
+        constants: vec![None, Some(Arc::new(w_used.clone())), Some(bias_q.clone())],
     };
-    let mut got = run_desc(&desc, &[xin, &wq, bias_q], c.threads);
+    let mut got = run_desc(&desc, &[xin, &w_used, bias_q], c.threads);
     if channels_last {
         let back = Op::Transpose {
             perm: vec![0, 3, 1, 2],
