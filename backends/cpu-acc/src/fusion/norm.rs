@@ -94,8 +94,8 @@ pub(super) fn fuse_batch_norm_act(
 /// value per channel of the NCHW f32 `x` (a BatchNormalization as TFLite writes it: DenseNet's
 /// pre-activation blocks), read by a 1×1 convolution alone: one `FusedConv` with the map as
 /// its [`PreNorm`], as [`fuse_batch_norm_act`] makes of a BatchNormalization. The map runs
-/// as `x·scale + shift` in one rounding where the layers round twice, within the
-/// convolution's own rounding differences. Left alone when no such convolution reads it.
+/// as `x·scale + shift` rounded after the product and after the sum, as the two layers
+/// round. Left alone when no such convolution reads it.
 pub(super) fn fuse_affine_act(g: &Graph<'_>, id: LayerId) -> Option<Substitution> {
     let net = g.view().network();
     let x_info = |t: TensorId| &net.tensor(t).info;
