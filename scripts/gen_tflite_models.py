@@ -87,6 +87,33 @@ def q8_rules_net(seed):
     return keras.Model(inp, [a, b, c])
 
 
+def squeeze_excite_net(seed):
+    """Keras's squeeze-excite block as EfficientNet writes it: the pool a MEAN without kept
+    axes, then a RESHAPE to [N, 1, 1, C] before the squeeze convolution (the batch left
+    open, as in the zoo's models: with a fixed batch the converter folds the pair into one
+    MEAN keeping its axes); a second pool's MEAN is also read by a Dense (two readers: the
+    importer must keep its [N, C] form)."""
+    keras.utils.set_random_seed(seed)
+    inp = keras.Input((10, 13, 8), name="image")
+    x = L.Conv2D(24, 1, activation="swish")(inp)
+    x = L.DepthwiseConv2D(3, padding="same", activation="swish")(x)
+    s = L.GlobalAveragePooling2D()(x)
+    s = L.Reshape((1, 1, 24))(s)
+    s = L.Conv2D(6, 1, activation="swish")(s)
+    s = L.Conv2D(24, 1, activation="sigmoid")(s)
+    x = L.Multiply()([x, s])
+    x = L.Conv2D(8, 1)(x)
+    x = L.Add()([x, inp])
+    p = L.GlobalAveragePooling2D()(x)
+    g = L.Reshape((1, 1, 8))(p)
+    g = L.Conv2D(8, 1, activation="sigmoid")(g)
+    x = L.Multiply()([x, g])
+    x = L.GlobalAveragePooling2D()(x)
+    x = L.Concatenate()([x, L.Dense(8)(p)])
+    out = L.Dense(5, name="logits")(x)
+    return keras.Model(inp, out)
+
+
 def dense_net(seed):
     """Fully connected layers, reshapes, transposes and slices on a 2-D input."""
     keras.utils.set_random_seed(seed)
@@ -255,6 +282,7 @@ def main():
         ("data_movement", data_movement_net, (1, 8, 6, 4), 5),
         ("upsampling", upsampling_net, (1, 7, 9, 5), 6),
         ("q8_rules", q8_rules_net, (1, 9, 11, 3), 8),
+        ("squeeze_excite", squeeze_excite_net, (1, 10, 13, 8), 9),
     ]
     if args.only:
         for name, build, shape, seed in [c for c in cases if c[0] == args.only]:

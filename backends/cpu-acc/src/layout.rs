@@ -25,6 +25,9 @@
 //! fill 54 GEMM rows channels-last where NCHW's 16-wide columns fill 64; other networks keep
 //! the NCHW paths), and at least two layers, and when it is convex:
 //! no path leaves the region and comes back into it, so the region can be one substitution.
+//! A region that is not (EfficientNetV2's fused blocks: a 3×3 convolution left NCHW between
+//! two pointwise ones joined by a residual) is cut into convex pieces in execution order
+//! (`convex_pieces`), and those holding a depthwise convolution form.
 //! The option `nhwc=off` (in force when the network is optimized) keeps every layer NCHW,
 //! for A/B measurements.
 
@@ -85,6 +88,7 @@ const MIN_REGION_CHANNELS: usize = 16;
 const FEW_CHANNELS_MIN_PIXELS: usize = 64 * 64;
 
 /// A fused convolution that may join a region.
+#[derive(Clone)]
 struct Unit {
     /// Index of its substitution.
     sub: usize,
@@ -472,6 +476,28 @@ pub fn channels_last(view: &SubgraphView<'_>, subs: Vec<Substitution>) -> Vec<Su
                 }
             }
         }
+        if region.len() < 2 || region.iter().any(|&i| taken[units[i].sub]) {
+            continue;
+        }
+        // Nothing formed: a path leaves the region and comes back (EfficientNetV2's
+        // fused blocks, whose 3×3 convolutions stay NCHW between a pointwise convolution
+        // and the one adding its output). Its convex pieces may form, those with a
+        // depthwise convolution only (where channels-last gains the most).
+        for part in convex_pieces(view, &subs, &units, &region, &pools, &pool_input) {
+            let depthwise = part
+                .iter()
+                .any(|&i| units[i].sub < real && units[i].role == Role::Depthwise);
+            if !depthwise || !worth(&part) {
+                continue;
+            }
+            let region_units: Vec<&Unit> = part.iter().map(|&i| &units[i]).collect();
+            if let Some(s) = rewrite(view, &subs, &region_units, &pools) {
+                for u in &region_units {
+                    taken[u.sub] = true;
+                }
+                out.push(s);
+            }
+        }
     }
     out.extend(
         subs.into_iter()
@@ -480,6 +506,62 @@ pub fn channels_last(view: &SubgraphView<'_>, subs: Vec<Substitution>) -> Vec<Su
             .filter(|&(i, (_, t))| !t && i < real)
             .map(|(_, (s, _))| s),
     );
+    out
+}
+
+/// The units of `region` (indices into `units`) cut into convex pieces: in execution order
+/// (of the last layer each replaces), a unit joins the piece before it while the two stay
+/// convex (the `pools` reading them counted in) and starts the next piece otherwise; each
+/// piece is then split into its connected parts ([`partition`]).
+fn convex_pieces(
+    view: &SubgraphView<'_>,
+    subs: &[Substitution],
+    units: &[Unit],
+    region: &[usize],
+    pools: &[LayerId],
+    pool_input: &HashMap<TensorId, TensorId>,
+) -> Vec<Vec<usize>> {
+    let net = view.network();
+    let consumers = net.consumers();
+    let last_layer = |i: usize| subs[units[i].sub].replaced.iter().max().copied();
+    let mut ordered = region.to_vec();
+    ordered.sort_by_key(|&i| last_layer(i));
+    // The layers a set of units replaces, with the pools reading their outputs.
+    let replaced = |piece: &[usize]| -> BTreeSet<LayerId> {
+        let outs: BTreeSet<TensorId> = piece.iter().map(|&i| units[i].out).collect();
+        let pools = pools.iter().copied().filter(|&l| {
+            net.layer(l)
+                .inputs
+                .first()
+                .is_some_and(|x| outs.contains(x))
+        });
+        piece
+            .iter()
+            .flat_map(|&i| subs[units[i].sub].replaced.iter().copied())
+            .chain(pools)
+            .collect()
+    };
+    let convex = |piece: &[usize]| {
+        let outs = piece.iter().map(|&i| units[i].out);
+        is_convex(net, &consumers, outs, &replaced(piece))
+    };
+    let mut pieces: Vec<Vec<usize>> = Vec::new();
+    let mut current: Vec<usize> = Vec::new();
+    for i in ordered {
+        current.push(i);
+        if current.len() > 1 && !convex(&current) {
+            current.pop();
+            pieces.push(std::mem::replace(&mut current, vec![i]));
+        }
+    }
+    pieces.push(current);
+    let mut out = Vec::new();
+    for piece in pieces {
+        let piece_units: Vec<Unit> = piece.iter().map(|&i| units[i].clone()).collect();
+        for part in partition(&piece_units, pool_input, true) {
+            out.push(part.iter().map(|&k| piece[k]).collect());
+        }
+    }
     out
 }
 

@@ -90,10 +90,13 @@ pub struct PoolWorkload {
     inv_cx: Vec<f32>,
     /// Max pooling's channels-last plan (used with AVX-512 on NaN-free inputs).
     max_plan: Option<crate::depthwise::Plan>,
-    /// An average pool whose windows all count the same taps, as the depthwise convolution
-    /// it is: its plan and the one tap weight, 1/count. The depthwise paths take many small
-    /// planes (DenseNet's 2×2 pools) at vector speed, where the window path loops per row.
-    uniform_average: Option<(crate::depthwise::Plan, Vec<f32>)>,
+    /// An average pool as the depthwise convolution it is: its plan and the tap weights,
+    /// 1/count when every window counts the same taps, else ones, with the sums then scaled
+    /// per output pixel by `inv_cy[oy] · inv_cx[ox]` (the third field: TFLite's SAME pools,
+    /// which leave the padding out of the count). The depthwise paths take many small planes
+    /// (DenseNet's 2×2 pools, Inception's 3×3 ones on 4×4 planes) at vector speed, where the
+    /// window path loops per row.
+    uniform_average: Option<(crate::depthwise::Plan, Vec<f32>, Option<Vec<f32>>)>,
     /// A 2×2 stride-2 average pool of even planes, run by `conv::pool_pairs`.
     pair_average: bool,
     threads: Threads,
@@ -146,20 +149,26 @@ impl PoolWorkload {
         let pair_average =
             matches!(desc.kind, PoolKind::Average) && crate::conv::pool_pairs::applies(&geo);
         // Pair averages never take the depthwise plan: none is built for them.
-        let uniform_average = (matches!(desc.kind, PoolKind::Average)
-            && !pair_average
-            && geo.dh == 1
-            && geo.dw == 1
-            && uniform(&inv_cy)
-            && uniform(&inv_cx))
-        .then(|| {
-            let inv =
-                inv_cy.first().copied().unwrap_or(1.0) * inv_cx.first().copied().unwrap_or(1.0);
-            (
-                crate::depthwise::Plan::new(&geo),
-                vec![inv; geo.kh * geo.kw],
-            )
-        });
+        let uniform_average =
+            (matches!(desc.kind, PoolKind::Average) && !pair_average && geo.dh == 1 && geo.dw == 1)
+                .then(|| {
+                    let plan = crate::depthwise::Plan::new(&geo);
+                    let taps = geo.kh * geo.kw;
+                    if uniform(&inv_cy) && uniform(&inv_cx) {
+                        let inv = inv_cy.first().copied().unwrap_or(1.0)
+                            * inv_cx.first().copied().unwrap_or(1.0);
+                        return Ok::<_, BackendError>((plan, vec![inv; taps], None));
+                    }
+                    let mut scale = Vec::new();
+                    scale
+                        .try_reserve_exact(geo.oh * geo.ow)
+                        .map_err(|_| io.error("no memory for the pool's counts".into()))?;
+                    for &fy in &inv_cy {
+                        scale.extend(inv_cx.iter().map(|&fx| fy * fx));
+                    }
+                    Ok((plan, vec![1.0; taps], Some(scale)))
+                })
+                .transpose()?;
         Ok(PoolWorkload {
             io,
             geo,
@@ -182,9 +191,26 @@ impl Workload for PoolWorkload {
         if self.pair_average {
             return crate::conv::pool_pairs::run_average(&self.threads, &self.geo, x, y);
         }
-        if let Some((plan, taps)) = &self.uniform_average {
+        if let Some((plan, taps, scale)) = &self.uniform_average {
             let act = crate::act::Activation::None;
-            return crate::depthwise::run(&self.threads, plan, 1, x, taps, None, act, y);
+            crate::depthwise::run(&self.threads, plan, 1, x, taps, None, act, y)?;
+            let Some(scale) = scale else {
+                return Ok(());
+            };
+            // The sums divided by their windows' counts, as the window path does.
+            let plane = scale.len().max(1);
+            let per = self
+                .threads
+                .chunk_size(y.len() / plane, (16384 / plane).max(1), 1)
+                * plane;
+            return self.threads.chunks(y, per, |_, block| {
+                for out in block.chunks_exact_mut(plane) {
+                    for (o, &f) in out.iter_mut().zip(scale) {
+                        *o *= f;
+                    }
+                }
+                Ok(())
+            });
         }
         if let Some(plan) = &self.max_plan {
             if crate::depthwise::run_max(&self.threads, plan, x, y)? {

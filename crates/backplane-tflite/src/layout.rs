@@ -29,12 +29,16 @@ pub(crate) const TO_NCHW: [usize; 4] = [0, 3, 1, 2];
 pub(crate) const TO_NHWC: [usize; 4] = [0, 2, 3, 1];
 
 /// The forms of one TFLite tensor in the network.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 struct Forms {
     /// The tensor as TFLite lays it out.
     nhwc: Option<TensorId>,
     /// A 4-D tensor's channels-first form.
     nchw: Option<TensorId>,
+    /// A tensor of TFLite shape `[N, C]` held only as the NCHW `[N, C, 1, 1]` tensor with its
+    /// bytes (a MEAN over H and W computed keeping its axes, see `ops::arith::mean`): the
+    /// `[N, C]` form is a Reshape of it, made when an operator asks for it.
+    expanded: Option<(TensorId, Vec<usize>)>,
 }
 
 /// The network being built, with the forms of every TFLite tensor placed so far.
@@ -102,13 +106,26 @@ impl Graph {
         }
     }
 
+    /// Place `id`, an NCHW `[N, C, 1, 1]` tensor, as tensor `t` of TFLite shape `shape`
+    /// (`[N, C]`, the same bytes); `t`'s own form is made from it when asked for.
+    pub fn set_expanded(&mut self, t: usize, id: TensorId, shape: Vec<usize>) {
+        self.forms.entry(t).or_default().expanded = Some((id, shape));
+    }
+
+    /// The NCHW `[N, C, 1, 1]` tensor holding tensor `t`'s bytes, if `t` was placed so.
+    pub fn expanded(&self, t: usize) -> Option<TensorId> {
+        self.forms
+            .get(&t)
+            .and_then(|f| f.expanded.as_ref().map(|e| e.0))
+    }
+
     /// Whether tensor `t` exists channels-first already.
     pub fn is_nchw(&self, t: usize) -> bool {
         self.forms.get(&t).is_some_and(|f| f.nchw.is_some())
     }
 
     fn forms(&self, t: usize) -> Result<Forms> {
-        self.forms.get(&t).copied().ok_or_else(|| {
+        self.forms.get(&t).cloned().ok_or_else(|| {
             TfliteError::Invalid(format!("tensor #{t} is read before it is computed"))
         })
     }
@@ -124,11 +141,19 @@ impl Graph {
         if let Some(id) = f.nhwc {
             return Ok(id);
         }
-        let src = f
-            .nchw
-            .ok_or_else(|| TfliteError::Invalid(format!("tensor #{t} has no value")))?;
-        let name = format!("{}/to_nhwc", self.name(t));
-        let id = self.transpose(&name, src, &TO_NHWC)?;
+        let id = match (f.nchw, f.expanded) {
+            (Some(src), _) => {
+                let name = format!("{}/to_nhwc", self.name(t));
+                self.relayout(&name, src, &TO_NHWC)?
+            }
+            (None, Some((src, shape))) => {
+                let name = format!("{}/squeezed", self.name(t));
+                self.layer(&name, Op::Reshape { shape }, &[src])?
+            }
+            (None, None) => {
+                return Err(TfliteError::Invalid(format!("tensor #{t} has no value")));
+            }
+        };
         self.set_nhwc(t, id);
         Ok(id)
     }
@@ -139,11 +164,9 @@ impl Graph {
         if let Some(id) = f.nchw {
             return Ok(id);
         }
-        let src = f
-            .nhwc
-            .ok_or_else(|| TfliteError::Invalid(format!("tensor #{t} has no value")))?;
+        let src = self.nhwc(t)?;
         let name = format!("{}/to_nchw", self.name(t));
-        let id = self.transpose(&name, src, &TO_NCHW)?;
+        let id = self.relayout(&name, src, &TO_NCHW)?;
         self.set_nchw(t, id);
         Ok(id)
     }
@@ -154,7 +177,7 @@ impl Graph {
         match (f.nchw, f.nhwc) {
             (Some(id), _) => Ok((id, true)),
             (None, Some(id)) => Ok((id, false)),
-            (None, None) => Err(TfliteError::Invalid(format!("tensor #{t} has no value"))),
+            (None, None) => Ok((self.nhwc(t)?, false)),
         }
     }
 
@@ -164,6 +187,27 @@ impl Graph {
             self.nchw(t)
         } else {
             self.nhwc(t)
+        }
+    }
+
+    /// `src` moved between NHWC and NCHW by `perm`: a Reshape when the permutation moves only
+    /// axes of size 1 (`[N, 1, 1, C]` and `[N, C, 1, 1]` hold the same bytes, so nothing
+    /// moves), a [`Graph::transpose`] otherwise.
+    fn relayout(&mut self, name: &str, src: TensorId, perm: &[usize]) -> Result<TensorId> {
+        let dims = self.info(src).shape.dims().to_vec();
+        let out: Option<Vec<usize>> = perm.iter().map(|&p| dims.get(p).copied()).collect();
+        // The input axes of the output's non-1 axes, in output order: in order, the bytes are.
+        let moved: Vec<usize> = perm
+            .iter()
+            .copied()
+            .filter(|&p| dims.get(p).is_some_and(|&d| d != 1))
+            .collect();
+        let keeps_order = moved.windows(2).all(|w| w[0] < w[1]);
+        match out {
+            Some(out) if keeps_order && self.net.tensor(src).constant().is_none() => {
+                self.layer(name, Op::Reshape { shape: out }, &[src])
+            }
+            _ => self.transpose(name, src, perm),
         }
     }
 

@@ -170,3 +170,68 @@ fn int8_requantization_follows_the_kernels_litert_runs() {
     let fixed = with(Int8Requant::FixedPoint);
     assert!(all(&rules(&xnnpack, &fixed), Requantization::FixedPoint));
 }
+
+/// Keras's squeeze-excite pool (testdata/tflite/squeeze_excite_*, scripts/gen_tflite_models.py):
+/// a MEAN over H and W without kept axes whose only reader is a RESHAPE to [N, 1, 1, C]
+/// imports as one ReduceMean keeping its axes, whose NCHW [N, C, 1, 1] output the squeeze
+/// convolution reads with no Reshape or Transpose between. The MEAN also read by a
+/// FULLY_CONNECTED keeps its [N, C] form (its RESHAPE to [N, 1, 1, C] is written
+/// channels-first directly, no transpose), and the head's MEAN stays as it is.
+#[test]
+fn squeeze_excite_pool_keeps_its_axes_for_the_reshape() {
+    use backplane_core::ops::ReduceDesc;
+    use backplane_core::Op;
+    for case in ["squeeze_excite_f32", "squeeze_excite_int8"] {
+        let bytes = std::fs::read(testdata().join(case).join("model.tflite")).unwrap();
+        let net = import_bytes(&bytes, &ImportOptions::default()).unwrap();
+        let layers = net.layers();
+        let count = |name: &str| layers.iter().filter(|l| l.op.name() == name).count();
+        let ops: Vec<&str> = layers.iter().map(|l| l.op.name()).collect();
+        // The input's transpose to NCHW only; one Reshape of an image (the second pool's; the
+        // others reshape the shape arithmetic's scalars, not folded without an evaluator).
+        assert_eq!(count("Transpose"), 1, "{case}: {ops:?}");
+        let images = |l: &&backplane_core::network::Layer| {
+            l.op.name() == "Reshape" && net.tensor(l.outputs[0]).info.shape.dims().len() == 4
+        };
+        assert_eq!(layers.iter().filter(images).count(), 1, "{case}: {ops:?}");
+        let means: Vec<(bool, Vec<usize>)> = layers
+            .iter()
+            .filter_map(|l| match &l.op {
+                Op::Reduce(ReduceDesc { keepdims, .. }) => Some((
+                    *keepdims,
+                    net.tensor(l.outputs[0]).info.shape.dims().to_vec(),
+                )),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            means,
+            [
+                (true, vec![1, 24, 1, 1]),
+                (false, vec![1, 8]),
+                (false, vec![1, 8])
+            ],
+            "{case}"
+        );
+        // The kept-axes mean (quantized, in the int8 model) feeds the squeeze convolution.
+        let mean = layers
+            .iter()
+            .find(|l| matches!(l.op, Op::Reduce(ReduceDesc { keepdims: true, .. })))
+            .unwrap();
+        let mut t = mean.outputs[0];
+        let conv = loop {
+            let reader = layers.iter().find(|l| l.inputs.contains(&t)).unwrap();
+            match reader.op.name() {
+                "QuantizeLinear" | "DequantizeLinear" => t = reader.outputs[0],
+                _ => break reader,
+            }
+        };
+        assert_eq!(conv.op.name(), "Conv", "{case}");
+        let reshaped = layers.iter().find(images).unwrap();
+        assert_eq!(
+            net.tensor(reshaped.outputs[0]).info.shape.dims(),
+            [1, 8, 1, 1],
+            "{case}"
+        );
+    }
+}

@@ -22,6 +22,8 @@
 //!   When the activation's sole reader is a 1×1, stride-1, one-group convolution of
 //!   constant weights (DenseNet's layers), the three become one `FusedConv` with the
 //!   normalization as its `PreNorm`, applied as the convolution's GEMM packs its input.
+//!   TFLite's form of the normalization, `Mul` and `Add` by per-channel constants, folds
+//!   the same way (`norm::fuse_affine_act`).
 //! * The exporters' tanh GELU subgraph (GPT-2's, eight elementwise layers) → one
 //!   `Gelu(approximate = tanh)` layer.
 //!
@@ -82,6 +84,7 @@ pub fn optimize(view: &SubgraphView<'_>) -> OptimizationViews {
             Op::MatMul => matmul::fuse_matmul(&g, id),
             Op::Gemm(desc) => matmul::fuse_gemm(&g, id, *desc),
             Op::Binary(backplane_core::ops::BinaryOp::Add) => norm::fuse_add_layer_norm(&g, id),
+            Op::Binary(backplane_core::ops::BinaryOp::Mul) => norm::fuse_affine_act(&g, id),
             Op::BatchNormalization { epsilon } => norm::fuse_batch_norm_act(&g, id, *epsilon),
             Op::Binary(backplane_core::ops::BinaryOp::Pow) => gelu::fuse_tanh_gelu(&g, id),
             _ => None,

@@ -369,13 +369,15 @@ fn pooling_variants() {
             });
             // 19 and 2×16 planes: max pooling takes the channels-last blocks (with AVX-512);
             // 3×3 windows with outputs at least 14 wide (of the 63- and 31-wide planes), the
-            // rows path.
+            // rows path. Many 4×4 planes: Inception's pools (TFLite's SAME, padding left out
+            // of the count: the depthwise sums scaled per pixel).
             for dims in [
                 [1, 3, 17, 17],
                 [2, 7, 7, 63],
                 [1, 1, 3, 3],
                 [1, 19, 17, 17],
                 [2, 16, 30, 31],
+                [1, 131, 4, 4],
             ] {
                 let x = r.tensor(&dims, 2.0);
                 if op.infer(&[x.info()]).is_err() {

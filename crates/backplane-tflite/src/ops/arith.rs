@@ -166,16 +166,40 @@ pub(super) fn mean(cx: &mut Cx<'_, '_, '_>) -> Tx<()> {
             }
         })
         .collect();
+    // Keras writes a squeeze-excite pool as a MEAN over H and W to [N, C], then a RESHAPE to
+    // [N, 1, 1, C] for the convolutions: the mean then keeps its axes, giving the NCHW
+    // [N, C, 1, 1] those convolutions read (the bytes of [N, C]), so that the block stays in
+    // one channels-first (and in CpuAcc, channels-last) region with no transpose.
+    let plane = axes.len() == 2 && axes.contains(&1) && axes.contains(&2);
+    let expand = nchw && !keep && plane && expands_to_image(cx, out);
     let name = cx.fresh("ReduceMean");
     let y = cx.g.layer(
         &name,
         Op::Reduce(ReduceDesc {
             kind: ReduceKind::Mean,
             axes: mapped,
-            keepdims: keep,
+            keepdims: keep || expand,
             noop_with_empty_axes: true,
         }),
         &[id],
     )?;
+    if expand {
+        return cx.emit_expanded(out, y);
+    }
     cx.emit(out, y, nchw && keep)
+}
+
+/// Whether the `[N, C]` tensor `t` is read only by a RESHAPE to `[N, 1, 1, C]`.
+fn expands_to_image(cx: &Cx<'_, '_, '_>, t: usize) -> bool {
+    let Ok(dims) = cx.shape(t) else {
+        return false;
+    };
+    let Some(reader) = cx.sole_reader(t) else {
+        return false;
+    };
+    let target = reader.outputs.first().and_then(|&o| cx.tensor(o).ok());
+    dims.len() == 2
+        && super::code_name(&reader.code) == "RESHAPE"
+        && reader.inputs.first() == Some(&Some(t))
+        && target.is_some_and(|o| o.shape == [dims[0], 1, 1, dims[1]])
 }

@@ -187,6 +187,23 @@ impl<'a> Cx<'_, '_, 'a> {
         Ok(Tensor::from_bytes(info, data)?)
     }
 
+    /// The one operator reading the values of tensor `t`, when exactly one does (as one
+    /// input) and `t` is not a model output: a lowering may then pick the form that reader
+    /// wants. A SHAPE reads only the declared shape (see `shape::shape`), so it does not count.
+    pub fn sole_reader(&self, t: usize) -> Option<&OpDef<'a>> {
+        if self.m.outputs.contains(&t) {
+            return None;
+        }
+        let mut readers = self.m.operators.iter().filter(|op| {
+            !op.folded
+                && code_name(&op.code) != "SHAPE"
+                && op.inputs.iter().flatten().any(|&i| i == t)
+        });
+        let reader = readers.next()?;
+        let reads = reader.inputs.iter().flatten().filter(|&&i| i == t).count();
+        (readers.next().is_none() && reads == 1).then_some(reader)
+    }
+
     /// Whether tensor `t` has constant data.
     pub fn is_constant(&self, t: usize) -> bool {
         self.m.tensors.get(t).is_some_and(|d| d.data.is_some())
@@ -300,6 +317,47 @@ impl<'a> Cx<'_, '_, 'a> {
 
     /// Place the f32 result `id` as output tensor `t` (quantizing it when `t` is quantized).
     pub fn emit(&mut self, t: usize, id: TensorId, nchw: bool) -> Tx<()> {
+        let id = self.finish(t, id)?;
+        let got = self.g.info(id).clone();
+        let want = self.shape(t)?;
+        let want_here = if nchw && want.len() == 4 {
+            crate::layout::TO_NCHW.iter().map(|&a| want[a]).collect()
+        } else {
+            want.clone()
+        };
+        if got.shape.dims() != want_here.as_slice() {
+            return invalid(format!(
+                "{}: computes shape {:?} where the model declares '{}' as {want:?}",
+                self.name,
+                got.shape.dims(),
+                self.tensor(t)?.name
+            ));
+        }
+        self.g.set(t, id, nchw);
+        Ok(())
+    }
+
+    /// Place `id`, the NCHW `[N, C, 1, 1]` result of an operator whose output tensor `t` is
+    /// `[N, C]` (the same bytes), as `t` (quantized when `t` is): `t`'s own form is then a
+    /// Reshape made only when an operator asks for it (see `Graph::set_expanded`).
+    pub fn emit_expanded(&mut self, t: usize, id: TensorId) -> Tx<()> {
+        let id = self.finish(t, id)?;
+        let want = self.shape(t)?;
+        let got = self.g.info(id).shape.dims().to_vec();
+        if want.len() != 2 || got != [want[0], want[1], 1, 1] {
+            return invalid(format!(
+                "{}: computes shape {got:?} where the model declares '{}' as {want:?}",
+                self.name,
+                self.tensor(t)?.name
+            ));
+        }
+        self.g.set_expanded(t, id, want);
+        Ok(())
+    }
+
+    /// The f32 result `id` quantized as output tensor `t` is (when it is), checked to have
+    /// `t`'s data type.
+    fn finish(&mut self, t: usize, id: TensorId) -> Tx<TensorId> {
         let dtype = self.dtype(t)?;
         let id = if self.quantized(t) && self.g.info(id).dtype == DataType::F32 {
             let (scale, zp) = self.per_tensor(t)?;
@@ -320,31 +378,15 @@ impl<'a> Cx<'_, '_, 'a> {
         } else {
             id
         };
-        let got = self.g.info(id).clone();
-        if got.dtype != dtype {
+        let got = self.g.info(id).dtype;
+        if got != dtype {
             return invalid(format!(
-                "{}: computes {} where the model declares '{}' as {dtype}",
+                "{}: computes {got} where the model declares '{}' as {dtype}",
                 self.name,
-                got.dtype,
                 self.tensor(t)?.name
             ));
         }
-        let want = self.shape(t)?;
-        let want_here = if nchw && want.len() == 4 {
-            crate::layout::TO_NCHW.iter().map(|&a| want[a]).collect()
-        } else {
-            want.clone()
-        };
-        if got.shape.dims() != want_here.as_slice() {
-            return invalid(format!(
-                "{}: computes shape {:?} where the model declares '{}' as {want:?}",
-                self.name,
-                got.shape.dims(),
-                self.tensor(t)?.name
-            ));
-        }
-        self.g.set(t, id, nchw);
-        Ok(())
+        Ok(id)
     }
 
     /// Apply a fused activation to the f32 tensor `id`.
