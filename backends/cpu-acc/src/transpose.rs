@@ -148,20 +148,90 @@ impl TransposeWorkload {
         if x.len() != n * a * b || y.len() != x.len() {
             return Err(self.io.error("transpose buffers do not match".into()));
         }
+        if x.is_empty() {
+            return Ok(());
+        }
         for (xm, ym) in x.chunks_exact(a * b).zip(y.chunks_exact_mut(a * b)) {
-            let per =
-                self.threads
-                    .chunk_size(b, (MIN_TASK_VALUES / a.max(1)).max(1), TRANSPOSE_BLOCK);
-            self.threads.chunks(ym, per * a, |ci, yc| {
-                if transpose_rows(xm, a, b, ci * per, yc) {
-                    Ok(())
-                } else {
-                    Err(self.io.error("transpose blocks do not fit".into()))
+            // Few rows or few columns (an image's 3 channels at a layout border): the square
+            // blocks would be mostly remainder, so the values go in passes, one per short row.
+            match (a, b) {
+                (_, 2) => split_lanes_2(xm, ym),
+                (_, 3) => split_lanes_3(xm, ym),
+                (_, 4) => split_lanes_4(xm, ym),
+                (2, _) => join_lanes_2(xm, ym),
+                (3, _) => join_lanes_3(xm, ym),
+                (4, _) => join_lanes_4(xm, ym),
+                _ => {
+                    self.blocks(xm, ym, a, b)?;
                 }
-            })?;
+            }
         }
         Ok(())
     }
+
+    /// One `a×b` f32 matrix into its transpose by square blocks, shared by the threads.
+    fn blocks(&self, xm: &[f32], ym: &mut [f32], a: usize, b: usize) -> Result<()> {
+        let per = self
+            .threads
+            .chunk_size(b, (MIN_TASK_VALUES / a.max(1)).max(1), TRANSPOSE_BLOCK);
+        self.threads.chunks(ym, per * a, |ci, yc| {
+            if transpose_rows(xm, a, b, ci * per, yc) {
+                Ok(())
+            } else {
+                Err(self.io.error("transpose blocks do not fit".into()))
+            }
+        })
+    }
+}
+
+/// `y (B×a) = xᵀ` for `x` a×B with `B` small: pass `j` gathers lane `j` of every row of `x`
+/// into row `j` of `y`.
+#[inline(always)]
+fn split_lanes_body<const B: usize>(x: &[f32], y: &mut [f32]) {
+    let (rows, _) = x.as_chunks::<B>();
+    for (j, out) in y.chunks_exact_mut(rows.len().max(1)).enumerate().take(B) {
+        for (o, r) in out.iter_mut().zip(rows) {
+            *o = r[j];
+        }
+    }
+}
+
+/// `y (b×A) = xᵀ` for `x` A×b with `A` small: pass `j` spreads row `j` of `x` into lane `j`
+/// of every row of `y`.
+#[inline(always)]
+fn join_lanes_body<const A: usize>(x: &[f32], y: &mut [f32]) {
+    let (rows, _) = y.as_chunks_mut::<A>();
+    let b = rows.len();
+    for (j, src) in x.chunks_exact(b.max(1)).enumerate().take(A) {
+        for (r, &v) in rows.iter_mut().zip(src) {
+            r[j] = v;
+        }
+    }
+}
+
+backplane_cpu_kernels::multiversion! {
+    /// [`split_lanes_body`] for 2 lanes.
+    fn split_lanes_2(x: &[f32], y: &mut [f32]) => split_lanes_body::<2>;
+}
+backplane_cpu_kernels::multiversion! {
+    /// [`split_lanes_body`] for 3 lanes.
+    fn split_lanes_3(x: &[f32], y: &mut [f32]) => split_lanes_body::<3>;
+}
+backplane_cpu_kernels::multiversion! {
+    /// [`split_lanes_body`] for 4 lanes.
+    fn split_lanes_4(x: &[f32], y: &mut [f32]) => split_lanes_body::<4>;
+}
+backplane_cpu_kernels::multiversion! {
+    /// [`join_lanes_body`] for 2 lanes.
+    fn join_lanes_2(x: &[f32], y: &mut [f32]) => join_lanes_body::<2>;
+}
+backplane_cpu_kernels::multiversion! {
+    /// [`join_lanes_body`] for 3 lanes.
+    fn join_lanes_3(x: &[f32], y: &mut [f32]) => join_lanes_body::<3>;
+}
+backplane_cpu_kernels::multiversion! {
+    /// [`join_lanes_body`] for 4 lanes.
+    fn join_lanes_4(x: &[f32], y: &mut [f32]) => join_lanes_body::<4>;
 }
 
 /// Copy output rows `first..` (as many as `y` holds, `inner` elements of `esize` bytes each)

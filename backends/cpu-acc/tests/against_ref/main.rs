@@ -726,6 +726,28 @@ fn data_movement() {
             );
         }
     }
+    // Two to four channels at a layout border (an image's input), the pass-per-lane path,
+    // both ways; a prime plane and one of two images.
+    for dims in [
+        [1, 96, 96, 3],
+        [1, 13, 11, 2],
+        [2, 17, 5, 4],
+        [1, 3, 19, 23],
+        [2, 2, 7, 1],
+        [1, 4, 1, 997],
+    ] {
+        let t = r.tensor(&dims, 1.0);
+        for perm in [vec![0, 3, 1, 2], vec![0, 2, 3, 1]] {
+            check(
+                &format!("transpose {dims:?} {perm:?}"),
+                &Op::Transpose { perm },
+                &[&t],
+                &[&[false]],
+                0.0,
+                0.0,
+            );
+        }
+    }
     let y = r.tensor(&[2, 5, 17, 7], 1.0);
     check(
         "concat",
