@@ -688,3 +688,8 @@ fn three_constant_binaries_compose_with_other_types_between() {
         }
     }
 }
+
+#[test]
+fn wide_batch_norms_equal_the_chain() {
+    support::bn::batch_norms_equal_the_chain();
+}

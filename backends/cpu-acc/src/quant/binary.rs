@@ -13,8 +13,10 @@
 //! (quantization is monotone). TFLite's reference ADD instead rescales in fixed point (20-bit
 //! left shift, 31-bit multipliers): its results may differ by one quantum near a boundary.
 
+use super::binary_affine::{affine_row, Affine};
 use super::binary_rows::{
-    binary_row, binary_rows, const_row, const_row_in_place, Deq, Req, RowBlock, RowKernel,
+    binary_row, binary_rows, const_row, const_row_in_place, pair_row, Deq, Pair, Req, RowBlock,
+    RowKernel,
 };
 use super::{range, widen, QLINEAR_BINARY};
 use crate::io::Io;
@@ -26,6 +28,7 @@ use backplane_core::quant::{
     multiply_by_quantized_multiplier, quantize_multiplier, Requantization,
 };
 use backplane_core::{DataType, TensorInfo, TensorView, TensorViewMut};
+use backplane_cpu_kernels::isa::{isa_in_use, Isa};
 
 /// Elements per piece when long rows are cut for the threads (a multiple of every tier's
 /// vector width).
@@ -334,6 +337,12 @@ struct QBinary {
     /// input byte at each position of that row, `tables[k · 256 + q]`, made once by the
     /// row kernels themselves (so the bytes are theirs).
     tables: Option<Vec<u8>>,
+    /// A chain of two layers that add or multiply by constants (a batch norm), run in one
+    /// pass where a row's constants are the row's own ([`pair_row`]).
+    pair: Option<Pair>,
+    /// The pair as two straight lines per position, checked on every input at plan time
+    /// ([`Affine`]); `None` where a position has none, and on the portable tier.
+    affine: Option<Affine>,
 }
 
 impl QBinary {
@@ -536,6 +545,19 @@ impl QBinary {
             ),
             _ => None,
         };
+        let pair = match (stages.as_slice(), d.stages.as_slice()) {
+            ([(k1, _), (k2, _)], [s1, s2]) if tables.is_none() => {
+                Pair::new(*k1, *k2, s1.signed_out == s2.signed_in)
+            }
+            _ => None,
+        };
+        // The lines take fused multiply-adds (calls on the portable tier).
+        let affine = match (&pair, stages.as_slice()) {
+            (Some(p), [(_, c1), (_, c2)]) if isa_in_use() != Isa::Portable => {
+                Affine::fit(p, c1, c2)
+            }
+            _ => None,
+        };
         Ok(QBinary {
             io,
             d,
@@ -545,8 +567,15 @@ impl QBinary {
             stages,
             fixed,
             tables,
+            pair,
+            affine,
         })
     }
+}
+
+/// Elements `r` of `v` when they are `n`.
+fn row_of(v: &[f32], r: std::ops::Range<usize>, n: usize) -> Option<&[f32]> {
+    v.get(r).filter(|v| v.len() == n)
 }
 
 impl Workload for QBinary {
@@ -626,6 +655,26 @@ impl Workload for QBinary {
                         }
                     }
                     _ if !self.stages.is_empty() => {
+                        if let Some(af) = &self.affine {
+                            let [p1, q1, p2, q2] = &af.lines;
+                            let at = |v| row_of(v, bs.clone(), yr.len());
+                            if let (Some(p1), Some(q1), Some(p2), Some(q2), true) =
+                                (at(p1), at(q1), at(p2), at(q2), ar.len() == yr.len())
+                            {
+                                affine_row(&af.frame, ar, p1, q1, p2, q2, yr);
+                                continue;
+                            }
+                        }
+                        if let (Some(p), [(_, c1), (_, c2)]) = (&self.pair, self.stages.as_slice())
+                        {
+                            let (c1, c2) = (c1.get(bs.clone()), c2.get(bs.clone()));
+                            if let (Some(c1), Some(c2)) = (c1, c2) {
+                                if [ar.len(), c1.len(), c2.len()] == [yr.len(); 3] {
+                                    pair_row(p, ar, c1, c2, yr);
+                                    continue;
+                                }
+                            }
+                        }
                         for (n, (k, c)) in self.stages.iter().enumerate() {
                             let c = c.get(bs.clone()).ok_or_else(missing)?;
                             if n == 0 {

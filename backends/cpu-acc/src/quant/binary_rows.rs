@@ -33,6 +33,14 @@ impl Deq {
         Some(Deq { flip, zero, scale })
     }
 
+    /// The zero point (of the unflipped byte).
+    fn zero_point(self) -> i32 {
+        match self.flip {
+            0 => self.zero,
+            _ => self.zero.wrapping_sub(128),
+        }
+    }
+
     /// The dequantized value of byte `q`.
     #[inline(always)]
     pub(super) fn at(self, q: u8) -> f32 {
@@ -41,58 +49,95 @@ impl Deq {
 }
 
 /// How the real result becomes the output byte.
+///
+/// The clamp is taken on the quotient, before the rounding: rounding is monotone and keeps
+/// integers, so `round(clamp(w, lo − z, hi − z)) + z = clamp(round(w) + z, lo, hi)` for
+/// integer bounds, and the rounded value is already the output integer less `z`. The
+/// quotient's clamp also stands for the rule's saturation at ±10⁶ (the two intervals are
+/// intersected), and a zero point so far out that every output is one bound makes the
+/// bounds that value and the zero point 0.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Req {
     scale: f32,
-    zero: f32,
+    /// The quotient a NaN stands for (`-z`: the integer 0 once `z` is added).
+    nan: f32,
+    /// The quotient's bounds: the clamp less the zero point, within ±10⁶.
     lo: f32,
     hi: f32,
+    /// The zero point added to the rounded quotient (as an integer).
+    zero: i32,
 }
+
+/// The rule's saturation of the quotient before it is rounded.
+const SATURATE: i64 = 1_000_000;
 
 impl Req {
     /// Output scale and zero point `(s, z)`, the result saturated to `clamp` (within the
     /// output type's range; its low byte is the output byte for int8 and uint8 alike).
     pub(super) fn new((scale, z): (f32, i32), clamp: (i32, i32)) -> Req {
-        Req {
-            scale,
-            zero: z as f32,
-            lo: clamp.0 as f32,
-            hi: clamp.1 as f32,
+        let (z64, lo, hi) = (i64::from(z), i64::from(clamp.0), i64::from(clamp.1));
+        let (qlo, qhi) = ((lo - z64).max(-SATURATE), (hi - z64).min(SATURATE));
+        // The rule adds `z` in f32 to a quotient within ±10⁶: a zero point past the clamp
+        // by more than that leaves every output at one bound.
+        let fixed = if hi - z64 < -SATURATE {
+            Some(hi)
+        } else if lo - z64 > SATURATE {
+            Some(lo)
+        } else {
+            None
+        };
+        match fixed {
+            Some(q) => Req {
+                scale,
+                nan: q as f32,
+                lo: q as f32,
+                hi: q as f32,
+                zero: 0,
+            },
+            None => Req {
+                scale,
+                nan: (-z64).clamp(-SATURATE, SATURATE) as f32,
+                lo: qlo as f32,
+                hi: qhi as f32,
+                zero: z,
+            },
         }
+    }
+
+    /// The rounded quotient of `v` clamped to the output's range less the zero point, as
+    /// `w + 1.5·2²³` (exact; its mantissa's low bits hold the integer plus 2²²).
+    #[inline(always)]
+    fn shifted(self, v: f32) -> f32 {
+        let w = v / self.scale;
+        // A NaN is tested once, so that the bounds below are plain comparisons (one max or
+        // min a vector).
+        let w = if w.is_nan() { self.nan } else { w };
+        let w = if w > self.lo { w } else { self.lo };
+        let w = if w < self.hi { w } else { self.hi };
+        w + MAGIC
     }
 
     /// The output byte of `v`: the scalar rule's `(q as i32).clamp(lo, hi)` (a NaN as 0),
     /// computed in f32 on integer values (exact below 2²⁴), then the integer's low byte
-    /// read from the bits of `q + 1.5·2²³` (its mantissa holds `q + 2²²`). A saturating
+    /// taken from the bits of the rounded quotient plus the zero point. A saturating
     /// `as i32` would compile to one scalar conversion per lane.
     #[inline(always)]
     pub(super) fn at(self, v: f32) -> u8 {
-        let w = v / self.scale;
-        // A NaN becomes the integer 0 once the zero point is added (`-zero` is an integer
-        // below 2²², which the rounding keeps): the scalar rule's NaN as 0, tested here
-        // once, so that the bounds below are plain comparisons (one max or min a vector).
-        let w = if w.is_nan() { -self.zero } else { w };
-        // Clamp far outside the 8-bit range first: the rounding trick needs |w| < 2²².
-        let w = if w > -1e6 { w } else { -1e6 };
-        let w = if w < 1e6 { w } else { 1e6 };
-        let q = round_even(w) + self.zero;
-        let q = if q > self.lo { q } else { self.lo };
-        let q = if q < self.hi { q } else { self.hi };
-        (q + MAGIC).to_bits() as u8
+        (self.shifted(v).to_bits() as i32).wrapping_add(self.zero) as u8
+    }
+
+    /// The output integer of `v` less the zero point, as an f32 (what the next layer of a
+    /// composed chain dequantizes: `(q − z) · s`).
+    #[inline(always)]
+    fn centered(self, v: f32) -> f32 {
+        self.shifted(v) - MAGIC
     }
 }
 
-/// 1.5·2²³: added to an f32 of magnitude below 2²², rounds it to an integer (the mantissa's
-/// low bits then hold the integer plus 2²²).
-const MAGIC: f32 = 12_582_912.0;
-
-/// Round half to even for |v| < 2²², by the float adder: adding and taking away 1.5·2²³
-/// leaves the nearest integer under the default rounding mode (the same as
-/// `round_ties_even` on that range, and vectorizable).
-#[inline(always)]
-fn round_even(v: f32) -> f32 {
-    (v + MAGIC) - MAGIC
-}
+/// 1.5·2²³: added to an f32 of magnitude below 2²², rounds it to an integer, half to even
+/// under the default rounding mode (the mantissa's low bits then hold the integer plus 2²²;
+/// taking it away again leaves the integer).
+pub(super) const MAGIC: f32 = 12_582_912.0;
 
 /// A row's parameters: the operation, both dequantizations and the requantization.
 #[derive(Debug, Clone, Copy)]
@@ -256,6 +301,128 @@ fn const_row_body(k: &RowKernel, a: &[u8], c: &[f32], y: &mut [u8]) {
         // Not folded (`foldable`).
         (BinaryOp::Div | BinaryOp::Pow, _) => {}
     }
+}
+
+/// Two layers of a composed chain, each an addition or a multiplication by a constant row
+/// (a batch norm's multiply and add), computed in one pass: the first layer's rounded
+/// output stays an f32 integer (its value less its zero point) for the second to
+/// dequantize, instead of a byte stored and read again. Both layers keep their exact f32
+/// operations, so the bytes are the two passes' bytes.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Pair {
+    first: RowKernel,
+    second: RowKernel,
+    /// The first layer's output zero point less the second's input zero point (the
+    /// integer the second layer's dequantization adds to the first's centered output).
+    shift: f32,
+}
+
+impl Pair {
+    /// The pair of layers `first` then `second` (its input: the first's output, signed as
+    /// `linked` says both are), when both add or multiply by a constant; `None` otherwise.
+    pub(super) fn new(first: RowKernel, second: RowKernel, linked: bool) -> Option<Pair> {
+        let fits = |k: &RowKernel| matches!(k.op, BinaryOp::Add | BinaryOp::Mul);
+        let shift = first.y.zero.checked_sub(second.a.zero_point())?;
+        // The shifted integer stays exact in f32 (the centered output is within ±10⁶).
+        (linked && fits(&first) && fits(&second) && shift.unsigned_abs() < 1 << 20).then_some(
+            Pair {
+                first,
+                second,
+                shift: shift as f32,
+            },
+        )
+    }
+
+    /// The first layer's output less its zero point (an integer, as f32) for input byte `q`
+    /// and constant `c`, as the layer computes it.
+    pub(super) fn first_at(&self, q: u8, c: f32) -> f32 {
+        let v = self.first.a.at(q);
+        let v = match self.first.op {
+            BinaryOp::Mul => v * c,
+            _ => v + c,
+        };
+        self.first.y.centered(v)
+    }
+
+    /// The second layer's output less its zero point (an integer, as f32) for the first's
+    /// centered output `r` and constant `d`, as the layer computes it.
+    pub(super) fn second_at(&self, r: f32, d: f32) -> f32 {
+        let x = (r + self.shift) * self.second.a.scale;
+        let v = match self.second.op {
+            BinaryOp::Mul => x * d,
+            _ => x + d,
+        };
+        self.second.y.centered(v)
+    }
+
+    /// Each layer's real-valued line through its constants `c` and `d`, as (slope,
+    /// offset) of its quotient: the first in terms of the byte with its top bit flipped
+    /// for int8 (`(q ^ flip)`, 0-255), the second of the first's centered output.
+    pub(super) fn lines(&self, c: f32, d: f32) -> [(f64, f64); 2] {
+        let (a, r1) = (self.first.a, self.first.y);
+        let (sa, z) = (f64::from(a.scale), f64::from(a.zero));
+        let s1 = f64::from(r1.scale);
+        let first = match self.first.op {
+            BinaryOp::Mul => {
+                let k = sa * f64::from(c) / s1;
+                (k, -z * k)
+            }
+            _ => (sa / s1, (f64::from(c) - z * sa) / s1),
+        };
+        let (sb, s2) = (
+            f64::from(self.second.a.scale),
+            f64::from(self.second.y.scale),
+        );
+        let shift = f64::from(self.shift);
+        let second = match self.second.op {
+            BinaryOp::Mul => {
+                let k = sb * f64::from(d) / s2;
+                (k, shift * k)
+            }
+            _ => (sb / s2, (shift * sb + f64::from(d)) / s2),
+        };
+        [first, second]
+    }
+
+    /// The constants of the straight-line form ([`super::binary_affine`]) but the slopes
+    /// and offsets: the first input's flip, each layer's quotient bounds, the output zero
+    /// point.
+    pub(super) fn frame(&self) -> (u8, [(f32, f32); 2], i32) {
+        let (r1, r2) = (self.first.y, self.second.y);
+        (self.first.a.flip, [(r1.lo, r1.hi), (r2.lo, r2.hi)], r2.zero)
+    }
+}
+
+/// [`pair_row`]'s body for the two operations.
+#[inline(always)]
+fn pair_with<O: F2, P: F2>(p: &Pair, a: &[u8], c: &[f32], d: &[f32], y: &mut [u8]) {
+    let (da, r1, s2, r2, shift) = (p.first.a, p.first.y, p.second.a.scale, p.second.y, p.shift);
+    for (((o, &q), &kc), &kd) in y.iter_mut().zip(a).zip(c).zip(d) {
+        // The second layer's `(q1 − z) · s`, with `q1 − z` the first's centered output
+        // plus the zero points' difference (integers, exact).
+        let x = (r1.centered(O::f(da.at(q), kc)) + shift) * s2;
+        *o = r2.at(P::f(x, kd));
+    }
+}
+
+/// [`pair_row`]'s body. Addition and multiplication commute exactly, so the constant's
+/// side does not matter.
+#[inline(always)]
+fn pair_row_body(p: &Pair, a: &[u8], c: &[f32], d: &[f32], y: &mut [u8]) {
+    match (p.first.op, p.second.op) {
+        (BinaryOp::Mul, BinaryOp::Add) => pair_with::<MulF, AddF>(p, a, c, d, y),
+        (BinaryOp::Mul, BinaryOp::Mul) => pair_with::<MulF, MulF>(p, a, c, d, y),
+        (BinaryOp::Add, BinaryOp::Add) => pair_with::<AddF, AddF>(p, a, c, d, y),
+        (BinaryOp::Add, BinaryOp::Mul) => pair_with::<AddF, MulF>(p, a, c, d, y),
+        // Not made (`Pair::new`).
+        _ => {}
+    }
+}
+
+backplane_cpu_kernels::multiversion! {
+    /// One output row of a [`Pair`]: input bytes `a`, the first layer's constants `c` and
+    /// the second's `d` (each the row's values), output `y`.
+    pub(super) fn pair_row(p: &Pair, a: &[u8], c: &[f32], d: &[f32], y: &mut [u8]) => pair_row_body;
 }
 
 /// Where a block of whole output rows reads its two 8-bit operands ([`binary_rows`]): the
@@ -465,6 +632,54 @@ mod tests {
                         let want = q.clamp(lo, hi) as u8;
                         assert_eq!(r.at(v), want, "{v} / {scale} + {zero} in [{lo}, {hi}]");
                     }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn zero_points_far_out_follow_the_scalar_rule() {
+        // The rule as it stood: the quotient saturated at ±10⁶, rounded, the zero point
+        // added in f32, then clamped (a NaN as the quotient -z).
+        let rule = |v: f32, scale: f32, zero: i32, (lo, hi): (i32, i32)| {
+            let w = v / scale;
+            let w = if w.is_nan() { -(zero as f32) } else { w };
+            let q = (w.clamp(-1e6, 1e6) + MAGIC) - MAGIC + zero as f32;
+            (q as i32).clamp(lo, hi) as u8
+        };
+        let values = [
+            f32::NAN,
+            f32::INFINITY,
+            -1e30,
+            -3.5,
+            0.0,
+            2.5,
+            7e5,
+            1.2e6,
+            -9.9e5,
+        ];
+        for zero in [
+            -2_000_000,
+            -1_000_129,
+            -1_000_128,
+            -999_999,
+            -300,
+            400,
+            999_873,
+            1_000_255,
+            1_000_256,
+            1 << 21,
+            i32::MAX,
+            i32::MIN,
+        ] {
+            for clamp in [(-128, 127), (0, 255), (3, 100)] {
+                let r = Req::new((1.0, zero), clamp);
+                for v in values {
+                    assert_eq!(
+                        r.at(v),
+                        rule(v, 1.0, zero, clamp),
+                        "{v} + {zero} in {clamp:?}"
+                    );
                 }
             }
         }

@@ -10,6 +10,7 @@
 //! in [`dynamic`].
 
 mod binary;
+mod binary_affine;
 mod binary_rows;
 mod conv;
 mod dynamic;

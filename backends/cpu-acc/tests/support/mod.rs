@@ -2,6 +2,7 @@
 //! on CpuAcc (with garbage in its output buffers) and on CpuRef, and the comparison.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, dead_code)]
 
+pub mod bn;
 pub mod qconv;
 
 use backplane_backend_api::{Backend, LayerDesc, SubgraphView, ValueRef};
