@@ -167,6 +167,18 @@ impl<T> Columns<'_, T> {
         self.base
     }
 
+    /// The same columns, borrowed again for a shorter time (to hand them to a callee that
+    /// takes `Columns` by value, more than once).
+    pub fn reborrow(&mut self) -> Columns<'_, T> {
+        Columns {
+            base: self.base,
+            ld: self.ld,
+            rows: self.rows,
+            width: self.width,
+            _data: std::marker::PhantomData,
+        }
+    }
+
     /// How many columns the task has.
     pub fn width(&self) -> usize {
         self.width

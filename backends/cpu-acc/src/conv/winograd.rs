@@ -653,6 +653,10 @@ impl Plan {
             }
             return Ok(());
         }
+        let band_rows = band_tile_rows(th, tiles.down);
+        if n == 1 && band_rows > 0 {
+            return self.run_bands(th, geo, &tiles, per, band_rows, x, bias, act, y);
+        }
         // Blocks in parallel, each into its own slot of one buffer of strips (see
         // [`Dest::Strips`]; the buffer is kept between executions, and nothing reads a strip
         // no block wrote), then copied out plane by plane.
@@ -666,6 +670,57 @@ impl Plan {
         let res = res.and_then(|()| self.copy_strips(th, geo, n, &tiles, per, &strips, slot, y));
         gemm::give_back(&STRIPS_BUF, strips);
         res
+    }
+
+    /// The blocks of one image in parallel by bands of `band_rows` tile rows (thread `t`
+    /// the `t`-th band: [`band_tile_rows`]), each band cut into blocks of whole tile rows of
+    /// about `per` tiles, run one after the other on its thread and written straight into
+    /// the band's rows of every output plane (`Dest::Band`). Where blocks of `per` tiles
+    /// wrote strips that a second step copied out plane by plane (each thread reading half
+    /// of what the other wrote, and the whole output written twice), here each thread
+    /// writes its own pixels once, the ones the next layer's part on that thread reads.
+    #[allow(clippy::too_many_arguments)]
+    fn run_bands(
+        &self,
+        th: &Threads,
+        geo: &Geo2,
+        tiles: &Tiles,
+        per: usize,
+        band_rows: usize,
+        x: &[f32],
+        bias: Option<&[f32]>,
+        act: Activation,
+        y: &mut [f32],
+    ) -> Result<()> {
+        let (m, tiles) = (self.m, *tiles);
+        let out_plane = geo.oh * geo.ow;
+        let y = y
+            .get_mut(..m * out_plane)
+            .ok_or_else(|| BackendError::Execution("winograd: output too short".into()))?;
+        let single = Threads::single();
+        let share = band_rows * TILE * geo.ow;
+        th.columns(y, out_plane, m, out_plane, share, |i, mut cols| {
+            let (b0, b1) = (i * band_rows, ((i + 1) * band_rows).min(tiles.down));
+            // Blocks of about `per` tiles (the nearest whole count, at least one), as even
+            // as whole tile rows allow.
+            let rows = b1.saturating_sub(b0);
+            let blocks = ((rows * tiles.across + per / 2) / per.max(1)).clamp(1, rows.max(1));
+            let step = rows.div_ceil(blocks).max(1);
+            for ty in (b0..b1).step_by(step) {
+                let count = (step.min(b1 - ty)) * tiles.across;
+                let blk = Block {
+                    first: ty * tiles.across,
+                    count,
+                    pitch: count.div_ceil(simd::NR) * simd::NR,
+                };
+                let mut dest = Dest::Band {
+                    cols: cols.reborrow(),
+                    row0: b0 * TILE,
+                };
+                self.block(&single, geo, &tiles, &blk, x, bias, act, &mut dest)?;
+            }
+            Ok(())
+        })
     }
 
     /// Copy the strips of every block (block `i` in `strips[i·slot..]`, `per` tiles a

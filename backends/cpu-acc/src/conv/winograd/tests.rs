@@ -565,3 +565,58 @@ fn band_output_matches_one_thread_bit_for_bit() {
         }
     }
 }
+
+/// One image's blocks in parallel by bands of tile rows (`Plan::run_bands`), each band one
+/// block or several, give the single thread's bits (its blocks in turn into the whole
+/// output) and match the direct convolution; every pixel written (the output starts as
+/// NaN), nothing past it; prime and unequal sides, partial last tile rows and columns, a
+/// band whose blocks are cut unevenly (112 rows: 14 tile rows a band at 2 threads).
+#[test]
+fn band_blocks_match_one_thread_bit_for_bit() {
+    let mut rng = Rng(31);
+    let threads = [Threads::new(2).unwrap(), Threads::new(3).unwrap()];
+    for (h, w, c, m) in [
+        (56, 56, 64, 64),
+        (29, 53, 67, 31),
+        (28, 28, 128, 32),
+        (112, 45, 40, 24),
+    ] {
+        let g = geo(h, w, [1, 1, 1, 1]);
+        let tiles = Tiles::new(&g, 1);
+        let two = &threads[0];
+        let per = block_tiles(c, m, tiles.total, 2, true);
+        assert!(
+            tiles.total.div_ceil(per) >= 2 && band_tile_rows(two, tiles.down) > 0,
+            "{h}x{w} c{c} m{m}: not blocks by bands at 2 threads"
+        );
+        let x = rng.vec(c * h * w);
+        let wt = rng.vec(m * c * 9);
+        let bias = rng.vec(m);
+        let plan = Plan::new(&wt, m, c).unwrap();
+        let size = m * g.oh * g.ow;
+        let act = Activation::Relu;
+        let mut one = vec![f32::NAN; size];
+        plan.run(&Threads::single(), &g, 1, &x, Some(&bias), act, &mut one)
+            .unwrap();
+        let want = direct(&g, 1, c, m, &x, &wt, &bias, act);
+        let raw = direct(&g, 1, c, m, &x, &wt, &bias, Activation::None);
+        let scale = 1.0 + raw.iter().fold(0f32, |a, v| a.max(v.abs()));
+        for (a, b) in one.iter().zip(&want) {
+            assert!(
+                (a - b).abs() / scale <= TOL,
+                "{h}x{w} c{c} m{m}: {a} vs {b}"
+            );
+        }
+        for th in &threads {
+            let mut got = vec![f32::NAN; size + 7];
+            plan.run(th, &g, 1, &x, Some(&bias), act, &mut got[..size])
+                .unwrap();
+            assert!(got[size..].iter().all(|v| v.is_nan()), "past the output");
+            let same = got[..size]
+                .iter()
+                .zip(&one)
+                .all(|(a, b)| a.to_bits() == b.to_bits());
+            assert!(same, "{h}x{w} c{c} m{m} on {} threads", th.count());
+        }
+    }
+}
