@@ -30,10 +30,14 @@
 //! SGEMM, and the output transform adds the bias, applies the activation and writes the valid
 //! pixels of each tile (partial tiles at the right and bottom borders). The transforms work on
 //! [`LANES`] tiles at a time (plain `[f32; LANES]` arithmetic compiled for AVX2 by
-//! `crate::simd`). Threads take whole blocks (each writing its tiles to its own buffer, copied
-//! out at the end); when there are fewer blocks than threads the blocks run in turn, each
-//! block's input transform shared out over input channels, its 36 products whole between
-//! the threads, and (one image) its output transform over output channels.
+//! `crate::simd`). Threads take whole blocks: for one image, bands of whole tile rows, each
+//! thread's blocks writing straight into its band of every output plane (the pixels the
+//! next layer's part on that thread reads: [`band_tile_rows`]); for a batch, each block
+//! writes its tiles to its own buffer, copied out at the end. When there are fewer blocks
+//! than threads the blocks run in turn, each block's input transform shared out over input
+//! channels, its 36 products whole between the threads, and (one image) its output
+//! transform by the same bands of tile rows (or over output channels where the bands
+//! would be uneven).
 //!
 //! Where it is taken: see [`worth`]. With AVX2 the transforms run as intrinsics
 //! (`simd::winograd`: window rows loaded as vectors and transposed in registers; the safe
