@@ -36,8 +36,8 @@
 //! writes its tiles to its own buffer, copied out at the end. When there are fewer blocks
 //! than threads the blocks run in turn, each block's input transform shared out over input
 //! channels, its 36 products whole between the threads, and (one image) its output
-//! transform by the same bands of tile rows (or over output channels where the bands
-//! would be uneven).
+//! transform over output channels (by the bands of tile rows it measured slower in the
+//! ordinary host state: docs/perf.md, "Session 50, pixel-band chains").
 //!
 //! Where it is taken: see [`worth`]. With AVX2 the transforms run as intrinsics
 //! (`simd::winograd`: window rows loaded as vectors and transposed in registers; the safe
@@ -500,16 +500,17 @@ fn pad_plane(geo: &Geo2, pw: usize, src: &[f32], dst: &mut [f32]) {
     }
 }
 
-/// Tile rows per band when `th` shares one image's block's output transform by bands of
-/// whole tile rows (thread `t` the `t`-th band, as the claims hand out a step's items:
-/// `crate::threads::Threads::columns`), or 0 to share it by output channels. Bands keep
+/// Tile rows per band when `th` runs one image's blocks in parallel by bands of whole tile
+/// rows ([`Plan::run_bands`]; thread `t` the `t`-th band, as the claims hand out a step's
+/// items: `crate::threads::Threads::columns`), or 0 to keep the blocks of `per` tiles
+/// written to strips and copied out. Bands keep
 /// each thread's pixels on it for the next layer, which in a channels-first network reads
 /// its pixels of every channel (a column-split 1×1, another band-split Winograd layer):
 /// the pixels the other thread wrote cost several times a local read when the two cores sit
 /// on different chiplets (docs/perf.md, "Session 50, pixel-band chains"). Taken with two
 /// threads or more where the bands are about even (the busiest thread at most a quarter
 /// above an even share of the tile rows: 14 tile rows as 7 + 7, 7 as 4 + 3, 4 as 2 + 2, but
-/// not 7 on three threads as 3 + 3 + 1); the channels split evenly at any size.
+/// not 7 on three threads as 3 + 3 + 1).
 fn band_tile_rows(th: &Threads, down: usize) -> usize {
     let count = th.count();
     let per = down.div_ceil(count.max(1));
@@ -857,37 +858,7 @@ impl Plan {
         let m = ep.m;
         let out_plane = geo.oh * geo.ow;
         let first_image = blk.first + blk.count <= tiles.across * tiles.down;
-        let whole_image = blk.first == 0 && blk.count == tiles.across * tiles.down;
-        let band_rows = band_tile_rows(th, tiles.down);
         match dest {
-            Dest::Output(y) if whole_image && band_rows > 0 => {
-                // By bands of tile rows: each thread writes its rows of every channel, the
-                // pixels the next layer's part on that thread reads (see [`band_tile_rows`]).
-                let y = y
-                    .get_mut(..m * out_plane)
-                    .ok_or_else(|| BackendError::Execution("winograd: output too short".into()))?;
-                let share = band_rows * TILE * geo.ow;
-                th.columns(y, out_plane, m, out_plane, share, |i, cols| {
-                    let (ty0, ty1) = (i * band_rows, ((i + 1) * band_rows).min(tiles.down));
-                    let (s, count) = (ty0 * tiles.across, (ty1 - ty0) * tiles.across);
-                    let part = Block {
-                        first: s,
-                        count,
-                        pitch: blk.pitch,
-                    };
-                    // The band's tiles are columns s.. of every M matrix: the same matrices
-                    // from column s, rows still `pitch` apart.
-                    let mo = mo
-                        .get(s..)
-                        .ok_or_else(|| BackendError::Execution("winograd: M too short".into()))?;
-                    let mut band = Dest::Band {
-                        cols,
-                        row0: ty0 * TILE,
-                    };
-                    simd::winograd_output(geo, tiles, &part, ep, 0..m, mo, &mut band);
-                    Ok(())
-                })
-            }
             Dest::Output(y) if th.count() > 1 && first_image && m > 1 => {
                 let share = m.div_ceil(th.count());
                 let y = y
