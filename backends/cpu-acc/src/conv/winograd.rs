@@ -520,6 +520,25 @@ fn band_tile_rows(th: &Threads, down: usize) -> usize {
     per
 }
 
+/// The blocks (first tile, tiles) of band `i` of `band_rows` tile rows ([`Plan::run_bands`]):
+/// about `per` tiles each (the nearest whole count of blocks, at least one), as even as
+/// whole tile rows allow.
+fn band_blocks(
+    tiles: &Tiles,
+    per: usize,
+    band_rows: usize,
+    i: usize,
+) -> impl Iterator<Item = (usize, usize)> {
+    let (b0, b1) = (i * band_rows, ((i + 1) * band_rows).min(tiles.down));
+    let rows = b1.saturating_sub(b0);
+    let blocks = ((rows * tiles.across + per / 2) / per.max(1)).clamp(1, rows.max(1));
+    let step = rows.div_ceil(blocks).max(1);
+    let across = tiles.across;
+    (b0..b1)
+        .step_by(step)
+        .map(move |ty| (ty * across, step.min(b1 - ty) * across))
+}
+
 /// Fewest multiply-adds of the products one thread takes at once in a block shared by
 /// several threads: DenseNet's 128→32 on 14×14 (16 tiles) is 36 products of 65K each, a
 /// fraction of a microsecond, less than handing each out through the step's shared counter.
@@ -659,7 +678,17 @@ impl Plan {
             return Ok(());
         }
         let band_rows = band_tile_rows(th, tiles.down);
-        if n == 1 && band_rows > 0 {
+        if n == 1 && band_rows > 0 && {
+            // Bands only where their blocks pad the products to no more panels than the
+            // blocks of `per` tiles (56×56: bands of 98 tiles are 4 panels each where blocks
+            // of 96 are 3; measured slower in the ordinary state, docs/perf.md, session 50).
+            let strips: usize = (0..blocks).map(|i| block(i).count.div_ceil(simd::NR)).sum();
+            let bands = (0..tiles.down.div_ceil(band_rows))
+                .flat_map(|i| band_blocks(&tiles, per, band_rows, i))
+                .map(|(_, count)| count.div_ceil(simd::NR))
+                .sum::<usize>();
+            bands <= strips
+        } {
             return self.run_bands(th, geo, &tiles, per, band_rows, x, bias, act, y);
         }
         // Blocks in parallel, each into its own slot of one buffer of strips (see
@@ -705,22 +734,15 @@ impl Plan {
         let single = Threads::single();
         let share = band_rows * TILE * geo.ow;
         th.columns(y, out_plane, m, out_plane, share, |i, mut cols| {
-            let (b0, b1) = (i * band_rows, ((i + 1) * band_rows).min(tiles.down));
-            // Blocks of about `per` tiles (the nearest whole count, at least one), as even
-            // as whole tile rows allow.
-            let rows = b1.saturating_sub(b0);
-            let blocks = ((rows * tiles.across + per / 2) / per.max(1)).clamp(1, rows.max(1));
-            let step = rows.div_ceil(blocks).max(1);
-            for ty in (b0..b1).step_by(step) {
-                let count = (step.min(b1 - ty)) * tiles.across;
+            for (first, count) in band_blocks(&tiles, per, band_rows, i) {
                 let blk = Block {
-                    first: ty * tiles.across,
+                    first,
                     count,
                     pitch: count.div_ceil(simd::NR) * simd::NR,
                 };
                 let mut dest = Dest::Band {
                     cols: cols.reborrow(),
-                    row0: b0 * TILE,
+                    row0: i * band_rows * TILE,
                 };
                 self.block(&single, geo, &tiles, &blk, x, bias, act, &mut dest)?;
             }

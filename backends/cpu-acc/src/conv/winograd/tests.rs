@@ -569,7 +569,8 @@ fn one_block_matches_one_thread_bit_for_bit() {
 /// block or several, give the single thread's bits (its blocks in turn into the whole
 /// output) and match the direct convolution; every pixel written (the output starts as
 /// NaN), nothing past it; prime and unequal sides, partial last tile rows and columns, a
-/// band whose blocks are cut unevenly (112 rows: 14 tile rows a band at 2 threads); Relu
+/// band whose blocks are cut unevenly (112 rows: 14 tile rows a band at 2 threads), and
+/// 56×56 64→64, which keeps its strips (bands would pad to more panels); Relu
 /// through the intrinsics, Sigmoid (29×53) through the safe body.
 #[test]
 fn band_blocks_match_one_thread_bit_for_bit() {
@@ -587,7 +588,7 @@ fn band_blocks_match_one_thread_bit_for_bit() {
         let per = block_tiles(c, m, tiles.total, 2, true);
         assert!(
             tiles.total.div_ceil(per) >= 2 && band_tile_rows(two, tiles.down) > 0,
-            "{h}x{w} c{c} m{m}: not blocks by bands at 2 threads"
+            "{h}x{w} c{c} m{m}: not blocks in parallel at 2 threads"
         );
         let x = rng.vec(c * h * w);
         let wt = rng.vec(m * c * 9);
