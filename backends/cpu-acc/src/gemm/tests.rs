@@ -738,3 +738,75 @@ fn small_a_column_split_in_place_matches_one_thread_and_naive() {
         }
     }
 }
+
+/// Products the small-A GEMM used to split by rows (K < M) take the column split in place
+/// at 2 and 3 threads where each thread gets [`blocks::PIXEL_PANELS`] panels or more and M
+/// is at most [`blocks::PIXEL_ROWS`] (SqueezeNet's 16→64 on 55×55, 32→128 on 27×27; a prime
+/// N; M prime and one short of a row step), and keep the row split on small planes and for
+/// more rows; either way C matches the naive product and is the 1-thread C bit for bit,
+/// columns past N untouched.
+#[test]
+fn pixel_column_split_matches_one_thread_bit_for_bit() {
+    let one = Threads::single();
+    let threads = [Threads::new(2).unwrap(), Threads::new(3).unwrap()];
+    // (m, k, n, whether 2 threads take the pixel columns)
+    let shapes = [
+        (64usize, 16usize, 3025usize, true),
+        (128, 32, 729, true),
+        (67, 13, 3001, true),
+        (127, 31, 1021, true),
+        (192, 48, 3025, false),
+        (64, 32, 1369, true),
+        (160, 100, 169, false),
+        (96, 60, 400, false),
+    ];
+    for &(m, k, n, pixel) in &shapes {
+        let np = n.div_ceil(NR);
+        let two = &threads[0];
+        assert!(m * n * k >= PARALLEL_MACS, "{m}x{n}x{k} runs on one thread");
+        assert_eq!(
+            blocks::pixel_columns(two, m, np, column_share(two, n)),
+            pixel,
+            "{m}x{n}x{k}"
+        );
+        assert!(!blocks::pixel_columns(&one, m, np, np));
+        let a = rand(m * k, 31);
+        let b = rand(k * n, 32);
+        let rb = rand(m, 33);
+        let pa = Packed::pack_a(m, k, row_major(&a, k));
+        let prod = naive(m, n, k, &a, &b);
+        let ep = Epilogue {
+            row_bias: Some(&rb),
+            act: Activation::Relu,
+            ..Epilogue::default()
+        };
+        let ldc = n + 5;
+        let run = |th: &Threads| {
+            let mut c = vec![-3.0f32; m * ldc];
+            let (pa, b) = (&ASrc::Packed(&pa), &BSrc::View(row_major(&b, n)));
+            sgemm(th, m, n, k, pa, b, &mut c, ldc, &ep).unwrap();
+            c
+        };
+        let want = run(&one);
+        for i in 0..m {
+            for j in 0..ldc {
+                let v = want[i * ldc + j];
+                if j >= n {
+                    assert_eq!(v, -3.0, "{m}x{n}x{k}: column {j} written");
+                    continue;
+                }
+                let r = (prod[i * n + j] + rb[i]).max(0.0);
+                let tol = 1e-4 * (1.0 + (k as f32).sqrt());
+                assert!((v - r).abs() <= tol, "{m}x{n}x{k} ({i},{j}): {v} vs {r}");
+            }
+        }
+        for th in &threads {
+            let got = run(th);
+            let same = got
+                .iter()
+                .zip(&want)
+                .all(|(x, y)| x.to_bits() == y.to_bits());
+            assert!(same, "{m}x{n}x{k} at {} threads", th.count());
+        }
+    }
+}

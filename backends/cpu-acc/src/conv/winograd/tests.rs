@@ -489,3 +489,139 @@ fn small_products_go_out_in_runs() {
         }
     }
 }
+
+/// The band rule: whole tile rows per thread where the bands come out about even, else
+/// none (0).
+#[test]
+fn band_tile_rows_keep_bands_about_even() {
+    let (one, two, three) = (
+        Threads::single(),
+        Threads::new(2).unwrap(),
+        Threads::new(3).unwrap(),
+    );
+    assert_eq!(band_tile_rows(&one, 14), 0, "one thread: no split");
+    assert_eq!(band_tile_rows(&two, 14), 7);
+    assert_eq!(band_tile_rows(&two, 7), 4);
+    assert_eq!(band_tile_rows(&two, 4), 2);
+    assert_eq!(band_tile_rows(&two, 1), 0, "fewer tile rows than threads");
+    assert_eq!(band_tile_rows(&three, 14), 5);
+    assert_eq!(band_tile_rows(&three, 7), 0, "3 + 3 + 1 is too uneven");
+    assert_eq!(band_tile_rows(&three, 2), 0);
+}
+
+/// One image's one block shared by the threads (its output transform by output channels):
+/// 2 and 3 threads give the single thread's bits, on planes of one row, prime and unequal
+/// sides, fewer tile rows than threads, with an activation the intrinsics take (Relu) and one only the safe body takes (Sigmoid); every
+/// pixel written (the output starts as NaN) and the result near the direct convolution.
+#[test]
+fn one_block_matches_one_thread_bit_for_bit() {
+    let mut rng = Rng(29);
+    let threads = [Threads::new(2).unwrap(), Threads::new(3).unwrap()];
+    for (h, w, c, m) in [
+        (1, 61, 16, 64),
+        (5, 3, 16, 17),
+        (8, 8, 16, 32),
+        (13, 13, 48, 67),
+        (29, 53, 16, 64),
+        (55, 55, 16, 64),
+        (27, 27, 32, 128),
+    ] {
+        let g = geo(h, w, [1, 1, 1, 1]);
+        let tiles = Tiles::new(&g, 1);
+        for th in &threads {
+            let per = block_tiles(c, m, tiles.total, th.count(), true);
+            assert!(per >= tiles.total, "{h}x{w} c{c} m{m}: not one block");
+        }
+        let x = rng.vec(c * h * w);
+        let wt = rng.vec(m * c * 9);
+        let bias = rng.vec(m);
+        let plan = Plan::new(&wt, m, c).unwrap();
+        let size = m * g.oh * g.ow;
+        for act in [Activation::Relu, Activation::Sigmoid] {
+            let mut one = vec![f32::NAN; size];
+            plan.run(&Threads::single(), &g, 1, &x, Some(&bias), act, &mut one)
+                .unwrap();
+            let want = direct(&g, 1, c, m, &x, &wt, &bias, act);
+            let raw = direct(&g, 1, c, m, &x, &wt, &bias, Activation::None);
+            let scale = 1.0 + raw.iter().fold(0f32, |a, v| a.max(v.abs()));
+            for (a, b) in one.iter().zip(&want) {
+                assert!(
+                    (a - b).abs() / scale <= TOL,
+                    "{h}x{w} c{c} m{m} {act:?}: {a} vs {b}"
+                );
+            }
+            for th in &threads {
+                let mut got = vec![f32::NAN; size + 5];
+                plan.run(th, &g, 1, &x, Some(&bias), act, &mut got[..size])
+                    .unwrap();
+                assert!(got[size..].iter().all(|v| v.is_nan()), "past the output");
+                let same = got[..size]
+                    .iter()
+                    .zip(&one)
+                    .all(|(a, b)| a.to_bits() == b.to_bits());
+                assert!(same, "{h}x{w} c{c} m{m} {act:?} on {} threads", th.count());
+            }
+        }
+    }
+}
+
+/// One image's blocks in parallel by bands of tile rows (`Plan::run_bands`), each band one
+/// block or several, give the single thread's bits (its blocks in turn into the whole
+/// output) and match the direct convolution; every pixel written (the output starts as
+/// NaN), nothing past it; prime and unequal sides, partial last tile rows and columns, a
+/// band whose blocks are cut unevenly (112 rows: 14 tile rows a band at 2 threads), and
+/// 56×56 64→64, which keeps its strips (bands would pad to more panels); Relu
+/// through the intrinsics, Sigmoid (29×53) through the safe body.
+#[test]
+fn band_blocks_match_one_thread_bit_for_bit() {
+    let mut rng = Rng(31);
+    let threads = [Threads::new(2).unwrap(), Threads::new(3).unwrap()];
+    for (h, w, c, m) in [
+        (56, 56, 64, 64),
+        (29, 53, 67, 31),
+        (28, 28, 128, 32),
+        (112, 45, 40, 24),
+    ] {
+        let g = geo(h, w, [1, 1, 1, 1]);
+        let tiles = Tiles::new(&g, 1);
+        let two = &threads[0];
+        let per = block_tiles(c, m, tiles.total, 2, true);
+        assert!(
+            tiles.total.div_ceil(per) >= 2 && band_tile_rows(two, tiles.down) > 0,
+            "{h}x{w} c{c} m{m}: not blocks in parallel at 2 threads"
+        );
+        let x = rng.vec(c * h * w);
+        let wt = rng.vec(m * c * 9);
+        let bias = rng.vec(m);
+        let plan = Plan::new(&wt, m, c).unwrap();
+        let size = m * g.oh * g.ow;
+        let act = if h == 29 {
+            Activation::Sigmoid
+        } else {
+            Activation::Relu
+        };
+        let mut one = vec![f32::NAN; size];
+        plan.run(&Threads::single(), &g, 1, &x, Some(&bias), act, &mut one)
+            .unwrap();
+        let want = direct(&g, 1, c, m, &x, &wt, &bias, act);
+        let raw = direct(&g, 1, c, m, &x, &wt, &bias, Activation::None);
+        let scale = 1.0 + raw.iter().fold(0f32, |a, v| a.max(v.abs()));
+        for (a, b) in one.iter().zip(&want) {
+            assert!(
+                (a - b).abs() / scale <= TOL,
+                "{h}x{w} c{c} m{m}: {a} vs {b}"
+            );
+        }
+        for th in &threads {
+            let mut got = vec![f32::NAN; size + 7];
+            plan.run(th, &g, 1, &x, Some(&bias), act, &mut got[..size])
+                .unwrap();
+            assert!(got[size..].iter().all(|v| v.is_nan()), "past the output");
+            let same = got[..size]
+                .iter()
+                .zip(&one)
+                .all(|(a, b)| a.to_bits() == b.to_bits());
+            assert!(same, "{h}x{w} c{c} m{m} on {} threads", th.count());
+        }
+    }
+}
