@@ -145,40 +145,7 @@ pub struct Columns<'a, T> {
     _data: std::marker::PhantomData<&'a mut [T]>,
 }
 
-impl<T> std::fmt::Debug for Columns<'_, T> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "Columns({} rows × {}, {} apart)",
-            self.rows, self.width, self.ld
-        )
-    }
-}
-
 impl<T> Columns<'_, T> {
-    /// Elements between the starts of consecutive rows.
-    pub fn ld(&self) -> usize {
-        self.ld
-    }
-
-    /// The first element of row 0: row `r`'s `width` columns start `r · ld` past it (for
-    /// the kernels of this crate that store through raw pointers, within those bounds).
-    pub(crate) fn as_mut_ptr(&mut self) -> *mut T {
-        self.base
-    }
-
-    /// The same columns, borrowed again for a shorter time (to hand them to a callee that
-    /// takes `Columns` by value, more than once).
-    pub fn reborrow(&mut self) -> Columns<'_, T> {
-        Columns {
-            base: self.base,
-            ld: self.ld,
-            rows: self.rows,
-            width: self.width,
-            _data: std::marker::PhantomData,
-        }
-    }
-
     /// How many columns the task has.
     pub fn width(&self) -> usize {
         self.width

@@ -30,14 +30,10 @@
 //! SGEMM, and the output transform adds the bias, applies the activation and writes the valid
 //! pixels of each tile (partial tiles at the right and bottom borders). The transforms work on
 //! [`LANES`] tiles at a time (plain `[f32; LANES]` arithmetic compiled for AVX2 by
-//! `crate::simd`). Threads take whole blocks: for one image, bands of whole tile rows, each
-//! thread's blocks writing straight into its band of every output plane (the pixels the
-//! next layer's part on that thread reads: [`band_tile_rows`]); for a batch, each block
-//! writes its tiles to its own buffer, copied out at the end. When there are fewer blocks
-//! than threads the blocks run in turn, each block's input transform shared out over input
-//! channels, its 36 products whole between the threads, and (one image) its output
-//! transform over output channels (by the bands of tile rows it measured slower in the
-//! ordinary host state: docs/perf.md, "Session 50, pixel-band chains").
+//! `crate::simd`). Threads take whole blocks (each writing its tiles to its own buffer, copied
+//! out at the end); when there are fewer blocks than threads the blocks run in turn, each
+//! block's input transform shared out over input channels, its 36 products whole between
+//! the threads, and (one image) its output transform over output channels.
 //!
 //! Where it is taken: see [`worth`]. With AVX2 the transforms run as intrinsics
 //! (`simd::winograd`: window rows loaded as vectors and transposed in registers; the safe
@@ -374,26 +370,6 @@ pub fn output_body(
                         l += run;
                     }
                 }
-                Dest::Band { cols, row0 } => {
-                    // As for the output, in the band's columns of row `co − co0`.
-                    let end = (t0 + LANES).min(blk.count);
-                    let mut l = 0;
-                    while t0 + l < end {
-                        let (_, oy, ox) = tiles.origin(blk.first + t0 + l);
-                        let run = (tiles.across - ox / TILE).min(end - t0 - l);
-                        let n = (run * TILE).min(geo.ow - ox);
-                        if let Some(band) = cols.row(co - co0) {
-                            let base = oy.saturating_sub(*row0) * geo.ow + ox;
-                            for (i, src) in strip.iter().enumerate().take(TILE.min(geo.oh - oy)) {
-                                let at = base + i * geo.ow;
-                                if let Some(dst) = band.get_mut(at..at + n) {
-                                    dst.copy_from_slice(&src[l * TILE..l * TILE + n]);
-                                }
-                            }
-                        }
-                        l += run;
-                    }
-                }
             }
         }
     }
@@ -498,45 +474,6 @@ fn pad_plane(geo: &Geo2, pw: usize, src: &[f32], dst: &mut [f32]) {
     if let Some(rest) = dst.get_mut((r1 * pw).min(at)..) {
         rest.fill(0.0);
     }
-}
-
-/// Tile rows per band when `th` runs one image's blocks in parallel by bands of whole tile
-/// rows ([`Plan::run_bands`]; thread `t` the `t`-th band, as the claims hand out a step's
-/// items: `crate::threads::Threads::columns`), or 0 to keep the blocks of `per` tiles
-/// written to strips and copied out. Bands keep
-/// each thread's pixels on it for the next layer, which in a channels-first network reads
-/// its pixels of every channel (a column-split 1×1, another band-split Winograd layer):
-/// the pixels the other thread wrote cost several times a local read when the two cores sit
-/// on different chiplets (docs/perf.md, "Session 50, pixel-band chains"). Taken with two
-/// threads or more where the bands are about even (the busiest thread at most a quarter
-/// above an even share of the tile rows: 14 tile rows as 7 + 7, 7 as 4 + 3, 4 as 2 + 2, but
-/// not 7 on three threads as 3 + 3 + 1).
-fn band_tile_rows(th: &Threads, down: usize) -> usize {
-    let count = th.count();
-    let per = down.div_ceil(count.max(1));
-    if count < 2 || down < count || 4 * per * count > 5 * down {
-        return 0;
-    }
-    per
-}
-
-/// The blocks (first tile, tiles) of band `i` of `band_rows` tile rows ([`Plan::run_bands`]):
-/// about `per` tiles each (the nearest whole count of blocks, at least one), as even as
-/// whole tile rows allow.
-fn band_blocks(
-    tiles: &Tiles,
-    per: usize,
-    band_rows: usize,
-    i: usize,
-) -> impl Iterator<Item = (usize, usize)> {
-    let (b0, b1) = (i * band_rows, ((i + 1) * band_rows).min(tiles.down));
-    let rows = b1.saturating_sub(b0);
-    let blocks = ((rows * tiles.across + per / 2) / per.max(1)).clamp(1, rows.max(1));
-    let step = rows.div_ceil(blocks).max(1);
-    let across = tiles.across;
-    (b0..b1)
-        .step_by(step)
-        .map(move |ty| (ty * across, step.min(b1 - ty) * across))
 }
 
 /// Fewest multiply-adds of the products one thread takes at once in a block shared by
@@ -677,20 +614,6 @@ impl Plan {
             }
             return Ok(());
         }
-        let band_rows = band_tile_rows(th, tiles.down);
-        if n == 1 && band_rows > 0 && {
-            // Bands only where their blocks pad the products to no more panels than the
-            // blocks of `per` tiles (56×56: bands of 98 tiles are 4 panels each where blocks
-            // of 96 are 3; measured slower in the ordinary state, docs/perf.md, session 50).
-            let strips: usize = (0..blocks).map(|i| block(i).count.div_ceil(simd::NR)).sum();
-            let bands = (0..tiles.down.div_ceil(band_rows))
-                .flat_map(|i| band_blocks(&tiles, per, band_rows, i))
-                .map(|(_, count)| count.div_ceil(simd::NR))
-                .sum::<usize>();
-            bands <= strips
-        } {
-            return self.run_bands(th, geo, &tiles, per, band_rows, x, bias, act, y);
-        }
         // Blocks in parallel, each into its own slot of one buffer of strips (see
         // [`Dest::Strips`]; the buffer is kept between executions, and nothing reads a strip
         // no block wrote), then copied out plane by plane.
@@ -704,50 +627,6 @@ impl Plan {
         let res = res.and_then(|()| self.copy_strips(th, geo, n, &tiles, per, &strips, slot, y));
         gemm::give_back(&STRIPS_BUF, strips);
         res
-    }
-
-    /// The blocks of one image in parallel by bands of `band_rows` tile rows (thread `t`
-    /// the `t`-th band: [`band_tile_rows`]), each band cut into blocks of whole tile rows of
-    /// about `per` tiles, run one after the other on its thread and written straight into
-    /// the band's rows of every output plane (`Dest::Band`). Where blocks of `per` tiles
-    /// wrote strips that a second step copied out plane by plane (each thread reading half
-    /// of what the other wrote, and the whole output written twice), here each thread
-    /// writes its own pixels once, the ones the next layer's part on that thread reads.
-    #[allow(clippy::too_many_arguments)]
-    fn run_bands(
-        &self,
-        th: &Threads,
-        geo: &Geo2,
-        tiles: &Tiles,
-        per: usize,
-        band_rows: usize,
-        x: &[f32],
-        bias: Option<&[f32]>,
-        act: Activation,
-        y: &mut [f32],
-    ) -> Result<()> {
-        let (m, tiles) = (self.m, *tiles);
-        let out_plane = geo.oh * geo.ow;
-        let y = y
-            .get_mut(..m * out_plane)
-            .ok_or_else(|| BackendError::Execution("winograd: output too short".into()))?;
-        let single = Threads::single();
-        let share = band_rows * TILE * geo.ow;
-        th.columns(y, out_plane, m, out_plane, share, |i, mut cols| {
-            for (first, count) in band_blocks(&tiles, per, band_rows, i) {
-                let blk = Block {
-                    first,
-                    count,
-                    pitch: count.div_ceil(simd::NR) * simd::NR,
-                };
-                let mut dest = Dest::Band {
-                    cols: cols.reborrow(),
-                    row0: i * band_rows * TILE,
-                };
-                self.block(&single, geo, &tiles, &blk, x, bias, act, &mut dest)?;
-            }
-            Ok(())
-        })
     }
 
     /// Copy the strips of every block (block `i` in `strips[i·slot..]`, `per` tiles a

@@ -44,11 +44,10 @@ pub(super) fn sgemm_small_a(
     }
     // Splitting rows makes every thread pack all of B (K×N floats each); splitting columns
     // costs a copy of C (M×N floats, shared out too). Rows win when K < M, as in a network's
-    // first convolution (K = 27 for 32 outputs), unless the planes are large enough for the
-    // threads to keep their pixels ([`pixel_columns`]). A thread's rows start on a multiple
-    // of ROW_STEP, not of MR, so shares stay even.
+    // first convolution (K = 27 for 32 outputs). A thread's rows start on a multiple of
+    // ROW_STEP, not of MR, so shares stay even.
     let rows_per = m.div_ceil(th.count()).div_ceil(ROW_STEP) * ROW_STEP;
-    if m >= 2 * ROW_STEP * th.count() && k < m && !pixel_columns(th, m, np, per) {
+    if m >= 2 * ROW_STEP * th.count() && k < m {
         return th.chunks(c, rows_per * ldc, |ci, cc| {
             let r0 = ci * rows_per;
             let r1 = (r0 + rows_per).min(m);
@@ -112,30 +111,6 @@ pub(super) fn sgemm_small_a(
     let res = res.and_then(|()| copy_column_blocks(th, &parts, m, n, share, c, ldc));
     give_back(&PARTS_BUF, parts);
     res
-}
-
-/// Fewest B panels per thread for which [`pixel_columns`] takes the column split over the
-/// row split.
-pub(super) const PIXEL_PANELS: usize = 8;
-/// Most rows (output channels) for which [`pixel_columns`] takes the column split over the
-/// row split: a task's block of scratch is `m × NB·NR` floats, which should stay in L2.
-pub(super) const PIXEL_ROWS: usize = 128;
-
-/// Whether a product [`sgemm_small_a`] would split by rows (K < M: every thread packing all
-/// of B) splits by columns instead, each thread writing its own columns of C in place
-/// ([`small_a_columns`]). In a channels-first network the columns are pixels: the layer
-/// before (a squeeze 1×1 split by columns, a Winograd layer by tile rows) left the first
-/// part of every channel's pixels on the first thread, and a row split would make each
-/// thread read all of them, half written on the other thread (dear when the two threads'
-/// cores are on different chiplets: docs/perf.md, "Session 50, pixel-band chains"). Taken
-/// where each thread gets at least [`PIXEL_PANELS`] panels (small planes, 13×13 and less,
-/// keep the row split: their tensors are too small for the reads to matter) and M is at
-/// most [`PIXEL_ROWS`]. The tiles' sums are the same either way, so C gets the same bits.
-pub(super) fn pixel_columns(th: &Threads, m: usize, np: usize, per: usize) -> bool {
-    th.count() > 1
-        && m <= PIXEL_ROWS
-        && np >= PIXEL_PANELS * th.count()
-        && in_place_columns(th, np, per)
 }
 
 /// Whether the column split of [`sgemm_small_a`] writes C's columns in place

@@ -8,7 +8,7 @@
 
 use crate::act::Activation;
 use crate::geo::Geo2;
-use crate::threads::{Columns, Threads};
+use crate::threads::Threads;
 
 /// Tiles transformed together (one AVX2 vector).
 pub const LANES: usize = 8;
@@ -93,16 +93,6 @@ pub enum Dest<'a> {
     /// A block's buffer: for output channel `co` and lane group `g` of the block, 4 rows of
     /// [`LANES`] × 4 values at `((co · groups + g) · 4 + row) · LANES · 4`.
     Strips(&'a mut [f32]),
-    /// A band of whole output rows of the first image's planes, from output row `row0`:
-    /// row `co` of `cols` is that band of output channel `co` (a thread's pixels, written
-    /// while another thread writes the other bands: see `Threads::columns`). The block's
-    /// tiles must all lie in the band.
-    Band {
-        /// The band's columns of the `m × (oh·ow)` output.
-        cols: Columns<'a, f32>,
-        /// The output row the band starts at.
-        row0: usize,
-    },
 }
 
 /// What the output transform adds: `m` output channels, their bias, the activation.
@@ -336,12 +326,11 @@ pub fn output_channels(
         };
         let out_plane = geo.oh * geo.ow;
         let strips = matches!(dest, Dest::Strips(_));
-        let (co_step, row_step, row0) = match dest {
-            Dest::Strips(_) => (groups * TILE * STRIP, STRIP, 0),
-            Dest::Output(_) => (out_plane, geo.ow, 0),
-            Dest::Band { cols, row0 } => (cols.ld(), geo.ow, *row0),
+        let (co_step, row_step) = if strips {
+            (groups * TILE * STRIP, STRIP)
+        } else {
+            (out_plane, geo.ow)
         };
-        let band = matches!(dest, Dest::Band { .. });
         let mut lanes = Vec::with_capacity(groups);
         let mut end = 0usize;
         for g in 0..groups {
@@ -361,10 +350,7 @@ pub fn output_channels(
                     (d.rows[l], d.cols[l]) = (TILE, TILE);
                 } else {
                     let (b, oy, ox) = tiles.origin(blk.first + local);
-                    if band && (b > 0 || oy < row0) {
-                        return false;
-                    }
-                    d.base[l] = (b * full) * out_plane + (oy - row0) * geo.ow + ox;
+                    d.base[l] = (b * full) * out_plane + oy * geo.ow + ox;
                     d.rows[l] = TILE.min(geo.oh.saturating_sub(oy));
                     d.cols[l] = TILE.min(geo.ow.saturating_sub(ox));
                 }
@@ -374,20 +360,18 @@ pub fn output_channels(
             }
             lanes.push(d);
         }
-        let y: *mut f32 = match dest {
-            Dest::Output(y) if end + (m - 1) * co_step <= y.len() => y.as_mut_ptr(),
-            Dest::Strips(buf) if end + (m - 1) * co_step <= buf.len() => buf.as_mut_ptr(),
-            Dest::Band { cols, .. } if end <= cols.width() && m <= cols.rows() => cols.as_mut_ptr(),
-            _ => return false,
+        let y: &mut [f32] = match dest {
+            Dest::Output(y) => y,
+            Dest::Strips(buf) => buf,
         };
+        if end + (m - 1) * co_step > y.len() {
+            return false;
+        }
         // SAFETY: AVX2 and FMA are present (and AVX-512F/VL when `wide()`); M reads (from
         // channel co0's rows) end at most at 35·ms + (m-1)·pitch + groups·8 <= mo.len()
         // (checked on the whole slice for co0 + m - 1 = co1 - 1); every store of lane l writes at most
         // rows[l] rows of cols[l] floats from co·co_step + base[l], all of which end at most
-        // at end + (m-1)·co_step <= y.len() (a slice), or, for a band, inside the first
-        // `end <= width` columns of row co < m <= rows of the `Columns`, which lie in its
-        // buffer and belong to this task alone (`Threads::columns`); the bias slice holds m
-        // values when given.
+        // at end + (m-1)·co_step <= y.len(); the bias slice holds m values when given.
         unsafe {
             let run = if wide() {
                 x86::output_wide
@@ -404,7 +388,7 @@ pub fn output_channels(
                 &lanes,
                 co_step,
                 row_step,
-                y,
+                y.as_mut_ptr(),
             )
         };
         true
@@ -521,84 +505,6 @@ mod tests {
             }
             assert_eq!(ya, yb);
             assert!(ya.iter().any(|&v| v != 7.0));
-        }
-    }
-
-    /// The output transform into bands of whole tile rows (`Dest::Band`, each band a
-    /// `Threads::columns` task, its tiles a sub-block reading M from its first column) stores
-    /// the same values as into the whole output: taken by the intrinsics (not refused), every
-    /// pixel of each band written, nothing outside it; prime sides, a partial last tile row
-    /// and column, bands of one and of several tile rows.
-    #[test]
-    fn band_output_matches_whole_output() {
-        if !vectors() {
-            return;
-        }
-        for (oh, ow, m, rows) in [(13, 13, 5, 2), (29, 53, 3, 3), (5, 7, 2, 1), (8, 4, 4, 2)] {
-            let geo = Geo2 {
-                h: oh,
-                w: ow,
-                kh: 3,
-                kw: 3,
-                sh: 1,
-                sw: 1,
-                dh: 1,
-                dw: 1,
-                pt: 1,
-                pl: 1,
-                oh,
-                ow,
-            };
-            let tiles = Tiles::new(&geo, 1);
-            let pitch = tiles.total.div_ceil(crate::gemm::NR) * crate::gemm::NR;
-            let blk = Block {
-                first: 0,
-                count: tiles.total,
-                pitch,
-            };
-            let ms = xi_stride(m, pitch);
-            let mo = values(36 * ms, 3);
-            let bias: Vec<f32> = (0..m).map(|i| i as f32 * 0.25 - 0.5).collect();
-            let ep = OutEpilogue {
-                m,
-                bias: Some(&bias),
-                act: Activation::Relu,
-            };
-            let plane = oh * ow;
-            let mut want = vec![f32::NAN; m * plane];
-            assert!(output(
-                &geo,
-                &tiles,
-                &blk,
-                &ep,
-                &mo,
-                &mut Dest::Output(&mut want)
-            ));
-            assert!(want.iter().all(|v| !v.is_nan()));
-            let mut got = vec![f32::NAN; m * plane];
-            let share = rows * TILE * ow;
-            Threads::single()
-                .columns(&mut got, plane, m, plane, share, |i, cols| {
-                    let (ty0, ty1) = (i * rows, ((i + 1) * rows).min(tiles.down));
-                    let s = ty0 * tiles.across;
-                    let part = Block {
-                        first: s,
-                        count: (ty1 - ty0) * tiles.across,
-                        pitch,
-                    };
-                    let mut band = Dest::Band {
-                        cols,
-                        row0: ty0 * TILE,
-                    };
-                    assert!(output(&geo, &tiles, &part, &ep, &mo[s..], &mut band));
-                    Ok(())
-                })
-                .unwrap();
-            let same = got
-                .iter()
-                .zip(&want)
-                .all(|(a, b)| a.to_bits() == b.to_bits());
-            assert!(same, "{oh}x{ow} m{m}, bands of {rows} tile rows");
         }
     }
 }
