@@ -461,19 +461,21 @@ pub fn channels_last(view: &SubgraphView<'_>, subs: Vec<Substitution>) -> Vec<Su
                     .cloned(),
             );
         }
-        for (k, part) in tries.iter().enumerate() {
-            if !worth(part) {
-                continue;
-            }
+        // One substitution for `part` when it forms; its units then are taken.
+        let mut form = |part: &[usize], taken: &mut Vec<bool>| {
             let region_units: Vec<&Unit> = part.iter().map(|&i| &units[i]).collect();
-            if let Some(s) = rewrite(view, &subs, &region_units, &pools) {
-                for u in &region_units {
-                    taken[u.sub] = true;
-                }
-                out.push(s);
-                if k == 0 {
-                    break;
-                }
+            let Some(s) = rewrite(view, &subs, &region_units, &pools) else {
+                return false;
+            };
+            for u in &region_units {
+                taken[u.sub] = true;
+            }
+            out.push(s);
+            true
+        };
+        for (k, part) in tries.iter().enumerate() {
+            if worth(part) && form(part, &mut taken) && k == 0 {
+                break;
             }
         }
         if region.len() < 2 || region.iter().any(|&i| taken[units[i].sub]) {
@@ -487,15 +489,8 @@ pub fn channels_last(view: &SubgraphView<'_>, subs: Vec<Substitution>) -> Vec<Su
             let depthwise = part
                 .iter()
                 .any(|&i| units[i].sub < real && units[i].role == Role::Depthwise);
-            if !depthwise || !worth(&part) {
-                continue;
-            }
-            let region_units: Vec<&Unit> = part.iter().map(|&i| &units[i]).collect();
-            if let Some(s) = rewrite(view, &subs, &region_units, &pools) {
-                for u in &region_units {
-                    taken[u.sub] = true;
-                }
-                out.push(s);
+            if depthwise && worth(&part) {
+                form(&part, &mut taken);
             }
         }
     }
