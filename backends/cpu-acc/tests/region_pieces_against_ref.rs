@@ -12,13 +12,13 @@
 
 mod support;
 
-use backplane_backend_api::{Backend, LayerDesc, SubgraphView, Substitution};
+use backplane_backend_api::{Backend, SubgraphView, Substitution};
 use backplane_core::ops::{AutoPad, ConvDesc, UnaryOp, Window};
 use backplane_core::{LayerId, Network, Op, Tensor, TensorId};
 use backplane_cpu_acc::fusion::{ConvLayout, Fused};
 use backplane_cpu_acc::CpuAccBackend;
 use std::collections::HashMap;
-use support::{close, reference, replacement_inputs, run_desc, Rng};
+use support::{close, reference, run_replacement, Rng};
 
 fn conv(k: usize, group: usize) -> Op {
     let p = k / 2;
@@ -105,27 +105,8 @@ fn run_substitution(
     values: &mut HashMap<TensorId, Tensor>,
     threads: usize,
 ) {
-    let mut produced: Vec<Vec<Tensor>> = Vec::new();
-    for layer in &s.replacement {
-        let (inputs, constants) = replacement_inputs(net, values, &produced, &layer.inputs);
-        let infos: Vec<_> = inputs.iter().map(|t| t.info().clone()).collect();
-        let info_refs: Vec<_> = infos.iter().collect();
-        let desc = LayerDesc {
-            name: layer.name.clone(),
-            op: layer.op.clone(),
-            inputs: infos.clone(),
-            outputs: layer.op.infer(&info_refs).unwrap(),
-            constants,
-        };
-        let refs: Vec<&Tensor> = inputs.iter().collect();
-        let out = run_desc(&desc, &refs, threads);
-        for (t, v) in layer.outputs.iter().zip(&out) {
-            if let Some(t) = t {
-                values.insert(*t, v.clone());
-            }
-        }
-        produced.push(out);
-    }
+    let out = run_replacement(net, values, &s.replacement, threads);
+    values.extend(out);
 }
 
 /// The layouts of the fused convolutions in each substitution.

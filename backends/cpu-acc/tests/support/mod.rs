@@ -5,7 +5,7 @@
 pub mod bn;
 pub mod qconv;
 
-use backplane_backend_api::{Backend, LayerDesc, SubgraphView, ValueRef};
+use backplane_backend_api::{Backend, LayerDesc, ReplacementLayer, SubgraphView, ValueRef};
 use backplane_core::ops::{AutoPad, ConvDesc, Window};
 use backplane_core::{DataType, LayerId, Network, Op, Tensor, TensorId, TensorInfo};
 use backplane_cpu_acc::CpuAccBackend;
@@ -380,23 +380,19 @@ pub fn run_reference(
     values
 }
 
-/// The replacement layers of CpuAcc's one substitution of `net`, run one after the other as
-/// CpuAcc workloads: the network's outputs, and the replacement's ops.
-pub fn run_acc(
+/// A substitution's replacement layers run one after the other as CpuAcc workloads, the
+/// tensors they read outside it taken from `values` (or the network's constants): the
+/// tensors they produce.
+pub fn run_replacement(
     net: &Network,
-    feeds: &HashMap<TensorId, Tensor>,
+    values: &HashMap<TensorId, Tensor>,
+    rep: &[ReplacementLayer],
     threads: usize,
-) -> (HashMap<TensorId, Tensor>, Vec<Op>) {
-    let all: Vec<LayerId> = (0..net.layers().len()).map(LayerId).collect();
-    let views =
-        CpuAccBackend::with_threads(threads).optimize_subgraph(&SubgraphView::new(net, all));
-    assert_eq!(views.substitutions.len(), 1, "one region: {views:?}");
-    assert!(views.untouched.is_empty(), "every layer in the region");
-    let rep = &views.substitutions[0].replacement;
+) -> HashMap<TensorId, Tensor> {
     let mut produced: Vec<Vec<Tensor>> = Vec::new();
     let mut outputs = HashMap::new();
     for layer in rep {
-        let (inputs, constants) = replacement_inputs(net, feeds, &produced, &layer.inputs);
+        let (inputs, constants) = replacement_inputs(net, values, &produced, &layer.inputs);
         let infos: Vec<_> = inputs.iter().map(|t| t.info().clone()).collect();
         let info_refs: Vec<_> = infos.iter().collect();
         let desc = LayerDesc {
@@ -415,6 +411,23 @@ pub fn run_acc(
         }
         produced.push(out);
     }
+    outputs
+}
+
+/// The replacement layers of CpuAcc's one substitution of `net`, run one after the other as
+/// CpuAcc workloads: the network's outputs, and the replacement's ops.
+pub fn run_acc(
+    net: &Network,
+    feeds: &HashMap<TensorId, Tensor>,
+    threads: usize,
+) -> (HashMap<TensorId, Tensor>, Vec<Op>) {
+    let all: Vec<LayerId> = (0..net.layers().len()).map(LayerId).collect();
+    let views =
+        CpuAccBackend::with_threads(threads).optimize_subgraph(&SubgraphView::new(net, all));
+    assert_eq!(views.substitutions.len(), 1, "one region: {views:?}");
+    assert!(views.untouched.is_empty(), "every layer in the region");
+    let rep = &views.substitutions[0].replacement;
+    let outputs = run_replacement(net, feeds, rep, threads);
     (outputs, rep.iter().map(|l| l.op.clone()).collect())
 }
 
