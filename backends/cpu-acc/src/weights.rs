@@ -5,7 +5,7 @@
 //! B operands CpuAcc packs from them need packing only once: a [`PackedWeights`] cache, kept
 //! by the backend object (shared by every clone the registry hands out), maps a constant's
 //! identity and the packing parameters to the packed operand (a form made from several
-//! constants, [`shared_from`], by all their identities). Entries hold the constants and
+//! constants, `shared_from`, by all their identities). Entries hold the constants and
 //! the packed operand weakly: a packed operand lives as long as a workload (or a plan's
 //! network, for constants a fusion makes) uses it, and an entry whose constant has gone can
 //! never match a new tensor at the same address.

@@ -110,7 +110,7 @@ impl Backend for CpuRefBackend {
         Ok(Box::new(CpuRefWorkloadFactory::new(memory_manager)))
     }
 
-    /// Quantized chains with constant 8-bit weights become integer layers ([`fold`]).
+    /// Quantized chains with constant 8-bit weights become integer layers (`fold`).
     fn optimize_subgraph(&self, subgraph: &SubgraphView<'_>) -> OptimizationViews {
         fold::optimize(subgraph)
     }

@@ -698,7 +698,7 @@ const SHRINK_RUNS: usize = 120;
 /// A smaller case that still fails, or `None` if no smaller one does: input dims are cut (to
 /// 1, half, or one less; one input at a time, or the same axis of every input at once, so
 /// broadcasting and matching dims survive), keeping the values at the indices that remain,
-/// as long as the layer is still valid and still fails. Greedy, bounded by [`SHRINK_RUNS`].
+/// as long as the layer is still valid and still fails. Greedy, bounded by `SHRINK_RUNS`.
 pub fn shrink(runtime: &Runtime, backend: &BackendId, case: &SweepCase) -> Option<SweepCase> {
     let mut best: Option<SweepCase> = None;
     let mut runs = 0;

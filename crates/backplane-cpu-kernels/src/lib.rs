@@ -24,7 +24,7 @@
 //!   apply them in registers.
 //! * [`byte_sums`]: exact f64 sums of dequantized bytes (the quantized mean), vectorized.
 //! * [`byte_table`]: a 256-entry byte table over a run of bytes (quantized functions).
-//! * [`multiversion`]: safe bodies (of any crate) compiled per tier.
+//! * [`multiversion`](mod@multiversion): safe bodies (of any crate) compiled per tier.
 //! * [`threads`]: the intra-op thread pool the kernels are run on.
 //!
 //! The public API is safe. The rules that make the `unsafe` inside sound: vector code is

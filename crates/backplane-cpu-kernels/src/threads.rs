@@ -3,18 +3,18 @@
 //! pool hand-offs).
 //!
 //! A parallel step cuts its items into one contiguous range per thread, each thread taking
-//! its own range first and then what is left of the others' ([`Claims`]), so the same thread
+//! its own range first and then what is left of the others' (`Claims`), so the same thread
 //! takes the same part of consecutive steps; the calling thread works on them too, so it
 //! never sleeps while a layer runs, and a helper that wakes late costs only some
-//! parallelism, never a wait (see [`Pool`]). After a step each helper spins for
+//! parallelism, never a wait (see `Pool`). After a step each helper spins for
 //! `KEEP_WARM`, then parks: back-to-back layers find the helpers awake instead of paying a
 //! wake-up each. Spinning threads yield to the OS every few tens of microseconds, so on a busy
 //! machine they hand their core to the thread they wait for. A step's hand-off takes no lock
-//! ([`pool`]: one atomic word for the step's state).
+//! (`pool`: one atomic word for the step's state).
 //!
 //! The `unsafe` here hands the step's closure, which borrows the caller's stack, to the
 //! helpers (the caller closes the step and waits for every helper that joined it before
-//! returning: [`pool`]), and hands each thread the chunks of [`Threads::chunks`] it claimed.
+//! returning: `pool`), and hands each thread the chunks of [`Threads::chunks`] it claimed.
 #![allow(unsafe_code)]
 
 mod pool;

@@ -4,7 +4,7 @@
 //! as it is followed, so a malformed file is an error, never a panic) through the field slots
 //! of TFLite's schema (`schema.rs`).
 //! Operators become core `Op`s (`ops/`); TFLite's channels-last images meet the core's
-//! channels-first convolutions through [`layout`], with transposes only where a tensor
+//! channels-first convolutions through `layout`, with transposes only where a tensor
 //! changes form; quantized tensors keep their integer type and their scale and zero point
 //! (per tensor, or per axis for weights) in [`TensorInfo::quant`](backplane_core::TensorInfo),
 //! and quantized operators compute through f32 between a dequantize and a quantize (see

@@ -10,7 +10,7 @@
 //! least-recently-used order, at most a capacity per node and within the runtime's memory
 //! budget (an entry counts its key's bound bytes and its folded outputs' bytes, or its
 //! network's working memory, in the budget shared by every cache of the same
-//! `DynamicNetwork`: [`crate::cache_budget`]); an evicted network is unloaded.
+//! `DynamicNetwork`: `crate::cache_budget`); an evicted network is unloaded.
 
 use crate::cache_budget::{CacheBudget, EntryId, Evict, Owner};
 use crate::dynamic_network::ByteSize;

@@ -6,7 +6,7 @@ use crate::act::Activation;
 use crate::simd;
 
 /// A per-K-row affine map and activation applied to a B view as it is packed
-/// ([`BSrc::Normed`]): row `l` of B is read as `act(b[l][j] · scale[l] + shift[l])`, which is
+/// (`BSrc::Normed`): row `l` of B is read as `act(b[l][j] · scale[l] + shift[l])`, which is
 /// an inference BatchNormalization and its activation folded into the 1×1 convolution that
 /// reads them, so the normalized tensor is never written.
 #[derive(Debug, Clone, Copy)]

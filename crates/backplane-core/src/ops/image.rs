@@ -134,7 +134,7 @@ impl AffineGridDesc {
     }
 }
 
-/// RoiAlign: X [N, C, H, W], rois [R, 4] (x1, y1, x2, y2), batch_indices [R] (int64) →
+/// RoiAlign: X [N, C, H, W], rois [R, 4] (x1, y1, x2, y2), batch_indices `[R]` (int64) →
 /// [R, C, output_height, output_width].
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct RoiAlignDesc {
@@ -186,7 +186,7 @@ impl RoiAlignDesc {
 }
 
 /// DeformConv: X [N, C, spatial...], W [M, C / group, kernel...], offset
-/// [N, offset_group * r * prod(kernel), out...], optional B [M] and mask
+/// [N, offset_group * r * prod(kernel), out...], optional B `[M]` and mask
 /// [N, offset_group * prod(kernel), out...] → [N, M, out...].
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub struct DeformConvDesc {

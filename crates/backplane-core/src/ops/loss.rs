@@ -35,7 +35,7 @@ impl LossReduction {
 }
 
 /// NegativeLogLikelihoodLoss: input [N, C, d1..dk] (log-probabilities), target [N, d1..dk]
-/// (class indices, i32 or i64), optional weight [C]. The loss of one target element is
+/// (class indices, i32 or i64), optional weight `[C]`. The loss of one target element is
 /// `-input[n, target, d] * weight[target]`, and 0 where the target equals `ignore_index`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct NllLossDesc {

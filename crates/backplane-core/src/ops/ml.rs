@@ -33,7 +33,7 @@ impl TfIdfMode {
     }
 }
 
-/// TfIdfVectorizer over integer tokens: X [C] or [N, C] (i32 or i64) → Y [O] or [N, O] (f32),
+/// TfIdfVectorizer over integer tokens: X `[C]` or [N, C] (i32 or i64) → Y `[O]` or [N, O] (f32),
 /// where O = max(ngram_indexes) + 1.
 ///
 /// For every row, every n-gram of `min_gram_length..=max_gram_length` tokens whose items are
@@ -66,7 +66,7 @@ impl TfIdfDesc {
         self.ngram_indexes.iter().max().map_or(0, |m| m + 1)
     }
 
-    /// The n-grams of the pool, in pool order (checked by [`Self::validate`]).
+    /// The n-grams of the pool, in pool order (checked by `Self::validate`).
     pub fn ngrams(&self) -> Result<Vec<&[i64]>> {
         let err = |m: String| CoreError::op("TfIdfVectorizer", m);
         let mut out = Vec::new();

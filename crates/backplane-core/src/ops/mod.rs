@@ -156,7 +156,7 @@ pub enum Op {
     },
     /// Permute axes.
     Transpose {
-        /// Output axis i is input axis perm[i].
+        /// Output axis `i` is input axis `perm[i]`.
         perm: Vec<usize>,
     },
     /// Remove size-1 axes.
@@ -289,7 +289,7 @@ pub enum Op {
         /// The axis.
         axis: i64,
     },
-    /// Per-instance, per-channel normalization: X [N, C, ...], scale [C], bias [C].
+    /// Per-instance, per-channel normalization: X [N, C, ...], scale `[C]`, bias `[C]`.
     InstanceNormalization {
         /// Added to the variance.
         epsilon: f32,
@@ -354,13 +354,13 @@ pub enum Op {
     Loop(LoopDesc),
     /// Run a nested network over slices of its inputs, carrying state.
     Scan(ScanDesc),
-    /// Negative log-likelihood loss: input [N, C, ...], target [N, ...], optional weight [C].
+    /// Negative log-likelihood loss: input [N, C, ...], target [N, ...], optional weight `[C]`.
     NegativeLogLikelihoodLoss(NllLossDesc),
     /// Sample X at the normalized positions of a grid: X, grid.
     GridSample(GridSampleDesc),
     /// Sum of products over the labels of an equation (any number of inputs).
     Einsum(EinsumDesc),
-    /// Determinant of the matrices of the last two axes: X [*, M, M] → [*].
+    /// Determinant of the matrices of the last two axes: X [*, M, M] → `[*]`.
     Det,
     /// RNN, GRU or LSTM (see [`RnnDesc`] for the inputs and outputs).
     Rnn(RnnDesc),

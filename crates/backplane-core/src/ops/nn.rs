@@ -4,7 +4,7 @@ use super::spatial::{Geometry, Window};
 use crate::shape::{broadcast_shapes, normalize_axis};
 use crate::{CoreError, DataType, Result, TensorInfo};
 
-/// Convolution (ONNX Conv). Inputs: X [N, C, spatial...], W [M, C/group, kernel...], optional B [M].
+/// Convolution (ONNX Conv). Inputs: X [N, C, spatial...], W [M, C/group, kernel...], optional B `[M]`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub struct ConvDesc {
     /// Window (kernel extents must equal W's spatial dims).

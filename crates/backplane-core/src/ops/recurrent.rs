@@ -242,7 +242,7 @@ impl RnnActivation {
 
 /// RNN, GRU or LSTM. Inputs (layout 0; layout 1 swaps the first two axes of X, Y, initial
 /// and final states): X [S, B, I], W [D, G·H, I], R [D, G·H, H], B [D, 2·G·H],
-/// sequence_lens [B] (i32 or i64), initial_h [D, B, H], and for LSTM initial_c [D, B, H],
+/// sequence_lens `[B]` (i32 or i64), initial_h [D, B, H], and for LSTM initial_c [D, B, H],
 /// P [D, 3·H]. Outputs, those flagged in `outputs`: Y [S, D, B, H], Y_h [D, B, H],
 /// Y_c [D, B, H] (LSTM only).
 #[derive(Debug, Clone, PartialEq)]

@@ -69,7 +69,7 @@ impl DftDesc {
     }
 }
 
-/// STFT: signal [batch, length, 1 or 2] (and an optional window [frame_length]) → output
+/// STFT: signal [batch, length, 1 or 2] (and an optional window `[frame_length]`) → output
 /// [batch, frames, bins, 2], frames = 1 + (length - frame_length) / frame_step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct StftDesc {

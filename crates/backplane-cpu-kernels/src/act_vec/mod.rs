@@ -1,5 +1,5 @@
 //! The transcendental activations that kernels apply in registers (sigmoid, SiLU, and the
-//! hard sigmoid and swish), as vector code per tier ([`avx512`], [`avx2`]): a depthwise
+//! hard sigmoid and swish), as vector code per tier (`avx512`, `avx2`): a depthwise
 //! row computed with its SiLU in registers is stored once, where a separate pass over the
 //! stored output read and wrote it again (from L2 or memory on a large plane).
 //!

@@ -2,7 +2,7 @@
 //!
 //! A packed A panel (`kc × MR`) times a packed B panel (`kc × NR`) into a tile of C with an
 //! epilogue (scale, accumulate, biases, an in-register activation): a 12×32 AVX-512 tile
-//! ([`avx512`]), 6×16 AVX2 quarters of it ([`avx2`]), or plain Rust ([`portable`]). Variants
+//! (`avx512`), 6×16 AVX2 quarters of it (`avx2`), or plain Rust (`portable`). Variants
 //! read A where it lies ([`tiles_strided`], [`tiles_strided_wide`], [`tiles_offsets`]) or B where it lies
 //! ([`microkernel_in_place`]), or fetch the next packed B panel into L2 while they run
 //! ([`microkernel_fetching`]).

@@ -1,5 +1,5 @@
 //! Rows of the channels-last depthwise convolution: what one output row reads, and its
-//! AVX-512 and AVX2 kernels ([`avx512`], [`avx2`]); CpuAcc's compiled loops
+//! AVX-512 and AVX2 kernels (`avx512`, `avx2`); CpuAcc's compiled loops
 //! (`nhwc::dw_row_body`) run where neither does.
 
 #[cfg(target_arch = "x86_64")]
@@ -16,7 +16,7 @@ use crate::isa::Isa;
 /// L1 (docs/cpu-acc-bounds.md, "Channels-last depthwise rows").
 const BLOCKS_OUTER_TAPS: usize = 4096;
 
-/// One output row of a channels-last depthwise convolution, for [`dw_row_body`].
+/// One output row of a channels-last depthwise convolution, for `dw_row_body`.
 pub struct DwRow<'a> {
     /// The window.
     pub geo: &'a Geo2,

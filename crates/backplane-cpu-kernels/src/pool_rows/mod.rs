@@ -1,5 +1,5 @@
 //! Channels-last window rows over 16-lane channel blocks: one output row of a depthwise
-//! convolution or a max pooling, with AVX-512 ([`avx512`]); without it the caller's own loop
+//! convolution or a max pooling, with AVX-512 (`avx512`); without it the caller's own loop
 //! runs.
 
 #[cfg(target_arch = "x86_64")]

@@ -4,7 +4,7 @@
 //! channels).
 
 /// The part of a requantization shared by every channel of a layer (see
-/// [`requantize_channels`]).
+/// `requantize_channels`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RequantRange {
     /// The output zero point.

@@ -24,7 +24,7 @@
 //!
 //! On the AVX-512 VNNI tier, layers whose centered weights all fit in a signed byte
 //! (TFLite's symmetric int8 weights) run four taps per `vpdpbusd` instead
-//! ([`super::depthwise_vnni`]), where its blocks of 64 lanes are full enough; the others,
+//! (`super::depthwise_vnni`), where its blocks of 64 lanes are full enough; the others,
 //! and every run on that tier that does not suit those blocks, run the AVX-512BW body.
 
 use super::channels::RequantRange;

@@ -3,7 +3,7 @@
 //! written and read back. The channels-last int8 convolutions (output pixels as rows,
 //! channels as columns) use it.
 //!
-//! The bytes are those of [`super::requantize_channels`] on the sums (same f32 operations
+//! The bytes are those of `super::requantize_channels` on the sums (same f32 operations
 //! in the same order), on every tier.
 
 use super::channels::RequantRange;

@@ -15,7 +15,7 @@
 //!
 //! Tiles: up to [`QUAD_ROWS`] rows of A against up to four panels of [`QNR`] columns (one
 //! 512-bit accumulator per row and panel). Only the AVX-512 VNNI tier has a vector tile
-//! ([`super::quads_avx512`]); the others run a plain Rust tile, so callers choose this path
+//! (`super::quads_avx512`); the others run a plain Rust tile, so callers choose this path
 //! where [`quads_in_use`] says so and keep the pair GEMM elsewhere. Not written: the
 //! 256-bit AVX-VNNI tile (CPUs with AVX-VNNI but no AVX-512).
 

@@ -59,7 +59,7 @@ crate::multiversion! {
     /// delegate) does: `clamp(round_half_even((sum + bias) · scale), lo, hi) + zero`, the
     /// byte of an i8 or u8 output. The product is rounded to f32 once, so a result may be
     /// one quantum off the exact real one where it lies within f32 precision of a rounding
-    /// boundary (as it may be for TFLite's fixed-point rule, [`QuantizedMultiplier`]).
+    /// boundary (as it may be for TFLite's fixed-point rule, `QuantizedMultiplier`).
     pub fn requantize_f32(sums: &[i32], out: &mut [u8], p: FloatRequant) => requantize_f32_body;
 }
 

@@ -1,6 +1,6 @@
 //! Transposes: matrix tiles (NCHW ↔ NHWC at the borders of channels-last regions) and the
 //! 16-lane channel blocks of the channels-last depthwise and pooling paths, in registers
-//! with AVX-512 ([`avx512`]: 16×16) or AVX2 ([`avx2`]: 8×8), else in plain Rust.
+//! with AVX-512 (`avx512`: 16×16) or AVX2 (`avx2`: 8×8), else in plain Rust.
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;

@@ -28,7 +28,7 @@ pub struct Tiles {
     pub down: usize,
     /// Tiles of all images.
     pub total: usize,
-    /// Row pitch of the zero-padded input planes (see [`pad_input`]).
+    /// Row pitch of the zero-padded input planes (see `pad_input`).
     pub pitch: usize,
 }
 
