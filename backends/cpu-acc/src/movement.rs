@@ -183,6 +183,10 @@ where
     threads.chunks(y, per * row, |ci, block| f(ci * per, block))
 }
 
+/// The longest row a walk moves at once: a walk that is one longer row (a broadcast
+/// constant, a whole contiguous tensor) is cut so that the threads can share it.
+const WALK_ROW: usize = 4096;
+
 /// How the rows of an output are read from `K` inputs: coalesced outer dims with each
 /// operand's strides (in elements, negative for reversed slices), the row length and each
 /// operand's stride along a row.
@@ -219,14 +223,16 @@ impl<const K: usize> Walk<K> {
             axes.push((d, s));
         }
         let (inner, step) = axes.pop().unwrap_or((1, [0; K]));
-        Ok(Walk {
+        let mut walk = Walk {
             dims: axes.iter().map(|a| a.0).collect(),
             strides: axes.iter().map(|a| a.1).collect(),
             inner,
             step,
             base,
             empty,
-        })
+        };
+        walk.cut_long_rows(WALK_ROW);
+        Ok(walk)
     }
 
     /// Cut a walk that is one long row into rows of at most `max` elements (a divisor of
@@ -564,10 +570,6 @@ impl Workload for GatherWorkload {
     }
 }
 
-/// The longest row a Where walks at once: longer single rows are cut so that threads can
-/// share them.
-const WHERE_ROW: usize = 4096;
-
 /// Where: each output element from X where the condition is true, else from Y.
 pub struct WhereWorkload {
     io: Io,
@@ -597,8 +599,7 @@ impl WhereWorkload {
         let strides: Vec<[isize; 3]> = (0..out.len())
             .map(|i| [c[i] as isize, a[i] as isize, b[i] as isize])
             .collect();
-        let mut walk = Walk::new(&out, &strides, [0; 3])?;
-        walk.cut_long_rows(WHERE_ROW);
+        let walk = Walk::new(&out, &strides, [0; 3])?;
         let lens = [0, 1, 2].map(|s| {
             io.inputs
                 .get(s)

@@ -362,6 +362,24 @@ fn expand_and_tile() {
             &[&x],
             &[&[false]],
         );
+        // One long row (a broadcast scalar; a whole contiguous slice): cut into rows the
+        // threads share; a prime length stays one row.
+        for n in [100_000, 65_537] {
+            let x = typed(&mut rng, &[1], dt);
+            exact(
+                &format!("expand a scalar to {n}"),
+                &Op::Expand { shape: vec![n] },
+                &[&x],
+                &[&[false]],
+            );
+            let x = typed(&mut rng, &[n + 9], dt);
+            exact(
+                &format!("slice {n} of {}", n + 9),
+                &slice(&[4], &[4 + n as i64], &[0], &[1]),
+                &[&x],
+                &[&[false]],
+            );
+        }
         let x = typed(&mut rng, &[7, 63], dt);
         exact(
             "tile",
