@@ -625,6 +625,7 @@ fn where_row<const N: usize>(
     at: [usize; 3],
     step: [isize; 3],
     dst: &mut [u8],
+    select: Select<N>,
 ) -> Result<()> {
     let (out, _) = dst.as_chunks_mut::<N>();
     let n = out.len();
@@ -639,12 +640,7 @@ fn where_row<const N: usize>(
     match (sc, sx, sy) {
         (1, 0 | 1, 0 | 1) => {
             // X's or Y's row is one element when its stride is 0 (see `span`).
-            match N {
-                1 => select_1(c, as_n(x)?, as_n(y)?, as_n_mut(out)?),
-                2 => select_2(c, as_n(x)?, as_n(y)?, as_n_mut(out)?),
-                4 => select_4(c, as_n(x)?, as_n(y)?, as_n_mut(out)?),
-                _ => select_8(c, as_n(x)?, as_n(y)?, as_n_mut(out)?),
-            }
+            select(c, x, y, out);
         }
         (0, 0 | 1, 0 | 1) => {
             // One condition for the whole row: the row is X's or Y's.
@@ -739,30 +735,8 @@ backplane_cpu_kernels::multiversion! {
     fn select_8(c: &[u8], x: &[[u8; 8]], y: &[[u8; 8]], out: &mut [[u8; 8]]) => select_8_body;
 }
 
-/// A slice of `[u8; N]` seen as `[u8; M]` when `M == N` (for the per-size selects above;
-/// an error otherwise).
-fn as_n<const N: usize, const M: usize>(s: &[[u8; N]]) -> Result<&[[u8; M]]> {
-    let (m, rest) = s.as_flattened().as_chunks::<M>();
-    if N == M && rest.is_empty() {
-        Ok(m)
-    } else {
-        Err(BackendError::Execution(
-            "a Where row of the wrong element size".into(),
-        ))
-    }
-}
-
-/// [`as_n`] for the output row.
-fn as_n_mut<const N: usize, const M: usize>(s: &mut [[u8; N]]) -> Result<&mut [[u8; M]]> {
-    let (m, rest) = s.as_flattened_mut().as_chunks_mut::<M>();
-    if N == M && rest.is_empty() {
-        Ok(m)
-    } else {
-        Err(BackendError::Execution(
-            "a Where row of the wrong element size".into(),
-        ))
-    }
-}
+/// The select of one row of `N`-byte elements ([`select_1`] .. [`select_8`]).
+type Select<const N: usize> = fn(&[u8], &[[u8; N]], &[[u8; N]], &mut [[u8; N]]);
 
 impl Workload for WhereWorkload {
     fn execute(&self, inputs: &[TensorView<'_>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
@@ -782,10 +756,10 @@ impl Workload for WhereWorkload {
             for dst in block.chunks_exact_mut(row) {
                 let (at, s) = (cur.at(), walk.step);
                 match esize {
-                    1 => where_row::<1>([c, x, y], at, s, dst)?,
-                    2 => where_row::<2>([c, x, y], at, s, dst)?,
-                    4 => where_row::<4>([c, x, y], at, s, dst)?,
-                    8 => where_row::<8>([c, x, y], at, s, dst)?,
+                    1 => where_row::<1>([c, x, y], at, s, dst, select_1)?,
+                    2 => where_row::<2>([c, x, y], at, s, dst, select_2)?,
+                    4 => where_row::<4>([c, x, y], at, s, dst, select_4)?,
+                    8 => where_row::<8>([c, x, y], at, s, dst, select_8)?,
                     _ => return Err(self.io.error(format!("Where of {esize}-byte elements"))),
                 }
                 cur.advance();
