@@ -91,29 +91,23 @@ pub(super) fn reshape(cx: &mut Cx<'_, '_, '_>) -> Tx<()> {
     let (x, out) = (cx.input(0)?, cx.output(0)?);
     same_quantization(cx, x, out)?;
     let shape = cx.shape(out)?;
-    if let [n, 1, 1, c] = shape[..] {
-        // [N, 1, 1, C] has the bytes of NCHW [N, C, 1, 1]: the channels-first form is made
-        // directly (no transpose for the convolutions reading it), and is the MEAN's own
-        // result when it was computed keeping its axes for this reshape.
-        let expanded = cx.g.expanded(x);
-        if let Some(y) = expanded.filter(|&y| cx.g.info(y).shape.dims() == [n, c, 1, 1]) {
-            return cx.emit(out, y, true);
+    // [N, 1, 1, C] has the bytes of NCHW [N, C, 1, 1]: the channels-first form is made
+    // directly (no transpose for the convolutions reading it), and is the MEAN's own result
+    // when it was computed keeping its axes for this reshape.
+    let (shape, nchw) = match shape[..] {
+        [n, 1, 1, c] => {
+            let expanded = cx.g.expanded(x);
+            if let Some(y) = expanded.filter(|&y| cx.g.info(y).shape.dims() == [n, c, 1, 1]) {
+                return cx.emit(out, y, true);
+            }
+            (vec![n, c, 1, 1], true)
         }
-        let id = cx.nhwc(x)?;
-        let name = cx.fresh("Reshape");
-        let y = cx.g.layer(
-            &name,
-            Op::Reshape {
-                shape: vec![n, c, 1, 1],
-            },
-            &[id],
-        )?;
-        return cx.emit(out, y, true);
-    }
+        _ => (shape, false),
+    };
     let id = cx.nhwc(x)?;
     let name = cx.fresh("Reshape");
     let y = cx.g.layer(&name, Op::Reshape { shape }, &[id])?;
-    cx.emit(out, y, false)
+    cx.emit(out, y, nchw)
 }
 
 /// The data-movement operators move stored integers: input and output must agree on them.
