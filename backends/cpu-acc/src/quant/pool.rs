@@ -370,7 +370,7 @@ impl Pool {
         // (made again only when a row's count differs from the last row's).
         let mut counts = scratch(io, ow * c, 0i32)?;
         let mut recip = scratch(io, ow * c, 0f64)?;
-        let mut recip_rows = 0;
+        let mut recip_rows = None;
         let missing = || io.error("input too short".into());
         // The integer of a byte: `(b ^ flip) - offset`.
         let offset = if self.flip != 0 { 128 } else { 0 };
@@ -394,7 +394,7 @@ impl Pool {
             sums.fill(0);
             self.columns(&colsum, &mut sums, add_i32_rows);
             let rows = taps(s);
-            if rows != recip_rows {
+            if recip_rows != Some(rows) {
                 for (ox, (n, v)) in counts
                     .chunks_mut(c.max(1))
                     .zip(recip.chunks_mut(c.max(1)))
@@ -405,7 +405,7 @@ impl Pool {
                     n.fill(i32::try_from(d).unwrap_or(i32::MAX));
                     v.fill(1.0 / d as f64);
                 }
-                recip_rows = rows;
+                recip_rows = Some(rows);
             }
             let (lo, hi) = (self.clamp.0 as i32, self.clamp.1 as i32);
             round_away_row(&sums, &counts, &recip, (lo, hi), yr);
