@@ -13,26 +13,12 @@
 mod support;
 
 use backplane_backend_api::{Backend, SubgraphView, Substitution};
-use backplane_core::ops::{AutoPad, ConvDesc, UnaryOp, Window};
+use backplane_core::ops::UnaryOp;
 use backplane_core::{LayerId, Network, Op, Tensor, TensorId};
 use backplane_cpu_acc::fusion::{ConvLayout, Fused};
 use backplane_cpu_acc::CpuAccBackend;
 use std::collections::HashMap;
-use support::{close, reference, run_replacement, Rng};
-
-fn conv(k: usize, group: usize) -> Op {
-    let p = k / 2;
-    Op::Conv(ConvDesc {
-        window: Window {
-            kernel: vec![k, k],
-            strides: vec![1, 1],
-            dilations: vec![1, 1],
-            pads: vec![p, p, p, p],
-            auto_pad: AutoPad::NotSet,
-        },
-        group,
-    })
-}
+use support::{close, run_reference, run_replacement, same_conv, Rng};
 
 /// `x → A (1×1 + ReLU) → M (3×3 + ReLU) → B (1×1, + A) → E (1×1 + ReLU) → D (3×3
 /// depthwise, or 1×1 when not `depthwise`, + ReLU) → P (1×1)`: the network and its input.
@@ -52,11 +38,11 @@ fn network(r: &mut Rng, (c, h, w): (usize, usize, usize), depthwise: bool) -> (N
         net.add_layer(name, Op::Unary(UnaryOp::Relu), &[t]).unwrap()[0]
     };
     let (m, e) = (c + 2, 2 * c + 1);
-    let a = step(&mut net, "a", conv(1, 1), x, &[m, c, 1, 1]);
+    let a = step(&mut net, "a", same_conv(1, 1), x, &[m, c, 1, 1]);
     let a = relu(&mut net, "a_relu", a);
-    let t = step(&mut net, "m", conv(3, 1), a, &[m, m, 3, 3]);
+    let t = step(&mut net, "m", same_conv(3, 1), a, &[m, m, 3, 3]);
     let t = relu(&mut net, "m_relu", t);
-    let t = step(&mut net, "b", conv(1, 1), t, &[m, m, 1, 1]);
+    let t = step(&mut net, "b", same_conv(1, 1), t, &[m, m, 1, 1]);
     let t = net
         .add_layer(
             "b_add",
@@ -64,37 +50,17 @@ fn network(r: &mut Rng, (c, h, w): (usize, usize, usize), depthwise: bool) -> (N
             &[t, a],
         )
         .unwrap()[0];
-    let t = step(&mut net, "e", conv(1, 1), t, &[e, m, 1, 1]);
+    let t = step(&mut net, "e", same_conv(1, 1), t, &[e, m, 1, 1]);
     let t = relu(&mut net, "e_relu", t);
     let t = if depthwise {
-        step(&mut net, "d", conv(3, e), t, &[e, 1, 3, 3])
+        step(&mut net, "d", same_conv(3, e), t, &[e, 1, 3, 3])
     } else {
-        step(&mut net, "d", conv(1, 1), t, &[e, e, 1, 1])
+        step(&mut net, "d", same_conv(1, 1), t, &[e, e, 1, 1])
     };
     let t = relu(&mut net, "d_relu", t);
-    let y = step(&mut net, "p", conv(1, 1), t, &[c, e, 1, 1]);
+    let y = step(&mut net, "p", same_conv(1, 1), t, &[c, e, 1, 1]);
     net.mark_output(y).unwrap();
     (net, x)
-}
-
-/// Every value of `net` computed by CpuRef, layer by layer.
-fn run_reference(net: &Network, feeds: &HashMap<TensorId, Tensor>) -> HashMap<TensorId, Tensor> {
-    let mut values = feeds.clone();
-    for layer in net.layers() {
-        let inputs: Vec<Tensor> = layer
-            .inputs
-            .iter()
-            .map(|t| match values.get(t) {
-                Some(v) => v.clone(),
-                None => (**net.tensor(*t).constant().unwrap()).clone(),
-            })
-            .collect();
-        let refs: Vec<&Tensor> = inputs.iter().collect();
-        for (t, v) in layer.outputs.iter().zip(reference(&layer.op, &refs)) {
-            values.insert(*t, v);
-        }
-    }
-    values
 }
 
 /// One substitution's replacement layers run one after the other on CpuAcc; its outputs

@@ -10,26 +10,10 @@
 
 mod support;
 
-use backplane_core::ops::{
-    AutoPad, BinaryOp, ConvDesc, PoolKind, ReduceDesc, ReduceKind, UnaryOp, Window,
-};
+use backplane_core::ops::{BinaryOp, PoolKind, ReduceDesc, ReduceKind, UnaryOp};
 use backplane_core::{LayerId, Network, Op, Tensor, TensorId};
 use std::collections::HashMap;
-use support::{close, run_acc, run_reference, Rng};
-
-fn conv(k: usize, group: usize) -> Op {
-    let p = k / 2;
-    Op::Conv(ConvDesc {
-        window: Window {
-            kernel: vec![k, k],
-            strides: vec![1, 1],
-            dilations: vec![1, 1],
-            pads: vec![p, p, p, p],
-            auto_pad: AutoPad::NotSet,
-        },
-        group,
-    })
-}
+use support::{close, run_acc, run_reference, same_conv, Rng};
 
 /// The block's shape: input channels, expansion, squeeze, output channels, plane.
 #[derive(Debug, Clone, Copy)]
@@ -66,9 +50,9 @@ fn block(b: Block, rng: &mut Rng) -> (Network, TensorId, LayerId) {
     let (w4, b4) = weights(&mut net, "w_fc2", &[b.e, b.s, 1, 1]);
     let (w5, b5) = weights(&mut net, "w_project", &[b.o, b.e, 1, 1]);
     let relu = Op::Unary(UnaryOp::Relu);
-    let t = layer(&mut net, "expand", conv(1, 1), &[x, w1, b1]);
+    let t = layer(&mut net, "expand", same_conv(1, 1), &[x, w1, b1]);
     let t = layer(&mut net, "expand_relu", relu.clone(), &[t]);
-    let t = layer(&mut net, "dw", conv(3, b.e), &[t, w2, b2]);
+    let t = layer(&mut net, "dw", same_conv(3, b.e), &[t, w2, b2]);
     let d = layer(&mut net, "dw_relu", relu.clone(), &[t]);
     let pool = if b.tflite {
         Op::Reduce(ReduceDesc {
@@ -81,9 +65,9 @@ fn block(b: Block, rng: &mut Rng) -> (Network, TensorId, LayerId) {
         Op::GlobalPool(PoolKind::Average)
     };
     let p = layer(&mut net, "pool", pool, &[d]);
-    let t = layer(&mut net, "fc1", conv(1, 1), &[p, w3, b3]);
+    let t = layer(&mut net, "fc1", same_conv(1, 1), &[p, w3, b3]);
     let t = layer(&mut net, "fc1_relu", relu, &[t]);
-    let t = layer(&mut net, "fc2", conv(1, 1), &[t, w4, b4]);
+    let t = layer(&mut net, "fc2", same_conv(1, 1), &[t, w4, b4]);
     let g = if b.tflite {
         let clip = Op::Unary(UnaryOp::Clip { min: 0.0, max: 6.0 });
         let t = layer(&mut net, "gate_clip", clip, &[t]);
@@ -96,7 +80,7 @@ fn block(b: Block, rng: &mut Rng) -> (Network, TensorId, LayerId) {
     let mul_inputs = if b.gate_first { [g, d] } else { [d, g] };
     let m = layer(&mut net, "scale", Op::Binary(BinaryOp::Mul), &mul_inputs);
     let mul = LayerId(net.layers().len() - 1);
-    let y = layer(&mut net, "project", conv(1, 1), &[m, w5, b5]);
+    let y = layer(&mut net, "project", same_conv(1, 1), &[m, w5, b5]);
     net.mark_output(y).unwrap();
     (net, x, mul)
 }

@@ -357,6 +357,22 @@ pub fn check_conv(what: &str, op: &Op, x: &Tensor, w: &Tensor, b: &Tensor, atol:
     );
 }
 
+/// A 2-D convolution of a `k`×`k` kernel, stride 1, padding that keeps the size (`k` odd),
+/// `group` groups.
+pub fn same_conv(k: usize, group: usize) -> Op {
+    let p = k / 2;
+    Op::Conv(ConvDesc {
+        window: Window {
+            kernel: vec![k, k],
+            strides: vec![1, 1],
+            dilations: vec![1, 1],
+            pads: vec![p, p, p, p],
+            auto_pad: AutoPad::NotSet,
+        },
+        group,
+    })
+}
+
 /// Every layer of `net` on CpuRef, in order: the value of each tensor.
 pub fn run_reference(
     net: &Network,
