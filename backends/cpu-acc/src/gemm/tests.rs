@@ -606,22 +606,7 @@ fn column_split_copy_matches_one_thread_bit_for_bit() {
                 ..Epilogue::default()
             };
             let ldc = n + 5;
-            let run = |th: &Threads| {
-                let mut c = vec![-7.0f32; m * ldc];
-                sgemm(
-                    th,
-                    m,
-                    n,
-                    k,
-                    &ASrc::Packed(&pa),
-                    &BSrc::View(row_major(&b, n)),
-                    &mut c,
-                    ldc,
-                    &ep,
-                )
-                .unwrap();
-                c
-            };
+            let run = |th: &Threads| packed_into_marked(th, (m, n, k), &pa, &b, ldc, &ep);
             let want = run(&one);
             for (i, v) in want.iter().enumerate() {
                 if i % ldc >= n {
@@ -638,6 +623,32 @@ fn column_split_copy_matches_one_thread_bit_for_bit() {
             }
         }
     }
+}
+
+/// `sgemm` of packed `pa` (m×k) and row-major `b` (k×n) into a C of row stride `ldc`
+/// filled with −7 first (so that columns past `n` show any stray write).
+fn packed_into_marked(
+    th: &Threads,
+    (m, n, k): (usize, usize, usize),
+    pa: &Packed,
+    b: &[f32],
+    ldc: usize,
+    ep: &Epilogue<'_>,
+) -> Vec<f32> {
+    let mut c = vec![-7.0f32; m * ldc];
+    sgemm(
+        th,
+        m,
+        n,
+        k,
+        &ASrc::Packed(pa),
+        &BSrc::View(row_major(b, n)),
+        &mut c,
+        ldc,
+        ep,
+    )
+    .unwrap();
+    c
 }
 
 /// The column split of the small-A path writing C's columns in place (`small_a_columns`):
@@ -680,22 +691,7 @@ fn small_a_column_split_in_place_matches_one_thread_and_naive() {
                 ..Epilogue::default()
             };
             let ldc = n + 3;
-            let run = |th: &Threads| {
-                let mut c = vec![-7.0f32; m * ldc];
-                sgemm(
-                    th,
-                    m,
-                    n,
-                    k,
-                    &ASrc::Packed(&pa),
-                    &BSrc::View(row_major(&b, n)),
-                    &mut c,
-                    ldc,
-                    &ep,
-                )
-                .unwrap();
-                c
-            };
+            let run = |th: &Threads| packed_into_marked(th, (m, n, k), &pa, &b, ldc, &ep);
             let want = run(&one);
             for i in 0..m {
                 for j in 0..ldc {
