@@ -71,6 +71,7 @@ mod resize;
 mod scratch;
 pub mod simd;
 mod support;
+mod thread_choice;
 mod transpose;
 pub use backplane_cpu_kernels::threads;
 pub mod weights;

@@ -26,6 +26,10 @@ pub struct CpuAccOptions {
     /// `spin_us`: how long pool helpers spin between parallel steps before parking.
     /// Process-wide, like the pools.
     pub spin_us: Option<u64>,
+    /// `thread_choice`: each layer of a network loaded with several threads times its
+    /// steps shared with the helpers and on the calling thread alone, and keeps the faster
+    /// way (off: every layer shares its steps).
+    pub thread_choice: bool,
     /// `winograd`: Winograd convolutions (F(4×4, 3×3), and channels-last F(2×2, 3×3)).
     pub winograd: bool,
     /// `direct`: first-layer and small pointwise convolutions by tiles on the phases.
@@ -54,6 +58,7 @@ impl Default for CpuAccOptions {
             threads: None,
             isa: None,
             spin_us: None,
+            thread_choice: true,
             winograd: true,
             direct: true,
             channel_lanes: true,
@@ -72,6 +77,7 @@ pub const OPTION_NAMES: &[&str] = &[
     "threads",
     "isa",
     "spin_us",
+    "thread_choice",
     "winograd",
     "direct",
     "channel_lanes",
@@ -114,6 +120,7 @@ impl CpuAccOptions {
             },
             "isa" => self.isa = Some(Isa::parse(v).ok_or_else(|| bad("avx512, avx2 or portable"))?),
             "spin_us" => self.spin_us = Some(v.parse().map_err(|_| bad("microseconds"))?),
+            "thread_choice" => self.thread_choice = switch()?,
             "winograd" => self.winograd = switch()?,
             "direct" => self.direct = switch()?,
             "channel_lanes" => self.channel_lanes = switch()?,

@@ -3,6 +3,7 @@
 
 use crate::io::Io;
 use crate::plan::{self, refused};
+use crate::thread_choice::Chosen;
 use crate::threads::Threads;
 use backplane_backend_api::{LayerDesc, MemoryManager, Result, Workload, WorkloadFactory};
 use std::sync::Arc;
@@ -37,6 +38,10 @@ impl WorkloadFactory for CpuAccWorkloadFactory {
             inputs: layer.inputs.clone(),
             outputs: layer.outputs.clone(),
         };
-        plan.build(io, self.threads.clone())
+        let workload = plan.build(io, self.threads.clone())?;
+        Ok(match crate::options::current().thread_choice {
+            true => Chosen::wrap(workload, &layer.name, &self.threads),
+            false => workload,
+        })
     }
 }

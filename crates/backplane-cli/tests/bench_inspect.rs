@@ -88,6 +88,53 @@ fn bench_warms_up_for_a_count_and_a_time() {
     assert!(!o.status.success());
 }
 
+/// At two threads each CpuAcc layer times its steps shared and alone and says (with -vv)
+/// which way it runs; `--backend-option CpuAcc:thread_choice=off` keeps every layer shared
+/// and says nothing; one thread has nothing to choose.
+#[test]
+fn bench_chooses_each_layers_threads_unless_told_not_to() {
+    let choices = |extra: &[&str]| -> usize {
+        let mut args = vec![
+            "-vv",
+            "bench",
+            "testdata/e2e/convnet.onnx",
+            "--generate",
+            "random",
+            "--iterations",
+            "10",
+            "--warmup",
+            "2",
+            "--quiet",
+        ];
+        args.extend_from_slice(extra);
+        let o = backplane(&args);
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert!(o.status.success(), "{err}");
+        err.lines()
+            .filter(|l| l.contains("CpuAcc layer") && l.contains("timed shared"))
+            .count()
+    };
+    assert!(choices(&["--threads", "2"]) > 0);
+    let off = [
+        "--threads",
+        "2",
+        "--backend-option",
+        "CpuAcc:thread_choice=off",
+    ];
+    assert_eq!(choices(&off), 0);
+    assert_eq!(choices(&["--threads", "1"]), 0);
+    let bad = backplane(&[
+        "bench",
+        "testdata/e2e/convnet.onnx",
+        "--generate",
+        "random",
+        "--backend-option",
+        "CpuAcc:thread_choice=sometimes",
+    ]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("thread_choice"));
+}
+
 #[test]
 fn bench_without_inputs_says_how_to_give_them() {
     let o = backplane(&["bench", "testdata/e2e/convnet.onnx"]);

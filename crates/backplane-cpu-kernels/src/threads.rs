@@ -31,6 +31,26 @@ thread_local! {
     /// step's items are cut into one contiguous range per place ([`Claims`]), so the same
     /// thread takes the same part of every step.
     static SLOT: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+
+    /// Set while [`alone`] runs a closure: the steps it starts run on this thread only.
+    static ALONE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Run `f` with every parallel step it starts run on the calling thread alone, the helpers
+/// left out: each step cut into the same chunks as with the helpers, the chunks run in
+/// order. A chunk's work does not depend on the thread that runs it, so the results are the
+/// same bytes as with the helpers; what changes is only where the time goes (a layer too
+/// small, or whose data sits too far from the other core, for the hand-off to pay: see the
+/// CpuAcc backend's per-layer thread choice). Nests, and is restored when `f` unwinds.
+pub fn alone<R>(f: impl FnOnce() -> R) -> R {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            ALONE.set(self.0);
+        }
+    }
+    let _restore = Restore(ALONE.replace(true));
+    f()
 }
 
 /// One place's range of a step's items, as `front | back << 32`: its owner takes items from
@@ -232,6 +252,11 @@ impl Threads {
         self.count
     }
 
+    /// The pool, unless there is none or [`alone`] keeps this thread's steps to itself.
+    fn helpers(&self) -> Option<&Arc<Pool>> {
+        self.pool.as_ref().filter(|_| !ALONE.get())
+    }
+
     /// Run `f(index, chunk)` over `data.chunks_mut(chunk)`, in parallel when there is a pool
     /// and more than one chunk.
     pub fn chunks<T, F>(&self, data: &mut [T], chunk: usize, f: F) -> Result<()>
@@ -241,7 +266,7 @@ impl Threads {
     {
         let chunk = chunk.max(1);
         let n = data.len().div_ceil(chunk);
-        match &self.pool {
+        match self.helpers() {
             Some(pool) if n > 1 && n <= MAX_CLAIMED => {
                 let claims = Claims::new(n, self.count)?;
                 let len = data.len();
@@ -340,7 +365,7 @@ impl Threads {
     where
         F: Fn(usize) -> Result<()> + Sync + Send,
     {
-        match &self.pool {
+        match self.helpers() {
             Some(pool) if n > 1 && n <= MAX_CLAIMED => {
                 let claims = Claims::new(n, self.count)?;
                 pool.run(|stop| {

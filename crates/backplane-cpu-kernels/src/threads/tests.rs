@@ -209,6 +209,54 @@ fn steps_cover_every_item() {
     }
 }
 
+/// Inside [`alone`] every step runs on the calling thread, in the same chunks as with the
+/// helpers (so the same bytes); outside it, and after it returns or unwinds, steps are
+/// shared again.
+#[test]
+fn alone_keeps_steps_on_the_caller_in_the_same_chunks() {
+    let th = private(3);
+    let me = std::thread::current().id();
+    let step = |th: &Threads| {
+        let on_caller = AtomicUsize::new(0);
+        let mut data = vec![0u32; 1000];
+        th.chunks(&mut data, 7, |ci, c| {
+            if std::thread::current().id() == me {
+                on_caller.fetch_add(1, Ordering::Relaxed);
+            }
+            // Slow enough that awake helpers take some chunks.
+            busy_for(20_000);
+            c.iter_mut()
+                .enumerate()
+                .for_each(|(k, v)| *v = (ci * 1000 + k) as u32);
+            Ok(())
+        })
+        .unwrap();
+        (data, on_caller.load(Ordering::Relaxed))
+    };
+    let chunks = 1000usize.div_ceil(7);
+    let (shared, _) = step(&th);
+    let (lone, on_caller) = alone(|| step(&th));
+    assert_eq!(lone, shared);
+    assert_eq!(on_caller, chunks);
+    let ids = std::sync::Mutex::new(std::collections::HashSet::new());
+    alone(|| {
+        th.range(50, |_| {
+            ids.lock().unwrap().insert(std::thread::current().id());
+            Ok(())
+        })
+    })
+    .unwrap();
+    assert_eq!(ids.lock().unwrap().len(), 1);
+    // Nested, and restored after an unwind.
+    alone(|| alone(|| ()));
+    let _ = std::panic::catch_unwind(|| alone(|| panic!("inside alone")));
+    let helped = (0..50).any(|_| step(&th).1 < chunks);
+    assert!(
+        helped,
+        "the helpers never took a chunk after alone returned"
+    );
+}
+
 /// An item's error comes back from the step; a panicking item becomes an error (the step
 /// neither hangs nor takes the process down), and the pool still works afterwards.
 #[test]
