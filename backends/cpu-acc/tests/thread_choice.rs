@@ -5,11 +5,10 @@
 
 mod support;
 
-use backplane_backend_api::{Backend, LayerDesc};
-use backplane_core::{Op, Tensor, TensorInfo};
+use backplane_backend_api::Backend;
+use backplane_core::{Op, Tensor};
 use backplane_cpu_acc::{CpuAccBackend, CpuAccOptions};
-use std::sync::Arc;
-use support::{same_conv, Rng};
+use support::{layer_desc, same_conv, Rng};
 
 /// `op` on `inputs` (those marked constant given at load) executed `runs` times by one
 /// workload of `backend`: the outputs of every execution.
@@ -20,26 +19,14 @@ fn executions(
     constant: &[bool],
     runs: usize,
 ) -> Vec<Vec<Tensor>> {
-    let infos: Vec<TensorInfo> = inputs.iter().map(|t| t.info().clone()).collect();
-    let refs: Vec<&TensorInfo> = infos.iter().collect();
-    let outputs = op.infer(&refs).unwrap();
-    let desc = LayerDesc {
-        name: "chosen".into(),
-        op: op.clone(),
-        inputs: infos,
-        outputs: outputs.clone(),
-        constants: inputs
-            .iter()
-            .zip(constant)
-            .map(|(t, &c)| c.then(|| Arc::new((*t).clone())))
-            .collect(),
-    };
+    let desc = layer_desc(op, inputs, constant);
     let factory = backend.create_workload_factory(None).unwrap();
     let workload = factory.create_workload(&desc).unwrap();
     let views: Vec<_> = inputs.iter().map(|t| t.view()).collect();
     (0..runs)
         .map(|_| {
-            let mut outs: Vec<Tensor> = outputs
+            let mut outs: Vec<Tensor> = desc
+                .outputs
                 .iter()
                 .map(|i| {
                     let mut t = Tensor::zeros(i.clone()).unwrap();

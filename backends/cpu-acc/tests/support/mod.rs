@@ -215,14 +215,20 @@ pub fn qdq_pointwise(
 
 /// Run `op` on CpuAcc with `threads`; `constant[i]` makes input i a load-time constant.
 pub fn acc(op: &Op, inputs: &[&Tensor], constant: &[bool], threads: usize) -> Vec<Tensor> {
+    run_desc(&layer_desc(op, inputs, constant), inputs, threads)
+}
+
+/// The description of a layer `under_test` computing `op` on `inputs`, those marked in
+/// `constant` given as load-time constants.
+pub fn layer_desc(op: &Op, inputs: &[&Tensor], constant: &[bool]) -> LayerDesc {
     let infos: Vec<TensorInfo> = inputs.iter().map(|t| t.info().clone()).collect();
     let refs: Vec<&TensorInfo> = infos.iter().collect();
     let outputs = op.infer(&refs).unwrap();
-    let desc = LayerDesc {
+    LayerDesc {
         name: "under_test".into(),
         op: op.clone(),
         inputs: infos,
-        outputs: outputs.clone(),
+        outputs,
         constants: inputs
             .iter()
             .enumerate()
@@ -234,8 +240,7 @@ pub fn acc(op: &Op, inputs: &[&Tensor], constant: &[bool], threads: usize) -> Ve
                     .then(|| Arc::new((*t).clone()))
             })
             .collect(),
-    };
-    run_desc(&desc, inputs, threads)
+    }
 }
 
 /// Run the layer `desc` on CpuAcc with `threads` (checking that CpuAcc claims it), the
