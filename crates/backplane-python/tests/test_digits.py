@@ -140,6 +140,13 @@ def test_providers_and_their_options():
         backplane.InferenceSession(str(MODEL), providers=["CpuAcc"], provider_options=[{}, {}])
     with pytest.raises(backplane.Fail, match="threads=0: expected a positive integer"):
         backplane.InferenceSession(str(MODEL), providers=[("CpuAcc", {"threads": "0"})])
+    # The per-layer thread choice can be turned off; a bad value is refused with its name.
+    session = backplane.InferenceSession(
+        str(MODEL), providers=[("CpuAcc", {"threads": 2, "thread_choice": "off"}), "CpuRef"]
+    )
+    assert session.get_provider_options()["CpuAcc"] == {"threads": "2", "thread_choice": "off"}
+    with pytest.raises(backplane.Fail, match="thread_choice=sometimes: expected on or off"):
+        backplane.InferenceSession(str(MODEL), providers=[("CpuAcc", {"thread_choice": "sometimes"})])
 
 
 def test_intra_op_threads_reach_cpuacc():
