@@ -94,6 +94,11 @@ pub(super) fn pack_b_shifted(
             count += 1;
             j += take;
         }
+        // The kernel crate's packing: masked loads where the CPU has them, no copy call
+        // per run (a narrow plane's runs are a few values each).
+        if crate::simd::pack_segments(b.data, &b.rows[k0..k0 + kc], &segments[..count], panel) {
+            continue;
+        }
         for (dst, &r) in panel.chunks_exact_mut(NR).zip(&b.rows[k0..k0 + kc]) {
             for &(d, s, len) in &segments[..count] {
                 dst[d..d + len].copy_from_slice(&b.data[r + s..r + s + len]);

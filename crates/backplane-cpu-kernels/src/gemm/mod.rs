@@ -19,8 +19,13 @@ pub(crate) mod avx512;
 #[cfg(target_arch = "x86_64")]
 mod pairs_avx512;
 mod portable;
+mod segments;
+#[cfg(target_arch = "x86_64")]
+mod segments_avx512;
 #[cfg(test)]
 mod tests;
+
+pub use segments::{pack_segments, pack_segments_on, Segment};
 
 use crate::act::Activation;
 use crate::isa::{avx2_in_use, has_avx2_fma, has_avx512, isa_in_use, Isa};
