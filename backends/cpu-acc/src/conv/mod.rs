@@ -31,6 +31,7 @@ pub mod pixel_rows;
 pub mod pool_pairs;
 pub mod stem_pool;
 pub mod tap_regions;
+pub mod tiny_planes;
 pub mod window;
 pub mod winograd;
 
@@ -177,6 +178,18 @@ pub(crate) fn shared_bias(b: Option<&Arc<Tensor>>) -> Result<Option<Arc<Vec<f32>
     .transpose()
 }
 
+/// Whether an NCHW convolution of one group with constant weights takes the pixels as the
+/// rows of its product: a pointwise or strided pointwise one by [`pixel_rows::applies`], one
+/// with a window on a tiny plane by [`tiny_planes::applies`] (both run by
+/// [`pixel_rows::Plan::run_conv`]).
+fn pixel_rows_apply(s: &ConvShape<'_>, pointwise: bool) -> bool {
+    if pointwise || s.strided_pointwise() {
+        pixel_rows::applies(s.c, s.m, s.geo.oh * s.geo.ow)
+    } else {
+        tiny_planes::applies(s.geo, s.c, s.m)
+    }
+}
+
 /// The algorithm a convolution runs with: every size threshold and option that decides it is
 /// consulted here (the predicates of each path hold their own thresholds).
 pub fn choose_conv_algorithm(s: &ConvShape<'_>) -> ConvAlgorithm {
@@ -201,11 +214,7 @@ pub fn choose_conv_algorithm(s: &ConvShape<'_>) -> ConvAlgorithm {
                 ConvAlgorithm::ChannelLanes
             } else if s.depthwise() {
                 ConvAlgorithm::Depthwise
-            } else if s.const_weights
-                && s.group == 1
-                && (pointwise || s.strided_pointwise())
-                && pixel_rows::applies(s.c, s.m, s.geo.oh * s.geo.ow)
-            {
+            } else if s.const_weights && s.group == 1 && pixel_rows_apply(s, pointwise) {
                 ConvAlgorithm::PixelRows
             } else if s.const_weights && grouped::applies(s.geo, s.c, s.m, s.group) {
                 ConvAlgorithm::Grouped

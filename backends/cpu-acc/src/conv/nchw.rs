@@ -583,9 +583,13 @@ fn prepare(
         ConvAlgorithm::Depthwise => weights::shared(t, "conv_depthwise", &[], || {
             Ok(Weights::Depthwise(w()?.to_vec()))
         }),
-        ConvAlgorithm::PixelRows => weights::shared(t, "conv_pixel_rows", &[m, c], || {
-            Ok(Weights::PixelRows(pixel_rows::Plan::new(w()?, m, c)?))
-        }),
+        ConvAlgorithm::PixelRows => {
+            // The im2col depth: the channels for a 1×1 window.
+            let k = c * geo.kh * geo.kw;
+            weights::shared(t, "conv_pixel_rows", &[m, k], || {
+                Ok(Weights::PixelRows(pixel_rows::Plan::new(w()?, m, k)?))
+            })
+        }
         ConvAlgorithm::TapRegions => {
             // The per-tap weights are shared; the plan around them (each tap's rectangle
             // on the plane) is this workload's own.
@@ -729,7 +733,7 @@ impl ConvWorkload {
             }
             Weights::PixelRows(plan) => {
                 return self.per_image(x, y, |xb, yb| {
-                    plan.run_strided(threads, geo, xb, bias, act, yb)
+                    plan.run_conv(threads, geo, xb, bias, act, yb)
                 });
             }
             Weights::TapRegions(plan) => {

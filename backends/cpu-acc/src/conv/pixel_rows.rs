@@ -182,6 +182,32 @@ impl Plan {
     }
 }
 
+impl Plan {
+    /// `y = act(conv(x) + bias)` for one image of a convolution of geometry `geo` whose
+    /// weights the plan holds (`[m, c·kh·kw]`): a 1×1 unpadded window reading inside the
+    /// plane by [`Plan::run_strided`], any other window by `crate::conv::tiny_planes`.
+    pub fn run_conv(
+        &self,
+        th: &Threads,
+        geo: &Geo2,
+        x: &[f32],
+        bias: Option<&[f32]>,
+        act: Activation,
+        y: &mut [f32],
+    ) -> Result<()> {
+        let pointwise = geo.kh == 1
+            && geo.kw == 1
+            && geo.pt == 0
+            && geo.pl == 0
+            && (geo.oh.saturating_sub(1)) * geo.sh < geo.h
+            && (geo.ow.saturating_sub(1)) * geo.sw < geo.w;
+        match pointwise {
+            true => self.run_strided(th, geo, x, bias, act, y),
+            false => crate::conv::tiny_planes::run(geo, &self.weights, x, bias, act, y),
+        }
+    }
+}
+
 /// `dst[oy·ow + ox] = src[oy·sh·w + ox·sw]`: the pixels a strided 1×1 window reads of one
 /// plane (`src`, `h × w`), compact (`dst`, `oh × ow`). Rows `src` lacks are left as they
 /// are (the caller checked that every row read lies inside the plane).

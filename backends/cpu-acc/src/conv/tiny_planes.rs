@@ -1,0 +1,279 @@
+//! Convolutions with a window on tiny output planes (at most [`MAX_PLANE`] pixels: a
+//! DenseNet's or an EfficientNet's last stages at a small input size, 4×4 and 2×2), as a
+//! product with the pixels as rows.
+//!
+//! The NCHW GEMM puts a few pixels in the 32 columns of its tiles and runs one tile per twelve
+//! output channels over the whole im2col depth, packing B from the padded phases and
+//! gathering rows of two or four values each: the tiles' lanes mostly idle, the packing and
+//! the phases a large share of the layer. Here the im2col matrix is packed straight into the
+//! A panels of the tiles (twelve pixels per K step, each value one look-up in its input
+//! plane), the weights are the B operand packed once (`conv::pixel_rows::Plan`, `[m, c·kh·kw]`
+//! as its `Wᵀ`), and each tile of up to twelve pixels runs across 32 output channels, bias and
+//! activation in its epilogue; the `[pixels, m]` product is then transposed into the planes.
+
+use crate::act::Activation;
+use crate::conv::window::Geo2;
+use crate::gemm::{self, Packed, KC};
+use crate::simd::{self, TileEpilogue, MR, NR};
+use backplane_backend_api::{BackendError, Result};
+use std::cell::RefCell;
+
+/// Largest output plane (pixels) taken: two A panels of twelve pixels at most, so that the
+/// tiles stay few and the im2col copy small.
+pub const MAX_PLANE: usize = 16;
+
+/// Most values of the packed A (pixel panels times the im2col depth) taken.
+const MAX_PACKED: usize = 1 << 20;
+
+/// Whether a convolution of one group with a window (not a 1×1 stride-1 unpadded one) over
+/// planes giving `oh × ow` outputs, `c` → `m` channels, takes this path: at most
+/// [`MAX_PLANE`] output pixels and a packed A of at most `MAX_PACKED` values.
+pub fn applies(geo: &Geo2, c: usize, m: usize) -> bool {
+    let plane = geo.oh * geo.ow;
+    let depth = c.saturating_mul(geo.kh).saturating_mul(geo.kw);
+    (1..=MAX_PLANE).contains(&plane)
+        && m > 0
+        && depth > 0
+        && plane.div_ceil(MR).saturating_mul(MR).saturating_mul(depth) <= MAX_PACKED
+}
+
+thread_local! {
+    static PANELS: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    static READS: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
+    static PRODUCT: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// `y = act(conv(x) + bias)` for one image: `x` its `c` planes of `geo.h × geo.w`, `y` its `m`
+/// output planes, `weights` the `[m, c·kh·kw]` weights packed as B (`c·kh·kw` × `m`).
+pub fn run(
+    geo: &Geo2,
+    weights: &Packed,
+    x: &[f32],
+    bias: Option<&[f32]>,
+    act: Activation,
+    y: &mut [f32],
+) -> Result<()> {
+    let bad = |what: &str| BackendError::Execution(format!("tiny-plane convolution: {what}"));
+    let (plane, taps, m, depth) = (
+        geo.oh * geo.ow,
+        geo.kh * geo.kw,
+        weights.len(),
+        weights.depth(),
+    );
+    if plane == 0 || m == 0 {
+        return Ok(());
+    }
+    if taps == 0 || depth % taps != 0 || plane > MAX_PLANE {
+        return Err(bad("the window does not match the weights"));
+    }
+    let c = depth / taps;
+    if x.len() < c * geo.h * geo.w || y.len() < m * plane || bias.is_some_and(|b| b.len() < m) {
+        return Err(bad("input, output or bias shorter than the plan"));
+    }
+    let panels = plane.div_ceil(MR);
+    let mut a = gemm::try_take(&PANELS, panels * MR * depth)?;
+    let mut product = gemm::try_take(&PRODUCT, plane * m)?;
+    let res = (|| {
+        READS.with(|r| pack_pixels(geo, x, c, &mut r.borrow_mut(), &mut a))?;
+        tiles(
+            plane,
+            depth,
+            &a,
+            weights,
+            bias,
+            act.kernel_part(),
+            &mut product,
+        )?;
+        if !act.in_kernel() {
+            simd::unary_in_place(act, &mut product[..plane * m]);
+        }
+        if simd::transpose_tile(&product, m, plane, m, y, plane) {
+            Ok(())
+        } else {
+            Err(bad("a transpose does not fit its buffers"))
+        }
+    })();
+    gemm::give_back(&PANELS, a);
+    gemm::give_back(&PRODUCT, product);
+    res
+}
+
+/// The A panels: panel `p`, K step `(ci·kh + ky)·kw + kx`, lane `l` = the input value that
+/// tap reads for output pixel `p·MR + l` (0 where it reads padding, and in the lanes past
+/// the plane's pixels, which are zeroed once). Where each tap of each pixel reads in an input
+/// plane is worked out once, so each value is one look-up.
+fn pack_pixels(
+    geo: &Geo2,
+    x: &[f32],
+    c: usize,
+    reads: &mut Vec<usize>,
+    a: &mut [f32],
+) -> Result<()> {
+    let (plane, taps) = (geo.oh * geo.ow, geo.kh * geo.kw);
+    let depth = c * taps;
+    let in_plane = geo.h * geo.w;
+    // reads[t·plane + p]: the offset in an input plane tap t reads for pixel p, or
+    // usize::MAX in the padding.
+    reads.clear();
+    reads
+        .try_reserve(taps * plane)
+        .map_err(|_| BackendError::Execution("tiny-plane convolution: no memory".into()))?;
+    for t in 0..taps {
+        let (ky, kx) = (t / geo.kw, t % geo.kw);
+        for p in 0..plane {
+            let (oy, ox) = (p / geo.ow.max(1), p % geo.ow.max(1));
+            let iy = (oy * geo.sh + ky * geo.dh).checked_sub(geo.pt);
+            let ix = (ox * geo.sw + kx * geo.dw).checked_sub(geo.pl);
+            reads.push(match (iy, ix) {
+                (Some(iy), Some(ix)) if iy < geo.h && ix < geo.w => iy * geo.w + ix,
+                _ => usize::MAX,
+            });
+        }
+    }
+    a.fill(0.0);
+    for (ci, src) in x.chunks_exact(in_plane.max(1)).take(c).enumerate() {
+        for (t, offsets) in reads.chunks_exact(plane.max(1)).enumerate() {
+            let k = ci * taps + t;
+            for (panel, at) in a.chunks_exact_mut(MR * depth).zip(offsets.chunks(MR)) {
+                let lanes = &mut panel[k * MR..(k + 1) * MR];
+                for (v, &o) in lanes.iter_mut().zip(at) {
+                    if let Some(&value) = src.get(o) {
+                        *v = value;
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `product[pixel·m + j]` = epilogue(A·B) for the packed pixel panels `a` (depth `depth`)
+/// against the packed weights, K block by K block, every tile twelve pixels (or fewer) by
+/// 32 output channels (or fewer).
+fn tiles(
+    plane: usize,
+    depth: usize,
+    a: &[f32],
+    weights: &Packed,
+    bias: Option<&[f32]>,
+    act: Activation,
+    product: &mut [f32],
+) -> Result<()> {
+    let m = weights.len();
+    let bad = || BackendError::Execution("tiny-plane convolution: a tile does not fit".into());
+    for (kb, k0) in (0..depth).step_by(KC).enumerate() {
+        let kc = KC.min(depth - k0);
+        let block = weights.block(kb, 0)?;
+        // The panel after the last of this block: the next block's first.
+        let following = weights.block(kb + 1, 0).unwrap_or(&[]);
+        let last = k0 + kc == depth;
+        for p in 0..plane.div_ceil(MR) {
+            let mr = MR.min(plane - p * MR);
+            let ap = a.get(p * MR * depth + k0 * MR..).ok_or_else(bad)?;
+            for (q, bp) in block.chunks_exact(kc * NR).enumerate() {
+                let col = q * NR;
+                if col >= m {
+                    break;
+                }
+                // The weights stream from memory (a layer's are read once per inference):
+                // each tile fetches its share of the next panel into L2 while it runs.
+                let next = match block.get((q + 1) * kc * NR..) {
+                    Some(rest) if !rest.is_empty() => rest,
+                    _ => following,
+                };
+                let next = &next[..next.len().min(kc * NR)];
+                let ahead = next.get(p * kc * 16..).unwrap_or(&[]);
+                let ahead = &ahead[..ahead.len().min(kc * 16)];
+                let ep = TileEpilogue {
+                    accumulate: kb > 0,
+                    alpha: 1.0,
+                    row_bias: None,
+                    col_bias: bias.and_then(|b| b.get(col..)),
+                    last,
+                    act,
+                };
+                let c = product.get_mut(p * MR * m + col..).ok_or_else(bad)?;
+                let nr = NR.min(m - col);
+                if !simd::microkernel_fetching(kc, ap, bp, c, m, mr, nr, &ep, ahead) {
+                    return Err(bad());
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conv::{choose_conv_algorithm, ConvAlgorithm, ConvLayoutIn, ConvShape};
+
+    /// A `k`×`k` window of stride `s`, padded by `p`, on an `h × w` plane.
+    fn window(h: usize, w: usize, k: usize, s: usize, p: usize) -> Geo2 {
+        Geo2 {
+            h,
+            w,
+            kh: k,
+            kw: k,
+            sh: s,
+            sw: s,
+            dh: 1,
+            dw: 1,
+            pt: p,
+            pl: p,
+            oh: (h + 2 * p - k) / s + 1,
+            ow: (w + 2 * p - k) / s + 1,
+        }
+    }
+
+    fn chosen(geo: &Geo2, c: usize, m: usize) -> ConvAlgorithm {
+        choose_conv_algorithm(&ConvShape {
+            geo,
+            c,
+            m,
+            group: 1,
+            threads: 1,
+            const_weights: true,
+            layout: ConvLayoutIn::Nchw,
+            winograd: true,
+        })
+    }
+
+    #[test]
+    fn tiny_planes_take_the_pixel_rows() {
+        // DenseNet-121's last blocks at a 64×64 input: 3×3, 128 → 32 on 4×4 and 2×2.
+        for side in [4, 2, 1] {
+            let geo = window(side, side, 3, 1, 1);
+            assert!(applies(&geo, 128, 32), "{side}x{side}");
+            assert_eq!(chosen(&geo, 128, 32), ConvAlgorithm::PixelRows);
+        }
+        // A stride of 2 onto 2×2, and a 5×5 window on 3×3.
+        assert!(applies(&window(4, 4, 3, 2, 1), 64, 64));
+        assert!(applies(&window(3, 3, 5, 1, 2), 17, 5));
+        // Larger planes keep their paths: 8×8 and ResNet's 7×7 (the NCHW GEMM), 14×14.
+        for (side, c, m) in [(8, 128, 32), (7, 512, 512), (14, 256, 256)] {
+            let geo = window(side, side, 3, 1, 1);
+            assert!(!applies(&geo, c, m), "{side}x{side}");
+            assert_ne!(
+                chosen(&geo, c, m),
+                ConvAlgorithm::PixelRows,
+                "{side}x{side}"
+            );
+        }
+        // A packed A past its bound: 2×2 outputs of a 3×3 window over 40,000 channels.
+        assert!(!applies(&window(2, 2, 3, 1, 1), 40_000, 8));
+        // Grouped layers do not.
+        let geo = window(4, 4, 3, 1, 1);
+        let grouped = ConvShape {
+            geo: &geo,
+            c: 64,
+            m: 64,
+            group: 2,
+            threads: 1,
+            const_weights: true,
+            layout: ConvLayoutIn::Nchw,
+            winograd: true,
+        };
+        assert_ne!(choose_conv_algorithm(&grouped), ConvAlgorithm::PixelRows);
+    }
+}
