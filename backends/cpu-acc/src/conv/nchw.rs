@@ -584,10 +584,10 @@ fn prepare(
             Ok(Weights::Depthwise(w()?.to_vec()))
         }),
         ConvAlgorithm::PixelRows => {
-            // The im2col depth: the channels for a 1×1 window.
-            let k = c * geo.kh * geo.kw;
-            weights::shared(t, "conv_pixel_rows", &[m, k], || {
-                Ok(Weights::PixelRows(pixel_rows::Plan::new(w()?, m, k)?))
+            let taps = geo.kh * geo.kw;
+            weights::shared(t, "conv_pixel_rows", &[m, c, taps], || {
+                let plan = pixel_rows::Plan::new_tap_major(w()?, m, c, taps)?;
+                Ok(Weights::PixelRows(plan))
             })
         }
         ConvAlgorithm::TapRegions => {

@@ -64,21 +64,21 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// Pack `w` (`[m, c]` row-major: `[m, c, 1, 1]`).
-    pub fn new(w: &[f32], m: usize, c: usize) -> Result<Self> {
-        if w.len() < m * c {
+    /// Pack `w` (`[m, c, kh, kw]` row-major, `taps` = kh·kw of them per channel) with its K
+    /// steps tap-major (`t·c + ci`), so that each tap's `c` K rows read the input planes at
+    /// one offset (`crate::conv::tiny_planes`); a pointwise layer's (`taps` = 1) are its
+    /// `[m, c]` matrix transposed.
+    pub fn new_tap_major(w: &[f32], m: usize, c: usize, taps: usize) -> Result<Self> {
+        let k = c * taps;
+        if taps == 0 || w.len() < m * k {
             return Err(BackendError::Other(
-                "pointwise weights are shorter than their shape".into(),
+                "convolution weights are shorter than their shape".into(),
             ));
         }
-        let view = MatView {
-            data: w,
-            rs: 1,
-            cs: c,
-        };
+        let at = |l: usize, j: usize| w.get(j * k + (l % c) * taps + l / c).copied();
         Ok(Plan {
-            weights: Packed::pack_b(c, m, view),
-            c,
+            weights: Packed::pack_b_with(k, m, |l, j| at(l, j).unwrap_or(0.0)),
+            c: k,
             m,
         })
     }
@@ -184,7 +184,7 @@ impl Plan {
 
 impl Plan {
     /// `y = act(conv(x) + bias)` for one image of a convolution of geometry `geo` whose
-    /// weights the plan holds (`[m, c·kh·kw]`): a 1×1 unpadded window reading inside the
+    /// weights the plan holds ([`Plan::new_tap_major`]): a 1×1 unpadded window reading inside the
     /// plane by [`Plan::run_strided`], any other window by `crate::conv::tiny_planes`.
     pub fn run_conv(
         &self,
@@ -323,7 +323,7 @@ mod tests {
         let value = |i: usize, k: usize| ((i * k) % 23) as f32 / 8.0 - 1.4;
         let w: Vec<f32> = (0..m * c).map(|i| value(i, 5)).collect();
         let bias: Vec<f32> = (0..m).map(|i| value(i, 3)).collect();
-        let plan = Plan::new(&w, m, c).unwrap();
+        let plan = Plan::new_tap_major(&w, m, c, 1).unwrap();
         for (h, wd, s) in [(9, 8, 2), (13, 11, 2), (10, 10, 3), (1, 1, 2), (2, 5, 2)] {
             let geo = strided(h, wd, s);
             let plane = geo.oh * geo.ow;

@@ -1,15 +1,20 @@
 //! Convolutions with a window on tiny output planes (at most [`MAX_PLANE`] pixels: a
-//! DenseNet's or an EfficientNet's last stages at a small input size, 4×4 and 2×2), as a
-//! product with the pixels as rows.
+//! DenseNet's last stages at a small input size, 4×4 and 2×2), as a product with the pixels
+//! as rows.
 //!
 //! The NCHW GEMM puts a few pixels in the 32 columns of its tiles and runs one tile per twelve
 //! output channels over the whole im2col depth, packing B from the padded phases and
 //! gathering rows of two or four values each: the tiles' lanes mostly idle, the packing and
 //! the phases a large share of the layer. Here the im2col matrix is packed straight into the
-//! A panels of the tiles (twelve pixels per K step, each value one look-up in its input
-//! plane), the weights are the B operand packed once (`conv::pixel_rows::Plan`, `[m, c·kh·kw]`
-//! as its `Wᵀ`), and each tile of up to twelve pixels runs across 32 output channels, bias and
-//! activation in its epilogue; the `[pixels, m]` product is then transposed into the planes.
+//! A panels of the tiles (twelve pixels per K step, each tap's rows packed at once from the
+//! runs of pixels it reads), the weights are the B operand, packed once with their K steps
+//! tap-major (`conv::pixel_rows::Plan::new_tap_major`), and each tile of up to twelve pixels
+//! runs across 32 output channels, bias and activation in its epilogue; the `[pixels, m]`
+//! product is then transposed into the planes. The K order differs from the NCHW GEMM's
+//! (taps outermost), so the sums round differently from that path's.
+//!
+//! 8×8 planes (DenseNet's second block, 128 → 32) were no faster this way than on the NCHW
+//! GEMM (the pixel packing costs about what the idle lanes did): they are left to it.
 
 use crate::act::Activation;
 use crate::conv::window::Geo2;
@@ -39,7 +44,7 @@ pub fn applies(geo: &Geo2, c: usize, m: usize) -> bool {
 
 thread_local! {
     static PANELS: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
-    static READS: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
+    static ROWS: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
     static PRODUCT: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
@@ -74,20 +79,14 @@ pub fn run(
     let mut a = gemm::try_take(&PANELS, panels * MR * depth)?;
     let mut product = gemm::try_take(&PRODUCT, plane * m)?;
     let res = (|| {
-        READS.with(|r| pack_pixels(geo, x, c, &mut r.borrow_mut(), &mut a))?;
-        tiles(
-            plane,
-            depth,
-            &a,
-            weights,
-            bias,
-            act.kernel_part(),
-            &mut product,
-        )?;
+        // The scratch vectors may be longer than this layer needs (an earlier, larger one).
+        let (a, product) = (&mut a[..panels * MR * depth], &mut product[..plane * m]);
+        ROWS.with(|r| pack_pixels(geo, x, c, &mut r.borrow_mut(), a))?;
+        tiles(plane, depth, a, weights, bias, act.kernel_part(), product)?;
         if !act.in_kernel() {
-            simd::unary_in_place(act, &mut product[..plane * m]);
+            simd::unary_in_place(act, product);
         }
-        if simd::transpose_tile(&product, m, plane, m, y, plane) {
+        if simd::transpose_tile(product, m, plane, m, y, plane) {
             Ok(())
         } else {
             Err(bad("a transpose does not fit its buffers"))
@@ -98,49 +97,51 @@ pub fn run(
     res
 }
 
-/// The A panels: panel `p`, K step `(ci·kh + ky)·kw + kx`, lane `l` = the input value that
-/// tap reads for output pixel `p·MR + l` (0 where it reads padding, and in the lanes past
-/// the plane's pixels, which are zeroed once). Where each tap of each pixel reads in an input
-/// plane is worked out once, so each value is one look-up.
+/// The A panels: panel `p`, K step `t·c + ci` (tap-major, as the weights were packed by
+/// `pixel_rows::Plan::new_tap_major`), lane `l` = the input value tap `t` of channel `ci`
+/// reads for output pixel `p·MR + l` (0 where it reads padding, and in the lanes past the
+/// plane's pixels). A tap reads the same places of every channel's plane: for each tap and
+/// panel, the pixels that read inside the plane form a few runs (one per output row the
+/// panel touches, at stride 1), and the tap's `c` K rows are packed from those runs at once
+/// (`simd::pack_segments`, masked loads with AVX-512).
 fn pack_pixels(
     geo: &Geo2,
     x: &[f32],
     c: usize,
-    reads: &mut Vec<usize>,
+    rows: &mut Vec<usize>,
     a: &mut [f32],
 ) -> Result<()> {
-    let (plane, taps) = (geo.oh * geo.ow, geo.kh * geo.kw);
+    let bad = |what: &str| BackendError::Execution(format!("tiny-plane convolution: {what}"));
+    let (plane, taps, in_plane) = (geo.oh * geo.ow, geo.kh * geo.kw, geo.h * geo.w);
     let depth = c * taps;
-    let in_plane = geo.h * geo.w;
-    // reads[t·plane + p]: the offset in an input plane tap t reads for pixel p, or
-    // usize::MAX in the padding.
-    reads.clear();
-    reads
-        .try_reserve(taps * plane)
-        .map_err(|_| BackendError::Execution("tiny-plane convolution: no memory".into()))?;
+    rows.clear();
+    rows.try_reserve(c)
+        .map_err(|_| bad("no memory for the rows"))?;
+    rows.extend((0..c).map(|ci| ci * in_plane));
     for t in 0..taps {
         let (ky, kx) = (t / geo.kw, t % geo.kw);
-        for p in 0..plane {
-            let (oy, ox) = (p / geo.ow.max(1), p % geo.ow.max(1));
-            let iy = (oy * geo.sh + ky * geo.dh).checked_sub(geo.pt);
-            let ix = (ox * geo.sw + kx * geo.dw).checked_sub(geo.pl);
-            reads.push(match (iy, ix) {
-                (Some(iy), Some(ix)) if iy < geo.h && ix < geo.w => iy * geo.w + ix,
-                _ => usize::MAX,
-            });
-        }
-    }
-    a.fill(0.0);
-    for (ci, src) in x.chunks_exact(in_plane.max(1)).take(c).enumerate() {
-        for (t, offsets) in reads.chunks_exact(plane.max(1)).enumerate() {
-            let k = ci * taps + t;
-            for (panel, at) in a.chunks_exact_mut(MR * depth).zip(offsets.chunks(MR)) {
-                let lanes = &mut panel[k * MR..(k + 1) * MR];
-                for (v, &o) in lanes.iter_mut().zip(at) {
-                    if let Some(&value) = src.get(o) {
-                        *v = value;
+        for (p, panel) in a.chunks_exact_mut(MR * depth).enumerate() {
+            let mut segments = [(0usize, 0usize, 0usize); MR];
+            let mut count = 0usize;
+            for l in 0..MR.min(plane.saturating_sub(p * MR)) {
+                let (oy, ox) = ((p * MR + l) / geo.ow, (p * MR + l) % geo.ow);
+                let iy = (oy * geo.sh + ky * geo.dh).checked_sub(geo.pt);
+                let ix = (ox * geo.sw + kx * geo.dw).checked_sub(geo.pl);
+                let at = match (iy, ix) {
+                    (Some(iy), Some(ix)) if iy < geo.h && ix < geo.w => iy * geo.w + ix,
+                    _ => continue,
+                };
+                match count.checked_sub(1).map(|i| &mut segments[i]) {
+                    Some((d, s, len)) if *s + *len == at && *d + *len == l => *len += 1,
+                    _ => {
+                        segments[count] = (l, at, 1);
+                        count += 1;
                     }
                 }
+            }
+            let dst = &mut panel[t * c * MR..(t + 1) * c * MR];
+            if !simd::pack_segments(x, rows, &segments[..count], dst, MR) {
+                return Err(bad("a pixel panel does not fit its buffers"));
             }
         }
     }

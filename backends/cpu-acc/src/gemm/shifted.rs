@@ -96,7 +96,8 @@ pub(super) fn pack_b_shifted(
         }
         // The kernel crate's packing: masked loads where the CPU has them, no copy call
         // per run (a narrow plane's runs are a few values each).
-        if crate::simd::pack_segments(b.data, &b.rows[k0..k0 + kc], &segments[..count], panel) {
+        let rows = &b.rows[k0..k0 + kc];
+        if crate::simd::pack_segments(b.data, rows, &segments[..count], panel, NR) {
             continue;
         }
         for (dst, &r) in panel.chunks_exact_mut(NR).zip(&b.rows[k0..k0 + kc]) {
