@@ -542,8 +542,47 @@ impl Plan {
     }
 
     /// `y = act(conv(x, w) + bias)` for `n` images (NCHW), `geo` a geometry [`applies`] to.
+    ///
+    /// The vector output transform applies no activation, Relu, Clip and LeakyRelu as it
+    /// stores; with any other (the SiLU, sigmoid and hard swish of EfficientNets) the whole
+    /// transform would run its plain body, the activation's exponential one value at a time.
+    /// Those layers store the sums without it, and the activation then runs vectorized over
+    /// the output, shared out between the threads.
     #[allow(clippy::too_many_arguments)]
     pub fn run(
+        &self,
+        th: &Threads,
+        geo: &Geo2,
+        n: usize,
+        x: &[f32],
+        bias: Option<&[f32]>,
+        act: Activation,
+        y: &mut [f32],
+    ) -> Result<()> {
+        let in_transform = matches!(
+            act,
+            Activation::None
+                | Activation::Relu
+                | Activation::Clip { .. }
+                | Activation::LeakyRelu { .. }
+        );
+        if in_transform {
+            return self.run_act(th, geo, n, x, bias, act, y);
+        }
+        self.run_act(th, geo, n, x, bias, Activation::None, y)?;
+        let out = y
+            .get_mut(..n * self.m * geo.oh * geo.ow)
+            .ok_or_else(|| BackendError::Execution("winograd: output too short".into()))?;
+        let per = th.chunk_size(out.len(), 16 * 1024, 16);
+        th.chunks(out, per, |_, part| {
+            simd::unary_in_place(act, part);
+            Ok(())
+        })
+    }
+
+    /// [`Plan::run`] with the activation applied by the output transform.
+    #[allow(clippy::too_many_arguments)]
+    fn run_act(
         &self,
         th: &Threads,
         geo: &Geo2,
