@@ -69,10 +69,10 @@ impl Plan {
     /// one offset (`crate::conv::tiny_planes`); a pointwise layer's (`taps` = 1) are its
     /// `[m, c]` matrix transposed.
     pub fn new_tap_major(w: &[f32], m: usize, c: usize, taps: usize) -> Result<Self> {
-        let k = c * taps;
-        if taps == 0 || w.len() < m * k {
+        let k = c.saturating_mul(taps);
+        if c == 0 || taps == 0 || m.checked_mul(k).is_none_or(|n| w.len() < n) {
             return Err(BackendError::Other(
-                "convolution weights are shorter than their shape".into(),
+                "convolution weights do not match their shape".into(),
             ));
         }
         let at = |l: usize, j: usize| w.get(j * k + (l % c) * taps + l / c).copied();

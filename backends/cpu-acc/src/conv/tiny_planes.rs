@@ -68,7 +68,7 @@ pub fn run(
     if plane == 0 || m == 0 {
         return Ok(());
     }
-    if taps == 0 || depth % taps != 0 || plane > MAX_PLANE {
+    if taps == 0 || depth == 0 || depth % taps != 0 || plane > MAX_PLANE {
         return Err(bad("the window does not match the weights"));
     }
     let c = depth / taps;
