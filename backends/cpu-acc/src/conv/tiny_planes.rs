@@ -30,14 +30,22 @@ pub const MAX_PLANE: usize = 16;
 /// Most values of the packed A (pixel panels times the im2col depth) taken.
 const MAX_PACKED: usize = 1 << 20;
 
+/// Most output channels of a layer whose plane needs two A panels (13 to 16 pixels) that
+/// takes this path: with more, the NCHW GEMM's packed B is shared by enough weight rows to
+/// pay for itself, and its tiles were as fast (ResNet-50's 256-channel 3×3 layers on 4×4 in
+/// a 64×64 TFLite model ran about 10 % slower here).
+pub const MAX_M_TWO_PANELS: usize = 64;
+
 /// Whether a convolution of one group with a window (not a 1×1 stride-1 unpadded one) over
 /// planes giving `oh × ow` outputs, `c` → `m` channels, takes this path: at most
-/// [`MAX_PLANE`] output pixels and a packed A of at most `MAX_PACKED` values.
+/// [`MAX_PLANE`] output pixels (past one A panel of twelve, at most [`MAX_M_TWO_PANELS`]
+/// outputs) and a packed A of at most `MAX_PACKED` values.
 pub fn applies(geo: &Geo2, c: usize, m: usize) -> bool {
     let plane = geo.oh * geo.ow;
     let depth = c.saturating_mul(geo.kh).saturating_mul(geo.kw);
     (1..=MAX_PLANE).contains(&plane)
         && m > 0
+        && (plane <= MR || m <= MAX_M_TWO_PANELS)
         && depth > 0
         && plane.div_ceil(MR).saturating_mul(MR).saturating_mul(depth) <= MAX_PACKED
 }
@@ -251,6 +259,10 @@ mod tests {
         // A stride of 2 onto 2×2, and a 5×5 window on 3×3.
         assert!(applies(&window(4, 4, 3, 2, 1), 64, 64));
         assert!(applies(&window(3, 3, 5, 1, 2), 17, 5));
+        // Many outputs: on 2×2 still, on 4×4 (two pixel panels) not.
+        assert!(applies(&window(2, 2, 3, 1, 1), 512, 512));
+        assert!(!applies(&window(4, 4, 3, 1, 1), 256, 256));
+        assert!(applies(&window(4, 4, 3, 1, 1), 256, 64));
         // Larger planes keep their paths: 8×8 and ResNet's 7×7 (the NCHW GEMM), 14×14.
         for (side, c, m) in [(8, 128, 32), (7, 512, 512), (14, 256, 256)] {
             let geo = window(side, side, 3, 1, 1);

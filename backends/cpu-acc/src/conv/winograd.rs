@@ -101,7 +101,7 @@ const MIN_SIDE: usize = 8;
 /// shared out whole between the threads, and its transforms over channels.
 ///
 /// Narrower layers (`c · m` ≥ [`MIN_NARROW_PRODUCT`], each side at least
-/// [`MIN_NARROW_CHANNELS`]: DenseNet's 128→32, SqueezeNet's 16→64, 32→128 and 48→192) take it
+/// [`MIN_NARROW_CHANNELS`]: DenseNet's 128→32, SqueezeNet's 16→64, EfficientNetV2's 32→16) take it
 /// on planes of at least [`MIN_NARROW_SIDE`] a side. The measurements behind these bounds:
 /// docs/cpu-acc-bounds.md, "Winograd".
 pub fn worth(geo: &Geo2, c: usize, m: usize) -> bool {
@@ -139,8 +139,11 @@ fn worth_dilated(geo: &Geo2, c: usize, m: usize) -> bool {
 
 /// Fewest channels on either side of a narrow layer that takes the Winograd path.
 const MIN_NARROW_CHANNELS: usize = 16;
-/// Fewest input × output channels of a narrow layer that takes it.
-const MIN_NARROW_PRODUCT: usize = 32 * 32;
+/// Fewest input × output channels of a narrow layer that takes it: any pair of at least
+/// [`MIN_NARROW_CHANNELS`] (16 → 16 on 56×56 and 28×28, 32 → 16 on 48×48 and 14×14, 16 → 24
+/// and 16 → 48 on 13×13 all ran 1.2-2.4× faster than on the im2col GEMM at one thread,
+/// AVX-512 and AVX2; docs/perf.md, "Session 51").
+const MIN_NARROW_PRODUCT: usize = 16 * 16;
 /// Smallest output side of a narrow layer that takes it.
 const MIN_NARROW_SIDE: usize = 13;
 

@@ -1,8 +1,8 @@
 //! 3×3 convolutions on the Winograd path fused with an activation its vector output
 //! transform does not apply (SiLU as `Mul(t, Sigmoid(t))`, a sigmoid alone: stored without
 //! it, then applied over the output) and with one it does (ReLU), against CpuRef's layers at
-//! 1, 2 and 3 threads: EfficientNetV2's 32 → 128 on 24×24, the narrow and wide bounds, odd
-//! sides, a batch of two, a dilation of 2. Each test binary that includes this module runs
+//! 1, 2 and 3 threads: EfficientNetV2's 32 → 128 and 32 → 16, the narrow and wide bounds,
+//! odd sides, a batch of two, a dilation of 2. Each test binary that includes this module runs
 //! it on one ISA tier.
 
 use crate::support::{close, reference, run_desc, sole_replacement, Rng};
@@ -71,6 +71,11 @@ pub fn check_all() {
         (1, 16, 64, 13, 13, 1),
         (1, 97, 70, 29, 14, 1),
         (1, 64, 64, 28, 28, 2),
+        // Narrow pairs below 32 × 32 channels (Winograd since session 51): EfficientNetV2's
+        // 32 → 16 on 48×48, 16 → 16, 16 → 24 on 13×13.
+        (1, 32, 16, 48, 48, 1),
+        (1, 16, 16, 28, 28, 1),
+        (1, 16, 24, 13, 13, 1),
     ] {
         for act in [After::Silu, After::Sigmoid, After::Relu] {
             let op = conv3(d);
