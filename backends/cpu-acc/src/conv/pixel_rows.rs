@@ -203,7 +203,7 @@ impl Plan {
             && (geo.ow.saturating_sub(1)) * geo.sw < geo.w;
         match pointwise {
             true => self.run_strided(th, geo, x, bias, act, y),
-            false => crate::conv::tiny_planes::run(geo, &self.weights, x, bias, act, y),
+            false => crate::conv::tiny_planes::run(th, geo, &self.weights, x, bias, act, y),
         }
     }
 }

@@ -20,6 +20,7 @@ use crate::act::Activation;
 use crate::conv::window::Geo2;
 use crate::gemm::{self, Packed, KC};
 use crate::simd::{self, TileEpilogue, MR, NR};
+use crate::threads::Threads;
 use backplane_backend_api::{BackendError, Result};
 use std::cell::RefCell;
 
@@ -57,8 +58,12 @@ thread_local! {
 }
 
 /// `y = act(conv(x) + bias)` for one image: `x` its `c` planes of `geo.h × geo.w`, `y` its `m`
-/// output planes, `weights` the `[m, c·kh·kw]` weights packed as B (`c·kh·kw` × `m`).
+/// output planes, `weights` the `[m, c·kh·kw]` weights packed as B (`c·kh·kw` × `m`). The
+/// pixel panels are packed on this thread; the output channels (whole 32-column weight
+/// panels) are shared out between the threads of `th`, each streaming its part of the
+/// weights, computing its columns of the product and transposing them into its planes.
 pub fn run(
+    th: &Threads,
     geo: &Geo2,
     weights: &Packed,
     x: &[f32],
@@ -85,23 +90,41 @@ pub fn run(
     }
     let panels = plane.div_ceil(MR);
     let mut a = gemm::try_take(&PANELS, panels * MR * depth)?;
-    let mut product = gemm::try_take(&PRODUCT, plane * m)?;
     let res = (|| {
-        // The scratch vectors may be longer than this layer needs (an earlier, larger one).
-        let (a, product) = (&mut a[..panels * MR * depth], &mut product[..plane * m]);
+        // The scratch vector may be longer than this layer needs (an earlier, larger one).
+        let a = &mut a[..panels * MR * depth];
         ROWS.with(|r| pack_pixels(geo, x, c, &mut r.borrow_mut(), a))?;
-        tiles(plane, depth, a, weights, bias, act.kernel_part(), product)?;
-        if !act.in_kernel() {
-            simd::unary_in_place(act, product);
-        }
-        if simd::transpose_tile(product, m, plane, m, y, plane) {
-            Ok(())
-        } else {
-            Err(bad("a transpose does not fit its buffers"))
-        }
+        let a = &*a;
+        let np = m.div_ceil(NR);
+        let per = np.div_ceil(th.count().clamp(1, np));
+        th.chunks(&mut y[..m * plane], per * NR * plane, |i, ys| {
+            let cols = ys.len() / plane;
+            let mut product = gemm::try_take(&PRODUCT, plane * cols)?;
+            let part = &mut product[..plane * cols];
+            let res = tiles(
+                plane,
+                depth,
+                a,
+                weights,
+                bias,
+                act.kernel_part(),
+                (i * per, cols),
+                part,
+            )
+            .and_then(|()| {
+                if !act.in_kernel() {
+                    simd::unary_in_place(act, part);
+                }
+                match simd::transpose_tile(part, cols, plane, cols, ys, plane) {
+                    true => Ok(()),
+                    false => Err(bad("a transpose does not fit its buffers")),
+                }
+            });
+            gemm::give_back(&PRODUCT, product);
+            res
+        })
     })();
     gemm::give_back(&PANELS, a);
-    gemm::give_back(&PRODUCT, product);
     res
 }
 
@@ -156,9 +179,11 @@ fn pack_pixels(
     Ok(())
 }
 
-/// `product[pixel·m + j]` = epilogue(A·B) for the packed pixel panels `a` (depth `depth`)
-/// against the packed weights, K block by K block, every tile twelve pixels (or fewer) by
-/// 32 output channels (or fewer).
+/// `product[pixel·cols + j]` = epilogue(A·B) for output channel `q0·NR + j` (`j < cols`),
+/// for the packed pixel panels `a` (depth `depth`) against the packed weights' panels from
+/// `q0` on, K block by K block, every tile twelve pixels (or fewer) by 32 output channels
+/// (or fewer).
+#[allow(clippy::too_many_arguments)]
 fn tiles(
     plane: usize,
     depth: usize,
@@ -166,9 +191,10 @@ fn tiles(
     weights: &Packed,
     bias: Option<&[f32]>,
     act: Activation,
+    (q0, cols): (usize, usize),
     product: &mut [f32],
 ) -> Result<()> {
-    let m = weights.len();
+    let m = weights.len().min(q0 * NR + cols);
     let bad = || BackendError::Execution("tiny-plane convolution: a tile does not fit".into());
     for (kb, k0) in (0..depth).step_by(KC).enumerate() {
         let kc = KC.min(depth - k0);
@@ -179,7 +205,7 @@ fn tiles(
         for p in 0..plane.div_ceil(MR) {
             let mr = MR.min(plane - p * MR);
             let ap = a.get(p * MR * depth + k0 * MR..).ok_or_else(bad)?;
-            for (q, bp) in block.chunks_exact(kc * NR).enumerate() {
+            for (q, bp) in block.chunks_exact(kc * NR).enumerate().skip(q0) {
                 let col = q * NR;
                 if col >= m {
                     break;
@@ -201,9 +227,11 @@ fn tiles(
                     last,
                     act,
                 };
-                let c = product.get_mut(p * MR * m + col..).ok_or_else(bad)?;
+                let c = product
+                    .get_mut(p * MR * cols + col - q0 * NR..)
+                    .ok_or_else(bad)?;
                 let nr = NR.min(m - col);
-                if !simd::microkernel_fetching(kc, ap, bp, c, m, mr, nr, &ep, ahead) {
+                if !simd::microkernel_fetching(kc, ap, bp, c, cols, mr, nr, &ep, ahead) {
                     return Err(bad());
                 }
             }
