@@ -64,8 +64,16 @@ impl QConvPairDesc {
 
 /// True when `d` is a channels-last pointwise layer over an `h × w` plane giving `oh × ow`:
 /// 1×1, stride 1, no padding, one group (its A rows are the input pixels themselves).
-pub(crate) fn is_pointwise(d: &QConvDesc, (h, w): (usize, usize), (oh, ow): (usize, usize)) -> bool {
-    d.group == 1 && d.kernel == [1, 1] && d.strides == [1, 1] && d.pads == [0, 0] && (h, w) == (oh, ow)
+pub(crate) fn is_pointwise(
+    d: &QConvDesc,
+    (h, w): (usize, usize),
+    (oh, ow): (usize, usize),
+) -> bool {
+    d.group == 1
+        && d.kernel == [1, 1]
+        && d.strides == [1, 1]
+        && d.pads == [0, 0]
+        && (h, w) == (oh, ow)
 }
 
 /// True when `d` over `c` input channels to `m` is a depthwise layer the pair runs: one
@@ -75,7 +83,10 @@ pub(crate) fn is_depthwise(d: &QConvDesc, c: usize, m: usize) -> bool {
 }
 
 /// The plan of a `QLinearConvPair`.
-pub(crate) fn plan<'a>(c: &'a CustomOp, layer: &'a LayerDesc) -> std::result::Result<Plan<'a>, String> {
+pub(crate) fn plan<'a>(
+    c: &'a CustomOp,
+    layer: &'a LayerDesc,
+) -> std::result::Result<Plan<'a>, String> {
     let d = QConvPairDesc::decode(c)?;
     let [x, w1, b1, w2, b2] = layer.inputs.as_slice() else {
         return Err(format!(
@@ -84,9 +95,18 @@ pub(crate) fn plan<'a>(c: &'a CustomOp, layer: &'a LayerDesc) -> std::result::Re
         ));
     };
     let y = layer.outputs.first().ok_or("no output")?;
-    for (t, what) in [(x, "x"), (w1, "w1"), (w2, "w2"), (&d.mid, "the intermediate"), (y, "y")] {
+    for (t, what) in [
+        (x, "x"),
+        (w1, "w1"),
+        (w2, "w2"),
+        (&d.mid, "the intermediate"),
+        (y, "y"),
+    ] {
         if !super::super::is_8bit(t.dtype) {
-            return Err(format!("{QLINEAR_CONV_PAIR}: {what} is {}, not 8-bit", t.dtype));
+            return Err(format!(
+                "{QLINEAR_CONV_PAIR}: {what} is {}, not 8-bit",
+                t.dtype
+            ));
         }
     }
     let int32 = |b: &TensorInfo, slot: usize| {
@@ -106,7 +126,9 @@ pub(crate) fn plan<'a>(c: &'a CustomOp, layer: &'a LayerDesc) -> std::result::Re
         ));
     }
     if b1.shape.elements() != g1.m || b2.shape.elements() != g2.m {
-        return Err(format!("{QLINEAR_CONV_PAIR}: a bias does not match its channels"));
+        return Err(format!(
+            "{QLINEAR_CONV_PAIR}: a bias does not match its channels"
+        ));
     }
     Ok(Plan::new(move |io, th| {
         done(QConvPair::new(io, d, (g1, g2), layer, th)?)
@@ -154,7 +176,11 @@ impl QConvPair {
                 .cloned()
                 .ok_or_else(|| io.error(format!("input {slot} is missing")))
         };
-        let y = io.outputs.first().cloned().ok_or_else(|| io.error("no output".into()))?;
+        let y = io
+            .outputs
+            .first()
+            .cloned()
+            .ok_or_else(|| io.error("no output".into()))?;
         let dw_io = Io {
             layer: format!("{} (depthwise)", io.layer),
             inputs: vec![info(0)?, info(1)?, info(2)?],
@@ -170,7 +196,13 @@ impl QConvPair {
         let kinds = matches!(dw.kind, Kind::Depthwise(_))
             && matches!(
                 pw.kind,
-                Kind::Gemm { pointwise: true, .. } | Kind::Quads { pointwise: true, .. }
+                Kind::Gemm {
+                    pointwise: true,
+                    ..
+                } | Kind::Quads {
+                    pointwise: true,
+                    ..
+                }
             );
         if !kinds {
             return Err(io.error("not a depthwise layer then a pointwise one".into()));
@@ -225,7 +257,9 @@ impl QConvPair {
             let n = yp.len() / (ow * m).max(1);
             let pixels = n * ow * c;
             if !depthwise_rows(layer, x, r0..r0 + n, &mut buf[..pixels]) {
-                done = Err(self.io.error("depthwise rows refused their operands".into()));
+                done = Err(self
+                    .io
+                    .error("depthwise rows refused their operands".into()));
                 break;
             }
             // The slack stays in the slice: a u8 pixel row is read in place to its padded

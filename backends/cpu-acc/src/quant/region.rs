@@ -26,8 +26,8 @@
 
 use super::binary::QBinaryDesc;
 use super::conv::QConvDesc;
-use super::nhwc_conv::pair::{is_depthwise, is_pointwise, QConvPairDesc};
 use super::mean::QMeanDesc;
+use super::nhwc_conv::pair::{is_depthwise, is_pointwise, QConvPairDesc};
 use super::pool::QPoolDesc;
 use super::{QLINEAR_BINARY, QLINEAR_CONV, QLINEAR_LOOKUP, QLINEAR_MEAN, QLINEAR_POOL};
 use crate::layout::is_convex;
@@ -531,7 +531,9 @@ fn rewrite(
             }
         };
         let mut inputs = r.inputs.clone();
-        for (slot, &t) in u.reads.iter().enumerate() {
+        // A pair's pointwise layer reads the intermediate inside the pair, not as a tensor.
+        let in_pair = u.reads.first().is_some_and(|t| pending.contains_key(t));
+        for (slot, &t) in u.reads.iter().enumerate().filter(|_| !in_pair) {
             let v = match nhwc_of.get(&t) {
                 Some(v) => v.clone(),
                 None => {
@@ -712,7 +714,8 @@ fn pairs(
     tails: &HashMap<TensorId, (LayerId, LayerId)>,
     units: &[&Unit],
 ) -> HashMap<TensorId, TensorId> {
-    let conv = |u: &Unit| QConvDesc::decode(quant_custom(&subs.get(u.sub)?.replacement.first()?.op)?).ok();
+    let conv =
+        |u: &Unit| QConvDesc::decode(quant_custom(&subs.get(u.sub)?.replacement.first()?.op)?).ok();
     let dims = |t: TensorId| net.tensor(t).info.shape.dims();
     let mut out = HashMap::new();
     for u in units.iter().filter(|u| u.kind == Kind::Conv) {
