@@ -135,6 +135,29 @@ pub(crate) fn plan<'a>(
     }))
 }
 
+/// Output rows (of all images) per band for a pair of `rows` output rows, each row
+/// `dw_row` depthwise and `pw_row` pointwise multiply-adds, or `None` where `th` runs the two
+/// layers one after the other: the rows shared as a step of the pair's work per row asks
+/// ([`MIN_SHARED_DW_MACS`] of the depthwise layer's and [`MIN_SHARED_MACS`] of the pointwise
+/// layer's multiply-adds make one least share), where every thread can take two rows or
+/// more and there is more than one share; one thread takes all rows as one band.
+fn band_rows(th: &Threads, rows: usize, dw_row: usize, pw_row: usize) -> Option<usize> {
+    let count = th.count();
+    if count <= 1 {
+        return Some(rows.max(1));
+    }
+    if rows < 2 * count {
+        return None;
+    }
+    // A row's work in pointwise multiply-adds (a depthwise one costs the ratio of the two
+    // rules' least shares).
+    let ratio = (MIN_SHARED_MACS / MIN_SHARED_DW_MACS).max(1);
+    let row = dw_row.saturating_mul(ratio).saturating_add(pw_row).max(1);
+    let min_rows = MIN_SHARED_MACS.div_ceil(row);
+    let per = th.chunk_size(rows, min_rows, 1);
+    (per < rows).then_some(per)
+}
+
 /// The two layers as one workload.
 struct QConvPair {
     io: Io,
@@ -216,31 +239,16 @@ impl QConvPair {
         })
     }
 
-    /// Output rows (of all images, `n · oh`) per band, or `None` where the threads run the
-    /// two layers one after the other: the rows shared as a step of the pair's work per row
-    /// asks ([`MIN_SHARED_DW_MACS`] of the depthwise layer's and [`MIN_SHARED_MACS`] of the
-    /// pointwise layer's multiply-adds make one least share), where every thread can take
-    /// two rows or more; one thread takes all rows as one band.
+    /// Output rows per band ([`band_rows`] for this pair's layers and threads).
     fn band_rows(&self) -> Option<usize> {
         let (g1, g2) = (&self.dw.geo, &self.pw.geo);
-        let rows = g1.n * g1.oh;
-        let count = self.th.count();
-        if count <= 1 {
-            return Some(rows.max(1));
-        }
-        if rows < 2 * count {
-            return None;
-        }
-        // A row's work in pointwise multiply-adds (a depthwise one costs the ratio of the
-        // two rules' least shares).
         let [kh, kw] = self.dw.d.kernel;
-        let ratio = (MIN_SHARED_MACS / MIN_SHARED_DW_MACS).max(1);
-        let dw_row = g1.ow * g1.c * kh * kw;
-        let pw_row = g2.ow * g2.c * g2.m;
-        let row = dw_row.saturating_mul(ratio).saturating_add(pw_row).max(1);
-        let min_rows = MIN_SHARED_MACS.div_ceil(row);
-        let per = self.th.chunk_size(rows, min_rows, 1);
-        (per < rows).then_some(per)
+        band_rows(
+            &self.th,
+            g1.n * g1.oh,
+            g1.ow * g1.c * kh * kw,
+            g2.ow * g2.c * g2.m,
+        )
     }
 
     /// Output rows `rows` of the pair into `yc` (their `ow · M` bytes each), on the calling
@@ -325,5 +333,34 @@ impl Workload for QConvPair {
 
     fn reads_constant_input(&self, slot: usize) -> bool {
         (1..=4).contains(&slot)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// MobileNetV1's pairs at two threads: 48×48 (32 channels, 3×3, to 64) and 6×6 (256 to
+    /// 256) are shared in bands of whole rows that divide each thread's half (three threads:
+    /// third); 3×3 planes (three rows: fewer than two a thread) and a pair too small to
+    /// share run the layers apart; one thread takes all rows as one band.
+    #[test]
+    fn pairs_are_banded_by_rows_or_run_apart() -> Result<()> {
+        let (two, three) = (Threads::new(2)?, Threads::new(3)?);
+        let big = (48 * 32 * 9, 48 * 32 * 64);
+        let Some(per) = band_rows(&two, 48, big.0, big.1) else {
+            panic!("48 rows at two threads run apart");
+        };
+        assert!(per <= 24 && 24 % per == 0, "{per}");
+        let six = (6 * 256 * 9, 6 * 256 * 256);
+        assert_eq!(band_rows(&two, 6, six.0, six.1), Some(3));
+        // Three threads: shares of two rows, or of one (two to a thread, side by side).
+        assert!(matches!(band_rows(&three, 6, six.0, six.1), Some(1 | 2)));
+        let plane = (3 * 512 * 9, 3 * 512 * 512);
+        assert_eq!(band_rows(&two, 3, plane.0, plane.1), None);
+        assert_eq!(band_rows(&two, 8, 4 * 8 * 9, 4 * 8 * 8), None);
+        assert_eq!(band_rows(&Threads::single(), 3, plane.0, plane.1), Some(3));
+        assert_eq!(band_rows(&Threads::single(), 0, 0, 0), Some(1));
+        Ok(())
     }
 }
