@@ -7,10 +7,12 @@ use backplane_core::ops::{AutoPad, ConvDesc, UnaryOp, Window};
 use backplane_core::{DataType, Network, Op, Tensor, TensorId};
 use std::collections::HashMap;
 
-/// One pair: an `h × w` image of `c` channels, a `k × k` depthwise layer (stride, padding)
+/// One pair: `n` images of `h × w` pixels and `c` channels, a `k × k` depthwise layer (stride, padding)
 /// to the same channels, then a 1×1 layer to `m` channels.
 #[derive(Clone, Copy, Debug)]
 pub struct Pair {
+    /// Images.
+    pub n: usize,
     pub h: usize,
     pub w: usize,
     pub c: usize,
@@ -101,7 +103,7 @@ fn qconv(
 fn network(p: &Pair, seed: u64, mid_out: bool) -> (Network, TensorId, TensorId, TensorId, Tensor) {
     let mut r = Rng(seed);
     let mut net = Network::new();
-    let image = q8(p.dt, &[1, p.h, p.w, p.c], r.bytes(p.h * p.w * p.c));
+    let image = q8(p.dt, &[p.n, p.h, p.w, p.c], r.bytes(p.n * p.h * p.w * p.c));
     let x = net.add_input("x", image.info().clone()).unwrap();
     let to_nchw = Op::Transpose {
         perm: vec![0, 3, 1, 2],
@@ -248,7 +250,7 @@ pub fn check_pair(p: &Pair, seed: u64, forms: bool) {
     }
 }
 
-/// The pair cases every tier runs: a 1×1 image, fewer rows than threads, primes, stride 1
+/// The pair cases every tier runs: a 1×1 image, two images, fewer rows than threads, primes, stride 1
 /// and 2, 3×3 and 5×5 windows, channels from 2 to 512, u8 and i8, with and without the
 /// clamps, the byte GEMM and the pair GEMM on the 1×1 layer; planes large enough for the
 /// threads to share bands of rows (and a one-thread band to be cut in pieces), and a 3×3
@@ -256,6 +258,7 @@ pub fn check_pair(p: &Pair, seed: u64, forms: bool) {
 /// channel makes the depthwise layer a one-group one: no pair forms.
 pub fn pairs_give_the_two_layers_bytes() {
     let base = Pair {
+        n: 1,
         h: 1,
         w: 1,
         c: 8,
@@ -351,6 +354,17 @@ pub fn pairs_give_the_two_layers_bytes() {
             c: 2,
             m: 3,
             pair_gemm: true,
+            dt: DataType::U8,
+            ..base
+        },
+        // Two images: bands and pieces across the images' rows.
+        Pair {
+            n: 2,
+            h: 21,
+            w: 9,
+            c: 24,
+            m: 40,
+            stride: 2,
             dt: DataType::U8,
             ..base
         },
