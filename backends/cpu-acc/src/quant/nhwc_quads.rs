@@ -142,7 +142,14 @@ impl NhwcQConv {
     /// Fill `a` (rows of `kq` bytes; the bytes past the depth are left as they are: they
     /// meet zero weights) with the A rows of output pixels `p0 .. p0 + rows`. For windows,
     /// `a` holds [`SLACK`] bytes past the rows (the short runs' moves, [`copy_run`]).
-    fn byte_rows(&self, src: ByteRows<'_>, p0: usize, rows: usize, kq: usize, a: &mut [u8]) {
+    pub(super) fn byte_rows(
+        &self,
+        src: ByteRows<'_>,
+        p0: usize,
+        rows: usize,
+        kq: usize,
+        a: &mut [u8],
+    ) {
         let g = &self.geo;
         let d = &self.d;
         let c = g.c;
@@ -197,7 +204,7 @@ impl NhwcQConv {
 
     /// The pixels `p0 .. p0 + rows` of a u8 pointwise layer as A read in place (pitch C),
     /// where every row's padded depth lies inside the input; else `None` (a block copy).
-    fn in_place<'x>(
+    pub(super) fn in_place<'x>(
         &self,
         src: ByteRows<'x>,
         p0: usize,

@@ -253,8 +253,9 @@ pub fn check_pair(p: &Pair, seed: u64, forms: bool) {
 /// The pair cases every tier runs: a 1×1 image, two images, fewer rows than threads, primes, stride 1
 /// and 2, 3×3 and 5×5 windows, channels from 2 to 512, u8 and i8, with and without the
 /// clamps, the byte GEMM and the pair GEMM on the 1×1 layer; planes large enough for the
-/// threads to share bands of rows (and a one-thread band to be cut in pieces), and a 3×3
-/// plane, which runs the two layers one after the other at two and three threads. One
+/// threads to share bands of rows (and a one-thread band to be cut in pieces), planes of
+/// few pixels (3×3, 2×2, one pixel) that two and three threads share by the 1×1 layer's
+/// output channels, and small pairs that run the two layers one after the other. One
 /// channel makes the depthwise layer a one-group one: no pair forms.
 pub fn pairs_give_the_two_layers_bytes() {
     let base = Pair {
@@ -338,6 +339,30 @@ pub fn pairs_give_the_two_layers_bytes() {
             w: 3,
             c: 512,
             m: 509,
+            ..base
+        },
+        // Planes of few pixels whose 1×1 layer the threads share by output channels: u8
+        // pixels read in place, the pair GEMM, one pixel of 601 channels to 997.
+        Pair {
+            h: 3,
+            w: 3,
+            c: 509,
+            m: 131,
+            dt: DataType::U8,
+            ..base
+        },
+        Pair {
+            h: 3,
+            w: 3,
+            c: 512,
+            m: 512,
+            stride: 2,
+            pair_gemm: true,
+            ..base
+        },
+        Pair {
+            c: 601,
+            m: 997,
             ..base
         },
         Pair {
