@@ -13,22 +13,17 @@
 //! shared by channels), the two layers run one after the other as they would apart.
 
 use super::quads::ByteRows;
-use super::{
-    as_nchw, keep, share_columns, take, Kind, NhwcQConv, Rows, MIN_SHARED_DW_MACS, MIN_SHARED_MACS,
-};
+use super::{as_nchw, keep, take, Kind, NhwcQConv, Rows, MIN_SHARED_DW_MACS, MIN_SHARED_MACS};
 use crate::io::Io;
 use crate::plan::{done, Plan};
 use crate::quant::conv::{alloc, geometry, Geometry, QConvDesc};
 use crate::quant::QLINEAR_CONV_PAIR;
 use crate::scratch;
-use crate::threads::{Columns, GemmSplit, Threads};
+use crate::threads::Threads;
 use backplane_backend_api::{LayerDesc, Result, Workload};
 use backplane_core::ops::CustomOp;
 use backplane_core::{TensorInfo, TensorView, TensorViewMut};
-use backplane_cpu_kernels::qgemm::{
-    depthwise_rows, pair_tile_rows, qgemm_requantized, quad_gemm_requantized, DwLayer, QNR,
-    QUAD_ROWS,
-};
+use backplane_cpu_kernels::qgemm::{depthwise_rows, DwLayer};
 use std::cell::RefCell;
 use std::ops::Range;
 use std::sync::Mutex;
@@ -180,11 +175,6 @@ thread_local! {
     /// Each thread's intermediate pixels of its band (or piece of one), kept between layers
     /// and executions.
     static BAND: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
-    /// Each thread's A rows of the whole intermediate for a pair shared by output channels
-    /// (i8 pixels flipped to unsigned bytes), kept the same way.
-    static A_BYTES: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
-    /// The same for the pair GEMM (centered 16-bit values).
-    static A_PAIRS: RefCell<Vec<i16>> = const { RefCell::new(Vec::new()) };
 }
 
 impl QConvPair {
@@ -302,102 +292,6 @@ impl QConvPair {
         }
     }
 
-    /// The pair shared by output channels (`per_task` panels of the pointwise layer's a
-    /// thread): each thread runs the whole depthwise layer into its own buffer (a plane of
-    /// few pixels: little work, done by every thread at once instead of by one while the
-    /// others wait), then its channels of the pointwise layer over every pixel, written into
-    /// its columns of the output in place ([`share_columns`]).
-    fn by_channels(&self, layer: &DwLayer, x: &[u8], y: &mut [u8], per_task: usize) -> Result<()> {
-        let (g1, g2) = (&self.dw.geo, &self.pw.geo);
-        let (rows, c, m) = (g1.n * g1.oh, g1.c, g2.m);
-        let pixels = rows * g1.ow;
-        let panels = m.div_ceil(QNR);
-        let per_task = per_task.max(1);
-        self.th
-            .columns(y, m, pixels, m, per_task * QNR, |t, mut cols| {
-                let range = t * per_task..((t + 1) * per_task).min(panels);
-                let mut buf = scratch::try_take(&BAND, pixels * c + SLACK)?;
-                let done = if depthwise_rows(layer, x, 0..rows, &mut buf[..pixels * c]) {
-                    self.columns_of(&buf, pixels, range, &mut cols)
-                } else {
-                    Err(self
-                        .io
-                        .error("depthwise rows refused their operands".into()))
-                };
-                scratch::give_back(&BAND, buf);
-                done
-            })
-    }
-
-    /// The pointwise layer's column panels `panels` over the `pixels` intermediate pixels
-    /// `mid` (with [`SLACK`] bytes after them) into the share's columns `cols`.
-    fn columns_of(
-        &self,
-        mid: &[u8],
-        pixels: usize,
-        panels: Range<usize>,
-        cols: &mut Columns<'_, u8>,
-    ) -> Result<()> {
-        let pw = &self.pw;
-        let c = pw.geo.c;
-        let refused = || {
-            Err(self
-                .io
-                .error("the pointwise GEMM refused its operands".into()))
-        };
-        match &pw.kind {
-            Kind::Quads { b, rq, .. } => {
-                let kq = b.depth_padded();
-                let src = ByteRows::Pixels(mid);
-                // u8 pixels are A as they are (the slack covers the last row's padded depth);
-                // i8 ones are flipped into the thread's A rows.
-                let mut copy = Vec::new();
-                let (a, lda) = match pw.in_place(src, 0, pixels, kq) {
-                    Some(a) => (a, c),
-                    None => {
-                        copy = scratch::try_take(&A_BYTES, pixels * kq + SLACK)?;
-                        pw.byte_rows(src, 0, pixels, kq, &mut copy);
-                        (&copy[..], kq)
-                    }
-                };
-                let ok = share_columns(cols, pixels, panels, |rows, p, tile, ld| {
-                    let a = &a[rows.start * lda..];
-                    quad_gemm_requantized(a, lda, rows.len(), b, p, rq, tile, ld)
-                });
-                if !copy.is_empty() {
-                    scratch::give_back(&A_BYTES, copy);
-                }
-                if ok {
-                    Ok(())
-                } else {
-                    refused()
-                }
-            }
-            Kind::Gemm { b, rq, .. } => {
-                let (kp, depth) = (b.depth_padded(), b.depth());
-                let mut a = scratch::try_take(&A_PAIRS, pixels * kp)?;
-                // The K padding must be zero (`a_rows` writes the depth only).
-                if kp > depth {
-                    for row in a[..pixels * kp].chunks_exact_mut(kp) {
-                        row[depth..].fill(0);
-                    }
-                }
-                pw.a_rows(Rows::Pixels(mid), 0, pixels, kp, &mut a);
-                let ok = share_columns(cols, pixels, panels, |rows, p, tile, ld| {
-                    let a = &a[rows.start * kp..];
-                    qgemm_requantized(a, kp, rows.len(), b, p, rq, tile, ld)
-                });
-                scratch::give_back(&A_PAIRS, a);
-                if ok {
-                    Ok(())
-                } else {
-                    refused()
-                }
-            }
-            Kind::Depthwise(_) => refused(),
-        }
-    }
-
     /// The two layers one after the other, each shared by the threads as it is alone, the
     /// intermediate in the pair's kept buffer.
     fn apart(&self, x: &[u8], y: &mut [u8]) -> Result<()> {
@@ -427,18 +321,7 @@ impl Workload for QConvPair {
             return Err(self.io.error("the first layer is not depthwise".into()));
         };
         let Some(per) = self.band_rows() else {
-            // Too few rows to share: the pointwise layer's split decides. Shared by
-            // channels, the pair runs so; else the layers run apart, as alone.
-            let g = &self.pw.geo;
-            let pixels = g.n * g.oh * g.ow;
-            let split = match &self.pw.kind {
-                Kind::Quads { .. } => self.pw.share(pixels, QUAD_ROWS, QUAD_ROWS / 2),
-                _ => self.pw.share(pixels, pair_tile_rows(), pair_tile_rows()),
-            };
-            return match split {
-                GemmSplit::Panels(per_task) => self.by_channels(layer, x, y, per_task),
-                GemmSplit::Rows(_) => self.apart(x, y),
-            };
+            return self.apart(x, y);
         };
         let out_row = self.pw.geo.ow * self.pw.geo.m;
         self.th.chunks(y, per * out_row, |task, yc| {

@@ -142,14 +142,7 @@ impl NhwcQConv {
     /// Fill `a` (rows of `kq` bytes; the bytes past the depth are left as they are: they
     /// meet zero weights) with the A rows of output pixels `p0 .. p0 + rows`. For windows,
     /// `a` holds [`SLACK`] bytes past the rows (the short runs' moves, [`copy_run`]).
-    pub(super) fn byte_rows(
-        &self,
-        src: ByteRows<'_>,
-        p0: usize,
-        rows: usize,
-        kq: usize,
-        a: &mut [u8],
-    ) {
+    fn byte_rows(&self, src: ByteRows<'_>, p0: usize, rows: usize, kq: usize, a: &mut [u8]) {
         let g = &self.geo;
         let d = &self.d;
         let c = g.c;
@@ -204,7 +197,7 @@ impl NhwcQConv {
 
     /// The pixels `p0 .. p0 + rows` of a u8 pointwise layer as A read in place (pitch C),
     /// where every row's padded depth lies inside the input; else `None` (a block copy).
-    pub(super) fn in_place<'x>(
+    fn in_place<'x>(
         &self,
         src: ByteRows<'x>,
         p0: usize,
