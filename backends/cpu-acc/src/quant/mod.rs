@@ -35,6 +35,9 @@ use std::sync::Arc;
 
 /// The custom operator of a folded int8 convolution (domain CpuAcc).
 pub(crate) const QLINEAR_CONV: &str = "QLinearConv";
+/// The custom operator of a channels-last int8 depthwise convolution and the pointwise one
+/// that alone reads its output, run as one step (domain CpuAcc; made by [`region`]).
+pub(crate) const QLINEAR_CONV_PAIR: &str = "QLinearConvPair";
 /// The custom operator of a folded int8 fully connected layer (domain CpuAcc).
 pub(crate) const QLINEAR_GEMM: &str = "QLinearGemm";
 /// The custom operator of a folded quantized elementwise binary layer (domain CpuAcc).
@@ -104,6 +107,7 @@ pub(crate) fn is_quant_custom(c: &CustomOp) -> bool {
     c.domain == crate::CPU_ACC_ID
         && [
             QLINEAR_CONV,
+            QLINEAR_CONV_PAIR,
             QLINEAR_BINARY,
             QLINEAR_GEMM,
             QLINEAR_LOOKUP,
@@ -124,6 +128,7 @@ pub(crate) fn follows_requant_rule(op: &Op) -> bool {
             c.domain == crate::CPU_ACC_ID
                 && [
                     QLINEAR_CONV,
+                    QLINEAR_CONV_PAIR,
                     QLINEAR_GEMM,
                     QLINEAR_BINARY,
                     QLINEAR_LOOKUP,
@@ -149,6 +154,7 @@ pub(crate) fn plan_dynamic_quantize(layer: &LayerDesc) -> Result<Plan<'_>, Strin
 pub(crate) fn plan_custom<'a>(c: &'a CustomOp, layer: &'a LayerDesc) -> Result<Plan<'a>, String> {
     match c.op_type.as_str() {
         QLINEAR_CONV => conv::plan(c, layer),
+        QLINEAR_CONV_PAIR => nhwc_conv::pair::plan(c, layer),
         QLINEAR_BINARY => binary::plan(c, layer),
         QLINEAR_GEMM => gemm::plan(c, layer),
         QLINEAR_LOOKUP => lookup::plan(c, layer),

@@ -43,6 +43,9 @@ use std::sync::{Arc, Mutex};
 #[path = "nhwc_quads.rs"]
 mod quads;
 
+#[path = "nhwc_pair.rs"]
+pub(super) mod pair;
+
 /// Output pixels per GEMM block (A rows centered, then summed and requantized together).
 const BLOCK_ROWS: usize = 32;
 
@@ -577,38 +580,50 @@ impl NhwcQConv {
         per_task: usize,
         y: &mut [u8],
     ) -> Result<()> {
-        let g = &self.geo;
-        let m = g.m;
-        let kp = b.depth_padded();
+        let m = self.geo.m;
         let per_task = per_task.max(1);
+        self.th.chunks(y, per_task * m, |task, yc| {
+            self.gemm_rows(b, rq, src, task * per_task, yc)
+        })
+    }
+
+    /// The output rows `yc` of the GEMM, from output pixel `first` on, on the calling thread:
+    /// blocks of A rows made in the thread's kept block, then summed and requantized.
+    fn gemm_rows(
+        &self,
+        b: &QPackedB,
+        rq: &ColumnRequant,
+        src: Rows<'_>,
+        first: usize,
+        yc: &mut [u8],
+    ) -> Result<()> {
+        let m = self.geo.m;
+        let kp = b.depth_padded();
         let panels = m.div_ceil(QNR);
         let depth = b.depth();
-        self.th.chunks(y, per_task * m, |task, yc| {
-            // This thread's kept block of A rows.
-            let need = BLOCK_ROWS * kp;
-            let mut kept = scratch::try_take(&PAIR_BLOCK, need)?;
-            let a = &mut kept[..need];
-            // The K padding must be zero (`a_rows` writes the depth only); an earlier layer
-            // may have left values there.
-            if kp > depth {
-                for row in a.chunks_exact_mut(kp) {
-                    row[depth..].fill(0);
-                }
+        // This thread's kept block of A rows.
+        let need = BLOCK_ROWS * kp;
+        let mut kept = scratch::try_take(&PAIR_BLOCK, need)?;
+        let a = &mut kept[..need];
+        // The K padding must be zero (`a_rows` writes the depth only); an earlier layer may
+        // have left values there.
+        if kp > depth {
+            for row in a.chunks_exact_mut(kp) {
+                row[depth..].fill(0);
             }
-            let first = task * per_task;
-            let mut done = Ok(());
-            for (bi, yb) in yc.chunks_mut(BLOCK_ROWS * m).enumerate() {
-                let rows = yb.len() / m.max(1);
-                let p0 = first + bi * BLOCK_ROWS;
-                self.a_rows(src, p0, rows, kp, a);
-                if !qgemm_requantized(a, kp, rows, b, 0..panels, rq, yb, m) {
-                    done = Err(self.io.error("integer GEMM refused its operands".into()));
-                    break;
-                }
+        }
+        let mut done = Ok(());
+        for (bi, yb) in yc.chunks_mut(BLOCK_ROWS * m).enumerate() {
+            let rows = yb.len() / m.max(1);
+            let p0 = first + bi * BLOCK_ROWS;
+            self.a_rows(src, p0, rows, kp, a);
+            if !qgemm_requantized(a, kp, rows, b, 0..panels, rq, yb, m) {
+                done = Err(self.io.error("integer GEMM refused its operands".into()));
+                break;
             }
-            scratch::give_back(&PAIR_BLOCK, kept);
-            done
-        })
+        }
+        scratch::give_back(&PAIR_BLOCK, kept);
+        done
     }
 
     /// The GEMM of a layer of few output pixels (too few row blocks to share evenly): every
@@ -666,14 +681,22 @@ impl NhwcQConv {
     }
 }
 
-impl Workload for NhwcQConv {
-    fn execute(&self, inputs: &[TensorView<'_>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
-        let (x, y) = super::int8_buffers(&self.io, inputs, outputs)?;
+impl NhwcQConv {
+    /// The layer on the checked input and output bytes, shared by the threads as its kind
+    /// shares it.
+    fn run(&self, x: &[u8], y: &mut [u8]) -> Result<()> {
         match &self.kind {
             Kind::Depthwise(layer) => self.depthwise(layer, x, y),
             Kind::Gemm { b, rq, pointwise } => self.gemm(b, rq, *pointwise, x, y),
             Kind::Quads { b, rq, pointwise } => self.quads(b, rq, *pointwise, x, y),
         }
+    }
+}
+
+impl Workload for NhwcQConv {
+    fn execute(&self, inputs: &[TensorView<'_>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
+        let (x, y) = super::int8_buffers(&self.io, inputs, outputs)?;
+        self.run(x, y)
     }
 
     fn reads_constant_input(&self, slot: usize) -> bool {

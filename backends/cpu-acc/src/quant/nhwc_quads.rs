@@ -65,7 +65,7 @@ fn copy16(dst: &mut [u8], at: usize, src: &[u8], from: usize) {
 
 /// Where the A rows come from.
 #[derive(Clone, Copy)]
-enum ByteRows<'a> {
+pub(super) enum ByteRows<'a> {
     /// The input pixels (a pointwise layer).
     Pixels(&'a [u8]),
     /// Windows of the padded unsigned input.
@@ -224,39 +224,51 @@ impl NhwcQConv {
         per_task: usize,
         y: &mut [u8],
     ) -> Result<()> {
-        let g = &self.geo;
-        let m = g.m;
-        let c = g.c;
-        let kq = b.depth_padded();
+        let m = self.geo.m;
         let per_task = per_task.max(1);
-        let panels = m.div_ceil(QNR);
         self.th.chunks(y, per_task * m, |task, yc| {
-            // This thread's kept block of A rows, grown when a block needs one.
-            let mut a = scratch::take(&A_BLOCK, 0);
-            let first = task * per_task;
-            let mut done = Ok(());
-            for (bi, yb) in yc.chunks_mut(BLOCK_ROWS * m).enumerate() {
-                let rows = yb.len() / m.max(1);
-                let p0 = first + bi * BLOCK_ROWS;
-                let ok = if let Some(x) = self.in_place(src, p0, rows, kq) {
-                    quad_gemm_requantized(x, c, rows, b, 0..panels, rq, yb, m)
-                } else {
-                    let need = BLOCK_ROWS * kq + SLACK;
-                    if let Err(e) = scratch::grow(&mut a, need) {
-                        done = Err(e);
-                        break;
-                    }
-                    self.byte_rows(src, p0, rows, kq, &mut a);
-                    quad_gemm_requantized(&a, kq, rows, b, 0..panels, rq, yb, m)
-                };
-                if !ok {
-                    done = Err(self.io.error("byte GEMM refused its operands".into()));
+            self.quads_rows(b, rq, src, task * per_task, yc)
+        })
+    }
+
+    /// The output rows `yc` of the byte GEMM, from output pixel `first` on, on the calling
+    /// thread: blocks of A rows read in place or made in the thread's kept block.
+    pub(super) fn quads_rows(
+        &self,
+        b: &QuadPackedB,
+        rq: &ColumnRequant,
+        src: ByteRows<'_>,
+        first: usize,
+        yc: &mut [u8],
+    ) -> Result<()> {
+        let g = &self.geo;
+        let (m, c) = (g.m, g.c);
+        let kq = b.depth_padded();
+        let panels = m.div_ceil(QNR);
+        // This thread's kept block of A rows, grown when a block needs one.
+        let mut a = scratch::take(&A_BLOCK, 0);
+        let mut done = Ok(());
+        for (bi, yb) in yc.chunks_mut(BLOCK_ROWS * m).enumerate() {
+            let rows = yb.len() / m.max(1);
+            let p0 = first + bi * BLOCK_ROWS;
+            let ok = if let Some(x) = self.in_place(src, p0, rows, kq) {
+                quad_gemm_requantized(x, c, rows, b, 0..panels, rq, yb, m)
+            } else {
+                let need = BLOCK_ROWS * kq + SLACK;
+                if let Err(e) = scratch::grow(&mut a, need) {
+                    done = Err(e);
                     break;
                 }
+                self.byte_rows(src, p0, rows, kq, &mut a);
+                quad_gemm_requantized(&a, kq, rows, b, 0..panels, rq, yb, m)
+            };
+            if !ok {
+                done = Err(self.io.error("byte GEMM refused its operands".into()));
+                break;
             }
-            scratch::give_back(&A_BLOCK, a);
-            done
-        })
+        }
+        scratch::give_back(&A_BLOCK, a);
+        done
     }
 
     /// The byte GEMM of a layer of few output pixels: every pixel's A row made (into a

@@ -27,6 +27,7 @@
 use super::binary::QBinaryDesc;
 use super::conv::QConvDesc;
 use super::mean::QMeanDesc;
+use super::nhwc_conv::pair::{is_depthwise, is_pointwise, QConvPairDesc};
 use super::pool::QPoolDesc;
 use super::{QLINEAR_BINARY, QLINEAR_CONV, QLINEAR_LOOKUP, QLINEAR_MEAN, QLINEAR_POOL};
 use crate::layout::is_convex;
@@ -481,6 +482,10 @@ fn rewrite(
             return None;
         }
     }
+    let paired = pairs(net, &consumers, subs, &replaced, &tails, units);
+    // The depthwise layers of pairs, by output: (their name, inputs and description), taken
+    // up by the pointwise layer after them.
+    let mut pending: HashMap<TensorId, (String, Vec<ValueRef>, QConvDesc)> = HashMap::new();
     let mut layers: Vec<ReplacementLayer> = Vec::new();
     // Where each channels-last tensor comes from: a replacement layer, or an existing
     // tensor (the input of an absorbed transpose).
@@ -526,7 +531,9 @@ fn rewrite(
             }
         };
         let mut inputs = r.inputs.clone();
-        for (slot, &t) in u.reads.iter().enumerate() {
+        // A pair's pointwise layer reads the intermediate inside the pair, not as a tensor.
+        let in_pair = u.reads.first().is_some_and(|t| pending.contains_key(t));
+        for (slot, &t) in u.reads.iter().enumerate().filter(|_| !in_pair) {
             let v = match nhwc_of.get(&t) {
                 Some(v) => v.clone(),
                 None => {
@@ -572,8 +579,38 @@ fn rewrite(
             };
             *inputs.get_mut(slot)? = v;
         }
+        if paired.contains_key(&u.out) {
+            // A pair's depthwise layer: run by the pointwise layer after it.
+            let Op::Custom(c) = op else {
+                return None;
+            };
+            let d = QConvDesc::decode(&c).ok()?;
+            pending.insert(u.out, (r.name.clone(), inputs, d));
+            continue;
+        }
+        let (name, op, inputs) = match u.reads.first().and_then(|t| pending.remove(t)) {
+            Some((dw_name, dw_inputs, dw)) => {
+                // The pointwise layer of a pair: one layer, reading the depthwise layer's
+                // input, weights and bias, then its own weights and bias.
+                let Op::Custom(c) = op else {
+                    return None;
+                };
+                let pw = QConvDesc::decode(&c).ok()?;
+                let read = u.reads.first()?;
+                let mid = nhwc_info(&net.tensor(*read).info)?;
+                let mut both = dw_inputs;
+                both.extend(inputs.iter().skip(1).cloned());
+                let pair = QConvPairDesc { dw, pw, mid };
+                (
+                    format!("{dw_name}+{}", r.name),
+                    Op::Custom(pair.to_op(nhwc_info(out_info)?)),
+                    both,
+                )
+            }
+            None => (r.name.clone(), op, inputs),
+        };
         layers.push(ReplacementLayer {
-            name: r.name.clone(),
+            name,
             op,
             inputs,
             // An [N, C] mean is the tensor itself in either layout.
@@ -663,4 +700,49 @@ fn rewrite(
         replaced: replaced.into_iter().collect(),
         replacement: layers,
     })
+}
+
+/// The pairs of the region's `units` that run as one step ([`super::nhwc_conv::pair`]): a
+/// depthwise convolution whose output only a pointwise convolution reads (no other unit, no
+/// layer outside the region, not a network output, no pooled tail), keyed by that output,
+/// with the pointwise unit's output.
+fn pairs(
+    net: &Network,
+    consumers: &[Vec<(LayerId, usize)>],
+    subs: &[Substitution],
+    replaced: &BTreeSet<LayerId>,
+    tails: &HashMap<TensorId, (LayerId, LayerId)>,
+    units: &[&Unit],
+) -> HashMap<TensorId, TensorId> {
+    let conv =
+        |u: &Unit| QConvDesc::decode(quant_custom(&subs.get(u.sub)?.replacement.first()?.op)?).ok();
+    let dims = |t: TensorId| net.tensor(t).info.shape.dims();
+    let mut out = HashMap::new();
+    for u in units.iter().filter(|u| u.kind == Kind::Conv) {
+        let Some(d) = conv(u) else { continue };
+        let (Some(&x), &[_, c, h, w]) = (u.reads.first(), dims(u.out)) else {
+            continue;
+        };
+        if dims(x).get(1) != Some(&c) || !is_depthwise(&d, c, c) {
+            continue;
+        }
+        let readers: Vec<&&Unit> = units.iter().filter(|v| v.reads.contains(&u.out)).collect();
+        let [v] = readers.as_slice() else { continue };
+        let leaves = net.outputs().contains(&u.out)
+            || tails.contains_key(&u.out)
+            || consumers
+                .get(u.out.0)
+                .is_none_or(|c| c.iter().any(|(l, _)| !replaced.contains(l)));
+        if leaves || v.kind != Kind::Conv || v.reads.as_slice() != [u.out] {
+            continue;
+        }
+        let Some(p) = conv(v) else { continue };
+        let &[_, _, oh, ow] = dims(v.out) else {
+            continue;
+        };
+        if is_pointwise(&p, (h, w), (oh, ow)) {
+            out.insert(u.out, v.out);
+        }
+    }
+    out
 }

@@ -4,6 +4,7 @@
 
 pub mod bn;
 pub mod qconv;
+pub mod qpair;
 
 use backplane_backend_api::{Backend, LayerDesc, ReplacementLayer, SubgraphView, ValueRef};
 use backplane_core::ops::{AutoPad, ConvDesc, Window};
