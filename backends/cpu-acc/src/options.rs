@@ -28,7 +28,9 @@ pub struct CpuAccOptions {
     pub spin_us: Option<u64>,
     /// `thread_choice`: each layer of a network loaded with several threads times its
     /// steps shared with the helpers and on the calling thread alone, and keeps the faster
-    /// way (off: every layer shares its steps).
+    /// way. Off by default: measured level on a quiet machine, and mixed where the cores
+    /// are far apart (docs/perf.md, session 51), as layers chosen one by one move data
+    /// away from the helpers that read it next.
     pub thread_choice: bool,
     /// `winograd`: Winograd convolutions (F(4×4, 3×3), and channels-last F(2×2, 3×3)).
     pub winograd: bool,
@@ -58,7 +60,7 @@ impl Default for CpuAccOptions {
             threads: None,
             isa: None,
             spin_us: None,
-            thread_choice: true,
+            thread_choice: false,
             winograd: true,
             direct: true,
             channel_lanes: true,

@@ -65,14 +65,20 @@ fn every_execution_gives_the_bytes_of_one_thread() {
     for (what, op, inputs, constant) in &cases {
         let one = executions(&CpuAccBackend::with_threads(1), op, inputs, constant, 1);
         for threads in [2, 3] {
-            let off = CpuAccOptions {
+            let options = |thread_choice| CpuAccOptions {
                 threads: Some(threads),
-                thread_choice: false,
+                thread_choice,
                 ..CpuAccOptions::default()
             };
-            let fixed = executions(&CpuAccBackend::with_options(off), op, inputs, constant, 3);
+            let fixed = executions(
+                &CpuAccBackend::with_options(options(false)),
+                op,
+                inputs,
+                constant,
+                3,
+            );
             let chosen = executions(
-                &CpuAccBackend::with_threads(threads),
+                &CpuAccBackend::with_options(options(true)),
                 op,
                 inputs,
                 constant,

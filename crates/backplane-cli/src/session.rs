@@ -37,8 +37,8 @@ pub struct CommonArgs {
     #[arg(long = "input-shape", value_name = "NAME=DIMS")]
     pub input_shapes: Vec<String>,
     /// Pass option KEY=VALUE to backend BACKEND (repeatable). CpuAcc's options: threads=N,
-    /// isa=avx2|portable, spin_us=N, thread_choice=off (every layer shares its steps instead of
-    /// timing both ways), and the path switches winograd, direct, channel_lanes, dw_rows,
+    /// isa=avx2|portable, spin_us=N, thread_choice=on (each layer times its steps shared and
+    /// alone and keeps the faster way), and the path switches winograd, direct, channel_lanes, dw_rows,
     /// dw_channels_last, split_halves, nhwc, conv_pairs, conv_gather (=on|off). GpuAcc's:
     /// allow_software=true (accept a software Vulkan adapter), adapter=NAME.
     #[arg(long = "backend-option", value_name = "BACKEND:KEY=VALUE", value_parser = crate::backends::parse_backend_option)]

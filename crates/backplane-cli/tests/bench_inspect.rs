@@ -88,9 +88,9 @@ fn bench_warms_up_for_a_count_and_a_time() {
     assert!(!o.status.success());
 }
 
-/// At two threads each CpuAcc layer times its steps shared and alone and says (with -vv)
-/// which way it runs; `--backend-option CpuAcc:thread_choice=off` keeps every layer shared
-/// and says nothing; one thread has nothing to choose.
+/// With `--backend-option CpuAcc:thread_choice=on`, at two threads each CpuAcc layer times
+/// its steps shared and alone and says (with -vv) which way it runs; by default every layer
+/// shares and nothing is said; one thread has nothing to choose.
 #[test]
 fn bench_chooses_each_layers_threads_unless_told_not_to() {
     let choices = |extra: &[&str]| -> usize {
@@ -114,15 +114,10 @@ fn bench_chooses_each_layers_threads_unless_told_not_to() {
             .filter(|l| l.contains("CpuAcc layer") && l.contains("timed shared"))
             .count()
     };
-    assert!(choices(&["--threads", "2"]) > 0);
-    let off = [
-        "--threads",
-        "2",
-        "--backend-option",
-        "CpuAcc:thread_choice=off",
-    ];
-    assert_eq!(choices(&off), 0);
-    assert_eq!(choices(&["--threads", "1"]), 0);
+    let on = ["--backend-option", "CpuAcc:thread_choice=on"];
+    assert!(choices(&[&["--threads", "2"][..], &on].concat()) > 0);
+    assert_eq!(choices(&["--threads", "2"]), 0);
+    assert_eq!(choices(&[&["--threads", "1"][..], &on].concat()), 0);
     let bad = backplane(&[
         "bench",
         "testdata/e2e/convnet.onnx",

@@ -140,11 +140,13 @@ def test_providers_and_their_options():
         backplane.InferenceSession(str(MODEL), providers=["CpuAcc"], provider_options=[{}, {}])
     with pytest.raises(backplane.Fail, match="threads=0: expected a positive integer"):
         backplane.InferenceSession(str(MODEL), providers=[("CpuAcc", {"threads": "0"})])
-    # The per-layer thread choice can be turned off; a bad value is refused with its name.
+    # The per-layer thread choice can be turned on; a bad value is refused with its name.
     session = backplane.InferenceSession(
-        str(MODEL), providers=[("CpuAcc", {"threads": 2, "thread_choice": "off"}), "CpuRef"]
+        str(MODEL), providers=[("CpuAcc", {"threads": 2, "thread_choice": "on"}), "CpuRef"]
     )
-    assert session.get_provider_options()["CpuAcc"] == {"threads": "2", "thread_choice": "off"}
+    assert session.get_provider_options()["CpuAcc"] == {"threads": "2", "thread_choice": "on"}
+    for _ in range(20):
+        session.run(None, {"input": np.zeros((1, 1, 8, 8), np.float32)})
     with pytest.raises(backplane.Fail, match="thread_choice=sometimes: expected on or off"):
         backplane.InferenceSession(str(MODEL), providers=[("CpuAcc", {"thread_choice": "sometimes"})])
 
