@@ -20,12 +20,15 @@ fn qoperator_layers_run_on_cpu_acc_as_int8() {
     let lines = layers_after(&["inspect", &model]);
     let all = lines.join("\n");
     // Three QLinearConv nodes become CpuAcc's int8 convolution, channels-last (8×8 pixels
-    // of 16 and 24 channels, bytes), the QLinearMatMul its int8 product.
-    let int8_conv = lines
+    // of 16 and 24 channels, bytes; the depthwise one and the 1×1 after it as one pair),
+    // the QLinearMatMul its int8 product.
+    let int8_conv: usize = lines
         .iter()
         .filter(|l| l.contains("QLinearConv") && l.contains("CpuAcc") && l.contains("-> u8["))
-        .count();
+        .map(|l| if l.contains("QLinearConvPair") { 2 } else { 1 })
+        .sum();
     assert_eq!(int8_conv, 3, "{all}");
+    assert!(all.contains("QLinearConvPair"), "{all}");
     assert!(
         lines.iter().any(|l| l.contains("QLinearGemm")
             && l.contains("CpuAcc")

@@ -2,7 +2,7 @@
 //! (`QLinearConvPair`, one step by bands of pixel rows) against the same two layers apart
 //! and against CpuRef: the cases that every int8 tier's test binary runs.
 
-use super::{add_dq, add_q, konst, layer, q8, reference, run_acc, zp, Rng};
+use super::{add_dq, add_q, konst, layer, q8, run_acc, run_reference, zp, Rng};
 use backplane_core::ops::{AutoPad, ConvDesc, UnaryOp, Window};
 use backplane_core::{DataType, Network, Op, Tensor, TensorId};
 use std::collections::HashMap;
@@ -140,32 +140,6 @@ fn network(p: &Pair, seed: u64, mid_out: bool) -> (Network, TensorId, TensorId, 
     (net, x, mid, y, image)
 }
 
-/// Every layer of `net` on CpuRef in order, except those whose outputs `values` holds
-/// already: the value of each tensor.
-fn reference_from(
-    net: &Network,
-    mut values: HashMap<TensorId, Tensor>,
-) -> HashMap<TensorId, Tensor> {
-    for l in net.layers() {
-        if l.outputs.iter().all(|t| values.contains_key(t)) {
-            continue;
-        }
-        let inputs: Vec<Tensor> = l
-            .inputs
-            .iter()
-            .map(|t| match values.get(t) {
-                Some(v) => v.clone(),
-                None => (**net.tensor(*t).constant().unwrap()).clone(),
-            })
-            .collect();
-        let refs: Vec<&Tensor> = inputs.iter().collect();
-        for (t, v) in l.outputs.iter().zip(reference(&l.op, &refs)) {
-            values.insert(*t, v);
-        }
-    }
-    values
-}
-
 /// Assert `got` is within one quantum of `want` (8-bit tensors of type `dt`).
 fn within_a_quantum(what: &str, dt: DataType, got: &Tensor, want: &Tensor) {
     assert_eq!(got.shape(), want.shape(), "{what}");
@@ -234,10 +208,10 @@ pub fn check_pair(p: &Pair, seed: u64, forms: bool) {
             None => {
                 // CpuRef: its depthwise layer against CpuAcc's intermediate, then its 1×1
                 // layer over CpuAcc's intermediate against the pair's output.
-                let want = reference_from(&apart_net, apart_feeds.clone());
+                let want = run_reference(&apart_net, &apart_feeds);
                 within_a_quantum(&format!("{p:?} depthwise"), p.dt, &apart[&mid], &want[&mid]);
                 let from_mid = HashMap::from([(ax, image.clone()), (mid, apart[&mid].clone())]);
-                let want = reference_from(&apart_net, from_mid);
+                let want = run_reference(&apart_net, &from_mid);
                 within_a_quantum(&format!("{p:?} pointwise"), p.dt, &got[&y], &want[&ay]);
                 first = Some(got[&y].clone());
             }
