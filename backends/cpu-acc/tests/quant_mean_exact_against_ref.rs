@@ -1,7 +1,8 @@
 //! CpuAcc's quantized mean (`QLinearMean`), whose sums run vectorized in another order than
 //! CpuRef's in-order f64 chain, against that chain bit for bit: channels 1, 3, 17, 257 and
-//! 1283 (at two threads, blocks of channels shared out, the last short), planes 1×1, 7×7 and
-//! 13×17, int8 and uint8, zero points at the ends of the range and
+//! 1283 (at two threads, blocks of channels shared out, the last short), planes 1×1, 7×7,
+//! 13×17 and 61×59 (channels-last with few channels: at two threads ranges of pixels summed
+//! apart and added), int8 and uint8, zero points at the ends of the range and
 //! scales from subnormal to huge, channels-first and (after an int8 convolution, in a
 //! channels-last region) channels-last. The kernels crate tests each instruction-set tier
 //! of the sums themselves (`byte_sums`).
@@ -16,7 +17,7 @@ use support::{
 };
 
 const CHANNELS: [usize; 5] = [1, 3, 17, 257, 1283];
-const PLANES: [[usize; 2]; 3] = [[1, 1], [7, 7], [13, 17]];
+const PLANES: [[usize; 2]; 4] = [[1, 1], [7, 7], [13, 17], [61, 59]];
 
 fn mean(keepdims: bool) -> Op {
     Op::Reduce(ReduceDesc {

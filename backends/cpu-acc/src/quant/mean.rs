@@ -68,6 +68,16 @@ impl FixedMean {
         }
     }
 
+    /// [`FixedMean::value`] as an output byte (an i8's two's complement where `signed`).
+    fn byte(&self, sum: f64, ch: usize, c: usize, signed: bool) -> u8 {
+        let q = self.value(sum, ch, c);
+        if signed {
+            (q as i8) as u8
+        } else {
+            q as u8
+        }
+    }
+
     /// Channel `ch` of `c`'s output value from its sum.
     fn value(&self, sum: f64, ch: usize, c: usize) -> i32 {
         let s = sum.clamp(f64::from(i32::MIN), f64::from(i32::MAX)) as i64;
@@ -202,8 +212,47 @@ impl QMean {
             }
         }
         for (ch, (o, &s)) in y.iter_mut().zip(sums.iter()).enumerate() {
-            let q = f.value(s, ch0 + ch, self.c);
-            *o = if signed { (q as i8) as u8 } else { q as u8 };
+            *o = f.byte(s, ch0 + ch, self.c, signed);
+        }
+    }
+
+    /// The exact sums this layer's rule adds: the bytes as integers for the fixed-point
+    /// rule, their dequantized values for the f32 chain.
+    fn exact_sums(&self) -> &ExactSums {
+        match self.fixed {
+            Some(_) => &self.raw,
+            None => &self.exact,
+        }
+    }
+
+    /// Pixels per share when a channels-last item is summed by ranges of pixels on these
+    /// threads (`None`: it is not). Where the channels are too few to share out
+    /// ([`QMean::min_share`]), the pixels can be: each thread sums its range of pixels for
+    /// every channel, reading its pixels in place (no gathering), and the partial sums are
+    /// added. Only where the sums over all the pixels are exact ([`ExactSums::terms`]), so
+    /// that the partial sums add up to the very f64 the whole gives: the same bytes.
+    fn pixel_share(&self, th: &Threads) -> Option<usize> {
+        if !self.nhwc || self.c == 0 || self.min_share() < self.c {
+            return None;
+        }
+        if self.pixels > self.exact_sums().terms() {
+            return None;
+        }
+        let per = th.chunk_size(self.pixels, MEAN_SHARE.div_ceil(self.c), 1);
+        (per < self.pixels).then_some(per)
+    }
+
+    /// The output bytes of channels `ch0 .. ch0 + y.len()` from their sums over every pixel
+    /// (the exact sums of [`QMean::exact_sums`]).
+    fn quantize_exact(&self, sums: &[f64], ch0: usize, y: &mut [u8]) {
+        match &self.fixed {
+            Some(f) => {
+                let signed = self.y_dt == DataType::I8;
+                for (ch, (o, &s)) in y.iter_mut().zip(sums).enumerate() {
+                    *o = f.byte(s, ch0 + ch, self.c, signed);
+                }
+            }
+            None => quantize_sums(self.rule(), sums, y),
         }
     }
 
@@ -344,6 +393,50 @@ const MEAN_SHARE: usize = 16 * 1024;
 /// session 49). Long runs (a classifier's pooling over thousands of channels) still share.
 const MEAN_NHWC_SHARE_CHANNELS: usize = 256;
 
+impl Running {
+    /// Each item's channels-last means by ranges of `per` pixels ([`QMean::pixel_share`]):
+    /// one row of partial sums per range, summed on the threads, then added in order and
+    /// quantized on the caller.
+    fn run_by_pixels(&self, x: &[u8], y: &mut [u8], per: usize) -> Result<()> {
+        let (k, c) = (&self.k, self.k.c);
+        let parts = k.pixels.div_ceil(per);
+        let mut kept = scratch::try_take(&SUMS, parts * c)
+            .map_err(|e| self.io.error(format!("scratch of {} sums: {e}", parts * c)))?;
+        let done = self.items_by_pixels(x, y, per, &mut kept[..parts * c]);
+        scratch::give_back(&SUMS, kept);
+        done
+    }
+
+    /// [`Running::run_by_pixels`] with `partial` its rows of partial sums.
+    fn items_by_pixels(
+        &self,
+        x: &[u8],
+        y: &mut [u8],
+        per: usize,
+        partial: &mut [f64],
+    ) -> Result<()> {
+        let (k, c) = (&self.k, self.k.c);
+        for (xi, yi) in x.chunks_exact(c * k.pixels).zip(y.chunks_exact_mut(c)) {
+            self.th.chunks(partial, c, |part, sums| {
+                let pixels = part * per..((part + 1) * per).min(k.pixels);
+                let xs = xi.get(pixels.start * c..pixels.end * c).unwrap_or(&[]);
+                match byte_sums::column_sums(k.exact_sums(), xs, sums) {
+                    true => Ok(()),
+                    false => Err(self.io.error("a share of pixels not summed exactly".into())),
+                }
+            })?;
+            let (total, rest) = partial.split_at_mut(c);
+            for part in rest.chunks_exact(c) {
+                for (t, &s) in total.iter_mut().zip(part) {
+                    *t += s;
+                }
+            }
+            k.quantize_exact(total, 0, yi);
+        }
+        Ok(())
+    }
+}
+
 impl Workload for Running {
     fn execute(&self, inputs: &[TensorView<'_>], outputs: &mut [TensorViewMut<'_>]) -> Result<()> {
         self.io.check(inputs, outputs)?;
@@ -355,6 +448,9 @@ impl Workload for Running {
             // No pixels: the mean of nothing is NaN, which quantizes to 0 (CpuRef).
             y.fill(k.quantize(f64::NAN));
             return Ok(());
+        }
+        if let Some(per) = k.pixel_share(&self.th) {
+            return self.run_by_pixels(x, y, per);
         }
         let min = k.min_share();
         let per = self.th.chunk_size(k.c, min, 16);
@@ -422,6 +518,28 @@ mod tests {
         // No pixels or a single one: no division by zero, a whole kernel's worth.
         assert!(plain(16, 0, true).min_share() >= 16);
         assert!(plain(16, 1, false).min_share() >= 16);
+    }
+
+    /// Channels-last means of few channels over many pixels share their pixels at two
+    /// threads; small ones, wide ones (which share channels), channels-first ones and one
+    /// thread do not.
+    #[test]
+    fn few_channels_share_their_pixels() {
+        let two = Threads::new(2).unwrap();
+        for (c, pixels) in [(32usize, 48 * 48), (144, 24 * 24), (17, 61 * 59)] {
+            let per = plain(c, pixels, true).pixel_share(&two);
+            assert!(
+                per.is_some_and(|p| p < pixels && p * c >= MEAN_SHARE),
+                "{c} × {pixels}"
+            );
+        }
+        assert_eq!(plain(3, 7 * 7, true).pixel_share(&two), None);
+        assert_eq!(plain(2048, 7 * 7, true).pixel_share(&two), None);
+        assert_eq!(plain(32, 48 * 48, false).pixel_share(&two), None);
+        assert_eq!(
+            plain(32, 48 * 48, true).pixel_share(&Threads::single()),
+            None
+        );
     }
 
     /// Blocks of channels (gathered from the pixels, placed by their first channel: the
