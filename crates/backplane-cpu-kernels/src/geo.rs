@@ -30,6 +30,18 @@ pub struct Geo2 {
 }
 
 impl Geo2 {
+    /// Whether the window is 1×1 and unpadded with every output reading a pixel inside the
+    /// plane (any stride): the output pixels are a subsampling of the input's.
+    #[inline]
+    pub fn pointwise_inside(&self) -> bool {
+        self.kh == 1
+            && self.kw == 1
+            && self.pt == 0
+            && self.pl == 0
+            && self.oh.saturating_sub(1) * self.sh < self.h
+            && self.ow.saturating_sub(1) * self.sw < self.w
+    }
+
     /// Rows of the padded plane the windows read.
     #[inline]
     pub fn padded_rows(&self) -> usize {

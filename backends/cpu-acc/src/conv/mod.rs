@@ -131,15 +131,7 @@ impl ConvShape<'_> {
     /// pixel of every stride-th row.
     pub fn strided_pointwise(&self) -> bool {
         let g = self.geo;
-        g.kh == 1
-            && g.kw == 1
-            && (g.sh > 1 || g.sw > 1)
-            && g.pt == 0
-            && g.pl == 0
-            && g.oh > 0
-            && g.ow > 0
-            && (g.oh - 1) * g.sh < g.h
-            && (g.ow - 1) * g.sw < g.w
+        (g.sh > 1 || g.sw > 1) && g.oh > 0 && g.ow > 0 && g.pointwise_inside()
     }
 
     /// One group per channel, as many outputs as inputs.

@@ -151,13 +151,7 @@ impl Plan {
             return self.run(th, plane, x, bias, act, y);
         }
         let (c, in_plane) = (self.c, geo.h * geo.w);
-        let inside = geo.kh == 1
-            && geo.kw == 1
-            && geo.pt == 0
-            && geo.pl == 0
-            && (geo.oh.saturating_sub(1)) * geo.sh < geo.h
-            && (geo.ow.saturating_sub(1)) * geo.sw < geo.w;
-        if !inside || x.len() < c * in_plane {
+        if !geo.pointwise_inside() || x.len() < c * in_plane {
             return Err(BackendError::Execution(
                 "strided pointwise convolution: a window or input the plan does not take".into(),
             ));
@@ -195,13 +189,7 @@ impl Plan {
         act: Activation,
         y: &mut [f32],
     ) -> Result<()> {
-        let pointwise = geo.kh == 1
-            && geo.kw == 1
-            && geo.pt == 0
-            && geo.pl == 0
-            && (geo.oh.saturating_sub(1)) * geo.sh < geo.h
-            && (geo.ow.saturating_sub(1)) * geo.sw < geo.w;
-        match pointwise {
+        match geo.pointwise_inside() {
             true => self.run_strided(th, geo, x, bias, act, y),
             false => crate::conv::tiny_planes::run(th, geo, &self.weights, x, bias, act, y),
         }

@@ -546,11 +546,12 @@ impl Plan {
 
     /// `y = act(conv(x, w) + bias)` for `n` images (NCHW), `geo` a geometry [`applies`] to.
     ///
-    /// The vector output transform applies no activation, Relu, Clip and LeakyRelu as it
-    /// stores; with any other (the SiLU, sigmoid and hard swish of EfficientNets) the whole
-    /// transform would run its plain body, the activation's exponential one value at a time.
-    /// Those layers store the sums without it, and the activation then runs vectorized over
-    /// the output, shared out between the threads.
+    /// The vector output transform applies some activations as it stores
+    /// (`backplane_cpu_kernels::winograd::applies_in_output`); with another (the SiLU,
+    /// sigmoid and hard swish of EfficientNets) the whole transform would run its plain body,
+    /// the activation's exponential one value at a time. Those layers store the sums without
+    /// it, and the activation then runs vectorized over the output, shared out between the
+    /// threads.
     #[allow(clippy::too_many_arguments)]
     pub fn run(
         &self,
@@ -562,14 +563,7 @@ impl Plan {
         act: Activation,
         y: &mut [f32],
     ) -> Result<()> {
-        let in_transform = matches!(
-            act,
-            Activation::None
-                | Activation::Relu
-                | Activation::Clip { .. }
-                | Activation::LeakyRelu { .. }
-        );
-        if in_transform {
+        if backplane_cpu_kernels::winograd::applies_in_output(act) {
             return self.run_act(th, geo, n, x, bias, act, y);
         }
         self.run_act(th, geo, n, x, bias, Activation::None, y)?;

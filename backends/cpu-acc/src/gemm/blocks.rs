@@ -415,7 +415,7 @@ pub(super) fn packed_a_block(
                         &bbuf[..len]
                     }
                     BSrc::Shifted(s) => {
-                        pack_b_shifted(s, n, q0 * NR, pc, kc, &mut bbuf[..len]);
+                        pack_b_shifted(s, n, q0 * NR, pc, kc, &mut bbuf[..len])?;
                         &bbuf[..len]
                     }
                     BSrc::Panels(d) => panels_block(d, k, n, kb, q0)?

@@ -590,8 +590,7 @@ pub fn sgemm(
                         let buf = &mut bbuf[..np * kc * NR];
                         let per = pack_share(th, np, kc);
                         th.chunks(buf, per * kc * NR, |i, chunk| {
-                            pack_b_shifted(s, n, jc + i * per * NR, pc, kc, chunk);
-                            Ok(())
+                            pack_b_shifted(s, n, jc + i * per * NR, pc, kc, chunk)
                         })?;
                         buf
                     }

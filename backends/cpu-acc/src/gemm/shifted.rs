@@ -2,6 +2,7 @@
 //! its packing into B panels.
 
 use super::NR;
+use backplane_backend_api::{BackendError, Result};
 
 /// A K×N matrix whose row `l` starts at `data[rows[l]]`: the im2col matrix of a convolution
 /// over its input's zero-padded stride phases, where each K row is a phase shifted by one tap.
@@ -65,8 +66,10 @@ impl<'a> Shifted<'a> {
     }
 }
 
-/// Pack panels of a [`Shifted`] matrix: columns from `j0` (of `n`), K rows `k0..k0+kc`.
-/// The bounds were checked once for the whole product ([`Shifted::end`]).
+/// Pack panels of a [`Shifted`] matrix: columns from `j0` (of `n`), K rows `k0..k0+kc`, by
+/// the kernel crate's segment packing (masked loads where the CPU has them, no copy call per
+/// run: a narrow plane's runs are a few values each). The bounds were checked once for the
+/// whole product ([`Shifted::end`]); a panel the packing still refuses is an error.
 pub(super) fn pack_b_shifted(
     b: &Shifted<'_>,
     n: usize,
@@ -74,7 +77,7 @@ pub(super) fn pack_b_shifted(
     k0: usize,
     kc: usize,
     out: &mut [f32],
-) {
+) -> Result<()> {
     // Each panel's columns as row segments (start in the panel, offset from a row start,
     // length): the same for every K row.
     let mut segments = [(0usize, 0usize, 0usize); NR];
@@ -94,17 +97,14 @@ pub(super) fn pack_b_shifted(
             count += 1;
             j += take;
         }
-        // The kernel crate's packing: masked loads where the CPU has them, no copy call
-        // per run (a narrow plane's runs are a few values each).
-        let rows = &b.rows[k0..k0 + kc];
-        if crate::simd::pack_segments(b.data, rows, &segments[..count], panel, NR) {
-            continue;
-        }
-        for (dst, &r) in panel.chunks_exact_mut(NR).zip(&b.rows[k0..k0 + kc]) {
-            for &(d, s, len) in &segments[..count] {
-                dst[d..d + len].copy_from_slice(&b.data[r + s..r + s + len]);
-            }
-            dst[width..].fill(0.0);
+        let rows = b.rows.get(k0..k0 + kc).unwrap_or(&[]);
+        if rows.len() != kc
+            || !crate::simd::pack_segments(b.data, rows, &segments[..count], panel, NR)
+        {
+            return Err(BackendError::Execution(
+                "shifted B: a panel reads outside its image".into(),
+            ));
         }
     }
+    Ok(())
 }

@@ -188,11 +188,10 @@ impl QMean {
         }
     }
 
-    /// The means of channels `ch0 ..` of one batch item by the fixed-point rule `f`: the raw
-    /// values' integer sums (held exactly in f64), then [`FixedMean::value`]. `x` holds the
+    /// The means of channels `ch0 ..` of one batch item by the fixed-point rule: the raw
+    /// values' integer sums (held exactly in f64), then [`QMean::quantize_exact`]. `x` holds the
     /// block's values (`y.len()` channels of every pixel, [`QMean::block`]).
-    fn run_fixed(&self, f: &FixedMean, x: &[u8], ch0: usize, y: &mut [u8], sums: &mut [f64]) {
-        let signed = self.y_dt == DataType::I8;
+    fn run_fixed(&self, x: &[u8], ch0: usize, y: &mut [u8], sums: &mut [f64]) {
         let x_signed = self.x_signed;
         let raw = |b: u8| f64::from(widen(x_signed, b));
         if self.nhwc {
@@ -211,9 +210,7 @@ impl QMean {
                     .unwrap_or_else(|| plane.iter().fold(0.0, |s, &b| s + raw(b)));
             }
         }
-        for (ch, (o, &s)) in y.iter_mut().zip(sums.iter()).enumerate() {
-            *o = f.byte(s, ch0 + ch, self.c, signed);
-        }
+        self.quantize_exact(sums, ch0, y);
     }
 
     /// The exact sums this layer's rule adds: the bytes as integers for the fixed-point
@@ -304,8 +301,8 @@ impl QMean {
     /// sum and output depend on that channel's values only, so blocks give the bytes of the
     /// whole.
     fn run(&self, x: &[u8], ch0: usize, y: &mut [u8], sums: &mut [f64]) {
-        if let Some(f) = &self.fixed {
-            self.run_fixed(f, x, ch0, y, sums);
+        if self.fixed.is_some() {
+            self.run_fixed(x, ch0, y, sums);
             return;
         }
         let v = &self.values;

@@ -168,6 +168,9 @@ struct QConvPair {
     /// The whole intermediate, for the executions that run the layers one after the other,
     /// kept between them.
     mid: Mutex<Vec<u8>>,
+    /// Output rows per band ([`band_rows`] for these layers and threads), `None` where the
+    /// layers run one after the other.
+    band: Option<usize>,
     th: Threads,
 }
 
@@ -230,25 +233,22 @@ impl QConvPair {
         if !kinds {
             return Err(io.error("not a depthwise layer then a pointwise one".into()));
         }
+        let (g1, g2) = (&dw.geo, &pw.geo);
+        let [kh, kw] = dw.d.kernel;
+        let band = band_rows(
+            &th,
+            g1.n * g1.oh,
+            g1.ow * g1.c * kh * kw,
+            g2.ow * g2.c * g2.m,
+        );
         Ok(QConvPair {
             io,
             dw,
             pw,
             mid: Mutex::new(Vec::new()),
+            band,
             th,
         })
-    }
-
-    /// Output rows per band ([`band_rows`] for this pair's layers and threads).
-    fn band_rows(&self) -> Option<usize> {
-        let (g1, g2) = (&self.dw.geo, &self.pw.geo);
-        let [kh, kw] = self.dw.d.kernel;
-        band_rows(
-            &self.th,
-            g1.n * g1.oh,
-            g1.ow * g1.c * kh * kw,
-            g2.ow * g2.c * g2.m,
-        )
     }
 
     /// Output rows `rows` of the pair into `yc` (their `ow · M` bytes each), on the calling
@@ -320,7 +320,7 @@ impl Workload for QConvPair {
         let Kind::Depthwise(layer) = &self.dw.kind else {
             return Err(self.io.error("the first layer is not depthwise".into()));
         };
-        let Some(per) = self.band_rows() else {
+        let Some(per) = self.band else {
             return self.apart(x, y);
         };
         let out_row = self.pw.geo.ow * self.pw.geo.m;

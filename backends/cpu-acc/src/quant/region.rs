@@ -34,7 +34,7 @@ use crate::layout::is_convex;
 use backplane_backend_api::{ReplacementLayer, SubgraphView, Substitution, ValueRef};
 use backplane_core::ops::{CustomOp, PoolKind, ReduceDesc, ReduceKind};
 use backplane_core::{DataType, LayerId, Network, Op, TensorId, TensorInfo, TensorKind};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 /// NCHW → NHWC.
 const TO_NHWC: [usize; 4] = [0, 2, 3, 1];
@@ -579,7 +579,7 @@ fn rewrite(
             };
             *inputs.get_mut(slot)? = v;
         }
-        if paired.contains_key(&u.out) {
+        if paired.contains(&u.out) {
             // A pair's depthwise layer: run by the pointwise layer after it.
             let Op::Custom(c) = op else {
                 return None;
@@ -704,8 +704,7 @@ fn rewrite(
 
 /// The pairs of the region's `units` that run as one step ([`super::nhwc_conv::pair`]): a
 /// depthwise convolution whose output only a pointwise convolution reads (no other unit, no
-/// layer outside the region, not a network output, no pooled tail), keyed by that output,
-/// with the pointwise unit's output.
+/// layer outside the region, not a network output, no pooled tail), by that output.
 fn pairs(
     net: &Network,
     consumers: &[Vec<(LayerId, usize)>],
@@ -713,11 +712,11 @@ fn pairs(
     replaced: &BTreeSet<LayerId>,
     tails: &HashMap<TensorId, (LayerId, LayerId)>,
     units: &[&Unit],
-) -> HashMap<TensorId, TensorId> {
+) -> HashSet<TensorId> {
     let conv =
         |u: &Unit| QConvDesc::decode(quant_custom(&subs.get(u.sub)?.replacement.first()?.op)?).ok();
     let dims = |t: TensorId| net.tensor(t).info.shape.dims();
-    let mut out = HashMap::new();
+    let mut out = HashSet::new();
     for u in units.iter().filter(|u| u.kind == Kind::Conv) {
         let Some(d) = conv(u) else { continue };
         let (Some(&x), &[_, c, h, w]) = (u.reads.first(), dims(u.out)) else {
@@ -741,7 +740,7 @@ fn pairs(
             continue;
         };
         if is_pointwise(&p, (h, w), (oh, ow)) {
-            out.insert(u.out, v.out);
+            out.insert(u.out);
         }
     }
     out

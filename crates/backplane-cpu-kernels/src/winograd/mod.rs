@@ -126,6 +126,13 @@ enum Act {
     Leaky(f32),
 }
 
+/// Whether the vector output transform applies `a` as it stores ([`output`],
+/// [`output_channels`]); with any other activation it runs its safe body, one value at a
+/// time, and a caller that wants speed stores without it and applies it afterwards.
+pub fn applies_in_output(a: Activation) -> bool {
+    act_of(a).is_some()
+}
+
 fn act_of(a: Activation) -> Option<Act> {
     match a {
         Activation::None => Some(Act::None),
