@@ -15,6 +15,7 @@ use crate::threads::Threads;
 use backplane_backend_api::{BackendError, Result, Workload};
 use backplane_core::ops::{linear_neighbours, CoordinateTransform, ResizeDesc, ResizeMode};
 use backplane_core::{TensorView, TensorViewMut};
+use backplane_cpu_kernels::AlignedVec;
 use std::cell::RefCell;
 
 /// Why CpuAcc cannot run a Resize of an input of shape `x`, if it cannot.
@@ -87,7 +88,7 @@ enum Plan {
 }
 
 thread_local! {
-    static ROWS: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    static ROWS: RefCell<AlignedVec<f32>> = const { RefCell::new(AlignedVec::new()) };
 }
 
 /// A Resize of the last two axes, planned at load time.

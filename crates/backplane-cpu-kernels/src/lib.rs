@@ -7,6 +7,7 @@
 //! per process ([`isa::kernels`]) and every entry point dispatches on it; nothing else asks
 //! the CPU.
 //!
+//! * [`aligned`]: 64-byte aligned buffers for packed panels and scratch.
 //! * [`gemm`]: the SGEMM micro-kernels (packed panels, A or B read in place) and the packed
 //!   layout's addressing.
 //! * [`gemv`]: a row times packed B panels.
@@ -36,6 +37,7 @@
 
 pub mod act;
 pub mod act_vec;
+pub mod aligned;
 pub mod byte_sums;
 pub mod byte_table;
 pub mod channel_lanes;
@@ -55,4 +57,5 @@ pub mod transpose;
 pub mod winograd;
 
 pub use act::Activation;
+pub use aligned::AlignedVec;
 pub use isa::{Int8Isa, Isa};

@@ -27,13 +27,14 @@ use crate::gemm;
 use crate::simd::{self, channel_lanes};
 use crate::threads::Threads;
 use backplane_backend_api::{BackendError, Result};
+use backplane_cpu_kernels::AlignedVec;
 use std::cell::RefCell;
 use std::sync::Arc;
 
 thread_local! {
-    static PADDED: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
-    static ROW: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
-    static POOLED: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    static PADDED: RefCell<AlignedVec<f32>> = const { RefCell::new(AlignedVec::new()) };
+    static ROW: RefCell<AlignedVec<f32>> = const { RefCell::new(AlignedVec::new()) };
+    static POOLED: RefCell<AlignedVec<f32>> = const { RefCell::new(AlignedVec::new()) };
 }
 
 /// Fewest floats of padded rows handed to a thread at once by [`Plan::padded`]: below
@@ -401,7 +402,7 @@ impl Plan {
     /// The padded rows (of all planes) are shared out between the threads in runs of at
     /// least [`PAD_SHARE`] floats: a first layer's three 224×224 planes took a fixed slice
     /// of the layer on the calling thread while the helpers waited.
-    fn padded(&self, th: &Threads, x: &[f32]) -> Result<Vec<f32>> {
+    fn padded(&self, th: &Threads, x: &[f32]) -> Result<AlignedVec<f32>> {
         let g = &self.geo;
         let (hp, wp, plane) = (self.hp, self.wp, g.h * g.w);
         let mut padded = gemm::take(&PADDED, self.c * hp * wp);

@@ -15,6 +15,7 @@ use crate::weights;
 use backplane_backend_api::{BackendError, Result, Workload};
 use backplane_core::ops::ConvTransposeDesc;
 use backplane_core::{Tensor, TensorView, TensorViewMut};
+use backplane_cpu_kernels::AlignedVec;
 use std::cell::RefCell;
 use std::sync::Arc;
 
@@ -112,7 +113,7 @@ enum Weights {
 }
 
 thread_local! {
-    static COLS: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    static COLS: RefCell<AlignedVec<f32>> = const { RefCell::new(AlignedVec::new()) };
 }
 
 /// A transposed convolution: SGEMM into columns, then a col2im scatter-add.

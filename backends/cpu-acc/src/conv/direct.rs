@@ -22,6 +22,7 @@ use crate::gemm::{self, Packed, KC};
 use crate::simd::{self, TileEpilogue, MR, NR};
 use crate::threads::Threads;
 use backplane_backend_api::{BackendError, Result};
+use backplane_cpu_kernels::AlignedVec;
 use std::cell::RefCell;
 
 /// The deepest im2col (taps per output) the direct path takes: a tile's im2col rows stay in
@@ -35,7 +36,7 @@ const _: () = assert!(MAX_K <= KC);
 pub const MAX_POINTWISE_M: usize = 32;
 
 thread_local! {
-    static PHASES: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    static PHASES: RefCell<AlignedVec<f32>> = const { RefCell::new(AlignedVec::new()) };
 }
 
 /// Input channels of the layers the direct path takes (an image's colour channels): with

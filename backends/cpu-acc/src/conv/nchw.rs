@@ -25,6 +25,7 @@ use crate::weights;
 use backplane_backend_api::{BackendError, Result, Workload};
 use backplane_core::ops::ConvDesc;
 use backplane_core::{Tensor, TensorView, TensorViewMut};
+use backplane_cpu_kernels::AlignedVec;
 use std::cell::RefCell;
 use std::sync::Arc;
 
@@ -247,8 +248,8 @@ impl ConvWorkload {
 }
 
 thread_local! {
-    static PADDED: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
-    static WIDE_OUT: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    static PADDED: RefCell<AlignedVec<f32>> = const { RefCell::new(AlignedVec::new()) };
+    static WIDE_OUT: RefCell<AlignedVec<f32>> = const { RefCell::new(AlignedVec::new()) };
 }
 
 /// A convolution input zero-padded and split into stride phases, `[channel][qy][qx][y][x]`:

@@ -28,6 +28,7 @@ use backplane_backend_api::{BackendError, Result, Workload};
 use backplane_core::ops::ConvDesc;
 use backplane_core::{Tensor, TensorView, TensorViewMut};
 pub use backplane_cpu_kernels::nhwc_depthwise::{valid_taps, DwRow};
+use backplane_cpu_kernels::AlignedVec;
 pub use pair::{pair_order, NhwcPairWorkload, PairOrder};
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -239,10 +240,10 @@ pub struct NhwcConvWorkload {
 }
 
 thread_local! {
-    static STRIP: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
-    static IM2COL: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
-    static COLUMN_BLOCKS: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
-    static PADDED_INPUT: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    static STRIP: RefCell<AlignedVec<f32>> = const { RefCell::new(AlignedVec::new()) };
+    static IM2COL: RefCell<AlignedVec<f32>> = const { RefCell::new(AlignedVec::new()) };
+    static COLUMN_BLOCKS: RefCell<AlignedVec<f32>> = const { RefCell::new(AlignedVec::new()) };
+    static PADDED_INPUT: RefCell<AlignedVec<f32>> = const { RefCell::new(AlignedVec::new()) };
 }
 
 impl NhwcConvWorkload {

@@ -26,6 +26,7 @@ use crate::gemm::{self, Packed, KC};
 use crate::simd::{self, TileEpilogue, NR};
 use crate::threads::Threads;
 use backplane_backend_api::{BackendError, Result};
+use backplane_cpu_kernels::AlignedVec;
 use std::cell::RefCell;
 
 /// Points of the transformed domain (a 4×4 window).
@@ -39,8 +40,8 @@ const MIN_CHANNELS: usize = 64;
 const MAX_PIXELS: usize = 64;
 
 thread_local! {
-    static TRANSFORMED: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
-    static PRODUCTS: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    static TRANSFORMED: RefCell<AlignedVec<f32>> = const { RefCell::new(AlignedVec::new()) };
+    static PRODUCTS: RefCell<AlignedVec<f32>> = const { RefCell::new(AlignedVec::new()) };
 }
 
 /// Whether a channels-last convolution with this geometry and these channels runs here: 3×3,

@@ -18,6 +18,7 @@ use crate::gemm::{self, ASrc, BSrc, Epilogue, MatView, Packed};
 use crate::simd;
 use crate::threads::Threads;
 use backplane_backend_api::{BackendError, Result};
+use backplane_cpu_kernels::AlignedVec;
 use std::cell::RefCell;
 
 /// Rows of the AVX2 tile (the pixels, here).
@@ -47,8 +48,8 @@ pub fn applies(c: usize, m: usize, plane: usize) -> bool {
 }
 
 thread_local! {
-    static PRODUCT: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
-    static SUBSAMPLED: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    static PRODUCT: RefCell<AlignedVec<f32>> = const { RefCell::new(AlignedVec::new()) };
+    static SUBSAMPLED: RefCell<AlignedVec<f32>> = const { RefCell::new(AlignedVec::new()) };
 }
 
 /// The smallest share of the subsampling copy handed to a thread (floats): below it, waking

@@ -22,6 +22,7 @@ use crate::gemm::{self, ASrc, BSrc, Epilogue, MatView, Packed};
 use crate::simd;
 use crate::threads::Threads;
 use backplane_backend_api::{BackendError, Result};
+use backplane_cpu_kernels::AlignedVec;
 use std::cell::RefCell;
 use std::ops::Range;
 use std::sync::Arc;
@@ -100,8 +101,8 @@ pub fn applies(geo: &Geo2) -> bool {
 }
 
 thread_local! {
-    static GATHER: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
-    static PRODUCT: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    static GATHER: RefCell<AlignedVec<f32>> = const { RefCell::new(AlignedVec::new()) };
+    static PRODUCT: RefCell<AlignedVec<f32>> = const { RefCell::new(AlignedVec::new()) };
 }
 
 /// The `[m, c]` weights of each live tap of a convolution, packed: they depend on the

@@ -22,6 +22,7 @@ use crate::gemm::{self, Packed, KC};
 use crate::simd::{self, TileEpilogue, MR, NR};
 use crate::threads::Threads;
 use backplane_backend_api::{BackendError, Result};
+use backplane_cpu_kernels::AlignedVec;
 use std::cell::RefCell;
 
 /// Largest output plane (pixels) taken: two A panels of twelve pixels at most, so that the
@@ -52,9 +53,9 @@ pub fn applies(geo: &Geo2, c: usize, m: usize) -> bool {
 }
 
 thread_local! {
-    static PANELS: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    static PANELS: RefCell<AlignedVec<f32>> = const { RefCell::new(AlignedVec::new()) };
     static ROWS: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
-    static PRODUCT: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    static PRODUCT: RefCell<AlignedVec<f32>> = const { RefCell::new(AlignedVec::new()) };
 }
 
 /// `y = act(conv(x) + bias)` for one image: `x` its `c` planes of `geo.h × geo.w`, `y` its `m`

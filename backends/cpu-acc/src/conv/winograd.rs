@@ -51,6 +51,7 @@ use backplane_backend_api::{BackendError, Result};
 pub use backplane_cpu_kernels::winograd::{
     xi_stride, Block, Dest, OutEpilogue, Tiles, ALPHA, LANES, STRIP, TILE,
 };
+use backplane_cpu_kernels::AlignedVec;
 use std::cell::RefCell;
 
 mod dilated;
@@ -62,10 +63,10 @@ const XI: usize = ALPHA * ALPHA;
 pub type Lane = [f32; LANES];
 
 thread_local! {
-    static V_BUF: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
-    static M_BUF: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
-    static X_BUF: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
-    static STRIPS_BUF: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    static V_BUF: RefCell<AlignedVec<f32>> = const { RefCell::new(AlignedVec::new()) };
+    static M_BUF: RefCell<AlignedVec<f32>> = const { RefCell::new(AlignedVec::new()) };
+    static X_BUF: RefCell<AlignedVec<f32>> = const { RefCell::new(AlignedVec::new()) };
+    static STRIPS_BUF: RefCell<AlignedVec<f32>> = const { RefCell::new(AlignedVec::new()) };
 }
 
 /// Whether the Winograd path computes this convolution at all: 3×3, stride 1, any dilation

@@ -299,7 +299,7 @@ pub(super) fn sgemm_columns(
         }
         let mut abuf = match a {
             ASrc::View(_) => take(&A_BUF, KC * m.div_ceil(MR) * MR),
-            ASrc::Packed(_) => Vec::new(),
+            ASrc::Packed(_) => AlignedVec::new(),
         };
         let res = (|| -> Result<()> {
             for (kb, pc) in (0..k).step_by(KC).enumerate() {

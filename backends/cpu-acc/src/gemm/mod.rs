@@ -14,6 +14,7 @@ use crate::act::Activation;
 use crate::simd::{self, TileEpilogue, MR, NR, ROW_STEP};
 use crate::threads::Threads;
 use backplane_backend_api::{BackendError, Result};
+use backplane_cpu_kernels::AlignedVec;
 use std::cell::RefCell;
 
 pub use backplane_cpu_kernels::gemm::{panel_offset, KC};
@@ -71,7 +72,8 @@ impl MatView<'_> {
 /// columns). `len` is the panelled dimension (m or n).
 #[derive(Debug, Clone)]
 pub struct Packed {
-    data: Vec<f32>,
+    /// Line-aligned: the tiles' vector loads of a B panel never straddle two lines.
+    data: AlignedVec<f32>,
     len: usize,
     k: usize,
     panel: usize,
@@ -88,7 +90,8 @@ impl Packed {
     /// Pack with `get(index along the panelled dimension, k)`.
     fn pack(len: usize, k: usize, panel: usize, get: impl Fn(usize, usize) -> f32) -> Self {
         let padded = len.div_ceil(panel) * panel;
-        let mut data = vec![0f32; padded * k];
+        let mut data = AlignedVec::new();
+        data.resize(padded * k);
         let mut at = 0;
         for k0 in (0..k).step_by(KC) {
             let kc = KC.min(k - k0);
@@ -382,9 +385,9 @@ impl Default for Epilogue<'_> {
 }
 
 thread_local! {
-    static A_BUF: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
-    static B_BUF: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
-    static PARTS_BUF: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    static A_BUF: RefCell<AlignedVec<f32>> = const { RefCell::new(AlignedVec::new()) };
+    static B_BUF: RefCell<AlignedVec<f32>> = const { RefCell::new(AlignedVec::new()) };
+    static PARTS_BUF: RefCell<AlignedVec<f32>> = const { RefCell::new(AlignedVec::new()) };
 }
 
 pub(crate) use crate::scratch::{give_back, take, try_take};
@@ -556,7 +559,7 @@ pub fn sgemm(
         }
     }
     let mut bbuf = match b {
-        BSrc::Packed(_) | BSrc::Panels(_) => Vec::new(),
+        BSrc::Packed(_) | BSrc::Panels(_) => AlignedVec::new(),
         _ => take(&B_BUF, KC * NC.min(n.div_ceil(NR) * NR)),
     };
     let result = (|| -> Result<()> {
@@ -601,7 +604,7 @@ pub fn sgemm(
                     let r0 = ci * rows_per;
                     let rows = rows_per.min(m - r0);
                     let mut abuf = match a {
-                        ASrc::Packed(_) => Vec::new(),
+                        ASrc::Packed(_) => AlignedVec::new(),
                         ASrc::View(_) => take(&A_BUF, MC * KC),
                     };
                     let res = (|| -> Result<()> {

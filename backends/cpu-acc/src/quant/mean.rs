@@ -32,6 +32,7 @@ use backplane_core::ops::CustomOp;
 use backplane_core::quant::{FixedPointMean, Requantization};
 use backplane_core::{DataType, TensorInfo, TensorView, TensorViewMut};
 use backplane_cpu_kernels::byte_sums::{self, Dequant, ExactSums};
+use backplane_cpu_kernels::AlignedVec;
 use std::cell::RefCell;
 
 /// What a folded mean computes (its custom op's payload).
@@ -261,7 +262,7 @@ impl QMean {
         x: &'a [u8],
         ch0: usize,
         width: usize,
-        gather: &'a mut Vec<u8>,
+        gather: &'a mut AlignedVec<u8>,
     ) -> std::result::Result<&'a [u8], String> {
         if !self.nhwc {
             return Ok(&x[ch0 * self.pixels..(ch0 + width) * self.pixels]);
@@ -269,12 +270,11 @@ impl QMean {
         if width == self.c {
             return Ok(x);
         }
-        gather.clear();
         gather
-            .try_reserve_exact(self.pixels * width)
+            .try_resize(self.pixels * width)
             .map_err(|e| format!("scratch of {} bytes: {e}", self.pixels * width))?;
-        for pixel in x.chunks_exact(self.c) {
-            gather.extend_from_slice(&pixel[ch0..ch0 + width]);
+        for (pixel, to) in x.chunks_exact(self.c).zip(gather.chunks_exact_mut(width)) {
+            to.copy_from_slice(&pixel[ch0..ch0 + width]);
         }
         Ok(gather)
     }
@@ -374,9 +374,9 @@ struct Running {
 thread_local! {
     /// Each thread's sums, kept between layers and executions (not allocated per share: a
     /// model's means are many and small).
-    static SUMS: RefCell<Vec<f64>> = const { RefCell::new(Vec::new()) };
+    static SUMS: RefCell<AlignedVec<f64>> = const { RefCell::new(AlignedVec::new()) };
     /// Each thread's gathered block of channels, kept the same way.
-    static GATHER: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+    static GATHER: RefCell<AlignedVec<u8>> = const { RefCell::new(AlignedVec::new()) };
 }
 
 /// The fewest input bytes a thread's block of channels holds (less is summed faster than
@@ -584,7 +584,7 @@ mod tests {
             k.run(&x, 0, &mut whole, &mut vec![0.0; c]);
             let mut blocks = vec![0u8; c];
             for (ch0, width) in [(0usize, 16usize), (16, 5), (21, 3)] {
-                let mut gather = Vec::new();
+                let mut gather = backplane_cpu_kernels::AlignedVec::new();
                 let xb = k.block(&x, ch0, width, &mut gather).unwrap_or_default();
                 let yb = &mut blocks[ch0..ch0 + width];
                 k.run(xb, ch0, yb, &mut vec![0.0; width]);

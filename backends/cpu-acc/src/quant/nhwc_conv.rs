@@ -36,6 +36,7 @@ use backplane_cpu_kernels::qgemm::{
     center_i8, center_u8, depthwise_rows, pair_tile_rows, qgemm_requantized, ColumnRequant,
     DwGeometry, DwLayer, DwWeights, QPackedB, QuadPackedB, RequantRange, QNR,
 };
+use backplane_cpu_kernels::AlignedVec;
 use std::cell::RefCell;
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
@@ -112,7 +113,7 @@ fn keep<T>(slot: &Mutex<Vec<T>>, v: Vec<T>) {
 thread_local! {
     /// Each thread's block of centered A rows for [`NhwcQConv::gemm_by_pixels`], kept
     /// between layers and executions (not allocated and zeroed per share).
-    static PAIR_BLOCK: RefCell<Vec<i16>> = const { RefCell::new(Vec::new()) };
+    static PAIR_BLOCK: RefCell<AlignedVec<i16>> = const { RefCell::new(AlignedVec::new()) };
 }
 
 /// Output rows of the stack tile a channel share's GEMM writes before its rows are copied

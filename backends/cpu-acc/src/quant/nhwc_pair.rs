@@ -24,6 +24,7 @@ use backplane_backend_api::{LayerDesc, Result, Workload};
 use backplane_core::ops::CustomOp;
 use backplane_core::{TensorInfo, TensorView, TensorViewMut};
 use backplane_cpu_kernels::qgemm::{depthwise_rows, DwLayer};
+use backplane_cpu_kernels::AlignedVec;
 use std::cell::RefCell;
 use std::ops::Range;
 use std::sync::Mutex;
@@ -177,7 +178,7 @@ struct QConvPair {
 thread_local! {
     /// Each thread's intermediate pixels of its band (or piece of one), kept between layers
     /// and executions.
-    static BAND: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+    static BAND: RefCell<AlignedVec<u8>> = const { RefCell::new(AlignedVec::new()) };
 }
 
 impl QConvPair {

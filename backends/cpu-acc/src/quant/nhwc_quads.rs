@@ -18,6 +18,7 @@ use backplane_backend_api::Result;
 use backplane_cpu_kernels::qgemm::{
     quad_gemm_requantized, ColumnRequant, QuadPackedB, QNR, QUAD_ROWS,
 };
+use backplane_cpu_kernels::AlignedVec;
 use std::cell::RefCell;
 
 /// Output pixels per block: a multiple of the tile's twelve rows.
@@ -27,7 +28,7 @@ thread_local! {
     /// Each thread's block of A rows for [`NhwcQConv::quads_by_pixels`], kept between layers
     /// and executions (not allocated and zeroed per share). Its bytes past a row's depth are
     /// whatever an earlier layer left: they meet zero weights.
-    static A_BLOCK: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+    static A_BLOCK: RefCell<AlignedVec<u8>> = const { RefCell::new(AlignedVec::new()) };
 }
 
 /// Bytes past the A rows of a window block: a short run is copied as one 16- or 32-byte

@@ -18,11 +18,12 @@ use crate::gemm;
 use crate::simd;
 use crate::threads::Threads;
 use backplane_backend_api::{BackendError, Result};
+use backplane_cpu_kernels::AlignedVec;
 use std::cell::RefCell;
 
 thread_local! {
     /// The phases' output planes before the scatter.
-    static PHASE_OUT: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    static PHASE_OUT: RefCell<AlignedVec<f32>> = const { RefCell::new(AlignedVec::new()) };
 }
 
 /// The undilated geometry every phase of a dilated `geo` runs with: the largest phase's
