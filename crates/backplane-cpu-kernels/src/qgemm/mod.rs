@@ -66,6 +66,7 @@ mod tests;
 #[cfg(test)]
 mod tier_tests;
 
+use crate::aligned::AlignedVec;
 #[cfg(test)]
 pub(crate) use channels::requantize_channels;
 pub use channels::{center_i8, center_u8, RequantRange};
@@ -113,7 +114,7 @@ fn tile_rows(isa: Int8Isa) -> usize {
 /// columns, zero-padded, each `depth_padded / 2` pairs of K steps of `2·QNR` values.
 #[derive(Debug, Clone)]
 pub struct QPackedB {
-    data: Vec<i16>,
+    data: AlignedVec<i16>,
     depth: usize,
     cols: usize,
 }
@@ -125,9 +126,7 @@ impl QPackedB {
         let kp = depth.checked_add(1)? / 2 * 2;
         let panels = cols.div_ceil(QNR);
         let len = panels.checked_mul(kp)?.checked_mul(QNR)?;
-        let mut data = Vec::new();
-        data.try_reserve_exact(len).ok()?;
-        data.resize(len, 0);
+        let mut data = AlignedVec::try_zeroed(len).ok()?;
         for p in 0..panels {
             let panel = &mut data[p * kp * QNR..(p + 1) * kp * QNR];
             for k in 0..depth {
@@ -147,7 +146,7 @@ impl QPackedB {
     /// `None` when the size overflows or cannot be allocated.
     pub fn zeroed(depth: usize, cols: usize) -> Option<QPackedB> {
         let mut b = QPackedB {
-            data: Vec::new(),
+            data: AlignedVec::new(),
             depth: 0,
             cols: 0,
         };
@@ -168,10 +167,9 @@ impl QPackedB {
         else {
             return false;
         };
-        if len > self.data.len() && self.data.try_reserve_exact(len - self.data.len()).is_err() {
+        if self.data.try_resize(len).is_err() {
             return false;
         }
-        self.data.resize(len, 0);
         self.depth = depth;
         self.cols = cols;
         if depth % 2 == 1 {
