@@ -9,7 +9,6 @@
 use super::channels::RequantRange;
 use super::requant::{requant_fixed_one, rounded_int, FixedLanes};
 use super::{fits, tile_rows, Int8Isa, QPackedB, MR_MAX, QNR};
-use crate::aligned::AlignedVec;
 use std::ops::Range;
 
 /// Columns' biases and fixed-point multipliers `(q, shift)` ([`ColumnRequant::fixed_point`]).
@@ -19,8 +18,8 @@ pub(super) type FixedColumns<'a> = (&'a [i32], &'a [(i32, i32)]);
 /// output range shared by the columns: what [`qgemm_requantized`] applies to the sums.
 #[derive(Debug, Clone)]
 pub struct ColumnRequant {
-    bias: AlignedVec<i32>,
-    scale: AlignedVec<f32>,
+    bias: Vec<i32>,
+    scale: Vec<f32>,
     range: RequantRange,
     /// The fixed-point rule's Q31 multipliers `(q, shift)` per column (padded as `bias`),
     /// which replace `scale` when present ([`ColumnRequant::fixed_point`]).
@@ -37,10 +36,14 @@ impl ColumnRequant {
             return None;
         }
         let len = bias.len().div_ceil(QNR).checked_mul(QNR)?;
-        let mut b = AlignedVec::try_zeroed(len).ok()?;
-        b[..bias.len()].copy_from_slice(bias);
-        let mut s = AlignedVec::try_zeroed(len).ok()?;
-        s[..scale.len()].copy_from_slice(scale);
+        let mut b = Vec::new();
+        b.try_reserve_exact(len).ok()?;
+        b.extend_from_slice(bias);
+        b.resize(len, 0);
+        let mut s = Vec::new();
+        s.try_reserve_exact(len).ok()?;
+        s.extend_from_slice(scale);
+        s.resize(len, 0.0);
         Some(ColumnRequant {
             bias: b,
             scale: s,

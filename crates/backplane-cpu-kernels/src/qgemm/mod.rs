@@ -66,7 +66,6 @@ mod tests;
 #[cfg(test)]
 mod tier_tests;
 
-use crate::aligned::AlignedVec;
 #[cfg(test)]
 pub(crate) use channels::requantize_channels;
 pub use channels::{center_i8, center_u8, RequantRange};
@@ -114,7 +113,7 @@ fn tile_rows(isa: Int8Isa) -> usize {
 /// columns, zero-padded, each `depth_padded / 2` pairs of K steps of `2·QNR` values.
 #[derive(Debug, Clone)]
 pub struct QPackedB {
-    data: AlignedVec<i16>,
+    data: Vec<i16>,
     depth: usize,
     cols: usize,
 }
@@ -126,7 +125,9 @@ impl QPackedB {
         let kp = depth.checked_add(1)? / 2 * 2;
         let panels = cols.div_ceil(QNR);
         let len = panels.checked_mul(kp)?.checked_mul(QNR)?;
-        let mut data = AlignedVec::try_zeroed(len).ok()?;
+        let mut data = Vec::new();
+        data.try_reserve_exact(len).ok()?;
+        data.resize(len, 0);
         for p in 0..panels {
             let panel = &mut data[p * kp * QNR..(p + 1) * kp * QNR];
             for k in 0..depth {
@@ -146,7 +147,7 @@ impl QPackedB {
     /// `None` when the size overflows or cannot be allocated.
     pub fn zeroed(depth: usize, cols: usize) -> Option<QPackedB> {
         let mut b = QPackedB {
-            data: AlignedVec::new(),
+            data: Vec::new(),
             depth: 0,
             cols: 0,
         };
@@ -167,9 +168,10 @@ impl QPackedB {
         else {
             return false;
         };
-        if self.data.try_resize(len).is_err() {
+        if len > self.data.len() && self.data.try_reserve_exact(len - self.data.len()).is_err() {
             return false;
         }
+        self.data.resize(len, 0);
         self.depth = depth;
         self.cols = cols;
         if depth % 2 == 1 {

@@ -21,7 +21,6 @@
 
 use super::fused::{requant_one, ColumnRequant};
 use super::{Int8Isa, QNR};
-use crate::aligned::AlignedVec;
 use std::ops::Range;
 
 /// The most rows of A per quad tile.
@@ -49,7 +48,7 @@ pub fn has_quad_tile(isa: Int8Isa) -> bool {
 /// `4·jj ..`), zero past the depth and the columns; and each column's sum.
 #[derive(Debug, Clone)]
 pub struct QuadPackedB {
-    data: AlignedVec<i8>,
+    data: Vec<i8>,
     sums: Vec<i32>,
     depth: usize,
     cols: usize,
@@ -69,7 +68,9 @@ impl QuadPackedB {
         let kq = depth.checked_add(3)? / 4 * 4;
         let panels = cols.div_ceil(QNR);
         let len = panels.checked_mul(kq)?.checked_mul(QNR)?;
-        let mut data = AlignedVec::try_zeroed(len).ok()?;
+        let mut data = Vec::new();
+        data.try_reserve_exact(len).ok()?;
+        data.resize(len, 0i8);
         let mut sums = Vec::new();
         sums.try_reserve_exact(cols).ok()?;
         sums.resize(cols, 0i32);
