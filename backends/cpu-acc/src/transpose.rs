@@ -273,6 +273,13 @@ fn copy_rows(
             for o in out.chunks_exact_mut(4) {
                 o.copy_from_slice(it.next().ok_or_else(short)?);
             }
+        } else if esize == 1 {
+            // Bytes (int8 tensors): one strided pass, no bounds check per element.
+            let src = x.get(start..).ok_or_else(short)?;
+            let mut it = src.iter().step_by(step);
+            for o in out.iter_mut() {
+                *o = *it.next().ok_or_else(short)?;
+            }
         } else {
             for (j, o) in out.chunks_exact_mut(esize).enumerate() {
                 let s = start + j * step * esize;
@@ -389,5 +396,24 @@ mod tests {
             merge_axes(&[2, 3, 4, 5, 6], &[3, 4, 0, 1, 2]),
             (vec![24, 30], vec![1, 0])
         );
+    }
+
+    #[test]
+    fn byte_rows_match_a_naive_transpose() {
+        // Matrices a × b of bytes to b × a, odd and prime sizes, from every first row.
+        for (a, b) in [(1, 1), (1, 7), (7, 1), (13, 3), (256, 24), (31, 17)] {
+            let x: Vec<u8> = (0..a * b).map(|i| (i * 37 % 251) as u8).collect();
+            for first in [0, b / 2, b - 1] {
+                let mut y = vec![0u8; (b - first) * a];
+                copy_rows(&x, &mut y, first, &[b], &[1], a, b, 1).unwrap();
+                for (r, row) in y.chunks_exact(a).enumerate() {
+                    for (i, &v) in row.iter().enumerate() {
+                        assert_eq!(v, x[i * b + first + r], "{a}x{b} from {first}");
+                    }
+                }
+            }
+        }
+        let mut y = vec![0u8; 4];
+        assert!(copy_rows(&[0u8; 5], &mut y, 0, &[1], &[1], 4, 2, 1).is_err());
     }
 }

@@ -92,7 +92,7 @@ pub(crate) fn vectors_for(m: usize, threads: usize) -> usize {
 
 /// The filters `w` (`[m, k]`, `k` = channels × window) in blocks of `16·vectors` output
 /// channels, each `k × 16·vectors` (zero past `m`): the form [`Plan`] reads.
-pub fn weight_blocks(w: &[f32], m: usize, k: usize, vectors: usize) -> Result<Vec<f32>> {
+pub fn weight_blocks(w: &[f32], m: usize, k: usize, vectors: usize) -> Result<AlignedVec<f32>> {
     if w.len() < m * k || m == 0 || k == 0 {
         return Err(BackendError::Execution(
             "channel-lanes convolution: weights do not match".into(),
@@ -100,7 +100,12 @@ pub fn weight_blocks(w: &[f32], m: usize, k: usize, vectors: usize) -> Result<Ve
     }
     let width = 16 * vectors;
     let blocks = m.div_ceil(width);
-    let mut weights = vec![0f32; blocks * k * width];
+    let mut weights = blocks
+        .checked_mul(k * width)
+        .and_then(|n| AlignedVec::try_zeroed(n).ok())
+        .ok_or_else(|| {
+            BackendError::Execution("channel-lanes convolution: cannot allocate weights".into())
+        })?;
     for (o, filter) in w.chunks(k).take(m).enumerate() {
         let block = &mut weights[o / width * k * width..][..k * width];
         for (t, &v) in filter.iter().enumerate() {
@@ -137,7 +142,7 @@ pub struct Plan {
     block_taps: usize,
     /// Per block of `16·vectors` channels: K × `16·vectors` weights (zero past `m`);
     /// shared with plans for other planes (`crate::weights`).
-    weights: Arc<Vec<f32>>,
+    weights: Arc<AlignedVec<f32>>,
 }
 
 impl Plan {
@@ -147,7 +152,7 @@ impl Plan {
     /// alone, so plans for other planes share them.
     pub fn with_blocks(
         geo: &Geo2,
-        weights: Arc<Vec<f32>>,
+        weights: Arc<AlignedVec<f32>>,
         m: usize,
         c: usize,
         threads: usize,

@@ -20,6 +20,7 @@ use backplane_cpu_kernels::qgemm::{
     accumulate_taps, packed_at, qgemm, requant_scale, requantize_f32, requantize_fixed,
     FloatRequant, QPackedB, QMR, QNR,
 };
+use backplane_cpu_kernels::AlignedVec;
 use std::sync::{Arc, Mutex};
 
 /// The quantization and geometry of a folded convolution (its custom op's payload).
@@ -178,7 +179,7 @@ struct QConvWorkload {
     /// GEMM path: the centered weights, one row of `kp` values (zeros past the depth) per
     /// output channel, groups after each other; depthwise: `[M, KH·KW]`. Shared with other
     /// plans' workloads (`crate::weights`).
-    weights: Arc<Vec<i16>>,
+    weights: Arc<AlignedVec<i16>>,
     /// The padded depth of a weight row (GEMM path; 0 for depthwise layers).
     kp: usize,
     /// Per output channel: bias, multiplier, zero point and clamp of the requantization
@@ -281,6 +282,11 @@ pub(super) fn alloc<T: Clone>(n: usize, v: T, io: &Io) -> Result<Vec<T>> {
     Ok(out)
 }
 
+/// [`alloc`] of zeros starting on a cache line: operands the kernels load whole vectors of.
+pub(super) fn alloc_lines<T: bytemuck::Pod>(n: usize, io: &Io) -> Result<AlignedVec<T>> {
+    AlignedVec::try_zeroed(n).map_err(|_| io.error(format!("cannot allocate {n} elements")))
+}
+
 /// An 8-bit value less the zero point.
 #[inline]
 pub(super) fn centered(signed: bool, b: u8, zero: i32) -> i16 {
@@ -328,7 +334,7 @@ impl QConvWorkload {
         let mut key = vec![m, depth, row, usize::from(w_signed)];
         key.extend(d.w_zeros.iter().map(|&z| z as u32 as usize));
         let weights = weights::shared(wt, "qconv_rows", &key, || {
-            let mut weights = alloc(m * row, 0i16, &io)?;
+            let mut weights = alloc_lines::<i16>(m * row, &io)?;
             for (c, r) in weights.chunks_exact_mut(row).enumerate() {
                 for (k, v) in r.iter_mut().take(depth).enumerate() {
                     *v = centered(w_signed, w[c * depth + k], zero(c));

@@ -29,6 +29,7 @@
 
 use super::channels::RequantRange;
 use super::requant::{requant_fixed_one, rounded_int, FixedLanes};
+use crate::aligned::AlignedVec;
 use crate::isa::Int8Isa;
 use std::sync::Arc;
 
@@ -65,13 +66,13 @@ pub struct DwWeights {
     /// `[group of 32 channels][pair of taps][64]`: for taps `2q, 2q+1` (the second zero past
     /// the last tap), channel `i`'s two weights at `2·lane_of(i % 32)` (zeros past the last
     /// channel).
-    pairs: Vec<i16>,
+    pairs: AlignedVec<i16>,
     /// Per channel: `bias − zx·Σ_t w[t]` (wrapping), then the same in lane order per group.
     bias: Vec<i32>,
-    bias_lanes: Vec<i32>,
+    bias_lanes: AlignedVec<i32>,
     /// Per channel the multiplier, then the same in lane order per group.
     scale: Vec<f32>,
-    scale_lanes: Vec<f32>,
+    scale_lanes: AlignedVec<f32>,
     range: RequantRange,
     /// The fixed-point rule's Q31 multipliers `(q, shift)` per channel, which replace the
     /// f32 multipliers when present ([`DwWeights::with_fixed_point`]).
@@ -90,6 +91,12 @@ pub(super) fn filled<T: Clone>(n: usize, v: T) -> Option<Vec<T>> {
     out.try_reserve_exact(n).ok()?;
     out.resize(n, v);
     Some(out)
+}
+
+/// `n` zeros starting on a cache line (the operands the vector bodies load whole vectors
+/// of), or `None` when they cannot be allocated.
+pub(super) fn lanes_zeroed<T: bytemuck::Pod>(n: usize) -> Option<AlignedVec<T>> {
+    AlignedVec::try_zeroed(n).ok()
 }
 
 impl DwWeights {
@@ -119,7 +126,7 @@ impl DwWeights {
         }
         let npairs = taps.div_ceil(2);
         let groups = channels.div_ceil(GROUP);
-        let mut pairs = filled(groups.checked_mul(npairs)?.checked_mul(2 * GROUP)?, 0i16)?;
+        let mut pairs = lanes_zeroed(groups.checked_mul(npairs)?.checked_mul(2 * GROUP)?)?;
         let at = |t: usize, ch: usize| {
             if t < taps {
                 plain[t * channels + ch]
@@ -140,8 +147,8 @@ impl DwWeights {
             let wsum = (0..taps).fold(0i32, |s, t| s.wrapping_add(i32::from(at(t, ch))));
             *f = bias[ch].wrapping_sub(x_zero.wrapping_mul(wsum));
         }
-        let mut bias_lanes = filled(groups * GROUP, 0i32)?;
-        let mut scale_lanes = filled(groups * GROUP, 0f32)?;
+        let mut bias_lanes = lanes_zeroed(groups * GROUP)?;
+        let mut scale_lanes = lanes_zeroed(groups * GROUP)?;
         for ch in 0..channels {
             let at = ch / GROUP * GROUP + lane_of(ch % GROUP);
             bias_lanes[at] = folded[ch];

@@ -12,9 +12,10 @@
 //! (`vpackssdw` of accumulators 0, 1 and of 2, 3, then `vpackuswb`) restore the channel order.
 //! A last block of fewer channels uses masked loads and stores.
 
-use super::depthwise::filled;
+use super::depthwise::lanes_zeroed;
 use super::depthwise_x86::{Consts512, LaneRequant, Run};
 use super::requant::FixedLanes;
+use crate::aligned::AlignedVec;
 use std::arch::x86_64::*;
 
 /// Channels per block.
@@ -38,12 +39,12 @@ fn quad_pos(i: usize) -> usize {
 pub(super) struct DwQuads {
     /// `[stored block][quad of taps][256]`: lane `L`'s weights of taps `4u .. 4u + 4` at
     /// `4·quad_pos(L % 64)` (zeros past the last tap).
-    w: Vec<i8>,
+    w: AlignedVec<i8>,
     /// Per stored block, in `quad_pos` order: the folded bias less `128·Σ w` for signed
     /// inputs.
-    bias: Vec<i32>,
+    bias: AlignedVec<i32>,
     /// Per stored block, in `quad_pos` order.
-    scale: Vec<f32>,
+    scale: AlignedVec<f32>,
     /// The fixed-point rule's multipliers in the same order, when the layer follows it
     /// ([`DwQuads::set_fixed_point`]).
     fixed: Option<FixedLanes>,
@@ -89,9 +90,9 @@ impl DwQuads {
             (channels.div_ceil(BLOCK), channels)
         };
         let nq = taps.div_ceil(4);
-        let mut w = filled(period.checked_mul(nq)?.checked_mul(4 * BLOCK)?, 0i8)?;
-        let mut qb = filled(period * BLOCK, 0i32)?;
-        let mut qs = filled(period * BLOCK, 0f32)?;
+        let mut w = lanes_zeroed(period.checked_mul(nq)?.checked_mul(4 * BLOCK)?)?;
+        let mut qb = lanes_zeroed(period * BLOCK)?;
+        let mut qs = lanes_zeroed(period * BLOCK)?;
         for lane in 0..lanes {
             let ch = lane % channels;
             let (b, pos) = (lane / BLOCK, quad_pos(lane % BLOCK));

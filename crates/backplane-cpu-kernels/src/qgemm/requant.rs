@@ -13,6 +13,7 @@
 pub use backplane_core::quant::requant_scale;
 
 use super::channels::RequantRange;
+use crate::aligned::AlignedVec;
 
 /// The parameters of [`requantize_f32`] for one output channel.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -90,9 +91,9 @@ pub fn requant_fixed_one(sum: i32, bias: i32, m: (i32, i32), r: RequantRange) ->
 #[derive(Debug, Clone)]
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub(super) struct FixedLanes {
-    pub q: Vec<i32>,
-    pub left: Vec<i32>,
-    pub right: Vec<i32>,
+    pub q: AlignedVec<i32>,
+    pub left: AlignedVec<i32>,
+    pub right: AlignedVec<i32>,
 }
 
 impl FixedLanes {
@@ -112,12 +113,7 @@ impl FixedLanes {
 
     /// `n` lanes of zeros, `None` when they cannot be allocated.
     pub(super) fn zeros(n: usize) -> Option<FixedLanes> {
-        let zeros = || {
-            let mut v = Vec::new();
-            v.try_reserve_exact(n).ok()?;
-            v.resize(n, 0i32);
-            Some(v)
-        };
+        let zeros = || AlignedVec::try_zeroed(n).ok();
         Some(FixedLanes {
             q: zeros()?,
             left: zeros()?,
