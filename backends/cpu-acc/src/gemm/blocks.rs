@@ -446,12 +446,10 @@ pub(super) fn packed_a_block(
                         let nr = NR.min(n - col);
                         let tep = ep.tile(kb > 0, last, (r0 + row, col), kernel_act);
                         let cs = c.get_mut(row * ldc + col - col0..).unwrap_or(&mut []);
-                        // The B panels stay in L2 for every row tile, A's in L1: the
-                        // tile's own prefetches of them only took load slots.
                         let fetch = ahead.step(call, kc);
                         call += 1;
                         if !simd::microkernel_rows_fetching(
-                            kc, ap, row0, bp, cs, ldc, mr, nr, &tep, fetch, false,
+                            kc, ap, row0, bp, cs, ldc, mr, nr, &tep, fetch,
                         ) {
                             return Err(err("micro-kernel bounds"));
                         }

@@ -653,7 +653,7 @@ pub fn sgemm(
                                     };
                                     call += 1;
                                     if !simd::microkernel_rows_fetching(
-                                        kc, ap, 0, bp, cs, ldc, mr, nr, &tep, f, true,
+                                        kc, ap, 0, bp, cs, ldc, mr, nr, &tep, f,
                                     ) {
                                         return Err(err("micro-kernel bounds"));
                                     }

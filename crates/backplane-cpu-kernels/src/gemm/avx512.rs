@@ -145,9 +145,8 @@ pub(crate) struct Ahead {
 }
 
 /// Run the AVX-512 tile for `mr` rows and `nr` columns: one monomorphized kernel per row
-/// count, so a short edge tile costs only its own rows, and one or two 16-lane columns;
-/// `prefetch` false leaves out the prefetches of the tile's own panels (for panels the
-/// caller keeps in cache). Safety: AVX-512F present; `a` readable for kc*MR floats, `b`
+/// count, so a short edge tile costs only its own rows, and one or two 16-lane columns.
+/// Safety: AVX-512F present; `a` readable for kc*MR floats, `b`
 /// for kc*NR; rows r < mr of `c` readable and writable for nr floats at c + r*ldc; biases
 /// readable for mr (row) and nr (column) floats; 1 <= mr <= MR, 1 <= nr <= NR.
 #[allow(clippy::too_many_arguments)]
@@ -161,7 +160,6 @@ pub(crate) unsafe fn kernel(
     nr: usize,
     ep: &TileEpilogue<'_>,
     ahead: Ahead,
-    prefetch: bool,
 ) {
     let ahead = Ahead {
         lines: ahead.lines.min(kc),
@@ -170,11 +168,9 @@ pub(crate) unsafe fn kernel(
     };
     macro_rules! dispatch {
         ($($r:literal)*) => {
-            match (mr, nr > 16, prefetch) {
-                $(($r, false, true) => tile::<$r, 1, true>(kc, a, b, c, ldc, nr, ep, ahead),
-                  ($r, true, true) => tile::<$r, 2, true>(kc, a, b, c, ldc, nr, ep, ahead),
-                  ($r, false, false) => tile::<$r, 1, false>(kc, a, b, c, ldc, nr, ep, ahead),
-                  ($r, true, false) => tile::<$r, 2, false>(kc, a, b, c, ldc, nr, ep, ahead),)*
+            match (mr, nr > 16) {
+                $(($r, false) => tile::<$r, 1>(kc, a, b, c, ldc, nr, ep, ahead),
+                  ($r, true) => tile::<$r, 2>(kc, a, b, c, ldc, nr, ep, ahead),)*
                 _ => {}
             }
         };
@@ -188,11 +184,10 @@ pub(crate) unsafe fn kernel(
 /// the 12×32 tile keeps 24 accumulators, 2 B vectors and a broadcast in the 32 registers
 /// and issues 24 FMAs per 14 loads. The first `ahead.lines` K steps each also fetch one
 /// line of `ahead` into L2 (the next B panel of weights streamed from memory, or the rows
-/// of the next block of B to pack); `PF` adds the prefetches of the tile's own panels.
-/// Safety: as [`kernel`], with R == mr and nr <= 16·C.
+/// of the next block of B to pack). Safety: as [`kernel`], with R == mr and nr <= 16·C.
 #[target_feature(enable = "avx512f,avx2,fma")]
 #[allow(clippy::too_many_arguments)]
-unsafe fn tile<const R: usize, const C: usize, const PF: bool>(
+unsafe fn tile<const R: usize, const C: usize>(
     kc: usize,
     mut a: *const f32,
     mut b: *const f32,
@@ -217,15 +212,13 @@ unsafe fn tile<const R: usize, const C: usize, const PF: bool>(
                 line = run_at;
             }
         }
-        if PF {
-            // Ask for the panels' lines PREFETCH k steps ahead: the B panel streams from L2
-            // in most products and the loads would otherwise stall the FMAs. Prefetches
-            // never fault, so running past the panels' ends is harmless.
-            for j in 0..C {
-                _mm_prefetch::<_MM_HINT_T0>(b.wrapping_add(NR * PREFETCH + 16 * j) as *const i8);
-            }
-            _mm_prefetch::<_MM_HINT_T0>(a.wrapping_add(MR * PREFETCH_A) as *const i8);
+        // Ask for the panels' lines PREFETCH k steps ahead: the B panel streams from L2
+        // in most products and the loads would otherwise stall the FMAs. Prefetches
+        // never fault, so running past the panels' ends is harmless.
+        for j in 0..C {
+            _mm_prefetch::<_MM_HINT_T0>(b.wrapping_add(NR * PREFETCH + 16 * j) as *const i8);
         }
+        _mm_prefetch::<_MM_HINT_T0>(a.wrapping_add(MR * PREFETCH_A) as *const i8);
         let mut bv = [z; C];
         for (j, v) in bv.iter_mut().enumerate() {
             *v = _mm512_loadu_ps(b.add(16 * j));

@@ -79,20 +79,7 @@ pub fn microkernel(
     nr: usize,
     ep: &TileEpilogue<'_>,
 ) -> bool {
-    microkernel_on(
-        isa_in_use(),
-        kc,
-        a,
-        0,
-        b,
-        c,
-        ldc,
-        mr,
-        nr,
-        ep,
-        Fetch::NONE,
-        true,
-    )
+    microkernel_on(isa_in_use(), kc, a, 0, b, c, ldc, mr, nr, ep, Fetch::NONE)
 }
 
 /// [`microkernel`] for rows `row0 .. row0 + mr` of the packed A panel `a`, so that a range of
@@ -123,7 +110,6 @@ pub fn microkernel_rows(
         nr,
         ep,
         Fetch::NONE,
-        true,
     )
 }
 
@@ -201,9 +187,8 @@ impl<'a> Fetch<'a> {
     }
 }
 
-/// [`microkernel_rows`] that also fetches `fetch`'s lines into L2 while it runs, and with
-/// `prefetch` false leaves out the tile's own panel prefetches (for panels the caller
-/// keeps in L1, where those instructions only take load slots from the tile's loads).
+/// [`microkernel_rows`] that also fetches `fetch`'s lines into L2 while it runs (the rows of
+/// a B block to be packed next, say).
 #[allow(clippy::too_many_arguments)]
 #[inline]
 pub fn microkernel_rows_fetching(
@@ -217,22 +202,8 @@ pub fn microkernel_rows_fetching(
     nr: usize,
     ep: &TileEpilogue<'_>,
     fetch: Fetch<'_>,
-    prefetch: bool,
 ) -> bool {
-    microkernel_on(
-        isa_in_use(),
-        kc,
-        a,
-        row0,
-        b,
-        c,
-        ldc,
-        mr,
-        nr,
-        ep,
-        fetch,
-        prefetch,
-    )
+    microkernel_on(isa_in_use(), kc, a, row0, b, c, ldc, mr, nr, ep, fetch)
 }
 
 /// [`microkernel`] that also fetches `ahead` into L2 while it runs, one 64-byte line per K
@@ -266,7 +237,6 @@ pub fn microkernel_fetching(
         nr,
         ep,
         Fetch::run(ahead),
-        true,
     )
 }
 
@@ -807,7 +777,6 @@ fn microkernel_on(
     nr: usize,
     ep: &TileEpilogue<'_>,
     fetch: Fetch<'_>,
-    prefetch: bool,
 ) -> bool {
     if mr == 0 || nr == 0 {
         return true;
@@ -837,18 +806,7 @@ fn microkernel_on(
         unsafe {
             let a = a.as_ptr().add(row0);
             let ahead = fetch.lines();
-            avx512::kernel(
-                kc,
-                a,
-                b.as_ptr(),
-                c.as_mut_ptr(),
-                ldc,
-                mr,
-                nr,
-                ep,
-                ahead,
-                prefetch,
-            );
+            avx512::kernel(kc, a, b.as_ptr(), c.as_mut_ptr(), ldc, mr, nr, ep, ahead);
         }
         return true;
     }

@@ -241,8 +241,7 @@ fn dispatched_and_portable_kernels_agree() {
                         // With accumulation, the tile also prefetches lines of B (a
                         // hint that must change nothing): none, part of kc, or all, as
                         // one run or as runs of 24 floats 40 apart (fewer than asked
-                        // where they leave the slice); and the tile without its own
-                        // prefetches gives the same values.
+                        // where they leave the slice).
                         let ahead = match accumulate {
                             true => &b[..(mr * 16 * kc / MR).min(b.len())],
                             false => &[][..],
@@ -253,14 +252,10 @@ fn dispatched_and_portable_kernels_agree() {
                             pitch: 40,
                             runs: nr,
                         };
-                        for (prefetch, fetch) in [
-                            (true, Fetch::run(ahead)),
-                            (false, runs),
-                            (false, Fetch::NONE),
-                        ] {
+                        for fetch in [Fetch::run(ahead), runs, Fetch::NONE] {
                             let mut fast = init.clone();
                             assert!(microkernel_on(
-                                isa, kc, &a, row0, &b, &mut fast, ldc, mr, nr, &ep, fetch, prefetch
+                                isa, kc, &a, row0, &b, &mut fast, ldc, mr, nr, &ep, fetch
                             ));
                             for (i, (x, y)) in fast.iter().zip(&slow).enumerate() {
                                 assert!(
