@@ -491,6 +491,11 @@ pub(super) fn pack_share(th: &Threads, np: usize, kc: usize) -> usize {
     }
 }
 
+/// Least span of a B view's rows (floats) whose blocks [`Ahead`] fetches: 1 MiB, most of a
+/// core's L2. A smaller input (a bottleneck's 1×1 expansion, right after the layer that
+/// wrote it) is mostly still in L2, and fetching it only added work to the tiles.
+pub(super) const FETCH_MIN_SPAN: usize = 256 * 1024;
+
 /// The source rows of the B block a product packs next, fetched into L2 a share at a time
 /// by the tiles of the current block as they run (one line per K step): a block's K rows
 /// of a view lie in as many pages (a convolution's input planes), more than the hardware
@@ -518,7 +523,9 @@ impl<'a> Ahead<'a> {
     ) -> Self {
         let view = match b {
             BSrc::View(v) | BSrc::Normed(v, _)
-                if v.cs == 1 && simd::isa_in_use() == simd::Isa::Avx512 =>
+                if v.cs == 1
+                    && simd::isa_in_use() == simd::Isa::Avx512
+                    && k * v.rs >= FETCH_MIN_SPAN =>
             {
                 Some(v)
             }
