@@ -28,6 +28,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .unwrap_or(1)
         .max(1);
     let filter = std::env::var("CONV_BENCH").unwrap_or_default();
+    // CONV_ROUNDS=N: the best of N rounds (default 15); more on a busy machine.
+    let rounds: usize = std::env::var("CONV_ROUNDS")
+        .ok()
+        .and_then(|t| t.parse().ok())
+        .unwrap_or(15)
+        .max(1);
     // (channels in, out, size, kernel, stride, group)
     for (c, m, hw, k, s, g, d) in [
         (32, 32, 112, 3, 1, 32, 1),
@@ -146,7 +152,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             workloads.push(copies);
         }
         let mut best = vec![f64::INFINITY; workloads.len()];
-        for _ in 0..15 {
+        for _ in 0..rounds {
             for (vi, copies) in workloads.iter().enumerate() {
                 let reps = cold.max(3);
                 let t = Instant::now();

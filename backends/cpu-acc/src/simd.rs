@@ -7,10 +7,10 @@
 pub use backplane_cpu_kernels::channel_lanes;
 pub use backplane_cpu_kernels::depthwise_rows;
 pub use backplane_cpu_kernels::gemm::{
-    microkernel, microkernel_fetching, microkernel_in_place, microkernel_rows, pack_segments,
-    strided_tiles, strided_tiles_apply, tiles_offsets, tiles_strided, tiles_strided_pairs,
-    tiles_strided_wide, wide_strided_tiles, Halves, InPlaceRows, TileEpilogue, HALF, MR, NR,
-    ROW_STEP, WIDE,
+    microkernel, microkernel_fetching, microkernel_in_place, microkernel_rows,
+    microkernel_rows_fetching, pack_segments, prefetch_l2, strided_tiles, strided_tiles_apply,
+    tiles_offsets, tiles_strided, tiles_strided_pairs, tiles_strided_wide, wide_strided_tiles,
+    Fetch, Halves, InPlaceRows, TileEpilogue, HALF, MR, NR, ROW_STEP, WIDE,
 };
 pub use backplane_cpu_kernels::gemv::gemv_panel;
 pub use backplane_cpu_kernels::isa::{

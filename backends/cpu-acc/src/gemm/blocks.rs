@@ -425,6 +425,19 @@ pub(super) fn packed_a_block(
                 };
                 let apanels = pa.block(kb, 0)?;
                 let last = pc + kc == k;
+                // The block packed after this one: the next K block of these columns, or
+                // the first of the next columns.
+                let next = match (pc + KC < k, q1 < p1) {
+                    (true, _) => Some((pc + KC, q0 * NR, (q1 * NR).min(n) - q0 * NR)),
+                    (false, true) => {
+                        let q2 = (q1 + NB).min(p1);
+                        Some((0, q1 * NR, (q2 * NR).min(n) - q1 * NR))
+                    }
+                    (false, false) => None,
+                };
+                let calls = tiles(r0, r1).count() * (q1 - q0);
+                let ahead = Ahead::new(b, k, next, calls);
+                let mut call = 0;
                 for (panel, row0, mr) in tiles(r0, r1) {
                     let row = panel * MR + row0 - r0;
                     let ap = apanels.get(panel * kc * MR..).unwrap_or(&[]);
@@ -433,7 +446,11 @@ pub(super) fn packed_a_block(
                         let nr = NR.min(n - col);
                         let tep = ep.tile(kb > 0, last, (r0 + row, col), kernel_act);
                         let cs = c.get_mut(row * ldc + col - col0..).unwrap_or(&mut []);
-                        if !simd::microkernel_rows(kc, ap, row0, bp, cs, ldc, mr, nr, &tep) {
+                        let fetch = ahead.step(call, kc);
+                        call += 1;
+                        if !simd::microkernel_rows_fetching(
+                            kc, ap, row0, bp, cs, ldc, mr, nr, &tep, fetch,
+                        ) {
                             return Err(err("micro-kernel bounds"));
                         }
                     }
@@ -471,5 +488,93 @@ pub(super) fn pack_share(th: &Threads, np: usize, kc: usize) -> usize {
         np.max(1)
     } else {
         np.div_ceil(th.count()).max(1)
+    }
+}
+
+/// Least span of a B view's rows (floats) whose blocks [`Ahead`] fetches: 1 MiB, most of a
+/// core's L2. A smaller input (a bottleneck's 1×1 expansion, right after the layer that
+/// wrote it) is mostly still in L2, and fetching it only added work to the tiles.
+pub(super) const FETCH_MIN_SPAN: usize = 256 * 1024;
+
+/// The source rows of the B block a product packs next, fetched into L2 a share at a time
+/// by the tiles of the current block as they run (one line per K step): a block's K rows
+/// of a view lie in as many pages (a convolution's input planes), more than the hardware
+/// prefetchers follow, so its packing otherwise waits on memory row by row. Views with unit
+/// column stride only (plain or normalized), on the AVX-512 tier (whose tile fetches);
+/// other sources and tiers fetch nothing.
+pub(super) struct Ahead<'a> {
+    view: Option<&'a MatView<'a>>,
+    /// First K row and rows of the next block.
+    rows: (usize, usize),
+    /// First column and columns of the next block.
+    cols: (usize, usize),
+    /// Rows fetched per tile.
+    per: usize,
+}
+
+impl<'a> Ahead<'a> {
+    /// The fetches for the block `next` (first K row, first column, columns) of `b` (K deep),
+    /// shared out over `steps` tiles.
+    pub(super) fn new(
+        b: &'a BSrc<'a>,
+        k: usize,
+        next: Option<(usize, usize, usize)>,
+        steps: usize,
+    ) -> Self {
+        let view = match b {
+            BSrc::View(v) | BSrc::Normed(v, _)
+                if v.cs == 1
+                    && simd::isa_in_use() == simd::Isa::Avx512
+                    && k * v.rs >= FETCH_MIN_SPAN =>
+            {
+                Some(v)
+            }
+            _ => None,
+        };
+        let (k0, j0, width) = next.unwrap_or((k, 0, 0));
+        let kc = KC.min(k.saturating_sub(k0));
+        Ahead {
+            view: view.filter(|_| next.is_some()),
+            rows: (k0, kc),
+            cols: (j0, width),
+            per: kc.div_ceil(steps.max(1)),
+        }
+    }
+
+    /// Only the `part`-th of `parts` even shares of the rows (one thread's, where several
+    /// run tiles of the same block).
+    pub(super) fn part(mut self, part: usize, parts: usize) -> Self {
+        let (k0, kc) = self.rows;
+        let share = kc.div_ceil(parts.max(1));
+        let from = (part * share).min(kc);
+        let rows = share.min(kc - from);
+        let steps = kc.div_ceil(self.per.max(1));
+        self.rows = (k0 + from, rows);
+        self.per = rows.div_ceil(steps.max(1));
+        self
+    }
+
+    /// Tile `i`'s share of the rows, for a tile `kc` deep: the rows whose lines it fetches
+    /// one per K step; any more are asked for at once.
+    #[inline]
+    pub(super) fn step(&self, i: usize, kc: usize) -> simd::Fetch<'a> {
+        let Some(v) = self.view else {
+            return simd::Fetch::NONE;
+        };
+        let (k0, rows) = self.rows;
+        let (j0, width) = self.cols;
+        let (from, to) = ((i * self.per).min(rows), ((i + 1) * self.per).min(rows));
+        let in_tile = (kc / width.div_ceil(16).max(1)).min(to - from);
+        for r in (from + in_tile..to).map(|r| k0 + r) {
+            if let Some(run) = v.data.get(r * v.rs + j0..r * v.rs + j0 + width) {
+                simd::prefetch_l2(run);
+            }
+        }
+        simd::Fetch {
+            data: v.data.get((k0 + from) * v.rs + j0..).unwrap_or(&[]),
+            run: width,
+            pitch: v.rs,
+            runs: in_tile,
+        }
     }
 }

@@ -600,9 +600,18 @@ pub fn sgemm(
                 };
                 let first = kb == 0;
                 let last = pc + kc == k;
+                let next = match (pc + KC < k, jc + NC < n) {
+                    (true, _) => Some((pc + KC, jc, nc)),
+                    (false, true) => Some((0, jc + NC, NC.min(n - jc - NC))),
+                    (false, false) => None,
+                };
+                let parts = m.div_ceil(rows_per);
                 th.chunks(c, rows_per * ldc, |ci, cc| {
                     let r0 = ci * rows_per;
                     let rows = rows_per.min(m - r0);
+                    let calls = rows.div_ceil(MR) * np;
+                    let fetch = Ahead::new(b, k, next, calls).part(ci, parts);
+                    let mut call = 0;
                     let mut abuf = match a {
                         ASrc::Packed(_) => AlignedVec::new(),
                         ASrc::View(_) => take(&A_BUF, MC * KC),
@@ -638,8 +647,13 @@ pub fn sgemm(
                                         BSrc::Packed(_) => next_panel_share(bpanels, jr, kc, ir),
                                         _ => &[],
                                     };
-                                    if !simd::microkernel_fetching(
-                                        kc, ap, bp, cs, ldc, mr, nr, &tep, ahead,
+                                    let f = match ahead.is_empty() {
+                                        true => fetch.step(call, kc),
+                                        false => simd::Fetch::run(ahead),
+                                    };
+                                    call += 1;
+                                    if !simd::microkernel_rows_fetching(
+                                        kc, ap, 0, bp, cs, ldc, mr, nr, &tep, f,
                                     ) {
                                         return Err(err("micro-kernel bounds"));
                                     }

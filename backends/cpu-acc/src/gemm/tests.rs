@@ -734,3 +734,53 @@ fn small_a_column_split_in_place_matches_one_thread_and_naive() {
         }
     }
 }
+
+/// A B view whose rows lie further apart than its width (a convolution's input planes, the
+/// next block's rows fetched while the tiles run): the small-A and the blocked paths, over
+/// several column and K blocks, on one and two threads, against the naive product.
+#[test]
+fn strided_view_blocks_match_naive() {
+    for th in [1, 2].map(|t| Threads::new(t).unwrap()) {
+        for &(m, n, k, pitch) in &[
+            (40, 600, 530, 637),
+            (400, 600, 530, 611),
+            (13, 257, 1, 300),
+            (64, 3136 / 4, 64, 3136 / 4 + 5),
+            (2100, 40, 300, 41),
+        ] {
+            let a = rand(m * k, 7);
+            let b = rand(k * n, 8);
+            let mut spaced = vec![f32::NAN; k * pitch];
+            for l in 0..k {
+                spaced[l * pitch..l * pitch + n].copy_from_slice(&b[l * n..(l + 1) * n]);
+            }
+            let want = naive(m, n, k, &a, &b);
+            let pa = Packed::pack_a(m, k, row_major(&a, k));
+            let bv = MatView {
+                data: &spaced,
+                rs: pitch,
+                cs: 1,
+            };
+            let mut c = vec![f32::NAN; m * n];
+            let ep = Epilogue::default();
+            sgemm(
+                &th,
+                m,
+                n,
+                k,
+                &ASrc::Packed(&pa),
+                &BSrc::View(bv),
+                &mut c,
+                n,
+                &ep,
+            )
+            .unwrap();
+            for (i, (x, y)) in c.iter().zip(&want).enumerate() {
+                assert!(
+                    (x - y).abs() <= 1e-5 * (k as f32).sqrt() + 1e-5 * y.abs(),
+                    "{m}x{n}x{k} threads {th:?} at {i}: {x} vs {y}"
+                );
+            }
+        }
+    }
+}

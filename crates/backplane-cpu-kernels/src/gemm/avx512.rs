@@ -133,13 +133,22 @@ macro_rules! store_tile {
     }};
 }
 
+/// Lines a tile fetches into L2 as it runs, one per K step: `lines` of them, in runs of
+/// `run` lines 64 bytes apart, the runs `pitch` floats apart, from `at` on. Only
+/// prefetched, never read, so `at` may point anywhere.
+#[derive(Clone, Copy)]
+pub(crate) struct Ahead {
+    pub(crate) at: *const f32,
+    pub(crate) lines: usize,
+    pub(crate) run: usize,
+    pub(crate) pitch: usize,
+}
+
 /// Run the AVX-512 tile for `mr` rows and `nr` columns: one monomorphized kernel per row
 /// count, so a short edge tile costs only its own rows, and one or two 16-lane columns.
-/// Safety: AVX-512F present; `a` readable for kc*MR floats, `b` for kc*NR; rows r < mr of
-/// `c` readable and writable for nr floats at c + r*ldc; biases readable for mr (row) and
-/// nr (column) floats; 1 <= mr <= MR, 1 <= nr <= NR. `ahead` (`lines` cache lines from it,
-/// 64 bytes apart, one per K step, `lines` at most kc) is only prefetched, never read, so it
-/// may point anywhere.
+/// Safety: AVX-512F present; `a` readable for kc*MR floats, `b`
+/// for kc*NR; rows r < mr of `c` readable and writable for nr floats at c + r*ldc; biases
+/// readable for mr (row) and nr (column) floats; 1 <= mr <= MR, 1 <= nr <= NR.
 #[allow(clippy::too_many_arguments)]
 pub(crate) unsafe fn kernel(
     kc: usize,
@@ -150,9 +159,13 @@ pub(crate) unsafe fn kernel(
     mr: usize,
     nr: usize,
     ep: &TileEpilogue<'_>,
-    (ahead, lines): (*const f32, usize),
+    ahead: Ahead,
 ) {
-    let ahead = (ahead, lines.min(kc));
+    let ahead = Ahead {
+        lines: ahead.lines.min(kc),
+        run: ahead.run.max(1),
+        ..ahead
+    };
     macro_rules! dispatch {
         ($($r:literal)*) => {
             match (mr, nr > 16) {
@@ -169,9 +182,9 @@ pub(crate) unsafe fn kernel(
 
 /// The R×(16·C) tile: R rows of A broadcast against C vectors of a B row per k step, so
 /// the 12×32 tile keeps 24 accumulators, 2 B vectors and a broadcast in the 32 registers
-/// and issues 24 FMAs per 14 loads. The first `ahead.1` K steps each also fetch one line
-/// from `ahead.0` on into L2 (the next B panel of weights streamed from memory). Safety: as
-/// [`kernel`], with R == mr and nr <= 16·C.
+/// and issues 24 FMAs per 14 loads. The first `ahead.lines` K steps each also fetch one
+/// line of `ahead` into L2 (the next B panel of weights streamed from memory, or the rows
+/// of the next block of B to pack). Safety: as [`kernel`], with R == mr and nr <= 16·C.
 #[target_feature(enable = "avx512f,avx2,fma")]
 #[allow(clippy::too_many_arguments)]
 unsafe fn tile<const R: usize, const C: usize>(
@@ -182,13 +195,22 @@ unsafe fn tile<const R: usize, const C: usize>(
     ldc: usize,
     nr: usize,
     ep: &TileEpilogue<'_>,
-    (ahead, lines): (*const f32, usize),
+    ahead: Ahead,
 ) {
     let z = _mm512_setzero_ps();
     let mut acc = [[z; C]; R];
+    // The next line to fetch, the start of its run and its place in the run.
+    let (mut line, mut run_at, mut in_run) = (ahead.at, ahead.at, 0);
     for k in 0..kc {
-        if k < lines {
-            _mm_prefetch::<_MM_HINT_T1>(ahead.wrapping_add(16 * k) as *const i8);
+        if k < ahead.lines {
+            _mm_prefetch::<_MM_HINT_T1>(line as *const i8);
+            in_run += 1;
+            line = line.wrapping_add(16);
+            if in_run == ahead.run {
+                in_run = 0;
+                run_at = run_at.wrapping_add(ahead.pitch);
+                line = run_at;
+            }
         }
         // Ask for the panels' lines PREFETCH k steps ahead: the B panel streams from L2
         // in most products and the loads would otherwise stall the FMAs. Prefetches

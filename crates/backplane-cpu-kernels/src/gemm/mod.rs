@@ -79,7 +79,7 @@ pub fn microkernel(
     nr: usize,
     ep: &TileEpilogue<'_>,
 ) -> bool {
-    microkernel_on(isa_in_use(), kc, a, 0, b, c, ldc, mr, nr, ep, &[])
+    microkernel_on(isa_in_use(), kc, a, 0, b, c, ldc, mr, nr, ep, Fetch::NONE)
 }
 
 /// [`microkernel`] for rows `row0 .. row0 + mr` of the packed A panel `a`, so that a range of
@@ -98,7 +98,112 @@ pub fn microkernel_rows(
     nr: usize,
     ep: &TileEpilogue<'_>,
 ) -> bool {
-    microkernel_on(isa_in_use(), kc, a, row0, b, c, ldc, mr, nr, ep, &[])
+    microkernel_on(
+        isa_in_use(),
+        kc,
+        a,
+        row0,
+        b,
+        c,
+        ldc,
+        mr,
+        nr,
+        ep,
+        Fetch::NONE,
+    )
+}
+
+/// Ask for the 64-byte lines that hold `data` to be brought into L2: a hint, nothing is read.
+/// For a block of B a product packs next, whose rows lie in more pages than the hardware
+/// prefetchers follow, fetched while the tiles of the block before run.
+#[inline]
+pub fn prefetch_l2(data: &[f32]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T1};
+        let p = data.as_ptr();
+        for i in (0..data.len()).step_by(16).chain(data.len().checked_sub(1)) {
+            // SAFETY: a prefetch reads nothing and never faults; `p + i` lies inside `data`
+            // (i < data.len()), and SSE is part of x86_64.
+            unsafe { _mm_prefetch::<_MM_HINT_T1>(p.add(i).cast::<i8>()) };
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = data;
+}
+
+/// Runs of a slice whose 64-byte lines a tile fetches into L2 while it runs, one line per
+/// K step (the AVX-512 tile; the others ignore it): `runs` runs of `run` floats, `pitch`
+/// floats apart, from the slice's start; lines outside the slice are not fetched.
+#[derive(Debug, Clone, Copy)]
+pub struct Fetch<'a> {
+    /// The slice the runs lie in.
+    pub data: &'a [f32],
+    /// Floats per run.
+    pub run: usize,
+    /// Floats from one run's start to the next's.
+    pub pitch: usize,
+    /// Runs.
+    pub runs: usize,
+}
+
+impl<'a> Fetch<'a> {
+    /// Nothing to fetch.
+    pub const NONE: Fetch<'static> = Fetch {
+        data: &[],
+        run: 0,
+        pitch: 0,
+        runs: 0,
+    };
+
+    /// The whole of `data`, one run.
+    pub fn run(data: &'a [f32]) -> Self {
+        Fetch {
+            data,
+            run: data.len(),
+            pitch: data.len(),
+            runs: 1,
+        }
+    }
+
+    /// The kernel's form: lines per run and how many lines in all, only whole runs that
+    /// lie inside `data` (a run of a partial line counts its last line).
+    #[cfg(target_arch = "x86_64")]
+    #[inline]
+    fn lines(&self) -> avx512::Ahead {
+        let per = self.run.div_ceil(16);
+        let inside = match self.run {
+            0 => 0,
+            run => self
+                .runs
+                .min((self.data.len() + self.pitch).saturating_sub(run) / self.pitch.max(1)),
+        };
+        avx512::Ahead {
+            at: self.data.as_ptr(),
+            lines: inside * per,
+            run: per,
+            pitch: self.pitch,
+        }
+    }
+}
+
+/// [`microkernel_rows`] that also fetches `fetch`'s lines into L2 while it runs (the rows of
+/// a B block to be packed next, say).
+#[allow(clippy::too_many_arguments)]
+#[inline]
+pub fn microkernel_rows_fetching(
+    kc: usize,
+    a: &[f32],
+    row0: usize,
+    b: &[f32],
+    c: &mut [f32],
+    ldc: usize,
+    mr: usize,
+    nr: usize,
+    ep: &TileEpilogue<'_>,
+    fetch: Fetch<'_>,
+) -> bool {
+    microkernel_on(isa_in_use(), kc, a, row0, b, c, ldc, mr, nr, ep, fetch)
 }
 
 /// [`microkernel`] that also fetches `ahead` into L2 while it runs, one 64-byte line per K
@@ -120,7 +225,19 @@ pub fn microkernel_fetching(
     ep: &TileEpilogue<'_>,
     ahead: &[f32],
 ) -> bool {
-    microkernel_on(isa_in_use(), kc, a, 0, b, c, ldc, mr, nr, ep, ahead)
+    microkernel_on(
+        isa_in_use(),
+        kc,
+        a,
+        0,
+        b,
+        c,
+        ldc,
+        mr,
+        nr,
+        ep,
+        Fetch::run(ahead),
+    )
 }
 
 /// True when [`tiles_strided`] runs (AVX2 without AVX-512: with AVX-512 the SGEMM's packing
@@ -659,7 +776,7 @@ fn microkernel_on(
     mr: usize,
     nr: usize,
     ep: &TileEpilogue<'_>,
-    ahead: &[f32],
+    fetch: Fetch<'_>,
 ) -> bool {
     if mr == 0 || nr == 0 {
         return true;
@@ -684,11 +801,11 @@ fn microkernel_on(
         // of the k loop is in bounds; for each row r < mr the kernel touches
         // c[r*ldc .. r*ldc + nr] only (masked loads/stores), within `c` because
         // c.len() >= (mr-1)*ldc + nr; the bias slices were checked to hold mr and nr values;
-        // 1 <= mr and 1 <= nr <= NR were checked; `ahead` is only prefetched, and only
-        // the lines inside it (ahead.len() / 16 of them).
+        // 1 <= mr and 1 <= nr <= NR were checked; `fetch` is only prefetched, and only
+        // lines of its whole runs inside its slice (`Fetch::lines`).
         unsafe {
             let a = a.as_ptr().add(row0);
-            let ahead = (ahead.as_ptr(), ahead.len() / 16);
+            let ahead = fetch.lines();
             avx512::kernel(kc, a, b.as_ptr(), c.as_mut_ptr(), ldc, mr, nr, ep, ahead);
         }
         return true;
@@ -739,7 +856,7 @@ fn microkernel_on(
         }
         return true;
     }
-    let _ = (isa, ahead);
+    let _ = (isa, fetch);
     portable_kernel(kc, a, row0, b, c, ldc, mr, nr, ep);
     true
 }

@@ -238,21 +238,31 @@ fn dispatched_and_portable_kernels_agree() {
                         .into_iter()
                         .filter(|i| i.available())
                     {
-                        let mut fast = init.clone();
                         // With accumulation, the tile also prefetches lines of B (a
-                        // hint that must change nothing): none, part of kc, or all.
+                        // hint that must change nothing): none, part of kc, or all, as
+                        // one run or as runs of 24 floats 40 apart (fewer than asked
+                        // where they leave the slice).
                         let ahead = match accumulate {
                             true => &b[..(mr * 16 * kc / MR).min(b.len())],
                             false => &[][..],
                         };
-                        assert!(microkernel_on(
-                            isa, kc, &a, row0, &b, &mut fast, ldc, mr, nr, &ep, ahead
-                        ));
-                        for (i, (x, y)) in fast.iter().zip(&slow).enumerate() {
-                            assert!(
-                                (x - y).abs() <= 1e-4 * y.abs().max(1.0),
-                                "{isa:?} {act:?} {mr}x{nr} row0 {row0} at {i}: {x} vs {y}"
-                            );
+                        let runs = Fetch {
+                            data: ahead,
+                            run: 24,
+                            pitch: 40,
+                            runs: nr,
+                        };
+                        for fetch in [Fetch::run(ahead), runs, Fetch::NONE] {
+                            let mut fast = init.clone();
+                            assert!(microkernel_on(
+                                isa, kc, &a, row0, &b, &mut fast, ldc, mr, nr, &ep, fetch
+                            ));
+                            for (i, (x, y)) in fast.iter().zip(&slow).enumerate() {
+                                assert!(
+                                    (x - y).abs() <= 1e-4 * y.abs().max(1.0),
+                                    "{isa:?} {act:?} {mr}x{nr} row0 {row0} at {i}: {x} vs {y}"
+                                );
+                            }
                         }
                     }
                 }
