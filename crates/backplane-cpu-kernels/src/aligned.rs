@@ -94,17 +94,20 @@ impl<T: Pod> AlignedVec<T> {
     /// [`AlignedVec::try_resize`] for buffers of a size the code fixes (not a model): like
     /// `Vec::resize`, a failed allocation aborts.
     pub fn resize(&mut self, len: usize) {
+        // Elements the lines held before: those past the old length may hold old values
+        // (from an earlier, longer length); new lines come zeroed.
+        let held = self.lines.len() * (ALIGNMENT / std::mem::size_of::<T>());
         let lines = Self::lines_for(len);
         if lines > self.lines.len() {
             self.lines.resize(lines, Line([0; ALIGNMENT]));
         }
-        if len > self.len {
-            // Lines kept from an earlier, longer length may hold old values.
-            let old = self.len;
-            self.len = len;
-            self[old..].fill(T::zeroed());
-        } else {
-            self.len = len;
+        let old = self.len;
+        self.len = len;
+        if len > old {
+            let stale = old..len.min(held);
+            if let Some(tail) = self.get_mut(stale) {
+                tail.fill(T::zeroed());
+            }
         }
     }
 
